@@ -162,7 +162,7 @@ class ControlUnit(wiring.Component):
         # ---- the current stage: K, N, where its words go; its plan (the planner, registered
         # at PLAN) and its chunks (the dispatch)
         stage = Signal()
-        st_addr, st_k, st_n, st_trans = stage_operand(d, dec.operand_lines, stage)
+        st_addr, _, st_n, st_trans = stage_operand(d, dec.second_addr, stage)
         # a paged ATTENTION's stages stream from virtual address 0: its pages are whole 4 KiB,
         # so the unpacker's offsets are those of one operand there (the front end reads the pages)
         st_addr = Mux(dec.paged, 0, st_addr)
@@ -173,7 +173,7 @@ class ControlUnit(wiring.Component):
         # a transposed stage does not (its chunks fill the lanes)
         split = Signal()
         m.d.comb += split.eq((m_rows == 1) & ~st_trans)
-        m.d.comb += [planner.k.eq(st_k), planner.n.eq(st_n), planner.trans_in.eq(st_trans),
+        m.d.comb += [planner.sizes.eq(dec.stages[stage]),
                      planner.split.eq(split), planner.pipe_busy.eq(chunks.pipe_busy),
                      chunks.addr.eq(st_addr), chunks.split.eq(split)]
         m.d.comb += [getattr(chunks, name).eq(getattr(planner, name)) for name in plan_ports(lanes)]

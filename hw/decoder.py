@@ -18,20 +18,28 @@ from isa.descriptor import Flag, PAGE_ALIGN, PAGE_SHIFT_BITS, PAGE_SHIFT_LSB, PA
 from isa.microarch import PAGE_LIST_MAX
 from isa.slots import HEADER_BYTES, LINE_BYTES
 from isa.validate import PAGE_LIST_BYTES
+from .stage_sizes import StageSizes, stage_sizes_layout
+
+STAGES = 2                  # weight stages of a descriptor at most (the chains)
 
 DescriptorLayout = data.StructLayout({name: width for name, _, width in FIELDS})
 
-# what the front end hands the control unit with a descriptor: decoded once
-DecodedLayout = data.StructLayout({
-    "status": 8,
-    "is_load": 1, "is_store": 1, "is_compute": 1,
-    # lines of one device operand (ATTENTION's and LORA_XAB's second starts after them), and
-    # where the anchor lines start in the result
-    "operand_lines": 40, "stats_offset": 48,
-    # a paged ATTENTION (isa/validate.py paged): its pages, log2 of a page's tokens and the
-    # bytes of a page's keys (its values follow them)
-    "paged": 1, "pages": range(PAGE_LIST_MAX + 1), "page_shift": PAGE_SHIFT_BITS, "page_half": 40,
-})
+
+
+def decoded_layout(cfg):
+    """What the front end hands the control unit with a descriptor: decoded once."""
+    return data.StructLayout({
+        "status": 8,
+        "is_load": 1, "is_store": 1, "is_compute": 1,
+        # where the second device operand (ATTENTION's and LORA_XAB's) starts: the line after
+        # the first; where the anchor lines start in the result
+        "second_addr": 64, "stats_offset": 48,
+        # a paged ATTENTION (isa/validate.py paged): its pages, log2 of a page's tokens and
+        # the bytes of a page's keys (its values follow them)
+        "paged": 1, "pages": range(PAGE_LIST_MAX + 1), "page_shift": PAGE_SHIFT_BITS, "page_half": 40,
+        # its stages' sizes (hw/stage_sizes.py): the first product's, the second's
+        "stages": data.ArrayLayout(stage_sizes_layout(cfg.lanes), STAGES),
+    })
 
 
 class Decoder(wiring.Component):
@@ -40,7 +48,7 @@ class Decoder(wiring.Component):
         super().__init__({
             "desc": In(DescriptorLayout),
             "log2_slot": In(8), "data_base": In(64), "data_limit": In(64),
-            "decoded": Out(DecodedLayout),
+            "decoded": Out(decoded_layout(cfg)),
         })
 
     def elaborate(self, platform):
@@ -91,7 +99,9 @@ class Decoder(wiring.Component):
         in_lines, dev_lines, o_lines = Signal(40), Signal(40), Signal(44)
         m.d.sync += [in_lines.eq(lines(in_elems << el_log2)), dev_lines.eq(lines(dev_elems << el_log2)),
                      o_lines.eq(lines(out_elems << 2))]
-        m.d.comb += [out.operand_lines.eq(dev_lines),
+        second_addr = Signal(64)
+        m.d.sync += second_addr.eq(d.dev_addr + (lines(dev_elems << el_log2) << line_log2))
+        m.d.comb += [out.second_addr.eq(second_addr),
                      out.stats_offset.eq(Mux(d.op == Op.ATTENTION, o_lines, in_lines) << line_log2)]
         # the result's bytes from the stage-1 products directly: lines() is a ceiling
         # division by a line, ceil(x / L) + r = floor((x + L - 1 + r L) / L)
@@ -134,6 +144,13 @@ class Decoder(wiring.Component):
         shape_ok = Mux(is_softmax, softmax_ok,
                        sizes_ok & Mux(d.type == DescType.LOAD, load_ok,
                                       Mux(d.type == DescType.STORE, store_ok, compute_ok)))
+
+        # the stages' sizes: the first product's K x N as stored, the second's swapped
+        for i in range(STAGES):
+            m.submodules[f"stage{i}"] = sizes = StageSizes(cfg)
+            m.d.comb += [sizes.k.eq(k0 if i == 0 else n0), sizes.n.eq(n0 if i == 0 else k0),
+                         sizes.trans.eq(trans if i == 0 else 0), sizes.page_shift.eq(shift),
+                         out.stages[i].eq(sizes.sizes)]
 
         with m.If(~implemented):
             m.d.comb += out.status.eq(Status.BAD_OP)

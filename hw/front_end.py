@@ -37,11 +37,12 @@ from isa.descriptor import PAGE_ALIGN, PAGE_ENTRY_BYTES
 from isa.microarch import DECODE_STAGES, PAGE_LIST_MAX
 from isa.slots import HEADER_BYTES, LINE_BYTES
 from .command_engine import ibuf_entry
-from .decoder import Decoder, DecodedLayout
+from .decoder import Decoder, decoded_layout
 from .axi import RUN_LINES_BITS
-from .queue_geometry import ring_end, slot_addr
+from .queue_geometry import ring_end
 from .regfile import QueueRegs
-from .stage_plan import run_span, stage_count, stage_operand, stage_runs, weight_elems
+from .stage_plan import run_span, stage_count, stage_operand
+from .stage_sizes import stage_sizes_layout
 from .unpacker import DIM_BITS
 
 IN_FLIGHT_BITS = 8          # descriptors popped and not yet reported (ibuf, front end, control unit, reports)
@@ -50,7 +51,7 @@ IN_FLIGHT_BITS = 8          # descriptors popped and not yet reported (ibuf, fro
 def task_layout(cfg):
     """A descriptor as the front end hands it to the control unit: the instruction buffer's
     entry and what the decoder found."""
-    return data.StructLayout({"entry": ibuf_entry(cfg), "decoded": DecodedLayout})
+    return data.StructLayout({"entry": ibuf_entry(cfg), "decoded": decoded_layout(cfg)})
 
 
 class FrontEnd(wiring.Component):
@@ -81,7 +82,7 @@ class FrontEnd(wiring.Component):
 
         # the descriptor held, whether it is handed over, and what the decoder found (from CHECK)
         entry, held, handed = Signal(ibuf_entry(cfg)), Signal(), Signal()
-        decoded, decoded_valid = Signal(DecodedLayout), Signal()
+        decoded, decoded_valid = Signal(decoded_layout(cfg)), Signal()
         decoding = Signal(range(DECODE_STAGES))         # DECODE's cycles left after this one
         regs = Signal(QueueRegs)
         with m.Switch(entry.queue):
@@ -91,12 +92,16 @@ class FrontEnd(wiring.Component):
         d = entry.desc
         m.d.comb += [dec.desc.eq(d), dec.log2_slot.eq(regs.log2_slot),
                      dec.data_base.eq(regs.data_base), dec.data_limit.eq(regs.data_limit)]
-        # its submission slot, and (below) whether it reads a CQ ring, registered while the
-        # decoder works (the entry and the queues' registers hold still from the pop on): the
-        # slot two cycles after the pop, the ring check in the third, CHECK's cycle
-        assert DECODE_STAGES >= 3, "CHECK reads the registered ring check"
-        sq_slot = Signal(64)
-        m.d.sync += sq_slot.eq(slot_addr(regs.sq_base, entry.seq, regs))
+        # its submission slot, worked out while the decoder works (the entry and the queues'
+        # registers hold still from the pop on): the slot's offset in its ring (step 1), then
+        # its address and end (step 2), for the ring check in CHECK and the input runs
+        assert DECODE_STAGES >= 3, "CHECK reads the slot's registered address"
+        slot_base, slot_offset, slot_size = Signal(64), Signal(64), Signal(49)
+        index = (entry.seq - 1)[:16] & ((1 << regs.log2_depth) - 1)
+        m.d.sync += [slot_base.eq(regs.sq_base), slot_offset.eq(index << regs.log2_slot[:6]),
+                     slot_size.eq(1 << regs.log2_slot[:6])]
+        sq_slot, slot_end = Signal(64), Signal(65)
+        m.d.sync += [sq_slot.eq(slot_base + slot_offset), slot_end.eq((slot_base + slot_offset)[:64] + slot_size)]
 
         # ---- descriptors in flight, and the STOREs among them
         in_flight, stores = Signal(IN_FLIGHT_BITS), Signal(IN_FLIGHT_BITS)
@@ -104,32 +109,46 @@ class FrontEnd(wiring.Component):
         m.d.sync += [in_flight.eq(in_flight + issue - self.report),
                      stores.eq(stores + issue_store - (self.report & self.report_store))]
 
-        # the ranges it reads: its submission slot, its device operand
-        slot_end = sq_slot + (1 << regs.log2_slot[:6])
+        # the ranges it reads: its submission slot (checked in CHECK), its device operand
+        # (registered, from the pop on)
         dev_end = d.dev_addr + (d.dev_size << 6)
         in_cq = []
-        for q_regs in self.queues:
-            end = ring_end(q_regs.cq_base, q_regs)
-            in_cq.append(q_regs.enable & (
-                ((sq_slot < end) & (q_regs.cq_base < slot_end))
-                | ((d.dev_size != 0) & (d.dev_addr < end) & (q_regs.cq_base < dev_end))))
+        for q, q_regs in enumerate(self.queues):
+            # each CQ ring's end, registered (a queue's registers are written long before a
+            # descriptor of it, or one that could read its ring, is popped)
+            end = Signal(65, name=f"cq_end{q}")
+            m.d.sync += end.eq(ring_end(q_regs.cq_base, q_regs))
+            operand_in = Signal(name=f"operand_in_cq{q}")
+            m.d.sync += operand_in.eq((d.dev_size != 0) & (d.dev_addr < end) & (q_regs.cq_base < dev_end))
+            in_cq.append(q_regs.enable & (((sq_slot < end) & (q_regs.cq_base < slot_end)) | operand_in))
         reads_cq = Signal()
-        m.d.sync += reads_cq.eq(_any(in_cq))
+        m.d.comb += reads_cq.eq(_any(in_cq))
         hazard = ((stores != 0) | (reads_cq & (in_flight != 0)))
 
         # ---- the fetcher's progress through the runs
         INPUT_RUN, MAIN_RUN, REST_RUN, COPY_RUN, LIST_RUN, LIST_WAIT, LIST_CHECK = range(7)
         f_on, f_kind, f_stage = Signal(), Signal(range(7)), Signal()
-        f_m0, f_in_elem = Signal(DIM_BITS), Signal(44)
+        # the group's first input row and element, and its elements (registered with them)
+        f_m0, f_in_elem, f_in_elems = Signal(DIM_BITS), Signal(44), Signal(44)
         m_rows = d.in_rows
         stages = stage_count(d)
-        f_rows = Mux(m_rows - f_m0 < cfg.rows, m_rows - f_m0, cfg.rows)
-        f_addr, f_k, f_n, f_trans = stage_operand(d, decoded.operand_lines, f_stage)
-        f_rows_dim, f_cols_dim, f_pack_log2 = stage_runs(m, f_k, f_n, f_trans, lanes, "fetch")
-        f_main, f_rest_elems = Signal(44), Signal(44)
-        main_, rest_ = weight_elems(f_rows_dim, f_cols_dim, f_pack_log2)
-        m.d.comb += [f_main.eq(main_), f_rest_elems.eq(rest_)]
-        input_run = run_span(m, sq_slot + HEADER_BYTES, f_in_elem, f_rows * d.in_cols, cfg, "input_run")
+
+        # a group's input elements: ROWS rows, or the last group's rows (worked out while the
+        # descriptor decodes: its entry holds still from the pop on)
+        assert cfg.rows & (cfg.rows - 1) == 0, "ROWS a power of two: a group's elements a shift"
+        last_group_elems = Signal(44)
+        tail_rows = m_rows & (cfg.rows - 1)
+        m.d.sync += last_group_elems.eq(Mux(tail_rows == 0, cfg.rows, tail_rows) * d.in_cols)
+
+        def group_elems(m0):
+            """Input elements of the group from row m0."""
+            return Mux(m_rows - m0 <= cfg.rows, last_group_elems, d.in_cols << (cfg.rows.bit_length() - 1))
+        # the stage's sizes, worked out by the decoder (hw/stage_sizes.py)
+        f_addr = stage_operand(d, decoded.second_addr, f_stage)[0]
+        f_sizes = Signal(stage_sizes_layout(lanes))
+        m.d.comb += f_sizes.eq(decoded.stages[f_stage])
+        f_main, f_rest_elems = f_sizes.main_elems, f_sizes.rest_elems
+        input_run = run_span(m, sq_slot + HEADER_BYTES, f_in_elem, f_in_elems, cfg, "input_run")
         main_run = run_span(m, f_addr, 0, f_main, cfg, "main_run")
         rest_run = run_span(m, f_addr, f_main, f_rest_elems, cfg, "rest_run")
         run_addr, run_lines, run_any = Signal(64), Signal(RUN_LINES_BITS), Signal()
@@ -157,30 +176,33 @@ class FrontEnd(wiring.Component):
         # the page in hand: checked (LIST_CHECK), read (MAIN_RUN), or the last k-group's (REST_RUN)
         f_page = Signal(range(PAGE_LIST_MAX))
         shift, half = decoded.page_shift, decoded.page_half
-        main_rows = (f_rows_dim >> f_pack_log2) << f_pack_log2
-        rest_page = (main_rows >> shift)[:len(f_page)]
+        rest_page = f_sizes.rest_page[:len(f_page)]
         page = Signal(64)
         m.d.comb += page.eq(entries[Mux(f_kind == REST_RUN, rest_page, f_page)])
-        span = Signal(66)
-        m.d.comb += span.eq(page + (half << 1))
-        page_bad = ((page[:(PAGE_ALIGN - 1).bit_length()] != 0) | (page < regs.data_base)
-                    | (span > regs.data_limit))
+        # an entry checked: aligned, its keys and values inside the data range (its start at
+        # most data_limit - 2 half, worked out once the descriptor is decoded, the cycle
+        # after CHECK: the list's beats come a DRAM latency later)
+        checked = Signal(64)
+        m.d.comb += checked.eq(entries[f_page])
+        page_room, room_ok = Signal(64), Signal()
+        m.d.sync += [page_room.eq(regs.data_limit - (half << 1)), room_ok.eq(regs.data_limit >= (half << 1))]
+        page_bad = ((checked[:(PAGE_ALIGN - 1).bit_length()] != 0) | (checked < regs.data_base)
+                    | ~room_ok | (checked > page_room))
         bad, verdict_valid, verdict_status = Signal(), Signal(), Signal(8)
         bad_now = bad | page_bad
         last_check = f_page + 1 >= decoded.pages
         m.d.comb += [self.verdict_valid.eq(verdict_valid), self.verdict_status.eq(verdict_status)]
         with m.If(self.verdict_take):
             m.d.sync += verdict_valid.eq(0)
-        # a stage's pages: the whole packs' (main_rows of its rows), a run each, from the
-        # page's keys (stage 0) or values (stage 1)
-        page_base = page + Mux(f_stage, half, 0)
-        main_pages = (main_rows + (1 << shift) - 1) >> shift
-        page_rows = Signal(DIM_BITS)
-        left_rows = main_rows - (f_page << shift)
-        m.d.comb += page_rows.eq(Mux(left_rows > (1 << shift), 1 << shift, left_rows))
-        page_run = run_span(m, page_base, 0, page_rows * f_cols_dim, cfg, "page_run")
-        page_rest = run_span(m, page_base, (main_rows & ((1 << shift) - 1)) * f_cols_dim, f_rest_elems, cfg,
-                             "page_rest")
+        # a stage's pages: the whole packs' rows, a run a page, then the last k-group's run;
+        # from the page's keys (stage 0) or values (half a page on, stage 1), the offset from
+        # registers added to the entry once
+        values_elem = Mux(f_stage, half >> 1, 0)
+        main_pages = f_sizes.main_pages
+        page_elems = Signal(44)
+        m.d.comb += page_elems.eq(Mux(f_page + 1 < main_pages, f_sizes.cols_dim << shift, f_sizes.last_elems))
+        page_run = run_span(m, page, values_elem, page_elems, cfg, "page_run")
+        page_rest = run_span(m, page, values_elem + f_sizes.tail_elems, f_rest_elems, cfg, "page_rest")
         with m.Switch(f_kind):
             with m.Case(INPUT_RUN):
                 m.d.comb += [run_addr.eq(input_run[0]), run_lines.eq(input_run[1]), run_any.eq(1)]
@@ -236,7 +258,8 @@ class FrontEnd(wiring.Component):
                 m.d.sync += [f_kind.eq(MAIN_RUN), f_stage.eq(1)]
             with m.Else():
                 m.d.sync += [f_kind.eq(INPUT_RUN), f_m0.eq(f_m0 + cfg.rows),
-                             f_in_elem.eq(f_in_elem + cfg.rows * d.in_cols)]
+                             f_in_elem.eq(f_in_elem + cfg.rows * d.in_cols),
+                             f_in_elems.eq(group_elems(f_m0 + cfg.rows))]
                 with m.If(f_m0 + cfg.rows >= m_rows):
                     m.d.sync += f_on.eq(0)
 
@@ -251,7 +274,8 @@ class FrontEnd(wiring.Component):
             m.d.comb += [issue.eq(1), issue_store.eq(found.is_store)]
             m.d.sync += [f_on.eq(1),
                          f_kind.eq(Mux(found.is_compute, Mux(found.paged, LIST_RUN, INPUT_RUN), COPY_RUN)),
-                         f_stage.eq(0), f_m0.eq(0), f_in_elem.eq(0), f_page.eq(0), list_beat.eq(0), list_err.eq(0)]
+                         f_stage.eq(0), f_m0.eq(0), f_in_elem.eq(0), f_in_elems.eq(group_elems(0)), f_page.eq(0),
+                         list_beat.eq(0), list_err.eq(0)]
 
         with m.FSM():
             with m.State("IDLE"):

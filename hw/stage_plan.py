@@ -20,15 +20,14 @@ def stage_count(desc):
     return Mux(is_softmax, 0, Mux(chained, 2, 1))
 
 
-def stage_operand(desc, operand_lines, stage):
+def stage_operand(desc, second_addr, stage):
     """Stage `stage`'s weights (isa/validate.py stages): (address, K, N, transposed). Stage
-    0's are stored K x N, or with TRANS_W N x K; stage 1's start at the 64-byte line after
-    stage 0's, K and N swapped (x A, then . B; q K^T, then S V)."""
-    line_log2 = (LINE_BYTES - 1).bit_length()
+    0's are stored K x N, or with TRANS_W N x K; stage 1's start at `second_addr` (the
+    decoder's: the 64-byte line after stage 0's), K and N swapped (x A, then . B; q K^T,
+    then S V)."""
     trans = desc.flags[0]
     k0, n0 = Mux(trans, desc.dev_cols, desc.dev_rows), Mux(trans, desc.dev_rows, desc.dev_cols)
-    return (Mux(stage, desc.dev_addr + (operand_lines << line_log2), desc.dev_addr),
-            Mux(stage, n0, k0), Mux(stage, k0, n0), trans & ~stage)
+    return (Mux(stage, second_addr, desc.dev_addr), Mux(stage, n0, k0), Mux(stage, k0, n0), trans & ~stage)
 
 
 def packing(m, n, lanes, name):
@@ -55,20 +54,6 @@ def trans_packing(m, k, lanes, name):
         with m.If(k == (1 << p)):
             m.d.comb += [pack_log2.eq(lane_bits - p), level.eq(p)]
     return pack_log2, level, scalar, fold_adds
-
-
-def stage_runs(m, k, n, trans, lanes, name):
-    """How a stage's weights stream (isa/pe_array.py): (rows, columns, log2 of the rows a
-    chunk packs): K rows of N packed by N, or transposed N rows of K packed by K."""
-    normal_log2 = packing(m, n, lanes, f"{name}_pack")
-    trans_log2 = trans_packing(m, k, lanes, f"{name}_trans")[0]
-    return Mux(trans, n, k), Mux(trans, k, n), Mux(trans, trans_log2, normal_log2)
-
-
-def weight_elems(k, n, log2):
-    """Elements of a stage's two weight runs for packing 2^log2 (rows of `k`, `n` each): the
-    groups of whole packs, and the last group (k mod pack rows)."""
-    return (k >> log2 << log2) * n, (k & ((1 << log2) - 1)) * n
 
 
 def run_beats_of(offset, elems, lanes):

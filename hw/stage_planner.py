@@ -1,17 +1,18 @@
 """The stage planner: the plan of one stage (a weight matrix through the PE array), taken
 in the control unit's PLAN state and held while the stage's chunks and its readout use it.
 
-From the stage's K, N and transposition (hw/stage_plan.py stage_operand) it works out
-`isa/pe_array.py`'s plan: the packing, the accumulator words per row and their sets, the
-sets each PE row receives (a one-row stage splits its k-groups over two PE rows), and how
-the weights stream as runs of the unpacker: `full_groups` groups of 2^run_log2 rows of
-`cols_dim` elements, then `rest_rows` rows (K mod pack) as a run of its own. A
-transposed stage's tree (level, several chunks a row, adds after the last) comes with it.
+The stage's sizes come worked out once per descriptor (hw/stage_sizes.py, in the
+decoder: `isa/pe_array.py`'s plan); the planner registers the ones the stage uses: the
+packing, the accumulator words per row and their sets, the sets each PE row receives (a
+one-row stage splits its k-groups over two PE rows), and how the weights stream as runs
+of the unpacker: `full_groups` groups of 2^run_log2 rows of `cols_dim` elements, then
+`rest_rows` rows (K mod pack) as a run of its own. A transposed stage's tree (level,
+several chunks a row, adds after the last) comes with it.
 
 The compute unit's mode (plain, or a transposed tree's) must hold while a chunk is in its
 pipeline: a stage in another mode is refused (`ready` low) until the chunk dispatch says
 the pipeline holds no chunk's control (`pipe_busy` low). `load` with `ready` registers
-the plan; `has_full` (combinational, from the inputs) says whether the stage has a run of
+the plan; `has_full` (combinational, from the sizes) says whether the stage has a run of
 whole packs, so the control unit knows which run starts first.
 """
 from amaranth import Module, Mux, Signal
@@ -19,10 +20,8 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from isa.pe_array import ACC_INTERLEAVE, SPLIT_ROWS
-from .stage_plan import packing, stage_runs, trans_packing, weight_elems
+from .stage_sizes import ELEMS_BITS, stage_sizes_layout
 from .unpacker import DIM_BITS
-
-ELEMS_BITS = 44             # a stage's weight elements (K x N at the dims' limits)
 
 
 def plan_ports(lanes):
@@ -48,8 +47,8 @@ class StagePlanner(wiring.Component):
     def __init__(self, cfg):
         self._cfg = cfg
         ports = {
-            # the stage: its K, N and transposition, and whether it splits over two PE rows
-            "k": In(DIM_BITS), "n": In(DIM_BITS), "trans_in": In(1), "split": In(1),
+            # the stage's sizes, and whether it splits over two PE rows
+            "sizes": In(stage_sizes_layout(cfg.lanes)), "split": In(1),
             "load": In(1), "pipe_busy": In(1),
             "ready": Out(1), "has_full": Out(1),
             "sets_used": Out(range(ACC_INTERLEAVE + 1)).array(SPLIT_ROWS),
@@ -59,20 +58,10 @@ class StagePlanner(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        lanes = self._cfg.lanes
-        lane_bits = (lanes - 1).bit_length()
-        k, n, trans = self.k, self.n, self.trans_in
-        rows_dim, cols_dim, run_log2 = stage_runs(m, k, n, trans, lanes, "plan")
-        _, level, scalar, fold_adds = trans_packing(m, k, lanes, "plan_tree")
-        pack_log2 = packing(m, n, lanes, "plan_pack_log2")
-        n_words, sets = Signal.like(self.n_words), Signal.like(self.sets)
-        m.d.comb += [n_words.eq((n + lanes - 1) >> lane_bits), sets.eq(ACC_INTERLEAVE)]
-        for s in reversed(range(1, ACC_INTERLEAVE)):
-            with m.If(n_words * s >= ACC_INTERLEAVE):
-                m.d.comb += sets.eq(s)
-        groups = Signal(DIM_BITS)
-        m.d.comb += groups.eq((k + (1 << pack_log2) - 1) >> pack_log2)
+        size = self.sizes
+        trans, level, scalar, fold_adds = size.trans, size.t_level, size.t_scalar, size.t_fold_adds
         # the k-groups each PE row receives: all on row 0, or with the split g mod 2 = q
+        groups = size.groups
         row_groups = [Signal(DIM_BITS, name=f"row_groups{q}") for q in range(SPLIT_ROWS)]
         m.d.comb += [row_groups[0].eq(Mux(self.split, (groups + 1) >> 1, groups)),
                      row_groups[1].eq(Mux(self.split, groups >> 1, 0))]
@@ -83,16 +72,15 @@ class StagePlanner(wiring.Component):
                                                                        (scalar != self.t_scalar) |
                                                                        (fold_adds != self.t_fold_adds)))),
                      self.ready.eq(~(self.pipe_busy & mode_changes)),
-                     self.has_full.eq((rows_dim >> run_log2) != 0)]
+                     self.has_full.eq(size.full_groups != 0)]
         with m.If(self.load & self.ready):
-            m.d.sync += [self.pack_log2.eq(Mux(trans, 0, pack_log2)), self.n_words.eq(n_words),
-                         self.sets.eq(sets), self.run_log2.eq(run_log2), self.cols_dim.eq(cols_dim),
-                         self.full_groups.eq(rows_dim >> run_log2),
-                         self.rest_rows.eq(rows_dim & ((1 << run_log2) - 1)),
-                         self.main_elems.eq(weight_elems(rows_dim, cols_dim, run_log2)[0]),
+            m.d.sync += [self.pack_log2.eq(Mux(trans, 0, size.pack_log2)), self.n_words.eq(size.n_words),
+                         self.sets.eq(size.sets), self.run_log2.eq(size.run_log2), self.cols_dim.eq(size.cols_dim),
+                         self.full_groups.eq(size.full_groups), self.rest_rows.eq(size.rest_rows),
+                         self.main_elems.eq(size.main_elems),
                          self.t_level.eq(level), self.t_scalar.eq(scalar), self.t_fold_adds.eq(fold_adds),
                          self.trans.eq(trans)]
             for q in range(SPLIT_ROWS):
-                used = Mux(row_groups[q] < sets, row_groups[q], sets)
+                used = Mux(row_groups[q] < size.sets, row_groups[q], size.sets)
                 m.d.sync += self.sets_used[q].eq(Mux(trans, int(q == 0), used))
         return m

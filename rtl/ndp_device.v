@@ -832,7 +832,7 @@ module ndp_device(mem__awaddr, mem__awlen, mem__awsize, mem__awburst, mem__awloc
     .pop(pop),
     .pop_ready(pop_ready),
     .pop_valid(pop_valid),
-    .\port$13692$0 (\$3 ),
+    .\port$13533$0 (\$3 ),
     .queues__0(queues__0),
     .queues__1(queues__1),
     .queues__2(queues__2),
@@ -1042,7 +1042,7 @@ module ndp_device(mem__awaddr, mem__awlen, mem__awsize, mem__awburst, mem__awloc
     .io__wready(io__wready),
     .io__wstrb(io__wstrb),
     .io__wvalid(io__wvalid),
-    .\port$13692$0 (\$3 ),
+    .\port$13533$0 (\$3 ),
     .queues__0(queues__0),
     .queues__1(queues__1),
     .queues__2(queues__2),
@@ -2633,7 +2633,7 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, bus__rlast, clk, rst, pop, bus__arlen, bus__arvalid, bus__awlen, bus__wdata, bus__wstrb, reported, bus__wvalid, bus__wlast, bus__bready, done_status, irq, \port$13692$0 , cycle
+module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, bus__rlast, clk, rst, pop, bus__arlen, bus__arvalid, bus__awlen, bus__wdata, bus__wstrb, reported, bus__wvalid, bus__wlast, bus__bready, done_status, irq, \port$13533$0 , cycle
 , queues__0, queues__1, queues__2, queues__3, pop_valid, pop_ready, bus__araddr, bus__awvalid, bus__awaddr, bus__arready, bus__rvalid, bus__awready, bus__wready, bus__bvalid, bus__bid);
   reg \$auto$verilog_backend.cc:2355:dump_module$67  = 0;
   wire \$1 ;
@@ -2641,11 +2641,11 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$100 ;
   wire \$1000 ;
   wire \$1001 ;
-  wire [4:0] \$1002 ;
-  wire [40:0] \$1003 ;
+  wire \$1002 ;
+  wire \$1003 ;
   wire \$1004 ;
-  wire \$1005 ;
-  wire \$1006 ;
+  wire [7:0] \$1005 ;
+  wire [7:0] \$1006 ;
   wire \$1007 ;
   wire \$1008 ;
   wire \$1009 ;
@@ -2653,8 +2653,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$1010 ;
   wire \$1011 ;
   wire \$1012 ;
-  wire [7:0] \$1013 ;
-  wire [7:0] \$1014 ;
+  wire \$1013 ;
+  wire \$1014 ;
   wire \$1015 ;
   wire \$1016 ;
   wire \$1017 ;
@@ -2668,29 +2668,29 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$1024 ;
   wire \$1025 ;
   wire \$1026 ;
-  wire \$1027 ;
-  wire \$1028 ;
+  wire [4:0] \$1027 ;
+  wire [40:0] \$1028 ;
   wire \$1029 ;
-  wire \$103 ;
+  wire [4:0] \$103 ;
   wire \$1030 ;
   wire \$1031 ;
   wire \$1032 ;
   wire \$1033 ;
   wire \$1034 ;
-  wire [4:0] \$1035 ;
-  wire [40:0] \$1036 ;
+  wire \$1035 ;
+  wire \$1036 ;
   wire \$1037 ;
-  wire \$1038 ;
-  wire \$1039 ;
-  wire \$104 ;
+  wire [7:0] \$1038 ;
+  wire [7:0] \$1039 ;
+  wire [40:0] \$104 ;
   wire \$1040 ;
   wire \$1041 ;
   wire \$1042 ;
   wire \$1043 ;
   wire \$1044 ;
   wire \$1045 ;
-  wire [7:0] \$1046 ;
-  wire [7:0] \$1047 ;
+  wire \$1046 ;
+  wire \$1047 ;
   wire \$1048 ;
   wire \$1049 ;
   wire \$105 ;
@@ -2705,144 +2705,144 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$1058 ;
   wire \$1059 ;
   wire \$106 ;
-  wire \$1060 ;
-  wire \$1061 ;
+  wire [4:0] \$1060 ;
+  wire [40:0] \$1061 ;
   wire \$1062 ;
   wire \$1063 ;
   wire \$1064 ;
   wire \$1065 ;
   wire \$1066 ;
   wire \$1067 ;
-  wire [4:0] \$1068 ;
-  wire [40:0] \$1069 ;
+  wire \$1068 ;
+  wire \$1069 ;
   wire \$107 ;
   wire \$1070 ;
-  wire \$1071 ;
-  wire \$1072 ;
+  wire [7:0] \$1071 ;
+  wire [7:0] \$1072 ;
   wire \$1073 ;
   wire \$1074 ;
   wire \$1075 ;
   wire \$1076 ;
   wire \$1077 ;
-  wire \$1078 ;
-  wire [7:0] \$1079 ;
+  wire [64:0] \$1078 ;
+  wire [64:0] \$1079 ;
   wire \$108 ;
-  wire [7:0] \$1080 ;
-  wire \$1081 ;
-  wire \$1082 ;
-  wire \$1083 ;
-  wire \$1084 ;
-  wire \$1085 ;
-  wire [64:0] \$1086 ;
-  wire [64:0] \$1087 ;
-  wire [65:0] \$1088 ;
-  wire [26:0] \$1089 ;
+  wire [65:0] \$1080 ;
+  wire [26:0] \$1081 ;
+  wire [27:0] \$1082 ;
+  wire [28:0] \$1083 ;
+  wire [29:0] \$1084 ;
+  wire [30:0] \$1085 ;
+  wire [30:0] \$1086 ;
+  wire [26:0] \$1087 ;
+  wire [27:0] \$1088 ;
+  wire [28:0] \$1089 ;
   wire \$109 ;
-  wire [27:0] \$1090 ;
-  wire [28:0] \$1091 ;
-  wire [29:0] \$1092 ;
-  wire [30:0] \$1093 ;
-  wire [30:0] \$1094 ;
-  wire [26:0] \$1095 ;
-  wire [27:0] \$1096 ;
-  wire [28:0] \$1097 ;
-  wire [29:0] \$1098 ;
-  wire [29:0] \$1099 ;
+  wire [29:0] \$1090 ;
+  wire [29:0] \$1091 ;
+  wire [64:0] \$1092 ;
+  wire [64:0] \$1093 ;
+  wire [64:0] \$1094 ;
+  wire [64:0] \$1095 ;
+  wire [26:0] \$1096 ;
+  wire [6:0] \$1097 ;
+  wire \$1098 ;
+  wire [20:0] \$1099 ;
   wire \$11 ;
   wire \$110 ;
-  wire [64:0] \$1100 ;
-  wire [64:0] \$1101 ;
-  wire [64:0] \$1102 ;
+  wire \$1100 ;
+  wire [20:0] \$1101 ;
+  wire [20:0] \$1102 ;
   wire [64:0] \$1103 ;
-  wire [26:0] \$1104 ;
-  wire [6:0] \$1105 ;
-  wire \$1106 ;
-  wire [20:0] \$1107 ;
-  wire \$1108 ;
-  wire [20:0] \$1109 ;
-  wire [4:0] \$111 ;
-  wire [20:0] \$1110 ;
-  wire [64:0] \$1111 ;
-  wire [44:0] \$1112 ;
-  wire [65:0] \$1113 ;
-  wire [22:0] \$1114 ;
-  wire [23:0] \$1115 ;
-  wire [24:0] \$1116 ;
-  wire [25:0] \$1117 ;
-  wire [26:0] \$1118 ;
-  wire [26:0] \$1119 ;
-  wire [40:0] \$112 ;
-  wire [22:0] \$1120 ;
-  wire [23:0] \$1121 ;
-  wire [24:0] \$1122 ;
-  wire [25:0] \$1123 ;
-  wire [25:0] \$1124 ;
+  wire [44:0] \$1104 ;
+  wire [65:0] \$1105 ;
+  wire [22:0] \$1106 ;
+  wire [23:0] \$1107 ;
+  wire [24:0] \$1108 ;
+  wire [25:0] \$1109 ;
+  wire \$111 ;
+  wire [26:0] \$1110 ;
+  wire [26:0] \$1111 ;
+  wire [22:0] \$1112 ;
+  wire [23:0] \$1113 ;
+  wire [24:0] \$1114 ;
+  wire [25:0] \$1115 ;
+  wire [25:0] \$1116 ;
+  wire \$1117 ;
+  wire \$1118 ;
+  wire \$1119 ;
+  wire \$112 ;
+  wire \$1120 ;
+  wire \$1121 ;
+  wire \$1122 ;
+  wire \$1123 ;
+  wire \$1124 ;
   wire \$1125 ;
   wire \$1126 ;
-  wire \$1127 ;
-  wire \$1128 ;
+  wire [64:0] \$1127 ;
+  wire [65:0] \$1128 ;
   wire \$1129 ;
   wire \$113 ;
-  wire \$1130 ;
-  wire \$1131 ;
-  wire \$1132 ;
-  wire \$1133 ;
-  wire \$1134 ;
-  wire [64:0] \$1135 ;
-  wire [65:0] \$1136 ;
+  wire [5:0] \$1130 ;
+  wire [5:0] \$1131 ;
+  wire [19:0] \$1132 ;
+  wire [19:0] \$1133 ;
+  wire [19:0] \$1134 ;
+  wire [19:0] \$1135 ;
+  wire \$1136 ;
   wire \$1137 ;
-  wire [5:0] \$1138 ;
-  wire [5:0] \$1139 ;
-  wire \$114 ;
-  wire [19:0] \$1140 ;
-  wire [19:0] \$1141 ;
-  wire [19:0] \$1142 ;
-  wire [19:0] \$1143 ;
-  wire \$1144 ;
+  wire \$1138 ;
+  wire [22:0] \$1139 ;
+  wire [7:0] \$114 ;
+  wire [25:0] \$1140 ;
+  wire [26:0] \$1141 ;
+  wire [27:0] \$1142 ;
+  wire [28:0] \$1143 ;
+  wire [28:0] \$1144 ;
   wire \$1145 ;
-  wire \$1146 ;
-  wire [22:0] \$1147 ;
-  wire [25:0] \$1148 ;
-  wire [26:0] \$1149 ;
-  wire \$115 ;
-  wire [27:0] \$1150 ;
-  wire [28:0] \$1151 ;
-  wire [28:0] \$1152 ;
+  wire [19:0] \$1146 ;
+  wire [19:0] \$1147 ;
+  wire \$1148 ;
+  wire \$1149 ;
+  wire [7:0] \$115 ;
+  wire \$1150 ;
+  wire \$1151 ;
+  wire \$1152 ;
   wire \$1153 ;
-  wire [19:0] \$1154 ;
-  wire [19:0] \$1155 ;
-  wire \$1156 ;
-  wire \$1157 ;
-  wire \$1158 ;
-  wire \$1159 ;
+  wire [64:0] \$1154 ;
+  wire [65:0] \$1155 ;
+  wire [19:0] \$1156 ;
+  wire [19:0] \$1157 ;
+  wire [19:0] \$1158 ;
+  wire [19:0] \$1159 ;
   wire \$116 ;
-  wire \$1160 ;
-  wire \$1161 ;
-  wire [64:0] \$1162 ;
-  wire [65:0] \$1163 ;
-  wire [19:0] \$1164 ;
-  wire [19:0] \$1165 ;
-  wire [19:0] \$1166 ;
-  wire [19:0] \$1167 ;
-  wire [22:0] \$1168 ;
-  wire [25:0] \$1169 ;
+  wire [22:0] \$1160 ;
+  wire [25:0] \$1161 ;
+  wire [26:0] \$1162 ;
+  wire [27:0] \$1163 ;
+  wire [28:0] \$1164 ;
+  wire [28:0] \$1165 ;
+  reg [31:0] \$1166 ;
+  reg [31:0] \$1167 ;
+  wire \$1168 ;
+  wire \$1169 ;
   wire \$117 ;
-  wire [26:0] \$1170 ;
-  wire [27:0] \$1171 ;
-  wire [28:0] \$1172 ;
-  wire [28:0] \$1173 ;
-  reg [31:0] \$1174 ;
-  reg [31:0] \$1175 ;
-  wire \$1176 ;
+  wire \$1170 ;
+  wire \$1171 ;
+  wire [64:0] \$1172 ;
+  wire [65:0] \$1173 ;
+  wire [20:0] \$1174 ;
+  wire [27:0] \$1175 ;
+  wire [66:0] \$1176 ;
   wire \$1177 ;
   wire \$1178 ;
   wire \$1179 ;
   wire \$118 ;
-  wire [64:0] \$1180 ;
-  wire [65:0] \$1181 ;
-  wire [20:0] \$1182 ;
-  wire [27:0] \$1183 ;
-  wire [66:0] \$1184 ;
+  wire \$1180 ;
+  wire \$1181 ;
+  wire \$1182 ;
+  wire \$1183 ;
+  wire \$1184 ;
   wire \$1185 ;
   wire \$1186 ;
   wire \$1187 ;
@@ -2869,34 +2869,34 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$1205 ;
   wire \$1206 ;
   wire \$1207 ;
-  wire \$1208 ;
-  wire \$1209 ;
+  wire [64:0] \$1208 ;
+  wire [15:0] \$1209 ;
   wire \$121 ;
-  wire \$1210 ;
-  wire \$1211 ;
-  wire \$1212 ;
-  wire \$1213 ;
-  wire \$1214 ;
-  wire \$1215 ;
-  wire [64:0] \$1216 ;
-  wire [15:0] \$1217 ;
-  wire [16:0] \$1218 ;
-  wire [16:0] \$1219 ;
-  wire [7:0] \$122 ;
-  wire [79:0] \$1220 ;
-  wire [80:0] \$1221 ;
-  wire [64:0] \$1222 ;
-  wire [15:0] \$1223 ;
-  wire [16:0] \$1224 ;
-  wire [16:0] \$1225 ;
-  wire [79:0] \$1226 ;
-  wire [80:0] \$1227 ;
+  wire [16:0] \$1210 ;
+  wire [16:0] \$1211 ;
+  wire [79:0] \$1212 ;
+  wire [80:0] \$1213 ;
+  wire [64:0] \$1214 ;
+  wire [15:0] \$1215 ;
+  wire [16:0] \$1216 ;
+  wire [16:0] \$1217 ;
+  wire [79:0] \$1218 ;
+  wire [80:0] \$1219 ;
+  wire \$122 ;
+  wire \$1220 ;
+  wire \$1221 ;
+  wire \$1222 ;
+  wire [19:0] \$1223 ;
+  wire [19:0] \$1224 ;
+  wire \$1225 ;
+  wire \$1226 ;
+  wire \$1227 ;
   wire \$1228 ;
   wire \$1229 ;
-  wire [7:0] \$123 ;
+  wire \$123 ;
   wire \$1230 ;
-  wire [19:0] \$1231 ;
-  wire [19:0] \$1232 ;
+  wire \$1231 ;
+  wire \$1232 ;
   wire \$1233 ;
   wire \$1234 ;
   wire \$1235 ;
@@ -2912,97 +2912,90 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$1244 ;
   wire \$1245 ;
   wire \$1246 ;
-  wire \$1247 ;
-  wire \$1248 ;
-  wire \$1249 ;
+  wire [22:0] \$1247 ;
+  wire [25:0] \$1248 ;
+  wire [48:0] \$1249 ;
   wire \$125 ;
   wire \$1250 ;
   wire \$1251 ;
   wire \$1252 ;
   wire \$1253 ;
   wire \$1254 ;
-  wire [22:0] \$1255 ;
-  wire [25:0] \$1256 ;
-  wire [48:0] \$1257 ;
+  wire [2:0] \$1255 ;
+  wire \$1256 ;
+  wire [2:0] \$1257 ;
   wire \$1258 ;
   wire \$1259 ;
   wire \$126 ;
   wire \$1260 ;
   wire \$1261 ;
   wire \$1262 ;
-  wire [2:0] \$1263 ;
-  wire \$1264 ;
-  wire [2:0] \$1265 ;
+  wire [22:0] \$1263 ;
+  wire [25:0] \$1264 ;
+  wire [48:0] \$1265 ;
   wire \$1266 ;
   wire \$1267 ;
   wire \$1268 ;
   wire \$1269 ;
   wire \$127 ;
-  wire \$1270 ;
-  wire [22:0] \$1271 ;
-  wire [25:0] \$1272 ;
-  wire [48:0] \$1273 ;
-  wire \$1274 ;
-  wire \$1275 ;
-  wire \$1276 ;
-  wire \$1277 ;
-  wire [2:0] \$1278 ;
+  wire [2:0] \$1270 ;
+  wire \$1271 ;
+  wire \$1272 ;
+  wire [2:0] \$1273 ;
+  wire [20:0] \$1274 ;
+  wire [22:0] \$1275 ;
+  wire [44:0] \$1276 ;
+  wire [20:0] \$1277 ;
+  wire \$1278 ;
   wire \$1279 ;
   wire \$128 ;
-  wire \$1280 ;
-  wire [2:0] \$1281 ;
-  wire [20:0] \$1282 ;
-  wire [22:0] \$1283 ;
-  wire [44:0] \$1284 ;
-  wire [20:0] \$1285 ;
-  wire \$1286 ;
-  wire \$1287 ;
-  reg \$1288 ;
-  reg [484:0] \$1289 ;
+  reg \$1280 ;
+  reg [1300:0] \$1281 ;
+  reg [4:0] \$1282 ;
+  reg [7:0] \$1283 ;
+  reg [63:0] \$1284 ;
+  reg [63:0] \$1285 ;
+  reg [19:0] \$1286 ;
+  reg [43:0] \$1287 ;
+  reg [47:0] \$1288 ;
+  reg [1:0] \$1289 ;
   wire \$129 ;
-  reg [4:0] \$1290 ;
-  reg [7:0] \$1291 ;
-  reg [63:0] \$1292 ;
-  reg [63:0] \$1293 ;
-  reg [19:0] \$1294 ;
-  reg [43:0] \$1295 ;
-  reg [47:0] \$1296 ;
-  reg [1:0] \$1297 ;
-  reg [19:0] \$1298 ;
-  reg [2:0] \$1299 ;
+  reg [19:0] \$1290 ;
+  reg [2:0] \$1291 ;
+  reg \$1292 ;
+  reg [1:0] \$1293 ;
+  reg \$1294 ;
+  reg [31:0] \$1295 ;
+  reg [31:0] \$1296 ;
+  reg [31:0] \$1297 ;
+  reg [31:0] \$1298 ;
+  reg [31:0] \$1299 ;
   wire \$13 ;
   wire \$130 ;
-  reg \$1300 ;
-  reg [1:0] \$1301 ;
-  reg \$1302 ;
-  reg [31:0] \$1303 ;
-  reg [31:0] \$1304 ;
-  reg [31:0] \$1305 ;
-  reg [31:0] \$1306 ;
-  reg [31:0] \$1307 ;
-  reg [31:0] \$1308 ;
-  reg [31:0] \$1309 ;
+  reg [31:0] \$1300 ;
+  reg [31:0] \$1301 ;
+  reg [31:0] \$1302 ;
+  wire [33:0] \$1303 ;
   wire \$131 ;
-  reg [31:0] \$1310 ;
-  wire [33:0] \$1311 ;
   wire \$132 ;
+  wire [9:0] \$1320 ;
   wire \$133 ;
   wire \$134 ;
   wire \$135 ;
-  wire \$136 ;
-  wire \$137 ;
+  wire [4:0] \$136 ;
+  wire [40:0] \$137 ;
   wire \$138 ;
   wire \$139 ;
-  wire [19:0] \$14 ;
+  wire [63:0] \$14 ;
   wire \$140 ;
   wire \$141 ;
   wire \$142 ;
   wire \$143 ;
-  wire [4:0] \$144 ;
-  wire [40:0] \$145 ;
+  wire \$144 ;
+  wire \$145 ;
   wire \$146 ;
-  wire \$147 ;
-  wire \$148 ;
+  wire [7:0] \$147 ;
+  wire [7:0] \$148 ;
   wire \$149 ;
   wire [19:0] \$15 ;
   wire \$150 ;
@@ -3010,8 +3003,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$152 ;
   wire \$153 ;
   wire \$154 ;
-  wire [7:0] \$155 ;
-  wire [7:0] \$156 ;
+  wire \$155 ;
+  wire \$156 ;
   wire \$157 ;
   wire \$158 ;
   wire \$159 ;
@@ -3025,30 +3018,30 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$166 ;
   wire \$167 ;
   wire \$168 ;
-  wire \$169 ;
-  wire [19:0] \$17 ;
-  wire \$170 ;
+  wire [4:0] \$169 ;
+  wire \$17 ;
+  wire [40:0] \$170 ;
   wire \$171 ;
   wire \$172 ;
   wire \$173 ;
   wire \$174 ;
   wire \$175 ;
   wire \$176 ;
-  wire [4:0] \$177 ;
-  wire [40:0] \$178 ;
+  wire \$177 ;
+  wire \$178 ;
   wire \$179 ;
   wire \$18 ;
-  wire \$180 ;
-  wire \$181 ;
+  wire [7:0] \$180 ;
+  wire [7:0] \$181 ;
   wire \$182 ;
   wire \$183 ;
   wire \$184 ;
   wire \$185 ;
   wire \$186 ;
   wire \$187 ;
-  wire [7:0] \$188 ;
-  wire [7:0] \$189 ;
-  wire [46:0] \$19 ;
+  wire \$188 ;
+  wire \$189 ;
+  wire \$19 ;
   wire \$190 ;
   wire \$191 ;
   wire \$192 ;
@@ -3060,32 +3053,32 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$198 ;
   wire \$199 ;
   wire \$2 ;
-  wire [64:0] \$20 ;
+  wire \$20 ;
   wire \$200 ;
   wire \$201 ;
-  wire \$202 ;
-  wire \$203 ;
+  wire [4:0] \$202 ;
+  wire [40:0] \$203 ;
   wire \$204 ;
   wire \$205 ;
   wire \$206 ;
   wire \$207 ;
   wire \$208 ;
   wire \$209 ;
-  wire [64:0] \$21 ;
-  wire [4:0] \$210 ;
-  wire [40:0] \$211 ;
+  wire \$21 ;
+  wire \$210 ;
+  wire \$211 ;
   wire \$212 ;
-  wire \$213 ;
-  wire \$214 ;
+  wire [7:0] \$213 ;
+  wire [7:0] \$214 ;
   wire \$215 ;
   wire \$216 ;
   wire \$217 ;
   wire \$218 ;
   wire \$219 ;
-  wire [64:0] \$22 ;
+  wire \$22 ;
   wire \$220 ;
-  wire [7:0] \$221 ;
-  wire [7:0] \$222 ;
+  wire \$221 ;
+  wire \$222 ;
   wire \$223 ;
   wire \$224 ;
   wire \$225 ;
@@ -3093,26 +3086,26 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$227 ;
   wire \$228 ;
   wire \$229 ;
-  wire [19:0] \$23 ;
+  wire \$23 ;
   wire \$230 ;
   wire \$231 ;
   wire \$232 ;
   wire \$233 ;
   wire \$234 ;
-  wire \$235 ;
-  wire \$236 ;
+  wire [4:0] \$235 ;
+  wire [40:0] \$236 ;
   wire \$237 ;
   wire \$238 ;
   wire \$239 ;
-  wire [19:0] \$24 ;
+  wire \$24 ;
   wire \$240 ;
   wire \$241 ;
   wire \$242 ;
-  wire [4:0] \$243 ;
-  wire [40:0] \$244 ;
+  wire \$243 ;
+  wire \$244 ;
   wire \$245 ;
-  wire \$246 ;
-  wire \$247 ;
+  wire [7:0] \$246 ;
+  wire [7:0] \$247 ;
   wire \$248 ;
   wire \$249 ;
   wire \$25 ;
@@ -3120,8 +3113,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$251 ;
   wire \$252 ;
   wire \$253 ;
-  wire [7:0] \$254 ;
-  wire [7:0] \$255 ;
+  wire \$254 ;
+  wire \$255 ;
   wire \$256 ;
   wire \$257 ;
   wire \$258 ;
@@ -3135,8 +3128,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$265 ;
   wire \$266 ;
   wire \$267 ;
-  wire \$268 ;
-  wire \$269 ;
+  wire [4:0] \$268 ;
+  wire [40:0] \$269 ;
   wire \$27 ;
   wire \$270 ;
   wire \$271 ;
@@ -3144,20 +3137,20 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$273 ;
   wire \$274 ;
   wire \$275 ;
-  wire [4:0] \$276 ;
-  wire [40:0] \$277 ;
+  wire \$276 ;
+  wire \$277 ;
   wire \$278 ;
-  wire \$279 ;
+  wire [7:0] \$279 ;
   wire \$28 ;
-  wire \$280 ;
+  wire [7:0] \$280 ;
   wire \$281 ;
   wire \$282 ;
   wire \$283 ;
   wire \$284 ;
   wire \$285 ;
   wire \$286 ;
-  wire [7:0] \$287 ;
-  wire [7:0] \$288 ;
+  wire \$287 ;
+  wire \$288 ;
   wire \$289 ;
   wire \$29 ;
   wire \$290 ;
@@ -3173,20 +3166,20 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$3 ;
   wire \$30 ;
   wire \$300 ;
-  wire \$301 ;
-  wire \$302 ;
+  wire [4:0] \$301 ;
+  wire [40:0] \$302 ;
   wire \$303 ;
   wire \$304 ;
   wire \$305 ;
   wire \$306 ;
   wire \$307 ;
   wire \$308 ;
-  wire [4:0] \$309 ;
+  wire \$309 ;
   wire \$31 ;
-  wire [40:0] \$310 ;
+  wire \$310 ;
   wire \$311 ;
-  wire \$312 ;
-  wire \$313 ;
+  wire [7:0] \$312 ;
+  wire [7:0] \$313 ;
   wire \$314 ;
   wire \$315 ;
   wire \$316 ;
@@ -3194,8 +3187,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$318 ;
   wire \$319 ;
   wire \$32 ;
-  wire [7:0] \$320 ;
-  wire [7:0] \$321 ;
+  wire \$320 ;
+  wire \$321 ;
   wire \$322 ;
   wire \$323 ;
   wire \$324 ;
@@ -3209,8 +3202,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$331 ;
   wire \$332 ;
   wire \$333 ;
-  wire \$334 ;
-  wire \$335 ;
+  wire [4:0] \$334 ;
+  wire [40:0] \$335 ;
   wire \$336 ;
   wire \$337 ;
   wire \$338 ;
@@ -3218,11 +3211,11 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$34 ;
   wire \$340 ;
   wire \$341 ;
-  wire [4:0] \$342 ;
-  wire [40:0] \$343 ;
+  wire \$342 ;
+  wire \$343 ;
   wire \$344 ;
-  wire \$345 ;
-  wire \$346 ;
+  wire [7:0] \$345 ;
+  wire [7:0] \$346 ;
   wire \$347 ;
   wire \$348 ;
   wire \$349 ;
@@ -3230,8 +3223,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$350 ;
   wire \$351 ;
   wire \$352 ;
-  wire [7:0] \$353 ;
-  wire [7:0] \$354 ;
+  wire \$353 ;
+  wire \$354 ;
   wire \$355 ;
   wire \$356 ;
   wire \$357 ;
@@ -3245,29 +3238,29 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$364 ;
   wire \$365 ;
   wire \$366 ;
-  wire \$367 ;
-  wire \$368 ;
+  wire [4:0] \$367 ;
+  wire [40:0] \$368 ;
   wire \$369 ;
-  wire \$37 ;
+  wire [4:0] \$37 ;
   wire \$370 ;
   wire \$371 ;
   wire \$372 ;
   wire \$373 ;
   wire \$374 ;
-  wire [4:0] \$375 ;
-  wire [40:0] \$376 ;
+  wire \$375 ;
+  wire \$376 ;
   wire \$377 ;
-  wire \$378 ;
-  wire \$379 ;
-  wire \$38 ;
+  wire [7:0] \$378 ;
+  wire [7:0] \$379 ;
+  wire [40:0] \$38 ;
   wire \$380 ;
   wire \$381 ;
   wire \$382 ;
   wire \$383 ;
   wire \$384 ;
   wire \$385 ;
-  wire [7:0] \$386 ;
-  wire [7:0] \$387 ;
+  wire \$386 ;
+  wire \$387 ;
   wire \$388 ;
   wire \$389 ;
   wire \$39 ;
@@ -3283,29 +3276,29 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$399 ;
   wire \$4 ;
   wire \$40 ;
-  wire \$400 ;
-  wire \$401 ;
+  wire [4:0] \$400 ;
+  wire [40:0] \$401 ;
   wire \$402 ;
   wire \$403 ;
   wire \$404 ;
   wire \$405 ;
   wire \$406 ;
   wire \$407 ;
-  wire [4:0] \$408 ;
-  wire [40:0] \$409 ;
+  wire \$408 ;
+  wire \$409 ;
   wire \$41 ;
   wire \$410 ;
-  wire \$411 ;
-  wire \$412 ;
+  wire [7:0] \$411 ;
+  wire [7:0] \$412 ;
   wire \$413 ;
   wire \$414 ;
   wire \$415 ;
   wire \$416 ;
   wire \$417 ;
   wire \$418 ;
-  wire [7:0] \$419 ;
+  wire \$419 ;
   wire \$42 ;
-  wire [7:0] \$420 ;
+  wire \$420 ;
   wire \$421 ;
   wire \$422 ;
   wire \$423 ;
@@ -3319,8 +3312,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$430 ;
   wire \$431 ;
   wire \$432 ;
-  wire \$433 ;
-  wire \$434 ;
+  wire [4:0] \$433 ;
+  wire [40:0] \$434 ;
   wire \$435 ;
   wire \$436 ;
   wire \$437 ;
@@ -3328,35 +3321,35 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$439 ;
   wire \$44 ;
   wire \$440 ;
-  wire [4:0] \$441 ;
-  wire [40:0] \$442 ;
+  wire \$441 ;
+  wire \$442 ;
   wire \$443 ;
-  wire \$444 ;
-  wire \$445 ;
+  wire [7:0] \$444 ;
+  wire [7:0] \$445 ;
   wire \$446 ;
   wire \$447 ;
   wire \$448 ;
   wire \$449 ;
-  wire [4:0] \$45 ;
+  wire \$45 ;
   wire \$450 ;
   wire \$451 ;
-  wire [7:0] \$452 ;
-  wire [7:0] \$453 ;
+  wire \$452 ;
+  wire \$453 ;
   wire \$454 ;
   wire \$455 ;
   wire \$456 ;
   wire \$457 ;
   wire \$458 ;
   wire \$459 ;
-  wire [40:0] \$46 ;
+  wire \$46 ;
   wire \$460 ;
   wire \$461 ;
   wire \$462 ;
   wire \$463 ;
   wire \$464 ;
   wire \$465 ;
-  wire \$466 ;
-  wire \$467 ;
+  wire [4:0] \$466 ;
+  wire [40:0] \$467 ;
   wire \$468 ;
   wire \$469 ;
   wire \$47 ;
@@ -3364,24 +3357,24 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$471 ;
   wire \$472 ;
   wire \$473 ;
-  wire [4:0] \$474 ;
-  wire [40:0] \$475 ;
+  wire \$474 ;
+  wire \$475 ;
   wire \$476 ;
-  wire \$477 ;
-  wire \$478 ;
+  wire [7:0] \$477 ;
+  wire [7:0] \$478 ;
   wire \$479 ;
-  wire \$48 ;
+  wire [7:0] \$48 ;
   wire \$480 ;
   wire \$481 ;
   wire \$482 ;
   wire \$483 ;
   wire \$484 ;
-  wire [7:0] \$485 ;
-  wire [7:0] \$486 ;
+  wire \$485 ;
+  wire \$486 ;
   wire \$487 ;
   wire \$488 ;
   wire \$489 ;
-  wire \$49 ;
+  wire [7:0] \$49 ;
   wire \$490 ;
   wire \$491 ;
   wire \$492 ;
@@ -3391,30 +3384,30 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$496 ;
   wire \$497 ;
   wire \$498 ;
-  wire \$499 ;
+  wire [4:0] \$499 ;
   wire \$5 ;
   wire \$50 ;
-  wire \$500 ;
+  wire [40:0] \$500 ;
   wire \$501 ;
   wire \$502 ;
   wire \$503 ;
   wire \$504 ;
   wire \$505 ;
   wire \$506 ;
-  wire [4:0] \$507 ;
-  wire [40:0] \$508 ;
+  wire \$507 ;
+  wire \$508 ;
   wire \$509 ;
   wire \$51 ;
-  wire \$510 ;
-  wire \$511 ;
+  wire [7:0] \$510 ;
+  wire [7:0] \$511 ;
   wire \$512 ;
   wire \$513 ;
   wire \$514 ;
   wire \$515 ;
   wire \$516 ;
   wire \$517 ;
-  wire [7:0] \$518 ;
-  wire [7:0] \$519 ;
+  wire \$518 ;
+  wire \$519 ;
   wire \$52 ;
   wire \$520 ;
   wire \$521 ;
@@ -3429,8 +3422,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$53 ;
   wire \$530 ;
   wire \$531 ;
-  wire \$532 ;
-  wire \$533 ;
+  wire [4:0] \$532 ;
+  wire [40:0] \$533 ;
   wire \$534 ;
   wire \$535 ;
   wire \$536 ;
@@ -3438,11 +3431,11 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$538 ;
   wire \$539 ;
   wire \$54 ;
-  wire [4:0] \$540 ;
-  wire [40:0] \$541 ;
+  wire \$540 ;
+  wire \$541 ;
   wire \$542 ;
-  wire \$543 ;
-  wire \$544 ;
+  wire [7:0] \$543 ;
+  wire [7:0] \$544 ;
   wire \$545 ;
   wire \$546 ;
   wire \$547 ;
@@ -3450,8 +3443,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$549 ;
   wire \$55 ;
   wire \$550 ;
-  wire [7:0] \$551 ;
-  wire [7:0] \$552 ;
+  wire \$551 ;
+  wire \$552 ;
   wire \$553 ;
   wire \$554 ;
   wire \$555 ;
@@ -3459,26 +3452,26 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$557 ;
   wire \$558 ;
   wire \$559 ;
-  wire [7:0] \$56 ;
+  wire \$56 ;
   wire \$560 ;
   wire \$561 ;
   wire \$562 ;
   wire \$563 ;
   wire \$564 ;
-  wire \$565 ;
-  wire \$566 ;
+  wire [4:0] \$565 ;
+  wire [40:0] \$566 ;
   wire \$567 ;
   wire \$568 ;
   wire \$569 ;
-  wire [7:0] \$57 ;
+  wire \$57 ;
   wire \$570 ;
   wire \$571 ;
   wire \$572 ;
-  wire [4:0] \$573 ;
-  wire [40:0] \$574 ;
+  wire \$573 ;
+  wire \$574 ;
   wire \$575 ;
-  wire \$576 ;
-  wire \$577 ;
+  wire [7:0] \$576 ;
+  wire [7:0] \$577 ;
   wire \$578 ;
   wire \$579 ;
   wire \$58 ;
@@ -3486,8 +3479,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$581 ;
   wire \$582 ;
   wire \$583 ;
-  wire [7:0] \$584 ;
-  wire [7:0] \$585 ;
+  wire \$584 ;
+  wire \$585 ;
   wire \$586 ;
   wire \$587 ;
   wire \$588 ;
@@ -3501,8 +3494,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$595 ;
   wire \$596 ;
   wire \$597 ;
-  wire \$598 ;
-  wire \$599 ;
+  wire [4:0] \$598 ;
+  wire [40:0] \$599 ;
   wire \$6 ;
   wire \$60 ;
   wire \$600 ;
@@ -3511,20 +3504,20 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$603 ;
   wire \$604 ;
   wire \$605 ;
-  wire [4:0] \$606 ;
-  wire [40:0] \$607 ;
+  wire \$606 ;
+  wire \$607 ;
   wire \$608 ;
-  wire \$609 ;
+  wire [7:0] \$609 ;
   wire \$61 ;
-  wire \$610 ;
+  wire [7:0] \$610 ;
   wire \$611 ;
   wire \$612 ;
   wire \$613 ;
   wire \$614 ;
   wire \$615 ;
   wire \$616 ;
-  wire [7:0] \$617 ;
-  wire [7:0] \$618 ;
+  wire \$617 ;
+  wire \$618 ;
   wire \$619 ;
   wire \$62 ;
   wire \$620 ;
@@ -3539,20 +3532,20 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$629 ;
   wire \$63 ;
   wire \$630 ;
-  wire \$631 ;
-  wire \$632 ;
+  wire [4:0] \$631 ;
+  wire [40:0] \$632 ;
   wire \$633 ;
   wire \$634 ;
   wire \$635 ;
   wire \$636 ;
   wire \$637 ;
   wire \$638 ;
-  wire [4:0] \$639 ;
+  wire \$639 ;
   wire \$64 ;
-  wire [40:0] \$640 ;
+  wire \$640 ;
   wire \$641 ;
-  wire \$642 ;
-  wire \$643 ;
+  wire [7:0] \$642 ;
+  wire [7:0] \$643 ;
   wire \$644 ;
   wire \$645 ;
   wire \$646 ;
@@ -3560,8 +3553,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$648 ;
   wire \$649 ;
   wire \$65 ;
-  wire [7:0] \$650 ;
-  wire [7:0] \$651 ;
+  wire \$650 ;
+  wire \$651 ;
   wire \$652 ;
   wire \$653 ;
   wire \$654 ;
@@ -3575,8 +3568,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$661 ;
   wire \$662 ;
   wire \$663 ;
-  wire \$664 ;
-  wire \$665 ;
+  wire [4:0] \$664 ;
+  wire [40:0] \$665 ;
   wire \$666 ;
   wire \$667 ;
   wire \$668 ;
@@ -3584,11 +3577,11 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$67 ;
   wire \$670 ;
   wire \$671 ;
-  wire [4:0] \$672 ;
-  wire [40:0] \$673 ;
+  wire \$672 ;
+  wire \$673 ;
   wire \$674 ;
-  wire \$675 ;
-  wire \$676 ;
+  wire [7:0] \$675 ;
+  wire [7:0] \$676 ;
   wire \$677 ;
   wire \$678 ;
   wire \$679 ;
@@ -3596,8 +3589,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$680 ;
   wire \$681 ;
   wire \$682 ;
-  wire [7:0] \$683 ;
-  wire [7:0] \$684 ;
+  wire \$683 ;
+  wire \$684 ;
   wire \$685 ;
   wire \$686 ;
   wire \$687 ;
@@ -3611,30 +3604,30 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$694 ;
   wire \$695 ;
   wire \$696 ;
-  wire \$697 ;
-  wire \$698 ;
+  wire [4:0] \$697 ;
+  wire [40:0] \$698 ;
   wire \$699 ;
   wire \$7 ;
-  wire \$70 ;
+  wire [4:0] \$70 ;
   wire \$700 ;
   wire \$701 ;
   wire \$702 ;
   wire \$703 ;
   wire \$704 ;
-  wire [4:0] \$705 ;
-  wire [40:0] \$706 ;
+  wire \$705 ;
+  wire \$706 ;
   wire \$707 ;
-  wire \$708 ;
-  wire \$709 ;
-  wire \$71 ;
+  wire [7:0] \$708 ;
+  wire [7:0] \$709 ;
+  wire [40:0] \$71 ;
   wire \$710 ;
   wire \$711 ;
   wire \$712 ;
   wire \$713 ;
   wire \$714 ;
   wire \$715 ;
-  wire [7:0] \$716 ;
-  wire [7:0] \$717 ;
+  wire \$716 ;
+  wire \$717 ;
   wire \$718 ;
   wire \$719 ;
   wire \$72 ;
@@ -3649,29 +3642,29 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$728 ;
   wire \$729 ;
   wire \$73 ;
-  wire \$730 ;
-  wire \$731 ;
+  wire [4:0] \$730 ;
+  wire [40:0] \$731 ;
   wire \$732 ;
   wire \$733 ;
   wire \$734 ;
   wire \$735 ;
   wire \$736 ;
   wire \$737 ;
-  wire [4:0] \$738 ;
-  wire [40:0] \$739 ;
+  wire \$738 ;
+  wire \$739 ;
   wire \$74 ;
   wire \$740 ;
-  wire \$741 ;
-  wire \$742 ;
+  wire [7:0] \$741 ;
+  wire [7:0] \$742 ;
   wire \$743 ;
   wire \$744 ;
   wire \$745 ;
   wire \$746 ;
   wire \$747 ;
   wire \$748 ;
-  wire [7:0] \$749 ;
+  wire \$749 ;
   wire \$75 ;
-  wire [7:0] \$750 ;
+  wire \$750 ;
   wire \$751 ;
   wire \$752 ;
   wire \$753 ;
@@ -3685,8 +3678,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$760 ;
   wire \$761 ;
   wire \$762 ;
-  wire \$763 ;
-  wire \$764 ;
+  wire [4:0] \$763 ;
+  wire [40:0] \$764 ;
   wire \$765 ;
   wire \$766 ;
   wire \$767 ;
@@ -3694,35 +3687,35 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$769 ;
   wire \$77 ;
   wire \$770 ;
-  wire [4:0] \$771 ;
-  wire [40:0] \$772 ;
+  wire \$771 ;
+  wire \$772 ;
   wire \$773 ;
-  wire \$774 ;
-  wire \$775 ;
+  wire [7:0] \$774 ;
+  wire [7:0] \$775 ;
   wire \$776 ;
   wire \$777 ;
   wire \$778 ;
   wire \$779 ;
-  wire [4:0] \$78 ;
+  wire \$78 ;
   wire \$780 ;
   wire \$781 ;
-  wire [7:0] \$782 ;
-  wire [7:0] \$783 ;
+  wire \$782 ;
+  wire \$783 ;
   wire \$784 ;
   wire \$785 ;
   wire \$786 ;
   wire \$787 ;
   wire \$788 ;
   wire \$789 ;
-  wire [40:0] \$79 ;
+  wire \$79 ;
   wire \$790 ;
   wire \$791 ;
   wire \$792 ;
   wire \$793 ;
   wire \$794 ;
   wire \$795 ;
-  wire \$796 ;
-  wire \$797 ;
+  wire [4:0] \$796 ;
+  wire [40:0] \$797 ;
   wire \$798 ;
   wire \$799 ;
   wire [1:0] \$8 ;
@@ -3731,24 +3724,24 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$801 ;
   wire \$802 ;
   wire \$803 ;
-  wire [4:0] \$804 ;
-  wire [40:0] \$805 ;
+  wire \$804 ;
+  wire \$805 ;
   wire \$806 ;
-  wire \$807 ;
-  wire \$808 ;
+  wire [7:0] \$807 ;
+  wire [7:0] \$808 ;
   wire \$809 ;
-  wire \$81 ;
+  wire [7:0] \$81 ;
   wire \$810 ;
   wire \$811 ;
   wire \$812 ;
   wire \$813 ;
   wire \$814 ;
-  wire [7:0] \$815 ;
-  wire [7:0] \$816 ;
+  wire \$815 ;
+  wire \$816 ;
   wire \$817 ;
   wire \$818 ;
   wire \$819 ;
-  wire \$82 ;
+  wire [7:0] \$82 ;
   wire \$820 ;
   wire \$821 ;
   wire \$822 ;
@@ -3758,29 +3751,29 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$826 ;
   wire \$827 ;
   wire \$828 ;
-  wire \$829 ;
+  wire [4:0] \$829 ;
   wire \$83 ;
-  wire \$830 ;
+  wire [40:0] \$830 ;
   wire \$831 ;
   wire \$832 ;
   wire \$833 ;
   wire \$834 ;
   wire \$835 ;
   wire \$836 ;
-  wire [4:0] \$837 ;
-  wire [40:0] \$838 ;
+  wire \$837 ;
+  wire \$838 ;
   wire \$839 ;
   wire \$84 ;
-  wire \$840 ;
-  wire \$841 ;
+  wire [7:0] \$840 ;
+  wire [7:0] \$841 ;
   wire \$842 ;
   wire \$843 ;
   wire \$844 ;
   wire \$845 ;
   wire \$846 ;
   wire \$847 ;
-  wire [7:0] \$848 ;
-  wire [7:0] \$849 ;
+  wire \$848 ;
+  wire \$849 ;
   wire \$85 ;
   wire \$850 ;
   wire \$851 ;
@@ -3795,8 +3788,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$86 ;
   wire \$860 ;
   wire \$861 ;
-  wire \$862 ;
-  wire \$863 ;
+  wire [4:0] \$862 ;
+  wire [40:0] \$863 ;
   wire \$864 ;
   wire \$865 ;
   wire \$866 ;
@@ -3804,11 +3797,11 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$868 ;
   wire \$869 ;
   wire \$87 ;
-  wire [4:0] \$870 ;
-  wire [40:0] \$871 ;
+  wire \$870 ;
+  wire \$871 ;
   wire \$872 ;
-  wire \$873 ;
-  wire \$874 ;
+  wire [7:0] \$873 ;
+  wire [7:0] \$874 ;
   wire \$875 ;
   wire \$876 ;
   wire \$877 ;
@@ -3816,8 +3809,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$879 ;
   wire \$88 ;
   wire \$880 ;
-  wire [7:0] \$881 ;
-  wire [7:0] \$882 ;
+  wire \$881 ;
+  wire \$882 ;
   wire \$883 ;
   wire \$884 ;
   wire \$885 ;
@@ -3825,27 +3818,27 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$887 ;
   wire \$888 ;
   wire \$889 ;
-  wire [7:0] \$89 ;
+  wire \$89 ;
   wire \$890 ;
   wire \$891 ;
   wire \$892 ;
   wire \$893 ;
   wire \$894 ;
-  wire \$895 ;
-  wire \$896 ;
+  wire [4:0] \$895 ;
+  wire [40:0] \$896 ;
   wire \$897 ;
   wire \$898 ;
   wire \$899 ;
   wire [1:0] \$9 ;
-  wire [7:0] \$90 ;
+  wire \$90 ;
   wire \$900 ;
   wire \$901 ;
   wire \$902 ;
-  wire [4:0] \$903 ;
-  wire [40:0] \$904 ;
+  wire \$903 ;
+  wire \$904 ;
   wire \$905 ;
-  wire \$906 ;
-  wire \$907 ;
+  wire [7:0] \$906 ;
+  wire [7:0] \$907 ;
   wire \$908 ;
   wire \$909 ;
   wire \$91 ;
@@ -3853,8 +3846,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$911 ;
   wire \$912 ;
   wire \$913 ;
-  wire [7:0] \$914 ;
-  wire [7:0] \$915 ;
+  wire \$914 ;
+  wire \$915 ;
   wire \$916 ;
   wire \$917 ;
   wire \$918 ;
@@ -3868,8 +3861,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$925 ;
   wire \$926 ;
   wire \$927 ;
-  wire \$928 ;
-  wire \$929 ;
+  wire [4:0] \$928 ;
+  wire [40:0] \$929 ;
   wire \$93 ;
   wire \$930 ;
   wire \$931 ;
@@ -3877,20 +3870,20 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$933 ;
   wire \$934 ;
   wire \$935 ;
-  wire [4:0] \$936 ;
-  wire [40:0] \$937 ;
+  wire \$936 ;
+  wire \$937 ;
   wire \$938 ;
-  wire \$939 ;
+  wire [7:0] \$939 ;
   wire \$94 ;
-  wire \$940 ;
+  wire [7:0] \$940 ;
   wire \$941 ;
   wire \$942 ;
   wire \$943 ;
   wire \$944 ;
   wire \$945 ;
   wire \$946 ;
-  wire [7:0] \$947 ;
-  wire [7:0] \$948 ;
+  wire \$947 ;
+  wire \$948 ;
   wire \$949 ;
   wire \$95 ;
   wire \$950 ;
@@ -3905,20 +3898,20 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$959 ;
   wire \$96 ;
   wire \$960 ;
-  wire \$961 ;
-  wire \$962 ;
+  wire [4:0] \$961 ;
+  wire [40:0] \$962 ;
   wire \$963 ;
   wire \$964 ;
   wire \$965 ;
   wire \$966 ;
   wire \$967 ;
   wire \$968 ;
-  wire [4:0] \$969 ;
+  wire \$969 ;
   wire \$97 ;
-  wire [40:0] \$970 ;
+  wire \$970 ;
   wire \$971 ;
-  wire \$972 ;
-  wire \$973 ;
+  wire [7:0] \$972 ;
+  wire [7:0] \$973 ;
   wire \$974 ;
   wire \$975 ;
   wire \$976 ;
@@ -3926,8 +3919,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$978 ;
   wire \$979 ;
   wire \$98 ;
-  wire [7:0] \$980 ;
-  wire [7:0] \$981 ;
+  wire \$980 ;
+  wire \$981 ;
   wire \$982 ;
   wire \$983 ;
   wire \$984 ;
@@ -3941,38 +3934,38 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$991 ;
   wire \$992 ;
   wire \$993 ;
-  wire \$994 ;
-  wire \$995 ;
+  wire [4:0] \$994 ;
+  wire [40:0] \$995 ;
   wire \$996 ;
   wire \$997 ;
   wire \$998 ;
   wire \$999 ;
   reg [63:0] \$signal  = 64'h0000000000000000;
-  reg [63:0] \$signal$853  = 64'h0000000000000000;
-  reg [19:0] \$signal$861  = 20'h00000;
-  reg [43:0] \$signal$863  = 44'h00000000000;
-  reg [47:0] \$signal$886  = 48'h000000000000;
-  reg [2:0] \$signal$893  = 3'h0;
-  reg [19:0] \$signal$895  = 20'h00000;
-  reg [1:0] \$signal$906  = 2'h0;
+  reg [63:0] \$signal$851  = 64'h0000000000000000;
+  reg [19:0] \$signal$859  = 20'h00000;
+  reg [43:0] \$signal$861  = 44'h00000000000;
+  reg [47:0] \$signal$884  = 48'h000000000000;
+  reg [2:0] \$signal$891  = 3'h0;
+  reg [19:0] \$signal$893  = 20'h00000;
+  reg [1:0] \$signal$904  = 2'h0;
   wire [6:0] acc_addr;
   wire [6:0] acc_addr0;
   wire [6:0] acc_addr1;
-  wire [6:0] \acc_addr1$186 ;
+  wire [6:0] \acc_addr1$184 ;
   (* init = 1'h0 *)
   wire acc_bank;
   reg [1023:0] acc_data;
   reg [1:0] acc_row;
   reg acc_we;
-  wire \acc_we$912 ;
+  wire \acc_we$910 ;
   reg [6:0] acc_word;
   wire [5:0] active;
   wire [5:0] active0;
   wire [5:0] active1;
-  wire [5:0] \active1$188 ;
+  wire [5:0] \active1$186 ;
   wire [63:0] addr;
-  wire [63:0] \addr$129 ;
-  reg [63:0] \addr$256 ;
+  wire [63:0] \addr$127 ;
+  reg [63:0] \addr$254 ;
   reg [31:0] anchor_l0 = 32'd0;
   reg [31:0] anchor_l1 = 32'd0;
   reg [31:0] anchor_l2 = 32'd0;
@@ -3982,10 +3975,10 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   reg [31:0] anchor_m2 = 32'd0;
   reg [31:0] anchor_m3 = 32'd0;
   reg bank = 1'h0;
-  reg \bank$902 ;
+  reg \bank$900 ;
   reg [43:0] beats;
-  reg [31:0] \beats$858 ;
-  reg [43:0] \beats$867 ;
+  reg [31:0] \beats$856 ;
+  reg [43:0] \beats$865 ;
   wire [511:0] buf_data16;
   wire [1023:0] buf_data32;
   wire [1:0] buf_row;
@@ -4086,79 +4079,79 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   input clk;
   wire clk;
   wire [31:0] col;
-  wire [31:0] \col$200 ;
+  wire [31:0] \col$198 ;
   reg [31:0] cols;
   wire [19:0] cols_dim;
-  wire [19:0] \cols_dim$140 ;
+  wire [19:0] \cols_dim$138 ;
   reg complete;
   reg [63:0] copy_span_first;
   reg [63:0] copy_span_line;
   reg [43:0] copy_span_lines;
   reg [5:0] copy_span_offset;
   wire [5:0] count;
-  wire [5:0] \count$202 ;
+  wire [5:0] \count$200 ;
   input [63:0] cycle;
   wire [63:0] cycle;
-  wire [63:0] \cycle$953 ;
+  wire [63:0] \cycle$951 ;
   wire [511:0] data;
-  wire [511:0] \data$204 ;
+  wire [511:0] \data$202 ;
   reg [4:0] delay;
   wire [1:0] dest;
-  reg [1:0] \dest$891 ;
+  reg [1:0] \dest$889 ;
   reg dispatch;
   wire done;
-  wire \done$989 ;
+  wire \done$987 ;
   wire [1:0] done_queue;
-  wire [1:0] \done_queue$972 ;
+  wire [1:0] \done_queue$970 ;
   wire [31:0] done_seq;
-  wire [31:0] \done_seq$974 ;
+  wire [31:0] \done_seq$972 ;
   output [7:0] done_status;
   wire [7:0] done_status;
-  wire [7:0] \done_status$976 ;
+  wire [7:0] \done_status$974 ;
   wire done_store;
   wire done_valid;
-  wire \done_valid$970 ;
+  wire \done_valid$968 ;
   wire [4:0] drain;
   wire [14:0] dst_addr;
   wire [511:0] dst_data;
   wire dst_en;
   wire first;
-  reg [63:0] \first$904 ;
+  reg [63:0] \first$902 ;
   wire first0;
   wire first1;
-  wire \first1$192 ;
+  wire \first1$190 ;
   wire fold_bank;
-  wire \fold_bank$232 ;
+  wire \fold_bank$230 ;
   wire [19:0] fold_n_cols;
-  wire [19:0] \fold_n_cols$222 ;
+  wire [19:0] \fold_n_cols$220 ;
   wire [7:0] fold_n_words;
-  wire [7:0] \fold_n_words$224 ;
+  wire [7:0] \fold_n_words$222 ;
   wire [2:0] fold_pack_log2;
-  wire [2:0] \fold_pack_log2$230 ;
+  wire [2:0] \fold_pack_log2$228 ;
   wire fold_ready;
-  wire \fold_ready$216 ;
+  wire \fold_ready$214 ;
   wire [1:0] fold_row;
-  wire [1:0] \fold_row$218 ;
+  wire [1:0] \fold_row$216 ;
   wire [1:0] fold_sets;
-  wire [1:0] \fold_sets$226 ;
+  wire [1:0] \fold_sets$224 ;
   wire [1:0] fold_sets1;
-  wire [1:0] \fold_sets1$228 ;
+  wire [1:0] \fold_sets1$226 ;
   wire fold_valid;
-  wire \fold_valid$214 ;
+  wire \fold_valid$212 ;
   wire [6:0] fold_word;
-  wire [6:0] \fold_word$220 ;
+  wire [6:0] \fold_word$218 ;
   reg from_stream;
   reg [4:0] fsm_state = 5'h00;
   wire [19:0] full_groups;
-  wire [19:0] \full_groups$142 ;
+  wire [19:0] \full_groups$140 ;
   wire has_full;
   reg hold;
-  wire \hold$954 ;
+  wire \hold$952 ;
   wire idle;
   reg [511:0] in_data;
   reg [1:0] in_row;
   reg in_we;
-  wire \in_we$907 ;
+  wire \in_we$905 ;
   reg [6:0] in_word;
   reg [63:0] input_span_first;
   reg [63:0] input_span_line;
@@ -4166,43 +4159,41 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   reg [5:0] input_span_offset;
   output [3:0] irq;
   wire [3:0] irq;
-  wire [3:0] \irq$978 ;
+  wire [3:0] \irq$976 ;
   wire [3:0] irq_en;
   wire issued_all;
-  wire [19:0] k;
   wire [19:0] k_base;
   wire [19:0] k_base0;
   wire [19:0] k_base1;
-  wire [19:0] \k_base1$184 ;
+  wire [19:0] \k_base1$182 ;
   wire [31:0] l;
   wire lanes_ready;
   wire last;
-  wire \last$196 ;
+  wire \last$194 ;
   reg [19:0] length;
   reg [511:0] line;
-  reg [511:0] \line$939 ;
-  wire [511:0] \line$967 ;
+  reg [511:0] \line$937 ;
+  wire [511:0] \line$965 ;
   wire [63:0] line_addr;
   wire line_start;
   wire [31:0] lines;
-  reg [31:0] \lines$258 ;
-  reg [31:0] \lines$905 ;
+  reg [31:0] \lines$256 ;
+  reg [31:0] \lines$903 ;
   reg load;
   wire [31:0] m;
   wire mac;
   wire mac0;
   wire mac1;
-  wire \mac1$182 ;
+  wire \mac1$180 ;
   wire [43:0] main_elems;
-  wire [43:0] \main_elems$146 ;
-  wire [19:0] n;
-  reg [19:0] \n$894 ;
+  wire [43:0] \main_elems$144 ;
+  reg [19:0] n;
   wire [19:0] n_cols;
   wire [19:0] n_words;
-  wire [19:0] \n_words$134 ;
-  reg [7:0] \n_words$896 ;
+  wire [19:0] \n_words$132 ;
+  reg [7:0] \n_words$894 ;
   reg [5:0] offset;
-  reg [4:0] \offset$855 ;
+  reg [4:0] \offset$853 ;
   wire [511:0] out__data;
   wire [511:0] \out__data$77 ;
   wire out__ready;
@@ -4212,19 +4203,19 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \out__valid$83 ;
   wire out_err;
   wire [2:0] pack_log2;
-  wire [2:0] \pack_log2$132 ;
-  reg [2:0] \pack_log2$901 ;
+  wire [2:0] \pack_log2$130 ;
+  reg [2:0] \pack_log2$899 ;
   reg pair;
   wire [5:0] pair_count;
-  wire [5:0] \pair_count$208 ;
+  wire [5:0] \pair_count$206 ;
   wire [511:0] pair_data;
-  wire [511:0] \pair_data$210 ;
+  wire [511:0] \pair_data$208 ;
   wire pair_valid;
-  wire \pair_valid$206 ;
+  wire \pair_valid$204 ;
   reg partial;
   wire pending;
   wire pipe_busy;
-  wire \pipe_busy$128 ;
+  wire \pipe_busy$126 ;
   input [333:0] pop;
   wire [333:0] pop;
   wire [333:0] \pop$97 ;
@@ -4264,8 +4255,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   input pop_valid;
   wire pop_valid;
   wire \pop_valid$93 ;
-  output [33:0] \port$13692$0 ;
-  wire [33:0] \port$13692$0 ;
+  output [33:0] \port$13533$0 ;
+  wire [33:0] \port$13533$0 ;
   reg [1:0] queue;
   input [321:0] queues__0;
   wire [321:0] queues__0;
@@ -4360,16 +4351,16 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [63:0] \queues__3.sq_base ;
   wire [31:0] \queues__3.tail ;
   wire quiet;
-  wire \quiet$957 ;
+  wire \quiet$955 ;
   wire [1023:0] rd_acc_data;
   reg [6:0] rd_addr;
-  wire [6:0] \rd_addr$929 ;
+  wire [6:0] \rd_addr$927 ;
   wire [511:0] rd_in_data;
-  wire [511:0] \rd_in_data$242 ;
+  wire [511:0] \rd_in_data$240 ;
   reg [1:0] rd_row;
-  wire [1:0] \rd_row$928 ;
+  wire [1:0] \rd_row$926 ;
   reg read_error;
-  reg \read_error$948  = 1'h0;
+  reg \read_error$946  = 1'h0;
   wire ready;
   reg [321:0] regs;
   wire [63:0] \regs.cq_base ;
@@ -4383,44 +4374,44 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [63:0] \regs.sq_base ;
   wire [31:0] \regs.tail ;
   reg report;
-  wire \report$979 ;
+  wire \report$977 ;
   wire report_store;
   output reported;
   wire reported;
-  wire \reported$961 ;
+  wire \reported$959 ;
   wire reported_error;
-  wire \reported_error$963 ;
+  wire \reported_error$961 ;
   reg rest;
   wire [4:0] rest_rows;
-  wire [4:0] \rest_rows$144 ;
+  wire [4:0] \rest_rows$142 ;
   reg restart;
   reg [63:0] result_first_0;
   reg [63:0] result_first_1;
   reg results;
   wire [19:0] row;
-  wire [19:0] \row$198 ;
-  reg [1:0] \row$918  = 2'h0;
+  wire [19:0] \row$196 ;
+  reg [1:0] \row$916  = 2'h0;
   reg [19:0] rows;
-  reg [2:0] \rows$892 ;
+  reg [2:0] \rows$890 ;
   reg [2:0] rows_now;
   input rst;
   wire rst;
   wire [63:0] run_addr;
-  wire [63:0] \run_addr$257 ;
+  wire [63:0] \run_addr$255 ;
   wire run_done;
   wire run_issued;
   wire [31:0] run_lines;
-  wire [31:0] \run_lines$259 ;
+  wire [31:0] \run_lines$257 ;
   wire [2:0] run_log2;
-  wire [2:0] \run_log2$138 ;
+  wire [2:0] \run_log2$136 ;
   wire [5:0] run_offset;
   wire run_side;
   wire run_start;
-  wire \run_start$253 ;
+  wire \run_start$251 ;
   reg [63:0] seq;
   wire [1:0] sets;
-  wire [1:0] \sets$136 ;
-  reg [1:0] \sets$897 ;
+  wire [1:0] \sets$134 ;
+  reg [1:0] \sets$895 ;
   reg [1:0] sets1;
   wire [1:0] sets_used__0;
   wire [1:0] sets_used__1;
@@ -4431,12 +4422,35 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \side_err$113 ;
   wire side_valid;
   wire \side_valid$109 ;
+  wire [395:0] sizes;
+  wire [19:0] \sizes.cols_dim ;
+  wire [19:0] \sizes.full_groups ;
+  wire [19:0] \sizes.groups ;
+  wire [19:0] \sizes.k ;
+  wire [43:0] \sizes.last_elems ;
+  wire [43:0] \sizes.main_elems ;
+  wire [19:0] \sizes.main_pages ;
+  wire [19:0] \sizes.main_rows ;
+  wire [19:0] \sizes.n ;
+  wire [19:0] \sizes.n_words ;
+  wire [2:0] \sizes.pack_log2 ;
+  wire [43:0] \sizes.rest_elems ;
+  wire [19:0] \sizes.rest_page ;
+  wire [4:0] \sizes.rest_rows ;
+  wire [19:0] \sizes.rows_dim ;
+  wire [2:0] \sizes.run_log2 ;
+  wire [1:0] \sizes.sets ;
+  wire [1:0] \sizes.t_fold_adds ;
+  wire [2:0] \sizes.t_level ;
+  wire \sizes.t_scalar ;
+  wire [43:0] \sizes.tail_elems ;
+  wire \sizes.trans ;
   reg [63:0] slot;
   reg source;
   wire split;
-  wire \split$126 ;
-  wire \split$130 ;
-  wire \split$156 ;
+  wire \split$124 ;
+  wire \split$128 ;
+  wire \split$154 ;
   wire [511:0] src__data;
   wire [511:0] \src__data$76 ;
   wire src__ready;
@@ -4448,81 +4462,175 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [1023:0] src_data;
   reg stage = 1'h0;
   wire start;
-  reg \start$254 ;
-  reg \start$260 ;
-  reg \start$854 ;
-  reg \start$876 ;
-  reg \start$887 ;
-  reg \start$924 ;
+  reg \start$252 ;
+  reg \start$258 ;
+  reg \start$852 ;
+  reg \start$874 ;
+  reg \start$885 ;
+  reg \start$922 ;
   reg [7:0] status;
-  reg [7:0] \status$946  = 8'h00;
+  reg [7:0] \status$944  = 8'h00;
   reg store;
   reg [63:0] strb;
   wire [511:0] sum_fp16;
-  wire [511:0] \sum_fp16$240 ;
+  wire [511:0] \sum_fp16$238 ;
   wire [1023:0] sum_fp32;
-  wire [1023:0] \sum_fp32$238 ;
+  wire [1023:0] \sum_fp32$236 ;
   wire sum_ready;
-  wire \sum_ready$236 ;
+  wire \sum_ready$234 ;
   wire sum_valid;
-  wire \sum_valid$234 ;
+  wire \sum_valid$232 ;
   wire t_first;
-  wire \t_first$166 ;
+  wire \t_first$164 ;
   wire [1:0] t_fold_adds;
-  wire [1:0] \t_fold_adds$154 ;
-  wire [1:0] \t_fold_adds$160 ;
+  wire [1:0] \t_fold_adds$152 ;
+  wire [1:0] \t_fold_adds$158 ;
   wire [2:0] t_level;
-  wire [2:0] \t_level$150 ;
-  wire [2:0] \t_level$158 ;
+  wire [2:0] \t_level$148 ;
+  wire [2:0] \t_level$156 ;
   wire [19:0] t_out;
-  wire [19:0] \t_out$162 ;
+  wire [19:0] \t_out$160 ;
   wire t_row_end;
-  wire \t_row_end$168 ;
+  wire \t_row_end$166 ;
   wire t_scalar;
-  wire \t_scalar$152 ;
-  wire \t_scalar$159 ;
+  wire \t_scalar$150 ;
+  wire \t_scalar$157 ;
   wire [1:0] t_set;
-  wire [1:0] \t_set$164 ;
+  wire [1:0] \t_set$162 ;
   reg take;
   reg [63:0] taken;
-  reg [484:0] \task  = 485'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  wire [484:0] \task$984 ;
-  wire [150:0] \task$984.decoded ;
-  wire \task$984.decoded.is_compute ;
-  wire \task$984.decoded.is_load ;
-  wire \task$984.decoded.is_store ;
-  wire [39:0] \task$984.decoded.operand_lines ;
-  wire [39:0] \task$984.decoded.page_half ;
-  wire [3:0] \task$984.decoded.page_shift ;
-  wire \task$984.decoded.paged ;
-  wire [6:0] \task$984.decoded.pages ;
-  wire [47:0] \task$984.decoded.stats_offset ;
-  wire [7:0] \task$984.decoded.status ;
-  wire [333:0] \task$984.entry ;
-  wire [203:0] \task$984.entry.desc ;
-  wire [63:0] \task$984.entry.desc.dev_addr ;
-  wire [19:0] \task$984.entry.desc.dev_cols ;
-  wire [19:0] \task$984.entry.desc.dev_rows ;
-  wire [19:0] \task$984.entry.desc.dev_size ;
-  wire [3:0] \task$984.entry.desc.dtype ;
-  wire [9:0] \task$984.entry.desc.flags ;
-  wire [19:0] \task$984.entry.desc.in_cols ;
-  wire [19:0] \task$984.entry.desc.in_rows ;
-  wire [19:0] \task$984.entry.desc.in_size ;
-  wire [3:0] \task$984.entry.desc.op ;
-  wire [1:0] \task$984.entry.desc.type ;
-  wire [1:0] \task$984.entry.queue ;
-  wire [63:0] \task$984.entry.seq ;
-  wire [63:0] \task$984.entry.taken ;
-  wire [150:0] \task.decoded ;
+  reg [1300:0] \task  = 1301'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  wire [1300:0] \task$982 ;
+  wire [966:0] \task$982.decoded ;
+  wire \task$982.decoded.is_compute ;
+  wire \task$982.decoded.is_load ;
+  wire \task$982.decoded.is_store ;
+  wire [39:0] \task$982.decoded.page_half ;
+  wire [3:0] \task$982.decoded.page_shift ;
+  wire \task$982.decoded.paged ;
+  wire [6:0] \task$982.decoded.pages ;
+  wire [63:0] \task$982.decoded.second_addr ;
+  wire [791:0] \task$982.decoded.stages ;
+  wire [395:0] \task$982.decoded.stages[0] ;
+  wire [19:0] \task$982.decoded.stages[0].cols_dim ;
+  wire [19:0] \task$982.decoded.stages[0].full_groups ;
+  wire [19:0] \task$982.decoded.stages[0].groups ;
+  wire [19:0] \task$982.decoded.stages[0].k ;
+  wire [43:0] \task$982.decoded.stages[0].last_elems ;
+  wire [43:0] \task$982.decoded.stages[0].main_elems ;
+  wire [19:0] \task$982.decoded.stages[0].main_pages ;
+  wire [19:0] \task$982.decoded.stages[0].main_rows ;
+  wire [19:0] \task$982.decoded.stages[0].n ;
+  wire [19:0] \task$982.decoded.stages[0].n_words ;
+  wire [2:0] \task$982.decoded.stages[0].pack_log2 ;
+  wire [43:0] \task$982.decoded.stages[0].rest_elems ;
+  wire [19:0] \task$982.decoded.stages[0].rest_page ;
+  wire [4:0] \task$982.decoded.stages[0].rest_rows ;
+  wire [19:0] \task$982.decoded.stages[0].rows_dim ;
+  wire [2:0] \task$982.decoded.stages[0].run_log2 ;
+  wire [1:0] \task$982.decoded.stages[0].sets ;
+  wire [1:0] \task$982.decoded.stages[0].t_fold_adds ;
+  wire [2:0] \task$982.decoded.stages[0].t_level ;
+  wire \task$982.decoded.stages[0].t_scalar ;
+  wire [43:0] \task$982.decoded.stages[0].tail_elems ;
+  wire \task$982.decoded.stages[0].trans ;
+  wire [395:0] \task$982.decoded.stages[1] ;
+  wire [19:0] \task$982.decoded.stages[1].cols_dim ;
+  wire [19:0] \task$982.decoded.stages[1].full_groups ;
+  wire [19:0] \task$982.decoded.stages[1].groups ;
+  wire [19:0] \task$982.decoded.stages[1].k ;
+  wire [43:0] \task$982.decoded.stages[1].last_elems ;
+  wire [43:0] \task$982.decoded.stages[1].main_elems ;
+  wire [19:0] \task$982.decoded.stages[1].main_pages ;
+  wire [19:0] \task$982.decoded.stages[1].main_rows ;
+  wire [19:0] \task$982.decoded.stages[1].n ;
+  wire [19:0] \task$982.decoded.stages[1].n_words ;
+  wire [2:0] \task$982.decoded.stages[1].pack_log2 ;
+  wire [43:0] \task$982.decoded.stages[1].rest_elems ;
+  wire [19:0] \task$982.decoded.stages[1].rest_page ;
+  wire [4:0] \task$982.decoded.stages[1].rest_rows ;
+  wire [19:0] \task$982.decoded.stages[1].rows_dim ;
+  wire [2:0] \task$982.decoded.stages[1].run_log2 ;
+  wire [1:0] \task$982.decoded.stages[1].sets ;
+  wire [1:0] \task$982.decoded.stages[1].t_fold_adds ;
+  wire [2:0] \task$982.decoded.stages[1].t_level ;
+  wire \task$982.decoded.stages[1].t_scalar ;
+  wire [43:0] \task$982.decoded.stages[1].tail_elems ;
+  wire \task$982.decoded.stages[1].trans ;
+  wire [47:0] \task$982.decoded.stats_offset ;
+  wire [7:0] \task$982.decoded.status ;
+  wire [333:0] \task$982.entry ;
+  wire [203:0] \task$982.entry.desc ;
+  wire [63:0] \task$982.entry.desc.dev_addr ;
+  wire [19:0] \task$982.entry.desc.dev_cols ;
+  wire [19:0] \task$982.entry.desc.dev_rows ;
+  wire [19:0] \task$982.entry.desc.dev_size ;
+  wire [3:0] \task$982.entry.desc.dtype ;
+  wire [9:0] \task$982.entry.desc.flags ;
+  wire [19:0] \task$982.entry.desc.in_cols ;
+  wire [19:0] \task$982.entry.desc.in_rows ;
+  wire [19:0] \task$982.entry.desc.in_size ;
+  wire [3:0] \task$982.entry.desc.op ;
+  wire [1:0] \task$982.entry.desc.type ;
+  wire [1:0] \task$982.entry.queue ;
+  wire [63:0] \task$982.entry.seq ;
+  wire [63:0] \task$982.entry.taken ;
+  wire [966:0] \task.decoded ;
   wire \task.decoded.is_compute ;
   wire \task.decoded.is_load ;
   wire \task.decoded.is_store ;
-  wire [39:0] \task.decoded.operand_lines ;
   wire [39:0] \task.decoded.page_half ;
   wire [3:0] \task.decoded.page_shift ;
   wire \task.decoded.paged ;
   wire [6:0] \task.decoded.pages ;
+  wire [63:0] \task.decoded.second_addr ;
+  wire [791:0] \task.decoded.stages ;
+  wire [395:0] \task.decoded.stages[0] ;
+  wire [19:0] \task.decoded.stages[0].cols_dim ;
+  wire [19:0] \task.decoded.stages[0].full_groups ;
+  wire [19:0] \task.decoded.stages[0].groups ;
+  wire [19:0] \task.decoded.stages[0].k ;
+  wire [43:0] \task.decoded.stages[0].last_elems ;
+  wire [43:0] \task.decoded.stages[0].main_elems ;
+  wire [19:0] \task.decoded.stages[0].main_pages ;
+  wire [19:0] \task.decoded.stages[0].main_rows ;
+  wire [19:0] \task.decoded.stages[0].n ;
+  wire [19:0] \task.decoded.stages[0].n_words ;
+  wire [2:0] \task.decoded.stages[0].pack_log2 ;
+  wire [43:0] \task.decoded.stages[0].rest_elems ;
+  wire [19:0] \task.decoded.stages[0].rest_page ;
+  wire [4:0] \task.decoded.stages[0].rest_rows ;
+  wire [19:0] \task.decoded.stages[0].rows_dim ;
+  wire [2:0] \task.decoded.stages[0].run_log2 ;
+  wire [1:0] \task.decoded.stages[0].sets ;
+  wire [1:0] \task.decoded.stages[0].t_fold_adds ;
+  wire [2:0] \task.decoded.stages[0].t_level ;
+  wire \task.decoded.stages[0].t_scalar ;
+  wire [43:0] \task.decoded.stages[0].tail_elems ;
+  wire \task.decoded.stages[0].trans ;
+  wire [395:0] \task.decoded.stages[1] ;
+  wire [19:0] \task.decoded.stages[1].cols_dim ;
+  wire [19:0] \task.decoded.stages[1].full_groups ;
+  wire [19:0] \task.decoded.stages[1].groups ;
+  wire [19:0] \task.decoded.stages[1].k ;
+  wire [43:0] \task.decoded.stages[1].last_elems ;
+  wire [43:0] \task.decoded.stages[1].main_elems ;
+  wire [19:0] \task.decoded.stages[1].main_pages ;
+  wire [19:0] \task.decoded.stages[1].main_rows ;
+  wire [19:0] \task.decoded.stages[1].n ;
+  wire [19:0] \task.decoded.stages[1].n_words ;
+  wire [2:0] \task.decoded.stages[1].pack_log2 ;
+  wire [43:0] \task.decoded.stages[1].rest_elems ;
+  wire [19:0] \task.decoded.stages[1].rest_page ;
+  wire [4:0] \task.decoded.stages[1].rest_rows ;
+  wire [19:0] \task.decoded.stages[1].rows_dim ;
+  wire [2:0] \task.decoded.stages[1].run_log2 ;
+  wire [1:0] \task.decoded.stages[1].sets ;
+  wire [1:0] \task.decoded.stages[1].t_fold_adds ;
+  wire [2:0] \task.decoded.stages[1].t_level ;
+  wire \task.decoded.stages[1].t_scalar ;
+  wire [43:0] \task.decoded.stages[1].tail_elems ;
+  wire \task.decoded.stages[1].trans ;
   wire [47:0] \task.decoded.stats_offset ;
   wire [7:0] \task.decoded.status ;
   wire [333:0] \task.entry ;
@@ -4543,33 +4651,32 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [63:0] \task.entry.taken ;
   wire task_valid;
   wire trans;
-  wire \trans$148 ;
-  wire \trans$157 ;
-  wire trans_in;
+  wire \trans$146 ;
+  wire \trans$155 ;
   wire [31:0] u_beats;
   wire [31:0] u_cols;
   wire [4:0] u_offset;
   wire u_pair;
   wire [19:0] u_rows;
   wire valid;
-  wire \valid$194 ;
+  wire \valid$192 ;
   wire [7:0] verdict_status;
   reg verdict_take;
   wire verdict_valid;
   reg [7:0] w_bytes;
-  wire [7:0] \w_bytes$250 ;
+  wire [7:0] \w_bytes$248 ;
   wire [511:0] w_data;
-  reg [1023:0] \w_data$247 ;
-  wire [1023:0] \w_data$248 ;
+  reg [1023:0] \w_data$245 ;
+  wire [1023:0] \w_data$246 ;
   wire [511:0] w_data0;
   wire [511:0] w_data1;
-  wire [511:0] \w_data1$190 ;
+  wire [511:0] \w_data1$188 ;
   reg w_last;
-  wire \w_last$252 ;
+  wire \w_last$250 ;
   wire w_ready;
-  wire \w_ready$246 ;
+  wire \w_ready$244 ;
   reg w_valid;
-  wire \w_valid$244 ;
+  wire \w_valid$242 ;
   wire waiting;
   wire waiting_results;
   reg [31:0] widened_0;
@@ -5149,7 +5256,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire widened_9_lzc_vll;
   wire [9:0] widened_9_sub;
   wire write_error;
-  wire \write_error$959 ;
+  wire \write_error$957 ;
   wire writer_free;
   assign \$1  = ~ pending;
   assign \$2  = idle & \$1 ;
@@ -5167,1350 +5274,1343 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \$12  = \task [10] & \$11 ;
   assign \$13  = ~ \$12 ;
   assign split = \$10  & \$13 ;
-  assign \$14  = \task [10] ? \task [123:104] : \task [143:124];
+  assign \$1320  = stage * 9'h18c;
+  assign sizes = \task [1300:509] >> \$1320 ;
+  assign \$14  = stage ? \task [408:345] : \task [83:20];
+  assign \addr$127  = \task [457] ? 64'h0000000000000000 : \$14 ;
   assign \$15  = \task [10] ? \task [143:124] : \task [123:104];
-  assign k = stage ? \$14  : \$15 ;
-  assign \$16  = \task [10] ? \task [143:124] : \task [123:104];
-  assign \$17  = \task [10] ? \task [123:104] : \task [143:124];
-  assign n = stage ? \$16  : \$17 ;
-  assign \$18  = ~ stage;
-  assign trans_in = \task [10] & \$18 ;
-  assign \$20  = \task [83:20] + \$19 ;
-  assign \$21  = stage ? \$20  : { 1'h0, \task [83:20] };
-  assign \$22  = \task [433] ? 65'h00000000000000000 : \$21 ;
-  assign \$23  = \task [10] ? \task [143:124] : \task [123:104];
-  assign \$24  = \task [10] ? \task [123:104] : \task [143:124];
-  assign n_cols = stage ? \$23  : \$24 ;
-  assign \$30  = | rd_in_data[1:0];
-  assign \$32  = | rd_in_data[1:0];
-  assign \$33  = ~ rd_in_data[1];
-  assign widened_0_lzc_clh = \$32  ? { 1'h0, \$33  } : 2'h2;
-  assign \$35  = | rd_in_data[5:4];
-  assign \$36  = | rd_in_data[3:2];
-  assign widened_0_lzc_vhl = \$35  | \$36 ;
-  assign \$37  = | rd_in_data[5:4];
-  assign \$38  = ~ rd_in_data[5];
-  assign \$39  = ~ rd_in_data[3];
-  assign widened_0_lzc_chl = \$37  ? { 1'h0, \$38  } : { 1'h1, \$39  };
-  assign \$40  = | rd_in_data[9:8];
-  assign \$41  = | rd_in_data[7:6];
-  assign widened_0_lzc_vhh = \$40  | \$41 ;
-  assign \$42  = | rd_in_data[9:8];
-  assign \$43  = ~ rd_in_data[9];
-  assign \$44  = ~ rd_in_data[7];
-  assign widened_0_lzc_chh = \$42  ? { 1'h0, \$43  } : { 1'h1, \$44  };
+  assign \$16  = \task [10] ? \task [123:104] : \task [143:124];
+  assign n_cols = stage ? \$15  : \$16 ;
+  assign \$22  = | rd_in_data[1:0];
+  assign \$24  = | rd_in_data[1:0];
+  assign \$25  = ~ rd_in_data[1];
+  assign widened_0_lzc_clh = \$24  ? { 1'h0, \$25  } : 2'h2;
+  assign \$27  = | rd_in_data[5:4];
+  assign \$28  = | rd_in_data[3:2];
+  assign widened_0_lzc_vhl = \$27  | \$28 ;
+  assign \$29  = | rd_in_data[5:4];
+  assign \$30  = ~ rd_in_data[5];
+  assign \$31  = ~ rd_in_data[3];
+  assign widened_0_lzc_chl = \$29  ? { 1'h0, \$30  } : { 1'h1, \$31  };
+  assign \$32  = | rd_in_data[9:8];
+  assign \$33  = | rd_in_data[7:6];
+  assign widened_0_lzc_vhh = \$32  | \$33 ;
+  assign \$34  = | rd_in_data[9:8];
+  assign \$35  = ~ rd_in_data[9];
+  assign \$36  = ~ rd_in_data[7];
+  assign widened_0_lzc_chh = \$34  ? { 1'h0, \$35  } : { 1'h1, \$36  };
   assign widened_0_lzc_vh = widened_0_lzc_vhh | widened_0_lzc_vhl;
   assign widened_0_lzc_ch = widened_0_lzc_vhh ? { 1'h0, widened_0_lzc_chh } : { 1'h1, widened_0_lzc_chl };
   assign widened_0_lzc_c = widened_0_lzc_vh ? { 1'h0, widened_0_lzc_ch } : { 1'h1, widened_0_lzc_cl };
-  assign \$45  = widened_0_lzc_c + 1'h1;
-  assign \$46  = rd_in_data[9:0] << \$45 ;
-  assign \$47  = rd_in_data[14:10] == 5'h1f;
-  assign \$48  = | rd_in_data[9:0];
-  assign \$49  = \$47  & \$48 ;
-  assign \$50  = rd_in_data[14:10] == 5'h1f;
-  assign \$51  = ! rd_in_data[14:10];
-  assign \$52  = | rd_in_data[9:0];
-  assign \$53  = ~ \$52 ;
-  assign \$54  = \$51  & \$53 ;
-  assign \$55  = ! rd_in_data[14:10];
-  assign \$56  = 7'h70 - widened_0_lzc_c;
-  assign \$57  = rd_in_data[14:10] + 7'h70;
-  assign \$63  = | rd_in_data[17:16];
-  assign \$65  = | rd_in_data[17:16];
-  assign \$66  = ~ rd_in_data[17];
-  assign widened_1_lzc_clh = \$65  ? { 1'h0, \$66  } : 2'h2;
-  assign \$68  = | rd_in_data[21:20];
-  assign \$69  = | rd_in_data[19:18];
-  assign widened_1_lzc_vhl = \$68  | \$69 ;
-  assign \$70  = | rd_in_data[21:20];
-  assign \$71  = ~ rd_in_data[21];
-  assign \$72  = ~ rd_in_data[19];
-  assign widened_1_lzc_chl = \$70  ? { 1'h0, \$71  } : { 1'h1, \$72  };
-  assign \$73  = | rd_in_data[25:24];
-  assign \$74  = | rd_in_data[23:22];
-  assign widened_1_lzc_vhh = \$73  | \$74 ;
-  assign \$75  = | rd_in_data[25:24];
-  assign \$76  = ~ rd_in_data[25];
-  assign \$77  = ~ rd_in_data[23];
-  assign widened_1_lzc_chh = \$75  ? { 1'h0, \$76  } : { 1'h1, \$77  };
+  assign \$37  = widened_0_lzc_c + 1'h1;
+  assign \$38  = rd_in_data[9:0] << \$37 ;
+  assign \$39  = rd_in_data[14:10] == 5'h1f;
+  assign \$40  = | rd_in_data[9:0];
+  assign \$41  = \$39  & \$40 ;
+  assign \$42  = rd_in_data[14:10] == 5'h1f;
+  assign \$43  = ! rd_in_data[14:10];
+  assign \$44  = | rd_in_data[9:0];
+  assign \$45  = ~ \$44 ;
+  assign \$46  = \$43  & \$45 ;
+  assign \$47  = ! rd_in_data[14:10];
+  assign \$48  = 7'h70 - widened_0_lzc_c;
+  assign \$49  = rd_in_data[14:10] + 7'h70;
+  assign \$55  = | rd_in_data[17:16];
+  assign \$57  = | rd_in_data[17:16];
+  assign \$58  = ~ rd_in_data[17];
+  assign widened_1_lzc_clh = \$57  ? { 1'h0, \$58  } : 2'h2;
+  assign \$60  = | rd_in_data[21:20];
+  assign \$61  = | rd_in_data[19:18];
+  assign widened_1_lzc_vhl = \$60  | \$61 ;
+  assign \$62  = | rd_in_data[21:20];
+  assign \$63  = ~ rd_in_data[21];
+  assign \$64  = ~ rd_in_data[19];
+  assign widened_1_lzc_chl = \$62  ? { 1'h0, \$63  } : { 1'h1, \$64  };
+  assign \$65  = | rd_in_data[25:24];
+  assign \$66  = | rd_in_data[23:22];
+  assign widened_1_lzc_vhh = \$65  | \$66 ;
+  assign \$67  = | rd_in_data[25:24];
+  assign \$68  = ~ rd_in_data[25];
+  assign \$69  = ~ rd_in_data[23];
+  assign widened_1_lzc_chh = \$67  ? { 1'h0, \$68  } : { 1'h1, \$69  };
   assign widened_1_lzc_vh = widened_1_lzc_vhh | widened_1_lzc_vhl;
   assign widened_1_lzc_ch = widened_1_lzc_vhh ? { 1'h0, widened_1_lzc_chh } : { 1'h1, widened_1_lzc_chl };
   assign widened_1_lzc_c = widened_1_lzc_vh ? { 1'h0, widened_1_lzc_ch } : { 1'h1, widened_1_lzc_cl };
-  assign \$78  = widened_1_lzc_c + 1'h1;
-  assign \$79  = rd_in_data[25:16] << \$78 ;
-  assign \$80  = rd_in_data[30:26] == 5'h1f;
-  assign \$81  = | rd_in_data[25:16];
-  assign \$82  = \$80  & \$81 ;
-  assign \$83  = rd_in_data[30:26] == 5'h1f;
-  assign \$84  = ! rd_in_data[30:26];
-  assign \$85  = | rd_in_data[25:16];
-  assign \$86  = ~ \$85 ;
-  assign \$87  = \$84  & \$86 ;
-  assign \$88  = ! rd_in_data[30:26];
-  assign \$89  = 7'h70 - widened_1_lzc_c;
-  assign \$90  = rd_in_data[30:26] + 7'h70;
-  assign \$96  = | rd_in_data[33:32];
-  assign \$98  = | rd_in_data[33:32];
-  assign \$99  = ~ rd_in_data[33];
-  assign widened_2_lzc_clh = \$98  ? { 1'h0, \$99  } : 2'h2;
-  assign \$101  = | rd_in_data[37:36];
-  assign \$102  = | rd_in_data[35:34];
-  assign widened_2_lzc_vhl = \$101  | \$102 ;
-  assign \$103  = | rd_in_data[37:36];
-  assign \$104  = ~ rd_in_data[37];
-  assign \$105  = ~ rd_in_data[35];
-  assign widened_2_lzc_chl = \$103  ? { 1'h0, \$104  } : { 1'h1, \$105  };
-  assign \$106  = | rd_in_data[41:40];
-  assign \$107  = | rd_in_data[39:38];
-  assign widened_2_lzc_vhh = \$106  | \$107 ;
-  assign \$108  = | rd_in_data[41:40];
-  assign \$109  = ~ rd_in_data[41];
-  assign \$110  = ~ rd_in_data[39];
-  assign widened_2_lzc_chh = \$108  ? { 1'h0, \$109  } : { 1'h1, \$110  };
+  assign \$70  = widened_1_lzc_c + 1'h1;
+  assign \$71  = rd_in_data[25:16] << \$70 ;
+  assign \$72  = rd_in_data[30:26] == 5'h1f;
+  assign \$73  = | rd_in_data[25:16];
+  assign \$74  = \$72  & \$73 ;
+  assign \$75  = rd_in_data[30:26] == 5'h1f;
+  assign \$76  = ! rd_in_data[30:26];
+  assign \$77  = | rd_in_data[25:16];
+  assign \$78  = ~ \$77 ;
+  assign \$79  = \$76  & \$78 ;
+  assign \$80  = ! rd_in_data[30:26];
+  assign \$81  = 7'h70 - widened_1_lzc_c;
+  assign \$82  = rd_in_data[30:26] + 7'h70;
+  assign \$88  = | rd_in_data[33:32];
+  assign \$90  = | rd_in_data[33:32];
+  assign \$91  = ~ rd_in_data[33];
+  assign widened_2_lzc_clh = \$90  ? { 1'h0, \$91  } : 2'h2;
+  assign \$93  = | rd_in_data[37:36];
+  assign \$94  = | rd_in_data[35:34];
+  assign widened_2_lzc_vhl = \$93  | \$94 ;
+  assign \$95  = | rd_in_data[37:36];
+  assign \$96  = ~ rd_in_data[37];
+  assign \$97  = ~ rd_in_data[35];
+  assign widened_2_lzc_chl = \$95  ? { 1'h0, \$96  } : { 1'h1, \$97  };
+  assign \$98  = | rd_in_data[41:40];
+  assign \$99  = | rd_in_data[39:38];
+  assign widened_2_lzc_vhh = \$98  | \$99 ;
+  assign \$100  = | rd_in_data[41:40];
+  assign \$101  = ~ rd_in_data[41];
+  assign \$102  = ~ rd_in_data[39];
+  assign widened_2_lzc_chh = \$100  ? { 1'h0, \$101  } : { 1'h1, \$102  };
   assign widened_2_lzc_vh = widened_2_lzc_vhh | widened_2_lzc_vhl;
   assign widened_2_lzc_ch = widened_2_lzc_vhh ? { 1'h0, widened_2_lzc_chh } : { 1'h1, widened_2_lzc_chl };
   assign widened_2_lzc_c = widened_2_lzc_vh ? { 1'h0, widened_2_lzc_ch } : { 1'h1, widened_2_lzc_cl };
-  assign \$111  = widened_2_lzc_c + 1'h1;
-  assign \$112  = rd_in_data[41:32] << \$111 ;
-  assign \$113  = rd_in_data[46:42] == 5'h1f;
-  assign \$114  = | rd_in_data[41:32];
-  assign \$115  = \$113  & \$114 ;
-  assign \$116  = rd_in_data[46:42] == 5'h1f;
-  assign \$117  = ! rd_in_data[46:42];
-  assign \$118  = | rd_in_data[41:32];
-  assign \$119  = ~ \$118 ;
-  assign \$120  = \$117  & \$119 ;
-  assign \$121  = ! rd_in_data[46:42];
-  assign \$122  = 7'h70 - widened_2_lzc_c;
-  assign \$123  = rd_in_data[46:42] + 7'h70;
-  assign \$129  = | rd_in_data[49:48];
-  assign \$131  = | rd_in_data[49:48];
-  assign \$132  = ~ rd_in_data[49];
-  assign widened_3_lzc_clh = \$131  ? { 1'h0, \$132  } : 2'h2;
-  assign \$134  = | rd_in_data[53:52];
-  assign \$135  = | rd_in_data[51:50];
-  assign widened_3_lzc_vhl = \$134  | \$135 ;
-  assign \$136  = | rd_in_data[53:52];
-  assign \$137  = ~ rd_in_data[53];
-  assign \$138  = ~ rd_in_data[51];
-  assign widened_3_lzc_chl = \$136  ? { 1'h0, \$137  } : { 1'h1, \$138  };
-  assign \$139  = | rd_in_data[57:56];
-  assign \$140  = | rd_in_data[55:54];
-  assign widened_3_lzc_vhh = \$139  | \$140 ;
-  assign \$141  = | rd_in_data[57:56];
-  assign \$142  = ~ rd_in_data[57];
-  assign \$143  = ~ rd_in_data[55];
-  assign widened_3_lzc_chh = \$141  ? { 1'h0, \$142  } : { 1'h1, \$143  };
+  assign \$103  = widened_2_lzc_c + 1'h1;
+  assign \$104  = rd_in_data[41:32] << \$103 ;
+  assign \$105  = rd_in_data[46:42] == 5'h1f;
+  assign \$106  = | rd_in_data[41:32];
+  assign \$107  = \$105  & \$106 ;
+  assign \$108  = rd_in_data[46:42] == 5'h1f;
+  assign \$109  = ! rd_in_data[46:42];
+  assign \$110  = | rd_in_data[41:32];
+  assign \$111  = ~ \$110 ;
+  assign \$112  = \$109  & \$111 ;
+  assign \$113  = ! rd_in_data[46:42];
+  assign \$114  = 7'h70 - widened_2_lzc_c;
+  assign \$115  = rd_in_data[46:42] + 7'h70;
+  assign \$121  = | rd_in_data[49:48];
+  assign \$123  = | rd_in_data[49:48];
+  assign \$124  = ~ rd_in_data[49];
+  assign widened_3_lzc_clh = \$123  ? { 1'h0, \$124  } : 2'h2;
+  assign \$126  = | rd_in_data[53:52];
+  assign \$127  = | rd_in_data[51:50];
+  assign widened_3_lzc_vhl = \$126  | \$127 ;
+  assign \$128  = | rd_in_data[53:52];
+  assign \$129  = ~ rd_in_data[53];
+  assign \$130  = ~ rd_in_data[51];
+  assign widened_3_lzc_chl = \$128  ? { 1'h0, \$129  } : { 1'h1, \$130  };
+  assign \$131  = | rd_in_data[57:56];
+  assign \$132  = | rd_in_data[55:54];
+  assign widened_3_lzc_vhh = \$131  | \$132 ;
+  assign \$133  = | rd_in_data[57:56];
+  assign \$134  = ~ rd_in_data[57];
+  assign \$135  = ~ rd_in_data[55];
+  assign widened_3_lzc_chh = \$133  ? { 1'h0, \$134  } : { 1'h1, \$135  };
   assign widened_3_lzc_vh = widened_3_lzc_vhh | widened_3_lzc_vhl;
   assign widened_3_lzc_ch = widened_3_lzc_vhh ? { 1'h0, widened_3_lzc_chh } : { 1'h1, widened_3_lzc_chl };
   assign widened_3_lzc_c = widened_3_lzc_vh ? { 1'h0, widened_3_lzc_ch } : { 1'h1, widened_3_lzc_cl };
-  assign \$144  = widened_3_lzc_c + 1'h1;
-  assign \$145  = rd_in_data[57:48] << \$144 ;
-  assign \$146  = rd_in_data[62:58] == 5'h1f;
-  assign \$147  = | rd_in_data[57:48];
-  assign \$148  = \$146  & \$147 ;
-  assign \$149  = rd_in_data[62:58] == 5'h1f;
-  assign \$150  = ! rd_in_data[62:58];
-  assign \$151  = | rd_in_data[57:48];
-  assign \$152  = ~ \$151 ;
-  assign \$153  = \$150  & \$152 ;
-  assign \$154  = ! rd_in_data[62:58];
-  assign \$155  = 7'h70 - widened_3_lzc_c;
-  assign \$156  = rd_in_data[62:58] + 7'h70;
-  assign \$162  = | rd_in_data[65:64];
-  assign \$164  = | rd_in_data[65:64];
-  assign \$165  = ~ rd_in_data[65];
-  assign widened_4_lzc_clh = \$164  ? { 1'h0, \$165  } : 2'h2;
-  assign \$167  = | rd_in_data[69:68];
-  assign \$168  = | rd_in_data[67:66];
-  assign widened_4_lzc_vhl = \$167  | \$168 ;
-  assign \$169  = | rd_in_data[69:68];
-  assign \$170  = ~ rd_in_data[69];
-  assign \$171  = ~ rd_in_data[67];
-  assign widened_4_lzc_chl = \$169  ? { 1'h0, \$170  } : { 1'h1, \$171  };
-  assign \$172  = | rd_in_data[73:72];
-  assign \$173  = | rd_in_data[71:70];
-  assign widened_4_lzc_vhh = \$172  | \$173 ;
-  assign \$174  = | rd_in_data[73:72];
-  assign \$175  = ~ rd_in_data[73];
-  assign \$176  = ~ rd_in_data[71];
-  assign widened_4_lzc_chh = \$174  ? { 1'h0, \$175  } : { 1'h1, \$176  };
+  assign \$136  = widened_3_lzc_c + 1'h1;
+  assign \$137  = rd_in_data[57:48] << \$136 ;
+  assign \$138  = rd_in_data[62:58] == 5'h1f;
+  assign \$139  = | rd_in_data[57:48];
+  assign \$140  = \$138  & \$139 ;
+  assign \$141  = rd_in_data[62:58] == 5'h1f;
+  assign \$142  = ! rd_in_data[62:58];
+  assign \$143  = | rd_in_data[57:48];
+  assign \$144  = ~ \$143 ;
+  assign \$145  = \$142  & \$144 ;
+  assign \$146  = ! rd_in_data[62:58];
+  assign \$147  = 7'h70 - widened_3_lzc_c;
+  assign \$148  = rd_in_data[62:58] + 7'h70;
+  assign \$154  = | rd_in_data[65:64];
+  assign \$156  = | rd_in_data[65:64];
+  assign \$157  = ~ rd_in_data[65];
+  assign widened_4_lzc_clh = \$156  ? { 1'h0, \$157  } : 2'h2;
+  assign \$159  = | rd_in_data[69:68];
+  assign \$160  = | rd_in_data[67:66];
+  assign widened_4_lzc_vhl = \$159  | \$160 ;
+  assign \$161  = | rd_in_data[69:68];
+  assign \$162  = ~ rd_in_data[69];
+  assign \$163  = ~ rd_in_data[67];
+  assign widened_4_lzc_chl = \$161  ? { 1'h0, \$162  } : { 1'h1, \$163  };
+  assign \$164  = | rd_in_data[73:72];
+  assign \$165  = | rd_in_data[71:70];
+  assign widened_4_lzc_vhh = \$164  | \$165 ;
+  assign \$166  = | rd_in_data[73:72];
+  assign \$167  = ~ rd_in_data[73];
+  assign \$168  = ~ rd_in_data[71];
+  assign widened_4_lzc_chh = \$166  ? { 1'h0, \$167  } : { 1'h1, \$168  };
   assign widened_4_lzc_vh = widened_4_lzc_vhh | widened_4_lzc_vhl;
   assign widened_4_lzc_ch = widened_4_lzc_vhh ? { 1'h0, widened_4_lzc_chh } : { 1'h1, widened_4_lzc_chl };
   assign widened_4_lzc_c = widened_4_lzc_vh ? { 1'h0, widened_4_lzc_ch } : { 1'h1, widened_4_lzc_cl };
-  assign \$177  = widened_4_lzc_c + 1'h1;
-  assign \$178  = rd_in_data[73:64] << \$177 ;
-  assign \$179  = rd_in_data[78:74] == 5'h1f;
-  assign \$180  = | rd_in_data[73:64];
-  assign \$181  = \$179  & \$180 ;
-  assign \$182  = rd_in_data[78:74] == 5'h1f;
-  assign \$183  = ! rd_in_data[78:74];
-  assign \$184  = | rd_in_data[73:64];
-  assign \$185  = ~ \$184 ;
-  assign \$186  = \$183  & \$185 ;
-  assign \$187  = ! rd_in_data[78:74];
-  assign \$188  = 7'h70 - widened_4_lzc_c;
-  assign \$189  = rd_in_data[78:74] + 7'h70;
-  assign \$195  = | rd_in_data[81:80];
-  assign \$197  = | rd_in_data[81:80];
-  assign \$198  = ~ rd_in_data[81];
-  assign widened_5_lzc_clh = \$197  ? { 1'h0, \$198  } : 2'h2;
-  assign \$200  = | rd_in_data[85:84];
-  assign \$201  = | rd_in_data[83:82];
-  assign widened_5_lzc_vhl = \$200  | \$201 ;
-  assign \$202  = | rd_in_data[85:84];
-  assign \$203  = ~ rd_in_data[85];
-  assign \$204  = ~ rd_in_data[83];
-  assign widened_5_lzc_chl = \$202  ? { 1'h0, \$203  } : { 1'h1, \$204  };
-  assign \$205  = | rd_in_data[89:88];
-  assign \$206  = | rd_in_data[87:86];
-  assign widened_5_lzc_vhh = \$205  | \$206 ;
-  assign \$207  = | rd_in_data[89:88];
-  assign \$208  = ~ rd_in_data[89];
-  assign \$209  = ~ rd_in_data[87];
-  assign widened_5_lzc_chh = \$207  ? { 1'h0, \$208  } : { 1'h1, \$209  };
+  assign \$169  = widened_4_lzc_c + 1'h1;
+  assign \$170  = rd_in_data[73:64] << \$169 ;
+  assign \$171  = rd_in_data[78:74] == 5'h1f;
+  assign \$172  = | rd_in_data[73:64];
+  assign \$173  = \$171  & \$172 ;
+  assign \$174  = rd_in_data[78:74] == 5'h1f;
+  assign \$175  = ! rd_in_data[78:74];
+  assign \$176  = | rd_in_data[73:64];
+  assign \$177  = ~ \$176 ;
+  assign \$178  = \$175  & \$177 ;
+  assign \$179  = ! rd_in_data[78:74];
+  assign \$180  = 7'h70 - widened_4_lzc_c;
+  assign \$181  = rd_in_data[78:74] + 7'h70;
+  assign \$187  = | rd_in_data[81:80];
+  assign \$189  = | rd_in_data[81:80];
+  assign \$190  = ~ rd_in_data[81];
+  assign widened_5_lzc_clh = \$189  ? { 1'h0, \$190  } : 2'h2;
+  assign \$192  = | rd_in_data[85:84];
+  assign \$193  = | rd_in_data[83:82];
+  assign widened_5_lzc_vhl = \$192  | \$193 ;
+  assign \$194  = | rd_in_data[85:84];
+  assign \$195  = ~ rd_in_data[85];
+  assign \$196  = ~ rd_in_data[83];
+  assign widened_5_lzc_chl = \$194  ? { 1'h0, \$195  } : { 1'h1, \$196  };
+  assign \$197  = | rd_in_data[89:88];
+  assign \$198  = | rd_in_data[87:86];
+  assign widened_5_lzc_vhh = \$197  | \$198 ;
+  assign \$199  = | rd_in_data[89:88];
+  assign \$200  = ~ rd_in_data[89];
+  assign \$201  = ~ rd_in_data[87];
+  assign widened_5_lzc_chh = \$199  ? { 1'h0, \$200  } : { 1'h1, \$201  };
   assign widened_5_lzc_vh = widened_5_lzc_vhh | widened_5_lzc_vhl;
   assign widened_5_lzc_ch = widened_5_lzc_vhh ? { 1'h0, widened_5_lzc_chh } : { 1'h1, widened_5_lzc_chl };
   assign widened_5_lzc_c = widened_5_lzc_vh ? { 1'h0, widened_5_lzc_ch } : { 1'h1, widened_5_lzc_cl };
-  assign \$210  = widened_5_lzc_c + 1'h1;
-  assign \$211  = rd_in_data[89:80] << \$210 ;
-  assign \$212  = rd_in_data[94:90] == 5'h1f;
-  assign \$213  = | rd_in_data[89:80];
-  assign \$214  = \$212  & \$213 ;
-  assign \$215  = rd_in_data[94:90] == 5'h1f;
-  assign \$216  = ! rd_in_data[94:90];
-  assign \$217  = | rd_in_data[89:80];
-  assign \$218  = ~ \$217 ;
-  assign \$219  = \$216  & \$218 ;
-  assign \$220  = ! rd_in_data[94:90];
-  assign \$221  = 7'h70 - widened_5_lzc_c;
-  assign \$222  = rd_in_data[94:90] + 7'h70;
-  assign \$228  = | rd_in_data[97:96];
-  assign \$230  = | rd_in_data[97:96];
-  assign \$231  = ~ rd_in_data[97];
-  assign widened_6_lzc_clh = \$230  ? { 1'h0, \$231  } : 2'h2;
-  assign \$233  = | rd_in_data[101:100];
-  assign \$234  = | rd_in_data[99:98];
-  assign widened_6_lzc_vhl = \$233  | \$234 ;
-  assign \$235  = | rd_in_data[101:100];
-  assign \$236  = ~ rd_in_data[101];
-  assign \$237  = ~ rd_in_data[99];
-  assign widened_6_lzc_chl = \$235  ? { 1'h0, \$236  } : { 1'h1, \$237  };
-  assign \$238  = | rd_in_data[105:104];
-  assign \$239  = | rd_in_data[103:102];
-  assign widened_6_lzc_vhh = \$238  | \$239 ;
-  assign \$240  = | rd_in_data[105:104];
-  assign \$241  = ~ rd_in_data[105];
-  assign \$242  = ~ rd_in_data[103];
-  assign widened_6_lzc_chh = \$240  ? { 1'h0, \$241  } : { 1'h1, \$242  };
+  assign \$202  = widened_5_lzc_c + 1'h1;
+  assign \$203  = rd_in_data[89:80] << \$202 ;
+  assign \$204  = rd_in_data[94:90] == 5'h1f;
+  assign \$205  = | rd_in_data[89:80];
+  assign \$206  = \$204  & \$205 ;
+  assign \$207  = rd_in_data[94:90] == 5'h1f;
+  assign \$208  = ! rd_in_data[94:90];
+  assign \$209  = | rd_in_data[89:80];
+  assign \$210  = ~ \$209 ;
+  assign \$211  = \$208  & \$210 ;
+  assign \$212  = ! rd_in_data[94:90];
+  assign \$213  = 7'h70 - widened_5_lzc_c;
+  assign \$214  = rd_in_data[94:90] + 7'h70;
+  assign \$220  = | rd_in_data[97:96];
+  assign \$222  = | rd_in_data[97:96];
+  assign \$223  = ~ rd_in_data[97];
+  assign widened_6_lzc_clh = \$222  ? { 1'h0, \$223  } : 2'h2;
+  assign \$225  = | rd_in_data[101:100];
+  assign \$226  = | rd_in_data[99:98];
+  assign widened_6_lzc_vhl = \$225  | \$226 ;
+  assign \$227  = | rd_in_data[101:100];
+  assign \$228  = ~ rd_in_data[101];
+  assign \$229  = ~ rd_in_data[99];
+  assign widened_6_lzc_chl = \$227  ? { 1'h0, \$228  } : { 1'h1, \$229  };
+  assign \$230  = | rd_in_data[105:104];
+  assign \$231  = | rd_in_data[103:102];
+  assign widened_6_lzc_vhh = \$230  | \$231 ;
+  assign \$232  = | rd_in_data[105:104];
+  assign \$233  = ~ rd_in_data[105];
+  assign \$234  = ~ rd_in_data[103];
+  assign widened_6_lzc_chh = \$232  ? { 1'h0, \$233  } : { 1'h1, \$234  };
   assign widened_6_lzc_vh = widened_6_lzc_vhh | widened_6_lzc_vhl;
   assign widened_6_lzc_ch = widened_6_lzc_vhh ? { 1'h0, widened_6_lzc_chh } : { 1'h1, widened_6_lzc_chl };
   assign widened_6_lzc_c = widened_6_lzc_vh ? { 1'h0, widened_6_lzc_ch } : { 1'h1, widened_6_lzc_cl };
-  assign \$243  = widened_6_lzc_c + 1'h1;
-  assign \$244  = rd_in_data[105:96] << \$243 ;
-  assign \$245  = rd_in_data[110:106] == 5'h1f;
-  assign \$246  = | rd_in_data[105:96];
-  assign \$247  = \$245  & \$246 ;
-  assign \$248  = rd_in_data[110:106] == 5'h1f;
-  assign \$249  = ! rd_in_data[110:106];
-  assign \$250  = | rd_in_data[105:96];
-  assign \$251  = ~ \$250 ;
-  assign \$252  = \$249  & \$251 ;
-  assign \$253  = ! rd_in_data[110:106];
-  assign \$254  = 7'h70 - widened_6_lzc_c;
-  assign \$255  = rd_in_data[110:106] + 7'h70;
-  assign \$261  = | rd_in_data[113:112];
-  assign \$263  = | rd_in_data[113:112];
-  assign \$264  = ~ rd_in_data[113];
-  assign widened_7_lzc_clh = \$263  ? { 1'h0, \$264  } : 2'h2;
-  assign \$266  = | rd_in_data[117:116];
-  assign \$267  = | rd_in_data[115:114];
-  assign widened_7_lzc_vhl = \$266  | \$267 ;
-  assign \$268  = | rd_in_data[117:116];
-  assign \$269  = ~ rd_in_data[117];
-  assign \$270  = ~ rd_in_data[115];
-  assign widened_7_lzc_chl = \$268  ? { 1'h0, \$269  } : { 1'h1, \$270  };
-  assign \$271  = | rd_in_data[121:120];
-  assign \$272  = | rd_in_data[119:118];
-  assign widened_7_lzc_vhh = \$271  | \$272 ;
-  assign \$273  = | rd_in_data[121:120];
-  assign \$274  = ~ rd_in_data[121];
-  assign \$275  = ~ rd_in_data[119];
-  assign widened_7_lzc_chh = \$273  ? { 1'h0, \$274  } : { 1'h1, \$275  };
+  assign \$235  = widened_6_lzc_c + 1'h1;
+  assign \$236  = rd_in_data[105:96] << \$235 ;
+  assign \$237  = rd_in_data[110:106] == 5'h1f;
+  assign \$238  = | rd_in_data[105:96];
+  assign \$239  = \$237  & \$238 ;
+  assign \$240  = rd_in_data[110:106] == 5'h1f;
+  assign \$241  = ! rd_in_data[110:106];
+  assign \$242  = | rd_in_data[105:96];
+  assign \$243  = ~ \$242 ;
+  assign \$244  = \$241  & \$243 ;
+  assign \$245  = ! rd_in_data[110:106];
+  assign \$246  = 7'h70 - widened_6_lzc_c;
+  assign \$247  = rd_in_data[110:106] + 7'h70;
+  assign \$253  = | rd_in_data[113:112];
+  assign \$255  = | rd_in_data[113:112];
+  assign \$256  = ~ rd_in_data[113];
+  assign widened_7_lzc_clh = \$255  ? { 1'h0, \$256  } : 2'h2;
+  assign \$258  = | rd_in_data[117:116];
+  assign \$259  = | rd_in_data[115:114];
+  assign widened_7_lzc_vhl = \$258  | \$259 ;
+  assign \$260  = | rd_in_data[117:116];
+  assign \$261  = ~ rd_in_data[117];
+  assign \$262  = ~ rd_in_data[115];
+  assign widened_7_lzc_chl = \$260  ? { 1'h0, \$261  } : { 1'h1, \$262  };
+  assign \$263  = | rd_in_data[121:120];
+  assign \$264  = | rd_in_data[119:118];
+  assign widened_7_lzc_vhh = \$263  | \$264 ;
+  assign \$265  = | rd_in_data[121:120];
+  assign \$266  = ~ rd_in_data[121];
+  assign \$267  = ~ rd_in_data[119];
+  assign widened_7_lzc_chh = \$265  ? { 1'h0, \$266  } : { 1'h1, \$267  };
   assign widened_7_lzc_vh = widened_7_lzc_vhh | widened_7_lzc_vhl;
   assign widened_7_lzc_ch = widened_7_lzc_vhh ? { 1'h0, widened_7_lzc_chh } : { 1'h1, widened_7_lzc_chl };
   assign widened_7_lzc_c = widened_7_lzc_vh ? { 1'h0, widened_7_lzc_ch } : { 1'h1, widened_7_lzc_cl };
-  assign \$276  = widened_7_lzc_c + 1'h1;
-  assign \$277  = rd_in_data[121:112] << \$276 ;
-  assign \$278  = rd_in_data[126:122] == 5'h1f;
-  assign \$279  = | rd_in_data[121:112];
-  assign \$280  = \$278  & \$279 ;
-  assign \$281  = rd_in_data[126:122] == 5'h1f;
-  assign \$282  = ! rd_in_data[126:122];
-  assign \$283  = | rd_in_data[121:112];
-  assign \$284  = ~ \$283 ;
-  assign \$285  = \$282  & \$284 ;
-  assign \$286  = ! rd_in_data[126:122];
-  assign \$287  = 7'h70 - widened_7_lzc_c;
-  assign \$288  = rd_in_data[126:122] + 7'h70;
-  assign \$294  = | rd_in_data[129:128];
-  assign \$296  = | rd_in_data[129:128];
-  assign \$297  = ~ rd_in_data[129];
-  assign widened_8_lzc_clh = \$296  ? { 1'h0, \$297  } : 2'h2;
-  assign \$299  = | rd_in_data[133:132];
-  assign \$300  = | rd_in_data[131:130];
-  assign widened_8_lzc_vhl = \$299  | \$300 ;
-  assign \$301  = | rd_in_data[133:132];
-  assign \$302  = ~ rd_in_data[133];
-  assign \$303  = ~ rd_in_data[131];
-  assign widened_8_lzc_chl = \$301  ? { 1'h0, \$302  } : { 1'h1, \$303  };
-  assign \$304  = | rd_in_data[137:136];
-  assign \$305  = | rd_in_data[135:134];
-  assign widened_8_lzc_vhh = \$304  | \$305 ;
-  assign \$306  = | rd_in_data[137:136];
-  assign \$307  = ~ rd_in_data[137];
-  assign \$308  = ~ rd_in_data[135];
-  assign widened_8_lzc_chh = \$306  ? { 1'h0, \$307  } : { 1'h1, \$308  };
+  assign \$268  = widened_7_lzc_c + 1'h1;
+  assign \$269  = rd_in_data[121:112] << \$268 ;
+  assign \$270  = rd_in_data[126:122] == 5'h1f;
+  assign \$271  = | rd_in_data[121:112];
+  assign \$272  = \$270  & \$271 ;
+  assign \$273  = rd_in_data[126:122] == 5'h1f;
+  assign \$274  = ! rd_in_data[126:122];
+  assign \$275  = | rd_in_data[121:112];
+  assign \$276  = ~ \$275 ;
+  assign \$277  = \$274  & \$276 ;
+  assign \$278  = ! rd_in_data[126:122];
+  assign \$279  = 7'h70 - widened_7_lzc_c;
+  assign \$280  = rd_in_data[126:122] + 7'h70;
+  assign \$286  = | rd_in_data[129:128];
+  assign \$288  = | rd_in_data[129:128];
+  assign \$289  = ~ rd_in_data[129];
+  assign widened_8_lzc_clh = \$288  ? { 1'h0, \$289  } : 2'h2;
+  assign \$291  = | rd_in_data[133:132];
+  assign \$292  = | rd_in_data[131:130];
+  assign widened_8_lzc_vhl = \$291  | \$292 ;
+  assign \$293  = | rd_in_data[133:132];
+  assign \$294  = ~ rd_in_data[133];
+  assign \$295  = ~ rd_in_data[131];
+  assign widened_8_lzc_chl = \$293  ? { 1'h0, \$294  } : { 1'h1, \$295  };
+  assign \$296  = | rd_in_data[137:136];
+  assign \$297  = | rd_in_data[135:134];
+  assign widened_8_lzc_vhh = \$296  | \$297 ;
+  assign \$298  = | rd_in_data[137:136];
+  assign \$299  = ~ rd_in_data[137];
+  assign \$300  = ~ rd_in_data[135];
+  assign widened_8_lzc_chh = \$298  ? { 1'h0, \$299  } : { 1'h1, \$300  };
   assign widened_8_lzc_vh = widened_8_lzc_vhh | widened_8_lzc_vhl;
   assign widened_8_lzc_ch = widened_8_lzc_vhh ? { 1'h0, widened_8_lzc_chh } : { 1'h1, widened_8_lzc_chl };
   assign widened_8_lzc_c = widened_8_lzc_vh ? { 1'h0, widened_8_lzc_ch } : { 1'h1, widened_8_lzc_cl };
-  assign \$309  = widened_8_lzc_c + 1'h1;
-  assign \$310  = rd_in_data[137:128] << \$309 ;
-  assign \$311  = rd_in_data[142:138] == 5'h1f;
-  assign \$312  = | rd_in_data[137:128];
-  assign \$313  = \$311  & \$312 ;
-  assign \$314  = rd_in_data[142:138] == 5'h1f;
-  assign \$315  = ! rd_in_data[142:138];
-  assign \$316  = | rd_in_data[137:128];
-  assign \$317  = ~ \$316 ;
-  assign \$318  = \$315  & \$317 ;
-  assign \$319  = ! rd_in_data[142:138];
-  assign \$320  = 7'h70 - widened_8_lzc_c;
-  assign \$321  = rd_in_data[142:138] + 7'h70;
-  assign \$327  = | rd_in_data[145:144];
-  assign \$329  = | rd_in_data[145:144];
-  assign \$330  = ~ rd_in_data[145];
-  assign widened_9_lzc_clh = \$329  ? { 1'h0, \$330  } : 2'h2;
-  assign \$332  = | rd_in_data[149:148];
-  assign \$333  = | rd_in_data[147:146];
-  assign widened_9_lzc_vhl = \$332  | \$333 ;
-  assign \$334  = | rd_in_data[149:148];
-  assign \$335  = ~ rd_in_data[149];
-  assign \$336  = ~ rd_in_data[147];
-  assign widened_9_lzc_chl = \$334  ? { 1'h0, \$335  } : { 1'h1, \$336  };
-  assign \$337  = | rd_in_data[153:152];
-  assign \$338  = | rd_in_data[151:150];
-  assign widened_9_lzc_vhh = \$337  | \$338 ;
-  assign \$339  = | rd_in_data[153:152];
-  assign \$340  = ~ rd_in_data[153];
-  assign \$341  = ~ rd_in_data[151];
-  assign widened_9_lzc_chh = \$339  ? { 1'h0, \$340  } : { 1'h1, \$341  };
+  assign \$301  = widened_8_lzc_c + 1'h1;
+  assign \$302  = rd_in_data[137:128] << \$301 ;
+  assign \$303  = rd_in_data[142:138] == 5'h1f;
+  assign \$304  = | rd_in_data[137:128];
+  assign \$305  = \$303  & \$304 ;
+  assign \$306  = rd_in_data[142:138] == 5'h1f;
+  assign \$307  = ! rd_in_data[142:138];
+  assign \$308  = | rd_in_data[137:128];
+  assign \$309  = ~ \$308 ;
+  assign \$310  = \$307  & \$309 ;
+  assign \$311  = ! rd_in_data[142:138];
+  assign \$312  = 7'h70 - widened_8_lzc_c;
+  assign \$313  = rd_in_data[142:138] + 7'h70;
+  assign \$319  = | rd_in_data[145:144];
+  assign \$321  = | rd_in_data[145:144];
+  assign \$322  = ~ rd_in_data[145];
+  assign widened_9_lzc_clh = \$321  ? { 1'h0, \$322  } : 2'h2;
+  assign \$324  = | rd_in_data[149:148];
+  assign \$325  = | rd_in_data[147:146];
+  assign widened_9_lzc_vhl = \$324  | \$325 ;
+  assign \$326  = | rd_in_data[149:148];
+  assign \$327  = ~ rd_in_data[149];
+  assign \$328  = ~ rd_in_data[147];
+  assign widened_9_lzc_chl = \$326  ? { 1'h0, \$327  } : { 1'h1, \$328  };
+  assign \$329  = | rd_in_data[153:152];
+  assign \$330  = | rd_in_data[151:150];
+  assign widened_9_lzc_vhh = \$329  | \$330 ;
+  assign \$331  = | rd_in_data[153:152];
+  assign \$332  = ~ rd_in_data[153];
+  assign \$333  = ~ rd_in_data[151];
+  assign widened_9_lzc_chh = \$331  ? { 1'h0, \$332  } : { 1'h1, \$333  };
   assign widened_9_lzc_vh = widened_9_lzc_vhh | widened_9_lzc_vhl;
   assign widened_9_lzc_ch = widened_9_lzc_vhh ? { 1'h0, widened_9_lzc_chh } : { 1'h1, widened_9_lzc_chl };
   assign widened_9_lzc_c = widened_9_lzc_vh ? { 1'h0, widened_9_lzc_ch } : { 1'h1, widened_9_lzc_cl };
-  assign \$342  = widened_9_lzc_c + 1'h1;
-  assign \$343  = rd_in_data[153:144] << \$342 ;
-  assign \$344  = rd_in_data[158:154] == 5'h1f;
-  assign \$345  = | rd_in_data[153:144];
-  assign \$346  = \$344  & \$345 ;
-  assign \$347  = rd_in_data[158:154] == 5'h1f;
-  assign \$348  = ! rd_in_data[158:154];
-  assign \$349  = | rd_in_data[153:144];
-  assign \$350  = ~ \$349 ;
-  assign \$351  = \$348  & \$350 ;
-  assign \$352  = ! rd_in_data[158:154];
-  assign \$353  = 7'h70 - widened_9_lzc_c;
-  assign \$354  = rd_in_data[158:154] + 7'h70;
-  assign \$360  = | rd_in_data[161:160];
-  assign \$362  = | rd_in_data[161:160];
-  assign \$363  = ~ rd_in_data[161];
-  assign widened_10_lzc_clh = \$362  ? { 1'h0, \$363  } : 2'h2;
-  assign \$365  = | rd_in_data[165:164];
-  assign \$366  = | rd_in_data[163:162];
-  assign widened_10_lzc_vhl = \$365  | \$366 ;
-  assign \$367  = | rd_in_data[165:164];
-  assign \$368  = ~ rd_in_data[165];
-  assign \$369  = ~ rd_in_data[163];
-  assign widened_10_lzc_chl = \$367  ? { 1'h0, \$368  } : { 1'h1, \$369  };
-  assign \$370  = | rd_in_data[169:168];
-  assign \$371  = | rd_in_data[167:166];
-  assign widened_10_lzc_vhh = \$370  | \$371 ;
-  assign \$372  = | rd_in_data[169:168];
-  assign \$373  = ~ rd_in_data[169];
-  assign \$374  = ~ rd_in_data[167];
-  assign widened_10_lzc_chh = \$372  ? { 1'h0, \$373  } : { 1'h1, \$374  };
+  assign \$334  = widened_9_lzc_c + 1'h1;
+  assign \$335  = rd_in_data[153:144] << \$334 ;
+  assign \$336  = rd_in_data[158:154] == 5'h1f;
+  assign \$337  = | rd_in_data[153:144];
+  assign \$338  = \$336  & \$337 ;
+  assign \$339  = rd_in_data[158:154] == 5'h1f;
+  assign \$340  = ! rd_in_data[158:154];
+  assign \$341  = | rd_in_data[153:144];
+  assign \$342  = ~ \$341 ;
+  assign \$343  = \$340  & \$342 ;
+  assign \$344  = ! rd_in_data[158:154];
+  assign \$345  = 7'h70 - widened_9_lzc_c;
+  assign \$346  = rd_in_data[158:154] + 7'h70;
+  assign \$352  = | rd_in_data[161:160];
+  assign \$354  = | rd_in_data[161:160];
+  assign \$355  = ~ rd_in_data[161];
+  assign widened_10_lzc_clh = \$354  ? { 1'h0, \$355  } : 2'h2;
+  assign \$357  = | rd_in_data[165:164];
+  assign \$358  = | rd_in_data[163:162];
+  assign widened_10_lzc_vhl = \$357  | \$358 ;
+  assign \$359  = | rd_in_data[165:164];
+  assign \$360  = ~ rd_in_data[165];
+  assign \$361  = ~ rd_in_data[163];
+  assign widened_10_lzc_chl = \$359  ? { 1'h0, \$360  } : { 1'h1, \$361  };
+  assign \$362  = | rd_in_data[169:168];
+  assign \$363  = | rd_in_data[167:166];
+  assign widened_10_lzc_vhh = \$362  | \$363 ;
+  assign \$364  = | rd_in_data[169:168];
+  assign \$365  = ~ rd_in_data[169];
+  assign \$366  = ~ rd_in_data[167];
+  assign widened_10_lzc_chh = \$364  ? { 1'h0, \$365  } : { 1'h1, \$366  };
   assign widened_10_lzc_vh = widened_10_lzc_vhh | widened_10_lzc_vhl;
   assign widened_10_lzc_ch = widened_10_lzc_vhh ? { 1'h0, widened_10_lzc_chh } : { 1'h1, widened_10_lzc_chl };
   assign widened_10_lzc_c = widened_10_lzc_vh ? { 1'h0, widened_10_lzc_ch } : { 1'h1, widened_10_lzc_cl };
-  assign \$375  = widened_10_lzc_c + 1'h1;
-  assign \$376  = rd_in_data[169:160] << \$375 ;
-  assign \$377  = rd_in_data[174:170] == 5'h1f;
-  assign \$378  = | rd_in_data[169:160];
-  assign \$379  = \$377  & \$378 ;
-  assign \$380  = rd_in_data[174:170] == 5'h1f;
-  assign \$381  = ! rd_in_data[174:170];
-  assign \$382  = | rd_in_data[169:160];
-  assign \$383  = ~ \$382 ;
-  assign \$384  = \$381  & \$383 ;
-  assign \$385  = ! rd_in_data[174:170];
-  assign \$386  = 7'h70 - widened_10_lzc_c;
-  assign \$387  = rd_in_data[174:170] + 7'h70;
-  assign \$393  = | rd_in_data[177:176];
-  assign \$395  = | rd_in_data[177:176];
-  assign \$396  = ~ rd_in_data[177];
-  assign widened_11_lzc_clh = \$395  ? { 1'h0, \$396  } : 2'h2;
-  assign \$398  = | rd_in_data[181:180];
-  assign \$399  = | rd_in_data[179:178];
-  assign widened_11_lzc_vhl = \$398  | \$399 ;
-  assign \$400  = | rd_in_data[181:180];
-  assign \$401  = ~ rd_in_data[181];
-  assign \$402  = ~ rd_in_data[179];
-  assign widened_11_lzc_chl = \$400  ? { 1'h0, \$401  } : { 1'h1, \$402  };
-  assign \$403  = | rd_in_data[185:184];
-  assign \$404  = | rd_in_data[183:182];
-  assign widened_11_lzc_vhh = \$403  | \$404 ;
-  assign \$405  = | rd_in_data[185:184];
-  assign \$406  = ~ rd_in_data[185];
-  assign \$407  = ~ rd_in_data[183];
-  assign widened_11_lzc_chh = \$405  ? { 1'h0, \$406  } : { 1'h1, \$407  };
+  assign \$367  = widened_10_lzc_c + 1'h1;
+  assign \$368  = rd_in_data[169:160] << \$367 ;
+  assign \$369  = rd_in_data[174:170] == 5'h1f;
+  assign \$370  = | rd_in_data[169:160];
+  assign \$371  = \$369  & \$370 ;
+  assign \$372  = rd_in_data[174:170] == 5'h1f;
+  assign \$373  = ! rd_in_data[174:170];
+  assign \$374  = | rd_in_data[169:160];
+  assign \$375  = ~ \$374 ;
+  assign \$376  = \$373  & \$375 ;
+  assign \$377  = ! rd_in_data[174:170];
+  assign \$378  = 7'h70 - widened_10_lzc_c;
+  assign \$379  = rd_in_data[174:170] + 7'h70;
+  assign \$385  = | rd_in_data[177:176];
+  assign \$387  = | rd_in_data[177:176];
+  assign \$388  = ~ rd_in_data[177];
+  assign widened_11_lzc_clh = \$387  ? { 1'h0, \$388  } : 2'h2;
+  assign \$390  = | rd_in_data[181:180];
+  assign \$391  = | rd_in_data[179:178];
+  assign widened_11_lzc_vhl = \$390  | \$391 ;
+  assign \$392  = | rd_in_data[181:180];
+  assign \$393  = ~ rd_in_data[181];
+  assign \$394  = ~ rd_in_data[179];
+  assign widened_11_lzc_chl = \$392  ? { 1'h0, \$393  } : { 1'h1, \$394  };
+  assign \$395  = | rd_in_data[185:184];
+  assign \$396  = | rd_in_data[183:182];
+  assign widened_11_lzc_vhh = \$395  | \$396 ;
+  assign \$397  = | rd_in_data[185:184];
+  assign \$398  = ~ rd_in_data[185];
+  assign \$399  = ~ rd_in_data[183];
+  assign widened_11_lzc_chh = \$397  ? { 1'h0, \$398  } : { 1'h1, \$399  };
   assign widened_11_lzc_vh = widened_11_lzc_vhh | widened_11_lzc_vhl;
   assign widened_11_lzc_ch = widened_11_lzc_vhh ? { 1'h0, widened_11_lzc_chh } : { 1'h1, widened_11_lzc_chl };
   assign widened_11_lzc_c = widened_11_lzc_vh ? { 1'h0, widened_11_lzc_ch } : { 1'h1, widened_11_lzc_cl };
-  assign \$408  = widened_11_lzc_c + 1'h1;
-  assign \$409  = rd_in_data[185:176] << \$408 ;
-  assign \$410  = rd_in_data[190:186] == 5'h1f;
-  assign \$411  = | rd_in_data[185:176];
-  assign \$412  = \$410  & \$411 ;
-  assign \$413  = rd_in_data[190:186] == 5'h1f;
-  assign \$414  = ! rd_in_data[190:186];
-  assign \$415  = | rd_in_data[185:176];
-  assign \$416  = ~ \$415 ;
-  assign \$417  = \$414  & \$416 ;
-  assign \$418  = ! rd_in_data[190:186];
-  assign \$419  = 7'h70 - widened_11_lzc_c;
-  assign \$420  = rd_in_data[190:186] + 7'h70;
-  assign \$426  = | rd_in_data[193:192];
-  assign \$428  = | rd_in_data[193:192];
-  assign \$429  = ~ rd_in_data[193];
-  assign widened_12_lzc_clh = \$428  ? { 1'h0, \$429  } : 2'h2;
-  assign \$431  = | rd_in_data[197:196];
-  assign \$432  = | rd_in_data[195:194];
-  assign widened_12_lzc_vhl = \$431  | \$432 ;
-  assign \$433  = | rd_in_data[197:196];
-  assign \$434  = ~ rd_in_data[197];
-  assign \$435  = ~ rd_in_data[195];
-  assign widened_12_lzc_chl = \$433  ? { 1'h0, \$434  } : { 1'h1, \$435  };
-  assign \$436  = | rd_in_data[201:200];
-  assign \$437  = | rd_in_data[199:198];
-  assign widened_12_lzc_vhh = \$436  | \$437 ;
-  assign \$438  = | rd_in_data[201:200];
-  assign \$439  = ~ rd_in_data[201];
-  assign \$440  = ~ rd_in_data[199];
-  assign widened_12_lzc_chh = \$438  ? { 1'h0, \$439  } : { 1'h1, \$440  };
+  assign \$400  = widened_11_lzc_c + 1'h1;
+  assign \$401  = rd_in_data[185:176] << \$400 ;
+  assign \$402  = rd_in_data[190:186] == 5'h1f;
+  assign \$403  = | rd_in_data[185:176];
+  assign \$404  = \$402  & \$403 ;
+  assign \$405  = rd_in_data[190:186] == 5'h1f;
+  assign \$406  = ! rd_in_data[190:186];
+  assign \$407  = | rd_in_data[185:176];
+  assign \$408  = ~ \$407 ;
+  assign \$409  = \$406  & \$408 ;
+  assign \$410  = ! rd_in_data[190:186];
+  assign \$411  = 7'h70 - widened_11_lzc_c;
+  assign \$412  = rd_in_data[190:186] + 7'h70;
+  assign \$418  = | rd_in_data[193:192];
+  assign \$420  = | rd_in_data[193:192];
+  assign \$421  = ~ rd_in_data[193];
+  assign widened_12_lzc_clh = \$420  ? { 1'h0, \$421  } : 2'h2;
+  assign \$423  = | rd_in_data[197:196];
+  assign \$424  = | rd_in_data[195:194];
+  assign widened_12_lzc_vhl = \$423  | \$424 ;
+  assign \$425  = | rd_in_data[197:196];
+  assign \$426  = ~ rd_in_data[197];
+  assign \$427  = ~ rd_in_data[195];
+  assign widened_12_lzc_chl = \$425  ? { 1'h0, \$426  } : { 1'h1, \$427  };
+  assign \$428  = | rd_in_data[201:200];
+  assign \$429  = | rd_in_data[199:198];
+  assign widened_12_lzc_vhh = \$428  | \$429 ;
+  assign \$430  = | rd_in_data[201:200];
+  assign \$431  = ~ rd_in_data[201];
+  assign \$432  = ~ rd_in_data[199];
+  assign widened_12_lzc_chh = \$430  ? { 1'h0, \$431  } : { 1'h1, \$432  };
   assign widened_12_lzc_vh = widened_12_lzc_vhh | widened_12_lzc_vhl;
   assign widened_12_lzc_ch = widened_12_lzc_vhh ? { 1'h0, widened_12_lzc_chh } : { 1'h1, widened_12_lzc_chl };
   assign widened_12_lzc_c = widened_12_lzc_vh ? { 1'h0, widened_12_lzc_ch } : { 1'h1, widened_12_lzc_cl };
-  assign \$441  = widened_12_lzc_c + 1'h1;
-  assign \$442  = rd_in_data[201:192] << \$441 ;
-  assign \$443  = rd_in_data[206:202] == 5'h1f;
-  assign \$444  = | rd_in_data[201:192];
-  assign \$445  = \$443  & \$444 ;
-  assign \$446  = rd_in_data[206:202] == 5'h1f;
-  assign \$447  = ! rd_in_data[206:202];
-  assign \$448  = | rd_in_data[201:192];
-  assign \$449  = ~ \$448 ;
-  assign \$450  = \$447  & \$449 ;
-  assign \$451  = ! rd_in_data[206:202];
-  assign \$452  = 7'h70 - widened_12_lzc_c;
-  assign \$453  = rd_in_data[206:202] + 7'h70;
-  assign \$459  = | rd_in_data[209:208];
-  assign \$461  = | rd_in_data[209:208];
-  assign \$462  = ~ rd_in_data[209];
-  assign widened_13_lzc_clh = \$461  ? { 1'h0, \$462  } : 2'h2;
-  assign \$464  = | rd_in_data[213:212];
-  assign \$465  = | rd_in_data[211:210];
-  assign widened_13_lzc_vhl = \$464  | \$465 ;
-  assign \$466  = | rd_in_data[213:212];
-  assign \$467  = ~ rd_in_data[213];
-  assign \$468  = ~ rd_in_data[211];
-  assign widened_13_lzc_chl = \$466  ? { 1'h0, \$467  } : { 1'h1, \$468  };
-  assign \$469  = | rd_in_data[217:216];
-  assign \$470  = | rd_in_data[215:214];
-  assign widened_13_lzc_vhh = \$469  | \$470 ;
-  assign \$471  = | rd_in_data[217:216];
-  assign \$472  = ~ rd_in_data[217];
-  assign \$473  = ~ rd_in_data[215];
-  assign widened_13_lzc_chh = \$471  ? { 1'h0, \$472  } : { 1'h1, \$473  };
+  assign \$433  = widened_12_lzc_c + 1'h1;
+  assign \$434  = rd_in_data[201:192] << \$433 ;
+  assign \$435  = rd_in_data[206:202] == 5'h1f;
+  assign \$436  = | rd_in_data[201:192];
+  assign \$437  = \$435  & \$436 ;
+  assign \$438  = rd_in_data[206:202] == 5'h1f;
+  assign \$439  = ! rd_in_data[206:202];
+  assign \$440  = | rd_in_data[201:192];
+  assign \$441  = ~ \$440 ;
+  assign \$442  = \$439  & \$441 ;
+  assign \$443  = ! rd_in_data[206:202];
+  assign \$444  = 7'h70 - widened_12_lzc_c;
+  assign \$445  = rd_in_data[206:202] + 7'h70;
+  assign \$451  = | rd_in_data[209:208];
+  assign \$453  = | rd_in_data[209:208];
+  assign \$454  = ~ rd_in_data[209];
+  assign widened_13_lzc_clh = \$453  ? { 1'h0, \$454  } : 2'h2;
+  assign \$456  = | rd_in_data[213:212];
+  assign \$457  = | rd_in_data[211:210];
+  assign widened_13_lzc_vhl = \$456  | \$457 ;
+  assign \$458  = | rd_in_data[213:212];
+  assign \$459  = ~ rd_in_data[213];
+  assign \$460  = ~ rd_in_data[211];
+  assign widened_13_lzc_chl = \$458  ? { 1'h0, \$459  } : { 1'h1, \$460  };
+  assign \$461  = | rd_in_data[217:216];
+  assign \$462  = | rd_in_data[215:214];
+  assign widened_13_lzc_vhh = \$461  | \$462 ;
+  assign \$463  = | rd_in_data[217:216];
+  assign \$464  = ~ rd_in_data[217];
+  assign \$465  = ~ rd_in_data[215];
+  assign widened_13_lzc_chh = \$463  ? { 1'h0, \$464  } : { 1'h1, \$465  };
   assign widened_13_lzc_vh = widened_13_lzc_vhh | widened_13_lzc_vhl;
   assign widened_13_lzc_ch = widened_13_lzc_vhh ? { 1'h0, widened_13_lzc_chh } : { 1'h1, widened_13_lzc_chl };
   assign widened_13_lzc_c = widened_13_lzc_vh ? { 1'h0, widened_13_lzc_ch } : { 1'h1, widened_13_lzc_cl };
-  assign \$474  = widened_13_lzc_c + 1'h1;
-  assign \$475  = rd_in_data[217:208] << \$474 ;
-  assign \$476  = rd_in_data[222:218] == 5'h1f;
-  assign \$477  = | rd_in_data[217:208];
-  assign \$478  = \$476  & \$477 ;
-  assign \$479  = rd_in_data[222:218] == 5'h1f;
-  assign \$480  = ! rd_in_data[222:218];
-  assign \$481  = | rd_in_data[217:208];
-  assign \$482  = ~ \$481 ;
-  assign \$483  = \$480  & \$482 ;
-  assign \$484  = ! rd_in_data[222:218];
-  assign \$485  = 7'h70 - widened_13_lzc_c;
-  assign \$486  = rd_in_data[222:218] + 7'h70;
-  assign \$492  = | rd_in_data[225:224];
-  assign \$494  = | rd_in_data[225:224];
-  assign \$495  = ~ rd_in_data[225];
-  assign widened_14_lzc_clh = \$494  ? { 1'h0, \$495  } : 2'h2;
-  assign \$497  = | rd_in_data[229:228];
-  assign \$498  = | rd_in_data[227:226];
-  assign widened_14_lzc_vhl = \$497  | \$498 ;
-  assign \$499  = | rd_in_data[229:228];
-  assign \$500  = ~ rd_in_data[229];
-  assign \$501  = ~ rd_in_data[227];
-  assign widened_14_lzc_chl = \$499  ? { 1'h0, \$500  } : { 1'h1, \$501  };
-  assign \$502  = | rd_in_data[233:232];
-  assign \$503  = | rd_in_data[231:230];
-  assign widened_14_lzc_vhh = \$502  | \$503 ;
-  assign \$504  = | rd_in_data[233:232];
-  assign \$505  = ~ rd_in_data[233];
-  assign \$506  = ~ rd_in_data[231];
-  assign widened_14_lzc_chh = \$504  ? { 1'h0, \$505  } : { 1'h1, \$506  };
+  assign \$466  = widened_13_lzc_c + 1'h1;
+  assign \$467  = rd_in_data[217:208] << \$466 ;
+  assign \$468  = rd_in_data[222:218] == 5'h1f;
+  assign \$469  = | rd_in_data[217:208];
+  assign \$470  = \$468  & \$469 ;
+  assign \$471  = rd_in_data[222:218] == 5'h1f;
+  assign \$472  = ! rd_in_data[222:218];
+  assign \$473  = | rd_in_data[217:208];
+  assign \$474  = ~ \$473 ;
+  assign \$475  = \$472  & \$474 ;
+  assign \$476  = ! rd_in_data[222:218];
+  assign \$477  = 7'h70 - widened_13_lzc_c;
+  assign \$478  = rd_in_data[222:218] + 7'h70;
+  assign \$484  = | rd_in_data[225:224];
+  assign \$486  = | rd_in_data[225:224];
+  assign \$487  = ~ rd_in_data[225];
+  assign widened_14_lzc_clh = \$486  ? { 1'h0, \$487  } : 2'h2;
+  assign \$489  = | rd_in_data[229:228];
+  assign \$490  = | rd_in_data[227:226];
+  assign widened_14_lzc_vhl = \$489  | \$490 ;
+  assign \$491  = | rd_in_data[229:228];
+  assign \$492  = ~ rd_in_data[229];
+  assign \$493  = ~ rd_in_data[227];
+  assign widened_14_lzc_chl = \$491  ? { 1'h0, \$492  } : { 1'h1, \$493  };
+  assign \$494  = | rd_in_data[233:232];
+  assign \$495  = | rd_in_data[231:230];
+  assign widened_14_lzc_vhh = \$494  | \$495 ;
+  assign \$496  = | rd_in_data[233:232];
+  assign \$497  = ~ rd_in_data[233];
+  assign \$498  = ~ rd_in_data[231];
+  assign widened_14_lzc_chh = \$496  ? { 1'h0, \$497  } : { 1'h1, \$498  };
   assign widened_14_lzc_vh = widened_14_lzc_vhh | widened_14_lzc_vhl;
   assign widened_14_lzc_ch = widened_14_lzc_vhh ? { 1'h0, widened_14_lzc_chh } : { 1'h1, widened_14_lzc_chl };
   assign widened_14_lzc_c = widened_14_lzc_vh ? { 1'h0, widened_14_lzc_ch } : { 1'h1, widened_14_lzc_cl };
-  assign \$507  = widened_14_lzc_c + 1'h1;
-  assign \$508  = rd_in_data[233:224] << \$507 ;
-  assign \$509  = rd_in_data[238:234] == 5'h1f;
-  assign \$510  = | rd_in_data[233:224];
-  assign \$511  = \$509  & \$510 ;
-  assign \$512  = rd_in_data[238:234] == 5'h1f;
-  assign \$513  = ! rd_in_data[238:234];
-  assign \$514  = | rd_in_data[233:224];
-  assign \$515  = ~ \$514 ;
-  assign \$516  = \$513  & \$515 ;
-  assign \$517  = ! rd_in_data[238:234];
-  assign \$518  = 7'h70 - widened_14_lzc_c;
-  assign \$519  = rd_in_data[238:234] + 7'h70;
-  assign \$525  = | rd_in_data[241:240];
-  assign \$527  = | rd_in_data[241:240];
-  assign \$528  = ~ rd_in_data[241];
-  assign widened_15_lzc_clh = \$527  ? { 1'h0, \$528  } : 2'h2;
-  assign \$530  = | rd_in_data[245:244];
-  assign \$531  = | rd_in_data[243:242];
-  assign widened_15_lzc_vhl = \$530  | \$531 ;
-  assign \$532  = | rd_in_data[245:244];
-  assign \$533  = ~ rd_in_data[245];
-  assign \$534  = ~ rd_in_data[243];
-  assign widened_15_lzc_chl = \$532  ? { 1'h0, \$533  } : { 1'h1, \$534  };
-  assign \$535  = | rd_in_data[249:248];
-  assign \$536  = | rd_in_data[247:246];
-  assign widened_15_lzc_vhh = \$535  | \$536 ;
-  assign \$537  = | rd_in_data[249:248];
-  assign \$538  = ~ rd_in_data[249];
-  assign \$539  = ~ rd_in_data[247];
-  assign widened_15_lzc_chh = \$537  ? { 1'h0, \$538  } : { 1'h1, \$539  };
+  assign \$499  = widened_14_lzc_c + 1'h1;
+  assign \$500  = rd_in_data[233:224] << \$499 ;
+  assign \$501  = rd_in_data[238:234] == 5'h1f;
+  assign \$502  = | rd_in_data[233:224];
+  assign \$503  = \$501  & \$502 ;
+  assign \$504  = rd_in_data[238:234] == 5'h1f;
+  assign \$505  = ! rd_in_data[238:234];
+  assign \$506  = | rd_in_data[233:224];
+  assign \$507  = ~ \$506 ;
+  assign \$508  = \$505  & \$507 ;
+  assign \$509  = ! rd_in_data[238:234];
+  assign \$510  = 7'h70 - widened_14_lzc_c;
+  assign \$511  = rd_in_data[238:234] + 7'h70;
+  assign \$517  = | rd_in_data[241:240];
+  assign \$519  = | rd_in_data[241:240];
+  assign \$520  = ~ rd_in_data[241];
+  assign widened_15_lzc_clh = \$519  ? { 1'h0, \$520  } : 2'h2;
+  assign \$522  = | rd_in_data[245:244];
+  assign \$523  = | rd_in_data[243:242];
+  assign widened_15_lzc_vhl = \$522  | \$523 ;
+  assign \$524  = | rd_in_data[245:244];
+  assign \$525  = ~ rd_in_data[245];
+  assign \$526  = ~ rd_in_data[243];
+  assign widened_15_lzc_chl = \$524  ? { 1'h0, \$525  } : { 1'h1, \$526  };
+  assign \$527  = | rd_in_data[249:248];
+  assign \$528  = | rd_in_data[247:246];
+  assign widened_15_lzc_vhh = \$527  | \$528 ;
+  assign \$529  = | rd_in_data[249:248];
+  assign \$530  = ~ rd_in_data[249];
+  assign \$531  = ~ rd_in_data[247];
+  assign widened_15_lzc_chh = \$529  ? { 1'h0, \$530  } : { 1'h1, \$531  };
   assign widened_15_lzc_vh = widened_15_lzc_vhh | widened_15_lzc_vhl;
   assign widened_15_lzc_ch = widened_15_lzc_vhh ? { 1'h0, widened_15_lzc_chh } : { 1'h1, widened_15_lzc_chl };
   assign widened_15_lzc_c = widened_15_lzc_vh ? { 1'h0, widened_15_lzc_ch } : { 1'h1, widened_15_lzc_cl };
-  assign \$540  = widened_15_lzc_c + 1'h1;
-  assign \$541  = rd_in_data[249:240] << \$540 ;
-  assign \$542  = rd_in_data[254:250] == 5'h1f;
-  assign \$543  = | rd_in_data[249:240];
-  assign \$544  = \$542  & \$543 ;
-  assign \$545  = rd_in_data[254:250] == 5'h1f;
-  assign \$546  = ! rd_in_data[254:250];
-  assign \$547  = | rd_in_data[249:240];
-  assign \$548  = ~ \$547 ;
-  assign \$549  = \$546  & \$548 ;
-  assign \$550  = ! rd_in_data[254:250];
-  assign \$551  = 7'h70 - widened_15_lzc_c;
-  assign \$552  = rd_in_data[254:250] + 7'h70;
-  assign \$558  = | rd_in_data[257:256];
-  assign \$560  = | rd_in_data[257:256];
-  assign \$561  = ~ rd_in_data[257];
-  assign widened_16_lzc_clh = \$560  ? { 1'h0, \$561  } : 2'h2;
-  assign \$563  = | rd_in_data[261:260];
-  assign \$564  = | rd_in_data[259:258];
-  assign widened_16_lzc_vhl = \$563  | \$564 ;
-  assign \$565  = | rd_in_data[261:260];
-  assign \$566  = ~ rd_in_data[261];
-  assign \$567  = ~ rd_in_data[259];
-  assign widened_16_lzc_chl = \$565  ? { 1'h0, \$566  } : { 1'h1, \$567  };
-  assign \$568  = | rd_in_data[265:264];
-  assign \$569  = | rd_in_data[263:262];
-  assign widened_16_lzc_vhh = \$568  | \$569 ;
-  assign \$570  = | rd_in_data[265:264];
-  assign \$571  = ~ rd_in_data[265];
-  assign \$572  = ~ rd_in_data[263];
-  assign widened_16_lzc_chh = \$570  ? { 1'h0, \$571  } : { 1'h1, \$572  };
+  assign \$532  = widened_15_lzc_c + 1'h1;
+  assign \$533  = rd_in_data[249:240] << \$532 ;
+  assign \$534  = rd_in_data[254:250] == 5'h1f;
+  assign \$535  = | rd_in_data[249:240];
+  assign \$536  = \$534  & \$535 ;
+  assign \$537  = rd_in_data[254:250] == 5'h1f;
+  assign \$538  = ! rd_in_data[254:250];
+  assign \$539  = | rd_in_data[249:240];
+  assign \$540  = ~ \$539 ;
+  assign \$541  = \$538  & \$540 ;
+  assign \$542  = ! rd_in_data[254:250];
+  assign \$543  = 7'h70 - widened_15_lzc_c;
+  assign \$544  = rd_in_data[254:250] + 7'h70;
+  assign \$550  = | rd_in_data[257:256];
+  assign \$552  = | rd_in_data[257:256];
+  assign \$553  = ~ rd_in_data[257];
+  assign widened_16_lzc_clh = \$552  ? { 1'h0, \$553  } : 2'h2;
+  assign \$555  = | rd_in_data[261:260];
+  assign \$556  = | rd_in_data[259:258];
+  assign widened_16_lzc_vhl = \$555  | \$556 ;
+  assign \$557  = | rd_in_data[261:260];
+  assign \$558  = ~ rd_in_data[261];
+  assign \$559  = ~ rd_in_data[259];
+  assign widened_16_lzc_chl = \$557  ? { 1'h0, \$558  } : { 1'h1, \$559  };
+  assign \$560  = | rd_in_data[265:264];
+  assign \$561  = | rd_in_data[263:262];
+  assign widened_16_lzc_vhh = \$560  | \$561 ;
+  assign \$562  = | rd_in_data[265:264];
+  assign \$563  = ~ rd_in_data[265];
+  assign \$564  = ~ rd_in_data[263];
+  assign widened_16_lzc_chh = \$562  ? { 1'h0, \$563  } : { 1'h1, \$564  };
   assign widened_16_lzc_vh = widened_16_lzc_vhh | widened_16_lzc_vhl;
   assign widened_16_lzc_ch = widened_16_lzc_vhh ? { 1'h0, widened_16_lzc_chh } : { 1'h1, widened_16_lzc_chl };
   assign widened_16_lzc_c = widened_16_lzc_vh ? { 1'h0, widened_16_lzc_ch } : { 1'h1, widened_16_lzc_cl };
-  assign \$573  = widened_16_lzc_c + 1'h1;
-  assign \$574  = rd_in_data[265:256] << \$573 ;
-  assign \$575  = rd_in_data[270:266] == 5'h1f;
-  assign \$576  = | rd_in_data[265:256];
-  assign \$577  = \$575  & \$576 ;
-  assign \$578  = rd_in_data[270:266] == 5'h1f;
-  assign \$579  = ! rd_in_data[270:266];
-  assign \$580  = | rd_in_data[265:256];
-  assign \$581  = ~ \$580 ;
-  assign \$582  = \$579  & \$581 ;
-  assign \$583  = ! rd_in_data[270:266];
-  assign \$584  = 7'h70 - widened_16_lzc_c;
-  assign \$585  = rd_in_data[270:266] + 7'h70;
-  assign \$591  = | rd_in_data[273:272];
-  assign \$593  = | rd_in_data[273:272];
-  assign \$594  = ~ rd_in_data[273];
-  assign widened_17_lzc_clh = \$593  ? { 1'h0, \$594  } : 2'h2;
-  assign \$596  = | rd_in_data[277:276];
-  assign \$597  = | rd_in_data[275:274];
-  assign widened_17_lzc_vhl = \$596  | \$597 ;
-  assign \$598  = | rd_in_data[277:276];
-  assign \$599  = ~ rd_in_data[277];
-  assign \$600  = ~ rd_in_data[275];
-  assign widened_17_lzc_chl = \$598  ? { 1'h0, \$599  } : { 1'h1, \$600  };
-  assign \$601  = | rd_in_data[281:280];
-  assign \$602  = | rd_in_data[279:278];
-  assign widened_17_lzc_vhh = \$601  | \$602 ;
-  assign \$603  = | rd_in_data[281:280];
-  assign \$604  = ~ rd_in_data[281];
-  assign \$605  = ~ rd_in_data[279];
-  assign widened_17_lzc_chh = \$603  ? { 1'h0, \$604  } : { 1'h1, \$605  };
+  assign \$565  = widened_16_lzc_c + 1'h1;
+  assign \$566  = rd_in_data[265:256] << \$565 ;
+  assign \$567  = rd_in_data[270:266] == 5'h1f;
+  assign \$568  = | rd_in_data[265:256];
+  assign \$569  = \$567  & \$568 ;
+  assign \$570  = rd_in_data[270:266] == 5'h1f;
+  assign \$571  = ! rd_in_data[270:266];
+  assign \$572  = | rd_in_data[265:256];
+  assign \$573  = ~ \$572 ;
+  assign \$574  = \$571  & \$573 ;
+  assign \$575  = ! rd_in_data[270:266];
+  assign \$576  = 7'h70 - widened_16_lzc_c;
+  assign \$577  = rd_in_data[270:266] + 7'h70;
+  assign \$583  = | rd_in_data[273:272];
+  assign \$585  = | rd_in_data[273:272];
+  assign \$586  = ~ rd_in_data[273];
+  assign widened_17_lzc_clh = \$585  ? { 1'h0, \$586  } : 2'h2;
+  assign \$588  = | rd_in_data[277:276];
+  assign \$589  = | rd_in_data[275:274];
+  assign widened_17_lzc_vhl = \$588  | \$589 ;
+  assign \$590  = | rd_in_data[277:276];
+  assign \$591  = ~ rd_in_data[277];
+  assign \$592  = ~ rd_in_data[275];
+  assign widened_17_lzc_chl = \$590  ? { 1'h0, \$591  } : { 1'h1, \$592  };
+  assign \$593  = | rd_in_data[281:280];
+  assign \$594  = | rd_in_data[279:278];
+  assign widened_17_lzc_vhh = \$593  | \$594 ;
+  assign \$595  = | rd_in_data[281:280];
+  assign \$596  = ~ rd_in_data[281];
+  assign \$597  = ~ rd_in_data[279];
+  assign widened_17_lzc_chh = \$595  ? { 1'h0, \$596  } : { 1'h1, \$597  };
   assign widened_17_lzc_vh = widened_17_lzc_vhh | widened_17_lzc_vhl;
   assign widened_17_lzc_ch = widened_17_lzc_vhh ? { 1'h0, widened_17_lzc_chh } : { 1'h1, widened_17_lzc_chl };
   assign widened_17_lzc_c = widened_17_lzc_vh ? { 1'h0, widened_17_lzc_ch } : { 1'h1, widened_17_lzc_cl };
-  assign \$606  = widened_17_lzc_c + 1'h1;
-  assign \$607  = rd_in_data[281:272] << \$606 ;
-  assign \$608  = rd_in_data[286:282] == 5'h1f;
-  assign \$609  = | rd_in_data[281:272];
-  assign \$610  = \$608  & \$609 ;
-  assign \$611  = rd_in_data[286:282] == 5'h1f;
-  assign \$612  = ! rd_in_data[286:282];
-  assign \$613  = | rd_in_data[281:272];
-  assign \$614  = ~ \$613 ;
-  assign \$615  = \$612  & \$614 ;
-  assign \$616  = ! rd_in_data[286:282];
-  assign \$617  = 7'h70 - widened_17_lzc_c;
-  assign \$618  = rd_in_data[286:282] + 7'h70;
-  assign \$624  = | rd_in_data[289:288];
-  assign \$626  = | rd_in_data[289:288];
-  assign \$627  = ~ rd_in_data[289];
-  assign widened_18_lzc_clh = \$626  ? { 1'h0, \$627  } : 2'h2;
-  assign \$629  = | rd_in_data[293:292];
-  assign \$630  = | rd_in_data[291:290];
-  assign widened_18_lzc_vhl = \$629  | \$630 ;
-  assign \$631  = | rd_in_data[293:292];
-  assign \$632  = ~ rd_in_data[293];
-  assign \$633  = ~ rd_in_data[291];
-  assign widened_18_lzc_chl = \$631  ? { 1'h0, \$632  } : { 1'h1, \$633  };
-  assign \$634  = | rd_in_data[297:296];
-  assign \$635  = | rd_in_data[295:294];
-  assign widened_18_lzc_vhh = \$634  | \$635 ;
-  assign \$636  = | rd_in_data[297:296];
-  assign \$637  = ~ rd_in_data[297];
-  assign \$638  = ~ rd_in_data[295];
-  assign widened_18_lzc_chh = \$636  ? { 1'h0, \$637  } : { 1'h1, \$638  };
+  assign \$598  = widened_17_lzc_c + 1'h1;
+  assign \$599  = rd_in_data[281:272] << \$598 ;
+  assign \$600  = rd_in_data[286:282] == 5'h1f;
+  assign \$601  = | rd_in_data[281:272];
+  assign \$602  = \$600  & \$601 ;
+  assign \$603  = rd_in_data[286:282] == 5'h1f;
+  assign \$604  = ! rd_in_data[286:282];
+  assign \$605  = | rd_in_data[281:272];
+  assign \$606  = ~ \$605 ;
+  assign \$607  = \$604  & \$606 ;
+  assign \$608  = ! rd_in_data[286:282];
+  assign \$609  = 7'h70 - widened_17_lzc_c;
+  assign \$610  = rd_in_data[286:282] + 7'h70;
+  assign \$616  = | rd_in_data[289:288];
+  assign \$618  = | rd_in_data[289:288];
+  assign \$619  = ~ rd_in_data[289];
+  assign widened_18_lzc_clh = \$618  ? { 1'h0, \$619  } : 2'h2;
+  assign \$621  = | rd_in_data[293:292];
+  assign \$622  = | rd_in_data[291:290];
+  assign widened_18_lzc_vhl = \$621  | \$622 ;
+  assign \$623  = | rd_in_data[293:292];
+  assign \$624  = ~ rd_in_data[293];
+  assign \$625  = ~ rd_in_data[291];
+  assign widened_18_lzc_chl = \$623  ? { 1'h0, \$624  } : { 1'h1, \$625  };
+  assign \$626  = | rd_in_data[297:296];
+  assign \$627  = | rd_in_data[295:294];
+  assign widened_18_lzc_vhh = \$626  | \$627 ;
+  assign \$628  = | rd_in_data[297:296];
+  assign \$629  = ~ rd_in_data[297];
+  assign \$630  = ~ rd_in_data[295];
+  assign widened_18_lzc_chh = \$628  ? { 1'h0, \$629  } : { 1'h1, \$630  };
   assign widened_18_lzc_vh = widened_18_lzc_vhh | widened_18_lzc_vhl;
   assign widened_18_lzc_ch = widened_18_lzc_vhh ? { 1'h0, widened_18_lzc_chh } : { 1'h1, widened_18_lzc_chl };
   assign widened_18_lzc_c = widened_18_lzc_vh ? { 1'h0, widened_18_lzc_ch } : { 1'h1, widened_18_lzc_cl };
-  assign \$639  = widened_18_lzc_c + 1'h1;
-  assign \$640  = rd_in_data[297:288] << \$639 ;
-  assign \$641  = rd_in_data[302:298] == 5'h1f;
-  assign \$642  = | rd_in_data[297:288];
-  assign \$643  = \$641  & \$642 ;
-  assign \$644  = rd_in_data[302:298] == 5'h1f;
-  assign \$645  = ! rd_in_data[302:298];
-  assign \$646  = | rd_in_data[297:288];
-  assign \$647  = ~ \$646 ;
-  assign \$648  = \$645  & \$647 ;
-  assign \$649  = ! rd_in_data[302:298];
-  assign \$650  = 7'h70 - widened_18_lzc_c;
-  assign \$651  = rd_in_data[302:298] + 7'h70;
-  assign \$657  = | rd_in_data[305:304];
-  assign \$659  = | rd_in_data[305:304];
-  assign \$660  = ~ rd_in_data[305];
-  assign widened_19_lzc_clh = \$659  ? { 1'h0, \$660  } : 2'h2;
-  assign \$662  = | rd_in_data[309:308];
-  assign \$663  = | rd_in_data[307:306];
-  assign widened_19_lzc_vhl = \$662  | \$663 ;
-  assign \$664  = | rd_in_data[309:308];
-  assign \$665  = ~ rd_in_data[309];
-  assign \$666  = ~ rd_in_data[307];
-  assign widened_19_lzc_chl = \$664  ? { 1'h0, \$665  } : { 1'h1, \$666  };
-  assign \$667  = | rd_in_data[313:312];
-  assign \$668  = | rd_in_data[311:310];
-  assign widened_19_lzc_vhh = \$667  | \$668 ;
-  assign \$669  = | rd_in_data[313:312];
-  assign \$670  = ~ rd_in_data[313];
-  assign \$671  = ~ rd_in_data[311];
-  assign widened_19_lzc_chh = \$669  ? { 1'h0, \$670  } : { 1'h1, \$671  };
+  assign \$631  = widened_18_lzc_c + 1'h1;
+  assign \$632  = rd_in_data[297:288] << \$631 ;
+  assign \$633  = rd_in_data[302:298] == 5'h1f;
+  assign \$634  = | rd_in_data[297:288];
+  assign \$635  = \$633  & \$634 ;
+  assign \$636  = rd_in_data[302:298] == 5'h1f;
+  assign \$637  = ! rd_in_data[302:298];
+  assign \$638  = | rd_in_data[297:288];
+  assign \$639  = ~ \$638 ;
+  assign \$640  = \$637  & \$639 ;
+  assign \$641  = ! rd_in_data[302:298];
+  assign \$642  = 7'h70 - widened_18_lzc_c;
+  assign \$643  = rd_in_data[302:298] + 7'h70;
+  assign \$649  = | rd_in_data[305:304];
+  assign \$651  = | rd_in_data[305:304];
+  assign \$652  = ~ rd_in_data[305];
+  assign widened_19_lzc_clh = \$651  ? { 1'h0, \$652  } : 2'h2;
+  assign \$654  = | rd_in_data[309:308];
+  assign \$655  = | rd_in_data[307:306];
+  assign widened_19_lzc_vhl = \$654  | \$655 ;
+  assign \$656  = | rd_in_data[309:308];
+  assign \$657  = ~ rd_in_data[309];
+  assign \$658  = ~ rd_in_data[307];
+  assign widened_19_lzc_chl = \$656  ? { 1'h0, \$657  } : { 1'h1, \$658  };
+  assign \$659  = | rd_in_data[313:312];
+  assign \$660  = | rd_in_data[311:310];
+  assign widened_19_lzc_vhh = \$659  | \$660 ;
+  assign \$661  = | rd_in_data[313:312];
+  assign \$662  = ~ rd_in_data[313];
+  assign \$663  = ~ rd_in_data[311];
+  assign widened_19_lzc_chh = \$661  ? { 1'h0, \$662  } : { 1'h1, \$663  };
   assign widened_19_lzc_vh = widened_19_lzc_vhh | widened_19_lzc_vhl;
   assign widened_19_lzc_ch = widened_19_lzc_vhh ? { 1'h0, widened_19_lzc_chh } : { 1'h1, widened_19_lzc_chl };
   assign widened_19_lzc_c = widened_19_lzc_vh ? { 1'h0, widened_19_lzc_ch } : { 1'h1, widened_19_lzc_cl };
-  assign \$672  = widened_19_lzc_c + 1'h1;
-  assign \$673  = rd_in_data[313:304] << \$672 ;
-  assign \$674  = rd_in_data[318:314] == 5'h1f;
-  assign \$675  = | rd_in_data[313:304];
-  assign \$676  = \$674  & \$675 ;
-  assign \$677  = rd_in_data[318:314] == 5'h1f;
-  assign \$678  = ! rd_in_data[318:314];
-  assign \$679  = | rd_in_data[313:304];
-  assign \$680  = ~ \$679 ;
-  assign \$681  = \$678  & \$680 ;
-  assign \$682  = ! rd_in_data[318:314];
-  assign \$683  = 7'h70 - widened_19_lzc_c;
-  assign \$684  = rd_in_data[318:314] + 7'h70;
-  assign \$690  = | rd_in_data[321:320];
-  assign \$692  = | rd_in_data[321:320];
-  assign \$693  = ~ rd_in_data[321];
-  assign widened_20_lzc_clh = \$692  ? { 1'h0, \$693  } : 2'h2;
-  assign \$695  = | rd_in_data[325:324];
-  assign \$696  = | rd_in_data[323:322];
-  assign widened_20_lzc_vhl = \$695  | \$696 ;
-  assign \$697  = | rd_in_data[325:324];
-  assign \$698  = ~ rd_in_data[325];
-  assign \$699  = ~ rd_in_data[323];
-  assign widened_20_lzc_chl = \$697  ? { 1'h0, \$698  } : { 1'h1, \$699  };
-  assign \$700  = | rd_in_data[329:328];
-  assign \$701  = | rd_in_data[327:326];
-  assign widened_20_lzc_vhh = \$700  | \$701 ;
-  assign \$702  = | rd_in_data[329:328];
-  assign \$703  = ~ rd_in_data[329];
-  assign \$704  = ~ rd_in_data[327];
-  assign widened_20_lzc_chh = \$702  ? { 1'h0, \$703  } : { 1'h1, \$704  };
+  assign \$664  = widened_19_lzc_c + 1'h1;
+  assign \$665  = rd_in_data[313:304] << \$664 ;
+  assign \$666  = rd_in_data[318:314] == 5'h1f;
+  assign \$667  = | rd_in_data[313:304];
+  assign \$668  = \$666  & \$667 ;
+  assign \$669  = rd_in_data[318:314] == 5'h1f;
+  assign \$670  = ! rd_in_data[318:314];
+  assign \$671  = | rd_in_data[313:304];
+  assign \$672  = ~ \$671 ;
+  assign \$673  = \$670  & \$672 ;
+  assign \$674  = ! rd_in_data[318:314];
+  assign \$675  = 7'h70 - widened_19_lzc_c;
+  assign \$676  = rd_in_data[318:314] + 7'h70;
+  assign \$682  = | rd_in_data[321:320];
+  assign \$684  = | rd_in_data[321:320];
+  assign \$685  = ~ rd_in_data[321];
+  assign widened_20_lzc_clh = \$684  ? { 1'h0, \$685  } : 2'h2;
+  assign \$687  = | rd_in_data[325:324];
+  assign \$688  = | rd_in_data[323:322];
+  assign widened_20_lzc_vhl = \$687  | \$688 ;
+  assign \$689  = | rd_in_data[325:324];
+  assign \$690  = ~ rd_in_data[325];
+  assign \$691  = ~ rd_in_data[323];
+  assign widened_20_lzc_chl = \$689  ? { 1'h0, \$690  } : { 1'h1, \$691  };
+  assign \$692  = | rd_in_data[329:328];
+  assign \$693  = | rd_in_data[327:326];
+  assign widened_20_lzc_vhh = \$692  | \$693 ;
+  assign \$694  = | rd_in_data[329:328];
+  assign \$695  = ~ rd_in_data[329];
+  assign \$696  = ~ rd_in_data[327];
+  assign widened_20_lzc_chh = \$694  ? { 1'h0, \$695  } : { 1'h1, \$696  };
   assign widened_20_lzc_vh = widened_20_lzc_vhh | widened_20_lzc_vhl;
   assign widened_20_lzc_ch = widened_20_lzc_vhh ? { 1'h0, widened_20_lzc_chh } : { 1'h1, widened_20_lzc_chl };
   assign widened_20_lzc_c = widened_20_lzc_vh ? { 1'h0, widened_20_lzc_ch } : { 1'h1, widened_20_lzc_cl };
-  assign \$705  = widened_20_lzc_c + 1'h1;
-  assign \$706  = rd_in_data[329:320] << \$705 ;
-  assign \$707  = rd_in_data[334:330] == 5'h1f;
-  assign \$708  = | rd_in_data[329:320];
-  assign \$709  = \$707  & \$708 ;
-  assign \$710  = rd_in_data[334:330] == 5'h1f;
-  assign \$711  = ! rd_in_data[334:330];
-  assign \$712  = | rd_in_data[329:320];
-  assign \$713  = ~ \$712 ;
-  assign \$714  = \$711  & \$713 ;
-  assign \$715  = ! rd_in_data[334:330];
-  assign \$716  = 7'h70 - widened_20_lzc_c;
-  assign \$717  = rd_in_data[334:330] + 7'h70;
-  assign \$723  = | rd_in_data[337:336];
-  assign \$725  = | rd_in_data[337:336];
-  assign \$726  = ~ rd_in_data[337];
-  assign widened_21_lzc_clh = \$725  ? { 1'h0, \$726  } : 2'h2;
-  assign \$728  = | rd_in_data[341:340];
-  assign \$729  = | rd_in_data[339:338];
-  assign widened_21_lzc_vhl = \$728  | \$729 ;
-  assign \$730  = | rd_in_data[341:340];
-  assign \$731  = ~ rd_in_data[341];
-  assign \$732  = ~ rd_in_data[339];
-  assign widened_21_lzc_chl = \$730  ? { 1'h0, \$731  } : { 1'h1, \$732  };
-  assign \$733  = | rd_in_data[345:344];
-  assign \$734  = | rd_in_data[343:342];
-  assign widened_21_lzc_vhh = \$733  | \$734 ;
-  assign \$735  = | rd_in_data[345:344];
-  assign \$736  = ~ rd_in_data[345];
-  assign \$737  = ~ rd_in_data[343];
-  assign widened_21_lzc_chh = \$735  ? { 1'h0, \$736  } : { 1'h1, \$737  };
+  assign \$697  = widened_20_lzc_c + 1'h1;
+  assign \$698  = rd_in_data[329:320] << \$697 ;
+  assign \$699  = rd_in_data[334:330] == 5'h1f;
+  assign \$700  = | rd_in_data[329:320];
+  assign \$701  = \$699  & \$700 ;
+  assign \$702  = rd_in_data[334:330] == 5'h1f;
+  assign \$703  = ! rd_in_data[334:330];
+  assign \$704  = | rd_in_data[329:320];
+  assign \$705  = ~ \$704 ;
+  assign \$706  = \$703  & \$705 ;
+  assign \$707  = ! rd_in_data[334:330];
+  assign \$708  = 7'h70 - widened_20_lzc_c;
+  assign \$709  = rd_in_data[334:330] + 7'h70;
+  assign \$715  = | rd_in_data[337:336];
+  assign \$717  = | rd_in_data[337:336];
+  assign \$718  = ~ rd_in_data[337];
+  assign widened_21_lzc_clh = \$717  ? { 1'h0, \$718  } : 2'h2;
+  assign \$720  = | rd_in_data[341:340];
+  assign \$721  = | rd_in_data[339:338];
+  assign widened_21_lzc_vhl = \$720  | \$721 ;
+  assign \$722  = | rd_in_data[341:340];
+  assign \$723  = ~ rd_in_data[341];
+  assign \$724  = ~ rd_in_data[339];
+  assign widened_21_lzc_chl = \$722  ? { 1'h0, \$723  } : { 1'h1, \$724  };
+  assign \$725  = | rd_in_data[345:344];
+  assign \$726  = | rd_in_data[343:342];
+  assign widened_21_lzc_vhh = \$725  | \$726 ;
+  assign \$727  = | rd_in_data[345:344];
+  assign \$728  = ~ rd_in_data[345];
+  assign \$729  = ~ rd_in_data[343];
+  assign widened_21_lzc_chh = \$727  ? { 1'h0, \$728  } : { 1'h1, \$729  };
   assign widened_21_lzc_vh = widened_21_lzc_vhh | widened_21_lzc_vhl;
   assign widened_21_lzc_ch = widened_21_lzc_vhh ? { 1'h0, widened_21_lzc_chh } : { 1'h1, widened_21_lzc_chl };
   assign widened_21_lzc_c = widened_21_lzc_vh ? { 1'h0, widened_21_lzc_ch } : { 1'h1, widened_21_lzc_cl };
-  assign \$738  = widened_21_lzc_c + 1'h1;
-  assign \$739  = rd_in_data[345:336] << \$738 ;
-  assign \$740  = rd_in_data[350:346] == 5'h1f;
-  assign \$741  = | rd_in_data[345:336];
-  assign \$742  = \$740  & \$741 ;
-  assign \$743  = rd_in_data[350:346] == 5'h1f;
-  assign \$744  = ! rd_in_data[350:346];
-  assign \$745  = | rd_in_data[345:336];
-  assign \$746  = ~ \$745 ;
-  assign \$747  = \$744  & \$746 ;
-  assign \$748  = ! rd_in_data[350:346];
-  assign \$749  = 7'h70 - widened_21_lzc_c;
-  assign \$750  = rd_in_data[350:346] + 7'h70;
-  assign \$756  = | rd_in_data[353:352];
-  assign \$758  = | rd_in_data[353:352];
-  assign \$759  = ~ rd_in_data[353];
-  assign widened_22_lzc_clh = \$758  ? { 1'h0, \$759  } : 2'h2;
-  assign \$761  = | rd_in_data[357:356];
-  assign \$762  = | rd_in_data[355:354];
-  assign widened_22_lzc_vhl = \$761  | \$762 ;
-  assign \$763  = | rd_in_data[357:356];
-  assign \$764  = ~ rd_in_data[357];
-  assign \$765  = ~ rd_in_data[355];
-  assign widened_22_lzc_chl = \$763  ? { 1'h0, \$764  } : { 1'h1, \$765  };
-  assign \$766  = | rd_in_data[361:360];
-  assign \$767  = | rd_in_data[359:358];
-  assign widened_22_lzc_vhh = \$766  | \$767 ;
-  assign \$768  = | rd_in_data[361:360];
-  assign \$769  = ~ rd_in_data[361];
-  assign \$770  = ~ rd_in_data[359];
-  assign widened_22_lzc_chh = \$768  ? { 1'h0, \$769  } : { 1'h1, \$770  };
+  assign \$730  = widened_21_lzc_c + 1'h1;
+  assign \$731  = rd_in_data[345:336] << \$730 ;
+  assign \$732  = rd_in_data[350:346] == 5'h1f;
+  assign \$733  = | rd_in_data[345:336];
+  assign \$734  = \$732  & \$733 ;
+  assign \$735  = rd_in_data[350:346] == 5'h1f;
+  assign \$736  = ! rd_in_data[350:346];
+  assign \$737  = | rd_in_data[345:336];
+  assign \$738  = ~ \$737 ;
+  assign \$739  = \$736  & \$738 ;
+  assign \$740  = ! rd_in_data[350:346];
+  assign \$741  = 7'h70 - widened_21_lzc_c;
+  assign \$742  = rd_in_data[350:346] + 7'h70;
+  assign \$748  = | rd_in_data[353:352];
+  assign \$750  = | rd_in_data[353:352];
+  assign \$751  = ~ rd_in_data[353];
+  assign widened_22_lzc_clh = \$750  ? { 1'h0, \$751  } : 2'h2;
+  assign \$753  = | rd_in_data[357:356];
+  assign \$754  = | rd_in_data[355:354];
+  assign widened_22_lzc_vhl = \$753  | \$754 ;
+  assign \$755  = | rd_in_data[357:356];
+  assign \$756  = ~ rd_in_data[357];
+  assign \$757  = ~ rd_in_data[355];
+  assign widened_22_lzc_chl = \$755  ? { 1'h0, \$756  } : { 1'h1, \$757  };
+  assign \$758  = | rd_in_data[361:360];
+  assign \$759  = | rd_in_data[359:358];
+  assign widened_22_lzc_vhh = \$758  | \$759 ;
+  assign \$760  = | rd_in_data[361:360];
+  assign \$761  = ~ rd_in_data[361];
+  assign \$762  = ~ rd_in_data[359];
+  assign widened_22_lzc_chh = \$760  ? { 1'h0, \$761  } : { 1'h1, \$762  };
   assign widened_22_lzc_vh = widened_22_lzc_vhh | widened_22_lzc_vhl;
   assign widened_22_lzc_ch = widened_22_lzc_vhh ? { 1'h0, widened_22_lzc_chh } : { 1'h1, widened_22_lzc_chl };
   assign widened_22_lzc_c = widened_22_lzc_vh ? { 1'h0, widened_22_lzc_ch } : { 1'h1, widened_22_lzc_cl };
-  assign \$771  = widened_22_lzc_c + 1'h1;
-  assign \$772  = rd_in_data[361:352] << \$771 ;
-  assign \$773  = rd_in_data[366:362] == 5'h1f;
-  assign \$774  = | rd_in_data[361:352];
-  assign \$775  = \$773  & \$774 ;
-  assign \$776  = rd_in_data[366:362] == 5'h1f;
-  assign \$777  = ! rd_in_data[366:362];
-  assign \$778  = | rd_in_data[361:352];
-  assign \$779  = ~ \$778 ;
-  assign \$780  = \$777  & \$779 ;
-  assign \$781  = ! rd_in_data[366:362];
-  assign \$782  = 7'h70 - widened_22_lzc_c;
-  assign \$783  = rd_in_data[366:362] + 7'h70;
-  assign \$789  = | rd_in_data[369:368];
-  assign \$791  = | rd_in_data[369:368];
-  assign \$792  = ~ rd_in_data[369];
-  assign widened_23_lzc_clh = \$791  ? { 1'h0, \$792  } : 2'h2;
-  assign \$794  = | rd_in_data[373:372];
-  assign \$795  = | rd_in_data[371:370];
-  assign widened_23_lzc_vhl = \$794  | \$795 ;
-  assign \$796  = | rd_in_data[373:372];
-  assign \$797  = ~ rd_in_data[373];
-  assign \$798  = ~ rd_in_data[371];
-  assign widened_23_lzc_chl = \$796  ? { 1'h0, \$797  } : { 1'h1, \$798  };
-  assign \$799  = | rd_in_data[377:376];
-  assign \$800  = | rd_in_data[375:374];
-  assign widened_23_lzc_vhh = \$799  | \$800 ;
-  assign \$801  = | rd_in_data[377:376];
-  assign \$802  = ~ rd_in_data[377];
-  assign \$803  = ~ rd_in_data[375];
-  assign widened_23_lzc_chh = \$801  ? { 1'h0, \$802  } : { 1'h1, \$803  };
+  assign \$763  = widened_22_lzc_c + 1'h1;
+  assign \$764  = rd_in_data[361:352] << \$763 ;
+  assign \$765  = rd_in_data[366:362] == 5'h1f;
+  assign \$766  = | rd_in_data[361:352];
+  assign \$767  = \$765  & \$766 ;
+  assign \$768  = rd_in_data[366:362] == 5'h1f;
+  assign \$769  = ! rd_in_data[366:362];
+  assign \$770  = | rd_in_data[361:352];
+  assign \$771  = ~ \$770 ;
+  assign \$772  = \$769  & \$771 ;
+  assign \$773  = ! rd_in_data[366:362];
+  assign \$774  = 7'h70 - widened_22_lzc_c;
+  assign \$775  = rd_in_data[366:362] + 7'h70;
+  assign \$781  = | rd_in_data[369:368];
+  assign \$783  = | rd_in_data[369:368];
+  assign \$784  = ~ rd_in_data[369];
+  assign widened_23_lzc_clh = \$783  ? { 1'h0, \$784  } : 2'h2;
+  assign \$786  = | rd_in_data[373:372];
+  assign \$787  = | rd_in_data[371:370];
+  assign widened_23_lzc_vhl = \$786  | \$787 ;
+  assign \$788  = | rd_in_data[373:372];
+  assign \$789  = ~ rd_in_data[373];
+  assign \$790  = ~ rd_in_data[371];
+  assign widened_23_lzc_chl = \$788  ? { 1'h0, \$789  } : { 1'h1, \$790  };
+  assign \$791  = | rd_in_data[377:376];
+  assign \$792  = | rd_in_data[375:374];
+  assign widened_23_lzc_vhh = \$791  | \$792 ;
+  assign \$793  = | rd_in_data[377:376];
+  assign \$794  = ~ rd_in_data[377];
+  assign \$795  = ~ rd_in_data[375];
+  assign widened_23_lzc_chh = \$793  ? { 1'h0, \$794  } : { 1'h1, \$795  };
   assign widened_23_lzc_vh = widened_23_lzc_vhh | widened_23_lzc_vhl;
   assign widened_23_lzc_ch = widened_23_lzc_vhh ? { 1'h0, widened_23_lzc_chh } : { 1'h1, widened_23_lzc_chl };
   assign widened_23_lzc_c = widened_23_lzc_vh ? { 1'h0, widened_23_lzc_ch } : { 1'h1, widened_23_lzc_cl };
-  assign \$804  = widened_23_lzc_c + 1'h1;
-  assign \$805  = rd_in_data[377:368] << \$804 ;
-  assign \$806  = rd_in_data[382:378] == 5'h1f;
-  assign \$807  = | rd_in_data[377:368];
-  assign \$808  = \$806  & \$807 ;
-  assign \$809  = rd_in_data[382:378] == 5'h1f;
-  assign \$810  = ! rd_in_data[382:378];
-  assign \$811  = | rd_in_data[377:368];
-  assign \$812  = ~ \$811 ;
-  assign \$813  = \$810  & \$812 ;
-  assign \$814  = ! rd_in_data[382:378];
-  assign \$815  = 7'h70 - widened_23_lzc_c;
-  assign \$816  = rd_in_data[382:378] + 7'h70;
-  assign \$822  = | rd_in_data[385:384];
-  assign \$824  = | rd_in_data[385:384];
-  assign \$825  = ~ rd_in_data[385];
-  assign widened_24_lzc_clh = \$824  ? { 1'h0, \$825  } : 2'h2;
-  assign \$827  = | rd_in_data[389:388];
-  assign \$828  = | rd_in_data[387:386];
-  assign widened_24_lzc_vhl = \$827  | \$828 ;
-  assign \$829  = | rd_in_data[389:388];
-  assign \$830  = ~ rd_in_data[389];
-  assign \$831  = ~ rd_in_data[387];
-  assign widened_24_lzc_chl = \$829  ? { 1'h0, \$830  } : { 1'h1, \$831  };
-  assign \$832  = | rd_in_data[393:392];
-  assign \$833  = | rd_in_data[391:390];
-  assign widened_24_lzc_vhh = \$832  | \$833 ;
-  assign \$834  = | rd_in_data[393:392];
-  assign \$835  = ~ rd_in_data[393];
-  assign \$836  = ~ rd_in_data[391];
-  assign widened_24_lzc_chh = \$834  ? { 1'h0, \$835  } : { 1'h1, \$836  };
+  assign \$796  = widened_23_lzc_c + 1'h1;
+  assign \$797  = rd_in_data[377:368] << \$796 ;
+  assign \$798  = rd_in_data[382:378] == 5'h1f;
+  assign \$799  = | rd_in_data[377:368];
+  assign \$800  = \$798  & \$799 ;
+  assign \$801  = rd_in_data[382:378] == 5'h1f;
+  assign \$802  = ! rd_in_data[382:378];
+  assign \$803  = | rd_in_data[377:368];
+  assign \$804  = ~ \$803 ;
+  assign \$805  = \$802  & \$804 ;
+  assign \$806  = ! rd_in_data[382:378];
+  assign \$807  = 7'h70 - widened_23_lzc_c;
+  assign \$808  = rd_in_data[382:378] + 7'h70;
+  assign \$814  = | rd_in_data[385:384];
+  assign \$816  = | rd_in_data[385:384];
+  assign \$817  = ~ rd_in_data[385];
+  assign widened_24_lzc_clh = \$816  ? { 1'h0, \$817  } : 2'h2;
+  assign \$819  = | rd_in_data[389:388];
+  assign \$820  = | rd_in_data[387:386];
+  assign widened_24_lzc_vhl = \$819  | \$820 ;
+  assign \$821  = | rd_in_data[389:388];
+  assign \$822  = ~ rd_in_data[389];
+  assign \$823  = ~ rd_in_data[387];
+  assign widened_24_lzc_chl = \$821  ? { 1'h0, \$822  } : { 1'h1, \$823  };
+  assign \$824  = | rd_in_data[393:392];
+  assign \$825  = | rd_in_data[391:390];
+  assign widened_24_lzc_vhh = \$824  | \$825 ;
+  assign \$826  = | rd_in_data[393:392];
+  assign \$827  = ~ rd_in_data[393];
+  assign \$828  = ~ rd_in_data[391];
+  assign widened_24_lzc_chh = \$826  ? { 1'h0, \$827  } : { 1'h1, \$828  };
   assign widened_24_lzc_vh = widened_24_lzc_vhh | widened_24_lzc_vhl;
   assign widened_24_lzc_ch = widened_24_lzc_vhh ? { 1'h0, widened_24_lzc_chh } : { 1'h1, widened_24_lzc_chl };
   assign widened_24_lzc_c = widened_24_lzc_vh ? { 1'h0, widened_24_lzc_ch } : { 1'h1, widened_24_lzc_cl };
-  assign \$837  = widened_24_lzc_c + 1'h1;
-  assign \$838  = rd_in_data[393:384] << \$837 ;
-  assign \$839  = rd_in_data[398:394] == 5'h1f;
-  assign \$840  = | rd_in_data[393:384];
-  assign \$841  = \$839  & \$840 ;
-  assign \$842  = rd_in_data[398:394] == 5'h1f;
-  assign \$843  = ! rd_in_data[398:394];
-  assign \$844  = | rd_in_data[393:384];
-  assign \$845  = ~ \$844 ;
-  assign \$846  = \$843  & \$845 ;
-  assign \$847  = ! rd_in_data[398:394];
-  assign \$848  = 7'h70 - widened_24_lzc_c;
-  assign \$849  = rd_in_data[398:394] + 7'h70;
-  assign \$855  = | rd_in_data[401:400];
-  assign \$857  = | rd_in_data[401:400];
-  assign \$858  = ~ rd_in_data[401];
-  assign widened_25_lzc_clh = \$857  ? { 1'h0, \$858  } : 2'h2;
-  assign \$860  = | rd_in_data[405:404];
-  assign \$861  = | rd_in_data[403:402];
-  assign widened_25_lzc_vhl = \$860  | \$861 ;
-  assign \$862  = | rd_in_data[405:404];
-  assign \$863  = ~ rd_in_data[405];
-  assign \$864  = ~ rd_in_data[403];
-  assign widened_25_lzc_chl = \$862  ? { 1'h0, \$863  } : { 1'h1, \$864  };
-  assign \$865  = | rd_in_data[409:408];
-  assign \$866  = | rd_in_data[407:406];
-  assign widened_25_lzc_vhh = \$865  | \$866 ;
-  assign \$867  = | rd_in_data[409:408];
-  assign \$868  = ~ rd_in_data[409];
-  assign \$869  = ~ rd_in_data[407];
-  assign widened_25_lzc_chh = \$867  ? { 1'h0, \$868  } : { 1'h1, \$869  };
+  assign \$829  = widened_24_lzc_c + 1'h1;
+  assign \$830  = rd_in_data[393:384] << \$829 ;
+  assign \$831  = rd_in_data[398:394] == 5'h1f;
+  assign \$832  = | rd_in_data[393:384];
+  assign \$833  = \$831  & \$832 ;
+  assign \$834  = rd_in_data[398:394] == 5'h1f;
+  assign \$835  = ! rd_in_data[398:394];
+  assign \$836  = | rd_in_data[393:384];
+  assign \$837  = ~ \$836 ;
+  assign \$838  = \$835  & \$837 ;
+  assign \$839  = ! rd_in_data[398:394];
+  assign \$840  = 7'h70 - widened_24_lzc_c;
+  assign \$841  = rd_in_data[398:394] + 7'h70;
+  assign \$847  = | rd_in_data[401:400];
+  assign \$849  = | rd_in_data[401:400];
+  assign \$850  = ~ rd_in_data[401];
+  assign widened_25_lzc_clh = \$849  ? { 1'h0, \$850  } : 2'h2;
+  assign \$852  = | rd_in_data[405:404];
+  assign \$853  = | rd_in_data[403:402];
+  assign widened_25_lzc_vhl = \$852  | \$853 ;
+  assign \$854  = | rd_in_data[405:404];
+  assign \$855  = ~ rd_in_data[405];
+  assign \$856  = ~ rd_in_data[403];
+  assign widened_25_lzc_chl = \$854  ? { 1'h0, \$855  } : { 1'h1, \$856  };
+  assign \$857  = | rd_in_data[409:408];
+  assign \$858  = | rd_in_data[407:406];
+  assign widened_25_lzc_vhh = \$857  | \$858 ;
+  assign \$859  = | rd_in_data[409:408];
+  assign \$860  = ~ rd_in_data[409];
+  assign \$861  = ~ rd_in_data[407];
+  assign widened_25_lzc_chh = \$859  ? { 1'h0, \$860  } : { 1'h1, \$861  };
   assign widened_25_lzc_vh = widened_25_lzc_vhh | widened_25_lzc_vhl;
   assign widened_25_lzc_ch = widened_25_lzc_vhh ? { 1'h0, widened_25_lzc_chh } : { 1'h1, widened_25_lzc_chl };
   assign widened_25_lzc_c = widened_25_lzc_vh ? { 1'h0, widened_25_lzc_ch } : { 1'h1, widened_25_lzc_cl };
-  assign \$870  = widened_25_lzc_c + 1'h1;
-  assign \$871  = rd_in_data[409:400] << \$870 ;
-  assign \$872  = rd_in_data[414:410] == 5'h1f;
-  assign \$873  = | rd_in_data[409:400];
-  assign \$874  = \$872  & \$873 ;
-  assign \$875  = rd_in_data[414:410] == 5'h1f;
-  assign \$876  = ! rd_in_data[414:410];
-  assign \$877  = | rd_in_data[409:400];
-  assign \$878  = ~ \$877 ;
-  assign \$879  = \$876  & \$878 ;
-  assign \$880  = ! rd_in_data[414:410];
-  assign \$881  = 7'h70 - widened_25_lzc_c;
-  assign \$882  = rd_in_data[414:410] + 7'h70;
-  assign \$888  = | rd_in_data[417:416];
-  assign \$890  = | rd_in_data[417:416];
-  assign \$891  = ~ rd_in_data[417];
-  assign widened_26_lzc_clh = \$890  ? { 1'h0, \$891  } : 2'h2;
-  assign \$893  = | rd_in_data[421:420];
-  assign \$894  = | rd_in_data[419:418];
-  assign widened_26_lzc_vhl = \$893  | \$894 ;
-  assign \$895  = | rd_in_data[421:420];
-  assign \$896  = ~ rd_in_data[421];
-  assign \$897  = ~ rd_in_data[419];
-  assign widened_26_lzc_chl = \$895  ? { 1'h0, \$896  } : { 1'h1, \$897  };
-  assign \$898  = | rd_in_data[425:424];
-  assign \$899  = | rd_in_data[423:422];
-  assign widened_26_lzc_vhh = \$898  | \$899 ;
-  assign \$900  = | rd_in_data[425:424];
-  assign \$901  = ~ rd_in_data[425];
-  assign \$902  = ~ rd_in_data[423];
-  assign widened_26_lzc_chh = \$900  ? { 1'h0, \$901  } : { 1'h1, \$902  };
+  assign \$862  = widened_25_lzc_c + 1'h1;
+  assign \$863  = rd_in_data[409:400] << \$862 ;
+  assign \$864  = rd_in_data[414:410] == 5'h1f;
+  assign \$865  = | rd_in_data[409:400];
+  assign \$866  = \$864  & \$865 ;
+  assign \$867  = rd_in_data[414:410] == 5'h1f;
+  assign \$868  = ! rd_in_data[414:410];
+  assign \$869  = | rd_in_data[409:400];
+  assign \$870  = ~ \$869 ;
+  assign \$871  = \$868  & \$870 ;
+  assign \$872  = ! rd_in_data[414:410];
+  assign \$873  = 7'h70 - widened_25_lzc_c;
+  assign \$874  = rd_in_data[414:410] + 7'h70;
+  assign \$880  = | rd_in_data[417:416];
+  assign \$882  = | rd_in_data[417:416];
+  assign \$883  = ~ rd_in_data[417];
+  assign widened_26_lzc_clh = \$882  ? { 1'h0, \$883  } : 2'h2;
+  assign \$885  = | rd_in_data[421:420];
+  assign \$886  = | rd_in_data[419:418];
+  assign widened_26_lzc_vhl = \$885  | \$886 ;
+  assign \$887  = | rd_in_data[421:420];
+  assign \$888  = ~ rd_in_data[421];
+  assign \$889  = ~ rd_in_data[419];
+  assign widened_26_lzc_chl = \$887  ? { 1'h0, \$888  } : { 1'h1, \$889  };
+  assign \$890  = | rd_in_data[425:424];
+  assign \$891  = | rd_in_data[423:422];
+  assign widened_26_lzc_vhh = \$890  | \$891 ;
+  assign \$892  = | rd_in_data[425:424];
+  assign \$893  = ~ rd_in_data[425];
+  assign \$894  = ~ rd_in_data[423];
+  assign widened_26_lzc_chh = \$892  ? { 1'h0, \$893  } : { 1'h1, \$894  };
   assign widened_26_lzc_vh = widened_26_lzc_vhh | widened_26_lzc_vhl;
   assign widened_26_lzc_ch = widened_26_lzc_vhh ? { 1'h0, widened_26_lzc_chh } : { 1'h1, widened_26_lzc_chl };
   assign widened_26_lzc_c = widened_26_lzc_vh ? { 1'h0, widened_26_lzc_ch } : { 1'h1, widened_26_lzc_cl };
-  assign \$903  = widened_26_lzc_c + 1'h1;
-  assign \$904  = rd_in_data[425:416] << \$903 ;
-  assign \$905  = rd_in_data[430:426] == 5'h1f;
-  assign \$906  = | rd_in_data[425:416];
-  assign \$907  = \$905  & \$906 ;
-  assign \$908  = rd_in_data[430:426] == 5'h1f;
-  assign \$909  = ! rd_in_data[430:426];
-  assign \$910  = | rd_in_data[425:416];
-  assign \$911  = ~ \$910 ;
-  assign \$912  = \$909  & \$911 ;
-  assign \$913  = ! rd_in_data[430:426];
-  assign \$914  = 7'h70 - widened_26_lzc_c;
-  assign \$915  = rd_in_data[430:426] + 7'h70;
-  assign \$921  = | rd_in_data[433:432];
-  assign \$923  = | rd_in_data[433:432];
-  assign \$924  = ~ rd_in_data[433];
-  assign widened_27_lzc_clh = \$923  ? { 1'h0, \$924  } : 2'h2;
-  assign \$926  = | rd_in_data[437:436];
-  assign \$927  = | rd_in_data[435:434];
-  assign widened_27_lzc_vhl = \$926  | \$927 ;
-  assign \$928  = | rd_in_data[437:436];
-  assign \$929  = ~ rd_in_data[437];
-  assign \$930  = ~ rd_in_data[435];
-  assign widened_27_lzc_chl = \$928  ? { 1'h0, \$929  } : { 1'h1, \$930  };
-  assign \$931  = | rd_in_data[441:440];
-  assign \$932  = | rd_in_data[439:438];
-  assign widened_27_lzc_vhh = \$931  | \$932 ;
-  assign \$933  = | rd_in_data[441:440];
-  assign \$934  = ~ rd_in_data[441];
-  assign \$935  = ~ rd_in_data[439];
-  assign widened_27_lzc_chh = \$933  ? { 1'h0, \$934  } : { 1'h1, \$935  };
+  assign \$895  = widened_26_lzc_c + 1'h1;
+  assign \$896  = rd_in_data[425:416] << \$895 ;
+  assign \$897  = rd_in_data[430:426] == 5'h1f;
+  assign \$898  = | rd_in_data[425:416];
+  assign \$899  = \$897  & \$898 ;
+  assign \$900  = rd_in_data[430:426] == 5'h1f;
+  assign \$901  = ! rd_in_data[430:426];
+  assign \$902  = | rd_in_data[425:416];
+  assign \$903  = ~ \$902 ;
+  assign \$904  = \$901  & \$903 ;
+  assign \$905  = ! rd_in_data[430:426];
+  assign \$906  = 7'h70 - widened_26_lzc_c;
+  assign \$907  = rd_in_data[430:426] + 7'h70;
+  assign \$913  = | rd_in_data[433:432];
+  assign \$915  = | rd_in_data[433:432];
+  assign \$916  = ~ rd_in_data[433];
+  assign widened_27_lzc_clh = \$915  ? { 1'h0, \$916  } : 2'h2;
+  assign \$918  = | rd_in_data[437:436];
+  assign \$919  = | rd_in_data[435:434];
+  assign widened_27_lzc_vhl = \$918  | \$919 ;
+  assign \$920  = | rd_in_data[437:436];
+  assign \$921  = ~ rd_in_data[437];
+  assign \$922  = ~ rd_in_data[435];
+  assign widened_27_lzc_chl = \$920  ? { 1'h0, \$921  } : { 1'h1, \$922  };
+  assign \$923  = | rd_in_data[441:440];
+  assign \$924  = | rd_in_data[439:438];
+  assign widened_27_lzc_vhh = \$923  | \$924 ;
+  assign \$925  = | rd_in_data[441:440];
+  assign \$926  = ~ rd_in_data[441];
+  assign \$927  = ~ rd_in_data[439];
+  assign widened_27_lzc_chh = \$925  ? { 1'h0, \$926  } : { 1'h1, \$927  };
   assign widened_27_lzc_vh = widened_27_lzc_vhh | widened_27_lzc_vhl;
   assign widened_27_lzc_ch = widened_27_lzc_vhh ? { 1'h0, widened_27_lzc_chh } : { 1'h1, widened_27_lzc_chl };
   assign widened_27_lzc_c = widened_27_lzc_vh ? { 1'h0, widened_27_lzc_ch } : { 1'h1, widened_27_lzc_cl };
-  assign \$936  = widened_27_lzc_c + 1'h1;
-  assign \$937  = rd_in_data[441:432] << \$936 ;
-  assign \$938  = rd_in_data[446:442] == 5'h1f;
-  assign \$939  = | rd_in_data[441:432];
-  assign \$940  = \$938  & \$939 ;
-  assign \$941  = rd_in_data[446:442] == 5'h1f;
-  assign \$942  = ! rd_in_data[446:442];
-  assign \$943  = | rd_in_data[441:432];
-  assign \$944  = ~ \$943 ;
-  assign \$945  = \$942  & \$944 ;
-  assign \$946  = ! rd_in_data[446:442];
-  assign \$947  = 7'h70 - widened_27_lzc_c;
-  assign \$948  = rd_in_data[446:442] + 7'h70;
-  assign \$954  = | rd_in_data[449:448];
-  assign \$956  = | rd_in_data[449:448];
-  assign \$957  = ~ rd_in_data[449];
-  assign widened_28_lzc_clh = \$956  ? { 1'h0, \$957  } : 2'h2;
-  assign \$959  = | rd_in_data[453:452];
-  assign \$960  = | rd_in_data[451:450];
-  assign widened_28_lzc_vhl = \$959  | \$960 ;
-  assign \$961  = | rd_in_data[453:452];
-  assign \$962  = ~ rd_in_data[453];
-  assign \$963  = ~ rd_in_data[451];
-  assign widened_28_lzc_chl = \$961  ? { 1'h0, \$962  } : { 1'h1, \$963  };
-  assign \$964  = | rd_in_data[457:456];
-  assign \$965  = | rd_in_data[455:454];
-  assign widened_28_lzc_vhh = \$964  | \$965 ;
-  assign \$966  = | rd_in_data[457:456];
-  assign \$967  = ~ rd_in_data[457];
-  assign \$968  = ~ rd_in_data[455];
-  assign widened_28_lzc_chh = \$966  ? { 1'h0, \$967  } : { 1'h1, \$968  };
+  assign \$928  = widened_27_lzc_c + 1'h1;
+  assign \$929  = rd_in_data[441:432] << \$928 ;
+  assign \$930  = rd_in_data[446:442] == 5'h1f;
+  assign \$931  = | rd_in_data[441:432];
+  assign \$932  = \$930  & \$931 ;
+  assign \$933  = rd_in_data[446:442] == 5'h1f;
+  assign \$934  = ! rd_in_data[446:442];
+  assign \$935  = | rd_in_data[441:432];
+  assign \$936  = ~ \$935 ;
+  assign \$937  = \$934  & \$936 ;
+  assign \$938  = ! rd_in_data[446:442];
+  assign \$939  = 7'h70 - widened_27_lzc_c;
+  assign \$940  = rd_in_data[446:442] + 7'h70;
+  assign \$946  = | rd_in_data[449:448];
+  assign \$948  = | rd_in_data[449:448];
+  assign \$949  = ~ rd_in_data[449];
+  assign widened_28_lzc_clh = \$948  ? { 1'h0, \$949  } : 2'h2;
+  assign \$951  = | rd_in_data[453:452];
+  assign \$952  = | rd_in_data[451:450];
+  assign widened_28_lzc_vhl = \$951  | \$952 ;
+  assign \$953  = | rd_in_data[453:452];
+  assign \$954  = ~ rd_in_data[453];
+  assign \$955  = ~ rd_in_data[451];
+  assign widened_28_lzc_chl = \$953  ? { 1'h0, \$954  } : { 1'h1, \$955  };
+  assign \$956  = | rd_in_data[457:456];
+  assign \$957  = | rd_in_data[455:454];
+  assign widened_28_lzc_vhh = \$956  | \$957 ;
+  assign \$958  = | rd_in_data[457:456];
+  assign \$959  = ~ rd_in_data[457];
+  assign \$960  = ~ rd_in_data[455];
+  assign widened_28_lzc_chh = \$958  ? { 1'h0, \$959  } : { 1'h1, \$960  };
   assign widened_28_lzc_vh = widened_28_lzc_vhh | widened_28_lzc_vhl;
   assign widened_28_lzc_ch = widened_28_lzc_vhh ? { 1'h0, widened_28_lzc_chh } : { 1'h1, widened_28_lzc_chl };
   assign widened_28_lzc_c = widened_28_lzc_vh ? { 1'h0, widened_28_lzc_ch } : { 1'h1, widened_28_lzc_cl };
-  assign \$969  = widened_28_lzc_c + 1'h1;
-  assign \$970  = rd_in_data[457:448] << \$969 ;
-  assign \$971  = rd_in_data[462:458] == 5'h1f;
-  assign \$972  = | rd_in_data[457:448];
-  assign \$973  = \$971  & \$972 ;
-  assign \$974  = rd_in_data[462:458] == 5'h1f;
-  assign \$975  = ! rd_in_data[462:458];
-  assign \$976  = | rd_in_data[457:448];
-  assign \$977  = ~ \$976 ;
-  assign \$978  = \$975  & \$977 ;
-  assign \$979  = ! rd_in_data[462:458];
-  assign \$980  = 7'h70 - widened_28_lzc_c;
-  assign \$981  = rd_in_data[462:458] + 7'h70;
-  assign \$987  = | rd_in_data[465:464];
-  assign \$989  = | rd_in_data[465:464];
-  assign \$990  = ~ rd_in_data[465];
-  assign widened_29_lzc_clh = \$989  ? { 1'h0, \$990  } : 2'h2;
-  assign \$992  = | rd_in_data[469:468];
-  assign \$993  = | rd_in_data[467:466];
-  assign widened_29_lzc_vhl = \$992  | \$993 ;
-  assign \$994  = | rd_in_data[469:468];
-  assign \$995  = ~ rd_in_data[469];
-  assign \$996  = ~ rd_in_data[467];
-  assign widened_29_lzc_chl = \$994  ? { 1'h0, \$995  } : { 1'h1, \$996  };
-  assign \$997  = | rd_in_data[473:472];
-  assign \$998  = | rd_in_data[471:470];
-  assign widened_29_lzc_vhh = \$997  | \$998 ;
-  assign \$999  = | rd_in_data[473:472];
-  assign \$1000  = ~ rd_in_data[473];
-  assign \$1001  = ~ rd_in_data[471];
-  assign widened_29_lzc_chh = \$999  ? { 1'h0, \$1000  } : { 1'h1, \$1001  };
+  assign \$961  = widened_28_lzc_c + 1'h1;
+  assign \$962  = rd_in_data[457:448] << \$961 ;
+  assign \$963  = rd_in_data[462:458] == 5'h1f;
+  assign \$964  = | rd_in_data[457:448];
+  assign \$965  = \$963  & \$964 ;
+  assign \$966  = rd_in_data[462:458] == 5'h1f;
+  assign \$967  = ! rd_in_data[462:458];
+  assign \$968  = | rd_in_data[457:448];
+  assign \$969  = ~ \$968 ;
+  assign \$970  = \$967  & \$969 ;
+  assign \$971  = ! rd_in_data[462:458];
+  assign \$972  = 7'h70 - widened_28_lzc_c;
+  assign \$973  = rd_in_data[462:458] + 7'h70;
+  assign \$979  = | rd_in_data[465:464];
+  assign \$981  = | rd_in_data[465:464];
+  assign \$982  = ~ rd_in_data[465];
+  assign widened_29_lzc_clh = \$981  ? { 1'h0, \$982  } : 2'h2;
+  assign \$984  = | rd_in_data[469:468];
+  assign \$985  = | rd_in_data[467:466];
+  assign widened_29_lzc_vhl = \$984  | \$985 ;
+  assign \$986  = | rd_in_data[469:468];
+  assign \$987  = ~ rd_in_data[469];
+  assign \$988  = ~ rd_in_data[467];
+  assign widened_29_lzc_chl = \$986  ? { 1'h0, \$987  } : { 1'h1, \$988  };
+  assign \$989  = | rd_in_data[473:472];
+  assign \$990  = | rd_in_data[471:470];
+  assign widened_29_lzc_vhh = \$989  | \$990 ;
+  assign \$991  = | rd_in_data[473:472];
+  assign \$992  = ~ rd_in_data[473];
+  assign \$993  = ~ rd_in_data[471];
+  assign widened_29_lzc_chh = \$991  ? { 1'h0, \$992  } : { 1'h1, \$993  };
   assign widened_29_lzc_vh = widened_29_lzc_vhh | widened_29_lzc_vhl;
   assign widened_29_lzc_ch = widened_29_lzc_vhh ? { 1'h0, widened_29_lzc_chh } : { 1'h1, widened_29_lzc_chl };
   assign widened_29_lzc_c = widened_29_lzc_vh ? { 1'h0, widened_29_lzc_ch } : { 1'h1, widened_29_lzc_cl };
-  assign \$1002  = widened_29_lzc_c + 1'h1;
-  assign \$1003  = rd_in_data[473:464] << \$1002 ;
-  assign \$1004  = rd_in_data[478:474] == 5'h1f;
-  assign \$1005  = | rd_in_data[473:464];
-  assign \$1006  = \$1004  & \$1005 ;
-  assign \$1007  = rd_in_data[478:474] == 5'h1f;
-  assign \$1008  = ! rd_in_data[478:474];
-  assign \$1009  = | rd_in_data[473:464];
-  assign \$1010  = ~ \$1009 ;
-  assign \$1011  = \$1008  & \$1010 ;
-  assign \$1012  = ! rd_in_data[478:474];
-  assign \$1013  = 7'h70 - widened_29_lzc_c;
-  assign \$1014  = rd_in_data[478:474] + 7'h70;
-  assign \$1020  = | rd_in_data[481:480];
-  assign \$1022  = | rd_in_data[481:480];
-  assign \$1023  = ~ rd_in_data[481];
-  assign widened_30_lzc_clh = \$1022  ? { 1'h0, \$1023  } : 2'h2;
-  assign \$1025  = | rd_in_data[485:484];
-  assign \$1026  = | rd_in_data[483:482];
-  assign widened_30_lzc_vhl = \$1025  | \$1026 ;
-  assign \$1027  = | rd_in_data[485:484];
-  assign \$1028  = ~ rd_in_data[485];
-  assign \$1029  = ~ rd_in_data[483];
-  assign widened_30_lzc_chl = \$1027  ? { 1'h0, \$1028  } : { 1'h1, \$1029  };
-  assign \$1030  = | rd_in_data[489:488];
-  assign \$1031  = | rd_in_data[487:486];
-  assign widened_30_lzc_vhh = \$1030  | \$1031 ;
-  assign \$1032  = | rd_in_data[489:488];
-  assign \$1033  = ~ rd_in_data[489];
-  assign \$1034  = ~ rd_in_data[487];
-  assign widened_30_lzc_chh = \$1032  ? { 1'h0, \$1033  } : { 1'h1, \$1034  };
+  assign \$994  = widened_29_lzc_c + 1'h1;
+  assign \$995  = rd_in_data[473:464] << \$994 ;
+  assign \$996  = rd_in_data[478:474] == 5'h1f;
+  assign \$997  = | rd_in_data[473:464];
+  assign \$998  = \$996  & \$997 ;
+  assign \$999  = rd_in_data[478:474] == 5'h1f;
+  assign \$1000  = ! rd_in_data[478:474];
+  assign \$1001  = | rd_in_data[473:464];
+  assign \$1002  = ~ \$1001 ;
+  assign \$1003  = \$1000  & \$1002 ;
+  assign \$1004  = ! rd_in_data[478:474];
+  assign \$1005  = 7'h70 - widened_29_lzc_c;
+  assign \$1006  = rd_in_data[478:474] + 7'h70;
+  assign \$1012  = | rd_in_data[481:480];
+  assign \$1014  = | rd_in_data[481:480];
+  assign \$1015  = ~ rd_in_data[481];
+  assign widened_30_lzc_clh = \$1014  ? { 1'h0, \$1015  } : 2'h2;
+  assign \$1017  = | rd_in_data[485:484];
+  assign \$1018  = | rd_in_data[483:482];
+  assign widened_30_lzc_vhl = \$1017  | \$1018 ;
+  assign \$1019  = | rd_in_data[485:484];
+  assign \$1020  = ~ rd_in_data[485];
+  assign \$1021  = ~ rd_in_data[483];
+  assign widened_30_lzc_chl = \$1019  ? { 1'h0, \$1020  } : { 1'h1, \$1021  };
+  assign \$1022  = | rd_in_data[489:488];
+  assign \$1023  = | rd_in_data[487:486];
+  assign widened_30_lzc_vhh = \$1022  | \$1023 ;
+  assign \$1024  = | rd_in_data[489:488];
+  assign \$1025  = ~ rd_in_data[489];
+  assign \$1026  = ~ rd_in_data[487];
+  assign widened_30_lzc_chh = \$1024  ? { 1'h0, \$1025  } : { 1'h1, \$1026  };
   assign widened_30_lzc_vh = widened_30_lzc_vhh | widened_30_lzc_vhl;
   assign widened_30_lzc_ch = widened_30_lzc_vhh ? { 1'h0, widened_30_lzc_chh } : { 1'h1, widened_30_lzc_chl };
   assign widened_30_lzc_c = widened_30_lzc_vh ? { 1'h0, widened_30_lzc_ch } : { 1'h1, widened_30_lzc_cl };
-  assign \$1035  = widened_30_lzc_c + 1'h1;
-  assign \$1036  = rd_in_data[489:480] << \$1035 ;
-  assign \$1037  = rd_in_data[494:490] == 5'h1f;
-  assign \$1038  = | rd_in_data[489:480];
-  assign \$1039  = \$1037  & \$1038 ;
-  assign \$1040  = rd_in_data[494:490] == 5'h1f;
-  assign \$1041  = ! rd_in_data[494:490];
-  assign \$1042  = | rd_in_data[489:480];
-  assign \$1043  = ~ \$1042 ;
-  assign \$1044  = \$1041  & \$1043 ;
-  assign \$1045  = ! rd_in_data[494:490];
-  assign \$1046  = 7'h70 - widened_30_lzc_c;
-  assign \$1047  = rd_in_data[494:490] + 7'h70;
-  assign \$1053  = | rd_in_data[497:496];
-  assign \$1055  = | rd_in_data[497:496];
-  assign \$1056  = ~ rd_in_data[497];
-  assign widened_31_lzc_clh = \$1055  ? { 1'h0, \$1056  } : 2'h2;
-  assign \$1058  = | rd_in_data[501:500];
-  assign \$1059  = | rd_in_data[499:498];
-  assign widened_31_lzc_vhl = \$1058  | \$1059 ;
-  assign \$1060  = | rd_in_data[501:500];
-  assign \$1061  = ~ rd_in_data[501];
-  assign \$1062  = ~ rd_in_data[499];
-  assign widened_31_lzc_chl = \$1060  ? { 1'h0, \$1061  } : { 1'h1, \$1062  };
-  assign \$1063  = | rd_in_data[505:504];
-  assign \$1064  = | rd_in_data[503:502];
-  assign widened_31_lzc_vhh = \$1063  | \$1064 ;
-  assign \$1065  = | rd_in_data[505:504];
-  assign \$1066  = ~ rd_in_data[505];
-  assign \$1067  = ~ rd_in_data[503];
-  assign widened_31_lzc_chh = \$1065  ? { 1'h0, \$1066  } : { 1'h1, \$1067  };
+  assign \$1027  = widened_30_lzc_c + 1'h1;
+  assign \$1028  = rd_in_data[489:480] << \$1027 ;
+  assign \$1029  = rd_in_data[494:490] == 5'h1f;
+  assign \$1030  = | rd_in_data[489:480];
+  assign \$1031  = \$1029  & \$1030 ;
+  assign \$1032  = rd_in_data[494:490] == 5'h1f;
+  assign \$1033  = ! rd_in_data[494:490];
+  assign \$1034  = | rd_in_data[489:480];
+  assign \$1035  = ~ \$1034 ;
+  assign \$1036  = \$1033  & \$1035 ;
+  assign \$1037  = ! rd_in_data[494:490];
+  assign \$1038  = 7'h70 - widened_30_lzc_c;
+  assign \$1039  = rd_in_data[494:490] + 7'h70;
+  assign \$1045  = | rd_in_data[497:496];
+  assign \$1047  = | rd_in_data[497:496];
+  assign \$1048  = ~ rd_in_data[497];
+  assign widened_31_lzc_clh = \$1047  ? { 1'h0, \$1048  } : 2'h2;
+  assign \$1050  = | rd_in_data[501:500];
+  assign \$1051  = | rd_in_data[499:498];
+  assign widened_31_lzc_vhl = \$1050  | \$1051 ;
+  assign \$1052  = | rd_in_data[501:500];
+  assign \$1053  = ~ rd_in_data[501];
+  assign \$1054  = ~ rd_in_data[499];
+  assign widened_31_lzc_chl = \$1052  ? { 1'h0, \$1053  } : { 1'h1, \$1054  };
+  assign \$1055  = | rd_in_data[505:504];
+  assign \$1056  = | rd_in_data[503:502];
+  assign widened_31_lzc_vhh = \$1055  | \$1056 ;
+  assign \$1057  = | rd_in_data[505:504];
+  assign \$1058  = ~ rd_in_data[505];
+  assign \$1059  = ~ rd_in_data[503];
+  assign widened_31_lzc_chh = \$1057  ? { 1'h0, \$1058  } : { 1'h1, \$1059  };
   assign widened_31_lzc_vh = widened_31_lzc_vhh | widened_31_lzc_vhl;
   assign widened_31_lzc_ch = widened_31_lzc_vhh ? { 1'h0, widened_31_lzc_chh } : { 1'h1, widened_31_lzc_chl };
   assign widened_31_lzc_c = widened_31_lzc_vh ? { 1'h0, widened_31_lzc_ch } : { 1'h1, widened_31_lzc_cl };
-  assign \$1068  = widened_31_lzc_c + 1'h1;
-  assign \$1069  = rd_in_data[505:496] << \$1068 ;
-  assign \$1070  = rd_in_data[510:506] == 5'h1f;
-  assign \$1071  = | rd_in_data[505:496];
-  assign \$1072  = \$1070  & \$1071 ;
-  assign \$1073  = rd_in_data[510:506] == 5'h1f;
-  assign \$1074  = ! rd_in_data[510:506];
-  assign \$1075  = | rd_in_data[505:496];
-  assign \$1076  = ~ \$1075 ;
-  assign \$1077  = \$1074  & \$1076 ;
-  assign \$1078  = ! rd_in_data[510:506];
-  assign \$1079  = 7'h70 - widened_31_lzc_c;
-  assign \$1080  = rd_in_data[510:506] + 7'h70;
-  assign \$1081  = \task [5:2] == 2'h3;
-  assign src_data = \$1081  ? rd_acc_data : { widened_31, widened_30, widened_29, widened_28, widened_27, widened_26, widened_25, widened_24, widened_23, widened_22, widened_21, widened_20, widened_19, widened_18, widened_17, widened_16, widened_15, widened_14, widened_13, widened_12, widened_11, widened_10, widened_9, widened_8, widened_7, widened_6, widened_5, widened_4, widened_3, widened_2, widened_1, widened_0 };
-  assign \$1082  = ~ busy;
-  assign \$1083  = ~ waiting;
-  assign \$1084  = \$1082  & \$1083 ;
-  assign \$1085  = \$1084  & writer_free;
-  assign \$1086  = \$signal  + 7'h40;
-  assign \$1087  = \task [342] ? { 1'h0, \task [83:20] } : \$1086 ;
-  assign \$1088  = \$1087  + 1'h0;
-  assign \$1091  = copy_span_first[5:0] + \$1090 ;
-  assign \$1092  = \$1091  + 7'h40;
-  assign \$1093  = \$1092  - 1'h1;
-  assign \$1096  = copy_span_offset + \$1095 ;
-  assign \$1097  = \$1096  + 6'h20;
-  assign \$1098  = \$1097  - 1'h1;
-  assign \$1100  = \$signal$853  + 7'h40;
-  assign \$1101  = \task [342] ? \$1100  : { 1'h0, \task [83:20] };
-  assign \$1102  = \$signal$853  + 7'h40;
-  assign \$1103  = \task [342] ? \$1102  : { 1'h0, \task [83:20] };
-  assign \$1106  = ~ w_ready;
-  assign \$1107  = \task [183:164] - \$signal$861 ;
-  assign \$1108  = $signed(\$1107 ) < $signed(4'h4);
-  assign \$1109  = \task [183:164] - \$signal$861 ;
-  assign \$1110  = \$1108  ? \$1109  : 21'h000004;
-  assign \$1111  = \$signal  + 7'h40;
-  assign \$1113  = \$1111  + \$1112 ;
-  assign \$1114  = rows_now * \task [203:184];
-  assign \$1116  = input_span_first[5:0] + \$1115 ;
-  assign \$1117  = \$1116  + 7'h40;
-  assign \$1118  = \$1117  - 1'h1;
-  assign \$1120  = rows_now * \task [203:184];
-  assign \$1121  = input_span_offset + \$1120 ;
-  assign \$1122  = \$1121  + 6'h20;
-  assign \$1123  = \$1122  - 1'h1;
-  assign \$1125  = ready & lanes_ready;
-  assign \$1126  = ~ busy;
-  assign \$1127  = ~ waiting;
-  assign \$1128  = \$1126  & \$1127 ;
-  assign \$1129  = ! dest;
-  assign \$1130  = dest == 1'h1;
-  assign \$1131  = \$1129  | \$1130 ;
-  assign \$1132  = ~ \$1131 ;
-  assign \$1133  = \$1132  | writer_free;
-  assign \$1134  = \$1128  & \$1133 ;
-  assign \$1135  = \$signal$853  + 7'h40;
-  assign \$1136  = \$1135  + \$signal$886 ;
-  assign \$1137  = drain > 1'h1;
-  assign \$1138  = drain - 1'h1;
-  assign \$1139  = \$1137  ? \$1138  : 6'h00;
-  assign \$1140  = \task [10] ? \task [143:124] : \task [123:104];
-  assign \$1141  = \task [10] ? \task [123:104] : \task [143:124];
-  assign \$1142  = stage ? \$1140  : \$1141 ;
-  assign \$1144  = ! dest;
-  assign \$1145  = dest == 1'h1;
-  assign \$1146  = \$1144  | \$1145 ;
-  assign \$1147  = \$signal$895  << \$signal$906 ;
-  assign \$1148  = \$signal$893  * \$1147 ;
-  assign \$1149  = result_first_0[5:0] + \$1148 ;
-  assign \$1150  = \$1149  + 7'h40;
-  assign \$1151  = \$1150  - 1'h1;
-  assign \$1153  = \task [5:2] == 2'h3;
-  assign \$1154  = \task [10] ? \task [123:104] : \task [143:124];
-  assign \$1155  = \$1153  ? \$1154  : \task [203:184];
-  assign \$1156  = \task [5:2] == 2'h3;
-  assign \$1157  = \$1156  | \task [11];
-  assign \$1158  = ~ busy;
-  assign \$1159  = ~ waiting;
-  assign \$1160  = \$1158  & \$1159 ;
-  assign \$1161  = \$1160  & writer_free;
-  assign \$1162  = \$signal$853  + 7'h40;
-  assign \$1163  = \$1162  + \$signal$886 ;
-  assign \$1164  = \task [10] ? \task [143:124] : \task [123:104];
-  assign \$1165  = \task [10] ? \task [123:104] : \task [143:124];
-  assign \$1166  = stage ? \$1164  : \$1165 ;
-  assign \$1168  = \$signal$895  << \$signal$906 ;
-  assign \$1169  = \$signal$893  * \$1168 ;
-  assign \$1170  = result_first_1[5:0] + \$1169 ;
-  assign \$1171  = \$1170  + 7'h40;
-  assign \$1172  = \$1171  - 1'h1;
-  assign \$1176  = ~ busy;
-  assign \$1177  = ~ waiting;
-  assign \$1178  = \$1176  & \$1177 ;
-  assign \$1179  = \$1178  & writer_free;
-  assign \$1180  = \$signal$853  + 7'h40;
-  assign \$1181  = \$1180  + \task [432:385];
-  assign \$1182  = \$signal$861  + \row$918 ;
-  assign \$1184  = \$1181  + \$1183 ;
-  assign \$1185  = ~ pending;
-  assign \$1186  = src__valid & out__ready;
-  assign \$1187  = \$1186  & out_err;
-  assign \$1188  = \read_error$948  | \$1187 ;
-  assign \$1189  = ! \status$946 ;
-  assign \$1190  = \$1189  & \task [343];
-  assign \$1191  = ! fsm_state;
-  assign \$1192  = fsm_state == 1'h1;
-  assign \$1193  = fsm_state == 2'h2;
-  assign \$1194  = fsm_state == 2'h3;
-  assign \$1195  = fsm_state == 3'h4;
-  assign \$1196  = fsm_state == 3'h5;
-  assign \$1197  = fsm_state == 3'h6;
-  assign \$1198  = fsm_state == 3'h7;
-  assign \$1199  = fsm_state == 4'h8;
-  assign \$1200  = fsm_state == 4'h9;
-  assign \$1201  = fsm_state == 4'ha;
-  assign \$1202  = fsm_state == 4'hb;
-  assign \$1203  = fsm_state == 4'hc;
-  assign \$1204  = fsm_state == 4'hd;
-  assign \$1205  = fsm_state == 4'he;
-  assign \$1206  = fsm_state == 4'hf;
-  assign \$1207  = fsm_state == 5'h10;
-  assign \$1208  = fsm_state == 5'h11;
-  assign \$1209  = fsm_state == 5'h12;
-  assign \$1210  = fsm_state == 5'h13;
-  assign \$1211  = fsm_state == 5'h14;
-  assign \$1212  = fsm_state == 5'h15;
-  assign \$1213  = fsm_state == 5'h16;
-  assign \$1214  = src__valid & out__ready;
-  assign \$1215  = \$1214  & out_err;
-  assign \$1216  = \task [269:206] - 1'h1;
-  assign \$1217  = 1'h1 << regs[259:256];
-  assign \$1218  = \$1217  - 1'h1;
-  assign \$1219  = { 1'h0, \$1216 [15:0] } & \$1218 ;
-  assign \$1220  = $signed(\$1219 ) << regs[265:260];
-  assign \$1221  = $signed({ 1'h0, regs[63:0] }) + $signed(\$1220 );
-  assign \$1222  = \task [269:206] - 1'h1;
-  assign \$1223  = 1'h1 << regs[259:256];
-  assign \$1224  = \$1223  - 1'h1;
-  assign \$1225  = { 1'h0, \$1222 [15:0] } & \$1224 ;
-  assign \$1226  = $signed(\$1225 ) << regs[265:260];
-  assign \$1227  = $signed({ 1'h0, regs[127:64] }) + $signed(\$1226 );
-  assign \$1228  = \task [5:2] == 2'h3;
-  assign \$1229  = \task [5:2] == 2'h2;
-  assign \$1230  = \task [5:2] == 3'h4;
-  assign \$1231  = \task [10] ? \task [143:124] : \task [123:104];
-  assign \$1232  = \task [10] ? \task [123:104] : \task [143:124];
-  assign \$1233  = | \task [341:334];
-  assign \$1234  = ! verdict_status;
+  assign \$1060  = widened_31_lzc_c + 1'h1;
+  assign \$1061  = rd_in_data[505:496] << \$1060 ;
+  assign \$1062  = rd_in_data[510:506] == 5'h1f;
+  assign \$1063  = | rd_in_data[505:496];
+  assign \$1064  = \$1062  & \$1063 ;
+  assign \$1065  = rd_in_data[510:506] == 5'h1f;
+  assign \$1066  = ! rd_in_data[510:506];
+  assign \$1067  = | rd_in_data[505:496];
+  assign \$1068  = ~ \$1067 ;
+  assign \$1069  = \$1066  & \$1068 ;
+  assign \$1070  = ! rd_in_data[510:506];
+  assign \$1071  = 7'h70 - widened_31_lzc_c;
+  assign \$1072  = rd_in_data[510:506] + 7'h70;
+  assign \$1073  = \task [5:2] == 2'h3;
+  assign src_data = \$1073  ? rd_acc_data : { widened_31, widened_30, widened_29, widened_28, widened_27, widened_26, widened_25, widened_24, widened_23, widened_22, widened_21, widened_20, widened_19, widened_18, widened_17, widened_16, widened_15, widened_14, widened_13, widened_12, widened_11, widened_10, widened_9, widened_8, widened_7, widened_6, widened_5, widened_4, widened_3, widened_2, widened_1, widened_0 };
+  assign \$1074  = ~ busy;
+  assign \$1075  = ~ waiting;
+  assign \$1076  = \$1074  & \$1075 ;
+  assign \$1077  = \$1076  & writer_free;
+  assign \$1078  = \$signal  + 7'h40;
+  assign \$1079  = \task [342] ? { 1'h0, \task [83:20] } : \$1078 ;
+  assign \$1080  = \$1079  + 1'h0;
+  assign \$1083  = copy_span_first[5:0] + \$1082 ;
+  assign \$1084  = \$1083  + 7'h40;
+  assign \$1085  = \$1084  - 1'h1;
+  assign \$1088  = copy_span_offset + \$1087 ;
+  assign \$1089  = \$1088  + 6'h20;
+  assign \$1090  = \$1089  - 1'h1;
+  assign \$1092  = \$signal$851  + 7'h40;
+  assign \$1093  = \task [342] ? \$1092  : { 1'h0, \task [83:20] };
+  assign \$1094  = \$signal$851  + 7'h40;
+  assign \$1095  = \task [342] ? \$1094  : { 1'h0, \task [83:20] };
+  assign \$1098  = ~ w_ready;
+  assign \$1099  = \task [183:164] - \$signal$859 ;
+  assign \$1100  = $signed(\$1099 ) < $signed(4'h4);
+  assign \$1101  = \task [183:164] - \$signal$859 ;
+  assign \$1102  = \$1100  ? \$1101  : 21'h000004;
+  assign \$1103  = \$signal  + 7'h40;
+  assign \$1105  = \$1103  + \$1104 ;
+  assign \$1106  = rows_now * \task [203:184];
+  assign \$1108  = input_span_first[5:0] + \$1107 ;
+  assign \$1109  = \$1108  + 7'h40;
+  assign \$1110  = \$1109  - 1'h1;
+  assign \$1112  = rows_now * \task [203:184];
+  assign \$1113  = input_span_offset + \$1112 ;
+  assign \$1114  = \$1113  + 6'h20;
+  assign \$1115  = \$1114  - 1'h1;
+  assign \$1117  = ready & lanes_ready;
+  assign \$1118  = ~ busy;
+  assign \$1119  = ~ waiting;
+  assign \$1120  = \$1118  & \$1119 ;
+  assign \$1121  = ! dest;
+  assign \$1122  = dest == 1'h1;
+  assign \$1123  = \$1121  | \$1122 ;
+  assign \$1124  = ~ \$1123 ;
+  assign \$1125  = \$1124  | writer_free;
+  assign \$1126  = \$1120  & \$1125 ;
+  assign \$1127  = \$signal$851  + 7'h40;
+  assign \$1128  = \$1127  + \$signal$884 ;
+  assign \$1129  = drain > 1'h1;
+  assign \$1130  = drain - 1'h1;
+  assign \$1131  = \$1129  ? \$1130  : 6'h00;
+  assign \$1132  = \task [10] ? \task [143:124] : \task [123:104];
+  assign \$1133  = \task [10] ? \task [123:104] : \task [143:124];
+  assign \$1134  = stage ? \$1132  : \$1133 ;
+  assign \$1136  = ! dest;
+  assign \$1137  = dest == 1'h1;
+  assign \$1138  = \$1136  | \$1137 ;
+  assign \$1139  = \$signal$893  << \$signal$904 ;
+  assign \$1140  = \$signal$891  * \$1139 ;
+  assign \$1141  = result_first_0[5:0] + \$1140 ;
+  assign \$1142  = \$1141  + 7'h40;
+  assign \$1143  = \$1142  - 1'h1;
+  assign \$1145  = \task [5:2] == 2'h3;
+  assign \$1146  = \task [10] ? \task [123:104] : \task [143:124];
+  assign \$1147  = \$1145  ? \$1146  : \task [203:184];
+  assign \$1148  = \task [5:2] == 2'h3;
+  assign \$1149  = \$1148  | \task [11];
+  assign \$1150  = ~ busy;
+  assign \$1151  = ~ waiting;
+  assign \$1152  = \$1150  & \$1151 ;
+  assign \$1153  = \$1152  & writer_free;
+  assign \$1154  = \$signal$851  + 7'h40;
+  assign \$1155  = \$1154  + \$signal$884 ;
+  assign \$1156  = \task [10] ? \task [143:124] : \task [123:104];
+  assign \$1157  = \task [10] ? \task [123:104] : \task [143:124];
+  assign \$1158  = stage ? \$1156  : \$1157 ;
+  assign \$1160  = \$signal$893  << \$signal$904 ;
+  assign \$1161  = \$signal$891  * \$1160 ;
+  assign \$1162  = result_first_1[5:0] + \$1161 ;
+  assign \$1163  = \$1162  + 7'h40;
+  assign \$1164  = \$1163  - 1'h1;
+  assign \$1168  = ~ busy;
+  assign \$1169  = ~ waiting;
+  assign \$1170  = \$1168  & \$1169 ;
+  assign \$1171  = \$1170  & writer_free;
+  assign \$1172  = \$signal$851  + 7'h40;
+  assign \$1173  = \$1172  + \task [456:409];
+  assign \$1174  = \$signal$859  + \row$916 ;
+  assign \$1176  = \$1173  + \$1175 ;
+  assign \$1177  = ~ pending;
+  assign \$1178  = src__valid & out__ready;
+  assign \$1179  = \$1178  & out_err;
+  assign \$1180  = \read_error$946  | \$1179 ;
+  assign \$1181  = ! \status$944 ;
+  assign \$1182  = \$1181  & \task [343];
+  assign \$1183  = ! fsm_state;
+  assign \$1184  = fsm_state == 1'h1;
+  assign \$1185  = fsm_state == 2'h2;
+  assign \$1186  = fsm_state == 2'h3;
+  assign \$1187  = fsm_state == 3'h4;
+  assign \$1188  = fsm_state == 3'h5;
+  assign \$1189  = fsm_state == 3'h6;
+  assign \$1190  = fsm_state == 3'h7;
+  assign \$1191  = fsm_state == 4'h8;
+  assign \$1192  = fsm_state == 4'h9;
+  assign \$1193  = fsm_state == 4'ha;
+  assign \$1194  = fsm_state == 4'hb;
+  assign \$1195  = fsm_state == 4'hc;
+  assign \$1196  = fsm_state == 4'hd;
+  assign \$1197  = fsm_state == 4'he;
+  assign \$1198  = fsm_state == 4'hf;
+  assign \$1199  = fsm_state == 5'h10;
+  assign \$1200  = fsm_state == 5'h11;
+  assign \$1201  = fsm_state == 5'h12;
+  assign \$1202  = fsm_state == 5'h13;
+  assign \$1203  = fsm_state == 5'h14;
+  assign \$1204  = fsm_state == 5'h15;
+  assign \$1205  = fsm_state == 5'h16;
+  assign \$1206  = src__valid & out__ready;
+  assign \$1207  = \$1206  & out_err;
+  assign \$1208  = \task [269:206] - 1'h1;
+  assign \$1209  = 1'h1 << regs[259:256];
+  assign \$1210  = \$1209  - 1'h1;
+  assign \$1211  = { 1'h0, \$1208 [15:0] } & \$1210 ;
+  assign \$1212  = $signed(\$1211 ) << regs[265:260];
+  assign \$1213  = $signed({ 1'h0, regs[63:0] }) + $signed(\$1212 );
+  assign \$1214  = \task [269:206] - 1'h1;
+  assign \$1215  = 1'h1 << regs[259:256];
+  assign \$1216  = \$1215  - 1'h1;
+  assign \$1217  = { 1'h0, \$1214 [15:0] } & \$1216 ;
+  assign \$1218  = $signed(\$1217 ) << regs[265:260];
+  assign \$1219  = $signed({ 1'h0, regs[127:64] }) + $signed(\$1218 );
+  assign \$1220  = \task [5:2] == 2'h3;
+  assign \$1221  = \task [5:2] == 2'h2;
+  assign \$1222  = \task [5:2] == 3'h4;
+  assign \$1223  = \task [10] ? \task [143:124] : \task [123:104];
+  assign \$1224  = \task [10] ? \task [123:104] : \task [143:124];
+  assign \$1225  = | \task [341:334];
+  assign \$1226  = ! verdict_status;
+  assign \$1227  = ~ busy;
+  assign \$1228  = ~ waiting;
+  assign \$1229  = \$1227  & \$1228 ;
+  assign \$1230  = \$1229  & writer_free;
+  assign \$1231  = valid & last;
+  assign \$1232  = \task [5:2] == 2'h2;
+  assign \$1233  = ready & lanes_ready;
+  assign \$1234  = | rest_rows;
   assign \$1235  = ~ busy;
   assign \$1236  = ~ waiting;
   assign \$1237  = \$1235  & \$1236 ;
-  assign \$1238  = \$1237  & writer_free;
-  assign \$1239  = valid & last;
-  assign \$1240  = \task [5:2] == 2'h2;
-  assign \$1241  = ready & lanes_ready;
-  assign \$1242  = | rest_rows;
-  assign \$1243  = ~ busy;
-  assign \$1244  = ~ waiting;
-  assign \$1245  = \$1243  & \$1244 ;
-  assign \$1246  = ! dest;
-  assign \$1247  = dest == 1'h1;
-  assign \$1248  = \$1246  | \$1247 ;
-  assign \$1249  = ~ \$1248 ;
-  assign \$1250  = \$1249  | writer_free;
-  assign \$1251  = \$1245  & \$1250 ;
-  assign \$1252  = ! dest;
-  assign \$1253  = dest == 1'h1;
-  assign \$1254  = \$1252  | \$1253 ;
-  assign \$1255  = \$signal$895  << \$signal$906 ;
-  assign \$1256  = \$signal$893  * \$1255 ;
-  assign \$1257  = \$signal$886  + \$1256 ;
-  assign \$1258  = ~ bank;
-  assign \$1259  = ! dest;
-  assign \$1260  = dest == 1'h1;
-  assign \$1261  = \$1259  | \$1260 ;
-  assign \$1262  = dest == 2'h3;
-  assign \$1263  = \row$918  + 1'h1;
-  assign \$1264  = \$1263  < \$signal$893 ;
-  assign \$1265  = \row$918  + 1'h1;
-  assign \$1266  = \task [5:2] == 2'h3;
-  assign \$1267  = ~ busy;
-  assign \$1268  = ~ waiting;
-  assign \$1269  = \$1267  & \$1268 ;
-  assign \$1270  = \$1269  & writer_free;
-  assign \$1271  = \$signal$895  << \$signal$906 ;
-  assign \$1272  = \$signal$893  * \$1271 ;
-  assign \$1273  = \$signal$886  + \$1272 ;
-  assign \$1274  = ~ busy;
-  assign \$1275  = ~ waiting;
-  assign \$1276  = \$1274  & \$1275 ;
-  assign \$1277  = \$1276  & writer_free;
-  assign \$1278  = \row$918  + 1'h1;
-  assign \$1279  = \$1278  < \$signal$893 ;
-  assign \$1280  = \task [5:2] == 2'h3;
-  assign \$1281  = \row$918  + 1'h1;
-  assign \$1282  = \$signal$861  + 3'h4;
-  assign \$1283  = 3'h4 * \task [203:184];
-  assign \$1284  = \$signal$863  + \$1283 ;
-  assign \$1285  = \$signal$861  + 3'h4;
-  assign \$1286  = \$1285  < \task [183:164];
-  assign \$1287  = ~ pending;
+  assign \$1238  = ! dest;
+  assign \$1239  = dest == 1'h1;
+  assign \$1240  = \$1238  | \$1239 ;
+  assign \$1241  = ~ \$1240 ;
+  assign \$1242  = \$1241  | writer_free;
+  assign \$1243  = \$1237  & \$1242 ;
+  assign \$1244  = ! dest;
+  assign \$1245  = dest == 1'h1;
+  assign \$1246  = \$1244  | \$1245 ;
+  assign \$1247  = \$signal$893  << \$signal$904 ;
+  assign \$1248  = \$signal$891  * \$1247 ;
+  assign \$1249  = \$signal$884  + \$1248 ;
+  assign \$1250  = ~ bank;
+  assign \$1251  = ! dest;
+  assign \$1252  = dest == 1'h1;
+  assign \$1253  = \$1251  | \$1252 ;
+  assign \$1254  = dest == 2'h3;
+  assign \$1255  = \row$916  + 1'h1;
+  assign \$1256  = \$1255  < \$signal$891 ;
+  assign \$1257  = \row$916  + 1'h1;
+  assign \$1258  = \task [5:2] == 2'h3;
+  assign \$1259  = ~ busy;
+  assign \$1260  = ~ waiting;
+  assign \$1261  = \$1259  & \$1260 ;
+  assign \$1262  = \$1261  & writer_free;
+  assign \$1263  = \$signal$893  << \$signal$904 ;
+  assign \$1264  = \$signal$891  * \$1263 ;
+  assign \$1265  = \$signal$884  + \$1264 ;
+  assign \$1266  = ~ busy;
+  assign \$1267  = ~ waiting;
+  assign \$1268  = \$1266  & \$1267 ;
+  assign \$1269  = \$1268  & writer_free;
+  assign \$1270  = \row$916  + 1'h1;
+  assign \$1271  = \$1270  < \$signal$891 ;
+  assign \$1272  = \task [5:2] == 2'h3;
+  assign \$1273  = \row$916  + 1'h1;
+  assign \$1274  = \$signal$859  + 3'h4;
+  assign \$1275  = 3'h4 * \task [203:184];
+  assign \$1276  = \$signal$861  + \$1275 ;
+  assign \$1277  = \$signal$859  + 3'h4;
+  assign \$1278  = \$1277  < \task [183:164];
+  assign \$1279  = ~ pending;
   always @(posedge clk)
-    \read_error$948  <= \$1288 ;
+    \read_error$946  <= \$1280 ;
   always @(posedge clk)
-    \task  <= \$1289 ;
+    \task  <= \$1281 ;
   always @(posedge clk)
-    fsm_state <= \$1290 ;
+    fsm_state <= \$1282 ;
   always @(posedge clk)
-    \status$946  <= \$1291 ;
+    \status$944  <= \$1283 ;
   always @(posedge clk)
-    \$signal  <= \$1292 ;
+    \$signal  <= \$1284 ;
   always @(posedge clk)
-    \$signal$853  <= \$1293 ;
+    \$signal$851  <= \$1285 ;
   always @(posedge clk)
-    \$signal$861  <= \$1294 ;
+    \$signal$859  <= \$1286 ;
   always @(posedge clk)
-    \$signal$863  <= \$1295 ;
+    \$signal$861  <= \$1287 ;
   always @(posedge clk)
-    \$signal$886  <= \$1296 ;
+    \$signal$884  <= \$1288 ;
   always @(posedge clk)
-    \$signal$906  <= \$1297 ;
+    \$signal$904  <= \$1289 ;
   always @(posedge clk)
-    \$signal$895  <= \$1298 ;
+    \$signal$893  <= \$1290 ;
   always @(posedge clk)
-    \$signal$893  <= \$1299 ;
+    \$signal$891  <= \$1291 ;
   always @(posedge clk)
-    stage <= \$1300 ;
+    stage <= \$1292 ;
   always @(posedge clk)
-    \row$918  <= \$1301 ;
+    \row$916  <= \$1293 ;
   always @(posedge clk)
-    bank <= \$1302 ;
+    bank <= \$1294 ;
   always @(posedge clk)
-    anchor_m0 <= \$1303 ;
+    anchor_m0 <= \$1295 ;
   always @(posedge clk)
-    anchor_m1 <= \$1304 ;
+    anchor_m1 <= \$1296 ;
   always @(posedge clk)
-    anchor_m2 <= \$1305 ;
+    anchor_m2 <= \$1297 ;
   always @(posedge clk)
-    anchor_m3 <= \$1306 ;
+    anchor_m3 <= \$1298 ;
   always @(posedge clk)
-    anchor_l0 <= \$1307 ;
+    anchor_l0 <= \$1299 ;
   always @(posedge clk)
-    anchor_l1 <= \$1308 ;
+    anchor_l1 <= \$1300 ;
   always @(posedge clk)
-    anchor_l2 <= \$1309 ;
+    anchor_l2 <= \$1301 ;
   always @(posedge clk)
-    anchor_l3 <= \$1310 ;
+    anchor_l3 <= \$1302 ;
   \ndp_device.control_unit.chunks  chunks (
     .acc_addr0(acc_addr),
     .acc_addr1(acc_addr1),
     .active0(active),
     .active1(active1),
-    .addr(\$22 [63:0]),
+    .addr(\addr$127 ),
     .clk(clk),
     .col(col),
     .cols_dim(cols_dim),
@@ -6542,7 +6642,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .run_log2(run_log2),
     .sets(sets),
     .split(split),
-    .start(\start$876 ),
+    .start(\start$874 ),
     .t_first(t_first),
     .t_fold_adds(t_fold_adds),
     .t_level(t_level),
@@ -6566,17 +6666,17 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .cycle(cycle),
     .done_status(done_status),
     .done_store(report_store),
-    .hold(\hold$954 ),
+    .hold(\hold$952 ),
     .irq(irq),
-    .line(\line$967 ),
+    .line(\line$965 ),
     .line_addr(line_addr),
     .line_start(line_start),
     .pending(pending),
-    .\port$13692$0 (\$1311 ),
-    .\port$13921$289 (queues__0[289]),
-    .\port$13923$289 (queues__1[289]),
-    .\port$13925$289 (queues__2[289]),
-    .\port$13927$289 (queues__3[289]),
+    .\port$13533$0 (\$1303 ),
+    .\port$13762$289 (queues__0[289]),
+    .\port$13764$289 (queues__1[289]),
+    .\port$13766$289 (queues__2[289]),
+    .\port$13768$289 (queues__3[289]),
     .queue(queue),
     .quiet(quiet),
     .r_en(reported),
@@ -6665,7 +6765,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .side_err(bus__rresp[1]),
     .side_valid(side_valid),
     .take(take),
-    .\task (\task$984 ),
+    .\task (\task$982 ),
     .task_valid(task_valid),
     .verdict_status(verdict_status),
     .verdict_take(verdict_take),
@@ -6679,9 +6779,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .out__strb(src__strb),
     .out__valid(\src__valid$82 ),
     .rst(rst),
-    .start(\start$260 ),
+    .start(\start$258 ),
     .w_bytes(w_bytes),
-    .w_data(\w_data$247 ),
+    .w_data(\w_data$245 ),
     .w_last(w_last),
     .w_ready(w_ready),
     .w_valid(w_valid)
@@ -6691,10 +6791,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .cols_dim(cols_dim),
     .full_groups(full_groups),
     .has_full(has_full),
-    .k(k),
     .load(load),
     .main_elems(main_elems),
-    .n(n),
     .n_words(n_words),
     .pack_log2(pack_log2),
     .pipe_busy(pipe_busy),
@@ -6702,15 +6800,15 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .rest_rows(rest_rows),
     .rst(rst),
     .run_log2(run_log2),
-    .\sets$32 (sets),
+    .sets(sets),
     .sets_used__0(sets_used__0),
     .sets_used__1(sets_used__1),
+    .sizes(sizes),
     .split(split),
     .t_fold_adds(t_fold_adds),
     .t_level(t_level),
     .t_scalar(t_scalar),
-    .trans(trans),
-    .trans_in(trans_in)
+    .trans(trans)
   );
   \ndp_device.control_unit.reader  reader (
     .addr(bus__araddr),
@@ -6735,14 +6833,14 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .w_data(bus__rdata)
   );
   \ndp_device.control_unit.readout  readout (
-    .acc_we(\acc_we$912 ),
-    .bank(\bank$902 ),
+    .acc_we(\acc_we$910 ),
+    .bank(\bank$900 ),
     .busy(busy),
     .clk(clk),
     .delay(delay),
-    .dest(\dest$891 ),
+    .dest(\dest$889 ),
     .done(done),
-    .first(\first$904 ),
+    .first(\first$902 ),
     .fold_bank(fold_bank),
     .fold_n_cols(fold_n_cols),
     .fold_n_words(fold_n_words),
@@ -6753,40 +6851,40 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .fold_sets1(fold_sets1),
     .fold_valid(fold_valid),
     .fold_word(fold_word),
-    .in_we(\in_we$907 ),
-    .lines(\lines$905 ),
-    .n(\n$894 ),
-    .n_words(\n_words$896 ),
-    .pack_log2(\pack_log2$901 ),
+    .in_we(\in_we$905 ),
+    .lines(\lines$903 ),
+    .n(n),
+    .n_words(\n_words$894 ),
+    .pack_log2(\pack_log2$899 ),
     .rd_in_data(rd_in_data),
     .rd_row(buf_row),
     .results(results),
-    .rows(\rows$892 ),
+    .rows(\rows$890 ),
     .rst(rst),
-    .run_addr(\run_addr$257 ),
-    .run_lines(\run_lines$259 ),
+    .run_addr(\run_addr$255 ),
+    .run_lines(\run_lines$257 ),
     .run_offset(run_offset),
-    .run_start(\run_start$253 ),
-    .sets(\sets$897 ),
+    .run_start(\run_start$251 ),
+    .sets(\sets$895 ),
     .sets1(sets1),
     .source(source),
-    .start(\start$887 ),
+    .start(\start$885 ),
     .sum_fp16(sum_fp16),
     .sum_fp32(sum_fp32),
     .sum_ready(sum_ready),
     .sum_valid(sum_valid),
-    .w_bytes(\w_bytes$250 ),
-    .w_data(\w_data$248 ),
-    .w_last(\w_last$252 ),
+    .w_bytes(\w_bytes$248 ),
+    .w_data(\w_data$246 ),
+    .w_last(\w_last$250 ),
     .w_ready(w_ready),
-    .w_valid(\w_valid$244 ),
+    .w_valid(\w_valid$242 ),
     .waiting(waiting),
-    .waiting_results(\hold$954 ),
+    .waiting_results(\hold$952 ),
     .word(buf_word)
   );
   \ndp_device.control_unit.softmax  softmax (
     .clk(clk),
-    .done(\done$989 ),
+    .done(\done$987 ),
     .dst_addr(dst_addr),
     .\dst_data$425 (dst_data),
     .dst_en(dst_en),
@@ -6797,10 +6895,10 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .rst(rst),
     .src_addr(src_addr),
     .src_data(src_data),
-    .start(\start$924 )
+    .start(\start$922 )
   );
   \ndp_device.control_unit.unpacker  unpacker (
-    .beats(\beats$858 ),
+    .beats(\beats$856 ),
     .chunk_d0(data),
     .clk(clk),
     .col(col),
@@ -6808,7 +6906,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .count(count),
     .hold(hold),
     .last(last),
-    .offset(\offset$855 ),
+    .offset(\offset$853 ),
     .pair(pair),
     .pair_chunk_d0(pair_data),
     .pair_count(pair_count),
@@ -6819,12 +6917,12 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .rst(rst),
     .src__data(src__data),
     .src__valid(src__valid),
-    .start(\start$854 ),
+    .start(\start$852 ),
     .valid(valid)
   );
   \ndp_device.control_unit.writer  writer (
     .addr(bus__awaddr),
-    .\addr$55 (\addr$256 ),
+    .\addr$55 (\addr$254 ),
     .bus__awlen(bus__awlen),
     .bus__awready(bus__awready),
     .bus__awvalid(bus__awvalid),
@@ -6839,8 +6937,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .clk(clk),
     .from_stream(from_stream),
     .idle(idle),
-    .line(\line$939 ),
-    .lines(\lines$258 ),
+    .line(\line$937 ),
+    .lines(\lines$256 ),
     .quiet(quiet),
     .report(report),
     .reported(reported),
@@ -6850,36 +6948,36 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .src__ready(\out__ready$78 ),
     .src__strb(src__strb),
     .src__valid(\src__valid$82 ),
-    .start(\start$254 ),
+    .start(\start$252 ),
     .strb(strb),
     .write_error(write_error)
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     (* full_case = 32'd1 *)
-    casez (\row$918 )
+    casez (\row$916 )
       2'h0:
-          \$1174  = anchor_m0;
+          \$1166  = anchor_m0;
       2'h1:
-          \$1174  = anchor_m1;
+          \$1166  = anchor_m1;
       2'h2:
-          \$1174  = anchor_m2;
+          \$1166  = anchor_m2;
       2'h3:
-          \$1174  = anchor_m3;
+          \$1166  = anchor_m3;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     (* full_case = 32'd1 *)
-    casez (\row$918 )
+    casez (\row$916 )
       2'h0:
-          \$1175  = anchor_l0;
+          \$1167  = anchor_l0;
       2'h1:
-          \$1175  = anchor_l1;
+          \$1167  = anchor_l1;
       2'h2:
-          \$1175  = anchor_l2;
+          \$1167  = anchor_l2;
       2'h3:
-          \$1175  = anchor_l3;
+          \$1167  = anchor_l3;
     endcase
   end
   always @* begin
@@ -6898,7 +6996,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    w_valid = \w_valid$244 ;
+    w_valid = \w_valid$242 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -6914,7 +7012,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \w_data$247  = \w_data$248 ;
+    \w_data$245  = \w_data$246 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -6925,12 +7023,12 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h05:
           /* empty */;
       5'h06:
-          \w_data$247  = { 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, data };
+          \w_data$245  = { 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, data };
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    w_bytes = \w_bytes$250 ;
+    w_bytes = \w_bytes$248 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -6941,12 +7039,12 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h05:
           /* empty */;
       5'h06:
-          w_bytes = { 1'h0, \$1105  };
+          w_bytes = { 1'h0, \$1097  };
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    w_last = \w_last$252 ;
+    w_last = \w_last$250 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -6962,9 +7060,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \start$254  = 1'h0;
-    if (\run_start$253 ) begin
-      \start$254  = 1'h1;
+    \start$252  = 1'h0;
+    if (\run_start$251 ) begin
+      \start$252  = 1'h1;
     end
     casez (fsm_state)
       5'h00:
@@ -6974,8 +7072,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h03:
           /* empty */;
       5'h05:
-          if (\$1085 ) begin
-            \start$254  = 1'h1;
+          if (\$1077 ) begin
+            \start$252  = 1'h1;
           end
       5'h06:
           /* empty */;
@@ -7008,18 +7106,18 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h15:
           /* empty */;
       5'h13:
-          if (\$1179 ) begin
-            \start$254  = 1'h1;
+          if (\$1171 ) begin
+            \start$252  = 1'h1;
           end
     endcase
     if (line_start) begin
-      \start$254  = 1'h1;
+      \start$252  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     from_stream = 1'h0;
-    if (\run_start$253 ) begin
+    if (\run_start$251 ) begin
       from_stream = 1'h1;
     end
     casez (fsm_state)
@@ -7030,16 +7128,16 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h03:
           /* empty */;
       5'h05:
-          if (\$1085 ) begin
+          if (\$1077 ) begin
             from_stream = 1'h1;
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \addr$256  = 64'h0000000000000000;
-    if (\run_start$253 ) begin
-      \addr$256  = \run_addr$257 ;
+    \addr$254  = 64'h0000000000000000;
+    if (\run_start$251 ) begin
+      \addr$254  = \run_addr$255 ;
     end
     casez (fsm_state)
       5'h00:
@@ -7049,8 +7147,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h03:
           /* empty */;
       5'h05:
-          if (\$1085 ) begin
-            \addr$256  = \$1101 [63:0];
+          if (\$1077 ) begin
+            \addr$254  = \$1093 [63:0];
           end
       5'h06:
           /* empty */;
@@ -7083,19 +7181,19 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h15:
           /* empty */;
       5'h13:
-          if (\$1179 ) begin
-            \addr$256  = \$1184 [63:0];
+          if (\$1171 ) begin
+            \addr$254  = \$1176 [63:0];
           end
     endcase
     if (line_start) begin
-      \addr$256  = line_addr;
+      \addr$254  = line_addr;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \lines$258  = 32'd0;
-    if (\run_start$253 ) begin
-      \lines$258  = \run_lines$259 ;
+    \lines$256  = 32'd0;
+    if (\run_start$251 ) begin
+      \lines$256  = \run_lines$257 ;
     end
     casez (fsm_state)
       5'h00:
@@ -7105,16 +7203,16 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h03:
           /* empty */;
       5'h05:
-          if (\$1085 ) begin
-            \lines$258  = { 12'h000, \task [103:84] };
+          if (\$1077 ) begin
+            \lines$256  = { 12'h000, \task [103:84] };
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \start$260  = 1'h0;
-    if (\run_start$253 ) begin
-      \start$260  = 1'h1;
+    \start$258  = 1'h0;
+    if (\run_start$251 ) begin
+      \start$258  = 1'h1;
     end
     casez (fsm_state)
       5'h00:
@@ -7124,15 +7222,15 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h03:
           /* empty */;
       5'h05:
-          if (\$1085 ) begin
-            \start$260  = 1'h1;
+          if (\$1077 ) begin
+            \start$258  = 1'h1;
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     offset = 6'h00;
-    if (\run_start$253 ) begin
+    if (\run_start$251 ) begin
       offset = run_offset;
     end
     casez (fsm_state)
@@ -7143,489 +7241,489 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h03:
           /* empty */;
       5'h05:
-          if (\$1085 ) begin
-            offset = \$1103 [5:0];
+          if (\$1077 ) begin
+            offset = \$1095 [5:0];
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     (* full_case = 32'd1 *)
-    if (\$49 ) begin
+    if (\$41 ) begin
       widened_0 = 32'd2143289344;
-    end else if (\$50 ) begin
+    end else if (\$42 ) begin
       widened_0 = { rd_in_data[15], 31'h7f800000 };
-    end else if (\$54 ) begin
+    end else if (\$46 ) begin
       widened_0 = { rd_in_data[15], 31'h00000000 };
-    end else if (\$55 ) begin
-      widened_0 = { rd_in_data[15], \$56 , \$46 [9:0], 13'h0000 };
+    end else if (\$47 ) begin
+      widened_0 = { rd_in_data[15], \$48 , \$38 [9:0], 13'h0000 };
     end else begin
-      widened_0 = { rd_in_data[15], \$57 , rd_in_data[9:0], 13'h0000 };
+      widened_0 = { rd_in_data[15], \$49 , rd_in_data[9:0], 13'h0000 };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     (* full_case = 32'd1 *)
-    if (\$82 ) begin
+    if (\$74 ) begin
       widened_1 = 32'd2143289344;
-    end else if (\$83 ) begin
+    end else if (\$75 ) begin
       widened_1 = { rd_in_data[31], 31'h7f800000 };
-    end else if (\$87 ) begin
+    end else if (\$79 ) begin
       widened_1 = { rd_in_data[31], 31'h00000000 };
-    end else if (\$88 ) begin
-      widened_1 = { rd_in_data[31], \$89 , \$79 [9:0], 13'h0000 };
+    end else if (\$80 ) begin
+      widened_1 = { rd_in_data[31], \$81 , \$71 [9:0], 13'h0000 };
     end else begin
-      widened_1 = { rd_in_data[31], \$90 , rd_in_data[25:16], 13'h0000 };
+      widened_1 = { rd_in_data[31], \$82 , rd_in_data[25:16], 13'h0000 };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     (* full_case = 32'd1 *)
-    if (\$115 ) begin
+    if (\$107 ) begin
       widened_2 = 32'd2143289344;
-    end else if (\$116 ) begin
+    end else if (\$108 ) begin
       widened_2 = { rd_in_data[47], 31'h7f800000 };
-    end else if (\$120 ) begin
+    end else if (\$112 ) begin
       widened_2 = { rd_in_data[47], 31'h00000000 };
-    end else if (\$121 ) begin
-      widened_2 = { rd_in_data[47], \$122 , \$112 [9:0], 13'h0000 };
+    end else if (\$113 ) begin
+      widened_2 = { rd_in_data[47], \$114 , \$104 [9:0], 13'h0000 };
     end else begin
-      widened_2 = { rd_in_data[47], \$123 , rd_in_data[41:32], 13'h0000 };
+      widened_2 = { rd_in_data[47], \$115 , rd_in_data[41:32], 13'h0000 };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     (* full_case = 32'd1 *)
-    if (\$148 ) begin
+    if (\$140 ) begin
       widened_3 = 32'd2143289344;
-    end else if (\$149 ) begin
+    end else if (\$141 ) begin
       widened_3 = { rd_in_data[63], 31'h7f800000 };
-    end else if (\$153 ) begin
+    end else if (\$145 ) begin
       widened_3 = { rd_in_data[63], 31'h00000000 };
-    end else if (\$154 ) begin
-      widened_3 = { rd_in_data[63], \$155 , \$145 [9:0], 13'h0000 };
+    end else if (\$146 ) begin
+      widened_3 = { rd_in_data[63], \$147 , \$137 [9:0], 13'h0000 };
     end else begin
-      widened_3 = { rd_in_data[63], \$156 , rd_in_data[57:48], 13'h0000 };
+      widened_3 = { rd_in_data[63], \$148 , rd_in_data[57:48], 13'h0000 };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     (* full_case = 32'd1 *)
-    if (\$181 ) begin
+    if (\$173 ) begin
       widened_4 = 32'd2143289344;
-    end else if (\$182 ) begin
+    end else if (\$174 ) begin
       widened_4 = { rd_in_data[79], 31'h7f800000 };
-    end else if (\$186 ) begin
+    end else if (\$178 ) begin
       widened_4 = { rd_in_data[79], 31'h00000000 };
-    end else if (\$187 ) begin
-      widened_4 = { rd_in_data[79], \$188 , \$178 [9:0], 13'h0000 };
+    end else if (\$179 ) begin
+      widened_4 = { rd_in_data[79], \$180 , \$170 [9:0], 13'h0000 };
     end else begin
-      widened_4 = { rd_in_data[79], \$189 , rd_in_data[73:64], 13'h0000 };
+      widened_4 = { rd_in_data[79], \$181 , rd_in_data[73:64], 13'h0000 };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     (* full_case = 32'd1 *)
-    if (\$214 ) begin
+    if (\$206 ) begin
       widened_5 = 32'd2143289344;
-    end else if (\$215 ) begin
+    end else if (\$207 ) begin
       widened_5 = { rd_in_data[95], 31'h7f800000 };
-    end else if (\$219 ) begin
+    end else if (\$211 ) begin
       widened_5 = { rd_in_data[95], 31'h00000000 };
-    end else if (\$220 ) begin
-      widened_5 = { rd_in_data[95], \$221 , \$211 [9:0], 13'h0000 };
+    end else if (\$212 ) begin
+      widened_5 = { rd_in_data[95], \$213 , \$203 [9:0], 13'h0000 };
     end else begin
-      widened_5 = { rd_in_data[95], \$222 , rd_in_data[89:80], 13'h0000 };
+      widened_5 = { rd_in_data[95], \$214 , rd_in_data[89:80], 13'h0000 };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     (* full_case = 32'd1 *)
-    if (\$247 ) begin
+    if (\$239 ) begin
       widened_6 = 32'd2143289344;
-    end else if (\$248 ) begin
+    end else if (\$240 ) begin
       widened_6 = { rd_in_data[111], 31'h7f800000 };
-    end else if (\$252 ) begin
+    end else if (\$244 ) begin
       widened_6 = { rd_in_data[111], 31'h00000000 };
-    end else if (\$253 ) begin
-      widened_6 = { rd_in_data[111], \$254 , \$244 [9:0], 13'h0000 };
+    end else if (\$245 ) begin
+      widened_6 = { rd_in_data[111], \$246 , \$236 [9:0], 13'h0000 };
     end else begin
-      widened_6 = { rd_in_data[111], \$255 , rd_in_data[105:96], 13'h0000 };
+      widened_6 = { rd_in_data[111], \$247 , rd_in_data[105:96], 13'h0000 };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     (* full_case = 32'd1 *)
-    if (\$280 ) begin
+    if (\$272 ) begin
       widened_7 = 32'd2143289344;
-    end else if (\$281 ) begin
+    end else if (\$273 ) begin
       widened_7 = { rd_in_data[127], 31'h7f800000 };
-    end else if (\$285 ) begin
+    end else if (\$277 ) begin
       widened_7 = { rd_in_data[127], 31'h00000000 };
-    end else if (\$286 ) begin
-      widened_7 = { rd_in_data[127], \$287 , \$277 [9:0], 13'h0000 };
+    end else if (\$278 ) begin
+      widened_7 = { rd_in_data[127], \$279 , \$269 [9:0], 13'h0000 };
     end else begin
-      widened_7 = { rd_in_data[127], \$288 , rd_in_data[121:112], 13'h0000 };
+      widened_7 = { rd_in_data[127], \$280 , rd_in_data[121:112], 13'h0000 };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     (* full_case = 32'd1 *)
-    if (\$313 ) begin
+    if (\$305 ) begin
       widened_8 = 32'd2143289344;
-    end else if (\$314 ) begin
+    end else if (\$306 ) begin
       widened_8 = { rd_in_data[143], 31'h7f800000 };
-    end else if (\$318 ) begin
+    end else if (\$310 ) begin
       widened_8 = { rd_in_data[143], 31'h00000000 };
-    end else if (\$319 ) begin
-      widened_8 = { rd_in_data[143], \$320 , \$310 [9:0], 13'h0000 };
+    end else if (\$311 ) begin
+      widened_8 = { rd_in_data[143], \$312 , \$302 [9:0], 13'h0000 };
     end else begin
-      widened_8 = { rd_in_data[143], \$321 , rd_in_data[137:128], 13'h0000 };
+      widened_8 = { rd_in_data[143], \$313 , rd_in_data[137:128], 13'h0000 };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     (* full_case = 32'd1 *)
-    if (\$346 ) begin
+    if (\$338 ) begin
       widened_9 = 32'd2143289344;
-    end else if (\$347 ) begin
+    end else if (\$339 ) begin
       widened_9 = { rd_in_data[159], 31'h7f800000 };
-    end else if (\$351 ) begin
+    end else if (\$343 ) begin
       widened_9 = { rd_in_data[159], 31'h00000000 };
-    end else if (\$352 ) begin
-      widened_9 = { rd_in_data[159], \$353 , \$343 [9:0], 13'h0000 };
+    end else if (\$344 ) begin
+      widened_9 = { rd_in_data[159], \$345 , \$335 [9:0], 13'h0000 };
     end else begin
-      widened_9 = { rd_in_data[159], \$354 , rd_in_data[153:144], 13'h0000 };
+      widened_9 = { rd_in_data[159], \$346 , rd_in_data[153:144], 13'h0000 };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     (* full_case = 32'd1 *)
-    if (\$379 ) begin
+    if (\$371 ) begin
       widened_10 = 32'd2143289344;
-    end else if (\$380 ) begin
+    end else if (\$372 ) begin
       widened_10 = { rd_in_data[175], 31'h7f800000 };
-    end else if (\$384 ) begin
+    end else if (\$376 ) begin
       widened_10 = { rd_in_data[175], 31'h00000000 };
-    end else if (\$385 ) begin
-      widened_10 = { rd_in_data[175], \$386 , \$376 [9:0], 13'h0000 };
+    end else if (\$377 ) begin
+      widened_10 = { rd_in_data[175], \$378 , \$368 [9:0], 13'h0000 };
     end else begin
-      widened_10 = { rd_in_data[175], \$387 , rd_in_data[169:160], 13'h0000 };
+      widened_10 = { rd_in_data[175], \$379 , rd_in_data[169:160], 13'h0000 };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     (* full_case = 32'd1 *)
-    if (\$412 ) begin
+    if (\$404 ) begin
       widened_11 = 32'd2143289344;
-    end else if (\$413 ) begin
+    end else if (\$405 ) begin
       widened_11 = { rd_in_data[191], 31'h7f800000 };
-    end else if (\$417 ) begin
+    end else if (\$409 ) begin
       widened_11 = { rd_in_data[191], 31'h00000000 };
-    end else if (\$418 ) begin
-      widened_11 = { rd_in_data[191], \$419 , \$409 [9:0], 13'h0000 };
+    end else if (\$410 ) begin
+      widened_11 = { rd_in_data[191], \$411 , \$401 [9:0], 13'h0000 };
     end else begin
-      widened_11 = { rd_in_data[191], \$420 , rd_in_data[185:176], 13'h0000 };
+      widened_11 = { rd_in_data[191], \$412 , rd_in_data[185:176], 13'h0000 };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     (* full_case = 32'd1 *)
-    if (\$445 ) begin
+    if (\$437 ) begin
       widened_12 = 32'd2143289344;
-    end else if (\$446 ) begin
+    end else if (\$438 ) begin
       widened_12 = { rd_in_data[207], 31'h7f800000 };
-    end else if (\$450 ) begin
+    end else if (\$442 ) begin
       widened_12 = { rd_in_data[207], 31'h00000000 };
-    end else if (\$451 ) begin
-      widened_12 = { rd_in_data[207], \$452 , \$442 [9:0], 13'h0000 };
+    end else if (\$443 ) begin
+      widened_12 = { rd_in_data[207], \$444 , \$434 [9:0], 13'h0000 };
     end else begin
-      widened_12 = { rd_in_data[207], \$453 , rd_in_data[201:192], 13'h0000 };
+      widened_12 = { rd_in_data[207], \$445 , rd_in_data[201:192], 13'h0000 };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     (* full_case = 32'd1 *)
-    if (\$478 ) begin
+    if (\$470 ) begin
       widened_13 = 32'd2143289344;
-    end else if (\$479 ) begin
+    end else if (\$471 ) begin
       widened_13 = { rd_in_data[223], 31'h7f800000 };
-    end else if (\$483 ) begin
+    end else if (\$475 ) begin
       widened_13 = { rd_in_data[223], 31'h00000000 };
-    end else if (\$484 ) begin
-      widened_13 = { rd_in_data[223], \$485 , \$475 [9:0], 13'h0000 };
+    end else if (\$476 ) begin
+      widened_13 = { rd_in_data[223], \$477 , \$467 [9:0], 13'h0000 };
     end else begin
-      widened_13 = { rd_in_data[223], \$486 , rd_in_data[217:208], 13'h0000 };
+      widened_13 = { rd_in_data[223], \$478 , rd_in_data[217:208], 13'h0000 };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     (* full_case = 32'd1 *)
-    if (\$511 ) begin
+    if (\$503 ) begin
       widened_14 = 32'd2143289344;
-    end else if (\$512 ) begin
+    end else if (\$504 ) begin
       widened_14 = { rd_in_data[239], 31'h7f800000 };
-    end else if (\$516 ) begin
+    end else if (\$508 ) begin
       widened_14 = { rd_in_data[239], 31'h00000000 };
-    end else if (\$517 ) begin
-      widened_14 = { rd_in_data[239], \$518 , \$508 [9:0], 13'h0000 };
+    end else if (\$509 ) begin
+      widened_14 = { rd_in_data[239], \$510 , \$500 [9:0], 13'h0000 };
     end else begin
-      widened_14 = { rd_in_data[239], \$519 , rd_in_data[233:224], 13'h0000 };
+      widened_14 = { rd_in_data[239], \$511 , rd_in_data[233:224], 13'h0000 };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     (* full_case = 32'd1 *)
-    if (\$544 ) begin
+    if (\$536 ) begin
       widened_15 = 32'd2143289344;
-    end else if (\$545 ) begin
+    end else if (\$537 ) begin
       widened_15 = { rd_in_data[255], 31'h7f800000 };
-    end else if (\$549 ) begin
+    end else if (\$541 ) begin
       widened_15 = { rd_in_data[255], 31'h00000000 };
-    end else if (\$550 ) begin
-      widened_15 = { rd_in_data[255], \$551 , \$541 [9:0], 13'h0000 };
+    end else if (\$542 ) begin
+      widened_15 = { rd_in_data[255], \$543 , \$533 [9:0], 13'h0000 };
     end else begin
-      widened_15 = { rd_in_data[255], \$552 , rd_in_data[249:240], 13'h0000 };
+      widened_15 = { rd_in_data[255], \$544 , rd_in_data[249:240], 13'h0000 };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     (* full_case = 32'd1 *)
-    if (\$577 ) begin
+    if (\$569 ) begin
       widened_16 = 32'd2143289344;
-    end else if (\$578 ) begin
+    end else if (\$570 ) begin
       widened_16 = { rd_in_data[271], 31'h7f800000 };
-    end else if (\$582 ) begin
+    end else if (\$574 ) begin
       widened_16 = { rd_in_data[271], 31'h00000000 };
-    end else if (\$583 ) begin
-      widened_16 = { rd_in_data[271], \$584 , \$574 [9:0], 13'h0000 };
+    end else if (\$575 ) begin
+      widened_16 = { rd_in_data[271], \$576 , \$566 [9:0], 13'h0000 };
     end else begin
-      widened_16 = { rd_in_data[271], \$585 , rd_in_data[265:256], 13'h0000 };
+      widened_16 = { rd_in_data[271], \$577 , rd_in_data[265:256], 13'h0000 };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     (* full_case = 32'd1 *)
-    if (\$610 ) begin
+    if (\$602 ) begin
       widened_17 = 32'd2143289344;
-    end else if (\$611 ) begin
+    end else if (\$603 ) begin
       widened_17 = { rd_in_data[287], 31'h7f800000 };
-    end else if (\$615 ) begin
+    end else if (\$607 ) begin
       widened_17 = { rd_in_data[287], 31'h00000000 };
-    end else if (\$616 ) begin
-      widened_17 = { rd_in_data[287], \$617 , \$607 [9:0], 13'h0000 };
+    end else if (\$608 ) begin
+      widened_17 = { rd_in_data[287], \$609 , \$599 [9:0], 13'h0000 };
     end else begin
-      widened_17 = { rd_in_data[287], \$618 , rd_in_data[281:272], 13'h0000 };
+      widened_17 = { rd_in_data[287], \$610 , rd_in_data[281:272], 13'h0000 };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     (* full_case = 32'd1 *)
-    if (\$643 ) begin
+    if (\$635 ) begin
       widened_18 = 32'd2143289344;
-    end else if (\$644 ) begin
+    end else if (\$636 ) begin
       widened_18 = { rd_in_data[303], 31'h7f800000 };
-    end else if (\$648 ) begin
+    end else if (\$640 ) begin
       widened_18 = { rd_in_data[303], 31'h00000000 };
-    end else if (\$649 ) begin
-      widened_18 = { rd_in_data[303], \$650 , \$640 [9:0], 13'h0000 };
+    end else if (\$641 ) begin
+      widened_18 = { rd_in_data[303], \$642 , \$632 [9:0], 13'h0000 };
     end else begin
-      widened_18 = { rd_in_data[303], \$651 , rd_in_data[297:288], 13'h0000 };
+      widened_18 = { rd_in_data[303], \$643 , rd_in_data[297:288], 13'h0000 };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     (* full_case = 32'd1 *)
-    if (\$676 ) begin
+    if (\$668 ) begin
       widened_19 = 32'd2143289344;
-    end else if (\$677 ) begin
+    end else if (\$669 ) begin
       widened_19 = { rd_in_data[319], 31'h7f800000 };
-    end else if (\$681 ) begin
+    end else if (\$673 ) begin
       widened_19 = { rd_in_data[319], 31'h00000000 };
-    end else if (\$682 ) begin
-      widened_19 = { rd_in_data[319], \$683 , \$673 [9:0], 13'h0000 };
+    end else if (\$674 ) begin
+      widened_19 = { rd_in_data[319], \$675 , \$665 [9:0], 13'h0000 };
     end else begin
-      widened_19 = { rd_in_data[319], \$684 , rd_in_data[313:304], 13'h0000 };
+      widened_19 = { rd_in_data[319], \$676 , rd_in_data[313:304], 13'h0000 };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     (* full_case = 32'd1 *)
-    if (\$709 ) begin
+    if (\$701 ) begin
       widened_20 = 32'd2143289344;
-    end else if (\$710 ) begin
+    end else if (\$702 ) begin
       widened_20 = { rd_in_data[335], 31'h7f800000 };
-    end else if (\$714 ) begin
+    end else if (\$706 ) begin
       widened_20 = { rd_in_data[335], 31'h00000000 };
-    end else if (\$715 ) begin
-      widened_20 = { rd_in_data[335], \$716 , \$706 [9:0], 13'h0000 };
+    end else if (\$707 ) begin
+      widened_20 = { rd_in_data[335], \$708 , \$698 [9:0], 13'h0000 };
     end else begin
-      widened_20 = { rd_in_data[335], \$717 , rd_in_data[329:320], 13'h0000 };
+      widened_20 = { rd_in_data[335], \$709 , rd_in_data[329:320], 13'h0000 };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     (* full_case = 32'd1 *)
-    if (\$742 ) begin
+    if (\$734 ) begin
       widened_21 = 32'd2143289344;
-    end else if (\$743 ) begin
+    end else if (\$735 ) begin
       widened_21 = { rd_in_data[351], 31'h7f800000 };
-    end else if (\$747 ) begin
+    end else if (\$739 ) begin
       widened_21 = { rd_in_data[351], 31'h00000000 };
-    end else if (\$748 ) begin
-      widened_21 = { rd_in_data[351], \$749 , \$739 [9:0], 13'h0000 };
+    end else if (\$740 ) begin
+      widened_21 = { rd_in_data[351], \$741 , \$731 [9:0], 13'h0000 };
     end else begin
-      widened_21 = { rd_in_data[351], \$750 , rd_in_data[345:336], 13'h0000 };
+      widened_21 = { rd_in_data[351], \$742 , rd_in_data[345:336], 13'h0000 };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     (* full_case = 32'd1 *)
-    if (\$775 ) begin
+    if (\$767 ) begin
       widened_22 = 32'd2143289344;
-    end else if (\$776 ) begin
+    end else if (\$768 ) begin
       widened_22 = { rd_in_data[367], 31'h7f800000 };
-    end else if (\$780 ) begin
+    end else if (\$772 ) begin
       widened_22 = { rd_in_data[367], 31'h00000000 };
-    end else if (\$781 ) begin
-      widened_22 = { rd_in_data[367], \$782 , \$772 [9:0], 13'h0000 };
+    end else if (\$773 ) begin
+      widened_22 = { rd_in_data[367], \$774 , \$764 [9:0], 13'h0000 };
     end else begin
-      widened_22 = { rd_in_data[367], \$783 , rd_in_data[361:352], 13'h0000 };
+      widened_22 = { rd_in_data[367], \$775 , rd_in_data[361:352], 13'h0000 };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     (* full_case = 32'd1 *)
-    if (\$808 ) begin
+    if (\$800 ) begin
       widened_23 = 32'd2143289344;
-    end else if (\$809 ) begin
+    end else if (\$801 ) begin
       widened_23 = { rd_in_data[383], 31'h7f800000 };
-    end else if (\$813 ) begin
+    end else if (\$805 ) begin
       widened_23 = { rd_in_data[383], 31'h00000000 };
-    end else if (\$814 ) begin
-      widened_23 = { rd_in_data[383], \$815 , \$805 [9:0], 13'h0000 };
+    end else if (\$806 ) begin
+      widened_23 = { rd_in_data[383], \$807 , \$797 [9:0], 13'h0000 };
     end else begin
-      widened_23 = { rd_in_data[383], \$816 , rd_in_data[377:368], 13'h0000 };
+      widened_23 = { rd_in_data[383], \$808 , rd_in_data[377:368], 13'h0000 };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     (* full_case = 32'd1 *)
-    if (\$841 ) begin
+    if (\$833 ) begin
       widened_24 = 32'd2143289344;
-    end else if (\$842 ) begin
+    end else if (\$834 ) begin
       widened_24 = { rd_in_data[399], 31'h7f800000 };
-    end else if (\$846 ) begin
+    end else if (\$838 ) begin
       widened_24 = { rd_in_data[399], 31'h00000000 };
-    end else if (\$847 ) begin
-      widened_24 = { rd_in_data[399], \$848 , \$838 [9:0], 13'h0000 };
+    end else if (\$839 ) begin
+      widened_24 = { rd_in_data[399], \$840 , \$830 [9:0], 13'h0000 };
     end else begin
-      widened_24 = { rd_in_data[399], \$849 , rd_in_data[393:384], 13'h0000 };
+      widened_24 = { rd_in_data[399], \$841 , rd_in_data[393:384], 13'h0000 };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     (* full_case = 32'd1 *)
-    if (\$874 ) begin
+    if (\$866 ) begin
       widened_25 = 32'd2143289344;
-    end else if (\$875 ) begin
+    end else if (\$867 ) begin
       widened_25 = { rd_in_data[415], 31'h7f800000 };
-    end else if (\$879 ) begin
+    end else if (\$871 ) begin
       widened_25 = { rd_in_data[415], 31'h00000000 };
-    end else if (\$880 ) begin
-      widened_25 = { rd_in_data[415], \$881 , \$871 [9:0], 13'h0000 };
+    end else if (\$872 ) begin
+      widened_25 = { rd_in_data[415], \$873 , \$863 [9:0], 13'h0000 };
     end else begin
-      widened_25 = { rd_in_data[415], \$882 , rd_in_data[409:400], 13'h0000 };
+      widened_25 = { rd_in_data[415], \$874 , rd_in_data[409:400], 13'h0000 };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     (* full_case = 32'd1 *)
-    if (\$907 ) begin
+    if (\$899 ) begin
       widened_26 = 32'd2143289344;
-    end else if (\$908 ) begin
+    end else if (\$900 ) begin
       widened_26 = { rd_in_data[431], 31'h7f800000 };
-    end else if (\$912 ) begin
+    end else if (\$904 ) begin
       widened_26 = { rd_in_data[431], 31'h00000000 };
-    end else if (\$913 ) begin
-      widened_26 = { rd_in_data[431], \$914 , \$904 [9:0], 13'h0000 };
+    end else if (\$905 ) begin
+      widened_26 = { rd_in_data[431], \$906 , \$896 [9:0], 13'h0000 };
     end else begin
-      widened_26 = { rd_in_data[431], \$915 , rd_in_data[425:416], 13'h0000 };
+      widened_26 = { rd_in_data[431], \$907 , rd_in_data[425:416], 13'h0000 };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     (* full_case = 32'd1 *)
-    if (\$940 ) begin
+    if (\$932 ) begin
       widened_27 = 32'd2143289344;
-    end else if (\$941 ) begin
+    end else if (\$933 ) begin
       widened_27 = { rd_in_data[447], 31'h7f800000 };
-    end else if (\$945 ) begin
+    end else if (\$937 ) begin
       widened_27 = { rd_in_data[447], 31'h00000000 };
-    end else if (\$946 ) begin
-      widened_27 = { rd_in_data[447], \$947 , \$937 [9:0], 13'h0000 };
+    end else if (\$938 ) begin
+      widened_27 = { rd_in_data[447], \$939 , \$929 [9:0], 13'h0000 };
     end else begin
-      widened_27 = { rd_in_data[447], \$948 , rd_in_data[441:432], 13'h0000 };
+      widened_27 = { rd_in_data[447], \$940 , rd_in_data[441:432], 13'h0000 };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     (* full_case = 32'd1 *)
-    if (\$973 ) begin
+    if (\$965 ) begin
       widened_28 = 32'd2143289344;
-    end else if (\$974 ) begin
+    end else if (\$966 ) begin
       widened_28 = { rd_in_data[463], 31'h7f800000 };
-    end else if (\$978 ) begin
+    end else if (\$970 ) begin
       widened_28 = { rd_in_data[463], 31'h00000000 };
-    end else if (\$979 ) begin
-      widened_28 = { rd_in_data[463], \$980 , \$970 [9:0], 13'h0000 };
+    end else if (\$971 ) begin
+      widened_28 = { rd_in_data[463], \$972 , \$962 [9:0], 13'h0000 };
     end else begin
-      widened_28 = { rd_in_data[463], \$981 , rd_in_data[457:448], 13'h0000 };
+      widened_28 = { rd_in_data[463], \$973 , rd_in_data[457:448], 13'h0000 };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     (* full_case = 32'd1 *)
-    if (\$1006 ) begin
+    if (\$998 ) begin
       widened_29 = 32'd2143289344;
-    end else if (\$1007 ) begin
+    end else if (\$999 ) begin
       widened_29 = { rd_in_data[479], 31'h7f800000 };
-    end else if (\$1011 ) begin
+    end else if (\$1003 ) begin
       widened_29 = { rd_in_data[479], 31'h00000000 };
-    end else if (\$1012 ) begin
-      widened_29 = { rd_in_data[479], \$1013 , \$1003 [9:0], 13'h0000 };
+    end else if (\$1004 ) begin
+      widened_29 = { rd_in_data[479], \$1005 , \$995 [9:0], 13'h0000 };
     end else begin
-      widened_29 = { rd_in_data[479], \$1014 , rd_in_data[473:464], 13'h0000 };
+      widened_29 = { rd_in_data[479], \$1006 , rd_in_data[473:464], 13'h0000 };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     (* full_case = 32'd1 *)
-    if (\$1039 ) begin
+    if (\$1031 ) begin
       widened_30 = 32'd2143289344;
-    end else if (\$1040 ) begin
+    end else if (\$1032 ) begin
       widened_30 = { rd_in_data[495], 31'h7f800000 };
-    end else if (\$1044 ) begin
+    end else if (\$1036 ) begin
       widened_30 = { rd_in_data[495], 31'h00000000 };
-    end else if (\$1045 ) begin
-      widened_30 = { rd_in_data[495], \$1046 , \$1036 [9:0], 13'h0000 };
+    end else if (\$1037 ) begin
+      widened_30 = { rd_in_data[495], \$1038 , \$1028 [9:0], 13'h0000 };
     end else begin
-      widened_30 = { rd_in_data[495], \$1047 , rd_in_data[489:480], 13'h0000 };
+      widened_30 = { rd_in_data[495], \$1039 , rd_in_data[489:480], 13'h0000 };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     (* full_case = 32'd1 *)
-    if (\$1072 ) begin
+    if (\$1064 ) begin
       widened_31 = 32'd2143289344;
-    end else if (\$1073 ) begin
+    end else if (\$1065 ) begin
       widened_31 = { rd_in_data[511], 31'h7f800000 };
-    end else if (\$1077 ) begin
+    end else if (\$1069 ) begin
       widened_31 = { rd_in_data[511], 31'h00000000 };
-    end else if (\$1078 ) begin
-      widened_31 = { rd_in_data[511], \$1079 , \$1069 [9:0], 13'h0000 };
+    end else if (\$1070 ) begin
+      widened_31 = { rd_in_data[511], \$1071 , \$1061 [9:0], 13'h0000 };
     end else begin
-      widened_31 = { rd_in_data[511], \$1080 , rd_in_data[505:496], 13'h0000 };
+      widened_31 = { rd_in_data[511], \$1072 , rd_in_data[505:496], 13'h0000 };
     end
   end
   always @* begin
@@ -7661,8 +7759,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h03:
           /* empty */;
       5'h05:
-          if (\$1085 ) begin
-            copy_span_first = \$1088 [63:0];
+          if (\$1077 ) begin
+            copy_span_first = \$1080 [63:0];
           end
     endcase
   end
@@ -7677,7 +7775,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h03:
           /* empty */;
       5'h05:
-          if (\$1085 ) begin
+          if (\$1077 ) begin
             copy_span_line = { copy_span_first[63:6], 6'h00 };
           end
     endcase
@@ -7693,8 +7791,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h03:
           /* empty */;
       5'h05:
-          if (\$1085 ) begin
-            copy_span_lines = { \$1094 [30], \$1094 [30], \$1094 [30], \$1094 [30], \$1094 [30], \$1094 [30], \$1094 [30], \$1094 [30], \$1094 [30], \$1094 [30], \$1094 [30], \$1094 [30], \$1094 [30], \$1094  };
+          if (\$1077 ) begin
+            copy_span_lines = { \$1086 [30], \$1086 [30], \$1086 [30], \$1086 [30], \$1086 [30], \$1086 [30], \$1086 [30], \$1086 [30], \$1086 [30], \$1086 [30], \$1086 [30], \$1086 [30], \$1086 [30], \$1086  };
           end
     endcase
   end
@@ -7709,7 +7807,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h03:
           /* empty */;
       5'h05:
-          if (\$1085 ) begin
+          if (\$1077 ) begin
             copy_span_offset = { 1'h0, copy_span_first[5:1] };
           end
     endcase
@@ -7725,14 +7823,14 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h03:
           /* empty */;
       5'h05:
-          if (\$1085 ) begin
-            beats = { \$1099 [29], \$1099 [29], \$1099 [29], \$1099 [29], \$1099 [29], \$1099 [29], \$1099 [29], \$1099 [29], \$1099 [29], \$1099 [29], \$1099 [29], \$1099 [29], \$1099 [29], \$1099 [29], \$1099  };
+          if (\$1077 ) begin
+            beats = { \$1091 [29], \$1091 [29], \$1091 [29], \$1091 [29], \$1091 [29], \$1091 [29], \$1091 [29], \$1091 [29], \$1091 [29], \$1091 [29], \$1091 [29], \$1091 [29], \$1091 [29], \$1091 [29], \$1091  };
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \start$854  = 1'h0;
+    \start$852  = 1'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -7741,13 +7839,13 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h03:
           /* empty */;
       5'h05:
-          if (\$1085 ) begin
-            \start$854  = 1'h1;
+          if (\$1077 ) begin
+            \start$852  = 1'h1;
           end
       5'h06:
           /* empty */;
       5'h04:
-          \start$854  = 1'h1;
+          \start$852  = 1'h1;
       5'h07:
           /* empty */;
       5'h09:
@@ -7755,14 +7853,14 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0a:
           /* empty */;
       5'h0b:
-          \start$854  = 1'h1;
+          \start$852  = 1'h1;
       5'h0c:
-          \start$854  = 1'h1;
+          \start$852  = 1'h1;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \offset$855  = 5'h00;
+    \offset$853  = 5'h00;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -7771,13 +7869,13 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h03:
           /* empty */;
       5'h05:
-          if (\$1085 ) begin
-            \offset$855  = copy_span_offset[4:0];
+          if (\$1077 ) begin
+            \offset$853  = copy_span_offset[4:0];
           end
       5'h06:
           /* empty */;
       5'h04:
-          \offset$855  = input_span_offset[4:0];
+          \offset$853  = input_span_offset[4:0];
       5'h07:
           /* empty */;
       5'h09:
@@ -7785,9 +7883,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0a:
           /* empty */;
       5'h0b:
-          \offset$855  = u_offset;
+          \offset$853  = u_offset;
       5'h0c:
-          \offset$855  = u_offset;
+          \offset$853  = u_offset;
     endcase
   end
   always @* begin
@@ -7801,7 +7899,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h03:
           /* empty */;
       5'h05:
-          if (\$1085 ) begin
+          if (\$1077 ) begin
             rows = 20'h00001;
           end
       5'h06:
@@ -7831,8 +7929,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h03:
           /* empty */;
       5'h05:
-          if (\$1085 ) begin
-            cols = { 5'h00, \$1104  };
+          if (\$1077 ) begin
+            cols = { 5'h00, \$1096  };
           end
       5'h06:
           /* empty */;
@@ -7852,7 +7950,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \beats$858  = 32'd0;
+    \beats$856  = 32'd0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -7861,13 +7959,13 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h03:
           /* empty */;
       5'h05:
-          if (\$1085 ) begin
-            \beats$858  = beats[31:0];
+          if (\$1077 ) begin
+            \beats$856  = beats[31:0];
           end
       5'h06:
           /* empty */;
       5'h04:
-          \beats$858  = \beats$867 [31:0];
+          \beats$856  = \beats$865 [31:0];
       5'h07:
           /* empty */;
       5'h09:
@@ -7875,9 +7973,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0a:
           /* empty */;
       5'h0b:
-          \beats$858  = u_beats;
+          \beats$856  = u_beats;
       5'h0c:
-          \beats$858  = u_beats;
+          \beats$856  = u_beats;
     endcase
   end
   always @* begin
@@ -7893,7 +7991,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h05:
           /* empty */;
       5'h06:
-          hold = \$1106 ;
+          hold = \$1098 ;
     endcase
   end
   always @* begin
@@ -7911,7 +8009,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h06:
           /* empty */;
       5'h04:
-          rows_now = \$1110 [2:0];
+          rows_now = \$1102 [2:0];
     endcase
   end
   always @* begin
@@ -7929,7 +8027,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h06:
           /* empty */;
       5'h04:
-          input_span_first = \$1113 [63:0];
+          input_span_first = \$1105 [63:0];
     endcase
   end
   always @* begin
@@ -7965,7 +8063,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h06:
           /* empty */;
       5'h04:
-          input_span_lines = { \$1119 [26], \$1119 [26], \$1119 [26], \$1119 [26], \$1119 [26], \$1119 [26], \$1119 [26], \$1119 [26], \$1119 [26], \$1119 [26], \$1119 [26], \$1119 [26], \$1119 [26], \$1119 [26], \$1119 [26], \$1119 [26], \$1119 [26], \$1119  };
+          input_span_lines = { \$1111 [26], \$1111 [26], \$1111 [26], \$1111 [26], \$1111 [26], \$1111 [26], \$1111 [26], \$1111 [26], \$1111 [26], \$1111 [26], \$1111 [26], \$1111 [26], \$1111 [26], \$1111 [26], \$1111 [26], \$1111 [26], \$1111 [26], \$1111  };
     endcase
   end
   always @* begin
@@ -7988,7 +8086,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \beats$867  = 44'h00000000000;
+    \beats$865  = 44'h00000000000;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8001,7 +8099,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h06:
           /* empty */;
       5'h04:
-          \beats$867  = { \$1124 [25], \$1124 [25], \$1124 [25], \$1124 [25], \$1124 [25], \$1124 [25], \$1124 [25], \$1124 [25], \$1124 [25], \$1124 [25], \$1124 [25], \$1124 [25], \$1124 [25], \$1124 [25], \$1124 [25], \$1124 [25], \$1124 [25], \$1124 [25], \$1124  };
+          \beats$865  = { \$1116 [25], \$1116 [25], \$1116 [25], \$1116 [25], \$1116 [25], \$1116 [25], \$1116 [25], \$1116 [25], \$1116 [25], \$1116 [25], \$1116 [25], \$1116 [25], \$1116 [25], \$1116 [25], \$1116 [25], \$1116 [25], \$1116 [25], \$1116 [25], \$1116  };
     endcase
   end
   always @* begin
@@ -8037,7 +8135,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0f:
           /* empty */;
       5'h11:
-          in_we = \in_we$907 ;
+          in_we = \in_we$905 ;
       5'h08:
           in_we = dst_en;
       5'h12:
@@ -8079,9 +8177,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h11:
           in_row = buf_row;
       5'h08:
-          in_row = \row$918 ;
+          in_row = \row$916 ;
       5'h12:
-          in_row = \row$918 ;
+          in_row = \row$916 ;
     endcase
   end
   always @* begin
@@ -8209,14 +8307,14 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h09:
           /* empty */;
       5'h0a:
-          if (\$1125 ) begin
+          if (\$1117 ) begin
             restart = 1'h1;
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \start$876  = 1'h0;
+    \start$874  = 1'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8237,9 +8335,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0a:
           /* empty */;
       5'h0b:
-          \start$876  = 1'h1;
+          \start$874  = 1'h1;
       5'h0c:
-          \start$876  = 1'h1;
+          \start$874  = 1'h1;
     endcase
   end
   always @* begin
@@ -8361,14 +8459,14 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0e:
           /* empty */;
       5'h0f:
-          if (\$1134 ) begin
-            result_first_0 = \$1136 [63:0];
+          if (\$1126 ) begin
+            result_first_0 = \$1128 [63:0];
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \start$887  = 1'h0;
+    \start$885  = 1'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8397,8 +8495,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0e:
           /* empty */;
       5'h0f:
-          if (\$1134 ) begin
-            \start$887  = 1'h1;
+          if (\$1126 ) begin
+            \start$885  = 1'h1;
           end
       5'h11:
           /* empty */;
@@ -8407,8 +8505,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h12:
           /* empty */;
       5'h14:
-          if (\$1161 ) begin
-            \start$887  = 1'h1;
+          if (\$1153 ) begin
+            \start$885  = 1'h1;
           end
     endcase
   end
@@ -8443,8 +8541,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0e:
           /* empty */;
       5'h0f:
-          if (\$1134 ) begin
-            delay = \$1139 [4:0];
+          if (\$1126 ) begin
+            delay = \$1131 [4:0];
           end
       5'h11:
           /* empty */;
@@ -8453,7 +8551,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h12:
           /* empty */;
       5'h14:
-          if (\$1161 ) begin
+          if (\$1153 ) begin
             delay = 5'h00;
           end
     endcase
@@ -8489,7 +8587,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0e:
           /* empty */;
       5'h0f:
-          if (\$1134 ) begin
+          if (\$1126 ) begin
             source = 1'h0;
           end
       5'h11:
@@ -8499,14 +8597,14 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h12:
           /* empty */;
       5'h14:
-          if (\$1161 ) begin
+          if (\$1153 ) begin
             source = 1'h1;
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \dest$891  = 2'h0;
+    \dest$889  = 2'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8535,8 +8633,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0e:
           /* empty */;
       5'h0f:
-          if (\$1134 ) begin
-            \dest$891  = dest;
+          if (\$1126 ) begin
+            \dest$889  = dest;
           end
       5'h11:
           /* empty */;
@@ -8545,14 +8643,14 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h12:
           /* empty */;
       5'h14:
-          if (\$1161 ) begin
-            \dest$891  = 2'h0;
+          if (\$1153 ) begin
+            \dest$889  = 2'h0;
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \rows$892  = 3'h0;
+    \rows$890  = 3'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8581,8 +8679,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0e:
           /* empty */;
       5'h0f:
-          if (\$1134 ) begin
-            \rows$892  = \$signal$893 ;
+          if (\$1126 ) begin
+            \rows$890  = \$signal$891 ;
           end
       5'h11:
           /* empty */;
@@ -8591,14 +8689,14 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h12:
           /* empty */;
       5'h14:
-          if (\$1161 ) begin
-            \rows$892  = \$signal$893 ;
+          if (\$1153 ) begin
+            \rows$890  = \$signal$891 ;
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \n$894  = 20'h00000;
+    n = 20'h00000;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8627,8 +8725,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0e:
           /* empty */;
       5'h0f:
-          if (\$1134 ) begin
-            \n$894  = \$1143 ;
+          if (\$1126 ) begin
+            n = \$1135 ;
           end
       5'h11:
           /* empty */;
@@ -8637,14 +8735,14 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h12:
           /* empty */;
       5'h14:
-          if (\$1161 ) begin
-            \n$894  = \$1167 ;
+          if (\$1153 ) begin
+            n = \$1159 ;
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \n_words$896  = 8'h00;
+    \n_words$894  = 8'h00;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8673,8 +8771,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0e:
           /* empty */;
       5'h0f:
-          if (\$1134 ) begin
-            \n_words$896  = n_words[7:0];
+          if (\$1126 ) begin
+            \n_words$894  = n_words[7:0];
           end
       5'h11:
           /* empty */;
@@ -8683,14 +8781,14 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h12:
           /* empty */;
       5'h14:
-          if (\$1161 ) begin
-            \n_words$896  = n_words[7:0];
+          if (\$1153 ) begin
+            \n_words$894  = n_words[7:0];
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \sets$897  = 2'h0;
+    \sets$895  = 2'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8719,8 +8817,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0e:
           /* empty */;
       5'h0f:
-          if (\$1134 ) begin
-            \sets$897  = sets_used__0;
+          if (\$1126 ) begin
+            \sets$895  = sets_used__0;
           end
       5'h11:
           /* empty */;
@@ -8729,8 +8827,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h12:
           /* empty */;
       5'h14:
-          if (\$1161 ) begin
-            \sets$897  = sets_used__0;
+          if (\$1153 ) begin
+            \sets$895  = sets_used__0;
           end
     endcase
   end
@@ -8765,7 +8863,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0e:
           /* empty */;
       5'h0f:
-          if (\$1134 ) begin
+          if (\$1126 ) begin
             sets1 = sets_used__1;
           end
       5'h11:
@@ -8775,14 +8873,14 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h12:
           /* empty */;
       5'h14:
-          if (\$1161 ) begin
+          if (\$1153 ) begin
             sets1 = sets_used__1;
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \pack_log2$901  = 3'h0;
+    \pack_log2$899  = 3'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8811,8 +8909,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0e:
           /* empty */;
       5'h0f:
-          if (\$1134 ) begin
-            \pack_log2$901  = pack_log2;
+          if (\$1126 ) begin
+            \pack_log2$899  = pack_log2;
           end
       5'h11:
           /* empty */;
@@ -8821,14 +8919,14 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h12:
           /* empty */;
       5'h14:
-          if (\$1161 ) begin
-            \pack_log2$901  = pack_log2;
+          if (\$1153 ) begin
+            \pack_log2$899  = pack_log2;
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \bank$902  = 1'h0;
+    \bank$900  = 1'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8857,8 +8955,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0e:
           /* empty */;
       5'h0f:
-          if (\$1134 ) begin
-            \bank$902  = bank;
+          if (\$1126 ) begin
+            \bank$900  = bank;
           end
       5'h11:
           /* empty */;
@@ -8867,8 +8965,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h12:
           /* empty */;
       5'h14:
-          if (\$1161 ) begin
-            \bank$902  = bank;
+          if (\$1153 ) begin
+            \bank$900  = bank;
           end
     endcase
   end
@@ -8903,8 +9001,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0e:
           /* empty */;
       5'h0f:
-          if (\$1134 ) begin
-            results = \$1146 ;
+          if (\$1126 ) begin
+            results = \$1138 ;
           end
       5'h11:
           /* empty */;
@@ -8913,14 +9011,14 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h12:
           /* empty */;
       5'h14:
-          if (\$1161 ) begin
+          if (\$1153 ) begin
             results = 1'h1;
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \first$904  = 64'h0000000000000000;
+    \first$902  = 64'h0000000000000000;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8949,8 +9047,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0e:
           /* empty */;
       5'h0f:
-          if (\$1134 ) begin
-            \first$904  = result_first_0;
+          if (\$1126 ) begin
+            \first$902  = result_first_0;
           end
       5'h11:
           /* empty */;
@@ -8959,14 +9057,14 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h12:
           /* empty */;
       5'h14:
-          if (\$1161 ) begin
-            \first$904  = result_first_1;
+          if (\$1153 ) begin
+            \first$902  = result_first_1;
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \lines$905  = 32'd0;
+    \lines$903  = 32'd0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8995,8 +9093,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0e:
           /* empty */;
       5'h0f:
-          if (\$1134 ) begin
-            \lines$905  = { \$1152 [28], \$1152 [28], \$1152 [28], \$1152  };
+          if (\$1126 ) begin
+            \lines$903  = { \$1144 [28], \$1144 [28], \$1144 [28], \$1144  };
           end
       5'h11:
           /* empty */;
@@ -9005,8 +9103,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h12:
           /* empty */;
       5'h14:
-          if (\$1161 ) begin
-            \lines$905  = { \$1173 [28], \$1173 [28], \$1173 [28], \$1173  };
+          if (\$1153 ) begin
+            \lines$903  = { \$1165 [28], \$1165 [28], \$1165 [28], \$1165  };
           end
     endcase
   end
@@ -9043,7 +9141,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0f:
           /* empty */;
       5'h11:
-          acc_we = \acc_we$912 ;
+          acc_we = \acc_we$910 ;
     endcase
   end
   always @* begin
@@ -9189,9 +9287,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h11:
           /* empty */;
       5'h08:
-          rd_row = \row$918 ;
+          rd_row = \row$916 ;
       5'h12:
-          rd_row = \row$918 ;
+          rd_row = \row$916 ;
       5'h14:
           /* empty */;
       5'h15:
@@ -9244,7 +9342,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \start$924  = 1'h0;
+    \start$922  = 1'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -9277,7 +9375,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h11:
           /* empty */;
       5'h08:
-          \start$924  = 1'h1;
+          \start$922  = 1'h1;
     endcase
   end
   always @* begin
@@ -9315,7 +9413,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h11:
           /* empty */;
       5'h08:
-          length = \$1155 ;
+          length = \$1147 ;
     endcase
   end
   always @* begin
@@ -9353,7 +9451,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h11:
           /* empty */;
       5'h08:
-          partial = \$1157 ;
+          partial = \$1149 ;
     endcase
   end
   always @* begin
@@ -9395,8 +9493,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h12:
           /* empty */;
       5'h14:
-          if (\$1161 ) begin
-            result_first_1 = \$1163 [63:0];
+          if (\$1153 ) begin
+            result_first_1 = \$1155 [63:0];
           end
     endcase
   end
@@ -9443,12 +9541,12 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h15:
           /* empty */;
       5'h13:
-          line = { 448'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, \$1175 , \$1174  };
+          line = { 448'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, \$1167 , \$1166  };
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \line$939  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    \line$937  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -9489,12 +9587,12 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h15:
           /* empty */;
       5'h13:
-          if (\$1179 ) begin
-            \line$939  = line;
+          if (\$1171 ) begin
+            \line$937  = line;
           end
     endcase
     if (line_start) begin
-      \line$939  = \line$967 ;
+      \line$937  = \line$965 ;
     end
   end
   always @* begin
@@ -9540,7 +9638,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h15:
           /* empty */;
       5'h13:
-          if (\$1179 ) begin
+          if (\$1171 ) begin
             strb = 64'hffffffffffffffff;
           end
     endcase
@@ -9597,7 +9695,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h10:
           /* empty */;
       5'h02:
-          if (\$1185 ) begin
+          if (\$1177 ) begin
             complete = 1'h1;
           end
     endcase
@@ -9651,7 +9749,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h10:
           /* empty */;
       5'h02:
-          if (\$1185 ) begin
+          if (\$1177 ) begin
             queue = \task [205:204];
           end
     endcase
@@ -9705,7 +9803,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h10:
           /* empty */;
       5'h02:
-          if (\$1185 ) begin
+          if (\$1177 ) begin
             seq = \task [269:206];
           end
     endcase
@@ -9759,7 +9857,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h10:
           /* empty */;
       5'h02:
-          if (\$1185 ) begin
+          if (\$1177 ) begin
             taken = \task [333:270];
           end
     endcase
@@ -9813,8 +9911,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h10:
           /* empty */;
       5'h02:
-          if (\$1185 ) begin
-            status = \status$946 ;
+          if (\$1177 ) begin
+            status = \status$944 ;
           end
     endcase
   end
@@ -9867,8 +9965,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h10:
           /* empty */;
       5'h02:
-          if (\$1185 ) begin
-            read_error = \$1188 ;
+          if (\$1177 ) begin
+            read_error = \$1180 ;
           end
     endcase
   end
@@ -9921,8 +10019,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h10:
           /* empty */;
       5'h02:
-          if (\$1185 ) begin
-            slot = \$signal$853 ;
+          if (\$1177 ) begin
+            slot = \$signal$851 ;
           end
     endcase
   end
@@ -9975,8 +10073,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h10:
           /* empty */;
       5'h02:
-          if (\$1185 ) begin
-            store = \$1190 ;
+          if (\$1177 ) begin
+            store = \$1182 ;
           end
     endcase
   end
@@ -9989,237 +10087,237 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1288  = \read_error$948 ;
-    if (\$1215 ) begin
-      \$1288  = 1'h1;
+    \$1280  = \read_error$946 ;
+    if (\$1207 ) begin
+      \$1280  = 1'h1;
     end
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$1288  = 1'h0;
+          \$1280  = 1'h0;
     endcase
     if (rst) begin
-      \$1288  = 1'h0;
+      \$1280  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1289  = \task ;
+    \$1281  = \task ;
     casez (fsm_state)
       5'h00:
           if (task_valid) begin
-            \$1289  = \task$984 ;
+            \$1281  = \task$982 ;
           end
     endcase
     if (rst) begin
-      \$1289  = 485'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$1281  = 1301'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1290  = fsm_state;
+    \$1282  = fsm_state;
     casez (fsm_state)
       5'h00:
           if (task_valid) begin
-            \$1290  = 5'h01;
+            \$1282  = 5'h01;
           end
       5'h01:
           (* full_case = 32'd1 *)
-          if (\$1233 ) begin
-            \$1290  = 5'h02;
-          end else if (\task [433]) begin
-            \$1290  = 5'h03;
+          if (\$1225 ) begin
+            \$1282  = 5'h02;
+          end else if (\task [457]) begin
+            \$1282  = 5'h03;
           end else if (\task [344]) begin
-            \$1290  = 5'h04;
+            \$1282  = 5'h04;
           end else begin
-            \$1290  = 5'h05;
+            \$1282  = 5'h05;
           end
       5'h03:
           if (verdict_valid) begin
             (* full_case = 32'd1 *)
-            if (\$1234 ) begin
-              \$1290  = 5'h04;
+            if (\$1226 ) begin
+              \$1282  = 5'h04;
             end else begin
-              \$1290  = 5'h02;
+              \$1282  = 5'h02;
             end
           end
       5'h05:
-          if (\$1238 ) begin
-            \$1290  = 5'h06;
+          if (\$1230 ) begin
+            \$1282  = 5'h06;
           end
       5'h06:
           if (idle) begin
-            \$1290  = 5'h02;
+            \$1282  = 5'h02;
           end
       5'h04:
-          \$1290  = 5'h07;
+          \$1282  = 5'h07;
       5'h07:
-          if (\$1239 ) begin
+          if (\$1231 ) begin
             (* full_case = 32'd1 *)
-            if (\$1240 ) begin
-              \$1290  = 5'h08;
+            if (\$1232 ) begin
+              \$1282  = 5'h08;
             end else begin
-              \$1290  = 5'h09;
+              \$1282  = 5'h09;
             end
           end
       5'h09:
-          \$1290  = 5'h0a;
+          \$1282  = 5'h0a;
       5'h0a:
-          if (\$1241 ) begin
+          if (\$1233 ) begin
             (* full_case = 32'd1 *)
             if (has_full) begin
-              \$1290  = 5'h0b;
+              \$1282  = 5'h0b;
             end else begin
-              \$1290  = 5'h0c;
+              \$1282  = 5'h0c;
             end
           end
       5'h0b:
-          \$1290  = 5'h0d;
+          \$1282  = 5'h0d;
       5'h0c:
-          \$1290  = 5'h0e;
+          \$1282  = 5'h0e;
       5'h0d:
           if (run_done) begin
             (* full_case = 32'd1 *)
-            if (\$1242 ) begin
-              \$1290  = 5'h0c;
+            if (\$1234 ) begin
+              \$1282  = 5'h0c;
             end else begin
-              \$1290  = 5'h0f;
+              \$1282  = 5'h0f;
             end
           end
       5'h0e:
           if (run_done) begin
-            \$1290  = 5'h0f;
+            \$1282  = 5'h0f;
           end
       5'h0f:
-          if (\$1251 ) begin
+          if (\$1243 ) begin
             (* full_case = 32'd1 *)
-            if (\$1261 ) begin
-              \$1290  = 5'h10;
+            if (\$1253 ) begin
+              \$1282  = 5'h10;
             end else begin
-              \$1290  = 5'h11;
+              \$1282  = 5'h11;
             end
           end
       5'h11:
           if (done) begin
             (* full_case = 32'd1 *)
-            if (\$1262 ) begin
-              \$1290  = 5'h08;
+            if (\$1254 ) begin
+              \$1282  = 5'h08;
             end else begin
-              \$1290  = 5'h09;
+              \$1282  = 5'h09;
             end
           end
       5'h08:
-          \$1290  = 5'h12;
+          \$1282  = 5'h12;
       5'h12:
-          if (\done$989 ) begin
+          if (\done$987 ) begin
             (* full_case = 32'd1 *)
-            if (\$1264 ) begin
-              \$1290  = 5'h08;
+            if (\$1256 ) begin
+              \$1282  = 5'h08;
             end else begin
               (* full_case = 32'd1 *)
-              if (\$1266 ) begin
-                \$1290  = 5'h13;
+              if (\$1258 ) begin
+                \$1282  = 5'h13;
               end else begin
-                \$1290  = 5'h14;
+                \$1282  = 5'h14;
               end
             end
           end
       5'h14:
-          if (\$1270 ) begin
-            \$1290  = 5'h15;
+          if (\$1262 ) begin
+            \$1282  = 5'h15;
           end
       5'h15:
           if (done) begin
             (* full_case = 32'd1 *)
             if (\task [11]) begin
-              \$1290  = 5'h13;
+              \$1282  = 5'h13;
             end else begin
-              \$1290  = 5'h10;
+              \$1282  = 5'h10;
             end
           end
       5'h13:
-          if (\$1277 ) begin
-            \$1290  = 5'h16;
+          if (\$1269 ) begin
+            \$1282  = 5'h16;
           end
       5'h16:
           if (idle) begin
             (* full_case = 32'd1 *)
-            if (\$1279 ) begin
-              \$1290  = 5'h13;
-            end else if (\$1280 ) begin
-              \$1290  = 5'h09;
+            if (\$1271 ) begin
+              \$1282  = 5'h13;
+            end else if (\$1272 ) begin
+              \$1282  = 5'h09;
             end else begin
-              \$1290  = 5'h10;
+              \$1282  = 5'h10;
             end
           end
       5'h10:
           (* full_case = 32'd1 *)
-          if (\$1286 ) begin
-            \$1290  = 5'h04;
+          if (\$1278 ) begin
+            \$1282  = 5'h04;
           end else begin
-            \$1290  = 5'h02;
+            \$1282  = 5'h02;
           end
       5'h02:
-          if (\$1287 ) begin
-            \$1290  = 5'h00;
+          if (\$1279 ) begin
+            \$1282  = 5'h00;
           end
     endcase
     if (rst) begin
-      \$1290  = 5'h00;
+      \$1282  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1291  = \status$946 ;
+    \$1283  = \status$944 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$1291  = \task [341:334];
+          \$1283  = \task [341:334];
       5'h03:
           if (verdict_valid) begin
-            \$1291  = verdict_status;
+            \$1283  = verdict_status;
           end
     endcase
     if (rst) begin
-      \$1291  = 8'h00;
+      \$1283  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1292  = \$signal ;
+    \$1284  = \$signal ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$1292  = \$1221 [63:0];
+          \$1284  = \$1213 [63:0];
     endcase
     if (rst) begin
-      \$1292  = 64'h0000000000000000;
+      \$1284  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1293  = \$signal$853 ;
+    \$1285  = \$signal$851 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$1293  = \$1227 [63:0];
+          \$1285  = \$1219 [63:0];
     endcase
     if (rst) begin
-      \$1293  = 64'h0000000000000000;
+      \$1285  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1294  = \$signal$861 ;
+    \$1286  = \$signal$859 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$1294  = 20'h00000;
+          \$1286  = 20'h00000;
       5'h03:
           /* empty */;
       5'h05:
@@ -10259,20 +10357,20 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h16:
           /* empty */;
       5'h10:
-          \$1294  = \$1282 [19:0];
+          \$1286  = \$1274 [19:0];
     endcase
     if (rst) begin
-      \$1294  = 20'h00000;
+      \$1286  = 20'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1295  = \$signal$863 ;
+    \$1287  = \$signal$861 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$1295  = 44'h00000000000;
+          \$1287  = 44'h00000000000;
       5'h03:
           /* empty */;
       5'h05:
@@ -10312,20 +10410,20 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h16:
           /* empty */;
       5'h10:
-          \$1295  = \$1284 [43:0];
+          \$1287  = \$1276 [43:0];
     endcase
     if (rst) begin
-      \$1295  = 44'h00000000000;
+      \$1287  = 44'h00000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1296  = \$signal$886 ;
+    \$1288  = \$signal$884 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$1296  = 48'h000000000000;
+          \$1288  = 48'h000000000000;
       5'h03:
           /* empty */;
       5'h05:
@@ -10349,9 +10447,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0e:
           /* empty */;
       5'h0f:
-          if (\$1251 ) begin
-            if (\$1254 ) begin
-              \$1296  = \$1257 [47:0];
+          if (\$1243 ) begin
+            if (\$1246 ) begin
+              \$1288  = \$1249 [47:0];
             end
           end
       5'h11:
@@ -10361,61 +10459,61 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h12:
           /* empty */;
       5'h14:
-          if (\$1270 ) begin
-            \$1296  = \$1273 [47:0];
+          if (\$1262 ) begin
+            \$1288  = \$1265 [47:0];
           end
     endcase
     if (rst) begin
-      \$1296  = 48'h000000000000;
+      \$1288  = 48'h000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1297  = \$signal$906 ;
+    \$1289  = \$signal$904 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
           (* full_case = 32'd1 *)
-          if (\$1228 ) begin
-            \$1297  = 2'h2;
-          end else if (\$1229 ) begin
-            \$1297  = 2'h1;
-          end else if (\$1230 ) begin
-            \$1297  = 2'h1;
+          if (\$1220 ) begin
+            \$1289  = 2'h2;
+          end else if (\$1221 ) begin
+            \$1289  = 2'h1;
+          end else if (\$1222 ) begin
+            \$1289  = 2'h1;
           end else begin
-            \$1297  = 2'h1;
+            \$1289  = 2'h1;
           end
     endcase
     if (rst) begin
-      \$1297  = 2'h0;
+      \$1289  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1298  = \$signal$895 ;
+    \$1290  = \$signal$893 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
           (* full_case = 32'd1 *)
-          if (\$1228 ) begin
-            \$1298  = \$1231 ;
-          end else if (\$1229 ) begin
-            \$1298  = \task [203:184];
-          end else if (\$1230 ) begin
-            \$1298  = \task [123:104];
+          if (\$1220 ) begin
+            \$1290  = \$1223 ;
+          end else if (\$1221 ) begin
+            \$1290  = \task [203:184];
+          end else if (\$1222 ) begin
+            \$1290  = \task [123:104];
           end else begin
-            \$1298  = \$1232 ;
+            \$1290  = \$1224 ;
           end
     endcase
     if (rst) begin
-      \$1298  = 20'h00000;
+      \$1290  = 20'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1299  = \$signal$893 ;
+    \$1291  = \$signal$891 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -10428,15 +10526,15 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h06:
           /* empty */;
       5'h04:
-          \$1299  = rows_now;
+          \$1291  = rows_now;
     endcase
     if (rst) begin
-      \$1299  = 3'h0;
+      \$1291  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1300  = stage;
+    \$1292  = stage;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -10449,7 +10547,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h06:
           /* empty */;
       5'h04:
-          \$1300  = 1'h0;
+          \$1292  = 1'h0;
       5'h07:
           /* empty */;
       5'h09:
@@ -10468,16 +10566,16 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h11:
           if (done) begin
-            \$1300  = 1'h1;
+            \$1292  = 1'h1;
           end
     endcase
     if (rst) begin
-      \$1300  = 1'h0;
+      \$1292  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1301  = \row$918 ;
+    \$1293  = \row$916 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -10492,8 +10590,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h04:
           /* empty */;
       5'h07:
-          if (\$1239 ) begin
-            \$1301  = 2'h0;
+          if (\$1231 ) begin
+            \$1293  = 2'h0;
           end
       5'h09:
           /* empty */;
@@ -10514,12 +10612,12 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h08:
           /* empty */;
       5'h12:
-          if (\done$989 ) begin
+          if (\done$987 ) begin
             (* full_case = 32'd1 *)
-            if (\$1264 ) begin
-              \$1301  = \$1265 [1:0];
+            if (\$1256 ) begin
+              \$1293  = \$1257 [1:0];
             end else begin
-              \$1301  = 2'h0;
+              \$1293  = 2'h0;
             end
           end
       5'h14:
@@ -10530,20 +10628,20 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h16:
           if (idle) begin
-            if (\$1279 ) begin
-              \$1301  = \$1281 [1:0];
-            end else if (\$1280 ) begin
-              \$1301  = 2'h0;
+            if (\$1271 ) begin
+              \$1293  = \$1273 [1:0];
+            end else if (\$1272 ) begin
+              \$1293  = 2'h0;
             end
           end
     endcase
     if (rst) begin
-      \$1301  = 2'h0;
+      \$1293  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1302  = bank;
+    \$1294  = bank;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -10572,17 +10670,17 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0e:
           /* empty */;
       5'h0f:
-          if (\$1251 ) begin
-            \$1302  = \$1258 ;
+          if (\$1243 ) begin
+            \$1294  = \$1250 ;
           end
     endcase
     if (rst) begin
-      \$1302  = 1'h0;
+      \$1294  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1303  = anchor_m0;
+    \$1295  = anchor_m0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -10617,20 +10715,20 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h08:
           /* empty */;
       5'h12:
-          if (\done$989 ) begin
-            casez (\row$918 )
+          if (\done$987 ) begin
+            casez (\row$916 )
               2'h0:
-                  \$1303  = m;
+                  \$1295  = m;
             endcase
           end
     endcase
     if (rst) begin
-      \$1303  = 32'd0;
+      \$1295  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1304  = anchor_m1;
+    \$1296  = anchor_m1;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -10665,22 +10763,22 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h08:
           /* empty */;
       5'h12:
-          if (\done$989 ) begin
-            casez (\row$918 )
+          if (\done$987 ) begin
+            casez (\row$916 )
               2'h0:
                   /* empty */;
               2'h1:
-                  \$1304  = m;
+                  \$1296  = m;
             endcase
           end
     endcase
     if (rst) begin
-      \$1304  = 32'd0;
+      \$1296  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1305  = anchor_m2;
+    \$1297  = anchor_m2;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -10715,24 +10813,24 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h08:
           /* empty */;
       5'h12:
-          if (\done$989 ) begin
-            casez (\row$918 )
+          if (\done$987 ) begin
+            casez (\row$916 )
               2'h0:
                   /* empty */;
               2'h1:
                   /* empty */;
               2'h2:
-                  \$1305  = m;
+                  \$1297  = m;
             endcase
           end
     endcase
     if (rst) begin
-      \$1305  = 32'd0;
+      \$1297  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1306  = anchor_m3;
+    \$1298  = anchor_m3;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -10767,9 +10865,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h08:
           /* empty */;
       5'h12:
-          if (\done$989 ) begin
+          if (\done$987 ) begin
             (* full_case = 32'd1 *)
-            casez (\row$918 )
+            casez (\row$916 )
               2'h0:
                   /* empty */;
               2'h1:
@@ -10777,17 +10875,17 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
               2'h2:
                   /* empty */;
               2'h3:
-                  \$1306  = m;
+                  \$1298  = m;
             endcase
           end
     endcase
     if (rst) begin
-      \$1306  = 32'd0;
+      \$1298  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1307  = anchor_l0;
+    \$1299  = anchor_l0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -10822,20 +10920,20 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h08:
           /* empty */;
       5'h12:
-          if (\done$989 ) begin
-            casez (\row$918 )
+          if (\done$987 ) begin
+            casez (\row$916 )
               2'h0:
-                  \$1307  = l;
+                  \$1299  = l;
             endcase
           end
     endcase
     if (rst) begin
-      \$1307  = 32'd0;
+      \$1299  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1308  = anchor_l1;
+    \$1300  = anchor_l1;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -10870,22 +10968,22 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h08:
           /* empty */;
       5'h12:
-          if (\done$989 ) begin
-            casez (\row$918 )
+          if (\done$987 ) begin
+            casez (\row$916 )
               2'h0:
                   /* empty */;
               2'h1:
-                  \$1308  = l;
+                  \$1300  = l;
             endcase
           end
     endcase
     if (rst) begin
-      \$1308  = 32'd0;
+      \$1300  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1309  = anchor_l2;
+    \$1301  = anchor_l2;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -10920,24 +11018,24 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h08:
           /* empty */;
       5'h12:
-          if (\done$989 ) begin
-            casez (\row$918 )
+          if (\done$987 ) begin
+            casez (\row$916 )
               2'h0:
                   /* empty */;
               2'h1:
                   /* empty */;
               2'h2:
-                  \$1309  = l;
+                  \$1301  = l;
             endcase
           end
     endcase
     if (rst) begin
-      \$1309  = 32'd0;
+      \$1301  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1310  = anchor_l3;
+    \$1302  = anchor_l3;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -10972,9 +11070,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h08:
           /* empty */;
       5'h12:
-          if (\done$989 ) begin
+          if (\done$987 ) begin
             (* full_case = 32'd1 *)
-            casez (\row$918 )
+            casez (\row$916 )
               2'h0:
                   /* empty */;
               2'h1:
@@ -10982,12 +11080,12 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
               2'h2:
                   /* empty */;
               2'h3:
-                  \$1310  = l;
+                  \$1302  = l;
             endcase
           end
     endcase
     if (rst) begin
-      \$1310  = 32'd0;
+      \$1302  = 32'd0;
     end
   end
   assign bus__arid = 8'h00;
@@ -11062,187 +11160,186 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \side_data$111  = bus__rdata;
   assign side_err = bus__rresp[1];
   assign \side_err$113  = bus__rresp[1];
-  assign \split$126  = split;
-  assign \pipe_busy$128  = pipe_busy;
-  assign \addr$129  = \$22 [63:0];
-  assign \split$130  = split;
-  assign \pack_log2$132  = pack_log2;
-  assign \n_words$134  = n_words;
-  assign \sets$136  = sets;
-  assign \run_log2$138  = run_log2;
-  assign \cols_dim$140  = cols_dim;
-  assign \full_groups$142  = full_groups;
-  assign \rest_rows$144  = rest_rows;
-  assign \main_elems$146  = main_elems;
-  assign \trans$148  = trans;
-  assign \t_level$150  = t_level;
-  assign \t_scalar$152  = t_scalar;
-  assign \t_fold_adds$154  = t_fold_adds;
-  assign \split$156  = split;
-  assign \trans$157  = trans;
-  assign \t_level$158  = t_level;
-  assign \t_scalar$159  = t_scalar;
-  assign \t_fold_adds$160  = t_fold_adds;
-  assign \t_out$162  = t_out;
-  assign \t_set$164  = t_set;
-  assign \t_first$166  = t_first;
-  assign \t_row_end$168  = t_row_end;
+  assign \split$124  = split;
+  assign \pipe_busy$126  = pipe_busy;
+  assign \split$128  = split;
+  assign \pack_log2$130  = pack_log2;
+  assign \n_words$132  = n_words;
+  assign \sets$134  = sets;
+  assign \run_log2$136  = run_log2;
+  assign \cols_dim$138  = cols_dim;
+  assign \full_groups$140  = full_groups;
+  assign \rest_rows$142  = rest_rows;
+  assign \main_elems$144  = main_elems;
+  assign \trans$146  = trans;
+  assign \t_level$148  = t_level;
+  assign \t_scalar$150  = t_scalar;
+  assign \t_fold_adds$152  = t_fold_adds;
+  assign \split$154  = split;
+  assign \trans$155  = trans;
+  assign \t_level$156  = t_level;
+  assign \t_scalar$157  = t_scalar;
+  assign \t_fold_adds$158  = t_fold_adds;
+  assign \t_out$160  = t_out;
+  assign \t_set$162  = t_set;
+  assign \t_first$164  = t_first;
+  assign \t_row_end$166  = t_row_end;
   assign mac0 = mac;
   assign k_base0 = k_base;
   assign acc_addr0 = acc_addr;
   assign active0 = active;
   assign w_data0 = w_data;
   assign first0 = first;
-  assign \mac1$182  = mac1;
-  assign \k_base1$184  = k_base1;
-  assign \acc_addr1$186  = acc_addr1;
-  assign \active1$188  = active1;
-  assign \w_data1$190  = w_data1;
-  assign \first1$192  = first1;
-  assign \valid$194  = valid;
-  assign \last$196  = last;
-  assign \row$198  = row;
-  assign \col$200  = col;
-  assign \count$202  = count;
-  assign \data$204  = data;
-  assign \pair_valid$206  = pair_valid;
-  assign \pair_count$208  = pair_count;
-  assign \pair_data$210  = pair_data;
+  assign \mac1$180  = mac1;
+  assign \k_base1$182  = k_base1;
+  assign \acc_addr1$184  = acc_addr1;
+  assign \active1$186  = active1;
+  assign \w_data1$188  = w_data1;
+  assign \first1$190  = first1;
+  assign \valid$192  = valid;
+  assign \last$194  = last;
+  assign \row$196  = row;
+  assign \col$198  = col;
+  assign \count$200  = count;
+  assign \data$202  = data;
+  assign \pair_valid$204  = pair_valid;
+  assign \pair_count$206  = pair_count;
+  assign \pair_data$208  = pair_data;
   assign acc_bank = bank;
-  assign \fold_valid$214  = fold_valid;
-  assign \fold_ready$216  = fold_ready;
-  assign \fold_row$218  = fold_row;
-  assign \fold_word$220  = fold_word;
-  assign \fold_n_cols$222  = fold_n_cols;
-  assign \fold_n_words$224  = fold_n_words;
-  assign \fold_sets$226  = fold_sets;
-  assign \fold_sets1$228  = fold_sets1;
-  assign \fold_pack_log2$230  = fold_pack_log2;
-  assign \fold_bank$232  = fold_bank;
-  assign \sum_valid$234  = sum_valid;
-  assign \sum_ready$236  = sum_ready;
-  assign \sum_fp32$238  = sum_fp32;
-  assign \sum_fp16$240  = sum_fp16;
-  assign \rd_in_data$242  = rd_in_data;
-  assign \w_ready$246  = w_ready;
+  assign \fold_valid$212  = fold_valid;
+  assign \fold_ready$214  = fold_ready;
+  assign \fold_row$216  = fold_row;
+  assign \fold_word$218  = fold_word;
+  assign \fold_n_cols$220  = fold_n_cols;
+  assign \fold_n_words$222  = fold_n_words;
+  assign \fold_sets$224  = fold_sets;
+  assign \fold_sets1$226  = fold_sets1;
+  assign \fold_pack_log2$228  = fold_pack_log2;
+  assign \fold_bank$230  = fold_bank;
+  assign \sum_valid$232  = sum_valid;
+  assign \sum_ready$234  = sum_ready;
+  assign \sum_fp32$236  = sum_fp32;
+  assign \sum_fp16$238  = sum_fp16;
+  assign \rd_in_data$240  = rd_in_data;
+  assign \w_ready$244  = w_ready;
   assign widened_0_lzc_in = { rd_in_data[9:0], 6'h3f };
   assign widened_0_lz = widened_0_lzc_c;
-  assign widened_0_sub = \$46 [9:0];
+  assign widened_0_sub = \$38 [9:0];
   assign widened_1_lzc_in = { rd_in_data[25:16], 6'h3f };
   assign widened_1_lz = widened_1_lzc_c;
-  assign widened_1_sub = \$79 [9:0];
+  assign widened_1_sub = \$71 [9:0];
   assign widened_2_lzc_in = { rd_in_data[41:32], 6'h3f };
   assign widened_2_lz = widened_2_lzc_c;
-  assign widened_2_sub = \$112 [9:0];
+  assign widened_2_sub = \$104 [9:0];
   assign widened_3_lzc_in = { rd_in_data[57:48], 6'h3f };
   assign widened_3_lz = widened_3_lzc_c;
-  assign widened_3_sub = \$145 [9:0];
+  assign widened_3_sub = \$137 [9:0];
   assign widened_4_lzc_in = { rd_in_data[73:64], 6'h3f };
   assign widened_4_lz = widened_4_lzc_c;
-  assign widened_4_sub = \$178 [9:0];
+  assign widened_4_sub = \$170 [9:0];
   assign widened_5_lzc_in = { rd_in_data[89:80], 6'h3f };
   assign widened_5_lz = widened_5_lzc_c;
-  assign widened_5_sub = \$211 [9:0];
+  assign widened_5_sub = \$203 [9:0];
   assign widened_6_lzc_in = { rd_in_data[105:96], 6'h3f };
   assign widened_6_lz = widened_6_lzc_c;
-  assign widened_6_sub = \$244 [9:0];
+  assign widened_6_sub = \$236 [9:0];
   assign widened_7_lzc_in = { rd_in_data[121:112], 6'h3f };
   assign widened_7_lz = widened_7_lzc_c;
-  assign widened_7_sub = \$277 [9:0];
+  assign widened_7_sub = \$269 [9:0];
   assign widened_8_lzc_in = { rd_in_data[137:128], 6'h3f };
   assign widened_8_lz = widened_8_lzc_c;
-  assign widened_8_sub = \$310 [9:0];
+  assign widened_8_sub = \$302 [9:0];
   assign widened_9_lzc_in = { rd_in_data[153:144], 6'h3f };
   assign widened_9_lz = widened_9_lzc_c;
-  assign widened_9_sub = \$343 [9:0];
+  assign widened_9_sub = \$335 [9:0];
   assign widened_10_lzc_in = { rd_in_data[169:160], 6'h3f };
   assign widened_10_lz = widened_10_lzc_c;
-  assign widened_10_sub = \$376 [9:0];
+  assign widened_10_sub = \$368 [9:0];
   assign widened_11_lzc_in = { rd_in_data[185:176], 6'h3f };
   assign widened_11_lz = widened_11_lzc_c;
-  assign widened_11_sub = \$409 [9:0];
+  assign widened_11_sub = \$401 [9:0];
   assign widened_12_lzc_in = { rd_in_data[201:192], 6'h3f };
   assign widened_12_lz = widened_12_lzc_c;
-  assign widened_12_sub = \$442 [9:0];
+  assign widened_12_sub = \$434 [9:0];
   assign widened_13_lzc_in = { rd_in_data[217:208], 6'h3f };
   assign widened_13_lz = widened_13_lzc_c;
-  assign widened_13_sub = \$475 [9:0];
+  assign widened_13_sub = \$467 [9:0];
   assign widened_14_lzc_in = { rd_in_data[233:224], 6'h3f };
   assign widened_14_lz = widened_14_lzc_c;
-  assign widened_14_sub = \$508 [9:0];
+  assign widened_14_sub = \$500 [9:0];
   assign widened_15_lzc_in = { rd_in_data[249:240], 6'h3f };
   assign widened_15_lz = widened_15_lzc_c;
-  assign widened_15_sub = \$541 [9:0];
+  assign widened_15_sub = \$533 [9:0];
   assign widened_16_lzc_in = { rd_in_data[265:256], 6'h3f };
   assign widened_16_lz = widened_16_lzc_c;
-  assign widened_16_sub = \$574 [9:0];
+  assign widened_16_sub = \$566 [9:0];
   assign widened_17_lzc_in = { rd_in_data[281:272], 6'h3f };
   assign widened_17_lz = widened_17_lzc_c;
-  assign widened_17_sub = \$607 [9:0];
+  assign widened_17_sub = \$599 [9:0];
   assign widened_18_lzc_in = { rd_in_data[297:288], 6'h3f };
   assign widened_18_lz = widened_18_lzc_c;
-  assign widened_18_sub = \$640 [9:0];
+  assign widened_18_sub = \$632 [9:0];
   assign widened_19_lzc_in = { rd_in_data[313:304], 6'h3f };
   assign widened_19_lz = widened_19_lzc_c;
-  assign widened_19_sub = \$673 [9:0];
+  assign widened_19_sub = \$665 [9:0];
   assign widened_20_lzc_in = { rd_in_data[329:320], 6'h3f };
   assign widened_20_lz = widened_20_lzc_c;
-  assign widened_20_sub = \$706 [9:0];
+  assign widened_20_sub = \$698 [9:0];
   assign widened_21_lzc_in = { rd_in_data[345:336], 6'h3f };
   assign widened_21_lz = widened_21_lzc_c;
-  assign widened_21_sub = \$739 [9:0];
+  assign widened_21_sub = \$731 [9:0];
   assign widened_22_lzc_in = { rd_in_data[361:352], 6'h3f };
   assign widened_22_lz = widened_22_lzc_c;
-  assign widened_22_sub = \$772 [9:0];
+  assign widened_22_sub = \$764 [9:0];
   assign widened_23_lzc_in = { rd_in_data[377:368], 6'h3f };
   assign widened_23_lz = widened_23_lzc_c;
-  assign widened_23_sub = \$805 [9:0];
+  assign widened_23_sub = \$797 [9:0];
   assign widened_24_lzc_in = { rd_in_data[393:384], 6'h3f };
   assign widened_24_lz = widened_24_lzc_c;
-  assign widened_24_sub = \$838 [9:0];
+  assign widened_24_sub = \$830 [9:0];
   assign widened_25_lzc_in = { rd_in_data[409:400], 6'h3f };
   assign widened_25_lz = widened_25_lzc_c;
-  assign widened_25_sub = \$871 [9:0];
+  assign widened_25_sub = \$863 [9:0];
   assign widened_26_lzc_in = { rd_in_data[425:416], 6'h3f };
   assign widened_26_lz = widened_26_lzc_c;
-  assign widened_26_sub = \$904 [9:0];
+  assign widened_26_sub = \$896 [9:0];
   assign widened_27_lzc_in = { rd_in_data[441:432], 6'h3f };
   assign widened_27_lz = widened_27_lzc_c;
-  assign widened_27_sub = \$937 [9:0];
+  assign widened_27_sub = \$929 [9:0];
   assign widened_28_lzc_in = { rd_in_data[457:448], 6'h3f };
   assign widened_28_lz = widened_28_lzc_c;
-  assign widened_28_sub = \$970 [9:0];
+  assign widened_28_sub = \$962 [9:0];
   assign widened_29_lzc_in = { rd_in_data[473:464], 6'h3f };
   assign widened_29_lz = widened_29_lzc_c;
-  assign widened_29_sub = \$1003 [9:0];
+  assign widened_29_sub = \$995 [9:0];
   assign widened_30_lzc_in = { rd_in_data[489:480], 6'h3f };
   assign widened_30_lz = widened_30_lzc_c;
-  assign widened_30_sub = \$1036 [9:0];
+  assign widened_30_sub = \$1028 [9:0];
   assign widened_31_lzc_in = { rd_in_data[505:496], 6'h3f };
   assign widened_31_lz = widened_31_lzc_c;
-  assign widened_31_sub = \$1069 [9:0];
+  assign widened_31_sub = \$1061 [9:0];
   assign buf_data16 = sum_fp16;
   assign buf_data32 = sum_fp32;
-  assign \rd_row$928  = buf_row;
-  assign \rd_addr$929  = buf_word[6:0];
-  assign \cycle$953  = cycle;
-  assign waiting_results = \hold$954 ;
-  assign \quiet$957  = quiet;
-  assign \write_error$959  = write_error;
-  assign \reported$961  = reported;
-  assign \reported_error$963  = reported_error;
+  assign \rd_row$926  = buf_row;
+  assign \rd_addr$927  = buf_word[6:0];
+  assign \cycle$951  = cycle;
+  assign waiting_results = \hold$952 ;
+  assign \quiet$955  = quiet;
+  assign \write_error$957  = write_error;
+  assign \reported$959  = reported;
+  assign \reported_error$961  = reported_error;
   assign irq_en = { queues__3[289], queues__2[289], queues__1[289], queues__0[289] };
   assign done_valid = reported;
-  assign \done_valid$970  = reported;
-  assign done_queue = \$1311 [1:0];
-  assign \done_queue$972  = \$1311 [1:0];
-  assign done_seq = \$1311 [33:2];
-  assign \done_seq$974  = \$1311 [33:2];
-  assign \done_status$976  = done_status;
-  assign \irq$978  = irq;
-  assign \report$979  = reported;
+  assign \done_valid$968  = reported;
+  assign done_queue = \$1303 [1:0];
+  assign \done_queue$970  = \$1303 [1:0];
+  assign done_seq = \$1303 [33:2];
+  assign \done_seq$972  = \$1303 [33:2];
+  assign \done_status$974  = done_status;
+  assign \irq$976  = irq;
+  assign \report$977  = reported;
   assign done_store = report_store;
-  assign \port$13692$0  = \$1311 ;
+  assign \port$13533$0  = \$1303 ;
   assign \queues__0.sq_base  = queues__0[63:0];
   assign \queues__0.cq_base  = queues__0[127:64];
   assign \queues__0.data_base  = queues__0[191:128];
@@ -11369,17 +11466,64 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \task.entry.queue  = \task [205:204];
   assign \task.entry.seq  = \task [269:206];
   assign \task.entry.taken  = \task [333:270];
-  assign \task.decoded  = \task [484:334];
+  assign \task.decoded  = \task [1300:334];
   assign \task.decoded.status  = \task [341:334];
   assign \task.decoded.is_load  = \task [342];
   assign \task.decoded.is_store  = \task [343];
   assign \task.decoded.is_compute  = \task [344];
-  assign \task.decoded.operand_lines  = \task [384:345];
-  assign \task.decoded.stats_offset  = \task [432:385];
-  assign \task.decoded.paged  = \task [433];
-  assign \task.decoded.pages  = \task [440:434];
-  assign \task.decoded.page_shift  = \task [444:441];
-  assign \task.decoded.page_half  = \task [484:445];
+  assign \task.decoded.second_addr  = \task [408:345];
+  assign \task.decoded.stats_offset  = \task [456:409];
+  assign \task.decoded.paged  = \task [457];
+  assign \task.decoded.pages  = \task [464:458];
+  assign \task.decoded.page_shift  = \task [468:465];
+  assign \task.decoded.page_half  = \task [508:469];
+  assign \task.decoded.stages  = \task [1300:509];
+  assign \task.decoded.stages[0]  = \task [904:509];
+  assign \task.decoded.stages[0].k  = \task [528:509];
+  assign \task.decoded.stages[0].n  = \task [548:529];
+  assign \task.decoded.stages[0].trans  = \task [549];
+  assign \task.decoded.stages[0].pack_log2  = \task [552:550];
+  assign \task.decoded.stages[0].run_log2  = \task [555:553];
+  assign \task.decoded.stages[0].rows_dim  = \task [575:556];
+  assign \task.decoded.stages[0].cols_dim  = \task [595:576];
+  assign \task.decoded.stages[0].n_words  = \task [615:596];
+  assign \task.decoded.stages[0].t_level  = \task [618:616];
+  assign \task.decoded.stages[0].t_scalar  = \task [619];
+  assign \task.decoded.stages[0].t_fold_adds  = \task [621:620];
+  assign \task.decoded.stages[0].full_groups  = \task [641:622];
+  assign \task.decoded.stages[0].main_rows  = \task [661:642];
+  assign \task.decoded.stages[0].main_elems  = \task [705:662];
+  assign \task.decoded.stages[0].rest_rows  = \task [710:706];
+  assign \task.decoded.stages[0].rest_elems  = \task [754:711];
+  assign \task.decoded.stages[0].groups  = \task [774:755];
+  assign \task.decoded.stages[0].sets  = \task [776:775];
+  assign \task.decoded.stages[0].main_pages  = \task [796:777];
+  assign \task.decoded.stages[0].rest_page  = \task [816:797];
+  assign \task.decoded.stages[0].last_elems  = \task [860:817];
+  assign \task.decoded.stages[0].tail_elems  = \task [904:861];
+  assign \task.decoded.stages[1]  = \task [1300:905];
+  assign \task.decoded.stages[1].k  = \task [924:905];
+  assign \task.decoded.stages[1].n  = \task [944:925];
+  assign \task.decoded.stages[1].trans  = \task [945];
+  assign \task.decoded.stages[1].pack_log2  = \task [948:946];
+  assign \task.decoded.stages[1].run_log2  = \task [951:949];
+  assign \task.decoded.stages[1].rows_dim  = \task [971:952];
+  assign \task.decoded.stages[1].cols_dim  = \task [991:972];
+  assign \task.decoded.stages[1].n_words  = \task [1011:992];
+  assign \task.decoded.stages[1].t_level  = \task [1014:1012];
+  assign \task.decoded.stages[1].t_scalar  = \task [1015];
+  assign \task.decoded.stages[1].t_fold_adds  = \task [1017:1016];
+  assign \task.decoded.stages[1].full_groups  = \task [1037:1018];
+  assign \task.decoded.stages[1].main_rows  = \task [1057:1038];
+  assign \task.decoded.stages[1].main_elems  = \task [1101:1058];
+  assign \task.decoded.stages[1].rest_rows  = \task [1106:1102];
+  assign \task.decoded.stages[1].rest_elems  = \task [1150:1107];
+  assign \task.decoded.stages[1].groups  = \task [1170:1151];
+  assign \task.decoded.stages[1].sets  = \task [1172:1171];
+  assign \task.decoded.stages[1].main_pages  = \task [1192:1173];
+  assign \task.decoded.stages[1].rest_page  = \task [1212:1193];
+  assign \task.decoded.stages[1].last_elems  = \task [1256:1213];
+  assign \task.decoded.stages[1].tail_elems  = \task [1300:1257];
   assign \regs.sq_base  = regs[63:0];
   assign \regs.cq_base  = regs[127:64];
   assign \regs.data_base  = regs[191:128];
@@ -11390,466 +11534,534 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \regs.enable  = regs[288];
   assign \regs.irq_en  = regs[289];
   assign \regs.tail  = regs[321:290];
-  assign \task$984.entry  = \task$984 [333:0];
-  assign \task$984.entry.desc  = \task$984 [203:0];
-  assign \task$984.entry.desc.type  = \task$984 [1:0];
-  assign \task$984.entry.desc.op  = \task$984 [5:2];
-  assign \task$984.entry.desc.dtype  = \task$984 [9:6];
-  assign \task$984.entry.desc.flags  = \task$984 [19:10];
-  assign \task$984.entry.desc.dev_addr  = \task$984 [83:20];
-  assign \task$984.entry.desc.dev_size  = \task$984 [103:84];
-  assign \task$984.entry.desc.dev_rows  = \task$984 [123:104];
-  assign \task$984.entry.desc.dev_cols  = \task$984 [143:124];
-  assign \task$984.entry.desc.in_size  = \task$984 [163:144];
-  assign \task$984.entry.desc.in_rows  = \task$984 [183:164];
-  assign \task$984.entry.desc.in_cols  = \task$984 [203:184];
-  assign \task$984.entry.queue  = \task$984 [205:204];
-  assign \task$984.entry.seq  = \task$984 [269:206];
-  assign \task$984.entry.taken  = \task$984 [333:270];
-  assign \task$984.decoded  = \task$984 [484:334];
-  assign \task$984.decoded.status  = \task$984 [341:334];
-  assign \task$984.decoded.is_load  = \task$984 [342];
-  assign \task$984.decoded.is_store  = \task$984 [343];
-  assign \task$984.decoded.is_compute  = \task$984 [344];
-  assign \task$984.decoded.operand_lines  = \task$984 [384:345];
-  assign \task$984.decoded.stats_offset  = \task$984 [432:385];
-  assign \task$984.decoded.paged  = \task$984 [433];
-  assign \task$984.decoded.pages  = \task$984 [440:434];
-  assign \task$984.decoded.page_shift  = \task$984 [444:441];
-  assign \task$984.decoded.page_half  = \task$984 [484:445];
-  assign \$19  = { 1'h0, \task [384:345], 6'h00 };
-  assign \$25  = 1'h1;
-  assign \$26  = 1'h1;
+  assign \sizes.k  = sizes[19:0];
+  assign \sizes.n  = sizes[39:20];
+  assign \sizes.trans  = sizes[40];
+  assign \sizes.pack_log2  = sizes[43:41];
+  assign \sizes.run_log2  = sizes[46:44];
+  assign \sizes.rows_dim  = sizes[66:47];
+  assign \sizes.cols_dim  = sizes[86:67];
+  assign \sizes.n_words  = sizes[106:87];
+  assign \sizes.t_level  = sizes[109:107];
+  assign \sizes.t_scalar  = sizes[110];
+  assign \sizes.t_fold_adds  = sizes[112:111];
+  assign \sizes.full_groups  = sizes[132:113];
+  assign \sizes.main_rows  = sizes[152:133];
+  assign \sizes.main_elems  = sizes[196:153];
+  assign \sizes.rest_rows  = sizes[201:197];
+  assign \sizes.rest_elems  = sizes[245:202];
+  assign \sizes.groups  = sizes[265:246];
+  assign \sizes.sets  = sizes[267:266];
+  assign \sizes.main_pages  = sizes[287:268];
+  assign \sizes.rest_page  = sizes[307:288];
+  assign \sizes.last_elems  = sizes[351:308];
+  assign \sizes.tail_elems  = sizes[395:352];
+  assign \task$982.entry  = \task$982 [333:0];
+  assign \task$982.entry.desc  = \task$982 [203:0];
+  assign \task$982.entry.desc.type  = \task$982 [1:0];
+  assign \task$982.entry.desc.op  = \task$982 [5:2];
+  assign \task$982.entry.desc.dtype  = \task$982 [9:6];
+  assign \task$982.entry.desc.flags  = \task$982 [19:10];
+  assign \task$982.entry.desc.dev_addr  = \task$982 [83:20];
+  assign \task$982.entry.desc.dev_size  = \task$982 [103:84];
+  assign \task$982.entry.desc.dev_rows  = \task$982 [123:104];
+  assign \task$982.entry.desc.dev_cols  = \task$982 [143:124];
+  assign \task$982.entry.desc.in_size  = \task$982 [163:144];
+  assign \task$982.entry.desc.in_rows  = \task$982 [183:164];
+  assign \task$982.entry.desc.in_cols  = \task$982 [203:184];
+  assign \task$982.entry.queue  = \task$982 [205:204];
+  assign \task$982.entry.seq  = \task$982 [269:206];
+  assign \task$982.entry.taken  = \task$982 [333:270];
+  assign \task$982.decoded  = \task$982 [1300:334];
+  assign \task$982.decoded.status  = \task$982 [341:334];
+  assign \task$982.decoded.is_load  = \task$982 [342];
+  assign \task$982.decoded.is_store  = \task$982 [343];
+  assign \task$982.decoded.is_compute  = \task$982 [344];
+  assign \task$982.decoded.second_addr  = \task$982 [408:345];
+  assign \task$982.decoded.stats_offset  = \task$982 [456:409];
+  assign \task$982.decoded.paged  = \task$982 [457];
+  assign \task$982.decoded.pages  = \task$982 [464:458];
+  assign \task$982.decoded.page_shift  = \task$982 [468:465];
+  assign \task$982.decoded.page_half  = \task$982 [508:469];
+  assign \task$982.decoded.stages  = \task$982 [1300:509];
+  assign \task$982.decoded.stages[0]  = \task$982 [904:509];
+  assign \task$982.decoded.stages[0].k  = \task$982 [528:509];
+  assign \task$982.decoded.stages[0].n  = \task$982 [548:529];
+  assign \task$982.decoded.stages[0].trans  = \task$982 [549];
+  assign \task$982.decoded.stages[0].pack_log2  = \task$982 [552:550];
+  assign \task$982.decoded.stages[0].run_log2  = \task$982 [555:553];
+  assign \task$982.decoded.stages[0].rows_dim  = \task$982 [575:556];
+  assign \task$982.decoded.stages[0].cols_dim  = \task$982 [595:576];
+  assign \task$982.decoded.stages[0].n_words  = \task$982 [615:596];
+  assign \task$982.decoded.stages[0].t_level  = \task$982 [618:616];
+  assign \task$982.decoded.stages[0].t_scalar  = \task$982 [619];
+  assign \task$982.decoded.stages[0].t_fold_adds  = \task$982 [621:620];
+  assign \task$982.decoded.stages[0].full_groups  = \task$982 [641:622];
+  assign \task$982.decoded.stages[0].main_rows  = \task$982 [661:642];
+  assign \task$982.decoded.stages[0].main_elems  = \task$982 [705:662];
+  assign \task$982.decoded.stages[0].rest_rows  = \task$982 [710:706];
+  assign \task$982.decoded.stages[0].rest_elems  = \task$982 [754:711];
+  assign \task$982.decoded.stages[0].groups  = \task$982 [774:755];
+  assign \task$982.decoded.stages[0].sets  = \task$982 [776:775];
+  assign \task$982.decoded.stages[0].main_pages  = \task$982 [796:777];
+  assign \task$982.decoded.stages[0].rest_page  = \task$982 [816:797];
+  assign \task$982.decoded.stages[0].last_elems  = \task$982 [860:817];
+  assign \task$982.decoded.stages[0].tail_elems  = \task$982 [904:861];
+  assign \task$982.decoded.stages[1]  = \task$982 [1300:905];
+  assign \task$982.decoded.stages[1].k  = \task$982 [924:905];
+  assign \task$982.decoded.stages[1].n  = \task$982 [944:925];
+  assign \task$982.decoded.stages[1].trans  = \task$982 [945];
+  assign \task$982.decoded.stages[1].pack_log2  = \task$982 [948:946];
+  assign \task$982.decoded.stages[1].run_log2  = \task$982 [951:949];
+  assign \task$982.decoded.stages[1].rows_dim  = \task$982 [971:952];
+  assign \task$982.decoded.stages[1].cols_dim  = \task$982 [991:972];
+  assign \task$982.decoded.stages[1].n_words  = \task$982 [1011:992];
+  assign \task$982.decoded.stages[1].t_level  = \task$982 [1014:1012];
+  assign \task$982.decoded.stages[1].t_scalar  = \task$982 [1015];
+  assign \task$982.decoded.stages[1].t_fold_adds  = \task$982 [1017:1016];
+  assign \task$982.decoded.stages[1].full_groups  = \task$982 [1037:1018];
+  assign \task$982.decoded.stages[1].main_rows  = \task$982 [1057:1038];
+  assign \task$982.decoded.stages[1].main_elems  = \task$982 [1101:1058];
+  assign \task$982.decoded.stages[1].rest_rows  = \task$982 [1106:1102];
+  assign \task$982.decoded.stages[1].rest_elems  = \task$982 [1150:1107];
+  assign \task$982.decoded.stages[1].groups  = \task$982 [1170:1151];
+  assign \task$982.decoded.stages[1].sets  = \task$982 [1172:1171];
+  assign \task$982.decoded.stages[1].main_pages  = \task$982 [1192:1173];
+  assign \task$982.decoded.stages[1].rest_page  = \task$982 [1212:1193];
+  assign \task$982.decoded.stages[1].last_elems  = \task$982 [1256:1213];
+  assign \task$982.decoded.stages[1].tail_elems  = \task$982 [1300:1257];
+  assign \$17  = 1'h1;
+  assign \$18  = 1'h1;
   assign widened_0_lzc_vll = 1'h1;
-  assign \$27  = 1'h1;
-  assign \$28  = 1'h0;
-  assign \$29  = 1'h0;
+  assign \$19  = 1'h1;
+  assign \$20  = 1'h0;
+  assign \$21  = 1'h0;
   assign widened_0_lzc_cll = 2'h0;
-  assign \$31  = 1'h1;
+  assign \$23  = 1'h1;
   assign widened_0_lzc_vlh = 1'h1;
-  assign \$34  = 1'h0;
+  assign \$26  = 1'h0;
   assign widened_0_lzc_vl = 1'h1;
   assign widened_0_lzc_cl = { 1'h0, widened_0_lzc_clh };
   assign widened_0_lzc_v = 1'h1;
-  assign \$58  = 1'h1;
-  assign \$59  = 1'h1;
+  assign \$50  = 1'h1;
+  assign \$51  = 1'h1;
   assign widened_1_lzc_vll = 1'h1;
-  assign \$60  = 1'h1;
-  assign \$61  = 1'h0;
-  assign \$62  = 1'h0;
+  assign \$52  = 1'h1;
+  assign \$53  = 1'h0;
+  assign \$54  = 1'h0;
   assign widened_1_lzc_cll = 2'h0;
-  assign \$64  = 1'h1;
+  assign \$56  = 1'h1;
   assign widened_1_lzc_vlh = 1'h1;
-  assign \$67  = 1'h0;
+  assign \$59  = 1'h0;
   assign widened_1_lzc_vl = 1'h1;
   assign widened_1_lzc_cl = { 1'h0, widened_1_lzc_clh };
   assign widened_1_lzc_v = 1'h1;
-  assign \$91  = 1'h1;
-  assign \$92  = 1'h1;
+  assign \$83  = 1'h1;
+  assign \$84  = 1'h1;
   assign widened_2_lzc_vll = 1'h1;
-  assign \$93  = 1'h1;
-  assign \$94  = 1'h0;
-  assign \$95  = 1'h0;
+  assign \$85  = 1'h1;
+  assign \$86  = 1'h0;
+  assign \$87  = 1'h0;
   assign widened_2_lzc_cll = 2'h0;
-  assign \$97  = 1'h1;
+  assign \$89  = 1'h1;
   assign widened_2_lzc_vlh = 1'h1;
-  assign \$100  = 1'h0;
+  assign \$92  = 1'h0;
   assign widened_2_lzc_vl = 1'h1;
   assign widened_2_lzc_cl = { 1'h0, widened_2_lzc_clh };
   assign widened_2_lzc_v = 1'h1;
-  assign \$124  = 1'h1;
-  assign \$125  = 1'h1;
+  assign \$116  = 1'h1;
+  assign \$117  = 1'h1;
   assign widened_3_lzc_vll = 1'h1;
-  assign \$126  = 1'h1;
-  assign \$127  = 1'h0;
-  assign \$128  = 1'h0;
+  assign \$118  = 1'h1;
+  assign \$119  = 1'h0;
+  assign \$120  = 1'h0;
   assign widened_3_lzc_cll = 2'h0;
-  assign \$130  = 1'h1;
+  assign \$122  = 1'h1;
   assign widened_3_lzc_vlh = 1'h1;
-  assign \$133  = 1'h0;
+  assign \$125  = 1'h0;
   assign widened_3_lzc_vl = 1'h1;
   assign widened_3_lzc_cl = { 1'h0, widened_3_lzc_clh };
   assign widened_3_lzc_v = 1'h1;
-  assign \$157  = 1'h1;
-  assign \$158  = 1'h1;
+  assign \$149  = 1'h1;
+  assign \$150  = 1'h1;
   assign widened_4_lzc_vll = 1'h1;
-  assign \$159  = 1'h1;
-  assign \$160  = 1'h0;
-  assign \$161  = 1'h0;
+  assign \$151  = 1'h1;
+  assign \$152  = 1'h0;
+  assign \$153  = 1'h0;
   assign widened_4_lzc_cll = 2'h0;
-  assign \$163  = 1'h1;
+  assign \$155  = 1'h1;
   assign widened_4_lzc_vlh = 1'h1;
-  assign \$166  = 1'h0;
+  assign \$158  = 1'h0;
   assign widened_4_lzc_vl = 1'h1;
   assign widened_4_lzc_cl = { 1'h0, widened_4_lzc_clh };
   assign widened_4_lzc_v = 1'h1;
-  assign \$190  = 1'h1;
-  assign \$191  = 1'h1;
+  assign \$182  = 1'h1;
+  assign \$183  = 1'h1;
   assign widened_5_lzc_vll = 1'h1;
-  assign \$192  = 1'h1;
-  assign \$193  = 1'h0;
-  assign \$194  = 1'h0;
+  assign \$184  = 1'h1;
+  assign \$185  = 1'h0;
+  assign \$186  = 1'h0;
   assign widened_5_lzc_cll = 2'h0;
-  assign \$196  = 1'h1;
+  assign \$188  = 1'h1;
   assign widened_5_lzc_vlh = 1'h1;
-  assign \$199  = 1'h0;
+  assign \$191  = 1'h0;
   assign widened_5_lzc_vl = 1'h1;
   assign widened_5_lzc_cl = { 1'h0, widened_5_lzc_clh };
   assign widened_5_lzc_v = 1'h1;
-  assign \$223  = 1'h1;
-  assign \$224  = 1'h1;
+  assign \$215  = 1'h1;
+  assign \$216  = 1'h1;
   assign widened_6_lzc_vll = 1'h1;
-  assign \$225  = 1'h1;
-  assign \$226  = 1'h0;
-  assign \$227  = 1'h0;
+  assign \$217  = 1'h1;
+  assign \$218  = 1'h0;
+  assign \$219  = 1'h0;
   assign widened_6_lzc_cll = 2'h0;
-  assign \$229  = 1'h1;
+  assign \$221  = 1'h1;
   assign widened_6_lzc_vlh = 1'h1;
-  assign \$232  = 1'h0;
+  assign \$224  = 1'h0;
   assign widened_6_lzc_vl = 1'h1;
   assign widened_6_lzc_cl = { 1'h0, widened_6_lzc_clh };
   assign widened_6_lzc_v = 1'h1;
-  assign \$256  = 1'h1;
-  assign \$257  = 1'h1;
+  assign \$248  = 1'h1;
+  assign \$249  = 1'h1;
   assign widened_7_lzc_vll = 1'h1;
-  assign \$258  = 1'h1;
-  assign \$259  = 1'h0;
-  assign \$260  = 1'h0;
+  assign \$250  = 1'h1;
+  assign \$251  = 1'h0;
+  assign \$252  = 1'h0;
   assign widened_7_lzc_cll = 2'h0;
-  assign \$262  = 1'h1;
+  assign \$254  = 1'h1;
   assign widened_7_lzc_vlh = 1'h1;
-  assign \$265  = 1'h0;
+  assign \$257  = 1'h0;
   assign widened_7_lzc_vl = 1'h1;
   assign widened_7_lzc_cl = { 1'h0, widened_7_lzc_clh };
   assign widened_7_lzc_v = 1'h1;
-  assign \$289  = 1'h1;
-  assign \$290  = 1'h1;
+  assign \$281  = 1'h1;
+  assign \$282  = 1'h1;
   assign widened_8_lzc_vll = 1'h1;
-  assign \$291  = 1'h1;
-  assign \$292  = 1'h0;
-  assign \$293  = 1'h0;
+  assign \$283  = 1'h1;
+  assign \$284  = 1'h0;
+  assign \$285  = 1'h0;
   assign widened_8_lzc_cll = 2'h0;
-  assign \$295  = 1'h1;
+  assign \$287  = 1'h1;
   assign widened_8_lzc_vlh = 1'h1;
-  assign \$298  = 1'h0;
+  assign \$290  = 1'h0;
   assign widened_8_lzc_vl = 1'h1;
   assign widened_8_lzc_cl = { 1'h0, widened_8_lzc_clh };
   assign widened_8_lzc_v = 1'h1;
-  assign \$322  = 1'h1;
-  assign \$323  = 1'h1;
+  assign \$314  = 1'h1;
+  assign \$315  = 1'h1;
   assign widened_9_lzc_vll = 1'h1;
-  assign \$324  = 1'h1;
-  assign \$325  = 1'h0;
-  assign \$326  = 1'h0;
+  assign \$316  = 1'h1;
+  assign \$317  = 1'h0;
+  assign \$318  = 1'h0;
   assign widened_9_lzc_cll = 2'h0;
-  assign \$328  = 1'h1;
+  assign \$320  = 1'h1;
   assign widened_9_lzc_vlh = 1'h1;
-  assign \$331  = 1'h0;
+  assign \$323  = 1'h0;
   assign widened_9_lzc_vl = 1'h1;
   assign widened_9_lzc_cl = { 1'h0, widened_9_lzc_clh };
   assign widened_9_lzc_v = 1'h1;
-  assign \$355  = 1'h1;
-  assign \$356  = 1'h1;
+  assign \$347  = 1'h1;
+  assign \$348  = 1'h1;
   assign widened_10_lzc_vll = 1'h1;
-  assign \$357  = 1'h1;
-  assign \$358  = 1'h0;
-  assign \$359  = 1'h0;
+  assign \$349  = 1'h1;
+  assign \$350  = 1'h0;
+  assign \$351  = 1'h0;
   assign widened_10_lzc_cll = 2'h0;
-  assign \$361  = 1'h1;
+  assign \$353  = 1'h1;
   assign widened_10_lzc_vlh = 1'h1;
-  assign \$364  = 1'h0;
+  assign \$356  = 1'h0;
   assign widened_10_lzc_vl = 1'h1;
   assign widened_10_lzc_cl = { 1'h0, widened_10_lzc_clh };
   assign widened_10_lzc_v = 1'h1;
-  assign \$388  = 1'h1;
-  assign \$389  = 1'h1;
+  assign \$380  = 1'h1;
+  assign \$381  = 1'h1;
   assign widened_11_lzc_vll = 1'h1;
-  assign \$390  = 1'h1;
-  assign \$391  = 1'h0;
-  assign \$392  = 1'h0;
+  assign \$382  = 1'h1;
+  assign \$383  = 1'h0;
+  assign \$384  = 1'h0;
   assign widened_11_lzc_cll = 2'h0;
-  assign \$394  = 1'h1;
+  assign \$386  = 1'h1;
   assign widened_11_lzc_vlh = 1'h1;
-  assign \$397  = 1'h0;
+  assign \$389  = 1'h0;
   assign widened_11_lzc_vl = 1'h1;
   assign widened_11_lzc_cl = { 1'h0, widened_11_lzc_clh };
   assign widened_11_lzc_v = 1'h1;
-  assign \$421  = 1'h1;
-  assign \$422  = 1'h1;
+  assign \$413  = 1'h1;
+  assign \$414  = 1'h1;
   assign widened_12_lzc_vll = 1'h1;
-  assign \$423  = 1'h1;
-  assign \$424  = 1'h0;
-  assign \$425  = 1'h0;
+  assign \$415  = 1'h1;
+  assign \$416  = 1'h0;
+  assign \$417  = 1'h0;
   assign widened_12_lzc_cll = 2'h0;
-  assign \$427  = 1'h1;
+  assign \$419  = 1'h1;
   assign widened_12_lzc_vlh = 1'h1;
-  assign \$430  = 1'h0;
+  assign \$422  = 1'h0;
   assign widened_12_lzc_vl = 1'h1;
   assign widened_12_lzc_cl = { 1'h0, widened_12_lzc_clh };
   assign widened_12_lzc_v = 1'h1;
-  assign \$454  = 1'h1;
-  assign \$455  = 1'h1;
+  assign \$446  = 1'h1;
+  assign \$447  = 1'h1;
   assign widened_13_lzc_vll = 1'h1;
-  assign \$456  = 1'h1;
-  assign \$457  = 1'h0;
-  assign \$458  = 1'h0;
+  assign \$448  = 1'h1;
+  assign \$449  = 1'h0;
+  assign \$450  = 1'h0;
   assign widened_13_lzc_cll = 2'h0;
-  assign \$460  = 1'h1;
+  assign \$452  = 1'h1;
   assign widened_13_lzc_vlh = 1'h1;
-  assign \$463  = 1'h0;
+  assign \$455  = 1'h0;
   assign widened_13_lzc_vl = 1'h1;
   assign widened_13_lzc_cl = { 1'h0, widened_13_lzc_clh };
   assign widened_13_lzc_v = 1'h1;
-  assign \$487  = 1'h1;
-  assign \$488  = 1'h1;
+  assign \$479  = 1'h1;
+  assign \$480  = 1'h1;
   assign widened_14_lzc_vll = 1'h1;
-  assign \$489  = 1'h1;
-  assign \$490  = 1'h0;
-  assign \$491  = 1'h0;
+  assign \$481  = 1'h1;
+  assign \$482  = 1'h0;
+  assign \$483  = 1'h0;
   assign widened_14_lzc_cll = 2'h0;
-  assign \$493  = 1'h1;
+  assign \$485  = 1'h1;
   assign widened_14_lzc_vlh = 1'h1;
-  assign \$496  = 1'h0;
+  assign \$488  = 1'h0;
   assign widened_14_lzc_vl = 1'h1;
   assign widened_14_lzc_cl = { 1'h0, widened_14_lzc_clh };
   assign widened_14_lzc_v = 1'h1;
-  assign \$520  = 1'h1;
-  assign \$521  = 1'h1;
+  assign \$512  = 1'h1;
+  assign \$513  = 1'h1;
   assign widened_15_lzc_vll = 1'h1;
-  assign \$522  = 1'h1;
-  assign \$523  = 1'h0;
-  assign \$524  = 1'h0;
+  assign \$514  = 1'h1;
+  assign \$515  = 1'h0;
+  assign \$516  = 1'h0;
   assign widened_15_lzc_cll = 2'h0;
-  assign \$526  = 1'h1;
+  assign \$518  = 1'h1;
   assign widened_15_lzc_vlh = 1'h1;
-  assign \$529  = 1'h0;
+  assign \$521  = 1'h0;
   assign widened_15_lzc_vl = 1'h1;
   assign widened_15_lzc_cl = { 1'h0, widened_15_lzc_clh };
   assign widened_15_lzc_v = 1'h1;
-  assign \$553  = 1'h1;
-  assign \$554  = 1'h1;
+  assign \$545  = 1'h1;
+  assign \$546  = 1'h1;
   assign widened_16_lzc_vll = 1'h1;
-  assign \$555  = 1'h1;
-  assign \$556  = 1'h0;
-  assign \$557  = 1'h0;
+  assign \$547  = 1'h1;
+  assign \$548  = 1'h0;
+  assign \$549  = 1'h0;
   assign widened_16_lzc_cll = 2'h0;
-  assign \$559  = 1'h1;
+  assign \$551  = 1'h1;
   assign widened_16_lzc_vlh = 1'h1;
-  assign \$562  = 1'h0;
+  assign \$554  = 1'h0;
   assign widened_16_lzc_vl = 1'h1;
   assign widened_16_lzc_cl = { 1'h0, widened_16_lzc_clh };
   assign widened_16_lzc_v = 1'h1;
-  assign \$586  = 1'h1;
-  assign \$587  = 1'h1;
+  assign \$578  = 1'h1;
+  assign \$579  = 1'h1;
   assign widened_17_lzc_vll = 1'h1;
-  assign \$588  = 1'h1;
-  assign \$589  = 1'h0;
-  assign \$590  = 1'h0;
+  assign \$580  = 1'h1;
+  assign \$581  = 1'h0;
+  assign \$582  = 1'h0;
   assign widened_17_lzc_cll = 2'h0;
-  assign \$592  = 1'h1;
+  assign \$584  = 1'h1;
   assign widened_17_lzc_vlh = 1'h1;
-  assign \$595  = 1'h0;
+  assign \$587  = 1'h0;
   assign widened_17_lzc_vl = 1'h1;
   assign widened_17_lzc_cl = { 1'h0, widened_17_lzc_clh };
   assign widened_17_lzc_v = 1'h1;
-  assign \$619  = 1'h1;
-  assign \$620  = 1'h1;
+  assign \$611  = 1'h1;
+  assign \$612  = 1'h1;
   assign widened_18_lzc_vll = 1'h1;
-  assign \$621  = 1'h1;
-  assign \$622  = 1'h0;
-  assign \$623  = 1'h0;
+  assign \$613  = 1'h1;
+  assign \$614  = 1'h0;
+  assign \$615  = 1'h0;
   assign widened_18_lzc_cll = 2'h0;
-  assign \$625  = 1'h1;
+  assign \$617  = 1'h1;
   assign widened_18_lzc_vlh = 1'h1;
-  assign \$628  = 1'h0;
+  assign \$620  = 1'h0;
   assign widened_18_lzc_vl = 1'h1;
   assign widened_18_lzc_cl = { 1'h0, widened_18_lzc_clh };
   assign widened_18_lzc_v = 1'h1;
-  assign \$652  = 1'h1;
-  assign \$653  = 1'h1;
+  assign \$644  = 1'h1;
+  assign \$645  = 1'h1;
   assign widened_19_lzc_vll = 1'h1;
-  assign \$654  = 1'h1;
-  assign \$655  = 1'h0;
-  assign \$656  = 1'h0;
+  assign \$646  = 1'h1;
+  assign \$647  = 1'h0;
+  assign \$648  = 1'h0;
   assign widened_19_lzc_cll = 2'h0;
-  assign \$658  = 1'h1;
+  assign \$650  = 1'h1;
   assign widened_19_lzc_vlh = 1'h1;
-  assign \$661  = 1'h0;
+  assign \$653  = 1'h0;
   assign widened_19_lzc_vl = 1'h1;
   assign widened_19_lzc_cl = { 1'h0, widened_19_lzc_clh };
   assign widened_19_lzc_v = 1'h1;
-  assign \$685  = 1'h1;
-  assign \$686  = 1'h1;
+  assign \$677  = 1'h1;
+  assign \$678  = 1'h1;
   assign widened_20_lzc_vll = 1'h1;
-  assign \$687  = 1'h1;
-  assign \$688  = 1'h0;
-  assign \$689  = 1'h0;
+  assign \$679  = 1'h1;
+  assign \$680  = 1'h0;
+  assign \$681  = 1'h0;
   assign widened_20_lzc_cll = 2'h0;
-  assign \$691  = 1'h1;
+  assign \$683  = 1'h1;
   assign widened_20_lzc_vlh = 1'h1;
-  assign \$694  = 1'h0;
+  assign \$686  = 1'h0;
   assign widened_20_lzc_vl = 1'h1;
   assign widened_20_lzc_cl = { 1'h0, widened_20_lzc_clh };
   assign widened_20_lzc_v = 1'h1;
-  assign \$718  = 1'h1;
-  assign \$719  = 1'h1;
+  assign \$710  = 1'h1;
+  assign \$711  = 1'h1;
   assign widened_21_lzc_vll = 1'h1;
-  assign \$720  = 1'h1;
-  assign \$721  = 1'h0;
-  assign \$722  = 1'h0;
+  assign \$712  = 1'h1;
+  assign \$713  = 1'h0;
+  assign \$714  = 1'h0;
   assign widened_21_lzc_cll = 2'h0;
-  assign \$724  = 1'h1;
+  assign \$716  = 1'h1;
   assign widened_21_lzc_vlh = 1'h1;
-  assign \$727  = 1'h0;
+  assign \$719  = 1'h0;
   assign widened_21_lzc_vl = 1'h1;
   assign widened_21_lzc_cl = { 1'h0, widened_21_lzc_clh };
   assign widened_21_lzc_v = 1'h1;
-  assign \$751  = 1'h1;
-  assign \$752  = 1'h1;
+  assign \$743  = 1'h1;
+  assign \$744  = 1'h1;
   assign widened_22_lzc_vll = 1'h1;
-  assign \$753  = 1'h1;
-  assign \$754  = 1'h0;
-  assign \$755  = 1'h0;
+  assign \$745  = 1'h1;
+  assign \$746  = 1'h0;
+  assign \$747  = 1'h0;
   assign widened_22_lzc_cll = 2'h0;
-  assign \$757  = 1'h1;
+  assign \$749  = 1'h1;
   assign widened_22_lzc_vlh = 1'h1;
-  assign \$760  = 1'h0;
+  assign \$752  = 1'h0;
   assign widened_22_lzc_vl = 1'h1;
   assign widened_22_lzc_cl = { 1'h0, widened_22_lzc_clh };
   assign widened_22_lzc_v = 1'h1;
-  assign \$784  = 1'h1;
-  assign \$785  = 1'h1;
+  assign \$776  = 1'h1;
+  assign \$777  = 1'h1;
   assign widened_23_lzc_vll = 1'h1;
-  assign \$786  = 1'h1;
-  assign \$787  = 1'h0;
-  assign \$788  = 1'h0;
+  assign \$778  = 1'h1;
+  assign \$779  = 1'h0;
+  assign \$780  = 1'h0;
   assign widened_23_lzc_cll = 2'h0;
-  assign \$790  = 1'h1;
+  assign \$782  = 1'h1;
   assign widened_23_lzc_vlh = 1'h1;
-  assign \$793  = 1'h0;
+  assign \$785  = 1'h0;
   assign widened_23_lzc_vl = 1'h1;
   assign widened_23_lzc_cl = { 1'h0, widened_23_lzc_clh };
   assign widened_23_lzc_v = 1'h1;
-  assign \$817  = 1'h1;
-  assign \$818  = 1'h1;
+  assign \$809  = 1'h1;
+  assign \$810  = 1'h1;
   assign widened_24_lzc_vll = 1'h1;
-  assign \$819  = 1'h1;
-  assign \$820  = 1'h0;
-  assign \$821  = 1'h0;
+  assign \$811  = 1'h1;
+  assign \$812  = 1'h0;
+  assign \$813  = 1'h0;
   assign widened_24_lzc_cll = 2'h0;
-  assign \$823  = 1'h1;
+  assign \$815  = 1'h1;
   assign widened_24_lzc_vlh = 1'h1;
-  assign \$826  = 1'h0;
+  assign \$818  = 1'h0;
   assign widened_24_lzc_vl = 1'h1;
   assign widened_24_lzc_cl = { 1'h0, widened_24_lzc_clh };
   assign widened_24_lzc_v = 1'h1;
-  assign \$850  = 1'h1;
-  assign \$851  = 1'h1;
+  assign \$842  = 1'h1;
+  assign \$843  = 1'h1;
   assign widened_25_lzc_vll = 1'h1;
-  assign \$852  = 1'h1;
-  assign \$853  = 1'h0;
-  assign \$854  = 1'h0;
+  assign \$844  = 1'h1;
+  assign \$845  = 1'h0;
+  assign \$846  = 1'h0;
   assign widened_25_lzc_cll = 2'h0;
-  assign \$856  = 1'h1;
+  assign \$848  = 1'h1;
   assign widened_25_lzc_vlh = 1'h1;
-  assign \$859  = 1'h0;
+  assign \$851  = 1'h0;
   assign widened_25_lzc_vl = 1'h1;
   assign widened_25_lzc_cl = { 1'h0, widened_25_lzc_clh };
   assign widened_25_lzc_v = 1'h1;
-  assign \$883  = 1'h1;
-  assign \$884  = 1'h1;
+  assign \$875  = 1'h1;
+  assign \$876  = 1'h1;
   assign widened_26_lzc_vll = 1'h1;
-  assign \$885  = 1'h1;
-  assign \$886  = 1'h0;
-  assign \$887  = 1'h0;
+  assign \$877  = 1'h1;
+  assign \$878  = 1'h0;
+  assign \$879  = 1'h0;
   assign widened_26_lzc_cll = 2'h0;
-  assign \$889  = 1'h1;
+  assign \$881  = 1'h1;
   assign widened_26_lzc_vlh = 1'h1;
-  assign \$892  = 1'h0;
+  assign \$884  = 1'h0;
   assign widened_26_lzc_vl = 1'h1;
   assign widened_26_lzc_cl = { 1'h0, widened_26_lzc_clh };
   assign widened_26_lzc_v = 1'h1;
-  assign \$916  = 1'h1;
-  assign \$917  = 1'h1;
+  assign \$908  = 1'h1;
+  assign \$909  = 1'h1;
   assign widened_27_lzc_vll = 1'h1;
-  assign \$918  = 1'h1;
-  assign \$919  = 1'h0;
-  assign \$920  = 1'h0;
+  assign \$910  = 1'h1;
+  assign \$911  = 1'h0;
+  assign \$912  = 1'h0;
   assign widened_27_lzc_cll = 2'h0;
-  assign \$922  = 1'h1;
+  assign \$914  = 1'h1;
   assign widened_27_lzc_vlh = 1'h1;
-  assign \$925  = 1'h0;
+  assign \$917  = 1'h0;
   assign widened_27_lzc_vl = 1'h1;
   assign widened_27_lzc_cl = { 1'h0, widened_27_lzc_clh };
   assign widened_27_lzc_v = 1'h1;
-  assign \$949  = 1'h1;
-  assign \$950  = 1'h1;
+  assign \$941  = 1'h1;
+  assign \$942  = 1'h1;
   assign widened_28_lzc_vll = 1'h1;
-  assign \$951  = 1'h1;
-  assign \$952  = 1'h0;
-  assign \$953  = 1'h0;
+  assign \$943  = 1'h1;
+  assign \$944  = 1'h0;
+  assign \$945  = 1'h0;
   assign widened_28_lzc_cll = 2'h0;
-  assign \$955  = 1'h1;
+  assign \$947  = 1'h1;
   assign widened_28_lzc_vlh = 1'h1;
-  assign \$958  = 1'h0;
+  assign \$950  = 1'h0;
   assign widened_28_lzc_vl = 1'h1;
   assign widened_28_lzc_cl = { 1'h0, widened_28_lzc_clh };
   assign widened_28_lzc_v = 1'h1;
-  assign \$982  = 1'h1;
-  assign \$983  = 1'h1;
+  assign \$974  = 1'h1;
+  assign \$975  = 1'h1;
   assign widened_29_lzc_vll = 1'h1;
-  assign \$984  = 1'h1;
-  assign \$985  = 1'h0;
-  assign \$986  = 1'h0;
+  assign \$976  = 1'h1;
+  assign \$977  = 1'h0;
+  assign \$978  = 1'h0;
   assign widened_29_lzc_cll = 2'h0;
-  assign \$988  = 1'h1;
+  assign \$980  = 1'h1;
   assign widened_29_lzc_vlh = 1'h1;
-  assign \$991  = 1'h0;
+  assign \$983  = 1'h0;
   assign widened_29_lzc_vl = 1'h1;
   assign widened_29_lzc_cl = { 1'h0, widened_29_lzc_clh };
   assign widened_29_lzc_v = 1'h1;
-  assign \$1015  = 1'h1;
-  assign \$1016  = 1'h1;
+  assign \$1007  = 1'h1;
+  assign \$1008  = 1'h1;
   assign widened_30_lzc_vll = 1'h1;
-  assign \$1017  = 1'h1;
-  assign \$1018  = 1'h0;
-  assign \$1019  = 1'h0;
+  assign \$1009  = 1'h1;
+  assign \$1010  = 1'h0;
+  assign \$1011  = 1'h0;
   assign widened_30_lzc_cll = 2'h0;
-  assign \$1021  = 1'h1;
+  assign \$1013  = 1'h1;
   assign widened_30_lzc_vlh = 1'h1;
-  assign \$1024  = 1'h0;
+  assign \$1016  = 1'h0;
   assign widened_30_lzc_vl = 1'h1;
   assign widened_30_lzc_cl = { 1'h0, widened_30_lzc_clh };
   assign widened_30_lzc_v = 1'h1;
-  assign \$1048  = 1'h1;
-  assign \$1049  = 1'h1;
+  assign \$1040  = 1'h1;
+  assign \$1041  = 1'h1;
   assign widened_31_lzc_vll = 1'h1;
-  assign \$1050  = 1'h1;
-  assign \$1051  = 1'h0;
-  assign \$1052  = 1'h0;
+  assign \$1042  = 1'h1;
+  assign \$1043  = 1'h0;
+  assign \$1044  = 1'h0;
   assign widened_31_lzc_cll = 2'h0;
-  assign \$1054  = 1'h1;
+  assign \$1046  = 1'h1;
   assign widened_31_lzc_vlh = 1'h1;
-  assign \$1057  = 1'h0;
+  assign \$1049  = 1'h0;
   assign widened_31_lzc_vl = 1'h1;
   assign widened_31_lzc_cl = { 1'h0, widened_31_lzc_clh };
   assign widened_31_lzc_v = 1'h1;
-  assign \$1089  = { 2'h0, \task [103:84], 5'h00 };
-  assign \$1090  = { \$1089 , 1'h0 };
-  assign \$1094  = { \$1093 [30], \$1093 [30], \$1093 [30], \$1093 [30], \$1093 [30], \$1093 [30], \$1093 [30:6] };
-  assign \$1095  = { 2'h0, \task [103:84], 5'h00 };
-  assign \$1099  = { \$1098 [29], \$1098 [29], \$1098 [29], \$1098 [29], \$1098 [29], \$1098 [29:5] };
-  assign \$1104  = { 2'h0, \task [103:84], 5'h00 };
-  assign \$1105  = { count, 1'h0 };
-  assign \$1112  = { \$signal$863 , 1'h0 };
-  assign \$1115  = { \$1114 , 1'h0 };
-  assign \$1119  = { \$1118 [26], \$1118 [26], \$1118 [26], \$1118 [26], \$1118 [26], \$1118 [26], \$1118 [26:6] };
-  assign \$1124  = { \$1123 [25], \$1123 [25], \$1123 [25], \$1123 [25], \$1123 [25], \$1123 [25:5] };
-  assign \$1143  = \$1142 ;
-  assign \$1152  = { \$1151 [28], \$1151 [28], \$1151 [28], \$1151 [28], \$1151 [28], \$1151 [28], \$1151 [28:6] };
-  assign \$1167  = \$signal$895 ;
-  assign \$1173  = { \$1172 [28], \$1172 [28], \$1172 [28], \$1172 [28], \$1172 [28], \$1172 [28], \$1172 [28:6] };
-  assign \$1183  = { 1'h0, \$1182 , 6'h00 };
+  assign \$1081  = { 2'h0, \task [103:84], 5'h00 };
+  assign \$1082  = { \$1081 , 1'h0 };
+  assign \$1086  = { \$1085 [30], \$1085 [30], \$1085 [30], \$1085 [30], \$1085 [30], \$1085 [30], \$1085 [30:6] };
+  assign \$1087  = { 2'h0, \task [103:84], 5'h00 };
+  assign \$1091  = { \$1090 [29], \$1090 [29], \$1090 [29], \$1090 [29], \$1090 [29], \$1090 [29:5] };
+  assign \$1096  = { 2'h0, \task [103:84], 5'h00 };
+  assign \$1097  = { count, 1'h0 };
+  assign \$1104  = { \$signal$861 , 1'h0 };
+  assign \$1107  = { \$1106 , 1'h0 };
+  assign \$1111  = { \$1110 [26], \$1110 [26], \$1110 [26], \$1110 [26], \$1110 [26], \$1110 [26], \$1110 [26:6] };
+  assign \$1116  = { \$1115 [25], \$1115 [25], \$1115 [25], \$1115 [25], \$1115 [25], \$1115 [25:5] };
+  assign \$1135  = \$1134 ;
+  assign \$1144  = { \$1143 [28], \$1143 [28], \$1143 [28], \$1143 [28], \$1143 [28], \$1143 [28], \$1143 [28:6] };
+  assign \$1159  = \$signal$893 ;
+  assign \$1165  = { \$1164 [28], \$1164 [28], \$1164 [28], \$1164 [28], \$1164 [28], \$1164 [28], \$1164 [28:6] };
+  assign \$1175  = { 1'h0, \$1174 , 6'h00 };
 endmodule
 
 (* generator = "Amaranth" *)
@@ -12689,7 +12901,7 @@ module \ndp_device.control_unit.chunks (rst, split, addr, count, pair_count, val
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_error, hold, done_status, irq, \port$13692$0 , done_store, cycle, \port$13921$289 , \port$13923$289 , \port$13925$289 , \port$13927$289 , complete, queue, seq, taken, status, read_error, slot
+module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_error, hold, done_status, irq, \port$13533$0 , done_store, cycle, \port$13762$289 , \port$13764$289 , \port$13766$289 , \port$13768$289 , complete, queue, seq, taken, status, read_error, slot
 , store, quiet, pending, line_start, line_addr, line, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$69  = 0;
   wire \$1 ;
@@ -12750,16 +12962,16 @@ module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_err
   reg line_start;
   output pending;
   reg pending = 1'h0;
-  output [33:0] \port$13692$0 ;
-  wire [33:0] \port$13692$0 ;
-  input \port$13921$289 ;
-  wire \port$13921$289 ;
-  input \port$13923$289 ;
-  wire \port$13923$289 ;
-  input \port$13925$289 ;
-  wire \port$13925$289 ;
-  input \port$13927$289 ;
-  wire \port$13927$289 ;
+  output [33:0] \port$13533$0 ;
+  wire [33:0] \port$13533$0 ;
+  input \port$13762$289 ;
+  wire \port$13762$289 ;
+  input \port$13764$289 ;
+  wire \port$13764$289 ;
+  input \port$13766$289 ;
+  wire \port$13766$289 ;
+  input \port$13768$289 ;
+  wire \port$13768$289 ;
   input [1:0] queue;
   wire [1:0] queue;
   input quiet;
@@ -12804,7 +13016,7 @@ module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_err
   assign \$11  = \$9  & \$10 ;
   assign \$12  = \$11  ? 8'h80 : \$signal$10 ;
   assign \$13  = cycle - \$signal$8 ;
-  assign irq_en = { \port$13927$289 , \port$13925$289 , \port$13923$289 , \port$13921$289  } >> r_data[1:0];
+  assign irq_en = { \port$13768$289 , \port$13766$289 , \port$13764$289 , \port$13762$289  } >> r_data[1:0];
   assign done_status = reported_error ? 8'h80 : r_data[41:34];
   assign \$14  = r_en & irq_en;
   assign \$15  = 1'h1 << r_data[1:0];
@@ -12974,12 +13186,12 @@ module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_err
       w_data = { \$signal$16 , status_word[7:0], \$signal [31:0], \$like  };
     end
   end
-  assign \irq_en$31  = { \port$13927$289 , \port$13925$289 , \port$13923$289 , \port$13921$289  };
+  assign \irq_en$31  = { \port$13768$289 , \port$13766$289 , \port$13764$289 , \port$13762$289  };
   assign reported = r_en;
   assign done_valid = r_en;
   assign done_queue = r_data[1:0];
   assign done_seq = r_data[33:2];
-  assign \port$13692$0  = r_data[33:0];
+  assign \port$13533$0  = r_data[33:0];
   assign done_store = r_data[42];
 endmodule
 
@@ -42098,253 +42310,253 @@ endmodule
 module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, side_valid, run_issued, report, report_store, queues__0, queues__1, queues__2, queues__3, pop_valid, take, verdict_take, run_start, run_addr, run_lines, run_side, \task 
 , pop_ready, verdict_valid, verdict_status, side_data);
   reg \$auto$verilog_backend.cc:2355:dump_module$73  = 0;
-  wire [19:0] \$1 ;
+  wire \$1 ;
   wire \$10 ;
-  wire [19:0] \$100 ;
-  wire [19:0] \$101 ;
-  wire [19:0] \$102 ;
+  wire [21:0] \$100 ;
+  wire [22:0] \$101 ;
+  wire [22:0] \$102 ;
   wire \$103 ;
   wire \$104 ;
-  wire [2:0] \$105 ;
-  wire [7:0] \$106 ;
-  wire [8:0] \$107 ;
-  wire [20:0] \$108 ;
+  wire [6:0] \$105 ;
+  wire \$106 ;
+  wire \$107 ;
+  wire \$108 ;
   wire \$109 ;
-  wire [19:0] \$11 ;
+  wire \$11 ;
   wire \$110 ;
-  wire [19:0] \$111 ;
-  wire [19:0] \$112 ;
-  wire [19:0] \$113 ;
-  wire [19:0] \$114 ;
-  wire [19:0] \$115 ;
-  wire [19:0] \$116 ;
-  wire [19:0] \$117 ;
-  wire [40:0] \$118 ;
-  wire [64:0] \$119 ;
-  wire [19:0] \$12 ;
-  wire [44:0] \$120 ;
-  wire [65:0] \$121 ;
-  wire [20:0] \$122 ;
+  wire \$111 ;
+  wire \$112 ;
+  wire \$113 ;
+  wire \$114 ;
+  wire \$115 ;
+  wire \$116 ;
+  wire \$117 ;
+  wire \$118 ;
+  wire \$119 ;
+  wire \$12 ;
+  wire \$120 ;
+  wire \$121 ;
+  wire \$122 ;
   wire \$123 ;
-  wire [20:0] \$124 ;
-  wire [20:0] \$125 ;
-  wire [40:0] \$126 ;
-  wire [41:0] \$127 ;
-  wire [42:0] \$128 ;
-  wire [43:0] \$129 ;
-  wire [19:0] \$13 ;
-  wire [44:0] \$130 ;
-  wire [44:0] \$131 ;
-  wire [20:0] \$132 ;
-  wire \$133 ;
-  wire [20:0] \$134 ;
-  wire [20:0] \$135 ;
-  wire [40:0] \$136 ;
-  wire [41:0] \$137 ;
-  wire [42:0] \$138 ;
-  wire [43:0] \$139 ;
-  wire [22:0] \$14 ;
-  wire [46:0] \$140 ;
+  wire \$124 ;
+  wire \$125 ;
+  wire \$126 ;
+  wire \$127 ;
+  wire \$128 ;
+  wire \$129 ;
+  wire \$13 ;
+  wire \$130 ;
+  wire \$131 ;
+  wire \$132 ;
+  wire [64:0] \$133 ;
+  wire [15:0] \$134 ;
+  wire [16:0] \$135 ;
+  wire [16:0] \$136 ;
+  wire [79:0] \$137 ;
+  wire [63:0] \$138 ;
+  wire [64:0] \$139 ;
+  wire \$14 ;
+  wire [64:0] \$140 ;
   wire [64:0] \$141 ;
-  wire [64:0] \$142 ;
-  wire [65:0] \$143 ;
-  wire [44:0] \$144 ;
-  wire [45:0] \$145 ;
-  wire [46:0] \$146 ;
-  wire [47:0] \$147 ;
-  wire [47:0] \$148 ;
-  wire [44:0] \$149 ;
+  wire [8:0] \$142 ;
+  wire [9:0] \$143 ;
+  wire [8:0] \$144 ;
+  wire \$145 ;
+  wire [9:0] \$146 ;
+  wire [8:0] \$147 ;
+  wire \$148 ;
+  wire [8:0] \$149 ;
   wire \$15 ;
-  wire [45:0] \$150 ;
-  wire [46:0] \$151 ;
-  wire [46:0] \$152 ;
-  wire [46:0] \$153 ;
-  wire [64:0] \$154 ;
-  wire [64:0] \$155 ;
-  wire [44:0] \$156 ;
-  wire [65:0] \$157 ;
-  wire [44:0] \$158 ;
-  wire [45:0] \$159 ;
-  wire [19:0] \$16 ;
-  wire [46:0] \$160 ;
-  wire [47:0] \$161 ;
-  wire [47:0] \$162 ;
-  wire [44:0] \$163 ;
-  wire [45:0] \$164 ;
-  wire [46:0] \$165 ;
-  wire [46:0] \$166 ;
+  wire [63:0] \$150 ;
+  wire [64:0] \$151 ;
+  wire [64:0] \$152 ;
+  wire \$153 ;
+  wire \$154 ;
+  wire \$155 ;
+  wire [26:0] \$156 ;
+  wire [64:0] \$157 ;
+  wire \$158 ;
+  wire \$159 ;
+  wire \$16 ;
+  wire [8:0] \$160 ;
+  wire \$161 ;
+  wire [8:0] \$162 ;
+  wire [63:0] \$163 ;
+  wire [64:0] \$164 ;
+  wire [64:0] \$165 ;
+  wire \$166 ;
   wire \$167 ;
   wire \$168 ;
-  wire \$169 ;
-  wire [19:0] \$17 ;
-  wire [19:0] \$170 ;
-  wire [19:0] \$171 ;
-  wire [19:0] \$172 ;
-  wire [19:0] \$173 ;
-  wire [19:0] \$174 ;
-  wire [19:0] \$175 ;
-  wire [19:0] \$176 ;
-  wire \$177 ;
-  wire \$178 ;
-  wire [2:0] \$179 ;
-  wire [19:0] \$18 ;
-  wire [19:0] \$180 ;
+  wire [26:0] \$169 ;
+  wire \$17 ;
+  wire [64:0] \$170 ;
+  wire \$171 ;
+  wire \$172 ;
+  wire [8:0] \$173 ;
+  wire \$174 ;
+  wire [8:0] \$175 ;
+  wire [63:0] \$176 ;
+  wire [64:0] \$177 ;
+  wire [64:0] \$178 ;
+  wire \$179 ;
+  wire \$18 ;
+  wire \$180 ;
   wire \$181 ;
-  wire \$182 ;
-  wire [2:0] \$183 ;
-  wire [26:0] \$184 ;
-  wire [26:0] \$185 ;
-  wire [5:0] \$186 ;
-  wire [40:0] \$187 ;
-  wire [64:0] \$188 ;
-  wire \$189 ;
-  wire [22:0] \$19 ;
-  wire \$190 ;
-  wire [19:0] \$191 ;
-  wire [19:0] \$192 ;
-  wire [19:0] \$193 ;
-  wire [19:0] \$194 ;
-  wire [19:0] \$195 ;
-  wire [19:0] \$196 ;
-  wire [19:0] \$197 ;
+  wire [26:0] \$182 ;
+  wire [64:0] \$183 ;
+  wire \$184 ;
+  wire \$185 ;
+  wire [8:0] \$186 ;
+  wire \$187 ;
+  wire [8:0] \$188 ;
+  wire [63:0] \$189 ;
+  wire \$19 ;
+  wire [64:0] \$190 ;
+  wire [64:0] \$191 ;
+  wire \$192 ;
+  wire \$193 ;
+  wire \$194 ;
+  wire [26:0] \$195 ;
+  wire [64:0] \$196 ;
+  wire \$197 ;
   wire \$198 ;
-  wire \$199 ;
-  wire [19:0] \$2 ;
+  wire [19:0] \$199 ;
+  wire \$2 ;
   wire \$20 ;
-  wire [2:0] \$200 ;
+  wire \$200 ;
   wire [19:0] \$201 ;
-  wire \$202 ;
-  wire \$203 ;
-  wire [2:0] \$204 ;
-  wire [26:0] \$205 ;
-  wire [20:0] \$206 ;
-  wire [27:0] \$207 ;
-  wire [15:0] \$208 ;
+  wire [19:0] \$202 ;
+  wire [39:0] \$203 ;
+  wire [7:0] \$204 ;
+  wire \$205 ;
+  wire \$206 ;
+  wire \$207 ;
+  wire \$208 ;
   wire \$209 ;
-  wire [19:0] \$21 ;
-  wire [15:0] \$210 ;
+  wire \$21 ;
+  wire \$210 ;
   wire \$211 ;
   wire \$212 ;
-  wire [19:0] \$213 ;
-  wire [19:0] \$214 ;
-  wire [19:0] \$215 ;
-  wire [19:0] \$216 ;
-  wire [19:0] \$217 ;
-  wire [19:0] \$218 ;
-  wire [19:0] \$219 ;
-  wire [19:0] \$22 ;
+  wire \$213 ;
+  wire \$214 ;
+  wire \$215 ;
+  wire \$216 ;
+  wire \$217 ;
+  wire \$218 ;
+  wire \$219 ;
+  wire \$22 ;
   wire \$220 ;
   wire \$221 ;
-  wire [2:0] \$222 ;
-  wire [19:0] \$223 ;
+  wire \$222 ;
+  wire \$223 ;
   wire \$224 ;
   wire \$225 ;
-  wire [2:0] \$226 ;
-  wire [26:0] \$227 ;
-  wire [20:0] \$228 ;
-  wire [27:0] \$229 ;
-  wire [19:0] \$23 ;
-  wire [27:0] \$230 ;
-  wire [39:0] \$231 ;
-  wire [64:0] \$232 ;
-  wire [65:0] \$233 ;
+  wire \$226 ;
+  wire \$227 ;
+  wire \$228 ;
+  wire \$229 ;
+  wire [64:0] \$23 ;
+  wire \$230 ;
+  wire \$231 ;
+  wire \$232 ;
+  wire \$233 ;
   wire \$234 ;
   wire \$235 ;
-  wire [19:0] \$236 ;
-  wire [19:0] \$237 ;
-  wire [19:0] \$238 ;
-  wire [19:0] \$239 ;
-  wire [26:0] \$24 ;
-  wire [19:0] \$240 ;
-  wire [19:0] \$241 ;
-  wire [19:0] \$242 ;
-  wire [39:0] \$243 ;
-  wire [40:0] \$244 ;
-  wire [41:0] \$245 ;
-  wire [42:0] \$246 ;
-  wire [43:0] \$247 ;
+  wire \$236 ;
+  wire \$237 ;
+  wire \$238 ;
+  wire \$239 ;
+  wire [44:0] \$24 ;
+  wire \$240 ;
+  wire \$241 ;
+  wire \$242 ;
+  wire \$243 ;
+  wire \$244 ;
+  wire \$245 ;
+  wire \$246 ;
+  wire \$247 ;
   wire \$248 ;
   wire \$249 ;
-  wire \$25 ;
-  wire [19:0] \$250 ;
-  wire [19:0] \$251 ;
-  wire [19:0] \$252 ;
-  wire [19:0] \$253 ;
-  wire [19:0] \$254 ;
-  wire [19:0] \$255 ;
-  wire [19:0] \$256 ;
-  wire [39:0] \$257 ;
-  wire [40:0] \$258 ;
-  wire [41:0] \$259 ;
-  wire [19:0] \$26 ;
-  wire [42:0] \$260 ;
-  wire [42:0] \$261 ;
-  wire [39:0] \$262 ;
-  wire [64:0] \$263 ;
+  wire [65:0] \$25 ;
+  wire \$250 ;
+  wire \$251 ;
+  wire \$252 ;
+  wire \$253 ;
+  wire \$254 ;
+  wire \$255 ;
+  wire \$256 ;
+  wire \$257 ;
+  wire \$258 ;
+  wire \$259 ;
+  wire [44:0] \$26 ;
+  wire \$260 ;
+  wire \$261 ;
+  wire \$262 ;
+  wire \$263 ;
   wire \$264 ;
   wire \$265 ;
-  wire [19:0] \$266 ;
-  wire [19:0] \$267 ;
-  wire [19:0] \$268 ;
-  wire [19:0] \$269 ;
-  wire [19:0] \$27 ;
-  wire [19:0] \$270 ;
-  wire [19:0] \$271 ;
-  wire [19:0] \$272 ;
+  wire \$266 ;
+  wire \$267 ;
+  wire \$268 ;
+  wire \$269 ;
+  wire [45:0] \$27 ;
+  wire \$270 ;
+  wire \$271 ;
+  wire \$272 ;
   wire \$273 ;
   wire \$274 ;
-  wire [2:0] \$275 ;
-  wire [19:0] \$276 ;
+  wire \$275 ;
+  wire \$276 ;
   wire \$277 ;
   wire \$278 ;
-  wire [2:0] \$279 ;
-  wire [19:0] \$28 ;
-  wire [26:0] \$280 ;
-  wire [15:0] \$281 ;
-  wire [16:0] \$282 ;
-  wire [27:0] \$283 ;
+  wire \$279 ;
+  wire [46:0] \$28 ;
+  wire \$280 ;
+  wire \$281 ;
+  wire \$282 ;
+  wire \$283 ;
   wire \$284 ;
   wire \$285 ;
-  wire [19:0] \$286 ;
-  wire [19:0] \$287 ;
-  wire [19:0] \$288 ;
-  wire [19:0] \$289 ;
-  wire [26:0] \$29 ;
-  wire [19:0] \$290 ;
-  wire [19:0] \$291 ;
-  wire [19:0] \$292 ;
-  wire [47:0] \$293 ;
-  wire [48:0] \$294 ;
-  wire [66:0] \$295 ;
-  wire [44:0] \$296 ;
-  wire [45:0] \$297 ;
-  wire [46:0] \$298 ;
-  wire [47:0] \$299 ;
-  wire [19:0] \$3 ;
-  wire \$30 ;
-  wire [47:0] \$300 ;
-  wire [44:0] \$301 ;
-  wire [45:0] \$302 ;
-  wire [46:0] \$303 ;
-  wire [46:0] \$304 ;
-  wire [63:0] \$305 ;
-  wire [43:0] \$306 ;
+  wire \$286 ;
+  wire \$287 ;
+  wire \$288 ;
+  wire \$289 ;
+  wire [47:0] \$29 ;
+  wire \$290 ;
+  wire \$291 ;
+  wire \$292 ;
+  wire \$293 ;
+  wire \$294 ;
+  wire \$295 ;
+  wire \$296 ;
+  wire \$297 ;
+  wire \$298 ;
+  wire \$299 ;
+  wire \$3 ;
+  wire [47:0] \$30 ;
+  wire \$300 ;
+  wire \$301 ;
+  wire \$302 ;
+  wire \$303 ;
+  wire \$304 ;
+  wire \$305 ;
+  wire \$306 ;
   wire \$307 ;
-  wire [63:0] \$308 ;
-  wire [43:0] \$309 ;
-  wire [19:0] \$31 ;
+  wire \$308 ;
+  wire \$309 ;
+  wire [44:0] \$31 ;
   wire \$310 ;
-  wire [64:0] \$311 ;
-  wire [64:0] \$312 ;
+  wire \$311 ;
+  wire \$312 ;
   wire \$313 ;
-  wire [20:0] \$314 ;
-  wire [21:0] \$315 ;
-  wire [22:0] \$316 ;
-  wire [22:0] \$317 ;
+  wire \$314 ;
+  wire \$315 ;
+  wire \$316 ;
+  wire \$317 ;
   wire \$318 ;
   wire \$319 ;
-  wire [19:0] \$32 ;
-  wire [6:0] \$320 ;
+  wire [45:0] \$32 ;
+  wire \$320 ;
   wire \$321 ;
   wire \$322 ;
   wire \$323 ;
@@ -42354,561 +42566,368 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, side
   wire \$327 ;
   wire \$328 ;
   wire \$329 ;
-  wire [19:0] \$33 ;
+  wire [46:0] \$33 ;
   wire \$330 ;
   wire \$331 ;
   wire \$332 ;
   wire \$333 ;
-  wire \$334 ;
-  wire \$335 ;
-  wire \$336 ;
+  wire [40:0] \$334 ;
+  wire [64:0] \$335 ;
+  wire [40:0] \$336 ;
   wire \$337 ;
   wire \$338 ;
   wire \$339 ;
-  wire [19:0] \$34 ;
+  wire [46:0] \$34 ;
   wire \$340 ;
   wire \$341 ;
   wire \$342 ;
   wire \$343 ;
-  wire \$344 ;
+  wire [6:0] \$344 ;
   wire \$345 ;
   wire \$346 ;
   wire \$347 ;
-  wire [64:0] \$348 ;
-  wire [15:0] \$349 ;
-  wire [19:0] \$35 ;
-  wire [16:0] \$350 ;
-  wire [16:0] \$351 ;
-  wire [79:0] \$352 ;
-  wire [80:0] \$353 ;
-  wire [8:0] \$354 ;
-  wire [9:0] \$355 ;
-  wire [8:0] \$356 ;
+  wire \$348 ;
+  wire \$349 ;
+  wire [63:0] \$35 ;
+  wire \$350 ;
+  wire \$351 ;
+  wire \$352 ;
+  wire [1:0] \$353 ;
+  wire [1:0] \$354 ;
+  wire \$355 ;
+  wire \$356 ;
   wire \$357 ;
-  wire [9:0] \$358 ;
-  wire [8:0] \$359 ;
-  wire [19:0] \$36 ;
+  wire [1:0] \$358 ;
+  wire \$359 ;
+  wire [64:0] \$36 ;
   wire \$360 ;
-  wire [8:0] \$361 ;
-  wire [63:0] \$362 ;
-  wire [64:0] \$363 ;
-  wire [64:0] \$364 ;
+  wire \$361 ;
+  wire \$362 ;
+  wire [1:0] \$363 ;
+  wire [1:0] \$364 ;
   wire \$365 ;
-  wire [63:0] \$366 ;
-  wire [64:0] \$367 ;
+  wire \$366 ;
+  wire [6:0] \$367 ;
   wire \$368 ;
   wire \$369 ;
-  wire \$37 ;
-  wire \$370 ;
-  wire [8:0] \$371 ;
+  wire [44:0] \$37 ;
+  wire [6:0] \$370 ;
+  wire \$371 ;
   wire \$372 ;
-  wire [8:0] \$373 ;
-  wire [63:0] \$374 ;
-  wire [64:0] \$375 ;
-  wire [64:0] \$376 ;
+  wire \$373 ;
+  wire \$374 ;
+  wire \$375 ;
+  wire \$376 ;
   wire \$377 ;
   wire \$378 ;
-  wire [26:0] \$379 ;
-  wire [19:0] \$38 ;
-  wire [64:0] \$380 ;
+  wire \$379 ;
+  wire [45:0] \$38 ;
+  wire \$380 ;
   wire \$381 ;
   wire \$382 ;
   wire \$383 ;
   wire \$384 ;
-  wire [8:0] \$385 ;
+  wire \$385 ;
   wire \$386 ;
-  wire [8:0] \$387 ;
-  wire [63:0] \$388 ;
-  wire [64:0] \$389 ;
-  wire [19:0] \$39 ;
-  wire [64:0] \$390 ;
+  wire [7:0] \$387 ;
+  wire [7:0] \$388 ;
+  wire \$389 ;
+  wire [46:0] \$39 ;
+  wire \$390 ;
   wire \$391 ;
-  wire [63:0] \$392 ;
-  wire [64:0] \$393 ;
+  wire \$392 ;
+  wire \$393 ;
   wire \$394 ;
   wire \$395 ;
   wire \$396 ;
-  wire [8:0] \$397 ;
+  wire \$397 ;
   wire \$398 ;
-  wire [8:0] \$399 ;
-  wire [20:0] \$4 ;
-  wire [19:0] \$40 ;
-  wire [63:0] \$400 ;
-  wire [64:0] \$401 ;
-  wire [64:0] \$402 ;
-  wire \$403 ;
-  wire \$404 ;
-  wire [26:0] \$405 ;
-  wire [64:0] \$406 ;
-  wire \$407 ;
-  wire \$408 ;
-  wire \$409 ;
-  wire \$41 ;
+  wire \$399 ;
+  wire \$4 ;
+  wire [47:0] \$40 ;
+  wire [6:0] \$400 ;
+  wire [20:0] \$401 ;
+  wire [22:0] \$402 ;
+  wire [44:0] \$403 ;
+  wire [20:0] \$404 ;
+  wire [21:0] \$405 ;
+  wire \$406 ;
+  wire [22:0] \$407 ;
+  wire [43:0] \$408 ;
+  wire [20:0] \$409 ;
+  wire [47:0] \$41 ;
   wire \$410 ;
-  wire \$411 ;
-  wire [8:0] \$412 ;
+  wire [2:0] \$411 ;
+  wire \$412 ;
   wire \$413 ;
-  wire [8:0] \$414 ;
-  wire [63:0] \$415 ;
-  wire [64:0] \$416 ;
-  wire [64:0] \$417 ;
-  wire \$418 ;
-  wire [63:0] \$419 ;
-  wire \$42 ;
-  wire [64:0] \$420 ;
+  wire \$414 ;
+  wire \$415 ;
+  wire \$416 ;
+  wire \$417 ;
+  wire [2:0] \$418 ;
+  wire [2:0] \$419 ;
+  wire [44:0] \$42 ;
+  wire [20:0] \$420 ;
   wire \$421 ;
-  wire \$422 ;
-  wire \$423 ;
-  wire [8:0] \$424 ;
+  wire [22:0] \$422 ;
+  wire [43:0] \$423 ;
+  wire \$424 ;
   wire \$425 ;
-  wire [8:0] \$426 ;
-  wire [63:0] \$427 ;
-  wire [64:0] \$428 ;
-  wire [64:0] \$429 ;
-  wire [19:0] \$43 ;
-  wire \$430 ;
-  wire \$431 ;
-  wire [26:0] \$432 ;
-  wire [64:0] \$433 ;
-  wire \$434 ;
+  wire \$426 ;
+  wire \$427 ;
+  wire \$428 ;
+  wire [2:0] \$429 ;
+  wire [45:0] \$43 ;
+  wire [2:0] \$430 ;
+  wire [20:0] \$431 ;
+  wire \$432 ;
+  wire [22:0] \$433 ;
+  wire [43:0] \$434 ;
   wire \$435 ;
   wire \$436 ;
-  wire \$437 ;
-  wire \$438 ;
-  wire [8:0] \$439 ;
-  wire [19:0] \$44 ;
-  wire \$440 ;
-  wire [8:0] \$441 ;
-  wire [63:0] \$442 ;
-  wire [64:0] \$443 ;
-  wire [64:0] \$444 ;
-  wire \$445 ;
-  wire [63:0] \$446 ;
-  wire [64:0] \$447 ;
-  wire \$448 ;
-  wire \$449 ;
-  wire [19:0] \$45 ;
-  wire \$450 ;
-  wire [8:0] \$451 ;
-  wire \$452 ;
-  wire [8:0] \$453 ;
-  wire [63:0] \$454 ;
-  wire [64:0] \$455 ;
-  wire [64:0] \$456 ;
-  wire \$457 ;
-  wire \$458 ;
-  wire [26:0] \$459 ;
-  wire \$46 ;
-  wire [64:0] \$460 ;
-  wire \$461 ;
-  wire \$462 ;
-  wire \$463 ;
-  wire \$464 ;
-  wire \$465 ;
-  wire [7:0] \$466 ;
-  wire \$467 ;
-  wire \$468 ;
-  wire \$469 ;
-  wire [19:0] \$47 ;
-  wire \$470 ;
-  wire \$471 ;
-  wire \$472 ;
-  wire \$473 ;
-  wire \$474 ;
-  wire \$475 ;
-  wire \$476 ;
-  wire \$477 ;
-  wire \$478 ;
-  wire \$479 ;
-  wire [19:0] \$48 ;
-  wire \$480 ;
-  wire \$481 ;
-  wire \$482 ;
-  wire \$483 ;
-  wire \$484 ;
-  wire \$485 ;
-  wire \$486 ;
-  wire \$487 ;
-  wire \$488 ;
-  wire \$489 ;
-  wire [19:0] \$49 ;
-  wire \$490 ;
-  wire \$491 ;
-  wire \$492 ;
-  wire \$493 ;
-  wire \$494 ;
-  wire \$495 ;
-  wire \$496 ;
-  wire \$497 ;
-  wire \$498 ;
-  wire \$499 ;
+  reg [63:0] \$437 ;
+  reg [63:0] \$438 ;
+  reg [48:0] \$439 ;
+  wire [46:0] \$44 ;
+  reg [63:0] \$440 ;
+  reg [64:0] \$441 ;
+  reg [7:0] \$442 ;
+  reg [7:0] \$443 ;
+  reg [64:0] \$444 ;
+  reg \$445 ;
+  reg [64:0] \$446 ;
+  reg \$447 ;
+  reg [64:0] \$448 ;
+  reg \$449 ;
+  wire [46:0] \$45 ;
+  reg [64:0] \$450 ;
+  reg \$451 ;
+  reg [43:0] \$452 ;
+  reg [6:0] \$453 ;
+  reg \$454 ;
+  reg [63:0] \$455 ;
+  reg [63:0] \$456 ;
+  reg [63:0] \$457 ;
+  reg [63:0] \$458 ;
+  reg [63:0] \$459 ;
+  wire [63:0] \$46 ;
+  reg [63:0] \$460 ;
+  reg [63:0] \$461 ;
+  reg [63:0] \$462 ;
+  reg [63:0] \$463 ;
+  reg [63:0] \$464 ;
+  reg [63:0] \$465 ;
+  reg [63:0] \$466 ;
+  reg [63:0] \$467 ;
+  reg [63:0] \$468 ;
+  reg [63:0] \$469 ;
+  wire [44:0] \$47 ;
+  reg [63:0] \$470 ;
+  reg [63:0] \$471 ;
+  reg [63:0] \$472 ;
+  reg [63:0] \$473 ;
+  reg [63:0] \$474 ;
+  reg [63:0] \$475 ;
+  reg [63:0] \$476 ;
+  reg [63:0] \$477 ;
+  reg [63:0] \$478 ;
+  reg [63:0] \$479 ;
+  wire [64:0] \$48 ;
+  reg [63:0] \$480 ;
+  reg [63:0] \$481 ;
+  reg [63:0] \$482 ;
+  reg [63:0] \$483 ;
+  reg [63:0] \$484 ;
+  reg [63:0] \$485 ;
+  reg [63:0] \$486 ;
+  reg [63:0] \$487 ;
+  reg [63:0] \$488 ;
+  reg [63:0] \$489 ;
+  wire [44:0] \$49 ;
+  reg [63:0] \$490 ;
+  reg [63:0] \$491 ;
+  reg [63:0] \$492 ;
+  reg [63:0] \$493 ;
+  reg [63:0] \$494 ;
+  reg [63:0] \$495 ;
+  reg [63:0] \$496 ;
+  reg [63:0] \$497 ;
+  reg [63:0] \$498 ;
+  reg [63:0] \$499 ;
   wire \$5 ;
-  wire \$50 ;
-  wire \$500 ;
-  wire \$501 ;
-  wire \$502 ;
-  wire \$503 ;
-  wire \$504 ;
-  wire \$505 ;
-  wire \$506 ;
-  wire \$507 ;
-  wire \$508 ;
-  wire \$509 ;
-  wire [19:0] \$51 ;
-  wire \$510 ;
-  wire \$511 ;
-  wire \$512 ;
-  wire \$513 ;
-  wire \$514 ;
-  wire \$515 ;
-  wire \$516 ;
-  wire \$517 ;
-  wire \$518 ;
-  wire \$519 ;
-  wire [19:0] \$52 ;
-  wire \$520 ;
-  wire \$521 ;
-  wire \$522 ;
-  wire \$523 ;
-  wire \$524 ;
-  wire \$525 ;
-  wire \$526 ;
-  wire \$527 ;
-  wire \$528 ;
-  wire \$529 ;
-  wire [19:0] \$53 ;
-  wire \$530 ;
-  wire \$531 ;
-  wire \$532 ;
-  wire \$533 ;
-  wire \$534 ;
-  wire \$535 ;
-  wire \$536 ;
-  wire \$537 ;
-  wire \$538 ;
-  wire \$539 ;
-  wire \$54 ;
-  wire \$540 ;
-  wire \$541 ;
-  wire \$542 ;
-  wire \$543 ;
-  wire \$544 ;
-  wire \$545 ;
-  wire \$546 ;
-  wire \$547 ;
-  wire \$548 ;
-  wire \$549 ;
-  wire [19:0] \$55 ;
-  wire \$550 ;
-  wire \$551 ;
-  wire \$552 ;
-  wire \$553 ;
-  wire \$554 ;
-  wire \$555 ;
-  wire \$556 ;
-  wire \$557 ;
-  wire \$558 ;
-  wire \$559 ;
-  wire [19:0] \$56 ;
-  wire \$560 ;
-  wire \$561 ;
-  wire \$562 ;
-  wire \$563 ;
-  wire \$564 ;
-  wire \$565 ;
-  wire \$566 ;
-  wire \$567 ;
-  wire \$568 ;
-  wire \$569 ;
-  wire [19:0] \$57 ;
-  wire \$570 ;
-  wire \$571 ;
-  wire \$572 ;
-  wire \$573 ;
-  wire \$574 ;
-  wire \$575 ;
-  wire \$576 ;
-  wire \$577 ;
-  wire \$578 ;
-  wire \$579 ;
+  wire [45:0] \$50 ;
+  reg [63:0] \$500 ;
+  reg [63:0] \$501 ;
+  reg [63:0] \$502 ;
+  reg [63:0] \$503 ;
+  reg [63:0] \$504 ;
+  reg [63:0] \$505 ;
+  reg [63:0] \$506 ;
+  reg [63:0] \$507 ;
+  reg [63:0] \$508 ;
+  reg [63:0] \$509 ;
+  wire [46:0] \$51 ;
+  reg [63:0] \$510 ;
+  reg [63:0] \$511 ;
+  reg [63:0] \$512 ;
+  reg [63:0] \$513 ;
+  reg [63:0] \$514 ;
+  reg [63:0] \$515 ;
+  reg [63:0] \$516 ;
+  reg [63:0] \$517 ;
+  reg [63:0] \$518 ;
+  reg [63:0] \$519 ;
+  wire [47:0] \$52 ;
+  reg \$520 ;
+  reg \$521 ;
+  reg \$522 ;
+  reg [2:0] \$523 ;
+  reg [5:0] \$524 ;
+  reg \$525 ;
+  reg [7:0] \$526 ;
+  reg \$527 ;
+  reg [19:0] \$528 ;
+  reg [43:0] \$529 ;
+  wire [47:0] \$53 ;
+  reg [43:0] \$530 ;
+  reg \$531 ;
+  reg [333:0] \$532 ;
+  reg \$533 ;
+  reg \$534 ;
+  reg [1:0] \$535 ;
+  reg [2:0] \$536 ;
+  reg [966:0] \$537 ;
+  wire [44:0] \$54 ;
+  wire [45:0] \$55 ;
+  wire [46:0] \$56 ;
+  wire [9:0] \$561 ;
+  wire [46:0] \$57 ;
   wire \$58 ;
-  wire \$580 ;
-  wire \$581 ;
-  wire \$582 ;
-  wire \$583 ;
-  wire \$584 ;
-  wire \$585 ;
-  wire \$586 ;
-  wire \$587 ;
-  wire \$588 ;
-  wire \$589 ;
-  wire [19:0] \$59 ;
-  wire \$590 ;
-  wire \$591 ;
-  wire \$592 ;
-  wire \$593 ;
-  wire \$594 ;
-  wire \$595 ;
-  wire \$596 ;
-  wire \$597 ;
-  wire \$598 ;
-  wire \$599 ;
-  wire [19:0] \$6 ;
-  wire [19:0] \$60 ;
-  wire \$600 ;
-  wire \$601 ;
-  wire [6:0] \$602 ;
-  wire \$603 ;
-  wire \$604 ;
-  wire [19:0] \$605 ;
-  wire [19:0] \$606 ;
-  wire [19:0] \$607 ;
-  wire [19:0] \$608 ;
-  wire [19:0] \$609 ;
-  wire [19:0] \$61 ;
-  wire [19:0] \$610 ;
-  wire [19:0] \$611 ;
-  wire \$612 ;
-  wire \$613 ;
-  wire [2:0] \$614 ;
-  wire [19:0] \$615 ;
-  wire \$616 ;
-  wire \$617 ;
-  wire [2:0] \$618 ;
-  wire [26:0] \$619 ;
-  wire \$62 ;
-  wire [15:0] \$620 ;
-  wire [27:0] \$621 ;
-  wire [28:0] \$622 ;
-  wire [28:0] \$623 ;
-  wire \$624 ;
-  wire \$625 ;
-  wire \$626 ;
-  wire \$627 ;
-  wire \$628 ;
-  wire \$629 ;
-  wire [19:0] \$63 ;
-  wire \$630 ;
-  wire \$631 ;
-  wire [1:0] \$632 ;
-  wire [1:0] \$633 ;
-  wire \$634 ;
-  wire \$635 ;
-  wire \$636 ;
-  wire [1:0] \$637 ;
-  wire \$638 ;
-  wire \$639 ;
-  wire [19:0] \$64 ;
-  wire \$640 ;
-  wire \$641 ;
-  wire [1:0] \$642 ;
-  wire [1:0] \$643 ;
-  wire \$644 ;
-  wire \$645 ;
-  wire [6:0] \$646 ;
-  wire \$647 ;
-  wire \$648 ;
-  wire [6:0] \$649 ;
-  wire [19:0] \$65 ;
-  wire \$650 ;
-  wire \$651 ;
-  wire \$652 ;
-  wire \$653 ;
-  wire \$654 ;
-  wire \$655 ;
-  wire \$656 ;
-  wire \$657 ;
-  wire \$658 ;
-  wire \$659 ;
-  wire \$66 ;
-  wire \$660 ;
-  wire \$661 ;
-  wire [7:0] \$662 ;
-  wire [7:0] \$663 ;
-  wire \$664 ;
-  wire \$665 ;
-  wire \$666 ;
-  wire \$667 ;
-  wire \$668 ;
-  wire \$669 ;
-  wire \$67 ;
-  wire \$670 ;
-  wire \$671 ;
-  wire \$672 ;
-  wire [6:0] \$673 ;
-  wire [20:0] \$674 ;
-  wire [22:0] \$675 ;
-  wire [44:0] \$676 ;
-  wire [20:0] \$677 ;
-  wire \$678 ;
-  wire [2:0] \$679 ;
-  wire \$68 ;
-  wire \$680 ;
-  wire \$681 ;
-  wire \$682 ;
-  wire \$683 ;
-  wire \$684 ;
-  wire \$685 ;
-  wire [2:0] \$686 ;
-  wire [2:0] \$687 ;
-  wire \$688 ;
-  wire \$689 ;
-  wire [19:0] \$69 ;
-  wire \$690 ;
-  wire \$691 ;
-  wire \$692 ;
-  wire [2:0] \$693 ;
-  wire [2:0] \$694 ;
-  wire \$695 ;
-  wire \$696 ;
-  reg [63:0] \$697 ;
-  reg [7:0] \$698 ;
-  reg [7:0] \$699 ;
-  wire [19:0] \$7 ;
-  wire [19:0] \$70 ;
-  reg \$700 ;
-  reg [6:0] \$701 ;
-  reg \$702 ;
-  reg [63:0] \$703 ;
-  reg [63:0] \$704 ;
-  reg [63:0] \$705 ;
-  reg [63:0] \$706 ;
-  reg [63:0] \$707 ;
-  reg [63:0] \$708 ;
-  reg [63:0] \$709 ;
-  wire [19:0] \$71 ;
-  reg [63:0] \$710 ;
-  reg [63:0] \$711 ;
-  reg [63:0] \$712 ;
-  reg [63:0] \$713 ;
-  reg [63:0] \$714 ;
-  reg [63:0] \$715 ;
-  reg [63:0] \$716 ;
-  reg [63:0] \$717 ;
-  reg [63:0] \$718 ;
-  reg [63:0] \$719 ;
-  wire [19:0] \$72 ;
-  reg [63:0] \$720 ;
-  reg [63:0] \$721 ;
-  reg [63:0] \$722 ;
-  reg [63:0] \$723 ;
-  reg [63:0] \$724 ;
-  reg [63:0] \$725 ;
-  reg [63:0] \$726 ;
-  reg [63:0] \$727 ;
-  reg [63:0] \$728 ;
-  reg [63:0] \$729 ;
-  wire [19:0] \$73 ;
-  reg [63:0] \$730 ;
-  reg [63:0] \$731 ;
-  reg [63:0] \$732 ;
-  reg [63:0] \$733 ;
-  reg [63:0] \$734 ;
-  reg [63:0] \$735 ;
-  reg [63:0] \$736 ;
-  reg [63:0] \$737 ;
-  reg [63:0] \$738 ;
-  reg [63:0] \$739 ;
-  wire [19:0] \$74 ;
-  reg [63:0] \$740 ;
-  reg [63:0] \$741 ;
-  reg [63:0] \$742 ;
-  reg [63:0] \$743 ;
-  reg [63:0] \$744 ;
-  reg [63:0] \$745 ;
-  reg [63:0] \$746 ;
-  reg [63:0] \$747 ;
-  reg [63:0] \$748 ;
-  reg [63:0] \$749 ;
-  wire [19:0] \$75 ;
-  reg [63:0] \$750 ;
-  reg [63:0] \$751 ;
-  reg [63:0] \$752 ;
-  reg [63:0] \$753 ;
-  reg [63:0] \$754 ;
-  reg [63:0] \$755 ;
-  reg [63:0] \$756 ;
-  reg [63:0] \$757 ;
-  reg [63:0] \$758 ;
-  reg [63:0] \$759 ;
-  wire \$76 ;
-  reg [63:0] \$760 ;
-  reg [63:0] \$761 ;
-  reg [63:0] \$762 ;
-  reg [63:0] \$763 ;
-  reg [63:0] \$764 ;
-  reg [63:0] \$765 ;
-  reg [63:0] \$766 ;
-  reg \$767 ;
-  reg \$768 ;
-  reg [2:0] \$769 ;
-  wire \$77 ;
-  reg [5:0] \$770 ;
-  reg \$771 ;
-  reg [7:0] \$772 ;
-  reg \$773 ;
-  reg [19:0] \$774 ;
-  reg [43:0] \$775 ;
-  reg \$776 ;
-  reg [333:0] \$777 ;
-  reg \$778 ;
-  reg \$779 ;
-  wire [2:0] \$78 ;
-  reg [1:0] \$780 ;
-  reg [2:0] \$781 ;
-  reg [150:0] \$782 ;
-  wire [19:0] \$79 ;
-  wire [19:0] \$8 ;
-  wire \$80 ;
-  wire \$81 ;
-  wire [2:0] \$82 ;
-  wire [26:0] \$83 ;
-  wire \$84 ;
-  wire \$85 ;
-  wire [19:0] \$86 ;
-  wire [19:0] \$87 ;
-  wire [19:0] \$88 ;
-  wire [19:0] \$89 ;
-  wire [20:0] \$9 ;
-  wire [19:0] \$90 ;
-  wire [19:0] \$91 ;
-  wire [19:0] \$92 ;
-  wire [46:0] \$93 ;
-  wire \$94 ;
+  wire [5:0] \$59 ;
+  wire \$6 ;
+  wire [6:0] \$60 ;
+  wire \$61 ;
+  wire [34:0] \$62 ;
+  wire [39:0] \$63 ;
+  wire [39:0] \$64 ;
+  wire [40:0] \$65 ;
+  wire [64:0] \$66 ;
+  wire [44:0] \$67 ;
+  wire [45:0] \$68 ;
+  wire [46:0] \$69 ;
+  wire \$7 ;
+  wire [47:0] \$70 ;
+  wire [47:0] \$71 ;
+  wire [44:0] \$72 ;
+  wire [45:0] \$73 ;
+  wire [46:0] \$74 ;
+  wire [46:0] \$75 ;
+  wire [39:0] \$76 ;
+  wire [39:0] \$77 ;
+  wire [44:0] \$78 ;
+  wire [45:0] \$79 ;
+  wire \$8 ;
+  wire [64:0] \$80 ;
+  wire [44:0] \$81 ;
+  wire [45:0] \$82 ;
+  wire [46:0] \$83 ;
+  wire [47:0] \$84 ;
+  wire [47:0] \$85 ;
+  wire [44:0] \$86 ;
+  wire [45:0] \$87 ;
+  wire [46:0] \$88 ;
+  wire [46:0] \$89 ;
+  wire \$9 ;
+  wire [63:0] \$90 ;
+  wire [43:0] \$91 ;
+  wire \$92 ;
+  wire [63:0] \$93 ;
+  wire [43:0] \$94 ;
   wire \$95 ;
-  wire [19:0] \$96 ;
-  wire [19:0] \$97 ;
-  wire [19:0] \$98 ;
-  wire [19:0] \$99 ;
+  wire [64:0] \$96 ;
+  wire [64:0] \$97 ;
+  wire \$98 ;
+  wire [20:0] \$99 ;
   reg [333:0] \$signal  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  reg \$signal$10  = 1'h0;
+  reg [63:0] \$signal$11  = 64'h0000000000000000;
   (* init = 1'h0 *)
-  wire \$signal$106 ;
-  reg [63:0] \$signal$120 ;
-  reg [31:0] \$signal$121 ;
-  reg \$signal$124  = 1'h0;
-  reg [6:0] \$signal$125  = 7'h00;
-  reg \$signal$132  = 1'h0;
-  reg [7:0] \$signal$141  = 8'h00;
-  reg \$signal$142 ;
-  reg \$signal$143 ;
-  reg \$signal$149  = 1'h0;
-  reg \$signal$153  = 1'h0;
-  wire [43:0] \$signal$16 ;
-  reg [43:0] \$signal$20  = 44'h00000000000;
-  reg [19:0] \$signal$23  = 20'h00000;
-  reg [150:0] \$signal$27  = 151'h00000000000000000000000000000000000000;
-  wire \$signal$27.is_compute ;
-  wire \$signal$27.is_load ;
-  wire \$signal$27.is_store ;
-  wire [39:0] \$signal$27.operand_lines ;
-  wire [39:0] \$signal$27.page_half ;
-  wire [3:0] \$signal$27.page_shift ;
-  wire \$signal$27.paged ;
-  wire [6:0] \$signal$27.pages ;
-  wire [47:0] \$signal$27.stats_offset ;
-  wire [7:0] \$signal$27.status ;
-  reg [2:0] \$signal$38  = 3'h0;
+  wire \$signal$110 ;
+  reg [63:0] \$signal$124 ;
+  reg [31:0] \$signal$125 ;
+  reg \$signal$128  = 1'h0;
+  reg [6:0] \$signal$129  = 7'h00;
+  reg \$signal$136  = 1'h0;
+  reg [7:0] \$signal$144  = 8'h00;
+  reg \$signal$145 ;
+  reg \$signal$146 ;
+  reg [63:0] \$signal$149  = 64'h0000000000000000;
+  reg [63:0] \$signal$150  = 64'h0000000000000000;
+  reg \$signal$156  = 1'h0;
+  reg [63:0] \$signal$159  = 64'h0000000000000000;
+  reg \$signal$162  = 1'h0;
+  reg [19:0] \$signal$163  = 20'h00000;
+  reg [966:0] \$signal$22  = 967'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  wire \$signal$22.is_compute ;
+  wire \$signal$22.is_load ;
+  wire \$signal$22.is_store ;
+  wire [39:0] \$signal$22.page_half ;
+  wire [3:0] \$signal$22.page_shift ;
+  wire \$signal$22.paged ;
+  wire [6:0] \$signal$22.pages ;
+  wire [63:0] \$signal$22.second_addr ;
+  wire [791:0] \$signal$22.stages ;
+  wire [395:0] \$signal$22.stages[0] ;
+  wire [19:0] \$signal$22.stages[0].cols_dim ;
+  wire [19:0] \$signal$22.stages[0].full_groups ;
+  wire [19:0] \$signal$22.stages[0].groups ;
+  wire [19:0] \$signal$22.stages[0].k ;
+  wire [43:0] \$signal$22.stages[0].last_elems ;
+  wire [43:0] \$signal$22.stages[0].main_elems ;
+  wire [19:0] \$signal$22.stages[0].main_pages ;
+  wire [19:0] \$signal$22.stages[0].main_rows ;
+  wire [19:0] \$signal$22.stages[0].n ;
+  wire [19:0] \$signal$22.stages[0].n_words ;
+  wire [2:0] \$signal$22.stages[0].pack_log2 ;
+  wire [43:0] \$signal$22.stages[0].rest_elems ;
+  wire [19:0] \$signal$22.stages[0].rest_page ;
+  wire [4:0] \$signal$22.stages[0].rest_rows ;
+  wire [19:0] \$signal$22.stages[0].rows_dim ;
+  wire [2:0] \$signal$22.stages[0].run_log2 ;
+  wire [1:0] \$signal$22.stages[0].sets ;
+  wire [1:0] \$signal$22.stages[0].t_fold_adds ;
+  wire [2:0] \$signal$22.stages[0].t_level ;
+  wire \$signal$22.stages[0].t_scalar ;
+  wire [43:0] \$signal$22.stages[0].tail_elems ;
+  wire \$signal$22.stages[0].trans ;
+  wire [395:0] \$signal$22.stages[1] ;
+  wire [19:0] \$signal$22.stages[1].cols_dim ;
+  wire [19:0] \$signal$22.stages[1].full_groups ;
+  wire [19:0] \$signal$22.stages[1].groups ;
+  wire [19:0] \$signal$22.stages[1].k ;
+  wire [43:0] \$signal$22.stages[1].last_elems ;
+  wire [43:0] \$signal$22.stages[1].main_elems ;
+  wire [19:0] \$signal$22.stages[1].main_pages ;
+  wire [19:0] \$signal$22.stages[1].main_rows ;
+  wire [19:0] \$signal$22.stages[1].n ;
+  wire [19:0] \$signal$22.stages[1].n_words ;
+  wire [2:0] \$signal$22.stages[1].pack_log2 ;
+  wire [43:0] \$signal$22.stages[1].rest_elems ;
+  wire [19:0] \$signal$22.stages[1].rest_page ;
+  wire [4:0] \$signal$22.stages[1].rest_rows ;
+  wire [19:0] \$signal$22.stages[1].rows_dim ;
+  wire [2:0] \$signal$22.stages[1].run_log2 ;
+  wire [1:0] \$signal$22.stages[1].sets ;
+  wire [1:0] \$signal$22.stages[1].t_fold_adds ;
+  wire [2:0] \$signal$22.stages[1].t_level ;
+  wire \$signal$22.stages[1].t_scalar ;
+  wire [43:0] \$signal$22.stages[1].tail_elems ;
+  wire \$signal$22.stages[1].trans ;
+  wire [47:0] \$signal$22.stats_offset ;
+  wire [7:0] \$signal$22.status ;
+  reg \$signal$23  = 1'h0;
+  reg [43:0] \$signal$25  = 44'h00000000000;
+  reg [43:0] \$signal$28  = 44'h00000000000;
+  reg [2:0] \$signal$42  = 3'h0;
   wire [203:0] \$signal.desc ;
   wire [63:0] \$signal.desc.dev_addr ;
   wire [19:0] \$signal.desc.dev_cols ;
@@ -42925,23 +42944,75 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, side
   wire [63:0] \$signal.seq ;
   wire [63:0] \$signal.taken ;
   wire [43:0] beats;
-  wire [43:0] \beats$114 ;
-  wire [43:0] \beats$119 ;
-  wire [43:0] \beats$31 ;
-  wire [43:0] \beats$36 ;
+  wire [43:0] \beats$118 ;
+  wire [43:0] \beats$123 ;
+  wire [43:0] \beats$35 ;
+  wire [43:0] \beats$40 ;
+  reg [63:0] checked;
   input clk;
   wire clk;
+  reg [64:0] cq_end0 = 65'h00000000000000000;
+  reg [64:0] cq_end1 = 65'h00000000000000000;
+  reg [64:0] cq_end2 = 65'h00000000000000000;
+  reg [64:0] cq_end3 = 65'h00000000000000000;
   wire [63:0] data_base;
   wire [63:0] data_limit;
-  wire [150:0] decoded;
+  wire [966:0] decoded;
   wire \decoded.is_compute ;
   wire \decoded.is_load ;
   wire \decoded.is_store ;
-  wire [39:0] \decoded.operand_lines ;
   wire [39:0] \decoded.page_half ;
   wire [3:0] \decoded.page_shift ;
   wire \decoded.paged ;
   wire [6:0] \decoded.pages ;
+  wire [63:0] \decoded.second_addr ;
+  wire [791:0] \decoded.stages ;
+  wire [395:0] \decoded.stages[0] ;
+  wire [19:0] \decoded.stages[0].cols_dim ;
+  wire [19:0] \decoded.stages[0].full_groups ;
+  wire [19:0] \decoded.stages[0].groups ;
+  wire [19:0] \decoded.stages[0].k ;
+  wire [43:0] \decoded.stages[0].last_elems ;
+  wire [43:0] \decoded.stages[0].main_elems ;
+  wire [19:0] \decoded.stages[0].main_pages ;
+  wire [19:0] \decoded.stages[0].main_rows ;
+  wire [19:0] \decoded.stages[0].n ;
+  wire [19:0] \decoded.stages[0].n_words ;
+  wire [2:0] \decoded.stages[0].pack_log2 ;
+  wire [43:0] \decoded.stages[0].rest_elems ;
+  wire [19:0] \decoded.stages[0].rest_page ;
+  wire [4:0] \decoded.stages[0].rest_rows ;
+  wire [19:0] \decoded.stages[0].rows_dim ;
+  wire [2:0] \decoded.stages[0].run_log2 ;
+  wire [1:0] \decoded.stages[0].sets ;
+  wire [1:0] \decoded.stages[0].t_fold_adds ;
+  wire [2:0] \decoded.stages[0].t_level ;
+  wire \decoded.stages[0].t_scalar ;
+  wire [43:0] \decoded.stages[0].tail_elems ;
+  wire \decoded.stages[0].trans ;
+  wire [395:0] \decoded.stages[1] ;
+  wire [19:0] \decoded.stages[1].cols_dim ;
+  wire [19:0] \decoded.stages[1].full_groups ;
+  wire [19:0] \decoded.stages[1].groups ;
+  wire [19:0] \decoded.stages[1].k ;
+  wire [43:0] \decoded.stages[1].last_elems ;
+  wire [43:0] \decoded.stages[1].main_elems ;
+  wire [19:0] \decoded.stages[1].main_pages ;
+  wire [19:0] \decoded.stages[1].main_rows ;
+  wire [19:0] \decoded.stages[1].n ;
+  wire [19:0] \decoded.stages[1].n_words ;
+  wire [2:0] \decoded.stages[1].pack_log2 ;
+  wire [43:0] \decoded.stages[1].rest_elems ;
+  wire [19:0] \decoded.stages[1].rest_page ;
+  wire [4:0] \decoded.stages[1].rest_rows ;
+  wire [19:0] \decoded.stages[1].rows_dim ;
+  wire [2:0] \decoded.stages[1].run_log2 ;
+  wire [1:0] \decoded.stages[1].sets ;
+  wire [1:0] \decoded.stages[1].t_fold_adds ;
+  wire [2:0] \decoded.stages[1].t_level ;
+  wire \decoded.stages[1].t_scalar ;
+  wire [43:0] \decoded.stages[1].tail_elems ;
+  wire \decoded.stages[1].trans ;
   wire [47:0] \decoded.stats_offset ;
   wire [7:0] \decoded.status ;
   reg decoded_valid = 1'h0;
@@ -42959,23 +43030,45 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, side
   wire [3:0] \desc.op ;
   wire [1:0] \desc.type ;
   reg [5:0] f_page = 6'h00;
-  wire [43:0] f_rest_elems;
-  reg [2:0] fetch_pack;
-  wire [1:0] fetch_trans_fold_adds;
-  reg [2:0] fetch_trans_level;
-  reg [2:0] fetch_trans_pack_log2;
-  wire fetch_trans_scalar;
+  wire [395:0] f_sizes;
+  wire [19:0] \f_sizes.cols_dim ;
+  wire [19:0] \f_sizes.full_groups ;
+  wire [19:0] \f_sizes.groups ;
+  wire [19:0] \f_sizes.k ;
+  wire [43:0] \f_sizes.last_elems ;
+  wire [43:0] \f_sizes.main_elems ;
+  wire [19:0] \f_sizes.main_pages ;
+  wire [19:0] \f_sizes.main_rows ;
+  wire [19:0] \f_sizes.n ;
+  wire [19:0] \f_sizes.n_words ;
+  wire [2:0] \f_sizes.pack_log2 ;
+  wire [43:0] \f_sizes.rest_elems ;
+  wire [19:0] \f_sizes.rest_page ;
+  wire [4:0] \f_sizes.rest_rows ;
+  wire [19:0] \f_sizes.rows_dim ;
+  wire [2:0] \f_sizes.run_log2 ;
+  wire [1:0] \f_sizes.sets ;
+  wire [1:0] \f_sizes.t_fold_adds ;
+  wire [2:0] \f_sizes.t_level ;
+  wire \f_sizes.t_scalar ;
+  wire [43:0] \f_sizes.tail_elems ;
+  wire \f_sizes.trans ;
   reg [2:0] fsm_state = 3'h0;
   reg handed = 1'h0;
   wire [63:0] input_run_first;
   wire [63:0] input_run_line;
   wire [43:0] input_run_lines;
   wire [5:0] input_run_offset;
+  reg [43:0] last_group_elems = 44'h00000000000;
   wire [7:0] log2_slot;
   wire [63:0] main_run_first;
   wire [63:0] main_run_line;
   wire [43:0] main_run_lines;
   wire [5:0] main_run_offset;
+  reg operand_in_cq0 = 1'h0;
+  reg operand_in_cq1 = 1'h0;
+  reg operand_in_cq2 = 1'h0;
+  reg operand_in_cq3 = 1'h0;
   reg [63:0] page;
   reg [63:0] page0 = 64'h0000000000000000;
   reg [63:0] page1 = 64'h0000000000000000;
@@ -43041,11 +43134,11 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, side
   reg [63:0] page7 = 64'h0000000000000000;
   reg [63:0] page8 = 64'h0000000000000000;
   reg [63:0] page9 = 64'h0000000000000000;
+  wire [43:0] page_elems;
   wire [63:0] page_rest_first;
   wire [63:0] page_rest_line;
   wire [43:0] page_rest_lines;
   wire [5:0] page_rest_offset;
-  wire [19:0] page_rows;
   wire [63:0] page_run_first;
   wire [63:0] page_run_line;
   wire [43:0] page_run_lines;
@@ -43119,7 +43212,7 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, side
   wire [19:0] \queues__3.pasid ;
   wire [63:0] \queues__3.sq_base ;
   wire [31:0] \queues__3.tail ;
-  reg reads_cq = 1'h0;
+  wire reads_cq;
   reg [321:0] regs;
   wire [63:0] \regs.cq_base ;
   wire [63:0] \regs.data_base ;
@@ -43139,6 +43232,7 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, side
   wire [63:0] rest_run_line;
   wire [43:0] rest_run_lines;
   wire [5:0] rest_run_offset;
+  reg room_ok = 1'h0;
   input rst;
   wire rst;
   output [63:0] run_addr;
@@ -43158,23 +43252,70 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, side
   wire side_err;
   input side_valid;
   wire side_valid;
-  wire [65:0] span;
-  reg [63:0] sq_slot = 64'h0000000000000000;
+  reg [64:0] slot_end = 65'h00000000000000000;
+  reg [48:0] slot_size = 49'h0000000000000;
   reg step;
   reg [7:0] stores = 8'h00;
   input take;
   wire take;
-  output [484:0] \task ;
-  wire [484:0] \task ;
-  wire [150:0] \task.decoded ;
+  output [1300:0] \task ;
+  wire [1300:0] \task ;
+  wire [966:0] \task.decoded ;
   wire \task.decoded.is_compute ;
   wire \task.decoded.is_load ;
   wire \task.decoded.is_store ;
-  wire [39:0] \task.decoded.operand_lines ;
   wire [39:0] \task.decoded.page_half ;
   wire [3:0] \task.decoded.page_shift ;
   wire \task.decoded.paged ;
   wire [6:0] \task.decoded.pages ;
+  wire [63:0] \task.decoded.second_addr ;
+  wire [791:0] \task.decoded.stages ;
+  wire [395:0] \task.decoded.stages[0] ;
+  wire [19:0] \task.decoded.stages[0].cols_dim ;
+  wire [19:0] \task.decoded.stages[0].full_groups ;
+  wire [19:0] \task.decoded.stages[0].groups ;
+  wire [19:0] \task.decoded.stages[0].k ;
+  wire [43:0] \task.decoded.stages[0].last_elems ;
+  wire [43:0] \task.decoded.stages[0].main_elems ;
+  wire [19:0] \task.decoded.stages[0].main_pages ;
+  wire [19:0] \task.decoded.stages[0].main_rows ;
+  wire [19:0] \task.decoded.stages[0].n ;
+  wire [19:0] \task.decoded.stages[0].n_words ;
+  wire [2:0] \task.decoded.stages[0].pack_log2 ;
+  wire [43:0] \task.decoded.stages[0].rest_elems ;
+  wire [19:0] \task.decoded.stages[0].rest_page ;
+  wire [4:0] \task.decoded.stages[0].rest_rows ;
+  wire [19:0] \task.decoded.stages[0].rows_dim ;
+  wire [2:0] \task.decoded.stages[0].run_log2 ;
+  wire [1:0] \task.decoded.stages[0].sets ;
+  wire [1:0] \task.decoded.stages[0].t_fold_adds ;
+  wire [2:0] \task.decoded.stages[0].t_level ;
+  wire \task.decoded.stages[0].t_scalar ;
+  wire [43:0] \task.decoded.stages[0].tail_elems ;
+  wire \task.decoded.stages[0].trans ;
+  wire [395:0] \task.decoded.stages[1] ;
+  wire [19:0] \task.decoded.stages[1].cols_dim ;
+  wire [19:0] \task.decoded.stages[1].full_groups ;
+  wire [19:0] \task.decoded.stages[1].groups ;
+  wire [19:0] \task.decoded.stages[1].k ;
+  wire [43:0] \task.decoded.stages[1].last_elems ;
+  wire [43:0] \task.decoded.stages[1].main_elems ;
+  wire [19:0] \task.decoded.stages[1].main_pages ;
+  wire [19:0] \task.decoded.stages[1].main_rows ;
+  wire [19:0] \task.decoded.stages[1].n ;
+  wire [19:0] \task.decoded.stages[1].n_words ;
+  wire [2:0] \task.decoded.stages[1].pack_log2 ;
+  wire [43:0] \task.decoded.stages[1].rest_elems ;
+  wire [19:0] \task.decoded.stages[1].rest_page ;
+  wire [4:0] \task.decoded.stages[1].rest_rows ;
+  wire [19:0] \task.decoded.stages[1].rows_dim ;
+  wire [2:0] \task.decoded.stages[1].run_log2 ;
+  wire [1:0] \task.decoded.stages[1].sets ;
+  wire [1:0] \task.decoded.stages[1].t_fold_adds ;
+  wire [2:0] \task.decoded.stages[1].t_level ;
+  wire \task.decoded.stages[1].t_scalar ;
+  wire [43:0] \task.decoded.stages[1].tail_elems ;
+  wire \task.decoded.stages[1].trans ;
   wire [47:0] \task.decoded.stats_offset ;
   wire [7:0] \task.decoded.status ;
   wire [333:0] \task.entry ;
@@ -43198,1048 +43339,661 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, side
   output [7:0] verdict_status;
   reg [7:0] verdict_status = 8'h00;
   (* init = 8'h00 *)
-  wire [7:0] \verdict_status$108 ;
+  wire [7:0] \verdict_status$112 ;
   input verdict_take;
   wire verdict_take;
   output verdict_valid;
   reg verdict_valid = 1'h0;
-  assign \$214  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$215  = \$signal$10  ? \$213  : \$214 ;
-  assign \$216  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$217  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$218  = \$signal$10  ? \$216  : \$217 ;
-  assign \$219  = \$212  ? \$215  : \$218 ;
-  assign \$220  = ~ \$signal$10 ;
-  assign \$221  = \$signal [10] & \$220 ;
-  assign \$222  = \$221  ? fetch_trans_pack_log2 : fetch_pack;
-  assign \$223  = \$219  >> \$222 ;
-  assign \$224  = ~ \$signal$10 ;
-  assign \$225  = \$signal [10] & \$224 ;
-  assign \$226  = \$225  ? fetch_trans_pack_log2 : fetch_pack;
-  assign \$227  = \$223  << \$226 ;
-  assign \$228  = f_page << \$signal$27 [110:107];
-  assign \$229  = \$227  - \$228 ;
-  assign \$230  = \$209  ? { 12'h000, \$210  } : \$229 ;
-  assign \$231  = \$signal$10  ? \$signal$27 [150:111] : 40'h0000000000;
-  assign \$232  = page + \$231 ;
-  assign \$233  = \$232  + 1'h0;
-  assign \$234  = ~ \$signal$10 ;
-  assign \$235  = \$signal [10] & \$234 ;
-  assign \$236  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$237  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$238  = \$signal$10  ? \$236  : \$237 ;
-  assign \$239  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$240  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$241  = \$signal$10  ? \$239  : \$240 ;
-  assign \$242  = \$235  ? \$238  : \$241 ;
-  assign \$243  = \$230 [19:0] * \$242 ;
-  assign \$245  = \$233 [5:0] + \$244 ;
-  assign \$246  = \$245  + 7'h40;
-  assign \$247  = \$246  - 1'h1;
-  assign \$248  = ~ \$signal$10 ;
-  assign \$249  = \$signal [10] & \$248 ;
-  assign \$250  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$251  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$252  = \$signal$10  ? \$250  : \$251 ;
-  assign \$253  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$254  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$255  = \$signal$10  ? \$253  : \$254 ;
-  assign \$256  = \$249  ? \$252  : \$255 ;
-  assign \$257  = \$230 [19:0] * \$256 ;
-  assign \$258  = \$233 [5:1] + \$257 ;
-  assign \$259  = \$258  + 6'h20;
-  assign \$260  = \$259  - 1'h1;
-  assign \$262  = \$signal$10  ? \$signal$27 [150:111] : 40'h0000000000;
-  assign \$263  = page + \$262 ;
-  assign \$264  = ~ \$signal$10 ;
-  assign \$265  = \$signal [10] & \$264 ;
-  assign \$266  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$267  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$268  = \$signal$10  ? \$266  : \$267 ;
-  assign \$269  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$270  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$271  = \$signal$10  ? \$269  : \$270 ;
-  assign \$272  = \$265  ? \$268  : \$271 ;
-  assign \$273  = ~ \$signal$10 ;
-  assign \$274  = \$signal [10] & \$273 ;
-  assign \$275  = \$274  ? fetch_trans_pack_log2 : fetch_pack;
-  assign \$276  = \$272  >> \$275 ;
-  assign \$277  = ~ \$signal$10 ;
-  assign \$278  = \$signal [10] & \$277 ;
-  assign \$279  = \$278  ? fetch_trans_pack_log2 : fetch_pack;
-  assign \$280  = \$276  << \$279 ;
-  assign \$281  = 1'h1 << \$signal$27 [110:107];
-  assign \$282  = \$281  - 1'h1;
-  assign \$283  = { 1'h0, \$280  } & { \$282 [16], \$282 [16], \$282 [16], \$282 [16], \$282 [16], \$282 [16], \$282 [16], \$282 [16], \$282 [16], \$282 [16], \$282 [16], \$282  };
-  assign \$284  = ~ \$signal$10 ;
-  assign \$285  = \$signal [10] & \$284 ;
-  assign \$286  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$287  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$288  = \$signal$10  ? \$286  : \$287 ;
-  assign \$289  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$290  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$291  = \$signal$10  ? \$289  : \$290 ;
-  assign \$292  = \$285  ? \$288  : \$291 ;
-  assign \$293  = $signed(\$283 ) * $signed({ 1'h0, \$292  });
-  assign \$295  = $signed({ 1'h0, \$263  }) + $signed(\$294 );
-  assign \$297  = \$295 [5:0] + \$296 ;
-  assign \$298  = \$297  + 7'h40;
-  assign \$299  = \$298  - 1'h1;
-  assign \$301  = \$295 [5:1] + { \$118 [40], \$118 [40], \$118 [40], \$118  };
-  assign \$302  = \$301  + 6'h20;
-  assign \$303  = \$302  - 1'h1;
-  assign \$305  = \$signal$27 [99] ? { \$233 [63:6], 6'h00 } : { \$143 [63:6], 6'h00 };
-  assign \$306  = \$signal$27 [99] ? page_run_lines : \$148 [43:0];
-  assign \$307  = | \$93 [43:0];
-  assign \$308  = \$signal$27 [99] ? { \$295 [63:6], 6'h00 } : { \$157 [63:6], 6'h00 };
-  assign \$309  = \$signal$27 [99] ? \$300 [43:0] : \$162 [43:0];
-  assign \$310  = | $signed(\$118 );
-  assign \$311  = sq_slot + 7'h40;
-  assign \$312  = \$signal$27 [8] ? { 1'h0, \$signal [83:20] } : \$311 ;
-  assign \$313  = | \$signal [103:84];
-  assign \$314  = 1'h0 + \$signal [103:84];
-  assign \$315  = \$314  + 1'h1;
-  assign \$316  = \$315  - 1'h1;
-  assign \$318  = \$signal$125  == \$317 ;
-  assign \$319  = \$signal$124  & \$318 ;
-  assign \$320  = f_page + 1'h1;
-  assign \$321  = \$320  >= \$signal$27 [106:100];
-  assign \$322  = ~ \$321 ;
-  assign \$323  = ~ verdict_valid;
-  assign \$324  = \$322  | \$323 ;
-  assign \$325  = \$signal$124  & \$324 ;
-  assign \$326  = ~ run_any;
-  assign \$327  = \$326  | run_issued;
-  assign \$328  = \$signal$124  & \$327 ;
-  assign \$329  = \$signal$38  == 3'h4;
-  assign \$330  = ~ handed;
-  assign \$331  = \$signal$132  & \$330 ;
-  assign task_valid = \$331  & decoded_valid;
-  assign \$332  = | decoded[7:0];
-  assign \$333  = | stores;
-  assign \$334  = | \$signal$141 ;
-  assign \$335  = reads_cq & \$334 ;
-  assign \$336  = \$333  | \$335 ;
-  assign \$337  = | stores;
-  assign \$338  = | \$signal$141 ;
-  assign \$339  = reads_cq & \$338 ;
-  assign \$340  = \$337  | \$339 ;
-  assign \$341  = ~ \$340 ;
-  assign \$342  = ! fsm_state;
-  assign \$343  = fsm_state == 1'h1;
-  assign \$344  = fsm_state == 2'h2;
-  assign \$345  = fsm_state == 2'h3;
-  assign \$346  = fsm_state == 3'h4;
-  assign \$347  = fsm_state == 3'h5;
-  assign \$348  = \$signal [269:206] - 1'h1;
-  assign \$349  = 1'h1 << regs[259:256];
-  assign \$350  = \$349  - 1'h1;
-  assign \$351  = { 1'h0, \$348 [15:0] } & \$350 ;
-  assign \$352  = $signed(\$351 ) << regs[265:260];
-  assign \$353  = $signed({ 1'h0, regs[63:0] }) + $signed(\$352 );
-  assign \$354  = \$signal$141  + \$signal$142 ;
-  assign \$355  = \$354  - report;
-  assign \$356  = stores + \$signal$143 ;
-  assign \$357  = report & report_store;
-  assign \$358  = \$356  - \$357 ;
-  assign \$359  = queues__0[259:256] + queues__0[267:260];
-  assign \$360  = \$359  >= 7'h40;
-  assign \$361  = queues__0[259:256] + queues__0[267:260];
-  assign \$362  = 1'h1 << \$361 [5:0];
-  assign \$363  = queues__0[127:64] + \$362 ;
-  assign \$364  = \$360  ? 65'h10000000000000000 : \$363 ;
-  assign \$365  = sq_slot < \$364 ;
-  assign \$366  = 1'h1 << regs[265:260];
-  assign \$367  = sq_slot + \$366 ;
-  assign \$368  = queues__0[127:64] < \$367 ;
-  assign \$369  = \$365  & \$368 ;
-  assign \$370  = | \$signal [103:84];
-  assign \$371  = queues__0[259:256] + queues__0[267:260];
-  assign \$372  = \$371  >= 7'h40;
-  assign \$373  = queues__0[259:256] + queues__0[267:260];
-  assign \$374  = 1'h1 << \$373 [5:0];
-  assign \$375  = queues__0[127:64] + \$374 ;
-  assign \$376  = \$372  ? 65'h10000000000000000 : \$375 ;
-  assign \$377  = \$signal [83:20] < \$376 ;
-  assign \$378  = \$370  & \$377 ;
-  assign \$380  = \$signal [83:20] + \$379 ;
-  assign \$381  = queues__0[127:64] < \$380 ;
-  assign \$382  = \$378  & \$381 ;
-  assign \$383  = \$369  | \$382 ;
-  assign \$384  = queues__0[288] & \$383 ;
-  assign \$385  = queues__1[259:256] + queues__1[267:260];
-  assign \$386  = \$385  >= 7'h40;
-  assign \$387  = queues__1[259:256] + queues__1[267:260];
-  assign \$388  = 1'h1 << \$387 [5:0];
-  assign \$389  = queues__1[127:64] + \$388 ;
-  assign \$390  = \$386  ? 65'h10000000000000000 : \$389 ;
-  assign \$391  = sq_slot < \$390 ;
-  assign \$392  = 1'h1 << regs[265:260];
-  assign \$393  = sq_slot + \$392 ;
-  assign \$394  = queues__1[127:64] < \$393 ;
-  assign \$395  = \$391  & \$394 ;
-  assign \$396  = | \$signal [103:84];
-  assign \$397  = queues__1[259:256] + queues__1[267:260];
-  assign \$398  = \$397  >= 7'h40;
-  assign \$399  = queues__1[259:256] + queues__1[267:260];
-  assign \$400  = 1'h1 << \$399 [5:0];
-  assign \$401  = queues__1[127:64] + \$400 ;
-  assign \$402  = \$398  ? 65'h10000000000000000 : \$401 ;
-  assign \$403  = \$signal [83:20] < \$402 ;
-  assign \$404  = \$396  & \$403 ;
-  assign \$406  = \$signal [83:20] + \$405 ;
-  assign \$407  = queues__1[127:64] < \$406 ;
-  assign \$408  = \$404  & \$407 ;
-  assign \$409  = \$395  | \$408 ;
-  assign \$410  = queues__1[288] & \$409 ;
-  assign \$411  = \$384  | \$410 ;
-  assign \$412  = queues__2[259:256] + queues__2[267:260];
-  assign \$413  = \$412  >= 7'h40;
-  assign \$414  = queues__2[259:256] + queues__2[267:260];
-  assign \$415  = 1'h1 << \$414 [5:0];
-  assign \$416  = queues__2[127:64] + \$415 ;
-  assign \$417  = \$413  ? 65'h10000000000000000 : \$416 ;
-  assign \$418  = sq_slot < \$417 ;
-  assign \$419  = 1'h1 << regs[265:260];
-  assign \$420  = sq_slot + \$419 ;
-  assign \$421  = queues__2[127:64] < \$420 ;
-  assign \$422  = \$418  & \$421 ;
-  assign \$423  = | \$signal [103:84];
-  assign \$424  = queues__2[259:256] + queues__2[267:260];
-  assign \$425  = \$424  >= 7'h40;
-  assign \$426  = queues__2[259:256] + queues__2[267:260];
-  assign \$427  = 1'h1 << \$426 [5:0];
-  assign \$428  = queues__2[127:64] + \$427 ;
-  assign \$429  = \$425  ? 65'h10000000000000000 : \$428 ;
-  assign \$430  = \$signal [83:20] < \$429 ;
-  assign \$431  = \$423  & \$430 ;
-  assign \$433  = \$signal [83:20] + \$432 ;
-  assign \$434  = queues__2[127:64] < \$433 ;
-  assign \$435  = \$431  & \$434 ;
-  assign \$436  = \$422  | \$435 ;
-  assign \$437  = queues__2[288] & \$436 ;
-  assign \$438  = \$411  | \$437 ;
-  assign \$439  = queues__3[259:256] + queues__3[267:260];
-  assign \$440  = \$439  >= 7'h40;
-  assign \$441  = queues__3[259:256] + queues__3[267:260];
-  assign \$442  = 1'h1 << \$441 [5:0];
-  assign \$443  = queues__3[127:64] + \$442 ;
-  assign \$444  = \$440  ? 65'h10000000000000000 : \$443 ;
-  assign \$445  = sq_slot < \$444 ;
-  assign \$446  = 1'h1 << regs[265:260];
-  assign \$447  = sq_slot + \$446 ;
-  assign \$448  = queues__3[127:64] < \$447 ;
-  assign \$449  = \$445  & \$448 ;
-  assign \$450  = | \$signal [103:84];
-  assign \$451  = queues__3[259:256] + queues__3[267:260];
-  assign \$452  = \$451  >= 7'h40;
-  assign \$453  = queues__3[259:256] + queues__3[267:260];
-  assign \$454  = 1'h1 << \$453 [5:0];
-  assign \$455  = queues__3[127:64] + \$454 ;
-  assign \$456  = \$452  ? 65'h10000000000000000 : \$455 ;
-  assign \$457  = \$signal [83:20] < \$456 ;
-  assign \$458  = \$450  & \$457 ;
-  assign \$460  = \$signal [83:20] + \$459 ;
-  assign \$461  = queues__3[127:64] < \$460 ;
-  assign \$462  = \$458  & \$461 ;
-  assign \$463  = \$449  | \$462 ;
-  assign \$464  = queues__3[288] & \$463 ;
-  assign \$465  = \$438  | \$464 ;
-  assign \$466  = \$signal$125  + 1'h1;
-  assign \$467  = \$signal$149  | side_err;
-  assign \$468  = ! \$signal$125 ;
-  assign \$470  = ! \$signal$125 ;
-  assign \$472  = ! \$signal$125 ;
-  assign \$474  = ! \$signal$125 ;
-  assign \$476  = ! \$signal$125 ;
-  assign \$478  = ! \$signal$125 ;
-  assign \$480  = ! \$signal$125 ;
-  assign \$482  = ! \$signal$125 ;
-  assign \$484  = \$signal$125  == 1'h1;
-  assign \$486  = \$signal$125  == 1'h1;
-  assign \$488  = \$signal$125  == 1'h1;
-  assign \$490  = \$signal$125  == 1'h1;
-  assign \$492  = \$signal$125  == 1'h1;
-  assign \$494  = \$signal$125  == 1'h1;
-  assign \$496  = \$signal$125  == 1'h1;
-  assign \$498  = \$signal$125  == 1'h1;
-  assign \$500  = \$signal$125  == 2'h2;
-  assign \$502  = \$signal$125  == 2'h2;
-  assign \$504  = \$signal$125  == 2'h2;
-  assign \$506  = \$signal$125  == 2'h2;
-  assign \$508  = \$signal$125  == 2'h2;
-  assign \$510  = \$signal$125  == 2'h2;
-  assign \$512  = \$signal$125  == 2'h2;
-  assign \$514  = \$signal$125  == 2'h2;
-  assign \$516  = \$signal$125  == 2'h3;
-  assign \$518  = \$signal$125  == 2'h3;
-  assign \$520  = \$signal$125  == 2'h3;
-  assign \$522  = \$signal$125  == 2'h3;
-  assign \$524  = \$signal$125  == 2'h3;
-  assign \$526  = \$signal$125  == 2'h3;
-  assign \$528  = \$signal$125  == 2'h3;
-  assign \$530  = \$signal$125  == 2'h3;
-  assign \$532  = \$signal$125  == 3'h4;
-  assign \$534  = \$signal$125  == 3'h4;
-  assign \$536  = \$signal$125  == 3'h4;
-  assign \$538  = \$signal$125  == 3'h4;
-  assign \$540  = \$signal$125  == 3'h4;
-  assign \$542  = \$signal$125  == 3'h4;
-  assign \$544  = \$signal$125  == 3'h4;
-  assign \$546  = \$signal$125  == 3'h4;
-  assign \$548  = \$signal$125  == 3'h5;
-  assign \$550  = \$signal$125  == 3'h5;
-  assign \$552  = \$signal$125  == 3'h5;
-  assign \$554  = \$signal$125  == 3'h5;
-  assign \$556  = \$signal$125  == 3'h5;
-  assign \$558  = \$signal$125  == 3'h5;
-  assign \$560  = \$signal$125  == 3'h5;
-  assign \$562  = \$signal$125  == 3'h5;
-  assign \$564  = \$signal$125  == 3'h6;
-  assign \$566  = \$signal$125  == 3'h6;
-  assign \$568  = \$signal$125  == 3'h6;
-  assign \$570  = \$signal$125  == 3'h6;
-  assign \$572  = \$signal$125  == 3'h6;
-  assign \$574  = \$signal$125  == 3'h6;
-  assign \$576  = \$signal$125  == 3'h6;
-  assign \$578  = \$signal$125  == 3'h6;
-  assign \$580  = \$signal$125  == 3'h7;
-  assign \$582  = \$signal$125  == 3'h7;
-  assign \$584  = \$signal$125  == 3'h7;
-  assign \$586  = \$signal$125  == 3'h7;
-  assign \$588  = \$signal$125  == 3'h7;
-  assign \$590  = \$signal$125  == 3'h7;
-  assign \$592  = \$signal$125  == 3'h7;
-  assign \$594  = \$signal$125  == 3'h7;
-  assign \$596  = \$signal$38  == 2'h3;
-  assign \$597  = \$signal$38  == 3'h4;
-  assign \$598  = \$signal$38  == 3'h5;
-  assign \$599  = \$signal$38  == 3'h6;
-  assign \$600  = \$signal$38  == 1'h1;
-  assign \$601  = \$600  & \$signal$27 [99];
-  assign \$602  = f_page + 1'h1;
-  assign \$603  = ~ \$signal$10 ;
-  assign \$604  = \$signal [10] & \$603 ;
-  assign \$605  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$606  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$607  = \$signal$10  ? \$605  : \$606 ;
-  assign \$608  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$609  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$610  = \$signal$10  ? \$608  : \$609 ;
-  assign \$611  = \$604  ? \$607  : \$610 ;
-  assign \$612  = ~ \$signal$10 ;
-  assign \$613  = \$signal [10] & \$612 ;
-  assign \$614  = \$613  ? fetch_trans_pack_log2 : fetch_pack;
-  assign \$615  = \$611  >> \$614 ;
-  assign \$616  = ~ \$signal$10 ;
-  assign \$617  = \$signal [10] & \$616 ;
-  assign \$618  = \$617  ? fetch_trans_pack_log2 : fetch_pack;
-  assign \$619  = \$615  << \$618 ;
-  assign \$620  = 1'h1 << \$signal$27 [110:107];
-  assign \$621  = \$619  + \$620 ;
-  assign \$622  = \$621  - 1'h1;
-  assign \$623  = $signed(\$622 ) >>> \$signal$27 [110:107];
-  assign \$624  = $signed({ 1'h0, \$602  }) < $signed(\$623 );
-  assign \$625  = \$601  & \$624 ;
-  assign \$626  = \$signal$38  == 1'h1;
-  assign \$627  = ! \$signal$38 ;
-  assign \$628  = \$signal [5:2] == 2'h2;
-  assign \$629  = \$signal [5:2] == 2'h3;
-  assign \$630  = \$signal [5:2] == 3'h4;
-  assign \$631  = \$629  | \$630 ;
-  assign \$632  = \$631  ? 2'h2 : 2'h1;
-  assign \$633  = \$628  ? 2'h0 : \$632 ;
-  assign \$634  = | \$633 ;
-  assign \$635  = \$627  & \$634 ;
-  assign \$636  = \$signal$38  == 2'h2;
-  assign \$637  = \$signal$10  + 1'h1;
-  assign \$638  = \$signal [5:2] == 2'h2;
-  assign \$639  = \$signal [5:2] == 2'h3;
-  assign \$640  = \$signal [5:2] == 3'h4;
-  assign \$641  = \$639  | \$640 ;
-  assign \$642  = \$641  ? 2'h2 : 2'h1;
-  assign \$643  = \$638  ? 2'h0 : \$642 ;
-  assign \$644  = \$637  < \$643 ;
-  assign \$645  = \$636  & \$644 ;
-  assign \$646  = f_page + 1'h1;
-  assign \$647  = \$646  >= \$signal$27 [106:100];
-  assign \$648  = ~ \$647 ;
-  assign \$649  = f_page + 1'h1;
-  assign \$650  = | page[11:0];
-  assign \$651  = page < regs[191:128];
-  assign \$652  = \$650  | \$651 ;
-  assign \$653  = \$188  > regs[255:192];
-  assign \$654  = \$652  | \$653 ;
-  assign \$655  = \$signal$153  | \$654 ;
-  assign \$656  = | page[11:0];
-  assign \$657  = page < regs[191:128];
-  assign \$658  = \$656  | \$657 ;
-  assign \$659  = \$188  > regs[255:192];
-  assign \$660  = \$658  | \$659 ;
-  assign \$661  = \$signal$153  | \$660 ;
-  assign \$662  = \$661  ? 8'h81 : 8'h00;
-  assign \$663  = \$signal$149  ? 8'h80 : \$662 ;
-  assign \$664  = ~ \$signal$149 ;
-  assign \$665  = | page[11:0];
-  assign \$666  = page < regs[191:128];
-  assign \$667  = \$665  | \$666 ;
-  assign \$668  = \$188  > regs[255:192];
-  assign \$669  = \$667  | \$668 ;
-  assign \$670  = \$signal$153  | \$669 ;
-  assign \$671  = ~ \$670 ;
-  assign \$672  = \$664  & \$671 ;
-  assign \$673  = f_page + 1'h1;
-  assign \$674  = \$signal$23  + 3'h4;
-  assign \$675  = 3'h4 * \$signal [203:184];
-  assign \$676  = \$signal$20  + \$675 ;
-  assign \$677  = \$signal$23  + 3'h4;
-  assign \$678  = \$677  >= \$signal [183:164];
-  assign \$679  = decoding - 1'h1;
-  assign \$680  = ! decoding;
-  assign \$681  = | decoded[7:0];
-  assign \$682  = | stores;
-  assign \$683  = | \$signal$141 ;
-  assign \$684  = reads_cq & \$683 ;
-  assign \$685  = \$682  | \$684 ;
-  assign \$686  = decoded[99] ? 3'h4 : 3'h0;
-  assign \$687  = decoded[10] ? \$686  : 3'h3;
-  assign \$688  = | stores;
-  assign \$689  = | \$signal$141 ;
-  assign \$690  = reads_cq & \$689 ;
-  assign \$691  = \$688  | \$690 ;
-  assign \$692  = ~ \$691 ;
-  assign \$693  = \$signal$27 [99] ? 3'h4 : 3'h0;
-  assign \$694  = \$signal$27 [10] ? \$693  : 3'h3;
-  assign \$695  = ~ \$signal$124 ;
-  assign \$696  = handed | take;
-  always @(posedge clk)
-    sq_slot <= \$697 ;
-  always @(posedge clk)
-    \$signal$141  <= \$698 ;
-  always @(posedge clk)
-    stores <= \$699 ;
-  always @(posedge clk)
-    reads_cq <= \$700 ;
-  always @(posedge clk)
-    \$signal$125  <= \$701 ;
-  always @(posedge clk)
-    \$signal$149  <= \$702 ;
-  always @(posedge clk)
-    page0 <= \$703 ;
-  always @(posedge clk)
-    page1 <= \$704 ;
-  always @(posedge clk)
-    page2 <= \$705 ;
-  always @(posedge clk)
-    page3 <= \$706 ;
-  always @(posedge clk)
-    page4 <= \$707 ;
-  always @(posedge clk)
-    page5 <= \$708 ;
-  always @(posedge clk)
-    page6 <= \$709 ;
-  always @(posedge clk)
-    page7 <= \$710 ;
-  always @(posedge clk)
-    page8 <= \$711 ;
-  always @(posedge clk)
-    page9 <= \$712 ;
-  always @(posedge clk)
-    page10 <= \$713 ;
-  always @(posedge clk)
-    page11 <= \$714 ;
-  always @(posedge clk)
-    page12 <= \$715 ;
-  always @(posedge clk)
-    page13 <= \$716 ;
-  always @(posedge clk)
-    page14 <= \$717 ;
-  always @(posedge clk)
-    page15 <= \$718 ;
-  always @(posedge clk)
-    page16 <= \$719 ;
-  always @(posedge clk)
-    page17 <= \$720 ;
-  always @(posedge clk)
-    page18 <= \$721 ;
-  always @(posedge clk)
-    page19 <= \$722 ;
-  always @(posedge clk)
-    page20 <= \$723 ;
-  always @(posedge clk)
-    page21 <= \$724 ;
-  always @(posedge clk)
-    page22 <= \$725 ;
-  always @(posedge clk)
-    page23 <= \$726 ;
-  always @(posedge clk)
-    page24 <= \$727 ;
-  always @(posedge clk)
-    page25 <= \$728 ;
-  always @(posedge clk)
-    page26 <= \$729 ;
-  always @(posedge clk)
-    page27 <= \$730 ;
-  always @(posedge clk)
-    page28 <= \$731 ;
-  always @(posedge clk)
-    page29 <= \$732 ;
-  always @(posedge clk)
-    page30 <= \$733 ;
-  always @(posedge clk)
-    page31 <= \$734 ;
-  always @(posedge clk)
-    page32 <= \$735 ;
-  always @(posedge clk)
-    page33 <= \$736 ;
-  always @(posedge clk)
-    page34 <= \$737 ;
-  always @(posedge clk)
-    page35 <= \$738 ;
-  always @(posedge clk)
-    page36 <= \$739 ;
-  always @(posedge clk)
-    page37 <= \$740 ;
-  always @(posedge clk)
-    page38 <= \$741 ;
-  always @(posedge clk)
-    page39 <= \$742 ;
-  always @(posedge clk)
-    page40 <= \$743 ;
-  always @(posedge clk)
-    page41 <= \$744 ;
-  always @(posedge clk)
-    page42 <= \$745 ;
-  always @(posedge clk)
-    page43 <= \$746 ;
-  always @(posedge clk)
-    page44 <= \$747 ;
-  always @(posedge clk)
-    page45 <= \$748 ;
-  always @(posedge clk)
-    page46 <= \$749 ;
-  always @(posedge clk)
-    page47 <= \$750 ;
-  always @(posedge clk)
-    page48 <= \$751 ;
-  always @(posedge clk)
-    page49 <= \$752 ;
-  always @(posedge clk)
-    page50 <= \$753 ;
-  always @(posedge clk)
-    page51 <= \$754 ;
-  always @(posedge clk)
-    page52 <= \$755 ;
-  always @(posedge clk)
-    page53 <= \$756 ;
-  always @(posedge clk)
-    page54 <= \$757 ;
-  always @(posedge clk)
-    page55 <= \$758 ;
-  always @(posedge clk)
-    page56 <= \$759 ;
-  always @(posedge clk)
-    page57 <= \$760 ;
-  always @(posedge clk)
-    page58 <= \$761 ;
-  always @(posedge clk)
-    page59 <= \$762 ;
-  always @(posedge clk)
-    page60 <= \$763 ;
-  always @(posedge clk)
-    page61 <= \$764 ;
-  always @(posedge clk)
-    page62 <= \$765 ;
-  always @(posedge clk)
-    page63 <= \$766 ;
-  always @(posedge clk)
-    verdict_valid <= \$767 ;
-  always @(posedge clk)
-    \$signal$124  <= \$768 ;
-  always @(posedge clk)
-    \$signal$38  <= \$769 ;
-  always @(posedge clk)
-    f_page <= \$770 ;
-  always @(posedge clk)
-    \$signal$153  <= \$771 ;
-  always @(posedge clk)
-    verdict_status <= \$772 ;
-  always @(posedge clk)
-    \$signal$10  <= \$773 ;
-  always @(posedge clk)
-    \$signal$23  <= \$774 ;
-  always @(posedge clk)
-    \$signal$20  <= \$775 ;
-  always @(posedge clk)
-    handed <= \$776 ;
-  always @(posedge clk)
-    \$signal  <= \$777 ;
-  always @(posedge clk)
-    \$signal$132  <= \$778 ;
-  always @(posedge clk)
-    decoded_valid <= \$779 ;
-  always @(posedge clk)
-    decoding <= \$780 ;
-  always @(posedge clk)
-    fsm_state <= \$781 ;
-  always @(posedge clk)
-    \$signal$27  <= \$782 ;
-  assign \$1  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$2  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$3  = \$signal$10  ? \$1  : \$2 ;
-  assign \$5  = \$4  <= 6'h20;
-  assign \$6  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$7  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$8  = \$signal$10  ? \$6  : \$7 ;
-  assign \$10  = \$9  <= 6'h20;
-  assign \$11  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$12  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$13  = \$signal$10  ? \$11  : \$12 ;
-  assign \$15  = \$14  <= 6'h20;
-  assign \$16  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$17  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$18  = \$signal$10  ? \$16  : \$17 ;
-  assign \$20  = \$19  <= 6'h20;
-  assign \$21  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$22  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$23  = \$signal$10  ? \$21  : \$22 ;
-  assign \$25  = \$24  <= 6'h20;
-  assign \$26  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$27  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$28  = \$signal$10  ? \$26  : \$27 ;
-  assign \$30  = \$29  <= 6'h20;
-  assign \$31  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$32  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$33  = \$signal$10  ? \$31  : \$32 ;
-  assign fetch_trans_scalar = \$33  > 6'h20;
-  assign \$34  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$35  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$36  = \$signal$10  ? \$34  : \$35 ;
-  assign \$37  = \$36  > 7'h40;
-  assign \$38  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$39  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$40  = \$signal$10  ? \$38  : \$39 ;
-  assign \$41  = \$40  > 6'h20;
-  assign \$42  = \$41  ? 1'h1 : 1'h0;
-  assign fetch_trans_fold_adds = \$37  ? 2'h2 : { 1'h0, \$42  };
-  assign \$43  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$44  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$45  = \$signal$10  ? \$43  : \$44 ;
-  assign \$46  = \$45  == 1'h1;
-  assign \$47  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$48  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$49  = \$signal$10  ? \$47  : \$48 ;
-  assign \$50  = \$49  == 2'h2;
-  assign \$51  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$52  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$53  = \$signal$10  ? \$51  : \$52 ;
-  assign \$54  = \$53  == 3'h4;
-  assign \$55  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$56  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$57  = \$signal$10  ? \$55  : \$56 ;
-  assign \$58  = \$57  == 4'h8;
-  assign \$59  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$60  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$61  = \$signal$10  ? \$59  : \$60 ;
-  assign \$62  = \$61  == 5'h10;
-  assign \$63  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$64  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$65  = \$signal$10  ? \$63  : \$64 ;
-  assign \$66  = \$65  == 6'h20;
-  assign \$67  = ~ \$signal$10 ;
-  assign \$68  = \$signal [10] & \$67 ;
-  assign \$69  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$70  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$71  = \$signal$10  ? \$69  : \$70 ;
-  assign \$72  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$73  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$74  = \$signal$10  ? \$72  : \$73 ;
-  assign \$75  = \$68  ? \$71  : \$74 ;
-  assign \$76  = ~ \$signal$10 ;
-  assign \$77  = \$signal [10] & \$76 ;
-  assign \$78  = \$77  ? fetch_trans_pack_log2 : fetch_pack;
-  assign \$79  = \$75  >> \$78 ;
-  assign \$80  = ~ \$signal$10 ;
-  assign \$81  = \$signal [10] & \$80 ;
-  assign \$82  = \$81  ? fetch_trans_pack_log2 : fetch_pack;
-  assign \$83  = \$79  << \$82 ;
-  assign \$84  = ~ \$signal$10 ;
-  assign \$85  = \$signal [10] & \$84 ;
-  assign \$86  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$87  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$88  = \$signal$10  ? \$86  : \$87 ;
-  assign \$89  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$90  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$91  = \$signal$10  ? \$89  : \$90 ;
-  assign \$92  = \$85  ? \$88  : \$91 ;
-  assign \$93  = \$83  * \$92 ;
-  assign \$94  = ~ \$signal$10 ;
-  assign \$95  = \$signal [10] & \$94 ;
-  assign \$96  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$97  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$98  = \$signal$10  ? \$96  : \$97 ;
-  assign \$99  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$100  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$101  = \$signal$10  ? \$99  : \$100 ;
-  assign \$102  = \$95  ? \$98  : \$101 ;
-  assign \$103  = ~ \$signal$10 ;
-  assign \$104  = \$signal [10] & \$103 ;
-  assign \$105  = \$104  ? fetch_trans_pack_log2 : fetch_pack;
-  assign \$106  = 1'h1 << \$105 ;
-  assign \$107  = \$106  - 1'h1;
-  assign \$108  = { 1'h0, \$102  } & { \$107 [8], \$107 [8], \$107 [8], \$107 [8], \$107 [8], \$107 [8], \$107 [8], \$107 [8], \$107 [8], \$107 [8], \$107 [8], \$107 [8], \$107  };
-  assign \$109  = ~ \$signal$10 ;
-  assign \$110  = \$signal [10] & \$109 ;
-  assign \$111  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$112  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$113  = \$signal$10  ? \$111  : \$112 ;
-  assign \$114  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$115  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$116  = \$signal$10  ? \$114  : \$115 ;
-  assign \$117  = \$110  ? \$113  : \$116 ;
-  assign \$118  = $signed(\$108 ) * $signed({ 1'h0, \$117  });
-  assign \$119  = sq_slot + 7'h40;
-  assign \$121  = \$119  + \$120 ;
-  assign \$122  = \$signal [183:164] - \$signal$23 ;
-  assign \$123  = $signed(\$122 ) < $signed(4'h4);
-  assign \$124  = \$signal [183:164] - \$signal$23 ;
-  assign \$125  = \$123  ? \$124  : 21'h000004;
-  assign \$126  = $signed(\$125 ) * $signed({ 1'h0, \$signal [203:184] });
-  assign \$128  = $signed({ 1'h0, \$121 [5:0] }) + $signed(\$127 );
-  assign \$129  = $signed(\$128 ) + $signed(8'h40);
-  assign \$130  = $signed(\$129 ) - $signed(2'h1);
-  assign \$132  = \$signal [183:164] - \$signal$23 ;
-  assign \$133  = $signed(\$132 ) < $signed(4'h4);
-  assign \$134  = \$signal [183:164] - \$signal$23 ;
-  assign \$135  = \$133  ? \$134  : 21'h000004;
-  assign \$136  = $signed(\$135 ) * $signed({ 1'h0, \$signal [203:184] });
-  assign \$137  = $signed({ 1'h0, \$121 [5:1] }) + $signed(\$136 );
-  assign \$138  = $signed(\$137 ) + $signed(7'h20);
-  assign \$139  = $signed(\$138 ) - $signed(2'h1);
-  assign \$141  = \$signal [83:20] + \$140 ;
-  assign \$142  = \$signal$10  ? \$141  : { 1'h0, \$signal [83:20] };
-  assign \$143  = \$142  + 1'h0;
-  assign \$145  = \$143 [5:0] + \$144 ;
-  assign \$146  = \$145  + 7'h40;
-  assign \$147  = \$146  - 1'h1;
-  assign \$149  = \$143 [5:1] + \$93 [43:0];
-  assign \$150  = \$149  + 6'h20;
-  assign \$151  = \$150  - 1'h1;
-  assign \$154  = \$signal [83:20] + \$153 ;
-  assign \$155  = \$signal$10  ? \$154  : { 1'h0, \$signal [83:20] };
-  assign \$157  = \$155  + \$156 ;
-  assign \$159  = \$157 [5:0] + \$158 ;
-  assign \$160  = \$159  + 7'h40;
-  assign \$161  = \$160  - 1'h1;
-  assign \$163  = \$157 [5:1] + { \$118 [40], \$118 [40], \$118 [40], \$118  };
-  assign \$164  = \$163  + 6'h20;
-  assign \$165  = \$164  - 1'h1;
-  assign \$167  = \$signal$38  == 2'h2;
-  assign \$168  = ~ \$signal$10 ;
-  assign \$169  = \$signal [10] & \$168 ;
-  assign \$170  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$171  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$172  = \$signal$10  ? \$170  : \$171 ;
-  assign \$173  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$174  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$175  = \$signal$10  ? \$173  : \$174 ;
-  assign \$176  = \$169  ? \$172  : \$175 ;
-  assign \$177  = ~ \$signal$10 ;
-  assign \$178  = \$signal [10] & \$177 ;
-  assign \$179  = \$178  ? fetch_trans_pack_log2 : fetch_pack;
-  assign \$180  = \$176  >> \$179 ;
-  assign \$181  = ~ \$signal$10 ;
-  assign \$182  = \$signal [10] & \$181 ;
-  assign \$183  = \$182  ? fetch_trans_pack_log2 : fetch_pack;
-  assign \$184  = \$180  << \$183 ;
-  assign \$185  = \$184  >> \$signal$27 [110:107];
-  assign \$186  = \$167  ? \$185 [5:0] : f_page;
-  assign \$188  = page + \$187 ;
-  assign \$189  = ~ \$signal$10 ;
-  assign \$190  = \$signal [10] & \$189 ;
-  assign \$191  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$192  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$193  = \$signal$10  ? \$191  : \$192 ;
-  assign \$194  = \$signal [10] ? \$signal [123:104] : \$signal [143:124];
-  assign \$195  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
-  assign \$196  = \$signal$10  ? \$194  : \$195 ;
-  assign \$197  = \$190  ? \$193  : \$196 ;
-  assign \$198  = ~ \$signal$10 ;
-  assign \$199  = \$signal [10] & \$198 ;
-  assign \$200  = \$199  ? fetch_trans_pack_log2 : fetch_pack;
-  assign \$201  = \$197  >> \$200 ;
-  assign \$202  = ~ \$signal$10 ;
-  assign \$203  = \$signal [10] & \$202 ;
-  assign \$204  = \$203  ? fetch_trans_pack_log2 : fetch_pack;
-  assign \$205  = \$201  << \$204 ;
-  assign \$206  = f_page << \$signal$27 [110:107];
-  assign \$207  = \$205  - \$206 ;
-  assign \$208  = 1'h1 << \$signal$27 [110:107];
-  assign \$209  = $signed(\$207 ) > $signed({ 1'h0, \$208  });
-  assign \$210  = 1'h1 << \$signal$27 [110:107];
-  assign \$211  = ~ \$signal$10 ;
-  assign \$212  = \$signal [10] & \$211 ;
-  assign \$213  = \$signal [10] ? \$signal [143:124] : \$signal [123:104];
+  always @(posedge clk)
+    slot_size <= \$439 ;
+  always @(posedge clk)
+    \$signal$11  <= \$440 ;
+  always @(posedge clk)
+    slot_end <= \$441 ;
+  always @(posedge clk)
+    \$signal$144  <= \$442 ;
+  always @(posedge clk)
+    stores <= \$443 ;
+  always @(posedge clk)
+    cq_end0 <= \$444 ;
+  always @(posedge clk)
+    operand_in_cq0 <= \$445 ;
+  always @(posedge clk)
+    cq_end1 <= \$446 ;
+  always @(posedge clk)
+    operand_in_cq1 <= \$447 ;
+  always @(posedge clk)
+    cq_end2 <= \$448 ;
+  always @(posedge clk)
+    operand_in_cq2 <= \$449 ;
+  always @(posedge clk)
+    cq_end3 <= \$450 ;
+  always @(posedge clk)
+    operand_in_cq3 <= \$451 ;
+  always @(posedge clk)
+    last_group_elems <= \$452 ;
+  always @(posedge clk)
+    \$signal$129  <= \$453 ;
+  always @(posedge clk)
+    \$signal$156  <= \$454 ;
+  always @(posedge clk)
+    page0 <= \$455 ;
+  always @(posedge clk)
+    page1 <= \$456 ;
+  always @(posedge clk)
+    page2 <= \$457 ;
+  always @(posedge clk)
+    page3 <= \$458 ;
+  always @(posedge clk)
+    page4 <= \$459 ;
+  always @(posedge clk)
+    page5 <= \$460 ;
+  always @(posedge clk)
+    page6 <= \$461 ;
+  always @(posedge clk)
+    page7 <= \$462 ;
+  always @(posedge clk)
+    page8 <= \$463 ;
+  always @(posedge clk)
+    page9 <= \$464 ;
+  always @(posedge clk)
+    page10 <= \$465 ;
+  always @(posedge clk)
+    page11 <= \$466 ;
+  always @(posedge clk)
+    page12 <= \$467 ;
+  always @(posedge clk)
+    page13 <= \$468 ;
+  always @(posedge clk)
+    page14 <= \$469 ;
+  always @(posedge clk)
+    page15 <= \$470 ;
+  always @(posedge clk)
+    page16 <= \$471 ;
+  always @(posedge clk)
+    page17 <= \$472 ;
+  always @(posedge clk)
+    page18 <= \$473 ;
+  always @(posedge clk)
+    page19 <= \$474 ;
+  always @(posedge clk)
+    page20 <= \$475 ;
+  always @(posedge clk)
+    page21 <= \$476 ;
+  always @(posedge clk)
+    page22 <= \$477 ;
+  always @(posedge clk)
+    page23 <= \$478 ;
+  always @(posedge clk)
+    page24 <= \$479 ;
+  always @(posedge clk)
+    page25 <= \$480 ;
+  always @(posedge clk)
+    page26 <= \$481 ;
+  always @(posedge clk)
+    page27 <= \$482 ;
+  always @(posedge clk)
+    page28 <= \$483 ;
+  always @(posedge clk)
+    page29 <= \$484 ;
+  always @(posedge clk)
+    page30 <= \$485 ;
+  always @(posedge clk)
+    page31 <= \$486 ;
+  always @(posedge clk)
+    page32 <= \$487 ;
+  always @(posedge clk)
+    page33 <= \$488 ;
+  always @(posedge clk)
+    page34 <= \$489 ;
+  always @(posedge clk)
+    page35 <= \$490 ;
+  always @(posedge clk)
+    page36 <= \$491 ;
+  always @(posedge clk)
+    page37 <= \$492 ;
+  always @(posedge clk)
+    page38 <= \$493 ;
+  always @(posedge clk)
+    page39 <= \$494 ;
+  always @(posedge clk)
+    page40 <= \$495 ;
+  always @(posedge clk)
+    page41 <= \$496 ;
+  always @(posedge clk)
+    page42 <= \$497 ;
+  always @(posedge clk)
+    page43 <= \$498 ;
+  always @(posedge clk)
+    page44 <= \$499 ;
+  always @(posedge clk)
+    page45 <= \$500 ;
+  always @(posedge clk)
+    page46 <= \$501 ;
+  always @(posedge clk)
+    page47 <= \$502 ;
+  always @(posedge clk)
+    page48 <= \$503 ;
+  always @(posedge clk)
+    page49 <= \$504 ;
+  always @(posedge clk)
+    page50 <= \$505 ;
+  always @(posedge clk)
+    page51 <= \$506 ;
+  always @(posedge clk)
+    page52 <= \$507 ;
+  always @(posedge clk)
+    page53 <= \$508 ;
+  always @(posedge clk)
+    page54 <= \$509 ;
+  always @(posedge clk)
+    page55 <= \$510 ;
+  always @(posedge clk)
+    page56 <= \$511 ;
+  always @(posedge clk)
+    page57 <= \$512 ;
+  always @(posedge clk)
+    page58 <= \$513 ;
+  always @(posedge clk)
+    page59 <= \$514 ;
+  always @(posedge clk)
+    page60 <= \$515 ;
+  always @(posedge clk)
+    page61 <= \$516 ;
+  always @(posedge clk)
+    page62 <= \$517 ;
+  always @(posedge clk)
+    page63 <= \$518 ;
+  always @(posedge clk)
+    \$signal$159  <= \$519 ;
+  always @(posedge clk)
+    room_ok <= \$520 ;
+  always @(posedge clk)
+    verdict_valid <= \$521 ;
+  always @(posedge clk)
+    \$signal$128  <= \$522 ;
+  always @(posedge clk)
+    \$signal$42  <= \$523 ;
+  always @(posedge clk)
+    f_page <= \$524 ;
+  always @(posedge clk)
+    \$signal$162  <= \$525 ;
+  always @(posedge clk)
+    verdict_status <= \$526 ;
+  always @(posedge clk)
+    \$signal$23  <= \$527 ;
+  always @(posedge clk)
+    \$signal$163  <= \$528 ;
+  always @(posedge clk)
+    \$signal$25  <= \$529 ;
+  always @(posedge clk)
+    \$signal$28  <= \$530 ;
+  always @(posedge clk)
+    handed <= \$531 ;
+  always @(posedge clk)
+    \$signal  <= \$532 ;
+  always @(posedge clk)
+    \$signal$136  <= \$533 ;
+  always @(posedge clk)
+    decoded_valid <= \$534 ;
+  always @(posedge clk)
+    decoding <= \$535 ;
+  always @(posedge clk)
+    fsm_state <= \$536 ;
+  always @(posedge clk)
+    \$signal$22  <= \$537 ;
+  assign \$1  = \$signal$11  < cq_end0;
+  assign \$2  = queues__0[127:64] < slot_end;
+  assign \$3  = \$1  & \$2 ;
+  assign \$4  = \$3  | operand_in_cq0;
+  assign \$5  = queues__0[288] & \$4 ;
+  assign \$6  = \$signal$11  < cq_end1;
+  assign \$7  = queues__1[127:64] < slot_end;
+  assign \$8  = \$6  & \$7 ;
+  assign \$9  = \$8  | operand_in_cq1;
+  assign \$10  = queues__1[288] & \$9 ;
+  assign \$11  = \$5  | \$10 ;
+  assign \$12  = \$signal$11  < cq_end2;
+  assign \$13  = queues__2[127:64] < slot_end;
+  assign \$14  = \$12  & \$13 ;
+  assign \$15  = \$14  | operand_in_cq2;
+  assign \$16  = queues__2[288] & \$15 ;
+  assign \$17  = \$11  | \$16 ;
+  assign \$18  = \$signal$11  < cq_end3;
+  assign \$19  = queues__3[127:64] < slot_end;
+  assign \$20  = \$18  & \$19 ;
+  assign \$21  = \$20  | operand_in_cq3;
+  assign \$22  = queues__3[288] & \$21 ;
+  assign reads_cq = \$17  | \$22 ;
+  assign \$561  = \$signal$23  * 9'h18c;
+  assign f_sizes = \$signal$22 [966:175] >> \$561 ;
+  assign \$23  = \$signal$11  + 7'h40;
+  assign \$25  = \$23  + \$24 ;
+  assign \$27  = \$25 [5:0] + \$26 ;
+  assign \$28  = \$27  + 7'h40;
+  assign \$29  = \$28  - 1'h1;
+  assign \$31  = \$25 [5:1] + \$signal$28 ;
+  assign \$32  = \$31  + 6'h20;
+  assign \$33  = \$32  - 1'h1;
+  assign \$35  = \$signal$23  ? \$signal$22 [74:11] : \$signal [83:20];
+  assign \$36  = \$35  + 1'h0;
+  assign \$38  = \$36 [5:0] + \$37 ;
+  assign \$39  = \$38  + 7'h40;
+  assign \$40  = \$39  - 1'h1;
+  assign \$42  = \$36 [5:1] + f_sizes[196:153];
+  assign \$43  = \$42  + 6'h20;
+  assign \$44  = \$43  - 1'h1;
+  assign \$46  = \$signal$23  ? \$signal$22 [74:11] : \$signal [83:20];
+  assign \$48  = \$46  + \$47 ;
+  assign \$50  = \$48 [5:0] + \$49 ;
+  assign \$51  = \$50  + 7'h40;
+  assign \$52  = \$51  - 1'h1;
+  assign \$54  = \$48 [5:1] + f_sizes[245:202];
+  assign \$55  = \$54  + 6'h20;
+  assign \$56  = \$55  - 1'h1;
+  assign \$58  = \$signal$42  == 2'h2;
+  assign \$59  = \$58  ? f_sizes[293:288] : f_page;
+  assign \$60  = f_page + 1'h1;
+  assign \$61  = \$60  < f_sizes[287:268];
+  assign \$62  = f_sizes[86:67] << \$signal$22 [134:131];
+  assign page_elems = \$61  ? { 9'h000, \$62  } : f_sizes[351:308];
+  assign \$64  = \$signal$23  ? \$63  : 40'h0000000000;
+  assign \$66  = page + \$65 ;
+  assign \$68  = \$66 [5:0] + \$67 ;
+  assign \$69  = \$68  + 7'h40;
+  assign \$70  = \$69  - 1'h1;
+  assign \$72  = \$66 [5:1] + page_elems;
+  assign \$73  = \$72  + 6'h20;
+  assign \$74  = \$73  - 1'h1;
+  assign \$77  = \$signal$23  ? \$76  : 40'h0000000000;
+  assign \$78  = \$77  + f_sizes[395:352];
+  assign \$80  = page + \$79 ;
+  assign \$82  = \$80 [5:0] + \$81 ;
+  assign \$83  = \$82  + 7'h40;
+  assign \$84  = \$83  - 1'h1;
+  assign \$86  = \$80 [5:1] + f_sizes[245:202];
+  assign \$87  = \$86  + 6'h20;
+  assign \$88  = \$87  - 1'h1;
+  assign \$90  = \$signal$22 [123] ? { \$66 [63:6], 6'h00 } : { \$36 [63:6], 6'h00 };
+  assign \$91  = \$signal$22 [123] ? \$71 [43:0] : \$41 [43:0];
+  assign \$92  = | f_sizes[196:153];
+  assign \$93  = \$signal$22 [123] ? { \$80 [63:6], 6'h00 } : { \$48 [63:6], 6'h00 };
+  assign \$94  = \$signal$22 [123] ? \$85 [43:0] : \$53 [43:0];
+  assign \$95  = | f_sizes[245:202];
+  assign \$96  = \$signal$11  + 7'h40;
+  assign \$97  = \$signal$22 [8] ? { 1'h0, \$signal [83:20] } : \$96 ;
+  assign \$98  = | \$signal [103:84];
+  assign \$99  = 1'h0 + \$signal [103:84];
+  assign \$100  = \$99  + 1'h1;
+  assign \$101  = \$100  - 1'h1;
+  assign \$103  = \$signal$129  == \$102 ;
+  assign \$104  = \$signal$128  & \$103 ;
+  assign \$105  = f_page + 1'h1;
+  assign \$106  = \$105  >= \$signal$22 [130:124];
+  assign \$107  = ~ \$106 ;
+  assign \$108  = ~ verdict_valid;
+  assign \$109  = \$107  | \$108 ;
+  assign \$110  = \$signal$128  & \$109 ;
+  assign \$111  = ~ run_any;
+  assign \$112  = \$111  | run_issued;
+  assign \$113  = \$signal$128  & \$112 ;
+  assign \$114  = \$signal$42  == 3'h4;
+  assign \$115  = ~ handed;
+  assign \$116  = \$signal$136  & \$115 ;
+  assign task_valid = \$116  & decoded_valid;
+  assign \$117  = | decoded[7:0];
+  assign \$118  = | stores;
+  assign \$119  = | \$signal$144 ;
+  assign \$120  = reads_cq & \$119 ;
+  assign \$121  = \$118  | \$120 ;
+  assign \$122  = | stores;
+  assign \$123  = | \$signal$144 ;
+  assign \$124  = reads_cq & \$123 ;
+  assign \$125  = \$122  | \$124 ;
+  assign \$126  = ~ \$125 ;
+  assign \$127  = ! fsm_state;
+  assign \$128  = fsm_state == 1'h1;
+  assign \$129  = fsm_state == 2'h2;
+  assign \$130  = fsm_state == 2'h3;
+  assign \$131  = fsm_state == 3'h4;
+  assign \$132  = fsm_state == 3'h5;
+  assign \$133  = \$signal [269:206] - 1'h1;
+  assign \$134  = 1'h1 << regs[259:256];
+  assign \$135  = \$134  - 1'h1;
+  assign \$136  = { 1'h0, \$133 [15:0] } & \$135 ;
+  assign \$137  = $signed(\$136 ) << regs[265:260];
+  assign \$138  = 1'h1 << regs[265:260];
+  assign \$139  = \$signal$149  + \$signal$150 ;
+  assign \$140  = \$signal$149  + \$signal$150 ;
+  assign \$141  = \$140 [63:0] + slot_size;
+  assign \$142  = \$signal$144  + \$signal$145 ;
+  assign \$143  = \$142  - report;
+  assign \$144  = stores + \$signal$146 ;
+  assign \$145  = report & report_store;
+  assign \$146  = \$144  - \$145 ;
+  assign \$147  = queues__0[259:256] + queues__0[267:260];
+  assign \$148  = \$147  >= 7'h40;
+  assign \$149  = queues__0[259:256] + queues__0[267:260];
+  assign \$150  = 1'h1 << \$149 [5:0];
+  assign \$151  = queues__0[127:64] + \$150 ;
+  assign \$152  = \$148  ? 65'h10000000000000000 : \$151 ;
+  assign \$153  = | \$signal [103:84];
+  assign \$154  = \$signal [83:20] < cq_end0;
+  assign \$155  = \$153  & \$154 ;
+  assign \$157  = \$signal [83:20] + \$156 ;
+  assign \$158  = queues__0[127:64] < \$157 ;
+  assign \$159  = \$155  & \$158 ;
+  assign \$160  = queues__1[259:256] + queues__1[267:260];
+  assign \$161  = \$160  >= 7'h40;
+  assign \$162  = queues__1[259:256] + queues__1[267:260];
+  assign \$163  = 1'h1 << \$162 [5:0];
+  assign \$164  = queues__1[127:64] + \$163 ;
+  assign \$165  = \$161  ? 65'h10000000000000000 : \$164 ;
+  assign \$166  = | \$signal [103:84];
+  assign \$167  = \$signal [83:20] < cq_end1;
+  assign \$168  = \$166  & \$167 ;
+  assign \$170  = \$signal [83:20] + \$169 ;
+  assign \$171  = queues__1[127:64] < \$170 ;
+  assign \$172  = \$168  & \$171 ;
+  assign \$173  = queues__2[259:256] + queues__2[267:260];
+  assign \$174  = \$173  >= 7'h40;
+  assign \$175  = queues__2[259:256] + queues__2[267:260];
+  assign \$176  = 1'h1 << \$175 [5:0];
+  assign \$177  = queues__2[127:64] + \$176 ;
+  assign \$178  = \$174  ? 65'h10000000000000000 : \$177 ;
+  assign \$179  = | \$signal [103:84];
+  assign \$180  = \$signal [83:20] < cq_end2;
+  assign \$181  = \$179  & \$180 ;
+  assign \$183  = \$signal [83:20] + \$182 ;
+  assign \$184  = queues__2[127:64] < \$183 ;
+  assign \$185  = \$181  & \$184 ;
+  assign \$186  = queues__3[259:256] + queues__3[267:260];
+  assign \$187  = \$186  >= 7'h40;
+  assign \$188  = queues__3[259:256] + queues__3[267:260];
+  assign \$189  = 1'h1 << \$188 [5:0];
+  assign \$190  = queues__3[127:64] + \$189 ;
+  assign \$191  = \$187  ? 65'h10000000000000000 : \$190 ;
+  assign \$192  = | \$signal [103:84];
+  assign \$193  = \$signal [83:20] < cq_end3;
+  assign \$194  = \$192  & \$193 ;
+  assign \$196  = \$signal [83:20] + \$195 ;
+  assign \$197  = queues__3[127:64] < \$196 ;
+  assign \$198  = \$194  & \$197 ;
+  assign \$200  = ! \$199 ;
+  assign \$202  = \$200  ? 20'h00004 : \$201 ;
+  assign \$203  = \$202  * \$signal [203:184];
+  assign \$204  = \$signal$129  + 1'h1;
+  assign \$205  = \$signal$156  | side_err;
+  assign \$206  = ! \$signal$129 ;
+  assign \$208  = ! \$signal$129 ;
+  assign \$210  = ! \$signal$129 ;
+  assign \$212  = ! \$signal$129 ;
+  assign \$214  = ! \$signal$129 ;
+  assign \$216  = ! \$signal$129 ;
+  assign \$218  = ! \$signal$129 ;
+  assign \$220  = ! \$signal$129 ;
+  assign \$222  = \$signal$129  == 1'h1;
+  assign \$224  = \$signal$129  == 1'h1;
+  assign \$226  = \$signal$129  == 1'h1;
+  assign \$228  = \$signal$129  == 1'h1;
+  assign \$230  = \$signal$129  == 1'h1;
+  assign \$232  = \$signal$129  == 1'h1;
+  assign \$234  = \$signal$129  == 1'h1;
+  assign \$236  = \$signal$129  == 1'h1;
+  assign \$238  = \$signal$129  == 2'h2;
+  assign \$240  = \$signal$129  == 2'h2;
+  assign \$242  = \$signal$129  == 2'h2;
+  assign \$244  = \$signal$129  == 2'h2;
+  assign \$246  = \$signal$129  == 2'h2;
+  assign \$248  = \$signal$129  == 2'h2;
+  assign \$250  = \$signal$129  == 2'h2;
+  assign \$252  = \$signal$129  == 2'h2;
+  assign \$254  = \$signal$129  == 2'h3;
+  assign \$256  = \$signal$129  == 2'h3;
+  assign \$258  = \$signal$129  == 2'h3;
+  assign \$260  = \$signal$129  == 2'h3;
+  assign \$262  = \$signal$129  == 2'h3;
+  assign \$264  = \$signal$129  == 2'h3;
+  assign \$266  = \$signal$129  == 2'h3;
+  assign \$268  = \$signal$129  == 2'h3;
+  assign \$270  = \$signal$129  == 3'h4;
+  assign \$272  = \$signal$129  == 3'h4;
+  assign \$274  = \$signal$129  == 3'h4;
+  assign \$276  = \$signal$129  == 3'h4;
+  assign \$278  = \$signal$129  == 3'h4;
+  assign \$280  = \$signal$129  == 3'h4;
+  assign \$282  = \$signal$129  == 3'h4;
+  assign \$284  = \$signal$129  == 3'h4;
+  assign \$286  = \$signal$129  == 3'h5;
+  assign \$288  = \$signal$129  == 3'h5;
+  assign \$290  = \$signal$129  == 3'h5;
+  assign \$292  = \$signal$129  == 3'h5;
+  assign \$294  = \$signal$129  == 3'h5;
+  assign \$296  = \$signal$129  == 3'h5;
+  assign \$298  = \$signal$129  == 3'h5;
+  assign \$300  = \$signal$129  == 3'h5;
+  assign \$302  = \$signal$129  == 3'h6;
+  assign \$304  = \$signal$129  == 3'h6;
+  assign \$306  = \$signal$129  == 3'h6;
+  assign \$308  = \$signal$129  == 3'h6;
+  assign \$310  = \$signal$129  == 3'h6;
+  assign \$312  = \$signal$129  == 3'h6;
+  assign \$314  = \$signal$129  == 3'h6;
+  assign \$316  = \$signal$129  == 3'h6;
+  assign \$318  = \$signal$129  == 3'h7;
+  assign \$320  = \$signal$129  == 3'h7;
+  assign \$322  = \$signal$129  == 3'h7;
+  assign \$324  = \$signal$129  == 3'h7;
+  assign \$326  = \$signal$129  == 3'h7;
+  assign \$328  = \$signal$129  == 3'h7;
+  assign \$330  = \$signal$129  == 3'h7;
+  assign \$332  = \$signal$129  == 3'h7;
+  assign \$335  = regs[255:192] - \$334 ;
+  assign \$337  = regs[255:192] >= \$336 ;
+  assign \$338  = \$signal$42  == 2'h3;
+  assign \$339  = \$signal$42  == 3'h4;
+  assign \$340  = \$signal$42  == 3'h5;
+  assign \$341  = \$signal$42  == 3'h6;
+  assign \$342  = \$signal$42  == 1'h1;
+  assign \$343  = \$342  & \$signal$22 [123];
+  assign \$344  = f_page + 1'h1;
+  assign \$345  = \$344  < f_sizes[287:268];
+  assign \$346  = \$343  & \$345 ;
+  assign \$347  = \$signal$42  == 1'h1;
+  assign \$348  = ! \$signal$42 ;
+  assign \$349  = \$signal [5:2] == 2'h2;
+  assign \$350  = \$signal [5:2] == 2'h3;
+  assign \$351  = \$signal [5:2] == 3'h4;
+  assign \$352  = \$350  | \$351 ;
+  assign \$353  = \$352  ? 2'h2 : 2'h1;
+  assign \$354  = \$349  ? 2'h0 : \$353 ;
+  assign \$355  = | \$354 ;
+  assign \$356  = \$348  & \$355 ;
+  assign \$357  = \$signal$42  == 2'h2;
+  assign \$358  = \$signal$23  + 1'h1;
+  assign \$359  = \$signal [5:2] == 2'h2;
+  assign \$360  = \$signal [5:2] == 2'h3;
+  assign \$361  = \$signal [5:2] == 3'h4;
+  assign \$362  = \$360  | \$361 ;
+  assign \$363  = \$362  ? 2'h2 : 2'h1;
+  assign \$364  = \$359  ? 2'h0 : \$363 ;
+  assign \$365  = \$358  < \$364 ;
+  assign \$366  = \$357  & \$365 ;
+  assign \$367  = f_page + 1'h1;
+  assign \$368  = \$367  >= \$signal$22 [130:124];
+  assign \$369  = ~ \$368 ;
+  assign \$370  = f_page + 1'h1;
+  assign \$371  = | checked[11:0];
+  assign \$372  = checked < regs[191:128];
+  assign \$373  = \$371  | \$372 ;
+  assign \$374  = ~ room_ok;
+  assign \$375  = \$373  | \$374 ;
+  assign \$376  = checked > \$signal$159 ;
+  assign \$377  = \$375  | \$376 ;
+  assign \$378  = \$signal$162  | \$377 ;
+  assign \$379  = | checked[11:0];
+  assign \$380  = checked < regs[191:128];
+  assign \$381  = \$379  | \$380 ;
+  assign \$382  = ~ room_ok;
+  assign \$383  = \$381  | \$382 ;
+  assign \$384  = checked > \$signal$159 ;
+  assign \$385  = \$383  | \$384 ;
+  assign \$386  = \$signal$162  | \$385 ;
+  assign \$387  = \$386  ? 8'h81 : 8'h00;
+  assign \$388  = \$signal$156  ? 8'h80 : \$387 ;
+  assign \$389  = ~ \$signal$156 ;
+  assign \$390  = | checked[11:0];
+  assign \$391  = checked < regs[191:128];
+  assign \$392  = \$390  | \$391 ;
+  assign \$393  = ~ room_ok;
+  assign \$394  = \$392  | \$393 ;
+  assign \$395  = checked > \$signal$159 ;
+  assign \$396  = \$394  | \$395 ;
+  assign \$397  = \$signal$162  | \$396 ;
+  assign \$398  = ~ \$397 ;
+  assign \$399  = \$389  & \$398 ;
+  assign \$400  = f_page + 1'h1;
+  assign \$401  = \$signal$163  + 3'h4;
+  assign \$402  = 3'h4 * \$signal [203:184];
+  assign \$403  = \$signal$25  + \$402 ;
+  assign \$404  = \$signal$163  + 3'h4;
+  assign \$405  = \$signal [183:164] - \$404 ;
+  assign \$406  = $signed(\$405 ) <= $signed(4'h4);
+  assign \$408  = \$406  ? last_group_elems : { 21'h000000, \$407  };
+  assign \$409  = \$signal$163  + 3'h4;
+  assign \$410  = \$409  >= \$signal [183:164];
+  assign \$411  = decoding - 1'h1;
+  assign \$412  = ! decoding;
+  assign \$413  = | decoded[7:0];
+  assign \$414  = | stores;
+  assign \$415  = | \$signal$144 ;
+  assign \$416  = reads_cq & \$415 ;
+  assign \$417  = \$414  | \$416 ;
+  assign \$418  = decoded[123] ? 3'h4 : 3'h0;
+  assign \$419  = decoded[10] ? \$418  : 3'h3;
+  assign \$420  = \$signal [183:164] - 1'h0;
+  assign \$421  = $signed(\$420 ) <= $signed(4'h4);
+  assign \$423  = \$421  ? last_group_elems : { 21'h000000, \$422  };
+  assign \$424  = | stores;
+  assign \$425  = | \$signal$144 ;
+  assign \$426  = reads_cq & \$425 ;
+  assign \$427  = \$424  | \$426 ;
+  assign \$428  = ~ \$427 ;
+  assign \$429  = \$signal$22 [123] ? 3'h4 : 3'h0;
+  assign \$430  = \$signal$22 [10] ? \$429  : 3'h3;
+  assign \$431  = \$signal [183:164] - 1'h0;
+  assign \$432  = $signed(\$431 ) <= $signed(4'h4);
+  assign \$434  = \$432  ? last_group_elems : { 21'h000000, \$433  };
+  assign \$435  = ~ \$signal$128 ;
+  assign \$436  = handed | take;
+  always @(posedge clk)
+    \$signal$149  <= \$437 ;
+  always @(posedge clk)
+    \$signal$150  <= \$438 ;
   \ndp_device.control_unit.front.decoder  decoder (
     .clk(clk),
     .decoded(decoded),
     .desc(\$signal [203:0]),
     .log2_slot(regs[267:260]),
-    .\port$14218$128 (regs[255:128]),
+    .\port$14059$128 (regs[255:128]),
     .rst(rst)
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    (* full_case = 32'd1 *)
-    casez (\$signal [205:204])
-      2'h0:
-          regs = queues__0;
-      2'h1:
-          regs = queues__1;
-      2'h2:
-          regs = queues__2;
-      2'h3:
-          regs = queues__3;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    fetch_pack = 3'h0;
-    if (\$5 ) begin
-      fetch_pack = 3'h0;
-    end
-    if (\$10 ) begin
-      fetch_pack = 3'h1;
-    end
-    if (\$15 ) begin
-      fetch_pack = 3'h2;
-    end
-    if (\$20 ) begin
-      fetch_pack = 3'h3;
-    end
-    if (\$25 ) begin
-      fetch_pack = 3'h4;
-    end
-    if (\$30 ) begin
-      fetch_pack = 3'h5;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    fetch_trans_level = 3'h5;
-    if (\$46 ) begin
-      fetch_trans_level = 3'h0;
-    end
-    if (\$50 ) begin
-      fetch_trans_level = 3'h1;
-    end
-    if (\$54 ) begin
-      fetch_trans_level = 3'h2;
-    end
-    if (\$58 ) begin
-      fetch_trans_level = 3'h3;
-    end
-    if (\$62 ) begin
-      fetch_trans_level = 3'h4;
-    end
-    if (\$66 ) begin
-      fetch_trans_level = 3'h5;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    fetch_trans_pack_log2 = 3'h0;
-    if (\$46 ) begin
-      fetch_trans_pack_log2 = 3'h5;
-    end
-    if (\$50 ) begin
-      fetch_trans_pack_log2 = 3'h4;
-    end
-    if (\$54 ) begin
-      fetch_trans_pack_log2 = 3'h3;
-    end
-    if (\$58 ) begin
-      fetch_trans_pack_log2 = 3'h2;
-    end
-    if (\$62 ) begin
-      fetch_trans_pack_log2 = 3'h1;
-    end
-    if (\$66 ) begin
-      fetch_trans_pack_log2 = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$signal$120  = 64'h0000000000000000;
-    casez (\$signal$38 )
-      3'h0:
-          \$signal$120  = { \$121 [63:6], 6'h00 };
-      3'h1:
-          \$signal$120  = \$305 ;
-      3'h2:
-          \$signal$120  = \$308 ;
-      3'h3:
-          \$signal$120  = \$312 [63:0];
-      3'h4:
-          \$signal$120  = \$signal [83:20];
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$signal$121  = 32'd0;
-    casez (\$signal$38 )
-      3'h0:
-          \$signal$121  = \$131 [31:0];
-      3'h1:
-          \$signal$121  = \$306 [31:0];
-      3'h2:
-          \$signal$121  = \$309 [31:0];
-      3'h3:
-          \$signal$121  = { 12'h000, \$signal [103:84] };
-      3'h4:
-          \$signal$121  = { 12'h000, \$signal [103:84] };
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    run_any = 1'h0;
-    casez (\$signal$38 )
-      3'h0:
-          run_any = 1'h1;
-      3'h1:
-          run_any = \$307 ;
-      3'h2:
-          run_any = \$310 ;
-      3'h3:
-          run_any = \$313 ;
-      3'h4:
-          run_any = 1'h1;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    (* full_case = 32'd1 *)
-    casez (\$signal$38 )
-      3'h5:
-          step = \$319 ;
-      3'h6:
-          step = \$325 ;
-      default:
-          step = \$328 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    run_start = 1'h0;
-    if (step) begin
-      run_start = run_any;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    run_addr = 64'h0000000000000000;
-    if (step) begin
-      run_addr = \$signal$120 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    run_lines = 32'd0;
-    if (step) begin
-      run_lines = \$signal$121 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    run_side = 1'h0;
-    if (step) begin
-      run_side = \$329 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    pop_ready = 1'h0;
-    casez (fsm_state)
-      3'h0:
-          pop_ready = 1'h1;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$signal$142  = 1'h0;
-    casez (fsm_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          (* full_case = 32'd1 *)
-          if (\$332 ) begin
-            \$signal$142  = 1'h1;
-          end else if (\$336 ) begin
-          end else begin
-            \$signal$142  = 1'h1;
-          end
-      3'h4:
-          if (\$341 ) begin
-            \$signal$142  = 1'h1;
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$signal$143  = 1'h0;
-    casez (fsm_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          (* full_case = 32'd1 *)
-          if (\$332 ) begin
-          end else if (\$336 ) begin
-          end else begin
-            \$signal$143  = decoded[9];
-          end
-      3'h4:
-          if (\$341 ) begin
-            \$signal$143  = \$signal$27 [9];
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$697  = \$353 [63:0];
+    \$440  = \$139 [63:0];
     if (rst) begin
-      \$697  = 64'h0000000000000000;
+      \$440  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$698  = \$355 [7:0];
+    \$441  = \$141 ;
     if (rst) begin
-      \$698  = 8'h00;
+      \$441  = 65'h00000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$699  = \$358 [7:0];
+    \$442  = \$143 [7:0];
     if (rst) begin
-      \$699  = 8'h00;
+      \$442  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$700  = \$465 ;
+    \$443  = \$146 [7:0];
     if (rst) begin
-      \$700  = 1'h0;
+      \$443  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$701  = \$signal$125 ;
+    \$444  = \$152 ;
+    if (rst) begin
+      \$444  = 65'h00000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$445  = \$159 ;
+    if (rst) begin
+      \$445  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$446  = \$165 ;
+    if (rst) begin
+      \$446  = 65'h00000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$447  = \$172 ;
+    if (rst) begin
+      \$447  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$448  = \$178 ;
+    if (rst) begin
+      \$448  = 65'h00000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$449  = \$185 ;
+    if (rst) begin
+      \$449  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$450  = \$191 ;
+    if (rst) begin
+      \$450  = 65'h00000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$451  = \$198 ;
+    if (rst) begin
+      \$451  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$452  = { 4'h0, \$203  };
+    if (rst) begin
+      \$452  = 44'h00000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$453  = \$signal$129 ;
     if (side_valid) begin
-      \$701  = \$466 [6:0];
+      \$453  = \$204 [6:0];
     end
     casez (fsm_state)
       3'h0:
@@ -44248,25 +44002,25 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, side
           /* empty */;
       3'h2:
           (* full_case = 32'd1 *)
-          if (\$681 ) begin
-          end else if (\$685 ) begin
+          if (\$413 ) begin
+          end else if (\$417 ) begin
           end else begin
-            \$701  = 7'h00;
+            \$453  = 7'h00;
           end
       3'h4:
-          if (\$692 ) begin
-            \$701  = 7'h00;
+          if (\$428 ) begin
+            \$453  = 7'h00;
           end
     endcase
     if (rst) begin
-      \$701  = 7'h00;
+      \$453  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$702  = \$signal$149 ;
+    \$454  = \$signal$156 ;
     if (side_valid) begin
-      \$702  = \$467 ;
+      \$454  = \$205 ;
     end
     casez (fsm_state)
       3'h0:
@@ -44275,836 +44029,850 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, side
           /* empty */;
       3'h2:
           (* full_case = 32'd1 *)
-          if (\$681 ) begin
-          end else if (\$685 ) begin
+          if (\$413 ) begin
+          end else if (\$417 ) begin
           end else begin
-            \$702  = 1'h0;
+            \$454  = 1'h0;
           end
       3'h4:
-          if (\$692 ) begin
-            \$702  = 1'h0;
+          if (\$428 ) begin
+            \$454  = 1'h0;
           end
     endcase
     if (rst) begin
-      \$702  = 1'h0;
+      \$454  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$703  = page0;
+    \$455  = page0;
     if (side_valid) begin
-      if (\$469 ) begin
-        \$703  = side_data[63:0];
+      if (\$207 ) begin
+        \$455  = side_data[63:0];
       end
     end
     if (rst) begin
-      \$703  = 64'h0000000000000000;
+      \$455  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$704  = page1;
+    \$456  = page1;
     if (side_valid) begin
-      if (\$471 ) begin
-        \$704  = side_data[127:64];
+      if (\$209 ) begin
+        \$456  = side_data[127:64];
       end
     end
     if (rst) begin
-      \$704  = 64'h0000000000000000;
+      \$456  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$705  = page2;
+    \$457  = page2;
     if (side_valid) begin
-      if (\$473 ) begin
-        \$705  = side_data[191:128];
+      if (\$211 ) begin
+        \$457  = side_data[191:128];
       end
     end
     if (rst) begin
-      \$705  = 64'h0000000000000000;
+      \$457  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$706  = page3;
+    \$458  = page3;
     if (side_valid) begin
-      if (\$475 ) begin
-        \$706  = side_data[255:192];
+      if (\$213 ) begin
+        \$458  = side_data[255:192];
       end
     end
     if (rst) begin
-      \$706  = 64'h0000000000000000;
+      \$458  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$707  = page4;
+    \$459  = page4;
     if (side_valid) begin
-      if (\$477 ) begin
-        \$707  = side_data[319:256];
+      if (\$215 ) begin
+        \$459  = side_data[319:256];
       end
     end
     if (rst) begin
-      \$707  = 64'h0000000000000000;
+      \$459  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$708  = page5;
+    \$460  = page5;
     if (side_valid) begin
-      if (\$479 ) begin
-        \$708  = side_data[383:320];
+      if (\$217 ) begin
+        \$460  = side_data[383:320];
       end
     end
     if (rst) begin
-      \$708  = 64'h0000000000000000;
+      \$460  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$709  = page6;
+    \$461  = page6;
     if (side_valid) begin
-      if (\$481 ) begin
-        \$709  = side_data[447:384];
+      if (\$219 ) begin
+        \$461  = side_data[447:384];
       end
     end
     if (rst) begin
-      \$709  = 64'h0000000000000000;
+      \$461  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$710  = page7;
+    \$462  = page7;
     if (side_valid) begin
-      if (\$483 ) begin
-        \$710  = side_data[511:448];
+      if (\$221 ) begin
+        \$462  = side_data[511:448];
       end
     end
     if (rst) begin
-      \$710  = 64'h0000000000000000;
+      \$462  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$711  = page8;
+    \$463  = page8;
     if (side_valid) begin
-      if (\$485 ) begin
-        \$711  = side_data[63:0];
+      if (\$223 ) begin
+        \$463  = side_data[63:0];
       end
     end
     if (rst) begin
-      \$711  = 64'h0000000000000000;
+      \$463  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$712  = page9;
+    \$464  = page9;
     if (side_valid) begin
-      if (\$487 ) begin
-        \$712  = side_data[127:64];
+      if (\$225 ) begin
+        \$464  = side_data[127:64];
       end
     end
     if (rst) begin
-      \$712  = 64'h0000000000000000;
+      \$464  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$713  = page10;
+    \$465  = page10;
     if (side_valid) begin
-      if (\$489 ) begin
-        \$713  = side_data[191:128];
+      if (\$227 ) begin
+        \$465  = side_data[191:128];
       end
     end
     if (rst) begin
-      \$713  = 64'h0000000000000000;
+      \$465  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$714  = page11;
+    \$466  = page11;
     if (side_valid) begin
-      if (\$491 ) begin
-        \$714  = side_data[255:192];
+      if (\$229 ) begin
+        \$466  = side_data[255:192];
       end
     end
     if (rst) begin
-      \$714  = 64'h0000000000000000;
+      \$466  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$715  = page12;
+    \$467  = page12;
     if (side_valid) begin
-      if (\$493 ) begin
-        \$715  = side_data[319:256];
+      if (\$231 ) begin
+        \$467  = side_data[319:256];
       end
     end
     if (rst) begin
-      \$715  = 64'h0000000000000000;
+      \$467  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$716  = page13;
+    \$468  = page13;
     if (side_valid) begin
-      if (\$495 ) begin
-        \$716  = side_data[383:320];
+      if (\$233 ) begin
+        \$468  = side_data[383:320];
       end
     end
     if (rst) begin
-      \$716  = 64'h0000000000000000;
+      \$468  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$717  = page14;
+    \$469  = page14;
     if (side_valid) begin
-      if (\$497 ) begin
-        \$717  = side_data[447:384];
+      if (\$235 ) begin
+        \$469  = side_data[447:384];
       end
     end
     if (rst) begin
-      \$717  = 64'h0000000000000000;
+      \$469  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$718  = page15;
+    \$470  = page15;
     if (side_valid) begin
-      if (\$499 ) begin
-        \$718  = side_data[511:448];
+      if (\$237 ) begin
+        \$470  = side_data[511:448];
       end
     end
     if (rst) begin
-      \$718  = 64'h0000000000000000;
+      \$470  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$719  = page16;
+    \$471  = page16;
     if (side_valid) begin
-      if (\$501 ) begin
-        \$719  = side_data[63:0];
+      if (\$239 ) begin
+        \$471  = side_data[63:0];
       end
     end
     if (rst) begin
-      \$719  = 64'h0000000000000000;
+      \$471  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$720  = page17;
+    \$472  = page17;
     if (side_valid) begin
-      if (\$503 ) begin
-        \$720  = side_data[127:64];
+      if (\$241 ) begin
+        \$472  = side_data[127:64];
       end
     end
     if (rst) begin
-      \$720  = 64'h0000000000000000;
+      \$472  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$721  = page18;
+    \$473  = page18;
     if (side_valid) begin
-      if (\$505 ) begin
-        \$721  = side_data[191:128];
+      if (\$243 ) begin
+        \$473  = side_data[191:128];
       end
     end
     if (rst) begin
-      \$721  = 64'h0000000000000000;
+      \$473  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$722  = page19;
+    \$474  = page19;
     if (side_valid) begin
-      if (\$507 ) begin
-        \$722  = side_data[255:192];
+      if (\$245 ) begin
+        \$474  = side_data[255:192];
       end
     end
     if (rst) begin
-      \$722  = 64'h0000000000000000;
+      \$474  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$723  = page20;
+    \$475  = page20;
     if (side_valid) begin
-      if (\$509 ) begin
-        \$723  = side_data[319:256];
+      if (\$247 ) begin
+        \$475  = side_data[319:256];
       end
     end
     if (rst) begin
-      \$723  = 64'h0000000000000000;
+      \$475  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$724  = page21;
+    \$476  = page21;
     if (side_valid) begin
-      if (\$511 ) begin
-        \$724  = side_data[383:320];
+      if (\$249 ) begin
+        \$476  = side_data[383:320];
       end
     end
     if (rst) begin
-      \$724  = 64'h0000000000000000;
+      \$476  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$725  = page22;
+    \$477  = page22;
     if (side_valid) begin
-      if (\$513 ) begin
-        \$725  = side_data[447:384];
+      if (\$251 ) begin
+        \$477  = side_data[447:384];
       end
     end
     if (rst) begin
-      \$725  = 64'h0000000000000000;
+      \$477  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$726  = page23;
+    \$478  = page23;
     if (side_valid) begin
-      if (\$515 ) begin
-        \$726  = side_data[511:448];
+      if (\$253 ) begin
+        \$478  = side_data[511:448];
       end
     end
     if (rst) begin
-      \$726  = 64'h0000000000000000;
+      \$478  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$727  = page24;
+    \$479  = page24;
     if (side_valid) begin
-      if (\$517 ) begin
-        \$727  = side_data[63:0];
+      if (\$255 ) begin
+        \$479  = side_data[63:0];
       end
     end
     if (rst) begin
-      \$727  = 64'h0000000000000000;
+      \$479  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$728  = page25;
+    \$480  = page25;
     if (side_valid) begin
-      if (\$519 ) begin
-        \$728  = side_data[127:64];
+      if (\$257 ) begin
+        \$480  = side_data[127:64];
       end
     end
     if (rst) begin
-      \$728  = 64'h0000000000000000;
+      \$480  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$729  = page26;
+    \$481  = page26;
     if (side_valid) begin
-      if (\$521 ) begin
-        \$729  = side_data[191:128];
+      if (\$259 ) begin
+        \$481  = side_data[191:128];
       end
     end
     if (rst) begin
-      \$729  = 64'h0000000000000000;
+      \$481  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$730  = page27;
+    \$482  = page27;
     if (side_valid) begin
-      if (\$523 ) begin
-        \$730  = side_data[255:192];
+      if (\$261 ) begin
+        \$482  = side_data[255:192];
       end
     end
     if (rst) begin
-      \$730  = 64'h0000000000000000;
+      \$482  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$731  = page28;
+    \$483  = page28;
     if (side_valid) begin
-      if (\$525 ) begin
-        \$731  = side_data[319:256];
+      if (\$263 ) begin
+        \$483  = side_data[319:256];
       end
     end
     if (rst) begin
-      \$731  = 64'h0000000000000000;
+      \$483  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$732  = page29;
+    \$484  = page29;
     if (side_valid) begin
-      if (\$527 ) begin
-        \$732  = side_data[383:320];
+      if (\$265 ) begin
+        \$484  = side_data[383:320];
       end
     end
     if (rst) begin
-      \$732  = 64'h0000000000000000;
+      \$484  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$733  = page30;
+    \$485  = page30;
     if (side_valid) begin
-      if (\$529 ) begin
-        \$733  = side_data[447:384];
+      if (\$267 ) begin
+        \$485  = side_data[447:384];
       end
     end
     if (rst) begin
-      \$733  = 64'h0000000000000000;
+      \$485  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$734  = page31;
+    \$486  = page31;
     if (side_valid) begin
-      if (\$531 ) begin
-        \$734  = side_data[511:448];
+      if (\$269 ) begin
+        \$486  = side_data[511:448];
       end
     end
     if (rst) begin
-      \$734  = 64'h0000000000000000;
+      \$486  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$735  = page32;
+    \$487  = page32;
     if (side_valid) begin
-      if (\$533 ) begin
-        \$735  = side_data[63:0];
+      if (\$271 ) begin
+        \$487  = side_data[63:0];
       end
     end
     if (rst) begin
-      \$735  = 64'h0000000000000000;
+      \$487  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$736  = page33;
+    \$488  = page33;
     if (side_valid) begin
-      if (\$535 ) begin
-        \$736  = side_data[127:64];
+      if (\$273 ) begin
+        \$488  = side_data[127:64];
       end
     end
     if (rst) begin
-      \$736  = 64'h0000000000000000;
+      \$488  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$737  = page34;
+    \$489  = page34;
     if (side_valid) begin
-      if (\$537 ) begin
-        \$737  = side_data[191:128];
+      if (\$275 ) begin
+        \$489  = side_data[191:128];
       end
     end
     if (rst) begin
-      \$737  = 64'h0000000000000000;
+      \$489  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$738  = page35;
+    \$490  = page35;
     if (side_valid) begin
-      if (\$539 ) begin
-        \$738  = side_data[255:192];
+      if (\$277 ) begin
+        \$490  = side_data[255:192];
       end
     end
     if (rst) begin
-      \$738  = 64'h0000000000000000;
+      \$490  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$739  = page36;
+    \$491  = page36;
     if (side_valid) begin
-      if (\$541 ) begin
-        \$739  = side_data[319:256];
+      if (\$279 ) begin
+        \$491  = side_data[319:256];
       end
     end
     if (rst) begin
-      \$739  = 64'h0000000000000000;
+      \$491  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$740  = page37;
+    \$492  = page37;
     if (side_valid) begin
-      if (\$543 ) begin
-        \$740  = side_data[383:320];
+      if (\$281 ) begin
+        \$492  = side_data[383:320];
       end
     end
     if (rst) begin
-      \$740  = 64'h0000000000000000;
+      \$492  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$741  = page38;
+    \$493  = page38;
     if (side_valid) begin
-      if (\$545 ) begin
-        \$741  = side_data[447:384];
+      if (\$283 ) begin
+        \$493  = side_data[447:384];
       end
     end
     if (rst) begin
-      \$741  = 64'h0000000000000000;
+      \$493  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$742  = page39;
+    \$494  = page39;
     if (side_valid) begin
-      if (\$547 ) begin
-        \$742  = side_data[511:448];
+      if (\$285 ) begin
+        \$494  = side_data[511:448];
       end
     end
     if (rst) begin
-      \$742  = 64'h0000000000000000;
+      \$494  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$743  = page40;
+    \$495  = page40;
     if (side_valid) begin
-      if (\$549 ) begin
-        \$743  = side_data[63:0];
+      if (\$287 ) begin
+        \$495  = side_data[63:0];
       end
     end
     if (rst) begin
-      \$743  = 64'h0000000000000000;
+      \$495  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$744  = page41;
+    \$496  = page41;
     if (side_valid) begin
-      if (\$551 ) begin
-        \$744  = side_data[127:64];
+      if (\$289 ) begin
+        \$496  = side_data[127:64];
       end
     end
     if (rst) begin
-      \$744  = 64'h0000000000000000;
+      \$496  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$745  = page42;
+    \$497  = page42;
     if (side_valid) begin
-      if (\$553 ) begin
-        \$745  = side_data[191:128];
+      if (\$291 ) begin
+        \$497  = side_data[191:128];
       end
     end
     if (rst) begin
-      \$745  = 64'h0000000000000000;
+      \$497  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$746  = page43;
+    \$498  = page43;
     if (side_valid) begin
-      if (\$555 ) begin
-        \$746  = side_data[255:192];
+      if (\$293 ) begin
+        \$498  = side_data[255:192];
       end
     end
     if (rst) begin
-      \$746  = 64'h0000000000000000;
+      \$498  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$747  = page44;
+    \$499  = page44;
     if (side_valid) begin
-      if (\$557 ) begin
-        \$747  = side_data[319:256];
+      if (\$295 ) begin
+        \$499  = side_data[319:256];
       end
     end
     if (rst) begin
-      \$747  = 64'h0000000000000000;
+      \$499  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$748  = page45;
+    \$500  = page45;
     if (side_valid) begin
-      if (\$559 ) begin
-        \$748  = side_data[383:320];
+      if (\$297 ) begin
+        \$500  = side_data[383:320];
       end
     end
     if (rst) begin
-      \$748  = 64'h0000000000000000;
+      \$500  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$749  = page46;
+    \$501  = page46;
     if (side_valid) begin
-      if (\$561 ) begin
-        \$749  = side_data[447:384];
+      if (\$299 ) begin
+        \$501  = side_data[447:384];
       end
     end
     if (rst) begin
-      \$749  = 64'h0000000000000000;
+      \$501  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$750  = page47;
+    \$502  = page47;
     if (side_valid) begin
-      if (\$563 ) begin
-        \$750  = side_data[511:448];
+      if (\$301 ) begin
+        \$502  = side_data[511:448];
       end
     end
     if (rst) begin
-      \$750  = 64'h0000000000000000;
+      \$502  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$751  = page48;
+    \$503  = page48;
     if (side_valid) begin
-      if (\$565 ) begin
-        \$751  = side_data[63:0];
+      if (\$303 ) begin
+        \$503  = side_data[63:0];
       end
     end
     if (rst) begin
-      \$751  = 64'h0000000000000000;
+      \$503  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$752  = page49;
+    \$504  = page49;
     if (side_valid) begin
-      if (\$567 ) begin
-        \$752  = side_data[127:64];
+      if (\$305 ) begin
+        \$504  = side_data[127:64];
       end
     end
     if (rst) begin
-      \$752  = 64'h0000000000000000;
+      \$504  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$753  = page50;
+    \$505  = page50;
     if (side_valid) begin
-      if (\$569 ) begin
-        \$753  = side_data[191:128];
+      if (\$307 ) begin
+        \$505  = side_data[191:128];
       end
     end
     if (rst) begin
-      \$753  = 64'h0000000000000000;
+      \$505  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$754  = page51;
+    \$506  = page51;
     if (side_valid) begin
-      if (\$571 ) begin
-        \$754  = side_data[255:192];
+      if (\$309 ) begin
+        \$506  = side_data[255:192];
       end
     end
     if (rst) begin
-      \$754  = 64'h0000000000000000;
+      \$506  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$755  = page52;
+    \$507  = page52;
     if (side_valid) begin
-      if (\$573 ) begin
-        \$755  = side_data[319:256];
+      if (\$311 ) begin
+        \$507  = side_data[319:256];
       end
     end
     if (rst) begin
-      \$755  = 64'h0000000000000000;
+      \$507  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$756  = page53;
+    \$508  = page53;
     if (side_valid) begin
-      if (\$575 ) begin
-        \$756  = side_data[383:320];
+      if (\$313 ) begin
+        \$508  = side_data[383:320];
       end
     end
     if (rst) begin
-      \$756  = 64'h0000000000000000;
+      \$508  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$757  = page54;
+    \$509  = page54;
     if (side_valid) begin
-      if (\$577 ) begin
-        \$757  = side_data[447:384];
+      if (\$315 ) begin
+        \$509  = side_data[447:384];
       end
     end
     if (rst) begin
-      \$757  = 64'h0000000000000000;
+      \$509  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$758  = page55;
+    \$510  = page55;
     if (side_valid) begin
-      if (\$579 ) begin
-        \$758  = side_data[511:448];
+      if (\$317 ) begin
+        \$510  = side_data[511:448];
       end
     end
     if (rst) begin
-      \$758  = 64'h0000000000000000;
+      \$510  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$759  = page56;
+    \$511  = page56;
     if (side_valid) begin
-      if (\$581 ) begin
-        \$759  = side_data[63:0];
+      if (\$319 ) begin
+        \$511  = side_data[63:0];
       end
     end
     if (rst) begin
-      \$759  = 64'h0000000000000000;
+      \$511  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$760  = page57;
+    \$512  = page57;
     if (side_valid) begin
-      if (\$583 ) begin
-        \$760  = side_data[127:64];
+      if (\$321 ) begin
+        \$512  = side_data[127:64];
       end
     end
     if (rst) begin
-      \$760  = 64'h0000000000000000;
+      \$512  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$761  = page58;
+    \$513  = page58;
     if (side_valid) begin
-      if (\$585 ) begin
-        \$761  = side_data[191:128];
+      if (\$323 ) begin
+        \$513  = side_data[191:128];
       end
     end
     if (rst) begin
-      \$761  = 64'h0000000000000000;
+      \$513  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$762  = page59;
+    \$514  = page59;
     if (side_valid) begin
-      if (\$587 ) begin
-        \$762  = side_data[255:192];
+      if (\$325 ) begin
+        \$514  = side_data[255:192];
       end
     end
     if (rst) begin
-      \$762  = 64'h0000000000000000;
+      \$514  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$763  = page60;
+    \$515  = page60;
     if (side_valid) begin
-      if (\$589 ) begin
-        \$763  = side_data[319:256];
+      if (\$327 ) begin
+        \$515  = side_data[319:256];
       end
     end
     if (rst) begin
-      \$763  = 64'h0000000000000000;
+      \$515  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$764  = page61;
+    \$516  = page61;
     if (side_valid) begin
-      if (\$591 ) begin
-        \$764  = side_data[383:320];
+      if (\$329 ) begin
+        \$516  = side_data[383:320];
       end
     end
     if (rst) begin
-      \$764  = 64'h0000000000000000;
+      \$516  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$765  = page62;
+    \$517  = page62;
     if (side_valid) begin
-      if (\$593 ) begin
-        \$765  = side_data[447:384];
+      if (\$331 ) begin
+        \$517  = side_data[447:384];
       end
     end
     if (rst) begin
-      \$765  = 64'h0000000000000000;
+      \$517  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$766  = page63;
+    \$518  = page63;
     if (side_valid) begin
-      if (\$595 ) begin
-        \$766  = side_data[511:448];
+      if (\$333 ) begin
+        \$518  = side_data[511:448];
       end
     end
     if (rst) begin
-      \$766  = 64'h0000000000000000;
+      \$518  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$767  = verdict_valid;
+    \$519  = \$335 [63:0];
+    if (rst) begin
+      \$519  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$520  = \$337 ;
+    if (rst) begin
+      \$520  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$521  = verdict_valid;
     if (verdict_take) begin
-      \$767  = 1'h0;
+      \$521  = 1'h0;
     end
     if (step) begin
-      if (\$596 ) begin
-      end else if (\$597 ) begin
-      end else if (\$598 ) begin
-      end else if (\$599 ) begin
+      if (\$338 ) begin
+      end else if (\$339 ) begin
+      end else if (\$340 ) begin
+      end else if (\$341 ) begin
         (* full_case = 32'd1 *)
-        if (\$648 ) begin
+        if (\$369 ) begin
         end else begin
-          \$767  = 1'h1;
+          \$521  = 1'h1;
         end
       end
     end
     if (rst) begin
-      \$767  = 1'h0;
+      \$521  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$768  = \$signal$124 ;
+    \$522  = \$signal$128 ;
     if (step) begin
       (* full_case = 32'd1 *)
-      if (\$596 ) begin
-        \$768  = 1'h0;
-      end else if (\$597 ) begin
-      end else if (\$598 ) begin
-      end else if (\$599 ) begin
+      if (\$338 ) begin
+        \$522  = 1'h0;
+      end else if (\$339 ) begin
+      end else if (\$340 ) begin
+      end else if (\$341 ) begin
         (* full_case = 32'd1 *)
-        if (\$648 ) begin
+        if (\$369 ) begin
         end else begin
           (* full_case = 32'd1 *)
-          if (\$672 ) begin
+          if (\$399 ) begin
           end else begin
-            \$768  = 1'h0;
+            \$522  = 1'h0;
           end
         end
-      end else if (\$625 ) begin
-      end else if (\$626 ) begin
-      end else if (\$635 ) begin
-      end else if (\$645 ) begin
+      end else if (\$346 ) begin
+      end else if (\$347 ) begin
+      end else if (\$356 ) begin
+      end else if (\$366 ) begin
       end else begin
-        if (\$678 ) begin
-          \$768  = 1'h0;
+        if (\$410 ) begin
+          \$522  = 1'h0;
         end
       end
     end
@@ -45115,47 +44883,47 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, side
           /* empty */;
       3'h2:
           (* full_case = 32'd1 *)
-          if (\$681 ) begin
-          end else if (\$685 ) begin
+          if (\$413 ) begin
+          end else if (\$417 ) begin
           end else begin
-            \$768  = 1'h1;
+            \$522  = 1'h1;
           end
       3'h4:
-          if (\$692 ) begin
-            \$768  = 1'h1;
+          if (\$428 ) begin
+            \$522  = 1'h1;
           end
     endcase
     if (rst) begin
-      \$768  = 1'h0;
+      \$522  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$769  = \$signal$38 ;
+    \$523  = \$signal$42 ;
     if (step) begin
       (* full_case = 32'd1 *)
-      if (\$596 ) begin
-      end else if (\$597 ) begin
-        \$769  = 3'h5;
-      end else if (\$598 ) begin
-        \$769  = 3'h6;
-      end else if (\$599 ) begin
+      if (\$338 ) begin
+      end else if (\$339 ) begin
+        \$523  = 3'h5;
+      end else if (\$340 ) begin
+        \$523  = 3'h6;
+      end else if (\$341 ) begin
         (* full_case = 32'd1 *)
-        if (\$648 ) begin
+        if (\$369 ) begin
         end else begin
-          if (\$672 ) begin
-            \$769  = 3'h0;
+          if (\$399 ) begin
+            \$523  = 3'h0;
           end
         end
-      end else if (\$625 ) begin
-      end else if (\$626 ) begin
-        \$769  = 3'h2;
-      end else if (\$635 ) begin
-        \$769  = 3'h1;
-      end else if (\$645 ) begin
-        \$769  = 3'h1;
+      end else if (\$346 ) begin
+      end else if (\$347 ) begin
+        \$523  = 3'h2;
+      end else if (\$356 ) begin
+        \$523  = 3'h1;
+      end else if (\$366 ) begin
+        \$523  = 3'h1;
       end else begin
-        \$769  = 3'h0;
+        \$523  = 3'h0;
       end
     end
     casez (fsm_state)
@@ -45165,39 +44933,39 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, side
           /* empty */;
       3'h2:
           (* full_case = 32'd1 *)
-          if (\$681 ) begin
-          end else if (\$685 ) begin
+          if (\$413 ) begin
+          end else if (\$417 ) begin
           end else begin
-            \$769  = \$687 ;
+            \$523  = \$419 ;
           end
       3'h4:
-          if (\$692 ) begin
-            \$769  = \$694 ;
+          if (\$428 ) begin
+            \$523  = \$430 ;
           end
     endcase
     if (rst) begin
-      \$769  = 3'h0;
+      \$523  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$770  = f_page;
+    \$524  = f_page;
     if (step) begin
-      if (\$596 ) begin
-      end else if (\$597 ) begin
-      end else if (\$598 ) begin
-        \$770  = 6'h00;
-      end else if (\$599 ) begin
+      if (\$338 ) begin
+      end else if (\$339 ) begin
+      end else if (\$340 ) begin
+        \$524  = 6'h00;
+      end else if (\$341 ) begin
         (* full_case = 32'd1 *)
-        if (\$648 ) begin
-          \$770  = \$649 [5:0];
+        if (\$369 ) begin
+          \$524  = \$370 [5:0];
         end else begin
-          \$770  = 6'h00;
+          \$524  = 6'h00;
         end
-      end else if (\$625 ) begin
-        \$770  = \$673 [5:0];
-      end else if (\$626 ) begin
-        \$770  = 6'h00;
+      end else if (\$346 ) begin
+        \$524  = \$400 [5:0];
+      end else if (\$347 ) begin
+        \$524  = 6'h00;
       end
     end
     casez (fsm_state)
@@ -45207,71 +44975,71 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, side
           /* empty */;
       3'h2:
           (* full_case = 32'd1 *)
-          if (\$681 ) begin
-          end else if (\$685 ) begin
+          if (\$413 ) begin
+          end else if (\$417 ) begin
           end else begin
-            \$770  = 6'h00;
+            \$524  = 6'h00;
           end
       3'h4:
-          if (\$692 ) begin
-            \$770  = 6'h00;
+          if (\$428 ) begin
+            \$524  = 6'h00;
           end
     endcase
     if (rst) begin
-      \$770  = 6'h00;
+      \$524  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$771  = \$signal$153 ;
+    \$525  = \$signal$162 ;
     if (step) begin
-      if (\$596 ) begin
-      end else if (\$597 ) begin
-      end else if (\$598 ) begin
-        \$771  = 1'h0;
-      end else if (\$599 ) begin
-        if (\$648 ) begin
-          \$771  = \$655 ;
+      if (\$338 ) begin
+      end else if (\$339 ) begin
+      end else if (\$340 ) begin
+        \$525  = 1'h0;
+      end else if (\$341 ) begin
+        if (\$369 ) begin
+          \$525  = \$378 ;
         end
       end
     end
     if (rst) begin
-      \$771  = 1'h0;
+      \$525  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$772  = verdict_status;
+    \$526  = verdict_status;
     if (step) begin
-      if (\$596 ) begin
-      end else if (\$597 ) begin
-      end else if (\$598 ) begin
-      end else if (\$599 ) begin
+      if (\$338 ) begin
+      end else if (\$339 ) begin
+      end else if (\$340 ) begin
+      end else if (\$341 ) begin
         (* full_case = 32'd1 *)
-        if (\$648 ) begin
+        if (\$369 ) begin
         end else begin
-          \$772  = \$663 ;
+          \$526  = \$388 ;
         end
       end
     end
     if (rst) begin
-      \$772  = 8'h00;
+      \$526  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$773  = \$signal$10 ;
+    \$527  = \$signal$23 ;
     if (step) begin
-      if (\$596 ) begin
-      end else if (\$597 ) begin
-      end else if (\$598 ) begin
-      end else if (\$599 ) begin
-      end else if (\$625 ) begin
-      end else if (\$626 ) begin
-      end else if (\$635 ) begin
-        \$773  = 1'h0;
-      end else if (\$645 ) begin
-        \$773  = 1'h1;
+      if (\$338 ) begin
+      end else if (\$339 ) begin
+      end else if (\$340 ) begin
+      end else if (\$341 ) begin
+      end else if (\$346 ) begin
+      end else if (\$347 ) begin
+      end else if (\$356 ) begin
+        \$527  = 1'h0;
+      end else if (\$366 ) begin
+        \$527  = 1'h1;
       end
     end
     casez (fsm_state)
@@ -45281,35 +45049,35 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, side
           /* empty */;
       3'h2:
           (* full_case = 32'd1 *)
-          if (\$681 ) begin
-          end else if (\$685 ) begin
+          if (\$413 ) begin
+          end else if (\$417 ) begin
           end else begin
-            \$773  = 1'h0;
+            \$527  = 1'h0;
           end
       3'h4:
-          if (\$692 ) begin
-            \$773  = 1'h0;
+          if (\$428 ) begin
+            \$527  = 1'h0;
           end
     endcase
     if (rst) begin
-      \$773  = 1'h0;
+      \$527  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$774  = \$signal$23 ;
+    \$528  = \$signal$163 ;
     if (step) begin
       (* full_case = 32'd1 *)
-      if (\$596 ) begin
-      end else if (\$597 ) begin
-      end else if (\$598 ) begin
-      end else if (\$599 ) begin
-      end else if (\$625 ) begin
-      end else if (\$626 ) begin
-      end else if (\$635 ) begin
-      end else if (\$645 ) begin
+      if (\$338 ) begin
+      end else if (\$339 ) begin
+      end else if (\$340 ) begin
+      end else if (\$341 ) begin
+      end else if (\$346 ) begin
+      end else if (\$347 ) begin
+      end else if (\$356 ) begin
+      end else if (\$366 ) begin
       end else begin
-        \$774  = \$674 [19:0];
+        \$528  = \$401 [19:0];
       end
     end
     casez (fsm_state)
@@ -45319,35 +45087,35 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, side
           /* empty */;
       3'h2:
           (* full_case = 32'd1 *)
-          if (\$681 ) begin
-          end else if (\$685 ) begin
+          if (\$413 ) begin
+          end else if (\$417 ) begin
           end else begin
-            \$774  = 20'h00000;
+            \$528  = 20'h00000;
           end
       3'h4:
-          if (\$692 ) begin
-            \$774  = 20'h00000;
+          if (\$428 ) begin
+            \$528  = 20'h00000;
           end
     endcase
     if (rst) begin
-      \$774  = 20'h00000;
+      \$528  = 20'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$775  = \$signal$20 ;
+    \$529  = \$signal$25 ;
     if (step) begin
       (* full_case = 32'd1 *)
-      if (\$596 ) begin
-      end else if (\$597 ) begin
-      end else if (\$598 ) begin
-      end else if (\$599 ) begin
-      end else if (\$625 ) begin
-      end else if (\$626 ) begin
-      end else if (\$635 ) begin
-      end else if (\$645 ) begin
+      if (\$338 ) begin
+      end else if (\$339 ) begin
+      end else if (\$340 ) begin
+      end else if (\$341 ) begin
+      end else if (\$346 ) begin
+      end else if (\$347 ) begin
+      end else if (\$356 ) begin
+      end else if (\$366 ) begin
       end else begin
-        \$775  = \$676 [43:0];
+        \$529  = \$403 [43:0];
       end
     end
     casez (fsm_state)
@@ -45357,56 +45125,94 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, side
           /* empty */;
       3'h2:
           (* full_case = 32'd1 *)
-          if (\$681 ) begin
-          end else if (\$685 ) begin
+          if (\$413 ) begin
+          end else if (\$417 ) begin
           end else begin
-            \$775  = 44'h00000000000;
+            \$529  = 44'h00000000000;
           end
       3'h4:
-          if (\$692 ) begin
-            \$775  = 44'h00000000000;
+          if (\$428 ) begin
+            \$529  = 44'h00000000000;
           end
     endcase
     if (rst) begin
-      \$775  = 44'h00000000000;
+      \$529  = 44'h00000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$776  = handed;
+    \$530  = \$signal$28 ;
+    if (step) begin
+      (* full_case = 32'd1 *)
+      if (\$338 ) begin
+      end else if (\$339 ) begin
+      end else if (\$340 ) begin
+      end else if (\$341 ) begin
+      end else if (\$346 ) begin
+      end else if (\$347 ) begin
+      end else if (\$356 ) begin
+      end else if (\$366 ) begin
+      end else begin
+        \$530  = \$408 ;
+      end
+    end
+    casez (fsm_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          (* full_case = 32'd1 *)
+          if (\$413 ) begin
+          end else if (\$417 ) begin
+          end else begin
+            \$530  = \$423 ;
+          end
+      3'h4:
+          if (\$428 ) begin
+            \$530  = \$434 ;
+          end
+    endcase
+    if (rst) begin
+      \$530  = 44'h00000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$531  = handed;
     if (take) begin
-      \$776  = 1'h1;
+      \$531  = 1'h1;
     end
     casez (fsm_state)
       3'h0:
           if (pop_valid) begin
-            \$776  = 1'h0;
+            \$531  = 1'h0;
           end
     endcase
     if (rst) begin
-      \$776  = 1'h0;
+      \$531  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$777  = \$signal ;
+    \$532  = \$signal ;
     casez (fsm_state)
       3'h0:
           if (pop_valid) begin
-            \$777  = pop;
+            \$532  = pop;
           end
     endcase
     if (rst) begin
-      \$777  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$532  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$778  = \$signal$132 ;
+    \$533  = \$signal$136 ;
     casez (fsm_state)
       3'h0:
           if (pop_valid) begin
-            \$778  = 1'h1;
+            \$533  = 1'h1;
           end
       3'h1:
           /* empty */;
@@ -45417,103 +45223,103 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, side
       3'h5:
           /* empty */;
       3'h3:
-          if (\$696 ) begin
-            \$778  = 1'h0;
+          if (\$436 ) begin
+            \$533  = 1'h0;
           end
     endcase
     if (rst) begin
-      \$778  = 1'h0;
+      \$533  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$779  = decoded_valid;
+    \$534  = decoded_valid;
     casez (fsm_state)
       3'h0:
           if (pop_valid) begin
-            \$779  = 1'h0;
+            \$534  = 1'h0;
           end
       3'h1:
           /* empty */;
       3'h2:
-          \$779  = 1'h1;
+          \$534  = 1'h1;
     endcase
     if (rst) begin
-      \$779  = 1'h0;
+      \$534  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$780  = decoding;
+    \$535  = decoding;
     casez (fsm_state)
       3'h0:
           if (pop_valid) begin
-            \$780  = 2'h1;
+            \$535  = 2'h1;
           end
       3'h1:
-          \$780  = \$679 [1:0];
+          \$535  = \$411 [1:0];
     endcase
     if (rst) begin
-      \$780  = 2'h0;
+      \$535  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$781  = fsm_state;
+    \$536  = fsm_state;
     casez (fsm_state)
       3'h0:
           if (pop_valid) begin
-            \$781  = 3'h1;
+            \$536  = 3'h1;
           end
       3'h1:
-          if (\$680 ) begin
-            \$781  = 3'h2;
+          if (\$412 ) begin
+            \$536  = 3'h2;
           end
       3'h2:
           (* full_case = 32'd1 *)
-          if (\$681 ) begin
-            \$781  = 3'h3;
-          end else if (\$685 ) begin
-            \$781  = 3'h4;
+          if (\$413 ) begin
+            \$536  = 3'h3;
+          end else if (\$417 ) begin
+            \$536  = 3'h4;
           end else begin
-            \$781  = 3'h5;
+            \$536  = 3'h5;
           end
       3'h4:
-          if (\$692 ) begin
-            \$781  = 3'h5;
+          if (\$428 ) begin
+            \$536  = 3'h5;
           end
       3'h5:
-          if (\$695 ) begin
-            \$781  = 3'h3;
+          if (\$435 ) begin
+            \$536  = 3'h3;
           end
       3'h3:
-          if (\$696 ) begin
-            \$781  = 3'h0;
+          if (\$436 ) begin
+            \$536  = 3'h0;
           end
     endcase
     if (rst) begin
-      \$781  = 3'h0;
+      \$536  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
-    \$782  = \$signal$27 ;
+    \$537  = \$signal$22 ;
     casez (fsm_state)
       3'h0:
           /* empty */;
       3'h1:
           /* empty */;
       3'h2:
-          \$782  = decoded;
+          \$537  = decoded;
     endcase
     if (rst) begin
-      \$782  = 151'h00000000000000000000000000000000000000;
+      \$537  = 967'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
     (* full_case = 32'd1 *)
-    casez (\$186 )
+    casez (\$59 )
       6'h00:
           page = page0;
       6'h01:
@@ -45644,39 +45450,345 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, side
           page = page63;
     endcase
   end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    (* full_case = 32'd1 *)
+    casez (f_page)
+      6'h00:
+          checked = page0;
+      6'h01:
+          checked = page1;
+      6'h02:
+          checked = page2;
+      6'h03:
+          checked = page3;
+      6'h04:
+          checked = page4;
+      6'h05:
+          checked = page5;
+      6'h06:
+          checked = page6;
+      6'h07:
+          checked = page7;
+      6'h08:
+          checked = page8;
+      6'h09:
+          checked = page9;
+      6'h0a:
+          checked = page10;
+      6'h0b:
+          checked = page11;
+      6'h0c:
+          checked = page12;
+      6'h0d:
+          checked = page13;
+      6'h0e:
+          checked = page14;
+      6'h0f:
+          checked = page15;
+      6'h10:
+          checked = page16;
+      6'h11:
+          checked = page17;
+      6'h12:
+          checked = page18;
+      6'h13:
+          checked = page19;
+      6'h14:
+          checked = page20;
+      6'h15:
+          checked = page21;
+      6'h16:
+          checked = page22;
+      6'h17:
+          checked = page23;
+      6'h18:
+          checked = page24;
+      6'h19:
+          checked = page25;
+      6'h1a:
+          checked = page26;
+      6'h1b:
+          checked = page27;
+      6'h1c:
+          checked = page28;
+      6'h1d:
+          checked = page29;
+      6'h1e:
+          checked = page30;
+      6'h1f:
+          checked = page31;
+      6'h20:
+          checked = page32;
+      6'h21:
+          checked = page33;
+      6'h22:
+          checked = page34;
+      6'h23:
+          checked = page35;
+      6'h24:
+          checked = page36;
+      6'h25:
+          checked = page37;
+      6'h26:
+          checked = page38;
+      6'h27:
+          checked = page39;
+      6'h28:
+          checked = page40;
+      6'h29:
+          checked = page41;
+      6'h2a:
+          checked = page42;
+      6'h2b:
+          checked = page43;
+      6'h2c:
+          checked = page44;
+      6'h2d:
+          checked = page45;
+      6'h2e:
+          checked = page46;
+      6'h2f:
+          checked = page47;
+      6'h30:
+          checked = page48;
+      6'h31:
+          checked = page49;
+      6'h32:
+          checked = page50;
+      6'h33:
+          checked = page51;
+      6'h34:
+          checked = page52;
+      6'h35:
+          checked = page53;
+      6'h36:
+          checked = page54;
+      6'h37:
+          checked = page55;
+      6'h38:
+          checked = page56;
+      6'h39:
+          checked = page57;
+      6'h3a:
+          checked = page58;
+      6'h3b:
+          checked = page59;
+      6'h3c:
+          checked = page60;
+      6'h3d:
+          checked = page61;
+      6'h3e:
+          checked = page62;
+      6'h3f:
+          checked = page63;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    (* full_case = 32'd1 *)
+    casez (\$signal [205:204])
+      2'h0:
+          regs = queues__0;
+      2'h1:
+          regs = queues__1;
+      2'h2:
+          regs = queues__2;
+      2'h3:
+          regs = queues__3;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$signal$124  = 64'h0000000000000000;
+    casez (\$signal$42 )
+      3'h0:
+          \$signal$124  = { \$25 [63:6], 6'h00 };
+      3'h1:
+          \$signal$124  = \$90 ;
+      3'h2:
+          \$signal$124  = \$93 ;
+      3'h3:
+          \$signal$124  = \$97 [63:0];
+      3'h4:
+          \$signal$124  = \$signal [83:20];
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$signal$125  = 32'd0;
+    casez (\$signal$42 )
+      3'h0:
+          \$signal$125  = \$30 [31:0];
+      3'h1:
+          \$signal$125  = \$91 [31:0];
+      3'h2:
+          \$signal$125  = \$94 [31:0];
+      3'h3:
+          \$signal$125  = { 12'h000, \$signal [103:84] };
+      3'h4:
+          \$signal$125  = { 12'h000, \$signal [103:84] };
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    run_any = 1'h0;
+    casez (\$signal$42 )
+      3'h0:
+          run_any = 1'h1;
+      3'h1:
+          run_any = \$92 ;
+      3'h2:
+          run_any = \$95 ;
+      3'h3:
+          run_any = \$98 ;
+      3'h4:
+          run_any = 1'h1;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    (* full_case = 32'd1 *)
+    casez (\$signal$42 )
+      3'h5:
+          step = \$104 ;
+      3'h6:
+          step = \$110 ;
+      default:
+          step = \$113 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    run_start = 1'h0;
+    if (step) begin
+      run_start = run_any;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    run_addr = 64'h0000000000000000;
+    if (step) begin
+      run_addr = \$signal$124 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    run_lines = 32'd0;
+    if (step) begin
+      run_lines = \$signal$125 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    run_side = 1'h0;
+    if (step) begin
+      run_side = \$114 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    pop_ready = 1'h0;
+    casez (fsm_state)
+      3'h0:
+          pop_ready = 1'h1;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$signal$145  = 1'h0;
+    casez (fsm_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          (* full_case = 32'd1 *)
+          if (\$117 ) begin
+            \$signal$145  = 1'h1;
+          end else if (\$121 ) begin
+          end else begin
+            \$signal$145  = 1'h1;
+          end
+      3'h4:
+          if (\$126 ) begin
+            \$signal$145  = 1'h1;
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$signal$146  = 1'h0;
+    casez (fsm_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          (* full_case = 32'd1 *)
+          if (\$117 ) begin
+          end else if (\$121 ) begin
+          end else begin
+            \$signal$146  = decoded[9];
+          end
+      3'h4:
+          if (\$126 ) begin
+            \$signal$146  = \$signal$22 [9];
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$437  = regs[63:0];
+    if (rst) begin
+      \$437  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$438  = \$137 [63:0];
+    if (rst) begin
+      \$438  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$73 ) begin end
+    \$439  = \$138 [48:0];
+    if (rst) begin
+      \$439  = 49'h0000000000000;
+    end
+  end
   assign desc = \$signal [203:0];
   assign log2_slot = regs[267:260];
   assign data_base = regs[191:128];
   assign data_limit = regs[255:192];
-  assign \$signal$16  = \$93 [43:0];
-  assign f_rest_elems = { \$118 [40], \$118 [40], \$118 [40], \$118  };
-  assign input_run_first = \$121 [63:0];
-  assign input_run_line = { \$121 [63:6], 6'h00 };
-  assign input_run_lines = \$131 [43:0];
-  assign input_run_offset = { 1'h0, \$121 [5:1] };
-  assign main_run_first = \$143 [63:0];
-  assign main_run_line = { \$143 [63:6], 6'h00 };
-  assign main_run_lines = \$148 [43:0];
-  assign main_run_offset = { 1'h0, \$143 [5:1] };
-  assign \beats$31  = \$152 [43:0];
-  assign rest_run_first = \$157 [63:0];
-  assign rest_run_line = { \$157 [63:6], 6'h00 };
-  assign rest_run_lines = \$162 [43:0];
-  assign rest_run_offset = { 1'h0, \$157 [5:1] };
-  assign \beats$36  = \$166 [43:0];
-  assign span = { 1'h0, \$188  };
-  assign \$signal$106  = verdict_valid;
-  assign \verdict_status$108  = verdict_status;
-  assign page_rows = \$230 [19:0];
-  assign page_run_first = \$233 [63:0];
-  assign page_run_line = { \$233 [63:6], 6'h00 };
-  assign page_run_offset = { 1'h0, \$233 [5:1] };
-  assign \beats$114  = { \$261 [42], \$261  };
-  assign page_rest_first = \$295 [63:0];
-  assign page_rest_line = { \$295 [63:6], 6'h00 };
-  assign page_rest_lines = \$300 [43:0];
-  assign page_rest_offset = { 1'h0, \$295 [5:1] };
-  assign \beats$119  = \$304 [43:0];
+  assign input_run_first = \$25 [63:0];
+  assign input_run_line = { \$25 [63:6], 6'h00 };
+  assign input_run_lines = \$30 [43:0];
+  assign input_run_offset = { 1'h0, \$25 [5:1] };
+  assign beats = \$34 [43:0];
+  assign main_run_first = \$36 [63:0];
+  assign main_run_line = { \$36 [63:6], 6'h00 };
+  assign main_run_lines = \$41 [43:0];
+  assign main_run_offset = { 1'h0, \$36 [5:1] };
+  assign \beats$35  = \$45 [43:0];
+  assign rest_run_first = \$48 [63:0];
+  assign rest_run_line = { \$48 [63:6], 6'h00 };
+  assign rest_run_lines = \$53 [43:0];
+  assign rest_run_offset = { 1'h0, \$48 [5:1] };
+  assign \beats$40  = \$57 [43:0];
+  assign \$signal$110  = verdict_valid;
+  assign \verdict_status$112  = verdict_status;
+  assign page_run_first = \$66 [63:0];
+  assign page_run_line = { \$66 [63:6], 6'h00 };
+  assign page_run_lines = \$71 [43:0];
+  assign page_run_offset = { 1'h0, \$66 [5:1] };
+  assign \beats$118  = \$75 [43:0];
+  assign page_rest_first = \$80 [63:0];
+  assign page_rest_line = { \$80 [63:6], 6'h00 };
+  assign page_rest_lines = \$85 [43:0];
+  assign page_rest_offset = { 1'h0, \$80 [5:1] };
+  assign \beats$123  = \$89 [43:0];
   assign \$signal.desc  = \$signal [203:0];
   assign \$signal.desc.type  = \$signal [1:0];
   assign \$signal.desc.op  = \$signal [5:2];
@@ -45753,16 +45865,85 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, side
   assign \desc.in_size  = \$signal [163:144];
   assign \desc.in_rows  = \$signal [183:164];
   assign \desc.in_cols  = \$signal [203:184];
-  assign \$signal$27.status  = \$signal$27 [7:0];
-  assign \$signal$27.is_load  = \$signal$27 [8];
-  assign \$signal$27.is_store  = \$signal$27 [9];
-  assign \$signal$27.is_compute  = \$signal$27 [10];
-  assign \$signal$27.operand_lines  = \$signal$27 [50:11];
-  assign \$signal$27.stats_offset  = \$signal$27 [98:51];
-  assign \$signal$27.paged  = \$signal$27 [99];
-  assign \$signal$27.pages  = \$signal$27 [106:100];
-  assign \$signal$27.page_shift  = \$signal$27 [110:107];
-  assign \$signal$27.page_half  = \$signal$27 [150:111];
+  assign \f_sizes.k  = f_sizes[19:0];
+  assign \f_sizes.n  = f_sizes[39:20];
+  assign \f_sizes.trans  = f_sizes[40];
+  assign \f_sizes.pack_log2  = f_sizes[43:41];
+  assign \f_sizes.run_log2  = f_sizes[46:44];
+  assign \f_sizes.rows_dim  = f_sizes[66:47];
+  assign \f_sizes.cols_dim  = f_sizes[86:67];
+  assign \f_sizes.n_words  = f_sizes[106:87];
+  assign \f_sizes.t_level  = f_sizes[109:107];
+  assign \f_sizes.t_scalar  = f_sizes[110];
+  assign \f_sizes.t_fold_adds  = f_sizes[112:111];
+  assign \f_sizes.full_groups  = f_sizes[132:113];
+  assign \f_sizes.main_rows  = f_sizes[152:133];
+  assign \f_sizes.main_elems  = f_sizes[196:153];
+  assign \f_sizes.rest_rows  = f_sizes[201:197];
+  assign \f_sizes.rest_elems  = f_sizes[245:202];
+  assign \f_sizes.groups  = f_sizes[265:246];
+  assign \f_sizes.sets  = f_sizes[267:266];
+  assign \f_sizes.main_pages  = f_sizes[287:268];
+  assign \f_sizes.rest_page  = f_sizes[307:288];
+  assign \f_sizes.last_elems  = f_sizes[351:308];
+  assign \f_sizes.tail_elems  = f_sizes[395:352];
+  assign \$signal$22.status  = \$signal$22 [7:0];
+  assign \$signal$22.is_load  = \$signal$22 [8];
+  assign \$signal$22.is_store  = \$signal$22 [9];
+  assign \$signal$22.is_compute  = \$signal$22 [10];
+  assign \$signal$22.second_addr  = \$signal$22 [74:11];
+  assign \$signal$22.stats_offset  = \$signal$22 [122:75];
+  assign \$signal$22.paged  = \$signal$22 [123];
+  assign \$signal$22.pages  = \$signal$22 [130:124];
+  assign \$signal$22.page_shift  = \$signal$22 [134:131];
+  assign \$signal$22.page_half  = \$signal$22 [174:135];
+  assign \$signal$22.stages  = \$signal$22 [966:175];
+  assign \$signal$22.stages[0]  = \$signal$22 [570:175];
+  assign \$signal$22.stages[0].k  = \$signal$22 [194:175];
+  assign \$signal$22.stages[0].n  = \$signal$22 [214:195];
+  assign \$signal$22.stages[0].trans  = \$signal$22 [215];
+  assign \$signal$22.stages[0].pack_log2  = \$signal$22 [218:216];
+  assign \$signal$22.stages[0].run_log2  = \$signal$22 [221:219];
+  assign \$signal$22.stages[0].rows_dim  = \$signal$22 [241:222];
+  assign \$signal$22.stages[0].cols_dim  = \$signal$22 [261:242];
+  assign \$signal$22.stages[0].n_words  = \$signal$22 [281:262];
+  assign \$signal$22.stages[0].t_level  = \$signal$22 [284:282];
+  assign \$signal$22.stages[0].t_scalar  = \$signal$22 [285];
+  assign \$signal$22.stages[0].t_fold_adds  = \$signal$22 [287:286];
+  assign \$signal$22.stages[0].full_groups  = \$signal$22 [307:288];
+  assign \$signal$22.stages[0].main_rows  = \$signal$22 [327:308];
+  assign \$signal$22.stages[0].main_elems  = \$signal$22 [371:328];
+  assign \$signal$22.stages[0].rest_rows  = \$signal$22 [376:372];
+  assign \$signal$22.stages[0].rest_elems  = \$signal$22 [420:377];
+  assign \$signal$22.stages[0].groups  = \$signal$22 [440:421];
+  assign \$signal$22.stages[0].sets  = \$signal$22 [442:441];
+  assign \$signal$22.stages[0].main_pages  = \$signal$22 [462:443];
+  assign \$signal$22.stages[0].rest_page  = \$signal$22 [482:463];
+  assign \$signal$22.stages[0].last_elems  = \$signal$22 [526:483];
+  assign \$signal$22.stages[0].tail_elems  = \$signal$22 [570:527];
+  assign \$signal$22.stages[1]  = \$signal$22 [966:571];
+  assign \$signal$22.stages[1].k  = \$signal$22 [590:571];
+  assign \$signal$22.stages[1].n  = \$signal$22 [610:591];
+  assign \$signal$22.stages[1].trans  = \$signal$22 [611];
+  assign \$signal$22.stages[1].pack_log2  = \$signal$22 [614:612];
+  assign \$signal$22.stages[1].run_log2  = \$signal$22 [617:615];
+  assign \$signal$22.stages[1].rows_dim  = \$signal$22 [637:618];
+  assign \$signal$22.stages[1].cols_dim  = \$signal$22 [657:638];
+  assign \$signal$22.stages[1].n_words  = \$signal$22 [677:658];
+  assign \$signal$22.stages[1].t_level  = \$signal$22 [680:678];
+  assign \$signal$22.stages[1].t_scalar  = \$signal$22 [681];
+  assign \$signal$22.stages[1].t_fold_adds  = \$signal$22 [683:682];
+  assign \$signal$22.stages[1].full_groups  = \$signal$22 [703:684];
+  assign \$signal$22.stages[1].main_rows  = \$signal$22 [723:704];
+  assign \$signal$22.stages[1].main_elems  = \$signal$22 [767:724];
+  assign \$signal$22.stages[1].rest_rows  = \$signal$22 [772:768];
+  assign \$signal$22.stages[1].rest_elems  = \$signal$22 [816:773];
+  assign \$signal$22.stages[1].groups  = \$signal$22 [836:817];
+  assign \$signal$22.stages[1].sets  = \$signal$22 [838:837];
+  assign \$signal$22.stages[1].main_pages  = \$signal$22 [858:839];
+  assign \$signal$22.stages[1].rest_page  = \$signal$22 [878:859];
+  assign \$signal$22.stages[1].last_elems  = \$signal$22 [922:879];
+  assign \$signal$22.stages[1].tail_elems  = \$signal$22 [966:923];
   assign \task.entry  = \task [333:0];
   assign \task.entry.desc  = \task [203:0];
   assign \task.entry.desc.type  = \task [1:0];
@@ -45779,27 +45960,121 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, side
   assign \task.entry.queue  = \task [205:204];
   assign \task.entry.seq  = \task [269:206];
   assign \task.entry.taken  = \task [333:270];
-  assign \task.decoded  = \task [484:334];
+  assign \task.decoded  = \task [1300:334];
   assign \task.decoded.status  = \task [341:334];
   assign \task.decoded.is_load  = \task [342];
   assign \task.decoded.is_store  = \task [343];
   assign \task.decoded.is_compute  = \task [344];
-  assign \task.decoded.operand_lines  = \task [384:345];
-  assign \task.decoded.stats_offset  = \task [432:385];
-  assign \task.decoded.paged  = \task [433];
-  assign \task.decoded.pages  = \task [440:434];
-  assign \task.decoded.page_shift  = \task [444:441];
-  assign \task.decoded.page_half  = \task [484:445];
+  assign \task.decoded.second_addr  = \task [408:345];
+  assign \task.decoded.stats_offset  = \task [456:409];
+  assign \task.decoded.paged  = \task [457];
+  assign \task.decoded.pages  = \task [464:458];
+  assign \task.decoded.page_shift  = \task [468:465];
+  assign \task.decoded.page_half  = \task [508:469];
+  assign \task.decoded.stages  = \task [1300:509];
+  assign \task.decoded.stages[0]  = \task [904:509];
+  assign \task.decoded.stages[0].k  = \task [528:509];
+  assign \task.decoded.stages[0].n  = \task [548:529];
+  assign \task.decoded.stages[0].trans  = \task [549];
+  assign \task.decoded.stages[0].pack_log2  = \task [552:550];
+  assign \task.decoded.stages[0].run_log2  = \task [555:553];
+  assign \task.decoded.stages[0].rows_dim  = \task [575:556];
+  assign \task.decoded.stages[0].cols_dim  = \task [595:576];
+  assign \task.decoded.stages[0].n_words  = \task [615:596];
+  assign \task.decoded.stages[0].t_level  = \task [618:616];
+  assign \task.decoded.stages[0].t_scalar  = \task [619];
+  assign \task.decoded.stages[0].t_fold_adds  = \task [621:620];
+  assign \task.decoded.stages[0].full_groups  = \task [641:622];
+  assign \task.decoded.stages[0].main_rows  = \task [661:642];
+  assign \task.decoded.stages[0].main_elems  = \task [705:662];
+  assign \task.decoded.stages[0].rest_rows  = \task [710:706];
+  assign \task.decoded.stages[0].rest_elems  = \task [754:711];
+  assign \task.decoded.stages[0].groups  = \task [774:755];
+  assign \task.decoded.stages[0].sets  = \task [776:775];
+  assign \task.decoded.stages[0].main_pages  = \task [796:777];
+  assign \task.decoded.stages[0].rest_page  = \task [816:797];
+  assign \task.decoded.stages[0].last_elems  = \task [860:817];
+  assign \task.decoded.stages[0].tail_elems  = \task [904:861];
+  assign \task.decoded.stages[1]  = \task [1300:905];
+  assign \task.decoded.stages[1].k  = \task [924:905];
+  assign \task.decoded.stages[1].n  = \task [944:925];
+  assign \task.decoded.stages[1].trans  = \task [945];
+  assign \task.decoded.stages[1].pack_log2  = \task [948:946];
+  assign \task.decoded.stages[1].run_log2  = \task [951:949];
+  assign \task.decoded.stages[1].rows_dim  = \task [971:952];
+  assign \task.decoded.stages[1].cols_dim  = \task [991:972];
+  assign \task.decoded.stages[1].n_words  = \task [1011:992];
+  assign \task.decoded.stages[1].t_level  = \task [1014:1012];
+  assign \task.decoded.stages[1].t_scalar  = \task [1015];
+  assign \task.decoded.stages[1].t_fold_adds  = \task [1017:1016];
+  assign \task.decoded.stages[1].full_groups  = \task [1037:1018];
+  assign \task.decoded.stages[1].main_rows  = \task [1057:1038];
+  assign \task.decoded.stages[1].main_elems  = \task [1101:1058];
+  assign \task.decoded.stages[1].rest_rows  = \task [1106:1102];
+  assign \task.decoded.stages[1].rest_elems  = \task [1150:1107];
+  assign \task.decoded.stages[1].groups  = \task [1170:1151];
+  assign \task.decoded.stages[1].sets  = \task [1172:1171];
+  assign \task.decoded.stages[1].main_pages  = \task [1192:1173];
+  assign \task.decoded.stages[1].rest_page  = \task [1212:1193];
+  assign \task.decoded.stages[1].last_elems  = \task [1256:1213];
+  assign \task.decoded.stages[1].tail_elems  = \task [1300:1257];
   assign \decoded.status  = decoded[7:0];
   assign \decoded.is_load  = decoded[8];
   assign \decoded.is_store  = decoded[9];
   assign \decoded.is_compute  = decoded[10];
-  assign \decoded.operand_lines  = decoded[50:11];
-  assign \decoded.stats_offset  = decoded[98:51];
-  assign \decoded.paged  = decoded[99];
-  assign \decoded.pages  = decoded[106:100];
-  assign \decoded.page_shift  = decoded[110:107];
-  assign \decoded.page_half  = decoded[150:111];
+  assign \decoded.second_addr  = decoded[74:11];
+  assign \decoded.stats_offset  = decoded[122:75];
+  assign \decoded.paged  = decoded[123];
+  assign \decoded.pages  = decoded[130:124];
+  assign \decoded.page_shift  = decoded[134:131];
+  assign \decoded.page_half  = decoded[174:135];
+  assign \decoded.stages  = decoded[966:175];
+  assign \decoded.stages[0]  = decoded[570:175];
+  assign \decoded.stages[0].k  = decoded[194:175];
+  assign \decoded.stages[0].n  = decoded[214:195];
+  assign \decoded.stages[0].trans  = decoded[215];
+  assign \decoded.stages[0].pack_log2  = decoded[218:216];
+  assign \decoded.stages[0].run_log2  = decoded[221:219];
+  assign \decoded.stages[0].rows_dim  = decoded[241:222];
+  assign \decoded.stages[0].cols_dim  = decoded[261:242];
+  assign \decoded.stages[0].n_words  = decoded[281:262];
+  assign \decoded.stages[0].t_level  = decoded[284:282];
+  assign \decoded.stages[0].t_scalar  = decoded[285];
+  assign \decoded.stages[0].t_fold_adds  = decoded[287:286];
+  assign \decoded.stages[0].full_groups  = decoded[307:288];
+  assign \decoded.stages[0].main_rows  = decoded[327:308];
+  assign \decoded.stages[0].main_elems  = decoded[371:328];
+  assign \decoded.stages[0].rest_rows  = decoded[376:372];
+  assign \decoded.stages[0].rest_elems  = decoded[420:377];
+  assign \decoded.stages[0].groups  = decoded[440:421];
+  assign \decoded.stages[0].sets  = decoded[442:441];
+  assign \decoded.stages[0].main_pages  = decoded[462:443];
+  assign \decoded.stages[0].rest_page  = decoded[482:463];
+  assign \decoded.stages[0].last_elems  = decoded[526:483];
+  assign \decoded.stages[0].tail_elems  = decoded[570:527];
+  assign \decoded.stages[1]  = decoded[966:571];
+  assign \decoded.stages[1].k  = decoded[590:571];
+  assign \decoded.stages[1].n  = decoded[610:591];
+  assign \decoded.stages[1].trans  = decoded[611];
+  assign \decoded.stages[1].pack_log2  = decoded[614:612];
+  assign \decoded.stages[1].run_log2  = decoded[617:615];
+  assign \decoded.stages[1].rows_dim  = decoded[637:618];
+  assign \decoded.stages[1].cols_dim  = decoded[657:638];
+  assign \decoded.stages[1].n_words  = decoded[677:658];
+  assign \decoded.stages[1].t_level  = decoded[680:678];
+  assign \decoded.stages[1].t_scalar  = decoded[681];
+  assign \decoded.stages[1].t_fold_adds  = decoded[683:682];
+  assign \decoded.stages[1].full_groups  = decoded[703:684];
+  assign \decoded.stages[1].main_rows  = decoded[723:704];
+  assign \decoded.stages[1].main_elems  = decoded[767:724];
+  assign \decoded.stages[1].rest_rows  = decoded[772:768];
+  assign \decoded.stages[1].rest_elems  = decoded[816:773];
+  assign \decoded.stages[1].groups  = decoded[836:817];
+  assign \decoded.stages[1].sets  = decoded[838:837];
+  assign \decoded.stages[1].main_pages  = decoded[858:839];
+  assign \decoded.stages[1].rest_page  = decoded[878:859];
+  assign \decoded.stages[1].last_elems  = decoded[922:879];
+  assign \decoded.stages[1].tail_elems  = decoded[966:923];
   assign \pop.desc  = pop[203:0];
   assign \pop.desc.type  = pop[1:0];
   assign \pop.desc.op  = pop[5:2];
@@ -45815,108 +46090,111 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, side
   assign \pop.queue  = pop[205:204];
   assign \pop.seq  = pop[269:206];
   assign \pop.taken  = pop[333:270];
-  assign \task [484:334] = \$signal$27 ;
+  assign \task [1300:334] = \$signal$22 ;
   assign \task [333:0] = \$signal ;
-  assign \$4  = { 1'h0, \$3  };
-  assign \$9  = { \$8 , 1'h0 };
-  assign \$14  = { 1'h0, \$13 , 2'h0 };
-  assign \$19  = { \$18 , 3'h0 };
-  assign \$24  = { 3'h0, \$23 , 4'h0 };
-  assign \$29  = { 2'h0, \$28 , 5'h00 };
-  assign \$120  = { \$signal$20 , 1'h0 };
-  assign \$127  = { \$126 , 1'h0 };
-  assign \$131  = { \$130 [44], \$130 [44], \$130 [44], \$130 [44], \$130 [44], \$130 [44], \$130 [44:6] };
-  assign beats = { \$139 [43], \$139 [43], \$139 [43], \$139 [43], \$139 [43], \$139 [43:5] };
-  assign \$140  = { 1'h0, \$signal$27 [50:11], 6'h00 };
-  assign \$144  = { \$93 [43:0], 1'h0 };
-  assign \$148  = { \$147 [47], \$147 [47], \$147 [47], \$147 [47], \$147 [47], \$147 [47], \$147 [47:6] };
-  assign \$152  = { \$151 [46], \$151 [46], \$151 [46], \$151 [46], \$151 [46], \$151 [46:5] };
-  assign \$153  = { 1'h0, \$signal$27 [50:11], 6'h00 };
-  assign \$156  = { \$93 [43:0], 1'h0 };
-  assign \$158  = { \$118 [40], \$118 [40], \$118 [40], \$118 , 1'h0 };
-  assign \$162  = { \$161 [47], \$161 [47], \$161 [47], \$161 [47], \$161 [47], \$161 [47], \$161 [47:6] };
-  assign \$166  = { \$165 [46], \$165 [46], \$165 [46], \$165 [46], \$165 [46], \$165 [46:5] };
-  assign \$187  = { \$signal$27 [150:111], 1'h0 };
-  assign \$244  = { \$243 , 1'h0 };
-  assign page_run_lines = { \$247 [43], \$247 [43], \$247 [43], \$247 [43], \$247 [43], \$247 [43], \$247 [43:6] };
-  assign \$261  = { \$260 [42], \$260 [42], \$260 [42], \$260 [42], \$260 [42], \$260 [42:5] };
-  assign \$294  = { \$293 , 1'h0 };
-  assign \$296  = { \$118 [40], \$118 [40], \$118 [40], \$118 , 1'h0 };
-  assign \$300  = { \$299 [47], \$299 [47], \$299 [47], \$299 [47], \$299 [47], \$299 [47], \$299 [47:6] };
-  assign \$304  = { \$303 [46], \$303 [46], \$303 [46], \$303 [46], \$303 [46], \$303 [46:5] };
+  assign \$24  = { \$signal$25 , 1'h0 };
+  assign \$26  = { \$signal$28 , 1'h0 };
+  assign \$30  = { \$29 [47], \$29 [47], \$29 [47], \$29 [47], \$29 [47], \$29 [47], \$29 [47:6] };
+  assign \$34  = { \$33 [46], \$33 [46], \$33 [46], \$33 [46], \$33 [46], \$33 [46:5] };
+  assign \$37  = { f_sizes[196:153], 1'h0 };
+  assign \$41  = { \$40 [47], \$40 [47], \$40 [47], \$40 [47], \$40 [47], \$40 [47], \$40 [47:6] };
+  assign \$45  = { \$44 [46], \$44 [46], \$44 [46], \$44 [46], \$44 [46], \$44 [46:5] };
+  assign \$47  = { f_sizes[196:153], 1'h0 };
+  assign \$49  = { f_sizes[245:202], 1'h0 };
+  assign \$53  = { \$52 [47], \$52 [47], \$52 [47], \$52 [47], \$52 [47], \$52 [47], \$52 [47:6] };
+  assign \$57  = { \$56 [46], \$56 [46], \$56 [46], \$56 [46], \$56 [46], \$56 [46:5] };
+  assign \$63  = { 1'h0, \$signal$22 [174:136] };
+  assign \$65  = { \$64 , 1'h0 };
+  assign \$67  = { page_elems, 1'h0 };
+  assign \$71  = { \$70 [47], \$70 [47], \$70 [47], \$70 [47], \$70 [47], \$70 [47], \$70 [47:6] };
+  assign \$75  = { \$74 [46], \$74 [46], \$74 [46], \$74 [46], \$74 [46], \$74 [46:5] };
+  assign \$76  = { 1'h0, \$signal$22 [174:136] };
+  assign \$79  = { \$78 , 1'h0 };
+  assign \$81  = { f_sizes[245:202], 1'h0 };
+  assign \$85  = { \$84 [47], \$84 [47], \$84 [47], \$84 [47], \$84 [47], \$84 [47], \$84 [47:6] };
+  assign \$89  = { \$88 [46], \$88 [46], \$88 [46], \$88 [46], \$88 [46], \$88 [46:5] };
+  assign \$102  = \$101 ;
+  assign \$156  = { 1'h0, \$signal [103:84], 6'h00 };
+  assign \$169  = { 1'h0, \$signal [103:84], 6'h00 };
+  assign \$182  = { 1'h0, \$signal [103:84], 6'h00 };
+  assign \$195  = { 1'h0, \$signal [103:84], 6'h00 };
+  assign \$199 [19:2] = 18'h00000;
+  assign \$199 [1:0] = \$signal [165:164];
+  assign \$201 [19:2] = 18'h00000;
+  assign \$201 [1:0] = \$signal [165:164];
+  assign \$207  = \$206 ;
+  assign \$209  = \$208 ;
+  assign \$211  = \$210 ;
+  assign \$213  = \$212 ;
+  assign \$215  = \$214 ;
+  assign \$217  = \$216 ;
+  assign \$219  = \$218 ;
+  assign \$221  = \$220 ;
+  assign \$223  = \$222 ;
+  assign \$225  = \$224 ;
+  assign \$227  = \$226 ;
+  assign \$229  = \$228 ;
+  assign \$231  = \$230 ;
+  assign \$233  = \$232 ;
+  assign \$235  = \$234 ;
+  assign \$237  = \$236 ;
+  assign \$239  = \$238 ;
+  assign \$241  = \$240 ;
+  assign \$243  = \$242 ;
+  assign \$245  = \$244 ;
+  assign \$247  = \$246 ;
+  assign \$249  = \$248 ;
+  assign \$251  = \$250 ;
+  assign \$253  = \$252 ;
+  assign \$255  = \$254 ;
+  assign \$257  = \$256 ;
+  assign \$259  = \$258 ;
+  assign \$261  = \$260 ;
+  assign \$263  = \$262 ;
+  assign \$265  = \$264 ;
+  assign \$267  = \$266 ;
+  assign \$269  = \$268 ;
+  assign \$271  = \$270 ;
+  assign \$273  = \$272 ;
+  assign \$275  = \$274 ;
+  assign \$277  = \$276 ;
+  assign \$279  = \$278 ;
+  assign \$281  = \$280 ;
+  assign \$283  = \$282 ;
+  assign \$285  = \$284 ;
+  assign \$287  = \$286 ;
+  assign \$289  = \$288 ;
+  assign \$291  = \$290 ;
+  assign \$293  = \$292 ;
+  assign \$295  = \$294 ;
+  assign \$297  = \$296 ;
+  assign \$299  = \$298 ;
+  assign \$301  = \$300 ;
+  assign \$303  = \$302 ;
+  assign \$305  = \$304 ;
+  assign \$307  = \$306 ;
+  assign \$309  = \$308 ;
+  assign \$311  = \$310 ;
+  assign \$313  = \$312 ;
+  assign \$315  = \$314 ;
   assign \$317  = \$316 ;
-  assign \$379  = { 1'h0, \$signal [103:84], 6'h00 };
-  assign \$405  = { 1'h0, \$signal [103:84], 6'h00 };
-  assign \$432  = { 1'h0, \$signal [103:84], 6'h00 };
-  assign \$459  = { 1'h0, \$signal [103:84], 6'h00 };
-  assign \$469  = \$468 ;
-  assign \$471  = \$470 ;
-  assign \$473  = \$472 ;
-  assign \$475  = \$474 ;
-  assign \$477  = \$476 ;
-  assign \$479  = \$478 ;
-  assign \$481  = \$480 ;
-  assign \$483  = \$482 ;
-  assign \$485  = \$484 ;
-  assign \$487  = \$486 ;
-  assign \$489  = \$488 ;
-  assign \$491  = \$490 ;
-  assign \$493  = \$492 ;
-  assign \$495  = \$494 ;
-  assign \$497  = \$496 ;
-  assign \$499  = \$498 ;
-  assign \$501  = \$500 ;
-  assign \$503  = \$502 ;
-  assign \$505  = \$504 ;
-  assign \$507  = \$506 ;
-  assign \$509  = \$508 ;
-  assign \$511  = \$510 ;
-  assign \$513  = \$512 ;
-  assign \$515  = \$514 ;
-  assign \$517  = \$516 ;
-  assign \$519  = \$518 ;
-  assign \$521  = \$520 ;
-  assign \$523  = \$522 ;
-  assign \$525  = \$524 ;
-  assign \$527  = \$526 ;
-  assign \$529  = \$528 ;
-  assign \$531  = \$530 ;
-  assign \$533  = \$532 ;
-  assign \$535  = \$534 ;
-  assign \$537  = \$536 ;
-  assign \$539  = \$538 ;
-  assign \$541  = \$540 ;
-  assign \$543  = \$542 ;
-  assign \$545  = \$544 ;
-  assign \$547  = \$546 ;
-  assign \$549  = \$548 ;
-  assign \$551  = \$550 ;
-  assign \$553  = \$552 ;
-  assign \$555  = \$554 ;
-  assign \$557  = \$556 ;
-  assign \$559  = \$558 ;
-  assign \$561  = \$560 ;
-  assign \$563  = \$562 ;
-  assign \$565  = \$564 ;
-  assign \$567  = \$566 ;
-  assign \$569  = \$568 ;
-  assign \$571  = \$570 ;
-  assign \$573  = \$572 ;
-  assign \$575  = \$574 ;
-  assign \$577  = \$576 ;
-  assign \$579  = \$578 ;
-  assign \$581  = \$580 ;
-  assign \$583  = \$582 ;
-  assign \$585  = \$584 ;
-  assign \$587  = \$586 ;
-  assign \$589  = \$588 ;
-  assign \$591  = \$590 ;
-  assign \$593  = \$592 ;
-  assign \$595  = \$594 ;
+  assign \$319  = \$318 ;
+  assign \$321  = \$320 ;
+  assign \$323  = \$322 ;
+  assign \$325  = \$324 ;
+  assign \$327  = \$326 ;
+  assign \$329  = \$328 ;
+  assign \$331  = \$330 ;
+  assign \$333  = \$332 ;
+  assign \$334  = { \$signal$22 [174:135], 1'h0 };
+  assign \$336  = { \$signal$22 [174:135], 1'h0 };
+  assign \$407  = { 1'h0, \$signal [203:184], 2'h0 };
+  assign \$422  = { 1'h0, \$signal [203:184], 2'h0 };
+  assign \$433  = { 1'h0, \$signal [203:184], 2'h0 };
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.front.decoder (rst, \port$14218$128 , log2_slot, desc, decoded, clk);
+module \ndp_device.control_unit.front.decoder (rst, \port$14059$128 , log2_slot, desc, decoded, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$74  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -46040,47 +46318,56 @@ module \ndp_device.control_unit.front.decoder (rst, \port$14218$128 , log2_slot,
   wire [44:0] \$206 ;
   wire \$207 ;
   wire \$208 ;
-  wire \$209 ;
+  wire [40:0] \$209 ;
   wire \$21 ;
-  wire \$210 ;
-  wire [40:0] \$211 ;
-  wire [41:0] \$212 ;
-  wire [25:0] \$213 ;
-  wire [42:0] \$214 ;
-  wire [42:0] \$215 ;
-  wire [49:0] \$216 ;
-  wire [40:0] \$217 ;
-  wire [49:0] \$218 ;
+  wire [41:0] \$210 ;
+  wire [42:0] \$211 ;
+  wire [42:0] \$212 ;
+  wire [49:0] \$213 ;
+  wire [65:0] \$214 ;
+  wire \$215 ;
+  wire \$216 ;
+  wire \$217 ;
+  wire \$218 ;
   wire [40:0] \$219 ;
   wire \$22 ;
   wire [41:0] \$220 ;
-  wire [24:0] \$221 ;
+  wire [25:0] \$221 ;
   wire [42:0] \$222 ;
   wire [42:0] \$223 ;
   wire [49:0] \$224 ;
   wire [40:0] \$225 ;
-  wire [63:0] \$226 ;
-  wire [64:0] \$227 ;
-  wire [15:0] \$228 ;
-  wire [20:0] \$229 ;
+  wire [49:0] \$226 ;
+  wire [40:0] \$227 ;
+  wire [41:0] \$228 ;
+  wire [24:0] \$229 ;
   wire \$23 ;
-  wire [21:0] \$230 ;
-  wire [21:0] \$231 ;
-  wire [4:0] \$232 ;
-  wire [50:0] \$233 ;
-  reg [65:0] \$234 ;
-  reg [39:0] \$235 ;
-  reg [39:0] \$236 ;
-  reg [39:0] \$237 ;
-  reg [39:0] \$238 ;
-  reg [39:0] \$239 ;
+  wire [42:0] \$230 ;
+  wire [42:0] \$231 ;
+  wire [49:0] \$232 ;
+  wire [40:0] \$233 ;
+  wire [63:0] \$234 ;
+  wire [64:0] \$235 ;
+  wire [15:0] \$236 ;
+  wire [20:0] \$237 ;
+  wire [21:0] \$238 ;
+  wire [21:0] \$239 ;
   wire \$24 ;
-  reg [43:0] \$240 ;
-  reg [49:0] \$241 ;
-  reg [49:0] \$242 ;
-  reg [20:0] \$243 ;
+  wire [4:0] \$240 ;
+  wire [50:0] \$241 ;
+  reg [65:0] \$242 ;
+  reg [39:0] \$243 ;
   reg [39:0] \$244 ;
+  reg [39:0] \$245 ;
+  reg [39:0] \$246 ;
+  reg [39:0] \$247 ;
+  reg [43:0] \$248 ;
+  reg [63:0] \$249 ;
   wire \$25 ;
+  reg [49:0] \$250 ;
+  reg [49:0] \$251 ;
+  reg [20:0] \$252 ;
+  reg [39:0] \$253 ;
   wire \$26 ;
   wire \$27 ;
   wire \$28 ;
@@ -46163,24 +46450,71 @@ module \ndp_device.control_unit.front.decoder (rst, \port$14218$128 , log2_slot,
   wire \$98 ;
   wire \$99 ;
   reg [39:0] \$signal  = 40'h0000000000;
-  reg [39:0] \$signal$14  = 40'h0000000000;
-  reg [39:0] \$signal$15  = 40'h0000000000;
-  reg [39:0] \$signal$3  = 40'h0000000000;
+  reg [39:0] \$signal$20  = 40'h0000000000;
+  reg [39:0] \$signal$25  = 40'h0000000000;
+  reg [39:0] \$signal$26  = 40'h0000000000;
   reg [20:0] \$signal$5  = 21'h000000;
   input clk;
   wire clk;
   wire [63:0] data_base;
   wire [63:0] data_limit;
-  output [150:0] decoded;
-  reg [150:0] decoded;
+  output [966:0] decoded;
+  reg [966:0] decoded;
   wire \decoded.is_compute ;
   wire \decoded.is_load ;
   wire \decoded.is_store ;
-  wire [39:0] \decoded.operand_lines ;
   wire [39:0] \decoded.page_half ;
   wire [3:0] \decoded.page_shift ;
   wire \decoded.paged ;
   wire [6:0] \decoded.pages ;
+  wire [63:0] \decoded.second_addr ;
+  wire [791:0] \decoded.stages ;
+  wire [395:0] \decoded.stages[0] ;
+  wire [19:0] \decoded.stages[0].cols_dim ;
+  wire [19:0] \decoded.stages[0].full_groups ;
+  wire [19:0] \decoded.stages[0].groups ;
+  wire [19:0] \decoded.stages[0].k ;
+  wire [43:0] \decoded.stages[0].last_elems ;
+  wire [43:0] \decoded.stages[0].main_elems ;
+  wire [19:0] \decoded.stages[0].main_pages ;
+  wire [19:0] \decoded.stages[0].main_rows ;
+  wire [19:0] \decoded.stages[0].n ;
+  wire [19:0] \decoded.stages[0].n_words ;
+  wire [2:0] \decoded.stages[0].pack_log2 ;
+  wire [43:0] \decoded.stages[0].rest_elems ;
+  wire [19:0] \decoded.stages[0].rest_page ;
+  wire [4:0] \decoded.stages[0].rest_rows ;
+  wire [19:0] \decoded.stages[0].rows_dim ;
+  wire [2:0] \decoded.stages[0].run_log2 ;
+  wire [1:0] \decoded.stages[0].sets ;
+  wire [1:0] \decoded.stages[0].t_fold_adds ;
+  wire [2:0] \decoded.stages[0].t_level ;
+  wire \decoded.stages[0].t_scalar ;
+  wire [43:0] \decoded.stages[0].tail_elems ;
+  wire \decoded.stages[0].trans ;
+  wire [395:0] \decoded.stages[1] ;
+  wire [19:0] \decoded.stages[1].cols_dim ;
+  wire [19:0] \decoded.stages[1].full_groups ;
+  wire [19:0] \decoded.stages[1].groups ;
+  wire [19:0] \decoded.stages[1].k ;
+  wire [43:0] \decoded.stages[1].last_elems ;
+  wire [43:0] \decoded.stages[1].main_elems ;
+  wire [19:0] \decoded.stages[1].main_pages ;
+  wire [19:0] \decoded.stages[1].main_rows ;
+  wire [19:0] \decoded.stages[1].n ;
+  wire [19:0] \decoded.stages[1].n_words ;
+  wire [2:0] \decoded.stages[1].pack_log2 ;
+  wire [43:0] \decoded.stages[1].rest_elems ;
+  wire [19:0] \decoded.stages[1].rest_page ;
+  wire [4:0] \decoded.stages[1].rest_rows ;
+  wire [19:0] \decoded.stages[1].rows_dim ;
+  wire [2:0] \decoded.stages[1].run_log2 ;
+  wire [1:0] \decoded.stages[1].sets ;
+  wire [1:0] \decoded.stages[1].t_fold_adds ;
+  wire [2:0] \decoded.stages[1].t_level ;
+  wire \decoded.stages[1].t_scalar ;
+  wire [43:0] \decoded.stages[1].tail_elems ;
+  wire \decoded.stages[1].trans ;
   wire [47:0] \decoded.stats_offset ;
   wire [7:0] \decoded.status ;
   input [203:0] desc;
@@ -46198,25 +46532,84 @@ module \ndp_device.control_unit.front.decoder (rst, \port$14218$128 , log2_slot,
   wire [1:0] \desc.type ;
   reg [65:0] dev_end = 66'h00000000000000000;
   reg [39:0] half = 40'h0000000000;
+  wire [19:0] k;
+  wire [19:0] \k$12 ;
   input [7:0] log2_slot;
   wire [7:0] log2_slot;
+  wire [19:0] n;
+  wire [19:0] \n$13 ;
   reg [43:0] o_lines = 44'h00000000000;
   reg [39:0] out_elems = 40'h0000000000;
-  input [127:0] \port$14218$128 ;
-  wire [127:0] \port$14218$128 ;
+  wire [3:0] page_shift;
+  wire [3:0] \page_shift$15 ;
+  input [127:0] \port$14059$128 ;
+  wire [127:0] \port$14059$128 ;
   reg [49:0] result = 50'h0000000000000;
   reg [49:0] room = 50'h0000000000000;
   input rst;
   wire rst;
+  reg [63:0] second_addr = 64'h0000000000000000;
+  wire [395:0] sizes;
+  wire [395:0] \sizes$16 ;
+  wire [19:0] \sizes$16.cols_dim ;
+  wire [19:0] \sizes$16.full_groups ;
+  wire [19:0] \sizes$16.groups ;
+  wire [19:0] \sizes$16.k ;
+  wire [43:0] \sizes$16.last_elems ;
+  wire [43:0] \sizes$16.main_elems ;
+  wire [19:0] \sizes$16.main_pages ;
+  wire [19:0] \sizes$16.main_rows ;
+  wire [19:0] \sizes$16.n ;
+  wire [19:0] \sizes$16.n_words ;
+  wire [2:0] \sizes$16.pack_log2 ;
+  wire [43:0] \sizes$16.rest_elems ;
+  wire [19:0] \sizes$16.rest_page ;
+  wire [4:0] \sizes$16.rest_rows ;
+  wire [19:0] \sizes$16.rows_dim ;
+  wire [2:0] \sizes$16.run_log2 ;
+  wire [1:0] \sizes$16.sets ;
+  wire [1:0] \sizes$16.t_fold_adds ;
+  wire [2:0] \sizes$16.t_level ;
+  wire \sizes$16.t_scalar ;
+  wire [43:0] \sizes$16.tail_elems ;
+  wire \sizes$16.trans ;
+  wire [19:0] \sizes.cols_dim ;
+  wire [19:0] \sizes.full_groups ;
+  wire [19:0] \sizes.groups ;
+  wire [19:0] \sizes.k ;
+  wire [43:0] \sizes.last_elems ;
+  wire [43:0] \sizes.main_elems ;
+  wire [19:0] \sizes.main_pages ;
+  wire [19:0] \sizes.main_rows ;
+  wire [19:0] \sizes.n ;
+  wire [19:0] \sizes.n_words ;
+  wire [2:0] \sizes.pack_log2 ;
+  wire [43:0] \sizes.rest_elems ;
+  wire [19:0] \sizes.rest_page ;
+  wire [4:0] \sizes.rest_rows ;
+  wire [19:0] \sizes.rows_dim ;
+  wire [2:0] \sizes.run_log2 ;
+  wire [1:0] \sizes.sets ;
+  wire [1:0] \sizes.t_fold_adds ;
+  wire [2:0] \sizes.t_level ;
+  wire \sizes.t_scalar ;
+  wire [43:0] \sizes.tail_elems ;
+  wire \sizes.trans ;
+  wire trans;
+  wire \trans$14 ;
   assign \$1  = ! desc[1:0];
   assign \$2  = desc[1:0] == 1'h1;
   assign \$3  = desc[1:0] == 2'h2;
   assign \$4  = desc[5:2] == 2'h3;
-  assign \$5  = \$4  ? o_lines : { 4'h0, \$signal$3  };
+  assign \$5  = \$4  ? o_lines : { 4'h0, \$signal  };
   assign \$7  = desc[1:0] == 2'h2;
   assign \$8  = desc[5:2] == 2'h3;
   assign \$9  = \$7  & \$8 ;
   assign \$10  = \$9  & desc[12];
+  assign k = desc[10] ? desc[143:124] : desc[123:104];
+  assign n = desc[10] ? desc[123:104] : desc[143:124];
+  assign \k$12  = desc[10] ? desc[123:104] : desc[143:124];
+  assign \n$13  = desc[10] ? desc[143:124] : desc[123:104];
   assign \$11  = ! desc[19:10];
   assign \$12  = ! desc[1:0];
   assign \$13  = desc[1:0] == 1'h1;
@@ -46272,8 +46665,8 @@ module \ndp_device.control_unit.front.decoder (rst, \port$14218$128 , log2_slot,
   assign \$66  = ! desc[25:20];
   assign \$67  = \$64  ? \$65  : \$66 ;
   assign \$68  = ! desc[103:84];
-  assign \$69  = desc[83:20] >= \port$14218$128 [63:0];
-  assign \$70  = dev_end <= \port$14218$128 [127:64];
+  assign \$69  = desc[83:20] >= \port$14059$128 [63:0];
+  assign \$70  = dev_end <= \port$14059$128 [127:64];
   assign \$71  = \$69  & \$70 ;
   assign \$72  = \$68  | \$71 ;
   assign \$73  = \$67  & \$72 ;
@@ -46294,13 +46687,13 @@ module \ndp_device.control_unit.front.decoder (rst, \port$14218$128 , log2_slot,
   assign \$88  = \$86  & \$87 ;
   assign \$89  = desc[203:184] <= 13'h1000;
   assign \$90  = \$88  & \$89 ;
-  assign \$91  = desc[163:144] == \$signal$3 ;
+  assign \$91  = desc[163:144] == \$signal ;
   assign \$92  = \$90  & \$91 ;
   assign \$94  = \$93  <= room;
   assign \$95  = \$92  & \$94 ;
   assign \$96  = result <= room;
   assign \$97  = \$95  & \$96 ;
-  assign \$98  = desc[163:144] == \$signal$3 ;
+  assign \$98  = desc[163:144] == \$signal ;
   assign \$99  = desc[1:0] == 2'h2;
   assign \$100  = desc[5:2] == 2'h3;
   assign \$101  = \$99  & \$100 ;
@@ -46311,7 +46704,7 @@ module \ndp_device.control_unit.front.decoder (rst, \port$14218$128 , log2_slot,
   assign \$107  = desc[5:2] == 3'h4;
   assign \$108  = \$106  | \$107 ;
   assign \$109  = \$105  & \$108 ;
-  assign \$111  = \$109  ? \$110  : { 1'h0, \$signal  };
+  assign \$111  = \$109  ? \$110  : { 1'h0, \$signal$20  };
   assign \$112  = \$102  ? { 19'h00000, \$104  } : \$111 ;
   assign \$113  = desc[103:84] == \$112 ;
   assign \$114  = \$98  & \$113 ;
@@ -46389,59 +46782,84 @@ module \ndp_device.control_unit.front.decoder (rst, \port$14218$128 , log2_slot,
   assign \$190  = desc[183:164] * \$189 ;
   assign \$191  = desc[9:6] == 2'h2;
   assign \$192  = \$191  ? 1'h0 : 1'h1;
-  assign \$193  = \$signal$14  << \$192 ;
+  assign \$193  = \$signal$25  << \$192 ;
   assign \$194  = \$193  + 7'h40;
   assign \$195  = \$194  - 1'h1;
   assign \$197  = desc[9:6] == 2'h2;
   assign \$198  = \$197  ? 1'h0 : 1'h1;
-  assign \$199  = \$signal$15  << \$198 ;
+  assign \$199  = \$signal$26  << \$198 ;
   assign \$200  = \$199  + 7'h40;
   assign \$201  = \$200  - 1'h1;
   assign \$204  = \$203  + 7'h40;
   assign \$205  = \$204  - 1'h1;
-  assign \$207  = desc[1:0] == 2'h2;
-  assign \$208  = desc[5:2] == 2'h2;
-  assign \$209  = \$207  & \$208 ;
-  assign \$210  = desc[5:2] == 2'h3;
-  assign \$211  = \$signal$14  + 6'h20;
-  assign \$212  = \$211  - 1'h1;
-  assign \$213  = desc[183:164] * 6'h20;
-  assign \$214  = $signed(\$212 ) + $signed({ 1'h0, \$213  });
-  assign \$218  = desc[11] ? \$216  : { 9'h000, \$217  };
-  assign \$219  = out_elems + 5'h10;
+  assign \$207  = desc[9:6] == 2'h2;
+  assign \$208  = \$207  ? 1'h0 : 1'h1;
+  assign \$209  = \$signal$26  << \$208 ;
+  assign \$210  = \$209  + 7'h40;
+  assign \$211  = \$210  - 1'h1;
+  assign \$214  = $signed({ 1'h0, desc[83:20] }) + $signed(\$213 );
+  assign \$215  = desc[1:0] == 2'h2;
+  assign \$216  = desc[5:2] == 2'h2;
+  assign \$217  = \$215  & \$216 ;
+  assign \$218  = desc[5:2] == 2'h3;
+  assign \$219  = \$signal$25  + 6'h20;
   assign \$220  = \$219  - 1'h1;
-  assign \$221  = desc[183:164] * 5'h10;
+  assign \$221  = desc[183:164] * 6'h20;
   assign \$222  = $signed(\$220 ) + $signed({ 1'h0, \$221  });
-  assign \$226  = 1'h1 << log2_slot[5:0];
-  assign \$227  = \$226  - 7'h40;
-  assign \$228  = 1'h1 << desc[16:13];
-  assign \$229  = desc[123:104] + \$228 ;
-  assign \$230  = \$229  - 1'h1;
-  assign \$231  = $signed(\$230 ) >>> desc[16:13];
-  assign \$232  = desc[16:13] + 1'h1;
-  assign \$233  = desc[143:124] << \$232 ;
+  assign \$226  = desc[11] ? \$224  : { 9'h000, \$225  };
+  assign \$227  = out_elems + 5'h10;
+  assign \$228  = \$227  - 1'h1;
+  assign \$229  = desc[183:164] * 5'h10;
+  assign \$230  = $signed(\$228 ) + $signed({ 1'h0, \$229  });
+  assign \$234  = 1'h1 << log2_slot[5:0];
+  assign \$235  = \$234  - 7'h40;
+  assign \$236  = 1'h1 << desc[16:13];
+  assign \$237  = desc[123:104] + \$236 ;
+  assign \$238  = \$237  - 1'h1;
+  assign \$239  = $signed(\$238 ) >>> desc[16:13];
+  assign \$240  = desc[16:13] + 1'h1;
+  assign \$241  = desc[143:124] << \$240 ;
   always @(posedge clk)
-    dev_end <= \$234 ;
+    dev_end <= \$242 ;
   always @(posedge clk)
-    \$signal$14  <= \$235 ;
+    \$signal$25  <= \$243 ;
   always @(posedge clk)
-    \$signal$15  <= \$236 ;
+    \$signal$26  <= \$244 ;
   always @(posedge clk)
-    out_elems <= \$237 ;
+    out_elems <= \$245 ;
   always @(posedge clk)
-    \$signal$3  <= \$238 ;
+    \$signal  <= \$246 ;
   always @(posedge clk)
-    \$signal  <= \$239 ;
+    \$signal$20  <= \$247 ;
   always @(posedge clk)
-    o_lines <= \$240 ;
+    o_lines <= \$248 ;
   always @(posedge clk)
-    result <= \$241 ;
+    second_addr <= \$249 ;
   always @(posedge clk)
-    room <= \$242 ;
+    result <= \$250 ;
   always @(posedge clk)
-    \$signal$5  <= \$243 ;
+    room <= \$251 ;
   always @(posedge clk)
-    half <= \$244 ;
+    \$signal$5  <= \$252 ;
+  always @(posedge clk)
+    half <= \$253 ;
+  \ndp_device.control_unit.front.decoder.stage0  stage0 (
+    .clk(clk),
+    .k(k),
+    .n(n),
+    .page_shift(desc[16:13]),
+    .rst(rst),
+    .sizes(sizes),
+    .trans(desc[10])
+  );
+  \ndp_device.control_unit.front.decoder.stage1  stage1 (
+    .clk(clk),
+    .k(\k$12 ),
+    .n(\n$13 ),
+    .page_shift(desc[16:13]),
+    .rst(rst),
+    .sizes(\sizes$16 )
+  );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     (* full_case = 32'd1 *)
@@ -46459,100 +46877,158 @@ module \ndp_device.control_unit.front.decoder (rst, \port$14218$128 , log2_slot,
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$234  = { 1'h0, \$179  };
+    \$242  = { 1'h0, \$179  };
     if (rst) begin
-      \$234  = 66'h00000000000000000;
+      \$242  = 66'h00000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$235  = \$180 ;
+    \$243  = \$180 ;
     if (rst) begin
-      \$235  = 40'h0000000000;
+      \$243  = 40'h0000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$236  = \$181 ;
+    \$244  = \$181 ;
     if (rst) begin
-      \$236  = 40'h0000000000;
+      \$244  = 40'h0000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$237  = \$190 ;
+    \$245  = \$190 ;
     if (rst) begin
-      \$237  = 40'h0000000000;
+      \$245  = 40'h0000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$238  = \$196 [39:0];
+    \$246  = \$196 [39:0];
     if (rst) begin
-      \$238  = 40'h0000000000;
+      \$246  = 40'h0000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$239  = \$202 [39:0];
+    \$247  = \$202 [39:0];
     if (rst) begin
-      \$239  = 40'h0000000000;
+      \$247  = 40'h0000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$240  = \$206 [43:0];
+    \$248  = \$206 [43:0];
     if (rst) begin
-      \$240  = 44'h00000000000;
+      \$248  = 44'h00000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
+    \$249  = \$214 [63:0];
+    if (rst) begin
+      \$249  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
     (* full_case = 32'd1 *)
-    if (\$209 ) begin
-      \$241  = \$218 ;
-    end else if (\$210 ) begin
-      \$241  = \$224 ;
+    if (\$217 ) begin
+      \$250  = \$226 ;
+    end else if (\$218 ) begin
+      \$250  = \$232 ;
     end else begin
-      \$241  = { 9'h000, \$225  };
+      \$250  = { 9'h000, \$233  };
     end
     if (rst) begin
-      \$241  = 50'h0000000000000;
+      \$250  = 50'h0000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$242  = \$227 [49:0];
+    \$251  = \$235 [49:0];
     if (rst) begin
-      \$242  = 50'h0000000000000;
+      \$251  = 50'h0000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$243  = \$231 [20:0];
+    \$252  = \$239 [20:0];
     if (rst) begin
-      \$243  = 21'h000000;
+      \$252  = 21'h000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$74 ) begin end
-    \$244  = \$233 [39:0];
+    \$253  = \$241 [39:0];
     if (rst) begin
-      \$244  = 40'h0000000000;
+      \$253  = 40'h0000000000;
     end
   end
-  assign data_base = \port$14218$128 [63:0];
-  assign data_limit = \port$14218$128 [127:64];
+  assign trans = desc[10];
+  assign page_shift = desc[16:13];
+  assign \trans$14  = 1'h0;
+  assign \page_shift$15  = desc[16:13];
+  assign data_base = \port$14059$128 [63:0];
+  assign data_limit = \port$14059$128 [127:64];
   assign \decoded.status  = decoded[7:0];
   assign \decoded.is_load  = decoded[8];
   assign \decoded.is_store  = decoded[9];
   assign \decoded.is_compute  = decoded[10];
-  assign \decoded.operand_lines  = decoded[50:11];
-  assign \decoded.stats_offset  = decoded[98:51];
-  assign \decoded.paged  = decoded[99];
-  assign \decoded.pages  = decoded[106:100];
-  assign \decoded.page_shift  = decoded[110:107];
-  assign \decoded.page_half  = decoded[150:111];
+  assign \decoded.second_addr  = decoded[74:11];
+  assign \decoded.stats_offset  = decoded[122:75];
+  assign \decoded.paged  = decoded[123];
+  assign \decoded.pages  = decoded[130:124];
+  assign \decoded.page_shift  = decoded[134:131];
+  assign \decoded.page_half  = decoded[174:135];
+  assign \decoded.stages  = decoded[966:175];
+  assign \decoded.stages[0]  = decoded[570:175];
+  assign \decoded.stages[0].k  = decoded[194:175];
+  assign \decoded.stages[0].n  = decoded[214:195];
+  assign \decoded.stages[0].trans  = decoded[215];
+  assign \decoded.stages[0].pack_log2  = decoded[218:216];
+  assign \decoded.stages[0].run_log2  = decoded[221:219];
+  assign \decoded.stages[0].rows_dim  = decoded[241:222];
+  assign \decoded.stages[0].cols_dim  = decoded[261:242];
+  assign \decoded.stages[0].n_words  = decoded[281:262];
+  assign \decoded.stages[0].t_level  = decoded[284:282];
+  assign \decoded.stages[0].t_scalar  = decoded[285];
+  assign \decoded.stages[0].t_fold_adds  = decoded[287:286];
+  assign \decoded.stages[0].full_groups  = decoded[307:288];
+  assign \decoded.stages[0].main_rows  = decoded[327:308];
+  assign \decoded.stages[0].main_elems  = decoded[371:328];
+  assign \decoded.stages[0].rest_rows  = decoded[376:372];
+  assign \decoded.stages[0].rest_elems  = decoded[420:377];
+  assign \decoded.stages[0].groups  = decoded[440:421];
+  assign \decoded.stages[0].sets  = decoded[442:441];
+  assign \decoded.stages[0].main_pages  = decoded[462:443];
+  assign \decoded.stages[0].rest_page  = decoded[482:463];
+  assign \decoded.stages[0].last_elems  = decoded[526:483];
+  assign \decoded.stages[0].tail_elems  = decoded[570:527];
+  assign \decoded.stages[1]  = decoded[966:571];
+  assign \decoded.stages[1].k  = decoded[590:571];
+  assign \decoded.stages[1].n  = decoded[610:591];
+  assign \decoded.stages[1].trans  = decoded[611];
+  assign \decoded.stages[1].pack_log2  = decoded[614:612];
+  assign \decoded.stages[1].run_log2  = decoded[617:615];
+  assign \decoded.stages[1].rows_dim  = decoded[637:618];
+  assign \decoded.stages[1].cols_dim  = decoded[657:638];
+  assign \decoded.stages[1].n_words  = decoded[677:658];
+  assign \decoded.stages[1].t_level  = decoded[680:678];
+  assign \decoded.stages[1].t_scalar  = decoded[681];
+  assign \decoded.stages[1].t_fold_adds  = decoded[683:682];
+  assign \decoded.stages[1].full_groups  = decoded[703:684];
+  assign \decoded.stages[1].main_rows  = decoded[723:704];
+  assign \decoded.stages[1].main_elems  = decoded[767:724];
+  assign \decoded.stages[1].rest_rows  = decoded[772:768];
+  assign \decoded.stages[1].rest_elems  = decoded[816:773];
+  assign \decoded.stages[1].groups  = decoded[836:817];
+  assign \decoded.stages[1].sets  = decoded[838:837];
+  assign \decoded.stages[1].main_pages  = decoded[858:839];
+  assign \decoded.stages[1].rest_page  = decoded[878:859];
+  assign \decoded.stages[1].last_elems  = decoded[922:879];
+  assign \decoded.stages[1].tail_elems  = decoded[966:923];
   assign \desc.type  = desc[1:0];
   assign \desc.op  = desc[5:2];
   assign \desc.dtype  = desc[9:6];
@@ -46564,18 +47040,66 @@ module \ndp_device.control_unit.front.decoder (rst, \port$14218$128 , log2_slot,
   assign \desc.in_size  = desc[163:144];
   assign \desc.in_rows  = desc[183:164];
   assign \desc.in_cols  = desc[203:184];
+  assign \sizes.k  = sizes[19:0];
+  assign \sizes.n  = sizes[39:20];
+  assign \sizes.trans  = sizes[40];
+  assign \sizes.pack_log2  = sizes[43:41];
+  assign \sizes.run_log2  = sizes[46:44];
+  assign \sizes.rows_dim  = sizes[66:47];
+  assign \sizes.cols_dim  = sizes[86:67];
+  assign \sizes.n_words  = sizes[106:87];
+  assign \sizes.t_level  = sizes[109:107];
+  assign \sizes.t_scalar  = sizes[110];
+  assign \sizes.t_fold_adds  = sizes[112:111];
+  assign \sizes.full_groups  = sizes[132:113];
+  assign \sizes.main_rows  = sizes[152:133];
+  assign \sizes.main_elems  = sizes[196:153];
+  assign \sizes.rest_rows  = sizes[201:197];
+  assign \sizes.rest_elems  = sizes[245:202];
+  assign \sizes.groups  = sizes[265:246];
+  assign \sizes.sets  = sizes[267:266];
+  assign \sizes.main_pages  = sizes[287:268];
+  assign \sizes.rest_page  = sizes[307:288];
+  assign \sizes.last_elems  = sizes[351:308];
+  assign \sizes.tail_elems  = sizes[395:352];
+  assign \sizes$16.k  = \sizes$16 [19:0];
+  assign \sizes$16.n  = \sizes$16 [39:20];
+  assign \sizes$16.trans  = \sizes$16 [40];
+  assign \sizes$16.pack_log2  = \sizes$16 [43:41];
+  assign \sizes$16.run_log2  = \sizes$16 [46:44];
+  assign \sizes$16.rows_dim  = \sizes$16 [66:47];
+  assign \sizes$16.cols_dim  = \sizes$16 [86:67];
+  assign \sizes$16.n_words  = \sizes$16 [106:87];
+  assign \sizes$16.t_level  = \sizes$16 [109:107];
+  assign \sizes$16.t_scalar  = \sizes$16 [110];
+  assign \sizes$16.t_fold_adds  = \sizes$16 [112:111];
+  assign \sizes$16.full_groups  = \sizes$16 [132:113];
+  assign \sizes$16.main_rows  = \sizes$16 [152:133];
+  assign \sizes$16.main_elems  = \sizes$16 [196:153];
+  assign \sizes$16.rest_rows  = \sizes$16 [201:197];
+  assign \sizes$16.rest_elems  = \sizes$16 [245:202];
+  assign \sizes$16.groups  = \sizes$16 [265:246];
+  assign \sizes$16.sets  = \sizes$16 [267:266];
+  assign \sizes$16.main_pages  = \sizes$16 [287:268];
+  assign \sizes$16.rest_page  = \sizes$16 [307:288];
+  assign \sizes$16.last_elems  = \sizes$16 [351:308];
+  assign \sizes$16.tail_elems  = \sizes$16 [395:352];
   always @*
-    decoded[150:111] = half;
+    decoded[966:571] = \sizes$16 ;
   always @*
-    decoded[110:107] = desc[16:13];
+    decoded[570:175] = sizes;
   always @*
-    decoded[106:100] = \$signal$5 [6:0];
+    decoded[174:135] = half;
   always @*
-    decoded[99] = \$10 ;
+    decoded[134:131] = desc[16:13];
   always @*
-    decoded[98:51] = \$6 [47:0];
+    decoded[130:124] = \$signal$5 [6:0];
   always @*
-    decoded[50:11] = \$signal ;
+    decoded[123] = \$10 ;
+  always @*
+    decoded[122:75] = \$6 [47:0];
+  always @*
+    decoded[74:11] = second_addr;
   always @*
     decoded[10] = \$3 ;
   always @*
@@ -46591,7 +47115,7 @@ module \ndp_device.control_unit.front.decoder (rst, \port$14218$128 , log2_slot,
   assign { \$47 [10:2], \$47 [0] } = { 1'h0, desc[19:12], desc[10] };
   assign \$93  = { 1'h0, desc[163:144], 6'h00 };
   assign \$104  = { 3'h0, \$103 [21:3] };
-  assign \$110  = { \$signal , 1'h0 };
+  assign \$110  = { \$signal$20 , 1'h0 };
   assign \$130  = { 1'h0, desc[103:84], 6'h00 };
   assign \$138  = { 1'h0, desc[163:144], 6'h00 };
   assign \$168  = { 1'h0, desc[163:144], 6'h00 };
@@ -46600,17 +47124,815 @@ module \ndp_device.control_unit.front.decoder (rst, \port$14218$128 , log2_slot,
   assign \$202  = { \$201 [42], \$201 [42], \$201 [42], \$201 [42], \$201 [42], \$201 [42], \$201 [42:6] };
   assign \$203  = { 1'h0, out_elems, 2'h0 };
   assign \$206  = { \$205 [44], \$205 [44], \$205 [44], \$205 [44], \$205 [44], \$205 [44], \$205 [44:6] };
-  assign \$215  = { \$214 [42], \$214 [42], \$214 [42], \$214 [42], \$214 [42], \$214 [42:5] };
-  assign \$216  = { \$215 [42], \$215 , 6'h00 };
-  assign \$217  = { \$signal$14 , 1'h0 };
-  assign \$223  = { \$222 [42], \$222 [42], \$222 [42], \$222 [42], \$222 [42:4] };
+  assign \$212  = { \$211 [42], \$211 [42], \$211 [42], \$211 [42], \$211 [42], \$211 [42], \$211 [42:6] };
+  assign \$213  = { \$212 [42], \$212 , 6'h00 };
+  assign \$223  = { \$222 [42], \$222 [42], \$222 [42], \$222 [42], \$222 [42], \$222 [42:5] };
   assign \$224  = { \$223 [42], \$223 , 6'h00 };
-  assign \$225  = { out_elems, 1'h0 };
+  assign \$225  = { \$signal$25 , 1'h0 };
+  assign \$231  = { \$230 [42], \$230 [42], \$230 [42], \$230 [42], \$230 [42:4] };
+  assign \$232  = { \$231 [42], \$231 , 6'h00 };
+  assign \$233  = { out_elems, 1'h0 };
+endmodule
+
+(* generator = "Amaranth" *)
+module \ndp_device.control_unit.front.decoder.stage0 (rst, k, n, trans, page_shift, sizes, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$75  = 0;
+  wire [20:0] \$1 ;
+  wire \$10 ;
+  wire [26:0] \$11 ;
+  wire \$12 ;
+  wire \$13 ;
+  wire \$14 ;
+  wire \$15 ;
+  wire \$16 ;
+  wire \$17 ;
+  wire \$18 ;
+  wire \$19 ;
+  wire \$2 ;
+  wire \$20 ;
+  wire \$21 ;
+  wire [31:0] \$22 ;
+  wire [31:0] \$23 ;
+  wire [31:0] \$24 ;
+  wire [39:0] \$25 ;
+  wire [39:0] \$26 ;
+  wire [2:0] \$27 ;
+  wire [19:0] \$28 ;
+  wire [19:0] \$29 ;
+  wire [20:0] \$3 ;
+  wire [20:0] \$30 ;
+  wire [21:0] \$31 ;
+  wire [21:0] \$32 ;
+  wire [2:0] \$33 ;
+  wire [7:0] \$34 ;
+  wire [8:0] \$35 ;
+  wire [7:0] \$36 ;
+  wire [8:0] \$37 ;
+  wire [19:0] \$38 ;
+  wire [39:0] \$39 ;
+  wire \$4 ;
+  wire [24:0] \$40 ;
+  wire [32:0] \$41 ;
+  wire [32:0] \$42 ;
+  wire [21:0] \$43 ;
+  wire \$44 ;
+  wire [20:0] \$45 ;
+  wire \$46 ;
+  wire [15:0] \$47 ;
+  wire [16:0] \$48 ;
+  wire [21:0] \$49 ;
+  wire [22:0] \$5 ;
+  wire [21:0] \$50 ;
+  wire [19:0] \$51 ;
+  wire [15:0] \$52 ;
+  wire [16:0] \$53 ;
+  wire [20:0] \$54 ;
+  wire [15:0] \$55 ;
+  wire [16:0] \$56 ;
+  wire [20:0] \$57 ;
+  wire \$58 ;
+  wire [15:0] \$59 ;
+  wire \$6 ;
+  wire [15:0] \$60 ;
+  wire [16:0] \$61 ;
+  wire [20:0] \$62 ;
+  wire [20:0] \$63 ;
+  reg [395:0] \$64 ;
+  reg [31:0] \$65 ;
+  reg [31:0] \$66 ;
+  reg [19:0] \$67 ;
+  reg [19:0] \$68 ;
+  wire [22:0] \$7 ;
+  wire \$8 ;
+  wire [26:0] \$9 ;
+  reg [31:0] \$signal  = 32'd0;
+  reg [19:0] \$signal$13  = 20'h00000;
+  input clk;
+  wire clk;
+  input [19:0] k;
+  wire [19:0] k;
+  reg [19:0] last_rows = 20'h00000;
+  wire [19:0] main_rows;
+  input [19:0] n;
+  wire [19:0] n;
+  reg [395:0] out = 396'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  wire [19:0] \out.cols_dim ;
+  wire [19:0] \out.full_groups ;
+  wire [19:0] \out.groups ;
+  wire [19:0] \out.k ;
+  wire [43:0] \out.last_elems ;
+  wire [43:0] \out.main_elems ;
+  wire [19:0] \out.main_pages ;
+  wire [19:0] \out.main_rows ;
+  wire [19:0] \out.n ;
+  wire [19:0] \out.n_words ;
+  wire [2:0] \out.pack_log2 ;
+  wire [43:0] \out.rest_elems ;
+  wire [19:0] \out.rest_page ;
+  wire [4:0] \out.rest_rows ;
+  wire [19:0] \out.rows_dim ;
+  wire [2:0] \out.run_log2 ;
+  wire [1:0] \out.sets ;
+  wire [1:0] \out.t_fold_adds ;
+  wire [2:0] \out.t_level ;
+  wire \out.t_scalar ;
+  wire [43:0] \out.tail_elems ;
+  wire \out.trans ;
+  reg [2:0] pack;
+  reg [31:0] pack_mask = 32'd0;
+  input [3:0] page_shift;
+  wire [3:0] page_shift;
+  wire [4:0] rest_rows;
+  input rst;
+  wire rst;
+  output [395:0] sizes;
+  wire [395:0] sizes;
+  wire [19:0] \sizes.cols_dim ;
+  wire [19:0] \sizes.full_groups ;
+  wire [19:0] \sizes.groups ;
+  wire [19:0] \sizes.k ;
+  wire [43:0] \sizes.last_elems ;
+  wire [43:0] \sizes.main_elems ;
+  wire [19:0] \sizes.main_pages ;
+  wire [19:0] \sizes.main_rows ;
+  wire [19:0] \sizes.n ;
+  wire [19:0] \sizes.n_words ;
+  wire [2:0] \sizes.pack_log2 ;
+  wire [43:0] \sizes.rest_elems ;
+  wire [19:0] \sizes.rest_page ;
+  wire [4:0] \sizes.rest_rows ;
+  wire [19:0] \sizes.rows_dim ;
+  wire [2:0] \sizes.run_log2 ;
+  wire [1:0] \sizes.sets ;
+  wire [1:0] \sizes.t_fold_adds ;
+  wire [2:0] \sizes.t_level ;
+  wire \sizes.t_scalar ;
+  wire [43:0] \sizes.tail_elems ;
+  wire \sizes.trans ;
+  input trans;
+  wire trans;
+  wire [1:0] tree_fold_adds;
+  reg [2:0] tree_level;
+  reg [2:0] tree_pack_log2;
+  wire tree_scalar;
+  assign \$30  = n + 6'h20;
+  assign \$31  = \$30  - 1'h1;
+  assign \$33  = trans ? tree_pack_log2 : pack;
+  assign \$34  = 1'h1 << \$33 ;
+  assign \$35  = \$34  - 1'h1;
+  assign \$36  = 1'h1 << pack;
+  assign \$37  = \$36  - 1'h1;
+  assign \$38  = out[66:47] >> out[46:44];
+  assign \$39  = \$23 [19:0] * out[86:67];
+  assign \$40  = \$24 [4:0] * out[86:67];
+  assign \$41  = out[19:0] + pack_mask;
+  assign \$42  = \$41  >> out[43:41];
+  assign \$43  = out[106:87] * 2'h2;
+  assign \$44  = \$43  >= 2'h3;
+  assign \$45  = out[106:87] * 1'h1;
+  assign \$46  = \$45  >= 2'h3;
+  assign \$47  = 1'h1 << page_shift;
+  assign \$48  = \$47  - 1'h1;
+  assign \$49  = $signed({ 1'h0, \$23 [19:0] }) + $signed(\$48 );
+  assign \$50  = $signed(\$49 ) >>> page_shift;
+  assign \$51  = \$23 [19:0] >> page_shift;
+  assign \$52  = 1'h1 << page_shift;
+  assign \$53  = \$52  - 1'h1;
+  assign \$54  = { 1'h0, \$23 [19:0] } & { \$53 [16], \$53 [16], \$53 [16], \$53 [16], \$53  };
+  assign \$55  = 1'h1 << page_shift;
+  assign \$56  = \$55  - 1'h1;
+  assign \$57  = { 1'h0, \$23 [19:0] } & { \$56 [16], \$56 [16], \$56 [16], \$56 [16], \$56  };
+  assign \$58  = ! \$57 ;
+  assign \$59  = 1'h1 << page_shift;
+  assign \$60  = 1'h1 << page_shift;
+  assign \$61  = \$60  - 1'h1;
+  assign \$62  = { 1'h0, \$23 [19:0] } & { \$61 [16], \$61 [16], \$61 [16], \$61 [16], \$61  };
+  assign \$63  = \$58  ? { 5'h00, \$59  } : \$62 ;
+  always @(posedge clk)
+    out <= \$64 ;
+  always @(posedge clk)
+    \$signal  <= \$65 ;
+  always @(posedge clk)
+    pack_mask <= \$66 ;
+  always @(posedge clk)
+    \$signal$13  <= \$67 ;
+  always @(posedge clk)
+    last_rows <= \$68 ;
+  assign \$2  = \$1  <= 6'h20;
+  assign \$4  = \$3  <= 6'h20;
+  assign \$6  = \$5  <= 6'h20;
+  assign \$8  = \$7  <= 6'h20;
+  assign \$10  = \$9  <= 6'h20;
+  assign \$12  = \$11  <= 6'h20;
+  assign tree_scalar = k > 6'h20;
+  assign \$13  = k > 7'h40;
+  assign \$14  = k > 6'h20;
+  assign \$15  = \$14  ? 1'h1 : 1'h0;
+  assign tree_fold_adds = \$13  ? 2'h2 : { 1'h0, \$15  };
+  assign \$16  = k == 1'h1;
+  assign \$17  = k == 2'h2;
+  assign \$18  = k == 3'h4;
+  assign \$19  = k == 4'h8;
+  assign \$20  = k == 5'h10;
+  assign \$21  = k == 6'h20;
+  assign \$22  = ~ \$signal ;
+  assign \$23  = { 12'h000, out[66:47] } & \$22 ;
+  assign \$24  = { 12'h000, out[66:47] } & \$signal ;
+  assign \$25  = last_rows * out[86:67];
+  assign \$26  = \$signal$13  * out[86:67];
+  assign \$27  = trans ? tree_pack_log2 : pack;
+  assign \$28  = trans ? n : k;
+  assign \$29  = trans ? k : n;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
+    pack = 3'h0;
+    if (\$2 ) begin
+      pack = 3'h0;
+    end
+    if (\$4 ) begin
+      pack = 3'h1;
+    end
+    if (\$6 ) begin
+      pack = 3'h2;
+    end
+    if (\$8 ) begin
+      pack = 3'h3;
+    end
+    if (\$10 ) begin
+      pack = 3'h4;
+    end
+    if (\$12 ) begin
+      pack = 3'h5;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
+    tree_level = 3'h5;
+    if (\$16 ) begin
+      tree_level = 3'h0;
+    end
+    if (\$17 ) begin
+      tree_level = 3'h1;
+    end
+    if (\$18 ) begin
+      tree_level = 3'h2;
+    end
+    if (\$19 ) begin
+      tree_level = 3'h3;
+    end
+    if (\$20 ) begin
+      tree_level = 3'h4;
+    end
+    if (\$21 ) begin
+      tree_level = 3'h5;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
+    tree_pack_log2 = 3'h0;
+    if (\$16 ) begin
+      tree_pack_log2 = 3'h5;
+    end
+    if (\$17 ) begin
+      tree_pack_log2 = 3'h4;
+    end
+    if (\$18 ) begin
+      tree_pack_log2 = 3'h3;
+    end
+    if (\$19 ) begin
+      tree_pack_log2 = 3'h2;
+    end
+    if (\$20 ) begin
+      tree_pack_log2 = 3'h1;
+    end
+    if (\$21 ) begin
+      tree_pack_log2 = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
+    \$64 [395:308] = out[395:308];
+    \$64 [19:0] = k;
+    \$64 [39:20] = n;
+    \$64 [40] = trans;
+    \$64 [43:41] = pack;
+    \$64 [46:44] = \$27 ;
+    \$64 [66:47] = \$28 ;
+    \$64 [86:67] = \$29 ;
+    \$64 [106:87] = \$32 [19:0];
+    \$64 [109:107] = tree_level;
+    \$64 [110] = tree_scalar;
+    \$64 [112:111] = tree_fold_adds;
+    \$64 [132:113] = \$38 ;
+    \$64 [152:133] = \$23 [19:0];
+    \$64 [196:153] = { 4'h0, \$39  };
+    \$64 [201:197] = \$24 [4:0];
+    \$64 [245:202] = { 19'h00000, \$40  };
+    \$64 [265:246] = \$42 [19:0];
+    \$64 [267:266] = 2'h3;
+    if (\$44 ) begin
+      \$64 [267:266] = 2'h2;
+    end
+    if (\$46 ) begin
+      \$64 [267:266] = 2'h1;
+    end
+    begin
+      begin
+        \$64 [287:268] = \$50 [19:0];
+        \$64 [307:288] = \$51 ;
+      end
+    end
+    if (rst) begin
+      \$64  = 396'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
+    \$65  = { \$35 [8], \$35 [8], \$35 [8], \$35 [8], \$35 [8], \$35 [8], \$35 [8], \$35 [8], \$35 [8], \$35 [8], \$35 [8], \$35 [8], \$35 [8], \$35 [8], \$35 [8], \$35 [8], \$35 [8], \$35 [8], \$35 [8], \$35 [8], \$35 [8], \$35 [8], \$35 [8], \$35  };
+    if (rst) begin
+      \$65  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
+    \$66  = { \$37 [8], \$37 [8], \$37 [8], \$37 [8], \$37 [8], \$37 [8], \$37 [8], \$37 [8], \$37 [8], \$37 [8], \$37 [8], \$37 [8], \$37 [8], \$37 [8], \$37 [8], \$37 [8], \$37 [8], \$37 [8], \$37 [8], \$37 [8], \$37 [8], \$37 [8], \$37 [8], \$37  };
+    if (rst) begin
+      \$66  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
+    \$67  = \$54 [19:0];
+    if (rst) begin
+      \$67  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
+    \$68  = \$63 [19:0];
+    if (rst) begin
+      \$68  = 20'h00000;
+    end
+  end
+  assign main_rows = \$23 [19:0];
+  assign rest_rows = \$24 [4:0];
+  assign \out.k  = out[19:0];
+  assign \out.n  = out[39:20];
+  assign \out.trans  = out[40];
+  assign \out.pack_log2  = out[43:41];
+  assign \out.run_log2  = out[46:44];
+  assign \out.rows_dim  = out[66:47];
+  assign \out.cols_dim  = out[86:67];
+  assign \out.n_words  = out[106:87];
+  assign \out.t_level  = out[109:107];
+  assign \out.t_scalar  = out[110];
+  assign \out.t_fold_adds  = out[112:111];
+  assign \out.full_groups  = out[132:113];
+  assign \out.main_rows  = out[152:133];
+  assign \out.main_elems  = out[196:153];
+  assign \out.rest_rows  = out[201:197];
+  assign \out.rest_elems  = out[245:202];
+  assign \out.groups  = out[265:246];
+  assign \out.sets  = out[267:266];
+  assign \out.main_pages  = out[287:268];
+  assign \out.rest_page  = out[307:288];
+  assign \out.last_elems  = out[351:308];
+  assign \out.tail_elems  = out[395:352];
+  assign \sizes.k  = sizes[19:0];
+  assign \sizes.n  = sizes[39:20];
+  assign \sizes.trans  = sizes[40];
+  assign \sizes.pack_log2  = sizes[43:41];
+  assign \sizes.run_log2  = sizes[46:44];
+  assign \sizes.rows_dim  = sizes[66:47];
+  assign \sizes.cols_dim  = sizes[86:67];
+  assign \sizes.n_words  = sizes[106:87];
+  assign \sizes.t_level  = sizes[109:107];
+  assign \sizes.t_scalar  = sizes[110];
+  assign \sizes.t_fold_adds  = sizes[112:111];
+  assign \sizes.full_groups  = sizes[132:113];
+  assign \sizes.main_rows  = sizes[152:133];
+  assign \sizes.main_elems  = sizes[196:153];
+  assign \sizes.rest_rows  = sizes[201:197];
+  assign \sizes.rest_elems  = sizes[245:202];
+  assign \sizes.groups  = sizes[265:246];
+  assign \sizes.sets  = sizes[267:266];
+  assign \sizes.main_pages  = sizes[287:268];
+  assign \sizes.rest_page  = sizes[307:288];
+  assign \sizes.last_elems  = sizes[351:308];
+  assign \sizes.tail_elems  = sizes[395:352];
+  assign sizes[395:352] = { 4'h0, \$26  };
+  assign sizes[351:308] = { 4'h0, \$25  };
+  assign sizes[307:0] = out[307:0];
+  assign \$1  = { 1'h0, n };
+  assign \$3  = { n, 1'h0 };
+  assign \$5  = { 1'h0, n, 2'h0 };
+  assign \$7  = { n, 3'h0 };
+  assign \$9  = { 3'h0, n, 4'h0 };
+  assign \$11  = { 2'h0, n, 5'h00 };
+  assign \$32  = { \$31 [21], \$31 [21], \$31 [21], \$31 [21], \$31 [21], \$31 [21:5] };
+endmodule
+
+(* generator = "Amaranth" *)
+module \ndp_device.control_unit.front.decoder.stage1 (rst, k, n, page_shift, sizes, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$76  = 0;
+  wire [20:0] \$1 ;
+  wire \$10 ;
+  wire [26:0] \$11 ;
+  wire \$12 ;
+  wire \$13 ;
+  wire \$14 ;
+  wire \$15 ;
+  wire \$16 ;
+  wire \$17 ;
+  wire \$18 ;
+  wire \$19 ;
+  wire \$2 ;
+  wire \$20 ;
+  wire \$21 ;
+  wire [31:0] \$22 ;
+  wire [31:0] \$23 ;
+  wire [31:0] \$24 ;
+  wire [39:0] \$25 ;
+  wire [39:0] \$26 ;
+  wire [2:0] \$27 ;
+  wire [19:0] \$28 ;
+  wire [19:0] \$29 ;
+  wire [20:0] \$3 ;
+  wire [20:0] \$30 ;
+  wire [21:0] \$31 ;
+  wire [21:0] \$32 ;
+  wire [2:0] \$33 ;
+  wire [7:0] \$34 ;
+  wire [8:0] \$35 ;
+  wire [7:0] \$36 ;
+  wire [8:0] \$37 ;
+  wire [19:0] \$38 ;
+  wire [39:0] \$39 ;
+  wire \$4 ;
+  wire [24:0] \$40 ;
+  wire [32:0] \$41 ;
+  wire [32:0] \$42 ;
+  wire [21:0] \$43 ;
+  wire \$44 ;
+  wire [20:0] \$45 ;
+  wire \$46 ;
+  wire [15:0] \$47 ;
+  wire [16:0] \$48 ;
+  wire [21:0] \$49 ;
+  wire [22:0] \$5 ;
+  wire [21:0] \$50 ;
+  wire [19:0] \$51 ;
+  wire [15:0] \$52 ;
+  wire [16:0] \$53 ;
+  wire [20:0] \$54 ;
+  wire [15:0] \$55 ;
+  wire [16:0] \$56 ;
+  wire [20:0] \$57 ;
+  wire \$58 ;
+  wire [15:0] \$59 ;
+  wire \$6 ;
+  wire [15:0] \$60 ;
+  wire [16:0] \$61 ;
+  wire [20:0] \$62 ;
+  wire [20:0] \$63 ;
+  reg [395:0] \$64 ;
+  reg [31:0] \$65 ;
+  reg [31:0] \$66 ;
+  reg [19:0] \$67 ;
+  reg [19:0] \$68 ;
+  wire [22:0] \$7 ;
+  wire \$8 ;
+  wire [26:0] \$9 ;
+  reg [31:0] \$signal  = 32'd0;
+  reg [19:0] \$signal$13  = 20'h00000;
+  input clk;
+  wire clk;
+  input [19:0] k;
+  wire [19:0] k;
+  reg [19:0] last_rows = 20'h00000;
+  wire [19:0] main_rows;
+  input [19:0] n;
+  wire [19:0] n;
+  reg [395:0] out = 396'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  wire [19:0] \out.cols_dim ;
+  wire [19:0] \out.full_groups ;
+  wire [19:0] \out.groups ;
+  wire [19:0] \out.k ;
+  wire [43:0] \out.last_elems ;
+  wire [43:0] \out.main_elems ;
+  wire [19:0] \out.main_pages ;
+  wire [19:0] \out.main_rows ;
+  wire [19:0] \out.n ;
+  wire [19:0] \out.n_words ;
+  wire [2:0] \out.pack_log2 ;
+  wire [43:0] \out.rest_elems ;
+  wire [19:0] \out.rest_page ;
+  wire [4:0] \out.rest_rows ;
+  wire [19:0] \out.rows_dim ;
+  wire [2:0] \out.run_log2 ;
+  wire [1:0] \out.sets ;
+  wire [1:0] \out.t_fold_adds ;
+  wire [2:0] \out.t_level ;
+  wire \out.t_scalar ;
+  wire [43:0] \out.tail_elems ;
+  wire \out.trans ;
+  reg [2:0] pack;
+  reg [31:0] pack_mask = 32'd0;
+  input [3:0] page_shift;
+  wire [3:0] page_shift;
+  wire [4:0] rest_rows;
+  input rst;
+  wire rst;
+  output [395:0] sizes;
+  wire [395:0] sizes;
+  wire [19:0] \sizes.cols_dim ;
+  wire [19:0] \sizes.full_groups ;
+  wire [19:0] \sizes.groups ;
+  wire [19:0] \sizes.k ;
+  wire [43:0] \sizes.last_elems ;
+  wire [43:0] \sizes.main_elems ;
+  wire [19:0] \sizes.main_pages ;
+  wire [19:0] \sizes.main_rows ;
+  wire [19:0] \sizes.n ;
+  wire [19:0] \sizes.n_words ;
+  wire [2:0] \sizes.pack_log2 ;
+  wire [43:0] \sizes.rest_elems ;
+  wire [19:0] \sizes.rest_page ;
+  wire [4:0] \sizes.rest_rows ;
+  wire [19:0] \sizes.rows_dim ;
+  wire [2:0] \sizes.run_log2 ;
+  wire [1:0] \sizes.sets ;
+  wire [1:0] \sizes.t_fold_adds ;
+  wire [2:0] \sizes.t_level ;
+  wire \sizes.t_scalar ;
+  wire [43:0] \sizes.tail_elems ;
+  wire \sizes.trans ;
+  wire trans;
+  wire [1:0] tree_fold_adds;
+  reg [2:0] tree_level;
+  reg [2:0] tree_pack_log2;
+  wire tree_scalar;
+  assign \$30  = n + 6'h20;
+  assign \$31  = \$30  - 1'h1;
+  assign \$34  = 1'h1 << \$33 ;
+  assign \$35  = \$34  - 1'h1;
+  assign \$36  = 1'h1 << pack;
+  assign \$37  = \$36  - 1'h1;
+  assign \$38  = out[66:47] >> out[46:44];
+  assign \$39  = \$23 [19:0] * out[86:67];
+  assign \$40  = \$24 [4:0] * out[86:67];
+  assign \$41  = out[19:0] + pack_mask;
+  assign \$42  = \$41  >> out[43:41];
+  assign \$43  = out[106:87] * 2'h2;
+  assign \$44  = \$43  >= 2'h3;
+  assign \$45  = out[106:87] * 1'h1;
+  assign \$46  = \$45  >= 2'h3;
+  assign \$47  = 1'h1 << page_shift;
+  assign \$48  = \$47  - 1'h1;
+  assign \$49  = $signed({ 1'h0, \$23 [19:0] }) + $signed(\$48 );
+  assign \$50  = $signed(\$49 ) >>> page_shift;
+  assign \$51  = \$23 [19:0] >> page_shift;
+  assign \$52  = 1'h1 << page_shift;
+  assign \$53  = \$52  - 1'h1;
+  assign \$54  = { 1'h0, \$23 [19:0] } & { \$53 [16], \$53 [16], \$53 [16], \$53 [16], \$53  };
+  assign \$55  = 1'h1 << page_shift;
+  assign \$56  = \$55  - 1'h1;
+  assign \$57  = { 1'h0, \$23 [19:0] } & { \$56 [16], \$56 [16], \$56 [16], \$56 [16], \$56  };
+  assign \$58  = ! \$57 ;
+  assign \$59  = 1'h1 << page_shift;
+  assign \$60  = 1'h1 << page_shift;
+  assign \$61  = \$60  - 1'h1;
+  assign \$62  = { 1'h0, \$23 [19:0] } & { \$61 [16], \$61 [16], \$61 [16], \$61 [16], \$61  };
+  assign \$63  = \$58  ? { 5'h00, \$59  } : \$62 ;
+  always @(posedge clk)
+    out <= \$64 ;
+  always @(posedge clk)
+    \$signal  <= \$65 ;
+  always @(posedge clk)
+    pack_mask <= \$66 ;
+  always @(posedge clk)
+    \$signal$13  <= \$67 ;
+  always @(posedge clk)
+    last_rows <= \$68 ;
+  assign \$2  = \$1  <= 6'h20;
+  assign \$4  = \$3  <= 6'h20;
+  assign \$6  = \$5  <= 6'h20;
+  assign \$8  = \$7  <= 6'h20;
+  assign \$10  = \$9  <= 6'h20;
+  assign \$12  = \$11  <= 6'h20;
+  assign tree_scalar = k > 6'h20;
+  assign \$13  = k > 7'h40;
+  assign \$14  = k > 6'h20;
+  assign \$15  = \$14  ? 1'h1 : 1'h0;
+  assign tree_fold_adds = \$13  ? 2'h2 : { 1'h0, \$15  };
+  assign \$16  = k == 1'h1;
+  assign \$17  = k == 2'h2;
+  assign \$18  = k == 3'h4;
+  assign \$19  = k == 4'h8;
+  assign \$20  = k == 5'h10;
+  assign \$21  = k == 6'h20;
+  assign \$22  = ~ \$signal ;
+  assign \$23  = { 12'h000, out[66:47] } & \$22 ;
+  assign \$24  = { 12'h000, out[66:47] } & \$signal ;
+  assign \$25  = last_rows * out[86:67];
+  assign \$26  = \$signal$13  * out[86:67];
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    pack = 3'h0;
+    if (\$2 ) begin
+      pack = 3'h0;
+    end
+    if (\$4 ) begin
+      pack = 3'h1;
+    end
+    if (\$6 ) begin
+      pack = 3'h2;
+    end
+    if (\$8 ) begin
+      pack = 3'h3;
+    end
+    if (\$10 ) begin
+      pack = 3'h4;
+    end
+    if (\$12 ) begin
+      pack = 3'h5;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    tree_level = 3'h5;
+    if (\$16 ) begin
+      tree_level = 3'h0;
+    end
+    if (\$17 ) begin
+      tree_level = 3'h1;
+    end
+    if (\$18 ) begin
+      tree_level = 3'h2;
+    end
+    if (\$19 ) begin
+      tree_level = 3'h3;
+    end
+    if (\$20 ) begin
+      tree_level = 3'h4;
+    end
+    if (\$21 ) begin
+      tree_level = 3'h5;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    tree_pack_log2 = 3'h0;
+    if (\$16 ) begin
+      tree_pack_log2 = 3'h5;
+    end
+    if (\$17 ) begin
+      tree_pack_log2 = 3'h4;
+    end
+    if (\$18 ) begin
+      tree_pack_log2 = 3'h3;
+    end
+    if (\$19 ) begin
+      tree_pack_log2 = 3'h2;
+    end
+    if (\$20 ) begin
+      tree_pack_log2 = 3'h1;
+    end
+    if (\$21 ) begin
+      tree_pack_log2 = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    \$64 [395:308] = out[395:308];
+    \$64 [19:0] = k;
+    \$64 [39:20] = n;
+    \$64 [40] = 1'h0;
+    \$64 [43:41] = pack;
+    \$64 [46:44] = \$27 ;
+    \$64 [66:47] = \$28 ;
+    \$64 [86:67] = \$29 ;
+    \$64 [106:87] = \$32 [19:0];
+    \$64 [109:107] = tree_level;
+    \$64 [110] = tree_scalar;
+    \$64 [112:111] = tree_fold_adds;
+    \$64 [132:113] = \$38 ;
+    \$64 [152:133] = \$23 [19:0];
+    \$64 [196:153] = { 4'h0, \$39  };
+    \$64 [201:197] = \$24 [4:0];
+    \$64 [245:202] = { 19'h00000, \$40  };
+    \$64 [265:246] = \$42 [19:0];
+    \$64 [267:266] = 2'h3;
+    if (\$44 ) begin
+      \$64 [267:266] = 2'h2;
+    end
+    if (\$46 ) begin
+      \$64 [267:266] = 2'h1;
+    end
+    begin
+      begin
+        \$64 [287:268] = \$50 [19:0];
+        \$64 [307:288] = \$51 ;
+      end
+    end
+    if (rst) begin
+      \$64  = 396'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    \$65  = { \$35 [8], \$35 [8], \$35 [8], \$35 [8], \$35 [8], \$35 [8], \$35 [8], \$35 [8], \$35 [8], \$35 [8], \$35 [8], \$35 [8], \$35 [8], \$35 [8], \$35 [8], \$35 [8], \$35 [8], \$35 [8], \$35 [8], \$35 [8], \$35 [8], \$35 [8], \$35 [8], \$35  };
+    if (rst) begin
+      \$65  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    \$66  = { \$37 [8], \$37 [8], \$37 [8], \$37 [8], \$37 [8], \$37 [8], \$37 [8], \$37 [8], \$37 [8], \$37 [8], \$37 [8], \$37 [8], \$37 [8], \$37 [8], \$37 [8], \$37 [8], \$37 [8], \$37 [8], \$37 [8], \$37 [8], \$37 [8], \$37 [8], \$37 [8], \$37  };
+    if (rst) begin
+      \$66  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    \$67  = \$54 [19:0];
+    if (rst) begin
+      \$67  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
+    \$68  = \$63 [19:0];
+    if (rst) begin
+      \$68  = 20'h00000;
+    end
+  end
+  assign main_rows = \$23 [19:0];
+  assign rest_rows = \$24 [4:0];
+  assign trans = 1'h0;
+  assign \out.k  = out[19:0];
+  assign \out.n  = out[39:20];
+  assign \out.trans  = out[40];
+  assign \out.pack_log2  = out[43:41];
+  assign \out.run_log2  = out[46:44];
+  assign \out.rows_dim  = out[66:47];
+  assign \out.cols_dim  = out[86:67];
+  assign \out.n_words  = out[106:87];
+  assign \out.t_level  = out[109:107];
+  assign \out.t_scalar  = out[110];
+  assign \out.t_fold_adds  = out[112:111];
+  assign \out.full_groups  = out[132:113];
+  assign \out.main_rows  = out[152:133];
+  assign \out.main_elems  = out[196:153];
+  assign \out.rest_rows  = out[201:197];
+  assign \out.rest_elems  = out[245:202];
+  assign \out.groups  = out[265:246];
+  assign \out.sets  = out[267:266];
+  assign \out.main_pages  = out[287:268];
+  assign \out.rest_page  = out[307:288];
+  assign \out.last_elems  = out[351:308];
+  assign \out.tail_elems  = out[395:352];
+  assign \sizes.k  = sizes[19:0];
+  assign \sizes.n  = sizes[39:20];
+  assign \sizes.trans  = sizes[40];
+  assign \sizes.pack_log2  = sizes[43:41];
+  assign \sizes.run_log2  = sizes[46:44];
+  assign \sizes.rows_dim  = sizes[66:47];
+  assign \sizes.cols_dim  = sizes[86:67];
+  assign \sizes.n_words  = sizes[106:87];
+  assign \sizes.t_level  = sizes[109:107];
+  assign \sizes.t_scalar  = sizes[110];
+  assign \sizes.t_fold_adds  = sizes[112:111];
+  assign \sizes.full_groups  = sizes[132:113];
+  assign \sizes.main_rows  = sizes[152:133];
+  assign \sizes.main_elems  = sizes[196:153];
+  assign \sizes.rest_rows  = sizes[201:197];
+  assign \sizes.rest_elems  = sizes[245:202];
+  assign \sizes.groups  = sizes[265:246];
+  assign \sizes.sets  = sizes[267:266];
+  assign \sizes.main_pages  = sizes[287:268];
+  assign \sizes.rest_page  = sizes[307:288];
+  assign \sizes.last_elems  = sizes[351:308];
+  assign \sizes.tail_elems  = sizes[395:352];
+  assign sizes[395:352] = { 4'h0, \$26  };
+  assign sizes[351:308] = { 4'h0, \$25  };
+  assign sizes[307:0] = out[307:0];
+  assign \$1  = { 1'h0, n };
+  assign \$3  = { n, 1'h0 };
+  assign \$5  = { 1'h0, n, 2'h0 };
+  assign \$7  = { n, 3'h0 };
+  assign \$9  = { 3'h0, n, 4'h0 };
+  assign \$11  = { 2'h0, n, 5'h00 };
+  assign \$27  = pack;
+  assign \$28  = k;
+  assign \$29  = n;
+  assign \$32  = { \$31 [21], \$31 [21], \$31 [21], \$31 [21], \$31 [21], \$31 [21:5] };
+  assign \$33  = pack;
 endmodule
 
 (* generator = "Amaranth" *)
 module \ndp_device.control_unit.packer (rst, out__ready, out__valid, w_ready, w_valid, w_data, w_bytes, w_last, start, offset, out__data, out__strb, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$75  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$77  = 0;
   wire \$1 ;
   wire [8:0] \$10 ;
   wire \$100 ;
@@ -47125,7 +48447,7 @@ module \ndp_device.control_unit.packer (rst, out__ready, out__valid, w_ready, w_
   always @(posedge clk)
     closing <= \$234 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     (* full_case = 32'd1 *)
     casez (w_bytes[1:0])
       2'h0:
@@ -47139,7 +48461,7 @@ module \ndp_device.control_unit.packer (rst, out__ready, out__valid, w_ready, w_
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     (* full_case = 32'd1 *)
     casez (\$8 [3:0])
       4'h0:
@@ -47177,7 +48499,7 @@ module \ndp_device.control_unit.packer (rst, out__ready, out__valid, w_ready, w_
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     (* full_case = 32'd1 *)
     casez (\$8 [7:4])
       4'h0:
@@ -47215,7 +48537,7 @@ module \ndp_device.control_unit.packer (rst, out__ready, out__valid, w_ready, w_
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     (* full_case = 32'd1 *)
     casez (\$156 [4:0])
       5'h00:
@@ -47285,7 +48607,7 @@ module \ndp_device.control_unit.packer (rst, out__ready, out__valid, w_ready, w_
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     (* full_case = 32'd1 *)
     casez (\$8 [4:0])
       5'h00:
@@ -47355,7 +48677,7 @@ module \ndp_device.control_unit.packer (rst, out__ready, out__valid, w_ready, w_
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     (* full_case = 32'd1 *)
     if (start) begin
       \$231  = 1536'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
@@ -47369,7 +48691,7 @@ module \ndp_device.control_unit.packer (rst, out__ready, out__valid, w_ready, w_
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     (* full_case = 32'd1 *)
     if (start) begin
       \$232  = 192'h000000000000000000000000000000000000000000000000;
@@ -47383,7 +48705,7 @@ module \ndp_device.control_unit.packer (rst, out__ready, out__valid, w_ready, w_
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     (* full_case = 32'd1 *)
     if (start) begin
       \$233  = { 2'h0, offset };
@@ -47397,7 +48719,7 @@ module \ndp_device.control_unit.packer (rst, out__ready, out__valid, w_ready, w_
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$75 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$234  = closing;
     if (start) begin
       \$234  = 1'h0;
@@ -47417,151 +48739,62 @@ module \ndp_device.control_unit.packer (rst, out__ready, out__valid, w_ready, w_
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.planner (rst, split, k, n, trans_in, ready, has_full, pipe_busy, load, pack_log2, n_words, \sets$32 , run_log2, cols_dim, full_groups, rest_rows, main_elems, t_level, t_scalar, t_fold_adds, trans
-, sets_used__0, sets_used__1, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$76  = 0;
+module \ndp_device.control_unit.planner (rst, split, sizes, ready, has_full, pipe_busy, load, pack_log2, n_words, sets, run_log2, cols_dim, full_groups, rest_rows, main_elems, t_level, t_scalar, t_fold_adds, trans, sets_used__0, sets_used__1
+, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$78  = 0;
   wire [20:0] \$1 ;
   wire \$10 ;
-  reg [4:0] \$100 ;
-  reg [43:0] \$101 ;
-  reg [2:0] \$102 ;
-  reg \$103 ;
-  reg [1:0] \$104 ;
-  reg \$105 ;
-  reg [1:0] \$106 ;
-  reg [1:0] \$107 ;
-  wire [26:0] \$11 ;
+  wire \$11 ;
   wire \$12 ;
   wire \$13 ;
-  wire \$14 ;
+  wire [2:0] \$14 ;
   wire \$15 ;
-  wire \$16 ;
-  wire \$17 ;
+  wire [19:0] \$16 ;
+  wire [19:0] \$17 ;
   wire \$18 ;
-  wire \$19 ;
-  wire \$2 ;
-  wire \$20 ;
-  wire \$21 ;
-  wire \$22 ;
-  wire \$23 ;
-  wire \$24 ;
-  wire \$25 ;
-  wire \$26 ;
-  wire \$27 ;
-  wire \$28 ;
-  wire \$29 ;
+  wire [19:0] \$19 ;
+  wire [20:0] \$2 ;
+  wire [19:0] \$20 ;
+  reg [2:0] \$21 ;
+  reg [19:0] \$22 ;
+  reg [1:0] \$23 ;
+  reg [2:0] \$24 ;
+  reg [19:0] \$25 ;
+  reg [19:0] \$26 ;
+  reg [4:0] \$27 ;
+  reg [43:0] \$28 ;
+  reg [2:0] \$29 ;
   wire [20:0] \$3 ;
-  wire \$30 ;
-  wire [20:0] \$31 ;
-  wire \$32 ;
-  wire [20:0] \$33 ;
-  wire \$34 ;
-  wire [22:0] \$35 ;
-  wire \$36 ;
-  wire [22:0] \$37 ;
-  wire \$38 ;
-  wire [26:0] \$39 ;
-  wire \$4 ;
-  wire \$40 ;
-  wire [26:0] \$41 ;
-  wire \$42 ;
-  wire [20:0] \$43 ;
-  wire [21:0] \$44 ;
-  wire [21:0] \$45 ;
-  wire [21:0] \$46 ;
-  wire \$47 ;
-  wire [20:0] \$48 ;
-  wire \$49 ;
-  wire [22:0] \$5 ;
-  wire [7:0] \$50 ;
-  wire [20:0] \$51 ;
-  wire [21:0] \$52 ;
-  wire [21:0] \$53 ;
-  wire [20:0] \$54 ;
-  wire [20:0] \$55 ;
-  wire [20:0] \$56 ;
-  wire [19:0] \$57 ;
-  wire \$58 ;
-  wire \$59 ;
+  reg \$30 ;
+  reg [1:0] \$31 ;
+  reg \$32 ;
+  reg [1:0] \$33 ;
+  reg [1:0] \$34 ;
+  wire [19:0] \$4 ;
+  wire \$5 ;
   wire \$6 ;
-  wire \$60 ;
-  wire \$61 ;
-  wire \$62 ;
-  wire \$63 ;
-  wire \$64 ;
-  wire \$65 ;
-  wire [19:0] \$66 ;
-  wire [2:0] \$67 ;
-  wire [19:0] \$68 ;
-  wire \$69 ;
-  wire [22:0] \$7 ;
-  wire [2:0] \$70 ;
-  wire [2:0] \$71 ;
-  wire [19:0] \$72 ;
-  wire [19:0] \$73 ;
-  wire [2:0] \$74 ;
-  wire [19:0] \$75 ;
-  wire [19:0] \$76 ;
-  wire [2:0] \$77 ;
-  wire [7:0] \$78 ;
-  wire [8:0] \$79 ;
+  wire \$7 ;
   wire \$8 ;
-  wire [20:0] \$80 ;
-  wire [19:0] \$81 ;
-  wire [2:0] \$82 ;
-  wire [19:0] \$83 ;
-  wire [2:0] \$84 ;
-  wire [26:0] \$85 ;
-  wire [19:0] \$86 ;
-  wire [46:0] \$87 ;
-  wire \$88 ;
-  wire [19:0] \$89 ;
-  wire [26:0] \$9 ;
-  wire [19:0] \$90 ;
-  wire \$91 ;
-  wire [19:0] \$92 ;
-  wire [19:0] \$93 ;
-  reg [2:0] \$94 ;
-  reg [19:0] \$95 ;
-  reg [1:0] \$96 ;
-  reg [2:0] \$97 ;
-  reg [19:0] \$98 ;
-  reg [19:0] \$99 ;
-  wire [19:0] \$like ;
+  wire \$9 ;
   input clk;
   wire clk;
   output [19:0] cols_dim;
   reg [19:0] cols_dim = 20'h00000;
   output [19:0] full_groups;
   reg [19:0] full_groups = 20'h00000;
-  wire [19:0] groups;
   output has_full;
   wire has_full;
-  input [19:0] k;
-  wire [19:0] k;
   input load;
   wire load;
   output [43:0] main_elems;
   reg [43:0] main_elems = 44'h00000000000;
   wire mode_changes;
-  input [19:0] n;
-  wire [19:0] n;
   output [19:0] n_words;
   reg [19:0] n_words = 20'h00000;
   output [2:0] pack_log2;
   reg [2:0] pack_log2 = 3'h0;
   input pipe_busy;
   wire pipe_busy;
-  reg [2:0] plan_pack;
-  reg [2:0] plan_pack_log2;
-  wire [1:0] plan_trans_fold_adds;
-  reg [2:0] plan_trans_level;
-  reg [2:0] plan_trans_pack_log2;
-  wire plan_trans_scalar;
-  wire [1:0] plan_tree_fold_adds;
-  reg [2:0] plan_tree_level;
-  reg [2:0] plan_tree_pack_log2;
-  wire plan_tree_scalar;
   output ready;
   wire ready;
   output [4:0] rest_rows;
@@ -47572,13 +48805,36 @@ module \ndp_device.control_unit.planner (rst, split, k, n, trans_in, ready, has_
   wire rst;
   output [2:0] run_log2;
   reg [2:0] run_log2 = 3'h0;
-  reg [1:0] sets;
-  output [1:0] \sets$32 ;
-  reg [1:0] \sets$32  = 2'h0;
+  output [1:0] sets;
+  reg [1:0] sets = 2'h0;
   output [1:0] sets_used__0;
   reg [1:0] sets_used__0 = 2'h0;
   output [1:0] sets_used__1;
   reg [1:0] sets_used__1 = 2'h0;
+  input [395:0] sizes;
+  wire [395:0] sizes;
+  wire [19:0] \sizes.cols_dim ;
+  wire [19:0] \sizes.full_groups ;
+  wire [19:0] \sizes.groups ;
+  wire [19:0] \sizes.k ;
+  wire [43:0] \sizes.last_elems ;
+  wire [43:0] \sizes.main_elems ;
+  wire [19:0] \sizes.main_pages ;
+  wire [19:0] \sizes.main_rows ;
+  wire [19:0] \sizes.n ;
+  wire [19:0] \sizes.n_words ;
+  wire [2:0] \sizes.pack_log2 ;
+  wire [43:0] \sizes.rest_elems ;
+  wire [19:0] \sizes.rest_page ;
+  wire [4:0] \sizes.rest_rows ;
+  wire [19:0] \sizes.rows_dim ;
+  wire [2:0] \sizes.run_log2 ;
+  wire [1:0] \sizes.sets ;
+  wire [1:0] \sizes.t_fold_adds ;
+  wire [2:0] \sizes.t_level ;
+  wire \sizes.t_scalar ;
+  wire [43:0] \sizes.tail_elems ;
+  wire \sizes.trans ;
   input split;
   wire split;
   output [1:0] t_fold_adds;
@@ -47589,427 +48845,226 @@ module \ndp_device.control_unit.planner (rst, split, k, n, trans_in, ready, has_
   reg t_scalar = 1'h0;
   output trans;
   reg trans = 1'h0;
-  input trans_in;
-  wire trans_in;
-  assign \$2  = \$1  <= 6'h20;
-  assign \$4  = \$3  <= 6'h20;
-  assign \$6  = \$5  <= 6'h20;
-  assign \$8  = \$7  <= 6'h20;
-  assign \$10  = \$9  <= 6'h20;
-  assign \$12  = \$11  <= 6'h20;
-  assign plan_trans_scalar = k > 6'h20;
-  assign \$13  = k > 7'h40;
-  assign \$14  = k > 6'h20;
-  assign \$15  = \$14  ? 1'h1 : 1'h0;
-  assign plan_trans_fold_adds = \$13  ? 2'h2 : { 1'h0, \$15  };
-  assign \$16  = k == 1'h1;
-  assign \$17  = k == 2'h2;
-  assign \$18  = k == 3'h4;
-  assign \$19  = k == 4'h8;
-  assign \$20  = k == 5'h10;
-  assign \$21  = k == 6'h20;
-  assign plan_tree_scalar = k > 6'h20;
-  assign \$22  = k > 7'h40;
-  assign \$23  = k > 6'h20;
-  assign \$24  = \$23  ? 1'h1 : 1'h0;
-  assign plan_tree_fold_adds = \$22  ? 2'h2 : { 1'h0, \$24  };
-  assign \$25  = k == 1'h1;
-  assign \$26  = k == 2'h2;
-  assign \$27  = k == 3'h4;
-  assign \$28  = k == 4'h8;
-  assign \$29  = k == 5'h10;
-  assign \$30  = k == 6'h20;
-  assign \$32  = \$31  <= 6'h20;
-  assign \$34  = \$33  <= 6'h20;
-  assign \$36  = \$35  <= 6'h20;
-  assign \$38  = \$37  <= 6'h20;
-  assign \$40  = \$39  <= 6'h20;
-  assign \$42  = \$41  <= 6'h20;
-  assign \$43  = n + 6'h20;
-  assign \$44  = \$43  - 1'h1;
-  assign \$46  = \$45 [19:0] * 2'h2;
-  assign \$47  = \$46  >= 2'h3;
-  assign \$48  = \$45 [19:0] * 1'h1;
-  assign \$49  = \$48  >= 2'h3;
-  assign \$50  = 1'h1 << plan_pack_log2;
-  assign \$51  = k + \$50 ;
-  assign \$52  = \$51  - 1'h1;
-  assign \$53  = $signed(\$52 ) >>> plan_pack_log2;
-  assign \$54  = \$53 [19:0] + 1'h1;
-  assign \$56  = split ? \$55  : { 1'h0, \$53 [19:0] };
-  assign row_groups1 = split ? \$57  : 20'h00000;
-  assign \$58  = trans_in != trans;
-  assign \$59  = plan_tree_level != t_level;
-  assign \$60  = plan_tree_scalar != t_scalar;
-  assign \$61  = \$59  | \$60 ;
-  assign \$62  = plan_tree_fold_adds != t_fold_adds;
-  assign \$63  = \$61  | \$62 ;
-  assign \$64  = trans_in & \$63 ;
-  assign mode_changes = \$58  | \$64 ;
-  assign \$65  = pipe_busy & mode_changes;
-  assign ready = ~ \$65 ;
-  assign \$66  = trans_in ? n : k;
-  assign \$67  = trans_in ? plan_trans_pack_log2 : plan_pack;
-  assign \$68  = \$66  >> \$67 ;
-  assign has_full = | \$68 ;
-  assign \$69  = load & ready;
-  assign \$70  = trans_in ? 3'h0 : plan_pack_log2;
-  assign \$71  = trans_in ? plan_trans_pack_log2 : plan_pack;
-  assign \$72  = trans_in ? k : n;
-  assign \$73  = trans_in ? n : k;
-  assign \$74  = trans_in ? plan_trans_pack_log2 : plan_pack;
-  assign \$75  = \$73  >> \$74 ;
-  assign \$76  = trans_in ? n : k;
-  assign \$77  = trans_in ? plan_trans_pack_log2 : plan_pack;
-  assign \$78  = 1'h1 << \$77 ;
-  assign \$79  = \$78  - 1'h1;
-  assign \$80  = { 1'h0, \$76  } & { \$79 [8], \$79 [8], \$79 [8], \$79 [8], \$79 [8], \$79 [8], \$79 [8], \$79 [8], \$79 [8], \$79 [8], \$79 [8], \$79 [8], \$79  };
-  assign \$81  = trans_in ? n : k;
-  assign \$82  = trans_in ? plan_trans_pack_log2 : plan_pack;
-  assign \$83  = \$81  >> \$82 ;
-  assign \$84  = trans_in ? plan_trans_pack_log2 : plan_pack;
-  assign \$85  = \$83  << \$84 ;
-  assign \$86  = trans_in ? k : n;
-  assign \$87  = \$85  * \$86 ;
-  assign \$88  = \$56 [19:0] < sets;
-  assign \$89  = \$88  ? \$56 [19:0] : { 18'h00000, sets };
-  assign \$90  = trans_in ? 20'h00001 : \$89 ;
-  assign \$91  = row_groups1 < sets;
-  assign \$92  = \$91  ? row_groups1 : { 18'h00000, sets };
-  assign \$93  = trans_in ? 20'h00000 : \$92 ;
+  assign \$1  = sizes[265:246] + 1'h1;
+  assign \$3  = split ? \$2  : { 1'h0, sizes[265:246] };
+  assign row_groups1 = split ? \$4  : 20'h00000;
+  assign \$5  = sizes[40] != trans;
+  assign \$6  = sizes[109:107] != t_level;
+  assign \$7  = sizes[110] != t_scalar;
+  assign \$8  = \$6  | \$7 ;
+  assign \$9  = sizes[112:111] != t_fold_adds;
+  assign \$10  = \$8  | \$9 ;
+  assign \$11  = sizes[40] & \$10 ;
+  assign mode_changes = \$5  | \$11 ;
+  assign \$12  = pipe_busy & mode_changes;
+  assign ready = ~ \$12 ;
+  assign has_full = | sizes[132:113];
+  assign \$13  = load & ready;
+  assign \$14  = sizes[40] ? 3'h0 : sizes[43:41];
+  assign \$15  = \$3 [19:0] < sizes[267:266];
+  assign \$16  = \$15  ? \$3 [19:0] : { 18'h00000, sizes[267:266] };
+  assign \$17  = sizes[40] ? 20'h00001 : \$16 ;
+  assign \$18  = row_groups1 < sizes[267:266];
+  assign \$19  = \$18  ? row_groups1 : { 18'h00000, sizes[267:266] };
+  assign \$20  = sizes[40] ? 20'h00000 : \$19 ;
   always @(posedge clk)
-    pack_log2 <= \$94 ;
+    pack_log2 <= \$21 ;
   always @(posedge clk)
-    n_words <= \$95 ;
+    n_words <= \$22 ;
   always @(posedge clk)
-    \sets$32  <= \$96 ;
+    sets <= \$23 ;
   always @(posedge clk)
-    run_log2 <= \$97 ;
+    run_log2 <= \$24 ;
   always @(posedge clk)
-    cols_dim <= \$98 ;
+    cols_dim <= \$25 ;
   always @(posedge clk)
-    full_groups <= \$99 ;
+    full_groups <= \$26 ;
   always @(posedge clk)
-    rest_rows <= \$100 ;
+    rest_rows <= \$27 ;
   always @(posedge clk)
-    main_elems <= \$101 ;
+    main_elems <= \$28 ;
   always @(posedge clk)
-    t_level <= \$102 ;
+    t_level <= \$29 ;
   always @(posedge clk)
-    t_scalar <= \$103 ;
+    t_scalar <= \$30 ;
   always @(posedge clk)
-    t_fold_adds <= \$104 ;
+    t_fold_adds <= \$31 ;
   always @(posedge clk)
-    trans <= \$105 ;
+    trans <= \$32 ;
   always @(posedge clk)
-    sets_used__0 <= \$106 ;
+    sets_used__0 <= \$33 ;
   always @(posedge clk)
-    sets_used__1 <= \$107 ;
+    sets_used__1 <= \$34 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
-    plan_pack = 3'h0;
-    if (\$2 ) begin
-      plan_pack = 3'h0;
-    end
-    if (\$4 ) begin
-      plan_pack = 3'h1;
-    end
-    if (\$6 ) begin
-      plan_pack = 3'h2;
-    end
-    if (\$8 ) begin
-      plan_pack = 3'h3;
-    end
-    if (\$10 ) begin
-      plan_pack = 3'h4;
-    end
-    if (\$12 ) begin
-      plan_pack = 3'h5;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
-    plan_trans_level = 3'h5;
-    if (\$16 ) begin
-      plan_trans_level = 3'h0;
-    end
-    if (\$17 ) begin
-      plan_trans_level = 3'h1;
-    end
-    if (\$18 ) begin
-      plan_trans_level = 3'h2;
-    end
-    if (\$19 ) begin
-      plan_trans_level = 3'h3;
-    end
-    if (\$20 ) begin
-      plan_trans_level = 3'h4;
-    end
-    if (\$21 ) begin
-      plan_trans_level = 3'h5;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
-    plan_trans_pack_log2 = 3'h0;
-    if (\$16 ) begin
-      plan_trans_pack_log2 = 3'h5;
-    end
-    if (\$17 ) begin
-      plan_trans_pack_log2 = 3'h4;
-    end
-    if (\$18 ) begin
-      plan_trans_pack_log2 = 3'h3;
-    end
-    if (\$19 ) begin
-      plan_trans_pack_log2 = 3'h2;
-    end
-    if (\$20 ) begin
-      plan_trans_pack_log2 = 3'h1;
-    end
-    if (\$21 ) begin
-      plan_trans_pack_log2 = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
-    plan_tree_level = 3'h5;
-    if (\$25 ) begin
-      plan_tree_level = 3'h0;
-    end
-    if (\$26 ) begin
-      plan_tree_level = 3'h1;
-    end
-    if (\$27 ) begin
-      plan_tree_level = 3'h2;
-    end
-    if (\$28 ) begin
-      plan_tree_level = 3'h3;
-    end
-    if (\$29 ) begin
-      plan_tree_level = 3'h4;
-    end
-    if (\$30 ) begin
-      plan_tree_level = 3'h5;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
-    plan_tree_pack_log2 = 3'h0;
-    if (\$25 ) begin
-      plan_tree_pack_log2 = 3'h5;
-    end
-    if (\$26 ) begin
-      plan_tree_pack_log2 = 3'h4;
-    end
-    if (\$27 ) begin
-      plan_tree_pack_log2 = 3'h3;
-    end
-    if (\$28 ) begin
-      plan_tree_pack_log2 = 3'h2;
-    end
-    if (\$29 ) begin
-      plan_tree_pack_log2 = 3'h1;
-    end
-    if (\$30 ) begin
-      plan_tree_pack_log2 = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
-    plan_pack_log2 = 3'h0;
-    if (\$32 ) begin
-      plan_pack_log2 = 3'h0;
-    end
-    if (\$34 ) begin
-      plan_pack_log2 = 3'h1;
-    end
-    if (\$36 ) begin
-      plan_pack_log2 = 3'h2;
-    end
-    if (\$38 ) begin
-      plan_pack_log2 = 3'h3;
-    end
-    if (\$40 ) begin
-      plan_pack_log2 = 3'h4;
-    end
-    if (\$42 ) begin
-      plan_pack_log2 = 3'h5;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
-    sets = 2'h3;
-    if (\$47 ) begin
-      sets = 2'h2;
-    end
-    if (\$49 ) begin
-      sets = 2'h1;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
-    \$94  = pack_log2;
-    if (\$69 ) begin
-      \$94  = \$70 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    \$21  = pack_log2;
+    if (\$13 ) begin
+      \$21  = \$14 ;
     end
     if (rst) begin
-      \$94  = 3'h0;
+      \$21  = 3'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
-    \$95  = n_words;
-    if (\$69 ) begin
-      \$95  = \$45 [19:0];
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    \$22  = n_words;
+    if (\$13 ) begin
+      \$22  = sizes[106:87];
     end
     if (rst) begin
-      \$95  = 20'h00000;
+      \$22  = 20'h00000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
-    \$96  = \sets$32 ;
-    if (\$69 ) begin
-      \$96  = sets;
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    \$23  = sets;
+    if (\$13 ) begin
+      \$23  = sizes[267:266];
     end
     if (rst) begin
-      \$96  = 2'h0;
+      \$23  = 2'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
-    \$97  = run_log2;
-    if (\$69 ) begin
-      \$97  = \$71 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    \$24  = run_log2;
+    if (\$13 ) begin
+      \$24  = sizes[46:44];
     end
     if (rst) begin
-      \$97  = 3'h0;
+      \$24  = 3'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
-    \$98  = cols_dim;
-    if (\$69 ) begin
-      \$98  = \$72 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    \$25  = cols_dim;
+    if (\$13 ) begin
+      \$25  = sizes[86:67];
     end
     if (rst) begin
-      \$98  = 20'h00000;
+      \$25  = 20'h00000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
-    \$99  = full_groups;
-    if (\$69 ) begin
-      \$99  = \$75 ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    \$26  = full_groups;
+    if (\$13 ) begin
+      \$26  = sizes[132:113];
     end
     if (rst) begin
-      \$99  = 20'h00000;
+      \$26  = 20'h00000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
-    \$100  = rest_rows;
-    if (\$69 ) begin
-      \$100  = \$80 [4:0];
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    \$27  = rest_rows;
+    if (\$13 ) begin
+      \$27  = sizes[201:197];
     end
     if (rst) begin
-      \$100  = 5'h00;
+      \$27  = 5'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
-    \$101  = main_elems;
-    if (\$69 ) begin
-      \$101  = \$87 [43:0];
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    \$28  = main_elems;
+    if (\$13 ) begin
+      \$28  = sizes[196:153];
     end
     if (rst) begin
-      \$101  = 44'h00000000000;
+      \$28  = 44'h00000000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
-    \$102  = t_level;
-    if (\$69 ) begin
-      \$102  = plan_tree_level;
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    \$29  = t_level;
+    if (\$13 ) begin
+      \$29  = sizes[109:107];
     end
     if (rst) begin
-      \$102  = 3'h0;
+      \$29  = 3'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
-    \$103  = t_scalar;
-    if (\$69 ) begin
-      \$103  = plan_tree_scalar;
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    \$30  = t_scalar;
+    if (\$13 ) begin
+      \$30  = sizes[110];
     end
     if (rst) begin
-      \$103  = 1'h0;
+      \$30  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
-    \$104  = t_fold_adds;
-    if (\$69 ) begin
-      \$104  = plan_tree_fold_adds;
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    \$31  = t_fold_adds;
+    if (\$13 ) begin
+      \$31  = sizes[112:111];
     end
     if (rst) begin
-      \$104  = 2'h0;
+      \$31  = 2'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
-    \$105  = trans;
-    if (\$69 ) begin
-      \$105  = trans_in;
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    \$32  = trans;
+    if (\$13 ) begin
+      \$32  = sizes[40];
     end
     if (rst) begin
-      \$105  = 1'h0;
+      \$32  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
-    \$106  = sets_used__0;
-    if (\$69 ) begin
-      \$106  = \$90 [1:0];
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    \$33  = sets_used__0;
+    if (\$13 ) begin
+      \$33  = \$17 [1:0];
     end
     if (rst) begin
-      \$106  = 2'h0;
+      \$33  = 2'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$76 ) begin end
-    \$107  = sets_used__1;
-    if (\$69 ) begin
-      \$107  = \$93 [1:0];
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    \$34  = sets_used__1;
+    if (\$13 ) begin
+      \$34  = \$20 [1:0];
     end
     if (rst) begin
-      \$107  = 2'h0;
+      \$34  = 2'h0;
     end
   end
-  assign \$like  = \$45 [19:0];
-  assign groups = \$53 [19:0];
-  assign row_groups0 = \$56 [19:0];
-  assign \$1  = { 1'h0, n };
-  assign \$3  = { n, 1'h0 };
-  assign \$5  = { 1'h0, n, 2'h0 };
-  assign \$7  = { n, 3'h0 };
-  assign \$9  = { 3'h0, n, 4'h0 };
-  assign \$11  = { 2'h0, n, 5'h00 };
-  assign \$31  = { 1'h0, n };
-  assign \$33  = { n, 1'h0 };
-  assign \$35  = { 1'h0, n, 2'h0 };
-  assign \$37  = { n, 3'h0 };
-  assign \$39  = { 3'h0, n, 4'h0 };
-  assign \$41  = { 2'h0, n, 5'h00 };
-  assign \$45  = { \$44 [21], \$44 [21], \$44 [21], \$44 [21], \$44 [21], \$44 [21:5] };
-  assign \$55  = { 1'h0, \$54 [20:1] };
-  assign \$57  = { 1'h0, \$53 [19:1] };
+  assign row_groups0 = \$3 [19:0];
+  assign \sizes.k  = sizes[19:0];
+  assign \sizes.n  = sizes[39:20];
+  assign \sizes.trans  = sizes[40];
+  assign \sizes.pack_log2  = sizes[43:41];
+  assign \sizes.run_log2  = sizes[46:44];
+  assign \sizes.rows_dim  = sizes[66:47];
+  assign \sizes.cols_dim  = sizes[86:67];
+  assign \sizes.n_words  = sizes[106:87];
+  assign \sizes.t_level  = sizes[109:107];
+  assign \sizes.t_scalar  = sizes[110];
+  assign \sizes.t_fold_adds  = sizes[112:111];
+  assign \sizes.full_groups  = sizes[132:113];
+  assign \sizes.main_rows  = sizes[152:133];
+  assign \sizes.main_elems  = sizes[196:153];
+  assign \sizes.rest_rows  = sizes[201:197];
+  assign \sizes.rest_elems  = sizes[245:202];
+  assign \sizes.groups  = sizes[265:246];
+  assign \sizes.sets  = sizes[267:266];
+  assign \sizes.main_pages  = sizes[287:268];
+  assign \sizes.rest_page  = sizes[307:288];
+  assign \sizes.last_elems  = sizes[351:308];
+  assign \sizes.tail_elems  = sizes[395:352];
+  assign \$2  = { 1'h0, \$1 [20:1] };
+  assign \$4  = { 1'h0, sizes[265:247] };
 endmodule
 
 (* generator = "Amaranth" *)
 module \ndp_device.control_unit.reader (bus__rresp, bus__rlast, clk, rst, bus__arlen, side_valid, bus__arvalid, issued_all, out__data, out_err, r_en, start, \addr$44 , lines, side, addr, out__valid, bus__arready, bus__rvalid, w_data);
-  reg \$auto$verilog_backend.cc:2355:dump_module$77  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$79  = 0;
   wire [7:0] \$1 ;
   wire \$10 ;
   wire \$11 ;
@@ -48231,7 +49286,7 @@ module \ndp_device.control_unit.reader (bus__rresp, bus__rlast, clk, rst, bus__a
     .w_port__data(bus__rresp[1])
   );
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
     \$60  = addr;
     if (\$36 ) begin
       \$60  = \$38 [63:0];
@@ -48244,7 +49299,7 @@ module \ndp_device.control_unit.reader (bus__rresp, bus__rlast, clk, rst, bus__a
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
     \$61  = left;
     if (\$36 ) begin
       \$61  = \$39 [31:0];
@@ -48257,28 +49312,28 @@ module \ndp_device.control_unit.reader (bus__rresp, bus__rlast, clk, rst, bus__a
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
     \$62  = \$44 [7:0];
     if (rst) begin
       \$62  = 8'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
     \$63  = \$49 [1:0];
     if (rst) begin
       \$63  = 2'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
     \$64  = \$59 [7:0];
     if (rst) begin
       \$64  = 8'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
     \$65  = \$signal ;
     if (start) begin
       \$65  = side;
@@ -48318,7 +49373,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \ndp_device.control_unit.reader.buffer (clk, rst, w_en, w_level, r_data, r_en, r_rdy, w_port__data);
-  reg \$auto$verilog_backend.cc:2355:dump_module$78  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$80  = 0;
   wire \$1 ;
   wire \$10 ;
   wire [7:0] \$11 ;
@@ -48567,7 +49622,7 @@ module \ndp_device.control_unit.reader.buffer (clk, rst, w_en, w_level, r_data, 
   always @(posedge clk)
     r_rdy <= \$33 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$30  = w_port__addr;
     if (\$3 ) begin
       \$30  = \$6 [6:0];
@@ -48577,7 +49632,7 @@ module \ndp_device.control_unit.reader.buffer (clk, rst, w_en, w_level, r_data, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$31  = r_port__addr;
     if (\$9 ) begin
       \$31  = \$12 [6:0];
@@ -48587,7 +49642,7 @@ module \ndp_device.control_unit.reader.buffer (clk, rst, w_en, w_level, r_data, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$32  = inner_level;
     if (\$18 ) begin
       \$32  = \$19 [6:0];
@@ -48600,7 +49655,7 @@ module \ndp_device.control_unit.reader.buffer (clk, rst, w_en, w_level, r_data, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
     \$33  = r_rdy;
     if (\$29 ) begin
       \$33  = 1'h1;
@@ -48621,7 +49676,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \ndp_device.control_unit.reader.errors (clk, rst, w_en, r_data, r_en, w_port__data);
-  reg \$auto$verilog_backend.cc:2355:dump_module$79  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$81  = 0;
   wire \$1 ;
   wire \$10 ;
   wire [7:0] \$11 ;
@@ -48868,7 +49923,7 @@ module \ndp_device.control_unit.reader.errors (clk, rst, w_en, r_data, r_en, w_p
   always @(posedge clk)
     r_rdy <= \$33 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$30  = w_port__addr;
     if (\$3 ) begin
       \$30  = \$6 [6:0];
@@ -48878,7 +49933,7 @@ module \ndp_device.control_unit.reader.errors (clk, rst, w_en, r_data, r_en, w_p
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$31  = r_port__addr;
     if (\$9 ) begin
       \$31  = \$12 [6:0];
@@ -48888,7 +49943,7 @@ module \ndp_device.control_unit.reader.errors (clk, rst, w_en, r_data, r_en, w_p
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$32  = inner_level;
     if (\$18 ) begin
       \$32  = \$19 [6:0];
@@ -48901,7 +49956,7 @@ module \ndp_device.control_unit.reader.errors (clk, rst, w_en, r_data, r_en, w_p
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$79 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$33  = r_rdy;
     if (\$29 ) begin
       \$33  = 1'h1;
@@ -48924,7 +49979,7 @@ endmodule
 module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w_ready, waiting_results, fold_valid, w_valid, w_data, w_bytes, w_last, in_we, acc_we, sum_ready, start, delay, source, dest, rows, n, n_words
 , sets, sets1, pack_log2, bank, results, first, lines, rd_in_data, sum_fp16, run_start, run_addr, run_lines, run_offset, done, waiting, fold_n_cols, busy, fold_n_words, fold_sets, fold_sets1, fold_pack_log2
 , fold_bank, fold_row, fold_word, rd_row, word, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$80  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$82  = 0;
   wire \$1 ;
   wire \$10 ;
   wire \$100 ;
@@ -49374,7 +50429,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
   always @(posedge clk)
     bank_valid <= \$142 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     \begin  = 1'h0;
     if (waiting) begin
       if (\$1 ) begin
@@ -49388,35 +50443,35 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     run_start = 1'h0;
     if (\$4 ) begin
       run_start = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     run_addr = 64'h0000000000000000;
     if (\$4 ) begin
       run_addr = { \$5 [63:6], 6'h00 };
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     run_lines = 32'd0;
     if (\$4 ) begin
       run_lines = \$6 ;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     run_offset = 6'h00;
     if (\$4 ) begin
       run_offset = \$7 [5:0];
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     done = 1'h0;
     if (\$57 ) begin
       (* full_case = 32'd1 *)
@@ -49428,7 +50483,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     \$113  = waiting;
     if (waiting) begin
       if (\$65 ) begin
@@ -49447,7 +50502,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     \$114  = \$like ;
     if (waiting) begin
       (* full_case = 32'd1 *)
@@ -49468,7 +50523,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     \$115  = later_source;
     if (start) begin
       (* full_case = 32'd1 *)
@@ -49482,7 +50537,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     \$116  = later_dest;
     if (start) begin
       (* full_case = 32'd1 *)
@@ -49496,7 +50551,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     \$117  = later_rows;
     if (start) begin
       (* full_case = 32'd1 *)
@@ -49510,7 +50565,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     \$118  = later_n;
     if (start) begin
       (* full_case = 32'd1 *)
@@ -49524,7 +50579,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     \$119  = later_n_words;
     if (start) begin
       (* full_case = 32'd1 *)
@@ -49538,7 +50593,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     \$120  = later_sets;
     if (start) begin
       (* full_case = 32'd1 *)
@@ -49552,7 +50607,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     \$121  = later_sets1;
     if (start) begin
       (* full_case = 32'd1 *)
@@ -49566,7 +50621,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     \$122  = later_pack_log2;
     if (start) begin
       (* full_case = 32'd1 *)
@@ -49580,7 +50635,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     \$123  = later_bank;
     if (start) begin
       (* full_case = 32'd1 *)
@@ -49594,7 +50649,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     \$124  = later_results;
     if (start) begin
       (* full_case = 32'd1 *)
@@ -49608,7 +50663,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     \$125  = later_first;
     if (start) begin
       (* full_case = 32'd1 *)
@@ -49622,7 +50677,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     \$126  = later_lines;
     if (start) begin
       (* full_case = 32'd1 *)
@@ -49636,7 +50691,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     \$127  = \$signal$25 ;
     if (\begin ) begin
       \$127  = \$68 ;
@@ -49646,7 +50701,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     \$128  = \$signal$36 ;
     if (\begin ) begin
       \$128  = \$69 ;
@@ -49656,7 +50711,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     \$129  = \$like$43 ;
     if (\begin ) begin
       \$129  = \$70 ;
@@ -49666,7 +50721,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     \$130  = fold_n_cols;
     if (\begin ) begin
       \$130  = \$71 ;
@@ -49676,7 +50731,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     \$131  = busy;
     if (\begin ) begin
       \$131  = 1'h1;
@@ -49694,7 +50749,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     \$132  = fold_n_words;
     if (\begin ) begin
       \$132  = \$72 ;
@@ -49704,7 +50759,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     \$133  = fold_sets;
     if (\begin ) begin
       \$133  = \$73 ;
@@ -49714,7 +50769,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     \$134  = fold_sets1;
     if (\begin ) begin
       \$134  = \$74 ;
@@ -49724,7 +50779,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     \$135  = fold_pack_log2;
     if (\begin ) begin
       \$135  = \$75 ;
@@ -49734,7 +50789,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     \$136  = fold_bank;
     if (\begin ) begin
       \$136  = \$76 ;
@@ -49744,7 +50799,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     \$137  = fold_row;
     if (\begin ) begin
       \$137  = 2'h0;
@@ -49760,7 +50815,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     \$138  = \$signal$23 ;
     if (\begin ) begin
       \$138  = 20'h00000;
@@ -49777,7 +50832,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     \$139  = asked_all;
     if (\begin ) begin
       \$139  = 1'h0;
@@ -49795,7 +50850,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     \$140  = rd_row;
     if (\begin ) begin
       \$140  = 2'h0;
@@ -49811,7 +50866,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     \$141  = word;
     if (\begin ) begin
       \$141  = 20'h00000;
@@ -49828,7 +50883,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$80 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     \$142  = bank_valid;
     if (\begin ) begin
       \$142  = 1'h0;
@@ -49864,7 +50919,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \partial$388 , src_addr, l, m, dst_en, dst_addr, \dst_data$425 , clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$81  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$83  = 0;
   wire [20:0] \$1 ;
   wire [31:0] \$10 ;
   wire \$100 ;
@@ -54093,7 +55148,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     .s(d9)
   );
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$106  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -54105,7 +55160,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$116  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -54117,7 +55172,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$126  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -54129,7 +55184,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$136  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -54141,7 +55196,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$146  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -54153,7 +55208,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$156  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -54165,7 +55220,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$166  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -54177,7 +55232,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$176  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -54189,7 +55244,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$186  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -54201,7 +55256,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$196  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -54213,7 +55268,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$206  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -54225,7 +55280,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$216  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -54237,7 +55292,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$226  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -54249,7 +55304,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$236  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -54261,7 +55316,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$246  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -54273,7 +55328,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$256  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -54285,7 +55340,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$266  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -54297,7 +55352,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$276  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -54309,7 +55364,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$286  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -54321,7 +55376,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$296  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -54333,7 +55388,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$306  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -54345,7 +55400,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$316  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -54357,7 +55412,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$326  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -54369,7 +55424,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$336  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -54381,7 +55436,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$346  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -54393,7 +55448,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$356  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -54405,7 +55460,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$366  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -54417,7 +55472,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$376  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -54429,7 +55484,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$386  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -54441,7 +55496,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$396  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -54453,7 +55508,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$406  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -54465,7 +55520,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$416  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -54477,7 +55532,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     count = 21'h000000;
     casez (fsm_state)
       4'h0:
@@ -54487,7 +55542,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$signal  = 1'h0;
     casez (fsm_state)
       4'h0:
@@ -54497,7 +55552,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$signal$12  = 1'h0;
     casez (fsm_state)
       4'h0:
@@ -54527,7 +55582,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \start$13  = 1'h0;
     casez (fsm_state)
       4'h0:
@@ -54553,7 +55608,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     acc_a0 = 32'd0;
     if (\$105 ) begin
       acc_a0 = \$106 ;
@@ -54566,7 +55621,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     acc_b0 = 32'd0;
     if (\$105 ) begin
       acc_b0 = e_reg0;
@@ -54590,7 +55645,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     acc_a1 = 32'd0;
     if (\$115 ) begin
       acc_a1 = \$116 ;
@@ -54603,7 +55658,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     acc_b1 = 32'd0;
     if (\$115 ) begin
       acc_b1 = e_reg1;
@@ -54625,7 +55680,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     acc_a2 = 32'd0;
     if (\$125 ) begin
       acc_a2 = \$126 ;
@@ -54638,7 +55693,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     acc_b2 = 32'd0;
     if (\$125 ) begin
       acc_b2 = e_reg2;
@@ -54658,7 +55713,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     acc_a3 = 32'd0;
     if (\$135 ) begin
       acc_a3 = \$136 ;
@@ -54671,7 +55726,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     acc_b3 = 32'd0;
     if (\$135 ) begin
       acc_b3 = e_reg3;
@@ -54691,7 +55746,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     acc_a4 = 32'd0;
     if (\$145 ) begin
       acc_a4 = \$146 ;
@@ -54704,7 +55759,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     acc_b4 = 32'd0;
     if (\$145 ) begin
       acc_b4 = e_reg4;
@@ -54722,7 +55777,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     acc_a5 = 32'd0;
     if (\$155 ) begin
       acc_a5 = \$156 ;
@@ -54735,7 +55790,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     acc_b5 = 32'd0;
     if (\$155 ) begin
       acc_b5 = e_reg5;
@@ -54753,7 +55808,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     acc_a6 = 32'd0;
     if (\$165 ) begin
       acc_a6 = \$166 ;
@@ -54766,7 +55821,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     acc_b6 = 32'd0;
     if (\$165 ) begin
       acc_b6 = e_reg6;
@@ -54784,7 +55839,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     acc_a7 = 32'd0;
     if (\$175 ) begin
       acc_a7 = \$176 ;
@@ -54797,7 +55852,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     acc_b7 = 32'd0;
     if (\$175 ) begin
       acc_b7 = e_reg7;
@@ -54815,7 +55870,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     acc_a8 = 32'd0;
     if (\$185 ) begin
       acc_a8 = \$186 ;
@@ -54828,7 +55883,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     acc_b8 = 32'd0;
     if (\$185 ) begin
       acc_b8 = e_reg8;
@@ -54844,7 +55899,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     acc_a9 = 32'd0;
     if (\$195 ) begin
       acc_a9 = \$196 ;
@@ -54857,7 +55912,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     acc_b9 = 32'd0;
     if (\$195 ) begin
       acc_b9 = e_reg9;
@@ -54873,7 +55928,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     acc_a10 = 32'd0;
     if (\$205 ) begin
       acc_a10 = \$206 ;
@@ -54886,7 +55941,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     acc_b10 = 32'd0;
     if (\$205 ) begin
       acc_b10 = e_reg10;
@@ -54902,7 +55957,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     acc_a11 = 32'd0;
     if (\$215 ) begin
       acc_a11 = \$216 ;
@@ -54915,7 +55970,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     acc_b11 = 32'd0;
     if (\$215 ) begin
       acc_b11 = e_reg11;
@@ -54931,7 +55986,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     acc_a12 = 32'd0;
     if (\$225 ) begin
       acc_a12 = \$226 ;
@@ -54944,7 +55999,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     acc_b12 = 32'd0;
     if (\$225 ) begin
       acc_b12 = e_reg12;
@@ -54960,7 +56015,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     acc_a13 = 32'd0;
     if (\$235 ) begin
       acc_a13 = \$236 ;
@@ -54973,7 +56028,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     acc_b13 = 32'd0;
     if (\$235 ) begin
       acc_b13 = e_reg13;
@@ -54989,7 +56044,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     acc_a14 = 32'd0;
     if (\$245 ) begin
       acc_a14 = \$246 ;
@@ -55002,7 +56057,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     acc_b14 = 32'd0;
     if (\$245 ) begin
       acc_b14 = e_reg14;
@@ -55018,7 +56073,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     acc_a15 = 32'd0;
     if (\$255 ) begin
       acc_a15 = \$256 ;
@@ -55031,7 +56086,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     acc_b15 = 32'd0;
     if (\$255 ) begin
       acc_b15 = e_reg15;
@@ -55047,7 +56102,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     acc_a16 = 32'd0;
     if (\$265 ) begin
       acc_a16 = \$266 ;
@@ -55060,7 +56115,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     acc_b16 = 32'd0;
     if (\$265 ) begin
       acc_b16 = e_reg16;
@@ -55071,7 +56126,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     acc_a17 = 32'd0;
     if (\$275 ) begin
       acc_a17 = \$276 ;
@@ -55084,7 +56139,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     acc_b17 = 32'd0;
     if (\$275 ) begin
       acc_b17 = e_reg17;
@@ -55095,7 +56150,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     acc_a18 = 32'd0;
     if (\$285 ) begin
       acc_a18 = \$286 ;
@@ -55108,7 +56163,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     acc_b18 = 32'd0;
     if (\$285 ) begin
       acc_b18 = e_reg18;
@@ -55119,7 +56174,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     acc_a19 = 32'd0;
     if (\$295 ) begin
       acc_a19 = \$296 ;
@@ -55132,7 +56187,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     acc_b19 = 32'd0;
     if (\$295 ) begin
       acc_b19 = e_reg19;
@@ -55143,7 +56198,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     acc_a20 = 32'd0;
     if (\$305 ) begin
       acc_a20 = \$306 ;
@@ -55156,7 +56211,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     acc_b20 = 32'd0;
     if (\$305 ) begin
       acc_b20 = e_reg20;
@@ -55167,7 +56222,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     acc_a21 = 32'd0;
     if (\$315 ) begin
       acc_a21 = \$316 ;
@@ -55180,7 +56235,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     acc_b21 = 32'd0;
     if (\$315 ) begin
       acc_b21 = e_reg21;
@@ -55191,7 +56246,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     acc_a22 = 32'd0;
     if (\$325 ) begin
       acc_a22 = \$326 ;
@@ -55204,7 +56259,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     acc_b22 = 32'd0;
     if (\$325 ) begin
       acc_b22 = e_reg22;
@@ -55215,7 +56270,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     acc_a23 = 32'd0;
     if (\$335 ) begin
       acc_a23 = \$336 ;
@@ -55228,7 +56283,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     acc_b23 = 32'd0;
     if (\$335 ) begin
       acc_b23 = e_reg23;
@@ -55239,7 +56294,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     acc_a24 = 32'd0;
     if (\$345 ) begin
       acc_a24 = \$346 ;
@@ -55252,7 +56307,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     acc_b24 = 32'd0;
     if (\$345 ) begin
       acc_b24 = e_reg24;
@@ -55263,7 +56318,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     acc_a25 = 32'd0;
     if (\$355 ) begin
       acc_a25 = \$356 ;
@@ -55276,7 +56331,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     acc_b25 = 32'd0;
     if (\$355 ) begin
       acc_b25 = e_reg25;
@@ -55287,7 +56342,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     acc_a26 = 32'd0;
     if (\$365 ) begin
       acc_a26 = \$366 ;
@@ -55300,7 +56355,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     acc_b26 = 32'd0;
     if (\$365 ) begin
       acc_b26 = e_reg26;
@@ -55311,7 +56366,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     acc_a27 = 32'd0;
     if (\$375 ) begin
       acc_a27 = \$376 ;
@@ -55324,7 +56379,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     acc_b27 = 32'd0;
     if (\$375 ) begin
       acc_b27 = e_reg27;
@@ -55335,7 +56390,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     acc_a28 = 32'd0;
     if (\$385 ) begin
       acc_a28 = \$386 ;
@@ -55348,7 +56403,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     acc_b28 = 32'd0;
     if (\$385 ) begin
       acc_b28 = e_reg28;
@@ -55359,7 +56414,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     acc_a29 = 32'd0;
     if (\$395 ) begin
       acc_a29 = \$396 ;
@@ -55372,7 +56427,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     acc_b29 = 32'd0;
     if (\$395 ) begin
       acc_b29 = e_reg29;
@@ -55383,7 +56438,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     acc_a30 = 32'd0;
     if (\$405 ) begin
       acc_a30 = \$406 ;
@@ -55396,7 +56451,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     acc_b30 = 32'd0;
     if (\$405 ) begin
       acc_b30 = e_reg30;
@@ -55407,7 +56462,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     acc_a31 = 32'd0;
     if (\$415 ) begin
       acc_a31 = \$416 ;
@@ -55420,7 +56475,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     acc_b31 = 32'd0;
     if (\$415 ) begin
       acc_b31 = e_reg31;
@@ -55431,91 +56486,91 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1003  = \$signal ;
     if (rst) begin
       \$1003  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1004  = src_addr;
     if (rst) begin
       \$1004  = 15'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1005  = \$signal$12 ;
     if (rst) begin
       \$1005  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1006  = src_addr;
     if (rst) begin
       \$1006  = 15'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1007  = v1;
     if (rst) begin
       \$1007  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1008  = w1;
     if (rst) begin
       \$1008  = 15'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1009  = v2;
     if (rst) begin
       \$1009  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1010  = w2;
     if (rst) begin
       \$1010  = 15'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1011  = v3;
     if (rst) begin
       \$1011  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1012  = w3;
     if (rst) begin
       \$1012  = 15'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1013  = v4;
     if (rst) begin
       \$1013  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1014  = w4;
     if (rst) begin
       \$1014  = 15'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1015  = n_words;
     casez (fsm_state)
       4'h0:
@@ -55528,7 +56583,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1016  = last_count;
     casez (fsm_state)
       4'h0:
@@ -55541,7 +56596,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1017  = partial;
     casez (fsm_state)
       4'h0:
@@ -55554,7 +56609,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1018  = src_addr;
     casez (fsm_state)
       4'h0:
@@ -55591,7 +56646,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1019  = out_pass;
     casez (fsm_state)
       4'h0:
@@ -55626,7 +56681,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1020  = key0;
     casez (fsm_state)
       4'h0:
@@ -55645,7 +56700,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1021  = key1;
     casez (fsm_state)
       4'h0:
@@ -55664,7 +56719,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1022  = key2;
     casez (fsm_state)
       4'h0:
@@ -55683,7 +56738,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1023  = key3;
     casez (fsm_state)
       4'h0:
@@ -55702,7 +56757,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1024  = key4;
     casez (fsm_state)
       4'h0:
@@ -55721,7 +56776,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1025  = key5;
     casez (fsm_state)
       4'h0:
@@ -55740,7 +56795,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1026  = key6;
     casez (fsm_state)
       4'h0:
@@ -55759,7 +56814,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1027  = key7;
     casez (fsm_state)
       4'h0:
@@ -55778,7 +56833,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1028  = key8;
     casez (fsm_state)
       4'h0:
@@ -55797,7 +56852,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1029  = key9;
     casez (fsm_state)
       4'h0:
@@ -55816,7 +56871,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1030  = key10;
     casez (fsm_state)
       4'h0:
@@ -55835,7 +56890,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1031  = key11;
     casez (fsm_state)
       4'h0:
@@ -55854,7 +56909,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1032  = key12;
     casez (fsm_state)
       4'h0:
@@ -55873,7 +56928,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1033  = key13;
     casez (fsm_state)
       4'h0:
@@ -55892,7 +56947,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1034  = key14;
     casez (fsm_state)
       4'h0:
@@ -55911,7 +56966,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1035  = key15;
     casez (fsm_state)
       4'h0:
@@ -55930,7 +56985,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1036  = key16;
     casez (fsm_state)
       4'h0:
@@ -55949,7 +57004,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1037  = key17;
     casez (fsm_state)
       4'h0:
@@ -55968,7 +57023,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1038  = key18;
     casez (fsm_state)
       4'h0:
@@ -55987,7 +57042,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1039  = key19;
     casez (fsm_state)
       4'h0:
@@ -56006,7 +57061,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1040  = key20;
     casez (fsm_state)
       4'h0:
@@ -56025,7 +57080,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1041  = key21;
     casez (fsm_state)
       4'h0:
@@ -56044,7 +57099,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1042  = key22;
     casez (fsm_state)
       4'h0:
@@ -56063,7 +57118,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1043  = key23;
     casez (fsm_state)
       4'h0:
@@ -56082,7 +57137,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1044  = key24;
     casez (fsm_state)
       4'h0:
@@ -56101,7 +57156,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1045  = key25;
     casez (fsm_state)
       4'h0:
@@ -56120,7 +57175,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1046  = key26;
     casez (fsm_state)
       4'h0:
@@ -56139,7 +57194,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1047  = key27;
     casez (fsm_state)
       4'h0:
@@ -56158,7 +57213,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1048  = key28;
     casez (fsm_state)
       4'h0:
@@ -56177,7 +57232,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1049  = key29;
     casez (fsm_state)
       4'h0:
@@ -56196,7 +57251,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1050  = key30;
     casez (fsm_state)
       4'h0:
@@ -56215,7 +57270,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1051  = key31;
     casez (fsm_state)
       4'h0:
@@ -56234,7 +57289,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1052  = nan0;
     casez (fsm_state)
       4'h0:
@@ -56252,7 +57307,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1053  = nan1;
     casez (fsm_state)
       4'h0:
@@ -56270,7 +57325,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1054  = nan2;
     casez (fsm_state)
       4'h0:
@@ -56288,7 +57343,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1055  = nan3;
     casez (fsm_state)
       4'h0:
@@ -56306,7 +57361,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1056  = nan4;
     casez (fsm_state)
       4'h0:
@@ -56324,7 +57379,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1057  = nan5;
     casez (fsm_state)
       4'h0:
@@ -56342,7 +57397,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1058  = nan6;
     casez (fsm_state)
       4'h0:
@@ -56360,7 +57415,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1059  = nan7;
     casez (fsm_state)
       4'h0:
@@ -56378,7 +57433,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1060  = nan8;
     casez (fsm_state)
       4'h0:
@@ -56396,7 +57451,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1061  = nan9;
     casez (fsm_state)
       4'h0:
@@ -56414,7 +57469,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1062  = nan10;
     casez (fsm_state)
       4'h0:
@@ -56432,7 +57487,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1063  = nan11;
     casez (fsm_state)
       4'h0:
@@ -56450,7 +57505,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1064  = nan12;
     casez (fsm_state)
       4'h0:
@@ -56468,7 +57523,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1065  = nan13;
     casez (fsm_state)
       4'h0:
@@ -56486,7 +57541,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1066  = nan14;
     casez (fsm_state)
       4'h0:
@@ -56504,7 +57559,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1067  = nan15;
     casez (fsm_state)
       4'h0:
@@ -56522,7 +57577,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1068  = nan16;
     casez (fsm_state)
       4'h0:
@@ -56540,7 +57595,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1069  = nan17;
     casez (fsm_state)
       4'h0:
@@ -56558,7 +57613,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1070  = nan18;
     casez (fsm_state)
       4'h0:
@@ -56576,7 +57631,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1071  = nan19;
     casez (fsm_state)
       4'h0:
@@ -56594,7 +57649,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1072  = nan20;
     casez (fsm_state)
       4'h0:
@@ -56612,7 +57667,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1073  = nan21;
     casez (fsm_state)
       4'h0:
@@ -56630,7 +57685,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1074  = nan22;
     casez (fsm_state)
       4'h0:
@@ -56648,7 +57703,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1075  = nan23;
     casez (fsm_state)
       4'h0:
@@ -56666,7 +57721,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1076  = nan24;
     casez (fsm_state)
       4'h0:
@@ -56684,7 +57739,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1077  = nan25;
     casez (fsm_state)
       4'h0:
@@ -56702,7 +57757,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1078  = nan26;
     casez (fsm_state)
       4'h0:
@@ -56720,7 +57775,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1079  = nan27;
     casez (fsm_state)
       4'h0:
@@ -56738,7 +57793,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1080  = nan28;
     casez (fsm_state)
       4'h0:
@@ -56756,7 +57811,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1081  = nan29;
     casez (fsm_state)
       4'h0:
@@ -56774,7 +57829,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1082  = nan30;
     casez (fsm_state)
       4'h0:
@@ -56792,7 +57847,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1083  = nan31;
     casez (fsm_state)
       4'h0:
@@ -56810,7 +57865,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1084  = l;
     casez (fsm_state)
       4'h0:
@@ -56848,7 +57903,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1085  = p0_1;
     casez (fsm_state)
       4'h0:
@@ -56871,7 +57926,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1086  = p0_2;
     casez (fsm_state)
       4'h0:
@@ -56896,7 +57951,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1087  = p1_0;
     casez (fsm_state)
       4'h0:
@@ -56932,7 +57987,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1088  = p1_1;
     casez (fsm_state)
       4'h0:
@@ -56955,7 +58010,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1089  = p1_2;
     casez (fsm_state)
       4'h0:
@@ -56980,7 +58035,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1090  = p2_0;
     casez (fsm_state)
       4'h0:
@@ -57014,7 +58069,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1091  = p2_1;
     casez (fsm_state)
       4'h0:
@@ -57037,7 +58092,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1092  = p2_2;
     casez (fsm_state)
       4'h0:
@@ -57062,7 +58117,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1093  = p3_0;
     casez (fsm_state)
       4'h0:
@@ -57096,7 +58151,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1094  = p3_1;
     casez (fsm_state)
       4'h0:
@@ -57119,7 +58174,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1095  = p3_2;
     casez (fsm_state)
       4'h0:
@@ -57144,7 +58199,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1096  = p4_0;
     casez (fsm_state)
       4'h0:
@@ -57176,7 +58231,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1097  = p4_1;
     casez (fsm_state)
       4'h0:
@@ -57199,7 +58254,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1098  = p4_2;
     casez (fsm_state)
       4'h0:
@@ -57224,7 +58279,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1099  = p5_0;
     casez (fsm_state)
       4'h0:
@@ -57256,7 +58311,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1100  = p5_1;
     casez (fsm_state)
       4'h0:
@@ -57279,7 +58334,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1101  = p5_2;
     casez (fsm_state)
       4'h0:
@@ -57304,7 +58359,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1102  = p6_0;
     casez (fsm_state)
       4'h0:
@@ -57336,7 +58391,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1103  = p6_1;
     casez (fsm_state)
       4'h0:
@@ -57359,7 +58414,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1104  = p6_2;
     casez (fsm_state)
       4'h0:
@@ -57384,7 +58439,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1105  = p7_0;
     casez (fsm_state)
       4'h0:
@@ -57416,7 +58471,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1106  = p7_1;
     casez (fsm_state)
       4'h0:
@@ -57439,7 +58494,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1107  = p7_2;
     casez (fsm_state)
       4'h0:
@@ -57464,7 +58519,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1108  = p8_0;
     casez (fsm_state)
       4'h0:
@@ -57494,7 +58549,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1109  = p8_1;
     casez (fsm_state)
       4'h0:
@@ -57517,7 +58572,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1110  = p8_2;
     casez (fsm_state)
       4'h0:
@@ -57542,7 +58597,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1111  = p9_0;
     casez (fsm_state)
       4'h0:
@@ -57572,7 +58627,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1112  = p9_1;
     casez (fsm_state)
       4'h0:
@@ -57595,7 +58650,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1113  = p9_2;
     casez (fsm_state)
       4'h0:
@@ -57620,7 +58675,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1114  = p10_0;
     casez (fsm_state)
       4'h0:
@@ -57650,7 +58705,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1115  = p10_1;
     casez (fsm_state)
       4'h0:
@@ -57673,7 +58728,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1116  = p10_2;
     casez (fsm_state)
       4'h0:
@@ -57698,7 +58753,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1117  = p11_0;
     casez (fsm_state)
       4'h0:
@@ -57728,7 +58783,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1118  = p11_1;
     casez (fsm_state)
       4'h0:
@@ -57751,7 +58806,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1119  = p11_2;
     casez (fsm_state)
       4'h0:
@@ -57776,7 +58831,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1120  = p12_0;
     casez (fsm_state)
       4'h0:
@@ -57806,7 +58861,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1121  = p12_1;
     casez (fsm_state)
       4'h0:
@@ -57829,7 +58884,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1122  = p12_2;
     casez (fsm_state)
       4'h0:
@@ -57854,7 +58909,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1123  = p13_0;
     casez (fsm_state)
       4'h0:
@@ -57884,7 +58939,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1124  = p13_1;
     casez (fsm_state)
       4'h0:
@@ -57907,7 +58962,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1125  = p13_2;
     casez (fsm_state)
       4'h0:
@@ -57932,7 +58987,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1126  = p14_0;
     casez (fsm_state)
       4'h0:
@@ -57962,7 +59017,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1127  = p14_1;
     casez (fsm_state)
       4'h0:
@@ -57985,7 +59040,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1128  = p14_2;
     casez (fsm_state)
       4'h0:
@@ -58010,7 +59065,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1129  = p15_0;
     casez (fsm_state)
       4'h0:
@@ -58040,7 +59095,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1130  = p15_1;
     casez (fsm_state)
       4'h0:
@@ -58063,7 +59118,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1131  = p15_2;
     casez (fsm_state)
       4'h0:
@@ -58088,7 +59143,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1132  = p16_0;
     casez (fsm_state)
       4'h0:
@@ -58113,7 +59168,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1133  = p16_1;
     casez (fsm_state)
       4'h0:
@@ -58136,7 +59191,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1134  = p16_2;
     casez (fsm_state)
       4'h0:
@@ -58161,7 +59216,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1135  = p17_0;
     casez (fsm_state)
       4'h0:
@@ -58186,7 +59241,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1136  = p17_1;
     casez (fsm_state)
       4'h0:
@@ -58209,7 +59264,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1137  = p17_2;
     casez (fsm_state)
       4'h0:
@@ -58234,7 +59289,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1138  = p18_0;
     casez (fsm_state)
       4'h0:
@@ -58259,7 +59314,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1139  = p18_1;
     casez (fsm_state)
       4'h0:
@@ -58282,7 +59337,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1140  = p18_2;
     casez (fsm_state)
       4'h0:
@@ -58307,7 +59362,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1141  = p19_0;
     casez (fsm_state)
       4'h0:
@@ -58332,7 +59387,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1142  = p19_1;
     casez (fsm_state)
       4'h0:
@@ -58355,7 +59410,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1143  = p19_2;
     casez (fsm_state)
       4'h0:
@@ -58380,7 +59435,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1144  = p20_0;
     casez (fsm_state)
       4'h0:
@@ -58405,7 +59460,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1145  = p20_1;
     casez (fsm_state)
       4'h0:
@@ -58428,7 +59483,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1146  = p20_2;
     casez (fsm_state)
       4'h0:
@@ -58453,7 +59508,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1147  = p21_0;
     casez (fsm_state)
       4'h0:
@@ -58478,7 +59533,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1148  = p21_1;
     casez (fsm_state)
       4'h0:
@@ -58501,7 +59556,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1149  = p21_2;
     casez (fsm_state)
       4'h0:
@@ -58526,7 +59581,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1150  = p22_0;
     casez (fsm_state)
       4'h0:
@@ -58551,7 +59606,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1151  = p22_1;
     casez (fsm_state)
       4'h0:
@@ -58574,7 +59629,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1152  = p22_2;
     casez (fsm_state)
       4'h0:
@@ -58599,7 +59654,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1153  = p23_0;
     casez (fsm_state)
       4'h0:
@@ -58624,7 +59679,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1154  = p23_1;
     casez (fsm_state)
       4'h0:
@@ -58647,7 +59702,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1155  = p23_2;
     casez (fsm_state)
       4'h0:
@@ -58672,7 +59727,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1156  = p24_0;
     casez (fsm_state)
       4'h0:
@@ -58697,7 +59752,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1157  = p24_1;
     casez (fsm_state)
       4'h0:
@@ -58720,7 +59775,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1158  = p24_2;
     casez (fsm_state)
       4'h0:
@@ -58745,7 +59800,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1159  = p25_0;
     casez (fsm_state)
       4'h0:
@@ -58770,7 +59825,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1160  = p25_1;
     casez (fsm_state)
       4'h0:
@@ -58793,7 +59848,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1161  = p25_2;
     casez (fsm_state)
       4'h0:
@@ -58818,7 +59873,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1162  = p26_0;
     casez (fsm_state)
       4'h0:
@@ -58843,7 +59898,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1163  = p26_1;
     casez (fsm_state)
       4'h0:
@@ -58866,7 +59921,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1164  = p26_2;
     casez (fsm_state)
       4'h0:
@@ -58891,7 +59946,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1165  = p27_0;
     casez (fsm_state)
       4'h0:
@@ -58916,7 +59971,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1166  = p27_1;
     casez (fsm_state)
       4'h0:
@@ -58939,7 +59994,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1167  = p27_2;
     casez (fsm_state)
       4'h0:
@@ -58964,7 +60019,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1168  = p28_0;
     casez (fsm_state)
       4'h0:
@@ -58989,7 +60044,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1169  = p28_1;
     casez (fsm_state)
       4'h0:
@@ -59012,7 +60067,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1170  = p28_2;
     casez (fsm_state)
       4'h0:
@@ -59037,7 +60092,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1171  = p29_0;
     casez (fsm_state)
       4'h0:
@@ -59062,7 +60117,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1172  = p29_1;
     casez (fsm_state)
       4'h0:
@@ -59085,7 +60140,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1173  = p29_2;
     casez (fsm_state)
       4'h0:
@@ -59110,7 +60165,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1174  = p30_0;
     casez (fsm_state)
       4'h0:
@@ -59135,7 +60190,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1175  = p30_1;
     casez (fsm_state)
       4'h0:
@@ -59158,7 +60213,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1176  = p30_2;
     casez (fsm_state)
       4'h0:
@@ -59183,7 +60238,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1177  = p31_0;
     casez (fsm_state)
       4'h0:
@@ -59208,7 +60263,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1178  = p31_1;
     casez (fsm_state)
       4'h0:
@@ -59231,7 +60286,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1179  = p31_2;
     casez (fsm_state)
       4'h0:
@@ -59256,7 +60311,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1180  = m;
     casez (fsm_state)
       4'h0:
@@ -59274,7 +60329,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1181  = fsm_state;
     casez (fsm_state)
       4'h0:
@@ -59334,7 +60389,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1182  = acc_set;
     casez (fsm_state)
       4'h0:
@@ -59354,7 +60409,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1183  = \wait ;
     casez (fsm_state)
       4'h0:
@@ -59389,7 +60444,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1184  = level;
     casez (fsm_state)
       4'h0:
@@ -59416,7 +60471,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1185  = 1'h0;
     if (\$774 ) begin
       if (partial) begin
@@ -59431,7 +60486,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1186  = w4;
     if (\$778 ) begin
       \$1186  = w5;
@@ -59441,455 +60496,455 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1187  = dst_data;
     if (rst) begin
       \$1187  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1188  = d0;
     if (rst) begin
       \$1188  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1189  = e0;
     if (rst) begin
       \$1189  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1190  = d1;
     if (rst) begin
       \$1190  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1191  = e1;
     if (rst) begin
       \$1191  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1192  = d2;
     if (rst) begin
       \$1192  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1193  = e2;
     if (rst) begin
       \$1193  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1194  = d3;
     if (rst) begin
       \$1194  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1195  = e3;
     if (rst) begin
       \$1195  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1196  = d4;
     if (rst) begin
       \$1196  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1197  = e4;
     if (rst) begin
       \$1197  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1198  = d5;
     if (rst) begin
       \$1198  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1199  = e5;
     if (rst) begin
       \$1199  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1200  = d6;
     if (rst) begin
       \$1200  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1201  = e6;
     if (rst) begin
       \$1201  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1202  = d7;
     if (rst) begin
       \$1202  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1203  = e7;
     if (rst) begin
       \$1203  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1204  = d8;
     if (rst) begin
       \$1204  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1205  = e8;
     if (rst) begin
       \$1205  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1206  = d9;
     if (rst) begin
       \$1206  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1207  = e9;
     if (rst) begin
       \$1207  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1208  = d10;
     if (rst) begin
       \$1208  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1209  = e10;
     if (rst) begin
       \$1209  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1210  = d11;
     if (rst) begin
       \$1210  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1211  = e11;
     if (rst) begin
       \$1211  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1212  = d12;
     if (rst) begin
       \$1212  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1213  = e12;
     if (rst) begin
       \$1213  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1214  = d13;
     if (rst) begin
       \$1214  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1215  = e13;
     if (rst) begin
       \$1215  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1216  = d14;
     if (rst) begin
       \$1216  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1217  = e14;
     if (rst) begin
       \$1217  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1218  = d15;
     if (rst) begin
       \$1218  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1219  = e15;
     if (rst) begin
       \$1219  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1220  = d16;
     if (rst) begin
       \$1220  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1221  = e16;
     if (rst) begin
       \$1221  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1222  = d17;
     if (rst) begin
       \$1222  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1223  = e17;
     if (rst) begin
       \$1223  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1224  = d18;
     if (rst) begin
       \$1224  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1225  = e18;
     if (rst) begin
       \$1225  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1226  = d19;
     if (rst) begin
       \$1226  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1227  = e19;
     if (rst) begin
       \$1227  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1228  = d20;
     if (rst) begin
       \$1228  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1229  = e20;
     if (rst) begin
       \$1229  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1230  = d21;
     if (rst) begin
       \$1230  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1231  = e21;
     if (rst) begin
       \$1231  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1232  = d22;
     if (rst) begin
       \$1232  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1233  = e22;
     if (rst) begin
       \$1233  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1234  = d23;
     if (rst) begin
       \$1234  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1235  = e23;
     if (rst) begin
       \$1235  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1236  = d24;
     if (rst) begin
       \$1236  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1237  = e24;
     if (rst) begin
       \$1237  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1238  = d25;
     if (rst) begin
       \$1238  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1239  = e25;
     if (rst) begin
       \$1239  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1240  = d26;
     if (rst) begin
       \$1240  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1241  = e26;
     if (rst) begin
       \$1241  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1242  = d27;
     if (rst) begin
       \$1242  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1243  = e27;
     if (rst) begin
       \$1243  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1244  = d28;
     if (rst) begin
       \$1244  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1245  = e28;
     if (rst) begin
       \$1245  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1246  = d29;
     if (rst) begin
       \$1246  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1247  = e29;
     if (rst) begin
       \$1247  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1248  = d30;
     if (rst) begin
       \$1248  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1249  = e30;
     if (rst) begin
       \$1249  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1250  = d31;
     if (rst) begin
       \$1250  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$1251  = e31;
     if (rst) begin
       \$1251  = 32'd0;
@@ -60065,7 +61120,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$82  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$84  = 0;
   wire \$1 ;
   wire \$10 ;
   wire \$11 ;
@@ -60172,7 +61227,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
   always @(posedge clk)
     \$signal$15  <= \$35 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     \$24  = 1'h0;
     if (start) begin
     end else if (running) begin
@@ -60185,7 +61240,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     \$25  = rem;
     if (start) begin
       \$25  = { 1'h0, \$2  };
@@ -60197,7 +61252,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     \$26  = den;
     if (start) begin
       \$26  = { 1'h1, x[22:0] };
@@ -60207,7 +61262,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     \$27  = q;
     if (start) begin
       \$27  = 25'h0000000;
@@ -60219,7 +61274,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     \$28  = count;
     if (start) begin
       \$28  = 5'h19;
@@ -60231,7 +61286,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     \$29  = running;
     if (start) begin
       \$29  = 1'h1;
@@ -60245,7 +61300,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     \$30  = exp;
     if (start) begin
       \$30  = \$5 [7:0];
@@ -60255,7 +61310,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     \$31  = \$signal ;
     if (start) begin
       \$31  = x[31];
@@ -60265,7 +61320,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     \$32  = \$signal$12 ;
     if (start) begin
       \$32  = \$8 ;
@@ -60275,7 +61330,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     \$33  = \$signal$13 ;
     if (start) begin
       \$33  = \$9 ;
@@ -60285,7 +61340,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     \$34  = \$signal$14 ;
     if (start) begin
       \$34  = \$10 ;
@@ -60295,7 +61350,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     \$35  = \$signal$15 ;
     if (start) begin
       \$35  = \$11 ;
@@ -60305,7 +61360,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
     (* full_case = 32'd1 *)
     if (\$signal$12 ) begin
       r = 32'd2143289344;
@@ -60324,7 +61379,7 @@ endmodule
 (* generator = "Amaranth" *)
 module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, valid, pair_valid, last, pull, start, offset, rows, cols, beats, hold, pair, src__valid, chunk_d0, pair_chunk_d0, row, col, clk
 );
-  reg \$auto$verilog_backend.cc:2355:dump_module$83  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$85  = 0;
   wire [32:0] \$1 ;
   wire [20:0] \$10 ;
   wire \$11 ;
@@ -60544,7 +61599,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, val
   assign \$29  = paired & \$28 ;
   assign \$30  = \$27  + \$29 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
     (* full_case = 32'd1 *)
     casez (pos[4])
       1'h0:
@@ -60554,7 +61609,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, val
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
     (* full_case = 32'd1 *)
     casez (pos[3:0])
       4'h0:
@@ -60592,7 +61647,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, val
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
     (* full_case = 32'd1 *)
     casez (\$19 [6:4])
       3'h0:
@@ -60614,7 +61669,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, val
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
     (* full_case = 32'd1 *)
     casez (\$20 [3:0])
       4'h0:
@@ -60652,14 +61707,14 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, val
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
     retire = 2'h0;
     if (valid) begin
       retire = \$32 [1:0];
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
     \$54  = busy;
     if (start) begin
       \$54  = 1'h1;
@@ -60672,7 +61727,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, val
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
     \$55  = pos;
     if (start) begin
       \$55  = offset;
@@ -60685,7 +61740,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, val
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
     \$56  = \$signal$11 ;
     if (start) begin
       \$56  = rows;
@@ -60695,7 +61750,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, val
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
     \$57  = \$signal$7 ;
     if (start) begin
       \$57  = cols;
@@ -60705,7 +61760,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, val
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
     \$58  = \$signal$33 ;
     if (start) begin
       \$58  = beats;
@@ -60715,7 +61770,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, val
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
     \$59  = \$signal$10 ;
     if (start) begin
       \$59  = pair;
@@ -60725,7 +61780,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, val
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
     \$60  = row;
     if (start) begin
       \$60  = 20'h00000;
@@ -60740,7 +61795,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, val
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
     \$61  = col;
     if (start) begin
       \$61  = 32'd0;
@@ -60758,7 +61813,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, val
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
     \$62  = taken;
     if (start) begin
       \$62  = 32'd0;
@@ -60771,7 +61826,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, val
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
     \$63  = \$52 [1:0];
     if (\$53 ) begin
       \$63  = 2'h0;
@@ -60781,7 +61836,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, val
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
     \$64  = win0;
     casez (retire)
       2'h1:
@@ -60800,7 +61855,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, val
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
     \$65  = win1;
     casez (retire)
       2'h1:
@@ -60819,7 +61874,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, val
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
     \$66  = win2;
     if (pull) begin
       casez (\$50 )
@@ -60852,7 +61907,7 @@ endmodule
 (* generator = "Amaranth" *)
 module \ndp_device.control_unit.writer (clk, rst, bus__awlen, bus__wdata, bus__wstrb, reported, write_error, reported_error, bus__wvalid, bus__wlast, src__ready, bus__bready, src__valid, start, from_stream, \addr$55 , lines, line, strb, report, idle
 , quiet, bus__awvalid, addr, src__data, src__strb, bus__awready, bus__wready, bus__bvalid, bus__bresp);
-  reg \$auto$verilog_backend.cc:2355:dump_module$84  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$86  = 0;
   wire [7:0] \$1 ;
   wire \$10 ;
   wire \$11 ;
@@ -61118,7 +62173,7 @@ module \ndp_device.control_unit.writer (clk, rst, bus__awlen, bus__wdata, bus__w
     .w_rdy(w_rdy)
   );
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     idle = 1'h0;
     casez (fsm_state)
       1'h0:
@@ -61126,7 +62181,7 @@ module \ndp_device.control_unit.writer (clk, rst, bus__awlen, bus__wdata, bus__w
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     quiet = 1'h0;
     casez (fsm_state)
       1'h0:
@@ -61134,7 +62189,7 @@ module \ndp_device.control_unit.writer (clk, rst, bus__awlen, bus__wdata, bus__w
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     bus__awvalid = 1'h0;
     (* full_case = 32'd1 *)
     casez (fsm_state)
@@ -61145,7 +62200,7 @@ module \ndp_device.control_unit.writer (clk, rst, bus__awlen, bus__wdata, bus__w
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     \$56  = addr;
     if (\$42 ) begin
       \$56  = \$44 [63:0];
@@ -61161,7 +62216,7 @@ module \ndp_device.control_unit.writer (clk, rst, bus__awlen, bus__wdata, bus__w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     \$57  = left;
     if (\$42 ) begin
       \$57  = \$45 [31:0];
@@ -61177,7 +62232,7 @@ module \ndp_device.control_unit.writer (clk, rst, bus__awlen, bus__wdata, bus__w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     \$58  = in_burst;
     if (\$49 ) begin
       \$58  = \$50 [6:0];
@@ -61187,7 +62242,7 @@ module \ndp_device.control_unit.writer (clk, rst, bus__awlen, bus__wdata, bus__w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     \$59  = sending;
     if (\$49 ) begin
       \$59  = \$51 ;
@@ -61197,7 +62252,7 @@ module \ndp_device.control_unit.writer (clk, rst, bus__awlen, bus__wdata, bus__w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     \$60  = \$signal ;
     casez (fsm_state)
       1'h0:
@@ -61210,7 +62265,7 @@ module \ndp_device.control_unit.writer (clk, rst, bus__awlen, bus__wdata, bus__w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     \$61  = \$signal$13 ;
     casez (fsm_state)
       1'h0:
@@ -61223,7 +62278,7 @@ module \ndp_device.control_unit.writer (clk, rst, bus__awlen, bus__wdata, bus__w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     \$62  = \$signal$16 ;
     casez (fsm_state)
       1'h0:
@@ -61236,7 +62291,7 @@ module \ndp_device.control_unit.writer (clk, rst, bus__awlen, bus__wdata, bus__w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     \$63  = \$signal$31 ;
     casez (fsm_state)
       1'h0:
@@ -61249,7 +62304,7 @@ module \ndp_device.control_unit.writer (clk, rst, bus__awlen, bus__wdata, bus__w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     \$64  = fsm_state;
     (* full_case = 32'd1 *)
     casez (fsm_state)
@@ -61284,7 +62339,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \ndp_device.control_unit.writer.counts (rst, w_port__data, w_en, r_en, w_rdy, r_rdy, r_data, level, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$85  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$87  = 0;
   wire \$1 ;
   wire \$10 ;
   wire \$11 ;
@@ -61381,7 +62436,7 @@ module \ndp_device.control_unit.writer.counts (rst, w_port__data, w_en, r_en, w_
   always @(posedge clk)
     level <= \$17 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     \$15  = w_port__addr;
     if (\$1 ) begin
       \$15  = \$2 [3:0];
@@ -61391,7 +62446,7 @@ module \ndp_device.control_unit.writer.counts (rst, w_port__data, w_en, r_en, w_
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     \$16  = r_port__addr;
     if (\$3 ) begin
       \$16  = \$4 [3:0];
@@ -61401,7 +62456,7 @@ module \ndp_device.control_unit.writer.counts (rst, w_port__data, w_en, r_en, w_
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     \$17  = level;
     if (\$8 ) begin
       \$17  = \$9 [4:0];
@@ -61423,7 +62478,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \ndp_device.control_unit.writer.tags (rst, r_en, w_en, w_port__data, w_rdy, r_rdy, r_data, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$86  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$88  = 0;
   wire \$1 ;
   wire \$10 ;
   wire \$11 ;
@@ -61519,7 +62574,7 @@ module \ndp_device.control_unit.writer.tags (rst, r_en, w_en, w_port__data, w_rd
   always @(posedge clk)
     level <= \$17 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$15  = w_port__addr;
     if (\$1 ) begin
       \$15  = \$2 [3:0];
@@ -61529,7 +62584,7 @@ module \ndp_device.control_unit.writer.tags (rst, r_en, w_en, w_port__data, w_rd
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$16  = r_port__addr;
     if (\$3 ) begin
       \$16  = \$4 [3:0];
@@ -61539,7 +62594,7 @@ module \ndp_device.control_unit.writer.tags (rst, r_en, w_en, w_port__data, w_rd
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$17  = level;
     if (\$8 ) begin
       \$17  = \$9 [4:0];
@@ -61565,7 +62620,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
 , ports__0__wvalid, ports__0__bready, ports__1__araddr, ports__1__arvalid, ports__1__rready, ports__2__araddr, ports__2__awvalid, ports__2__awaddr, dram__arid, dram__araddr, dram__arlen, dram__arsize, dram__arburst, dram__arlock, dram__arcache, dram__arprot, dram__arvalid, ports__0__arready, ports__1__arready, ports__2__arready, ports__0__rvalid
 , dram__rready, ports__1__rvalid, ports__2__rvalid, dram__awid, dram__awaddr, dram__awlen, dram__awsize, dram__awburst, dram__awlock, dram__awcache, dram__awprot, dram__awvalid, ports__0__awready, ports__1__awready, ports__2__awready, dram__wdata, dram__wstrb, dram__wlast, dram__wvalid, ports__0__wready, ports__1__wready
 , ports__2__wready, ports__0__bvalid, dram__bready, ports__1__bvalid, ports__2__bvalid, dram__awready);
-  reg \$auto$verilog_backend.cc:2355:dump_module$87  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$89  = 0;
   wire \$1 ;
   reg [1:0] \$10 ;
   reg \$11 ;
@@ -61890,7 +62945,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     .w_rdy(\w_rdy$164 )
   );
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     ar_pick = 2'h0;
     casez (\$signal )
       2'h0:
@@ -61932,7 +62987,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     ar_any = 1'h0;
     casez (\$signal )
       2'h0:
@@ -61974,7 +63029,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     dram__arid = 8'h00;
     (* full_case = 32'd1 *)
     if (\$1 ) begin
@@ -61990,7 +63045,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     dram__araddr = 64'h0000000000000000;
     (* full_case = 32'd1 *)
     if (\$1 ) begin
@@ -62006,7 +63061,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     dram__arlen = 8'h00;
     (* full_case = 32'd1 *)
     if (\$1 ) begin
@@ -62022,7 +63077,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     dram__arsize = 3'h0;
     (* full_case = 32'd1 *)
     if (\$1 ) begin
@@ -62038,7 +63093,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     dram__arburst = 2'h0;
     (* full_case = 32'd1 *)
     if (\$1 ) begin
@@ -62054,7 +63109,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     dram__arlock = 1'h0;
     (* full_case = 32'd1 *)
     if (\$1 ) begin
@@ -62070,7 +63125,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     dram__arcache = 4'h0;
     (* full_case = 32'd1 *)
     if (\$1 ) begin
@@ -62086,7 +63141,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     dram__arprot = 3'h0;
     (* full_case = 32'd1 *)
     if (\$1 ) begin
@@ -62102,7 +63157,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     dram__arvalid = 1'h0;
     (* full_case = 32'd1 *)
     if (\$1 ) begin
@@ -62118,7 +63173,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     ports__0__arready = 1'h0;
     (* full_case = 32'd1 *)
     if (\$1 ) begin
@@ -62130,7 +63185,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     ports__1__arready = 1'h0;
     (* full_case = 32'd1 *)
     if (\$1 ) begin
@@ -62144,7 +63199,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     ports__2__arready = 1'h0;
     (* full_case = 32'd1 *)
     if (\$1 ) begin
@@ -62160,7 +63215,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     ports__0__rvalid = 1'h0;
     casez (r_data)
       2'h0:
@@ -62168,7 +63223,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     dram__rready = 1'h0;
     casez (r_data)
       2'h0:
@@ -62180,7 +63235,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     ports__1__rvalid = 1'h0;
     casez (r_data)
       2'h0:
@@ -62190,7 +63245,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     ports__2__rvalid = 1'h0;
     casez (r_data)
       2'h0:
@@ -62202,7 +63257,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     aw_pick = 2'h0;
     casez (\$signal$72 )
       2'h0:
@@ -62235,7 +63290,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     aw_any = 1'h0;
     casez (\$signal$72 )
       2'h0:
@@ -62268,7 +63323,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     dram__awid = 8'h00;
     (* full_case = 32'd1 *)
     if (\$3 ) begin
@@ -62284,7 +63339,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     dram__awaddr = 64'h0000000000000000;
     (* full_case = 32'd1 *)
     if (\$3 ) begin
@@ -62300,7 +63355,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     dram__awlen = 8'h00;
     (* full_case = 32'd1 *)
     if (\$3 ) begin
@@ -62316,7 +63371,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     dram__awsize = 3'h0;
     (* full_case = 32'd1 *)
     if (\$3 ) begin
@@ -62332,7 +63387,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     dram__awburst = 2'h0;
     (* full_case = 32'd1 *)
     if (\$3 ) begin
@@ -62348,7 +63403,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     dram__awlock = 1'h0;
     (* full_case = 32'd1 *)
     if (\$3 ) begin
@@ -62364,7 +63419,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     dram__awcache = 4'h0;
     (* full_case = 32'd1 *)
     if (\$3 ) begin
@@ -62380,7 +63435,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     dram__awprot = 3'h0;
     (* full_case = 32'd1 *)
     if (\$3 ) begin
@@ -62396,7 +63451,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     dram__awvalid = 1'h0;
     (* full_case = 32'd1 *)
     if (\$3 ) begin
@@ -62412,7 +63467,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     ports__0__awready = 1'h0;
     (* full_case = 32'd1 *)
     if (\$3 ) begin
@@ -62424,7 +63479,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     ports__1__awready = 1'h0;
     (* full_case = 32'd1 *)
     if (\$3 ) begin
@@ -62438,7 +63493,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     ports__2__awready = 1'h0;
     (* full_case = 32'd1 *)
     if (\$3 ) begin
@@ -62454,7 +63509,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     dram__wdata = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     if (r_rdy) begin
       casez (\r_data$128 )
@@ -62468,7 +63523,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     dram__wstrb = 64'h0000000000000000;
     if (r_rdy) begin
       casez (\r_data$128 )
@@ -62482,7 +63537,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     dram__wlast = 1'h0;
     if (r_rdy) begin
       casez (\r_data$128 )
@@ -62496,7 +63551,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     dram__wvalid = 1'h0;
     if (r_rdy) begin
       casez (\r_data$128 )
@@ -62510,7 +63565,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     ports__0__wready = 1'h0;
     if (r_rdy) begin
       casez (\r_data$128 )
@@ -62520,7 +63575,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     ports__1__wready = 1'h0;
     if (r_rdy) begin
       casez (\r_data$128 )
@@ -62532,7 +63587,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     ports__2__wready = 1'h0;
     if (r_rdy) begin
       casez (\r_data$128 )
@@ -62546,7 +63601,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     ports__0__bvalid = 1'h0;
     casez (\r_data$154 )
       2'h0:
@@ -62554,7 +63609,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     dram__bready = 1'h0;
     casez (\r_data$154 )
       2'h0:
@@ -62566,7 +63621,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     ports__1__bvalid = 1'h0;
     casez (\r_data$154 )
       2'h0:
@@ -62576,7 +63631,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     ports__2__bvalid = 1'h0;
     casez (\r_data$154 )
       2'h0:
@@ -62588,7 +63643,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     \$10  = \$signal ;
     if (\$5 ) begin
       if (\$6 ) begin
@@ -62600,7 +63655,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     \$11  = addr_phase;
     (* full_case = 32'd1 *)
     if (\$5 ) begin
@@ -62617,7 +63672,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     \$12  = \$signal$72 ;
     if (\$7 ) begin
       if (\$9 ) begin
@@ -62629,7 +63684,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     \$13  = aw_phase;
     (* full_case = 32'd1 *)
     if (\$7 ) begin
@@ -62704,7 +63759,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \ndp_device.dram_arbiter.read_tags (rst, w_en, r_en, w_rdy, r_data, w_port__data, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$88  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$90  = 0;
   wire \$1 ;
   wire \$10 ;
   wire \$11 ;
@@ -62798,7 +63853,7 @@ module \ndp_device.dram_arbiter.read_tags (rst, w_en, r_en, w_rdy, r_data, w_por
   always @(posedge clk)
     level <= \$21 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
     \$19  = w_port__addr;
     if (\$1 ) begin
       \$19  = \$4 [2:0];
@@ -62808,7 +63863,7 @@ module \ndp_device.dram_arbiter.read_tags (rst, w_en, r_en, w_rdy, r_data, w_por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
     \$20  = r_port__addr;
     if (\$5 ) begin
       \$20  = \$8 [2:0];
@@ -62818,7 +63873,7 @@ module \ndp_device.dram_arbiter.read_tags (rst, w_en, r_en, w_rdy, r_data, w_por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
     \$21  = level;
     if (\$12 ) begin
       \$21  = \$13 [2:0];
@@ -62840,7 +63895,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \ndp_device.dram_arbiter.write_order (rst, w_en, r_en, w_rdy, r_rdy, r_data, w_port__data, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$89  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$91  = 0;
   wire \$1 ;
   wire \$10 ;
   wire \$11 ;
@@ -62948,7 +64003,7 @@ module \ndp_device.dram_arbiter.write_order (rst, w_en, r_en, w_rdy, r_rdy, r_da
   always @(posedge clk)
     level <= \$21 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$91 ) begin end
     \$19  = w_port__addr;
     if (\$1 ) begin
       \$19  = \$4 [4:0];
@@ -62958,7 +64013,7 @@ module \ndp_device.dram_arbiter.write_order (rst, w_en, r_en, w_rdy, r_rdy, r_da
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$91 ) begin end
     \$20  = r_port__addr;
     if (\$5 ) begin
       \$20  = \$8 [4:0];
@@ -62968,7 +64023,7 @@ module \ndp_device.dram_arbiter.write_order (rst, w_en, r_en, w_rdy, r_rdy, r_da
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$91 ) begin end
     \$21  = level;
     if (\$12 ) begin
       \$21  = \$13 [4:0];
@@ -62990,7 +64045,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \ndp_device.dram_arbiter.write_tags (rst, w_en, r_en, w_rdy, r_data, w_port__data, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$90  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$92  = 0;
   wire \$1 ;
   wire \$10 ;
   wire \$11 ;
@@ -63097,7 +64152,7 @@ module \ndp_device.dram_arbiter.write_tags (rst, w_en, r_en, w_rdy, r_data, w_po
   always @(posedge clk)
     level <= \$21 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     \$19  = w_port__addr;
     if (\$1 ) begin
       \$19  = \$4 [4:0];
@@ -63107,7 +64162,7 @@ module \ndp_device.dram_arbiter.write_tags (rst, w_en, r_en, w_rdy, r_data, w_po
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     \$20  = r_port__addr;
     if (\$5 ) begin
       \$20  = \$8 [4:0];
@@ -63117,7 +64172,7 @@ module \ndp_device.dram_arbiter.write_tags (rst, w_en, r_en, w_rdy, r_data, w_po
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     \$21  = level;
     if (\$12 ) begin
       \$21  = \$13 [4:0];
@@ -63245,7 +64300,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \ndp_device.instruction_buffer.fifo (rst, w_rdy, w_level, r_data, w_en, w_port__data, r_rdy, r_en, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$91  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$93  = 0;
   wire \$1 ;
   wire \$10 ;
   wire [2:0] \$11 ;
@@ -63371,7 +64426,7 @@ module \ndp_device.instruction_buffer.fifo (rst, w_rdy, w_level, r_data, w_en, w
   always @(posedge clk)
     r_rdy <= \$33 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$91 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
     \$30  = w_port__addr;
     if (\$3 ) begin
       \$30  = \$6 [1:0];
@@ -63381,7 +64436,7 @@ module \ndp_device.instruction_buffer.fifo (rst, w_rdy, w_level, r_data, w_en, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$91 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
     \$31  = r_port__addr;
     if (\$9 ) begin
       \$31  = \$12 [1:0];
@@ -63391,7 +64446,7 @@ module \ndp_device.instruction_buffer.fifo (rst, w_rdy, w_level, r_data, w_en, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$91 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
     \$32  = inner_level;
     if (\$18 ) begin
       \$32  = \$19 [1:0];
@@ -63404,7 +64459,7 @@ module \ndp_device.instruction_buffer.fifo (rst, w_rdy, w_level, r_data, w_en, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$91 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
     \$33  = r_rdy;
     if (\$29 ) begin
       \$33  = 1'h1;
@@ -63428,7 +64483,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
 , mem__arvalid, mem__rready, mem__awuser, mem__aruser, down__bid, down__bresp, down__rid, down__rdata, down__rresp, down__rlast, clk, rst, queues__0, queues__1, queues__2, queues__3, mem__arready, down__arid, down__araddr, down__arlen, down__arsize
 , down__arburst, down__arlock, down__arcache, down__arprot, down__arvalid, mem__rid, mem__rdata, mem__rresp, mem__rlast, mem__rvalid, down__rready, mem__awready, down__awid, down__awaddr, down__awlen, down__awsize, down__awburst, down__awlock, down__awcache, down__awprot, down__awvalid
 , down__wdata, down__wstrb, down__wlast, down__wvalid, mem__wready, mem__bid, mem__bresp, mem__bvalid, down__bready, down__arready, down__rvalid, down__awready, down__wready, down__bvalid, mem__awid);
-  reg \$auto$verilog_backend.cc:2355:dump_module$92  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$94  = 0;
   wire [8:0] \$1 ;
   wire [8:0] \$10 ;
   wire \$100 ;
@@ -64228,7 +65283,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
   always @(posedge clk)
     write_state <= \$276 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     mem__arready = 1'h0;
     casez (read_state)
       3'h0:
@@ -64236,7 +65291,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     down__arid = 8'h00;
     casez (read_state)
       3'h0:
@@ -64248,7 +65303,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     down__araddr = 64'h0000000000000000;
     casez (read_state)
       3'h0:
@@ -64260,7 +65315,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     down__arlen = 8'h00;
     casez (read_state)
       3'h0:
@@ -64272,7 +65327,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     down__arsize = 3'h0;
     casez (read_state)
       3'h0:
@@ -64284,7 +65339,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     down__arburst = 2'h0;
     casez (read_state)
       3'h0:
@@ -64296,7 +65351,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     down__arlock = 1'h0;
     casez (read_state)
       3'h0:
@@ -64308,7 +65363,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     down__arcache = 4'h0;
     casez (read_state)
       3'h0:
@@ -64320,7 +65375,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     down__arprot = 3'h0;
     casez (read_state)
       3'h0:
@@ -64332,7 +65387,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     down__arvalid = 1'h0;
     casez (read_state)
       3'h0:
@@ -64344,7 +65399,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     mem__rid = 8'h00;
     casez (read_state)
       3'h0:
@@ -64360,7 +65415,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     mem__rdata = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     casez (read_state)
       3'h0:
@@ -64376,7 +65431,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     mem__rresp = 2'h0;
     casez (read_state)
       3'h0:
@@ -64392,7 +65447,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     mem__rlast = 1'h0;
     casez (read_state)
       3'h0:
@@ -64408,7 +65463,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     mem__rvalid = 1'h0;
     casez (read_state)
       3'h0:
@@ -64424,7 +65479,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     down__rready = 1'h0;
     casez (read_state)
       3'h0:
@@ -64438,7 +65493,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     mem__awready = 1'h0;
     casez (write_state)
       3'h0:
@@ -64446,7 +65501,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     down__awid = 8'h00;
     casez (write_state)
       3'h0:
@@ -64458,7 +65513,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     down__awaddr = 64'h0000000000000000;
     casez (write_state)
       3'h0:
@@ -64470,7 +65525,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     down__awlen = 8'h00;
     casez (write_state)
       3'h0:
@@ -64482,7 +65537,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     down__awsize = 3'h0;
     casez (write_state)
       3'h0:
@@ -64494,7 +65549,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     down__awburst = 2'h0;
     casez (write_state)
       3'h0:
@@ -64506,7 +65561,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     down__awlock = 1'h0;
     casez (write_state)
       3'h0:
@@ -64518,7 +65573,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     down__awcache = 4'h0;
     casez (write_state)
       3'h0:
@@ -64530,7 +65585,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     down__awprot = 3'h0;
     casez (write_state)
       3'h0:
@@ -64542,7 +65597,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     down__awvalid = 1'h0;
     casez (write_state)
       3'h0:
@@ -64554,7 +65609,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     down__wdata = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     casez (write_state)
       3'h0:
@@ -64568,7 +65623,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     down__wstrb = 64'h0000000000000000;
     casez (write_state)
       3'h0:
@@ -64582,7 +65637,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     down__wlast = 1'h0;
     casez (write_state)
       3'h0:
@@ -64596,7 +65651,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     down__wvalid = 1'h0;
     casez (write_state)
       3'h0:
@@ -64610,7 +65665,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     mem__wready = 1'h0;
     casez (write_state)
       3'h0:
@@ -64628,7 +65683,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     mem__bid = 8'h00;
     casez (write_state)
       3'h0:
@@ -64648,7 +65703,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     mem__bresp = 2'h0;
     casez (write_state)
       3'h0:
@@ -64668,7 +65723,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     mem__bvalid = 1'h0;
     casez (write_state)
       3'h0:
@@ -64688,7 +65743,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     down__bready = 1'h0;
     casez (write_state)
       3'h0:
@@ -64704,7 +65759,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     \$256  = hold_arid;
     casez (read_state)
       3'h0:
@@ -64717,7 +65772,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     \$257  = hold_araddr;
     casez (read_state)
       3'h0:
@@ -64730,7 +65785,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     \$258  = hold_arlen;
     casez (read_state)
       3'h0:
@@ -64743,7 +65798,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     \$259  = hold_arsize;
     casez (read_state)
       3'h0:
@@ -64756,7 +65811,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     \$260  = hold_arburst;
     casez (read_state)
       3'h0:
@@ -64769,7 +65824,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     \$261  = hold_arlock;
     casez (read_state)
       3'h0:
@@ -64782,7 +65837,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     \$262  = hold_arcache;
     casez (read_state)
       3'h0:
@@ -64795,7 +65850,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     \$263  = hold_arprot;
     casez (read_state)
       3'h0:
@@ -64808,7 +65863,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     \$264  = ar_user;
     casez (read_state)
       3'h0:
@@ -64821,7 +65876,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     \$265  = read_state;
     casez (read_state)
       3'h0:
@@ -64855,7 +65910,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     \$266  = r_left;
     casez (read_state)
       3'h0:
@@ -64876,7 +65931,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     \$267  = hold_awid;
     casez (write_state)
       3'h0:
@@ -64889,7 +65944,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     \$268  = hold_awaddr;
     casez (write_state)
       3'h0:
@@ -64902,7 +65957,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     \$269  = hold_awlen;
     casez (write_state)
       3'h0:
@@ -64915,7 +65970,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     \$270  = hold_awsize;
     casez (write_state)
       3'h0:
@@ -64928,7 +65983,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     \$271  = hold_awburst;
     casez (write_state)
       3'h0:
@@ -64941,7 +65996,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     \$272  = hold_awlock;
     casez (write_state)
       3'h0:
@@ -64954,7 +66009,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     \$273  = hold_awcache;
     casez (write_state)
       3'h0:
@@ -64967,7 +66022,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     \$274  = hold_awprot;
     casez (write_state)
       3'h0:
@@ -64980,7 +66035,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     \$275  = aw_user;
     casez (write_state)
       3'h0:
@@ -64993,7 +66048,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     \$276  = write_state;
     casez (write_state)
       3'h0:
@@ -65079,9 +66134,9 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__bready, io__araddr, io__arvalid, io__rready, io__awuser, clk, rst, io__awready, io__wready, io__arready, done_valid, done_status, \port$13692$0 , reset__0, reset__1, reset__2, reset__3
+module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__bready, io__araddr, io__arvalid, io__rready, io__awuser, clk, rst, io__awready, io__wready, io__arready, done_valid, done_status, \port$13533$0 , reset__0, reset__1, reset__2, reset__3
 , io__bvalid, b_resp, queues__0, queues__1, queues__2, queues__3, io__rvalid, r_data, io__awaddr);
-  reg \$auto$verilog_backend.cc:2355:dump_module$93  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$95  = 0;
   wire \$1 ;
   wire \$10 ;
   wire [31:0] \$100 ;
@@ -65461,8 +66516,8 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
   input io__wvalid;
   wire io__wvalid;
   wire [31:0] mask;
-  input [33:0] \port$13692$0 ;
-  wire [33:0] \port$13692$0 ;
+  input [33:0] \port$13533$0 ;
+  wire [33:0] \port$13533$0 ;
   output [321:0] queues__0;
   reg [321:0] queues__0 = 322'h000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   wire [63:0] \queues__0.cq_base ;
@@ -65877,7 +66932,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
   always @(posedge clk)
     r_data <= \$319 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$95 ) begin end
     \$294  = 1'h0;
     if (\$10 ) begin
       casez (\$signal [15:2])
@@ -65912,7 +66967,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$95 ) begin end
     \$295  = 1'h0;
     if (\$10 ) begin
       casez (\$signal [15:2])
@@ -65971,7 +67026,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$95 ) begin end
     \$296  = 1'h0;
     if (\$10 ) begin
       casez (\$signal [15:2])
@@ -66054,7 +67109,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$95 ) begin end
     \$297  = 1'h0;
     if (\$10 ) begin
       casez (\$signal [15:2])
@@ -66161,12 +67216,12 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$95 ) begin end
     \$298  = head0;
     if (done_valid) begin
-      casez (\port$13692$0 [1:0])
+      casez (\port$13533$0 [1:0])
         2'h0:
-            \$298  = \port$13692$0 [33:2];
+            \$298  = \port$13533$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -66202,10 +67257,10 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$95 ) begin end
     \$299  = status0;
     if (done_valid) begin
-      casez (\port$13692$0 [1:0])
+      casez (\port$13533$0 [1:0])
         2'h0:
             if (\$1 ) begin
               \$299  = { 24'h800000, done_status };
@@ -66247,14 +67302,14 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$95 ) begin end
     \$300  = head1;
     if (done_valid) begin
-      casez (\port$13692$0 [1:0])
+      casez (\port$13533$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
-            \$300  = \port$13692$0 [33:2];
+            \$300  = \port$13533$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -66314,10 +67369,10 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$95 ) begin end
     \$301  = status1;
     if (done_valid) begin
-      casez (\port$13692$0 [1:0])
+      casez (\port$13533$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -66385,16 +67440,16 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$95 ) begin end
     \$302  = head2;
     if (done_valid) begin
-      casez (\port$13692$0 [1:0])
+      casez (\port$13533$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
             /* empty */;
         2'h2:
-            \$302  = \port$13692$0 [33:2];
+            \$302  = \port$13533$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -66478,10 +67533,10 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$95 ) begin end
     \$303  = status2;
     if (done_valid) begin
-      casez (\port$13692$0 [1:0])
+      casez (\port$13533$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -66575,11 +67630,11 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$95 ) begin end
     \$304  = head3;
     if (done_valid) begin
       (* full_case = 32'd1 *)
-      casez (\port$13692$0 [1:0])
+      casez (\port$13533$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -66587,7 +67642,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
         2'h2:
             /* empty */;
         2'h3:
-            \$304  = \port$13692$0 [33:2];
+            \$304  = \port$13533$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -66695,11 +67750,11 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$95 ) begin end
     \$305  = status3;
     if (done_valid) begin
       (* full_case = 32'd1 *)
-      casez (\port$13692$0 [1:0])
+      casez (\port$13533$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -66819,7 +67874,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$95 ) begin end
     \$306  = \$signal ;
     if (\$5 ) begin
       \$306  = io__awaddr;
@@ -66829,7 +67884,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$95 ) begin end
     \$307  = \$signal$22 ;
     if (\$5 ) begin
       \$307  = io__awuser;
@@ -66839,7 +67894,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$95 ) begin end
     \$308  = aw_full;
     if (\$5 ) begin
       \$308  = 1'h1;
@@ -66852,7 +67907,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$95 ) begin end
     \$309  = \$signal$27 ;
     if (\$6 ) begin
       \$309  = io__wdata;
@@ -66862,7 +67917,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$95 ) begin end
     \$310  = \$signal$29 ;
     if (\$6 ) begin
       \$310  = io__wstrb;
@@ -66872,7 +67927,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$95 ) begin end
     \$311  = \$signal$31 ;
     if (\$6 ) begin
       \$311  = 1'h1;
@@ -66885,7 +67940,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$95 ) begin end
     \$312  = \$signal$32 ;
     if (\$7 ) begin
       \$312  = 1'h0;
@@ -66898,7 +67953,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$95 ) begin end
     \$313  = b_resp;
     if (\$10 ) begin
       \$313  = 2'h0;
@@ -66911,7 +67966,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$95 ) begin end
     \$314  = queues__0;
     if (\$10 ) begin
       casez (\$signal [15:2])
@@ -66972,7 +68027,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$95 ) begin end
     \$315  = queues__1;
     if (\$10 ) begin
       casez (\$signal [15:2])
@@ -67057,7 +68112,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$95 ) begin end
     \$316  = queues__2;
     if (\$10 ) begin
       casez (\$signal [15:2])
@@ -67166,7 +68221,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$95 ) begin end
     \$317  = queues__3;
     if (\$10 ) begin
       casez (\$signal [15:2])
@@ -67299,7 +68354,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$95 ) begin end
     \$318  = \$signal$41 ;
     if (\$283 ) begin
       \$318  = 1'h0;
@@ -67312,7 +68367,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$95 ) begin end
     \$319  = r_data;
     if (\$284 ) begin
       \$319  = 32'd0;
@@ -67438,7 +68493,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$95 ) begin end
     refuse = 1'h0;
     if (\$287 ) begin
       refuse = \$289 ;
@@ -67540,8 +68595,8 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
       endcase
     end
   end
-  assign done_queue = \port$13692$0 [1:0];
-  assign done_seq = \port$13692$0 [33:2];
+  assign done_queue = \port$13533$0 [1:0];
+  assign done_seq = \port$13533$0 [33:2];
   assign mask = { \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3:2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2:1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1:0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0] };
   assign io__bresp = b_resp;
   assign io__rdata = r_data;

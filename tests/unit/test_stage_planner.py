@@ -6,11 +6,13 @@ import dataclasses
 import pytest
 
 import isa
+from amaranth import Elaboratable, Module
 from ties import simulate
 from sim.stage_planner import plan_stage
 
 CFG = isa.load_config("default")
 LANES = CFG.lanes
+SIZE_STEPS = 3              # hw/stage_sizes.py: its sizes valid in the third cycle of held inputs
 # (K, N, transposed, input rows): packed (N <= LANES / 2), one word, several words and sets,
 # the split (one input row), K not a multiple of the packing, K < pack, transposed packed
 # (K a power of two) and not (K not a power of two, one and several chunks a row)
@@ -20,19 +22,35 @@ CASES = [(64, 8, False, 4), (64, 8, False, 1), (37, 5, False, 1), (3, 8, False, 
          (200, 5, True, 1), (16, 100, True, 2)]
 
 
+class SizedPlanner(Elaboratable):
+    """The planner fed by the stage's sizes as the decoder works them out (hw/stage_sizes.py)."""
+    def __init__(self):
+        from hw.stage_planner import StagePlanner
+        from hw.stage_sizes import StageSizes
+        self.sizes, self.planner = StageSizes(CFG), StagePlanner(CFG)
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.sizes, m.submodules.planner = self.sizes, self.planner
+        m.d.comb += self.planner.sizes.eq(self.sizes.sizes)
+        return m
+
+
 def run_planner(stages, pipe_busy=0):
-    """Load each (K, N, transposed, input rows) and read the planner's registers after it;
-    also `ready` before each load. `pipe_busy` from the second load on."""
-    from hw.stage_planner import StagePlanner
-    dut = StagePlanner(CFG)
+    """Load each (K, N, transposed, input rows), its sizes worked out first (the sizes'
+    steps, SIZE_STEPS cycles), and read the planner's registers after it; also `ready`
+    before each load. `pipe_busy` from the second load on."""
+    top = SizedPlanner()
+    sizes, dut = top.sizes, top.planner
     fields = [f.name for f in dataclasses.fields(plan_stage(1, 1, False, 1, LANES)) if f.name != "sets_used"]
     seen = []
 
     async def bench(ctx):
         for i, (k, n, trans, rows) in enumerate(stages):
-            ctx.set(dut.k, k)
-            ctx.set(dut.n, n)
-            ctx.set(dut.trans_in, trans)
+            ctx.set(sizes.k, k)
+            ctx.set(sizes.n, n)
+            ctx.set(sizes.trans, trans)
+            await ctx.tick().repeat(SIZE_STEPS - 1)
             ctx.set(dut.split, rows == 1 and not trans)
             ctx.set(dut.pipe_busy, pipe_busy if i else 0)
             ctx.set(dut.load, 1)
@@ -43,7 +61,7 @@ def run_planner(stages, pipe_busy=0):
             regs["sets_used"] = tuple(ctx.get(dut.sets_used[q]) for q in range(2))
             seen.append((ready, has_full, regs))
 
-    simulate(dut, bench)
+    simulate(top, bench)
     return seen
 
 
