@@ -9,8 +9,14 @@ weight of D x D at rank R, per GPU-memory state, as the batch grows.
 
 E3 and E4 send x (and y or m) over the link, B_i (D + D) or B_i (D + R) bytes, so they win at
 small batches; E2 moves the adapter, R (D + D) bytes whatever B_i, so it wins at large ones.
+
+`plora crossovers --csv PATH` writes every cost the table samples (write_csv), `--plot PATH`
+draws them over the batch (plot_rows).
 """
+import csv
 import dataclasses
+import math
+import pathlib
 
 from .cost import STRATEGIES, CostModel, Strategy, amortized_load_s, factor_bytes
 
@@ -66,7 +72,10 @@ def first_cheaper(rows, cheaper, than):
     return next((i + 1 for i, (x, y) in enumerate(zip(a.costs, b.costs)) if x < y), None)
 
 
-def crossovers(config, timing, out=print, d=4096, ranks=RANKS, max_batch=256):
+def crossovers(config, timing, out=print, d=4096, ranks=RANKS, max_batch=256, rows_out=None):
+    """Print the table per rank (costs at SHOWN_BATCHES, the cheapest runs, the crossovers)
+    and its last line; returns {rank: (E2 beats E3 from, E2 beats E4 from)}. `rows_out`, a
+    list, gets every Row printed (costs at every batch 1..max_batch)."""
     cost = CostModel(config.gpu_config(), config.link_config(), timing, config.num_devices)
     link = config.link_config()
     out(f"crossovers: one injected weight, D = {d}, on {config.device!r} devices over {link.name!r} "
@@ -85,6 +94,8 @@ def crossovers(config, timing, out=print, d=4096, ranks=RANKS, max_batch=256):
                              for b in SHOWN_BATCHES if b <= max_batch)
             out(f"  {r.state:<5} {name:<8} {cells}")
             printed += 1
+        if rows_out is not None:
+            rows_out.extend(rows)
         for state in STATES:
             mine = [r for r in rows if r.state == state]
             as_is = [r for r in mine if not r.loads]
@@ -105,3 +116,83 @@ def crossovers(config, timing, out=print, d=4096, ranks=RANKS, max_batch=256):
     e3, e4 = summary.get(16, (None, None))
     out(f"crossovers n={printed} e3_to_e2_at_R16={e3} e4_to_e2_at_R16={e4}")
     return summary
+
+
+# ---- the table as data: CSV and a plot (plora crossovers --csv, --plot) ----------------------
+
+CSV_COLUMNS = ("rank", "state", "strategy", "charged_load", "d_model", "batch_count", "cost_us")
+HELD = {"P1": "A and B cached", "P2": "nothing cached", "P3": "B cached"}
+
+
+def label(row):
+    """The strategy as the table prints it: 'E1+load' where the state's missing factors are
+    loaded and charged by the load rule."""
+    return row.strategy.name + ("+load" if row.loads else "")
+
+
+def write_csv(rows, path, d):
+    """Every cost of `rows` as CSV, a line per (rank, state, strategy, batch) in the table's
+    order, batch 1..max_batch: `cost_us` is one injected weight's cost per layer in
+    microseconds (empty where the strategy cannot run), `charged_load` whether it includes the
+    amortized load of the factors the state lacks (the table's '+load'), `d_model` the
+    weight's dimension D."""
+    path = pathlib.Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(CSV_COLUMNS)
+        for r in rows:
+            for b, cost in enumerate(r.costs, start=1):
+                w.writerow((r.rank, r.state, label(r), r.loads, d, b, "" if math.isinf(cost) else repr(cost * 1e6)))
+    return path
+
+
+def plot_rows(rows, path, d, config=None):
+    """The costs of `rows` over the batch, log-log: a panel per state (rows of panels) and
+    rank (columns), a line per strategy (dashed where it is charged a load), one legend
+    right of the panels. Returns the path written (its format from its suffix)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+
+    ranks = list(dict.fromkeys(r.rank for r in rows))
+    states = list(dict.fromkeys(r.state for r in rows))
+    colors = {s.name: c for s, c in zip(STRATEGIES, plt.rcParams["axes.prop_cycle"].by_key()["color"])}
+    fig, axes = plt.subplots(len(states), len(ranks), figsize=(2.7 * len(ranks) + 1.6, 2.3 * len(states) + 0.8),
+                             sharex=True, sharey=True, squeeze=False)
+    for i, state in enumerate(states):
+        for j, rank in enumerate(ranks):
+            ax = axes[i][j]
+            for r in rows:
+                if r.state != state or r.rank != rank:
+                    continue
+                batches = range(1, len(r.costs) + 1)
+                ax.plot(batches, [c * 1e6 if not math.isinf(c) else math.nan for c in r.costs],
+                        color=colors[r.strategy.name], ls="--" if r.loads else "-", lw=1.2)
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+            ax.grid(True, which="major", lw=0.3, alpha=0.5)
+            if i == 0:
+                ax.set_title(f"R = {rank}", fontsize=9)
+            if j == 0:
+                ax.set_ylabel(f"{state}: {HELD.get(state, state)}\ncost (us per layer)", fontsize=8)
+            if i == len(states) - 1:
+                ax.set_xlabel("batch (requests)", fontsize=8)
+            ax.tick_params(labelsize=7)
+    handles = [Line2D([], [], color=colors[s.name], label=s.name) for s in STRATEGIES]
+    handles.append(Line2D([], [], color="gray", ls="--", label="+load: the missing\nfactors' load, amortized"))
+    fig.legend(handles=handles, loc="center left", bbox_to_anchor=(1 - 1.5 / fig.get_figwidth(), 0.5),
+               fontsize=8, frameon=False, title="strategy", title_fontsize=8)
+    where = ""
+    if config is not None:
+        link = config.link_config()
+        where = f", {config.device} devices over {link.name} ({link.bytes_per_s / 1e9:g} GB/s), GPU {config.gpu}"
+    fig.suptitle(f"Cost of one injected {d} x {d} weight per layer by strategy and GPU-memory state{where}; "
+                 "lower is better", fontsize=9)
+    fig.tight_layout(rect=(0, 0, 1 - 1.6 / fig.get_figwidth(), 0.96))
+    path = pathlib.Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

@@ -1,11 +1,12 @@
 """`plora`: the project's one command line (click throughout).
 
     plora simulate [--config default] [--set system=ns ...]   one run: summary, CSVs
-    plora sweep --axis link_gb_s=8,16,... [--address tcp://...]  a grid of runs on Dask
+    plora sweep --axis link_gb_s=8,16,... [--address tcp://...] [--plot PATH]  a grid of runs on Dask
     plora reproduce [--out build/reproduce]                    the paper's claims (make reproduce)
     plora serve-bench                                          the simulator's speed (make serve-bench)
     plora replay-step [--case llama2-7b-short ...]             whole steps on model devices vs the charge (make replay-step)
     plora systems                                              the systems and what each models
+    plora boost [--requests 2000]                              BOOST's claims and its use in the pool (make boost)
     plora crossovers | steps | timing-check                    the scheduler's (scheduler/cli.py)
     plora area [--config paper]                                the core's area, power, timing (make area)
     plora demo | validate | roofline | bench | verify          the RTL's (rtlbench/, verify/)
@@ -83,6 +84,7 @@ def main():
 
     \b
     Serving:    simulate, sweep, reproduce, serve-bench, replay-step, systems
+    BOOST:      boost
     Scheduler:  crossovers, steps, timing-check
     Device:     demo, validate, roofline, bench, verify, area
 
@@ -224,11 +226,13 @@ def simulate(config_name, overrides, out):
 @click.option("--axis", "axes", multiple=True, required=True, metavar="NAME=V1,V2,...",
               help="a sweep axis: link_gb_s, latency_ns, devices, batch or any run config field (repeatable)")
 @click.option("--address", default=None, help="a Dask scheduler's address; default: a local cluster")
-@click.option("--workers", default=None, type=int, help="local cluster workers (default: one per core)")
+@click.option("--workers", default=None, type=click.IntRange(min=1), help="local cluster workers (default: one per core)")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=pathlib.Path), default="build/sweep.csv",
-              show_default=True)
-def sweep(config_name, overrides, axes, address, workers, out):
-    """Run a grid of configs (in parallel on Dask) and write one CSV row per point."""
+              show_default=True, callback=lambda ctx, param, value: scheduler_cli.writable_path(value, "--out"))
+@scheduler_cli.figure_option("plot throughput, TPOT and link utilization over the first numeric axis, a line "
+                             "per value of the others, to this image (.png, .pdf, .svg)")
+def sweep(config_name, overrides, axes, address, workers, out, plot_path):
+    """Run a grid of configs (in parallel on Dask) and write one CSV row per point (and a plot)."""
     from .sweep import points, sweep as run_sweep, write_csv
     base = _serving_config(config_name, overrides)
     grid = {}
@@ -251,23 +255,54 @@ def sweep(config_name, overrides, axes, address, workers, out):
         click.echo(f"{axes_text:40s} tok/s {row['throughput_tok_s']:9.1f}  tpot {row['tpot_ms']:8.2f} ms  "
                    f"link {row['link_util']:.2f}")
     click.echo(f"wrote {out}")
+    if plot_path:
+        from .figures import sweep_plot
+        click.echo(f"wrote {sweep_plot(rows, list(grid), plot_path)}")
 
 
 @main.command()
 @click.option("--out", type=click.Path(file_okay=False, path_type=pathlib.Path), default="build/reproduce",
               show_default=True)
-@click.option("--requests", default=128, show_default=True, help="requests per run (batch 32, offline)")
+@click.option("--requests", default=128, show_default=True, type=click.IntRange(min=1),
+              help="requests per run (offline; at least the batch, max_batch: 32)")
 @click.option("--address", default=None, help="a Dask scheduler's address; default: a local cluster")
-@click.option("--workers", default=None, type=int)
+@click.option("--workers", default=None, type=click.IntRange(min=1))
 @click.option("--reuse", is_flag=True, help="read the sweeps' CSVs from --out if they exist (figures, table only)")
 @set_option
 def reproduce(out, requests, address, workers, reuse, overrides):
-    """The paper's claims (sections VII-D, VIII) beside the simulator's, CSVs and figures in --out."""
-    from .reproduce import reproduce as run_reproduce
+    """The paper's claims (sections VII-D, VIII) beside the simulator's, CSVs and figures in
+    --out; the table fits 120 columns, each claim's whole cause and note in --out/claims.csv."""
+    from .reproduce import ReproduceError, check_requests, reproduce as run_reproduce, reusable
     base = _serving_config("default", overrides)
+    if not (reuse and reusable(out)):
+        problem = check_requests(requests, base.max_batch)
+        if problem:
+            raise BadInput(f"--requests {requests}: {problem}")
+    try:
+        scheduler_cli.writable_path(out / "claims.csv", "--out")
+    except click.BadParameter as exc:
+        raise BadInput(f"--out {out}: {exc.format_message()}") from None
     out.mkdir(parents=True, exist_ok=True)
-    run_reproduce(out, requests=requests, address=address, workers=workers, echo=click.echo, reuse=reuse,
-                  base=base)
+    try:
+        run_reproduce(out, requests=requests, address=address, workers=workers, echo=click.echo, reuse=reuse,
+                      base=base)
+    except ReproduceError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+@main.command()
+@click.option("--requests", default=2000, show_default=True, type=click.IntRange(min=1),
+              help="requests of the DSR churn run (Fig. 19)")
+@click.option("--pool-requests", default=128, show_default=True, type=click.IntRange(min=1),
+              help="requests per serving run of the pool table")
+@click.option("--instances", default=300, show_default=True, type=click.IntRange(min=1),
+              help="BAPP-R add-kernel instances (7 full waves each)")
+def boost(requests, pool_requests, instances):
+    """BOOST (seed 002, docs/boost.md): the paper's claims beside the model's, the decode-step
+    and churn details, BOOST in PLoRA's pool beside PLoRA alone, and the summary line
+    (make boost; `python -m boost.cli` is the same command)."""
+    from boost.reproduce import reproduce as run_boost
+    run_boost(echo=click.echo, requests=requests, pool_requests=pool_requests, instances=instances)
 
 
 @main.command("serve-bench")

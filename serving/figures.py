@@ -1,6 +1,7 @@
 """Figures shaped like seed 000's Figs. 8, 9, 11, 12 and 13, from sweep rows (the summaries
-`serving.sweep` returns, or the CSVs it writes). Each function writes one PNG and returns its
-path; none runs a simulation.
+`serving.sweep` returns, or the CSVs it writes), and any sweep's results (`plora sweep
+--plot`, sweep_plot). Each function writes one image (PNG unless the path names another
+format) and returns its path; none runs a simulation.
 """
 import collections
 import pathlib
@@ -141,3 +142,82 @@ def fig13_link(ladder, devices, latency, path):
     d.set_xlabel("one-way link latency (ns)")
     d.set_title("(d) link latency")
     return _save(fig, path)
+
+
+# ---- any sweep (plora sweep --plot) --------------------------------------------------------
+
+AXIS_LABELS = {"link_gb_s": "link bandwidth (GB/s)", "latency_ns": "one-way link latency (ns)",
+               "devices": "devices (count)", "batch": "max batch (requests)"}
+SWEEP_METRICS = (("throughput_tok_s", 1, "throughput (tokens/s)\nhigher is better"),
+                 ("tpot_ms", 1, "TPOT (ms)\nlower is better"),
+                 ("link_util", 100, "link utilization (%)\nbusier direction"))
+
+
+def _is_number(v):
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def axis_label(axis):
+    """An axis's name with its unit: the sweep's own axes, a run field by its name's unit
+    suffix (`max_prefill_tokens` -> tokens), else the name."""
+    if axis in AXIS_LABELS:
+        return AXIS_LABELS[axis]
+    for suffix, unit in (("_bytes_per_s", "B/s"), ("_s", "s"), ("_tokens", "tokens"), ("_bytes", "bytes")):
+        if axis.endswith(suffix):
+            return f"{axis} ({unit})"
+    return {"requests": "requests (count)", "num_devices": "devices (count)",
+            "max_batch": "max batch (requests)", "seed": "seed"}.get(axis, axis)
+
+
+def sweep_plot(rows, axes, path):
+    """A sweep's results: throughput, TPOT and link utilization (a panel each) over the first
+    axis whose values are all numbers (log scale when they span 10x or more), a line per
+    combination of the other axes' values; with no numeric axis, bars per value of the first
+    axis. `rows` are the sweep's summaries with their `axis_<name>` labels, `axes` the axis
+    names in the order given. The fields every point shares (system, model, workload, GPU,
+    link, devices) title it; the legend sits right of the panels."""
+    axes = list(axes)
+    numeric = [a for a in axes if all(_is_number(r[f"axis_{a}"]) for r in rows)]
+    x_axis = numeric[0] if numeric else axes[0]
+    others = [a for a in axes if a != x_axis]
+
+    def series_of(r):
+        return ", ".join(f"{a}={LABELS.get(r[f'axis_{a}'], r[f'axis_{a}'])}" for a in others) or "all"
+
+    names = list(dict.fromkeys(series_of(r) for r in rows))
+    fig, panels = plt.subplots(1, len(SWEEP_METRICS), figsize=(4.2 * len(SWEEP_METRICS) + 2.4, 3.8), squeeze=False)
+    panels = panels[0]
+    cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    colors = {n: cycle[i % len(cycle)] for i, n in enumerate(names)}
+    for ax, (key, scale, ylabel) in zip(panels, SWEEP_METRICS):
+        if numeric:
+            for name in names:
+                points = sorted((r[f"axis_{x_axis}"], r[key] * scale) for r in rows if series_of(r) == name)
+                ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", ms=4, color=colors[name])
+            xs = [r[f"axis_{x_axis}"] for r in rows]
+            if min(xs) > 0 and max(xs) >= 10 * min(xs):
+                ax.set_xscale("log")
+                ticks = sorted(set(xs))
+                ax.set_xticks(ticks, [f"{t:g}" for t in ticks], rotation=45 if len(ticks) > 6 else 0)
+                ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+        else:
+            scaled = [dict(r, _x=str(r[f"axis_{x_axis}"]), _series=series_of(r), _y=r[key] * scale) for r in rows]
+            _grouped_bars(ax, scaled, "_x", "_series", "_y", names=names, colors=colors)
+        ax.set_xlabel(axis_label(x_axis))
+        ax.set_ylabel(ylabel)
+        ax.set_ylim(*((0, 105) if key == "link_util" else (0, None)))
+        ax.grid(True, lw=0.3, alpha=0.5)
+    shared = [f"{k} {LABELS.get(rows[0][k], rows[0][k])}" for k in ("system", "model", "workload", "gpu", "link",
+                                                                     "num_devices")
+              if k in rows[0] and len({str(r[k]) for r in rows}) == 1]
+    fig.suptitle(f"sweep over {', '.join(axes)}" + (f"; {', '.join(shared)}" if shared else ""), fontsize=10)
+    if len(names) > 1 or others:
+        handles = [matplotlib.patches.Patch(color=colors[n], label=n) for n in names]
+        fig.legend(handles=handles, loc="center left", bbox_to_anchor=(1 - 2.3 / fig.get_figwidth(), 0.5),
+                   fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0, 1 - 2.4 / fig.get_figwidth(), 0.94))
+    path = pathlib.Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

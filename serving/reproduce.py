@@ -12,9 +12,17 @@ measured on real hardware, which the simulator idealizes, prints what the ideali
 whatever its verdict.
 
 How each claim is measured, and the sentence it rests on, is in docs/serving.md.
+
+The printed table fits a 120-column terminal: a row per claim (paper, simulator, unit, ratio,
+verdict), a miss's cause and a note cut to one line each; every claim with its whole cause
+and note is in `--out`/claims.csv (write_claims_csv), which the table's first line names.
 """
+import csv
 import dataclasses
+import math
+import pathlib
 import statistics
+import textwrap
 
 from scheduler.config import load_scheduler_config
 
@@ -41,6 +49,22 @@ DP_GPUS = 4                       # VII-G: '4-GPU S-LoRA' (Llama2-7B)
 DP_MODEL = "llama2-7b"
 
 
+class ReproduceError(ValueError):
+    """A claim the sweeps' rows cannot give (no run reached a full batch): the CLI's `Error:` line."""
+
+
+def _no_full_batch(rows, what):
+    """Why `what` cannot be read from `rows`: none has a decode step at a full batch."""
+    cells = sorted({(r.get("model"), r.get("workload")) for r in rows})
+    batches = sorted({r.get("max_batch") for r in rows})
+    requests = sorted({r.get("requests") for r in rows})
+    return ReproduceError(
+        f"{what}: no run of {', '.join(f'{m} {w}' for m, w in cells)} has a decode step at a full batch "
+        f"(max_batch={'/'.join(map(str, batches))}, {'/'.join(map(str, requests))} requests a run), so "
+        f"full_batch_tok_s is empty in all {len(rows)}; give more requests (--requests) or a smaller batch "
+        f"(--set max_batch=...)")
+
+
 def plateau(rows):
     return max(r["full_batch_tok_s"] for r in rows)
 
@@ -48,13 +72,19 @@ def plateau(rows):
 def saturation_gb_s(rows):
     """The smallest ladder point within 1 % of the plateau (section VIII, Finding 5)."""
     top = plateau(rows)
-    return min(r["link_gb_s"] for r in rows if r["full_batch_tok_s"] >= 0.99 * top)
+    within = [r["link_gb_s"] for r in rows if r["full_batch_tok_s"] >= 0.99 * top]
+    if not within:
+        raise _no_full_batch(rows, "the saturation bandwidth")
+    return min(within)
 
 
 def knee(rows):
     """The smallest device count within 5 % of the best (this project's reading of 'knee')."""
     top = max(r["full_batch_tok_s"] for r in rows)
-    return min(r["num_devices"] for r in rows if r["full_batch_tok_s"] >= 0.95 * top)
+    within = [r["num_devices"] for r in rows if r["full_batch_tok_s"] >= 0.95 * top]
+    if not within:
+        raise _no_full_batch(rows, "the device-count knee")
+    return min(within)
 
 
 def _select(rows, **match):
@@ -78,11 +108,32 @@ def sweep_grids():
     }
 
 
+SWEEP_NAMES = ("ladder", "ablation", "devices", "latency", "systems", "kv", "dp")
+
+
+def reusable(out):
+    """Whether `out` holds every sweep's CSV (what --reuse reads instead of running them)."""
+    return all((pathlib.Path(out) / f"{n}.csv").exists() for n in SWEEP_NAMES)
+
+
+def check_requests(requests, max_batch):
+    """None if runs of `requests` requests at batch `max_batch` can give every claim, else
+    why not: the plateau, saturation and knee claims read decode steps at a full batch, and
+    the 4-GPU S-LoRA deals the requests to DP_GPUS replicas."""
+    if requests < max_batch:
+        return (f"{requests} requests never fill a batch of max_batch={max_batch}, and the plateau, saturation "
+                f"and knee claims read decode steps at a full batch: give --requests {max_batch} or more, or "
+                f"--set max_batch={requests}")
+    if requests < DP_GPUS:
+        return f"{requests} requests leave a {DP_GPUS}-GPU S-LoRA replica none: give --requests {DP_GPUS} or more"
+    return None
+
+
 def run_sweeps(base, requests, address, workers, out, reuse=False):
     """Every sweep of the table: {name: rows}; each written to out/<name>.csv (with `reuse`,
     read back from there instead when all exist). "dp" holds the 4-GPU S-LoRA's replicas."""
-    names = ("ladder", "ablation", "devices", "latency", "systems", "kv", "dp")
-    if reuse and all((out / f"{n}.csv").exists() for n in names):
+    names = SWEEP_NAMES
+    if reuse and reusable(out):
         return {n: read_csv(out / f"{n}.csv") for n in names}
     base = base.with_(requests=requests)
     grids = sweep_grids()
@@ -518,13 +569,61 @@ def load_model_params(model):
     return load_model(model).params / 1e9
 
 
-def print_table(table, echo=print):
-    echo(f"{'claim':64s} {'paper':>10s} {'sim':>10s} {'ratio':>7s}  verdict")
-    for c in table:
-        echo(f"{c.what:64s} {c.paper:10.3g} {c.sim:10.3g} {c.ratio:7.3f}  {c.verdict} [{c.unit}]")
+WIDTH = 120                 # the printed table's widest line
+CLAIM_WIDTH = 62            # the claim's column; a longer claim wraps within it
+CSV_COLUMNS = ("number", "claim", "paper_value", "sim_value", "unit", "ratio_sim_over_paper", "band_frac",
+               "within_band", "verdict", "why", "note")
+
+
+def _one_line(label, text, indent=6):
+    """`label: text` on one line of at most WIDTH columns, cut with '...' (the whole text is
+    in claims.csv)."""
+    line = f"{'':{indent}s}{label}: {' '.join(text.split())}"
+    return line if len(line) <= WIDTH else line[:WIDTH - 3].rstrip() + "..."
+
+
+def short_verdict(claim):
+    """'within 10%', 'exact' or 'miss' (Claim.verdict without the miss's cause)."""
+    return "miss" if not claim.within else claim.verdict
+
+
+def print_table(table, echo=print, csv_path=None):
+    """The claims as a table no wider than WIDTH columns: a numbered row per claim, under it
+    a miss's cause and a note (whatever the verdict) cut to a line each; `csv_path`, where
+    write_claims_csv put the whole text, is named first. The last line is
+    `reproduction claims=<n> within_10pct=<k>`."""
+    if csv_path is not None:
+        echo(f"each claim's whole cause (why) and note: {csv_path}")
+    echo(f"{'#':>3s}  {'claim':{CLAIM_WIDTH}s} {'paper':>10s} {'sim':>10s} {'unit':7s} {'ratio':>7s}  verdict")
+    for number, c in enumerate(table, start=1):
+        what = textwrap.wrap(c.what, CLAIM_WIDTH) or [""]
+        echo(f"{number:3d}  {what[0]:{CLAIM_WIDTH}s} {c.paper:10.3g} {c.sim:10.3g} {c.unit:7s} {c.ratio:7.3f}  "
+             f"{short_verdict(c)}")
+        for more in what[1:]:
+            echo(f"{'':5s}{more}")
+        if not c.within and c.why:
+            echo(_one_line("why", c.why))
         if c.note:
-            echo(f"{'':64s} note: {c.note}")
+            echo(_one_line("note", c.note))
     echo(f"reproduction claims={len(table)} within_10pct={sum(c.within for c in table)}")
+
+
+def write_claims_csv(table, path):
+    """Every claim as a CSV row, numbered as the printed table: the paper's and the
+    simulator's figures in the row's `unit`, their ratio, the verdict's band (a fraction,
+    0 for an exact count) and whether the claim is within it, the verdict, and the whole
+    measured cause (`why`, the verdict's reason for a miss; what lies behind the figure for
+    the others) and `note`."""
+    path = pathlib.Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(CSV_COLUMNS)
+        for number, c in enumerate(table, start=1):
+            w.writerow((number, c.what, repr(c.paper), repr(c.sim), c.unit,
+                        "" if math.isnan(c.ratio) else repr(c.ratio), c.tolerance, c.within, short_verdict(c),
+                        c.why, c.note))
+    return path
 
 
 def reproduce(out, requests=128, address=None, workers=None, echo=print, reuse=False, base=None):
@@ -532,7 +631,7 @@ def reproduce(out, requests=128, address=None, workers=None, echo=print, reuse=F
     results = run_sweeps(base, requests, address, workers, out, reuse)
     table = claims(results, base)
     figures(results, out)
-    print_table(table, echo)
+    print_table(table, echo, write_claims_csv(table, out / "claims.csv"))
     return table
 
 
