@@ -154,12 +154,13 @@ def plot_rows(rows, path, d, config=None):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
     from matplotlib.lines import Line2D
 
     ranks = list(dict.fromkeys(r.rank for r in rows))
     states = list(dict.fromkeys(r.state for r in rows))
     colors = {s.name: c for s, c in zip(STRATEGIES, plt.rcParams["axes.prop_cycle"].by_key()["color"])}
-    fig, axes = plt.subplots(len(states), len(ranks), figsize=(2.7 * len(ranks) + 1.6, 2.3 * len(states) + 0.8),
+    fig, axes = plt.subplots(len(states), len(ranks), figsize=(2.7 * len(ranks) + 1.8, 2.3 * len(states) + 0.8),
                              sharex=True, sharey=True, squeeze=False)
     for i, state in enumerate(states):
         for j, rank in enumerate(ranks):
@@ -171,6 +172,7 @@ def plot_rows(rows, path, d, config=None):
                 ax.plot(batches, [c * 1e6 if not math.isinf(c) else math.nan for c in r.costs],
                         color=colors[r.strategy.name], ls="--" if r.loads else "-", lw=1.2)
             ax.set_xscale("log", base=2)
+            ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
             ax.set_yscale("log")
             ax.grid(True, which="major", lw=0.3, alpha=0.5)
             if i == 0:
@@ -181,8 +183,8 @@ def plot_rows(rows, path, d, config=None):
                 ax.set_xlabel("batch (requests)", fontsize=8)
             ax.tick_params(labelsize=7)
     handles = [Line2D([], [], color=colors[s.name], label=s.name) for s in STRATEGIES]
-    handles.append(Line2D([], [], color="gray", ls="--", label="+load: the missing\nfactors' load, amortized"))
-    fig.legend(handles=handles, loc="center left", bbox_to_anchor=(1 - 1.5 / fig.get_figwidth(), 0.5),
+    handles.append(Line2D([], [], color="gray", ls="--", label="+load: the\nmissing factors'\nload, amortized"))
+    fig.legend(handles=handles, loc="center left", bbox_to_anchor=(1 - 1.7 / fig.get_figwidth(), 0.5),
                fontsize=8, frameon=False, title="strategy", title_fontsize=8)
     where = ""
     if config is not None:
@@ -190,7 +192,7 @@ def plot_rows(rows, path, d, config=None):
         where = f", {config.device} devices over {link.name} ({link.bytes_per_s / 1e9:g} GB/s), GPU {config.gpu}"
     fig.suptitle(f"Cost of one injected {d} x {d} weight per layer by strategy and GPU-memory state{where}; "
                  "lower is better", fontsize=9)
-    fig.tight_layout(rect=(0, 0, 1 - 1.6 / fig.get_figwidth(), 0.96))
+    fig.tight_layout(rect=(0, 0, 1 - 1.8 / fig.get_figwidth(), 0.96))
     path = pathlib.Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)

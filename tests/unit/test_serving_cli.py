@@ -82,7 +82,9 @@ def test_errors_exit_non_zero_naming_the_culprit(args, named, tmp_path):
 
 def test_sweep_writes_a_row_per_point(tmp_path):
     out = tmp_path / "sweep.csv"
-    result = invoke("sweep", "--axis", "link_gb_s=64,128", "--set", "requests=8", "--workers", "1", "--out", str(out))
+    plot = tmp_path / "plots" / "sweep.png"
+    result = invoke("sweep", "--axis", "link_gb_s=64,128", "--set", "requests=8", "--workers", "1", "--out", str(out),
+                    "--plot", str(plot))
     assert result.exit_code == 0, result.output
     with out.open() as f:
         rows = list(csv.DictReader(f))
@@ -92,3 +94,80 @@ def test_sweep_writes_a_row_per_point(tmp_path):
     assert all(r["requests_count"] == "8" and r["system"] == "plora" for r in rows)
     assert float(rows[0]["decode_tok_s"]) <= float(rows[1]["decode_tok_s"])
     assert "link_gb_s=64" in result.output and "link_gb_s=128" in result.output
+    data = plot.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
+    assert f"wrote {plot}" in result.output.splitlines()
+
+
+def _sweep_rows():
+    """Rows as `plora sweep --axis link_gb_s=8,128,1800 --axis system=plora,ns` returns them."""
+    rows = []
+    for system, scale in (("plora", 1.0), ("ns", 0.5)):
+        for gbs in (8, 128, 1800):
+            rows.append(dict(system=system, model="llama2-7b", workload="uniform", num_devices=4, link_gb_s=gbs,
+                             throughput_tok_s=scale * 100 * gbs ** 0.3, tpot_ms=10 / scale / gbs ** 0.3,
+                             link_util=min(1.0, 16 / gbs), axis_link_gb_s=gbs, axis_system=system))
+    return rows
+
+
+def _drawn(monkeypatch, draw):
+    """The figure `draw()` makes, kept from plt.close and drawn."""
+    import matplotlib.pyplot as plt
+    figures = []
+    monkeypatch.setattr(plt, "close", figures.append)
+    path = draw()
+    assert path.stat().st_size > 0
+    fig, = figures
+    fig.canvas.draw()
+    return fig
+
+
+def test_sweep_plot_axes_units_and_legend_outside(tmp_path, monkeypatch):
+    from serving.figures import sweep_plot
+    rows = _sweep_rows()
+    fig = _drawn(monkeypatch, lambda: sweep_plot(rows, ["link_gb_s", "system"], tmp_path / "s.png"))
+    assert len(fig.axes) == 3
+    labels = [ax.get_ylabel() for ax in fig.axes]
+    assert "tokens/s" in labels[0] and "higher is better" in labels[0]
+    assert "ms" in labels[1] and "lower is better" in labels[1]
+    assert "%" in labels[2]
+    for ax in fig.axes:
+        assert ax.get_xlabel() == "link bandwidth (GB/s)" and ax.get_xscale() == "log"
+        # a line per system, its points the rows' values
+        lines = ax.get_lines()
+        assert len(lines) == 2
+        assert [list(line.get_xdata()) for line in lines] == [[8, 128, 1800]] * 2
+    assert list(fig.axes[0].get_lines()[1].get_ydata()) == [r["throughput_tok_s"] for r in rows[3:]]
+    assert list(fig.axes[2].get_lines()[0].get_ydata()) == [100 * r["link_util"] for r in rows[:3]]
+    legend, = fig.legends
+    assert [t.get_text() for t in legend.get_texts()] == ["system=PLoRA (NSD)", "system=NS"]
+    for ax in fig.axes:
+        assert not legend.get_window_extent().overlaps(ax.get_window_extent())
+    title = fig._suptitle.get_text()
+    assert "llama2-7b" in title and "uniform" in title and "PLoRA" not in title
+
+
+def test_sweep_plot_of_a_name_axis_is_bars(tmp_path, monkeypatch):
+    from serving.figures import sweep_plot
+    rows = [r for r in _sweep_rows() if r["link_gb_s"] == 128]
+    fig = _drawn(monkeypatch, lambda: sweep_plot(rows, ["system"], tmp_path / "s.svg"))
+    heights = [p.get_height() for p in fig.axes[1].patches]
+    assert heights == [r["tpot_ms"] for r in rows]
+    assert fig.axes[0].get_xlabel() == "system"
+    assert not fig.legends                                   # one series: nothing to tell apart
+
+
+def test_boost_is_a_plora_command_and_boost_cli_its_alias():
+    text = invoke("boost", "--help").output
+    for option in ("--requests", "--pool-requests", "--instances"):
+        assert option in text
+    assert "boost" in invoke("--help").output
+    import subprocess
+    import sys
+    for args in ([sys.executable, "-m", "boost.cli", "--instances", "0"],
+                 [sys.executable, "-m", "serving.cli", "boost", "--instances", "0"]):
+        done = subprocess.run(args, capture_output=True, text=True)
+        assert done.returncode == 2, done
+        line, = done.stderr.splitlines()
+        assert line.startswith("Error: Invalid value for '--instances': 0 is not in the range x>=1. (see '")
+        assert line.endswith(" boost --help')") and done.stdout == ""
