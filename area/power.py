@@ -76,14 +76,14 @@ def descriptors(workload):
 
 
 def _descriptor(kind, m, d, n, operand):
-    from driver.device import attention_descriptor, lora_xab_descriptor
+    from isa.encoders import attention_descriptor, lora_xab_descriptor
     return lora_xab_descriptor(operand, m) if kind == "e3" else attention_descriptor(operand, m)
 
 
 async def _run(cfg, shapes):
     """Submit the descriptors back to back on the model; returns (descriptors, cycles)."""
     from driver import NdpDevice
-    from driver.device import KvBlock, LoraAdapter
+    from isa.encoders import KvBlock, LoraAdapter
     from driver.model_transport import ModelTransport
     rng = np.random.default_rng(13)
     transport = ModelTransport(cfg, backdoor_memory=True)
@@ -124,7 +124,7 @@ async def _run(cfg, shapes):
 
 def activity(cfg, descs):
     """The counts the energies multiply (see the module's docstring)."""
-    from driver.device import dram_traffic
+    from isa.validate import dram_traffic
     from isa.pe_array import plan, trans_plan
     count = dict.fromkeys(("macs", "chunks", "trans_chunks", "acc_line_writes", "readout_words",
                            "dram_read_bytes", "dram_write_bytes", "in_buf_line_writes"), 0)

@@ -14,16 +14,15 @@ A pool of devices (driver.pool.DevicePool) on the model shares one simulated clo
         ...
     driver.clock.run(main())
 
-The RTL transport is not imported here, so the driver imports without cocotb.
+The RTL transport is not imported here, so the driver imports without cocotb. The operands
+(DeviceTensor, LoraAdapter, KvBlock, PagedKvShare) and the descriptor encoders are isa's
+(isa/encoders.py), as are NdpError and the argument errors (isa/errors.py).
 """
-from .errors import (ArgumentError, CompletionError, DeviceNotFound, DeviceTimeout,
-                     MemAccessError, NdpError, OutOfDeviceMemory, QueueFull,
-                     RegisterAccessError, ShapeError, SimulationDeadlock)
+from .errors import (CompletionError, DeviceNotFound, DeviceTimeout, MemAccessError, OutOfDeviceMemory,
+                     QueueFull, RegisterAccessError, SimulationDeadlock)
 from .transport import Transport
 from .queue import Completion, Queue
-from .device import (Capabilities, DeviceTensor, KvBlock, LoraAdapter, NdpDevice, PagedKvShare,
-                     attention_descriptor, load_descriptor, lora_xab_descriptor, matmul_descriptor,
-                     page_list_bytes, paged_attention_descriptor, softmax_descriptor, store_descriptor)
+from .device import Capabilities, NdpDevice
 from .attention import (attention_reference, kv_operand_bytes, kv_operand_lines, kv_v_offset,
                         merge_attention, partial_attention_reference, query_groups,
                         scale_query, split_tokens)
@@ -32,12 +31,9 @@ from .clock import SimClock, VirtualTimeLoop
 from .pool import DevicePool, Ticket
 from .kv_cache import PagedKvCache
 
-__all__ = ["ArgumentError", "CompletionError", "DeviceNotFound", "DeviceTimeout",
-           "MemAccessError", "NdpError", "OutOfDeviceMemory", "QueueFull",
-           "RegisterAccessError", "ShapeError", "SimulationDeadlock", "Transport", "Completion", "Queue",
-           "Capabilities", "DeviceTensor", "KvBlock", "LoraAdapter", "NdpDevice", "PagedKvShare",
-           "attention_descriptor", "page_list_bytes", "paged_attention_descriptor", "load_descriptor", "lora_xab_descriptor", "matmul_descriptor",
-           "softmax_descriptor", "store_descriptor",
+__all__ = ["CompletionError", "DeviceNotFound", "DeviceTimeout", "MemAccessError", "OutOfDeviceMemory",
+           "QueueFull", "RegisterAccessError", "SimulationDeadlock", "Transport", "Completion", "Queue",
+           "Capabilities", "NdpDevice",
            "attention_reference", "kv_operand_bytes", "kv_operand_lines", "kv_v_offset",
            "merge_attention", "partial_attention_reference", "query_groups", "scale_query",
            "split_tokens", "RangeAllocator", "SimClock", "VirtualTimeLoop", "DevicePool", "Ticket",

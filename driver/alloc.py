@@ -3,7 +3,9 @@ import bisect
 
 from isa.slots import LINE_BYTES
 
-from .errors import ArgumentError, OutOfDeviceMemory, count_arg
+from isa.errors import ArgumentError, count_arg
+
+from .errors import OutOfDeviceMemory
 
 
 class RangeAllocator:

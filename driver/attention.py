@@ -21,8 +21,8 @@ import numpy as np
 from isa.slots import LINE_BYTES
 from isa.validate import lines
 
-from .device import FP16
-from .errors import ArgumentError, ShapeError, count_arg
+from isa.encoders import FP16
+from isa.errors import ArgumentError, ShapeError, count_arg
 
 
 # ---- argument checks --------------------------------------------------------------------

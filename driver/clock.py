@@ -16,7 +16,9 @@ of simulated time costs no wall time. Real I/O and threads are not simulated.
 import asyncio
 import math
 
-from .errors import NdpError, SimulationDeadlock
+from isa.errors import NdpError
+
+from .errors import SimulationDeadlock
 
 MIN_RESOLUTION = 1e-13      # seconds; far below one device cycle (1 ns at 1 GHz)
 

@@ -3,18 +3,22 @@ import dataclasses
 
 import numpy as np
 
-from isa import (DescType, Descriptor, DeviceConfig, Dtype, Op, QueueView, Status,
-                 check_descriptor, dtype_bytes, payload_bytes, regs, result_bytes, slots)
-from isa.descriptor import PAGE_ALIGN, PAGE_ENTRY_BYTES, PAGE_SHIFT_BITS, Flag, page_flags
-from isa.microarch import PAGE_LIST_MAX
-from isa.validate import lines, operand_read_lines, paged, stats_offset
+from isa import (DeviceConfig, Dtype, Op, QueueView, Status, check_descriptor, payload_bytes, regs, result_bytes,
+                 slots)
+from isa.descriptor import PAGE_ALIGN
+from isa.encoders import (FP16, DeviceTensor, KvBlock, LoraAdapter, PagedKvShare, attention_descriptor,
+                          attention_result, load_descriptor, lora_xab_descriptor, matmul_descriptor,
+                          page_list_bytes, paged_attention_descriptor, result_anchors, softmax_descriptor,
+                          store_descriptor)
+from isa.errors import ArgumentError, NdpError, ShapeError
+from isa.regs import REG_BITS
+from isa.validate import lines, stats_offset
 from isa.validate import PAGE_LIST_BYTES, check_pages
 
-from .errors import ArgumentError, DeviceNotFound, NdpError, ShapeError, count_arg
+from .attention import kv_operand_bytes, query_groups, scale_query
+from .errors import DeviceNotFound
 from .queue import Queue
-from .transport import REG_BITS
 
-FP16 = np.dtype("<f2")          # the device's FP16: IEEE binary16, little-endian
 ADDR_LIMIT = 1 << (2 * REG_BITS)  # addresses are programmed as 64-bit LO/HI register pairs
 
 
@@ -36,204 +40,6 @@ class Capabilities:
     n_max = DeviceConfig.n_max
 
 
-@dataclasses.dataclass(frozen=True)
-class DeviceTensor:
-    """A row-major matrix in HDM, placed by NdpDevice.upload."""
-    addr: int
-    rows: int
-    cols: int
-    dtype: Dtype = Dtype.FP16
-
-    @property
-    def nbytes(self):
-        return self.rows * self.cols * dtype_bytes(self.dtype)
-
-    @property
-    def size_lines(self):
-        """dev_size: the size in 64-byte units, rounded up."""
-        return lines(self.nbytes)
-
-
-def matmul_descriptor(op, tensor, m, transposed=False):
-    """GEMV/GEMM of an m x K input with `tensor`: K x N, or with `transposed` stored N x K
-    and used transposed (TRANS_W; a row per output, e.g. a weight kept as PyTorch's
-    nn.Linear keeps it)."""
-    k = tensor.cols if transposed else tensor.rows
-    return Descriptor(type=DescType.READ_COMPUTE, op=op, dtype=tensor.dtype,
-                      flags=Flag.TRANS_W if transposed else 0,
-                      dev_addr=tensor.addr, dev_size=tensor.size_lines,
-                      dev_rows=tensor.rows, dev_cols=tensor.cols,
-                      in_size=lines(m * k * dtype_bytes(tensor.dtype)), in_rows=m, in_cols=k)
-
-
-@dataclasses.dataclass(frozen=True)
-class LoraAdapter:
-    """A LoRA adapter in HDM, placed by NdpDevice.upload_lora: A (D x R), then B (R x D)
-    from the next 64-byte line (the LORA_XAB operand; A alone is a plain GEMM operand)."""
-    addr: int
-    d: int
-    r: int
-
-    @property
-    def a(self):
-        return DeviceTensor(self.addr, self.d, self.r)
-
-    @property
-    def b(self):
-        return DeviceTensor(self.addr + lines(self.d * self.r * 2) * slots.LINE_BYTES, self.r, self.d)
-
-    @property
-    def size_lines(self):
-        return 2 * lines(self.d * self.r * 2)
-
-
-@dataclasses.dataclass(frozen=True)
-class KvBlock:
-    """One KV head's keys and values for a device's share of T tokens, placed by
-    NdpDevice.upload_kv: K, then V (T x d) from the next 64-byte line (driver.attention.
-    kv_operand_bytes; the ATTENTION operand). K is stored token-major (T x d, a token per
-    row, the descriptor's TRANS_W) or, with token_major False, transposed (K^T, d x T)."""
-    addr: int
-    d: int
-    t: int
-    token_major: bool = True
-
-    @property
-    def size_lines(self):
-        return 2 * lines(self.d * self.t * 2)
-
-
-@dataclasses.dataclass(frozen=True)
-class PagedKvShare:
-    """One KV head's keys and values for a device's share of T tokens, in pages of
-    2^page_shift tokens: the operand of a paged ATTENTION (docs/read-compute-project.md).
-    Page p holds tokens p * page_tokens on (the last page may hold fewer): its keys
-    token-major at pages[p], its values `page_half_bytes` after them. The page list, one
-    u64 little-endian address per page in token order, is at `list_addr` (a multiple of
-    isa.validate.PAGE_LIST_BYTES)."""
-    list_addr: int
-    tokens: int
-    d: int
-    page_shift: int
-    pages: tuple
-
-    def __post_init__(self):
-        object.__setattr__(self, "pages", tuple(self.pages))
-
-    @property
-    def t(self):
-        return self.tokens
-
-    @property
-    def page_tokens(self):
-        return 1 << self.page_shift
-
-    @property
-    def page_half_bytes(self):
-        """Bytes of a page's keys (page_tokens x d FP16); its values start there."""
-        return self.page_tokens * self.d * 2
-
-    @property
-    def size_lines(self):
-        """dev_size: the list's 64-byte lines."""
-        return lines(len(self.pages) * PAGE_ENTRY_BYTES)
-
-    def extents(self):
-        """(address, tokens) of each page, in token order (isa.validate.page_extents)."""
-        return [(addr, min(self.page_tokens, self.tokens - p * self.page_tokens))
-                for p, addr in enumerate(self.pages)]
-
-    def ranges(self):
-        """The byte ranges [start, end) the descriptor reads: the list, then every page whole."""
-        return ([(self.list_addr, self.list_addr + self.size_lines * slots.LINE_BYTES)]
-                + [(addr, addr + 2 * self.page_half_bytes) for addr in self.pages])
-
-
-def page_list_bytes(pages):
-    """A page list's bytes: each page's address as a u64 little-endian, zeros up to the
-    next 64-byte line."""
-    data = b"".join(count_arg(addr, "page address").to_bytes(PAGE_ENTRY_BYTES, "little") for addr in pages)
-    return data + bytes(lines(len(data)) * slots.LINE_BYTES - len(data))
-
-
-def paged_attention_descriptor(list_addr, tokens, d, page_shift, m):
-    """A paged ATTENTION of m query rows over `tokens` tokens of one KV head (head
-    dimension d) in pages of 2^page_shift tokens listed at `list_addr`
-    (docs/read-compute-project.md): one partial (O, m, l) for the whole share."""
-    list_addr = count_arg(list_addr, "list_addr")
-    tokens = count_arg(tokens, "tokens", 1)
-    d = count_arg(d, "d", 1)
-    page_shift = count_arg(page_shift, "page_shift")
-    m = count_arg(m, "m", 1)
-    if list_addr % PAGE_LIST_BYTES:
-        raise ArgumentError(f"list_addr={list_addr:#x} is not a multiple of PAGE_LIST_BYTES={PAGE_LIST_BYTES!r}")
-    if page_shift >= 1 << PAGE_SHIFT_BITS:
-        raise ArgumentError(f"page_shift={page_shift!r} does not fit in {PAGE_SHIFT_BITS!r} bits")
-    page_tokens = 1 << page_shift
-    pages = -(-tokens // page_tokens)
-    if pages > PAGE_LIST_MAX:
-        raise ShapeError(f"tokens={tokens!r} in pages of 2^page_shift={page_tokens!r} tokens take "
-                         f"{pages!r} pages, more than PAGE_LIST_MAX={PAGE_LIST_MAX!r}")
-    if page_tokens * d * 2 % PAGE_ALIGN:
-        raise ShapeError(f"a page's keys, 2^page_shift={page_tokens!r} tokens x d={d!r} x 2 bytes, are "
-                         f"not a multiple of PAGE_ALIGN={PAGE_ALIGN!r} bytes")
-    try:
-        return Descriptor(type=DescType.READ_COMPUTE, op=Op.ATTENTION, dtype=Dtype.FP16,
-                          flags=page_flags(page_shift), dev_addr=list_addr,
-                          dev_size=lines(pages * PAGE_ENTRY_BYTES), dev_rows=tokens, dev_cols=d,
-                          in_size=lines(m * d * 2), in_rows=m, in_cols=d)
-    except ValueError as exc:
-        raise ShapeError(f"a paged attention of {m!r} rows over {tokens!r} tokens of d={d!r} does not "
-                         f"fit a descriptor: {exc}") from None
-
-
-def softmax_descriptor(m, n, partial=False):
-    return Descriptor(type=DescType.READ_COMPUTE, op=Op.SOFTMAX, dtype=Dtype.FP16,
-                      flags=Flag.PARTIAL if partial else 0,
-                      in_size=lines(m * n * 2), in_rows=m, in_cols=n)
-
-
-def attention_descriptor(kv, m):
-    """Integral attention of m query rows (one KV head's group) over `kv`: a KvBlock's keys
-    as stored, T x d with TRANS_W (dev_rows = T, dev_cols = d), or d x T; a PagedKvShare's
-    pages through its list (paged_attention_descriptor)."""
-    if isinstance(kv, PagedKvShare):
-        return paged_attention_descriptor(kv.list_addr, kv.tokens, kv.d, kv.page_shift, m)
-    rows, cols = (kv.t, kv.d) if kv.token_major else (kv.d, kv.t)
-    return Descriptor(type=DescType.READ_COMPUTE, op=Op.ATTENTION, dtype=Dtype.FP16,
-                      flags=Flag.TRANS_W if kv.token_major else 0,
-                      dev_addr=kv.addr, dev_size=kv.size_lines, dev_rows=rows, dev_cols=cols,
-                      in_size=lines(m * kv.d * 2), in_rows=m, in_cols=kv.d)
-
-
-def lora_xab_descriptor(adapter, m):
-    return Descriptor(type=DescType.READ_COMPUTE, op=Op.LORA_XAB, dtype=Dtype.FP16,
-                      dev_addr=adapter.addr, dev_size=adapter.size_lines, dev_rows=adapter.d,
-                      dev_cols=adapter.r, in_size=lines(m * adapter.d * 2), in_rows=m, in_cols=adapter.d)
-
-
-def dram_traffic(cfg, desc):
-    """(read, written) bytes of DRAM a read-compute descriptor moves: its device operand once
-    per group of ROWS input rows, the payload and the slot's header line; the result and the
-    completion line."""
-    groups = -(-desc.in_rows // cfg.rows)
-    list_lines = desc.dev_size if paged(desc) else 0          # a paged ATTENTION reads its list once
-    reads = ((groups * operand_read_lines(desc) + list_lines) * slots.LINE_BYTES + payload_bytes(desc)
-             + slots.LINE_BYTES)
-    return reads, result_bytes(desc) + slots.LINE_BYTES
-
-
-def load_descriptor(tensor):
-    return Descriptor(type=DescType.LOAD, op=0, dtype=tensor.dtype, dev_addr=tensor.addr,
-                      dev_size=tensor.size_lines, dev_rows=tensor.rows, dev_cols=tensor.cols)
-
-
-def store_descriptor(tensor):
-    return Descriptor(type=DescType.STORE, op=0, dtype=tensor.dtype, dev_addr=tensor.addr,
-                      dev_size=tensor.size_lines, dev_rows=tensor.rows, dev_cols=tensor.cols,
-                      in_size=tensor.size_lines, in_rows=tensor.rows, in_cols=tensor.cols)
-
-
 def _fp16_array(array, name, ndim):
     if not isinstance(array, np.ndarray):
         raise ArgumentError(f"{name} must be a numpy array, got {type(array).__name__!r}")
@@ -250,19 +56,6 @@ def _padded_bytes(array, nbytes):
     """The array row-major in little-endian FP16, zero-padded to `nbytes` (whole lines)."""
     data = np.ascontiguousarray(array, dtype=FP16).tobytes()
     return data + bytes(nbytes - len(data))
-
-
-def _anchors(result, offset, m):
-    """(m float32 (M,), l float32 (M,)) from the result's anchor lines."""
-    lines_ = np.frombuffer(result[offset:offset + m * slots.LINE_BYTES], "<f4").reshape(m, -1)
-    return lines_[:, 0].astype(np.float32), lines_[:, 1].astype(np.float32)
-
-
-def attention_result(result, desc):
-    """(O float32 (M x d), m, l) from an ATTENTION descriptor's result payload."""
-    m, d = desc.in_rows, desc.in_cols
-    o = np.frombuffer(result, "<f4", m * d).astype(np.float32).reshape(m, d)
-    return (o, *_anchors(result, stats_offset(desc), m))
 
 
 def _overlaps(a_start, a_end, b_start, b_end):
@@ -508,7 +301,6 @@ class NdpDevice:
     async def upload_kv(self, k, v, queue=None, token_major=True):
         """Place one KV head's keys and values, each T x d float16 (a token per row), as the
         ATTENTION operand: K (as is, or transposed with token_major False), then V."""
-        from .attention import kv_operand_bytes     # driver.attention imports this module
         queue = self.queue(queue)
         _fp16_array(k, "K", 2)
         _fp16_array(v, "V", 2)
@@ -575,7 +367,7 @@ class NdpDevice:
         completion = await self._run(queue, desc, _padded_bytes(x, payload_bytes(desc)), timeout_cycles)
         out = np.frombuffer(completion.result, FP16, m * n).astype(np.float16).reshape(m, n)
         if partial:
-            out = (out, *_anchors(completion.result, stats_offset(desc), m))
+            out = (out, *result_anchors(completion.result, stats_offset(desc), m))
         return (out, completion) if return_completion else out
 
     async def attention_partial(self, q, kv, queue=None, scaled=False, timeout_cycles=None,
@@ -597,7 +389,6 @@ class NdpDevice:
         return await self._attention(q, share, queue, scaled, timeout_cycles, return_completion)
 
     async def _attention(self, q, kv, queue, scaled, timeout_cycles, return_completion):
-        from .attention import scale_query
         queue = self.queue(queue)
         _fp16_array(q, "q", 2)
         m, d = q.shape
@@ -638,7 +429,6 @@ class NdpDevice:
         request, the list of (O, m, l) per KV head (merge devices' results with
         driver.attention.merge_attention). Each queue must have a free slot for each of its
         descriptors (QueueFull otherwise)."""
-        from .attention import query_groups, scale_query
         queue_list = [self.queue(q) for q in (sorted(self.queues) if queues is None else queues)]
         if not queue_list:
             raise NdpError("no queue is configured; call configure_queue first")

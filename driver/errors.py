@@ -1,17 +1,8 @@
-"""Exceptions of the host driver. Every one derives from `NdpError`.
-
-Argument errors also derive from `ValueError`, so callers that validate their own input
-the ordinary Python way catch them too.
+"""Exceptions of the host driver. Every one derives from `NdpError` (isa/errors.py, with
+the argument errors ArgumentError and ShapeError, which the descriptor encoders raise too).
 """
-import operator
-
-import numpy as np
-
 from isa import Status
-
-
-class NdpError(Exception):
-    """Base of every error the driver raises."""
+from isa.errors import NdpError
 
 
 class DeviceNotFound(NdpError):
@@ -66,35 +57,6 @@ class QueueFull(NdpError):
         self.queue, self.seq, self.blocking_seq = queue, seq, blocking_seq
         super().__init__(f"queue {queue!r} is full: seq {seq!r} needs the slot of seq "
                          f"{blocking_seq!r}, whose completion has not been waited for")
-
-
-class ArgumentError(NdpError, ValueError):
-    """A bad host-side argument, found before the device is touched."""
-
-
-def count_arg(value, name, minimum=0):
-    """An integer argument (bool refused) of at least `minimum`; ArgumentError naming it."""
-    if isinstance(value, (bool, np.bool_)):
-        raise ArgumentError(f"{name} must be an integer, got {value!r}")
-    try:
-        value = operator.index(value)
-    except TypeError:
-        raise ArgumentError(f"{name} must be an integer, got {type(value).__name__!r}") from None
-    if value < minimum:
-        raise ArgumentError(f"{name} must be >= {minimum}, got {value!r}")
-    return value
-
-
-def index_arg(value, name, count):
-    """An integer argument in range(count); ArgumentError naming it."""
-    value = count_arg(value, name)
-    if value >= count:
-        raise ArgumentError(f"{name} {value!r} is not in range({count!r})")
-    return value
-
-
-class ShapeError(ArgumentError):
-    """Array shapes or sizes that disagree with each other or with the device's limits."""
 
 
 class OutOfDeviceMemory(NdpError):

@@ -22,13 +22,12 @@ import numpy as np
 from cocotb.simtime import get_sim_time
 from cocotb.triggers import First, Lock, Timer
 
+from isa.axi import RESP_EXOKAY, RESP_NAMES, RESP_OKAY
 from isa.regs import HOST_PASID
 
 from .errors import MemAccessError, RegisterAccessError
 from .transport import Transport
 
-OKAY = 0
-RESP_NAMES = {0: "OKAY", 1: "EXOKAY", 2: "SLVERR", 3: "DECERR"}
 COUNT_BITS = 32                     # width of each queue's irq counter in ndp_fast_top
 
 
@@ -116,7 +115,7 @@ class FastRtlTransport(Transport):
         """Lines overlapping [lo, hi) answer `read` (RRESP) to the device's reads and `write`
         (BRESP) to its writes: 0 OKAY, 2 SLVERR, 3 DECERR (sim/memory.py DramFaults)."""
         for name, resp in (("read", read), ("write", write)):
-            if resp not in RESP_NAMES or resp == 1:
+            if resp not in RESP_NAMES or resp == RESP_EXOKAY:
                 raise ValueError(f"{name} response must be 0, 2 or 3, got {resp!r}")
         if not 0 <= lo < hi:
             raise ValueError(f"fault range [{lo!r}, {hi!r}) is empty or negative")
@@ -175,12 +174,12 @@ class FastRtlTransport(Transport):
 
     async def reg_write(self, offset, value, pasid):
         resp, _ = await self._reg_access(True, offset, int(value) & 0xFFFF_FFFF, pasid)
-        if resp != OKAY:
+        if resp != RESP_OKAY:
             raise RegisterAccessError(offset, pasid, RESP_NAMES[resp], write=True)
 
     async def reg_read(self, offset, pasid=HOST_PASID):
         resp, data = await self._reg_access(False, offset, 0, pasid)
-        if resp != OKAY:
+        if resp != RESP_OKAY:
             raise RegisterAccessError(offset, pasid, RESP_NAMES[resp], write=False)
         return data
 

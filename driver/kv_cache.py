@@ -15,12 +15,13 @@ import numpy as np
 from isa.descriptor import PAGE_ALIGN, PAGE_ENTRY_BYTES, PAGE_SHIFT_BITS
 from isa.microarch import PAGE_LIST_MAX
 from isa.slots import LINE_BYTES
+from isa.encoders import KvBlock, PagedKvShare, attention_descriptor, page_list_bytes, paged_attention_descriptor
+from isa.errors import ArgumentError, ShapeError, count_arg, index_arg
 from isa.validate import PAGE_LIST_BYTES
 
 from .attention import kv_operand_bytes, kv_operand_lines, kv_v_offset
-from .device import (KvBlock, PagedKvShare, _fp16_array, _padded_bytes, attention_descriptor,
-                     page_list_bytes, paged_attention_descriptor)
-from .errors import ArgumentError, OutOfDeviceMemory, ShapeError, count_arg, index_arg
+from .device import _fp16_array, _padded_bytes
+from .errors import OutOfDeviceMemory
 
 
 @dataclasses.dataclass

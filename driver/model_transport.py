@@ -9,10 +9,10 @@ overlap of host and device work on both backends. The access itself is instant. 
 import asyncio
 import contextlib
 
+from isa.axi import RESP_NAMES
 from isa.slots import LINE_BYTES
 from sim import mem_frontend
 from sim.device import NdpModel
-from sim.memory import RESP_NAMES
 from sim.regfile import RefusedAccess
 
 from .errors import MemAccessError, RegisterAccessError

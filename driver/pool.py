@@ -20,7 +20,9 @@ from isa import Descriptor, payload_bytes
 
 from .alloc import RangeAllocator
 from .device import NdpDevice
-from .errors import ArgumentError, DeviceTimeout, NdpError, index_arg
+from isa.errors import ArgumentError, NdpError, index_arg
+
+from .errors import DeviceTimeout
 from .queue import Queue
 
 

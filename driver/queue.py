@@ -3,9 +3,11 @@ import dataclasses
 import struct
 
 from isa import Descriptor, Status, regs, result_bytes, slots
+from isa.errors import ArgumentError, NdpError
+from isa.regs import REG_BITS
+
 from .alloc import RangeAllocator
-from .transport import REG_BITS
-from .errors import ArgumentError, CompletionError, DeviceTimeout, NdpError, QueueFull
+from .errors import CompletionError, DeviceTimeout, QueueFull
 
 U64 = struct.Struct("<Q")       # the valid word and the completion word
 U32 = struct.Struct("<I")       # the completion status

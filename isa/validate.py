@@ -237,3 +237,14 @@ def stats_offset(desc):
     if desc.op == Op.ATTENTION:
         return lines(desc.in_rows * result_cols(desc) * 4) * LINE_BYTES
     return lines(desc.in_rows * desc.in_cols * 2) * LINE_BYTES
+
+
+def dram_traffic(cfg, desc):
+    """(read, written) bytes of DRAM a read-compute descriptor moves: its device operand once
+    per group of ROWS input rows, the payload and the slot's header line; the result and the
+    completion line."""
+    groups = -(-desc.in_rows // cfg.rows)
+    list_lines = desc.dev_size if paged(desc) else 0          # a paged ATTENTION reads its list once
+    reads = ((groups * operand_read_lines(desc) + list_lines) * LINE_BYTES + payload_bytes(desc)
+             + LINE_BYTES)
+    return reads, result_bytes(desc) + LINE_BYTES

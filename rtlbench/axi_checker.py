@@ -105,9 +105,9 @@ import cocotb
 from cocotb.simtime import get_sim_time
 from cocotb.triggers import RisingEdge
 
-FIXED, INCR, WRAP = 0, 1, 2
-BURST_NAMES = {FIXED: "FIXED", INCR: "INCR", WRAP: "WRAP", 3: "reserved"}
-OKAY, EXOKAY, SLVERR, DECERR = 0, 1, 2, 3
+from isa.axi import BURST_FIXED, BURST_INCR, BURST_WRAP, RESP_EXOKAY, RESP_OKAY
+
+BURST_NAMES = {BURST_FIXED: "FIXED", BURST_INCR: "INCR", BURST_WRAP: "WRAP", 3: "reserved"}
 
 MANAGER, SUBORDINATE = "manager", "subordinate"
 # each channel's members besides VALID and READY, by kind of port; missing ones are skipped
@@ -142,11 +142,11 @@ def beat_lanes(addr, size, length, burst, beat, data_bytes):
     pseudocode of A3.4.2 (Address_N, Lower_Byte_Lane, Upper_Byte_Lane)."""
     nbytes = 1 << size
     aligned = addr // nbytes * nbytes
-    if burst == FIXED or beat == 0:
+    if burst == BURST_FIXED or beat == 0:
         a = addr
     else:
         a = aligned + beat * nbytes
-        if burst == WRAP:
+        if burst == BURST_WRAP:
             total = nbytes * length
             wrap_boundary = addr // total * total
             if a >= wrap_boundary + total:
@@ -161,9 +161,9 @@ def burst_span(addr, size, length, burst):
     """[first, last] byte addresses a burst touches (A3.4.1, A3.4.2)."""
     nbytes = 1 << size
     aligned = addr // nbytes * nbytes
-    if burst == FIXED:
+    if burst == BURST_FIXED:
         return addr, aligned + nbytes - 1
-    if burst == WRAP:
+    if burst == BURST_WRAP:
         total = nbytes * length
         lo = addr // total * total
         return lo, lo + total - 1
@@ -293,7 +293,7 @@ class AxiChecker:
     The monitor starts at once (`cocotb.start_soon`); `stop()` ends it.
     """
 
-    def __init__(self, dut, prefix, clock=None, reset=None, *, lite=False, bursts=(FIXED, INCR, WRAP),
+    def __init__(self, dut, prefix, clock=None, reset=None, *, lite=False, bursts=(BURST_FIXED, BURST_INCR, BURST_WRAP),
                  w_before_aw=True, boundary=None, interleave=None, manager=None,
                  subordinate=None, reset_active_low=False, fail_fast=True, name=None):
         self.dut = dut
@@ -513,7 +513,7 @@ class AxiChecker:
         p.setdefault("id", 0)
         p.setdefault("len", 0)
         p.setdefault("size", max(self.data_bytes.bit_length() - 1, 0))
-        p.setdefault("burst", INCR)
+        p.setdefault("burst", BURST_INCR)
         p.setdefault("lock", 0)
         if new and not self.lite:
             self._burst_rules(name, p)
@@ -530,17 +530,17 @@ class AxiChecker:
             allowed = ", ".join(BURST_NAMES[b] for b in sorted(self.bursts))
             self._violate(name, "burst_type", "project rule", f"{BURST_NAMES[burst]} burst on a port "
                           f"that carries only {allowed}: {what}")
-        if burst == FIXED and length > 16:
+        if burst == BURST_FIXED and length > 16:
             self._violate(name, "len", "A3.4.1 Burst length", f"FIXED burst of {length} beats (at most 16): {what}")
-        elif burst == WRAP and length not in (2, 4, 8, 16):
+        elif burst == BURST_WRAP and length not in (2, 4, 8, 16):
             self._violate(name, "len", "A3.4.1 Burst length", f"WRAP burst of {length} beats "
                           f"(2, 4, 8 or 16): {what}")
-        elif burst == INCR and length > 256:
+        elif burst == BURST_INCR and length > 256:
             self._violate(name, "len", "A3.4.1 Burst length", f"INCR burst of {length} beats (at most 256): {what}")
         if (1 << size) > self.data_bytes:
             self._violate(name, "size", "A3.4.1 Burst size", f"transfer of {1 << size} bytes on a "
                           f"{self.data_bytes}-byte data bus: {what}")
-        if burst == WRAP and addr % (1 << size):
+        if burst == BURST_WRAP and addr % (1 << size):
             self._violate(name, "wrap_align", "A3.4.1 Burst type", f"WRAP burst start not aligned to the "
                           f"transfer size: {what}")
         lo, hi = burst_span(addr, size, length, burst)
@@ -667,8 +667,8 @@ class AxiChecker:
                 self._violate("b", "b_before_data", "A3.3.1 Dependencies between channel handshake signals",
                               f"BVALID with BID={bid:#x} before the last W transfer of its oldest outstanding "
                               f"write (AWADDR={w.aw['addr']:#x}, {w.beats} of {w.aw['len'] + 1} beats)")
-            resp = p.get("resp", OKAY)
-            if resp == EXOKAY and (self.lite or (w is not None and not w.aw["lock"])):
+            resp = p.get("resp", RESP_OKAY)
+            if resp == RESP_EXOKAY and (self.lite or (w is not None and not w.aw["lock"])):
                 self._violate("b", "b_exokay", "B1.1" if self.lite else "A3.4.4 Read and write response structure",
                               f"EXOKAY response to a non-exclusive write{' (AXI4-Lite has none)' if self.lite else ''}")
         if ready and w is not None:
@@ -697,8 +697,8 @@ class AxiChecker:
                     self._violate("r", "r_last", "A3.2.2 Read data channel",
                                   f"no RLAST on beat {length}, the last of the burst (RID={rid:#x}, "
                                   f"ARADDR={r['addr']:#x})")
-            resp = p.get("resp", OKAY)
-            if resp == EXOKAY and (self.lite or (r is not None and not r["lock"])):
+            resp = p.get("resp", RESP_OKAY)
+            if resp == RESP_EXOKAY and (self.lite or (r is not None and not r["lock"])):
                 self._violate("r", "r_exokay", "B1.1" if self.lite else "A3.4.4 Read and write response structure",
                               f"EXOKAY response to a non-exclusive read{' (AXI4-Lite has none)' if self.lite else ''}")
         if ready and r is not None:
@@ -723,7 +723,7 @@ def device_checkers(dut, cfg, clock=None, reset=None):
     channels = cfg.dram_channels
     for c in range(channels):
         multi = channels > 1
-        checkers.append(AxiChecker(dut, f"dram{c}" if multi else "dram", clock, reset, bursts=(INCR,),
+        checkers.append(AxiChecker(dut, f"dram{c}" if multi else "dram", clock, reset, bursts=(BURST_INCR,),
                                    w_before_aw=False, boundary=256 if multi else None,
                                    interleave=(c, channels, 256) if multi else None,
                                    manager="ndp_device", subordinate="bench (AxiRam)"))

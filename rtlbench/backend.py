@@ -6,9 +6,9 @@ runs on both. What differs is below the driver: the transport, and the test's ba
 into device DRAM and view of the device's own DRAM reads.
 """
 import isa
+from isa.axi import RESP_SLVERR
 from driver import NdpDevice
 from driver.model_transport import ModelTransport
-from sim.memory import SLVERR
 
 QUEUE_SPAN = 1 << 24          # queue q owns [q * QUEUE_SPAN, (q + 1) * QUEUE_SPAN) of DRAM:
 SQ_OFFSET, CQ_OFFSET, DATA_OFFSET = 0, 1 << 22, 1 << 23   # rings of up to 4 MiB, then data
@@ -53,7 +53,7 @@ class Backend:
         """(address, bytes) of every DRAM read since the last call."""
         raise NotImplementedError
 
-    async def add_dram_fault(self, lo, hi, read=SLVERR, write=SLVERR):
+    async def add_dram_fault(self, lo, hi, read=RESP_SLVERR, write=RESP_SLVERR):
         """From now on the DRAM answers `read` to the device's reads and `write` to its
         writes of the lines overlapping [lo, hi) (sim/memory.py DramFaults: zeros read,
         writes dropped); host accesses through CXL.mem get the same answers."""
@@ -113,7 +113,7 @@ class ModelBackend(Backend):
         reads, self.model.control.reads = self.model.control.reads, []
         return reads
 
-    async def add_dram_fault(self, lo, hi, read=SLVERR, write=SLVERR):
+    async def add_dram_fault(self, lo, hi, read=RESP_SLVERR, write=RESP_SLVERR):
         self.model.memory.faults.add(lo, hi, read, write)
 
     async def clear_dram_faults(self):

@@ -24,7 +24,8 @@ from cocotb.triggers import ClockCycles, RisingEdge
 from cocotbext.axi import (AxiBurstType, AxiBus, AxiLiteBus, AxiLiteMaster, AxiLiteRam, AxiLockType,
                            AxiMaster, AxiRam)
 
-from rtlbench.axi_checker import EXOKAY, FIXED, INCR, SLVERR, WRAP, AxiChecker
+from isa.axi import BURST_FIXED, BURST_INCR, BURST_WRAP, RESP_EXOKAY, RESP_SLVERR
+from rtlbench.axi_checker import AxiChecker
 
 CLOCK_NS = 10
 AXI4_MEMBERS = {
@@ -48,12 +49,12 @@ def idle_values(lite):
 
 # ---- one cycle's worth of a channel (merge several with cyc) -----------------------
 
-def aw(addr=0x100, len=0, size=3, burst=INCR, id=0, lock=0, cache=0, user=0, ready=1):
+def aw(addr=0x100, len=0, size=3, burst=BURST_INCR, id=0, lock=0, cache=0, user=0, ready=1):
     return {"awvalid": 1, "awaddr": addr, "awlen": len, "awsize": size, "awburst": burst, "awid": id,
             "awlock": lock, "awcache": cache, "awuser": user, "awready": ready}
 
 
-def ar(addr=0x100, len=0, size=3, burst=INCR, id=0, lock=0, cache=0, user=0, ready=1):
+def ar(addr=0x100, len=0, size=3, burst=BURST_INCR, id=0, lock=0, cache=0, user=0, ready=1):
     return {"arvalid": 1, "araddr": addr, "arlen": len, "arsize": size, "arburst": burst, "arid": id,
             "arlock": lock, "arcache": cache, "aruser": user, "arready": ready}
 
@@ -122,17 +123,17 @@ LEGAL = [
     Case("strobes a subset of the active lanes",
          [aw(addr=0x100, len=1), w(strb=0x30, last=0), w(strb=0x00), b()]),
     Case("narrow WRAP: 4 x 4 bytes from 0x104 wraps to 0x100",
-         [aw(addr=0x104, size=2, len=3, burst=WRAP), w(strb=0xF0, last=0), w(strb=0x0F, last=0),
+         [aw(addr=0x104, size=2, len=3, burst=BURST_WRAP), w(strb=0xF0, last=0), w(strb=0x0F, last=0),
           w(strb=0xF0, last=0), w(strb=0x0F), b()]),
-    Case("narrow FIXED: 4 beats on lanes 2..3", [aw(addr=0x102, size=1, len=3, burst=FIXED)]
+    Case("narrow FIXED: 4 beats on lanes 2..3", [aw(addr=0x102, size=1, len=3, burst=BURST_FIXED)]
          + [w(strb=0x0C, last=0)] * 3 + [w(strb=0x0C), b()]),
-    Case("WRAP read of 16 beats", [ar(addr=0x1F0, len=15, burst=WRAP), IDLE] + [r(last=0)] * 15 + [r()]),
+    Case("WRAP read of 16 beats", [ar(addr=0x1F0, len=15, burst=BURST_WRAP), IDLE] + [r(last=0)] * 15 + [r()]),
     Case("INCR of 256 beats ending at a 4 KiB boundary",
          [ar(addr=0x800, len=255)] + [r(last=0)] * 255 + [r()]),
     Case("exclusive read and write answered EXOKAY",
-         [ar(addr=0x140, len=1, lock=1), r(resp=EXOKAY, last=0), r(resp=EXOKAY),
-          cyc(aw(addr=0x140, len=1, lock=1), w(last=0)), w(), b(resp=EXOKAY)]),
-    Case("SLVERR and DECERR are fine anywhere", [ar(), r(resp=SLVERR), aw(), w(), b(resp=3)]),
+         [ar(addr=0x140, len=1, lock=1), r(resp=RESP_EXOKAY, last=0), r(resp=RESP_EXOKAY),
+          cyc(aw(addr=0x140, len=1, lock=1), w(last=0)), w(), b(resp=RESP_EXOKAY)]),
+    Case("SLVERR and DECERR are fine anywhere", [ar(), r(resp=RESP_SLVERR), aw(), w(), b(resp=3)]),
     Case("read beats of two IDs interleaved",
          [ar(id=1, len=1), ar(id=2, len=0), r(id=1, last=0), r(id=2), r(id=1)]),
     Case("two reads of one ID in order", [ar(id=3), ar(id=3, len=1), r(id=3), r(id=3, last=0), r(id=3)]),
@@ -147,7 +148,7 @@ LEGAL = [
     Case("AXI4-Lite: address and data together, stalled response", [cyc(aw(), w()), b(ready=0), b()], port="hl"),
     Case("project rules kept", [ar(addr=0x1C0, len=3), IDLE, r(last=0), r(last=0), r(last=0), r(),
                                 cyc(aw(addr=0x500), w()), b()],
-         bursts=(INCR,), w_before_aw=False, boundary=256, interleave=(1, 4, 256)),
+         bursts=(BURST_INCR,), w_before_aw=False, boundary=256, interleave=(1, 4, 256)),
 ]
 
 ILLEGAL = [
@@ -163,7 +164,7 @@ ILLEGAL = [
          [("payload_stable", 2)]),
     Case("WLAST changed while stalled", [aw(len=1), w(last=0, ready=0), w(last=1)],
          [("payload_stable", 2), ("w_last", 2)]),
-    Case("BRESP changed while stalled", [aw(), w(), b(ready=0), b(resp=SLVERR)], [("payload_stable", 3)]),
+    Case("BRESP changed while stalled", [aw(), w(), b(ready=0), b(resp=RESP_SLVERR)], [("payload_stable", 3)]),
     Case("ARLEN changed while stalled", [ar(len=1, ready=0), ar(len=2)], [("payload_stable", 1)]),
     Case("RDATA changed while stalled", [ar(), r(data=7, ready=0), r(data=8)], [("payload_stable", 2)]),
     Case("RID changed while stalled", [ar(id=1), ar(id=2), r(id=1, ready=0), r(id=2)], [("payload_stable", 3)]),
@@ -174,9 +175,9 @@ ILLEGAL = [
     Case("WVALID at the first edge out of reset", [RESET, w()], [("valid_reset", 1)]),
     # address channels (A3.4.1, A4.4, A7.2.4)
     Case("reserved AxBURST", [ar(burst=3)], [("burst_reserved", 0)]),
-    Case("FIXED burst of 17 beats", [ar(burst=FIXED, len=16)], [("len", 0)]),
-    Case("WRAP burst of 3 beats", [aw(burst=WRAP, len=2)], [("len", 0)]),
-    Case("WRAP burst from an unaligned address", [ar(addr=0x104, burst=WRAP, len=3)], [("wrap_align", 0)]),
+    Case("FIXED burst of 17 beats", [ar(burst=BURST_FIXED, len=16)], [("len", 0)]),
+    Case("WRAP burst of 3 beats", [aw(burst=BURST_WRAP, len=2)], [("len", 0)]),
+    Case("WRAP burst from an unaligned address", [ar(addr=0x104, burst=BURST_WRAP, len=3)], [("wrap_align", 0)]),
     Case("transfer wider than the bus", [ar(size=4)], [("size", 0)]),
     Case("INCR burst over a 4 KiB boundary", [aw(addr=0xFF8, len=1)], [("boundary_4k", 0)]),
     Case("INCR burst of 256 beats one beat past 4 KiB", [ar(addr=0x808, len=255)], [("boundary_4k", 0)]),
@@ -184,7 +185,7 @@ ILLEGAL = [
     Case("exclusive access unaligned to its size", [aw(addr=0x108, lock=1, len=1)], [("exclusive", 0)]),
     Case("non-modifiable AxCACHE with allocate bits", [ar(cache=0b0100)], [("cache", 0)]),
     # project rules (constructor arguments)
-    Case("WRAP on an INCR-only port", [ar(burst=WRAP, len=3)], [("burst_type", 0)], bursts=(INCR,)),
+    Case("WRAP on an INCR-only port", [ar(burst=BURST_WRAP, len=3)], [("burst_type", 0)], bursts=(BURST_INCR,)),
     Case("burst over a 256-byte boundary", [ar(addr=0x1F8, len=1)], [("boundary", 0)], boundary=256),
     Case("burst on another channel's granule", [ar(addr=0x200)], [("interleave", 0)], interleave=(1, 4, 256)),
     Case("W before its AW where the project forbids it", [w(), aw(), b()], [("w_before_aw", 0)],
@@ -202,7 +203,7 @@ ILLEGAL = [
     Case("WSTRB outside a narrow beat's lane", [aw(addr=0x101, size=0), w(strb=0x01)], [("w_strb", 1)]),
     Case("WSTRB below an unaligned start", [aw(addr=0x104, len=1), w(strb=0xF8, last=0), w()], [("w_strb", 1)]),
     Case("WSTRB on the wrong half after a wrap",
-         [aw(addr=0x104, size=2, len=3, burst=WRAP), w(strb=0xF0, last=0), w(strb=0x0F, last=0),
+         [aw(addr=0x104, size=2, len=3, burst=BURST_WRAP), w(strb=0xF0, last=0), w(strb=0x0F, last=0),
           w(strb=0xF0, last=0), w(strb=0xF0)], [("w_strb", 4)]),
     Case("WSTRB of a data-first beat, flagged with its AW", [w(strb=0xFF), aw(addr=0x100, size=1)],
          [("w_strb", 1)]),
@@ -214,14 +215,14 @@ ILLEGAL = [
     Case("B in the cycle of the last data beat", [aw(), cyc(w(), b())], [("b_before_data", 1)]),
     Case("two Bs of one ID, the second before its write's data (B per ID in AW order)",
          [aw(id=1), aw(id=1, len=1), w(), b(id=1), w(last=0), b(id=1)], [("b_before_data", 5)]),
-    Case("EXOKAY to a normal write", [aw(), w(), b(resp=EXOKAY)], [("b_exokay", 2)]),
+    Case("EXOKAY to a normal write", [aw(), w(), b(resp=RESP_EXOKAY)], [("b_exokay", 2)]),
     Case("R without any read", [r()], [("r_no_request", 0)]),
     Case("R in the cycle of its AR", [cyc(ar(), r())], [("r_no_request", 0)]),
     Case("R with an ID no read has", [ar(id=1), r(id=2)], [("r_no_request", 1)]),
     Case("RLAST early", [ar(len=1), r(last=1)], [("r_last", 1)]),
     Case("RLAST missing", [ar(len=1), r(last=0), r(last=0)], [("r_last", 2)]),
     Case("R of one ID out of AR order", [ar(id=1), ar(id=1, len=1), r(id=1, last=0)], [("r_last", 2)]),
-    Case("EXOKAY to a normal read", [ar(), r(resp=EXOKAY)], [("r_exokay", 1)]),
+    Case("EXOKAY to a normal read", [ar(), r(resp=RESP_EXOKAY)], [("r_exokay", 1)]),
     # AXI4-Lite (Part B)
     Case("Lite: AWVALID dropped", [aw(ready=0), IDLE], [("valid_stable", 1)], port="hl"),
     Case("Lite: WDATA changed while stalled", [w(data=1, ready=0), w(data=2)], [("payload_stable", 1)],
@@ -229,7 +230,7 @@ ILLEGAL = [
     Case("Lite: B before the data", [aw(), b()], [("b_before_data", 1)], port="hl"),
     Case("Lite: B before the address", [w(), b()], [("b_no_request", 1)], port="hl"),
     Case("Lite: R without a read", [r()], [("r_no_request", 0)], port="hl"),
-    Case("Lite: EXOKAY", [ar(), r(resp=EXOKAY)], [("r_exokay", 1)], port="hl"),
+    Case("Lite: EXOKAY", [ar(), r(resp=RESP_EXOKAY)], [("r_exokay", 1)], port="hl"),
     Case("Lite: VALID during reset", [RESET, cyc(RESET, ar())], [("valid_reset", 1)], port="hl"),
 ]
 

@@ -15,11 +15,11 @@ import cocotb
 import numpy as np
 
 import isa
+from isa.axi import RESP_SLVERR
 from driver import NdpDevice
 from driver.fast_rtl_transport import FastRtlTransport
 from sim import golden
 from rtlbench.backend import Backend
-from sim.memory import SLVERR
 
 RING = 1 << 20                      # per queue: SQ ring, CQ ring (depth 2 x 512 KiB slots)
 LOG2_DEPTH, LOG2_SLOT = 1, 19       # a slot holds a 32 x 4096 input or a 32 x 4096 result
@@ -58,7 +58,7 @@ class FastBackend(Backend):
     def backdoor_write(self, addr, data):
         self.fast.dram[addr:addr + len(data)] = np.frombuffer(bytes(data), np.uint8)
 
-    async def add_dram_fault(self, lo, hi, read=SLVERR, write=SLVERR):
+    async def add_dram_fault(self, lo, hi, read=RESP_SLVERR, write=RESP_SLVERR):
         await self.fast.add_dram_fault(lo, hi, read, write)
 
     async def clear_dram_faults(self):

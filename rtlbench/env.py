@@ -12,11 +12,12 @@ from cocotb.triggers import ClockCycles
 from cocotbext.axi import AxiBus, AxiRam
 
 import isa
+from isa.axi import RESP_OKAY, RESP_SLVERR
 from driver import NdpDevice
 from driver.rtl_transport import CocotbAxiTransport
 from rtlbench.backend import Backend, DRAM_BYTES
 from rtlbench.axi_checker import device_checkers
-from sim.memory import DramFaults, OKAY, SLVERR
+from sim.memory import DramFaults
 
 
 CLOCK_NS = 10
@@ -92,7 +93,7 @@ class DeviceEnv(Backend):
         reads, self._reads.bursts = self._reads.bursts, []
         return reads
 
-    async def add_dram_fault(self, lo, hi, read=SLVERR, write=SLVERR):
+    async def add_dram_fault(self, lo, hi, read=RESP_SLVERR, write=RESP_SLVERR):
         self.faults.add(lo, hi, read, write)
 
     async def clear_dram_faults(self):
@@ -152,7 +153,7 @@ def answer_faults(ram, faults):
     the worst of a write burst's beats)."""
     read_if, write_if = ram.read_if, ram.write_if
     read, write = read_if._read, write_if._write
-    worst = {"r": OKAY, "b": OKAY}
+    worst = {"r": RESP_OKAY, "b": RESP_OKAY}
 
     async def faulty_read(address, length):
         resp = faults.read_resp(address, length)
@@ -172,9 +173,9 @@ def answer_faults(ram, faults):
         send = channel.send
 
         async def send_with_fault(transaction):
-            if int(getattr(transaction, field)) == SLVERR:   # the RAM's answer to a DramFault
+            if int(getattr(transaction, field)) == RESP_SLVERR:   # the RAM's answer to a DramFault
                 setattr(transaction, field, worst[kind])
-            worst[kind] = OKAY
+            worst[kind] = RESP_OKAY
             await send(transaction)
         channel.send = send_with_fault
 

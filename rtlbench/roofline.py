@@ -46,10 +46,9 @@ import numpy as np
 import isa
 from isa import Op, Status
 from isa.slots import HEADER_BYTES, LINE_BYTES
-from isa.validate import payload_bytes, result_bytes
+from isa.encoders import attention_descriptor, attention_result, lora_xab_descriptor, matmul_descriptor
+from isa.validate import dram_traffic, payload_bytes, result_bytes
 from driver import NdpDevice
-from driver.device import (attention_descriptor, attention_result, dram_traffic,
-                           lora_xab_descriptor, matmul_descriptor)
 from sim import golden
 from rtlbench.paged import paged_descriptor, place_pages
 
@@ -242,7 +241,7 @@ async def measure(dev, now, cfg, work, copies, memory_bytes, rng):
 
 def _shape_descriptor(work):
     """The workload's descriptor with a zero address: its payload and result sizes."""
-    from driver.device import DeviceTensor, KvBlock, LoraAdapter
+    from isa.encoders import DeviceTensor, KvBlock, LoraAdapter
     if work.kind == "paged":
         return paged_descriptor(0, work.n, work.k, work.page.bit_length() - 1, work.m)
     if work.kind.startswith("attention"):

@@ -9,9 +9,10 @@ import numpy as np
 import isa
 from isa import Descriptor, DescType, Dtype, Op, Status, regs, slots
 from isa import regs as R
+from isa.axi import RESP_DECERR, RESP_OKAY, RESP_SLVERR
+from isa.descriptor import PAGE_SHIFT_LSB
 from isa.validate import QueueView, lines
 from driver.errors import CompletionError, DeviceTimeout, MemAccessError, RegisterAccessError
-from sim.memory import DECERR, OKAY, SLVERR
 from rtlbench.paged import paged_descriptor, place_pages
 from sim import golden
 
@@ -244,7 +245,7 @@ async def every_status_code(env):
         (Status.BAD_OP, with_fields(good, flags=isa.Flag.TRANS_W | isa.Flag.PARTIAL)),
         (Status.BAD_SHAPE, with_fields(good, flags=isa.Flag.TRANS_W)),     # stored N x K: in_cols != dev_cols
         (Status.BAD_OP, with_fields(good, flags=isa.Flag.PARTIAL)),                     # PARTIAL on GEMM
-        (Status.BAD_OP, with_fields(softmax, flags=isa.Flag.PARTIAL | (1 << 2))),       # an undefined bit
+        (Status.BAD_OP, with_fields(softmax, flags=isa.Flag.PARTIAL | isa.Flag.PAGED)),   # PAGED on SOFTMAX
         (Status.BAD_OP, with_fields(attention, flags=isa.Flag.PARTIAL)),
         (Status.BAD_OP, with_fields(xab, flags=isa.Flag.TRANS_W)),
         (Status.BAD_OP, with_fields(good, type=DescType.LOAD, op=1)),
@@ -582,7 +583,7 @@ async def decode_step_burst(env):
     request and KV head), the doorbells ring after all are written, and completions are
     consumed in a shuffled order across queues."""
     from driver.attention import query_groups, scale_query
-    from driver.device import attention_descriptor
+    from isa.encoders import attention_descriptor
     dev = env.dev
     nq = dev.caps.num_queues
     queues = [await env.setup_queue(q, log2_depth=3, log2_slot=12) for q in range(nq)]
@@ -694,7 +695,7 @@ async def paged_attention_shares(env):
         desc = paged_descriptor(list_addr, tokens, d, shift, m)
         completion = await queue.run(desc, q[:m].tobytes())
         assert completion.status == Status.OK, (tokens, d, shift, completion)
-        from driver.device import attention_result
+        from isa.encoders import attention_result
         o, mm, ll = attention_result(completion.result, desc)
         tok = 1 << shift
         eo, em, el = golden.attention_partial_paged(q[:m], [k[i:i + tok] for i in range(0, tokens, tok)],
@@ -729,7 +730,7 @@ async def paged_attention_shares(env):
             (with_fields(paged_descriptor(list_addr, 300, 64, 6, 1), dev_addr=queue.data_limit), Status.BOUNDS,
              "list past the range"),
             (paged_descriptor(list_addr, 65 * 64, 64, 6, 1), Status.BAD_SHAPE, "65 pages"),
-            (with_fields(paged_descriptor(list_addr, 300, 64, 6, 1), flags=isa.Flag.PAGED | (6 << 3)), Status.BAD_OP,
+            (with_fields(paged_descriptor(list_addr, 300, 64, 6, 1), flags=isa.Flag.PAGED | (6 << PAGE_SHIFT_LSB)), Status.BAD_OP,
              "PAGED without TRANS_W")]:
         completion = await queue.run(desc, q[:1].tobytes())
         assert completion.status == want, (why, completion)
@@ -738,7 +739,7 @@ async def paged_attention_shares(env):
     list_addr, entries = await place_pages(dev, queue, k, v, 6)
     desc = paged_descriptor(list_addr, 300, 64, 6, 1)
     for lo, what in [(list_addr, "list"), (entries[3] + 64 * 64 * 2, "page 3's values")]:
-        await env.add_dram_fault(lo, lo + 64, SLVERR, OKAY)
+        await env.add_dram_fault(lo, lo + 64, RESP_SLVERR, RESP_OKAY)
         completion = await queue.run(desc, q[:1].tobytes())
         assert completion.status == Status.DRAM_ERROR, (what, completion)
         await env.clear_dram_faults()
@@ -795,14 +796,14 @@ async def dram_errors_complete_with_dram_error(env):
     next_sq = lambda: q0.sq_slot(q0.next_seq) + slots.SQ_PAYLOAD
     next_cq = lambda: q0.cq_slot(q0.next_seq) + slots.CQ_PAYLOAD
     cases = [
-        ("weight read SLVERR", tensor.addr + line, tensor.addr + 2 * line, SLVERR, OKAY, gemm_fails),
-        ("weight read DECERR", tensor.addr + (tensor.size_lines - 1) * line, tensor.addr + tensor.size_lines * line, DECERR, OKAY, gemm_fails),
-        ("input read", next_sq, lambda: next_sq() + line, SLVERR, OKAY, gemm_fails),
-        ("result write SLVERR", next_cq, lambda: next_cq() + line, OKAY, SLVERR, gemm_fails),
-        ("result write DECERR", lambda: next_cq() + line, lambda: next_cq() + 2 * line, OKAY, DECERR, gemm_fails),
-        ("LOAD read", tensor.addr, tensor.addr + line, SLVERR, OKAY,
+        ("weight read SLVERR", tensor.addr + line, tensor.addr + 2 * line, RESP_SLVERR, RESP_OKAY, gemm_fails),
+        ("weight read DECERR", tensor.addr + (tensor.size_lines - 1) * line, tensor.addr + tensor.size_lines * line, RESP_DECERR, RESP_OKAY, gemm_fails),
+        ("input read", next_sq, lambda: next_sq() + line, RESP_SLVERR, RESP_OKAY, gemm_fails),
+        ("result write SLVERR", next_cq, lambda: next_cq() + line, RESP_OKAY, RESP_SLVERR, gemm_fails),
+        ("result write DECERR", lambda: next_cq() + line, lambda: next_cq() + 2 * line, RESP_OKAY, RESP_DECERR, gemm_fails),
+        ("LOAD read", tensor.addr, tensor.addr + line, RESP_SLVERR, RESP_OKAY,
          lambda what: raises_dram_error(dev.load(tensor), what)),
-        ("STORE write", target.addr + line, target.addr + 2 * line, OKAY, DECERR,
+        ("STORE write", target.addr + line, target.addr + 2 * line, RESP_OKAY, RESP_DECERR,
          lambda what: raises_dram_error(dev.store(target, random_fp16(rng, (4, 32))), what)),
     ]
     for what, lo, hi, read, write, run in cases:
@@ -811,7 +812,7 @@ async def dram_errors_complete_with_dram_error(env):
 
     # the completion line itself refused: the driver's wait times out, HEAD and STATUS tell
     seq = q0.next_seq
-    await env.add_dram_fault(q0.cq_slot(seq), q0.cq_slot(seq) + line, OKAY, DECERR)
+    await env.add_dram_fault(q0.cq_slot(seq), q0.cq_slot(seq) + line, RESP_OKAY, RESP_DECERR)
     try:
         await q0.run(gemm_desc(tensor, 3), x.tobytes(), timeout_cycles=4_000)
     except DeviceTimeout:

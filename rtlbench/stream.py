@@ -18,8 +18,8 @@ import numpy as np
 
 from rtlbench.backend import setup_queue
 
-from driver.device import attention_descriptor, lora_xab_descriptor, softmax_descriptor
 from isa import Descriptor, DescType, Dtype, Flag, Op
+from isa.encoders import attention_descriptor, lora_xab_descriptor, softmax_descriptor
 from isa.descriptor import PAGE_ALIGN, PAGE_ENTRY_BYTES
 from isa.validate import lines
 from rtlbench.paged import paged_descriptor, place_pages

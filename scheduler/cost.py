@@ -21,9 +21,9 @@ import math
 
 import numpy as np
 
-from driver.device import KvBlock, attention_descriptor
-from driver.errors import ShapeError
 from isa import payload_bytes, result_bytes
+from isa.encoders import KvBlock, attention_descriptor
+from isa.errors import ShapeError
 from isa.slots import HEADER_BYTES
 from isa.system import FP16_BYTES
 

@@ -27,7 +27,7 @@ idle device, a stream of one is period + drain). A stream of any shapes s_1..s_n
 LORA_XAB chains within 0.1 % (`check`; `make timing-check`). Periods come from a run of
 STREAM_COPIES copies on one queue, one doorbell: (t_last - t_2) / (copies - 2), the first
 paying the pipeline's fill; the drain makes the formula exact for the run. A shape
-the device cannot run raises driver.ShapeError naming the limit; without exceptions,
+the device cannot run raises isa.errors.ShapeError naming the limit; without exceptions,
 `timing.feasible(op, *dims)` says whether it runs and `why_infeasible(cfg, op, *dims)`
 returns that message (or None). `timing.cycles(op, *dims)` is the table in cycles,
 `timing.measure(op, *dims)` / `measure_cycles` one direct model run (no table).
@@ -66,12 +66,13 @@ import tempfile
 import numpy as np
 
 import isa
-from driver import NdpDevice, ShapeError
+from driver import NdpDevice
 from driver.errors import OutOfDeviceMemory
-from driver.device import DeviceTensor, KvBlock, LoraAdapter
-from driver.device import attention_descriptor, lora_xab_descriptor, matmul_descriptor, paged_attention_descriptor
 from driver.model_transport import ModelTransport
 from isa import Status, slots
+from isa.encoders import DeviceTensor, KvBlock, LoraAdapter
+from isa.encoders import attention_descriptor, lora_xab_descriptor, matmul_descriptor, paged_attention_descriptor
+from isa.errors import ShapeError
 from isa.slots import HEADER_BYTES, LINE_BYTES
 from isa.microarch import PAGE_LIST_MAX
 from isa.validate import QueueView, check_descriptor, payload_bytes, result_bytes

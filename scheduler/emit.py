@@ -15,8 +15,8 @@ a device.
 import collections
 import dataclasses
 
-from driver.device import attention_descriptor, lora_xab_descriptor, matmul_descriptor
 from isa import Op
+from isa.encoders import attention_descriptor, lora_xab_descriptor, matmul_descriptor
 
 from .cost import Strategy
 

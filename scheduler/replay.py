@@ -14,8 +14,8 @@ import math
 import numpy as np
 
 from driver.attention import merge_attention, partial_attention_reference, query_groups, scale_query
-from driver.device import FP16, attention_result
 from driver.kv_cache import PagedKvCache
+from isa.encoders import FP16, attention_result
 
 from .cost import Strategy
 from .emit import attention_round, lora_round

@@ -35,10 +35,10 @@ import numpy as np
 from driver import DevicePool
 from driver.clock import SimClock, run as run_on_clock
 from driver.attention import query_groups
-from driver.device import DeviceTensor, LoraAdapter
 from driver.kv_cache import PagedKvCache
 from driver.model_transport import ModelTransport
 from isa import load_config as load_device_config, payload_bytes, result_bytes
+from isa.encoders import DeviceTensor, LoraAdapter
 from isa.slots import HEADER_BYTES
 
 from scheduler.cost import Strategy, factor_bytes

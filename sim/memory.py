@@ -2,10 +2,11 @@
 what is written; and the faults it may answer with."""
 import numpy as np
 
+from isa.axi import RESP_DECERR, RESP_OKAY, RESP_SLVERR
+
 PAGE = 1 << 20
 LINE = 64                       # the granule of a fault: a DRAM line (spec section 5's data width)
-OKAY, SLVERR, DECERR = 0, 2, 3  # AXI responses
-RESP_NAMES = {OKAY: "OKAY", SLVERR: "SLVERR", DECERR: "DECERR"}
+FAULT_RESPS = (RESP_OKAY, RESP_SLVERR, RESP_DECERR)    # what a line may answer (EXOKAY: exclusive accesses only)
 
 
 class DramFaults:
@@ -21,11 +22,11 @@ class DramFaults:
     def __bool__(self):
         return bool(self.ranges)
 
-    def add(self, lo, hi, read=SLVERR, write=SLVERR):
+    def add(self, lo, hi, read=RESP_SLVERR, write=RESP_SLVERR):
         """Lines overlapping [lo, hi) answer `read` to reads and `write` to writes."""
         for name, resp in (("read", read), ("write", write)):
-            if resp not in RESP_NAMES:
-                raise ValueError(f"{name} response must be one of {sorted(RESP_NAMES)}, got {resp!r}")
+            if resp not in FAULT_RESPS:
+                raise ValueError(f"{name} response must be one of {sorted(FAULT_RESPS)}, got {resp!r}")
         if not 0 <= lo < hi:
             raise ValueError(f"fault range [{lo!r}, {hi!r}) is empty or negative")
         self.ranges.append((lo - lo % LINE, -(-hi // LINE) * LINE, read, write))
@@ -34,7 +35,7 @@ class DramFaults:
         self.ranges = []
 
     def _resp(self, addr, length, which):
-        worst = OKAY
+        worst = RESP_OKAY
         for lo, hi, *resps in self.ranges:
             if addr < hi and lo < addr + max(length, 1):
                 worst = max(worst, resps[which])
@@ -55,7 +56,7 @@ class DramFaults:
         parts, first = [], addr - addr % LINE
         for line in range(first, addr + len(data), LINE):
             lo, hi = max(addr, line), min(addr + len(data), line + LINE)
-            if self.write_resp(line, LINE) == OKAY:
+            if self.write_resp(line, LINE) == RESP_OKAY:
                 if parts and parts[-1][0] + len(parts[-1][1]) == lo:
                     parts[-1] = (parts[-1][0], parts[-1][1] + data[lo - addr:hi - addr])
                 else:

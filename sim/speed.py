@@ -20,7 +20,7 @@ import numpy as np
 import isa
 from driver import DevicePool
 from driver.clock import run
-from driver.device import attention_descriptor
+from isa.encoders import attention_descriptor
 
 HEAD_DIM = 128
 

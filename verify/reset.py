@@ -12,8 +12,8 @@ import dataclasses
 import cocotb
 import numpy as np
 
-from driver.device import matmul_descriptor
 from isa import Op
+from isa.encoders import matmul_descriptor
 from isa import regs as R
 from isa import slots
 from sim import golden

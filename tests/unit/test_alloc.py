@@ -7,7 +7,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import isa
-from driver import ArgumentError, NdpDevice, OutOfDeviceMemory, RangeAllocator
+from driver import NdpDevice, OutOfDeviceMemory, RangeAllocator
+from isa.errors import ArgumentError
 from driver.model_transport import ModelTransport
 
 

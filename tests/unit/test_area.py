@@ -190,7 +190,7 @@ def test_cacti_grows_with_capacity():
 
 
 def test_activity_of_a_gemv_counts_each_chunk():
-    from driver.device import DeviceTensor, matmul_descriptor
+    from isa.encoders import DeviceTensor, matmul_descriptor
     from isa import Op
     cfg = isa.load_config("default")                 # 32 lanes
     desc = matmul_descriptor(Op.GEMV, DeviceTensor(0, 256, 64), 1)     # K = 256, N = 64

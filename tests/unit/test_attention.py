@@ -16,7 +16,7 @@ from hypothesis import given, settings, strategies as st
 from driver.attention import (attention_reference, kv_operand_bytes, kv_operand_lines,
                               kv_v_offset, merge_attention, partial_attention_reference,
                               query_groups, scale_query, split_tokens)
-from driver.errors import ArgumentError, ShapeError
+from isa.errors import ArgumentError, ShapeError
 
 TOLERANCE = 2e-3                 # max abs error of the merged output against float64
 WORST = {"error": 0.0, "case": None}

@@ -14,27 +14,28 @@ import xml.etree.ElementTree as ET
 REPO = pathlib.Path(__file__).resolve().parents[2]
 BENCH = REPO / "rtlbench"
 
-from rtlbench.axi_checker import FIXED, INCR, WRAP, beat_lanes, burst_span
+from isa.axi import BURST_FIXED, BURST_INCR, BURST_WRAP
+from rtlbench.axi_checker import beat_lanes, burst_span
 
 MUST_FAIL = {"must_fail_on_a_violation", "must_fail_even_marked_expect_fail"}
 
 
 def test_byte_lanes_follow_the_spec_pseudocode():
     # A3.4.2 / A3.4.3: 32-bit bus, 32-bit INCR from 0x07: lanes 3, then 0..3
-    assert [beat_lanes(0x07, 2, 4, INCR, n, 4) for n in range(3)] == [(3, 3), (0, 3), (0, 3)]
+    assert [beat_lanes(0x07, 2, 4, BURST_INCR, n, 4) for n in range(3)] == [(3, 3), (0, 3), (0, 3)]
     # 8-bit transfers on a 32-bit bus walk the lanes
-    assert [beat_lanes(0x01, 0, 4, INCR, n, 4) for n in range(4)] == [(1, 1), (2, 2), (3, 3), (0, 0)]
+    assert [beat_lanes(0x01, 0, 4, BURST_INCR, n, 4) for n in range(4)] == [(1, 1), (2, 2), (3, 3), (0, 0)]
     # WRAP of 4 x 4 bytes from 0x34 on a 64-bit bus: 0x34, 0x38, 0x3C, then 0x30
-    assert [beat_lanes(0x34, 2, 4, WRAP, n, 8) for n in range(4)] == [(4, 7), (0, 3), (4, 7), (0, 3)]
+    assert [beat_lanes(0x34, 2, 4, BURST_WRAP, n, 8) for n in range(4)] == [(4, 7), (0, 3), (4, 7), (0, 3)]
     # FIXED keeps the first beat's lanes
-    assert [beat_lanes(0x102, 1, 3, FIXED, n, 8) for n in range(3)] == [(2, 3)] * 3
+    assert [beat_lanes(0x102, 1, 3, BURST_FIXED, n, 8) for n in range(3)] == [(2, 3)] * 3
 
 
 def test_burst_spans():
-    assert burst_span(0xFF8, 3, 2, INCR) == (0xFF8, 0x1007)
-    assert burst_span(0x103, 3, 2, INCR) == (0x103, 0x10F)
-    assert burst_span(0x1F0, 3, 16, WRAP) == (0x180, 0x1FF)
-    assert burst_span(0x102, 1, 16, FIXED) == (0x102, 0x103)
+    assert burst_span(0xFF8, 3, 2, BURST_INCR) == (0xFF8, 0x1007)
+    assert burst_span(0x103, 3, 2, BURST_INCR) == (0x103, 0x10F)
+    assert burst_span(0x1F0, 3, 16, BURST_WRAP) == (0x180, 0x1FF)
+    assert burst_span(0x102, 1, 16, BURST_FIXED) == (0x102, 0x103)
 
 
 def test_checker_on_verilator(tmp_path):

@@ -12,7 +12,9 @@ import pytest
 
 import isa
 from isa import Op
-from driver import NdpDevice, NdpError, SimClock, SimulationDeadlock, VirtualTimeLoop, matmul_descriptor
+from driver import NdpDevice, SimClock, SimulationDeadlock, VirtualTimeLoop
+from isa.encoders import matmul_descriptor
+from isa.errors import NdpError
 from driver.clock import run
 from driver.model_transport import MEM_READ_CYCLES, MEM_WRITE_CYCLES, ModelTransport
 

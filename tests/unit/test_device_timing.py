@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import isa
-from driver import ShapeError
+from isa.errors import ShapeError
 from scheduler import device_timing
 from scheduler.device_timing import DeviceTiming, cache_key, random_shape, why_infeasible
 

@@ -18,10 +18,11 @@ from hypothesis import given, settings, strategies as st
 from isa import DescType, Descriptor, Dtype, Op, QueueView, Status, check_descriptor, load_config, regs, slots
 from isa import validate
 from isa.descriptor import Flag, page_flags
-from driver import (ArgumentError, CompletionError, DeviceNotFound, DeviceTensor, DeviceTimeout, KvBlock, LoraAdapter,
-                    MemAccessError, NdpDevice, NdpError, OutOfDeviceMemory, PagedKvShare, QueueFull,
-                    RegisterAccessError, ShapeError, Transport, attention_descriptor, merge_attention,
-                    page_list_bytes, paged_attention_descriptor)
+from driver import (CompletionError, DeviceNotFound, DeviceTimeout, MemAccessError, NdpDevice,
+                    OutOfDeviceMemory, QueueFull, RegisterAccessError, Transport, merge_attention)
+from isa.encoders import (DeviceTensor, KvBlock, LoraAdapter, PagedKvShare, attention_descriptor,
+                          page_list_bytes, paged_attention_descriptor)
+from isa.errors import ArgumentError, NdpError, ShapeError
 from driver.attention import attention_reference, partial_attention_reference, scale_query
 from sim import golden
 

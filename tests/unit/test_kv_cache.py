@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 
 import isa
-from driver import (ArgumentError, DevicePool, KvBlock, OutOfDeviceMemory, PagedKvCache, PagedKvShare, ShapeError,
-                    attention_reference, kv_operand_bytes, merge_attention, page_list_bytes,
-                    paged_attention_descriptor)
+from driver import (DevicePool, OutOfDeviceMemory, PagedKvCache, attention_reference, kv_operand_bytes,
+                    merge_attention)
+from isa.encoders import KvBlock, PagedKvShare, page_list_bytes, paged_attention_descriptor
+from isa.errors import ArgumentError, ShapeError
 from driver.attention import scale_query
 from driver.clock import run
 from driver.model_transport import ModelTransport

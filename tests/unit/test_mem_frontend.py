@@ -3,7 +3,7 @@ cycle for cycle, through the harness of ties.py (its docstring gives the cycle c
 import numpy as np
 import pytest
 
-from hw.axi import RESP_OKAY, RESP_SLVERR, BURST_INCR
+from isa.axi import BURST_INCR, RESP_OKAY, RESP_SLVERR
 from hw.mem_frontend import MemFrontend
 from sim import mem_frontend as model_frontend
 from sim import regfile as model_regfile

@@ -13,9 +13,10 @@ from isa import Descriptor, Op, Status
 from isa.descriptor import DescType, Dtype
 from isa.slots import HEADER_BYTES
 from isa.validate import lines, result_bytes
-from driver import DevicePool, NdpDevice, matmul_descriptor
+from driver import DevicePool, NdpDevice
+from isa.encoders import matmul_descriptor
 from driver.clock import SimClock, run
-from driver.device import attention_descriptor, load_descriptor, lora_xab_descriptor, softmax_descriptor
+from isa.encoders import attention_descriptor, load_descriptor, lora_xab_descriptor, softmax_descriptor
 from driver.model_transport import ModelTransport
 from sim import dram_reader, unpacker
 from sim.control_unit import State

@@ -8,8 +8,9 @@ import pytest
 
 import isa
 from isa import Op, regs
-from driver import (ArgumentError, DevicePool, DeviceTensor, DeviceTimeout, NdpError, OutOfDeviceMemory, QueueFull,
-                    SimClock, Ticket, matmul_descriptor)
+from driver import DevicePool, DeviceTimeout, OutOfDeviceMemory, QueueFull, SimClock, Ticket
+from isa.encoders import DeviceTensor, matmul_descriptor
+from isa.errors import ArgumentError, NdpError
 from driver.clock import run
 from driver.model_transport import ModelTransport
 from sim import golden

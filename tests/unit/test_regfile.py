@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from isa import regs as R
-from hw.axi import RESP_OKAY, RESP_SLVERR
+from isa.axi import RESP_OKAY, RESP_SLVERR
 from hw.regfile import RegisterFile
 from sim import regfile as model_regfile
 

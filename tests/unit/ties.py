@@ -31,7 +31,7 @@ from amaranth import Elaboratable, Module
 from amaranth.lib.wiring import connect
 from amaranth.sim import Simulator
 
-from hw.axi import RESP_OKAY
+from isa.axi import RESP_OKAY
 from hw.dram_arbiter import DramArbiter
 
 CFG = isa.load_config("default")
