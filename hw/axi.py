@@ -7,9 +7,6 @@ from amaranth import Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-RESP_OKAY = 0
-RESP_SLVERR = 2
-BURST_FIXED, BURST_INCR, BURST_WRAP = 0, 1, 2
 
 
 class AXI4Signature(wiring.Signature):

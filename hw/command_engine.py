@@ -13,7 +13,9 @@ from amaranth.lib.wiring import In, Out
 
 from isa.microarch import VALID_WORD_BACKOFF as BACKOFF
 from isa.slots import SQ_VALID
-from .axi import device_bus, BURST_INCR
+from isa.axi import BURST_INCR
+
+from .axi import device_bus
 from .decoder import DescriptorLayout
 from .queue_geometry import config_ok, slot_addr
 from .regfile import QueueRegs

@@ -23,7 +23,9 @@ from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.lib import fifo, wiring
 from amaranth.lib.wiring import In, Out
 
-from .axi import BURST_INCR, device_bus, port_bus
+from isa.axi import BURST_INCR
+
+from .axi import device_bus, port_bus
 
 BANK_DEPTH = 4          # lines per bank: a channel may run this many bursts ahead of the others
 GRANULE_LINES = 4       # 256-byte granule / 64-byte line

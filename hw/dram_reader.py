@@ -31,7 +31,9 @@ from amaranth import Module, Signal
 from amaranth.lib import wiring, fifo
 from amaranth.lib.wiring import In, Out
 
-from .axi import device_bus, burst_length, BURST_INCR, RUN_LINES_BITS
+from isa.axi import BURST_INCR
+
+from .axi import device_bus, burst_length, RUN_LINES_BITS
 from .stream import BeatStream
 
 

@@ -19,7 +19,9 @@ from amaranth.lib import fifo, wiring
 from amaranth.lib.wiring import In, Out
 
 from isa.microarch import WRITES_IN_FLIGHT
-from .axi import device_bus, burst_length, BURST_INCR, RUN_LINES_BITS
+from isa.axi import BURST_INCR
+
+from .axi import device_bus, burst_length, RUN_LINES_BITS
 from .stream import LineStream
 
 

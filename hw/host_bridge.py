@@ -15,7 +15,9 @@ from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.lib import fifo, wiring
 from amaranth.lib.wiring import In, Out
 
-from .axi import BURST_FIXED, BURST_INCR, BURST_WRAP, burst_length, device_bus, port_bus
+from isa.axi import BURST_FIXED, BURST_INCR, BURST_WRAP
+
+from .axi import burst_length, device_bus, port_bus
 
 SEGMENTS = 256          # a host burst's segments in flight at most (one per beat)
 

@@ -8,7 +8,9 @@ from amaranth import Module, Signal, Mux, Const
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from .axi import AXI4Signature, RESP_SLVERR, BURST_WRAP, port_bus
+from isa.axi import BURST_WRAP, RESP_SLVERR
+
+from .axi import AXI4Signature, port_bus
 from .regfile import QueueRegs
 from .queue_geometry import ring_end
 

@@ -9,7 +9,9 @@ from amaranth.lib import wiring, data
 from amaranth.lib.wiring import In, Out
 
 from isa import regs as R
-from .axi import AXI4LiteSignature, RESP_OKAY, RESP_SLVERR
+from isa.axi import RESP_OKAY, RESP_SLVERR
+
+from .axi import AXI4LiteSignature
 
 QueueRegs = data.StructLayout({
     "sq_base": 64, "cq_base": 64, "data_base": 64, "data_limit": 64,
