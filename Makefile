@@ -66,7 +66,7 @@ validate: $(STAMP) ## the cycle model against the RTL [CONFIG=default] [COUNT=24
 
 # the paper config's figures from the cycle model
 figures: $(STAMP) ## the paper config's figures from the cycle model
-	$(RUN) -m sim.figures --config paper
+	$(RUN) -m rtlbench.figures --config paper
 
 # PE-array and DRAM-port utilization of back-to-back descriptors, RTL (fast path) and model:
 # make roofline [ROOFLINE_CONFIG=paper] [SOURCE=both|model|rtl]

@@ -3,5 +3,6 @@
 top (fast/, cocotb_fast.py), the backends of the scenarios (backend.py), the scenarios
 written once (scenarios.py), the random streams (stream.py), and the tools users run through
 the `plora` CLI: `plora demo`, `plora validate`, `plora roofline`, `plora bench`
-(demo.py, validate.py, roofline.py, bench.py). The cocotb test modules (cocotb_*.py) run
+(demo.py, validate.py, roofline.py, bench.py), and the model's figures and speed through the
+driver (figures.py: `make figures`; speed.py). The cocotb test modules (cocotb_*.py) run
 inside the simulator; tests/rtl holds the pytest entry points."""

@@ -1,4 +1,4 @@
-"""Figures of a device config from the cycle model: `python -m sim.figures [--config paper]`.
+"""Figures of a device config from the cycle model: `python -m rtlbench.figures [--config paper]`.
 
 Peak GFLOPS; the GB/s a D x D GEMV achieves; and the device time of the PLoRA
 operations for Llama2-7B shapes (seed 000, sections V-A and V-B): D = 4096, LoRA rank

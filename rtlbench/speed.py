@@ -1,4 +1,4 @@
-"""The model's speed on a long stream of small descriptors: `python -m sim.speed`.
+"""The model's speed on a long stream of small descriptors: `python -m rtlbench.speed`.
 
 A decode step replayed descriptor by descriptor is mostly ATTENTION descriptors of one
 query row (head_dim 128) over one KV page each, on the devices of a pool sharing one

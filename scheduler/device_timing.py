@@ -341,7 +341,7 @@ class DeviceTiming:
 
     def measure_cycles(self, op, *dims):
         """Device cycles of one descriptor run on the model now, through the driver as a host
-        sends it (completion.cycles), as sim/figures.py's Runner does; the same count for
+        sends it (completion.cycles), as rtlbench/figures.py's Runner does; the same count for
         the same shape whatever ran before on this instance."""
         self._check(op, dims)
         return _drive(self._measure(op, tuple(int(x) for x in dims)))
