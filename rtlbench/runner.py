@@ -211,7 +211,8 @@ def get_runner(config="default", traced=None):
 
 
 def run(module, testcase=None, config="default", env=None, log=None, progress=None):
-    """Run cocotb `module` (a module of rtlbench) on the config's build; raise unless all pass.
+    """Run cocotb `module` (a module of rtlbench by its name, another package's qualified:
+    verify.cocotb_uvm) on the config's build; raise unless all pass.
     `testcase`: one test's name (or several, comma-separated), all of the module's if None.
     `log`: the simulator's output to a log file (default: under pytest) or the terminal.
     `progress`: print `running <progress> ... done in <time>` around the run."""
@@ -270,7 +271,9 @@ def _simulate(runner, top, build_dir, run_dir, module, names, config, env, plusa
     log_file = run_dir / f"{name}.log" if log else None
     trace = run_dir / f"{name}.fst" if traced else None
     # exact names: cocotb's own `testcase` filter also takes any test whose name ends in one
-    qualified = f"{__package__}.{module}"      # the cocotb modules of this package
+    # the cocotb modules of this package by their names (cocotb_scenarios), another's qualified
+    # (verify.cocotb_uvm)
+    qualified = module if "." in module else f"{__package__}.{module}"
     test_filter = rf"^{re.escape(qualified)}\.({'|'.join(map(re.escape, names))})$" if names else None
     try:
         runner.test(test_module=qualified, hdl_toplevel=top, test_filter=test_filter,
@@ -405,7 +408,7 @@ def get_fast_runner(config="default", traced=None):
 
 
 def run_fast(module, testcase=None, config="default", env=None, plusargs=(), log=None, progress=None):
-    """Run cocotb `module` (a module of rtlbench) on ndp_fast_top; raise unless all pass.
+    """Run cocotb `module` (as for run()) on ndp_fast_top; raise unless all pass.
     `plusargs` reach the simulation, e.g. "+dram_bytes=<n>" (default 256 MiB); `testcase`,
     `log` and `progress` as for run()."""
     __tracebackhide__ = True

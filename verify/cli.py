@@ -36,7 +36,7 @@ def run_uvm(config, size, backend):
     OUT.mkdir(parents=True, exist_ok=True)
     out = OUT / f"uvm-{config}-{backend}-{size}.json"
     run = runner.run_fast if backend == "fast" else runner.run
-    run("cocotb_uvm", testcase="uvm", config=config,
+    run("verify.cocotb_uvm", testcase="uvm", config=config,
         env={"NDP_UVM_SIZE": size, "NDP_VERIFY_OUT": str(out), "COCOTB_LOG_LEVEL": "WARNING"})
     return json.loads(out.read_text())
 

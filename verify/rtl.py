@@ -1,4 +1,4 @@
-"""Runs of the verification benches (rtlbench/cocotb_verify.py) on the RTL, through the
+"""Runs of the verification benches (verify/cocotb_verify.py) on the RTL, through the
 project's Verilator runner (rtlbench/runner.py), and the model's runs of the same streams."""
 import asyncio
 import json
@@ -14,7 +14,7 @@ def run_rtl(testcase, config="default", count=100, seed=1, backend="fast", env=N
     out = OUT / f"{testcase}-{config}-{backend}-{seed}-{count}.json"
     out.unlink(missing_ok=True)
     run = runner.run_fast if backend == "fast" else runner.run
-    run("cocotb_verify", testcase=testcase, config=config,
+    run("verify.cocotb_verify", testcase=testcase, config=config,
         env={"NDP_VERIFY_COUNT": str(count), "NDP_VERIFY_SEED": str(seed), "NDP_VERIFY_OUT": str(out),
              "COCOTB_LOG_LEVEL": "WARNING", **(env or {})})
     return json.loads(out.read_text())

@@ -15,7 +15,7 @@ from verify.uvm import coverage
 def uvm_report(tmp_path_factory):
     from rtlbench import runner
     out = tmp_path_factory.mktemp("uvm") / "coverage.json"
-    runner.run_fast("cocotb_uvm", config="default", env={"NDP_UVM_SIZE": "reduced", "NDP_VERIFY_OUT": str(out)})
+    runner.run_fast("verify.cocotb_uvm", config="default", env={"NDP_UVM_SIZE": "reduced", "NDP_VERIFY_OUT": str(out)})
     return json.loads(out.read_text())
 
 

@@ -121,7 +121,7 @@ _registered = {}
 
 
 def register(backend):
-    """Hand the started backend to the next NdpTest (rtlbench/cocotb_uvm.py)."""
+    """Hand the started backend to the next NdpTest (verify/cocotb_uvm.py)."""
     _registered["backend"] = backend
 
 
