@@ -176,3 +176,35 @@ def test_the_api_raises_config_errors(files):
     with pytest.raises(ConfigError, match=r"serving config 'default': max_batch .* \(overridden\)") as info:
         load_serving_config("default", max_batch=0)
     assert info.value.field == "max_batch"
+
+
+# ---- the new outputs' options (crossovers --csv/--plot, steps, sweep --plot, reproduce, boost) --
+
+@pytest.mark.parametrize("args,named", [
+    (("crossovers", "--plot", "{tmp}/x.xyz"), ["--plot", "unknown image format 'xyz'", ".png"]),
+    (("crossovers", "--plot", "{tmp}/noext"), ["--plot", "no file extension"]),
+    (("crossovers", "--csv", "{tmp}/afile/x.csv"), ["--csv", "afile", "is a file, not a folder"]),
+    (("crossovers", "--plot", "{tmp}"), ["--plot", "is a directory"]),
+    (("crossovers", "--max-batch", "0"), ["--max-batch", "0"]),
+    (("crossovers", "--d", "-1"), ["--d", "-1"]),
+    (("steps", "--adapters", "0"), ["--adapters", "0"]),
+    (("steps", "--steps", "0"), ["--steps"]),
+    (("steps", "--batch", "0"), ["--batch"]),
+    (("steps", "--skew", "1.5"), ["--skew", "1.5"]),
+    (("steps", "--adapters", "5000"), ["--adapters", "5000 adapters exceed", "max_cpu_loras=4096"]),
+    (("steps", "--set", "max_lora_rank=4"), ["max_lora_rank=4", "8, 16, 32, 64, 128"]),
+    (("steps", "--set", "max_loras_per_batch=8"), ["--batch", "max_loras_per_batch=8"]),
+    (("sweep", "--axis", "link_gb_s=8", "--plot", "{tmp}/x.xyz"), ["--plot", "unknown image format 'xyz'"]),
+    (("sweep", "--axis", "link_gb_s=8", "--out", "{tmp}/afile/s.csv"), ["--out", "is a file, not a folder"]),
+    (("sweep", "--axis", "link_gb_s=8", "--workers", "0"), ["--workers", "0"]),
+    (("reproduce", "--requests", "8"), ["--requests 8", "max_batch=32"]),
+    (("reproduce", "--out", "{tmp}/afile"), ["--out", "afile"]),
+    (("reproduce", "--out", "{tmp}/afile/r"), ["--out", "is a file, not a folder"]),
+    (("boost", "--requests", "0"), ["--requests", "0"]),
+    (("boost", "--pool-requests", "x"), ["--pool-requests", "'x'"]),
+])
+def test_the_new_options_refuse_bad_input_in_one_line(args, named, tmp_path):
+    (tmp_path / "afile").write_text("")
+    result = invoke(*(a.replace("{tmp}", str(tmp_path)) for a in args))
+    one_error_line(result, *named)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]      # nothing written
