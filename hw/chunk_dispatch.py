@@ -25,10 +25,11 @@ from amaranth.lib.wiring import In, Out
 
 from isa.microarch import ADD_CYCLES, PIPE_DEPTH, PRODUCT_CYCLES
 from isa.pe_array import ACC_INTERLEAVE, SPLIT_ROWS, trans_line_cycles
+from isa.descriptor import DIM_BITS
 from .axi import RUN_LINES_BITS as RUN_BEATS_BITS
 from .stage_planner import plan_ports
 from .stage_plan import run_span
-from .unpacker import COLS_BITS, DIM_BITS
+from .unpacker import COLS_BITS
 
 
 def chunk_ports(lanes, acc_depth):

@@ -42,10 +42,10 @@ from amaranth.lib.wiring import In, Out
 
 from isa.microarch import ADD_CYCLES, PIPE_DEPTH, PRODUCT_CYCLES
 from isa.pe_array import ACC_INTERLEAVE, trans_line_cycles
+from isa.descriptor import DIM_BITS
 from .fp import ADD_STAGES, MUL_STAGES
 from .fold_unit import FoldUnit
 from .fp_cells import add_cell
-from .unpacker import DIM_BITS
 
 FETCH_STAGES = 1                                 # operand fetch, before the multiplier
 LANE_ROW_STAGES = 3                              # registers of the lanes' j // N after N changes

@@ -27,10 +27,10 @@ from amaranth.lib.wiring import In, Out
 
 from isa.microarch import FOLD_FIFO_DEPTH as FIFO_DEPTH
 from isa.pe_array import ACC_INTERLEAVE
+from isa.descriptor import DIM_BITS
 from .fp import ADD_STAGES
 from .fp_cells import add_cell
 from .shift import shift_right
-from .unpacker import DIM_BITS
 
 STEP_CYCLES = ADD_STAGES          # a word's add -> its next add (operands registered, then the adder)
 assert FIFO_DEPTH & (FIFO_DEPTH - 1) == 0, "the FIFO's pointers wrap around"

@@ -24,7 +24,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from isa.pe_array import ACC_INTERLEAVE, trans_line_cycles
-from .unpacker import DIM_BITS
+from isa.descriptor import DIM_BITS
 
 # where a job's words go
 TO_RESULT16, TO_RESULT32, TO_INPUT, TO_SCORES = range(4)

@@ -47,7 +47,7 @@ from isa.microarch import SOFTMAX_EXP_DRAIN as EXP_DRAIN, SOFTMAX_OUT_DRAIN as O
 from .fp_cells import add_cell
 from .fp_sfu import FP32Recip
 
-LENGTH_BITS = 20
+from isa.descriptor import DIM_BITS as LENGTH_BITS     # a row's length is a dim (in_cols, dev_rows, dev_cols)
 F32_QNAN = 0x7FC00000
 F32_NEG_INF = 0xFF800000
 

@@ -20,8 +20,8 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from isa.pe_array import ACC_INTERLEAVE, SPLIT_ROWS
+from isa.descriptor import DIM_BITS
 from .stage_sizes import ELEMS_BITS, stage_sizes_layout
-from .unpacker import DIM_BITS
 
 
 def plan_ports(lanes):

@@ -19,7 +19,7 @@ from .axi import RUN_LINES_BITS as RUN_BEATS_BITS
 from .shift import shift_right
 from .stream import BeatStream
 
-DIM_BITS = 20                # a descriptor's dims
+from isa.descriptor import DIM_BITS     # a descriptor's dims (control_unit, front_end, stage_sizes take it from here)
 COLS_BITS = 32               # a row's elements: a dim, or a copy's 32 elements per line
 
 

@@ -33,6 +33,9 @@ del _next, _name, _lsb, _width
 
 FIELD = {name: (lsb, width) for name, lsb, width in FIELDS}
 
+DIM_BITS = FIELD["dev_rows"][1]     # a dimension's width (dev_rows, dev_cols, in_rows, in_cols): 20
+assert all(FIELD[name][1] == DIM_BITS for name in ("dev_rows", "dev_cols", "in_rows", "in_cols"))
+
 
 class DescType(enum.IntEnum):
     LOAD = 0
