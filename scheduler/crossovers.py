@@ -143,7 +143,7 @@ def write_csv(rows, path, d):
         w.writerow(CSV_COLUMNS)
         for r in rows:
             for b, cost in enumerate(r.costs, start=1):
-                w.writerow((r.rank, r.state, label(r), r.loads, d, b, "" if math.isinf(cost) else repr(cost * 1e6)))
+                w.writerow((r.rank, r.state, label(r), r.loads, d, b, "" if math.isinf(cost) else repr(float(cost) * 1e6)))
     return path
 
 

@@ -185,7 +185,9 @@ def sweep_plot(rows, axes, path):
         return ", ".join(f"{a}={LABELS.get(r[f'axis_{a}'], r[f'axis_{a}'])}" for a in others) or "all"
 
     names = list(dict.fromkeys(series_of(r) for r in rows))
-    fig, panels = plt.subplots(1, len(SWEEP_METRICS), figsize=(4.2 * len(SWEEP_METRICS) + 2.4, 3.8), squeeze=False)
+    legend = len(names) > 1
+    fig, panels = plt.subplots(1, len(SWEEP_METRICS), figsize=(4.2 * len(SWEEP_METRICS) + 2.4 * legend, 3.8),
+                               squeeze=False)
     panels = panels[0]
     cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     colors = {n: cycle[i % len(cycle)] for i, n in enumerate(names)}
@@ -211,11 +213,11 @@ def sweep_plot(rows, axes, path):
                                                                      "num_devices")
               if k in rows[0] and len({str(r[k]) for r in rows}) == 1]
     fig.suptitle(f"sweep over {', '.join(axes)}" + (f"; {', '.join(shared)}" if shared else ""), fontsize=10)
-    if len(names) > 1 or others:
+    if legend:
         handles = [matplotlib.patches.Patch(color=colors[n], label=n) for n in names]
         fig.legend(handles=handles, loc="center left", bbox_to_anchor=(1 - 2.3 / fig.get_figwidth(), 0.5),
                    fontsize=8, frameon=False)
-    fig.tight_layout(rect=(0, 0, 1 - 2.4 / fig.get_figwidth(), 0.94))
+    fig.tight_layout(rect=(0, 0, 1 - 2.4 * legend / fig.get_figwidth(), 0.94))
     path = pathlib.Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)

@@ -620,8 +620,9 @@ def write_claims_csv(table, path):
         w = csv.writer(f)
         w.writerow(CSV_COLUMNS)
         for number, c in enumerate(table, start=1):
-            w.writerow((number, c.what, repr(c.paper), repr(c.sim), c.unit,
-                        "" if math.isnan(c.ratio) else repr(c.ratio), c.tolerance, c.within, short_verdict(c),
+            w.writerow((number, c.what, repr(float(c.paper)), repr(float(c.sim)), c.unit,
+                        "" if math.isnan(c.ratio) else repr(float(c.ratio)), c.tolerance, bool(c.within),
+                        short_verdict(c),
                         c.why, c.note))
     return path
 

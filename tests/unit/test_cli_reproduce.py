@@ -3,6 +3,7 @@ here (no sweep runs): every printed line fits 120 columns, the CSV holds each cl
 text and the printed figures; and a run too small for the claims is one `Error:` line."""
 import csv
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
@@ -16,7 +17,7 @@ LONG = ("per cell " + ", ".join(f"llama2-{n}b uniform-long {n / 7:.2f}" for n in
 
 def table():
     return [
-        Claim("llama2-7b short decode step at batch 32 (plateau)", 4.18, 6.2612, "ms", LONG),
+        Claim("llama2-7b short decode step at batch 32 (plateau)", 4.18, np.float64(6.2612), "ms", LONG),
         Claim("NSD over ND(E4), mean over the workloads", 1.10, 1.0512, "x", "per workload: " + LONG),
         Claim("PLoRA-NoCXL TPOT over PLoRA, dense models, least (llama2-13b uniform-long) and a claim name "
               "longer than its column", 4.0, 2.2567, "x", LONG, "note: " + LONG),
@@ -59,6 +60,7 @@ def test_csv_holds_the_whole_text_and_the_printed_figures(tmp_path):
     path = write_claims_csv(claims, tmp_path / "claims.csv")
     lines = []
     print_table(claims, lines.append, path)
+    assert "np.float64" not in path.read_text()                 # numbers as numbers, whatever their type
     with path.open(newline="") as f:
         rows = list(csv.DictReader(f))
     assert list(rows[0]) == ["number", "claim", "paper_value", "sim_value", "unit", "ratio_sim_over_paper",
