@@ -207,7 +207,7 @@ def test_state_copy_is_independent_as_a_deep_copy(config):
 
 
 def test_speed_tool(capsys):
-    from sim import speed
+    from rtlbench import speed
     for extra in ([], ["--timing-only"]):
         assert speed.main(["--config", "small", "--devices", "2", "--per-device", "5", "--tokens", "32"] + extra) > 0
         assert "speed descriptors=10 " in capsys.readouterr().out
