@@ -57,6 +57,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from isa import Status, Op
+from isa.descriptor import DIM_BITS
 from isa.slots import HEADER_BYTES
 from .axi import device_bus, AXI4Signature
 from .command_engine import ibuf_entry
@@ -74,7 +75,7 @@ from .softmax_unit import SoftmaxUnit
 from .chunk_dispatch import ChunkDispatch, chunk_ports
 from .stage_plan import run_span, stage_operand
 from .stage_planner import StagePlanner, plan_ports
-from .unpacker import Unpacker, DIM_BITS
+from .unpacker import Unpacker
 
 
 class ControlUnit(wiring.Component):

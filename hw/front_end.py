@@ -43,7 +43,7 @@ from .queue_geometry import ring_end
 from .regfile import QueueRegs
 from .stage_plan import run_span, stage_count, stage_operand
 from .stage_sizes import stage_sizes_layout
-from .unpacker import DIM_BITS
+from isa.descriptor import DIM_BITS
 
 IN_FLIGHT_BITS = 8          # descriptors popped and not yet reported (ibuf, front end, control unit, reports)
 

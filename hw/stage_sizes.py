@@ -22,7 +22,7 @@ from amaranth.lib.wiring import In, Out
 from isa.descriptor import PAGE_SHIFT_BITS
 from isa.pe_array import ACC_INTERLEAVE
 from .stage_plan import packing, trans_packing
-from .unpacker import DIM_BITS
+from isa.descriptor import DIM_BITS
 
 ELEMS_BITS = 44             # a stage's weight elements (K x N at the dims' limits)
 

@@ -19,7 +19,7 @@ from .axi import RUN_LINES_BITS as RUN_BEATS_BITS
 from .shift import shift_right
 from .stream import BeatStream
 
-from isa.descriptor import DIM_BITS     # a descriptor's dims (control_unit, front_end, stage_sizes take it from here)
+from isa.descriptor import DIM_BITS
 COLS_BITS = 32               # a row's elements: a dim, or a copy's 32 elements per line
 
 
@@ -47,25 +47,31 @@ class Unpacker(wiring.Component):
         held = Signal(range(WINDOW_BEATS + 1))    # beats in the window
         pos = Signal(range(lanes))                # first unconsumed element of win[0]
         taken = Signal(RUN_BEATS_BITS)
-        rows, cols, beats, pair = Signal(DIM_BITS), Signal(COLS_BITS), Signal(RUN_BEATS_BITS), Signal()
+        cols, beats, pair = Signal(COLS_BITS), Signal(RUN_BEATS_BITS), Signal()
         row, col = Signal(DIM_BITS), Signal(COLS_BITS)
+        # down-counters beside them, so that a slot's size and the row's end are a compare
+        # of a register, not an add and a compare: the row's elements left, the rows left;
+        # and the run's constants: a pair's second chunk's elements, whether it ends its row,
+        # the elements a row has left after it
+        left, rows_left = Signal(COLS_BITS), Signal(DIM_BITS)
+        pair_count, pair_ends_row, left_after_pair = Signal(range(lanes + 1)), Signal(), Signal(COLS_BITS)
         active = Signal()
         m.d.comb += [self.busy.eq(active), self.row.eq(row), self.col.eq(col)]
 
         with m.If(self.start):
-            m.d.sync += [active.eq(1), pos.eq(self.offset), rows.eq(self.rows), cols.eq(self.cols),
+            first_pair = Mux(self.cols < lanes, self.cols, lanes)
+            m.d.sync += [active.eq(1), pos.eq(self.offset), cols.eq(self.cols),
                          beats.eq(self.beats), pair.eq(self.pair), row.eq(0), col.eq(0), taken.eq(0),
-                         held.eq(0)]
+                         held.eq(0), left.eq(self.cols), rows_left.eq(self.rows),
+                         pair_count.eq(first_pair), pair_ends_row.eq(self.cols <= lanes),
+                         left_after_pair.eq(self.cols - first_pair)]
 
-        left_in_row = cols - col
         count = Signal(range(lanes + 1))
-        m.d.comb += count.eq(Mux(left_in_row < lanes, left_in_row, lanes))
-        end_of_row = col + count == cols
+        m.d.comb += count.eq(Mux(left < lanes, left, lanes))
+        end_of_row = left <= lanes
         # the pair: the next row's first chunk, at the boundaries isa/pe_array.py pairs
-        pair_count = Signal(range(lanes + 1))
-        m.d.comb += pair_count.eq(Mux(cols < lanes, cols, lanes))
         paired = Signal()
-        m.d.comb += paired.eq(pair & end_of_row & (row + 1 < rows) & ((cols > lanes) | ~row[0]))
+        m.d.comb += paired.eq(pair & end_of_row & (rows_left > 1) & (~pair_ends_row | ~row[0]))
         need_first = pos + count                  # window elements the slot spans
         need = Signal(range(WINDOW_BEATS * lanes))
         m.d.comb += need.eq(need_first + Mux(paired, pair_count, 0))
@@ -78,9 +84,8 @@ class Unpacker(wiring.Component):
                      self.valid.eq(active & (need <= held * lanes) & ~self.hold),
                      self.pair_valid.eq(self.valid & paired), self.pair_count.eq(pair_count),
                      self.pair_data.eq(second_data)]
-        pair_ends_row = pair_count == cols
-        next_row = row + 1 + (paired & pair_ends_row)
-        m.d.comb += self.last.eq(end_of_row & (next_row == rows))
+        two_rows = paired & pair_ends_row         # the slot ends this row and the next
+        m.d.comb += self.last.eq(end_of_row & (rows_left == Mux(two_rows, 2, 1)))
 
         lane_bits = (lanes - 1).bit_length()
         retire = Signal(range(WINDOW_BEATS))      # beats the slot finishes
@@ -88,9 +93,11 @@ class Unpacker(wiring.Component):
             m.d.comb += retire.eq(need >> lane_bits)
             m.d.sync += pos.eq(need[:lane_bits])
             with m.If(end_of_row):
-                m.d.sync += [row.eq(next_row), col.eq(Mux(paired & ~pair_ends_row, pair_count, 0))]
+                m.d.sync += [row.eq(row + 1 + two_rows), rows_left.eq(rows_left - 1 - two_rows),
+                             col.eq(Mux(paired & ~pair_ends_row, pair_count, 0)),
+                             left.eq(Mux(paired & ~pair_ends_row, left_after_pair, cols))]
             with m.Else():
-                m.d.sync += col.eq(col + count)
+                m.d.sync += [col.eq(col + count), left.eq(left - count)]
 
         # refill: keep the window full while the run has beats left
         kept = held - retire

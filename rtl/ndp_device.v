@@ -832,7 +832,7 @@ module ndp_device(mem__awaddr, mem__awlen, mem__awsize, mem__awburst, mem__awloc
     .pop(pop),
     .pop_ready(pop_ready),
     .pop_valid(pop_valid),
-    .\port$13533$0 (\$3 ),
+    .\port$13534$0 (\$3 ),
     .queues__0(queues__0),
     .queues__1(queues__1),
     .queues__2(queues__2),
@@ -1042,7 +1042,7 @@ module ndp_device(mem__awaddr, mem__awlen, mem__awsize, mem__awburst, mem__awloc
     .io__wready(io__wready),
     .io__wstrb(io__wstrb),
     .io__wvalid(io__wvalid),
-    .\port$13533$0 (\$3 ),
+    .\port$13534$0 (\$3 ),
     .queues__0(queues__0),
     .queues__1(queues__1),
     .queues__2(queues__2),
@@ -2633,7 +2633,7 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, bus__rlast, clk, rst, pop, bus__arlen, bus__arvalid, bus__awlen, bus__wdata, bus__wstrb, reported, bus__wvalid, bus__wlast, bus__bready, done_status, irq, \port$13533$0 , cycle
+module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, bus__rlast, clk, rst, pop, bus__arlen, bus__arvalid, bus__awlen, bus__wdata, bus__wstrb, reported, bus__wvalid, bus__wlast, bus__bready, done_status, irq, \port$13534$0 , cycle
 , queues__0, queues__1, queues__2, queues__3, pop_valid, pop_ready, bus__araddr, bus__awvalid, bus__awaddr, bus__arready, bus__rvalid, bus__awready, bus__wready, bus__bvalid, bus__bid);
   reg \$auto$verilog_backend.cc:2355:dump_module$67  = 0;
   wire \$1 ;
@@ -4255,8 +4255,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   input pop_valid;
   wire pop_valid;
   wire \pop_valid$93 ;
-  output [33:0] \port$13533$0 ;
-  wire [33:0] \port$13533$0 ;
+  output [33:0] \port$13534$0 ;
+  wire [33:0] \port$13534$0 ;
   reg [1:0] queue;
   input [321:0] queues__0;
   wire [321:0] queues__0;
@@ -6672,11 +6672,11 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .line_addr(line_addr),
     .line_start(line_start),
     .pending(pending),
-    .\port$13533$0 (\$1303 ),
-    .\port$13762$289 (queues__0[289]),
-    .\port$13764$289 (queues__1[289]),
-    .\port$13766$289 (queues__2[289]),
-    .\port$13768$289 (queues__3[289]),
+    .\port$13534$0 (\$1303 ),
+    .\port$13763$289 (queues__0[289]),
+    .\port$13765$289 (queues__1[289]),
+    .\port$13767$289 (queues__2[289]),
+    .\port$13769$289 (queues__3[289]),
     .queue(queue),
     .quiet(quiet),
     .r_en(reported),
@@ -6907,7 +6907,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .hold(hold),
     .last(last),
     .offset(\offset$853 ),
-    .pair(pair),
+    .\pair$44 (pair),
     .pair_chunk_d0(pair_data),
     .pair_count(pair_count),
     .pair_valid(pair_valid),
@@ -11339,7 +11339,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \irq$976  = irq;
   assign \report$977  = reported;
   assign done_store = report_store;
-  assign \port$13533$0  = \$1303 ;
+  assign \port$13534$0  = \$1303 ;
   assign \queues__0.sq_base  = queues__0[63:0];
   assign \queues__0.cq_base  = queues__0[127:64];
   assign \queues__0.data_base  = queues__0[191:128];
@@ -12065,7 +12065,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.chunks (rst, split, addr, count, pair_count, valid, pair_valid, last, pipe_busy, restart, start, rest, dispatch, data, pair_data, row, col, pack_log2, n_words, sets, run_log2
+module \ndp_device.control_unit.chunks (rst, split, addr, count, valid, pair_valid, last, pipe_busy, restart, start, rest, dispatch, data, pair_data, row, col, pair_count, pack_log2, n_words, sets, run_log2
 , cols_dim, full_groups, rest_rows, main_elems, t_level, t_scalar, t_fold_adds, trans, u_offset, u_rows, u_cols, u_beats, u_pair, mac0, k_base0, acc_addr0, active0, w_data0, first0, mac1, k_base1
 , acc_addr1, active1, w_data1, first1, t_out, t_set, t_first, t_row_end, run_done, drain, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$68  = 0;
@@ -12901,7 +12901,7 @@ module \ndp_device.control_unit.chunks (rst, split, addr, count, pair_count, val
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_error, hold, done_status, irq, \port$13533$0 , done_store, cycle, \port$13762$289 , \port$13764$289 , \port$13766$289 , \port$13768$289 , complete, queue, seq, taken, status, read_error, slot
+module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_error, hold, done_status, irq, \port$13534$0 , done_store, cycle, \port$13763$289 , \port$13765$289 , \port$13767$289 , \port$13769$289 , complete, queue, seq, taken, status, read_error, slot
 , store, quiet, pending, line_start, line_addr, line, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$69  = 0;
   wire \$1 ;
@@ -12962,16 +12962,16 @@ module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_err
   reg line_start;
   output pending;
   reg pending = 1'h0;
-  output [33:0] \port$13533$0 ;
-  wire [33:0] \port$13533$0 ;
-  input \port$13762$289 ;
-  wire \port$13762$289 ;
-  input \port$13764$289 ;
-  wire \port$13764$289 ;
-  input \port$13766$289 ;
-  wire \port$13766$289 ;
-  input \port$13768$289 ;
-  wire \port$13768$289 ;
+  output [33:0] \port$13534$0 ;
+  wire [33:0] \port$13534$0 ;
+  input \port$13763$289 ;
+  wire \port$13763$289 ;
+  input \port$13765$289 ;
+  wire \port$13765$289 ;
+  input \port$13767$289 ;
+  wire \port$13767$289 ;
+  input \port$13769$289 ;
+  wire \port$13769$289 ;
   input [1:0] queue;
   wire [1:0] queue;
   input quiet;
@@ -13016,7 +13016,7 @@ module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_err
   assign \$11  = \$9  & \$10 ;
   assign \$12  = \$11  ? 8'h80 : \$signal$10 ;
   assign \$13  = cycle - \$signal$8 ;
-  assign irq_en = { \port$13768$289 , \port$13766$289 , \port$13764$289 , \port$13762$289  } >> r_data[1:0];
+  assign irq_en = { \port$13769$289 , \port$13767$289 , \port$13765$289 , \port$13763$289  } >> r_data[1:0];
   assign done_status = reported_error ? 8'h80 : r_data[41:34];
   assign \$14  = r_en & irq_en;
   assign \$15  = 1'h1 << r_data[1:0];
@@ -13186,12 +13186,12 @@ module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_err
       w_data = { \$signal$16 , status_word[7:0], \$signal [31:0], \$like  };
     end
   end
-  assign \irq_en$31  = { \port$13768$289 , \port$13766$289 , \port$13764$289 , \port$13762$289  };
+  assign \irq_en$31  = { \port$13769$289 , \port$13767$289 , \port$13765$289 , \port$13763$289  };
   assign reported = r_en;
   assign done_valid = r_en;
   assign done_queue = r_data[1:0];
   assign done_seq = r_data[33:2];
-  assign \port$13533$0  = r_data[33:0];
+  assign \port$13534$0  = r_data[33:0];
   assign done_store = r_data[42];
 endmodule
 
@@ -43895,7 +43895,7 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, side
     .decoded(decoded),
     .desc(\$signal [203:0]),
     .log2_slot(regs[267:260]),
-    .\port$14059$128 (regs[255:128]),
+    .\port$14060$128 (regs[255:128]),
     .rst(rst)
   );
   always @* begin
@@ -46194,7 +46194,7 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, side
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.front.decoder (rst, \port$14059$128 , log2_slot, desc, decoded, clk);
+module \ndp_device.control_unit.front.decoder (rst, \port$14060$128 , log2_slot, desc, decoded, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$74  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -46542,8 +46542,8 @@ module \ndp_device.control_unit.front.decoder (rst, \port$14059$128 , log2_slot,
   reg [39:0] out_elems = 40'h0000000000;
   wire [3:0] page_shift;
   wire [3:0] \page_shift$15 ;
-  input [127:0] \port$14059$128 ;
-  wire [127:0] \port$14059$128 ;
+  input [127:0] \port$14060$128 ;
+  wire [127:0] \port$14060$128 ;
   reg [49:0] result = 50'h0000000000000;
   reg [49:0] room = 50'h0000000000000;
   input rst;
@@ -46665,8 +46665,8 @@ module \ndp_device.control_unit.front.decoder (rst, \port$14059$128 , log2_slot,
   assign \$66  = ! desc[25:20];
   assign \$67  = \$64  ? \$65  : \$66 ;
   assign \$68  = ! desc[103:84];
-  assign \$69  = desc[83:20] >= \port$14059$128 [63:0];
-  assign \$70  = dev_end <= \port$14059$128 [127:64];
+  assign \$69  = desc[83:20] >= \port$14060$128 [63:0];
+  assign \$70  = dev_end <= \port$14060$128 [127:64];
   assign \$71  = \$69  & \$70 ;
   assign \$72  = \$68  | \$71 ;
   assign \$73  = \$67  & \$72 ;
@@ -46970,8 +46970,8 @@ module \ndp_device.control_unit.front.decoder (rst, \port$14059$128 , log2_slot,
   assign page_shift = desc[16:13];
   assign \trans$14  = 1'h0;
   assign \page_shift$15  = desc[16:13];
-  assign data_base = \port$14059$128 [63:0];
-  assign data_limit = \port$14059$128 [127:64];
+  assign data_base = \port$14060$128 [63:0];
+  assign data_limit = \port$14060$128 [127:64];
   assign \decoded.status  = decoded[7:0];
   assign \decoded.is_load  = decoded[8];
   assign \decoded.is_store  = decoded[9];
@@ -61377,80 +61377,86 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, valid, pair_valid, last, pull, start, offset, rows, cols, beats, hold, pair, src__valid, chunk_d0, pair_chunk_d0, row, col, clk
+module \ndp_device.control_unit.unpacker (rst, src__data, count, valid, pair_valid, last, pull, start, offset, rows, cols, beats, hold, \pair$44 , src__valid, chunk_d0, pair_chunk_d0, row, col, pair_count, clk
 );
   reg \$auto$verilog_backend.cc:2355:dump_module$85  = 0;
-  wire [32:0] \$1 ;
-  wire [20:0] \$10 ;
-  wire \$11 ;
-  wire \$12 ;
-  wire \$13 ;
-  wire \$14 ;
-  wire \$15 ;
-  wire [6:0] \$16 ;
-  wire [5:0] \$17 ;
-  wire [7:0] \$18 ;
-  wire [6:0] \$19 ;
-  wire \$2 ;
-  wire [6:0] \$20 ;
-  wire [7:0] \$21 ;
+  wire \$1 ;
+  wire [6:0] \$10 ;
+  wire [5:0] \$11 ;
+  wire [7:0] \$12 ;
+  wire [6:0] \$13 ;
+  wire [6:0] \$14 ;
+  wire [7:0] \$15 ;
+  wire \$16 ;
+  wire \$17 ;
+  wire \$18 ;
+  wire \$19 ;
+  wire [31:0] \$2 ;
+  wire \$20 ;
+  wire [1:0] \$21 ;
   wire \$22 ;
-  wire \$23 ;
-  wire \$24 ;
-  wire [32:0] \$25 ;
+  wire [6:0] \$23 ;
+  wire [2:0] \$24 ;
+  wire \$25 ;
   wire \$26 ;
-  wire [20:0] \$27 ;
+  wire \$27 ;
   wire \$28 ;
   wire \$29 ;
-  wire [32:0] \$3 ;
-  wire [21:0] \$30 ;
+  wire \$3 ;
+  wire [31:0] \$30 ;
   wire \$31 ;
-  wire [6:0] \$32 ;
-  wire [2:0] \$33 ;
-  wire \$34 ;
+  wire \$32 ;
+  wire [31:0] \$33 ;
+  wire [32:0] \$34 ;
   wire \$35 ;
-  wire \$36 ;
+  wire [20:0] \$36 ;
   wire \$37 ;
-  wire [32:0] \$38 ;
-  wire \$39 ;
-  wire [32:0] \$4 ;
-  wire [20:0] \$40 ;
-  wire \$41 ;
+  wire [21:0] \$38 ;
+  wire [20:0] \$39 ;
+  wire \$4 ;
+  wire \$40 ;
+  wire [21:0] \$41 ;
   wire \$42 ;
-  wire [21:0] \$43 ;
-  wire \$44 ;
+  wire \$43 ;
+  wire [5:0] \$44 ;
   wire \$45 ;
   wire \$46 ;
-  wire [5:0] \$47 ;
+  wire [31:0] \$47 ;
   wire [32:0] \$48 ;
   wire [32:0] \$49 ;
   wire \$5 ;
-  wire [2:0] \$50 ;
+  wire [32:0] \$50 ;
   wire [2:0] \$51 ;
-  wire [3:0] \$52 ;
-  wire \$53 ;
-  reg \$54 ;
-  reg [4:0] \$55 ;
-  reg [19:0] \$56 ;
+  wire [2:0] \$52 ;
+  wire [3:0] \$53 ;
+  wire \$54 ;
+  reg \$55 ;
+  reg [4:0] \$56 ;
   reg [31:0] \$57 ;
   reg [31:0] \$58 ;
   reg \$59 ;
-  wire [31:0] \$6 ;
+  wire \$6 ;
   reg [19:0] \$60 ;
   reg [31:0] \$61 ;
   reg [31:0] \$62 ;
   reg [1:0] \$63 ;
-  reg [511:0] \$64 ;
-  reg [511:0] \$65 ;
-  reg [511:0] \$66 ;
-  wire [32:0] \$7 ;
+  reg [31:0] \$64 ;
+  reg [19:0] \$65 ;
+  reg [5:0] \$66 ;
+  reg \$67 ;
+  reg [31:0] \$68 ;
+  reg [511:0] \$69 ;
+  wire \$7 ;
+  reg [511:0] \$70 ;
+  reg [511:0] \$71 ;
   wire \$8 ;
   wire \$9 ;
   (* init = 20'h00000 *)
   wire [19:0] \$signal ;
-  reg \$signal$10  = 1'h0;
-  reg [19:0] \$signal$11  = 20'h00000;
-  reg [31:0] \$signal$33  = 32'd0;
+  reg \$signal$11  = 1'h0;
+  reg [5:0] \$signal$14  = 6'h00;
+  reg [31:0] \$signal$34  = 32'd0;
+  reg [31:0] \$signal$41  = 32'd0;
   reg [31:0] \$signal$7  = 32'd0;
   (* init = 1'h0 *)
   wire active;
@@ -61470,24 +61476,26 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, val
   wire [31:0] cols;
   output [5:0] count;
   wire [5:0] count;
-  wire [5:0] \count$21 ;
+  wire [5:0] \count$22 ;
   wire [511:0] data;
   reg [1:0] held = 2'h0;
   input hold;
   wire hold;
   output last;
   wire last;
+  reg [31:0] left_after_pair = 32'd0;
   wire [6:0] need;
   input [4:0] offset;
   wire [4:0] offset;
-  input pair;
-  wire pair;
+  reg pair = 1'h0;
+  input \pair$44 ;
+  wire \pair$44 ;
   output [511:0] pair_chunk_d0;
   reg [511:0] pair_chunk_d0;
   reg [751:0] pair_chunk_d4;
+  (* init = 6'h00 *)
   output [5:0] pair_count;
   wire [5:0] pair_count;
-  wire [5:0] \pair_count$27 ;
   wire [511:0] pair_data;
   output pair_valid;
   wire pair_valid;
@@ -61500,6 +61508,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, val
   reg [19:0] row = 20'h00000;
   input [19:0] rows;
   wire [19:0] rows;
+  reg [19:0] rows_left = 20'h00000;
   input rst;
   wire rst;
   input [511:0] src__data;
@@ -61515,42 +61524,47 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, val
   reg [511:0] win0 = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   reg [511:0] win1 = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   reg [511:0] win2 = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  assign \$31  = \$30  == \$signal$11 ;
-  assign last = \$26  & \$31 ;
-  assign \$33  = held - retire;
-  assign \$34  = $signed(\$33 ) < $signed(3'h3);
-  assign \$35  = busy & \$34 ;
-  assign \$36  = taken < \$signal$33 ;
-  assign \$37  = \$35  & \$36 ;
-  assign pull = \$37  & src__valid;
-  assign \$38  = col + \$4 [5:0];
-  assign \$39  = \$38  == \$signal$7 ;
-  assign \$40  = row + 1'h1;
-  assign \$41  = \$6 [5:0] == \$signal$7 ;
-  assign \$42  = paired & \$41 ;
-  assign \$43  = \$40  + \$42 ;
-  assign \$44  = \$6 [5:0] == \$signal$7 ;
-  assign \$45  = ~ \$44 ;
+  assign \$25  = $signed(\$24 ) < $signed(3'h3);
+  assign \$26  = busy & \$25 ;
+  assign \$27  = taken < \$signal$34 ;
+  assign \$28  = \$26  & \$27 ;
+  assign pull = \$28  & src__valid;
+  assign \$29  = cols < 6'h20;
+  assign \$30  = \$29  ? cols : 32'd32;
+  assign \$31  = cols <= 6'h20;
+  assign \$32  = cols < 6'h20;
+  assign \$33  = \$32  ? cols : 32'd32;
+  assign \$34  = cols - \$33 ;
+  assign \$35  = \$signal$7  <= 6'h20;
+  assign \$36  = row + 1'h1;
+  assign \$37  = paired & \$signal$11 ;
+  assign \$38  = \$36  + \$37 ;
+  assign \$39  = rows_left - 1'h1;
+  assign \$40  = paired & \$signal$11 ;
+  assign \$41  = $signed(\$39 ) - $signed({ 1'h0, \$40  });
+  assign \$42  = ~ \$signal$11 ;
+  assign \$43  = paired & \$42 ;
+  assign \$44  = \$43  ? \$signal$14  : 6'h00;
+  assign \$45  = ~ \$signal$11 ;
   assign \$46  = paired & \$45 ;
-  assign \$47  = \$46  ? \$6 [5:0] : 6'h00;
-  assign \$48  = col + \$4 [5:0];
-  assign \$49  = taken + 1'h1;
-  assign \$50  = held - retire;
+  assign \$47  = \$46  ? left_after_pair : \$signal$41 ;
+  assign \$48  = col + \$2 [5:0];
+  assign \$49  = \$signal$7  - \$2 [5:0];
+  assign \$50  = taken + 1'h1;
   assign \$51  = held - retire;
-  assign \$52  = $signed(\$51 ) + $signed({ 1'h0, pull });
-  assign \$53  = valid & last;
+  assign \$52  = held - retire;
+  assign \$53  = $signed(\$52 ) + $signed({ 1'h0, pull });
+  assign \$54  = valid & last;
   always @(posedge clk)
-    busy <= \$54 ;
+    busy <= \$55 ;
   always @(posedge clk)
-    pos <= \$55 ;
+    pos <= \$56 ;
   always @(posedge clk)
-    \$signal$11  <= \$56 ;
+    \$signal$41  <= \$57 ;
   always @(posedge clk)
-    \$signal$7  <= \$57 ;
+    \$signal$34  <= \$58 ;
   always @(posedge clk)
-    \$signal$33  <= \$58 ;
-  always @(posedge clk)
-    \$signal$10  <= \$59 ;
+    pair <= \$59 ;
   always @(posedge clk)
     row <= \$60 ;
   always @(posedge clk)
@@ -61560,44 +61574,48 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, val
   always @(posedge clk)
     held <= \$63 ;
   always @(posedge clk)
-    win0 <= \$64 ;
+    \$signal$7  <= \$64 ;
   always @(posedge clk)
-    win1 <= \$65 ;
+    rows_left <= \$65 ;
   always @(posedge clk)
-    win2 <= \$66 ;
-  assign \$1  = \$signal$7  - col;
-  assign \$2  = $signed(\$1 ) < $signed(7'h20);
-  assign \$3  = \$signal$7  - col;
-  assign \$4  = \$2  ? \$3  : 33'h000000020;
-  assign \$5  = \$signal$7  < 6'h20;
-  assign \$6  = \$5  ? \$signal$7  : 32'd32;
-  assign \$7  = col + \$4 [5:0];
-  assign \$8  = \$7  == \$signal$7 ;
-  assign \$9  = \$signal$10  & \$8 ;
-  assign \$10  = row + 1'h1;
-  assign \$11  = \$10  < \$signal$11 ;
-  assign \$12  = \$9  & \$11 ;
-  assign \$13  = \$signal$7  > 6'h20;
-  assign \$14  = ~ row[0];
-  assign \$15  = \$13  | \$14 ;
-  assign paired = \$12  & \$15 ;
-  assign \$16  = pos + \$4 [5:0];
-  assign \$17  = paired ? \$6 [5:0] : 6'h00;
-  assign \$18  = \$16  + \$17 ;
-  assign \$19  = pos + \$4 [5:0];
-  assign \$20  = pos + \$4 [5:0];
-  assign \$21  = held * 6'h20;
-  assign \$22  = \$18 [6:0] <= \$21 ;
-  assign \$23  = busy & \$22 ;
-  assign \$24  = ~ hold;
-  assign valid = \$23  & \$24 ;
+    \$signal$14  <= \$66 ;
+  always @(posedge clk)
+    \$signal$11  <= \$67 ;
+  always @(posedge clk)
+    left_after_pair <= \$68 ;
+  always @(posedge clk)
+    win0 <= \$69 ;
+  always @(posedge clk)
+    win1 <= \$70 ;
+  always @(posedge clk)
+    win2 <= \$71 ;
+  assign \$1  = \$signal$7  < 6'h20;
+  assign \$2  = \$1  ? \$signal$7  : 32'd32;
+  assign \$3  = \$signal$7  <= 6'h20;
+  assign \$4  = pair & \$3 ;
+  assign \$5  = rows_left > 1'h1;
+  assign \$6  = \$4  & \$5 ;
+  assign \$7  = ~ \$signal$11 ;
+  assign \$8  = ~ row[0];
+  assign \$9  = \$7  | \$8 ;
+  assign paired = \$6  & \$9 ;
+  assign \$10  = pos + \$2 [5:0];
+  assign \$11  = paired ? \$signal$14  : 6'h00;
+  assign \$12  = \$10  + \$11 ;
+  assign \$13  = pos + \$2 [5:0];
+  assign \$14  = pos + \$2 [5:0];
+  assign \$15  = held * 6'h20;
+  assign \$16  = \$12 [6:0] <= \$15 ;
+  assign \$17  = busy & \$16 ;
+  assign \$18  = ~ hold;
+  assign valid = \$17  & \$18 ;
   assign pair_valid = valid & paired;
-  assign \$25  = col + \$4 [5:0];
-  assign \$26  = \$25  == \$signal$7 ;
-  assign \$27  = row + 1'h1;
-  assign \$28  = \$6 [5:0] == \$signal$7 ;
-  assign \$29  = paired & \$28 ;
-  assign \$30  = \$27  + \$29 ;
+  assign \$19  = \$signal$7  <= 6'h20;
+  assign \$20  = paired & \$signal$11 ;
+  assign \$21  = \$20  ? 2'h2 : 2'h1;
+  assign \$22  = rows_left == \$21 ;
+  assign last = \$19  & \$22 ;
+  assign \$24  = held - retire;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
     (* full_case = 32'd1 *)
@@ -61649,7 +61667,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, val
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
     (* full_case = 32'd1 *)
-    casez (\$19 [6:4])
+    casez (\$13 [6:4])
       3'h0:
           pair_chunk_d4 = { win1[239:0], win0 };
       3'h1:
@@ -61671,7 +61689,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, val
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
     (* full_case = 32'd1 *)
-    casez (\$20 [3:0])
+    casez (\$14 [3:0])
       4'h0:
           pair_chunk_d0 = pair_chunk_d4[511:0];
       4'h1:
@@ -61710,48 +61728,38 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, val
     if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
     retire = 2'h0;
     if (valid) begin
-      retire = \$32 [1:0];
+      retire = \$23 [1:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
-    \$54  = busy;
+    \$55  = busy;
     if (start) begin
-      \$54  = 1'h1;
+      \$55  = 1'h1;
     end
-    if (\$53 ) begin
-      \$54  = 1'h0;
+    if (\$54 ) begin
+      \$55  = 1'h0;
     end
     if (rst) begin
-      \$54  = 1'h0;
+      \$55  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
-    \$55  = pos;
+    \$56  = pos;
     if (start) begin
-      \$55  = offset;
+      \$56  = offset;
     end
     if (valid) begin
-      \$55  = \$18 [4:0];
+      \$56  = \$12 [4:0];
     end
     if (rst) begin
-      \$55  = 5'h00;
+      \$56  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
-    \$56  = \$signal$11 ;
-    if (start) begin
-      \$56  = rows;
-    end
-    if (rst) begin
-      \$56  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
-    \$57  = \$signal$7 ;
+    \$57  = \$signal$41 ;
     if (start) begin
       \$57  = cols;
     end
@@ -61761,7 +61769,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, val
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
-    \$58  = \$signal$33 ;
+    \$58  = \$signal$34 ;
     if (start) begin
       \$58  = beats;
     end
@@ -61771,9 +61779,9 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, val
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
-    \$59  = \$signal$10 ;
+    \$59  = pair;
     if (start) begin
-      \$59  = pair;
+      \$59  = \pair$44 ;
     end
     if (rst) begin
       \$59  = 1'h0;
@@ -61786,8 +61794,8 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, val
       \$60  = 20'h00000;
     end
     if (valid) begin
-      if (\$39 ) begin
-        \$60  = \$43 [19:0];
+      if (\$35 ) begin
+        \$60  = \$38 [19:0];
       end
     end
     if (rst) begin
@@ -61802,8 +61810,8 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, val
     end
     if (valid) begin
       (* full_case = 32'd1 *)
-      if (\$39 ) begin
-        \$61  = { 26'h0000000, \$47  };
+      if (\$35 ) begin
+        \$61  = { 26'h0000000, \$44  };
       end else begin
         \$61  = \$48 [31:0];
       end
@@ -61819,7 +61827,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, val
       \$62  = 32'd0;
     end
     if (pull) begin
-      \$62  = \$49 [31:0];
+      \$62  = \$50 [31:0];
     end
     if (rst) begin
       \$62  = 32'd0;
@@ -61827,8 +61835,8 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, val
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
-    \$63  = \$52 [1:0];
-    if (\$53 ) begin
+    \$63  = \$53 [1:0];
+    if (\$54 ) begin
       \$63  = 2'h0;
     end
     if (rst) begin
@@ -61837,71 +61845,133 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, pair_count, val
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
-    \$64  = win0;
+    \$64  = \$signal$7 ;
+    if (start) begin
+      \$64  = cols;
+    end
+    if (valid) begin
+      (* full_case = 32'd1 *)
+      if (\$35 ) begin
+        \$64  = \$47 ;
+      end else begin
+        \$64  = \$49 [31:0];
+      end
+    end
+    if (rst) begin
+      \$64  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
+    \$65  = rows_left;
+    if (start) begin
+      \$65  = rows;
+    end
+    if (valid) begin
+      if (\$35 ) begin
+        \$65  = \$41 [19:0];
+      end
+    end
+    if (rst) begin
+      \$65  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
+    \$66  = \$signal$14 ;
+    if (start) begin
+      \$66  = \$30 [5:0];
+    end
+    if (rst) begin
+      \$66  = 6'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
+    \$67  = \$signal$11 ;
+    if (start) begin
+      \$67  = \$31 ;
+    end
+    if (rst) begin
+      \$67  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
+    \$68  = left_after_pair;
+    if (start) begin
+      \$68  = \$34 [31:0];
+    end
+    if (rst) begin
+      \$68  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
+    \$69  = win0;
     casez (retire)
       2'h1:
-          \$64  = win1;
+          \$69  = win1;
       2'h2:
-          \$64  = win2;
+          \$69  = win2;
     endcase
     if (pull) begin
-      casez (\$50 )
+      casez (\$51 )
         3'h0:
-            \$64  = src__data;
+            \$69  = src__data;
       endcase
     end
     if (rst) begin
-      \$64  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$69  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
-    \$65  = win1;
+    \$70  = win1;
     casez (retire)
       2'h1:
-          \$65  = win2;
+          \$70  = win2;
     endcase
     if (pull) begin
-      casez (\$50 )
+      casez (\$51 )
         3'h0:
             /* empty */;
         3'h1:
-            \$65  = src__data;
+            \$70  = src__data;
       endcase
     end
     if (rst) begin
-      \$65  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$70  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
-    \$66  = win2;
+    \$71  = win2;
     if (pull) begin
-      casez (\$50 )
+      casez (\$51 )
         3'h0:
             /* empty */;
         3'h1:
             /* empty */;
         3'h2:
-            \$66  = src__data;
+            \$71  = src__data;
       endcase
     end
     if (rst) begin
-      \$66  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$71  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   assign active = busy;
   assign \$signal  = row;
   assign \col$5  = col;
-  assign need = \$18 [6:0];
-  assign \count$21  = \$4 [5:0];
+  assign need = \$12 [6:0];
+  assign \count$22  = \$2 [5:0];
   assign data = chunk_d0;
-  assign \pair_count$27  = \$6 [5:0];
   assign pair_data = pair_chunk_d0;
   assign src__ready = pull;
-  assign count = \$4 [5:0];
-  assign pair_count = \$6 [5:0];
-  assign \$32  = { 5'h00, \$18 [6:5] };
+  assign count = \$2 [5:0];
+  assign pair_count = \$signal$14 ;
+  assign \$23  = { 5'h00, \$12 [6:5] };
 endmodule
 
 (* generator = "Amaranth" *)
@@ -66134,7 +66204,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__bready, io__araddr, io__arvalid, io__rready, io__awuser, clk, rst, io__awready, io__wready, io__arready, done_valid, done_status, \port$13533$0 , reset__0, reset__1, reset__2, reset__3
+module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__bready, io__araddr, io__arvalid, io__rready, io__awuser, clk, rst, io__awready, io__wready, io__arready, done_valid, done_status, \port$13534$0 , reset__0, reset__1, reset__2, reset__3
 , io__bvalid, b_resp, queues__0, queues__1, queues__2, queues__3, io__rvalid, r_data, io__awaddr);
   reg \$auto$verilog_backend.cc:2355:dump_module$95  = 0;
   wire \$1 ;
@@ -66516,8 +66586,8 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
   input io__wvalid;
   wire io__wvalid;
   wire [31:0] mask;
-  input [33:0] \port$13533$0 ;
-  wire [33:0] \port$13533$0 ;
+  input [33:0] \port$13534$0 ;
+  wire [33:0] \port$13534$0 ;
   output [321:0] queues__0;
   reg [321:0] queues__0 = 322'h000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   wire [63:0] \queues__0.cq_base ;
@@ -67219,9 +67289,9 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$95 ) begin end
     \$298  = head0;
     if (done_valid) begin
-      casez (\port$13533$0 [1:0])
+      casez (\port$13534$0 [1:0])
         2'h0:
-            \$298  = \port$13533$0 [33:2];
+            \$298  = \port$13534$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -67260,7 +67330,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$95 ) begin end
     \$299  = status0;
     if (done_valid) begin
-      casez (\port$13533$0 [1:0])
+      casez (\port$13534$0 [1:0])
         2'h0:
             if (\$1 ) begin
               \$299  = { 24'h800000, done_status };
@@ -67305,11 +67375,11 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$95 ) begin end
     \$300  = head1;
     if (done_valid) begin
-      casez (\port$13533$0 [1:0])
+      casez (\port$13534$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
-            \$300  = \port$13533$0 [33:2];
+            \$300  = \port$13534$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -67372,7 +67442,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$95 ) begin end
     \$301  = status1;
     if (done_valid) begin
-      casez (\port$13533$0 [1:0])
+      casez (\port$13534$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -67443,13 +67513,13 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$95 ) begin end
     \$302  = head2;
     if (done_valid) begin
-      casez (\port$13533$0 [1:0])
+      casez (\port$13534$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
             /* empty */;
         2'h2:
-            \$302  = \port$13533$0 [33:2];
+            \$302  = \port$13534$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -67536,7 +67606,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$95 ) begin end
     \$303  = status2;
     if (done_valid) begin
-      casez (\port$13533$0 [1:0])
+      casez (\port$13534$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -67634,7 +67704,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     \$304  = head3;
     if (done_valid) begin
       (* full_case = 32'd1 *)
-      casez (\port$13533$0 [1:0])
+      casez (\port$13534$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -67642,7 +67712,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
         2'h2:
             /* empty */;
         2'h3:
-            \$304  = \port$13533$0 [33:2];
+            \$304  = \port$13534$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -67754,7 +67824,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     \$305  = status3;
     if (done_valid) begin
       (* full_case = 32'd1 *)
-      casez (\port$13533$0 [1:0])
+      casez (\port$13534$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -68595,8 +68665,8 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
       endcase
     end
   end
-  assign done_queue = \port$13533$0 [1:0];
-  assign done_seq = \port$13533$0 [33:2];
+  assign done_queue = \port$13534$0 [1:0];
+  assign done_seq = \port$13534$0 [33:2];
   assign mask = { \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3:2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2:1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1:0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0] };
   assign io__bresp = b_resp;
   assign io__rdata = r_data;
