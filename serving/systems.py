@@ -54,6 +54,7 @@ class StepCost:
     kv_bytes: float = 0.0           # KV cache of the batch
     kv_gpu_bytes: float = 0.0       # of which duplicated on (or resident in) HBM
     mix: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    rounds: tuple = ()              # a pool's decode: one layer's (RoundLoad, its seconds) in ROUNDS' order (serving.trace)
 
 
 @dataclasses.dataclass
@@ -203,7 +204,7 @@ class PoolSystem(System):
                         link_to_device=m.layers * sum(r.to_device for r in rounds),
                         link_to_gpu=m.layers * sum(r.to_gpu for r in rounds),
                         kv_bytes=contexts * self.kv_token, kv_gpu_bytes=sum(plan.kv_tokens.values()) * self.kv_token,
-                        mix=plan.strategy_mix())
+                        mix=plan.strategy_mix(), rounds=tuple(zip(rounds, times)))
 
     def _tier_attention(self, load, gpu_tokens):
         """The GPU's attention share with `kv_share` of its KV left in the pool (DSR's heads):
