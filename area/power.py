@@ -83,8 +83,8 @@ def _descriptor(kind, m, d, n, operand):
 async def _run(cfg, shapes):
     """Submit the descriptors back to back on the model; returns (descriptors, cycles)."""
     from driver import NdpDevice
-    from isa.encoders import KvBlock, LoraAdapter
     from driver.model_transport import ModelTransport
+    from isa.encoders import KvBlock, LoraAdapter
     rng = np.random.default_rng(13)
     transport = ModelTransport(cfg, backdoor_memory=True)
     dev = await NdpDevice.open(transport)
@@ -124,8 +124,8 @@ async def _run(cfg, shapes):
 
 def activity(cfg, descs):
     """The counts the energies multiply (see the module's docstring)."""
-    from isa.validate import dram_traffic
     from isa.pe_array import plan, trans_plan
+    from isa.validate import dram_traffic
     count = dict.fromkeys(("macs", "chunks", "trans_chunks", "acc_line_writes", "readout_words",
                            "dram_read_bytes", "dram_write_bytes", "in_buf_line_writes"), 0)
     for desc in descs:

@@ -21,6 +21,7 @@ import json
 from pathlib import Path
 
 import isa
+
 from . import blocks, power, sram
 
 # seed 000, section VII-H: "1024 FP16 multiply-add units ... 2048 GFLOPS at 1 GHz ...
@@ -165,15 +166,18 @@ def summary_table(r):
          f"Horowitz 1,640 + 4,184 = {ref['horowitz_mac_um2']:.0f}; this MAC lane's FP cells {a['mac_lane_um2']:.0f}"),
         ("other logic, mm^2", f"{a['other_logic_mm2']:.3f}", "-", "-",
          f"LLMCompass-style, all logic: {ref['llmcompass_logic_mm2']:.2f}"),
-        ("buffers (SRAM), mm^2", f"{a['sram_mm2']:.2f}", f"{PAPER['sram_mm2']:.2f}", _ratio(a["sram_mm2"], PAPER["sram_mm2"]),
+        ("buffers (SRAM), mm^2", f"{a['sram_mm2']:.2f}", f"{PAPER['sram_mm2']:.2f}",
+         _ratio(a["sram_mm2"], PAPER["sram_mm2"]),
          f"1R1W {a['sram_1r1w_mm2']:.2f}; bitcells only {a['sram_bitcell_mm2']:.2f}; "
          f"LLMCompass-style 6T {ref['llmcompass_sram_mm2']:.2f}"),
-        ("total, mm^2", f"{a['total_mm2']:.2f}", f"{PAPER['total_mm2']:.2f}", _ratio(a["total_mm2"], PAPER["total_mm2"]), ""),
+        ("total, mm^2", f"{a['total_mm2']:.2f}", f"{PAPER['total_mm2']:.2f}",
+         _ratio(a["total_mm2"], PAPER["total_mm2"]), ""),
         ("PEs, W (peak)", f"{pk['pe_w']:.2f}", f"{PAPER['pe_w']:.2f}", _ratio(pk["pe_w"], PAPER["pe_w"]),
          f"Horowitz {power.MAC_PJ:.1f} pJ/MAC x {r['device']['macs']} x 1 GHz"),
         ("buffers, W (peak + leakage)", f"{sram_w:.2f}", f"{PAPER['sram_w']:.2f}", _ratio(sram_w, PAPER["sram_w"]),
          f"leakage {pk['buffers_leakage_w']:.2f} (itrs-lop cells: {p['sram_leakage_lop_w']:.2f})"),
-        ("total, W (peak)", f"{pk['core_w']:.2f}", f"{PAPER['total_w']:.2f}", _ratio(pk["core_w"], PAPER["total_w"]), ""),
+        ("total, W (peak)", f"{pk['core_w']:.2f}", f"{PAPER['total_w']:.2f}",
+         _ratio(pk["core_w"], PAPER["total_w"]), ""),
     ]
 
 
@@ -196,7 +200,8 @@ def markdown(r):
                 "| block | 1 ch | 2 ch | ratio | model |", "|---|---:|---:|---:|---|"]
         top = r["scaling"][blocks.TOP]["areas_um2"][-1]
         out += [f"| {m} | {v['areas_um2'][0] / 1e6:.4f} | {v['areas_um2'][1] / 1e6:.4f} | {v['growth_ratio']:.2f} | "
-                f"{v['model']} |" for m, v in r["scaling"].items() if m.count(".") <= 3 and v["areas_um2"][-1] >= 0.002 * top]
+                f"{v['model']} |" for m, v in r["scaling"].items()
+                if m.count(".") <= 3 and v["areas_um2"][-1] >= 0.002 * top]
     per_bit = r["references"]["cacti_64kib_per_bit_um2"]
     out += ["", f"Per bit: the paper's buffers {r['references']['paper_per_bit_um2']:.3f} um^2; CACTI's 64 KiB "
             "macro at 45 nm, periphery included (the cell alone): "

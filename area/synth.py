@@ -35,6 +35,7 @@ from pathlib import Path
 from amaranth.back import verilog
 
 from hw import fp_cells
+
 from . import cells
 
 # abc's own script for a Liberty file (ending in &nf, which wants timing templates this
@@ -73,7 +74,7 @@ def _paths(text):
     longest path, its first net and its last one that abc left a name ("" if none)."""
     out = {}
     parts = re.split(r"Longest topological path in \\?(\S+) \(length=(\d+)\):", text)
-    for module, levels, body in zip(parts[1::3], parts[2::3], parts[3::3]):
+    for module, levels, body in zip(parts[1::3], parts[2::3], parts[3::3], strict=True):
         nets = re.findall(r"^\s+\d+: (\S+)", body, re.M)
         named = [n for n in nets[1:] if not n.startswith("$")]      # abc names most nets
         out[module] = {"levels": int(levels), "start": nets[0] if nets else "",

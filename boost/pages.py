@@ -86,7 +86,9 @@ class Placement:
     @property
     def second_share(self):
         """The share of the tensor's bytes on the second tier."""
-        return float(self.second_bytes_in(np.array([0]), np.array([self.nbytes]))[0] / self.nbytes) if self.nbytes else 0.0
+        if not self.nbytes:
+            return 0.0
+        return float(self.second_bytes_in(np.array([0]), np.array([self.nbytes]))[0] / self.nbytes)
 
     def second_bytes_in(self, start, end):
         """Bytes of [start, end) on the second tier, for arrays of ranges (vectorized)."""

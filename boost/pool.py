@@ -102,14 +102,18 @@ def compare(requests=128, links=LINKS, workloads=WORKLOADS, model="llama2-7b", e
 
 
 def print_table(rows, echo=print):
-    echo("(a->b: PLoRA alone -> PLoRA + BOOST; dTPOT PAM: weights only; dTPOT BOOST: weights (PAM) and GPU-side KV (DSR))")
-    echo(f"{'link':11s} {'workload':13s} {'alpha':>6s} {'mod':>4s} {'TPOT ms':>15s} {'dTPOT PAM':>9s} {'dTPOT BOOST':>11s} "
-         f"{'GEMM us/layer':>15s} {'attn us/layer':>15s} {'GPU budget GB':>15s} {'pool KV GB':>15s} {'KV on GPU':>11s}")
+    echo("(a->b: PLoRA alone -> PLoRA + BOOST; dTPOT PAM: weights only; "
+         "dTPOT BOOST: weights (PAM) and GPU-side KV (DSR))")
+    echo(f"{'link':11s} {'workload':13s} {'alpha':>6s} {'mod':>4s} {'TPOT ms':>15s} {'dTPOT PAM':>9s} "
+         f"{'dTPOT BOOST':>11s} {'GEMM us/layer':>15s} {'attn us/layer':>15s} {'GPU budget GB':>15s} "
+         f"{'pool KV GB':>15s} {'KV on GPU':>11s}")
     for r in rows:
         a, b = "_plora", "_plora+boost"
         echo(f"{r['link']:11s} {r['workload']:13s} {r['alpha']:6.3f} {r['modulus']:4d} "
              f"{r['tpot_ms' + a]:7.2f}->{r['tpot_ms' + b]:6.2f} {r['tpot_ms_plora+pam'] / r['tpot_ms' + a] - 1:+9.2%} "
              f"{r['tpot_ms' + b] / r['tpot_ms' + a] - 1:+11.2%} "
-             f"{r['gemm_us' + a]:7.1f}->{r['gemm_us' + b]:6.1f} {r['attention_us' + a]:7.1f}->{r['attention_us' + b]:6.1f} "
-             f"{r['gpu_budget_gb' + a]:7.2f}->{r['gpu_budget_gb' + b]:6.2f} {r['pool_kv_gb' + a]:7.2f}->{r['pool_kv_gb' + b]:6.2f} "
+             f"{r['gemm_us' + a]:7.1f}->{r['gemm_us' + b]:6.1f} "
+             f"{r['attention_us' + a]:7.1f}->{r['attention_us' + b]:6.1f} "
+             f"{r['gpu_budget_gb' + a]:7.2f}->{r['gpu_budget_gb' + b]:6.2f} "
+             f"{r['pool_kv_gb' + a]:7.2f}->{r['pool_kv_gb' + b]:6.2f} "
              f"{r['kv_dup' + a]:5.0%}->{r['kv_dup' + b]:4.0%}")

@@ -19,7 +19,8 @@ from .churn import simulate as churn
 from .config import GiB, MiB, load_machine, load_model
 from .kernels import add_kernel, cap_add_kernel
 from .pages import Pam
-from .pool import compare, print_table as print_pool
+from .pool import compare
+from .pool import print_table as print_pool
 from .step import DecodeStep
 from .waves import WaveModel
 
@@ -102,7 +103,8 @@ def claims(machine, model, add, steps, churned):
                      "the SM budget (84 % + 20 % of the SMs) binds above 7.76 %"))
     out.append(Claim("handcrafted CAP add kernel: best host share", 8.3, _pct(best), "%",
                      f"the budget's bound meets HBM's at h/(1-h) = (1 - f_hbm) B_second / (f_second B_hbm); "
-                     f"the paper's sweep steps are not given (8.3 % = 1/12); gain there {_pct(add.cap_gains[best]):.2f} %"))
+                     f"the paper's sweep steps are not given (8.3 % = 1/12); "
+                     f"gain there {_pct(add.cap_gains[best]):.2f} %"))
     pre = WaveModel(machine.with_(second_bytes_per_s=0.1 * machine.hbm_bytes_per_s, hbm_sm_fraction=0,
                                   second_sm_fraction=0))
     d = 1.0
@@ -127,7 +129,8 @@ def claims(machine, model, add, steps, churned):
                        "down-projection grid is not given")
             out.append(Claim(f"Table 4: {label}, {kern}-proj kernel", paper, ours, "x", why))
         out.append(Claim(f"Table 4: {label}, iso-batch TPOT", tpot, hbm.seconds / s.seconds, "x"))
-    out.append(Claim("Fig. 13: prefetching (K = 12), iso-batch TPOT", 0.94, hbm.seconds / steps["prefetch"].seconds, "x"))
+    out.append(Claim("Fig. 13: prefetching (K = 12), iso-batch TPOT", 0.94,
+                     hbm.seconds / steps["prefetch"].seconds, "x"))
     gain = hbm.seconds / steps["boost"].seconds - 1
     out.append(Claim("section 5.6: BOOST iso-batch TPOT gain, Llama-3.3", 4.2, _pct(gain), "%",
                      "every weight GEMM here reaches the CAP bound (7.7 %); the real step also runs kernels we do "
@@ -181,7 +184,8 @@ def reproduce(echo=print, requests=2000, pool_requests=128, instances=300):
     echo("")
     echo(f"DSR churn (Qwen3-30B-A3B, 4 KV heads, LongWriter at 2.5 req/s, {requests} requests): "
          f"{len(churned.fraction)} steps, mean batch {churned.batch.mean():.0f}, preemptions {churned.preemptions}, "
-         f"requests across a boundary condition {churned.mixed_requests}, host fraction min {_pct(churned.fraction.min()):.2f} % "
+         f"requests across a boundary condition {churned.mixed_requests}, "
+         f"host fraction min {_pct(churned.fraction.min()):.2f} % "
          f"max {_pct(churned.fraction.max()):.2f} %")
     echo("")
     echo(f"BOOST in PLoRA's pool (Llama2-7B, H100, 4 paper devices, batch 32, {pool_requests} requests per run):")

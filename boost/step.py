@@ -95,7 +95,7 @@ class DecodeStep:
         m, s, n = self.model, self.shape, self.blocks_per_request
         if policy == "boost":
             pool = DsrPool(4 * self.batch * n, s, self.machine.placement_modulus, self.machine.page_bytes)
-            for i in range(n):              # the batch's blocks, fulfilled as the contexts grow
+            for _ in range(n):              # the batch's blocks, fulfilled as the contexts grow
                 for r in range(self.batch):
                     pool.allocate(r)
             tables = [pool.blocks[r] for r in range(self.batch)]

@@ -142,7 +142,7 @@ def lru_misses(n_pages, capacity_pages, sweeps=3):
         return 0
     cache = collections.OrderedDict()
     misses = 0
-    for sweep in range(sweeps):
+    for _ in range(sweeps):
         misses = 0
         for p in range(n_pages):
             if p in cache:

@@ -18,18 +18,34 @@ The RTL transport is not imported here, so the driver imports without cocotb. Th
 (DeviceTensor, LoraAdapter, KvBlock, PagedKvShare) and the descriptor encoders are isa's
 (isa/encoders.py), as are NdpError and the argument errors (isa/errors.py).
 """
-from .errors import (CompletionError, DeviceNotFound, DeviceTimeout, MemAccessError, OutOfDeviceMemory,
-                     QueueFull, RegisterAccessError, SimulationDeadlock)
-from .transport import Transport
-from .queue import Completion, Queue
-from .device import Capabilities, NdpDevice
-from .attention import (attention_reference, kv_operand_bytes, kv_operand_lines, kv_v_offset,
-                        merge_attention, partial_attention_reference, query_groups,
-                        scale_query, split_tokens)
 from .alloc import RangeAllocator
+from .attention import (
+                     attention_reference,
+                     kv_operand_bytes,
+                     kv_operand_lines,
+                     kv_v_offset,
+                     merge_attention,
+                     partial_attention_reference,
+                     query_groups,
+                     scale_query,
+                     split_tokens,
+)
 from .clock import SimClock, VirtualTimeLoop
-from .pool import DevicePool, Ticket
+from .device import Capabilities, NdpDevice
+from .errors import (
+                     CompletionError,
+                     DeviceNotFound,
+                     DeviceTimeout,
+                     MemAccessError,
+                     OutOfDeviceMemory,
+                     QueueFull,
+                     RegisterAccessError,
+                     SimulationDeadlock,
+)
 from .kv_cache import PagedKvCache
+from .pool import DevicePool, Ticket
+from .queue import Completion, Queue
+from .transport import Transport
 
 __all__ = ["CompletionError", "DeviceNotFound", "DeviceTimeout", "MemAccessError", "OutOfDeviceMemory",
            "QueueFull", "RegisterAccessError", "SimulationDeadlock", "Transport", "Completion", "Queue",

@@ -1,9 +1,8 @@
 """Placement of tensors in a device's data range: first fit, per tensor, with free."""
 import bisect
 
-from isa.slots import LINE_BYTES
-
 from isa.errors import ArgumentError, count_arg
+from isa.slots import LINE_BYTES
 
 from .errors import OutOfDeviceMemory
 

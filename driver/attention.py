@@ -18,12 +18,10 @@ import math
 
 import numpy as np
 
-from isa.slots import LINE_BYTES
-from isa.validate import lines
-
 from isa.encoders import FP16
 from isa.errors import ArgumentError, ShapeError, count_arg
-
+from isa.slots import LINE_BYTES
+from isa.validate import lines
 
 # ---- argument checks --------------------------------------------------------------------
 
@@ -100,13 +98,13 @@ def _partial(index, partial):
         raise ArgumentError(f"partial {index} must be None or a tuple (o, m, l), "
                             f"got {type(partial).__name__!r}")
     arrays = []
-    for name, array in zip("oml", partial):
+    for name, array in zip("oml", partial, strict=True):
         array = np.asarray(array)
         if not (np.issubdtype(array.dtype, np.floating) or np.issubdtype(array.dtype, np.integer)):
             raise ArgumentError(f"partial {index}: {name} must be real numbers, got dtype "
                                 f"{str(array.dtype)!r}")
         arrays.append(array.astype(np.float64))
-    o, m, l = arrays
+    o, m, l = arrays                            # noqa: E741 (the merge's o, m, l)
     if o.ndim != 2 or m.ndim != 1 or l.ndim != 1 or not (o.shape[0] == m.shape[0] == l.shape[0]):
         raise ShapeError(f"partial {index}: o must be (rows, d) and m, l (rows,), got o "
                          f"{o.shape!r}, m {m.shape!r}, l {l.shape!r}")
@@ -147,7 +145,7 @@ def merge_attention(partials):
                              f"has {shape!r}")
     o = np.stack([p[0] for _, p in held])       # (devices, rows, d)
     m = np.stack([p[1] for _, p in held])       # (devices, rows)
-    l = np.stack([p[2] for _, p in held])
+    l = np.stack([p[2] for _, p in held])       # noqa: E741
     anchor = m.max(axis=0)                      # NaN in any m gives NaN
     if (anchor == -np.inf).any():
         rows = np.flatnonzero(anchor == -np.inf).tolist()

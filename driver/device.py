@@ -3,17 +3,28 @@ import dataclasses
 
 import numpy as np
 
-from isa import (DeviceConfig, Dtype, Op, QueueView, Status, check_descriptor, payload_bytes, regs, result_bytes,
-                 slots)
+from isa import DeviceConfig, Dtype, Op, QueueView, Status, check_descriptor, payload_bytes, regs, result_bytes, slots
 from isa.descriptor import PAGE_ALIGN
-from isa.encoders import (FP16, DeviceTensor, KvBlock, LoraAdapter, PagedKvShare, attention_descriptor,
-                          attention_result, load_descriptor, lora_xab_descriptor, matmul_descriptor,
-                          page_list_bytes, paged_attention_descriptor, result_anchors, softmax_descriptor,
-                          store_descriptor)
+from isa.encoders import (
+    FP16,
+    DeviceTensor,
+    KvBlock,
+    LoraAdapter,
+    PagedKvShare,
+    attention_descriptor,
+    attention_result,
+    load_descriptor,
+    lora_xab_descriptor,
+    matmul_descriptor,
+    page_list_bytes,
+    paged_attention_descriptor,
+    result_anchors,
+    softmax_descriptor,
+    store_descriptor,
+)
 from isa.errors import ArgumentError, NdpError, ShapeError
 from isa.regs import REG_BITS
-from isa.validate import lines, stats_offset
-from isa.validate import PAGE_LIST_BYTES, check_pages
+from isa.validate import PAGE_LIST_BYTES, check_pages, lines, stats_offset
 
 from .attention import kv_operand_bytes, query_groups, scale_query
 from .errors import DeviceNotFound
@@ -436,7 +447,7 @@ class NdpDevice:
         for r, (q, blocks) in enumerate(requests):
             _fp16_array(q, f"q of request {r}", 2)
             groups = query_groups(q.shape[0], len(blocks))
-            for h, (heads, block) in enumerate(zip(groups, blocks)):
+            for h, (heads, block) in enumerate(zip(groups, blocks, strict=True)):
                 if not isinstance(block, (KvBlock, PagedKvShare)):
                     raise ArgumentError(f"request {r} head {h}: expected a KvBlock or PagedKvShare, got {block!r}")
                 if block.d != q.shape[1]:
@@ -461,7 +472,7 @@ class NdpDevice:
             items = work[queue.index]
             if items:
                 seqs = await queue.submit_many([(desc, payload) for _, _, desc, payload in items], ring=False)
-                pending += [(queue, seq, r, h, desc) for seq, (r, h, desc, _) in zip(seqs, items)]
+                pending += [(queue, seq, r, h, desc) for seq, (r, h, desc, _) in zip(seqs, items, strict=True)]
         for queue in queue_list:
             if work[queue.index]:
                 await queue.ring()

@@ -13,10 +13,10 @@ import itertools
 import numpy as np
 
 from isa.descriptor import PAGE_ALIGN, PAGE_ENTRY_BYTES, PAGE_SHIFT_BITS
-from isa.microarch import PAGE_LIST_MAX
-from isa.slots import LINE_BYTES
 from isa.encoders import KvBlock, PagedKvShare, attention_descriptor, page_list_bytes, paged_attention_descriptor
 from isa.errors import ArgumentError, ShapeError, count_arg, index_arg
+from isa.microarch import PAGE_LIST_MAX
+from isa.slots import LINE_BYTES
 from isa.validate import PAGE_LIST_BYTES
 
 from .attention import kv_operand_bytes, kv_operand_lines, kv_v_offset
@@ -288,7 +288,8 @@ class PagedKvCache:
 
     def _free(self, request):
         for (_, _, device), share in request.shares.items():
-            for addr in [page.addr for page in share.pages] + share.lists + ([share.tail] if share.tail is not None else []):
+            tail = [share.tail] if share.tail is not None else []
+            for addr in [page.addr for page in share.pages] + share.lists + tail:
                 self.pool.free(device, addr)
             share.pages, share.lists, share.tail = [], [], None
 

@@ -17,11 +17,10 @@ import collections
 import dataclasses
 
 from isa import Descriptor, payload_bytes
+from isa.errors import ArgumentError, NdpError, index_arg
 
 from .alloc import RangeAllocator
 from .device import NdpDevice
-from isa.errors import ArgumentError, NdpError, index_arg
-
 from .errors import DeviceTimeout
 from .queue import Queue
 
@@ -118,11 +117,11 @@ class DevicePool:
         driver.clock.run. `compute_results` false makes them timing-only (sim/device.py
         NdpModel). Other keyword arguments go to `open`."""
         from .clock import SimClock
-        from .model_transport import ModelTransport     # `import driver` stays free of sim/
+        from .model_transport import ModelTransport  # `import driver` stays free of sim/
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise ArgumentError(f"a pool needs an integer number of devices >= 1, got n={n!r}")
         clock = SimClock()
-        clock.now           # refuses at once outside driver.clock.run
+        clock.now           # noqa: B018 -- read for its check: refuses at once outside driver.clock.run
         return await cls.open([ModelTransport(cfg, clock=clock, compute_results=compute_results) for _ in range(n)],
                               clock=clock, **kwargs)
 
@@ -179,7 +178,7 @@ class DevicePool:
                 queue = self.devices[device].queues[q]
                 taken = queue.take([(desc, payload) for _, desc, payload in group])
                 work.append((queue, taken))
-                for (n, desc, _), (seq, _, _) in zip(group, taken):
+                for (n, desc, _), (seq, _, _) in zip(group, taken, strict=True):
                     tickets[n] = Ticket(device, q, seq, desc, queue)
             per_device.append(work)
         for work in per_device:

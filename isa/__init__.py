@@ -4,11 +4,10 @@ Plain Python, importable without Amaranth or cocotb. `hw/` (the RTL), `sim/` (th
 model), `driver/` (the host side) and `tests/` all import their names, offsets and
 encodings from here, so that none of them can drift from the others.
 """
-from .status import Status
-from .descriptor import (Descriptor, DescType, Op, Dtype, Flag, FIELDS, DESC_BITS,
-                         DESC_WORD_BYTES, dtype_bytes)
-from .config import DeviceConfig, load_config
 from . import regs, slots
+from .config import DeviceConfig, load_config
+from .descriptor import DESC_BITS, DESC_WORD_BYTES, FIELDS, Descriptor, DescType, Dtype, Flag, Op, dtype_bytes
+from .status import Status
 from .validate import QueueView, check_descriptor, payload_bytes, result_bytes
 
 __all__ = ["Status", "Descriptor", "DescType", "Op", "Dtype", "Flag", "FIELDS", "DESC_BITS",

@@ -14,8 +14,18 @@ import dataclasses
 import numpy as np
 
 from . import slots
-from .descriptor import (PAGE_ALIGN, PAGE_ENTRY_BYTES, PAGE_SHIFT_BITS, DescType, Descriptor, Dtype, Flag, Op,
-                         dtype_bytes, page_flags)
+from .descriptor import (
+    PAGE_ALIGN,
+    PAGE_ENTRY_BYTES,
+    PAGE_SHIFT_BITS,
+    Descriptor,
+    DescType,
+    Dtype,
+    Flag,
+    Op,
+    dtype_bytes,
+    page_flags,
+)
 from .errors import ArgumentError, ShapeError, count_arg
 from .microarch import PAGE_LIST_MAX
 from .validate import PAGE_LIST_BYTES, lines, stats_offset

@@ -13,5 +13,6 @@ class Status(enum.IntEnum):
 
     # the project's range
     DRAM_ERROR = 0x80  # the device's DRAM answered SLVERR or DECERR to one of the descriptor's reads or writes
-    BAD_PAGE = 0x81    # a paged ATTENTION's list holds an entry not on a beat, or a page outside [DATA_BASE, DATA_LIMIT)
+    BAD_PAGE = 0x81    # a paged ATTENTION's list holds an entry not on a beat, or a page outside
+    #                    [DATA_BASE, DATA_LIMIT)
 

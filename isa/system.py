@@ -106,7 +106,8 @@ class ModelConfig:
         for field in ("hidden", "layers", "q_heads", "kv_heads", "head_dim", "ffn", "vocab",
                       "experts", "active_experts"):
             value = getattr(self, field)
-            _need(isinstance(value, int) and value >= 1, "model", self.name, f"{field} must be an integer >= 1, got {value!r}")
+            _need(isinstance(value, int) and value >= 1, "model", self.name,
+                  f"{field} must be an integer >= 1, got {value!r}")
         _need(self.max_context is None or (isinstance(self.max_context, int) and self.max_context >= 2), "model",
               self.name, f"max_context must be an integer >= 2 (a prompt and an output token) or null, "
                          f"got {self.max_context!r}")

@@ -6,13 +6,22 @@ BAD_OP, then BAD_DTYPE, then BOUNDS, then BAD_SHAPE.
 """
 import dataclasses
 
-from .descriptor import (DescType, Op, Dtype, Flag, PAGE_ALIGN, PAGE_ENTRY_BYTES, PAGE_SHIFT_MASK, dtype_bytes,
-                         page_shift_of)
+from .descriptor import (
+    PAGE_ALIGN,
+    PAGE_ENTRY_BYTES,
+    PAGE_SHIFT_MASK,
+    DescType,
+    Dtype,
+    Flag,
+    Op,
+    dtype_bytes,
+    page_shift_of,
+)
 from .microarch import PAGE_LIST_MAX
-
-PAGE_LIST_BYTES = PAGE_LIST_MAX * PAGE_ENTRY_BYTES   # a paged ATTENTION's list starts at a multiple of it
 from .slots import HEADER_BYTES, LINE_BYTES
 from .status import Status
+
+PAGE_LIST_BYTES = PAGE_LIST_MAX * PAGE_ENTRY_BYTES   # a paged ATTENTION's list starts at a multiple of it
 
 
 @dataclasses.dataclass(frozen=True)
