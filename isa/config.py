@@ -8,12 +8,17 @@ import functools
 import json
 import pathlib
 import re
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .microarch import HOST_BURSTS_IN_FLIGHT, WRITES_IN_FLIGHT
 from .pe_array import SPLIT_ROWS
 
 CONFIG_DIR = pathlib.Path(__file__).parent / "configs"
 GRANULE_BYTES = 256      # HDM interleaving granule across DRAM channels (spec section 6)
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+_T = TypeVar("_T", bound="DataclassInstance")    # a config class: a dataclass
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,8 +48,8 @@ class DeviceConfig:
     io_addr_bits: int = 16
     io_data_bits: int = 32
 
-    def __post_init__(self):
-        def need(cond, what):
+    def __post_init__(self) -> None:
+        def need(cond: bool, what: str) -> None:
             if not cond:
                 raise ValueError(f"config {self.name!r}: {what}")
         need(self.data_bits == 512, f"data_bits must be 512, the spec's port width (sections 5, 6), "
@@ -73,70 +78,70 @@ class DeviceConfig:
              f"ibuf_depth must be a power of two, got {self.ibuf_depth!r}")
 
     @property
-    def macs(self):
+    def macs(self) -> int:
         return self.lanes * self.rows
 
     @property
-    def peak_flops(self):
+    def peak_flops(self) -> float:
         return 2 * self.macs * self.clock_hz
 
     @property
-    def dram_bytes_per_s(self):
+    def dram_bytes_per_s(self) -> float:
         return self.beat_bytes * self.clock_hz
 
     @functools.cached_property
-    def port_bytes(self):
+    def port_bytes(self) -> int:
         """Bytes per beat of the mem port and of each DRAM channel: one 64-byte line."""
         return self.data_bits // 8
 
     @functools.cached_property
-    def beat_bytes(self):
+    def beat_bytes(self) -> int:
         """Bytes of one beat of the device's internal data path: a line of every channel."""
         return self.port_bytes * self.dram_channels
 
     @functools.cached_property
-    def beat_bits(self):
+    def beat_bits(self) -> int:
         return 8 * self.beat_bytes
 
     @functools.cached_property
-    def stripe_bytes(self):
+    def stripe_bytes(self) -> int:
         """Bytes of HDM that hold one 256-byte granule of every channel (spec 6)."""
         return GRANULE_BYTES * self.dram_channels
 
     @functools.cached_property
-    def k_max(self):
+    def k_max(self) -> int:
         """Largest K (input columns) the input buffer holds."""
         return self.in_buf_bytes // (2 * self.rows)
 
     @functools.cached_property
-    def n_max(self):
+    def n_max(self) -> int:
         """Largest N (output columns) the output buffer's accumulators hold."""
         return self.out_buf_bytes // (4 * self.rows)
 
     @functools.cached_property
-    def dram_buf_beats(self):
+    def dram_buf_beats(self) -> int:
         return self.dram_buf_bytes // self.beat_bytes
 
     @functools.cached_property
-    def bus_reads_in_flight(self):
+    def bus_reads_in_flight(self) -> int:
         """Read bursts the internal bus can have outstanding: the control unit's reader, the
         command engine's one and the host path's (the arbiter's routing FIFO)."""
         return self.dram_max_reads + 1 + HOST_BURSTS_IN_FLIGHT
 
     @functools.cached_property
-    def bus_writes_in_flight(self):
+    def bus_writes_in_flight(self) -> int:
         """Write bursts the internal bus can have outstanding: the control unit's and the host's."""
         return WRITES_IN_FLIGHT + HOST_BURSTS_IN_FLIGHT
 
     @functools.cached_property
-    def burst_boundary(self):
+    def burst_boundary(self) -> int:
         """No burst of the device's data path crosses a multiple of this many bytes: 4 KiB
         (AXI4's rule) on one channel; with several, a stripe, so that a burst holds at
         most one granule per channel, and each channel's part never crosses a granule."""
         return 4096 if self.dram_channels == 1 else min(4096, self.stripe_bytes)
 
     @functools.cached_property
-    def max_burst_beats(self):
+    def max_burst_beats(self) -> int:
         """Longest burst the device issues: to the burst boundary, and at most half the DRAM buffer."""
         return min(self.burst_boundary // self.beat_bytes, self.dram_buf_beats // 2)
 
@@ -147,7 +152,7 @@ class ConfigError(ValueError):
     them where known. A ValueError, so callers that caught ValueError still do; the CLI turns
     it into one `Error:` line."""
 
-    def __init__(self, message, path=None, field=None):
+    def __init__(self, message: str, path: str | pathlib.Path | None = None, field: str | None = None) -> None:
         super().__init__(message)
         self.path = path
         self.field = field
@@ -158,7 +163,7 @@ class ConfigNotFound(ConfigError, FileNotFoundError):
     (a FileNotFoundError as well, as before)."""
 
 
-def shown_path(path):
+def shown_path(path: str | pathlib.Path) -> str:
     """A path as a message shows it: relative to the working directory when under it."""
     path = pathlib.Path(path)
     try:
@@ -167,7 +172,7 @@ def shown_path(path):
         return str(path)
 
 
-def config_path(folder, kind, name_or_path):
+def config_path(folder: str | pathlib.Path, kind: str, name_or_path: str | pathlib.Path) -> pathlib.Path:
     """The file of config `name_or_path`: `<folder>/<name>.json`, or a .json path;
     ConfigNotFound listing the configs in `folder` when there is none."""
     path = pathlib.Path(name_or_path)
@@ -188,7 +193,7 @@ _JSON_TYPES = {dict: "object", list: "array", str: "string", bool: "true/false",
                float: "number", type(None): "null"}
 
 
-def read_config(folder, kind, name_or_path):
+def read_config(folder: str | pathlib.Path, kind: str, name_or_path: str | pathlib.Path) -> dict[str, Any]:
     """The fields of config `<folder>/<name>.json`, or of a .json path: keys starting with
     '_' (comments) dropped, `name` the file's stem unless the file sets it. ConfigError
     (ConfigNotFound) naming the file for a missing file, malformed JSON or a JSON value that
@@ -212,11 +217,11 @@ def read_config(folder, kind, name_or_path):
     return data
 
 
-def field_names(cls):
+def field_names(cls: Any) -> list[str]:
     return [f.name for f in dataclasses.fields(cls)]
 
 
-def check_fields(cls, data, where, what="field"):
+def check_fields(cls: Any, data: dict[str, Any], where: str, what: str = "field") -> None:
     """ConfigError naming the first key of `data` that `cls` (a dataclass) has no field for,
     with the valid ones."""
     valid = field_names(cls)
@@ -226,7 +231,7 @@ def check_fields(cls, data, where, what="field"):
                           field=unknown[0])
 
 
-def _type_ok(value, kind):
+def _type_ok(value: object, kind: object) -> bool:
     if kind is bool:
         return isinstance(value, bool)
     if kind is int:
@@ -240,7 +245,7 @@ def _type_ok(value, kind):
     return True
 
 
-def _type_error(field, value):
+def _type_error(field: dataclasses.Field[Any], value: object) -> str | None:
     """What is wrong with `value` for dataclass field `field` if it is not of the field's plain
     type (int, float, str, bool, tuple; null where the default is None), else None."""
     if field.type not in (bool, int, float, str, tuple) or (value is None and field.default is None):
@@ -252,7 +257,7 @@ def _type_error(field, value):
             f"got {value!r}")
 
 
-def check_types(cls, data, where):
+def check_types(cls: Any, data: dict[str, Any], where: str) -> None:
     """ConfigError naming the first field of `data` whose value is not of its field's plain type."""
     for f in dataclasses.fields(cls):
         problem = _type_error(f, data[f.name]) if f.name in data else None
@@ -260,7 +265,8 @@ def check_types(cls, data, where):
             raise ConfigError(f"{where}: {problem}", field=f.name)
 
 
-def build_config(cls, folder, kind, name_or_path, overrides=None, what="field"):
+def build_config(cls: type[_T], folder: str | pathlib.Path, kind: str, name_or_path: str | pathlib.Path,
+                 overrides: dict[str, Any] | None = None, what: str = "field") -> _T:
     """`cls(**fields)` from config `name_or_path` (see read_config) with `overrides` applied:
     ConfigError naming the file and the field for an unknown field (the valid ones listed),
     a missing one, a value of the wrong type, or one the class refuses. A problem in the file
@@ -274,7 +280,7 @@ def build_config(cls, folder, kind, name_or_path, overrides=None, what="field"):
         check_fields(cls, overrides, f"{kind} config {str(name_or_path)!r} (overrides)", what)
         data.update(overrides)
 
-    def error(field, text):
+    def error(field: str | None, text: str) -> ConfigError:
         if field in overrides:
             return ConfigError(f"{kind} config {data.get('name')!r}: {text} (overridden)", path=path, field=field)
         return ConfigError(f"{in_file}: {text}", path=path, field=field)
@@ -302,7 +308,7 @@ def build_config(cls, folder, kind, name_or_path, overrides=None, what="field"):
         raise error(field, text) from None
 
 
-def parse_value(text):
+def parse_value(text: str) -> Any:
     """A config value written as text (a CLI's KEY=VALUE, a CSV cell): int, float, null,
     true, false, else the string itself."""
     for cast in (int, float):
@@ -313,9 +319,9 @@ def parse_value(text):
     return {"null": None, "true": True, "false": False}.get(text, text)
 
 
-def parse_overrides(items, what="KNOB"):
+def parse_overrides(items: Iterable[str], what: str = "KNOB") -> dict[str, Any]:
     """`KEY=VALUE` strings to a dict of parsed values; ValueError naming a malformed one."""
-    changes = {}
+    changes: dict[str, Any] = {}
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key:
@@ -324,5 +330,5 @@ def parse_overrides(items, what="KNOB"):
     return changes
 
 
-def load_config(name_or_path="default"):
+def load_config(name_or_path: str | pathlib.Path = "default") -> DeviceConfig:
     return build_config(DeviceConfig, CONFIG_DIR, "device", name_or_path)

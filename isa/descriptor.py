@@ -59,9 +59,10 @@ class Dtype(enum.IntEnum):
     INT8 = 2
 
 
-def dtype_bytes(dtype):
+def dtype_bytes(dtype: int) -> int | None:
     """Element size in bytes of a defined dtype, None for a reserved one."""
-    return {Dtype.FP16: 2, Dtype.BF16: 2, Dtype.INT8: 1}.get(dtype)
+    sizes: dict[int, int] = {Dtype.FP16: 2, Dtype.BF16: 2, Dtype.INT8: 1}
+    return sizes.get(dtype)
 
 
 class Flag(enum.IntFlag):
@@ -88,14 +89,14 @@ PAGE_ENTRY_BYTES = 8        # a page list entry: the page's byte address, u64 li
 PAGE_ALIGN = 4096           # a page's address and its keys' bytes are multiples of it (NVMe's page)
 
 
-def page_flags(page_shift):
+def page_flags(page_shift: int) -> int:
     """The flags of a paged ATTENTION whose pages hold 2^page_shift tokens."""
     if not 0 <= page_shift < (1 << PAGE_SHIFT_BITS):
         raise ValueError(f"page_shift={page_shift} does not fit in {PAGE_SHIFT_BITS} bits")
     return int(Flag.TRANS_W | Flag.PAGED) | (page_shift << PAGE_SHIFT_LSB)
 
 
-def page_shift_of(flags):
+def page_shift_of(flags: int) -> int:
     """log2 of a page's tokens, from a descriptor's flags."""
     return (int(flags) & PAGE_SHIFT_MASK) >> PAGE_SHIFT_LSB
 
@@ -114,28 +115,28 @@ class Descriptor:
     in_rows: int = 0
     in_cols: int = 0
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         for name, _, width in FIELDS:
             value = getattr(self, name)
             if not isinstance(value, int) or not 0 <= value < (1 << width):
                 raise ValueError(f"descriptor field {name}={value!r} does not fit in {width} bits")
 
-    def to_int(self):
+    def to_int(self) -> int:
         word = 0
         for name, lsb, _ in FIELDS:
             word |= int(getattr(self, name)) << lsb
         return word
 
-    def pack(self):
+    def pack(self) -> bytes:
         """The 32-byte little-endian descriptor word."""
         return self.to_int().to_bytes(DESC_WORD_BYTES, "little")
 
     @classmethod
-    def from_int(cls, word):
+    def from_int(cls, word: int) -> "Descriptor":
         return cls(**{name: (word >> lsb) & ((1 << width) - 1) for name, lsb, width in FIELDS})
 
     @classmethod
-    def unpack(cls, data):
+    def unpack(cls, data: bytes) -> "Descriptor":
         if len(data) != DESC_WORD_BYTES:
             raise ValueError(f"a descriptor word is {DESC_WORD_BYTES} bytes, got {len(data)}")
         return cls.from_int(int.from_bytes(data, "little"))

@@ -10,8 +10,11 @@ a device. Bad arguments raise isa.errors.ArgumentError or ShapeError, a descript
 that does not fit ValueError (isa.descriptor.Descriptor).
 """
 import dataclasses
+from collections.abc import Sequence
+from typing import cast
 
 import numpy as np
+import numpy.typing as npt
 
 from . import slots
 from .descriptor import (
@@ -42,16 +45,16 @@ class DeviceTensor:
     dtype: Dtype = Dtype.FP16
 
     @property
-    def nbytes(self):
-        return self.rows * self.cols * dtype_bytes(self.dtype)
+    def nbytes(self) -> int:
+        return self.rows * self.cols * cast(int, dtype_bytes(self.dtype))
 
     @property
-    def size_lines(self):
+    def size_lines(self) -> int:
         """dev_size: the size in 64-byte units, rounded up."""
         return lines(self.nbytes)
 
 
-def matmul_descriptor(op, tensor, m, transposed=False):
+def matmul_descriptor(op: int, tensor: DeviceTensor, m: int, transposed: bool = False) -> Descriptor:
     """GEMV/GEMM of an m x K input with `tensor`: K x N, or with `transposed` stored N x K
     and used transposed (TRANS_W; a row per output, e.g. a weight kept as PyTorch's
     nn.Linear keeps it)."""
@@ -60,7 +63,7 @@ def matmul_descriptor(op, tensor, m, transposed=False):
                       flags=Flag.TRANS_W if transposed else 0,
                       dev_addr=tensor.addr, dev_size=tensor.size_lines,
                       dev_rows=tensor.rows, dev_cols=tensor.cols,
-                      in_size=lines(m * k * dtype_bytes(tensor.dtype)), in_rows=m, in_cols=k)
+                      in_size=lines(m * k * cast(int, dtype_bytes(tensor.dtype))), in_rows=m, in_cols=k)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,15 +75,15 @@ class LoraAdapter:
     r: int
 
     @property
-    def a(self):
+    def a(self) -> DeviceTensor:
         return DeviceTensor(self.addr, self.d, self.r)
 
     @property
-    def b(self):
+    def b(self) -> DeviceTensor:
         return DeviceTensor(self.addr + lines(self.d * self.r * 2) * slots.LINE_BYTES, self.r, self.d)
 
     @property
-    def size_lines(self):
+    def size_lines(self) -> int:
         return 2 * lines(self.d * self.r * 2)
 
 
@@ -96,7 +99,7 @@ class KvBlock:
     token_major: bool = True
 
     @property
-    def size_lines(self):
+    def size_lines(self) -> int:
         return 2 * lines(self.d * self.t * 2)
 
 
@@ -114,46 +117,46 @@ class PagedKvShare:
     page_shift: int
     pages: tuple
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         object.__setattr__(self, "pages", tuple(self.pages))
 
     @property
-    def t(self):
+    def t(self) -> int:
         return self.tokens
 
     @property
-    def page_tokens(self):
+    def page_tokens(self) -> int:
         return 1 << self.page_shift
 
     @property
-    def page_half_bytes(self):
+    def page_half_bytes(self) -> int:
         """Bytes of a page's keys (page_tokens x d FP16); its values start there."""
         return self.page_tokens * self.d * 2
 
     @property
-    def size_lines(self):
+    def size_lines(self) -> int:
         """dev_size: the list's 64-byte lines."""
         return lines(len(self.pages) * PAGE_ENTRY_BYTES)
 
-    def extents(self):
+    def extents(self) -> list[tuple[int, int]]:
         """(address, tokens) of each page, in token order (isa.validate.page_extents)."""
         return [(addr, min(self.page_tokens, self.tokens - p * self.page_tokens))
                 for p, addr in enumerate(self.pages)]
 
-    def ranges(self):
+    def ranges(self) -> list[tuple[int, int]]:
         """The byte ranges [start, end) the descriptor reads: the list, then every page whole."""
         return ([(self.list_addr, self.list_addr + self.size_lines * slots.LINE_BYTES)]
                 + [(addr, addr + 2 * self.page_half_bytes) for addr in self.pages])
 
 
-def page_list_bytes(pages):
+def page_list_bytes(pages: Sequence[int]) -> bytes:
     """A page list's bytes: each page's address as a u64 little-endian, zeros up to the
     next 64-byte line."""
     data = b"".join(count_arg(addr, "page address").to_bytes(PAGE_ENTRY_BYTES, "little") for addr in pages)
     return data + bytes(lines(len(data)) * slots.LINE_BYTES - len(data))
 
 
-def paged_attention_descriptor(list_addr, tokens, d, page_shift, m):
+def paged_attention_descriptor(list_addr: int, tokens: int, d: int, page_shift: int, m: int) -> Descriptor:
     """A paged ATTENTION of m query rows over `tokens` tokens of one KV head (head
     dimension d) in pages of 2^page_shift tokens listed at `list_addr`
     (docs/read-compute-project.md): one partial (O, m, l) for the whole share."""
@@ -184,13 +187,13 @@ def paged_attention_descriptor(list_addr, tokens, d, page_shift, m):
                          f"fit a descriptor: {exc}") from None
 
 
-def softmax_descriptor(m, n, partial=False):
+def softmax_descriptor(m: int, n: int, partial: bool = False) -> Descriptor:
     return Descriptor(type=DescType.READ_COMPUTE, op=Op.SOFTMAX, dtype=Dtype.FP16,
                       flags=Flag.PARTIAL if partial else 0,
                       in_size=lines(m * n * 2), in_rows=m, in_cols=n)
 
 
-def attention_descriptor(kv, m):
+def attention_descriptor(kv: KvBlock | PagedKvShare, m: int) -> Descriptor:
     """Integral attention of m query rows (one KV head's group) over `kv`: a KvBlock's keys
     as stored, T x d with TRANS_W (dev_rows = T, dev_cols = d), or d x T; a PagedKvShare's
     pages through its list (paged_attention_descriptor)."""
@@ -203,30 +206,31 @@ def attention_descriptor(kv, m):
                       in_size=lines(m * kv.d * 2), in_rows=m, in_cols=kv.d)
 
 
-def lora_xab_descriptor(adapter, m):
+def lora_xab_descriptor(adapter: LoraAdapter, m: int) -> Descriptor:
     return Descriptor(type=DescType.READ_COMPUTE, op=Op.LORA_XAB, dtype=Dtype.FP16,
                       dev_addr=adapter.addr, dev_size=adapter.size_lines, dev_rows=adapter.d,
                       dev_cols=adapter.r, in_size=lines(m * adapter.d * 2), in_rows=m, in_cols=adapter.d)
 
 
-def load_descriptor(tensor):
+def load_descriptor(tensor: DeviceTensor) -> Descriptor:
     return Descriptor(type=DescType.LOAD, op=0, dtype=tensor.dtype, dev_addr=tensor.addr,
                       dev_size=tensor.size_lines, dev_rows=tensor.rows, dev_cols=tensor.cols)
 
 
-def store_descriptor(tensor):
+def store_descriptor(tensor: DeviceTensor) -> Descriptor:
     return Descriptor(type=DescType.STORE, op=0, dtype=tensor.dtype, dev_addr=tensor.addr,
                       dev_size=tensor.size_lines, dev_rows=tensor.rows, dev_cols=tensor.cols,
                       in_size=tensor.size_lines, in_rows=tensor.rows, in_cols=tensor.cols)
 
 
-def result_anchors(result, offset, m):
+def result_anchors(result: bytes, offset: int, m: int) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]:
     """(m float32 (M,), l float32 (M,)) from the result's anchor lines."""
     lines_ = np.frombuffer(result[offset:offset + m * slots.LINE_BYTES], "<f4").reshape(m, -1)
     return lines_[:, 0].astype(np.float32), lines_[:, 1].astype(np.float32)
 
 
-def attention_result(result, desc):
+def attention_result(result: bytes, desc: Descriptor) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32],
+                                                               npt.NDArray[np.float32]]:
     """(O float32 (M x d), m, l) from an ATTENTION descriptor's result payload."""
     m, d = desc.in_rows, desc.in_cols
     o = np.frombuffer(result, "<f4", m * d).astype(np.float32).reshape(m, d)

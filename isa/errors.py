@@ -6,6 +6,7 @@ Argument errors also derive from `ValueError`, so callers that validate their ow
 the ordinary Python way catch them too.
 """
 import operator
+from typing import Any
 
 import numpy as np
 
@@ -18,7 +19,7 @@ class ArgumentError(NdpError, ValueError):
     """A bad host-side argument, found before the device is touched."""
 
 
-def count_arg(value, name, minimum=0):
+def count_arg(value: Any, name: str, minimum: int = 0) -> int:
     """An integer argument (bool refused) of at least `minimum`; ArgumentError naming it."""
     if isinstance(value, (bool, np.bool_)):
         raise ArgumentError(f"{name} must be an integer, got {value!r}")
@@ -31,7 +32,7 @@ def count_arg(value, name, minimum=0):
     return value
 
 
-def index_arg(value, name, count):
+def index_arg(value: Any, name: str, count: int) -> int:
     """An integer argument in range(count); ArgumentError naming it."""
     value = count_arg(value, name)
     if value >= count:

@@ -44,9 +44,9 @@ HOST_PASID = 0               # the only requester that may write anything but do
 PASID_BITS = 20
 
 
-def queue_reg(q, offset):
+def queue_reg(q: int, offset: int) -> int:
     return QUEUE_BASE + QUEUE_STRIDE * q + offset
 
 
-def cfg_value(log2_depth, log2_slot, pasid):
+def cfg_value(log2_depth: int, log2_slot: int, pasid: int) -> int:
     return log2_depth | (log2_slot << CFG_LOG2_SLOT[0]) | (pasid << CFG_PASID[0])

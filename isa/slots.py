@@ -18,10 +18,10 @@ MIN_LOG2_SLOT = 6        # a slot must at least hold its 64-byte header
 MAX_LOG2_RING = 48       # log2_depth + log2_slot above this: the device does not serve the queue
 
 
-def slot_index(seq, log2_depth):
+def slot_index(seq: int, log2_depth: int) -> int:
     """Sequence number s (from 1) lives in slot (s - 1) mod depth."""
     return (seq - 1) & ((1 << log2_depth) - 1)
 
 
-def slot_addr(base, seq, log2_depth, log2_slot):
+def slot_addr(base: int, seq: int, log2_depth: int, log2_slot: int) -> int:
     return base + (slot_index(seq, log2_depth) << log2_slot)

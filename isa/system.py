@@ -6,13 +6,16 @@ rest is derived here once, for the scheduler and the serving simulator alike.
 """
 import dataclasses
 import functools
+import pathlib
+from typing import TypeVar
 
 from .config import CONFIG_DIR, build_config
 
 FP16_BYTES = 2
+_C = TypeVar("_C", "GpuConfig", "LinkConfig", "CpuConfig", "ModelConfig")
 
 
-def _need(cond, kind, name, what):
+def _need(cond: bool, kind: str, name: str, what: str) -> None:
     if not cond:
         raise ValueError(f"{kind} config {name!r}: {what}")
 
@@ -26,13 +29,13 @@ class GpuConfig:
     fp16_flops: float           # dense FP16 tensor-core peak
     kernel_launch_s: float      # fixed cost of one kernel launch
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         for field in ("hbm_bytes", "hbm_bytes_per_s", "fp16_flops"):
             _need(getattr(self, field) > 0, "gpu", self.name, f"{field} must be > 0, got {getattr(self, field)!r}")
         _need(self.kernel_launch_s >= 0, "gpu", self.name,
               f"kernel_launch_s must be >= 0, got {self.kernel_launch_s!r}")
 
-    def roofline_s(self, flops, hbm_bytes):
+    def roofline_s(self, flops: float, hbm_bytes: float) -> float:
         """Time of a kernel that does `flops` and moves `hbm_bytes`, without its launch."""
         return max(flops / self.fp16_flops, hbm_bytes / self.hbm_bytes_per_s)
 
@@ -46,16 +49,16 @@ class LinkConfig:
     bytes_per_s: float          # W_link, per direction
     latency_s: float            # one way
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         _need(self.bytes_per_s > 0, "link", self.name, f"bytes_per_s must be > 0, got {self.bytes_per_s!r}")
         _need(self.latency_s >= 0, "link", self.name, f"latency_s must be >= 0, got {self.latency_s!r}")
 
     @property
-    def round_trip_s(self):
+    def round_trip_s(self) -> float:
         """L_link."""
         return 2 * self.latency_s
 
-    def transfer_s(self, nbytes):
+    def transfer_s(self, nbytes: float) -> float:
         """Time `nbytes` occupy one direction of the link."""
         return nbytes / self.bytes_per_s
 
@@ -69,12 +72,12 @@ class CpuConfig:
     flops: float
     exchange_s: float
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         for field in ("mem_bytes_per_s", "flops"):
             _need(getattr(self, field) > 0, "cpu", self.name, f"{field} must be > 0, got {getattr(self, field)!r}")
         _need(self.exchange_s >= 0, "cpu", self.name, f"exchange_s must be >= 0, got {self.exchange_s!r}")
 
-    def roofline_s(self, flops, mem_bytes):
+    def roofline_s(self, flops: float, mem_bytes: float) -> float:
         return max(flops / self.flops, mem_bytes / self.mem_bytes_per_s)
 
 
@@ -100,9 +103,10 @@ class ModelConfig:
     params: float               # total parameters, for the resident base weights
     experts: int = 1
     active_experts: int = 1
-    max_context: int = None     # prompt + output tokens one request may hold; None: not stated
+    # (int, not int | None: isa.config checks a config's values against its fields' plain types)
+    max_context: int = None     # type: ignore[assignment]  # prompt + output tokens one request may hold; None: not stated
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         for field in ("hidden", "layers", "q_heads", "kv_heads", "head_dim", "ffn", "vocab",
                       "experts", "active_experts"):
             value = getattr(self, field)
@@ -117,12 +121,12 @@ class ModelConfig:
               f"active_experts={self.active_experts!r} exceeds experts={self.experts!r}")
 
     @property
-    def group(self):
+    def group(self) -> int:
         """Query heads per KV head (1 for MHA)."""
         return self.q_heads // self.kv_heads
 
     @functools.cached_property
-    def projections(self):
+    def projections(self) -> tuple["Projection", ...]:
         """The weights LoRA is injected into, per layer: Q/K/V, the output projection and the
         FFN (seed 000, section VII-A: 'we add adapters to all weight matrices'). For MoE the
         FFN adapter is on each active expert's gate/up/down; it is counted once per active
@@ -133,36 +137,36 @@ class ModelConfig:
                 Projection("gate", self.hidden, self.ffn), Projection("up", self.hidden, self.ffn),
                 Projection("down", self.ffn, self.hidden))
 
-    def copies(self, projection):
+    def copies(self, projection: "Projection") -> int:
         """How many times a token passes through `projection` per layer (active experts for the FFN)."""
         return self.active_experts if projection.name in ("gate", "up", "down") else 1
 
     @property
-    def weight_bytes(self):
+    def weight_bytes(self) -> float:
         return self.params * FP16_BYTES
 
-    def kv_bytes_per_token(self):
+    def kv_bytes_per_token(self) -> int:
         """K and V of one token over every layer, FP16."""
         return 2 * self.layers * self.kv_heads * self.head_dim * FP16_BYTES
 
 
-def _load(kind, cls, name_or_path):
+def _load(kind: str, cls: type[_C], name_or_path: str | pathlib.Path) -> _C:
     """`cls` from `configs/<kind>/<name>.json` or a .json path; ConfigError naming the file and
     the field (unknown keys with the valid ones, wrong types, values out of range)."""
     return build_config(cls, CONFIG_DIR / kind, kind[:-1], name_or_path)
 
 
-def load_gpu(name_or_path="h100"):
+def load_gpu(name_or_path: str | pathlib.Path = "h100") -> GpuConfig:
     return _load("gpus", GpuConfig, name_or_path)
 
 
-def load_link(name_or_path="cxl3.1"):
+def load_link(name_or_path: str | pathlib.Path = "cxl3.1") -> LinkConfig:
     return _load("links", LinkConfig, name_or_path)
 
 
-def load_cpu(name_or_path="xeon-8480"):
+def load_cpu(name_or_path: str | pathlib.Path = "xeon-8480") -> CpuConfig:
     return _load("cpus", CpuConfig, name_or_path)
 
 
-def load_model(name_or_path="llama2-7b"):
+def load_model(name_or_path: str | pathlib.Path = "llama2-7b") -> ModelConfig:
     return _load("models", ModelConfig, name_or_path)

@@ -5,6 +5,8 @@ run in this order and the first that fails gives the status:
 BAD_OP, then BAD_DTYPE, then BOUNDS, then BAD_SHAPE.
 """
 import dataclasses
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, cast
 
 from .descriptor import (
     PAGE_ALIGN,
@@ -21,6 +23,10 @@ from .microarch import PAGE_LIST_MAX
 from .slots import HEADER_BYTES, LINE_BYTES
 from .status import Status
 
+if TYPE_CHECKING:
+    from .config import DeviceConfig
+    from .descriptor import Descriptor
+
 PAGE_LIST_BYTES = PAGE_LIST_MAX * PAGE_ENTRY_BYTES   # a paged ATTENTION's list starts at a multiple of it
 
 
@@ -32,16 +38,16 @@ class QueueView:
     data_limit: int
 
     @property
-    def slot_bytes(self):
+    def slot_bytes(self) -> int:
         return 1 << self.log2_slot
 
 
-def lines(nbytes):
+def lines(nbytes: int) -> int:
     """Size in 64-byte units, rounded up."""
     return -(-nbytes // LINE_BYTES)
 
 
-def implemented(desc):
+def implemented(desc: "Descriptor") -> bool:
     """Whether the device implements this (type, op, flags) combination."""
     if desc.type in (DescType.LOAD, DescType.STORE):
         return desc.op == 0 and desc.flags == 0
@@ -57,13 +63,13 @@ def implemented(desc):
     return False
 
 
-def dtype_ok(desc):
+def dtype_ok(desc: "Descriptor") -> bool:
     if desc.type == DescType.READ_COMPUTE:
         return desc.dtype == Dtype.FP16
     return dtype_bytes(desc.dtype) is not None
 
 
-def in_bounds(desc, queue):
+def in_bounds(desc: "Descriptor", queue: QueueView) -> bool:
     if desc.dev_addr % (PAGE_LIST_BYTES if paged(desc) else LINE_BYTES):
         return False
     if desc.dev_size == 0:
@@ -71,12 +77,12 @@ def in_bounds(desc, queue):
     return queue.data_base <= desc.dev_addr and desc.dev_addr + desc.dev_size * LINE_BYTES <= queue.data_limit
 
 
-def transposed(desc):
+def transposed(desc: "Descriptor") -> bool:
     """Whether the first product's device matrix is stored N x K and used transposed."""
     return bool(desc.flags & Flag.TRANS_W)
 
 
-def stages(desc):
+def stages(desc: "Descriptor") -> list[tuple[int, int, bool]]:
     """The products of a read-compute descriptor as (K, N, transposed), in order: GEMV and
     GEMM one (K x N, or with TRANS_W stored N x K: dev_rows = N, dev_cols = K); the chains
     two, the second on the operand after the first: LORA_XAB (D x R), (R x D); ATTENTION
@@ -92,41 +98,41 @@ def stages(desc):
     return [(*first, trans)]
 
 
-def result_cols(desc):
+def result_cols(desc: "Descriptor") -> int:
     """Values per result row: the last product's N (SOFTMAX: its rows' length)."""
     if desc.op == Op.SOFTMAX:
         return desc.in_cols
     return stages(desc)[-1][1]
 
 
-def paged(desc):
+def paged(desc: "Descriptor") -> bool:
     """Whether the descriptor is a paged ATTENTION (its operand a page list)."""
     return desc.type == DescType.READ_COMPUTE and desc.op == Op.ATTENTION and bool(desc.flags & Flag.PAGED)
 
 
-def page_tokens(desc):
+def page_tokens(desc: "Descriptor") -> int:
     """Tokens a page of a paged ATTENTION holds (the last page may hold fewer)."""
     return 1 << page_shift_of(desc.flags)
 
 
-def page_count(desc):
+def page_count(desc: "Descriptor") -> int:
     """Entries of a paged ATTENTION's list: its T tokens in pages."""
     return -(-desc.dev_rows // page_tokens(desc))
 
 
-def page_half_bytes(desc):
+def page_half_bytes(desc: "Descriptor") -> int:
     """Bytes of a page's keys (page_tokens x d FP16, token-major); its values follow them."""
     return page_tokens(desc) * desc.dev_cols * 2
 
 
-def page_extents(desc, entries):
+def page_extents(desc: "Descriptor", entries: Sequence[int]) -> list[tuple[int, int]]:
     """(address, tokens) of each page the descriptor reads, in token order: K at the
     address, V `page_half_bytes` after it."""
     tokens = page_tokens(desc)
     return [(entries[p], min(tokens, desc.dev_rows - p * tokens)) for p in range(page_count(desc))]
 
 
-def check_pages(desc, entries, queue, cfg):
+def check_pages(desc: "Descriptor", entries: Sequence[int], queue: QueueView, cfg: "DeviceConfig") -> Status:
     """The status a paged ATTENTION earns from its list's entries (after the decode rules
     passed): BAD_PAGE when an entry is not a multiple of PAGE_ALIGN or its page
     (keys and values, whole) has a byte outside [DATA_BASE, DATA_LIMIT)."""
@@ -137,7 +143,7 @@ def check_pages(desc, entries, queue, cfg):
     return Status.OK
 
 
-def operand_read_lines(desc):
+def operand_read_lines(desc: "Descriptor") -> int:
     """64-byte lines of device operand a read-compute descriptor reads per group of ROWS
     input rows (a paged ATTENTION: each page's keys and values; its list is read once, not
     per group)."""
@@ -147,21 +153,21 @@ def operand_read_lines(desc):
     return sum(per_page)
 
 
-def operand_lines(desc):
+def operand_lines(desc: "Descriptor") -> int:
     """64-byte lines of the device operand its dims imply: attention's K^T (d x T) and V
     (T x d), and E3's A (D x R) and B (R x D), each from a line boundary; a paged
     ATTENTION's list (an 8-byte entry a page)."""
     if paged(desc):
         return lines(page_count(desc) * PAGE_ENTRY_BYTES)
-    el = dtype_bytes(desc.dtype)
+    el = cast(int, dtype_bytes(desc.dtype))
     one = lines(desc.dev_rows * desc.dev_cols * el)
     if desc.type == DescType.READ_COMPUTE and desc.op in (Op.ATTENTION, Op.LORA_XAB):
         return 2 * one
     return one
 
 
-def shape_ok(desc, queue, cfg):
-    el = dtype_bytes(desc.dtype)
+def shape_ok(desc: "Descriptor", queue: QueueView, cfg: "DeviceConfig") -> bool:
+    el = cast(int, dtype_bytes(desc.dtype))     # dtype_ok passed: a defined dtype
     payload_room = queue.slot_bytes - HEADER_BYTES
     if desc.in_size != lines(desc.in_rows * desc.in_cols * el):
         return False
@@ -192,7 +198,7 @@ def shape_ok(desc, queue, cfg):
             and result_bytes(desc) <= payload_room)
 
 
-def check_descriptor(desc, queue, cfg):
+def check_descriptor(desc: "Descriptor", queue: QueueView, cfg: "DeviceConfig") -> Status:
     """The status the device gives `desc` on `queue` of a device configured by `cfg`."""
     if not implemented(desc):
         return Status.BAD_OP
@@ -205,12 +211,12 @@ def check_descriptor(desc, queue, cfg):
     return Status.OK
 
 
-def payload_bytes(desc):
+def payload_bytes(desc: "Descriptor") -> int:
     """Bytes of GPU-supplied input the descriptor's slot carries."""
     return desc.in_size * LINE_BYTES
 
 
-def result_bytes(desc):
+def result_bytes(desc: "Descriptor") -> int:
     """Bytes of result the device writes into the completion slot on success (the span
     from the payload's start to the end of its last byte)."""
     if desc.type == DescType.LOAD:
@@ -225,7 +231,7 @@ def result_bytes(desc):
     return desc.in_rows * result_cols(desc) * 2
 
 
-def written_ranges(desc):
+def written_ranges(desc: "Descriptor") -> list[tuple[int, int]]:
     """The byte ranges of the result payload (within result_bytes) the device writes: all of
     it, but for the results with anchor lines (SOFTMAX with PARTIAL, ATTENTION), whose
     values' last line is written only up to the values' end: [values end, stats_offset)
@@ -239,7 +245,7 @@ def written_ranges(desc):
     return [(0, values), (stats_offset(desc), end)]
 
 
-def stats_offset(desc):
+def stats_offset(desc: "Descriptor") -> int:
     """Where the per-row anchors start in the result payload (SOFTMAX with PARTIAL, and
     ATTENTION): the line after the values. Row r's line holds m (FP32) at byte 0 and l
     (FP32) at byte 4, zeros after."""
@@ -248,7 +254,7 @@ def stats_offset(desc):
     return lines(desc.in_rows * desc.in_cols * 2) * LINE_BYTES
 
 
-def dram_traffic(cfg, desc):
+def dram_traffic(cfg: "DeviceConfig", desc: "Descriptor") -> tuple[int, int]:
     """(read, written) bytes of DRAM a read-compute descriptor moves: its device operand once
     per group of ROWS input rows, the payload and the slot's header line; the result and the
     completion line."""
