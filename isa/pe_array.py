@@ -60,23 +60,23 @@ class Plan:
     sets: int               # interleaved partial sums per word (per PE row)
     split: int              # PE rows the k-groups go round: SPLIT_ROWS for one input row, else 1
 
-    def sets_used(self, k):
+    def sets_used(self, k: int) -> list[int]:
         """Per PE row of the split, the sets that receive a k-group for K = k."""
         groups = -(-k // self.pack)
         return [min(self.sets, -(-(groups - q) // self.split)) for q in range(self.split)]
 
-    def fold_steps(self, k):
+    def fold_steps(self, k: int) -> int:
         """Adds per output at readout for K = k: the sets that received a k-group, over
         the PE rows of the split, then the lane tree."""
         return sum(self.sets_used(k)) - 1 + (self.pack.bit_length() - 1)
 
-    def pairs_with_next(self, g):
+    def pairs_with_next(self, g: int) -> bool:
         """Whether k-group g's last chunk and k-group g + 1's first go in one cycle: with the
         split, at every group boundary, except that a one-chunk group pairs once (g even)."""
         return self.split > 1 and (self.n_words > 1 or g % 2 == 0)
 
 
-def plan(n, lanes, in_rows):
+def plan(n: int, lanes: int, in_rows: int) -> Plan:
     """The plan for N output columns on `lanes` lanes (N >= 1) and `in_rows` input rows
     in the stage."""
     if n < 1:
@@ -96,11 +96,11 @@ class TransPlan:
     level: int              # the tree level that holds a row's value (for chunks = 1)
     sets: int               # partial sums of a row's chunks (chunks > 1)
 
-    def fold_adds(self):
+    def fold_adds(self) -> int:
         """Adds of the sets after a row's last chunk: 0, 1 or 2."""
         return min(self.chunks, self.sets) - 1 if self.chunks > 1 else 0
 
-    def write_cycle(self, lanes):
+    def write_cycle(self, lanes: int) -> int:
         """Cycles from a chunk entering the PE array to the write of its row's value into
         the output buffer (hw/compute_unit.py): its products, then the tree's levels (and,
         with several chunks a row, the set's add and the fold's), each an add."""
@@ -110,7 +110,7 @@ class TransPlan:
         return PRODUCT_CYCLES + ADD_CYCLES * (self.level + 1 + self.fold_adds())
 
 
-def trans_line_cycles(lanes):
+def trans_line_cycles(lanes: int) -> int:
     """Cycles a transposed chunk's control stays in the compute unit's delay line (its
     latest use: a row of several chunks, its tree, the set's add and two fold adds). A
     stage that changes the compute unit's mode waits this long after a transposed chunk,
@@ -119,7 +119,7 @@ def trans_line_cycles(lanes):
     return PRODUCT_CYCLES + ADD_CYCLES * ((lanes - 1).bit_length() + 3)
 
 
-def trans_plan(k, lanes):
+def trans_plan(k: int, lanes: int) -> TransPlan:
     """The plan of a transposed stage with K = k columns per stored row."""
     if k < 1:
         raise ValueError(f"K must be >= 1, got {k!r}")
