@@ -1,6 +1,6 @@
 """`plora`: the project's one command line (click throughout).
 
-    plora simulate [--config default] [--set system=ns ...]   one run: summary, CSVs
+    plora simulate [--config default] [--set system=ns ...] [--trace F]  one run: summary, CSVs, timeline
     plora sweep --axis link_gb_s=8,16,... [--address tcp://...] [--plot PATH]  a grid of runs on Dask
     plora reproduce [--out build/reproduce]                    the paper's claims (make reproduce)
     plora serve-bench                                          the simulator's speed (make serve-bench)
@@ -190,6 +190,15 @@ set_option = click.option("--set", "overrides", multiple=True, metavar="FIELD=VA
                           help="override a field of the run config (repeatable), e.g. system=ns, requests=200")
 
 
+def _trace_steps(value):
+    """--trace-steps as serving.trace.parse_steps reads it; a bad one a usage error."""
+    from .trace import parse_steps
+    try:
+        return parse_steps(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--trace-steps") from None
+
+
 def _echo_summary(summary):
     from .results import summary_lines
     for line in summary_lines(summary):
@@ -201,13 +210,23 @@ def _echo_summary(summary):
 @set_option
 @click.option("--out", type=click.Path(file_okay=False, path_type=pathlib.Path), default=None,
               help="write steps.csv, requests.csv and summary.json here")
-def simulate(config_name, overrides, out):
-    """Serve one workload on one system and print the summary."""
+@click.option("--trace", "trace_path", type=click.Path(dir_okay=False, path_type=pathlib.Path), default=None,
+              callback=lambda ctx, param, value: scheduler_cli.writable_path(value, "--trace"),
+              help="write the run's timeline here as a Chrome/Perfetto trace (JSON; GPU, link and each "
+                   "device as tracks; open it in ui.perfetto.dev)")
+@click.option("--trace-steps", default="0:50", show_default=True, metavar="A:B|N|all",
+              callback=lambda ctx, param, value: _trace_steps(value),
+              help="the steps the trace details by layer and round (every step is on its steps track)")
+def simulate(config_name, overrides, out, trace_path, trace_steps):
+    """Serve one workload on one system and print the summary (and, with --trace, write its
+    timeline)."""
     from .engine import ServingError, run
     from .results import json_summary
+    from .trace import Timeline
     cfg = _serving_config(config_name, overrides)
+    timeline = Timeline(trace_steps) if trace_path else None
     try:
-        result = run(cfg)
+        result = run(cfg, on_step=timeline)
     except (ServingError, ValueError, FileNotFoundError) as exc:
         raise click.ClickException(str(exc)) from None
     summary = result.summary()
@@ -218,6 +237,10 @@ def simulate(config_name, overrides, out):
         result.write_requests_csv(out / "requests.csv")
         (out / "summary.json").write_text(json.dumps(json_summary(summary), indent=1) + "\n")
         click.echo(f"wrote {out}/steps.csv, requests.csv, summary.json")
+    if timeline is not None:
+        click.echo(f"wrote {timeline.write(trace_path)} (Chrome/Perfetto trace: {len(timeline.events)} events, "
+                   f"steps {'all' if trace_steps is None else f'{trace_steps.start}:{trace_steps.stop}'} "
+                   f"by layer)")
 
 
 @main.command()

@@ -60,8 +60,10 @@ def check_pool(system_cfg, system, workload):
                            f"larger pool (num_devices)")
 
 
-def simulate(run, system_cfg, workload, timing=None, progress=None):
-    """Serve `workload` on `system_cfg` as `run` configures; returns a RunResult."""
+def simulate(run, system_cfg, workload, timing=None, progress=None, on_step=None):
+    """Serve `workload` on `system_cfg` as `run` configures; returns a RunResult.
+    `on_step(system, kind, start_s, requests, tokens, cost)`, if given, is called after each
+    iteration with its start on the simulated clock and its StepCost (serving.trace.Timeline)."""
     start = time.perf_counter()
     workload, clipped, dropped = fit_to_model(run, workload)
     system = build_system(run, system_cfg, workload.ranks, timing)
@@ -92,6 +94,8 @@ def simulate(run, system_cfg, workload, timing=None, progress=None):
             cost = system.prefill(admit, running)
             t += cost.seconds
             log.add("prefill", t, len(admit), tokens, cost)
+            if on_step is not None:
+                on_step(system, "prefill", t - cost.seconds, len(admit), tokens, cost)
             for live in admit:
                 live.generated, live.first_token_s = 1, t
             batch = running + admit
@@ -99,6 +103,8 @@ def simulate(run, system_cfg, workload, timing=None, progress=None):
             cost = system.decode(running)
             t += cost.seconds
             log.add("decode", t, len(running), len(running), cost)
+            if on_step is not None:
+                on_step(system, "decode", t - cost.seconds, len(running), len(running), cost)
             for live in running:
                 live.generated += 1
                 live.new = False
@@ -133,7 +139,8 @@ def device_timing(device):
     return DeviceTiming(load_device_config(device))
 
 
-def run(cfg, progress=None):
-    """Simulate a ServingConfig: its system, its workload, the shared timing table."""
+def run(cfg, progress=None, on_step=None):
+    """Simulate a ServingConfig: its system, its workload, the shared timing table
+    (`on_step`: simulate's)."""
     workload = load_workload(cfg.workload, **{f: getattr(cfg, f) for f in WORKLOAD_FIELDS})
-    return simulate(cfg, load_system_config(cfg.system), workload, device_timing(cfg.device), progress)
+    return simulate(cfg, load_system_config(cfg.system), workload, device_timing(cfg.device), progress, on_step)
