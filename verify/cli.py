@@ -20,6 +20,7 @@ from rtlbench.backend import ModelBackend
 
 from . import fuzz, soak
 from .rtl import OUT, run_rtl
+from .settings import VerifySettings
 
 FULL = {"fuzz_model": 100_000, "fuzz_rtl": 10_000, "resets_fast": 200, "resets_bfm": 6, "soak": 10_000,
         "soak_bfm": 60}
@@ -37,7 +38,7 @@ def run_uvm(config, size, backend):
     out = OUT / f"uvm-{config}-{backend}-{size}.json"
     run = runner.run_fast if backend == "fast" else runner.run
     run("verify.cocotb_uvm", testcase="uvm", config=config,
-        env={"NDP_UVM_SIZE": size, "NDP_VERIFY_OUT": str(out), "COCOTB_LOG_LEVEL": "WARNING"})
+        env={**VerifySettings(config=config, size=size, out=str(out)).env(), "COCOTB_LOG_LEVEL": "WARNING"})
     return json.loads(out.read_text())
 
 

@@ -1,9 +1,8 @@
 """The RTL side of `make verify` (verify/cli.py): fuzzing and the soak, on the top this
-simulation was built with (the fast path for both at full size). Counts, seeds and the
-result file come from the environment: NDP_VERIFY_COUNT, NDP_VERIFY_SEED, NDP_VERIFY_OUT."""
+simulation was built with (the fast path for both at full size). The count, the seed and
+the result file are the run's settings (verify/settings.py)."""
 import dataclasses
 import json
-import os
 import time
 
 import cocotb
@@ -12,11 +11,12 @@ from rtlbench import stream
 from rtlbench.env import backend_class
 from verify import fuzz as fuzzing
 from verify import reset as resets
+from verify.settings import VerifySettings
 
 
 def _settings(default_count):
-    return (int(os.environ.get("NDP_VERIFY_COUNT", default_count)), int(os.environ.get("NDP_VERIFY_SEED", 1)),
-            os.environ.get("NDP_VERIFY_OUT"))
+    settings = VerifySettings.from_env()
+    return settings.count_or(default_count), settings.seed, settings.out
 
 
 def _write(out, record):

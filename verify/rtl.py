@@ -5,6 +5,8 @@ import json
 
 from rtlbench import runner, stream
 
+from .settings import VerifySettings
+
 OUT = runner.BUILD / "verify"
 
 
@@ -15,7 +17,7 @@ def run_rtl(testcase, config="default", count=100, seed=1, backend="fast", env=N
     out.unlink(missing_ok=True)
     run = runner.run_fast if backend == "fast" else runner.run
     run("verify.cocotb_verify", testcase=testcase, config=config,
-        env={"NDP_VERIFY_COUNT": str(count), "NDP_VERIFY_SEED": str(seed), "NDP_VERIFY_OUT": str(out),
+        env={**VerifySettings(config=config, seed=seed, count=count, out=str(out)).env(),
              "COCOTB_LOG_LEVEL": "WARNING", **(env or {})})
     return json.loads(out.read_text())
 

@@ -8,6 +8,7 @@ import pytest
 
 import isa
 from verify import rtl, soak
+from verify.settings import VerifySettings
 from verify.uvm import coverage
 
 
@@ -15,7 +16,8 @@ from verify.uvm import coverage
 def uvm_report(tmp_path_factory):
     from rtlbench import runner
     out = tmp_path_factory.mktemp("uvm") / "coverage.json"
-    runner.run_fast("verify.cocotb_uvm", config="default", env={"NDP_UVM_SIZE": "reduced", "NDP_VERIFY_OUT": str(out)})
+    runner.run_fast("verify.cocotb_uvm", config="default",
+                    env=VerifySettings(config="default", size="reduced", out=str(out)).env())
     return json.loads(out.read_text())
 
 
@@ -29,6 +31,10 @@ def test_uvm_scoreboard_checked_against_the_model(uvm_report):
     board = uvm_report["scoreboard"]
     assert board["errors"] == 0 and board["replayed"] >= 150 and board["timed"] >= 100, board
     assert board["cycle_error_worst"] <= 5.0
+    # the scoreboard's completions and PASID checks come from the monitor: it saw every
+    # completion the driver read, and the foreign doorbells and configuration writes of
+    # every queue refused
+    assert board["completions_seen"] >= board["replayed"] and board["refused"] >= 8, board
     # every fault the descriptor reached completed DRAM_ERROR, every unreached one OK
     for key, n in board["faults"].items():
         reached = "unreached" not in key

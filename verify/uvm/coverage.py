@@ -1,7 +1,10 @@
 """Functional coverage (cocotb-coverage): descriptor fields and their crosses, every status
 code, the corner shapes, the protocol events and back-pressure on each channel, sampled
-from the driver's items and the monitor's bus events. GOALS names what a run must reach;
-`report` writes every point's bins and the goals' outcome."""
+from what the monitor saw cross the transport (each completion's descriptor and status, the
+bus events) and from the driver's items (the faults and stalls it injected, which nothing
+on the host side shows). GOALS names what a run must reach; `report` writes every point's
+bins and the goals' outcome."""
+import functools
 import json
 
 from cocotb_coverage.coverage import CoverCross, CoverPoint, coverage_db
@@ -10,7 +13,8 @@ from pyuvm import ConfigDB, uvm_subscriber
 from isa import DescType, Op, Status
 from isa.descriptor import Flag
 
-from .monitor import BusEvent
+from .items import NdpItem
+from .monitor import BusEvent, CompletionSeen
 
 OPS = ["LOAD", "STORE", "GEMV", "GEMM", "SOFTMAX", "ATTENTION", "LORA_XAB", "reserved_type", "reserved_op"]
 DTYPES = ["FP16", "BF16", "INT8", "reserved"]
@@ -102,8 +106,8 @@ def protocol_events(host_port):
 
 class NdpCoverage(uvm_subscriber):
     def start_of_simulation_phase(self):
-        env = ConfigDB().get(self, "", "BACKEND")
-        cfg = self.cfg = env.cfg
+        settings = ConfigDB().get(self, "", "SETTINGS")
+        cfg = self.cfg = settings.device_config()
         nq = min(cfg.num_queues, 4)
 
         @CoverPoint("ndp.desc.op", xf=lambda d, s, q: op_name(d), bins=OPS)
@@ -119,7 +123,7 @@ class NdpCoverage(uvm_subscriber):
         def sample_descriptor(desc, status, queue):
             pass
 
-        @CoverPoint("ndp.protocol", xf=lambda event: event, bins=protocol_events(env.name == "rtl"))
+        @CoverPoint("ndp.protocol", xf=lambda event: event, bins=protocol_events(settings.host_port))
         def sample_protocol(event):
             pass
 
@@ -127,7 +131,8 @@ class NdpCoverage(uvm_subscriber):
         def sample_stall(channel):
             pass
 
-        self.sample_descriptor, self.sample_protocol, self.sample_stall = sample_descriptor, sample_protocol, sample_stall
+        self.sample_descriptor, self.sample_protocol = sample_descriptor, sample_protocol
+        self.sample_stall = sample_stall
 
     def _k(self, desc):
         kn = k_and_n(desc)
@@ -137,13 +142,17 @@ class NdpCoverage(uvm_subscriber):
         kn = k_and_n(desc)
         return None if kn is None else shape_class(kn[1], self.cfg.lanes, self.cfg.n_max, N_SHAPES)
 
+    @functools.singledispatchmethod
     def write(self, observed):
-        if isinstance(observed, BusEvent):
-            self._bus_event(observed)
-            return
-        item = observed
-        for completion in item.completions:
-            self.sample_descriptor(completion.descriptor, completion.status.name, item.queue)
+        raise TypeError(f"{type(observed).__name__}: the coverage samples no such thing")
+
+    @write.register
+    def _completion(self, seen: CompletionSeen):
+        status = seen.status.name if isinstance(seen.status, Status) else "unknown"
+        self.sample_descriptor(seen.descriptor, status, seen.queue)
+
+    @write.register
+    def _item(self, item: NdpItem):
         if item.fault_reached and item.completions and item.completions[0].status == Status.DRAM_ERROR:
             access, response = item.fault_reached
             self._protocol(f"dram_{access}_{'slverr' if response == 2 else 'decerr'}")
@@ -152,7 +161,8 @@ class NdpCoverage(uvm_subscriber):
                 if count and channel in CHANNELS:
                     self.sample_stall(channel)
 
-    def _bus_event(self, event):
+    @write.register
+    def _bus_event(self, event: BusEvent):
         d = event.detail
         if event.kind == "doorbell":
             if event.refused:

@@ -1,19 +1,37 @@
-"""The driver: turns each DescriptorItem into host actions through the project's driver
-(driver/) on the env's backend, records what the device answered on the item, and
-publishes it (its analysis port feeds the scoreboard and the coverage)."""
+"""The driver: opens the backend of the top this simulation was built with, routes its
+transport through the bench's HostPort (so the monitor sees every access), and turns each
+item into host actions through the project's driver (driver/), dispatched on the item's
+type (`drive`). It records on the item what it meant and what it read back, and publishes
+it: the scoreboard holds the intent against what the monitor saw, the coverage counts the
+injected faults and stalls."""
+import functools
 import struct
 import zlib
 
+import cocotb
 from pyuvm import ConfigDB, uvm_analysis_port, uvm_driver
 
 import isa
+from driver.device import NdpDevice
 from driver.errors import MemAccessError, RegisterAccessError
 from isa import DescType, Status, slots
 from isa import regs as R
 from isa.validate import check_pages, page_count, paged, result_bytes
-from verify import fuzz
 from rtlbench import stream
+from rtlbench.env import backend_class
+from verify import fuzz
 
+from .items import (
+    DescriptorItem,
+    EarlyDoorbellItem,
+    FillQueueItem,
+    ForeignConfigItem,
+    ForeignDoorbellItem,
+    ForeignMemItem,
+    NdpItem,
+    RepeatedDoorbellItem,
+    StallsItem,
+)
 
 U64 = struct.Struct("<Q")
 QUIET_CYCLES = 300            # how long a refused or premature doorbell must leave the queue idle
@@ -37,18 +55,33 @@ class NdpDriver(uvm_driver):
         self.ap = uvm_analysis_port("ap", self)
 
     def start_of_simulation_phase(self):
-        self.env = ConfigDB().get(self, "", "BACKEND")
-        self.cfg = self.env.cfg
+        self.settings = ConfigDB().get(self, "", "SETTINGS")
+        self.port = ConfigDB().get(self, "", "HOST_PORT")
         self.backpressure = False
 
+    async def open(self):
+        """The backend started (clock, reset, the device opened), its transport through the
+        HostPort: self.env, self.dev (the project's driver on the watched transport)."""
+        self.env = await backend_class().open(cocotb.top)
+        self.cfg = self.env.cfg
+        if (self.env.name, self.cfg.name) != (self.settings.backend, self.settings.device_config().name):
+            raise RuntimeError(f"the settings say {self.settings.backend} on {self.settings.config}, "
+                               f"the simulation is {self.env.name} on {self.cfg.name}")
+        self.dev = NdpDevice(self.port.attach(self.transport(self.env.transport)), self.env.dev.caps)
+
+    def transport(self, transport):
+        """The device's transport as the host and the monitor see it (a test may put a
+        faulty device in its place: env.py CorruptingDriver)."""
+        return transport
+
     async def run_phase(self):
-        self.dev = self.env.dev
+        await self.open()
         self.queues = await configure(self.dev, self.cfg)
         while True:
             item = await self.seq_item_port.get_next_item()
             before = self.env.stall_counts()
             item.backpressure = self.backpressure
-            await getattr(self, item.action)(item)
+            await self.drive(item)
             after = self.env.stall_counts()
             item.stalls = {k: after[k] - before.get(k, 0) for k in after}
             for queue in self.queues:
@@ -83,9 +116,19 @@ class NdpDriver(uvm_driver):
         await self.env.cycles(QUIET_CYCLES)
         item.checks.append((what, await queue.read_head() == head))
 
-    # ---- actions --------------------------------------------------------------------------
+    # ---- actions, one per item type ---------------------------------------------------------
 
-    async def descriptor(self, item):
+    @functools.singledispatchmethod
+    async def drive(self, item):
+        raise TypeError(f"{type(item).__name__}: no action of the driver takes it")
+
+    @drive.register
+    async def descriptor(self, item: DescriptorItem):
+        await self.run_descriptor(item)
+
+    async def run_descriptor(self, item: NdpItem):
+        """Submit the item's descriptor (its fault injected where it reaches the line), wait
+        for its completion; a non-OK status must be in STATUS, sticky, then cleared."""
         queue, desc, payload = await self._prepare(item)
         fault = self._fault_range(item, queue, desc)
         if fault is not None:
@@ -98,7 +141,8 @@ class NdpDriver(uvm_driver):
                 await self.env.clear_dram_faults()
         item.completions.append(completion)
         if completion.status != Status.OK:
-            item.checks.append(("STATUS holds the error, sticky", await queue.read_status() == (completion.status, True)))
+            status = await queue.read_status()
+            item.checks.append(("STATUS holds the error, sticky", status == (completion.status, True)))
             await queue.clear_error()
 
     def _fault_range(self, item, queue, desc):
@@ -116,11 +160,12 @@ class NdpDriver(uvm_driver):
         item.fault_reached = reached          # (what the device does to the line, the answer)
         return None if reached is None else (lo, lo + slots.LINE_BYTES, read, write)
 
-    async def early_doorbell(self, item):
+    @drive.register
+    async def early_doorbell(self, item: EarlyDoorbellItem):
         """The doorbell overtakes the valid word: nothing may run until it is written."""
         queue, desc, payload = await self._prepare(item)
         [(seq, _, _)] = queue.take([(desc, payload)])
-        slot, t = queue.sq_slot(seq), self.env.transport
+        slot, t = queue.sq_slot(seq), self.dev.transport
         if payload:
             await t.mem_write(slot + slots.SQ_PAYLOAD, payload, queue.pasid)
         await t.mem_write(slot + slots.SQ_DESC, desc.pack(), queue.pasid)
@@ -129,17 +174,19 @@ class NdpDriver(uvm_driver):
         await t.mem_write(slot + slots.SQ_VALID, U64.pack(seq), queue.pasid)
         item.completions.append(await queue.wait(seq, fuzz.TIMEOUT_CYCLES))
 
-    async def repeated_doorbell(self, item):
+    @drive.register
+    async def repeated_doorbell(self, item: RepeatedDoorbellItem):
         """The same tail rung again, then an older one: no descriptor runs twice."""
         queue, desc, payload = await self._prepare(item)
         seq = await queue.submit(desc, payload)
         item.completions.append(await queue.wait(seq, fuzz.TIMEOUT_CYCLES))
         await queue.ring()                                      # the same tail
         doorbell = R.queue_reg(queue.index, R.DOORBELL)
-        await self.env.transport.reg_write(doorbell, seq - 1, queue.pasid)      # a stale one
+        await self.dev.transport.reg_write(doorbell, seq - 1, queue.pasid)      # a stale one
         await self._quiet(queue, seq, "no completion for a repeated or stale doorbell", item)
 
-    async def fill_queue(self, item):
+    @drive.register
+    async def fill_queue(self, item: FillQueueItem):
         """Every slot of the ring submitted at once, rung once; the completions in order."""
         queue = self.queues[item.queue]
         recipes = [stream.Item(item.queue, "gemv", m=1, k=item.recipe.k, n=item.recipe.n, seed=item.recipe.seed + i)
@@ -153,13 +200,14 @@ class NdpDriver(uvm_driver):
         for seq in seqs:
             item.completions.append(await queue.wait(seq, fuzz.TIMEOUT_CYCLES))
 
-    async def foreign_doorbell(self, item):
+    @drive.register
+    async def foreign_doorbell(self, item: ForeignDoorbellItem):
         queue, desc, payload = await self._prepare(item)
         [taken] = queue.take([(desc, payload)])
         await queue.write([taken])
         foreign = queue.pasid + 0x1000
         try:
-            await self.env.transport.reg_write(R.queue_reg(queue.index, R.DOORBELL), taken[0], foreign)
+            await self.dev.transport.reg_write(R.queue_reg(queue.index, R.DOORBELL), taken[0], foreign)
             item.checks.append(("foreign doorbell refused", False))
         except RegisterAccessError:
             item.checks.append(("foreign doorbell refused", True))
@@ -167,8 +215,9 @@ class NdpDriver(uvm_driver):
         await queue.ring()                                      # the bound PASID's: it runs
         item.completions.append(await queue.wait(taken[0], fuzz.TIMEOUT_CYCLES))
 
-    async def foreign_config(self, item):
-        queue, t = self.queues[item.queue], self.env.transport
+    @drive.register
+    async def foreign_config(self, item: ForeignConfigItem):
+        queue, t = self.queues[item.queue], self.dev.transport
         reg = R.queue_reg(queue.index, R.DATA_LIMIT_LO)
         value = await t.reg_read(reg)
         try:
@@ -177,11 +226,12 @@ class NdpDriver(uvm_driver):
         except RegisterAccessError:
             item.checks.append(("foreign configuration write refused", True))
         item.checks.append(("configuration unchanged", await t.reg_read(reg) == value))
-        await self.descriptor(item)                             # and the queue still runs
+        await self.run_descriptor(item)                             # and the queue still runs
 
-    async def foreign_mem(self, item):
+    @drive.register
+    async def foreign_mem(self, item: ForeignMemItem):
         """CXL.mem: another queue's SQ slot read and written with this queue's PASID."""
-        queue, t = self.queues[item.queue], self.env.transport
+        queue, t = self.queues[item.queue], self.dev.transport
         other = self.queues[(item.queue + 1) % len(self.queues)]
         slot = other.sq_slot(other.next_seq)
         for access in (t.mem_read(slot, 64, queue.pasid), t.mem_write(slot, bytes(64), queue.pasid)):
@@ -190,12 +240,12 @@ class NdpDriver(uvm_driver):
                 item.checks.append(("foreign CXL.mem access refused", False))
             except MemAccessError:
                 item.checks.append(("foreign CXL.mem access refused", True))
-        await self.descriptor(item)
+        await self.run_descriptor(item)
 
-    async def backpressure_on(self, item):
-        await self.env.add_backpressure(seed=zlib.crc32(item.get_name().encode()))
-        self.backpressure = True
-
-    async def backpressure_off(self, item):
-        await self.env.remove_backpressure()
-        self.backpressure = False
+    @drive.register
+    async def stalls(self, item: StallsItem):
+        if item.on:
+            await self.env.add_backpressure(seed=zlib.crc32(item.get_name().encode()))
+        else:
+            await self.env.remove_backpressure()
+        self.backpressure = item.on

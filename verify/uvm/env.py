@@ -1,25 +1,23 @@
-"""The env (sequencer, driver, monitor, scoreboard, coverage) and its tests."""
-import dataclasses
+"""The env (sequencer, driver, monitor, scoreboard, coverage) and its tests.
+
+The test's top takes the run's settings (verify/settings.py, parsed once from the
+variables the runner set) and the bench's HostPort and puts both in ConfigDB; every
+component gets them from there. The driver feeds its items to the scoreboard and the
+coverage, the monitor what it saw cross the transport to both."""
 import json
-import os
 
 import pyuvm
 from pyuvm import ConfigDB, uvm_env, uvm_factory, uvm_sequencer, uvm_test
 
-from isa import Status
+from isa import Status, slots
+from verify.settings import VerifySettings
 
 from . import coverage as cov
 from .coverage import NdpCoverage
 from .driver import NdpDriver
-from .monitor import TransportMonitor
+from .monitor import U32, U64, HostPort, TransportMonitor
 from .scoreboard import NdpScoreboard
 from .sequences import ComputeSeq, TopSeq
-
-# the counts of the random parts of TopSeq: the full run (`make verify`), the reduced one
-# (`make test`), and the cocotbext-axi bench's, which runs ~200x slower than the fast path
-SIZES = {"full": {"compute": 400, "backpressure": 100, "fuzz": 1000},
-         "reduced": {"compute": 40, "backpressure": 12, "fuzz": 400},
-         "bfm": {"compute": 8, "backpressure": 6, "fuzz": 60}}
 
 
 class NdpEnv(uvm_env):
@@ -36,36 +34,39 @@ class NdpEnv(uvm_env):
         self.driver.seq_item_port.connect(self.seqr.seq_item_export)
         self.driver.ap.connect(self.scoreboard.item_export)
         self.driver.ap.connect(self.coverage.analysis_export)
+        self.monitor.ap.connect(self.scoreboard.seen_export)
         self.monitor.ap.connect(self.coverage.analysis_export)
 
 
 class NdpTest(uvm_test):
-    """TopSeq at the counts of NDP_UVM_SIZE (full or reduced, the default), seed
-    NDP_VERIFY_SEED; writes the coverage report and the scoreboard's summary to
-    NDP_VERIFY_OUT (JSON); fails on any scoreboard error and on any goal missed."""
+    """TopSeq at the counts of the settings' size, from their seed; writes the coverage
+    report and the scoreboard's summary to their out file (JSON); fails on any scoreboard
+    error and on any goal missed (but on the bench's short run, which covers fewer shapes)."""
+
+    report_suffix = ""
 
     def build_phase(self):
-        # run_test starts from a fresh ConfigDB: the backend registered before goes in now
-        ConfigDB().set(None, "*", "BACKEND", _registered["backend"])
+        # the top of the run: the settings and the bench's host port, for every component
+        self.settings = VerifySettings.from_env()
+        ConfigDB().set(None, "*", "SETTINGS", self.settings)
+        ConfigDB().set(None, "*", "HOST_PORT", HostPort())
         self.env = NdpEnv("env", self)
 
     def end_of_elaboration_phase(self):
-        backend = ConfigDB().get(self, "", "BACKEND")
-        size = os.environ.get("NDP_UVM_SIZE", "reduced")
-        # the bench's run checks every part but covers fewer shapes: no goals there
-        self.require_goals = size != "bfm"
-        self.seq = TopSeq("top", backend.cfg, SIZES[size], int(os.environ.get("NDP_VERIFY_SEED", 1)),
-                          host_port=backend.name == "rtl", corners=size != "bfm")
+        s = self.settings
+        self.seq = TopSeq("top", s.device_config(), s.counts, s.seed, host_port=s.host_port, corners=s.corners)
 
     async def run_phase(self):
         self.raise_objection()
         await self.seq.start(self.env.seqr)
         self.drop_objection()
 
-    report_suffix = ""
+    @property
+    def require_goals(self):
+        return self.settings.require_goals
 
     def report_phase(self):
-        out = (os.environ.get("NDP_VERIFY_OUT") or "coverage.json").replace(".json", f"{self.report_suffix}.json")
+        out = self.settings.report_path(self.report_suffix)
         goals = cov.report(out, cov.GOALS)
         board = self.env.scoreboard
         with open(out) as f:
@@ -82,28 +83,49 @@ class NdpTest(uvm_test):
         assert not (missed and self.require_goals), f"coverage goals missed: {missed} (report {out})"
 
 
+class CorruptingTransport:
+    """A device that gets things wrong, put between the device and the host port (so the
+    driver and the monitor both see it): every third new completion that says OK says
+    BOUNDS instead, one bit of every fifth result read flipped."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.last_seq = {}         # CQ header address -> the seq it held at the last read
+        self.headers = self.results = 0
+        self.header_at = None
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    async def mem_read(self, addr, length, pasid):
+        data = await self.inner.mem_read(addr, length, pasid)
+        if length == slots.HEADER_BYTES:
+            seq = U64.unpack_from(data, slots.CQ_SEQ)[0]
+            status = U32.unpack_from(data, slots.CQ_STATUS)[0]
+            self.header_at = addr
+            if seq and self.last_seq.get(addr) != seq and status == Status.OK:
+                self.last_seq[addr] = seq
+                self.headers += 1
+                if self.headers % 3 == 0:
+                    data = data[:slots.CQ_STATUS] + U32.pack(Status.BOUNDS) + data[slots.CQ_STATUS + 4:]
+        elif addr == (self.header_at or 0) + slots.CQ_PAYLOAD and length:
+            self.results += 1
+            if self.results % 5 == 0:
+                data = bytes([data[0] ^ 1]) + data[1:]
+        return data
+
+
 class CorruptingDriver(NdpDriver):
-    """A device that gets things wrong, for the proof that the scoreboard catches it: every
-    seventh OK completion with a result gets one bit flipped, every eleventh a wrong status."""
+    """The driver on a device that corrupts completions (CorruptingTransport)."""
 
-    def start_of_simulation_phase(self):
-        super().start_of_simulation_phase()
-        self.seen = 0
-
-    def publish(self, item):
-        for i, completion in enumerate(item.completions):
-            self.seen += 1
-            if completion.result and self.seen % 7 == 0:
-                flipped = bytes([completion.result[0] ^ 1]) + completion.result[1:]
-                item.completions[i] = dataclasses.replace(completion, result=flipped)
-            elif self.seen % 11 == 0:
-                item.completions[i] = dataclasses.replace(completion, status=Status.BOUNDS)
-        super().publish(item)
+    def transport(self, transport):
+        return CorruptingTransport(transport)
 
 
 class ScoreboardCatchesCorruptionTest(NdpTest):
-    """NdpTest with CorruptingDriver (a factory override) over a short compute mix: it must
-    fail, naming a result that differs from the model and a status against the rules."""
+    """NdpTest over a short compute mix with CorruptingDriver (a factory override), whose
+    device answers wrong statuses and flips result bits: it must fail, naming a result that
+    differs from the model and a status against the rules (verify/cocotb_uvm.py)."""
 
     report_suffix = "-corrupted"
 
@@ -111,18 +133,10 @@ class ScoreboardCatchesCorruptionTest(NdpTest):
         uvm_factory().set_type_override_by_type(NdpDriver, CorruptingDriver)
         super().build_phase()
 
+    require_goals = False
+
     def end_of_elaboration_phase(self):
-        backend = ConfigDB().get(self, "", "BACKEND")
-        self.require_goals = False
-        self.seq = ComputeSeq("compute", backend.cfg, 40, 3)
+        self.seq = ComputeSeq("compute", self.settings.device_config(), 40, 3)
 
 
-_registered = {}
-
-
-def register(backend):
-    """Hand the started backend to the next NdpTest (verify/cocotb_uvm.py)."""
-    _registered["backend"] = backend
-
-
-__all__ = ["NdpTest", "ScoreboardCatchesCorruptionTest", "register", "pyuvm"]
+__all__ = ["NdpTest", "ScoreboardCatchesCorruptionTest", "pyuvm"]

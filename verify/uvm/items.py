@@ -1,22 +1,15 @@
-"""Sequence items: one host action on the device each."""
+"""Sequence items: one host action on the device each, its kind the item's type. The driver
+dispatches on the type (driver.py `drive`), the scoreboard and the coverage ask the type
+(isinstance) where an action needs its own treatment."""
+from __future__ import annotations
+
+from typing import Any
+
 from pyuvm import uvm_sequence_item
 
-# what a DescriptorItem asks the driver to do
-DESCRIPTOR = "descriptor"              # submit one descriptor and wait for its completion
-EARLY_DOORBELL = "early_doorbell"      # ring before the valid word is written (spec 2.2)
-REPEATED_DOORBELL = "repeated_doorbell"  # ring the same tail again, then an older one
-FILL_QUEUE = "fill_queue"              # every slot of the ring submitted before any wait
-FOREIGN_DOORBELL = "foreign_doorbell"  # a doorbell from a PASID not bound to the queue
-FOREIGN_CONFIG = "foreign_config"      # a configuration write from a PASID other than the host's
-FOREIGN_MEM = "foreign_mem"            # a CXL.mem access to another queue's slots (cocotbext-axi bench)
-BACKPRESSURE_ON = "backpressure_on"    # random stalls on every channel from now on
-BACKPRESSURE_OFF = "backpressure_off"
-ACTIONS = (DESCRIPTOR, EARLY_DOORBELL, REPEATED_DOORBELL, FILL_QUEUE, FOREIGN_DOORBELL, FOREIGN_CONFIG,
-           FOREIGN_MEM, BACKPRESSURE_ON, BACKPRESSURE_OFF)
 
-
-class DescriptorItem(uvm_sequence_item):
-    """A descriptor from a `recipe` on `queue`, or a protocol action.
+class NdpItem(uvm_sequence_item):
+    """A host action on `queue`; a descriptor from a `recipe` where the action has one.
 
     recipe: a rtlbench/stream.py Item (its data drawn from its seed, its result checked
     against the model) or a verify/fuzz.py Case (a raw word, its status checked against
@@ -25,25 +18,79 @@ class DescriptorItem(uvm_sequence_item):
     or "result" (the first line of its result).
 
     The driver fills in: desc, payload, expected (the decode rules' status, or DRAM_ERROR
-    for a fault the descriptor reaches), completions (one per descriptor it ran), events
-    (what the device did that the scoreboard checks), backpressure (stalls were on).
+    for a fault the descriptor reaches), completions (one per descriptor it ran, as the
+    driver read them), checks (what the driver observed), backpressure (stalls were on),
+    stalls (inserted while it ran, per channel kind).
     """
+    kind = "action"              # its name in reports
 
-    def __init__(self, name, action=DESCRIPTOR, queue=0, recipe=None, fault=None):
+    def __init__(self, name: str, queue: int = 0, recipe: Any = None, fault: tuple[str, int, int] | None = None):
         super().__init__(name)
-        if action not in ACTIONS:
-            raise ValueError(f"unknown action {action!r}")
-        self.action, self.queue, self.recipe, self.fault = action, queue, recipe, fault
-        self.desc = None
+        self.queue, self.recipe, self.fault = queue, recipe, fault
+        self.desc: Any = None
         self.payload = b""
-        self.expected = None
-        self.completions = []
-        self.fill = []              # FILL_QUEUE: (recipe, (descriptor, payload)) of each slot
-        self.fault_reached = None   # ("read" or "write", response): the fault on a line it touches
-        self.checks = []            # (what, passed) observed by the driver
+        self.expected: Any = None
+        self.completions: list[Any] = []
+        self.fault_reached: tuple[str, int] | None = None  # ("read" or "write", response) on a line it touches
+        self.checks: list[tuple[str, bool]] = []           # (what, passed) observed by the driver
         self.backpressure = False
-        self.stalls = {}            # stalls inserted while the item ran, per channel kind
+        self.stalls: dict[str, int] = {}
+        self.seen: list[Any] = []   # the scoreboard's: each completion as the monitor saw it (None: not seen)
 
-    def __str__(self):
+    def __str__(self) -> str:
         what = self.recipe.label() if hasattr(self.recipe, "label") else repr(self.desc)
-        return f"{self.get_name()} {self.action} q{self.queue} {what}"
+        return f"{self.get_name()} {self.kind} q{self.queue} {what}"
+
+
+class DescriptorItem(NdpItem):
+    """Submit one descriptor and wait for its completion."""
+    kind = "descriptor"
+
+
+class EarlyDoorbellItem(NdpItem):
+    """Ring before the valid word is written (spec 2.2): nothing may run until it is."""
+    kind = "early_doorbell"
+
+
+class RepeatedDoorbellItem(NdpItem):
+    """Ring the same tail again, then an older one: no descriptor runs twice."""
+    kind = "repeated_doorbell"
+
+
+class FillQueueItem(NdpItem):
+    """Every slot of the ring submitted before any wait (GEMVs of the recipe's shape)."""
+    kind = "fill_queue"
+
+    def __init__(self, name: str, queue: int = 0, recipe: Any = None, fault: tuple[str, int, int] | None = None):
+        super().__init__(name, queue, recipe, fault)
+        self.fill: list[tuple[Any, Any]] = []     # (recipe, (descriptor, payload)) of each slot
+
+
+class ForeignDoorbellItem(NdpItem):
+    """A doorbell from a PASID not bound to the queue, then the bound one's."""
+    kind = "foreign_doorbell"
+
+
+class ForeignConfigItem(NdpItem):
+    """A configuration write from a PASID other than the host's, then a descriptor."""
+    kind = "foreign_config"
+
+
+class ForeignMemItem(NdpItem):
+    """A CXL.mem access to another queue's slots (the cocotbext-axi bench), then a descriptor."""
+    kind = "foreign_mem"
+
+
+class StallsItem(NdpItem):
+    """Random stalls on every channel from now on (`on`), or none from now on."""
+
+    def __init__(self, name: str, on: bool):
+        super().__init__(name)
+        self.on = on
+        self.kind = "backpressure_on" if on else "backpressure_off"
+
+
+# the protocol actions ProtocolSeq runs on every queue (ForeignMemItem only where the host's
+# accesses go through CXL.mem)
+PROTOCOL_ITEMS: tuple[type[NdpItem], ...] = (EarlyDoorbellItem, RepeatedDoorbellItem, FillQueueItem,
+                                             ForeignDoorbellItem, ForeignConfigItem, ForeignMemItem)

@@ -1,25 +1,41 @@
-"""The scoreboard: every completion's status against the decode rules (isa/validate.py) or,
-for an injected fault the descriptor reaches, DRAM_ERROR; every check the driver observed;
-and, after the run, every descriptor with data (rtlbench/stream.py recipes) replayed on
-the cycle-approximate model with the same host program: the result bytes must be equal and
-the cycles within `make validate`'s targets (median within 2 %, every one within 5 %) where
-no stall was injected (the model has none)."""
+"""The scoreboard, fed by the driver (what each item meant: its descriptor, the status the
+decode rules predict, its fault, what the driver checked) and by the monitor (what crossed
+the transport: each completion as the host read it, each register write and refused
+CXL.mem access). It checks:
+
+- every completion the driver read crossed the transport as the monitor saw it (same
+  descriptor, status and result), and no completion crossed that no item waited for (a
+  duplicate);
+- every status the monitor saw against the decode rules (isa/validate.py) or, for an
+  injected fault the descriptor reaches, DRAM_ERROR; no result with a non-OK status;
+- every access the monitor saw refused exactly where the PASID rules refuse it;
+- every check the driver observed;
+- after the run, every descriptor with data (rtlbench/stream.py recipes) replayed on the
+  cycle-approximate model with the same host program: the result bytes the monitor saw must
+  equal the model's and the cycles be within `make validate`'s targets (median within 2 %,
+  every one within 5 %) where no stall was injected (the model has none)."""
 import asyncio
 import statistics
 
-from pyuvm import ConfigDB, uvm_component, uvm_tlm_analysis_fifo, uvm_get_port
+from pyuvm import ConfigDB, uvm_component, uvm_get_port, uvm_tlm_analysis_fifo
 
 from driver import NdpDevice
 from driver.model_transport import ModelTransport
 from isa import Status
 from isa.validate import written_ranges
-from verify import fuzz
 from rtlbench import stream
+from verify import fuzz
 
-from . import items as I
 from .driver import configure
+from .items import DescriptorItem, FillQueueItem, StallsItem
+from .monitor import BusEvent, CompletionSeen
 
 MEDIAN_PERCENT, WORST_PERCENT = 2.0, 5.0
+
+
+def _name(status):
+    """A status's name; an unknown status word (no Status member) as its number."""
+    return getattr(status, "name", repr(status))
 
 
 def _written(desc, result):
@@ -31,30 +47,77 @@ def _written(desc, result):
 
 class NdpScoreboard(uvm_component):
     def build_phase(self):
+        # the driver's items and the monitor's observations, each through its own FIFO
         self.item_fifo = uvm_tlm_analysis_fifo("item_fifo", self)
         self.item_port = uvm_get_port("item_port", self)
         self.item_export = self.item_fifo.analysis_export
+        self.seen_fifo = uvm_tlm_analysis_fifo("seen_fifo", self)
+        self.seen_port = uvm_get_port("seen_port", self)
+        self.seen_export = self.seen_fifo.analysis_export
         self.errors = []
         self.summary = {}
 
     def connect_phase(self):
         self.item_port.connect(self.item_fifo.get_export)
+        self.seen_port.connect(self.seen_fifo.get_export)
 
     def start_of_simulation_phase(self):
-        self.env = ConfigDB().get(self, "", "BACKEND")
+        self.settings = ConfigDB().get(self, "", "SETTINGS")
+
+    @staticmethod
+    def _all(port):
+        out = []
+        while port.can_get():
+            _, value = port.try_get()
+            out.append(value)
+        return out
 
     def check_phase(self):
-        items = []
-        while self.item_port.can_get():
-            _, item = self.item_port.try_get()
-            items.append(item)
-            self._check_item(item)
+        items, seen = self._all(self.item_port), self._all(self.seen_port)
+        completions = {}
+        for observed in seen:
+            if isinstance(observed, CompletionSeen):
+                completions.setdefault((observed.queue, observed.seq), []).append(observed)
+            elif isinstance(observed, BusEvent):
+                self._check_bus_event(observed)
+        for item in items:
+            self._check_item(item, completions)
+        for (queue, seq), extra in completions.items():
+            for c in extra:
+                self.errors.append(f"queue {queue} seq {seq}: a completion ({c.status!r}) no item waited for")
         self._replay_on_model(items)
         for error in self.errors[:20]:
             self.logger.error(error)
-        self.summary.update(items=len(items), errors=len(self.errors))
+        self.summary.update(items=len(items), errors=len(self.errors),
+                            completions_seen=sum(isinstance(o, CompletionSeen) for o in seen),
+                            bus_events=sum(isinstance(o, BusEvent) for o in seen),
+                            refused=sum(isinstance(o, BusEvent) and o.refused for o in seen))
 
-    def _check_item(self, item):
+    def _check_bus_event(self, event):
+        if event.refused != event.must_refuse:
+            where = f"queue {event.queue}" if event.queue >= 0 else "no queue"
+            self.errors.append(f"{where}: a {event.kind} from PASID {event.pasid:#x} was "
+                               f"{'refused' if event.refused else 'accepted'}, the PASID rules "
+                               f"{'refuse' if event.must_refuse else 'accept'} it ({event.detail})")
+
+    def _seen(self, item, completion, completions):
+        """The monitor's record of the completion the driver read; None (an error) if none
+        or a different one crossed the transport."""
+        found = completions.get((completion.queue, completion.seq))
+        if not found:
+            self.errors.append(f"{item}: seq {completion.seq} read by the driver, seen by no monitor")
+            return None
+        seen = found.pop(0)
+        if not found:
+            del completions[(completion.queue, completion.seq)]
+        if (seen.descriptor, seen.status, seen.result) != (completion.descriptor, completion.status,
+                                                           completion.result):
+            self.errors.append(f"{item}: the driver read {completion.status!r} for seq {completion.seq}, "
+                               f"the transport carried {seen.status!r} (or another descriptor or result)")
+            return None
+        return seen
+
+    def _check_item(self, item, completions):
         if item.fault is not None:
             # faults by where they lay, the DRAM's answer, whether the descriptor reached the
             # line, and the status it completed with
@@ -67,15 +130,16 @@ class NdpScoreboard(uvm_component):
         for what, passed in item.checks:
             if not passed:
                 self.errors.append(f"{item}: {what}")
-        if item.action in (I.BACKPRESSURE_ON, I.BACKPRESSURE_OFF):
+        if isinstance(item, StallsItem):
             return
         if not item.completions:
             self.errors.append(f"{item}: no completion")
-        for completion in item.completions:
+        item.seen = [self._seen(item, c, completions) for c in item.completions]
+        for completion in filter(None, item.seen):
             if completion.status != item.expected:
-                self.errors.append(f"{item}: status {completion.status.name}, expected {item.expected.name}")
+                self.errors.append(f"{item}: status {_name(completion.status)}, expected {_name(item.expected)}")
             if completion.status != Status.OK and completion.result:
-                self.errors.append(f"{item}: a result reported with status {completion.status.name}")
+                self.errors.append(f"{item}: a result reported with status {_name(completion.status)}")
 
     def _replay_on_model(self, items):
         """The recipes' descriptors again, one at a time, on the model."""
@@ -83,13 +147,15 @@ class NdpScoreboard(uvm_component):
         for item in items:
             if item.fault is not None or not item.completions or isinstance(item.recipe, fuzz.Case):
                 continue
-            if item.action == I.FILL_QUEUE:
-                runs += [(item, recipe, c, False) for (recipe, _), c in zip(item.fill, item.completions)]
+            # what the host read, as the monitor saw it (a completion it did not see is an
+            # error already)
+            if isinstance(item, FillQueueItem):
+                runs += [(item, recipe, c, False) for (recipe, _), c in zip(item.fill, item.seen) if c]
             elif item.recipe is not None:
-                timed = item.action == I.DESCRIPTOR and not item.backpressure
-                runs += [(item, item.recipe, c, timed) for c in item.completions]
-        cfg = self.env.cfg
-        backdoor = self.env.name == "rtl_fast"       # host data through the DRAM backdoor there
+                timed = isinstance(item, DescriptorItem) and not item.backpressure
+                runs += [(item, item.recipe, c, timed) for c in item.seen if c]
+        cfg = self.settings.device_config()
+        backdoor = not self.settings.host_port       # host data through the DRAM backdoor there
 
         async def replay():
             dev = await NdpDevice.open(ModelTransport(cfg, backdoor_memory=backdoor))
@@ -111,7 +177,7 @@ class NdpScoreboard(uvm_component):
                 self.errors.append(f"{item}: the model's replay built {desc!r}, the RTL ran {rtl.descriptor!r}")
             elif model.status != rtl.status or _written(desc, model.result) != _written(desc, rtl.result):
                 self.errors.append(f"{item}: {recipe.label()} differs from the model "
-                                   f"({rtl.status.name} vs {model.status.name})")
+                                   f"({_name(rtl.status)} vs {_name(model.status)})")
             elif timed and rtl.status == Status.OK:
                 errors.append(100.0 * abs(model.cycles - rtl.cycles) / max(rtl.cycles, 1))
         self.summary.update(replayed=len(runs), timed=len(errors))

@@ -8,13 +8,10 @@ import numpy as np
 from pyuvm import uvm_sequence
 
 import isa
-
-from verify import fuzz
 from rtlbench import stream
+from verify import fuzz
 
-from . import items as I
-from .items import DescriptorItem
-
+from .items import PROTOCOL_ITEMS, DescriptorItem, ForeignMemItem, StallsItem
 
 
 class _Seq(uvm_sequence):
@@ -131,24 +128,22 @@ class ProtocolSeq(_Seq):
         self.host_port = host_port
 
     async def body(self):
-        actions = [I.EARLY_DOORBELL, I.REPEATED_DOORBELL, I.FILL_QUEUE, I.FOREIGN_DOORBELL, I.FOREIGN_CONFIG]
-        if self.host_port:
-            actions.append(I.FOREIGN_MEM)
+        actions = [kind for kind in PROTOCOL_ITEMS if self.host_port or kind is not ForeignMemItem]
         for q in range(fuzz.n_queues(self.cfg)):
             for action in actions:
                 recipe = stream.Item(q, "gemv", m=1, k=self.rng.randint(8, 64), n=self.rng.randint(4, 40),
                                      seed=self.rng.randrange(1 << 30))
-                await self.send(DescriptorItem(f"{action}{q}", action=action, queue=q, recipe=recipe))
+                await self.send(action(f"{action.kind}{q}", queue=q, recipe=recipe))
 
 
 class BackpressureSeq(_Seq):
     """Random stalls on every channel while a compute mix runs."""
 
     async def body(self):
-        await self.send(DescriptorItem("stalls_on", action=I.BACKPRESSURE_ON))
+        await self.send(StallsItem("stalls_on", on=True))
         inner = ComputeSeq("stalled", self.cfg, self.count, self.seed + 7)
         await inner.start(self.sequencer)
-        await self.send(DescriptorItem("stalls_off", action=I.BACKPRESSURE_OFF))
+        await self.send(StallsItem("stalls_off", on=False))
 
 
 class TopSeq(_Seq):
