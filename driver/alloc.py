@@ -15,7 +15,7 @@ class RangeAllocator:
     piece can be allocated again whole. `name` prefixes the error messages.
     """
 
-    def __init__(self, base, limit, align=LINE_BYTES, name=None):
+    def __init__(self, base: int, limit: int, align: int = LINE_BYTES, name: str | None = None) -> None:
         self.base = count_arg(base, "base")
         self.limit = count_arg(limit, "limit")
         self.align = count_arg(align, "align", 1)
@@ -28,42 +28,42 @@ class RangeAllocator:
         self.name = name
         self.free_all()
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (f"RangeAllocator({self.base:#x}, {self.limit:#x}, align={self.align!r}, "
                 f"used_bytes={self.used_bytes!r})")
 
-    def free_all(self):
+    def free_all(self) -> None:
         """Forget every allocation: the whole range is free again."""
         self._starts = [self.base] if self.limit > self.base else []    # free extents, sorted
         self._ends = [self.limit] if self.limit > self.base else []
-        self._sizes = {}                                                 # addr -> bytes taken
+        self._sizes: dict[int, int] = {}                               # addr -> bytes taken
 
     # ---- queries ---------------------------------------------------------------------------
 
     @property
-    def used_bytes(self):
+    def used_bytes(self) -> int:
         return sum(self._sizes.values())
 
     @property
-    def free_bytes(self):
+    def free_bytes(self) -> int:
         return self.limit - self.base - self.used_bytes
 
     @property
-    def largest_free(self):
+    def largest_free(self) -> int:
         """Bytes of the largest extent one allocation could take."""
         return max((self._usable(i) for i in range(len(self._starts))), default=0)
 
-    def _usable(self, i):
+    def _usable(self, i: int) -> int:
         # the last extent may end unaligned at `limit`; an allocation takes whole units
         return (self._ends[i] - self._starts[i]) // self.align * self.align
 
-    def size_of(self, addr):
+    def size_of(self, addr: int) -> int | None:
         """Bytes taken by the allocation at `addr` (rounded up to `align`), None if none."""
         return self._sizes.get(addr)
 
     # ---- changes ---------------------------------------------------------------------------
 
-    def allocate(self, nbytes, align=None):
+    def allocate(self, nbytes: int, align: int | None = None) -> int:
         """The lowest address, a multiple of `align` (default and at least the allocator's
         own), of a free range of `nbytes`; OutOfDeviceMemory if none. A larger alignment
         leaves the free bytes below the range free."""
@@ -94,7 +94,7 @@ class RangeAllocator:
             f"{where}{nbytes!r} bytes do not fit{aligned}: {self.free_bytes!r} bytes are free, the largest "
             f"free extent is {self.largest_free!r} bytes, in the range [{self.base:#x}, {self.limit:#x})")
 
-    def free(self, addr):
+    def free(self, addr: int) -> None:
         """Give back the allocation that starts at `addr`."""
         size = self._sizes.pop(addr, None)
         if size is None:

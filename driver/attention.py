@@ -15,17 +15,24 @@ A device holding no tokens contributes None, or m = -inf with l = 0 (and o = 0).
 inputs. `kv_operand_bytes` lays out one KV head's shard in HDM for the device op.
 """
 import math
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from isa.encoders import FP16
 from isa.errors import ArgumentError, ShapeError, count_arg
 from isa.slots import LINE_BYTES
 from isa.validate import lines
 
+F16 = npt.NDArray[np.float16]
+F32 = npt.NDArray[np.float32]
+Partial = tuple[F32, F32, F32]          # one device's (o, m, l)
+
 # ---- argument checks --------------------------------------------------------------------
 
-def _fp16_matrix(array, name, allow_empty_rows=False):
+def _fp16_matrix(array: Any, name: str, allow_empty_rows: bool = False) -> F16:
     """A 2-D float16 numpy array; zero rows only where allowed, never zero columns."""
     if not isinstance(array, np.ndarray):
         raise ArgumentError(f"{name} must be a numpy array, got {type(array).__name__!r}")
@@ -38,7 +45,7 @@ def _fp16_matrix(array, name, allow_empty_rows=False):
     return array
 
 
-def _qkv(q, k, v, allow_no_tokens):
+def _qkv(q: F16, k: F16, v: F16, allow_no_tokens: bool) -> tuple[F16, F16, F16]:
     """Checks q (rows, d), k (T, d), v (T, d), all float16; returns (q, k, v)."""
     q = _fp16_matrix(q, "q")
     k = _fp16_matrix(k, "k", allow_empty_rows=allow_no_tokens)
@@ -53,13 +60,13 @@ def _qkv(q, k, v, allow_no_tokens):
 
 # ---- references ---------------------------------------------------------------------------
 
-def scale_query(q):
+def scale_query(q: F16) -> F16:
     """The driver's prescaling: float16(q / sqrt(d)), computed in float64, rounded once."""
     q = _fp16_matrix(q, "q")
     return (q.astype(np.float64) / math.sqrt(q.shape[1])).astype(np.float16)
 
 
-def attention_reference(q, k, v):
+def attention_reference(q: F16, k: F16, v: F16) -> npt.NDArray[np.float64]:
     """softmax(q k^T / sqrt(d)) v in float64 on the float16 inputs (q NOT prescaled).
 
     q (rows, d), k and v (T, d) with T >= 1; returns (rows, d) float64.
@@ -71,7 +78,7 @@ def attention_reference(q, k, v):
     return (e @ v64) / e.sum(axis=1, keepdims=True)
 
 
-def partial_attention_reference(q, k, v):
+def partial_attention_reference(q: F16, k: F16, v: F16) -> Partial | None:
     """What one device returns for its shard: (o, m, l), float32, or None when T = 0.
 
     q (rows, d) is the prescaled query (`scale_query`), k and v (T, d) the shard's keys
@@ -92,7 +99,7 @@ def partial_attention_reference(q, k, v):
 
 # ---- the host merge ---------------------------------------------------------------------
 
-def _partial(index, partial):
+def _partial(index: int, partial: Any) -> tuple[npt.NDArray[np.float64], ...]:
     """One device's (o, m, l) as float64 arrays, shapes checked against each other."""
     if not isinstance(partial, (tuple, list)) or len(partial) != 3:
         raise ArgumentError(f"partial {index} must be None or a tuple (o, m, l), "
@@ -121,7 +128,7 @@ def _partial(index, partial):
     return o, m, l
 
 
-def merge_attention(partials):
+def merge_attention(partials: Sequence[Partial | None]) -> F32:
     """The exact attention output (rows, d) float32 from the devices' partials.
 
     `partials`: one entry per device, None (zero tokens) or (o, m, l) with o (rows, d) and
@@ -161,7 +168,7 @@ def merge_attention(partials):
 
 # ---- token split --------------------------------------------------------------------------
 
-def split_tokens(total, devices, rng=None):
+def split_tokens(total: int, devices: int, rng: np.random.Generator | int | None = None) -> list[int]:
     """Token counts (list, sum `total`) for `devices` devices.
 
     Without rng: as even as possible, earlier devices get the extra token. With rng (a
@@ -190,19 +197,19 @@ def split_tokens(total, devices, rng=None):
 
 # ---- the KV operand in HDM --------------------------------------------------------------
 
-def kv_v_offset(d, t):
+def kv_v_offset(d: int, t: int) -> int:
     """Byte offset of V in the operand: K (T x d or d x T FP16) rounded up to whole 64-byte lines."""
     d, t = count_arg(d, "d", 1), count_arg(t, "t", 1)
     return lines(d * t * 2) * LINE_BYTES
 
 
-def kv_operand_lines(d, t):
+def kv_operand_lines(d: int, t: int) -> int:
     """Size of one KV head's operand in 64-byte lines: K's lines plus V's lines."""
     d, t = count_arg(d, "d", 1), count_arg(t, "t", 1)
     return lines(d * t * 2) + lines(t * d * 2)
 
 
-def kv_operand_bytes(k, v, token_major=True):
+def kv_operand_bytes(k: F16, v: F16, token_major: bool = True) -> bytes:
     """The device operand of one KV head: K FP16 row-major, token-major (T x d, a token per
     row: the descriptor's TRANS_W, dev_rows = T, dev_cols = d) or with token_major False
     transposed (K^T, d x T: dev_rows = d, dev_cols = T), zeros up to the next 64-byte
@@ -223,7 +230,7 @@ def kv_operand_bytes(k, v, token_major=True):
 
 # ---- GQA / MHA ------------------------------------------------------------------------------
 
-def query_groups(num_q_heads, num_kv_heads):
+def query_groups(num_q_heads: int, num_kv_heads: int) -> list[list[int]]:
     """For each KV head, the indices of the query heads sharing it (consecutive heads)."""
     num_q_heads = count_arg(num_q_heads, "num_q_heads", 1)
     num_kv_heads = count_arg(num_kv_heads, "num_kv_heads", 1)

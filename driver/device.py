@@ -1,10 +1,12 @@
 """The NDP device as the host sees it: capabilities, queue set-up, and numpy entry points."""
 import dataclasses
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
 from isa import DeviceConfig, Dtype, Op, QueueView, Status, check_descriptor, payload_bytes, regs, result_bytes, slots
-from isa.descriptor import PAGE_ALIGN
+from isa.descriptor import PAGE_ALIGN, Descriptor
 from isa.encoders import (
     FP16,
     DeviceTensor,
@@ -26,11 +28,14 @@ from isa.errors import ArgumentError, NdpError, ShapeError
 from isa.regs import REG_BITS
 from isa.validate import PAGE_LIST_BYTES, check_pages, lines, stats_offset
 
-from .attention import kv_operand_bytes, query_groups, scale_query
+from .alloc import RangeAllocator
+from .attention import F16, Partial, kv_operand_bytes, query_groups, scale_query
 from .errors import DeviceNotFound
-from .queue import Queue
+from .queue import Completion, Queue
+from .transport import Transport
 
 ADDR_LIMIT = 1 << (2 * REG_BITS)  # addresses are programmed as 64-bit LO/HI register pairs
+QueueRef = Queue | int | None       # a Queue, a queue's index, or None: the lowest configured one
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,11 +52,17 @@ class Capabilities:
 
     # The very properties of isa.DeviceConfig: they read only in_buf_bytes, out_buf_bytes
     # and rows, so K and N limits are defined once, in isa.
-    k_max = DeviceConfig.k_max
-    n_max = DeviceConfig.n_max
+    if TYPE_CHECKING:       # as a type checker sees them: two ints
+        @property
+        def k_max(self) -> int: ...
+        @property
+        def n_max(self) -> int: ...
+    else:
+        k_max = DeviceConfig.k_max
+        n_max = DeviceConfig.n_max
 
 
-def _fp16_array(array, name, ndim):
+def _fp16_array(array: Any, name: str, ndim: int) -> F16:
     if not isinstance(array, np.ndarray):
         raise ArgumentError(f"{name} must be a numpy array, got {type(array).__name__!r}")
     if array.dtype != np.float16:
@@ -63,35 +74,35 @@ def _fp16_array(array, name, ndim):
     return array
 
 
-def _padded_bytes(array, nbytes):
+def _padded_bytes(array: F16, nbytes: int) -> bytes:
     """The array row-major in little-endian FP16, zero-padded to `nbytes` (whole lines)."""
     data = np.ascontiguousarray(array, dtype=FP16).tobytes()
     return data + bytes(nbytes - len(data))
 
 
-def _overlaps(a_start, a_end, b_start, b_end):
+def _overlaps(a_start: int, a_end: int, b_start: int, b_end: int) -> bool:
     return a_start < b_end and b_start < a_end
 
 
-def _kv_ranges(kv):
+def _kv_ranges(kv: KvBlock | PagedKvShare) -> list[tuple[int, int]]:
     """The byte ranges an ATTENTION over `kv` (a KvBlock or PagedKvShare) reads."""
     if isinstance(kv, PagedKvShare):
         return kv.ranges()
     return [(kv.addr, kv.addr + kv.size_lines * slots.LINE_BYTES)]
 
 
-def _holds(queue, ranges):
+def _holds(queue: Queue, ranges: Sequence[tuple[int, int]]) -> bool:
     return all(queue.data_base <= start and end <= queue.data_limit for start, end in ranges)
 
 
 class NdpDevice:
-    def __init__(self, transport, caps):
+    def __init__(self, transport: Transport, caps: Capabilities) -> None:
         self.transport = transport
         self.caps = caps
-        self.queues = {}                # index -> Queue, as configured by this driver
+        self.queues: dict[int, Queue] = {}               # index -> Queue, as configured by this driver
 
     @classmethod
-    async def open(cls, transport):
+    async def open(cls, transport: Transport) -> "NdpDevice":
         """Read the global registers; raises DeviceNotFound unless ID reads isa.regs.ID_VALUE."""
         ident = await transport.reg_read(regs.ID, regs.HOST_PASID)
         if ident != regs.ID_VALUE:
@@ -107,9 +118,9 @@ class NdpDevice:
 
     # ---- queues ------------------------------------------------------------------------
 
-    async def configure_queue(self, q, sq_base, cq_base, data_base, data_limit,
-                              log2_depth, log2_slot, pasid=regs.HOST_PASID, irq=False,
-                              allocator=None):
+    async def configure_queue(self, q: int, sq_base: int, cq_base: int, data_base: int, data_limit: int,
+                              log2_depth: int, log2_slot: int, pasid: int = regs.HOST_PASID, irq: bool = False,
+                              allocator: RangeAllocator | None = None) -> Queue:
         """Program queue `q` and enable it; returns its Queue (next seq 1).
 
         `allocator`: a driver.alloc.RangeAllocator inside the data range, to share one
@@ -151,11 +162,11 @@ class NdpDevice:
         self.queues[q] = queue
         return queue
 
-    async def disable_queue(self, q):
+    async def disable_queue(self, q: int) -> None:
         await self._write_reg(regs.queue_reg(q, regs.CTRL), 0)
         self.queues.pop(q, None)
 
-    def queue(self, queue=None):
+    def queue(self, queue: QueueRef = None) -> Queue:
         """The Queue for `queue` (a Queue, an index, or None: the lowest configured one)."""
         if isinstance(queue, Queue):
             return queue
@@ -167,9 +178,9 @@ class NdpDevice:
             raise NdpError(f"queue {queue!r} is not configured (configured: {sorted(self.queues)!r})")
         return self.queues[queue]
 
-    def _check_queue_args(self, q, sq_base, cq_base, data_base, data_limit,
-                          log2_depth, log2_slot, pasid):
-        def need(cond, what):
+    def _check_queue_args(self, q: int, sq_base: int, cq_base: int, data_base: int, data_limit: int,
+                          log2_depth: int, log2_slot: int, pasid: int) -> None:
+        def need(cond: bool, what: str) -> None:
             if not cond:
                 raise ArgumentError(f"queue {q!r}: {what}")
         need(isinstance(q, int) and 0 <= q < self.caps.num_queues,
@@ -208,12 +219,12 @@ class NdpDevice:
                          f"{name} ring [{ring[0]:#x}, {ring[1]:#x}) overlaps queue "
                          f"{other.index!r}'s {other_name} ring at {base:#x}")
 
-    async def _write_reg(self, offset, value):
+    async def _write_reg(self, offset: int, value: int) -> None:
         await self.transport.reg_write(offset, value, regs.HOST_PASID)
 
     # ---- numpy entry points ------------------------------------------------------------
 
-    async def upload(self, array, queue=None):
+    async def upload(self, array: F16, queue: QueueRef = None) -> DeviceTensor:
         """Place a 2-D float16 array in the queue's data range; returns its DeviceTensor."""
         queue = self.queue(queue)
         _fp16_array(array, "array", 2)
@@ -227,7 +238,7 @@ class NdpDevice:
         await self.transport.mem_write(addr, _padded_bytes(array, nbytes), queue.pasid)
         return DeviceTensor(addr, rows, cols, Dtype.FP16)
 
-    def free(self, placed):
+    def free(self, placed: DeviceTensor | LoraAdapter | KvBlock | PagedKvShare) -> None:
         """Give back the range of a DeviceTensor, LoraAdapter or KvBlock that upload,
         upload_lora or upload_kv placed, to the allocator of the queue that placed it; a
         PagedKvShare's (upload_kv_paged) list and pages."""
@@ -246,31 +257,33 @@ class NdpDevice:
             raise ArgumentError(f"{placed!r}: {len(owners)!r} queues' allocators hold an allocation "
                                 f"at {placed.addr:#x}; free it through its Queue")
         [owner] = owners
-        if owner.size_of(placed.addr) < placed.size_lines * slots.LINE_BYTES:
+        if cast(int, owner.size_of(placed.addr)) < placed.size_lines * slots.LINE_BYTES:
             raise ArgumentError(f"{placed!r} is larger than the {owner.size_of(placed.addr)!r} bytes "
                                 f"allocated at {placed.addr:#x}")
         owner.free(placed.addr)
 
-    async def gemv(self, x, tensor, queue=None, timeout_cycles=None, return_completion=False,
-                   transposed=False):
+    async def gemv(self, x: F16, tensor: DeviceTensor, queue: QueueRef = None, timeout_cycles: int | None = None,
+                   return_completion: bool = False, transposed: bool = False) -> F16 | tuple[F16, Completion]:
         """x (K,) float16 times tensor (K x N) -> (N,) float16, computed on the device; with
         `transposed`, times tensor^T (the tensor stored N x K, TRANS_W)."""
         _fp16_array(x, "x", 1)
         out = await self._matmul(Op.GEMV, x.reshape(1, -1), tensor, queue, timeout_cycles,
                                  return_completion, transposed)
         if return_completion:
-            return out[0].reshape(-1), out[1]
-        return out.reshape(-1)
+            values, completion = cast(tuple[F16, Completion], out)
+            return values.reshape(-1), completion
+        return cast(F16, out).reshape(-1)
 
-    async def gemm(self, x, tensor, queue=None, timeout_cycles=None, return_completion=False,
-                   transposed=False):
+    async def gemm(self, x: F16, tensor: DeviceTensor, queue: QueueRef = None, timeout_cycles: int | None = None,
+                   return_completion: bool = False, transposed: bool = False) -> F16 | tuple[F16, Completion]:
         """X (M x K) float16 times tensor (K x N) -> (M x N) float16, computed on the device;
         with `transposed`, times tensor^T (the tensor stored N x K, TRANS_W)."""
         _fp16_array(x, "X", 2)
         return await self._matmul(Op.GEMM, x, tensor, queue, timeout_cycles, return_completion,
                                   transposed)
 
-    async def load(self, tensor, queue=None, timeout_cycles=None, return_completion=False):
+    async def load(self, tensor: DeviceTensor, queue: QueueRef = None, timeout_cycles: int | None = None,
+                   return_completion: bool = False) -> F16 | tuple[F16, Completion]:
         """Read `tensor` through the device (descriptor type LOAD); returns its array."""
         queue = self.queue(queue)
         self._check_tensor(tensor)
@@ -280,7 +293,8 @@ class NdpDevice:
         array = array.astype(np.float16).reshape(tensor.rows, tensor.cols)
         return (array, completion) if return_completion else array
 
-    async def store(self, tensor, array, queue=None, timeout_cycles=None, return_completion=False):
+    async def store(self, tensor: DeviceTensor, array: F16, queue: QueueRef = None, timeout_cycles: int | None = None,
+                    return_completion: bool = False) -> Completion | None:
         """Write `array` into `tensor` through the device (descriptor type STORE)."""
         queue = self.queue(queue)
         self._check_tensor(tensor)
@@ -295,7 +309,7 @@ class NdpDevice:
 
     # ---- the project's ops: softmax, LoRA E3/E4, integral attention ------------------------
 
-    async def upload_lora(self, a, b, queue=None):
+    async def upload_lora(self, a: F16, b: F16, queue: QueueRef = None) -> LoraAdapter:
         """Place LoRA factors A (D x R) and B (R x D) for `lora_xa` / `lora_xab`."""
         queue = self.queue(queue)
         _fp16_array(a, "A", 2)
@@ -309,7 +323,7 @@ class NdpDevice:
         await self.transport.mem_write(addr, _padded_bytes(a, half) + _padded_bytes(b, half), queue.pasid)
         return LoraAdapter(addr, d, r)
 
-    async def upload_kv(self, k, v, queue=None, token_major=True):
+    async def upload_kv(self, k: F16, v: F16, queue: QueueRef = None, token_major: bool = True) -> KvBlock:
         """Place one KV head's keys and values, each T x d float16 (a token per row), as the
         ATTENTION operand: K (as is, or transposed with token_major False), then V."""
         queue = self.queue(queue)
@@ -320,7 +334,7 @@ class NdpDevice:
         await self.transport.mem_write(addr, data, queue.pasid)
         return KvBlock(addr, k.shape[1], k.shape[0], token_major)
 
-    async def upload_kv_paged(self, k, v, page_shift, queue=None):
+    async def upload_kv_paged(self, k: F16, v: F16, page_shift: int, queue: QueueRef = None) -> PagedKvShare:
         """Place one KV head's keys and values, each T x d float16, as a paged ATTENTION's
         operand (PagedKvShare): pages of 2^page_shift tokens, each allocated whole at a
         PAGE_ALIGN boundary (its keys token-major, its values page_half_bytes after them),
@@ -350,12 +364,14 @@ class NdpDevice:
             raise
         return PagedKvShare(list_addr, t, d, page_shift, tuple(placed[:-1]))
 
-    async def lora_xa(self, x, adapter, queue=None, timeout_cycles=None, return_completion=False):
+    async def lora_xa(self, x: F16, adapter: LoraAdapter, queue: QueueRef = None, timeout_cycles: int | None = None,
+                      return_completion: bool = False) -> F16 | tuple[F16, Completion]:
         """LoRA E4: m = X A (M x R) float16, one GEMM on the device."""
         self._check_adapter(adapter)
         return await self.gemm(x, adapter.a, queue, timeout_cycles, return_completion)
 
-    async def lora_xab(self, x, adapter, queue=None, timeout_cycles=None, return_completion=False):
+    async def lora_xab(self, x: F16, adapter: LoraAdapter, queue: QueueRef = None, timeout_cycles: int | None = None,
+                       return_completion: bool = False) -> F16 | tuple[F16, Completion]:
         """LoRA E3: y = (X A) B (M x D) float16 in one descriptor; X A stays on the device."""
         queue = self.queue(queue)
         self._check_adapter(adapter)
@@ -368,7 +384,8 @@ class NdpDevice:
         out = np.frombuffer(completion.result, FP16, m * adapter.d).astype(np.float16).reshape(m, adapter.d)
         return (out, completion) if return_completion else out
 
-    async def softmax(self, x, partial=False, queue=None, timeout_cycles=None, return_completion=False):
+    async def softmax(self, x: F16, partial: bool = False, queue: QueueRef = None, timeout_cycles: int | None = None,
+                      return_completion: bool = False) -> Any:
         """Row softmax of X (M x N) float16 on the device -> (M x N) float16; with
         `partial`, (exp(X - m) float16, m float32 (M,), l float32 (M,))."""
         queue = self.queue(queue)
@@ -376,13 +393,14 @@ class NdpDevice:
         m, n = x.shape
         desc = softmax_descriptor(m, n, partial)
         completion = await self._run(queue, desc, _padded_bytes(x, payload_bytes(desc)), timeout_cycles)
-        out = np.frombuffer(completion.result, FP16, m * n).astype(np.float16).reshape(m, n)
+        out: Any = np.frombuffer(completion.result, FP16, m * n).astype(np.float16).reshape(m, n)
         if partial:
             out = (out, *result_anchors(completion.result, stats_offset(desc), m))
         return (out, completion) if return_completion else out
 
-    async def attention_partial(self, q, kv, queue=None, scaled=False, timeout_cycles=None,
-                                return_completion=False):
+    async def attention_partial(self, q: F16, kv: KvBlock, queue: QueueRef = None, scaled: bool = False,
+                                timeout_cycles: int | None = None,
+                                return_completion: bool = False) -> Partial | tuple[Partial, Completion]:
         """Integral attention of query rows q (M x d) float16 over one KV head's tokens on
         this device: (O float32 (M x d) = sum_t exp(P_t - m) V_t, m, l), P = q K^T / sqrt(d);
         merge devices' results with driver.attention.merge_attention. q is scaled by
@@ -391,15 +409,18 @@ class NdpDevice:
             raise ArgumentError(f"expected a KvBlock, got {kv!r}")
         return await self._attention(q, kv, queue, scaled, timeout_cycles, return_completion)
 
-    async def attention_paged(self, q, share, queue=None, scaled=False, timeout_cycles=None,
-                              return_completion=False):
+    async def attention_paged(self, q: F16, share: PagedKvShare, queue: QueueRef = None, scaled: bool = False,
+                              timeout_cycles: int | None = None,
+                              return_completion: bool = False) -> Partial | tuple[Partial, Completion]:
         """attention_partial over a PagedKvShare: one paged ATTENTION descriptor reads the
         share's pages through its list and returns one (O, m, l) for all of its tokens."""
         if not isinstance(share, PagedKvShare):
             raise ArgumentError(f"expected a PagedKvShare, got {share!r}")
         return await self._attention(q, share, queue, scaled, timeout_cycles, return_completion)
 
-    async def _attention(self, q, kv, queue, scaled, timeout_cycles, return_completion):
+    async def _attention(self, q: F16, kv: KvBlock | PagedKvShare, queue: QueueRef, scaled: bool,
+                         timeout_cycles: int | None,
+                         return_completion: bool) -> Partial | tuple[Partial, Completion]:
         queue = self.queue(queue)
         _fp16_array(q, "q", 2)
         m, d = q.shape
@@ -413,7 +434,7 @@ class NdpDevice:
         out = attention_result(completion.result, desc)
         return (out, completion) if return_completion else out
 
-    def _check_pages(self, queue, kv, desc, where=""):
+    def _check_pages(self, queue: Queue, kv: KvBlock | PagedKvShare, desc: Descriptor, where: str = "") -> None:
         """A PagedKvShare's entries, as the device checks them (BAD_PAGE), and its count."""
         if not isinstance(kv, PagedKvShare):
             return
@@ -426,7 +447,9 @@ class NdpDevice:
             raise ArgumentError(f"{where}queue {queue.index!r} would answer {status.name} for the pages "
                                 f"{[hex(a) for a in kv.pages]!r} of {desc!r}")
 
-    async def attention_decode(self, requests, queues=None, scaled=False, timeout_cycles=None):
+    async def attention_decode(self, requests: Sequence[tuple[F16, Sequence[KvBlock | PagedKvShare]]],
+                               queues: Sequence[int] | None = None, scaled: bool = False,
+                               timeout_cycles: int | None = None) -> list[list[Partial]]:
         """One decode step of attention for a batch as one burst.
 
         `requests`: a list of (q, kv_blocks): q (H_q x d) float16, the request's query
@@ -443,7 +466,8 @@ class NdpDevice:
         queue_list = [self.queue(q) for q in (sorted(self.queues) if queues is None else queues)]
         if not queue_list:
             raise NdpError("no queue is configured; call configure_queue first")
-        work = {q.index: [] for q in queue_list}            # queue -> [(request, head, desc, payload)]
+        # queue -> [(request, head, desc, payload)]
+        work: dict[int, list[tuple[int, int, Descriptor, bytes]]] = {q.index: [] for q in queue_list}
         for r, (q, blocks) in enumerate(requests):
             _fp16_array(q, f"q of request {r}", 2)
             groups = query_groups(q.shape[0], len(blocks))
@@ -467,7 +491,7 @@ class NdpDevice:
                 self.check_fits(queue, desc)
                 self._check_pages(queue, block, desc, f"request {r} head {h}: ")
                 work[queue.index].append((r, h, desc, _padded_bytes(rows, payload_bytes(desc))))
-        pending = []
+        pending: list[tuple[Queue, int, int, int, Descriptor]] = []
         for queue in queue_list:
             items = work[queue.index]
             if items:
@@ -476,17 +500,18 @@ class NdpDevice:
         for queue in queue_list:
             if work[queue.index]:
                 await queue.ring()
-        results = [[None] * len(blocks) for _, blocks in requests]
+        results: list[list[Any]] = [[None] * len(blocks) for _, blocks in requests]
         for queue, seq, r, h, desc in pending:
             completion = (await queue.wait(seq, timeout_cycles)).check()
             results[r][h] = attention_result(completion.result, desc)
         return results
 
-    def _check_adapter(self, adapter):
+    def _check_adapter(self, adapter: LoraAdapter) -> None:
         if not isinstance(adapter, LoraAdapter):
             raise ArgumentError(f"expected a LoraAdapter, got {adapter!r}")
 
-    async def _matmul(self, op, x, tensor, queue, timeout_cycles, return_completion, transposed=False):
+    async def _matmul(self, op: int, x: F16, tensor: DeviceTensor, queue: QueueRef, timeout_cycles: int | None,
+                      return_completion: bool, transposed: bool = False) -> F16 | tuple[F16, Completion]:
         queue = self.queue(queue)
         self._check_tensor(tensor)
         m, k = x.shape
@@ -509,18 +534,18 @@ class NdpDevice:
         out = np.frombuffer(completion.result, FP16, m * n).astype(np.float16).reshape(m, n)
         return (out, completion) if return_completion else out
 
-    def _check_tensor(self, tensor):
+    def _check_tensor(self, tensor: DeviceTensor) -> None:
         if not isinstance(tensor, DeviceTensor):
             raise ArgumentError(f"expected a DeviceTensor, got {tensor!r}")
         if tensor.dtype != Dtype.FP16:
             raise ArgumentError(f"only FP16 tensors are supported, got dtype {tensor.dtype!r}")
 
-    async def _run(self, queue, desc, payload, timeout_cycles):
+    async def _run(self, queue: Queue, desc: Descriptor, payload: bytes, timeout_cycles: int | None) -> Completion:
         self.check_fits(queue, desc)
         completion = await queue.run(desc, payload, timeout_cycles)
         return completion.check()
 
-    def check_fits(self, queue, desc):
+    def check_fits(self, queue: Queue, desc: Descriptor) -> None:
         """Refuse, before touching the device, what the device would refuse."""
         room = queue.payload_room
         if payload_bytes(desc) > room:

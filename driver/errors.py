@@ -1,6 +1,8 @@
 """Exceptions of the host driver. Every one derives from `NdpError` (isa/errors.py, with
 the argument errors ArgumentError and ShapeError, which the descriptor encoders raise too).
 """
+from typing import Any
+
 from isa import Status
 from isa.errors import NdpError
 
@@ -12,7 +14,7 @@ class DeviceNotFound(NdpError):
 class RegisterAccessError(NdpError):
     """A CXL.io register access answered SLVERR (or another error response)."""
 
-    def __init__(self, offset, pasid, response, write=True):
+    def __init__(self, offset: int, pasid: int, response: Any, write: bool = True) -> None:
         self.offset, self.pasid, self.response = offset, pasid, response
         kind = "write" if write else "read"
         super().__init__(f"register {kind} at offset {offset:#05x} with PASID {pasid!r} "
@@ -22,7 +24,7 @@ class RegisterAccessError(NdpError):
 class MemAccessError(NdpError):
     """A CXL.mem access answered SLVERR or DECERR."""
 
-    def __init__(self, addr, length, pasid, response, write=True):
+    def __init__(self, addr: int, length: int, pasid: int, response: Any, write: bool = True) -> None:
         self.addr, self.length, self.pasid, self.response = addr, length, pasid, response
         kind = "write" if write else "read"
         super().__init__(f"mem {kind} of {length!r} bytes at {addr:#x} with PASID {pasid!r} "
@@ -32,7 +34,7 @@ class MemAccessError(NdpError):
 class CompletionError(NdpError):
     """The device completed a descriptor with a status other than OK."""
 
-    def __init__(self, status, queue, seq, descriptor):
+    def __init__(self, status: int, queue: int | None, seq: int, descriptor: Any) -> None:
         self.status = Status(status)
         self.queue, self.seq, self.descriptor = queue, seq, descriptor
         super().__init__(f"queue {queue!r} seq {seq!r}: device answered {self.status.name} "
@@ -42,7 +44,7 @@ class CompletionError(NdpError):
 class DeviceTimeout(NdpError):
     """No completion arrived within the allowed number of device cycles."""
 
-    def __init__(self, queue, seq, timeout_cycles, device=None):
+    def __init__(self, queue: int, seq: int, timeout_cycles: int, device: int | None = None) -> None:
         self.queue, self.seq, self.timeout_cycles = queue, seq, timeout_cycles
         self.device = device
         where = "" if device is None else f"device {device!r} "
@@ -53,7 +55,7 @@ class DeviceTimeout(NdpError):
 class QueueFull(NdpError):
     """The slot the next descriptor needs still holds a completion nobody has waited for."""
 
-    def __init__(self, queue, seq, blocking_seq):
+    def __init__(self, queue: int, seq: int, blocking_seq: int) -> None:
         self.queue, self.seq, self.blocking_seq = queue, seq, blocking_seq
         super().__init__(f"queue {queue!r} is full: seq {seq!r} needs the slot of seq "
                          f"{blocking_seq!r}, whose completion has not been waited for")

@@ -9,6 +9,8 @@ ATTENTION per device, request and KV head over the share's page list
 """
 import dataclasses
 import itertools
+from collections.abc import Hashable
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -19,9 +21,12 @@ from isa.microarch import PAGE_LIST_MAX
 from isa.slots import LINE_BYTES
 from isa.validate import PAGE_LIST_BYTES
 
-from .attention import kv_operand_bytes, kv_operand_lines, kv_v_offset
+from .attention import F16, kv_operand_bytes, kv_operand_lines, kv_v_offset
 from .device import _fp16_array, _padded_bytes
 from .errors import OutOfDeviceMemory
+
+if TYPE_CHECKING:
+    from .pool import DevicePool
 
 
 @dataclasses.dataclass
@@ -37,9 +42,9 @@ class _Share:
     """One (layer, KV head, device) of a request: its pages in token order; with a paged
     layout, its page lists (one per `lists_pages` pages) and its tail list (one entry: the
     last page, for `pages`' per-page path)."""
-    pages: list = dataclasses.field(default_factory=list)
-    lists: list = dataclasses.field(default_factory=list)
-    tail: int = None
+    pages: list["_Page"] = dataclasses.field(default_factory=list)
+    lists: list[int] = dataclasses.field(default_factory=list)
+    tail: int | None = None
 
 
 @dataclasses.dataclass
@@ -47,7 +52,7 @@ class _Request:
     layers: int
     heads: int
     tokens: int
-    shares: dict            # (layer, head, device) -> _Share
+    shares: dict[tuple[int, int, int], _Share]      # (layer, head, device) -> _Share
     reserved: bool = False  # placed by reserve_request: pages without values
 
 
@@ -70,7 +75,7 @@ class PagedKvCache:
     reaches V's first line moves V down by a line, read back from the device.
     """
 
-    def __init__(self, pool, head_dim, page_tokens):
+    def __init__(self, pool: "DevicePool", head_dim: int, page_tokens: int) -> None:
         self.pool = pool
         self.head_dim = count_arg(head_dim, "head_dim", 1)
         self.page_tokens = count_arg(page_tokens, "page_tokens", 1)
@@ -92,25 +97,26 @@ class PagedKvCache:
         keys = self.page_tokens * self.head_dim * 2
         self.paged = (self.page_tokens == 1 << shift and shift < 1 << PAGE_SHIFT_BITS
                       and keys % PAGE_ALIGN == 0)
-        self.page_shift = shift if self.paged else None
+        # page_shift, lists_pages and page_half_bytes: ints with the paged layout, else None
+        self.page_shift: Any = shift if self.paged else None
         # pages one list (so one descriptor) covers: the list's entries, and T within the products' limits
-        self.lists_pages = min(PAGE_LIST_MAX, limit // self.page_tokens) if self.paged else None
+        self.lists_pages: Any = min(PAGE_LIST_MAX, limit // self.page_tokens) if self.paged else None
         if self.paged:
-            paged_attention_descriptor(0, self.lists_pages * self.page_tokens, self.head_dim, shift, 1)
-        self.page_half_bytes = keys if self.paged else None
+            paged_attention_descriptor(0, cast(int, self.lists_pages) * self.page_tokens, self.head_dim, shift, 1)
+        self.page_half_bytes: Any = keys if self.paged else None
         self._page_bytes = 2 * keys if self.paged else kv_operand_lines(self.head_dim, self.page_tokens) * LINE_BYTES
-        self._requests = {}
+        self._requests: dict[Hashable, _Request] = {}
 
-    def __contains__(self, rid):
+    def __contains__(self, rid: Hashable) -> bool:
         return rid in self._requests
 
     # ---- reading ---------------------------------------------------------------------------
 
-    def tokens(self, rid):
+    def tokens(self, rid: Hashable) -> int:
         """Tokens the request holds."""
         return self._request(rid).tokens
 
-    def pages(self, rid, layer, head):
+    def pages(self, rid: Hashable, layer: int, head: int) -> list[tuple[int, KvBlock | PagedKvShare, range]]:
         """[(device, operand, global token indices it holds)] of one layer's KV head, one
         per page, by device, then in token order: one ATTENTION each (attention_descriptor;
         NdpDevice.attention_partial, or attention_paged for a share), merged, covers the
@@ -119,18 +125,20 @@ class PagedKvCache:
         has them), except on a reserved request, which holds no values (its pages are
         described as KvBlocks of their tokens, for timing)."""
         request, layer, head = self._where(rid, layer, head)
-        n, out = len(self.pool), []
+        n = len(self.pool)
+        out: list[tuple[int, KvBlock | PagedKvShare, range]] = []
         for device in range(n):
             share = request.shares[(layer, head, device)]
             for page in share.pages:
                 if self.paged and page.t < self.page_tokens and not request.reserved:
-                    operand = PagedKvShare(share.tail, page.t, self.head_dim, self.page_shift, (page.addr,))
+                    operand: KvBlock | PagedKvShare = PagedKvShare(cast(int, share.tail), page.t, self.head_dim,
+                                                                    self.page_shift, (page.addr,))
                 else:
                     operand = KvBlock(page.addr, self.head_dim, page.t)
                 out.append((device, operand, range(page.first * n + device, (page.first + page.t) * n + device, n)))
         return out
 
-    def shares(self, rid, layer, head):
+    def shares(self, rid: Hashable, layer: int, head: int) -> list[tuple[int, PagedKvShare, range]]:
         """[(device, PagedKvShare, global token indices it covers)] of one layer's KV head,
         by device (a device without tokens has none; one with more than `lists_pages`
         pages, one per list): one paged ATTENTION each (NdpDevice.attention_paged, or
@@ -140,7 +148,8 @@ class PagedKvCache:
                              f"are not a paged ATTENTION's (a power of two whose keys are a multiple of "
                              f"{PAGE_ALIGN!r} bytes): use pages()")
         request, layer, head = self._where(rid, layer, head)
-        n, out = len(self.pool), []
+        n = len(self.pool)
+        out: list[tuple[int, PagedKvShare, range]] = []
         for device in range(n):
             share = request.shares[(layer, head, device)]
             for c, list_addr in enumerate(share.lists):
@@ -151,11 +160,11 @@ class PagedKvCache:
                             range(first * n + device, (first + tokens) * n + device, n)))
         return out
 
-    def _where(self, rid, layer, head):
+    def _where(self, rid: Hashable, layer: int, head: int) -> tuple[_Request, int, int]:
         request = self._request(rid)
         return (request, index_arg(layer, "layer", request.layers), index_arg(head, "head", request.heads))
 
-    def _request(self, rid):
+    def _request(self, rid: Hashable) -> _Request:
         try:
             return self._requests[rid]
         except (KeyError, TypeError):
@@ -163,7 +172,7 @@ class PagedKvCache:
 
     # ---- changing --------------------------------------------------------------------------
 
-    async def add_request(self, rid, k, v):
+    async def add_request(self, rid: Hashable, k: F16, v: F16) -> None:
         """Place a request's prefill: k, v float16 (layers, kv_heads, T, head_dim)."""
         if rid in self._requests:
             raise ArgumentError(f"request {rid!r} is in the KV cache already")
@@ -183,7 +192,7 @@ class PagedKvCache:
             raise
         self._requests[rid] = request
 
-    def reserve_request(self, rid, tokens, layers, heads):
+    def reserve_request(self, rid: Hashable, tokens: int, layers: int, heads: int) -> None:
         """Place a request of `tokens` tokens as add_request would, pages (and lists)
         allocated and nothing written: for timing runs on a model whose cycles do not depend
         on values (a whole model's KV cache does not fit in host memory). Such a request
@@ -200,12 +209,12 @@ class PagedKvCache:
                 page.t = min(self.page_tokens, local - page.first)
         self._requests[rid] = request
 
-    async def write_lists(self, rid):
+    async def write_lists(self, rid: Hashable) -> None:
         """Write every page list of the request (reserve_request writes nothing)."""
         for share in self._request(rid).shares.values():
             await self._write_lists(share)
 
-    async def append(self, rid, k_tok, v_tok):
+    async def append(self, rid: Hashable, k_tok: F16, v_tok: F16) -> None:
         """Append one decode token, k_tok and v_tok float16 (layers, kv_heads, head_dim), to
         every layer and head of the request: token T goes to device T mod N."""
         request = self._request(rid)
@@ -228,14 +237,14 @@ class PagedKvCache:
                 await self._write_list_entry(share, len(share.pages) - 1)
         request.tokens += 1
 
-    async def free_request(self, rid):
+    async def free_request(self, rid: Hashable) -> None:
         """Give back every page and list of the request."""
         self._free(self._request(rid))
         del self._requests[rid]
 
     # ---- placing -----------------------------------------------------------------------------
 
-    def _place(self, layers, heads, total, reserved):
+    def _place(self, layers: int, heads: int, total: int, reserved: bool) -> _Request:
         """A request's shares with their pages (and lists) allocated: all, or none and
         OutOfDeviceMemory."""
         n = len(self.pool)
@@ -250,16 +259,18 @@ class PagedKvCache:
             raise
         return request
 
-    def _grow(self, shares, device, first):
+    def _grow(self, shares: list[_Share], device: int, first: int) -> None:
         """A new page on `device` for each share, its first token `first` (and a new list
         where one is full, a tail list for the first page): all, or none and
         OutOfDeviceMemory."""
-        taken, added = [], []           # addresses allocated here; (share, new list, new tail)
+        taken: list[int] = []
+        added: list[tuple[_Share, bool, bool]] = []          # addresses allocated here; (share, new list, new tail)
         try:
             for share in shares:
                 addr = self._allocate(device, self._page_bytes, PAGE_ALIGN if self.paged else None)
                 taken.append(addr)
-                new_list = new_tail = None
+                new_list: int | None = None
+                new_tail: int | None = None
                 if self.paged and len(share.pages) % self.lists_pages == 0:
                     new_list = self._allocate(device, PAGE_LIST_BYTES, PAGE_LIST_BYTES)
                     taken.append(new_list)
@@ -283,10 +294,10 @@ class PagedKvCache:
                 self.pool.free(device, addr)
             raise
 
-    def _allocate(self, device, nbytes, align):
+    def _allocate(self, device: int, nbytes: int, align: int | None) -> int:
         return self.pool.allocate(device, nbytes, align)
 
-    def _free(self, request):
+    def _free(self, request: _Request) -> None:
         for (_, _, device), share in request.shares.items():
             tail = [share.tail] if share.tail is not None else []
             for addr in [page.addr for page in share.pages] + share.lists + tail:
@@ -295,7 +306,7 @@ class PagedKvCache:
 
     # ---- writing -----------------------------------------------------------------------------
 
-    async def _write_lists(self, share):
+    async def _write_lists(self, share: _Share) -> None:
         """A share's lists whole and its tail list (the paged layout)."""
         if not self.paged or not share.pages:
             return
@@ -303,9 +314,9 @@ class PagedKvCache:
         for c, list_addr in enumerate(share.lists):
             pages = share.pages[c * self.lists_pages:(c + 1) * self.lists_pages]
             await self.pool.mem_write(device, list_addr, page_list_bytes([page.addr for page in pages]))
-        await self.pool.mem_write(device, share.tail, page_list_bytes([share.pages[-1].addr]))
+        await self.pool.mem_write(device, cast(int, share.tail), page_list_bytes([share.pages[-1].addr]))
 
-    async def _write_list_entry(self, share, p):
+    async def _write_list_entry(self, share: _Share, p: int) -> None:
         """Page p was added: the line of its list that holds its entry, and the tail list."""
         if not self.paged:
             return
@@ -316,9 +327,9 @@ class PagedKvCache:
         line = share.pages[start:min(start + per_line, (c + 1) * self.lists_pages)]
         await self.pool.mem_write(device, share.lists[c] + entry // per_line * LINE_BYTES,
                                   page_list_bytes([page.addr for page in line]))
-        await self.pool.mem_write(device, share.tail, page_list_bytes([share.pages[p].addr]))
+        await self.pool.mem_write(device, cast(int, share.tail), page_list_bytes([share.pages[p].addr]))
 
-    async def _write(self, page, k, v):
+    async def _write(self, page: _Page, k: F16, v: F16) -> None:
         """Lay out the page's tokens k, v (t x d) and write them."""
         if self.paged:
             data = _padded_bytes(k, self.page_half_bytes) + _padded_bytes(v, self.page_half_bytes)
@@ -327,7 +338,7 @@ class PagedKvCache:
         await self.pool.mem_write(page.device, page.addr, data)
         page.t = len(k)
 
-    async def _append(self, page, k_row, v_row):
+    async def _append(self, page: _Page, k_row: F16, v_row: F16) -> None:
         """One more token at the page's end: its key row after the others; its value row
         after the others' (the paged layout: at page_half_bytes; else from the line after
         the keys, which moves V down a line when the new key reaches it)."""
@@ -347,7 +358,7 @@ class PagedKvCache:
             await self.pool.mem_write(page.device, page.addr + t * row, key + bytes(gap) + old + value)
         page.t = t + 1
 
-    def _kv(self, k, v, ndim, shape):
+    def _kv(self, k: F16, v: F16, ndim: int, shape: str) -> tuple[F16, F16]:
         _fp16_array(k, "k", ndim)
         _fp16_array(v, "v", ndim)
         if k.shape != v.shape:

@@ -8,13 +8,16 @@ overlap of host and device work on both backends. The access itself is instant. 
 """
 import asyncio
 import contextlib
+from typing import Any
 
+from isa import DeviceConfig
 from isa.axi import RESP_NAMES
 from isa.slots import LINE_BYTES
 from sim import mem_frontend
 from sim.device import NdpModel
 from sim.regfile import RefusedAccess
 
+from .clock import SimClock
 from .errors import MemAccessError, RegisterAccessError
 from .transport import Transport
 
@@ -26,7 +29,7 @@ REG_WRITE_TAKES_EFFECT = 2  # cycles into the write when the register changes
 REG_READ_CYCLES = 3
 
 
-def _lines(addr, length):
+def _lines(addr: int, length: int) -> int:
     return (addr + length - 1) // LINE_BYTES - addr // LINE_BYTES + 1 if length else 0
 
 
@@ -44,7 +47,8 @@ class ModelTransport(Transport):
     """
     supports_irq = True
 
-    def __init__(self, cfg, model=None, clock=None, backdoor_memory=False, compute_results=True):
+    def __init__(self, cfg: DeviceConfig, model: NdpModel | None = None, clock: SimClock | None = None,
+                 backdoor_memory: bool = False, compute_results: bool = True) -> None:
         self.cfg = cfg
         self._mem_cycles = (0, 0, 0) if backdoor_memory else (MEM_WRITE_CYCLES, MEM_READ_CYCLES, 1)
         if model is not None and not compute_results:
@@ -55,23 +59,24 @@ class ModelTransport(Transport):
         self._irq_taken = [0] * cfg.num_queues
         # one host access at a time, as on the one port; nothing to order without a clock,
         # where an access never suspends
-        self._port = asyncio.Lock() if clock else contextlib.nullcontext()
-        self._sleepers = set()          # futures of wait_irq calls sleeping on the clock
+        self._port: contextlib.AbstractAsyncContextManager[Any] = (asyncio.Lock() if clock
+                                                                   else contextlib.nullcontext())
+        self._sleepers: set[asyncio.Future[None]] = set()     # futures of wait_irq calls sleeping on the clock
 
     @property
-    def now(self):
+    def now(self) -> int:
         if self.clock is None:
             return self._own_now
         return self.clock.cycle(self.cfg.clock_hz)
 
-    async def _run_to(self, cycle, wakeable=False):
+    async def _run_to(self, cycle: int, wakeable: bool = False) -> None:
         """Let time pass up to `cycle` (never back), then run the model's events up to now.
 
         `wakeable`: return early once a host access has changed the model (see _wake)."""
         if self.clock is None:
             self._own_now = max(self._own_now, cycle)
         else:
-            interrupt = None
+            interrupt: asyncio.Future[None] | None = None
             if wakeable:
                 interrupt = asyncio.get_running_loop().create_future()
                 self._sleepers.add(interrupt)
@@ -81,7 +86,7 @@ class ModelTransport(Transport):
                 self._sleepers.discard(interrupt)
         self.model.advance(self.now)
 
-    async def _catch_up(self):
+    async def _catch_up(self) -> None:
         """Run the model's events up to now before a host access. Waiting until now on the
         clock would not move time (the access's own cycles follow, as a sleep), so the
         model is advanced without a pass through the event loop, which costs more than
@@ -97,14 +102,14 @@ class ModelTransport(Transport):
         else:
             self.model.advance(cycle)
 
-    def _wake(self):
+    def _wake(self) -> None:
         """A host access changed the model, so its next event may be sooner than a sleeping
         wait_irq computed."""
         for future in self._sleepers:
             if not future.done():
                 future.set_result(None)
 
-    async def mem_write(self, addr, data, pasid):
+    async def mem_write(self, addr: int, data: bytes, pasid: int) -> None:
         async with self._port:
             await self._catch_up()
             if mem_frontend.refused(self.model.regfile.queues, addr, len(data), pasid):
@@ -120,7 +125,7 @@ class ModelTransport(Transport):
             if write or per_line:           # a backdoor access takes no time: no pass through the loop
                 await self._run_to(self.now + write + per_line * _lines(addr, len(data)))
 
-    async def mem_read(self, addr, length, pasid):
+    async def mem_read(self, addr: int, length: int, pasid: int) -> bytes:
         async with self._port:
             await self._catch_up()
             if mem_frontend.refused(self.model.regfile.queues, addr, length, pasid):
@@ -134,7 +139,7 @@ class ModelTransport(Transport):
                 await self._run_to(self.now + read + per_line * _lines(addr, length))
             return data
 
-    async def reg_write(self, offset, value, pasid):
+    async def reg_write(self, offset: int, value: int, pasid: int) -> None:
         async with self._port:
             start = self.now
             await self._run_to(start + REG_WRITE_TAKES_EFFECT)
@@ -146,17 +151,17 @@ class ModelTransport(Transport):
                 self._wake()
                 await self._run_to(start + REG_WRITE_CYCLES)
 
-    async def reg_read(self, offset, pasid=0):
+    async def reg_read(self, offset: int, pasid: int = 0) -> int:
         async with self._port:
             await self._catch_up()
             value = self.model.reg_read(offset, pasid)
             await self._run_to(self.now + REG_READ_CYCLES)
             return value
 
-    async def wait_cycles(self, n):
+    async def wait_cycles(self, n: int) -> None:
         await self._run_to(self.now + max(0, n))
 
-    async def wait_irq(self, queue, timeout_cycles):
+    async def wait_irq(self, queue: int, timeout_cycles: int) -> bool:
         deadline = self.now + max(0, timeout_cycles)
         while True:
             if self.model.irq_count[queue] > self._irq_taken[queue]:

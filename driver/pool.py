@@ -15,14 +15,24 @@ runs under cocotb's scheduler on the RTL as under asyncio on the model.
 """
 import collections
 import dataclasses
+from collections.abc import AsyncIterator, Generator, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from isa import Descriptor, payload_bytes
 from isa.errors import ArgumentError, NdpError, index_arg
 
 from .alloc import RangeAllocator
+from .attention import F16
 from .device import NdpDevice
 from .errors import DeviceTimeout
-from .queue import Queue
+from .queue import Completion, Queue
+from .transport import Transport
+
+if TYPE_CHECKING:
+    from isa import DeviceConfig
+    from isa.encoders import DeviceTensor, KvBlock, LoraAdapter, PagedKvShare
+
+    from .clock import SimClock
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,7 +45,7 @@ class Ticket:
     descriptor: Descriptor
     owner: Queue = dataclasses.field(compare=False, repr=False)     # the Queue it went to
 
-    def __await__(self):
+    def __await__(self) -> Generator[Any, None, Completion]:
         return self.owner.wait(self.seq).__await__()
 
 
@@ -48,25 +58,28 @@ class DevicePool:
     """
     POLL_CYCLES = 16        # device cycles between two sweeps of as_completed that find nothing
 
-    def __init__(self, devices, allocators, pasid, clock=None):
+    def __init__(self, devices: Iterable[NdpDevice], allocators: Iterable[RangeAllocator], pasid: int,
+                 clock: "SimClock | None" = None) -> None:
         self.devices = list(devices)            # NdpDevice per device
         self.allocators = list(allocators)      # RangeAllocator per device
         self.pasid = pasid
         self.clock = clock
         if clock is not None:   # a sweep's pause is POLL_CYCLES of the fastest device
-            self._fastest_hz = max(d.transport.cfg.clock_hz for d in self.devices)
+            # on a clock, every transport is a ModelTransport (open checks it), with a cfg
+            self._fastest_hz = max(d.transport.cfg.clock_hz for d in self.devices)  # type: ignore[attr-defined]
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.devices)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"DevicePool({len(self)!r} devices, pasid={self.pasid!r}, clock={self.clock!r})"
 
     # ---- opening ---------------------------------------------------------------------------
 
     @classmethod
-    async def open(cls, transports, *, log2_depth=4, log2_slot=20, queues=None, pasid=0,
-                   irq=False, clock=None, data_limit=None):
+    async def open(cls, transports: Iterable[Transport], *, log2_depth: int = 4, log2_slot: int = 20,
+                   queues: Iterable[int] | None = None, pasid: int = 0, irq: bool = False,
+                   clock: "SimClock | None" = None, data_limit: int | None = None) -> "DevicePool":
         """Open an NdpDevice per transport and configure its `queues` (indices; default
         all): queue i of the list gets SQ ring 2i and CQ ring 2i + 1 from address 0, and
         every queue the data range from there to `data_limit` (default: a model
@@ -79,7 +92,8 @@ class DevicePool:
                 if getattr(transport, "clock", None) is not clock:
                     raise ArgumentError(f"device {i}: {transport!r} does not run on the pool's "
                                         f"clock {clock!r}: give it ModelTransport(cfg, clock=clock)")
-        devices, allocators = [], []
+        devices: list[NdpDevice] = []
+        allocators: list[RangeAllocator] = []
         for i, transport in enumerate(transports):
             dev = await NdpDevice.open(transport)
             indices = list(range(dev.caps.num_queues)) if queues is None else list(queues)
@@ -102,7 +116,7 @@ class DevicePool:
         return cls(devices, allocators, pasid, clock)
 
     @staticmethod
-    def _data_limit(i, transport, data_limit):
+    def _data_limit(i: int, transport: Transport, data_limit: int | None) -> int:
         if data_limit is not None:
             return data_limit
         model = getattr(transport, "model", None)
@@ -112,7 +126,7 @@ class DevicePool:
         return model.cfg.dram_bytes
 
     @classmethod
-    async def model(cls, cfg, n, compute_results=True, **kwargs):
+    async def model(cls, cfg: "DeviceConfig", n: int, compute_results: bool = True, **kwargs: Any) -> "DevicePool":
         """A pool of `n` model devices of config `cfg` on one SimClock; call it inside
         driver.clock.run. `compute_results` false makes them timing-only (sim/device.py
         NdpModel). Other keyword arguments go to `open`."""
@@ -127,17 +141,17 @@ class DevicePool:
 
     # ---- submitting ------------------------------------------------------------------------
 
-    def device(self, device):
+    def device(self, device: int) -> NdpDevice:
         """The NdpDevice of index `device`."""
         return self.devices[index_arg(device, "device", len(self.devices))]
 
-    async def submit(self, device, desc, payload=b"", queue=None):
+    async def submit(self, device: int, desc: Descriptor, payload: bytes = b"", queue: int | None = None) -> Ticket:
         """Submit one descriptor to `device` (to `queue`, default its least loaded queue);
         returns its Ticket. See submit_many."""
         [ticket] = await self.submit_many([(device, desc, payload, queue)])
         return ticket
 
-    async def submit_many(self, items):
+    async def submit_many(self, items: Iterable[Sequence[Any]]) -> list[Ticket]:
         """Submit items (device, desc[, payload[, queue]]); returns their Tickets in order.
 
         Everything is checked before any device is touched (the descriptor as
@@ -149,7 +163,8 @@ class DevicePool:
         so it starts while the host writes on.
         """
         items = list(items)
-        plan = collections.defaultdict(dict)       # device -> {queue index: [(n, desc, payload)]}
+        # device -> {queue index: [(n, desc, payload)]}
+        plan: dict[int, dict[int, list[tuple[int, Descriptor, bytes]]]] = collections.defaultdict(dict)
         for n, item in enumerate(items):
             device, desc, payload, queue = self._item(n, item)
             dev = self.devices[device]
@@ -171,9 +186,10 @@ class DevicePool:
                 self.devices[device].queues[q].check_room(len(group))
         # Take every sequence number before the first await, so that no other coroutine
         # can fill a queue between the checks above and the writes below.
-        tickets, per_device = [None] * len(items), []
+        tickets: list[Any] = [None] * len(items)
+        per_device = []
         for device, by_queue in plan.items():
-            work = []                               # (queue, what its take returned)
+            work = []                              # (queue, what its take returned)
             for q, group in by_queue.items():
                 queue = self.devices[device].queues[q]
                 taken = queue.take([(desc, payload) for _, desc, payload in group])
@@ -188,7 +204,7 @@ class DevicePool:
                 await queue.ring()
         return tickets
 
-    def _item(self, n, item):
+    def _item(self, n: int, item: Sequence[Any]) -> tuple[int, Descriptor, bytes, Any]:
         item = tuple(item)
         if not 2 <= len(item) <= 4:
             raise ArgumentError(f"item {n}: expected (device, desc[, payload[, queue]]), got {item!r}")
@@ -197,7 +213,8 @@ class DevicePool:
 
     # ---- completions -----------------------------------------------------------------------
 
-    async def as_completed(self, tickets, timeout_cycles=None):
+    async def as_completed(self, tickets: Iterable[Ticket],
+                           timeout_cycles: int | None = None) -> AsyncIterator[tuple[Ticket, Completion]]:
         """Yield (ticket, Completion) as the completions arrive, across queues and devices
         (status unchecked). Raises DeviceTimeout, naming a ticket left (the first by device
         and queue), when nothing arrives within `timeout_cycles` (default
@@ -208,17 +225,17 @@ class DevicePool:
         that found nothing, POLL_CYCLES pass: on the pool's clock, else on each distinct
         transport in turn.
         """
-        lines = {}                                  # id(queue) -> its pending tickets, oldest first
+        pending: dict[int, list[Ticket]] = {}      # id(queue) -> its pending tickets, oldest first
         for ticket in tickets:
             if not isinstance(ticket, Ticket):
                 raise ArgumentError(f"expected a Ticket, got {ticket!r}")
             if ticket.seq not in ticket.owner.outstanding:
                 raise NdpError(f"{ticket!r} is not outstanding: its completion was read already")
-            line = lines.setdefault(id(ticket.owner), [])
-            if ticket in line:
+            held = pending.setdefault(id(ticket.owner), [])
+            if ticket in held:
                 raise ArgumentError(f"{ticket!r} is given twice")
-            line.append(ticket)
-        lines = {key: collections.deque(sorted(line, key=lambda t: t.seq)) for key, line in lines.items()}
+            held.append(ticket)
+        lines = {key: collections.deque(sorted(line, key=lambda t: t.seq)) for key, line in pending.items()}
         if timeout_cycles is None:
             timeout_cycles = Queue.DEFAULT_TIMEOUT_CYCLES
         waited = 0
@@ -242,7 +259,7 @@ class DevicePool:
             await self._pause()
             waited += self.POLL_CYCLES
 
-    async def _pause(self):
+    async def _pause(self) -> None:
         if self.clock is not None:
             await self.clock.sleep(self.POLL_CYCLES / self._fastest_hz)
             return
@@ -254,32 +271,32 @@ class DevicePool:
 
     # ---- device memory ---------------------------------------------------------------------
 
-    def allocate(self, device, nbytes, align=None):
+    def allocate(self, device: int, nbytes: int, align: int | None = None) -> int:
         """A 64-byte aligned range of `nbytes` in the device's data range (first fit; with
         `align`, at a multiple of it); OutOfDeviceMemory, naming the device, when none is free."""
         return self.allocators[index_arg(device, "device", len(self))].allocate(nbytes, align)
 
-    def free(self, device, addr):
+    def free(self, device: int, addr: int) -> None:
         self.allocators[index_arg(device, "device", len(self))].free(addr)
 
-    async def upload(self, device, array):
+    async def upload(self, device: int, array: F16) -> "DeviceTensor":
         """Place a 2-D float16 array on `device`; returns its DeviceTensor."""
         return await self.device(device).upload(array)
 
-    async def upload_lora(self, device, a, b):
+    async def upload_lora(self, device: int, a: F16, b: F16) -> "LoraAdapter":
         return await self.device(device).upload_lora(a, b)
 
-    async def upload_kv(self, device, k, v):
+    async def upload_kv(self, device: int, k: F16, v: F16) -> "KvBlock":
         return await self.device(device).upload_kv(k, v)
 
-    def free_tensor(self, device, placed):
+    def free_tensor(self, device: int, placed: "DeviceTensor | LoraAdapter | KvBlock | PagedKvShare") -> None:
         """Give back a DeviceTensor, LoraAdapter or KvBlock placed on `device`. Which
         device holds what is the caller's to know: the objects do not say."""
         self.device(device).free(placed)
 
-    async def mem_write(self, device, addr, data):
+    async def mem_write(self, device: int, addr: int, data: bytes) -> None:
         """CXL.mem store on `device` with the pool's PASID."""
         await self.device(device).transport.mem_write(addr, data, self.pasid)
 
-    async def mem_read(self, device, addr, length):
+    async def mem_read(self, device: int, addr: int, length: int) -> bytes:
         return await self.device(device).transport.mem_read(addr, length, self.pasid)

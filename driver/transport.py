@@ -19,32 +19,32 @@ class Transport(abc.ABC):
     supports_irq = False
 
     @abc.abstractmethod
-    async def mem_write(self, addr, data, pasid):
+    async def mem_write(self, addr: int, data: bytes, pasid: int) -> None:
         """CXL.mem store of `data` (bytes) at HDM address `addr` with requester `pasid`.
 
         Returns after the write response; raises MemAccessError on SLVERR/DECERR.
         """
 
     @abc.abstractmethod
-    async def mem_read(self, addr, length, pasid):
+    async def mem_read(self, addr: int, length: int, pasid: int) -> bytes:
         """CXL.mem load of `length` bytes; returns bytes. Raises MemAccessError on an error response."""
 
     @abc.abstractmethod
-    async def reg_write(self, offset, value, pasid):
+    async def reg_write(self, offset: int, value: int, pasid: int) -> None:
         """AXI4-Lite write of the 32-bit `value` at `offset`, carrying `pasid` on awuser.
 
         Raises RegisterAccessError on SLVERR.
         """
 
     @abc.abstractmethod
-    async def reg_read(self, offset, pasid=0):
+    async def reg_read(self, offset: int, pasid: int = 0) -> int:
         """AXI4-Lite read of the 32-bit register at `offset`, carrying `pasid` on aruser; returns an int."""
 
     @abc.abstractmethod
-    async def wait_cycles(self, n):
+    async def wait_cycles(self, n: int) -> None:
         """Let `n` device clock cycles pass."""
 
-    async def wait_irq(self, queue, timeout_cycles):
+    async def wait_irq(self, queue: int, timeout_cycles: int) -> bool:
         """Wait for an interrupt pulse of `queue`: True on a pulse, False after `timeout_cycles`.
 
         Pulses that arrive while nobody waits are counted and returned by later calls.

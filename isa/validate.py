@@ -6,7 +6,7 @@ BAD_OP, then BAD_DTYPE, then BOUNDS, then BAD_SHAPE.
 """
 import dataclasses
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Protocol, cast
 
 from .descriptor import (
     PAGE_ALIGN,
@@ -28,6 +28,15 @@ if TYPE_CHECKING:
     from .descriptor import Descriptor
 
 PAGE_LIST_BYTES = PAGE_LIST_MAX * PAGE_ENTRY_BYTES   # a paged ATTENTION's list starts at a multiple of it
+
+
+class BufferLimits(Protocol):
+    """What the decode rules read of a device besides a queue: its buffers' K and N limits
+    (an isa.DeviceConfig, or the capabilities the driver reads from the registers)."""
+    @property
+    def k_max(self) -> int: ...
+    @property
+    def n_max(self) -> int: ...
 
 
 @dataclasses.dataclass(frozen=True)
@@ -132,7 +141,7 @@ def page_extents(desc: "Descriptor", entries: Sequence[int]) -> list[tuple[int, 
     return [(entries[p], min(tokens, desc.dev_rows - p * tokens)) for p in range(page_count(desc))]
 
 
-def check_pages(desc: "Descriptor", entries: Sequence[int], queue: QueueView, cfg: "DeviceConfig") -> Status:
+def check_pages(desc: "Descriptor", entries: Sequence[int], queue: QueueView, cfg: BufferLimits) -> Status:
     """The status a paged ATTENTION earns from its list's entries (after the decode rules
     passed): BAD_PAGE when an entry is not a multiple of PAGE_ALIGN or its page
     (keys and values, whole) has a byte outside [DATA_BASE, DATA_LIMIT)."""
@@ -166,7 +175,7 @@ def operand_lines(desc: "Descriptor") -> int:
     return one
 
 
-def shape_ok(desc: "Descriptor", queue: QueueView, cfg: "DeviceConfig") -> bool:
+def shape_ok(desc: "Descriptor", queue: QueueView, cfg: BufferLimits) -> bool:
     el = cast(int, dtype_bytes(desc.dtype))     # dtype_ok passed: a defined dtype
     payload_room = queue.slot_bytes - HEADER_BYTES
     if desc.in_size != lines(desc.in_rows * desc.in_cols * el):
@@ -198,7 +207,7 @@ def shape_ok(desc: "Descriptor", queue: QueueView, cfg: "DeviceConfig") -> bool:
             and result_bytes(desc) <= payload_room)
 
 
-def check_descriptor(desc: "Descriptor", queue: QueueView, cfg: "DeviceConfig") -> Status:
+def check_descriptor(desc: "Descriptor", queue: QueueView, cfg: BufferLimits) -> Status:
     """The status the device gives `desc` on `queue` of a device configured by `cfg`."""
     if not implemented(desc):
         return Status.BAD_OP
