@@ -172,3 +172,67 @@ def test_a_completion_read_without_its_result_is_still_reported():
     (_, seq), accesses = run_on_model(body)
     [seen] = [o for o in seen_by(accesses) if isinstance(o, CompletionSeen)]
     assert dataclasses.astuple(seen)[1] == seq and seen.status == Status.OK and seen.result == b""
+
+
+# ---- the scoreboard's checks on what the monitor saw ---------------------------------------
+
+
+@pytest.fixture
+def scoreboard():
+    """A scoreboard out of any run: its phases called by hand, fed through its two exports."""
+    from pyuvm import ConfigDB, uvm_root
+
+    from verify.uvm.scoreboard import NdpScoreboard
+    uvm_root().clear_children()
+    ConfigDB().clear()
+    ConfigDB().set(None, "*", "SETTINGS", VerifySettings())
+    board = NdpScoreboard("scoreboard", None)
+    board.build_phase()
+    board.connect_phase()
+    board.start_of_simulation_phase()
+
+    def check(item_completions, seen):
+        for i, (expected, completions) in enumerate(item_completions):
+            item = items.DescriptorItem(f"d{i}", queue=0)
+            item.expected, item.completions = expected, completions
+            board.item_export.write(item)
+        for observed in seen:
+            board.seen_export.write(observed)
+        board.check_phase()
+        return board.errors
+    return check
+
+
+DESC = isa.Descriptor.from_int(0)
+
+
+def completion(seq, status=Status.OK, result=b"ab"):
+    from driver.queue import Completion
+    return Completion(seq, status, 5, result, 0, DESC)
+
+
+def seen(seq, status=Status.OK, result=b"ab"):
+    return CompletionSeen(0, seq, DESC, status, 5, result)
+
+
+def test_the_scoreboard_accepts_what_the_monitor_confirms(scoreboard):
+    assert scoreboard([(Status.OK, [completion(1)]), (Status.BAD_OP, [completion(2, Status.BAD_OP, b"")])],
+                      [seen(1), seen(2, Status.BAD_OP, b""), BusEvent("doorbell", 0, 0x100, False, False, {})]) == []
+
+
+@pytest.mark.parametrize("case, items_, seen_, message", [
+    ("a duplicate", [(Status.OK, [completion(1)])], [seen(1), seen(1)], "no item waited for"),
+    ("unseen", [(Status.OK, [completion(1)])], [], "seen by no monitor"),
+    ("the driver misread", [(Status.OK, [completion(1)])], [seen(1, result=b"ac")], "the transport carried"),
+    ("a wrong status", [(Status.OK, [completion(1, Status.BOUNDS, b"")])], [seen(1, Status.BOUNDS, b"")],
+     "status BOUNDS, expected OK"),
+    ("a result with an error", [(Status.BOUNDS, [completion(1, Status.BOUNDS)])], [seen(1, Status.BOUNDS)],
+     "a result reported with status BOUNDS"),
+    ("a foreign doorbell taken", [], [BusEvent("doorbell", 0, 0x200, False, True, {})],
+     "was accepted, the PASID rules refuse it"),
+    ("a host write refused", [], [BusEvent("config_write", 0, 0, True, False, {})],
+     "was refused, the PASID rules accept it"),
+])
+def test_the_scoreboard_fails_on_what_the_monitor_contradicts(scoreboard, case, items_, seen_, message):
+    errors = scoreboard(items_, seen_)
+    assert len(errors) == 1 and message in errors[0], (case, errors)
