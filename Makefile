@@ -15,7 +15,7 @@ RUN = PATH="$(VERILATOR_BIN):$$PATH" $(PY)
 .PHONY: help all venv rtl demo test lint validate figures bench roofline area area-scaling area-results crossovers timing-check simulate reproduce replay-step never-worse serve-bench boost verify soak clean
 
 # the targets with a `## ` note, in this file's order; the times are those measured on the
-# 2-core development machine (README.md, Measured), left out where none was
+# 2-core development machine (docs/measured.md), left out where none was
 help: ## this list
 	@echo "make <target> [VAR=value]: what it does (time on the 2-core development machine, where measured)"
 	@awk 'BEGIN { FS = ":[^#]*## " } /^[a-z][a-z-]*:.*## / { printf "  %-17s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
