@@ -18,13 +18,46 @@ LABELS = {"plora": "PLoRA (NSD)", "plora-nocxl": "PLoRA-NoCXL", "grace-hopper": 
           "ns": "NS", "nd-e3": "ND(E3)", "nd-e4": "ND(E4)", "n-e3": "N(E3)", "n-e4": "N(E4)"}
 
 
-def _save(fig, path):
+def _save(fig, path, rect=(0, 0, 1, 1)):
     path = pathlib.Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.tight_layout(rect=rect)
+    fig.savefig(path, dpi=120, bbox_inches="tight")       # legends outside the panels stay in the image
     plt.close(fig)
     return path
+
+
+def setup_text(rows):
+    """What every row shares of the hardware, for a figure's title: the GPU, the link (when one
+    link served every row), the devices and the batch (`h100, cxl3.1 128 GB/s, 4 x paper
+    devices, batch 32`)."""
+    def shared(key):
+        values = {str(r[key]) for r in rows if key in r}
+        return values.pop() if len(values) == 1 else None
+    parts = []
+    if shared("gpu"):
+        parts.append(f"GPU {shared('gpu')}")
+    if shared("link"):
+        gbs = shared("link_gb_s")
+        parts.append(f"link {shared('link')}" + (f" {float(gbs):g} GB/s" if gbs else ""))
+    if shared("device"):
+        n = shared("num_devices")
+        parts.append(f"{n} x {shared('device')} devices" if n else f"{shared('device')} devices")
+    if shared("max_batch"):
+        parts.append(f"batch {shared('max_batch')}")
+    return ", ".join(parts)
+
+
+def _legend_right(ax, **kwargs):
+    """The axes' legend right of it, clear of the data."""
+    return ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, frameon=False,
+                     fontsize=8, **kwargs)
+
+
+def _legend_below(ax, ncol=2):
+    """The axes' legend under its x label, clear of the data."""
+    return ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), borderaxespad=0.0, frameon=False,
+                     fontsize=7, ncol=ncol)
 
 
 def _grouped_bars(ax, rows, group, series, value, log=False, names=None, colors=None):
@@ -43,50 +76,58 @@ def _grouped_bars(ax, rows, group, series, value, log=False, names=None, colors=
         ax.set_yscale("log")
 
 
+def _plain_log_ticks(axis, minor=True):
+    """A log axis's ticks as plain numbers (5, 10, 20, 50), never 6x10^0."""
+    axis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+    axis.set_minor_formatter(matplotlib.ticker.FuncFormatter(
+        lambda v, _: f"{v:g}" if minor and f"{v:g}"[0] in "235" else ""))
+
+
 def fig8_tpot(rows, path):
-    """Fig. 8: TPOT of every system per workload, a panel per model, one legend for all above
-    the panels (a system a panel lacks, S-LoRA beyond the Llama2 models as in the paper, leaves
-    its slot empty and is named in the panel's title, "not run")."""
+    """Fig. 8: TPOT of every system per workload, a panel per model, lettered (a), (b), ...,
+    one legend for all above the panels (a system a panel lacks, S-LoRA beyond the Llama2
+    models as in the paper, leaves its slot empty and is named in the panel's title, "not
+    run")."""
     models = list(dict.fromkeys(r["model"] for r in rows))
     names = list(dict.fromkeys(r["system"] for r in rows))
     cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     colors = {n: cycle[i % len(cycle)] for i, n in enumerate(names)}
-    fig, axes = plt.subplots(1, len(models), figsize=(4.2 * len(models), 4.2), squeeze=False)
-    for ax, model in zip(axes[0], models):
+    fig, axes = plt.subplots(1, len(models), figsize=(4.2 * len(models), 4.6), squeeze=False)
+    for i, (ax, model) in enumerate(zip(axes[0], models, strict=True)):
         mine = [r for r in rows if r["model"] == model]
         _grouped_bars(ax, mine, "workload", "system", "tpot_ms", log=True, names=names, colors=colors)
-        ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
-        ax.yaxis.set_minor_formatter(matplotlib.ticker.FuncFormatter(
-            lambda v, _: f"{v:g}" if f"{v:g}"[0] in "235" else ""))
+        _plain_log_ticks(ax.yaxis)
         ax.tick_params(axis="y", which="minor", labelsize=7)
         missing = [LABELS.get(n, n) for n in names if not any(r["system"] == n for r in mine)]
-        ax.set_title(model + (f"\n(not run: {', '.join(missing)})" if missing else ""), fontsize=10)
+        ax.set_title(f"({chr(ord('a') + i)}) {model}" + (f"\n(not run: {', '.join(missing)})" if missing else ""),
+                     fontsize=10)
+        ax.set_xlabel("workload")
     axes[0][0].set_ylabel("TPOT (ms, log scale; lower is better)")
     handles = [matplotlib.patches.Patch(color=colors[n], label=LABELS.get(n, n)) for n in names]
-    fig.legend(handles=handles, loc="upper center", ncol=len(names), fontsize=8, frameon=False)
-    fig.tight_layout(rect=(0, 0, 1, 0.92))
-    path = pathlib.Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.94), ncol=len(names), fontsize=8,
+               frameon=False)
+    fig.suptitle(f"Fig. 8: time per output token by system; {setup_text(rows)}", fontsize=10, y=0.99)
+    return _save(fig, path, rect=(0, 0, 1, 0.9))
 
 
 def fig9_ablation(rows, path):
-    """Fig. 9: throughput of each ablation over NSD's, per workload."""
+    """Fig. 9: end-to-end throughput of each ablation over NSD's, per workload."""
     base = {r["workload"]: r["throughput_tok_s"] for r in rows if r["system"] == "plora"}
     norm = [dict(r, speed=r["throughput_tok_s"] / base[r["workload"]]) for r in rows if r["workload"] in base]
-    fig, ax = plt.subplots(figsize=(7, 3.6))
+    fig, ax = plt.subplots(figsize=(8.4, 3.8))
     _grouped_bars(ax, norm, "workload", "system", "speed")
-    ax.set_ylabel("throughput / NSD")
-    ax.legend(fontsize=7)
+    ax.axhline(1.0, color="0.3", lw=0.8, ls="--")
+    ax.set_xlabel("workload")
+    ax.set_ylabel("throughput / NSD's (x)\nhigher is better")
+    _legend_right(ax, title="system")
+    ax.set_title(f"Fig. 9: ablations; {setup_text(rows)}", fontsize=10)
     return _save(fig, path)
 
 
 def fig11_breakdown(rows, path):
     """Fig. 11: (a) one layer's decode latency by component per system; (b) KV duplicated on
     the GPU per model and workload (PLoRA)."""
-    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.6))
+    fig, (a, b) = plt.subplots(1, 2, figsize=(12, 3.9))
     parts = (("layer_gemm_us", "base GEMMs"), ("layer_lora_us", "LoRA"), ("layer_attention_us", "attention"),
              ("layer_launch_us", "launches"))
     systems = [r for r in rows if r.get("breakdown")]
@@ -94,53 +135,81 @@ def fig11_breakdown(rows, path):
     for key, label in parts:
         values = [r[key] for r in systems]
         a.bar(range(len(systems)), values, bottom=bottom, label=label)
-        bottom = [x + y for x, y in zip(bottom, values)]
+        bottom = [x + y for x, y in zip(bottom, values, strict=True)]
     a.set_xticks(range(len(systems)), [LABELS.get(r["system"], r["system"]) for r in systems], rotation=20)
-    a.set_ylabel("one layer (us)")
-    a.legend(fontsize=7)
+    a.set_ylim(0, 1.08 * max(bottom, default=1.0))
+    a.set_xlabel("system" + (f" ({systems[0]['workload']}, {systems[0]['model']})" if systems else ""))
+    a.set_ylabel("one decode layer (µs)\nlower is better")
+    a.set_title("(a) a layer's decode time by component", fontsize=10)
+    _legend_right(a)
     kv = [r for r in rows if r["system"] == "plora" and r.get("kv_panel")]
     _grouped_bars(b, [dict(r, kv_pct=100 * r["kv_dup_frac"]) for r in kv], "workload", "model", "kv_pct")
-    b.set_ylabel("KV duplicated on the GPU (%)")
-    b.legend(fontsize=7)
+    b.set_xlabel("workload")
+    b.set_ylabel("KV duplicated on the GPU (%)\n(PLoRA; a share, not a score)")
+    b.set_ylim(0, 105)
+    b.set_title("(b) the KV the GPU duplicates", fontsize=10)
+    _legend_right(b, title="model")
+    fig.suptitle(f"Fig. 11: decode breakdown; {setup_text(rows)}", fontsize=10)
     return _save(fig, path)
 
 
-def fig12_saturation(saturation, path):
+def fig12_saturation(saturation, path, setup=""):
     """Fig. 12: the saturation bandwidth (smallest ladder point within 1 % of the plateau) per
-    model, short and long KV. `saturation`: [(model, workload, GB/s)]."""
-    fig, ax = plt.subplots(figsize=(6, 3.6))
+    model, short and long KV. `saturation`: [(model, workload, GB/s)]; `setup`: the
+    hardware for the title (setup_text of the ladder's rows)."""
+    fig, ax = plt.subplots(figsize=(7, 3.8))
     _grouped_bars(ax, [dict(model=m, workload=w, gbs=g) for m, w, g in saturation], "model", "workload", "gbs")
-    ax.set_ylabel("saturation bandwidth (GB/s)")
-    ax.legend(fontsize=7)
+    for bar in ax.patches:
+        ax.annotate(f"{bar.get_height():g}", (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+                    ha="center", va="bottom", fontsize=8)
+    ax.set_xlabel("model")
+    ax.set_ylabel("saturation bandwidth (GB/s)\nlower is better: a slower link suffices")
+    _legend_right(ax, title="workload")
+    ax.set_title("Fig. 12: the link past which PLoRA's throughput stops growing" + (f"\n{setup}" if setup else ""),
+                 fontsize=10)
     return _save(fig, path)
+
+
+_STYLES = ("-", "--", ":", "-.")
 
 
 def _curves(ax, rows, x, key, log_x=True):
+    """Throughput over `x`, a line per `key(row)`; lines that coincide told apart by their
+    dash and marker."""
     series = collections.defaultdict(list)
     for r in rows:
         series[key(r)].append((r[x], r["throughput_tok_s"]))
-    for name, points in series.items():
+    for i, (name, points) in enumerate(series.items()):
         points.sort()
-        ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", ms=3, label=name)
+        ax.plot([p[0] for p in points], [p[1] for p in points], marker="os^vD"[i // len(_STYLES) % 5], ms=3,
+                ls=_STYLES[i % len(_STYLES)], label=name)
     if log_x:
         ax.set_xscale("log")
-    ax.set_ylabel("tokens/s")
-    ax.legend(fontsize=6)
+        ticks = sorted({r[x] for r in rows})
+        ax.set_xticks(ticks, [f"{t:g}" for t in ticks], fontsize=8)
+        ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+    ax.set_ylabel("throughput (tokens/s)\nhigher is better")
+    ax.set_ylim(0, None)
+    ax.grid(True, lw=0.3, alpha=0.5)
 
 
 def fig13_link(ladder, devices, latency, path):
-    """Fig. 13: (a) throughput over the link ladder; (c) over the device count at two links;
-    (d) over the one-way latency."""
-    fig, (a, c, d) = plt.subplots(1, 3, figsize=(15, 3.8))
+    """Fig. 13: (a) throughput over the link ladder; (b) over the device count at two links;
+    (c) over the one-way latency; each panel's legend under it."""
+    fig, (a, b, c) = plt.subplots(1, 3, figsize=(16, 4.4))
     _curves(a, ladder, "link_gb_s", lambda r: f"{LABELS.get(r['system'], r['system'])} {r['model']} {r['workload']}")
     a.set_xlabel("link bandwidth (GB/s)")
-    a.set_title("(a) link ladder")
-    _curves(c, devices, "num_devices", lambda r: f"{r['workload']} @ {r['link_gb_s']:.0f} GB/s", log_x=True)
-    c.set_xlabel("devices")
-    c.set_title("(c) pool size")
-    _curves(d, latency, "link_latency_ns", lambda r: r["workload"], log_x=False)
-    d.set_xlabel("one-way link latency (ns)")
-    d.set_title("(d) link latency")
+    a.set_title("(a) link ladder", fontsize=10)
+    _curves(b, devices, "num_devices", lambda r: f"{r['workload']} @ {r['link_gb_s']:.0f} GB/s", log_x=True)
+    b.set_xlabel("devices (count)")
+    b.set_title("(b) pool size (PLoRA)", fontsize=10)
+    _curves(c, latency, "link_latency_ns", lambda r: r["workload"], log_x=False)
+    c.set_xlabel("one-way link latency (ns)")
+    c.set_title("(c) link latency (PLoRA)", fontsize=10)
+    for ax in (a, b, c):
+        _legend_below(ax)
+    fig.suptitle(f"Fig. 13: throughput over the link and the pool; {setup_text(ladder + devices + latency)}",
+                 fontsize=10)
     return _save(fig, path)
 
 
@@ -191,7 +260,7 @@ def sweep_plot(rows, axes, path):
     panels = panels[0]
     cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     colors = {n: cycle[i % len(cycle)] for i, n in enumerate(names)}
-    for ax, (key, scale, ylabel) in zip(panels, SWEEP_METRICS):
+    for letter, ax, (key, scale, ylabel) in zip("abc", panels, SWEEP_METRICS, strict=True):
         if numeric:
             for name in names:
                 points = sorted((r[f"axis_{x_axis}"], r[key] * scale) for r in rows if series_of(r) == name)
@@ -208,11 +277,15 @@ def sweep_plot(rows, axes, path):
         ax.set_xlabel(axis_label(x_axis))
         ax.set_ylabel(ylabel)
         ax.set_ylim(*((0, 105) if key == "link_util" else (0, None)))
+        ax.set_title(f"({letter}) {ylabel.split(' (')[0]}", fontsize=10)
         ax.grid(True, lw=0.3, alpha=0.5)
-    shared = [f"{k} {LABELS.get(rows[0][k], rows[0][k])}" for k in ("system", "model", "workload", "gpu", "link",
-                                                                     "num_devices")
-              if k in rows[0] and len({str(r[k]) for r in rows}) == 1]
-    fig.suptitle(f"sweep over {', '.join(axes)}" + (f"; {', '.join(shared)}" if shared else ""), fontsize=10)
+    shared = [LABELS.get(rows[0][k], rows[0][k]) for k in ("system", "model") if k in rows[0]
+              and len({str(r[k]) for r in rows}) == 1]
+    if "workload" in rows[0] and len({str(r["workload"]) for r in rows}) == 1:
+        shared.append(f"{rows[0]['workload']} workload")
+    setup = setup_text(rows)
+    lines = f", a line per {' and '.join(others)}" if numeric and others else ""
+    fig.suptitle(f"over {axis_label(x_axis)}{lines}; " + ", ".join(shared + ([setup] if setup else [])), fontsize=10)
     if legend:
         handles = [matplotlib.patches.Patch(color=colors[n], label=n) for n in names]
         fig.legend(handles=handles, loc="center left", bbox_to_anchor=(1 - 2.3 / fig.get_figwidth(), 0.5),

@@ -28,7 +28,7 @@ from scheduler.config import load_scheduler_config
 
 from .claims import Claim
 from .config import WORKLOAD_FIELDS, load_serving_config, load_system_config
-from .figures import fig8_tpot, fig9_ablation, fig11_breakdown, fig12_saturation, fig13_link
+from .figures import fig8_tpot, fig9_ablation, fig11_breakdown, fig12_saturation, fig13_link, setup_text
 from scheduler.gpu_model import GpuModel
 from .sweep import DEVICES, LADDER_GB_S, LATENCY_NS, points, read_csv, sweep, write_csv
 
@@ -646,5 +646,5 @@ def figures(results, out):
     fig11_breakdown(breakdown + kv, out / "fig11_breakdown.png")
     sat = [(m, w, saturation_gb_s(_select(results["ladder"], model=m, workload=w, system="plora")))
            for m in MODELS for w in (SHORT, LONG)]
-    fig12_saturation(sat, out / "fig12_saturation.png")
+    fig12_saturation(sat, out / "fig12_saturation.png", setup=setup_text(results["ladder"]))
     fig13_link(results["ladder"], results["devices"], results["latency"], out / "fig13_link.png")
