@@ -199,6 +199,13 @@ def _trace_steps(value):
         raise click.BadParameter(str(exc), param_hint="--trace-steps") from None
 
 
+def _shared(rows):
+    """What every row of a sweep shares: system, model, workload, then the hardware."""
+    from .figures import setup_text
+    names = [f"{k} {rows[0][k]}" for k in ("system", "model", "workload") if len({str(r[k]) for r in rows}) == 1]
+    return ", ".join(names + [setup_text(rows)]) or "nothing"
+
+
 def _echo_summary(summary):
     from .results import summary_lines
     for line in summary_lines(summary):
@@ -277,6 +284,7 @@ def sweep(config_name, overrides, axes, address, workers, out, plot_path):
         axes_text = " ".join(f"{k[5:]}={v}" for k, v in row.items() if k.startswith("axis_"))
         click.echo(f"{axes_text:40s} tok/s {row['throughput_tok_s']:9.1f}  tpot {row['tpot_ms']:8.2f} ms  "
                    f"link {row['link_util']:.2f}")
+    click.echo(f"every point: {_shared(rows)}")
     click.echo(f"wrote {out}")
     if plot_path:
         from .figures import sweep_plot

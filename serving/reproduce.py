@@ -587,13 +587,16 @@ def short_verdict(claim):
     return "miss" if not claim.within else claim.verdict
 
 
-def print_table(table, echo=print, csv_path=None):
+def print_table(table, echo=print, csv_path=None, setup=None):
     """The claims as a table no wider than WIDTH columns: a numbered row per claim, under it
     a miss's cause and a note (whatever the verdict) cut to a line each; `csv_path`, where
-    write_claims_csv put the whole text, is named first. The last line is
+    write_claims_csv put the whole text, is named first, then `setup` (setup_line: the GPU,
+    link, devices and batch the runs share). The last line is
     `reproduction claims=<n> within_10pct=<k>`."""
     if csv_path is not None:
         echo(f"each claim's whole cause (why) and note: {csv_path}")
+    if setup:
+        echo(f"setup: {setup}")
     echo(f"{'#':>3s}  {'claim':{CLAIM_WIDTH}s} {'paper':>10s} {'sim':>10s} {'unit':7s} {'ratio':>7s}  verdict")
     for number, c in enumerate(table, start=1):
         what = textwrap.wrap(c.what, CLAIM_WIDTH) or [""]
@@ -632,8 +635,17 @@ def reproduce(out, requests=128, address=None, workers=None, echo=print, reuse=F
     results = run_sweeps(base, requests, address, workers, out, reuse)
     table = claims(results, base)
     figures(results, out)
-    print_table(table, echo, write_claims_csv(table, out / "claims.csv"))
+    print_table(table, echo, write_claims_csv(table, out / "claims.csv"), setup_line(base))
     return table
+
+
+def setup_line(base):
+    """What every run shares unless its claim varies it: the GPU, the link, the devices and
+    the batch (the model and workload are in each claim)."""
+    from isa.system import load_link
+    link = load_link(base.link)
+    return (f"GPU {base.gpu}, link {base.link} ({link.bytes_per_s / 1e9:g} GB/s, {link.latency_s * 1e9:g} ns), "
+            f"{base.num_devices} x {base.device} devices, batch {base.max_batch}, unless the claim varies it")
 
 
 def figures(results, out):

@@ -125,3 +125,17 @@ def test_setup_text_names_only_what_every_row_shares():
     rows = [dict(HW, link_gb_s=8.0), dict(HW, num_devices=8)]
     assert figures.setup_text(rows) == "GPU h100, link cxl3.1, paper devices, batch 32"
     assert figures.setup_text([dict(HW, link="pcie5"), HW]) == "GPU h100, 4 x paper devices, batch 32"
+
+
+def test_reproduce_names_its_setup_second_and_the_sweep_what_every_point_shares():
+    from serving.cli import _shared
+    from serving.config import load_serving_config
+    from serving.reproduce import print_table, setup_line
+    lines = []
+    print_table([], lines.append, "claims.csv", setup_line(load_serving_config("default")))
+    assert lines[1] == ("setup: GPU h100, link cxl3.1 (128 GB/s, 200 ns), 4 x paper devices, batch 32, "
+                        "unless the claim varies it")
+    assert lines[-1] == "reproduction claims=0 within_10pct=0"
+    rows = [dict(HW, system=s, model="llama2-7b", workload="uniform", link_gb_s=g) for s in ("plora", "ns")
+            for g in (8.0, 128.0)]
+    assert _shared(rows) == "model llama2-7b, workload uniform, GPU h100, link cxl3.1, 4 x paper devices, batch 32"
