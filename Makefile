@@ -17,7 +17,7 @@ RUN = PATH="$(VERILATOR_BIN):$$PATH" $(PY)
 # the targets with a `## ` note, in this file's order; the times are those measured on the
 # 2-core development machine (docs/measured.md), left out where none was
 help: ## this list
-	@echo "make <target> [VAR=value]: what it does (time on the 2-core development machine, where measured)"
+	@echo "make <target> [VAR=value]: what it does (time on the 2-core development machine, where measured; dated in docs/measured.md)"
 	@awk 'BEGIN { FS = ":[^#]*## " } /^[a-z][a-z-]*:.*## / { printf "  %-17s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
 
 all: test
