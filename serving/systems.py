@@ -133,7 +133,8 @@ class PoolSystem(System):
                   + self.weights_in_pool) if self.tiering else None
         sched_cfg = load_scheduler_config(
             run.scheduler, gpu=run.gpu, model=run.model, device=run.device, num_devices=run.num_devices,
-            link=policy_link.name, link_bytes_per_s=policy_link.bytes_per_s, link_latency_s=policy_link.latency_s,
+            link=system.policy_link or system.link or run.link,     # its name or path, as the run gives it
+            link_bytes_per_s=policy_link.bytes_per_s, link_latency_s=policy_link.latency_s,
             strategies=list(system.strategies), forced_strategy=system.forced_strategy,
             distributed_attention=system.distributed_attention, kv_precision=run.kv_precision,
             max_cpu_loras=max(len(ranks), load_scheduler_config(run.scheduler).max_cpu_loras),
