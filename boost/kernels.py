@@ -17,8 +17,13 @@ section 3.2 acts on them (`waves`). Builders:
 """
 import dataclasses
 import math
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
+
+from .config import Machine
 
 
 @dataclasses.dataclass(frozen=True)
@@ -26,17 +31,17 @@ class Kernel:
     name: str
     slots: int                  # CTAs resident at once (a full wave)
     n_ctas: int
-    tensors: tuple              # names; `tensor` indexes them
+    tensors: tuple[str, ...]    # names; `tensor` indexes them
     cta: np.ndarray
     tensor: np.ndarray
     start: np.ndarray
     length: np.ndarray
     stage: np.ndarray           # co-issued group within a CTA
     write: np.ndarray           # stores: bandwidth, never a stall
-    footprints: dict = dataclasses.field(default_factory=dict)   # tensor -> contiguous bytes a CTA reads
-    fixed_tier: np.ndarray = None   # per segment: -1 by placement, else the tier the kernel chose
+    footprints: dict[str, int] = dataclasses.field(default_factory=dict)   # tensor -> contiguous bytes a CTA reads
+    fixed_tier: np.ndarray | None = None   # per segment: -1 by placement, else the tier the kernel chose
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not (isinstance(self.slots, int) and self.slots >= 1):
             raise ValueError(f"kernel {self.name!r}: slots must be an integer >= 1, got {self.slots!r}")
         if not (isinstance(self.n_ctas, int) and self.n_ctas >= 1):
@@ -51,27 +56,28 @@ class Kernel:
             raise ValueError(f"kernel {self.name!r}: a segment names a CTA outside 0..{self.n_ctas - 1}")
 
     @property
-    def waves(self):
+    def waves(self) -> int:
         return -(-self.n_ctas // self.slots)
 
-    def bytes_of(self, tensor):
+    def bytes_of(self, tensor: str) -> int:
         i = self.tensors.index(tensor)
         return int(self.length[self.tensor == i].sum())
 
 
-def _positive_int(name, v):
+def _positive_int(name: str, v: Any) -> int:
     if not (isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= 1):
         raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
     return int(v)
 
 
-def _slots(machine, threads_per_cta=None, ctas_per_sm=None):
+def _slots(machine: Machine, threads_per_cta: int | None = None, ctas_per_sm: int | None = None) -> int:
     if ctas_per_sm is None:
         ctas_per_sm = machine.threads_per_sm // _positive_int("threads_per_cta", threads_per_cta)
     return machine.sms * _positive_int("ctas_per_sm", ctas_per_sm)
 
 
-def add_kernel(machine, array_bytes, ctas, threads_per_cta=256, name="add"):
+def add_kernel(machine: Machine, array_bytes: int, ctas: int, threads_per_cta: int = 256,
+               name: str = "add") -> Kernel:
     """c = a + b over arrays of `array_bytes`: CTA i reads its slice of a and b (one stage:
     a thread loads a[i] and b[i] together) and writes its slice of c."""
     array_bytes, ctas = _positive_int("array_bytes", array_bytes), _positive_int("ctas", ctas)
@@ -88,7 +94,8 @@ def add_kernel(machine, array_bytes, ctas, threads_per_cta=256, name="add"):
                   footprints={"a": chunk, "b": chunk, "c": chunk})
 
 
-def cap_add_kernel(machine, array_bytes, ctas, second_share, threads_per_cta=256):
+def cap_add_kernel(machine: Machine, array_bytes: int, ctas: int, second_share: float,
+                   threads_per_cta: int = 256) -> Kernel:
     """The add kernel edited for CAP (section 3: 'the data resides in both tiers, a fixed
     subset of warps reads from the host tier ... (writes stay HBM-local)'): `second_share` of
     all its accesses (reads and writes) come from the second tier, whole CTAs' reads at a
@@ -103,7 +110,7 @@ def cap_add_kernel(machine, array_bytes, ctas, second_share, threads_per_cta=256
     return dataclasses.replace(k, fixed_tier=fixed)
 
 
-def split_k(tiles, d_in, sms, align=64):
+def split_k(tiles: int, d_in: int, sms: int, align: int = 64) -> int:
     """Split-K factor: doubled while the tiles do not fill the SMs and the split contraction
     stays a multiple of `align` elements (cuBLAS splits skinny decode GEMMs this way)."""
     s = 1
@@ -112,7 +119,8 @@ def split_k(tiles, d_in, sms, align=64):
     return s
 
 
-def gemm_kernel(machine, name, d_in, d_out, elem_bytes=1, tile_n=128, ctas_per_sm=1, tensor="w"):
+def gemm_kernel(machine: Machine, name: str, d_in: int, d_out: int, elem_bytes: int = 1, tile_n: int = 128,
+                ctas_per_sm: int = 1, tensor: str = "w") -> Kernel:
     """A decode GEMM y = x W, W stored column after column (d_in x elem_bytes bytes each):
     CTA (split s, tile t) reads, for each of the tile's columns, the s-th slice of the
     contraction; grid order puts the tile fastest (blockIdx.x) and the split slowest."""
@@ -130,14 +138,17 @@ def gemm_kernel(machine, name, d_in, d_out, elem_bytes=1, tile_n=128, ctas_per_s
                   footprints={tensor: tile_n * d_in * elem_bytes})
 
 
-def attention_splits(batch, heads, slots, blocks):
+def attention_splits(batch: int, heads: int, slots: int, blocks: int) -> int:
     """KV splits per (request, head): enough CTAs to fill a wave, no more splits than blocks
     (FlashDecoding's heuristic)."""
     return max(1, min(blocks, math.ceil(slots / (batch * heads))))
 
 
-def attention_kernel(machine, name, tables, kv_heads, segment, head_bytes, block_tokens=16,
-                     stage_tokens=128, ctas_per_sm=2, tensor="kv"):
+def attention_kernel(machine: Machine, name: str, tables: Sequence[Sequence[int] | npt.NDArray[np.int64]],
+                     kv_heads: int,
+                     segment: Callable[[npt.NDArray[np.int64], int], npt.NDArray[np.int64]], head_bytes: int,
+                     block_tokens: int = 16, stage_tokens: int = 128, ctas_per_sm: int = 2,
+                     tensor: str = "kv") -> Kernel:
     """Paged decode attention over one layer: `tables[r]` the block ids of request r;
     `segment(blocks, head)` the start of each block's data of that head in the pool tensor,
     `head_bytes` long (K and V). One CTA per (request, head, split); a stage is
@@ -148,10 +159,12 @@ def attention_kernel(machine, name, tables, kv_heads, segment, head_bytes, block
     slots = _slots(machine, ctas_per_sm=ctas_per_sm)
     per_stage = max(1, stage_tokens // block_tokens)
     splits = attention_splits(len(tables), kv_heads, slots, min(len(t) for t in tables))
-    ctas, starts, stages = [], [], []
+    ctas: list[npt.NDArray[np.int64]] = []
+    starts: list[npt.NDArray[np.int64]] = []
+    stages: list[npt.NDArray[np.int64]] = []
     c = 0
-    for blocks in tables:
-        blocks = np.asarray(blocks, dtype=np.int64)
+    for table in tables:
+        blocks = np.asarray(table, dtype=np.int64)
         bounds = np.linspace(0, len(blocks), splits + 1).astype(np.int64)
         for h in range(kv_heads):
             seg = segment(blocks, h)

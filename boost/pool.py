@@ -15,8 +15,10 @@ What changes, and how the simulator prices it (serving/systems.py):
 """
 import dataclasses
 import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
-from isa.system import load_gpu, load_link
+from isa.system import GpuConfig, LinkConfig, ModelConfig, load_gpu, load_link
 from serving.config import load_serving_config
 from serving.engine import run as serve
 
@@ -27,7 +29,10 @@ TIERING = "boost.pool:tiering"
 PAM_ONLY = "boost.pool:tiering_weights"
 
 
-def _params():
+Echo = Callable[[str], object]      # where a table's lines go: print, click.echo, a list's append
+
+
+def _params() -> dict[str, Any]:
     return {k: v for k, v in json.loads((CONFIG_DIR / "pool.json").read_text()).items() if not k.startswith("_")}
 
 
@@ -36,29 +41,29 @@ class BoostTiering:
     machine: Machine
 
     @property
-    def modulus(self):
+    def modulus(self) -> int:
         return self.machine.placement_modulus
 
     @property
-    def weight_share(self):
+    def weight_share(self) -> float:
         return 1 / self.modulus
 
     dsr: bool = True
 
     @property
-    def kv_share(self):
+    def kv_share(self) -> float:
         return 1 / self.modulus if self.dsr else 0.0
 
-    def memory_s(self, hbm_bytes, pool_bytes):
+    def memory_s(self, hbm_bytes: float, pool_bytes: float) -> float:
         return WaveModel(self.machine).fluid_s(hbm_bytes, pool_bytes)
 
-    def describe(self):
+    def describe(self) -> str:
         m = self.machine
         return (f"BOOST: alpha {m.alpha:.4f}, modulus {self.modulus} (1/{self.modulus} of the weights and of the "
                 f"GPU-side KV heads in the pool)")
 
 
-def tiering(gpu, link, model=None):
+def tiering(gpu: GpuConfig, link: LinkConfig, model: ModelConfig | None = None) -> BoostTiering:
     """The serving simulator's hook: BOOST over HBM and the pool behind `link`."""
     p = _params()
     if link.bytes_per_s > gpu.hbm_bytes_per_s:
@@ -71,7 +76,7 @@ def tiering(gpu, link, model=None):
     return BoostTiering(machine)
 
 
-def tiering_weights(gpu, link, model=None):
+def tiering_weights(gpu: GpuConfig, link: LinkConfig, model: ModelConfig | None = None) -> BoostTiering:
     """PAM alone: the weights across HBM and the pool, the GPU-side KV all in HBM."""
     return dataclasses.replace(tiering(gpu, link, model), dsr=False)
 
@@ -80,13 +85,14 @@ LINKS = ("cxl3.1", "nvlink-c2c")
 WORKLOADS = ("uniform", "uniform-long")
 
 
-def compare(requests=128, links=LINKS, workloads=WORKLOADS, model="llama2-7b", echo=print):
+def compare(requests: int = 128, links: Sequence[str] = LINKS, workloads: Sequence[str] = WORKLOADS,
+            model: str = "llama2-7b", echo: Echo = print) -> list[dict[str, Any]]:
     """PLoRA alone and PLoRA + BOOST on each link and workload: rows of the table."""
     rows = []
     for link in links:
         for workload in workloads:
             base_cfg = load_serving_config("default", link=link, workload=workload, model=model, requests=requests)
-            pair = {}
+            pair: dict[str, dict[str, Any]] = {}
             for label, spec in (("plora", None), ("plora+pam", PAM_ONLY), ("plora+boost", TIERING)):
                 result = serve(base_cfg.with_(tiering=spec), progress=False)
                 s = result.summary()
@@ -101,7 +107,7 @@ def compare(requests=128, links=LINKS, workloads=WORKLOADS, model="llama2-7b", e
     return rows
 
 
-def print_table(rows, echo=print):
+def print_table(rows: Iterable[Mapping[str, Any]], echo: Echo = print) -> None:
     echo("(a->b: PLoRA alone -> PLoRA + BOOST; dTPOT PAM: weights only; "
          "dTPOT BOOST: weights (PAM) and GPU-side KV (DSR))")
     echo(f"{'link':11s} {'workload':13s} {'alpha':>6s} {'mod':>4s} {'TPOT ms':>15s} {'dTPOT PAM':>9s} "

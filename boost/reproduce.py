@@ -10,18 +10,21 @@ explained: docs/boost.md. The last line:
 """
 import dataclasses
 import math
+from typing import Any
 
 import numpy as np
 
+from isa.system import ModelConfig
 from serving.claims import Claim
 
+from .churn import ChurnResult
 from .churn import simulate as churn
-from .config import GiB, MiB, load_machine, load_model
+from .config import GiB, Machine, MiB, load_machine, load_model
 from .kernels import add_kernel, cap_add_kernel
 from .pages import Pam
-from .pool import compare
+from .pool import Echo, compare
 from .pool import print_table as print_pool
-from .step import DecodeStep
+from .step import DecodeStep, StepTime
 from .waves import WaveModel
 
 ADD_READ_BYTES = 512 * MiB      # a and b: the 1 GB the add kernel streams (section 2.6)
@@ -39,16 +42,18 @@ class AddKernelStudy:
     mpp_full_wave_ratios: np.ndarray
     mpp_gain: float
     weighted_gain: float
-    cap_gains: dict                 # share -> gain
+    cap_gains: dict[float, float]   # share -> gain
     ideal_gain: float
 
 
-def add_kernel_study(machine, instances=300, seed=1):
+def add_kernel_study(machine: Machine, instances: int = 300, seed: int = 1) -> AddKernelStudy:
     wave = WaveModel(machine)
     k = add_kernel(machine, ADD_READ_BYTES, ADD_CTAS)
     base = wave.time(k).seconds
     rng = np.random.default_rng(seed)
-    ratios, kernel_ratios, gains = [], [], []
+    ratios: list[float] = []
+    kernel_ratios: list[float] = []
+    gains: list[float] = []
     for _ in range(instances):
         pam = Pam("bapp-r", machine.placement_modulus, machine.page_bytes, rng, alpha=machine.alpha)
         r = wave.time(k, {n: pam.place(ADD_READ_BYTES) for n in "abc"})
@@ -72,12 +77,13 @@ def add_kernel_study(machine, instances=300, seed=1):
                           r.wave_second_ratio, r.wave_second_ratio[full], mpp_gain, base / w.seconds - 1, cap, ideal)
 
 
-def _pct(x):
+def _pct(x: Any) -> Any:
     return 100 * x
 
 
-def claims(machine, model, add, steps, churned):
-    out = []
+def claims(machine: Machine, model: ModelConfig, add: AddKernelStudy, steps: dict[str, StepTime],
+           churned: ChurnResult) -> list[Claim]:
+    out: list[Claim] = []
     share = 1 / machine.placement_modulus
     # section 2.6: BAPP-R's ratio per wave and per kernel
     out.append(Claim(f"BAPP-R per-wave host ratio, mean ({add.bappr_waves} full waves)", 10.0,
@@ -97,7 +103,7 @@ def claims(machine, model, add, steps, churned):
                      "max() over the binomial ratios, with the SM budget of section 6.1"))
     # section 3: the CAP bound
     at = add.cap_gains[round(1 / 12, 6)]
-    best = max(add.cap_gains, key=add.cap_gains.get)
+    best = max(add.cap_gains, key=add.cap_gains.__getitem__)
     out.append(Claim("ideal CAP gain (1 + alpha)", 10.4, _pct(add.ideal_gain), "%"))
     out.append(Claim("handcrafted CAP add kernel: gain at 8.3 % host share", 7.4, _pct(at), "%",
                      "the SM budget (84 % + 20 % of the SMs) binds above 7.76 %"))
@@ -150,14 +156,15 @@ def claims(machine, model, add, steps, churned):
     return out
 
 
-def print_table(table, echo=print):
+def print_table(table: list[Claim], echo: Echo = print) -> None:
     echo(f"{'claim':62s} {'paper':>8s} {'ours':>8s} {'ratio':>7s}  verdict")
     for c in table:
         verdict = "within 10%" if c.within else f"miss: {c.why}"
         echo(f"{c.what:62s} {c.paper:8.3g} {c.sim:8.3g} {c.ratio:7.3f}  {verdict} [{c.unit}]")
 
 
-def reproduce(echo=print, requests=2000, pool_requests=128, instances=300):
+def reproduce(echo: Echo = print, requests: int = 2000, pool_requests: int = 128,
+              instances: int = 300) -> list[Claim]:
     machine = load_machine("gh200")
     llama = load_model("llama3.3-70b")
     add = add_kernel_study(machine, instances)

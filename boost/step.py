@@ -11,13 +11,19 @@ virtual pages to the active wave near-random over time'). Compute is left out: a
 batch sizes the GEMMs and attention are bound by memory (docs/boost.md).
 """
 import dataclasses
+from collections.abc import Callable, Hashable, Mapping
 
 import numpy as np
 
+from isa.system import ModelConfig
+
+from .config import Machine
 from .dsr import DsrPool, KvShape
-from .kernels import attention_kernel, gemm_kernel
-from .pages import Pam
-from .waves import WaveModel
+from .kernels import Kernel, attention_kernel, gemm_kernel
+from .pages import Pam, Placement
+from .waves import KernelTime, WaveModel
+
+Run = Callable[[Kernel, Mapping[str, Placement], Hashable | None], None]   # DecodeStep.time's tally
 
 STATIC = ("hbm", "boost", "bapp-r", "weighted", "proportional")
 
@@ -26,15 +32,15 @@ STATIC = ("hbm", "boost", "bapp-r", "weighted", "proportional")
 class StepTime:
     policy: str
     seconds: float
-    by_kernel: dict         # name -> seconds (summed over layers)
+    by_kernel: dict[str, float]     # name -> seconds (summed over layers)
     hbm_bytes: float
     second_bytes: float
 
-    def kernel_s(self, name):
+    def kernel_s(self, name: str) -> float:
         return self.by_kernel[name]
 
 
-def weight_gemms(model):
+def weight_gemms(model: ModelConfig) -> tuple[tuple[str, int, int], ...]:
     m = model
     q, kv = m.q_heads * m.head_dim, m.kv_heads * m.head_dim
     return (("qkv", m.hidden, q + 2 * kv), ("o", q, m.hidden), ("up", m.hidden, 2 * m.ffn), ("down", m.ffn, m.hidden))
@@ -43,7 +49,8 @@ def weight_gemms(model):
 class DecodeStep:
     """The kernels of one model's decode step at one batch and context, built once."""
 
-    def __init__(self, machine, model, batch, context, elem_bytes=1, block_tokens=16, seed=0):
+    def __init__(self, machine: Machine, model: ModelConfig, batch: int, context: int, elem_bytes: int = 1,
+                 block_tokens: int = 16, seed: int = 0) -> None:
         if batch < 1 or context < 1:
             raise ValueError(f"batch and context must be >= 1, got {batch!r}, {context!r}")
         self.machine, self.model, self.batch, self.context = machine, model, batch, context
@@ -55,14 +62,14 @@ class DecodeStep:
         self.shape = KvShape(model.layers, model.kv_heads, model.head_dim, block_tokens, elem_bytes)
         self.blocks_per_request = -(-context // block_tokens)
 
-    def weight_bytes(self):
+    def weight_bytes(self) -> int:
         m = self.model
         return (m.layers * sum(d_in * d_out for _, d_in, d_out in weight_gemms(m)) + m.hidden * m.vocab) * self.eb
 
-    def kv_bytes(self):
+    def kv_bytes(self) -> int:
         return self.batch * self.blocks_per_request * self.shape.block_bytes
 
-    def time(self, policy, rng=None):
+    def time(self, policy: str, rng: np.random.Generator | None = None) -> StepTime:
         if policy not in STATIC:
             raise ValueError(f"policy must be one of {STATIC}, got {policy!r}")
         m, mach = self.model, self.machine
@@ -70,9 +77,9 @@ class DecodeStep:
         pam = Pam(policy, mach.placement_modulus, mach.page_bytes, rng, alpha=mach.alpha)
         by = dict.fromkeys([*self.gemms, "attention", "lm_head"], 0.0)
         hbm = second = 0.0
-        memo = {}
+        memo: dict[Hashable, KernelTime] = {}
 
-        def run(kernel, placements, key):
+        def run(kernel: Kernel, placements: Mapping[str, Placement], key: Hashable | None) -> None:
             nonlocal hbm, second
             r = memo.get(key) if key is not None else None
             if r is None:
@@ -91,7 +98,7 @@ class DecodeStep:
         self._attention(policy, pam, rng, run)
         return StepTime(policy, sum(by.values()), by, hbm, second)
 
-    def _attention(self, policy, pam, rng, run):
+    def _attention(self, policy: str, pam: Pam, rng: np.random.Generator, run: Run) -> KernelTime | None:
         m, s, n = self.model, self.shape, self.blocks_per_request
         if policy == "boost":
             pool = DsrPool(4 * self.batch * n, s, self.machine.placement_modulus, self.machine.page_bytes)
@@ -110,16 +117,17 @@ class DecodeStep:
         pool_blocks = 4 * self.batch * n
         layer_block = s.head_layer_bytes * m.kv_heads
         perm = rng.permutation(pool_blocks)[: self.batch * n]
-        tables = [perm[r * n:(r + 1) * n] for r in range(self.batch)]
-        k = attention_kernel(self.machine, "attention", tables, m.kv_heads,
+        rows = [perm[r * n:(r + 1) * n] for r in range(self.batch)]
+        k = attention_kernel(self.machine, "attention", rows, m.kv_heads,
                              lambda b, h: b * layer_block + h * (s.head_dim * self.eb), s.head_layer_bytes,
                              self.block_tokens)
         # a head's slice of a block is strided inside the block, which one page holds: its tier is the block's
         for _ in range(m.layers):
             p = pam.place(pool_blocks * layer_block)
             run(k, {"kv": p}, ("attention", p.tiers.tobytes()))
+        return None
 
-    def prefetch(self, hbm_step, every=None):
+    def prefetch(self, hbm_step: StepTime, every: int | None = None) -> tuple[float, int]:
         """vLLM's prefetching: one of every `every` layers' weights (K = the modulus, section
         5.1: 'we use K=12') lives on the second tier and is copied into HBM before use."""
         every = every or self.machine.placement_modulus
@@ -127,5 +135,5 @@ class DecodeStep:
         offloaded = (m.layers // every) * sum(d_in * d_out for _, d_in, d_out in weight_gemms(m)) * self.eb
         return self.wave.prefetch_s(hbm_step.seconds, offloaded), offloaded
 
-    def uvm(self, hbm_step, capacity_bytes):
+    def uvm(self, hbm_step: StepTime, capacity_bytes: float) -> float:
         return self.wave.uvm_s(hbm_step.seconds, self.weight_bytes() + self.kv_bytes(), capacity_bytes)

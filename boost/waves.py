@@ -25,9 +25,13 @@ cache over a cyclic sweep misses on every page, so every byte comes over the lin
 """
 import collections
 import dataclasses
+from collections.abc import Mapping
 
 import numpy as np
+import numpy.typing as npt
 
+from .config import Machine
+from .kernels import Kernel
 from .pages import Placement
 
 
@@ -44,19 +48,20 @@ class KernelTime:
     n_ctas: int
 
     @property
-    def second_ratio(self):
+    def second_ratio(self) -> float:
         total = self.hbm_bytes + self.second_bytes
         return self.second_bytes / total if total else 0.0
 
 
 class WaveModel:
-    def __init__(self, machine):
+    def __init__(self, machine: Machine) -> None:
         self.machine = m = machine
         self.b_hbm, self.b_second = m.hbm_bytes_per_s, m.second_bytes_per_s
         self.s_hbm = m.hbm_sm_fraction / self.b_hbm          # SM-seconds of in-flight capacity per byte
         self.s_second = m.second_sm_fraction / self.b_second
 
-    def segment_bytes(self, kernel, placements):
+    def segment_bytes(self, kernel: Kernel,
+                      placements: Mapping[str, Placement]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """(HBM bytes, second-tier bytes) of every segment of `kernel` under `placements`
         (tensor name -> Placement; a tensor not named is on HBM)."""
         second = np.zeros(len(kernel.cta), dtype=np.int64)
@@ -78,7 +83,7 @@ class WaveModel:
             second[fixed] = np.where(kernel.fixed_tier[fixed] == 1, kernel.length[fixed], 0)
         return kernel.length - second, second
 
-    def time(self, kernel, placements=None):
+    def time(self, kernel: Kernel, placements: Mapping[str, Placement] | None = None) -> KernelTime:
         hbm, second = self.segment_bytes(kernel, placements or {})
         read = ~kernel.write
         # the stall rule: a stage is mixed when its reads touch both tiers
@@ -104,7 +109,7 @@ class WaveModel:
         return KernelTime(kernel.name, float(t.sum()), t, ratio, ctas, float(h.sum()), float(c.sum()),
                           mixed_ctas, kernel.n_ctas)
 
-    def fluid_s(self, hbm_bytes, second_bytes):
+    def fluid_s(self, hbm_bytes: float, second_bytes: float) -> float:
         """The same three bounds over a whole kernel whose CTAs each stay on one tier and whose
         every wave holds the kernel's ratio (the CAP ideal; the serving simulator's form)."""
         return max(hbm_bytes / self.b_hbm, second_bytes / self.b_second,
@@ -112,7 +117,7 @@ class WaveModel:
 
     # ---- the migration schemes --------------------------------------------------------
 
-    def prefetch_s(self, hbm_only_s, offloaded_bytes):
+    def prefetch_s(self, hbm_only_s: float, offloaded_bytes: float) -> float:
         """A step whose kernels read everything from HBM (`hbm_only_s`) while `offloaded_bytes`
         are prefetched from the second tier into HBM: the copies' HBM writes share HBM with the
         demand loads (section 2.5: 'Each byte read from host memory incurs a write to HBM'),
@@ -121,7 +126,7 @@ class WaveModel:
             raise ValueError(f"times and bytes must be >= 0, got {hbm_only_s!r}, {offloaded_bytes!r}")
         return max(hbm_only_s + offloaded_bytes / self.b_hbm, offloaded_bytes / self.b_second)
 
-    def uvm_s(self, hbm_only_s, working_set_bytes, hbm_capacity_bytes):
+    def uvm_s(self, hbm_only_s: float, working_set_bytes: float, hbm_capacity_bytes: float) -> float:
         """cudaMallocManaged: as HBM alone while the working set fits (section 5.7: 'it matches
         HBM-only when the working set fits in HBM'); beyond, every page of a step faults and
         migrates over the link one after another (`lru_misses` of a cyclic sweep: all of
@@ -133,14 +138,14 @@ class WaveModel:
         return max(lru_misses(n, cap) * page / self.b_second, hbm_only_s)
 
 
-def lru_misses(n_pages, capacity_pages, sweeps=3):
+def lru_misses(n_pages: int, capacity_pages: int, sweeps: int = 3) -> int:
     """Misses per sweep, in steady state, of an LRU cache of `capacity_pages` under a cyclic
     sweep over `n_pages` (a decode step reads every page in the same order); simulated."""
     if capacity_pages < 1 or n_pages < 1:
         raise ValueError(f"pages and capacity must be >= 1, got {n_pages!r}, {capacity_pages!r}")
     if n_pages <= capacity_pages:
         return 0
-    cache = collections.OrderedDict()
+    cache: collections.OrderedDict[int, bool] = collections.OrderedDict()
     misses = 0
     for _ in range(sweeps):
         misses = 0
