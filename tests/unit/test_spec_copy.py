@@ -4,10 +4,10 @@ are held to. Where that file is present (the development tree, CI) the copy must
 byte for byte; in a clone without it, the copy must still carry the contract's title and its
 six normative sections, each with text under it.
 
-Beside it, the front door's links: README.md and docs/*.md point at the copy rather than at
-../shared paths a clone does not have, every relative link in them names a file that exists,
-and every `make <target>` and `plora <command>` the README names exists (the Makefile's
-targets, the CLI's commands)."""
+Beside it, the front door: README.md points at the copy rather than at ../shared paths a
+clone does not have, every relative link in README.md and docs/*.md names a file that exists,
+every `make <target>` and `plora <command>` the README and docs/commands.md name exists
+(the Makefile's targets, the CLI's commands), and `make` alone is `make help`."""
 import pathlib
 import re
 
@@ -89,17 +89,18 @@ def _plora_commands():
     return set(getattr(importlib.import_module(module), attr).commands)
 
 
-def test_readme_commands_exist():
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    targets = _make_targets()
-    named = set(re.findall(r"(?:^|[`\s])make ([a-z][a-z-]*)", readme, re.M))
-    assert named, "the README names no make target"
-    assert not named - targets, f"README names make targets the Makefile lacks: {sorted(named - targets)}"
+@pytest.mark.parametrize("page", ["README.md", "docs/commands.md"])
+def test_named_commands_exist(page):
+    text = (ROOT / page).read_text(encoding="utf-8")
+    named = set(re.findall(r"(?:^|[`\s])make ([a-z][a-z-]*)", text, re.M))
+    assert named, f"{page} names no make target"
+    missing = named - _make_targets()
+    assert not missing, f"{page} names make targets the Makefile lacks: {sorted(missing)}"
     # `plora <command>` as a command line writes it (not `system=plora` in a printed line)
-    used = set(re.findall(r"(?:^|[`\s/])plora ([a-z][a-z-]*)", readme, re.M))
-    assert used, "the README names no plora command"
-    commands = _plora_commands()
-    assert not used - commands, f"README names plora commands the CLI lacks: {sorted(used - commands)}"
+    used = set(re.findall(r"(?:^|[`\s/])plora ([a-z][a-z-]*)", text, re.M))
+    assert used, f"{page} names no plora command"
+    missing = used - _plora_commands()
+    assert not missing, f"{page} names plora commands the CLI lacks: {sorted(missing)}"
 
 
 def test_make_help_is_the_default_target():
