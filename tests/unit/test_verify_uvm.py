@@ -59,6 +59,30 @@ def test_items_are_told_apart_by_type():
     assert items.StallsItem("s", on=True).kind == "backpressure_on"
 
 
+def test_the_compute_mix_fits_the_envs_slots():
+    """make verify's compute mix (rtlbench/stream.py's shapes, drawn for 256 KiB slots) in the
+    env's 16 KiB slots: every input fits once cut, only the oversize ones are cut, and the
+    cut keeps the kind and the columns."""
+    from verify.uvm.sequences import fit_slot
+    cfg = isa.load_config("default")
+    room = (1 << fuzz.LOG2_SLOT) - 64
+    recipes = [r for seed in (5, 13) for batch in stream.generate(seed, 400, cfg) for r in batch]
+
+    def payload(r):
+        operands, x = r.arrays()
+        return operands.nbytes if r.kind == "store" else 0 if x is None else x.nbytes
+    cut = 0
+    for r in recipes:
+        f = fit_slot(r)
+        assert payload(f) <= room, (r.label(), f.label())
+        if payload(r) <= room:
+            assert f is r
+        else:
+            cut += 1
+            assert (f.kind, f.n) == (r.kind, r.n) and payload(f) > room - 4 * max(r.n, r.k), (r.label(), f.label())
+    assert cut >= 2     # the STOREs of 73 x 137 and 66 x 126 that stopped make verify
+
+
 # ---- the monitor's view of the host side, on the model -------------------------------------
 
 

@@ -25,14 +25,29 @@ class _Seq(uvm_sequence):
         await self.finish_item(item)
 
 
+def fit_slot(recipe, room=(1 << fuzz.LOG2_SLOT) - isa.slots.HEADER_BYTES):
+    """The recipe with its input's rows cut so that its payload fits `room` bytes, the payload
+    room of the env's slots (verify/fuzz.py's window, 16 KiB), which are smaller than those
+    rtlbench/stream.py draws its shapes for (256 KiB): a STORE's rows (k), another kind's
+    input rows (m). A recipe that fits is returned as it is."""
+    if recipe.kind == "store":
+        row = 2 * recipe.n
+        return dataclasses.replace(recipe, k=room // row) if recipe.k * row > room else recipe
+    if recipe.kind == "load":
+        return recipe
+    row = 2 * (recipe.n if recipe.kind == "softmax" else recipe.k)
+    return dataclasses.replace(recipe, m=max(1, room // row)) if recipe.m * row > room else recipe
+
+
 class ComputeSeq(_Seq):
     """rtlbench/stream.py's mix (GEMV, GEMM, transposed, LOAD, STORE, SOFTMAX and its
     partial form, ATTENTION, LORA_XAB, and 15 kinds of bad descriptor), one at a time over
-    every queue: results checked against the model."""
+    every queue, each input cut to the env's slot (fit_slot): results checked against the
+    model."""
 
     async def body(self):
         batches = stream.generate(self.seed, self.count, self.cfg)
-        for i, recipe in enumerate(item for batch in batches for item in batch):
+        for i, recipe in enumerate(fit_slot(item) for batch in batches for item in batch):
             await self.send(DescriptorItem(f"compute{i}", queue=recipe.queue, recipe=recipe))
 
 
