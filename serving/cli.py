@@ -190,6 +190,18 @@ set_option = click.option("--set", "overrides", multiple=True, metavar="FIELD=VA
                           help="override a field of the run config (repeatable), e.g. system=ns, requests=200")
 
 
+def _trace_path(value):
+    """--trace: a file that can be written, its folder made now, so that a bad path fails
+    before the run rather than after it."""
+    value = scheduler_cli.writable_path(value, "--trace")
+    if value is not None:
+        try:
+            value.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise click.BadParameter(f"{str(value)!r}: {exc.strerror}", param_hint="--trace") from None
+    return value
+
+
 def _trace_steps(value):
     """--trace-steps as serving.trace.parse_steps reads it; a bad one a usage error."""
     from .trace import parse_steps
@@ -218,7 +230,7 @@ def _echo_summary(summary):
 @click.option("--out", type=click.Path(file_okay=False, path_type=pathlib.Path), default=None,
               help="write steps.csv, requests.csv and summary.json here")
 @click.option("--trace", "trace_path", type=click.Path(dir_okay=False, path_type=pathlib.Path), default=None,
-              callback=lambda ctx, param, value: scheduler_cli.writable_path(value, "--trace"),
+              callback=lambda ctx, param, value: _trace_path(value),
               help="write the run's timeline here as a Chrome/Perfetto trace (JSON; GPU, link and each "
                    "device as tracks; open it in ui.perfetto.dev)")
 @click.option("--trace-steps", default="0:50", show_default=True, metavar="A:B|N|all",
@@ -245,7 +257,11 @@ def simulate(config_name, overrides, out, trace_path, trace_steps):
         (out / "summary.json").write_text(json.dumps(json_summary(summary), indent=1) + "\n")
         click.echo(f"wrote {out}/steps.csv, requests.csv, summary.json")
     if timeline is not None:
-        click.echo(f"wrote {timeline.write(trace_path)} (Chrome/Perfetto trace: {len(timeline.events)} events, "
+        try:
+            timeline.write(trace_path)
+        except OSError as exc:
+            raise click.ClickException(f"--trace {trace_path}: {exc.strerror}") from None
+        click.echo(f"wrote {trace_path} (Chrome/Perfetto trace: {len(timeline.events)} events, "
                    f"steps {'all' if trace_steps is None else f'{trace_steps.start}:{trace_steps.stop}'} "
                    f"by layer)")
 

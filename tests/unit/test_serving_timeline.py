@@ -211,3 +211,11 @@ def test_simulate_refuses_bad_trace_steps_in_one_line():
     result = CliRunner().invoke(main, ["simulate", "--trace", "x.json", "--trace-steps", "9:1"])
     assert result.exit_code == 2
     assert result.output.count("\n") == 1 and result.output.startswith("Error:") and "--trace-steps" in result.output
+
+
+def test_simulate_refuses_a_trace_path_it_cannot_make_before_the_run(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    result = CliRunner().invoke(main, ["simulate", "--trace", str(blocker / "sub" / "t.json")])
+    assert result.exit_code == 2
+    assert result.output.count("\n") == 1 and result.output.startswith("Error:") and "--trace" in result.output
