@@ -30,7 +30,8 @@ def fig9_rows():
 def fig11_rows():
     breakdown = [dict(HW, model="llama2-7b", workload="uniform-long", system=s, breakdown=True,
                       layer_gemm_us=124.0, layer_lora_us=10.0 + k, layer_attention_us=150.0 + 30 * k,
-                      layer_launch_us=0.0, kv_dup_frac=0.5) for k, s in enumerate(("plora", "nd-e3", "n-e3", "pure-cxl"))]
+                      layer_launch_us=0.0, kv_dup_frac=0.5)
+                 for k, s in enumerate(("plora", "nd-e3", "n-e3", "pure-cxl"))]
     kv = [dict(HW, model=m, workload=w, system="plora", kv_panel=True, kv_dup_frac=0.3 + 0.1 * i + 0.05 * j)
           for i, m in enumerate(MODELS) for j, w in enumerate(WORKLOADS)]
     return breakdown + kv
@@ -44,7 +45,8 @@ def fig13_rows():
                     throughput_tok_s=3000.0 + n)
                for w in WORKLOADS[1:] for g in (128.0, 450.0) for n in (1, 2, 4, 8, 16, 32, 64)]
     latency = [dict(HW, system="plora", model="llama2-7b", workload=w, link_latency_ns=ns,
-                    throughput_tok_s=3000.0 - ns / 10) for w in WORKLOADS[1:] for ns in (0, 50, 100, 200, 500, 1000, 2000)]
+                    throughput_tok_s=3000.0 - ns / 10)
+               for w in WORKLOADS[1:] for ns in (0, 50, 100, 200, 500, 1000, 2000)]
     return ladder, devices, latency
 
 
