@@ -239,7 +239,7 @@ class PoolSystem(System):
         for adapter, b in per_adapter.items():
             for p in m.projections:
                 site = Site(adapter, p.name)
-                held = self.scheduler.cached.get(site, frozenset())
+                held = self.scheduler.held(site)
                 s = Strategy.E1 if {"A", "B"} <= held else Strategy.E2
                 c = self.cost.lora_cost(s, b, p.d_in, p.d_out, self.ranks[adapter])
                 if s is Strategy.E2:

@@ -206,8 +206,8 @@ def test_new_request_flips_e4_to_e1_and_evicts_kv():
         sched.budget = (sum(sched.site_bytes(s, frozenset("B")) for s in sched.sites(0))
                         + batch * 2048 * sched.model.kv_bytes_per_token())
         for s in sched.sites(0):
-            sched._hold(s, frozenset("B"))
-        sched.p_kv = 1.0
+            sched.ledger.hold(s, frozenset("B"))
+        sched.ledger.p_kv = 1.0
         return sched, sched.step([Request(i, 0, 2048, i == batch - 1) for i in range(batch)])
 
     _, one = holding_b(1)
@@ -232,7 +232,7 @@ def test_cold_adapters_are_evicted_first():
     sched.budget = 3 * whole
     for a in (1, 2, 3):
         for s in sched.sites(a):
-            sched._hold(s, frozenset("AB"))
+            sched.ledger.hold(s, frozenset("AB"))
     sched.temps.arrive(3)           # adapter 3 is hot, 1 and 2 are cold; 1 the coldest by id
     plan = sched.step([Request(0, 0, 64, True)] * 64)
     kinds = [(e.kind, e.target) for e in plan.evictions if not e.for_kv]     # Algorithm 1's
@@ -241,7 +241,7 @@ def test_cold_adapters_are_evicted_first():
     # the hot adapter outlives Algorithm 1; the KV duplicates may take its room afterwards
     # only where the attention time they buy exceeds its reload
     later = [e for e in plan.evictions if e.for_kv]
-    assert any(s.adapter == 3 for s in sched.cached) or ("hot", 3) in [(e.kind, e.target) for e in later]
+    assert sched.ledger.holds_any(3) or ("hot", 3) in [(e.kind, e.target) for e in later]
     assert all(e.kind == "cold" or e.penalty_s == sched.load_s(e.nbytes) for e in later)
 
 
@@ -273,9 +273,9 @@ def test_budget_holds_under_churn(seed, budget_adapters, max_loras, hot):
         assert plan.used_bytes <= sched.budget * (1 + 1e-12)
         assert len(sched.cached_adapters()) <= max_loras
         for site, decision in plan.decisions.items():    # every plan runs on what the GPU holds
-            assert decision.chosen.strategy.gpu_parts <= sched.cached.get(site, frozenset()), decision.explain()
+            assert decision.chosen.strategy.gpu_parts <= sched.held(site), decision.explain()
         assert sched.used_bytes() == pytest.approx(
-            sum(sched.site_bytes(s, p) for s, p in sched.cached.items()) + sched.kv_bytes(sched.p_kv))
+            sum(sched.site_bytes(s, p) for s, p in sched.ledger.items()) + sched.kv_bytes(sched.p_kv))
 
 
 def test_bad_requests_are_refused():

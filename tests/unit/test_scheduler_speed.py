@@ -16,6 +16,7 @@ import pytest
 
 from scheduler.config import load_scheduler_config
 from scheduler.scheduler import Request, Scheduler
+from scheduler.settled import SettledSteps
 from scheduler.temperature import Temperatures
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -43,12 +44,9 @@ def ref_temperatures(tmp_path_factory):
         sys.modules.pop("ref_temperature", None)
 
 
-class FullScheduler(Scheduler):
-    """Algorithm 1 on every site of every step: the shortcut never fires."""
-
-    def step(self, requests):
-        self._repeat = None
-        return super().step(requests)
+def full_scheduler(config):
+    """Algorithm 1 on every site of every step: the caching layer keeps nothing."""
+    return Scheduler(config, settled=SettledSteps(0))
 
 
 def plan_fields(plan, link):
@@ -74,7 +72,7 @@ def assert_same(config, adapters, steps, rng, batch, contexts, popular, arrive):
     """Drive both schedulers with one stream: a churning batch of up to `batch` requests,
     `popular` of the adapters drawing 80% of them, contexts from `contexts`, growing by one
     token a step. Returns how many steps the shortcut took."""
-    fast, full = Scheduler(config), FullScheduler(config)
+    fast, full = Scheduler(config), full_scheduler(config)
     for a in range(adapters):
         rank = rng.choice([8, 16, 32, 64, 128])
         fast.register(a, rank)
@@ -90,15 +88,15 @@ def assert_same(config, adapters, steps, rng, batch, contexts, popular, arrive):
             rid += 1
         if step % 50 == 25:         # now and then a step with nothing to serve
             assert plan_fields(fast.step([]), fast.link) == plan_fields(full.step([]), full.link)
-        before = fast._repeat
+        hits = fast.settled.hits
         a_plan = fast.step([Request(r, a, c, r in new) for r, a, c in live])
-        repeated += before is not None and fast._repeat is before
+        repeated += fast.settled.hits - hits
         b_plan = full.step([Request(r, a, c, r in new) for r, a, c in live])
         a_fields, b_fields = plan_fields(a_plan, fast.link), plan_fields(b_plan, full.link)
         for key in b_fields:
             assert a_fields[key] == b_fields[key], f"step {step}: {key} differs\n{a_plan.explain()}\n{b_plan.explain()}"
         assert a_plan.explain() == b_plan.explain()
-        assert list(fast.cached.items()) == list(full.cached.items())    # in the same order too
+        assert list(fast.ledger.items()) == list(full.ledger.items())    # in the same order too
         assert fast.p_kv == full.p_kv and fast.used_bytes() == full.used_bytes()
     return repeated
 
