@@ -60,13 +60,15 @@ DRAWINGS = {
 }
 
 
-@pytest.fixture(params=sorted(DRAWINGS))
-def drawn(request, tmp_path, monkeypatch):
+@pytest.fixture(scope="module", params=sorted(DRAWINGS))
+def drawn(request, tmp_path_factory):
+    """Each figure drawn once for the module's checks, kept from plt.close until they end."""
     import matplotlib.pyplot as plt
     draw, panels, lettered = DRAWINGS[request.param]
     close, kept = plt.close, []
-    monkeypatch.setattr(plt, "close", kept.append)
-    path = draw(tmp_path / f"{request.param}.png")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(plt, "close", kept.append)
+        path = draw(tmp_path_factory.mktemp("figures") / f"{request.param}.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     fig, = kept
     fig.canvas.draw()
