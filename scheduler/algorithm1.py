@@ -74,7 +74,7 @@ def decide(snapshot: SiteSnapshot, residents_of: Callable[[], Residents]) -> Dec
     s = snapshot
     ranked = rank(s.candidates)
 
-    def fits(c):
+    def fits(c: Candidate) -> bool:
         return c.need_bytes <= s.free_bytes and (s.slot_free or not c.need_bytes)
     fitting = [c for c in ranked if not c.infeasible and fits(c)]   # E2 needs nothing: never empty
     best_fit = fitting[0]
@@ -139,7 +139,9 @@ def eviction_plan(short: float, need_slot: bool, residents: Residents) -> tuple[
         freed += taken.nbytes
         if freed >= short:
             return plan, None
-    options = [((_penalty_per_byte(e), 0, i), e) for i, e in enumerate(hot_options) if e is not taken]
+    # (sort key, option); None stands for the KV duplicates, shrunk only as far as needed
+    options: list[tuple[tuple[float, int, int], Eviction | None]] = [
+        ((_penalty_per_byte(e), 0, i), e) for i, e in enumerate(hot_options) if e is not taken]
     others = residents.others()
     kv_now = others.kv_bytes
     if kv_now:

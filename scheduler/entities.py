@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import typing
 from typing import NamedTuple
 
 from .cost import INF, Strategy
@@ -44,7 +45,7 @@ class Site(NamedTuple):
 @dataclasses.dataclass(frozen=True)
 class Eviction:
     kind: str                   # "cold", "hot", "kv", "serving"
-    target: object              # adapter id, Site, or the KV share p_kv after the eviction
+    target: int | Site | float  # the adapter ("cold", "hot"), the Site ("serving"), the KV share left ("kv")
     parts: frozenset            # for serving sites: the factors dropped
     nbytes: float
     penalty_s: float            # added step time this eviction costs (amortized for reloads)
@@ -53,8 +54,11 @@ class Eviction:
     def describe(self) -> str:
         if self.kind == "kv":
             return f"KV duplicates ({self.nbytes / 1e6:.1f} MB, +{self.penalty_s * 1e6:.2f} us)"
-        what = f"adapter {self.target}" if self.kind in ("cold", "hot") else \
-            f"{self.target.adapter}/{self.target.projection}:{''.join(sorted(self.parts))}"
+        if self.kind in ("cold", "hot"):
+            what = f"adapter {self.target}"
+        else:
+            site = typing.cast(Site, self.target)
+            what = f"{site.adapter}/{site.projection}:{''.join(sorted(self.parts))}"
         why = " for KV duplicates" if self.for_kv else ""
         return f"{self.kind} {what} ({self.nbytes / 1e6:.1f} MB, +{self.penalty_s * 1e6:.2f} us){why}"
 
@@ -124,7 +128,8 @@ class StepPlan:
         mix = ", ".join(f"{k} {v}" for k, v in sorted(self.strategy_mix().items()))
         rest = "the devices compute the rest" if self.attention_on_devices else "the GPU reads the rest over the link"
         lines = [f"step {self.step}: {len(self.decisions)} sites ({mix}); GPU {self.used_bytes / 1e9:.3f} of "
-                 f"{self.budget_bytes / 1e9:.3f} GB; KV duplicated {self.p_kv:.3f} ({self.kv_bytes / 1e9:.3f} GB), {rest}"]
+                 f"{self.budget_bytes / 1e9:.3f} GB; KV duplicated {self.p_kv:.3f} "
+                 f"({self.kv_bytes / 1e9:.3f} GB), {rest}"]
         lines += [d.explain() for d in self.decisions.values()]
         room = [e.describe() for e in self.evictions if e.for_kv]
         if room:

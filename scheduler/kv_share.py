@@ -97,7 +97,7 @@ class KvShare:
             return 0.0
         link = self.link
 
-        def gpu_ahead(u):
+        def gpu_ahead(u: int) -> bool:
             load = self.load(self.units_of(u / self.total), on_devices)[0]
             return load.gpu_s >= load.pool_s(link)
         lo, hi = 0, self.total

@@ -26,7 +26,7 @@ class LayerRounds:
         self.link = link
         self.layers = gpu_model.model.layers
         self.num_devices = num_devices
-        gemms = dict(zip((g[0] for g in gpu_model.gemms), gpu_model.layer_costs(batch)))
+        gemms = dict(zip((g[0] for g in gpu_model.gemms), gpu_model.layer_costs(batch), strict=True))
         self.loads: dict[str, RoundLoad] = {name: RoundLoad(name, num_devices, gemm_s=gemms[name].seconds)
                                             for name, _ in LORA_ROUNDS}
         self._products: dict[str, dict[Site, Product]] = {name: {} for name, _ in LORA_ROUNDS}

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import typing
 from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
@@ -53,8 +54,19 @@ from .algorithm1 import IdleAdapter, Others, Residents, SiteSnapshot
 from .config import SchedulerConfig
 from .cost import INF, STRATEGIES, CostModel, Strategy, amortized_load_s
 from .device_timing import DeviceTiming
-from .entities import (BOTH, FASTEST, NOTHING, PARTS, Candidate, Decision, Eviction, Request, SchedulerError,
-                       Site, StepPlan)
+from .entities import (
+    BOTH,
+    FASTEST,
+    NOTHING,
+    PARTS,
+    Candidate,
+    Decision,
+    Eviction,
+    Request,
+    SchedulerError,
+    Site,
+    StepPlan,
+)
 from .gpu_model import GpuModel
 from .kv_share import KvShare
 from .layer_rounds import LayerRounds, Product
@@ -81,15 +93,21 @@ class _Step:
     order: list[int]                    # the serving adapters, largest batch first (ties by id)
     evictions: list[Eviction] = dataclasses.field(default_factory=list)
     loads: list[tuple[Site, frozenset, int]] = dataclasses.field(default_factory=list)
-    rounds: LayerRounds | None = None   # filled by Algorithm 1 (none on a settled step)
-    # a serving site's eviction option, priced once a step, against the rounds as they stand
-    # when it is first asked for (an eviction plan under memory pressure asks for every one,
-    # for every site decided: pricing them all again each time took most of a run's time)
-    serving_prices: dict[tuple[Site, frozenset, int], Eviction] = dataclasses.field(default_factory=dict)
 
     @property
     def serving(self) -> set[int]:
         return set(self.batch)
+
+
+@dataclasses.dataclass
+class _Deciding:
+    """A step while Algorithm 1 runs over its sites (not on a settled step)."""
+    step: _Step
+    rounds: LayerRounds                 # the rounds of one layer as the sites decided so far fill them
+    # a serving site's eviction option, priced once a step, against the rounds as they stand
+    # when it is first asked for (an eviction plan under memory pressure asks for every one,
+    # for every site decided: pricing them all again each time took most of a run's time)
+    serving_prices: dict[tuple[Site, frozenset, int], Eviction] = dataclasses.field(default_factory=dict)
 
 
 class Scheduler:
@@ -253,7 +271,7 @@ class Scheduler:
     def step(self, requests: Sequence[Request]) -> StepPlan:
         """Decide this step for `requests` (the batch); returns a StepPlan."""
         self.step_count += 1
-        batch = collections.Counter()
+        batch: collections.Counter[int] = collections.Counter()
         for r in requests:
             if r.adapter not in self.adapters:
                 raise SchedulerError(f"request {r.rid!r}: adapter {r.adapter!r} is not registered")
@@ -272,7 +290,7 @@ class Scheduler:
         st = _Step(batch, sorted(batch, key=lambda a: (-batch[a], a)))
         ledger.kv = KvShare(self.cost, self.link, self.model, self._kv_token_bytes, requests) if requests else None
         # the duplicates follow the contexts: shrink the share if they outgrew the budget
-        if ledger.p_kv > 0 and ledger.used_bytes() > ledger.budget:
+        if ledger.kv is not None and ledger.p_kv > 0 and ledger.used_bytes() > ledger.budget:
             old = ledger.kv_bytes()
             ledger.p_kv = ledger.kv.share_fitting(ledger.budget - ledger.adapter_bytes(), ledger.p_kv)
             st.evictions.append(Eviction("kv", ledger.p_kv, NOTHING, old - ledger.kv_bytes(), 0.0))
@@ -282,8 +300,7 @@ class Scheduler:
         if settled is not None:
             decisions, layer_rounds = dict(settled.decisions), settled.rounds
         else:
-            decisions = self._decide_all(st)
-            layer_rounds = st.rounds.loads
+            decisions, layer_rounds = self._decide_all(st)
             if self._settles(decisions, st):
                 self.settled.put(key, decisions, layer_rounds)
 
@@ -302,8 +319,8 @@ class Scheduler:
         on_devices = ledger.kv.on_devices if ledger.kv is not None else self.cost.distributed_attention
         total = sum(r.context for r in requests)
         return StepPlan(self.step_count, decisions, float(tokens.sum()) / total if total else 0.0,
-                        {r.rid: int(u) for r, u in zip(requests, units)},
-                        {r.rid: int(t) for r, t in zip(requests, tokens)}, ledger.kv_bytes(), st.loads,
+                        {r.rid: int(u) for r, u in zip(requests, units, strict=True)},
+                        {r.rid: int(t) for r, t in zip(requests, tokens, strict=True)}, ledger.kv_bytes(), st.loads,
                         st.evictions, precached, ledger.used_bytes(), ledger.budget, rounds, on_devices)
 
     def _settled_key(self, st: _Step) -> StepKey:
@@ -317,69 +334,74 @@ class Scheduler:
         return not st.loads and (self._forced is not None
                                  or all(d.reason == FASTEST for d in decisions.values()))
 
-    def _decide_all(self, st: _Step) -> dict[Site, Decision]:
+    def _decide_all(self, st: _Step) -> tuple[dict[Site, Decision], dict[str, RoundLoad]]:
         """Algorithm 1 over every site of every serving adapter, largest batch first, each
-        decision applied before the next site is decided."""
-        st.rounds = LayerRounds(self.cost, self.gpu_model, self.link, self.config.num_devices,
-                                sum(st.batch.values()))
-        decisions = {}
+        decision applied before the next site is decided: the decisions, and the rounds of
+        one layer they fill."""
+        d = _Deciding(st, LayerRounds(self.cost, self.gpu_model, self.link, self.config.num_devices,
+                                      sum(st.batch.values())))
+        decisions: dict[Site, Decision] = {}
         for adapter in st.order:
             b = st.batch[adapter]
             for site in self.sites(adapter):
-                decision = self._decide(site, b, st)
+                decision = self._decide(site, b, d)
                 for e in decision.chosen.evictions:
                     self._apply_eviction(e)
                     st.evictions.append(e)
                     if e.kind == "serving" and e.target in decisions:
-                        decisions[e.target] = self._downgrade(decisions[e.target], site, st)
+                        decisions[e.target] = self._downgrade(decisions[e.target], site, d)
                 missing = GPU_PARTS[decision.chosen.strategy] - self.ledger.parts(site)
                 if missing and not self._forced:
-                    self._load(site, missing, st)
+                    self._load(site, missing, d)
                 decisions[site] = decision
-                st.rounds.place(site, self.product(site, decision.chosen.strategy, b))
+                d.rounds.place(site, self.product(site, decision.chosen.strategy, b))
                 self.ledger.check("deciding", site)
-        return decisions
+        return decisions, d.rounds.loads
 
-    def _decide(self, site: Site, b: int, st: _Step) -> Decision:
+    def _decide(self, site: Site, b: int, d: _Deciding) -> Decision:
         """One site: the snapshot Algorithm 1 reads, then Algorithm 1 (scheduler.algorithm1)."""
         parts = self.ledger.parts(site)
         rank = self.ranks[site.adapter]
         if self._forced:
-            return self._forced_decision(site, b, rank, parts, st.rounds)
+            return self._forced_decision(site, b, rank, parts, d.rounds)
         candidates = []
         for s in self._strategies:
-            step_s, why = self.site_cost(site, s, b, st.rounds)
+            step_s, why = self.site_cost(site, s, b, d.rounds)
             need = self.site_bytes(site, GPU_PARTS[s] - parts)
             candidates.append(Candidate(s, step_s, self.load_s(need), need, (), why))
         snapshot = SiteSnapshot(site, b, rank, parts, tuple(candidates), self.ledger.free_bytes(),
                                 self.ledger.slot_free_for(site.adapter))
-        return algorithm1.decide(snapshot, lambda: self._residents(site, st))
+        return algorithm1.decide(snapshot, lambda: self._residents(site, d))
 
-    def _residents(self, site: Site, st: _Step) -> Residents:
+    def _residents(self, site: Site, d: _Deciding) -> Residents:
         """What Algorithm 1's lines 8-18 may evict to make room for `site`, as it stands."""
-        serving = st.serving
+        serving = d.step.serving
         hot = set(self.temps.hottest(self.config.hot_set_size, exclude=serving))
         idle = []
         for a in self._idle_coldest(serving):
             nbytes = self.ledger.held_bytes(a)
             idle.append(IdleAdapter(a, nbytes, a in hot, self.load_s(nbytes)))
-        others = []
+        listed: list[Others] = []
 
-        def shrink_kv(keep_bytes):
-            p = self.ledger.kv.share_fitting(keep_bytes, self.ledger.p_kv)
+        def others() -> Others:
+            # listed once a decision: the ledger does not change while Algorithm 1 reads it
+            if not listed:
+                listed.append(self._others(site, d))
+            return listed[0]
+        return Residents(tuple(idle), self.config.max_loras, others)
+
+    def _others(self, site: Site, d: _Deciding) -> Others:
+        """The KV duplicates and the other serving adapters' factors (lines 15-18)."""
+        kv, p_now = self.ledger.kv, self.ledger.p_kv
+        kv_now = self.ledger.kv_bytes()
+        penalty = max(0.0, self.attention_s(0.0) - self.attention_s()) if kv_now else 0.0
+
+        def shrink_kv(keep_bytes: float) -> Eviction:
+            assert kv is not None           # asked only where kv_now > 0
+            p = kv.share_fitting(keep_bytes, p_now)
             return Eviction("kv", p, NOTHING, kv_now - self.ledger.kv_bytes(p),
                             max(0.0, self.attention_s(p) - self.attention_s()))
-
-        def others_of():
-            # listed once a decision: the ledger does not change while Algorithm 1 reads it
-            if not others:
-                nonlocal kv_now
-                kv_now = self.ledger.kv_bytes()
-                penalty = max(0.0, self.attention_s(0.0) - self.attention_s()) if kv_now else 0.0
-                others.append(Others(kv_now, penalty, shrink_kv, tuple(self._serving_options(site, st))))
-            return others[0]
-        kv_now = 0.0
-        return Residents(tuple(idle), self.config.max_loras, others_of)
+        return Others(kv_now, penalty, shrink_kv, tuple(self._serving_options(site, d)))
 
     def _forced_decision(self, site: Site, b: int, rank: int, parts: frozenset, rounds: LayerRounds) -> Decision:
         """The forced strategy, or E4 where the device cannot run it (E3 on a weight that is
@@ -387,6 +409,7 @@ class Scheduler:
         paper's ND(E4) is (VII-D: 'E4 there caches one LoRA matrix per layer and per
         injected weight, 91 GB at their mean rank, which no H100 holds'): held without
         taking GPU memory or a cache slot."""
+        assert self._forced is not None
         forced = self._forced(site)
         step_s, why = self.site_cost(site, forced, b, rounds)
         strategy, reason = forced, f"forced {forced.name}"
@@ -396,17 +419,17 @@ class Scheduler:
         chosen = Candidate(strategy, step_s, infeasible=why)
         return Decision(site, b, rank, parts, (chosen,), chosen, reason)
 
-    def _downgrade(self, decision: Decision, taker: Site, st: _Step) -> Decision:
+    def _downgrade(self, decision: Decision, taker: Site, d: _Deciding) -> Decision:
         """A site decided earlier this step lost factors to `taker`: its fastest strategy
         among those the factors left allow."""
         parts = self.ledger.parts(decision.site)
-        step_s, strategy = self.best_with(decision.site, parts, decision.batch, st.rounds)
-        st.rounds.place(decision.site, self.product(decision.site, strategy, decision.batch))
+        step_s, strategy = self.best_with(decision.site, parts, decision.batch, d.rounds)
+        d.rounds.place(decision.site, self.product(decision.site, strategy, decision.batch))
         return dataclasses.replace(decision, chosen=Candidate(strategy, step_s),
-                                   reason=f"downgraded: its factors were evicted for {taker.adapter}/{taker.projection} "
-                                          f"(lines 15-18)")
+                                   reason=f"downgraded: its factors were evicted for "
+                                          f"{taker.adapter}/{taker.projection} (lines 15-18)")
 
-    def _serving_options(self, taker: Site, st: _Step) -> list[Eviction]:
+    def _serving_options(self, taker: Site, d: _Deciding) -> list[Eviction]:
         """The serving sites' options: the A factor (else what is held) of every site of
         another serving adapter, priced by its site's slowdown and, as a hot adapter's
         eviction is, by its reload, amortized: a serving adapter will want its factors
@@ -414,35 +437,37 @@ class Scheduler:
         each other's factors step after step, each load crossing the link."""
         out = []
         for s, parts in self.ledger.items():
-            if s.adapter not in st.batch or s.adapter == taker.adapter or not parts:
+            if s.adapter not in d.step.batch or s.adapter == taker.adapter or not parts:
                 continue
-            b = st.batch[s.adapter]
-            e = st.serving_prices.get((s, parts, b))
+            b = d.step.batch[s.adapter]
+            e = d.serving_prices.get((s, parts, b))
             if e is None:
                 drop = frozenset("A") if "A" in parts else parts
                 nbytes = self.site_bytes(s, drop)
-                penalty = (self.best_with(s, parts - drop, b, st.rounds)[0]
-                           - self.best_with(s, parts, b, st.rounds)[0])
-                e = st.serving_prices[(s, parts, b)] = Eviction("serving", s, drop, nbytes,
+                penalty = (self.best_with(s, parts - drop, b, d.rounds)[0]
+                           - self.best_with(s, parts, b, d.rounds)[0])
+                e = d.serving_prices[(s, parts, b)] = Eviction("serving", s, drop, nbytes,
                                                                 max(0.0, penalty) + self.load_s(nbytes))
             out.append(e)
         return out
 
-    def _load(self, site: Site, missing: frozenset, st: _Step) -> None:
+    def _load(self, site: Site, missing: frozenset, d: _Deciding) -> None:
         """Load a site's missing factors for this step: held from now on, and read over the
         link in the site's round, where its product needs them."""
         nbytes = self.site_bytes(site, missing)
         self.ledger.add(site, missing)
-        st.loads.append((site, missing, nbytes))
-        st.rounds.add_reads(site, nbytes)
+        d.step.loads.append((site, missing, nbytes))
+        d.rounds.add_reads(site, nbytes)
 
     def _apply_eviction(self, e: Eviction) -> None:
+        # the target by kind: an adapter, the KV share left, or a site (entities.Eviction)
         if e.kind in ("cold", "hot"):
-            self.ledger.drop_adapter(e.target)
+            self.ledger.drop_adapter(typing.cast(int, e.target))
         elif e.kind == "kv":
-            self.ledger.p_kv = min(self.ledger.p_kv, e.target)
+            self.ledger.p_kv = min(self.ledger.p_kv, typing.cast(float, e.target))
         else:
-            self.ledger.hold(e.target, self.ledger.parts(e.target) - e.parts)
+            site = typing.cast(Site, e.target)
+            self.ledger.hold(site, self.ledger.parts(site) - e.parts)
 
     def _idle_coldest(self, serving: Iterable[int]) -> list[int]:
         """The adapters holding factors that no request in `serving` uses, coldest first."""
@@ -457,6 +482,7 @@ class Scheduler:
         and the memory manager "evicts them using our algorithm and cost model", section
         V-B: here in the other direction)."""
         ledger, kv = self.ledger, self.ledger.kv
+        assert kv is not None               # called for a batch with requests
         want = kv.share_bytes(best)
         if want <= ledger.budget - ledger.adapter_bytes():
             return

@@ -25,7 +25,7 @@ SITE = Site(0, "q")
 def snapshot(times, needs, free, slot_free=True, infeasible=()):
     """A site whose candidate E<i> adds times[i] seconds and needs needs[i] bytes."""
     candidates = tuple(Candidate(s, t, 0.0, n, (), "no" if s.name in infeasible else None)
-                       for s, t, n in zip(Strategy, times, needs))
+                       for s, t, n in zip(Strategy, times, needs, strict=True))
     return SiteSnapshot(SITE, 4, 16, NOTHING, candidates, free, slot_free)
 
 
