@@ -21,6 +21,7 @@ class Adapters:
         self.ranks: dict[int, int] = {}         # adapter -> rank, in registration order
         self._projections = {p.name: p for p in model.projections}
         self._sites: dict[int, tuple[Site, ...]] = {}
+        self._whole: dict[int, int] = {}        # adapter -> whole_bytes (asked each step per hot adapter)
 
     def register(self, adapter: int, rank: int) -> None:
         """Add an adapter. Its rank is fixed from then on: the GPU memory ledger counts its
@@ -38,6 +39,7 @@ class Adapters:
                                  f"{self.max_cpu_loras!r} adapters")
         self.ranks[adapter] = rank
         self._sites[adapter] = tuple(Site(adapter, p.name) for p in self.model.projections)
+        self._whole[adapter] = sum(self.site_bytes(s, BOTH) for s in self._sites[adapter])
 
     def __contains__(self, adapter: object) -> bool:
         return adapter in self.ranks
@@ -61,4 +63,4 @@ class Adapters:
 
     def whole_bytes(self, adapter: int) -> int:
         """GPU bytes of every factor of every site of the adapter."""
-        return sum(self.site_bytes(s, BOTH) for s in self.sites(adapter))
+        return self._whole[adapter]
