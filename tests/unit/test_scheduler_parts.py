@@ -137,7 +137,8 @@ def test_settled_steps_keep_the_most_recent():
 def test_value_keys_find_a_step_whose_factors_came_back():
     """The key holds the factors each site holds, not a count of changes: a site whose
     factors are dropped and held again finds the step settled before (the version counter
-    the cache used before counted two changes and missed), and its plan equals Algorithm 1's."""
+    the cache used before counted two changes and missed); a site whose factors are gone
+    does not (its decision would need them). Every plan equals Algorithm 1's."""
     config = load_scheduler_config(model="tiny", gpu_budget_bytes=1e9, hot_set_size=0)
     plans = []
     for settled in (SettledSteps(1), SettledSteps(0)):
@@ -152,9 +153,14 @@ def test_value_keys_find_a_step_whose_factors_came_back():
         sched.ledger.hold(site, NOTHING)
         sched.ledger.hold(site, held)
         plans.append(sched.step(batch).explain())
+        hits = settled.hits
+        sched.ledger.hold(site, NOTHING)
+        gone = sched.step(batch)
+        plans.append(gone.explain())
         if settled.capacity:
-            assert settled.hits == 1 and settled.lookups == 3
-    assert plans[0] == plans[1]
+            assert (hits, settled.hits, settled.lookups) == (1, 1, 4)
+        assert gone.loads and gone.loads[0][0] == site     # Algorithm 1 loads them again
+    assert plans[:2] == plans[2:]
 
 
 def test_serving_reads_no_private_scheduler_state():

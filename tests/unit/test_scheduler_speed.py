@@ -1,7 +1,7 @@
-"""The scheduler's shortcut decides exactly as Algorithm 1 run in full: a step whose serving
-adapters, batches, ranks and cached factors equal the step before's, which took every
-site's fastest candidate with nothing to load or evict, reuses that step's decisions
-(scheduler.py's docstring). A scheduler with the shortcut taken away is driven beside the
+"""The scheduler's caching layer decides exactly as Algorithm 1 run in full: a step whose
+serving adapters, batches, ranks and held factors equal those of a settled step (one that
+took every site's fastest candidate with nothing to load or evict) reuses that step's
+decisions (scheduler/settled.py). A scheduler whose cache keeps nothing is driven beside the
 one with it, over churning workloads; every StepPlan field must be equal, bit for bit
 (floats compared with ==). And the temperatures in an array against the scalar rule as it
 was written first (temperature.py at commit REF_COMMIT, pinned)."""
@@ -125,6 +125,27 @@ def test_plans_equal_algorithm_1_in_full(name):
     config = load_scheduler_config(**knobs)
     repeated = assert_same(config, adapters, steps, random.Random(name), batch, contexts, popular, arrive)
     assert repeated or name.startswith(("small budget", "tiny"))      # the shortcut is exercised
+
+
+def test_plans_equal_when_a_batch_returns_to_evicted_factors():
+    """A batch that comes back after another took its factors (A A B A A B ... with room
+    for one adapter's factors) must not reuse the step it settled before: the key holds the
+    factors each site holds. The random workloads above rarely return to an older batch;
+    here every A after a B does (a key without the factors reuses 6 steps, 9 plans differ)."""
+    probe = Scheduler(load_scheduler_config(model="tiny"))
+    probe.register(0, 64)
+    config = load_scheduler_config(model="tiny", gpu_budget_bytes=1.5 * probe.adapters.whole_bytes(0),
+                                   hot_set_size=0, kv_page_tokens=16)
+    fast, full = Scheduler(config), full_scheduler(config)
+    for sched in (fast, full):
+        sched.register(0, 64)
+        sched.register(1, 64)
+    for step in range(12):
+        adapter = int(step % 3 == 2)
+        batch = [Request(100 * step + i, adapter, 50 + step, i == 0) for i in range(64)]
+        a_plan, b_plan = fast.step(batch), full.step(batch)
+        assert plan_fields(a_plan, fast.link) == plan_fields(b_plan, full.link), f"step {step}"
+    assert fast.settled.hits == 3       # the second A of each pair
 
 
 @pytest.mark.parametrize("shuffled", [False, True])
