@@ -6,7 +6,7 @@ the model's injected weights (one per projection), each with an A (d_in x R) and
 """
 from __future__ import annotations
 
-from isa.system import ModelConfig, Projection
+from isa.system import ModelConfig
 
 from .cost import factor_bytes
 from .entities import BOTH, SchedulerError, Site
@@ -46,9 +46,6 @@ class Adapters:
 
     def device_of(self, adapter: int) -> int:
         return adapter % self.num_devices
-
-    def projection(self, name: str) -> Projection:
-        return self._projections[name]
 
     def sites(self, adapter: int) -> tuple[Site, ...]:
         """The adapter's sites, in the model's projection order (the order Algorithm 1 decides them)."""

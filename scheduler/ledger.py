@@ -10,7 +10,7 @@ totals equal the sums exactly, in any order.
 """
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 
 from .adapters import Adapters
 from .entities import NOTHING, Site
@@ -38,11 +38,8 @@ class GpuLedger:
         """The factors of `site` the GPU holds."""
         return self._parts.get(site, NOTHING)
 
-    def held(self) -> Mapping[Site, frozenset]:
-        """Every site holding factors, and its parts (read-only by contract; `hold` changes it)."""
-        return self._parts
-
     def items(self) -> Iterator[tuple[Site, frozenset]]:
+        """Every site holding factors and its parts, in the order they last changed."""
         return iter(self._parts.items())
 
     def adapter_parts(self, adapter: int) -> tuple[frozenset, ...]:
@@ -56,9 +53,6 @@ class GpuLedger:
 
     def holds_any(self, adapter: int) -> bool:
         return adapter in self._sites
-
-    def slots_used(self) -> int:
-        return len(self._sites)
 
     def slot_free_for(self, adapter: int) -> bool:
         """Whether factors of `adapter` can be held without evicting a whole adapter."""

@@ -44,7 +44,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import typing
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -148,7 +148,8 @@ class Scheduler:
         self.temps.register(adapter)
 
     @property
-    def ranks(self) -> dict[int, int]:
+    def ranks(self) -> Mapping[int, int]:
+        """adapter -> rank (change them through `register`)."""
         return self.adapters.ranks
 
     @property
