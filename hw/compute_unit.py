@@ -11,7 +11,7 @@ index `k_base` of its first packed row and its active lane count. Lane j takes t
 x[row][k_base + j // N] (j // N is the packed row; 0 without packing), so one chunk
 updates, for every row, LANES partial sums:
 
-    cycle 0  operand fetch: input word, x per lane, registered with the chunk
+    cycle 0  operand fetch: input word, x per lane (hw/operand_select.py), registered with the chunk
     cycle 1  multiplier stage 1          (FP16 x FP16 -> exact FP32, 2 stages)
     cycle 2  multiplier stage 2, product registered
     cycle 3  accumulator read; adder stage 1   (FP32 + FP32 RNE, 3 stages)
@@ -46,6 +46,7 @@ from isa.descriptor import DIM_BITS
 from .fp import ADD_STAGES, MUL_STAGES
 from .fold_unit import FoldUnit
 from .fp_cells import add_cell
+from .operand_select import OperandSelect
 
 FETCH_STAGES = 1                                 # operand fetch, before the multiplier
 LANE_ROW_STAGES = 3                              # registers of the lanes' j // N after N changes
@@ -244,11 +245,13 @@ class ComputeUnit(wiring.Component):
             in_reads.append(bank_s.data)
             acc_reads.append(acc_s.data)
             m.d.comb += acc_r.addr.eq(in_bank(pipe["acc_addr_r"], pipe["bank_r"]))
-            word_sel = pipe["k_base"][:lane_bits]
+            # each lane's x: element (first + lane_row) mod LANES of the line, registered
+            m.submodules[f"operand_select{r}"] = select = OperandSelect(lanes)
+            m.d.comb += [select.line.eq(bank_r.data), select.first.eq(pipe["k_base"][:lane_bits])]
+            m.d.comb += [select.lane_row[j].eq(lane_row[j]) for j in range(lanes)]
             products, sums, registered = [], [], []
             for j in range(lanes):
-                x = Signal(16, name=f"x_{r}_{j}")
-                m.d.sync += x.eq(bank_r.data.word_select((word_sel + lane_row[j])[:lane_bits], 16))
+                x = select.x[j]
                 product = Signal(32, name=f"product_{r}_{j}")
                 product_r = Signal(32, name=f"product_r_{r}_{j}")
                 add_cell(m, f"mul_{r}_{j}", "ndp_fp16_mul_pipe", self._shared,

@@ -21,7 +21,7 @@ of partial chunks, not a shifted constant.
 """
 from amaranth import Cat, Const, Mux, Signal, Value
 
-__all__ = ["DIGIT_BITS", "shift_right", "shift_left", "mask_below"]
+__all__ = ["DIGIT_BITS", "shift_right", "shift_right_muxes", "shift_left", "mask_below"]
 
 DIGIT_BITS = 4            # a stage per 4 bits of the amount: 16-way stages
 CHUNK_BITS = 32           # mask_below's comparator granularity (Verilator's word)
@@ -40,6 +40,23 @@ def _finish(m, cur, width, name):
     return out
 
 
+def _right_stages(value_bits, amount_bits, unit_bits, width):
+    """shift_right's stages: (the digit's low bit, its bits, the stage's width in bits).
+    High digits first: after the stage of the digit at bit lo, only the bits below
+    width + (2**lo - 1) units can still reach the result, so the stages narrow."""
+    cur = value_bits
+    for lo in reversed(range(0, amount_bits, DIGIT_BITS)):
+        cur = min(cur, width + ((1 << lo) - 1) * unit_bits)
+        yield lo, min(DIGIT_BITS, amount_bits - lo), cur
+
+
+def shift_right_muxes(value_bits, amount_bits, unit_bits, width):
+    """The two-input multiplexers shift_right's stages amount to (a 2^d:1 choice is
+    2^d - 1 of them), for an area model of a block built on it."""
+    return sum(bits * ((1 << digit_bits) - 1)
+               for _, digit_bits, bits in _right_stages(value_bits, amount_bits, unit_bits, width))
+
+
 def shift_right(m, value, amount, unit_bits, width=None, *, name="shr"):
     """`(value >> (amount * unit_bits))[:width]`, zero-filled: `width` bits (default
     `len(value)`) starting `amount` units of `unit_bits` bits into `value`; units past its
@@ -47,11 +64,9 @@ def shift_right(m, value, amount, unit_bits, width=None, *, name="shr"):
     value, amount = _unsigned(value), _unsigned(amount)
     width = len(value) if width is None else width
     cur = value
-    # high digits first: after the stage of the digit at bit lo, only the bits below
-    # width + (2**lo - 1) units can still reach the result, so the stages narrow
-    for lo in reversed(range(0, len(amount), DIGIT_BITS)):
-        digit = amount[lo:lo + DIGIT_BITS]
-        stage = Signal(min(len(cur), width + ((1 << lo) - 1) * unit_bits), name=f"{name}_d{lo}")
+    for lo, digit_bits, stage_bits in _right_stages(len(value), len(amount), unit_bits, width):
+        digit = amount[lo:lo + digit_bits]
+        stage = Signal(stage_bits, name=f"{name}_d{lo}")
         with m.Switch(digit):
             for d in range(1 << len(digit)):
                 step = (d * unit_bits) << lo

@@ -110,6 +110,20 @@ class TransPlan:
         return PRODUCT_CYCLES + ADD_CYCLES * (self.level + 1 + self.fold_adds())
 
 
+def lane_sources(j: int, lanes: int) -> tuple[int, ...]:
+    """The input elements, counted from the chunk's first, that lane j can multiply by:
+    packed row j // N for any N (0 once N > j, and without packing), or, transposed,
+    j mod K for any power of two K <= LANES. Ascending, 0 first. There are few: the
+    values of j // N are at most 2 sqrt(j) + 1, so the RTL picks a lane's operand among
+    these out of the input line rotated to the chunk's first element (hw/compute_unit.py)
+    rather than among all LANES elements (30.9 a lane on average at 512 lanes)."""
+    if not 0 <= j < lanes:
+        raise ValueError(f"lane {j!r} is outside 0 .. {lanes - 1}")
+    packed = {j // n for n in range(1, j + 2)}
+    transposed = {j & ((1 << t) - 1) for t in range((lanes - 1).bit_length() + 1)}
+    return tuple(sorted(packed | transposed))
+
+
 def trans_line_cycles(lanes: int) -> int:
     """Cycles a transposed chunk's control stays in the compute unit's delay line (its
     latest use: a row of several chunks, its tree, the set's add and two fold adds). A
