@@ -35,7 +35,7 @@ $(STAMP): pyproject.toml
 
 # one line per build and run, then the result lines (rtlbench/demo.py)
 demo: $(STAMP) rtl ## a GEMV and a GEMM on the RTL via the driver, against numpy (first run 4.5 min, a repeat 35 s)
-	@$(RUN) -m serving.cli demo
+	@$(RUN) -m plora_cli demo
 
 # make test leaves out the items marked slow and draws smaller counts where a test reads
 # NDP_TEST_FULL (tests/conftest.py), to stay within CI's 15 minutes on two cores;
@@ -62,7 +62,7 @@ lint: $(STAMP) ## Verilator lint of the default, quad and paper configs, the sta
 CONFIG ?= default
 COUNT ?= 240
 validate: $(STAMP) ## the cycle model against the RTL [CONFIG=default] [COUNT=240] (paper: 3.7 min, first build +10 min)
-	$(RUN) -m serving.cli validate --config $(CONFIG) --count $(COUNT)
+	$(RUN) -m plora_cli validate --config $(CONFIG) --count $(COUNT)
 
 # the paper config's figures from the cycle model
 figures: $(STAMP) ## the paper config's figures from the cycle model
@@ -73,11 +73,11 @@ figures: $(STAMP) ## the paper config's figures from the cycle model
 ROOFLINE_CONFIG ?= paper
 SOURCE ?= both
 roofline: $(STAMP) ## PE-array and DRAM-port utilization [ROOFLINE_CONFIG=paper] [SOURCE=both|model|rtl] (8.5 min)
-	$(RUN) -m serving.cli roofline --config $(ROOFLINE_CONFIG) --source $(SOURCE)
+	$(RUN) -m plora_cli roofline --config $(ROOFLINE_CONFIG) --source $(SOURCE)
 
 # simulation speed of the model, the fast RTL path and the BFM path on one stream
 bench: $(STAMP) ## simulation speed of the model, the fast RTL path and the BFM path
-	$(RUN) -m serving.cli bench
+	$(RUN) -m plora_cli bench
 
 # area, power and timing of the core at 45 nm beside the paper's: make area [CONFIG=paper]
 # (synthesis cached by a hash of hw/, isa/ and the flow, in build/area and the committed
@@ -86,10 +86,10 @@ bench: $(STAMP) ## simulation speed of the model, the fast RTL path and the BFM 
 # area-results: synthesize the default and paper configs and copy their results into
 # area/results, to commit (after an RTL change: about 11 minutes on two cores)
 area: $(STAMP) ## area, power, timing of the core at 45 nm [CONFIG=paper] (8 s if committed, 7.5 min synthesizing)
-	$(RUN) -m serving.cli area --config $(CONFIG)
+	$(RUN) -m plora_cli area --config $(CONFIG)
 
 area-scaling: $(STAMP) ## each block's growth over the sizes it is scaled from [CONFIG=paper] (minutes)
-	$(RUN) -m serving.cli area --config $(CONFIG) --scaling
+	$(RUN) -m plora_cli area --config $(CONFIG) --scaling
 
 area-results: $(STAMP) ## synthesize the default and paper configs into area/results, to commit (about 11 min)
 	$(RUN) -m area.blocks --config default --commit
@@ -105,19 +105,19 @@ timing-check: $(STAMP) ## the scheduler's device-timing table against direct run
 
 # one serving run of the default config (PLoRA, Llama2-7B, 4 devices, CXL 3.1, Uniform)
 simulate: $(STAMP) ## one serving run of the default config (PLoRA, Llama2-7B, 4 devices) into build/simulate
-	$(RUN) -m serving.cli simulate --out build/simulate
+	$(RUN) -m plora_cli simulate --out build/simulate
 
 # the paper's claims beside the simulator's: sweeps on a local Dask cluster, CSVs and figures
 # in build/reproduce; the last line is `reproduction claims=<n> within_10pct=<k>`
 reproduce: $(STAMP) ## the paper's claims beside the simulator's, CSVs and figures in build/reproduce (about 7 min)
-	$(RUN) -m serving.cli reproduce --out build/reproduce
+	$(RUN) -m plora_cli reproduce --out build/reproduce
 
 # whole decode steps (Llama2-7B short and long contexts, Llama3-8B, Qwen3-30B-A3B, a mixed E1-E4
 # step; 4 devices, batch 32) replayed descriptor by descriptor on model devices and the link,
 # against what the serving simulator charged; the last line is `replay model=<m> batch=<b>
 # devices=<n> descriptors=<k> wall_s=<x> charged_ms=<x> replayed_ms=<x> error_max=<x>%`
 replay-step: $(STAMP) ## whole decode steps replayed descriptor by descriptor against the serving simulator (3.8 min)
-	$(RUN) -m serving.cli replay-step
+	$(RUN) -m plora_cli replay-step
 
 # PLoRA never worse than S-LoRA, NS or Pure CXL on random workloads and configs (hypothesis;
 # make test runs 12 examples per system): make never-worse [NEVER_WORSE_EXAMPLES=200]
@@ -127,20 +127,20 @@ never-worse: $(STAMP) ## PLoRA never worse than S-LoRA, NS or Pure CXL, hypothes
 
 # the simulator's speed on a 1000-adapter, 10,000-request Llama2-7B trace, 4 devices
 serve-bench: $(STAMP) ## the serving simulator's speed on a 1000-adapter, 10,000-request trace (2.5 min)
-	$(RUN) -m serving.cli serve-bench
+	$(RUN) -m plora_cli serve-bench
 
 # BOOST (seed 002, docs/boost.md): the placements, DSR and the wave-level bandwidth model on
 # GH200's numbers beside the paper's claims, then BOOST inside PLoRA's pool next to PLoRA alone;
 # the last line is `boost claims=<n> within_10pct=<k> mpp_wave_ratio_max_err=<x>% ...` (17 s)
 boost: $(STAMP) ## BOOST's placements and bandwidth model beside the paper's claims, then inside PLoRA's pool (17 s)
-	$(RUN) -m boost.cli
+	$(RUN) -m plora_cli boost
 
 # the verification environment at full size (verify/, docs/verification.md): the pyuvm env's
 # coverage goals and faults, fuzzing on the model and the RTL, resets, the soak; its last line
 # is `verify coverage_goals=<n> met=<k> fuzz_model=<n> ...`. make test runs each at a reduced
 # size (tests/rtl/test_verify.py, tests/unit/test_verify_model.py)
 verify: $(STAMP) ## the verification environment at full size: coverage goals, faults, fuzzing, resets, soak (7 min)
-	$(RUN) -m serving.cli verify
+	$(RUN) -m plora_cli verify
 
 # the soak alone: make soak [SOAK_COUNT=n] [CONFIG=name] (fast path, random stalls on every channel)
 SOAK_COUNT ?= 10000

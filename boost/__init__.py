@@ -9,7 +9,8 @@ Layers, each a small module:
 - `dsr`: the data shape remapper (two block types, two free lists, sticky greedy fulfilment);
 - `churn`: DSR under Poisson arrivals (Fig. 19);
 - `step`: a decode step of a model under each policy (Table 4);
-- `reproduce`: the claims table; `pool`: BOOST inside PLoRA's serving simulator; `cli`.
+- `reproduce`: the claims table (`plora boost`, plora_cli/boost.py); `pool`: BOOST inside PLoRA's
+  serving simulator.
 
 `boost` imports `serving`, `scheduler`, `isa`; nothing there imports `boost` (the serving
 simulator reaches `boost.pool` only by the name a run config gives, serving/tiering.py).

@@ -293,7 +293,7 @@ def test_pe_array_grows_as_its_lane_multiplexers_predict():
 
 def test_cli_names_a_bad_config():
     from click.testing import CliRunner
-    from serving.cli import main
+    from plora_cli import main
     result = CliRunner().invoke(main, ["area", "--config", "no-such-config"])
     assert result.exit_code != 0 and "no device config 'no-such-config'" in result.output
 

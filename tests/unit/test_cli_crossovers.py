@@ -9,7 +9,7 @@ import re
 import pytest
 from click.testing import CliRunner
 
-from serving.cli import main
+from plora_cli import main
 
 MAX_BATCH = 16
 

@@ -1,8 +1,8 @@
-"""Bad input to `plora` (serving.cli) through click's CliRunner, in process: every subcommand
+"""Bad input to `plora` (plora_cli) through click's CliRunner, in process: every subcommand
 that takes a config refuses a missing one, and a malformed file, a JSON array, an unknown
 key, an unknown `--set` field, a value of the wrong type or out of range, an unknown option
 each give ONE line `Error: <what>` naming the file (or config) and the field, exit status 2
-(click's usage-error status; `serving.cli.BadInput` is a ClickException with exit_code 2,
+(click's usage-error status; `plora_cli.BadInput` is a ClickException with exit_code 2,
 so no usage text is printed), and no traceback. Every input here fails before any work
 starts (no simulation, no Verilator, no synthesis). The Python API raises
 `isa.config.ConfigError` (a ValueError; ConfigNotFound is a FileNotFoundError as well).
@@ -15,7 +15,7 @@ from click.testing import CliRunner
 import isa
 from isa.config import ConfigError, ConfigNotFound
 from isa.system import load_gpu, load_link, load_model
-from serving.cli import main, package_version
+from plora_cli import main, package_version
 from serving.config import load_serving_config
 
 

@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from serving.claims import Claim
-from serving.cli import main
+from plora_cli import main
 from serving.reproduce import ReproduceError, knee, print_table, saturation_gb_s, write_claims_csv
 
 LONG = ("per cell " + ", ".join(f"llama2-{n}b uniform-long {n / 7:.2f}" for n in range(1, 200))

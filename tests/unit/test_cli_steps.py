@@ -1,4 +1,4 @@
-"""`plora steps` (scheduler/cli.py through serving.cli) with click's CliRunner: the per-step
+"""`plora steps` (scheduler/cli.py through plora_cli) with click's CliRunner: the per-step
 detail, and `--summary`, whose numbers must be the sums over that detail (parsed here from
 the detail's own lines, not from the summary's code)."""
 import collections
@@ -7,7 +7,7 @@ import re
 import pytest
 from click.testing import CliRunner
 
-from serving.cli import main
+from plora_cli import main
 
 ARGS = ("steps", "--steps", "3", "--adapters", "30", "--batch", "12", "--seed", "3")
 

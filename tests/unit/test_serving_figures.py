@@ -132,7 +132,7 @@ def test_setup_text_names_only_what_every_row_shares():
 
 
 def test_reproduce_names_its_setup_second_and_the_sweep_what_every_point_shares():
-    from serving.cli import _shared
+    from plora_cli.serving import _shared
     from serving.config import load_serving_config
     from serving.reproduce import print_table, setup_line
     lines = []

@@ -162,7 +162,7 @@ def test_a_config_given_as_a_path_is_named_by_its_file(tmp_path):
 
 
 def test_simulate_and_serve_bench_print_the_names_and_percentiles():
-    from serving.cli import main
+    from plora_cli import main
     out = CliRunner().invoke(main, ["simulate", "--set", "requests=4", "--set", "system=grace-hopper"],
                              catch_exceptions=False).output
     printed = dict(line.split(None, 1) for line in out.splitlines())

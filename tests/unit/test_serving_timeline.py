@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from serving.cli import main
+from plora_cli import main
 from serving.config import load_serving_config, load_system_config
 from serving.engine import device_timing, simulate
 from serving.trace import DEVICES, GPU, LAYERS, LINK, ROUNDS_TID, RUN, STEPS, Timeline, parse_steps

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from isa import load_config as load_device_config
 from isa.system import load_model
-from serving.cli import main
+from plora_cli import main
 from serving.config import SystemConfig, load_serving_config, load_system_config
 from serving.engine import ServingError, device_timing, run, simulate
 from serving.workload import Request, Workload
