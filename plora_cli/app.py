@@ -4,10 +4,13 @@ The commands join the group in the modules beside this one."""
 import copy
 import functools
 import importlib.metadata
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import click
 
-from isa.config import ConfigError, field_names, parse_overrides
+from isa.config import ConfigError, DeviceConfig, field_names, parse_overrides
+from scheduler.config import SchedulerConfig
 from serving.config import ServingConfig, load_serving_config, load_system_config
 
 PACKAGE = "ndp-plora"           # pyproject.toml's [project] name
@@ -28,7 +31,7 @@ class PloraGroup(click.Group):
     usage error (a bad option value, an unknown option) into one line as well, the
     command's --help named in it instead of the usage text."""
 
-    def invoke(self, ctx):
+    def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except ConfigError as exc:
@@ -44,7 +47,7 @@ class PloraGroup(click.Group):
             raise
 
 
-def package_version():
+def package_version() -> str:
     try:
         return importlib.metadata.version(PACKAGE)
     except importlib.metadata.PackageNotFoundError:
@@ -54,7 +57,7 @@ def package_version():
 @click.group(cls=PloraGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_version(), "--version", "-V", prog_name="plora",
                       message="%(prog)s %(version)s")
-def main():
+def main() -> None:
     """PLoRA on a pool of near-data-processing (NDP) memory devices: serve LoRA requests on a
     simulated GPU + CXL device pool, drive the host-side scheduler, and build, verify and
     measure the device's RTL.
@@ -73,7 +76,7 @@ def main():
 
 # ---- checking inputs before any work: every failure a BadInput --------------------------
 
-def overrides(items, cls, kind, what="field"):
+def overrides(items: Iterable[str], cls: type, kind: str, what: str = "field") -> dict[str, Any]:
     """`--set KEY=VALUE` items as a dict; BadInput for a malformed item or an unknown key
     (the valid ones listed)."""
     try:
@@ -88,7 +91,7 @@ def overrides(items, cls, kind, what="field"):
     return changes
 
 
-def checked(load, *args, **kwargs):
+def checked(load: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """`load(*args, **kwargs)`, a ConfigError or ValueError (a config class's own check) as BadInput."""
     try:
         return load(*args, **kwargs)
@@ -96,12 +99,12 @@ def checked(load, *args, **kwargs):
         raise BadInput(str(exc)) from None
 
 
-def device_config(name):
+def device_config(name: str) -> DeviceConfig:
     import isa
     return checked(isa.load_config, name)
 
 
-def run_files(cfg):
+def run_files(cfg: ServingConfig) -> None:
     """Load every config a run names (system, GPU, link, model, CPU, device, scheduler,
     workload), so that a bad one fails here, before the run."""
     from isa.system import load_cpu, load_gpu, load_link, load_model
@@ -119,7 +122,7 @@ def run_files(cfg):
     checked(load_workload_config, cfg.workload)
 
 
-def serving_config(name, items):
+def serving_config(name: str, items: Iterable[str]) -> ServingConfig:
     """The run config `name` with `--set` overrides, every file it names checked."""
     changes = overrides(items, ServingConfig, "run")
     cfg = checked(load_serving_config, name, **changes)
@@ -127,9 +130,9 @@ def serving_config(name, items):
     return cfg
 
 
-def scheduler_config(config_name, items):
+def scheduler_config(config_name: str, items: Iterable[str]) -> SchedulerConfig:
     """The scheduler config with `--set` knobs, and the GPU, link, device and model it names."""
-    from scheduler.config import SchedulerConfig, load_scheduler_config
+    from scheduler.config import load_scheduler_config
     changes = overrides(items, SchedulerConfig, "scheduler", "knob")
     cfg = checked(load_scheduler_config, config_name, **changes)
     for load in (cfg.gpu_config, cfg.link_config, cfg.device_config, cfg.model_config):
@@ -137,12 +140,13 @@ def scheduler_config(config_name, items):
     return cfg
 
 
-def preflight(command, check):
+def preflight(command: click.Command, check: Callable[..., object]) -> click.Command:
     """A copy of click `command` whose callback runs `check(**params)` first."""
     callback = command.callback
+    assert callback is not None, command.name
 
     @functools.wraps(callback)
-    def checked_first(**params):
+    def checked_first(**params: Any) -> Any:
         check(**params)
         return callback(**params)
     command = copy.copy(command)

@@ -11,7 +11,7 @@ from .app import main
               help="requests per serving run of the pool table")
 @click.option("--instances", default=300, show_default=True, type=click.IntRange(min=1),
               help="BAPP-R add-kernel instances (7 full waves each)")
-def boost(requests, pool_requests, instances):
+def boost(requests: int, pool_requests: int, instances: int) -> None:
     """BOOST (seed 002, docs/boost.md): the paper's claims beside the model's, the decode-step
     and churn details, BOOST in PLoRA's pool beside PLoRA alone, and the summary line
     (make boost)."""

@@ -16,7 +16,7 @@ from .app import BadInput, device_config, main
 @click.option("--scaling", is_flag=True,
               help="each block's growth over the 1 and 2 channel variants a scaled config is fitted to, "
                    "and the lane-wide blocks alone at 1, 2 and 4 channels")
-def area(config_name, out, scaling):
+def area(config_name: str, out: pathlib.Path | None, scaling: bool) -> None:
     """Area, power and timing of the NDP core at 45 nm beside the paper's (area/report.py)."""
     from area import blocks, report
     device_config(config_name)
@@ -31,7 +31,7 @@ def area(config_name, out, scaling):
 
 @main.command()
 @click.option("--config", "config_name", default="default", show_default=True, help="device config")
-def verify(config_name):
+def verify(config_name: str) -> None:
     """The verification environment at full size: coverage goals, faults, fuzzing, resets,
     the soak (verify/cli.py); the last line sums it up."""
     from verify.cli import main as verify_main
@@ -42,7 +42,7 @@ def verify(config_name):
 # ---- the RTL tools (rtlbench/): Verilator builds and cocotb runs -----------------------
 
 @main.command()
-def demo():
+def demo() -> None:
     """A GEMV and a GEMM through the driver on the RTL (Verilator), against numpy."""
     from rtlbench import demo as rtl_demo
     if rtl_demo.main():
@@ -58,7 +58,7 @@ def demo():
               help="the RTL's bench (default: bfm where the config's DRAM is the bench's RAM model, else fast)")
 @click.option("--stream", "stream_path", type=click.Path(exists=True, dir_okay=False, path_type=pathlib.Path),
               default=None, help="replay this stream (JSON batches of rtlbench/stream.py Items) instead")
-def validate(seed, count, config_name, backend, stream_path):
+def validate(seed: int, count: int, config_name: str, backend: str | None, stream_path: pathlib.Path | None) -> None:
     """The cycle model against the RTL on a random descriptor stream (rtlbench/validate.py):
     per descriptor, result bytes and status must match, cycles are compared."""
     from rtlbench import validate as rtl_validate
@@ -79,7 +79,7 @@ def validate(seed, count, config_name, backend, stream_path):
 @click.option("--source", type=click.Choice(("both", "model", "rtl")), default="both", show_default=True)
 @click.option("--copies", default=8, show_default=True, help="back-to-back descriptors per workload (>= 4)")
 @click.option("--kinds", default=None, help="comma-separated workload kinds (default: all)")
-def roofline(config_name, source, copies, kinds):
+def roofline(config_name: str, source: str, copies: int, kinds: str | None) -> None:
     """PE-array and DRAM-port utilization of back-to-back descriptors, RTL and model
     (rtlbench/roofline.py)."""
     from rtlbench import roofline as rtl_roofline
@@ -102,7 +102,7 @@ def roofline(config_name, source, copies, kinds):
 
 @main.command()
 @click.option("--config", "config_name", default="default", show_default=True, help="device config")
-def bench(config_name):
+def bench(config_name: str) -> None:
     """Simulation speed of the model, the fast RTL path and the cocotbext-axi bench on one stream."""
     from rtlbench import bench as rtl_bench
     device_config(config_name)

@@ -2,6 +2,8 @@
 replay-step, systems."""
 import json
 import pathlib
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import click
 
@@ -17,7 +19,7 @@ set_option = click.option("--set", "overrides", multiple=True, metavar="FIELD=VA
                           help="override a field of the run config (repeatable), e.g. system=ns, requests=200")
 
 
-def _trace_path(value):
+def _trace_path(value: pathlib.Path | None) -> pathlib.Path | None:
     """--trace: a file that can be written, its folder made now, so that a bad path fails
     before the run rather than after it."""
     value = scheduler_cli.writable_path(value, "--trace")
@@ -29,7 +31,7 @@ def _trace_path(value):
     return value
 
 
-def _trace_steps(value):
+def _trace_steps(value: str) -> range | None:
     """--trace-steps as serving.trace.parse_steps reads it; a bad one a usage error."""
     from serving.trace import parse_steps
     try:
@@ -38,14 +40,14 @@ def _trace_steps(value):
         raise click.BadParameter(str(exc), param_hint="--trace-steps") from None
 
 
-def _shared(rows):
+def _shared(rows: Sequence[Mapping[str, Any]]) -> str:
     """What every row of a sweep shares: system, model, workload, then the hardware."""
     from serving.figures import setup_text
     names = [f"{k} {rows[0][k]}" for k in ("system", "model", "workload") if len({str(r[k]) for r in rows}) == 1]
     return ", ".join(names + [setup_text(rows)]) or "nothing"
 
 
-def _echo_summary(summary):
+def _echo_summary(summary: Mapping[str, Any]) -> None:
     from serving.results import summary_lines
     for line in summary_lines(summary):
         click.echo(line)
@@ -63,7 +65,8 @@ def _echo_summary(summary):
 @click.option("--trace-steps", default="0:50", show_default=True, metavar="A:B|N|all",
               callback=lambda ctx, param, value: _trace_steps(value),
               help="the steps the trace details by layer and round (every step is on its steps track)")
-def simulate(config_name, overrides, out, trace_path, trace_steps):
+def simulate(config_name: str, overrides: tuple[str, ...], out: pathlib.Path | None, trace_path: pathlib.Path | None,
+             trace_steps: range | None) -> None:
     """Serve one workload on one system and print the summary (and, with --trace, write its
     timeline)."""
     from serving.engine import ServingError, run
@@ -83,7 +86,7 @@ def simulate(config_name, overrides, out, trace_path, trace_steps):
         result.write_requests_csv(out / "requests.csv")
         (out / "summary.json").write_text(json.dumps(json_summary(summary), indent=1) + "\n")
         click.echo(f"wrote {out}/steps.csv, requests.csv, summary.json")
-    if timeline is not None:
+    if timeline is not None and trace_path is not None:       # the one is made when the other is given
         try:
             timeline.write(trace_path)
         except OSError as exc:
@@ -105,7 +108,8 @@ def simulate(config_name, overrides, out, trace_path, trace_steps):
               show_default=True, callback=lambda ctx, param, value: scheduler_cli.writable_path(value, "--out"))
 @scheduler_cli.figure_option("plot throughput, TPOT and link utilization over the first numeric axis, a line "
                              "per value of the others, to this image (.png, .pdf, .svg)")
-def sweep(config_name, overrides, axes, address, workers, out, plot_path):
+def sweep(config_name: str, overrides: tuple[str, ...], axes: tuple[str, ...], address: str | None, workers: int | None,
+          out: pathlib.Path, plot_path: pathlib.Path | None) -> None:
     """Run a grid of configs (in parallel on Dask) and write one CSV row per point (and a plot)."""
     from serving.sweep import points, write_csv
     from serving.sweep import sweep as run_sweep
@@ -146,7 +150,8 @@ def sweep(config_name, overrides, axes, address, workers, out, plot_path):
 @click.option("--workers", default=None, type=click.IntRange(min=1))
 @click.option("--reuse", is_flag=True, help="read the sweeps' CSVs from --out if they exist (figures, table only)")
 @set_option
-def reproduce(out, requests, address, workers, reuse, overrides):
+def reproduce(out: pathlib.Path, requests: int, address: str | None, workers: int | None, reuse: bool,
+              overrides: tuple[str, ...]) -> None:
     """The paper's claims (sections VII-D, VIII) beside the simulator's, CSVs and figures in
     --out; the table fits 120 columns, each claim's whole cause and note in --out/claims.csv."""
     from serving.reproduce import ReproduceError, check_requests, reusable
@@ -171,7 +176,7 @@ def reproduce(out, requests, address, workers, reuse, overrides):
 @main.command("serve-bench")
 @click.option("--config", "config_name", default="serve-bench", show_default=True)
 @set_option
-def serve_bench(config_name, overrides):
+def serve_bench(config_name: str, overrides: tuple[str, ...]) -> None:
     """Simulation speed on a 10,000-request trace (one core)."""
     from serving.engine import run
     cfg = serving_config(config_name, overrides)
@@ -190,7 +195,7 @@ def serve_bench(config_name, overrides):
 @click.option("--case", "cases", multiple=True, metavar="NAME",
               help="a case to replay (repeatable; default all): " + ", ".join(
                   ("llama2-7b-short", "llama2-7b-long", "llama3-8b", "qwen3-30b-a3b", "mixed-e1-e4")))
-def replay_step(cases):
+def replay_step(cases: tuple[str, ...]) -> None:
     """Replay whole decode steps descriptor by descriptor on model devices and the link, and
     compare their pool side with what the serving simulator charged."""
     from serving.replay_step import CASES
@@ -202,7 +207,7 @@ def replay_step(cases):
 
 
 @main.command()
-def systems():
+def systems() -> None:
     """The systems a run can name, and what each models."""
     for name in system_names():
         click.echo(f"{name:18s} {load_system_config(name).description}")
