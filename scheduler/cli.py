@@ -11,20 +11,31 @@ Bad input is a click usage error (exit status 2): an option out of range, an ima
 matplotlib does not write, more adapters than the config's max_cpu_loras; `plora` (serving/cli.py)
 prints it as one `Error:` line.
 """
+from __future__ import annotations
+
 import collections
 import os
 import pathlib
 import random
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 import isa
 from isa.config import parse_overrides
 
-from .config import load_scheduler_config
+from .config import SchedulerConfig, load_scheduler_config
+
+if TYPE_CHECKING:
+    from .entities import StepPlan
+
+_T = TypeVar("_T")
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 
-def config_from(loader, name, overrides, what="KNOB"):
+def config_from(loader: Callable[..., _T], name: str | pathlib.Path, overrides: Iterable[str],
+                what: str = "KNOB") -> _T:
     """`loader(name, **KEY=VALUE overrides)`, its errors as click's (one for every CLI)."""
     try:
         changes = parse_overrides(overrides, what)
@@ -36,7 +47,7 @@ def config_from(loader, name, overrides, what="KNOB"):
         raise click.ClickException(str(exc)) from None
 
 
-def _config(name, overrides):
+def _config(name: str, overrides: Iterable[str]) -> SchedulerConfig:
     return config_from(load_scheduler_config, name, overrides)
 
 
@@ -47,11 +58,11 @@ set_option = click.option("--set", "overrides", multiple=True, metavar="KNOB=VAL
 
 
 @click.group()
-def main():
+def main() -> None:
     """PLoRA's host-side scheduler over a pool of NDP devices."""
 
 
-def writable_path(value, option):
+def writable_path(value: pathlib.Path | None, option: str) -> pathlib.Path | None:
     """`value` (a pathlib.Path or None) if a file can be written there (its folder exists and
     is writable, or can be made), else a usage error naming `option`: checked before any work."""
     if value is None:
@@ -66,10 +77,10 @@ def writable_path(value, option):
     return value
 
 
-def figure_path(value, option):
+def figure_path(value: pathlib.Path | None, option: str) -> pathlib.Path | None:
     """`value` (a pathlib.Path or None) if matplotlib can write its format there, else a usage
     error naming `option` and the formats it can."""
-    if writable_path(value, option) is None:
+    if value is None or writable_path(value, option) is None:
         return None
     import matplotlib
     matplotlib.use("Agg")
@@ -83,13 +94,13 @@ def figure_path(value, option):
     return value
 
 
-def figure_option(help_text):
+def figure_option(help_text: str) -> Callable[[_F], _F]:
     return click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=pathlib.Path),
                         default=None, metavar="PATH",
                         callback=lambda ctx, param, value: figure_path(value, "--plot"), help=help_text)
 
 
-def csv_option(help_text):
+def csv_option(help_text: str) -> Callable[[_F], _F]:
     return click.option("--csv", "csv_path", type=click.Path(dir_okay=False, path_type=pathlib.Path),
                         default=None, metavar="PATH",
                         callback=lambda ctx, param, value: writable_path(value, "--csv"), help=help_text)
@@ -103,12 +114,14 @@ def csv_option(help_text):
 @click.option("--max-batch", default=256, show_default=True, type=click.IntRange(min=1))
 @csv_option("write every cost (each rank, state, strategy and batch 1..max-batch, us) as CSV here")
 @figure_option("plot the costs over the batch (a panel per rank and state) to this image (.png, .pdf, .svg)")
-def crossovers(config_name, overrides, d, max_batch, csv_path, plot_path):
+def crossovers(config_name: str, overrides: tuple[str, ...], d: int, max_batch: int, csv_path: pathlib.Path | None,
+               plot_path: pathlib.Path | None) -> None:
     """Cost of each strategy per GPU-memory state over batch 1..max-batch, and where the best changes."""
-    from .crossovers import crossovers as run, plot_rows, write_csv
+    from .crossovers import crossovers as run
+    from .crossovers import plot_rows, write_csv
     from .device_timing import DeviceTiming
     config = _config(config_name, overrides)
-    rows = []
+    rows: list[Any] = []
     run(config, DeviceTiming(config.device_config()), d=d, max_batch=max_batch, out=click.echo, rows_out=rows)
     if csv_path:
         click.echo(f"wrote {write_csv(rows, csv_path, d)}")
@@ -119,7 +132,8 @@ def crossovers(config_name, overrides, d, max_batch, csv_path, plot_path):
 STEP_RANKS = (8, 16, 32, 64, 128)       # the ranks `plora steps` draws its adapters' from
 
 
-def run_steps(config, steps, adapters, batch, skew, seed):
+def run_steps(config: SchedulerConfig, steps: int, adapters: int, batch: int, skew: float, seed: int
+              ) -> Iterator[StepPlan]:
     """The scheduler on a random churning batch: yields each step's StepPlan. Each step, a
     live request leaves with probability 0.1 and the rest grow by one token; new requests
     fill the batch, a share `skew` of them to the 50 most popular adapters."""
@@ -128,7 +142,8 @@ def run_steps(config, steps, adapters, batch, skew, seed):
     sched = Scheduler(config)
     for a in range(adapters):
         sched.register(a, rng.choice([r for r in STEP_RANKS if r <= config.max_lora_rank]))
-    live, next_rid = [], 0
+    live: list[tuple[int, int, int, bool]] = []
+    next_rid = 0
     for _ in range(steps):
         live = [(rid, a, ctx + 1, False) for rid, a, ctx, _ in live if rng.random() > 0.1]
         while len(live) < batch:
@@ -141,7 +156,7 @@ def run_steps(config, steps, adapters, batch, skew, seed):
 STRATEGY_NAMES = ("E1", "E2", "E3", "E4")
 
 
-def step_totals(plan):
+def step_totals(plan: StepPlan) -> dict[str, Any]:
     """One step's totals: sites, the strategy mix, the chosen candidates' costs summed (each
     site's `= ... us` on its chosen line of the detail, all layers), the loads and evictions,
     the GPU memory used and the KV share duplicated."""
@@ -153,16 +168,16 @@ def step_totals(plan):
             "budget_gb": plan.budget_bytes / 1e9, "kv_dup": plan.p_kv}
 
 
-def step_line(t):
+def step_line(t: dict[str, Any]) -> str:
     return (f"step {t['step']}: {t['sites']} sites (" + ", ".join(f"{s} {t[s]}" for s in STRATEGY_NAMES)
             + f"), chosen costs {t['chosen_us']:.2f} us, {t['loads']} loads ({t['load_mb']:.1f} MB), "
             f"{t['evictions']} evictions, GPU {t['gpu_gb']:.3f} of {t['budget_gb']:.3f} GB, "
             f"KV duplicated {t['kv_dup']:.3f}")
 
 
-def summary_line(totals):
+def summary_line(totals: Sequence[dict[str, Any]]) -> str:
     """The last line of `plora steps`: sums over its steps."""
-    total = collections.Counter()
+    total: collections.Counter[str] = collections.Counter()
     for t in totals:
         total.update({k: t[k] for k in ("sites", *STRATEGY_NAMES, "chosen_us", "loads", "evictions")})
     return (f"steps n={len(totals)} sites={total['sites']} " + " ".join(f"{s}={total[s]}" for s in STRATEGY_NAMES)
@@ -181,7 +196,8 @@ def summary_line(totals):
 @click.option("--seed", default=0, show_default=True)
 @click.option("--summary", "summary_only", is_flag=True,
               help="print only the summary: a line per step (its totals) and a last line over all steps")
-def steps(config_name, overrides, steps, adapters, batch, skew, seed, summary_only):
+def steps(config_name: str, overrides: tuple[str, ...], steps: int, adapters: int, batch: int, skew: float,
+          seed: int, summary_only: bool) -> None:
     """Run the scheduler on a random churning batch and explain every decision; a summary
     (a line per step and a last line) follows, or alone with --summary."""
     from .scheduler import SchedulerError
@@ -217,7 +233,7 @@ def steps(config_name, overrides, steps, adapters, batch, skew, seed, summary_on
 @click.option("--config", "device", default="paper", show_default=True, help="device config")
 @click.option("--samples", default=40, show_default=True)
 @click.option("--seed", default=1, show_default=True)
-def timing_check(device, samples, seed):
+def timing_check(device: str, samples: int, seed: int) -> None:
     """The device-timing table against direct runs of the cycle model on random shapes."""
     from .device_timing import check
     check(isa.load_config(device), samples, seed, out=click.echo)

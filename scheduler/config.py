@@ -6,10 +6,11 @@ Knob names follow the serving systems users know where the meaning carries over
 """
 import dataclasses
 import pathlib
+from typing import Any
 
 import isa
-from isa.config import read_config
-from isa.system import load_gpu, load_link, load_model
+from isa.config import DeviceConfig, read_config
+from isa.system import GpuConfig, LinkConfig, ModelConfig, load_gpu, load_link, load_model
 
 CONFIG_DIR = pathlib.Path(__file__).parent / "configs"
 KV_SCALE = {"fp16": 1.0, "int8": 0.5, "int4": 0.25}
@@ -27,7 +28,7 @@ class SchedulerConfig:
     # gpu_memory_utilization x HBM - base weights - activation_reserve_bytes
     gpu_memory_utilization: float = 0.9
     activation_reserve_bytes: float = 4e9
-    gpu_budget_bytes: float = None
+    gpu_budget_bytes: float | None = None
     max_loras: int = 256                # adapters with any part cached on the GPU
     max_cpu_loras: int = 4096           # adapters registered in the device pool
     max_lora_rank: int = 128
@@ -38,16 +39,16 @@ class SchedulerConfig:
     expected_steps: float = 214         # decode steps a batch is expected to last (load amortization)
     kv_page_tokens: int = 512           # tokens per KV page on a device (one ATTENTION operand)
     # the link's two numbers, if not the link config's (a sweep's point)
-    link_bytes_per_s: float = None
-    link_latency_s: float = None
+    link_bytes_per_s: float | None = None
+    link_latency_s: float | None = None
     # what the system around the scheduler allows (the serving simulator's ablations):
-    strategies: tuple = ("E1", "E2", "E3", "E4")    # Algorithm 1's candidates
-    forced_strategy: str = None         # "E3"/"E4": every site takes it, no Algorithm 1 (N(E3), ND(E4), ...)
+    strategies: tuple[str, ...] = ("E1", "E2", "E3", "E4")    # Algorithm 1's candidates
+    forced_strategy: str | None = None       # "E3"/"E4": every site takes it, no Algorithm 1 (N(E3), ND(E4), ...)
     distributed_attention: bool = True  # devices compute attention partials (else the GPU reads the KV)
     kv_precision: str = "fp16"          # KV cache elements: fp16, int8 or int4
 
-    def __post_init__(self):
-        def need(cond, what):
+    def __post_init__(self) -> None:
+        def need(cond: object, what: str) -> None:
             if not cond:
                 raise ValueError(f"scheduler config {self.name!r}: {what}")
         for field in ("num_devices", "max_loras", "max_cpu_loras", "max_lora_rank",
@@ -84,31 +85,31 @@ class SchedulerConfig:
         need(self.max_cpu_loras >= self.max_loras,
              f"max_cpu_loras={self.max_cpu_loras!r} must be >= max_loras={self.max_loras!r} (as in vLLM)")
 
-    def with_(self, **changes):
+    def with_(self, **changes: Any) -> "SchedulerConfig":
         return dataclasses.replace(self, **changes)
 
     # the configs this one names, loaded
-    def gpu_config(self):
+    def gpu_config(self) -> GpuConfig:
         return load_gpu(self.gpu)
 
-    def link_config(self):
+    def link_config(self) -> LinkConfig:
         link = load_link(self.link)
-        changes = {k: v for k, v in (("bytes_per_s", self.link_bytes_per_s), ("latency_s", self.link_latency_s))
-                   if v is not None}
+        changes: dict[str, Any] = {k: v for k, v in (("bytes_per_s", self.link_bytes_per_s),
+                                                     ("latency_s", self.link_latency_s)) if v is not None}
         return dataclasses.replace(link, **changes)
 
     @property
-    def kv_scale(self):
+    def kv_scale(self) -> float:
         """KV bytes per element over FP16's two."""
         return KV_SCALE[self.kv_precision]
 
-    def device_config(self):
+    def device_config(self) -> DeviceConfig:
         return isa.load_config(self.device)
 
-    def model_config(self):
+    def model_config(self) -> ModelConfig:
         return load_model(self.model)
 
-    def gpu_budget(self):
+    def gpu_budget(self) -> float:
         """Bytes of GPU memory the scheduler may fill with adapters and KV duplicates."""
         if self.gpu_budget_bytes is not None:
             return float(self.gpu_budget_bytes)
@@ -122,7 +123,7 @@ class SchedulerConfig:
         return budget
 
 
-def load_scheduler_config(name_or_path="default", **overrides):
+def load_scheduler_config(name_or_path: str | pathlib.Path = "default", **overrides: Any) -> SchedulerConfig:
     data = read_config(CONFIG_DIR, "scheduler", name_or_path)
     unknown = set(data) | set(overrides)
     unknown -= {f.name for f in dataclasses.fields(SchedulerConfig)}

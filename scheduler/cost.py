@@ -14,21 +14,28 @@ is one layer's attention round for a batch under a KV share (Table V): the GPU o
 pages it holds, each device over the rest of its pages as a queue of ATTENTION descriptors,
 the partials back over the link, the GPU's merge. Everything is per layer.
 """
+from __future__ import annotations
+
 import dataclasses
 import enum
 import functools
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
+import numpy.typing as npt
 
 from isa import payload_bytes, result_bytes
 from isa.encoders import KvBlock, attention_descriptor
 from isa.errors import ShapeError
 from isa.slots import HEADER_BYTES
-from isa.system import FP16_BYTES
+from isa.system import FP16_BYTES, GpuConfig, LinkConfig
 
 from .kv_pages import KvPages
 from .rounds import RoundLoad
+
+if TYPE_CHECKING:
+    from .device_timing import DeviceTiming
 
 INF = float("inf")
 
@@ -41,7 +48,7 @@ class Strategy(enum.Enum):
     E4 = "B"        # P3: the device computes m = x A; x in, m out; the GPU computes m B
 
     @property
-    def gpu_parts(self):
+    def gpu_parts(self) -> frozenset[str]:
         return frozenset(p for p in self.value.split() if p in "AB")
 
 
@@ -58,20 +65,20 @@ class LoraCost:
     gpu_s: float                # GPU roofline time, launch excluded
     device_s: float             # device time from the cycle model, alone
     total_s: float              # the isolated time of this product (Fig. 3a's y axis)
-    infeasible: str = None      # why the device cannot run it, if it cannot
+    infeasible: str | None = None  # why the device cannot run it, if it cannot
     period_s: float = 0.0       # the device's period for it in a back-to-back stream
     drain_s: float = 0.0        # and its drain when it is the stream's last
 
     @property
-    def link_bytes(self):
+    def link_bytes(self) -> float:
         return self.link_to_device + self.link_to_gpu
 
     @property
-    def feasible(self):
+    def feasible(self) -> bool:
         return self.infeasible is None
 
 
-def amortized_load_s(link, nbytes, steps):
+def amortized_load_s(link: LinkConfig, nbytes: float, steps: float) -> float:
     """The scheduler's rule for caching factors on the GPU: their one-time load over the
     link (one round trip, then the bytes) spread over the `steps` the batch is expected to
     last. A strategy needing factors the GPU lacks is charged this on top of its step time."""
@@ -80,14 +87,14 @@ def amortized_load_s(link, nbytes, steps):
     return (link.round_trip_s + link.transfer_s(nbytes)) / steps
 
 
-def factor_bytes(d_in, d_out, r):
+def factor_bytes(d_in: int, d_out: int, r: int) -> tuple[int, int]:
     """(A bytes, B bytes) of one injected weight's adapter: A d_in x r, B r x d_out, FP16."""
     return d_in * r * FP16_BYTES, r * d_out * FP16_BYTES
 
 
 class CostModel:
-    def __init__(self, gpu, link, timing, num_devices, distributed_attention=True, kv_scale=1.0,
-                 page_tokens=None):
+    def __init__(self, gpu: GpuConfig, link: LinkConfig, timing: DeviceTiming, num_devices: int,
+                 distributed_attention: bool = True, kv_scale: float = 1.0, page_tokens: int | None = None) -> None:
         """`distributed_attention`: the devices may compute attention partials over the KV the
         GPU does not hold (D); without it the GPU reads that KV over the link. `kv_scale`: KV bytes
         per element over FP16's (0.5 INT8, 0.25 INT4): every KV byte count scales with it, and a
@@ -101,12 +108,13 @@ class CostModel:
         self.gpu, self.link, self.timing, self.num_devices = gpu, link, timing, num_devices
         self.distributed_attention, self.kv_scale = distributed_attention, kv_scale
         self.pages = KvPages(num_devices, page_tokens) if page_tokens else None
-        self.lora_cost = functools.lru_cache(maxsize=1 << 16)(self.lora_cost)
-        self._page_tables = {}      # (rows, head_dim) -> [periods by tokens 0..P, drains, filled]
+        self.lora_cost = functools.lru_cache(maxsize=1 << 16)(self.lora_cost)  # type: ignore[method-assign]
+        # (rows, head_dim) -> [periods by tokens 0..P, drains, filled]
+        self._page_tables: dict[tuple[int, int], list[npt.NDArray[np.float64]]] = {}
 
     # ---- Table IV: LoRA ---------------------------------------------------------------
 
-    def lora_cost(self, strategy, b, d_in, d_out, r):
+    def lora_cost(self, strategy: Strategy, b: int, d_in: int, d_out: int, r: int) -> LoraCost:
         """Cost of y (b x d_out) = x (b x d_in) A B for one adapter under `strategy`, alone.
 
         Each exchange with a device pays L_link once (the GPU's stores of x and the
@@ -137,7 +145,8 @@ class CostModel:
             return LoraCost(strategy, x_bytes, m_bytes, b_bytes, gpu_s, device_s, total, why, period, drain)
         raise ValueError(f"unknown strategy {strategy!r}")
 
-    def _device(self, op, *shape, same=None):
+    def _device(self, op: str, *shape: int, same: tuple[int, int] | None = None
+                ) -> tuple[tuple[float, float, float], str | None]:
         """((latency, period, drain), None) from the timing tables, or ((inf, inf, inf), why)
         for a shape the device refuses."""
         if same is not None and same[0] != same[1]:
@@ -148,7 +157,7 @@ class CostModel:
         except ShapeError as exc:
             return (INF, INF, INF), str(exc)
 
-    def add_lora(self, load, cost, device, copies=1):
+    def add_lora(self, load: RoundLoad, cost: LoraCost, device: int, copies: int = 1) -> None:
         """Put `copies` of one product (a LoraCost) into its round's `load`: the GPU's
         share on its stream (E4's m B after the pool's results), the device's share at the
         end of `device`'s queue with its descriptor and completion lines on the link, E2's
@@ -166,19 +175,22 @@ class CostModel:
 
     # ---- Table V: attention -----------------------------------------------------------
 
-    def attention_load(self, contexts, rids, units, q_heads, kv_heads, head_dim, on_devices=None):
+    def attention_load(self, contexts: npt.ArrayLike, rids: npt.ArrayLike, units: npt.ArrayLike, q_heads: int,
+                       kv_heads: int, head_dim: int, on_devices: bool | None = None) -> tuple[RoundLoad, float]:
         """One layer's attention round for a batch whose request i (id rids[i], contexts[i]
         tokens) holds its first units[i] KV units on the GPU (scheduler.kv_pages): see
         AttentionTable. Returns (RoundLoad, the GPU's KV bytes read per layer)."""
         return AttentionTable(self, contexts, rids, q_heads, kv_heads, head_dim).load(units, on_devices)
 
-    def _page(self, rows, head_dim, sizes):
+    def _page(self, rows: int, head_dim: int, sizes: npt.ArrayLike
+              ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
         """(period, drain) arrays by a page's token count 0..P (0 at 0 tokens), the sizes
         asked for and a full page filled in from the stream table. At a KV precision below
         FP16 a page of s tokens reads the bytes of ceil(s x kv_scale) FP16 tokens: its period
         is a one-row page of that many tokens (port-bound: the bytes) plus what the group's
         other rows add at s tokens (their MAC passes, which precision does not shrink); its
         drain, the pipeline's tail, does not change."""
+        assert self.pages is not None, "this cost model was made without page_tokens"
         page = self.pages.page
         key = (rows, head_dim)
         entry = self._page_tables.get(key)
@@ -210,7 +222,8 @@ class AttentionTable:
     so it is tabled for every count at once (arrays indexed [units, request, device]), and
     `load(units)` of a share is a gather and a sum: the scheduler prices many shares a step."""
 
-    def __init__(self, cost, contexts, rids, q_heads, kv_heads, head_dim):
+    def __init__(self, cost: CostModel, contexts: npt.ArrayLike, rids: npt.ArrayLike, q_heads: int, kv_heads: int,
+                 head_dim: int) -> None:
         pages = cost.pages
         if pages is None:
             raise ValueError("this cost model was made without page_tokens: it prices no attention")
@@ -238,17 +251,18 @@ class AttentionTable:
         run = period + drain
         self.run = np.where(tail, run[layout.tail], run[page])
 
-    def load(self, units, on_devices=None):
+    def load(self, units: npt.ArrayLike, on_devices: bool | None = None) -> tuple[RoundLoad, float]:
         """(RoundLoad, the GPU's KV bytes read per layer) when request i holds units[i]; the
         devices compute the rest if `on_devices` (default: the cost model's D), else the GPU
         reads it over the link."""
-        cost, link_bytes = self.cost, 0.0
+        cost = self.cost
         units = np.asarray(units, dtype=np.int64)
         caps = self.layout.units
         if units.shape != caps.shape or (units < 0).any() or (units > caps).any():
             bad = np.flatnonzero((units < 0) | (units > caps))[:1].tolist() if units.shape == caps.shape else None
             raise ValueError(f"units held must be one per request within its pages: request {bad} holds "
-                             f"{units[bad].tolist() if bad else units.shape}, it has {caps[bad].tolist() if bad else caps.shape}")
+                             f"{units[bad].tolist() if bad else units.shape}, "
+                             f"it has {caps[bad].tolist() if bad else caps.shape}")
         load = RoundLoad("attention", cost.num_devices)
         on_gpu = int(self.gpu_tokens[units, self.requests].sum())
         gpu_bytes = on_gpu * self.kv_token
@@ -281,6 +295,6 @@ class AttentionTable:
         return load, gpu_bytes
 
 
-def attention_result_bytes(rows, head_dim):
+def attention_result_bytes(rows: int, head_dim: int) -> int:
     """Bytes an ATTENTION descriptor returns (O in FP32, then an anchor line per row)."""
     return result_bytes(attention_descriptor(KvBlock(0, head_dim, 1), rows))

@@ -13,12 +13,20 @@ small batches; E2 moves the adapter, R (D + D) bytes whatever B_i, so it wins at
 `plora crossovers --csv PATH` writes every cost the table samples (write_csv), `--plot PATH`
 draws them over the batch (plot_rows).
 """
+from __future__ import annotations
+
 import csv
 import dataclasses
 import math
 import pathlib
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING
 
+from .config import SchedulerConfig
 from .cost import STRATEGIES, CostModel, Strategy, amortized_load_s, factor_bytes
+
+if TYPE_CHECKING:
+    from .device_timing import DeviceTiming
 
 STATES = {"P1": frozenset("AB"), "P2": frozenset(), "P3": frozenset("B")}
 RANKS = (8, 16, 32, 64, 128)
@@ -32,10 +40,11 @@ class Row:
     state: str
     strategy: Strategy
     loads: bool                 # charged the amortized load of factors the state lacks
-    costs: tuple                # seconds at batch 1..max_batch
+    costs: tuple[float, ...]    # seconds at batch 1..max_batch
 
 
-def rows_for(cost, d, rank, expected_steps, max_batch, states=tuple(STATES), strategies=STRATEGIES):
+def rows_for(cost: CostModel, d: int, rank: int, expected_steps: float, max_batch: int,
+             states: Iterable[str] = tuple(STATES), strategies: Iterable[Strategy] = STRATEGIES) -> list[Row]:
     out = []
     a_bytes, b_bytes = factor_bytes(d, d, rank)
     for state in states:
@@ -52,9 +61,9 @@ def rows_for(cost, d, rank, expected_steps, max_batch, states=tuple(STATES), str
     return out
 
 
-def best_runs(rows):
+def best_runs(rows: Sequence[Row]) -> list[tuple[int, int, str]]:
     """[(first batch, last batch, strategy name)] of the cheapest row at each batch."""
-    runs = []
+    runs: list[tuple[int, int, str]] = []
     for i in range(len(rows[0].costs)):
         best = min(rows, key=lambda r: (r.costs[i], r.strategy.name))
         name = best.strategy.name + ("+load" if best.loads else "")
@@ -65,14 +74,16 @@ def best_runs(rows):
     return runs
 
 
-def first_cheaper(rows, cheaper, than):
+def first_cheaper(rows: Iterable[Row], cheaper: Strategy, than: Strategy) -> int | None:
     """The first batch at which strategy `cheaper` costs less than `than` in `rows` (one state)."""
     a = next(r for r in rows if r.strategy is cheaper)
     b = next(r for r in rows if r.strategy is than)
-    return next((i + 1 for i, (x, y) in enumerate(zip(a.costs, b.costs)) if x < y), None)
+    return next((i + 1 for i, (x, y) in enumerate(zip(a.costs, b.costs, strict=True)) if x < y), None)
 
 
-def crossovers(config, timing, out=print, d=4096, ranks=RANKS, max_batch=256, rows_out=None):
+def crossovers(config: SchedulerConfig, timing: DeviceTiming, out: Callable[[str], object] = print, d: int = 4096,
+               ranks: Iterable[int] = RANKS, max_batch: int = 256, rows_out: list[Row] | None = None
+               ) -> dict[int, tuple[int | None, int | None]]:
     """Print the table per rank (costs at SHOWN_BATCHES, the cheapest runs, the crossovers)
     and its last line; returns {rank: (E2 beats E3 from, E2 beats E4 from)}. `rows_out`, a
     list, gets every Row printed (costs at every batch 1..max_batch)."""
@@ -83,11 +94,12 @@ def crossovers(config, timing, out=print, d=4096, ranks=RANKS, max_batch=256, ro
         f"costs in us per layer; '+load' = the factors the state lacks loaded once and charged over "
         f"expected_steps = {config.expected_steps:g} steps")
     printed = 0
-    summary = {}
+    summary: dict[int, tuple[int | None, int | None]] = {}
     for rank in ranks:
         rows = rows_for(cost, d, rank, config.expected_steps, max_batch)
         out(f"\nR = {rank}")
-        out(f"  {'state':<5} {'strategy':<8} " + " ".join(f"{'B=' + str(b):>9}" for b in SHOWN_BATCHES if b <= max_batch))
+        out(f"  {'state':<5} {'strategy':<8} "
+            + " ".join(f"{'B=' + str(b):>9}" for b in SHOWN_BATCHES if b <= max_batch))
         for r in rows:
             name = r.strategy.name + ("+load" if r.loads else "")
             cells = " ".join(f"{r.costs[b - 1] * 1e6:>9.2f}" if r.costs[b - 1] != float("inf") else f"{'-':>9}"
@@ -124,13 +136,13 @@ CSV_COLUMNS = ("rank", "state", "strategy", "charged_load", "d_model", "batch_co
 HELD = {"P1": "A and B cached", "P2": "nothing cached", "P3": "B cached"}
 
 
-def label(row):
+def label(row: Row) -> str:
     """The strategy as the table prints it: 'E1+load' where the state's missing factors are
     loaded and charged by the load rule."""
     return row.strategy.name + ("+load" if row.loads else "")
 
 
-def write_csv(rows, path, d):
+def write_csv(rows: Iterable[Row], path: str | pathlib.Path, d: int) -> pathlib.Path:
     """Every cost of `rows` as CSV, a line per (rank, state, strategy, batch) in the table's
     order, batch 1..max_batch: `cost_us` is one injected weight's cost per layer in
     microseconds (empty where the strategy cannot run), `charged_load` whether it includes the
@@ -143,11 +155,13 @@ def write_csv(rows, path, d):
         w.writerow(CSV_COLUMNS)
         for r in rows:
             for b, cost in enumerate(r.costs, start=1):
-                w.writerow((r.rank, r.state, label(r), r.loads, d, b, "" if math.isinf(cost) else repr(float(cost) * 1e6)))
+                w.writerow((r.rank, r.state, label(r), r.loads, d, b,
+                            "" if math.isinf(cost) else repr(float(cost) * 1e6)))
     return path
 
 
-def plot_rows(rows, path, d, config=None):
+def plot_rows(rows: Sequence[Row], path: str | pathlib.Path, d: int, config: SchedulerConfig | None = None
+              ) -> pathlib.Path:
     """The costs of `rows` over the batch, log-log: a panel per state (rows of panels) and
     rank (columns), a line per strategy (dashed where it is charged a load), one legend
     right of the panels. Returns the path written (its format from its suffix)."""
@@ -159,7 +173,7 @@ def plot_rows(rows, path, d, config=None):
 
     ranks = list(dict.fromkeys(r.rank for r in rows))
     states = list(dict.fromkeys(r.state for r in rows))
-    colors = {s.name: c for s, c in zip(STRATEGIES, plt.rcParams["axes.prop_cycle"].by_key()["color"])}
+    colors = {s.name: c for s, c in zip(STRATEGIES, plt.rcParams["axes.prop_cycle"].by_key()["color"], strict=False)}
     fig, axes = plt.subplots(len(states), len(ranks), figsize=(2.7 * len(ranks) + 1.8, 2.3 * len(states) + 0.8),
                              sharex=True, sharey=True, squeeze=False)
     for i, state in enumerate(states):

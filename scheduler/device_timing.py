@@ -62,20 +62,36 @@ import json
 import os
 import pathlib
 import tempfile
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any, TypeVar, cast
 
 import numpy as np
+import numpy.typing as npt
 
 import isa
 from driver import NdpDevice
 from driver.errors import OutOfDeviceMemory
 from driver.model_transport import ModelTransport
+from driver.queue import Completion, Queue
 from isa import Status, slots
-from isa.encoders import DeviceTensor, KvBlock, LoraAdapter
-from isa.encoders import attention_descriptor, lora_xab_descriptor, matmul_descriptor, paged_attention_descriptor
+from isa.config import DeviceConfig
+from isa.descriptor import Descriptor
+from isa.encoders import (
+    DeviceTensor,
+    KvBlock,
+    LoraAdapter,
+    attention_descriptor,
+    lora_xab_descriptor,
+    matmul_descriptor,
+    paged_attention_descriptor,
+)
 from isa.errors import ShapeError
-from isa.slots import HEADER_BYTES, LINE_BYTES
 from isa.microarch import PAGE_LIST_MAX
+from isa.slots import HEADER_BYTES, LINE_BYTES
 from isa.validate import QueueView, check_descriptor, payload_bytes, result_bytes
+
+_T = TypeVar("_T")
+Shape = tuple[Any, ...]         # (op, *dims): one descriptor of a stream
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DEFAULT_CACHE = ROOT / "build" / "timing"
@@ -97,7 +113,7 @@ HEAD_ROWS, HEAD_DIMS, MAX_TOKENS, MAX_BATCH = (1, 4, 8), (64, 128), 8192, 256
 PAGES = (16, 32, 64, 128)                                # KV page sizes (tokens)
 
 
-def why_infeasible(cfg, op, *dims):
+def why_infeasible(cfg: DeviceConfig, op: str, *dims: int) -> str | None:
     """None if `op` on `dims` (see DeviceTiming) is one descriptor the device runs, else
     the limit it breaks, as a message."""
     if op not in OPS:
@@ -115,9 +131,9 @@ def why_infeasible(cfg, op, *dims):
     status = check_descriptor(desc, QueueView(slots.MAX_LOG2_RING, 0, 1 << 64), cfg)
     if status == Status.OK:
         return None
-    m, k, n = dims[0], dims[1], dims[-1]     # say which limit: each product's K and N (shape_ok)
+    k, n = dims[1], dims[-1]                 # say which limit: each product's K and N (shape_ok)
     if op == "lora_xab":        # b, D, R: X A (K = D, N = R), then H B (K = R, N = D)
-        products = [(k, n, " (x A)"), (n, k, " (second product, (x A) B)")]
+        products: list[tuple[int, int, str]] = [(k, n, " (x A)"), (n, k, " (second product, (x A) B)")]
     elif op in TOKEN_OPS:       # rows, d, (page,) t: q K^T (K = d, N = t), then S V (K = t, N = d)
         products = [(k, n, " (q K^T)"), (n, k, " (second product, S V)")]
     else:
@@ -130,7 +146,7 @@ def why_infeasible(cfg, op, *dims):
     return f"{op} {dims}: the device answers {status.name}"
 
 
-def _descriptor(op, dims, addr):
+def _descriptor(op: str, dims: Sequence[int], addr: int) -> Descriptor:
     if op == "attention_share":
         rows, d, page, t = dims
         return paged_attention_descriptor(addr, t, d, page.bit_length() - 1, rows)
@@ -142,7 +158,7 @@ def _descriptor(op, dims, addr):
     return matmul_descriptor(isa.Op.GEMM, DeviceTensor(addr, k, n), m)
 
 
-def model_hash():
+def model_hash() -> str:
     digest = hashlib.sha256()
     for pattern in MODEL_SOURCES:
         for path in sorted(ROOT.glob(pattern)):
@@ -150,13 +166,13 @@ def model_hash():
     return digest.hexdigest()
 
 
-def cache_key(cfg, sources=None):
+def cache_key(cfg: DeviceConfig, sources: str | None = None) -> str:
     """What a cached table is valid for: every field of the config and the model's sources."""
     fields = json.dumps(dataclasses.asdict(cfg), sort_keys=True)
     return hashlib.sha256((fields + (sources or model_hash())).encode()).hexdigest()[:20]
 
 
-def _drive(coro):
+def _drive(coro: Coroutine[Any, Any, _T]) -> _T:
     """Run a driver coroutine on ModelTransport to its end. That transport never waits on
     anything outside itself, so no event loop is needed (and this works inside one)."""
     try:
@@ -168,15 +184,18 @@ def _drive(coro):
 
 
 class DeviceTiming:
-    def __init__(self, cfg, cache_dir=None):
+    def __init__(self, cfg: DeviceConfig, cache_dir: str | pathlib.Path | None = None) -> None:
         self.cfg = cfg
         folder = pathlib.Path(cache_dir or os.environ.get(CACHE_ENV) or DEFAULT_CACHE)
         self.sources = model_hash()
         self.key = cache_key(cfg, self.sources)
         self.path = folder / f"{cfg.name}-{self.key}.json"
-        self.tables = {}            # "op d1 d2" -> {varying dim: cycles}
+        # "op d1 d2" -> {varying dim: cycles, or [period, drain] in a stream table}
+        self.tables: dict[str, dict[int, Any]] = {}
         self.model_runs = 0         # model runs made by this instance (the tests count them)
-        self._dev = None
+        self._dev: NdpDevice | None = None
+        self._log2_slot: int | None = None
+        self._queue: Queue | None = None
         try:
             saved = json.loads(self.path.read_text())
             if saved.get("key") == self.key:
@@ -187,12 +206,12 @@ class DeviceTiming:
 
     # ---- the scheduler's API: seconds of one descriptor ---------------------------------
 
-    def lora_xa(self, b, d_in, r):
+    def lora_xa(self, b: int, d_in: int, r: int) -> float:
         """LoRA E4, m = x A: one GEMM (b x d_in times d_in x r), as driver lora_xa sends it
         (GEMM also for b == 1)."""
         return self.seconds("lora_xa", b, d_in, r)
 
-    def lora_xab(self, b, d, r, d_out=None):
+    def lora_xab(self, b: int, d: int, r: int, d_out: int | None = None) -> float:
         """LoRA E3, y = (x A) B: one LORA_XAB descriptor (A d x r, B r x d); the device
         has no E3 for d_out != d."""
         if d_out is not None and d_out != d:
@@ -200,38 +219,38 @@ class DeviceTiming:
                              f"with A D x R and B R x D, got d_in={d} != d_out={d_out}")
         return self.seconds("lora_xab", b, d, r)
 
-    def attention(self, rows, d, t):
+    def attention(self, rows: int, d: int, t: int) -> float:
         """One ATTENTION descriptor: `rows` query heads sharing one KV head of head dim d,
         t tokens of it on this device."""
         return self.seconds("attention", rows, d, t)
 
-    def attention_share(self, rows, d, page, t):
+    def attention_share(self, rows: int, d: int, page: int, t: int) -> float:
         """One paged ATTENTION descriptor: `rows` query heads over t tokens of one KV head
         of head dim d on this device, in pages of `page` tokens (one list, at most
         PAGE_LIST_MAX pages)."""
         return self.seconds("attention_share", rows, d, page, t)
 
-    def gemm(self, m, k, n):
+    def gemm(self, m: int, k: int, n: int) -> float:
         return self.seconds("gemm", m, k, n)
 
-    def feasible(self, op, *dims):
+    def feasible(self, op: str, *dims: int) -> bool:
         """Whether the device runs `op` on `dims` as one descriptor (why_infeasible says why not)."""
         return why_infeasible(self.cfg, op, *dims) is None
 
-    def seconds(self, op, *dims):
+    def seconds(self, op: str, *dims: int) -> float:
         return self.cycles(op, *dims) / self.cfg.clock_hz
 
-    def measure(self, op, *dims):
+    def measure(self, op: str, *dims: int) -> float:
         """Seconds of one direct model run (no table)."""
         return self.measure_cycles(op, *dims) / self.cfg.clock_hz
 
-    def stream(self, op, *dims):
+    def stream(self, op: str, *dims: int) -> tuple[float, float]:
         """(period, drain) in seconds of `op` on `dims` in a back-to-back stream (the
         module docstring: a stream takes the sum of its periods plus its last one's drain)."""
         period, drain = self.stream_cycles(op, *dims)
         return period / self.cfg.clock_hz, drain / self.cfg.clock_hz
 
-    def stream_seconds(self, shapes):
+    def stream_seconds(self, shapes: Sequence[Shape]) -> float:
         """Seconds a back-to-back stream of `shapes` ((op, *dims) each, in queue order) takes
         on one device, from its doorbell on an idle device to its last completion."""
         total = 0.0
@@ -243,19 +262,19 @@ class DeviceTiming:
 
     # ---- the tables -----------------------------------------------------------------------
 
-    def cycles(self, op, *dims):
+    def cycles(self, op: str, *dims: int) -> float:
         """Device cycles of `op` on `dims` from the latency table (a float: interpolated),
         measuring on the model the points it lacks and saving them."""
         return float(self._lookup("", op, dims))
 
-    def stream_cycles(self, op, *dims):
+    def stream_cycles(self, op: str, *dims: int) -> tuple[float, float]:
         """(period, drain) in cycles from the stream table, as `cycles` does for latency."""
         period, drain = self._lookup("stream ", op, dims).tolist()
         return period, drain
 
-    def _lookup(self, table, op, dims):
-        self._check(op, dims)
-        dims, op = tuple(int(x) for x in dims), "gemm" if op == "lora_xa" else op
+    def _lookup(self, table: str, op: str, shape: Sequence[int]) -> npt.NDArray[np.float64]:
+        self._check(op, shape)
+        dims, op = tuple(int(x) for x in shape), "gemm" if op == "lora_xa" else op
         before = self.model_runs
         if op in TOKEN_OPS:
             value = self._tokens(table, op, dims)
@@ -265,7 +284,7 @@ class DeviceTiming:
             self._save()
         return value
 
-    def _point(self, table, op, fixed, x):
+    def _point(self, table: str, op: str, fixed: tuple[int, ...], x: int) -> npt.NDArray[np.float64]:
         """The table's point at varying dim x (b, or attention's t), measured now if missing:
         a number of cycles in the latency table (""), [period, drain] in the stream table."""
         points = self.tables.setdefault(f"{table}{op} " + " ".join(str(f) for f in fixed), {})
@@ -274,7 +293,7 @@ class DeviceTiming:
             points[x] = self.measure_cycles(op, *dims) if not table else list(self.measure_stream(op, *dims))
         return np.asarray(points[x], dtype=np.float64)
 
-    def _batch(self, table, op, dims):
+    def _batch(self, table: str, op: str, dims: tuple[int, ...]) -> npt.NDArray[np.float64]:
         b, fixed, rows = dims[0], dims[1:], self.cfg.rows
         if b == 1:
             return self._point(table, op, fixed, 1)     # the split plan: a point of its own
@@ -286,7 +305,7 @@ class DeviceTiming:
             value = value + self._point(table, op, fixed, rows + last) - self._point(table, op, fixed, 2 * rows)
         return value
 
-    def _tokens(self, table, op, dims):
+    def _tokens(self, table: str, op: str, dims: tuple[int, ...]) -> npt.NDArray[np.float64]:
         t, fixed, lanes = dims[-1], dims[:-1], self.cfg.lanes
         # t's segment (lo, hi] between knots: the powers of two up to lanes, then the
         # multiples of lanes (and a share's page multiples); interpolated between its first
@@ -298,7 +317,8 @@ class DeviceTiming:
             hi, lo = min(hi, -(-t // page) * page), max(lo, (t - 1) // page * page)
         return self._lerp(table, op, fixed, t, min(lo + 1, hi), hi)
 
-    def _lerp(self, table, op, fixed, x, lo, hi, scale=1):
+    def _lerp(self, table: str, op: str, fixed: tuple[int, ...], x: int, lo: int, hi: int, scale: int = 1
+              ) -> npt.NDArray[np.float64]:
         """Linear in x between the points at scale * lo and scale * hi (exact at both)."""
         y_lo = self._point(table, op, fixed, scale * lo)
         if x == lo:
@@ -306,11 +326,11 @@ class DeviceTiming:
         y_hi = self._point(table, op, fixed, scale * hi)
         return y_lo + (y_hi - y_lo) * (x - lo) / (hi - lo)
 
-    def _save(self):
+    def _save(self) -> None:
         """Merge this instance's points into the cache file; written to a temporary file
         and renamed, so that a reader (or a concurrent writer) never sees half a file."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        tables = {}
+        tables: dict[str, dict[str, Any]] = {}
         try:
             saved = json.loads(self.path.read_text())
             if saved.get("key") == self.key:
@@ -334,19 +354,19 @@ class DeviceTiming:
 
     # ---- direct model runs ----------------------------------------------------------------
 
-    def _check(self, op, dims):
+    def _check(self, op: str, dims: Sequence[int]) -> None:
         reason = why_infeasible(self.cfg, op, *dims)
         if reason:
             raise ShapeError(reason)
 
-    def measure_cycles(self, op, *dims):
+    def measure_cycles(self, op: str, *dims: int) -> int:
         """Device cycles of one descriptor run on the model now, through the driver as a host
         sends it (completion.cycles), as rtlbench/figures.py's Runner does; the same count for
         the same shape whatever ran before on this instance."""
         self._check(op, dims)
         return _drive(self._measure(op, tuple(int(x) for x in dims)))
 
-    async def _measure(self, op, dims):
+    async def _measure(self, op: str, dims: tuple[int, ...]) -> int:
         cfg = self.cfg
         desc = _descriptor(op, dims, 0)
         # slots big enough for the input and the result; rings from 0, the data range after
@@ -368,31 +388,34 @@ class DeviceTiming:
                                                     log2_slot=log2_slot, irq=True)
             self._log2_slot = log2_slot
         queue = self._queue
+        assert queue is not None
         queue.free_all()
         m, k, n = dims[0], dims[1], dims[-1]
-        zeros = lambda *shape: np.zeros(shape, np.float16)      # noqa: E731  (values do not change cycles)
+        zeros = _zeros
+        done: object
         if op == "lora_xab":
             adapter = await dev.upload_lora(zeros(k, n), zeros(n, k))
-            _, completion = await dev.lora_xab(zeros(m, k), adapter, return_completion=True,
-                                               timeout_cycles=1 << 40)
+            done = await dev.lora_xab(zeros(m, k), adapter, return_completion=True,
+                                      timeout_cycles=1 << 40)
         elif op == "attention":
             block = await dev.upload_kv(zeros(n, k), zeros(n, k))
-            _, completion = await dev.attention_partial(zeros(m, k), block, scaled=True,
-                                                        return_completion=True, timeout_cycles=1 << 40)
+            done = await dev.attention_partial(zeros(m, k), block, scaled=True,
+                                               return_completion=True, timeout_cycles=1 << 40)
         elif op == "attention_share":
             rows, d, page, t = dims
             share = await dev.upload_kv_paged(zeros(t, d), zeros(t, d), page.bit_length() - 1)
-            _, completion = await dev.attention_paged(zeros(rows, d), share, scaled=True,
-                                                      return_completion=True, timeout_cycles=1 << 40)
+            done = await dev.attention_paged(zeros(rows, d), share, scaled=True,
+                                             return_completion=True, timeout_cycles=1 << 40)
         else:
             tensor = await dev.upload(zeros(k, n))
-            _, completion = await dev.gemm(zeros(m, k), tensor, return_completion=True,
-                                           timeout_cycles=1 << 40)
+            done = await dev.gemm(zeros(m, k), tensor, return_completion=True,
+                                  timeout_cycles=1 << 40)
+        _, completion = cast(tuple[Any, Completion], done)
         self.model_runs += 1
         return completion.cycles
 
 
-    def measure_stream(self, op, *dims):
+    def measure_stream(self, op: str, *dims: int) -> tuple[float, float]:
         """(period, drain) cycles of `op` on `dims` from one direct model run of
         STREAM_COPIES copies back to back (module docstring)."""
         self._check(op, dims)
@@ -400,7 +423,7 @@ class DeviceTiming:
         period = (times[-1] - times[1]) / (STREAM_COPIES - 2)
         return period, times[-1] - STREAM_COPIES * period
 
-    def measure_stream_times(self, shapes):
+    def measure_stream_times(self, shapes: Sequence[Shape]) -> list[int]:
         """Cycles from the doorbell to each completion of a stream of `shapes` ((op, *dims)
         each) on an idle model device: every descriptor in one queue before the doorbell
         rings (host writes through the memory backdoor, taking no device time), operands
@@ -410,7 +433,7 @@ class DeviceTiming:
             self._check(op, tuple(dims))
         return _drive(self._measure_stream(shapes))
 
-    async def _measure_stream(self, shapes):
+    async def _measure_stream(self, shapes: Sequence[Shape]) -> list[int]:
         cfg = self.cfg
         sized = [_descriptor(op, tuple(dims), 0) for op, *dims in shapes]
         need = HEADER_BYTES + max(max(payload_bytes(d), result_bytes(d), LINE_BYTES) for d in sized)
@@ -425,9 +448,9 @@ class DeviceTiming:
                                           data_limit=cfg.dram_bytes, log2_depth=log2_depth,
                                           log2_slot=log2_slot, irq=True)
         descs = []
-        zeros = lambda *shape: np.zeros(shape, np.float16)      # noqa: E731  (values do not change cycles)
+        zeros = _zeros
         try:
-            for (op, *dims), d in zip(shapes, sized):
+            for (op, *dims), d in zip(shapes, sized, strict=True):
                 if op == "attention_share":         # its pages and list (their addresses are read)
                     rows, head_dim, page, t = dims
                     share = await dev.upload_kv_paged(zeros(t, head_dim), zeros(t, head_dim), page.bit_length() - 1)
@@ -439,7 +462,7 @@ class DeviceTiming:
                              f"the {cfg.dram_bytes}-byte DRAM") from None
         start = transport.now
         seqs = await queue.submit_many([(d, b"") for d in descs])
-        times = []
+        times: list[int] = []
         for _ in seqs:
             if not await transport.wait_irq(0, 1 << 40):
                 raise RuntimeError("the model device stopped answering a stream")
@@ -454,14 +477,19 @@ class DeviceTiming:
 
 # ---- the check: table against direct model runs -----------------------------------------
 
-def random_shape(cfg, op, rng):
+def _zeros(*shape: int) -> npt.NDArray[np.float16]:
+    """An operand of `shape` (its values do not change cycles)."""
+    return np.zeros(shape, np.float16)
+
+
+def random_shape(cfg: DeviceConfig, op: str, rng: np.random.Generator) -> tuple[int, ...] | None:
     """Random dims of `op` from the scheduler's domain that the device runs (None if none)."""
     if op == "attention_share":
-        choices = [(rows, d, page) for rows in HEAD_ROWS for d in HEAD_DIMS for page in PAGES
-                   if why_infeasible(cfg, op, rows, d, page, 1) is None]
-        if not choices:
+        paged = [(rows, d, page) for rows in HEAD_ROWS for d in HEAD_DIMS for page in PAGES
+                 if why_infeasible(cfg, op, rows, d, page, 1) is None]
+        if not paged:
             return None
-        rows, d, page = choices[rng.integers(len(choices))]
+        rows, d, page = paged[rng.integers(len(paged))]
         t_max = min(cfg.k_max, cfg.n_max, MAX_TOKENS, PAGE_LIST_MAX * page)
         return rows, d, page, int(rng.integers(1, t_max + 1))
     if op == "attention":
@@ -479,14 +507,16 @@ def random_shape(cfg, op, rng):
     return int(rng.integers(1, MAX_BATCH + 1)), d, r
 
 
-def check(cfg, samples, seed, cache_dir=None, out=print):
+def check(cfg: DeviceConfig, samples: int, seed: int, cache_dir: str | pathlib.Path | None = None,
+          out: Callable[[str], object] = print) -> list[float]:
     """Compare the tables with direct model runs: the latency of `samples` random shapes per
     op, and the stream formula (the stream table's periods and drains) on `samples` random
     mixed streams of 2..24 descriptors against the model running each stream back to back.
     Returns the relative errors."""
-    timing, rng, errors = DeviceTiming(cfg, cache_dir), np.random.default_rng(seed), []
+    timing, rng = DeviceTiming(cfg, cache_dir), np.random.default_rng(seed)
+    errors: list[float] = []
 
-    def report(name, rows):
+    def report(name: str, rows: list[tuple[float, Any, float, int]]) -> None:
         if not rows:
             out(f"{name:<10} no shape of the domain fits config {cfg.name!r}")
             return
@@ -495,9 +525,9 @@ def check(cfg, samples, seed, cache_dir=None, out=print):
             f"max_error={worst[0]:.3%} (worst {worst[1]}: table {worst[2]:.1f}, model {worst[3]} cycles)")
         errors.extend(r[0] for r in rows)
 
-    shapes = []
+    shapes: list[Shape] = []
     for op in ("lora_xa", "lora_xab", "attention", "attention_share"):
-        rows = []
+        rows: list[tuple[float, Any, float, int]] = []
         for _ in range(samples):
             dims = random_shape(cfg, op, rng)
             if dims is None:
@@ -517,7 +547,7 @@ def check(cfg, samples, seed, cache_dir=None, out=print):
     return errors
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", default="paper")
     parser.add_argument("--samples", type=int, default=40, help="random shapes per op")

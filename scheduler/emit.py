@@ -14,8 +14,12 @@ a device.
 """
 import collections
 import dataclasses
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
+from driver.kv_cache import PagedKvCache
 from isa import Op
+from isa.descriptor import Descriptor
 from isa.encoders import attention_descriptor, lora_xab_descriptor, matmul_descriptor
 
 from .cost import Strategy
@@ -24,45 +28,48 @@ from .cost import Strategy
 @dataclasses.dataclass(frozen=True)
 class DeviceOp:
     device: int
-    descriptor: object
+    descriptor: Descriptor
     kind: str                   # "lora_xab" (E3), "lora_xa" (E4), "attention"
-    key: tuple                  # (adapter, projection) or (request, kv head, first token)
-    rows: tuple                 # requests whose rows form the input (LoRA), or the query heads
+    key: tuple[Any, ...]        # (adapter, projection) or (request, kv head, first token)
+    rows: tuple[int, ...]       # requests whose rows form the input (LoRA), or the query heads
 
 
 @dataclasses.dataclass(frozen=True)
 class GpuOp:
     kind: str                   # "lora_e1", "lora_e2", "lora_mb" (E4's second half), "attention_share"
-    key: tuple
-    rows: tuple
+    key: tuple[Any, ...]
+    rows: tuple[int, ...]
 
 
 @dataclasses.dataclass
 class Round:
     name: str
-    device_ops: list
-    gpu_ops: list
+    device_ops: list[DeviceOp]
+    gpu_ops: list[GpuOp]
 
-    def per_device(self):
-        out = {}
+    def per_device(self) -> dict[int, list[DeviceOp]]:
+        out: dict[int, list[DeviceOp]] = {}
         for op in self.device_ops:
             out.setdefault(op.device, []).append(op)
         return out
 
 
-def lora_round(name, projections, rows_by_adapter, strategy_of, handles, device_of, copies=None):
+def lora_round(name: str, projections: Iterable[str], rows_by_adapter: Mapping[int, Iterable[int]],
+               strategy_of: Callable[[int, str], Strategy], handles: Mapping[tuple[int, str], Any],
+               device_of: Callable[[int], int], copies: Mapping[str, int] | None = None) -> Round:
     """Rounds of LoRA products. `rows_by_adapter`: adapter -> the requests (rows of x) it
     serves; `strategy_of(adapter, projection)` -> Strategy; `handles[(adapter, projection)]`
     -> the placed operand (a LoraAdapter for a square weight, else a DeviceTensor of A), or
     a list of them when `copies[projection]` > 1 (a mixture of experts: the FFN's adapter on
     each active expert, each its own product with the adapter's rows)."""
-    device_ops, gpu_ops = [], []
-    for adapter, rows in sorted(rows_by_adapter.items()):
-        rows = tuple(rows)
+    device_ops: list[DeviceOp] = []
+    gpu_ops: list[GpuOp] = []
+    for adapter, adapter_rows in sorted(rows_by_adapter.items()):
+        rows = tuple(adapter_rows)
         for projection in projections:
             key, s = (adapter, projection), strategy_of(adapter, projection)
-            placed = handles.get(key)
-            operands = placed if isinstance(placed, list) else [placed] * (copies or {}).get(projection, 1)
+            placed: Any = handles.get(key)
+            operands: list[Any] = placed if isinstance(placed, list) else [placed] * (copies or {}).get(projection, 1)
             for operand in operands:
                 if s is Strategy.E3:
                     desc = lora_xab_descriptor(operand, len(rows))
@@ -77,17 +84,20 @@ def lora_round(name, projections, rows_by_adapter, strategy_of, handles, device_
     return Round(name, device_ops, gpu_ops)
 
 
-def attention_round(kv_cache, layer, requests, held, groups, on_devices=True):
+def attention_round(kv_cache: PagedKvCache, layer: int, requests: Iterable[int],
+                    held: Mapping[int, Sequence[int]], groups: Sequence[Sequence[int]],
+                    on_devices: bool = True) -> Round:
     """One ATTENTION descriptor per request, KV head and device page the GPU does not hold;
     `held[rid]` is, per device, how many of the request's first pages there the GPU holds
     (KvPages.held_pages); `groups[h]` the query heads of KV head h. The GPU's op for a
     request and head lists the tokens of its pages, or, if not `on_devices`, every token
     (the GPU reads the pages it does not hold over the link)."""
-    device_ops, gpu_ops = [], []
+    device_ops: list[DeviceOp] = []
+    gpu_ops: list[GpuOp] = []
     for rid in requests:
         for head, q_heads in enumerate(groups):
-            seen = collections.Counter()            # pages passed so far, per device
-            gpu_tokens = []
+            seen: collections.Counter[int] = collections.Counter()     # pages passed so far, per device
+            gpu_tokens: list[int] = []
             for device, block, tokens in kv_cache.pages(rid, layer, head):
                 index, seen[device] = seen[device], seen[device] + 1
                 if index < held[rid][device] or not on_devices:

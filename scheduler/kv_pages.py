@@ -16,8 +16,12 @@ balanced when many requests hold the same number of units. Everything here is nu
 arrays of requests (rows) and devices (columns).
 """
 import dataclasses
+from collections.abc import Sequence
 
 import numpy as np
+import numpy.typing as npt
+
+IntArray = npt.NDArray[np.int64]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,17 +38,17 @@ class Layout:
     units: np.ndarray           # per request: its pages on all devices
 
     @property
-    def requests(self):
+    def requests(self) -> int:
         return self.tokens.shape[0]
 
 
 class KvPages:
-    def __init__(self, num_devices, page_tokens):
+    def __init__(self, num_devices: int, page_tokens: int) -> None:
         if num_devices < 1 or page_tokens < 1:
             raise ValueError(f"num_devices and page_tokens must be >= 1, got {num_devices!r}, {page_tokens!r}")
         self.n, self.page = int(num_devices), int(page_tokens)
 
-    def layout(self, contexts, rids):
+    def layout(self, contexts: Sequence[int] | npt.ArrayLike, rids: Sequence[int] | npt.ArrayLike) -> Layout:
         """The pages of requests with `contexts` tokens and ids `rids` (sequences of ints)."""
         t = np.asarray(contexts, dtype=np.int64).reshape(-1, 1)
         rid = np.asarray(rids, dtype=np.int64).reshape(-1, 1)
@@ -60,7 +64,7 @@ class KvPages:
         place = (last_row[:, None, :] & (rotation[:, None, :] < rotation[:, :, None])).sum(axis=2)
         return Layout(tokens, full, tail, pages, rotation, common, last_row, place, pages.sum(axis=1))
 
-    def held(self, layout, units):
+    def held(self, layout: Layout, units: npt.ArrayLike) -> IntArray:
         """Pages the GPU holds per request and device when request r holds its first
         units[r] units (0 <= units[r] <= layout.units[r]); `units` may have leading axes
         (several shares at once: (..., requests) in, (..., requests, devices) out)."""
@@ -73,24 +77,24 @@ class KvPages:
         held = below // self.n + (layout.rotation < below % self.n)
         return held + (layout.last_row & (layout.place < u - below))
 
-    def held_pages(self, context, rid, units):
+    def held_pages(self, context: int, rid: int, units: int) -> list[int]:
         """Per device, how many of its first pages of one request the GPU holds."""
         layout = self.layout([context], [rid])
         return self.held(layout, [units])[0].tolist()
 
-    def gpu_tokens(self, layout, held):
+    def gpu_tokens(self, layout: Layout, held: IntArray) -> IntArray:
         """Tokens the GPU holds per request: its held pages' tokens."""
         held_full = np.minimum(held, layout.full)
         tail_held = (held > layout.full) & (layout.tail > 0)
         return (held_full * self.page + tail_held * layout.tail).sum(axis=-1)
 
-    def device_pages(self, layout, held):
+    def device_pages(self, layout: Layout, held: IntArray) -> tuple[IntArray, npt.NDArray[np.bool_]]:
         """(full pages, whether the tail page is computed) per request and device: what
         each device is left to compute."""
         return np.maximum(layout.full - held, 0), (layout.tail > 0) & (held <= layout.full)
 
 
-def water_fill(caps, total):
+def water_fill(caps: npt.ArrayLike, total: float) -> IntArray:
     """`total` units spread over requests as evenly as their caps allow: every request gets
     min(cap, q), q the largest level at which they fit, and the first requests (in order)
     with room one more; returns the units per request (an int64 array summing to

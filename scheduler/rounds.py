@@ -32,6 +32,8 @@ import copy
 import dataclasses
 import math
 
+from isa.system import LinkConfig
+
 # (round, the projections whose LoRA products run in it); attention has none
 ROUNDS = (("qkv", ("q", "k", "v")), ("attention", ()), ("o", ("o",)), ("gate_up", ("gate", "up")),
           ("down", ("down",)))
@@ -54,23 +56,24 @@ class RoundLoad:
     reads: float = 0.0              # of which the GPU reads from pool memory (E2's factors)
     run_s: float = math.inf         # the shortest period + drain of a descriptor
     descriptors: int = 0
-    busy: list = None               # per device: the sum of its descriptors' periods
-    drain: list = None              # per device: the drain of its last descriptor
-    first_out: list = None          # per device: the bytes its first descriptor carries out
-    last_in: list = None            # per device: the bytes its last completion carries back
+    busy: list[float] = None        # type: ignore[assignment]  # per device: the sum of its descriptors' periods
+    drain: list[float] = None       # type: ignore[assignment]  # per device: the drain of its last descriptor
+    first_out: list[float] = None   # type: ignore[assignment]  # per device: the bytes its first descriptor carries out
+    last_in: list[float] = None     # type: ignore[assignment]  # per device: the bytes its last completion carries back
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         for name in ("busy", "drain", "first_out", "last_in"):
             if getattr(self, name) is None:
                 setattr(self, name, [0.0] * self.num_devices)
 
-    def copy(self):
+    def copy(self) -> "RoundLoad":
         new = copy.copy(self)           # fields as they are, the per-device lists their own
         new.busy, new.drain, new.first_out, new.last_in = (list(self.busy), list(self.drain),
                                                            list(self.first_out), list(self.last_in))
         return new
 
-    def add_descriptors(self, device, count, period_s, drain_s, out_bytes, in_bytes):
+    def add_descriptors(self, device: int, count: int, period_s: float, drain_s: float, out_bytes: float,
+                        in_bytes: float) -> None:
         """`count` descriptors of one shape at the end of `device`'s queue."""
         if count <= 0:
             return
@@ -84,27 +87,27 @@ class RoundLoad:
         self.to_gpu += count * in_bytes
         self.run_s = min(self.run_s, period_s + drain_s)
 
-    def add_reads(self, nbytes):
+    def add_reads(self, nbytes: float) -> None:
         """Bytes the GPU reads from pool memory over the link in this round."""
         self.reads += nbytes
         self.to_gpu += nbytes
 
-    def device_s(self):
+    def device_s(self) -> float:
         """The busiest device's queue: its periods and its last drain."""
-        return max((b + d for b, d in zip(self.busy, self.drain)), default=0.0)
+        return max((b + d for b, d in zip(self.busy, self.drain, strict=True)), default=0.0)
 
-    def pool_s(self, link):
+    def pool_s(self, link: LinkConfig) -> float:
         """The pool's side: the link out, the devices, the link back (module docstring)."""
         if not (self.descriptors or self.reads):
             return 0.0
         w = link.transfer_s
         if not self.descriptors:
             return link.round_trip_s + w(self.reads)
-        devices = max(w(f) + b + d + w(i) for f, b, d, i in zip(self.first_out, self.busy, self.drain, self.last_in)
-                      if b)
+        devices = max(w(f) + b + d + w(i)
+                      for f, b, d, i in zip(self.first_out, self.busy, self.drain, self.last_in, strict=True) if b)
         first, last = max(self.first_out), max(self.last_in)
         return link.round_trip_s + max(devices, w(self.to_device) + self.run_s + w(last),
                                        max(w(self.reads), w(first) + self.run_s) + w(self.to_gpu - self.reads))
 
-    def seconds(self, link):
+    def seconds(self, link: LinkConfig) -> float:
         return max(self.gemm_s + self.gpu_s, self.pool_s(link)) + self.gpu_after_s

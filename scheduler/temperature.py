@@ -9,33 +9,36 @@ Python's sum over the values in registration order, so the values are the scalar
 the bit."""
 import numbers
 import sys
+from collections.abc import Iterable
 
 import numpy as np
+import numpy.typing as npt
 
 _INT64 = (-(1 << 63), 1 << 63)
 
 
-def _python_sum(values):
+def _python_sum(values: npt.NDArray[np.float64]) -> float:
     """sum(values.tolist()), bit for bit: before 3.12 Python's sum adds floats left to right,
     as np.cumsum does; from 3.12 on it compensates (Neumaier), so ask it."""
     if sys.version_info < (3, 12):
         return float(np.cumsum(values)[-1])
-    return sum(values.tolist())
+    return float(sum(values.tolist()))
 
 
 class Temperatures:
-    def __init__(self, increment, relaxation):
+    def __init__(self, increment: float, relaxation: float) -> None:
         self.increment, self.relaxation = increment, relaxation
-        self._pos = {}                  # adapter -> its index; every registered adapter
-        self._keys = []                 # the adapters in registration order
+        self._pos: dict[int, int] = {}  # adapter -> its index; every registered adapter
+        self._keys: list[int] = []      # the adapters in registration order
         self._v = np.zeros(64)          # temperatures, [:len(self._keys)] in use
         self._ids = np.zeros(64, np.int64)  # the adapter ids, for ties (while all are integers)
         self._int_ids = True
         self._ids_sorted = True         # registered in increasing id order: index order is id order
         self.version = 0                # changes whenever a temperature or the set of adapters does
-        self._hottest = None            # (version, count, exclude, result) of the last hottest()
+        # (version, count, exclude, result) of the last hottest()
+        self._hottest: tuple[int, int, frozenset[int], tuple[int, ...]] | None = None
 
-    def register(self, adapter):
+    def register(self, adapter: int) -> None:
         """A new adapter starts at 0: never requested, the coldest."""
         if adapter in self._pos:
             return
@@ -48,33 +51,33 @@ class Temperatures:
         self._keys.append(adapter)
         self._v[n] = 0.0
         if (self._int_ids and isinstance(adapter, numbers.Integral) and not isinstance(adapter, bool)
-                and _INT64[0] <= adapter < _INT64[1]):
+                and _INT64[0] <= int(adapter) < _INT64[1]):
             self._ids[n] = adapter
             self._ids_sorted = self._ids_sorted and (n == 0 or self._ids[n - 1] < adapter)
         else:
             self._int_ids = False
 
-    def __getitem__(self, adapter):
+    def __getitem__(self, adapter: int) -> float:
         return float(self._v[self._pos[adapter]])
 
-    def __contains__(self, adapter):
+    def __contains__(self, adapter: object) -> bool:
         return adapter in self._pos
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self._keys)
 
-    def mean(self):
+    def mean(self) -> float:
         n = len(self._keys)
         return _python_sum(self._v[:n]) / n if n else 0.0
 
-    def arrive(self, adapter):
+    def arrive(self, adapter: int) -> None:
         """A new request for `adapter`."""
         self.register(adapter)
         self.version += 1
         i = self._pos[adapter]
         self._v[i] = float(self._v[i]) + self.increment
 
-    def relax(self):
+    def relax(self) -> None:
         """One step: every temperature moves `relaxation` of its gap toward the mean (the
         mean itself is unchanged by the move)."""
         n = len(self._keys)
@@ -85,17 +88,17 @@ class Temperatures:
         v = self._v[:n]
         v[:] = v + self.relaxation * (mean - v)
 
-    def hottest(self, count, exclude=()):
+    def hottest(self, count: int, exclude: Iterable[int] = ()) -> list[int]:
         """The `count` hottest adapters not in `exclude`, hottest first (ties by id)."""
-        exclude = frozenset(exclude)
+        excluded = frozenset(exclude)
         last = self._hottest
-        if last is not None and last[:3] == (self.version, count, exclude):
+        if last is not None and last[:3] == (self.version, count, excluded):
             return list(last[3])
-        out = self._rank(count, exclude)
-        self._hottest = (self.version, count, exclude, tuple(out))
+        out = self._rank(count, excluded)
+        self._hottest = (self.version, count, excluded, tuple(out))
         return out
 
-    def _rank(self, count, exclude):
+    def _rank(self, count: int, exclude: frozenset[int]) -> list[int]:
         n = len(self._keys)
         if not self._int_ids or not isinstance(count, int) or count < 0:
             ranked = sorted((a for a in self._keys if a not in exclude), key=lambda a: (-self[a], a))

@@ -15,15 +15,15 @@ class Claim:
     tolerance: float = 0.10      # the verdict's band; 0 for a count the paper states exactly ("every")
 
     @property
-    def ratio(self):
+    def ratio(self) -> float:
         return self.sim / self.paper if self.paper else math.nan
 
     @property
-    def within(self):
+    def within(self) -> bool:
         return abs(self.ratio - 1) <= self.tolerance + 1e-12
 
     @property
-    def verdict(self):
+    def verdict(self) -> str:
         if not self.within:
             return f"miss: {self.why}"
         return "exact" if self.tolerance == 0 else f"within {self.tolerance:.0%}"

@@ -9,6 +9,7 @@ Two kinds of file (beside this module, `configs/`):
 """
 import dataclasses
 import pathlib
+from typing import Any, TypeVar
 
 from isa.config import build_config
 from scheduler.config import KV_SCALE as KV_PRECISIONS
@@ -19,9 +20,10 @@ CONFIG_DIR = pathlib.Path(__file__).parent / "configs"
 STRATEGY_NAMES = ("E1", "E2", "E3", "E4")
 # the run fields that override the workload config's (None: the workload's own)
 WORKLOAD_FIELDS = ("requests", "seed", "trace", "popularity", "adapters", "hot_adapters", "hot_share", "zipf_alpha")
+_C = TypeVar("_C", "SystemConfig", "ServingConfig")
 
 
-def _need(cond, kind, name, what):
+def _need(cond: object, kind: str, name: str, what: str) -> None:
     if not cond:
         raise ValueError(f"{kind} config {name!r}: {what}")
 
@@ -37,21 +39,23 @@ class SystemConfig:
       (S-LoRA); `lora` says who computes an adapter the GPU does not hold: "gpu" loads it
       into HBM first (S-LoRA's staging), "cpu" computes it on the host (CPU-LoRA-Offload).
     """
+    # (str, not str | None: isa.config checks a config's values against its fields' plain types)
     name: str
     kind: str = "pool"
     description: str = ""
     strategies: tuple = STRATEGY_NAMES      # pool: Algorithm 1's candidates
-    forced_strategy: str = None             # pool: "E3" / "E4" for every site (N(E3), ND(E4), ...)
+    forced_strategy: str = None             # type: ignore[assignment]  # pool: "E3" / "E4" for every site (N(E3), ND(E4), ...)
     distributed_attention: bool = True      # pool: devices compute attention partials (D)
-    link: str = None                        # the link this system uses; None: the run's
-    policy_link: str = None                 # pool: the link the scheduler assumes; None: the one used
+    link: str = None                        # type: ignore[assignment]  # the link this system uses; None: the run's
+    policy_link: str = None                 # type: ignore[assignment]  # pool: the link the scheduler assumes; None: the one used
     per_adapter_launch: bool = False        # every adapter product is its own kernel (PLoRA-NoCXL)
     lora: str = "gpu"                       # host: "gpu" (stage into HBM) or "cpu"
-    cpu: str = None                         # host, lora "cpu": isa/configs/cpus/<cpu>.json
-    pool_bytes: float = None                # pool: memory behind the link; None: devices x dram_bytes
+    cpu: str = None                         # type: ignore[assignment]  # host, lora "cpu": isa/configs/cpus/<cpu>.json
+    pool_bytes: float = None                # type: ignore[assignment]  # pool: memory behind the link; None: devices x dram_bytes
 
-    def __post_init__(self):
-        need = lambda c, w: _need(c, "system", self.name, w)   # noqa: E731
+    def __post_init__(self) -> None:
+        def need(c: object, w: str) -> None:
+            _need(c, "system", self.name, w)
         need(self.kind in ("pool", "host"), f"kind must be 'pool' or 'host', got {self.kind!r}")
         object.__setattr__(self, "strategies", tuple(self.strategies))
         need(self.strategies and set(self.strategies) <= set(STRATEGY_NAMES),
@@ -65,6 +69,7 @@ class SystemConfig:
 
 @dataclasses.dataclass(frozen=True)
 class ServingConfig:
+    # (float, not float | None: isa.config checks a config's values against its fields' plain types)
     name: str = "default"
     system: str = "plora"                   # configs/systems/<system>.json
     workload: str = "uniform"               # configs/workloads/<workload>.json (or a path)
@@ -72,28 +77,29 @@ class ServingConfig:
     model: str = "llama2-7b"
     gpu: str = "h100"
     link: str = "cxl3.1"
-    link_bytes_per_s: float = None          # overrides the link config's bandwidth (sweeps)
-    link_latency_s: float = None            # overrides its one-way latency
+    link_bytes_per_s: float = None          # type: ignore[assignment]  # overrides the link config's bandwidth (sweeps)
+    link_latency_s: float = None            # type: ignore[assignment]  # overrides its one-way latency
     device: str = "paper"
     num_devices: int = 4
     max_batch: int = 32                     # running requests (vLLM's max_num_seqs)
     max_prefill_tokens: int = 8192          # prompt tokens one prefill iteration takes
     kv_precision: str = "fp16"
     overlap: str = "wave"                   # "wave": device work hides within its wave; "step": the paper's
-    requests: int = None                    # overrides the workload's request count; a trace's first N
-    seed: int = None                        # overrides the workload's seed (a trace: its ranks, its adapters)
-    trace: str = None                       # a trace CSV instead of the workload's generator
-    popularity: str = None                  # overrides the workload's popularity: uniform, skewed, zipf
-    adapters: int = None                    # ... its adapter count
-    hot_adapters: int = None                # ... skewed: its hot set
-    hot_share: float = None                 # ... skewed: the hot set's share of the requests
-    zipf_alpha: float = None                # ... zipf: its exponent
+    requests: int = None                    # type: ignore[assignment]  # overrides the workload's request count; a trace's first N
+    seed: int = None                        # type: ignore[assignment]  # overrides the workload's seed (a trace: its ranks, its adapters)
+    trace: str = None                       # type: ignore[assignment]  # a trace CSV instead of the workload's generator
+    popularity: str = None                  # type: ignore[assignment]  # overrides the workload's popularity: uniform, skewed, zipf
+    adapters: int = None                    # type: ignore[assignment]  # ... its adapter count
+    hot_adapters: int = None                # type: ignore[assignment]  # ... skewed: its hot set
+    hot_share: float = None                 # type: ignore[assignment]  # ... skewed: the hot set's share of the requests
+    zipf_alpha: float = None                # type: ignore[assignment]  # ... zipf: its exponent
     context_overflow: str = "refuse"        # requests over the model's context: refuse the run, clip or drop them
-    tiering: str = None                     # 'module:callable': base weights and KV duplicates across HBM
+    tiering: str = None                     # type: ignore[assignment]  # 'module:callable': base weights and KV duplicates across HBM
                                             # and the pool (serving/tiering.py; BOOST: boost.pool:tiering)
 
-    def __post_init__(self):
-        need = lambda c, w: _need(c, "serving", self.name, w)   # noqa: E731
+    def __post_init__(self) -> None:
+        def need(c: object, w: str) -> None:
+            _need(c, "serving", self.name, w)
         for field in ("num_devices", "max_batch", "max_prefill_tokens"):
             value = getattr(self, field)
             need(isinstance(value, int) and not isinstance(value, bool) and value >= 1,
@@ -111,23 +117,23 @@ class ServingConfig:
         need(self.context_overflow in CONTEXT_OVERFLOW,
              f"context_overflow must be one of {CONTEXT_OVERFLOW}, got {self.context_overflow!r}")
 
-    def with_(self, **changes):
+    def with_(self, **changes: Any) -> "ServingConfig":
         return dataclasses.replace(self, **changes)
 
 
-def _load(cls, folder, kind, name_or_path, overrides):
+def _load(cls: type[_C], folder: str, kind: str, name_or_path: str | pathlib.Path, overrides: dict[str, Any]) -> _C:
     """ConfigError (a ValueError) naming the file and the field for a missing or malformed
     file, an unknown field (the valid ones listed), a wrong type or a refused value."""
     return build_config(cls, CONFIG_DIR / folder, kind, name_or_path, overrides)
 
 
-def load_system_config(name_or_path, **overrides):
+def load_system_config(name_or_path: str | pathlib.Path, **overrides: Any) -> SystemConfig:
     return _load(SystemConfig, "systems", "system", name_or_path, overrides)
 
 
-def load_serving_config(name_or_path="default", **overrides):
+def load_serving_config(name_or_path: str | pathlib.Path = "default", **overrides: Any) -> ServingConfig:
     return _load(ServingConfig, "runs", "serving", name_or_path, overrides)
 
 
-def system_names():
+def system_names() -> list[str]:
     return sorted(p.stem for p in (CONFIG_DIR / "systems").glob("*.json"))

@@ -16,6 +16,8 @@ no room for any KV.
 import collections
 import functools
 import time
+from collections.abc import Callable
+from typing import Any
 
 from tqdm import tqdm
 
@@ -23,10 +25,13 @@ from isa import load_config as load_device_config
 from isa.system import load_model
 from scheduler.device_timing import DeviceTiming
 
-from .config import WORKLOAD_FIELDS, load_system_config
+from .config import WORKLOAD_FIELDS, ServingConfig, SystemConfig, load_system_config
 from .results import RunResult, StepLog
-from .systems import Live, build_system
-from .workload import fit_context, generate, load_workload_config
+from .systems import Live, PoolSystem, StepCost, System, build_system
+from .workload import Workload, fit_context, generate, load_workload_config
+
+# called after each iteration: (system, kind, start on the simulated clock, requests, tokens, its cost)
+OnStep = Callable[[System, str, float, int, int, StepCost], object]
 
 
 class ServingError(ValueError):
@@ -34,7 +39,7 @@ class ServingError(ValueError):
     context, more adapters than its pool holds)."""
 
 
-def fit_to_model(run, workload):
+def fit_to_model(run: ServingConfig, workload: Workload) -> tuple[Workload, int, int]:
     """`workload` as `run.context_overflow` makes it fit the model's context, and how many
     requests were clipped and dropped; ServingError when it refuses them, or drops them all."""
     model = load_model(run.model)
@@ -49,10 +54,11 @@ def fit_to_model(run, workload):
     return fitted, clipped, changed - clipped
 
 
-def check_pool(system_cfg, system, workload):
+def check_pool(system_cfg: SystemConfig, system: System, workload: Workload) -> None:
     """A pool holds every registered adapter and then the KV cache: refuse one the adapters
     alone fill (S-LoRA's host systems keep adapters in host DRAM, so only pools are checked)."""
     if system_cfg.kind == "pool" and system.kv_capacity_bytes() <= 0:
+        assert isinstance(system, PoolSystem)       # build_system's for kind "pool"
         need, pool = sum(system.adapter_bytes), system.pool_bytes
         raise ServingError(f"{len(workload.ranks)} adapters of {workload.name!r} need {need / 1e9:.1f} GB "
                            f"({need:.0f} bytes) but the pool of system {system_cfg.name!r} holds {pool / 1e9:.1f} GB "
@@ -60,7 +66,8 @@ def check_pool(system_cfg, system, workload):
                            f"larger pool (num_devices)")
 
 
-def simulate(run, system_cfg, workload, timing=None, progress=None, on_step=None):
+def simulate(run: ServingConfig, system_cfg: SystemConfig, workload: Workload, timing: DeviceTiming | None = None,
+             progress: bool | None = None, on_step: OnStep | None = None) -> RunResult:
     """Serve `workload` on `system_cfg` as `run` configures; returns a RunResult.
     `on_step(system, kind, start_s, requests, tokens, cost)`, if given, is called after each
     iteration with its start on the simulated clock and its StepCost (serving.trace.Timeline)."""
@@ -69,13 +76,15 @@ def simulate(run, system_cfg, workload, timing=None, progress=None, on_step=None
     system = build_system(run, system_cfg, workload.ranks, timing)
     check_pool(system_cfg, system, workload)
     pending = collections.deque(workload.requests)
-    running, done = [], []
+    running: list[Live] = []
+    done: list[tuple[Live, float]] = []
     log = StepLog()
     t = 0.0
     bar = tqdm(total=len(pending), desc=f"{system_cfg.name} {workload.name}", unit="req",
                disable=progress is False, delay=3.0, mininterval=2.0, leave=False)
     while pending or running:
-        admit, tokens = [], 0
+        admit: list[Live] = []
+        tokens = 0
         while pending and pending[0].arrival_s <= t and len(running) + len(admit) < run.max_batch:
             r = pending[0]
             live = Live(r.rid, r.adapter, r.prompt_tokens, r.output_tokens, r.arrival_s)
@@ -125,7 +134,8 @@ def simulate(run, system_cfg, workload, timing=None, progress=None, on_step=None
 
 
 @functools.lru_cache(maxsize=32)
-def load_workload(name, requests=None, seed=None, trace=None, **popularity):
+def load_workload(name: str, requests: int | None = None, seed: int | None = None, trace: str | None = None,
+                  **popularity: Any) -> Workload:
     """A run's workload: its config drawn, or its trace replayed, with the run's overrides
     (`requests`: a trace's first N; `seed` and `popularity`: what the trace does not give)."""
     overrides = {k: v for k, v in dict(popularity, requests=requests, seed=seed, trace=trace).items()
@@ -134,12 +144,12 @@ def load_workload(name, requests=None, seed=None, trace=None, **popularity):
 
 
 @functools.lru_cache(maxsize=8)
-def device_timing(device):
+def device_timing(device: str) -> DeviceTiming:
     """One timing table per device config and process (it measures lazily, then caches on disk)."""
     return DeviceTiming(load_device_config(device))
 
 
-def run(cfg, progress=None, on_step=None):
+def run(cfg: ServingConfig, progress: bool | None = None, on_step: OnStep | None = None) -> RunResult:
     """Simulate a ServingConfig: its system, its workload, the shared timing table
     (`on_step`: simulate's)."""
     workload = load_workload(cfg.workload, **{f: getattr(cfg, f) for f in WORKLOAD_FIELDS})

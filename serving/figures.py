@@ -5,20 +5,29 @@ format) and returns its path; none runs a simulation.
 """
 import collections
 import pathlib
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, cast
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.patches  # noqa: E402
-import matplotlib.ticker  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.ticker  # noqa: E402
+from matplotlib.axes import Axes  # noqa: E402
+from matplotlib.axis import Axis  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.legend import Legend  # noqa: E402
+
+Row = Mapping[str, Any]         # a sweep's summary (serving.results.RunResult.summary), with its labels
+Path = str | pathlib.Path
 
 LABELS = {"plora": "PLoRA (NSD)", "plora-nocxl": "PLoRA-NoCXL", "grace-hopper": "Grace-Hopper",
           "pure-cxl": "Pure CXL", "s-lora": "S-LoRA", "cpu-lora-offload": "CPU-LoRA-Offload",
           "ns": "NS", "nd-e3": "ND(E3)", "nd-e4": "ND(E4)", "n-e3": "N(E3)", "n-e4": "N(E4)"}
 
 
-def _save(fig, path, rect=(0, 0, 1, 1)):
+def _save(fig: Figure, path: Path, rect: tuple[float, float, float, float] = (0, 0, 1, 1)) -> pathlib.Path:
     path = pathlib.Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout(rect=rect)
@@ -27,11 +36,11 @@ def _save(fig, path, rect=(0, 0, 1, 1)):
     return path
 
 
-def setup_text(rows):
+def setup_text(rows: Sequence[Row]) -> str:
     """What every row shares of the hardware, for a figure's title: the GPU, the link (when one
     link served every row), the devices and the batch (`h100, cxl3.1 128 GB/s, 4 x paper
     devices, batch 32`)."""
-    def shared(key):
+    def shared(key: str) -> str | None:
         values = {str(r[key]) for r in rows if key in r}
         return values.pop() if len(values) == 1 else None
     parts = []
@@ -48,27 +57,28 @@ def setup_text(rows):
     return ", ".join(parts)
 
 
-def _legend_right(ax, **kwargs):
+def _legend_right(ax: Axes, **kwargs: Any) -> Legend:
     """The axes' legend right of it, clear of the data."""
     return ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, frameon=False,
                      fontsize=8, **kwargs)
 
 
-def _legend_below(ax, ncol=2):
+def _legend_below(ax: Axes, ncol: int = 2) -> Legend:
     """The axes' legend under its x label, clear of the data."""
     return ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), borderaxespad=0.0, frameon=False,
                      fontsize=7, ncol=ncol)
 
 
-def _grouped_bars(ax, rows, group, series, value, log=False, names=None, colors=None):
+def _grouped_bars(ax: Axes, rows: Sequence[Row], group: str, series: str, value: str, log: bool = False,
+                  names: Iterable[str] | None = None, colors: Mapping[str, Any] | None = None) -> None:
     """Bars of `value` per `group` (x) and `series` (a bar each); `names` fixes the series and
     their order (a series with no row leaves its slot empty), `colors` their colors."""
     groups = list(dict.fromkeys(r[group] for r in rows))
-    names = list(names or dict.fromkeys(r[series] for r in rows))
+    order = list(names or dict.fromkeys(r[series] for r in rows))
     table = {(r[group], r[series]): r[value] for r in rows}
-    width = 0.8 / max(1, len(names))
-    for i, name in enumerate(names):
-        xs = [g + (i - (len(names) - 1) / 2) * width for g in range(len(groups))]
+    width = 0.8 / max(1, len(order))
+    for i, name in enumerate(order):
+        xs = [g + (i - (len(order) - 1) / 2) * width for g in range(len(groups))]
         ax.bar(xs, [table.get((g, name), float("nan")) for g in groups], width, label=LABELS.get(name, name),
                **({"color": colors[name]} if colors else {}))
     ax.set_xticks(range(len(groups)), groups, rotation=20)
@@ -76,14 +86,14 @@ def _grouped_bars(ax, rows, group, series, value, log=False, names=None, colors=
         ax.set_yscale("log")
 
 
-def _plain_log_ticks(axis, minor=True):
+def _plain_log_ticks(axis: Axis, minor: bool = True) -> None:
     """A log axis's ticks as plain numbers (5, 10, 20, 50), never 6x10^0."""
     axis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
     axis.set_minor_formatter(matplotlib.ticker.FuncFormatter(
         lambda v, _: f"{v:g}" if minor and f"{v:g}"[0] in "235" else ""))
 
 
-def fig8_tpot(rows, path):
+def fig8_tpot(rows: Sequence[Row], path: Path) -> pathlib.Path:
     """Fig. 8: TPOT of every system per workload, a panel per model, lettered (a), (b), ...,
     one legend for all above the panels (a system a panel lacks, S-LoRA beyond the Llama2
     models as in the paper, leaves its slot empty and is named in the panel's title, "not
@@ -110,7 +120,7 @@ def fig8_tpot(rows, path):
     return _save(fig, path, rect=(0, 0, 1, 0.9))
 
 
-def fig9_ablation(rows, path):
+def fig9_ablation(rows: Sequence[Row], path: Path) -> pathlib.Path:
     """Fig. 9: end-to-end throughput of each ablation over NSD's, per workload."""
     base = {r["workload"]: r["throughput_tok_s"] for r in rows if r["system"] == "plora"}
     norm = [dict(r, speed=r["throughput_tok_s"] / base[r["workload"]]) for r in rows if r["workload"] in base]
@@ -124,7 +134,7 @@ def fig9_ablation(rows, path):
     return _save(fig, path)
 
 
-def fig11_breakdown(rows, path):
+def fig11_breakdown(rows: Sequence[Row], path: Path) -> pathlib.Path:
     """Fig. 11: (a) one layer's decode latency by component per system; (b) KV duplicated on
     the GPU per model and workload (PLoRA)."""
     fig, (a, b) = plt.subplots(1, 2, figsize=(12, 3.9))
@@ -153,13 +163,14 @@ def fig11_breakdown(rows, path):
     return _save(fig, path)
 
 
-def fig12_saturation(saturation, path, setup=""):
+def fig12_saturation(saturation: Iterable[tuple[str, str, float]], path: Path, setup: str = "") -> pathlib.Path:
     """Fig. 12: the saturation bandwidth (smallest ladder point within 1 % of the plateau) per
     model, short and long KV. `saturation`: [(model, workload, GB/s)]; `setup`: the
     hardware for the title (setup_text of the ladder's rows)."""
     fig, ax = plt.subplots(figsize=(7, 3.8))
     _grouped_bars(ax, [dict(model=m, workload=w, gbs=g) for m, w, g in saturation], "model", "workload", "gbs")
-    for bar in ax.patches:
+    for patch in ax.patches:
+        bar = cast(matplotlib.patches.Rectangle, patch)     # _grouped_bars' bars
         ax.annotate(f"{bar.get_height():g}", (bar.get_x() + bar.get_width() / 2, bar.get_height()),
                     ha="center", va="bottom", fontsize=8)
     ax.set_xlabel("model")
@@ -173,10 +184,10 @@ def fig12_saturation(saturation, path, setup=""):
 _STYLES = ("-", "--", ":", "-.")
 
 
-def _curves(ax, rows, x, key, log_x=True):
+def _curves(ax: Axes, rows: Sequence[Row], x: str, key: Callable[[Row], str], log_x: bool = True) -> None:
     """Throughput over `x`, a line per `key(row)`; lines that coincide told apart by their
     dash and marker."""
-    series = collections.defaultdict(list)
+    series: dict[str, list[tuple[Any, Any]]] = collections.defaultdict(list)
     for r in rows:
         series[key(r)].append((r[x], r["throughput_tok_s"]))
     for i, (name, points) in enumerate(series.items()):
@@ -193,11 +204,12 @@ def _curves(ax, rows, x, key, log_x=True):
     ax.grid(True, lw=0.3, alpha=0.5)
 
 
-def fig13_link(ladder, devices, latency, path):
+def fig13_link(ladder: Sequence[Row], devices: Sequence[Row], latency: Sequence[Row], path: Path) -> pathlib.Path:
     """Fig. 13: (a) throughput over the link ladder; (b) over the device count at two links;
     (c) over the one-way latency; each panel's legend under it."""
     fig, (a, b, c) = plt.subplots(1, 3, figsize=(16, 4.4))
-    _curves(a, ladder, "link_gb_s", lambda r: f"{LABELS.get(r['system'], r['system'])} {r['model']} {r['workload']}")
+    _curves(a, ladder, "link_gb_s",
+            lambda r: f"{LABELS.get(r['system'], r['system'])} {r['model']} {r['workload']}")
     a.set_xlabel("link bandwidth (GB/s)")
     a.set_title("(a) link ladder", fontsize=10)
     _curves(b, devices, "num_devices", lambda r: f"{r['workload']} @ {r['link_gb_s']:.0f} GB/s", log_x=True)
@@ -208,7 +220,7 @@ def fig13_link(ladder, devices, latency, path):
     c.set_title("(c) link latency (PLoRA)", fontsize=10)
     for ax in (a, b, c):
         _legend_below(ax)
-    fig.suptitle(f"Fig. 13: throughput over the link and the pool; {setup_text(ladder + devices + latency)}",
+    fig.suptitle(f"Fig. 13: throughput over the link and the pool; {setup_text([*ladder, *devices, *latency])}",
                  fontsize=10)
     return _save(fig, path)
 
@@ -222,11 +234,11 @@ SWEEP_METRICS = (("throughput_tok_s", 1, "throughput (tokens/s)\nhigher is bette
                  ("link_util", 100, "link utilization (%)\nbusier direction"))
 
 
-def _is_number(v):
+def _is_number(v: object) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
-def axis_label(axis):
+def axis_label(axis: str) -> str:
     """An axis's name with its unit: the sweep's own axes, a run field by its name's unit
     suffix (`max_prefill_tokens` -> tokens), else the name."""
     if axis in AXIS_LABELS:
@@ -238,26 +250,26 @@ def axis_label(axis):
             "max_batch": "max batch (requests)", "seed": "seed"}.get(axis, axis)
 
 
-def sweep_plot(rows, axes, path):
+def sweep_plot(rows: Sequence[Row], axes: Iterable[str], path: Path) -> pathlib.Path:
     """A sweep's results: throughput, TPOT and link utilization (a panel each) over the first
     axis whose values are all numbers (log scale when they span 10x or more), a line per
     combination of the other axes' values; with no numeric axis, bars per value of the first
     axis. `rows` are the sweep's summaries with their `axis_<name>` labels, `axes` the axis
     names in the order given. The fields every point shares (system, model, workload, GPU,
     link, devices) title it; the legend sits right of the panels."""
-    axes = list(axes)
-    numeric = [a for a in axes if all(_is_number(r[f"axis_{a}"]) for r in rows)]
-    x_axis = numeric[0] if numeric else axes[0]
-    others = [a for a in axes if a != x_axis]
+    names_of_axes = list(axes)
+    numeric = [a for a in names_of_axes if all(_is_number(r[f"axis_{a}"]) for r in rows)]
+    x_axis = numeric[0] if numeric else names_of_axes[0]
+    others = [a for a in names_of_axes if a != x_axis]
 
-    def series_of(r):
+    def series_of(r: Row) -> str:
         return ", ".join(f"{a}={LABELS.get(r[f'axis_{a}'], r[f'axis_{a}'])}" for a in others) or "all"
 
     names = list(dict.fromkeys(series_of(r) for r in rows))
     legend = len(names) > 1
-    fig, panels = plt.subplots(1, len(SWEEP_METRICS), figsize=(4.2 * len(SWEEP_METRICS) + 2.4 * legend, 3.8),
-                               squeeze=False)
-    panels = panels[0]
+    fig, panel_grid = plt.subplots(1, len(SWEEP_METRICS), figsize=(4.2 * len(SWEEP_METRICS) + 2.4 * legend, 3.8),
+                                   squeeze=False)
+    panels = panel_grid[0]
     cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     colors = {n: cycle[i % len(cycle)] for i, n in enumerate(names)}
     for letter, ax, (key, scale, ylabel) in zip("abc", panels, SWEEP_METRICS, strict=True):
@@ -279,20 +291,21 @@ def sweep_plot(rows, axes, path):
         ax.set_ylim(*((0, 105) if key == "link_util" else (0, None)))
         ax.set_title(f"({letter}) {ylabel.split(' (')[0]}", fontsize=10)
         ax.grid(True, lw=0.3, alpha=0.5)
-    shared = [LABELS.get(rows[0][k], rows[0][k]) for k in ("system", "model") if k in rows[0]
-              and len({str(r[k]) for r in rows}) == 1]
+    shared: list[Any] = [LABELS.get(rows[0][k], rows[0][k]) for k in ("system", "model") if k in rows[0]
+                         and len({str(r[k]) for r in rows}) == 1]
     if "workload" in rows[0] and len({str(r["workload"]) for r in rows}) == 1:
         shared.append(f"{rows[0]['workload']} workload")
     setup = setup_text(rows)
     lines = f", a line per {' and '.join(others)}" if numeric and others else ""
-    fig.suptitle(f"over {axis_label(x_axis)}{lines}; " + ", ".join(shared + ([setup] if setup else [])), fontsize=10)
+    fig.suptitle(f"over {axis_label(x_axis)}{lines}; " + ", ".join(shared + ([setup] if setup else [])),
+                 fontsize=10)
     if legend:
         handles = [matplotlib.patches.Patch(color=colors[n], label=n) for n in names]
         fig.legend(handles=handles, loc="center left", bbox_to_anchor=(1 - 2.3 / fig.get_figwidth(), 0.5),
                    fontsize=8, frameon=False)
     fig.tight_layout(rect=(0, 0, 1 - 2.4 * legend / fig.get_figwidth(), 0.94))
-    path = pathlib.Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
+    out = pathlib.Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=120)
     plt.close(fig)
-    return path
+    return out

@@ -29,27 +29,33 @@ import asyncio
 import collections
 import dataclasses
 import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, cast
 
 import numpy as np
 
 from driver import DevicePool
-from driver.clock import SimClock, run as run_on_clock
 from driver.attention import query_groups
+from driver.clock import SimClock
+from driver.clock import run as run_on_clock
 from driver.kv_cache import PagedKvCache
 from driver.model_transport import ModelTransport
-from isa import load_config as load_device_config, payload_bytes, result_bytes
+from isa import load_config as load_device_config
+from isa import payload_bytes, result_bytes
+from isa.descriptor import Descriptor
 from isa.encoders import DeviceTensor, LoraAdapter
 from isa.slots import HEADER_BYTES
-
+from isa.system import LinkConfig, ModelConfig
 from scheduler.cost import Strategy, factor_bytes
-from scheduler.emit import attention_round, lora_round
+from scheduler.emit import DeviceOp, attention_round, lora_round
+from scheduler.entities import Site, StepPlan
 from scheduler.kv_pages import KvPages
 from scheduler.rounds import ROUND_OF, ROUNDS
-from scheduler.scheduler import Scheduler
+from scheduler.scheduler import Request, Scheduler
 
 from .config import load_serving_config, load_system_config
 from .engine import device_timing, load_workload
-from .systems import Live, build_system
+from .systems import Live, PoolSystem, StepCost, build_system
 
 QUEUE_LOG2_DEPTH = 8        # 256 slots a device: far more than a queue needs in flight
 WARMUP_STEPS = 2            # decode steps before the measured one (temperatures, cached factors)
@@ -64,7 +70,7 @@ class Case:
     devices: int = 4
     mixed: bool = False     # every strategy on some site (adapter a, projection p: E1..E4 in turn)
     seed: int = 0
-    gpu_budget_bytes: float = None      # the scheduler's GPU budget, if not the config's
+    gpu_budget_bytes: float | None = None   # the scheduler's GPU budget, if not the config's
 
 
 CASES = {c.name: c for c in (
@@ -82,39 +88,40 @@ class Replayed:
     descriptors: int
     charged_s: float            # the pool side the serving simulator charged the step
     replayed_s: float           # the pool side the replay measured
-    rounds: dict                # round name -> (charged, replayed) seconds summed over layers
+    rounds: dict[str, tuple[float, float]]  # round name -> (charged, replayed) seconds summed over layers
     wall_s: float
-    mix: dict
+    mix: dict[str, int]
 
     @property
-    def error(self):
+    def error(self) -> float:
         return abs(self.charged_s - self.replayed_s) / self.replayed_s
 
-    def line(self):
+    def line(self) -> str:
         m = self.case
         return (f"replay model={m.model} batch={m.batch} devices={m.devices} descriptors={self.descriptors} "
                 f"wall_s={self.wall_s:.1f} charged_ms={self.charged_s * 1e3:.4f} "
                 f"replayed_ms={self.replayed_s * 1e3:.4f}")
 
 
-def mixed_strategies(model):
+def mixed_strategies(model: ModelConfig) -> Callable[[Site], Strategy]:
     """Adapter a's projection p takes E1..E4 in turn (E3 where the weight is square, else E4)."""
     order = (Strategy.E3, Strategy.E4, Strategy.E1, Strategy.E2)
     names = [p.name for p in model.projections]
     square = {p.name: p.d_in == p.d_out for p in model.projections}
 
-    def strategy_of(site):
+    def strategy_of(site: Site) -> Strategy:
         s = order[(site.adapter + names.index(site.projection)) % len(order)]
         return Strategy.E4 if s is Strategy.E3 and not square[site.projection] else s
     return strategy_of
 
 
-def decode_step(case):
+def decode_step(case: Case) -> tuple[PoolSystem, list[Live], StepPlan, StepCost]:
     """(system, the running batch, the measured step's plan, its StepCost)."""
     run = load_serving_config("default", model=case.model, num_devices=case.devices, max_batch=case.batch,
                               workload=case.workload, seed=case.seed)
     workload = load_workload(case.workload, seed=case.seed)
     system = build_system(run, load_system_config("plora"), workload.ranks, device_timing(run.device))
+    assert isinstance(system, PoolSystem)       # plora's kind is "pool"
     if case.mixed:
         old = system.scheduler
         system.scheduler = Scheduler(old.config, old.timing, strategy_of=mixed_strategies(system.model))
@@ -123,15 +130,19 @@ def decode_step(case):
     if case.gpu_budget_bytes is not None:
         system.scheduler.budget = case.gpu_budget_bytes
     rng = np.random.default_rng(case.seed)
-    running = []
+    running: list[Live] = []
     for r in workload.requests[:case.batch]:
         # a request part way through its output: its context is its prompt and what it has made
         generated = int(rng.integers(1, max(2, r.output_tokens)))
         running.append(Live(r.rid, r.adapter, r.prompt_tokens, r.output_tokens + WARMUP_STEPS + 1, 0.0,
                             generated=generated, new=True))
-    plans = []
+    plans: list[StepPlan] = []
     step = system.scheduler.step
-    system.scheduler.step = lambda requests: plans.append(step(requests)) or plans[-1]
+
+    def recorded(requests: Sequence[Request]) -> StepPlan:
+        plans.append(step(requests))
+        return plans[-1]
+    system.scheduler.step = recorded  # type: ignore[method-assign]
     for _ in range(WARMUP_STEPS + 1):
         cost = system.decode(running)
         for live in running:
@@ -145,20 +156,21 @@ def decode_step(case):
 class _Host:
     """The GPU's side of the replay: the link's two directions and one queue per device."""
 
-    def __init__(self, pool, clock, link):
+    def __init__(self, pool: DevicePool, clock: SimClock, link: LinkConfig) -> None:
         self.pool, self.clock = pool, clock
         self.w, self.half = link.bytes_per_s, link.latency_s      # one way: latency_s
 
-    async def round(self, ops, reads=()):
+    async def round(self, ops: Sequence[DeviceOp], reads: Sequence[float] = ()) -> float:
         """Run one round's device ops (emission order) while the GPU reads `reads` (bytes
         each: E2's factors) from the pool; returns the round's pool side in seconds."""
         t0 = self.clock.now
         if not ops and not reads:
             return 0.0
-        out = np.array([HEADER_BYTES + payload_bytes(op.descriptor) for op in ops] or [0.0], dtype=np.float64)
+        sizes: list[float] = [HEADER_BYTES + payload_bytes(op.descriptor) for op in ops]
+        out = np.array(sizes or [0.0], dtype=np.float64)
         arrivals = t0 + self.half + np.cumsum(out) / self.w
-        per_device = collections.defaultdict(list)
-        for op, when in zip(ops, arrivals.tolist()):
+        per_device: dict[int, list[tuple[float, Descriptor]]] = collections.defaultdict(list)
+        for op, when in zip(ops, arrivals.tolist(), strict=False):     # [0.0] stands for no ops
             per_device[op.device].append((when, op.descriptor))
         # (when ready to go back, bytes): E2's reads reach the pool L/2 after the round starts
         finished = [(t0 + self.half, nbytes) for nbytes in reads]
@@ -170,15 +182,16 @@ class _Host:
         await self.clock.sleep_until(back)
         return back - t0
 
-    async def _device(self, index, items, finished):
+    async def _device(self, index: int, items: Iterable[tuple[float, Descriptor]],
+                      finished: list[tuple[float, float]]) -> None:
         """Feed one device's queue as its descriptors arrive and slots free; collect its
         completions (by interrupt) in order."""
         dev = self.pool.devices[index]
-        queue, transport = dev.queues[0], dev.transport
-        pending, outstanding = collections.deque(items), collections.deque()
+        queue, transport = dev.queues[0], cast(ModelTransport, dev.transport)   # the pool _replay opens
+        pending, outstanding = collections.deque(items), collections.deque[int]()
         while pending or outstanding:
             now = self.clock.now
-            batch = []
+            batch: list[tuple[Descriptor, bytes]] = []
             while pending and pending[0][0] <= now and len(outstanding) + len(batch) < queue.depth:
                 batch.append((pending.popleft()[1], b""))
             if batch:
@@ -199,10 +212,11 @@ class _Host:
                     raise RuntimeError(f"device {index}: an interrupt without seq {outstanding[0]}'s completion")
                 completion.check()
                 outstanding.popleft()
+                assert completion.descriptor is not None    # a completion poll() matched to its seq
                 finished.append((self.clock.now, HEADER_BYTES + result_bytes(completion.descriptor)))
 
 
-async def _replay(system, running, plan):
+async def _replay(system: PoolSystem, running: Sequence[Live], plan: StepPlan) -> tuple[dict[str, float], int]:
     """The plan's whole step on a model pool: {round name: replayed pool side summed over
     layers}, descriptors run."""
     m, sched = system.model, system.scheduler
@@ -215,18 +229,19 @@ async def _replay(system, running, plan):
     pool = await DevicePool.open(transports, log2_depth=QUEUE_LOG2_DEPTH,
                                  log2_slot=(HEADER_BYTES + biggest - 1).bit_length(), queues=[0], irq=True,
                                  clock=clock)
-    rows = collections.defaultdict(list)
+    rows: dict[int, list[int]] = collections.defaultdict(list)
     for i, r in enumerate(running):
         rows[r.adapter].append(i)
     copies = {p.name: m.copies(p) for p in m.projections}
-    handles = {}
+    handles: dict[tuple[int, int, str], list[Any]] = {}
     for adapter in rows:
         device, rank = sched.device_of(adapter), sched.ranks[adapter]
         for layer in range(m.layers):
             for p in m.projections:
-                placed = []
+                placed: list[Any] = []
                 for _ in range(copies[p.name]):
-                    operand = (LoraAdapter(0, p.d_in, rank) if p.d_in == p.d_out else DeviceTensor(0, p.d_in, rank))
+                    operand: LoraAdapter | DeviceTensor = (LoraAdapter(0, p.d_in, rank) if p.d_in == p.d_out
+                                                           else DeviceTensor(0, p.d_in, rank))
                     addr = pool.allocate(device, operand.size_lines * 64)
                     placed.append(dataclasses.replace(operand, addr=addr))
                 handles[(adapter, layer, p.name)] = placed
@@ -238,15 +253,17 @@ async def _replay(system, running, plan):
     chosen = {(site.adapter, site.projection): d.chosen.strategy for site, d in plan.decisions.items()}
     groups = query_groups(m.q_heads, m.kv_heads)
     # E2: the GPU reads a copy's factors over the link (emission gives an op per copy)
-    e2_bytes = {(a, p.name): sum(factor_bytes(p.d_in, p.d_out, sched.ranks[a])) for a in rows for p in m.projections}
+    e2_bytes = {(a, p.name): sum(factor_bytes(p.d_in, p.d_out, sched.ranks[a]))
+                for a in rows for p in m.projections}
     # factors the step loads into GPU memory: read in the round of the site that needs them,
     # a layer's share each layer (pre-cached ones ride the link's idle time)
-    loading = collections.Counter()
+    loading: dict[str, float] = collections.defaultdict(float)
     for site, _, nbytes in plan.loads:
         if site.adapter not in plan.precached:
             loading[ROUND_OF[site.projection]] += nbytes / m.layers
     host = _Host(pool, clock, system.link)
-    replayed, descriptors = collections.Counter(), 0
+    replayed: dict[str, float] = collections.defaultdict(float)
+    descriptors = 0
     for layer in range(m.layers):
         for name, projections in ROUNDS:
             if projections:
@@ -254,7 +271,7 @@ async def _replay(system, running, plan):
                 rnd = lora_round(name, projections, rows, lambda a, p: chosen[(a, p)], mine, sched.device_of)
             else:
                 rnd = attention_round(kv, layer, [r.rid for r in running], held, groups, plan.attention_on_devices)
-            reads = [e2_bytes[op.key] for op in rnd.gpu_ops if op.kind == "lora_e2"]
+            reads: list[float] = [e2_bytes[op.key] for op in rnd.gpu_ops if op.kind == "lora_e2"]
             if loading[name]:
                 reads.append(loading[name])
             if name == "attention" and not plan.attention_on_devices:
@@ -268,7 +285,7 @@ async def _replay(system, running, plan):
     return replayed, descriptors
 
 
-def replay(case):
+def replay(case: Case) -> Replayed:
     start = time.perf_counter()
     system, running, plan, cost = decode_step(case)
     replayed, descriptors = run_on_clock(_replay(system, running, plan))
@@ -278,7 +295,7 @@ def replay(case):
                     time.perf_counter() - start, dict(plan.strategy_mix()))
 
 
-def main(names=None, out=print):
+def main(names: Iterable[str] | None = None, out: Callable[[str], object] = print) -> list[Replayed]:
     """Replay each case (all by default); returns the results. Prints a line per case, its
     rounds, and the summary line."""
     results = []

@@ -23,14 +23,22 @@ import math
 import pathlib
 import statistics
 import textwrap
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 from scheduler.config import load_scheduler_config
+from scheduler.gpu_model import GpuModel
 
 from .claims import Claim
-from .config import WORKLOAD_FIELDS, load_serving_config, load_system_config
+from .config import WORKLOAD_FIELDS, ServingConfig, load_serving_config, load_system_config
 from .figures import fig8_tpot, fig9_ablation, fig11_breakdown, fig12_saturation, fig13_link, setup_text
-from scheduler.gpu_model import GpuModel
 from .sweep import DEVICES, LADDER_GB_S, LATENCY_NS, points, read_csv, sweep, write_csv
+from .workload import Workload
+
+Row = dict[str, Any]                        # a sweep's summary row (serving.sweep), with its labels
+Cell = tuple[str, str]                      # (model, workload)
+Cells = dict[Cell, dict[str, Row]]          # by_cell: {(model, workload): {system: row}}
+Echo = Callable[[str], object]
 
 SHORT, LONG = "uniform", "uniform-long"
 MODELS = ("llama2-7b", "llama2-13b")
@@ -53,11 +61,11 @@ class ReproduceError(ValueError):
     """A claim the sweeps' rows cannot give (no run reached a full batch): the CLI's `Error:` line."""
 
 
-def _no_full_batch(rows, what):
+def _no_full_batch(rows: Sequence[Row], what: str) -> "ReproduceError":
     """Why `what` cannot be read from `rows`: none has a decode step at a full batch."""
-    cells = sorted({(r.get("model"), r.get("workload")) for r in rows})
-    batches = sorted({r.get("max_batch") for r in rows})
-    requests = sorted({r.get("requests") for r in rows})
+    cells: list[Any] = sorted({(r.get("model"), r.get("workload")) for r in rows})
+    batches: list[Any] = sorted({r.get("max_batch") for r in rows})
+    requests: list[Any] = sorted({r.get("requests") for r in rows})
     return ReproduceError(
         f"{what}: no run of {', '.join(f'{m} {w}' for m, w in cells)} has a decode step at a full batch "
         f"(max_batch={'/'.join(map(str, batches))}, {'/'.join(map(str, requests))} requests a run), so "
@@ -65,11 +73,11 @@ def _no_full_batch(rows, what):
         f"(--set max_batch=...)")
 
 
-def plateau(rows):
+def plateau(rows: Iterable[Row]) -> float:
     return max(r["full_batch_tok_s"] for r in rows)
 
 
-def saturation_gb_s(rows):
+def saturation_gb_s(rows: Sequence[Row]) -> float:
     """The smallest ladder point within 1 % of the plateau (section VIII, Finding 5)."""
     top = plateau(rows)
     within = [r["link_gb_s"] for r in rows if r["full_batch_tok_s"] >= 0.99 * top]
@@ -78,7 +86,7 @@ def saturation_gb_s(rows):
     return min(within)
 
 
-def knee(rows):
+def knee(rows: Sequence[Row]) -> int:
     """The smallest device count within 5 % of the best (this project's reading of 'knee')."""
     top = max(r["full_batch_tok_s"] for r in rows)
     within = [r["num_devices"] for r in rows if r["full_batch_tok_s"] >= 0.95 * top]
@@ -87,11 +95,11 @@ def knee(rows):
     return min(within)
 
 
-def _select(rows, **match):
+def _select(rows: Iterable[Row], **match: Any) -> list[Row]:
     return [r for r in rows if all(r[k] == v for k, v in match.items())]
 
 
-def sweep_grids():
+def sweep_grids() -> dict[str, list[dict[str, list[Any]]]]:
     """{sweep name: [grid]}: the axes (serving.sweep.points) of every sweep the table reads."""
     return {
         "ladder": [dict(model=list(MODELS), workload=[SHORT, LONG], system=["plora", "plora-nocxl"],
@@ -111,12 +119,12 @@ def sweep_grids():
 SWEEP_NAMES = ("ladder", "ablation", "devices", "latency", "systems", "kv", "dp")
 
 
-def reusable(out):
+def reusable(out: str | pathlib.Path) -> bool:
     """Whether `out` holds every sweep's CSV (what --reuse reads instead of running them)."""
     return all((pathlib.Path(out) / f"{n}.csv").exists() for n in SWEEP_NAMES)
 
 
-def check_requests(requests, max_batch):
+def check_requests(requests: int, max_batch: int) -> str | None:
     """None if runs of `requests` requests at batch `max_batch` can give every claim, else
     why not: the plateau, saturation and knee claims read decode steps at a full batch, and
     the 4-GPU S-LoRA deals the requests to DP_GPUS replicas."""
@@ -129,7 +137,8 @@ def check_requests(requests, max_batch):
     return None
 
 
-def run_sweeps(base, requests, address, workers, out, reuse=False):
+def run_sweeps(base: ServingConfig, requests: int, address: str | None, workers: int | None, out: pathlib.Path,
+               reuse: bool = False) -> dict[str, list[Row]]:
     """Every sweep of the table: {name: rows}; each written to out/<name>.csv (with `reuse`,
     read back from there instead when all exist). "dp" holds the 4-GPU S-LoRA's replicas."""
     names = SWEEP_NAMES
@@ -143,11 +152,11 @@ def run_sweeps(base, requests, address, workers, out, reuse=False):
     # sites) go to the workers first, so that the short ones fill in beside them rather than wait at the end
     order = sorted(range(len(labelled)), key=lambda i: (labelled[i][2].model not in MOE_MODELS, i))
     done = sweep([labelled[i][2] for i in order], address=address, workers=workers, desc="reproduce")
-    summaries = [None] * len(labelled)
-    for i, summary in zip(order, done):
+    summaries: list[Row] = [None] * len(labelled)   # type: ignore[list-item]  # each filled in below
+    for i, summary in zip(order, done, strict=True):
         summaries[i] = summary
-    results = {name: [] for name in grids}
-    for (name, labels, _), summary in zip(labelled, summaries):
+    results: dict[str, list[Row]] = {name: [] for name in grids}
+    for (name, labels, _), summary in zip(labelled, summaries, strict=True):
         results[name].append(dict(summary, **{f"axis_{k}": v for k, v in labels.items()}))
     results["dp"] = data_parallel_rows(base, DP_MODEL, FIG8_WORKLOADS)
     for name, rows in results.items():
@@ -157,13 +166,14 @@ def run_sweeps(base, requests, address, workers, out, reuse=False):
 
 # ---- 4-GPU S-LoRA (VII-G): data-parallel replicas ---------------------------------------------
 
-def split_round_robin(workload, replicas):
+def split_round_robin(workload: Workload, replicas: int) -> list[Workload]:
     """`workload`'s requests dealt round robin: request i (in arrival order) to replica i mod
     `replicas`; each replica a Workload with every adapter (a replica stages what it serves)."""
     return [dataclasses.replace(workload, requests=workload.requests[k::replicas]) for k in range(replicas)]
 
 
-def data_parallel_rows(base, model, workloads, system="s-lora", gpus=DP_GPUS):
+def data_parallel_rows(base: ServingConfig, model: str, workloads: Iterable[str], system: str = "s-lora",
+                       gpus: int = DP_GPUS) -> list[Row]:
     """A data-parallel `system` of `gpus` GPUs per workload: `gpus` independent replicas, each
     serving its round-robin share of the run's requests (split_round_robin); a summary row per
     replica, with the output tokens, first arrival and last finish data_parallel_throughput
@@ -182,7 +192,7 @@ def data_parallel_rows(base, model, workloads, system="s-lora", gpus=DP_GPUS):
     return rows
 
 
-def data_parallel_throughput(rows):
+def data_parallel_throughput(rows: Sequence[Row]) -> float:
     """The replicas' output tokens summed over the longest replica's makespan (first arrival
     to last finish over all of them): tokens/s of the data-parallel system."""
     tokens = sum(r["output_tokens"] for r in rows)
@@ -192,22 +202,23 @@ def data_parallel_throughput(rows):
 
 # ---- Fig. 8 (VII-B): TPOT of every system per model and workload ------------------------------
 
-def by_cell(rows):
+def by_cell(rows: Iterable[Row]) -> Cells:
     """{(model, workload): {system: row}} of sweep rows."""
-    cells = {}
+    cells: Cells = {}
     for r in rows:
         cells.setdefault((r["model"], r["workload"]), {})[r["system"]] = r
     return cells
 
 
-def tpot_over_plora(cells, system, models, workloads=None, metric="tpot_ms"):
+def tpot_over_plora(cells: Cells, system: str, models: Sequence[str], workloads: Sequence[str] | None = None,
+                    metric: str = "tpot_ms") -> dict[Cell, float]:
     """{(model, workload): `system`'s TPOT / PLoRA's} over the cells of `models` (and
     `workloads`) where both ran, in the cells' order."""
     return {c: row[system][metric] / row["plora"][metric] for c, row in cells.items()
             if c[0] in models and (workloads is None or c[1] in workloads) and system in row and "plora" in row}
 
 
-def lowest_tpot(cells):
+def lowest_tpot(cells: Cells) -> list[tuple[str, str, str, float]]:
     """[(model, workload, the system of lowest TPOT, PLoRA's TPOT / that system's)] per cell (a
     tie goes to PLoRA)."""
     out = []
@@ -217,33 +228,33 @@ def lowest_tpot(cells):
     return out
 
 
-def _cell(c):
+def _cell(c: Cell) -> str:
     return f"{c[0]} {c[1]}"
 
 
-def _ratios(ratios):
+def _ratios(ratios: dict[Cell, float]) -> str:
     return ", ".join(f"{_cell(c)} {v:.2f}" for c, v in ratios.items())
 
 
-def _layer(row):
+def _layer(row: Row) -> str:
     """One decode layer of a sweep row, by component."""
     return (f"{row['layer_gemm_us']:.0f} GEMM + {row['layer_lora_us']:.0f} LoRA + {row['layer_attention_us']:.0f} "
             f"attention + {row['layer_launch_us']:.0f} launch/host us at a mean batch of {mean_batch(row):.1f}")
 
 
-def _mix(row):
+def _mix(row: Row) -> str:
     """The strategy mix of a sweep row's decode sites."""
     return " ".join(f"{s} {row[f'share_{s}']:.0%}" for s in ("E1", "E2", "E3", "E4"))
 
 
-def mean_batch(row):
+def mean_batch(row: Row) -> float:
     """A run's mean decode batch: its output tokens less the first tokens (each its prefill's)
     over its decode steps (offline arrivals: the makespan is the simulated time)."""
     tokens = row["throughput_tok_s"] * row["sim_s"] - row["requests"]
     return tokens / row["decode_steps"] if row["decode_steps"] else float("nan")
 
 
-def slora_omits(cells, ratios, paper, base):
+def slora_omits(cells: Cells, ratios: dict[Cell, float], paper: float, base: ServingConfig) -> str:
     """What the roofline S-LoRA leaves out, measured: the TPOT the paper's ratio implies for
     S-LoRA on the simulated PLoRA (PLoRA's TPOT x `paper`) against the simulated S-LoRA's,
     and that difference per decode step and per layer, in the GPU's kernel launches."""
@@ -264,7 +275,7 @@ def slora_omits(cells, ratios, paper, base):
             + ", ".join(f"{_cell(c)} {implied[c]:.1f} vs {sim[c]:.1f}" for c in ratios))
 
 
-def cpu_offload_parts(row, base):
+def cpu_offload_parts(row: Row, base: ServingConfig) -> tuple[float, float, float]:
     """CPU-LoRA-Offload's host rounds in one decode layer of a sweep row, in us: (fixed: the
     assumed exchange cost and the PCIe round trip of each round; transfers: x over PCIe and the
     results back at the row's mean batch; the rest: the CPU's roofline)."""
@@ -281,7 +292,7 @@ def cpu_offload_parts(row, base):
     return fixed, transfers, row["layer_launch_us"] - fixed - transfers
 
 
-def nocxl_launches(cell, base):
+def nocxl_launches(cell: dict[str, Row], base: ServingConfig) -> str:
     """Why NoCXL's TPOT is what it is over PLoRA's: its launches a layer against PLoRA's layer."""
     from isa.system import load_gpu
     launch = load_gpu(base.gpu).kernel_launch_s * 1e6
@@ -294,14 +305,14 @@ def nocxl_launches(cell, base):
             f"{nocxl:.0f} us would be {nocxl / p['layer_gemm_us']:.1f}x it")
 
 
-def fig8_claims(systems, dp, base):
+def fig8_claims(systems: list[Row], dp: list[Row], base: ServingConfig) -> list[Claim]:
     """The claims of VII-B (Fig. 8) and VII-G (4-GPU S-LoRA) from the systems sweep's rows and
     the 4-GPU S-LoRA's replica rows."""
     cells = by_cell(systems)
     out = []
     # S-LoRA, the two Llama2 models (measured on a real H100 in the paper)
     ratios = tpot_over_plora(cells, "s-lora", SLORA_MODELS)
-    worst = max(ratios, key=ratios.get)
+    worst = max(ratios, key=ratios.__getitem__)
     why = (f"per cell {_ratios(ratios)}; one layer at {_cell(worst)}: PLoRA {_layer(cells[worst]['plora'])}, "
            f"S-LoRA {_layer(cells[worst]['s-lora'])}: the roofline S-LoRA runs PLoRA's GEMMs and differs only in its "
            f"LoRA (SGMV on factors staged in HBM) and attention (all the KV in HBM, which caps its batch)")
@@ -311,7 +322,7 @@ def fig8_claims(systems, dp, base):
                      slora_omits(cells, {worst: ratios[worst]}, 13.1, base)))
     # CPU-LoRA-Offload, every model and workload
     ratios = tpot_over_plora(cells, "cpu-lora-offload", FIG8_MODELS)
-    lo, hi = min(ratios, key=ratios.get), max(ratios, key=ratios.get)
+    lo, hi = min(ratios, key=ratios.__getitem__), max(ratios, key=ratios.__getitem__)
     # section VIII, Finding 1: 'CPU-LoRA-Offload is CPU-bound below 188 tokens/s' (batch 32)
     full = {c: cells[c]["cpu-lora-offload"]["full_batch_tok_s"] for c in cells
             if c[0] in MODELS and c[1] != "lmsys" and "cpu-lora-offload" in cells[c]}
@@ -332,7 +343,7 @@ def fig8_claims(systems, dp, base):
                          f"per cell {_ratios(ratios)}", note))
     # Grace-Hopper: the Llama models under LMSYS, and Llama2-13B Uniform-long
     ratios = tpot_over_plora(cells, "grace-hopper", LLAMA_MODELS, ("lmsys",))
-    lo, hi = min(ratios, key=ratios.get), max(ratios, key=ratios.get)
+    lo, hi = min(ratios, key=ratios.__getitem__), max(ratios, key=ratios.__getitem__)
     for label, paper, c in (("least", 1.6, lo), ("most", 3.6, hi)):
         p = cells[c]["plora"]
         floor = p["layer_gemm_us"] / (p["layer_gemm_us"] + p["layer_lora_us"] + p["layer_attention_us"])
@@ -351,12 +362,12 @@ def fig8_claims(systems, dp, base):
                      f"{cells[c]['grace-hopper']['tpot_ms']:.0f} ms"))
     # PLoRA-NoCXL: the dense models, and the MoE model
     ratios = tpot_over_plora(cells, "plora-nocxl", LLAMA_MODELS)
-    lo, hi = min(ratios, key=ratios.get), max(ratios, key=ratios.get)
+    lo, hi = min(ratios, key=ratios.__getitem__), max(ratios, key=ratios.__getitem__)
     for label, paper, c in (("least", 4.0, lo), ("most", 11.0, hi)):
         out.append(Claim(f"PLoRA-NoCXL TPOT over PLoRA, dense models, {label} ({_cell(c)})", paper, ratios[c], "x",
                          f"per cell {_ratios(ratios)}; " + nocxl_launches(cells[c], base)))
     ratios = tpot_over_plora(cells, "plora-nocxl", MOE_MODELS)
-    c = max(ratios, key=ratios.get)
+    c = max(ratios, key=ratios.__getitem__)
     out.append(Claim(f"PLoRA-NoCXL TPOT over PLoRA, MoE, most ({_cell(c)})", 31.0, ratios[c], "x",
                      f"per cell {_ratios(ratios)}; " + nocxl_launches(cells[c], base)))
     # PLoRA lowest on every model and workload
@@ -394,10 +405,11 @@ def fig8_claims(systems, dp, base):
     return out
 
 
-def device_attention_note(base):
+def device_attention_note(base: ServingConfig) -> str:
     """The measured cause behind most misses: what one KV page costs the paper device."""
     from isa import load_config
     from isa.system import load_model
+
     from .engine import device_timing
     m, cfg = load_model(base.model), load_config(base.device)
     page = load_scheduler_config(base.scheduler).kv_page_tokens
@@ -410,12 +422,13 @@ def device_attention_note(base):
             f"port's {cfg.dram_bytes_per_s / 1e9:.0f} GB/s)")
 
 
-def device_share_note(base, devices, rows):
+def device_share_note(base: ServingConfig, devices: int, rows: Sequence[Row]) -> str:
     """Why the device side grows past the knee: a request-head's share is one descriptor
     (a page when it is at most kv_page_tokens), and the shorter the share, the more of its
     period is the attention chain's fixed cost. `rows` are the runs at `devices` devices."""
     from isa import load_config
     from isa.system import load_model
+
     from .engine import device_timing
     from .workload import generate, load_workload_config
     m, cfg = load_model(base.model), load_config(base.device)
@@ -434,7 +447,7 @@ def device_share_note(base, devices, rows):
             f"one partial (O, m, l) per device and request-head crosses the link")
 
 
-def claims(results, base):
+def claims(results: dict[str, list[Row]], base: ServingConfig) -> list[Claim]:
     ladder, ablation = results["ladder"], results["ablation"]
     devices, latency = results["devices"], results["latency"]
     device_note = device_attention_note(base)
@@ -454,8 +467,10 @@ def claims(results, base):
         why = (f"the HBM floor here is {floor_ms:.2f} ms ({load_model_params(model):.2f}B parameters at "
                f"3350 GB/s; the paper streams {step_ms * 3.35:.0f} GB); the step at the plateau is "
                f"{best['layer_gemm_us'] * layers / 1e3:.2f} ms of GEMMs and LM head + "
-               f"{best['layer_lora_us'] * layers / 1e3:.2f} ms LoRA + {best['layer_attention_us'] * layers / 1e3:.2f} ms "
-               f"attention rounds: the GPU's own work beside its GEMMs (it reads the {best['kv_dup_frac']:.0%} of the KV "
+               f"{best['layer_lora_us'] * layers / 1e3:.2f} ms LoRA + "
+               f"{best['layer_attention_us'] * layers / 1e3:.2f} ms "
+               f"attention rounds: the GPU's own work beside its GEMMs (it reads the "
+               f"{best['kv_dup_frac']:.0%} of the KV "
                f"it duplicates from HBM, and the LoRA products it keeps)")
         out.append(Claim(f"{model} short decode step at batch 32 (plateau)", step_ms, step, "ms", why))
         out.append(Claim(f"{model} short plateau", tok_s, top, "tok/s", why))
@@ -467,7 +482,8 @@ def claims(results, base):
         rows = _select(ladder, model=model, workload=LONG, system="plora")
         top = plateau(rows)
         best = max(rows, key=lambda r: r["full_batch_tok_s"])
-        why = (f"at the plateau one layer is {best['layer_gemm_us']:.0f} us GEMMs + {best['layer_attention_us']:.0f} us "
+        why = (f"at the plateau one layer is {best['layer_gemm_us']:.0f} us GEMMs + "
+               f"{best['layer_attention_us']:.0f} us "
                f"attention + {best['layer_lora_us']:.0f} us LoRA; Table VII's long lengths are not in the text "
                f"(ours: docs/workloads.md)")
         out.append(Claim(f"{model} long plateau", tok_s, top, "tok/s", why))
@@ -476,14 +492,16 @@ def claims(results, base):
             rows = _select(ladder, model=model, workload=workload, system="plora")
             sat = saturation_gb_s(rows)
             top = plateau(rows)
-            curve = ", ".join(f"{r['link_gb_s']:.0f}:{r['full_batch_tok_s']:.0f}" for r in sorted(rows, key=lambda r: r['link_gb_s']))
+            curve = ", ".join(f"{r['link_gb_s']:.0f}:{r['full_batch_tok_s']:.0f}"
+                              for r in sorted(rows, key=lambda r: r['link_gb_s']))
             at = {r["link_gb_s"]: r for r in rows}
             below = at[max(g for g in at if g < sat)] if any(g < sat for g in at) else at[sat]
             out.append(Claim(f"{model} {workload} saturation bandwidth", gbs, sat, "GB/s",
                              f"tok/s by GB/s: {curve}; 128 GB/s gives {at[128.0]['full_batch_tok_s'] / top:.1%} of the "
                              f"plateau (the paper: 128 to 1800 GB/s moves it +0.00 to +0.39 %); PLoRA's policy stays "
                              f"tuned for 128 GB/s ({_mix(at[sat])} of the sites), and the link bounds its rounds up to "
-                             f"{sat:.0f} GB/s: at {below['link_gb_s']:.0f} GB/s it is {below['link_util']:.0%} busy and "
+                             f"{sat:.0f} GB/s: at {below['link_gb_s']:.0f} GB/s it is "
+                             f"{below['link_util']:.0%} busy and "
                              f"LoRA takes {below['layer_lora_us']:.0f} us a layer, at {sat:.0f} GB/s "
                              f"{at[sat]['link_util']:.0%} and {at[sat]['layer_lora_us']:.0f} us"))
     ratios = {}
@@ -504,7 +522,7 @@ def claims(results, base):
                f"is PLoRA's step (the plateau claims)")
         out.append(Claim(f"PLoRA over PLoRA-NoCXL, {label} across the ladder", paper, v, "x", why))
     # VII-D: ablations, averaged over the workloads
-    def lead(system):
+    def lead(system: str) -> tuple[float, dict[str, float], dict[str, tuple[Any, ...]]]:
         by = {r["workload"]: r for r in _select(ablation, system="plora")}
         them = {r["workload"]: r for r in _select(ablation, system=system)}
         each = {w: by[w]["throughput_tok_s"] / them[w]["throughput_tok_s"] for w in by}
@@ -523,7 +541,8 @@ def claims(results, base):
     # Finding 3: the device-count knee and the fall past 32
     for workload, paper_knee, paper_fall in ((SHORT, 4, -0.38), (LONG, 16, -0.25)):
         rows = _select(devices, workload=workload, link_gb_s=128.0)
-        curve = ", ".join(f"{r['num_devices']}:{r['full_batch_tok_s']:.0f}" for r in sorted(rows, key=lambda r: r['num_devices']))
+        curve = ", ".join(f"{r['num_devices']}:{r['full_batch_tok_s']:.0f}"
+                          for r in sorted(rows, key=lambda r: r['num_devices']))
         out.append(Claim(f"{workload} device-count knee at 128 GB/s", paper_knee, knee(rows), "devices",
                          f"tok/s by devices {curve}; "
                          + device_share_note(base, 64, _select(rows, num_devices=64))))
@@ -540,23 +559,26 @@ def claims(results, base):
                          f"link utilization {at64['link_util']:.0%}, KV on the GPU {at64['kv_dup_frac']:.0%} at 64 "
                          "devices, the link not the bound; " + device_share_note(base, 64, [at64])))
     # VII-F: KV compression widens PLoRA's margin over PLoRA-NoCXL (Llama2-13B, Uniform-long)
-    kv = {(r["system"], r["kv_precision"]): r for r in results["kv"]}
-    margin = {p: kv[("plora", p)]["throughput_tok_s"] / kv[("plora-nocxl", p)]["throughput_tok_s"]
+    kv_runs = {(r["system"], r["kv_precision"]): r for r in results["kv"]}
+    margin = {p: kv_runs[("plora", p)]["throughput_tok_s"] / kv_runs[("plora-nocxl", p)]["throughput_tok_s"]
               for p in ("fp16", "int8", "int4")}
-    for p, paper in (("fp16", 4.4), ("int8", 6.3), ("int4", 7.8)):
-        out.append(Claim(f"llama2-13b uniform-long PLoRA over PLoRA-NoCXL, {p} KV", paper, margin[p], "x",
-                         f"one layer: PLoRA {_layer(kv[('plora', p)])}, NoCXL {_layer(kv[('plora-nocxl', p)])}: "
+    for prec, paper in (("fp16", 4.4), ("int8", 6.3), ("int4", 7.8)):
+        out.append(Claim(f"llama2-13b uniform-long PLoRA over PLoRA-NoCXL, {prec} KV", paper, margin[prec], "x",
+                         f"one layer: PLoRA {_layer(kv_runs[('plora', prec)])}, "
+                         f"NoCXL {_layer(kv_runs[('plora-nocxl', prec)])}: "
                          f"NoCXL's launches against PLoRA's step; {device_note}"))
     out.append(Claim("that margin widened from fp16 to int4 KV", 7.8 / 4.4, margin["int4"] / margin["fp16"], "x",
                      f"a smaller KV shifts the step towards adapter handling: PLoRA's attention "
-                     f"{kv[('plora', 'fp16')]['layer_attention_us']:.0f} -> {kv[('plora', 'int4')]['layer_attention_us']:.0f} "
-                     f"us a layer against NoCXL's constant {kv[('plora-nocxl', 'int4')]['layer_launch_us']:.0f} us of "
+                     f"{kv_runs[('plora', 'fp16')]['layer_attention_us']:.0f} -> "
+                     f"{kv_runs[('plora', 'int4')]['layer_attention_us']:.0f} "
+                     f"us a layer against NoCXL's constant "
+                     f"{kv_runs[('plora-nocxl', 'int4')]['layer_launch_us']:.0f} us of "
                      f"launches; the margin starts at {margin['fp16']:.2f}x, not 4.4x (the fp16 claim)"))
     # Finding 4: latency on long KV
-    rows = {r["axis_latency_ns"]: r["full_batch_tok_s"] for r in _select(latency, workload=LONG)}
+    by_latency = {r["axis_latency_ns"]: r["full_batch_tok_s"] for r in _select(latency, workload=LONG)}
     for ns, paper in ((200, 0.3), (2000, 2.6)):
-        loss = 100 * (1 - rows[ns] / rows[0])
-        step_ms = 32 / rows[0] * 1e3
+        loss = 100 * (1 - by_latency[ns] / by_latency[0])
+        step_ms = 32 / by_latency[0] * 1e3
         out.append(Claim(f"long-KV throughput lost to {ns} ns one-way latency (vs 0 ns)", paper, loss, "%",
                          f"two round trips per layer cost {4 * ns * 32 / 1e3:.1f} us a step at most, against a "
                          f"{step_ms:.1f} ms step (the paper's: 9.2 ms)"))
@@ -564,7 +586,7 @@ def claims(results, base):
     return out
 
 
-def load_model_params(model):
+def load_model_params(model: str) -> float:
     from isa.system import load_model
     return load_model(model).params / 1e9
 
@@ -575,19 +597,20 @@ CSV_COLUMNS = ("number", "claim", "paper_value", "sim_value", "unit", "ratio_sim
                "within_band", "verdict", "why", "note")
 
 
-def _one_line(label, text, indent=6):
+def _one_line(label: str, text: str, indent: int = 6) -> str:
     """`label: text` on one line of at most WIDTH columns, cut with '...' (the whole text is
     in claims.csv)."""
     line = f"{'':{indent}s}{label}: {' '.join(text.split())}"
     return line if len(line) <= WIDTH else line[:WIDTH - 3].rstrip() + "..."
 
 
-def short_verdict(claim):
+def short_verdict(claim: Claim) -> str:
     """'within 10%', 'exact' or 'miss' (Claim.verdict without the miss's cause)."""
     return "miss" if not claim.within else claim.verdict
 
 
-def print_table(table, echo=print, csv_path=None, setup=None):
+def print_table(table: Sequence[Claim], echo: Echo = print, csv_path: str | pathlib.Path | None = None,
+                setup: str | None = None) -> None:
     """The claims as a table no wider than WIDTH columns: a numbered row per claim, under it
     a miss's cause and a note (whatever the verdict) cut to a line each; `csv_path`, where
     write_claims_csv put the whole text, is named first, then `setup` (setup_line: the GPU,
@@ -611,7 +634,7 @@ def print_table(table, echo=print, csv_path=None, setup=None):
     echo(f"reproduction claims={len(table)} within_10pct={sum(c.within for c in table)}")
 
 
-def write_claims_csv(table, path):
+def write_claims_csv(table: Sequence[Claim], path: str | pathlib.Path) -> pathlib.Path:
     """Every claim as a CSV row, numbered as the printed table: the paper's and the
     simulator's figures in the row's `unit`, their ratio, the verdict's band (a fraction,
     0 for an exact count) and whether the claim is within it, the verdict, and the whole
@@ -630,7 +653,8 @@ def write_claims_csv(table, path):
     return path
 
 
-def reproduce(out, requests=128, address=None, workers=None, echo=print, reuse=False, base=None):
+def reproduce(out: pathlib.Path, requests: int = 128, address: str | None = None, workers: int | None = None,
+              echo: Echo = print, reuse: bool = False, base: ServingConfig | None = None) -> list[Claim]:
     base = base or load_serving_config("default")
     results = run_sweeps(base, requests, address, workers, out, reuse)
     table = claims(results, base)
@@ -639,7 +663,7 @@ def reproduce(out, requests=128, address=None, workers=None, echo=print, reuse=F
     return table
 
 
-def setup_line(base):
+def setup_line(base: ServingConfig) -> str:
     """What every run shares unless its claim varies it: the GPU, the link, the devices and
     the batch (the model and workload are in each claim)."""
     from isa.system import load_link
@@ -648,7 +672,7 @@ def setup_line(base):
             f"{base.num_devices} x {base.device} devices, batch {base.max_batch}, unless the claim varies it")
 
 
-def figures(results, out):
+def figures(results: dict[str, list[Row]], out: pathlib.Path) -> None:
     fig8_tpot(results["systems"], out / "fig8_tpot.png")
     fig9_ablation([r for r in results["ablation"] if r["system"] in ("plora", "ns", "nd-e3", "nd-e4", "n-e3", "n-e4")],
                   out / "fig9_ablation.png")

@@ -30,10 +30,15 @@ import csv
 import dataclasses
 import math
 import pathlib
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
-from .systems import STRATEGY_COLUMNS
+from .config import ServingConfig, SystemConfig
+from .systems import STRATEGY_COLUMNS, Live, StepCost
+from .workload import Workload
 
 # steps.csv's columns, as StepLog keeps them: the step's kind, its end on the simulated clock,
 # the requests and tokens it ran, its time and each component's, the link's bytes each way,
@@ -57,7 +62,7 @@ _CSV_KEYS = {v: k for k, v in CSV_NAMES.items()}
 _AXIS_CSV_KEYS = {**_CSV_KEYS, **{v: k for k, v in AXIS_CSV_NAMES.items()}}
 
 
-def csv_column(key):
+def csv_column(key: str) -> str:
     """The CSV column of summary key (or row field) `key`: itself where its name carries a unit
     or it is a label, else CSV_NAMES' name (`requests` -> `requests_count`); a sweep's
     `axis_<name>` column as `axis_` + the axis's (`axis_devices` -> `axis_devices_count`)."""
@@ -67,7 +72,7 @@ def csv_column(key):
     return CSV_NAMES.get(key, key)
 
 
-def summary_key(column):
+def summary_key(column: str) -> str:
     """csv_column's inverse: the summary key (or row field) of a CSV column; a column it does
     not know (a CSV written before the units) as it is. `axis_devices_count` reads back as
     `axis_devices`, the sweep axis, also where the axis was the run field `num_devices`."""
@@ -80,10 +85,10 @@ def summary_key(column):
 class StepLog:
     """Per-iteration rows, kept as columns."""
 
-    def __init__(self):
-        self.columns = {c: [] for c in STEP_COLUMNS}
+    def __init__(self) -> None:
+        self.columns: dict[str, list[Any]] = {c: [] for c in STEP_COLUMNS}
 
-    def add(self, kind, t, requests, tokens, cost):
+    def add(self, kind: str, t: float, requests: int, tokens: int, cost: StepCost) -> None:
         row = dict(kind=kind, t_s=t, requests_count=requests, tokens_count=tokens, step_s=cost.seconds,
                    gemm_s=cost.gemm_s, lora_s=cost.lora_s, attention_s=cost.attention_s, launch_s=cost.launch_s,
                    link_to_device_bytes=cost.link_to_device, link_to_gpu_bytes=cost.link_to_gpu,
@@ -92,21 +97,21 @@ class StepLog:
         for c in STEP_COLUMNS:
             self.columns[c].append(row[c])
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.columns["kind"])
 
-    def array(self, column, kind=None):
+    def array(self, column: str, kind: str | None = None) -> npt.NDArray[np.float64]:
         values = np.asarray(self.columns[column], dtype=float)
         if kind is None:
             return values
         return values[np.asarray(self.columns["kind"]) == kind]
 
 
-def _mean(values):
+def _mean(values: Sequence[float] | npt.NDArray[np.float64]) -> float:
     return float(np.mean(values)) if len(values) else math.nan
 
 
-def percentile(values, q):
+def percentile(values: Sequence[float] | npt.NDArray[np.float64], q: float) -> float:
     """The q-th percentile (0 <= q <= 100) of `values`, NaN when there are none: every
     percentile of the summary comes from here. numpy.percentile's default method, "linear"
     (Hyndman and Fan's type 7): the sorted values x_0..x_{n-1} interpolated linearly at
@@ -118,7 +123,7 @@ def percentile(values, q):
 PERCENTILES = (50, 90, 99)
 
 
-def _distribution(name, unit, values, scale=1.0):
+def _distribution(name: str, unit: str, values: Sequence[float], scale: float = 1.0) -> dict[str, float]:
     """{name_unit: mean, name_p50_unit: ..., name_p90_unit, name_p99_unit} of `values` x `scale`."""
     out = {f"{name}_{unit}": _mean(values) * scale}
     out.update({f"{name}_p{q}_{unit}": percentile(values, q) * scale for q in PERCENTILES})
@@ -127,17 +132,19 @@ def _distribution(name, unit, values, scale=1.0):
 
 @dataclasses.dataclass
 class RunResult:
-    run: object
-    system_cfg: object
-    workload: object
-    system: object
+    run: ServingConfig
+    system_cfg: SystemConfig
+    workload: Workload
+    # the System that served it, a PoolSystem or a HostSystem (serving.systems.build_system); Any,
+    # so that a caller reads a pool's `scheduler` without an isinstance check (boost.pool does)
+    system: Any
     log: StepLog
-    done: list                  # (Live, finish time)
+    done: list[tuple[Live, float]]  # (Live, finish time)
     wall_s: float
     requests_clipped: int = 0   # shortened to the model's context (context_overflow "clip")
     requests_dropped: int = 0   # left out, over the model's context (context_overflow "drop")
 
-    def summary(self):
+    def summary(self) -> dict[str, Any]:
         run, log, link = self.run, self.log, self.system.link
         sec = log.array("step_s", "decode")
         batch = log.array("requests_count", "decode")
@@ -155,7 +162,8 @@ class RunResult:
         out = dict(
             system=self.system_cfg.name, workload=self.workload.name, workload_source=self.workload.source,
             model=run.model, gpu=self.system.gpu.name, link=link.name, device=run.device,
-            num_devices=run.num_devices, link_gb_s=round(link.bytes_per_s / 1e9, 6), link_latency_ns=round(link.latency_s * 1e9, 6),
+            num_devices=run.num_devices, link_gb_s=round(link.bytes_per_s / 1e9, 6),
+            link_latency_ns=round(link.latency_s * 1e9, 6),
             kv_precision=run.kv_precision, max_batch=run.max_batch, adapters=len(self.workload.ranks),
             requests=len(self.done), requests_clipped=self.requests_clipped,
             requests_dropped=self.requests_dropped, steps=len(log),
@@ -181,9 +189,10 @@ class RunResult:
         out["absent"] = self._absent(out, batch, tpot)
         return out
 
-    def _absent(self, out, batch, tpot):
+    def _absent(self, out: Mapping[str, Any], batch: npt.NDArray[np.float64], tpot: Sequence[float]
+                ) -> dict[str, str]:
         """{field: why it is NaN} for each NaN field of the summary `out`."""
-        why = {}
+        why: dict[str, str] = {}
         if not len(batch):
             why.update(dict.fromkeys(
                 ("decode_tok_s", "full_batch_tok_s", "full_batch_step_ms", "link_util", "kv_dup_frac",
@@ -202,15 +211,15 @@ class RunResult:
         return {k: why.get(k, "not defined for this run") for k, v in out.items()
                 if isinstance(v, float) and math.isnan(v)}
 
-    def write_steps_csv(self, path):
+    def write_steps_csv(self, path: str | pathlib.Path) -> pathlib.Path:
         path = pathlib.Path(path)
         with path.open("w", newline="") as f:
             w = csv.writer(f)
             w.writerow(STEP_COLUMNS)
-            w.writerows(zip(*(self.log.columns[c] for c in STEP_COLUMNS)))
+            w.writerows(zip(*(self.log.columns[c] for c in STEP_COLUMNS), strict=True))
         return path
 
-    def write_requests_csv(self, path):
+    def write_requests_csv(self, path: str | pathlib.Path) -> pathlib.Path:
         path = pathlib.Path(path)
         with path.open("w", newline="") as f:
             w = csv.writer(f)
@@ -224,7 +233,7 @@ class RunResult:
         return path
 
 
-def summary_lines(summary):
+def summary_lines(summary: Mapping[str, Any]) -> Iterator[str]:
     """The summary as `plora simulate` prints it, a field a line: an absent value as NaN with
     its reason, `absent` as the list of those fields."""
     absent = summary.get("absent", {})
@@ -238,7 +247,7 @@ def summary_lines(summary):
         yield f"{key:20s} {value}"
 
 
-def json_summary(summary):
+def json_summary(summary: Mapping[str, Any]) -> dict[str, Any]:
     """The summary for summary.json: an absent value as null (JSON has no NaN), its reason in
     `absent`."""
     return {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in summary.items()}

@@ -15,11 +15,14 @@ import itertools
 import math
 import os
 import pathlib
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from tqdm import tqdm
 
 from isa.config import parse_value
 
+from .config import ServingConfig
 from .engine import run
 from .results import csv_column, summary_key
 
@@ -35,7 +38,7 @@ AXES = {"link_gb_s": ("link_bytes_per_s", 1e9), "latency_ns": ("link_latency_s",
         "devices": ("num_devices", 1), "batch": ("max_batch", 1)}
 
 
-def axis_field(axis, value):
+def axis_field(axis: str, value: Any) -> tuple[str, Any]:
     """The run config field and value of one axis point (link_gb_s=128 -> link_bytes_per_s=1.28e11)."""
     if axis in AXES:
         field, unit = AXES[axis]
@@ -47,7 +50,7 @@ def axis_field(axis, value):
     return axis, value
 
 
-def points(base, grid):
+def points(base: ServingConfig, grid: Mapping[str, Sequence[Any]]) -> list[tuple[dict[str, Any], ServingConfig]]:
     """The cartesian product of `grid` (axis -> values) applied to `base`: [(labels, config)]."""
     names = list(grid)
     fields = {f.name for f in dataclasses.fields(base)}
@@ -56,21 +59,23 @@ def points(base, grid):
             raise ValueError(f"unknown sweep axis {axis!r}: use one of {sorted(AXES)} or a run config field")
     out = []
     for values in itertools.product(*(grid[n] for n in names)):
-        labels = dict(zip(names, values))
+        labels = dict(zip(names, values, strict=True))
         out.append((labels, base.with_(**dict(axis_field(a, v) for a, v in labels.items()))))
     return out
 
 
-def run_point(cfg):
+def run_point(cfg: ServingConfig) -> dict[str, Any]:
     """One point's summary (what a worker returns; the step logs stay on the worker)."""
     return run(cfg, progress=False).summary()
 
 
-def sweep(configs, address=None, workers=None, progress=True, desc="sweep"):
+def sweep(configs: Iterable[ServingConfig], address: str | None = None, workers: int | None = None,
+          progress: bool = True, desc: str = "sweep") -> list[dict[str, Any]]:
     """Summaries of `configs`, in order, computed on a Dask cluster (local unless `address`)."""
     from dask.distributed import Client, LocalCluster, as_completed
 
     configs = list(configs)
+    cluster: LocalCluster | None
     if address:
         client, cluster = Client(address), None
     else:
@@ -80,7 +85,7 @@ def sweep(configs, address=None, workers=None, progress=True, desc="sweep"):
     try:
         futures = client.map(run_point, configs, pure=False)
         index = {f.key: i for i, f in enumerate(futures)}
-        results = [None] * len(configs)
+        results: list[Any] = [None] * len(configs)
         with tqdm(total=len(configs), desc=desc, unit="point", disable=not progress, mininterval=2.0) as bar:
             for future in as_completed(futures):
                 results[index[future.key]] = future.result()
@@ -92,7 +97,7 @@ def sweep(configs, address=None, workers=None, progress=True, desc="sweep"):
             cluster.close()
 
 
-def write_csv(rows, path):
+def write_csv(rows: Sequence[Mapping[str, Any]], path: str | pathlib.Path) -> pathlib.Path:
     """Rows (dicts: summaries, with a sweep's `axis_<name>` labels) to CSV, columns in
     first-seen order, each headed with its unit (serving.results.csv_column: `requests` as
     `requests_count`, `link_util` as `link_util_frac`); NaN as an empty cell."""
@@ -103,14 +108,15 @@ def write_csv(rows, path):
         w = csv.DictWriter(f, [csv_column(k) for k in columns])
         w.writeheader()
         for row in rows:
-            w.writerow({csv_column(k): ("" if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()})
+            w.writerow({csv_column(k): ("" if isinstance(v, float) and math.isnan(v) else v)
+                        for k, v in row.items()})
     return path
 
 
 CSV_BOOLS = {"True": True, "False": False}     # how csv writes Python's booleans
 
 
-def read_csv(path):
+def read_csv(path: str | pathlib.Path) -> list[dict[str, Any]]:
     """Rows written by write_csv under the summary's keys (serving.results.summary_key:
     `requests_count` as `requests`; a CSV from before the units reads the same), numbers
     parsed back (an empty cell is NaN)."""

@@ -23,18 +23,20 @@ cache in HBM only.
 """
 import collections
 import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from isa import load_config as load_device_config
-from isa.system import FP16_BYTES, load_cpu, load_gpu, load_link, load_model
+from isa.system import FP16_BYTES, LinkConfig, load_cpu, load_gpu, load_link, load_model
 from scheduler.config import load_scheduler_config
 from scheduler.cost import CostModel, Strategy, factor_bytes
 from scheduler.device_timing import DeviceTiming
 from scheduler.gpu_model import GpuModel
-from scheduler.rounds import LORA_ROUNDS, ROUND_OF, ROUNDS
+from scheduler.rounds import LORA_ROUNDS, ROUND_OF, ROUNDS, RoundLoad
 from scheduler.scheduler import Request as SchedRequest
 from scheduler.scheduler import Scheduler, Site
 
-from .config import KV_PRECISIONS
+from .config import KV_PRECISIONS, ServingConfig, SystemConfig
 from .tiering import load_tiering
 
 STRATEGY_COLUMNS = tuple(s.name for s in Strategy)
@@ -53,8 +55,9 @@ class StepCost:
     link_to_gpu: float = 0.0        # bytes pool -> GPU
     kv_bytes: float = 0.0           # KV cache of the batch
     kv_gpu_bytes: float = 0.0       # of which duplicated on (or resident in) HBM
-    mix: collections.Counter = dataclasses.field(default_factory=collections.Counter)
-    rounds: tuple = ()              # a pool's decode: one layer's (RoundLoad, its seconds) in ROUNDS' order (serving.trace)
+    mix: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
+    # a pool's decode: one layer's (RoundLoad, its seconds) in ROUNDS' order (serving.trace)
+    rounds: tuple[tuple[RoundLoad, float], ...] = ()
 
 
 @dataclasses.dataclass
@@ -66,22 +69,22 @@ class Live:
     output: int
     arrival_s: float
     generated: int = 0
-    first_token_s: float = None
+    first_token_s: float = None     # type: ignore[assignment]  # set by its prefill, read only after
     new: bool = True                # its first decode step is next (raises the adapter's temperature)
 
     @property
-    def context(self):
+    def context(self) -> int:
         return self.prompt + self.generated
 
     @property
-    def reserved_tokens(self):
+    def reserved_tokens(self) -> int:
         return self.prompt + self.output
 
 
 class System:
     """What the engine needs of a system: admission and the cost of each iteration."""
 
-    def __init__(self, run, system, ranks):
+    def __init__(self, run: ServingConfig, system: SystemConfig, ranks: Sequence[int]) -> None:
         self.run, self.system = run, system
         self.ranks = tuple(ranks)
         self.model = load_model(run.model)
@@ -99,29 +102,38 @@ class System:
         self.adapter_bytes = [sum(sum(factor_bytes(p.d_in, p.d_out, r)) * m.copies(p) * m.layers
                                   for p in m.projections) for r in self.ranks]
 
-    def _link(self, name):
+    def _link(self, name: str) -> LinkConfig:
         link = load_link(name)
-        changes = {}
+        changes: dict[str, Any] = {}
         if self.run.link_bytes_per_s is not None:
             changes["bytes_per_s"] = self.run.link_bytes_per_s
         if self.run.link_latency_s is not None:
             changes["latency_s"] = self.run.link_latency_s
         return dataclasses.replace(link, **changes)
 
-    def kv_capacity_bytes(self):
+    def kv_capacity_bytes(self) -> float:
         raise NotImplementedError
 
-    def fits(self, running, request):
+    def decode(self, running: Sequence[Live]) -> StepCost:
+        """One decode step of every request in `running`."""
+        raise NotImplementedError
+
+    def prefill(self, new: Sequence[Live], running: Sequence[Live] = ()) -> StepCost:
+        """The prompts of `new` in one iteration (`running` waits)."""
+        raise NotImplementedError
+
+    def fits(self, running: Sequence[Live], request: Live) -> bool:
         """Whether `request` can be admitted beside `running` (its whole context reserved)."""
         tokens = sum(r.reserved_tokens for r in running) + request.reserved_tokens
         return tokens * self.kv_token <= self.kv_capacity_bytes()
 
-    def head(self, sequences):
+    def head(self, sequences: int) -> float:
         return self.gpu_model.head_s(sequences)
 
 
 class PoolSystem(System):
-    def __init__(self, run, system, ranks, timing=None):
+    def __init__(self, run: ServingConfig, system: SystemConfig, ranks: Sequence[int],
+                 timing: DeviceTiming | None = None) -> None:
         super().__init__(run, system, ranks)
         device = load_device_config(run.device)
         self.timing = timing or DeviceTiming(device)
@@ -148,21 +160,22 @@ class PoolSystem(System):
                               page_tokens=sched_cfg.kv_page_tokens)
         self.pool_bytes = (system.pool_bytes or run.num_devices * device.dram_bytes) - self.weights_in_pool
 
-    def kv_capacity_bytes(self):
+    def kv_capacity_bytes(self) -> float:
         return self.pool_bytes - sum(self.adapter_bytes)
 
     # ---- decode ---------------------------------------------------------------------------
 
-    def decode(self, running):
+    def decode(self, running: Sequence[Live]) -> StepCost:
         plan = self.scheduler.step([SchedRequest(r.rid, r.adapter, r.context, r.new) for r in running])
         m, batch = self.model, len(running)
-        gemms = dict(zip((g[0] for g in self.gpu_model.gemms), self.gpu_model.layer_costs(batch)))
+        gemms = dict(zip((g[0] for g in self.gpu_model.gemms), self.gpu_model.layer_costs(batch), strict=True))
         launch = self.gpu.kernel_launch_s if self.system.per_adapter_launch else 0.0
         projections = {p.name: p for p in m.projections}
-        products = collections.Counter()        # round -> products per layer (NoCXL's launches)
+        products: collections.Counter[str] = collections.Counter()  # round -> products per layer (NoCXL's launches)
         for site in plan.decisions:
             products[ROUND_OF[site.projection]] += m.copies(projections[site.projection])
-        rounds, launches = [], []
+        rounds: list[RoundLoad] = []
+        launches: list[float] = []
         for name, _ in ROUNDS:
             load = plan.rounds[name].copy()
             if name == "attention":
@@ -189,7 +202,7 @@ class PoolSystem(System):
         # each round's time split in order: its GEMM, its launches, then what the LoRA
         # products (or attention) add
         gemm = launch_s = lora = attention = 0.0
-        for (name, _), r, t, extra in zip(ROUNDS, rounds, times, launches):
+        for (name, _), r, t, extra in zip(ROUNDS, rounds, times, launches, strict=True):
             g = min(r.gemm_s, t)
             k = min(extra, t - g)
             gemm, launch_s = gemm + g, launch_s + k
@@ -205,21 +218,22 @@ class PoolSystem(System):
                         link_to_device=m.layers * sum(r.to_device for r in rounds),
                         link_to_gpu=m.layers * sum(r.to_gpu for r in rounds),
                         kv_bytes=contexts * self.kv_token, kv_gpu_bytes=sum(plan.kv_tokens.values()) * self.kv_token,
-                        mix=plan.strategy_mix(), rounds=tuple(zip(rounds, times)))
+                        mix=plan.strategy_mix(), rounds=tuple(zip(rounds, times, strict=True)))
 
-    def _tier_attention(self, load, gpu_tokens):
+    def _tier_attention(self, load: RoundLoad, gpu_tokens: int) -> None:
         """The GPU's attention share with `kv_share` of its KV left in the pool (DSR's heads):
         HBM and the link read it together, the link also carrying the devices' partials."""
-        m = self.model
+        m, tiering = self.model, self.tiering
+        assert tiering is not None
         nbytes = gpu_tokens * self.kv_token_layer
-        second = self.tiering.kv_share * nbytes
+        second = tiering.kv_share * nbytes
         flops_s = 4 * m.q_heads * m.head_dim * gpu_tokens / self.gpu.fp16_flops
-        load.gpu_s = max(flops_s, self.tiering.memory_s(nbytes - second, second))
+        load.gpu_s = max(flops_s, tiering.memory_s(nbytes - second, second))
         load.add_reads(second)
 
     # ---- prefill --------------------------------------------------------------------------
 
-    def prefill(self, new, running=()):
+    def prefill(self, new: Sequence[Live], running: Sequence[Live] = ()) -> StepCost:
         """The prompts of `new` in one iteration (`running` waits). Every adapter's product runs on the GPU: at a
         prompt's hundreds of tokens per adapter the GPU strategies win (Fig. 3a's crossovers),
         E1 where the GPU holds the factors, else E2 reading them over the link, and keeping
@@ -229,12 +243,12 @@ class PoolSystem(System):
         tokens = sum(r.prompt for r in new)
         gemm = self.gpu_model.layer_s(tokens)
         att = self.gpu_model.prefill_attention_s([r.prompt for r in new])
-        per_adapter = collections.Counter()
+        per_adapter: collections.Counter[int] = collections.Counter()
         for r in new:
             per_adapter[r.adapter] += r.prompt
         gpu_lora = to_gpu = 0.0
         launches = 0
-        mix = collections.Counter()
+        mix: collections.Counter[str] = collections.Counter()
         serving = {r.adapter for r in running} | set(per_adapter)
         for adapter, b in per_adapter.items():
             for p in m.projections:
@@ -270,16 +284,17 @@ class HostSystem(System):
     the layer's four dependent LoRA rounds (Q/K/V, O, gate/up, down) stops the GPU, copies x
     over the link, runs on the host CPU, copies the result back and relaunches."""
 
-    def __init__(self, run, system, ranks):
+    def __init__(self, run: ServingConfig, system: SystemConfig, ranks: Sequence[int]) -> None:
         super().__init__(run, system, ranks)
         self.budget = load_scheduler_config(run.scheduler, gpu=run.gpu, model=run.model).gpu_budget()
-        self.resident = collections.OrderedDict()      # adapter -> bytes, least recent first
+        self.resident: collections.OrderedDict[int, float] = collections.OrderedDict()  # adapter -> bytes, LRU first
         self.cpu = load_cpu(system.cpu) if system.lora == "cpu" else None
 
-    def kv_capacity_bytes(self):
+    def kv_capacity_bytes(self) -> float:
         return self.budget
 
-    def fits(self, running, request):
+    def fits(self, running: Sequence[Live], request: Live) -> bool:
+        adapters: float
         if self.cpu is None:
             serving = {r.adapter for r in running} | {request.adapter}
             adapters = sum(self.adapter_bytes[a] for a in serving)
@@ -288,7 +303,7 @@ class HostSystem(System):
         tokens = sum(r.reserved_tokens for r in running) + request.reserved_tokens
         return tokens * self.kv_token + adapters <= self.budget
 
-    def _stage(self, adapters, running):
+    def _stage(self, adapters: Sequence[int], running: Sequence[Live]) -> float:
         """Make `adapters` resident, evicting idle ones least recently used; bytes loaded."""
         kv = sum(r.reserved_tokens for r in running) * self.kv_token
         serving = {r.adapter for r in running}
@@ -306,7 +321,7 @@ class HostSystem(System):
             loaded += need
         return loaded
 
-    def _lora_gpu_s(self, rows):
+    def _lora_gpu_s(self, rows: Mapping[int, int]) -> float:
         """One layer's SGMV time for `rows` (adapter -> tokens) from resident factors."""
         m = self.model
         total = 0.0
@@ -315,13 +330,15 @@ class HostSystem(System):
                 r = self.ranks[a]
                 a_bytes, b_bytes = factor_bytes(p.d_in, p.d_out, r)
                 flops = 2 * b * r * (p.d_in + p.d_out)
-                total += m.copies(p) * self.gpu.roofline_s(flops, a_bytes + b_bytes + b * (p.d_in + p.d_out) * FP16_BYTES)
+                total += m.copies(p) * self.gpu.roofline_s(flops,
+                                                           a_bytes + b_bytes + b * (p.d_in + p.d_out) * FP16_BYTES)
         return total
 
-    def _cpu_rounds_s(self, rows):
+    def _cpu_rounds_s(self, rows: Mapping[int, int]) -> tuple[float, float, float]:
         """One layer's four CPU rounds for `rows` (adapter -> tokens): (seconds, bytes to the
         host, bytes back)."""
-        m = self.model
+        m, cpu = self.model, self.cpu
+        assert cpu is not None
         projections = {p.name: p for p in m.projections}
         tokens = sum(rows.values())
         total = to_host = back = 0.0
@@ -335,19 +352,19 @@ class HostSystem(System):
                     p = projections[n]
                     flops += m.copies(p) * 2 * b * r * (p.d_in + p.d_out)
                     nbytes += m.copies(p) * sum(factor_bytes(p.d_in, p.d_out, r))
-            total += (self.cpu.exchange_s + self.link.round_trip_s + self.link.transfer_s(x_bytes)
-                      + self.cpu.roofline_s(flops, nbytes) + self.link.transfer_s(y_bytes))
+            total += (cpu.exchange_s + self.link.round_trip_s + self.link.transfer_s(x_bytes)
+                      + cpu.roofline_s(flops, nbytes) + self.link.transfer_s(y_bytes))
             to_host += x_bytes
             back += y_bytes
         return total, to_host, back
 
-    def _lora(self, rows):
+    def _lora(self, rows: Mapping[int, int]) -> tuple[float, float, float, float]:
         """(GPU LoRA seconds, host round seconds, bytes to the host, bytes back) of one layer."""
         if self.cpu is None:
             return self._lora_gpu_s(rows), 0.0, 0.0, 0.0
         return (0.0, *self._cpu_rounds_s(rows))
 
-    def decode(self, running):
+    def decode(self, running: Sequence[Live]) -> StepCost:
         m = self.model
         gemm = self.gpu_model.layer_s(len(running))
         tokens = sum(r.context for r in running)
@@ -360,14 +377,14 @@ class HostSystem(System):
                         link_to_device=m.layers * to_host, link_to_gpu=m.layers * back,
                         kv_bytes=tokens * self.kv_token, kv_gpu_bytes=tokens * self.kv_token)
 
-    def prefill(self, new, running=()):
+    def prefill(self, new: Sequence[Live], running: Sequence[Live] = ()) -> StepCost:
         """The prompts of `new`; S-LoRA stages their adapters meanwhile (the step lasts at
         least the load)."""
         m = self.model
         tokens = sum(r.prompt for r in new)
         gemm = self.gpu_model.layer_s(tokens)
         att = self.gpu_model.prefill_attention_s([r.prompt for r in new])
-        rows = collections.Counter()
+        rows: collections.Counter[int] = collections.Counter()
         for r in new:
             rows[r.adapter] += r.prompt
         lora, rounds, to_host, back = self._lora(rows)
@@ -382,7 +399,8 @@ class HostSystem(System):
                         kv_bytes=tokens * self.kv_token, kv_gpu_bytes=tokens * self.kv_token)
 
 
-def build_system(run, system, ranks, timing=None):
+def build_system(run: ServingConfig, system: SystemConfig, ranks: Sequence[int],
+                 timing: DeviceTiming | None = None) -> PoolSystem | HostSystem:
     if system.kind == "pool":
         return PoolSystem(run, system, ranks, timing)
     return HostSystem(run, system, ranks)

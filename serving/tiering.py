@@ -16,8 +16,11 @@ never the reverse at import time.
 """
 import importlib
 
+from isa.system import GpuConfig, LinkConfig, ModelConfig
+from scheduler.gpu_model import Tiering
 
-def load_tiering(spec, gpu, link, model):
+
+def load_tiering(spec: object, gpu: GpuConfig, link: LinkConfig, model: ModelConfig) -> Tiering | None:
     if spec is None:
         return None
     module, sep, name = str(spec).partition(":")

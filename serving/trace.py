@@ -29,8 +29,18 @@ shared in proportion (serving.systems), and a device's queue may run past its ro
 
 Times are microseconds on the simulated clock, from the first arrival's t = 0.
 """
+from __future__ import annotations
+
 import json
 import pathlib
+from typing import TYPE_CHECKING, Any
+
+from scheduler.rounds import RoundLoad
+
+if TYPE_CHECKING:
+    from .config import ServingConfig
+    from .results import RunResult
+    from .systems import StepCost, System
 
 US = 1e6
 
@@ -42,7 +52,7 @@ TO_POOL, TO_GPU = 1, 2
 DEFAULT_STEPS = range(0, 50)
 
 
-def parse_steps(text):
+def parse_steps(text: object) -> range | None:
     """`--trace-steps`: "all", "N" (the first N steps) or "A:B" (steps A..B-1) as a range
     (None for all); ValueError for anything else."""
     text = str(text).strip()
@@ -62,17 +72,17 @@ class Timeline:
     """The engine's `on_step` callback (serving.engine.simulate) that records the run's trace
     events; `write(path)` saves them, `trace()` is the JSON object."""
 
-    def __init__(self, steps=DEFAULT_STEPS):
+    def __init__(self, steps: range | None = DEFAULT_STEPS) -> None:
         self.steps = steps
-        self.events = []
-        self.busy_s = None          # per device: the busy time of the detailed steps, as charged
-        self.system = None
+        self.events: list[dict[str, Any]] = []
+        self.busy_s: list[float] | None = None  # per device: the busy time of the detailed steps, as charged
+        self.system: System | None = None
         self._index = 0
 
-    def _detailed(self, index):
+    def _detailed(self, index: int) -> bool:
         return self.steps is None or index in self.steps
 
-    def _x(self, pid, tid, name, start_s, dur_s, cat, **args):
+    def _x(self, pid: int, tid: int, name: str, start_s: float, dur_s: float, cat: str, **args: Any) -> None:
         """A complete event ("X") from `start_s` lasting `dur_s`, when it lasts."""
         if dur_s <= 0:
             return
@@ -82,7 +92,7 @@ class Timeline:
             event["args"] = args
         self.events.append(event)
 
-    def __call__(self, system, kind, start_s, requests, tokens, cost):
+    def __call__(self, system: System, kind: str, start_s: float, requests: int, tokens: int, cost: StepCost) -> None:
         if self.system is None:
             self.system = system
             self.busy_s = [0.0] * system.run.num_devices
@@ -106,9 +116,11 @@ class Timeline:
         self._x(RUN, LAYERS, "LM head", start_s + layers * layer_s, head, "layer", step=index)
         self._x(GPU, STREAM, "LM head", start_s + layers * layer_s, head, "gpu", step=index)
 
-    def _rounds(self, system, t0, rounds, index, layer):
+    def _rounds(self, system: System, t0: float, rounds: tuple[tuple[RoundLoad, float], ...], index: int,
+                layer: int) -> None:
         """One decode layer of a pool, round by round (scheduler.rounds' pricing)."""
-        link = system.link
+        link, busy_s = system.link, self.busy_s
+        assert busy_s is not None
         w = link.transfer_s
         for load, t in rounds:
             self._x(RUN, ROUNDS_TID, load.name, t0, t, "round", step=index, layer=layer,
@@ -130,10 +142,11 @@ class Timeline:
                 if busy:
                     self._x(DEVICES, j + 1, load.name, t0 + link.latency_s + w(first), busy + drain, "device",
                             periods_us=busy * US, drain_us=drain * US)
-                    self.busy_s[j] += busy + drain
+                    busy_s[j] += busy + drain
             t0 += t
 
-    def _parts(self, system, t0, layer_s, cost, layers, head, kind):
+    def _parts(self, system: System, t0: float, layer_s: float, cost: StepCost, layers: int, head: float,
+               kind: str) -> None:
         """One layer of a step without rounds: the StepCost's parts over the layers."""
         parts = (("GEMM", (cost.gemm_s - head) / layers), ("attention", cost.attention_s / layers),
                  ("LoRA", cost.lora_s / layers),
@@ -149,17 +162,18 @@ class Timeline:
         back_s = min(w(back), layer_s)
         self._x(LINK, TO_GPU, f"{kind} back", t0 + layer_s - back_s, back_s, "link", bytes=back)
 
-    def _metadata(self):
+    def _metadata(self) -> list[dict[str, Any]]:
         s = self.system
         if s is None:
             return []
         run = s.run
-        names = {RUN: (f"run: {s.system.name} {run.model}", {STEPS: "steps", LAYERS: "layers", ROUNDS_TID: "rounds"}),
-                 GPU: (f"GPU {s.gpu.name}", {STREAM: "stream"}),
-                 LINK: (f"link {s.link.name} ({s.link.bytes_per_s / 1e9:g} GB/s, {s.link.latency_s * 1e9:g} ns)",
-                        {TO_POOL: "to pool", TO_GPU: "to GPU"}),
-                 DEVICES: (f"devices ({run.device} x {run.num_devices})",
-                           {j + 1: f"device {j}" for j in range(run.num_devices)})}
+        names: dict[int, tuple[str, dict[int, str]]] = {
+            RUN: (f"run: {s.system.name} {run.model}", {STEPS: "steps", LAYERS: "layers", ROUNDS_TID: "rounds"}),
+            GPU: (f"GPU {s.gpu.name}", {STREAM: "stream"}),
+            LINK: (f"link {s.link.name} ({s.link.bytes_per_s / 1e9:g} GB/s, {s.link.latency_s * 1e9:g} ns)",
+                   {TO_POOL: "to pool", TO_GPU: "to GPU"}),
+            DEVICES: (f"devices ({run.device} x {run.num_devices})",
+                      {j + 1: f"device {j}" for j in range(run.num_devices)})}
         out = []
         for pid, (pname, threads) in names.items():
             out.append(dict(name="process_name", ph="M", pid=pid, tid=0, args=dict(name=pname)))
@@ -169,10 +183,10 @@ class Timeline:
                 out.append(dict(name="thread_sort_index", ph="M", pid=pid, tid=tid, args=dict(sort_index=tid)))
         return out
 
-    def trace(self):
+    def trace(self) -> dict[str, Any]:
         """The trace as a JSON object: `traceEvents`, and the run's names in `otherData`."""
         other = {}
-        if self.system is not None:
+        if self.system is not None and self.busy_s is not None:
             s, run = self.system, self.system.run
             steps = "all" if self.steps is None else f"{self.steps.start}:{self.steps.stop}"
             other = dict(system=s.system.name, model=run.model, gpu=s.gpu.name, link=s.link.name,
@@ -181,7 +195,7 @@ class Timeline:
                          device_busy_us=[b * US for b in self.busy_s])
         return dict(traceEvents=self._metadata() + self.events, displayTimeUnit="ns", otherData=other)
 
-    def write(self, path):
+    def write(self, path: str | pathlib.Path) -> pathlib.Path:
         path = pathlib.Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         with path.open("w") as f:
@@ -189,7 +203,8 @@ class Timeline:
         return path
 
 
-def trace_run(cfg, path, steps=DEFAULT_STEPS, progress=None):
+def trace_run(cfg: ServingConfig, path: str | pathlib.Path, steps: range | None = DEFAULT_STEPS,
+              progress: bool | None = None) -> tuple[RunResult, pathlib.Path]:
     """Simulate ServingConfig `cfg` and write its timeline to `path`: (RunResult, path)."""
     from .engine import run
     timeline = Timeline(steps)

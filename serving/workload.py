@@ -36,8 +36,11 @@ import datetime
 import math
 import pathlib
 import re
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn
 
 import numpy as np
+import numpy.typing as npt
 
 from isa.config import read_config
 
@@ -66,9 +69,9 @@ class Workload:
     ranks: tuple[int, ...]              # ranks[i]: adapter i's LoRA rank
     requests: tuple[Request, ...]       # sorted by (arrival_s, rid)
     source: str                         # one line: where the lengths came from
-    labels: tuple[int, ...] = None      # labels[i]: adapter i's id in its trace (default i), for reports
+    labels: tuple[int, ...] = None      # type: ignore[assignment]  # labels[i]: adapter i's id in its trace (default i), for reports
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         # the systems index adapters 0..k-1, whatever ids a trace gives them (20000, 10**9)
         if self.labels is None:
             object.__setattr__(self, "labels", tuple(range(len(self.ranks))))
@@ -83,11 +86,11 @@ class Workload:
                              f"0..{len(self.ranks) - 1}")
 
 
-def _is_int(value):
+def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _is_real(value):
+def _is_real(value: object) -> bool:
     return (isinstance(value, (int, float)) and not isinstance(value, bool)
             and math.isfinite(value))
 
@@ -105,7 +108,7 @@ class Lengths:
     min: int = 1
     max: int | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.dist not in _LENGTH_PARAMS:
             raise ValueError(f"dist must be one of {sorted(_LENGTH_PARAMS)}, got {self.dist!r}")
         params = _LENGTH_PARAMS[self.dist]
@@ -123,18 +126,20 @@ class Lengths:
             given = getattr(self, name)
             if given is not None and not (_is_int(given) and given >= 1):
                 raise ValueError(f"{name} must be an integer >= 1, got {given!r}")
-        if self.dist == "uniform" and self.high < self.low:
+        if self.dist == "uniform" and self.high < self.low:  # type: ignore[operator]  # both given (above)
             raise ValueError(f"high must be >= low={self.low!r}, got {self.high!r}")
         if self.max is not None and self.max < self.min:
             raise ValueError(f"max must be >= min={self.min!r}, got {self.max!r}")
 
-    def sample(self, rng, n):
+    def sample(self, rng: np.random.Generator, n: int) -> npt.NDArray[np.int64]:
         if self.dist == "lognormal":
-            sigma2 = math.log1p((self.std / self.mean) ** 2)       # moments -> (mu, sigma)
-            x = rng.lognormal(math.log(self.mean) - sigma2 / 2, math.sqrt(sigma2), n)
+            mean, std = self.mean, self.std
+            assert mean is not None and std is not None     # __post_init__: lognormal has both
+            sigma2 = math.log1p((std / mean) ** 2)       # moments -> (mu, sigma)
+            x = rng.lognormal(math.log(mean) - sigma2 / 2, math.sqrt(sigma2), n)
             tokens = np.rint(x).astype(np.int64)
         elif self.dist == "uniform":
-            tokens = rng.integers(self.low, self.high, n, endpoint=True)
+            tokens = rng.integers(self.low, self.high, n, endpoint=True)  # type: ignore[arg-type]  # both given
         else:
             tokens = np.full(n, self.value, dtype=np.int64)
         return np.clip(tokens, self.min, self.max)
@@ -159,8 +164,8 @@ class WorkloadConfig:
     trace: str | None = None            # a trace CSV: the requests come from it
     source: str = ""                    # where the lengths come from, one line
 
-    def __post_init__(self):
-        def need(cond, field, what):
+    def __post_init__(self) -> None:
+        def need(cond: object, field: str, what: str) -> None:
             if not cond:
                 raise ValueError(f"workload config {self.name!r}: {field} {what}, "
                                  f"got {getattr(self, field)!r}")
@@ -196,7 +201,7 @@ class WorkloadConfig:
         need(_is_int(self.max_context) and self.max_context >= 2, "max_context", "must be an integer >= 2")
         need(self.arrival in ARRIVALS, "arrival", f"must be one of {ARRIVALS}")
         if self.arrival == "poisson":
-            need(_is_real(self.rate_per_s) and self.rate_per_s > 0, "rate_per_s",
+            need(_is_real(self.rate_per_s) and self.rate_per_s > 0, "rate_per_s",  # type: ignore[operator]
                  "must be a number > 0 for poisson arrivals")
         else:
             need(self.rate_per_s is None, "rate_per_s", "is only for poisson arrivals")
@@ -205,7 +210,7 @@ class WorkloadConfig:
         need(isinstance(self.source, str), "source", "must be a string")
 
 
-def load_workload_config(name_or_path="lmsys", **overrides):
+def load_workload_config(name_or_path: str | pathlib.Path = "lmsys", **overrides: Any) -> WorkloadConfig:
     """`configs/workloads/<name>.json` (or a .json path), with fields replaced by `overrides`.
     A `trace` given here replays the whole file unless `requests` is given too: the config's
     own request count is its generator's, not a cut of someone's trace."""
@@ -219,17 +224,17 @@ def load_workload_config(name_or_path="lmsys", **overrides):
     return WorkloadConfig(**data)
 
 
-def adapter_rank(seed, label, choices=DEFAULT_RANKS):
+def adapter_rank(seed: int, label: int, choices: Sequence[int] = DEFAULT_RANKS) -> int:
     """Adapter `label`'s rank, uniform over `choices`, from a hash of (seed, label) alone."""
     return choices[int(np.random.SeedSequence((seed, label)).generate_state(1)[0]) % len(choices)]
 
 
-def adapter_ranks(seed, adapters, choices=DEFAULT_RANKS):
+def adapter_ranks(seed: int, adapters: int, choices: Sequence[int] = DEFAULT_RANKS) -> tuple[int, ...]:
     """The ranks of adapters 0..adapters-1 (`adapter_rank` of each)."""
     return tuple(adapter_rank(seed, i, choices) for i in range(adapters))
 
 
-def _pick_adapters(cfg, rng, n):
+def _pick_adapters(cfg: WorkloadConfig, rng: np.random.Generator, n: int) -> npt.NDArray[np.int64]:
     """`n` requests' adapters under `cfg`'s popularity."""
     if cfg.popularity == "uniform":
         return rng.integers(0, cfg.adapters, n)
@@ -242,13 +247,14 @@ def _pick_adapters(cfg, rng, n):
     return rng.permutation(picks)
 
 
-def _streams(seed):
+def _streams(seed: int) -> list[np.random.Generator]:
     """The seed's four streams: popularity, prompt lengths, output lengths, arrivals."""
     return [np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(4)]
 
 
-def _describe(cfg):
-    def one(lengths):
+def _describe(cfg: WorkloadConfig) -> str:
+    def one(lengths: Lengths | None) -> str:
+        assert lengths is not None
         params = ", ".join(f"{p}={getattr(lengths, p)!r}" for p in _LENGTH_PARAMS[lengths.dist])
         return f"{lengths.dist}({params})"
     return f"generated: prompt {one(cfg.prompt)}, output {one(cfg.output)}, max_context {cfg.max_context}"
@@ -259,15 +265,17 @@ def generate(cfg: WorkloadConfig) -> Workload:
         return read_trace(cfg.trace, seed=cfg.seed, rank_choices=cfg.ranks, requests=cfg.requests, assign=cfg)
     adapter_rng, prompt_rng, output_rng, arrival_rng = _streams(cfg.seed)
     n = cfg.requests
+    # __post_init__: without a trace, both lengths are given and `requests` defaults to 1024
+    assert n is not None and cfg.prompt is not None and cfg.output is not None
     adapters = _pick_adapters(cfg, adapter_rng, n)
     prompt = np.minimum(cfg.prompt.sample(prompt_rng, n), cfg.max_context - 1)
     output = np.minimum(cfg.output.sample(output_rng, n), cfg.max_context - prompt)
     if cfg.arrival == "poisson":
-        arrivals = np.cumsum(arrival_rng.exponential(1.0 / cfg.rate_per_s, n))
+        arrivals = np.cumsum(arrival_rng.exponential(1.0 / cfg.rate_per_s, n))  # type: ignore[operator]
     else:
         arrivals = np.zeros(n)
     requests = tuple(Request(i, float(t), int(a), int(p), int(o))
-                     for i, (t, a, p, o) in enumerate(zip(arrivals, adapters, prompt, output)))
+                     for i, (t, a, p, o) in enumerate(zip(arrivals, adapters, prompt, output, strict=True)))
     return Workload(cfg.name, adapter_ranks(cfg.seed, cfg.adapters, cfg.ranks), requests,
                     cfg.source or _describe(cfg))
 
@@ -278,7 +286,7 @@ _EPOCH_DAY = datetime.date(1970, 1, 1).toordinal()
 _TIMESTAMP_WANT = "a date and time like 2023-11-16 18:15:46.6805900 or 2024-05-10 00:00:00.009930+00:00"
 
 
-def parse_timestamp(text):
+def parse_timestamp(text: str) -> tuple[int, bool]:
     """An Azure trace's TIMESTAMP as (integer nanoseconds since 1970-01-01 UTC, whether it
     has a UTC offset); a time without one is taken as UTC. The 2023 files write
     `2023-11-16 18:15:46.6805900`: 7 fractional digits, which datetime.fromisoformat refuses
@@ -301,14 +309,16 @@ def parse_timestamp(text):
     return ns, zone is not None
 
 
-def _read_rows(path, adapters):
+def _read_rows(path: pathlib.Path, adapters: int | None
+               ) -> tuple[bool, list[tuple[Any, ...]], dict[int, tuple[int, int]]]:
     """(whether the file is in Azure's layout, rows, ranks the file gives) of the trace at
     `path`. Rows are (arrival_s, adapter label or None, prompt, output), sorted by arrival,
     ties in file order; the ranks map a label to (rank, line)."""
-    def bad(line, what):
+    def bad(line: int, what: str) -> NoReturn:
         raise ValueError(f"{path}: line {line}: {what}")
 
-    def parse(line, column, text, convert, ok, want):
+    def parse(line: int, column: str, text: str, convert: Callable[[str], Any], ok: Callable[[Any], bool],
+              want: str) -> Any:
         try:
             value = convert(text)
         except ValueError:
@@ -320,24 +330,26 @@ def _read_rows(path, adapters):
     layouts = f"{','.join(TRACE_COLUMNS)}[,rank] in any order, or Azure's {','.join(AZURE_COLUMNS)}"
     with path.open(newline="", encoding="utf-8-sig") as f:     # -sig: a spreadsheet's byte-order mark
         reader = csv.reader(f)
-        header = next(reader, None)
-        if header is None:
+        first_row = next(reader, None)
+        if first_row is None:
             bad(1, f"empty file; the header is {layouts}")
-        header = [h.strip() for h in header]
+        header = [h.strip() for h in first_row]
         azure = sorted(header) == sorted(AZURE_COLUMNS)
         missing = [c for c in TRACE_COLUMNS if c not in header]
         unknown = [c for c in header if c not in TRACE_COLUMNS + ("rank",)]
         if not azure and (missing or unknown or len(set(header)) != len(header)):
             bad(1, f"the header must be {layouts} (missing {missing}, unknown {unknown}), "
                    f"got {','.join(header)!r}")
-        rows, file_ranks, zoned = [], {}, None
+        rows: list[tuple[Any, ...]] = []
+        file_ranks: dict[int, tuple[int, int]] = {}
+        zoned: tuple[bool, int] | None = None
         for row in reader:
             line = reader.line_num
             if not row:
                 continue
             if len(row) != len(header):
                 bad(line, f"{len(row)} fields, the header has {len(header)}")
-            cell = dict(zip(header, (c.strip() for c in row)))
+            cell = dict(zip(header, (c.strip() for c in row), strict=True))
             if azure:
                 try:
                     ns, has_offset = parse_timestamp(cell["TIMESTAMP"])
@@ -374,7 +386,7 @@ def _read_rows(path, adapters):
     return azure, rows, file_ranks
 
 
-def _describe_popularity(cfg):
+def _describe_popularity(cfg: WorkloadConfig) -> str:
     if cfg.popularity == "skewed":
         return f"skewed ({cfg.hot_share:g} of the requests to adapters 0..{cfg.hot_adapters - 1})"
     if cfg.popularity == "zipf":
@@ -382,7 +394,9 @@ def _describe_popularity(cfg):
     return "uniform"
 
 
-def read_trace(path, seed=0, rank_choices=DEFAULT_RANKS, adapters=None, requests=None, assign=None) -> Workload:
+def read_trace(path: str | pathlib.Path, seed: int = 0, rank_choices: Sequence[int] = DEFAULT_RANKS,
+               adapters: int | None = None, requests: int | None = None,
+               assign: WorkloadConfig | None = None) -> Workload:
     """The trace CSV at `path` in either layout (the module docstring): its first `requests`
     requests in arrival order (None: all of them; more than the file has is an error).
 
@@ -408,7 +422,7 @@ def read_trace(path, seed=0, rank_choices=DEFAULT_RANKS, adapters=None, requests
         if adapters is not None:
             cfg = dataclasses.replace(cfg, adapters=adapters)
         picks = _pick_adapters(cfg, _streams(seed)[0], len(rows))    # generate's popularity stream
-        rows = [(t, int(a), p, o) for (t, _, p, o), a in zip(rows, picks)]
+        rows = [(t, int(a), p, o) for (t, _, p, o), a in zip(rows, picks, strict=True)]
         labels = tuple(range(cfg.adapters))
         ranks = adapter_ranks(seed, cfg.adapters, rank_choices)
         source += (f" (Azure's {','.join(AZURE_COLUMNS)}); adapters assigned {_describe_popularity(cfg)} "
@@ -423,11 +437,11 @@ def read_trace(path, seed=0, rank_choices=DEFAULT_RANKS, adapters=None, requests
                       for a in labels)
         index = {label: i for i, label in enumerate(labels)}
         rows = [(t, index[a], p, o) for t, a, p, o in rows]
-    requests = tuple(Request(i, *r) for i, r in enumerate(rows))
-    return Workload(path.stem, tuple(ranks), requests, source, labels)
+    taken = tuple(Request(i, *r) for i, r in enumerate(rows))
+    return Workload(path.stem, tuple(ranks), taken, source, labels)
 
 
-def write_trace(workload: Workload, path):
+def write_trace(workload: Workload, path: str | pathlib.Path) -> None:
     """`workload` as a trace CSV with the rank column, adapters by label; `read_trace` gives
     the requests back."""
     with pathlib.Path(path).open("w", newline="") as f:
@@ -438,7 +452,7 @@ def write_trace(workload: Workload, path):
                              workload.ranks[r.adapter]))
 
 
-def summary(workload: Workload, top=50) -> dict:
+def summary(workload: Workload, top: int = 50) -> dict[str, Any]:
     """Counts and token statistics of a workload (plain numbers, for a table or JSON)."""
     reqs = workload.requests
     prompt = np.array([r.prompt_tokens for r in reqs])
@@ -464,14 +478,15 @@ def summary(workload: Workload, top=50) -> dict:
     }
 
 
-def unfit_requests(workload: Workload, max_context=None):
+def unfit_requests(workload: Workload, max_context: int | None = None) -> list[Request]:
     """The requests no server runs as they are: a prompt or an output under 1 token, or
     (given `max_context`) a prompt + output over it."""
     return [r for r in workload.requests if r.prompt_tokens < 1 or r.output_tokens < 1
             or (max_context is not None and r.prompt_tokens + r.output_tokens > max_context)]
 
 
-def fit_context(workload: Workload, max_context=None, mode="refuse", model="the model"):
+def fit_context(workload: Workload, max_context: int | None = None, mode: str = "refuse",
+                model: str = "the model") -> tuple[Workload, int]:
     """`workload` made servable by a model of `max_context` tokens (None: no limit), and how
     many of its requests that changed. The `unfit_requests` are, by `mode`:
     - "refuse": none; ValueError naming how many and the first five;
@@ -498,7 +513,7 @@ def fit_context(workload: Workload, max_context=None, mode="refuse", model="the 
     if mode == "drop":
         requests = tuple(r for r in workload.requests if r.rid not in rids)
     else:
-        def clip(r):
+        def clip(r: Request) -> Request:
             prompt, output = max(1, r.prompt_tokens), max(1, r.output_tokens)
             if max_context is not None:
                 output = max(1, min(output, max_context - prompt))
