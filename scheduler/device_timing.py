@@ -59,6 +59,7 @@ import argparse
 import dataclasses
 import hashlib
 import json
+import logging
 import os
 import pathlib
 import tempfile
@@ -90,6 +91,7 @@ from isa.microarch import PAGE_LIST_MAX
 from isa.slots import HEADER_BYTES, LINE_BYTES
 from isa.validate import QueueView, check_descriptor, payload_bytes, result_bytes
 
+log = logging.getLogger(__name__)      # progress: the model runs a lookup makes, and each save of the table
 _T = TypeVar("_T")
 Shape = tuple[Any, ...]         # (op, *dims): one descriptor of a stream
 
@@ -281,6 +283,8 @@ class DeviceTiming:
         else:
             value = self._batch(table, op, dims)
         if self.model_runs != before:
+            log.info("%s table, %s on %s: %d missing points measured on the model", table.strip() or "latency",
+                     op, self.cfg.name, self.model_runs - before)
             self._save()
         return value
 
@@ -351,6 +355,7 @@ class DeviceTiming:
         except BaseException:
             os.unlink(tmp)
             raise
+        log.info("saved the timing table of %s to %s", self.cfg.name, self.path)
 
     # ---- direct model runs ----------------------------------------------------------------
 

@@ -15,6 +15,7 @@ no room for any KV.
 """
 import collections
 import functools
+import logging
 import time
 from collections.abc import Callable
 from typing import Any
@@ -30,6 +31,7 @@ from .results import RunResult, StepLog
 from .systems import Live, PoolSystem, StepCost, System, build_system
 from .workload import Workload, fit_context, generate, load_workload_config
 
+logger = logging.getLogger(__name__)   # progress: each run as it starts and ends (the bar shows it to a terminal)
 # called after each iteration: (system, kind, start on the simulated clock, requests, tokens, its cost)
 OnStep = Callable[[System, str, float, int, int, StepCost], object]
 
@@ -72,6 +74,8 @@ def simulate(run: ServingConfig, system_cfg: SystemConfig, workload: Workload, t
     `on_step(system, kind, start_s, requests, tokens, cost)`, if given, is called after each
     iteration with its start on the simulated clock and its StepCost (serving.trace.Timeline)."""
     start = time.perf_counter()
+    logger.info("serving %d requests of %s on %s (%s, %s, %d x %s)", len(workload.requests), workload.name,
+                system_cfg.name, run.model, run.link, run.num_devices, run.device)
     workload, clipped, dropped = fit_to_model(run, workload)
     system = build_system(run, system_cfg, workload.ranks, timing)
     check_pool(system_cfg, system, workload)
@@ -129,6 +133,8 @@ def simulate(run: ServingConfig, system_cfg: SystemConfig, workload: Workload, t
                 running.append(live)
         bar.update(len(batch) - len(running))
     bar.close()
+    logger.info("served %d requests of %s on %s: %d iterations, %.3f s simulated, %.1f s wall", len(done),
+                workload.name, system_cfg.name, len(log), t, time.perf_counter() - start)
     return RunResult(run, system_cfg, workload, system, log, done, time.perf_counter() - start,
                      requests_clipped=clipped, requests_dropped=dropped)
 

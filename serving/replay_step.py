@@ -28,6 +28,7 @@ of the first case, with error_max over every case run.
 import asyncio
 import collections
 import dataclasses
+import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, cast
@@ -57,6 +58,7 @@ from .config import load_serving_config, load_system_config
 from .engine import device_timing, load_workload
 from .systems import Live, PoolSystem, StepCost, build_system
 
+log = logging.getLogger(__name__)      # progress: each case as its replay starts
 QUEUE_LOG2_DEPTH = 8        # 256 slots a device: far more than a queue needs in flight
 WARMUP_STEPS = 2            # decode steps before the measured one (temperatures, cached factors)
 
@@ -287,6 +289,7 @@ async def _replay(system: PoolSystem, running: Sequence[Live], plan: StepPlan) -
 
 def replay(case: Case) -> Replayed:
     start = time.perf_counter()
+    log.info("replaying %s: %s, batch %d, %d devices", case.name, case.model, case.batch, case.devices)
     system, running, plan, cost = decode_step(case)
     replayed, descriptors = run_on_clock(_replay(system, running, plan))
     link, layers = system.link, system.model.layers

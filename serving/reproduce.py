@@ -19,6 +19,7 @@ and note is in `--out`/claims.csv (write_claims_csv), which the table's first li
 """
 import csv
 import dataclasses
+import logging
 import math
 import pathlib
 import statistics
@@ -35,6 +36,7 @@ from .figures import fig8_tpot, fig9_ablation, fig11_breakdown, fig12_saturation
 from .sweep import DEVICES, LADDER_GB_S, LATENCY_NS, points, read_csv, sweep, write_csv
 from .workload import Workload
 
+log = logging.getLogger(__name__)      # progress: the sweeps run (or read back), the 4-GPU S-LoRA's replicas
 Row = dict[str, Any]                        # a sweep's summary row (serving.sweep), with its labels
 Cell = tuple[str, str]                      # (model, workload)
 Cells = dict[Cell, dict[str, Row]]          # by_cell: {(model, workload): {system: row}}
@@ -143,6 +145,7 @@ def run_sweeps(base: ServingConfig, requests: int, address: str | None, workers:
     read back from there instead when all exist). "dp" holds the 4-GPU S-LoRA's replicas."""
     names = SWEEP_NAMES
     if reuse and reusable(out):
+        log.info("reading the sweeps back from %s", out)
         return {n: read_csv(out / f"{n}.csv") for n in names}
     base = base.with_(requests=requests)
     grids = sweep_grids()
@@ -151,6 +154,7 @@ def run_sweeps(base: ServingConfig, requests: int, address: str | None, workers:
     # the longest points (Qwen3-30B-A3B's Uniform and Uniform-long: 20-120 s each, 48 layers of many expert
     # sites) go to the workers first, so that the short ones fill in beside them rather than wait at the end
     order = sorted(range(len(labelled)), key=lambda i: (labelled[i][2].model not in MOE_MODELS, i))
+    log.info("running %d sweeps, %d points, %d requests a point", len(grids), len(labelled), requests)
     done = sweep([labelled[i][2] for i in order], address=address, workers=workers, desc="reproduce")
     summaries: list[Row] = [None] * len(labelled)   # type: ignore[list-item]  # each filled in below
     for i, summary in zip(order, done, strict=True):
@@ -184,6 +188,7 @@ def data_parallel_rows(base: ServingConfig, model: str, workloads: Iterable[str]
         cfg = base.with_(model=model, workload=w, system=system)
         workload = load_workload(cfg.workload, **{f: getattr(cfg, f) for f in WORKLOAD_FIELDS})
         for k, part in enumerate(split_round_robin(workload, gpus)):
+            log.info("%d-GPU %s, %s: replica %d of %d", gpus, system, w, k + 1, gpus)
             result = simulate(cfg, load_system_config(system), part, device_timing(cfg.device), progress=False)
             rows.append(dict(result.summary(), replica=k, replicas=gpus,
                              output_tokens=sum(live.output for live, _ in result.done),

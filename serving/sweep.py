@@ -12,6 +12,7 @@ of the run config can be an axis too.
 import csv
 import dataclasses
 import itertools
+import logging
 import math
 import os
 import pathlib
@@ -25,6 +26,8 @@ from isa.config import parse_value
 from .config import ServingConfig
 from .engine import run
 from .results import csv_column, summary_key
+
+log = logging.getLogger(__name__)      # progress: the cluster a sweep runs on, and each point as it ends
 
 # section VIII: 'nine points from 8 to 1800 GB/s, spanning the PCIe 5.0, CXL 3.1,
 # NVLink-C2C, NVLink 5 and NVLink 6 classes'
@@ -82,6 +85,8 @@ def sweep(configs: Iterable[ServingConfig], address: str | None = None, workers:
         cluster = LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1,
                                processes=True, dashboard_address=":0")
         client = Client(cluster)
+    log.info("%s: %d points on %s", desc, len(configs),
+             address or f"a local cluster of {workers or os.cpu_count() or 1} worker processes")
     try:
         futures = client.map(run_point, configs, pure=False)
         index = {f.key: i for i, f in enumerate(futures)}
@@ -90,6 +95,7 @@ def sweep(configs: Iterable[ServingConfig], address: str | None = None, workers:
             for future in as_completed(futures):
                 results[index[future.key]] = future.result()
                 bar.update()
+                log.debug("%s: point %d of %d done", desc, index[future.key] + 1, len(configs))
         return results
     finally:
         client.close()
