@@ -8,7 +8,7 @@
     plora timing-check [--config paper]      the device-timing table against the model
 
 Bad input is a click usage error (exit status 2): an option out of range, an image format
-matplotlib does not write, more adapters than the config's max_cpu_loras; `plora` (serving/cli.py)
+matplotlib does not write, more adapters than the config's max_cpu_loras; `plora` (plora_cli/)
 prints it as one `Error:` line.
 """
 from __future__ import annotations
