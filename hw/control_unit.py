@@ -180,7 +180,13 @@ class ControlUnit(wiring.Component):
         m.d.comb += [getattr(chunks, name).eq(getattr(planner, name)) for name in plan_ports(lanes)]
         # the compute unit's mode (transposed, its tree) is the plan's: it changes at PLAN
         # only when the pipeline holds no chunk of another mode
-        m.d.comb += [cu.n_cols.eq(st_n), cu.split.eq(split), cu.trans.eq(planner.trans),
+        # the lanes' packed rows take LANE_ROW_STAGES cycles to follow N (hw/compute_unit.py
+        # lanes_ready): after x A's last chunk they follow . B's N (DRAIN, READOUT_WAIT below),
+        # so its PLAN does not wait for them
+        lanes_stage = Signal()
+        _, _, lanes_n, _ = stage_operand(d, dec.second_addr, lanes_stage)
+        m.d.comb += lanes_stage.eq(stage)
+        m.d.comb += [cu.n_cols.eq(lanes_n), cu.split.eq(split), cu.trans.eq(planner.trans),
                      cu.t_level.eq(planner.t_level), cu.t_scalar.eq(planner.t_scalar),
                      cu.t_fold_adds.eq(planner.t_fold_adds),
                      cu.t_out.eq(chunks.t_out), cu.t_set.eq(chunks.t_set), cu.t_first.eq(chunks.t_first),
@@ -373,6 +379,8 @@ class ControlUnit(wiring.Component):
                 # next stage (the other accumulator bank, which may start meanwhile), a
                 # chain's words are waited for
                 to_result = (dest == TO_RESULT16) | (dest == TO_RESULT32)
+                with m.If(dest == TO_INPUT):
+                    m.d.comb += lanes_stage.eq(1)
                 with m.If(readout_free & (~to_result | writer_free)):
                     # its first fold read in the cycle drain is 1 (now, once it is 0)
                     start_readout(FROM_FOLD, dest, to_result, Mux(drain > 1, drain - 1, 0))
@@ -382,6 +390,8 @@ class ControlUnit(wiring.Component):
                         m.next = "READOUT_WAIT"
             with m.State("READOUT_WAIT"):
                 # a chain's words into the input buffer (x A) or the output buffer (scores)
+                with m.If(dest == TO_INPUT):
+                    m.d.comb += lanes_stage.eq(1)
                 m.d.comb += [cu.in_we.eq(readout.in_we), cu.in_row.eq(readout.buf_row),
                              cu.in_word.eq(readout.buf_word), cu.in_data.eq(readout.buf_data16),
                              cu.acc_we.eq(readout.acc_we), cu.acc_row.eq(readout.buf_row),

@@ -832,7 +832,7 @@ module ndp_device(mem__awaddr, mem__awlen, mem__awsize, mem__awburst, mem__awloc
     .pop(pop),
     .pop_ready(pop_ready),
     .pop_valid(pop_valid),
-    .\port$14271$0 (\$3 ),
+    .\port$14277$0 (\$3 ),
     .queues__0(queues__0),
     .queues__1(queues__1),
     .queues__2(queues__2),
@@ -1042,7 +1042,7 @@ module ndp_device(mem__awaddr, mem__awlen, mem__awsize, mem__awburst, mem__awloc
     .io__wready(io__wready),
     .io__wstrb(io__wstrb),
     .io__wvalid(io__wvalid),
-    .\port$14271$0 (\$3 ),
+    .\port$14277$0 (\$3 ),
     .queues__0(queues__0),
     .queues__1(queues__1),
     .queues__2(queues__2),
@@ -2633,7 +2633,7 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, bus__rlast, clk, rst, pop, bus__arlen, bus__arvalid, bus__awlen, bus__wdata, bus__wstrb, reported, bus__wvalid, bus__wlast, bus__bready, done_status, irq, \port$14271$0 , cycle
+module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, bus__rlast, clk, rst, pop, bus__arlen, bus__arvalid, bus__awlen, bus__wdata, bus__wstrb, reported, bus__wvalid, bus__wlast, bus__bready, done_status, irq, \port$14277$0 , cycle
 , queues__0, queues__1, queues__2, queues__3, pop_valid, pop_ready, bus__araddr, bus__awvalid, bus__awaddr, bus__arready, bus__rvalid, bus__awready, bus__wready, bus__bvalid, bus__bid);
   reg \$auto$verilog_backend.cc:2355:dump_module$67  = 0;
   wire \$1 ;
@@ -2779,63 +2779,63 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$1124 ;
   wire \$1125 ;
   wire \$1126 ;
-  wire [64:0] \$1127 ;
-  wire [65:0] \$1128 ;
-  wire \$1129 ;
+  wire \$1127 ;
+  wire [64:0] \$1128 ;
+  wire [65:0] \$1129 ;
   wire \$113 ;
-  wire [5:0] \$1130 ;
+  wire \$1130 ;
   wire [5:0] \$1131 ;
-  wire [19:0] \$1132 ;
+  wire [5:0] \$1132 ;
   wire [19:0] \$1133 ;
   wire [19:0] \$1134 ;
   wire [19:0] \$1135 ;
-  wire \$1136 ;
+  wire [19:0] \$1136 ;
   wire \$1137 ;
   wire \$1138 ;
-  wire [22:0] \$1139 ;
+  wire \$1139 ;
   wire [7:0] \$114 ;
-  wire [25:0] \$1140 ;
-  wire [26:0] \$1141 ;
-  wire [27:0] \$1142 ;
-  wire [28:0] \$1143 ;
+  wire [22:0] \$1140 ;
+  wire [25:0] \$1141 ;
+  wire [26:0] \$1142 ;
+  wire [27:0] \$1143 ;
   wire [28:0] \$1144 ;
-  wire \$1145 ;
-  wire [19:0] \$1146 ;
-  wire [19:0] \$1147 ;
-  wire \$1148 ;
-  wire \$1149 ;
+  wire [28:0] \$1145 ;
+  wire \$1146 ;
+  wire \$1147 ;
+  wire [19:0] \$1148 ;
+  wire [19:0] \$1149 ;
   wire [7:0] \$115 ;
   wire \$1150 ;
   wire \$1151 ;
   wire \$1152 ;
   wire \$1153 ;
-  wire [64:0] \$1154 ;
-  wire [65:0] \$1155 ;
-  wire [19:0] \$1156 ;
-  wire [19:0] \$1157 ;
+  wire \$1154 ;
+  wire \$1155 ;
+  wire [64:0] \$1156 ;
+  wire [65:0] \$1157 ;
   wire [19:0] \$1158 ;
   wire [19:0] \$1159 ;
   wire \$116 ;
-  wire [22:0] \$1160 ;
-  wire [25:0] \$1161 ;
-  wire [26:0] \$1162 ;
-  wire [27:0] \$1163 ;
-  wire [28:0] \$1164 ;
-  wire [28:0] \$1165 ;
-  reg [31:0] \$1166 ;
-  reg [31:0] \$1167 ;
-  wire \$1168 ;
-  wire \$1169 ;
+  wire [19:0] \$1160 ;
+  wire [19:0] \$1161 ;
+  wire [22:0] \$1162 ;
+  wire [25:0] \$1163 ;
+  wire [26:0] \$1164 ;
+  wire [27:0] \$1165 ;
+  wire [28:0] \$1166 ;
+  wire [28:0] \$1167 ;
+  reg [31:0] \$1168 ;
+  reg [31:0] \$1169 ;
   wire \$117 ;
   wire \$1170 ;
   wire \$1171 ;
-  wire [64:0] \$1172 ;
-  wire [65:0] \$1173 ;
-  wire [20:0] \$1174 ;
-  wire [27:0] \$1175 ;
-  wire [66:0] \$1176 ;
-  wire \$1177 ;
-  wire \$1178 ;
+  wire \$1172 ;
+  wire \$1173 ;
+  wire [64:0] \$1174 ;
+  wire [65:0] \$1175 ;
+  wire [20:0] \$1176 ;
+  wire [27:0] \$1177 ;
+  wire [66:0] \$1178 ;
   wire \$1179 ;
   wire \$118 ;
   wire \$1180 ;
@@ -2869,27 +2869,27 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$1205 ;
   wire \$1206 ;
   wire \$1207 ;
-  wire [64:0] \$1208 ;
-  wire [15:0] \$1209 ;
+  wire \$1208 ;
+  wire \$1209 ;
   wire \$121 ;
-  wire [16:0] \$1210 ;
-  wire [16:0] \$1211 ;
-  wire [79:0] \$1212 ;
-  wire [80:0] \$1213 ;
-  wire [64:0] \$1214 ;
-  wire [15:0] \$1215 ;
-  wire [16:0] \$1216 ;
-  wire [16:0] \$1217 ;
-  wire [79:0] \$1218 ;
-  wire [80:0] \$1219 ;
+  wire [64:0] \$1210 ;
+  wire [15:0] \$1211 ;
+  wire [16:0] \$1212 ;
+  wire [16:0] \$1213 ;
+  wire [79:0] \$1214 ;
+  wire [80:0] \$1215 ;
+  wire [64:0] \$1216 ;
+  wire [15:0] \$1217 ;
+  wire [16:0] \$1218 ;
+  wire [16:0] \$1219 ;
   wire \$122 ;
-  wire \$1220 ;
-  wire \$1221 ;
+  wire [79:0] \$1220 ;
+  wire [80:0] \$1221 ;
   wire \$1222 ;
-  wire [19:0] \$1223 ;
-  wire [19:0] \$1224 ;
-  wire \$1225 ;
-  wire \$1226 ;
+  wire \$1223 ;
+  wire \$1224 ;
+  wire [19:0] \$1225 ;
+  wire [19:0] \$1226 ;
   wire \$1227 ;
   wire \$1228 ;
   wire \$1229 ;
@@ -2912,61 +2912,61 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$1244 ;
   wire \$1245 ;
   wire \$1246 ;
-  wire [22:0] \$1247 ;
-  wire [25:0] \$1248 ;
-  wire [48:0] \$1249 ;
+  wire \$1247 ;
+  wire \$1248 ;
+  wire [22:0] \$1249 ;
   wire \$125 ;
-  wire \$1250 ;
-  wire \$1251 ;
+  wire [25:0] \$1250 ;
+  wire [48:0] \$1251 ;
   wire \$1252 ;
   wire \$1253 ;
   wire \$1254 ;
-  wire [2:0] \$1255 ;
+  wire \$1255 ;
   wire \$1256 ;
   wire [2:0] \$1257 ;
   wire \$1258 ;
-  wire \$1259 ;
+  wire [2:0] \$1259 ;
   wire \$126 ;
   wire \$1260 ;
   wire \$1261 ;
   wire \$1262 ;
-  wire [22:0] \$1263 ;
-  wire [25:0] \$1264 ;
-  wire [48:0] \$1265 ;
-  wire \$1266 ;
-  wire \$1267 ;
+  wire \$1263 ;
+  wire \$1264 ;
+  wire [22:0] \$1265 ;
+  wire [25:0] \$1266 ;
+  wire [48:0] \$1267 ;
   wire \$1268 ;
   wire \$1269 ;
   wire \$127 ;
-  wire [2:0] \$1270 ;
+  wire \$1270 ;
   wire \$1271 ;
-  wire \$1272 ;
-  wire [2:0] \$1273 ;
-  wire [20:0] \$1274 ;
-  wire [22:0] \$1275 ;
-  wire [44:0] \$1276 ;
-  wire [20:0] \$1277 ;
-  wire \$1278 ;
-  wire \$1279 ;
+  wire [2:0] \$1272 ;
+  wire \$1273 ;
+  wire \$1274 ;
+  wire [2:0] \$1275 ;
+  wire [20:0] \$1276 ;
+  wire [22:0] \$1277 ;
+  wire [44:0] \$1278 ;
+  wire [20:0] \$1279 ;
   wire \$128 ;
-  reg \$1280 ;
-  reg [1300:0] \$1281 ;
-  reg [4:0] \$1282 ;
-  reg [7:0] \$1283 ;
-  reg [63:0] \$1284 ;
-  reg [63:0] \$1285 ;
-  reg [19:0] \$1286 ;
-  reg [43:0] \$1287 ;
-  reg [47:0] \$1288 ;
-  reg [1:0] \$1289 ;
+  wire \$1280 ;
+  wire \$1281 ;
+  reg \$1282 ;
+  reg [1300:0] \$1283 ;
+  reg [4:0] \$1284 ;
+  reg [7:0] \$1285 ;
+  reg [63:0] \$1286 ;
+  reg [63:0] \$1287 ;
+  reg [19:0] \$1288 ;
+  reg [43:0] \$1289 ;
   wire \$129 ;
-  reg [19:0] \$1290 ;
-  reg [2:0] \$1291 ;
-  reg \$1292 ;
-  reg [1:0] \$1293 ;
+  reg [47:0] \$1290 ;
+  reg [1:0] \$1291 ;
+  reg [19:0] \$1292 ;
+  reg [2:0] \$1293 ;
   reg \$1294 ;
-  reg [31:0] \$1295 ;
-  reg [31:0] \$1296 ;
+  reg [1:0] \$1295 ;
+  reg \$1296 ;
   reg [31:0] \$1297 ;
   reg [31:0] \$1298 ;
   reg [31:0] \$1299 ;
@@ -2975,10 +2975,12 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   reg [31:0] \$1300 ;
   reg [31:0] \$1301 ;
   reg [31:0] \$1302 ;
-  wire [33:0] \$1303 ;
+  reg [31:0] \$1303 ;
+  reg [31:0] \$1304 ;
+  wire [33:0] \$1305 ;
   wire \$131 ;
   wire \$132 ;
-  wire [9:0] \$1320 ;
+  wire [9:0] \$1322 ;
   wire \$133 ;
   wire \$134 ;
   wire \$135 ;
@@ -3941,31 +3943,31 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$998 ;
   wire \$999 ;
   reg [63:0] \$signal  = 64'h0000000000000000;
-  reg [63:0] \$signal$851  = 64'h0000000000000000;
-  reg [19:0] \$signal$859  = 20'h00000;
-  reg [43:0] \$signal$861  = 44'h00000000000;
-  reg [47:0] \$signal$884  = 48'h000000000000;
-  reg [2:0] \$signal$891  = 3'h0;
-  reg [19:0] \$signal$893  = 20'h00000;
-  reg [1:0] \$signal$904  = 2'h0;
+  reg [63:0] \$signal$852  = 64'h0000000000000000;
+  reg [19:0] \$signal$860  = 20'h00000;
+  reg [43:0] \$signal$862  = 44'h00000000000;
+  reg [47:0] \$signal$885  = 48'h000000000000;
+  reg [2:0] \$signal$892  = 3'h0;
+  reg [19:0] \$signal$894  = 20'h00000;
+  reg [1:0] \$signal$905  = 2'h0;
   wire [6:0] acc_addr;
   wire [6:0] acc_addr0;
   wire [6:0] acc_addr1;
-  wire [6:0] \acc_addr1$184 ;
+  wire [6:0] \acc_addr1$185 ;
   (* init = 1'h0 *)
   wire acc_bank;
   reg [1023:0] acc_data;
   reg [1:0] acc_row;
   reg acc_we;
-  wire \acc_we$910 ;
+  wire \acc_we$911 ;
   reg [6:0] acc_word;
   wire [5:0] active;
   wire [5:0] active0;
   wire [5:0] active1;
-  wire [5:0] \active1$186 ;
+  wire [5:0] \active1$187 ;
   wire [63:0] addr;
   wire [63:0] \addr$127 ;
-  reg [63:0] \addr$254 ;
+  reg [63:0] \addr$255 ;
   reg [31:0] anchor_l0 = 32'd0;
   reg [31:0] anchor_l1 = 32'd0;
   reg [31:0] anchor_l2 = 32'd0;
@@ -3975,10 +3977,10 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   reg [31:0] anchor_m2 = 32'd0;
   reg [31:0] anchor_m3 = 32'd0;
   reg bank = 1'h0;
-  reg \bank$900 ;
+  reg \bank$901 ;
   reg [43:0] beats;
-  reg [31:0] \beats$856 ;
-  reg [43:0] \beats$865 ;
+  reg [31:0] \beats$857 ;
+  reg [43:0] \beats$866 ;
   wire [511:0] buf_data16;
   wire [1023:0] buf_data32;
   wire [1:0] buf_row;
@@ -4079,7 +4081,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   input clk;
   wire clk;
   wire [31:0] col;
-  wire [31:0] \col$198 ;
+  wire [31:0] \col$199 ;
   reg [31:0] cols;
   wire [19:0] cols_dim;
   wire [19:0] \cols_dim$138 ;
@@ -4089,69 +4091,69 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   reg [43:0] copy_span_lines;
   reg [5:0] copy_span_offset;
   wire [5:0] count;
-  wire [5:0] \count$200 ;
+  wire [5:0] \count$201 ;
   input [63:0] cycle;
   wire [63:0] cycle;
-  wire [63:0] \cycle$951 ;
+  wire [63:0] \cycle$952 ;
   wire [511:0] data;
-  wire [511:0] \data$202 ;
+  wire [511:0] \data$203 ;
   reg [4:0] delay;
   wire [1:0] dest;
-  reg [1:0] \dest$889 ;
+  reg [1:0] \dest$890 ;
   reg dispatch;
   wire done;
-  wire \done$987 ;
+  wire \done$988 ;
   wire [1:0] done_queue;
-  wire [1:0] \done_queue$970 ;
+  wire [1:0] \done_queue$971 ;
   wire [31:0] done_seq;
-  wire [31:0] \done_seq$972 ;
+  wire [31:0] \done_seq$973 ;
   output [7:0] done_status;
   wire [7:0] done_status;
-  wire [7:0] \done_status$974 ;
+  wire [7:0] \done_status$975 ;
   wire done_store;
   wire done_valid;
-  wire \done_valid$968 ;
+  wire \done_valid$969 ;
   wire [4:0] drain;
   wire [14:0] dst_addr;
   wire [511:0] dst_data;
   wire dst_en;
   wire first;
-  reg [63:0] \first$902 ;
+  reg [63:0] \first$903 ;
   wire first0;
   wire first1;
-  wire \first1$190 ;
+  wire \first1$191 ;
   wire fold_bank;
-  wire \fold_bank$230 ;
+  wire \fold_bank$231 ;
   wire [19:0] fold_n_cols;
-  wire [19:0] \fold_n_cols$220 ;
+  wire [19:0] \fold_n_cols$221 ;
   wire [7:0] fold_n_words;
-  wire [7:0] \fold_n_words$222 ;
+  wire [7:0] \fold_n_words$223 ;
   wire [2:0] fold_pack_log2;
-  wire [2:0] \fold_pack_log2$228 ;
+  wire [2:0] \fold_pack_log2$229 ;
   wire fold_ready;
-  wire \fold_ready$214 ;
+  wire \fold_ready$215 ;
   wire [1:0] fold_row;
-  wire [1:0] \fold_row$216 ;
+  wire [1:0] \fold_row$217 ;
   wire [1:0] fold_sets;
-  wire [1:0] \fold_sets$224 ;
+  wire [1:0] \fold_sets$225 ;
   wire [1:0] fold_sets1;
-  wire [1:0] \fold_sets1$226 ;
+  wire [1:0] \fold_sets1$227 ;
   wire fold_valid;
-  wire \fold_valid$212 ;
+  wire \fold_valid$213 ;
   wire [6:0] fold_word;
-  wire [6:0] \fold_word$218 ;
+  wire [6:0] \fold_word$219 ;
   reg from_stream;
   reg [4:0] fsm_state = 5'h00;
   wire [19:0] full_groups;
   wire [19:0] \full_groups$140 ;
   wire has_full;
   reg hold;
-  wire \hold$952 ;
+  wire \hold$953 ;
   wire idle;
   reg [511:0] in_data;
   reg [1:0] in_row;
   reg in_we;
-  wire \in_we$905 ;
+  wire \in_we$906 ;
   reg [6:0] in_word;
   reg [63:0] input_span_first;
   reg [63:0] input_span_line;
@@ -4159,41 +4161,42 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   reg [5:0] input_span_offset;
   output [3:0] irq;
   wire [3:0] irq;
-  wire [3:0] \irq$976 ;
+  wire [3:0] \irq$977 ;
   wire [3:0] irq_en;
   wire issued_all;
   wire [19:0] k_base;
   wire [19:0] k_base0;
   wire [19:0] k_base1;
-  wire [19:0] \k_base1$182 ;
+  wire [19:0] \k_base1$183 ;
   wire [31:0] l;
   wire lanes_ready;
+  reg lanes_stage;
   wire last;
-  wire \last$194 ;
+  wire \last$195 ;
   reg [19:0] length;
   reg [511:0] line;
-  reg [511:0] \line$937 ;
-  wire [511:0] \line$965 ;
+  reg [511:0] \line$938 ;
+  wire [511:0] \line$966 ;
   wire [63:0] line_addr;
   wire line_start;
   wire [31:0] lines;
-  reg [31:0] \lines$256 ;
-  reg [31:0] \lines$903 ;
+  reg [31:0] \lines$257 ;
+  reg [31:0] \lines$904 ;
   reg load;
   wire [31:0] m;
   wire mac;
   wire mac0;
   wire mac1;
-  wire \mac1$180 ;
+  wire \mac1$181 ;
   wire [43:0] main_elems;
   wire [43:0] \main_elems$144 ;
   reg [19:0] n;
   wire [19:0] n_cols;
   wire [19:0] n_words;
   wire [19:0] \n_words$132 ;
-  reg [7:0] \n_words$894 ;
+  reg [7:0] \n_words$895 ;
   reg [5:0] offset;
-  reg [4:0] \offset$853 ;
+  reg [4:0] \offset$854 ;
   wire [511:0] out__data;
   wire [511:0] \out__data$77 ;
   wire out__ready;
@@ -4204,14 +4207,14 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire out_err;
   wire [2:0] pack_log2;
   wire [2:0] \pack_log2$130 ;
-  reg [2:0] \pack_log2$899 ;
+  reg [2:0] \pack_log2$900 ;
   reg pair;
   wire [5:0] pair_count;
-  wire [5:0] \pair_count$206 ;
+  wire [5:0] \pair_count$207 ;
   wire [511:0] pair_data;
-  wire [511:0] \pair_data$208 ;
+  wire [511:0] \pair_data$209 ;
   wire pair_valid;
-  wire \pair_valid$204 ;
+  wire \pair_valid$205 ;
   reg partial;
   wire pending;
   wire pipe_busy;
@@ -4255,8 +4258,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   input pop_valid;
   wire pop_valid;
   wire \pop_valid$93 ;
-  output [33:0] \port$14271$0 ;
-  wire [33:0] \port$14271$0 ;
+  output [33:0] \port$14277$0 ;
+  wire [33:0] \port$14277$0 ;
   reg [1:0] queue;
   input [321:0] queues__0;
   wire [321:0] queues__0;
@@ -4351,16 +4354,16 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [63:0] \queues__3.sq_base ;
   wire [31:0] \queues__3.tail ;
   wire quiet;
-  wire \quiet$955 ;
+  wire \quiet$956 ;
   wire [1023:0] rd_acc_data;
   reg [6:0] rd_addr;
-  wire [6:0] \rd_addr$927 ;
+  wire [6:0] \rd_addr$928 ;
   wire [511:0] rd_in_data;
-  wire [511:0] \rd_in_data$240 ;
+  wire [511:0] \rd_in_data$241 ;
   reg [1:0] rd_row;
-  wire [1:0] \rd_row$926 ;
+  wire [1:0] \rd_row$927 ;
   reg read_error;
-  reg \read_error$946  = 1'h0;
+  reg \read_error$947  = 1'h0;
   wire ready;
   reg [321:0] regs;
   wire [63:0] \regs.cq_base ;
@@ -4374,13 +4377,13 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [63:0] \regs.sq_base ;
   wire [31:0] \regs.tail ;
   reg report;
-  wire \report$977 ;
+  wire \report$978 ;
   wire report_store;
   output reported;
   wire reported;
-  wire \reported$959 ;
+  wire \reported$960 ;
   wire reported_error;
-  wire \reported_error$961 ;
+  wire \reported_error$962 ;
   reg rest;
   wire [4:0] rest_rows;
   wire [4:0] \rest_rows$142 ;
@@ -4389,29 +4392,29 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   reg [63:0] result_first_1;
   reg results;
   wire [19:0] row;
-  wire [19:0] \row$196 ;
-  reg [1:0] \row$916  = 2'h0;
+  wire [19:0] \row$197 ;
+  reg [1:0] \row$917  = 2'h0;
   reg [19:0] rows;
-  reg [2:0] \rows$890 ;
+  reg [2:0] \rows$891 ;
   reg [2:0] rows_now;
   input rst;
   wire rst;
   wire [63:0] run_addr;
-  wire [63:0] \run_addr$255 ;
+  wire [63:0] \run_addr$256 ;
   wire run_done;
   wire run_issued;
   wire [31:0] run_lines;
-  wire [31:0] \run_lines$257 ;
+  wire [31:0] \run_lines$258 ;
   wire [2:0] run_log2;
   wire [2:0] \run_log2$136 ;
   wire [5:0] run_offset;
   wire run_side;
   wire run_start;
-  wire \run_start$251 ;
+  wire \run_start$252 ;
   reg [63:0] seq;
   wire [1:0] sets;
   wire [1:0] \sets$134 ;
-  reg [1:0] \sets$895 ;
+  reg [1:0] \sets$896 ;
   reg [1:0] sets1;
   wire [1:0] sets_used__0;
   wire [1:0] sets_used__1;
@@ -4450,7 +4453,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire split;
   wire \split$124 ;
   wire \split$128 ;
-  wire \split$154 ;
+  wire \split$155 ;
   wire [511:0] src__data;
   wire [511:0] \src__data$76 ;
   wire src__ready;
@@ -4462,119 +4465,119 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [1023:0] src_data;
   reg stage = 1'h0;
   wire start;
-  reg \start$252 ;
-  reg \start$258 ;
-  reg \start$852 ;
-  reg \start$874 ;
-  reg \start$885 ;
-  reg \start$922 ;
+  reg \start$253 ;
+  reg \start$259 ;
+  reg \start$853 ;
+  reg \start$875 ;
+  reg \start$886 ;
+  reg \start$923 ;
   reg [7:0] status;
-  reg [7:0] \status$944  = 8'h00;
+  reg [7:0] \status$945  = 8'h00;
   reg store;
   reg [63:0] strb;
   wire [511:0] sum_fp16;
-  wire [511:0] \sum_fp16$238 ;
+  wire [511:0] \sum_fp16$239 ;
   wire [1023:0] sum_fp32;
-  wire [1023:0] \sum_fp32$236 ;
+  wire [1023:0] \sum_fp32$237 ;
   wire sum_ready;
-  wire \sum_ready$234 ;
+  wire \sum_ready$235 ;
   wire sum_valid;
-  wire \sum_valid$232 ;
+  wire \sum_valid$233 ;
   wire t_first;
-  wire \t_first$164 ;
+  wire \t_first$165 ;
   wire [1:0] t_fold_adds;
   wire [1:0] \t_fold_adds$152 ;
-  wire [1:0] \t_fold_adds$158 ;
+  wire [1:0] \t_fold_adds$159 ;
   wire [2:0] t_level;
   wire [2:0] \t_level$148 ;
-  wire [2:0] \t_level$156 ;
+  wire [2:0] \t_level$157 ;
   wire [19:0] t_out;
-  wire [19:0] \t_out$160 ;
+  wire [19:0] \t_out$161 ;
   wire t_row_end;
-  wire \t_row_end$166 ;
+  wire \t_row_end$167 ;
   wire t_scalar;
   wire \t_scalar$150 ;
-  wire \t_scalar$157 ;
+  wire \t_scalar$158 ;
   wire [1:0] t_set;
-  wire [1:0] \t_set$162 ;
+  wire [1:0] \t_set$163 ;
   reg take;
   reg [63:0] taken;
   reg [1300:0] \task  = 1301'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  wire [1300:0] \task$982 ;
-  wire [966:0] \task$982.decoded ;
-  wire \task$982.decoded.is_compute ;
-  wire \task$982.decoded.is_load ;
-  wire \task$982.decoded.is_store ;
-  wire [39:0] \task$982.decoded.page_half ;
-  wire [3:0] \task$982.decoded.page_shift ;
-  wire \task$982.decoded.paged ;
-  wire [6:0] \task$982.decoded.pages ;
-  wire [63:0] \task$982.decoded.second_addr ;
-  wire [791:0] \task$982.decoded.stages ;
-  wire [395:0] \task$982.decoded.stages[0] ;
-  wire [19:0] \task$982.decoded.stages[0].cols_dim ;
-  wire [19:0] \task$982.decoded.stages[0].full_groups ;
-  wire [19:0] \task$982.decoded.stages[0].groups ;
-  wire [19:0] \task$982.decoded.stages[0].k ;
-  wire [43:0] \task$982.decoded.stages[0].last_elems ;
-  wire [43:0] \task$982.decoded.stages[0].main_elems ;
-  wire [19:0] \task$982.decoded.stages[0].main_pages ;
-  wire [19:0] \task$982.decoded.stages[0].main_rows ;
-  wire [19:0] \task$982.decoded.stages[0].n ;
-  wire [19:0] \task$982.decoded.stages[0].n_words ;
-  wire [2:0] \task$982.decoded.stages[0].pack_log2 ;
-  wire [43:0] \task$982.decoded.stages[0].rest_elems ;
-  wire [19:0] \task$982.decoded.stages[0].rest_page ;
-  wire [4:0] \task$982.decoded.stages[0].rest_rows ;
-  wire [19:0] \task$982.decoded.stages[0].rows_dim ;
-  wire [2:0] \task$982.decoded.stages[0].run_log2 ;
-  wire [1:0] \task$982.decoded.stages[0].sets ;
-  wire [1:0] \task$982.decoded.stages[0].t_fold_adds ;
-  wire [2:0] \task$982.decoded.stages[0].t_level ;
-  wire \task$982.decoded.stages[0].t_scalar ;
-  wire [43:0] \task$982.decoded.stages[0].tail_elems ;
-  wire \task$982.decoded.stages[0].trans ;
-  wire [395:0] \task$982.decoded.stages[1] ;
-  wire [19:0] \task$982.decoded.stages[1].cols_dim ;
-  wire [19:0] \task$982.decoded.stages[1].full_groups ;
-  wire [19:0] \task$982.decoded.stages[1].groups ;
-  wire [19:0] \task$982.decoded.stages[1].k ;
-  wire [43:0] \task$982.decoded.stages[1].last_elems ;
-  wire [43:0] \task$982.decoded.stages[1].main_elems ;
-  wire [19:0] \task$982.decoded.stages[1].main_pages ;
-  wire [19:0] \task$982.decoded.stages[1].main_rows ;
-  wire [19:0] \task$982.decoded.stages[1].n ;
-  wire [19:0] \task$982.decoded.stages[1].n_words ;
-  wire [2:0] \task$982.decoded.stages[1].pack_log2 ;
-  wire [43:0] \task$982.decoded.stages[1].rest_elems ;
-  wire [19:0] \task$982.decoded.stages[1].rest_page ;
-  wire [4:0] \task$982.decoded.stages[1].rest_rows ;
-  wire [19:0] \task$982.decoded.stages[1].rows_dim ;
-  wire [2:0] \task$982.decoded.stages[1].run_log2 ;
-  wire [1:0] \task$982.decoded.stages[1].sets ;
-  wire [1:0] \task$982.decoded.stages[1].t_fold_adds ;
-  wire [2:0] \task$982.decoded.stages[1].t_level ;
-  wire \task$982.decoded.stages[1].t_scalar ;
-  wire [43:0] \task$982.decoded.stages[1].tail_elems ;
-  wire \task$982.decoded.stages[1].trans ;
-  wire [47:0] \task$982.decoded.stats_offset ;
-  wire [7:0] \task$982.decoded.status ;
-  wire [333:0] \task$982.entry ;
-  wire [203:0] \task$982.entry.desc ;
-  wire [63:0] \task$982.entry.desc.dev_addr ;
-  wire [19:0] \task$982.entry.desc.dev_cols ;
-  wire [19:0] \task$982.entry.desc.dev_rows ;
-  wire [19:0] \task$982.entry.desc.dev_size ;
-  wire [3:0] \task$982.entry.desc.dtype ;
-  wire [9:0] \task$982.entry.desc.flags ;
-  wire [19:0] \task$982.entry.desc.in_cols ;
-  wire [19:0] \task$982.entry.desc.in_rows ;
-  wire [19:0] \task$982.entry.desc.in_size ;
-  wire [3:0] \task$982.entry.desc.op ;
-  wire [1:0] \task$982.entry.desc.type ;
-  wire [1:0] \task$982.entry.queue ;
-  wire [63:0] \task$982.entry.seq ;
-  wire [63:0] \task$982.entry.taken ;
+  wire [1300:0] \task$983 ;
+  wire [966:0] \task$983.decoded ;
+  wire \task$983.decoded.is_compute ;
+  wire \task$983.decoded.is_load ;
+  wire \task$983.decoded.is_store ;
+  wire [39:0] \task$983.decoded.page_half ;
+  wire [3:0] \task$983.decoded.page_shift ;
+  wire \task$983.decoded.paged ;
+  wire [6:0] \task$983.decoded.pages ;
+  wire [63:0] \task$983.decoded.second_addr ;
+  wire [791:0] \task$983.decoded.stages ;
+  wire [395:0] \task$983.decoded.stages[0] ;
+  wire [19:0] \task$983.decoded.stages[0].cols_dim ;
+  wire [19:0] \task$983.decoded.stages[0].full_groups ;
+  wire [19:0] \task$983.decoded.stages[0].groups ;
+  wire [19:0] \task$983.decoded.stages[0].k ;
+  wire [43:0] \task$983.decoded.stages[0].last_elems ;
+  wire [43:0] \task$983.decoded.stages[0].main_elems ;
+  wire [19:0] \task$983.decoded.stages[0].main_pages ;
+  wire [19:0] \task$983.decoded.stages[0].main_rows ;
+  wire [19:0] \task$983.decoded.stages[0].n ;
+  wire [19:0] \task$983.decoded.stages[0].n_words ;
+  wire [2:0] \task$983.decoded.stages[0].pack_log2 ;
+  wire [43:0] \task$983.decoded.stages[0].rest_elems ;
+  wire [19:0] \task$983.decoded.stages[0].rest_page ;
+  wire [4:0] \task$983.decoded.stages[0].rest_rows ;
+  wire [19:0] \task$983.decoded.stages[0].rows_dim ;
+  wire [2:0] \task$983.decoded.stages[0].run_log2 ;
+  wire [1:0] \task$983.decoded.stages[0].sets ;
+  wire [1:0] \task$983.decoded.stages[0].t_fold_adds ;
+  wire [2:0] \task$983.decoded.stages[0].t_level ;
+  wire \task$983.decoded.stages[0].t_scalar ;
+  wire [43:0] \task$983.decoded.stages[0].tail_elems ;
+  wire \task$983.decoded.stages[0].trans ;
+  wire [395:0] \task$983.decoded.stages[1] ;
+  wire [19:0] \task$983.decoded.stages[1].cols_dim ;
+  wire [19:0] \task$983.decoded.stages[1].full_groups ;
+  wire [19:0] \task$983.decoded.stages[1].groups ;
+  wire [19:0] \task$983.decoded.stages[1].k ;
+  wire [43:0] \task$983.decoded.stages[1].last_elems ;
+  wire [43:0] \task$983.decoded.stages[1].main_elems ;
+  wire [19:0] \task$983.decoded.stages[1].main_pages ;
+  wire [19:0] \task$983.decoded.stages[1].main_rows ;
+  wire [19:0] \task$983.decoded.stages[1].n ;
+  wire [19:0] \task$983.decoded.stages[1].n_words ;
+  wire [2:0] \task$983.decoded.stages[1].pack_log2 ;
+  wire [43:0] \task$983.decoded.stages[1].rest_elems ;
+  wire [19:0] \task$983.decoded.stages[1].rest_page ;
+  wire [4:0] \task$983.decoded.stages[1].rest_rows ;
+  wire [19:0] \task$983.decoded.stages[1].rows_dim ;
+  wire [2:0] \task$983.decoded.stages[1].run_log2 ;
+  wire [1:0] \task$983.decoded.stages[1].sets ;
+  wire [1:0] \task$983.decoded.stages[1].t_fold_adds ;
+  wire [2:0] \task$983.decoded.stages[1].t_level ;
+  wire \task$983.decoded.stages[1].t_scalar ;
+  wire [43:0] \task$983.decoded.stages[1].tail_elems ;
+  wire \task$983.decoded.stages[1].trans ;
+  wire [47:0] \task$983.decoded.stats_offset ;
+  wire [7:0] \task$983.decoded.status ;
+  wire [333:0] \task$983.entry ;
+  wire [203:0] \task$983.entry.desc ;
+  wire [63:0] \task$983.entry.desc.dev_addr ;
+  wire [19:0] \task$983.entry.desc.dev_cols ;
+  wire [19:0] \task$983.entry.desc.dev_rows ;
+  wire [19:0] \task$983.entry.desc.dev_size ;
+  wire [3:0] \task$983.entry.desc.dtype ;
+  wire [9:0] \task$983.entry.desc.flags ;
+  wire [19:0] \task$983.entry.desc.in_cols ;
+  wire [19:0] \task$983.entry.desc.in_rows ;
+  wire [19:0] \task$983.entry.desc.in_size ;
+  wire [3:0] \task$983.entry.desc.op ;
+  wire [1:0] \task$983.entry.desc.type ;
+  wire [1:0] \task$983.entry.queue ;
+  wire [63:0] \task$983.entry.seq ;
+  wire [63:0] \task$983.entry.taken ;
   wire [966:0] \task.decoded ;
   wire \task.decoded.is_compute ;
   wire \task.decoded.is_load ;
@@ -4652,31 +4655,31 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire task_valid;
   wire trans;
   wire \trans$146 ;
-  wire \trans$155 ;
+  wire \trans$156 ;
   wire [31:0] u_beats;
   wire [31:0] u_cols;
   wire [4:0] u_offset;
   wire u_pair;
   wire [19:0] u_rows;
   wire valid;
-  wire \valid$192 ;
+  wire \valid$193 ;
   wire [7:0] verdict_status;
   reg verdict_take;
   wire verdict_valid;
   reg [7:0] w_bytes;
-  wire [7:0] \w_bytes$248 ;
+  wire [7:0] \w_bytes$249 ;
   wire [511:0] w_data;
-  reg [1023:0] \w_data$245 ;
-  wire [1023:0] \w_data$246 ;
+  reg [1023:0] \w_data$246 ;
+  wire [1023:0] \w_data$247 ;
   wire [511:0] w_data0;
   wire [511:0] w_data1;
-  wire [511:0] \w_data1$188 ;
+  wire [511:0] \w_data1$189 ;
   reg w_last;
-  wire \w_last$250 ;
+  wire \w_last$251 ;
   wire w_ready;
-  wire \w_ready$244 ;
+  wire \w_ready$245 ;
   reg w_valid;
-  wire \w_valid$242 ;
+  wire \w_valid$243 ;
   wire waiting;
   wire waiting_results;
   reg [31:0] widened_0;
@@ -5256,7 +5259,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire widened_9_lzc_vll;
   wire [9:0] widened_9_sub;
   wire write_error;
-  wire \write_error$957 ;
+  wire \write_error$958 ;
   wire writer_free;
   assign \$1  = ~ pending;
   assign \$2  = idle & \$1 ;
@@ -5274,13 +5277,13 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \$12  = \task [10] & \$11 ;
   assign \$13  = ~ \$12 ;
   assign split = \$10  & \$13 ;
-  assign \$1320  = stage * 9'h18c;
-  assign sizes = \task [1300:509] >> \$1320 ;
+  assign \$1322  = stage * 9'h18c;
+  assign sizes = \task [1300:509] >> \$1322 ;
   assign \$14  = stage ? \task [408:345] : \task [83:20];
   assign \addr$127  = \task [457] ? 64'h0000000000000000 : \$14 ;
   assign \$15  = \task [10] ? \task [143:124] : \task [123:104];
   assign \$16  = \task [10] ? \task [123:104] : \task [143:124];
-  assign n_cols = stage ? \$15  : \$16 ;
+  assign n_cols = lanes_stage ? \$15  : \$16 ;
   assign \$22  = | rd_in_data[1:0];
   assign \$24  = | rd_in_data[1:0];
   assign \$25  = ~ rd_in_data[1];
@@ -6384,14 +6387,14 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \$1088  = copy_span_offset + \$1087 ;
   assign \$1089  = \$1088  + 6'h20;
   assign \$1090  = \$1089  - 1'h1;
-  assign \$1092  = \$signal$851  + 7'h40;
+  assign \$1092  = \$signal$852  + 7'h40;
   assign \$1093  = \task [342] ? \$1092  : { 1'h0, \task [83:20] };
-  assign \$1094  = \$signal$851  + 7'h40;
+  assign \$1094  = \$signal$852  + 7'h40;
   assign \$1095  = \task [342] ? \$1094  : { 1'h0, \task [83:20] };
   assign \$1098  = ~ w_ready;
-  assign \$1099  = \task [183:164] - \$signal$859 ;
+  assign \$1099  = \task [183:164] - \$signal$860 ;
   assign \$1100  = $signed(\$1099 ) < $signed(4'h4);
-  assign \$1101  = \task [183:164] - \$signal$859 ;
+  assign \$1101  = \task [183:164] - \$signal$860 ;
   assign \$1102  = \$1100  ? \$1101  : 21'h000004;
   assign \$1103  = \$signal  + 7'h40;
   assign \$1105  = \$1103  + \$1104 ;
@@ -6404,207 +6407,209 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \$1114  = \$1113  + 6'h20;
   assign \$1115  = \$1114  - 1'h1;
   assign \$1117  = ready & lanes_ready;
-  assign \$1118  = ~ busy;
-  assign \$1119  = ~ waiting;
-  assign \$1120  = \$1118  & \$1119 ;
-  assign \$1121  = ! dest;
-  assign \$1122  = dest == 1'h1;
-  assign \$1123  = \$1121  | \$1122 ;
-  assign \$1124  = ~ \$1123 ;
-  assign \$1125  = \$1124  | writer_free;
-  assign \$1126  = \$1120  & \$1125 ;
-  assign \$1127  = \$signal$851  + 7'h40;
-  assign \$1128  = \$1127  + \$signal$884 ;
-  assign \$1129  = drain > 1'h1;
-  assign \$1130  = drain - 1'h1;
-  assign \$1131  = \$1129  ? \$1130  : 6'h00;
-  assign \$1132  = \task [10] ? \task [143:124] : \task [123:104];
-  assign \$1133  = \task [10] ? \task [123:104] : \task [143:124];
-  assign \$1134  = stage ? \$1132  : \$1133 ;
-  assign \$1136  = ! dest;
-  assign \$1137  = dest == 1'h1;
-  assign \$1138  = \$1136  | \$1137 ;
-  assign \$1139  = \$signal$893  << \$signal$904 ;
-  assign \$1140  = \$signal$891  * \$1139 ;
-  assign \$1141  = result_first_0[5:0] + \$1140 ;
-  assign \$1142  = \$1141  + 7'h40;
-  assign \$1143  = \$1142  - 1'h1;
-  assign \$1145  = \task [5:2] == 2'h3;
-  assign \$1146  = \task [10] ? \task [123:104] : \task [143:124];
-  assign \$1147  = \$1145  ? \$1146  : \task [203:184];
-  assign \$1148  = \task [5:2] == 2'h3;
-  assign \$1149  = \$1148  | \task [11];
-  assign \$1150  = ~ busy;
-  assign \$1151  = ~ waiting;
-  assign \$1152  = \$1150  & \$1151 ;
-  assign \$1153  = \$1152  & writer_free;
-  assign \$1154  = \$signal$851  + 7'h40;
-  assign \$1155  = \$1154  + \$signal$884 ;
-  assign \$1156  = \task [10] ? \task [143:124] : \task [123:104];
-  assign \$1157  = \task [10] ? \task [123:104] : \task [143:124];
-  assign \$1158  = stage ? \$1156  : \$1157 ;
-  assign \$1160  = \$signal$893  << \$signal$904 ;
-  assign \$1161  = \$signal$891  * \$1160 ;
-  assign \$1162  = result_first_1[5:0] + \$1161 ;
-  assign \$1163  = \$1162  + 7'h40;
-  assign \$1164  = \$1163  - 1'h1;
-  assign \$1168  = ~ busy;
-  assign \$1169  = ~ waiting;
-  assign \$1170  = \$1168  & \$1169 ;
-  assign \$1171  = \$1170  & writer_free;
-  assign \$1172  = \$signal$851  + 7'h40;
-  assign \$1173  = \$1172  + \task [456:409];
-  assign \$1174  = \$signal$859  + \row$916 ;
-  assign \$1176  = \$1173  + \$1175 ;
-  assign \$1177  = ~ pending;
-  assign \$1178  = src__valid & out__ready;
-  assign \$1179  = \$1178  & out_err;
-  assign \$1180  = \read_error$946  | \$1179 ;
-  assign \$1181  = ! \status$944 ;
-  assign \$1182  = \$1181  & \task [343];
-  assign \$1183  = ! fsm_state;
-  assign \$1184  = fsm_state == 1'h1;
-  assign \$1185  = fsm_state == 2'h2;
-  assign \$1186  = fsm_state == 2'h3;
-  assign \$1187  = fsm_state == 3'h4;
-  assign \$1188  = fsm_state == 3'h5;
-  assign \$1189  = fsm_state == 3'h6;
-  assign \$1190  = fsm_state == 3'h7;
-  assign \$1191  = fsm_state == 4'h8;
-  assign \$1192  = fsm_state == 4'h9;
-  assign \$1193  = fsm_state == 4'ha;
-  assign \$1194  = fsm_state == 4'hb;
-  assign \$1195  = fsm_state == 4'hc;
-  assign \$1196  = fsm_state == 4'hd;
-  assign \$1197  = fsm_state == 4'he;
-  assign \$1198  = fsm_state == 4'hf;
-  assign \$1199  = fsm_state == 5'h10;
-  assign \$1200  = fsm_state == 5'h11;
-  assign \$1201  = fsm_state == 5'h12;
-  assign \$1202  = fsm_state == 5'h13;
-  assign \$1203  = fsm_state == 5'h14;
-  assign \$1204  = fsm_state == 5'h15;
-  assign \$1205  = fsm_state == 5'h16;
-  assign \$1206  = src__valid & out__ready;
-  assign \$1207  = \$1206  & out_err;
-  assign \$1208  = \task [269:206] - 1'h1;
-  assign \$1209  = 1'h1 << regs[259:256];
-  assign \$1210  = \$1209  - 1'h1;
-  assign \$1211  = { 1'h0, \$1208 [15:0] } & \$1210 ;
-  assign \$1212  = $signed(\$1211 ) << regs[265:260];
-  assign \$1213  = $signed({ 1'h0, regs[63:0] }) + $signed(\$1212 );
-  assign \$1214  = \task [269:206] - 1'h1;
-  assign \$1215  = 1'h1 << regs[259:256];
-  assign \$1216  = \$1215  - 1'h1;
-  assign \$1217  = { 1'h0, \$1214 [15:0] } & \$1216 ;
-  assign \$1218  = $signed(\$1217 ) << regs[265:260];
-  assign \$1219  = $signed({ 1'h0, regs[127:64] }) + $signed(\$1218 );
-  assign \$1220  = \task [5:2] == 2'h3;
-  assign \$1221  = \task [5:2] == 2'h2;
-  assign \$1222  = \task [5:2] == 3'h4;
-  assign \$1223  = \task [10] ? \task [143:124] : \task [123:104];
-  assign \$1224  = \task [10] ? \task [123:104] : \task [143:124];
-  assign \$1225  = | \task [341:334];
-  assign \$1226  = ! verdict_status;
-  assign \$1227  = ~ busy;
-  assign \$1228  = ~ waiting;
-  assign \$1229  = \$1227  & \$1228 ;
-  assign \$1230  = \$1229  & writer_free;
-  assign \$1231  = valid & last;
-  assign \$1232  = \task [5:2] == 2'h2;
-  assign \$1233  = ready & lanes_ready;
-  assign \$1234  = | rest_rows;
-  assign \$1235  = ~ busy;
-  assign \$1236  = ~ waiting;
-  assign \$1237  = \$1235  & \$1236 ;
-  assign \$1238  = ! dest;
-  assign \$1239  = dest == 1'h1;
-  assign \$1240  = \$1238  | \$1239 ;
-  assign \$1241  = ~ \$1240 ;
-  assign \$1242  = \$1241  | writer_free;
-  assign \$1243  = \$1237  & \$1242 ;
-  assign \$1244  = ! dest;
-  assign \$1245  = dest == 1'h1;
-  assign \$1246  = \$1244  | \$1245 ;
-  assign \$1247  = \$signal$893  << \$signal$904 ;
-  assign \$1248  = \$signal$891  * \$1247 ;
-  assign \$1249  = \$signal$884  + \$1248 ;
-  assign \$1250  = ~ bank;
-  assign \$1251  = ! dest;
-  assign \$1252  = dest == 1'h1;
-  assign \$1253  = \$1251  | \$1252 ;
-  assign \$1254  = dest == 2'h3;
-  assign \$1255  = \row$916  + 1'h1;
-  assign \$1256  = \$1255  < \$signal$891 ;
-  assign \$1257  = \row$916  + 1'h1;
-  assign \$1258  = \task [5:2] == 2'h3;
-  assign \$1259  = ~ busy;
-  assign \$1260  = ~ waiting;
-  assign \$1261  = \$1259  & \$1260 ;
-  assign \$1262  = \$1261  & writer_free;
-  assign \$1263  = \$signal$893  << \$signal$904 ;
-  assign \$1264  = \$signal$891  * \$1263 ;
-  assign \$1265  = \$signal$884  + \$1264 ;
-  assign \$1266  = ~ busy;
-  assign \$1267  = ~ waiting;
-  assign \$1268  = \$1266  & \$1267 ;
-  assign \$1269  = \$1268  & writer_free;
-  assign \$1270  = \row$916  + 1'h1;
-  assign \$1271  = \$1270  < \$signal$891 ;
-  assign \$1272  = \task [5:2] == 2'h3;
-  assign \$1273  = \row$916  + 1'h1;
-  assign \$1274  = \$signal$859  + 3'h4;
-  assign \$1275  = 3'h4 * \task [203:184];
-  assign \$1276  = \$signal$861  + \$1275 ;
-  assign \$1277  = \$signal$859  + 3'h4;
-  assign \$1278  = \$1277  < \task [183:164];
-  assign \$1279  = ~ pending;
+  assign \$1118  = dest == 2'h2;
+  assign \$1119  = ~ busy;
+  assign \$1120  = ~ waiting;
+  assign \$1121  = \$1119  & \$1120 ;
+  assign \$1122  = ! dest;
+  assign \$1123  = dest == 1'h1;
+  assign \$1124  = \$1122  | \$1123 ;
+  assign \$1125  = ~ \$1124 ;
+  assign \$1126  = \$1125  | writer_free;
+  assign \$1127  = \$1121  & \$1126 ;
+  assign \$1128  = \$signal$852  + 7'h40;
+  assign \$1129  = \$1128  + \$signal$885 ;
+  assign \$1130  = drain > 1'h1;
+  assign \$1131  = drain - 1'h1;
+  assign \$1132  = \$1130  ? \$1131  : 6'h00;
+  assign \$1133  = \task [10] ? \task [143:124] : \task [123:104];
+  assign \$1134  = \task [10] ? \task [123:104] : \task [143:124];
+  assign \$1135  = stage ? \$1133  : \$1134 ;
+  assign \$1137  = ! dest;
+  assign \$1138  = dest == 1'h1;
+  assign \$1139  = \$1137  | \$1138 ;
+  assign \$1140  = \$signal$894  << \$signal$905 ;
+  assign \$1141  = \$signal$892  * \$1140 ;
+  assign \$1142  = result_first_0[5:0] + \$1141 ;
+  assign \$1143  = \$1142  + 7'h40;
+  assign \$1144  = \$1143  - 1'h1;
+  assign \$1146  = dest == 2'h2;
+  assign \$1147  = \task [5:2] == 2'h3;
+  assign \$1148  = \task [10] ? \task [123:104] : \task [143:124];
+  assign \$1149  = \$1147  ? \$1148  : \task [203:184];
+  assign \$1150  = \task [5:2] == 2'h3;
+  assign \$1151  = \$1150  | \task [11];
+  assign \$1152  = ~ busy;
+  assign \$1153  = ~ waiting;
+  assign \$1154  = \$1152  & \$1153 ;
+  assign \$1155  = \$1154  & writer_free;
+  assign \$1156  = \$signal$852  + 7'h40;
+  assign \$1157  = \$1156  + \$signal$885 ;
+  assign \$1158  = \task [10] ? \task [143:124] : \task [123:104];
+  assign \$1159  = \task [10] ? \task [123:104] : \task [143:124];
+  assign \$1160  = stage ? \$1158  : \$1159 ;
+  assign \$1162  = \$signal$894  << \$signal$905 ;
+  assign \$1163  = \$signal$892  * \$1162 ;
+  assign \$1164  = result_first_1[5:0] + \$1163 ;
+  assign \$1165  = \$1164  + 7'h40;
+  assign \$1166  = \$1165  - 1'h1;
+  assign \$1170  = ~ busy;
+  assign \$1171  = ~ waiting;
+  assign \$1172  = \$1170  & \$1171 ;
+  assign \$1173  = \$1172  & writer_free;
+  assign \$1174  = \$signal$852  + 7'h40;
+  assign \$1175  = \$1174  + \task [456:409];
+  assign \$1176  = \$signal$860  + \row$917 ;
+  assign \$1178  = \$1175  + \$1177 ;
+  assign \$1179  = ~ pending;
+  assign \$1180  = src__valid & out__ready;
+  assign \$1181  = \$1180  & out_err;
+  assign \$1182  = \read_error$947  | \$1181 ;
+  assign \$1183  = ! \status$945 ;
+  assign \$1184  = \$1183  & \task [343];
+  assign \$1185  = ! fsm_state;
+  assign \$1186  = fsm_state == 1'h1;
+  assign \$1187  = fsm_state == 2'h2;
+  assign \$1188  = fsm_state == 2'h3;
+  assign \$1189  = fsm_state == 3'h4;
+  assign \$1190  = fsm_state == 3'h5;
+  assign \$1191  = fsm_state == 3'h6;
+  assign \$1192  = fsm_state == 3'h7;
+  assign \$1193  = fsm_state == 4'h8;
+  assign \$1194  = fsm_state == 4'h9;
+  assign \$1195  = fsm_state == 4'ha;
+  assign \$1196  = fsm_state == 4'hb;
+  assign \$1197  = fsm_state == 4'hc;
+  assign \$1198  = fsm_state == 4'hd;
+  assign \$1199  = fsm_state == 4'he;
+  assign \$1200  = fsm_state == 4'hf;
+  assign \$1201  = fsm_state == 5'h10;
+  assign \$1202  = fsm_state == 5'h11;
+  assign \$1203  = fsm_state == 5'h12;
+  assign \$1204  = fsm_state == 5'h13;
+  assign \$1205  = fsm_state == 5'h14;
+  assign \$1206  = fsm_state == 5'h15;
+  assign \$1207  = fsm_state == 5'h16;
+  assign \$1208  = src__valid & out__ready;
+  assign \$1209  = \$1208  & out_err;
+  assign \$1210  = \task [269:206] - 1'h1;
+  assign \$1211  = 1'h1 << regs[259:256];
+  assign \$1212  = \$1211  - 1'h1;
+  assign \$1213  = { 1'h0, \$1210 [15:0] } & \$1212 ;
+  assign \$1214  = $signed(\$1213 ) << regs[265:260];
+  assign \$1215  = $signed({ 1'h0, regs[63:0] }) + $signed(\$1214 );
+  assign \$1216  = \task [269:206] - 1'h1;
+  assign \$1217  = 1'h1 << regs[259:256];
+  assign \$1218  = \$1217  - 1'h1;
+  assign \$1219  = { 1'h0, \$1216 [15:0] } & \$1218 ;
+  assign \$1220  = $signed(\$1219 ) << regs[265:260];
+  assign \$1221  = $signed({ 1'h0, regs[127:64] }) + $signed(\$1220 );
+  assign \$1222  = \task [5:2] == 2'h3;
+  assign \$1223  = \task [5:2] == 2'h2;
+  assign \$1224  = \task [5:2] == 3'h4;
+  assign \$1225  = \task [10] ? \task [143:124] : \task [123:104];
+  assign \$1226  = \task [10] ? \task [123:104] : \task [143:124];
+  assign \$1227  = | \task [341:334];
+  assign \$1228  = ! verdict_status;
+  assign \$1229  = ~ busy;
+  assign \$1230  = ~ waiting;
+  assign \$1231  = \$1229  & \$1230 ;
+  assign \$1232  = \$1231  & writer_free;
+  assign \$1233  = valid & last;
+  assign \$1234  = \task [5:2] == 2'h2;
+  assign \$1235  = ready & lanes_ready;
+  assign \$1236  = | rest_rows;
+  assign \$1237  = ~ busy;
+  assign \$1238  = ~ waiting;
+  assign \$1239  = \$1237  & \$1238 ;
+  assign \$1240  = ! dest;
+  assign \$1241  = dest == 1'h1;
+  assign \$1242  = \$1240  | \$1241 ;
+  assign \$1243  = ~ \$1242 ;
+  assign \$1244  = \$1243  | writer_free;
+  assign \$1245  = \$1239  & \$1244 ;
+  assign \$1246  = ! dest;
+  assign \$1247  = dest == 1'h1;
+  assign \$1248  = \$1246  | \$1247 ;
+  assign \$1249  = \$signal$894  << \$signal$905 ;
+  assign \$1250  = \$signal$892  * \$1249 ;
+  assign \$1251  = \$signal$885  + \$1250 ;
+  assign \$1252  = ~ bank;
+  assign \$1253  = ! dest;
+  assign \$1254  = dest == 1'h1;
+  assign \$1255  = \$1253  | \$1254 ;
+  assign \$1256  = dest == 2'h3;
+  assign \$1257  = \row$917  + 1'h1;
+  assign \$1258  = \$1257  < \$signal$892 ;
+  assign \$1259  = \row$917  + 1'h1;
+  assign \$1260  = \task [5:2] == 2'h3;
+  assign \$1261  = ~ busy;
+  assign \$1262  = ~ waiting;
+  assign \$1263  = \$1261  & \$1262 ;
+  assign \$1264  = \$1263  & writer_free;
+  assign \$1265  = \$signal$894  << \$signal$905 ;
+  assign \$1266  = \$signal$892  * \$1265 ;
+  assign \$1267  = \$signal$885  + \$1266 ;
+  assign \$1268  = ~ busy;
+  assign \$1269  = ~ waiting;
+  assign \$1270  = \$1268  & \$1269 ;
+  assign \$1271  = \$1270  & writer_free;
+  assign \$1272  = \row$917  + 1'h1;
+  assign \$1273  = \$1272  < \$signal$892 ;
+  assign \$1274  = \task [5:2] == 2'h3;
+  assign \$1275  = \row$917  + 1'h1;
+  assign \$1276  = \$signal$860  + 3'h4;
+  assign \$1277  = 3'h4 * \task [203:184];
+  assign \$1278  = \$signal$862  + \$1277 ;
+  assign \$1279  = \$signal$860  + 3'h4;
+  assign \$1280  = \$1279  < \task [183:164];
+  assign \$1281  = ~ pending;
   always @(posedge clk)
-    \read_error$946  <= \$1280 ;
+    \read_error$947  <= \$1282 ;
   always @(posedge clk)
-    \task  <= \$1281 ;
+    \task  <= \$1283 ;
   always @(posedge clk)
-    fsm_state <= \$1282 ;
+    fsm_state <= \$1284 ;
   always @(posedge clk)
-    \status$944  <= \$1283 ;
+    \status$945  <= \$1285 ;
   always @(posedge clk)
-    \$signal  <= \$1284 ;
+    \$signal  <= \$1286 ;
   always @(posedge clk)
-    \$signal$851  <= \$1285 ;
+    \$signal$852  <= \$1287 ;
   always @(posedge clk)
-    \$signal$859  <= \$1286 ;
+    \$signal$860  <= \$1288 ;
   always @(posedge clk)
-    \$signal$861  <= \$1287 ;
+    \$signal$862  <= \$1289 ;
   always @(posedge clk)
-    \$signal$884  <= \$1288 ;
+    \$signal$885  <= \$1290 ;
   always @(posedge clk)
-    \$signal$904  <= \$1289 ;
+    \$signal$905  <= \$1291 ;
   always @(posedge clk)
-    \$signal$893  <= \$1290 ;
+    \$signal$894  <= \$1292 ;
   always @(posedge clk)
-    \$signal$891  <= \$1291 ;
+    \$signal$892  <= \$1293 ;
   always @(posedge clk)
-    stage <= \$1292 ;
+    stage <= \$1294 ;
   always @(posedge clk)
-    \row$916  <= \$1293 ;
+    \row$917  <= \$1295 ;
   always @(posedge clk)
-    bank <= \$1294 ;
+    bank <= \$1296 ;
   always @(posedge clk)
-    anchor_m0 <= \$1295 ;
+    anchor_m0 <= \$1297 ;
   always @(posedge clk)
-    anchor_m1 <= \$1296 ;
+    anchor_m1 <= \$1298 ;
   always @(posedge clk)
-    anchor_m2 <= \$1297 ;
+    anchor_m2 <= \$1299 ;
   always @(posedge clk)
-    anchor_m3 <= \$1298 ;
+    anchor_m3 <= \$1300 ;
   always @(posedge clk)
-    anchor_l0 <= \$1299 ;
+    anchor_l0 <= \$1301 ;
   always @(posedge clk)
-    anchor_l1 <= \$1300 ;
+    anchor_l1 <= \$1302 ;
   always @(posedge clk)
-    anchor_l2 <= \$1301 ;
+    anchor_l2 <= \$1303 ;
   always @(posedge clk)
-    anchor_l3 <= \$1302 ;
+    anchor_l3 <= \$1304 ;
   \ndp_device.control_unit.chunks  chunks (
     .acc_addr0(acc_addr),
     .acc_addr1(acc_addr1),
@@ -6642,7 +6647,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .run_log2(run_log2),
     .sets(sets),
     .split(split),
-    .start(\start$874 ),
+    .start(\start$875 ),
     .t_first(t_first),
     .t_fold_adds(t_fold_adds),
     .t_level(t_level),
@@ -6666,17 +6671,17 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .cycle(cycle),
     .done_status(done_status),
     .done_store(report_store),
-    .hold(\hold$952 ),
+    .hold(\hold$953 ),
     .irq(irq),
-    .line(\line$965 ),
+    .line(\line$966 ),
     .line_addr(line_addr),
     .line_start(line_start),
     .pending(pending),
-    .\port$14271$0 (\$1303 ),
-    .\port$14500$289 (queues__0[289]),
-    .\port$14502$289 (queues__1[289]),
-    .\port$14504$289 (queues__2[289]),
-    .\port$14506$289 (queues__3[289]),
+    .\port$14277$0 (\$1305 ),
+    .\port$14506$289 (queues__0[289]),
+    .\port$14508$289 (queues__1[289]),
+    .\port$14510$289 (queues__2[289]),
+    .\port$14512$289 (queues__3[289]),
     .queue(queue),
     .quiet(quiet),
     .r_en(reported),
@@ -6765,7 +6770,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .side_err(bus__rresp[1]),
     .side_valid(side_valid),
     .take(take),
-    .\task (\task$982 ),
+    .\task (\task$983 ),
     .task_valid(task_valid),
     .verdict_status(verdict_status),
     .verdict_take(verdict_take),
@@ -6779,9 +6784,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .out__strb(src__strb),
     .out__valid(\src__valid$82 ),
     .rst(rst),
-    .start(\start$258 ),
+    .start(\start$259 ),
     .w_bytes(w_bytes),
-    .w_data(\w_data$245 ),
+    .w_data(\w_data$246 ),
     .w_last(w_last),
     .w_ready(w_ready),
     .w_valid(w_valid)
@@ -6833,14 +6838,14 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .w_data(bus__rdata)
   );
   \ndp_device.control_unit.readout  readout (
-    .acc_we(\acc_we$910 ),
-    .bank(\bank$900 ),
+    .acc_we(\acc_we$911 ),
+    .bank(\bank$901 ),
     .busy(busy),
     .clk(clk),
     .delay(delay),
-    .dest(\dest$889 ),
+    .dest(\dest$890 ),
     .done(done),
-    .first(\first$902 ),
+    .first(\first$903 ),
     .fold_bank(fold_bank),
     .fold_n_cols(fold_n_cols),
     .fold_n_words(fold_n_words),
@@ -6851,40 +6856,40 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .fold_sets1(fold_sets1),
     .fold_valid(fold_valid),
     .fold_word(fold_word),
-    .in_we(\in_we$905 ),
-    .lines(\lines$903 ),
+    .in_we(\in_we$906 ),
+    .lines(\lines$904 ),
     .n(n),
-    .n_words(\n_words$894 ),
-    .pack_log2(\pack_log2$899 ),
+    .n_words(\n_words$895 ),
+    .pack_log2(\pack_log2$900 ),
     .rd_in_data(rd_in_data),
     .rd_row(buf_row),
     .results(results),
-    .rows(\rows$890 ),
+    .rows(\rows$891 ),
     .rst(rst),
-    .run_addr(\run_addr$255 ),
-    .run_lines(\run_lines$257 ),
+    .run_addr(\run_addr$256 ),
+    .run_lines(\run_lines$258 ),
     .run_offset(run_offset),
-    .run_start(\run_start$251 ),
-    .sets(\sets$895 ),
+    .run_start(\run_start$252 ),
+    .sets(\sets$896 ),
     .sets1(sets1),
     .source(source),
-    .start(\start$885 ),
+    .start(\start$886 ),
     .sum_fp16(sum_fp16),
     .sum_fp32(sum_fp32),
     .sum_ready(sum_ready),
     .sum_valid(sum_valid),
-    .w_bytes(\w_bytes$248 ),
-    .w_data(\w_data$246 ),
-    .w_last(\w_last$250 ),
+    .w_bytes(\w_bytes$249 ),
+    .w_data(\w_data$247 ),
+    .w_last(\w_last$251 ),
     .w_ready(w_ready),
-    .w_valid(\w_valid$242 ),
+    .w_valid(\w_valid$243 ),
     .waiting(waiting),
-    .waiting_results(\hold$952 ),
+    .waiting_results(\hold$953 ),
     .word(buf_word)
   );
   \ndp_device.control_unit.softmax  softmax (
     .clk(clk),
-    .done(\done$987 ),
+    .done(\done$988 ),
     .dst_addr(dst_addr),
     .\dst_data$425 (dst_data),
     .dst_en(dst_en),
@@ -6895,10 +6900,10 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .rst(rst),
     .src_addr(src_addr),
     .src_data(src_data),
-    .start(\start$922 )
+    .start(\start$923 )
   );
   \ndp_device.control_unit.unpacker  unpacker (
-    .beats(\beats$856 ),
+    .beats(\beats$857 ),
     .chunk_d0(data),
     .clk(clk),
     .col(col),
@@ -6906,7 +6911,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .count(count),
     .hold(hold),
     .last(last),
-    .offset(\offset$853 ),
+    .offset(\offset$854 ),
     .\pair$44 (pair),
     .pair_chunk_d0(pair_data),
     .pair_count(pair_count),
@@ -6917,12 +6922,12 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .rst(rst),
     .src__data(src__data),
     .src__valid(src__valid),
-    .start(\start$852 ),
+    .start(\start$853 ),
     .valid(valid)
   );
   \ndp_device.control_unit.writer  writer (
     .addr(bus__awaddr),
-    .\addr$55 (\addr$254 ),
+    .\addr$55 (\addr$255 ),
     .bus__awlen(bus__awlen),
     .bus__awready(bus__awready),
     .bus__awvalid(bus__awvalid),
@@ -6937,8 +6942,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .clk(clk),
     .from_stream(from_stream),
     .idle(idle),
-    .line(\line$937 ),
-    .lines(\lines$256 ),
+    .line(\line$938 ),
+    .lines(\lines$257 ),
     .quiet(quiet),
     .report(report),
     .reported(reported),
@@ -6948,36 +6953,36 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .src__ready(\out__ready$78 ),
     .src__strb(src__strb),
     .src__valid(\src__valid$82 ),
-    .start(\start$252 ),
+    .start(\start$253 ),
     .strb(strb),
     .write_error(write_error)
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     (* full_case = 32'd1 *)
-    casez (\row$916 )
+    casez (\row$917 )
       2'h0:
-          \$1166  = anchor_m0;
+          \$1168  = anchor_m0;
       2'h1:
-          \$1166  = anchor_m1;
+          \$1168  = anchor_m1;
       2'h2:
-          \$1166  = anchor_m2;
+          \$1168  = anchor_m2;
       2'h3:
-          \$1166  = anchor_m3;
+          \$1168  = anchor_m3;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     (* full_case = 32'd1 *)
-    casez (\row$916 )
+    casez (\row$917 )
       2'h0:
-          \$1167  = anchor_l0;
+          \$1169  = anchor_l0;
       2'h1:
-          \$1167  = anchor_l1;
+          \$1169  = anchor_l1;
       2'h2:
-          \$1167  = anchor_l2;
+          \$1169  = anchor_l2;
       2'h3:
-          \$1167  = anchor_l3;
+          \$1169  = anchor_l3;
     endcase
   end
   always @* begin
@@ -6996,7 +7001,47 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    w_valid = \w_valid$242 ;
+    lanes_stage = stage;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          if (\$1118 ) begin
+            lanes_stage = 1'h1;
+          end
+      5'h11:
+          if (\$1146 ) begin
+            lanes_stage = 1'h1;
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    w_valid = \w_valid$243 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -7012,7 +7057,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \w_data$245  = \w_data$246 ;
+    \w_data$246  = \w_data$247 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -7023,12 +7068,12 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h05:
           /* empty */;
       5'h06:
-          \w_data$245  = { 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, data };
+          \w_data$246  = { 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, data };
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    w_bytes = \w_bytes$248 ;
+    w_bytes = \w_bytes$249 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -7044,7 +7089,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    w_last = \w_last$250 ;
+    w_last = \w_last$251 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -7060,9 +7105,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \start$252  = 1'h0;
-    if (\run_start$251 ) begin
-      \start$252  = 1'h1;
+    \start$253  = 1'h0;
+    if (\run_start$252 ) begin
+      \start$253  = 1'h1;
     end
     casez (fsm_state)
       5'h00:
@@ -7073,7 +7118,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h05:
           if (\$1077 ) begin
-            \start$252  = 1'h1;
+            \start$253  = 1'h1;
           end
       5'h06:
           /* empty */;
@@ -7106,18 +7151,18 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h15:
           /* empty */;
       5'h13:
-          if (\$1171 ) begin
-            \start$252  = 1'h1;
+          if (\$1173 ) begin
+            \start$253  = 1'h1;
           end
     endcase
     if (line_start) begin
-      \start$252  = 1'h1;
+      \start$253  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     from_stream = 1'h0;
-    if (\run_start$251 ) begin
+    if (\run_start$252 ) begin
       from_stream = 1'h1;
     end
     casez (fsm_state)
@@ -7135,9 +7180,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \addr$254  = 64'h0000000000000000;
-    if (\run_start$251 ) begin
-      \addr$254  = \run_addr$255 ;
+    \addr$255  = 64'h0000000000000000;
+    if (\run_start$252 ) begin
+      \addr$255  = \run_addr$256 ;
     end
     casez (fsm_state)
       5'h00:
@@ -7148,7 +7193,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h05:
           if (\$1077 ) begin
-            \addr$254  = \$1093 [63:0];
+            \addr$255  = \$1093 [63:0];
           end
       5'h06:
           /* empty */;
@@ -7181,19 +7226,19 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h15:
           /* empty */;
       5'h13:
-          if (\$1171 ) begin
-            \addr$254  = \$1176 [63:0];
+          if (\$1173 ) begin
+            \addr$255  = \$1178 [63:0];
           end
     endcase
     if (line_start) begin
-      \addr$254  = line_addr;
+      \addr$255  = line_addr;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \lines$256  = 32'd0;
-    if (\run_start$251 ) begin
-      \lines$256  = \run_lines$257 ;
+    \lines$257  = 32'd0;
+    if (\run_start$252 ) begin
+      \lines$257  = \run_lines$258 ;
     end
     casez (fsm_state)
       5'h00:
@@ -7204,15 +7249,15 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h05:
           if (\$1077 ) begin
-            \lines$256  = { 12'h000, \task [103:84] };
+            \lines$257  = { 12'h000, \task [103:84] };
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \start$258  = 1'h0;
-    if (\run_start$251 ) begin
-      \start$258  = 1'h1;
+    \start$259  = 1'h0;
+    if (\run_start$252 ) begin
+      \start$259  = 1'h1;
     end
     casez (fsm_state)
       5'h00:
@@ -7223,14 +7268,14 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h05:
           if (\$1077 ) begin
-            \start$258  = 1'h1;
+            \start$259  = 1'h1;
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     offset = 6'h00;
-    if (\run_start$251 ) begin
+    if (\run_start$252 ) begin
       offset = run_offset;
     end
     casez (fsm_state)
@@ -7830,7 +7875,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \start$852  = 1'h0;
+    \start$853  = 1'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -7840,12 +7885,12 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h05:
           if (\$1077 ) begin
-            \start$852  = 1'h1;
+            \start$853  = 1'h1;
           end
       5'h06:
           /* empty */;
       5'h04:
-          \start$852  = 1'h1;
+          \start$853  = 1'h1;
       5'h07:
           /* empty */;
       5'h09:
@@ -7853,14 +7898,14 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0a:
           /* empty */;
       5'h0b:
-          \start$852  = 1'h1;
+          \start$853  = 1'h1;
       5'h0c:
-          \start$852  = 1'h1;
+          \start$853  = 1'h1;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \offset$853  = 5'h00;
+    \offset$854  = 5'h00;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -7870,12 +7915,12 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h05:
           if (\$1077 ) begin
-            \offset$853  = copy_span_offset[4:0];
+            \offset$854  = copy_span_offset[4:0];
           end
       5'h06:
           /* empty */;
       5'h04:
-          \offset$853  = input_span_offset[4:0];
+          \offset$854  = input_span_offset[4:0];
       5'h07:
           /* empty */;
       5'h09:
@@ -7883,9 +7928,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0a:
           /* empty */;
       5'h0b:
-          \offset$853  = u_offset;
+          \offset$854  = u_offset;
       5'h0c:
-          \offset$853  = u_offset;
+          \offset$854  = u_offset;
     endcase
   end
   always @* begin
@@ -7950,7 +7995,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \beats$856  = 32'd0;
+    \beats$857  = 32'd0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -7960,12 +8005,12 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h05:
           if (\$1077 ) begin
-            \beats$856  = beats[31:0];
+            \beats$857  = beats[31:0];
           end
       5'h06:
           /* empty */;
       5'h04:
-          \beats$856  = \beats$865 [31:0];
+          \beats$857  = \beats$866 [31:0];
       5'h07:
           /* empty */;
       5'h09:
@@ -7973,9 +8018,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0a:
           /* empty */;
       5'h0b:
-          \beats$856  = u_beats;
+          \beats$857  = u_beats;
       5'h0c:
-          \beats$856  = u_beats;
+          \beats$857  = u_beats;
     endcase
   end
   always @* begin
@@ -8086,7 +8131,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \beats$865  = 44'h00000000000;
+    \beats$866  = 44'h00000000000;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8099,7 +8144,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h06:
           /* empty */;
       5'h04:
-          \beats$865  = { \$1116 [25], \$1116 [25], \$1116 [25], \$1116 [25], \$1116 [25], \$1116 [25], \$1116 [25], \$1116 [25], \$1116 [25], \$1116 [25], \$1116 [25], \$1116 [25], \$1116 [25], \$1116 [25], \$1116 [25], \$1116 [25], \$1116 [25], \$1116 [25], \$1116  };
+          \beats$866  = { \$1116 [25], \$1116 [25], \$1116 [25], \$1116 [25], \$1116 [25], \$1116 [25], \$1116 [25], \$1116 [25], \$1116 [25], \$1116 [25], \$1116 [25], \$1116 [25], \$1116 [25], \$1116 [25], \$1116 [25], \$1116 [25], \$1116 [25], \$1116 [25], \$1116  };
     endcase
   end
   always @* begin
@@ -8135,7 +8180,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0f:
           /* empty */;
       5'h11:
-          in_we = \in_we$905 ;
+          in_we = \in_we$906 ;
       5'h08:
           in_we = dst_en;
       5'h12:
@@ -8177,9 +8222,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h11:
           in_row = buf_row;
       5'h08:
-          in_row = \row$916 ;
+          in_row = \row$917 ;
       5'h12:
-          in_row = \row$916 ;
+          in_row = \row$917 ;
     endcase
   end
   always @* begin
@@ -8314,7 +8359,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \start$874  = 1'h0;
+    \start$875  = 1'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8335,9 +8380,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0a:
           /* empty */;
       5'h0b:
-          \start$874  = 1'h1;
+          \start$875  = 1'h1;
       5'h0c:
-          \start$874  = 1'h1;
+          \start$875  = 1'h1;
     endcase
   end
   always @* begin
@@ -8459,14 +8504,14 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0e:
           /* empty */;
       5'h0f:
-          if (\$1126 ) begin
-            result_first_0 = \$1128 [63:0];
+          if (\$1127 ) begin
+            result_first_0 = \$1129 [63:0];
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \start$885  = 1'h0;
+    \start$886  = 1'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8495,8 +8540,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0e:
           /* empty */;
       5'h0f:
-          if (\$1126 ) begin
-            \start$885  = 1'h1;
+          if (\$1127 ) begin
+            \start$886  = 1'h1;
           end
       5'h11:
           /* empty */;
@@ -8505,8 +8550,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h12:
           /* empty */;
       5'h14:
-          if (\$1153 ) begin
-            \start$885  = 1'h1;
+          if (\$1155 ) begin
+            \start$886  = 1'h1;
           end
     endcase
   end
@@ -8541,8 +8586,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0e:
           /* empty */;
       5'h0f:
-          if (\$1126 ) begin
-            delay = \$1131 [4:0];
+          if (\$1127 ) begin
+            delay = \$1132 [4:0];
           end
       5'h11:
           /* empty */;
@@ -8551,7 +8596,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h12:
           /* empty */;
       5'h14:
-          if (\$1153 ) begin
+          if (\$1155 ) begin
             delay = 5'h00;
           end
     endcase
@@ -8587,7 +8632,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0e:
           /* empty */;
       5'h0f:
-          if (\$1126 ) begin
+          if (\$1127 ) begin
             source = 1'h0;
           end
       5'h11:
@@ -8597,14 +8642,14 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h12:
           /* empty */;
       5'h14:
-          if (\$1153 ) begin
+          if (\$1155 ) begin
             source = 1'h1;
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \dest$889  = 2'h0;
+    \dest$890  = 2'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8633,8 +8678,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0e:
           /* empty */;
       5'h0f:
-          if (\$1126 ) begin
-            \dest$889  = dest;
+          if (\$1127 ) begin
+            \dest$890  = dest;
           end
       5'h11:
           /* empty */;
@@ -8643,14 +8688,14 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h12:
           /* empty */;
       5'h14:
-          if (\$1153 ) begin
-            \dest$889  = 2'h0;
+          if (\$1155 ) begin
+            \dest$890  = 2'h0;
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \rows$890  = 3'h0;
+    \rows$891  = 3'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8679,8 +8724,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0e:
           /* empty */;
       5'h0f:
-          if (\$1126 ) begin
-            \rows$890  = \$signal$891 ;
+          if (\$1127 ) begin
+            \rows$891  = \$signal$892 ;
           end
       5'h11:
           /* empty */;
@@ -8689,8 +8734,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h12:
           /* empty */;
       5'h14:
-          if (\$1153 ) begin
-            \rows$890  = \$signal$891 ;
+          if (\$1155 ) begin
+            \rows$891  = \$signal$892 ;
           end
     endcase
   end
@@ -8725,8 +8770,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0e:
           /* empty */;
       5'h0f:
-          if (\$1126 ) begin
-            n = \$1135 ;
+          if (\$1127 ) begin
+            n = \$1136 ;
           end
       5'h11:
           /* empty */;
@@ -8735,14 +8780,14 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h12:
           /* empty */;
       5'h14:
-          if (\$1153 ) begin
-            n = \$1159 ;
+          if (\$1155 ) begin
+            n = \$1161 ;
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \n_words$894  = 8'h00;
+    \n_words$895  = 8'h00;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8771,8 +8816,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0e:
           /* empty */;
       5'h0f:
-          if (\$1126 ) begin
-            \n_words$894  = n_words[7:0];
+          if (\$1127 ) begin
+            \n_words$895  = n_words[7:0];
           end
       5'h11:
           /* empty */;
@@ -8781,14 +8826,14 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h12:
           /* empty */;
       5'h14:
-          if (\$1153 ) begin
-            \n_words$894  = n_words[7:0];
+          if (\$1155 ) begin
+            \n_words$895  = n_words[7:0];
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \sets$895  = 2'h0;
+    \sets$896  = 2'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8817,8 +8862,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0e:
           /* empty */;
       5'h0f:
-          if (\$1126 ) begin
-            \sets$895  = sets_used__0;
+          if (\$1127 ) begin
+            \sets$896  = sets_used__0;
           end
       5'h11:
           /* empty */;
@@ -8827,8 +8872,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h12:
           /* empty */;
       5'h14:
-          if (\$1153 ) begin
-            \sets$895  = sets_used__0;
+          if (\$1155 ) begin
+            \sets$896  = sets_used__0;
           end
     endcase
   end
@@ -8863,7 +8908,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0e:
           /* empty */;
       5'h0f:
-          if (\$1126 ) begin
+          if (\$1127 ) begin
             sets1 = sets_used__1;
           end
       5'h11:
@@ -8873,14 +8918,14 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h12:
           /* empty */;
       5'h14:
-          if (\$1153 ) begin
+          if (\$1155 ) begin
             sets1 = sets_used__1;
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \pack_log2$899  = 3'h0;
+    \pack_log2$900  = 3'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8909,8 +8954,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0e:
           /* empty */;
       5'h0f:
-          if (\$1126 ) begin
-            \pack_log2$899  = pack_log2;
+          if (\$1127 ) begin
+            \pack_log2$900  = pack_log2;
           end
       5'h11:
           /* empty */;
@@ -8919,14 +8964,14 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h12:
           /* empty */;
       5'h14:
-          if (\$1153 ) begin
-            \pack_log2$899  = pack_log2;
+          if (\$1155 ) begin
+            \pack_log2$900  = pack_log2;
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \bank$900  = 1'h0;
+    \bank$901  = 1'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8955,8 +9000,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0e:
           /* empty */;
       5'h0f:
-          if (\$1126 ) begin
-            \bank$900  = bank;
+          if (\$1127 ) begin
+            \bank$901  = bank;
           end
       5'h11:
           /* empty */;
@@ -8965,8 +9010,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h12:
           /* empty */;
       5'h14:
-          if (\$1153 ) begin
-            \bank$900  = bank;
+          if (\$1155 ) begin
+            \bank$901  = bank;
           end
     endcase
   end
@@ -9001,8 +9046,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0e:
           /* empty */;
       5'h0f:
-          if (\$1126 ) begin
-            results = \$1138 ;
+          if (\$1127 ) begin
+            results = \$1139 ;
           end
       5'h11:
           /* empty */;
@@ -9011,14 +9056,14 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h12:
           /* empty */;
       5'h14:
-          if (\$1153 ) begin
+          if (\$1155 ) begin
             results = 1'h1;
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \first$902  = 64'h0000000000000000;
+    \first$903  = 64'h0000000000000000;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -9047,8 +9092,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0e:
           /* empty */;
       5'h0f:
-          if (\$1126 ) begin
-            \first$902  = result_first_0;
+          if (\$1127 ) begin
+            \first$903  = result_first_0;
           end
       5'h11:
           /* empty */;
@@ -9057,14 +9102,14 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h12:
           /* empty */;
       5'h14:
-          if (\$1153 ) begin
-            \first$902  = result_first_1;
+          if (\$1155 ) begin
+            \first$903  = result_first_1;
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \lines$903  = 32'd0;
+    \lines$904  = 32'd0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -9093,8 +9138,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0e:
           /* empty */;
       5'h0f:
-          if (\$1126 ) begin
-            \lines$903  = { \$1144 [28], \$1144 [28], \$1144 [28], \$1144  };
+          if (\$1127 ) begin
+            \lines$904  = { \$1145 [28], \$1145 [28], \$1145 [28], \$1145  };
           end
       5'h11:
           /* empty */;
@@ -9103,8 +9148,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h12:
           /* empty */;
       5'h14:
-          if (\$1153 ) begin
-            \lines$903  = { \$1165 [28], \$1165 [28], \$1165 [28], \$1165  };
+          if (\$1155 ) begin
+            \lines$904  = { \$1167 [28], \$1167 [28], \$1167 [28], \$1167  };
           end
     endcase
   end
@@ -9141,7 +9186,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0f:
           /* empty */;
       5'h11:
-          acc_we = \acc_we$910 ;
+          acc_we = \acc_we$911 ;
     endcase
   end
   always @* begin
@@ -9287,9 +9332,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h11:
           /* empty */;
       5'h08:
-          rd_row = \row$916 ;
+          rd_row = \row$917 ;
       5'h12:
-          rd_row = \row$916 ;
+          rd_row = \row$917 ;
       5'h14:
           /* empty */;
       5'h15:
@@ -9342,7 +9387,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \start$922  = 1'h0;
+    \start$923  = 1'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -9375,7 +9420,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h11:
           /* empty */;
       5'h08:
-          \start$922  = 1'h1;
+          \start$923  = 1'h1;
     endcase
   end
   always @* begin
@@ -9413,7 +9458,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h11:
           /* empty */;
       5'h08:
-          length = \$1147 ;
+          length = \$1149 ;
     endcase
   end
   always @* begin
@@ -9451,7 +9496,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h11:
           /* empty */;
       5'h08:
-          partial = \$1149 ;
+          partial = \$1151 ;
     endcase
   end
   always @* begin
@@ -9493,8 +9538,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h12:
           /* empty */;
       5'h14:
-          if (\$1153 ) begin
-            result_first_1 = \$1155 [63:0];
+          if (\$1155 ) begin
+            result_first_1 = \$1157 [63:0];
           end
     endcase
   end
@@ -9541,12 +9586,12 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h15:
           /* empty */;
       5'h13:
-          line = { 448'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, \$1167 , \$1166  };
+          line = { 448'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, \$1169 , \$1168  };
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \line$937  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    \line$938  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -9587,12 +9632,12 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h15:
           /* empty */;
       5'h13:
-          if (\$1171 ) begin
-            \line$937  = line;
+          if (\$1173 ) begin
+            \line$938  = line;
           end
     endcase
     if (line_start) begin
-      \line$937  = \line$965 ;
+      \line$938  = \line$966 ;
     end
   end
   always @* begin
@@ -9638,7 +9683,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h15:
           /* empty */;
       5'h13:
-          if (\$1171 ) begin
+          if (\$1173 ) begin
             strb = 64'hffffffffffffffff;
           end
     endcase
@@ -9695,7 +9740,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h10:
           /* empty */;
       5'h02:
-          if (\$1177 ) begin
+          if (\$1179 ) begin
             complete = 1'h1;
           end
     endcase
@@ -9749,7 +9794,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h10:
           /* empty */;
       5'h02:
-          if (\$1177 ) begin
+          if (\$1179 ) begin
             queue = \task [205:204];
           end
     endcase
@@ -9803,7 +9848,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h10:
           /* empty */;
       5'h02:
-          if (\$1177 ) begin
+          if (\$1179 ) begin
             seq = \task [269:206];
           end
     endcase
@@ -9857,7 +9902,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h10:
           /* empty */;
       5'h02:
-          if (\$1177 ) begin
+          if (\$1179 ) begin
             taken = \task [333:270];
           end
     endcase
@@ -9911,8 +9956,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h10:
           /* empty */;
       5'h02:
-          if (\$1177 ) begin
-            status = \status$944 ;
+          if (\$1179 ) begin
+            status = \status$945 ;
           end
     endcase
   end
@@ -9965,8 +10010,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h10:
           /* empty */;
       5'h02:
-          if (\$1177 ) begin
-            read_error = \$1180 ;
+          if (\$1179 ) begin
+            read_error = \$1182 ;
           end
     endcase
   end
@@ -10019,8 +10064,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h10:
           /* empty */;
       5'h02:
-          if (\$1177 ) begin
-            slot = \$signal$851 ;
+          if (\$1179 ) begin
+            slot = \$signal$852 ;
           end
     endcase
   end
@@ -10073,8 +10118,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h10:
           /* empty */;
       5'h02:
-          if (\$1177 ) begin
-            store = \$1182 ;
+          if (\$1179 ) begin
+            store = \$1184 ;
           end
     endcase
   end
@@ -10087,237 +10132,237 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1280  = \read_error$946 ;
-    if (\$1207 ) begin
-      \$1280  = 1'h1;
+    \$1282  = \read_error$947 ;
+    if (\$1209 ) begin
+      \$1282  = 1'h1;
     end
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$1280  = 1'h0;
+          \$1282  = 1'h0;
     endcase
     if (rst) begin
-      \$1280  = 1'h0;
+      \$1282  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1281  = \task ;
+    \$1283  = \task ;
     casez (fsm_state)
       5'h00:
           if (task_valid) begin
-            \$1281  = \task$982 ;
+            \$1283  = \task$983 ;
           end
     endcase
     if (rst) begin
-      \$1281  = 1301'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$1283  = 1301'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1282  = fsm_state;
+    \$1284  = fsm_state;
     casez (fsm_state)
       5'h00:
           if (task_valid) begin
-            \$1282  = 5'h01;
+            \$1284  = 5'h01;
           end
       5'h01:
           (* full_case = 32'd1 *)
-          if (\$1225 ) begin
-            \$1282  = 5'h02;
+          if (\$1227 ) begin
+            \$1284  = 5'h02;
           end else if (\task [457]) begin
-            \$1282  = 5'h03;
+            \$1284  = 5'h03;
           end else if (\task [344]) begin
-            \$1282  = 5'h04;
+            \$1284  = 5'h04;
           end else begin
-            \$1282  = 5'h05;
+            \$1284  = 5'h05;
           end
       5'h03:
           if (verdict_valid) begin
             (* full_case = 32'd1 *)
-            if (\$1226 ) begin
-              \$1282  = 5'h04;
+            if (\$1228 ) begin
+              \$1284  = 5'h04;
             end else begin
-              \$1282  = 5'h02;
+              \$1284  = 5'h02;
             end
           end
       5'h05:
-          if (\$1230 ) begin
-            \$1282  = 5'h06;
+          if (\$1232 ) begin
+            \$1284  = 5'h06;
           end
       5'h06:
           if (idle) begin
-            \$1282  = 5'h02;
+            \$1284  = 5'h02;
           end
       5'h04:
-          \$1282  = 5'h07;
+          \$1284  = 5'h07;
       5'h07:
-          if (\$1231 ) begin
+          if (\$1233 ) begin
             (* full_case = 32'd1 *)
-            if (\$1232 ) begin
-              \$1282  = 5'h08;
+            if (\$1234 ) begin
+              \$1284  = 5'h08;
             end else begin
-              \$1282  = 5'h09;
+              \$1284  = 5'h09;
             end
           end
       5'h09:
-          \$1282  = 5'h0a;
+          \$1284  = 5'h0a;
       5'h0a:
-          if (\$1233 ) begin
+          if (\$1235 ) begin
             (* full_case = 32'd1 *)
             if (has_full) begin
-              \$1282  = 5'h0b;
+              \$1284  = 5'h0b;
             end else begin
-              \$1282  = 5'h0c;
+              \$1284  = 5'h0c;
             end
           end
       5'h0b:
-          \$1282  = 5'h0d;
+          \$1284  = 5'h0d;
       5'h0c:
-          \$1282  = 5'h0e;
+          \$1284  = 5'h0e;
       5'h0d:
           if (run_done) begin
             (* full_case = 32'd1 *)
-            if (\$1234 ) begin
-              \$1282  = 5'h0c;
+            if (\$1236 ) begin
+              \$1284  = 5'h0c;
             end else begin
-              \$1282  = 5'h0f;
+              \$1284  = 5'h0f;
             end
           end
       5'h0e:
           if (run_done) begin
-            \$1282  = 5'h0f;
+            \$1284  = 5'h0f;
           end
       5'h0f:
-          if (\$1243 ) begin
+          if (\$1245 ) begin
             (* full_case = 32'd1 *)
-            if (\$1253 ) begin
-              \$1282  = 5'h10;
+            if (\$1255 ) begin
+              \$1284  = 5'h10;
             end else begin
-              \$1282  = 5'h11;
+              \$1284  = 5'h11;
             end
           end
       5'h11:
           if (done) begin
             (* full_case = 32'd1 *)
-            if (\$1254 ) begin
-              \$1282  = 5'h08;
+            if (\$1256 ) begin
+              \$1284  = 5'h08;
             end else begin
-              \$1282  = 5'h09;
+              \$1284  = 5'h09;
             end
           end
       5'h08:
-          \$1282  = 5'h12;
+          \$1284  = 5'h12;
       5'h12:
-          if (\done$987 ) begin
+          if (\done$988 ) begin
             (* full_case = 32'd1 *)
-            if (\$1256 ) begin
-              \$1282  = 5'h08;
+            if (\$1258 ) begin
+              \$1284  = 5'h08;
             end else begin
               (* full_case = 32'd1 *)
-              if (\$1258 ) begin
-                \$1282  = 5'h13;
+              if (\$1260 ) begin
+                \$1284  = 5'h13;
               end else begin
-                \$1282  = 5'h14;
+                \$1284  = 5'h14;
               end
             end
           end
       5'h14:
-          if (\$1262 ) begin
-            \$1282  = 5'h15;
+          if (\$1264 ) begin
+            \$1284  = 5'h15;
           end
       5'h15:
           if (done) begin
             (* full_case = 32'd1 *)
             if (\task [11]) begin
-              \$1282  = 5'h13;
+              \$1284  = 5'h13;
             end else begin
-              \$1282  = 5'h10;
+              \$1284  = 5'h10;
             end
           end
       5'h13:
-          if (\$1269 ) begin
-            \$1282  = 5'h16;
+          if (\$1271 ) begin
+            \$1284  = 5'h16;
           end
       5'h16:
           if (idle) begin
             (* full_case = 32'd1 *)
-            if (\$1271 ) begin
-              \$1282  = 5'h13;
-            end else if (\$1272 ) begin
-              \$1282  = 5'h09;
+            if (\$1273 ) begin
+              \$1284  = 5'h13;
+            end else if (\$1274 ) begin
+              \$1284  = 5'h09;
             end else begin
-              \$1282  = 5'h10;
+              \$1284  = 5'h10;
             end
           end
       5'h10:
           (* full_case = 32'd1 *)
-          if (\$1278 ) begin
-            \$1282  = 5'h04;
+          if (\$1280 ) begin
+            \$1284  = 5'h04;
           end else begin
-            \$1282  = 5'h02;
+            \$1284  = 5'h02;
           end
       5'h02:
-          if (\$1279 ) begin
-            \$1282  = 5'h00;
+          if (\$1281 ) begin
+            \$1284  = 5'h00;
           end
     endcase
     if (rst) begin
-      \$1282  = 5'h00;
+      \$1284  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1283  = \status$944 ;
+    \$1285  = \status$945 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$1283  = \task [341:334];
+          \$1285  = \task [341:334];
       5'h03:
           if (verdict_valid) begin
-            \$1283  = verdict_status;
+            \$1285  = verdict_status;
           end
     endcase
     if (rst) begin
-      \$1283  = 8'h00;
+      \$1285  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1284  = \$signal ;
+    \$1286  = \$signal ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$1284  = \$1213 [63:0];
+          \$1286  = \$1215 [63:0];
     endcase
     if (rst) begin
-      \$1284  = 64'h0000000000000000;
+      \$1286  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1285  = \$signal$851 ;
+    \$1287  = \$signal$852 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$1285  = \$1219 [63:0];
+          \$1287  = \$1221 [63:0];
     endcase
     if (rst) begin
-      \$1285  = 64'h0000000000000000;
+      \$1287  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1286  = \$signal$859 ;
+    \$1288  = \$signal$860 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$1286  = 20'h00000;
+          \$1288  = 20'h00000;
       5'h03:
           /* empty */;
       5'h05:
@@ -10357,20 +10402,20 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h16:
           /* empty */;
       5'h10:
-          \$1286  = \$1274 [19:0];
+          \$1288  = \$1276 [19:0];
     endcase
     if (rst) begin
-      \$1286  = 20'h00000;
+      \$1288  = 20'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1287  = \$signal$861 ;
+    \$1289  = \$signal$862 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$1287  = 44'h00000000000;
+          \$1289  = 44'h00000000000;
       5'h03:
           /* empty */;
       5'h05:
@@ -10410,20 +10455,20 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h16:
           /* empty */;
       5'h10:
-          \$1287  = \$1276 [43:0];
+          \$1289  = \$1278 [43:0];
     endcase
     if (rst) begin
-      \$1287  = 44'h00000000000;
+      \$1289  = 44'h00000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1288  = \$signal$884 ;
+    \$1290  = \$signal$885 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$1288  = 48'h000000000000;
+          \$1290  = 48'h000000000000;
       5'h03:
           /* empty */;
       5'h05:
@@ -10447,9 +10492,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0e:
           /* empty */;
       5'h0f:
-          if (\$1243 ) begin
-            if (\$1246 ) begin
-              \$1288  = \$1249 [47:0];
+          if (\$1245 ) begin
+            if (\$1248 ) begin
+              \$1290  = \$1251 [47:0];
             end
           end
       5'h11:
@@ -10459,61 +10504,61 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h12:
           /* empty */;
       5'h14:
-          if (\$1262 ) begin
-            \$1288  = \$1265 [47:0];
+          if (\$1264 ) begin
+            \$1290  = \$1267 [47:0];
           end
     endcase
     if (rst) begin
-      \$1288  = 48'h000000000000;
+      \$1290  = 48'h000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1289  = \$signal$904 ;
+    \$1291  = \$signal$905 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
           (* full_case = 32'd1 *)
-          if (\$1220 ) begin
-            \$1289  = 2'h2;
-          end else if (\$1221 ) begin
-            \$1289  = 2'h1;
-          end else if (\$1222 ) begin
-            \$1289  = 2'h1;
+          if (\$1222 ) begin
+            \$1291  = 2'h2;
+          end else if (\$1223 ) begin
+            \$1291  = 2'h1;
+          end else if (\$1224 ) begin
+            \$1291  = 2'h1;
           end else begin
-            \$1289  = 2'h1;
+            \$1291  = 2'h1;
           end
     endcase
     if (rst) begin
-      \$1289  = 2'h0;
+      \$1291  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1290  = \$signal$893 ;
+    \$1292  = \$signal$894 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
           (* full_case = 32'd1 *)
-          if (\$1220 ) begin
-            \$1290  = \$1223 ;
-          end else if (\$1221 ) begin
-            \$1290  = \task [203:184];
-          end else if (\$1222 ) begin
-            \$1290  = \task [123:104];
+          if (\$1222 ) begin
+            \$1292  = \$1225 ;
+          end else if (\$1223 ) begin
+            \$1292  = \task [203:184];
+          end else if (\$1224 ) begin
+            \$1292  = \task [123:104];
           end else begin
-            \$1290  = \$1224 ;
+            \$1292  = \$1226 ;
           end
     endcase
     if (rst) begin
-      \$1290  = 20'h00000;
+      \$1292  = 20'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1291  = \$signal$891 ;
+    \$1293  = \$signal$892 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -10526,15 +10571,15 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h06:
           /* empty */;
       5'h04:
-          \$1291  = rows_now;
+          \$1293  = rows_now;
     endcase
     if (rst) begin
-      \$1291  = 3'h0;
+      \$1293  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1292  = stage;
+    \$1294  = stage;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -10547,7 +10592,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h06:
           /* empty */;
       5'h04:
-          \$1292  = 1'h0;
+          \$1294  = 1'h0;
       5'h07:
           /* empty */;
       5'h09:
@@ -10566,112 +10611,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h11:
           if (done) begin
-            \$1292  = 1'h1;
-          end
-    endcase
-    if (rst) begin
-      \$1292  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1293  = \row$916 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h07:
-          if (\$1231 ) begin
-            \$1293  = 2'h0;
-          end
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h11:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h12:
-          if (\done$987 ) begin
-            (* full_case = 32'd1 *)
-            if (\$1256 ) begin
-              \$1293  = \$1257 [1:0];
-            end else begin
-              \$1293  = 2'h0;
-            end
-          end
-      5'h14:
-          /* empty */;
-      5'h15:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h16:
-          if (idle) begin
-            if (\$1271 ) begin
-              \$1293  = \$1273 [1:0];
-            end else if (\$1272 ) begin
-              \$1293  = 2'h0;
-            end
-          end
-    endcase
-    if (rst) begin
-      \$1293  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1294  = bank;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          if (\$1243 ) begin
-            \$1294  = \$1250 ;
+            \$1294  = 1'h1;
           end
     endcase
     if (rst) begin
@@ -10680,7 +10620,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1295  = anchor_m0;
+    \$1295  = \row$917 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -10695,7 +10635,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h04:
           /* empty */;
       5'h07:
-          /* empty */;
+          if (\$1233 ) begin
+            \$1295  = 2'h0;
+          end
       5'h09:
           /* empty */;
       5'h0a:
@@ -10715,20 +10657,36 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h08:
           /* empty */;
       5'h12:
-          if (\done$987 ) begin
-            casez (\row$916 )
-              2'h0:
-                  \$1295  = m;
-            endcase
+          if (\done$988 ) begin
+            (* full_case = 32'd1 *)
+            if (\$1258 ) begin
+              \$1295  = \$1259 [1:0];
+            end else begin
+              \$1295  = 2'h0;
+            end
+          end
+      5'h14:
+          /* empty */;
+      5'h15:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h16:
+          if (idle) begin
+            if (\$1273 ) begin
+              \$1295  = \$1275 [1:0];
+            end else if (\$1274 ) begin
+              \$1295  = 2'h0;
+            end
           end
     endcase
     if (rst) begin
-      \$1295  = 32'd0;
+      \$1295  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1296  = anchor_m1;
+    \$1296  = bank;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -10757,28 +10715,17 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0e:
           /* empty */;
       5'h0f:
-          /* empty */;
-      5'h11:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h12:
-          if (\done$987 ) begin
-            casez (\row$916 )
-              2'h0:
-                  /* empty */;
-              2'h1:
-                  \$1296  = m;
-            endcase
+          if (\$1245 ) begin
+            \$1296  = \$1252 ;
           end
     endcase
     if (rst) begin
-      \$1296  = 32'd0;
+      \$1296  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1297  = anchor_m2;
+    \$1297  = anchor_m0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -10813,13 +10760,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h08:
           /* empty */;
       5'h12:
-          if (\done$987 ) begin
-            casez (\row$916 )
+          if (\done$988 ) begin
+            casez (\row$917 )
               2'h0:
-                  /* empty */;
-              2'h1:
-                  /* empty */;
-              2'h2:
                   \$1297  = m;
             endcase
           end
@@ -10830,7 +10773,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1298  = anchor_m3;
+    \$1298  = anchor_m1;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -10865,16 +10808,11 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h08:
           /* empty */;
       5'h12:
-          if (\done$987 ) begin
-            (* full_case = 32'd1 *)
-            casez (\row$916 )
+          if (\done$988 ) begin
+            casez (\row$917 )
               2'h0:
                   /* empty */;
               2'h1:
-                  /* empty */;
-              2'h2:
-                  /* empty */;
-              2'h3:
                   \$1298  = m;
             endcase
           end
@@ -10885,7 +10823,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1299  = anchor_l0;
+    \$1299  = anchor_m2;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -10920,10 +10858,14 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h08:
           /* empty */;
       5'h12:
-          if (\done$987 ) begin
-            casez (\row$916 )
+          if (\done$988 ) begin
+            casez (\row$917 )
               2'h0:
-                  \$1299  = l;
+                  /* empty */;
+              2'h1:
+                  /* empty */;
+              2'h2:
+                  \$1299  = m;
             endcase
           end
     endcase
@@ -10933,7 +10875,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1300  = anchor_l1;
+    \$1300  = anchor_m3;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -10968,12 +10910,17 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h08:
           /* empty */;
       5'h12:
-          if (\done$987 ) begin
-            casez (\row$916 )
+          if (\done$988 ) begin
+            (* full_case = 32'd1 *)
+            casez (\row$917 )
               2'h0:
                   /* empty */;
               2'h1:
-                  \$1300  = l;
+                  /* empty */;
+              2'h2:
+                  /* empty */;
+              2'h3:
+                  \$1300  = m;
             endcase
           end
     endcase
@@ -10983,7 +10930,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1301  = anchor_l2;
+    \$1301  = anchor_l0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -11018,13 +10965,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h08:
           /* empty */;
       5'h12:
-          if (\done$987 ) begin
-            casez (\row$916 )
+          if (\done$988 ) begin
+            casez (\row$917 )
               2'h0:
-                  /* empty */;
-              2'h1:
-                  /* empty */;
-              2'h2:
                   \$1301  = l;
             endcase
           end
@@ -11035,7 +10978,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1302  = anchor_l3;
+    \$1302  = anchor_l1;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -11070,9 +11013,111 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h08:
           /* empty */;
       5'h12:
-          if (\done$987 ) begin
+          if (\done$988 ) begin
+            casez (\row$917 )
+              2'h0:
+                  /* empty */;
+              2'h1:
+                  \$1302  = l;
+            endcase
+          end
+    endcase
+    if (rst) begin
+      \$1302  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$1303  = anchor_l2;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h11:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h12:
+          if (\done$988 ) begin
+            casez (\row$917 )
+              2'h0:
+                  /* empty */;
+              2'h1:
+                  /* empty */;
+              2'h2:
+                  \$1303  = l;
+            endcase
+          end
+    endcase
+    if (rst) begin
+      \$1303  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$1304  = anchor_l3;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h11:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h12:
+          if (\done$988 ) begin
             (* full_case = 32'd1 *)
-            casez (\row$916 )
+            casez (\row$917 )
               2'h0:
                   /* empty */;
               2'h1:
@@ -11080,12 +11125,12 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
               2'h2:
                   /* empty */;
               2'h3:
-                  \$1302  = l;
+                  \$1304  = l;
             endcase
           end
     endcase
     if (rst) begin
-      \$1302  = 32'd0;
+      \$1304  = 32'd0;
     end
   end
   assign bus__arid = 8'h00;
@@ -11175,53 +11220,53 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \t_level$148  = t_level;
   assign \t_scalar$150  = t_scalar;
   assign \t_fold_adds$152  = t_fold_adds;
-  assign \split$154  = split;
-  assign \trans$155  = trans;
-  assign \t_level$156  = t_level;
-  assign \t_scalar$157  = t_scalar;
-  assign \t_fold_adds$158  = t_fold_adds;
-  assign \t_out$160  = t_out;
-  assign \t_set$162  = t_set;
-  assign \t_first$164  = t_first;
-  assign \t_row_end$166  = t_row_end;
+  assign \split$155  = split;
+  assign \trans$156  = trans;
+  assign \t_level$157  = t_level;
+  assign \t_scalar$158  = t_scalar;
+  assign \t_fold_adds$159  = t_fold_adds;
+  assign \t_out$161  = t_out;
+  assign \t_set$163  = t_set;
+  assign \t_first$165  = t_first;
+  assign \t_row_end$167  = t_row_end;
   assign mac0 = mac;
   assign k_base0 = k_base;
   assign acc_addr0 = acc_addr;
   assign active0 = active;
   assign w_data0 = w_data;
   assign first0 = first;
-  assign \mac1$180  = mac1;
-  assign \k_base1$182  = k_base1;
-  assign \acc_addr1$184  = acc_addr1;
-  assign \active1$186  = active1;
-  assign \w_data1$188  = w_data1;
-  assign \first1$190  = first1;
-  assign \valid$192  = valid;
-  assign \last$194  = last;
-  assign \row$196  = row;
-  assign \col$198  = col;
-  assign \count$200  = count;
-  assign \data$202  = data;
-  assign \pair_valid$204  = pair_valid;
-  assign \pair_count$206  = pair_count;
-  assign \pair_data$208  = pair_data;
+  assign \mac1$181  = mac1;
+  assign \k_base1$183  = k_base1;
+  assign \acc_addr1$185  = acc_addr1;
+  assign \active1$187  = active1;
+  assign \w_data1$189  = w_data1;
+  assign \first1$191  = first1;
+  assign \valid$193  = valid;
+  assign \last$195  = last;
+  assign \row$197  = row;
+  assign \col$199  = col;
+  assign \count$201  = count;
+  assign \data$203  = data;
+  assign \pair_valid$205  = pair_valid;
+  assign \pair_count$207  = pair_count;
+  assign \pair_data$209  = pair_data;
   assign acc_bank = bank;
-  assign \fold_valid$212  = fold_valid;
-  assign \fold_ready$214  = fold_ready;
-  assign \fold_row$216  = fold_row;
-  assign \fold_word$218  = fold_word;
-  assign \fold_n_cols$220  = fold_n_cols;
-  assign \fold_n_words$222  = fold_n_words;
-  assign \fold_sets$224  = fold_sets;
-  assign \fold_sets1$226  = fold_sets1;
-  assign \fold_pack_log2$228  = fold_pack_log2;
-  assign \fold_bank$230  = fold_bank;
-  assign \sum_valid$232  = sum_valid;
-  assign \sum_ready$234  = sum_ready;
-  assign \sum_fp32$236  = sum_fp32;
-  assign \sum_fp16$238  = sum_fp16;
-  assign \rd_in_data$240  = rd_in_data;
-  assign \w_ready$244  = w_ready;
+  assign \fold_valid$213  = fold_valid;
+  assign \fold_ready$215  = fold_ready;
+  assign \fold_row$217  = fold_row;
+  assign \fold_word$219  = fold_word;
+  assign \fold_n_cols$221  = fold_n_cols;
+  assign \fold_n_words$223  = fold_n_words;
+  assign \fold_sets$225  = fold_sets;
+  assign \fold_sets1$227  = fold_sets1;
+  assign \fold_pack_log2$229  = fold_pack_log2;
+  assign \fold_bank$231  = fold_bank;
+  assign \sum_valid$233  = sum_valid;
+  assign \sum_ready$235  = sum_ready;
+  assign \sum_fp32$237  = sum_fp32;
+  assign \sum_fp16$239  = sum_fp16;
+  assign \rd_in_data$241  = rd_in_data;
+  assign \w_ready$245  = w_ready;
   assign widened_0_lzc_in = { rd_in_data[9:0], 6'h3f };
   assign widened_0_lz = widened_0_lzc_c;
   assign widened_0_sub = \$38 [9:0];
@@ -11320,26 +11365,26 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign widened_31_sub = \$1061 [9:0];
   assign buf_data16 = sum_fp16;
   assign buf_data32 = sum_fp32;
-  assign \rd_row$926  = buf_row;
-  assign \rd_addr$927  = buf_word[6:0];
-  assign \cycle$951  = cycle;
-  assign waiting_results = \hold$952 ;
-  assign \quiet$955  = quiet;
-  assign \write_error$957  = write_error;
-  assign \reported$959  = reported;
-  assign \reported_error$961  = reported_error;
+  assign \rd_row$927  = buf_row;
+  assign \rd_addr$928  = buf_word[6:0];
+  assign \cycle$952  = cycle;
+  assign waiting_results = \hold$953 ;
+  assign \quiet$956  = quiet;
+  assign \write_error$958  = write_error;
+  assign \reported$960  = reported;
+  assign \reported_error$962  = reported_error;
   assign irq_en = { queues__3[289], queues__2[289], queues__1[289], queues__0[289] };
   assign done_valid = reported;
-  assign \done_valid$968  = reported;
-  assign done_queue = \$1303 [1:0];
-  assign \done_queue$970  = \$1303 [1:0];
-  assign done_seq = \$1303 [33:2];
-  assign \done_seq$972  = \$1303 [33:2];
-  assign \done_status$974  = done_status;
-  assign \irq$976  = irq;
-  assign \report$977  = reported;
+  assign \done_valid$969  = reported;
+  assign done_queue = \$1305 [1:0];
+  assign \done_queue$971  = \$1305 [1:0];
+  assign done_seq = \$1305 [33:2];
+  assign \done_seq$973  = \$1305 [33:2];
+  assign \done_status$975  = done_status;
+  assign \irq$977  = irq;
+  assign \report$978  = reported;
   assign done_store = report_store;
-  assign \port$14271$0  = \$1303 ;
+  assign \port$14277$0  = \$1305 ;
   assign \queues__0.sq_base  = queues__0[63:0];
   assign \queues__0.cq_base  = queues__0[127:64];
   assign \queues__0.data_base  = queues__0[191:128];
@@ -11556,80 +11601,80 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \sizes.rest_page  = sizes[307:288];
   assign \sizes.last_elems  = sizes[351:308];
   assign \sizes.tail_elems  = sizes[395:352];
-  assign \task$982.entry  = \task$982 [333:0];
-  assign \task$982.entry.desc  = \task$982 [203:0];
-  assign \task$982.entry.desc.type  = \task$982 [1:0];
-  assign \task$982.entry.desc.op  = \task$982 [5:2];
-  assign \task$982.entry.desc.dtype  = \task$982 [9:6];
-  assign \task$982.entry.desc.flags  = \task$982 [19:10];
-  assign \task$982.entry.desc.dev_addr  = \task$982 [83:20];
-  assign \task$982.entry.desc.dev_size  = \task$982 [103:84];
-  assign \task$982.entry.desc.dev_rows  = \task$982 [123:104];
-  assign \task$982.entry.desc.dev_cols  = \task$982 [143:124];
-  assign \task$982.entry.desc.in_size  = \task$982 [163:144];
-  assign \task$982.entry.desc.in_rows  = \task$982 [183:164];
-  assign \task$982.entry.desc.in_cols  = \task$982 [203:184];
-  assign \task$982.entry.queue  = \task$982 [205:204];
-  assign \task$982.entry.seq  = \task$982 [269:206];
-  assign \task$982.entry.taken  = \task$982 [333:270];
-  assign \task$982.decoded  = \task$982 [1300:334];
-  assign \task$982.decoded.status  = \task$982 [341:334];
-  assign \task$982.decoded.is_load  = \task$982 [342];
-  assign \task$982.decoded.is_store  = \task$982 [343];
-  assign \task$982.decoded.is_compute  = \task$982 [344];
-  assign \task$982.decoded.second_addr  = \task$982 [408:345];
-  assign \task$982.decoded.stats_offset  = \task$982 [456:409];
-  assign \task$982.decoded.paged  = \task$982 [457];
-  assign \task$982.decoded.pages  = \task$982 [464:458];
-  assign \task$982.decoded.page_shift  = \task$982 [468:465];
-  assign \task$982.decoded.page_half  = \task$982 [508:469];
-  assign \task$982.decoded.stages  = \task$982 [1300:509];
-  assign \task$982.decoded.stages[0]  = \task$982 [904:509];
-  assign \task$982.decoded.stages[0].k  = \task$982 [528:509];
-  assign \task$982.decoded.stages[0].n  = \task$982 [548:529];
-  assign \task$982.decoded.stages[0].trans  = \task$982 [549];
-  assign \task$982.decoded.stages[0].pack_log2  = \task$982 [552:550];
-  assign \task$982.decoded.stages[0].run_log2  = \task$982 [555:553];
-  assign \task$982.decoded.stages[0].rows_dim  = \task$982 [575:556];
-  assign \task$982.decoded.stages[0].cols_dim  = \task$982 [595:576];
-  assign \task$982.decoded.stages[0].n_words  = \task$982 [615:596];
-  assign \task$982.decoded.stages[0].t_level  = \task$982 [618:616];
-  assign \task$982.decoded.stages[0].t_scalar  = \task$982 [619];
-  assign \task$982.decoded.stages[0].t_fold_adds  = \task$982 [621:620];
-  assign \task$982.decoded.stages[0].full_groups  = \task$982 [641:622];
-  assign \task$982.decoded.stages[0].main_rows  = \task$982 [661:642];
-  assign \task$982.decoded.stages[0].main_elems  = \task$982 [705:662];
-  assign \task$982.decoded.stages[0].rest_rows  = \task$982 [710:706];
-  assign \task$982.decoded.stages[0].rest_elems  = \task$982 [754:711];
-  assign \task$982.decoded.stages[0].groups  = \task$982 [774:755];
-  assign \task$982.decoded.stages[0].sets  = \task$982 [776:775];
-  assign \task$982.decoded.stages[0].main_pages  = \task$982 [796:777];
-  assign \task$982.decoded.stages[0].rest_page  = \task$982 [816:797];
-  assign \task$982.decoded.stages[0].last_elems  = \task$982 [860:817];
-  assign \task$982.decoded.stages[0].tail_elems  = \task$982 [904:861];
-  assign \task$982.decoded.stages[1]  = \task$982 [1300:905];
-  assign \task$982.decoded.stages[1].k  = \task$982 [924:905];
-  assign \task$982.decoded.stages[1].n  = \task$982 [944:925];
-  assign \task$982.decoded.stages[1].trans  = \task$982 [945];
-  assign \task$982.decoded.stages[1].pack_log2  = \task$982 [948:946];
-  assign \task$982.decoded.stages[1].run_log2  = \task$982 [951:949];
-  assign \task$982.decoded.stages[1].rows_dim  = \task$982 [971:952];
-  assign \task$982.decoded.stages[1].cols_dim  = \task$982 [991:972];
-  assign \task$982.decoded.stages[1].n_words  = \task$982 [1011:992];
-  assign \task$982.decoded.stages[1].t_level  = \task$982 [1014:1012];
-  assign \task$982.decoded.stages[1].t_scalar  = \task$982 [1015];
-  assign \task$982.decoded.stages[1].t_fold_adds  = \task$982 [1017:1016];
-  assign \task$982.decoded.stages[1].full_groups  = \task$982 [1037:1018];
-  assign \task$982.decoded.stages[1].main_rows  = \task$982 [1057:1038];
-  assign \task$982.decoded.stages[1].main_elems  = \task$982 [1101:1058];
-  assign \task$982.decoded.stages[1].rest_rows  = \task$982 [1106:1102];
-  assign \task$982.decoded.stages[1].rest_elems  = \task$982 [1150:1107];
-  assign \task$982.decoded.stages[1].groups  = \task$982 [1170:1151];
-  assign \task$982.decoded.stages[1].sets  = \task$982 [1172:1171];
-  assign \task$982.decoded.stages[1].main_pages  = \task$982 [1192:1173];
-  assign \task$982.decoded.stages[1].rest_page  = \task$982 [1212:1193];
-  assign \task$982.decoded.stages[1].last_elems  = \task$982 [1256:1213];
-  assign \task$982.decoded.stages[1].tail_elems  = \task$982 [1300:1257];
+  assign \task$983.entry  = \task$983 [333:0];
+  assign \task$983.entry.desc  = \task$983 [203:0];
+  assign \task$983.entry.desc.type  = \task$983 [1:0];
+  assign \task$983.entry.desc.op  = \task$983 [5:2];
+  assign \task$983.entry.desc.dtype  = \task$983 [9:6];
+  assign \task$983.entry.desc.flags  = \task$983 [19:10];
+  assign \task$983.entry.desc.dev_addr  = \task$983 [83:20];
+  assign \task$983.entry.desc.dev_size  = \task$983 [103:84];
+  assign \task$983.entry.desc.dev_rows  = \task$983 [123:104];
+  assign \task$983.entry.desc.dev_cols  = \task$983 [143:124];
+  assign \task$983.entry.desc.in_size  = \task$983 [163:144];
+  assign \task$983.entry.desc.in_rows  = \task$983 [183:164];
+  assign \task$983.entry.desc.in_cols  = \task$983 [203:184];
+  assign \task$983.entry.queue  = \task$983 [205:204];
+  assign \task$983.entry.seq  = \task$983 [269:206];
+  assign \task$983.entry.taken  = \task$983 [333:270];
+  assign \task$983.decoded  = \task$983 [1300:334];
+  assign \task$983.decoded.status  = \task$983 [341:334];
+  assign \task$983.decoded.is_load  = \task$983 [342];
+  assign \task$983.decoded.is_store  = \task$983 [343];
+  assign \task$983.decoded.is_compute  = \task$983 [344];
+  assign \task$983.decoded.second_addr  = \task$983 [408:345];
+  assign \task$983.decoded.stats_offset  = \task$983 [456:409];
+  assign \task$983.decoded.paged  = \task$983 [457];
+  assign \task$983.decoded.pages  = \task$983 [464:458];
+  assign \task$983.decoded.page_shift  = \task$983 [468:465];
+  assign \task$983.decoded.page_half  = \task$983 [508:469];
+  assign \task$983.decoded.stages  = \task$983 [1300:509];
+  assign \task$983.decoded.stages[0]  = \task$983 [904:509];
+  assign \task$983.decoded.stages[0].k  = \task$983 [528:509];
+  assign \task$983.decoded.stages[0].n  = \task$983 [548:529];
+  assign \task$983.decoded.stages[0].trans  = \task$983 [549];
+  assign \task$983.decoded.stages[0].pack_log2  = \task$983 [552:550];
+  assign \task$983.decoded.stages[0].run_log2  = \task$983 [555:553];
+  assign \task$983.decoded.stages[0].rows_dim  = \task$983 [575:556];
+  assign \task$983.decoded.stages[0].cols_dim  = \task$983 [595:576];
+  assign \task$983.decoded.stages[0].n_words  = \task$983 [615:596];
+  assign \task$983.decoded.stages[0].t_level  = \task$983 [618:616];
+  assign \task$983.decoded.stages[0].t_scalar  = \task$983 [619];
+  assign \task$983.decoded.stages[0].t_fold_adds  = \task$983 [621:620];
+  assign \task$983.decoded.stages[0].full_groups  = \task$983 [641:622];
+  assign \task$983.decoded.stages[0].main_rows  = \task$983 [661:642];
+  assign \task$983.decoded.stages[0].main_elems  = \task$983 [705:662];
+  assign \task$983.decoded.stages[0].rest_rows  = \task$983 [710:706];
+  assign \task$983.decoded.stages[0].rest_elems  = \task$983 [754:711];
+  assign \task$983.decoded.stages[0].groups  = \task$983 [774:755];
+  assign \task$983.decoded.stages[0].sets  = \task$983 [776:775];
+  assign \task$983.decoded.stages[0].main_pages  = \task$983 [796:777];
+  assign \task$983.decoded.stages[0].rest_page  = \task$983 [816:797];
+  assign \task$983.decoded.stages[0].last_elems  = \task$983 [860:817];
+  assign \task$983.decoded.stages[0].tail_elems  = \task$983 [904:861];
+  assign \task$983.decoded.stages[1]  = \task$983 [1300:905];
+  assign \task$983.decoded.stages[1].k  = \task$983 [924:905];
+  assign \task$983.decoded.stages[1].n  = \task$983 [944:925];
+  assign \task$983.decoded.stages[1].trans  = \task$983 [945];
+  assign \task$983.decoded.stages[1].pack_log2  = \task$983 [948:946];
+  assign \task$983.decoded.stages[1].run_log2  = \task$983 [951:949];
+  assign \task$983.decoded.stages[1].rows_dim  = \task$983 [971:952];
+  assign \task$983.decoded.stages[1].cols_dim  = \task$983 [991:972];
+  assign \task$983.decoded.stages[1].n_words  = \task$983 [1011:992];
+  assign \task$983.decoded.stages[1].t_level  = \task$983 [1014:1012];
+  assign \task$983.decoded.stages[1].t_scalar  = \task$983 [1015];
+  assign \task$983.decoded.stages[1].t_fold_adds  = \task$983 [1017:1016];
+  assign \task$983.decoded.stages[1].full_groups  = \task$983 [1037:1018];
+  assign \task$983.decoded.stages[1].main_rows  = \task$983 [1057:1038];
+  assign \task$983.decoded.stages[1].main_elems  = \task$983 [1101:1058];
+  assign \task$983.decoded.stages[1].rest_rows  = \task$983 [1106:1102];
+  assign \task$983.decoded.stages[1].rest_elems  = \task$983 [1150:1107];
+  assign \task$983.decoded.stages[1].groups  = \task$983 [1170:1151];
+  assign \task$983.decoded.stages[1].sets  = \task$983 [1172:1171];
+  assign \task$983.decoded.stages[1].main_pages  = \task$983 [1192:1173];
+  assign \task$983.decoded.stages[1].rest_page  = \task$983 [1212:1193];
+  assign \task$983.decoded.stages[1].last_elems  = \task$983 [1256:1213];
+  assign \task$983.decoded.stages[1].tail_elems  = \task$983 [1300:1257];
   assign \$17  = 1'h1;
   assign \$18  = 1'h1;
   assign widened_0_lzc_vll = 1'h1;
@@ -12053,15 +12098,15 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \$1091  = { \$1090 [29], \$1090 [29], \$1090 [29], \$1090 [29], \$1090 [29], \$1090 [29:5] };
   assign \$1096  = { 2'h0, \task [103:84], 5'h00 };
   assign \$1097  = { count, 1'h0 };
-  assign \$1104  = { \$signal$861 , 1'h0 };
+  assign \$1104  = { \$signal$862 , 1'h0 };
   assign \$1107  = { \$1106 , 1'h0 };
   assign \$1111  = { \$1110 [26], \$1110 [26], \$1110 [26], \$1110 [26], \$1110 [26], \$1110 [26], \$1110 [26:6] };
   assign \$1116  = { \$1115 [25], \$1115 [25], \$1115 [25], \$1115 [25], \$1115 [25], \$1115 [25:5] };
-  assign \$1135  = \$1134 ;
-  assign \$1144  = { \$1143 [28], \$1143 [28], \$1143 [28], \$1143 [28], \$1143 [28], \$1143 [28], \$1143 [28:6] };
-  assign \$1159  = \$signal$893 ;
-  assign \$1165  = { \$1164 [28], \$1164 [28], \$1164 [28], \$1164 [28], \$1164 [28], \$1164 [28], \$1164 [28:6] };
-  assign \$1175  = { 1'h0, \$1174 , 6'h00 };
+  assign \$1136  = \$1135 ;
+  assign \$1145  = { \$1144 [28], \$1144 [28], \$1144 [28], \$1144 [28], \$1144 [28], \$1144 [28], \$1144 [28:6] };
+  assign \$1161  = \$signal$894 ;
+  assign \$1167  = { \$1166 [28], \$1166 [28], \$1166 [28], \$1166 [28], \$1166 [28], \$1166 [28], \$1166 [28:6] };
+  assign \$1177  = { 1'h0, \$1176 , 6'h00 };
 endmodule
 
 (* generator = "Amaranth" *)
@@ -12901,7 +12946,7 @@ module \ndp_device.control_unit.chunks (rst, split, addr, count, valid, pair_val
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_error, hold, done_status, irq, \port$14271$0 , done_store, cycle, \port$14500$289 , \port$14502$289 , \port$14504$289 , \port$14506$289 , complete, queue, seq, taken, status, read_error, slot
+module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_error, hold, done_status, irq, \port$14277$0 , done_store, cycle, \port$14506$289 , \port$14508$289 , \port$14510$289 , \port$14512$289 , complete, queue, seq, taken, status, read_error, slot
 , store, quiet, pending, line_start, line_addr, line, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$69  = 0;
   wire \$1 ;
@@ -12962,16 +13007,16 @@ module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_err
   reg line_start;
   output pending;
   reg pending = 1'h0;
-  output [33:0] \port$14271$0 ;
-  wire [33:0] \port$14271$0 ;
-  input \port$14500$289 ;
-  wire \port$14500$289 ;
-  input \port$14502$289 ;
-  wire \port$14502$289 ;
-  input \port$14504$289 ;
-  wire \port$14504$289 ;
+  output [33:0] \port$14277$0 ;
+  wire [33:0] \port$14277$0 ;
   input \port$14506$289 ;
   wire \port$14506$289 ;
+  input \port$14508$289 ;
+  wire \port$14508$289 ;
+  input \port$14510$289 ;
+  wire \port$14510$289 ;
+  input \port$14512$289 ;
+  wire \port$14512$289 ;
   input [1:0] queue;
   wire [1:0] queue;
   input quiet;
@@ -13016,7 +13061,7 @@ module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_err
   assign \$11  = \$9  & \$10 ;
   assign \$12  = \$11  ? 8'h80 : \$signal$10 ;
   assign \$13  = cycle - \$signal$8 ;
-  assign irq_en = { \port$14506$289 , \port$14504$289 , \port$14502$289 , \port$14500$289  } >> r_data[1:0];
+  assign irq_en = { \port$14512$289 , \port$14510$289 , \port$14508$289 , \port$14506$289  } >> r_data[1:0];
   assign done_status = reported_error ? 8'h80 : r_data[41:34];
   assign \$14  = r_en & irq_en;
   assign \$15  = 1'h1 << r_data[1:0];
@@ -13186,12 +13231,12 @@ module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_err
       w_data = { \$signal$16 , status_word[7:0], \$signal [31:0], \$like  };
     end
   end
-  assign \irq_en$31  = { \port$14506$289 , \port$14504$289 , \port$14502$289 , \port$14500$289  };
+  assign \irq_en$31  = { \port$14512$289 , \port$14510$289 , \port$14508$289 , \port$14506$289  };
   assign reported = r_en;
   assign done_valid = r_en;
   assign done_queue = r_data[1:0];
   assign done_seq = r_data[33:2];
-  assign \port$14271$0  = r_data[33:0];
+  assign \port$14277$0  = r_data[33:0];
   assign done_store = r_data[42];
 endmodule
 
@@ -45425,7 +45470,7 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, side
     .decoded(decoded),
     .desc(\$signal [203:0]),
     .log2_slot(regs[267:260]),
-    .\port$14797$128 (regs[255:128]),
+    .\port$14804$128 (regs[255:128]),
     .rst(rst)
   );
   always @* begin
@@ -47724,7 +47769,7 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, side
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.front.decoder (rst, \port$14797$128 , log2_slot, desc, decoded, clk);
+module \ndp_device.control_unit.front.decoder (rst, \port$14804$128 , log2_slot, desc, decoded, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$78  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -48072,8 +48117,8 @@ module \ndp_device.control_unit.front.decoder (rst, \port$14797$128 , log2_slot,
   reg [39:0] out_elems = 40'h0000000000;
   wire [3:0] page_shift;
   wire [3:0] \page_shift$15 ;
-  input [127:0] \port$14797$128 ;
-  wire [127:0] \port$14797$128 ;
+  input [127:0] \port$14804$128 ;
+  wire [127:0] \port$14804$128 ;
   reg [49:0] result = 50'h0000000000000;
   reg [49:0] room = 50'h0000000000000;
   input rst;
@@ -48195,8 +48240,8 @@ module \ndp_device.control_unit.front.decoder (rst, \port$14797$128 , log2_slot,
   assign \$66  = ! desc[25:20];
   assign \$67  = \$64  ? \$65  : \$66 ;
   assign \$68  = ! desc[103:84];
-  assign \$69  = desc[83:20] >= \port$14797$128 [63:0];
-  assign \$70  = dev_end <= \port$14797$128 [127:64];
+  assign \$69  = desc[83:20] >= \port$14804$128 [63:0];
+  assign \$70  = dev_end <= \port$14804$128 [127:64];
   assign \$71  = \$69  & \$70 ;
   assign \$72  = \$68  | \$71 ;
   assign \$73  = \$67  & \$72 ;
@@ -48500,8 +48545,8 @@ module \ndp_device.control_unit.front.decoder (rst, \port$14797$128 , log2_slot,
   assign page_shift = desc[16:13];
   assign \trans$14  = 1'h0;
   assign \page_shift$15  = desc[16:13];
-  assign data_base = \port$14797$128 [63:0];
-  assign data_limit = \port$14797$128 [127:64];
+  assign data_base = \port$14804$128 [63:0];
+  assign data_limit = \port$14804$128 [127:64];
   assign \decoded.status  = decoded[7:0];
   assign \decoded.is_load  = decoded[8];
   assign \decoded.is_store  = decoded[9];
@@ -67734,7 +67779,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__bready, io__araddr, io__arvalid, io__rready, io__awuser, clk, rst, io__awready, io__wready, io__arready, done_valid, done_status, \port$14271$0 , reset__0, reset__1, reset__2, reset__3
+module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__bready, io__araddr, io__arvalid, io__rready, io__awuser, clk, rst, io__awready, io__wready, io__arready, done_valid, done_status, \port$14277$0 , reset__0, reset__1, reset__2, reset__3
 , io__bvalid, b_resp, queues__0, queues__1, queues__2, queues__3, io__rvalid, r_data, io__awaddr);
   reg \$auto$verilog_backend.cc:2355:dump_module$99  = 0;
   wire \$1 ;
@@ -68116,8 +68161,8 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
   input io__wvalid;
   wire io__wvalid;
   wire [31:0] mask;
-  input [33:0] \port$14271$0 ;
-  wire [33:0] \port$14271$0 ;
+  input [33:0] \port$14277$0 ;
+  wire [33:0] \port$14277$0 ;
   output [321:0] queues__0;
   reg [321:0] queues__0 = 322'h000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   wire [63:0] \queues__0.cq_base ;
@@ -68819,9 +68864,9 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
     \$298  = head0;
     if (done_valid) begin
-      casez (\port$14271$0 [1:0])
+      casez (\port$14277$0 [1:0])
         2'h0:
-            \$298  = \port$14271$0 [33:2];
+            \$298  = \port$14277$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -68860,7 +68905,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
     \$299  = status0;
     if (done_valid) begin
-      casez (\port$14271$0 [1:0])
+      casez (\port$14277$0 [1:0])
         2'h0:
             if (\$1 ) begin
               \$299  = { 24'h800000, done_status };
@@ -68905,11 +68950,11 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
     \$300  = head1;
     if (done_valid) begin
-      casez (\port$14271$0 [1:0])
+      casez (\port$14277$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
-            \$300  = \port$14271$0 [33:2];
+            \$300  = \port$14277$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -68972,7 +69017,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
     \$301  = status1;
     if (done_valid) begin
-      casez (\port$14271$0 [1:0])
+      casez (\port$14277$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -69043,13 +69088,13 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
     \$302  = head2;
     if (done_valid) begin
-      casez (\port$14271$0 [1:0])
+      casez (\port$14277$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
             /* empty */;
         2'h2:
-            \$302  = \port$14271$0 [33:2];
+            \$302  = \port$14277$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -69136,7 +69181,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
     \$303  = status2;
     if (done_valid) begin
-      casez (\port$14271$0 [1:0])
+      casez (\port$14277$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -69234,7 +69279,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     \$304  = head3;
     if (done_valid) begin
       (* full_case = 32'd1 *)
-      casez (\port$14271$0 [1:0])
+      casez (\port$14277$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -69242,7 +69287,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
         2'h2:
             /* empty */;
         2'h3:
-            \$304  = \port$14271$0 [33:2];
+            \$304  = \port$14277$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -69354,7 +69399,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     \$305  = status3;
     if (done_valid) begin
       (* full_case = 32'd1 *)
-      casez (\port$14271$0 [1:0])
+      casez (\port$14277$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -70195,8 +70240,8 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
       endcase
     end
   end
-  assign done_queue = \port$14271$0 [1:0];
-  assign done_seq = \port$14271$0 [33:2];
+  assign done_queue = \port$14277$0 [1:0];
+  assign done_seq = \port$14277$0 [33:2];
   assign mask = { \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3:2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2:1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1:0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0] };
   assign io__bresp = b_resp;
   assign io__rdata = r_data;
