@@ -10,15 +10,15 @@ would take hours on two cores, and at 4 channels already abc exhausts yowasp's 4
 WebAssembly memory on the PE array. The same config at FIT_CHANNELS = 1 and 2 channels
 (LANES in proportion, everything else the target's) is synthesized and each block's figures
 are extrapolated in channels c: the line through the two points, except the PE array's own
-logic, where every lane selects its input element out of the whole input line
-(hw/compute_unit.py `word_select`): a LANES:1 multiplexer per lane and PE row, LANES^2 in
-all. Its own logic is a c + b c^2 through the two points (the c^2 coefficient measured at
-57.8k um^2 against the 61.0k of 16 x 1024 two-input multiplexers per PE row: a test).
-The line holds for the other lane-wide blocks: synthesized alone (`block_growth`, small
-enough at 4 channels too), the line through 1 and 2 channels predicts their 4-channel area
-within LINE_MARGIN (measured: fold unit -1.2 %, line packer +0.5 %, unpacker -9.7 %,
-softmax unit 0.0 %, DRAM writer +3.4 %; a test). A block only in the 2-channel variant (the
-interleaver, the host bridge) scales in proportion to c. Logic depth is linear in log2 c.
+logic, except each PE row's operand select (hw/operand_select.py), whose multiplexers grow
+about as LANES^1.5: its own logic is a c + k M(LANES) through the two points, M the
+block's two-input multiplexers per bit (`select_muxes`: its rotator's and its lanes'
+choices), k their area (near 16 MUX2_X1: a test). The line holds for the other lane-wide
+blocks: synthesized alone (`block_growth`, small enough at 4 channels too, the operand
+select among them), the line through 1 and 2 channels (the select: its model) predicts
+their 4-channel area within LINE_MARGIN (a test; docs/area.md has the figures). A block
+only in the 2-channel variant (the interleaver, the host bridge) scales in proportion to c.
+Logic depth is linear in log2 c.
 
 Results are cached by a hash of hw/, isa/, the flow (area/synth.py `flow_key`: its scripts,
 the cells, FLOW_VERSION), Yosys' version and the config: in build/area/, and in area/results/ (committed: `make
@@ -39,13 +39,14 @@ from typing import Any
 import isa
 from hw import fp_cells
 from hw.gen import source_digest
+from hw.operand_select import select_muxes
 
 from .cells import area as cells_area
 from .synth import OUT_DIR, flow_key, synthesize, totals
 
 DIRECT_CHANNELS = 2         # synthesize configs up to this many channels as they are
 FIT_CHANNELS = (1, 2)       # ... and larger ones from these two
-CROSSBAR = "device.control_unit.compute"     # the block whose own logic grows as LANES^2
+SELECT = "operand_select"   # the blocks (one a PE row) whose own logic grows as M(LANES)
 LINE_MARGIN = 0.10          # the line through 1 and 2 channels at 4, against synthesis (block_growth)
 TOP = "device"
 Rows = dict[str, dict[str, Any]]        # module -> its figures
@@ -128,35 +129,49 @@ def line(values: dict[int, float], channels: int) -> float:
     return max(v1 + (v2 - v1) * (channels - c1) / (c2 - c1), min(v1, v2))
 
 
-def crossbar(values: dict[int, float], channels: int) -> float:
-    """a c + b c^2 through {1: v1, 2: v2}: the PE array's own logic."""
-    b = (values[2] - 2 * values[1]) / 2
-    return (values[1] - b) * channels + b * channels ** 2
+def is_select(module: str) -> bool:
+    return module.rsplit(".", 1)[-1].startswith(SELECT)
 
 
-def fit(points: Points, channels: int) -> Rows:
+def select_terms(values: dict[int, float], lanes_per_channel: int) -> tuple[float, float]:
+    """(a, k) of a c + k M(c LANES_PER_CHANNEL) through {c1: v1, c2: v2}: an operand
+    select's own logic, M its two-input multiplexers per bit (hw/operand_select.py)."""
+    (c1, v1), (c2, v2) = sorted(values.items())
+    m1, m2 = select_muxes(c1 * lanes_per_channel), select_muxes(c2 * lanes_per_channel)
+    det = c1 * m2 - c2 * m1
+    return (v1 * m2 - v2 * m1) / det, (c1 * v2 - c2 * v1) / det
+
+
+def select_fit(values: dict[int, float], channels: int, lanes_per_channel: int) -> float:
+    a, k = select_terms(values, lanes_per_channel)
+    return a * channels + k * select_muxes(channels * lanes_per_channel)
+
+
+def fit(points: Points, channels: int, lanes_per_channel: int) -> Rows:
     """Rows at `channels` from {channels: rows} at FIT_CHANNELS (see the module's docstring).
-    A block holding the crossbar is the line through its other logic plus the crossbar's fit;
-    each row says how it was extrapolated (`scaling`)."""
+    A block holding operand selects is the line through its other logic plus the selects'
+    fit; each row says how it was extrapolated (`scaling`)."""
     cs = sorted(points)
     out = {}
     for module, last in points[cs[-1]].items():
         have = [c for c in cs if module in points[c]]
         row = {"path": last["path"]}
-        holds = len(have) == 2 and (module == CROSSBAR or CROSSBAR.startswith(module + "."))
-        bar = {c: points[c][CROSSBAR]["own_um2"] for c in have} if holds else {c: 0.0 for c in have}
-        bar_fit = crossbar(bar, channels) if holds else 0.0
+        selects = [s for s in points[cs[-1]] if is_select(s) and (s == module or s.startswith(module + "."))]
+        holds = len(have) == 2 and bool(selects)
+        bar = ({c: sum(points[c][s]["own_um2"] for s in selects) for c in have} if holds
+               else {c: 0.0 for c in have})
+        bar_fit = select_fit(bar, channels, lanes_per_channel) if holds else 0.0
         rest = {c: points[c][module]["area_um2"] - bar[c] for c in have}
         row["area_um2"] = max(line(rest, channels), 0.0) + bar_fit
-        own_bar = bar if module == CROSSBAR else {c: 0.0 for c in have}
+        own_bar = bar if is_select(module) else {c: 0.0 for c in have}
         row["own_um2"] = (max(line({c: points[c][module]["own_um2"] - own_bar[c] for c in have}, channels), 0.0)
-                          + (bar_fit if module == CROSSBAR else 0.0))
+                          + (bar_fit if is_select(module) else 0.0))
         row["flops"] = max(line({c: points[c][module]["flops"] for c in have}, channels), 0.0)
         # transistors as the area: the larger variant's transistors per um^2
         per_um2 = last["transistors"] / last["area_um2"] if last["area_um2"] else 0.0
         row["transistors"] = row["area_um2"] * per_um2
         row["scaling"] = ("proportional" if len(have) == 1 else
-                          "linear + LANES^2 crossbar" if holds else "linear")
+                          "linear + operand select M(LANES)" if holds else "linear")
         levels = {c: points[c][module]["levels"] for c in have}
         row["levels"] = (levels[1] + (levels[2] - levels[1]) * math.log2(channels)
                          if len(have) == 2 else levels[have[0]])
@@ -177,7 +192,7 @@ def estimate(cfg: isa.DeviceConfig, workers: int = 2) -> dict[str, Any]:
     with ThreadPoolExecutor(workers) as pool:          # the largest first: it takes longest
         results = list(pool.map(synthesize_cfg, variants[::-1]))[::-1]
     points = {v.dram_channels: block_rows(r) for v, r in zip(variants, results, strict=True)}
-    return {"rows": fit(points, cfg.dram_channels), "fp": fp, "points": points,
+    return {"rows": fit(points, cfg.dram_channels, cfg.lanes // cfg.dram_channels), "fp": fp, "points": points,
             "source": f"scaled from {'/'.join(str(c) for c in FIT_CHANNELS)} channels "
                       f"({'/'.join(str(v.lanes) for v in variants)} lanes)"}
 
@@ -198,15 +213,23 @@ def growth(points: Points) -> dict[str, tuple[list[float], float]]:
 
 
 def _standalone(cfg: isa.DeviceConfig) -> dict[str, Callable[[], Any]]:
-    """The lane-wide blocks other than the PE array, each on its own: small enough to
-    synthesize at 4 channels too (the whole device is not)."""
+    """The lane-wide blocks, each on its own: small enough to synthesize at 4 channels too
+    (the whole device is not)."""
     from hw.dram_writer import DramWriter
     from hw.fold_unit import FoldUnit
     from hw.line_packer import LinePacker
+    from hw.operand_select import OperandSelect
     from hw.softmax_unit import SoftmaxUnit
     from hw.unpacker import Unpacker
     return {"fold": lambda: FoldUnit(cfg, cfg.n_max // cfg.lanes), "packer": lambda: LinePacker(cfg),
-            "unpacker": lambda: Unpacker(cfg), "softmax": lambda: SoftmaxUnit(cfg), "writer": lambda: DramWriter(cfg)}
+            "unpacker": lambda: Unpacker(cfg), "softmax": lambda: SoftmaxUnit(cfg), "writer": lambda: DramWriter(cfg),
+            "operand_select": lambda: OperandSelect(cfg.lanes)}
+
+
+def predicted(name: str, areas: dict[int, float], channels: int, lanes_per_channel: int) -> float:
+    """A standalone block's area at `channels` from {1: a1, 2: a2} as the device's fit
+    extrapolates it: the operand select by its model, every other block by the line."""
+    return select_fit(areas, channels, lanes_per_channel) if is_select(name) else line(areas, channels)
 
 
 GROWTH_CHANNELS = (1, 2, 4)
@@ -278,21 +301,22 @@ def main(argv: list[str] | None = None) -> None:
                 print(f"{module:<44} {areas[0] / 1e6:>9.4f} {areas[1] / 1e6:>9.4f} {ratio:>6.2f} "
                       f"{(r['area_um2'] + fp_area(r, est['fp'])) / 1e6:>11.4f}  {r['scaling']}")
         points = est["points"]
-        own = {c: points[c][CROSSBAR]["own_um2"] for c in FIT_CHANNELS}
-        b = (own[2] - 2 * own[1]) / 2
-        analytic = cfg.rows * 16 * 1024 * cells_area("MUX2_X1")
+        per_channel = cfg.lanes // cfg.dram_channels
+        selects = [s for s in points[2] if is_select(s)]
+        own = {c: sum(points[c][s]["own_um2"] for s in selects) / len(selects) for c in FIT_CHANNELS}
+        _, k = select_terms(own, per_channel)
         print()
         print(f"{'standalone block':<16} {'1 ch mm2':>9} {'2 ch mm2':>9} {'4 ch mm2':>9} {'2->4 / 2x(1->2)':>16}  "
-              f"{'line via 1,2 at 4 ch: error':>28}")
+              f"{'fit via 1,2 at 4 ch: error':>28}")
         worst = 0.0
         for name, (a1, a2, a4) in block_growth(cfg).items():
-            predicted = a2 + 2 * (a2 - a1)
-            error = 100 * (predicted - a4) / a4
+            error = 100 * (predicted(name, {1: a1, 2: a2}, 4, per_channel) - a4) / a4
             worst = max(worst, abs(error))
-            print(f"{name:<16} {a1 / 1e6:>9.4f} {a2 / 1e6:>9.4f} {a4 / 1e6:>9.4f} "
-                  f"{(a4 - a2) / (2 * (a2 - a1)):>16.3f}  {error:>27.1f}%")
-        print(f"scaling config={args.config} crossbar_c2_um2={b:.0f} analytic_c2_um2={analytic:.0f} "
-              f"core_ratio={table[TOP][1]:.3f} standalone_line_worst_error={worst:.1f}%")
+            growth_ratio = (a4 - a2) / (2 * (a2 - a1))
+            print(f"{name:<16} {a1 / 1e6:>9.4f} {a2 / 1e6:>9.4f} {a4 / 1e6:>9.4f} {growth_ratio:>16.3f}  "
+                  f"{error:>27.1f}%")
+        print(f"scaling config={args.config} select_mux_um2={k / 16:.3f} mux2_um2={cells_area('MUX2_X1'):.3f} "
+              f"core_ratio={table[TOP][1]:.3f} standalone_fit_worst_error={worst:.1f}%")
         return
     print(f"{'block':<44} {'own um2':>10} {'with sub um2':>12} {'FP cells':>8} {'total mm2':>9} "
           f"{'flops':>7} {'levels':>6}")

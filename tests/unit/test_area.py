@@ -14,6 +14,7 @@ from area import blocks, cells, power, report, sram
 from area.synth import synthesize, totals
 from hw import depth
 from hw.fp import FP32AddPipe
+from hw.operand_select import select_muxes
 
 
 def test_cell_areas_are_the_quoted_lef_sizes():
@@ -138,19 +139,34 @@ def _row(area, flops, levels, fp=None):
             "memory_bits": 0}
 
 
-def test_fit_is_linear_but_for_the_crossbar():
-    pe = blocks.CROSSBAR
-    points = {1: {"device": _row(100.0, 10, 20, {"ndp_fp16_mul_pipe": 64}), pe: _row(40.0, 1, 10),
-                  "device.packer": _row(10.0, 2, 8)},
-              2: {"device": _row(190.0, 16, 24, {"ndp_fp16_mul_pipe": 128}), pe: _row(100.0, 2, 12),
-                  "device.packer": _row(23.0, 4, 9), "device.interleaver": _row(30.0, 6, 10)}}
-    # _row: own logic is half the area; the crossbar's own: 20 then 50, so b = 5, a = 15
-    row = blocks.fit(points, 16)
-    bar = 15 * 16 + 5 * 256
-    assert math.isclose(row[pe]["own_um2"], bar)
-    assert math.isclose(row[pe]["area_um2"], (20 + 30 * 15) + bar)          # the rest: 20, then 50
-    assert math.isclose(row["device"]["area_um2"], (80 + 60 * 15) + bar)    # the rest: 80, then 140
-    assert row["device"]["scaling"] == "linear + LANES^2 crossbar"
+def test_fit_is_linear_but_for_the_operand_selects():
+    compute = "device.control_unit.compute"
+    selects = [f"{compute}.operand_select{r}" for r in (0, 1)]
+    m = {c: select_muxes(32 * c) for c in (1, 2, 16)}
+
+    def select_row(c):              # a leaf: all its area its own, 2 c + 3 M(32 c)
+        row = _row(2 * c + 3 * m[c], c, 10)
+        row["own_um2"] = row["area_um2"]
+        return row
+    def compute_row(c):             # its own logic 50 c, its selects below it
+        row = _row(100.0 * c + 2 * select_row(c)["area_um2"], c, 10)
+        row["own_um2"] = 50.0 * c
+        return row
+    points = {c: {"device": _row(1000.0 * c + 2 * select_row(c)["area_um2"], 10 * c, 20 + 4 * (c - 1),
+                                 {"ndp_fp16_mul_pipe": 64 * c}),
+                  compute: compute_row(c),
+                  "device.packer": _row(10.0 + 13 * (c - 1), 2, 8),
+                  **{s: select_row(c) for s in selects}} for c in (1, 2)}
+    points[2]["device.interleaver"] = _row(30.0, 6, 10)
+    row = blocks.fit(points, 16, 32)
+    bar = 2 * 16 + 3 * m[16]
+    for s in selects:
+        assert math.isclose(row[s]["own_um2"], bar) and math.isclose(row[s]["area_um2"], bar)
+        assert row[s]["scaling"] == "linear + operand select M(LANES)"
+    assert math.isclose(row[compute]["area_um2"], 100.0 * 16 + 2 * bar)
+    assert math.isclose(row[compute]["own_um2"], 50.0 * 16)       # the selects are not its own
+    assert math.isclose(row["device"]["area_um2"], 1000.0 * 16 + 2 * bar)
+    assert row["device"]["scaling"] == "linear + operand select M(LANES)"
     assert row["device"]["levels"] == 20 + 4 * 4          # 4 doublings from 1 channel, 4 levels each
     assert row["device"]["fp_cells"] == {"ndp_fp16_mul_pipe": 1024}
     assert math.isclose(row["device.packer"]["area_um2"], 10 + 13 * 15)
@@ -272,22 +288,25 @@ def _committed_points(config):
     return points
 
 
-def test_pe_array_grows_as_its_lane_multiplexers_predict():
-    # each lane of each PE row picks its 16-bit input out of the LANES elements of the
-    # input line (hw/compute_unit.py `word_select`): 16 (LANES - 1) two-input muxes per lane,
-    # 16 x 1024 c^2 per row at LANES = 32 c. The c^2 coefficient of a c + b c^2 through the
-    # synthesized 1 and 2 channel points must be about that (another count: the RTL's structure)
+def test_operand_selects_grow_as_their_multiplexers_predict():
+    # each PE row's operand select (hw/operand_select.py) is a rotator and each lane's
+    # choice among its few sources, 16 bits: the k of a c + k M(LANES) through the
+    # synthesized 1 and 2 channel points must be about 16 two-input muxes' area (another
+    # count: the RTL's structure), and both selects alike
+    cfg = isa.load_config("paper")
     points = _committed_points("paper")
-    own = {c: points[c][blocks.CROSSBAR]["own_um2"] for c in (1, 2)}
-    quadratic = (own[2] - 2 * own[1]) / 2
-    analytic = isa.load_config("paper").rows * 16 * 1024 * cells.area("MUX2_X1")
-    assert 0.75 * analytic < quadratic < 1.25 * analytic
+    selects = [s for s in points[2] if blocks.is_select(s)]
+    assert len(selects) == cfg.rows
+    per_channel = cfg.lanes // cfg.dram_channels
+    for s in selects:
+        _, k = blocks.select_terms({c: points[c][s]["own_um2"] for c in (1, 2)}, per_channel)
+        assert 0.5 * 16 * cells.area("MUX2_X1") < k < 1.5 * 16 * cells.area("MUX2_X1"), (s, k)
     # and the rest of the core, FP cells included, grows no faster than linearly with an offset
     fp = blocks.fp_cell_results()
 
     def rest(c):
         device = points[c][blocks.TOP]
-        return device["area_um2"] - own[c] + blocks.fp_area(device, fp)
+        return device["area_um2"] - sum(points[c][s]["own_um2"] for s in selects) + blocks.fp_area(device, fp)
     assert 1.5 < rest(2) / rest(1) <= 2.0
 
 
@@ -299,9 +318,9 @@ def test_cli_names_a_bad_config():
 
 
 def test_lane_wide_blocks_grow_linearly_within_the_stated_margin():
-    # the fold unit, line packer, unpacker, softmax unit and DRAM writer synthesized alone at
-    # 1, 2 and 4 channels of the paper config (committed results): the line through 1 and 2
-    # channels, which the device's fit uses for every block but the PE array, predicts 4
+    # the fold unit, line packer, unpacker, softmax unit, DRAM writer and operand select
+    # synthesized alone at 1, 2 and 4 channels of the paper config (committed results): the
+    # device's fit through 1 and 2 channels (the line; the select's model) predicts 4
     import json
     cfg = isa.load_config("paper")
     fp = blocks.fp_cell_results()
@@ -311,5 +330,5 @@ def test_lane_wide_blocks_grow_linearly_within_the_stated_margin():
             path = blocks.COMMITTED / f"{blocks._tag(blocks.variant(cfg, c))}/{name}.result.json"
             row = blocks.block_rows(json.loads(path.read_text())["result"])[name]
             areas.append(row["area_um2"] + blocks.fp_area(row, fp))
-        predicted = blocks.line({1: areas[0], 2: areas[1]}, 4)
+        predicted = blocks.predicted(name, {1: areas[0], 2: areas[1]}, 4, cfg.lanes // cfg.dram_channels)
         assert abs(predicted - areas[2]) <= blocks.LINE_MARGIN * areas[2], name
