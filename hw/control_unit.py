@@ -158,7 +158,7 @@ class ControlUnit(wiring.Component):
         m.d.comb += writer_free.eq(writer.idle & ~completion.pending & ~readout.waiting)
         m_rows = d.in_rows
         is_softmax, is_attention, is_xab = (d.op == Op.SOFTMAX), (d.op == Op.ATTENTION), (d.op == Op.LORA_XAB)
-        partial = d.flags[1]
+        partial = d.flags.partial
 
         # ---- the current stage: K, N, where its words go; its plan (the planner, registered
         # at PLAN) and its chunks (the dispatch)
@@ -268,7 +268,7 @@ class ControlUnit(wiring.Component):
                              m0.eq(0), in_elem.eq(0), out_byte.eq(0)]
                 # result rows: FP32 O for attention, else FP16; their values: the last
                 # product's N (isa/validate.py result_cols)
-                trans = d.flags[0]
+                trans = d.flags.trans_w
                 with m.If(is_attention):
                     m.d.sync += [esize_log2.eq(2), out_n.eq(Mux(trans, d.dev_cols, d.dev_rows))]
                 with m.Elif(is_softmax):
@@ -412,7 +412,7 @@ class ControlUnit(wiring.Component):
 
             with m.State("SFU_START"):
                 sfu_ports()
-                m.d.comb += [sfu.start.eq(1), sfu.length.eq(Mux(is_attention, Mux(d.flags[0], d.dev_rows, d.dev_cols), d.in_cols)),
+                m.d.comb += [sfu.start.eq(1), sfu.length.eq(Mux(is_attention, Mux(d.flags.trans_w, d.dev_rows, d.dev_cols), d.in_cols)),
                              sfu.partial.eq(is_attention | partial)]
                 m.next = "SFU_RUN"
             with m.State("SFU_RUN"):

@@ -14,7 +14,7 @@ from amaranth.lib import wiring, data
 from amaranth.lib.wiring import In, Out
 
 from isa import Status, DescType, Op, Dtype, FIELDS
-from isa.descriptor import Flag, PAGE_ALIGN, PAGE_SHIFT_BITS, PAGE_SHIFT_LSB, PAGE_SHIFT_MASK
+from isa.descriptor import FLAG_FIELDS, Flag, PAGE_ALIGN, PAGE_SHIFT_BITS, PAGE_SHIFT_MASK
 from isa.microarch import PAGE_LIST_MAX
 from isa.slots import HEADER_BYTES, LINE_BYTES
 from isa.validate import PAGE_LIST_BYTES
@@ -22,7 +22,9 @@ from .stage_sizes import StageSizes, stage_sizes_layout
 
 STAGES = 2                  # weight stages of a descriptor at most (the chains)
 
-DescriptorLayout = data.StructLayout({name: width for name, _, width in FIELDS})
+# the flags as their own fields (isa/descriptor.py FLAG_FIELDS): d.flags.trans_w, .page_shift
+FlagsLayout = data.StructLayout({name: width for name, _, width in FLAG_FIELDS})
+DescriptorLayout = data.StructLayout({name: FlagsLayout if name == "flags" else width for name, _, width in FIELDS})
 
 
 
@@ -66,14 +68,15 @@ class Decoder(wiring.Component):
 
         is_softmax = is_compute & (d.op == Op.SOFTMAX)
         chained = is_compute & ((d.op == Op.ATTENTION) | (d.op == Op.LORA_XAB))
-        trans = d.flags[0]                     # TRANS_W (isa/validate.py stages)
+        trans = d.flags.trans_w               # TRANS_W (isa/validate.py stages)
         plain = is_compute & ((d.op == Op.GEMV) | (d.op == Op.GEMM) | (d.op == Op.ATTENTION))
-        paged = is_compute & (d.op == Op.ATTENTION) & d.flags[2]
+        paged = is_compute & (d.op == Op.ATTENTION) & d.flags.paged
         paged_bits = int(Flag.TRANS_W | Flag.PAGED) | PAGE_SHIFT_MASK
-        implemented = (((d.flags == 0) & ((is_rw & (d.op == 0)) | chained))
-                       | (plain & ((d.flags & ~int(Flag.TRANS_W)) == 0))
-                       | (paged & trans & ((d.flags & ~paged_bits) == 0))
-                       | (is_softmax & ((d.flags & ~int(Flag.PARTIAL)) == 0)))
+        flags = d.flags.as_value()
+        implemented = (((flags == 0) & ((is_rw & (d.op == 0)) | chained))
+                       | (plain & ((flags & ~int(Flag.TRANS_W)) == 0))
+                       | (paged & trans & ((flags & ~paged_bits) == 0))
+                       | (is_softmax & ((flags & ~int(Flag.PARTIAL)) == 0)))
         dtype_ok = Mux(is_compute, d.dtype == Dtype.FP16,
                        (d.dtype == Dtype.FP16) | (d.dtype == Dtype.BF16) | (d.dtype == Dtype.INT8))
 
@@ -109,7 +112,7 @@ class Decoder(wiring.Component):
         line_elems16, line_elems32 = LINE_BYTES // 2, LINE_BYTES // 4
         with m.If(is_softmax):
             m.d.sync += result.eq(Mux(
-                d.flags[1], ((in_elems + line_elems16 - 1 + d.in_rows * line_elems16) >> (line_log2 - 1)) << line_log2,
+                d.flags.partial, ((in_elems + line_elems16 - 1 + d.in_rows * line_elems16) >> (line_log2 - 1)) << line_log2,
                 in_elems << 1))
         with m.Elif(d.op == Op.ATTENTION):
             m.d.sync += result.eq(((out_elems + line_elems32 - 1 + d.in_rows * line_elems32) >> (line_log2 - 2))
@@ -121,7 +124,7 @@ class Decoder(wiring.Component):
         m.d.sync += room.eq((1 << self.log2_slot[:6]) - HEADER_BYTES)
 
         # a paged ATTENTION's pages (T over 2^shift tokens a page) and its list's lines
-        shift = d.flags[PAGE_SHIFT_LSB:PAGE_SHIFT_LSB + PAGE_SHIFT_BITS]
+        shift = d.flags.page_shift
         pages, half = Signal(21), Signal(40)
         m.d.sync += [pages.eq((d.dev_rows + (1 << shift) - 1) >> shift), half.eq(d.dev_cols << (shift + 1))]
         m.d.comb += [out.paged.eq(paged), out.pages.eq(pages), out.page_shift.eq(shift), out.page_half.eq(half)]

@@ -25,7 +25,7 @@ def stage_operand(desc, second_addr, stage):
     0's are stored K x N, or with TRANS_W N x K; stage 1's start at `second_addr` (the
     decoder's: the 64-byte line after stage 0's), K and N swapped (x A, then . B; q K^T,
     then S V)."""
-    trans = desc.flags[0]
+    trans = desc.flags.trans_w
     k0, n0 = Mux(trans, desc.dev_cols, desc.dev_rows), Mux(trans, desc.dev_rows, desc.dev_cols)
     return (Mux(stage, second_addr, desc.dev_addr), Mux(stage, n0, k0), Mux(stage, k0, n0), trans & ~stage)
 

@@ -65,8 +65,30 @@ def dtype_bytes(dtype: int) -> int | None:
     return sizes.get(dtype)
 
 
+# (name, lsb, width) of the `flags` field's own bits, contiguous from flags bit 0 (word
+# bit 10), in this order: the one layout of the flags, which Flag and PAGE_SHIFT_* below and
+# the RTL decoder's descriptor layout (hw/decoder.py DescriptorLayout) are built from.
+FLAG_FIELDS = (
+    ("trans_w", 0, 1),
+    ("partial", 1, 1),
+    ("paged", 2, 1),
+    ("page_shift", 3, 4),
+    ("reserved", 7, 3),
+)
+
+_next = 0
+for _name, _lsb, _width in FLAG_FIELDS:
+    assert _lsb == _next, f"flags field {_name!r} is not contiguous"
+    _next = _lsb + _width
+assert _next == FIELD["flags"][1]
+del _next, _name, _lsb, _width
+
+FLAG_FIELD = {name: (lsb, width) for name, lsb, width in FLAG_FIELDS}
+
+
 class Flag(enum.IntFlag):
-    """Bits of the `flags` field, numbered as in the 204-bit word (bit 10 is flags bit 0).
+    """The one-bit fields of `flags` (FLAG_FIELDS), numbered as flags bits (bit 10 of the
+    204-bit word is flags bit 0).
 
     TRANS_W (the spec's, bit 10): the device matrix is stored N x K and used transposed;
     GEMV, GEMM, and ATTENTION, whose keys are then stored token-major (T x d, like V).
@@ -77,13 +99,14 @@ class Flag(enum.IntFlag):
     op, PARTIAL on another op than SOFTMAX, PAGED without ATTENTION and TRANS_W, or a
     PAGE_SHIFT without PAGED completes with BAD_OP (docs/read-compute-project.md).
     """
-    TRANS_W = 1 << 0
-    PARTIAL = 1 << 1
-    PAGED = 1 << 2
+    TRANS_W = 1 << FLAG_FIELD["trans_w"][0]
+    PARTIAL = 1 << FLAG_FIELD["partial"][0]
+    PAGED = 1 << FLAG_FIELD["paged"][0]
 
 
-PAGE_SHIFT_LSB = 3          # flags bits 3..6 (word bits 13..16): log2 of a page's tokens
-PAGE_SHIFT_BITS = 4
+assert all(FLAG_FIELD[flag.name.lower()][1] == 1 for flag in Flag)  # type: ignore[union-attr]
+
+PAGE_SHIFT_LSB, PAGE_SHIFT_BITS = FLAG_FIELD["page_shift"]    # log2 of a page's tokens
 PAGE_SHIFT_MASK = ((1 << PAGE_SHIFT_BITS) - 1) << PAGE_SHIFT_LSB
 PAGE_ENTRY_BYTES = 8        # a page list entry: the page's byte address, u64 little-endian
 PAGE_ALIGN = 4096           # a page's address and its keys' bytes are multiples of it (NVMe's page)

@@ -41,6 +41,27 @@ def test_field_boundaries(name, lsb, width):
             Descriptor(**{name: bad})
 
 
+def test_flags_layout_is_the_documented_one():
+    """The flags' own fields against docs/read-compute-project.md, re-typed here: TRANS_W
+    word bit 10, PARTIAL 11, PAGED 12, PAGE_SHIFT 13..16, 17..19 reserved; and the RTL's
+    descriptor layout views the same bits under the same names."""
+    from amaranth.lib import data
+    from hw.decoder import DescriptorLayout
+    from isa.descriptor import FLAG_FIELD, Flag, PAGE_SHIFT_MASK, page_flags, page_shift_of
+    word_bits = {"trans_w": (10, 10), "partial": (11, 11), "paged": (12, 12), "page_shift": (13, 16),
+                 "reserved": (17, 19)}
+    flags_lsb = 10
+    assert {name: (flags_lsb + lsb, flags_lsb + lsb + width - 1) for name, (lsb, width) in FLAG_FIELD.items()} \
+        == word_bits
+    assert (int(Flag.TRANS_W), int(Flag.PARTIAL), int(Flag.PAGED), PAGE_SHIFT_MASK) == (1, 2, 4, 0b1111 << 3)
+    assert page_shift_of(page_flags(7)) == 7 and page_flags(7) == 1 | 4 | (7 << 3)
+    flags = DescriptorLayout["flags"].shape
+    assert isinstance(flags, data.StructLayout)
+    for name, (lo, hi) in word_bits.items():
+        field = flags[name]
+        assert (flags_lsb + field.offset, field.width) == (lo, hi - lo + 1), name
+
+
 def test_unpack_wrong_length():
     with pytest.raises(ValueError, match="32 bytes"):
         Descriptor.unpack(bytes(31))
