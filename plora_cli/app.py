@@ -140,6 +140,25 @@ def scheduler_config(config_name: str, items: Iterable[str]) -> SchedulerConfig:
     return cfg
 
 
+def out_folder(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    """A click callback for an output folder option (click.Path(file_okay=False)): the folder
+    exists or can be made (no file on its way, writable), else a usage error naming the
+    option, so that a bad --out fails before the work rather than after it."""
+    if value is None:
+        return None
+    import os
+    import pathlib
+    option = param.opts[0] if param.opts else str(param.name)
+    folder = pathlib.Path(value).absolute()
+    while not folder.exists():
+        folder = folder.parent
+    if not folder.is_dir():
+        raise click.BadParameter(f"{str(value)!r}: {str(folder)!r} is a file, not a folder", param_hint=option)
+    if not os.access(folder, os.W_OK):
+        raise click.BadParameter(f"{str(value)!r}: cannot write in {str(folder)!r}", param_hint=option)
+    return value
+
+
 def preflight(command: click.Command, check: Callable[..., object]) -> click.Command:
     """A copy of click `command` whose callback runs `check(**params)` first."""
     callback = command.callback

@@ -5,14 +5,14 @@ import pathlib
 
 import click
 
-from .app import BadInput, device_config, main
+from .app import BadInput, device_config, main, out_folder
 
 
 @main.command()
 @click.option("--config", "config_name", default="default", show_default=True,
               help="device config: a name in isa/configs or a JSON path")
 @click.option("--out", type=click.Path(file_okay=False, path_type=pathlib.Path), default=None,
-              help="where report-<config>.json and .md go (default build/area)")
+              callback=out_folder, help="where report-<config>.json and .md go (default build/area)")
 @click.option("--scaling", is_flag=True,
               help="each block's growth over the 1 and 2 channel variants a scaled config is fitted to, "
                    "and the lane-wide blocks alone at 1, 2 and 4 channels")

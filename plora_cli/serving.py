@@ -11,7 +11,7 @@ import scheduler.cli as scheduler_cli
 from isa.config import parse_value
 from serving.config import load_system_config, system_names
 
-from .app import BadInput, main, run_files, serving_config
+from .app import BadInput, main, out_folder, run_files, serving_config
 
 config_option = click.option("--config", "config_name", default="default", show_default=True,
                              help="run config: a name in serving/configs/runs or a JSON path")
@@ -57,7 +57,7 @@ def _echo_summary(summary: Mapping[str, Any]) -> None:
 @config_option
 @set_option
 @click.option("--out", type=click.Path(file_okay=False, path_type=pathlib.Path), default=None,
-              help="write steps.csv, requests.csv and summary.json here")
+              callback=out_folder, help="write steps.csv, requests.csv and summary.json here")
 @click.option("--trace", "trace_path", type=click.Path(dir_okay=False, path_type=pathlib.Path), default=None,
               callback=lambda ctx, param, value: _trace_path(value),
               help="write the run's timeline here as a Chrome/Perfetto trace (JSON; GPU, link and each "

@@ -134,10 +134,21 @@ def test_a_malformed_set_item_is_named():
     (("sweep", "--axis", "nonsense=1,2"), "nonsense"),
     (("replay-step", "--case", "nonsense"), "nonsense"),
     (("bench", "--bogus"), "--bogus"),
+    (("demo", "--bogus"), "--bogus"),
+    (("demo", "extra"), "extra"),
+    (("systems", "--bogus"), "--bogus"),
+    (("systems", "extra"), "extra"),
     (("nosuch",), "nosuch"),
 ])
 def test_a_bad_option_is_one_line(args, named):
     one_error_line(invoke(*args), named)
+
+
+@pytest.mark.parametrize("command", sorted(main.commands))
+def test_every_subcommand_refuses_an_unknown_option_in_one_line(command):
+    """Every subcommand, including those without a config (demo, systems): a bad input is
+    one line naming it and the command's --help, exit status 2, before any work."""
+    one_error_line(invoke(command, "--no-such-option"), "--no-such-option", f" {command} --help')")
 
 
 def test_validate_and_roofline_are_click_not_argparse():
@@ -200,6 +211,9 @@ def test_the_api_raises_config_errors(files):
     (("reproduce", "--requests", "8"), ["--requests 8", "max_batch=32"]),
     (("reproduce", "--out", "{tmp}/afile"), ["--out", "afile"]),
     (("reproduce", "--out", "{tmp}/afile/r"), ["--out", "is a file, not a folder"]),
+    (("simulate", "--out", "{tmp}/afile/x"), ["--out", "afile", "is a file, not a folder"]),
+    (("simulate", "--out", "{tmp}/afile"), ["--out", "afile"]),
+    (("area", "--out", "{tmp}/afile/x"), ["--out", "afile", "is a file, not a folder"]),
     (("boost", "--requests", "0"), ["--requests", "0"]),
     (("boost", "--pool-requests", "x"), ["--pool-requests", "'x'"]),
 ])
