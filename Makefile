@@ -84,24 +84,24 @@ bench: $(STAMP) ## simulation speed of the model, the fast RTL path and the BFM 
 # area/results); make area-scaling CONFIG=paper: each block's growth over the two sizes it
 # is scaled from, and the lane-wide blocks alone at 1, 2 and 4 channels (minutes); make
 # area-results: synthesize the default and paper configs and copy their results into
-# area/results, to commit (after an RTL change: about 11 minutes on two cores)
-area: $(STAMP) ## area, power, timing of the core at 45 nm [CONFIG=paper] (8 s if committed, 7.5 min synthesizing)
+# area/results, to commit (after an RTL change: the paper config alone took 29 min on two busy cores)
+area: $(STAMP) ## area, power, timing of the core at 45 nm [CONFIG=paper] (80 s if committed, 29 min synthesizing)
 	$(RUN) -m plora_cli area --config $(CONFIG)
 
 area-scaling: $(STAMP) ## each block's growth over the sizes it is scaled from [CONFIG=paper] (minutes)
 	$(RUN) -m plora_cli area --config $(CONFIG) --scaling
 
-area-results: $(STAMP) ## synthesize the default and paper configs into area/results, to commit (about 11 min)
+area-results: $(STAMP) ## synthesize the default and paper configs into area/results, to commit (the paper config alone 29 min)
 	$(RUN) -m area.blocks --config default --commit
 	$(RUN) -m area.blocks --config paper --commit
 
 # the scheduler's crossover table (Fig. 3a): strategy costs per GPU-memory state over batch 1..256
 crossovers: $(STAMP) ## the scheduler's crossover table (Fig. 3a): the cheapest strategy per GPU-memory state
-	$(RUN) -m scheduler.cli crossovers
+	$(RUN) -m plora_cli crossovers
 
 # the scheduler's device-timing table against direct runs of the cycle model
 timing-check: $(STAMP) ## the scheduler's device-timing table against direct runs of the cycle model
-	$(RUN) -m scheduler.cli timing-check --config paper
+	$(RUN) -m plora_cli timing-check --config paper
 
 # one serving run of the default config (PLoRA, Llama2-7B, 4 devices, CXL 3.1, Uniform)
 simulate: $(STAMP) ## one serving run of the default config (PLoRA, Llama2-7B, 4 devices) into build/simulate
