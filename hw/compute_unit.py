@@ -40,7 +40,7 @@ from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from isa.microarch import ADD_CYCLES, PIPE_DEPTH, PRODUCT_CYCLES
+from isa.microarch import ADD_CYCLES, LANE_ROW_STAGES, PIPE_DEPTH, PRODUCT_CYCLES
 from isa.pe_array import ACC_INTERLEAVE, trans_line_cycles
 from isa.descriptor import DIM_BITS
 from .fp import ADD_STAGES, MUL_STAGES
@@ -49,7 +49,6 @@ from .fp_cells import add_cell
 from .operand_select import OperandSelect
 
 FETCH_STAGES = 1                                 # operand fetch, before the multiplier
-LANE_ROW_STAGES = 3                              # registers of the lanes' j // N after N changes
 READ_STAGE = FETCH_STAGES + MUL_STAGES           # cycles from a chunk to its accumulator read
 assert ADD_STAGES == ACC_INTERLEAVE, "the interleave of isa/pe_array.py is the adder's depth"
 assert (READ_STAGE, ADD_STAGES) == (PRODUCT_CYCLES, ADD_CYCLES), "isa/microarch.py's cycles are the pipeline's"

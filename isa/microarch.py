@@ -18,3 +18,4 @@ SOFTMAX_EXP_DRAIN = 4        # the softmax unit's exp pass drains: d, exp stage 
 SOFTMAX_OUT_DRAIN = 5        # ... its output pass: d, exp stage 1, exp stage 2, product stage 1, product stage 2
 DECODE_STAGES = 3            # the front end's decode (hw/decoder.py): products, their lines, the verdict
 PAGE_LIST_MAX = 64           # entries of a paged ATTENTION's list the front end holds (its page table)
+LANE_ROW_STAGES = 3          # the lanes' j // N: registered steps after N changes; a stage's PLAN waits for them

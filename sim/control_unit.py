@@ -30,7 +30,7 @@ import numpy as np
 
 from isa import Status, Op
 from isa.descriptor import Flag, PAGE_ENTRY_BYTES
-from isa.microarch import DECODE_STAGES, REPORTS_IN_FLIGHT
+from isa.microarch import DECODE_STAGES, LANE_ROW_STAGES, REPORTS_IN_FLIGHT
 from isa import validate
 from isa.slots import HEADER_BYTES, LINE_BYTES
 from isa.validate import lines, stats_offset
@@ -43,6 +43,7 @@ DECODE_CYCLES = 2        # the control unit's take -> first cycle of its next st
 STAGE_CYCLES = 2         # STAGE, PLAN: before a stage's WEIGHTS_START
 BANK_START_CYCLES = 1    # BANK_START: SOFTMAX's write run starts, then BANK_OUT
 SFU_START_CYCLES = 1     # SFU_START, before the unit's own cycles (sim/softmax_unit.py)
+LANES_READY_AFTER = LANE_ROW_STAGES + 1     # the compute unit's n_cols changes -> lanes_ready
 FRONT_POP_DELAY = 3      # the front end's last run start -> its next pop (FETCH, DONE, IDLE)
 CACHE_ENTRIES = 1 << 12  # entries of each of the control unit's caches (cleared when full)
 
@@ -58,6 +59,9 @@ class State:
     readout_free: int = 0               # first cycle the readout (hw/readout.py) is free
     pipe_mode: tuple = ("normal",)      # the compute unit's mode (plain, or a transposed tree's)
     pipe_empty: int = 0                 # the cycle its pipeline holds no chunk's control (pipe_busy 0)
+    stage: int = 0                      # the FSM's `stage` register (0 at reset)
+    lanes_n: int = 0                    # the N the lanes' packed rows follow (the compute unit's n_cols)
+    lanes_since: int = -LANE_ROW_STAGES - 1     # ... since this cycle (its first)
     last_report: int = -1               # the newest report (completion line answered)
     last_store_report: int = -1         # ... of a STORE that ran
     reports: tuple = ()                 # the last REPORTS_IN_FLIGHT report cycles
@@ -105,6 +109,14 @@ def hazard_until(desc, kind, status, sq_slot, regs, queues, state):
     return clear
 
 
+def lanes_n(desc, stage):
+    """The N of stage `stage` of `desc` as hw/stage_plan.py stage_operand gives it to the
+    lanes (any op: the FSM shows the task register's fields whatever it holds)."""
+    trans = bool(desc.flags & Flag.TRANS_W)
+    n0, k0 = (desc.dev_rows, desc.dev_cols) if trans else (desc.dev_cols, desc.dev_rows)
+    return k0 if stage else n0
+
+
 class ControlUnit:
     def __init__(self, cfg, memory):
         self.cfg = cfg
@@ -141,6 +153,8 @@ class ControlUnit:
         last_run = None
         take = max(pop + DECODE_STAGES + 1, state.fsm_free)
         start = take + DECODE_CYCLES
+        # from the cycle after the take the lanes follow this descriptor's N (whatever its op)
+        self._lanes_follow(lanes_n(desc, state.stage), take + 1)
         busy, writes = [], []
         self._pages = None
         if status == Status.OK and validate.paged(desc):
@@ -368,6 +382,9 @@ class ControlUnit:
 
         t = start
         for m0 in range(0, m, cfg.rows):
+            # GROUP (cycle t) sets the stage register to 0
+            self._state.stage = 0
+            self._lanes_follow(lanes_n(desc, 0), t + 1)
             rows = min(cfg.rows, m - m0)
             in_elem = m0 * cols
             t = self._phase(t, in_addr, in_elem, rows, cols, busy)
@@ -383,10 +400,17 @@ class ControlUnit:
                 after, latency = self._stage(t + STAGE_CYCLES, addr, plan, m == 1 and not trans, busy,
                                              self._page_runs(desc, index, plan))
                 drained = after + latency - 1
+                if op == Op.LORA_XAB and not to_result:
+                    # x A's DRAIN and READOUT_WAIT already show the lanes . B's N
+                    self._lanes_follow(lanes_n(desc, 1), after)
                 handed = max(after, self._readout_free(), self._writer_free() if to_result else 0)
                 start_at = max(drained, handed)
                 done = self._readout(start_at + 1, self._word_bytes(rows, sn, esize),
                                      plan.fold_steps, run if to_result else None)
+                if not to_result:
+                    # the chain's words are in: the stage register moves to 1
+                    self._state.stage = 1
+                    self._lanes_follow(lanes_n(desc, 1), done + 1)
                 t = handed + 1 if to_result else done + 1
                 if op == Op.ATTENTION and not to_result:
                     # the softmax rows, then their anchor lines, written while S V runs
@@ -464,6 +488,9 @@ class ControlUnit:
         main_runs, rest_run = page_runs if page_runs else (None, None)
         if plan.mode != state.pipe_mode:
             t = max(t, state.pipe_empty + 1)
+        # PLAN waits for the lanes' packed rows (hw/compute_unit.py lanes_ready), and
+        # WEIGHTS_START is the cycle after PLAN
+        t = max(t, state.lanes_since + LANES_READY_AFTER + 1)
         if plan.full_groups:
             t = self._phase(t, addr, 0, plan.full_groups, plan.pack * plan.cols_dim, busy, pair=split,
                             runs=main_runs)
@@ -477,6 +504,12 @@ class ControlUnit:
         state.pipe_mode = plan.mode
         state.pipe_empty = t + chunk_dispatch.busy_cycles(plan, lanes)
         return t, chunk_dispatch.drain_cycles(plan, lanes)
+
+    def _lanes_follow(self, n, cycle):
+        """The compute unit's n_cols is `n` from `cycle` on (a change restarts lanes_ready)."""
+        state = self._state
+        if n != state.lanes_n:
+            state.lanes_n, state.lanes_since = n, cycle
 
     def _readout(self, start, word_bytes, steps, run):
         """READOUT (BANK_OUT for steps None) from its first cycle `start`: the words of

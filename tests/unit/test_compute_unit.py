@@ -132,6 +132,33 @@ def run_unit(x, wt, stall=0.0):
 # Each case is a simulation of its own (about 6 s on two cores): `make test` runs one of
 # each kind (packed rows, one word and three sets, a K below the sets, one input row with
 # pairs at every boundary), `make test-full` (slow) the others as well.
+def test_lanes_ready_follows_n_when_the_model_says():
+    # the cycle model lets a stage's PLAN proceed LANES_READY_AFTER cycles after the lanes'
+    # N changes (sim/control_unit.py); the RTL's lanes_ready must rise exactly then, and
+    # stay low in between
+    from sim.control_unit import LANES_READY_AFTER
+    dut = ComputeUnit(CFG, shared_cells=False)
+    seen = []
+
+    async def bench(ctx):
+        for n in (16, 5, 5, CFG.lanes + 3, 1):
+            ctx.set(dut.n_cols, n)
+            waited = 0
+            while not ctx.get(dut.lanes_ready):
+                await ctx.tick()
+                waited += 1
+                assert waited < 16, f"lanes_ready never rose for N={n}"
+            seen.append(waited)
+            await ctx.tick().repeat(2)
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    # the first N is set at reset (n_cols 0 before): a change each time but the repeated 5
+    assert seen == [LANES_READY_AFTER, LANES_READY_AFTER, 0, LANES_READY_AFTER, LANES_READY_AFTER]
+
+
 @pytest.mark.parametrize("m,k,n", [(2, 7, 16), pytest.param(1, 9, 5, marks=SLOW), (2, 6, 24),
                                    pytest.param(1, 5, 40, marks=SLOW), (2, 2, 3),
                                    pytest.param(1, 11, 24, marks=SLOW), (1, 8, 100),
