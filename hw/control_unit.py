@@ -17,8 +17,9 @@ unit, the softmax unit and the DRAM writer, and sequences them:
                          stage 1 (. B) -> FP16 results
       ATTENTION          stage 0 (q K^T) -> FP32 scores into the output buffer; the softmax
                          unit turns each row into FP16 exp(P - m) in the input buffer and
-                         keeps m, l, written at once as one line of anchors per row (while
-                         stage 1 runs); stage 1 (S V) -> FP32 results (O)
+                         keeps m, l; stage 1 (S V) -> FP32 results (O) starts once the last
+                         row's exp values are written, while the unit sums that row's l,
+                         and the anchor lines (m, l a row) go out beside it
       SOFTMAX            no stage: the softmax unit runs on each input row in place, the
                          rows go out as FP16 results (and, PARTIAL, the anchor lines)
   A paged ATTENTION first waits (PAGES) for the front end's verdict on its page list; with
@@ -254,6 +255,26 @@ class ControlUnit(wiring.Component):
         widened = [fp16_to_fp32(m, cu.rd_in_data.word_select(j, 16), f"widened_{j}") for j in range(lanes)]
         m.d.comb += sfu.src_data.eq(Mux(is_attention, cu.rd_acc_data, Cat(*widened)))
 
+        # ---- the anchors: the unit's m and l of each row as it finishes, and one line of
+        # them per row, posted once the unit is idle and the writer and the readout are free
+        # (the writer latches the line as it takes it). Attention's go out while S V runs,
+        # its DRAIN waiting for the last; SOFTMAX's from its ANCHORS state
+        sfu_row = Signal(range(cfg.rows))
+        with m.If(sfu.done):
+            m.d.sync += [anchors_m[sfu_row].eq(sfu.m), anchors_l[sfu_row].eq(sfu.l)]
+        anchors_due, anchor_row = Signal(), Signal(range(cfg.rows))
+        anchor_post, anchor_last = Signal(), Signal()
+        m.d.comb += [anchor_post.eq(anchors_due & ~sfu.busy & readout_free & writer_free),
+                     anchor_last.eq(anchor_row + 1 >= group_rows)]
+        with m.If(anchor_post):
+            m.d.comb += [writer.start.eq(1),
+                         writer.addr.eq(cq_slot + HEADER_BYTES + dec.stats_offset + ((m0 + anchor_row) << line_log2)),
+                         writer.line.eq(Cat(anchors_m[anchor_row], anchors_l[anchor_row])),
+                         writer.strb.eq((1 << cfg.port_bytes) - 1)]
+            with m.If(anchor_last):
+                m.d.sync += [anchor_row.eq(0), anchors_due.eq(0)]
+            with m.Else():
+                m.d.sync += anchor_row.eq(anchor_row + 1)
 
         with m.FSM():
             with m.State("IDLE"):
@@ -381,7 +402,7 @@ class ControlUnit(wiring.Component):
                 to_result = (dest == TO_RESULT16) | (dest == TO_RESULT32)
                 with m.If(dest == TO_INPUT):
                     m.d.comb += lanes_stage.eq(1)
-                with m.If(readout_free & (~to_result | writer_free)):
+                with m.If(readout_free & (~to_result | writer_free) & ~anchors_due):
                     # its first fold read in the cycle drain is 1 (now, once it is 0)
                     start_readout(FROM_FOLD, dest, to_result, Mux(drain > 1, drain - 1, 0))
                     with m.If(to_result):
@@ -412,25 +433,26 @@ class ControlUnit(wiring.Component):
 
             with m.State("SFU_START"):
                 sfu_ports()
-                m.d.comb += [sfu.start.eq(1), sfu.length.eq(Mux(is_attention, Mux(d.flags.trans_w, d.dev_rows, d.dev_cols), d.in_cols)),
+                m.d.sync += sfu_row.eq(row)
+                m.d.comb += [sfu.start.eq(1),
+                             sfu.length.eq(Mux(is_attention, Mux(d.flags.trans_w, d.dev_rows, d.dev_cols), d.in_cols)),
                              sfu.partial.eq(is_attention | partial)]
                 m.next = "SFU_RUN"
             with m.State("SFU_RUN"):
                 sfu_ports()
-                with m.If(sfu.done):
-                    m.d.sync += [anchors_m[row].eq(sfu.m), anchors_l[row].eq(sfu.l)]
-                    with m.If(row + 1 < group_rows):
+                last_row = row + 1 >= group_rows
+                with m.If(is_attention & last_row & (sfu.written | sfu.done)):
+                    # the last row's probabilities are in: S V starts while the unit sums
+                    # l; the anchors' lines go out once it has (the anchor poster, below)
+                    m.d.sync += [row.eq(0), anchors_due.eq(1)]
+                    m.next = "STAGE"
+                with m.Elif(sfu.done):
+                    with m.If(~last_row):
                         m.d.sync += row.eq(row + 1)
                         m.next = "SFU_START"
                     with m.Else():
                         m.d.sync += row.eq(0)
-                        with m.If(is_attention):
-                            # the anchors are known now: their lines go out while the PE
-                            # array runs S V, so the descriptor ends with O's readout and
-                            # the next one starts beside it
-                            m.next = "ANCHORS"
-                        with m.Else():
-                            m.next = "BANK_START"
+                        m.next = "BANK_START"
 
             # ---- SOFTMAX's rows, read back from the input buffer a word at a time
             with m.State("BANK_START"):
@@ -442,29 +464,14 @@ class ControlUnit(wiring.Component):
                 m.d.comb += [cu.rd_row.eq(readout.rd_row), cu.rd_addr.eq(readout.rd_addr)]
                 with m.If(readout.done):
                     with m.If(partial):
+                        m.d.sync += anchors_due.eq(1)
                         m.next = "ANCHORS"
                     with m.Else():
                         m.next = "GROUP_END"
-
-            # ---- one line of anchors per row: m, l
             with m.State("ANCHORS"):
-                line = Signal(cfg.data_bits)
-                m.d.comb += line.eq(Cat(anchors_m[row], anchors_l[row]))
-                with m.If(readout_free & writer_free):
-                    m.d.comb += [writer.start.eq(1),
-                                 writer.addr.eq(cq_slot + HEADER_BYTES + dec.stats_offset + ((m0 + row) << line_log2)),
-                                 writer.line.eq(line), writer.strb.eq((1 << cfg.port_bytes) - 1)]
-                    m.next = "ANCHORS_WAIT"
-            with m.State("ANCHORS_WAIT"):
-                with m.If(writer.idle):
-                    with m.If(row + 1 < group_rows):
-                        m.d.sync += row.eq(row + 1)
-                        m.next = "ANCHORS"
-                    with m.Elif(is_attention):
-                        m.d.sync += row.eq(0)
-                        m.next = "STAGE"
-                    with m.Else():
-                        m.next = "GROUP_END"
+                # SOFTMAX's anchor lines (the poster): the group ends with the last one posted
+                with m.If(anchor_post & anchor_last):
+                    m.next = "GROUP_END"
             with m.State("GROUP_END"):
                 m.d.sync += [m0.eq(m0 + cfg.rows), in_elem.eq(in_elem + cfg.rows * d.in_cols)]
                 with m.If(m0 + cfg.rows < m_rows):

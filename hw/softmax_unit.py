@@ -3,7 +3,10 @@
 Interface (one row at a time; L = cfg.lanes):
 - `start` pulse with `length` (elements) and `partial`; `busy` from the next cycle until
   `done`, a one-cycle pulse. `m` and `l` (FP32 bits: the row's max and sum of exp) are
-  valid from `done` until the next `start`.
+  valid from `done` until the next `start`. Partial, `written` pulses in the cycle the
+  last destination word is presented (COMB1, 2W + EXP_DRAIN + 3 cycles from `start`):
+  the probabilities are all in, the unit goes on to l alone (attention's S V starts
+  then, beside it).
 - Source: FP32 words of L lanes (word w holds elements w*L .. w*L+L-1, lane j at bits
   32j..32j+31), read synchronously: `src_data` in cycle t+1 is the word at `src_addr` of
   cycle t. The row is read twice (normalized: three times).
@@ -20,36 +23,53 @@ sums, word w's element into partial (j, w mod 3), then (p0 + p1) + p2 per lane, 
 pairwise lane tree t_j += t_{j+h} for h = L/2 .. 1; r = 1/l (RNE); out = FP16(e * r),
 the exact product rounded once (partial: out = FP16(e)).
 
-Steps and cycles (cycle 0 is the `start` cycle, W = ceil(length / L), lg = log2 L):
-    MAX     W cycles: read word w, fold it into the per-lane max keys and NaN flags
-    MDRAIN  1: the last word folds in
-    MRED    1: m = reduction over the lanes (a comparator tree)
-    EXP     W cycles of reads; the pipeline: d = x - m (register), exp stage 1 (register),
-            exp stage 2 (register), then add into the lane's partial (and, partial mode,
-            FP16(e) to the destination register)
-    EDRAIN  4: the pipeline empties
-    COMB1, COMB2: p0 + p1, then + p2, on the lane adders
-    TREE    lg cycles: one tree level per cycle on the lane adders
-    partial: FIN (`done`), so 2W + lg + 9 cycles from `start` to `done`.
+Every step ends in a register and no path holds more than one FP cell's stage: the max
+tree is registered every SOFTMAX_MAX_LEVELS comparator levels, and x - m and the lanes'
+sums use the pipelined FP32 adder (ADD = ADD_CYCLES stages, its sum ADD - 1 cycles after
+its operands). A word read in cycle c: its source in c + 1, x - m registered at
+c + 1 + ADD, e at E = c + SOFTMAX_E_AT, its FP16 e (partial) presented at E + 1, its sum
+into the lane's partial at E + ADD - 1, its FP16 e * r (output pass) presented at
+E + MULH. Lanes past the row's end add +0 (a partial sum is never -0, so it stays).
+
+Steps and cycles (cycle 0 is the `start` cycle, W = ceil(length / L), lg = log2 L,
+S = isa.microarch.softmax_max_stages(L)):
+    MAX     W cycles: read word w; each word's lane keys through the max tree (S
+            registered stages), its max folded into the row's m the cycle after
+    MWAIT   S: the last word's max into m
+    EXP     W cycles of reads through the exp pipe (sums, partial: FP16(e) out)
+    EDRAIN  SOFTMAX_EXP_DRAIN: the last word's e in its lane's partial
+    COMB1, COMB2   ADD each: p0 + p1, then + p2, on the lane adders
+    TREE    lg x ADD: one tree level per ADD cycles on the lane adders
+    partial: FIN (`done`), so 2W + S + EXP_DRAIN + (lg + 2) ADD + 1 cycles from `start` to
+            `done` (at 512 lanes and one word: 49).
     RECIP   1 + RECIP_CYCLES: the divider, started in the first cycle
-    OUT     W cycles of reads; pipeline as EXP, then the product (FP32MulToFP16Pipe,
-            2 stages) to the destination register
-    ODRAIN  5, then FIN: 3W + lg + 41 cycles. Length 0: FIN at once (1 cycle), m = -inf,
+    OUT     W cycles of reads; the exp pipe, then the product (FP32MulToFP16Pipe) to
+            the destination register
+    ODRAIN  SOFTMAX_OUT_DRAIN, then FIN. Length 0: FIN at once (1 cycle), m = -inf,
             l = +0, nothing written.
 `sim/softmax_unit.py` gives these counts; tests/unit/test_softmax.py ties them to this RTL.
-No path holds more than one FP unit: every step above ends in a register.
 """
-from amaranth import Array, Module, Mux, Signal
+from amaranth import Array, Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from isa.microarch import SOFTMAX_EXP_DRAIN as EXP_DRAIN, SOFTMAX_OUT_DRAIN as OUT_DRAIN
-from .fp_cells import add_cell
-from .fp_sfu import FP32Recip
+from isa.descriptor import DIM_BITS as LENGTH_BITS  # a row's length is a dim (in_cols, dev_rows, dev_cols)
+from isa.microarch import ADD_CYCLES as ADD
+from isa.microarch import SOFTMAX_E_AT as E_AT
+from isa.microarch import SOFTMAX_EXP_CYCLES, SOFTMAX_MAX_LEVELS, softmax_max_stages
+from isa.microarch import SOFTMAX_EXP_DRAIN as EXP_DRAIN
+from isa.microarch import SOFTMAX_MULH_CYCLES as MULH
+from isa.microarch import SOFTMAX_OUT_DRAIN as OUT_DRAIN
 
-from isa.descriptor import DIM_BITS as LENGTH_BITS     # a row's length is a dim (in_cols, dev_rows, dev_cols)
+from .fp import ADD_STAGES
+from .fp_cells import add_cell
+from .fp_sfu import EXP_STAGES, MULH_STAGES, FP32Recip
+
+assert (ADD_STAGES, EXP_STAGES, MULH_STAGES) == (ADD, SOFTMAX_EXP_CYCLES, MULH), \
+    "isa/microarch.py's cycles are the cells'"
+assert ADD <= 3, "three partial sums a lane: a lane's next add into a partial comes ADD cycles after its last"
 F32_QNAN = 0x7FC00000
-F32_NEG_INF = 0xFF800000
+KEY_NEG_INF = 0x007FFFFF     # _key(-inf): every key but a NaN's is at least this
 
 
 def _key(x):
@@ -73,99 +93,142 @@ class SoftmaxUnit(wiring.Component):
             "busy": Out(1), "done": Out(1),
             "src_addr": Out(range(self.words)), "src_data": In(32 * lanes),
             "dst_addr": Out(range(self.words)), "dst_data": Out(16 * lanes), "dst_en": Out(1),
-            "m": Out(32), "l": Out(32),
+            "m": Out(32), "l": Out(32), "written": Out(1),
         })
 
     def elaborate(self, platform):
         m = Module()
         L, shared = self.lanes, self._shared
         lg = L.bit_length() - 1
+        max_stages = softmax_max_stages(L)
 
         # ---- row registers
-        n_words = Signal(range(self.words + 1))
-        last_count = Signal(range(L + 1))        # valid lanes of the last word, 1..L
+        # the row's last word, and which of its lanes hold an element (a lane's bit j < count);
+        # the words' "last" travels with them, so no path compares a word index
+        last_word = Signal(range(self.words))
+        tail_mask = Signal(L)
         partial = Signal()
-        m_reg = Signal(32)
+        m_key, m_nan = Signal(32), Signal()      # the row's max so far: its key, a NaN seen
         rd = Signal(range(self.words))
-        wait = Signal(range(8))
+        wait = Signal(range(max(EXP_DRAIN, OUT_DRAIN, max_stages, ADD) + 1))
         level = Signal(range(max(lg, 2)))
-        m.d.comb += [self.src_addr.eq(rd), self.m.eq(m_reg)]
-
-        def lane_ok(w, j):
-            return (w != n_words - 1) | (j < last_count)
+        m.d.comb += [self.src_addr.eq(rd), self.m.eq(Mux(m_nan, F32_QNAN, _unkey(m_key)))]
 
         def lane(v, j, width):
             return v.word_select(j, width)
 
-        # ---- per-lane state
-        keys = [Signal(32, name=f"key{j}") for j in range(L)]
-        nans = [Signal(name=f"nan{j}") for j in range(L)]
         psum = [[Signal(32, name=f"p{j}_{s}") for s in range(3)] for j in range(L)]
         m.d.comb += self.l.eq(psum[0][0])
 
-        # ---- pipeline valid bits and word indices
-        mx_v, mx_w = Signal(), Signal(range(self.words))
-        v = [Signal(name=f"v{k}") for k in range(6)]            # v[1]..v[5]: stage k holds a word
-        w = [Signal(range(self.words), name=f"w{k}") for k in range(6)]
+        # ---- the exp pipe's words: v[k] (stage k holds a word), w[k] its index, k = 1 ..
+        depth = E_AT + MULH
+        v = [Signal(name=f"v{k}") for k in range(depth + 1)]
+        w = [Signal(range(self.words), name=f"w{k}") for k in range(depth + 1)]
+        last = [Signal(name=f"last{k}") for k in range(depth + 1)]    # ... it is the row's last word
         out_pass = Signal()
         acc_set = Signal(2)
         issue_max, issue_exp = Signal(), Signal()
-        m.d.sync += [mx_v.eq(issue_max), mx_w.eq(rd), v[1].eq(issue_exp), w[1].eq(rd)]
-        for k in range(2, 6):
-            m.d.sync += [v[k].eq(v[k - 1]), w[k].eq(w[k - 1])]
+        rd_last = Signal()
+        m.d.comb += rd_last.eq(rd == last_word)
+        m.d.sync += [v[1].eq(issue_exp), w[1].eq(rd), last[1].eq(rd_last)]
+        for k in range(2, depth + 1):
+            m.d.sync += [v[k].eq(v[k - 1]), w[k].eq(w[k - 1]), last[k].eq(last[k - 1])]
+
+        def lane_ok(is_last, j):
+            return ~is_last | tail_mask[j]
 
         recip = m.submodules.recip = FP32Recip()
         m.d.comb += recip.x.eq(psum[0][0])
 
         def exp_pass(state, drain_state, drain, after):
             """A pass of the row's words through the exp pipe (EXP: sums; OUT: scaled
-            outputs), one word per cycle, then `drain` cycles for the last to leave it."""
+            outputs), one word per cycle, then `drain` cycles for the last to leave it, then
+            `after()` (the next state)."""
             with m.State(state):
                 m.d.comb += issue_exp.eq(1)
                 m.d.sync += [rd.eq(rd + 1), wait.eq(drain - 1)]
-                with m.If(rd == n_words - 1):
+                with m.If(rd_last):
                     m.next = drain_state
             with m.State(drain_state):
                 m.d.sync += wait.eq(wait - 1)
                 with m.If(wait == 0):
-                    m.next = after
+                    m.d.sync += wait.eq(ADD - 1)
+                    after()
 
+        # the lane adders: an add issued in the first cycle of an adder step (wait == ADD - 1)
+        adder_issue = Signal()
+        first_level = Signal(range(lg + 1))      # the tree's first level with a partner lane in the row
+
+        def tree_or_after():
+            m.d.sync += level.eq(first_level)
+            with m.If(first_level != lg):
+                m.next = "TREE"
+            with m.Elif(partial):
+                m.next = "FIN"
+            with m.Else():
+                m.next = "RECIP"
         with m.FSM() as fsm:
             with m.State("IDLE"):
                 with m.If(self.start):
-                    count = Signal(LENGTH_BITS + 1)
-                    m.d.comb += count.eq(self.length + (L - 1))
-                    m.d.sync += [n_words.eq(count[lg:]),
-                                 last_count.eq(Mux(self.length[:lg] == 0, L, self.length[:lg])),
-                                 partial.eq(self.partial), rd.eq(0), out_pass.eq(0)]
-                    m.d.sync += [s.eq(0) for s in keys + nans + [p for ps in psum for p in ps]]
+                    tail = Signal(range(L + 1))
+                    m.d.comb += tail.eq(Mux(self.length[:lg] == 0, L, self.length[:lg]))
+                    m.d.sync += [last_word.eq((self.length - 1)[lg:]),
+                                 tail_mask.eq(Cat(j < tail for j in range(L))),
+                                 partial.eq(self.partial), rd.eq(0), out_pass.eq(0),
+                                 m_key.eq(KEY_NEG_INF), m_nan.eq(0),
+                                 first_level.eq(Mux(self.length > L, 0,
+                                                    sum((self.length <= (L >> (lvl + 1))).as_unsigned()
+                                                        for lvl in range(lg))))]
+                    m.d.sync += [p.eq(0) for ps in psum for p in ps]
                     with m.If(self.length == 0):
-                        m.d.sync += m_reg.eq(F32_NEG_INF)
                         m.next = "FIN"
                     with m.Else():
                         m.next = "MAX"
             with m.State("MAX"):
                 m.d.comb += issue_max.eq(1)
-                m.d.sync += rd.eq(rd + 1)
-                with m.If(rd == n_words - 1):
-                    m.next = "MDRAIN"
-            with m.State("MDRAIN"):
-                m.next = "MRED"
-            with m.State("MRED"):
-                m.d.sync += [rd.eq(0), acc_set.eq(0)]
-                m.next = "EXP"
-            exp_pass("EXP", "EDRAIN", EXP_DRAIN, "COMB1")
-            with m.State("COMB1"):
-                m.next = "COMB2"
-            with m.State("COMB2"):
-                m.d.sync += level.eq(0)
-                m.next = "TREE"
-            with m.State("TREE"):
+                m.d.sync += [rd.eq(rd + 1), wait.eq(max_stages - 1)]
+                with m.If(rd_last):
+                    m.next = "MWAIT"
+            with m.State("MWAIT"):
+                m.d.sync += wait.eq(wait - 1)
+                with m.If(wait == 0):
+                    m.d.sync += [rd.eq(0), acc_set.eq(0)]
+                    m.next = "EXP"
+
+            def combine():
+                # adds of +0 are left out (x + 0 = x: a partial sum is never -0): p1 without
+                # a second word, p2 without a third; the tree's levels whose partner lanes all
+                # lie past a one-word row's end
+                with m.If(last_word >= 1):
+                    m.next = "COMB1"
+                with m.Else():
+                    tree_or_after()
+            exp_pass("EXP", "EDRAIN", EXP_DRAIN, combine)
+
+            def adder_step(state, after, first=False):
+                """One add on every lane adder: issued in the state's first cycle, its sum
+                written in its last (ADD cycles)."""
+                with m.State(state):
+                    m.d.comb += adder_issue.eq(wait == ADD - 1)
+                    m.d.sync += wait.eq(wait - 1)
+                    with m.If(wait == 0):
+                        m.d.sync += wait.eq(ADD - 1)
+                        after()
+            def comb1_after():
+                with m.If(last_word >= 2):
+                    m.next = "COMB2"
+                with m.Else():
+                    tree_or_after()
+            adder_step("COMB1", comb1_after)
+            adder_step("COMB2", tree_or_after)
+
+            def tree_after():
                 m.d.sync += level.eq(level + 1)
                 with m.If((level == lg - 1) & partial):
                     m.next = "FIN"
                 with m.Elif(level == lg - 1):
                     m.next = "RECIP"
+            adder_step("TREE", tree_after)
             with m.State("RECIP"):
                 m.d.comb += recip.start.eq(1)
                 m.next = "RECIP_WAIT"
@@ -173,49 +236,78 @@ class SoftmaxUnit(wiring.Component):
                 with m.If(recip.done):
                     m.d.sync += [rd.eq(0), out_pass.eq(1)]
                     m.next = "OUT"
-            exp_pass("OUT", "ODRAIN", OUT_DRAIN, "FIN")
+            exp_pass("OUT", "ODRAIN", OUT_DRAIN, lambda: setattr(m, "next", "FIN"))
             with m.State("FIN"):
                 m.next = "IDLE"
         m.d.comb += [self.busy.eq(~fsm.ongoing("IDLE")), self.done.eq(fsm.ongoing("FIN"))]
 
-        # ---- MAX: fold the word into the lane keys (NaNs only raise the flag)
+        # ---- the max: each word's lane keys (lanes past the end as 0, below every other
+        # key; a NaN raises the flag) through a tree registered every
+        # SOFTMAX_MAX_LEVELS levels, then folded into the row's m
+        mx_v, mx_last = Signal(), Signal()
+        m.d.sync += [mx_v.eq(issue_max), mx_last.eq(rd_last)]
+        keys, nans = [], []
         for j in range(L):
             x = lane(self.src_data, j, 32)
             is_nan = (x[23:31] == 0xFF) & x[:23].any()
-            key = Signal(32, name=f"xkey{j}")
-            m.d.comb += key.eq(_key(x))
-            with m.If(mx_v & lane_ok(mx_w, j)):
-                with m.If(is_nan):
-                    m.d.sync += nans[j].eq(1)
-                with m.Elif(key > keys[j]):
-                    m.d.sync += keys[j].eq(key)
-
-        # ---- MRED: m over the lanes
-        ks, ns = list(keys), list(nans)
-        while len(ks) > 1:
-            h = len(ks) // 2
-            nk = [Signal(32, name=f"kred{h}_{j}") for j in range(h)]
-            m.d.comb += [nk[j].eq(Mux(ks[j + h] > ks[j], ks[j + h], ks[j])) for j in range(h)]
-            ks, ns = nk, [ns[j] | ns[j + h] for j in range(h)]
-        with m.If(fsm.ongoing("MRED")):
-            m.d.sync += m_reg.eq(Mux(ns[0], F32_QNAN, _unkey(ks[0])))
+            ok = lane_ok(mx_last, j)
+            key, nan = Signal(32, name=f"xkey{j}"), Signal(name=f"xnan{j}")
+            # a NaN's key is left in (above +inf or below -inf): with the flag raised, m is
+            # the canonical NaN whatever the keys say, and the key path skips the NaN test
+            m.d.comb += [key.eq(Mux(ok, _key(x), 0)), nan.eq(ok & is_nan)]
+            keys.append(key)
+            nans.append(nan)
+        tree_v, level_in_stage, stage = mx_v, 0, 0
+        while True:
+            if len(keys) > 1:
+                h = len(keys) // 2
+                nk = [Signal(32, name=f"kred{h}_{j}") for j in range(h)]
+                m.d.comb += [nk[j].eq(Mux(keys[j + h] > keys[j], keys[j + h], keys[j])) for j in range(h)]
+                keys, nans = nk, [nans[j] | nans[j + h] for j in range(h)]
+                level_in_stage += 1
+            if level_in_stage == SOFTMAX_MAX_LEVELS or len(keys) == 1:
+                stage += 1
+                rk = [Signal(32, name=f"kreg{stage}_{j}") for j in range(len(keys))]
+                rn = [Signal(name=f"nreg{stage}_{j}") for j in range(len(keys))]
+                rv = Signal(name=f"kreg{stage}_valid")
+                m.d.sync += [r.eq(k) for r, k in zip(rk, keys, strict=True)]
+                m.d.sync += [r.eq(n) for r, n in zip(rn, nans, strict=True)]
+                m.d.sync += rv.eq(tree_v)
+                keys, nans, tree_v, level_in_stage = rk, rn, rv, 0
+                if len(keys) == 1:
+                    break
+        assert stage == max_stages, (stage, max_stages)
+        with m.If(tree_v):
+            m.d.sync += m_nan.eq(m_nan | nans[0])
+            with m.If(keys[0] > m_key):
+                m.d.sync += m_key.eq(keys[0])
 
         # ---- the exp pipeline, per lane
-        neg_m = m_reg ^ 0x80000000
+        neg_m = self.m ^ 0x80000000
         dst_data = Signal(16 * L)
-        m.d.sync += [self.dst_en.eq(0), self.dst_addr.eq(w[4])]
-        with m.If(v[4] & ~out_pass):
+        dst_last = Signal()
+        m.d.sync += [self.dst_en.eq(0), self.dst_addr.eq(w[E_AT]), dst_last.eq(last[E_AT])]
+        accumulate = v[E_AT] & ~out_pass
+        with m.If(accumulate):
             m.d.sync += acc_set.eq(Mux(acc_set == 2, 0, acc_set + 1))
             with m.If(partial):
                 m.d.sync += self.dst_en.eq(1)
-        with m.If(v[5] & out_pass):
-            m.d.sync += [self.dst_en.eq(1), self.dst_addr.eq(w[5])]
+        with m.If(v[E_AT + MULH - 1] & out_pass):
+            m.d.sync += [self.dst_en.eq(1), self.dst_addr.eq(w[E_AT + MULH - 1]), dst_last.eq(last[E_AT + MULH - 1])]
         m.d.sync += self.dst_data.eq(dst_data)
+        # partial: the row's last FP16 e is presented now
+        m.d.comb += self.written.eq(self.dst_en & dst_last & partial & ~out_pass)
+
+        # the lane adders' writes: ADD - 1 cycles after the add, into the partial it names
+        wr_v = [Signal(name=f"wr_v{k}") for k in range(ADD)]
+        wr_set = [Signal(2, name=f"wr_set{k}") for k in range(ADD)]
+        m.d.comb += [wr_v[0].eq(accumulate | adder_issue), wr_set[0].eq(Mux(accumulate, acc_set, 0))]
+        for k in range(1, ADD):
+            m.d.sync += [wr_v[k].eq(wr_v[k - 1]), wr_set[k].eq(wr_set[k - 1])]
 
         for j in range(L):
-            d = Signal(32, name=f"d{j}")
-            d_reg = Signal(32, name=f"d_reg{j}")
-            add_cell(m, f"sub_{j}", "ndp_fp32_add", shared, a=lane(self.src_data, j, 32), b=neg_m, s=d)
+            d, d_reg = Signal(32, name=f"d{j}"), Signal(32, name=f"d_reg{j}")
+            add_cell(m, f"sub_{j}", "ndp_fp32_add_pipe", shared, a=lane(self.src_data, j, 32), b=neg_m, s=d)
             m.d.sync += d_reg.eq(d)
 
             e, e_reg = Signal(32, name=f"e{j}"), Signal(32, name=f"e_reg{j}")
@@ -226,26 +318,19 @@ class SoftmaxUnit(wiring.Component):
             add_cell(m, f"cvt_{j}", "ndp_fp32_to_fp16", shared, a=e_reg, h=half)
             product = Signal(16, name=f"product{j}")
             add_cell(m, f"mul_{j}", "ndp_fp32_mul_to_fp16_pipe", shared, a=e_reg, b=recip.r, h=product)
-            stage_w = Mux(out_pass, w[5], w[4])
-            m.d.comb += lane(dst_data, j, 16).eq(
-                Mux(lane_ok(stage_w, j), Mux(out_pass, product, half), 0))
+            out_last = Mux(out_pass, last[E_AT + MULH - 1], last[E_AT])
+            m.d.comb += lane(dst_data, j, 16).eq(Mux(lane_ok(out_last, j), Mux(out_pass, product, half), 0))
 
-            # the lane adder: accumulate, combine the three partials, one tree level
+            # the lane adder: accumulate (lanes past the end add +0), combine the three
+            # partials, one tree level (lanes j >= h add +0 to their own)
             acc_a, acc_b, acc_s = (Signal(32, name=f"acc_{n}{j}") for n in "abs")
-            add_cell(m, f"acc_{j}", "ndp_fp32_add", shared, a=acc_a, b=acc_b, s=acc_s)
-            with m.If(v[4] & ~out_pass):
-                m.d.comb += [acc_a.eq(Array(psum[j])[acc_set]), acc_b.eq(e_reg)]
-                with m.If(lane_ok(w[4], j)):
-                    with m.Switch(acc_set):
-                        for s in range(3):
-                            with m.Case(s):
-                                m.d.sync += psum[j][s].eq(acc_s)
+            add_cell(m, f"acc_{j}", "ndp_fp32_add_pipe", shared, a=acc_a, b=acc_b, s=acc_s)
+            with m.If(accumulate):
+                m.d.comb += [acc_a.eq(Array(psum[j])[acc_set]), acc_b.eq(Mux(lane_ok(last[E_AT], j), e_reg, 0))]
             with m.Elif(fsm.ongoing("COMB1")):
                 m.d.comb += [acc_a.eq(psum[j][0]), acc_b.eq(psum[j][1])]
-                m.d.sync += psum[j][0].eq(acc_s)
             with m.Elif(fsm.ongoing("COMB2")):
                 m.d.comb += [acc_a.eq(psum[j][0]), acc_b.eq(psum[j][2])]
-                m.d.sync += psum[j][0].eq(acc_s)
             with m.Elif(fsm.ongoing("TREE")):
                 m.d.comb += acc_a.eq(psum[j][0])
                 with m.Switch(level):
@@ -254,5 +339,9 @@ class SoftmaxUnit(wiring.Component):
                         if j < h:
                             with m.Case(lvl):
                                 m.d.comb += acc_b.eq(psum[j + h][0])
-                                m.d.sync += psum[j][0].eq(acc_s)
+            with m.If(wr_v[ADD - 1]):
+                with m.Switch(wr_set[ADD - 1]):
+                    for s in range(3):
+                        with m.Case(s):
+                            m.d.sync += psum[j][s].eq(acc_s)
         return m

@@ -14,8 +14,21 @@ VALID_WORD_BACKOFF = 32      # the command engine: cycles between two reads of a
 FOLD_FIFO_DEPTH = 8          # the fold unit: words between its adder and the consumer (a power of two)
 PACKER_BUFFER_LINES = 3      # the line packer: two lines of a word at any offset, and the line going out
 UNPACKER_WINDOW_BEATS = 3    # the unpacker: a pair spans up to 2 LANES elements from any position in a beat
-SOFTMAX_EXP_DRAIN = 4        # the softmax unit's exp pass drains: d, exp stage 1, exp stage 2, accumulate
-SOFTMAX_OUT_DRAIN = 5        # ... its output pass: d, exp stage 1, exp stage 2, product stage 1, product stage 2
+# the softmax unit (hw/softmax_unit.py): each step ends in a register, no path through more
+# than one FP unit's stage or SOFTMAX_MAX_LEVELS comparator levels of its max tree
+SOFTMAX_MAX_LEVELS = 3       # comparator levels of the max tree between two of its registers
+SOFTMAX_EXP_CYCLES = 2       # the exp cell's stages (hw/fp_sfu.py EXP_STAGES)
+SOFTMAX_MULH_CYCLES = 2      # the e * (1 / l) -> FP16 cell's stages (hw/fp_sfu.py MULH_STAGES)
+SOFTMAX_E_AT = 1 + ADD_CYCLES + SOFTMAX_EXP_CYCLES      # a word read -> its e registered: x - m, exp
+SOFTMAX_EXP_DRAIN = SOFTMAX_E_AT + ADD_CYCLES - 1       # ... -> the last word's e in its lane's sum
+SOFTMAX_OUT_DRAIN = SOFTMAX_E_AT + SOFTMAX_MULH_CYCLES - 1     # ... -> its FP16 output presented, less 1
+
+
+def softmax_max_stages(lanes: int) -> int:
+    """Registered stages of the softmax unit's max tree over `lanes` lanes: log2(lanes)
+    comparator levels, SOFTMAX_MAX_LEVELS a stage (at least one: the word's max registered)."""
+    levels = lanes.bit_length() - 1
+    return max(1, -(-levels // SOFTMAX_MAX_LEVELS))
 DECODE_STAGES = 3            # the front end's decode (hw/decoder.py): products, their lines, the verdict
 PAGE_LIST_MAX = 64           # entries of a paged ATTENTION's list the front end holds (its page table)
 LANE_ROW_STAGES = 3          # the lanes' j // N: registered steps after N changes; a stage's PLAN waits for them

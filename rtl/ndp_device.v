@@ -852,7 +852,7 @@ module ndp_device(mem__awaddr, mem__awlen, mem__awsize, mem__awburst, mem__awloc
     .pop(pop),
     .pop_ready(pop_ready),
     .pop_valid(pop_valid),
-    .\port$14277$0 (\$3 ),
+    .\port$13780$0 (\$3 ),
     .queues__0(queues__0),
     .queues__1(queues__1),
     .queues__2(queues__2),
@@ -1062,7 +1062,7 @@ module ndp_device(mem__awaddr, mem__awlen, mem__awsize, mem__awburst, mem__awloc
     .io__wready(io__wready),
     .io__wstrb(io__wstrb),
     .io__wvalid(io__wvalid),
-    .\port$14277$0 (\$3 ),
+    .\port$13780$0 (\$3 ),
     .queues__0(queues__0),
     .queues__1(queues__1),
     .queues__2(queues__2),
@@ -2683,7 +2683,7 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, bus__rlast, clk, rst, pop, bus__arlen, bus__arvalid, bus__awlen, bus__wdata, bus__wstrb, reported, bus__wvalid, bus__wlast, bus__bready, done_status, irq, \port$14277$0 , cycle
+module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, bus__rlast, clk, rst, pop, bus__arlen, bus__arvalid, bus__awlen, bus__wdata, bus__wstrb, reported, bus__wvalid, bus__wlast, bus__bready, done_status, irq, \port$13780$0 , cycle
 , queues__0, queues__1, queues__2, queues__3, pop_valid, pop_ready, bus__araddr, bus__awvalid, bus__awaddr, bus__arready, bus__rvalid, bus__awready, bus__wready, bus__bvalid, bus__bid);
   reg \$auto$verilog_backend.cc:2355:dump_module$67  = 0;
   wire \$1 ;
@@ -2774,124 +2774,124 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$1075 ;
   wire \$1076 ;
   wire \$1077 ;
-  wire [64:0] \$1078 ;
-  wire [64:0] \$1079 ;
+  wire \$1078 ;
+  wire \$1079 ;
   wire \$108 ;
-  wire [65:0] \$1080 ;
-  wire [26:0] \$1081 ;
-  wire [27:0] \$1082 ;
-  wire [28:0] \$1083 ;
-  wire [29:0] \$1084 ;
-  wire [30:0] \$1085 ;
-  wire [30:0] \$1086 ;
-  wire [26:0] \$1087 ;
-  wire [27:0] \$1088 ;
-  wire [28:0] \$1089 ;
+  wire [2:0] \$1080 ;
+  wire [64:0] \$1081 ;
+  wire [65:0] \$1082 ;
+  wire [20:0] \$1083 ;
+  wire [27:0] \$1084 ;
+  wire [66:0] \$1085 ;
+  reg [31:0] \$1086 ;
+  reg [31:0] \$1087 ;
+  wire \$1088 ;
+  wire \$1089 ;
   wire \$109 ;
-  wire [29:0] \$1090 ;
-  wire [29:0] \$1091 ;
+  wire \$1090 ;
+  wire \$1091 ;
   wire [64:0] \$1092 ;
   wire [64:0] \$1093 ;
-  wire [64:0] \$1094 ;
-  wire [64:0] \$1095 ;
-  wire [26:0] \$1096 ;
-  wire [6:0] \$1097 ;
-  wire \$1098 ;
-  wire [20:0] \$1099 ;
+  wire [65:0] \$1094 ;
+  wire [26:0] \$1095 ;
+  wire [27:0] \$1096 ;
+  wire [28:0] \$1097 ;
+  wire [29:0] \$1098 ;
+  wire [30:0] \$1099 ;
   wire \$11 ;
   wire \$110 ;
-  wire \$1100 ;
-  wire [20:0] \$1101 ;
-  wire [20:0] \$1102 ;
-  wire [64:0] \$1103 ;
-  wire [44:0] \$1104 ;
-  wire [65:0] \$1105 ;
-  wire [22:0] \$1106 ;
-  wire [23:0] \$1107 ;
-  wire [24:0] \$1108 ;
-  wire [25:0] \$1109 ;
+  wire [30:0] \$1100 ;
+  wire [26:0] \$1101 ;
+  wire [27:0] \$1102 ;
+  wire [28:0] \$1103 ;
+  wire [29:0] \$1104 ;
+  wire [29:0] \$1105 ;
+  wire [64:0] \$1106 ;
+  wire [64:0] \$1107 ;
+  wire [64:0] \$1108 ;
+  wire [64:0] \$1109 ;
   wire \$111 ;
   wire [26:0] \$1110 ;
-  wire [26:0] \$1111 ;
-  wire [22:0] \$1112 ;
-  wire [23:0] \$1113 ;
-  wire [24:0] \$1114 ;
-  wire [25:0] \$1115 ;
-  wire [25:0] \$1116 ;
-  wire \$1117 ;
-  wire \$1118 ;
-  wire \$1119 ;
+  wire [6:0] \$1111 ;
+  wire \$1112 ;
+  wire [20:0] \$1113 ;
+  wire \$1114 ;
+  wire [20:0] \$1115 ;
+  wire [20:0] \$1116 ;
+  wire [64:0] \$1117 ;
+  wire [44:0] \$1118 ;
+  wire [65:0] \$1119 ;
   wire \$112 ;
-  wire \$1120 ;
-  wire \$1121 ;
-  wire \$1122 ;
-  wire \$1123 ;
-  wire \$1124 ;
-  wire \$1125 ;
-  wire \$1126 ;
-  wire \$1127 ;
-  wire [64:0] \$1128 ;
-  wire [65:0] \$1129 ;
+  wire [22:0] \$1120 ;
+  wire [23:0] \$1121 ;
+  wire [24:0] \$1122 ;
+  wire [25:0] \$1123 ;
+  wire [26:0] \$1124 ;
+  wire [26:0] \$1125 ;
+  wire [22:0] \$1126 ;
+  wire [23:0] \$1127 ;
+  wire [24:0] \$1128 ;
+  wire [25:0] \$1129 ;
   wire \$113 ;
-  wire \$1130 ;
-  wire [5:0] \$1131 ;
-  wire [5:0] \$1132 ;
-  wire [19:0] \$1133 ;
-  wire [19:0] \$1134 ;
-  wire [19:0] \$1135 ;
-  wire [19:0] \$1136 ;
+  wire [25:0] \$1130 ;
+  wire \$1131 ;
+  wire \$1132 ;
+  wire \$1133 ;
+  wire \$1134 ;
+  wire \$1135 ;
+  wire \$1136 ;
   wire \$1137 ;
   wire \$1138 ;
   wire \$1139 ;
   wire [7:0] \$114 ;
-  wire [22:0] \$1140 ;
-  wire [25:0] \$1141 ;
-  wire [26:0] \$1142 ;
-  wire [27:0] \$1143 ;
-  wire [28:0] \$1144 ;
-  wire [28:0] \$1145 ;
+  wire \$1140 ;
+  wire \$1141 ;
+  wire \$1142 ;
+  wire \$1143 ;
+  wire [64:0] \$1144 ;
+  wire [65:0] \$1145 ;
   wire \$1146 ;
-  wire \$1147 ;
-  wire [19:0] \$1148 ;
+  wire [5:0] \$1147 ;
+  wire [5:0] \$1148 ;
   wire [19:0] \$1149 ;
   wire [7:0] \$115 ;
-  wire \$1150 ;
-  wire \$1151 ;
-  wire \$1152 ;
+  wire [19:0] \$1150 ;
+  wire [19:0] \$1151 ;
+  wire [19:0] \$1152 ;
   wire \$1153 ;
   wire \$1154 ;
   wire \$1155 ;
-  wire [64:0] \$1156 ;
-  wire [65:0] \$1157 ;
-  wire [19:0] \$1158 ;
-  wire [19:0] \$1159 ;
+  wire [22:0] \$1156 ;
+  wire [25:0] \$1157 ;
+  wire [26:0] \$1158 ;
+  wire [27:0] \$1159 ;
   wire \$116 ;
-  wire [19:0] \$1160 ;
-  wire [19:0] \$1161 ;
-  wire [22:0] \$1162 ;
-  wire [25:0] \$1163 ;
-  wire [26:0] \$1164 ;
-  wire [27:0] \$1165 ;
-  wire [28:0] \$1166 ;
-  wire [28:0] \$1167 ;
-  reg [31:0] \$1168 ;
-  reg [31:0] \$1169 ;
+  wire [28:0] \$1160 ;
+  wire [28:0] \$1161 ;
+  wire \$1162 ;
+  wire \$1163 ;
+  wire [19:0] \$1164 ;
+  wire [19:0] \$1165 ;
+  wire \$1166 ;
+  wire \$1167 ;
+  wire \$1168 ;
+  wire \$1169 ;
   wire \$117 ;
   wire \$1170 ;
   wire \$1171 ;
-  wire \$1172 ;
-  wire \$1173 ;
-  wire [64:0] \$1174 ;
-  wire [65:0] \$1175 ;
-  wire [20:0] \$1176 ;
-  wire [27:0] \$1177 ;
-  wire [66:0] \$1178 ;
-  wire \$1179 ;
+  wire [64:0] \$1172 ;
+  wire [65:0] \$1173 ;
+  wire [19:0] \$1174 ;
+  wire [19:0] \$1175 ;
+  wire [19:0] \$1176 ;
+  wire [19:0] \$1177 ;
+  wire [22:0] \$1178 ;
+  wire [25:0] \$1179 ;
   wire \$118 ;
-  wire \$1180 ;
-  wire \$1181 ;
-  wire \$1182 ;
-  wire \$1183 ;
+  wire [26:0] \$1180 ;
+  wire [27:0] \$1181 ;
+  wire [28:0] \$1182 ;
+  wire [28:0] \$1183 ;
   wire \$1184 ;
   wire \$1185 ;
   wire \$1186 ;
@@ -2922,30 +2922,30 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$1208 ;
   wire \$1209 ;
   wire \$121 ;
-  wire [64:0] \$1210 ;
-  wire [15:0] \$1211 ;
-  wire [16:0] \$1212 ;
-  wire [16:0] \$1213 ;
-  wire [79:0] \$1214 ;
-  wire [80:0] \$1215 ;
-  wire [64:0] \$1216 ;
-  wire [15:0] \$1217 ;
+  wire \$1210 ;
+  wire \$1211 ;
+  wire \$1212 ;
+  wire \$1213 ;
+  wire [2:0] \$1214 ;
+  wire [64:0] \$1215 ;
+  wire [15:0] \$1216 ;
+  wire [16:0] \$1217 ;
   wire [16:0] \$1218 ;
-  wire [16:0] \$1219 ;
+  wire [79:0] \$1219 ;
   wire \$122 ;
-  wire [79:0] \$1220 ;
-  wire [80:0] \$1221 ;
-  wire \$1222 ;
-  wire \$1223 ;
-  wire \$1224 ;
-  wire [19:0] \$1225 ;
-  wire [19:0] \$1226 ;
+  wire [80:0] \$1220 ;
+  wire [64:0] \$1221 ;
+  wire [15:0] \$1222 ;
+  wire [16:0] \$1223 ;
+  wire [16:0] \$1224 ;
+  wire [79:0] \$1225 ;
+  wire [80:0] \$1226 ;
   wire \$1227 ;
   wire \$1228 ;
   wire \$1229 ;
   wire \$123 ;
-  wire \$1230 ;
-  wire \$1231 ;
+  wire [19:0] \$1230 ;
+  wire [19:0] \$1231 ;
   wire \$1232 ;
   wire \$1233 ;
   wire \$1234 ;
@@ -2964,74 +2964,83 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$1246 ;
   wire \$1247 ;
   wire \$1248 ;
-  wire [22:0] \$1249 ;
+  wire \$1249 ;
   wire \$125 ;
-  wire [25:0] \$1250 ;
-  wire [48:0] \$1251 ;
+  wire \$1250 ;
+  wire \$1251 ;
   wire \$1252 ;
   wire \$1253 ;
   wire \$1254 ;
   wire \$1255 ;
-  wire \$1256 ;
-  wire [2:0] \$1257 ;
-  wire \$1258 ;
-  wire [2:0] \$1259 ;
+  wire [22:0] \$1256 ;
+  wire [25:0] \$1257 ;
+  wire [48:0] \$1258 ;
+  wire \$1259 ;
   wire \$126 ;
   wire \$1260 ;
   wire \$1261 ;
   wire \$1262 ;
   wire \$1263 ;
   wire \$1264 ;
-  wire [22:0] \$1265 ;
-  wire [25:0] \$1266 ;
-  wire [48:0] \$1267 ;
+  wire [2:0] \$1265 ;
+  wire \$1266 ;
+  wire \$1267 ;
   wire \$1268 ;
   wire \$1269 ;
   wire \$127 ;
-  wire \$1270 ;
+  wire [2:0] \$1270 ;
   wire \$1271 ;
-  wire [2:0] \$1272 ;
-  wire \$1273 ;
+  wire \$1272 ;
+  wire [2:0] \$1273 ;
   wire \$1274 ;
-  wire [2:0] \$1275 ;
-  wire [20:0] \$1276 ;
-  wire [22:0] \$1277 ;
-  wire [44:0] \$1278 ;
-  wire [20:0] \$1279 ;
+  wire \$1275 ;
+  wire \$1276 ;
+  wire \$1277 ;
+  wire [22:0] \$1278 ;
+  wire [25:0] \$1279 ;
   wire \$128 ;
-  wire \$1280 ;
+  wire [48:0] \$1280 ;
   wire \$1281 ;
-  reg \$1282 ;
-  reg [1300:0] \$1283 ;
-  reg [4:0] \$1284 ;
-  reg [7:0] \$1285 ;
-  reg [63:0] \$1286 ;
-  reg [63:0] \$1287 ;
-  reg [19:0] \$1288 ;
-  reg [43:0] \$1289 ;
+  wire [20:0] \$1282 ;
+  wire [22:0] \$1283 ;
+  wire [44:0] \$1284 ;
+  wire [20:0] \$1285 ;
+  wire \$1286 ;
+  wire \$1287 ;
+  reg \$1288 ;
+  reg [31:0] \$1289 ;
   wire \$129 ;
-  reg [47:0] \$1290 ;
-  reg [1:0] \$1291 ;
-  reg [19:0] \$1292 ;
-  reg [2:0] \$1293 ;
-  reg \$1294 ;
-  reg [1:0] \$1295 ;
-  reg \$1296 ;
-  reg [31:0] \$1297 ;
-  reg [31:0] \$1298 ;
-  reg [31:0] \$1299 ;
+  reg [31:0] \$1290 ;
+  reg [31:0] \$1291 ;
+  reg [31:0] \$1292 ;
+  reg [31:0] \$1293 ;
+  reg [31:0] \$1294 ;
+  reg [31:0] \$1295 ;
+  reg [31:0] \$1296 ;
+  reg [1:0] \$1297 ;
+  reg \$1298 ;
+  reg [1300:0] \$1299 ;
   wire \$13 ;
   wire \$130 ;
-  reg [31:0] \$1300 ;
-  reg [31:0] \$1301 ;
-  reg [31:0] \$1302 ;
-  reg [31:0] \$1303 ;
-  reg [31:0] \$1304 ;
-  wire [33:0] \$1305 ;
+  reg [4:0] \$1300 ;
+  reg [7:0] \$1301 ;
+  reg [63:0] \$1302 ;
+  reg [63:0] \$1303 ;
+  reg [19:0] \$1304 ;
+  reg [43:0] \$1305 ;
+  reg [47:0] \$1306 ;
+  reg [1:0] \$1307 ;
+  reg [19:0] \$1308 ;
+  reg [2:0] \$1309 ;
   wire \$131 ;
+  reg \$1310 ;
+  reg [1:0] \$1311 ;
+  reg \$1312 ;
+  reg [1:0] \$1313 ;
+  wire [33:0] \$1314 ;
   wire \$132 ;
-  wire [9:0] \$1322 ;
   wire \$133 ;
+  wire [9:0] \$1331 ;
   wire \$134 ;
   wire \$135 ;
   wire [4:0] \$136 ;
@@ -3992,14 +4001,16 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$997 ;
   wire \$998 ;
   wire \$999 ;
-  reg [63:0] \$signal  = 64'h0000000000000000;
-  reg [63:0] \$signal$852  = 64'h0000000000000000;
-  reg [19:0] \$signal$860  = 20'h00000;
-  reg [43:0] \$signal$862  = 44'h00000000000;
-  reg [47:0] \$signal$885  = 48'h000000000000;
-  reg [2:0] \$signal$892  = 3'h0;
-  reg [19:0] \$signal$894  = 20'h00000;
-  reg [1:0] \$signal$905  = 2'h0;
+  wire \$signal ;
+  reg \$signal$841  = 1'h0;
+  reg [2:0] \$signal$846  = 3'h0;
+  reg [63:0] \$signal$847  = 64'h0000000000000000;
+  reg [19:0] \$signal$848  = 20'h00000;
+  reg [63:0] \$signal$865  = 64'h0000000000000000;
+  reg [43:0] \$signal$878  = 44'h00000000000;
+  reg [47:0] \$signal$901  = 48'h000000000000;
+  reg [19:0] \$signal$909  = 20'h00000;
+  reg [1:0] \$signal$920  = 2'h0;
   wire [6:0] acc_addr;
   wire [6:0] acc_addr0;
   wire [6:0] acc_addr1;
@@ -4009,7 +4020,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   reg [1023:0] acc_data;
   reg [1:0] acc_row;
   reg acc_we;
-  wire \acc_we$911 ;
+  wire \acc_we$926 ;
   reg [6:0] acc_word;
   wire [5:0] active;
   wire [5:0] active0;
@@ -4022,15 +4033,17 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   reg [31:0] anchor_l1 = 32'd0;
   reg [31:0] anchor_l2 = 32'd0;
   reg [31:0] anchor_l3 = 32'd0;
+  wire anchor_last;
   reg [31:0] anchor_m0 = 32'd0;
   reg [31:0] anchor_m1 = 32'd0;
   reg [31:0] anchor_m2 = 32'd0;
   reg [31:0] anchor_m3 = 32'd0;
+  reg [1:0] anchor_row = 2'h0;
   reg bank = 1'h0;
-  reg \bank$901 ;
+  reg \bank$916 ;
   reg [43:0] beats;
-  reg [31:0] \beats$857 ;
-  reg [43:0] \beats$866 ;
+  reg [31:0] \beats$874 ;
+  reg [43:0] \beats$882 ;
   wire [511:0] buf_data16;
   wire [1023:0] buf_data32;
   wire [1:0] buf_row;
@@ -4128,6 +4141,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire bus__wvalid;
   wire \bus__wvalid$45 ;
   wire busy;
+  wire \busy$843 ;
   input clk;
   wire clk;
   wire [31:0] col;
@@ -4144,31 +4158,31 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [5:0] \count$201 ;
   input [63:0] cycle;
   wire [63:0] cycle;
-  wire [63:0] \cycle$952 ;
+  wire [63:0] \cycle$956 ;
   wire [511:0] data;
   wire [511:0] \data$203 ;
   reg [4:0] delay;
   wire [1:0] dest;
-  reg [1:0] \dest$890 ;
+  reg [1:0] \dest$906 ;
   reg dispatch;
   wire done;
-  wire \done$988 ;
+  wire \done$995 ;
   wire [1:0] done_queue;
-  wire [1:0] \done_queue$971 ;
+  wire [1:0] \done_queue$975 ;
   wire [31:0] done_seq;
-  wire [31:0] \done_seq$973 ;
+  wire [31:0] \done_seq$977 ;
   output [7:0] done_status;
   wire [7:0] done_status;
-  wire [7:0] \done_status$975 ;
+  wire [7:0] \done_status$979 ;
   wire done_store;
   wire done_valid;
-  wire \done_valid$969 ;
+  wire \done_valid$973 ;
   wire [4:0] drain;
   wire [14:0] dst_addr;
   wire [511:0] dst_data;
   wire dst_en;
   wire first;
-  reg [63:0] \first$903 ;
+  reg [63:0] \first$918 ;
   wire first0;
   wire first1;
   wire \first1$191 ;
@@ -4198,12 +4212,12 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [19:0] \full_groups$140 ;
   wire has_full;
   reg hold;
-  wire \hold$953 ;
+  wire \hold$957 ;
   wire idle;
   reg [511:0] in_data;
   reg [1:0] in_row;
   reg in_we;
-  wire \in_we$906 ;
+  wire \in_we$921 ;
   reg [6:0] in_word;
   reg [63:0] input_span_first;
   reg [63:0] input_span_line;
@@ -4211,7 +4225,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   reg [5:0] input_span_offset;
   output [3:0] irq;
   wire [3:0] irq;
-  wire [3:0] \irq$977 ;
+  wire [3:0] \irq$981 ;
   wire [3:0] irq_en;
   wire issued_all;
   wire [19:0] k_base;
@@ -4225,13 +4239,12 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \last$195 ;
   reg [19:0] length;
   reg [511:0] line;
-  reg [511:0] \line$938 ;
-  wire [511:0] \line$966 ;
+  wire [511:0] \line$970 ;
   wire [63:0] line_addr;
   wire line_start;
   wire [31:0] lines;
   reg [31:0] \lines$257 ;
-  reg [31:0] \lines$904 ;
+  reg [31:0] \lines$919 ;
   reg load;
   wire [31:0] m;
   wire mac;
@@ -4244,9 +4257,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [19:0] n_cols;
   wire [19:0] n_words;
   wire [19:0] \n_words$132 ;
-  reg [7:0] \n_words$895 ;
+  reg [7:0] \n_words$910 ;
   reg [5:0] offset;
-  reg [4:0] \offset$854 ;
+  reg [4:0] \offset$871 ;
   wire [511:0] out__data;
   wire [511:0] \out__data$77 ;
   wire out__ready;
@@ -4257,7 +4270,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire out_err;
   wire [2:0] pack_log2;
   wire [2:0] \pack_log2$130 ;
-  reg [2:0] \pack_log2$900 ;
+  reg [2:0] \pack_log2$915 ;
   reg pair;
   wire [5:0] pair_count;
   wire [5:0] \pair_count$207 ;
@@ -4318,8 +4331,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   input pop_valid;
   wire pop_valid;
   wire \pop_valid$93 ;
-  output [33:0] \port$14277$0 ;
-  wire [33:0] \port$14277$0 ;
+  output [33:0] \port$13780$0 ;
+  wire [33:0] \port$13780$0 ;
   reg [1:0] queue;
   input [321:0] queues__0;
   wire [321:0] queues__0;
@@ -4414,16 +4427,16 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [63:0] \queues__3.sq_base ;
   wire [31:0] \queues__3.tail ;
   wire quiet;
-  wire \quiet$956 ;
+  wire \quiet$960 ;
   wire [1023:0] rd_acc_data;
   reg [6:0] rd_addr;
-  wire [6:0] \rd_addr$928 ;
+  wire [6:0] \rd_addr$943 ;
   wire [511:0] rd_in_data;
   wire [511:0] \rd_in_data$241 ;
   reg [1:0] rd_row;
-  wire [1:0] \rd_row$927 ;
+  wire [1:0] \rd_row$942 ;
   reg read_error;
-  reg \read_error$947  = 1'h0;
+  reg \read_error$951  = 1'h0;
   wire ready;
   reg [321:0] regs;
   wire [63:0] \regs.cq_base ;
@@ -4437,13 +4450,13 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [63:0] \regs.sq_base ;
   wire [31:0] \regs.tail ;
   reg report;
-  wire \report$978 ;
+  wire \report$982 ;
   wire report_store;
   output reported;
   wire reported;
-  wire \reported$960 ;
+  wire \reported$964 ;
   wire reported_error;
-  wire \reported_error$962 ;
+  wire \reported_error$966 ;
   reg rest;
   wire [4:0] rest_rows;
   wire [4:0] \rest_rows$142 ;
@@ -4453,9 +4466,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   reg results;
   wire [19:0] row;
   wire [19:0] \row$197 ;
-  reg [1:0] \row$917  = 2'h0;
+  reg [1:0] \row$932  = 2'h0;
   reg [19:0] rows;
-  reg [2:0] \rows$891 ;
+  reg [2:0] \rows$907 ;
   reg [2:0] rows_now;
   input rst;
   wire rst;
@@ -4474,10 +4487,11 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   reg [63:0] seq;
   wire [1:0] sets;
   wire [1:0] \sets$134 ;
-  reg [1:0] \sets$896 ;
+  reg [1:0] \sets$911 ;
   reg [1:0] sets1;
   wire [1:0] sets_used__0;
   wire [1:0] sets_used__1;
+  reg [1:0] sfu_row = 2'h0;
   wire side;
   wire [511:0] side_data;
   wire [511:0] \side_data$111 ;
@@ -4527,12 +4541,12 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire start;
   reg \start$253 ;
   reg \start$259 ;
-  reg \start$853 ;
-  reg \start$875 ;
-  reg \start$886 ;
-  reg \start$923 ;
+  reg \start$870 ;
+  reg \start$891 ;
+  reg \start$902 ;
+  reg \start$938 ;
   reg [7:0] status;
-  reg [7:0] \status$945  = 8'h00;
+  reg [7:0] \status$949  = 8'h00;
   reg store;
   reg [63:0] strb;
   wire [511:0] sum_fp16;
@@ -4563,86 +4577,86 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   reg take;
   reg [63:0] taken;
   reg [1300:0] \task  = 1301'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  wire [1300:0] \task$983 ;
-  wire [966:0] \task$983.decoded ;
-  wire \task$983.decoded.is_compute ;
-  wire \task$983.decoded.is_load ;
-  wire \task$983.decoded.is_store ;
-  wire [39:0] \task$983.decoded.page_half ;
-  wire [3:0] \task$983.decoded.page_shift ;
-  wire \task$983.decoded.paged ;
-  wire [6:0] \task$983.decoded.pages ;
-  wire [63:0] \task$983.decoded.second_addr ;
-  wire [791:0] \task$983.decoded.stages ;
-  wire [395:0] \task$983.decoded.stages[0] ;
-  wire [19:0] \task$983.decoded.stages[0].cols_dim ;
-  wire [19:0] \task$983.decoded.stages[0].full_groups ;
-  wire [19:0] \task$983.decoded.stages[0].groups ;
-  wire [19:0] \task$983.decoded.stages[0].k ;
-  wire [43:0] \task$983.decoded.stages[0].last_elems ;
-  wire [43:0] \task$983.decoded.stages[0].main_elems ;
-  wire [19:0] \task$983.decoded.stages[0].main_pages ;
-  wire [19:0] \task$983.decoded.stages[0].main_rows ;
-  wire [19:0] \task$983.decoded.stages[0].n ;
-  wire [19:0] \task$983.decoded.stages[0].n_words ;
-  wire [2:0] \task$983.decoded.stages[0].pack_log2 ;
-  wire [43:0] \task$983.decoded.stages[0].rest_elems ;
-  wire [19:0] \task$983.decoded.stages[0].rest_page ;
-  wire [4:0] \task$983.decoded.stages[0].rest_rows ;
-  wire [19:0] \task$983.decoded.stages[0].rows_dim ;
-  wire [2:0] \task$983.decoded.stages[0].run_log2 ;
-  wire [1:0] \task$983.decoded.stages[0].sets ;
-  wire [1:0] \task$983.decoded.stages[0].t_fold_adds ;
-  wire [2:0] \task$983.decoded.stages[0].t_level ;
-  wire \task$983.decoded.stages[0].t_scalar ;
-  wire [43:0] \task$983.decoded.stages[0].tail_elems ;
-  wire \task$983.decoded.stages[0].trans ;
-  wire [395:0] \task$983.decoded.stages[1] ;
-  wire [19:0] \task$983.decoded.stages[1].cols_dim ;
-  wire [19:0] \task$983.decoded.stages[1].full_groups ;
-  wire [19:0] \task$983.decoded.stages[1].groups ;
-  wire [19:0] \task$983.decoded.stages[1].k ;
-  wire [43:0] \task$983.decoded.stages[1].last_elems ;
-  wire [43:0] \task$983.decoded.stages[1].main_elems ;
-  wire [19:0] \task$983.decoded.stages[1].main_pages ;
-  wire [19:0] \task$983.decoded.stages[1].main_rows ;
-  wire [19:0] \task$983.decoded.stages[1].n ;
-  wire [19:0] \task$983.decoded.stages[1].n_words ;
-  wire [2:0] \task$983.decoded.stages[1].pack_log2 ;
-  wire [43:0] \task$983.decoded.stages[1].rest_elems ;
-  wire [19:0] \task$983.decoded.stages[1].rest_page ;
-  wire [4:0] \task$983.decoded.stages[1].rest_rows ;
-  wire [19:0] \task$983.decoded.stages[1].rows_dim ;
-  wire [2:0] \task$983.decoded.stages[1].run_log2 ;
-  wire [1:0] \task$983.decoded.stages[1].sets ;
-  wire [1:0] \task$983.decoded.stages[1].t_fold_adds ;
-  wire [2:0] \task$983.decoded.stages[1].t_level ;
-  wire \task$983.decoded.stages[1].t_scalar ;
-  wire [43:0] \task$983.decoded.stages[1].tail_elems ;
-  wire \task$983.decoded.stages[1].trans ;
-  wire [47:0] \task$983.decoded.stats_offset ;
-  wire [7:0] \task$983.decoded.status ;
-  wire [333:0] \task$983.entry ;
-  wire [203:0] \task$983.entry.desc ;
-  wire [63:0] \task$983.entry.desc.dev_addr ;
-  wire [19:0] \task$983.entry.desc.dev_cols ;
-  wire [19:0] \task$983.entry.desc.dev_rows ;
-  wire [19:0] \task$983.entry.desc.dev_size ;
-  wire [3:0] \task$983.entry.desc.dtype ;
-  wire [9:0] \task$983.entry.desc.flags ;
-  wire [3:0] \task$983.entry.desc.flags.page_shift ;
-  wire \task$983.entry.desc.flags.paged ;
-  wire \task$983.entry.desc.flags.partial ;
-  wire [2:0] \task$983.entry.desc.flags.reserved ;
-  wire \task$983.entry.desc.flags.trans_w ;
-  wire [19:0] \task$983.entry.desc.in_cols ;
-  wire [19:0] \task$983.entry.desc.in_rows ;
-  wire [19:0] \task$983.entry.desc.in_size ;
-  wire [3:0] \task$983.entry.desc.op ;
-  wire [1:0] \task$983.entry.desc.type ;
-  wire [1:0] \task$983.entry.queue ;
-  wire [63:0] \task$983.entry.seq ;
-  wire [63:0] \task$983.entry.taken ;
+  wire [1300:0] \task$991 ;
+  wire [966:0] \task$991.decoded ;
+  wire \task$991.decoded.is_compute ;
+  wire \task$991.decoded.is_load ;
+  wire \task$991.decoded.is_store ;
+  wire [39:0] \task$991.decoded.page_half ;
+  wire [3:0] \task$991.decoded.page_shift ;
+  wire \task$991.decoded.paged ;
+  wire [6:0] \task$991.decoded.pages ;
+  wire [63:0] \task$991.decoded.second_addr ;
+  wire [791:0] \task$991.decoded.stages ;
+  wire [395:0] \task$991.decoded.stages[0] ;
+  wire [19:0] \task$991.decoded.stages[0].cols_dim ;
+  wire [19:0] \task$991.decoded.stages[0].full_groups ;
+  wire [19:0] \task$991.decoded.stages[0].groups ;
+  wire [19:0] \task$991.decoded.stages[0].k ;
+  wire [43:0] \task$991.decoded.stages[0].last_elems ;
+  wire [43:0] \task$991.decoded.stages[0].main_elems ;
+  wire [19:0] \task$991.decoded.stages[0].main_pages ;
+  wire [19:0] \task$991.decoded.stages[0].main_rows ;
+  wire [19:0] \task$991.decoded.stages[0].n ;
+  wire [19:0] \task$991.decoded.stages[0].n_words ;
+  wire [2:0] \task$991.decoded.stages[0].pack_log2 ;
+  wire [43:0] \task$991.decoded.stages[0].rest_elems ;
+  wire [19:0] \task$991.decoded.stages[0].rest_page ;
+  wire [4:0] \task$991.decoded.stages[0].rest_rows ;
+  wire [19:0] \task$991.decoded.stages[0].rows_dim ;
+  wire [2:0] \task$991.decoded.stages[0].run_log2 ;
+  wire [1:0] \task$991.decoded.stages[0].sets ;
+  wire [1:0] \task$991.decoded.stages[0].t_fold_adds ;
+  wire [2:0] \task$991.decoded.stages[0].t_level ;
+  wire \task$991.decoded.stages[0].t_scalar ;
+  wire [43:0] \task$991.decoded.stages[0].tail_elems ;
+  wire \task$991.decoded.stages[0].trans ;
+  wire [395:0] \task$991.decoded.stages[1] ;
+  wire [19:0] \task$991.decoded.stages[1].cols_dim ;
+  wire [19:0] \task$991.decoded.stages[1].full_groups ;
+  wire [19:0] \task$991.decoded.stages[1].groups ;
+  wire [19:0] \task$991.decoded.stages[1].k ;
+  wire [43:0] \task$991.decoded.stages[1].last_elems ;
+  wire [43:0] \task$991.decoded.stages[1].main_elems ;
+  wire [19:0] \task$991.decoded.stages[1].main_pages ;
+  wire [19:0] \task$991.decoded.stages[1].main_rows ;
+  wire [19:0] \task$991.decoded.stages[1].n ;
+  wire [19:0] \task$991.decoded.stages[1].n_words ;
+  wire [2:0] \task$991.decoded.stages[1].pack_log2 ;
+  wire [43:0] \task$991.decoded.stages[1].rest_elems ;
+  wire [19:0] \task$991.decoded.stages[1].rest_page ;
+  wire [4:0] \task$991.decoded.stages[1].rest_rows ;
+  wire [19:0] \task$991.decoded.stages[1].rows_dim ;
+  wire [2:0] \task$991.decoded.stages[1].run_log2 ;
+  wire [1:0] \task$991.decoded.stages[1].sets ;
+  wire [1:0] \task$991.decoded.stages[1].t_fold_adds ;
+  wire [2:0] \task$991.decoded.stages[1].t_level ;
+  wire \task$991.decoded.stages[1].t_scalar ;
+  wire [43:0] \task$991.decoded.stages[1].tail_elems ;
+  wire \task$991.decoded.stages[1].trans ;
+  wire [47:0] \task$991.decoded.stats_offset ;
+  wire [7:0] \task$991.decoded.status ;
+  wire [333:0] \task$991.entry ;
+  wire [203:0] \task$991.entry.desc ;
+  wire [63:0] \task$991.entry.desc.dev_addr ;
+  wire [19:0] \task$991.entry.desc.dev_cols ;
+  wire [19:0] \task$991.entry.desc.dev_rows ;
+  wire [19:0] \task$991.entry.desc.dev_size ;
+  wire [3:0] \task$991.entry.desc.dtype ;
+  wire [9:0] \task$991.entry.desc.flags ;
+  wire [3:0] \task$991.entry.desc.flags.page_shift ;
+  wire \task$991.entry.desc.flags.paged ;
+  wire \task$991.entry.desc.flags.partial ;
+  wire [2:0] \task$991.entry.desc.flags.reserved ;
+  wire \task$991.entry.desc.flags.trans_w ;
+  wire [19:0] \task$991.entry.desc.in_cols ;
+  wire [19:0] \task$991.entry.desc.in_rows ;
+  wire [19:0] \task$991.entry.desc.in_size ;
+  wire [3:0] \task$991.entry.desc.op ;
+  wire [1:0] \task$991.entry.desc.type ;
+  wire [1:0] \task$991.entry.queue ;
+  wire [63:0] \task$991.entry.seq ;
+  wire [63:0] \task$991.entry.taken ;
   wire [966:0] \task.decoded ;
   wire \task.decoded.is_compute ;
   wire \task.decoded.is_load ;
@@ -5329,8 +5343,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire widened_9_lzc_vll;
   wire [9:0] widened_9_sub;
   wire write_error;
-  wire \write_error$958 ;
+  wire \write_error$962 ;
   wire writer_free;
+  wire written;
   assign \$1  = ~ pending;
   assign \$2  = idle & \$1 ;
   assign \$3  = ~ waiting;
@@ -5347,8 +5362,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \$12  = \task [10] & \$11 ;
   assign \$13  = ~ \$12 ;
   assign split = \$10  & \$13 ;
-  assign \$1322  = stage * 9'h18c;
-  assign sizes = \task [1300:509] >> \$1322 ;
+  assign \$1331  = stage * 9'h18c;
+  assign sizes = \task [1300:509] >> \$1331 ;
   assign \$14  = stage ? \task [408:345] : \task [83:20];
   assign \addr$127  = \task [457] ? 64'h0000000000000000 : \$14 ;
   assign \$15  = \task [10] ? \task [143:124] : \task [123:104];
@@ -6445,241 +6460,255 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \$1073  = \task [5:2] == 2'h3;
   assign src_data = \$1073  ? rd_acc_data : { widened_31, widened_30, widened_29, widened_28, widened_27, widened_26, widened_25, widened_24, widened_23, widened_22, widened_21, widened_20, widened_19, widened_18, widened_17, widened_16, widened_15, widened_14, widened_13, widened_12, widened_11, widened_10, widened_9, widened_8, widened_7, widened_6, widened_5, widened_4, widened_3, widened_2, widened_1, widened_0 };
   assign \$1074  = ~ busy;
-  assign \$1075  = ~ waiting;
-  assign \$1076  = \$1074  & \$1075 ;
-  assign \$1077  = \$1076  & writer_free;
-  assign \$1078  = \$signal  + 7'h40;
-  assign \$1079  = \task [342] ? { 1'h0, \task [83:20] } : \$1078 ;
-  assign \$1080  = \$1079  + 1'h0;
-  assign \$1083  = copy_span_first[5:0] + \$1082 ;
-  assign \$1084  = \$1083  + 7'h40;
-  assign \$1085  = \$1084  - 1'h1;
-  assign \$1088  = copy_span_offset + \$1087 ;
-  assign \$1089  = \$1088  + 6'h20;
-  assign \$1090  = \$1089  - 1'h1;
-  assign \$1092  = \$signal$852  + 7'h40;
-  assign \$1093  = \task [342] ? \$1092  : { 1'h0, \task [83:20] };
-  assign \$1094  = \$signal$852  + 7'h40;
-  assign \$1095  = \task [342] ? \$1094  : { 1'h0, \task [83:20] };
-  assign \$1098  = ~ w_ready;
-  assign \$1099  = \task [183:164] - \$signal$860 ;
-  assign \$1100  = $signed(\$1099 ) < $signed(4'h4);
-  assign \$1101  = \task [183:164] - \$signal$860 ;
-  assign \$1102  = \$1100  ? \$1101  : 21'h000004;
-  assign \$1103  = \$signal  + 7'h40;
-  assign \$1105  = \$1103  + \$1104 ;
-  assign \$1106  = rows_now * \task [203:184];
-  assign \$1108  = input_span_first[5:0] + \$1107 ;
-  assign \$1109  = \$1108  + 7'h40;
-  assign \$1110  = \$1109  - 1'h1;
-  assign \$1112  = rows_now * \task [203:184];
-  assign \$1113  = input_span_offset + \$1112 ;
-  assign \$1114  = \$1113  + 6'h20;
-  assign \$1115  = \$1114  - 1'h1;
-  assign \$1117  = ready & lanes_ready;
-  assign \$1118  = dest == 2'h2;
-  assign \$1119  = ~ busy;
-  assign \$1120  = ~ waiting;
-  assign \$1121  = \$1119  & \$1120 ;
-  assign \$1122  = ! dest;
-  assign \$1123  = dest == 1'h1;
-  assign \$1124  = \$1122  | \$1123 ;
-  assign \$1125  = ~ \$1124 ;
-  assign \$1126  = \$1125  | writer_free;
-  assign \$1127  = \$1121  & \$1126 ;
-  assign \$1128  = \$signal$852  + 7'h40;
-  assign \$1129  = \$1128  + \$signal$885 ;
-  assign \$1130  = drain > 1'h1;
-  assign \$1131  = drain - 1'h1;
-  assign \$1132  = \$1130  ? \$1131  : 6'h00;
-  assign \$1133  = \task [10] ? \task [143:124] : \task [123:104];
-  assign \$1134  = \task [10] ? \task [123:104] : \task [143:124];
-  assign \$1135  = stage ? \$1133  : \$1134 ;
-  assign \$1137  = ! dest;
-  assign \$1138  = dest == 1'h1;
-  assign \$1139  = \$1137  | \$1138 ;
-  assign \$1140  = \$signal$894  << \$signal$905 ;
-  assign \$1141  = \$signal$892  * \$1140 ;
-  assign \$1142  = result_first_0[5:0] + \$1141 ;
-  assign \$1143  = \$1142  + 7'h40;
-  assign \$1144  = \$1143  - 1'h1;
-  assign \$1146  = dest == 2'h2;
-  assign \$1147  = \task [5:2] == 2'h3;
-  assign \$1148  = \task [10] ? \task [123:104] : \task [143:124];
-  assign \$1149  = \$1147  ? \$1148  : \task [203:184];
-  assign \$1150  = \task [5:2] == 2'h3;
-  assign \$1151  = \$1150  | \task [11];
-  assign \$1152  = ~ busy;
-  assign \$1153  = ~ waiting;
-  assign \$1154  = \$1152  & \$1153 ;
-  assign \$1155  = \$1154  & writer_free;
-  assign \$1156  = \$signal$852  + 7'h40;
-  assign \$1157  = \$1156  + \$signal$885 ;
-  assign \$1158  = \task [10] ? \task [143:124] : \task [123:104];
-  assign \$1159  = \task [10] ? \task [123:104] : \task [143:124];
-  assign \$1160  = stage ? \$1158  : \$1159 ;
-  assign \$1162  = \$signal$894  << \$signal$905 ;
-  assign \$1163  = \$signal$892  * \$1162 ;
-  assign \$1164  = result_first_1[5:0] + \$1163 ;
-  assign \$1165  = \$1164  + 7'h40;
-  assign \$1166  = \$1165  - 1'h1;
-  assign \$1170  = ~ busy;
-  assign \$1171  = ~ waiting;
-  assign \$1172  = \$1170  & \$1171 ;
-  assign \$1173  = \$1172  & writer_free;
-  assign \$1174  = \$signal$852  + 7'h40;
-  assign \$1175  = \$1174  + \task [456:409];
-  assign \$1176  = \$signal$860  + \row$917 ;
-  assign \$1178  = \$1175  + \$1177 ;
-  assign \$1179  = ~ pending;
-  assign \$1180  = src__valid & out__ready;
-  assign \$1181  = \$1180  & out_err;
-  assign \$1182  = \read_error$947  | \$1181 ;
-  assign \$1183  = ! \status$945 ;
-  assign \$1184  = \$1183  & \task [343];
-  assign \$1185  = ! fsm_state;
-  assign \$1186  = fsm_state == 1'h1;
-  assign \$1187  = fsm_state == 2'h2;
-  assign \$1188  = fsm_state == 2'h3;
-  assign \$1189  = fsm_state == 3'h4;
-  assign \$1190  = fsm_state == 3'h5;
-  assign \$1191  = fsm_state == 3'h6;
-  assign \$1192  = fsm_state == 3'h7;
-  assign \$1193  = fsm_state == 4'h8;
-  assign \$1194  = fsm_state == 4'h9;
-  assign \$1195  = fsm_state == 4'ha;
-  assign \$1196  = fsm_state == 4'hb;
-  assign \$1197  = fsm_state == 4'hc;
-  assign \$1198  = fsm_state == 4'hd;
-  assign \$1199  = fsm_state == 4'he;
-  assign \$1200  = fsm_state == 4'hf;
-  assign \$1201  = fsm_state == 5'h10;
-  assign \$1202  = fsm_state == 5'h11;
-  assign \$1203  = fsm_state == 5'h12;
-  assign \$1204  = fsm_state == 5'h13;
-  assign \$1205  = fsm_state == 5'h14;
-  assign \$1206  = fsm_state == 5'h15;
-  assign \$1207  = fsm_state == 5'h16;
-  assign \$1208  = src__valid & out__ready;
-  assign \$1209  = \$1208  & out_err;
-  assign \$1210  = \task [269:206] - 1'h1;
-  assign \$1211  = 1'h1 << regs[259:256];
-  assign \$1212  = \$1211  - 1'h1;
-  assign \$1213  = { 1'h0, \$1210 [15:0] } & \$1212 ;
-  assign \$1214  = $signed(\$1213 ) << regs[265:260];
-  assign \$1215  = $signed({ 1'h0, regs[63:0] }) + $signed(\$1214 );
-  assign \$1216  = \task [269:206] - 1'h1;
-  assign \$1217  = 1'h1 << regs[259:256];
-  assign \$1218  = \$1217  - 1'h1;
-  assign \$1219  = { 1'h0, \$1216 [15:0] } & \$1218 ;
-  assign \$1220  = $signed(\$1219 ) << regs[265:260];
-  assign \$1221  = $signed({ 1'h0, regs[127:64] }) + $signed(\$1220 );
-  assign \$1222  = \task [5:2] == 2'h3;
-  assign \$1223  = \task [5:2] == 2'h2;
-  assign \$1224  = \task [5:2] == 3'h4;
-  assign \$1225  = \task [10] ? \task [143:124] : \task [123:104];
-  assign \$1226  = \task [10] ? \task [123:104] : \task [143:124];
-  assign \$1227  = | \task [341:334];
-  assign \$1228  = ! verdict_status;
-  assign \$1229  = ~ busy;
-  assign \$1230  = ~ waiting;
-  assign \$1231  = \$1229  & \$1230 ;
-  assign \$1232  = \$1231  & writer_free;
-  assign \$1233  = valid & last;
-  assign \$1234  = \task [5:2] == 2'h2;
-  assign \$1235  = ready & lanes_ready;
-  assign \$1236  = | rest_rows;
-  assign \$1237  = ~ busy;
-  assign \$1238  = ~ waiting;
-  assign \$1239  = \$1237  & \$1238 ;
-  assign \$1240  = ! dest;
-  assign \$1241  = dest == 1'h1;
-  assign \$1242  = \$1240  | \$1241 ;
-  assign \$1243  = ~ \$1242 ;
-  assign \$1244  = \$1243  | writer_free;
-  assign \$1245  = \$1239  & \$1244 ;
-  assign \$1246  = ! dest;
-  assign \$1247  = dest == 1'h1;
-  assign \$1248  = \$1246  | \$1247 ;
-  assign \$1249  = \$signal$894  << \$signal$905 ;
-  assign \$1250  = \$signal$892  * \$1249 ;
-  assign \$1251  = \$signal$885  + \$1250 ;
-  assign \$1252  = ~ bank;
+  assign \$1075  = \$signal$841  & \$1074 ;
+  assign \$1076  = ~ \busy$843 ;
+  assign \$1077  = ~ waiting;
+  assign \$1078  = \$1076  & \$1077 ;
+  assign \$1079  = \$1075  & \$1078 ;
+  assign \$signal  = \$1079  & writer_free;
+  assign \$1080  = anchor_row + 1'h1;
+  assign anchor_last = \$1080  >= \$signal$846 ;
+  assign \$1081  = \$signal$847  + 7'h40;
+  assign \$1082  = \$1081  + \task [456:409];
+  assign \$1083  = \$signal$848  + anchor_row;
+  assign \$1085  = \$1082  + \$1084 ;
+  assign \$1088  = ~ \busy$843 ;
+  assign \$1089  = ~ waiting;
+  assign \$1090  = \$1088  & \$1089 ;
+  assign \$1091  = \$1090  & writer_free;
+  assign \$1092  = \$signal$865  + 7'h40;
+  assign \$1093  = \task [342] ? { 1'h0, \task [83:20] } : \$1092 ;
+  assign \$1094  = \$1093  + 1'h0;
+  assign \$1097  = copy_span_first[5:0] + \$1096 ;
+  assign \$1098  = \$1097  + 7'h40;
+  assign \$1099  = \$1098  - 1'h1;
+  assign \$1102  = copy_span_offset + \$1101 ;
+  assign \$1103  = \$1102  + 6'h20;
+  assign \$1104  = \$1103  - 1'h1;
+  assign \$1106  = \$signal$847  + 7'h40;
+  assign \$1107  = \task [342] ? \$1106  : { 1'h0, \task [83:20] };
+  assign \$1108  = \$signal$847  + 7'h40;
+  assign \$1109  = \task [342] ? \$1108  : { 1'h0, \task [83:20] };
+  assign \$1112  = ~ w_ready;
+  assign \$1113  = \task [183:164] - \$signal$848 ;
+  assign \$1114  = $signed(\$1113 ) < $signed(4'h4);
+  assign \$1115  = \task [183:164] - \$signal$848 ;
+  assign \$1116  = \$1114  ? \$1115  : 21'h000004;
+  assign \$1117  = \$signal$865  + 7'h40;
+  assign \$1119  = \$1117  + \$1118 ;
+  assign \$1120  = rows_now * \task [203:184];
+  assign \$1122  = input_span_first[5:0] + \$1121 ;
+  assign \$1123  = \$1122  + 7'h40;
+  assign \$1124  = \$1123  - 1'h1;
+  assign \$1126  = rows_now * \task [203:184];
+  assign \$1127  = input_span_offset + \$1126 ;
+  assign \$1128  = \$1127  + 6'h20;
+  assign \$1129  = \$1128  - 1'h1;
+  assign \$1131  = ready & lanes_ready;
+  assign \$1132  = dest == 2'h2;
+  assign \$1133  = ~ \busy$843 ;
+  assign \$1134  = ~ waiting;
+  assign \$1135  = \$1133  & \$1134 ;
+  assign \$1136  = ! dest;
+  assign \$1137  = dest == 1'h1;
+  assign \$1138  = \$1136  | \$1137 ;
+  assign \$1139  = ~ \$1138 ;
+  assign \$1140  = \$1139  | writer_free;
+  assign \$1141  = \$1135  & \$1140 ;
+  assign \$1142  = ~ \$signal$841 ;
+  assign \$1143  = \$1141  & \$1142 ;
+  assign \$1144  = \$signal$847  + 7'h40;
+  assign \$1145  = \$1144  + \$signal$901 ;
+  assign \$1146  = drain > 1'h1;
+  assign \$1147  = drain - 1'h1;
+  assign \$1148  = \$1146  ? \$1147  : 6'h00;
+  assign \$1149  = \task [10] ? \task [143:124] : \task [123:104];
+  assign \$1150  = \task [10] ? \task [123:104] : \task [143:124];
+  assign \$1151  = stage ? \$1149  : \$1150 ;
+  assign \$1153  = ! dest;
+  assign \$1154  = dest == 1'h1;
+  assign \$1155  = \$1153  | \$1154 ;
+  assign \$1156  = \$signal$909  << \$signal$920 ;
+  assign \$1157  = \$signal$846  * \$1156 ;
+  assign \$1158  = result_first_0[5:0] + \$1157 ;
+  assign \$1159  = \$1158  + 7'h40;
+  assign \$1160  = \$1159  - 1'h1;
+  assign \$1162  = dest == 2'h2;
+  assign \$1163  = \task [5:2] == 2'h3;
+  assign \$1164  = \task [10] ? \task [123:104] : \task [143:124];
+  assign \$1165  = \$1163  ? \$1164  : \task [203:184];
+  assign \$1166  = \task [5:2] == 2'h3;
+  assign \$1167  = \$1166  | \task [11];
+  assign \$1168  = ~ \busy$843 ;
+  assign \$1169  = ~ waiting;
+  assign \$1170  = \$1168  & \$1169 ;
+  assign \$1171  = \$1170  & writer_free;
+  assign \$1172  = \$signal$847  + 7'h40;
+  assign \$1173  = \$1172  + \$signal$901 ;
+  assign \$1174  = \task [10] ? \task [143:124] : \task [123:104];
+  assign \$1175  = \task [10] ? \task [123:104] : \task [143:124];
+  assign \$1176  = stage ? \$1174  : \$1175 ;
+  assign \$1178  = \$signal$909  << \$signal$920 ;
+  assign \$1179  = \$signal$846  * \$1178 ;
+  assign \$1180  = result_first_1[5:0] + \$1179 ;
+  assign \$1181  = \$1180  + 7'h40;
+  assign \$1182  = \$1181  - 1'h1;
+  assign \$1184  = ~ pending;
+  assign \$1185  = src__valid & out__ready;
+  assign \$1186  = \$1185  & out_err;
+  assign \$1187  = \read_error$951  | \$1186 ;
+  assign \$1188  = ! \status$949 ;
+  assign \$1189  = \$1188  & \task [343];
+  assign \$1190  = ! fsm_state;
+  assign \$1191  = fsm_state == 1'h1;
+  assign \$1192  = fsm_state == 2'h2;
+  assign \$1193  = fsm_state == 2'h3;
+  assign \$1194  = fsm_state == 3'h4;
+  assign \$1195  = fsm_state == 3'h5;
+  assign \$1196  = fsm_state == 3'h6;
+  assign \$1197  = fsm_state == 3'h7;
+  assign \$1198  = fsm_state == 4'h8;
+  assign \$1199  = fsm_state == 4'h9;
+  assign \$1200  = fsm_state == 4'ha;
+  assign \$1201  = fsm_state == 4'hb;
+  assign \$1202  = fsm_state == 4'hc;
+  assign \$1203  = fsm_state == 4'hd;
+  assign \$1204  = fsm_state == 4'he;
+  assign \$1205  = fsm_state == 4'hf;
+  assign \$1206  = fsm_state == 5'h10;
+  assign \$1207  = fsm_state == 5'h11;
+  assign \$1208  = fsm_state == 5'h12;
+  assign \$1209  = fsm_state == 5'h13;
+  assign \$1210  = fsm_state == 5'h14;
+  assign \$1211  = fsm_state == 5'h15;
+  assign \$1212  = src__valid & out__ready;
+  assign \$1213  = \$1212  & out_err;
+  assign \$1214  = anchor_row + 1'h1;
+  assign \$1215  = \task [269:206] - 1'h1;
+  assign \$1216  = 1'h1 << regs[259:256];
+  assign \$1217  = \$1216  - 1'h1;
+  assign \$1218  = { 1'h0, \$1215 [15:0] } & \$1217 ;
+  assign \$1219  = $signed(\$1218 ) << regs[265:260];
+  assign \$1220  = $signed({ 1'h0, regs[63:0] }) + $signed(\$1219 );
+  assign \$1221  = \task [269:206] - 1'h1;
+  assign \$1222  = 1'h1 << regs[259:256];
+  assign \$1223  = \$1222  - 1'h1;
+  assign \$1224  = { 1'h0, \$1221 [15:0] } & \$1223 ;
+  assign \$1225  = $signed(\$1224 ) << regs[265:260];
+  assign \$1226  = $signed({ 1'h0, regs[127:64] }) + $signed(\$1225 );
+  assign \$1227  = \task [5:2] == 2'h3;
+  assign \$1228  = \task [5:2] == 2'h2;
+  assign \$1229  = \task [5:2] == 3'h4;
+  assign \$1230  = \task [10] ? \task [143:124] : \task [123:104];
+  assign \$1231  = \task [10] ? \task [123:104] : \task [143:124];
+  assign \$1232  = | \task [341:334];
+  assign \$1233  = ! verdict_status;
+  assign \$1234  = ~ \busy$843 ;
+  assign \$1235  = ~ waiting;
+  assign \$1236  = \$1234  & \$1235 ;
+  assign \$1237  = \$1236  & writer_free;
+  assign \$1238  = valid & last;
+  assign \$1239  = \task [5:2] == 2'h2;
+  assign \$1240  = ready & lanes_ready;
+  assign \$1241  = | rest_rows;
+  assign \$1242  = ~ \busy$843 ;
+  assign \$1243  = ~ waiting;
+  assign \$1244  = \$1242  & \$1243 ;
+  assign \$1245  = ! dest;
+  assign \$1246  = dest == 1'h1;
+  assign \$1247  = \$1245  | \$1246 ;
+  assign \$1248  = ~ \$1247 ;
+  assign \$1249  = \$1248  | writer_free;
+  assign \$1250  = \$1244  & \$1249 ;
+  assign \$1251  = ~ \$signal$841 ;
+  assign \$1252  = \$1250  & \$1251 ;
   assign \$1253  = ! dest;
   assign \$1254  = dest == 1'h1;
   assign \$1255  = \$1253  | \$1254 ;
-  assign \$1256  = dest == 2'h3;
-  assign \$1257  = \row$917  + 1'h1;
-  assign \$1258  = \$1257  < \$signal$892 ;
-  assign \$1259  = \row$917  + 1'h1;
-  assign \$1260  = \task [5:2] == 2'h3;
-  assign \$1261  = ~ busy;
-  assign \$1262  = ~ waiting;
-  assign \$1263  = \$1261  & \$1262 ;
-  assign \$1264  = \$1263  & writer_free;
-  assign \$1265  = \$signal$894  << \$signal$905 ;
-  assign \$1266  = \$signal$892  * \$1265 ;
-  assign \$1267  = \$signal$885  + \$1266 ;
-  assign \$1268  = ~ busy;
-  assign \$1269  = ~ waiting;
-  assign \$1270  = \$1268  & \$1269 ;
-  assign \$1271  = \$1270  & writer_free;
-  assign \$1272  = \row$917  + 1'h1;
-  assign \$1273  = \$1272  < \$signal$892 ;
-  assign \$1274  = \task [5:2] == 2'h3;
-  assign \$1275  = \row$917  + 1'h1;
-  assign \$1276  = \$signal$860  + 3'h4;
-  assign \$1277  = 3'h4 * \task [203:184];
-  assign \$1278  = \$signal$862  + \$1277 ;
-  assign \$1279  = \$signal$860  + 3'h4;
-  assign \$1280  = \$1279  < \task [183:164];
-  assign \$1281  = ~ pending;
+  assign \$1256  = \$signal$909  << \$signal$920 ;
+  assign \$1257  = \$signal$846  * \$1256 ;
+  assign \$1258  = \$signal$901  + \$1257 ;
+  assign \$1259  = ~ bank;
+  assign \$1260  = ! dest;
+  assign \$1261  = dest == 1'h1;
+  assign \$1262  = \$1260  | \$1261 ;
+  assign \$1263  = dest == 2'h3;
+  assign \$1264  = \task [5:2] == 2'h3;
+  assign \$1265  = \row$932  + 1'h1;
+  assign \$1266  = \$1265  >= \$signal$846 ;
+  assign \$1267  = \$1264  & \$1266 ;
+  assign \$1268  = written | done;
+  assign \$1269  = \$1267  & \$1268 ;
+  assign \$1270  = \row$932  + 1'h1;
+  assign \$1271  = \$1270  >= \$signal$846 ;
+  assign \$1272  = ~ \$1271 ;
+  assign \$1273  = \row$932  + 1'h1;
+  assign \$1274  = ~ \busy$843 ;
+  assign \$1275  = ~ waiting;
+  assign \$1276  = \$1274  & \$1275 ;
+  assign \$1277  = \$1276  & writer_free;
+  assign \$1278  = \$signal$909  << \$signal$920 ;
+  assign \$1279  = \$signal$846  * \$1278 ;
+  assign \$1280  = \$signal$901  + \$1279 ;
+  assign \$1281  = \$signal  & anchor_last;
+  assign \$1282  = \$signal$848  + 3'h4;
+  assign \$1283  = 3'h4 * \task [203:184];
+  assign \$1284  = \$signal$878  + \$1283 ;
+  assign \$1285  = \$signal$848  + 3'h4;
+  assign \$1286  = \$1285  < \task [183:164];
+  assign \$1287  = ~ pending;
   always @(posedge clk)
-    \read_error$947  <= \$1282 ;
+    \read_error$951  <= \$1288 ;
   always @(posedge clk)
-    \task  <= \$1283 ;
+    anchor_m0 <= \$1289 ;
   always @(posedge clk)
-    fsm_state <= \$1284 ;
+    anchor_m1 <= \$1290 ;
   always @(posedge clk)
-    \status$945  <= \$1285 ;
+    anchor_m2 <= \$1291 ;
   always @(posedge clk)
-    \$signal  <= \$1286 ;
+    anchor_m3 <= \$1292 ;
   always @(posedge clk)
-    \$signal$852  <= \$1287 ;
+    anchor_l0 <= \$1293 ;
   always @(posedge clk)
-    \$signal$860  <= \$1288 ;
+    anchor_l1 <= \$1294 ;
   always @(posedge clk)
-    \$signal$862  <= \$1289 ;
+    anchor_l2 <= \$1295 ;
   always @(posedge clk)
-    \$signal$885  <= \$1290 ;
+    anchor_l3 <= \$1296 ;
   always @(posedge clk)
-    \$signal$905  <= \$1291 ;
+    anchor_row <= \$1297 ;
   always @(posedge clk)
-    \$signal$894  <= \$1292 ;
+    \$signal$841  <= \$1298 ;
   always @(posedge clk)
-    \$signal$892  <= \$1293 ;
+    \task  <= \$1299 ;
   always @(posedge clk)
-    stage <= \$1294 ;
+    fsm_state <= \$1300 ;
   always @(posedge clk)
-    \row$917  <= \$1295 ;
+    \status$949  <= \$1301 ;
   always @(posedge clk)
-    bank <= \$1296 ;
+    \$signal$865  <= \$1302 ;
   always @(posedge clk)
-    anchor_m0 <= \$1297 ;
+    \$signal$847  <= \$1303 ;
   always @(posedge clk)
-    anchor_m1 <= \$1298 ;
+    \$signal$848  <= \$1304 ;
   always @(posedge clk)
-    anchor_m2 <= \$1299 ;
+    \$signal$878  <= \$1305 ;
   always @(posedge clk)
-    anchor_m3 <= \$1300 ;
+    \$signal$901  <= \$1306 ;
   always @(posedge clk)
-    anchor_l0 <= \$1301 ;
+    \$signal$920  <= \$1307 ;
   always @(posedge clk)
-    anchor_l1 <= \$1302 ;
+    \$signal$909  <= \$1308 ;
   always @(posedge clk)
-    anchor_l2 <= \$1303 ;
+    \$signal$846  <= \$1309 ;
   always @(posedge clk)
-    anchor_l3 <= \$1304 ;
+    stage <= \$1310 ;
+  always @(posedge clk)
+    \row$932  <= \$1311 ;
+  always @(posedge clk)
+    bank <= \$1312 ;
+  always @(posedge clk)
+    sfu_row <= \$1313 ;
   \ndp_device.control_unit.chunks  chunks (
     .acc_addr0(acc_addr),
     .acc_addr1(acc_addr1),
@@ -6717,7 +6746,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .run_log2(run_log2),
     .sets(sets),
     .split(split),
-    .start(\start$875 ),
+    .start(\start$891 ),
     .t_first(t_first),
     .t_fold_adds(t_fold_adds),
     .t_level(t_level),
@@ -6741,17 +6770,17 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .cycle(cycle),
     .done_status(done_status),
     .done_store(report_store),
-    .hold(\hold$953 ),
+    .hold(\hold$957 ),
     .irq(irq),
-    .line(\line$966 ),
+    .line(\line$970 ),
     .line_addr(line_addr),
     .line_start(line_start),
     .pending(pending),
-    .\port$14277$0 (\$1305 ),
-    .\port$14506$289 (queues__0[289]),
-    .\port$14508$289 (queues__1[289]),
-    .\port$14510$289 (queues__2[289]),
-    .\port$14512$289 (queues__3[289]),
+    .\port$13780$0 (\$1314 ),
+    .\port$14009$289 (queues__0[289]),
+    .\port$14011$289 (queues__1[289]),
+    .\port$14013$289 (queues__2[289]),
+    .\port$14015$289 (queues__3[289]),
     .queue(queue),
     .quiet(quiet),
     .r_en(reported),
@@ -6840,7 +6869,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .side_err(bus__rresp[1]),
     .side_valid(side_valid),
     .take(take),
-    .\task (\task$983 ),
+    .\task (\task$991 ),
     .task_valid(task_valid),
     .verdict_status(verdict_status),
     .verdict_take(verdict_take),
@@ -6908,14 +6937,14 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .w_data(bus__rdata)
   );
   \ndp_device.control_unit.readout  readout (
-    .acc_we(\acc_we$911 ),
-    .bank(\bank$901 ),
-    .busy(busy),
+    .acc_we(\acc_we$926 ),
+    .bank(\bank$916 ),
+    .busy(\busy$843 ),
     .clk(clk),
     .delay(delay),
-    .dest(\dest$890 ),
-    .done(done),
-    .first(\first$903 ),
+    .dest(\dest$906 ),
+    .done(\done$995 ),
+    .first(\first$918 ),
     .fold_bank(fold_bank),
     .fold_n_cols(fold_n_cols),
     .fold_n_words(fold_n_words),
@@ -6926,24 +6955,24 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .fold_sets1(fold_sets1),
     .fold_valid(fold_valid),
     .fold_word(fold_word),
-    .in_we(\in_we$906 ),
-    .lines(\lines$904 ),
+    .in_we(\in_we$921 ),
+    .lines(\lines$919 ),
     .n(n),
-    .n_words(\n_words$895 ),
-    .pack_log2(\pack_log2$900 ),
+    .n_words(\n_words$910 ),
+    .pack_log2(\pack_log2$915 ),
     .rd_in_data(rd_in_data),
     .rd_row(buf_row),
     .results(results),
-    .rows(\rows$891 ),
+    .rows(\rows$907 ),
     .rst(rst),
     .run_addr(\run_addr$256 ),
     .run_lines(\run_lines$258 ),
     .run_offset(run_offset),
     .run_start(\run_start$252 ),
-    .sets(\sets$896 ),
+    .sets(\sets$911 ),
     .sets1(sets1),
     .source(source),
-    .start(\start$886 ),
+    .start(\start$902 ),
     .sum_fp16(sum_fp16),
     .sum_fp32(sum_fp32),
     .sum_ready(sum_ready),
@@ -6954,26 +6983,28 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .w_ready(w_ready),
     .w_valid(\w_valid$243 ),
     .waiting(waiting),
-    .waiting_results(\hold$953 ),
+    .waiting_results(\hold$957 ),
     .word(buf_word)
   );
   \ndp_device.control_unit.softmax  softmax (
+    .busy(busy),
     .clk(clk),
-    .done(\done$988 ),
+    .done(done),
     .dst_addr(dst_addr),
-    .\dst_data$425 (dst_data),
+    .\dst_data$427 (dst_data),
     .dst_en(dst_en),
     .l(l),
     .length(length),
     .m(m),
-    .\partial$388 (partial),
+    .\partial$414 (partial),
     .rst(rst),
     .src_addr(src_addr),
     .src_data(src_data),
-    .start(\start$923 )
+    .start(\start$938 ),
+    .written(written)
   );
   \ndp_device.control_unit.unpacker  unpacker (
-    .beats(\beats$857 ),
+    .beats(\beats$874 ),
     .chunk_d0(data),
     .clk(clk),
     .col(col),
@@ -6981,7 +7012,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .count(count),
     .hold(hold),
     .last(last),
-    .offset(\offset$854 ),
+    .offset(\offset$871 ),
     .\pair$44 (pair),
     .pair_chunk_d0(pair_data),
     .pair_count(pair_count),
@@ -6992,7 +7023,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .rst(rst),
     .src__data(src__data),
     .src__valid(src__valid),
-    .start(\start$853 ),
+    .start(\start$870 ),
     .valid(valid)
   );
   \ndp_device.control_unit.writer  writer (
@@ -7012,7 +7043,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .clk(clk),
     .from_stream(from_stream),
     .idle(idle),
-    .line(\line$938 ),
+    .line(line),
     .lines(\lines$257 ),
     .quiet(quiet),
     .report(report),
@@ -7030,29 +7061,29 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     (* full_case = 32'd1 *)
-    casez (\row$917 )
+    casez (anchor_row)
       2'h0:
-          \$1168  = anchor_m0;
+          \$1086  = anchor_m0;
       2'h1:
-          \$1168  = anchor_m1;
+          \$1086  = anchor_m1;
       2'h2:
-          \$1168  = anchor_m2;
+          \$1086  = anchor_m2;
       2'h3:
-          \$1168  = anchor_m3;
+          \$1086  = anchor_m3;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     (* full_case = 32'd1 *)
-    casez (\row$917 )
+    casez (anchor_row)
       2'h0:
-          \$1169  = anchor_l0;
+          \$1087  = anchor_l0;
       2'h1:
-          \$1169  = anchor_l1;
+          \$1087  = anchor_l1;
       2'h2:
-          \$1169  = anchor_l2;
+          \$1087  = anchor_l2;
       2'h3:
-          \$1169  = anchor_l3;
+          \$1087  = anchor_l3;
     endcase
   end
   always @* begin
@@ -7100,11 +7131,11 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0e:
           /* empty */;
       5'h0f:
-          if (\$1118 ) begin
+          if (\$1132 ) begin
             lanes_stage = 1'h1;
           end
       5'h11:
-          if (\$1146 ) begin
+          if (\$1162 ) begin
             lanes_stage = 1'h1;
           end
     endcase
@@ -7154,7 +7185,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h05:
           /* empty */;
       5'h06:
-          w_bytes = { 1'h0, \$1097  };
+          w_bytes = { 1'h0, \$1111  };
     endcase
   end
   always @* begin
@@ -7179,6 +7210,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     if (\run_start$252 ) begin
       \start$253  = 1'h1;
     end
+    if (\$signal ) begin
+      \start$253  = 1'h1;
+    end
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -7187,41 +7221,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h03:
           /* empty */;
       5'h05:
-          if (\$1077 ) begin
-            \start$253  = 1'h1;
-          end
-      5'h06:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h11:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h15:
-          /* empty */;
-      5'h13:
-          if (\$1173 ) begin
+          if (\$1091 ) begin
             \start$253  = 1'h1;
           end
     endcase
@@ -7243,7 +7243,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h03:
           /* empty */;
       5'h05:
-          if (\$1077 ) begin
+          if (\$1091 ) begin
             from_stream = 1'h1;
           end
     endcase
@@ -7254,6 +7254,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     if (\run_start$252 ) begin
       \addr$255  = \run_addr$256 ;
     end
+    if (\$signal ) begin
+      \addr$255  = \$1085 [63:0];
+    end
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -7262,42 +7265,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h03:
           /* empty */;
       5'h05:
-          if (\$1077 ) begin
-            \addr$255  = \$1093 [63:0];
-          end
-      5'h06:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h11:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h15:
-          /* empty */;
-      5'h13:
-          if (\$1173 ) begin
-            \addr$255  = \$1178 [63:0];
+          if (\$1091 ) begin
+            \addr$255  = \$1107 [63:0];
           end
     endcase
     if (line_start) begin
@@ -7318,7 +7287,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h03:
           /* empty */;
       5'h05:
-          if (\$1077 ) begin
+          if (\$1091 ) begin
             \lines$257  = { 12'h000, \task [103:84] };
           end
     endcase
@@ -7337,7 +7306,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h03:
           /* empty */;
       5'h05:
-          if (\$1077 ) begin
+          if (\$1091 ) begin
             \start$259  = 1'h1;
           end
     endcase
@@ -7356,8 +7325,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h03:
           /* empty */;
       5'h05:
-          if (\$1077 ) begin
-            offset = \$1095 [5:0];
+          if (\$1091 ) begin
+            offset = \$1109 [5:0];
           end
     endcase
   end
@@ -7843,6 +7812,26 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    line = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    if (\$signal ) begin
+      line = { 448'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, \$1087 , \$1086  };
+    end
+    if (line_start) begin
+      line = \line$970 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    strb = 64'h0000000000000000;
+    if (\$signal ) begin
+      strb = 64'hffffffffffffffff;
+    end
+    if (line_start) begin
+      strb = 64'hffffffffffffffff;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     take = 1'h0;
     casez (fsm_state)
       5'h00:
@@ -7874,8 +7863,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h03:
           /* empty */;
       5'h05:
-          if (\$1077 ) begin
-            copy_span_first = \$1080 [63:0];
+          if (\$1091 ) begin
+            copy_span_first = \$1094 [63:0];
           end
     endcase
   end
@@ -7890,7 +7879,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h03:
           /* empty */;
       5'h05:
-          if (\$1077 ) begin
+          if (\$1091 ) begin
             copy_span_line = { copy_span_first[63:6], 6'h00 };
           end
     endcase
@@ -7906,8 +7895,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h03:
           /* empty */;
       5'h05:
-          if (\$1077 ) begin
-            copy_span_lines = { \$1086 [30], \$1086 [30], \$1086 [30], \$1086 [30], \$1086 [30], \$1086 [30], \$1086 [30], \$1086 [30], \$1086 [30], \$1086 [30], \$1086 [30], \$1086 [30], \$1086 [30], \$1086  };
+          if (\$1091 ) begin
+            copy_span_lines = { \$1100 [30], \$1100 [30], \$1100 [30], \$1100 [30], \$1100 [30], \$1100 [30], \$1100 [30], \$1100 [30], \$1100 [30], \$1100 [30], \$1100 [30], \$1100 [30], \$1100 [30], \$1100  };
           end
     endcase
   end
@@ -7922,7 +7911,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h03:
           /* empty */;
       5'h05:
-          if (\$1077 ) begin
+          if (\$1091 ) begin
             copy_span_offset = { 1'h0, copy_span_first[5:1] };
           end
     endcase
@@ -7938,14 +7927,14 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h03:
           /* empty */;
       5'h05:
-          if (\$1077 ) begin
-            beats = { \$1091 [29], \$1091 [29], \$1091 [29], \$1091 [29], \$1091 [29], \$1091 [29], \$1091 [29], \$1091 [29], \$1091 [29], \$1091 [29], \$1091 [29], \$1091 [29], \$1091 [29], \$1091 [29], \$1091  };
+          if (\$1091 ) begin
+            beats = { \$1105 [29], \$1105 [29], \$1105 [29], \$1105 [29], \$1105 [29], \$1105 [29], \$1105 [29], \$1105 [29], \$1105 [29], \$1105 [29], \$1105 [29], \$1105 [29], \$1105 [29], \$1105 [29], \$1105  };
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \start$853  = 1'h0;
+    \start$870  = 1'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -7954,13 +7943,13 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h03:
           /* empty */;
       5'h05:
-          if (\$1077 ) begin
-            \start$853  = 1'h1;
+          if (\$1091 ) begin
+            \start$870  = 1'h1;
           end
       5'h06:
           /* empty */;
       5'h04:
-          \start$853  = 1'h1;
+          \start$870  = 1'h1;
       5'h07:
           /* empty */;
       5'h09:
@@ -7968,14 +7957,14 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0a:
           /* empty */;
       5'h0b:
-          \start$853  = 1'h1;
+          \start$870  = 1'h1;
       5'h0c:
-          \start$853  = 1'h1;
+          \start$870  = 1'h1;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \offset$854  = 5'h00;
+    \offset$871  = 5'h00;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -7984,13 +7973,13 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h03:
           /* empty */;
       5'h05:
-          if (\$1077 ) begin
-            \offset$854  = copy_span_offset[4:0];
+          if (\$1091 ) begin
+            \offset$871  = copy_span_offset[4:0];
           end
       5'h06:
           /* empty */;
       5'h04:
-          \offset$854  = input_span_offset[4:0];
+          \offset$871  = input_span_offset[4:0];
       5'h07:
           /* empty */;
       5'h09:
@@ -7998,9 +7987,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0a:
           /* empty */;
       5'h0b:
-          \offset$854  = u_offset;
+          \offset$871  = u_offset;
       5'h0c:
-          \offset$854  = u_offset;
+          \offset$871  = u_offset;
     endcase
   end
   always @* begin
@@ -8014,7 +8003,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h03:
           /* empty */;
       5'h05:
-          if (\$1077 ) begin
+          if (\$1091 ) begin
             rows = 20'h00001;
           end
       5'h06:
@@ -8044,8 +8033,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h03:
           /* empty */;
       5'h05:
-          if (\$1077 ) begin
-            cols = { 5'h00, \$1096  };
+          if (\$1091 ) begin
+            cols = { 5'h00, \$1110  };
           end
       5'h06:
           /* empty */;
@@ -8065,7 +8054,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \beats$857  = 32'd0;
+    \beats$874  = 32'd0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8074,13 +8063,13 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h03:
           /* empty */;
       5'h05:
-          if (\$1077 ) begin
-            \beats$857  = beats[31:0];
+          if (\$1091 ) begin
+            \beats$874  = beats[31:0];
           end
       5'h06:
           /* empty */;
       5'h04:
-          \beats$857  = \beats$866 [31:0];
+          \beats$874  = \beats$882 [31:0];
       5'h07:
           /* empty */;
       5'h09:
@@ -8088,9 +8077,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0a:
           /* empty */;
       5'h0b:
-          \beats$857  = u_beats;
+          \beats$874  = u_beats;
       5'h0c:
-          \beats$857  = u_beats;
+          \beats$874  = u_beats;
     endcase
   end
   always @* begin
@@ -8106,7 +8095,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h05:
           /* empty */;
       5'h06:
-          hold = \$1098 ;
+          hold = \$1112 ;
     endcase
   end
   always @* begin
@@ -8124,7 +8113,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h06:
           /* empty */;
       5'h04:
-          rows_now = \$1102 [2:0];
+          rows_now = \$1116 [2:0];
     endcase
   end
   always @* begin
@@ -8142,7 +8131,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h06:
           /* empty */;
       5'h04:
-          input_span_first = \$1105 [63:0];
+          input_span_first = \$1119 [63:0];
     endcase
   end
   always @* begin
@@ -8178,7 +8167,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h06:
           /* empty */;
       5'h04:
-          input_span_lines = { \$1111 [26], \$1111 [26], \$1111 [26], \$1111 [26], \$1111 [26], \$1111 [26], \$1111 [26], \$1111 [26], \$1111 [26], \$1111 [26], \$1111 [26], \$1111 [26], \$1111 [26], \$1111 [26], \$1111 [26], \$1111 [26], \$1111 [26], \$1111  };
+          input_span_lines = { \$1125 [26], \$1125 [26], \$1125 [26], \$1125 [26], \$1125 [26], \$1125 [26], \$1125 [26], \$1125 [26], \$1125 [26], \$1125 [26], \$1125 [26], \$1125 [26], \$1125 [26], \$1125 [26], \$1125 [26], \$1125 [26], \$1125 [26], \$1125  };
     endcase
   end
   always @* begin
@@ -8201,7 +8190,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \beats$866  = 44'h00000000000;
+    \beats$882  = 44'h00000000000;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8214,7 +8203,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h06:
           /* empty */;
       5'h04:
-          \beats$866  = { \$1116 [25], \$1116 [25], \$1116 [25], \$1116 [25], \$1116 [25], \$1116 [25], \$1116 [25], \$1116 [25], \$1116 [25], \$1116 [25], \$1116 [25], \$1116 [25], \$1116 [25], \$1116 [25], \$1116 [25], \$1116 [25], \$1116 [25], \$1116 [25], \$1116  };
+          \beats$882  = { \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130  };
     endcase
   end
   always @* begin
@@ -8250,7 +8239,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0f:
           /* empty */;
       5'h11:
-          in_we = \in_we$906 ;
+          in_we = \in_we$921 ;
       5'h08:
           in_we = dst_en;
       5'h12:
@@ -8292,9 +8281,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h11:
           in_row = buf_row;
       5'h08:
-          in_row = \row$917 ;
+          in_row = \row$932 ;
       5'h12:
-          in_row = \row$917 ;
+          in_row = \row$932 ;
     endcase
   end
   always @* begin
@@ -8422,14 +8411,14 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h09:
           /* empty */;
       5'h0a:
-          if (\$1117 ) begin
+          if (\$1131 ) begin
             restart = 1'h1;
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \start$875  = 1'h0;
+    \start$891  = 1'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8450,9 +8439,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0a:
           /* empty */;
       5'h0b:
-          \start$875  = 1'h1;
+          \start$891  = 1'h1;
       5'h0c:
-          \start$875  = 1'h1;
+          \start$891  = 1'h1;
     endcase
   end
   always @* begin
@@ -8574,14 +8563,14 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0e:
           /* empty */;
       5'h0f:
-          if (\$1127 ) begin
-            result_first_0 = \$1129 [63:0];
+          if (\$1143 ) begin
+            result_first_0 = \$1145 [63:0];
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \start$886  = 1'h0;
+    \start$902  = 1'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8610,8 +8599,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0e:
           /* empty */;
       5'h0f:
-          if (\$1127 ) begin
-            \start$886  = 1'h1;
+          if (\$1143 ) begin
+            \start$902  = 1'h1;
           end
       5'h11:
           /* empty */;
@@ -8619,9 +8608,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h12:
           /* empty */;
-      5'h14:
-          if (\$1155 ) begin
-            \start$886  = 1'h1;
+      5'h13:
+          if (\$1171 ) begin
+            \start$902  = 1'h1;
           end
     endcase
   end
@@ -8656,8 +8645,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0e:
           /* empty */;
       5'h0f:
-          if (\$1127 ) begin
-            delay = \$1132 [4:0];
+          if (\$1143 ) begin
+            delay = \$1148 [4:0];
           end
       5'h11:
           /* empty */;
@@ -8665,8 +8654,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h12:
           /* empty */;
-      5'h14:
-          if (\$1155 ) begin
+      5'h13:
+          if (\$1171 ) begin
             delay = 5'h00;
           end
     endcase
@@ -8702,7 +8691,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0e:
           /* empty */;
       5'h0f:
-          if (\$1127 ) begin
+          if (\$1143 ) begin
             source = 1'h0;
           end
       5'h11:
@@ -8711,15 +8700,15 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h12:
           /* empty */;
-      5'h14:
-          if (\$1155 ) begin
+      5'h13:
+          if (\$1171 ) begin
             source = 1'h1;
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \dest$890  = 2'h0;
+    \dest$906  = 2'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8748,8 +8737,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0e:
           /* empty */;
       5'h0f:
-          if (\$1127 ) begin
-            \dest$890  = dest;
+          if (\$1143 ) begin
+            \dest$906  = dest;
           end
       5'h11:
           /* empty */;
@@ -8757,15 +8746,15 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h12:
           /* empty */;
-      5'h14:
-          if (\$1155 ) begin
-            \dest$890  = 2'h0;
+      5'h13:
+          if (\$1171 ) begin
+            \dest$906  = 2'h0;
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \rows$891  = 3'h0;
+    \rows$907  = 3'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8794,8 +8783,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0e:
           /* empty */;
       5'h0f:
-          if (\$1127 ) begin
-            \rows$891  = \$signal$892 ;
+          if (\$1143 ) begin
+            \rows$907  = \$signal$846 ;
           end
       5'h11:
           /* empty */;
@@ -8803,9 +8792,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h12:
           /* empty */;
-      5'h14:
-          if (\$1155 ) begin
-            \rows$891  = \$signal$892 ;
+      5'h13:
+          if (\$1171 ) begin
+            \rows$907  = \$signal$846 ;
           end
     endcase
   end
@@ -8840,8 +8829,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0e:
           /* empty */;
       5'h0f:
-          if (\$1127 ) begin
-            n = \$1136 ;
+          if (\$1143 ) begin
+            n = \$1152 ;
           end
       5'h11:
           /* empty */;
@@ -8849,15 +8838,15 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h12:
           /* empty */;
-      5'h14:
-          if (\$1155 ) begin
-            n = \$1161 ;
+      5'h13:
+          if (\$1171 ) begin
+            n = \$1177 ;
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \n_words$895  = 8'h00;
+    \n_words$910  = 8'h00;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8886,8 +8875,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0e:
           /* empty */;
       5'h0f:
-          if (\$1127 ) begin
-            \n_words$895  = n_words[7:0];
+          if (\$1143 ) begin
+            \n_words$910  = n_words[7:0];
           end
       5'h11:
           /* empty */;
@@ -8895,15 +8884,15 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h12:
           /* empty */;
-      5'h14:
-          if (\$1155 ) begin
-            \n_words$895  = n_words[7:0];
+      5'h13:
+          if (\$1171 ) begin
+            \n_words$910  = n_words[7:0];
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \sets$896  = 2'h0;
+    \sets$911  = 2'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8932,8 +8921,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0e:
           /* empty */;
       5'h0f:
-          if (\$1127 ) begin
-            \sets$896  = sets_used__0;
+          if (\$1143 ) begin
+            \sets$911  = sets_used__0;
           end
       5'h11:
           /* empty */;
@@ -8941,9 +8930,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h12:
           /* empty */;
-      5'h14:
-          if (\$1155 ) begin
-            \sets$896  = sets_used__0;
+      5'h13:
+          if (\$1171 ) begin
+            \sets$911  = sets_used__0;
           end
     endcase
   end
@@ -8978,7 +8967,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0e:
           /* empty */;
       5'h0f:
-          if (\$1127 ) begin
+          if (\$1143 ) begin
             sets1 = sets_used__1;
           end
       5'h11:
@@ -8987,15 +8976,15 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h12:
           /* empty */;
-      5'h14:
-          if (\$1155 ) begin
+      5'h13:
+          if (\$1171 ) begin
             sets1 = sets_used__1;
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \pack_log2$900  = 3'h0;
+    \pack_log2$915  = 3'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -9024,8 +9013,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0e:
           /* empty */;
       5'h0f:
-          if (\$1127 ) begin
-            \pack_log2$900  = pack_log2;
+          if (\$1143 ) begin
+            \pack_log2$915  = pack_log2;
           end
       5'h11:
           /* empty */;
@@ -9033,15 +9022,15 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h12:
           /* empty */;
-      5'h14:
-          if (\$1155 ) begin
-            \pack_log2$900  = pack_log2;
+      5'h13:
+          if (\$1171 ) begin
+            \pack_log2$915  = pack_log2;
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \bank$901  = 1'h0;
+    \bank$916  = 1'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -9070,8 +9059,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0e:
           /* empty */;
       5'h0f:
-          if (\$1127 ) begin
-            \bank$901  = bank;
+          if (\$1143 ) begin
+            \bank$916  = bank;
           end
       5'h11:
           /* empty */;
@@ -9079,9 +9068,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h12:
           /* empty */;
-      5'h14:
-          if (\$1155 ) begin
-            \bank$901  = bank;
+      5'h13:
+          if (\$1171 ) begin
+            \bank$916  = bank;
           end
     endcase
   end
@@ -9116,8 +9105,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0e:
           /* empty */;
       5'h0f:
-          if (\$1127 ) begin
-            results = \$1139 ;
+          if (\$1143 ) begin
+            results = \$1155 ;
           end
       5'h11:
           /* empty */;
@@ -9125,15 +9114,15 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h12:
           /* empty */;
-      5'h14:
-          if (\$1155 ) begin
+      5'h13:
+          if (\$1171 ) begin
             results = 1'h1;
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \first$903  = 64'h0000000000000000;
+    \first$918  = 64'h0000000000000000;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -9162,8 +9151,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0e:
           /* empty */;
       5'h0f:
-          if (\$1127 ) begin
-            \first$903  = result_first_0;
+          if (\$1143 ) begin
+            \first$918  = result_first_0;
           end
       5'h11:
           /* empty */;
@@ -9171,15 +9160,15 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h12:
           /* empty */;
-      5'h14:
-          if (\$1155 ) begin
-            \first$903  = result_first_1;
+      5'h13:
+          if (\$1171 ) begin
+            \first$918  = result_first_1;
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \lines$904  = 32'd0;
+    \lines$919  = 32'd0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -9208,8 +9197,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0e:
           /* empty */;
       5'h0f:
-          if (\$1127 ) begin
-            \lines$904  = { \$1145 [28], \$1145 [28], \$1145 [28], \$1145  };
+          if (\$1143 ) begin
+            \lines$919  = { \$1161 [28], \$1161 [28], \$1161 [28], \$1161  };
           end
       5'h11:
           /* empty */;
@@ -9217,9 +9206,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h12:
           /* empty */;
-      5'h14:
-          if (\$1155 ) begin
-            \lines$904  = { \$1167 [28], \$1167 [28], \$1167 [28], \$1167  };
+      5'h13:
+          if (\$1171 ) begin
+            \lines$919  = { \$1183 [28], \$1183 [28], \$1183 [28], \$1183  };
           end
     endcase
   end
@@ -9256,7 +9245,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0f:
           /* empty */;
       5'h11:
-          acc_we = \acc_we$911 ;
+          acc_we = \acc_we$926 ;
     endcase
   end
   always @* begin
@@ -9402,12 +9391,12 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h11:
           /* empty */;
       5'h08:
-          rd_row = \row$917 ;
+          rd_row = \row$932 ;
       5'h12:
-          rd_row = \row$917 ;
-      5'h14:
+          rd_row = \row$932 ;
+      5'h13:
           /* empty */;
-      5'h15:
+      5'h14:
           rd_row = buf_row;
     endcase
   end
@@ -9449,15 +9438,15 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           rd_addr = src_addr[6:0];
       5'h12:
           rd_addr = src_addr[6:0];
-      5'h14:
+      5'h13:
           /* empty */;
-      5'h15:
+      5'h14:
           rd_addr = buf_word[6:0];
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \start$923  = 1'h0;
+    \start$938  = 1'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -9490,7 +9479,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h11:
           /* empty */;
       5'h08:
-          \start$923  = 1'h1;
+          \start$938  = 1'h1;
     endcase
   end
   always @* begin
@@ -9528,7 +9517,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h11:
           /* empty */;
       5'h08:
-          length = \$1149 ;
+          length = \$1165 ;
     endcase
   end
   always @* begin
@@ -9566,7 +9555,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h11:
           /* empty */;
       5'h08:
-          partial = \$1151 ;
+          partial = \$1167 ;
     endcase
   end
   always @* begin
@@ -9607,159 +9596,11 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h12:
           /* empty */;
-      5'h14:
-          if (\$1155 ) begin
-            result_first_1 = \$1157 [63:0];
+      5'h13:
+          if (\$1171 ) begin
+            result_first_1 = \$1173 [63:0];
           end
     endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    line = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h11:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h15:
-          /* empty */;
-      5'h13:
-          line = { 448'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, \$1169 , \$1168  };
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \line$938  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h11:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h15:
-          /* empty */;
-      5'h13:
-          if (\$1173 ) begin
-            \line$938  = line;
-          end
-    endcase
-    if (line_start) begin
-      \line$938  = \line$966 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    strb = 64'h0000000000000000;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h11:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h15:
-          /* empty */;
-      5'h13:
-          if (\$1173 ) begin
-            strb = 64'hffffffffffffffff;
-          end
-    endcase
-    if (line_start) begin
-      strb = 64'hffffffffffffffff;
-    end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
@@ -9799,18 +9640,16 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h12:
           /* empty */;
+      5'h13:
+          /* empty */;
       5'h14:
           /* empty */;
       5'h15:
           /* empty */;
-      5'h13:
-          /* empty */;
-      5'h16:
-          /* empty */;
       5'h10:
           /* empty */;
       5'h02:
-          if (\$1179 ) begin
+          if (\$1184 ) begin
             complete = 1'h1;
           end
     endcase
@@ -9853,18 +9692,16 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h12:
           /* empty */;
+      5'h13:
+          /* empty */;
       5'h14:
           /* empty */;
       5'h15:
           /* empty */;
-      5'h13:
-          /* empty */;
-      5'h16:
-          /* empty */;
       5'h10:
           /* empty */;
       5'h02:
-          if (\$1179 ) begin
+          if (\$1184 ) begin
             queue = \task [205:204];
           end
     endcase
@@ -9907,18 +9744,16 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h12:
           /* empty */;
+      5'h13:
+          /* empty */;
       5'h14:
           /* empty */;
       5'h15:
           /* empty */;
-      5'h13:
-          /* empty */;
-      5'h16:
-          /* empty */;
       5'h10:
           /* empty */;
       5'h02:
-          if (\$1179 ) begin
+          if (\$1184 ) begin
             seq = \task [269:206];
           end
     endcase
@@ -9961,18 +9796,16 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h12:
           /* empty */;
+      5'h13:
+          /* empty */;
       5'h14:
           /* empty */;
       5'h15:
           /* empty */;
-      5'h13:
-          /* empty */;
-      5'h16:
-          /* empty */;
       5'h10:
           /* empty */;
       5'h02:
-          if (\$1179 ) begin
+          if (\$1184 ) begin
             taken = \task [333:270];
           end
     endcase
@@ -10015,19 +9848,17 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h12:
           /* empty */;
+      5'h13:
+          /* empty */;
       5'h14:
           /* empty */;
       5'h15:
           /* empty */;
-      5'h13:
-          /* empty */;
-      5'h16:
-          /* empty */;
       5'h10:
           /* empty */;
       5'h02:
-          if (\$1179 ) begin
-            status = \status$945 ;
+          if (\$1184 ) begin
+            status = \status$949 ;
           end
     endcase
   end
@@ -10069,19 +9900,17 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h12:
           /* empty */;
+      5'h13:
+          /* empty */;
       5'h14:
           /* empty */;
       5'h15:
           /* empty */;
-      5'h13:
-          /* empty */;
-      5'h16:
-          /* empty */;
       5'h10:
           /* empty */;
       5'h02:
-          if (\$1179 ) begin
-            read_error = \$1182 ;
+          if (\$1184 ) begin
+            read_error = \$1187 ;
           end
     endcase
   end
@@ -10123,19 +9952,17 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h12:
           /* empty */;
+      5'h13:
+          /* empty */;
       5'h14:
           /* empty */;
       5'h15:
           /* empty */;
-      5'h13:
-          /* empty */;
-      5'h16:
-          /* empty */;
       5'h10:
           /* empty */;
       5'h02:
-          if (\$1179 ) begin
-            slot = \$signal$852 ;
+          if (\$1184 ) begin
+            slot = \$signal$847 ;
           end
     endcase
   end
@@ -10177,19 +10004,17 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h12:
           /* empty */;
+      5'h13:
+          /* empty */;
       5'h14:
           /* empty */;
       5'h15:
           /* empty */;
-      5'h13:
-          /* empty */;
-      5'h16:
-          /* empty */;
       5'h10:
           /* empty */;
       5'h02:
-          if (\$1179 ) begin
-            store = \$1184 ;
+          if (\$1184 ) begin
+            store = \$1189 ;
           end
     endcase
   end
@@ -10202,433 +10027,618 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1282  = \read_error$947 ;
-    if (\$1209 ) begin
-      \$1282  = 1'h1;
+    \$1288  = \read_error$951 ;
+    if (\$1213 ) begin
+      \$1288  = 1'h1;
     end
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$1282  = 1'h0;
+          \$1288  = 1'h0;
     endcase
     if (rst) begin
-      \$1282  = 1'h0;
+      \$1288  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1283  = \task ;
-    casez (fsm_state)
-      5'h00:
-          if (task_valid) begin
-            \$1283  = \task$983 ;
-          end
-    endcase
+    \$1289  = anchor_m0;
+    if (done) begin
+      casez (sfu_row)
+        2'h0:
+            \$1289  = m;
+      endcase
+    end
     if (rst) begin
-      \$1283  = 1301'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$1289  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1284  = fsm_state;
+    \$1290  = anchor_m1;
+    if (done) begin
+      casez (sfu_row)
+        2'h0:
+            /* empty */;
+        2'h1:
+            \$1290  = m;
+      endcase
+    end
+    if (rst) begin
+      \$1290  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$1291  = anchor_m2;
+    if (done) begin
+      casez (sfu_row)
+        2'h0:
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            \$1291  = m;
+      endcase
+    end
+    if (rst) begin
+      \$1291  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$1292  = anchor_m3;
+    if (done) begin
+      (* full_case = 32'd1 *)
+      casez (sfu_row)
+        2'h0:
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            /* empty */;
+        2'h3:
+            \$1292  = m;
+      endcase
+    end
+    if (rst) begin
+      \$1292  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$1293  = anchor_l0;
+    if (done) begin
+      casez (sfu_row)
+        2'h0:
+            \$1293  = l;
+      endcase
+    end
+    if (rst) begin
+      \$1293  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$1294  = anchor_l1;
+    if (done) begin
+      casez (sfu_row)
+        2'h0:
+            /* empty */;
+        2'h1:
+            \$1294  = l;
+      endcase
+    end
+    if (rst) begin
+      \$1294  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$1295  = anchor_l2;
+    if (done) begin
+      casez (sfu_row)
+        2'h0:
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            \$1295  = l;
+      endcase
+    end
+    if (rst) begin
+      \$1295  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$1296  = anchor_l3;
+    if (done) begin
+      (* full_case = 32'd1 *)
+      casez (sfu_row)
+        2'h0:
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            /* empty */;
+        2'h3:
+            \$1296  = l;
+      endcase
+    end
+    if (rst) begin
+      \$1296  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$1297  = anchor_row;
+    if (\$signal ) begin
+      (* full_case = 32'd1 *)
+      if (anchor_last) begin
+        \$1297  = 2'h0;
+      end else begin
+        \$1297  = \$1214 [1:0];
+      end
+    end
+    if (rst) begin
+      \$1297  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$1298  = \$signal$841 ;
+    if (\$signal ) begin
+      if (anchor_last) begin
+        \$1298  = 1'h0;
+      end
+    end
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h11:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h12:
+          if (\$1269 ) begin
+            \$1298  = 1'h1;
+          end
+      5'h13:
+          /* empty */;
+      5'h14:
+          if (\done$995 ) begin
+            if (\task [11]) begin
+              \$1298  = 1'h1;
+            end
+          end
+    endcase
+    if (rst) begin
+      \$1298  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$1299  = \task ;
     casez (fsm_state)
       5'h00:
           if (task_valid) begin
-            \$1284  = 5'h01;
+            \$1299  = \task$991 ;
           end
+    endcase
+    if (rst) begin
+      \$1299  = 1301'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$1300  = fsm_state;
+    casez (fsm_state)
+      5'h00:
+          if (task_valid) begin
+            \$1300  = 5'h01;
+          end
+      5'h01:
+          (* full_case = 32'd1 *)
+          if (\$1232 ) begin
+            \$1300  = 5'h02;
+          end else if (\task [457]) begin
+            \$1300  = 5'h03;
+          end else if (\task [344]) begin
+            \$1300  = 5'h04;
+          end else begin
+            \$1300  = 5'h05;
+          end
+      5'h03:
+          if (verdict_valid) begin
+            (* full_case = 32'd1 *)
+            if (\$1233 ) begin
+              \$1300  = 5'h04;
+            end else begin
+              \$1300  = 5'h02;
+            end
+          end
+      5'h05:
+          if (\$1237 ) begin
+            \$1300  = 5'h06;
+          end
+      5'h06:
+          if (idle) begin
+            \$1300  = 5'h02;
+          end
+      5'h04:
+          \$1300  = 5'h07;
+      5'h07:
+          if (\$1238 ) begin
+            (* full_case = 32'd1 *)
+            if (\$1239 ) begin
+              \$1300  = 5'h08;
+            end else begin
+              \$1300  = 5'h09;
+            end
+          end
+      5'h09:
+          \$1300  = 5'h0a;
+      5'h0a:
+          if (\$1240 ) begin
+            (* full_case = 32'd1 *)
+            if (has_full) begin
+              \$1300  = 5'h0b;
+            end else begin
+              \$1300  = 5'h0c;
+            end
+          end
+      5'h0b:
+          \$1300  = 5'h0d;
+      5'h0c:
+          \$1300  = 5'h0e;
+      5'h0d:
+          if (run_done) begin
+            (* full_case = 32'd1 *)
+            if (\$1241 ) begin
+              \$1300  = 5'h0c;
+            end else begin
+              \$1300  = 5'h0f;
+            end
+          end
+      5'h0e:
+          if (run_done) begin
+            \$1300  = 5'h0f;
+          end
+      5'h0f:
+          if (\$1252 ) begin
+            (* full_case = 32'd1 *)
+            if (\$1262 ) begin
+              \$1300  = 5'h10;
+            end else begin
+              \$1300  = 5'h11;
+            end
+          end
+      5'h11:
+          if (\done$995 ) begin
+            (* full_case = 32'd1 *)
+            if (\$1263 ) begin
+              \$1300  = 5'h08;
+            end else begin
+              \$1300  = 5'h09;
+            end
+          end
+      5'h08:
+          \$1300  = 5'h12;
+      5'h12:
+          if (\$1269 ) begin
+            \$1300  = 5'h09;
+          end else if (done) begin
+            (* full_case = 32'd1 *)
+            if (\$1272 ) begin
+              \$1300  = 5'h08;
+            end else begin
+              \$1300  = 5'h13;
+            end
+          end
+      5'h13:
+          if (\$1277 ) begin
+            \$1300  = 5'h14;
+          end
+      5'h14:
+          if (\done$995 ) begin
+            (* full_case = 32'd1 *)
+            if (\task [11]) begin
+              \$1300  = 5'h15;
+            end else begin
+              \$1300  = 5'h10;
+            end
+          end
+      5'h15:
+          if (\$1281 ) begin
+            \$1300  = 5'h10;
+          end
+      5'h10:
+          (* full_case = 32'd1 *)
+          if (\$1286 ) begin
+            \$1300  = 5'h04;
+          end else begin
+            \$1300  = 5'h02;
+          end
+      5'h02:
+          if (\$1287 ) begin
+            \$1300  = 5'h00;
+          end
+    endcase
+    if (rst) begin
+      \$1300  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$1301  = \status$949 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          \$1301  = \task [341:334];
+      5'h03:
+          if (verdict_valid) begin
+            \$1301  = verdict_status;
+          end
+    endcase
+    if (rst) begin
+      \$1301  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$1302  = \$signal$865 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          \$1302  = \$1220 [63:0];
+    endcase
+    if (rst) begin
+      \$1302  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$1303  = \$signal$847 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          \$1303  = \$1226 [63:0];
+    endcase
+    if (rst) begin
+      \$1303  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$1304  = \$signal$848 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          \$1304  = 20'h00000;
+      5'h03:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h11:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h15:
+          /* empty */;
+      5'h10:
+          \$1304  = \$1282 [19:0];
+    endcase
+    if (rst) begin
+      \$1304  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$1305  = \$signal$878 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          \$1305  = 44'h00000000000;
+      5'h03:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h11:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h15:
+          /* empty */;
+      5'h10:
+          \$1305  = \$1284 [43:0];
+    endcase
+    if (rst) begin
+      \$1305  = 44'h00000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$1306  = \$signal$901 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          \$1306  = 48'h000000000000;
+      5'h03:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          if (\$1252 ) begin
+            if (\$1255 ) begin
+              \$1306  = \$1258 [47:0];
+            end
+          end
+      5'h11:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          if (\$1277 ) begin
+            \$1306  = \$1280 [47:0];
+          end
+    endcase
+    if (rst) begin
+      \$1306  = 48'h000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$1307  = \$signal$920 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
       5'h01:
           (* full_case = 32'd1 *)
           if (\$1227 ) begin
-            \$1284  = 5'h02;
-          end else if (\task [457]) begin
-            \$1284  = 5'h03;
-          end else if (\task [344]) begin
-            \$1284  = 5'h04;
+            \$1307  = 2'h2;
+          end else if (\$1228 ) begin
+            \$1307  = 2'h1;
+          end else if (\$1229 ) begin
+            \$1307  = 2'h1;
           end else begin
-            \$1284  = 5'h05;
-          end
-      5'h03:
-          if (verdict_valid) begin
-            (* full_case = 32'd1 *)
-            if (\$1228 ) begin
-              \$1284  = 5'h04;
-            end else begin
-              \$1284  = 5'h02;
-            end
-          end
-      5'h05:
-          if (\$1232 ) begin
-            \$1284  = 5'h06;
-          end
-      5'h06:
-          if (idle) begin
-            \$1284  = 5'h02;
-          end
-      5'h04:
-          \$1284  = 5'h07;
-      5'h07:
-          if (\$1233 ) begin
-            (* full_case = 32'd1 *)
-            if (\$1234 ) begin
-              \$1284  = 5'h08;
-            end else begin
-              \$1284  = 5'h09;
-            end
-          end
-      5'h09:
-          \$1284  = 5'h0a;
-      5'h0a:
-          if (\$1235 ) begin
-            (* full_case = 32'd1 *)
-            if (has_full) begin
-              \$1284  = 5'h0b;
-            end else begin
-              \$1284  = 5'h0c;
-            end
-          end
-      5'h0b:
-          \$1284  = 5'h0d;
-      5'h0c:
-          \$1284  = 5'h0e;
-      5'h0d:
-          if (run_done) begin
-            (* full_case = 32'd1 *)
-            if (\$1236 ) begin
-              \$1284  = 5'h0c;
-            end else begin
-              \$1284  = 5'h0f;
-            end
-          end
-      5'h0e:
-          if (run_done) begin
-            \$1284  = 5'h0f;
-          end
-      5'h0f:
-          if (\$1245 ) begin
-            (* full_case = 32'd1 *)
-            if (\$1255 ) begin
-              \$1284  = 5'h10;
-            end else begin
-              \$1284  = 5'h11;
-            end
-          end
-      5'h11:
-          if (done) begin
-            (* full_case = 32'd1 *)
-            if (\$1256 ) begin
-              \$1284  = 5'h08;
-            end else begin
-              \$1284  = 5'h09;
-            end
-          end
-      5'h08:
-          \$1284  = 5'h12;
-      5'h12:
-          if (\done$988 ) begin
-            (* full_case = 32'd1 *)
-            if (\$1258 ) begin
-              \$1284  = 5'h08;
-            end else begin
-              (* full_case = 32'd1 *)
-              if (\$1260 ) begin
-                \$1284  = 5'h13;
-              end else begin
-                \$1284  = 5'h14;
-              end
-            end
-          end
-      5'h14:
-          if (\$1264 ) begin
-            \$1284  = 5'h15;
-          end
-      5'h15:
-          if (done) begin
-            (* full_case = 32'd1 *)
-            if (\task [11]) begin
-              \$1284  = 5'h13;
-            end else begin
-              \$1284  = 5'h10;
-            end
-          end
-      5'h13:
-          if (\$1271 ) begin
-            \$1284  = 5'h16;
-          end
-      5'h16:
-          if (idle) begin
-            (* full_case = 32'd1 *)
-            if (\$1273 ) begin
-              \$1284  = 5'h13;
-            end else if (\$1274 ) begin
-              \$1284  = 5'h09;
-            end else begin
-              \$1284  = 5'h10;
-            end
-          end
-      5'h10:
-          (* full_case = 32'd1 *)
-          if (\$1280 ) begin
-            \$1284  = 5'h04;
-          end else begin
-            \$1284  = 5'h02;
-          end
-      5'h02:
-          if (\$1281 ) begin
-            \$1284  = 5'h00;
+            \$1307  = 2'h1;
           end
     endcase
     if (rst) begin
-      \$1284  = 5'h00;
+      \$1307  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1285  = \status$945 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          \$1285  = \task [341:334];
-      5'h03:
-          if (verdict_valid) begin
-            \$1285  = verdict_status;
-          end
-    endcase
-    if (rst) begin
-      \$1285  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1286  = \$signal ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          \$1286  = \$1215 [63:0];
-    endcase
-    if (rst) begin
-      \$1286  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1287  = \$signal$852 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          \$1287  = \$1221 [63:0];
-    endcase
-    if (rst) begin
-      \$1287  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1288  = \$signal$860 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          \$1288  = 20'h00000;
-      5'h03:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h11:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h15:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h16:
-          /* empty */;
-      5'h10:
-          \$1288  = \$1276 [19:0];
-    endcase
-    if (rst) begin
-      \$1288  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1289  = \$signal$862 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          \$1289  = 44'h00000000000;
-      5'h03:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h11:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h15:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h16:
-          /* empty */;
-      5'h10:
-          \$1289  = \$1278 [43:0];
-    endcase
-    if (rst) begin
-      \$1289  = 44'h00000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1290  = \$signal$885 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          \$1290  = 48'h000000000000;
-      5'h03:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          if (\$1245 ) begin
-            if (\$1248 ) begin
-              \$1290  = \$1251 [47:0];
-            end
-          end
-      5'h11:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h14:
-          if (\$1264 ) begin
-            \$1290  = \$1267 [47:0];
-          end
-    endcase
-    if (rst) begin
-      \$1290  = 48'h000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1291  = \$signal$905 ;
+    \$1308  = \$signal$909 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
           (* full_case = 32'd1 *)
-          if (\$1222 ) begin
-            \$1291  = 2'h2;
-          end else if (\$1223 ) begin
-            \$1291  = 2'h1;
-          end else if (\$1224 ) begin
-            \$1291  = 2'h1;
+          if (\$1227 ) begin
+            \$1308  = \$1230 ;
+          end else if (\$1228 ) begin
+            \$1308  = \task [203:184];
+          end else if (\$1229 ) begin
+            \$1308  = \task [123:104];
           end else begin
-            \$1291  = 2'h1;
+            \$1308  = \$1231 ;
           end
     endcase
     if (rst) begin
-      \$1291  = 2'h0;
+      \$1308  = 20'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1292  = \$signal$894 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          (* full_case = 32'd1 *)
-          if (\$1222 ) begin
-            \$1292  = \$1225 ;
-          end else if (\$1223 ) begin
-            \$1292  = \task [203:184];
-          end else if (\$1224 ) begin
-            \$1292  = \task [123:104];
-          end else begin
-            \$1292  = \$1226 ;
-          end
-    endcase
-    if (rst) begin
-      \$1292  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1293  = \$signal$892 ;
+    \$1309  = \$signal$846 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -10641,15 +10651,15 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h06:
           /* empty */;
       5'h04:
-          \$1293  = rows_now;
+          \$1309  = rows_now;
     endcase
     if (rst) begin
-      \$1293  = 3'h0;
+      \$1309  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1294  = stage;
+    \$1310  = stage;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -10662,7 +10672,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h06:
           /* empty */;
       5'h04:
-          \$1294  = 1'h0;
+          \$1310  = 1'h0;
       5'h07:
           /* empty */;
       5'h09:
@@ -10680,17 +10690,17 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0f:
           /* empty */;
       5'h11:
-          if (done) begin
-            \$1294  = 1'h1;
+          if (\done$995 ) begin
+            \$1310  = 1'h1;
           end
     endcase
     if (rst) begin
-      \$1294  = 1'h0;
+      \$1310  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1295  = \row$917 ;
+    \$1311  = \row$932 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -10705,8 +10715,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h04:
           /* empty */;
       5'h07:
-          if (\$1233 ) begin
-            \$1295  = 2'h0;
+          if (\$1238 ) begin
+            \$1311  = 2'h0;
           end
       5'h09:
           /* empty */;
@@ -10727,36 +10737,24 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h08:
           /* empty */;
       5'h12:
-          if (\done$988 ) begin
+          if (\$1269 ) begin
+            \$1311  = 2'h0;
+          end else if (done) begin
             (* full_case = 32'd1 *)
-            if (\$1258 ) begin
-              \$1295  = \$1259 [1:0];
+            if (\$1272 ) begin
+              \$1311  = \$1273 [1:0];
             end else begin
-              \$1295  = 2'h0;
-            end
-          end
-      5'h14:
-          /* empty */;
-      5'h15:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h16:
-          if (idle) begin
-            if (\$1273 ) begin
-              \$1295  = \$1275 [1:0];
-            end else if (\$1274 ) begin
-              \$1295  = 2'h0;
+              \$1311  = 2'h0;
             end
           end
     endcase
     if (rst) begin
-      \$1295  = 2'h0;
+      \$1311  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1296  = bank;
+    \$1312  = bank;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -10785,65 +10783,17 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0e:
           /* empty */;
       5'h0f:
-          if (\$1245 ) begin
-            \$1296  = \$1252 ;
+          if (\$1252 ) begin
+            \$1312  = \$1259 ;
           end
     endcase
     if (rst) begin
-      \$1296  = 1'h0;
+      \$1312  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1297  = anchor_m0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h11:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h12:
-          if (\done$988 ) begin
-            casez (\row$917 )
-              2'h0:
-                  \$1297  = m;
-            endcase
-          end
-    endcase
-    if (rst) begin
-      \$1297  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1298  = anchor_m1;
+    \$1313  = sfu_row;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -10876,331 +10826,10 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h11:
           /* empty */;
       5'h08:
-          /* empty */;
-      5'h12:
-          if (\done$988 ) begin
-            casez (\row$917 )
-              2'h0:
-                  /* empty */;
-              2'h1:
-                  \$1298  = m;
-            endcase
-          end
+          \$1313  = \row$932 ;
     endcase
     if (rst) begin
-      \$1298  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1299  = anchor_m2;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h11:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h12:
-          if (\done$988 ) begin
-            casez (\row$917 )
-              2'h0:
-                  /* empty */;
-              2'h1:
-                  /* empty */;
-              2'h2:
-                  \$1299  = m;
-            endcase
-          end
-    endcase
-    if (rst) begin
-      \$1299  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1300  = anchor_m3;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h11:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h12:
-          if (\done$988 ) begin
-            (* full_case = 32'd1 *)
-            casez (\row$917 )
-              2'h0:
-                  /* empty */;
-              2'h1:
-                  /* empty */;
-              2'h2:
-                  /* empty */;
-              2'h3:
-                  \$1300  = m;
-            endcase
-          end
-    endcase
-    if (rst) begin
-      \$1300  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1301  = anchor_l0;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h11:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h12:
-          if (\done$988 ) begin
-            casez (\row$917 )
-              2'h0:
-                  \$1301  = l;
-            endcase
-          end
-    endcase
-    if (rst) begin
-      \$1301  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1302  = anchor_l1;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h11:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h12:
-          if (\done$988 ) begin
-            casez (\row$917 )
-              2'h0:
-                  /* empty */;
-              2'h1:
-                  \$1302  = l;
-            endcase
-          end
-    endcase
-    if (rst) begin
-      \$1302  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1303  = anchor_l2;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h11:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h12:
-          if (\done$988 ) begin
-            casez (\row$917 )
-              2'h0:
-                  /* empty */;
-              2'h1:
-                  /* empty */;
-              2'h2:
-                  \$1303  = l;
-            endcase
-          end
-    endcase
-    if (rst) begin
-      \$1303  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1304  = anchor_l3;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h11:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h12:
-          if (\done$988 ) begin
-            (* full_case = 32'd1 *)
-            casez (\row$917 )
-              2'h0:
-                  /* empty */;
-              2'h1:
-                  /* empty */;
-              2'h2:
-                  /* empty */;
-              2'h3:
-                  \$1304  = l;
-            endcase
-          end
-    endcase
-    if (rst) begin
-      \$1304  = 32'd0;
+      \$1313  = 2'h0;
     end
   end
   assign bus__arid = 8'h00;
@@ -11435,26 +11064,26 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign widened_31_sub = \$1061 [9:0];
   assign buf_data16 = sum_fp16;
   assign buf_data32 = sum_fp32;
-  assign \rd_row$927  = buf_row;
-  assign \rd_addr$928  = buf_word[6:0];
-  assign \cycle$952  = cycle;
-  assign waiting_results = \hold$953 ;
-  assign \quiet$956  = quiet;
-  assign \write_error$958  = write_error;
-  assign \reported$960  = reported;
-  assign \reported_error$962  = reported_error;
+  assign \rd_row$942  = buf_row;
+  assign \rd_addr$943  = buf_word[6:0];
+  assign \cycle$956  = cycle;
+  assign waiting_results = \hold$957 ;
+  assign \quiet$960  = quiet;
+  assign \write_error$962  = write_error;
+  assign \reported$964  = reported;
+  assign \reported_error$966  = reported_error;
   assign irq_en = { queues__3[289], queues__2[289], queues__1[289], queues__0[289] };
   assign done_valid = reported;
-  assign \done_valid$969  = reported;
-  assign done_queue = \$1305 [1:0];
-  assign \done_queue$971  = \$1305 [1:0];
-  assign done_seq = \$1305 [33:2];
-  assign \done_seq$973  = \$1305 [33:2];
-  assign \done_status$975  = done_status;
-  assign \irq$977  = irq;
-  assign \report$978  = reported;
+  assign \done_valid$973  = reported;
+  assign done_queue = \$1314 [1:0];
+  assign \done_queue$975  = \$1314 [1:0];
+  assign done_seq = \$1314 [33:2];
+  assign \done_seq$977  = \$1314 [33:2];
+  assign \done_status$979  = done_status;
+  assign \irq$981  = irq;
+  assign \report$982  = reported;
   assign done_store = report_store;
-  assign \port$14277$0  = \$1305 ;
+  assign \port$13780$0  = \$1314 ;
   assign \queues__0.sq_base  = queues__0[63:0];
   assign \queues__0.cq_base  = queues__0[127:64];
   assign \queues__0.data_base  = queues__0[191:128];
@@ -11686,85 +11315,85 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \sizes.rest_page  = sizes[307:288];
   assign \sizes.last_elems  = sizes[351:308];
   assign \sizes.tail_elems  = sizes[395:352];
-  assign \task$983.entry  = \task$983 [333:0];
-  assign \task$983.entry.desc  = \task$983 [203:0];
-  assign \task$983.entry.desc.type  = \task$983 [1:0];
-  assign \task$983.entry.desc.op  = \task$983 [5:2];
-  assign \task$983.entry.desc.dtype  = \task$983 [9:6];
-  assign \task$983.entry.desc.flags  = \task$983 [19:10];
-  assign \task$983.entry.desc.flags.trans_w  = \task$983 [10];
-  assign \task$983.entry.desc.flags.partial  = \task$983 [11];
-  assign \task$983.entry.desc.flags.paged  = \task$983 [12];
-  assign \task$983.entry.desc.flags.page_shift  = \task$983 [16:13];
-  assign \task$983.entry.desc.flags.reserved  = \task$983 [19:17];
-  assign \task$983.entry.desc.dev_addr  = \task$983 [83:20];
-  assign \task$983.entry.desc.dev_size  = \task$983 [103:84];
-  assign \task$983.entry.desc.dev_rows  = \task$983 [123:104];
-  assign \task$983.entry.desc.dev_cols  = \task$983 [143:124];
-  assign \task$983.entry.desc.in_size  = \task$983 [163:144];
-  assign \task$983.entry.desc.in_rows  = \task$983 [183:164];
-  assign \task$983.entry.desc.in_cols  = \task$983 [203:184];
-  assign \task$983.entry.queue  = \task$983 [205:204];
-  assign \task$983.entry.seq  = \task$983 [269:206];
-  assign \task$983.entry.taken  = \task$983 [333:270];
-  assign \task$983.decoded  = \task$983 [1300:334];
-  assign \task$983.decoded.status  = \task$983 [341:334];
-  assign \task$983.decoded.is_load  = \task$983 [342];
-  assign \task$983.decoded.is_store  = \task$983 [343];
-  assign \task$983.decoded.is_compute  = \task$983 [344];
-  assign \task$983.decoded.second_addr  = \task$983 [408:345];
-  assign \task$983.decoded.stats_offset  = \task$983 [456:409];
-  assign \task$983.decoded.paged  = \task$983 [457];
-  assign \task$983.decoded.pages  = \task$983 [464:458];
-  assign \task$983.decoded.page_shift  = \task$983 [468:465];
-  assign \task$983.decoded.page_half  = \task$983 [508:469];
-  assign \task$983.decoded.stages  = \task$983 [1300:509];
-  assign \task$983.decoded.stages[0]  = \task$983 [904:509];
-  assign \task$983.decoded.stages[0].k  = \task$983 [528:509];
-  assign \task$983.decoded.stages[0].n  = \task$983 [548:529];
-  assign \task$983.decoded.stages[0].trans  = \task$983 [549];
-  assign \task$983.decoded.stages[0].pack_log2  = \task$983 [552:550];
-  assign \task$983.decoded.stages[0].run_log2  = \task$983 [555:553];
-  assign \task$983.decoded.stages[0].rows_dim  = \task$983 [575:556];
-  assign \task$983.decoded.stages[0].cols_dim  = \task$983 [595:576];
-  assign \task$983.decoded.stages[0].n_words  = \task$983 [615:596];
-  assign \task$983.decoded.stages[0].t_level  = \task$983 [618:616];
-  assign \task$983.decoded.stages[0].t_scalar  = \task$983 [619];
-  assign \task$983.decoded.stages[0].t_fold_adds  = \task$983 [621:620];
-  assign \task$983.decoded.stages[0].full_groups  = \task$983 [641:622];
-  assign \task$983.decoded.stages[0].main_rows  = \task$983 [661:642];
-  assign \task$983.decoded.stages[0].main_elems  = \task$983 [705:662];
-  assign \task$983.decoded.stages[0].rest_rows  = \task$983 [710:706];
-  assign \task$983.decoded.stages[0].rest_elems  = \task$983 [754:711];
-  assign \task$983.decoded.stages[0].groups  = \task$983 [774:755];
-  assign \task$983.decoded.stages[0].sets  = \task$983 [776:775];
-  assign \task$983.decoded.stages[0].main_pages  = \task$983 [796:777];
-  assign \task$983.decoded.stages[0].rest_page  = \task$983 [816:797];
-  assign \task$983.decoded.stages[0].last_elems  = \task$983 [860:817];
-  assign \task$983.decoded.stages[0].tail_elems  = \task$983 [904:861];
-  assign \task$983.decoded.stages[1]  = \task$983 [1300:905];
-  assign \task$983.decoded.stages[1].k  = \task$983 [924:905];
-  assign \task$983.decoded.stages[1].n  = \task$983 [944:925];
-  assign \task$983.decoded.stages[1].trans  = \task$983 [945];
-  assign \task$983.decoded.stages[1].pack_log2  = \task$983 [948:946];
-  assign \task$983.decoded.stages[1].run_log2  = \task$983 [951:949];
-  assign \task$983.decoded.stages[1].rows_dim  = \task$983 [971:952];
-  assign \task$983.decoded.stages[1].cols_dim  = \task$983 [991:972];
-  assign \task$983.decoded.stages[1].n_words  = \task$983 [1011:992];
-  assign \task$983.decoded.stages[1].t_level  = \task$983 [1014:1012];
-  assign \task$983.decoded.stages[1].t_scalar  = \task$983 [1015];
-  assign \task$983.decoded.stages[1].t_fold_adds  = \task$983 [1017:1016];
-  assign \task$983.decoded.stages[1].full_groups  = \task$983 [1037:1018];
-  assign \task$983.decoded.stages[1].main_rows  = \task$983 [1057:1038];
-  assign \task$983.decoded.stages[1].main_elems  = \task$983 [1101:1058];
-  assign \task$983.decoded.stages[1].rest_rows  = \task$983 [1106:1102];
-  assign \task$983.decoded.stages[1].rest_elems  = \task$983 [1150:1107];
-  assign \task$983.decoded.stages[1].groups  = \task$983 [1170:1151];
-  assign \task$983.decoded.stages[1].sets  = \task$983 [1172:1171];
-  assign \task$983.decoded.stages[1].main_pages  = \task$983 [1192:1173];
-  assign \task$983.decoded.stages[1].rest_page  = \task$983 [1212:1193];
-  assign \task$983.decoded.stages[1].last_elems  = \task$983 [1256:1213];
-  assign \task$983.decoded.stages[1].tail_elems  = \task$983 [1300:1257];
+  assign \task$991.entry  = \task$991 [333:0];
+  assign \task$991.entry.desc  = \task$991 [203:0];
+  assign \task$991.entry.desc.type  = \task$991 [1:0];
+  assign \task$991.entry.desc.op  = \task$991 [5:2];
+  assign \task$991.entry.desc.dtype  = \task$991 [9:6];
+  assign \task$991.entry.desc.flags  = \task$991 [19:10];
+  assign \task$991.entry.desc.flags.trans_w  = \task$991 [10];
+  assign \task$991.entry.desc.flags.partial  = \task$991 [11];
+  assign \task$991.entry.desc.flags.paged  = \task$991 [12];
+  assign \task$991.entry.desc.flags.page_shift  = \task$991 [16:13];
+  assign \task$991.entry.desc.flags.reserved  = \task$991 [19:17];
+  assign \task$991.entry.desc.dev_addr  = \task$991 [83:20];
+  assign \task$991.entry.desc.dev_size  = \task$991 [103:84];
+  assign \task$991.entry.desc.dev_rows  = \task$991 [123:104];
+  assign \task$991.entry.desc.dev_cols  = \task$991 [143:124];
+  assign \task$991.entry.desc.in_size  = \task$991 [163:144];
+  assign \task$991.entry.desc.in_rows  = \task$991 [183:164];
+  assign \task$991.entry.desc.in_cols  = \task$991 [203:184];
+  assign \task$991.entry.queue  = \task$991 [205:204];
+  assign \task$991.entry.seq  = \task$991 [269:206];
+  assign \task$991.entry.taken  = \task$991 [333:270];
+  assign \task$991.decoded  = \task$991 [1300:334];
+  assign \task$991.decoded.status  = \task$991 [341:334];
+  assign \task$991.decoded.is_load  = \task$991 [342];
+  assign \task$991.decoded.is_store  = \task$991 [343];
+  assign \task$991.decoded.is_compute  = \task$991 [344];
+  assign \task$991.decoded.second_addr  = \task$991 [408:345];
+  assign \task$991.decoded.stats_offset  = \task$991 [456:409];
+  assign \task$991.decoded.paged  = \task$991 [457];
+  assign \task$991.decoded.pages  = \task$991 [464:458];
+  assign \task$991.decoded.page_shift  = \task$991 [468:465];
+  assign \task$991.decoded.page_half  = \task$991 [508:469];
+  assign \task$991.decoded.stages  = \task$991 [1300:509];
+  assign \task$991.decoded.stages[0]  = \task$991 [904:509];
+  assign \task$991.decoded.stages[0].k  = \task$991 [528:509];
+  assign \task$991.decoded.stages[0].n  = \task$991 [548:529];
+  assign \task$991.decoded.stages[0].trans  = \task$991 [549];
+  assign \task$991.decoded.stages[0].pack_log2  = \task$991 [552:550];
+  assign \task$991.decoded.stages[0].run_log2  = \task$991 [555:553];
+  assign \task$991.decoded.stages[0].rows_dim  = \task$991 [575:556];
+  assign \task$991.decoded.stages[0].cols_dim  = \task$991 [595:576];
+  assign \task$991.decoded.stages[0].n_words  = \task$991 [615:596];
+  assign \task$991.decoded.stages[0].t_level  = \task$991 [618:616];
+  assign \task$991.decoded.stages[0].t_scalar  = \task$991 [619];
+  assign \task$991.decoded.stages[0].t_fold_adds  = \task$991 [621:620];
+  assign \task$991.decoded.stages[0].full_groups  = \task$991 [641:622];
+  assign \task$991.decoded.stages[0].main_rows  = \task$991 [661:642];
+  assign \task$991.decoded.stages[0].main_elems  = \task$991 [705:662];
+  assign \task$991.decoded.stages[0].rest_rows  = \task$991 [710:706];
+  assign \task$991.decoded.stages[0].rest_elems  = \task$991 [754:711];
+  assign \task$991.decoded.stages[0].groups  = \task$991 [774:755];
+  assign \task$991.decoded.stages[0].sets  = \task$991 [776:775];
+  assign \task$991.decoded.stages[0].main_pages  = \task$991 [796:777];
+  assign \task$991.decoded.stages[0].rest_page  = \task$991 [816:797];
+  assign \task$991.decoded.stages[0].last_elems  = \task$991 [860:817];
+  assign \task$991.decoded.stages[0].tail_elems  = \task$991 [904:861];
+  assign \task$991.decoded.stages[1]  = \task$991 [1300:905];
+  assign \task$991.decoded.stages[1].k  = \task$991 [924:905];
+  assign \task$991.decoded.stages[1].n  = \task$991 [944:925];
+  assign \task$991.decoded.stages[1].trans  = \task$991 [945];
+  assign \task$991.decoded.stages[1].pack_log2  = \task$991 [948:946];
+  assign \task$991.decoded.stages[1].run_log2  = \task$991 [951:949];
+  assign \task$991.decoded.stages[1].rows_dim  = \task$991 [971:952];
+  assign \task$991.decoded.stages[1].cols_dim  = \task$991 [991:972];
+  assign \task$991.decoded.stages[1].n_words  = \task$991 [1011:992];
+  assign \task$991.decoded.stages[1].t_level  = \task$991 [1014:1012];
+  assign \task$991.decoded.stages[1].t_scalar  = \task$991 [1015];
+  assign \task$991.decoded.stages[1].t_fold_adds  = \task$991 [1017:1016];
+  assign \task$991.decoded.stages[1].full_groups  = \task$991 [1037:1018];
+  assign \task$991.decoded.stages[1].main_rows  = \task$991 [1057:1038];
+  assign \task$991.decoded.stages[1].main_elems  = \task$991 [1101:1058];
+  assign \task$991.decoded.stages[1].rest_rows  = \task$991 [1106:1102];
+  assign \task$991.decoded.stages[1].rest_elems  = \task$991 [1150:1107];
+  assign \task$991.decoded.stages[1].groups  = \task$991 [1170:1151];
+  assign \task$991.decoded.stages[1].sets  = \task$991 [1172:1171];
+  assign \task$991.decoded.stages[1].main_pages  = \task$991 [1192:1173];
+  assign \task$991.decoded.stages[1].rest_page  = \task$991 [1212:1193];
+  assign \task$991.decoded.stages[1].last_elems  = \task$991 [1256:1213];
+  assign \task$991.decoded.stages[1].tail_elems  = \task$991 [1300:1257];
   assign \$17  = 1'h1;
   assign \$18  = 1'h1;
   assign widened_0_lzc_vll = 1'h1;
@@ -12181,22 +11810,22 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign widened_31_lzc_vl = 1'h1;
   assign widened_31_lzc_cl = { 1'h0, widened_31_lzc_clh };
   assign widened_31_lzc_v = 1'h1;
-  assign \$1081  = { 2'h0, \task [103:84], 5'h00 };
-  assign \$1082  = { \$1081 , 1'h0 };
-  assign \$1086  = { \$1085 [30], \$1085 [30], \$1085 [30], \$1085 [30], \$1085 [30], \$1085 [30], \$1085 [30:6] };
-  assign \$1087  = { 2'h0, \task [103:84], 5'h00 };
-  assign \$1091  = { \$1090 [29], \$1090 [29], \$1090 [29], \$1090 [29], \$1090 [29], \$1090 [29:5] };
-  assign \$1096  = { 2'h0, \task [103:84], 5'h00 };
-  assign \$1097  = { count, 1'h0 };
-  assign \$1104  = { \$signal$862 , 1'h0 };
-  assign \$1107  = { \$1106 , 1'h0 };
-  assign \$1111  = { \$1110 [26], \$1110 [26], \$1110 [26], \$1110 [26], \$1110 [26], \$1110 [26], \$1110 [26:6] };
-  assign \$1116  = { \$1115 [25], \$1115 [25], \$1115 [25], \$1115 [25], \$1115 [25], \$1115 [25:5] };
-  assign \$1136  = \$1135 ;
-  assign \$1145  = { \$1144 [28], \$1144 [28], \$1144 [28], \$1144 [28], \$1144 [28], \$1144 [28], \$1144 [28:6] };
-  assign \$1161  = \$signal$894 ;
-  assign \$1167  = { \$1166 [28], \$1166 [28], \$1166 [28], \$1166 [28], \$1166 [28], \$1166 [28], \$1166 [28:6] };
-  assign \$1177  = { 1'h0, \$1176 , 6'h00 };
+  assign \$1084  = { 1'h0, \$1083 , 6'h00 };
+  assign \$1095  = { 2'h0, \task [103:84], 5'h00 };
+  assign \$1096  = { \$1095 , 1'h0 };
+  assign \$1100  = { \$1099 [30], \$1099 [30], \$1099 [30], \$1099 [30], \$1099 [30], \$1099 [30], \$1099 [30:6] };
+  assign \$1101  = { 2'h0, \task [103:84], 5'h00 };
+  assign \$1105  = { \$1104 [29], \$1104 [29], \$1104 [29], \$1104 [29], \$1104 [29], \$1104 [29:5] };
+  assign \$1110  = { 2'h0, \task [103:84], 5'h00 };
+  assign \$1111  = { count, 1'h0 };
+  assign \$1118  = { \$signal$878 , 1'h0 };
+  assign \$1121  = { \$1120 , 1'h0 };
+  assign \$1125  = { \$1124 [26], \$1124 [26], \$1124 [26], \$1124 [26], \$1124 [26], \$1124 [26], \$1124 [26:6] };
+  assign \$1130  = { \$1129 [25], \$1129 [25], \$1129 [25], \$1129 [25], \$1129 [25], \$1129 [25:5] };
+  assign \$1152  = \$1151 ;
+  assign \$1161  = { \$1160 [28], \$1160 [28], \$1160 [28], \$1160 [28], \$1160 [28], \$1160 [28], \$1160 [28:6] };
+  assign \$1177  = \$signal$909 ;
+  assign \$1183  = { \$1182 [28], \$1182 [28], \$1182 [28], \$1182 [28], \$1182 [28], \$1182 [28], \$1182 [28:6] };
 endmodule
 
 (* generator = "Amaranth" *)
@@ -13036,7 +12665,7 @@ module \ndp_device.control_unit.chunks (rst, split, addr, count, valid, pair_val
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_error, hold, done_status, irq, \port$14277$0 , done_store, cycle, \port$14506$289 , \port$14508$289 , \port$14510$289 , \port$14512$289 , complete, queue, seq, taken, status, read_error, slot
+module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_error, hold, done_status, irq, \port$13780$0 , done_store, cycle, \port$14009$289 , \port$14011$289 , \port$14013$289 , \port$14015$289 , complete, queue, seq, taken, status, read_error, slot
 , store, quiet, pending, line_start, line_addr, line, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$69  = 0;
   wire \$1 ;
@@ -13097,16 +12726,16 @@ module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_err
   reg line_start;
   output pending;
   reg pending = 1'h0;
-  output [33:0] \port$14277$0 ;
-  wire [33:0] \port$14277$0 ;
-  input \port$14506$289 ;
-  wire \port$14506$289 ;
-  input \port$14508$289 ;
-  wire \port$14508$289 ;
-  input \port$14510$289 ;
-  wire \port$14510$289 ;
-  input \port$14512$289 ;
-  wire \port$14512$289 ;
+  output [33:0] \port$13780$0 ;
+  wire [33:0] \port$13780$0 ;
+  input \port$14009$289 ;
+  wire \port$14009$289 ;
+  input \port$14011$289 ;
+  wire \port$14011$289 ;
+  input \port$14013$289 ;
+  wire \port$14013$289 ;
+  input \port$14015$289 ;
+  wire \port$14015$289 ;
   input [1:0] queue;
   wire [1:0] queue;
   input quiet;
@@ -13151,7 +12780,7 @@ module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_err
   assign \$11  = \$9  & \$10 ;
   assign \$12  = \$11  ? 8'h80 : \$signal$10 ;
   assign \$13  = cycle - \$signal$8 ;
-  assign irq_en = { \port$14512$289 , \port$14510$289 , \port$14508$289 , \port$14506$289  } >> r_data[1:0];
+  assign irq_en = { \port$14015$289 , \port$14013$289 , \port$14011$289 , \port$14009$289  } >> r_data[1:0];
   assign done_status = reported_error ? 8'h80 : r_data[41:34];
   assign \$14  = r_en & irq_en;
   assign \$15  = 1'h1 << r_data[1:0];
@@ -13321,12 +12950,12 @@ module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_err
       w_data = { \$signal$16 , status_word[7:0], \$signal [31:0], \$like  };
     end
   end
-  assign \irq_en$31  = { \port$14512$289 , \port$14510$289 , \port$14508$289 , \port$14506$289  };
+  assign \irq_en$31  = { \port$14015$289 , \port$14013$289 , \port$14011$289 , \port$14009$289  };
   assign reported = r_en;
   assign done_valid = r_en;
   assign done_queue = r_data[1:0];
   assign done_seq = r_data[33:2];
-  assign \port$14277$0  = r_data[33:0];
+  assign \port$13780$0  = r_data[33:0];
   assign done_store = r_data[42];
 endmodule
 
@@ -45580,7 +45209,7 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, side
     .decoded(decoded),
     .desc(\$signal [203:0]),
     .log2_slot(regs[267:260]),
-    .\port$14804$128 (regs[255:128]),
+    .\port$14312$128 (regs[255:128]),
     .rst(rst)
   );
   always @* begin
@@ -47899,7 +47528,7 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, side
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.front.decoder (rst, \port$14804$128 , log2_slot, desc, decoded, clk);
+module \ndp_device.control_unit.front.decoder (rst, \port$14312$128 , log2_slot, desc, decoded, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$78  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -48252,8 +47881,8 @@ module \ndp_device.control_unit.front.decoder (rst, \port$14804$128 , log2_slot,
   reg [39:0] out_elems = 40'h0000000000;
   wire [3:0] page_shift;
   wire [3:0] \page_shift$15 ;
-  input [127:0] \port$14804$128 ;
-  wire [127:0] \port$14804$128 ;
+  input [127:0] \port$14312$128 ;
+  wire [127:0] \port$14312$128 ;
   reg [49:0] result = 50'h0000000000000;
   reg [49:0] room = 50'h0000000000000;
   input rst;
@@ -48375,8 +48004,8 @@ module \ndp_device.control_unit.front.decoder (rst, \port$14804$128 , log2_slot,
   assign \$66  = ! desc[25:20];
   assign \$67  = \$64  ? \$65  : \$66 ;
   assign \$68  = ! desc[103:84];
-  assign \$69  = desc[83:20] >= \port$14804$128 [63:0];
-  assign \$70  = dev_end <= \port$14804$128 [127:64];
+  assign \$69  = desc[83:20] >= \port$14312$128 [63:0];
+  assign \$70  = dev_end <= \port$14312$128 [127:64];
   assign \$71  = \$69  & \$70 ;
   assign \$72  = \$68  | \$71 ;
   assign \$73  = \$67  & \$72 ;
@@ -48680,8 +48309,8 @@ module \ndp_device.control_unit.front.decoder (rst, \port$14804$128 , log2_slot,
   assign page_shift = desc[16:13];
   assign \trans$14  = 1'h0;
   assign \page_shift$15  = desc[16:13];
-  assign data_base = \port$14804$128 [63:0];
-  assign data_limit = \port$14804$128 [127:64];
+  assign data_base = \port$14312$128 [63:0];
+  assign data_limit = \port$14312$128 [127:64];
   assign \decoded.status  = decoded[7:0];
   assign \decoded.is_load  = decoded[8];
   assign \decoded.is_store  = decoded[9];
@@ -52633,44 +52262,44 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \partial$388 , src_addr, l, m, dst_en, dst_addr, \dst_data$425 , clk);
+module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, start, length, \partial$414 , src_addr, l, dst_en, dst_addr, \dst_data$427 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$87  = 0;
-  wire [20:0] \$1 ;
-  wire [31:0] \$10 ;
+  wire [31:0] \$1 ;
+  wire \$10 ;
   wire \$100 ;
-  wire [31:0] \$1000 ;
-  wire [31:0] \$1001 ;
-  wire [31:0] \$1002 ;
-  reg \$1003 ;
-  reg [14:0] \$1004 ;
+  reg [3:0] \$1000 ;
+  reg [3:0] \$1001 ;
+  reg [1:0] \$1002 ;
+  reg [2:0] \$1003 ;
+  reg \$1004 ;
   reg \$1005 ;
-  reg [14:0] \$1006 ;
-  reg \$1007 ;
-  reg [14:0] \$1008 ;
-  reg \$1009 ;
-  wire \$101 ;
-  reg [14:0] \$1010 ;
+  reg [31:0] \$1006 ;
+  reg [31:0] \$1007 ;
+  reg [31:0] \$1008 ;
+  reg [31:0] \$1009 ;
+  wire [31:0] \$101 ;
+  reg \$1010 ;
   reg \$1011 ;
-  reg [14:0] \$1012 ;
+  reg \$1012 ;
   reg \$1013 ;
-  reg [14:0] \$1014 ;
-  reg [15:0] \$1015 ;
-  reg [5:0] \$1016 ;
+  reg \$1014 ;
+  reg [31:0] \$1015 ;
+  reg \$1016 ;
   reg \$1017 ;
-  reg [14:0] \$1018 ;
-  reg \$1019 ;
-  wire [15:0] \$102 ;
-  reg [31:0] \$1020 ;
-  reg [31:0] \$1021 ;
-  reg [31:0] \$1022 ;
-  reg [31:0] \$1023 ;
-  reg [31:0] \$1024 ;
-  reg [31:0] \$1025 ;
+  reg \$1018 ;
+  reg [14:0] \$1019 ;
+  wire [31:0] \$102 ;
+  reg \$1020 ;
+  reg [511:0] \$1021 ;
+  reg \$1022 ;
+  reg [1:0] \$1023 ;
+  reg \$1024 ;
+  reg [1:0] \$1025 ;
   reg [31:0] \$1026 ;
   reg [31:0] \$1027 ;
   reg [31:0] \$1028 ;
   reg [31:0] \$1029 ;
-  wire [15:0] \$103 ;
+  wire [31:0] \$103 ;
   reg [31:0] \$1030 ;
   reg [31:0] \$1031 ;
   reg [31:0] \$1032 ;
@@ -52695,41 +52324,41 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
   wire \$105 ;
   reg [31:0] \$1050 ;
   reg [31:0] \$1051 ;
-  reg \$1052 ;
-  reg \$1053 ;
-  reg \$1054 ;
-  reg \$1055 ;
-  reg \$1056 ;
-  reg \$1057 ;
-  reg \$1058 ;
-  reg \$1059 ;
-  reg [31:0] \$106 ;
-  reg \$1060 ;
-  reg \$1061 ;
-  reg \$1062 ;
-  reg \$1063 ;
-  reg \$1064 ;
-  reg \$1065 ;
-  reg \$1066 ;
-  reg \$1067 ;
-  reg \$1068 ;
-  reg \$1069 ;
-  wire [14:0] \$107 ;
-  reg \$1070 ;
-  reg \$1071 ;
-  reg \$1072 ;
-  reg \$1073 ;
-  reg \$1074 ;
-  reg \$1075 ;
-  reg \$1076 ;
-  reg \$1077 ;
-  reg \$1078 ;
-  reg \$1079 ;
-  wire [16:0] \$108 ;
-  reg \$1080 ;
-  reg \$1081 ;
-  reg \$1082 ;
-  reg \$1083 ;
+  reg [31:0] \$1052 ;
+  reg [31:0] \$1053 ;
+  reg [31:0] \$1054 ;
+  reg [31:0] \$1055 ;
+  reg [31:0] \$1056 ;
+  reg [31:0] \$1057 ;
+  reg [31:0] \$1058 ;
+  reg [31:0] \$1059 ;
+  wire \$106 ;
+  reg [31:0] \$1060 ;
+  reg [31:0] \$1061 ;
+  reg [31:0] \$1062 ;
+  reg [31:0] \$1063 ;
+  reg [31:0] \$1064 ;
+  reg [31:0] \$1065 ;
+  reg [31:0] \$1066 ;
+  reg [31:0] \$1067 ;
+  reg [31:0] \$1068 ;
+  reg [31:0] \$1069 ;
+  wire \$107 ;
+  reg [31:0] \$1070 ;
+  reg [31:0] \$1071 ;
+  reg [31:0] \$1072 ;
+  reg [31:0] \$1073 ;
+  reg [31:0] \$1074 ;
+  reg [31:0] \$1075 ;
+  reg [31:0] \$1076 ;
+  reg [31:0] \$1077 ;
+  reg [31:0] \$1078 ;
+  reg [31:0] \$1079 ;
+  wire \$108 ;
+  reg [31:0] \$1080 ;
+  reg [31:0] \$1081 ;
+  reg [31:0] \$1082 ;
+  reg [31:0] \$1083 ;
   reg [31:0] \$1084 ;
   reg [31:0] \$1085 ;
   reg [31:0] \$1086 ;
@@ -52737,479 +52366,317 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
   reg [31:0] \$1088 ;
   reg [31:0] \$1089 ;
   wire \$109 ;
-  reg [31:0] \$1090 ;
-  reg [31:0] \$1091 ;
-  reg [31:0] \$1092 ;
-  reg [31:0] \$1093 ;
-  reg [31:0] \$1094 ;
-  reg [31:0] \$1095 ;
-  reg [31:0] \$1096 ;
-  reg [31:0] \$1097 ;
-  reg [31:0] \$1098 ;
-  reg [31:0] \$1099 ;
   wire [31:0] \$11 ;
   wire \$110 ;
-  reg [31:0] \$1100 ;
-  reg [31:0] \$1101 ;
-  reg [31:0] \$1102 ;
-  reg [31:0] \$1103 ;
-  reg [31:0] \$1104 ;
-  reg [31:0] \$1105 ;
-  reg [31:0] \$1106 ;
-  reg [31:0] \$1107 ;
-  reg [31:0] \$1108 ;
-  reg [31:0] \$1109 ;
-  wire \$111 ;
-  reg [31:0] \$1110 ;
-  reg [31:0] \$1111 ;
-  reg [31:0] \$1112 ;
-  reg [31:0] \$1113 ;
-  reg [31:0] \$1114 ;
-  reg [31:0] \$1115 ;
-  reg [31:0] \$1116 ;
-  reg [31:0] \$1117 ;
-  reg [31:0] \$1118 ;
-  reg [31:0] \$1119 ;
-  wire [15:0] \$112 ;
-  reg [31:0] \$1120 ;
-  reg [31:0] \$1121 ;
-  reg [31:0] \$1122 ;
-  reg [31:0] \$1123 ;
-  reg [31:0] \$1124 ;
-  reg [31:0] \$1125 ;
-  reg [31:0] \$1126 ;
-  reg [31:0] \$1127 ;
-  reg [31:0] \$1128 ;
-  reg [31:0] \$1129 ;
-  wire [15:0] \$113 ;
-  reg [31:0] \$1130 ;
-  reg [31:0] \$1131 ;
-  reg [31:0] \$1132 ;
-  reg [31:0] \$1133 ;
-  reg [31:0] \$1134 ;
-  reg [31:0] \$1135 ;
-  reg [31:0] \$1136 ;
-  reg [31:0] \$1137 ;
-  reg [31:0] \$1138 ;
-  reg [31:0] \$1139 ;
+  wire [31:0] \$111 ;
+  wire [31:0] \$112 ;
+  wire [31:0] \$113 ;
   wire \$114 ;
-  reg [31:0] \$1140 ;
-  reg [31:0] \$1141 ;
-  reg [31:0] \$1142 ;
-  reg [31:0] \$1143 ;
-  reg [31:0] \$1144 ;
-  reg [31:0] \$1145 ;
-  reg [31:0] \$1146 ;
-  reg [31:0] \$1147 ;
-  reg [31:0] \$1148 ;
-  reg [31:0] \$1149 ;
   wire \$115 ;
-  reg [31:0] \$1150 ;
-  reg [31:0] \$1151 ;
-  reg [31:0] \$1152 ;
-  reg [31:0] \$1153 ;
-  reg [31:0] \$1154 ;
-  reg [31:0] \$1155 ;
-  reg [31:0] \$1156 ;
-  reg [31:0] \$1157 ;
-  reg [31:0] \$1158 ;
-  reg [31:0] \$1159 ;
-  reg [31:0] \$116 ;
-  reg [31:0] \$1160 ;
-  reg [31:0] \$1161 ;
-  reg [31:0] \$1162 ;
-  reg [31:0] \$1163 ;
-  reg [31:0] \$1164 ;
-  reg [31:0] \$1165 ;
-  reg [31:0] \$1166 ;
-  reg [31:0] \$1167 ;
-  reg [31:0] \$1168 ;
-  reg [31:0] \$1169 ;
-  wire [14:0] \$117 ;
-  reg [31:0] \$1170 ;
-  reg [31:0] \$1171 ;
-  reg [31:0] \$1172 ;
-  reg [31:0] \$1173 ;
-  reg [31:0] \$1174 ;
-  reg [31:0] \$1175 ;
-  reg [31:0] \$1176 ;
-  reg [31:0] \$1177 ;
-  reg [31:0] \$1178 ;
-  reg [31:0] \$1179 ;
-  wire [16:0] \$118 ;
-  reg [31:0] \$1180 ;
-  reg [3:0] \$1181 ;
-  reg [1:0] \$1182 ;
-  reg [2:0] \$1183 ;
-  reg [2:0] \$1184 ;
-  reg \$1185 ;
-  reg [14:0] \$1186 ;
-  reg [511:0] \$1187 ;
-  reg [31:0] \$1188 ;
-  reg [31:0] \$1189 ;
+  wire \$116 ;
+  wire \$117 ;
+  wire \$118 ;
   wire \$119 ;
-  reg [31:0] \$1190 ;
-  reg [31:0] \$1191 ;
-  reg [31:0] \$1192 ;
-  reg [31:0] \$1193 ;
-  reg [31:0] \$1194 ;
-  reg [31:0] \$1195 ;
-  reg [31:0] \$1196 ;
-  reg [31:0] \$1197 ;
-  reg [31:0] \$1198 ;
-  reg [31:0] \$1199 ;
   wire [31:0] \$12 ;
   wire \$120 ;
-  reg [31:0] \$1200 ;
-  reg [31:0] \$1201 ;
-  reg [31:0] \$1202 ;
-  reg [31:0] \$1203 ;
-  reg [31:0] \$1204 ;
-  reg [31:0] \$1205 ;
-  reg [31:0] \$1206 ;
-  reg [31:0] \$1207 ;
-  reg [31:0] \$1208 ;
-  reg [31:0] \$1209 ;
-  wire \$121 ;
-  reg [31:0] \$1210 ;
-  reg [31:0] \$1211 ;
-  reg [31:0] \$1212 ;
-  reg [31:0] \$1213 ;
-  reg [31:0] \$1214 ;
-  reg [31:0] \$1215 ;
-  reg [31:0] \$1216 ;
-  reg [31:0] \$1217 ;
-  reg [31:0] \$1218 ;
-  reg [31:0] \$1219 ;
-  wire [15:0] \$122 ;
-  reg [31:0] \$1220 ;
-  reg [31:0] \$1221 ;
-  reg [31:0] \$1222 ;
-  reg [31:0] \$1223 ;
-  reg [31:0] \$1224 ;
-  reg [31:0] \$1225 ;
-  reg [31:0] \$1226 ;
-  reg [31:0] \$1227 ;
-  reg [31:0] \$1228 ;
-  reg [31:0] \$1229 ;
-  wire [15:0] \$123 ;
-  reg [31:0] \$1230 ;
-  reg [31:0] \$1231 ;
-  reg [31:0] \$1232 ;
-  reg [31:0] \$1233 ;
-  reg [31:0] \$1234 ;
-  reg [31:0] \$1235 ;
-  reg [31:0] \$1236 ;
-  reg [31:0] \$1237 ;
-  reg [31:0] \$1238 ;
-  reg [31:0] \$1239 ;
+  wire [31:0] \$121 ;
+  wire [31:0] \$122 ;
+  wire [31:0] \$123 ;
   wire \$124 ;
-  reg [31:0] \$1240 ;
-  reg [31:0] \$1241 ;
-  reg [31:0] \$1242 ;
-  reg [31:0] \$1243 ;
-  reg [31:0] \$1244 ;
-  reg [31:0] \$1245 ;
-  reg [31:0] \$1246 ;
-  reg [31:0] \$1247 ;
-  reg [31:0] \$1248 ;
-  reg [31:0] \$1249 ;
   wire \$125 ;
-  reg [31:0] \$1250 ;
-  reg [31:0] \$1251 ;
-  reg [31:0] \$126 ;
-  wire [14:0] \$127 ;
-  wire [16:0] \$128 ;
+  wire \$126 ;
+  wire \$127 ;
+  wire \$128 ;
   wire \$129 ;
   wire [31:0] \$13 ;
   wire \$130 ;
-  wire \$131 ;
-  wire [15:0] \$132 ;
-  wire [15:0] \$133 ;
+  wire [31:0] \$131 ;
+  wire [31:0] \$132 ;
+  wire [31:0] \$133 ;
   wire \$134 ;
   wire \$135 ;
-  reg [31:0] \$136 ;
-  wire [14:0] \$137 ;
-  wire [16:0] \$138 ;
+  wire \$136 ;
+  wire \$137 ;
+  wire \$138 ;
   wire \$139 ;
-  wire [31:0] \$14 ;
+  wire \$14 ;
   wire \$140 ;
-  wire \$141 ;
-  wire [15:0] \$142 ;
-  wire [15:0] \$143 ;
+  wire [31:0] \$141 ;
+  wire [31:0] \$142 ;
+  wire [31:0] \$143 ;
   wire \$144 ;
   wire \$145 ;
-  reg [31:0] \$146 ;
-  wire [14:0] \$147 ;
-  wire [16:0] \$148 ;
+  wire \$146 ;
+  wire \$147 ;
+  wire \$148 ;
   wire \$149 ;
-  wire [31:0] \$15 ;
+  wire \$15 ;
   wire \$150 ;
-  wire \$151 ;
-  wire [15:0] \$152 ;
-  wire [15:0] \$153 ;
+  wire [31:0] \$151 ;
+  wire [31:0] \$152 ;
+  wire [31:0] \$153 ;
   wire \$154 ;
   wire \$155 ;
-  reg [31:0] \$156 ;
-  wire [14:0] \$157 ;
-  wire [16:0] \$158 ;
+  wire \$156 ;
+  wire \$157 ;
+  wire \$158 ;
   wire \$159 ;
-  wire [31:0] \$16 ;
+  wire \$16 ;
   wire \$160 ;
-  wire \$161 ;
-  wire [15:0] \$162 ;
-  wire [15:0] \$163 ;
+  wire [31:0] \$161 ;
+  wire [31:0] \$162 ;
+  wire [31:0] \$163 ;
   wire \$164 ;
   wire \$165 ;
-  reg [31:0] \$166 ;
-  wire [14:0] \$167 ;
-  wire [16:0] \$168 ;
+  wire \$166 ;
+  wire \$167 ;
+  wire \$168 ;
   wire \$169 ;
-  wire [31:0] \$17 ;
+  wire \$17 ;
   wire \$170 ;
-  wire \$171 ;
-  wire [15:0] \$172 ;
-  wire [15:0] \$173 ;
+  wire [31:0] \$171 ;
+  wire [31:0] \$172 ;
+  wire [31:0] \$173 ;
   wire \$174 ;
   wire \$175 ;
-  reg [31:0] \$176 ;
-  wire [14:0] \$177 ;
-  wire [16:0] \$178 ;
+  wire \$176 ;
+  wire \$177 ;
+  wire \$178 ;
   wire \$179 ;
-  wire [31:0] \$18 ;
+  wire \$18 ;
   wire \$180 ;
-  wire \$181 ;
-  wire [15:0] \$182 ;
-  wire [15:0] \$183 ;
+  wire [31:0] \$181 ;
+  wire [31:0] \$182 ;
+  wire [31:0] \$183 ;
   wire \$184 ;
   wire \$185 ;
-  reg [31:0] \$186 ;
-  wire [14:0] \$187 ;
-  wire [16:0] \$188 ;
+  wire \$186 ;
+  wire \$187 ;
+  wire \$188 ;
   wire \$189 ;
-  wire [31:0] \$19 ;
+  wire \$19 ;
   wire \$190 ;
-  wire \$191 ;
-  wire [15:0] \$192 ;
-  wire [15:0] \$193 ;
+  wire [31:0] \$191 ;
+  wire [31:0] \$192 ;
+  wire [31:0] \$193 ;
   wire \$194 ;
   wire \$195 ;
-  reg [31:0] \$196 ;
-  wire [14:0] \$197 ;
-  wire [16:0] \$198 ;
+  wire \$196 ;
+  wire \$197 ;
+  wire \$198 ;
   wire \$199 ;
   wire [31:0] \$2 ;
-  wire [31:0] \$20 ;
+  wire \$20 ;
   wire \$200 ;
-  wire \$201 ;
-  wire [15:0] \$202 ;
-  wire [15:0] \$203 ;
+  wire [31:0] \$201 ;
+  wire [31:0] \$202 ;
+  wire [31:0] \$203 ;
   wire \$204 ;
   wire \$205 ;
-  reg [31:0] \$206 ;
-  wire [14:0] \$207 ;
-  wire [16:0] \$208 ;
+  wire \$206 ;
+  wire \$207 ;
+  wire \$208 ;
   wire \$209 ;
   wire [31:0] \$21 ;
   wire \$210 ;
-  wire \$211 ;
-  wire [15:0] \$212 ;
-  wire [15:0] \$213 ;
+  wire [31:0] \$211 ;
+  wire [31:0] \$212 ;
+  wire [31:0] \$213 ;
   wire \$214 ;
   wire \$215 ;
-  reg [31:0] \$216 ;
-  wire [14:0] \$217 ;
-  wire [16:0] \$218 ;
+  wire \$216 ;
+  wire \$217 ;
+  wire \$218 ;
   wire \$219 ;
   wire [31:0] \$22 ;
   wire \$220 ;
-  wire \$221 ;
-  wire [15:0] \$222 ;
-  wire [15:0] \$223 ;
+  wire [31:0] \$221 ;
+  wire [31:0] \$222 ;
+  wire [31:0] \$223 ;
   wire \$224 ;
   wire \$225 ;
-  reg [31:0] \$226 ;
-  wire [14:0] \$227 ;
-  wire [16:0] \$228 ;
+  wire \$226 ;
+  wire \$227 ;
+  wire \$228 ;
   wire \$229 ;
   wire [31:0] \$23 ;
   wire \$230 ;
-  wire \$231 ;
-  wire [15:0] \$232 ;
-  wire [15:0] \$233 ;
+  wire [31:0] \$231 ;
+  wire [31:0] \$232 ;
+  wire [31:0] \$233 ;
   wire \$234 ;
   wire \$235 ;
-  reg [31:0] \$236 ;
-  wire [14:0] \$237 ;
-  wire [16:0] \$238 ;
+  wire \$236 ;
+  wire \$237 ;
+  wire \$238 ;
   wire \$239 ;
-  wire [31:0] \$24 ;
+  wire \$24 ;
   wire \$240 ;
-  wire \$241 ;
-  wire [15:0] \$242 ;
-  wire [15:0] \$243 ;
+  wire [31:0] \$241 ;
+  wire [31:0] \$242 ;
+  wire [31:0] \$243 ;
   wire \$244 ;
   wire \$245 ;
-  reg [31:0] \$246 ;
-  wire [14:0] \$247 ;
-  wire [16:0] \$248 ;
+  wire \$246 ;
+  wire \$247 ;
+  wire \$248 ;
   wire \$249 ;
-  wire [31:0] \$25 ;
+  wire \$25 ;
   wire \$250 ;
-  wire \$251 ;
-  wire [15:0] \$252 ;
-  wire [15:0] \$253 ;
+  wire [31:0] \$251 ;
+  wire [31:0] \$252 ;
+  wire [31:0] \$253 ;
   wire \$254 ;
   wire \$255 ;
-  reg [31:0] \$256 ;
-  wire [14:0] \$257 ;
-  wire [16:0] \$258 ;
+  wire \$256 ;
+  wire \$257 ;
+  wire \$258 ;
   wire \$259 ;
-  wire [31:0] \$26 ;
+  wire \$26 ;
   wire \$260 ;
-  wire \$261 ;
-  wire [15:0] \$262 ;
-  wire [15:0] \$263 ;
+  wire [31:0] \$261 ;
+  wire [31:0] \$262 ;
+  wire [31:0] \$263 ;
   wire \$264 ;
   wire \$265 ;
-  reg [31:0] \$266 ;
-  wire [14:0] \$267 ;
-  wire [16:0] \$268 ;
+  wire \$266 ;
+  wire \$267 ;
+  wire \$268 ;
   wire \$269 ;
-  wire [31:0] \$27 ;
+  wire \$27 ;
   wire \$270 ;
-  wire \$271 ;
-  wire [15:0] \$272 ;
-  wire [15:0] \$273 ;
+  wire [31:0] \$271 ;
+  wire [31:0] \$272 ;
+  wire [31:0] \$273 ;
   wire \$274 ;
   wire \$275 ;
-  reg [31:0] \$276 ;
-  wire [14:0] \$277 ;
-  wire [16:0] \$278 ;
+  wire \$276 ;
+  wire \$277 ;
+  wire \$278 ;
   wire \$279 ;
-  wire [31:0] \$28 ;
+  wire \$28 ;
   wire \$280 ;
-  wire \$281 ;
-  wire [15:0] \$282 ;
-  wire [15:0] \$283 ;
+  wire [31:0] \$281 ;
+  wire [31:0] \$282 ;
+  wire [31:0] \$283 ;
   wire \$284 ;
   wire \$285 ;
-  reg [31:0] \$286 ;
-  wire [14:0] \$287 ;
-  wire [16:0] \$288 ;
+  wire \$286 ;
+  wire \$287 ;
+  wire \$288 ;
   wire \$289 ;
-  wire [31:0] \$29 ;
+  wire \$29 ;
   wire \$290 ;
-  wire \$291 ;
-  wire [15:0] \$292 ;
-  wire [15:0] \$293 ;
+  wire [31:0] \$291 ;
+  wire [31:0] \$292 ;
+  wire [31:0] \$293 ;
   wire \$294 ;
   wire \$295 ;
-  reg [31:0] \$296 ;
-  wire [14:0] \$297 ;
-  wire [16:0] \$298 ;
+  wire \$296 ;
+  wire \$297 ;
+  wire \$298 ;
   wire \$299 ;
   wire [31:0] \$3 ;
-  wire [31:0] \$30 ;
+  wire \$30 ;
   wire \$300 ;
-  wire \$301 ;
-  wire [15:0] \$302 ;
-  wire [15:0] \$303 ;
+  wire [31:0] \$301 ;
+  wire [31:0] \$302 ;
+  wire [31:0] \$303 ;
   wire \$304 ;
   wire \$305 ;
-  reg [31:0] \$306 ;
-  wire [14:0] \$307 ;
-  wire [16:0] \$308 ;
+  wire \$306 ;
+  wire \$307 ;
+  wire \$308 ;
   wire \$309 ;
   wire [31:0] \$31 ;
   wire \$310 ;
-  wire \$311 ;
-  wire [15:0] \$312 ;
-  wire [15:0] \$313 ;
+  wire [31:0] \$311 ;
+  wire [31:0] \$312 ;
+  wire [31:0] \$313 ;
   wire \$314 ;
   wire \$315 ;
-  reg [31:0] \$316 ;
-  wire [14:0] \$317 ;
-  wire [16:0] \$318 ;
+  wire \$316 ;
+  wire \$317 ;
+  wire \$318 ;
   wire \$319 ;
   wire [31:0] \$32 ;
   wire \$320 ;
-  wire \$321 ;
-  wire [15:0] \$322 ;
-  wire [15:0] \$323 ;
+  wire [31:0] \$321 ;
+  wire [31:0] \$322 ;
+  wire [31:0] \$323 ;
   wire \$324 ;
   wire \$325 ;
-  reg [31:0] \$326 ;
-  wire [14:0] \$327 ;
-  wire [16:0] \$328 ;
+  wire \$326 ;
+  wire \$327 ;
+  wire \$328 ;
   wire \$329 ;
   wire [31:0] \$33 ;
   wire \$330 ;
   wire \$331 ;
-  wire [15:0] \$332 ;
-  wire [15:0] \$333 ;
+  wire \$332 ;
+  wire \$333 ;
   wire \$334 ;
   wire \$335 ;
-  reg [31:0] \$336 ;
-  wire [14:0] \$337 ;
-  wire [16:0] \$338 ;
+  wire \$336 ;
+  wire \$337 ;
+  wire \$338 ;
   wire \$339 ;
-  wire [31:0] \$34 ;
+  wire \$34 ;
   wire \$340 ;
   wire \$341 ;
-  wire [15:0] \$342 ;
-  wire [15:0] \$343 ;
+  wire \$342 ;
+  wire \$343 ;
   wire \$344 ;
   wire \$345 ;
-  reg [31:0] \$346 ;
-  wire [14:0] \$347 ;
-  wire [16:0] \$348 ;
+  wire \$346 ;
+  wire \$347 ;
+  wire \$348 ;
   wire \$349 ;
-  wire [31:0] \$35 ;
+  wire \$35 ;
   wire \$350 ;
   wire \$351 ;
-  wire [15:0] \$352 ;
-  wire [15:0] \$353 ;
+  wire \$352 ;
+  wire \$353 ;
   wire \$354 ;
   wire \$355 ;
-  reg [31:0] \$356 ;
-  wire [14:0] \$357 ;
-  wire [16:0] \$358 ;
+  wire \$356 ;
+  wire \$357 ;
+  wire \$358 ;
   wire \$359 ;
-  wire [31:0] \$36 ;
+  wire \$36 ;
   wire \$360 ;
   wire \$361 ;
-  wire [15:0] \$362 ;
-  wire [15:0] \$363 ;
+  wire \$362 ;
+  wire \$363 ;
   wire \$364 ;
   wire \$365 ;
-  reg [31:0] \$366 ;
-  wire [14:0] \$367 ;
-  wire [16:0] \$368 ;
+  wire \$366 ;
+  wire \$367 ;
+  wire \$368 ;
   wire \$369 ;
-  wire [31:0] \$37 ;
-  wire \$370 ;
-  wire \$371 ;
-  wire [15:0] \$372 ;
-  wire [15:0] \$373 ;
-  wire \$374 ;
+  wire \$37 ;
+  wire [15:0] \$370 ;
+  wire [15:0] \$371 ;
+  wire \$372 ;
+  wire \$373 ;
+  reg [31:0] \$374 ;
   wire \$375 ;
-  reg [31:0] \$376 ;
-  wire [14:0] \$377 ;
-  wire [16:0] \$378 ;
+  wire \$376 ;
+  wire [31:0] \$377 ;
+  wire \$378 ;
   wire \$379 ;
-  wire [31:0] \$38 ;
+  wire \$38 ;
   wire \$380 ;
-  wire \$381 ;
+  wire [15:0] \$381 ;
   wire [15:0] \$382 ;
-  wire [15:0] \$383 ;
+  wire \$383 ;
   wire \$384 ;
-  wire \$385 ;
-  reg [31:0] \$386 ;
-  wire [14:0] \$387 ;
-  wire [16:0] \$388 ;
+  reg [31:0] \$385 ;
+  wire \$386 ;
+  wire \$387 ;
+  wire [31:0] \$388 ;
   wire \$389 ;
-  wire [31:0] \$39 ;
+  wire \$39 ;
   wire \$390 ;
   wire \$391 ;
   wire [15:0] \$392 ;
@@ -53217,367 +52684,367 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
   wire \$394 ;
   wire \$395 ;
   reg [31:0] \$396 ;
-  wire [14:0] \$397 ;
-  wire [16:0] \$398 ;
-  wire \$399 ;
-  wire [31:0] \$4 ;
-  wire [31:0] \$40 ;
+  wire \$397 ;
+  wire \$398 ;
+  wire [31:0] \$399 ;
+  wire \$4 ;
+  wire \$40 ;
   wire \$400 ;
   wire \$401 ;
-  wire [15:0] \$402 ;
+  wire \$402 ;
   wire [15:0] \$403 ;
-  wire \$404 ;
+  wire [15:0] \$404 ;
   wire \$405 ;
-  reg [31:0] \$406 ;
-  wire [14:0] \$407 ;
-  wire [16:0] \$408 ;
+  wire \$406 ;
+  reg [31:0] \$407 ;
+  wire \$408 ;
   wire \$409 ;
   wire [31:0] \$41 ;
-  wire \$410 ;
+  wire [31:0] \$410 ;
   wire \$411 ;
-  wire [15:0] \$412 ;
-  wire [15:0] \$413 ;
-  wire \$414 ;
-  wire \$415 ;
-  reg [31:0] \$416 ;
+  wire \$412 ;
+  wire \$413 ;
+  wire [15:0] \$414 ;
+  wire [15:0] \$415 ;
+  wire \$416 ;
   wire \$417 ;
-  wire \$418 ;
+  reg [31:0] \$418 ;
   wire \$419 ;
   wire [31:0] \$42 ;
   wire \$420 ;
-  wire \$421 ;
+  wire [31:0] \$421 ;
   wire \$422 ;
   wire \$423 ;
   wire \$424 ;
-  wire \$425 ;
-  wire \$426 ;
+  wire [15:0] \$425 ;
+  wire [15:0] \$426 ;
   wire \$427 ;
   wire \$428 ;
-  wire \$429 ;
+  reg [31:0] \$429 ;
   wire [31:0] \$43 ;
   wire \$430 ;
-  wire [5:0] \$431 ;
-  wire \$432 ;
-  wire [15:0] \$433 ;
-  wire [16:0] \$434 ;
+  wire \$431 ;
+  wire [31:0] \$432 ;
+  wire \$433 ;
+  wire \$434 ;
   wire \$435 ;
   wire [15:0] \$436 ;
-  wire [16:0] \$437 ;
+  wire [15:0] \$437 ;
   wire \$438 ;
-  wire [3:0] \$439 ;
-  wire [31:0] \$44 ;
-  wire \$440 ;
-  wire [3:0] \$441 ;
+  wire \$439 ;
+  wire \$44 ;
+  reg [31:0] \$440 ;
+  wire \$441 ;
   wire \$442 ;
-  wire \$443 ;
+  wire [31:0] \$443 ;
   wire \$444 ;
-  wire [15:0] \$445 ;
-  wire [16:0] \$446 ;
-  wire \$447 ;
-  wire [3:0] \$448 ;
+  wire \$445 ;
+  wire \$446 ;
+  wire [15:0] \$447 ;
+  wire [15:0] \$448 ;
   wire \$449 ;
-  wire [31:0] \$45 ;
-  wire [16:0] \$450 ;
-  wire \$451 ;
+  wire \$45 ;
+  wire \$450 ;
+  reg [31:0] \$451 ;
   wire \$452 ;
   wire \$453 ;
-  wire \$454 ;
+  wire [31:0] \$454 ;
   wire \$455 ;
   wire \$456 ;
   wire \$457 ;
-  wire \$458 ;
-  wire [16:0] \$459 ;
-  wire [31:0] \$46 ;
+  wire [15:0] \$458 ;
+  wire [15:0] \$459 ;
+  wire \$46 ;
   wire \$460 ;
   wire \$461 ;
-  wire \$462 ;
+  reg [31:0] \$462 ;
   wire \$463 ;
   wire \$464 ;
-  wire \$465 ;
+  wire [31:0] \$465 ;
   wire \$466 ;
   wire \$467 ;
-  wire [16:0] \$468 ;
-  wire \$469 ;
-  wire [31:0] \$47 ;
-  wire \$470 ;
+  wire \$468 ;
+  wire [15:0] \$469 ;
+  wire \$47 ;
+  wire [15:0] \$470 ;
   wire \$471 ;
   wire \$472 ;
-  wire \$473 ;
+  reg [31:0] \$473 ;
   wire \$474 ;
   wire \$475 ;
-  wire \$476 ;
-  wire [16:0] \$477 ;
+  wire [31:0] \$476 ;
+  wire \$477 ;
   wire \$478 ;
   wire \$479 ;
-  wire [31:0] \$48 ;
-  wire \$480 ;
-  wire \$481 ;
+  wire \$48 ;
+  wire [15:0] \$480 ;
+  wire [15:0] \$481 ;
   wire \$482 ;
   wire \$483 ;
-  wire \$484 ;
+  reg [31:0] \$484 ;
   wire \$485 ;
-  wire [16:0] \$486 ;
-  wire \$487 ;
+  wire \$486 ;
+  wire [31:0] \$487 ;
   wire \$488 ;
   wire \$489 ;
-  wire [31:0] \$49 ;
+  wire \$49 ;
   wire \$490 ;
-  wire \$491 ;
-  wire \$492 ;
+  wire [15:0] \$491 ;
+  wire [15:0] \$492 ;
   wire \$493 ;
   wire \$494 ;
-  wire [16:0] \$495 ;
+  reg [31:0] \$495 ;
   wire \$496 ;
   wire \$497 ;
-  wire \$498 ;
+  wire [31:0] \$498 ;
   wire \$499 ;
-  wire [31:0] \$5 ;
-  wire [31:0] \$50 ;
+  wire [5:0] \$5 ;
+  wire \$50 ;
   wire \$500 ;
   wire \$501 ;
-  wire \$502 ;
-  wire \$503 ;
-  wire [16:0] \$504 ;
+  wire [15:0] \$502 ;
+  wire [15:0] \$503 ;
+  wire \$504 ;
   wire \$505 ;
-  wire \$506 ;
+  reg [31:0] \$506 ;
   wire \$507 ;
   wire \$508 ;
-  wire \$509 ;
+  wire [31:0] \$509 ;
   wire [31:0] \$51 ;
   wire \$510 ;
   wire \$511 ;
   wire \$512 ;
-  wire [16:0] \$513 ;
-  wire \$514 ;
+  wire [15:0] \$513 ;
+  wire [15:0] \$514 ;
   wire \$515 ;
   wire \$516 ;
-  wire \$517 ;
+  reg [31:0] \$517 ;
   wire \$518 ;
   wire \$519 ;
   wire [31:0] \$52 ;
-  wire \$520 ;
+  wire [31:0] \$520 ;
   wire \$521 ;
-  wire [16:0] \$522 ;
+  wire \$522 ;
   wire \$523 ;
-  wire \$524 ;
-  wire \$525 ;
+  wire [15:0] \$524 ;
+  wire [15:0] \$525 ;
   wire \$526 ;
   wire \$527 ;
-  wire \$528 ;
+  reg [31:0] \$528 ;
   wire \$529 ;
   wire [31:0] \$53 ;
   wire \$530 ;
-  wire [16:0] \$531 ;
+  wire [31:0] \$531 ;
   wire \$532 ;
   wire \$533 ;
   wire \$534 ;
-  wire \$535 ;
-  wire \$536 ;
+  wire [15:0] \$535 ;
+  wire [15:0] \$536 ;
   wire \$537 ;
   wire \$538 ;
-  wire \$539 ;
-  wire [31:0] \$54 ;
-  wire [16:0] \$540 ;
+  reg [31:0] \$539 ;
+  wire \$54 ;
+  wire \$540 ;
   wire \$541 ;
-  wire \$542 ;
+  wire [31:0] \$542 ;
   wire \$543 ;
   wire \$544 ;
   wire \$545 ;
-  wire \$546 ;
-  wire \$547 ;
+  wire [15:0] \$546 ;
+  wire [15:0] \$547 ;
   wire \$548 ;
-  wire [16:0] \$549 ;
-  wire [31:0] \$55 ;
-  wire \$550 ;
+  wire \$549 ;
+  wire \$55 ;
+  reg [31:0] \$550 ;
   wire \$551 ;
   wire \$552 ;
-  wire \$553 ;
+  wire [31:0] \$553 ;
   wire \$554 ;
   wire \$555 ;
   wire \$556 ;
-  wire \$557 ;
-  wire [16:0] \$558 ;
+  wire [15:0] \$557 ;
+  wire [15:0] \$558 ;
   wire \$559 ;
-  wire [31:0] \$56 ;
+  wire \$56 ;
   wire \$560 ;
-  wire \$561 ;
+  reg [31:0] \$561 ;
   wire \$562 ;
   wire \$563 ;
-  wire \$564 ;
+  wire [31:0] \$564 ;
   wire \$565 ;
   wire \$566 ;
-  wire [16:0] \$567 ;
-  wire \$568 ;
-  wire \$569 ;
-  wire [31:0] \$57 ;
+  wire \$567 ;
+  wire [15:0] \$568 ;
+  wire [15:0] \$569 ;
+  wire \$57 ;
   wire \$570 ;
   wire \$571 ;
-  wire \$572 ;
+  reg [31:0] \$572 ;
   wire \$573 ;
   wire \$574 ;
-  wire \$575 ;
-  wire [16:0] \$576 ;
+  wire [31:0] \$575 ;
+  wire \$576 ;
   wire \$577 ;
   wire \$578 ;
-  wire \$579 ;
-  wire [31:0] \$58 ;
-  wire \$580 ;
+  wire [15:0] \$579 ;
+  wire \$58 ;
+  wire [15:0] \$580 ;
   wire \$581 ;
   wire \$582 ;
-  wire \$583 ;
+  reg [31:0] \$583 ;
   wire \$584 ;
-  wire [16:0] \$585 ;
-  wire \$586 ;
+  wire \$585 ;
+  wire [31:0] \$586 ;
   wire \$587 ;
   wire \$588 ;
   wire \$589 ;
-  wire [31:0] \$59 ;
-  wire \$590 ;
-  wire \$591 ;
+  wire \$59 ;
+  wire [15:0] \$590 ;
+  wire [15:0] \$591 ;
   wire \$592 ;
   wire \$593 ;
-  wire [16:0] \$594 ;
+  reg [31:0] \$594 ;
   wire \$595 ;
   wire \$596 ;
-  wire \$597 ;
+  wire [31:0] \$597 ;
   wire \$598 ;
   wire \$599 ;
-  wire [31:0] \$6 ;
-  wire [31:0] \$60 ;
+  wire \$6 ;
+  wire \$60 ;
   wire \$600 ;
-  wire \$601 ;
-  wire \$602 ;
-  wire [16:0] \$603 ;
+  wire [15:0] \$601 ;
+  wire [15:0] \$602 ;
+  wire \$603 ;
   wire \$604 ;
-  wire \$605 ;
+  reg [31:0] \$605 ;
   wire \$606 ;
   wire \$607 ;
-  wire \$608 ;
+  wire [31:0] \$608 ;
   wire \$609 ;
   wire [31:0] \$61 ;
   wire \$610 ;
   wire \$611 ;
-  wire [16:0] \$612 ;
-  wire \$613 ;
+  wire [15:0] \$612 ;
+  wire [15:0] \$613 ;
   wire \$614 ;
   wire \$615 ;
-  wire \$616 ;
+  reg [31:0] \$616 ;
   wire \$617 ;
   wire \$618 ;
-  wire \$619 ;
+  wire [31:0] \$619 ;
   wire [31:0] \$62 ;
   wire \$620 ;
-  wire [16:0] \$621 ;
+  wire \$621 ;
   wire \$622 ;
-  wire \$623 ;
-  wire \$624 ;
+  wire [15:0] \$623 ;
+  wire [15:0] \$624 ;
   wire \$625 ;
   wire \$626 ;
-  wire \$627 ;
+  reg [31:0] \$627 ;
   wire \$628 ;
   wire \$629 ;
   wire [31:0] \$63 ;
-  wire [16:0] \$630 ;
+  wire [31:0] \$630 ;
   wire \$631 ;
   wire \$632 ;
   wire \$633 ;
-  wire \$634 ;
-  wire \$635 ;
+  wire [15:0] \$634 ;
+  wire [15:0] \$635 ;
   wire \$636 ;
   wire \$637 ;
-  wire \$638 ;
-  wire [16:0] \$639 ;
-  wire [31:0] \$64 ;
+  reg [31:0] \$638 ;
+  wire \$639 ;
+  wire \$64 ;
   wire \$640 ;
-  wire \$641 ;
+  wire [31:0] \$641 ;
   wire \$642 ;
   wire \$643 ;
   wire \$644 ;
-  wire \$645 ;
-  wire \$646 ;
+  wire [15:0] \$645 ;
+  wire [15:0] \$646 ;
   wire \$647 ;
-  wire [16:0] \$648 ;
-  wire \$649 ;
-  wire [31:0] \$65 ;
+  wire \$648 ;
+  reg [31:0] \$649 ;
+  wire \$65 ;
   wire \$650 ;
   wire \$651 ;
-  wire \$652 ;
+  wire [31:0] \$652 ;
   wire \$653 ;
   wire \$654 ;
   wire \$655 ;
-  wire \$656 ;
-  wire [16:0] \$657 ;
+  wire [15:0] \$656 ;
+  wire [15:0] \$657 ;
   wire \$658 ;
   wire \$659 ;
   wire \$66 ;
-  wire \$660 ;
+  reg [31:0] \$660 ;
   wire \$661 ;
   wire \$662 ;
-  wire \$663 ;
+  wire [31:0] \$663 ;
   wire \$664 ;
   wire \$665 ;
-  wire [16:0] \$666 ;
-  wire \$667 ;
-  wire \$668 ;
+  wire \$666 ;
+  wire [15:0] \$667 ;
+  wire [15:0] \$668 ;
   wire \$669 ;
   wire \$67 ;
   wire \$670 ;
-  wire \$671 ;
+  reg [31:0] \$671 ;
   wire \$672 ;
   wire \$673 ;
-  wire \$674 ;
-  wire [16:0] \$675 ;
+  wire [31:0] \$674 ;
+  wire \$675 ;
   wire \$676 ;
   wire \$677 ;
-  wire \$678 ;
-  wire \$679 ;
+  wire [15:0] \$678 ;
+  wire [15:0] \$679 ;
   wire \$68 ;
   wire \$680 ;
   wire \$681 ;
-  wire \$682 ;
+  reg [31:0] \$682 ;
   wire \$683 ;
-  wire [16:0] \$684 ;
-  wire \$685 ;
+  wire \$684 ;
+  wire [31:0] \$685 ;
   wire \$686 ;
   wire \$687 ;
   wire \$688 ;
-  wire \$689 ;
+  wire [15:0] \$689 ;
   wire \$69 ;
-  wire \$690 ;
+  wire [15:0] \$690 ;
   wire \$691 ;
   wire \$692 ;
-  wire [16:0] \$693 ;
+  reg [31:0] \$693 ;
   wire \$694 ;
   wire \$695 ;
-  wire \$696 ;
+  wire [31:0] \$696 ;
   wire \$697 ;
   wire \$698 ;
   wire \$699 ;
-  wire [31:0] \$7 ;
+  wire \$7 ;
   wire \$70 ;
-  wire \$700 ;
-  wire \$701 ;
-  wire [16:0] \$702 ;
+  wire [15:0] \$700 ;
+  wire [15:0] \$701 ;
+  wire \$702 ;
   wire \$703 ;
-  wire \$704 ;
+  reg [31:0] \$704 ;
   wire \$705 ;
   wire \$706 ;
-  wire \$707 ;
+  wire [31:0] \$707 ;
   wire \$708 ;
   wire \$709 ;
-  wire \$71 ;
+  wire [31:0] \$71 ;
   wire \$710 ;
-  wire [16:0] \$711 ;
-  wire \$712 ;
+  wire [15:0] \$711 ;
+  wire [15:0] \$712 ;
   wire \$713 ;
   wire \$714 ;
-  wire \$715 ;
+  reg [31:0] \$715 ;
   wire \$716 ;
   wire \$717 ;
-  wire \$718 ;
+  wire [31:0] \$718 ;
   wire \$719 ;
-  wire \$72 ;
-  wire [16:0] \$720 ;
+  wire [31:0] \$72 ;
+  wire \$720 ;
   wire \$721 ;
   wire \$722 ;
   wire \$723 ;
@@ -53586,10 +53053,10 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
   wire \$726 ;
   wire \$727 ;
   wire \$728 ;
-  wire [16:0] \$729 ;
-  wire \$73 ;
+  wire \$729 ;
+  wire [31:0] \$73 ;
   wire \$730 ;
-  wire \$731 ;
+  wire [20:0] \$731 ;
   wire \$732 ;
   wire \$733 ;
   wire \$734 ;
@@ -53627,265 +53094,265 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
   wire \$763 ;
   wire \$764 ;
   wire \$765 ;
-  wire \$766 ;
+  wire [1:0] \$766 ;
   wire \$767 ;
-  wire \$768 ;
-  wire [31:0] \$769 ;
+  wire [2:0] \$768 ;
+  wire \$769 ;
   wire \$77 ;
-  wire [31:0] \$770 ;
-  wire [31:0] \$771 ;
-  wire [31:0] \$772 ;
+  wire [3:0] \$770 ;
+  wire \$771 ;
+  wire [4:0] \$772 ;
   wire \$773 ;
-  wire \$774 ;
-  wire \$775 ;
-  wire [2:0] \$776 ;
-  wire [2:0] \$777 ;
-  wire \$778 ;
+  wire [5:0] \$774 ;
+  wire [5:0] \$775 ;
+  wire \$776 ;
+  wire [15:0] \$777 ;
+  wire [4:0] \$778 ;
   wire \$779 ;
   wire \$78 ;
-  wire \$780 ;
-  wire [16:0] \$781 ;
+  wire [15:0] \$780 ;
+  wire [4:0] \$781 ;
   wire \$782 ;
   wire \$783 ;
   wire \$784 ;
-  wire \$785 ;
+  wire [4:0] \$785 ;
   wire \$786 ;
-  wire [16:0] \$787 ;
+  wire \$787 ;
   wire \$788 ;
-  wire \$789 ;
+  wire [4:0] \$789 ;
   wire \$79 ;
   wire \$790 ;
   wire \$791 ;
-  wire \$792 ;
-  wire [16:0] \$793 ;
-  wire \$794 ;
+  wire [4:0] \$792 ;
+  wire \$793 ;
+  wire [3:0] \$794 ;
   wire \$795 ;
   wire \$796 ;
   wire \$797 ;
-  wire \$798 ;
-  wire [16:0] \$799 ;
-  wire [31:0] \$8 ;
+  wire [15:0] \$798 ;
+  wire [4:0] \$799 ;
+  wire \$8 ;
   wire \$80 ;
   wire \$800 ;
   wire \$801 ;
   wire \$802 ;
   wire \$803 ;
   wire \$804 ;
-  wire [16:0] \$805 ;
+  wire \$805 ;
   wire \$806 ;
   wire \$807 ;
   wire \$808 ;
   wire \$809 ;
-  wire \$81 ;
+  wire [31:0] \$81 ;
   wire \$810 ;
-  wire [16:0] \$811 ;
+  wire \$811 ;
   wire \$812 ;
   wire \$813 ;
   wire \$814 ;
   wire \$815 ;
   wire \$816 ;
-  wire [16:0] \$817 ;
+  wire \$817 ;
   wire \$818 ;
   wire \$819 ;
-  wire \$82 ;
+  wire [31:0] \$82 ;
   wire \$820 ;
   wire \$821 ;
   wire \$822 ;
-  wire [16:0] \$823 ;
+  wire \$823 ;
   wire \$824 ;
   wire \$825 ;
   wire \$826 ;
   wire \$827 ;
   wire \$828 ;
-  wire [16:0] \$829 ;
-  wire \$83 ;
+  wire \$829 ;
+  wire [31:0] \$83 ;
   wire \$830 ;
   wire \$831 ;
   wire \$832 ;
   wire \$833 ;
   wire \$834 ;
-  wire [16:0] \$835 ;
+  wire \$835 ;
   wire \$836 ;
-  wire \$837 ;
-  wire \$838 ;
+  wire [2:0] \$837 ;
+  wire [2:0] \$838 ;
   wire \$839 ;
   wire \$84 ;
-  wire \$840 ;
-  wire [16:0] \$841 ;
-  wire \$842 ;
-  wire \$843 ;
-  wire \$844 ;
-  wire \$845 ;
-  wire \$846 ;
-  wire [16:0] \$847 ;
-  wire \$848 ;
-  wire \$849 ;
+  wire [31:0] \$840 ;
+  wire [31:0] \$841 ;
+  wire [31:0] \$842 ;
+  wire [31:0] \$843 ;
+  wire [31:0] \$844 ;
+  wire [31:0] \$845 ;
+  wire [31:0] \$846 ;
+  wire [31:0] \$847 ;
+  wire [31:0] \$848 ;
+  wire [31:0] \$849 ;
   wire \$85 ;
-  wire \$850 ;
-  wire \$851 ;
-  wire \$852 ;
-  wire [16:0] \$853 ;
-  wire \$854 ;
-  wire \$855 ;
-  wire \$856 ;
-  wire \$857 ;
-  wire \$858 ;
-  wire [16:0] \$859 ;
+  wire [31:0] \$850 ;
+  wire [31:0] \$851 ;
+  wire [31:0] \$852 ;
+  wire [31:0] \$853 ;
+  wire [31:0] \$854 ;
+  wire [31:0] \$855 ;
+  wire [31:0] \$856 ;
+  wire [31:0] \$857 ;
+  wire [31:0] \$858 ;
+  wire [31:0] \$859 ;
   wire \$86 ;
-  wire \$860 ;
-  wire \$861 ;
-  wire \$862 ;
-  wire \$863 ;
-  wire \$864 ;
-  wire [16:0] \$865 ;
-  wire \$866 ;
-  wire \$867 ;
-  wire \$868 ;
-  wire \$869 ;
+  wire [31:0] \$860 ;
+  wire [31:0] \$861 ;
+  wire [31:0] \$862 ;
+  wire [31:0] \$863 ;
+  wire [31:0] \$864 ;
+  wire [31:0] \$865 ;
+  wire [31:0] \$866 ;
+  wire [31:0] \$867 ;
+  wire [31:0] \$868 ;
+  wire [31:0] \$869 ;
   wire \$87 ;
-  wire \$870 ;
-  wire [16:0] \$871 ;
-  wire \$872 ;
-  wire \$873 ;
-  wire \$874 ;
-  wire \$875 ;
-  wire \$876 ;
-  wire [16:0] \$877 ;
-  wire \$878 ;
-  wire \$879 ;
+  wire [31:0] \$870 ;
+  wire [31:0] \$871 ;
+  reg \$872 ;
+  reg [14:0] \$873 ;
+  reg \$874 ;
+  reg \$875 ;
+  reg [14:0] \$876 ;
+  reg \$877 ;
+  reg \$878 ;
+  reg [14:0] \$879 ;
   wire \$88 ;
-  wire \$880 ;
-  wire \$881 ;
-  wire \$882 ;
-  wire [16:0] \$883 ;
-  wire \$884 ;
-  wire \$885 ;
-  wire \$886 ;
-  wire \$887 ;
-  wire \$888 ;
-  wire [16:0] \$889 ;
+  reg \$880 ;
+  reg \$881 ;
+  reg [14:0] \$882 ;
+  reg \$883 ;
+  reg \$884 ;
+  reg [14:0] \$885 ;
+  reg \$886 ;
+  reg \$887 ;
+  reg [14:0] \$888 ;
+  reg \$889 ;
   wire \$89 ;
-  wire \$890 ;
-  wire \$891 ;
-  wire \$892 ;
-  wire \$893 ;
-  wire \$894 ;
-  wire [16:0] \$895 ;
-  wire \$896 ;
-  wire \$897 ;
-  wire \$898 ;
-  wire \$899 ;
-  wire [31:0] \$9 ;
+  reg \$890 ;
+  reg [14:0] \$891 ;
+  reg \$892 ;
+  reg \$893 ;
+  reg [14:0] \$894 ;
+  reg \$895 ;
+  reg [14:0] \$896 ;
+  reg [31:0] \$897 ;
+  reg \$898 ;
+  reg [14:0] \$899 ;
+  wire \$9 ;
   wire \$90 ;
-  wire \$900 ;
-  wire [16:0] \$901 ;
-  wire \$902 ;
-  wire \$903 ;
-  wire \$904 ;
-  wire \$905 ;
-  wire \$906 ;
-  wire [16:0] \$907 ;
-  wire \$908 ;
-  wire \$909 ;
-  wire \$91 ;
-  wire \$910 ;
-  wire \$911 ;
-  wire \$912 ;
-  wire [16:0] \$913 ;
-  wire \$914 ;
-  wire \$915 ;
-  wire \$916 ;
-  wire \$917 ;
-  wire \$918 ;
-  wire [16:0] \$919 ;
-  wire \$92 ;
-  wire \$920 ;
-  wire \$921 ;
-  wire \$922 ;
-  wire \$923 ;
-  wire \$924 ;
-  wire [16:0] \$925 ;
-  wire \$926 ;
-  wire \$927 ;
-  wire \$928 ;
-  wire \$929 ;
-  wire \$93 ;
-  wire \$930 ;
-  wire [16:0] \$931 ;
-  wire \$932 ;
-  wire \$933 ;
-  wire \$934 ;
-  wire \$935 ;
-  wire \$936 ;
-  wire [16:0] \$937 ;
-  wire \$938 ;
-  wire \$939 ;
+  reg \$900 ;
+  reg [31:0] \$901 ;
+  reg \$902 ;
+  reg [2:0] \$903 ;
+  reg [31:0] \$904 ;
+  reg [31:0] \$905 ;
+  reg [31:0] \$906 ;
+  reg [31:0] \$907 ;
+  reg [31:0] \$908 ;
+  reg [31:0] \$909 ;
+  wire [31:0] \$91 ;
+  reg [31:0] \$910 ;
+  reg [31:0] \$911 ;
+  reg [31:0] \$912 ;
+  reg [31:0] \$913 ;
+  reg [31:0] \$914 ;
+  reg [31:0] \$915 ;
+  reg [31:0] \$916 ;
+  reg [31:0] \$917 ;
+  reg [31:0] \$918 ;
+  reg [31:0] \$919 ;
+  wire [31:0] \$92 ;
+  reg [31:0] \$920 ;
+  reg [31:0] \$921 ;
+  reg [31:0] \$922 ;
+  reg [31:0] \$923 ;
+  reg [31:0] \$924 ;
+  reg [31:0] \$925 ;
+  reg [31:0] \$926 ;
+  reg [31:0] \$927 ;
+  reg [31:0] \$928 ;
+  reg [31:0] \$929 ;
+  wire [31:0] \$93 ;
+  reg [31:0] \$930 ;
+  reg [31:0] \$931 ;
+  reg [31:0] \$932 ;
+  reg [31:0] \$933 ;
+  reg [31:0] \$934 ;
+  reg [31:0] \$935 ;
+  reg [31:0] \$936 ;
+  reg [31:0] \$937 ;
+  reg [31:0] \$938 ;
+  reg [31:0] \$939 ;
   wire \$94 ;
-  wire \$940 ;
-  wire \$941 ;
-  wire \$942 ;
-  wire [16:0] \$943 ;
-  wire \$944 ;
-  wire \$945 ;
-  wire \$946 ;
-  wire \$947 ;
-  wire \$948 ;
-  wire [16:0] \$949 ;
+  reg [31:0] \$940 ;
+  reg [31:0] \$941 ;
+  reg [31:0] \$942 ;
+  reg [31:0] \$943 ;
+  reg [31:0] \$944 ;
+  reg [31:0] \$945 ;
+  reg [31:0] \$946 ;
+  reg [31:0] \$947 ;
+  reg [31:0] \$948 ;
+  reg [31:0] \$949 ;
   wire \$95 ;
-  wire \$950 ;
-  wire \$951 ;
-  wire \$952 ;
-  wire \$953 ;
-  wire \$954 ;
-  wire [16:0] \$955 ;
-  wire \$956 ;
-  wire \$957 ;
-  wire \$958 ;
-  wire \$959 ;
+  reg [31:0] \$950 ;
+  reg [31:0] \$951 ;
+  reg [31:0] \$952 ;
+  reg [31:0] \$953 ;
+  reg [31:0] \$954 ;
+  reg [31:0] \$955 ;
+  reg [31:0] \$956 ;
+  reg [31:0] \$957 ;
+  reg [31:0] \$958 ;
+  reg [31:0] \$959 ;
   wire \$96 ;
-  wire \$960 ;
-  wire [16:0] \$961 ;
-  wire \$962 ;
-  wire \$963 ;
-  wire \$964 ;
-  wire \$965 ;
-  wire \$966 ;
-  wire [16:0] \$967 ;
-  wire \$968 ;
-  wire \$969 ;
-  wire [14:0] \$97 ;
-  wire \$970 ;
-  wire [31:0] \$971 ;
-  wire [31:0] \$972 ;
-  wire [31:0] \$973 ;
-  wire [31:0] \$974 ;
-  wire [31:0] \$975 ;
-  wire [31:0] \$976 ;
-  wire [31:0] \$977 ;
-  wire [31:0] \$978 ;
-  wire [31:0] \$979 ;
-  wire [16:0] \$98 ;
-  wire [31:0] \$980 ;
-  wire [31:0] \$981 ;
-  wire [31:0] \$982 ;
-  wire [31:0] \$983 ;
-  wire [31:0] \$984 ;
-  wire [31:0] \$985 ;
-  wire [31:0] \$986 ;
-  wire [31:0] \$987 ;
-  wire [31:0] \$988 ;
-  wire [31:0] \$989 ;
+  reg [31:0] \$960 ;
+  reg [31:0] \$961 ;
+  reg [31:0] \$962 ;
+  reg [31:0] \$963 ;
+  reg [31:0] \$964 ;
+  reg [31:0] \$965 ;
+  reg [31:0] \$966 ;
+  reg [31:0] \$967 ;
+  reg [31:0] \$968 ;
+  reg [31:0] \$969 ;
+  wire \$97 ;
+  reg [31:0] \$970 ;
+  reg [31:0] \$971 ;
+  reg [31:0] \$972 ;
+  reg [31:0] \$973 ;
+  reg [31:0] \$974 ;
+  reg [31:0] \$975 ;
+  reg [31:0] \$976 ;
+  reg [31:0] \$977 ;
+  reg [31:0] \$978 ;
+  reg [31:0] \$979 ;
+  wire \$98 ;
+  reg [31:0] \$980 ;
+  reg [31:0] \$981 ;
+  reg [31:0] \$982 ;
+  reg [31:0] \$983 ;
+  reg [31:0] \$984 ;
+  reg [31:0] \$985 ;
+  reg [31:0] \$986 ;
+  reg [31:0] \$987 ;
+  reg [31:0] \$988 ;
+  reg [31:0] \$989 ;
   wire \$99 ;
-  wire [31:0] \$990 ;
-  wire [31:0] \$991 ;
-  wire [31:0] \$992 ;
-  wire [31:0] \$993 ;
-  wire [31:0] \$994 ;
-  wire [31:0] \$995 ;
-  wire [31:0] \$996 ;
-  wire [31:0] \$997 ;
-  wire [31:0] \$998 ;
-  wire [31:0] \$999 ;
+  reg [31:0] \$990 ;
+  reg [31:0] \$991 ;
+  reg [31:0] \$992 ;
+  reg [31:0] \$993 ;
+  reg [31:0] \$994 ;
+  reg [31:0] \$995 ;
+  reg [31:0] \$996 ;
+  reg [31:0] \$997 ;
+  reg [31:0] \$998 ;
+  reg [31:0] \$999 ;
   wire \$auto$rtlil.cc:2739:Not$10 ;
   wire \$auto$rtlil.cc:2739:Not$12 ;
   wire \$auto$rtlil.cc:2739:Not$14 ;
@@ -53918,9 +53385,10 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
   wire \$auto$rtlil.cc:2739:Not$62 ;
   wire \$auto$rtlil.cc:2739:Not$64 ;
   wire \$auto$rtlil.cc:2739:Not$8 ;
-  reg \$signal ;
-  reg \$signal$12 ;
-  reg \$signal$378  = 1'h0;
+  reg [31:0] \$signal  = 32'd0;
+  reg \$signal$14 ;
+  reg \$signal$15 ;
+  reg \$signal$417  = 1'h0;
   reg [31:0] acc_a0;
   reg [31:0] acc_a1;
   reg [31:0] acc_a10;
@@ -54018,10 +53486,11 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
   wire [31:0] acc_s8;
   wire [31:0] acc_s9;
   reg [1:0] acc_set = 2'h0;
+  reg adder_issue;
+  output busy;
   wire busy;
   input clk;
   wire clk;
-  reg [20:0] count;
   wire [31:0] d0;
   wire [31:0] d1;
   wire [31:0] d10;
@@ -54088,14 +53557,15 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
   reg [31:0] d_reg9 = 32'd0;
   output done;
   wire done;
-  wire \done$422 ;
+  wire \done$416 ;
   output [14:0] dst_addr;
   reg [14:0] dst_addr = 15'h0000;
   wire [511:0] dst_data;
-  output [511:0] \dst_data$425 ;
-  reg [511:0] \dst_data$425  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  output [511:0] \dst_data$427 ;
+  reg [511:0] \dst_data$427  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   output dst_en;
   reg dst_en = 1'h0;
+  reg dst_last = 1'h0;
   wire [31:0] e0;
   wire [31:0] e1;
   wire [31:0] e10;
@@ -54160,6 +53630,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
   reg [31:0] e_reg7 = 32'd0;
   reg [31:0] e_reg8 = 32'd0;
   reg [31:0] e_reg9 = 32'd0;
+  reg [2:0] first_level = 3'h0;
   reg [3:0] fsm_state = 4'h0;
   wire [15:0] half0;
   wire [15:0] half1;
@@ -54193,38 +53664,6 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
   wire [15:0] half7;
   wire [15:0] half8;
   wire [15:0] half9;
-  reg [31:0] key0 = 32'd0;
-  reg [31:0] key1 = 32'd0;
-  reg [31:0] key10 = 32'd0;
-  reg [31:0] key11 = 32'd0;
-  reg [31:0] key12 = 32'd0;
-  reg [31:0] key13 = 32'd0;
-  reg [31:0] key14 = 32'd0;
-  reg [31:0] key15 = 32'd0;
-  reg [31:0] key16 = 32'd0;
-  reg [31:0] key17 = 32'd0;
-  reg [31:0] key18 = 32'd0;
-  reg [31:0] key19 = 32'd0;
-  reg [31:0] key2 = 32'd0;
-  reg [31:0] key20 = 32'd0;
-  reg [31:0] key21 = 32'd0;
-  reg [31:0] key22 = 32'd0;
-  reg [31:0] key23 = 32'd0;
-  reg [31:0] key24 = 32'd0;
-  reg [31:0] key25 = 32'd0;
-  reg [31:0] key26 = 32'd0;
-  reg [31:0] key27 = 32'd0;
-  reg [31:0] key28 = 32'd0;
-  reg [31:0] key29 = 32'd0;
-  reg [31:0] key3 = 32'd0;
-  reg [31:0] key30 = 32'd0;
-  reg [31:0] key31 = 32'd0;
-  reg [31:0] key4 = 32'd0;
-  reg [31:0] key5 = 32'd0;
-  reg [31:0] key6 = 32'd0;
-  reg [31:0] key7 = 32'd0;
-  reg [31:0] key8 = 32'd0;
-  reg [31:0] key9 = 32'd0;
   wire [31:0] kred16_0;
   wire [31:0] kred16_1;
   wire [31:0] kred16_10;
@@ -54256,50 +53695,36 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
   wire [31:0] kred8_5;
   wire [31:0] kred8_6;
   wire [31:0] kred8_7;
+  reg [31:0] kreg1_0 = 32'd0;
+  reg [31:0] kreg1_1 = 32'd0;
+  reg [31:0] kreg1_2 = 32'd0;
+  reg [31:0] kreg1_3 = 32'd0;
+  reg kreg1_valid = 1'h0;
+  reg [31:0] kreg2_0 = 32'd0;
+  reg kreg2_valid = 1'h0;
   output [31:0] l;
   reg [31:0] l = 32'd0;
-  reg [5:0] last_count = 6'h00;
+  reg last1 = 1'h0;
+  reg last2 = 1'h0;
+  reg last3 = 1'h0;
+  reg last4 = 1'h0;
+  reg last5 = 1'h0;
+  reg last6 = 1'h0;
+  reg last7 = 1'h0;
+  reg last8 = 1'h0;
+  reg [14:0] last_word = 15'h0000;
   input [19:0] length;
   wire [19:0] length;
   reg [2:0] level = 3'h0;
   output [31:0] m;
-  reg [31:0] m = 32'd0;
-  (* init = 32'd0 *)
-  wire [31:0] m_reg;
-  reg [14:0] mx_w = 15'h0000;
-  reg [15:0] n_words = 16'h0000;
-  reg nan0 = 1'h0;
-  reg nan1 = 1'h0;
-  reg nan10 = 1'h0;
-  reg nan11 = 1'h0;
-  reg nan12 = 1'h0;
-  reg nan13 = 1'h0;
-  reg nan14 = 1'h0;
-  reg nan15 = 1'h0;
-  reg nan16 = 1'h0;
-  reg nan17 = 1'h0;
-  reg nan18 = 1'h0;
-  reg nan19 = 1'h0;
-  reg nan2 = 1'h0;
-  reg nan20 = 1'h0;
-  reg nan21 = 1'h0;
-  reg nan22 = 1'h0;
-  reg nan23 = 1'h0;
-  reg nan24 = 1'h0;
-  reg nan25 = 1'h0;
-  reg nan26 = 1'h0;
-  reg nan27 = 1'h0;
-  reg nan28 = 1'h0;
-  reg nan29 = 1'h0;
-  reg nan3 = 1'h0;
-  reg nan30 = 1'h0;
-  reg nan31 = 1'h0;
-  reg nan4 = 1'h0;
-  reg nan5 = 1'h0;
-  reg nan6 = 1'h0;
-  reg nan7 = 1'h0;
-  reg nan8 = 1'h0;
-  reg nan9 = 1'h0;
+  wire [31:0] m;
+  reg m_nan = 1'h0;
+  reg mx_last = 1'h0;
+  reg nreg1_0 = 1'h0;
+  reg nreg1_1 = 1'h0;
+  reg nreg1_2 = 1'h0;
+  reg nreg1_3 = 1'h0;
+  reg nreg2_0 = 1'h0;
   reg out_pass = 1'h0;
   (* init = 32'd0 *)
   wire [31:0] p0_0;
@@ -54399,8 +53824,8 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
   reg [31:0] p9_1 = 32'd0;
   reg [31:0] p9_2 = 32'd0;
   reg partial = 1'h0;
-  input \partial$388 ;
-  wire \partial$388 ;
+  input \partial$414 ;
+  wire \partial$414 ;
   wire [15:0] product0;
   wire [15:0] product1;
   wire [15:0] product10;
@@ -54436,6 +53861,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
   wire [31:0] r;
   (* init = 15'h0000 *)
   wire [14:0] rd;
+  wire rd_last;
   input rst;
   wire rst;
   output [14:0] src_addr;
@@ -54444,18 +53870,34 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
   wire [1023:0] src_data;
   input start;
   wire start;
-  reg \start$13 ;
+  reg \start$18 ;
+  reg [5:0] tail;
+  reg [31:0] tail_mask = 32'd0;
   reg v1 = 1'h0;
   reg v2 = 1'h0;
   reg v3 = 1'h0;
   reg v4 = 1'h0;
   reg v5 = 1'h0;
+  reg v6 = 1'h0;
+  reg v7 = 1'h0;
+  reg v8 = 1'h0;
   reg [14:0] w1 = 15'h0000;
   reg [14:0] w2 = 15'h0000;
   reg [14:0] w3 = 15'h0000;
   reg [14:0] w4 = 15'h0000;
   reg [14:0] w5 = 15'h0000;
-  reg [2:0] \wait  = 3'h0;
+  reg [14:0] w6 = 15'h0000;
+  reg [14:0] w7 = 15'h0000;
+  reg [14:0] w8 = 15'h0000;
+  reg [3:0] \wait  = 4'h0;
+  wire [1:0] wr_set0;
+  reg [1:0] wr_set1 = 2'h0;
+  reg [1:0] wr_set2 = 2'h0;
+  wire wr_v0;
+  reg wr_v1 = 1'h0;
+  reg wr_v2 = 1'h0;
+  output written;
+  wire written;
   (* init = 32'd0 *)
   wire [31:0] x;
   wire [31:0] xkey0;
@@ -54490,1474 +53932,1350 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
   wire [31:0] xkey7;
   wire [31:0] xkey8;
   wire [31:0] xkey9;
-  assign \$1  = length + 5'h1f;
-  assign busy = ~ \$417 ;
-  assign \$2  = ~ src_data[31:0];
-  assign xkey0 = src_data[31] ? \$2  : \$3 ;
-  assign \$4  = ~ src_data[63:32];
-  assign xkey1 = src_data[63] ? \$4  : \$5 ;
-  assign \$6  = ~ src_data[95:64];
-  assign xkey2 = src_data[95] ? \$6  : \$7 ;
-  assign \$8  = ~ src_data[127:96];
-  assign xkey3 = src_data[127] ? \$8  : \$9 ;
-  assign \$10  = ~ src_data[159:128];
-  assign xkey4 = src_data[159] ? \$10  : \$11 ;
-  assign \$12  = ~ src_data[191:160];
-  assign xkey5 = src_data[191] ? \$12  : \$13 ;
-  assign \$14  = ~ src_data[223:192];
-  assign xkey6 = src_data[223] ? \$14  : \$15 ;
-  assign \$16  = ~ src_data[255:224];
-  assign xkey7 = src_data[255] ? \$16  : \$17 ;
-  assign \$18  = ~ src_data[287:256];
-  assign xkey8 = src_data[287] ? \$18  : \$19 ;
-  assign \$20  = ~ src_data[319:288];
-  assign xkey9 = src_data[319] ? \$20  : \$21 ;
-  assign \$22  = ~ src_data[351:320];
-  assign xkey10 = src_data[351] ? \$22  : \$23 ;
-  assign \$24  = ~ src_data[383:352];
-  assign xkey11 = src_data[383] ? \$24  : \$25 ;
-  assign \$26  = ~ src_data[415:384];
-  assign xkey12 = src_data[415] ? \$26  : \$27 ;
-  assign \$28  = ~ src_data[447:416];
-  assign xkey13 = src_data[447] ? \$28  : \$29 ;
-  assign \$30  = ~ src_data[479:448];
-  assign xkey14 = src_data[479] ? \$30  : \$31 ;
-  assign \$32  = ~ src_data[511:480];
-  assign xkey15 = src_data[511] ? \$32  : \$33 ;
-  assign \$34  = ~ src_data[543:512];
-  assign xkey16 = src_data[543] ? \$34  : \$35 ;
-  assign \$36  = ~ src_data[575:544];
-  assign xkey17 = src_data[575] ? \$36  : \$37 ;
-  assign \$38  = ~ src_data[607:576];
-  assign xkey18 = src_data[607] ? \$38  : \$39 ;
-  assign \$40  = ~ src_data[639:608];
-  assign xkey19 = src_data[639] ? \$40  : \$41 ;
-  assign \$42  = ~ src_data[671:640];
-  assign xkey20 = src_data[671] ? \$42  : \$43 ;
-  assign \$44  = ~ src_data[703:672];
-  assign xkey21 = src_data[703] ? \$44  : \$45 ;
-  assign \$46  = ~ src_data[735:704];
-  assign xkey22 = src_data[735] ? \$46  : \$47 ;
-  assign \$48  = ~ src_data[767:736];
-  assign xkey23 = src_data[767] ? \$48  : \$49 ;
-  assign \$50  = ~ src_data[799:768];
-  assign xkey24 = src_data[799] ? \$50  : \$51 ;
-  assign \$52  = ~ src_data[831:800];
-  assign xkey25 = src_data[831] ? \$52  : \$53 ;
-  assign \$54  = ~ src_data[863:832];
-  assign xkey26 = src_data[863] ? \$54  : \$55 ;
-  assign \$56  = ~ src_data[895:864];
-  assign xkey27 = src_data[895] ? \$56  : \$57 ;
-  assign \$58  = ~ src_data[927:896];
-  assign xkey28 = src_data[927] ? \$58  : \$59 ;
-  assign \$60  = ~ src_data[959:928];
-  assign xkey29 = src_data[959] ? \$60  : \$61 ;
-  assign \$62  = ~ src_data[991:960];
-  assign xkey30 = src_data[991] ? \$62  : \$63 ;
-  assign \$64  = ~ src_data[1023:992];
-  assign xkey31 = src_data[1023] ? \$64  : \$65 ;
-  assign \$66  = key16 > key0;
-  assign kred16_0 = \$66  ? key16 : key0;
-  assign \$67  = key17 > key1;
-  assign kred16_1 = \$67  ? key17 : key1;
-  assign \$68  = key18 > key2;
-  assign kred16_2 = \$68  ? key18 : key2;
-  assign \$69  = key19 > key3;
-  assign kred16_3 = \$69  ? key19 : key3;
-  assign \$70  = key20 > key4;
-  assign kred16_4 = \$70  ? key20 : key4;
-  assign \$71  = key21 > key5;
-  assign kred16_5 = \$71  ? key21 : key5;
-  assign \$72  = key22 > key6;
-  assign kred16_6 = \$72  ? key22 : key6;
-  assign \$73  = key23 > key7;
-  assign kred16_7 = \$73  ? key23 : key7;
-  assign \$74  = key24 > key8;
-  assign kred16_8 = \$74  ? key24 : key8;
-  assign \$75  = key25 > key9;
-  assign kred16_9 = \$75  ? key25 : key9;
-  assign \$76  = key26 > key10;
-  assign kred16_10 = \$76  ? key26 : key10;
-  assign \$77  = key27 > key11;
-  assign kred16_11 = \$77  ? key27 : key11;
-  assign \$78  = key28 > key12;
-  assign kred16_12 = \$78  ? key28 : key12;
-  assign \$79  = key29 > key13;
-  assign kred16_13 = \$79  ? key29 : key13;
-  assign \$80  = key30 > key14;
-  assign kred16_14 = \$80  ? key30 : key14;
-  assign \$81  = key31 > key15;
-  assign kred16_15 = \$81  ? key31 : key15;
-  assign \$82  = kred16_8 > kred16_0;
-  assign kred8_0 = \$82  ? kred16_8 : kred16_0;
-  assign \$83  = kred16_9 > kred16_1;
-  assign kred8_1 = \$83  ? kred16_9 : kred16_1;
-  assign \$84  = kred16_10 > kred16_2;
-  assign kred8_2 = \$84  ? kred16_10 : kred16_2;
-  assign \$85  = kred16_11 > kred16_3;
-  assign kred8_3 = \$85  ? kred16_11 : kred16_3;
-  assign \$86  = kred16_12 > kred16_4;
-  assign kred8_4 = \$86  ? kred16_12 : kred16_4;
-  assign \$87  = kred16_13 > kred16_5;
-  assign kred8_5 = \$87  ? kred16_13 : kred16_5;
-  assign \$88  = kred16_14 > kred16_6;
-  assign kred8_6 = \$88  ? kred16_14 : kred16_6;
-  assign \$89  = kred16_15 > kred16_7;
-  assign kred8_7 = \$89  ? kred16_15 : kred16_7;
-  assign \$90  = kred8_4 > kred8_0;
-  assign kred4_0 = \$90  ? kred8_4 : kred8_0;
-  assign \$91  = kred8_5 > kred8_1;
-  assign kred4_1 = \$91  ? kred8_5 : kred8_1;
-  assign \$92  = kred8_6 > kred8_2;
-  assign kred4_2 = \$92  ? kred8_6 : kred8_2;
-  assign \$93  = kred8_7 > kred8_3;
-  assign kred4_3 = \$93  ? kred8_7 : kred8_3;
-  assign \$94  = kred4_2 > kred4_0;
-  assign kred2_0 = \$94  ? kred4_2 : kred4_0;
-  assign \$95  = kred4_3 > kred4_1;
-  assign kred2_1 = \$95  ? kred4_3 : kred4_1;
-  assign \$96  = kred2_1 > kred2_0;
-  assign kred1_0 = \$96  ? kred2_1 : kred2_0;
-  assign \$97  = out_pass ? w5 : w4;
-  assign \$98  = n_words - 1'h1;
-  assign \$99  = \$97  != \$98 ;
-  assign \$100  = last_count > 1'h0;
-  assign \$101  = \$99  | \$100 ;
-  assign \$102  = out_pass ? product0 : half0;
-  assign \$103  = \$101  ? \$102  : 16'h0000;
-  assign \$104  = ~ out_pass;
-  assign \$105  = v4 & \$104 ;
-  assign \$107  = out_pass ? w5 : w4;
-  assign \$108  = n_words - 1'h1;
-  assign \$109  = \$107  != \$108 ;
-  assign \$110  = last_count > 1'h1;
-  assign \$111  = \$109  | \$110 ;
-  assign \$112  = out_pass ? product1 : half1;
-  assign \$113  = \$111  ? \$112  : 16'h0000;
-  assign \$114  = ~ out_pass;
-  assign \$115  = v4 & \$114 ;
-  assign \$117  = out_pass ? w5 : w4;
-  assign \$118  = n_words - 1'h1;
-  assign \$119  = \$117  != \$118 ;
-  assign \$120  = last_count > 2'h2;
-  assign \$121  = \$119  | \$120 ;
-  assign \$122  = out_pass ? product2 : half2;
-  assign \$123  = \$121  ? \$122  : 16'h0000;
-  assign \$124  = ~ out_pass;
-  assign \$125  = v4 & \$124 ;
-  assign \$127  = out_pass ? w5 : w4;
-  assign \$128  = n_words - 1'h1;
-  assign \$129  = \$127  != \$128 ;
-  assign \$130  = last_count > 2'h3;
-  assign \$131  = \$129  | \$130 ;
-  assign \$132  = out_pass ? product3 : half3;
-  assign \$133  = \$131  ? \$132  : 16'h0000;
-  assign \$134  = ~ out_pass;
-  assign \$135  = v4 & \$134 ;
-  assign \$137  = out_pass ? w5 : w4;
-  assign \$138  = n_words - 1'h1;
-  assign \$139  = \$137  != \$138 ;
-  assign \$140  = last_count > 3'h4;
-  assign \$141  = \$139  | \$140 ;
-  assign \$142  = out_pass ? product4 : half4;
-  assign \$143  = \$141  ? \$142  : 16'h0000;
-  assign \$144  = ~ out_pass;
-  assign \$145  = v4 & \$144 ;
-  assign \$147  = out_pass ? w5 : w4;
-  assign \$148  = n_words - 1'h1;
-  assign \$149  = \$147  != \$148 ;
-  assign \$150  = last_count > 3'h5;
-  assign \$151  = \$149  | \$150 ;
-  assign \$152  = out_pass ? product5 : half5;
-  assign \$153  = \$151  ? \$152  : 16'h0000;
-  assign \$154  = ~ out_pass;
-  assign \$155  = v4 & \$154 ;
-  assign \$157  = out_pass ? w5 : w4;
-  assign \$158  = n_words - 1'h1;
-  assign \$159  = \$157  != \$158 ;
-  assign \$160  = last_count > 3'h6;
-  assign \$161  = \$159  | \$160 ;
-  assign \$162  = out_pass ? product6 : half6;
-  assign \$163  = \$161  ? \$162  : 16'h0000;
-  assign \$164  = ~ out_pass;
-  assign \$165  = v4 & \$164 ;
-  assign \$167  = out_pass ? w5 : w4;
-  assign \$168  = n_words - 1'h1;
-  assign \$169  = \$167  != \$168 ;
-  assign \$170  = last_count > 3'h7;
-  assign \$171  = \$169  | \$170 ;
-  assign \$172  = out_pass ? product7 : half7;
-  assign \$173  = \$171  ? \$172  : 16'h0000;
-  assign \$174  = ~ out_pass;
-  assign \$175  = v4 & \$174 ;
-  assign \$177  = out_pass ? w5 : w4;
-  assign \$178  = n_words - 1'h1;
-  assign \$179  = \$177  != \$178 ;
-  assign \$180  = last_count > 4'h8;
-  assign \$181  = \$179  | \$180 ;
-  assign \$182  = out_pass ? product8 : half8;
-  assign \$183  = \$181  ? \$182  : 16'h0000;
-  assign \$184  = ~ out_pass;
-  assign \$185  = v4 & \$184 ;
-  assign \$187  = out_pass ? w5 : w4;
-  assign \$188  = n_words - 1'h1;
-  assign \$189  = \$187  != \$188 ;
-  assign \$190  = last_count > 4'h9;
-  assign \$191  = \$189  | \$190 ;
-  assign \$192  = out_pass ? product9 : half9;
-  assign \$193  = \$191  ? \$192  : 16'h0000;
-  assign \$194  = ~ out_pass;
-  assign \$195  = v4 & \$194 ;
-  assign \$197  = out_pass ? w5 : w4;
-  assign \$198  = n_words - 1'h1;
-  assign \$199  = \$197  != \$198 ;
-  assign \$200  = last_count > 4'ha;
-  assign \$201  = \$199  | \$200 ;
-  assign \$202  = out_pass ? product10 : half10;
-  assign \$203  = \$201  ? \$202  : 16'h0000;
-  assign \$204  = ~ out_pass;
-  assign \$205  = v4 & \$204 ;
-  assign \$207  = out_pass ? w5 : w4;
-  assign \$208  = n_words - 1'h1;
-  assign \$209  = \$207  != \$208 ;
-  assign \$210  = last_count > 4'hb;
-  assign \$211  = \$209  | \$210 ;
-  assign \$212  = out_pass ? product11 : half11;
-  assign \$213  = \$211  ? \$212  : 16'h0000;
-  assign \$214  = ~ out_pass;
-  assign \$215  = v4 & \$214 ;
-  assign \$217  = out_pass ? w5 : w4;
-  assign \$218  = n_words - 1'h1;
-  assign \$219  = \$217  != \$218 ;
-  assign \$220  = last_count > 4'hc;
-  assign \$221  = \$219  | \$220 ;
-  assign \$222  = out_pass ? product12 : half12;
-  assign \$223  = \$221  ? \$222  : 16'h0000;
-  assign \$224  = ~ out_pass;
-  assign \$225  = v4 & \$224 ;
-  assign \$227  = out_pass ? w5 : w4;
-  assign \$228  = n_words - 1'h1;
-  assign \$229  = \$227  != \$228 ;
-  assign \$230  = last_count > 4'hd;
-  assign \$231  = \$229  | \$230 ;
-  assign \$232  = out_pass ? product13 : half13;
-  assign \$233  = \$231  ? \$232  : 16'h0000;
-  assign \$234  = ~ out_pass;
-  assign \$235  = v4 & \$234 ;
-  assign \$237  = out_pass ? w5 : w4;
-  assign \$238  = n_words - 1'h1;
-  assign \$239  = \$237  != \$238 ;
-  assign \$240  = last_count > 4'he;
-  assign \$241  = \$239  | \$240 ;
-  assign \$242  = out_pass ? product14 : half14;
-  assign \$243  = \$241  ? \$242  : 16'h0000;
-  assign \$244  = ~ out_pass;
-  assign \$245  = v4 & \$244 ;
-  assign \$247  = out_pass ? w5 : w4;
-  assign \$248  = n_words - 1'h1;
-  assign \$249  = \$247  != \$248 ;
-  assign \$250  = last_count > 4'hf;
-  assign \$251  = \$249  | \$250 ;
-  assign \$252  = out_pass ? product15 : half15;
-  assign \$253  = \$251  ? \$252  : 16'h0000;
-  assign \$254  = ~ out_pass;
-  assign \$255  = v4 & \$254 ;
-  assign \$257  = out_pass ? w5 : w4;
-  assign \$258  = n_words - 1'h1;
-  assign \$259  = \$257  != \$258 ;
-  assign \$260  = last_count > 5'h10;
-  assign \$261  = \$259  | \$260 ;
-  assign \$262  = out_pass ? product16 : half16;
-  assign \$263  = \$261  ? \$262  : 16'h0000;
-  assign \$264  = ~ out_pass;
-  assign \$265  = v4 & \$264 ;
-  assign \$267  = out_pass ? w5 : w4;
-  assign \$268  = n_words - 1'h1;
-  assign \$269  = \$267  != \$268 ;
-  assign \$270  = last_count > 5'h11;
-  assign \$271  = \$269  | \$270 ;
-  assign \$272  = out_pass ? product17 : half17;
-  assign \$273  = \$271  ? \$272  : 16'h0000;
-  assign \$274  = ~ out_pass;
-  assign \$275  = v4 & \$274 ;
-  assign \$277  = out_pass ? w5 : w4;
-  assign \$278  = n_words - 1'h1;
-  assign \$279  = \$277  != \$278 ;
-  assign \$280  = last_count > 5'h12;
-  assign \$281  = \$279  | \$280 ;
-  assign \$282  = out_pass ? product18 : half18;
-  assign \$283  = \$281  ? \$282  : 16'h0000;
-  assign \$284  = ~ out_pass;
-  assign \$285  = v4 & \$284 ;
-  assign \$287  = out_pass ? w5 : w4;
-  assign \$288  = n_words - 1'h1;
-  assign \$289  = \$287  != \$288 ;
-  assign \$290  = last_count > 5'h13;
-  assign \$291  = \$289  | \$290 ;
-  assign \$292  = out_pass ? product19 : half19;
-  assign \$293  = \$291  ? \$292  : 16'h0000;
-  assign \$294  = ~ out_pass;
-  assign \$295  = v4 & \$294 ;
-  assign \$297  = out_pass ? w5 : w4;
-  assign \$298  = n_words - 1'h1;
-  assign \$299  = \$297  != \$298 ;
-  assign \$300  = last_count > 5'h14;
-  assign \$301  = \$299  | \$300 ;
-  assign \$302  = out_pass ? product20 : half20;
-  assign \$303  = \$301  ? \$302  : 16'h0000;
-  assign \$304  = ~ out_pass;
-  assign \$305  = v4 & \$304 ;
-  assign \$307  = out_pass ? w5 : w4;
-  assign \$308  = n_words - 1'h1;
-  assign \$309  = \$307  != \$308 ;
-  assign \$310  = last_count > 5'h15;
-  assign \$311  = \$309  | \$310 ;
-  assign \$312  = out_pass ? product21 : half21;
-  assign \$313  = \$311  ? \$312  : 16'h0000;
-  assign \$314  = ~ out_pass;
-  assign \$315  = v4 & \$314 ;
-  assign \$317  = out_pass ? w5 : w4;
-  assign \$318  = n_words - 1'h1;
-  assign \$319  = \$317  != \$318 ;
-  assign \$320  = last_count > 5'h16;
-  assign \$321  = \$319  | \$320 ;
-  assign \$322  = out_pass ? product22 : half22;
-  assign \$323  = \$321  ? \$322  : 16'h0000;
-  assign \$324  = ~ out_pass;
-  assign \$325  = v4 & \$324 ;
-  assign \$327  = out_pass ? w5 : w4;
-  assign \$328  = n_words - 1'h1;
-  assign \$329  = \$327  != \$328 ;
-  assign \$330  = last_count > 5'h17;
-  assign \$331  = \$329  | \$330 ;
-  assign \$332  = out_pass ? product23 : half23;
-  assign \$333  = \$331  ? \$332  : 16'h0000;
-  assign \$334  = ~ out_pass;
-  assign \$335  = v4 & \$334 ;
-  assign \$337  = out_pass ? w5 : w4;
-  assign \$338  = n_words - 1'h1;
-  assign \$339  = \$337  != \$338 ;
-  assign \$340  = last_count > 5'h18;
-  assign \$341  = \$339  | \$340 ;
-  assign \$342  = out_pass ? product24 : half24;
-  assign \$343  = \$341  ? \$342  : 16'h0000;
-  assign \$344  = ~ out_pass;
-  assign \$345  = v4 & \$344 ;
-  assign \$347  = out_pass ? w5 : w4;
-  assign \$348  = n_words - 1'h1;
-  assign \$349  = \$347  != \$348 ;
-  assign \$350  = last_count > 5'h19;
-  assign \$351  = \$349  | \$350 ;
-  assign \$352  = out_pass ? product25 : half25;
-  assign \$353  = \$351  ? \$352  : 16'h0000;
-  assign \$354  = ~ out_pass;
-  assign \$355  = v4 & \$354 ;
-  assign \$357  = out_pass ? w5 : w4;
-  assign \$358  = n_words - 1'h1;
-  assign \$359  = \$357  != \$358 ;
-  assign \$360  = last_count > 5'h1a;
-  assign \$361  = \$359  | \$360 ;
-  assign \$362  = out_pass ? product26 : half26;
-  assign \$363  = \$361  ? \$362  : 16'h0000;
-  assign \$364  = ~ out_pass;
-  assign \$365  = v4 & \$364 ;
-  assign \$367  = out_pass ? w5 : w4;
-  assign \$368  = n_words - 1'h1;
-  assign \$369  = \$367  != \$368 ;
-  assign \$370  = last_count > 5'h1b;
-  assign \$371  = \$369  | \$370 ;
-  assign \$372  = out_pass ? product27 : half27;
-  assign \$373  = \$371  ? \$372  : 16'h0000;
-  assign \$374  = ~ out_pass;
-  assign \$375  = v4 & \$374 ;
-  assign \$377  = out_pass ? w5 : w4;
-  assign \$378  = n_words - 1'h1;
-  assign \$379  = \$377  != \$378 ;
-  assign \$380  = last_count > 5'h1c;
-  assign \$381  = \$379  | \$380 ;
-  assign \$382  = out_pass ? product28 : half28;
-  assign \$383  = \$381  ? \$382  : 16'h0000;
-  assign \$384  = ~ out_pass;
-  assign \$385  = v4 & \$384 ;
-  assign \$387  = out_pass ? w5 : w4;
-  assign \$388  = n_words - 1'h1;
-  assign \$389  = \$387  != \$388 ;
-  assign \$390  = last_count > 5'h1d;
-  assign \$391  = \$389  | \$390 ;
-  assign \$392  = out_pass ? product29 : half29;
+  wire xnan0;
+  wire xnan1;
+  wire xnan10;
+  wire xnan11;
+  wire xnan12;
+  wire xnan13;
+  wire xnan14;
+  wire xnan15;
+  wire xnan16;
+  wire xnan17;
+  wire xnan18;
+  wire xnan19;
+  wire xnan2;
+  wire xnan20;
+  wire xnan21;
+  wire xnan22;
+  wire xnan23;
+  wire xnan24;
+  wire xnan25;
+  wire xnan26;
+  wire xnan27;
+  wire xnan28;
+  wire xnan29;
+  wire xnan3;
+  wire xnan30;
+  wire xnan31;
+  wire xnan4;
+  wire xnan5;
+  wire xnan6;
+  wire xnan7;
+  wire xnan8;
+  wire xnan9;
+  assign \$2  = ~ \$signal ;
+  assign \$3  = \$signal [31] ? \$1  : \$2 ;
+  assign m = m_nan ? 32'd2143289344 : \$3 ;
+  assign rd_last = src_addr == last_word;
+  assign \$4  = ! length[4:0];
+  assign \$5  = \$4  ? 6'h20 : { 1'h0, length[4:0] };
+  assign \$6  = \wait  == 2'h2;
+  assign \$7  = \wait  == 2'h2;
+  assign \$8  = \wait  == 2'h2;
+  assign busy = ~ \$719 ;
+  assign \$9  = ~ mx_last;
+  assign \$10  = \$9  | tail_mask[0];
+  assign \$11  = ~ src_data[31:0];
+  assign \$13  = src_data[31] ? \$11  : \$12 ;
+  assign xkey0 = \$10  ? \$13  : 32'd0;
+  assign \$14  = ~ mx_last;
+  assign \$15  = \$14  | tail_mask[0];
+  assign \$16  = src_data[30:23] == 8'hff;
+  assign \$17  = | src_data[22:0];
+  assign \$18  = \$16  & \$17 ;
+  assign xnan0 = \$15  & \$18 ;
+  assign \$19  = ~ mx_last;
+  assign \$20  = \$19  | tail_mask[1];
+  assign \$21  = ~ src_data[63:32];
+  assign \$23  = src_data[63] ? \$21  : \$22 ;
+  assign xkey1 = \$20  ? \$23  : 32'd0;
+  assign \$24  = ~ mx_last;
+  assign \$25  = \$24  | tail_mask[1];
+  assign \$26  = src_data[62:55] == 8'hff;
+  assign \$27  = | src_data[54:32];
+  assign \$28  = \$26  & \$27 ;
+  assign xnan1 = \$25  & \$28 ;
+  assign \$29  = ~ mx_last;
+  assign \$30  = \$29  | tail_mask[2];
+  assign \$31  = ~ src_data[95:64];
+  assign \$33  = src_data[95] ? \$31  : \$32 ;
+  assign xkey2 = \$30  ? \$33  : 32'd0;
+  assign \$34  = ~ mx_last;
+  assign \$35  = \$34  | tail_mask[2];
+  assign \$36  = src_data[94:87] == 8'hff;
+  assign \$37  = | src_data[86:64];
+  assign \$38  = \$36  & \$37 ;
+  assign xnan2 = \$35  & \$38 ;
+  assign \$39  = ~ mx_last;
+  assign \$40  = \$39  | tail_mask[3];
+  assign \$41  = ~ src_data[127:96];
+  assign \$43  = src_data[127] ? \$41  : \$42 ;
+  assign xkey3 = \$40  ? \$43  : 32'd0;
+  assign \$44  = ~ mx_last;
+  assign \$45  = \$44  | tail_mask[3];
+  assign \$46  = src_data[126:119] == 8'hff;
+  assign \$47  = | src_data[118:96];
+  assign \$48  = \$46  & \$47 ;
+  assign xnan3 = \$45  & \$48 ;
+  assign \$49  = ~ mx_last;
+  assign \$50  = \$49  | tail_mask[4];
+  assign \$51  = ~ src_data[159:128];
+  assign \$53  = src_data[159] ? \$51  : \$52 ;
+  assign xkey4 = \$50  ? \$53  : 32'd0;
+  assign \$54  = ~ mx_last;
+  assign \$55  = \$54  | tail_mask[4];
+  assign \$56  = src_data[158:151] == 8'hff;
+  assign \$57  = | src_data[150:128];
+  assign \$58  = \$56  & \$57 ;
+  assign xnan4 = \$55  & \$58 ;
+  assign \$59  = ~ mx_last;
+  assign \$60  = \$59  | tail_mask[5];
+  assign \$61  = ~ src_data[191:160];
+  assign \$63  = src_data[191] ? \$61  : \$62 ;
+  assign xkey5 = \$60  ? \$63  : 32'd0;
+  assign \$64  = ~ mx_last;
+  assign \$65  = \$64  | tail_mask[5];
+  assign \$66  = src_data[190:183] == 8'hff;
+  assign \$67  = | src_data[182:160];
+  assign \$68  = \$66  & \$67 ;
+  assign xnan5 = \$65  & \$68 ;
+  assign \$69  = ~ mx_last;
+  assign \$70  = \$69  | tail_mask[6];
+  assign \$71  = ~ src_data[223:192];
+  assign \$73  = src_data[223] ? \$71  : \$72 ;
+  assign xkey6 = \$70  ? \$73  : 32'd0;
+  assign \$74  = ~ mx_last;
+  assign \$75  = \$74  | tail_mask[6];
+  assign \$76  = src_data[222:215] == 8'hff;
+  assign \$77  = | src_data[214:192];
+  assign \$78  = \$76  & \$77 ;
+  assign xnan6 = \$75  & \$78 ;
+  assign \$79  = ~ mx_last;
+  assign \$80  = \$79  | tail_mask[7];
+  assign \$81  = ~ src_data[255:224];
+  assign \$83  = src_data[255] ? \$81  : \$82 ;
+  assign xkey7 = \$80  ? \$83  : 32'd0;
+  assign \$84  = ~ mx_last;
+  assign \$85  = \$84  | tail_mask[7];
+  assign \$86  = src_data[254:247] == 8'hff;
+  assign \$87  = | src_data[246:224];
+  assign \$88  = \$86  & \$87 ;
+  assign xnan7 = \$85  & \$88 ;
+  assign \$89  = ~ mx_last;
+  assign \$90  = \$89  | tail_mask[8];
+  assign \$91  = ~ src_data[287:256];
+  assign \$93  = src_data[287] ? \$91  : \$92 ;
+  assign xkey8 = \$90  ? \$93  : 32'd0;
+  assign \$94  = ~ mx_last;
+  assign \$95  = \$94  | tail_mask[8];
+  assign \$96  = src_data[286:279] == 8'hff;
+  assign \$97  = | src_data[278:256];
+  assign \$98  = \$96  & \$97 ;
+  assign xnan8 = \$95  & \$98 ;
+  assign \$99  = ~ mx_last;
+  assign \$100  = \$99  | tail_mask[9];
+  assign \$101  = ~ src_data[319:288];
+  assign \$103  = src_data[319] ? \$101  : \$102 ;
+  assign xkey9 = \$100  ? \$103  : 32'd0;
+  assign \$104  = ~ mx_last;
+  assign \$105  = \$104  | tail_mask[9];
+  assign \$106  = src_data[318:311] == 8'hff;
+  assign \$107  = | src_data[310:288];
+  assign \$108  = \$106  & \$107 ;
+  assign xnan9 = \$105  & \$108 ;
+  assign \$109  = ~ mx_last;
+  assign \$110  = \$109  | tail_mask[10];
+  assign \$111  = ~ src_data[351:320];
+  assign \$113  = src_data[351] ? \$111  : \$112 ;
+  assign xkey10 = \$110  ? \$113  : 32'd0;
+  assign \$114  = ~ mx_last;
+  assign \$115  = \$114  | tail_mask[10];
+  assign \$116  = src_data[350:343] == 8'hff;
+  assign \$117  = | src_data[342:320];
+  assign \$118  = \$116  & \$117 ;
+  assign xnan10 = \$115  & \$118 ;
+  assign \$119  = ~ mx_last;
+  assign \$120  = \$119  | tail_mask[11];
+  assign \$121  = ~ src_data[383:352];
+  assign \$123  = src_data[383] ? \$121  : \$122 ;
+  assign xkey11 = \$120  ? \$123  : 32'd0;
+  assign \$124  = ~ mx_last;
+  assign \$125  = \$124  | tail_mask[11];
+  assign \$126  = src_data[382:375] == 8'hff;
+  assign \$127  = | src_data[374:352];
+  assign \$128  = \$126  & \$127 ;
+  assign xnan11 = \$125  & \$128 ;
+  assign \$129  = ~ mx_last;
+  assign \$130  = \$129  | tail_mask[12];
+  assign \$131  = ~ src_data[415:384];
+  assign \$133  = src_data[415] ? \$131  : \$132 ;
+  assign xkey12 = \$130  ? \$133  : 32'd0;
+  assign \$134  = ~ mx_last;
+  assign \$135  = \$134  | tail_mask[12];
+  assign \$136  = src_data[414:407] == 8'hff;
+  assign \$137  = | src_data[406:384];
+  assign \$138  = \$136  & \$137 ;
+  assign xnan12 = \$135  & \$138 ;
+  assign \$139  = ~ mx_last;
+  assign \$140  = \$139  | tail_mask[13];
+  assign \$141  = ~ src_data[447:416];
+  assign \$143  = src_data[447] ? \$141  : \$142 ;
+  assign xkey13 = \$140  ? \$143  : 32'd0;
+  assign \$144  = ~ mx_last;
+  assign \$145  = \$144  | tail_mask[13];
+  assign \$146  = src_data[446:439] == 8'hff;
+  assign \$147  = | src_data[438:416];
+  assign \$148  = \$146  & \$147 ;
+  assign xnan13 = \$145  & \$148 ;
+  assign \$149  = ~ mx_last;
+  assign \$150  = \$149  | tail_mask[14];
+  assign \$151  = ~ src_data[479:448];
+  assign \$153  = src_data[479] ? \$151  : \$152 ;
+  assign xkey14 = \$150  ? \$153  : 32'd0;
+  assign \$154  = ~ mx_last;
+  assign \$155  = \$154  | tail_mask[14];
+  assign \$156  = src_data[478:471] == 8'hff;
+  assign \$157  = | src_data[470:448];
+  assign \$158  = \$156  & \$157 ;
+  assign xnan14 = \$155  & \$158 ;
+  assign \$159  = ~ mx_last;
+  assign \$160  = \$159  | tail_mask[15];
+  assign \$161  = ~ src_data[511:480];
+  assign \$163  = src_data[511] ? \$161  : \$162 ;
+  assign xkey15 = \$160  ? \$163  : 32'd0;
+  assign \$164  = ~ mx_last;
+  assign \$165  = \$164  | tail_mask[15];
+  assign \$166  = src_data[510:503] == 8'hff;
+  assign \$167  = | src_data[502:480];
+  assign \$168  = \$166  & \$167 ;
+  assign xnan15 = \$165  & \$168 ;
+  assign \$169  = ~ mx_last;
+  assign \$170  = \$169  | tail_mask[16];
+  assign \$171  = ~ src_data[543:512];
+  assign \$173  = src_data[543] ? \$171  : \$172 ;
+  assign xkey16 = \$170  ? \$173  : 32'd0;
+  assign \$174  = ~ mx_last;
+  assign \$175  = \$174  | tail_mask[16];
+  assign \$176  = src_data[542:535] == 8'hff;
+  assign \$177  = | src_data[534:512];
+  assign \$178  = \$176  & \$177 ;
+  assign xnan16 = \$175  & \$178 ;
+  assign \$179  = ~ mx_last;
+  assign \$180  = \$179  | tail_mask[17];
+  assign \$181  = ~ src_data[575:544];
+  assign \$183  = src_data[575] ? \$181  : \$182 ;
+  assign xkey17 = \$180  ? \$183  : 32'd0;
+  assign \$184  = ~ mx_last;
+  assign \$185  = \$184  | tail_mask[17];
+  assign \$186  = src_data[574:567] == 8'hff;
+  assign \$187  = | src_data[566:544];
+  assign \$188  = \$186  & \$187 ;
+  assign xnan17 = \$185  & \$188 ;
+  assign \$189  = ~ mx_last;
+  assign \$190  = \$189  | tail_mask[18];
+  assign \$191  = ~ src_data[607:576];
+  assign \$193  = src_data[607] ? \$191  : \$192 ;
+  assign xkey18 = \$190  ? \$193  : 32'd0;
+  assign \$194  = ~ mx_last;
+  assign \$195  = \$194  | tail_mask[18];
+  assign \$196  = src_data[606:599] == 8'hff;
+  assign \$197  = | src_data[598:576];
+  assign \$198  = \$196  & \$197 ;
+  assign xnan18 = \$195  & \$198 ;
+  assign \$199  = ~ mx_last;
+  assign \$200  = \$199  | tail_mask[19];
+  assign \$201  = ~ src_data[639:608];
+  assign \$203  = src_data[639] ? \$201  : \$202 ;
+  assign xkey19 = \$200  ? \$203  : 32'd0;
+  assign \$204  = ~ mx_last;
+  assign \$205  = \$204  | tail_mask[19];
+  assign \$206  = src_data[638:631] == 8'hff;
+  assign \$207  = | src_data[630:608];
+  assign \$208  = \$206  & \$207 ;
+  assign xnan19 = \$205  & \$208 ;
+  assign \$209  = ~ mx_last;
+  assign \$210  = \$209  | tail_mask[20];
+  assign \$211  = ~ src_data[671:640];
+  assign \$213  = src_data[671] ? \$211  : \$212 ;
+  assign xkey20 = \$210  ? \$213  : 32'd0;
+  assign \$214  = ~ mx_last;
+  assign \$215  = \$214  | tail_mask[20];
+  assign \$216  = src_data[670:663] == 8'hff;
+  assign \$217  = | src_data[662:640];
+  assign \$218  = \$216  & \$217 ;
+  assign xnan20 = \$215  & \$218 ;
+  assign \$219  = ~ mx_last;
+  assign \$220  = \$219  | tail_mask[21];
+  assign \$221  = ~ src_data[703:672];
+  assign \$223  = src_data[703] ? \$221  : \$222 ;
+  assign xkey21 = \$220  ? \$223  : 32'd0;
+  assign \$224  = ~ mx_last;
+  assign \$225  = \$224  | tail_mask[21];
+  assign \$226  = src_data[702:695] == 8'hff;
+  assign \$227  = | src_data[694:672];
+  assign \$228  = \$226  & \$227 ;
+  assign xnan21 = \$225  & \$228 ;
+  assign \$229  = ~ mx_last;
+  assign \$230  = \$229  | tail_mask[22];
+  assign \$231  = ~ src_data[735:704];
+  assign \$233  = src_data[735] ? \$231  : \$232 ;
+  assign xkey22 = \$230  ? \$233  : 32'd0;
+  assign \$234  = ~ mx_last;
+  assign \$235  = \$234  | tail_mask[22];
+  assign \$236  = src_data[734:727] == 8'hff;
+  assign \$237  = | src_data[726:704];
+  assign \$238  = \$236  & \$237 ;
+  assign xnan22 = \$235  & \$238 ;
+  assign \$239  = ~ mx_last;
+  assign \$240  = \$239  | tail_mask[23];
+  assign \$241  = ~ src_data[767:736];
+  assign \$243  = src_data[767] ? \$241  : \$242 ;
+  assign xkey23 = \$240  ? \$243  : 32'd0;
+  assign \$244  = ~ mx_last;
+  assign \$245  = \$244  | tail_mask[23];
+  assign \$246  = src_data[766:759] == 8'hff;
+  assign \$247  = | src_data[758:736];
+  assign \$248  = \$246  & \$247 ;
+  assign xnan23 = \$245  & \$248 ;
+  assign \$249  = ~ mx_last;
+  assign \$250  = \$249  | tail_mask[24];
+  assign \$251  = ~ src_data[799:768];
+  assign \$253  = src_data[799] ? \$251  : \$252 ;
+  assign xkey24 = \$250  ? \$253  : 32'd0;
+  assign \$254  = ~ mx_last;
+  assign \$255  = \$254  | tail_mask[24];
+  assign \$256  = src_data[798:791] == 8'hff;
+  assign \$257  = | src_data[790:768];
+  assign \$258  = \$256  & \$257 ;
+  assign xnan24 = \$255  & \$258 ;
+  assign \$259  = ~ mx_last;
+  assign \$260  = \$259  | tail_mask[25];
+  assign \$261  = ~ src_data[831:800];
+  assign \$263  = src_data[831] ? \$261  : \$262 ;
+  assign xkey25 = \$260  ? \$263  : 32'd0;
+  assign \$264  = ~ mx_last;
+  assign \$265  = \$264  | tail_mask[25];
+  assign \$266  = src_data[830:823] == 8'hff;
+  assign \$267  = | src_data[822:800];
+  assign \$268  = \$266  & \$267 ;
+  assign xnan25 = \$265  & \$268 ;
+  assign \$269  = ~ mx_last;
+  assign \$270  = \$269  | tail_mask[26];
+  assign \$271  = ~ src_data[863:832];
+  assign \$273  = src_data[863] ? \$271  : \$272 ;
+  assign xkey26 = \$270  ? \$273  : 32'd0;
+  assign \$274  = ~ mx_last;
+  assign \$275  = \$274  | tail_mask[26];
+  assign \$276  = src_data[862:855] == 8'hff;
+  assign \$277  = | src_data[854:832];
+  assign \$278  = \$276  & \$277 ;
+  assign xnan26 = \$275  & \$278 ;
+  assign \$279  = ~ mx_last;
+  assign \$280  = \$279  | tail_mask[27];
+  assign \$281  = ~ src_data[895:864];
+  assign \$283  = src_data[895] ? \$281  : \$282 ;
+  assign xkey27 = \$280  ? \$283  : 32'd0;
+  assign \$284  = ~ mx_last;
+  assign \$285  = \$284  | tail_mask[27];
+  assign \$286  = src_data[894:887] == 8'hff;
+  assign \$287  = | src_data[886:864];
+  assign \$288  = \$286  & \$287 ;
+  assign xnan27 = \$285  & \$288 ;
+  assign \$289  = ~ mx_last;
+  assign \$290  = \$289  | tail_mask[28];
+  assign \$291  = ~ src_data[927:896];
+  assign \$293  = src_data[927] ? \$291  : \$292 ;
+  assign xkey28 = \$290  ? \$293  : 32'd0;
+  assign \$294  = ~ mx_last;
+  assign \$295  = \$294  | tail_mask[28];
+  assign \$296  = src_data[926:919] == 8'hff;
+  assign \$297  = | src_data[918:896];
+  assign \$298  = \$296  & \$297 ;
+  assign xnan28 = \$295  & \$298 ;
+  assign \$299  = ~ mx_last;
+  assign \$300  = \$299  | tail_mask[29];
+  assign \$301  = ~ src_data[959:928];
+  assign \$303  = src_data[959] ? \$301  : \$302 ;
+  assign xkey29 = \$300  ? \$303  : 32'd0;
+  assign \$304  = ~ mx_last;
+  assign \$305  = \$304  | tail_mask[29];
+  assign \$306  = src_data[958:951] == 8'hff;
+  assign \$307  = | src_data[950:928];
+  assign \$308  = \$306  & \$307 ;
+  assign xnan29 = \$305  & \$308 ;
+  assign \$309  = ~ mx_last;
+  assign \$310  = \$309  | tail_mask[30];
+  assign \$311  = ~ src_data[991:960];
+  assign \$313  = src_data[991] ? \$311  : \$312 ;
+  assign xkey30 = \$310  ? \$313  : 32'd0;
+  assign \$314  = ~ mx_last;
+  assign \$315  = \$314  | tail_mask[30];
+  assign \$316  = src_data[990:983] == 8'hff;
+  assign \$317  = | src_data[982:960];
+  assign \$318  = \$316  & \$317 ;
+  assign xnan30 = \$315  & \$318 ;
+  assign \$319  = ~ mx_last;
+  assign \$320  = \$319  | tail_mask[31];
+  assign \$321  = ~ src_data[1023:992];
+  assign \$323  = src_data[1023] ? \$321  : \$322 ;
+  assign xkey31 = \$320  ? \$323  : 32'd0;
+  assign \$324  = ~ mx_last;
+  assign \$325  = \$324  | tail_mask[31];
+  assign \$326  = src_data[1022:1015] == 8'hff;
+  assign \$327  = | src_data[1014:992];
+  assign \$328  = \$326  & \$327 ;
+  assign xnan31 = \$325  & \$328 ;
+  assign \$329  = xkey16 > xkey0;
+  assign kred16_0 = \$329  ? xkey16 : xkey0;
+  assign \$330  = xkey17 > xkey1;
+  assign kred16_1 = \$330  ? xkey17 : xkey1;
+  assign \$331  = xkey18 > xkey2;
+  assign kred16_2 = \$331  ? xkey18 : xkey2;
+  assign \$332  = xkey19 > xkey3;
+  assign kred16_3 = \$332  ? xkey19 : xkey3;
+  assign \$333  = xkey20 > xkey4;
+  assign kred16_4 = \$333  ? xkey20 : xkey4;
+  assign \$334  = xkey21 > xkey5;
+  assign kred16_5 = \$334  ? xkey21 : xkey5;
+  assign \$335  = xkey22 > xkey6;
+  assign kred16_6 = \$335  ? xkey22 : xkey6;
+  assign \$336  = xkey23 > xkey7;
+  assign kred16_7 = \$336  ? xkey23 : xkey7;
+  assign \$337  = xkey24 > xkey8;
+  assign kred16_8 = \$337  ? xkey24 : xkey8;
+  assign \$338  = xkey25 > xkey9;
+  assign kred16_9 = \$338  ? xkey25 : xkey9;
+  assign \$339  = xkey26 > xkey10;
+  assign kred16_10 = \$339  ? xkey26 : xkey10;
+  assign \$340  = xkey27 > xkey11;
+  assign kred16_11 = \$340  ? xkey27 : xkey11;
+  assign \$341  = xkey28 > xkey12;
+  assign kred16_12 = \$341  ? xkey28 : xkey12;
+  assign \$342  = xkey29 > xkey13;
+  assign kred16_13 = \$342  ? xkey29 : xkey13;
+  assign \$343  = xkey30 > xkey14;
+  assign kred16_14 = \$343  ? xkey30 : xkey14;
+  assign \$344  = xkey31 > xkey15;
+  assign kred16_15 = \$344  ? xkey31 : xkey15;
+  assign \$345  = kred16_8 > kred16_0;
+  assign kred8_0 = \$345  ? kred16_8 : kred16_0;
+  assign \$346  = kred16_9 > kred16_1;
+  assign kred8_1 = \$346  ? kred16_9 : kred16_1;
+  assign \$347  = kred16_10 > kred16_2;
+  assign kred8_2 = \$347  ? kred16_10 : kred16_2;
+  assign \$348  = kred16_11 > kred16_3;
+  assign kred8_3 = \$348  ? kred16_11 : kred16_3;
+  assign \$349  = kred16_12 > kred16_4;
+  assign kred8_4 = \$349  ? kred16_12 : kred16_4;
+  assign \$350  = kred16_13 > kred16_5;
+  assign kred8_5 = \$350  ? kred16_13 : kred16_5;
+  assign \$351  = kred16_14 > kred16_6;
+  assign kred8_6 = \$351  ? kred16_14 : kred16_6;
+  assign \$352  = kred16_15 > kred16_7;
+  assign kred8_7 = \$352  ? kred16_15 : kred16_7;
+  assign \$353  = kred8_4 > kred8_0;
+  assign kred4_0 = \$353  ? kred8_4 : kred8_0;
+  assign \$354  = kred8_5 > kred8_1;
+  assign kred4_1 = \$354  ? kred8_5 : kred8_1;
+  assign \$355  = kred8_6 > kred8_2;
+  assign kred4_2 = \$355  ? kred8_6 : kred8_2;
+  assign \$356  = kred8_7 > kred8_3;
+  assign kred4_3 = \$356  ? kred8_7 : kred8_3;
+  assign \$357  = kreg1_2 > kreg1_0;
+  assign kred2_0 = \$357  ? kreg1_2 : kreg1_0;
+  assign \$358  = kreg1_3 > kreg1_1;
+  assign kred2_1 = \$358  ? kreg1_3 : kreg1_1;
+  assign \$359  = kred2_1 > kred2_0;
+  assign kred1_0 = \$359  ? kred2_1 : kred2_0;
+  assign \$360  = dst_en & dst_last;
+  assign \$361  = \$360  & partial;
+  assign \$362  = ~ out_pass;
+  assign written = \$361  & \$362 ;
+  assign \$363  = ~ out_pass;
+  assign \$364  = v6 & \$363 ;
+  assign wr_v0 = \$364  | adder_issue;
+  assign \$365  = ~ out_pass;
+  assign \$366  = v6 & \$365 ;
+  assign wr_set0 = \$366  ? acc_set : 2'h0;
+  assign \$367  = out_pass ? last7 : last6;
+  assign \$368  = ~ \$367 ;
+  assign \$369  = \$368  | tail_mask[0];
+  assign \$370  = out_pass ? product0 : half0;
+  assign \$371  = \$369  ? \$370  : 16'h0000;
+  assign \$372  = ~ out_pass;
+  assign \$373  = v6 & \$372 ;
+  assign \$375  = ~ last6;
+  assign \$376  = \$375  | tail_mask[0];
+  assign \$377  = \$376  ? e_reg0 : 32'd0;
+  assign \$378  = out_pass ? last7 : last6;
+  assign \$379  = ~ \$378 ;
+  assign \$380  = \$379  | tail_mask[1];
+  assign \$381  = out_pass ? product1 : half1;
+  assign \$382  = \$380  ? \$381  : 16'h0000;
+  assign \$383  = ~ out_pass;
+  assign \$384  = v6 & \$383 ;
+  assign \$386  = ~ last6;
+  assign \$387  = \$386  | tail_mask[1];
+  assign \$388  = \$387  ? e_reg1 : 32'd0;
+  assign \$389  = out_pass ? last7 : last6;
+  assign \$390  = ~ \$389 ;
+  assign \$391  = \$390  | tail_mask[2];
+  assign \$392  = out_pass ? product2 : half2;
   assign \$393  = \$391  ? \$392  : 16'h0000;
   assign \$394  = ~ out_pass;
-  assign \$395  = v4 & \$394 ;
-  assign \$397  = out_pass ? w5 : w4;
-  assign \$398  = n_words - 1'h1;
-  assign \$399  = \$397  != \$398 ;
-  assign \$400  = last_count > 5'h1e;
-  assign \$401  = \$399  | \$400 ;
-  assign \$402  = out_pass ? product30 : half30;
-  assign \$403  = \$401  ? \$402  : 16'h0000;
-  assign \$404  = ~ out_pass;
-  assign \$405  = v4 & \$404 ;
-  assign \$407  = out_pass ? w5 : w4;
-  assign \$408  = n_words - 1'h1;
-  assign \$409  = \$407  != \$408 ;
-  assign \$410  = last_count > 5'h1f;
-  assign \$411  = \$409  | \$410 ;
-  assign \$412  = out_pass ? product31 : half31;
-  assign \$413  = \$411  ? \$412  : 16'h0000;
-  assign \$414  = ~ out_pass;
-  assign \$415  = v4 & \$414 ;
-  assign \$417  = ! fsm_state;
+  assign \$395  = v6 & \$394 ;
+  assign \$397  = ~ last6;
+  assign \$398  = \$397  | tail_mask[2];
+  assign \$399  = \$398  ? e_reg2 : 32'd0;
+  assign \$400  = out_pass ? last7 : last6;
+  assign \$401  = ~ \$400 ;
+  assign \$402  = \$401  | tail_mask[3];
+  assign \$403  = out_pass ? product3 : half3;
+  assign \$404  = \$402  ? \$403  : 16'h0000;
+  assign \$405  = ~ out_pass;
+  assign \$406  = v6 & \$405 ;
+  assign \$408  = ~ last6;
+  assign \$409  = \$408  | tail_mask[3];
+  assign \$410  = \$409  ? e_reg3 : 32'd0;
+  assign \$411  = out_pass ? last7 : last6;
+  assign \$412  = ~ \$411 ;
+  assign \$413  = \$412  | tail_mask[4];
+  assign \$414  = out_pass ? product4 : half4;
+  assign \$415  = \$413  ? \$414  : 16'h0000;
+  assign \$416  = ~ out_pass;
+  assign \$417  = v6 & \$416 ;
+  assign \$419  = ~ last6;
+  assign \$420  = \$419  | tail_mask[4];
+  assign \$421  = \$420  ? e_reg4 : 32'd0;
+  assign \$422  = out_pass ? last7 : last6;
+  assign \$423  = ~ \$422 ;
+  assign \$424  = \$423  | tail_mask[5];
+  assign \$425  = out_pass ? product5 : half5;
+  assign \$426  = \$424  ? \$425  : 16'h0000;
+  assign \$427  = ~ out_pass;
+  assign \$428  = v6 & \$427 ;
+  assign \$430  = ~ last6;
+  assign \$431  = \$430  | tail_mask[5];
+  assign \$432  = \$431  ? e_reg5 : 32'd0;
+  assign \$433  = out_pass ? last7 : last6;
+  assign \$434  = ~ \$433 ;
+  assign \$435  = \$434  | tail_mask[6];
+  assign \$436  = out_pass ? product6 : half6;
+  assign \$437  = \$435  ? \$436  : 16'h0000;
+  assign \$438  = ~ out_pass;
+  assign \$439  = v6 & \$438 ;
+  assign \$441  = ~ last6;
+  assign \$442  = \$441  | tail_mask[6];
+  assign \$443  = \$442  ? e_reg6 : 32'd0;
+  assign \$444  = out_pass ? last7 : last6;
+  assign \$445  = ~ \$444 ;
+  assign \$446  = \$445  | tail_mask[7];
+  assign \$447  = out_pass ? product7 : half7;
+  assign \$448  = \$446  ? \$447  : 16'h0000;
+  assign \$449  = ~ out_pass;
+  assign \$450  = v6 & \$449 ;
+  assign \$452  = ~ last6;
+  assign \$453  = \$452  | tail_mask[7];
+  assign \$454  = \$453  ? e_reg7 : 32'd0;
+  assign \$455  = out_pass ? last7 : last6;
+  assign \$456  = ~ \$455 ;
+  assign \$457  = \$456  | tail_mask[8];
+  assign \$458  = out_pass ? product8 : half8;
+  assign \$459  = \$457  ? \$458  : 16'h0000;
+  assign \$460  = ~ out_pass;
+  assign \$461  = v6 & \$460 ;
+  assign \$463  = ~ last6;
+  assign \$464  = \$463  | tail_mask[8];
+  assign \$465  = \$464  ? e_reg8 : 32'd0;
+  assign \$466  = out_pass ? last7 : last6;
+  assign \$467  = ~ \$466 ;
+  assign \$468  = \$467  | tail_mask[9];
+  assign \$469  = out_pass ? product9 : half9;
+  assign \$470  = \$468  ? \$469  : 16'h0000;
+  assign \$471  = ~ out_pass;
+  assign \$472  = v6 & \$471 ;
+  assign \$474  = ~ last6;
+  assign \$475  = \$474  | tail_mask[9];
+  assign \$476  = \$475  ? e_reg9 : 32'd0;
+  assign \$477  = out_pass ? last7 : last6;
+  assign \$478  = ~ \$477 ;
+  assign \$479  = \$478  | tail_mask[10];
+  assign \$480  = out_pass ? product10 : half10;
+  assign \$481  = \$479  ? \$480  : 16'h0000;
+  assign \$482  = ~ out_pass;
+  assign \$483  = v6 & \$482 ;
+  assign \$485  = ~ last6;
+  assign \$486  = \$485  | tail_mask[10];
+  assign \$487  = \$486  ? e_reg10 : 32'd0;
+  assign \$488  = out_pass ? last7 : last6;
+  assign \$489  = ~ \$488 ;
+  assign \$490  = \$489  | tail_mask[11];
+  assign \$491  = out_pass ? product11 : half11;
+  assign \$492  = \$490  ? \$491  : 16'h0000;
+  assign \$493  = ~ out_pass;
+  assign \$494  = v6 & \$493 ;
+  assign \$496  = ~ last6;
+  assign \$497  = \$496  | tail_mask[11];
+  assign \$498  = \$497  ? e_reg11 : 32'd0;
+  assign \$499  = out_pass ? last7 : last6;
+  assign \$500  = ~ \$499 ;
+  assign \$501  = \$500  | tail_mask[12];
+  assign \$502  = out_pass ? product12 : half12;
+  assign \$503  = \$501  ? \$502  : 16'h0000;
+  assign \$504  = ~ out_pass;
+  assign \$505  = v6 & \$504 ;
+  assign \$507  = ~ last6;
+  assign \$508  = \$507  | tail_mask[12];
+  assign \$509  = \$508  ? e_reg12 : 32'd0;
+  assign \$510  = out_pass ? last7 : last6;
+  assign \$511  = ~ \$510 ;
+  assign \$512  = \$511  | tail_mask[13];
+  assign \$513  = out_pass ? product13 : half13;
+  assign \$514  = \$512  ? \$513  : 16'h0000;
+  assign \$515  = ~ out_pass;
+  assign \$516  = v6 & \$515 ;
+  assign \$518  = ~ last6;
+  assign \$519  = \$518  | tail_mask[13];
+  assign \$520  = \$519  ? e_reg13 : 32'd0;
+  assign \$521  = out_pass ? last7 : last6;
+  assign \$522  = ~ \$521 ;
+  assign \$523  = \$522  | tail_mask[14];
+  assign \$524  = out_pass ? product14 : half14;
+  assign \$525  = \$523  ? \$524  : 16'h0000;
+  assign \$526  = ~ out_pass;
+  assign \$527  = v6 & \$526 ;
+  assign \$529  = ~ last6;
+  assign \$530  = \$529  | tail_mask[14];
+  assign \$531  = \$530  ? e_reg14 : 32'd0;
+  assign \$532  = out_pass ? last7 : last6;
+  assign \$533  = ~ \$532 ;
+  assign \$534  = \$533  | tail_mask[15];
+  assign \$535  = out_pass ? product15 : half15;
+  assign \$536  = \$534  ? \$535  : 16'h0000;
+  assign \$537  = ~ out_pass;
+  assign \$538  = v6 & \$537 ;
+  assign \$540  = ~ last6;
+  assign \$541  = \$540  | tail_mask[15];
+  assign \$542  = \$541  ? e_reg15 : 32'd0;
+  assign \$543  = out_pass ? last7 : last6;
+  assign \$544  = ~ \$543 ;
+  assign \$545  = \$544  | tail_mask[16];
+  assign \$546  = out_pass ? product16 : half16;
+  assign \$547  = \$545  ? \$546  : 16'h0000;
+  assign \$548  = ~ out_pass;
+  assign \$549  = v6 & \$548 ;
+  assign \$551  = ~ last6;
+  assign \$552  = \$551  | tail_mask[16];
+  assign \$553  = \$552  ? e_reg16 : 32'd0;
+  assign \$554  = out_pass ? last7 : last6;
+  assign \$555  = ~ \$554 ;
+  assign \$556  = \$555  | tail_mask[17];
+  assign \$557  = out_pass ? product17 : half17;
+  assign \$558  = \$556  ? \$557  : 16'h0000;
+  assign \$559  = ~ out_pass;
+  assign \$560  = v6 & \$559 ;
+  assign \$562  = ~ last6;
+  assign \$563  = \$562  | tail_mask[17];
+  assign \$564  = \$563  ? e_reg17 : 32'd0;
+  assign \$565  = out_pass ? last7 : last6;
+  assign \$566  = ~ \$565 ;
+  assign \$567  = \$566  | tail_mask[18];
+  assign \$568  = out_pass ? product18 : half18;
+  assign \$569  = \$567  ? \$568  : 16'h0000;
+  assign \$570  = ~ out_pass;
+  assign \$571  = v6 & \$570 ;
+  assign \$573  = ~ last6;
+  assign \$574  = \$573  | tail_mask[18];
+  assign \$575  = \$574  ? e_reg18 : 32'd0;
+  assign \$576  = out_pass ? last7 : last6;
+  assign \$577  = ~ \$576 ;
+  assign \$578  = \$577  | tail_mask[19];
+  assign \$579  = out_pass ? product19 : half19;
+  assign \$580  = \$578  ? \$579  : 16'h0000;
+  assign \$581  = ~ out_pass;
+  assign \$582  = v6 & \$581 ;
+  assign \$584  = ~ last6;
+  assign \$585  = \$584  | tail_mask[19];
+  assign \$586  = \$585  ? e_reg19 : 32'd0;
+  assign \$587  = out_pass ? last7 : last6;
+  assign \$588  = ~ \$587 ;
+  assign \$589  = \$588  | tail_mask[20];
+  assign \$590  = out_pass ? product20 : half20;
+  assign \$591  = \$589  ? \$590  : 16'h0000;
+  assign \$592  = ~ out_pass;
+  assign \$593  = v6 & \$592 ;
+  assign \$595  = ~ last6;
+  assign \$596  = \$595  | tail_mask[20];
+  assign \$597  = \$596  ? e_reg20 : 32'd0;
+  assign \$598  = out_pass ? last7 : last6;
+  assign \$599  = ~ \$598 ;
+  assign \$600  = \$599  | tail_mask[21];
+  assign \$601  = out_pass ? product21 : half21;
+  assign \$602  = \$600  ? \$601  : 16'h0000;
+  assign \$603  = ~ out_pass;
+  assign \$604  = v6 & \$603 ;
+  assign \$606  = ~ last6;
+  assign \$607  = \$606  | tail_mask[21];
+  assign \$608  = \$607  ? e_reg21 : 32'd0;
+  assign \$609  = out_pass ? last7 : last6;
+  assign \$610  = ~ \$609 ;
+  assign \$611  = \$610  | tail_mask[22];
+  assign \$612  = out_pass ? product22 : half22;
+  assign \$613  = \$611  ? \$612  : 16'h0000;
+  assign \$614  = ~ out_pass;
+  assign \$615  = v6 & \$614 ;
+  assign \$617  = ~ last6;
+  assign \$618  = \$617  | tail_mask[22];
+  assign \$619  = \$618  ? e_reg22 : 32'd0;
+  assign \$620  = out_pass ? last7 : last6;
+  assign \$621  = ~ \$620 ;
+  assign \$622  = \$621  | tail_mask[23];
+  assign \$623  = out_pass ? product23 : half23;
+  assign \$624  = \$622  ? \$623  : 16'h0000;
+  assign \$625  = ~ out_pass;
+  assign \$626  = v6 & \$625 ;
+  assign \$628  = ~ last6;
+  assign \$629  = \$628  | tail_mask[23];
+  assign \$630  = \$629  ? e_reg23 : 32'd0;
+  assign \$631  = out_pass ? last7 : last6;
+  assign \$632  = ~ \$631 ;
+  assign \$633  = \$632  | tail_mask[24];
+  assign \$634  = out_pass ? product24 : half24;
+  assign \$635  = \$633  ? \$634  : 16'h0000;
+  assign \$636  = ~ out_pass;
+  assign \$637  = v6 & \$636 ;
+  assign \$639  = ~ last6;
+  assign \$640  = \$639  | tail_mask[24];
+  assign \$641  = \$640  ? e_reg24 : 32'd0;
+  assign \$642  = out_pass ? last7 : last6;
+  assign \$643  = ~ \$642 ;
+  assign \$644  = \$643  | tail_mask[25];
+  assign \$645  = out_pass ? product25 : half25;
+  assign \$646  = \$644  ? \$645  : 16'h0000;
+  assign \$647  = ~ out_pass;
+  assign \$648  = v6 & \$647 ;
+  assign \$650  = ~ last6;
+  assign \$651  = \$650  | tail_mask[25];
+  assign \$652  = \$651  ? e_reg25 : 32'd0;
+  assign \$653  = out_pass ? last7 : last6;
+  assign \$654  = ~ \$653 ;
+  assign \$655  = \$654  | tail_mask[26];
+  assign \$656  = out_pass ? product26 : half26;
+  assign \$657  = \$655  ? \$656  : 16'h0000;
+  assign \$658  = ~ out_pass;
+  assign \$659  = v6 & \$658 ;
+  assign \$661  = ~ last6;
+  assign \$662  = \$661  | tail_mask[26];
+  assign \$663  = \$662  ? e_reg26 : 32'd0;
+  assign \$664  = out_pass ? last7 : last6;
+  assign \$665  = ~ \$664 ;
+  assign \$666  = \$665  | tail_mask[27];
+  assign \$667  = out_pass ? product27 : half27;
+  assign \$668  = \$666  ? \$667  : 16'h0000;
+  assign \$669  = ~ out_pass;
+  assign \$670  = v6 & \$669 ;
+  assign \$672  = ~ last6;
+  assign \$673  = \$672  | tail_mask[27];
+  assign \$674  = \$673  ? e_reg27 : 32'd0;
+  assign \$675  = out_pass ? last7 : last6;
+  assign \$676  = ~ \$675 ;
+  assign \$677  = \$676  | tail_mask[28];
+  assign \$678  = out_pass ? product28 : half28;
+  assign \$679  = \$677  ? \$678  : 16'h0000;
+  assign \$680  = ~ out_pass;
+  assign \$681  = v6 & \$680 ;
+  assign \$683  = ~ last6;
+  assign \$684  = \$683  | tail_mask[28];
+  assign \$685  = \$684  ? e_reg28 : 32'd0;
+  assign \$686  = out_pass ? last7 : last6;
+  assign \$687  = ~ \$686 ;
+  assign \$688  = \$687  | tail_mask[29];
+  assign \$689  = out_pass ? product29 : half29;
+  assign \$690  = \$688  ? \$689  : 16'h0000;
+  assign \$691  = ~ out_pass;
+  assign \$692  = v6 & \$691 ;
+  assign \$694  = ~ last6;
+  assign \$695  = \$694  | tail_mask[29];
+  assign \$696  = \$695  ? e_reg29 : 32'd0;
+  assign \$697  = out_pass ? last7 : last6;
+  assign \$698  = ~ \$697 ;
+  assign \$699  = \$698  | tail_mask[30];
+  assign \$700  = out_pass ? product30 : half30;
+  assign \$701  = \$699  ? \$700  : 16'h0000;
+  assign \$702  = ~ out_pass;
+  assign \$703  = v6 & \$702 ;
+  assign \$705  = ~ last6;
+  assign \$706  = \$705  | tail_mask[30];
+  assign \$707  = \$706  ? e_reg30 : 32'd0;
+  assign \$708  = out_pass ? last7 : last6;
+  assign \$709  = ~ \$708 ;
+  assign \$710  = \$709  | tail_mask[31];
+  assign \$711  = out_pass ? product31 : half31;
+  assign \$712  = \$710  ? \$711  : 16'h0000;
+  assign \$713  = ~ out_pass;
+  assign \$714  = v6 & \$713 ;
+  assign \$716  = ~ last6;
+  assign \$717  = \$716  | tail_mask[31];
+  assign \$718  = \$717  ? e_reg31 : 32'd0;
+  assign \$719  = ! fsm_state;
   assign done = fsm_state == 1'h1;
-  assign \$418  = fsm_state == 2'h2;
-  assign \$419  = fsm_state == 2'h3;
-  assign \$420  = fsm_state == 3'h4;
-  assign \$421  = fsm_state == 3'h5;
-  assign \$422  = fsm_state == 3'h6;
-  assign \$423  = fsm_state == 3'h7;
-  assign \$424  = fsm_state == 4'h8;
-  assign \$425  = fsm_state == 4'h9;
-  assign \$426  = fsm_state == 4'ha;
-  assign \$427  = fsm_state == 4'hb;
-  assign \$428  = fsm_state == 4'hc;
-  assign \$429  = fsm_state == 4'hd;
-  assign \$430  = ! length[4:0];
-  assign \$431  = \$430  ? 6'h20 : { 1'h0, length[4:0] };
-  assign \$432  = ! length;
-  assign \$433  = src_addr + 1'h1;
-  assign \$434  = n_words - 1'h1;
-  assign \$435  = src_addr == \$434 ;
-  assign \$436  = src_addr + 1'h1;
-  assign \$437  = n_words - 1'h1;
-  assign \$438  = src_addr == \$437 ;
-  assign \$439  = \wait  - 1'h1;
-  assign \$440  = ! \wait ;
-  assign \$441  = level + 1'h1;
-  assign \$442  = level == 3'h4;
-  assign \$443  = \$442  & partial;
-  assign \$444  = level == 3'h4;
-  assign \$445  = src_addr + 1'h1;
-  assign \$446  = n_words - 1'h1;
-  assign \$447  = src_addr == \$446 ;
-  assign \$448  = \wait  - 1'h1;
-  assign \$449  = ! \wait ;
-  assign \$450  = n_words - 1'h1;
-  assign \$451  = mx_w != \$450 ;
-  assign \$452  = last_count > 1'h0;
-  assign \$453  = \$451  | \$452 ;
-  assign \$454  = \$signal$378  & \$453 ;
-  assign \$455  = src_data[30:23] == 8'hff;
-  assign \$456  = | src_data[22:0];
-  assign \$457  = \$455  & \$456 ;
-  assign \$458  = xkey0 > key0;
-  assign \$459  = n_words - 1'h1;
-  assign \$460  = mx_w != \$459 ;
-  assign \$461  = last_count > 1'h1;
-  assign \$462  = \$460  | \$461 ;
-  assign \$463  = \$signal$378  & \$462 ;
-  assign \$464  = src_data[62:55] == 8'hff;
-  assign \$465  = | src_data[54:32];
-  assign \$466  = \$464  & \$465 ;
-  assign \$467  = xkey1 > key1;
-  assign \$468  = n_words - 1'h1;
-  assign \$469  = mx_w != \$468 ;
-  assign \$470  = last_count > 2'h2;
-  assign \$471  = \$469  | \$470 ;
-  assign \$472  = \$signal$378  & \$471 ;
-  assign \$473  = src_data[94:87] == 8'hff;
-  assign \$474  = | src_data[86:64];
-  assign \$475  = \$473  & \$474 ;
-  assign \$476  = xkey2 > key2;
-  assign \$477  = n_words - 1'h1;
-  assign \$478  = mx_w != \$477 ;
-  assign \$479  = last_count > 2'h3;
-  assign \$480  = \$478  | \$479 ;
-  assign \$481  = \$signal$378  & \$480 ;
-  assign \$482  = src_data[126:119] == 8'hff;
-  assign \$483  = | src_data[118:96];
-  assign \$484  = \$482  & \$483 ;
-  assign \$485  = xkey3 > key3;
-  assign \$486  = n_words - 1'h1;
-  assign \$487  = mx_w != \$486 ;
-  assign \$488  = last_count > 3'h4;
-  assign \$489  = \$487  | \$488 ;
-  assign \$490  = \$signal$378  & \$489 ;
-  assign \$491  = src_data[158:151] == 8'hff;
-  assign \$492  = | src_data[150:128];
-  assign \$493  = \$491  & \$492 ;
-  assign \$494  = xkey4 > key4;
-  assign \$495  = n_words - 1'h1;
-  assign \$496  = mx_w != \$495 ;
-  assign \$497  = last_count > 3'h5;
-  assign \$498  = \$496  | \$497 ;
-  assign \$499  = \$signal$378  & \$498 ;
-  assign \$500  = src_data[190:183] == 8'hff;
-  assign \$501  = | src_data[182:160];
-  assign \$502  = \$500  & \$501 ;
-  assign \$503  = xkey5 > key5;
-  assign \$504  = n_words - 1'h1;
-  assign \$505  = mx_w != \$504 ;
-  assign \$506  = last_count > 3'h6;
-  assign \$507  = \$505  | \$506 ;
-  assign \$508  = \$signal$378  & \$507 ;
-  assign \$509  = src_data[222:215] == 8'hff;
-  assign \$510  = | src_data[214:192];
-  assign \$511  = \$509  & \$510 ;
-  assign \$512  = xkey6 > key6;
-  assign \$513  = n_words - 1'h1;
-  assign \$514  = mx_w != \$513 ;
-  assign \$515  = last_count > 3'h7;
-  assign \$516  = \$514  | \$515 ;
-  assign \$517  = \$signal$378  & \$516 ;
-  assign \$518  = src_data[254:247] == 8'hff;
-  assign \$519  = | src_data[246:224];
-  assign \$520  = \$518  & \$519 ;
-  assign \$521  = xkey7 > key7;
-  assign \$522  = n_words - 1'h1;
-  assign \$523  = mx_w != \$522 ;
-  assign \$524  = last_count > 4'h8;
-  assign \$525  = \$523  | \$524 ;
-  assign \$526  = \$signal$378  & \$525 ;
-  assign \$527  = src_data[286:279] == 8'hff;
-  assign \$528  = | src_data[278:256];
-  assign \$529  = \$527  & \$528 ;
-  assign \$530  = xkey8 > key8;
-  assign \$531  = n_words - 1'h1;
-  assign \$532  = mx_w != \$531 ;
-  assign \$533  = last_count > 4'h9;
-  assign \$534  = \$532  | \$533 ;
-  assign \$535  = \$signal$378  & \$534 ;
-  assign \$536  = src_data[318:311] == 8'hff;
-  assign \$537  = | src_data[310:288];
-  assign \$538  = \$536  & \$537 ;
-  assign \$539  = xkey9 > key9;
-  assign \$540  = n_words - 1'h1;
-  assign \$541  = mx_w != \$540 ;
-  assign \$542  = last_count > 4'ha;
-  assign \$543  = \$541  | \$542 ;
-  assign \$544  = \$signal$378  & \$543 ;
-  assign \$545  = src_data[350:343] == 8'hff;
-  assign \$546  = | src_data[342:320];
-  assign \$547  = \$545  & \$546 ;
-  assign \$548  = xkey10 > key10;
-  assign \$549  = n_words - 1'h1;
-  assign \$550  = mx_w != \$549 ;
-  assign \$551  = last_count > 4'hb;
-  assign \$552  = \$550  | \$551 ;
-  assign \$553  = \$signal$378  & \$552 ;
-  assign \$554  = src_data[382:375] == 8'hff;
-  assign \$555  = | src_data[374:352];
-  assign \$556  = \$554  & \$555 ;
-  assign \$557  = xkey11 > key11;
-  assign \$558  = n_words - 1'h1;
-  assign \$559  = mx_w != \$558 ;
-  assign \$560  = last_count > 4'hc;
-  assign \$561  = \$559  | \$560 ;
-  assign \$562  = \$signal$378  & \$561 ;
-  assign \$563  = src_data[414:407] == 8'hff;
-  assign \$564  = | src_data[406:384];
-  assign \$565  = \$563  & \$564 ;
-  assign \$566  = xkey12 > key12;
-  assign \$567  = n_words - 1'h1;
-  assign \$568  = mx_w != \$567 ;
-  assign \$569  = last_count > 4'hd;
-  assign \$570  = \$568  | \$569 ;
-  assign \$571  = \$signal$378  & \$570 ;
-  assign \$572  = src_data[446:439] == 8'hff;
-  assign \$573  = | src_data[438:416];
-  assign \$574  = \$572  & \$573 ;
-  assign \$575  = xkey13 > key13;
-  assign \$576  = n_words - 1'h1;
-  assign \$577  = mx_w != \$576 ;
-  assign \$578  = last_count > 4'he;
-  assign \$579  = \$577  | \$578 ;
-  assign \$580  = \$signal$378  & \$579 ;
-  assign \$581  = src_data[478:471] == 8'hff;
-  assign \$582  = | src_data[470:448];
-  assign \$583  = \$581  & \$582 ;
-  assign \$584  = xkey14 > key14;
-  assign \$585  = n_words - 1'h1;
-  assign \$586  = mx_w != \$585 ;
-  assign \$587  = last_count > 4'hf;
-  assign \$588  = \$586  | \$587 ;
-  assign \$589  = \$signal$378  & \$588 ;
-  assign \$590  = src_data[510:503] == 8'hff;
-  assign \$591  = | src_data[502:480];
-  assign \$592  = \$590  & \$591 ;
-  assign \$593  = xkey15 > key15;
-  assign \$594  = n_words - 1'h1;
-  assign \$595  = mx_w != \$594 ;
-  assign \$596  = last_count > 5'h10;
-  assign \$597  = \$595  | \$596 ;
-  assign \$598  = \$signal$378  & \$597 ;
-  assign \$599  = src_data[542:535] == 8'hff;
-  assign \$600  = | src_data[534:512];
-  assign \$601  = \$599  & \$600 ;
-  assign \$602  = xkey16 > key16;
-  assign \$603  = n_words - 1'h1;
-  assign \$604  = mx_w != \$603 ;
-  assign \$605  = last_count > 5'h11;
-  assign \$606  = \$604  | \$605 ;
-  assign \$607  = \$signal$378  & \$606 ;
-  assign \$608  = src_data[574:567] == 8'hff;
-  assign \$609  = | src_data[566:544];
-  assign \$610  = \$608  & \$609 ;
-  assign \$611  = xkey17 > key17;
-  assign \$612  = n_words - 1'h1;
-  assign \$613  = mx_w != \$612 ;
-  assign \$614  = last_count > 5'h12;
-  assign \$615  = \$613  | \$614 ;
-  assign \$616  = \$signal$378  & \$615 ;
-  assign \$617  = src_data[606:599] == 8'hff;
-  assign \$618  = | src_data[598:576];
-  assign \$619  = \$617  & \$618 ;
-  assign \$620  = xkey18 > key18;
-  assign \$621  = n_words - 1'h1;
-  assign \$622  = mx_w != \$621 ;
-  assign \$623  = last_count > 5'h13;
-  assign \$624  = \$622  | \$623 ;
-  assign \$625  = \$signal$378  & \$624 ;
-  assign \$626  = src_data[638:631] == 8'hff;
-  assign \$627  = | src_data[630:608];
-  assign \$628  = \$626  & \$627 ;
-  assign \$629  = xkey19 > key19;
-  assign \$630  = n_words - 1'h1;
-  assign \$631  = mx_w != \$630 ;
-  assign \$632  = last_count > 5'h14;
-  assign \$633  = \$631  | \$632 ;
-  assign \$634  = \$signal$378  & \$633 ;
-  assign \$635  = src_data[670:663] == 8'hff;
-  assign \$636  = | src_data[662:640];
-  assign \$637  = \$635  & \$636 ;
-  assign \$638  = xkey20 > key20;
-  assign \$639  = n_words - 1'h1;
-  assign \$640  = mx_w != \$639 ;
-  assign \$641  = last_count > 5'h15;
-  assign \$642  = \$640  | \$641 ;
-  assign \$643  = \$signal$378  & \$642 ;
-  assign \$644  = src_data[702:695] == 8'hff;
-  assign \$645  = | src_data[694:672];
-  assign \$646  = \$644  & \$645 ;
-  assign \$647  = xkey21 > key21;
-  assign \$648  = n_words - 1'h1;
-  assign \$649  = mx_w != \$648 ;
-  assign \$650  = last_count > 5'h16;
-  assign \$651  = \$649  | \$650 ;
-  assign \$652  = \$signal$378  & \$651 ;
-  assign \$653  = src_data[734:727] == 8'hff;
-  assign \$654  = | src_data[726:704];
-  assign \$655  = \$653  & \$654 ;
-  assign \$656  = xkey22 > key22;
-  assign \$657  = n_words - 1'h1;
-  assign \$658  = mx_w != \$657 ;
-  assign \$659  = last_count > 5'h17;
-  assign \$660  = \$658  | \$659 ;
-  assign \$661  = \$signal$378  & \$660 ;
-  assign \$662  = src_data[766:759] == 8'hff;
-  assign \$663  = | src_data[758:736];
-  assign \$664  = \$662  & \$663 ;
-  assign \$665  = xkey23 > key23;
-  assign \$666  = n_words - 1'h1;
-  assign \$667  = mx_w != \$666 ;
-  assign \$668  = last_count > 5'h18;
-  assign \$669  = \$667  | \$668 ;
-  assign \$670  = \$signal$378  & \$669 ;
-  assign \$671  = src_data[798:791] == 8'hff;
-  assign \$672  = | src_data[790:768];
-  assign \$673  = \$671  & \$672 ;
-  assign \$674  = xkey24 > key24;
-  assign \$675  = n_words - 1'h1;
-  assign \$676  = mx_w != \$675 ;
-  assign \$677  = last_count > 5'h19;
-  assign \$678  = \$676  | \$677 ;
-  assign \$679  = \$signal$378  & \$678 ;
-  assign \$680  = src_data[830:823] == 8'hff;
-  assign \$681  = | src_data[822:800];
-  assign \$682  = \$680  & \$681 ;
-  assign \$683  = xkey25 > key25;
-  assign \$684  = n_words - 1'h1;
-  assign \$685  = mx_w != \$684 ;
-  assign \$686  = last_count > 5'h1a;
-  assign \$687  = \$685  | \$686 ;
-  assign \$688  = \$signal$378  & \$687 ;
-  assign \$689  = src_data[862:855] == 8'hff;
-  assign \$690  = | src_data[854:832];
-  assign \$691  = \$689  & \$690 ;
-  assign \$692  = xkey26 > key26;
-  assign \$693  = n_words - 1'h1;
-  assign \$694  = mx_w != \$693 ;
-  assign \$695  = last_count > 5'h1b;
-  assign \$696  = \$694  | \$695 ;
-  assign \$697  = \$signal$378  & \$696 ;
-  assign \$698  = src_data[894:887] == 8'hff;
-  assign \$699  = | src_data[886:864];
-  assign \$700  = \$698  & \$699 ;
-  assign \$701  = xkey27 > key27;
-  assign \$702  = n_words - 1'h1;
-  assign \$703  = mx_w != \$702 ;
-  assign \$704  = last_count > 5'h1c;
-  assign \$705  = \$703  | \$704 ;
-  assign \$706  = \$signal$378  & \$705 ;
-  assign \$707  = src_data[926:919] == 8'hff;
-  assign \$708  = | src_data[918:896];
-  assign \$709  = \$707  & \$708 ;
-  assign \$710  = xkey28 > key28;
-  assign \$711  = n_words - 1'h1;
-  assign \$712  = mx_w != \$711 ;
-  assign \$713  = last_count > 5'h1d;
-  assign \$714  = \$712  | \$713 ;
-  assign \$715  = \$signal$378  & \$714 ;
-  assign \$716  = src_data[958:951] == 8'hff;
-  assign \$717  = | src_data[950:928];
-  assign \$718  = \$716  & \$717 ;
-  assign \$719  = xkey29 > key29;
-  assign \$720  = n_words - 1'h1;
-  assign \$721  = mx_w != \$720 ;
-  assign \$722  = last_count > 5'h1e;
-  assign \$723  = \$721  | \$722 ;
-  assign \$724  = \$signal$378  & \$723 ;
-  assign \$725  = src_data[990:983] == 8'hff;
-  assign \$726  = | src_data[982:960];
-  assign \$727  = \$725  & \$726 ;
-  assign \$728  = xkey30 > key30;
-  assign \$729  = n_words - 1'h1;
-  assign \$730  = mx_w != \$729 ;
-  assign \$731  = last_count > 5'h1f;
-  assign \$732  = \$730  | \$731 ;
-  assign \$733  = \$signal$378  & \$732 ;
-  assign \$734  = src_data[1022:1015] == 8'hff;
-  assign \$735  = | src_data[1014:992];
-  assign \$736  = \$734  & \$735 ;
-  assign \$737  = xkey31 > key31;
-  assign \$738  = nan0 | nan16;
-  assign \$739  = nan8 | nan24;
-  assign \$740  = \$738  | \$739 ;
-  assign \$741  = nan4 | nan20;
-  assign \$742  = nan12 | nan28;
-  assign \$743  = \$741  | \$742 ;
-  assign \$744  = \$740  | \$743 ;
-  assign \$745  = nan2 | nan18;
-  assign \$746  = nan10 | nan26;
-  assign \$747  = \$745  | \$746 ;
-  assign \$748  = nan6 | nan22;
-  assign \$749  = nan14 | nan30;
-  assign \$750  = \$748  | \$749 ;
-  assign \$751  = \$747  | \$750 ;
-  assign \$752  = \$744  | \$751 ;
-  assign \$753  = nan1 | nan17;
-  assign \$754  = nan9 | nan25;
-  assign \$755  = \$753  | \$754 ;
-  assign \$756  = nan5 | nan21;
-  assign \$757  = nan13 | nan29;
-  assign \$758  = \$756  | \$757 ;
-  assign \$759  = \$755  | \$758 ;
-  assign \$760  = nan3 | nan19;
-  assign \$761  = nan11 | nan27;
-  assign \$762  = \$760  | \$761 ;
-  assign \$763  = nan7 | nan23;
-  assign \$764  = nan15 | nan31;
-  assign \$765  = \$763  | \$764 ;
-  assign \$766  = \$762  | \$765 ;
-  assign \$767  = \$759  | \$766 ;
-  assign \$768  = \$752  | \$767 ;
-  assign \$770  = ~ kred1_0;
-  assign \$771  = kred1_0[31] ? \$769  : \$770 ;
-  assign \$772  = \$768  ? 32'd2143289344 : \$771 ;
-  assign \$773  = ~ out_pass;
-  assign \$774  = v4 & \$773 ;
-  assign \$775  = acc_set == 2'h2;
-  assign \$776  = acc_set + 1'h1;
-  assign \$777  = \$775  ? 3'h0 : \$776 ;
-  assign \$778  = v5 & out_pass;
-  assign \$779  = ~ out_pass;
-  assign \$780  = v4 & \$779 ;
-  assign \$781  = n_words - 1'h1;
-  assign \$782  = w4 != \$781 ;
-  assign \$783  = last_count > 1'h0;
-  assign \$784  = \$782  | \$783 ;
-  assign \$785  = ~ out_pass;
-  assign \$786  = v4 & \$785 ;
-  assign \$787  = n_words - 1'h1;
-  assign \$788  = w4 != \$787 ;
-  assign \$789  = last_count > 1'h1;
-  assign \$790  = \$788  | \$789 ;
-  assign \$791  = ~ out_pass;
-  assign \$792  = v4 & \$791 ;
-  assign \$793  = n_words - 1'h1;
-  assign \$794  = w4 != \$793 ;
-  assign \$795  = last_count > 2'h2;
-  assign \$796  = \$794  | \$795 ;
-  assign \$797  = ~ out_pass;
-  assign \$798  = v4 & \$797 ;
-  assign \$799  = n_words - 1'h1;
-  assign \$800  = w4 != \$799 ;
-  assign \$801  = last_count > 2'h3;
-  assign \$802  = \$800  | \$801 ;
-  assign \$803  = ~ out_pass;
-  assign \$804  = v4 & \$803 ;
-  assign \$805  = n_words - 1'h1;
-  assign \$806  = w4 != \$805 ;
-  assign \$807  = last_count > 3'h4;
-  assign \$808  = \$806  | \$807 ;
-  assign \$809  = ~ out_pass;
-  assign \$810  = v4 & \$809 ;
-  assign \$811  = n_words - 1'h1;
-  assign \$812  = w4 != \$811 ;
-  assign \$813  = last_count > 3'h5;
-  assign \$814  = \$812  | \$813 ;
-  assign \$815  = ~ out_pass;
-  assign \$816  = v4 & \$815 ;
-  assign \$817  = n_words - 1'h1;
-  assign \$818  = w4 != \$817 ;
-  assign \$819  = last_count > 3'h6;
+  assign \$720  = fsm_state == 2'h2;
+  assign \$721  = fsm_state == 2'h3;
+  assign \$722  = fsm_state == 3'h4;
+  assign \$723  = fsm_state == 3'h5;
+  assign \$724  = fsm_state == 3'h6;
+  assign \$725  = fsm_state == 3'h7;
+  assign \$726  = fsm_state == 4'h8;
+  assign \$727  = fsm_state == 4'h9;
+  assign \$728  = fsm_state == 4'ha;
+  assign \$729  = fsm_state == 4'hb;
+  assign \$730  = fsm_state == 4'hc;
+  assign \$731  = length - 1'h1;
+  assign \$732  = tail > 1'h0;
+  assign \$733  = tail > 1'h1;
+  assign \$734  = tail > 2'h2;
+  assign \$735  = tail > 2'h3;
+  assign \$736  = tail > 3'h4;
+  assign \$737  = tail > 3'h5;
+  assign \$738  = tail > 3'h6;
+  assign \$739  = tail > 3'h7;
+  assign \$740  = tail > 4'h8;
+  assign \$741  = tail > 4'h9;
+  assign \$742  = tail > 4'ha;
+  assign \$743  = tail > 4'hb;
+  assign \$744  = tail > 4'hc;
+  assign \$745  = tail > 4'hd;
+  assign \$746  = tail > 4'he;
+  assign \$747  = tail > 4'hf;
+  assign \$748  = tail > 5'h10;
+  assign \$749  = tail > 5'h11;
+  assign \$750  = tail > 5'h12;
+  assign \$751  = tail > 5'h13;
+  assign \$752  = tail > 5'h14;
+  assign \$753  = tail > 5'h15;
+  assign \$754  = tail > 5'h16;
+  assign \$755  = tail > 5'h17;
+  assign \$756  = tail > 5'h18;
+  assign \$757  = tail > 5'h19;
+  assign \$758  = tail > 5'h1a;
+  assign \$759  = tail > 5'h1b;
+  assign \$760  = tail > 5'h1c;
+  assign \$761  = tail > 5'h1d;
+  assign \$762  = tail > 5'h1e;
+  assign \$763  = tail > 5'h1f;
+  assign \$764  = length > 6'h20;
+  assign \$765  = length <= 5'h10;
+  assign \$766  = 1'h0 + \$765 ;
+  assign \$767  = length <= 4'h8;
+  assign \$768  = \$766  + \$767 ;
+  assign \$769  = length <= 3'h4;
+  assign \$770  = \$768  + \$769 ;
+  assign \$771  = length <= 2'h2;
+  assign \$772  = \$770  + \$771 ;
+  assign \$773  = length <= 1'h1;
+  assign \$774  = \$772  + \$773 ;
+  assign \$775  = \$764  ? 6'h00 : \$774 ;
+  assign \$776  = ! length;
+  assign \$777  = src_addr + 1'h1;
+  assign \$778  = \wait  - 1'h1;
+  assign \$779  = ! \wait ;
+  assign \$780  = src_addr + 1'h1;
+  assign \$781  = \wait  - 1'h1;
+  assign \$782  = ! \wait ;
+  assign \$783  = last_word >= 1'h1;
+  assign \$784  = first_level != 3'h5;
+  assign \$785  = \wait  - 1'h1;
+  assign \$786  = ! \wait ;
+  assign \$787  = last_word >= 2'h2;
+  assign \$788  = first_level != 3'h5;
+  assign \$789  = \wait  - 1'h1;
+  assign \$790  = ! \wait ;
+  assign \$791  = first_level != 3'h5;
+  assign \$792  = \wait  - 1'h1;
+  assign \$793  = ! \wait ;
+  assign \$794  = level + 1'h1;
+  assign \$795  = level == 3'h4;
+  assign \$796  = \$795  & partial;
+  assign \$797  = level == 3'h4;
+  assign \$798  = src_addr + 1'h1;
+  assign \$799  = \wait  - 1'h1;
+  assign \$800  = ! \wait ;
+  assign \$801  = xnan0 | xnan16;
+  assign \$802  = xnan8 | xnan24;
+  assign \$803  = \$801  | \$802 ;
+  assign \$804  = xnan4 | xnan20;
+  assign \$805  = xnan12 | xnan28;
+  assign \$806  = \$804  | \$805 ;
+  assign \$807  = \$803  | \$806 ;
+  assign \$808  = xnan1 | xnan17;
+  assign \$809  = xnan9 | xnan25;
+  assign \$810  = \$808  | \$809 ;
+  assign \$811  = xnan5 | xnan21;
+  assign \$812  = xnan13 | xnan29;
+  assign \$813  = \$811  | \$812 ;
+  assign \$814  = \$810  | \$813 ;
+  assign \$815  = xnan2 | xnan18;
+  assign \$816  = xnan10 | xnan26;
+  assign \$817  = \$815  | \$816 ;
+  assign \$818  = xnan6 | xnan22;
+  assign \$819  = xnan14 | xnan30;
   assign \$820  = \$818  | \$819 ;
-  assign \$821  = ~ out_pass;
-  assign \$822  = v4 & \$821 ;
-  assign \$823  = n_words - 1'h1;
-  assign \$824  = w4 != \$823 ;
-  assign \$825  = last_count > 3'h7;
-  assign \$826  = \$824  | \$825 ;
-  assign \$827  = ~ out_pass;
-  assign \$828  = v4 & \$827 ;
-  assign \$829  = n_words - 1'h1;
-  assign \$830  = w4 != \$829 ;
-  assign \$831  = last_count > 4'h8;
-  assign \$832  = \$830  | \$831 ;
-  assign \$833  = ~ out_pass;
-  assign \$834  = v4 & \$833 ;
-  assign \$835  = n_words - 1'h1;
-  assign \$836  = w4 != \$835 ;
-  assign \$837  = last_count > 4'h9;
-  assign \$838  = \$836  | \$837 ;
-  assign \$839  = ~ out_pass;
-  assign \$840  = v4 & \$839 ;
-  assign \$841  = n_words - 1'h1;
-  assign \$842  = w4 != \$841 ;
-  assign \$843  = last_count > 4'ha;
-  assign \$844  = \$842  | \$843 ;
-  assign \$845  = ~ out_pass;
-  assign \$846  = v4 & \$845 ;
-  assign \$847  = n_words - 1'h1;
-  assign \$848  = w4 != \$847 ;
-  assign \$849  = last_count > 4'hb;
-  assign \$850  = \$848  | \$849 ;
-  assign \$851  = ~ out_pass;
-  assign \$852  = v4 & \$851 ;
-  assign \$853  = n_words - 1'h1;
-  assign \$854  = w4 != \$853 ;
-  assign \$855  = last_count > 4'hc;
-  assign \$856  = \$854  | \$855 ;
-  assign \$857  = ~ out_pass;
-  assign \$858  = v4 & \$857 ;
-  assign \$859  = n_words - 1'h1;
-  assign \$860  = w4 != \$859 ;
-  assign \$861  = last_count > 4'hd;
-  assign \$862  = \$860  | \$861 ;
-  assign \$863  = ~ out_pass;
-  assign \$864  = v4 & \$863 ;
-  assign \$865  = n_words - 1'h1;
-  assign \$866  = w4 != \$865 ;
-  assign \$867  = last_count > 4'he;
-  assign \$868  = \$866  | \$867 ;
-  assign \$869  = ~ out_pass;
-  assign \$870  = v4 & \$869 ;
-  assign \$871  = n_words - 1'h1;
-  assign \$872  = w4 != \$871 ;
-  assign \$873  = last_count > 4'hf;
-  assign \$874  = \$872  | \$873 ;
-  assign \$875  = ~ out_pass;
-  assign \$876  = v4 & \$875 ;
-  assign \$877  = n_words - 1'h1;
-  assign \$878  = w4 != \$877 ;
-  assign \$879  = last_count > 5'h10;
-  assign \$880  = \$878  | \$879 ;
-  assign \$881  = ~ out_pass;
-  assign \$882  = v4 & \$881 ;
-  assign \$883  = n_words - 1'h1;
-  assign \$884  = w4 != \$883 ;
-  assign \$885  = last_count > 5'h11;
-  assign \$886  = \$884  | \$885 ;
-  assign \$887  = ~ out_pass;
-  assign \$888  = v4 & \$887 ;
-  assign \$889  = n_words - 1'h1;
-  assign \$890  = w4 != \$889 ;
-  assign \$891  = last_count > 5'h12;
-  assign \$892  = \$890  | \$891 ;
-  assign \$893  = ~ out_pass;
-  assign \$894  = v4 & \$893 ;
-  assign \$895  = n_words - 1'h1;
-  assign \$896  = w4 != \$895 ;
-  assign \$897  = last_count > 5'h13;
-  assign \$898  = \$896  | \$897 ;
-  assign \$899  = ~ out_pass;
-  assign \$900  = v4 & \$899 ;
-  assign \$901  = n_words - 1'h1;
-  assign \$902  = w4 != \$901 ;
-  assign \$903  = last_count > 5'h14;
-  assign \$904  = \$902  | \$903 ;
-  assign \$905  = ~ out_pass;
-  assign \$906  = v4 & \$905 ;
-  assign \$907  = n_words - 1'h1;
-  assign \$908  = w4 != \$907 ;
-  assign \$909  = last_count > 5'h15;
-  assign \$910  = \$908  | \$909 ;
-  assign \$911  = ~ out_pass;
-  assign \$912  = v4 & \$911 ;
-  assign \$913  = n_words - 1'h1;
-  assign \$914  = w4 != \$913 ;
-  assign \$915  = last_count > 5'h16;
-  assign \$916  = \$914  | \$915 ;
-  assign \$917  = ~ out_pass;
-  assign \$918  = v4 & \$917 ;
-  assign \$919  = n_words - 1'h1;
-  assign \$920  = w4 != \$919 ;
-  assign \$921  = last_count > 5'h17;
-  assign \$922  = \$920  | \$921 ;
-  assign \$923  = ~ out_pass;
-  assign \$924  = v4 & \$923 ;
-  assign \$925  = n_words - 1'h1;
-  assign \$926  = w4 != \$925 ;
-  assign \$927  = last_count > 5'h18;
-  assign \$928  = \$926  | \$927 ;
-  assign \$929  = ~ out_pass;
-  assign \$930  = v4 & \$929 ;
-  assign \$931  = n_words - 1'h1;
-  assign \$932  = w4 != \$931 ;
-  assign \$933  = last_count > 5'h19;
-  assign \$934  = \$932  | \$933 ;
-  assign \$935  = ~ out_pass;
-  assign \$936  = v4 & \$935 ;
-  assign \$937  = n_words - 1'h1;
-  assign \$938  = w4 != \$937 ;
-  assign \$939  = last_count > 5'h1a;
-  assign \$940  = \$938  | \$939 ;
-  assign \$941  = ~ out_pass;
-  assign \$942  = v4 & \$941 ;
-  assign \$943  = n_words - 1'h1;
-  assign \$944  = w4 != \$943 ;
-  assign \$945  = last_count > 5'h1b;
-  assign \$946  = \$944  | \$945 ;
-  assign \$947  = ~ out_pass;
-  assign \$948  = v4 & \$947 ;
-  assign \$949  = n_words - 1'h1;
-  assign \$950  = w4 != \$949 ;
-  assign \$951  = last_count > 5'h1c;
-  assign \$952  = \$950  | \$951 ;
-  assign \$953  = ~ out_pass;
-  assign \$954  = v4 & \$953 ;
-  assign \$955  = n_words - 1'h1;
-  assign \$956  = w4 != \$955 ;
-  assign \$957  = last_count > 5'h1d;
-  assign \$958  = \$956  | \$957 ;
-  assign \$959  = ~ out_pass;
-  assign \$960  = v4 & \$959 ;
-  assign \$961  = n_words - 1'h1;
-  assign \$962  = w4 != \$961 ;
-  assign \$963  = last_count > 5'h1e;
-  assign \$964  = \$962  | \$963 ;
-  assign \$965  = ~ out_pass;
-  assign \$966  = v4 & \$965 ;
-  assign \$967  = n_words - 1'h1;
-  assign \$968  = w4 != \$967 ;
-  assign \$969  = last_count > 5'h1f;
-  assign \$970  = \$968  | \$969 ;
+  assign \$821  = \$817  | \$820 ;
+  assign \$822  = xnan3 | xnan19;
+  assign \$823  = xnan11 | xnan27;
+  assign \$824  = \$822  | \$823 ;
+  assign \$825  = xnan7 | xnan23;
+  assign \$826  = xnan15 | xnan31;
+  assign \$827  = \$825  | \$826 ;
+  assign \$828  = \$824  | \$827 ;
+  assign \$829  = nreg1_0 | nreg1_2;
+  assign \$830  = nreg1_1 | nreg1_3;
+  assign \$831  = \$829  | \$830 ;
+  assign \$832  = m_nan | nreg2_0;
+  assign \$833  = kreg2_0 > \$signal ;
+  assign \$834  = ~ out_pass;
+  assign \$835  = v6 & \$834 ;
+  assign \$836  = acc_set == 2'h2;
+  assign \$837  = acc_set + 1'h1;
+  assign \$838  = \$836  ? 3'h0 : \$837 ;
+  assign \$839  = v7 & out_pass;
   always @(posedge clk)
-    \$signal$378  <= \$1003 ;
+    v1 <= \$872 ;
   always @(posedge clk)
-    mx_w <= \$1004 ;
+    w1 <= \$873 ;
   always @(posedge clk)
-    v1 <= \$1005 ;
+    last1 <= \$874 ;
   always @(posedge clk)
-    w1 <= \$1006 ;
+    v2 <= \$875 ;
   always @(posedge clk)
-    v2 <= \$1007 ;
+    w2 <= \$876 ;
   always @(posedge clk)
-    w2 <= \$1008 ;
+    last2 <= \$877 ;
   always @(posedge clk)
-    v3 <= \$1009 ;
+    v3 <= \$878 ;
   always @(posedge clk)
-    w3 <= \$1010 ;
+    w3 <= \$879 ;
   always @(posedge clk)
-    v4 <= \$1011 ;
+    last3 <= \$880 ;
   always @(posedge clk)
-    w4 <= \$1012 ;
+    v4 <= \$881 ;
   always @(posedge clk)
-    v5 <= \$1013 ;
+    w4 <= \$882 ;
   always @(posedge clk)
-    w5 <= \$1014 ;
+    last4 <= \$883 ;
   always @(posedge clk)
-    n_words <= \$1015 ;
+    v5 <= \$884 ;
   always @(posedge clk)
-    last_count <= \$1016 ;
+    w5 <= \$885 ;
   always @(posedge clk)
-    partial <= \$1017 ;
+    last5 <= \$886 ;
   always @(posedge clk)
-    src_addr <= \$1018 ;
+    v6 <= \$887 ;
   always @(posedge clk)
-    out_pass <= \$1019 ;
+    w6 <= \$888 ;
   always @(posedge clk)
-    key0 <= \$1020 ;
+    last6 <= \$889 ;
   always @(posedge clk)
-    key1 <= \$1021 ;
+    v7 <= \$890 ;
   always @(posedge clk)
-    key2 <= \$1022 ;
+    w7 <= \$891 ;
   always @(posedge clk)
-    key3 <= \$1023 ;
+    last7 <= \$892 ;
   always @(posedge clk)
-    key4 <= \$1024 ;
+    v8 <= \$893 ;
   always @(posedge clk)
-    key5 <= \$1025 ;
+    w8 <= \$894 ;
   always @(posedge clk)
-    key6 <= \$1026 ;
+    last8 <= \$895 ;
   always @(posedge clk)
-    key7 <= \$1027 ;
+    last_word <= \$896 ;
   always @(posedge clk)
-    key8 <= \$1028 ;
+    tail_mask <= \$897 ;
   always @(posedge clk)
-    key9 <= \$1029 ;
+    partial <= \$898 ;
   always @(posedge clk)
-    key10 <= \$1030 ;
+    src_addr <= \$899 ;
   always @(posedge clk)
-    key11 <= \$1031 ;
+    out_pass <= \$900 ;
   always @(posedge clk)
-    key12 <= \$1032 ;
+    \$signal  <= \$901 ;
   always @(posedge clk)
-    key13 <= \$1033 ;
+    m_nan <= \$902 ;
   always @(posedge clk)
-    key14 <= \$1034 ;
+    first_level <= \$903 ;
   always @(posedge clk)
-    key15 <= \$1035 ;
+    l <= \$904 ;
   always @(posedge clk)
-    key16 <= \$1036 ;
+    p0_1 <= \$905 ;
   always @(posedge clk)
-    key17 <= \$1037 ;
+    p0_2 <= \$906 ;
   always @(posedge clk)
-    key18 <= \$1038 ;
+    p1_0 <= \$907 ;
   always @(posedge clk)
-    key19 <= \$1039 ;
+    p1_1 <= \$908 ;
   always @(posedge clk)
-    key20 <= \$1040 ;
+    p1_2 <= \$909 ;
   always @(posedge clk)
-    key21 <= \$1041 ;
+    p2_0 <= \$910 ;
   always @(posedge clk)
-    key22 <= \$1042 ;
+    p2_1 <= \$911 ;
   always @(posedge clk)
-    key23 <= \$1043 ;
+    p2_2 <= \$912 ;
   always @(posedge clk)
-    key24 <= \$1044 ;
+    p3_0 <= \$913 ;
   always @(posedge clk)
-    key25 <= \$1045 ;
+    p3_1 <= \$914 ;
   always @(posedge clk)
-    key26 <= \$1046 ;
+    p3_2 <= \$915 ;
   always @(posedge clk)
-    key27 <= \$1047 ;
+    p4_0 <= \$916 ;
   always @(posedge clk)
-    key28 <= \$1048 ;
+    p4_1 <= \$917 ;
   always @(posedge clk)
-    key29 <= \$1049 ;
+    p4_2 <= \$918 ;
   always @(posedge clk)
-    key30 <= \$1050 ;
+    p5_0 <= \$919 ;
   always @(posedge clk)
-    key31 <= \$1051 ;
+    p5_1 <= \$920 ;
   always @(posedge clk)
-    nan0 <= \$1052 ;
+    p5_2 <= \$921 ;
   always @(posedge clk)
-    nan1 <= \$1053 ;
+    p6_0 <= \$922 ;
   always @(posedge clk)
-    nan2 <= \$1054 ;
+    p6_1 <= \$923 ;
   always @(posedge clk)
-    nan3 <= \$1055 ;
+    p6_2 <= \$924 ;
   always @(posedge clk)
-    nan4 <= \$1056 ;
+    p7_0 <= \$925 ;
   always @(posedge clk)
-    nan5 <= \$1057 ;
+    p7_1 <= \$926 ;
   always @(posedge clk)
-    nan6 <= \$1058 ;
+    p7_2 <= \$927 ;
   always @(posedge clk)
-    nan7 <= \$1059 ;
+    p8_0 <= \$928 ;
   always @(posedge clk)
-    nan8 <= \$1060 ;
+    p8_1 <= \$929 ;
   always @(posedge clk)
-    nan9 <= \$1061 ;
+    p8_2 <= \$930 ;
   always @(posedge clk)
-    nan10 <= \$1062 ;
+    p9_0 <= \$931 ;
   always @(posedge clk)
-    nan11 <= \$1063 ;
+    p9_1 <= \$932 ;
   always @(posedge clk)
-    nan12 <= \$1064 ;
+    p9_2 <= \$933 ;
   always @(posedge clk)
-    nan13 <= \$1065 ;
+    p10_0 <= \$934 ;
   always @(posedge clk)
-    nan14 <= \$1066 ;
+    p10_1 <= \$935 ;
   always @(posedge clk)
-    nan15 <= \$1067 ;
+    p10_2 <= \$936 ;
   always @(posedge clk)
-    nan16 <= \$1068 ;
+    p11_0 <= \$937 ;
   always @(posedge clk)
-    nan17 <= \$1069 ;
+    p11_1 <= \$938 ;
   always @(posedge clk)
-    nan18 <= \$1070 ;
+    p11_2 <= \$939 ;
   always @(posedge clk)
-    nan19 <= \$1071 ;
+    p12_0 <= \$940 ;
   always @(posedge clk)
-    nan20 <= \$1072 ;
+    p12_1 <= \$941 ;
   always @(posedge clk)
-    nan21 <= \$1073 ;
+    p12_2 <= \$942 ;
   always @(posedge clk)
-    nan22 <= \$1074 ;
+    p13_0 <= \$943 ;
   always @(posedge clk)
-    nan23 <= \$1075 ;
+    p13_1 <= \$944 ;
   always @(posedge clk)
-    nan24 <= \$1076 ;
+    p13_2 <= \$945 ;
   always @(posedge clk)
-    nan25 <= \$1077 ;
+    p14_0 <= \$946 ;
   always @(posedge clk)
-    nan26 <= \$1078 ;
+    p14_1 <= \$947 ;
   always @(posedge clk)
-    nan27 <= \$1079 ;
+    p14_2 <= \$948 ;
   always @(posedge clk)
-    nan28 <= \$1080 ;
+    p15_0 <= \$949 ;
   always @(posedge clk)
-    nan29 <= \$1081 ;
+    p15_1 <= \$950 ;
   always @(posedge clk)
-    nan30 <= \$1082 ;
+    p15_2 <= \$951 ;
   always @(posedge clk)
-    nan31 <= \$1083 ;
+    p16_0 <= \$952 ;
   always @(posedge clk)
-    l <= \$1084 ;
+    p16_1 <= \$953 ;
   always @(posedge clk)
-    p0_1 <= \$1085 ;
+    p16_2 <= \$954 ;
   always @(posedge clk)
-    p0_2 <= \$1086 ;
+    p17_0 <= \$955 ;
   always @(posedge clk)
-    p1_0 <= \$1087 ;
+    p17_1 <= \$956 ;
   always @(posedge clk)
-    p1_1 <= \$1088 ;
+    p17_2 <= \$957 ;
   always @(posedge clk)
-    p1_2 <= \$1089 ;
+    p18_0 <= \$958 ;
   always @(posedge clk)
-    p2_0 <= \$1090 ;
+    p18_1 <= \$959 ;
   always @(posedge clk)
-    p2_1 <= \$1091 ;
+    p18_2 <= \$960 ;
   always @(posedge clk)
-    p2_2 <= \$1092 ;
+    p19_0 <= \$961 ;
   always @(posedge clk)
-    p3_0 <= \$1093 ;
+    p19_1 <= \$962 ;
   always @(posedge clk)
-    p3_1 <= \$1094 ;
+    p19_2 <= \$963 ;
   always @(posedge clk)
-    p3_2 <= \$1095 ;
+    p20_0 <= \$964 ;
   always @(posedge clk)
-    p4_0 <= \$1096 ;
+    p20_1 <= \$965 ;
   always @(posedge clk)
-    p4_1 <= \$1097 ;
+    p20_2 <= \$966 ;
   always @(posedge clk)
-    p4_2 <= \$1098 ;
+    p21_0 <= \$967 ;
   always @(posedge clk)
-    p5_0 <= \$1099 ;
+    p21_1 <= \$968 ;
   always @(posedge clk)
-    p5_1 <= \$1100 ;
+    p21_2 <= \$969 ;
   always @(posedge clk)
-    p5_2 <= \$1101 ;
+    p22_0 <= \$970 ;
   always @(posedge clk)
-    p6_0 <= \$1102 ;
+    p22_1 <= \$971 ;
   always @(posedge clk)
-    p6_1 <= \$1103 ;
+    p22_2 <= \$972 ;
   always @(posedge clk)
-    p6_2 <= \$1104 ;
+    p23_0 <= \$973 ;
   always @(posedge clk)
-    p7_0 <= \$1105 ;
+    p23_1 <= \$974 ;
   always @(posedge clk)
-    p7_1 <= \$1106 ;
+    p23_2 <= \$975 ;
   always @(posedge clk)
-    p7_2 <= \$1107 ;
+    p24_0 <= \$976 ;
   always @(posedge clk)
-    p8_0 <= \$1108 ;
+    p24_1 <= \$977 ;
   always @(posedge clk)
-    p8_1 <= \$1109 ;
+    p24_2 <= \$978 ;
   always @(posedge clk)
-    p8_2 <= \$1110 ;
+    p25_0 <= \$979 ;
   always @(posedge clk)
-    p9_0 <= \$1111 ;
+    p25_1 <= \$980 ;
   always @(posedge clk)
-    p9_1 <= \$1112 ;
+    p25_2 <= \$981 ;
   always @(posedge clk)
-    p9_2 <= \$1113 ;
+    p26_0 <= \$982 ;
   always @(posedge clk)
-    p10_0 <= \$1114 ;
+    p26_1 <= \$983 ;
   always @(posedge clk)
-    p10_1 <= \$1115 ;
+    p26_2 <= \$984 ;
   always @(posedge clk)
-    p10_2 <= \$1116 ;
+    p27_0 <= \$985 ;
   always @(posedge clk)
-    p11_0 <= \$1117 ;
+    p27_1 <= \$986 ;
   always @(posedge clk)
-    p11_1 <= \$1118 ;
+    p27_2 <= \$987 ;
   always @(posedge clk)
-    p11_2 <= \$1119 ;
+    p28_0 <= \$988 ;
   always @(posedge clk)
-    p12_0 <= \$1120 ;
+    p28_1 <= \$989 ;
   always @(posedge clk)
-    p12_1 <= \$1121 ;
+    p28_2 <= \$990 ;
   always @(posedge clk)
-    p12_2 <= \$1122 ;
+    p29_0 <= \$991 ;
   always @(posedge clk)
-    p13_0 <= \$1123 ;
+    p29_1 <= \$992 ;
   always @(posedge clk)
-    p13_1 <= \$1124 ;
+    p29_2 <= \$993 ;
   always @(posedge clk)
-    p13_2 <= \$1125 ;
+    p30_0 <= \$994 ;
   always @(posedge clk)
-    p14_0 <= \$1126 ;
+    p30_1 <= \$995 ;
   always @(posedge clk)
-    p14_1 <= \$1127 ;
+    p30_2 <= \$996 ;
   always @(posedge clk)
-    p14_2 <= \$1128 ;
+    p31_0 <= \$997 ;
   always @(posedge clk)
-    p15_0 <= \$1129 ;
+    p31_1 <= \$998 ;
   always @(posedge clk)
-    p15_1 <= \$1130 ;
+    p31_2 <= \$999 ;
   always @(posedge clk)
-    p15_2 <= \$1131 ;
+    fsm_state <= \$1000 ;
   always @(posedge clk)
-    p16_0 <= \$1132 ;
+    \wait  <= \$1001 ;
   always @(posedge clk)
-    p16_1 <= \$1133 ;
+    acc_set <= \$1002 ;
   always @(posedge clk)
-    p16_2 <= \$1134 ;
+    level <= \$1003 ;
   always @(posedge clk)
-    p17_0 <= \$1135 ;
+    \$signal$417  <= \$1004 ;
   always @(posedge clk)
-    p17_1 <= \$1136 ;
+    mx_last <= \$1005 ;
   always @(posedge clk)
-    p17_2 <= \$1137 ;
+    kreg1_0 <= \$1006 ;
   always @(posedge clk)
-    p18_0 <= \$1138 ;
+    kreg1_1 <= \$1007 ;
   always @(posedge clk)
-    p18_1 <= \$1139 ;
+    kreg1_2 <= \$1008 ;
   always @(posedge clk)
-    p18_2 <= \$1140 ;
+    kreg1_3 <= \$1009 ;
   always @(posedge clk)
-    p19_0 <= \$1141 ;
+    nreg1_0 <= \$1010 ;
   always @(posedge clk)
-    p19_1 <= \$1142 ;
+    nreg1_1 <= \$1011 ;
   always @(posedge clk)
-    p19_2 <= \$1143 ;
+    nreg1_2 <= \$1012 ;
   always @(posedge clk)
-    p20_0 <= \$1144 ;
+    nreg1_3 <= \$1013 ;
   always @(posedge clk)
-    p20_1 <= \$1145 ;
+    kreg1_valid <= \$1014 ;
   always @(posedge clk)
-    p20_2 <= \$1146 ;
+    kreg2_0 <= \$1015 ;
   always @(posedge clk)
-    p21_0 <= \$1147 ;
+    nreg2_0 <= \$1016 ;
   always @(posedge clk)
-    p21_1 <= \$1148 ;
+    kreg2_valid <= \$1017 ;
   always @(posedge clk)
-    p21_2 <= \$1149 ;
+    dst_en <= \$1018 ;
   always @(posedge clk)
-    p22_0 <= \$1150 ;
+    dst_addr <= \$1019 ;
   always @(posedge clk)
-    p22_1 <= \$1151 ;
+    dst_last <= \$1020 ;
   always @(posedge clk)
-    p22_2 <= \$1152 ;
+    \dst_data$427  <= \$1021 ;
   always @(posedge clk)
-    p23_0 <= \$1153 ;
+    wr_v1 <= \$1022 ;
   always @(posedge clk)
-    p23_1 <= \$1154 ;
+    wr_set1 <= \$1023 ;
   always @(posedge clk)
-    p23_2 <= \$1155 ;
+    wr_v2 <= \$1024 ;
   always @(posedge clk)
-    p24_0 <= \$1156 ;
+    wr_set2 <= \$1025 ;
   always @(posedge clk)
-    p24_1 <= \$1157 ;
+    d_reg0 <= \$1026 ;
   always @(posedge clk)
-    p24_2 <= \$1158 ;
+    e_reg0 <= \$1027 ;
   always @(posedge clk)
-    p25_0 <= \$1159 ;
+    d_reg1 <= \$1028 ;
   always @(posedge clk)
-    p25_1 <= \$1160 ;
+    e_reg1 <= \$1029 ;
   always @(posedge clk)
-    p25_2 <= \$1161 ;
+    d_reg2 <= \$1030 ;
   always @(posedge clk)
-    p26_0 <= \$1162 ;
+    e_reg2 <= \$1031 ;
   always @(posedge clk)
-    p26_1 <= \$1163 ;
+    d_reg3 <= \$1032 ;
   always @(posedge clk)
-    p26_2 <= \$1164 ;
+    e_reg3 <= \$1033 ;
   always @(posedge clk)
-    p27_0 <= \$1165 ;
+    d_reg4 <= \$1034 ;
   always @(posedge clk)
-    p27_1 <= \$1166 ;
+    e_reg4 <= \$1035 ;
   always @(posedge clk)
-    p27_2 <= \$1167 ;
+    d_reg5 <= \$1036 ;
   always @(posedge clk)
-    p28_0 <= \$1168 ;
+    e_reg5 <= \$1037 ;
   always @(posedge clk)
-    p28_1 <= \$1169 ;
+    d_reg6 <= \$1038 ;
   always @(posedge clk)
-    p28_2 <= \$1170 ;
+    e_reg6 <= \$1039 ;
   always @(posedge clk)
-    p29_0 <= \$1171 ;
+    d_reg7 <= \$1040 ;
   always @(posedge clk)
-    p29_1 <= \$1172 ;
+    e_reg7 <= \$1041 ;
   always @(posedge clk)
-    p29_2 <= \$1173 ;
+    d_reg8 <= \$1042 ;
   always @(posedge clk)
-    p30_0 <= \$1174 ;
+    e_reg8 <= \$1043 ;
   always @(posedge clk)
-    p30_1 <= \$1175 ;
+    d_reg9 <= \$1044 ;
   always @(posedge clk)
-    p30_2 <= \$1176 ;
+    e_reg9 <= \$1045 ;
   always @(posedge clk)
-    p31_0 <= \$1177 ;
+    d_reg10 <= \$1046 ;
   always @(posedge clk)
-    p31_1 <= \$1178 ;
+    e_reg10 <= \$1047 ;
   always @(posedge clk)
-    p31_2 <= \$1179 ;
+    d_reg11 <= \$1048 ;
   always @(posedge clk)
-    m <= \$1180 ;
+    e_reg11 <= \$1049 ;
   always @(posedge clk)
-    fsm_state <= \$1181 ;
+    d_reg12 <= \$1050 ;
   always @(posedge clk)
-    acc_set <= \$1182 ;
+    e_reg12 <= \$1051 ;
   always @(posedge clk)
-    \wait  <= \$1183 ;
+    d_reg13 <= \$1052 ;
   always @(posedge clk)
-    level <= \$1184 ;
+    e_reg13 <= \$1053 ;
   always @(posedge clk)
-    dst_en <= \$1185 ;
+    d_reg14 <= \$1054 ;
   always @(posedge clk)
-    dst_addr <= \$1186 ;
+    e_reg14 <= \$1055 ;
   always @(posedge clk)
-    \dst_data$425  <= \$1187 ;
+    d_reg15 <= \$1056 ;
   always @(posedge clk)
-    d_reg0 <= \$1188 ;
+    e_reg15 <= \$1057 ;
   always @(posedge clk)
-    e_reg0 <= \$1189 ;
+    d_reg16 <= \$1058 ;
   always @(posedge clk)
-    d_reg1 <= \$1190 ;
+    e_reg16 <= \$1059 ;
   always @(posedge clk)
-    e_reg1 <= \$1191 ;
+    d_reg17 <= \$1060 ;
   always @(posedge clk)
-    d_reg2 <= \$1192 ;
+    e_reg17 <= \$1061 ;
   always @(posedge clk)
-    e_reg2 <= \$1193 ;
+    d_reg18 <= \$1062 ;
   always @(posedge clk)
-    d_reg3 <= \$1194 ;
+    e_reg18 <= \$1063 ;
   always @(posedge clk)
-    e_reg3 <= \$1195 ;
+    d_reg19 <= \$1064 ;
   always @(posedge clk)
-    d_reg4 <= \$1196 ;
+    e_reg19 <= \$1065 ;
   always @(posedge clk)
-    e_reg4 <= \$1197 ;
+    d_reg20 <= \$1066 ;
   always @(posedge clk)
-    d_reg5 <= \$1198 ;
+    e_reg20 <= \$1067 ;
   always @(posedge clk)
-    e_reg5 <= \$1199 ;
+    d_reg21 <= \$1068 ;
   always @(posedge clk)
-    d_reg6 <= \$1200 ;
+    e_reg21 <= \$1069 ;
   always @(posedge clk)
-    e_reg6 <= \$1201 ;
+    d_reg22 <= \$1070 ;
   always @(posedge clk)
-    d_reg7 <= \$1202 ;
+    e_reg22 <= \$1071 ;
   always @(posedge clk)
-    e_reg7 <= \$1203 ;
+    d_reg23 <= \$1072 ;
   always @(posedge clk)
-    d_reg8 <= \$1204 ;
+    e_reg23 <= \$1073 ;
   always @(posedge clk)
-    e_reg8 <= \$1205 ;
+    d_reg24 <= \$1074 ;
   always @(posedge clk)
-    d_reg9 <= \$1206 ;
+    e_reg24 <= \$1075 ;
   always @(posedge clk)
-    e_reg9 <= \$1207 ;
+    d_reg25 <= \$1076 ;
   always @(posedge clk)
-    d_reg10 <= \$1208 ;
+    e_reg25 <= \$1077 ;
   always @(posedge clk)
-    e_reg10 <= \$1209 ;
+    d_reg26 <= \$1078 ;
   always @(posedge clk)
-    d_reg11 <= \$1210 ;
+    e_reg26 <= \$1079 ;
   always @(posedge clk)
-    e_reg11 <= \$1211 ;
+    d_reg27 <= \$1080 ;
   always @(posedge clk)
-    d_reg12 <= \$1212 ;
+    e_reg27 <= \$1081 ;
   always @(posedge clk)
-    e_reg12 <= \$1213 ;
+    d_reg28 <= \$1082 ;
   always @(posedge clk)
-    d_reg13 <= \$1214 ;
+    e_reg28 <= \$1083 ;
   always @(posedge clk)
-    e_reg13 <= \$1215 ;
+    d_reg29 <= \$1084 ;
   always @(posedge clk)
-    d_reg14 <= \$1216 ;
+    e_reg29 <= \$1085 ;
   always @(posedge clk)
-    e_reg14 <= \$1217 ;
+    d_reg30 <= \$1086 ;
   always @(posedge clk)
-    d_reg15 <= \$1218 ;
+    e_reg30 <= \$1087 ;
   always @(posedge clk)
-    e_reg15 <= \$1219 ;
+    d_reg31 <= \$1088 ;
   always @(posedge clk)
-    d_reg16 <= \$1220 ;
-  always @(posedge clk)
-    e_reg16 <= \$1221 ;
-  always @(posedge clk)
-    d_reg17 <= \$1222 ;
-  always @(posedge clk)
-    e_reg17 <= \$1223 ;
-  always @(posedge clk)
-    d_reg18 <= \$1224 ;
-  always @(posedge clk)
-    e_reg18 <= \$1225 ;
-  always @(posedge clk)
-    d_reg19 <= \$1226 ;
-  always @(posedge clk)
-    e_reg19 <= \$1227 ;
-  always @(posedge clk)
-    d_reg20 <= \$1228 ;
-  always @(posedge clk)
-    e_reg20 <= \$1229 ;
-  always @(posedge clk)
-    d_reg21 <= \$1230 ;
-  always @(posedge clk)
-    e_reg21 <= \$1231 ;
-  always @(posedge clk)
-    d_reg22 <= \$1232 ;
-  always @(posedge clk)
-    e_reg22 <= \$1233 ;
-  always @(posedge clk)
-    d_reg23 <= \$1234 ;
-  always @(posedge clk)
-    e_reg23 <= \$1235 ;
-  always @(posedge clk)
-    d_reg24 <= \$1236 ;
-  always @(posedge clk)
-    e_reg24 <= \$1237 ;
-  always @(posedge clk)
-    d_reg25 <= \$1238 ;
-  always @(posedge clk)
-    e_reg25 <= \$1239 ;
-  always @(posedge clk)
-    d_reg26 <= \$1240 ;
-  always @(posedge clk)
-    e_reg26 <= \$1241 ;
-  always @(posedge clk)
-    d_reg27 <= \$1242 ;
-  always @(posedge clk)
-    e_reg27 <= \$1243 ;
-  always @(posedge clk)
-    d_reg28 <= \$1244 ;
-  always @(posedge clk)
-    e_reg28 <= \$1245 ;
-  always @(posedge clk)
-    d_reg29 <= \$1246 ;
-  always @(posedge clk)
-    e_reg29 <= \$1247 ;
-  always @(posedge clk)
-    d_reg30 <= \$1248 ;
-  always @(posedge clk)
-    e_reg30 <= \$1249 ;
-  always @(posedge clk)
-    d_reg31 <= \$1250 ;
-  always @(posedge clk)
-    e_reg31 <= \$1251 ;
+    e_reg31 <= \$1089 ;
   assign \$auto$rtlil.cc:2739:Not$2  = ~ m[31];
   assign \$auto$rtlil.cc:2739:Not$12  = ~ m[31];
   assign \$auto$rtlil.cc:2739:Not$14  = ~ m[31];
@@ -55990,164 +55308,228 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
   assign \$auto$rtlil.cc:2739:Not$64  = ~ m[31];
   assign \$auto$rtlil.cc:2739:Not$8  = ~ m[31];
   assign \$auto$rtlil.cc:2739:Not$10  = ~ m[31];
-  ndp_fp32_add acc_0 (
+  ndp_fp32_add_pipe acc_0 (
     .a(acc_a0),
     .b(acc_b0),
+    .clk(clk),
+    .rst(rst),
     .s(acc_s0)
   );
-  ndp_fp32_add acc_1 (
+  ndp_fp32_add_pipe acc_1 (
     .a(acc_a1),
     .b(acc_b1),
+    .clk(clk),
+    .rst(rst),
     .s(acc_s1)
   );
-  ndp_fp32_add acc_10 (
+  ndp_fp32_add_pipe acc_10 (
     .a(acc_a10),
     .b(acc_b10),
+    .clk(clk),
+    .rst(rst),
     .s(acc_s10)
   );
-  ndp_fp32_add acc_11 (
+  ndp_fp32_add_pipe acc_11 (
     .a(acc_a11),
     .b(acc_b11),
+    .clk(clk),
+    .rst(rst),
     .s(acc_s11)
   );
-  ndp_fp32_add acc_12 (
+  ndp_fp32_add_pipe acc_12 (
     .a(acc_a12),
     .b(acc_b12),
+    .clk(clk),
+    .rst(rst),
     .s(acc_s12)
   );
-  ndp_fp32_add acc_13 (
+  ndp_fp32_add_pipe acc_13 (
     .a(acc_a13),
     .b(acc_b13),
+    .clk(clk),
+    .rst(rst),
     .s(acc_s13)
   );
-  ndp_fp32_add acc_14 (
+  ndp_fp32_add_pipe acc_14 (
     .a(acc_a14),
     .b(acc_b14),
+    .clk(clk),
+    .rst(rst),
     .s(acc_s14)
   );
-  ndp_fp32_add acc_15 (
+  ndp_fp32_add_pipe acc_15 (
     .a(acc_a15),
     .b(acc_b15),
+    .clk(clk),
+    .rst(rst),
     .s(acc_s15)
   );
-  ndp_fp32_add acc_16 (
+  ndp_fp32_add_pipe acc_16 (
     .a(acc_a16),
     .b(acc_b16),
+    .clk(clk),
+    .rst(rst),
     .s(acc_s16)
   );
-  ndp_fp32_add acc_17 (
+  ndp_fp32_add_pipe acc_17 (
     .a(acc_a17),
     .b(acc_b17),
+    .clk(clk),
+    .rst(rst),
     .s(acc_s17)
   );
-  ndp_fp32_add acc_18 (
+  ndp_fp32_add_pipe acc_18 (
     .a(acc_a18),
     .b(acc_b18),
+    .clk(clk),
+    .rst(rst),
     .s(acc_s18)
   );
-  ndp_fp32_add acc_19 (
+  ndp_fp32_add_pipe acc_19 (
     .a(acc_a19),
     .b(acc_b19),
+    .clk(clk),
+    .rst(rst),
     .s(acc_s19)
   );
-  ndp_fp32_add acc_2 (
+  ndp_fp32_add_pipe acc_2 (
     .a(acc_a2),
     .b(acc_b2),
+    .clk(clk),
+    .rst(rst),
     .s(acc_s2)
   );
-  ndp_fp32_add acc_20 (
+  ndp_fp32_add_pipe acc_20 (
     .a(acc_a20),
     .b(acc_b20),
+    .clk(clk),
+    .rst(rst),
     .s(acc_s20)
   );
-  ndp_fp32_add acc_21 (
+  ndp_fp32_add_pipe acc_21 (
     .a(acc_a21),
     .b(acc_b21),
+    .clk(clk),
+    .rst(rst),
     .s(acc_s21)
   );
-  ndp_fp32_add acc_22 (
+  ndp_fp32_add_pipe acc_22 (
     .a(acc_a22),
     .b(acc_b22),
+    .clk(clk),
+    .rst(rst),
     .s(acc_s22)
   );
-  ndp_fp32_add acc_23 (
+  ndp_fp32_add_pipe acc_23 (
     .a(acc_a23),
     .b(acc_b23),
+    .clk(clk),
+    .rst(rst),
     .s(acc_s23)
   );
-  ndp_fp32_add acc_24 (
+  ndp_fp32_add_pipe acc_24 (
     .a(acc_a24),
     .b(acc_b24),
+    .clk(clk),
+    .rst(rst),
     .s(acc_s24)
   );
-  ndp_fp32_add acc_25 (
+  ndp_fp32_add_pipe acc_25 (
     .a(acc_a25),
     .b(acc_b25),
+    .clk(clk),
+    .rst(rst),
     .s(acc_s25)
   );
-  ndp_fp32_add acc_26 (
+  ndp_fp32_add_pipe acc_26 (
     .a(acc_a26),
     .b(acc_b26),
+    .clk(clk),
+    .rst(rst),
     .s(acc_s26)
   );
-  ndp_fp32_add acc_27 (
+  ndp_fp32_add_pipe acc_27 (
     .a(acc_a27),
     .b(acc_b27),
+    .clk(clk),
+    .rst(rst),
     .s(acc_s27)
   );
-  ndp_fp32_add acc_28 (
+  ndp_fp32_add_pipe acc_28 (
     .a(acc_a28),
     .b(acc_b28),
+    .clk(clk),
+    .rst(rst),
     .s(acc_s28)
   );
-  ndp_fp32_add acc_29 (
+  ndp_fp32_add_pipe acc_29 (
     .a(acc_a29),
     .b(acc_b29),
+    .clk(clk),
+    .rst(rst),
     .s(acc_s29)
   );
-  ndp_fp32_add acc_3 (
+  ndp_fp32_add_pipe acc_3 (
     .a(acc_a3),
     .b(acc_b3),
+    .clk(clk),
+    .rst(rst),
     .s(acc_s3)
   );
-  ndp_fp32_add acc_30 (
+  ndp_fp32_add_pipe acc_30 (
     .a(acc_a30),
     .b(acc_b30),
+    .clk(clk),
+    .rst(rst),
     .s(acc_s30)
   );
-  ndp_fp32_add acc_31 (
+  ndp_fp32_add_pipe acc_31 (
     .a(acc_a31),
     .b(acc_b31),
+    .clk(clk),
+    .rst(rst),
     .s(acc_s31)
   );
-  ndp_fp32_add acc_4 (
+  ndp_fp32_add_pipe acc_4 (
     .a(acc_a4),
     .b(acc_b4),
+    .clk(clk),
+    .rst(rst),
     .s(acc_s4)
   );
-  ndp_fp32_add acc_5 (
+  ndp_fp32_add_pipe acc_5 (
     .a(acc_a5),
     .b(acc_b5),
+    .clk(clk),
+    .rst(rst),
     .s(acc_s5)
   );
-  ndp_fp32_add acc_6 (
+  ndp_fp32_add_pipe acc_6 (
     .a(acc_a6),
     .b(acc_b6),
+    .clk(clk),
+    .rst(rst),
     .s(acc_s6)
   );
-  ndp_fp32_add acc_7 (
+  ndp_fp32_add_pipe acc_7 (
     .a(acc_a7),
     .b(acc_b7),
+    .clk(clk),
+    .rst(rst),
     .s(acc_s7)
   );
-  ndp_fp32_add acc_8 (
+  ndp_fp32_add_pipe acc_8 (
     .a(acc_a8),
     .b(acc_b8),
+    .clk(clk),
+    .rst(rst),
     .s(acc_s8)
   );
-  ndp_fp32_add acc_9 (
+  ndp_fp32_add_pipe acc_9 (
     .a(acc_a9),
     .b(acc_b9),
+    .clk(clk),
+    .rst(rst),
     .s(acc_s9)
   );
   ndp_fp32_to_fp16 cvt_0 (
@@ -56696,518 +56078,258 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
   );
   \ndp_device.control_unit.softmax.recip  recip (
     .clk(clk),
-    .done(\done$422 ),
+    .done(\done$416 ),
     .r(r),
     .rst(rst),
-    .start(\start$13 ),
+    .start(\start$18 ),
     .x(l)
   );
-  ndp_fp32_add sub_0 (
+  ndp_fp32_add_pipe sub_0 (
     .a(src_data[31:0]),
-    .b(\$971 ),
+    .b(\$840 ),
+    .clk(clk),
+    .rst(rst),
     .s(d0)
   );
-  ndp_fp32_add sub_1 (
+  ndp_fp32_add_pipe sub_1 (
     .a(src_data[63:32]),
-    .b(\$972 ),
+    .b(\$841 ),
+    .clk(clk),
+    .rst(rst),
     .s(d1)
   );
-  ndp_fp32_add sub_10 (
+  ndp_fp32_add_pipe sub_10 (
     .a(src_data[351:320]),
-    .b(\$981 ),
+    .b(\$850 ),
+    .clk(clk),
+    .rst(rst),
     .s(d10)
   );
-  ndp_fp32_add sub_11 (
+  ndp_fp32_add_pipe sub_11 (
     .a(src_data[383:352]),
-    .b(\$982 ),
+    .b(\$851 ),
+    .clk(clk),
+    .rst(rst),
     .s(d11)
   );
-  ndp_fp32_add sub_12 (
+  ndp_fp32_add_pipe sub_12 (
     .a(src_data[415:384]),
-    .b(\$983 ),
+    .b(\$852 ),
+    .clk(clk),
+    .rst(rst),
     .s(d12)
   );
-  ndp_fp32_add sub_13 (
+  ndp_fp32_add_pipe sub_13 (
     .a(src_data[447:416]),
-    .b(\$984 ),
+    .b(\$853 ),
+    .clk(clk),
+    .rst(rst),
     .s(d13)
   );
-  ndp_fp32_add sub_14 (
+  ndp_fp32_add_pipe sub_14 (
     .a(src_data[479:448]),
-    .b(\$985 ),
+    .b(\$854 ),
+    .clk(clk),
+    .rst(rst),
     .s(d14)
   );
-  ndp_fp32_add sub_15 (
+  ndp_fp32_add_pipe sub_15 (
     .a(src_data[511:480]),
-    .b(\$986 ),
+    .b(\$855 ),
+    .clk(clk),
+    .rst(rst),
     .s(d15)
   );
-  ndp_fp32_add sub_16 (
+  ndp_fp32_add_pipe sub_16 (
     .a(src_data[543:512]),
-    .b(\$987 ),
+    .b(\$856 ),
+    .clk(clk),
+    .rst(rst),
     .s(d16)
   );
-  ndp_fp32_add sub_17 (
+  ndp_fp32_add_pipe sub_17 (
     .a(src_data[575:544]),
-    .b(\$988 ),
+    .b(\$857 ),
+    .clk(clk),
+    .rst(rst),
     .s(d17)
   );
-  ndp_fp32_add sub_18 (
+  ndp_fp32_add_pipe sub_18 (
     .a(src_data[607:576]),
-    .b(\$989 ),
+    .b(\$858 ),
+    .clk(clk),
+    .rst(rst),
     .s(d18)
   );
-  ndp_fp32_add sub_19 (
+  ndp_fp32_add_pipe sub_19 (
     .a(src_data[639:608]),
-    .b(\$990 ),
+    .b(\$859 ),
+    .clk(clk),
+    .rst(rst),
     .s(d19)
   );
-  ndp_fp32_add sub_2 (
+  ndp_fp32_add_pipe sub_2 (
     .a(src_data[95:64]),
-    .b(\$973 ),
+    .b(\$842 ),
+    .clk(clk),
+    .rst(rst),
     .s(d2)
   );
-  ndp_fp32_add sub_20 (
+  ndp_fp32_add_pipe sub_20 (
     .a(src_data[671:640]),
-    .b(\$991 ),
+    .b(\$860 ),
+    .clk(clk),
+    .rst(rst),
     .s(d20)
   );
-  ndp_fp32_add sub_21 (
+  ndp_fp32_add_pipe sub_21 (
     .a(src_data[703:672]),
-    .b(\$992 ),
+    .b(\$861 ),
+    .clk(clk),
+    .rst(rst),
     .s(d21)
   );
-  ndp_fp32_add sub_22 (
+  ndp_fp32_add_pipe sub_22 (
     .a(src_data[735:704]),
-    .b(\$993 ),
+    .b(\$862 ),
+    .clk(clk),
+    .rst(rst),
     .s(d22)
   );
-  ndp_fp32_add sub_23 (
+  ndp_fp32_add_pipe sub_23 (
     .a(src_data[767:736]),
-    .b(\$994 ),
+    .b(\$863 ),
+    .clk(clk),
+    .rst(rst),
     .s(d23)
   );
-  ndp_fp32_add sub_24 (
+  ndp_fp32_add_pipe sub_24 (
     .a(src_data[799:768]),
-    .b(\$995 ),
+    .b(\$864 ),
+    .clk(clk),
+    .rst(rst),
     .s(d24)
   );
-  ndp_fp32_add sub_25 (
+  ndp_fp32_add_pipe sub_25 (
     .a(src_data[831:800]),
-    .b(\$996 ),
+    .b(\$865 ),
+    .clk(clk),
+    .rst(rst),
     .s(d25)
   );
-  ndp_fp32_add sub_26 (
+  ndp_fp32_add_pipe sub_26 (
     .a(src_data[863:832]),
-    .b(\$997 ),
+    .b(\$866 ),
+    .clk(clk),
+    .rst(rst),
     .s(d26)
   );
-  ndp_fp32_add sub_27 (
+  ndp_fp32_add_pipe sub_27 (
     .a(src_data[895:864]),
-    .b(\$998 ),
+    .b(\$867 ),
+    .clk(clk),
+    .rst(rst),
     .s(d27)
   );
-  ndp_fp32_add sub_28 (
+  ndp_fp32_add_pipe sub_28 (
     .a(src_data[927:896]),
-    .b(\$999 ),
+    .b(\$868 ),
+    .clk(clk),
+    .rst(rst),
     .s(d28)
   );
-  ndp_fp32_add sub_29 (
+  ndp_fp32_add_pipe sub_29 (
     .a(src_data[959:928]),
-    .b(\$1000 ),
+    .b(\$869 ),
+    .clk(clk),
+    .rst(rst),
     .s(d29)
   );
-  ndp_fp32_add sub_3 (
+  ndp_fp32_add_pipe sub_3 (
     .a(src_data[127:96]),
-    .b(\$974 ),
+    .b(\$843 ),
+    .clk(clk),
+    .rst(rst),
     .s(d3)
   );
-  ndp_fp32_add sub_30 (
+  ndp_fp32_add_pipe sub_30 (
     .a(src_data[991:960]),
-    .b(\$1001 ),
+    .b(\$870 ),
+    .clk(clk),
+    .rst(rst),
     .s(d30)
   );
-  ndp_fp32_add sub_31 (
+  ndp_fp32_add_pipe sub_31 (
     .a(src_data[1023:992]),
-    .b(\$1002 ),
+    .b(\$871 ),
+    .clk(clk),
+    .rst(rst),
     .s(d31)
   );
-  ndp_fp32_add sub_4 (
+  ndp_fp32_add_pipe sub_4 (
     .a(src_data[159:128]),
-    .b(\$975 ),
+    .b(\$844 ),
+    .clk(clk),
+    .rst(rst),
     .s(d4)
   );
-  ndp_fp32_add sub_5 (
+  ndp_fp32_add_pipe sub_5 (
     .a(src_data[191:160]),
-    .b(\$976 ),
+    .b(\$845 ),
+    .clk(clk),
+    .rst(rst),
     .s(d5)
   );
-  ndp_fp32_add sub_6 (
+  ndp_fp32_add_pipe sub_6 (
     .a(src_data[223:192]),
-    .b(\$977 ),
+    .b(\$846 ),
+    .clk(clk),
+    .rst(rst),
     .s(d6)
   );
-  ndp_fp32_add sub_7 (
+  ndp_fp32_add_pipe sub_7 (
     .a(src_data[255:224]),
-    .b(\$978 ),
+    .b(\$847 ),
+    .clk(clk),
+    .rst(rst),
     .s(d7)
   );
-  ndp_fp32_add sub_8 (
+  ndp_fp32_add_pipe sub_8 (
     .a(src_data[287:256]),
-    .b(\$979 ),
+    .b(\$848 ),
+    .clk(clk),
+    .rst(rst),
     .s(d8)
   );
-  ndp_fp32_add sub_9 (
+  ndp_fp32_add_pipe sub_9 (
     .a(src_data[319:288]),
-    .b(\$980 ),
+    .b(\$849 ),
+    .clk(clk),
+    .rst(rst),
     .s(d9)
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$106  = 32'd0;
+    \$374  = 32'd0;
     casez (acc_set)
       2'h0:
-          \$106  = l;
+          \$374  = l;
       2'h1:
-          \$106  = p0_1;
+          \$374  = p0_1;
       2'h2:
-          \$106  = p0_2;
+          \$374  = p0_2;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$116  = 32'd0;
+    \$385  = 32'd0;
     casez (acc_set)
       2'h0:
-          \$116  = p1_0;
+          \$385  = p1_0;
       2'h1:
-          \$116  = p1_1;
+          \$385  = p1_1;
       2'h2:
-          \$116  = p1_2;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$126  = 32'd0;
-    casez (acc_set)
-      2'h0:
-          \$126  = p2_0;
-      2'h1:
-          \$126  = p2_1;
-      2'h2:
-          \$126  = p2_2;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$136  = 32'd0;
-    casez (acc_set)
-      2'h0:
-          \$136  = p3_0;
-      2'h1:
-          \$136  = p3_1;
-      2'h2:
-          \$136  = p3_2;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$146  = 32'd0;
-    casez (acc_set)
-      2'h0:
-          \$146  = p4_0;
-      2'h1:
-          \$146  = p4_1;
-      2'h2:
-          \$146  = p4_2;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$156  = 32'd0;
-    casez (acc_set)
-      2'h0:
-          \$156  = p5_0;
-      2'h1:
-          \$156  = p5_1;
-      2'h2:
-          \$156  = p5_2;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$166  = 32'd0;
-    casez (acc_set)
-      2'h0:
-          \$166  = p6_0;
-      2'h1:
-          \$166  = p6_1;
-      2'h2:
-          \$166  = p6_2;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$176  = 32'd0;
-    casez (acc_set)
-      2'h0:
-          \$176  = p7_0;
-      2'h1:
-          \$176  = p7_1;
-      2'h2:
-          \$176  = p7_2;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$186  = 32'd0;
-    casez (acc_set)
-      2'h0:
-          \$186  = p8_0;
-      2'h1:
-          \$186  = p8_1;
-      2'h2:
-          \$186  = p8_2;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$196  = 32'd0;
-    casez (acc_set)
-      2'h0:
-          \$196  = p9_0;
-      2'h1:
-          \$196  = p9_1;
-      2'h2:
-          \$196  = p9_2;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$206  = 32'd0;
-    casez (acc_set)
-      2'h0:
-          \$206  = p10_0;
-      2'h1:
-          \$206  = p10_1;
-      2'h2:
-          \$206  = p10_2;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$216  = 32'd0;
-    casez (acc_set)
-      2'h0:
-          \$216  = p11_0;
-      2'h1:
-          \$216  = p11_1;
-      2'h2:
-          \$216  = p11_2;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$226  = 32'd0;
-    casez (acc_set)
-      2'h0:
-          \$226  = p12_0;
-      2'h1:
-          \$226  = p12_1;
-      2'h2:
-          \$226  = p12_2;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$236  = 32'd0;
-    casez (acc_set)
-      2'h0:
-          \$236  = p13_0;
-      2'h1:
-          \$236  = p13_1;
-      2'h2:
-          \$236  = p13_2;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$246  = 32'd0;
-    casez (acc_set)
-      2'h0:
-          \$246  = p14_0;
-      2'h1:
-          \$246  = p14_1;
-      2'h2:
-          \$246  = p14_2;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$256  = 32'd0;
-    casez (acc_set)
-      2'h0:
-          \$256  = p15_0;
-      2'h1:
-          \$256  = p15_1;
-      2'h2:
-          \$256  = p15_2;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$266  = 32'd0;
-    casez (acc_set)
-      2'h0:
-          \$266  = p16_0;
-      2'h1:
-          \$266  = p16_1;
-      2'h2:
-          \$266  = p16_2;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$276  = 32'd0;
-    casez (acc_set)
-      2'h0:
-          \$276  = p17_0;
-      2'h1:
-          \$276  = p17_1;
-      2'h2:
-          \$276  = p17_2;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$286  = 32'd0;
-    casez (acc_set)
-      2'h0:
-          \$286  = p18_0;
-      2'h1:
-          \$286  = p18_1;
-      2'h2:
-          \$286  = p18_2;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$296  = 32'd0;
-    casez (acc_set)
-      2'h0:
-          \$296  = p19_0;
-      2'h1:
-          \$296  = p19_1;
-      2'h2:
-          \$296  = p19_2;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$306  = 32'd0;
-    casez (acc_set)
-      2'h0:
-          \$306  = p20_0;
-      2'h1:
-          \$306  = p20_1;
-      2'h2:
-          \$306  = p20_2;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$316  = 32'd0;
-    casez (acc_set)
-      2'h0:
-          \$316  = p21_0;
-      2'h1:
-          \$316  = p21_1;
-      2'h2:
-          \$316  = p21_2;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$326  = 32'd0;
-    casez (acc_set)
-      2'h0:
-          \$326  = p22_0;
-      2'h1:
-          \$326  = p22_1;
-      2'h2:
-          \$326  = p22_2;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$336  = 32'd0;
-    casez (acc_set)
-      2'h0:
-          \$336  = p23_0;
-      2'h1:
-          \$336  = p23_1;
-      2'h2:
-          \$336  = p23_2;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$346  = 32'd0;
-    casez (acc_set)
-      2'h0:
-          \$346  = p24_0;
-      2'h1:
-          \$346  = p24_1;
-      2'h2:
-          \$346  = p24_2;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$356  = 32'd0;
-    casez (acc_set)
-      2'h0:
-          \$356  = p25_0;
-      2'h1:
-          \$356  = p25_1;
-      2'h2:
-          \$356  = p25_2;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$366  = 32'd0;
-    casez (acc_set)
-      2'h0:
-          \$366  = p26_0;
-      2'h1:
-          \$366  = p26_1;
-      2'h2:
-          \$366  = p26_2;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$376  = 32'd0;
-    casez (acc_set)
-      2'h0:
-          \$376  = p27_0;
-      2'h1:
-          \$376  = p27_1;
-      2'h2:
-          \$376  = p27_2;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$386  = 32'd0;
-    casez (acc_set)
-      2'h0:
-          \$386  = p28_0;
-      2'h1:
-          \$386  = p28_1;
-      2'h2:
-          \$386  = p28_2;
+          \$385  = p1_2;
     endcase
   end
   always @* begin
@@ -57215,60 +56337,384 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
     \$396  = 32'd0;
     casez (acc_set)
       2'h0:
-          \$396  = p29_0;
+          \$396  = p2_0;
       2'h1:
-          \$396  = p29_1;
+          \$396  = p2_1;
       2'h2:
-          \$396  = p29_2;
+          \$396  = p2_2;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$406  = 32'd0;
+    \$407  = 32'd0;
     casez (acc_set)
       2'h0:
-          \$406  = p30_0;
+          \$407  = p3_0;
       2'h1:
-          \$406  = p30_1;
+          \$407  = p3_1;
       2'h2:
-          \$406  = p30_2;
+          \$407  = p3_2;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$416  = 32'd0;
+    \$418  = 32'd0;
     casez (acc_set)
       2'h0:
-          \$416  = p31_0;
+          \$418  = p4_0;
       2'h1:
-          \$416  = p31_1;
+          \$418  = p4_1;
       2'h2:
-          \$416  = p31_2;
+          \$418  = p4_2;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    count = 21'h000000;
+    \$429  = 32'd0;
+    casez (acc_set)
+      2'h0:
+          \$429  = p5_0;
+      2'h1:
+          \$429  = p5_1;
+      2'h2:
+          \$429  = p5_2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$440  = 32'd0;
+    casez (acc_set)
+      2'h0:
+          \$440  = p6_0;
+      2'h1:
+          \$440  = p6_1;
+      2'h2:
+          \$440  = p6_2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$451  = 32'd0;
+    casez (acc_set)
+      2'h0:
+          \$451  = p7_0;
+      2'h1:
+          \$451  = p7_1;
+      2'h2:
+          \$451  = p7_2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$462  = 32'd0;
+    casez (acc_set)
+      2'h0:
+          \$462  = p8_0;
+      2'h1:
+          \$462  = p8_1;
+      2'h2:
+          \$462  = p8_2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$473  = 32'd0;
+    casez (acc_set)
+      2'h0:
+          \$473  = p9_0;
+      2'h1:
+          \$473  = p9_1;
+      2'h2:
+          \$473  = p9_2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$484  = 32'd0;
+    casez (acc_set)
+      2'h0:
+          \$484  = p10_0;
+      2'h1:
+          \$484  = p10_1;
+      2'h2:
+          \$484  = p10_2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$495  = 32'd0;
+    casez (acc_set)
+      2'h0:
+          \$495  = p11_0;
+      2'h1:
+          \$495  = p11_1;
+      2'h2:
+          \$495  = p11_2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$506  = 32'd0;
+    casez (acc_set)
+      2'h0:
+          \$506  = p12_0;
+      2'h1:
+          \$506  = p12_1;
+      2'h2:
+          \$506  = p12_2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$517  = 32'd0;
+    casez (acc_set)
+      2'h0:
+          \$517  = p13_0;
+      2'h1:
+          \$517  = p13_1;
+      2'h2:
+          \$517  = p13_2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$528  = 32'd0;
+    casez (acc_set)
+      2'h0:
+          \$528  = p14_0;
+      2'h1:
+          \$528  = p14_1;
+      2'h2:
+          \$528  = p14_2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$539  = 32'd0;
+    casez (acc_set)
+      2'h0:
+          \$539  = p15_0;
+      2'h1:
+          \$539  = p15_1;
+      2'h2:
+          \$539  = p15_2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$550  = 32'd0;
+    casez (acc_set)
+      2'h0:
+          \$550  = p16_0;
+      2'h1:
+          \$550  = p16_1;
+      2'h2:
+          \$550  = p16_2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$561  = 32'd0;
+    casez (acc_set)
+      2'h0:
+          \$561  = p17_0;
+      2'h1:
+          \$561  = p17_1;
+      2'h2:
+          \$561  = p17_2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$572  = 32'd0;
+    casez (acc_set)
+      2'h0:
+          \$572  = p18_0;
+      2'h1:
+          \$572  = p18_1;
+      2'h2:
+          \$572  = p18_2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$583  = 32'd0;
+    casez (acc_set)
+      2'h0:
+          \$583  = p19_0;
+      2'h1:
+          \$583  = p19_1;
+      2'h2:
+          \$583  = p19_2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$594  = 32'd0;
+    casez (acc_set)
+      2'h0:
+          \$594  = p20_0;
+      2'h1:
+          \$594  = p20_1;
+      2'h2:
+          \$594  = p20_2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$605  = 32'd0;
+    casez (acc_set)
+      2'h0:
+          \$605  = p21_0;
+      2'h1:
+          \$605  = p21_1;
+      2'h2:
+          \$605  = p21_2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$616  = 32'd0;
+    casez (acc_set)
+      2'h0:
+          \$616  = p22_0;
+      2'h1:
+          \$616  = p22_1;
+      2'h2:
+          \$616  = p22_2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$627  = 32'd0;
+    casez (acc_set)
+      2'h0:
+          \$627  = p23_0;
+      2'h1:
+          \$627  = p23_1;
+      2'h2:
+          \$627  = p23_2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$638  = 32'd0;
+    casez (acc_set)
+      2'h0:
+          \$638  = p24_0;
+      2'h1:
+          \$638  = p24_1;
+      2'h2:
+          \$638  = p24_2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$649  = 32'd0;
+    casez (acc_set)
+      2'h0:
+          \$649  = p25_0;
+      2'h1:
+          \$649  = p25_1;
+      2'h2:
+          \$649  = p25_2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$660  = 32'd0;
+    casez (acc_set)
+      2'h0:
+          \$660  = p26_0;
+      2'h1:
+          \$660  = p26_1;
+      2'h2:
+          \$660  = p26_2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$671  = 32'd0;
+    casez (acc_set)
+      2'h0:
+          \$671  = p27_0;
+      2'h1:
+          \$671  = p27_1;
+      2'h2:
+          \$671  = p27_2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$682  = 32'd0;
+    casez (acc_set)
+      2'h0:
+          \$682  = p28_0;
+      2'h1:
+          \$682  = p28_1;
+      2'h2:
+          \$682  = p28_2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$693  = 32'd0;
+    casez (acc_set)
+      2'h0:
+          \$693  = p29_0;
+      2'h1:
+          \$693  = p29_1;
+      2'h2:
+          \$693  = p29_2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$704  = 32'd0;
+    casez (acc_set)
+      2'h0:
+          \$704  = p30_0;
+      2'h1:
+          \$704  = p30_1;
+      2'h2:
+          \$704  = p30_2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$715  = 32'd0;
+    casez (acc_set)
+      2'h0:
+          \$715  = p31_0;
+      2'h1:
+          \$715  = p31_1;
+      2'h2:
+          \$715  = p31_2;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    tail = 6'h00;
     casez (fsm_state)
       4'h0:
           if (start) begin
-            count = \$1 ;
+            tail = \$5 ;
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$signal  = 1'h0;
+    \$signal$14  = 1'h0;
     casez (fsm_state)
       4'h0:
           /* empty */;
       4'h2:
-          \$signal  = 1'h1;
+          \$signal$14  = 1'h1;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$signal$12  = 1'h0;
+    \$signal$15  = 1'h0;
     casez (fsm_state)
       4'h0:
           /* empty */;
@@ -57277,28 +56723,48 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
       4'h3:
           /* empty */;
       4'h4:
-          /* empty */;
+          \$signal$15  = 1'h1;
       4'h5:
-          \$signal$12  = 1'h1;
+          /* empty */;
       4'h6:
+          /* empty */;
+      4'h9:
           /* empty */;
       4'h7:
           /* empty */;
       4'h8:
-          /* empty */;
-      4'h9:
           /* empty */;
       4'ha:
           /* empty */;
       4'hb:
-          /* empty */;
-      4'hc:
-          \$signal$12  = 1'h1;
+          \$signal$15  = 1'h1;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \start$13  = 1'h0;
+    adder_issue = 1'h0;
+    casez (fsm_state)
+      4'h0:
+          /* empty */;
+      4'h2:
+          /* empty */;
+      4'h3:
+          /* empty */;
+      4'h4:
+          /* empty */;
+      4'h5:
+          /* empty */;
+      4'h6:
+          adder_issue = \$6 ;
+      4'h9:
+          adder_issue = \$7 ;
+      4'h7:
+          adder_issue = \$8 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \start$18  = 1'h0;
     casez (fsm_state)
       4'h0:
           /* empty */;
@@ -57312,39 +56778,37 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
           /* empty */;
       4'h6:
           /* empty */;
+      4'h9:
+          /* empty */;
       4'h7:
           /* empty */;
       4'h8:
-          /* empty */;
-      4'h9:
-          /* empty */;
-      4'ha:
-          \start$13  = 1'h1;
+          \start$18  = 1'h1;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     acc_a0 = 32'd0;
-    if (\$105 ) begin
-      acc_a0 = \$106 ;
-    end else if (\$423 ) begin
+    if (\$373 ) begin
+      acc_a0 = \$374 ;
+    end else if (\$724 ) begin
       acc_a0 = l;
-    end else if (\$424 ) begin
+    end else if (\$727 ) begin
       acc_a0 = l;
-    end else if (\$425 ) begin
+    end else if (\$725 ) begin
       acc_a0 = l;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     acc_b0 = 32'd0;
-    if (\$105 ) begin
-      acc_b0 = e_reg0;
-    end else if (\$423 ) begin
+    if (\$373 ) begin
+      acc_b0 = \$377 ;
+    end else if (\$724 ) begin
       acc_b0 = p0_1;
-    end else if (\$424 ) begin
+    end else if (\$727 ) begin
       acc_b0 = p0_2;
-    end else if (\$425 ) begin
+    end else if (\$725 ) begin
       casez (level)
         3'h0:
             acc_b0 = p16_0;
@@ -57362,26 +56826,26 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     acc_a1 = 32'd0;
-    if (\$115 ) begin
-      acc_a1 = \$116 ;
-    end else if (\$423 ) begin
+    if (\$384 ) begin
+      acc_a1 = \$385 ;
+    end else if (\$724 ) begin
       acc_a1 = p1_0;
-    end else if (\$424 ) begin
+    end else if (\$727 ) begin
       acc_a1 = p1_0;
-    end else if (\$425 ) begin
+    end else if (\$725 ) begin
       acc_a1 = p1_0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     acc_b1 = 32'd0;
-    if (\$115 ) begin
-      acc_b1 = e_reg1;
-    end else if (\$423 ) begin
+    if (\$384 ) begin
+      acc_b1 = \$388 ;
+    end else if (\$724 ) begin
       acc_b1 = p1_1;
-    end else if (\$424 ) begin
+    end else if (\$727 ) begin
       acc_b1 = p1_2;
-    end else if (\$425 ) begin
+    end else if (\$725 ) begin
       casez (level)
         3'h0:
             acc_b1 = p17_0;
@@ -57397,26 +56861,26 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     acc_a2 = 32'd0;
-    if (\$125 ) begin
-      acc_a2 = \$126 ;
-    end else if (\$423 ) begin
+    if (\$395 ) begin
+      acc_a2 = \$396 ;
+    end else if (\$724 ) begin
       acc_a2 = p2_0;
-    end else if (\$424 ) begin
+    end else if (\$727 ) begin
       acc_a2 = p2_0;
-    end else if (\$425 ) begin
+    end else if (\$725 ) begin
       acc_a2 = p2_0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     acc_b2 = 32'd0;
-    if (\$125 ) begin
-      acc_b2 = e_reg2;
-    end else if (\$423 ) begin
+    if (\$395 ) begin
+      acc_b2 = \$399 ;
+    end else if (\$724 ) begin
       acc_b2 = p2_1;
-    end else if (\$424 ) begin
+    end else if (\$727 ) begin
       acc_b2 = p2_2;
-    end else if (\$425 ) begin
+    end else if (\$725 ) begin
       casez (level)
         3'h0:
             acc_b2 = p18_0;
@@ -57430,26 +56894,26 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     acc_a3 = 32'd0;
-    if (\$135 ) begin
-      acc_a3 = \$136 ;
-    end else if (\$423 ) begin
+    if (\$406 ) begin
+      acc_a3 = \$407 ;
+    end else if (\$724 ) begin
       acc_a3 = p3_0;
-    end else if (\$424 ) begin
+    end else if (\$727 ) begin
       acc_a3 = p3_0;
-    end else if (\$425 ) begin
+    end else if (\$725 ) begin
       acc_a3 = p3_0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     acc_b3 = 32'd0;
-    if (\$135 ) begin
-      acc_b3 = e_reg3;
-    end else if (\$423 ) begin
+    if (\$406 ) begin
+      acc_b3 = \$410 ;
+    end else if (\$724 ) begin
       acc_b3 = p3_1;
-    end else if (\$424 ) begin
+    end else if (\$727 ) begin
       acc_b3 = p3_2;
-    end else if (\$425 ) begin
+    end else if (\$725 ) begin
       casez (level)
         3'h0:
             acc_b3 = p19_0;
@@ -57463,26 +56927,26 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     acc_a4 = 32'd0;
-    if (\$145 ) begin
-      acc_a4 = \$146 ;
-    end else if (\$423 ) begin
+    if (\$417 ) begin
+      acc_a4 = \$418 ;
+    end else if (\$724 ) begin
       acc_a4 = p4_0;
-    end else if (\$424 ) begin
+    end else if (\$727 ) begin
       acc_a4 = p4_0;
-    end else if (\$425 ) begin
+    end else if (\$725 ) begin
       acc_a4 = p4_0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     acc_b4 = 32'd0;
-    if (\$145 ) begin
-      acc_b4 = e_reg4;
-    end else if (\$423 ) begin
+    if (\$417 ) begin
+      acc_b4 = \$421 ;
+    end else if (\$724 ) begin
       acc_b4 = p4_1;
-    end else if (\$424 ) begin
+    end else if (\$727 ) begin
       acc_b4 = p4_2;
-    end else if (\$425 ) begin
+    end else if (\$725 ) begin
       casez (level)
         3'h0:
             acc_b4 = p20_0;
@@ -57494,26 +56958,26 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     acc_a5 = 32'd0;
-    if (\$155 ) begin
-      acc_a5 = \$156 ;
-    end else if (\$423 ) begin
+    if (\$428 ) begin
+      acc_a5 = \$429 ;
+    end else if (\$724 ) begin
       acc_a5 = p5_0;
-    end else if (\$424 ) begin
+    end else if (\$727 ) begin
       acc_a5 = p5_0;
-    end else if (\$425 ) begin
+    end else if (\$725 ) begin
       acc_a5 = p5_0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     acc_b5 = 32'd0;
-    if (\$155 ) begin
-      acc_b5 = e_reg5;
-    end else if (\$423 ) begin
+    if (\$428 ) begin
+      acc_b5 = \$432 ;
+    end else if (\$724 ) begin
       acc_b5 = p5_1;
-    end else if (\$424 ) begin
+    end else if (\$727 ) begin
       acc_b5 = p5_2;
-    end else if (\$425 ) begin
+    end else if (\$725 ) begin
       casez (level)
         3'h0:
             acc_b5 = p21_0;
@@ -57525,26 +56989,26 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     acc_a6 = 32'd0;
-    if (\$165 ) begin
-      acc_a6 = \$166 ;
-    end else if (\$423 ) begin
+    if (\$439 ) begin
+      acc_a6 = \$440 ;
+    end else if (\$724 ) begin
       acc_a6 = p6_0;
-    end else if (\$424 ) begin
+    end else if (\$727 ) begin
       acc_a6 = p6_0;
-    end else if (\$425 ) begin
+    end else if (\$725 ) begin
       acc_a6 = p6_0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     acc_b6 = 32'd0;
-    if (\$165 ) begin
-      acc_b6 = e_reg6;
-    end else if (\$423 ) begin
+    if (\$439 ) begin
+      acc_b6 = \$443 ;
+    end else if (\$724 ) begin
       acc_b6 = p6_1;
-    end else if (\$424 ) begin
+    end else if (\$727 ) begin
       acc_b6 = p6_2;
-    end else if (\$425 ) begin
+    end else if (\$725 ) begin
       casez (level)
         3'h0:
             acc_b6 = p22_0;
@@ -57556,26 +57020,26 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     acc_a7 = 32'd0;
-    if (\$175 ) begin
-      acc_a7 = \$176 ;
-    end else if (\$423 ) begin
+    if (\$450 ) begin
+      acc_a7 = \$451 ;
+    end else if (\$724 ) begin
       acc_a7 = p7_0;
-    end else if (\$424 ) begin
+    end else if (\$727 ) begin
       acc_a7 = p7_0;
-    end else if (\$425 ) begin
+    end else if (\$725 ) begin
       acc_a7 = p7_0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     acc_b7 = 32'd0;
-    if (\$175 ) begin
-      acc_b7 = e_reg7;
-    end else if (\$423 ) begin
+    if (\$450 ) begin
+      acc_b7 = \$454 ;
+    end else if (\$724 ) begin
       acc_b7 = p7_1;
-    end else if (\$424 ) begin
+    end else if (\$727 ) begin
       acc_b7 = p7_2;
-    end else if (\$425 ) begin
+    end else if (\$725 ) begin
       casez (level)
         3'h0:
             acc_b7 = p23_0;
@@ -57587,26 +57051,26 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     acc_a8 = 32'd0;
-    if (\$185 ) begin
-      acc_a8 = \$186 ;
-    end else if (\$423 ) begin
+    if (\$461 ) begin
+      acc_a8 = \$462 ;
+    end else if (\$724 ) begin
       acc_a8 = p8_0;
-    end else if (\$424 ) begin
+    end else if (\$727 ) begin
       acc_a8 = p8_0;
-    end else if (\$425 ) begin
+    end else if (\$725 ) begin
       acc_a8 = p8_0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     acc_b8 = 32'd0;
-    if (\$185 ) begin
-      acc_b8 = e_reg8;
-    end else if (\$423 ) begin
+    if (\$461 ) begin
+      acc_b8 = \$465 ;
+    end else if (\$724 ) begin
       acc_b8 = p8_1;
-    end else if (\$424 ) begin
+    end else if (\$727 ) begin
       acc_b8 = p8_2;
-    end else if (\$425 ) begin
+    end else if (\$725 ) begin
       casez (level)
         3'h0:
             acc_b8 = p24_0;
@@ -57616,26 +57080,26 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     acc_a9 = 32'd0;
-    if (\$195 ) begin
-      acc_a9 = \$196 ;
-    end else if (\$423 ) begin
+    if (\$472 ) begin
+      acc_a9 = \$473 ;
+    end else if (\$724 ) begin
       acc_a9 = p9_0;
-    end else if (\$424 ) begin
+    end else if (\$727 ) begin
       acc_a9 = p9_0;
-    end else if (\$425 ) begin
+    end else if (\$725 ) begin
       acc_a9 = p9_0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     acc_b9 = 32'd0;
-    if (\$195 ) begin
-      acc_b9 = e_reg9;
-    end else if (\$423 ) begin
+    if (\$472 ) begin
+      acc_b9 = \$476 ;
+    end else if (\$724 ) begin
       acc_b9 = p9_1;
-    end else if (\$424 ) begin
+    end else if (\$727 ) begin
       acc_b9 = p9_2;
-    end else if (\$425 ) begin
+    end else if (\$725 ) begin
       casez (level)
         3'h0:
             acc_b9 = p25_0;
@@ -57645,26 +57109,26 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     acc_a10 = 32'd0;
-    if (\$205 ) begin
-      acc_a10 = \$206 ;
-    end else if (\$423 ) begin
+    if (\$483 ) begin
+      acc_a10 = \$484 ;
+    end else if (\$724 ) begin
       acc_a10 = p10_0;
-    end else if (\$424 ) begin
+    end else if (\$727 ) begin
       acc_a10 = p10_0;
-    end else if (\$425 ) begin
+    end else if (\$725 ) begin
       acc_a10 = p10_0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     acc_b10 = 32'd0;
-    if (\$205 ) begin
-      acc_b10 = e_reg10;
-    end else if (\$423 ) begin
+    if (\$483 ) begin
+      acc_b10 = \$487 ;
+    end else if (\$724 ) begin
       acc_b10 = p10_1;
-    end else if (\$424 ) begin
+    end else if (\$727 ) begin
       acc_b10 = p10_2;
-    end else if (\$425 ) begin
+    end else if (\$725 ) begin
       casez (level)
         3'h0:
             acc_b10 = p26_0;
@@ -57674,26 +57138,26 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     acc_a11 = 32'd0;
-    if (\$215 ) begin
-      acc_a11 = \$216 ;
-    end else if (\$423 ) begin
+    if (\$494 ) begin
+      acc_a11 = \$495 ;
+    end else if (\$724 ) begin
       acc_a11 = p11_0;
-    end else if (\$424 ) begin
+    end else if (\$727 ) begin
       acc_a11 = p11_0;
-    end else if (\$425 ) begin
+    end else if (\$725 ) begin
       acc_a11 = p11_0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     acc_b11 = 32'd0;
-    if (\$215 ) begin
-      acc_b11 = e_reg11;
-    end else if (\$423 ) begin
+    if (\$494 ) begin
+      acc_b11 = \$498 ;
+    end else if (\$724 ) begin
       acc_b11 = p11_1;
-    end else if (\$424 ) begin
+    end else if (\$727 ) begin
       acc_b11 = p11_2;
-    end else if (\$425 ) begin
+    end else if (\$725 ) begin
       casez (level)
         3'h0:
             acc_b11 = p27_0;
@@ -57703,26 +57167,26 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     acc_a12 = 32'd0;
-    if (\$225 ) begin
-      acc_a12 = \$226 ;
-    end else if (\$423 ) begin
+    if (\$505 ) begin
+      acc_a12 = \$506 ;
+    end else if (\$724 ) begin
       acc_a12 = p12_0;
-    end else if (\$424 ) begin
+    end else if (\$727 ) begin
       acc_a12 = p12_0;
-    end else if (\$425 ) begin
+    end else if (\$725 ) begin
       acc_a12 = p12_0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     acc_b12 = 32'd0;
-    if (\$225 ) begin
-      acc_b12 = e_reg12;
-    end else if (\$423 ) begin
+    if (\$505 ) begin
+      acc_b12 = \$509 ;
+    end else if (\$724 ) begin
       acc_b12 = p12_1;
-    end else if (\$424 ) begin
+    end else if (\$727 ) begin
       acc_b12 = p12_2;
-    end else if (\$425 ) begin
+    end else if (\$725 ) begin
       casez (level)
         3'h0:
             acc_b12 = p28_0;
@@ -57732,26 +57196,26 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     acc_a13 = 32'd0;
-    if (\$235 ) begin
-      acc_a13 = \$236 ;
-    end else if (\$423 ) begin
+    if (\$516 ) begin
+      acc_a13 = \$517 ;
+    end else if (\$724 ) begin
       acc_a13 = p13_0;
-    end else if (\$424 ) begin
+    end else if (\$727 ) begin
       acc_a13 = p13_0;
-    end else if (\$425 ) begin
+    end else if (\$725 ) begin
       acc_a13 = p13_0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     acc_b13 = 32'd0;
-    if (\$235 ) begin
-      acc_b13 = e_reg13;
-    end else if (\$423 ) begin
+    if (\$516 ) begin
+      acc_b13 = \$520 ;
+    end else if (\$724 ) begin
       acc_b13 = p13_1;
-    end else if (\$424 ) begin
+    end else if (\$727 ) begin
       acc_b13 = p13_2;
-    end else if (\$425 ) begin
+    end else if (\$725 ) begin
       casez (level)
         3'h0:
             acc_b13 = p29_0;
@@ -57761,26 +57225,26 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     acc_a14 = 32'd0;
-    if (\$245 ) begin
-      acc_a14 = \$246 ;
-    end else if (\$423 ) begin
+    if (\$527 ) begin
+      acc_a14 = \$528 ;
+    end else if (\$724 ) begin
       acc_a14 = p14_0;
-    end else if (\$424 ) begin
+    end else if (\$727 ) begin
       acc_a14 = p14_0;
-    end else if (\$425 ) begin
+    end else if (\$725 ) begin
       acc_a14 = p14_0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     acc_b14 = 32'd0;
-    if (\$245 ) begin
-      acc_b14 = e_reg14;
-    end else if (\$423 ) begin
+    if (\$527 ) begin
+      acc_b14 = \$531 ;
+    end else if (\$724 ) begin
       acc_b14 = p14_1;
-    end else if (\$424 ) begin
+    end else if (\$727 ) begin
       acc_b14 = p14_2;
-    end else if (\$425 ) begin
+    end else if (\$725 ) begin
       casez (level)
         3'h0:
             acc_b14 = p30_0;
@@ -57790,26 +57254,26 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     acc_a15 = 32'd0;
-    if (\$255 ) begin
-      acc_a15 = \$256 ;
-    end else if (\$423 ) begin
+    if (\$538 ) begin
+      acc_a15 = \$539 ;
+    end else if (\$724 ) begin
       acc_a15 = p15_0;
-    end else if (\$424 ) begin
+    end else if (\$727 ) begin
       acc_a15 = p15_0;
-    end else if (\$425 ) begin
+    end else if (\$725 ) begin
       acc_a15 = p15_0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     acc_b15 = 32'd0;
-    if (\$255 ) begin
-      acc_b15 = e_reg15;
-    end else if (\$423 ) begin
+    if (\$538 ) begin
+      acc_b15 = \$542 ;
+    end else if (\$724 ) begin
       acc_b15 = p15_1;
-    end else if (\$424 ) begin
+    end else if (\$727 ) begin
       acc_b15 = p15_2;
-    end else if (\$425 ) begin
+    end else if (\$725 ) begin
       casez (level)
         3'h0:
             acc_b15 = p31_0;
@@ -57819,5018 +57283,3724 @@ module \ndp_device.control_unit.softmax (rst, src_data, done, start, length, \pa
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     acc_a16 = 32'd0;
-    if (\$265 ) begin
-      acc_a16 = \$266 ;
-    end else if (\$423 ) begin
+    if (\$549 ) begin
+      acc_a16 = \$550 ;
+    end else if (\$724 ) begin
       acc_a16 = p16_0;
-    end else if (\$424 ) begin
+    end else if (\$727 ) begin
       acc_a16 = p16_0;
-    end else if (\$425 ) begin
+    end else if (\$725 ) begin
       acc_a16 = p16_0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     acc_b16 = 32'd0;
-    if (\$265 ) begin
-      acc_b16 = e_reg16;
-    end else if (\$423 ) begin
+    if (\$549 ) begin
+      acc_b16 = \$553 ;
+    end else if (\$724 ) begin
       acc_b16 = p16_1;
-    end else if (\$424 ) begin
+    end else if (\$727 ) begin
       acc_b16 = p16_2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     acc_a17 = 32'd0;
-    if (\$275 ) begin
-      acc_a17 = \$276 ;
-    end else if (\$423 ) begin
+    if (\$560 ) begin
+      acc_a17 = \$561 ;
+    end else if (\$724 ) begin
       acc_a17 = p17_0;
-    end else if (\$424 ) begin
+    end else if (\$727 ) begin
       acc_a17 = p17_0;
-    end else if (\$425 ) begin
+    end else if (\$725 ) begin
       acc_a17 = p17_0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     acc_b17 = 32'd0;
-    if (\$275 ) begin
-      acc_b17 = e_reg17;
-    end else if (\$423 ) begin
+    if (\$560 ) begin
+      acc_b17 = \$564 ;
+    end else if (\$724 ) begin
       acc_b17 = p17_1;
-    end else if (\$424 ) begin
+    end else if (\$727 ) begin
       acc_b17 = p17_2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     acc_a18 = 32'd0;
-    if (\$285 ) begin
-      acc_a18 = \$286 ;
-    end else if (\$423 ) begin
+    if (\$571 ) begin
+      acc_a18 = \$572 ;
+    end else if (\$724 ) begin
       acc_a18 = p18_0;
-    end else if (\$424 ) begin
+    end else if (\$727 ) begin
       acc_a18 = p18_0;
-    end else if (\$425 ) begin
+    end else if (\$725 ) begin
       acc_a18 = p18_0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     acc_b18 = 32'd0;
-    if (\$285 ) begin
-      acc_b18 = e_reg18;
-    end else if (\$423 ) begin
+    if (\$571 ) begin
+      acc_b18 = \$575 ;
+    end else if (\$724 ) begin
       acc_b18 = p18_1;
-    end else if (\$424 ) begin
+    end else if (\$727 ) begin
       acc_b18 = p18_2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     acc_a19 = 32'd0;
-    if (\$295 ) begin
-      acc_a19 = \$296 ;
-    end else if (\$423 ) begin
+    if (\$582 ) begin
+      acc_a19 = \$583 ;
+    end else if (\$724 ) begin
       acc_a19 = p19_0;
-    end else if (\$424 ) begin
+    end else if (\$727 ) begin
       acc_a19 = p19_0;
-    end else if (\$425 ) begin
+    end else if (\$725 ) begin
       acc_a19 = p19_0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     acc_b19 = 32'd0;
-    if (\$295 ) begin
-      acc_b19 = e_reg19;
-    end else if (\$423 ) begin
+    if (\$582 ) begin
+      acc_b19 = \$586 ;
+    end else if (\$724 ) begin
       acc_b19 = p19_1;
-    end else if (\$424 ) begin
+    end else if (\$727 ) begin
       acc_b19 = p19_2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     acc_a20 = 32'd0;
-    if (\$305 ) begin
-      acc_a20 = \$306 ;
-    end else if (\$423 ) begin
+    if (\$593 ) begin
+      acc_a20 = \$594 ;
+    end else if (\$724 ) begin
       acc_a20 = p20_0;
-    end else if (\$424 ) begin
+    end else if (\$727 ) begin
       acc_a20 = p20_0;
-    end else if (\$425 ) begin
+    end else if (\$725 ) begin
       acc_a20 = p20_0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     acc_b20 = 32'd0;
-    if (\$305 ) begin
-      acc_b20 = e_reg20;
-    end else if (\$423 ) begin
+    if (\$593 ) begin
+      acc_b20 = \$597 ;
+    end else if (\$724 ) begin
       acc_b20 = p20_1;
-    end else if (\$424 ) begin
+    end else if (\$727 ) begin
       acc_b20 = p20_2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     acc_a21 = 32'd0;
-    if (\$315 ) begin
-      acc_a21 = \$316 ;
-    end else if (\$423 ) begin
+    if (\$604 ) begin
+      acc_a21 = \$605 ;
+    end else if (\$724 ) begin
       acc_a21 = p21_0;
-    end else if (\$424 ) begin
+    end else if (\$727 ) begin
       acc_a21 = p21_0;
-    end else if (\$425 ) begin
+    end else if (\$725 ) begin
       acc_a21 = p21_0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     acc_b21 = 32'd0;
-    if (\$315 ) begin
-      acc_b21 = e_reg21;
-    end else if (\$423 ) begin
+    if (\$604 ) begin
+      acc_b21 = \$608 ;
+    end else if (\$724 ) begin
       acc_b21 = p21_1;
-    end else if (\$424 ) begin
+    end else if (\$727 ) begin
       acc_b21 = p21_2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     acc_a22 = 32'd0;
-    if (\$325 ) begin
-      acc_a22 = \$326 ;
-    end else if (\$423 ) begin
+    if (\$615 ) begin
+      acc_a22 = \$616 ;
+    end else if (\$724 ) begin
       acc_a22 = p22_0;
-    end else if (\$424 ) begin
+    end else if (\$727 ) begin
       acc_a22 = p22_0;
-    end else if (\$425 ) begin
+    end else if (\$725 ) begin
       acc_a22 = p22_0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     acc_b22 = 32'd0;
-    if (\$325 ) begin
-      acc_b22 = e_reg22;
-    end else if (\$423 ) begin
+    if (\$615 ) begin
+      acc_b22 = \$619 ;
+    end else if (\$724 ) begin
       acc_b22 = p22_1;
-    end else if (\$424 ) begin
+    end else if (\$727 ) begin
       acc_b22 = p22_2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     acc_a23 = 32'd0;
-    if (\$335 ) begin
-      acc_a23 = \$336 ;
-    end else if (\$423 ) begin
+    if (\$626 ) begin
+      acc_a23 = \$627 ;
+    end else if (\$724 ) begin
       acc_a23 = p23_0;
-    end else if (\$424 ) begin
+    end else if (\$727 ) begin
       acc_a23 = p23_0;
-    end else if (\$425 ) begin
+    end else if (\$725 ) begin
       acc_a23 = p23_0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     acc_b23 = 32'd0;
-    if (\$335 ) begin
-      acc_b23 = e_reg23;
-    end else if (\$423 ) begin
+    if (\$626 ) begin
+      acc_b23 = \$630 ;
+    end else if (\$724 ) begin
       acc_b23 = p23_1;
-    end else if (\$424 ) begin
+    end else if (\$727 ) begin
       acc_b23 = p23_2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     acc_a24 = 32'd0;
-    if (\$345 ) begin
-      acc_a24 = \$346 ;
-    end else if (\$423 ) begin
+    if (\$637 ) begin
+      acc_a24 = \$638 ;
+    end else if (\$724 ) begin
       acc_a24 = p24_0;
-    end else if (\$424 ) begin
+    end else if (\$727 ) begin
       acc_a24 = p24_0;
-    end else if (\$425 ) begin
+    end else if (\$725 ) begin
       acc_a24 = p24_0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     acc_b24 = 32'd0;
-    if (\$345 ) begin
-      acc_b24 = e_reg24;
-    end else if (\$423 ) begin
+    if (\$637 ) begin
+      acc_b24 = \$641 ;
+    end else if (\$724 ) begin
       acc_b24 = p24_1;
-    end else if (\$424 ) begin
+    end else if (\$727 ) begin
       acc_b24 = p24_2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     acc_a25 = 32'd0;
-    if (\$355 ) begin
-      acc_a25 = \$356 ;
-    end else if (\$423 ) begin
+    if (\$648 ) begin
+      acc_a25 = \$649 ;
+    end else if (\$724 ) begin
       acc_a25 = p25_0;
-    end else if (\$424 ) begin
+    end else if (\$727 ) begin
       acc_a25 = p25_0;
-    end else if (\$425 ) begin
+    end else if (\$725 ) begin
       acc_a25 = p25_0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     acc_b25 = 32'd0;
-    if (\$355 ) begin
-      acc_b25 = e_reg25;
-    end else if (\$423 ) begin
+    if (\$648 ) begin
+      acc_b25 = \$652 ;
+    end else if (\$724 ) begin
       acc_b25 = p25_1;
-    end else if (\$424 ) begin
+    end else if (\$727 ) begin
       acc_b25 = p25_2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     acc_a26 = 32'd0;
-    if (\$365 ) begin
-      acc_a26 = \$366 ;
-    end else if (\$423 ) begin
+    if (\$659 ) begin
+      acc_a26 = \$660 ;
+    end else if (\$724 ) begin
       acc_a26 = p26_0;
-    end else if (\$424 ) begin
+    end else if (\$727 ) begin
       acc_a26 = p26_0;
-    end else if (\$425 ) begin
+    end else if (\$725 ) begin
       acc_a26 = p26_0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     acc_b26 = 32'd0;
-    if (\$365 ) begin
-      acc_b26 = e_reg26;
-    end else if (\$423 ) begin
+    if (\$659 ) begin
+      acc_b26 = \$663 ;
+    end else if (\$724 ) begin
       acc_b26 = p26_1;
-    end else if (\$424 ) begin
+    end else if (\$727 ) begin
       acc_b26 = p26_2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     acc_a27 = 32'd0;
-    if (\$375 ) begin
-      acc_a27 = \$376 ;
-    end else if (\$423 ) begin
+    if (\$670 ) begin
+      acc_a27 = \$671 ;
+    end else if (\$724 ) begin
       acc_a27 = p27_0;
-    end else if (\$424 ) begin
+    end else if (\$727 ) begin
       acc_a27 = p27_0;
-    end else if (\$425 ) begin
+    end else if (\$725 ) begin
       acc_a27 = p27_0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     acc_b27 = 32'd0;
-    if (\$375 ) begin
-      acc_b27 = e_reg27;
-    end else if (\$423 ) begin
+    if (\$670 ) begin
+      acc_b27 = \$674 ;
+    end else if (\$724 ) begin
       acc_b27 = p27_1;
-    end else if (\$424 ) begin
+    end else if (\$727 ) begin
       acc_b27 = p27_2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     acc_a28 = 32'd0;
-    if (\$385 ) begin
-      acc_a28 = \$386 ;
-    end else if (\$423 ) begin
+    if (\$681 ) begin
+      acc_a28 = \$682 ;
+    end else if (\$724 ) begin
       acc_a28 = p28_0;
-    end else if (\$424 ) begin
+    end else if (\$727 ) begin
       acc_a28 = p28_0;
-    end else if (\$425 ) begin
+    end else if (\$725 ) begin
       acc_a28 = p28_0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     acc_b28 = 32'd0;
-    if (\$385 ) begin
-      acc_b28 = e_reg28;
-    end else if (\$423 ) begin
+    if (\$681 ) begin
+      acc_b28 = \$685 ;
+    end else if (\$724 ) begin
       acc_b28 = p28_1;
-    end else if (\$424 ) begin
+    end else if (\$727 ) begin
       acc_b28 = p28_2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     acc_a29 = 32'd0;
-    if (\$395 ) begin
-      acc_a29 = \$396 ;
-    end else if (\$423 ) begin
+    if (\$692 ) begin
+      acc_a29 = \$693 ;
+    end else if (\$724 ) begin
       acc_a29 = p29_0;
-    end else if (\$424 ) begin
+    end else if (\$727 ) begin
       acc_a29 = p29_0;
-    end else if (\$425 ) begin
+    end else if (\$725 ) begin
       acc_a29 = p29_0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     acc_b29 = 32'd0;
-    if (\$395 ) begin
-      acc_b29 = e_reg29;
-    end else if (\$423 ) begin
+    if (\$692 ) begin
+      acc_b29 = \$696 ;
+    end else if (\$724 ) begin
       acc_b29 = p29_1;
-    end else if (\$424 ) begin
+    end else if (\$727 ) begin
       acc_b29 = p29_2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     acc_a30 = 32'd0;
-    if (\$405 ) begin
-      acc_a30 = \$406 ;
-    end else if (\$423 ) begin
+    if (\$703 ) begin
+      acc_a30 = \$704 ;
+    end else if (\$724 ) begin
       acc_a30 = p30_0;
-    end else if (\$424 ) begin
+    end else if (\$727 ) begin
       acc_a30 = p30_0;
-    end else if (\$425 ) begin
+    end else if (\$725 ) begin
       acc_a30 = p30_0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     acc_b30 = 32'd0;
-    if (\$405 ) begin
-      acc_b30 = e_reg30;
-    end else if (\$423 ) begin
+    if (\$703 ) begin
+      acc_b30 = \$707 ;
+    end else if (\$724 ) begin
       acc_b30 = p30_1;
-    end else if (\$424 ) begin
+    end else if (\$727 ) begin
       acc_b30 = p30_2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     acc_a31 = 32'd0;
-    if (\$415 ) begin
-      acc_a31 = \$416 ;
-    end else if (\$423 ) begin
+    if (\$714 ) begin
+      acc_a31 = \$715 ;
+    end else if (\$724 ) begin
       acc_a31 = p31_0;
-    end else if (\$424 ) begin
+    end else if (\$727 ) begin
       acc_a31 = p31_0;
-    end else if (\$425 ) begin
+    end else if (\$725 ) begin
       acc_a31 = p31_0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     acc_b31 = 32'd0;
-    if (\$415 ) begin
-      acc_b31 = e_reg31;
-    end else if (\$423 ) begin
+    if (\$714 ) begin
+      acc_b31 = \$718 ;
+    end else if (\$724 ) begin
       acc_b31 = p31_1;
-    end else if (\$424 ) begin
+    end else if (\$727 ) begin
       acc_b31 = p31_2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1003  = \$signal ;
+    \$872  = \$signal$15 ;
     if (rst) begin
-      \$1003  = 1'h0;
+      \$872  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1004  = src_addr;
+    \$873  = src_addr;
     if (rst) begin
-      \$1004  = 15'h0000;
+      \$873  = 15'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1005  = \$signal$12 ;
+    \$874  = rd_last;
+    if (rst) begin
+      \$874  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$875  = v1;
+    if (rst) begin
+      \$875  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$876  = w1;
+    if (rst) begin
+      \$876  = 15'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$877  = last1;
+    if (rst) begin
+      \$877  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$878  = v2;
+    if (rst) begin
+      \$878  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$879  = w2;
+    if (rst) begin
+      \$879  = 15'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$880  = last2;
+    if (rst) begin
+      \$880  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$881  = v3;
+    if (rst) begin
+      \$881  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$882  = w3;
+    if (rst) begin
+      \$882  = 15'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$883  = last3;
+    if (rst) begin
+      \$883  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$884  = v4;
+    if (rst) begin
+      \$884  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$885  = w4;
+    if (rst) begin
+      \$885  = 15'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$886  = last4;
+    if (rst) begin
+      \$886  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$887  = v5;
+    if (rst) begin
+      \$887  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$888  = w5;
+    if (rst) begin
+      \$888  = 15'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$889  = last5;
+    if (rst) begin
+      \$889  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$890  = v6;
+    if (rst) begin
+      \$890  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$891  = w6;
+    if (rst) begin
+      \$891  = 15'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$892  = last6;
+    if (rst) begin
+      \$892  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$893  = v7;
+    if (rst) begin
+      \$893  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$894  = w7;
+    if (rst) begin
+      \$894  = 15'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$895  = last7;
+    if (rst) begin
+      \$895  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$896  = last_word;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$896  = \$731 [19:5];
+          end
+    endcase
+    if (rst) begin
+      \$896  = 15'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$897  = tail_mask;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$897  = { \$763 , \$762 , \$761 , \$760 , \$759 , \$758 , \$757 , \$756 , \$755 , \$754 , \$753 , \$752 , \$751 , \$750 , \$749 , \$748 , \$747 , \$746 , \$745 , \$744 , \$743 , \$742 , \$741 , \$740 , \$739 , \$738 , \$737 , \$736 , \$735 , \$734 , \$733 , \$732  };
+          end
+    endcase
+    if (rst) begin
+      \$897  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$898  = partial;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$898  = \partial$414 ;
+          end
+    endcase
+    if (rst) begin
+      \$898  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$899  = src_addr;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$899  = 15'h0000;
+          end
+      4'h2:
+          \$899  = \$777 [14:0];
+      4'h3:
+          if (\$779 ) begin
+            \$899  = 15'h0000;
+          end
+      4'h4:
+          \$899  = \$780 [14:0];
+      4'h5:
+          /* empty */;
+      4'h6:
+          /* empty */;
+      4'h9:
+          /* empty */;
+      4'h7:
+          /* empty */;
+      4'h8:
+          /* empty */;
+      4'ha:
+          if (\done$416 ) begin
+            \$899  = 15'h0000;
+          end
+      4'hb:
+          \$899  = \$798 [14:0];
+    endcase
+    if (rst) begin
+      \$899  = 15'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$900  = out_pass;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$900  = 1'h0;
+          end
+      4'h2:
+          /* empty */;
+      4'h3:
+          /* empty */;
+      4'h4:
+          /* empty */;
+      4'h5:
+          /* empty */;
+      4'h6:
+          /* empty */;
+      4'h9:
+          /* empty */;
+      4'h7:
+          /* empty */;
+      4'h8:
+          /* empty */;
+      4'ha:
+          if (\done$416 ) begin
+            \$900  = 1'h1;
+          end
+    endcase
+    if (rst) begin
+      \$900  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$901  = \$signal ;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$901  = 32'd8388607;
+          end
+    endcase
+    if (kreg2_valid) begin
+      if (\$833 ) begin
+        \$901  = kreg2_0;
+      end
+    end
+    if (rst) begin
+      \$901  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$902  = m_nan;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$902  = 1'h0;
+          end
+    endcase
+    if (kreg2_valid) begin
+      \$902  = \$832 ;
+    end
+    if (rst) begin
+      \$902  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$903  = first_level;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$903  = \$775 [2:0];
+          end
+    endcase
+    if (rst) begin
+      \$903  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$904  = l;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$904  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            \$904  = acc_s0;
+      endcase
+    end
+    if (rst) begin
+      \$904  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$905  = p0_1;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$905  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            \$905  = acc_s0;
+      endcase
+    end
+    if (rst) begin
+      \$905  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$906  = p0_2;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$906  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            \$906  = acc_s0;
+      endcase
+    end
+    if (rst) begin
+      \$906  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$907  = p1_0;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$907  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            \$907  = acc_s1;
+      endcase
+    end
+    if (rst) begin
+      \$907  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$908  = p1_1;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$908  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            \$908  = acc_s1;
+      endcase
+    end
+    if (rst) begin
+      \$908  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$909  = p1_2;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$909  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            \$909  = acc_s1;
+      endcase
+    end
+    if (rst) begin
+      \$909  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$910  = p2_0;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$910  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            \$910  = acc_s2;
+      endcase
+    end
+    if (rst) begin
+      \$910  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$911  = p2_1;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$911  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            \$911  = acc_s2;
+      endcase
+    end
+    if (rst) begin
+      \$911  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$912  = p2_2;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$912  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            \$912  = acc_s2;
+      endcase
+    end
+    if (rst) begin
+      \$912  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$913  = p3_0;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$913  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            \$913  = acc_s3;
+      endcase
+    end
+    if (rst) begin
+      \$913  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$914  = p3_1;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$914  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            \$914  = acc_s3;
+      endcase
+    end
+    if (rst) begin
+      \$914  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$915  = p3_2;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$915  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            \$915  = acc_s3;
+      endcase
+    end
+    if (rst) begin
+      \$915  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$916  = p4_0;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$916  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            \$916  = acc_s4;
+      endcase
+    end
+    if (rst) begin
+      \$916  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$917  = p4_1;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$917  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            \$917  = acc_s4;
+      endcase
+    end
+    if (rst) begin
+      \$917  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$918  = p4_2;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$918  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            \$918  = acc_s4;
+      endcase
+    end
+    if (rst) begin
+      \$918  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$919  = p5_0;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$919  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            \$919  = acc_s5;
+      endcase
+    end
+    if (rst) begin
+      \$919  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$920  = p5_1;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$920  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            \$920  = acc_s5;
+      endcase
+    end
+    if (rst) begin
+      \$920  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$921  = p5_2;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$921  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            \$921  = acc_s5;
+      endcase
+    end
+    if (rst) begin
+      \$921  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$922  = p6_0;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$922  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            \$922  = acc_s6;
+      endcase
+    end
+    if (rst) begin
+      \$922  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$923  = p6_1;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$923  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            \$923  = acc_s6;
+      endcase
+    end
+    if (rst) begin
+      \$923  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$924  = p6_2;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$924  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            \$924  = acc_s6;
+      endcase
+    end
+    if (rst) begin
+      \$924  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$925  = p7_0;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$925  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            \$925  = acc_s7;
+      endcase
+    end
+    if (rst) begin
+      \$925  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$926  = p7_1;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$926  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            \$926  = acc_s7;
+      endcase
+    end
+    if (rst) begin
+      \$926  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$927  = p7_2;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$927  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            \$927  = acc_s7;
+      endcase
+    end
+    if (rst) begin
+      \$927  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$928  = p8_0;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$928  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            \$928  = acc_s8;
+      endcase
+    end
+    if (rst) begin
+      \$928  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$929  = p8_1;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$929  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            \$929  = acc_s8;
+      endcase
+    end
+    if (rst) begin
+      \$929  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$930  = p8_2;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$930  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            \$930  = acc_s8;
+      endcase
+    end
+    if (rst) begin
+      \$930  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$931  = p9_0;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$931  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            \$931  = acc_s9;
+      endcase
+    end
+    if (rst) begin
+      \$931  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$932  = p9_1;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$932  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            \$932  = acc_s9;
+      endcase
+    end
+    if (rst) begin
+      \$932  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$933  = p9_2;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$933  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            \$933  = acc_s9;
+      endcase
+    end
+    if (rst) begin
+      \$933  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$934  = p10_0;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$934  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            \$934  = acc_s10;
+      endcase
+    end
+    if (rst) begin
+      \$934  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$935  = p10_1;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$935  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            \$935  = acc_s10;
+      endcase
+    end
+    if (rst) begin
+      \$935  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$936  = p10_2;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$936  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            \$936  = acc_s10;
+      endcase
+    end
+    if (rst) begin
+      \$936  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$937  = p11_0;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$937  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            \$937  = acc_s11;
+      endcase
+    end
+    if (rst) begin
+      \$937  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$938  = p11_1;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$938  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            \$938  = acc_s11;
+      endcase
+    end
+    if (rst) begin
+      \$938  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$939  = p11_2;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$939  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            \$939  = acc_s11;
+      endcase
+    end
+    if (rst) begin
+      \$939  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$940  = p12_0;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$940  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            \$940  = acc_s12;
+      endcase
+    end
+    if (rst) begin
+      \$940  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$941  = p12_1;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$941  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            \$941  = acc_s12;
+      endcase
+    end
+    if (rst) begin
+      \$941  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$942  = p12_2;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$942  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            \$942  = acc_s12;
+      endcase
+    end
+    if (rst) begin
+      \$942  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$943  = p13_0;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$943  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            \$943  = acc_s13;
+      endcase
+    end
+    if (rst) begin
+      \$943  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$944  = p13_1;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$944  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            \$944  = acc_s13;
+      endcase
+    end
+    if (rst) begin
+      \$944  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$945  = p13_2;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$945  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            \$945  = acc_s13;
+      endcase
+    end
+    if (rst) begin
+      \$945  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$946  = p14_0;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$946  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            \$946  = acc_s14;
+      endcase
+    end
+    if (rst) begin
+      \$946  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$947  = p14_1;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$947  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            \$947  = acc_s14;
+      endcase
+    end
+    if (rst) begin
+      \$947  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$948  = p14_2;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$948  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            \$948  = acc_s14;
+      endcase
+    end
+    if (rst) begin
+      \$948  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$949  = p15_0;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$949  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            \$949  = acc_s15;
+      endcase
+    end
+    if (rst) begin
+      \$949  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$950  = p15_1;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$950  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            \$950  = acc_s15;
+      endcase
+    end
+    if (rst) begin
+      \$950  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$951  = p15_2;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$951  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            \$951  = acc_s15;
+      endcase
+    end
+    if (rst) begin
+      \$951  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$952  = p16_0;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$952  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            \$952  = acc_s16;
+      endcase
+    end
+    if (rst) begin
+      \$952  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$953  = p16_1;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$953  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            \$953  = acc_s16;
+      endcase
+    end
+    if (rst) begin
+      \$953  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$954  = p16_2;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$954  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            \$954  = acc_s16;
+      endcase
+    end
+    if (rst) begin
+      \$954  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$955  = p17_0;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$955  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            \$955  = acc_s17;
+      endcase
+    end
+    if (rst) begin
+      \$955  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$956  = p17_1;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$956  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            \$956  = acc_s17;
+      endcase
+    end
+    if (rst) begin
+      \$956  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$957  = p17_2;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$957  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            \$957  = acc_s17;
+      endcase
+    end
+    if (rst) begin
+      \$957  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$958  = p18_0;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$958  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            \$958  = acc_s18;
+      endcase
+    end
+    if (rst) begin
+      \$958  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$959  = p18_1;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$959  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            \$959  = acc_s18;
+      endcase
+    end
+    if (rst) begin
+      \$959  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$960  = p18_2;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$960  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            \$960  = acc_s18;
+      endcase
+    end
+    if (rst) begin
+      \$960  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$961  = p19_0;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$961  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            \$961  = acc_s19;
+      endcase
+    end
+    if (rst) begin
+      \$961  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$962  = p19_1;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$962  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            \$962  = acc_s19;
+      endcase
+    end
+    if (rst) begin
+      \$962  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$963  = p19_2;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$963  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            \$963  = acc_s19;
+      endcase
+    end
+    if (rst) begin
+      \$963  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$964  = p20_0;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$964  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            \$964  = acc_s20;
+      endcase
+    end
+    if (rst) begin
+      \$964  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$965  = p20_1;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$965  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            \$965  = acc_s20;
+      endcase
+    end
+    if (rst) begin
+      \$965  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$966  = p20_2;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$966  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            \$966  = acc_s20;
+      endcase
+    end
+    if (rst) begin
+      \$966  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$967  = p21_0;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$967  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            \$967  = acc_s21;
+      endcase
+    end
+    if (rst) begin
+      \$967  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$968  = p21_1;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$968  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            \$968  = acc_s21;
+      endcase
+    end
+    if (rst) begin
+      \$968  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$969  = p21_2;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$969  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            \$969  = acc_s21;
+      endcase
+    end
+    if (rst) begin
+      \$969  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$970  = p22_0;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$970  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            \$970  = acc_s22;
+      endcase
+    end
+    if (rst) begin
+      \$970  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$971  = p22_1;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$971  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            \$971  = acc_s22;
+      endcase
+    end
+    if (rst) begin
+      \$971  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$972  = p22_2;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$972  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            \$972  = acc_s22;
+      endcase
+    end
+    if (rst) begin
+      \$972  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$973  = p23_0;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$973  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            \$973  = acc_s23;
+      endcase
+    end
+    if (rst) begin
+      \$973  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$974  = p23_1;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$974  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            \$974  = acc_s23;
+      endcase
+    end
+    if (rst) begin
+      \$974  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$975  = p23_2;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$975  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            \$975  = acc_s23;
+      endcase
+    end
+    if (rst) begin
+      \$975  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$976  = p24_0;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$976  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            \$976  = acc_s24;
+      endcase
+    end
+    if (rst) begin
+      \$976  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$977  = p24_1;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$977  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            \$977  = acc_s24;
+      endcase
+    end
+    if (rst) begin
+      \$977  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$978  = p24_2;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$978  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            \$978  = acc_s24;
+      endcase
+    end
+    if (rst) begin
+      \$978  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$979  = p25_0;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$979  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            \$979  = acc_s25;
+      endcase
+    end
+    if (rst) begin
+      \$979  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$980  = p25_1;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$980  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            \$980  = acc_s25;
+      endcase
+    end
+    if (rst) begin
+      \$980  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$981  = p25_2;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$981  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            \$981  = acc_s25;
+      endcase
+    end
+    if (rst) begin
+      \$981  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$982  = p26_0;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$982  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            \$982  = acc_s26;
+      endcase
+    end
+    if (rst) begin
+      \$982  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$983  = p26_1;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$983  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            \$983  = acc_s26;
+      endcase
+    end
+    if (rst) begin
+      \$983  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$984  = p26_2;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$984  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            \$984  = acc_s26;
+      endcase
+    end
+    if (rst) begin
+      \$984  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$985  = p27_0;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$985  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            \$985  = acc_s27;
+      endcase
+    end
+    if (rst) begin
+      \$985  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$986  = p27_1;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$986  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            \$986  = acc_s27;
+      endcase
+    end
+    if (rst) begin
+      \$986  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$987  = p27_2;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$987  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            \$987  = acc_s27;
+      endcase
+    end
+    if (rst) begin
+      \$987  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$988  = p28_0;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$988  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            \$988  = acc_s28;
+      endcase
+    end
+    if (rst) begin
+      \$988  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$989  = p28_1;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$989  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            \$989  = acc_s28;
+      endcase
+    end
+    if (rst) begin
+      \$989  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$990  = p28_2;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$990  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            \$990  = acc_s28;
+      endcase
+    end
+    if (rst) begin
+      \$990  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$991  = p29_0;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$991  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            \$991  = acc_s29;
+      endcase
+    end
+    if (rst) begin
+      \$991  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$992  = p29_1;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$992  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            \$992  = acc_s29;
+      endcase
+    end
+    if (rst) begin
+      \$992  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$993  = p29_2;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$993  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            \$993  = acc_s29;
+      endcase
+    end
+    if (rst) begin
+      \$993  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$994  = p30_0;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$994  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            \$994  = acc_s30;
+      endcase
+    end
+    if (rst) begin
+      \$994  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$995  = p30_1;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$995  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            \$995  = acc_s30;
+      endcase
+    end
+    if (rst) begin
+      \$995  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$996  = p30_2;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$996  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            \$996  = acc_s30;
+      endcase
+    end
+    if (rst) begin
+      \$996  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$997  = p31_0;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$997  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            \$997  = acc_s31;
+      endcase
+    end
+    if (rst) begin
+      \$997  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$998  = p31_1;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$998  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            \$998  = acc_s31;
+      endcase
+    end
+    if (rst) begin
+      \$998  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$999  = p31_2;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$999  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            \$999  = acc_s31;
+      endcase
+    end
+    if (rst) begin
+      \$999  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$1000  = fsm_state;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            (* full_case = 32'd1 *)
+            if (\$776 ) begin
+              \$1000  = 4'h1;
+            end else begin
+              \$1000  = 4'h2;
+            end
+          end
+      4'h2:
+          if (rd_last) begin
+            \$1000  = 4'h3;
+          end
+      4'h3:
+          if (\$779 ) begin
+            \$1000  = 4'h4;
+          end
+      4'h4:
+          if (rd_last) begin
+            \$1000  = 4'h5;
+          end
+      4'h5:
+          if (\$782 ) begin
+            (* full_case = 32'd1 *)
+            if (\$783 ) begin
+              \$1000  = 4'h6;
+            end else begin
+              (* full_case = 32'd1 *)
+              if (\$784 ) begin
+                \$1000  = 4'h7;
+              end else if (partial) begin
+                \$1000  = 4'h1;
+              end else begin
+                \$1000  = 4'h8;
+              end
+            end
+          end
+      4'h6:
+          if (\$786 ) begin
+            (* full_case = 32'd1 *)
+            if (\$787 ) begin
+              \$1000  = 4'h9;
+            end else begin
+              (* full_case = 32'd1 *)
+              if (\$788 ) begin
+                \$1000  = 4'h7;
+              end else if (partial) begin
+                \$1000  = 4'h1;
+              end else begin
+                \$1000  = 4'h8;
+              end
+            end
+          end
+      4'h9:
+          if (\$790 ) begin
+            (* full_case = 32'd1 *)
+            if (\$791 ) begin
+              \$1000  = 4'h7;
+            end else if (partial) begin
+              \$1000  = 4'h1;
+            end else begin
+              \$1000  = 4'h8;
+            end
+          end
+      4'h7:
+          if (\$793 ) begin
+            if (\$796 ) begin
+              \$1000  = 4'h1;
+            end else if (\$797 ) begin
+              \$1000  = 4'h8;
+            end
+          end
+      4'h8:
+          \$1000  = 4'ha;
+      4'ha:
+          if (\done$416 ) begin
+            \$1000  = 4'hb;
+          end
+      4'hb:
+          if (rd_last) begin
+            \$1000  = 4'hc;
+          end
+      4'hc:
+          if (\$800 ) begin
+            \$1000  = 4'h1;
+          end
+      4'h1:
+          \$1000  = 4'h0;
+    endcase
+    if (rst) begin
+      \$1000  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$1001  = \wait ;
+    casez (fsm_state)
+      4'h0:
+          /* empty */;
+      4'h2:
+          \$1001  = 4'h1;
+      4'h3:
+          \$1001  = \$778 [3:0];
+      4'h4:
+          \$1001  = 4'h7;
+      4'h5:
+        begin
+          \$1001  = \$781 [3:0];
+          if (\$782 ) begin
+            \$1001  = 4'h2;
+          end
+        end
+      4'h6:
+        begin
+          \$1001  = \$785 [3:0];
+          if (\$786 ) begin
+            \$1001  = 4'h2;
+          end
+        end
+      4'h9:
+        begin
+          \$1001  = \$789 [3:0];
+          if (\$790 ) begin
+            \$1001  = 4'h2;
+          end
+        end
+      4'h7:
+        begin
+          \$1001  = \$792 [3:0];
+          if (\$793 ) begin
+            \$1001  = 4'h2;
+          end
+        end
+      4'h8:
+          /* empty */;
+      4'ha:
+          /* empty */;
+      4'hb:
+          \$1001  = 4'h6;
+      4'hc:
+        begin
+          \$1001  = \$799 [3:0];
+          if (\$800 ) begin
+            \$1001  = 4'h2;
+          end
+        end
+    endcase
+    if (rst) begin
+      \$1001  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$1002  = acc_set;
+    casez (fsm_state)
+      4'h0:
+          /* empty */;
+      4'h2:
+          /* empty */;
+      4'h3:
+          if (\$779 ) begin
+            \$1002  = 2'h0;
+          end
+    endcase
+    if (\$835 ) begin
+      \$1002  = \$838 [1:0];
+    end
+    if (rst) begin
+      \$1002  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$1003  = level;
+    casez (fsm_state)
+      4'h0:
+          /* empty */;
+      4'h2:
+          /* empty */;
+      4'h3:
+          /* empty */;
+      4'h4:
+          /* empty */;
+      4'h5:
+          if (\$782 ) begin
+            (* full_case = 32'd1 *)
+            if (\$783 ) begin
+            end else begin
+              \$1003  = first_level;
+            end
+          end
+      4'h6:
+          if (\$786 ) begin
+            (* full_case = 32'd1 *)
+            if (\$787 ) begin
+            end else begin
+              \$1003  = first_level;
+            end
+          end
+      4'h9:
+          if (\$790 ) begin
+            \$1003  = first_level;
+          end
+      4'h7:
+          if (\$793 ) begin
+            \$1003  = \$794 [2:0];
+          end
+    endcase
+    if (rst) begin
+      \$1003  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$1004  = \$signal$14 ;
+    if (rst) begin
+      \$1004  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$1005  = rd_last;
     if (rst) begin
       \$1005  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1006  = src_addr;
+    \$1006  = kred4_0;
     if (rst) begin
-      \$1006  = 15'h0000;
+      \$1006  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1007  = v1;
+    \$1007  = kred4_1;
     if (rst) begin
-      \$1007  = 1'h0;
+      \$1007  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1008  = w1;
+    \$1008  = kred4_2;
     if (rst) begin
-      \$1008  = 15'h0000;
+      \$1008  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1009  = v2;
+    \$1009  = kred4_3;
     if (rst) begin
-      \$1009  = 1'h0;
+      \$1009  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1010  = w2;
+    \$1010  = \$807 ;
     if (rst) begin
-      \$1010  = 15'h0000;
+      \$1010  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1011  = v3;
+    \$1011  = \$814 ;
     if (rst) begin
       \$1011  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1012  = w3;
+    \$1012  = \$821 ;
     if (rst) begin
-      \$1012  = 15'h0000;
+      \$1012  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1013  = v4;
+    \$1013  = \$828 ;
     if (rst) begin
       \$1013  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1014  = w4;
+    \$1014  = \$signal$417 ;
     if (rst) begin
-      \$1014  = 15'h0000;
+      \$1014  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1015  = n_words;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1015  = count[20:5];
-          end
-    endcase
+    \$1015  = kred1_0;
     if (rst) begin
-      \$1015  = 16'h0000;
+      \$1015  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1016  = last_count;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1016  = \$431 ;
-          end
-    endcase
+    \$1016  = \$831 ;
     if (rst) begin
-      \$1016  = 6'h00;
+      \$1016  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1017  = partial;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1017  = \partial$388 ;
-          end
-    endcase
+    \$1017  = kreg1_valid;
     if (rst) begin
       \$1017  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1018  = src_addr;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1018  = 15'h0000;
-          end
-      4'h2:
-          \$1018  = \$433 [14:0];
-      4'h3:
-          /* empty */;
-      4'h4:
-          \$1018  = 15'h0000;
-      4'h5:
-          \$1018  = \$436 [14:0];
-      4'h6:
-          /* empty */;
-      4'h7:
-          /* empty */;
-      4'h8:
-          /* empty */;
-      4'h9:
-          /* empty */;
-      4'ha:
-          /* empty */;
-      4'hb:
-          if (\done$422 ) begin
-            \$1018  = 15'h0000;
-          end
-      4'hc:
-          \$1018  = \$445 [14:0];
-    endcase
-    if (rst) begin
-      \$1018  = 15'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1019  = out_pass;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1019  = 1'h0;
-          end
-      4'h2:
-          /* empty */;
-      4'h3:
-          /* empty */;
-      4'h4:
-          /* empty */;
-      4'h5:
-          /* empty */;
-      4'h6:
-          /* empty */;
-      4'h7:
-          /* empty */;
-      4'h8:
-          /* empty */;
-      4'h9:
-          /* empty */;
-      4'ha:
-          /* empty */;
-      4'hb:
-          if (\done$422 ) begin
-            \$1019  = 1'h1;
-          end
-    endcase
-    if (rst) begin
-      \$1019  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1020  = key0;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1020  = 32'd0;
-          end
-    endcase
-    if (\$454 ) begin
-      if (\$457 ) begin
-      end else if (\$458 ) begin
-        \$1020  = xkey0;
+    \$1018  = 1'h0;
+    if (\$835 ) begin
+      if (partial) begin
+        \$1018  = 1'h1;
       end
     end
+    if (\$839 ) begin
+      \$1018  = 1'h1;
+    end
     if (rst) begin
-      \$1020  = 32'd0;
+      \$1018  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1021  = key1;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1021  = 32'd0;
-          end
-    endcase
-    if (\$463 ) begin
-      if (\$466 ) begin
-      end else if (\$467 ) begin
-        \$1021  = xkey1;
-      end
+    \$1019  = w6;
+    if (\$839 ) begin
+      \$1019  = w7;
     end
     if (rst) begin
-      \$1021  = 32'd0;
+      \$1019  = 15'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1022  = key2;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1022  = 32'd0;
-          end
-    endcase
-    if (\$472 ) begin
-      if (\$475 ) begin
-      end else if (\$476 ) begin
-        \$1022  = xkey2;
-      end
+    \$1020  = last6;
+    if (\$839 ) begin
+      \$1020  = last7;
     end
     if (rst) begin
-      \$1022  = 32'd0;
+      \$1020  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1023  = key3;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1023  = 32'd0;
-          end
-    endcase
-    if (\$481 ) begin
-      if (\$484 ) begin
-      end else if (\$485 ) begin
-        \$1023  = xkey3;
-      end
-    end
+    \$1021  = dst_data;
     if (rst) begin
-      \$1023  = 32'd0;
+      \$1021  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1024  = key4;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1024  = 32'd0;
-          end
-    endcase
-    if (\$490 ) begin
-      if (\$493 ) begin
-      end else if (\$494 ) begin
-        \$1024  = xkey4;
-      end
-    end
+    \$1022  = wr_v0;
     if (rst) begin
-      \$1024  = 32'd0;
+      \$1022  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1025  = key5;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1025  = 32'd0;
-          end
-    endcase
-    if (\$499 ) begin
-      if (\$502 ) begin
-      end else if (\$503 ) begin
-        \$1025  = xkey5;
-      end
-    end
+    \$1023  = wr_set0;
     if (rst) begin
-      \$1025  = 32'd0;
+      \$1023  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1026  = key6;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1026  = 32'd0;
-          end
-    endcase
-    if (\$508 ) begin
-      if (\$511 ) begin
-      end else if (\$512 ) begin
-        \$1026  = xkey6;
-      end
+    \$1024  = wr_v1;
+    if (rst) begin
+      \$1024  = 1'h0;
     end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$1025  = wr_set1;
+    if (rst) begin
+      \$1025  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$1026  = d0;
     if (rst) begin
       \$1026  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1027  = key7;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1027  = 32'd0;
-          end
-    endcase
-    if (\$517 ) begin
-      if (\$520 ) begin
-      end else if (\$521 ) begin
-        \$1027  = xkey7;
-      end
-    end
+    \$1027  = e0;
     if (rst) begin
       \$1027  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1028  = key8;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1028  = 32'd0;
-          end
-    endcase
-    if (\$526 ) begin
-      if (\$529 ) begin
-      end else if (\$530 ) begin
-        \$1028  = xkey8;
-      end
-    end
+    \$1028  = d1;
     if (rst) begin
       \$1028  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1029  = key9;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1029  = 32'd0;
-          end
-    endcase
-    if (\$535 ) begin
-      if (\$538 ) begin
-      end else if (\$539 ) begin
-        \$1029  = xkey9;
-      end
-    end
+    \$1029  = e1;
     if (rst) begin
       \$1029  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1030  = key10;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1030  = 32'd0;
-          end
-    endcase
-    if (\$544 ) begin
-      if (\$547 ) begin
-      end else if (\$548 ) begin
-        \$1030  = xkey10;
-      end
-    end
+    \$1030  = d2;
     if (rst) begin
       \$1030  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1031  = key11;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1031  = 32'd0;
-          end
-    endcase
-    if (\$553 ) begin
-      if (\$556 ) begin
-      end else if (\$557 ) begin
-        \$1031  = xkey11;
-      end
-    end
+    \$1031  = e2;
     if (rst) begin
       \$1031  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1032  = key12;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1032  = 32'd0;
-          end
-    endcase
-    if (\$562 ) begin
-      if (\$565 ) begin
-      end else if (\$566 ) begin
-        \$1032  = xkey12;
-      end
-    end
+    \$1032  = d3;
     if (rst) begin
       \$1032  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1033  = key13;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1033  = 32'd0;
-          end
-    endcase
-    if (\$571 ) begin
-      if (\$574 ) begin
-      end else if (\$575 ) begin
-        \$1033  = xkey13;
-      end
-    end
+    \$1033  = e3;
     if (rst) begin
       \$1033  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1034  = key14;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1034  = 32'd0;
-          end
-    endcase
-    if (\$580 ) begin
-      if (\$583 ) begin
-      end else if (\$584 ) begin
-        \$1034  = xkey14;
-      end
-    end
+    \$1034  = d4;
     if (rst) begin
       \$1034  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1035  = key15;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1035  = 32'd0;
-          end
-    endcase
-    if (\$589 ) begin
-      if (\$592 ) begin
-      end else if (\$593 ) begin
-        \$1035  = xkey15;
-      end
-    end
+    \$1035  = e4;
     if (rst) begin
       \$1035  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1036  = key16;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1036  = 32'd0;
-          end
-    endcase
-    if (\$598 ) begin
-      if (\$601 ) begin
-      end else if (\$602 ) begin
-        \$1036  = xkey16;
-      end
-    end
+    \$1036  = d5;
     if (rst) begin
       \$1036  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1037  = key17;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1037  = 32'd0;
-          end
-    endcase
-    if (\$607 ) begin
-      if (\$610 ) begin
-      end else if (\$611 ) begin
-        \$1037  = xkey17;
-      end
-    end
+    \$1037  = e5;
     if (rst) begin
       \$1037  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1038  = key18;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1038  = 32'd0;
-          end
-    endcase
-    if (\$616 ) begin
-      if (\$619 ) begin
-      end else if (\$620 ) begin
-        \$1038  = xkey18;
-      end
-    end
+    \$1038  = d6;
     if (rst) begin
       \$1038  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1039  = key19;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1039  = 32'd0;
-          end
-    endcase
-    if (\$625 ) begin
-      if (\$628 ) begin
-      end else if (\$629 ) begin
-        \$1039  = xkey19;
-      end
-    end
+    \$1039  = e6;
     if (rst) begin
       \$1039  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1040  = key20;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1040  = 32'd0;
-          end
-    endcase
-    if (\$634 ) begin
-      if (\$637 ) begin
-      end else if (\$638 ) begin
-        \$1040  = xkey20;
-      end
-    end
+    \$1040  = d7;
     if (rst) begin
       \$1040  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1041  = key21;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1041  = 32'd0;
-          end
-    endcase
-    if (\$643 ) begin
-      if (\$646 ) begin
-      end else if (\$647 ) begin
-        \$1041  = xkey21;
-      end
-    end
+    \$1041  = e7;
     if (rst) begin
       \$1041  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1042  = key22;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1042  = 32'd0;
-          end
-    endcase
-    if (\$652 ) begin
-      if (\$655 ) begin
-      end else if (\$656 ) begin
-        \$1042  = xkey22;
-      end
-    end
+    \$1042  = d8;
     if (rst) begin
       \$1042  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1043  = key23;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1043  = 32'd0;
-          end
-    endcase
-    if (\$661 ) begin
-      if (\$664 ) begin
-      end else if (\$665 ) begin
-        \$1043  = xkey23;
-      end
-    end
+    \$1043  = e8;
     if (rst) begin
       \$1043  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1044  = key24;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1044  = 32'd0;
-          end
-    endcase
-    if (\$670 ) begin
-      if (\$673 ) begin
-      end else if (\$674 ) begin
-        \$1044  = xkey24;
-      end
-    end
+    \$1044  = d9;
     if (rst) begin
       \$1044  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1045  = key25;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1045  = 32'd0;
-          end
-    endcase
-    if (\$679 ) begin
-      if (\$682 ) begin
-      end else if (\$683 ) begin
-        \$1045  = xkey25;
-      end
-    end
+    \$1045  = e9;
     if (rst) begin
       \$1045  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1046  = key26;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1046  = 32'd0;
-          end
-    endcase
-    if (\$688 ) begin
-      if (\$691 ) begin
-      end else if (\$692 ) begin
-        \$1046  = xkey26;
-      end
-    end
+    \$1046  = d10;
     if (rst) begin
       \$1046  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1047  = key27;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1047  = 32'd0;
-          end
-    endcase
-    if (\$697 ) begin
-      if (\$700 ) begin
-      end else if (\$701 ) begin
-        \$1047  = xkey27;
-      end
-    end
+    \$1047  = e10;
     if (rst) begin
       \$1047  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1048  = key28;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1048  = 32'd0;
-          end
-    endcase
-    if (\$706 ) begin
-      if (\$709 ) begin
-      end else if (\$710 ) begin
-        \$1048  = xkey28;
-      end
-    end
+    \$1048  = d11;
     if (rst) begin
       \$1048  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1049  = key29;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1049  = 32'd0;
-          end
-    endcase
-    if (\$715 ) begin
-      if (\$718 ) begin
-      end else if (\$719 ) begin
-        \$1049  = xkey29;
-      end
-    end
+    \$1049  = e11;
     if (rst) begin
       \$1049  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1050  = key30;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1050  = 32'd0;
-          end
-    endcase
-    if (\$724 ) begin
-      if (\$727 ) begin
-      end else if (\$728 ) begin
-        \$1050  = xkey30;
-      end
-    end
+    \$1050  = d12;
     if (rst) begin
       \$1050  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1051  = key31;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1051  = 32'd0;
-          end
-    endcase
-    if (\$733 ) begin
-      if (\$736 ) begin
-      end else if (\$737 ) begin
-        \$1051  = xkey31;
-      end
-    end
+    \$1051  = e12;
     if (rst) begin
       \$1051  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1052  = nan0;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1052  = 1'h0;
-          end
-    endcase
-    if (\$454 ) begin
-      if (\$457 ) begin
-        \$1052  = 1'h1;
-      end
-    end
+    \$1052  = d13;
     if (rst) begin
-      \$1052  = 1'h0;
+      \$1052  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1053  = nan1;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1053  = 1'h0;
-          end
-    endcase
-    if (\$463 ) begin
-      if (\$466 ) begin
-        \$1053  = 1'h1;
-      end
-    end
+    \$1053  = e13;
     if (rst) begin
-      \$1053  = 1'h0;
+      \$1053  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1054  = nan2;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1054  = 1'h0;
-          end
-    endcase
-    if (\$472 ) begin
-      if (\$475 ) begin
-        \$1054  = 1'h1;
-      end
-    end
+    \$1054  = d14;
     if (rst) begin
-      \$1054  = 1'h0;
+      \$1054  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1055  = nan3;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1055  = 1'h0;
-          end
-    endcase
-    if (\$481 ) begin
-      if (\$484 ) begin
-        \$1055  = 1'h1;
-      end
-    end
+    \$1055  = e14;
     if (rst) begin
-      \$1055  = 1'h0;
+      \$1055  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1056  = nan4;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1056  = 1'h0;
-          end
-    endcase
-    if (\$490 ) begin
-      if (\$493 ) begin
-        \$1056  = 1'h1;
-      end
-    end
+    \$1056  = d15;
     if (rst) begin
-      \$1056  = 1'h0;
+      \$1056  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1057  = nan5;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1057  = 1'h0;
-          end
-    endcase
-    if (\$499 ) begin
-      if (\$502 ) begin
-        \$1057  = 1'h1;
-      end
-    end
+    \$1057  = e15;
     if (rst) begin
-      \$1057  = 1'h0;
+      \$1057  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1058  = nan6;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1058  = 1'h0;
-          end
-    endcase
-    if (\$508 ) begin
-      if (\$511 ) begin
-        \$1058  = 1'h1;
-      end
-    end
+    \$1058  = d16;
     if (rst) begin
-      \$1058  = 1'h0;
+      \$1058  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1059  = nan7;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1059  = 1'h0;
-          end
-    endcase
-    if (\$517 ) begin
-      if (\$520 ) begin
-        \$1059  = 1'h1;
-      end
-    end
+    \$1059  = e16;
     if (rst) begin
-      \$1059  = 1'h0;
+      \$1059  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1060  = nan8;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1060  = 1'h0;
-          end
-    endcase
-    if (\$526 ) begin
-      if (\$529 ) begin
-        \$1060  = 1'h1;
-      end
-    end
+    \$1060  = d17;
     if (rst) begin
-      \$1060  = 1'h0;
+      \$1060  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1061  = nan9;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1061  = 1'h0;
-          end
-    endcase
-    if (\$535 ) begin
-      if (\$538 ) begin
-        \$1061  = 1'h1;
-      end
-    end
+    \$1061  = e17;
     if (rst) begin
-      \$1061  = 1'h0;
+      \$1061  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1062  = nan10;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1062  = 1'h0;
-          end
-    endcase
-    if (\$544 ) begin
-      if (\$547 ) begin
-        \$1062  = 1'h1;
-      end
-    end
+    \$1062  = d18;
     if (rst) begin
-      \$1062  = 1'h0;
+      \$1062  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1063  = nan11;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1063  = 1'h0;
-          end
-    endcase
-    if (\$553 ) begin
-      if (\$556 ) begin
-        \$1063  = 1'h1;
-      end
-    end
+    \$1063  = e18;
     if (rst) begin
-      \$1063  = 1'h0;
+      \$1063  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1064  = nan12;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1064  = 1'h0;
-          end
-    endcase
-    if (\$562 ) begin
-      if (\$565 ) begin
-        \$1064  = 1'h1;
-      end
-    end
+    \$1064  = d19;
     if (rst) begin
-      \$1064  = 1'h0;
+      \$1064  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1065  = nan13;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1065  = 1'h0;
-          end
-    endcase
-    if (\$571 ) begin
-      if (\$574 ) begin
-        \$1065  = 1'h1;
-      end
-    end
+    \$1065  = e19;
     if (rst) begin
-      \$1065  = 1'h0;
+      \$1065  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1066  = nan14;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1066  = 1'h0;
-          end
-    endcase
-    if (\$580 ) begin
-      if (\$583 ) begin
-        \$1066  = 1'h1;
-      end
-    end
+    \$1066  = d20;
     if (rst) begin
-      \$1066  = 1'h0;
+      \$1066  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1067  = nan15;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1067  = 1'h0;
-          end
-    endcase
-    if (\$589 ) begin
-      if (\$592 ) begin
-        \$1067  = 1'h1;
-      end
-    end
+    \$1067  = e20;
     if (rst) begin
-      \$1067  = 1'h0;
+      \$1067  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1068  = nan16;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1068  = 1'h0;
-          end
-    endcase
-    if (\$598 ) begin
-      if (\$601 ) begin
-        \$1068  = 1'h1;
-      end
-    end
+    \$1068  = d21;
     if (rst) begin
-      \$1068  = 1'h0;
+      \$1068  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1069  = nan17;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1069  = 1'h0;
-          end
-    endcase
-    if (\$607 ) begin
-      if (\$610 ) begin
-        \$1069  = 1'h1;
-      end
-    end
+    \$1069  = e21;
     if (rst) begin
-      \$1069  = 1'h0;
+      \$1069  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1070  = nan18;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1070  = 1'h0;
-          end
-    endcase
-    if (\$616 ) begin
-      if (\$619 ) begin
-        \$1070  = 1'h1;
-      end
-    end
+    \$1070  = d22;
     if (rst) begin
-      \$1070  = 1'h0;
+      \$1070  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1071  = nan19;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1071  = 1'h0;
-          end
-    endcase
-    if (\$625 ) begin
-      if (\$628 ) begin
-        \$1071  = 1'h1;
-      end
-    end
+    \$1071  = e22;
     if (rst) begin
-      \$1071  = 1'h0;
+      \$1071  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1072  = nan20;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1072  = 1'h0;
-          end
-    endcase
-    if (\$634 ) begin
-      if (\$637 ) begin
-        \$1072  = 1'h1;
-      end
-    end
+    \$1072  = d23;
     if (rst) begin
-      \$1072  = 1'h0;
+      \$1072  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1073  = nan21;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1073  = 1'h0;
-          end
-    endcase
-    if (\$643 ) begin
-      if (\$646 ) begin
-        \$1073  = 1'h1;
-      end
-    end
+    \$1073  = e23;
     if (rst) begin
-      \$1073  = 1'h0;
+      \$1073  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1074  = nan22;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1074  = 1'h0;
-          end
-    endcase
-    if (\$652 ) begin
-      if (\$655 ) begin
-        \$1074  = 1'h1;
-      end
-    end
+    \$1074  = d24;
     if (rst) begin
-      \$1074  = 1'h0;
+      \$1074  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1075  = nan23;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1075  = 1'h0;
-          end
-    endcase
-    if (\$661 ) begin
-      if (\$664 ) begin
-        \$1075  = 1'h1;
-      end
-    end
+    \$1075  = e24;
     if (rst) begin
-      \$1075  = 1'h0;
+      \$1075  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1076  = nan24;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1076  = 1'h0;
-          end
-    endcase
-    if (\$670 ) begin
-      if (\$673 ) begin
-        \$1076  = 1'h1;
-      end
-    end
+    \$1076  = d25;
     if (rst) begin
-      \$1076  = 1'h0;
+      \$1076  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1077  = nan25;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1077  = 1'h0;
-          end
-    endcase
-    if (\$679 ) begin
-      if (\$682 ) begin
-        \$1077  = 1'h1;
-      end
-    end
+    \$1077  = e25;
     if (rst) begin
-      \$1077  = 1'h0;
+      \$1077  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1078  = nan26;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1078  = 1'h0;
-          end
-    endcase
-    if (\$688 ) begin
-      if (\$691 ) begin
-        \$1078  = 1'h1;
-      end
-    end
+    \$1078  = d26;
     if (rst) begin
-      \$1078  = 1'h0;
+      \$1078  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1079  = nan27;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1079  = 1'h0;
-          end
-    endcase
-    if (\$697 ) begin
-      if (\$700 ) begin
-        \$1079  = 1'h1;
-      end
-    end
+    \$1079  = e26;
     if (rst) begin
-      \$1079  = 1'h0;
+      \$1079  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1080  = nan28;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1080  = 1'h0;
-          end
-    endcase
-    if (\$706 ) begin
-      if (\$709 ) begin
-        \$1080  = 1'h1;
-      end
-    end
+    \$1080  = d27;
     if (rst) begin
-      \$1080  = 1'h0;
+      \$1080  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1081  = nan29;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1081  = 1'h0;
-          end
-    endcase
-    if (\$715 ) begin
-      if (\$718 ) begin
-        \$1081  = 1'h1;
-      end
-    end
+    \$1081  = e27;
     if (rst) begin
-      \$1081  = 1'h0;
+      \$1081  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1082  = nan30;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1082  = 1'h0;
-          end
-    endcase
-    if (\$724 ) begin
-      if (\$727 ) begin
-        \$1082  = 1'h1;
-      end
-    end
+    \$1082  = d28;
     if (rst) begin
-      \$1082  = 1'h0;
+      \$1082  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1083  = nan31;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1083  = 1'h0;
-          end
-    endcase
-    if (\$733 ) begin
-      if (\$736 ) begin
-        \$1083  = 1'h1;
-      end
-    end
+    \$1083  = e28;
     if (rst) begin
-      \$1083  = 1'h0;
+      \$1083  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1084  = l;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1084  = 32'd0;
-          end
-    endcase
-    if (\$780 ) begin
-      if (\$784 ) begin
-        casez (acc_set)
-          2'h0:
-              \$1084  = acc_s0;
-        endcase
-      end
-    end else if (\$423 ) begin
-      \$1084  = acc_s0;
-    end else if (\$424 ) begin
-      \$1084  = acc_s0;
-    end else if (\$425 ) begin
-      casez (level)
-        3'h0:
-            \$1084  = acc_s0;
-        3'h1:
-            \$1084  = acc_s0;
-        3'h2:
-            \$1084  = acc_s0;
-        3'h3:
-            \$1084  = acc_s0;
-        3'h4:
-            \$1084  = acc_s0;
-      endcase
-    end
+    \$1084  = d29;
     if (rst) begin
       \$1084  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1085  = p0_1;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1085  = 32'd0;
-          end
-    endcase
-    if (\$780 ) begin
-      if (\$784 ) begin
-        casez (acc_set)
-          2'h0:
-              /* empty */;
-          2'h1:
-              \$1085  = acc_s0;
-        endcase
-      end
-    end
+    \$1085  = e29;
     if (rst) begin
       \$1085  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1086  = p0_2;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1086  = 32'd0;
-          end
-    endcase
-    if (\$780 ) begin
-      if (\$784 ) begin
-        casez (acc_set)
-          2'h0:
-              /* empty */;
-          2'h1:
-              /* empty */;
-          2'h2:
-              \$1086  = acc_s0;
-        endcase
-      end
-    end
+    \$1086  = d30;
     if (rst) begin
       \$1086  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1087  = p1_0;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1087  = 32'd0;
-          end
-    endcase
-    if (\$786 ) begin
-      if (\$790 ) begin
-        casez (acc_set)
-          2'h0:
-              \$1087  = acc_s1;
-        endcase
-      end
-    end else if (\$423 ) begin
-      \$1087  = acc_s1;
-    end else if (\$424 ) begin
-      \$1087  = acc_s1;
-    end else if (\$425 ) begin
-      casez (level)
-        3'h0:
-            \$1087  = acc_s1;
-        3'h1:
-            \$1087  = acc_s1;
-        3'h2:
-            \$1087  = acc_s1;
-        3'h3:
-            \$1087  = acc_s1;
-      endcase
-    end
+    \$1087  = e30;
     if (rst) begin
       \$1087  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1088  = p1_1;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1088  = 32'd0;
-          end
-    endcase
-    if (\$786 ) begin
-      if (\$790 ) begin
-        casez (acc_set)
-          2'h0:
-              /* empty */;
-          2'h1:
-              \$1088  = acc_s1;
-        endcase
-      end
-    end
+    \$1088  = d31;
     if (rst) begin
       \$1088  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1089  = p1_2;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1089  = 32'd0;
-          end
-    endcase
-    if (\$786 ) begin
-      if (\$790 ) begin
-        casez (acc_set)
-          2'h0:
-              /* empty */;
-          2'h1:
-              /* empty */;
-          2'h2:
-              \$1089  = acc_s1;
-        endcase
-      end
-    end
+    \$1089  = e31;
     if (rst) begin
       \$1089  = 32'd0;
     end
   end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1090  = p2_0;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1090  = 32'd0;
-          end
-    endcase
-    if (\$792 ) begin
-      if (\$796 ) begin
-        casez (acc_set)
-          2'h0:
-              \$1090  = acc_s2;
-        endcase
-      end
-    end else if (\$423 ) begin
-      \$1090  = acc_s2;
-    end else if (\$424 ) begin
-      \$1090  = acc_s2;
-    end else if (\$425 ) begin
-      casez (level)
-        3'h0:
-            \$1090  = acc_s2;
-        3'h1:
-            \$1090  = acc_s2;
-        3'h2:
-            \$1090  = acc_s2;
-      endcase
-    end
-    if (rst) begin
-      \$1090  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1091  = p2_1;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1091  = 32'd0;
-          end
-    endcase
-    if (\$792 ) begin
-      if (\$796 ) begin
-        casez (acc_set)
-          2'h0:
-              /* empty */;
-          2'h1:
-              \$1091  = acc_s2;
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1091  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1092  = p2_2;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1092  = 32'd0;
-          end
-    endcase
-    if (\$792 ) begin
-      if (\$796 ) begin
-        casez (acc_set)
-          2'h0:
-              /* empty */;
-          2'h1:
-              /* empty */;
-          2'h2:
-              \$1092  = acc_s2;
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1092  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1093  = p3_0;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1093  = 32'd0;
-          end
-    endcase
-    if (\$798 ) begin
-      if (\$802 ) begin
-        casez (acc_set)
-          2'h0:
-              \$1093  = acc_s3;
-        endcase
-      end
-    end else if (\$423 ) begin
-      \$1093  = acc_s3;
-    end else if (\$424 ) begin
-      \$1093  = acc_s3;
-    end else if (\$425 ) begin
-      casez (level)
-        3'h0:
-            \$1093  = acc_s3;
-        3'h1:
-            \$1093  = acc_s3;
-        3'h2:
-            \$1093  = acc_s3;
-      endcase
-    end
-    if (rst) begin
-      \$1093  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1094  = p3_1;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1094  = 32'd0;
-          end
-    endcase
-    if (\$798 ) begin
-      if (\$802 ) begin
-        casez (acc_set)
-          2'h0:
-              /* empty */;
-          2'h1:
-              \$1094  = acc_s3;
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1094  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1095  = p3_2;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1095  = 32'd0;
-          end
-    endcase
-    if (\$798 ) begin
-      if (\$802 ) begin
-        casez (acc_set)
-          2'h0:
-              /* empty */;
-          2'h1:
-              /* empty */;
-          2'h2:
-              \$1095  = acc_s3;
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1095  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1096  = p4_0;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1096  = 32'd0;
-          end
-    endcase
-    if (\$804 ) begin
-      if (\$808 ) begin
-        casez (acc_set)
-          2'h0:
-              \$1096  = acc_s4;
-        endcase
-      end
-    end else if (\$423 ) begin
-      \$1096  = acc_s4;
-    end else if (\$424 ) begin
-      \$1096  = acc_s4;
-    end else if (\$425 ) begin
-      casez (level)
-        3'h0:
-            \$1096  = acc_s4;
-        3'h1:
-            \$1096  = acc_s4;
-      endcase
-    end
-    if (rst) begin
-      \$1096  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1097  = p4_1;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1097  = 32'd0;
-          end
-    endcase
-    if (\$804 ) begin
-      if (\$808 ) begin
-        casez (acc_set)
-          2'h0:
-              /* empty */;
-          2'h1:
-              \$1097  = acc_s4;
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1097  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1098  = p4_2;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1098  = 32'd0;
-          end
-    endcase
-    if (\$804 ) begin
-      if (\$808 ) begin
-        casez (acc_set)
-          2'h0:
-              /* empty */;
-          2'h1:
-              /* empty */;
-          2'h2:
-              \$1098  = acc_s4;
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1098  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1099  = p5_0;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1099  = 32'd0;
-          end
-    endcase
-    if (\$810 ) begin
-      if (\$814 ) begin
-        casez (acc_set)
-          2'h0:
-              \$1099  = acc_s5;
-        endcase
-      end
-    end else if (\$423 ) begin
-      \$1099  = acc_s5;
-    end else if (\$424 ) begin
-      \$1099  = acc_s5;
-    end else if (\$425 ) begin
-      casez (level)
-        3'h0:
-            \$1099  = acc_s5;
-        3'h1:
-            \$1099  = acc_s5;
-      endcase
-    end
-    if (rst) begin
-      \$1099  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1100  = p5_1;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1100  = 32'd0;
-          end
-    endcase
-    if (\$810 ) begin
-      if (\$814 ) begin
-        casez (acc_set)
-          2'h0:
-              /* empty */;
-          2'h1:
-              \$1100  = acc_s5;
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1100  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1101  = p5_2;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1101  = 32'd0;
-          end
-    endcase
-    if (\$810 ) begin
-      if (\$814 ) begin
-        casez (acc_set)
-          2'h0:
-              /* empty */;
-          2'h1:
-              /* empty */;
-          2'h2:
-              \$1101  = acc_s5;
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1101  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1102  = p6_0;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1102  = 32'd0;
-          end
-    endcase
-    if (\$816 ) begin
-      if (\$820 ) begin
-        casez (acc_set)
-          2'h0:
-              \$1102  = acc_s6;
-        endcase
-      end
-    end else if (\$423 ) begin
-      \$1102  = acc_s6;
-    end else if (\$424 ) begin
-      \$1102  = acc_s6;
-    end else if (\$425 ) begin
-      casez (level)
-        3'h0:
-            \$1102  = acc_s6;
-        3'h1:
-            \$1102  = acc_s6;
-      endcase
-    end
-    if (rst) begin
-      \$1102  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1103  = p6_1;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1103  = 32'd0;
-          end
-    endcase
-    if (\$816 ) begin
-      if (\$820 ) begin
-        casez (acc_set)
-          2'h0:
-              /* empty */;
-          2'h1:
-              \$1103  = acc_s6;
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1103  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1104  = p6_2;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1104  = 32'd0;
-          end
-    endcase
-    if (\$816 ) begin
-      if (\$820 ) begin
-        casez (acc_set)
-          2'h0:
-              /* empty */;
-          2'h1:
-              /* empty */;
-          2'h2:
-              \$1104  = acc_s6;
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1104  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1105  = p7_0;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1105  = 32'd0;
-          end
-    endcase
-    if (\$822 ) begin
-      if (\$826 ) begin
-        casez (acc_set)
-          2'h0:
-              \$1105  = acc_s7;
-        endcase
-      end
-    end else if (\$423 ) begin
-      \$1105  = acc_s7;
-    end else if (\$424 ) begin
-      \$1105  = acc_s7;
-    end else if (\$425 ) begin
-      casez (level)
-        3'h0:
-            \$1105  = acc_s7;
-        3'h1:
-            \$1105  = acc_s7;
-      endcase
-    end
-    if (rst) begin
-      \$1105  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1106  = p7_1;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1106  = 32'd0;
-          end
-    endcase
-    if (\$822 ) begin
-      if (\$826 ) begin
-        casez (acc_set)
-          2'h0:
-              /* empty */;
-          2'h1:
-              \$1106  = acc_s7;
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1106  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1107  = p7_2;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1107  = 32'd0;
-          end
-    endcase
-    if (\$822 ) begin
-      if (\$826 ) begin
-        casez (acc_set)
-          2'h0:
-              /* empty */;
-          2'h1:
-              /* empty */;
-          2'h2:
-              \$1107  = acc_s7;
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1107  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1108  = p8_0;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1108  = 32'd0;
-          end
-    endcase
-    if (\$828 ) begin
-      if (\$832 ) begin
-        casez (acc_set)
-          2'h0:
-              \$1108  = acc_s8;
-        endcase
-      end
-    end else if (\$423 ) begin
-      \$1108  = acc_s8;
-    end else if (\$424 ) begin
-      \$1108  = acc_s8;
-    end else if (\$425 ) begin
-      casez (level)
-        3'h0:
-            \$1108  = acc_s8;
-      endcase
-    end
-    if (rst) begin
-      \$1108  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1109  = p8_1;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1109  = 32'd0;
-          end
-    endcase
-    if (\$828 ) begin
-      if (\$832 ) begin
-        casez (acc_set)
-          2'h0:
-              /* empty */;
-          2'h1:
-              \$1109  = acc_s8;
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1109  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1110  = p8_2;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1110  = 32'd0;
-          end
-    endcase
-    if (\$828 ) begin
-      if (\$832 ) begin
-        casez (acc_set)
-          2'h0:
-              /* empty */;
-          2'h1:
-              /* empty */;
-          2'h2:
-              \$1110  = acc_s8;
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1110  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1111  = p9_0;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1111  = 32'd0;
-          end
-    endcase
-    if (\$834 ) begin
-      if (\$838 ) begin
-        casez (acc_set)
-          2'h0:
-              \$1111  = acc_s9;
-        endcase
-      end
-    end else if (\$423 ) begin
-      \$1111  = acc_s9;
-    end else if (\$424 ) begin
-      \$1111  = acc_s9;
-    end else if (\$425 ) begin
-      casez (level)
-        3'h0:
-            \$1111  = acc_s9;
-      endcase
-    end
-    if (rst) begin
-      \$1111  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1112  = p9_1;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1112  = 32'd0;
-          end
-    endcase
-    if (\$834 ) begin
-      if (\$838 ) begin
-        casez (acc_set)
-          2'h0:
-              /* empty */;
-          2'h1:
-              \$1112  = acc_s9;
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1112  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1113  = p9_2;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1113  = 32'd0;
-          end
-    endcase
-    if (\$834 ) begin
-      if (\$838 ) begin
-        casez (acc_set)
-          2'h0:
-              /* empty */;
-          2'h1:
-              /* empty */;
-          2'h2:
-              \$1113  = acc_s9;
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1113  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1114  = p10_0;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1114  = 32'd0;
-          end
-    endcase
-    if (\$840 ) begin
-      if (\$844 ) begin
-        casez (acc_set)
-          2'h0:
-              \$1114  = acc_s10;
-        endcase
-      end
-    end else if (\$423 ) begin
-      \$1114  = acc_s10;
-    end else if (\$424 ) begin
-      \$1114  = acc_s10;
-    end else if (\$425 ) begin
-      casez (level)
-        3'h0:
-            \$1114  = acc_s10;
-      endcase
-    end
-    if (rst) begin
-      \$1114  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1115  = p10_1;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1115  = 32'd0;
-          end
-    endcase
-    if (\$840 ) begin
-      if (\$844 ) begin
-        casez (acc_set)
-          2'h0:
-              /* empty */;
-          2'h1:
-              \$1115  = acc_s10;
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1115  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1116  = p10_2;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1116  = 32'd0;
-          end
-    endcase
-    if (\$840 ) begin
-      if (\$844 ) begin
-        casez (acc_set)
-          2'h0:
-              /* empty */;
-          2'h1:
-              /* empty */;
-          2'h2:
-              \$1116  = acc_s10;
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1116  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1117  = p11_0;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1117  = 32'd0;
-          end
-    endcase
-    if (\$846 ) begin
-      if (\$850 ) begin
-        casez (acc_set)
-          2'h0:
-              \$1117  = acc_s11;
-        endcase
-      end
-    end else if (\$423 ) begin
-      \$1117  = acc_s11;
-    end else if (\$424 ) begin
-      \$1117  = acc_s11;
-    end else if (\$425 ) begin
-      casez (level)
-        3'h0:
-            \$1117  = acc_s11;
-      endcase
-    end
-    if (rst) begin
-      \$1117  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1118  = p11_1;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1118  = 32'd0;
-          end
-    endcase
-    if (\$846 ) begin
-      if (\$850 ) begin
-        casez (acc_set)
-          2'h0:
-              /* empty */;
-          2'h1:
-              \$1118  = acc_s11;
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1118  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1119  = p11_2;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1119  = 32'd0;
-          end
-    endcase
-    if (\$846 ) begin
-      if (\$850 ) begin
-        casez (acc_set)
-          2'h0:
-              /* empty */;
-          2'h1:
-              /* empty */;
-          2'h2:
-              \$1119  = acc_s11;
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1119  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1120  = p12_0;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1120  = 32'd0;
-          end
-    endcase
-    if (\$852 ) begin
-      if (\$856 ) begin
-        casez (acc_set)
-          2'h0:
-              \$1120  = acc_s12;
-        endcase
-      end
-    end else if (\$423 ) begin
-      \$1120  = acc_s12;
-    end else if (\$424 ) begin
-      \$1120  = acc_s12;
-    end else if (\$425 ) begin
-      casez (level)
-        3'h0:
-            \$1120  = acc_s12;
-      endcase
-    end
-    if (rst) begin
-      \$1120  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1121  = p12_1;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1121  = 32'd0;
-          end
-    endcase
-    if (\$852 ) begin
-      if (\$856 ) begin
-        casez (acc_set)
-          2'h0:
-              /* empty */;
-          2'h1:
-              \$1121  = acc_s12;
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1121  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1122  = p12_2;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1122  = 32'd0;
-          end
-    endcase
-    if (\$852 ) begin
-      if (\$856 ) begin
-        casez (acc_set)
-          2'h0:
-              /* empty */;
-          2'h1:
-              /* empty */;
-          2'h2:
-              \$1122  = acc_s12;
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1122  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1123  = p13_0;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1123  = 32'd0;
-          end
-    endcase
-    if (\$858 ) begin
-      if (\$862 ) begin
-        casez (acc_set)
-          2'h0:
-              \$1123  = acc_s13;
-        endcase
-      end
-    end else if (\$423 ) begin
-      \$1123  = acc_s13;
-    end else if (\$424 ) begin
-      \$1123  = acc_s13;
-    end else if (\$425 ) begin
-      casez (level)
-        3'h0:
-            \$1123  = acc_s13;
-      endcase
-    end
-    if (rst) begin
-      \$1123  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1124  = p13_1;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1124  = 32'd0;
-          end
-    endcase
-    if (\$858 ) begin
-      if (\$862 ) begin
-        casez (acc_set)
-          2'h0:
-              /* empty */;
-          2'h1:
-              \$1124  = acc_s13;
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1124  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1125  = p13_2;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1125  = 32'd0;
-          end
-    endcase
-    if (\$858 ) begin
-      if (\$862 ) begin
-        casez (acc_set)
-          2'h0:
-              /* empty */;
-          2'h1:
-              /* empty */;
-          2'h2:
-              \$1125  = acc_s13;
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1125  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1126  = p14_0;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1126  = 32'd0;
-          end
-    endcase
-    if (\$864 ) begin
-      if (\$868 ) begin
-        casez (acc_set)
-          2'h0:
-              \$1126  = acc_s14;
-        endcase
-      end
-    end else if (\$423 ) begin
-      \$1126  = acc_s14;
-    end else if (\$424 ) begin
-      \$1126  = acc_s14;
-    end else if (\$425 ) begin
-      casez (level)
-        3'h0:
-            \$1126  = acc_s14;
-      endcase
-    end
-    if (rst) begin
-      \$1126  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1127  = p14_1;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1127  = 32'd0;
-          end
-    endcase
-    if (\$864 ) begin
-      if (\$868 ) begin
-        casez (acc_set)
-          2'h0:
-              /* empty */;
-          2'h1:
-              \$1127  = acc_s14;
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1127  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1128  = p14_2;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1128  = 32'd0;
-          end
-    endcase
-    if (\$864 ) begin
-      if (\$868 ) begin
-        casez (acc_set)
-          2'h0:
-              /* empty */;
-          2'h1:
-              /* empty */;
-          2'h2:
-              \$1128  = acc_s14;
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1128  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1129  = p15_0;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1129  = 32'd0;
-          end
-    endcase
-    if (\$870 ) begin
-      if (\$874 ) begin
-        casez (acc_set)
-          2'h0:
-              \$1129  = acc_s15;
-        endcase
-      end
-    end else if (\$423 ) begin
-      \$1129  = acc_s15;
-    end else if (\$424 ) begin
-      \$1129  = acc_s15;
-    end else if (\$425 ) begin
-      casez (level)
-        3'h0:
-            \$1129  = acc_s15;
-      endcase
-    end
-    if (rst) begin
-      \$1129  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1130  = p15_1;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1130  = 32'd0;
-          end
-    endcase
-    if (\$870 ) begin
-      if (\$874 ) begin
-        casez (acc_set)
-          2'h0:
-              /* empty */;
-          2'h1:
-              \$1130  = acc_s15;
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1130  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1131  = p15_2;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1131  = 32'd0;
-          end
-    endcase
-    if (\$870 ) begin
-      if (\$874 ) begin
-        casez (acc_set)
-          2'h0:
-              /* empty */;
-          2'h1:
-              /* empty */;
-          2'h2:
-              \$1131  = acc_s15;
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1131  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1132  = p16_0;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1132  = 32'd0;
-          end
-    endcase
-    if (\$876 ) begin
-      if (\$880 ) begin
-        casez (acc_set)
-          2'h0:
-              \$1132  = acc_s16;
-        endcase
-      end
-    end else if (\$423 ) begin
-      \$1132  = acc_s16;
-    end else if (\$424 ) begin
-      \$1132  = acc_s16;
-    end
-    if (rst) begin
-      \$1132  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1133  = p16_1;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1133  = 32'd0;
-          end
-    endcase
-    if (\$876 ) begin
-      if (\$880 ) begin
-        casez (acc_set)
-          2'h0:
-              /* empty */;
-          2'h1:
-              \$1133  = acc_s16;
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1133  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1134  = p16_2;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1134  = 32'd0;
-          end
-    endcase
-    if (\$876 ) begin
-      if (\$880 ) begin
-        casez (acc_set)
-          2'h0:
-              /* empty */;
-          2'h1:
-              /* empty */;
-          2'h2:
-              \$1134  = acc_s16;
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1134  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1135  = p17_0;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1135  = 32'd0;
-          end
-    endcase
-    if (\$882 ) begin
-      if (\$886 ) begin
-        casez (acc_set)
-          2'h0:
-              \$1135  = acc_s17;
-        endcase
-      end
-    end else if (\$423 ) begin
-      \$1135  = acc_s17;
-    end else if (\$424 ) begin
-      \$1135  = acc_s17;
-    end
-    if (rst) begin
-      \$1135  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1136  = p17_1;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1136  = 32'd0;
-          end
-    endcase
-    if (\$882 ) begin
-      if (\$886 ) begin
-        casez (acc_set)
-          2'h0:
-              /* empty */;
-          2'h1:
-              \$1136  = acc_s17;
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1136  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1137  = p17_2;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1137  = 32'd0;
-          end
-    endcase
-    if (\$882 ) begin
-      if (\$886 ) begin
-        casez (acc_set)
-          2'h0:
-              /* empty */;
-          2'h1:
-              /* empty */;
-          2'h2:
-              \$1137  = acc_s17;
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1137  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1138  = p18_0;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1138  = 32'd0;
-          end
-    endcase
-    if (\$888 ) begin
-      if (\$892 ) begin
-        casez (acc_set)
-          2'h0:
-              \$1138  = acc_s18;
-        endcase
-      end
-    end else if (\$423 ) begin
-      \$1138  = acc_s18;
-    end else if (\$424 ) begin
-      \$1138  = acc_s18;
-    end
-    if (rst) begin
-      \$1138  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1139  = p18_1;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1139  = 32'd0;
-          end
-    endcase
-    if (\$888 ) begin
-      if (\$892 ) begin
-        casez (acc_set)
-          2'h0:
-              /* empty */;
-          2'h1:
-              \$1139  = acc_s18;
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1139  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1140  = p18_2;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1140  = 32'd0;
-          end
-    endcase
-    if (\$888 ) begin
-      if (\$892 ) begin
-        casez (acc_set)
-          2'h0:
-              /* empty */;
-          2'h1:
-              /* empty */;
-          2'h2:
-              \$1140  = acc_s18;
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1140  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1141  = p19_0;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1141  = 32'd0;
-          end
-    endcase
-    if (\$894 ) begin
-      if (\$898 ) begin
-        casez (acc_set)
-          2'h0:
-              \$1141  = acc_s19;
-        endcase
-      end
-    end else if (\$423 ) begin
-      \$1141  = acc_s19;
-    end else if (\$424 ) begin
-      \$1141  = acc_s19;
-    end
-    if (rst) begin
-      \$1141  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1142  = p19_1;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1142  = 32'd0;
-          end
-    endcase
-    if (\$894 ) begin
-      if (\$898 ) begin
-        casez (acc_set)
-          2'h0:
-              /* empty */;
-          2'h1:
-              \$1142  = acc_s19;
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1142  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1143  = p19_2;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1143  = 32'd0;
-          end
-    endcase
-    if (\$894 ) begin
-      if (\$898 ) begin
-        casez (acc_set)
-          2'h0:
-              /* empty */;
-          2'h1:
-              /* empty */;
-          2'h2:
-              \$1143  = acc_s19;
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1143  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1144  = p20_0;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1144  = 32'd0;
-          end
-    endcase
-    if (\$900 ) begin
-      if (\$904 ) begin
-        casez (acc_set)
-          2'h0:
-              \$1144  = acc_s20;
-        endcase
-      end
-    end else if (\$423 ) begin
-      \$1144  = acc_s20;
-    end else if (\$424 ) begin
-      \$1144  = acc_s20;
-    end
-    if (rst) begin
-      \$1144  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1145  = p20_1;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1145  = 32'd0;
-          end
-    endcase
-    if (\$900 ) begin
-      if (\$904 ) begin
-        casez (acc_set)
-          2'h0:
-              /* empty */;
-          2'h1:
-              \$1145  = acc_s20;
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1145  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1146  = p20_2;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1146  = 32'd0;
-          end
-    endcase
-    if (\$900 ) begin
-      if (\$904 ) begin
-        casez (acc_set)
-          2'h0:
-              /* empty */;
-          2'h1:
-              /* empty */;
-          2'h2:
-              \$1146  = acc_s20;
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1146  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1147  = p21_0;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1147  = 32'd0;
-          end
-    endcase
-    if (\$906 ) begin
-      if (\$910 ) begin
-        casez (acc_set)
-          2'h0:
-              \$1147  = acc_s21;
-        endcase
-      end
-    end else if (\$423 ) begin
-      \$1147  = acc_s21;
-    end else if (\$424 ) begin
-      \$1147  = acc_s21;
-    end
-    if (rst) begin
-      \$1147  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1148  = p21_1;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1148  = 32'd0;
-          end
-    endcase
-    if (\$906 ) begin
-      if (\$910 ) begin
-        casez (acc_set)
-          2'h0:
-              /* empty */;
-          2'h1:
-              \$1148  = acc_s21;
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1148  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1149  = p21_2;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1149  = 32'd0;
-          end
-    endcase
-    if (\$906 ) begin
-      if (\$910 ) begin
-        casez (acc_set)
-          2'h0:
-              /* empty */;
-          2'h1:
-              /* empty */;
-          2'h2:
-              \$1149  = acc_s21;
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1149  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1150  = p22_0;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1150  = 32'd0;
-          end
-    endcase
-    if (\$912 ) begin
-      if (\$916 ) begin
-        casez (acc_set)
-          2'h0:
-              \$1150  = acc_s22;
-        endcase
-      end
-    end else if (\$423 ) begin
-      \$1150  = acc_s22;
-    end else if (\$424 ) begin
-      \$1150  = acc_s22;
-    end
-    if (rst) begin
-      \$1150  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1151  = p22_1;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1151  = 32'd0;
-          end
-    endcase
-    if (\$912 ) begin
-      if (\$916 ) begin
-        casez (acc_set)
-          2'h0:
-              /* empty */;
-          2'h1:
-              \$1151  = acc_s22;
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1151  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1152  = p22_2;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1152  = 32'd0;
-          end
-    endcase
-    if (\$912 ) begin
-      if (\$916 ) begin
-        casez (acc_set)
-          2'h0:
-              /* empty */;
-          2'h1:
-              /* empty */;
-          2'h2:
-              \$1152  = acc_s22;
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1152  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1153  = p23_0;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1153  = 32'd0;
-          end
-    endcase
-    if (\$918 ) begin
-      if (\$922 ) begin
-        casez (acc_set)
-          2'h0:
-              \$1153  = acc_s23;
-        endcase
-      end
-    end else if (\$423 ) begin
-      \$1153  = acc_s23;
-    end else if (\$424 ) begin
-      \$1153  = acc_s23;
-    end
-    if (rst) begin
-      \$1153  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1154  = p23_1;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1154  = 32'd0;
-          end
-    endcase
-    if (\$918 ) begin
-      if (\$922 ) begin
-        casez (acc_set)
-          2'h0:
-              /* empty */;
-          2'h1:
-              \$1154  = acc_s23;
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1154  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1155  = p23_2;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1155  = 32'd0;
-          end
-    endcase
-    if (\$918 ) begin
-      if (\$922 ) begin
-        casez (acc_set)
-          2'h0:
-              /* empty */;
-          2'h1:
-              /* empty */;
-          2'h2:
-              \$1155  = acc_s23;
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1155  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1156  = p24_0;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1156  = 32'd0;
-          end
-    endcase
-    if (\$924 ) begin
-      if (\$928 ) begin
-        casez (acc_set)
-          2'h0:
-              \$1156  = acc_s24;
-        endcase
-      end
-    end else if (\$423 ) begin
-      \$1156  = acc_s24;
-    end else if (\$424 ) begin
-      \$1156  = acc_s24;
-    end
-    if (rst) begin
-      \$1156  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1157  = p24_1;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1157  = 32'd0;
-          end
-    endcase
-    if (\$924 ) begin
-      if (\$928 ) begin
-        casez (acc_set)
-          2'h0:
-              /* empty */;
-          2'h1:
-              \$1157  = acc_s24;
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1157  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1158  = p24_2;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1158  = 32'd0;
-          end
-    endcase
-    if (\$924 ) begin
-      if (\$928 ) begin
-        casez (acc_set)
-          2'h0:
-              /* empty */;
-          2'h1:
-              /* empty */;
-          2'h2:
-              \$1158  = acc_s24;
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1158  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1159  = p25_0;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1159  = 32'd0;
-          end
-    endcase
-    if (\$930 ) begin
-      if (\$934 ) begin
-        casez (acc_set)
-          2'h0:
-              \$1159  = acc_s25;
-        endcase
-      end
-    end else if (\$423 ) begin
-      \$1159  = acc_s25;
-    end else if (\$424 ) begin
-      \$1159  = acc_s25;
-    end
-    if (rst) begin
-      \$1159  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1160  = p25_1;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1160  = 32'd0;
-          end
-    endcase
-    if (\$930 ) begin
-      if (\$934 ) begin
-        casez (acc_set)
-          2'h0:
-              /* empty */;
-          2'h1:
-              \$1160  = acc_s25;
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1160  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1161  = p25_2;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1161  = 32'd0;
-          end
-    endcase
-    if (\$930 ) begin
-      if (\$934 ) begin
-        casez (acc_set)
-          2'h0:
-              /* empty */;
-          2'h1:
-              /* empty */;
-          2'h2:
-              \$1161  = acc_s25;
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1161  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1162  = p26_0;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1162  = 32'd0;
-          end
-    endcase
-    if (\$936 ) begin
-      if (\$940 ) begin
-        casez (acc_set)
-          2'h0:
-              \$1162  = acc_s26;
-        endcase
-      end
-    end else if (\$423 ) begin
-      \$1162  = acc_s26;
-    end else if (\$424 ) begin
-      \$1162  = acc_s26;
-    end
-    if (rst) begin
-      \$1162  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1163  = p26_1;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1163  = 32'd0;
-          end
-    endcase
-    if (\$936 ) begin
-      if (\$940 ) begin
-        casez (acc_set)
-          2'h0:
-              /* empty */;
-          2'h1:
-              \$1163  = acc_s26;
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1163  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1164  = p26_2;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1164  = 32'd0;
-          end
-    endcase
-    if (\$936 ) begin
-      if (\$940 ) begin
-        casez (acc_set)
-          2'h0:
-              /* empty */;
-          2'h1:
-              /* empty */;
-          2'h2:
-              \$1164  = acc_s26;
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1164  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1165  = p27_0;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1165  = 32'd0;
-          end
-    endcase
-    if (\$942 ) begin
-      if (\$946 ) begin
-        casez (acc_set)
-          2'h0:
-              \$1165  = acc_s27;
-        endcase
-      end
-    end else if (\$423 ) begin
-      \$1165  = acc_s27;
-    end else if (\$424 ) begin
-      \$1165  = acc_s27;
-    end
-    if (rst) begin
-      \$1165  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1166  = p27_1;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1166  = 32'd0;
-          end
-    endcase
-    if (\$942 ) begin
-      if (\$946 ) begin
-        casez (acc_set)
-          2'h0:
-              /* empty */;
-          2'h1:
-              \$1166  = acc_s27;
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1166  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1167  = p27_2;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1167  = 32'd0;
-          end
-    endcase
-    if (\$942 ) begin
-      if (\$946 ) begin
-        casez (acc_set)
-          2'h0:
-              /* empty */;
-          2'h1:
-              /* empty */;
-          2'h2:
-              \$1167  = acc_s27;
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1167  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1168  = p28_0;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1168  = 32'd0;
-          end
-    endcase
-    if (\$948 ) begin
-      if (\$952 ) begin
-        casez (acc_set)
-          2'h0:
-              \$1168  = acc_s28;
-        endcase
-      end
-    end else if (\$423 ) begin
-      \$1168  = acc_s28;
-    end else if (\$424 ) begin
-      \$1168  = acc_s28;
-    end
-    if (rst) begin
-      \$1168  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1169  = p28_1;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1169  = 32'd0;
-          end
-    endcase
-    if (\$948 ) begin
-      if (\$952 ) begin
-        casez (acc_set)
-          2'h0:
-              /* empty */;
-          2'h1:
-              \$1169  = acc_s28;
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1169  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1170  = p28_2;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1170  = 32'd0;
-          end
-    endcase
-    if (\$948 ) begin
-      if (\$952 ) begin
-        casez (acc_set)
-          2'h0:
-              /* empty */;
-          2'h1:
-              /* empty */;
-          2'h2:
-              \$1170  = acc_s28;
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1170  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1171  = p29_0;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1171  = 32'd0;
-          end
-    endcase
-    if (\$954 ) begin
-      if (\$958 ) begin
-        casez (acc_set)
-          2'h0:
-              \$1171  = acc_s29;
-        endcase
-      end
-    end else if (\$423 ) begin
-      \$1171  = acc_s29;
-    end else if (\$424 ) begin
-      \$1171  = acc_s29;
-    end
-    if (rst) begin
-      \$1171  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1172  = p29_1;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1172  = 32'd0;
-          end
-    endcase
-    if (\$954 ) begin
-      if (\$958 ) begin
-        casez (acc_set)
-          2'h0:
-              /* empty */;
-          2'h1:
-              \$1172  = acc_s29;
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1172  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1173  = p29_2;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1173  = 32'd0;
-          end
-    endcase
-    if (\$954 ) begin
-      if (\$958 ) begin
-        casez (acc_set)
-          2'h0:
-              /* empty */;
-          2'h1:
-              /* empty */;
-          2'h2:
-              \$1173  = acc_s29;
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1173  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1174  = p30_0;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1174  = 32'd0;
-          end
-    endcase
-    if (\$960 ) begin
-      if (\$964 ) begin
-        casez (acc_set)
-          2'h0:
-              \$1174  = acc_s30;
-        endcase
-      end
-    end else if (\$423 ) begin
-      \$1174  = acc_s30;
-    end else if (\$424 ) begin
-      \$1174  = acc_s30;
-    end
-    if (rst) begin
-      \$1174  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1175  = p30_1;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1175  = 32'd0;
-          end
-    endcase
-    if (\$960 ) begin
-      if (\$964 ) begin
-        casez (acc_set)
-          2'h0:
-              /* empty */;
-          2'h1:
-              \$1175  = acc_s30;
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1175  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1176  = p30_2;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1176  = 32'd0;
-          end
-    endcase
-    if (\$960 ) begin
-      if (\$964 ) begin
-        casez (acc_set)
-          2'h0:
-              /* empty */;
-          2'h1:
-              /* empty */;
-          2'h2:
-              \$1176  = acc_s30;
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1176  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1177  = p31_0;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1177  = 32'd0;
-          end
-    endcase
-    if (\$966 ) begin
-      if (\$970 ) begin
-        casez (acc_set)
-          2'h0:
-              \$1177  = acc_s31;
-        endcase
-      end
-    end else if (\$423 ) begin
-      \$1177  = acc_s31;
-    end else if (\$424 ) begin
-      \$1177  = acc_s31;
-    end
-    if (rst) begin
-      \$1177  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1178  = p31_1;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1178  = 32'd0;
-          end
-    endcase
-    if (\$966 ) begin
-      if (\$970 ) begin
-        casez (acc_set)
-          2'h0:
-              /* empty */;
-          2'h1:
-              \$1178  = acc_s31;
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1178  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1179  = p31_2;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1179  = 32'd0;
-          end
-    endcase
-    if (\$966 ) begin
-      if (\$970 ) begin
-        casez (acc_set)
-          2'h0:
-              /* empty */;
-          2'h1:
-              /* empty */;
-          2'h2:
-              \$1179  = acc_s31;
-        endcase
-      end
-    end
-    if (rst) begin
-      \$1179  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1180  = m;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            if (\$432 ) begin
-              \$1180  = 32'd4286578688;
-            end
-          end
-    endcase
-    if (\$420 ) begin
-      \$1180  = \$772 ;
-    end
-    if (rst) begin
-      \$1180  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1181  = fsm_state;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            (* full_case = 32'd1 *)
-            if (\$432 ) begin
-              \$1181  = 4'h1;
-            end else begin
-              \$1181  = 4'h2;
-            end
-          end
-      4'h2:
-          if (\$435 ) begin
-            \$1181  = 4'h3;
-          end
-      4'h3:
-          \$1181  = 4'h4;
-      4'h4:
-          \$1181  = 4'h5;
-      4'h5:
-          if (\$438 ) begin
-            \$1181  = 4'h6;
-          end
-      4'h6:
-          if (\$440 ) begin
-            \$1181  = 4'h7;
-          end
-      4'h7:
-          \$1181  = 4'h8;
-      4'h8:
-          \$1181  = 4'h9;
-      4'h9:
-          if (\$443 ) begin
-            \$1181  = 4'h1;
-          end else if (\$444 ) begin
-            \$1181  = 4'ha;
-          end
-      4'ha:
-          \$1181  = 4'hb;
-      4'hb:
-          if (\done$422 ) begin
-            \$1181  = 4'hc;
-          end
-      4'hc:
-          if (\$447 ) begin
-            \$1181  = 4'hd;
-          end
-      4'hd:
-          if (\$449 ) begin
-            \$1181  = 4'h1;
-          end
-      4'h1:
-          \$1181  = 4'h0;
-    endcase
-    if (rst) begin
-      \$1181  = 4'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1182  = acc_set;
-    casez (fsm_state)
-      4'h0:
-          /* empty */;
-      4'h2:
-          /* empty */;
-      4'h3:
-          /* empty */;
-      4'h4:
-          \$1182  = 2'h0;
-    endcase
-    if (\$774 ) begin
-      \$1182  = \$777 [1:0];
-    end
-    if (rst) begin
-      \$1182  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1183  = \wait ;
-    casez (fsm_state)
-      4'h0:
-          /* empty */;
-      4'h2:
-          /* empty */;
-      4'h3:
-          /* empty */;
-      4'h4:
-          /* empty */;
-      4'h5:
-          \$1183  = 3'h3;
-      4'h6:
-          \$1183  = \$439 [2:0];
-      4'h7:
-          /* empty */;
-      4'h8:
-          /* empty */;
-      4'h9:
-          /* empty */;
-      4'ha:
-          /* empty */;
-      4'hb:
-          /* empty */;
-      4'hc:
-          \$1183  = 3'h4;
-      4'hd:
-          \$1183  = \$448 [2:0];
-    endcase
-    if (rst) begin
-      \$1183  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1184  = level;
-    casez (fsm_state)
-      4'h0:
-          /* empty */;
-      4'h2:
-          /* empty */;
-      4'h3:
-          /* empty */;
-      4'h4:
-          /* empty */;
-      4'h5:
-          /* empty */;
-      4'h6:
-          /* empty */;
-      4'h7:
-          /* empty */;
-      4'h8:
-          \$1184  = 3'h0;
-      4'h9:
-          \$1184  = \$441 [2:0];
-    endcase
-    if (rst) begin
-      \$1184  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1185  = 1'h0;
-    if (\$774 ) begin
-      if (partial) begin
-        \$1185  = 1'h1;
-      end
-    end
-    if (\$778 ) begin
-      \$1185  = 1'h1;
-    end
-    if (rst) begin
-      \$1185  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1186  = w4;
-    if (\$778 ) begin
-      \$1186  = w5;
-    end
-    if (rst) begin
-      \$1186  = 15'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1187  = dst_data;
-    if (rst) begin
-      \$1187  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1188  = d0;
-    if (rst) begin
-      \$1188  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1189  = e0;
-    if (rst) begin
-      \$1189  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1190  = d1;
-    if (rst) begin
-      \$1190  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1191  = e1;
-    if (rst) begin
-      \$1191  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1192  = d2;
-    if (rst) begin
-      \$1192  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1193  = e2;
-    if (rst) begin
-      \$1193  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1194  = d3;
-    if (rst) begin
-      \$1194  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1195  = e3;
-    if (rst) begin
-      \$1195  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1196  = d4;
-    if (rst) begin
-      \$1196  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1197  = e4;
-    if (rst) begin
-      \$1197  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1198  = d5;
-    if (rst) begin
-      \$1198  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1199  = e5;
-    if (rst) begin
-      \$1199  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1200  = d6;
-    if (rst) begin
-      \$1200  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1201  = e6;
-    if (rst) begin
-      \$1201  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1202  = d7;
-    if (rst) begin
-      \$1202  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1203  = e7;
-    if (rst) begin
-      \$1203  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1204  = d8;
-    if (rst) begin
-      \$1204  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1205  = e8;
-    if (rst) begin
-      \$1205  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1206  = d9;
-    if (rst) begin
-      \$1206  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1207  = e9;
-    if (rst) begin
-      \$1207  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1208  = d10;
-    if (rst) begin
-      \$1208  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1209  = e10;
-    if (rst) begin
-      \$1209  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1210  = d11;
-    if (rst) begin
-      \$1210  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1211  = e11;
-    if (rst) begin
-      \$1211  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1212  = d12;
-    if (rst) begin
-      \$1212  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1213  = e12;
-    if (rst) begin
-      \$1213  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1214  = d13;
-    if (rst) begin
-      \$1214  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1215  = e13;
-    if (rst) begin
-      \$1215  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1216  = d14;
-    if (rst) begin
-      \$1216  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1217  = e14;
-    if (rst) begin
-      \$1217  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1218  = d15;
-    if (rst) begin
-      \$1218  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1219  = e15;
-    if (rst) begin
-      \$1219  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1220  = d16;
-    if (rst) begin
-      \$1220  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1221  = e16;
-    if (rst) begin
-      \$1221  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1222  = d17;
-    if (rst) begin
-      \$1222  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1223  = e17;
-    if (rst) begin
-      \$1223  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1224  = d18;
-    if (rst) begin
-      \$1224  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1225  = e18;
-    if (rst) begin
-      \$1225  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1226  = d19;
-    if (rst) begin
-      \$1226  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1227  = e19;
-    if (rst) begin
-      \$1227  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1228  = d20;
-    if (rst) begin
-      \$1228  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1229  = e20;
-    if (rst) begin
-      \$1229  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1230  = d21;
-    if (rst) begin
-      \$1230  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1231  = e21;
-    if (rst) begin
-      \$1231  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1232  = d22;
-    if (rst) begin
-      \$1232  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1233  = e22;
-    if (rst) begin
-      \$1233  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1234  = d23;
-    if (rst) begin
-      \$1234  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1235  = e23;
-    if (rst) begin
-      \$1235  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1236  = d24;
-    if (rst) begin
-      \$1236  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1237  = e24;
-    if (rst) begin
-      \$1237  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1238  = d25;
-    if (rst) begin
-      \$1238  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1239  = e25;
-    if (rst) begin
-      \$1239  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1240  = d26;
-    if (rst) begin
-      \$1240  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1241  = e26;
-    if (rst) begin
-      \$1241  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1242  = d27;
-    if (rst) begin
-      \$1242  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1243  = e27;
-    if (rst) begin
-      \$1243  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1244  = d28;
-    if (rst) begin
-      \$1244  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1245  = e28;
-    if (rst) begin
-      \$1245  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1246  = d29;
-    if (rst) begin
-      \$1246  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1247  = e29;
-    if (rst) begin
-      \$1247  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1248  = d30;
-    if (rst) begin
-      \$1248  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1249  = e30;
-    if (rst) begin
-      \$1249  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1250  = d31;
-    if (rst) begin
-      \$1250  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1251  = e31;
-    if (rst) begin
-      \$1251  = 32'd0;
-    end
-  end
   assign rd = src_addr;
-  assign m_reg = m;
   assign p0_0 = l;
   assign x = l;
-  assign dst_data[511:496] = \$413 ;
-  assign dst_data[495:480] = \$403 ;
-  assign dst_data[479:464] = \$393 ;
-  assign dst_data[463:448] = \$383 ;
-  assign dst_data[447:432] = \$373 ;
-  assign dst_data[431:416] = \$363 ;
-  assign dst_data[415:400] = \$353 ;
-  assign dst_data[399:384] = \$343 ;
-  assign dst_data[383:368] = \$333 ;
-  assign dst_data[367:352] = \$323 ;
-  assign dst_data[351:336] = \$313 ;
-  assign dst_data[335:320] = \$303 ;
-  assign dst_data[319:304] = \$293 ;
-  assign dst_data[303:288] = \$283 ;
-  assign dst_data[287:272] = \$273 ;
-  assign dst_data[271:256] = \$263 ;
-  assign dst_data[255:240] = \$253 ;
-  assign dst_data[239:224] = \$243 ;
-  assign dst_data[223:208] = \$233 ;
-  assign dst_data[207:192] = \$223 ;
-  assign dst_data[191:176] = \$213 ;
-  assign dst_data[175:160] = \$203 ;
-  assign dst_data[159:144] = \$193 ;
-  assign dst_data[143:128] = \$183 ;
-  assign dst_data[127:112] = \$173 ;
-  assign dst_data[111:96] = \$163 ;
-  assign dst_data[95:80] = \$153 ;
-  assign dst_data[79:64] = \$143 ;
-  assign dst_data[63:48] = \$133 ;
-  assign dst_data[47:32] = \$123 ;
-  assign dst_data[31:16] = \$113 ;
-  assign dst_data[15:0] = \$103 ;
-  assign \$3 [30:0] = src_data[30:0];
-  assign \$3 [31] = 1'h1;
-  assign \$5 [30:0] = src_data[62:32];
-  assign \$5 [31] = 1'h1;
-  assign \$7 [30:0] = src_data[94:64];
-  assign \$7 [31] = 1'h1;
-  assign \$9 [30:0] = src_data[126:96];
-  assign \$9 [31] = 1'h1;
-  assign \$11 [30:0] = src_data[158:128];
-  assign \$11 [31] = 1'h1;
-  assign \$13 [30:0] = src_data[190:160];
-  assign \$13 [31] = 1'h1;
-  assign \$15 [30:0] = src_data[222:192];
-  assign \$15 [31] = 1'h1;
-  assign \$17 [30:0] = src_data[254:224];
-  assign \$17 [31] = 1'h1;
-  assign \$19 [30:0] = src_data[286:256];
-  assign \$19 [31] = 1'h1;
-  assign \$21 [30:0] = src_data[318:288];
-  assign \$21 [31] = 1'h1;
-  assign \$23 [30:0] = src_data[350:320];
-  assign \$23 [31] = 1'h1;
-  assign \$25 [30:0] = src_data[382:352];
-  assign \$25 [31] = 1'h1;
-  assign \$27 [30:0] = src_data[414:384];
-  assign \$27 [31] = 1'h1;
-  assign \$29 [30:0] = src_data[446:416];
-  assign \$29 [31] = 1'h1;
-  assign \$31 [30:0] = src_data[478:448];
-  assign \$31 [31] = 1'h1;
-  assign \$33 [30:0] = src_data[510:480];
-  assign \$33 [31] = 1'h1;
-  assign \$35 [30:0] = src_data[542:512];
-  assign \$35 [31] = 1'h1;
-  assign \$37 [30:0] = src_data[574:544];
-  assign \$37 [31] = 1'h1;
-  assign \$39 [30:0] = src_data[606:576];
-  assign \$39 [31] = 1'h1;
-  assign \$41 [30:0] = src_data[638:608];
-  assign \$41 [31] = 1'h1;
-  assign \$43 [30:0] = src_data[670:640];
-  assign \$43 [31] = 1'h1;
-  assign \$45 [30:0] = src_data[702:672];
-  assign \$45 [31] = 1'h1;
-  assign \$47 [30:0] = src_data[734:704];
-  assign \$47 [31] = 1'h1;
-  assign \$49 [30:0] = src_data[766:736];
-  assign \$49 [31] = 1'h1;
-  assign \$51 [30:0] = src_data[798:768];
-  assign \$51 [31] = 1'h1;
-  assign \$53 [30:0] = src_data[830:800];
-  assign \$53 [31] = 1'h1;
-  assign \$55 [30:0] = src_data[862:832];
-  assign \$55 [31] = 1'h1;
-  assign \$57 [30:0] = src_data[894:864];
-  assign \$57 [31] = 1'h1;
-  assign \$59 [30:0] = src_data[926:896];
-  assign \$59 [31] = 1'h1;
-  assign \$61 [30:0] = src_data[958:928];
-  assign \$61 [31] = 1'h1;
-  assign \$63 [30:0] = src_data[990:960];
-  assign \$63 [31] = 1'h1;
-  assign \$65 [30:0] = src_data[1022:992];
-  assign \$65 [31] = 1'h1;
-  assign \$769 [31] = 1'h0;
-  assign \$769 [30:0] = kred1_0[30:0];
-  assign \$971 [30:0] = m[30:0];
-  assign \$971 [31] = \$auto$rtlil.cc:2739:Not$2 ;
-  assign \$972 [30:0] = m[30:0];
-  assign \$972 [31] = \$auto$rtlil.cc:2739:Not$4 ;
-  assign \$973 [30:0] = m[30:0];
-  assign \$973 [31] = \$auto$rtlil.cc:2739:Not$6 ;
-  assign \$974 [30:0] = m[30:0];
-  assign \$974 [31] = \$auto$rtlil.cc:2739:Not$8 ;
-  assign \$975 [30:0] = m[30:0];
-  assign \$975 [31] = \$auto$rtlil.cc:2739:Not$10 ;
-  assign \$976 [30:0] = m[30:0];
-  assign \$976 [31] = \$auto$rtlil.cc:2739:Not$12 ;
-  assign \$977 [30:0] = m[30:0];
-  assign \$977 [31] = \$auto$rtlil.cc:2739:Not$14 ;
-  assign \$978 [30:0] = m[30:0];
-  assign \$978 [31] = \$auto$rtlil.cc:2739:Not$16 ;
-  assign \$979 [30:0] = m[30:0];
-  assign \$979 [31] = \$auto$rtlil.cc:2739:Not$18 ;
-  assign \$980 [30:0] = m[30:0];
-  assign \$980 [31] = \$auto$rtlil.cc:2739:Not$20 ;
-  assign \$981 [30:0] = m[30:0];
-  assign \$981 [31] = \$auto$rtlil.cc:2739:Not$22 ;
-  assign \$982 [30:0] = m[30:0];
-  assign \$982 [31] = \$auto$rtlil.cc:2739:Not$24 ;
-  assign \$983 [30:0] = m[30:0];
-  assign \$983 [31] = \$auto$rtlil.cc:2739:Not$26 ;
-  assign \$984 [30:0] = m[30:0];
-  assign \$984 [31] = \$auto$rtlil.cc:2739:Not$28 ;
-  assign \$985 [30:0] = m[30:0];
-  assign \$985 [31] = \$auto$rtlil.cc:2739:Not$30 ;
-  assign \$986 [30:0] = m[30:0];
-  assign \$986 [31] = \$auto$rtlil.cc:2739:Not$32 ;
-  assign \$987 [30:0] = m[30:0];
-  assign \$987 [31] = \$auto$rtlil.cc:2739:Not$34 ;
-  assign \$988 [30:0] = m[30:0];
-  assign \$988 [31] = \$auto$rtlil.cc:2739:Not$36 ;
-  assign \$989 [30:0] = m[30:0];
-  assign \$989 [31] = \$auto$rtlil.cc:2739:Not$38 ;
-  assign \$990 [30:0] = m[30:0];
-  assign \$990 [31] = \$auto$rtlil.cc:2739:Not$40 ;
-  assign \$991 [30:0] = m[30:0];
-  assign \$991 [31] = \$auto$rtlil.cc:2739:Not$42 ;
-  assign \$992 [30:0] = m[30:0];
-  assign \$992 [31] = \$auto$rtlil.cc:2739:Not$44 ;
-  assign \$993 [30:0] = m[30:0];
-  assign \$993 [31] = \$auto$rtlil.cc:2739:Not$46 ;
-  assign \$994 [30:0] = m[30:0];
-  assign \$994 [31] = \$auto$rtlil.cc:2739:Not$48 ;
-  assign \$995 [30:0] = m[30:0];
-  assign \$995 [31] = \$auto$rtlil.cc:2739:Not$50 ;
-  assign \$996 [30:0] = m[30:0];
-  assign \$996 [31] = \$auto$rtlil.cc:2739:Not$52 ;
-  assign \$997 [30:0] = m[30:0];
-  assign \$997 [31] = \$auto$rtlil.cc:2739:Not$54 ;
-  assign \$998 [30:0] = m[30:0];
-  assign \$998 [31] = \$auto$rtlil.cc:2739:Not$56 ;
-  assign \$999 [30:0] = m[30:0];
-  assign \$999 [31] = \$auto$rtlil.cc:2739:Not$58 ;
-  assign \$1000 [30:0] = m[30:0];
-  assign \$1000 [31] = \$auto$rtlil.cc:2739:Not$60 ;
-  assign \$1001 [30:0] = m[30:0];
-  assign \$1001 [31] = \$auto$rtlil.cc:2739:Not$62 ;
-  assign \$1002 [30:0] = m[30:0];
-  assign \$1002 [31] = \$auto$rtlil.cc:2739:Not$64 ;
+  assign dst_data[511:496] = \$712 ;
+  assign dst_data[495:480] = \$701 ;
+  assign dst_data[479:464] = \$690 ;
+  assign dst_data[463:448] = \$679 ;
+  assign dst_data[447:432] = \$668 ;
+  assign dst_data[431:416] = \$657 ;
+  assign dst_data[415:400] = \$646 ;
+  assign dst_data[399:384] = \$635 ;
+  assign dst_data[383:368] = \$624 ;
+  assign dst_data[367:352] = \$613 ;
+  assign dst_data[351:336] = \$602 ;
+  assign dst_data[335:320] = \$591 ;
+  assign dst_data[319:304] = \$580 ;
+  assign dst_data[303:288] = \$569 ;
+  assign dst_data[287:272] = \$558 ;
+  assign dst_data[271:256] = \$547 ;
+  assign dst_data[255:240] = \$536 ;
+  assign dst_data[239:224] = \$525 ;
+  assign dst_data[223:208] = \$514 ;
+  assign dst_data[207:192] = \$503 ;
+  assign dst_data[191:176] = \$492 ;
+  assign dst_data[175:160] = \$481 ;
+  assign dst_data[159:144] = \$470 ;
+  assign dst_data[143:128] = \$459 ;
+  assign dst_data[127:112] = \$448 ;
+  assign dst_data[111:96] = \$437 ;
+  assign dst_data[95:80] = \$426 ;
+  assign dst_data[79:64] = \$415 ;
+  assign dst_data[63:48] = \$404 ;
+  assign dst_data[47:32] = \$393 ;
+  assign dst_data[31:16] = \$382 ;
+  assign dst_data[15:0] = \$371 ;
+  assign \$1 [31] = 1'h0;
+  assign \$1 [30:0] = \$signal [30:0];
+  assign \$12 [30:0] = src_data[30:0];
+  assign \$12 [31] = 1'h1;
+  assign \$22 [30:0] = src_data[62:32];
+  assign \$22 [31] = 1'h1;
+  assign \$32 [30:0] = src_data[94:64];
+  assign \$32 [31] = 1'h1;
+  assign \$42 [30:0] = src_data[126:96];
+  assign \$42 [31] = 1'h1;
+  assign \$52 [30:0] = src_data[158:128];
+  assign \$52 [31] = 1'h1;
+  assign \$62 [30:0] = src_data[190:160];
+  assign \$62 [31] = 1'h1;
+  assign \$72 [30:0] = src_data[222:192];
+  assign \$72 [31] = 1'h1;
+  assign \$82 [30:0] = src_data[254:224];
+  assign \$82 [31] = 1'h1;
+  assign \$92 [30:0] = src_data[286:256];
+  assign \$92 [31] = 1'h1;
+  assign \$102 [30:0] = src_data[318:288];
+  assign \$102 [31] = 1'h1;
+  assign \$112 [30:0] = src_data[350:320];
+  assign \$112 [31] = 1'h1;
+  assign \$122 [30:0] = src_data[382:352];
+  assign \$122 [31] = 1'h1;
+  assign \$132 [30:0] = src_data[414:384];
+  assign \$132 [31] = 1'h1;
+  assign \$142 [30:0] = src_data[446:416];
+  assign \$142 [31] = 1'h1;
+  assign \$152 [30:0] = src_data[478:448];
+  assign \$152 [31] = 1'h1;
+  assign \$162 [30:0] = src_data[510:480];
+  assign \$162 [31] = 1'h1;
+  assign \$172 [30:0] = src_data[542:512];
+  assign \$172 [31] = 1'h1;
+  assign \$182 [30:0] = src_data[574:544];
+  assign \$182 [31] = 1'h1;
+  assign \$192 [30:0] = src_data[606:576];
+  assign \$192 [31] = 1'h1;
+  assign \$202 [30:0] = src_data[638:608];
+  assign \$202 [31] = 1'h1;
+  assign \$212 [30:0] = src_data[670:640];
+  assign \$212 [31] = 1'h1;
+  assign \$222 [30:0] = src_data[702:672];
+  assign \$222 [31] = 1'h1;
+  assign \$232 [30:0] = src_data[734:704];
+  assign \$232 [31] = 1'h1;
+  assign \$242 [30:0] = src_data[766:736];
+  assign \$242 [31] = 1'h1;
+  assign \$252 [30:0] = src_data[798:768];
+  assign \$252 [31] = 1'h1;
+  assign \$262 [30:0] = src_data[830:800];
+  assign \$262 [31] = 1'h1;
+  assign \$272 [30:0] = src_data[862:832];
+  assign \$272 [31] = 1'h1;
+  assign \$282 [30:0] = src_data[894:864];
+  assign \$282 [31] = 1'h1;
+  assign \$292 [30:0] = src_data[926:896];
+  assign \$292 [31] = 1'h1;
+  assign \$302 [30:0] = src_data[958:928];
+  assign \$302 [31] = 1'h1;
+  assign \$312 [30:0] = src_data[990:960];
+  assign \$312 [31] = 1'h1;
+  assign \$322 [30:0] = src_data[1022:992];
+  assign \$322 [31] = 1'h1;
+  assign \$840 [30:0] = m[30:0];
+  assign \$840 [31] = \$auto$rtlil.cc:2739:Not$2 ;
+  assign \$841 [30:0] = m[30:0];
+  assign \$841 [31] = \$auto$rtlil.cc:2739:Not$4 ;
+  assign \$842 [30:0] = m[30:0];
+  assign \$842 [31] = \$auto$rtlil.cc:2739:Not$6 ;
+  assign \$843 [30:0] = m[30:0];
+  assign \$843 [31] = \$auto$rtlil.cc:2739:Not$8 ;
+  assign \$844 [30:0] = m[30:0];
+  assign \$844 [31] = \$auto$rtlil.cc:2739:Not$10 ;
+  assign \$845 [30:0] = m[30:0];
+  assign \$845 [31] = \$auto$rtlil.cc:2739:Not$12 ;
+  assign \$846 [30:0] = m[30:0];
+  assign \$846 [31] = \$auto$rtlil.cc:2739:Not$14 ;
+  assign \$847 [30:0] = m[30:0];
+  assign \$847 [31] = \$auto$rtlil.cc:2739:Not$16 ;
+  assign \$848 [30:0] = m[30:0];
+  assign \$848 [31] = \$auto$rtlil.cc:2739:Not$18 ;
+  assign \$849 [30:0] = m[30:0];
+  assign \$849 [31] = \$auto$rtlil.cc:2739:Not$20 ;
+  assign \$850 [30:0] = m[30:0];
+  assign \$850 [31] = \$auto$rtlil.cc:2739:Not$22 ;
+  assign \$851 [30:0] = m[30:0];
+  assign \$851 [31] = \$auto$rtlil.cc:2739:Not$24 ;
+  assign \$852 [30:0] = m[30:0];
+  assign \$852 [31] = \$auto$rtlil.cc:2739:Not$26 ;
+  assign \$853 [30:0] = m[30:0];
+  assign \$853 [31] = \$auto$rtlil.cc:2739:Not$28 ;
+  assign \$854 [30:0] = m[30:0];
+  assign \$854 [31] = \$auto$rtlil.cc:2739:Not$30 ;
+  assign \$855 [30:0] = m[30:0];
+  assign \$855 [31] = \$auto$rtlil.cc:2739:Not$32 ;
+  assign \$856 [30:0] = m[30:0];
+  assign \$856 [31] = \$auto$rtlil.cc:2739:Not$34 ;
+  assign \$857 [30:0] = m[30:0];
+  assign \$857 [31] = \$auto$rtlil.cc:2739:Not$36 ;
+  assign \$858 [30:0] = m[30:0];
+  assign \$858 [31] = \$auto$rtlil.cc:2739:Not$38 ;
+  assign \$859 [30:0] = m[30:0];
+  assign \$859 [31] = \$auto$rtlil.cc:2739:Not$40 ;
+  assign \$860 [30:0] = m[30:0];
+  assign \$860 [31] = \$auto$rtlil.cc:2739:Not$42 ;
+  assign \$861 [30:0] = m[30:0];
+  assign \$861 [31] = \$auto$rtlil.cc:2739:Not$44 ;
+  assign \$862 [30:0] = m[30:0];
+  assign \$862 [31] = \$auto$rtlil.cc:2739:Not$46 ;
+  assign \$863 [30:0] = m[30:0];
+  assign \$863 [31] = \$auto$rtlil.cc:2739:Not$48 ;
+  assign \$864 [30:0] = m[30:0];
+  assign \$864 [31] = \$auto$rtlil.cc:2739:Not$50 ;
+  assign \$865 [30:0] = m[30:0];
+  assign \$865 [31] = \$auto$rtlil.cc:2739:Not$52 ;
+  assign \$866 [30:0] = m[30:0];
+  assign \$866 [31] = \$auto$rtlil.cc:2739:Not$54 ;
+  assign \$867 [30:0] = m[30:0];
+  assign \$867 [31] = \$auto$rtlil.cc:2739:Not$56 ;
+  assign \$868 [30:0] = m[30:0];
+  assign \$868 [31] = \$auto$rtlil.cc:2739:Not$58 ;
+  assign \$869 [30:0] = m[30:0];
+  assign \$869 [31] = \$auto$rtlil.cc:2739:Not$60 ;
+  assign \$870 [30:0] = m[30:0];
+  assign \$870 [31] = \$auto$rtlil.cc:2739:Not$62 ;
+  assign \$871 [30:0] = m[30:0];
+  assign \$871 [31] = \$auto$rtlil.cc:2739:Not$64 ;
 endmodule
 
 (* generator = "Amaranth" *)
@@ -67939,7 +66109,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__bready, io__araddr, io__arvalid, io__rready, io__awuser, clk, rst, io__awready, io__wready, io__arready, done_valid, done_status, \port$14277$0 , reset__0, reset__1, reset__2, reset__3
+module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__bready, io__araddr, io__arvalid, io__rready, io__awuser, clk, rst, io__awready, io__wready, io__arready, done_valid, done_status, \port$13780$0 , reset__0, reset__1, reset__2, reset__3
 , io__bvalid, b_resp, queues__0, queues__1, queues__2, queues__3, io__rvalid, r_data, io__awaddr);
   reg \$auto$verilog_backend.cc:2355:dump_module$99  = 0;
   wire \$1 ;
@@ -68321,8 +66491,8 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
   input io__wvalid;
   wire io__wvalid;
   wire [31:0] mask;
-  input [33:0] \port$14277$0 ;
-  wire [33:0] \port$14277$0 ;
+  input [33:0] \port$13780$0 ;
+  wire [33:0] \port$13780$0 ;
   output [321:0] queues__0;
   reg [321:0] queues__0 = 322'h000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   wire [63:0] \queues__0.cq_base ;
@@ -69024,9 +67194,9 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
     \$298  = head0;
     if (done_valid) begin
-      casez (\port$14277$0 [1:0])
+      casez (\port$13780$0 [1:0])
         2'h0:
-            \$298  = \port$14277$0 [33:2];
+            \$298  = \port$13780$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -69065,7 +67235,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
     \$299  = status0;
     if (done_valid) begin
-      casez (\port$14277$0 [1:0])
+      casez (\port$13780$0 [1:0])
         2'h0:
             if (\$1 ) begin
               \$299  = { 24'h800000, done_status };
@@ -69110,11 +67280,11 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
     \$300  = head1;
     if (done_valid) begin
-      casez (\port$14277$0 [1:0])
+      casez (\port$13780$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
-            \$300  = \port$14277$0 [33:2];
+            \$300  = \port$13780$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -69177,7 +67347,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
     \$301  = status1;
     if (done_valid) begin
-      casez (\port$14277$0 [1:0])
+      casez (\port$13780$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -69248,13 +67418,13 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
     \$302  = head2;
     if (done_valid) begin
-      casez (\port$14277$0 [1:0])
+      casez (\port$13780$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
             /* empty */;
         2'h2:
-            \$302  = \port$14277$0 [33:2];
+            \$302  = \port$13780$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -69341,7 +67511,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
     \$303  = status2;
     if (done_valid) begin
-      casez (\port$14277$0 [1:0])
+      casez (\port$13780$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -69439,7 +67609,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     \$304  = head3;
     if (done_valid) begin
       (* full_case = 32'd1 *)
-      casez (\port$14277$0 [1:0])
+      casez (\port$13780$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -69447,7 +67617,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
         2'h2:
             /* empty */;
         2'h3:
-            \$304  = \port$14277$0 [33:2];
+            \$304  = \port$13780$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -69559,7 +67729,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     \$305  = status3;
     if (done_valid) begin
       (* full_case = 32'd1 *)
-      casez (\port$14277$0 [1:0])
+      casez (\port$13780$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -70400,8 +68570,8 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
       endcase
     end
   end
-  assign done_queue = \port$14277$0 [1:0];
-  assign done_seq = \port$14277$0 [33:2];
+  assign done_queue = \port$13780$0 [1:0];
+  assign done_seq = \port$13780$0 [33:2];
   assign mask = { \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3:2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2:1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1:0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0] };
   assign io__bresp = b_resp;
   assign io__rdata = r_data;

@@ -413,9 +413,13 @@ class ControlUnit:
                     self._lanes_follow(lanes_n(desc, 1), done + 1)
                 t = handed + 1 if to_result else done + 1
                 if op == Op.ATTENTION and not to_result:
-                    # the softmax rows, then their anchor lines, written while S V runs
-                    t += rows * (SFU_START_CYCLES + softmax_unit.cycles(sfu_length, True, cfg))
-                    t = self._anchors(t, out_addr + stats + m0 * LINE_BYTES, rows)
+                    # the softmax rows: S V starts once the last row's probabilities are
+                    # written, and the anchor lines go out once the unit is idle again
+                    row_cycles = SFU_START_CYCLES + softmax_unit.cycles(sfu_length, True, cfg)
+                    t += (rows - 1) * row_cycles                 # the last row's SFU_START
+                    written = softmax_unit.written_cycles(sfu_length, cfg)
+                    self._anchors(t + row_cycles, out_addr + stats + m0 * LINE_BYTES, rows)
+                    t += SFU_START_CYCLES + (row_cycles - SFU_START_CYCLES if written is None else written)
             if op == Op.SOFTMAX:
                 t += rows * (SFU_START_CYCLES + softmax_unit.cycles(sfu_length, partial, cfg))
                 t = max(t, self._writer_free(), self._readout_free()) + BANK_START_CYCLES
@@ -426,12 +430,14 @@ class ControlUnit:
         return t
 
     def _anchors(self, t, addr, rows):
-        """ANCHORS (from cycle t, once the writer and the readout are free) starts a row's
-        line of (m, l) at `addr` on, ANCHORS_WAIT until it is out; returns the cycle after."""
+        """The anchor poster (from cycle t, once the writer and the readout are free) starts
+        a row's line of (m, l) at `addr` on, the next row's from the next cycle (the writer
+        latched the line); returns the cycle after the last row's."""
         writer = self._state.writer
         for r in range(rows):
-            writer.line(max(t, self._writer_free(), self._readout_free()), addr + r * LINE_BYTES)
-            t = writer.idle_at + 1
+            start = max(t, self._writer_free(), self._readout_free())
+            writer.line(start, addr + r * LINE_BYTES)
+            t = start + 1
         return t
 
     def _results_of(self, desc, in_addr, out_addr, second, partial, anchors, writes):

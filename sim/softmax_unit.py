@@ -1,22 +1,34 @@
 """Model of hw/softmax_unit.py: its cycles from `start` to `done`, and its results (from
 the golden model, sim/golden.py `softmax_rows`; no copy of the arithmetic).
 
-Cycle 0 is the `start` cycle; W = ceil(length / LANES), lg = log2(LANES):
-    MAX W, MDRAIN 1, MRED 1, EXP W, EDRAIN 4, COMB 2, TREE lg       then
-    partial:    FIN                                   -> 2W + lg + 9
-    normalized: RECIP 1 + 26, OUT W, ODRAIN 5, FIN    -> 3W + lg + 41
+Cycle 0 is the `start` cycle; W = ceil(length / LANES), lg = log2(LANES), S the max tree's
+stages (isa.microarch.softmax_max_stages), ADD the FP32 adder's cycles:
+    MAX W, MWAIT S, EXP W, EDRAIN SOFTMAX_EXP_DRAIN, COMB1, COMB2 and TREE: `adds` x ADD,  then
+    partial:    FIN
+    normalized: RECIP 1 + 26, OUT W, ODRAIN SOFTMAX_OUT_DRAIN, FIN
     length 0:   FIN at once                           -> 1
+Partial, the last probabilities are presented (`written`) SOFTMAX_E_AT + 1 cycles after the
+last EXP read: 2W + S + SOFTMAX_E_AT + 1.
 """
 import numpy as np
 
-from isa.microarch import SOFTMAX_EXP_DRAIN as EXP_DRAIN, SOFTMAX_OUT_DRAIN as OUT_DRAIN
+from isa.microarch import ADD_CYCLES, SOFTMAX_E_AT, softmax_max_stages
+from isa.microarch import SOFTMAX_EXP_DRAIN as EXP_DRAIN
+from isa.microarch import SOFTMAX_OUT_DRAIN as OUT_DRAIN
 
 from . import golden
 
-MAX_DRAIN = 1          # the last word folds into the lane maxima
-MAX_REDUCE = 1         # m over the lanes
-COMBINE = 2            # (p0 + p1) + p2 per lane
 RECIP = 1 + 26         # the divider's start cycle, then hw/fp_sfu.py RECIP_CYCLES
+
+
+def adds(length, lanes):
+    """The lane adders' steps after the exp pass: p0 + p1 with a second word, + p2 with a
+    third, and the tree's levels but those whose partner lanes all lie past a one-word
+    row's end (each of those steps would add +0 to every partial sum)."""
+    words = -(-length // lanes)
+    lg = lanes.bit_length() - 1
+    levels = lg if words > 1 else (length - 1).bit_length()
+    return (words >= 2) + (words >= 3) + levels
 
 
 def cycles(length, partial, cfg):
@@ -25,10 +37,19 @@ def cycles(length, partial, cfg):
         return 1
     lanes = cfg.lanes
     words = -(-length // lanes)
-    n = words + MAX_DRAIN + MAX_REDUCE + words + EXP_DRAIN + COMBINE + (lanes.bit_length() - 1)
+    n = words + softmax_max_stages(lanes) + words + EXP_DRAIN + adds(length, lanes) * ADD_CYCLES
     if not partial:
         n += RECIP + words + OUT_DRAIN
     return n + 1
+
+
+def written_cycles(length, cfg):
+    """Partial: cycles from the `start` cycle to the `written` cycle (the last destination
+    word presented); None for length 0 (nothing written, `done` at once)."""
+    if length == 0:
+        return None
+    words = -(-length // cfg.lanes)
+    return 2 * words + softmax_max_stages(cfg.lanes) + SOFTMAX_E_AT + 1
 
 
 class SoftmaxUnit:

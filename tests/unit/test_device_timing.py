@@ -133,7 +133,11 @@ def test_check_prints_the_summary_line(tmp_path):
                         lines[-1])
 
 
-NEIGHBOUR_CYCLES = 20     # an attention page's time moved by the page before it, at most (measured 18)
+# an attention page's time moved by the pages before it, over a stream: up to 34 cycles
+# measured on 48 random streams of the shapes below (2026-12-05; 18 before the softmax's
+# l went beside S V: a short page's S V now ends before the unit's l, its DRAIN waiting
+# for the anchor line, which a longer page before it hides in part)
+NEIGHBOUR_CYCLES = 40
 
 
 @pytest.mark.parametrize("cfg", _configs(), ids=lambda c: c.name)
@@ -142,10 +146,8 @@ def test_streams_are_their_periods_and_last_drain(cfg, tmp_path):
     the last one's drain (each from a run of copies of its shape alone), as a round's queue
     holds them: attention pages of one group, full and tails, within 0.5 % (tails are
     interpolated between token counts, as the latency table is) plus NEIGHBOUR_CYCLES
-    (neighbours share the readout and the writer, and a page's time moves with the one
-    before it: a 37-token page after a 128-token one ends 18 cycles later than the formula
-    says, measured, docs/read-compute-project.md; over the streams here the gap does not
-    add up: 8 cycles with 5 changes of shape); E4 GEMMs and E3
+    (neighbours share the readout and the writer, and a page's time moves with the ones
+    before it); E4 GEMMs and E3
     chains mixed, within 1 % (a change between a GEMM and a chain moves the next one by up
     to about 35 cycles either way, measured, and is not in the formula); on the paper config
     a stream of copies of one shape to the cycle (on the default config's small device the

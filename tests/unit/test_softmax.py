@@ -77,11 +77,13 @@ def run_unit(cfg, jobs):
             ctx.set(dut.start, 1)
             ctx.set(dut.length, n)
             ctx.set(dut.partial, partial)
-            cycle, writes = 0, []
+            cycle, writes, written = 0, [], []
             while True:
                 addr = ctx.get(dut.src_addr)
                 if ctx.get(dut.dst_en):
                     writes.append((ctx.get(dut.dst_addr), ctx.get(dut.dst_data)))
+                if ctx.get(dut.written):
+                    written.append((cycle, len(writes)))
                 if cycle > 0:
                     assert ctx.get(dut.busy)
                     if ctx.get(dut.done):
@@ -98,7 +100,7 @@ def run_unit(cfg, jobs):
             for a, value in writes:
                 out[a * lanes:(a + 1) * lanes] = np.frombuffer(value.to_bytes(2 * lanes, "little"), np.uint16)
             assert not out[n:].any(), "lanes past the end must be written as 0"
-            results.append((out[:n], m_bits, l_bits, cycle, [a for a, _ in writes]))
+            results.append((out[:n], m_bits, l_bits, cycle, [a for a, _ in writes], written))
 
     sim = Simulator(dut)
     sim.add_clock(1e-8)
@@ -108,11 +110,14 @@ def run_unit(cfg, jobs):
 
 
 def check_unit(cfg, jobs):
-    for (x, partial), (out, m_bits, l_bits, cycles, addrs) in zip(jobs, run_unit(cfg, jobs)):
+    for (x, partial), (out, m_bits, l_bits, cycles, addrs, written) in zip(jobs, run_unit(cfg, jobs)):
         n = len(x)
         want_out, want_m, want_l = golden.softmax_rows(x[None, :], partial, cfg.lanes)
         what = f"lanes={cfg.lanes} length={n} partial={partial}"
         assert cycles == model.cycles(n, partial, cfg), what
+        # partial: `written` once, in the cycle of the last write (every word written by then)
+        want_written = [(model.written_cycles(n, cfg), -(-n // cfg.lanes))] if partial and n else []
+        assert written == want_written, what
         assert addrs == list(range(-(-n // cfg.lanes))), what
         assert m_bits == int(bits32(want_m)[0]), f"{what}: m {m_bits:#x} != {int(bits32(want_m)[0]):#x}"
         assert l_bits == int(bits32(want_l)[0]), f"{what}: l {l_bits:#x} != {int(bits32(want_l)[0]):#x}"
@@ -345,8 +350,8 @@ def test_unit_length_zero_finishes():
     """The decoder rejects length 0; the unit still finishes: m = -inf, l = +0, no write."""
     for cfg in (LANES8,):
         results = run_unit(cfg, [(f32([]), 0), (f32([]), 1), (f32([2.0, 1.0]), 0)])
-        for (out, m_bits, l_bits, cycles, addrs), partial in zip(results[:2], (0, 1)):
-            assert (len(out), m_bits, l_bits, addrs) == (0, 0xFF800000, 0, [])
+        for (out, m_bits, l_bits, cycles, addrs, written), partial in zip(results[:2], (0, 1)):
+            assert (len(out), m_bits, l_bits, addrs, written) == (0, 0xFF800000, 0, [], [])
             assert cycles == model.cycles(0, partial, cfg) == 1
         assert results[2][3] == model.cycles(2, 0, cfg)      # and the next row runs normally
     out, m, l = golden.softmax_rows(np.zeros((3, 0), np.float32))
@@ -354,15 +359,23 @@ def test_unit_length_zero_finishes():
 
 
 def test_cycle_formula():
-    for lanes, lg in ((8, 3), (32, 5), (512, 9)):
+    # the max tree's stages (3 comparator levels each), and the unit's steps with 3-cycle
+    # adders and 2-stage exp and product cells: the exp pass's pipe is 6 deep (source,
+    # x - m 3, exp 2), its sums 2 more, the output pass's product 1 more
+    # x - m 3, exp 2), its sums 2 more, the output pass's product 1 more. The adds after the
+    # exp pass: the two combining p1 and p2 when there are that many words, and the tree's
+    # levels, a one-word row only those whose partner lanes reach into it (ceil(log2 n))
+    for lanes, lg, stages in ((8, 3, 1), (32, 5, 2), (512, 9, 3)):
         cfg = types.SimpleNamespace(lanes=lanes)
-        for n in (1, lanes, lanes + 1, 4096):
+        for n in (1, 2, 3, lanes // 2 + 1, lanes, lanes + 1, 2 * lanes + 1, 4096):
             w = -(-n // lanes)
-            assert model.cycles(n, True, cfg) == 2 * w + lg + 9
-            assert model.cycles(n, False, cfg) == 3 * w + lg + 41
+            adds = (w >= 2) + (w >= 3) + (lg if w > 1 else math.ceil(math.log2(n)))
+            assert model.cycles(n, True, cfg) == 2 * w + stages + 8 + 3 * adds + 1, (lanes, n)
+            assert model.cycles(n, False, cfg) == 3 * w + stages + 8 + 3 * adds + 27 + 7 + 1, (lanes, n)
+            assert model.written_cycles(n, cfg) == 2 * w + stages + 7
     unit = model.SoftmaxUnit(CFG)
     out, m, l, cycles = unit.run(f32([1.0, 2.0, 3.0]), False)
-    assert cycles == 3 + 5 + 41 and abs(float(out.astype(np.float64).sum()) - 1) < 2e-3
+    assert cycles == 3 + 2 + 8 + 3 * 2 + 35 and abs(float(out.astype(np.float64).sum()) - 1) < 2e-3
 
 
 # ---- accuracy of the golden against float64 ---------------------------------------------------
