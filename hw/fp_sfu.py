@@ -10,7 +10,7 @@
       e = FP32(exponent field 127 + i, fraction y - 2^23), or +0 when 127 + i <= 0.
   NaN gives the canonical NaN, d < -104 (-inf included) gives +0. Positive d never
   reaches the unit (d = x - max); the block's output for it is unspecified.
-  Two stages: (D, T) and (table, interpolation, pack).
+  Three stages: D, T and (table, interpolation, pack).
 - `FP32MulToFP16` / `FP32MulToFP16Pipe`: FP16_RNE(a * b) of two FP32 values, the 48-bit
   significand product taken exactly and rounded once (FP16 subnormals kept, overflow to
   infinity, canonical NaN 0x7E00). FP32 subnormal inputs count as zero: exact whenever
@@ -38,7 +38,7 @@ __all__ = ["ExpApprox", "ExpApproxPipe", "FP32MulToFP16", "FP32MulToFP16Pipe", "
 
 EXP_MIN_BITS = struct.unpack("<I", struct.pack("<f", -EXP_MIN))[0]   # |d| above 104.0 gives +0
 
-EXP_STAGES = 2
+EXP_STAGES = 3
 MULH_STAGES = 2
 QUOTIENT_BITS = 25                       # 24 significand bits and a guard bit
 RECIP_CYCLES = QUOTIENT_BITS + 1         # start, one cycle per quotient bit, done with r
@@ -47,7 +47,7 @@ RECIP_CYCLES = QUOTIENT_BITS + 1         # start, one cycle per quotient bit, do
 # ---- exp ---------------------------------------------------------------------------------
 
 def _exp_logic(m, d, cut):
-    # ---- stage 1: D = trunc(d * 2^24), T = (D * LOG2E_Q) >> 30
+    # ---- stage 1: D = trunc(d * 2^24)
     sign, ed, frac = d[31], d[23:31], d[:23]
     nan, small = Signal(name="exp_nan"), Signal(name="exp_small")
     m.d.comb += [nan.eq((ed == 0xFF) & frac.any()),
@@ -60,6 +60,11 @@ def _exp_logic(m, d, cut):
     m.d.comb += mag.eq(Cat(Const(0, 7), frac, ed.any()) >> shift)
     big_d = Signal(signed(32), name="exp_D")
     m.d.comb += big_d.eq(Mux(sign, -mag, mag))
+
+    big_d, nan, small = cut(big_d=big_d, nan=nan, small=small)
+
+    # ---- stage 2: T = (D * LOG2E_Q) >> 30 (a product by a constant: 57 gate levels with
+    # the shift before it in one stage)
     product = Signal(signed(64), name="exp_DQ")
     m.d.comb += product.eq(big_d * Const(LOG2E_Q, 32))
     t = Signal(signed(34), name="exp_T")
@@ -67,7 +72,7 @@ def _exp_logic(m, d, cut):
 
     t, nan, small = cut(t=t, nan=nan, small=small)
 
-    # ---- stage 2: table, interpolation, pack
+    # ---- stage 3: table, interpolation, pack
     idx, fr = t[18:24], t[:18]
     base = Signal(24, name="exp_base")
     diff = Signal(18, name="exp_diff")
@@ -99,13 +104,15 @@ class ExpApprox(wiring.Component):
 
 
 class ExpApproxPipe(wiring.Component):
-    """`ExpApprox` in EXP_STAGES stages: `e` at t + 1 is exp_approx(`d` at t)."""
+    """`ExpApprox` in EXP_STAGES stages: `e` at t + 2 is exp_approx(`d` at t)."""
     d: In(32)
     e: Out(32)
 
     def elaborate(self, platform):
         m = Module()
-        m.d.comb += self.e.eq(_exp_logic(m, self.d, _sync_cut(m, "exp_s")))
+        cut = _sync_cut(m, "exp_s")
+        m.d.comb += self.e.eq(_exp_logic(m, self.d, cut))
+        assert cut.boundaries == EXP_STAGES - 1
         return m
 
 

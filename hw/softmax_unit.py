@@ -38,10 +38,13 @@ S = isa.microarch.softmax_max_stages(L)):
     MWAIT   S: the last word's max into m
     EXP     W cycles of reads through the exp pipe (sums, partial: FP16(e) out)
     EDRAIN  SOFTMAX_EXP_DRAIN: the last word's e in its lane's partial
-    COMB1, COMB2   ADD each: p0 + p1, then + p2, on the lane adders
-    TREE    lg x ADD: one tree level per ADD cycles on the lane adders
-    partial: FIN (`done`), so 2W + S + EXP_DRAIN + (lg + 2) ADD + 1 cycles from `start` to
-            `done` (at 512 lanes and one word: 49).
+    COMB1, COMB2   ADD each: p0 + p1, then + p2, on the lane adders (p1 left out
+            without a second word, p2 without a third: each would add +0)
+    TREE    one tree level per ADD cycles on the lane adders, lg levels (a one-word row
+            of n: ceil(log2 n), the others' partner lanes all past its end)
+    partial: FIN (`done`), so 2W + S + EXP_DRAIN + adds x ADD + 1 cycles from `start` to
+            `done`, `adds` the steps not left out (below); at 512 lanes: 36 for a row of
+            128 scores, 42 for 512, `written` at 13 for both.
     RECIP   1 + RECIP_CYCLES: the divider, started in the first cycle
     OUT     W cycles of reads; the exp pipe, then the product (FP32MulToFP16Pipe) to
             the destination register

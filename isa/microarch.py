@@ -17,7 +17,7 @@ UNPACKER_WINDOW_BEATS = 3    # the unpacker: a pair spans up to 2 LANES elements
 # the softmax unit (hw/softmax_unit.py): each step ends in a register, no path through more
 # than one FP unit's stage or SOFTMAX_MAX_LEVELS comparator levels of its max tree
 SOFTMAX_MAX_LEVELS = 3       # comparator levels of the max tree between two of its registers
-SOFTMAX_EXP_CYCLES = 2       # the exp cell's stages (hw/fp_sfu.py EXP_STAGES)
+SOFTMAX_EXP_CYCLES = 3       # the exp cell's stages (hw/fp_sfu.py EXP_STAGES)
 SOFTMAX_MULH_CYCLES = 2      # the e * (1 / l) -> FP16 cell's stages (hw/fp_sfu.py MULH_STAGES)
 SOFTMAX_E_AT = 1 + ADD_CYCLES + SOFTMAX_EXP_CYCLES      # a word read -> its e registered: x - m, exp
 SOFTMAX_EXP_DRAIN = SOFTMAX_E_AT + ADD_CYCLES - 1       # ... -> the last word's e in its lane's sum

@@ -6991,12 +6991,12 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .clk(clk),
     .done(done),
     .dst_addr(dst_addr),
-    .\dst_data$427 (dst_data),
+    .\dst_data$430 (dst_data),
     .dst_en(dst_en),
     .l(l),
     .length(length),
     .m(m),
-    .\partial$414 (partial),
+    .\partial$417 (partial),
     .rst(rst),
     .src_addr(src_addr),
     .src_data(src_data),
@@ -52262,42 +52262,42 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, start, length, \partial$414 , src_addr, l, dst_en, dst_addr, \dst_data$427 , clk);
+module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, start, length, \partial$417 , src_addr, l, dst_en, dst_addr, \dst_data$430 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$87  = 0;
   wire [31:0] \$1 ;
   wire \$10 ;
   wire \$100 ;
-  reg [3:0] \$1000 ;
-  reg [3:0] \$1001 ;
-  reg [1:0] \$1002 ;
-  reg [2:0] \$1003 ;
-  reg \$1004 ;
-  reg \$1005 ;
-  reg [31:0] \$1006 ;
-  reg [31:0] \$1007 ;
-  reg [31:0] \$1008 ;
+  reg [31:0] \$1000 ;
+  reg [31:0] \$1001 ;
+  reg [31:0] \$1002 ;
+  reg [3:0] \$1003 ;
+  reg [3:0] \$1004 ;
+  reg [1:0] \$1005 ;
+  reg [2:0] \$1006 ;
+  reg \$1007 ;
+  reg \$1008 ;
   reg [31:0] \$1009 ;
   wire [31:0] \$101 ;
-  reg \$1010 ;
-  reg \$1011 ;
-  reg \$1012 ;
+  reg [31:0] \$1010 ;
+  reg [31:0] \$1011 ;
+  reg [31:0] \$1012 ;
   reg \$1013 ;
   reg \$1014 ;
-  reg [31:0] \$1015 ;
+  reg \$1015 ;
   reg \$1016 ;
   reg \$1017 ;
-  reg \$1018 ;
-  reg [14:0] \$1019 ;
+  reg [31:0] \$1018 ;
+  reg \$1019 ;
   wire [31:0] \$102 ;
   reg \$1020 ;
-  reg [511:0] \$1021 ;
-  reg \$1022 ;
-  reg [1:0] \$1023 ;
-  reg \$1024 ;
-  reg [1:0] \$1025 ;
-  reg [31:0] \$1026 ;
-  reg [31:0] \$1027 ;
-  reg [31:0] \$1028 ;
+  reg \$1021 ;
+  reg [14:0] \$1022 ;
+  reg \$1023 ;
+  reg [511:0] \$1024 ;
+  reg \$1025 ;
+  reg [1:0] \$1026 ;
+  reg \$1027 ;
+  reg [1:0] \$1028 ;
   reg [31:0] \$1029 ;
   wire [31:0] \$103 ;
   reg [31:0] \$1030 ;
@@ -52366,6 +52366,9 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   reg [31:0] \$1088 ;
   reg [31:0] \$1089 ;
   wire \$109 ;
+  reg [31:0] \$1090 ;
+  reg [31:0] \$1091 ;
+  reg [31:0] \$1092 ;
   wire [31:0] \$11 ;
   wire \$110 ;
   wire [31:0] \$111 ;
@@ -53238,19 +53241,19 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   reg \$893 ;
   reg [14:0] \$894 ;
   reg \$895 ;
-  reg [14:0] \$896 ;
-  reg [31:0] \$897 ;
+  reg \$896 ;
+  reg [14:0] \$897 ;
   reg \$898 ;
   reg [14:0] \$899 ;
   wire \$9 ;
   wire \$90 ;
-  reg \$900 ;
-  reg [31:0] \$901 ;
-  reg \$902 ;
-  reg [2:0] \$903 ;
+  reg [31:0] \$900 ;
+  reg \$901 ;
+  reg [14:0] \$902 ;
+  reg \$903 ;
   reg [31:0] \$904 ;
-  reg [31:0] \$905 ;
-  reg [31:0] \$906 ;
+  reg \$905 ;
+  reg [2:0] \$906 ;
   reg [31:0] \$907 ;
   reg [31:0] \$908 ;
   reg [31:0] \$909 ;
@@ -53388,7 +53391,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   reg [31:0] \$signal  = 32'd0;
   reg \$signal$14 ;
   reg \$signal$15 ;
-  reg \$signal$417  = 1'h0;
+  reg \$signal$420  = 1'h0;
   reg [31:0] acc_a0;
   reg [31:0] acc_a1;
   reg [31:0] acc_a10;
@@ -53557,12 +53560,12 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   reg [31:0] d_reg9 = 32'd0;
   output done;
   wire done;
-  wire \done$416 ;
+  wire \done$419 ;
   output [14:0] dst_addr;
   reg [14:0] dst_addr = 15'h0000;
   wire [511:0] dst_data;
-  output [511:0] \dst_data$427 ;
-  reg [511:0] \dst_data$427  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  output [511:0] \dst_data$430 ;
+  reg [511:0] \dst_data$430  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   output dst_en;
   reg dst_en = 1'h0;
   reg dst_last = 1'h0;
@@ -53712,6 +53715,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   reg last6 = 1'h0;
   reg last7 = 1'h0;
   reg last8 = 1'h0;
+  reg last9 = 1'h0;
   reg [14:0] last_word = 15'h0000;
   input [19:0] length;
   wire [19:0] length;
@@ -53824,8 +53828,8 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   reg [31:0] p9_1 = 32'd0;
   reg [31:0] p9_2 = 32'd0;
   reg partial = 1'h0;
-  input \partial$414 ;
-  wire \partial$414 ;
+  input \partial$417 ;
+  wire \partial$417 ;
   wire [15:0] product0;
   wire [15:0] product1;
   wire [15:0] product10;
@@ -53881,6 +53885,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   reg v6 = 1'h0;
   reg v7 = 1'h0;
   reg v8 = 1'h0;
+  reg v9 = 1'h0;
   reg [14:0] w1 = 15'h0000;
   reg [14:0] w2 = 15'h0000;
   reg [14:0] w3 = 15'h0000;
@@ -53889,6 +53894,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   reg [14:0] w6 = 15'h0000;
   reg [14:0] w7 = 15'h0000;
   reg [14:0] w8 = 15'h0000;
+  reg [14:0] w9 = 15'h0000;
   reg [3:0] \wait  = 4'h0;
   wire [1:0] wr_set0;
   reg [1:0] wr_set1 = 2'h0;
@@ -54393,329 +54399,329 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   assign \$362  = ~ out_pass;
   assign written = \$361  & \$362 ;
   assign \$363  = ~ out_pass;
-  assign \$364  = v6 & \$363 ;
+  assign \$364  = v7 & \$363 ;
   assign wr_v0 = \$364  | adder_issue;
   assign \$365  = ~ out_pass;
-  assign \$366  = v6 & \$365 ;
+  assign \$366  = v7 & \$365 ;
   assign wr_set0 = \$366  ? acc_set : 2'h0;
-  assign \$367  = out_pass ? last7 : last6;
+  assign \$367  = out_pass ? last8 : last7;
   assign \$368  = ~ \$367 ;
   assign \$369  = \$368  | tail_mask[0];
   assign \$370  = out_pass ? product0 : half0;
   assign \$371  = \$369  ? \$370  : 16'h0000;
   assign \$372  = ~ out_pass;
-  assign \$373  = v6 & \$372 ;
-  assign \$375  = ~ last6;
+  assign \$373  = v7 & \$372 ;
+  assign \$375  = ~ last7;
   assign \$376  = \$375  | tail_mask[0];
   assign \$377  = \$376  ? e_reg0 : 32'd0;
-  assign \$378  = out_pass ? last7 : last6;
+  assign \$378  = out_pass ? last8 : last7;
   assign \$379  = ~ \$378 ;
   assign \$380  = \$379  | tail_mask[1];
   assign \$381  = out_pass ? product1 : half1;
   assign \$382  = \$380  ? \$381  : 16'h0000;
   assign \$383  = ~ out_pass;
-  assign \$384  = v6 & \$383 ;
-  assign \$386  = ~ last6;
+  assign \$384  = v7 & \$383 ;
+  assign \$386  = ~ last7;
   assign \$387  = \$386  | tail_mask[1];
   assign \$388  = \$387  ? e_reg1 : 32'd0;
-  assign \$389  = out_pass ? last7 : last6;
+  assign \$389  = out_pass ? last8 : last7;
   assign \$390  = ~ \$389 ;
   assign \$391  = \$390  | tail_mask[2];
   assign \$392  = out_pass ? product2 : half2;
   assign \$393  = \$391  ? \$392  : 16'h0000;
   assign \$394  = ~ out_pass;
-  assign \$395  = v6 & \$394 ;
-  assign \$397  = ~ last6;
+  assign \$395  = v7 & \$394 ;
+  assign \$397  = ~ last7;
   assign \$398  = \$397  | tail_mask[2];
   assign \$399  = \$398  ? e_reg2 : 32'd0;
-  assign \$400  = out_pass ? last7 : last6;
+  assign \$400  = out_pass ? last8 : last7;
   assign \$401  = ~ \$400 ;
   assign \$402  = \$401  | tail_mask[3];
   assign \$403  = out_pass ? product3 : half3;
   assign \$404  = \$402  ? \$403  : 16'h0000;
   assign \$405  = ~ out_pass;
-  assign \$406  = v6 & \$405 ;
-  assign \$408  = ~ last6;
+  assign \$406  = v7 & \$405 ;
+  assign \$408  = ~ last7;
   assign \$409  = \$408  | tail_mask[3];
   assign \$410  = \$409  ? e_reg3 : 32'd0;
-  assign \$411  = out_pass ? last7 : last6;
+  assign \$411  = out_pass ? last8 : last7;
   assign \$412  = ~ \$411 ;
   assign \$413  = \$412  | tail_mask[4];
   assign \$414  = out_pass ? product4 : half4;
   assign \$415  = \$413  ? \$414  : 16'h0000;
   assign \$416  = ~ out_pass;
-  assign \$417  = v6 & \$416 ;
-  assign \$419  = ~ last6;
+  assign \$417  = v7 & \$416 ;
+  assign \$419  = ~ last7;
   assign \$420  = \$419  | tail_mask[4];
   assign \$421  = \$420  ? e_reg4 : 32'd0;
-  assign \$422  = out_pass ? last7 : last6;
+  assign \$422  = out_pass ? last8 : last7;
   assign \$423  = ~ \$422 ;
   assign \$424  = \$423  | tail_mask[5];
   assign \$425  = out_pass ? product5 : half5;
   assign \$426  = \$424  ? \$425  : 16'h0000;
   assign \$427  = ~ out_pass;
-  assign \$428  = v6 & \$427 ;
-  assign \$430  = ~ last6;
+  assign \$428  = v7 & \$427 ;
+  assign \$430  = ~ last7;
   assign \$431  = \$430  | tail_mask[5];
   assign \$432  = \$431  ? e_reg5 : 32'd0;
-  assign \$433  = out_pass ? last7 : last6;
+  assign \$433  = out_pass ? last8 : last7;
   assign \$434  = ~ \$433 ;
   assign \$435  = \$434  | tail_mask[6];
   assign \$436  = out_pass ? product6 : half6;
   assign \$437  = \$435  ? \$436  : 16'h0000;
   assign \$438  = ~ out_pass;
-  assign \$439  = v6 & \$438 ;
-  assign \$441  = ~ last6;
+  assign \$439  = v7 & \$438 ;
+  assign \$441  = ~ last7;
   assign \$442  = \$441  | tail_mask[6];
   assign \$443  = \$442  ? e_reg6 : 32'd0;
-  assign \$444  = out_pass ? last7 : last6;
+  assign \$444  = out_pass ? last8 : last7;
   assign \$445  = ~ \$444 ;
   assign \$446  = \$445  | tail_mask[7];
   assign \$447  = out_pass ? product7 : half7;
   assign \$448  = \$446  ? \$447  : 16'h0000;
   assign \$449  = ~ out_pass;
-  assign \$450  = v6 & \$449 ;
-  assign \$452  = ~ last6;
+  assign \$450  = v7 & \$449 ;
+  assign \$452  = ~ last7;
   assign \$453  = \$452  | tail_mask[7];
   assign \$454  = \$453  ? e_reg7 : 32'd0;
-  assign \$455  = out_pass ? last7 : last6;
+  assign \$455  = out_pass ? last8 : last7;
   assign \$456  = ~ \$455 ;
   assign \$457  = \$456  | tail_mask[8];
   assign \$458  = out_pass ? product8 : half8;
   assign \$459  = \$457  ? \$458  : 16'h0000;
   assign \$460  = ~ out_pass;
-  assign \$461  = v6 & \$460 ;
-  assign \$463  = ~ last6;
+  assign \$461  = v7 & \$460 ;
+  assign \$463  = ~ last7;
   assign \$464  = \$463  | tail_mask[8];
   assign \$465  = \$464  ? e_reg8 : 32'd0;
-  assign \$466  = out_pass ? last7 : last6;
+  assign \$466  = out_pass ? last8 : last7;
   assign \$467  = ~ \$466 ;
   assign \$468  = \$467  | tail_mask[9];
   assign \$469  = out_pass ? product9 : half9;
   assign \$470  = \$468  ? \$469  : 16'h0000;
   assign \$471  = ~ out_pass;
-  assign \$472  = v6 & \$471 ;
-  assign \$474  = ~ last6;
+  assign \$472  = v7 & \$471 ;
+  assign \$474  = ~ last7;
   assign \$475  = \$474  | tail_mask[9];
   assign \$476  = \$475  ? e_reg9 : 32'd0;
-  assign \$477  = out_pass ? last7 : last6;
+  assign \$477  = out_pass ? last8 : last7;
   assign \$478  = ~ \$477 ;
   assign \$479  = \$478  | tail_mask[10];
   assign \$480  = out_pass ? product10 : half10;
   assign \$481  = \$479  ? \$480  : 16'h0000;
   assign \$482  = ~ out_pass;
-  assign \$483  = v6 & \$482 ;
-  assign \$485  = ~ last6;
+  assign \$483  = v7 & \$482 ;
+  assign \$485  = ~ last7;
   assign \$486  = \$485  | tail_mask[10];
   assign \$487  = \$486  ? e_reg10 : 32'd0;
-  assign \$488  = out_pass ? last7 : last6;
+  assign \$488  = out_pass ? last8 : last7;
   assign \$489  = ~ \$488 ;
   assign \$490  = \$489  | tail_mask[11];
   assign \$491  = out_pass ? product11 : half11;
   assign \$492  = \$490  ? \$491  : 16'h0000;
   assign \$493  = ~ out_pass;
-  assign \$494  = v6 & \$493 ;
-  assign \$496  = ~ last6;
+  assign \$494  = v7 & \$493 ;
+  assign \$496  = ~ last7;
   assign \$497  = \$496  | tail_mask[11];
   assign \$498  = \$497  ? e_reg11 : 32'd0;
-  assign \$499  = out_pass ? last7 : last6;
+  assign \$499  = out_pass ? last8 : last7;
   assign \$500  = ~ \$499 ;
   assign \$501  = \$500  | tail_mask[12];
   assign \$502  = out_pass ? product12 : half12;
   assign \$503  = \$501  ? \$502  : 16'h0000;
   assign \$504  = ~ out_pass;
-  assign \$505  = v6 & \$504 ;
-  assign \$507  = ~ last6;
+  assign \$505  = v7 & \$504 ;
+  assign \$507  = ~ last7;
   assign \$508  = \$507  | tail_mask[12];
   assign \$509  = \$508  ? e_reg12 : 32'd0;
-  assign \$510  = out_pass ? last7 : last6;
+  assign \$510  = out_pass ? last8 : last7;
   assign \$511  = ~ \$510 ;
   assign \$512  = \$511  | tail_mask[13];
   assign \$513  = out_pass ? product13 : half13;
   assign \$514  = \$512  ? \$513  : 16'h0000;
   assign \$515  = ~ out_pass;
-  assign \$516  = v6 & \$515 ;
-  assign \$518  = ~ last6;
+  assign \$516  = v7 & \$515 ;
+  assign \$518  = ~ last7;
   assign \$519  = \$518  | tail_mask[13];
   assign \$520  = \$519  ? e_reg13 : 32'd0;
-  assign \$521  = out_pass ? last7 : last6;
+  assign \$521  = out_pass ? last8 : last7;
   assign \$522  = ~ \$521 ;
   assign \$523  = \$522  | tail_mask[14];
   assign \$524  = out_pass ? product14 : half14;
   assign \$525  = \$523  ? \$524  : 16'h0000;
   assign \$526  = ~ out_pass;
-  assign \$527  = v6 & \$526 ;
-  assign \$529  = ~ last6;
+  assign \$527  = v7 & \$526 ;
+  assign \$529  = ~ last7;
   assign \$530  = \$529  | tail_mask[14];
   assign \$531  = \$530  ? e_reg14 : 32'd0;
-  assign \$532  = out_pass ? last7 : last6;
+  assign \$532  = out_pass ? last8 : last7;
   assign \$533  = ~ \$532 ;
   assign \$534  = \$533  | tail_mask[15];
   assign \$535  = out_pass ? product15 : half15;
   assign \$536  = \$534  ? \$535  : 16'h0000;
   assign \$537  = ~ out_pass;
-  assign \$538  = v6 & \$537 ;
-  assign \$540  = ~ last6;
+  assign \$538  = v7 & \$537 ;
+  assign \$540  = ~ last7;
   assign \$541  = \$540  | tail_mask[15];
   assign \$542  = \$541  ? e_reg15 : 32'd0;
-  assign \$543  = out_pass ? last7 : last6;
+  assign \$543  = out_pass ? last8 : last7;
   assign \$544  = ~ \$543 ;
   assign \$545  = \$544  | tail_mask[16];
   assign \$546  = out_pass ? product16 : half16;
   assign \$547  = \$545  ? \$546  : 16'h0000;
   assign \$548  = ~ out_pass;
-  assign \$549  = v6 & \$548 ;
-  assign \$551  = ~ last6;
+  assign \$549  = v7 & \$548 ;
+  assign \$551  = ~ last7;
   assign \$552  = \$551  | tail_mask[16];
   assign \$553  = \$552  ? e_reg16 : 32'd0;
-  assign \$554  = out_pass ? last7 : last6;
+  assign \$554  = out_pass ? last8 : last7;
   assign \$555  = ~ \$554 ;
   assign \$556  = \$555  | tail_mask[17];
   assign \$557  = out_pass ? product17 : half17;
   assign \$558  = \$556  ? \$557  : 16'h0000;
   assign \$559  = ~ out_pass;
-  assign \$560  = v6 & \$559 ;
-  assign \$562  = ~ last6;
+  assign \$560  = v7 & \$559 ;
+  assign \$562  = ~ last7;
   assign \$563  = \$562  | tail_mask[17];
   assign \$564  = \$563  ? e_reg17 : 32'd0;
-  assign \$565  = out_pass ? last7 : last6;
+  assign \$565  = out_pass ? last8 : last7;
   assign \$566  = ~ \$565 ;
   assign \$567  = \$566  | tail_mask[18];
   assign \$568  = out_pass ? product18 : half18;
   assign \$569  = \$567  ? \$568  : 16'h0000;
   assign \$570  = ~ out_pass;
-  assign \$571  = v6 & \$570 ;
-  assign \$573  = ~ last6;
+  assign \$571  = v7 & \$570 ;
+  assign \$573  = ~ last7;
   assign \$574  = \$573  | tail_mask[18];
   assign \$575  = \$574  ? e_reg18 : 32'd0;
-  assign \$576  = out_pass ? last7 : last6;
+  assign \$576  = out_pass ? last8 : last7;
   assign \$577  = ~ \$576 ;
   assign \$578  = \$577  | tail_mask[19];
   assign \$579  = out_pass ? product19 : half19;
   assign \$580  = \$578  ? \$579  : 16'h0000;
   assign \$581  = ~ out_pass;
-  assign \$582  = v6 & \$581 ;
-  assign \$584  = ~ last6;
+  assign \$582  = v7 & \$581 ;
+  assign \$584  = ~ last7;
   assign \$585  = \$584  | tail_mask[19];
   assign \$586  = \$585  ? e_reg19 : 32'd0;
-  assign \$587  = out_pass ? last7 : last6;
+  assign \$587  = out_pass ? last8 : last7;
   assign \$588  = ~ \$587 ;
   assign \$589  = \$588  | tail_mask[20];
   assign \$590  = out_pass ? product20 : half20;
   assign \$591  = \$589  ? \$590  : 16'h0000;
   assign \$592  = ~ out_pass;
-  assign \$593  = v6 & \$592 ;
-  assign \$595  = ~ last6;
+  assign \$593  = v7 & \$592 ;
+  assign \$595  = ~ last7;
   assign \$596  = \$595  | tail_mask[20];
   assign \$597  = \$596  ? e_reg20 : 32'd0;
-  assign \$598  = out_pass ? last7 : last6;
+  assign \$598  = out_pass ? last8 : last7;
   assign \$599  = ~ \$598 ;
   assign \$600  = \$599  | tail_mask[21];
   assign \$601  = out_pass ? product21 : half21;
   assign \$602  = \$600  ? \$601  : 16'h0000;
   assign \$603  = ~ out_pass;
-  assign \$604  = v6 & \$603 ;
-  assign \$606  = ~ last6;
+  assign \$604  = v7 & \$603 ;
+  assign \$606  = ~ last7;
   assign \$607  = \$606  | tail_mask[21];
   assign \$608  = \$607  ? e_reg21 : 32'd0;
-  assign \$609  = out_pass ? last7 : last6;
+  assign \$609  = out_pass ? last8 : last7;
   assign \$610  = ~ \$609 ;
   assign \$611  = \$610  | tail_mask[22];
   assign \$612  = out_pass ? product22 : half22;
   assign \$613  = \$611  ? \$612  : 16'h0000;
   assign \$614  = ~ out_pass;
-  assign \$615  = v6 & \$614 ;
-  assign \$617  = ~ last6;
+  assign \$615  = v7 & \$614 ;
+  assign \$617  = ~ last7;
   assign \$618  = \$617  | tail_mask[22];
   assign \$619  = \$618  ? e_reg22 : 32'd0;
-  assign \$620  = out_pass ? last7 : last6;
+  assign \$620  = out_pass ? last8 : last7;
   assign \$621  = ~ \$620 ;
   assign \$622  = \$621  | tail_mask[23];
   assign \$623  = out_pass ? product23 : half23;
   assign \$624  = \$622  ? \$623  : 16'h0000;
   assign \$625  = ~ out_pass;
-  assign \$626  = v6 & \$625 ;
-  assign \$628  = ~ last6;
+  assign \$626  = v7 & \$625 ;
+  assign \$628  = ~ last7;
   assign \$629  = \$628  | tail_mask[23];
   assign \$630  = \$629  ? e_reg23 : 32'd0;
-  assign \$631  = out_pass ? last7 : last6;
+  assign \$631  = out_pass ? last8 : last7;
   assign \$632  = ~ \$631 ;
   assign \$633  = \$632  | tail_mask[24];
   assign \$634  = out_pass ? product24 : half24;
   assign \$635  = \$633  ? \$634  : 16'h0000;
   assign \$636  = ~ out_pass;
-  assign \$637  = v6 & \$636 ;
-  assign \$639  = ~ last6;
+  assign \$637  = v7 & \$636 ;
+  assign \$639  = ~ last7;
   assign \$640  = \$639  | tail_mask[24];
   assign \$641  = \$640  ? e_reg24 : 32'd0;
-  assign \$642  = out_pass ? last7 : last6;
+  assign \$642  = out_pass ? last8 : last7;
   assign \$643  = ~ \$642 ;
   assign \$644  = \$643  | tail_mask[25];
   assign \$645  = out_pass ? product25 : half25;
   assign \$646  = \$644  ? \$645  : 16'h0000;
   assign \$647  = ~ out_pass;
-  assign \$648  = v6 & \$647 ;
-  assign \$650  = ~ last6;
+  assign \$648  = v7 & \$647 ;
+  assign \$650  = ~ last7;
   assign \$651  = \$650  | tail_mask[25];
   assign \$652  = \$651  ? e_reg25 : 32'd0;
-  assign \$653  = out_pass ? last7 : last6;
+  assign \$653  = out_pass ? last8 : last7;
   assign \$654  = ~ \$653 ;
   assign \$655  = \$654  | tail_mask[26];
   assign \$656  = out_pass ? product26 : half26;
   assign \$657  = \$655  ? \$656  : 16'h0000;
   assign \$658  = ~ out_pass;
-  assign \$659  = v6 & \$658 ;
-  assign \$661  = ~ last6;
+  assign \$659  = v7 & \$658 ;
+  assign \$661  = ~ last7;
   assign \$662  = \$661  | tail_mask[26];
   assign \$663  = \$662  ? e_reg26 : 32'd0;
-  assign \$664  = out_pass ? last7 : last6;
+  assign \$664  = out_pass ? last8 : last7;
   assign \$665  = ~ \$664 ;
   assign \$666  = \$665  | tail_mask[27];
   assign \$667  = out_pass ? product27 : half27;
   assign \$668  = \$666  ? \$667  : 16'h0000;
   assign \$669  = ~ out_pass;
-  assign \$670  = v6 & \$669 ;
-  assign \$672  = ~ last6;
+  assign \$670  = v7 & \$669 ;
+  assign \$672  = ~ last7;
   assign \$673  = \$672  | tail_mask[27];
   assign \$674  = \$673  ? e_reg27 : 32'd0;
-  assign \$675  = out_pass ? last7 : last6;
+  assign \$675  = out_pass ? last8 : last7;
   assign \$676  = ~ \$675 ;
   assign \$677  = \$676  | tail_mask[28];
   assign \$678  = out_pass ? product28 : half28;
   assign \$679  = \$677  ? \$678  : 16'h0000;
   assign \$680  = ~ out_pass;
-  assign \$681  = v6 & \$680 ;
-  assign \$683  = ~ last6;
+  assign \$681  = v7 & \$680 ;
+  assign \$683  = ~ last7;
   assign \$684  = \$683  | tail_mask[28];
   assign \$685  = \$684  ? e_reg28 : 32'd0;
-  assign \$686  = out_pass ? last7 : last6;
+  assign \$686  = out_pass ? last8 : last7;
   assign \$687  = ~ \$686 ;
   assign \$688  = \$687  | tail_mask[29];
   assign \$689  = out_pass ? product29 : half29;
   assign \$690  = \$688  ? \$689  : 16'h0000;
   assign \$691  = ~ out_pass;
-  assign \$692  = v6 & \$691 ;
-  assign \$694  = ~ last6;
+  assign \$692  = v7 & \$691 ;
+  assign \$694  = ~ last7;
   assign \$695  = \$694  | tail_mask[29];
   assign \$696  = \$695  ? e_reg29 : 32'd0;
-  assign \$697  = out_pass ? last7 : last6;
+  assign \$697  = out_pass ? last8 : last7;
   assign \$698  = ~ \$697 ;
   assign \$699  = \$698  | tail_mask[30];
   assign \$700  = out_pass ? product30 : half30;
   assign \$701  = \$699  ? \$700  : 16'h0000;
   assign \$702  = ~ out_pass;
-  assign \$703  = v6 & \$702 ;
-  assign \$705  = ~ last6;
+  assign \$703  = v7 & \$702 ;
+  assign \$705  = ~ last7;
   assign \$706  = \$705  | tail_mask[30];
   assign \$707  = \$706  ? e_reg30 : 32'd0;
-  assign \$708  = out_pass ? last7 : last6;
+  assign \$708  = out_pass ? last8 : last7;
   assign \$709  = ~ \$708 ;
   assign \$710  = \$709  | tail_mask[31];
   assign \$711  = out_pass ? product31 : half31;
   assign \$712  = \$710  ? \$711  : 16'h0000;
   assign \$713  = ~ out_pass;
-  assign \$714  = v6 & \$713 ;
-  assign \$716  = ~ last6;
+  assign \$714  = v7 & \$713 ;
+  assign \$716  = ~ last7;
   assign \$717  = \$716  | tail_mask[31];
   assign \$718  = \$717  ? e_reg31 : 32'd0;
   assign \$719  = ! fsm_state;
@@ -54835,11 +54841,11 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   assign \$832  = m_nan | nreg2_0;
   assign \$833  = kreg2_0 > \$signal ;
   assign \$834  = ~ out_pass;
-  assign \$835  = v6 & \$834 ;
+  assign \$835  = v7 & \$834 ;
   assign \$836  = acc_set == 2'h2;
   assign \$837  = acc_set + 1'h1;
   assign \$838  = \$836  ? 3'h0 : \$837 ;
-  assign \$839  = v7 & out_pass;
+  assign \$839  = v8 & out_pass;
   always @(posedge clk)
     v1 <= \$872 ;
   always @(posedge clk)
@@ -54889,393 +54895,399 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   always @(posedge clk)
     last8 <= \$895 ;
   always @(posedge clk)
-    last_word <= \$896 ;
+    v9 <= \$896 ;
   always @(posedge clk)
-    tail_mask <= \$897 ;
+    w9 <= \$897 ;
   always @(posedge clk)
-    partial <= \$898 ;
+    last9 <= \$898 ;
   always @(posedge clk)
-    src_addr <= \$899 ;
+    last_word <= \$899 ;
   always @(posedge clk)
-    out_pass <= \$900 ;
+    tail_mask <= \$900 ;
   always @(posedge clk)
-    \$signal  <= \$901 ;
+    partial <= \$901 ;
   always @(posedge clk)
-    m_nan <= \$902 ;
+    src_addr <= \$902 ;
   always @(posedge clk)
-    first_level <= \$903 ;
+    out_pass <= \$903 ;
   always @(posedge clk)
-    l <= \$904 ;
+    \$signal  <= \$904 ;
   always @(posedge clk)
-    p0_1 <= \$905 ;
+    m_nan <= \$905 ;
   always @(posedge clk)
-    p0_2 <= \$906 ;
+    first_level <= \$906 ;
   always @(posedge clk)
-    p1_0 <= \$907 ;
+    l <= \$907 ;
   always @(posedge clk)
-    p1_1 <= \$908 ;
+    p0_1 <= \$908 ;
   always @(posedge clk)
-    p1_2 <= \$909 ;
+    p0_2 <= \$909 ;
   always @(posedge clk)
-    p2_0 <= \$910 ;
+    p1_0 <= \$910 ;
   always @(posedge clk)
-    p2_1 <= \$911 ;
+    p1_1 <= \$911 ;
   always @(posedge clk)
-    p2_2 <= \$912 ;
+    p1_2 <= \$912 ;
   always @(posedge clk)
-    p3_0 <= \$913 ;
+    p2_0 <= \$913 ;
   always @(posedge clk)
-    p3_1 <= \$914 ;
+    p2_1 <= \$914 ;
   always @(posedge clk)
-    p3_2 <= \$915 ;
+    p2_2 <= \$915 ;
   always @(posedge clk)
-    p4_0 <= \$916 ;
+    p3_0 <= \$916 ;
   always @(posedge clk)
-    p4_1 <= \$917 ;
+    p3_1 <= \$917 ;
   always @(posedge clk)
-    p4_2 <= \$918 ;
+    p3_2 <= \$918 ;
   always @(posedge clk)
-    p5_0 <= \$919 ;
+    p4_0 <= \$919 ;
   always @(posedge clk)
-    p5_1 <= \$920 ;
+    p4_1 <= \$920 ;
   always @(posedge clk)
-    p5_2 <= \$921 ;
+    p4_2 <= \$921 ;
   always @(posedge clk)
-    p6_0 <= \$922 ;
+    p5_0 <= \$922 ;
   always @(posedge clk)
-    p6_1 <= \$923 ;
+    p5_1 <= \$923 ;
   always @(posedge clk)
-    p6_2 <= \$924 ;
+    p5_2 <= \$924 ;
   always @(posedge clk)
-    p7_0 <= \$925 ;
+    p6_0 <= \$925 ;
   always @(posedge clk)
-    p7_1 <= \$926 ;
+    p6_1 <= \$926 ;
   always @(posedge clk)
-    p7_2 <= \$927 ;
+    p6_2 <= \$927 ;
   always @(posedge clk)
-    p8_0 <= \$928 ;
+    p7_0 <= \$928 ;
   always @(posedge clk)
-    p8_1 <= \$929 ;
+    p7_1 <= \$929 ;
   always @(posedge clk)
-    p8_2 <= \$930 ;
+    p7_2 <= \$930 ;
   always @(posedge clk)
-    p9_0 <= \$931 ;
+    p8_0 <= \$931 ;
   always @(posedge clk)
-    p9_1 <= \$932 ;
+    p8_1 <= \$932 ;
   always @(posedge clk)
-    p9_2 <= \$933 ;
+    p8_2 <= \$933 ;
   always @(posedge clk)
-    p10_0 <= \$934 ;
+    p9_0 <= \$934 ;
   always @(posedge clk)
-    p10_1 <= \$935 ;
+    p9_1 <= \$935 ;
   always @(posedge clk)
-    p10_2 <= \$936 ;
+    p9_2 <= \$936 ;
   always @(posedge clk)
-    p11_0 <= \$937 ;
+    p10_0 <= \$937 ;
   always @(posedge clk)
-    p11_1 <= \$938 ;
+    p10_1 <= \$938 ;
   always @(posedge clk)
-    p11_2 <= \$939 ;
+    p10_2 <= \$939 ;
   always @(posedge clk)
-    p12_0 <= \$940 ;
+    p11_0 <= \$940 ;
   always @(posedge clk)
-    p12_1 <= \$941 ;
+    p11_1 <= \$941 ;
   always @(posedge clk)
-    p12_2 <= \$942 ;
+    p11_2 <= \$942 ;
   always @(posedge clk)
-    p13_0 <= \$943 ;
+    p12_0 <= \$943 ;
   always @(posedge clk)
-    p13_1 <= \$944 ;
+    p12_1 <= \$944 ;
   always @(posedge clk)
-    p13_2 <= \$945 ;
+    p12_2 <= \$945 ;
   always @(posedge clk)
-    p14_0 <= \$946 ;
+    p13_0 <= \$946 ;
   always @(posedge clk)
-    p14_1 <= \$947 ;
+    p13_1 <= \$947 ;
   always @(posedge clk)
-    p14_2 <= \$948 ;
+    p13_2 <= \$948 ;
   always @(posedge clk)
-    p15_0 <= \$949 ;
+    p14_0 <= \$949 ;
   always @(posedge clk)
-    p15_1 <= \$950 ;
+    p14_1 <= \$950 ;
   always @(posedge clk)
-    p15_2 <= \$951 ;
+    p14_2 <= \$951 ;
   always @(posedge clk)
-    p16_0 <= \$952 ;
+    p15_0 <= \$952 ;
   always @(posedge clk)
-    p16_1 <= \$953 ;
+    p15_1 <= \$953 ;
   always @(posedge clk)
-    p16_2 <= \$954 ;
+    p15_2 <= \$954 ;
   always @(posedge clk)
-    p17_0 <= \$955 ;
+    p16_0 <= \$955 ;
   always @(posedge clk)
-    p17_1 <= \$956 ;
+    p16_1 <= \$956 ;
   always @(posedge clk)
-    p17_2 <= \$957 ;
+    p16_2 <= \$957 ;
   always @(posedge clk)
-    p18_0 <= \$958 ;
+    p17_0 <= \$958 ;
   always @(posedge clk)
-    p18_1 <= \$959 ;
+    p17_1 <= \$959 ;
   always @(posedge clk)
-    p18_2 <= \$960 ;
+    p17_2 <= \$960 ;
   always @(posedge clk)
-    p19_0 <= \$961 ;
+    p18_0 <= \$961 ;
   always @(posedge clk)
-    p19_1 <= \$962 ;
+    p18_1 <= \$962 ;
   always @(posedge clk)
-    p19_2 <= \$963 ;
+    p18_2 <= \$963 ;
   always @(posedge clk)
-    p20_0 <= \$964 ;
+    p19_0 <= \$964 ;
   always @(posedge clk)
-    p20_1 <= \$965 ;
+    p19_1 <= \$965 ;
   always @(posedge clk)
-    p20_2 <= \$966 ;
+    p19_2 <= \$966 ;
   always @(posedge clk)
-    p21_0 <= \$967 ;
+    p20_0 <= \$967 ;
   always @(posedge clk)
-    p21_1 <= \$968 ;
+    p20_1 <= \$968 ;
   always @(posedge clk)
-    p21_2 <= \$969 ;
+    p20_2 <= \$969 ;
   always @(posedge clk)
-    p22_0 <= \$970 ;
+    p21_0 <= \$970 ;
   always @(posedge clk)
-    p22_1 <= \$971 ;
+    p21_1 <= \$971 ;
   always @(posedge clk)
-    p22_2 <= \$972 ;
+    p21_2 <= \$972 ;
   always @(posedge clk)
-    p23_0 <= \$973 ;
+    p22_0 <= \$973 ;
   always @(posedge clk)
-    p23_1 <= \$974 ;
+    p22_1 <= \$974 ;
   always @(posedge clk)
-    p23_2 <= \$975 ;
+    p22_2 <= \$975 ;
   always @(posedge clk)
-    p24_0 <= \$976 ;
+    p23_0 <= \$976 ;
   always @(posedge clk)
-    p24_1 <= \$977 ;
+    p23_1 <= \$977 ;
   always @(posedge clk)
-    p24_2 <= \$978 ;
+    p23_2 <= \$978 ;
   always @(posedge clk)
-    p25_0 <= \$979 ;
+    p24_0 <= \$979 ;
   always @(posedge clk)
-    p25_1 <= \$980 ;
+    p24_1 <= \$980 ;
   always @(posedge clk)
-    p25_2 <= \$981 ;
+    p24_2 <= \$981 ;
   always @(posedge clk)
-    p26_0 <= \$982 ;
+    p25_0 <= \$982 ;
   always @(posedge clk)
-    p26_1 <= \$983 ;
+    p25_1 <= \$983 ;
   always @(posedge clk)
-    p26_2 <= \$984 ;
+    p25_2 <= \$984 ;
   always @(posedge clk)
-    p27_0 <= \$985 ;
+    p26_0 <= \$985 ;
   always @(posedge clk)
-    p27_1 <= \$986 ;
+    p26_1 <= \$986 ;
   always @(posedge clk)
-    p27_2 <= \$987 ;
+    p26_2 <= \$987 ;
   always @(posedge clk)
-    p28_0 <= \$988 ;
+    p27_0 <= \$988 ;
   always @(posedge clk)
-    p28_1 <= \$989 ;
+    p27_1 <= \$989 ;
   always @(posedge clk)
-    p28_2 <= \$990 ;
+    p27_2 <= \$990 ;
   always @(posedge clk)
-    p29_0 <= \$991 ;
+    p28_0 <= \$991 ;
   always @(posedge clk)
-    p29_1 <= \$992 ;
+    p28_1 <= \$992 ;
   always @(posedge clk)
-    p29_2 <= \$993 ;
+    p28_2 <= \$993 ;
   always @(posedge clk)
-    p30_0 <= \$994 ;
+    p29_0 <= \$994 ;
   always @(posedge clk)
-    p30_1 <= \$995 ;
+    p29_1 <= \$995 ;
   always @(posedge clk)
-    p30_2 <= \$996 ;
+    p29_2 <= \$996 ;
   always @(posedge clk)
-    p31_0 <= \$997 ;
+    p30_0 <= \$997 ;
   always @(posedge clk)
-    p31_1 <= \$998 ;
+    p30_1 <= \$998 ;
   always @(posedge clk)
-    p31_2 <= \$999 ;
+    p30_2 <= \$999 ;
   always @(posedge clk)
-    fsm_state <= \$1000 ;
+    p31_0 <= \$1000 ;
   always @(posedge clk)
-    \wait  <= \$1001 ;
+    p31_1 <= \$1001 ;
   always @(posedge clk)
-    acc_set <= \$1002 ;
+    p31_2 <= \$1002 ;
   always @(posedge clk)
-    level <= \$1003 ;
+    fsm_state <= \$1003 ;
   always @(posedge clk)
-    \$signal$417  <= \$1004 ;
+    \wait  <= \$1004 ;
   always @(posedge clk)
-    mx_last <= \$1005 ;
+    acc_set <= \$1005 ;
   always @(posedge clk)
-    kreg1_0 <= \$1006 ;
+    level <= \$1006 ;
   always @(posedge clk)
-    kreg1_1 <= \$1007 ;
+    \$signal$420  <= \$1007 ;
   always @(posedge clk)
-    kreg1_2 <= \$1008 ;
+    mx_last <= \$1008 ;
   always @(posedge clk)
-    kreg1_3 <= \$1009 ;
+    kreg1_0 <= \$1009 ;
   always @(posedge clk)
-    nreg1_0 <= \$1010 ;
+    kreg1_1 <= \$1010 ;
   always @(posedge clk)
-    nreg1_1 <= \$1011 ;
+    kreg1_2 <= \$1011 ;
   always @(posedge clk)
-    nreg1_2 <= \$1012 ;
+    kreg1_3 <= \$1012 ;
   always @(posedge clk)
-    nreg1_3 <= \$1013 ;
+    nreg1_0 <= \$1013 ;
   always @(posedge clk)
-    kreg1_valid <= \$1014 ;
+    nreg1_1 <= \$1014 ;
   always @(posedge clk)
-    kreg2_0 <= \$1015 ;
+    nreg1_2 <= \$1015 ;
   always @(posedge clk)
-    nreg2_0 <= \$1016 ;
+    nreg1_3 <= \$1016 ;
   always @(posedge clk)
-    kreg2_valid <= \$1017 ;
+    kreg1_valid <= \$1017 ;
   always @(posedge clk)
-    dst_en <= \$1018 ;
+    kreg2_0 <= \$1018 ;
   always @(posedge clk)
-    dst_addr <= \$1019 ;
+    nreg2_0 <= \$1019 ;
   always @(posedge clk)
-    dst_last <= \$1020 ;
+    kreg2_valid <= \$1020 ;
   always @(posedge clk)
-    \dst_data$427  <= \$1021 ;
+    dst_en <= \$1021 ;
   always @(posedge clk)
-    wr_v1 <= \$1022 ;
+    dst_addr <= \$1022 ;
   always @(posedge clk)
-    wr_set1 <= \$1023 ;
+    dst_last <= \$1023 ;
   always @(posedge clk)
-    wr_v2 <= \$1024 ;
+    \dst_data$430  <= \$1024 ;
   always @(posedge clk)
-    wr_set2 <= \$1025 ;
+    wr_v1 <= \$1025 ;
   always @(posedge clk)
-    d_reg0 <= \$1026 ;
+    wr_set1 <= \$1026 ;
   always @(posedge clk)
-    e_reg0 <= \$1027 ;
+    wr_v2 <= \$1027 ;
   always @(posedge clk)
-    d_reg1 <= \$1028 ;
+    wr_set2 <= \$1028 ;
   always @(posedge clk)
-    e_reg1 <= \$1029 ;
+    d_reg0 <= \$1029 ;
   always @(posedge clk)
-    d_reg2 <= \$1030 ;
+    e_reg0 <= \$1030 ;
   always @(posedge clk)
-    e_reg2 <= \$1031 ;
+    d_reg1 <= \$1031 ;
   always @(posedge clk)
-    d_reg3 <= \$1032 ;
+    e_reg1 <= \$1032 ;
   always @(posedge clk)
-    e_reg3 <= \$1033 ;
+    d_reg2 <= \$1033 ;
   always @(posedge clk)
-    d_reg4 <= \$1034 ;
+    e_reg2 <= \$1034 ;
   always @(posedge clk)
-    e_reg4 <= \$1035 ;
+    d_reg3 <= \$1035 ;
   always @(posedge clk)
-    d_reg5 <= \$1036 ;
+    e_reg3 <= \$1036 ;
   always @(posedge clk)
-    e_reg5 <= \$1037 ;
+    d_reg4 <= \$1037 ;
   always @(posedge clk)
-    d_reg6 <= \$1038 ;
+    e_reg4 <= \$1038 ;
   always @(posedge clk)
-    e_reg6 <= \$1039 ;
+    d_reg5 <= \$1039 ;
   always @(posedge clk)
-    d_reg7 <= \$1040 ;
+    e_reg5 <= \$1040 ;
   always @(posedge clk)
-    e_reg7 <= \$1041 ;
+    d_reg6 <= \$1041 ;
   always @(posedge clk)
-    d_reg8 <= \$1042 ;
+    e_reg6 <= \$1042 ;
   always @(posedge clk)
-    e_reg8 <= \$1043 ;
+    d_reg7 <= \$1043 ;
   always @(posedge clk)
-    d_reg9 <= \$1044 ;
+    e_reg7 <= \$1044 ;
   always @(posedge clk)
-    e_reg9 <= \$1045 ;
+    d_reg8 <= \$1045 ;
   always @(posedge clk)
-    d_reg10 <= \$1046 ;
+    e_reg8 <= \$1046 ;
   always @(posedge clk)
-    e_reg10 <= \$1047 ;
+    d_reg9 <= \$1047 ;
   always @(posedge clk)
-    d_reg11 <= \$1048 ;
+    e_reg9 <= \$1048 ;
   always @(posedge clk)
-    e_reg11 <= \$1049 ;
+    d_reg10 <= \$1049 ;
   always @(posedge clk)
-    d_reg12 <= \$1050 ;
+    e_reg10 <= \$1050 ;
   always @(posedge clk)
-    e_reg12 <= \$1051 ;
+    d_reg11 <= \$1051 ;
   always @(posedge clk)
-    d_reg13 <= \$1052 ;
+    e_reg11 <= \$1052 ;
   always @(posedge clk)
-    e_reg13 <= \$1053 ;
+    d_reg12 <= \$1053 ;
   always @(posedge clk)
-    d_reg14 <= \$1054 ;
+    e_reg12 <= \$1054 ;
   always @(posedge clk)
-    e_reg14 <= \$1055 ;
+    d_reg13 <= \$1055 ;
   always @(posedge clk)
-    d_reg15 <= \$1056 ;
+    e_reg13 <= \$1056 ;
   always @(posedge clk)
-    e_reg15 <= \$1057 ;
+    d_reg14 <= \$1057 ;
   always @(posedge clk)
-    d_reg16 <= \$1058 ;
+    e_reg14 <= \$1058 ;
   always @(posedge clk)
-    e_reg16 <= \$1059 ;
+    d_reg15 <= \$1059 ;
   always @(posedge clk)
-    d_reg17 <= \$1060 ;
+    e_reg15 <= \$1060 ;
   always @(posedge clk)
-    e_reg17 <= \$1061 ;
+    d_reg16 <= \$1061 ;
   always @(posedge clk)
-    d_reg18 <= \$1062 ;
+    e_reg16 <= \$1062 ;
   always @(posedge clk)
-    e_reg18 <= \$1063 ;
+    d_reg17 <= \$1063 ;
   always @(posedge clk)
-    d_reg19 <= \$1064 ;
+    e_reg17 <= \$1064 ;
   always @(posedge clk)
-    e_reg19 <= \$1065 ;
+    d_reg18 <= \$1065 ;
   always @(posedge clk)
-    d_reg20 <= \$1066 ;
+    e_reg18 <= \$1066 ;
   always @(posedge clk)
-    e_reg20 <= \$1067 ;
+    d_reg19 <= \$1067 ;
   always @(posedge clk)
-    d_reg21 <= \$1068 ;
+    e_reg19 <= \$1068 ;
   always @(posedge clk)
-    e_reg21 <= \$1069 ;
+    d_reg20 <= \$1069 ;
   always @(posedge clk)
-    d_reg22 <= \$1070 ;
+    e_reg20 <= \$1070 ;
   always @(posedge clk)
-    e_reg22 <= \$1071 ;
+    d_reg21 <= \$1071 ;
   always @(posedge clk)
-    d_reg23 <= \$1072 ;
+    e_reg21 <= \$1072 ;
   always @(posedge clk)
-    e_reg23 <= \$1073 ;
+    d_reg22 <= \$1073 ;
   always @(posedge clk)
-    d_reg24 <= \$1074 ;
+    e_reg22 <= \$1074 ;
   always @(posedge clk)
-    e_reg24 <= \$1075 ;
+    d_reg23 <= \$1075 ;
   always @(posedge clk)
-    d_reg25 <= \$1076 ;
+    e_reg23 <= \$1076 ;
   always @(posedge clk)
-    e_reg25 <= \$1077 ;
+    d_reg24 <= \$1077 ;
   always @(posedge clk)
-    d_reg26 <= \$1078 ;
+    e_reg24 <= \$1078 ;
   always @(posedge clk)
-    e_reg26 <= \$1079 ;
+    d_reg25 <= \$1079 ;
   always @(posedge clk)
-    d_reg27 <= \$1080 ;
+    e_reg25 <= \$1080 ;
   always @(posedge clk)
-    e_reg27 <= \$1081 ;
+    d_reg26 <= \$1081 ;
   always @(posedge clk)
-    d_reg28 <= \$1082 ;
+    e_reg26 <= \$1082 ;
   always @(posedge clk)
-    e_reg28 <= \$1083 ;
+    d_reg27 <= \$1083 ;
   always @(posedge clk)
-    d_reg29 <= \$1084 ;
+    e_reg27 <= \$1084 ;
   always @(posedge clk)
-    e_reg29 <= \$1085 ;
+    d_reg28 <= \$1085 ;
   always @(posedge clk)
-    d_reg30 <= \$1086 ;
+    e_reg28 <= \$1086 ;
   always @(posedge clk)
-    e_reg30 <= \$1087 ;
+    d_reg29 <= \$1087 ;
   always @(posedge clk)
-    d_reg31 <= \$1088 ;
+    e_reg29 <= \$1088 ;
   always @(posedge clk)
-    e_reg31 <= \$1089 ;
+    d_reg30 <= \$1089 ;
+  always @(posedge clk)
+    e_reg30 <= \$1090 ;
+  always @(posedge clk)
+    d_reg31 <= \$1091 ;
+  always @(posedge clk)
+    e_reg31 <= \$1092 ;
   assign \$auto$rtlil.cc:2739:Not$2  = ~ m[31];
   assign \$auto$rtlil.cc:2739:Not$12  = ~ m[31];
   assign \$auto$rtlil.cc:2739:Not$14  = ~ m[31];
@@ -56078,7 +56090,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   );
   \ndp_device.control_unit.softmax.recip  recip (
     .clk(clk),
-    .done(\done$416 ),
+    .done(\done$419 ),
     .r(r),
     .rst(rst),
     .start(\start$18 ),
@@ -57834,75 +57846,33 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$896  = last_word;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$896  = \$731 [19:5];
-          end
-    endcase
+    \$896  = v8;
     if (rst) begin
-      \$896  = 15'h0000;
+      \$896  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$897  = tail_mask;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$897  = { \$763 , \$762 , \$761 , \$760 , \$759 , \$758 , \$757 , \$756 , \$755 , \$754 , \$753 , \$752 , \$751 , \$750 , \$749 , \$748 , \$747 , \$746 , \$745 , \$744 , \$743 , \$742 , \$741 , \$740 , \$739 , \$738 , \$737 , \$736 , \$735 , \$734 , \$733 , \$732  };
-          end
-    endcase
+    \$897  = w8;
     if (rst) begin
-      \$897  = 32'd0;
+      \$897  = 15'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$898  = partial;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$898  = \partial$414 ;
-          end
-    endcase
+    \$898  = last8;
     if (rst) begin
       \$898  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$899  = src_addr;
+    \$899  = last_word;
     casez (fsm_state)
       4'h0:
           if (start) begin
-            \$899  = 15'h0000;
+            \$899  = \$731 [19:5];
           end
-      4'h2:
-          \$899  = \$777 [14:0];
-      4'h3:
-          if (\$779 ) begin
-            \$899  = 15'h0000;
-          end
-      4'h4:
-          \$899  = \$780 [14:0];
-      4'h5:
-          /* empty */;
-      4'h6:
-          /* empty */;
-      4'h9:
-          /* empty */;
-      4'h7:
-          /* empty */;
-      4'h8:
-          /* empty */;
-      4'ha:
-          if (\done$416 ) begin
-            \$899  = 15'h0000;
-          end
-      4'hb:
-          \$899  = \$798 [14:0];
     endcase
     if (rst) begin
       \$899  = 15'h0000;
@@ -57910,11 +57880,74 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$900  = out_pass;
+    \$900  = tail_mask;
     casez (fsm_state)
       4'h0:
           if (start) begin
-            \$900  = 1'h0;
+            \$900  = { \$763 , \$762 , \$761 , \$760 , \$759 , \$758 , \$757 , \$756 , \$755 , \$754 , \$753 , \$752 , \$751 , \$750 , \$749 , \$748 , \$747 , \$746 , \$745 , \$744 , \$743 , \$742 , \$741 , \$740 , \$739 , \$738 , \$737 , \$736 , \$735 , \$734 , \$733 , \$732  };
+          end
+    endcase
+    if (rst) begin
+      \$900  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$901  = partial;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$901  = \partial$417 ;
+          end
+    endcase
+    if (rst) begin
+      \$901  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$902  = src_addr;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$902  = 15'h0000;
+          end
+      4'h2:
+          \$902  = \$777 [14:0];
+      4'h3:
+          if (\$779 ) begin
+            \$902  = 15'h0000;
+          end
+      4'h4:
+          \$902  = \$780 [14:0];
+      4'h5:
+          /* empty */;
+      4'h6:
+          /* empty */;
+      4'h9:
+          /* empty */;
+      4'h7:
+          /* empty */;
+      4'h8:
+          /* empty */;
+      4'ha:
+          if (\done$419 ) begin
+            \$902  = 15'h0000;
+          end
+      4'hb:
+          \$902  = \$798 [14:0];
+    endcase
+    if (rst) begin
+      \$902  = 15'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$903  = out_pass;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$903  = 1'h0;
           end
       4'h2:
           /* empty */;
@@ -57933,75 +57966,27 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
       4'h8:
           /* empty */;
       4'ha:
-          if (\done$416 ) begin
-            \$900  = 1'h1;
+          if (\done$419 ) begin
+            \$903  = 1'h1;
           end
     endcase
     if (rst) begin
-      \$900  = 1'h0;
+      \$903  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$901  = \$signal ;
+    \$904  = \$signal ;
     casez (fsm_state)
       4'h0:
           if (start) begin
-            \$901  = 32'd8388607;
+            \$904  = 32'd8388607;
           end
     endcase
     if (kreg2_valid) begin
       if (\$833 ) begin
-        \$901  = kreg2_0;
+        \$904  = kreg2_0;
       end
-    end
-    if (rst) begin
-      \$901  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$902  = m_nan;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$902  = 1'h0;
-          end
-    endcase
-    if (kreg2_valid) begin
-      \$902  = \$832 ;
-    end
-    if (rst) begin
-      \$902  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$903  = first_level;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$903  = \$775 [2:0];
-          end
-    endcase
-    if (rst) begin
-      \$903  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$904  = l;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$904  = 32'd0;
-          end
-    endcase
-    if (wr_v2) begin
-      casez (wr_set2)
-        2'h0:
-            \$904  = acc_s0;
-      endcase
     end
     if (rst) begin
       \$904  = 32'd0;
@@ -58009,51 +57994,36 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$905  = p0_1;
+    \$905  = m_nan;
     casez (fsm_state)
       4'h0:
           if (start) begin
-            \$905  = 32'd0;
+            \$905  = 1'h0;
           end
     endcase
-    if (wr_v2) begin
-      casez (wr_set2)
-        2'h0:
-            /* empty */;
-        2'h1:
-            \$905  = acc_s0;
-      endcase
+    if (kreg2_valid) begin
+      \$905  = \$832 ;
     end
     if (rst) begin
-      \$905  = 32'd0;
+      \$905  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$906  = p0_2;
+    \$906  = first_level;
     casez (fsm_state)
       4'h0:
           if (start) begin
-            \$906  = 32'd0;
+            \$906  = \$775 [2:0];
           end
     endcase
-    if (wr_v2) begin
-      casez (wr_set2)
-        2'h0:
-            /* empty */;
-        2'h1:
-            /* empty */;
-        2'h2:
-            \$906  = acc_s0;
-      endcase
-    end
     if (rst) begin
-      \$906  = 32'd0;
+      \$906  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$907  = p1_0;
+    \$907  = l;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -58063,7 +58033,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     if (wr_v2) begin
       casez (wr_set2)
         2'h0:
-            \$907  = acc_s1;
+            \$907  = acc_s0;
       endcase
     end
     if (rst) begin
@@ -58072,7 +58042,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$908  = p1_1;
+    \$908  = p0_1;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -58084,7 +58054,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
         2'h0:
             /* empty */;
         2'h1:
-            \$908  = acc_s1;
+            \$908  = acc_s0;
       endcase
     end
     if (rst) begin
@@ -58093,7 +58063,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$909  = p1_2;
+    \$909  = p0_2;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -58107,7 +58077,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
         2'h1:
             /* empty */;
         2'h2:
-            \$909  = acc_s1;
+            \$909  = acc_s0;
       endcase
     end
     if (rst) begin
@@ -58116,7 +58086,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$910  = p2_0;
+    \$910  = p1_0;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -58126,7 +58096,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     if (wr_v2) begin
       casez (wr_set2)
         2'h0:
-            \$910  = acc_s2;
+            \$910  = acc_s1;
       endcase
     end
     if (rst) begin
@@ -58135,7 +58105,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$911  = p2_1;
+    \$911  = p1_1;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -58147,7 +58117,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
         2'h0:
             /* empty */;
         2'h1:
-            \$911  = acc_s2;
+            \$911  = acc_s1;
       endcase
     end
     if (rst) begin
@@ -58156,7 +58126,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$912  = p2_2;
+    \$912  = p1_2;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -58170,7 +58140,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
         2'h1:
             /* empty */;
         2'h2:
-            \$912  = acc_s2;
+            \$912  = acc_s1;
       endcase
     end
     if (rst) begin
@@ -58179,7 +58149,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$913  = p3_0;
+    \$913  = p2_0;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -58189,7 +58159,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     if (wr_v2) begin
       casez (wr_set2)
         2'h0:
-            \$913  = acc_s3;
+            \$913  = acc_s2;
       endcase
     end
     if (rst) begin
@@ -58198,7 +58168,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$914  = p3_1;
+    \$914  = p2_1;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -58210,7 +58180,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
         2'h0:
             /* empty */;
         2'h1:
-            \$914  = acc_s3;
+            \$914  = acc_s2;
       endcase
     end
     if (rst) begin
@@ -58219,7 +58189,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$915  = p3_2;
+    \$915  = p2_2;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -58233,7 +58203,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
         2'h1:
             /* empty */;
         2'h2:
-            \$915  = acc_s3;
+            \$915  = acc_s2;
       endcase
     end
     if (rst) begin
@@ -58242,7 +58212,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$916  = p4_0;
+    \$916  = p3_0;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -58252,7 +58222,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     if (wr_v2) begin
       casez (wr_set2)
         2'h0:
-            \$916  = acc_s4;
+            \$916  = acc_s3;
       endcase
     end
     if (rst) begin
@@ -58261,7 +58231,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$917  = p4_1;
+    \$917  = p3_1;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -58273,7 +58243,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
         2'h0:
             /* empty */;
         2'h1:
-            \$917  = acc_s4;
+            \$917  = acc_s3;
       endcase
     end
     if (rst) begin
@@ -58282,7 +58252,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$918  = p4_2;
+    \$918  = p3_2;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -58296,7 +58266,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
         2'h1:
             /* empty */;
         2'h2:
-            \$918  = acc_s4;
+            \$918  = acc_s3;
       endcase
     end
     if (rst) begin
@@ -58305,7 +58275,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$919  = p5_0;
+    \$919  = p4_0;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -58315,7 +58285,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     if (wr_v2) begin
       casez (wr_set2)
         2'h0:
-            \$919  = acc_s5;
+            \$919  = acc_s4;
       endcase
     end
     if (rst) begin
@@ -58324,7 +58294,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$920  = p5_1;
+    \$920  = p4_1;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -58336,7 +58306,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
         2'h0:
             /* empty */;
         2'h1:
-            \$920  = acc_s5;
+            \$920  = acc_s4;
       endcase
     end
     if (rst) begin
@@ -58345,7 +58315,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$921  = p5_2;
+    \$921  = p4_2;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -58359,7 +58329,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
         2'h1:
             /* empty */;
         2'h2:
-            \$921  = acc_s5;
+            \$921  = acc_s4;
       endcase
     end
     if (rst) begin
@@ -58368,7 +58338,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$922  = p6_0;
+    \$922  = p5_0;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -58378,7 +58348,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     if (wr_v2) begin
       casez (wr_set2)
         2'h0:
-            \$922  = acc_s6;
+            \$922  = acc_s5;
       endcase
     end
     if (rst) begin
@@ -58387,7 +58357,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$923  = p6_1;
+    \$923  = p5_1;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -58399,7 +58369,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
         2'h0:
             /* empty */;
         2'h1:
-            \$923  = acc_s6;
+            \$923  = acc_s5;
       endcase
     end
     if (rst) begin
@@ -58408,7 +58378,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$924  = p6_2;
+    \$924  = p5_2;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -58422,7 +58392,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
         2'h1:
             /* empty */;
         2'h2:
-            \$924  = acc_s6;
+            \$924  = acc_s5;
       endcase
     end
     if (rst) begin
@@ -58431,7 +58401,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$925  = p7_0;
+    \$925  = p6_0;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -58441,7 +58411,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     if (wr_v2) begin
       casez (wr_set2)
         2'h0:
-            \$925  = acc_s7;
+            \$925  = acc_s6;
       endcase
     end
     if (rst) begin
@@ -58450,7 +58420,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$926  = p7_1;
+    \$926  = p6_1;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -58462,7 +58432,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
         2'h0:
             /* empty */;
         2'h1:
-            \$926  = acc_s7;
+            \$926  = acc_s6;
       endcase
     end
     if (rst) begin
@@ -58471,7 +58441,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$927  = p7_2;
+    \$927  = p6_2;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -58485,7 +58455,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
         2'h1:
             /* empty */;
         2'h2:
-            \$927  = acc_s7;
+            \$927  = acc_s6;
       endcase
     end
     if (rst) begin
@@ -58494,7 +58464,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$928  = p8_0;
+    \$928  = p7_0;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -58504,7 +58474,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     if (wr_v2) begin
       casez (wr_set2)
         2'h0:
-            \$928  = acc_s8;
+            \$928  = acc_s7;
       endcase
     end
     if (rst) begin
@@ -58513,7 +58483,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$929  = p8_1;
+    \$929  = p7_1;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -58525,7 +58495,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
         2'h0:
             /* empty */;
         2'h1:
-            \$929  = acc_s8;
+            \$929  = acc_s7;
       endcase
     end
     if (rst) begin
@@ -58534,7 +58504,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$930  = p8_2;
+    \$930  = p7_2;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -58548,7 +58518,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
         2'h1:
             /* empty */;
         2'h2:
-            \$930  = acc_s8;
+            \$930  = acc_s7;
       endcase
     end
     if (rst) begin
@@ -58557,7 +58527,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$931  = p9_0;
+    \$931  = p8_0;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -58567,7 +58537,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     if (wr_v2) begin
       casez (wr_set2)
         2'h0:
-            \$931  = acc_s9;
+            \$931  = acc_s8;
       endcase
     end
     if (rst) begin
@@ -58576,7 +58546,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$932  = p9_1;
+    \$932  = p8_1;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -58588,7 +58558,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
         2'h0:
             /* empty */;
         2'h1:
-            \$932  = acc_s9;
+            \$932  = acc_s8;
       endcase
     end
     if (rst) begin
@@ -58597,7 +58567,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$933  = p9_2;
+    \$933  = p8_2;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -58611,7 +58581,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
         2'h1:
             /* empty */;
         2'h2:
-            \$933  = acc_s9;
+            \$933  = acc_s8;
       endcase
     end
     if (rst) begin
@@ -58620,7 +58590,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$934  = p10_0;
+    \$934  = p9_0;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -58630,7 +58600,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     if (wr_v2) begin
       casez (wr_set2)
         2'h0:
-            \$934  = acc_s10;
+            \$934  = acc_s9;
       endcase
     end
     if (rst) begin
@@ -58639,7 +58609,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$935  = p10_1;
+    \$935  = p9_1;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -58651,7 +58621,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
         2'h0:
             /* empty */;
         2'h1:
-            \$935  = acc_s10;
+            \$935  = acc_s9;
       endcase
     end
     if (rst) begin
@@ -58660,7 +58630,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$936  = p10_2;
+    \$936  = p9_2;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -58674,7 +58644,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
         2'h1:
             /* empty */;
         2'h2:
-            \$936  = acc_s10;
+            \$936  = acc_s9;
       endcase
     end
     if (rst) begin
@@ -58683,7 +58653,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$937  = p11_0;
+    \$937  = p10_0;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -58693,7 +58663,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     if (wr_v2) begin
       casez (wr_set2)
         2'h0:
-            \$937  = acc_s11;
+            \$937  = acc_s10;
       endcase
     end
     if (rst) begin
@@ -58702,7 +58672,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$938  = p11_1;
+    \$938  = p10_1;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -58714,7 +58684,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
         2'h0:
             /* empty */;
         2'h1:
-            \$938  = acc_s11;
+            \$938  = acc_s10;
       endcase
     end
     if (rst) begin
@@ -58723,7 +58693,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$939  = p11_2;
+    \$939  = p10_2;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -58737,7 +58707,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
         2'h1:
             /* empty */;
         2'h2:
-            \$939  = acc_s11;
+            \$939  = acc_s10;
       endcase
     end
     if (rst) begin
@@ -58746,7 +58716,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$940  = p12_0;
+    \$940  = p11_0;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -58756,7 +58726,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     if (wr_v2) begin
       casez (wr_set2)
         2'h0:
-            \$940  = acc_s12;
+            \$940  = acc_s11;
       endcase
     end
     if (rst) begin
@@ -58765,7 +58735,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$941  = p12_1;
+    \$941  = p11_1;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -58777,7 +58747,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
         2'h0:
             /* empty */;
         2'h1:
-            \$941  = acc_s12;
+            \$941  = acc_s11;
       endcase
     end
     if (rst) begin
@@ -58786,7 +58756,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$942  = p12_2;
+    \$942  = p11_2;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -58800,7 +58770,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
         2'h1:
             /* empty */;
         2'h2:
-            \$942  = acc_s12;
+            \$942  = acc_s11;
       endcase
     end
     if (rst) begin
@@ -58809,7 +58779,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$943  = p13_0;
+    \$943  = p12_0;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -58819,7 +58789,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     if (wr_v2) begin
       casez (wr_set2)
         2'h0:
-            \$943  = acc_s13;
+            \$943  = acc_s12;
       endcase
     end
     if (rst) begin
@@ -58828,7 +58798,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$944  = p13_1;
+    \$944  = p12_1;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -58840,7 +58810,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
         2'h0:
             /* empty */;
         2'h1:
-            \$944  = acc_s13;
+            \$944  = acc_s12;
       endcase
     end
     if (rst) begin
@@ -58849,7 +58819,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$945  = p13_2;
+    \$945  = p12_2;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -58863,7 +58833,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
         2'h1:
             /* empty */;
         2'h2:
-            \$945  = acc_s13;
+            \$945  = acc_s12;
       endcase
     end
     if (rst) begin
@@ -58872,7 +58842,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$946  = p14_0;
+    \$946  = p13_0;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -58882,7 +58852,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     if (wr_v2) begin
       casez (wr_set2)
         2'h0:
-            \$946  = acc_s14;
+            \$946  = acc_s13;
       endcase
     end
     if (rst) begin
@@ -58891,7 +58861,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$947  = p14_1;
+    \$947  = p13_1;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -58903,7 +58873,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
         2'h0:
             /* empty */;
         2'h1:
-            \$947  = acc_s14;
+            \$947  = acc_s13;
       endcase
     end
     if (rst) begin
@@ -58912,7 +58882,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$948  = p14_2;
+    \$948  = p13_2;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -58926,7 +58896,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
         2'h1:
             /* empty */;
         2'h2:
-            \$948  = acc_s14;
+            \$948  = acc_s13;
       endcase
     end
     if (rst) begin
@@ -58935,7 +58905,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$949  = p15_0;
+    \$949  = p14_0;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -58945,7 +58915,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     if (wr_v2) begin
       casez (wr_set2)
         2'h0:
-            \$949  = acc_s15;
+            \$949  = acc_s14;
       endcase
     end
     if (rst) begin
@@ -58954,7 +58924,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$950  = p15_1;
+    \$950  = p14_1;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -58966,7 +58936,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
         2'h0:
             /* empty */;
         2'h1:
-            \$950  = acc_s15;
+            \$950  = acc_s14;
       endcase
     end
     if (rst) begin
@@ -58975,7 +58945,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$951  = p15_2;
+    \$951  = p14_2;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -58989,7 +58959,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
         2'h1:
             /* empty */;
         2'h2:
-            \$951  = acc_s15;
+            \$951  = acc_s14;
       endcase
     end
     if (rst) begin
@@ -58998,7 +58968,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$952  = p16_0;
+    \$952  = p15_0;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -59008,7 +58978,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     if (wr_v2) begin
       casez (wr_set2)
         2'h0:
-            \$952  = acc_s16;
+            \$952  = acc_s15;
       endcase
     end
     if (rst) begin
@@ -59017,7 +58987,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$953  = p16_1;
+    \$953  = p15_1;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -59029,7 +58999,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
         2'h0:
             /* empty */;
         2'h1:
-            \$953  = acc_s16;
+            \$953  = acc_s15;
       endcase
     end
     if (rst) begin
@@ -59038,7 +59008,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$954  = p16_2;
+    \$954  = p15_2;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -59052,7 +59022,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
         2'h1:
             /* empty */;
         2'h2:
-            \$954  = acc_s16;
+            \$954  = acc_s15;
       endcase
     end
     if (rst) begin
@@ -59061,7 +59031,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$955  = p17_0;
+    \$955  = p16_0;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -59071,7 +59041,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     if (wr_v2) begin
       casez (wr_set2)
         2'h0:
-            \$955  = acc_s17;
+            \$955  = acc_s16;
       endcase
     end
     if (rst) begin
@@ -59080,7 +59050,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$956  = p17_1;
+    \$956  = p16_1;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -59092,7 +59062,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
         2'h0:
             /* empty */;
         2'h1:
-            \$956  = acc_s17;
+            \$956  = acc_s16;
       endcase
     end
     if (rst) begin
@@ -59101,7 +59071,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$957  = p17_2;
+    \$957  = p16_2;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -59115,7 +59085,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
         2'h1:
             /* empty */;
         2'h2:
-            \$957  = acc_s17;
+            \$957  = acc_s16;
       endcase
     end
     if (rst) begin
@@ -59124,7 +59094,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$958  = p18_0;
+    \$958  = p17_0;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -59134,7 +59104,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     if (wr_v2) begin
       casez (wr_set2)
         2'h0:
-            \$958  = acc_s18;
+            \$958  = acc_s17;
       endcase
     end
     if (rst) begin
@@ -59143,7 +59113,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$959  = p18_1;
+    \$959  = p17_1;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -59155,7 +59125,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
         2'h0:
             /* empty */;
         2'h1:
-            \$959  = acc_s18;
+            \$959  = acc_s17;
       endcase
     end
     if (rst) begin
@@ -59164,7 +59134,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$960  = p18_2;
+    \$960  = p17_2;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -59178,7 +59148,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
         2'h1:
             /* empty */;
         2'h2:
-            \$960  = acc_s18;
+            \$960  = acc_s17;
       endcase
     end
     if (rst) begin
@@ -59187,7 +59157,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$961  = p19_0;
+    \$961  = p18_0;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -59197,7 +59167,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     if (wr_v2) begin
       casez (wr_set2)
         2'h0:
-            \$961  = acc_s19;
+            \$961  = acc_s18;
       endcase
     end
     if (rst) begin
@@ -59206,7 +59176,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$962  = p19_1;
+    \$962  = p18_1;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -59218,7 +59188,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
         2'h0:
             /* empty */;
         2'h1:
-            \$962  = acc_s19;
+            \$962  = acc_s18;
       endcase
     end
     if (rst) begin
@@ -59227,7 +59197,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$963  = p19_2;
+    \$963  = p18_2;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -59241,7 +59211,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
         2'h1:
             /* empty */;
         2'h2:
-            \$963  = acc_s19;
+            \$963  = acc_s18;
       endcase
     end
     if (rst) begin
@@ -59250,7 +59220,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$964  = p20_0;
+    \$964  = p19_0;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -59260,7 +59230,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     if (wr_v2) begin
       casez (wr_set2)
         2'h0:
-            \$964  = acc_s20;
+            \$964  = acc_s19;
       endcase
     end
     if (rst) begin
@@ -59269,7 +59239,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$965  = p20_1;
+    \$965  = p19_1;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -59281,7 +59251,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
         2'h0:
             /* empty */;
         2'h1:
-            \$965  = acc_s20;
+            \$965  = acc_s19;
       endcase
     end
     if (rst) begin
@@ -59290,7 +59260,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$966  = p20_2;
+    \$966  = p19_2;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -59304,7 +59274,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
         2'h1:
             /* empty */;
         2'h2:
-            \$966  = acc_s20;
+            \$966  = acc_s19;
       endcase
     end
     if (rst) begin
@@ -59313,7 +59283,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$967  = p21_0;
+    \$967  = p20_0;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -59323,7 +59293,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     if (wr_v2) begin
       casez (wr_set2)
         2'h0:
-            \$967  = acc_s21;
+            \$967  = acc_s20;
       endcase
     end
     if (rst) begin
@@ -59332,7 +59302,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$968  = p21_1;
+    \$968  = p20_1;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -59344,7 +59314,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
         2'h0:
             /* empty */;
         2'h1:
-            \$968  = acc_s21;
+            \$968  = acc_s20;
       endcase
     end
     if (rst) begin
@@ -59353,7 +59323,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$969  = p21_2;
+    \$969  = p20_2;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -59367,7 +59337,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
         2'h1:
             /* empty */;
         2'h2:
-            \$969  = acc_s21;
+            \$969  = acc_s20;
       endcase
     end
     if (rst) begin
@@ -59376,7 +59346,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$970  = p22_0;
+    \$970  = p21_0;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -59386,7 +59356,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     if (wr_v2) begin
       casez (wr_set2)
         2'h0:
-            \$970  = acc_s22;
+            \$970  = acc_s21;
       endcase
     end
     if (rst) begin
@@ -59395,7 +59365,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$971  = p22_1;
+    \$971  = p21_1;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -59407,7 +59377,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
         2'h0:
             /* empty */;
         2'h1:
-            \$971  = acc_s22;
+            \$971  = acc_s21;
       endcase
     end
     if (rst) begin
@@ -59416,7 +59386,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$972  = p22_2;
+    \$972  = p21_2;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -59430,7 +59400,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
         2'h1:
             /* empty */;
         2'h2:
-            \$972  = acc_s22;
+            \$972  = acc_s21;
       endcase
     end
     if (rst) begin
@@ -59439,7 +59409,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$973  = p23_0;
+    \$973  = p22_0;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -59449,7 +59419,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     if (wr_v2) begin
       casez (wr_set2)
         2'h0:
-            \$973  = acc_s23;
+            \$973  = acc_s22;
       endcase
     end
     if (rst) begin
@@ -59458,7 +59428,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$974  = p23_1;
+    \$974  = p22_1;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -59470,7 +59440,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
         2'h0:
             /* empty */;
         2'h1:
-            \$974  = acc_s23;
+            \$974  = acc_s22;
       endcase
     end
     if (rst) begin
@@ -59479,7 +59449,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$975  = p23_2;
+    \$975  = p22_2;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -59493,7 +59463,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
         2'h1:
             /* empty */;
         2'h2:
-            \$975  = acc_s23;
+            \$975  = acc_s22;
       endcase
     end
     if (rst) begin
@@ -59502,7 +59472,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$976  = p24_0;
+    \$976  = p23_0;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -59512,7 +59482,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     if (wr_v2) begin
       casez (wr_set2)
         2'h0:
-            \$976  = acc_s24;
+            \$976  = acc_s23;
       endcase
     end
     if (rst) begin
@@ -59521,7 +59491,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$977  = p24_1;
+    \$977  = p23_1;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -59533,7 +59503,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
         2'h0:
             /* empty */;
         2'h1:
-            \$977  = acc_s24;
+            \$977  = acc_s23;
       endcase
     end
     if (rst) begin
@@ -59542,7 +59512,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$978  = p24_2;
+    \$978  = p23_2;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -59556,7 +59526,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
         2'h1:
             /* empty */;
         2'h2:
-            \$978  = acc_s24;
+            \$978  = acc_s23;
       endcase
     end
     if (rst) begin
@@ -59565,7 +59535,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$979  = p25_0;
+    \$979  = p24_0;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -59575,7 +59545,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     if (wr_v2) begin
       casez (wr_set2)
         2'h0:
-            \$979  = acc_s25;
+            \$979  = acc_s24;
       endcase
     end
     if (rst) begin
@@ -59584,7 +59554,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$980  = p25_1;
+    \$980  = p24_1;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -59596,7 +59566,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
         2'h0:
             /* empty */;
         2'h1:
-            \$980  = acc_s25;
+            \$980  = acc_s24;
       endcase
     end
     if (rst) begin
@@ -59605,7 +59575,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$981  = p25_2;
+    \$981  = p24_2;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -59619,7 +59589,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
         2'h1:
             /* empty */;
         2'h2:
-            \$981  = acc_s25;
+            \$981  = acc_s24;
       endcase
     end
     if (rst) begin
@@ -59628,7 +59598,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$982  = p26_0;
+    \$982  = p25_0;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -59638,7 +59608,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     if (wr_v2) begin
       casez (wr_set2)
         2'h0:
-            \$982  = acc_s26;
+            \$982  = acc_s25;
       endcase
     end
     if (rst) begin
@@ -59647,7 +59617,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$983  = p26_1;
+    \$983  = p25_1;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -59659,7 +59629,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
         2'h0:
             /* empty */;
         2'h1:
-            \$983  = acc_s26;
+            \$983  = acc_s25;
       endcase
     end
     if (rst) begin
@@ -59668,7 +59638,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$984  = p26_2;
+    \$984  = p25_2;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -59682,7 +59652,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
         2'h1:
             /* empty */;
         2'h2:
-            \$984  = acc_s26;
+            \$984  = acc_s25;
       endcase
     end
     if (rst) begin
@@ -59691,7 +59661,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$985  = p27_0;
+    \$985  = p26_0;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -59701,7 +59671,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     if (wr_v2) begin
       casez (wr_set2)
         2'h0:
-            \$985  = acc_s27;
+            \$985  = acc_s26;
       endcase
     end
     if (rst) begin
@@ -59710,7 +59680,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$986  = p27_1;
+    \$986  = p26_1;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -59722,7 +59692,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
         2'h0:
             /* empty */;
         2'h1:
-            \$986  = acc_s27;
+            \$986  = acc_s26;
       endcase
     end
     if (rst) begin
@@ -59731,7 +59701,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$987  = p27_2;
+    \$987  = p26_2;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -59745,7 +59715,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
         2'h1:
             /* empty */;
         2'h2:
-            \$987  = acc_s27;
+            \$987  = acc_s26;
       endcase
     end
     if (rst) begin
@@ -59754,7 +59724,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$988  = p28_0;
+    \$988  = p27_0;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -59764,7 +59734,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     if (wr_v2) begin
       casez (wr_set2)
         2'h0:
-            \$988  = acc_s28;
+            \$988  = acc_s27;
       endcase
     end
     if (rst) begin
@@ -59773,7 +59743,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$989  = p28_1;
+    \$989  = p27_1;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -59785,7 +59755,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
         2'h0:
             /* empty */;
         2'h1:
-            \$989  = acc_s28;
+            \$989  = acc_s27;
       endcase
     end
     if (rst) begin
@@ -59794,7 +59764,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$990  = p28_2;
+    \$990  = p27_2;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -59808,7 +59778,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
         2'h1:
             /* empty */;
         2'h2:
-            \$990  = acc_s28;
+            \$990  = acc_s27;
       endcase
     end
     if (rst) begin
@@ -59817,7 +59787,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$991  = p29_0;
+    \$991  = p28_0;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -59827,7 +59797,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     if (wr_v2) begin
       casez (wr_set2)
         2'h0:
-            \$991  = acc_s29;
+            \$991  = acc_s28;
       endcase
     end
     if (rst) begin
@@ -59836,7 +59806,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$992  = p29_1;
+    \$992  = p28_1;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -59848,7 +59818,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
         2'h0:
             /* empty */;
         2'h1:
-            \$992  = acc_s29;
+            \$992  = acc_s28;
       endcase
     end
     if (rst) begin
@@ -59857,7 +59827,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$993  = p29_2;
+    \$993  = p28_2;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -59871,7 +59841,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
         2'h1:
             /* empty */;
         2'h2:
-            \$993  = acc_s29;
+            \$993  = acc_s28;
       endcase
     end
     if (rst) begin
@@ -59880,7 +59850,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$994  = p30_0;
+    \$994  = p29_0;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -59890,7 +59860,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     if (wr_v2) begin
       casez (wr_set2)
         2'h0:
-            \$994  = acc_s30;
+            \$994  = acc_s29;
       endcase
     end
     if (rst) begin
@@ -59899,7 +59869,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$995  = p30_1;
+    \$995  = p29_1;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -59911,7 +59881,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
         2'h0:
             /* empty */;
         2'h1:
-            \$995  = acc_s30;
+            \$995  = acc_s29;
       endcase
     end
     if (rst) begin
@@ -59920,7 +59890,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$996  = p30_2;
+    \$996  = p29_2;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -59934,7 +59904,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
         2'h1:
             /* empty */;
         2'h2:
-            \$996  = acc_s30;
+            \$996  = acc_s29;
       endcase
     end
     if (rst) begin
@@ -59943,7 +59913,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$997  = p31_0;
+    \$997  = p30_0;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -59953,7 +59923,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     if (wr_v2) begin
       casez (wr_set2)
         2'h0:
-            \$997  = acc_s31;
+            \$997  = acc_s30;
       endcase
     end
     if (rst) begin
@@ -59962,7 +59932,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$998  = p31_1;
+    \$998  = p30_1;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -59974,7 +59944,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
         2'h0:
             /* empty */;
         2'h1:
-            \$998  = acc_s31;
+            \$998  = acc_s30;
       endcase
     end
     if (rst) begin
@@ -59983,7 +59953,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$999  = p31_2;
+    \$999  = p30_2;
     casez (fsm_state)
       4'h0:
           if (start) begin
@@ -59997,7 +59967,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
         2'h1:
             /* empty */;
         2'h2:
-            \$999  = acc_s31;
+            \$999  = acc_s30;
       endcase
     end
     if (rst) begin
@@ -60006,42 +59976,105 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1000  = fsm_state;
+    \$1000  = p31_0;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1000  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            \$1000  = acc_s31;
+      endcase
+    end
+    if (rst) begin
+      \$1000  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$1001  = p31_1;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1001  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            \$1001  = acc_s31;
+      endcase
+    end
+    if (rst) begin
+      \$1001  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$1002  = p31_2;
+    casez (fsm_state)
+      4'h0:
+          if (start) begin
+            \$1002  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            \$1002  = acc_s31;
+      endcase
+    end
+    if (rst) begin
+      \$1002  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$1003  = fsm_state;
     casez (fsm_state)
       4'h0:
           if (start) begin
             (* full_case = 32'd1 *)
             if (\$776 ) begin
-              \$1000  = 4'h1;
+              \$1003  = 4'h1;
             end else begin
-              \$1000  = 4'h2;
+              \$1003  = 4'h2;
             end
           end
       4'h2:
           if (rd_last) begin
-            \$1000  = 4'h3;
+            \$1003  = 4'h3;
           end
       4'h3:
           if (\$779 ) begin
-            \$1000  = 4'h4;
+            \$1003  = 4'h4;
           end
       4'h4:
           if (rd_last) begin
-            \$1000  = 4'h5;
+            \$1003  = 4'h5;
           end
       4'h5:
           if (\$782 ) begin
             (* full_case = 32'd1 *)
             if (\$783 ) begin
-              \$1000  = 4'h6;
+              \$1003  = 4'h6;
             end else begin
               (* full_case = 32'd1 *)
               if (\$784 ) begin
-                \$1000  = 4'h7;
+                \$1003  = 4'h7;
               end else if (partial) begin
-                \$1000  = 4'h1;
+                \$1003  = 4'h1;
               end else begin
-                \$1000  = 4'h8;
+                \$1003  = 4'h8;
               end
             end
           end
@@ -60049,15 +60082,15 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
           if (\$786 ) begin
             (* full_case = 32'd1 *)
             if (\$787 ) begin
-              \$1000  = 4'h9;
+              \$1003  = 4'h9;
             end else begin
               (* full_case = 32'd1 *)
               if (\$788 ) begin
-                \$1000  = 4'h7;
+                \$1003  = 4'h7;
               end else if (partial) begin
-                \$1000  = 4'h1;
+                \$1003  = 4'h1;
               end else begin
-                \$1000  = 4'h8;
+                \$1003  = 4'h8;
               end
             end
           end
@@ -60065,80 +60098,80 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
           if (\$790 ) begin
             (* full_case = 32'd1 *)
             if (\$791 ) begin
-              \$1000  = 4'h7;
+              \$1003  = 4'h7;
             end else if (partial) begin
-              \$1000  = 4'h1;
+              \$1003  = 4'h1;
             end else begin
-              \$1000  = 4'h8;
+              \$1003  = 4'h8;
             end
           end
       4'h7:
           if (\$793 ) begin
             if (\$796 ) begin
-              \$1000  = 4'h1;
+              \$1003  = 4'h1;
             end else if (\$797 ) begin
-              \$1000  = 4'h8;
+              \$1003  = 4'h8;
             end
           end
       4'h8:
-          \$1000  = 4'ha;
+          \$1003  = 4'ha;
       4'ha:
-          if (\done$416 ) begin
-            \$1000  = 4'hb;
+          if (\done$419 ) begin
+            \$1003  = 4'hb;
           end
       4'hb:
           if (rd_last) begin
-            \$1000  = 4'hc;
+            \$1003  = 4'hc;
           end
       4'hc:
           if (\$800 ) begin
-            \$1000  = 4'h1;
+            \$1003  = 4'h1;
           end
       4'h1:
-          \$1000  = 4'h0;
+          \$1003  = 4'h0;
     endcase
     if (rst) begin
-      \$1000  = 4'h0;
+      \$1003  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1001  = \wait ;
+    \$1004  = \wait ;
     casez (fsm_state)
       4'h0:
           /* empty */;
       4'h2:
-          \$1001  = 4'h1;
+          \$1004  = 4'h1;
       4'h3:
-          \$1001  = \$778 [3:0];
+          \$1004  = \$778 [3:0];
       4'h4:
-          \$1001  = 4'h7;
+          \$1004  = 4'h8;
       4'h5:
         begin
-          \$1001  = \$781 [3:0];
+          \$1004  = \$781 [3:0];
           if (\$782 ) begin
-            \$1001  = 4'h2;
+            \$1004  = 4'h2;
           end
         end
       4'h6:
         begin
-          \$1001  = \$785 [3:0];
+          \$1004  = \$785 [3:0];
           if (\$786 ) begin
-            \$1001  = 4'h2;
+            \$1004  = 4'h2;
           end
         end
       4'h9:
         begin
-          \$1001  = \$789 [3:0];
+          \$1004  = \$789 [3:0];
           if (\$790 ) begin
-            \$1001  = 4'h2;
+            \$1004  = 4'h2;
           end
         end
       4'h7:
         begin
-          \$1001  = \$792 [3:0];
+          \$1004  = \$792 [3:0];
           if (\$793 ) begin
-            \$1001  = 4'h2;
+            \$1004  = 4'h2;
           end
         end
       4'h8:
@@ -60146,22 +60179,22 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
       4'ha:
           /* empty */;
       4'hb:
-          \$1001  = 4'h6;
+          \$1004  = 4'h7;
       4'hc:
         begin
-          \$1001  = \$799 [3:0];
+          \$1004  = \$799 [3:0];
           if (\$800 ) begin
-            \$1001  = 4'h2;
+            \$1004  = 4'h2;
           end
         end
     endcase
     if (rst) begin
-      \$1001  = 4'h0;
+      \$1004  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1002  = acc_set;
+    \$1005  = acc_set;
     casez (fsm_state)
       4'h0:
           /* empty */;
@@ -60169,19 +60202,19 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
           /* empty */;
       4'h3:
           if (\$779 ) begin
-            \$1002  = 2'h0;
+            \$1005  = 2'h0;
           end
     endcase
     if (\$835 ) begin
-      \$1002  = \$838 [1:0];
+      \$1005  = \$838 [1:0];
     end
     if (rst) begin
-      \$1002  = 2'h0;
+      \$1005  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1003  = level;
+    \$1006  = level;
     casez (fsm_state)
       4'h0:
           /* empty */;
@@ -60196,7 +60229,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
             (* full_case = 32'd1 *)
             if (\$783 ) begin
             end else begin
-              \$1003  = first_level;
+              \$1006  = first_level;
             end
           end
       4'h6:
@@ -60204,636 +60237,636 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
             (* full_case = 32'd1 *)
             if (\$787 ) begin
             end else begin
-              \$1003  = first_level;
+              \$1006  = first_level;
             end
           end
       4'h9:
           if (\$790 ) begin
-            \$1003  = first_level;
+            \$1006  = first_level;
           end
       4'h7:
           if (\$793 ) begin
-            \$1003  = \$794 [2:0];
+            \$1006  = \$794 [2:0];
           end
     endcase
     if (rst) begin
-      \$1003  = 3'h0;
+      \$1006  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1004  = \$signal$14 ;
+    \$1007  = \$signal$14 ;
     if (rst) begin
-      \$1004  = 1'h0;
+      \$1007  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1005  = rd_last;
+    \$1008  = rd_last;
     if (rst) begin
-      \$1005  = 1'h0;
+      \$1008  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1006  = kred4_0;
-    if (rst) begin
-      \$1006  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1007  = kred4_1;
-    if (rst) begin
-      \$1007  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1008  = kred4_2;
-    if (rst) begin
-      \$1008  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1009  = kred4_3;
+    \$1009  = kred4_0;
     if (rst) begin
       \$1009  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1010  = \$807 ;
+    \$1010  = kred4_1;
     if (rst) begin
-      \$1010  = 1'h0;
+      \$1010  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1011  = \$814 ;
+    \$1011  = kred4_2;
     if (rst) begin
-      \$1011  = 1'h0;
+      \$1011  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1012  = \$821 ;
+    \$1012  = kred4_3;
     if (rst) begin
-      \$1012  = 1'h0;
+      \$1012  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1013  = \$828 ;
+    \$1013  = \$807 ;
     if (rst) begin
       \$1013  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1014  = \$signal$417 ;
+    \$1014  = \$814 ;
     if (rst) begin
       \$1014  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1015  = kred1_0;
+    \$1015  = \$821 ;
     if (rst) begin
-      \$1015  = 32'd0;
+      \$1015  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1016  = \$831 ;
+    \$1016  = \$828 ;
     if (rst) begin
       \$1016  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1017  = kreg1_valid;
+    \$1017  = \$signal$420 ;
     if (rst) begin
       \$1017  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1018  = 1'h0;
-    if (\$835 ) begin
-      if (partial) begin
-        \$1018  = 1'h1;
-      end
-    end
-    if (\$839 ) begin
-      \$1018  = 1'h1;
-    end
+    \$1018  = kred1_0;
     if (rst) begin
-      \$1018  = 1'h0;
+      \$1018  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1019  = w6;
-    if (\$839 ) begin
-      \$1019  = w7;
-    end
+    \$1019  = \$831 ;
     if (rst) begin
-      \$1019  = 15'h0000;
+      \$1019  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1020  = last6;
-    if (\$839 ) begin
-      \$1020  = last7;
-    end
+    \$1020  = kreg1_valid;
     if (rst) begin
       \$1020  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1021  = dst_data;
+    \$1021  = 1'h0;
+    if (\$835 ) begin
+      if (partial) begin
+        \$1021  = 1'h1;
+      end
+    end
+    if (\$839 ) begin
+      \$1021  = 1'h1;
+    end
     if (rst) begin
-      \$1021  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$1021  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1022  = wr_v0;
+    \$1022  = w7;
+    if (\$839 ) begin
+      \$1022  = w8;
+    end
     if (rst) begin
-      \$1022  = 1'h0;
+      \$1022  = 15'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1023  = wr_set0;
+    \$1023  = last7;
+    if (\$839 ) begin
+      \$1023  = last8;
+    end
     if (rst) begin
-      \$1023  = 2'h0;
+      \$1023  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1024  = wr_v1;
+    \$1024  = dst_data;
     if (rst) begin
-      \$1024  = 1'h0;
+      \$1024  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1025  = wr_set1;
+    \$1025  = wr_v0;
     if (rst) begin
-      \$1025  = 2'h0;
+      \$1025  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1026  = d0;
+    \$1026  = wr_set0;
     if (rst) begin
-      \$1026  = 32'd0;
+      \$1026  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1027  = e0;
+    \$1027  = wr_v1;
     if (rst) begin
-      \$1027  = 32'd0;
+      \$1027  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1028  = d1;
+    \$1028  = wr_set1;
     if (rst) begin
-      \$1028  = 32'd0;
+      \$1028  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1029  = e1;
+    \$1029  = d0;
     if (rst) begin
       \$1029  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1030  = d2;
+    \$1030  = e0;
     if (rst) begin
       \$1030  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1031  = e2;
+    \$1031  = d1;
     if (rst) begin
       \$1031  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1032  = d3;
+    \$1032  = e1;
     if (rst) begin
       \$1032  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1033  = e3;
+    \$1033  = d2;
     if (rst) begin
       \$1033  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1034  = d4;
+    \$1034  = e2;
     if (rst) begin
       \$1034  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1035  = e4;
+    \$1035  = d3;
     if (rst) begin
       \$1035  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1036  = d5;
+    \$1036  = e3;
     if (rst) begin
       \$1036  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1037  = e5;
+    \$1037  = d4;
     if (rst) begin
       \$1037  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1038  = d6;
+    \$1038  = e4;
     if (rst) begin
       \$1038  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1039  = e6;
+    \$1039  = d5;
     if (rst) begin
       \$1039  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1040  = d7;
+    \$1040  = e5;
     if (rst) begin
       \$1040  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1041  = e7;
+    \$1041  = d6;
     if (rst) begin
       \$1041  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1042  = d8;
+    \$1042  = e6;
     if (rst) begin
       \$1042  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1043  = e8;
+    \$1043  = d7;
     if (rst) begin
       \$1043  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1044  = d9;
+    \$1044  = e7;
     if (rst) begin
       \$1044  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1045  = e9;
+    \$1045  = d8;
     if (rst) begin
       \$1045  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1046  = d10;
+    \$1046  = e8;
     if (rst) begin
       \$1046  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1047  = e10;
+    \$1047  = d9;
     if (rst) begin
       \$1047  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1048  = d11;
+    \$1048  = e9;
     if (rst) begin
       \$1048  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1049  = e11;
+    \$1049  = d10;
     if (rst) begin
       \$1049  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1050  = d12;
+    \$1050  = e10;
     if (rst) begin
       \$1050  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1051  = e12;
+    \$1051  = d11;
     if (rst) begin
       \$1051  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1052  = d13;
+    \$1052  = e11;
     if (rst) begin
       \$1052  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1053  = e13;
+    \$1053  = d12;
     if (rst) begin
       \$1053  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1054  = d14;
+    \$1054  = e12;
     if (rst) begin
       \$1054  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1055  = e14;
+    \$1055  = d13;
     if (rst) begin
       \$1055  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1056  = d15;
+    \$1056  = e13;
     if (rst) begin
       \$1056  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1057  = e15;
+    \$1057  = d14;
     if (rst) begin
       \$1057  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1058  = d16;
+    \$1058  = e14;
     if (rst) begin
       \$1058  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1059  = e16;
+    \$1059  = d15;
     if (rst) begin
       \$1059  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1060  = d17;
+    \$1060  = e15;
     if (rst) begin
       \$1060  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1061  = e17;
+    \$1061  = d16;
     if (rst) begin
       \$1061  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1062  = d18;
+    \$1062  = e16;
     if (rst) begin
       \$1062  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1063  = e18;
+    \$1063  = d17;
     if (rst) begin
       \$1063  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1064  = d19;
+    \$1064  = e17;
     if (rst) begin
       \$1064  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1065  = e19;
+    \$1065  = d18;
     if (rst) begin
       \$1065  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1066  = d20;
+    \$1066  = e18;
     if (rst) begin
       \$1066  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1067  = e20;
+    \$1067  = d19;
     if (rst) begin
       \$1067  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1068  = d21;
+    \$1068  = e19;
     if (rst) begin
       \$1068  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1069  = e21;
+    \$1069  = d20;
     if (rst) begin
       \$1069  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1070  = d22;
+    \$1070  = e20;
     if (rst) begin
       \$1070  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1071  = e22;
+    \$1071  = d21;
     if (rst) begin
       \$1071  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1072  = d23;
+    \$1072  = e21;
     if (rst) begin
       \$1072  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1073  = e23;
+    \$1073  = d22;
     if (rst) begin
       \$1073  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1074  = d24;
+    \$1074  = e22;
     if (rst) begin
       \$1074  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1075  = e24;
+    \$1075  = d23;
     if (rst) begin
       \$1075  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1076  = d25;
+    \$1076  = e23;
     if (rst) begin
       \$1076  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1077  = e25;
+    \$1077  = d24;
     if (rst) begin
       \$1077  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1078  = d26;
+    \$1078  = e24;
     if (rst) begin
       \$1078  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1079  = e26;
+    \$1079  = d25;
     if (rst) begin
       \$1079  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1080  = d27;
+    \$1080  = e25;
     if (rst) begin
       \$1080  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1081  = e27;
+    \$1081  = d26;
     if (rst) begin
       \$1081  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1082  = d28;
+    \$1082  = e26;
     if (rst) begin
       \$1082  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1083  = e28;
+    \$1083  = d27;
     if (rst) begin
       \$1083  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1084  = d29;
+    \$1084  = e27;
     if (rst) begin
       \$1084  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1085  = e29;
+    \$1085  = d28;
     if (rst) begin
       \$1085  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1086  = d30;
+    \$1086  = e28;
     if (rst) begin
       \$1086  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1087  = e30;
+    \$1087  = d29;
     if (rst) begin
       \$1087  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1088  = d31;
+    \$1088  = e29;
     if (rst) begin
       \$1088  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
-    \$1089  = e31;
+    \$1089  = d30;
     if (rst) begin
       \$1089  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$1090  = e30;
+    if (rst) begin
+      \$1090  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$1091  = d31;
+    if (rst) begin
+      \$1091  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    \$1092  = e31;
+    if (rst) begin
+      \$1092  = 32'd0;
     end
   end
   assign rd = src_addr;
@@ -70297,10 +70330,13 @@ module ndp_exp_approx_pipe(clk, rst, e, d);
   wire [34:0] \$14 ;
   wire \$15 ;
   wire \$16 ;
-  reg [33:0] \$17 ;
+  reg [31:0] \$17 ;
   reg \$18 ;
   reg \$19 ;
   wire \$2 ;
+  reg [33:0] \$20 ;
+  reg \$21 ;
+  reg \$22 ;
   wire \$3 ;
   wire \$4 ;
   wire [8:0] \$5 ;
@@ -70323,9 +70359,12 @@ module ndp_exp_approx_pipe(clk, rst, e, d);
   wire [31:0] exp_e;
   wire [30:0] exp_mag;
   wire exp_nan;
+  reg [31:0] exp_s1_big_d = 32'd0;
   reg exp_s1_nan = 1'h0;
   reg exp_s1_small = 1'h0;
-  reg [33:0] exp_s1_t = 34'h000000000;
+  reg exp_s2_nan = 1'h0;
+  reg exp_s2_small = 1'h0;
+  reg [33:0] exp_s2_t = 34'h000000000;
   wire [4:0] exp_shift;
   wire exp_small;
   wire [23:0] exp_y;
@@ -70343,22 +70382,28 @@ module ndp_exp_approx_pipe(clk, rst, e, d);
   assign exp_mag = { \$7 , d[22:0], 7'h00 } >> \$6 [4:0];
   assign \$8  = - exp_mag;
   assign exp_D = d[31] ? \$8  : { 1'h0, exp_mag };
-  assign exp_DQ = $signed(exp_D) * $signed(32'd1549082005);
-  assign \$10  = exp_diff * exp_s1_t[17:0];
+  assign exp_DQ = $signed(exp_s1_big_d) * $signed(32'd1549082005);
+  assign \$10  = exp_diff * exp_s2_t[17:0];
   assign \$12  = exp_base + \$11 ;
   assign \$14  = $signed(\$13 ) + $signed(8'h7f);
   assign \$15  = $signed(\$14 [10:0]) <= $signed(1'h0);
-  assign \$16  = exp_s1_small | \$15 ;
+  assign \$16  = exp_s2_small | \$15 ;
   always @(posedge clk)
-    exp_s1_t <= \$17 ;
+    exp_s1_big_d <= \$17 ;
   always @(posedge clk)
     exp_s1_nan <= \$18 ;
   always @(posedge clk)
     exp_s1_small <= \$19 ;
+  always @(posedge clk)
+    exp_s2_t <= \$20 ;
+  always @(posedge clk)
+    exp_s2_nan <= \$21 ;
+  always @(posedge clk)
+    exp_s2_small <= \$22 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (exp_s1_t[23:18])
+    casez (exp_s2_t[23:18])
       6'h00:
           exp_base = 24'h800000;
       6'h01:
@@ -70492,7 +70537,7 @@ module ndp_exp_approx_pipe(clk, rst, e, d);
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    casez (exp_s1_t[23:18])
+    casez (exp_s2_t[23:18])
       6'h00:
           exp_diff = 18'h164d2;
       6'h01:
@@ -70626,7 +70671,7 @@ module ndp_exp_approx_pipe(clk, rst, e, d);
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
-    if (exp_s1_nan) begin
+    if (exp_s2_nan) begin
       e = 32'd2143289344;
     end else if (\$16 ) begin
       e = 32'd0;
@@ -70636,9 +70681,9 @@ module ndp_exp_approx_pipe(clk, rst, e, d);
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$17  = \$9 [33:0];
+    \$17  = exp_D;
     if (rst) begin
-      \$17  = 34'h000000000;
+      \$17  = 32'd0;
     end
   end
   always @* begin
@@ -70655,6 +70700,27 @@ module ndp_exp_approx_pipe(clk, rst, e, d);
       \$19  = 1'h0;
     end
   end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$20  = \$9 [33:0];
+    if (rst) begin
+      \$20  = 34'h000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$21  = exp_s1_nan;
+    if (rst) begin
+      \$21  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$22  = exp_s1_small;
+    if (rst) begin
+      \$22  = 1'h0;
+    end
+  end
   assign exp_shift = \$6 [4:0];
   assign exp_T = \$9 [33:0];
   assign exp_y = \$12 [23:0];
@@ -70662,7 +70728,7 @@ module ndp_exp_approx_pipe(clk, rst, e, d);
   assign exp_e = e;
   assign \$9  = { exp_DQ[63], exp_DQ[63], exp_DQ[63], exp_DQ[63], exp_DQ[63], exp_DQ[63], exp_DQ[63], exp_DQ[63], exp_DQ[63], exp_DQ[63], exp_DQ[63], exp_DQ[63], exp_DQ[63], exp_DQ[63], exp_DQ[63], exp_DQ[63], exp_DQ[63], exp_DQ[63], exp_DQ[63], exp_DQ[63], exp_DQ[63], exp_DQ[63], exp_DQ[63], exp_DQ[63], exp_DQ[63], exp_DQ[63], exp_DQ[63], exp_DQ[63], exp_DQ[63], exp_DQ[63], exp_DQ[63:30] };
   assign \$11  = { 18'h00000, \$10 [35:18] };
-  assign \$13  = { exp_s1_t[33], exp_s1_t[33], exp_s1_t[33], exp_s1_t[33], exp_s1_t[33], exp_s1_t[33], exp_s1_t[33], exp_s1_t[33], exp_s1_t[33], exp_s1_t[33], exp_s1_t[33], exp_s1_t[33], exp_s1_t[33], exp_s1_t[33], exp_s1_t[33], exp_s1_t[33], exp_s1_t[33], exp_s1_t[33], exp_s1_t[33], exp_s1_t[33], exp_s1_t[33], exp_s1_t[33], exp_s1_t[33], exp_s1_t[33], exp_s1_t[33:24] };
+  assign \$13  = { exp_s2_t[33], exp_s2_t[33], exp_s2_t[33], exp_s2_t[33], exp_s2_t[33], exp_s2_t[33], exp_s2_t[33], exp_s2_t[33], exp_s2_t[33], exp_s2_t[33], exp_s2_t[33], exp_s2_t[33], exp_s2_t[33], exp_s2_t[33], exp_s2_t[33], exp_s2_t[33], exp_s2_t[33], exp_s2_t[33], exp_s2_t[33], exp_s2_t[33], exp_s2_t[33], exp_s2_t[33], exp_s2_t[33], exp_s2_t[33], exp_s2_t[33:24] };
 endmodule
 /* Generated by Amaranth Yosys 0.50 (PyPI ver 0.50.0.0.post130, git sha1 b5170e139) */
 
