@@ -31,6 +31,8 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from isa.exp_approx import EXP_MIN, EXP_TAB, LOG2E_Q
+from isa.microarch import SOFTMAX_EXP_CYCLES, SOFTMAX_MULH_CYCLES
+
 from .fp import F16_QNAN, F32_QNAN, _comb_cut, _round_to_fp16, _shr_sticky, _sync_cut
 
 __all__ = ["ExpApprox", "ExpApproxPipe", "FP32MulToFP16", "FP32MulToFP16Pipe", "FP32Recip",
@@ -38,8 +40,9 @@ __all__ = ["ExpApprox", "ExpApproxPipe", "FP32MulToFP16", "FP32MulToFP16Pipe", "
 
 EXP_MIN_BITS = struct.unpack("<I", struct.pack("<f", -EXP_MIN))[0]   # |d| above 104.0 gives +0
 
-EXP_STAGES = 3
-MULH_STAGES = 2
+# the cells' stages are isa/microarch.py's (the softmax unit's cycles and its model follow them)
+EXP_STAGES = SOFTMAX_EXP_CYCLES
+MULH_STAGES = SOFTMAX_MULH_CYCLES
 QUOTIENT_BITS = 25                       # 24 significand bits and a guard bit
 RECIP_CYCLES = QUOTIENT_BITS + 1         # start, one cycle per quotient bit, done with r
 
@@ -184,7 +187,9 @@ class FP32MulToFP16Pipe(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        m.d.comb += self.h.eq(_mulh_logic(m, self.a, self.b, _sync_cut(m, "mulh_s")))
+        cut = _sync_cut(m, "mulh_s")
+        m.d.comb += self.h.eq(_mulh_logic(m, self.a, self.b, cut))
+        assert cut.boundaries == MULH_STAGES - 1
         return m
 
 

@@ -415,11 +415,12 @@ class ControlUnit:
                 if op == Op.ATTENTION and not to_result:
                     # the softmax rows: S V starts once the last row's probabilities are
                     # written, and the anchor lines go out once the unit is idle again
-                    row_cycles = SFU_START_CYCLES + softmax_unit.cycles(sfu_length, True, cfg)
-                    t += (rows - 1) * row_cycles                 # the last row's SFU_START
+                    done = softmax_unit.cycles(sfu_length, True, cfg)
                     written = softmax_unit.written_cycles(sfu_length, cfg)
-                    self._anchors(t + row_cycles, out_addr + stats + m0 * LINE_BYTES, rows)
-                    t += SFU_START_CYCLES + (row_cycles - SFU_START_CYCLES if written is None else written)
+                    t += (rows - 1) * (SFU_START_CYCLES + done)  # the last row's SFU_START
+                    self._anchors(t + SFU_START_CYCLES + done, out_addr + stats + m0 * LINE_BYTES, rows)
+                    # (a row of length 0 writes nothing: `done` at once)
+                    t += SFU_START_CYCLES + (done if written is None else written)
             if op == Op.SOFTMAX:
                 t += rows * (SFU_START_CYCLES + softmax_unit.cycles(sfu_length, partial, cfg))
                 t = max(t, self._writer_free(), self._readout_free()) + BANK_START_CYCLES
