@@ -21,11 +21,11 @@ A new run may start as soon as the current one has issued its last burst (`issue
 its bursts follow the current run's in flight, and its beats queue behind theirs in the
 buffer.
 
-A *side* run (`side` with `start`: a paged ATTENTION's list, for the front end) is the
-last one started until its beats are all in: they arrive after every earlier run's, so a
-beat is the side run's when no more beats are asked for than the side run's. Its beats
-leave on `side_*` as they arrive and never enter the buffer (they still count against its
-room while in flight).
+A *side* run (`side` with `start`: a paged ATTENTION's list, for the front end) may sit
+among other runs (one side run at a time): its beats arrive after every beat asked for
+before it started (`side_before` counts those down) and before any later run's. Its
+beats leave on `side_*` as they arrive and never enter the buffer (they still count
+against its room while in flight).
 """
 from amaranth import Module, Signal
 from amaranth.lib import wiring, fifo
@@ -70,9 +70,11 @@ class DramReader(wiring.Component):
         if cfg.dram_channels > 1:
             m.d.comb += bus.arlines.eq(lines)
         beat_in = bus.rvalid & bus.rready
-        # the side run's beats asked for and not yet arrived: the last of `pending`
+        # the side run's beats asked for and not yet arrived, and the beats asked for before
+        # it that have still to arrive (its beats come next)
         side_run, side_pending = Signal(), Signal(range(cfg.dram_buf_beats + 1))
-        is_side = beat_in & (side_pending != 0) & (pending <= side_pending)
+        side_before = Signal(range(cfg.dram_buf_beats + 1))
+        is_side = beat_in & (side_pending != 0) & (side_before == 0)
         m.d.comb += [buffer.w_data.eq(bus.rdata), buffer.w_en.eq(beat_in & ~is_side),
                      errors.w_data.eq(bus.rresp[1]), errors.w_en.eq(beat_in & ~is_side),
                      self.side_valid.eq(is_side), self.side_data.eq(bus.rdata), self.side_err.eq(bus.rresp[1])]
@@ -85,7 +87,13 @@ class DramReader(wiring.Component):
         m.d.sync += [pending.eq(pending + (issued * beats)[:len(pending)] - beat_in),
                      in_flight.eq(in_flight + issued - (beat_in & bus.rlast)),
                      side_pending.eq(side_pending + (issued & side_run) * beats - is_side)]
+        with m.If(beat_in & (side_before != 0)):
+            m.d.sync += side_before.eq(side_before - 1)
         with m.If(self.start):
             m.d.sync += [addr.eq(self.addr), left.eq(self.lines), side_run.eq(self.side)]
+            with m.If(self.side):
+                # a run starts once the one before has issued every burst: what is asked
+                # for is all in `pending`
+                m.d.sync += side_before.eq(pending - beat_in)
         m.d.comb += [self.busy.eq(self.start | (left != 0) | (in_flight != 0)), self.issued_all.eq(left == 0)]
         return m

@@ -1,49 +1,57 @@
 """The control unit's front end: takes descriptors from the instruction buffer, decodes
-them and starts their DRAM runs ahead of the execution, one descriptor ahead.
+them and starts their DRAM runs ahead of the execution. It holds two descriptors:
 
-    IDLE    pop the next descriptor (while none is held, or the one held is handed to the
-            control unit and its runs are all started)
-    DECODE  the decoder's first stages (hw/decoder.py), DECODE_STAGES - 1 cycles
-    CHECK   its status, and what the decoder found registered for the fetcher and the
-            control unit; one that failed reads nothing: DONE
-    HAZARD  wait, when the descriptor could read bytes an earlier one still writes:
-            - after a STORE (it writes device memory) until every earlier STORE is reported;
-            - when it reads inside an enabled queue's CQ ring (where results and
-              completions land) until every earlier descriptor is reported
-    FETCH   start the reader on each run in the order the control unit takes them (per
-            group of ROWS input rows: the input rows, then per stage its whole packs and
-            its last k-group; LOAD and STORE: the one copy run), each as soon as the reader
-            has issued the previous run's bursts, so each run's DRAM latency hides behind
-            the runs before it, the previous descriptor's included
-    DONE    wait to hand the descriptor over
+Slot 2, the next descriptor:
+    IDLE        pop the next descriptor (once the one before has moved to slot 1)
+    DECODE      the decoder's first stages (hw/decoder.py), DECODE_STAGES - 1 cycles
+    CHECK       its status, and what the decoder found, registered; one that failed
+                reads nothing: READY
+    HAZARD      wait, when the descriptor could read bytes an earlier one still writes:
+                - after a STORE (it writes device memory) until every earlier STORE is reported;
+                - when it reads inside an enabled queue's CQ ring (where results and
+                  completions land) until every earlier descriptor is reported
+    LIST_REQ    a paged ATTENTION: its list's run asks for the reader (below)
+    LIST_WAIT   the list's beats come here as they arrive (a side run of the reader)
+    LIST_CHECK  an entry a cycle (isa/validate.py check_pages); the verdict (OK, BAD_PAGE,
+                or DRAM_ERROR for a list beat answered with an error) goes into a FIFO for
+                the control unit, which takes it in PAGES
+    READY       move to slot 1 once slot 1 is free
 
-A paged ATTENTION's fetch begins with its list: a side run of the reader, whose beats
-come here as they arrive (LIST_RUN, LIST_WAIT); the entries are checked one a cycle
-(LIST_CHECK, isa/validate.py check_pages) and the verdict (OK, BAD_PAGE, or DRAM_ERROR
-for a list beat answered with an error) waits in a register for the control unit. Only
-an OK list goes on to the input rows and, per stage, the whole packs as a run a page (the
-pages' keys, then their values, half a page further) and the last k-group from its page.
+Slot 1, the descriptor whose runs start, until the control unit has taken it and its
+last run has started (then it is free): its fetcher starts the reader on each run in the
+order the control unit takes them (per group of ROWS input rows: the input rows, then
+per stage its whole packs, a run a page when paged, and its last k-group; LOAD and
+STORE: the one copy run), each as soon as the reader has issued the previous run's
+bursts, so each run's DRAM latency hides behind the runs before it, the previous
+descriptor's included. Only an OK descriptor (and list) fetches.
 
-The control unit takes the held descriptor with what it decoded (`task`: decoded once,
-here) when it is idle, from the cycle after CHECK. A descriptor counts as in flight from
+The list's run takes the reader when slot 1's fetcher is at a run that begins something
+(an input run, a copy run, a stage's first run) or has no run left: so the next
+descriptor's list is read among this one's runs and its pages' reads follow this
+descriptor's without a DRAM latency between (the DRAM answers in order). The spec's
+"a descriptor with a non-zero status reads no device operand" holds: the list is read
+only once its descriptor is decoded OK and its hazards are clear.
+
+The control unit takes slot 1's descriptor with what it decoded (`task`: decoded once,
+here) when it is idle, from the cycle after the move. A descriptor counts as in flight from
 CHECK until the control unit reports its completion (`report`).
 """
 from amaranth import Array, Module, Mux, Signal
-from amaranth.lib import data, wiring
+from amaranth.lib import data, fifo, wiring
 from amaranth.lib.wiring import In, Out
 
-from isa import DescType, Op, Status
-from isa.descriptor import PAGE_ALIGN, PAGE_ENTRY_BYTES
+from isa import Status
+from isa.descriptor import DIM_BITS, PAGE_ALIGN, PAGE_ENTRY_BYTES
 from isa.microarch import DECODE_STAGES, PAGE_LIST_MAX
 from isa.slots import HEADER_BYTES, LINE_BYTES
+
+from .axi import RUN_LINES_BITS
 from .command_engine import ibuf_entry
 from .decoder import Decoder, decoded_layout
-from .axi import RUN_LINES_BITS
 from .queue_geometry import ring_end
 from .regfile import QueueRegs
 from .stage_plan import run_span, stage_count, stage_operand
 from .stage_sizes import stage_sizes_layout
-from isa.descriptor import DIM_BITS
 
 IN_FLIGHT_BITS = 8          # descriptors popped and not yet reported (ibuf, front end, control unit, reports)
 
@@ -80,28 +88,34 @@ class FrontEnd(wiring.Component):
         lanes = cfg.lanes
         m.submodules.decoder = dec = Decoder(cfg)
 
-        # the descriptor held, whether it is handed over, and what the decoder found (from CHECK)
-        entry, held, handed = Signal(ibuf_entry(cfg)), Signal(), Signal()
-        decoded, decoded_valid = Signal(decoded_layout(cfg)), Signal()
+        # ==== slot 2: the next descriptor, decoded, its hazards cleared, its list checked
+        entry2 = Signal(ibuf_entry(cfg))
+        decoded2 = Signal(decoded_layout(cfg))
+        fetch2 = Signal()                               # it reads: decoded OK (and its list OK)
         decoding = Signal(range(DECODE_STAGES))         # DECODE's cycles left after this one
-        regs = Signal(QueueRegs)
-        with m.Switch(entry.queue):
+        regs2 = Signal(QueueRegs)
+        with m.Switch(entry2.queue):
             for q, queue_regs in enumerate(self.queues):
                 with m.Case(q):
-                    m.d.comb += regs.eq(queue_regs)
-        d = entry.desc
-        m.d.comb += [dec.desc.eq(d), dec.log2_slot.eq(regs.log2_slot),
-                     dec.data_base.eq(regs.data_base), dec.data_limit.eq(regs.data_limit)]
+                    m.d.comb += regs2.eq(queue_regs)
+        d2 = entry2.desc
+        m.d.comb += [dec.desc.eq(d2), dec.log2_slot.eq(regs2.log2_slot),
+                     dec.data_base.eq(regs2.data_base), dec.data_limit.eq(regs2.data_limit)]
         # its submission slot, worked out while the decoder works (the entry and the queues'
         # registers hold still from the pop on): the slot's offset in its ring (step 1), then
         # its address and end (step 2), for the ring check in CHECK and the input runs
         assert DECODE_STAGES >= 3, "CHECK reads the slot's registered address"
         slot_base, slot_offset, slot_size = Signal(64), Signal(64), Signal(49)
-        index = (entry.seq - 1)[:16] & ((1 << regs.log2_depth) - 1)
-        m.d.sync += [slot_base.eq(regs.sq_base), slot_offset.eq(index << regs.log2_slot[:6]),
-                     slot_size.eq(1 << regs.log2_slot[:6])]
-        sq_slot, slot_end = Signal(64), Signal(65)
-        m.d.sync += [sq_slot.eq(slot_base + slot_offset), slot_end.eq((slot_base + slot_offset)[:64] + slot_size)]
+        index = (entry2.seq - 1)[:16] & ((1 << regs2.log2_depth) - 1)
+        m.d.sync += [slot_base.eq(regs2.sq_base), slot_offset.eq(index << regs2.log2_slot[:6]),
+                     slot_size.eq(1 << regs2.log2_slot[:6])]
+        sq_slot2, slot_end = Signal(64), Signal(65)
+        m.d.sync += [sq_slot2.eq(slot_base + slot_offset), slot_end.eq((slot_base + slot_offset)[:64] + slot_size)]
+        # a group's input elements: ROWS rows, or the last group's rows (the entry holds still)
+        assert cfg.rows & (cfg.rows - 1) == 0, "ROWS a power of two: a group's elements a shift"
+        last_group_elems2 = Signal(44)
+        tail_rows = d2.in_rows & (cfg.rows - 1)
+        m.d.sync += last_group_elems2.eq(Mux(tail_rows == 0, cfg.rows, tail_rows) * d2.in_cols)
 
         # ---- descriptors in flight, and the STOREs among them
         in_flight, stores = Signal(IN_FLIGHT_BITS), Signal(IN_FLIGHT_BITS)
@@ -111,7 +125,7 @@ class FrontEnd(wiring.Component):
 
         # the ranges it reads: its submission slot (checked in CHECK), its device operand
         # (registered, from the pop on)
-        dev_end = d.dev_addr + (d.dev_size << 6)
+        dev_end = d2.dev_addr + (d2.dev_size << 6)
         in_cq = []
         for q, q_regs in enumerate(self.queues):
             # each CQ ring's end, registered (a queue's registers are written long before a
@@ -119,84 +133,87 @@ class FrontEnd(wiring.Component):
             end = Signal(65, name=f"cq_end{q}")
             m.d.sync += end.eq(ring_end(q_regs.cq_base, q_regs))
             operand_in = Signal(name=f"operand_in_cq{q}")
-            m.d.sync += operand_in.eq((d.dev_size != 0) & (d.dev_addr < end) & (q_regs.cq_base < dev_end))
-            in_cq.append(q_regs.enable & (((sq_slot < end) & (q_regs.cq_base < slot_end)) | operand_in))
+            m.d.sync += operand_in.eq((d2.dev_size != 0) & (d2.dev_addr < end) & (q_regs.cq_base < dev_end))
+            in_cq.append(q_regs.enable & (((sq_slot2 < end) & (q_regs.cq_base < slot_end)) | operand_in))
         reads_cq = Signal()
         m.d.comb += reads_cq.eq(_any(in_cq))
         hazard = ((stores != 0) | (reads_cq & (in_flight != 0)))
 
-        # ---- the fetcher's progress through the runs
-        INPUT_RUN, MAIN_RUN, REST_RUN, COPY_RUN, LIST_RUN, LIST_WAIT, LIST_CHECK = range(7)
-        f_on, f_kind, f_stage = Signal(), Signal(range(7)), Signal()
-        # the group's first input row and element, and its elements (registered with them)
-        f_m0, f_in_elem, f_in_elems = Signal(DIM_BITS), Signal(44), Signal(44)
-        m_rows = d.in_rows
-        stages = stage_count(d)
-
-        # a group's input elements: ROWS rows, or the last group's rows (worked out while the
-        # descriptor decodes: its entry holds still from the pop on)
-        assert cfg.rows & (cfg.rows - 1) == 0, "ROWS a power of two: a group's elements a shift"
-        last_group_elems = Signal(44)
-        tail_rows = m_rows & (cfg.rows - 1)
-        m.d.sync += last_group_elems.eq(Mux(tail_rows == 0, cfg.rows, tail_rows) * d.in_cols)
-
-        def group_elems(m0):
-            """Input elements of the group from row m0."""
-            return Mux(m_rows - m0 <= cfg.rows, last_group_elems, d.in_cols << (cfg.rows.bit_length() - 1))
-        # the stage's sizes, worked out by the decoder (hw/stage_sizes.py)
-        f_addr = stage_operand(d, decoded.second_addr, f_stage)[0]
-        f_sizes = Signal(stage_sizes_layout(lanes))
-        m.d.comb += f_sizes.eq(decoded.stages[f_stage])
-        f_main, f_rest_elems = f_sizes.main_elems, f_sizes.rest_elems
-        input_run = run_span(m, sq_slot + HEADER_BYTES, f_in_elem, f_in_elems, cfg, "input_run")
-        main_run = run_span(m, f_addr, 0, f_main, cfg, "main_run")
-        rest_run = run_span(m, f_addr, f_main, f_rest_elems, cfg, "rest_run")
-        run_addr, run_lines, run_any = Signal(64), Signal(RUN_LINES_BITS), Signal()
-
-        # ---- a paged ATTENTION: its list (the page table), checked an entry a cycle
-        paged = decoded.paged
-        entries = Array(Signal(64, name=f"page{i}") for i in range(PAGE_LIST_MAX))
+        # ---- a paged ATTENTION's list (its page table), checked an entry a cycle
+        table2 = Array(Signal(64, name=f"next_page{i}") for i in range(PAGE_LIST_MAX))
         list_beat, list_err = Signal(range(PAGE_LIST_MAX + 1)), Signal()
         # the list is at most PAGE_LIST_MAX entries from a multiple of their size: the
         # entries' places in the side beats depend only on where that is in a beat
         list_bytes = PAGE_LIST_MAX * PAGE_ENTRY_BYTES
         places = max(1, cfg.beat_bytes // list_bytes)
-        place = d.dev_addr[(list_bytes - 1).bit_length():(cfg.beat_bytes - 1).bit_length()] if places > 1 else 0
+        place = d2.dev_addr[(list_bytes - 1).bit_length():(cfg.beat_bytes - 1).bit_length()] if places > 1 else 0
         with m.If(self.side_valid):
             m.d.sync += [list_beat.eq(list_beat + 1), list_err.eq(list_err | self.side_err)]
             for i in range(PAGE_LIST_MAX):
                 for where in range(places):
                     at = where * list_bytes + i * PAGE_ENTRY_BYTES
                     with m.If((place == where) & (list_beat == at // cfg.beat_bytes)):
-                        m.d.sync += entries[i].eq(self.side_data.word_select((at % cfg.beat_bytes) // 8, 64))
+                        m.d.sync += table2[i].eq(self.side_data.word_select((at % cfg.beat_bytes) // 8, 64))
         line_log2 = (LINE_BYTES - 1).bit_length()
         chan_log2 = (cfg.dram_channels - 1).bit_length()
-        list_first = d.dev_addr[line_log2:line_log2 + chan_log2] if chan_log2 else 0
-        list_in = list_beat == ((list_first + d.dev_size + cfg.dram_channels - 1) >> chan_log2)
-        # the page in hand: checked (LIST_CHECK), read (MAIN_RUN), or the last k-group's (REST_RUN)
-        f_page = Signal(range(PAGE_LIST_MAX))
-        shift, half = decoded.page_shift, decoded.page_half
-        rest_page = f_sizes.rest_page[:len(f_page)]
-        page = Signal(64)
-        m.d.comb += page.eq(entries[Mux(f_kind == REST_RUN, rest_page, f_page)])
+        list_first = d2.dev_addr[line_log2:line_log2 + chan_log2] if chan_log2 else 0
+        list_in = list_beat == ((list_first + d2.dev_size + cfg.dram_channels - 1) >> chan_log2)
         # an entry checked: aligned, its keys and values inside the data range (its start at
         # most data_limit - 2 half, worked out once the descriptor is decoded, the cycle
         # after CHECK: the list's beats come a DRAM latency later)
+        c_page = Signal(range(PAGE_LIST_MAX))
         checked = Signal(64)
-        m.d.comb += checked.eq(entries[f_page])
+        m.d.comb += checked.eq(table2[c_page])
+        half2 = decoded2.page_half
         page_room, room_ok = Signal(64), Signal()
-        m.d.sync += [page_room.eq(regs.data_limit - (half << 1)), room_ok.eq(regs.data_limit >= (half << 1))]
-        page_bad = ((checked[:(PAGE_ALIGN - 1).bit_length()] != 0) | (checked < regs.data_base)
+        m.d.sync += [page_room.eq(regs2.data_limit - (half2 << 1)), room_ok.eq(regs2.data_limit >= (half2 << 1))]
+        page_bad = ((checked[:(PAGE_ALIGN - 1).bit_length()] != 0) | (checked < regs2.data_base)
                     | ~room_ok | (checked > page_room))
-        bad, verdict_valid, verdict_status = Signal(), Signal(), Signal(8)
+        bad = Signal()
         bad_now = bad | page_bad
-        last_check = f_page + 1 >= decoded.pages
-        m.d.comb += [self.verdict_valid.eq(verdict_valid), self.verdict_status.eq(verdict_status)]
-        with m.If(self.verdict_take):
-            m.d.sync += verdict_valid.eq(0)
-        # a stage's pages: the whole packs' rows, a run a page, then the last k-group's run;
-        # from the page's keys (stage 0) or values (half a page on, stage 1), the offset from
-        # registers added to the entry once
+        last_check = c_page + 1 >= decoded2.pages
+        # the verdicts, in order, until the control unit takes them (PAGES): slot 1's and
+        # slot 2's at most
+        m.submodules.verdicts = verdicts = fifo.SyncFIFO(width=8, depth=2)
+        m.d.comb += [self.verdict_valid.eq(verdicts.r_rdy), self.verdict_status.eq(verdicts.r_data),
+                     verdicts.r_en.eq(self.verdict_take)]
+
+        # ==== slot 1: the descriptor whose runs start, until taken and its last run started
+        entry1, held1, handed1 = Signal(ibuf_entry(cfg)), Signal(), Signal()
+        decoded1 = Signal(decoded_layout(cfg))
+        sq_slot1, last_group_elems1 = Signal(64), Signal(44)
+        table1 = Array(Signal(64, name=f"page{i}") for i in range(PAGE_LIST_MAX))
+        d1 = entry1.desc
+
+        # ---- the fetcher's progress through the runs
+        INPUT_RUN, MAIN_RUN, REST_RUN, COPY_RUN = range(4)
+        f_on, f_kind, f_stage = Signal(), Signal(range(4)), Signal()
+        # the group's first input row and element, and its elements (registered with them)
+        f_m0, f_in_elem, f_in_elems = Signal(DIM_BITS), Signal(44), Signal(44)
+        m_rows = d1.in_rows
+        stages = stage_count(d1)
+
+        def group_elems(m0):
+            """Input elements of slot 1's group from row m0."""
+            return Mux(m_rows - m0 <= cfg.rows, last_group_elems1, d1.in_cols << (cfg.rows.bit_length() - 1))
+        # the stage's sizes, worked out by the decoder (hw/stage_sizes.py)
+        f_addr = stage_operand(d1, decoded1.second_addr, f_stage)[0]
+        f_sizes = Signal(stage_sizes_layout(lanes))
+        m.d.comb += f_sizes.eq(decoded1.stages[f_stage])
+        f_main, f_rest_elems = f_sizes.main_elems, f_sizes.rest_elems
+        input_run = run_span(m, sq_slot1 + HEADER_BYTES, f_in_elem, f_in_elems, cfg, "input_run")
+        main_run = run_span(m, f_addr, 0, f_main, cfg, "main_run")
+        rest_run = run_span(m, f_addr, f_main, f_rest_elems, cfg, "rest_run")
+        run_addr, run_lines, run_any = Signal(64), Signal(RUN_LINES_BITS), Signal()
+        # a paged stage's pages: the whole packs' rows, a run a page, then the last k-group's
+        # run; from the page's keys (stage 0) or values (half a page on, stage 1), the offset
+        # from registers added to the entry once
+        paged = decoded1.paged
+        f_page = Signal(range(PAGE_LIST_MAX))
+        shift, half = decoded1.page_shift, decoded1.page_half
+        rest_page = f_sizes.rest_page[:len(f_page)]
+        page = Signal(64)
+        m.d.comb += page.eq(table1[Mux(f_kind == REST_RUN, rest_page, f_page)])
         values_elem = Mux(f_stage, half >> 1, 0)
         main_pages = f_sizes.main_pages
         page_elems = Signal(44)
@@ -213,41 +230,26 @@ class FrontEnd(wiring.Component):
                 m.d.comb += [run_addr.eq(Mux(paged, page_rest[0], rest_run[0])),
                              run_lines.eq(Mux(paged, page_rest[1], rest_run[1])), run_any.eq(f_rest_elems != 0)]
             with m.Case(COPY_RUN):
-                m.d.comb += [run_addr.eq(Mux(decoded.is_load, d.dev_addr, sq_slot + HEADER_BYTES)),
-                             run_lines.eq(d.dev_size), run_any.eq(d.dev_size != 0)]
-            with m.Case(LIST_RUN):
-                m.d.comb += [run_addr.eq(d.dev_addr), run_lines.eq(d.dev_size), run_any.eq(1)]
-        # a step: a run started (or skipped, when empty), the list in, an entry checked
-        step = Signal()
-        with m.Switch(f_kind):
-            with m.Case(LIST_WAIT):
-                m.d.comb += step.eq(f_on & list_in)
-            with m.Case(LIST_CHECK):
-                m.d.comb += step.eq(f_on & (~last_check | ~verdict_valid))
-            with m.Default():
-                m.d.comb += step.eq(f_on & (~run_any | self.run_issued))
+                m.d.comb += [run_addr.eq(Mux(decoded1.is_load, d1.dev_addr, sq_slot1 + HEADER_BYTES)),
+                             run_lines.eq(d1.dev_size), run_any.eq(d1.dev_size != 0)]
+
+        # ---- the reader's one source a cycle: slot 2's list run, at a run of slot 1 that
+        # begins something (or with no run left), else slot 1's step: a run started (or
+        # skipped, when empty)
+        list_req = Signal()
+        at_point = (f_kind == INPUT_RUN) | (f_kind == COPY_RUN) | ((f_kind == MAIN_RUN) & (f_page == 0))
+        list_grant = list_req & self.run_issued & (~f_on | at_point)
+        step = f_on & (~run_any | self.run_issued) & ~(list_req & at_point)
+        with m.If(list_grant):
+            m.d.comb += [self.run_start.eq(1), self.run_addr.eq(d2.dev_addr), self.run_lines.eq(d2.dev_size),
+                         self.run_side.eq(1)]
+        with m.Elif(step):
+            m.d.comb += [self.run_start.eq(run_any), self.run_addr.eq(run_addr), self.run_lines.eq(run_lines)]
         with m.If(step):
-            m.d.comb += [self.run_start.eq(run_any), self.run_addr.eq(run_addr), self.run_lines.eq(run_lines),
-                         self.run_side.eq(f_kind == LIST_RUN)]
-            # the next run: the stage's last k-group, the next stage, or the next group's rows
+            # the next run: the next page, the stage's last k-group, the next stage, or the
+            # next group's rows
             with m.If(f_kind == COPY_RUN):
                 m.d.sync += f_on.eq(0)
-            with m.Elif(f_kind == LIST_RUN):
-                m.d.sync += f_kind.eq(LIST_WAIT)
-            with m.Elif(f_kind == LIST_WAIT):
-                m.d.sync += [f_kind.eq(LIST_CHECK), f_page.eq(0), bad.eq(0)]
-            with m.Elif(f_kind == LIST_CHECK):
-                with m.If(~last_check):
-                    m.d.sync += [f_page.eq(f_page + 1), bad.eq(bad_now)]
-                with m.Else():
-                    ok_list = ~list_err & ~bad_now
-                    m.d.sync += [verdict_valid.eq(1), f_page.eq(0),
-                                 verdict_status.eq(Mux(list_err, Status.DRAM_ERROR,
-                                                       Mux(bad_now, Status.BAD_PAGE, Status.OK)))]
-                    with m.If(ok_list):
-                        m.d.sync += f_kind.eq(INPUT_RUN)
-                    with m.Else():
-                        m.d.sync += f_on.eq(0)
             with m.Elif((f_kind == MAIN_RUN) & paged & (f_page + 1 < main_pages)):
                 m.d.sync += f_page.eq(f_page + 1)
             with m.Elif(f_kind == MAIN_RUN):
@@ -258,31 +260,45 @@ class FrontEnd(wiring.Component):
                 m.d.sync += [f_kind.eq(MAIN_RUN), f_stage.eq(1)]
             with m.Else():
                 m.d.sync += [f_kind.eq(INPUT_RUN), f_m0.eq(f_m0 + cfg.rows),
-                             f_in_elem.eq(f_in_elem + cfg.rows * d.in_cols),
+                             f_in_elem.eq(f_in_elem + cfg.rows * d1.in_cols),
                              f_in_elems.eq(group_elems(f_m0 + cfg.rows))]
                 with m.If(f_m0 + cfg.rows >= m_rows):
                     m.d.sync += f_on.eq(0)
 
-        # ---- the hand-over: the held descriptor, once decoded
-        m.d.comb += [self.task_valid.eq(held & ~handed & decoded_valid),
-                     self.task.entry.eq(entry), self.task.decoded.eq(decoded)]
+        # ---- the hand-over: slot 1's descriptor; slot 1 is free once it is taken and its
+        # last run has started, and slot 2's READY descriptor moves in
+        m.d.comb += [self.task_valid.eq(held1 & ~handed1), self.task.entry.eq(entry1),
+                     self.task.decoded.eq(decoded1)]
         with m.If(self.take):
-            m.d.sync += handed.eq(1)
+            m.d.sync += handed1.eq(1)
+        slot1_free = ~held1 | (~f_on & (handed1 | self.take))
+        with m.If(held1 & slot1_free):
+            m.d.sync += held1.eq(0)
+        move = Signal()
+        with m.If(move):
+            m.d.sync += [entry1.eq(entry2), decoded1.eq(decoded2), held1.eq(1), handed1.eq(0),
+                         sq_slot1.eq(sq_slot2), last_group_elems1.eq(last_group_elems2),
+                         f_on.eq(fetch2), f_kind.eq(Mux(decoded2.is_compute, INPUT_RUN, COPY_RUN)),
+                         f_stage.eq(0), f_m0.eq(0), f_in_elem.eq(0), f_page.eq(0),
+                         f_in_elems.eq(Mux(d2.in_rows <= cfg.rows, last_group_elems2,
+                                           d2.in_cols << (cfg.rows.bit_length() - 1)))]
+            m.d.sync += [table1[i].eq(table2[i]) for i in range(PAGE_LIST_MAX)]
 
-        def fetch_start(found):
-            """Issue the descriptor `found` decoded OK: its fetch starts the next cycle."""
-            m.d.comb += [issue.eq(1), issue_store.eq(found.is_store)]
-            m.d.sync += [f_on.eq(1),
-                         f_kind.eq(Mux(found.is_compute, Mux(found.paged, LIST_RUN, INPUT_RUN), COPY_RUN)),
-                         f_stage.eq(0), f_m0.eq(0), f_in_elem.eq(0), f_in_elems.eq(group_elems(0)), f_page.eq(0),
-                         list_beat.eq(0), list_err.eq(0)]
+        def issued(found, ok):
+            """The descriptor `found` counts as in flight; `ok`: it reads (its list first, if paged)."""
+            m.d.comb += [issue.eq(1), issue_store.eq(ok & found.is_store)]
+            with m.If(ok & found.paged):
+                m.d.sync += [list_beat.eq(0), list_err.eq(0)]
+                m.next = "LIST_REQ"
+            with m.Else():
+                m.d.sync += fetch2.eq(ok)
+                m.next = "READY"
 
         with m.FSM():
             with m.State("IDLE"):
                 m.d.comb += self.pop_ready.eq(1)
                 with m.If(self.pop_valid):
-                    m.d.sync += [entry.eq(self.pop), held.eq(1), handed.eq(0), decoded_valid.eq(0),
-                                 decoding.eq(DECODE_STAGES - 2)]
+                    m.d.sync += [entry2.eq(self.pop), decoding.eq(DECODE_STAGES - 2)]
                     m.next = "DECODE"
             with m.State("DECODE"):
                 m.d.sync += decoding.eq(decoding - 1)
@@ -290,25 +306,36 @@ class FrontEnd(wiring.Component):
                     m.next = "CHECK"
             with m.State("CHECK"):
                 found = dec.decoded
-                m.d.sync += [decoded.eq(found), decoded_valid.eq(1)]
+                m.d.sync += decoded2.eq(found)
                 with m.If(found.status != Status.OK):
-                    m.d.comb += issue.eq(1)
-                    m.next = "DONE"
+                    issued(found, 0)
                 with m.Elif(hazard):
                     m.next = "HAZARD"
                 with m.Else():
-                    fetch_start(found)
-                    m.next = "FETCH"
+                    issued(found, 1)
             with m.State("HAZARD"):
                 with m.If(~hazard):
-                    fetch_start(decoded)
-                    m.next = "FETCH"
-            with m.State("FETCH"):
-                with m.If(~f_on):
-                    m.next = "DONE"
-            with m.State("DONE"):
-                with m.If(handed | self.take):
-                    m.d.sync += held.eq(0)
+                    issued(decoded2, 1)
+            with m.State("LIST_REQ"):
+                m.d.comb += list_req.eq(1)
+                with m.If(list_grant):
+                    m.next = "LIST_WAIT"
+            with m.State("LIST_WAIT"):
+                with m.If(list_in):
+                    m.d.sync += [c_page.eq(0), bad.eq(0)]
+                    m.next = "LIST_CHECK"
+            with m.State("LIST_CHECK"):
+                with m.If(~last_check):
+                    m.d.sync += [c_page.eq(c_page + 1), bad.eq(bad_now)]
+                with m.Elif(verdicts.w_rdy):
+                    m.d.comb += [verdicts.w_en.eq(1),
+                                 verdicts.w_data.eq(Mux(list_err, Status.DRAM_ERROR,
+                                                        Mux(bad_now, Status.BAD_PAGE, Status.OK)))]
+                    m.d.sync += fetch2.eq(~list_err & ~bad_now)
+                    m.next = "READY"
+            with m.State("READY"):
+                m.d.comb += move.eq(slot1_free)
+                with m.If(slot1_free):
                     m.next = "IDLE"
         return m
 

@@ -852,7 +852,7 @@ module ndp_device(mem__awaddr, mem__awlen, mem__awsize, mem__awburst, mem__awloc
     .pop(pop),
     .pop_ready(pop_ready),
     .pop_valid(pop_valid),
-    .\port$13780$0 (\$3 ),
+    .\port$13878$0 (\$3 ),
     .queues__0(queues__0),
     .queues__1(queues__1),
     .queues__2(queues__2),
@@ -1062,7 +1062,7 @@ module ndp_device(mem__awaddr, mem__awlen, mem__awsize, mem__awburst, mem__awloc
     .io__wready(io__wready),
     .io__wstrb(io__wstrb),
     .io__wvalid(io__wvalid),
-    .\port$13780$0 (\$3 ),
+    .\port$13878$0 (\$3 ),
     .queues__0(queues__0),
     .queues__1(queues__1),
     .queues__2(queues__2),
@@ -2683,7 +2683,7 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, bus__rlast, clk, rst, pop, bus__arlen, bus__arvalid, bus__awlen, bus__wdata, bus__wstrb, reported, bus__wvalid, bus__wlast, bus__bready, done_status, irq, \port$13780$0 , cycle
+module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, bus__rlast, clk, rst, pop, bus__arlen, bus__arvalid, bus__awlen, bus__wdata, bus__wstrb, reported, bus__wvalid, bus__wlast, bus__bready, done_status, irq, \port$13878$0 , cycle
 , queues__0, queues__1, queues__2, queues__3, pop_valid, pop_ready, bus__araddr, bus__awvalid, bus__awaddr, bus__arready, bus__rvalid, bus__awready, bus__wready, bus__bvalid, bus__bid);
   reg \$auto$verilog_backend.cc:2355:dump_module$67  = 0;
   wire \$1 ;
@@ -4331,8 +4331,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   input pop_valid;
   wire pop_valid;
   wire \pop_valid$93 ;
-  output [33:0] \port$13780$0 ;
-  wire [33:0] \port$13780$0 ;
+  output [33:0] \port$13878$0 ;
+  wire [33:0] \port$13878$0 ;
   reg [1:0] queue;
   input [321:0] queues__0;
   wire [321:0] queues__0;
@@ -6776,11 +6776,11 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .line_addr(line_addr),
     .line_start(line_start),
     .pending(pending),
-    .\port$13780$0 (\$1314 ),
-    .\port$14009$289 (queues__0[289]),
-    .\port$14011$289 (queues__1[289]),
-    .\port$14013$289 (queues__2[289]),
-    .\port$14015$289 (queues__3[289]),
+    .\port$13878$0 (\$1314 ),
+    .\port$14107$289 (queues__0[289]),
+    .\port$14109$289 (queues__1[289]),
+    .\port$14111$289 (queues__2[289]),
+    .\port$14113$289 (queues__3[289]),
     .queue(queue),
     .quiet(quiet),
     .r_en(reported),
@@ -6857,6 +6857,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .queues__1(queues__1),
     .queues__2(queues__2),
     .queues__3(queues__3),
+    .r_en(verdict_take),
     .report(reported),
     .report_store(report_store),
     .rst(rst),
@@ -6872,7 +6873,6 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .\task (\task$991 ),
     .task_valid(task_valid),
     .verdict_status(verdict_status),
-    .verdict_take(verdict_take),
     .verdict_valid(verdict_valid)
   );
   \ndp_device.control_unit.packer  packer (
@@ -6916,7 +6916,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   );
   \ndp_device.control_unit.reader  reader (
     .addr(bus__araddr),
-    .\addr$44 (addr),
+    .\addr$45 (addr),
     .bus__arlen(bus__arlen),
     .bus__arready(bus__arready),
     .bus__arvalid(bus__arvalid),
@@ -11083,7 +11083,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \irq$981  = irq;
   assign \report$982  = reported;
   assign done_store = report_store;
-  assign \port$13780$0  = \$1314 ;
+  assign \port$13878$0  = \$1314 ;
   assign \queues__0.sq_base  = queues__0[63:0];
   assign \queues__0.cq_base  = queues__0[127:64];
   assign \queues__0.data_base  = queues__0[191:128];
@@ -12665,7 +12665,7 @@ module \ndp_device.control_unit.chunks (rst, split, addr, count, valid, pair_val
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_error, hold, done_status, irq, \port$13780$0 , done_store, cycle, \port$14009$289 , \port$14011$289 , \port$14013$289 , \port$14015$289 , complete, queue, seq, taken, status, read_error, slot
+module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_error, hold, done_status, irq, \port$13878$0 , done_store, cycle, \port$14107$289 , \port$14109$289 , \port$14111$289 , \port$14113$289 , complete, queue, seq, taken, status, read_error, slot
 , store, quiet, pending, line_start, line_addr, line, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$69  = 0;
   wire \$1 ;
@@ -12726,16 +12726,16 @@ module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_err
   reg line_start;
   output pending;
   reg pending = 1'h0;
-  output [33:0] \port$13780$0 ;
-  wire [33:0] \port$13780$0 ;
-  input \port$14009$289 ;
-  wire \port$14009$289 ;
-  input \port$14011$289 ;
-  wire \port$14011$289 ;
-  input \port$14013$289 ;
-  wire \port$14013$289 ;
-  input \port$14015$289 ;
-  wire \port$14015$289 ;
+  output [33:0] \port$13878$0 ;
+  wire [33:0] \port$13878$0 ;
+  input \port$14107$289 ;
+  wire \port$14107$289 ;
+  input \port$14109$289 ;
+  wire \port$14109$289 ;
+  input \port$14111$289 ;
+  wire \port$14111$289 ;
+  input \port$14113$289 ;
+  wire \port$14113$289 ;
   input [1:0] queue;
   wire [1:0] queue;
   input quiet;
@@ -12780,7 +12780,7 @@ module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_err
   assign \$11  = \$9  & \$10 ;
   assign \$12  = \$11  ? 8'h80 : \$signal$10 ;
   assign \$13  = cycle - \$signal$8 ;
-  assign irq_en = { \port$14015$289 , \port$14013$289 , \port$14011$289 , \port$14009$289  } >> r_data[1:0];
+  assign irq_en = { \port$14113$289 , \port$14111$289 , \port$14109$289 , \port$14107$289  } >> r_data[1:0];
   assign done_status = reported_error ? 8'h80 : r_data[41:34];
   assign \$14  = r_en & irq_en;
   assign \$15  = 1'h1 << r_data[1:0];
@@ -12950,12 +12950,12 @@ module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_err
       w_data = { \$signal$16 , status_word[7:0], \$signal [31:0], \$like  };
     end
   end
-  assign \irq_en$31  = { \port$14015$289 , \port$14013$289 , \port$14011$289 , \port$14009$289  };
+  assign \irq_en$31  = { \port$14113$289 , \port$14111$289 , \port$14109$289 , \port$14107$289  };
   assign reported = r_en;
   assign done_valid = r_en;
   assign done_queue = r_data[1:0];
   assign done_seq = r_data[33:2];
-  assign \port$13780$0  = r_data[33:0];
+  assign \port$13878$0  = r_data[33:0];
   assign done_store = r_data[42];
 endmodule
 
@@ -43601,17 +43601,17 @@ module \ndp_device.control_unit.compute.operand_select3 (rst, line, lane_row, x,
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, side_valid, run_issued, report, report_store, queues__0, queues__1, queues__2, queues__3, pop_valid, take, verdict_take, run_start, run_addr, run_lines, run_side, \task 
-, pop_ready, verdict_valid, verdict_status, side_data);
+module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verdict_valid, verdict_status, side_valid, run_issued, report, report_store, queues__0, queues__1, queues__2, queues__3, pop_valid, take, r_en, run_start, run_addr, run_lines
+, run_side, \task , pop_ready, side_data);
   reg \$auto$verilog_backend.cc:2355:dump_module$77  = 0;
   wire \$1 ;
   wire \$10 ;
-  wire [21:0] \$100 ;
-  wire [22:0] \$101 ;
-  wire [22:0] \$102 ;
+  wire \$100 ;
+  wire \$101 ;
+  wire \$102 ;
   wire \$103 ;
   wire \$104 ;
-  wire [6:0] \$105 ;
+  wire \$105 ;
   wire \$106 ;
   wire \$107 ;
   wire \$108 ;
@@ -43642,119 +43642,119 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, side
   wire \$130 ;
   wire \$131 ;
   wire \$132 ;
-  wire [64:0] \$133 ;
-  wire [15:0] \$134 ;
-  wire [16:0] \$135 ;
-  wire [16:0] \$136 ;
-  wire [79:0] \$137 ;
-  wire [63:0] \$138 ;
-  wire [64:0] \$139 ;
+  wire \$133 ;
+  wire \$134 ;
+  wire \$135 ;
+  wire \$136 ;
+  wire [6:0] \$137 ;
+  wire \$138 ;
+  wire \$139 ;
   wire \$14 ;
-  wire [64:0] \$140 ;
-  wire [64:0] \$141 ;
-  wire [8:0] \$142 ;
-  wire [9:0] \$143 ;
-  wire [8:0] \$144 ;
+  wire \$140 ;
+  wire \$141 ;
+  wire \$142 ;
+  wire \$143 ;
+  wire \$144 ;
   wire \$145 ;
-  wire [9:0] \$146 ;
-  wire [8:0] \$147 ;
-  wire \$148 ;
-  wire [8:0] \$149 ;
+  wire \$146 ;
+  wire \$147 ;
+  wire [7:0] \$148 ;
+  wire [7:0] \$149 ;
   wire \$15 ;
-  wire [63:0] \$150 ;
-  wire [64:0] \$151 ;
-  wire [64:0] \$152 ;
+  wire \$150 ;
+  wire \$151 ;
+  wire \$152 ;
   wire \$153 ;
   wire \$154 ;
   wire \$155 ;
-  wire [26:0] \$156 ;
-  wire [64:0] \$157 ;
+  wire \$156 ;
+  wire \$157 ;
   wire \$158 ;
   wire \$159 ;
   wire \$16 ;
-  wire [8:0] \$160 ;
+  wire \$160 ;
   wire \$161 ;
-  wire [8:0] \$162 ;
-  wire [63:0] \$163 ;
-  wire [64:0] \$164 ;
-  wire [64:0] \$165 ;
-  wire \$166 ;
-  wire \$167 ;
-  wire \$168 ;
-  wire [26:0] \$169 ;
+  wire \$162 ;
+  wire [64:0] \$163 ;
+  wire [15:0] \$164 ;
+  wire [16:0] \$165 ;
+  wire [16:0] \$166 ;
+  wire [79:0] \$167 ;
+  wire [63:0] \$168 ;
+  wire [64:0] \$169 ;
   wire \$17 ;
   wire [64:0] \$170 ;
-  wire \$171 ;
-  wire \$172 ;
-  wire [8:0] \$173 ;
-  wire \$174 ;
-  wire [8:0] \$175 ;
-  wire [63:0] \$176 ;
-  wire [64:0] \$177 ;
-  wire [64:0] \$178 ;
-  wire \$179 ;
+  wire [64:0] \$171 ;
+  wire [19:0] \$172 ;
+  wire \$173 ;
+  wire [19:0] \$174 ;
+  wire [19:0] \$175 ;
+  wire [39:0] \$176 ;
+  wire [8:0] \$177 ;
+  wire [9:0] \$178 ;
+  wire [8:0] \$179 ;
   wire \$18 ;
   wire \$180 ;
-  wire \$181 ;
-  wire [26:0] \$182 ;
-  wire [64:0] \$183 ;
-  wire \$184 ;
-  wire \$185 ;
-  wire [8:0] \$186 ;
-  wire \$187 ;
-  wire [8:0] \$188 ;
-  wire [63:0] \$189 ;
+  wire [9:0] \$181 ;
+  wire [8:0] \$182 ;
+  wire \$183 ;
+  wire [8:0] \$184 ;
+  wire [63:0] \$185 ;
+  wire [64:0] \$186 ;
+  wire [64:0] \$187 ;
+  wire \$188 ;
+  wire \$189 ;
   wire \$19 ;
-  wire [64:0] \$190 ;
-  wire [64:0] \$191 ;
-  wire \$192 ;
+  wire \$190 ;
+  wire [26:0] \$191 ;
+  wire [64:0] \$192 ;
   wire \$193 ;
   wire \$194 ;
-  wire [26:0] \$195 ;
-  wire [64:0] \$196 ;
-  wire \$197 ;
-  wire \$198 ;
-  wire [19:0] \$199 ;
+  wire [8:0] \$195 ;
+  wire \$196 ;
+  wire [8:0] \$197 ;
+  wire [63:0] \$198 ;
+  wire [64:0] \$199 ;
   wire \$2 ;
   wire \$20 ;
-  wire \$200 ;
-  wire [19:0] \$201 ;
-  wire [19:0] \$202 ;
-  wire [39:0] \$203 ;
-  wire [7:0] \$204 ;
-  wire \$205 ;
+  wire [64:0] \$200 ;
+  wire \$201 ;
+  wire \$202 ;
+  wire \$203 ;
+  wire [26:0] \$204 ;
+  wire [64:0] \$205 ;
   wire \$206 ;
   wire \$207 ;
-  wire \$208 ;
+  wire [8:0] \$208 ;
   wire \$209 ;
   wire \$21 ;
-  wire \$210 ;
-  wire \$211 ;
-  wire \$212 ;
-  wire \$213 ;
+  wire [8:0] \$210 ;
+  wire [63:0] \$211 ;
+  wire [64:0] \$212 ;
+  wire [64:0] \$213 ;
   wire \$214 ;
   wire \$215 ;
   wire \$216 ;
-  wire \$217 ;
-  wire \$218 ;
+  wire [26:0] \$217 ;
+  wire [64:0] \$218 ;
   wire \$219 ;
   wire \$22 ;
   wire \$220 ;
-  wire \$221 ;
+  wire [8:0] \$221 ;
   wire \$222 ;
-  wire \$223 ;
-  wire \$224 ;
-  wire \$225 ;
-  wire \$226 ;
+  wire [8:0] \$223 ;
+  wire [63:0] \$224 ;
+  wire [64:0] \$225 ;
+  wire [64:0] \$226 ;
   wire \$227 ;
   wire \$228 ;
   wire \$229 ;
   wire [64:0] \$23 ;
-  wire \$230 ;
-  wire \$231 ;
+  wire [26:0] \$230 ;
+  wire [64:0] \$231 ;
   wire \$232 ;
   wire \$233 ;
-  wire \$234 ;
+  wire [7:0] \$234 ;
   wire \$235 ;
   wire \$236 ;
   wire \$237 ;
@@ -43865,9 +43865,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, side
   wire \$331 ;
   wire \$332 ;
   wire \$333 ;
-  wire [40:0] \$334 ;
-  wire [64:0] \$335 ;
-  wire [40:0] \$336 ;
+  wire \$334 ;
+  wire \$335 ;
+  wire \$336 ;
   wire \$337 ;
   wire \$338 ;
   wire \$339 ;
@@ -43876,7 +43876,7 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, side
   wire \$341 ;
   wire \$342 ;
   wire \$343 ;
-  wire [6:0] \$344 ;
+  wire \$344 ;
   wire \$345 ;
   wire \$346 ;
   wire \$347 ;
@@ -43886,26 +43886,26 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, side
   wire \$350 ;
   wire \$351 ;
   wire \$352 ;
-  wire [1:0] \$353 ;
-  wire [1:0] \$354 ;
+  wire \$353 ;
+  wire \$354 ;
   wire \$355 ;
   wire \$356 ;
   wire \$357 ;
-  wire [1:0] \$358 ;
+  wire \$358 ;
   wire \$359 ;
   wire [64:0] \$36 ;
   wire \$360 ;
   wire \$361 ;
   wire \$362 ;
-  wire [1:0] \$363 ;
-  wire [1:0] \$364 ;
-  wire \$365 ;
-  wire \$366 ;
-  wire [6:0] \$367 ;
+  wire \$363 ;
+  wire [40:0] \$364 ;
+  wire [64:0] \$365 ;
+  wire [40:0] \$366 ;
+  wire \$367 ;
   wire \$368 ;
   wire \$369 ;
   wire [44:0] \$37 ;
-  wire [6:0] \$370 ;
+  wire \$370 ;
   wire \$371 ;
   wire \$372 ;
   wire \$373 ;
@@ -43920,141 +43920,141 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, side
   wire \$381 ;
   wire \$382 ;
   wire \$383 ;
-  wire \$384 ;
+  wire [6:0] \$384 ;
   wire \$385 ;
   wire \$386 ;
-  wire [7:0] \$387 ;
-  wire [7:0] \$388 ;
+  wire \$387 ;
+  wire \$388 ;
   wire \$389 ;
   wire [46:0] \$39 ;
   wire \$390 ;
   wire \$391 ;
   wire \$392 ;
-  wire \$393 ;
-  wire \$394 ;
+  wire [1:0] \$393 ;
+  wire [1:0] \$394 ;
   wire \$395 ;
   wire \$396 ;
   wire \$397 ;
-  wire \$398 ;
+  wire [1:0] \$398 ;
   wire \$399 ;
   wire \$4 ;
   wire [47:0] \$40 ;
-  wire [6:0] \$400 ;
-  wire [20:0] \$401 ;
-  wire [22:0] \$402 ;
-  wire [44:0] \$403 ;
-  wire [20:0] \$404 ;
-  wire [21:0] \$405 ;
+  wire \$400 ;
+  wire \$401 ;
+  wire \$402 ;
+  wire [1:0] \$403 ;
+  wire [1:0] \$404 ;
+  wire \$405 ;
   wire \$406 ;
-  wire [22:0] \$407 ;
-  wire [43:0] \$408 ;
-  wire [20:0] \$409 ;
+  wire [6:0] \$407 ;
+  wire [20:0] \$408 ;
+  wire [22:0] \$409 ;
   wire [47:0] \$41 ;
-  wire \$410 ;
-  wire [2:0] \$411 ;
-  wire \$412 ;
+  wire [44:0] \$410 ;
+  wire [20:0] \$411 ;
+  wire [21:0] \$412 ;
   wire \$413 ;
-  wire \$414 ;
-  wire \$415 ;
-  wire \$416 ;
+  wire [22:0] \$414 ;
+  wire [43:0] \$415 ;
+  wire [20:0] \$416 ;
   wire \$417 ;
-  wire [2:0] \$418 ;
-  wire [2:0] \$419 ;
+  wire \$418 ;
+  wire \$419 ;
   wire [44:0] \$42 ;
-  wire [20:0] \$420 ;
+  wire \$420 ;
   wire \$421 ;
-  wire [22:0] \$422 ;
-  wire [43:0] \$423 ;
-  wire \$424 ;
+  wire \$422 ;
+  wire \$423 ;
+  wire [1:0] \$424 ;
   wire \$425 ;
-  wire \$426 ;
-  wire \$427 ;
-  wire \$428 ;
-  wire [2:0] \$429 ;
+  wire [22:0] \$426 ;
+  wire [43:0] \$427 ;
+  wire [2:0] \$428 ;
+  wire \$429 ;
   wire [45:0] \$43 ;
-  wire [2:0] \$430 ;
-  wire [20:0] \$431 ;
+  wire \$430 ;
+  wire \$431 ;
   wire \$432 ;
-  wire [22:0] \$433 ;
-  wire [43:0] \$434 ;
+  wire \$433 ;
+  wire \$434 ;
   wire \$435 ;
   wire \$436 ;
-  reg [63:0] \$437 ;
-  reg [63:0] \$438 ;
-  reg [48:0] \$439 ;
+  wire \$437 ;
+  wire \$438 ;
+  wire \$439 ;
   wire [46:0] \$44 ;
-  reg [63:0] \$440 ;
-  reg [64:0] \$441 ;
-  reg [7:0] \$442 ;
-  reg [7:0] \$443 ;
-  reg [64:0] \$444 ;
-  reg \$445 ;
-  reg [64:0] \$446 ;
-  reg \$447 ;
-  reg [64:0] \$448 ;
-  reg \$449 ;
+  wire \$440 ;
+  wire \$441 ;
+  wire \$442 ;
+  wire \$443 ;
+  wire \$444 ;
+  wire \$445 ;
+  wire \$446 ;
+  wire \$447 ;
+  wire \$448 ;
+  wire \$449 ;
   wire [46:0] \$45 ;
-  reg [64:0] \$450 ;
-  reg \$451 ;
-  reg [43:0] \$452 ;
-  reg [6:0] \$453 ;
-  reg \$454 ;
-  reg [63:0] \$455 ;
-  reg [63:0] \$456 ;
-  reg [63:0] \$457 ;
-  reg [63:0] \$458 ;
-  reg [63:0] \$459 ;
+  wire \$450 ;
+  wire \$451 ;
+  wire \$452 ;
+  wire \$453 ;
+  wire [20:0] \$454 ;
+  wire [21:0] \$455 ;
+  wire [22:0] \$456 ;
+  wire [22:0] \$457 ;
+  wire \$458 ;
+  wire [6:0] \$459 ;
   wire [63:0] \$46 ;
-  reg [63:0] \$460 ;
-  reg [63:0] \$461 ;
-  reg [63:0] \$462 ;
-  reg [63:0] \$463 ;
-  reg [63:0] \$464 ;
-  reg [63:0] \$465 ;
-  reg [63:0] \$466 ;
-  reg [63:0] \$467 ;
-  reg [63:0] \$468 ;
-  reg [63:0] \$469 ;
+  wire \$460 ;
+  wire \$461 ;
+  wire [6:0] \$462 ;
+  wire \$463 ;
+  wire \$464 ;
+  wire \$465 ;
+  wire \$466 ;
+  wire \$467 ;
+  wire \$468 ;
+  wire \$469 ;
   wire [44:0] \$47 ;
-  reg [63:0] \$470 ;
-  reg [63:0] \$471 ;
-  reg [63:0] \$472 ;
-  reg [63:0] \$473 ;
-  reg [63:0] \$474 ;
-  reg [63:0] \$475 ;
-  reg [63:0] \$476 ;
-  reg [63:0] \$477 ;
-  reg [63:0] \$478 ;
-  reg [63:0] \$479 ;
+  wire \$470 ;
+  wire \$471 ;
+  wire \$472 ;
+  wire \$473 ;
+  wire \$474 ;
+  wire \$475 ;
+  wire \$476 ;
+  wire \$477 ;
+  wire \$478 ;
+  wire \$479 ;
   wire [64:0] \$48 ;
-  reg [63:0] \$480 ;
-  reg [63:0] \$481 ;
-  reg [63:0] \$482 ;
-  reg [63:0] \$483 ;
-  reg [63:0] \$484 ;
-  reg [63:0] \$485 ;
-  reg [63:0] \$486 ;
+  wire \$480 ;
+  wire \$481 ;
+  wire \$482 ;
+  wire \$483 ;
+  wire \$484 ;
+  wire \$485 ;
+  wire \$486 ;
   reg [63:0] \$487 ;
   reg [63:0] \$488 ;
-  reg [63:0] \$489 ;
+  reg [48:0] \$489 ;
   wire [44:0] \$49 ;
   reg [63:0] \$490 ;
-  reg [63:0] \$491 ;
-  reg [63:0] \$492 ;
-  reg [63:0] \$493 ;
-  reg [63:0] \$494 ;
-  reg [63:0] \$495 ;
-  reg [63:0] \$496 ;
-  reg [63:0] \$497 ;
-  reg [63:0] \$498 ;
-  reg [63:0] \$499 ;
+  reg [64:0] \$491 ;
+  reg [43:0] \$492 ;
+  reg [7:0] \$493 ;
+  reg [7:0] \$494 ;
+  reg [64:0] \$495 ;
+  reg \$496 ;
+  reg [64:0] \$497 ;
+  reg \$498 ;
+  reg [64:0] \$499 ;
   wire \$5 ;
   wire [45:0] \$50 ;
-  reg [63:0] \$500 ;
-  reg [63:0] \$501 ;
-  reg [63:0] \$502 ;
-  reg [63:0] \$503 ;
-  reg [63:0] \$504 ;
+  reg \$500 ;
+  reg [64:0] \$501 ;
+  reg \$502 ;
+  reg [6:0] \$503 ;
+  reg \$504 ;
   reg [63:0] \$505 ;
   reg [63:0] \$506 ;
   reg [63:0] \$507 ;
@@ -44072,41 +44072,158 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, side
   reg [63:0] \$518 ;
   reg [63:0] \$519 ;
   wire [47:0] \$52 ;
-  reg \$520 ;
-  reg \$521 ;
-  reg \$522 ;
-  reg [2:0] \$523 ;
-  reg [5:0] \$524 ;
-  reg \$525 ;
-  reg [7:0] \$526 ;
-  reg \$527 ;
-  reg [19:0] \$528 ;
-  reg [43:0] \$529 ;
+  reg [63:0] \$520 ;
+  reg [63:0] \$521 ;
+  reg [63:0] \$522 ;
+  reg [63:0] \$523 ;
+  reg [63:0] \$524 ;
+  reg [63:0] \$525 ;
+  reg [63:0] \$526 ;
+  reg [63:0] \$527 ;
+  reg [63:0] \$528 ;
+  reg [63:0] \$529 ;
   wire [47:0] \$53 ;
-  reg [43:0] \$530 ;
-  reg \$531 ;
-  reg [333:0] \$532 ;
-  reg \$533 ;
-  reg \$534 ;
-  reg [1:0] \$535 ;
-  reg [2:0] \$536 ;
-  reg [966:0] \$537 ;
+  reg [63:0] \$530 ;
+  reg [63:0] \$531 ;
+  reg [63:0] \$532 ;
+  reg [63:0] \$533 ;
+  reg [63:0] \$534 ;
+  reg [63:0] \$535 ;
+  reg [63:0] \$536 ;
+  reg [63:0] \$537 ;
+  reg [63:0] \$538 ;
+  reg [63:0] \$539 ;
   wire [44:0] \$54 ;
+  reg [63:0] \$540 ;
+  reg [63:0] \$541 ;
+  reg [63:0] \$542 ;
+  reg [63:0] \$543 ;
+  reg [63:0] \$544 ;
+  reg [63:0] \$545 ;
+  reg [63:0] \$546 ;
+  reg [63:0] \$547 ;
+  reg [63:0] \$548 ;
+  reg [63:0] \$549 ;
   wire [45:0] \$55 ;
+  reg [63:0] \$550 ;
+  reg [63:0] \$551 ;
+  reg [63:0] \$552 ;
+  reg [63:0] \$553 ;
+  reg [63:0] \$554 ;
+  reg [63:0] \$555 ;
+  reg [63:0] \$556 ;
+  reg [63:0] \$557 ;
+  reg [63:0] \$558 ;
+  reg [63:0] \$559 ;
   wire [46:0] \$56 ;
-  wire [9:0] \$561 ;
+  reg [63:0] \$560 ;
+  reg [63:0] \$561 ;
+  reg [63:0] \$562 ;
+  reg [63:0] \$563 ;
+  reg [63:0] \$564 ;
+  reg [63:0] \$565 ;
+  reg [63:0] \$566 ;
+  reg [63:0] \$567 ;
+  reg [63:0] \$568 ;
+  reg [63:0] \$569 ;
   wire [46:0] \$57 ;
+  reg \$570 ;
+  reg \$571 ;
+  reg [5:0] \$572 ;
+  reg [1:0] \$573 ;
+  reg \$574 ;
+  reg [19:0] \$575 ;
+  reg [43:0] \$576 ;
+  reg [43:0] \$577 ;
+  reg \$578 ;
+  reg \$579 ;
   wire \$58 ;
+  reg [333:0] \$580 ;
+  reg [966:0] \$581 ;
+  reg [63:0] \$582 ;
+  reg [43:0] \$583 ;
+  reg [63:0] \$584 ;
+  reg [63:0] \$585 ;
+  reg [63:0] \$586 ;
+  reg [63:0] \$587 ;
+  reg [63:0] \$588 ;
+  reg [63:0] \$589 ;
   wire [5:0] \$59 ;
+  reg [63:0] \$590 ;
+  reg [63:0] \$591 ;
+  reg [63:0] \$592 ;
+  reg [63:0] \$593 ;
+  reg [63:0] \$594 ;
+  reg [63:0] \$595 ;
+  reg [63:0] \$596 ;
+  reg [63:0] \$597 ;
+  reg [63:0] \$598 ;
+  reg [63:0] \$599 ;
   wire \$6 ;
   wire [6:0] \$60 ;
+  reg [63:0] \$600 ;
+  reg [63:0] \$601 ;
+  reg [63:0] \$602 ;
+  reg [63:0] \$603 ;
+  reg [63:0] \$604 ;
+  reg [63:0] \$605 ;
+  reg [63:0] \$606 ;
+  reg [63:0] \$607 ;
+  reg [63:0] \$608 ;
+  reg [63:0] \$609 ;
   wire \$61 ;
+  reg [63:0] \$610 ;
+  reg [63:0] \$611 ;
+  reg [63:0] \$612 ;
+  reg [63:0] \$613 ;
+  reg [63:0] \$614 ;
+  reg [63:0] \$615 ;
+  reg [63:0] \$616 ;
+  reg [63:0] \$617 ;
+  reg [63:0] \$618 ;
+  reg [63:0] \$619 ;
   wire [34:0] \$62 ;
+  reg [63:0] \$620 ;
+  reg [63:0] \$621 ;
+  reg [63:0] \$622 ;
+  reg [63:0] \$623 ;
+  reg [63:0] \$624 ;
+  reg [63:0] \$625 ;
+  reg [63:0] \$626 ;
+  reg [63:0] \$627 ;
+  reg [63:0] \$628 ;
+  reg [63:0] \$629 ;
   wire [39:0] \$63 ;
+  reg [63:0] \$630 ;
+  reg [63:0] \$631 ;
+  reg [63:0] \$632 ;
+  reg [63:0] \$633 ;
+  reg [63:0] \$634 ;
+  reg [63:0] \$635 ;
+  reg [63:0] \$636 ;
+  reg [63:0] \$637 ;
+  reg [63:0] \$638 ;
+  reg [63:0] \$639 ;
   wire [39:0] \$64 ;
+  reg [63:0] \$640 ;
+  reg [63:0] \$641 ;
+  reg [63:0] \$642 ;
+  reg [63:0] \$643 ;
+  reg [63:0] \$644 ;
+  reg [63:0] \$645 ;
+  reg [63:0] \$646 ;
+  reg [63:0] \$647 ;
+  reg [333:0] \$648 ;
+  reg [1:0] \$649 ;
   wire [40:0] \$65 ;
+  reg [2:0] \$650 ;
+  reg [966:0] \$651 ;
+  reg \$652 ;
+  reg [5:0] \$653 ;
+  reg \$654 ;
   wire [64:0] \$66 ;
   wire [44:0] \$67 ;
+  wire [9:0] \$679 ;
   wire [45:0] \$68 ;
   wire [46:0] \$69 ;
   wire \$7 ;
@@ -44141,112 +44258,53 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, side
   wire [64:0] \$96 ;
   wire [64:0] \$97 ;
   wire \$98 ;
-  wire [20:0] \$99 ;
-  reg [333:0] \$signal  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  reg [63:0] \$signal$11  = 64'h0000000000000000;
-  (* init = 1'h0 *)
-  wire \$signal$110 ;
-  reg [63:0] \$signal$124 ;
-  reg [31:0] \$signal$125 ;
-  reg \$signal$128  = 1'h0;
-  reg [6:0] \$signal$129  = 7'h00;
-  reg \$signal$136  = 1'h0;
-  reg [7:0] \$signal$144  = 8'h00;
-  reg \$signal$145 ;
-  reg \$signal$146 ;
-  reg [63:0] \$signal$149  = 64'h0000000000000000;
-  reg [63:0] \$signal$150  = 64'h0000000000000000;
-  reg \$signal$156  = 1'h0;
-  reg [63:0] \$signal$159  = 64'h0000000000000000;
-  reg \$signal$162  = 1'h0;
-  reg [19:0] \$signal$163  = 20'h00000;
-  reg [966:0] \$signal$22  = 967'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  wire \$signal$22.is_compute ;
-  wire \$signal$22.is_load ;
-  wire \$signal$22.is_store ;
-  wire [39:0] \$signal$22.page_half ;
-  wire [3:0] \$signal$22.page_shift ;
-  wire \$signal$22.paged ;
-  wire [6:0] \$signal$22.pages ;
-  wire [63:0] \$signal$22.second_addr ;
-  wire [791:0] \$signal$22.stages ;
-  wire [395:0] \$signal$22.stages[0] ;
-  wire [19:0] \$signal$22.stages[0].cols_dim ;
-  wire [19:0] \$signal$22.stages[0].full_groups ;
-  wire [19:0] \$signal$22.stages[0].groups ;
-  wire [19:0] \$signal$22.stages[0].k ;
-  wire [43:0] \$signal$22.stages[0].last_elems ;
-  wire [43:0] \$signal$22.stages[0].main_elems ;
-  wire [19:0] \$signal$22.stages[0].main_pages ;
-  wire [19:0] \$signal$22.stages[0].main_rows ;
-  wire [19:0] \$signal$22.stages[0].n ;
-  wire [19:0] \$signal$22.stages[0].n_words ;
-  wire [2:0] \$signal$22.stages[0].pack_log2 ;
-  wire [43:0] \$signal$22.stages[0].rest_elems ;
-  wire [19:0] \$signal$22.stages[0].rest_page ;
-  wire [4:0] \$signal$22.stages[0].rest_rows ;
-  wire [19:0] \$signal$22.stages[0].rows_dim ;
-  wire [2:0] \$signal$22.stages[0].run_log2 ;
-  wire [1:0] \$signal$22.stages[0].sets ;
-  wire [1:0] \$signal$22.stages[0].t_fold_adds ;
-  wire [2:0] \$signal$22.stages[0].t_level ;
-  wire \$signal$22.stages[0].t_scalar ;
-  wire [43:0] \$signal$22.stages[0].tail_elems ;
-  wire \$signal$22.stages[0].trans ;
-  wire [395:0] \$signal$22.stages[1] ;
-  wire [19:0] \$signal$22.stages[1].cols_dim ;
-  wire [19:0] \$signal$22.stages[1].full_groups ;
-  wire [19:0] \$signal$22.stages[1].groups ;
-  wire [19:0] \$signal$22.stages[1].k ;
-  wire [43:0] \$signal$22.stages[1].last_elems ;
-  wire [43:0] \$signal$22.stages[1].main_elems ;
-  wire [19:0] \$signal$22.stages[1].main_pages ;
-  wire [19:0] \$signal$22.stages[1].main_rows ;
-  wire [19:0] \$signal$22.stages[1].n ;
-  wire [19:0] \$signal$22.stages[1].n_words ;
-  wire [2:0] \$signal$22.stages[1].pack_log2 ;
-  wire [43:0] \$signal$22.stages[1].rest_elems ;
-  wire [19:0] \$signal$22.stages[1].rest_page ;
-  wire [4:0] \$signal$22.stages[1].rest_rows ;
-  wire [19:0] \$signal$22.stages[1].rows_dim ;
-  wire [2:0] \$signal$22.stages[1].run_log2 ;
-  wire [1:0] \$signal$22.stages[1].sets ;
-  wire [1:0] \$signal$22.stages[1].t_fold_adds ;
-  wire [2:0] \$signal$22.stages[1].t_level ;
-  wire \$signal$22.stages[1].t_scalar ;
-  wire [43:0] \$signal$22.stages[1].tail_elems ;
-  wire \$signal$22.stages[1].trans ;
-  wire [47:0] \$signal$22.stats_offset ;
-  wire [7:0] \$signal$22.status ;
-  reg \$signal$23  = 1'h0;
-  reg [43:0] \$signal$25  = 44'h00000000000;
-  reg [43:0] \$signal$28  = 44'h00000000000;
-  reg [2:0] \$signal$42  = 3'h0;
-  wire [203:0] \$signal.desc ;
-  wire [63:0] \$signal.desc.dev_addr ;
-  wire [19:0] \$signal.desc.dev_cols ;
-  wire [19:0] \$signal.desc.dev_rows ;
-  wire [19:0] \$signal.desc.dev_size ;
-  wire [3:0] \$signal.desc.dtype ;
-  wire [9:0] \$signal.desc.flags ;
-  wire [3:0] \$signal.desc.flags.page_shift ;
-  wire \$signal.desc.flags.paged ;
-  wire \$signal.desc.flags.partial ;
-  wire [2:0] \$signal.desc.flags.reserved ;
-  wire \$signal.desc.flags.trans_w ;
-  wire [19:0] \$signal.desc.in_cols ;
-  wire [19:0] \$signal.desc.in_rows ;
-  wire [19:0] \$signal.desc.in_size ;
-  wire [3:0] \$signal.desc.op ;
-  wire [1:0] \$signal.desc.type ;
-  wire [1:0] \$signal.queue ;
-  wire [63:0] \$signal.seq ;
-  wire [63:0] \$signal.taken ;
+  wire \$99 ;
+  reg [63:0] \$signal  = 64'h0000000000000000;
+  reg [333:0] \$signal$105  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  wire [203:0] \$signal$105.desc ;
+  wire [63:0] \$signal$105.desc.dev_addr ;
+  wire [19:0] \$signal$105.desc.dev_cols ;
+  wire [19:0] \$signal$105.desc.dev_rows ;
+  wire [19:0] \$signal$105.desc.dev_size ;
+  wire [3:0] \$signal$105.desc.dtype ;
+  wire [9:0] \$signal$105.desc.flags ;
+  wire [3:0] \$signal$105.desc.flags.page_shift ;
+  wire \$signal$105.desc.flags.paged ;
+  wire \$signal$105.desc.flags.partial ;
+  wire [2:0] \$signal$105.desc.flags.reserved ;
+  wire \$signal$105.desc.flags.trans_w ;
+  wire [19:0] \$signal$105.desc.in_cols ;
+  wire [19:0] \$signal$105.desc.in_rows ;
+  wire [19:0] \$signal$105.desc.in_size ;
+  wire [3:0] \$signal$105.desc.op ;
+  wire [1:0] \$signal$105.desc.type ;
+  wire [1:0] \$signal$105.queue ;
+  wire [63:0] \$signal$105.seq ;
+  wire [63:0] \$signal$105.taken ;
+  reg [1:0] \$signal$116  = 2'h0;
+  reg [63:0] \$signal$193 ;
+  reg [31:0] \$signal$194 ;
+  reg \$signal$198  = 1'h0;
+  reg \$signal$204  = 1'h0;
+  reg [7:0] \$signal$211  = 8'h00;
+  reg \$signal$212 ;
+  reg \$signal$213 ;
+  reg \$signal$218  = 1'h0;
+  reg [63:0] \$signal$221  = 64'h0000000000000000;
+  reg [63:0] \$signal$226  = 64'h0000000000000000;
+  reg [63:0] \$signal$227  = 64'h0000000000000000;
+  reg [6:0] \$signal$233  = 7'h00;
+  reg [19:0] \$signal$236  = 20'h00000;
+  reg [43:0] \$signal$237  = 44'h00000000000;
+  reg [63:0] \$signal$97  = 64'h0000000000000000;
+  reg [43:0] \$signal$98  = 44'h00000000000;
+  reg bad = 1'h0;
   wire [43:0] beats;
-  wire [43:0] \beats$118 ;
-  wire [43:0] \beats$123 ;
-  wire [43:0] \beats$35 ;
-  wire [43:0] \beats$40 ;
+  wire [43:0] \beats$109 ;
+  wire [43:0] \beats$114 ;
+  wire [43:0] \beats$187 ;
+  wire [43:0] \beats$192 ;
+  reg [5:0] c_page = 6'h00;
   reg [63:0] checked;
   input clk;
   wire clk;
@@ -44314,7 +44372,122 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, side
   wire \decoded.stages[1].trans ;
   wire [47:0] \decoded.stats_offset ;
   wire [7:0] \decoded.status ;
-  reg decoded_valid = 1'h0;
+  reg [966:0] decoded1 = 967'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  wire \decoded1.is_compute ;
+  wire \decoded1.is_load ;
+  wire \decoded1.is_store ;
+  wire [39:0] \decoded1.page_half ;
+  wire [3:0] \decoded1.page_shift ;
+  wire \decoded1.paged ;
+  wire [6:0] \decoded1.pages ;
+  wire [63:0] \decoded1.second_addr ;
+  wire [791:0] \decoded1.stages ;
+  wire [395:0] \decoded1.stages[0] ;
+  wire [19:0] \decoded1.stages[0].cols_dim ;
+  wire [19:0] \decoded1.stages[0].full_groups ;
+  wire [19:0] \decoded1.stages[0].groups ;
+  wire [19:0] \decoded1.stages[0].k ;
+  wire [43:0] \decoded1.stages[0].last_elems ;
+  wire [43:0] \decoded1.stages[0].main_elems ;
+  wire [19:0] \decoded1.stages[0].main_pages ;
+  wire [19:0] \decoded1.stages[0].main_rows ;
+  wire [19:0] \decoded1.stages[0].n ;
+  wire [19:0] \decoded1.stages[0].n_words ;
+  wire [2:0] \decoded1.stages[0].pack_log2 ;
+  wire [43:0] \decoded1.stages[0].rest_elems ;
+  wire [19:0] \decoded1.stages[0].rest_page ;
+  wire [4:0] \decoded1.stages[0].rest_rows ;
+  wire [19:0] \decoded1.stages[0].rows_dim ;
+  wire [2:0] \decoded1.stages[0].run_log2 ;
+  wire [1:0] \decoded1.stages[0].sets ;
+  wire [1:0] \decoded1.stages[0].t_fold_adds ;
+  wire [2:0] \decoded1.stages[0].t_level ;
+  wire \decoded1.stages[0].t_scalar ;
+  wire [43:0] \decoded1.stages[0].tail_elems ;
+  wire \decoded1.stages[0].trans ;
+  wire [395:0] \decoded1.stages[1] ;
+  wire [19:0] \decoded1.stages[1].cols_dim ;
+  wire [19:0] \decoded1.stages[1].full_groups ;
+  wire [19:0] \decoded1.stages[1].groups ;
+  wire [19:0] \decoded1.stages[1].k ;
+  wire [43:0] \decoded1.stages[1].last_elems ;
+  wire [43:0] \decoded1.stages[1].main_elems ;
+  wire [19:0] \decoded1.stages[1].main_pages ;
+  wire [19:0] \decoded1.stages[1].main_rows ;
+  wire [19:0] \decoded1.stages[1].n ;
+  wire [19:0] \decoded1.stages[1].n_words ;
+  wire [2:0] \decoded1.stages[1].pack_log2 ;
+  wire [43:0] \decoded1.stages[1].rest_elems ;
+  wire [19:0] \decoded1.stages[1].rest_page ;
+  wire [4:0] \decoded1.stages[1].rest_rows ;
+  wire [19:0] \decoded1.stages[1].rows_dim ;
+  wire [2:0] \decoded1.stages[1].run_log2 ;
+  wire [1:0] \decoded1.stages[1].sets ;
+  wire [1:0] \decoded1.stages[1].t_fold_adds ;
+  wire [2:0] \decoded1.stages[1].t_level ;
+  wire \decoded1.stages[1].t_scalar ;
+  wire [43:0] \decoded1.stages[1].tail_elems ;
+  wire \decoded1.stages[1].trans ;
+  wire [47:0] \decoded1.stats_offset ;
+  wire [7:0] \decoded1.status ;
+  reg [966:0] decoded2 = 967'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  wire \decoded2.is_compute ;
+  wire \decoded2.is_load ;
+  wire \decoded2.is_store ;
+  wire [39:0] \decoded2.page_half ;
+  wire [3:0] \decoded2.page_shift ;
+  wire \decoded2.paged ;
+  wire [6:0] \decoded2.pages ;
+  wire [63:0] \decoded2.second_addr ;
+  wire [791:0] \decoded2.stages ;
+  wire [395:0] \decoded2.stages[0] ;
+  wire [19:0] \decoded2.stages[0].cols_dim ;
+  wire [19:0] \decoded2.stages[0].full_groups ;
+  wire [19:0] \decoded2.stages[0].groups ;
+  wire [19:0] \decoded2.stages[0].k ;
+  wire [43:0] \decoded2.stages[0].last_elems ;
+  wire [43:0] \decoded2.stages[0].main_elems ;
+  wire [19:0] \decoded2.stages[0].main_pages ;
+  wire [19:0] \decoded2.stages[0].main_rows ;
+  wire [19:0] \decoded2.stages[0].n ;
+  wire [19:0] \decoded2.stages[0].n_words ;
+  wire [2:0] \decoded2.stages[0].pack_log2 ;
+  wire [43:0] \decoded2.stages[0].rest_elems ;
+  wire [19:0] \decoded2.stages[0].rest_page ;
+  wire [4:0] \decoded2.stages[0].rest_rows ;
+  wire [19:0] \decoded2.stages[0].rows_dim ;
+  wire [2:0] \decoded2.stages[0].run_log2 ;
+  wire [1:0] \decoded2.stages[0].sets ;
+  wire [1:0] \decoded2.stages[0].t_fold_adds ;
+  wire [2:0] \decoded2.stages[0].t_level ;
+  wire \decoded2.stages[0].t_scalar ;
+  wire [43:0] \decoded2.stages[0].tail_elems ;
+  wire \decoded2.stages[0].trans ;
+  wire [395:0] \decoded2.stages[1] ;
+  wire [19:0] \decoded2.stages[1].cols_dim ;
+  wire [19:0] \decoded2.stages[1].full_groups ;
+  wire [19:0] \decoded2.stages[1].groups ;
+  wire [19:0] \decoded2.stages[1].k ;
+  wire [43:0] \decoded2.stages[1].last_elems ;
+  wire [43:0] \decoded2.stages[1].main_elems ;
+  wire [19:0] \decoded2.stages[1].main_pages ;
+  wire [19:0] \decoded2.stages[1].main_rows ;
+  wire [19:0] \decoded2.stages[1].n ;
+  wire [19:0] \decoded2.stages[1].n_words ;
+  wire [2:0] \decoded2.stages[1].pack_log2 ;
+  wire [43:0] \decoded2.stages[1].rest_elems ;
+  wire [19:0] \decoded2.stages[1].rest_page ;
+  wire [4:0] \decoded2.stages[1].rest_rows ;
+  wire [19:0] \decoded2.stages[1].rows_dim ;
+  wire [2:0] \decoded2.stages[1].run_log2 ;
+  wire [1:0] \decoded2.stages[1].sets ;
+  wire [1:0] \decoded2.stages[1].t_fold_adds ;
+  wire [2:0] \decoded2.stages[1].t_level ;
+  wire \decoded2.stages[1].t_scalar ;
+  wire [43:0] \decoded2.stages[1].tail_elems ;
+  wire \decoded2.stages[1].trans ;
+  wire [47:0] \decoded2.stats_offset ;
+  wire [7:0] \decoded2.status ;
   reg [1:0] decoding = 2'h0;
   wire [203:0] desc;
   wire [63:0] \desc.dev_addr ;
@@ -44333,6 +44506,28 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, side
   wire [19:0] \desc.in_size ;
   wire [3:0] \desc.op ;
   wire [1:0] \desc.type ;
+  reg [333:0] entry2 = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  wire [203:0] \entry2.desc ;
+  wire [63:0] \entry2.desc.dev_addr ;
+  wire [19:0] \entry2.desc.dev_cols ;
+  wire [19:0] \entry2.desc.dev_rows ;
+  wire [19:0] \entry2.desc.dev_size ;
+  wire [3:0] \entry2.desc.dtype ;
+  wire [9:0] \entry2.desc.flags ;
+  wire [3:0] \entry2.desc.flags.page_shift ;
+  wire \entry2.desc.flags.paged ;
+  wire \entry2.desc.flags.partial ;
+  wire [2:0] \entry2.desc.flags.reserved ;
+  wire \entry2.desc.flags.trans_w ;
+  wire [19:0] \entry2.desc.in_cols ;
+  wire [19:0] \entry2.desc.in_rows ;
+  wire [19:0] \entry2.desc.in_size ;
+  wire [3:0] \entry2.desc.op ;
+  wire [1:0] \entry2.desc.type ;
+  wire [1:0] \entry2.queue ;
+  wire [63:0] \entry2.seq ;
+  wire [63:0] \entry2.taken ;
+  reg [43:0] f_in_elems = 44'h00000000000;
   reg [5:0] f_page = 6'h00;
   wire [395:0] f_sizes;
   wire [19:0] \f_sizes.cols_dim ;
@@ -44357,18 +44552,86 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, side
   wire \f_sizes.t_scalar ;
   wire [43:0] \f_sizes.tail_elems ;
   wire \f_sizes.trans ;
+  reg f_stage = 1'h0;
+  reg fetch2 = 1'h0;
   reg [2:0] fsm_state = 3'h0;
-  reg handed = 1'h0;
+  reg handed1 = 1'h0;
   wire [63:0] input_run_first;
   wire [63:0] input_run_line;
   wire [43:0] input_run_lines;
   wire [5:0] input_run_offset;
-  reg [43:0] last_group_elems = 44'h00000000000;
+  reg [43:0] last_group_elems2 = 44'h00000000000;
+  reg list_req;
   wire [7:0] log2_slot;
   wire [63:0] main_run_first;
   wire [63:0] main_run_line;
   wire [43:0] main_run_lines;
   wire [5:0] main_run_offset;
+  reg move;
+  reg [63:0] next_page0 = 64'h0000000000000000;
+  reg [63:0] next_page1 = 64'h0000000000000000;
+  reg [63:0] next_page10 = 64'h0000000000000000;
+  reg [63:0] next_page11 = 64'h0000000000000000;
+  reg [63:0] next_page12 = 64'h0000000000000000;
+  reg [63:0] next_page13 = 64'h0000000000000000;
+  reg [63:0] next_page14 = 64'h0000000000000000;
+  reg [63:0] next_page15 = 64'h0000000000000000;
+  reg [63:0] next_page16 = 64'h0000000000000000;
+  reg [63:0] next_page17 = 64'h0000000000000000;
+  reg [63:0] next_page18 = 64'h0000000000000000;
+  reg [63:0] next_page19 = 64'h0000000000000000;
+  reg [63:0] next_page2 = 64'h0000000000000000;
+  reg [63:0] next_page20 = 64'h0000000000000000;
+  reg [63:0] next_page21 = 64'h0000000000000000;
+  reg [63:0] next_page22 = 64'h0000000000000000;
+  reg [63:0] next_page23 = 64'h0000000000000000;
+  reg [63:0] next_page24 = 64'h0000000000000000;
+  reg [63:0] next_page25 = 64'h0000000000000000;
+  reg [63:0] next_page26 = 64'h0000000000000000;
+  reg [63:0] next_page27 = 64'h0000000000000000;
+  reg [63:0] next_page28 = 64'h0000000000000000;
+  reg [63:0] next_page29 = 64'h0000000000000000;
+  reg [63:0] next_page3 = 64'h0000000000000000;
+  reg [63:0] next_page30 = 64'h0000000000000000;
+  reg [63:0] next_page31 = 64'h0000000000000000;
+  reg [63:0] next_page32 = 64'h0000000000000000;
+  reg [63:0] next_page33 = 64'h0000000000000000;
+  reg [63:0] next_page34 = 64'h0000000000000000;
+  reg [63:0] next_page35 = 64'h0000000000000000;
+  reg [63:0] next_page36 = 64'h0000000000000000;
+  reg [63:0] next_page37 = 64'h0000000000000000;
+  reg [63:0] next_page38 = 64'h0000000000000000;
+  reg [63:0] next_page39 = 64'h0000000000000000;
+  reg [63:0] next_page4 = 64'h0000000000000000;
+  reg [63:0] next_page40 = 64'h0000000000000000;
+  reg [63:0] next_page41 = 64'h0000000000000000;
+  reg [63:0] next_page42 = 64'h0000000000000000;
+  reg [63:0] next_page43 = 64'h0000000000000000;
+  reg [63:0] next_page44 = 64'h0000000000000000;
+  reg [63:0] next_page45 = 64'h0000000000000000;
+  reg [63:0] next_page46 = 64'h0000000000000000;
+  reg [63:0] next_page47 = 64'h0000000000000000;
+  reg [63:0] next_page48 = 64'h0000000000000000;
+  reg [63:0] next_page49 = 64'h0000000000000000;
+  reg [63:0] next_page5 = 64'h0000000000000000;
+  reg [63:0] next_page50 = 64'h0000000000000000;
+  reg [63:0] next_page51 = 64'h0000000000000000;
+  reg [63:0] next_page52 = 64'h0000000000000000;
+  reg [63:0] next_page53 = 64'h0000000000000000;
+  reg [63:0] next_page54 = 64'h0000000000000000;
+  reg [63:0] next_page55 = 64'h0000000000000000;
+  reg [63:0] next_page56 = 64'h0000000000000000;
+  reg [63:0] next_page57 = 64'h0000000000000000;
+  reg [63:0] next_page58 = 64'h0000000000000000;
+  reg [63:0] next_page59 = 64'h0000000000000000;
+  reg [63:0] next_page6 = 64'h0000000000000000;
+  reg [63:0] next_page60 = 64'h0000000000000000;
+  reg [63:0] next_page61 = 64'h0000000000000000;
+  reg [63:0] next_page62 = 64'h0000000000000000;
+  reg [63:0] next_page63 = 64'h0000000000000000;
+  reg [63:0] next_page7 = 64'h0000000000000000;
+  reg [63:0] next_page8 = 64'h0000000000000000;
+  reg [63:0] next_page9 = 64'h0000000000000000;
   reg operand_in_cq0 = 1'h0;
   reg operand_in_cq1 = 1'h0;
   reg operand_in_cq2 = 1'h0;
@@ -44521,18 +44784,22 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, side
   wire [19:0] \queues__3.pasid ;
   wire [63:0] \queues__3.sq_base ;
   wire [31:0] \queues__3.tail ;
+  wire [7:0] r_data;
+  input r_en;
+  wire r_en;
+  wire r_rdy;
   wire reads_cq;
-  reg [321:0] regs;
-  wire [63:0] \regs.cq_base ;
-  wire [63:0] \regs.data_base ;
-  wire [63:0] \regs.data_limit ;
-  wire \regs.enable ;
-  wire \regs.irq_en ;
-  wire [3:0] \regs.log2_depth ;
-  wire [7:0] \regs.log2_slot ;
-  wire [19:0] \regs.pasid ;
-  wire [63:0] \regs.sq_base ;
-  wire [31:0] \regs.tail ;
+  reg [321:0] regs2;
+  wire [63:0] \regs2.cq_base ;
+  wire [63:0] \regs2.data_base ;
+  wire [63:0] \regs2.data_limit ;
+  wire \regs2.enable ;
+  wire \regs2.irq_en ;
+  wire [3:0] \regs2.log2_depth ;
+  wire [7:0] \regs2.log2_slot ;
+  wire [19:0] \regs2.pasid ;
+  wire [63:0] \regs2.sq_base ;
+  wire [31:0] \regs2.tail ;
   input report;
   wire report;
   input report_store;
@@ -44563,7 +44830,6 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, side
   wire side_valid;
   reg [64:0] slot_end = 65'h00000000000000000;
   reg [48:0] slot_size = 49'h0000000000000;
-  reg step;
   reg [7:0] stores = 8'h00;
   input take;
   wire take;
@@ -44651,245 +44917,511 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, side
   output task_valid;
   wire task_valid;
   output [7:0] verdict_status;
-  reg [7:0] verdict_status = 8'h00;
-  (* init = 8'h00 *)
-  wire [7:0] \verdict_status$112 ;
-  input verdict_take;
+  wire [7:0] verdict_status;
   wire verdict_take;
   output verdict_valid;
-  reg verdict_valid = 1'h0;
+  wire verdict_valid;
+  reg [7:0] w_data;
+  reg w_en;
+  wire w_rdy;
+  assign \$338  = \$signal$233  == 3'h6;
+  assign \$340  = \$signal$233  == 3'h6;
+  assign \$342  = \$signal$233  == 3'h6;
+  assign \$344  = \$signal$233  == 3'h6;
+  assign \$346  = \$signal$233  == 3'h6;
+  assign \$348  = \$signal$233  == 3'h7;
+  assign \$350  = \$signal$233  == 3'h7;
+  assign \$352  = \$signal$233  == 3'h7;
+  assign \$354  = \$signal$233  == 3'h7;
+  assign \$356  = \$signal$233  == 3'h7;
+  assign \$358  = \$signal$233  == 3'h7;
+  assign \$360  = \$signal$233  == 3'h7;
+  assign \$362  = \$signal$233  == 3'h7;
+  assign \$365  = regs2[255:192] - \$364 ;
+  assign \$367  = regs2[255:192] >= \$366 ;
+  assign \$368  = ~ run_any;
+  assign \$369  = \$368  | run_issued;
+  assign \$370  = \$signal$198  & \$369 ;
+  assign \$371  = ! \$signal$116 ;
+  assign \$372  = \$signal$116  == 2'h3;
+  assign \$373  = \$371  | \$372 ;
+  assign \$374  = \$signal$116  == 1'h1;
+  assign \$375  = ! f_page;
+  assign \$376  = \$374  & \$375 ;
+  assign \$377  = \$373  | \$376 ;
+  assign \$378  = list_req & \$377 ;
+  assign \$379  = ~ \$378 ;
+  assign \$380  = \$370  & \$379 ;
+  assign \$381  = \$signal$116  == 2'h3;
+  assign \$382  = \$signal$116  == 1'h1;
+  assign \$383  = \$382  & decoded1[123];
+  assign \$384  = f_page + 1'h1;
+  assign \$385  = \$384  < f_sizes[287:268];
+  assign \$386  = \$383  & \$385 ;
+  assign \$387  = \$signal$116  == 1'h1;
+  assign \$388  = ! \$signal$116 ;
+  assign \$389  = \$signal$105 [5:2] == 2'h2;
+  assign \$390  = \$signal$105 [5:2] == 2'h3;
+  assign \$391  = \$signal$105 [5:2] == 3'h4;
+  assign \$392  = \$390  | \$391 ;
+  assign \$393  = \$392  ? 2'h2 : 2'h1;
+  assign \$394  = \$389  ? 2'h0 : \$393 ;
+  assign \$395  = | \$394 ;
+  assign \$396  = \$388  & \$395 ;
+  assign \$397  = \$signal$116  == 2'h2;
+  assign \$398  = f_stage + 1'h1;
+  assign \$399  = \$signal$105 [5:2] == 2'h2;
+  assign \$400  = \$signal$105 [5:2] == 2'h3;
+  assign \$401  = \$signal$105 [5:2] == 3'h4;
+  assign \$402  = \$400  | \$401 ;
+  assign \$403  = \$402  ? 2'h2 : 2'h1;
+  assign \$404  = \$399  ? 2'h0 : \$403 ;
+  assign \$405  = \$398  < \$404 ;
+  assign \$406  = \$397  & \$405 ;
+  assign \$407  = f_page + 1'h1;
+  assign \$408  = \$signal$236  + 3'h4;
+  assign \$409  = 3'h4 * \$signal$105 [203:184];
+  assign \$410  = \$signal$98  + \$409 ;
+  assign \$411  = \$signal$236  + 3'h4;
+  assign \$412  = \$signal$105 [183:164] - \$411 ;
+  assign \$413  = $signed(\$412 ) <= $signed(4'h4);
+  assign \$415  = \$413  ? \$signal$237  : { 21'h000000, \$414  };
+  assign \$416  = \$signal$236  + 3'h4;
+  assign \$417  = \$416  >= \$signal$105 [183:164];
+  assign \$418  = ~ \$signal$204 ;
+  assign \$419  = ~ \$signal$198 ;
+  assign \$420  = handed1 | take;
+  assign \$421  = \$419  & \$420 ;
+  assign \$422  = \$418  | \$421 ;
+  assign \$423  = \$signal$204  & \$422 ;
+  assign \$424  = decoded2[10] ? 2'h0 : 2'h3;
+  assign \$425  = entry2[183:164] <= 3'h4;
+  assign \$427  = \$425  ? last_group_elems2 : { 21'h000000, \$426  };
+  assign \$428  = decoding - 1'h1;
+  assign \$429  = ! decoding;
+  assign \$430  = | decoded[7:0];
+  assign \$431  = | stores;
+  assign \$432  = | \$signal$211 ;
+  assign \$433  = reads_cq & \$432 ;
+  assign \$434  = \$431  | \$433 ;
+  assign \$437  = | stores;
+  assign \$438  = | \$signal$211 ;
+  assign \$439  = reads_cq & \$438 ;
+  assign \$440  = \$437  | \$439 ;
+  assign \$441  = ~ \$440 ;
+  assign \$443  = list_req & run_issued;
+  assign \$444  = ~ \$signal$198 ;
+  assign \$445  = ! \$signal$116 ;
+  assign \$446  = \$signal$116  == 2'h3;
+  assign \$447  = \$445  | \$446 ;
+  assign \$448  = \$signal$116  == 1'h1;
+  assign \$449  = ! f_page;
+  assign \$450  = \$448  & \$449 ;
+  assign \$451  = \$447  | \$450 ;
+  assign \$452  = \$444  | \$451 ;
+  assign \$453  = \$443  & \$452 ;
+  assign \$454  = 1'h0 + entry2[103:84];
+  assign \$455  = \$454  + 1'h1;
+  assign \$456  = \$455  - 1'h1;
+  assign \$458  = \$signal$233  == \$457 ;
+  assign \$459  = c_page + 1'h1;
+  assign \$460  = \$459  >= decoded2[130:124];
+  assign \$461  = ~ \$460 ;
+  assign \$462  = c_page + 1'h1;
+  assign \$463  = | checked[11:0];
+  assign \$464  = checked < regs2[191:128];
+  assign \$465  = \$463  | \$464 ;
+  assign \$466  = ~ room_ok;
+  assign \$467  = \$465  | \$466 ;
+  assign \$468  = checked > \$signal$221 ;
+  assign \$469  = \$467  | \$468 ;
+  assign \$470  = bad | \$469 ;
+  assign \$471  = ~ \$signal$218 ;
+  assign \$472  = | checked[11:0];
+  assign \$473  = checked < regs2[191:128];
+  assign \$474  = \$472  | \$473 ;
+  assign \$475  = ~ room_ok;
+  assign \$476  = \$474  | \$475 ;
+  assign \$477  = checked > \$signal$221 ;
+  assign \$478  = \$476  | \$477 ;
+  assign \$479  = bad | \$478 ;
+  assign \$480  = ~ \$479 ;
+  assign \$481  = \$471  & \$480 ;
+  assign \$482  = ~ \$signal$204 ;
+  assign \$483  = ~ \$signal$198 ;
+  assign \$484  = handed1 | take;
+  assign \$485  = \$483  & \$484 ;
+  assign \$486  = \$482  | \$485 ;
   always @(posedge clk)
-    slot_size <= \$439 ;
+    \$signal$226  <= \$487 ;
   always @(posedge clk)
-    \$signal$11  <= \$440 ;
+    \$signal$227  <= \$488 ;
   always @(posedge clk)
-    slot_end <= \$441 ;
+    slot_size <= \$489 ;
   always @(posedge clk)
-    \$signal$144  <= \$442 ;
+    \$signal  <= \$490 ;
   always @(posedge clk)
-    stores <= \$443 ;
+    slot_end <= \$491 ;
   always @(posedge clk)
-    cq_end0 <= \$444 ;
+    last_group_elems2 <= \$492 ;
   always @(posedge clk)
-    operand_in_cq0 <= \$445 ;
+    \$signal$211  <= \$493 ;
   always @(posedge clk)
-    cq_end1 <= \$446 ;
+    stores <= \$494 ;
   always @(posedge clk)
-    operand_in_cq1 <= \$447 ;
+    cq_end0 <= \$495 ;
   always @(posedge clk)
-    cq_end2 <= \$448 ;
+    operand_in_cq0 <= \$496 ;
   always @(posedge clk)
-    operand_in_cq2 <= \$449 ;
+    cq_end1 <= \$497 ;
   always @(posedge clk)
-    cq_end3 <= \$450 ;
+    operand_in_cq1 <= \$498 ;
   always @(posedge clk)
-    operand_in_cq3 <= \$451 ;
+    cq_end2 <= \$499 ;
   always @(posedge clk)
-    last_group_elems <= \$452 ;
+    operand_in_cq2 <= \$500 ;
   always @(posedge clk)
-    \$signal$129  <= \$453 ;
+    cq_end3 <= \$501 ;
   always @(posedge clk)
-    \$signal$156  <= \$454 ;
+    operand_in_cq3 <= \$502 ;
   always @(posedge clk)
-    page0 <= \$455 ;
+    \$signal$233  <= \$503 ;
   always @(posedge clk)
-    page1 <= \$456 ;
+    \$signal$218  <= \$504 ;
   always @(posedge clk)
-    page2 <= \$457 ;
+    next_page0 <= \$505 ;
   always @(posedge clk)
-    page3 <= \$458 ;
+    next_page1 <= \$506 ;
   always @(posedge clk)
-    page4 <= \$459 ;
+    next_page2 <= \$507 ;
   always @(posedge clk)
-    page5 <= \$460 ;
+    next_page3 <= \$508 ;
   always @(posedge clk)
-    page6 <= \$461 ;
+    next_page4 <= \$509 ;
   always @(posedge clk)
-    page7 <= \$462 ;
+    next_page5 <= \$510 ;
   always @(posedge clk)
-    page8 <= \$463 ;
+    next_page6 <= \$511 ;
   always @(posedge clk)
-    page9 <= \$464 ;
+    next_page7 <= \$512 ;
   always @(posedge clk)
-    page10 <= \$465 ;
+    next_page8 <= \$513 ;
   always @(posedge clk)
-    page11 <= \$466 ;
+    next_page9 <= \$514 ;
   always @(posedge clk)
-    page12 <= \$467 ;
+    next_page10 <= \$515 ;
   always @(posedge clk)
-    page13 <= \$468 ;
+    next_page11 <= \$516 ;
   always @(posedge clk)
-    page14 <= \$469 ;
+    next_page12 <= \$517 ;
   always @(posedge clk)
-    page15 <= \$470 ;
+    next_page13 <= \$518 ;
   always @(posedge clk)
-    page16 <= \$471 ;
+    next_page14 <= \$519 ;
   always @(posedge clk)
-    page17 <= \$472 ;
+    next_page15 <= \$520 ;
   always @(posedge clk)
-    page18 <= \$473 ;
+    next_page16 <= \$521 ;
   always @(posedge clk)
-    page19 <= \$474 ;
+    next_page17 <= \$522 ;
   always @(posedge clk)
-    page20 <= \$475 ;
+    next_page18 <= \$523 ;
   always @(posedge clk)
-    page21 <= \$476 ;
+    next_page19 <= \$524 ;
   always @(posedge clk)
-    page22 <= \$477 ;
+    next_page20 <= \$525 ;
   always @(posedge clk)
-    page23 <= \$478 ;
+    next_page21 <= \$526 ;
   always @(posedge clk)
-    page24 <= \$479 ;
+    next_page22 <= \$527 ;
   always @(posedge clk)
-    page25 <= \$480 ;
+    next_page23 <= \$528 ;
   always @(posedge clk)
-    page26 <= \$481 ;
+    next_page24 <= \$529 ;
   always @(posedge clk)
-    page27 <= \$482 ;
+    next_page25 <= \$530 ;
   always @(posedge clk)
-    page28 <= \$483 ;
+    next_page26 <= \$531 ;
   always @(posedge clk)
-    page29 <= \$484 ;
+    next_page27 <= \$532 ;
   always @(posedge clk)
-    page30 <= \$485 ;
+    next_page28 <= \$533 ;
   always @(posedge clk)
-    page31 <= \$486 ;
+    next_page29 <= \$534 ;
   always @(posedge clk)
-    page32 <= \$487 ;
+    next_page30 <= \$535 ;
   always @(posedge clk)
-    page33 <= \$488 ;
+    next_page31 <= \$536 ;
   always @(posedge clk)
-    page34 <= \$489 ;
+    next_page32 <= \$537 ;
   always @(posedge clk)
-    page35 <= \$490 ;
+    next_page33 <= \$538 ;
   always @(posedge clk)
-    page36 <= \$491 ;
+    next_page34 <= \$539 ;
   always @(posedge clk)
-    page37 <= \$492 ;
+    next_page35 <= \$540 ;
   always @(posedge clk)
-    page38 <= \$493 ;
+    next_page36 <= \$541 ;
   always @(posedge clk)
-    page39 <= \$494 ;
+    next_page37 <= \$542 ;
   always @(posedge clk)
-    page40 <= \$495 ;
+    next_page38 <= \$543 ;
   always @(posedge clk)
-    page41 <= \$496 ;
+    next_page39 <= \$544 ;
   always @(posedge clk)
-    page42 <= \$497 ;
+    next_page40 <= \$545 ;
   always @(posedge clk)
-    page43 <= \$498 ;
+    next_page41 <= \$546 ;
   always @(posedge clk)
-    page44 <= \$499 ;
+    next_page42 <= \$547 ;
   always @(posedge clk)
-    page45 <= \$500 ;
+    next_page43 <= \$548 ;
   always @(posedge clk)
-    page46 <= \$501 ;
+    next_page44 <= \$549 ;
   always @(posedge clk)
-    page47 <= \$502 ;
+    next_page45 <= \$550 ;
   always @(posedge clk)
-    page48 <= \$503 ;
+    next_page46 <= \$551 ;
   always @(posedge clk)
-    page49 <= \$504 ;
+    next_page47 <= \$552 ;
   always @(posedge clk)
-    page50 <= \$505 ;
+    next_page48 <= \$553 ;
   always @(posedge clk)
-    page51 <= \$506 ;
+    next_page49 <= \$554 ;
   always @(posedge clk)
-    page52 <= \$507 ;
+    next_page50 <= \$555 ;
   always @(posedge clk)
-    page53 <= \$508 ;
+    next_page51 <= \$556 ;
   always @(posedge clk)
-    page54 <= \$509 ;
+    next_page52 <= \$557 ;
   always @(posedge clk)
-    page55 <= \$510 ;
+    next_page53 <= \$558 ;
   always @(posedge clk)
-    page56 <= \$511 ;
+    next_page54 <= \$559 ;
   always @(posedge clk)
-    page57 <= \$512 ;
+    next_page55 <= \$560 ;
   always @(posedge clk)
-    page58 <= \$513 ;
+    next_page56 <= \$561 ;
   always @(posedge clk)
-    page59 <= \$514 ;
+    next_page57 <= \$562 ;
   always @(posedge clk)
-    page60 <= \$515 ;
+    next_page58 <= \$563 ;
   always @(posedge clk)
-    page61 <= \$516 ;
+    next_page59 <= \$564 ;
   always @(posedge clk)
-    page62 <= \$517 ;
+    next_page60 <= \$565 ;
   always @(posedge clk)
-    page63 <= \$518 ;
+    next_page61 <= \$566 ;
   always @(posedge clk)
-    \$signal$159  <= \$519 ;
+    next_page62 <= \$567 ;
   always @(posedge clk)
-    room_ok <= \$520 ;
+    next_page63 <= \$568 ;
   always @(posedge clk)
-    verdict_valid <= \$521 ;
+    \$signal$221  <= \$569 ;
   always @(posedge clk)
-    \$signal$128  <= \$522 ;
+    room_ok <= \$570 ;
   always @(posedge clk)
-    \$signal$42  <= \$523 ;
+    \$signal$198  <= \$571 ;
   always @(posedge clk)
-    f_page <= \$524 ;
+    f_page <= \$572 ;
   always @(posedge clk)
-    \$signal$162  <= \$525 ;
+    \$signal$116  <= \$573 ;
   always @(posedge clk)
-    verdict_status <= \$526 ;
+    f_stage <= \$574 ;
   always @(posedge clk)
-    \$signal$23  <= \$527 ;
+    \$signal$236  <= \$575 ;
   always @(posedge clk)
-    \$signal$163  <= \$528 ;
+    \$signal$98  <= \$576 ;
   always @(posedge clk)
-    \$signal$25  <= \$529 ;
+    f_in_elems <= \$577 ;
   always @(posedge clk)
-    \$signal$28  <= \$530 ;
+    handed1 <= \$578 ;
   always @(posedge clk)
-    handed <= \$531 ;
+    \$signal$204  <= \$579 ;
   always @(posedge clk)
-    \$signal  <= \$532 ;
+    \$signal$105  <= \$580 ;
   always @(posedge clk)
-    \$signal$136  <= \$533 ;
+    decoded1 <= \$581 ;
   always @(posedge clk)
-    decoded_valid <= \$534 ;
+    \$signal$97  <= \$582 ;
   always @(posedge clk)
-    decoding <= \$535 ;
+    \$signal$237  <= \$583 ;
   always @(posedge clk)
-    fsm_state <= \$536 ;
+    page0 <= \$584 ;
   always @(posedge clk)
-    \$signal$22  <= \$537 ;
-  assign \$1  = \$signal$11  < cq_end0;
+    page1 <= \$585 ;
+  always @(posedge clk)
+    page2 <= \$586 ;
+  always @(posedge clk)
+    page3 <= \$587 ;
+  always @(posedge clk)
+    page4 <= \$588 ;
+  always @(posedge clk)
+    page5 <= \$589 ;
+  always @(posedge clk)
+    page6 <= \$590 ;
+  always @(posedge clk)
+    page7 <= \$591 ;
+  always @(posedge clk)
+    page8 <= \$592 ;
+  always @(posedge clk)
+    page9 <= \$593 ;
+  always @(posedge clk)
+    page10 <= \$594 ;
+  always @(posedge clk)
+    page11 <= \$595 ;
+  always @(posedge clk)
+    page12 <= \$596 ;
+  always @(posedge clk)
+    page13 <= \$597 ;
+  always @(posedge clk)
+    page14 <= \$598 ;
+  always @(posedge clk)
+    page15 <= \$599 ;
+  always @(posedge clk)
+    page16 <= \$600 ;
+  always @(posedge clk)
+    page17 <= \$601 ;
+  always @(posedge clk)
+    page18 <= \$602 ;
+  always @(posedge clk)
+    page19 <= \$603 ;
+  always @(posedge clk)
+    page20 <= \$604 ;
+  always @(posedge clk)
+    page21 <= \$605 ;
+  always @(posedge clk)
+    page22 <= \$606 ;
+  always @(posedge clk)
+    page23 <= \$607 ;
+  always @(posedge clk)
+    page24 <= \$608 ;
+  always @(posedge clk)
+    page25 <= \$609 ;
+  always @(posedge clk)
+    page26 <= \$610 ;
+  always @(posedge clk)
+    page27 <= \$611 ;
+  always @(posedge clk)
+    page28 <= \$612 ;
+  always @(posedge clk)
+    page29 <= \$613 ;
+  always @(posedge clk)
+    page30 <= \$614 ;
+  always @(posedge clk)
+    page31 <= \$615 ;
+  always @(posedge clk)
+    page32 <= \$616 ;
+  always @(posedge clk)
+    page33 <= \$617 ;
+  always @(posedge clk)
+    page34 <= \$618 ;
+  always @(posedge clk)
+    page35 <= \$619 ;
+  always @(posedge clk)
+    page36 <= \$620 ;
+  always @(posedge clk)
+    page37 <= \$621 ;
+  always @(posedge clk)
+    page38 <= \$622 ;
+  always @(posedge clk)
+    page39 <= \$623 ;
+  always @(posedge clk)
+    page40 <= \$624 ;
+  always @(posedge clk)
+    page41 <= \$625 ;
+  always @(posedge clk)
+    page42 <= \$626 ;
+  always @(posedge clk)
+    page43 <= \$627 ;
+  always @(posedge clk)
+    page44 <= \$628 ;
+  always @(posedge clk)
+    page45 <= \$629 ;
+  always @(posedge clk)
+    page46 <= \$630 ;
+  always @(posedge clk)
+    page47 <= \$631 ;
+  always @(posedge clk)
+    page48 <= \$632 ;
+  always @(posedge clk)
+    page49 <= \$633 ;
+  always @(posedge clk)
+    page50 <= \$634 ;
+  always @(posedge clk)
+    page51 <= \$635 ;
+  always @(posedge clk)
+    page52 <= \$636 ;
+  always @(posedge clk)
+    page53 <= \$637 ;
+  always @(posedge clk)
+    page54 <= \$638 ;
+  always @(posedge clk)
+    page55 <= \$639 ;
+  always @(posedge clk)
+    page56 <= \$640 ;
+  always @(posedge clk)
+    page57 <= \$641 ;
+  always @(posedge clk)
+    page58 <= \$642 ;
+  always @(posedge clk)
+    page59 <= \$643 ;
+  always @(posedge clk)
+    page60 <= \$644 ;
+  always @(posedge clk)
+    page61 <= \$645 ;
+  always @(posedge clk)
+    page62 <= \$646 ;
+  always @(posedge clk)
+    page63 <= \$647 ;
+  always @(posedge clk)
+    entry2 <= \$648 ;
+  always @(posedge clk)
+    decoding <= \$649 ;
+  always @(posedge clk)
+    fsm_state <= \$650 ;
+  always @(posedge clk)
+    decoded2 <= \$651 ;
+  always @(posedge clk)
+    fetch2 <= \$652 ;
+  always @(posedge clk)
+    c_page <= \$653 ;
+  always @(posedge clk)
+    bad <= \$654 ;
+  assign \$1  = \$signal  < cq_end0;
   assign \$2  = queues__0[127:64] < slot_end;
   assign \$3  = \$1  & \$2 ;
   assign \$4  = \$3  | operand_in_cq0;
   assign \$5  = queues__0[288] & \$4 ;
-  assign \$6  = \$signal$11  < cq_end1;
+  assign \$6  = \$signal  < cq_end1;
   assign \$7  = queues__1[127:64] < slot_end;
   assign \$8  = \$6  & \$7 ;
   assign \$9  = \$8  | operand_in_cq1;
   assign \$10  = queues__1[288] & \$9 ;
   assign \$11  = \$5  | \$10 ;
-  assign \$12  = \$signal$11  < cq_end2;
+  assign \$12  = \$signal  < cq_end2;
   assign \$13  = queues__2[127:64] < slot_end;
   assign \$14  = \$12  & \$13 ;
   assign \$15  = \$14  | operand_in_cq2;
   assign \$16  = queues__2[288] & \$15 ;
   assign \$17  = \$11  | \$16 ;
-  assign \$18  = \$signal$11  < cq_end3;
+  assign \$18  = \$signal  < cq_end3;
   assign \$19  = queues__3[127:64] < slot_end;
   assign \$20  = \$18  & \$19 ;
   assign \$21  = \$20  | operand_in_cq3;
   assign \$22  = queues__3[288] & \$21 ;
   assign reads_cq = \$17  | \$22 ;
-  assign \$561  = \$signal$23  * 9'h18c;
-  assign f_sizes = \$signal$22 [966:175] >> \$561 ;
-  assign \$23  = \$signal$11  + 7'h40;
+  assign \$679  = f_stage * 9'h18c;
+  assign f_sizes = decoded1[966:175] >> \$679 ;
+  assign \$23  = \$signal$97  + 7'h40;
   assign \$25  = \$23  + \$24 ;
   assign \$27  = \$25 [5:0] + \$26 ;
   assign \$28  = \$27  + 7'h40;
   assign \$29  = \$28  - 1'h1;
-  assign \$31  = \$25 [5:1] + \$signal$28 ;
+  assign \$31  = \$25 [5:1] + f_in_elems;
   assign \$32  = \$31  + 6'h20;
   assign \$33  = \$32  - 1'h1;
-  assign \$35  = \$signal$23  ? \$signal$22 [74:11] : \$signal [83:20];
+  assign \$35  = f_stage ? decoded1[74:11] : \$signal$105 [83:20];
   assign \$36  = \$35  + 1'h0;
   assign \$38  = \$36 [5:0] + \$37 ;
   assign \$39  = \$38  + 7'h40;
@@ -44897,7 +45429,7 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, side
   assign \$42  = \$36 [5:1] + f_sizes[196:153];
   assign \$43  = \$42  + 6'h20;
   assign \$44  = \$43  - 1'h1;
-  assign \$46  = \$signal$23  ? \$signal$22 [74:11] : \$signal [83:20];
+  assign \$46  = f_stage ? decoded1[74:11] : \$signal$105 [83:20];
   assign \$48  = \$46  + \$47 ;
   assign \$50  = \$48 [5:0] + \$49 ;
   assign \$51  = \$50  + 7'h40;
@@ -44905,13 +45437,13 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, side
   assign \$54  = \$48 [5:1] + f_sizes[245:202];
   assign \$55  = \$54  + 6'h20;
   assign \$56  = \$55  - 1'h1;
-  assign \$58  = \$signal$42  == 2'h2;
+  assign \$58  = \$signal$116  == 2'h2;
   assign \$59  = \$58  ? f_sizes[293:288] : f_page;
   assign \$60  = f_page + 1'h1;
   assign \$61  = \$60  < f_sizes[287:268];
-  assign \$62  = f_sizes[86:67] << \$signal$22 [134:131];
+  assign \$62  = f_sizes[86:67] << decoded1[134:131];
   assign page_elems = \$61  ? { 9'h000, \$62  } : f_sizes[351:308];
-  assign \$64  = \$signal$23  ? \$63  : 40'h0000000000;
+  assign \$64  = f_stage ? \$63  : 40'h0000000000;
   assign \$66  = page + \$65 ;
   assign \$68  = \$66 [5:0] + \$67 ;
   assign \$69  = \$68  + 7'h40;
@@ -44919,7 +45451,7 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, side
   assign \$72  = \$66 [5:1] + page_elems;
   assign \$73  = \$72  + 6'h20;
   assign \$74  = \$73  - 1'h1;
-  assign \$77  = \$signal$23  ? \$76  : 40'h0000000000;
+  assign \$77  = f_stage ? \$76  : 40'h0000000000;
   assign \$78  = \$77  + f_sizes[395:352];
   assign \$80  = page + \$79 ;
   assign \$82  = \$80 [5:0] + \$81 ;
@@ -44928,387 +45460,314 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, side
   assign \$86  = \$80 [5:1] + f_sizes[245:202];
   assign \$87  = \$86  + 6'h20;
   assign \$88  = \$87  - 1'h1;
-  assign \$90  = \$signal$22 [123] ? { \$66 [63:6], 6'h00 } : { \$36 [63:6], 6'h00 };
-  assign \$91  = \$signal$22 [123] ? \$71 [43:0] : \$41 [43:0];
+  assign \$90  = decoded1[123] ? { \$66 [63:6], 6'h00 } : { \$36 [63:6], 6'h00 };
+  assign \$91  = decoded1[123] ? \$71 [43:0] : \$41 [43:0];
   assign \$92  = | f_sizes[196:153];
-  assign \$93  = \$signal$22 [123] ? { \$80 [63:6], 6'h00 } : { \$48 [63:6], 6'h00 };
-  assign \$94  = \$signal$22 [123] ? \$85 [43:0] : \$53 [43:0];
+  assign \$93  = decoded1[123] ? { \$80 [63:6], 6'h00 } : { \$48 [63:6], 6'h00 };
+  assign \$94  = decoded1[123] ? \$85 [43:0] : \$53 [43:0];
   assign \$95  = | f_sizes[245:202];
-  assign \$96  = \$signal$11  + 7'h40;
-  assign \$97  = \$signal$22 [8] ? { 1'h0, \$signal [83:20] } : \$96 ;
-  assign \$98  = | \$signal [103:84];
-  assign \$99  = 1'h0 + \$signal [103:84];
-  assign \$100  = \$99  + 1'h1;
-  assign \$101  = \$100  - 1'h1;
-  assign \$103  = \$signal$129  == \$102 ;
-  assign \$104  = \$signal$128  & \$103 ;
-  assign \$105  = f_page + 1'h1;
-  assign \$106  = \$105  >= \$signal$22 [130:124];
-  assign \$107  = ~ \$106 ;
-  assign \$108  = ~ verdict_valid;
-  assign \$109  = \$107  | \$108 ;
-  assign \$110  = \$signal$128  & \$109 ;
-  assign \$111  = ~ run_any;
-  assign \$112  = \$111  | run_issued;
-  assign \$113  = \$signal$128  & \$112 ;
-  assign \$114  = \$signal$42  == 3'h4;
-  assign \$115  = ~ handed;
-  assign \$116  = \$signal$136  & \$115 ;
-  assign task_valid = \$116  & decoded_valid;
-  assign \$117  = | decoded[7:0];
-  assign \$118  = | stores;
-  assign \$119  = | \$signal$144 ;
-  assign \$120  = reads_cq & \$119 ;
-  assign \$121  = \$118  | \$120 ;
-  assign \$122  = | stores;
-  assign \$123  = | \$signal$144 ;
-  assign \$124  = reads_cq & \$123 ;
-  assign \$125  = \$122  | \$124 ;
-  assign \$126  = ~ \$125 ;
-  assign \$127  = ! fsm_state;
-  assign \$128  = fsm_state == 1'h1;
-  assign \$129  = fsm_state == 2'h2;
-  assign \$130  = fsm_state == 2'h3;
-  assign \$131  = fsm_state == 3'h4;
-  assign \$132  = fsm_state == 3'h5;
-  assign \$133  = \$signal [269:206] - 1'h1;
-  assign \$134  = 1'h1 << regs[259:256];
-  assign \$135  = \$134  - 1'h1;
-  assign \$136  = { 1'h0, \$133 [15:0] } & \$135 ;
-  assign \$137  = $signed(\$136 ) << regs[265:260];
-  assign \$138  = 1'h1 << regs[265:260];
-  assign \$139  = \$signal$149  + \$signal$150 ;
-  assign \$140  = \$signal$149  + \$signal$150 ;
-  assign \$141  = \$140 [63:0] + slot_size;
-  assign \$142  = \$signal$144  + \$signal$145 ;
-  assign \$143  = \$142  - report;
-  assign \$144  = stores + \$signal$146 ;
-  assign \$145  = report & report_store;
-  assign \$146  = \$144  - \$145 ;
-  assign \$147  = queues__0[259:256] + queues__0[267:260];
-  assign \$148  = \$147  >= 7'h40;
-  assign \$149  = queues__0[259:256] + queues__0[267:260];
-  assign \$150  = 1'h1 << \$149 [5:0];
-  assign \$151  = queues__0[127:64] + \$150 ;
-  assign \$152  = \$148  ? 65'h10000000000000000 : \$151 ;
-  assign \$153  = | \$signal [103:84];
-  assign \$154  = \$signal [83:20] < cq_end0;
-  assign \$155  = \$153  & \$154 ;
-  assign \$157  = \$signal [83:20] + \$156 ;
-  assign \$158  = queues__0[127:64] < \$157 ;
-  assign \$159  = \$155  & \$158 ;
-  assign \$160  = queues__1[259:256] + queues__1[267:260];
-  assign \$161  = \$160  >= 7'h40;
-  assign \$162  = queues__1[259:256] + queues__1[267:260];
-  assign \$163  = 1'h1 << \$162 [5:0];
-  assign \$164  = queues__1[127:64] + \$163 ;
-  assign \$165  = \$161  ? 65'h10000000000000000 : \$164 ;
-  assign \$166  = | \$signal [103:84];
-  assign \$167  = \$signal [83:20] < cq_end1;
-  assign \$168  = \$166  & \$167 ;
-  assign \$170  = \$signal [83:20] + \$169 ;
-  assign \$171  = queues__1[127:64] < \$170 ;
-  assign \$172  = \$168  & \$171 ;
-  assign \$173  = queues__2[259:256] + queues__2[267:260];
-  assign \$174  = \$173  >= 7'h40;
-  assign \$175  = queues__2[259:256] + queues__2[267:260];
-  assign \$176  = 1'h1 << \$175 [5:0];
-  assign \$177  = queues__2[127:64] + \$176 ;
-  assign \$178  = \$174  ? 65'h10000000000000000 : \$177 ;
-  assign \$179  = | \$signal [103:84];
-  assign \$180  = \$signal [83:20] < cq_end2;
-  assign \$181  = \$179  & \$180 ;
-  assign \$183  = \$signal [83:20] + \$182 ;
-  assign \$184  = queues__2[127:64] < \$183 ;
-  assign \$185  = \$181  & \$184 ;
-  assign \$186  = queues__3[259:256] + queues__3[267:260];
-  assign \$187  = \$186  >= 7'h40;
-  assign \$188  = queues__3[259:256] + queues__3[267:260];
-  assign \$189  = 1'h1 << \$188 [5:0];
-  assign \$190  = queues__3[127:64] + \$189 ;
-  assign \$191  = \$187  ? 65'h10000000000000000 : \$190 ;
-  assign \$192  = | \$signal [103:84];
-  assign \$193  = \$signal [83:20] < cq_end3;
-  assign \$194  = \$192  & \$193 ;
-  assign \$196  = \$signal [83:20] + \$195 ;
-  assign \$197  = queues__3[127:64] < \$196 ;
-  assign \$198  = \$194  & \$197 ;
-  assign \$200  = ! \$199 ;
-  assign \$202  = \$200  ? 20'h00004 : \$201 ;
-  assign \$203  = \$202  * \$signal [203:184];
-  assign \$204  = \$signal$129  + 1'h1;
-  assign \$205  = \$signal$156  | side_err;
-  assign \$206  = ! \$signal$129 ;
-  assign \$208  = ! \$signal$129 ;
-  assign \$210  = ! \$signal$129 ;
-  assign \$212  = ! \$signal$129 ;
-  assign \$214  = ! \$signal$129 ;
-  assign \$216  = ! \$signal$129 ;
-  assign \$218  = ! \$signal$129 ;
-  assign \$220  = ! \$signal$129 ;
-  assign \$222  = \$signal$129  == 1'h1;
-  assign \$224  = \$signal$129  == 1'h1;
-  assign \$226  = \$signal$129  == 1'h1;
-  assign \$228  = \$signal$129  == 1'h1;
-  assign \$230  = \$signal$129  == 1'h1;
-  assign \$232  = \$signal$129  == 1'h1;
-  assign \$234  = \$signal$129  == 1'h1;
-  assign \$236  = \$signal$129  == 1'h1;
-  assign \$238  = \$signal$129  == 2'h2;
-  assign \$240  = \$signal$129  == 2'h2;
-  assign \$242  = \$signal$129  == 2'h2;
-  assign \$244  = \$signal$129  == 2'h2;
-  assign \$246  = \$signal$129  == 2'h2;
-  assign \$248  = \$signal$129  == 2'h2;
-  assign \$250  = \$signal$129  == 2'h2;
-  assign \$252  = \$signal$129  == 2'h2;
-  assign \$254  = \$signal$129  == 2'h3;
-  assign \$256  = \$signal$129  == 2'h3;
-  assign \$258  = \$signal$129  == 2'h3;
-  assign \$260  = \$signal$129  == 2'h3;
-  assign \$262  = \$signal$129  == 2'h3;
-  assign \$264  = \$signal$129  == 2'h3;
-  assign \$266  = \$signal$129  == 2'h3;
-  assign \$268  = \$signal$129  == 2'h3;
-  assign \$270  = \$signal$129  == 3'h4;
-  assign \$272  = \$signal$129  == 3'h4;
-  assign \$274  = \$signal$129  == 3'h4;
-  assign \$276  = \$signal$129  == 3'h4;
-  assign \$278  = \$signal$129  == 3'h4;
-  assign \$280  = \$signal$129  == 3'h4;
-  assign \$282  = \$signal$129  == 3'h4;
-  assign \$284  = \$signal$129  == 3'h4;
-  assign \$286  = \$signal$129  == 3'h5;
-  assign \$288  = \$signal$129  == 3'h5;
-  assign \$290  = \$signal$129  == 3'h5;
-  assign \$292  = \$signal$129  == 3'h5;
-  assign \$294  = \$signal$129  == 3'h5;
-  assign \$296  = \$signal$129  == 3'h5;
-  assign \$298  = \$signal$129  == 3'h5;
-  assign \$300  = \$signal$129  == 3'h5;
-  assign \$302  = \$signal$129  == 3'h6;
-  assign \$304  = \$signal$129  == 3'h6;
-  assign \$306  = \$signal$129  == 3'h6;
-  assign \$308  = \$signal$129  == 3'h6;
-  assign \$310  = \$signal$129  == 3'h6;
-  assign \$312  = \$signal$129  == 3'h6;
-  assign \$314  = \$signal$129  == 3'h6;
-  assign \$316  = \$signal$129  == 3'h6;
-  assign \$318  = \$signal$129  == 3'h7;
-  assign \$320  = \$signal$129  == 3'h7;
-  assign \$322  = \$signal$129  == 3'h7;
-  assign \$324  = \$signal$129  == 3'h7;
-  assign \$326  = \$signal$129  == 3'h7;
-  assign \$328  = \$signal$129  == 3'h7;
-  assign \$330  = \$signal$129  == 3'h7;
-  assign \$332  = \$signal$129  == 3'h7;
-  assign \$335  = regs[255:192] - \$334 ;
-  assign \$337  = regs[255:192] >= \$336 ;
-  assign \$338  = \$signal$42  == 2'h3;
-  assign \$339  = \$signal$42  == 3'h4;
-  assign \$340  = \$signal$42  == 3'h5;
-  assign \$341  = \$signal$42  == 3'h6;
-  assign \$342  = \$signal$42  == 1'h1;
-  assign \$343  = \$342  & \$signal$22 [123];
-  assign \$344  = f_page + 1'h1;
-  assign \$345  = \$344  < f_sizes[287:268];
-  assign \$346  = \$343  & \$345 ;
-  assign \$347  = \$signal$42  == 1'h1;
-  assign \$348  = ! \$signal$42 ;
-  assign \$349  = \$signal [5:2] == 2'h2;
-  assign \$350  = \$signal [5:2] == 2'h3;
-  assign \$351  = \$signal [5:2] == 3'h4;
-  assign \$352  = \$350  | \$351 ;
-  assign \$353  = \$352  ? 2'h2 : 2'h1;
-  assign \$354  = \$349  ? 2'h0 : \$353 ;
-  assign \$355  = | \$354 ;
-  assign \$356  = \$348  & \$355 ;
-  assign \$357  = \$signal$42  == 2'h2;
-  assign \$358  = \$signal$23  + 1'h1;
-  assign \$359  = \$signal [5:2] == 2'h2;
-  assign \$360  = \$signal [5:2] == 2'h3;
-  assign \$361  = \$signal [5:2] == 3'h4;
-  assign \$362  = \$360  | \$361 ;
-  assign \$363  = \$362  ? 2'h2 : 2'h1;
-  assign \$364  = \$359  ? 2'h0 : \$363 ;
-  assign \$365  = \$358  < \$364 ;
-  assign \$366  = \$357  & \$365 ;
-  assign \$367  = f_page + 1'h1;
-  assign \$368  = \$367  >= \$signal$22 [130:124];
-  assign \$369  = ~ \$368 ;
-  assign \$370  = f_page + 1'h1;
-  assign \$371  = | checked[11:0];
-  assign \$372  = checked < regs[191:128];
-  assign \$373  = \$371  | \$372 ;
-  assign \$374  = ~ room_ok;
-  assign \$375  = \$373  | \$374 ;
-  assign \$376  = checked > \$signal$159 ;
-  assign \$377  = \$375  | \$376 ;
-  assign \$378  = \$signal$162  | \$377 ;
-  assign \$379  = | checked[11:0];
-  assign \$380  = checked < regs[191:128];
-  assign \$381  = \$379  | \$380 ;
-  assign \$382  = ~ room_ok;
-  assign \$383  = \$381  | \$382 ;
-  assign \$384  = checked > \$signal$159 ;
-  assign \$385  = \$383  | \$384 ;
-  assign \$386  = \$signal$162  | \$385 ;
-  assign \$387  = \$386  ? 8'h81 : 8'h00;
-  assign \$388  = \$signal$156  ? 8'h80 : \$387 ;
-  assign \$389  = ~ \$signal$156 ;
-  assign \$390  = | checked[11:0];
-  assign \$391  = checked < regs[191:128];
-  assign \$392  = \$390  | \$391 ;
-  assign \$393  = ~ room_ok;
-  assign \$394  = \$392  | \$393 ;
-  assign \$395  = checked > \$signal$159 ;
-  assign \$396  = \$394  | \$395 ;
-  assign \$397  = \$signal$162  | \$396 ;
-  assign \$398  = ~ \$397 ;
-  assign \$399  = \$389  & \$398 ;
-  assign \$400  = f_page + 1'h1;
-  assign \$401  = \$signal$163  + 3'h4;
-  assign \$402  = 3'h4 * \$signal [203:184];
-  assign \$403  = \$signal$25  + \$402 ;
-  assign \$404  = \$signal$163  + 3'h4;
-  assign \$405  = \$signal [183:164] - \$404 ;
-  assign \$406  = $signed(\$405 ) <= $signed(4'h4);
-  assign \$408  = \$406  ? last_group_elems : { 21'h000000, \$407  };
-  assign \$409  = \$signal$163  + 3'h4;
-  assign \$410  = \$409  >= \$signal [183:164];
-  assign \$411  = decoding - 1'h1;
-  assign \$412  = ! decoding;
-  assign \$413  = | decoded[7:0];
-  assign \$414  = | stores;
-  assign \$415  = | \$signal$144 ;
-  assign \$416  = reads_cq & \$415 ;
-  assign \$417  = \$414  | \$416 ;
-  assign \$418  = decoded[123] ? 3'h4 : 3'h0;
-  assign \$419  = decoded[10] ? \$418  : 3'h3;
-  assign \$420  = \$signal [183:164] - 1'h0;
-  assign \$421  = $signed(\$420 ) <= $signed(4'h4);
-  assign \$423  = \$421  ? last_group_elems : { 21'h000000, \$422  };
-  assign \$424  = | stores;
-  assign \$425  = | \$signal$144 ;
-  assign \$426  = reads_cq & \$425 ;
-  assign \$427  = \$424  | \$426 ;
-  assign \$428  = ~ \$427 ;
-  assign \$429  = \$signal$22 [123] ? 3'h4 : 3'h0;
-  assign \$430  = \$signal$22 [10] ? \$429  : 3'h3;
-  assign \$431  = \$signal [183:164] - 1'h0;
-  assign \$432  = $signed(\$431 ) <= $signed(4'h4);
-  assign \$434  = \$432  ? last_group_elems : { 21'h000000, \$433  };
-  assign \$435  = ~ \$signal$128 ;
-  assign \$436  = handed | take;
-  always @(posedge clk)
-    \$signal$149  <= \$437 ;
-  always @(posedge clk)
-    \$signal$150  <= \$438 ;
+  assign \$96  = \$signal$97  + 7'h40;
+  assign \$97  = decoded1[8] ? { 1'h0, \$signal$105 [83:20] } : \$96 ;
+  assign \$98  = | \$signal$105 [103:84];
+  assign \$99  = list_req & run_issued;
+  assign \$100  = ~ \$signal$198 ;
+  assign \$101  = ! \$signal$116 ;
+  assign \$102  = \$signal$116  == 2'h3;
+  assign \$103  = \$101  | \$102 ;
+  assign \$104  = \$signal$116  == 1'h1;
+  assign \$105  = ! f_page;
+  assign \$106  = \$104  & \$105 ;
+  assign \$107  = \$103  | \$106 ;
+  assign \$108  = \$100  | \$107 ;
+  assign \$109  = \$99  & \$108 ;
+  assign \$110  = ~ run_any;
+  assign \$111  = \$110  | run_issued;
+  assign \$112  = \$signal$198  & \$111 ;
+  assign \$113  = ! \$signal$116 ;
+  assign \$114  = \$signal$116  == 2'h3;
+  assign \$115  = \$113  | \$114 ;
+  assign \$116  = \$signal$116  == 1'h1;
+  assign \$117  = ! f_page;
+  assign \$118  = \$116  & \$117 ;
+  assign \$119  = \$115  | \$118 ;
+  assign \$120  = list_req & \$119 ;
+  assign \$121  = ~ \$120 ;
+  assign \$122  = \$112  & \$121 ;
+  assign \$123  = ~ handed1;
+  assign task_valid = \$signal$204  & \$123 ;
+  assign \$124  = | decoded[7:0];
+  assign \$125  = | stores;
+  assign \$126  = | \$signal$211 ;
+  assign \$127  = reads_cq & \$126 ;
+  assign \$128  = \$125  | \$127 ;
+  assign \$131  = | stores;
+  assign \$132  = | \$signal$211 ;
+  assign \$133  = reads_cq & \$132 ;
+  assign \$134  = \$131  | \$133 ;
+  assign \$135  = ~ \$134 ;
+  assign \$137  = c_page + 1'h1;
+  assign \$138  = \$137  >= decoded2[130:124];
+  assign \$139  = ~ \$138 ;
+  assign \$140  = | checked[11:0];
+  assign \$141  = checked < regs2[191:128];
+  assign \$142  = \$140  | \$141 ;
+  assign \$143  = ~ room_ok;
+  assign \$144  = \$142  | \$143 ;
+  assign \$145  = checked > \$signal$221 ;
+  assign \$146  = \$144  | \$145 ;
+  assign \$147  = bad | \$146 ;
+  assign \$148  = \$147  ? 8'h81 : 8'h00;
+  assign \$149  = \$signal$218  ? 8'h80 : \$148 ;
+  assign \$150  = ~ \$signal$204 ;
+  assign \$151  = ~ \$signal$198 ;
+  assign \$152  = handed1 | take;
+  assign \$153  = \$151  & \$152 ;
+  assign \$154  = \$150  | \$153 ;
+  assign \$155  = ! fsm_state;
+  assign \$156  = fsm_state == 1'h1;
+  assign \$157  = fsm_state == 2'h2;
+  assign \$158  = fsm_state == 2'h3;
+  assign \$159  = fsm_state == 3'h4;
+  assign \$160  = fsm_state == 3'h5;
+  assign \$161  = fsm_state == 3'h6;
+  assign \$162  = fsm_state == 3'h7;
+  assign \$163  = entry2[269:206] - 1'h1;
+  assign \$164  = 1'h1 << regs2[259:256];
+  assign \$165  = \$164  - 1'h1;
+  assign \$166  = { 1'h0, \$163 [15:0] } & \$165 ;
+  assign \$167  = $signed(\$166 ) << regs2[265:260];
+  assign \$168  = 1'h1 << regs2[265:260];
+  assign \$169  = \$signal$226  + \$signal$227 ;
+  assign \$170  = \$signal$226  + \$signal$227 ;
+  assign \$171  = \$170 [63:0] + slot_size;
+  assign \$173  = ! \$172 ;
+  assign \$175  = \$173  ? 20'h00004 : \$174 ;
+  assign \$176  = \$175  * entry2[203:184];
+  assign \$177  = \$signal$211  + \$signal$212 ;
+  assign \$178  = \$177  - report;
+  assign \$179  = stores + \$signal$213 ;
+  assign \$180  = report & report_store;
+  assign \$181  = \$179  - \$180 ;
+  assign \$182  = queues__0[259:256] + queues__0[267:260];
+  assign \$183  = \$182  >= 7'h40;
+  assign \$184  = queues__0[259:256] + queues__0[267:260];
+  assign \$185  = 1'h1 << \$184 [5:0];
+  assign \$186  = queues__0[127:64] + \$185 ;
+  assign \$187  = \$183  ? 65'h10000000000000000 : \$186 ;
+  assign \$188  = | entry2[103:84];
+  assign \$189  = entry2[83:20] < cq_end0;
+  assign \$190  = \$188  & \$189 ;
+  assign \$192  = entry2[83:20] + \$191 ;
+  assign \$193  = queues__0[127:64] < \$192 ;
+  assign \$194  = \$190  & \$193 ;
+  assign \$195  = queues__1[259:256] + queues__1[267:260];
+  assign \$196  = \$195  >= 7'h40;
+  assign \$197  = queues__1[259:256] + queues__1[267:260];
+  assign \$198  = 1'h1 << \$197 [5:0];
+  assign \$199  = queues__1[127:64] + \$198 ;
+  assign \$200  = \$196  ? 65'h10000000000000000 : \$199 ;
+  assign \$201  = | entry2[103:84];
+  assign \$202  = entry2[83:20] < cq_end1;
+  assign \$203  = \$201  & \$202 ;
+  assign \$205  = entry2[83:20] + \$204 ;
+  assign \$206  = queues__1[127:64] < \$205 ;
+  assign \$207  = \$203  & \$206 ;
+  assign \$208  = queues__2[259:256] + queues__2[267:260];
+  assign \$209  = \$208  >= 7'h40;
+  assign \$210  = queues__2[259:256] + queues__2[267:260];
+  assign \$211  = 1'h1 << \$210 [5:0];
+  assign \$212  = queues__2[127:64] + \$211 ;
+  assign \$213  = \$209  ? 65'h10000000000000000 : \$212 ;
+  assign \$214  = | entry2[103:84];
+  assign \$215  = entry2[83:20] < cq_end2;
+  assign \$216  = \$214  & \$215 ;
+  assign \$218  = entry2[83:20] + \$217 ;
+  assign \$219  = queues__2[127:64] < \$218 ;
+  assign \$220  = \$216  & \$219 ;
+  assign \$221  = queues__3[259:256] + queues__3[267:260];
+  assign \$222  = \$221  >= 7'h40;
+  assign \$223  = queues__3[259:256] + queues__3[267:260];
+  assign \$224  = 1'h1 << \$223 [5:0];
+  assign \$225  = queues__3[127:64] + \$224 ;
+  assign \$226  = \$222  ? 65'h10000000000000000 : \$225 ;
+  assign \$227  = | entry2[103:84];
+  assign \$228  = entry2[83:20] < cq_end3;
+  assign \$229  = \$227  & \$228 ;
+  assign \$231  = entry2[83:20] + \$230 ;
+  assign \$232  = queues__3[127:64] < \$231 ;
+  assign \$233  = \$229  & \$232 ;
+  assign \$234  = \$signal$233  + 1'h1;
+  assign \$235  = \$signal$218  | side_err;
+  assign \$236  = ! \$signal$233 ;
+  assign \$238  = ! \$signal$233 ;
+  assign \$240  = ! \$signal$233 ;
+  assign \$242  = ! \$signal$233 ;
+  assign \$244  = ! \$signal$233 ;
+  assign \$246  = ! \$signal$233 ;
+  assign \$248  = ! \$signal$233 ;
+  assign \$250  = ! \$signal$233 ;
+  assign \$252  = \$signal$233  == 1'h1;
+  assign \$254  = \$signal$233  == 1'h1;
+  assign \$256  = \$signal$233  == 1'h1;
+  assign \$258  = \$signal$233  == 1'h1;
+  assign \$260  = \$signal$233  == 1'h1;
+  assign \$262  = \$signal$233  == 1'h1;
+  assign \$264  = \$signal$233  == 1'h1;
+  assign \$266  = \$signal$233  == 1'h1;
+  assign \$268  = \$signal$233  == 2'h2;
+  assign \$270  = \$signal$233  == 2'h2;
+  assign \$272  = \$signal$233  == 2'h2;
+  assign \$274  = \$signal$233  == 2'h2;
+  assign \$276  = \$signal$233  == 2'h2;
+  assign \$278  = \$signal$233  == 2'h2;
+  assign \$280  = \$signal$233  == 2'h2;
+  assign \$282  = \$signal$233  == 2'h2;
+  assign \$284  = \$signal$233  == 2'h3;
+  assign \$286  = \$signal$233  == 2'h3;
+  assign \$288  = \$signal$233  == 2'h3;
+  assign \$290  = \$signal$233  == 2'h3;
+  assign \$292  = \$signal$233  == 2'h3;
+  assign \$294  = \$signal$233  == 2'h3;
+  assign \$296  = \$signal$233  == 2'h3;
+  assign \$298  = \$signal$233  == 2'h3;
+  assign \$300  = \$signal$233  == 3'h4;
+  assign \$302  = \$signal$233  == 3'h4;
+  assign \$304  = \$signal$233  == 3'h4;
+  assign \$306  = \$signal$233  == 3'h4;
+  assign \$308  = \$signal$233  == 3'h4;
+  assign \$310  = \$signal$233  == 3'h4;
+  assign \$312  = \$signal$233  == 3'h4;
+  assign \$314  = \$signal$233  == 3'h4;
+  assign \$316  = \$signal$233  == 3'h5;
+  assign \$318  = \$signal$233  == 3'h5;
+  assign \$320  = \$signal$233  == 3'h5;
+  assign \$322  = \$signal$233  == 3'h5;
+  assign \$324  = \$signal$233  == 3'h5;
+  assign \$326  = \$signal$233  == 3'h5;
+  assign \$328  = \$signal$233  == 3'h5;
+  assign \$330  = \$signal$233  == 3'h5;
+  assign \$332  = \$signal$233  == 3'h6;
+  assign \$334  = \$signal$233  == 3'h6;
+  assign \$336  = \$signal$233  == 3'h6;
   \ndp_device.control_unit.front.decoder  decoder (
     .clk(clk),
     .decoded(decoded),
-    .desc(\$signal [203:0]),
-    .log2_slot(regs[267:260]),
-    .\port$14312$128 (regs[255:128]),
+    .desc(entry2[203:0]),
+    .log2_slot(regs2[267:260]),
+    .\port$14410$128 (regs2[255:128]),
     .rst(rst)
+  );
+  \ndp_device.control_unit.front.verdicts  verdicts (
+    .clk(clk),
+    .r_data(verdict_status),
+    .r_en(r_en),
+    .r_rdy(verdict_valid),
+    .rst(rst),
+    .w_en(w_en),
+    .w_port__data(w_data),
+    .w_rdy(w_rdy)
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$440  = \$139 [63:0];
-    if (rst) begin
-      \$440  = 64'h0000000000000000;
+    (* full_case = 32'd1 *)
+    casez (entry2[205:204])
+      2'h0:
+          regs2 = queues__0;
+      2'h1:
+          regs2 = queues__1;
+      2'h2:
+          regs2 = queues__2;
+      2'h3:
+          regs2 = queues__3;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    (* full_case = 32'd1 *)
+    casez (\$signal$116 )
+      2'h0:
+          \$signal$193  = { \$25 [63:6], 6'h00 };
+      2'h1:
+          \$signal$193  = \$90 ;
+      2'h2:
+          \$signal$193  = \$93 ;
+      2'h3:
+          \$signal$193  = \$97 [63:0];
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    (* full_case = 32'd1 *)
+    casez (\$signal$116 )
+      2'h0:
+          \$signal$194  = \$30 [31:0];
+      2'h1:
+          \$signal$194  = \$91 [31:0];
+      2'h2:
+          \$signal$194  = \$94 [31:0];
+      2'h3:
+          \$signal$194  = { 12'h000, \$signal$105 [103:84] };
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    (* full_case = 32'd1 *)
+    casez (\$signal$116 )
+      2'h0:
+          run_any = 1'h1;
+      2'h1:
+          run_any = \$92 ;
+      2'h2:
+          run_any = \$95 ;
+      2'h3:
+          run_any = \$98 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    run_start = 1'h0;
+    if (\$109 ) begin
+      run_start = 1'h1;
+    end else if (\$122 ) begin
+      run_start = run_any;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$441  = \$141 ;
-    if (rst) begin
-      \$441  = 65'h00000000000000000;
+    run_addr = 64'h0000000000000000;
+    if (\$109 ) begin
+      run_addr = entry2[83:20];
+    end else if (\$122 ) begin
+      run_addr = \$signal$193 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$442  = \$143 [7:0];
-    if (rst) begin
-      \$442  = 8'h00;
+    run_lines = 32'd0;
+    if (\$109 ) begin
+      run_lines = { 12'h000, entry2[103:84] };
+    end else if (\$122 ) begin
+      run_lines = \$signal$194 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$443  = \$146 [7:0];
-    if (rst) begin
-      \$443  = 8'h00;
+    run_side = 1'h0;
+    if (\$109 ) begin
+      run_side = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$444  = \$152 ;
-    if (rst) begin
-      \$444  = 65'h00000000000000000;
-    end
+    pop_ready = 1'h0;
+    casez (fsm_state)
+      3'h0:
+          pop_ready = 1'h1;
+    endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$445  = \$159 ;
-    if (rst) begin
-      \$445  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$446  = \$165 ;
-    if (rst) begin
-      \$446  = 65'h00000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$447  = \$172 ;
-    if (rst) begin
-      \$447  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$448  = \$178 ;
-    if (rst) begin
-      \$448  = 65'h00000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$449  = \$185 ;
-    if (rst) begin
-      \$449  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$450  = \$191 ;
-    if (rst) begin
-      \$450  = 65'h00000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$451  = \$198 ;
-    if (rst) begin
-      \$451  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$452  = { 4'h0, \$203  };
-    if (rst) begin
-      \$452  = 44'h00000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$453  = \$signal$129 ;
-    if (side_valid) begin
-      \$453  = \$204 [6:0];
-    end
+    \$signal$212  = 1'h0;
     casez (fsm_state)
       3'h0:
           /* empty */;
@@ -45316,26 +45775,21 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, side
           /* empty */;
       3'h2:
           (* full_case = 32'd1 *)
-          if (\$413 ) begin
-          end else if (\$417 ) begin
+          if (\$124 ) begin
+            \$signal$212  = 1'h1;
+          end else if (\$128 ) begin
           end else begin
-            \$453  = 7'h00;
+            \$signal$212  = 1'h1;
           end
-      3'h4:
-          if (\$428 ) begin
-            \$453  = 7'h00;
+      3'h5:
+          if (\$135 ) begin
+            \$signal$212  = 1'h1;
           end
     endcase
-    if (rst) begin
-      \$453  = 7'h00;
-    end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$454  = \$signal$156 ;
-    if (side_valid) begin
-      \$454  = \$205 ;
-    end
+    \$signal$213  = 1'h0;
     casez (fsm_state)
       3'h0:
           /* empty */;
@@ -45343,626 +45797,289 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, side
           /* empty */;
       3'h2:
           (* full_case = 32'd1 *)
-          if (\$413 ) begin
-          end else if (\$417 ) begin
+          if (\$124 ) begin
+            \$signal$213  = \$129 ;
+          end else if (\$128 ) begin
           end else begin
-            \$454  = 1'h0;
+            \$signal$213  = \$130 ;
           end
-      3'h4:
-          if (\$428 ) begin
-            \$454  = 1'h0;
+      3'h5:
+          if (\$135 ) begin
+            \$signal$213  = \$136 ;
           end
     endcase
-    if (rst) begin
-      \$454  = 1'h0;
-    end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$455  = page0;
-    if (side_valid) begin
-      if (\$207 ) begin
-        \$455  = side_data[63:0];
-      end
-    end
-    if (rst) begin
-      \$455  = 64'h0000000000000000;
-    end
+    list_req = 1'h0;
+    casez (fsm_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          /* empty */;
+      3'h3:
+          list_req = 1'h1;
+    endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$456  = page1;
-    if (side_valid) begin
-      if (\$209 ) begin
-        \$456  = side_data[127:64];
-      end
-    end
-    if (rst) begin
-      \$456  = 64'h0000000000000000;
-    end
+    w_en = 1'h0;
+    casez (fsm_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          /* empty */;
+      3'h3:
+          /* empty */;
+      3'h6:
+          /* empty */;
+      3'h7:
+          if (\$139 ) begin
+          end else if (w_rdy) begin
+            w_en = 1'h1;
+          end
+    endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$457  = page2;
-    if (side_valid) begin
-      if (\$211 ) begin
-        \$457  = side_data[191:128];
-      end
-    end
-    if (rst) begin
-      \$457  = 64'h0000000000000000;
-    end
+    w_data = 8'h00;
+    casez (fsm_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          /* empty */;
+      3'h3:
+          /* empty */;
+      3'h6:
+          /* empty */;
+      3'h7:
+          if (\$139 ) begin
+          end else if (w_rdy) begin
+            w_data = \$149 ;
+          end
+    endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$458  = page3;
-    if (side_valid) begin
-      if (\$213 ) begin
-        \$458  = side_data[255:192];
-      end
-    end
-    if (rst) begin
-      \$458  = 64'h0000000000000000;
-    end
+    move = 1'h0;
+    (* full_case = 32'd1 *)
+    casez (fsm_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          /* empty */;
+      3'h3:
+          /* empty */;
+      3'h6:
+          /* empty */;
+      3'h7:
+          /* empty */;
+      3'h4:
+          move = \$154 ;
+    endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$459  = page4;
-    if (side_valid) begin
-      if (\$215 ) begin
-        \$459  = side_data[319:256];
-      end
-    end
-    if (rst) begin
-      \$459  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$460  = page5;
-    if (side_valid) begin
-      if (\$217 ) begin
-        \$460  = side_data[383:320];
-      end
-    end
-    if (rst) begin
-      \$460  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$461  = page6;
-    if (side_valid) begin
-      if (\$219 ) begin
-        \$461  = side_data[447:384];
-      end
-    end
-    if (rst) begin
-      \$461  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$462  = page7;
-    if (side_valid) begin
-      if (\$221 ) begin
-        \$462  = side_data[511:448];
-      end
-    end
-    if (rst) begin
-      \$462  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$463  = page8;
-    if (side_valid) begin
-      if (\$223 ) begin
-        \$463  = side_data[63:0];
-      end
-    end
-    if (rst) begin
-      \$463  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$464  = page9;
-    if (side_valid) begin
-      if (\$225 ) begin
-        \$464  = side_data[127:64];
-      end
-    end
-    if (rst) begin
-      \$464  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$465  = page10;
-    if (side_valid) begin
-      if (\$227 ) begin
-        \$465  = side_data[191:128];
-      end
-    end
-    if (rst) begin
-      \$465  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$466  = page11;
-    if (side_valid) begin
-      if (\$229 ) begin
-        \$466  = side_data[255:192];
-      end
-    end
-    if (rst) begin
-      \$466  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$467  = page12;
-    if (side_valid) begin
-      if (\$231 ) begin
-        \$467  = side_data[319:256];
-      end
-    end
-    if (rst) begin
-      \$467  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$468  = page13;
-    if (side_valid) begin
-      if (\$233 ) begin
-        \$468  = side_data[383:320];
-      end
-    end
-    if (rst) begin
-      \$468  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$469  = page14;
-    if (side_valid) begin
-      if (\$235 ) begin
-        \$469  = side_data[447:384];
-      end
-    end
-    if (rst) begin
-      \$469  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$470  = page15;
-    if (side_valid) begin
-      if (\$237 ) begin
-        \$470  = side_data[511:448];
-      end
-    end
-    if (rst) begin
-      \$470  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$471  = page16;
-    if (side_valid) begin
-      if (\$239 ) begin
-        \$471  = side_data[63:0];
-      end
-    end
-    if (rst) begin
-      \$471  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$472  = page17;
-    if (side_valid) begin
-      if (\$241 ) begin
-        \$472  = side_data[127:64];
-      end
-    end
-    if (rst) begin
-      \$472  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$473  = page18;
-    if (side_valid) begin
-      if (\$243 ) begin
-        \$473  = side_data[191:128];
-      end
-    end
-    if (rst) begin
-      \$473  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$474  = page19;
-    if (side_valid) begin
-      if (\$245 ) begin
-        \$474  = side_data[255:192];
-      end
-    end
-    if (rst) begin
-      \$474  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$475  = page20;
-    if (side_valid) begin
-      if (\$247 ) begin
-        \$475  = side_data[319:256];
-      end
-    end
-    if (rst) begin
-      \$475  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$476  = page21;
-    if (side_valid) begin
-      if (\$249 ) begin
-        \$476  = side_data[383:320];
-      end
-    end
-    if (rst) begin
-      \$476  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$477  = page22;
-    if (side_valid) begin
-      if (\$251 ) begin
-        \$477  = side_data[447:384];
-      end
-    end
-    if (rst) begin
-      \$477  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$478  = page23;
-    if (side_valid) begin
-      if (\$253 ) begin
-        \$478  = side_data[511:448];
-      end
-    end
-    if (rst) begin
-      \$478  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$479  = page24;
-    if (side_valid) begin
-      if (\$255 ) begin
-        \$479  = side_data[63:0];
-      end
-    end
-    if (rst) begin
-      \$479  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$480  = page25;
-    if (side_valid) begin
-      if (\$257 ) begin
-        \$480  = side_data[127:64];
-      end
-    end
-    if (rst) begin
-      \$480  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$481  = page26;
-    if (side_valid) begin
-      if (\$259 ) begin
-        \$481  = side_data[191:128];
-      end
-    end
-    if (rst) begin
-      \$481  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$482  = page27;
-    if (side_valid) begin
-      if (\$261 ) begin
-        \$482  = side_data[255:192];
-      end
-    end
-    if (rst) begin
-      \$482  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$483  = page28;
-    if (side_valid) begin
-      if (\$263 ) begin
-        \$483  = side_data[319:256];
-      end
-    end
-    if (rst) begin
-      \$483  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$484  = page29;
-    if (side_valid) begin
-      if (\$265 ) begin
-        \$484  = side_data[383:320];
-      end
-    end
-    if (rst) begin
-      \$484  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$485  = page30;
-    if (side_valid) begin
-      if (\$267 ) begin
-        \$485  = side_data[447:384];
-      end
-    end
-    if (rst) begin
-      \$485  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$486  = page31;
-    if (side_valid) begin
-      if (\$269 ) begin
-        \$486  = side_data[511:448];
-      end
-    end
-    if (rst) begin
-      \$486  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$487  = page32;
-    if (side_valid) begin
-      if (\$271 ) begin
-        \$487  = side_data[63:0];
-      end
-    end
+    \$487  = regs2[63:0];
     if (rst) begin
       \$487  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$488  = page33;
-    if (side_valid) begin
-      if (\$273 ) begin
-        \$488  = side_data[127:64];
-      end
-    end
+    \$488  = \$167 [63:0];
     if (rst) begin
       \$488  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$489  = page34;
-    if (side_valid) begin
-      if (\$275 ) begin
-        \$489  = side_data[191:128];
-      end
-    end
+    \$489  = \$168 [48:0];
     if (rst) begin
-      \$489  = 64'h0000000000000000;
+      \$489  = 49'h0000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$490  = page35;
-    if (side_valid) begin
-      if (\$277 ) begin
-        \$490  = side_data[255:192];
-      end
-    end
+    \$490  = \$169 [63:0];
     if (rst) begin
       \$490  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$491  = page36;
-    if (side_valid) begin
-      if (\$279 ) begin
-        \$491  = side_data[319:256];
-      end
-    end
+    \$491  = \$171 ;
     if (rst) begin
-      \$491  = 64'h0000000000000000;
+      \$491  = 65'h00000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$492  = page37;
-    if (side_valid) begin
-      if (\$281 ) begin
-        \$492  = side_data[383:320];
-      end
-    end
+    \$492  = { 4'h0, \$176  };
     if (rst) begin
-      \$492  = 64'h0000000000000000;
+      \$492  = 44'h00000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$493  = page38;
-    if (side_valid) begin
-      if (\$283 ) begin
-        \$493  = side_data[447:384];
-      end
-    end
+    \$493  = \$178 [7:0];
     if (rst) begin
-      \$493  = 64'h0000000000000000;
+      \$493  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$494  = page39;
-    if (side_valid) begin
-      if (\$285 ) begin
-        \$494  = side_data[511:448];
-      end
-    end
+    \$494  = \$181 [7:0];
     if (rst) begin
-      \$494  = 64'h0000000000000000;
+      \$494  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$495  = page40;
-    if (side_valid) begin
-      if (\$287 ) begin
-        \$495  = side_data[63:0];
-      end
-    end
+    \$495  = \$187 ;
     if (rst) begin
-      \$495  = 64'h0000000000000000;
+      \$495  = 65'h00000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$496  = page41;
-    if (side_valid) begin
-      if (\$289 ) begin
-        \$496  = side_data[127:64];
-      end
-    end
+    \$496  = \$194 ;
     if (rst) begin
-      \$496  = 64'h0000000000000000;
+      \$496  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$497  = page42;
-    if (side_valid) begin
-      if (\$291 ) begin
-        \$497  = side_data[191:128];
-      end
-    end
+    \$497  = \$200 ;
     if (rst) begin
-      \$497  = 64'h0000000000000000;
+      \$497  = 65'h00000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$498  = page43;
-    if (side_valid) begin
-      if (\$293 ) begin
-        \$498  = side_data[255:192];
-      end
-    end
+    \$498  = \$207 ;
     if (rst) begin
-      \$498  = 64'h0000000000000000;
+      \$498  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$499  = page44;
-    if (side_valid) begin
-      if (\$295 ) begin
-        \$499  = side_data[319:256];
-      end
-    end
+    \$499  = \$213 ;
     if (rst) begin
-      \$499  = 64'h0000000000000000;
+      \$499  = 65'h00000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$500  = page45;
-    if (side_valid) begin
-      if (\$297 ) begin
-        \$500  = side_data[383:320];
-      end
-    end
+    \$500  = \$220 ;
     if (rst) begin
-      \$500  = 64'h0000000000000000;
+      \$500  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$501  = page46;
-    if (side_valid) begin
-      if (\$299 ) begin
-        \$501  = side_data[447:384];
-      end
-    end
+    \$501  = \$226 ;
     if (rst) begin
-      \$501  = 64'h0000000000000000;
+      \$501  = 65'h00000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$502  = page47;
-    if (side_valid) begin
-      if (\$301 ) begin
-        \$502  = side_data[511:448];
-      end
-    end
+    \$502  = \$233 ;
     if (rst) begin
-      \$502  = 64'h0000000000000000;
+      \$502  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$503  = page48;
+    \$503  = \$signal$233 ;
     if (side_valid) begin
-      if (\$303 ) begin
-        \$503  = side_data[63:0];
-      end
+      \$503  = \$234 [6:0];
     end
+    casez (fsm_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          (* full_case = 32'd1 *)
+          if (\$430 ) begin
+            if (\$435 ) begin
+              \$503  = 7'h00;
+            end
+          end else if (\$434 ) begin
+          end else begin
+            if (\$436 ) begin
+              \$503  = 7'h00;
+            end
+          end
+      3'h5:
+          if (\$441 ) begin
+            if (\$442 ) begin
+              \$503  = 7'h00;
+            end
+          end
+    endcase
     if (rst) begin
-      \$503  = 64'h0000000000000000;
+      \$503  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$504  = page49;
+    \$504  = \$signal$218 ;
     if (side_valid) begin
-      if (\$305 ) begin
-        \$504  = side_data[127:64];
-      end
+      \$504  = \$235 ;
     end
+    casez (fsm_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          (* full_case = 32'd1 *)
+          if (\$430 ) begin
+            if (\$435 ) begin
+              \$504  = 1'h0;
+            end
+          end else if (\$434 ) begin
+          end else begin
+            if (\$436 ) begin
+              \$504  = 1'h0;
+            end
+          end
+      3'h5:
+          if (\$441 ) begin
+            if (\$442 ) begin
+              \$504  = 1'h0;
+            end
+          end
+    endcase
     if (rst) begin
-      \$504  = 64'h0000000000000000;
+      \$504  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$505  = page50;
+    \$505  = next_page0;
     if (side_valid) begin
-      if (\$307 ) begin
-        \$505  = side_data[191:128];
+      if (\$237 ) begin
+        \$505  = side_data[63:0];
       end
     end
     if (rst) begin
@@ -45971,10 +46088,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, side
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$506  = page51;
+    \$506  = next_page1;
     if (side_valid) begin
-      if (\$309 ) begin
-        \$506  = side_data[255:192];
+      if (\$239 ) begin
+        \$506  = side_data[127:64];
       end
     end
     if (rst) begin
@@ -45983,10 +46100,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, side
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$507  = page52;
+    \$507  = next_page2;
     if (side_valid) begin
-      if (\$311 ) begin
-        \$507  = side_data[319:256];
+      if (\$241 ) begin
+        \$507  = side_data[191:128];
       end
     end
     if (rst) begin
@@ -45995,10 +46112,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, side
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$508  = page53;
+    \$508  = next_page3;
     if (side_valid) begin
-      if (\$313 ) begin
-        \$508  = side_data[383:320];
+      if (\$243 ) begin
+        \$508  = side_data[255:192];
       end
     end
     if (rst) begin
@@ -46007,10 +46124,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, side
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$509  = page54;
+    \$509  = next_page4;
     if (side_valid) begin
-      if (\$315 ) begin
-        \$509  = side_data[447:384];
+      if (\$245 ) begin
+        \$509  = side_data[319:256];
       end
     end
     if (rst) begin
@@ -46019,10 +46136,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, side
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$510  = page55;
+    \$510  = next_page5;
     if (side_valid) begin
-      if (\$317 ) begin
-        \$510  = side_data[511:448];
+      if (\$247 ) begin
+        \$510  = side_data[383:320];
       end
     end
     if (rst) begin
@@ -46031,10 +46148,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, side
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$511  = page56;
+    \$511  = next_page6;
     if (side_valid) begin
-      if (\$319 ) begin
-        \$511  = side_data[63:0];
+      if (\$249 ) begin
+        \$511  = side_data[447:384];
       end
     end
     if (rst) begin
@@ -46043,10 +46160,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, side
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$512  = page57;
+    \$512  = next_page7;
     if (side_valid) begin
-      if (\$321 ) begin
-        \$512  = side_data[127:64];
+      if (\$251 ) begin
+        \$512  = side_data[511:448];
       end
     end
     if (rst) begin
@@ -46055,10 +46172,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, side
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$513  = page58;
+    \$513  = next_page8;
     if (side_valid) begin
-      if (\$323 ) begin
-        \$513  = side_data[191:128];
+      if (\$253 ) begin
+        \$513  = side_data[63:0];
       end
     end
     if (rst) begin
@@ -46067,10 +46184,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, side
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$514  = page59;
+    \$514  = next_page9;
     if (side_valid) begin
-      if (\$325 ) begin
-        \$514  = side_data[255:192];
+      if (\$255 ) begin
+        \$514  = side_data[127:64];
       end
     end
     if (rst) begin
@@ -46079,10 +46196,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, side
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$515  = page60;
+    \$515  = next_page10;
     if (side_valid) begin
-      if (\$327 ) begin
-        \$515  = side_data[319:256];
+      if (\$257 ) begin
+        \$515  = side_data[191:128];
       end
     end
     if (rst) begin
@@ -46091,10 +46208,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, side
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$516  = page61;
+    \$516  = next_page11;
     if (side_valid) begin
-      if (\$329 ) begin
-        \$516  = side_data[383:320];
+      if (\$259 ) begin
+        \$516  = side_data[255:192];
       end
     end
     if (rst) begin
@@ -46103,10 +46220,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, side
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$517  = page62;
+    \$517  = next_page12;
     if (side_valid) begin
-      if (\$331 ) begin
-        \$517  = side_data[447:384];
+      if (\$261 ) begin
+        \$517  = side_data[319:256];
       end
     end
     if (rst) begin
@@ -46115,10 +46232,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, side
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$518  = page63;
+    \$518  = next_page13;
     if (side_valid) begin
-      if (\$333 ) begin
-        \$518  = side_data[511:448];
+      if (\$263 ) begin
+        \$518  = side_data[383:320];
       end
     end
     if (rst) begin
@@ -46127,508 +46244,1812 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, side
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$519  = \$335 [63:0];
+    \$519  = next_page14;
+    if (side_valid) begin
+      if (\$265 ) begin
+        \$519  = side_data[447:384];
+      end
+    end
     if (rst) begin
       \$519  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$520  = \$337 ;
-    if (rst) begin
-      \$520  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$521  = verdict_valid;
-    if (verdict_take) begin
-      \$521  = 1'h0;
-    end
-    if (step) begin
-      if (\$338 ) begin
-      end else if (\$339 ) begin
-      end else if (\$340 ) begin
-      end else if (\$341 ) begin
-        (* full_case = 32'd1 *)
-        if (\$369 ) begin
-        end else begin
-          \$521  = 1'h1;
-        end
+    \$520  = next_page15;
+    if (side_valid) begin
+      if (\$267 ) begin
+        \$520  = side_data[511:448];
       end
     end
     if (rst) begin
-      \$521  = 1'h0;
+      \$520  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$522  = \$signal$128 ;
-    if (step) begin
+    \$521  = next_page16;
+    if (side_valid) begin
+      if (\$269 ) begin
+        \$521  = side_data[63:0];
+      end
+    end
+    if (rst) begin
+      \$521  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$522  = next_page17;
+    if (side_valid) begin
+      if (\$271 ) begin
+        \$522  = side_data[127:64];
+      end
+    end
+    if (rst) begin
+      \$522  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$523  = next_page18;
+    if (side_valid) begin
+      if (\$273 ) begin
+        \$523  = side_data[191:128];
+      end
+    end
+    if (rst) begin
+      \$523  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$524  = next_page19;
+    if (side_valid) begin
+      if (\$275 ) begin
+        \$524  = side_data[255:192];
+      end
+    end
+    if (rst) begin
+      \$524  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$525  = next_page20;
+    if (side_valid) begin
+      if (\$277 ) begin
+        \$525  = side_data[319:256];
+      end
+    end
+    if (rst) begin
+      \$525  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$526  = next_page21;
+    if (side_valid) begin
+      if (\$279 ) begin
+        \$526  = side_data[383:320];
+      end
+    end
+    if (rst) begin
+      \$526  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$527  = next_page22;
+    if (side_valid) begin
+      if (\$281 ) begin
+        \$527  = side_data[447:384];
+      end
+    end
+    if (rst) begin
+      \$527  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$528  = next_page23;
+    if (side_valid) begin
+      if (\$283 ) begin
+        \$528  = side_data[511:448];
+      end
+    end
+    if (rst) begin
+      \$528  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$529  = next_page24;
+    if (side_valid) begin
+      if (\$285 ) begin
+        \$529  = side_data[63:0];
+      end
+    end
+    if (rst) begin
+      \$529  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$530  = next_page25;
+    if (side_valid) begin
+      if (\$287 ) begin
+        \$530  = side_data[127:64];
+      end
+    end
+    if (rst) begin
+      \$530  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$531  = next_page26;
+    if (side_valid) begin
+      if (\$289 ) begin
+        \$531  = side_data[191:128];
+      end
+    end
+    if (rst) begin
+      \$531  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$532  = next_page27;
+    if (side_valid) begin
+      if (\$291 ) begin
+        \$532  = side_data[255:192];
+      end
+    end
+    if (rst) begin
+      \$532  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$533  = next_page28;
+    if (side_valid) begin
+      if (\$293 ) begin
+        \$533  = side_data[319:256];
+      end
+    end
+    if (rst) begin
+      \$533  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$534  = next_page29;
+    if (side_valid) begin
+      if (\$295 ) begin
+        \$534  = side_data[383:320];
+      end
+    end
+    if (rst) begin
+      \$534  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$535  = next_page30;
+    if (side_valid) begin
+      if (\$297 ) begin
+        \$535  = side_data[447:384];
+      end
+    end
+    if (rst) begin
+      \$535  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$536  = next_page31;
+    if (side_valid) begin
+      if (\$299 ) begin
+        \$536  = side_data[511:448];
+      end
+    end
+    if (rst) begin
+      \$536  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$537  = next_page32;
+    if (side_valid) begin
+      if (\$301 ) begin
+        \$537  = side_data[63:0];
+      end
+    end
+    if (rst) begin
+      \$537  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$538  = next_page33;
+    if (side_valid) begin
+      if (\$303 ) begin
+        \$538  = side_data[127:64];
+      end
+    end
+    if (rst) begin
+      \$538  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$539  = next_page34;
+    if (side_valid) begin
+      if (\$305 ) begin
+        \$539  = side_data[191:128];
+      end
+    end
+    if (rst) begin
+      \$539  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$540  = next_page35;
+    if (side_valid) begin
+      if (\$307 ) begin
+        \$540  = side_data[255:192];
+      end
+    end
+    if (rst) begin
+      \$540  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$541  = next_page36;
+    if (side_valid) begin
+      if (\$309 ) begin
+        \$541  = side_data[319:256];
+      end
+    end
+    if (rst) begin
+      \$541  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$542  = next_page37;
+    if (side_valid) begin
+      if (\$311 ) begin
+        \$542  = side_data[383:320];
+      end
+    end
+    if (rst) begin
+      \$542  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$543  = next_page38;
+    if (side_valid) begin
+      if (\$313 ) begin
+        \$543  = side_data[447:384];
+      end
+    end
+    if (rst) begin
+      \$543  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$544  = next_page39;
+    if (side_valid) begin
+      if (\$315 ) begin
+        \$544  = side_data[511:448];
+      end
+    end
+    if (rst) begin
+      \$544  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$545  = next_page40;
+    if (side_valid) begin
+      if (\$317 ) begin
+        \$545  = side_data[63:0];
+      end
+    end
+    if (rst) begin
+      \$545  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$546  = next_page41;
+    if (side_valid) begin
+      if (\$319 ) begin
+        \$546  = side_data[127:64];
+      end
+    end
+    if (rst) begin
+      \$546  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$547  = next_page42;
+    if (side_valid) begin
+      if (\$321 ) begin
+        \$547  = side_data[191:128];
+      end
+    end
+    if (rst) begin
+      \$547  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$548  = next_page43;
+    if (side_valid) begin
+      if (\$323 ) begin
+        \$548  = side_data[255:192];
+      end
+    end
+    if (rst) begin
+      \$548  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$549  = next_page44;
+    if (side_valid) begin
+      if (\$325 ) begin
+        \$549  = side_data[319:256];
+      end
+    end
+    if (rst) begin
+      \$549  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$550  = next_page45;
+    if (side_valid) begin
+      if (\$327 ) begin
+        \$550  = side_data[383:320];
+      end
+    end
+    if (rst) begin
+      \$550  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$551  = next_page46;
+    if (side_valid) begin
+      if (\$329 ) begin
+        \$551  = side_data[447:384];
+      end
+    end
+    if (rst) begin
+      \$551  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$552  = next_page47;
+    if (side_valid) begin
+      if (\$331 ) begin
+        \$552  = side_data[511:448];
+      end
+    end
+    if (rst) begin
+      \$552  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$553  = next_page48;
+    if (side_valid) begin
+      if (\$333 ) begin
+        \$553  = side_data[63:0];
+      end
+    end
+    if (rst) begin
+      \$553  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$554  = next_page49;
+    if (side_valid) begin
+      if (\$335 ) begin
+        \$554  = side_data[127:64];
+      end
+    end
+    if (rst) begin
+      \$554  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$555  = next_page50;
+    if (side_valid) begin
+      if (\$337 ) begin
+        \$555  = side_data[191:128];
+      end
+    end
+    if (rst) begin
+      \$555  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$556  = next_page51;
+    if (side_valid) begin
+      if (\$339 ) begin
+        \$556  = side_data[255:192];
+      end
+    end
+    if (rst) begin
+      \$556  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$557  = next_page52;
+    if (side_valid) begin
+      if (\$341 ) begin
+        \$557  = side_data[319:256];
+      end
+    end
+    if (rst) begin
+      \$557  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$558  = next_page53;
+    if (side_valid) begin
+      if (\$343 ) begin
+        \$558  = side_data[383:320];
+      end
+    end
+    if (rst) begin
+      \$558  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$559  = next_page54;
+    if (side_valid) begin
+      if (\$345 ) begin
+        \$559  = side_data[447:384];
+      end
+    end
+    if (rst) begin
+      \$559  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$560  = next_page55;
+    if (side_valid) begin
+      if (\$347 ) begin
+        \$560  = side_data[511:448];
+      end
+    end
+    if (rst) begin
+      \$560  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$561  = next_page56;
+    if (side_valid) begin
+      if (\$349 ) begin
+        \$561  = side_data[63:0];
+      end
+    end
+    if (rst) begin
+      \$561  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$562  = next_page57;
+    if (side_valid) begin
+      if (\$351 ) begin
+        \$562  = side_data[127:64];
+      end
+    end
+    if (rst) begin
+      \$562  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$563  = next_page58;
+    if (side_valid) begin
+      if (\$353 ) begin
+        \$563  = side_data[191:128];
+      end
+    end
+    if (rst) begin
+      \$563  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$564  = next_page59;
+    if (side_valid) begin
+      if (\$355 ) begin
+        \$564  = side_data[255:192];
+      end
+    end
+    if (rst) begin
+      \$564  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$565  = next_page60;
+    if (side_valid) begin
+      if (\$357 ) begin
+        \$565  = side_data[319:256];
+      end
+    end
+    if (rst) begin
+      \$565  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$566  = next_page61;
+    if (side_valid) begin
+      if (\$359 ) begin
+        \$566  = side_data[383:320];
+      end
+    end
+    if (rst) begin
+      \$566  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$567  = next_page62;
+    if (side_valid) begin
+      if (\$361 ) begin
+        \$567  = side_data[447:384];
+      end
+    end
+    if (rst) begin
+      \$567  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$568  = next_page63;
+    if (side_valid) begin
+      if (\$363 ) begin
+        \$568  = side_data[511:448];
+      end
+    end
+    if (rst) begin
+      \$568  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$569  = \$365 [63:0];
+    if (rst) begin
+      \$569  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$570  = \$367 ;
+    if (rst) begin
+      \$570  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$571  = \$signal$198 ;
+    if (\$380 ) begin
       (* full_case = 32'd1 *)
-      if (\$338 ) begin
-        \$522  = 1'h0;
-      end else if (\$339 ) begin
-      end else if (\$340 ) begin
-      end else if (\$341 ) begin
-        (* full_case = 32'd1 *)
-        if (\$369 ) begin
-        end else begin
-          (* full_case = 32'd1 *)
-          if (\$399 ) begin
-          end else begin
-            \$522  = 1'h0;
-          end
-        end
-      end else if (\$346 ) begin
-      end else if (\$347 ) begin
-      end else if (\$356 ) begin
-      end else if (\$366 ) begin
+      if (\$381 ) begin
+        \$571  = 1'h0;
+      end else if (\$386 ) begin
+      end else if (\$387 ) begin
+      end else if (\$396 ) begin
+      end else if (\$406 ) begin
       end else begin
-        if (\$410 ) begin
-          \$522  = 1'h0;
+        if (\$417 ) begin
+          \$571  = 1'h0;
         end
       end
     end
-    casez (fsm_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          (* full_case = 32'd1 *)
-          if (\$413 ) begin
-          end else if (\$417 ) begin
-          end else begin
-            \$522  = 1'h1;
-          end
-      3'h4:
-          if (\$428 ) begin
-            \$522  = 1'h1;
-          end
-    endcase
+    if (move) begin
+      \$571  = fetch2;
+    end
     if (rst) begin
-      \$522  = 1'h0;
+      \$571  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$523  = \$signal$42 ;
-    if (step) begin
+    \$572  = f_page;
+    if (\$380 ) begin
+      if (\$381 ) begin
+      end else if (\$386 ) begin
+        \$572  = \$407 [5:0];
+      end else if (\$387 ) begin
+        \$572  = 6'h00;
+      end
+    end
+    if (move) begin
+      \$572  = 6'h00;
+    end
+    if (rst) begin
+      \$572  = 6'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$573  = \$signal$116 ;
+    if (\$380 ) begin
       (* full_case = 32'd1 *)
-      if (\$338 ) begin
-      end else if (\$339 ) begin
-        \$523  = 3'h5;
-      end else if (\$340 ) begin
-        \$523  = 3'h6;
-      end else if (\$341 ) begin
-        (* full_case = 32'd1 *)
-        if (\$369 ) begin
-        end else begin
-          if (\$399 ) begin
-            \$523  = 3'h0;
-          end
-        end
-      end else if (\$346 ) begin
-      end else if (\$347 ) begin
-        \$523  = 3'h2;
-      end else if (\$356 ) begin
-        \$523  = 3'h1;
-      end else if (\$366 ) begin
-        \$523  = 3'h1;
+      if (\$381 ) begin
+      end else if (\$386 ) begin
+      end else if (\$387 ) begin
+        \$573  = 2'h2;
+      end else if (\$396 ) begin
+        \$573  = 2'h1;
+      end else if (\$406 ) begin
+        \$573  = 2'h1;
       end else begin
-        \$523  = 3'h0;
+        \$573  = 2'h0;
       end
     end
-    casez (fsm_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          (* full_case = 32'd1 *)
-          if (\$413 ) begin
-          end else if (\$417 ) begin
-          end else begin
-            \$523  = \$419 ;
-          end
-      3'h4:
-          if (\$428 ) begin
-            \$523  = \$430 ;
-          end
-    endcase
+    if (move) begin
+      \$573  = \$424 ;
+    end
     if (rst) begin
-      \$523  = 3'h0;
+      \$573  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$524  = f_page;
-    if (step) begin
-      if (\$338 ) begin
-      end else if (\$339 ) begin
-      end else if (\$340 ) begin
-        \$524  = 6'h00;
-      end else if (\$341 ) begin
-        (* full_case = 32'd1 *)
-        if (\$369 ) begin
-          \$524  = \$370 [5:0];
-        end else begin
-          \$524  = 6'h00;
-        end
-      end else if (\$346 ) begin
-        \$524  = \$400 [5:0];
-      end else if (\$347 ) begin
-        \$524  = 6'h00;
+    \$574  = f_stage;
+    if (\$380 ) begin
+      if (\$381 ) begin
+      end else if (\$386 ) begin
+      end else if (\$387 ) begin
+      end else if (\$396 ) begin
+        \$574  = 1'h0;
+      end else if (\$406 ) begin
+        \$574  = 1'h1;
       end
     end
-    casez (fsm_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          (* full_case = 32'd1 *)
-          if (\$413 ) begin
-          end else if (\$417 ) begin
-          end else begin
-            \$524  = 6'h00;
-          end
-      3'h4:
-          if (\$428 ) begin
-            \$524  = 6'h00;
-          end
-    endcase
+    if (move) begin
+      \$574  = 1'h0;
+    end
     if (rst) begin
-      \$524  = 6'h00;
+      \$574  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$525  = \$signal$162 ;
-    if (step) begin
-      if (\$338 ) begin
-      end else if (\$339 ) begin
-      end else if (\$340 ) begin
-        \$525  = 1'h0;
-      end else if (\$341 ) begin
-        if (\$369 ) begin
-          \$525  = \$378 ;
-        end
-      end
-    end
-    if (rst) begin
-      \$525  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$526  = verdict_status;
-    if (step) begin
-      if (\$338 ) begin
-      end else if (\$339 ) begin
-      end else if (\$340 ) begin
-      end else if (\$341 ) begin
-        (* full_case = 32'd1 *)
-        if (\$369 ) begin
-        end else begin
-          \$526  = \$388 ;
-        end
-      end
-    end
-    if (rst) begin
-      \$526  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$527  = \$signal$23 ;
-    if (step) begin
-      if (\$338 ) begin
-      end else if (\$339 ) begin
-      end else if (\$340 ) begin
-      end else if (\$341 ) begin
-      end else if (\$346 ) begin
-      end else if (\$347 ) begin
-      end else if (\$356 ) begin
-        \$527  = 1'h0;
-      end else if (\$366 ) begin
-        \$527  = 1'h1;
-      end
-    end
-    casez (fsm_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          (* full_case = 32'd1 *)
-          if (\$413 ) begin
-          end else if (\$417 ) begin
-          end else begin
-            \$527  = 1'h0;
-          end
-      3'h4:
-          if (\$428 ) begin
-            \$527  = 1'h0;
-          end
-    endcase
-    if (rst) begin
-      \$527  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$528  = \$signal$163 ;
-    if (step) begin
+    \$575  = \$signal$236 ;
+    if (\$380 ) begin
       (* full_case = 32'd1 *)
-      if (\$338 ) begin
-      end else if (\$339 ) begin
-      end else if (\$340 ) begin
-      end else if (\$341 ) begin
-      end else if (\$346 ) begin
-      end else if (\$347 ) begin
-      end else if (\$356 ) begin
-      end else if (\$366 ) begin
+      if (\$381 ) begin
+      end else if (\$386 ) begin
+      end else if (\$387 ) begin
+      end else if (\$396 ) begin
+      end else if (\$406 ) begin
       end else begin
-        \$528  = \$401 [19:0];
+        \$575  = \$408 [19:0];
       end
     end
-    casez (fsm_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          (* full_case = 32'd1 *)
-          if (\$413 ) begin
-          end else if (\$417 ) begin
-          end else begin
-            \$528  = 20'h00000;
-          end
-      3'h4:
-          if (\$428 ) begin
-            \$528  = 20'h00000;
-          end
-    endcase
+    if (move) begin
+      \$575  = 20'h00000;
+    end
     if (rst) begin
-      \$528  = 20'h00000;
+      \$575  = 20'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$529  = \$signal$25 ;
-    if (step) begin
+    \$576  = \$signal$98 ;
+    if (\$380 ) begin
       (* full_case = 32'd1 *)
-      if (\$338 ) begin
-      end else if (\$339 ) begin
-      end else if (\$340 ) begin
-      end else if (\$341 ) begin
-      end else if (\$346 ) begin
-      end else if (\$347 ) begin
-      end else if (\$356 ) begin
-      end else if (\$366 ) begin
+      if (\$381 ) begin
+      end else if (\$386 ) begin
+      end else if (\$387 ) begin
+      end else if (\$396 ) begin
+      end else if (\$406 ) begin
       end else begin
-        \$529  = \$403 [43:0];
+        \$576  = \$410 [43:0];
       end
     end
-    casez (fsm_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          (* full_case = 32'd1 *)
-          if (\$413 ) begin
-          end else if (\$417 ) begin
-          end else begin
-            \$529  = 44'h00000000000;
-          end
-      3'h4:
-          if (\$428 ) begin
-            \$529  = 44'h00000000000;
-          end
-    endcase
+    if (move) begin
+      \$576  = 44'h00000000000;
+    end
     if (rst) begin
-      \$529  = 44'h00000000000;
+      \$576  = 44'h00000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$530  = \$signal$28 ;
-    if (step) begin
+    \$577  = f_in_elems;
+    if (\$380 ) begin
       (* full_case = 32'd1 *)
-      if (\$338 ) begin
-      end else if (\$339 ) begin
-      end else if (\$340 ) begin
-      end else if (\$341 ) begin
-      end else if (\$346 ) begin
-      end else if (\$347 ) begin
-      end else if (\$356 ) begin
-      end else if (\$366 ) begin
+      if (\$381 ) begin
+      end else if (\$386 ) begin
+      end else if (\$387 ) begin
+      end else if (\$396 ) begin
+      end else if (\$406 ) begin
       end else begin
-        \$530  = \$408 ;
+        \$577  = \$415 ;
       end
     end
-    casez (fsm_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          (* full_case = 32'd1 *)
-          if (\$413 ) begin
-          end else if (\$417 ) begin
-          end else begin
-            \$530  = \$423 ;
-          end
-      3'h4:
-          if (\$428 ) begin
-            \$530  = \$434 ;
-          end
-    endcase
+    if (move) begin
+      \$577  = \$427 ;
+    end
     if (rst) begin
-      \$530  = 44'h00000000000;
+      \$577  = 44'h00000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$531  = handed;
+    \$578  = handed1;
     if (take) begin
-      \$531  = 1'h1;
+      \$578  = 1'h1;
     end
-    casez (fsm_state)
-      3'h0:
-          if (pop_valid) begin
-            \$531  = 1'h0;
-          end
-    endcase
+    if (move) begin
+      \$578  = 1'h0;
+    end
     if (rst) begin
-      \$531  = 1'h0;
+      \$578  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$532  = \$signal ;
-    casez (fsm_state)
-      3'h0:
-          if (pop_valid) begin
-            \$532  = pop;
-          end
-    endcase
+    \$579  = \$signal$204 ;
+    if (\$423 ) begin
+      \$579  = 1'h0;
+    end
+    if (move) begin
+      \$579  = 1'h1;
+    end
     if (rst) begin
-      \$532  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$579  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$533  = \$signal$136 ;
+    \$580  = \$signal$105 ;
+    if (move) begin
+      \$580  = entry2;
+    end
+    if (rst) begin
+      \$580  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$581  = decoded1;
+    if (move) begin
+      \$581  = decoded2;
+    end
+    if (rst) begin
+      \$581  = 967'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$582  = \$signal$97 ;
+    if (move) begin
+      \$582  = \$signal ;
+    end
+    if (rst) begin
+      \$582  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$583  = \$signal$237 ;
+    if (move) begin
+      \$583  = last_group_elems2;
+    end
+    if (rst) begin
+      \$583  = 44'h00000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$584  = page0;
+    if (move) begin
+      \$584  = next_page0;
+    end
+    if (rst) begin
+      \$584  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$585  = page1;
+    if (move) begin
+      \$585  = next_page1;
+    end
+    if (rst) begin
+      \$585  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$586  = page2;
+    if (move) begin
+      \$586  = next_page2;
+    end
+    if (rst) begin
+      \$586  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$587  = page3;
+    if (move) begin
+      \$587  = next_page3;
+    end
+    if (rst) begin
+      \$587  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$588  = page4;
+    if (move) begin
+      \$588  = next_page4;
+    end
+    if (rst) begin
+      \$588  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$589  = page5;
+    if (move) begin
+      \$589  = next_page5;
+    end
+    if (rst) begin
+      \$589  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$590  = page6;
+    if (move) begin
+      \$590  = next_page6;
+    end
+    if (rst) begin
+      \$590  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$591  = page7;
+    if (move) begin
+      \$591  = next_page7;
+    end
+    if (rst) begin
+      \$591  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$592  = page8;
+    if (move) begin
+      \$592  = next_page8;
+    end
+    if (rst) begin
+      \$592  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$593  = page9;
+    if (move) begin
+      \$593  = next_page9;
+    end
+    if (rst) begin
+      \$593  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$594  = page10;
+    if (move) begin
+      \$594  = next_page10;
+    end
+    if (rst) begin
+      \$594  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$595  = page11;
+    if (move) begin
+      \$595  = next_page11;
+    end
+    if (rst) begin
+      \$595  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$596  = page12;
+    if (move) begin
+      \$596  = next_page12;
+    end
+    if (rst) begin
+      \$596  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$597  = page13;
+    if (move) begin
+      \$597  = next_page13;
+    end
+    if (rst) begin
+      \$597  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$598  = page14;
+    if (move) begin
+      \$598  = next_page14;
+    end
+    if (rst) begin
+      \$598  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$599  = page15;
+    if (move) begin
+      \$599  = next_page15;
+    end
+    if (rst) begin
+      \$599  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$600  = page16;
+    if (move) begin
+      \$600  = next_page16;
+    end
+    if (rst) begin
+      \$600  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$601  = page17;
+    if (move) begin
+      \$601  = next_page17;
+    end
+    if (rst) begin
+      \$601  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$602  = page18;
+    if (move) begin
+      \$602  = next_page18;
+    end
+    if (rst) begin
+      \$602  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$603  = page19;
+    if (move) begin
+      \$603  = next_page19;
+    end
+    if (rst) begin
+      \$603  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$604  = page20;
+    if (move) begin
+      \$604  = next_page20;
+    end
+    if (rst) begin
+      \$604  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$605  = page21;
+    if (move) begin
+      \$605  = next_page21;
+    end
+    if (rst) begin
+      \$605  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$606  = page22;
+    if (move) begin
+      \$606  = next_page22;
+    end
+    if (rst) begin
+      \$606  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$607  = page23;
+    if (move) begin
+      \$607  = next_page23;
+    end
+    if (rst) begin
+      \$607  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$608  = page24;
+    if (move) begin
+      \$608  = next_page24;
+    end
+    if (rst) begin
+      \$608  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$609  = page25;
+    if (move) begin
+      \$609  = next_page25;
+    end
+    if (rst) begin
+      \$609  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$610  = page26;
+    if (move) begin
+      \$610  = next_page26;
+    end
+    if (rst) begin
+      \$610  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$611  = page27;
+    if (move) begin
+      \$611  = next_page27;
+    end
+    if (rst) begin
+      \$611  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$612  = page28;
+    if (move) begin
+      \$612  = next_page28;
+    end
+    if (rst) begin
+      \$612  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$613  = page29;
+    if (move) begin
+      \$613  = next_page29;
+    end
+    if (rst) begin
+      \$613  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$614  = page30;
+    if (move) begin
+      \$614  = next_page30;
+    end
+    if (rst) begin
+      \$614  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$615  = page31;
+    if (move) begin
+      \$615  = next_page31;
+    end
+    if (rst) begin
+      \$615  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$616  = page32;
+    if (move) begin
+      \$616  = next_page32;
+    end
+    if (rst) begin
+      \$616  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$617  = page33;
+    if (move) begin
+      \$617  = next_page33;
+    end
+    if (rst) begin
+      \$617  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$618  = page34;
+    if (move) begin
+      \$618  = next_page34;
+    end
+    if (rst) begin
+      \$618  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$619  = page35;
+    if (move) begin
+      \$619  = next_page35;
+    end
+    if (rst) begin
+      \$619  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$620  = page36;
+    if (move) begin
+      \$620  = next_page36;
+    end
+    if (rst) begin
+      \$620  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$621  = page37;
+    if (move) begin
+      \$621  = next_page37;
+    end
+    if (rst) begin
+      \$621  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$622  = page38;
+    if (move) begin
+      \$622  = next_page38;
+    end
+    if (rst) begin
+      \$622  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$623  = page39;
+    if (move) begin
+      \$623  = next_page39;
+    end
+    if (rst) begin
+      \$623  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$624  = page40;
+    if (move) begin
+      \$624  = next_page40;
+    end
+    if (rst) begin
+      \$624  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$625  = page41;
+    if (move) begin
+      \$625  = next_page41;
+    end
+    if (rst) begin
+      \$625  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$626  = page42;
+    if (move) begin
+      \$626  = next_page42;
+    end
+    if (rst) begin
+      \$626  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$627  = page43;
+    if (move) begin
+      \$627  = next_page43;
+    end
+    if (rst) begin
+      \$627  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$628  = page44;
+    if (move) begin
+      \$628  = next_page44;
+    end
+    if (rst) begin
+      \$628  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$629  = page45;
+    if (move) begin
+      \$629  = next_page45;
+    end
+    if (rst) begin
+      \$629  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$630  = page46;
+    if (move) begin
+      \$630  = next_page46;
+    end
+    if (rst) begin
+      \$630  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$631  = page47;
+    if (move) begin
+      \$631  = next_page47;
+    end
+    if (rst) begin
+      \$631  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$632  = page48;
+    if (move) begin
+      \$632  = next_page48;
+    end
+    if (rst) begin
+      \$632  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$633  = page49;
+    if (move) begin
+      \$633  = next_page49;
+    end
+    if (rst) begin
+      \$633  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$634  = page50;
+    if (move) begin
+      \$634  = next_page50;
+    end
+    if (rst) begin
+      \$634  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$635  = page51;
+    if (move) begin
+      \$635  = next_page51;
+    end
+    if (rst) begin
+      \$635  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$636  = page52;
+    if (move) begin
+      \$636  = next_page52;
+    end
+    if (rst) begin
+      \$636  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$637  = page53;
+    if (move) begin
+      \$637  = next_page53;
+    end
+    if (rst) begin
+      \$637  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$638  = page54;
+    if (move) begin
+      \$638  = next_page54;
+    end
+    if (rst) begin
+      \$638  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$639  = page55;
+    if (move) begin
+      \$639  = next_page55;
+    end
+    if (rst) begin
+      \$639  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$640  = page56;
+    if (move) begin
+      \$640  = next_page56;
+    end
+    if (rst) begin
+      \$640  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$641  = page57;
+    if (move) begin
+      \$641  = next_page57;
+    end
+    if (rst) begin
+      \$641  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$642  = page58;
+    if (move) begin
+      \$642  = next_page58;
+    end
+    if (rst) begin
+      \$642  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$643  = page59;
+    if (move) begin
+      \$643  = next_page59;
+    end
+    if (rst) begin
+      \$643  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$644  = page60;
+    if (move) begin
+      \$644  = next_page60;
+    end
+    if (rst) begin
+      \$644  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$645  = page61;
+    if (move) begin
+      \$645  = next_page61;
+    end
+    if (rst) begin
+      \$645  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$646  = page62;
+    if (move) begin
+      \$646  = next_page62;
+    end
+    if (rst) begin
+      \$646  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$647  = page63;
+    if (move) begin
+      \$647  = next_page63;
+    end
+    if (rst) begin
+      \$647  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$648  = entry2;
     casez (fsm_state)
       3'h0:
           if (pop_valid) begin
-            \$533  = 1'h1;
+            \$648  = pop;
+          end
+    endcase
+    if (rst) begin
+      \$648  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$649  = decoding;
+    casez (fsm_state)
+      3'h0:
+          if (pop_valid) begin
+            \$649  = 2'h1;
           end
       3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h4:
-          /* empty */;
-      3'h5:
-          /* empty */;
-      3'h3:
-          if (\$436 ) begin
-            \$533  = 1'h0;
-          end
+          \$649  = \$428 [1:0];
     endcase
     if (rst) begin
-      \$533  = 1'h0;
+      \$649  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$534  = decoded_valid;
+    \$650  = fsm_state;
+    (* full_case = 32'd1 *)
     casez (fsm_state)
       3'h0:
           if (pop_valid) begin
-            \$534  = 1'h0;
+            \$650  = 3'h1;
           end
       3'h1:
-          /* empty */;
-      3'h2:
-          \$534  = 1'h1;
-    endcase
-    if (rst) begin
-      \$534  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$535  = decoding;
-    casez (fsm_state)
-      3'h0:
-          if (pop_valid) begin
-            \$535  = 2'h1;
-          end
-      3'h1:
-          \$535  = \$411 [1:0];
-    endcase
-    if (rst) begin
-      \$535  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$536  = fsm_state;
-    casez (fsm_state)
-      3'h0:
-          if (pop_valid) begin
-            \$536  = 3'h1;
-          end
-      3'h1:
-          if (\$412 ) begin
-            \$536  = 3'h2;
+          if (\$429 ) begin
+            \$650  = 3'h2;
           end
       3'h2:
           (* full_case = 32'd1 *)
-          if (\$413 ) begin
-            \$536  = 3'h3;
-          end else if (\$417 ) begin
-            \$536  = 3'h4;
+          if (\$430 ) begin
+            (* full_case = 32'd1 *)
+            if (\$435 ) begin
+              \$650  = 3'h3;
+            end else begin
+              \$650  = 3'h4;
+            end
+          end else if (\$434 ) begin
+            \$650  = 3'h5;
           end else begin
-            \$536  = 3'h5;
-          end
-      3'h4:
-          if (\$428 ) begin
-            \$536  = 3'h5;
+            (* full_case = 32'd1 *)
+            if (\$436 ) begin
+              \$650  = 3'h3;
+            end else begin
+              \$650  = 3'h4;
+            end
           end
       3'h5:
-          if (\$435 ) begin
-            \$536  = 3'h3;
+          if (\$441 ) begin
+            (* full_case = 32'd1 *)
+            if (\$442 ) begin
+              \$650  = 3'h3;
+            end else begin
+              \$650  = 3'h4;
+            end
           end
       3'h3:
-          if (\$436 ) begin
-            \$536  = 3'h0;
+          if (\$453 ) begin
+            \$650  = 3'h6;
+          end
+      3'h6:
+          if (\$458 ) begin
+            \$650  = 3'h7;
+          end
+      3'h7:
+          if (\$461 ) begin
+          end else if (w_rdy) begin
+            \$650  = 3'h4;
+          end
+      3'h4:
+          if (\$486 ) begin
+            \$650  = 3'h0;
           end
     endcase
     if (rst) begin
-      \$536  = 3'h0;
+      \$650  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$537  = \$signal$22 ;
+    \$651  = decoded2;
     casez (fsm_state)
       3'h0:
           /* empty */;
       3'h1:
           /* empty */;
       3'h2:
-          \$537  = decoded;
+          \$651  = decoded;
     endcase
     if (rst) begin
-      \$537  = 967'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$651  = 967'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$652  = fetch2;
+    casez (fsm_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          (* full_case = 32'd1 *)
+          if (\$430 ) begin
+            (* full_case = 32'd1 *)
+            if (\$435 ) begin
+            end else begin
+              \$652  = 1'h0;
+            end
+          end else if (\$434 ) begin
+          end else begin
+            (* full_case = 32'd1 *)
+            if (\$436 ) begin
+            end else begin
+              \$652  = 1'h1;
+            end
+          end
+      3'h5:
+          if (\$441 ) begin
+            (* full_case = 32'd1 *)
+            if (\$442 ) begin
+            end else begin
+              \$652  = 1'h1;
+            end
+          end
+      3'h3:
+          /* empty */;
+      3'h6:
+          /* empty */;
+      3'h7:
+          if (\$461 ) begin
+          end else if (w_rdy) begin
+            \$652  = \$481 ;
+          end
+    endcase
+    if (rst) begin
+      \$652  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$653  = c_page;
+    casez (fsm_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          /* empty */;
+      3'h3:
+          /* empty */;
+      3'h6:
+          if (\$458 ) begin
+            \$653  = 6'h00;
+          end
+      3'h7:
+          if (\$461 ) begin
+            \$653  = \$462 [5:0];
+          end
+    endcase
+    if (rst) begin
+      \$653  = 6'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$654  = bad;
+    casez (fsm_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          /* empty */;
+      3'h3:
+          /* empty */;
+      3'h6:
+          if (\$458 ) begin
+            \$654  = 1'h0;
+          end
+      3'h7:
+          if (\$461 ) begin
+            \$654  = \$470 ;
+          end
+    endcase
+    if (rst) begin
+      \$654  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    (* full_case = 32'd1 *)
+    casez (c_page)
+      6'h00:
+          checked = next_page0;
+      6'h01:
+          checked = next_page1;
+      6'h02:
+          checked = next_page2;
+      6'h03:
+          checked = next_page3;
+      6'h04:
+          checked = next_page4;
+      6'h05:
+          checked = next_page5;
+      6'h06:
+          checked = next_page6;
+      6'h07:
+          checked = next_page7;
+      6'h08:
+          checked = next_page8;
+      6'h09:
+          checked = next_page9;
+      6'h0a:
+          checked = next_page10;
+      6'h0b:
+          checked = next_page11;
+      6'h0c:
+          checked = next_page12;
+      6'h0d:
+          checked = next_page13;
+      6'h0e:
+          checked = next_page14;
+      6'h0f:
+          checked = next_page15;
+      6'h10:
+          checked = next_page16;
+      6'h11:
+          checked = next_page17;
+      6'h12:
+          checked = next_page18;
+      6'h13:
+          checked = next_page19;
+      6'h14:
+          checked = next_page20;
+      6'h15:
+          checked = next_page21;
+      6'h16:
+          checked = next_page22;
+      6'h17:
+          checked = next_page23;
+      6'h18:
+          checked = next_page24;
+      6'h19:
+          checked = next_page25;
+      6'h1a:
+          checked = next_page26;
+      6'h1b:
+          checked = next_page27;
+      6'h1c:
+          checked = next_page28;
+      6'h1d:
+          checked = next_page29;
+      6'h1e:
+          checked = next_page30;
+      6'h1f:
+          checked = next_page31;
+      6'h20:
+          checked = next_page32;
+      6'h21:
+          checked = next_page33;
+      6'h22:
+          checked = next_page34;
+      6'h23:
+          checked = next_page35;
+      6'h24:
+          checked = next_page36;
+      6'h25:
+          checked = next_page37;
+      6'h26:
+          checked = next_page38;
+      6'h27:
+          checked = next_page39;
+      6'h28:
+          checked = next_page40;
+      6'h29:
+          checked = next_page41;
+      6'h2a:
+          checked = next_page42;
+      6'h2b:
+          checked = next_page43;
+      6'h2c:
+          checked = next_page44;
+      6'h2d:
+          checked = next_page45;
+      6'h2e:
+          checked = next_page46;
+      6'h2f:
+          checked = next_page47;
+      6'h30:
+          checked = next_page48;
+      6'h31:
+          checked = next_page49;
+      6'h32:
+          checked = next_page50;
+      6'h33:
+          checked = next_page51;
+      6'h34:
+          checked = next_page52;
+      6'h35:
+          checked = next_page53;
+      6'h36:
+          checked = next_page54;
+      6'h37:
+          checked = next_page55;
+      6'h38:
+          checked = next_page56;
+      6'h39:
+          checked = next_page57;
+      6'h3a:
+          checked = next_page58;
+      6'h3b:
+          checked = next_page59;
+      6'h3c:
+          checked = next_page60;
+      6'h3d:
+          checked = next_page61;
+      6'h3e:
+          checked = next_page62;
+      6'h3f:
+          checked = next_page63;
+    endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
@@ -46764,318 +48185,13 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, side
           page = page63;
     endcase
   end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    (* full_case = 32'd1 *)
-    casez (f_page)
-      6'h00:
-          checked = page0;
-      6'h01:
-          checked = page1;
-      6'h02:
-          checked = page2;
-      6'h03:
-          checked = page3;
-      6'h04:
-          checked = page4;
-      6'h05:
-          checked = page5;
-      6'h06:
-          checked = page6;
-      6'h07:
-          checked = page7;
-      6'h08:
-          checked = page8;
-      6'h09:
-          checked = page9;
-      6'h0a:
-          checked = page10;
-      6'h0b:
-          checked = page11;
-      6'h0c:
-          checked = page12;
-      6'h0d:
-          checked = page13;
-      6'h0e:
-          checked = page14;
-      6'h0f:
-          checked = page15;
-      6'h10:
-          checked = page16;
-      6'h11:
-          checked = page17;
-      6'h12:
-          checked = page18;
-      6'h13:
-          checked = page19;
-      6'h14:
-          checked = page20;
-      6'h15:
-          checked = page21;
-      6'h16:
-          checked = page22;
-      6'h17:
-          checked = page23;
-      6'h18:
-          checked = page24;
-      6'h19:
-          checked = page25;
-      6'h1a:
-          checked = page26;
-      6'h1b:
-          checked = page27;
-      6'h1c:
-          checked = page28;
-      6'h1d:
-          checked = page29;
-      6'h1e:
-          checked = page30;
-      6'h1f:
-          checked = page31;
-      6'h20:
-          checked = page32;
-      6'h21:
-          checked = page33;
-      6'h22:
-          checked = page34;
-      6'h23:
-          checked = page35;
-      6'h24:
-          checked = page36;
-      6'h25:
-          checked = page37;
-      6'h26:
-          checked = page38;
-      6'h27:
-          checked = page39;
-      6'h28:
-          checked = page40;
-      6'h29:
-          checked = page41;
-      6'h2a:
-          checked = page42;
-      6'h2b:
-          checked = page43;
-      6'h2c:
-          checked = page44;
-      6'h2d:
-          checked = page45;
-      6'h2e:
-          checked = page46;
-      6'h2f:
-          checked = page47;
-      6'h30:
-          checked = page48;
-      6'h31:
-          checked = page49;
-      6'h32:
-          checked = page50;
-      6'h33:
-          checked = page51;
-      6'h34:
-          checked = page52;
-      6'h35:
-          checked = page53;
-      6'h36:
-          checked = page54;
-      6'h37:
-          checked = page55;
-      6'h38:
-          checked = page56;
-      6'h39:
-          checked = page57;
-      6'h3a:
-          checked = page58;
-      6'h3b:
-          checked = page59;
-      6'h3c:
-          checked = page60;
-      6'h3d:
-          checked = page61;
-      6'h3e:
-          checked = page62;
-      6'h3f:
-          checked = page63;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    (* full_case = 32'd1 *)
-    casez (\$signal [205:204])
-      2'h0:
-          regs = queues__0;
-      2'h1:
-          regs = queues__1;
-      2'h2:
-          regs = queues__2;
-      2'h3:
-          regs = queues__3;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$signal$124  = 64'h0000000000000000;
-    casez (\$signal$42 )
-      3'h0:
-          \$signal$124  = { \$25 [63:6], 6'h00 };
-      3'h1:
-          \$signal$124  = \$90 ;
-      3'h2:
-          \$signal$124  = \$93 ;
-      3'h3:
-          \$signal$124  = \$97 [63:0];
-      3'h4:
-          \$signal$124  = \$signal [83:20];
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$signal$125  = 32'd0;
-    casez (\$signal$42 )
-      3'h0:
-          \$signal$125  = \$30 [31:0];
-      3'h1:
-          \$signal$125  = \$91 [31:0];
-      3'h2:
-          \$signal$125  = \$94 [31:0];
-      3'h3:
-          \$signal$125  = { 12'h000, \$signal [103:84] };
-      3'h4:
-          \$signal$125  = { 12'h000, \$signal [103:84] };
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    run_any = 1'h0;
-    casez (\$signal$42 )
-      3'h0:
-          run_any = 1'h1;
-      3'h1:
-          run_any = \$92 ;
-      3'h2:
-          run_any = \$95 ;
-      3'h3:
-          run_any = \$98 ;
-      3'h4:
-          run_any = 1'h1;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    (* full_case = 32'd1 *)
-    casez (\$signal$42 )
-      3'h5:
-          step = \$104 ;
-      3'h6:
-          step = \$110 ;
-      default:
-          step = \$113 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    run_start = 1'h0;
-    if (step) begin
-      run_start = run_any;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    run_addr = 64'h0000000000000000;
-    if (step) begin
-      run_addr = \$signal$124 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    run_lines = 32'd0;
-    if (step) begin
-      run_lines = \$signal$125 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    run_side = 1'h0;
-    if (step) begin
-      run_side = \$114 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    pop_ready = 1'h0;
-    casez (fsm_state)
-      3'h0:
-          pop_ready = 1'h1;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$signal$145  = 1'h0;
-    casez (fsm_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          (* full_case = 32'd1 *)
-          if (\$117 ) begin
-            \$signal$145  = 1'h1;
-          end else if (\$121 ) begin
-          end else begin
-            \$signal$145  = 1'h1;
-          end
-      3'h4:
-          if (\$126 ) begin
-            \$signal$145  = 1'h1;
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$signal$146  = 1'h0;
-    casez (fsm_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          (* full_case = 32'd1 *)
-          if (\$117 ) begin
-          end else if (\$121 ) begin
-          end else begin
-            \$signal$146  = decoded[9];
-          end
-      3'h4:
-          if (\$126 ) begin
-            \$signal$146  = \$signal$22 [9];
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$437  = regs[63:0];
-    if (rst) begin
-      \$437  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$438  = \$137 [63:0];
-    if (rst) begin
-      \$438  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$439  = \$138 [48:0];
-    if (rst) begin
-      \$439  = 49'h0000000000000;
-    end
-  end
-  assign desc = \$signal [203:0];
-  assign log2_slot = regs[267:260];
-  assign data_base = regs[191:128];
-  assign data_limit = regs[255:192];
+  assign desc = entry2[203:0];
+  assign log2_slot = regs2[267:260];
+  assign data_base = regs2[191:128];
+  assign data_limit = regs2[255:192];
+  assign r_rdy = verdict_valid;
+  assign r_data = verdict_status;
+  assign verdict_take = r_en;
   assign input_run_first = \$25 [63:0];
   assign input_run_line = { \$25 [63:6], 6'h00 };
   assign input_run_lines = \$30 [43:0];
@@ -47085,54 +48201,52 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, side
   assign main_run_line = { \$36 [63:6], 6'h00 };
   assign main_run_lines = \$41 [43:0];
   assign main_run_offset = { 1'h0, \$36 [5:1] };
-  assign \beats$35  = \$45 [43:0];
+  assign \beats$109  = \$45 [43:0];
   assign rest_run_first = \$48 [63:0];
   assign rest_run_line = { \$48 [63:6], 6'h00 };
   assign rest_run_lines = \$53 [43:0];
   assign rest_run_offset = { 1'h0, \$48 [5:1] };
-  assign \beats$40  = \$57 [43:0];
-  assign \$signal$110  = verdict_valid;
-  assign \verdict_status$112  = verdict_status;
+  assign \beats$114  = \$57 [43:0];
   assign page_run_first = \$66 [63:0];
   assign page_run_line = { \$66 [63:6], 6'h00 };
   assign page_run_lines = \$71 [43:0];
   assign page_run_offset = { 1'h0, \$66 [5:1] };
-  assign \beats$118  = \$75 [43:0];
+  assign \beats$187  = \$75 [43:0];
   assign page_rest_first = \$80 [63:0];
   assign page_rest_line = { \$80 [63:6], 6'h00 };
   assign page_rest_lines = \$85 [43:0];
   assign page_rest_offset = { 1'h0, \$80 [5:1] };
-  assign \beats$123  = \$89 [43:0];
-  assign \$signal.desc  = \$signal [203:0];
-  assign \$signal.desc.type  = \$signal [1:0];
-  assign \$signal.desc.op  = \$signal [5:2];
-  assign \$signal.desc.dtype  = \$signal [9:6];
-  assign \$signal.desc.flags  = \$signal [19:10];
-  assign \$signal.desc.flags.trans_w  = \$signal [10];
-  assign \$signal.desc.flags.partial  = \$signal [11];
-  assign \$signal.desc.flags.paged  = \$signal [12];
-  assign \$signal.desc.flags.page_shift  = \$signal [16:13];
-  assign \$signal.desc.flags.reserved  = \$signal [19:17];
-  assign \$signal.desc.dev_addr  = \$signal [83:20];
-  assign \$signal.desc.dev_size  = \$signal [103:84];
-  assign \$signal.desc.dev_rows  = \$signal [123:104];
-  assign \$signal.desc.dev_cols  = \$signal [143:124];
-  assign \$signal.desc.in_size  = \$signal [163:144];
-  assign \$signal.desc.in_rows  = \$signal [183:164];
-  assign \$signal.desc.in_cols  = \$signal [203:184];
-  assign \$signal.queue  = \$signal [205:204];
-  assign \$signal.seq  = \$signal [269:206];
-  assign \$signal.taken  = \$signal [333:270];
-  assign \regs.sq_base  = regs[63:0];
-  assign \regs.cq_base  = regs[127:64];
-  assign \regs.data_base  = regs[191:128];
-  assign \regs.data_limit  = regs[255:192];
-  assign \regs.log2_depth  = regs[259:256];
-  assign \regs.log2_slot  = regs[267:260];
-  assign \regs.pasid  = regs[287:268];
-  assign \regs.enable  = regs[288];
-  assign \regs.irq_en  = regs[289];
-  assign \regs.tail  = regs[321:290];
+  assign \beats$192  = \$89 [43:0];
+  assign \entry2.desc  = entry2[203:0];
+  assign \entry2.desc.type  = entry2[1:0];
+  assign \entry2.desc.op  = entry2[5:2];
+  assign \entry2.desc.dtype  = entry2[9:6];
+  assign \entry2.desc.flags  = entry2[19:10];
+  assign \entry2.desc.flags.trans_w  = entry2[10];
+  assign \entry2.desc.flags.partial  = entry2[11];
+  assign \entry2.desc.flags.paged  = entry2[12];
+  assign \entry2.desc.flags.page_shift  = entry2[16:13];
+  assign \entry2.desc.flags.reserved  = entry2[19:17];
+  assign \entry2.desc.dev_addr  = entry2[83:20];
+  assign \entry2.desc.dev_size  = entry2[103:84];
+  assign \entry2.desc.dev_rows  = entry2[123:104];
+  assign \entry2.desc.dev_cols  = entry2[143:124];
+  assign \entry2.desc.in_size  = entry2[163:144];
+  assign \entry2.desc.in_rows  = entry2[183:164];
+  assign \entry2.desc.in_cols  = entry2[203:184];
+  assign \entry2.queue  = entry2[205:204];
+  assign \entry2.seq  = entry2[269:206];
+  assign \entry2.taken  = entry2[333:270];
+  assign \regs2.sq_base  = regs2[63:0];
+  assign \regs2.cq_base  = regs2[127:64];
+  assign \regs2.data_base  = regs2[191:128];
+  assign \regs2.data_limit  = regs2[255:192];
+  assign \regs2.log2_depth  = regs2[259:256];
+  assign \regs2.log2_slot  = regs2[267:260];
+  assign \regs2.pasid  = regs2[287:268];
+  assign \regs2.enable  = regs2[288];
+  assign \regs2.irq_en  = regs2[289];
+  assign \regs2.tail  = regs2[321:290];
   assign \queues__0.sq_base  = queues__0[63:0];
   assign \queues__0.cq_base  = queues__0[127:64];
   assign \queues__0.data_base  = queues__0[191:128];
@@ -47173,22 +48287,22 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, side
   assign \queues__3.enable  = queues__3[288];
   assign \queues__3.irq_en  = queues__3[289];
   assign \queues__3.tail  = queues__3[321:290];
-  assign \desc.type  = \$signal [1:0];
-  assign \desc.op  = \$signal [5:2];
-  assign \desc.dtype  = \$signal [9:6];
-  assign \desc.flags  = \$signal [19:10];
-  assign \desc.flags.trans_w  = \$signal [10];
-  assign \desc.flags.partial  = \$signal [11];
-  assign \desc.flags.paged  = \$signal [12];
-  assign \desc.flags.page_shift  = \$signal [16:13];
-  assign \desc.flags.reserved  = \$signal [19:17];
-  assign \desc.dev_addr  = \$signal [83:20];
-  assign \desc.dev_size  = \$signal [103:84];
-  assign \desc.dev_rows  = \$signal [123:104];
-  assign \desc.dev_cols  = \$signal [143:124];
-  assign \desc.in_size  = \$signal [163:144];
-  assign \desc.in_rows  = \$signal [183:164];
-  assign \desc.in_cols  = \$signal [203:184];
+  assign \desc.type  = entry2[1:0];
+  assign \desc.op  = entry2[5:2];
+  assign \desc.dtype  = entry2[9:6];
+  assign \desc.flags  = entry2[19:10];
+  assign \desc.flags.trans_w  = entry2[10];
+  assign \desc.flags.partial  = entry2[11];
+  assign \desc.flags.paged  = entry2[12];
+  assign \desc.flags.page_shift  = entry2[16:13];
+  assign \desc.flags.reserved  = entry2[19:17];
+  assign \desc.dev_addr  = entry2[83:20];
+  assign \desc.dev_size  = entry2[103:84];
+  assign \desc.dev_rows  = entry2[123:104];
+  assign \desc.dev_cols  = entry2[143:124];
+  assign \desc.in_size  = entry2[163:144];
+  assign \desc.in_rows  = entry2[183:164];
+  assign \desc.in_cols  = entry2[203:184];
   assign \f_sizes.k  = f_sizes[19:0];
   assign \f_sizes.n  = f_sizes[39:20];
   assign \f_sizes.trans  = f_sizes[40];
@@ -47211,63 +48325,83 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, side
   assign \f_sizes.rest_page  = f_sizes[307:288];
   assign \f_sizes.last_elems  = f_sizes[351:308];
   assign \f_sizes.tail_elems  = f_sizes[395:352];
-  assign \$signal$22.status  = \$signal$22 [7:0];
-  assign \$signal$22.is_load  = \$signal$22 [8];
-  assign \$signal$22.is_store  = \$signal$22 [9];
-  assign \$signal$22.is_compute  = \$signal$22 [10];
-  assign \$signal$22.second_addr  = \$signal$22 [74:11];
-  assign \$signal$22.stats_offset  = \$signal$22 [122:75];
-  assign \$signal$22.paged  = \$signal$22 [123];
-  assign \$signal$22.pages  = \$signal$22 [130:124];
-  assign \$signal$22.page_shift  = \$signal$22 [134:131];
-  assign \$signal$22.page_half  = \$signal$22 [174:135];
-  assign \$signal$22.stages  = \$signal$22 [966:175];
-  assign \$signal$22.stages[0]  = \$signal$22 [570:175];
-  assign \$signal$22.stages[0].k  = \$signal$22 [194:175];
-  assign \$signal$22.stages[0].n  = \$signal$22 [214:195];
-  assign \$signal$22.stages[0].trans  = \$signal$22 [215];
-  assign \$signal$22.stages[0].pack_log2  = \$signal$22 [218:216];
-  assign \$signal$22.stages[0].run_log2  = \$signal$22 [221:219];
-  assign \$signal$22.stages[0].rows_dim  = \$signal$22 [241:222];
-  assign \$signal$22.stages[0].cols_dim  = \$signal$22 [261:242];
-  assign \$signal$22.stages[0].n_words  = \$signal$22 [281:262];
-  assign \$signal$22.stages[0].t_level  = \$signal$22 [284:282];
-  assign \$signal$22.stages[0].t_scalar  = \$signal$22 [285];
-  assign \$signal$22.stages[0].t_fold_adds  = \$signal$22 [287:286];
-  assign \$signal$22.stages[0].full_groups  = \$signal$22 [307:288];
-  assign \$signal$22.stages[0].main_rows  = \$signal$22 [327:308];
-  assign \$signal$22.stages[0].main_elems  = \$signal$22 [371:328];
-  assign \$signal$22.stages[0].rest_rows  = \$signal$22 [376:372];
-  assign \$signal$22.stages[0].rest_elems  = \$signal$22 [420:377];
-  assign \$signal$22.stages[0].groups  = \$signal$22 [440:421];
-  assign \$signal$22.stages[0].sets  = \$signal$22 [442:441];
-  assign \$signal$22.stages[0].main_pages  = \$signal$22 [462:443];
-  assign \$signal$22.stages[0].rest_page  = \$signal$22 [482:463];
-  assign \$signal$22.stages[0].last_elems  = \$signal$22 [526:483];
-  assign \$signal$22.stages[0].tail_elems  = \$signal$22 [570:527];
-  assign \$signal$22.stages[1]  = \$signal$22 [966:571];
-  assign \$signal$22.stages[1].k  = \$signal$22 [590:571];
-  assign \$signal$22.stages[1].n  = \$signal$22 [610:591];
-  assign \$signal$22.stages[1].trans  = \$signal$22 [611];
-  assign \$signal$22.stages[1].pack_log2  = \$signal$22 [614:612];
-  assign \$signal$22.stages[1].run_log2  = \$signal$22 [617:615];
-  assign \$signal$22.stages[1].rows_dim  = \$signal$22 [637:618];
-  assign \$signal$22.stages[1].cols_dim  = \$signal$22 [657:638];
-  assign \$signal$22.stages[1].n_words  = \$signal$22 [677:658];
-  assign \$signal$22.stages[1].t_level  = \$signal$22 [680:678];
-  assign \$signal$22.stages[1].t_scalar  = \$signal$22 [681];
-  assign \$signal$22.stages[1].t_fold_adds  = \$signal$22 [683:682];
-  assign \$signal$22.stages[1].full_groups  = \$signal$22 [703:684];
-  assign \$signal$22.stages[1].main_rows  = \$signal$22 [723:704];
-  assign \$signal$22.stages[1].main_elems  = \$signal$22 [767:724];
-  assign \$signal$22.stages[1].rest_rows  = \$signal$22 [772:768];
-  assign \$signal$22.stages[1].rest_elems  = \$signal$22 [816:773];
-  assign \$signal$22.stages[1].groups  = \$signal$22 [836:817];
-  assign \$signal$22.stages[1].sets  = \$signal$22 [838:837];
-  assign \$signal$22.stages[1].main_pages  = \$signal$22 [858:839];
-  assign \$signal$22.stages[1].rest_page  = \$signal$22 [878:859];
-  assign \$signal$22.stages[1].last_elems  = \$signal$22 [922:879];
-  assign \$signal$22.stages[1].tail_elems  = \$signal$22 [966:923];
+  assign \decoded1.status  = decoded1[7:0];
+  assign \decoded1.is_load  = decoded1[8];
+  assign \decoded1.is_store  = decoded1[9];
+  assign \decoded1.is_compute  = decoded1[10];
+  assign \decoded1.second_addr  = decoded1[74:11];
+  assign \decoded1.stats_offset  = decoded1[122:75];
+  assign \decoded1.paged  = decoded1[123];
+  assign \decoded1.pages  = decoded1[130:124];
+  assign \decoded1.page_shift  = decoded1[134:131];
+  assign \decoded1.page_half  = decoded1[174:135];
+  assign \decoded1.stages  = decoded1[966:175];
+  assign \decoded1.stages[0]  = decoded1[570:175];
+  assign \decoded1.stages[0].k  = decoded1[194:175];
+  assign \decoded1.stages[0].n  = decoded1[214:195];
+  assign \decoded1.stages[0].trans  = decoded1[215];
+  assign \decoded1.stages[0].pack_log2  = decoded1[218:216];
+  assign \decoded1.stages[0].run_log2  = decoded1[221:219];
+  assign \decoded1.stages[0].rows_dim  = decoded1[241:222];
+  assign \decoded1.stages[0].cols_dim  = decoded1[261:242];
+  assign \decoded1.stages[0].n_words  = decoded1[281:262];
+  assign \decoded1.stages[0].t_level  = decoded1[284:282];
+  assign \decoded1.stages[0].t_scalar  = decoded1[285];
+  assign \decoded1.stages[0].t_fold_adds  = decoded1[287:286];
+  assign \decoded1.stages[0].full_groups  = decoded1[307:288];
+  assign \decoded1.stages[0].main_rows  = decoded1[327:308];
+  assign \decoded1.stages[0].main_elems  = decoded1[371:328];
+  assign \decoded1.stages[0].rest_rows  = decoded1[376:372];
+  assign \decoded1.stages[0].rest_elems  = decoded1[420:377];
+  assign \decoded1.stages[0].groups  = decoded1[440:421];
+  assign \decoded1.stages[0].sets  = decoded1[442:441];
+  assign \decoded1.stages[0].main_pages  = decoded1[462:443];
+  assign \decoded1.stages[0].rest_page  = decoded1[482:463];
+  assign \decoded1.stages[0].last_elems  = decoded1[526:483];
+  assign \decoded1.stages[0].tail_elems  = decoded1[570:527];
+  assign \decoded1.stages[1]  = decoded1[966:571];
+  assign \decoded1.stages[1].k  = decoded1[590:571];
+  assign \decoded1.stages[1].n  = decoded1[610:591];
+  assign \decoded1.stages[1].trans  = decoded1[611];
+  assign \decoded1.stages[1].pack_log2  = decoded1[614:612];
+  assign \decoded1.stages[1].run_log2  = decoded1[617:615];
+  assign \decoded1.stages[1].rows_dim  = decoded1[637:618];
+  assign \decoded1.stages[1].cols_dim  = decoded1[657:638];
+  assign \decoded1.stages[1].n_words  = decoded1[677:658];
+  assign \decoded1.stages[1].t_level  = decoded1[680:678];
+  assign \decoded1.stages[1].t_scalar  = decoded1[681];
+  assign \decoded1.stages[1].t_fold_adds  = decoded1[683:682];
+  assign \decoded1.stages[1].full_groups  = decoded1[703:684];
+  assign \decoded1.stages[1].main_rows  = decoded1[723:704];
+  assign \decoded1.stages[1].main_elems  = decoded1[767:724];
+  assign \decoded1.stages[1].rest_rows  = decoded1[772:768];
+  assign \decoded1.stages[1].rest_elems  = decoded1[816:773];
+  assign \decoded1.stages[1].groups  = decoded1[836:817];
+  assign \decoded1.stages[1].sets  = decoded1[838:837];
+  assign \decoded1.stages[1].main_pages  = decoded1[858:839];
+  assign \decoded1.stages[1].rest_page  = decoded1[878:859];
+  assign \decoded1.stages[1].last_elems  = decoded1[922:879];
+  assign \decoded1.stages[1].tail_elems  = decoded1[966:923];
+  assign \$signal$105.desc  = \$signal$105 [203:0];
+  assign \$signal$105.desc.type  = \$signal$105 [1:0];
+  assign \$signal$105.desc.op  = \$signal$105 [5:2];
+  assign \$signal$105.desc.dtype  = \$signal$105 [9:6];
+  assign \$signal$105.desc.flags  = \$signal$105 [19:10];
+  assign \$signal$105.desc.flags.trans_w  = \$signal$105 [10];
+  assign \$signal$105.desc.flags.partial  = \$signal$105 [11];
+  assign \$signal$105.desc.flags.paged  = \$signal$105 [12];
+  assign \$signal$105.desc.flags.page_shift  = \$signal$105 [16:13];
+  assign \$signal$105.desc.flags.reserved  = \$signal$105 [19:17];
+  assign \$signal$105.desc.dev_addr  = \$signal$105 [83:20];
+  assign \$signal$105.desc.dev_size  = \$signal$105 [103:84];
+  assign \$signal$105.desc.dev_rows  = \$signal$105 [123:104];
+  assign \$signal$105.desc.dev_cols  = \$signal$105 [143:124];
+  assign \$signal$105.desc.in_size  = \$signal$105 [163:144];
+  assign \$signal$105.desc.in_rows  = \$signal$105 [183:164];
+  assign \$signal$105.desc.in_cols  = \$signal$105 [203:184];
+  assign \$signal$105.queue  = \$signal$105 [205:204];
+  assign \$signal$105.seq  = \$signal$105 [269:206];
+  assign \$signal$105.taken  = \$signal$105 [333:270];
   assign \task.entry  = \task [333:0];
   assign \task.entry.desc  = \task [203:0];
   assign \task.entry.desc.type  = \task [1:0];
@@ -47404,6 +48538,63 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, side
   assign \decoded.stages[1].rest_page  = decoded[878:859];
   assign \decoded.stages[1].last_elems  = decoded[922:879];
   assign \decoded.stages[1].tail_elems  = decoded[966:923];
+  assign \decoded2.status  = decoded2[7:0];
+  assign \decoded2.is_load  = decoded2[8];
+  assign \decoded2.is_store  = decoded2[9];
+  assign \decoded2.is_compute  = decoded2[10];
+  assign \decoded2.second_addr  = decoded2[74:11];
+  assign \decoded2.stats_offset  = decoded2[122:75];
+  assign \decoded2.paged  = decoded2[123];
+  assign \decoded2.pages  = decoded2[130:124];
+  assign \decoded2.page_shift  = decoded2[134:131];
+  assign \decoded2.page_half  = decoded2[174:135];
+  assign \decoded2.stages  = decoded2[966:175];
+  assign \decoded2.stages[0]  = decoded2[570:175];
+  assign \decoded2.stages[0].k  = decoded2[194:175];
+  assign \decoded2.stages[0].n  = decoded2[214:195];
+  assign \decoded2.stages[0].trans  = decoded2[215];
+  assign \decoded2.stages[0].pack_log2  = decoded2[218:216];
+  assign \decoded2.stages[0].run_log2  = decoded2[221:219];
+  assign \decoded2.stages[0].rows_dim  = decoded2[241:222];
+  assign \decoded2.stages[0].cols_dim  = decoded2[261:242];
+  assign \decoded2.stages[0].n_words  = decoded2[281:262];
+  assign \decoded2.stages[0].t_level  = decoded2[284:282];
+  assign \decoded2.stages[0].t_scalar  = decoded2[285];
+  assign \decoded2.stages[0].t_fold_adds  = decoded2[287:286];
+  assign \decoded2.stages[0].full_groups  = decoded2[307:288];
+  assign \decoded2.stages[0].main_rows  = decoded2[327:308];
+  assign \decoded2.stages[0].main_elems  = decoded2[371:328];
+  assign \decoded2.stages[0].rest_rows  = decoded2[376:372];
+  assign \decoded2.stages[0].rest_elems  = decoded2[420:377];
+  assign \decoded2.stages[0].groups  = decoded2[440:421];
+  assign \decoded2.stages[0].sets  = decoded2[442:441];
+  assign \decoded2.stages[0].main_pages  = decoded2[462:443];
+  assign \decoded2.stages[0].rest_page  = decoded2[482:463];
+  assign \decoded2.stages[0].last_elems  = decoded2[526:483];
+  assign \decoded2.stages[0].tail_elems  = decoded2[570:527];
+  assign \decoded2.stages[1]  = decoded2[966:571];
+  assign \decoded2.stages[1].k  = decoded2[590:571];
+  assign \decoded2.stages[1].n  = decoded2[610:591];
+  assign \decoded2.stages[1].trans  = decoded2[611];
+  assign \decoded2.stages[1].pack_log2  = decoded2[614:612];
+  assign \decoded2.stages[1].run_log2  = decoded2[617:615];
+  assign \decoded2.stages[1].rows_dim  = decoded2[637:618];
+  assign \decoded2.stages[1].cols_dim  = decoded2[657:638];
+  assign \decoded2.stages[1].n_words  = decoded2[677:658];
+  assign \decoded2.stages[1].t_level  = decoded2[680:678];
+  assign \decoded2.stages[1].t_scalar  = decoded2[681];
+  assign \decoded2.stages[1].t_fold_adds  = decoded2[683:682];
+  assign \decoded2.stages[1].full_groups  = decoded2[703:684];
+  assign \decoded2.stages[1].main_rows  = decoded2[723:704];
+  assign \decoded2.stages[1].main_elems  = decoded2[767:724];
+  assign \decoded2.stages[1].rest_rows  = decoded2[772:768];
+  assign \decoded2.stages[1].rest_elems  = decoded2[816:773];
+  assign \decoded2.stages[1].groups  = decoded2[836:817];
+  assign \decoded2.stages[1].sets  = decoded2[838:837];
+  assign \decoded2.stages[1].main_pages  = decoded2[858:839];
+  assign \decoded2.stages[1].rest_page  = decoded2[878:859];
+  assign \decoded2.stages[1].last_elems  = decoded2[922:879];
+  assign \decoded2.stages[1].tail_elems  = decoded2[966:923];
   assign \pop.desc  = pop[203:0];
   assign \pop.desc.type  = pop[1:0];
   assign \pop.desc.op  = pop[5:2];
@@ -47424,10 +48615,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, side
   assign \pop.queue  = pop[205:204];
   assign \pop.seq  = pop[269:206];
   assign \pop.taken  = pop[333:270];
-  assign \task [1300:334] = \$signal$22 ;
-  assign \task [333:0] = \$signal ;
-  assign \$24  = { \$signal$25 , 1'h0 };
-  assign \$26  = { \$signal$28 , 1'h0 };
+  assign \task [1300:334] = decoded1;
+  assign \task [333:0] = \$signal$105 ;
+  assign \$24  = { \$signal$98 , 1'h0 };
+  assign \$26  = { f_in_elems, 1'h0 };
   assign \$30  = { \$29 [47], \$29 [47], \$29 [47], \$29 [47], \$29 [47], \$29 [47], \$29 [47:6] };
   assign \$34  = { \$33 [46], \$33 [46], \$33 [46], \$33 [46], \$33 [46], \$33 [46:5] };
   assign \$37  = { f_sizes[196:153], 1'h0 };
@@ -47437,40 +48628,27 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, side
   assign \$49  = { f_sizes[245:202], 1'h0 };
   assign \$53  = { \$52 [47], \$52 [47], \$52 [47], \$52 [47], \$52 [47], \$52 [47], \$52 [47:6] };
   assign \$57  = { \$56 [46], \$56 [46], \$56 [46], \$56 [46], \$56 [46], \$56 [46:5] };
-  assign \$63  = { 1'h0, \$signal$22 [174:136] };
+  assign \$63  = { 1'h0, decoded1[174:136] };
   assign \$65  = { \$64 , 1'h0 };
   assign \$67  = { page_elems, 1'h0 };
   assign \$71  = { \$70 [47], \$70 [47], \$70 [47], \$70 [47], \$70 [47], \$70 [47], \$70 [47:6] };
   assign \$75  = { \$74 [46], \$74 [46], \$74 [46], \$74 [46], \$74 [46], \$74 [46:5] };
-  assign \$76  = { 1'h0, \$signal$22 [174:136] };
+  assign \$76  = { 1'h0, decoded1[174:136] };
   assign \$79  = { \$78 , 1'h0 };
   assign \$81  = { f_sizes[245:202], 1'h0 };
   assign \$85  = { \$84 [47], \$84 [47], \$84 [47], \$84 [47], \$84 [47], \$84 [47], \$84 [47:6] };
   assign \$89  = { \$88 [46], \$88 [46], \$88 [46], \$88 [46], \$88 [46], \$88 [46:5] };
-  assign \$102  = \$101 ;
-  assign \$156  = { 1'h0, \$signal [103:84], 6'h00 };
-  assign \$169  = { 1'h0, \$signal [103:84], 6'h00 };
-  assign \$182  = { 1'h0, \$signal [103:84], 6'h00 };
-  assign \$195  = { 1'h0, \$signal [103:84], 6'h00 };
-  assign \$199 [19:2] = 18'h00000;
-  assign \$199 [1:0] = \$signal [165:164];
-  assign \$201 [19:2] = 18'h00000;
-  assign \$201 [1:0] = \$signal [165:164];
-  assign \$207  = \$206 ;
-  assign \$209  = \$208 ;
-  assign \$211  = \$210 ;
-  assign \$213  = \$212 ;
-  assign \$215  = \$214 ;
-  assign \$217  = \$216 ;
-  assign \$219  = \$218 ;
-  assign \$221  = \$220 ;
-  assign \$223  = \$222 ;
-  assign \$225  = \$224 ;
-  assign \$227  = \$226 ;
-  assign \$229  = \$228 ;
-  assign \$231  = \$230 ;
-  assign \$233  = \$232 ;
-  assign \$235  = \$234 ;
+  assign \$129  = 1'h0;
+  assign \$130  = decoded[9];
+  assign \$136  = decoded2[9];
+  assign \$172 [19:2] = 18'h00000;
+  assign \$172 [1:0] = entry2[165:164];
+  assign \$174 [19:2] = 18'h00000;
+  assign \$174 [1:0] = entry2[165:164];
+  assign \$191  = { 1'h0, entry2[103:84], 6'h00 };
+  assign \$204  = { 1'h0, entry2[103:84], 6'h00 };
+  assign \$217  = { 1'h0, entry2[103:84], 6'h00 };
+  assign \$230  = { 1'h0, entry2[103:84], 6'h00 };
   assign \$237  = \$236 ;
   assign \$239  = \$238 ;
   assign \$241  = \$240 ;
@@ -47520,15 +48698,33 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, side
   assign \$329  = \$328 ;
   assign \$331  = \$330 ;
   assign \$333  = \$332 ;
-  assign \$334  = { \$signal$22 [174:135], 1'h0 };
-  assign \$336  = { \$signal$22 [174:135], 1'h0 };
-  assign \$407  = { 1'h0, \$signal [203:184], 2'h0 };
-  assign \$422  = { 1'h0, \$signal [203:184], 2'h0 };
-  assign \$433  = { 1'h0, \$signal [203:184], 2'h0 };
+  assign \$335  = \$334 ;
+  assign \$337  = \$336 ;
+  assign \$339  = \$338 ;
+  assign \$341  = \$340 ;
+  assign \$343  = \$342 ;
+  assign \$345  = \$344 ;
+  assign \$347  = \$346 ;
+  assign \$349  = \$348 ;
+  assign \$351  = \$350 ;
+  assign \$353  = \$352 ;
+  assign \$355  = \$354 ;
+  assign \$357  = \$356 ;
+  assign \$359  = \$358 ;
+  assign \$361  = \$360 ;
+  assign \$363  = \$362 ;
+  assign \$364  = { decoded2[174:135], 1'h0 };
+  assign \$366  = { decoded2[174:135], 1'h0 };
+  assign \$414  = { 1'h0, \$signal$105 [203:184], 2'h0 };
+  assign \$426  = { 1'h0, entry2[203:184], 2'h0 };
+  assign \$435  = 1'h0;
+  assign \$436  = decoded[123];
+  assign \$442  = decoded2[123];
+  assign \$457  = \$456 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.front.decoder (rst, \port$14312$128 , log2_slot, desc, decoded, clk);
+module \ndp_device.control_unit.front.decoder (rst, \port$14410$128 , log2_slot, desc, decoded, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$78  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -47881,8 +49077,8 @@ module \ndp_device.control_unit.front.decoder (rst, \port$14312$128 , log2_slot,
   reg [39:0] out_elems = 40'h0000000000;
   wire [3:0] page_shift;
   wire [3:0] \page_shift$15 ;
-  input [127:0] \port$14312$128 ;
-  wire [127:0] \port$14312$128 ;
+  input [127:0] \port$14410$128 ;
+  wire [127:0] \port$14410$128 ;
   reg [49:0] result = 50'h0000000000000;
   reg [49:0] room = 50'h0000000000000;
   input rst;
@@ -48004,8 +49200,8 @@ module \ndp_device.control_unit.front.decoder (rst, \port$14312$128 , log2_slot,
   assign \$66  = ! desc[25:20];
   assign \$67  = \$64  ? \$65  : \$66 ;
   assign \$68  = ! desc[103:84];
-  assign \$69  = desc[83:20] >= \port$14312$128 [63:0];
-  assign \$70  = dev_end <= \port$14312$128 [127:64];
+  assign \$69  = desc[83:20] >= \port$14410$128 [63:0];
+  assign \$70  = dev_end <= \port$14410$128 [127:64];
   assign \$71  = \$69  & \$70 ;
   assign \$72  = \$68  | \$71 ;
   assign \$73  = \$67  & \$72 ;
@@ -48309,8 +49505,8 @@ module \ndp_device.control_unit.front.decoder (rst, \port$14312$128 , log2_slot,
   assign page_shift = desc[16:13];
   assign \trans$14  = 1'h0;
   assign \page_shift$15  = desc[16:13];
-  assign data_base = \port$14312$128 [63:0];
-  assign data_limit = \port$14312$128 [127:64];
+  assign data_base = \port$14410$128 [63:0];
+  assign data_limit = \port$14410$128 [127:64];
   assign \decoded.status  = decoded[7:0];
   assign \decoded.is_load  = decoded[8];
   assign \decoded.is_store  = decoded[9];
@@ -49275,8 +50471,132 @@ module \ndp_device.control_unit.front.decoder.stage1 (rst, k, n, page_shift, siz
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.packer (rst, out__ready, out__valid, w_ready, w_valid, w_data, w_bytes, w_last, start, offset, out__data, out__strb, clk);
+module \ndp_device.control_unit.front.verdicts (rst, w_rdy, r_rdy, r_data, r_en, w_en, w_port__data, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$81  = 0;
+  wire \$1 ;
+  wire \$10 ;
+  wire \$11 ;
+  wire \$12 ;
+  wire \$13 ;
+  wire [2:0] \$14 ;
+  reg \$15 ;
+  reg \$16 ;
+  reg [1:0] \$17 ;
+  wire [1:0] \$2 ;
+  wire \$3 ;
+  wire [1:0] \$4 ;
+  wire \$5 ;
+  wire \$6 ;
+  wire \$7 ;
+  wire \$8 ;
+  wire [2:0] \$9 ;
+  input clk;
+  wire clk;
+  (* init = 1'h0 *)
+  wire consume;
+  reg [1:0] level = 2'h0;
+  (* init = 1'h0 *)
+  wire produce;
+  output [7:0] r_data;
+  wire [7:0] r_data;
+  input r_en;
+  wire r_en;
+  (* init = 2'h0 *)
+  wire [1:0] r_level;
+  reg r_port__addr = 1'h0;
+  wire [7:0] r_port__data;
+  output r_rdy;
+  wire r_rdy;
+  input rst;
+  wire rst;
+  wire [7:0] w_data;
+  input w_en;
+  wire w_en;
+  (* init = 2'h0 *)
+  wire [1:0] w_level;
+  reg w_port__addr = 1'h0;
+  input [7:0] w_port__data;
+  wire [7:0] w_port__data;
+  wire w_port__en;
+  output w_rdy;
+  wire w_rdy;
+  reg [7:0] storage [1:0];
+  initial begin
+    storage[0] = 8'h00;
+    storage[1] = 8'h00;
+  end
+  always @(posedge clk) begin
+    if (w_port__en)
+      storage[w_port__addr] <= w_port__data;
+  end
+  assign r_data = storage[r_port__addr];
+  assign w_rdy = level != 2'h2;
+  assign r_rdy = | level;
+  assign w_port__en = w_en & w_rdy;
+  assign \$1  = w_rdy & w_en;
+  assign \$2  = w_port__addr + 1'h1;
+  assign \$3  = r_rdy & r_en;
+  assign \$4  = r_port__addr + 1'h1;
+  assign \$5  = w_rdy & w_en;
+  assign \$6  = r_rdy & r_en;
+  assign \$7  = ~ \$6 ;
+  assign \$8  = \$5  & \$7 ;
+  assign \$9  = level + 1'h1;
+  assign \$10  = r_rdy & r_en;
+  assign \$11  = w_rdy & w_en;
+  assign \$12  = ~ \$11 ;
+  assign \$13  = \$10  & \$12 ;
+  assign \$14  = level - 1'h1;
+  always @(posedge clk)
+    w_port__addr <= \$15 ;
+  always @(posedge clk)
+    r_port__addr <= \$16 ;
+  always @(posedge clk)
+    level <= \$17 ;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    \$15  = w_port__addr;
+    if (\$1 ) begin
+      \$15  = \$2 [0];
+    end
+    if (rst) begin
+      \$15  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    \$16  = r_port__addr;
+    if (\$3 ) begin
+      \$16  = \$4 [0];
+    end
+    if (rst) begin
+      \$16  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    \$17  = level;
+    if (\$8 ) begin
+      \$17  = \$9 [1:0];
+    end
+    if (\$13 ) begin
+      \$17  = \$14 [1:0];
+    end
+    if (rst) begin
+      \$17  = 2'h0;
+    end
+  end
+  assign w_level = level;
+  assign r_level = level;
+  assign produce = w_port__addr;
+  assign w_data = w_port__data;
+  assign consume = r_port__addr;
+  assign r_port__data = r_data;
+endmodule
+
+(* generator = "Amaranth" *)
+module \ndp_device.control_unit.packer (rst, out__ready, out__valid, w_ready, w_valid, w_data, w_bytes, w_last, start, offset, out__data, out__strb, clk);
+  reg \$auto$verilog_backend.cc:2355:dump_module$82  = 0;
   wire \$1 ;
   wire [8:0] \$10 ;
   wire \$100 ;
@@ -49791,7 +51111,7 @@ module \ndp_device.control_unit.packer (rst, out__ready, out__valid, w_ready, w_
   always @(posedge clk)
     closing <= \$234 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     (* full_case = 32'd1 *)
     casez (w_bytes[1:0])
       2'h0:
@@ -49805,7 +51125,7 @@ module \ndp_device.control_unit.packer (rst, out__ready, out__valid, w_ready, w_
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     (* full_case = 32'd1 *)
     casez (\$8 [3:0])
       4'h0:
@@ -49843,7 +51163,7 @@ module \ndp_device.control_unit.packer (rst, out__ready, out__valid, w_ready, w_
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     (* full_case = 32'd1 *)
     casez (\$8 [7:4])
       4'h0:
@@ -49881,7 +51201,7 @@ module \ndp_device.control_unit.packer (rst, out__ready, out__valid, w_ready, w_
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     (* full_case = 32'd1 *)
     casez (\$156 [4:0])
       5'h00:
@@ -49951,7 +51271,7 @@ module \ndp_device.control_unit.packer (rst, out__ready, out__valid, w_ready, w_
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     (* full_case = 32'd1 *)
     casez (\$8 [4:0])
       5'h00:
@@ -50021,7 +51341,7 @@ module \ndp_device.control_unit.packer (rst, out__ready, out__valid, w_ready, w_
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     (* full_case = 32'd1 *)
     if (start) begin
       \$231  = 1536'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
@@ -50035,7 +51355,7 @@ module \ndp_device.control_unit.packer (rst, out__ready, out__valid, w_ready, w_
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     (* full_case = 32'd1 *)
     if (start) begin
       \$232  = 192'h000000000000000000000000000000000000000000000000;
@@ -50049,7 +51369,7 @@ module \ndp_device.control_unit.packer (rst, out__ready, out__valid, w_ready, w_
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     (* full_case = 32'd1 *)
     if (start) begin
       \$233  = { 2'h0, offset };
@@ -50063,7 +51383,7 @@ module \ndp_device.control_unit.packer (rst, out__ready, out__valid, w_ready, w_
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     \$234  = closing;
     if (start) begin
       \$234  = 1'h0;
@@ -50085,7 +51405,7 @@ endmodule
 (* generator = "Amaranth" *)
 module \ndp_device.control_unit.planner (rst, split, sizes, ready, has_full, pipe_busy, load, pack_log2, n_words, sets, run_log2, cols_dim, full_groups, rest_rows, main_elems, t_level, t_scalar, t_fold_adds, trans, sets_used__0, sets_used__1
 , clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$82  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$83  = 0;
   wire [20:0] \$1 ;
   wire \$10 ;
   wire \$11 ;
@@ -50240,7 +51560,7 @@ module \ndp_device.control_unit.planner (rst, split, sizes, ready, has_full, pip
   always @(posedge clk)
     sets_used__1 <= \$34 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$21  = pack_log2;
     if (\$13 ) begin
       \$21  = \$14 ;
@@ -50250,7 +51570,7 @@ module \ndp_device.control_unit.planner (rst, split, sizes, ready, has_full, pip
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$22  = n_words;
     if (\$13 ) begin
       \$22  = sizes[106:87];
@@ -50260,7 +51580,7 @@ module \ndp_device.control_unit.planner (rst, split, sizes, ready, has_full, pip
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$23  = sets;
     if (\$13 ) begin
       \$23  = sizes[267:266];
@@ -50270,7 +51590,7 @@ module \ndp_device.control_unit.planner (rst, split, sizes, ready, has_full, pip
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$24  = run_log2;
     if (\$13 ) begin
       \$24  = sizes[46:44];
@@ -50280,7 +51600,7 @@ module \ndp_device.control_unit.planner (rst, split, sizes, ready, has_full, pip
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$25  = cols_dim;
     if (\$13 ) begin
       \$25  = sizes[86:67];
@@ -50290,7 +51610,7 @@ module \ndp_device.control_unit.planner (rst, split, sizes, ready, has_full, pip
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$26  = full_groups;
     if (\$13 ) begin
       \$26  = sizes[132:113];
@@ -50300,7 +51620,7 @@ module \ndp_device.control_unit.planner (rst, split, sizes, ready, has_full, pip
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$27  = rest_rows;
     if (\$13 ) begin
       \$27  = sizes[201:197];
@@ -50310,7 +51630,7 @@ module \ndp_device.control_unit.planner (rst, split, sizes, ready, has_full, pip
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$28  = main_elems;
     if (\$13 ) begin
       \$28  = sizes[196:153];
@@ -50320,7 +51640,7 @@ module \ndp_device.control_unit.planner (rst, split, sizes, ready, has_full, pip
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$29  = t_level;
     if (\$13 ) begin
       \$29  = sizes[109:107];
@@ -50330,7 +51650,7 @@ module \ndp_device.control_unit.planner (rst, split, sizes, ready, has_full, pip
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$30  = t_scalar;
     if (\$13 ) begin
       \$30  = sizes[110];
@@ -50340,7 +51660,7 @@ module \ndp_device.control_unit.planner (rst, split, sizes, ready, has_full, pip
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$31  = t_fold_adds;
     if (\$13 ) begin
       \$31  = sizes[112:111];
@@ -50350,7 +51670,7 @@ module \ndp_device.control_unit.planner (rst, split, sizes, ready, has_full, pip
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$32  = trans;
     if (\$13 ) begin
       \$32  = sizes[40];
@@ -50360,7 +51680,7 @@ module \ndp_device.control_unit.planner (rst, split, sizes, ready, has_full, pip
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$33  = sets_used__0;
     if (\$13 ) begin
       \$33  = \$17 [1:0];
@@ -50370,7 +51690,7 @@ module \ndp_device.control_unit.planner (rst, split, sizes, ready, has_full, pip
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
     \$34  = sets_used__1;
     if (\$13 ) begin
       \$34  = \$20 [1:0];
@@ -50407,8 +51727,8 @@ module \ndp_device.control_unit.planner (rst, split, sizes, ready, has_full, pip
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.reader (bus__rresp, bus__rlast, clk, rst, bus__arlen, side_valid, bus__arvalid, issued_all, out__data, out_err, r_en, start, \addr$44 , lines, side, addr, out__valid, bus__arready, bus__rvalid, w_data);
-  reg \$auto$verilog_backend.cc:2355:dump_module$83  = 0;
+module \ndp_device.control_unit.reader (bus__rresp, bus__rlast, clk, rst, bus__arlen, side_valid, bus__arvalid, issued_all, out__data, out_err, r_en, start, \addr$45 , lines, side, addr, out__valid, bus__arready, bus__rvalid, w_data);
+  reg \$auto$verilog_backend.cc:2355:dump_module$84  = 0;
   wire [7:0] \$1 ;
   wire \$10 ;
   wire \$11 ;
@@ -50465,20 +51785,27 @@ module \ndp_device.control_unit.reader (bus__rresp, bus__rlast, clk, rst, bus__a
   wire \$58 ;
   wire [9:0] \$59 ;
   wire [8:0] \$6 ;
-  reg [63:0] \$60 ;
-  reg [31:0] \$61 ;
-  reg [7:0] \$62 ;
-  reg [1:0] \$63 ;
-  reg [7:0] \$64 ;
-  reg \$65 ;
+  wire \$60 ;
+  wire \$61 ;
+  wire \$62 ;
+  wire [8:0] \$63 ;
+  wire \$64 ;
+  wire [8:0] \$65 ;
+  reg [63:0] \$66 ;
+  reg [31:0] \$67 ;
+  reg [7:0] \$68 ;
+  reg [1:0] \$69 ;
   wire [9:0] \$7 ;
+  reg [7:0] \$70 ;
+  reg [7:0] \$71 ;
+  reg \$72 ;
   wire [9:0] \$8 ;
   wire \$9 ;
   reg \$signal  = 1'h0;
   output [63:0] addr;
   reg [63:0] addr = 64'h0000000000000000;
-  input [63:0] \addr$44 ;
-  wire [63:0] \addr$44 ;
+  input [63:0] \addr$45 ;
+  wire [63:0] \addr$45 ;
   wire [6:0] burst_beats;
   wire [6:0] burst_lines;
   (* init = 64'h0000000000000000 *)
@@ -50529,6 +51856,7 @@ module \ndp_device.control_unit.reader (bus__rresp, bus__rlast, clk, rst, bus__a
   wire rst;
   input side;
   wire side;
+  reg [7:0] side_before = 8'h00;
   wire [511:0] side_data;
   wire side_err;
   reg [7:0] side_pending = 8'h00;
@@ -50542,6 +51870,13 @@ module \ndp_device.control_unit.reader (bus__rresp, bus__rlast, clk, rst, bus__a
   wire \w_data$27 ;
   wire w_en;
   wire \w_en$29 ;
+  assign \$24  = | side_pending;
+  assign \$25  = \$23  & \$24 ;
+  assign \$26  = ! side_before;
+  assign side_valid = \$25  & \$26 ;
+  assign \$27  = | left;
+  assign \$28  = in_flight < 2'h2;
+  assign \$29  = \$27  & \$28 ;
   assign \$30  = 8'h80 - level;
   assign \$31  = $signed(\$30 ) - $signed({ 1'h0, pending });
   assign \$32  = $signed(\$31 ) >= $signed({ 1'h0, \$8 [6:0] });
@@ -50568,21 +51903,27 @@ module \ndp_device.control_unit.reader (bus__rresp, bus__rlast, clk, rst, bus__a
   assign \$53  = side_pending + \$52 ;
   assign \$55  = | side_pending;
   assign \$56  = \$54  & \$55 ;
-  assign \$57  = pending <= side_pending;
+  assign \$57  = ! side_before;
   assign \$58  = \$56  & \$57 ;
   assign \$59  = \$53  - \$58 ;
+  assign \$61  = | side_before;
+  assign \$62  = \$60  & \$61 ;
+  assign \$63  = side_before - 1'h1;
+  assign \$65  = pending - \$64 ;
   always @(posedge clk)
-    addr <= \$60 ;
+    addr <= \$66 ;
   always @(posedge clk)
-    left <= \$61 ;
+    left <= \$67 ;
   always @(posedge clk)
-    pending <= \$62 ;
+    pending <= \$68 ;
   always @(posedge clk)
-    in_flight <= \$63 ;
+    in_flight <= \$69 ;
   always @(posedge clk)
-    side_pending <= \$64 ;
+    side_pending <= \$70 ;
   always @(posedge clk)
-    \$signal  <= \$65 ;
+    side_before <= \$71 ;
+  always @(posedge clk)
+    \$signal  <= \$72 ;
   assign \$1  = 7'h40 - addr[11:6];
   assign \$2  = \$1 [6:0] < 7'h40;
   assign limit = \$2  ? \$1 [6:0] : 7'h40;
@@ -50594,23 +51935,16 @@ module \ndp_device.control_unit.reader (bus__rresp, bus__rlast, clk, rst, bus__a
   assign bus__arlen = \$8 [6:0] - 1'h1;
   assign \$11  = | side_pending;
   assign \$12  = \$10  & \$11 ;
-  assign \$13  = pending <= side_pending;
+  assign \$13  = ! side_before;
   assign \$14  = \$12  & \$13 ;
   assign \$15  = ~ \$14 ;
   assign w_en = \$9  & \$15 ;
   assign \$18  = | side_pending;
   assign \$19  = \$17  & \$18 ;
-  assign \$20  = pending <= side_pending;
+  assign \$20  = ! side_before;
   assign \$21  = \$19  & \$20 ;
   assign \$22  = ~ \$21 ;
   assign \w_en$29  = \$16  & \$22 ;
-  assign \$24  = | side_pending;
-  assign \$25  = \$23  & \$24 ;
-  assign \$26  = pending <= side_pending;
-  assign side_valid = \$25  & \$26 ;
-  assign \$27  = | left;
-  assign \$28  = in_flight < 2'h2;
-  assign \$29  = \$27  & \$28 ;
   \ndp_device.control_unit.reader.buffer  buffer (
     .clk(clk),
     .r_data(out__data),
@@ -50630,60 +51964,75 @@ module \ndp_device.control_unit.reader (bus__rresp, bus__rlast, clk, rst, bus__a
     .w_port__data(bus__rresp[1])
   );
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
-    \$60  = addr;
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    \$66  = addr;
     if (\$36 ) begin
-      \$60  = \$38 [63:0];
+      \$66  = \$38 [63:0];
     end
     if (start) begin
-      \$60  = \addr$44 ;
+      \$66  = \addr$45 ;
     end
     if (rst) begin
-      \$60  = 64'h0000000000000000;
+      \$66  = 64'h0000000000000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
-    \$61  = left;
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    \$67  = left;
     if (\$36 ) begin
-      \$61  = \$39 [31:0];
+      \$67  = \$39 [31:0];
     end
     if (start) begin
-      \$61  = lines;
+      \$67  = lines;
     end
     if (rst) begin
-      \$61  = 32'd0;
+      \$67  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
-    \$62  = \$44 [7:0];
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    \$68  = \$44 [7:0];
     if (rst) begin
-      \$62  = 8'h00;
+      \$68  = 8'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
-    \$63  = \$49 [1:0];
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    \$69  = \$49 [1:0];
     if (rst) begin
-      \$63  = 2'h0;
+      \$69  = 2'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
-    \$64  = \$59 [7:0];
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    \$70  = \$59 [7:0];
     if (rst) begin
-      \$64  = 8'h00;
+      \$70  = 8'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$83 ) begin end
-    \$65  = \$signal ;
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    \$71  = side_before;
+    if (\$62 ) begin
+      \$71  = \$63 [7:0];
+    end
     if (start) begin
-      \$65  = side;
+      if (side) begin
+        \$71  = \$65 [7:0];
+      end
     end
     if (rst) begin
-      \$65  = 1'h0;
+      \$71  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    \$72  = \$signal ;
+    if (start) begin
+      \$72  = side;
+    end
+    if (rst) begin
+      \$72  = 1'h0;
     end
   end
   assign r_data = out__data;
@@ -50713,11 +52062,13 @@ module \ndp_device.control_unit.reader (bus__rresp, bus__rlast, clk, rst, bus__a
   assign \$43  = bus__rvalid;
   assign \$47  = bus__rvalid;
   assign \$54  = bus__rvalid;
+  assign \$60  = bus__rvalid;
+  assign \$64  = bus__rvalid;
 endmodule
 
 (* generator = "Amaranth" *)
 module \ndp_device.control_unit.reader.buffer (clk, rst, w_en, w_level, r_data, r_en, r_rdy, w_port__data);
-  reg \$auto$verilog_backend.cc:2355:dump_module$84  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$85  = 0;
   wire \$1 ;
   wire \$10 ;
   wire [7:0] \$11 ;
@@ -50966,7 +52317,7 @@ module \ndp_device.control_unit.reader.buffer (clk, rst, w_en, w_level, r_data, 
   always @(posedge clk)
     r_rdy <= \$33 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
     \$30  = w_port__addr;
     if (\$3 ) begin
       \$30  = \$6 [6:0];
@@ -50976,7 +52327,7 @@ module \ndp_device.control_unit.reader.buffer (clk, rst, w_en, w_level, r_data, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
     \$31  = r_port__addr;
     if (\$9 ) begin
       \$31  = \$12 [6:0];
@@ -50986,7 +52337,7 @@ module \ndp_device.control_unit.reader.buffer (clk, rst, w_en, w_level, r_data, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
     \$32  = inner_level;
     if (\$18 ) begin
       \$32  = \$19 [6:0];
@@ -50999,7 +52350,7 @@ module \ndp_device.control_unit.reader.buffer (clk, rst, w_en, w_level, r_data, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
     \$33  = r_rdy;
     if (\$29 ) begin
       \$33  = 1'h1;
@@ -51020,7 +52371,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \ndp_device.control_unit.reader.errors (clk, rst, w_en, r_data, r_en, w_port__data);
-  reg \$auto$verilog_backend.cc:2355:dump_module$85  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$86  = 0;
   wire \$1 ;
   wire \$10 ;
   wire [7:0] \$11 ;
@@ -51267,7 +52618,7 @@ module \ndp_device.control_unit.reader.errors (clk, rst, w_en, r_data, r_en, w_p
   always @(posedge clk)
     r_rdy <= \$33 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     \$30  = w_port__addr;
     if (\$3 ) begin
       \$30  = \$6 [6:0];
@@ -51277,7 +52628,7 @@ module \ndp_device.control_unit.reader.errors (clk, rst, w_en, r_data, r_en, w_p
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     \$31  = r_port__addr;
     if (\$9 ) begin
       \$31  = \$12 [6:0];
@@ -51287,7 +52638,7 @@ module \ndp_device.control_unit.reader.errors (clk, rst, w_en, r_data, r_en, w_p
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     \$32  = inner_level;
     if (\$18 ) begin
       \$32  = \$19 [6:0];
@@ -51300,7 +52651,7 @@ module \ndp_device.control_unit.reader.errors (clk, rst, w_en, r_data, r_en, w_p
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
     \$33  = r_rdy;
     if (\$29 ) begin
       \$33  = 1'h1;
@@ -51323,7 +52674,7 @@ endmodule
 module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w_ready, waiting_results, fold_valid, w_valid, w_data, w_bytes, w_last, in_we, acc_we, sum_ready, start, delay, source, dest, rows, n, n_words
 , sets, sets1, pack_log2, bank, results, first, lines, rd_in_data, sum_fp16, run_start, run_addr, run_lines, run_offset, done, waiting, fold_n_cols, busy, fold_n_words, fold_sets, fold_sets1, fold_pack_log2
 , fold_bank, fold_row, fold_word, rd_row, word, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$86  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$87  = 0;
   wire \$1 ;
   wire \$10 ;
   wire \$100 ;
@@ -51773,7 +53124,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
   always @(posedge clk)
     bank_valid <= \$142 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     \begin  = 1'h0;
     if (waiting) begin
       if (\$1 ) begin
@@ -51787,35 +53138,35 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     run_start = 1'h0;
     if (\$4 ) begin
       run_start = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     run_addr = 64'h0000000000000000;
     if (\$4 ) begin
       run_addr = { \$5 [63:6], 6'h00 };
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     run_lines = 32'd0;
     if (\$4 ) begin
       run_lines = \$6 ;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     run_offset = 6'h00;
     if (\$4 ) begin
       run_offset = \$7 [5:0];
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     done = 1'h0;
     if (\$57 ) begin
       (* full_case = 32'd1 *)
@@ -51827,7 +53178,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     \$113  = waiting;
     if (waiting) begin
       if (\$65 ) begin
@@ -51846,7 +53197,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     \$114  = \$like ;
     if (waiting) begin
       (* full_case = 32'd1 *)
@@ -51867,7 +53218,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     \$115  = later_source;
     if (start) begin
       (* full_case = 32'd1 *)
@@ -51881,7 +53232,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     \$116  = later_dest;
     if (start) begin
       (* full_case = 32'd1 *)
@@ -51895,7 +53246,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     \$117  = later_rows;
     if (start) begin
       (* full_case = 32'd1 *)
@@ -51909,7 +53260,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     \$118  = later_n;
     if (start) begin
       (* full_case = 32'd1 *)
@@ -51923,7 +53274,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     \$119  = later_n_words;
     if (start) begin
       (* full_case = 32'd1 *)
@@ -51937,7 +53288,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     \$120  = later_sets;
     if (start) begin
       (* full_case = 32'd1 *)
@@ -51951,7 +53302,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     \$121  = later_sets1;
     if (start) begin
       (* full_case = 32'd1 *)
@@ -51965,7 +53316,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     \$122  = later_pack_log2;
     if (start) begin
       (* full_case = 32'd1 *)
@@ -51979,7 +53330,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     \$123  = later_bank;
     if (start) begin
       (* full_case = 32'd1 *)
@@ -51993,7 +53344,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     \$124  = later_results;
     if (start) begin
       (* full_case = 32'd1 *)
@@ -52007,7 +53358,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     \$125  = later_first;
     if (start) begin
       (* full_case = 32'd1 *)
@@ -52021,7 +53372,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     \$126  = later_lines;
     if (start) begin
       (* full_case = 32'd1 *)
@@ -52035,7 +53386,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     \$127  = \$signal$25 ;
     if (\begin ) begin
       \$127  = \$68 ;
@@ -52045,7 +53396,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     \$128  = \$signal$36 ;
     if (\begin ) begin
       \$128  = \$69 ;
@@ -52055,7 +53406,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     \$129  = \$like$43 ;
     if (\begin ) begin
       \$129  = \$70 ;
@@ -52065,7 +53416,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     \$130  = fold_n_cols;
     if (\begin ) begin
       \$130  = \$71 ;
@@ -52075,7 +53426,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     \$131  = busy;
     if (\begin ) begin
       \$131  = 1'h1;
@@ -52093,7 +53444,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     \$132  = fold_n_words;
     if (\begin ) begin
       \$132  = \$72 ;
@@ -52103,7 +53454,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     \$133  = fold_sets;
     if (\begin ) begin
       \$133  = \$73 ;
@@ -52113,7 +53464,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     \$134  = fold_sets1;
     if (\begin ) begin
       \$134  = \$74 ;
@@ -52123,7 +53474,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     \$135  = fold_pack_log2;
     if (\begin ) begin
       \$135  = \$75 ;
@@ -52133,7 +53484,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     \$136  = fold_bank;
     if (\begin ) begin
       \$136  = \$76 ;
@@ -52143,7 +53494,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     \$137  = fold_row;
     if (\begin ) begin
       \$137  = 2'h0;
@@ -52159,7 +53510,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     \$138  = \$signal$23 ;
     if (\begin ) begin
       \$138  = 20'h00000;
@@ -52176,7 +53527,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     \$139  = asked_all;
     if (\begin ) begin
       \$139  = 1'h0;
@@ -52194,7 +53545,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     \$140  = rd_row;
     if (\begin ) begin
       \$140  = 2'h0;
@@ -52210,7 +53561,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     \$141  = word;
     if (\begin ) begin
       \$141  = 20'h00000;
@@ -52227,7 +53578,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
     \$142  = bank_valid;
     if (\begin ) begin
       \$142  = 1'h0;
@@ -52263,7 +53614,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, start, length, \partial$417 , src_addr, l, dst_en, dst_addr, \dst_data$430 , clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$87  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$88  = 0;
   wire [31:0] \$1 ;
   wire \$10 ;
   wire \$100 ;
@@ -56321,7 +57672,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     .s(d9)
   );
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$374  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -56333,7 +57684,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$385  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -56345,7 +57696,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$396  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -56357,7 +57708,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$407  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -56369,7 +57720,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$418  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -56381,7 +57732,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$429  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -56393,7 +57744,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$440  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -56405,7 +57756,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$451  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -56417,7 +57768,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$462  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -56429,7 +57780,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$473  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -56441,7 +57792,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$484  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -56453,7 +57804,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$495  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -56465,7 +57816,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$506  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -56477,7 +57828,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$517  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -56489,7 +57840,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$528  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -56501,7 +57852,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$539  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -56513,7 +57864,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$550  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -56525,7 +57876,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$561  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -56537,7 +57888,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$572  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -56549,7 +57900,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$583  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -56561,7 +57912,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$594  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -56573,7 +57924,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$605  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -56585,7 +57936,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$616  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -56597,7 +57948,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$627  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -56609,7 +57960,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$638  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -56621,7 +57972,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$649  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -56633,7 +57984,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$660  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -56645,7 +57996,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$671  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -56657,7 +58008,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$682  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -56669,7 +58020,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$693  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -56681,7 +58032,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$704  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -56693,7 +58044,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$715  = 32'd0;
     casez (acc_set)
       2'h0:
@@ -56705,7 +58056,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     tail = 6'h00;
     casez (fsm_state)
       4'h0:
@@ -56715,7 +58066,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$signal$14  = 1'h0;
     casez (fsm_state)
       4'h0:
@@ -56725,7 +58076,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$signal$15  = 1'h0;
     casez (fsm_state)
       4'h0:
@@ -56753,7 +58104,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     adder_issue = 1'h0;
     casez (fsm_state)
       4'h0:
@@ -56775,7 +58126,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \start$18  = 1'h0;
     casez (fsm_state)
       4'h0:
@@ -56799,7 +58150,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_a0 = 32'd0;
     if (\$373 ) begin
       acc_a0 = \$374 ;
@@ -56812,7 +58163,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_b0 = 32'd0;
     if (\$373 ) begin
       acc_b0 = \$377 ;
@@ -56836,7 +58187,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_a1 = 32'd0;
     if (\$384 ) begin
       acc_a1 = \$385 ;
@@ -56849,7 +58200,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_b1 = 32'd0;
     if (\$384 ) begin
       acc_b1 = \$388 ;
@@ -56871,7 +58222,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_a2 = 32'd0;
     if (\$395 ) begin
       acc_a2 = \$396 ;
@@ -56884,7 +58235,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_b2 = 32'd0;
     if (\$395 ) begin
       acc_b2 = \$399 ;
@@ -56904,7 +58255,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_a3 = 32'd0;
     if (\$406 ) begin
       acc_a3 = \$407 ;
@@ -56917,7 +58268,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_b3 = 32'd0;
     if (\$406 ) begin
       acc_b3 = \$410 ;
@@ -56937,7 +58288,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_a4 = 32'd0;
     if (\$417 ) begin
       acc_a4 = \$418 ;
@@ -56950,7 +58301,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_b4 = 32'd0;
     if (\$417 ) begin
       acc_b4 = \$421 ;
@@ -56968,7 +58319,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_a5 = 32'd0;
     if (\$428 ) begin
       acc_a5 = \$429 ;
@@ -56981,7 +58332,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_b5 = 32'd0;
     if (\$428 ) begin
       acc_b5 = \$432 ;
@@ -56999,7 +58350,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_a6 = 32'd0;
     if (\$439 ) begin
       acc_a6 = \$440 ;
@@ -57012,7 +58363,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_b6 = 32'd0;
     if (\$439 ) begin
       acc_b6 = \$443 ;
@@ -57030,7 +58381,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_a7 = 32'd0;
     if (\$450 ) begin
       acc_a7 = \$451 ;
@@ -57043,7 +58394,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_b7 = 32'd0;
     if (\$450 ) begin
       acc_b7 = \$454 ;
@@ -57061,7 +58412,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_a8 = 32'd0;
     if (\$461 ) begin
       acc_a8 = \$462 ;
@@ -57074,7 +58425,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_b8 = 32'd0;
     if (\$461 ) begin
       acc_b8 = \$465 ;
@@ -57090,7 +58441,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_a9 = 32'd0;
     if (\$472 ) begin
       acc_a9 = \$473 ;
@@ -57103,7 +58454,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_b9 = 32'd0;
     if (\$472 ) begin
       acc_b9 = \$476 ;
@@ -57119,7 +58470,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_a10 = 32'd0;
     if (\$483 ) begin
       acc_a10 = \$484 ;
@@ -57132,7 +58483,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_b10 = 32'd0;
     if (\$483 ) begin
       acc_b10 = \$487 ;
@@ -57148,7 +58499,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_a11 = 32'd0;
     if (\$494 ) begin
       acc_a11 = \$495 ;
@@ -57161,7 +58512,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_b11 = 32'd0;
     if (\$494 ) begin
       acc_b11 = \$498 ;
@@ -57177,7 +58528,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_a12 = 32'd0;
     if (\$505 ) begin
       acc_a12 = \$506 ;
@@ -57190,7 +58541,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_b12 = 32'd0;
     if (\$505 ) begin
       acc_b12 = \$509 ;
@@ -57206,7 +58557,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_a13 = 32'd0;
     if (\$516 ) begin
       acc_a13 = \$517 ;
@@ -57219,7 +58570,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_b13 = 32'd0;
     if (\$516 ) begin
       acc_b13 = \$520 ;
@@ -57235,7 +58586,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_a14 = 32'd0;
     if (\$527 ) begin
       acc_a14 = \$528 ;
@@ -57248,7 +58599,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_b14 = 32'd0;
     if (\$527 ) begin
       acc_b14 = \$531 ;
@@ -57264,7 +58615,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_a15 = 32'd0;
     if (\$538 ) begin
       acc_a15 = \$539 ;
@@ -57277,7 +58628,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_b15 = 32'd0;
     if (\$538 ) begin
       acc_b15 = \$542 ;
@@ -57293,7 +58644,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_a16 = 32'd0;
     if (\$549 ) begin
       acc_a16 = \$550 ;
@@ -57306,7 +58657,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_b16 = 32'd0;
     if (\$549 ) begin
       acc_b16 = \$553 ;
@@ -57317,7 +58668,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_a17 = 32'd0;
     if (\$560 ) begin
       acc_a17 = \$561 ;
@@ -57330,7 +58681,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_b17 = 32'd0;
     if (\$560 ) begin
       acc_b17 = \$564 ;
@@ -57341,7 +58692,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_a18 = 32'd0;
     if (\$571 ) begin
       acc_a18 = \$572 ;
@@ -57354,7 +58705,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_b18 = 32'd0;
     if (\$571 ) begin
       acc_b18 = \$575 ;
@@ -57365,7 +58716,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_a19 = 32'd0;
     if (\$582 ) begin
       acc_a19 = \$583 ;
@@ -57378,7 +58729,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_b19 = 32'd0;
     if (\$582 ) begin
       acc_b19 = \$586 ;
@@ -57389,7 +58740,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_a20 = 32'd0;
     if (\$593 ) begin
       acc_a20 = \$594 ;
@@ -57402,7 +58753,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_b20 = 32'd0;
     if (\$593 ) begin
       acc_b20 = \$597 ;
@@ -57413,7 +58764,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_a21 = 32'd0;
     if (\$604 ) begin
       acc_a21 = \$605 ;
@@ -57426,7 +58777,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_b21 = 32'd0;
     if (\$604 ) begin
       acc_b21 = \$608 ;
@@ -57437,7 +58788,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_a22 = 32'd0;
     if (\$615 ) begin
       acc_a22 = \$616 ;
@@ -57450,7 +58801,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_b22 = 32'd0;
     if (\$615 ) begin
       acc_b22 = \$619 ;
@@ -57461,7 +58812,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_a23 = 32'd0;
     if (\$626 ) begin
       acc_a23 = \$627 ;
@@ -57474,7 +58825,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_b23 = 32'd0;
     if (\$626 ) begin
       acc_b23 = \$630 ;
@@ -57485,7 +58836,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_a24 = 32'd0;
     if (\$637 ) begin
       acc_a24 = \$638 ;
@@ -57498,7 +58849,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_b24 = 32'd0;
     if (\$637 ) begin
       acc_b24 = \$641 ;
@@ -57509,7 +58860,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_a25 = 32'd0;
     if (\$648 ) begin
       acc_a25 = \$649 ;
@@ -57522,7 +58873,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_b25 = 32'd0;
     if (\$648 ) begin
       acc_b25 = \$652 ;
@@ -57533,7 +58884,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_a26 = 32'd0;
     if (\$659 ) begin
       acc_a26 = \$660 ;
@@ -57546,7 +58897,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_b26 = 32'd0;
     if (\$659 ) begin
       acc_b26 = \$663 ;
@@ -57557,7 +58908,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_a27 = 32'd0;
     if (\$670 ) begin
       acc_a27 = \$671 ;
@@ -57570,7 +58921,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_b27 = 32'd0;
     if (\$670 ) begin
       acc_b27 = \$674 ;
@@ -57581,7 +58932,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_a28 = 32'd0;
     if (\$681 ) begin
       acc_a28 = \$682 ;
@@ -57594,7 +58945,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_b28 = 32'd0;
     if (\$681 ) begin
       acc_b28 = \$685 ;
@@ -57605,7 +58956,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_a29 = 32'd0;
     if (\$692 ) begin
       acc_a29 = \$693 ;
@@ -57618,7 +58969,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_b29 = 32'd0;
     if (\$692 ) begin
       acc_b29 = \$696 ;
@@ -57629,7 +58980,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_a30 = 32'd0;
     if (\$703 ) begin
       acc_a30 = \$704 ;
@@ -57642,7 +58993,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_b30 = 32'd0;
     if (\$703 ) begin
       acc_b30 = \$707 ;
@@ -57653,7 +59004,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_a31 = 32'd0;
     if (\$714 ) begin
       acc_a31 = \$715 ;
@@ -57666,7 +59017,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_b31 = 32'd0;
     if (\$714 ) begin
       acc_b31 = \$718 ;
@@ -57677,196 +59028,196 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$872  = \$signal$15 ;
     if (rst) begin
       \$872  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$873  = src_addr;
     if (rst) begin
       \$873  = 15'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$874  = rd_last;
     if (rst) begin
       \$874  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$875  = v1;
     if (rst) begin
       \$875  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$876  = w1;
     if (rst) begin
       \$876  = 15'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$877  = last1;
     if (rst) begin
       \$877  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$878  = v2;
     if (rst) begin
       \$878  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$879  = w2;
     if (rst) begin
       \$879  = 15'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$880  = last2;
     if (rst) begin
       \$880  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$881  = v3;
     if (rst) begin
       \$881  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$882  = w3;
     if (rst) begin
       \$882  = 15'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$883  = last3;
     if (rst) begin
       \$883  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$884  = v4;
     if (rst) begin
       \$884  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$885  = w4;
     if (rst) begin
       \$885  = 15'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$886  = last4;
     if (rst) begin
       \$886  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$887  = v5;
     if (rst) begin
       \$887  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$888  = w5;
     if (rst) begin
       \$888  = 15'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$889  = last5;
     if (rst) begin
       \$889  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$890  = v6;
     if (rst) begin
       \$890  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$891  = w6;
     if (rst) begin
       \$891  = 15'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$892  = last6;
     if (rst) begin
       \$892  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$893  = v7;
     if (rst) begin
       \$893  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$894  = w7;
     if (rst) begin
       \$894  = 15'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$895  = last7;
     if (rst) begin
       \$895  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$896  = v8;
     if (rst) begin
       \$896  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$897  = w8;
     if (rst) begin
       \$897  = 15'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$898  = last8;
     if (rst) begin
       \$898  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$899  = last_word;
     casez (fsm_state)
       4'h0:
@@ -57879,7 +59230,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$900  = tail_mask;
     casez (fsm_state)
       4'h0:
@@ -57892,7 +59243,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$901  = partial;
     casez (fsm_state)
       4'h0:
@@ -57905,7 +59256,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$902  = src_addr;
     casez (fsm_state)
       4'h0:
@@ -57942,7 +59293,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$903  = out_pass;
     casez (fsm_state)
       4'h0:
@@ -57975,7 +59326,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$904  = \$signal ;
     casez (fsm_state)
       4'h0:
@@ -57993,7 +59344,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$905  = m_nan;
     casez (fsm_state)
       4'h0:
@@ -58009,7 +59360,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$906  = first_level;
     casez (fsm_state)
       4'h0:
@@ -58022,7 +59373,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$907  = l;
     casez (fsm_state)
       4'h0:
@@ -58041,7 +59392,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$908  = p0_1;
     casez (fsm_state)
       4'h0:
@@ -58062,7 +59413,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$909  = p0_2;
     casez (fsm_state)
       4'h0:
@@ -58085,7 +59436,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$910  = p1_0;
     casez (fsm_state)
       4'h0:
@@ -58104,7 +59455,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$911  = p1_1;
     casez (fsm_state)
       4'h0:
@@ -58125,7 +59476,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$912  = p1_2;
     casez (fsm_state)
       4'h0:
@@ -58148,7 +59499,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$913  = p2_0;
     casez (fsm_state)
       4'h0:
@@ -58167,7 +59518,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$914  = p2_1;
     casez (fsm_state)
       4'h0:
@@ -58188,7 +59539,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$915  = p2_2;
     casez (fsm_state)
       4'h0:
@@ -58211,7 +59562,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$916  = p3_0;
     casez (fsm_state)
       4'h0:
@@ -58230,7 +59581,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$917  = p3_1;
     casez (fsm_state)
       4'h0:
@@ -58251,7 +59602,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$918  = p3_2;
     casez (fsm_state)
       4'h0:
@@ -58274,7 +59625,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$919  = p4_0;
     casez (fsm_state)
       4'h0:
@@ -58293,7 +59644,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$920  = p4_1;
     casez (fsm_state)
       4'h0:
@@ -58314,7 +59665,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$921  = p4_2;
     casez (fsm_state)
       4'h0:
@@ -58337,7 +59688,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$922  = p5_0;
     casez (fsm_state)
       4'h0:
@@ -58356,7 +59707,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$923  = p5_1;
     casez (fsm_state)
       4'h0:
@@ -58377,7 +59728,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$924  = p5_2;
     casez (fsm_state)
       4'h0:
@@ -58400,7 +59751,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$925  = p6_0;
     casez (fsm_state)
       4'h0:
@@ -58419,7 +59770,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$926  = p6_1;
     casez (fsm_state)
       4'h0:
@@ -58440,7 +59791,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$927  = p6_2;
     casez (fsm_state)
       4'h0:
@@ -58463,7 +59814,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$928  = p7_0;
     casez (fsm_state)
       4'h0:
@@ -58482,7 +59833,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$929  = p7_1;
     casez (fsm_state)
       4'h0:
@@ -58503,7 +59854,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$930  = p7_2;
     casez (fsm_state)
       4'h0:
@@ -58526,7 +59877,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$931  = p8_0;
     casez (fsm_state)
       4'h0:
@@ -58545,7 +59896,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$932  = p8_1;
     casez (fsm_state)
       4'h0:
@@ -58566,7 +59917,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$933  = p8_2;
     casez (fsm_state)
       4'h0:
@@ -58589,7 +59940,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$934  = p9_0;
     casez (fsm_state)
       4'h0:
@@ -58608,7 +59959,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$935  = p9_1;
     casez (fsm_state)
       4'h0:
@@ -58629,7 +59980,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$936  = p9_2;
     casez (fsm_state)
       4'h0:
@@ -58652,7 +60003,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$937  = p10_0;
     casez (fsm_state)
       4'h0:
@@ -58671,7 +60022,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$938  = p10_1;
     casez (fsm_state)
       4'h0:
@@ -58692,7 +60043,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$939  = p10_2;
     casez (fsm_state)
       4'h0:
@@ -58715,7 +60066,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$940  = p11_0;
     casez (fsm_state)
       4'h0:
@@ -58734,7 +60085,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$941  = p11_1;
     casez (fsm_state)
       4'h0:
@@ -58755,7 +60106,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$942  = p11_2;
     casez (fsm_state)
       4'h0:
@@ -58778,7 +60129,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$943  = p12_0;
     casez (fsm_state)
       4'h0:
@@ -58797,7 +60148,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$944  = p12_1;
     casez (fsm_state)
       4'h0:
@@ -58818,7 +60169,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$945  = p12_2;
     casez (fsm_state)
       4'h0:
@@ -58841,7 +60192,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$946  = p13_0;
     casez (fsm_state)
       4'h0:
@@ -58860,7 +60211,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$947  = p13_1;
     casez (fsm_state)
       4'h0:
@@ -58881,7 +60232,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$948  = p13_2;
     casez (fsm_state)
       4'h0:
@@ -58904,7 +60255,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$949  = p14_0;
     casez (fsm_state)
       4'h0:
@@ -58923,7 +60274,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$950  = p14_1;
     casez (fsm_state)
       4'h0:
@@ -58944,7 +60295,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$951  = p14_2;
     casez (fsm_state)
       4'h0:
@@ -58967,7 +60318,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$952  = p15_0;
     casez (fsm_state)
       4'h0:
@@ -58986,7 +60337,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$953  = p15_1;
     casez (fsm_state)
       4'h0:
@@ -59007,7 +60358,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$954  = p15_2;
     casez (fsm_state)
       4'h0:
@@ -59030,7 +60381,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$955  = p16_0;
     casez (fsm_state)
       4'h0:
@@ -59049,7 +60400,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$956  = p16_1;
     casez (fsm_state)
       4'h0:
@@ -59070,7 +60421,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$957  = p16_2;
     casez (fsm_state)
       4'h0:
@@ -59093,7 +60444,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$958  = p17_0;
     casez (fsm_state)
       4'h0:
@@ -59112,7 +60463,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$959  = p17_1;
     casez (fsm_state)
       4'h0:
@@ -59133,7 +60484,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$960  = p17_2;
     casez (fsm_state)
       4'h0:
@@ -59156,7 +60507,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$961  = p18_0;
     casez (fsm_state)
       4'h0:
@@ -59175,7 +60526,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$962  = p18_1;
     casez (fsm_state)
       4'h0:
@@ -59196,7 +60547,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$963  = p18_2;
     casez (fsm_state)
       4'h0:
@@ -59219,7 +60570,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$964  = p19_0;
     casez (fsm_state)
       4'h0:
@@ -59238,7 +60589,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$965  = p19_1;
     casez (fsm_state)
       4'h0:
@@ -59259,7 +60610,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$966  = p19_2;
     casez (fsm_state)
       4'h0:
@@ -59282,7 +60633,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$967  = p20_0;
     casez (fsm_state)
       4'h0:
@@ -59301,7 +60652,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$968  = p20_1;
     casez (fsm_state)
       4'h0:
@@ -59322,7 +60673,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$969  = p20_2;
     casez (fsm_state)
       4'h0:
@@ -59345,7 +60696,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$970  = p21_0;
     casez (fsm_state)
       4'h0:
@@ -59364,7 +60715,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$971  = p21_1;
     casez (fsm_state)
       4'h0:
@@ -59385,7 +60736,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$972  = p21_2;
     casez (fsm_state)
       4'h0:
@@ -59408,7 +60759,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$973  = p22_0;
     casez (fsm_state)
       4'h0:
@@ -59427,7 +60778,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$974  = p22_1;
     casez (fsm_state)
       4'h0:
@@ -59448,7 +60799,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$975  = p22_2;
     casez (fsm_state)
       4'h0:
@@ -59471,7 +60822,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$976  = p23_0;
     casez (fsm_state)
       4'h0:
@@ -59490,7 +60841,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$977  = p23_1;
     casez (fsm_state)
       4'h0:
@@ -59511,7 +60862,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$978  = p23_2;
     casez (fsm_state)
       4'h0:
@@ -59534,7 +60885,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$979  = p24_0;
     casez (fsm_state)
       4'h0:
@@ -59553,7 +60904,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$980  = p24_1;
     casez (fsm_state)
       4'h0:
@@ -59574,7 +60925,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$981  = p24_2;
     casez (fsm_state)
       4'h0:
@@ -59597,7 +60948,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$982  = p25_0;
     casez (fsm_state)
       4'h0:
@@ -59616,7 +60967,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$983  = p25_1;
     casez (fsm_state)
       4'h0:
@@ -59637,7 +60988,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$984  = p25_2;
     casez (fsm_state)
       4'h0:
@@ -59660,7 +61011,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$985  = p26_0;
     casez (fsm_state)
       4'h0:
@@ -59679,7 +61030,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$986  = p26_1;
     casez (fsm_state)
       4'h0:
@@ -59700,7 +61051,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$987  = p26_2;
     casez (fsm_state)
       4'h0:
@@ -59723,7 +61074,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$988  = p27_0;
     casez (fsm_state)
       4'h0:
@@ -59742,7 +61093,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$989  = p27_1;
     casez (fsm_state)
       4'h0:
@@ -59763,7 +61114,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$990  = p27_2;
     casez (fsm_state)
       4'h0:
@@ -59786,7 +61137,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$991  = p28_0;
     casez (fsm_state)
       4'h0:
@@ -59805,7 +61156,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$992  = p28_1;
     casez (fsm_state)
       4'h0:
@@ -59826,7 +61177,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$993  = p28_2;
     casez (fsm_state)
       4'h0:
@@ -59849,7 +61200,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$994  = p29_0;
     casez (fsm_state)
       4'h0:
@@ -59868,7 +61219,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$995  = p29_1;
     casez (fsm_state)
       4'h0:
@@ -59889,7 +61240,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$996  = p29_2;
     casez (fsm_state)
       4'h0:
@@ -59912,7 +61263,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$997  = p30_0;
     casez (fsm_state)
       4'h0:
@@ -59931,7 +61282,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$998  = p30_1;
     casez (fsm_state)
       4'h0:
@@ -59952,7 +61303,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$999  = p30_2;
     casez (fsm_state)
       4'h0:
@@ -59975,7 +61326,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1000  = p31_0;
     casez (fsm_state)
       4'h0:
@@ -59994,7 +61345,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1001  = p31_1;
     casez (fsm_state)
       4'h0:
@@ -60015,7 +61366,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1002  = p31_2;
     casez (fsm_state)
       4'h0:
@@ -60038,7 +61389,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1003  = fsm_state;
     casez (fsm_state)
       4'h0:
@@ -60135,7 +61486,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1004  = \wait ;
     casez (fsm_state)
       4'h0:
@@ -60193,7 +61544,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1005  = acc_set;
     casez (fsm_state)
       4'h0:
@@ -60213,7 +61564,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1006  = level;
     casez (fsm_state)
       4'h0:
@@ -60254,105 +61605,105 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1007  = \$signal$14 ;
     if (rst) begin
       \$1007  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1008  = rd_last;
     if (rst) begin
       \$1008  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1009  = kred4_0;
     if (rst) begin
       \$1009  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1010  = kred4_1;
     if (rst) begin
       \$1010  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1011  = kred4_2;
     if (rst) begin
       \$1011  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1012  = kred4_3;
     if (rst) begin
       \$1012  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1013  = \$807 ;
     if (rst) begin
       \$1013  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1014  = \$814 ;
     if (rst) begin
       \$1014  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1015  = \$821 ;
     if (rst) begin
       \$1015  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1016  = \$828 ;
     if (rst) begin
       \$1016  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1017  = \$signal$420 ;
     if (rst) begin
       \$1017  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1018  = kred1_0;
     if (rst) begin
       \$1018  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1019  = \$831 ;
     if (rst) begin
       \$1019  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1020  = kreg1_valid;
     if (rst) begin
       \$1020  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1021  = 1'h0;
     if (\$835 ) begin
       if (partial) begin
@@ -60367,7 +61718,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1022  = w7;
     if (\$839 ) begin
       \$1022  = w8;
@@ -60377,7 +61728,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1023  = last7;
     if (\$839 ) begin
       \$1023  = last8;
@@ -60387,483 +61738,483 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1024  = dst_data;
     if (rst) begin
       \$1024  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1025  = wr_v0;
     if (rst) begin
       \$1025  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1026  = wr_set0;
     if (rst) begin
       \$1026  = 2'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1027  = wr_v1;
     if (rst) begin
       \$1027  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1028  = wr_set1;
     if (rst) begin
       \$1028  = 2'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1029  = d0;
     if (rst) begin
       \$1029  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1030  = e0;
     if (rst) begin
       \$1030  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1031  = d1;
     if (rst) begin
       \$1031  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1032  = e1;
     if (rst) begin
       \$1032  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1033  = d2;
     if (rst) begin
       \$1033  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1034  = e2;
     if (rst) begin
       \$1034  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1035  = d3;
     if (rst) begin
       \$1035  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1036  = e3;
     if (rst) begin
       \$1036  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1037  = d4;
     if (rst) begin
       \$1037  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1038  = e4;
     if (rst) begin
       \$1038  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1039  = d5;
     if (rst) begin
       \$1039  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1040  = e5;
     if (rst) begin
       \$1040  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1041  = d6;
     if (rst) begin
       \$1041  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1042  = e6;
     if (rst) begin
       \$1042  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1043  = d7;
     if (rst) begin
       \$1043  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1044  = e7;
     if (rst) begin
       \$1044  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1045  = d8;
     if (rst) begin
       \$1045  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1046  = e8;
     if (rst) begin
       \$1046  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1047  = d9;
     if (rst) begin
       \$1047  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1048  = e9;
     if (rst) begin
       \$1048  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1049  = d10;
     if (rst) begin
       \$1049  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1050  = e10;
     if (rst) begin
       \$1050  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1051  = d11;
     if (rst) begin
       \$1051  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1052  = e11;
     if (rst) begin
       \$1052  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1053  = d12;
     if (rst) begin
       \$1053  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1054  = e12;
     if (rst) begin
       \$1054  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1055  = d13;
     if (rst) begin
       \$1055  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1056  = e13;
     if (rst) begin
       \$1056  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1057  = d14;
     if (rst) begin
       \$1057  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1058  = e14;
     if (rst) begin
       \$1058  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1059  = d15;
     if (rst) begin
       \$1059  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1060  = e15;
     if (rst) begin
       \$1060  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1061  = d16;
     if (rst) begin
       \$1061  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1062  = e16;
     if (rst) begin
       \$1062  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1063  = d17;
     if (rst) begin
       \$1063  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1064  = e17;
     if (rst) begin
       \$1064  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1065  = d18;
     if (rst) begin
       \$1065  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1066  = e18;
     if (rst) begin
       \$1066  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1067  = d19;
     if (rst) begin
       \$1067  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1068  = e19;
     if (rst) begin
       \$1068  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1069  = d20;
     if (rst) begin
       \$1069  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1070  = e20;
     if (rst) begin
       \$1070  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1071  = d21;
     if (rst) begin
       \$1071  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1072  = e21;
     if (rst) begin
       \$1072  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1073  = d22;
     if (rst) begin
       \$1073  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1074  = e22;
     if (rst) begin
       \$1074  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1075  = d23;
     if (rst) begin
       \$1075  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1076  = e23;
     if (rst) begin
       \$1076  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1077  = d24;
     if (rst) begin
       \$1077  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1078  = e24;
     if (rst) begin
       \$1078  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1079  = d25;
     if (rst) begin
       \$1079  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1080  = e25;
     if (rst) begin
       \$1080  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1081  = d26;
     if (rst) begin
       \$1081  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1082  = e26;
     if (rst) begin
       \$1082  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1083  = d27;
     if (rst) begin
       \$1083  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1084  = e27;
     if (rst) begin
       \$1084  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1085  = d28;
     if (rst) begin
       \$1085  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1086  = e28;
     if (rst) begin
       \$1086  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1087  = d29;
     if (rst) begin
       \$1087  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1088  = e29;
     if (rst) begin
       \$1088  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1089  = d30;
     if (rst) begin
       \$1089  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1090  = e30;
     if (rst) begin
       \$1090  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1091  = d31;
     if (rst) begin
       \$1091  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$87 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     \$1092  = e31;
     if (rst) begin
       \$1092  = 32'd0;
@@ -61038,7 +62389,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$88  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$89  = 0;
   wire \$1 ;
   wire \$10 ;
   wire \$11 ;
@@ -61145,7 +62496,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
   always @(posedge clk)
     \$signal$15  <= \$35 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     \$24  = 1'h0;
     if (start) begin
     end else if (running) begin
@@ -61158,7 +62509,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     \$25  = rem;
     if (start) begin
       \$25  = { 1'h0, \$2  };
@@ -61170,7 +62521,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     \$26  = den;
     if (start) begin
       \$26  = { 1'h1, x[22:0] };
@@ -61180,7 +62531,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     \$27  = q;
     if (start) begin
       \$27  = 25'h0000000;
@@ -61192,7 +62543,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     \$28  = count;
     if (start) begin
       \$28  = 5'h19;
@@ -61204,7 +62555,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     \$29  = running;
     if (start) begin
       \$29  = 1'h1;
@@ -61218,7 +62569,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     \$30  = exp;
     if (start) begin
       \$30  = \$5 [7:0];
@@ -61228,7 +62579,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     \$31  = \$signal ;
     if (start) begin
       \$31  = x[31];
@@ -61238,7 +62589,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     \$32  = \$signal$12 ;
     if (start) begin
       \$32  = \$8 ;
@@ -61248,7 +62599,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     \$33  = \$signal$13 ;
     if (start) begin
       \$33  = \$9 ;
@@ -61258,7 +62609,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     \$34  = \$signal$14 ;
     if (start) begin
       \$34  = \$10 ;
@@ -61268,7 +62619,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     \$35  = \$signal$15 ;
     if (start) begin
       \$35  = \$11 ;
@@ -61278,7 +62629,7 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
     (* full_case = 32'd1 *)
     if (\$signal$12 ) begin
       r = 32'd2143289344;
@@ -61297,7 +62648,7 @@ endmodule
 (* generator = "Amaranth" *)
 module \ndp_device.control_unit.unpacker (rst, src__data, count, valid, pair_valid, last, pull, start, offset, rows, cols, beats, hold, \pair$44 , src__valid, chunk_d0, pair_chunk_d0, row, col, pair_count, clk
 );
-  reg \$auto$verilog_backend.cc:2355:dump_module$89  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$90  = 0;
   wire \$1 ;
   wire [6:0] \$10 ;
   wire [5:0] \$11 ;
@@ -61535,7 +62886,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, valid, pair_val
   assign last = \$19  & \$22 ;
   assign \$24  = held - retire;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
     (* full_case = 32'd1 *)
     casez (pos[4])
       1'h0:
@@ -61545,7 +62896,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, valid, pair_val
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
     (* full_case = 32'd1 *)
     casez (pos[3:0])
       4'h0:
@@ -61583,7 +62934,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, valid, pair_val
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
     (* full_case = 32'd1 *)
     casez (\$13 [6:4])
       3'h0:
@@ -61605,7 +62956,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, valid, pair_val
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
     (* full_case = 32'd1 *)
     casez (\$14 [3:0])
       4'h0:
@@ -61643,14 +62994,14 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, valid, pair_val
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
     retire = 2'h0;
     if (valid) begin
       retire = \$23 [1:0];
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
     \$55  = busy;
     if (start) begin
       \$55  = 1'h1;
@@ -61663,7 +63014,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, valid, pair_val
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
     \$56  = pos;
     if (start) begin
       \$56  = offset;
@@ -61676,7 +63027,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, valid, pair_val
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
     \$57  = \$signal$41 ;
     if (start) begin
       \$57  = cols;
@@ -61686,7 +63037,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, valid, pair_val
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
     \$58  = \$signal$34 ;
     if (start) begin
       \$58  = beats;
@@ -61696,7 +63047,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, valid, pair_val
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
     \$59  = pair;
     if (start) begin
       \$59  = \pair$44 ;
@@ -61706,7 +63057,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, valid, pair_val
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
     \$60  = row;
     if (start) begin
       \$60  = 20'h00000;
@@ -61721,7 +63072,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, valid, pair_val
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
     \$61  = col;
     if (start) begin
       \$61  = 32'd0;
@@ -61739,7 +63090,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, valid, pair_val
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
     \$62  = taken;
     if (start) begin
       \$62  = 32'd0;
@@ -61752,7 +63103,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, valid, pair_val
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
     \$63  = \$53 [1:0];
     if (\$54 ) begin
       \$63  = 2'h0;
@@ -61762,7 +63113,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, valid, pair_val
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
     \$64  = \$signal$7 ;
     if (start) begin
       \$64  = cols;
@@ -61780,7 +63131,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, valid, pair_val
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
     \$65  = rows_left;
     if (start) begin
       \$65  = rows;
@@ -61795,7 +63146,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, valid, pair_val
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
     \$66  = \$signal$14 ;
     if (start) begin
       \$66  = \$30 [5:0];
@@ -61805,7 +63156,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, valid, pair_val
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
     \$67  = \$signal$11 ;
     if (start) begin
       \$67  = \$31 ;
@@ -61815,7 +63166,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, valid, pair_val
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
     \$68  = left_after_pair;
     if (start) begin
       \$68  = \$34 [31:0];
@@ -61825,7 +63176,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, valid, pair_val
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
     \$69  = win0;
     casez (retire)
       2'h1:
@@ -61844,7 +63195,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, valid, pair_val
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
     \$70  = win1;
     casez (retire)
       2'h1:
@@ -61863,7 +63214,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, valid, pair_val
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$89 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
     \$71  = win2;
     if (pull) begin
       casez (\$51 )
@@ -61895,7 +63246,7 @@ endmodule
 (* generator = "Amaranth" *)
 module \ndp_device.control_unit.writer (clk, rst, bus__awlen, bus__wdata, bus__wstrb, reported, write_error, reported_error, bus__wvalid, bus__wlast, src__ready, bus__bready, src__valid, start, from_stream, \addr$55 , lines, line, strb, report, idle
 , quiet, bus__awvalid, addr, src__data, src__strb, bus__awready, bus__wready, bus__bvalid, bus__bresp);
-  reg \$auto$verilog_backend.cc:2355:dump_module$90  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$91  = 0;
   wire [7:0] \$1 ;
   wire \$10 ;
   wire \$11 ;
@@ -62161,7 +63512,7 @@ module \ndp_device.control_unit.writer (clk, rst, bus__awlen, bus__wdata, bus__w
     .w_rdy(w_rdy)
   );
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$91 ) begin end
     idle = 1'h0;
     casez (fsm_state)
       1'h0:
@@ -62169,7 +63520,7 @@ module \ndp_device.control_unit.writer (clk, rst, bus__awlen, bus__wdata, bus__w
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$91 ) begin end
     quiet = 1'h0;
     casez (fsm_state)
       1'h0:
@@ -62177,7 +63528,7 @@ module \ndp_device.control_unit.writer (clk, rst, bus__awlen, bus__wdata, bus__w
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$91 ) begin end
     bus__awvalid = 1'h0;
     (* full_case = 32'd1 *)
     casez (fsm_state)
@@ -62188,7 +63539,7 @@ module \ndp_device.control_unit.writer (clk, rst, bus__awlen, bus__wdata, bus__w
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$91 ) begin end
     \$56  = addr;
     if (\$42 ) begin
       \$56  = \$44 [63:0];
@@ -62204,7 +63555,7 @@ module \ndp_device.control_unit.writer (clk, rst, bus__awlen, bus__wdata, bus__w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$91 ) begin end
     \$57  = left;
     if (\$42 ) begin
       \$57  = \$45 [31:0];
@@ -62220,7 +63571,7 @@ module \ndp_device.control_unit.writer (clk, rst, bus__awlen, bus__wdata, bus__w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$91 ) begin end
     \$58  = in_burst;
     if (\$49 ) begin
       \$58  = \$50 [6:0];
@@ -62230,7 +63581,7 @@ module \ndp_device.control_unit.writer (clk, rst, bus__awlen, bus__wdata, bus__w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$91 ) begin end
     \$59  = sending;
     if (\$49 ) begin
       \$59  = \$51 ;
@@ -62240,7 +63591,7 @@ module \ndp_device.control_unit.writer (clk, rst, bus__awlen, bus__wdata, bus__w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$91 ) begin end
     \$60  = \$signal ;
     casez (fsm_state)
       1'h0:
@@ -62253,7 +63604,7 @@ module \ndp_device.control_unit.writer (clk, rst, bus__awlen, bus__wdata, bus__w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$91 ) begin end
     \$61  = \$signal$13 ;
     casez (fsm_state)
       1'h0:
@@ -62266,7 +63617,7 @@ module \ndp_device.control_unit.writer (clk, rst, bus__awlen, bus__wdata, bus__w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$91 ) begin end
     \$62  = \$signal$16 ;
     casez (fsm_state)
       1'h0:
@@ -62279,7 +63630,7 @@ module \ndp_device.control_unit.writer (clk, rst, bus__awlen, bus__wdata, bus__w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$91 ) begin end
     \$63  = \$signal$31 ;
     casez (fsm_state)
       1'h0:
@@ -62292,7 +63643,7 @@ module \ndp_device.control_unit.writer (clk, rst, bus__awlen, bus__wdata, bus__w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$91 ) begin end
     \$64  = fsm_state;
     (* full_case = 32'd1 *)
     casez (fsm_state)
@@ -62327,7 +63678,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \ndp_device.control_unit.writer.counts (rst, w_port__data, w_en, r_en, w_rdy, r_rdy, r_data, level, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$91  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$92  = 0;
   wire \$1 ;
   wire \$10 ;
   wire \$11 ;
@@ -62424,7 +63775,7 @@ module \ndp_device.control_unit.writer.counts (rst, w_port__data, w_en, r_en, w_
   always @(posedge clk)
     level <= \$17 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$91 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     \$15  = w_port__addr;
     if (\$1 ) begin
       \$15  = \$2 [3:0];
@@ -62434,7 +63785,7 @@ module \ndp_device.control_unit.writer.counts (rst, w_port__data, w_en, r_en, w_
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$91 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     \$16  = r_port__addr;
     if (\$3 ) begin
       \$16  = \$4 [3:0];
@@ -62444,7 +63795,7 @@ module \ndp_device.control_unit.writer.counts (rst, w_port__data, w_en, r_en, w_
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$91 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     \$17  = level;
     if (\$8 ) begin
       \$17  = \$9 [4:0];
@@ -62466,7 +63817,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \ndp_device.control_unit.writer.tags (rst, r_en, w_en, w_port__data, w_rdy, r_rdy, r_data, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$92  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$93  = 0;
   wire \$1 ;
   wire \$10 ;
   wire \$11 ;
@@ -62562,7 +63913,7 @@ module \ndp_device.control_unit.writer.tags (rst, r_en, w_en, w_port__data, w_rd
   always @(posedge clk)
     level <= \$17 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
     \$15  = w_port__addr;
     if (\$1 ) begin
       \$15  = \$2 [3:0];
@@ -62572,7 +63923,7 @@ module \ndp_device.control_unit.writer.tags (rst, r_en, w_en, w_port__data, w_rd
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
     \$16  = r_port__addr;
     if (\$3 ) begin
       \$16  = \$4 [3:0];
@@ -62582,7 +63933,7 @@ module \ndp_device.control_unit.writer.tags (rst, r_en, w_en, w_port__data, w_rd
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
     \$17  = level;
     if (\$8 ) begin
       \$17  = \$9 [4:0];
@@ -62608,7 +63959,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
 , ports__0__wvalid, ports__0__bready, ports__1__araddr, ports__1__arvalid, ports__1__rready, ports__2__araddr, ports__2__awvalid, ports__2__awaddr, dram__arid, dram__araddr, dram__arlen, dram__arsize, dram__arburst, dram__arlock, dram__arcache, dram__arprot, dram__arvalid, ports__0__arready, ports__1__arready, ports__2__arready, ports__0__rvalid
 , dram__rready, ports__1__rvalid, ports__2__rvalid, dram__awid, dram__awaddr, dram__awlen, dram__awsize, dram__awburst, dram__awlock, dram__awcache, dram__awprot, dram__awvalid, ports__0__awready, ports__1__awready, ports__2__awready, dram__wdata, dram__wstrb, dram__wlast, dram__wvalid, ports__0__wready, ports__1__wready
 , ports__2__wready, ports__0__bvalid, dram__bready, ports__1__bvalid, ports__2__bvalid, dram__awready);
-  reg \$auto$verilog_backend.cc:2355:dump_module$93  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$94  = 0;
   wire \$1 ;
   reg [1:0] \$10 ;
   reg \$11 ;
@@ -62933,7 +64284,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     .w_rdy(\w_rdy$164 )
   );
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     ar_pick = 2'h0;
     casez (\$signal )
       2'h0:
@@ -62975,7 +64326,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     ar_any = 1'h0;
     casez (\$signal )
       2'h0:
@@ -63017,7 +64368,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     dram__arid = 8'h00;
     (* full_case = 32'd1 *)
     if (\$1 ) begin
@@ -63033,7 +64384,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     dram__araddr = 64'h0000000000000000;
     (* full_case = 32'd1 *)
     if (\$1 ) begin
@@ -63049,7 +64400,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     dram__arlen = 8'h00;
     (* full_case = 32'd1 *)
     if (\$1 ) begin
@@ -63065,7 +64416,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     dram__arsize = 3'h0;
     (* full_case = 32'd1 *)
     if (\$1 ) begin
@@ -63081,7 +64432,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     dram__arburst = 2'h0;
     (* full_case = 32'd1 *)
     if (\$1 ) begin
@@ -63097,7 +64448,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     dram__arlock = 1'h0;
     (* full_case = 32'd1 *)
     if (\$1 ) begin
@@ -63113,7 +64464,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     dram__arcache = 4'h0;
     (* full_case = 32'd1 *)
     if (\$1 ) begin
@@ -63129,7 +64480,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     dram__arprot = 3'h0;
     (* full_case = 32'd1 *)
     if (\$1 ) begin
@@ -63145,7 +64496,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     dram__arvalid = 1'h0;
     (* full_case = 32'd1 *)
     if (\$1 ) begin
@@ -63161,7 +64512,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     ports__0__arready = 1'h0;
     (* full_case = 32'd1 *)
     if (\$1 ) begin
@@ -63173,7 +64524,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     ports__1__arready = 1'h0;
     (* full_case = 32'd1 *)
     if (\$1 ) begin
@@ -63187,7 +64538,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     ports__2__arready = 1'h0;
     (* full_case = 32'd1 *)
     if (\$1 ) begin
@@ -63203,7 +64554,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     ports__0__rvalid = 1'h0;
     casez (r_data)
       2'h0:
@@ -63211,7 +64562,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     dram__rready = 1'h0;
     casez (r_data)
       2'h0:
@@ -63223,7 +64574,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     ports__1__rvalid = 1'h0;
     casez (r_data)
       2'h0:
@@ -63233,7 +64584,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     ports__2__rvalid = 1'h0;
     casez (r_data)
       2'h0:
@@ -63245,7 +64596,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     aw_pick = 2'h0;
     casez (\$signal$72 )
       2'h0:
@@ -63278,7 +64629,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     aw_any = 1'h0;
     casez (\$signal$72 )
       2'h0:
@@ -63311,7 +64662,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     dram__awid = 8'h00;
     (* full_case = 32'd1 *)
     if (\$3 ) begin
@@ -63327,7 +64678,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     dram__awaddr = 64'h0000000000000000;
     (* full_case = 32'd1 *)
     if (\$3 ) begin
@@ -63343,7 +64694,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     dram__awlen = 8'h00;
     (* full_case = 32'd1 *)
     if (\$3 ) begin
@@ -63359,7 +64710,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     dram__awsize = 3'h0;
     (* full_case = 32'd1 *)
     if (\$3 ) begin
@@ -63375,7 +64726,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     dram__awburst = 2'h0;
     (* full_case = 32'd1 *)
     if (\$3 ) begin
@@ -63391,7 +64742,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     dram__awlock = 1'h0;
     (* full_case = 32'd1 *)
     if (\$3 ) begin
@@ -63407,7 +64758,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     dram__awcache = 4'h0;
     (* full_case = 32'd1 *)
     if (\$3 ) begin
@@ -63423,7 +64774,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     dram__awprot = 3'h0;
     (* full_case = 32'd1 *)
     if (\$3 ) begin
@@ -63439,7 +64790,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     dram__awvalid = 1'h0;
     (* full_case = 32'd1 *)
     if (\$3 ) begin
@@ -63455,7 +64806,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     ports__0__awready = 1'h0;
     (* full_case = 32'd1 *)
     if (\$3 ) begin
@@ -63467,7 +64818,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     ports__1__awready = 1'h0;
     (* full_case = 32'd1 *)
     if (\$3 ) begin
@@ -63481,7 +64832,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     ports__2__awready = 1'h0;
     (* full_case = 32'd1 *)
     if (\$3 ) begin
@@ -63497,7 +64848,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     dram__wdata = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     if (r_rdy) begin
       casez (\r_data$128 )
@@ -63511,7 +64862,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     dram__wstrb = 64'h0000000000000000;
     if (r_rdy) begin
       casez (\r_data$128 )
@@ -63525,7 +64876,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     dram__wlast = 1'h0;
     if (r_rdy) begin
       casez (\r_data$128 )
@@ -63539,7 +64890,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     dram__wvalid = 1'h0;
     if (r_rdy) begin
       casez (\r_data$128 )
@@ -63553,7 +64904,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     ports__0__wready = 1'h0;
     if (r_rdy) begin
       casez (\r_data$128 )
@@ -63563,7 +64914,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     ports__1__wready = 1'h0;
     if (r_rdy) begin
       casez (\r_data$128 )
@@ -63575,7 +64926,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     ports__2__wready = 1'h0;
     if (r_rdy) begin
       casez (\r_data$128 )
@@ -63589,7 +64940,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     ports__0__bvalid = 1'h0;
     casez (\r_data$154 )
       2'h0:
@@ -63597,7 +64948,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     dram__bready = 1'h0;
     casez (\r_data$154 )
       2'h0:
@@ -63609,7 +64960,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     ports__1__bvalid = 1'h0;
     casez (\r_data$154 )
       2'h0:
@@ -63619,7 +64970,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     ports__2__bvalid = 1'h0;
     casez (\r_data$154 )
       2'h0:
@@ -63631,7 +64982,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     \$10  = \$signal ;
     if (\$5 ) begin
       if (\$6 ) begin
@@ -63643,7 +64994,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     \$11  = addr_phase;
     (* full_case = 32'd1 *)
     if (\$5 ) begin
@@ -63660,7 +65011,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     \$12  = \$signal$72 ;
     if (\$7 ) begin
       if (\$9 ) begin
@@ -63672,7 +65023,7 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
     \$13  = aw_phase;
     (* full_case = 32'd1 *)
     if (\$7 ) begin
@@ -63747,7 +65098,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \ndp_device.dram_arbiter.read_tags (rst, w_en, r_en, w_rdy, r_data, w_port__data, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$94  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$95  = 0;
   wire \$1 ;
   wire \$10 ;
   wire \$11 ;
@@ -63841,7 +65192,7 @@ module \ndp_device.dram_arbiter.read_tags (rst, w_en, r_en, w_rdy, r_data, w_por
   always @(posedge clk)
     level <= \$21 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$95 ) begin end
     \$19  = w_port__addr;
     if (\$1 ) begin
       \$19  = \$4 [2:0];
@@ -63851,7 +65202,7 @@ module \ndp_device.dram_arbiter.read_tags (rst, w_en, r_en, w_rdy, r_data, w_por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$95 ) begin end
     \$20  = r_port__addr;
     if (\$5 ) begin
       \$20  = \$8 [2:0];
@@ -63861,7 +65212,7 @@ module \ndp_device.dram_arbiter.read_tags (rst, w_en, r_en, w_rdy, r_data, w_por
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$94 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$95 ) begin end
     \$21  = level;
     if (\$12 ) begin
       \$21  = \$13 [2:0];
@@ -63883,7 +65234,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \ndp_device.dram_arbiter.write_order (rst, w_en, r_en, w_rdy, r_rdy, r_data, w_port__data, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$95  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$96  = 0;
   wire \$1 ;
   wire \$10 ;
   wire \$11 ;
@@ -63991,7 +65342,7 @@ module \ndp_device.dram_arbiter.write_order (rst, w_en, r_en, w_rdy, r_rdy, r_da
   always @(posedge clk)
     level <= \$21 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$95 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$96 ) begin end
     \$19  = w_port__addr;
     if (\$1 ) begin
       \$19  = \$4 [4:0];
@@ -64001,7 +65352,7 @@ module \ndp_device.dram_arbiter.write_order (rst, w_en, r_en, w_rdy, r_rdy, r_da
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$95 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$96 ) begin end
     \$20  = r_port__addr;
     if (\$5 ) begin
       \$20  = \$8 [4:0];
@@ -64011,7 +65362,7 @@ module \ndp_device.dram_arbiter.write_order (rst, w_en, r_en, w_rdy, r_rdy, r_da
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$95 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$96 ) begin end
     \$21  = level;
     if (\$12 ) begin
       \$21  = \$13 [4:0];
@@ -64033,7 +65384,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \ndp_device.dram_arbiter.write_tags (rst, w_en, r_en, w_rdy, r_data, w_port__data, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$96  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$97  = 0;
   wire \$1 ;
   wire \$10 ;
   wire \$11 ;
@@ -64140,7 +65491,7 @@ module \ndp_device.dram_arbiter.write_tags (rst, w_en, r_en, w_rdy, r_data, w_po
   always @(posedge clk)
     level <= \$21 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$96 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$97 ) begin end
     \$19  = w_port__addr;
     if (\$1 ) begin
       \$19  = \$4 [4:0];
@@ -64150,7 +65501,7 @@ module \ndp_device.dram_arbiter.write_tags (rst, w_en, r_en, w_rdy, r_data, w_po
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$96 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$97 ) begin end
     \$20  = r_port__addr;
     if (\$5 ) begin
       \$20  = \$8 [4:0];
@@ -64160,7 +65511,7 @@ module \ndp_device.dram_arbiter.write_tags (rst, w_en, r_en, w_rdy, r_data, w_po
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$96 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$97 ) begin end
     \$21  = level;
     if (\$12 ) begin
       \$21  = \$13 [4:0];
@@ -64308,7 +65659,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \ndp_device.instruction_buffer.fifo (rst, w_rdy, w_level, r_data, w_en, w_port__data, r_rdy, r_en, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$97  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$98  = 0;
   wire \$1 ;
   wire \$10 ;
   wire [2:0] \$11 ;
@@ -64434,7 +65785,7 @@ module \ndp_device.instruction_buffer.fifo (rst, w_rdy, w_level, r_data, w_en, w
   always @(posedge clk)
     r_rdy <= \$33 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$97 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$98 ) begin end
     \$30  = w_port__addr;
     if (\$3 ) begin
       \$30  = \$6 [1:0];
@@ -64444,7 +65795,7 @@ module \ndp_device.instruction_buffer.fifo (rst, w_rdy, w_level, r_data, w_en, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$97 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$98 ) begin end
     \$31  = r_port__addr;
     if (\$9 ) begin
       \$31  = \$12 [1:0];
@@ -64454,7 +65805,7 @@ module \ndp_device.instruction_buffer.fifo (rst, w_rdy, w_level, r_data, w_en, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$97 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$98 ) begin end
     \$32  = inner_level;
     if (\$18 ) begin
       \$32  = \$19 [1:0];
@@ -64467,7 +65818,7 @@ module \ndp_device.instruction_buffer.fifo (rst, w_rdy, w_level, r_data, w_en, w
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$97 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$98 ) begin end
     \$33  = r_rdy;
     if (\$29 ) begin
       \$33  = 1'h1;
@@ -64491,7 +65842,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
 , mem__arvalid, mem__rready, mem__awuser, mem__aruser, down__bid, down__bresp, down__rid, down__rdata, down__rresp, down__rlast, clk, rst, queues__0, queues__1, queues__2, queues__3, mem__arready, down__arid, down__araddr, down__arlen, down__arsize
 , down__arburst, down__arlock, down__arcache, down__arprot, down__arvalid, mem__rid, mem__rdata, mem__rresp, mem__rlast, mem__rvalid, down__rready, mem__awready, down__awid, down__awaddr, down__awlen, down__awsize, down__awburst, down__awlock, down__awcache, down__awprot, down__awvalid
 , down__wdata, down__wstrb, down__wlast, down__wvalid, mem__wready, mem__bid, mem__bresp, mem__bvalid, down__bready, down__arready, down__rvalid, down__awready, down__wready, down__bvalid, mem__awid);
-  reg \$auto$verilog_backend.cc:2355:dump_module$98  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$99  = 0;
   wire [8:0] \$1 ;
   wire [8:0] \$10 ;
   wire \$100 ;
@@ -65291,7 +66642,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
   always @(posedge clk)
     write_state <= \$276 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$98 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
     mem__arready = 1'h0;
     casez (read_state)
       3'h0:
@@ -65299,7 +66650,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$98 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
     down__arid = 8'h00;
     casez (read_state)
       3'h0:
@@ -65311,7 +66662,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$98 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
     down__araddr = 64'h0000000000000000;
     casez (read_state)
       3'h0:
@@ -65323,7 +66674,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$98 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
     down__arlen = 8'h00;
     casez (read_state)
       3'h0:
@@ -65335,7 +66686,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$98 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
     down__arsize = 3'h0;
     casez (read_state)
       3'h0:
@@ -65347,7 +66698,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$98 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
     down__arburst = 2'h0;
     casez (read_state)
       3'h0:
@@ -65359,7 +66710,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$98 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
     down__arlock = 1'h0;
     casez (read_state)
       3'h0:
@@ -65371,7 +66722,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$98 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
     down__arcache = 4'h0;
     casez (read_state)
       3'h0:
@@ -65383,7 +66734,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$98 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
     down__arprot = 3'h0;
     casez (read_state)
       3'h0:
@@ -65395,7 +66746,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$98 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
     down__arvalid = 1'h0;
     casez (read_state)
       3'h0:
@@ -65407,7 +66758,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$98 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
     mem__rid = 8'h00;
     casez (read_state)
       3'h0:
@@ -65423,7 +66774,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$98 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
     mem__rdata = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     casez (read_state)
       3'h0:
@@ -65439,7 +66790,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$98 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
     mem__rresp = 2'h0;
     casez (read_state)
       3'h0:
@@ -65455,7 +66806,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$98 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
     mem__rlast = 1'h0;
     casez (read_state)
       3'h0:
@@ -65471,7 +66822,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$98 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
     mem__rvalid = 1'h0;
     casez (read_state)
       3'h0:
@@ -65487,7 +66838,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$98 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
     down__rready = 1'h0;
     casez (read_state)
       3'h0:
@@ -65501,7 +66852,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$98 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
     mem__awready = 1'h0;
     casez (write_state)
       3'h0:
@@ -65509,7 +66860,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$98 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
     down__awid = 8'h00;
     casez (write_state)
       3'h0:
@@ -65521,7 +66872,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$98 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
     down__awaddr = 64'h0000000000000000;
     casez (write_state)
       3'h0:
@@ -65533,7 +66884,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$98 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
     down__awlen = 8'h00;
     casez (write_state)
       3'h0:
@@ -65545,7 +66896,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$98 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
     down__awsize = 3'h0;
     casez (write_state)
       3'h0:
@@ -65557,7 +66908,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$98 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
     down__awburst = 2'h0;
     casez (write_state)
       3'h0:
@@ -65569,7 +66920,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$98 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
     down__awlock = 1'h0;
     casez (write_state)
       3'h0:
@@ -65581,7 +66932,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$98 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
     down__awcache = 4'h0;
     casez (write_state)
       3'h0:
@@ -65593,7 +66944,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$98 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
     down__awprot = 3'h0;
     casez (write_state)
       3'h0:
@@ -65605,7 +66956,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$98 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
     down__awvalid = 1'h0;
     casez (write_state)
       3'h0:
@@ -65617,7 +66968,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$98 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
     down__wdata = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     casez (write_state)
       3'h0:
@@ -65631,7 +66982,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$98 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
     down__wstrb = 64'h0000000000000000;
     casez (write_state)
       3'h0:
@@ -65645,7 +66996,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$98 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
     down__wlast = 1'h0;
     casez (write_state)
       3'h0:
@@ -65659,7 +67010,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$98 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
     down__wvalid = 1'h0;
     casez (write_state)
       3'h0:
@@ -65673,7 +67024,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$98 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
     mem__wready = 1'h0;
     casez (write_state)
       3'h0:
@@ -65691,7 +67042,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$98 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
     mem__bid = 8'h00;
     casez (write_state)
       3'h0:
@@ -65711,7 +67062,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$98 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
     mem__bresp = 2'h0;
     casez (write_state)
       3'h0:
@@ -65731,7 +67082,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$98 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
     mem__bvalid = 1'h0;
     casez (write_state)
       3'h0:
@@ -65751,7 +67102,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$98 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
     down__bready = 1'h0;
     casez (write_state)
       3'h0:
@@ -65767,7 +67118,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$98 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
     \$256  = hold_arid;
     casez (read_state)
       3'h0:
@@ -65780,7 +67131,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$98 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
     \$257  = hold_araddr;
     casez (read_state)
       3'h0:
@@ -65793,7 +67144,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$98 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
     \$258  = hold_arlen;
     casez (read_state)
       3'h0:
@@ -65806,7 +67157,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$98 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
     \$259  = hold_arsize;
     casez (read_state)
       3'h0:
@@ -65819,7 +67170,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$98 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
     \$260  = hold_arburst;
     casez (read_state)
       3'h0:
@@ -65832,7 +67183,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$98 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
     \$261  = hold_arlock;
     casez (read_state)
       3'h0:
@@ -65845,7 +67196,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$98 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
     \$262  = hold_arcache;
     casez (read_state)
       3'h0:
@@ -65858,7 +67209,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$98 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
     \$263  = hold_arprot;
     casez (read_state)
       3'h0:
@@ -65871,7 +67222,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$98 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
     \$264  = ar_user;
     casez (read_state)
       3'h0:
@@ -65884,7 +67235,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$98 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
     \$265  = read_state;
     casez (read_state)
       3'h0:
@@ -65918,7 +67269,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$98 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
     \$266  = r_left;
     casez (read_state)
       3'h0:
@@ -65939,7 +67290,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$98 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
     \$267  = hold_awid;
     casez (write_state)
       3'h0:
@@ -65952,7 +67303,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$98 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
     \$268  = hold_awaddr;
     casez (write_state)
       3'h0:
@@ -65965,7 +67316,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$98 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
     \$269  = hold_awlen;
     casez (write_state)
       3'h0:
@@ -65978,7 +67329,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$98 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
     \$270  = hold_awsize;
     casez (write_state)
       3'h0:
@@ -65991,7 +67342,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$98 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
     \$271  = hold_awburst;
     casez (write_state)
       3'h0:
@@ -66004,7 +67355,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$98 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
     \$272  = hold_awlock;
     casez (write_state)
       3'h0:
@@ -66017,7 +67368,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$98 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
     \$273  = hold_awcache;
     casez (write_state)
       3'h0:
@@ -66030,7 +67381,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$98 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
     \$274  = hold_awprot;
     casez (write_state)
       3'h0:
@@ -66043,7 +67394,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$98 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
     \$275  = aw_user;
     casez (write_state)
       3'h0:
@@ -66056,7 +67407,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$98 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
     \$276  = write_state;
     casez (write_state)
       3'h0:
@@ -66142,9 +67493,9 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__bready, io__araddr, io__arvalid, io__rready, io__awuser, clk, rst, io__awready, io__wready, io__arready, done_valid, done_status, \port$13780$0 , reset__0, reset__1, reset__2, reset__3
+module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__bready, io__araddr, io__arvalid, io__rready, io__awuser, clk, rst, io__awready, io__wready, io__arready, done_valid, done_status, \port$13878$0 , reset__0, reset__1, reset__2, reset__3
 , io__bvalid, b_resp, queues__0, queues__1, queues__2, queues__3, io__rvalid, r_data, io__awaddr);
-  reg \$auto$verilog_backend.cc:2355:dump_module$99  = 0;
+  reg \$auto$verilog_backend.cc:2355:dump_module$100  = 0;
   wire \$1 ;
   wire \$10 ;
   wire [31:0] \$100 ;
@@ -66524,8 +67875,8 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
   input io__wvalid;
   wire io__wvalid;
   wire [31:0] mask;
-  input [33:0] \port$13780$0 ;
-  wire [33:0] \port$13780$0 ;
+  input [33:0] \port$13878$0 ;
+  wire [33:0] \port$13878$0 ;
   output [321:0] queues__0;
   reg [321:0] queues__0 = 322'h000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   wire [63:0] \queues__0.cq_base ;
@@ -66940,7 +68291,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
   always @(posedge clk)
     r_data <= \$319 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
     \$294  = 1'h0;
     if (\$10 ) begin
       casez (\$signal [15:2])
@@ -66975,7 +68326,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
     \$295  = 1'h0;
     if (\$10 ) begin
       casez (\$signal [15:2])
@@ -67034,7 +68385,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
     \$296  = 1'h0;
     if (\$10 ) begin
       casez (\$signal [15:2])
@@ -67117,7 +68468,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
     \$297  = 1'h0;
     if (\$10 ) begin
       casez (\$signal [15:2])
@@ -67224,12 +68575,12 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
     \$298  = head0;
     if (done_valid) begin
-      casez (\port$13780$0 [1:0])
+      casez (\port$13878$0 [1:0])
         2'h0:
-            \$298  = \port$13780$0 [33:2];
+            \$298  = \port$13878$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -67265,10 +68616,10 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
     \$299  = status0;
     if (done_valid) begin
-      casez (\port$13780$0 [1:0])
+      casez (\port$13878$0 [1:0])
         2'h0:
             if (\$1 ) begin
               \$299  = { 24'h800000, done_status };
@@ -67310,14 +68661,14 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
     \$300  = head1;
     if (done_valid) begin
-      casez (\port$13780$0 [1:0])
+      casez (\port$13878$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
-            \$300  = \port$13780$0 [33:2];
+            \$300  = \port$13878$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -67377,10 +68728,10 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
     \$301  = status1;
     if (done_valid) begin
-      casez (\port$13780$0 [1:0])
+      casez (\port$13878$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -67448,16 +68799,16 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
     \$302  = head2;
     if (done_valid) begin
-      casez (\port$13780$0 [1:0])
+      casez (\port$13878$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
             /* empty */;
         2'h2:
-            \$302  = \port$13780$0 [33:2];
+            \$302  = \port$13878$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -67541,10 +68892,10 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
     \$303  = status2;
     if (done_valid) begin
-      casez (\port$13780$0 [1:0])
+      casez (\port$13878$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -67638,11 +68989,11 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
     \$304  = head3;
     if (done_valid) begin
       (* full_case = 32'd1 *)
-      casez (\port$13780$0 [1:0])
+      casez (\port$13878$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -67650,7 +69001,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
         2'h2:
             /* empty */;
         2'h3:
-            \$304  = \port$13780$0 [33:2];
+            \$304  = \port$13878$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -67758,11 +69109,11 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
     \$305  = status3;
     if (done_valid) begin
       (* full_case = 32'd1 *)
-      casez (\port$13780$0 [1:0])
+      casez (\port$13878$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -67882,7 +69233,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
     \$306  = \$signal ;
     if (\$5 ) begin
       \$306  = io__awaddr;
@@ -67892,7 +69243,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
     \$307  = \$signal$22 ;
     if (\$5 ) begin
       \$307  = io__awuser;
@@ -67902,7 +69253,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
     \$308  = aw_full;
     if (\$5 ) begin
       \$308  = 1'h1;
@@ -67915,7 +69266,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
     \$309  = \$signal$27 ;
     if (\$6 ) begin
       \$309  = io__wdata;
@@ -67925,7 +69276,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
     \$310  = \$signal$29 ;
     if (\$6 ) begin
       \$310  = io__wstrb;
@@ -67935,7 +69286,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
     \$311  = \$signal$31 ;
     if (\$6 ) begin
       \$311  = 1'h1;
@@ -67948,7 +69299,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
     \$312  = \$signal$32 ;
     if (\$7 ) begin
       \$312  = 1'h0;
@@ -67961,7 +69312,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
     \$313  = b_resp;
     if (\$10 ) begin
       \$313  = 2'h0;
@@ -67974,7 +69325,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
     \$314  = queues__0;
     if (\$10 ) begin
       casez (\$signal [15:2])
@@ -68035,7 +69386,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
     \$315  = queues__1;
     if (\$10 ) begin
       casez (\$signal [15:2])
@@ -68120,7 +69471,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
     \$316  = queues__2;
     if (\$10 ) begin
       casez (\$signal [15:2])
@@ -68229,7 +69580,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
     \$317  = queues__3;
     if (\$10 ) begin
       casez (\$signal [15:2])
@@ -68362,7 +69713,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
     \$318  = \$signal$41 ;
     if (\$283 ) begin
       \$318  = 1'h0;
@@ -68375,7 +69726,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
     \$319  = r_data;
     if (\$284 ) begin
       \$319  = 32'd0;
@@ -68501,7 +69852,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
     refuse = 1'h0;
     if (\$287 ) begin
       refuse = \$289 ;
@@ -68603,8 +69954,8 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
       endcase
     end
   end
-  assign done_queue = \port$13780$0 [1:0];
-  assign done_seq = \port$13780$0 [33:2];
+  assign done_queue = \port$13878$0 [1:0];
+  assign done_seq = \port$13878$0 [33:2];
   assign mask = { \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3:2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2:1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1:0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0] };
   assign io__bresp = b_resp;
   assign io__rdata = r_data;

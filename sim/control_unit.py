@@ -1,17 +1,23 @@
 """Model of hw/control_unit.py and hw/front_end.py: one descriptor's schedule, results
 and completion, given what the descriptors before it left (`State`).
 
-The front end pops the descriptor (cycle `pop`), decodes it over the next DECODE_STAGES
-cycles (DECODE, then CHECK, in which the decoder's verdict is known) and, unless it
-failed, starts its reader runs from the cycle after, or, on a hazard (sim's
-`hazard_until` as hw/front_end.py's rule), from the cycle after the report that clears
-it; each run once the reader has issued the previous run's bursts (the previous
-descriptor's included). It pops the next descriptor three cycles after its last
-run started (two after CHECK for one that failed), once the control unit has taken this
-one.
+The front end holds two descriptors (hw/front_end.py): the next one (slot 2) and the one
+whose runs it starts (slot 1). Slot 2 pops the descriptor (cycle `pop`), decodes it over
+the next DECODE_STAGES cycles (DECODE, then CHECK, in which the decoder's verdict is
+known) and, from the cycle after (or, on a hazard, sim's `hazard_until` as
+hw/front_end.py's rule, from the cycle after the report that clears it), is READY; a
+paged ATTENTION first reads and checks its list (`_page_list`). The list's run asks for
+the reader from then on, and takes it when slot 1's fetcher is at a run that begins
+something (an input run, a copy, a stage's first run: `_point`) or has started its last
+run: so the next descriptor's list is usually read among this one's runs, before its
+pages (the previous descriptor's schedule is then made again with the list in it:
+sim/device.py). A READY descriptor moves to slot 1 once slot 1's descriptor is taken by
+the control unit and has started its last run; its runs start from the cycle after, each
+once the reader has issued the previous run's bursts (the previous descriptor's
+included), and slot 2 pops again from then on.
 
-The control unit takes the descriptor, decoded, in IDLE (from the cycle after CHECK on,
-once it is idle); its DECODE takes one cycle; an error goes straight to COMPLETE. LOAD/STORE start the writer
+The control unit takes the descriptor, decoded, in IDLE (from the cycle after the move to
+slot 1, once it is idle); its DECODE takes one cycle; an error goes straight to COMPLETE. LOAD/STORE start the writer
 (once it is free) on the reader's lines and go to COMPLETE when it has written them.
 GEMM runs per group of ROWS input rows: the input phase (unpacker into the input buffer),
 the weight phase (unpacker through the PE array: the k-groups of whole packs, then the
@@ -44,7 +50,6 @@ STAGE_CYCLES = 2         # STAGE, PLAN: before a stage's WEIGHTS_START
 BANK_START_CYCLES = 1    # BANK_START: SOFTMAX's write run starts, then BANK_OUT
 SFU_START_CYCLES = 1     # SFU_START, before the unit's own cycles (sim/softmax_unit.py)
 LANES_READY_AFTER = LANE_ROW_STAGES + 1     # the compute unit's n_cols changes -> lanes_ready
-FRONT_POP_DELAY = 3      # the front end's last run start -> its next pop (FETCH, DONE, IDLE)
 CACHE_ENTRIES = 1 << 12  # entries of each of the control unit's caches (cleared when full)
 
 
@@ -53,7 +58,11 @@ class State:
     """What a descriptor's schedule takes from the descriptors before it."""
     reader: object                      # sim/dram_reader.Reader, across descriptors
     writer: object                      # sim/dram_writer.Writer, across descriptors
-    front_free: int = 0                 # first cycle the front end can pop
+    front_free: int = 0                 # first cycle the front end's slot 2 can pop
+    slot1_free: int = 0                 # first cycle slot 2's descriptor can move to slot 1
+    fetch_off: int = 0                  # first cycle slot 1's fetcher has no run left to start
+    last_point: int = -1                # the cycle of the newest run that begins something (`_point`)
+    next_list: tuple = None             # the next descriptor's list, read among this one's runs
     fsm_free: int = 0                   # first cycle the control unit is in IDLE
     pending_free: int = 0               # first cycle no completion waits for its line
     readout_free: int = 0               # first cycle the readout (hw/readout.py) is free
@@ -127,7 +136,19 @@ class ControlUnit:
         self._decoded, self._shapes, self._words = {}, {}, {}   # caches: see _decode, _shape, _word_bytes
         self._steals_of = self._steals_array = None             # ... and _steal_array
 
-    def execute(self, entry, regs, queues, pop, state, steals=(), compute_results=True, first=None):
+    def list_request(self, entry, regs, queues, pop, state):
+        """The cycle a paged ATTENTION popped at `pop` into slot 2 first asks for its list's
+        run (the cycle after CHECK, or after its hazard clears), or None: not paged, or its
+        decode failed."""
+        desc = entry.desc
+        status, kind = self._decode(desc, regs)
+        if status != Status.OK or not validate.paged(desc):
+            return None
+        sq_slot = regs.slot_addr(regs.sq_base, entry.seq)
+        return max(pop + DECODE_STAGES, hazard_until(desc, kind, status, sq_slot, regs, queues, state)) + 1
+
+    def execute(self, entry, regs, queues, pop, state, steals=(), compute_results=True, first=None,
+                next_list=None):
         """The schedule of `entry` popped by the front end at cycle `pop` on a queue with
         registers `regs` (`queues`: every queue's), after the descriptors that left `state`
         (not changed); `steals` are the command engine's reads among the reader's bursts.
@@ -135,34 +156,42 @@ class ControlUnit:
         bytes of a read-compute descriptor are not computed (no cycle depends on them).
         `first` (default: compute_results) is the descriptor's first schedule, whose reads
         are recorded (`reads`) and whose LOAD or STORE copy goes into the writes; a
-        re-schedule only changes the times."""
+        re-schedule only changes the times. `next_list` (request cycle, address, lines):
+        the next descriptor's list, read at this one's first run that begins something
+        from that cycle on (`_point`), if there is one."""
         cfg, desc = self.cfg, entry.desc
         state = state.copy()
         # the steals as every run of the descriptor takes them, converted once
         self._steals, self._state, self._results = self._steal_array(steals), state, compute_results
         self._first = compute_results if first is None else first
+        self._next_list = next_list
         status, kind = self._decode(desc, regs)
         self._runs = []                 # (address, bytes) of the descriptor's reader runs
         state.writer.jobs = []          # and of its write jobs
         sq_slot, cq_slot = regs.slot_addr(regs.sq_base, entry.seq), regs.slot_addr(regs.cq_base, entry.seq)
-        # the front end: DECODE, CHECK, then (hazard permitting) the fetcher from the cycle after
-        fetch = pop + DECODE_STAGES
+        # slot 2: DECODE, CHECK, then (hazard permitting) READY, or the list's request
+        ready = pop + DECODE_STAGES
         if status == Status.OK:
-            fetch = max(fetch, hazard_until(desc, kind, status, sq_slot, regs, queues, state))
-        self._fetch_from = fetch + 1
-        last_run = None
-        take = max(pop + DECODE_STAGES + 1, state.fsm_free)
+            ready = max(ready, hazard_until(desc, kind, status, sq_slot, regs, queues, state))
+        ready += 1
+        listed, state.next_list, state.last_point = state.next_list, None, -1
+        busy, writes = [], []
+        self._pages = None
+        verdict = None
+        if status == Status.OK and validate.paged(desc):
+            verdict, status = self._page_list(desc, regs, busy, ready, listed)
+            ready = verdict
+        # the move to slot 1, once the descriptor there is taken and has started its last run
+        move = max(ready, state.slot1_free)
+        self._fetch_from = move + 1
+        take = max(move + 1, state.fsm_free)
         start = take + DECODE_CYCLES
         # from the cycle after the take the lanes follow this descriptor's N (whatever its op)
         self._lanes_follow(lanes_n(desc, state.stage), take + 1)
-        busy, writes = [], []
-        self._pages = None
-        if status == Status.OK and validate.paged(desc):
-            # PAGES: the control unit waits for the front end's verdict on the list
-            verdict, status = self._page_list(desc, regs, busy)
+        if verdict is not None:
+            # PAGES: the verdict is in (the list was checked before the move)
             start = max(start, verdict) + 1
-            if status != Status.OK:
-                last_run = verdict - 1
+        fetched = status == Status.OK
         if status != Status.OK:
             complete = start
         elif kind in ("load", "store"):
@@ -174,14 +203,14 @@ class ControlUnit:
                 writes.append((dst, self.memory.read(src, desc.dev_size * LINE_BYTES)))
         else:
             complete = self._compute(start, desc, sq_slot, cq_slot + HEADER_BYTES, busy, writes)
-        if status == Status.OK:
-            last_run = self._fetch_from - 1
         # COMPLETE leaves the completion waiting once the previous one's line is out; its
         # line waits for the writer, busy with the results' run until the readout is done
         complete = max(complete, state.pending_free)
         state.fsm_free = complete + 1
-        front_end_done = (last_run if last_run is not None else pop + DECODE_STAGES - 1) + FRONT_POP_DELAY
-        state.front_free = max(front_end_done, take + 1)
+        state.front_free = move + 1
+        # slot 1's fetcher stops in the cycle after its last run's start (none: at the move)
+        state.fetch_off = self._fetch_from if fetched else move + 1
+        state.slot1_free = max(state.fetch_off, take)
         status = completion.status(status, status == Status.OK and self._dram_error(state.writer.jobs))
         # the completion line: every write before it answered, a report slot free
         line_start = completion.line_start(complete, state.writer.quiet_at(), state.reports)
@@ -195,28 +224,33 @@ class ControlUnit:
         schedule = Schedule(take, line_start, status, writes, (cq_slot, header), lands, report, busy)
         return schedule, state
 
-    def _page_list(self, desc, regs, busy):
-        """A paged ATTENTION's list (hw/front_end.py LIST_RUN .. LIST_CHECK): the fetcher's
-        first run, its beats to the front end as they arrive (the cycle after the last
-        one the front end has them all), then an entry checked a cycle; the verdict is
-        visible in the cycle after the last entry's check, and the input run may start in
-        it. Returns (that cycle, the status: DRAM_ERROR when a beat of the list was
-        answered with an error, BAD_PAGE for a bad entry, else OK); keeps the pages."""
+    def _page_list(self, desc, regs, busy, request, listed):
+        """A paged ATTENTION's list (hw/front_end.py slot 2, LIST_REQ .. LIST_CHECK): its run
+        asks for the reader from cycle `request`; `listed` is its run when the previous
+        descriptor's schedule read it among its own runs, else it starts once slot 1's
+        fetcher has started its last run and the reader has issued its bursts. Its beats go
+        to the front end as they arrive (the cycle after the last one it has them all),
+        then an entry is checked a cycle; the verdict is visible in the cycle after the last
+        entry's check (READY). Returns (that cycle, the status: DRAM_ERROR when a beat of
+        the list was answered with an error, BAD_PAGE for a bad entry, else OK); keeps the
+        pages."""
         count = validate.page_count(desc)
         raw = self.memory.read(desc.dev_addr, count * PAGE_ENTRY_BYTES)
         entries = [int.from_bytes(raw[8 * i:8 * i + 8], "little") for i in range(count)]
         self._runs.append((desc.dev_addr, desc.dev_size * LINE_BYTES))
         if self._first:
             self.reads.append((desc.dev_addr, desc.dev_size * LINE_BYTES))
-        reader = self._state.reader
-        start = self._fetch_from
-        if reader.issued_all is not None:
-            start = max(start, reader.issued_all)
-        handshakes, lengths, arrivals, _ = dram_reader.side_run(start, desc.dev_addr, desc.dev_size, self.cfg,
-                                                                self._steals, reader)
-        busy.extend(zip(handshakes.tolist(), arrivals[np.cumsum(lengths) - 1].tolist()))
+        if listed is None:
+            reader = self._state.reader
+            start = max(request, self._state.fetch_off)
+            if reader.issued_all is not None:
+                start = max(start, reader.issued_all)
+            handshakes, lengths, arrivals, _ = dram_reader.side_run(start, desc.dev_addr, desc.dev_size, self.cfg,
+                                                                    self._steals, reader)
+            busy.extend(zip(handshakes.tolist(), arrivals[np.cumsum(lengths) - 1].tolist()))
+        else:
+            arrivals = listed
         verdict = int(arrivals[-1]) + 2 + count
-        self._fetch_from = verdict
         faults = self.memory.faults
         if faults and faults.read_resp(desc.dev_addr, desc.dev_size * LINE_BYTES):
             return verdict, Status.DRAM_ERROR
@@ -225,6 +259,25 @@ class ControlUnit:
         if status == Status.OK:
             self._pages = entries
         return verdict, status
+
+    def _point(self, start, busy, needs_reader=True):
+        """Slot 1's fetcher at a run that begins something (an input run, a copy, a stage's
+        first run), which it would start at `start` (`needs_reader` false: an empty run,
+        stepped over without the reader): the next descriptor's list, when it asks by then,
+        takes the reader first (hw/front_end.py). Returns the cycle the run may start."""
+        state = self._state
+        state.last_point = start
+        if self._next_list is None or self._next_list[0] > start:
+            return start
+        _, addr, lines_ = self._next_list
+        self._next_list = None
+        reader = state.reader
+        if reader.issued_all is not None:
+            start = max(start, reader.issued_all)
+        handshakes, lengths, arrivals, _ = dram_reader.side_run(start, addr, lines_, self.cfg, self._steals, reader)
+        busy.extend(zip(handshakes.tolist(), arrivals[np.cumsum(lengths) - 1].tolist()))
+        state.next_list = arrivals
+        return max(start + 1, reader.issued_all) if needs_reader else start + 1
 
     def _steal_array(self, steals):
         """dram_reader.steal_array, once per tuple of steals (the device's tuple changes
@@ -304,11 +357,12 @@ class ControlUnit:
         """First cycle the writer may take one of the control unit's jobs."""
         return max(self._state.writer.idle_at, self._state.pending_free)
 
-    def _read(self, addr, lines_, busy, consumer, floor=0):
+    def _read(self, addr, lines_, busy, consumer, floor=0, point=True):
         """The descriptor's next reader run (`lines_` lines from the line at `addr`), for
         `consumer` (see sim/dram_reader.run), started as the fetcher does: once the reader
         has issued the previous run's last burst, and a cycle after the previous start (or
-        skipped run) at the earliest. Records its bursts."""
+        skipped run) at the earliest; `point`: a run that begins something (`_point`).
+        Records its bursts."""
         self._runs.append((addr, lines_ * LINE_BYTES))
         if self._first:
             self.reads.append((addr, lines_ * LINE_BYTES))
@@ -316,6 +370,8 @@ class ControlUnit:
         start = self._fetch_from
         if reader.issued_all is not None:
             start = max(start, reader.issued_all)
+        if point:
+            start = self._point(start, busy)
         self._fetch_from = start + 1
         run = dram_reader.run(start, addr, lines_, self.cfg, consumer, self._steals, reader, floor)
         handshakes, lengths, arrivals, _ = run
@@ -323,11 +379,12 @@ class ControlUnit:
         busy.extend(zip(handshakes.tolist(), arrivals[np.cumsum(lengths) - 1].tolist()))
         return run
 
-    def _phase(self, start, base, elem, rows, cols, busy, pair=False, runs=None):
+    def _phase(self, start, base, elem, rows, cols, busy, pair=False, runs=None, point=True):
         """A reader run (fetched ahead) through the unpacker started at `start`: `rows` x
         `cols` FP16 elements from element `elem` of the array at `base`; returns the cycle
         after its last slot. `runs` [(address, lines)]: the DRAM runs its beats come from
-        instead (a paged stage; `base` is then virtual, for the unpacker's offsets)."""
+        instead (a paged stage; `base` is then virtual, for the unpacker's offsets).
+        `point`: its (first) run begins something (`_point`)."""
         cfg, lanes = self.cfg, self.cfg.lanes
         first = base + 2 * elem                      # its first element's byte (hw/stage_plan.py run_span)
         addr, lines_ = first - first % LINE_BYTES, -(-(first % LINE_BYTES + 2 * rows * cols) // LINE_BYTES)
@@ -335,12 +392,12 @@ class ControlUnit:
         # beats fetched ahead wait in the buffer until the unpacker is active
         unpack = unpacker.Consumer(*unpacker.slots(offset, rows, cols, lanes, pair), lanes, start + 1)
         if runs is None:
-            self._read(addr, lines_, busy, unpack, start + 1)
+            self._read(addr, lines_, busy, unpack, start + 1, point)
         else:
-            self._gather(runs, busy, unpack, start + 1)
+            self._gather(runs, busy, unpack, start + 1, point)
         return int(unpack.times[-1]) + 1
 
-    def _gather(self, runs, busy, consumer, floor):
+    def _gather(self, runs, busy, consumer, floor, point):
         """_read for one unpacker job over several runs, the fetcher starting each once the
         reader has issued the previous one's bursts (sim/dram_reader.py gather_run)."""
         for addr, lines_ in runs:
@@ -351,6 +408,8 @@ class ControlUnit:
         start = self._fetch_from
         if reader.issued_all is not None:
             start = max(start, reader.issued_all)
+        if point:
+            start = self._point(start, busy)
         handshakes, lengths, arrivals, _ = dram_reader.gather_run(start, runs, self.cfg, consumer, self._steals,
                                                                   reader, floor)
         busy.extend(zip(handshakes.tolist(), arrivals[np.cumsum(lengths) - 1].tolist()))
@@ -502,10 +561,10 @@ class ControlUnit:
             t = self._phase(t, addr, 0, plan.full_groups, plan.pack * plan.cols_dim, busy, pair=split,
                             runs=main_runs)
         else:
-            self._fetch_from += 1
+            self._fetch_from = self._point(self._fetch_from, busy, needs_reader=False) + 1
         if plan.rest_rows:
             t = self._phase(t, addr, plan.main_elems, 1, plan.rest_rows * plan.cols_dim, busy,
-                            runs=[rest_run] if rest_run else None)
+                            runs=[rest_run] if rest_run else None, point=False)
         else:
             self._fetch_from += 1
         state.pipe_mode = plan.mode

@@ -12,7 +12,8 @@ none, see NdpModel); its completion line lands when the RTL writes it.
 The front end runs ahead of the control unit, so several descriptors' reads can be in
 flight; a command-engine read that the arbiter takes among their bursts delays the later
 ones, so every descriptor with a burst after it is scheduled again, in order, from the
-state the one before it left.
+state the one before it left. A paged ATTENTION's list, read among the runs of the
+descriptor before it (sim/control_unit.py), has that one scheduled again the same way.
 """
 import collections
 import heapq
@@ -37,6 +38,7 @@ class _Scheduled:
         self.generation = 0
         self.newest = None              # its bursts' newest handshake (None: no burst)
         self.latest = None              # ... and latest last beat
+        self.next_list = None           # the next descriptor's list read among its runs (request, address, lines)
 
     def set(self, schedule):
         self.schedule = schedule
@@ -194,10 +196,17 @@ class NdpModel:
         entry = self.ibuf.pop()
         self.pop_cycle = cycle
         # the oldest descriptors whose bursts were all issued before now: no command-engine
-        # read to come can delay them any more
-        while self.open and (self.open[0].newest is None or self.open[0].newest < self.now):
+        # read to come can delay them any more (the newest stays: the next list may join it)
+        while len(self.open) > 1 and (self.open[0].newest is None or self.open[0].newest < self.now):
             self.open.pop(0)
         queues = [q.copy() for q in self.regfile.queues]
+        # a paged ATTENTION's list asks for the reader while the descriptor before it is in
+        # slot 1: when that one has a run that begins something from then on, the list is
+        # read there, before its later runs, and its schedule is made again
+        request = self.control.list_request(entry, queues[entry.queue], queues, cycle, self.state)
+        if request is not None and self.open and self.state.last_point >= request:
+            self.open[-1].next_list = (request, entry.desc.dev_addr, entry.desc.dev_size)
+            self._reschedule(len(self.open) - 1)
         scheduled = _Scheduled(entry, queues[entry.queue], queues, cycle, self.state)
         self.open.append(scheduled)
         self._awaiting.append(scheduled)
@@ -208,7 +217,8 @@ class NdpModel:
         effects; its results (`first`: its first schedule) are computed and written once."""
         schedule, self.state = self.control.execute(scheduled.entry, scheduled.regs, scheduled.queues, scheduled.pop,
                                                     scheduled.before, self._fetch_reads,
-                                                    compute_results=first and self.compute_results, first=first)
+                                                    compute_results=first and self.compute_results, first=first,
+                                                    next_list=scheduled.next_list)
         scheduled.set(schedule)
         generation = scheduled.generation
         if first:

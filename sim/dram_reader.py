@@ -271,11 +271,13 @@ class Reader:
 
     def add(self, handshakes, lengths, beat_times, pulls, windows=None):
         """Add a run; `windows`: the new `pulls` and `last_beats`, when the compiled run
-        (_unpacked_run) made them already."""
+        (_unpacked_run) made them already. The pulls are kept in time order, which is the
+        order the buffer's room comes back in: a side run's beats (`side_run`) free theirs
+        as they arrive, while earlier beats may still wait in the buffer."""
         room, reads = self.cfg.dram_buf_beats, self.cfg.dram_max_reads
         self.beats, self.bursts = self.beats + len(pulls), self.bursts + len(lengths)
         if windows is None:
-            windows = (np.concatenate((self.pulls, pulls[-room:]))[-room:],
+            windows = (np.sort(np.concatenate((self.pulls, pulls[-room:])))[-room:],
                        np.concatenate((self.last_beats, beat_times[np.cumsum(lengths)[-reads:] - 1]))[-reads:])
         self.pulls, self.last_beats = windows
         self.issued_all = int(handshakes[-1]) + 1

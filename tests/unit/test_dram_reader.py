@@ -121,17 +121,20 @@ def test_dram_reader_back_to_back(cfg, first, second, period):
     assert pulls == [p for run in runs for p in run[3].tolist()]
 
 
-@pytest.mark.parametrize("cfg,first,side,period", [
-    (CFG, (0x0, 200), (0x8000, 1), 2), (CFG, (0x0FC0, 3), (0x4000, 8), 1), (SMALL, (0x0, 100), (0x200, 2), 3),
-    (SLOW, (0x40, 70), (0x1000, 8), 2)], ids=lambda v: getattr(v, "name", str(v)))
-def test_side_run_after_a_run(cfg, first, side, period):
-    """A run, then a side run (a paged list) once it is issued, a slow consumer: the side
-    run's beats leave on side_* as they arrive (sim/dram_reader.py side_run) and never show
-    at `out`; the first run's beats are taken as the model says."""
+@pytest.mark.parametrize("cfg,first,side,third,period", [
+    (CFG, (0x0, 200), (0x8000, 1), (0x9000, 40), 2), (CFG, (0x0FC0, 3), (0x4000, 8), (0x40, 3), 1),
+    (SMALL, (0x0, 100), (0x200, 2), (0x4000, 60), 3), (SLOW, (0x40, 70), (0x1000, 8), (0x2000, 30), 2)],
+    ids=lambda v: getattr(v, "name", str(v)))
+def test_side_run_among_runs(cfg, first, side, third, period):
+    """A run, then a side run (a paged list) once it is issued, then another run once that
+    is issued, a slow consumer: the side run's beats leave on side_* as they arrive
+    (sim/dram_reader.py side_run), between the two runs' beats, and never show at `out`;
+    the runs' beats are taken as the model says (the side beats free their room as they
+    arrive, before the first run's beats are taken)."""
     reader = DramReader(cfg)
     top, bus = placed(cfg, reader, CONTROL_PORT, via_arbiter=True)
     dram = Dram(cfg, bus)
-    beats = first[1]
+    beats = first[1] + third[1]
     side_beats = -(-side[1] // cfg.dram_channels)
     ready = [t % period == 0 for t in range(period * 8 * beats + 2000)]
     pulls, sides = [], []
@@ -151,6 +154,11 @@ def test_side_run_after_a_run(cfg, first, side, period):
             await clock.tick()
             ctx.set(reader.start, 0)
             ctx.set(reader.side, 0)
+            if started == 2 and ctx.get(reader.issued_all):
+                ctx.set(reader.start, 1)
+                ctx.set(reader.addr, third[0])
+                ctx.set(reader.lines, third[1])
+                started = 3
             if started == 1 and ctx.get(reader.issued_all):
                 ctx.set(reader.start, 1)
                 ctx.set(reader.side, 1)
@@ -162,9 +170,12 @@ def test_side_run_after_a_run(cfg, first, side, period):
     simulate(top, bench)
     model = model_reader.Reader(cfg)
     runs = [model_reader.run(0, first[0], first[1], cfg, paced(ready, 0), before=model)]
+    after = int(runs[0][3][-1]) + 1
     runs.append(model_reader.side_run(model.issued_all, side[0], side[1], cfg, before=model))
+    runs.append(model_reader.run(model.issued_all, third[0], third[1], cfg, paced(ready, after),
+                                 before=model, floor=after))
     assert [t for t, _, _ in dram.ar] == [h for run in runs for h in run[0].tolist()]
-    assert pulls == runs[0][3].tolist()
+    assert pulls == runs[0][3].tolist() + runs[2][3].tolist()
     assert sides == runs[1][2].tolist()
 
 

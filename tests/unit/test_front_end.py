@@ -1,9 +1,12 @@
 """The front end's run fetcher (hw/front_end.py) against the model (sim/control_unit.py,
 which fetches as hw/front_end.py does): the reader runs each descriptor makes, in order,
-with their addresses and lines; the first one DECODE_STAGES + 1 cycles after the pop
-(DECODE, CHECK, then FETCH); none for a descriptor that failed; the hand-over the cycle
-after CHECK; and the hazard rule: after a STORE, nothing is
-fetched until the STORE's report."""
+with their addresses and lines; the first one DECODE_STAGES + 2 cycles after the pop
+(DECODE, CHECK, READY and the move to slot 1, then the fetch); none for a descriptor that
+failed; the hand-over the cycle after the move; the hazard rule: after a STORE, nothing
+is fetched until the STORE's report; and the next descriptor's list read among this
+one's runs, at a run that begins a stage."""
+import dataclasses
+
 import pytest
 
 import isa
@@ -132,9 +135,9 @@ def test_runs_equal_the_model(name):
     want = model_runs(desc)
     assert [(addr, n) for _, addr, n in seen["runs"]] == want
     if want:
-        assert seen["runs"][0][0] == seen["pops"][0] + DECODE_STAGES + 1     # DECODE, CHECK, then FETCH
-    # handed over the cycle after CHECK, with the status the model decodes
-    assert seen["takes"][0] == seen["pops"][0] + DECODE_STAGES + 1
+        assert seen["runs"][0][0] == seen["pops"][0] + DECODE_STAGES + 2     # DECODE, CHECK, READY, then the fetch
+    # handed over the cycle after the move (READY), with the status the model decodes
+    assert seen["takes"][0] == seen["pops"][0] + DECODE_STAGES + 2
     assert seen["statuses"] == [decode(desc, QUEUE, CFG)[0]]
     # runs start one a cycle with the reader always issued, a cycle skipped per empty run
     cycles = [c for c, _, _ in seen["runs"]]
@@ -155,7 +158,7 @@ def test_a_store_holds_the_next_descriptors_reads_until_its_report():
     store_runs, gemm_runs = len(model_runs(store)), len(model_runs(gemm))
     runs = seen["runs"]
     assert len(runs) == store_runs + gemm_runs
-    assert runs[store_runs][0] == report + 2                     # the cycle after the report, then FETCH
+    assert runs[store_runs][0] == report + 3                     # the cycle after the report, READY, the fetch
     without = run_front_end([store, gemm], report_at=None)["runs"]
     assert len(without) == store_runs                            # never reported: never fetched
 
@@ -190,7 +193,7 @@ def test_paged_runs_and_verdict_equal_the_model(tokens, shift, d, m):
     count = -(-tokens // (1 << shift))
     assert [s for _, s in seen["verdicts"]] == [Status.OK]
     assert seen["verdicts"][0][0] == seen["side"][-1] + 2 + count
-    assert seen["runs"][1][0] == seen["verdicts"][0][0]        # the input run in the verdict's cycle
+    assert seen["runs"][1][0] == seen["verdicts"][0][0] + 1    # READY with the verdict, then the input run
 
 
 @pytest.mark.parametrize("bad", [(0, DEV + 0x40_0040), (2, QUEUE.data_base - 4096), (4, QUEUE.data_limit - 4096)])
@@ -199,3 +202,25 @@ def test_a_bad_page_entry_fails_the_list_and_nothing_else_is_read(bad):
     seen = run_front_end([desc], memory=memory)
     assert [s for _, s in seen["verdicts"]] == [Status.BAD_PAGE]
     assert [(addr, n) for _, addr, n in seen["runs"]] == [(desc.dev_addr, desc.dev_size)]
+
+
+def test_the_next_list_is_read_among_this_descriptors_runs():
+    """Two paged descriptors back to back: the second's list is read at a run of the first
+    that begins a stage (before the first's values), not after its last run; each
+    descriptor's runs are the model's, in order, and both verdicts are OK."""
+    first, memory = paged_case(300, 6, 64)
+    list2 = DEV + 0x400
+    pages = [DEV + 0x30_0000 + 2 * 64 * 64 * 2 * p for p in range(5)]
+    memory.write(list2, b"".join(a.to_bytes(8, "little") for a in pages))
+    second = dataclasses.replace(first, dev_addr=list2)
+    seen = run_front_end([first, second], memory=memory)
+    runs = [(addr, n) for _, addr, n in seen["runs"]]
+    want1, want2 = model_runs(first, memory=memory), model_runs(second, 2, memory=memory)
+    at = runs.index(want2[0])                                   # the second's list
+    assert 1 < at < len(want1) - 1
+    assert runs[:at] + runs[at + 1:] == want1 + want2[1:]
+    # it took the reader at a stage's first run: the first page's keys or values
+    half = 64 * 64 * 2
+    first_page = DEV + 0x10_0000 + 4 * 2 * half
+    assert runs[at + 1][0] in (first_page, first_page + half)
+    assert [s for _, s in seen["verdicts"]] == [Status.OK, Status.OK]
