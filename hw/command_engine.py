@@ -17,7 +17,7 @@ from isa.axi import BURST_INCR
 
 from .axi import device_bus
 from .decoder import DescriptorLayout
-from .queue_geometry import config_ok, slot_addr
+from .queue_geometry import config_ok, slot_addr, slot_index
 from .regfile import QueueRegs
 
 
@@ -55,6 +55,7 @@ class CommandEngine(wiring.Component):
 
         sel, last = Signal(range(nq)), Signal(range(nq))
         sel_seq = Signal(64)
+        sel_index = Signal(16)        # the slot's index in its ring, registered with sel_seq (1 GHz)
         dropped = Signal()            # the selected queue was reset while its slot was read
         # the slot's first line, in the slot of the beat its address names
         slot_bits = (cfg.dram_channels - 1).bit_length()
@@ -70,7 +71,7 @@ class CommandEngine(wiring.Component):
         with m.Switch(sel):
             for q, regs in enumerate(self.queues):
                 with m.Case(q):
-                    m.d.comb += bus.araddr.eq(slot_addr(regs.sq_base, sel_seq, regs))
+                    m.d.comb += bus.araddr.eq(slot_addr(regs.sq_base, sel_seq, regs, index=sel_index))
                     with m.If(self.reset[q]):
                         m.d.sync += dropped.eq(1)
         for q in range(nq):
@@ -92,7 +93,8 @@ class CommandEngine(wiring.Component):
                 with m.Switch(sel):
                     for q in range(nq):
                         with m.Case(q):
-                            m.d.sync += sel_seq.eq(next_seq[q])
+                            m.d.sync += [sel_seq.eq(next_seq[q]),
+                                         sel_index.eq(slot_index(next_seq[q], self.queues[q]))]
                 m.next = "ADDR"
             with m.State("ADDR"):
                 m.d.comb += bus.arvalid.eq(1)

@@ -69,7 +69,6 @@ from .dram_writer import DramWriter
 from .fp import fp16_to_fp32
 from .front_end import FrontEnd, task_layout
 from .line_packer import LinePacker
-from .queue_geometry import slot_addr
 from .readout import FROM_FOLD, FROM_INPUT, TO_INPUT, TO_RESULT16, TO_RESULT32, TO_SCORES, Readout
 from .regfile import QueueRegs
 from .softmax_unit import SoftmaxUnit
@@ -138,11 +137,6 @@ class ControlUnit(wiring.Component):
         # the descriptor taken from the front end, with what its decoder found
         task = Signal(task_layout(cfg))
         entry, dec = task.entry, task.decoded
-        regs = Signal(QueueRegs)
-        with m.Switch(entry.queue):
-            for q, queue_regs in enumerate(self.queues):
-                with m.Case(q):
-                    m.d.comb += regs.eq(queue_regs)
         d = entry.desc
 
         status = Signal(8)
@@ -284,8 +278,7 @@ class ControlUnit(wiring.Component):
                     m.next = "DECODE"
             with m.State("DECODE"):
                 m.d.sync += [status.eq(dec.status), read_error.eq(0),
-                             sq_slot.eq(slot_addr(regs.sq_base, entry.seq, regs)),
-                             cq_slot.eq(slot_addr(regs.cq_base, entry.seq, regs)),
+                             sq_slot.eq(task.sq_slot), cq_slot.eq(task.cq_slot),
                              m0.eq(0), in_elem.eq(0), out_byte.eq(0)]
                 # result rows: FP32 O for attention, else FP16; their values: the last
                 # product's N (isa/validate.py result_cols)

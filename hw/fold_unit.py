@@ -73,15 +73,16 @@ class FoldUnit(wiring.Component):
             add_cell(m, f"fold_add_{j}", "ndp_fp32_add_pipe", self._shared,
                      a=total.word_select(j, 32), b=operand.word_select(j, 32), s=s)
             sums.append(s)
-        entered = Signal(1 + row_bits + word_bits + 8)
+        # (the add's last step, worked out as it enters: its sum's `again` is then a register)
+        entered = Signal(1 + row_bits + word_bits + 8 + 1)
         tag = entered
         for i in range(ADD_STAGES - 1):
             later = Signal.like(tag, name=f"fold_tag_s{i + 1}")
             m.d.sync += later.eq(tag)
             tag = later
-        done_valid, done_row, done_word, done_step = (
-            tag[0], tag[1:1 + row_bits], tag[1 + row_bits:1 + row_bits + word_bits], tag[-8:])
-        again = done_valid & (done_step + 1 < steps)
+        done_valid, done_row, done_word, done_step, done_last = (
+            tag[0], tag[1:1 + row_bits], tag[1 + row_bits:1 + row_bits + word_bits], tag[-9:-1], tag[-1])
+        again = done_valid & ~done_last
 
         # credits: words taken and not yet read out of the FIFO
         held = Signal(range(FIFO_DEPTH + 1))
@@ -107,7 +108,7 @@ class FoldUnit(wiring.Component):
                      tree_lanes.eq(((self.n_cols << self.pack_log2) >> (tree_step + 1))[:len(tree_lanes)])]
         tree_operand = shift_right(m, source, tree_lanes, 32, name="tree_operand")   # source >> 32 * tree_lanes
         m.d.sync += [total.eq(source), operand.eq(Mux(from_buffer, self.b_data, tree_operand)),
-                     entered.eq(Cat(again | (take & (steps != 0)), row, word, step))]
+                     entered.eq(Cat(again | (take & (steps != 0)), row, word, step, step + 1 >= steps))]
 
         # the FIFO: a finished sum, or a word without adds as it was read
         fifo = Memory(shape=unsigned(32 * lanes), depth=FIFO_DEPTH, init=[])

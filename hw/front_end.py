@@ -48,7 +48,7 @@ from isa.slots import HEADER_BYTES, LINE_BYTES
 from .axi import RUN_LINES_BITS
 from .command_engine import ibuf_entry
 from .decoder import Decoder, decoded_layout
-from .queue_geometry import ring_end
+from .queue_geometry import ring_end, slot_index
 from .regfile import QueueRegs
 from .stage_plan import run_span, stage_count, stage_operand
 from .stage_sizes import stage_sizes_layout
@@ -58,8 +58,9 @@ IN_FLIGHT_BITS = 8          # descriptors popped and not yet reported (ibuf, fro
 
 def task_layout(cfg):
     """A descriptor as the front end hands it to the control unit: the instruction buffer's
-    entry and what the decoder found."""
-    return data.StructLayout({"entry": ibuf_entry(cfg), "decoded": decoded_layout(cfg)})
+    entry, what the decoder found, and its submission and completion slots' addresses."""
+    return data.StructLayout({"entry": ibuf_entry(cfg), "decoded": decoded_layout(cfg),
+                              "sq_slot": 64, "cq_slot": 64})
 
 
 class FrontEnd(wiring.Component):
@@ -103,14 +104,16 @@ class FrontEnd(wiring.Component):
                      dec.data_base.eq(regs2.data_base), dec.data_limit.eq(regs2.data_limit)]
         # its submission slot, worked out while the decoder works (the entry and the queues'
         # registers hold still from the pop on): the slot's offset in its ring (step 1), then
-        # its address and end (step 2), for the ring check in CHECK and the input runs
+        # its address and end (step 2), for the ring check in CHECK, the input runs and the
+        # control unit (with the completion slot's address)
         assert DECODE_STAGES >= 3, "CHECK reads the slot's registered address"
-        slot_base, slot_offset, slot_size = Signal(64), Signal(64), Signal(49)
-        index = (entry2.seq - 1)[:16] & ((1 << regs2.log2_depth) - 1)
-        m.d.sync += [slot_base.eq(regs2.sq_base), slot_offset.eq(index << regs2.log2_slot[:6]),
+        slot_base, cq_base, slot_offset, slot_size = Signal(64), Signal(64), Signal(64), Signal(49)
+        m.d.sync += [slot_base.eq(regs2.sq_base), cq_base.eq(regs2.cq_base),
+                     slot_offset.eq(slot_index(entry2.seq, regs2) << regs2.log2_slot[:6]),
                      slot_size.eq(1 << regs2.log2_slot[:6])]
-        sq_slot2, slot_end = Signal(64), Signal(65)
-        m.d.sync += [sq_slot2.eq(slot_base + slot_offset), slot_end.eq((slot_base + slot_offset)[:64] + slot_size)]
+        sq_slot2, cq_slot2, slot_end = Signal(64), Signal(64), Signal(65)
+        m.d.sync += [sq_slot2.eq(slot_base + slot_offset), cq_slot2.eq(cq_base + slot_offset),
+                     slot_end.eq((slot_base + slot_offset)[:64] + slot_size)]
         # a group's input elements: ROWS rows, or the last group's rows (the entry holds still)
         assert cfg.rows & (cfg.rows - 1) == 0, "ROWS a power of two: a group's elements a shift"
         last_group_elems2 = Signal(44)
@@ -181,7 +184,7 @@ class FrontEnd(wiring.Component):
         # ==== slot 1: the descriptor whose runs start, until taken and its last run started
         entry1, held1, handed1 = Signal(ibuf_entry(cfg)), Signal(), Signal()
         decoded1 = Signal(decoded_layout(cfg))
-        sq_slot1, last_group_elems1 = Signal(64), Signal(44)
+        sq_slot1, cq_slot1, last_group_elems1 = Signal(64), Signal(64), Signal(44)
         table1 = Array(Signal(64, name=f"page{i}") for i in range(PAGE_LIST_MAX))
         d1 = entry1.desc
 
@@ -268,7 +271,7 @@ class FrontEnd(wiring.Component):
         # ---- the hand-over: slot 1's descriptor; slot 1 is free once it is taken and its
         # last run has started, and slot 2's READY descriptor moves in
         m.d.comb += [self.task_valid.eq(held1 & ~handed1), self.task.entry.eq(entry1),
-                     self.task.decoded.eq(decoded1)]
+                     self.task.decoded.eq(decoded1), self.task.sq_slot.eq(sq_slot1), self.task.cq_slot.eq(cq_slot1)]
         with m.If(self.take):
             m.d.sync += handed1.eq(1)
         slot1_free = ~held1 | (~f_on & (handed1 | self.take))
@@ -277,7 +280,7 @@ class FrontEnd(wiring.Component):
         move = Signal()
         with m.If(move):
             m.d.sync += [entry1.eq(entry2), decoded1.eq(decoded2), held1.eq(1), handed1.eq(0),
-                         sq_slot1.eq(sq_slot2), last_group_elems1.eq(last_group_elems2),
+                         sq_slot1.eq(sq_slot2), cq_slot1.eq(cq_slot2), last_group_elems1.eq(last_group_elems2),
                          f_on.eq(fetch2), f_kind.eq(Mux(decoded2.is_compute, INPUT_RUN, COPY_RUN)),
                          f_stage.eq(0), f_m0.eq(0), f_in_elem.eq(0), f_page.eq(0),
                          f_in_elems.eq(Mux(d2.in_rows <= cfg.rows, last_group_elems2,

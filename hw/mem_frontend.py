@@ -3,6 +3,11 @@
 Accesses pass through to the DRAM arbiter, one read and one write at a time. An access
 that touches the SQ or CQ ring of an enabled queue from a PASID other than that queue's
 is answered here with SLVERR (reads return zeros) and never reaches DRAM.
+
+The check takes two cycles after the address is taken, for 1 GHz: CHECK registers the
+access's byte range (its start, a WRAP burst's aligned down, and end), FILTER compares it
+with every ring's range (each ring's end registered from the queue's registers, which
+the driver writes long before an access that could touch the ring) and decides.
 """
 from amaranth import Module, Signal, Mux, Const
 from amaranth.lib import wiring
@@ -29,20 +34,20 @@ class MemFrontend(wiring.Component):
             "queues": In(QueueRegs).array(cfg.num_queues),
         })
 
-    def _refused(self, m, addr, length, size, burst, pasid):
-        """Whether an access of this shape from `pasid` touches another PASID's rings."""
+    def _refused(self, m, ring_ends, addr, length, size, burst, pasid, name):
+        """Whether an access of this shape from `pasid` touches another PASID's rings: its
+        range registered (in CHECK), the verdict from the registered range (in FILTER)."""
         total = Signal(65)
         m.d.comb += total.eq((length + 1) << size)
-        start = Signal(65)
+        start, end = Signal(65, name=f"{name}_start"), Signal(66, name=f"{name}_end")
         # a WRAP burst stays inside the window of its total size aligned down
-        m.d.comb += start.eq(Mux(burst == BURST_WRAP, addr & ~(total - 1)[:64], addr))
-        end = start + total
+        first = Mux(burst == BURST_WRAP, addr & ~(total - 1)[:64], addr)
+        m.d.sync += [start.eq(first), end.eq(first + total)]
         hits = []
-        for regs in self.queues:
-            for base in (regs.sq_base, regs.cq_base):
-                hits.append(regs.enable & (pasid != regs.pasid)
-                            & (start < ring_end(base, regs)) & (base < end))
-        refused = Signal()
+        for regs, ends in zip(self.queues, ring_ends, strict=True):
+            for base, base_end in zip((regs.sq_base, regs.cq_base), ends, strict=True):
+                hits.append(regs.enable & (pasid != regs.pasid) & (start < base_end) & (base < end))
+        refused = Signal(name=f"{name}_refused")
         m.d.comb += refused.eq(Const(0) if not hits else _any(hits))
         return refused
 
@@ -51,11 +56,19 @@ class MemFrontend(wiring.Component):
         mem, down = self.mem, self.down
         cfg = self._cfg
 
+        # each ring's end, registered
+        ring_ends = []
+        for q, regs in enumerate(self.queues):
+            ends = (Signal(65, name=f"sq_end{q}"), Signal(65, name=f"cq_end{q}"))
+            m.d.sync += [ends[0].eq(ring_end(regs.sq_base, regs)), ends[1].eq(ring_end(regs.cq_base, regs))]
+            ring_ends.append(ends)
+
         # ---- read path
         ar = {name: Signal.like(getattr(mem, name), name=f"hold_{name}") for name in AXI4Signature.AR}
         ar_user = Signal(cfg.user_bits)
         r_left = Signal(8)
-        refused_r = self._refused(m, ar["araddr"], ar["arlen"], ar["arsize"], ar["arburst"], ar_user)
+        refused_r = self._refused(m, ring_ends, ar["araddr"], ar["arlen"], ar["arsize"], ar["arburst"], ar_user,
+                                  "read")
         with m.FSM(name="read"):
             with m.State("IDLE"):
                 m.d.comb += mem.arready.eq(1)
@@ -65,6 +78,8 @@ class MemFrontend(wiring.Component):
                     m.next = "CHECK"
             with m.State("CHECK"):
                 m.d.sync += r_left.eq(ar["arlen"])
+                m.next = "FILTER"
+            with m.State("FILTER"):
                 with m.If(refused_r):
                     m.next = "REFUSE"
                 with m.Else():
@@ -91,7 +106,8 @@ class MemFrontend(wiring.Component):
         # ---- write path
         aw = {name: Signal.like(getattr(mem, name), name=f"hold_{name}") for name in AXI4Signature.AW}
         aw_user = Signal(cfg.user_bits)
-        refused_w = self._refused(m, aw["awaddr"], aw["awlen"], aw["awsize"], aw["awburst"], aw_user)
+        refused_w = self._refused(m, ring_ends, aw["awaddr"], aw["awlen"], aw["awsize"], aw["awburst"], aw_user,
+                                  "write")
         with m.FSM(name="write"):
             with m.State("IDLE"):
                 m.d.comb += mem.awready.eq(1)
@@ -100,6 +116,8 @@ class MemFrontend(wiring.Component):
                     m.d.sync += aw_user.eq(mem.awuser)
                     m.next = "CHECK"
             with m.State("CHECK"):
+                m.next = "FILTER"
+            with m.State("FILTER"):
                 with m.If(refused_w):
                     m.next = "DISCARD"
                 with m.Else():

@@ -12,9 +12,16 @@ def config_ok(regs):
             & (regs.sq_base[:6] == 0) & (regs.cq_base[:6] == 0))
 
 
-def slot_addr(base, seq, regs):
-    """Address of the slot of sequence number `seq` in the ring at `base`."""
-    index = (seq - 1)[:16] & ((1 << regs.log2_depth) - 1)
+def slot_index(seq, regs):
+    """Index in its ring of the slot of sequence number `seq`."""
+    return (seq - 1)[:16] & ((1 << regs.log2_depth) - 1)
+
+
+def slot_addr(base, seq, regs, index=None):
+    """Address of the slot of sequence number `seq` in the ring at `base` (`index`: its
+    `slot_index`, when registered already)."""
+    if index is None:
+        index = slot_index(seq, regs)
     return (base + (index << regs.log2_slot[:6]))[:64]
 
 

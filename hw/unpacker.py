@@ -55,23 +55,40 @@ class Unpacker(wiring.Component):
         # the elements a row has left after it
         left, rows_left = Signal(COLS_BITS), Signal(DIM_BITS)
         pair_count, pair_ends_row, left_after_pair = Signal(range(lanes + 1)), Signal(), Signal(COLS_BITS)
+        # the slot's elements and whether it ends its row, registered with `left` (for 1 GHz:
+        # the slot's span is then an add of registers), and their values for a row's start
+        # (all of `cols`) and for the rest of a row after a pair's second chunk
+        count, end_of_row = Signal(range(lanes + 1)), Signal()
+        row_count, row_ends = Signal(range(lanes + 1)), Signal()
+        after_pair_count, after_pair_ends = Signal(range(lanes + 1)), Signal()
+
+        # rows_left is 1, 2, or more than 1: registered with it
+        one_row, two_rows_left, rows_after = Signal(), Signal(), Signal()
+
+        def rows_flags(rows):
+            return [one_row.eq(rows == 1), two_rows_left.eq(rows == 2), rows_after.eq(rows > 1)]
+
+        def chunk_of(elems):
+            """A slot's elements when `elems` are left in its row, and whether it ends the row."""
+            return Mux(elems < lanes, elems, lanes), elems <= lanes
         active = Signal()
         m.d.comb += [self.busy.eq(active), self.row.eq(row), self.col.eq(col)]
 
         with m.If(self.start):
-            first_pair = Mux(self.cols < lanes, self.cols, lanes)
+            first_pair, first_ends = chunk_of(self.cols)
+            after = self.cols - first_pair
             m.d.sync += [active.eq(1), pos.eq(self.offset), cols.eq(self.cols),
                          beats.eq(self.beats), pair.eq(self.pair), row.eq(0), col.eq(0), taken.eq(0),
-                         held.eq(0), left.eq(self.cols), rows_left.eq(self.rows),
-                         pair_count.eq(first_pair), pair_ends_row.eq(self.cols <= lanes),
-                         left_after_pair.eq(self.cols - first_pair)]
+                         held.eq(0), left.eq(self.cols), rows_left.eq(self.rows), *rows_flags(self.rows),
+                         pair_count.eq(first_pair), pair_ends_row.eq(first_ends),
+                         left_after_pair.eq(after),
+                         count.eq(first_pair), end_of_row.eq(first_ends),
+                         row_count.eq(first_pair), row_ends.eq(first_ends),
+                         after_pair_count.eq(chunk_of(after)[0]), after_pair_ends.eq(chunk_of(after)[1])]
 
-        count = Signal(range(lanes + 1))
-        m.d.comb += count.eq(Mux(left < lanes, left, lanes))
-        end_of_row = left <= lanes
         # the pair: the next row's first chunk, at the boundaries isa/pe_array.py pairs
         paired = Signal()
-        m.d.comb += paired.eq(pair & end_of_row & (rows_left > 1) & (~pair_ends_row | ~row[0]))
+        m.d.comb += paired.eq(pair & end_of_row & rows_after & (~pair_ends_row | ~row[0]))
         need_first = pos + count                  # window elements the slot spans
         need = Signal(range(WINDOW_BEATS * lanes))
         m.d.comb += need.eq(need_first + Mux(paired, pair_count, 0))
@@ -85,7 +102,7 @@ class Unpacker(wiring.Component):
                      self.pair_valid.eq(self.valid & paired), self.pair_count.eq(pair_count),
                      self.pair_data.eq(second_data)]
         two_rows = paired & pair_ends_row         # the slot ends this row and the next
-        m.d.comb += self.last.eq(end_of_row & (rows_left == Mux(two_rows, 2, 1)))
+        m.d.comb += self.last.eq(end_of_row & Mux(two_rows, two_rows_left, one_row))
 
         lane_bits = (lanes - 1).bit_length()
         retire = Signal(range(WINDOW_BEATS))      # beats the slot finishes
@@ -93,11 +110,17 @@ class Unpacker(wiring.Component):
             m.d.comb += retire.eq(need >> lane_bits)
             m.d.sync += pos.eq(need[:lane_bits])
             with m.If(end_of_row):
-                m.d.sync += [row.eq(row + 1 + two_rows), rows_left.eq(rows_left - 1 - two_rows),
-                             col.eq(Mux(paired & ~pair_ends_row, pair_count, 0)),
-                             left.eq(Mux(paired & ~pair_ends_row, left_after_pair, cols))]
+                into_next = paired & ~pair_ends_row       # the next row is under way
+                rows_next = (rows_left - 1 - two_rows)[:DIM_BITS]
+                m.d.sync += [row.eq(row + 1 + two_rows), rows_left.eq(rows_next), *rows_flags(rows_next),
+                             col.eq(Mux(into_next, pair_count, 0)),
+                             left.eq(Mux(into_next, left_after_pair, cols)),
+                             count.eq(Mux(into_next, after_pair_count, row_count)),
+                             end_of_row.eq(Mux(into_next, after_pair_ends, row_ends))]
             with m.Else():
-                m.d.sync += [col.eq(col + count), left.eq(left - count)]
+                rest = left - count
+                m.d.sync += [col.eq(col + count), left.eq(rest),
+                             count.eq(chunk_of(rest)[0]), end_of_row.eq(chunk_of(rest)[1])]
 
         # refill: keep the window full while the run has beats left
         kept = held - retire

@@ -852,7 +852,7 @@ module ndp_device(mem__awaddr, mem__awlen, mem__awsize, mem__awburst, mem__awloc
     .pop(pop),
     .pop_ready(pop_ready),
     .pop_valid(pop_valid),
-    .\port$13878$0 (\$3 ),
+    .\port$13847$0 (\$3 ),
     .queues__0(queues__0),
     .queues__1(queues__1),
     .queues__2(queues__2),
@@ -1062,7 +1062,7 @@ module ndp_device(mem__awaddr, mem__awlen, mem__awsize, mem__awburst, mem__awloc
     .io__wready(io__wready),
     .io__wstrb(io__wstrb),
     .io__wvalid(io__wvalid),
-    .\port$13878$0 (\$3 ),
+    .\port$13847$0 (\$3 ),
     .queues__0(queues__0),
     .queues__1(queues__1),
     .queues__2(queues__2),
@@ -1611,29 +1611,29 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
   reg \$auto$verilog_backend.cc:2355:dump_module$66  = 0;
   wire [32:0] \$1 ;
   wire \$10 ;
-  wire [2:0] \$100 ;
-  wire [2:0] \$101 ;
+  wire \$100 ;
+  wire \$101 ;
   wire \$102 ;
   wire \$103 ;
   wire \$104 ;
-  wire \$105 ;
-  wire \$106 ;
-  wire \$107 ;
-  wire \$108 ;
-  wire [6:0] \$109 ;
+  wire [64:0] \$105 ;
+  wire [15:0] \$106 ;
+  wire [16:0] \$107 ;
+  wire [16:0] \$108 ;
+  wire [64:0] \$109 ;
   wire \$11 ;
-  wire \$110 ;
-  wire [6:0] \$111 ;
-  wire \$112 ;
-  wire [6:0] \$113 ;
-  wire \$114 ;
-  wire [6:0] \$115 ;
-  wire \$116 ;
-  wire \$117 ;
-  wire \$118 ;
-  wire \$119 ;
+  wire [15:0] \$110 ;
+  wire [16:0] \$111 ;
+  wire [16:0] \$112 ;
+  wire [64:0] \$113 ;
+  wire [15:0] \$114 ;
+  wire [16:0] \$115 ;
+  wire [16:0] \$116 ;
+  wire [64:0] \$117 ;
+  wire [15:0] \$118 ;
+  wire [16:0] \$119 ;
   wire \$12 ;
-  wire \$120 ;
+  wire [16:0] \$120 ;
   wire \$121 ;
   wire \$122 ;
   wire \$123 ;
@@ -1671,7 +1671,8 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
   reg [1:0] \$152 ;
   reg [2:0] \$153 ;
   reg [63:0] \$154 ;
-  reg [333:0] \$155 ;
+  reg [15:0] \$155 ;
+  reg [333:0] \$156 ;
   wire \$16 ;
   wire \$17 ;
   wire [32:0] \$18 ;
@@ -1681,18 +1682,18 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
   wire [8:0] \$21 ;
   wire \$22 ;
   wire \$23 ;
+  wire [3:0] \$235 ;
+  wire \$237 ;
   wire \$24 ;
+  wire [2:0] \$241 ;
+  wire \$243 ;
+  wire [2:0] \$247 ;
+  wire \$249 ;
   wire \$25 ;
-  wire [3:0] \$250 ;
-  wire \$252 ;
-  wire [2:0] \$256 ;
-  wire \$258 ;
+  wire [2:0] \$253 ;
+  wire \$255 ;
   wire \$26 ;
-  wire [2:0] \$262 ;
-  wire \$264 ;
-  wire [2:0] \$268 ;
   wire \$27 ;
-  wire \$270 ;
   wire \$28 ;
   wire \$29 ;
   wire \$3 ;
@@ -1738,40 +1739,40 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
   wire \$66 ;
   wire \$67 ;
   wire \$68 ;
-  wire [64:0] \$69 ;
+  wire [78:0] \$69 ;
   wire \$7 ;
-  wire [15:0] \$70 ;
-  wire [16:0] \$71 ;
-  wire [16:0] \$72 ;
-  wire [79:0] \$73 ;
-  wire [80:0] \$74 ;
-  wire [64:0] \$75 ;
-  wire [15:0] \$76 ;
-  wire [16:0] \$77 ;
-  wire [16:0] \$78 ;
-  wire [79:0] \$79 ;
+  wire [79:0] \$70 ;
+  wire [78:0] \$71 ;
+  wire [79:0] \$72 ;
+  wire [78:0] \$73 ;
+  wire [79:0] \$74 ;
+  wire [78:0] \$75 ;
+  wire [79:0] \$76 ;
+  wire \$77 ;
+  wire [3:0] \$78 ;
+  wire [3:0] \$79 ;
   wire \$8 ;
-  wire [80:0] \$80 ;
-  wire [64:0] \$81 ;
-  wire [15:0] \$82 ;
-  wire [16:0] \$83 ;
-  wire [16:0] \$84 ;
-  wire [79:0] \$85 ;
-  wire [80:0] \$86 ;
-  wire [64:0] \$87 ;
-  wire [15:0] \$88 ;
-  wire [16:0] \$89 ;
+  wire [2:0] \$80 ;
+  wire [2:0] \$81 ;
+  wire [2:0] \$82 ;
+  wire [2:0] \$83 ;
+  wire [2:0] \$84 ;
+  wire [2:0] \$85 ;
+  wire \$86 ;
+  wire \$87 ;
+  wire \$88 ;
+  wire \$89 ;
   wire \$9 ;
-  wire [16:0] \$90 ;
-  wire [79:0] \$91 ;
-  wire [80:0] \$92 ;
-  wire \$93 ;
-  wire [3:0] \$94 ;
-  wire [3:0] \$95 ;
-  wire [2:0] \$96 ;
-  wire [2:0] \$97 ;
-  wire [2:0] \$98 ;
-  wire [2:0] \$99 ;
+  wire \$90 ;
+  wire \$91 ;
+  wire \$92 ;
+  wire [6:0] \$93 ;
+  wire \$94 ;
+  wire [6:0] \$95 ;
+  wire \$96 ;
+  wire [6:0] \$97 ;
+  wire \$98 ;
+  wire [6:0] \$99 ;
   reg [1:0] \$signal  = 2'h0;
   wire [31:0] ahead0;
   wire [31:0] ahead1;
@@ -1899,6 +1900,7 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
   wire reset__3;
   input rst;
   wire rst;
+  reg [15:0] sel_index = 16'h0000;
   reg [63:0] sel_seq = 64'h0000000000000000;
   assign \$1  = next_seq0[31:0] - 1'h1;
   assign \$2  = $signed({ 1'h0, queues__0[321:290] }) - $signed(\$1 );
@@ -1968,58 +1970,58 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
   assign \$66  = \$64  & \$65 ;
   assign \$67  = ! backoff3;
   assign \$68  = \$66  & \$67 ;
-  assign \$69  = sel_seq - 1'h1;
-  assign \$70  = 1'h1 << queues__0[259:256];
-  assign \$71  = \$70  - 1'h1;
-  assign \$72  = { 1'h0, \$69 [15:0] } & \$71 ;
-  assign \$73  = $signed(\$72 ) << queues__0[265:260];
-  assign \$74  = $signed({ 1'h0, queues__0[63:0] }) + $signed(\$73 );
-  assign \$75  = sel_seq - 1'h1;
-  assign \$76  = 1'h1 << queues__1[259:256];
-  assign \$77  = \$76  - 1'h1;
-  assign \$78  = { 1'h0, \$75 [15:0] } & \$77 ;
-  assign \$79  = $signed(\$78 ) << queues__1[265:260];
-  assign \$80  = $signed({ 1'h0, queues__1[63:0] }) + $signed(\$79 );
-  assign \$81  = sel_seq - 1'h1;
-  assign \$82  = 1'h1 << queues__2[259:256];
-  assign \$83  = \$82  - 1'h1;
-  assign \$84  = { 1'h0, \$81 [15:0] } & \$83 ;
-  assign \$85  = $signed(\$84 ) << queues__2[265:260];
-  assign \$86  = $signed({ 1'h0, queues__2[63:0] }) + $signed(\$85 );
-  assign \$87  = sel_seq - 1'h1;
-  assign \$88  = 1'h1 << queues__3[259:256];
-  assign \$89  = \$88  - 1'h1;
-  assign \$90  = { 1'h0, \$87 [15:0] } & \$89 ;
-  assign \$91  = $signed(\$90 ) << queues__3[265:260];
-  assign \$92  = $signed({ 1'h0, queues__3[63:0] }) + $signed(\$91 );
-  assign \$93  = | eligible;
-  assign \$94  = last + 3'h4;
-  assign \$250  = \$94  % 3'h4;
-  assign \$96  = last + 2'h3;
-  assign \$256  = \$96  % 3'h4;
-  assign \$98  = last + 2'h2;
-  assign \$262  = \$98  % 3'h4;
-  assign \$100  = last + 1'h1;
-  assign \$268  = \$100  % 3'h4;
-  assign \$102  = ~ dropped;
-  assign \$103  = ! fsm_state;
-  assign \$104  = fsm_state == 1'h1;
-  assign \$105  = fsm_state == 2'h2;
-  assign \$106  = fsm_state == 2'h3;
-  assign \$107  = fsm_state == 3'h4;
-  assign \$108  = | backoff0;
-  assign \$109  = backoff0 - 1'h1;
-  assign \$110  = | backoff1;
-  assign \$111  = backoff1 - 1'h1;
-  assign \$112  = | backoff2;
-  assign \$113  = backoff2 - 1'h1;
-  assign \$114  = | backoff3;
-  assign \$115  = backoff3 - 1'h1;
-  assign \$116  = | eligible;
-  assign \$117  = eligible >> cand4;
-  assign \$118  = eligible >> cand3;
-  assign \$119  = eligible >> cand2;
-  assign \$120  = eligible >> cand1;
+  assign \$69  = sel_index << queues__0[265:260];
+  assign \$70  = queues__0[63:0] + \$69 ;
+  assign \$71  = sel_index << queues__1[265:260];
+  assign \$72  = queues__1[63:0] + \$71 ;
+  assign \$73  = sel_index << queues__2[265:260];
+  assign \$74  = queues__2[63:0] + \$73 ;
+  assign \$75  = sel_index << queues__3[265:260];
+  assign \$76  = queues__3[63:0] + \$75 ;
+  assign \$77  = | eligible;
+  assign \$78  = last + 3'h4;
+  assign \$235  = \$78  % 3'h4;
+  assign \$80  = last + 2'h3;
+  assign \$241  = \$80  % 3'h4;
+  assign \$82  = last + 2'h2;
+  assign \$247  = \$82  % 3'h4;
+  assign \$84  = last + 1'h1;
+  assign \$253  = \$84  % 3'h4;
+  assign \$86  = ~ dropped;
+  assign \$87  = ! fsm_state;
+  assign \$88  = fsm_state == 1'h1;
+  assign \$89  = fsm_state == 2'h2;
+  assign \$90  = fsm_state == 2'h3;
+  assign \$91  = fsm_state == 3'h4;
+  assign \$92  = | backoff0;
+  assign \$93  = backoff0 - 1'h1;
+  assign \$94  = | backoff1;
+  assign \$95  = backoff1 - 1'h1;
+  assign \$96  = | backoff2;
+  assign \$97  = backoff2 - 1'h1;
+  assign \$98  = | backoff3;
+  assign \$99  = backoff3 - 1'h1;
+  assign \$100  = | eligible;
+  assign \$101  = eligible >> cand4;
+  assign \$102  = eligible >> cand3;
+  assign \$103  = eligible >> cand2;
+  assign \$104  = eligible >> cand1;
+  assign \$105  = next_seq0 - 1'h1;
+  assign \$106  = 1'h1 << queues__0[259:256];
+  assign \$107  = \$106  - 1'h1;
+  assign \$108  = { 1'h0, \$105 [15:0] } & \$107 ;
+  assign \$109  = next_seq1 - 1'h1;
+  assign \$110  = 1'h1 << queues__1[259:256];
+  assign \$111  = \$110  - 1'h1;
+  assign \$112  = { 1'h0, \$109 [15:0] } & \$111 ;
+  assign \$113  = next_seq2 - 1'h1;
+  assign \$114  = 1'h1 << queues__2[259:256];
+  assign \$115  = \$114  - 1'h1;
+  assign \$116  = { 1'h0, \$113 [15:0] } & \$115 ;
+  assign \$117  = next_seq3 - 1'h1;
+  assign \$118  = 1'h1 << queues__3[259:256];
+  assign \$119  = \$118  - 1'h1;
+  assign \$120  = { 1'h0, \$117 [15:0] } & \$119 ;
   assign \$121  = bus__rdata[319:256] == sel_seq;
   assign \$122  = ! bus__rresp;
   assign \$123  = \$121  & \$122 ;
@@ -2068,19 +2070,21 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
   always @(posedge clk)
     sel_seq <= \$154 ;
   always @(posedge clk)
-    push <= \$155 ;
+    sel_index <= \$155 ;
+  always @(posedge clk)
+    push <= \$156 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     (* full_case = 32'd1 *)
     casez (\$signal )
       2'h0:
-          bus__araddr = \$74 [63:0];
+          bus__araddr = \$70 [63:0];
       2'h1:
-          bus__araddr = \$80 [63:0];
+          bus__araddr = \$72 [63:0];
       2'h2:
-          bus__araddr = \$86 [63:0];
+          bus__araddr = \$74 [63:0];
       2'h3:
-          bus__araddr = \$92 [63:0];
+          bus__araddr = \$76 [63:0];
     endcase
   end
   always @* begin
@@ -2088,8 +2092,8 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
     cand4 = 2'h0;
     casez (fsm_state)
       3'h0:
-          if (\$93 ) begin
-            cand4 = \$95 [1:0];
+          if (\$77 ) begin
+            cand4 = \$79 [1:0];
           end
     endcase
   end
@@ -2098,8 +2102,8 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
     cand3 = 2'h0;
     casez (fsm_state)
       3'h0:
-          if (\$93 ) begin
-            cand3 = \$97 [1:0];
+          if (\$77 ) begin
+            cand3 = \$81 [1:0];
           end
     endcase
   end
@@ -2108,8 +2112,8 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
     cand2 = 2'h0;
     casez (fsm_state)
       3'h0:
-          if (\$93 ) begin
-            cand2 = \$99 [1:0];
+          if (\$77 ) begin
+            cand2 = \$83 [1:0];
           end
     endcase
   end
@@ -2118,8 +2122,8 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
     cand1 = 2'h0;
     casez (fsm_state)
       3'h0:
-          if (\$93 ) begin
-            cand1 = \$101 [1:0];
+          if (\$77 ) begin
+            cand1 = \$85 [1:0];
           end
     endcase
   end
@@ -2162,14 +2166,14 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
       3'h3:
           /* empty */;
       3'h4:
-          push_valid = \$102 ;
+          push_valid = \$86 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     \$142  = backoff0;
-    if (\$108 ) begin
-      \$142  = \$109 [5:0];
+    if (\$92 ) begin
+      \$142  = \$93 [5:0];
     end
     if (reset__0) begin
       \$142  = 6'h00;
@@ -2200,8 +2204,8 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     \$143  = backoff1;
-    if (\$110 ) begin
-      \$143  = \$111 [5:0];
+    if (\$94 ) begin
+      \$143  = \$95 [5:0];
     end
     if (reset__1) begin
       \$143  = 6'h00;
@@ -2234,8 +2238,8 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     \$144  = backoff2;
-    if (\$112 ) begin
-      \$144  = \$113 [5:0];
+    if (\$96 ) begin
+      \$144  = \$97 [5:0];
     end
     if (reset__2) begin
       \$144  = 6'h00;
@@ -2270,8 +2274,8 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     \$145  = backoff3;
-    if (\$114 ) begin
-      \$145  = \$115 [5:0];
+    if (\$98 ) begin
+      \$145  = \$99 [5:0];
     end
     if (reset__3) begin
       \$145  = 6'h00;
@@ -2330,7 +2334,7 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
     endcase
     casez (fsm_state)
       3'h0:
-          if (\$116 ) begin
+          if (\$100 ) begin
             \$146  = 1'h0;
           end
     endcase
@@ -2476,17 +2480,17 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
     \$151  = \$signal ;
     casez (fsm_state)
       3'h0:
-          if (\$116 ) begin
-            if (\$117 ) begin
+          if (\$100 ) begin
+            if (\$101 ) begin
               \$151  = cand4;
             end
-            if (\$118 ) begin
+            if (\$102 ) begin
               \$151  = cand3;
             end
-            if (\$119 ) begin
+            if (\$103 ) begin
               \$151  = cand2;
             end
-            if (\$120 ) begin
+            if (\$104 ) begin
               \$151  = cand1;
             end
           end
@@ -2500,17 +2504,17 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
     \$152  = last;
     casez (fsm_state)
       3'h0:
-          if (\$116 ) begin
-            if (\$117 ) begin
+          if (\$100 ) begin
+            if (\$101 ) begin
               \$152  = cand4;
             end
-            if (\$118 ) begin
+            if (\$102 ) begin
               \$152  = cand3;
             end
-            if (\$119 ) begin
+            if (\$103 ) begin
               \$152  = cand2;
             end
-            if (\$120 ) begin
+            if (\$104 ) begin
               \$152  = cand1;
             end
           end
@@ -2524,7 +2528,7 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
     \$153  = fsm_state;
     casez (fsm_state)
       3'h0:
-          if (\$116 ) begin
+          if (\$100 ) begin
             \$153  = 3'h1;
           end
       3'h1:
@@ -2578,7 +2582,30 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$155  = push;
+    \$155  = sel_index;
+    casez (fsm_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          (* full_case = 32'd1 *)
+          casez (\$signal )
+            2'h0:
+                \$155  = \$108 [15:0];
+            2'h1:
+                \$155  = \$112 [15:0];
+            2'h2:
+                \$155  = \$116 [15:0];
+            2'h3:
+                \$155  = \$120 [15:0];
+          endcase
+    endcase
+    if (rst) begin
+      \$155  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
+    \$156  = push;
     casez (fsm_state)
       3'h0:
           /* empty */;
@@ -2589,15 +2616,15 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
       3'h3:
           if (bus__rvalid) begin
             if (\$125 ) begin
-              \$155 [203:0] = bus__rdata[203:0];
-              \$155 [205:204] = \$signal ;
-              \$155 [269:206] = sel_seq;
-              \$155 [333:270] = cycle;
+              \$156 [203:0] = bus__rdata[203:0];
+              \$156 [205:204] = \$signal ;
+              \$156 [269:206] = sel_seq;
+              \$156 [333:270] = cycle;
             end
           end
     endcase
     if (rst) begin
-      \$155  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$156  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   assign ahead0 = \$2 [31:0];
@@ -2672,18 +2699,18 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
   assign eligible[2] = \$51 ;
   assign eligible[1] = \$34 ;
   assign eligible[0] = \$17 ;
-  assign \$252  = 1'h1;
-  assign \$95  = \$250 ;
-  assign \$258  = 1'h1;
-  assign \$97  = \$256 ;
-  assign \$264  = 1'h1;
-  assign \$99  = \$262 ;
-  assign \$270  = 1'h1;
-  assign \$101  = \$268 ;
+  assign \$237  = 1'h1;
+  assign \$79  = \$235 ;
+  assign \$243  = 1'h1;
+  assign \$81  = \$241 ;
+  assign \$249  = 1'h1;
+  assign \$83  = \$247 ;
+  assign \$255  = 1'h1;
+  assign \$85  = \$253 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, bus__rlast, clk, rst, pop, bus__arlen, bus__arvalid, bus__awlen, bus__wdata, bus__wstrb, reported, bus__wvalid, bus__wlast, bus__bready, done_status, irq, \port$13878$0 , cycle
+module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, bus__rlast, clk, rst, pop, bus__arlen, bus__arvalid, bus__awlen, bus__wdata, bus__wstrb, reported, bus__wvalid, bus__wlast, bus__bready, done_status, irq, \port$13847$0 , cycle
 , queues__0, queues__1, queues__2, queues__3, pop_valid, pop_ready, bus__araddr, bus__awvalid, bus__awaddr, bus__arready, bus__rvalid, bus__awready, bus__wready, bus__bvalid, bus__bid);
   reg \$auto$verilog_backend.cc:2355:dump_module$67  = 0;
   wire \$1 ;
@@ -2927,25 +2954,25 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$1212 ;
   wire \$1213 ;
   wire [2:0] \$1214 ;
-  wire [64:0] \$1215 ;
-  wire [15:0] \$1216 ;
-  wire [16:0] \$1217 ;
-  wire [16:0] \$1218 ;
-  wire [79:0] \$1219 ;
+  wire \$1215 ;
+  wire \$1216 ;
+  wire \$1217 ;
+  wire [19:0] \$1218 ;
+  wire [19:0] \$1219 ;
   wire \$122 ;
-  wire [80:0] \$1220 ;
-  wire [64:0] \$1221 ;
-  wire [15:0] \$1222 ;
-  wire [16:0] \$1223 ;
-  wire [16:0] \$1224 ;
-  wire [79:0] \$1225 ;
-  wire [80:0] \$1226 ;
+  wire \$1220 ;
+  wire \$1221 ;
+  wire \$1222 ;
+  wire \$1223 ;
+  wire \$1224 ;
+  wire \$1225 ;
+  wire \$1226 ;
   wire \$1227 ;
   wire \$1228 ;
   wire \$1229 ;
   wire \$123 ;
-  wire [19:0] \$1230 ;
-  wire [19:0] \$1231 ;
+  wire \$1230 ;
+  wire \$1231 ;
   wire \$1232 ;
   wire \$1233 ;
   wire \$1234 ;
@@ -2959,9 +2986,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$1241 ;
   wire \$1242 ;
   wire \$1243 ;
-  wire \$1244 ;
-  wire \$1245 ;
-  wire \$1246 ;
+  wire [22:0] \$1244 ;
+  wire [25:0] \$1245 ;
+  wire [48:0] \$1246 ;
   wire \$1247 ;
   wire \$1248 ;
   wire \$1249 ;
@@ -2969,78 +2996,66 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$1250 ;
   wire \$1251 ;
   wire \$1252 ;
-  wire \$1253 ;
+  wire [2:0] \$1253 ;
   wire \$1254 ;
   wire \$1255 ;
-  wire [22:0] \$1256 ;
-  wire [25:0] \$1257 ;
-  wire [48:0] \$1258 ;
+  wire \$1256 ;
+  wire \$1257 ;
+  wire [2:0] \$1258 ;
   wire \$1259 ;
   wire \$126 ;
   wire \$1260 ;
-  wire \$1261 ;
+  wire [2:0] \$1261 ;
   wire \$1262 ;
   wire \$1263 ;
   wire \$1264 ;
-  wire [2:0] \$1265 ;
-  wire \$1266 ;
-  wire \$1267 ;
-  wire \$1268 ;
+  wire \$1265 ;
+  wire [22:0] \$1266 ;
+  wire [25:0] \$1267 ;
+  wire [48:0] \$1268 ;
   wire \$1269 ;
   wire \$127 ;
-  wire [2:0] \$1270 ;
-  wire \$1271 ;
-  wire \$1272 ;
-  wire [2:0] \$1273 ;
+  wire [20:0] \$1270 ;
+  wire [22:0] \$1271 ;
+  wire [44:0] \$1272 ;
+  wire [20:0] \$1273 ;
   wire \$1274 ;
   wire \$1275 ;
-  wire \$1276 ;
-  wire \$1277 ;
-  wire [22:0] \$1278 ;
-  wire [25:0] \$1279 ;
+  reg \$1276 ;
+  reg [31:0] \$1277 ;
+  reg [31:0] \$1278 ;
+  reg [31:0] \$1279 ;
   wire \$128 ;
-  wire [48:0] \$1280 ;
-  wire \$1281 ;
-  wire [20:0] \$1282 ;
-  wire [22:0] \$1283 ;
-  wire [44:0] \$1284 ;
-  wire [20:0] \$1285 ;
-  wire \$1286 ;
-  wire \$1287 ;
-  reg \$1288 ;
-  reg [31:0] \$1289 ;
+  reg [31:0] \$1280 ;
+  reg [31:0] \$1281 ;
+  reg [31:0] \$1282 ;
+  reg [31:0] \$1283 ;
+  reg [31:0] \$1284 ;
+  reg [1:0] \$1285 ;
+  reg \$1286 ;
+  reg [1428:0] \$1287 ;
+  reg [4:0] \$1288 ;
+  reg [7:0] \$1289 ;
   wire \$129 ;
-  reg [31:0] \$1290 ;
-  reg [31:0] \$1291 ;
-  reg [31:0] \$1292 ;
-  reg [31:0] \$1293 ;
-  reg [31:0] \$1294 ;
-  reg [31:0] \$1295 ;
-  reg [31:0] \$1296 ;
-  reg [1:0] \$1297 ;
+  reg [63:0] \$1290 ;
+  reg [63:0] \$1291 ;
+  reg [19:0] \$1292 ;
+  reg [43:0] \$1293 ;
+  reg [47:0] \$1294 ;
+  reg [1:0] \$1295 ;
+  reg [19:0] \$1296 ;
+  reg [2:0] \$1297 ;
   reg \$1298 ;
-  reg [1300:0] \$1299 ;
+  reg [1:0] \$1299 ;
   wire \$13 ;
   wire \$130 ;
-  reg [4:0] \$1300 ;
-  reg [7:0] \$1301 ;
-  reg [63:0] \$1302 ;
-  reg [63:0] \$1303 ;
-  reg [19:0] \$1304 ;
-  reg [43:0] \$1305 ;
-  reg [47:0] \$1306 ;
-  reg [1:0] \$1307 ;
-  reg [19:0] \$1308 ;
-  reg [2:0] \$1309 ;
+  reg \$1300 ;
+  reg [1:0] \$1301 ;
+  wire [33:0] \$1302 ;
   wire \$131 ;
-  reg \$1310 ;
-  reg [1:0] \$1311 ;
-  reg \$1312 ;
-  reg [1:0] \$1313 ;
-  wire [33:0] \$1314 ;
+  wire [9:0] \$1319 ;
   wire \$132 ;
   wire \$133 ;
-  wire [9:0] \$1331 ;
   wire \$134 ;
   wire \$135 ;
   wire [4:0] \$136 ;
@@ -4002,33 +4017,33 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$998 ;
   wire \$999 ;
   wire \$signal ;
-  reg \$signal$841  = 1'h0;
-  reg [2:0] \$signal$846  = 3'h0;
-  reg [63:0] \$signal$847  = 64'h0000000000000000;
-  reg [19:0] \$signal$848  = 20'h00000;
-  reg [63:0] \$signal$865  = 64'h0000000000000000;
-  reg [43:0] \$signal$878  = 44'h00000000000;
-  reg [47:0] \$signal$901  = 48'h000000000000;
-  reg [19:0] \$signal$909  = 20'h00000;
-  reg [1:0] \$signal$920  = 2'h0;
+  reg \$signal$840  = 1'h0;
+  reg [2:0] \$signal$845  = 3'h0;
+  reg [63:0] \$signal$846  = 64'h0000000000000000;
+  reg [19:0] \$signal$847  = 20'h00000;
+  reg [63:0] \$signal$864  = 64'h0000000000000000;
+  reg [43:0] \$signal$877  = 44'h00000000000;
+  reg [47:0] \$signal$900  = 48'h000000000000;
+  reg [19:0] \$signal$908  = 20'h00000;
+  reg [1:0] \$signal$919  = 2'h0;
   wire [6:0] acc_addr;
   wire [6:0] acc_addr0;
   wire [6:0] acc_addr1;
-  wire [6:0] \acc_addr1$185 ;
+  wire [6:0] \acc_addr1$184 ;
   (* init = 1'h0 *)
   wire acc_bank;
   reg [1023:0] acc_data;
   reg [1:0] acc_row;
   reg acc_we;
-  wire \acc_we$926 ;
+  wire \acc_we$925 ;
   reg [6:0] acc_word;
   wire [5:0] active;
   wire [5:0] active0;
   wire [5:0] active1;
-  wire [5:0] \active1$187 ;
+  wire [5:0] \active1$186 ;
   wire [63:0] addr;
-  wire [63:0] \addr$127 ;
-  reg [63:0] \addr$255 ;
+  wire [63:0] \addr$126 ;
+  reg [63:0] \addr$254 ;
   reg [31:0] anchor_l0 = 32'd0;
   reg [31:0] anchor_l1 = 32'd0;
   reg [31:0] anchor_l2 = 32'd0;
@@ -4040,10 +4055,10 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   reg [31:0] anchor_m3 = 32'd0;
   reg [1:0] anchor_row = 2'h0;
   reg bank = 1'h0;
-  reg \bank$916 ;
+  reg \bank$915 ;
   reg [43:0] beats;
-  reg [31:0] \beats$874 ;
-  reg [43:0] \beats$882 ;
+  reg [31:0] \beats$873 ;
+  reg [43:0] \beats$881 ;
   wire [511:0] buf_data16;
   wire [1023:0] buf_data32;
   wire [1:0] buf_row;
@@ -4141,83 +4156,83 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire bus__wvalid;
   wire \bus__wvalid$45 ;
   wire busy;
-  wire \busy$843 ;
+  wire \busy$842 ;
   input clk;
   wire clk;
   wire [31:0] col;
-  wire [31:0] \col$199 ;
+  wire [31:0] \col$198 ;
   reg [31:0] cols;
   wire [19:0] cols_dim;
-  wire [19:0] \cols_dim$138 ;
+  wire [19:0] \cols_dim$137 ;
   reg complete;
   reg [63:0] copy_span_first;
   reg [63:0] copy_span_line;
   reg [43:0] copy_span_lines;
   reg [5:0] copy_span_offset;
   wire [5:0] count;
-  wire [5:0] \count$201 ;
+  wire [5:0] \count$200 ;
   input [63:0] cycle;
   wire [63:0] cycle;
-  wire [63:0] \cycle$956 ;
+  wire [63:0] \cycle$955 ;
   wire [511:0] data;
-  wire [511:0] \data$203 ;
+  wire [511:0] \data$202 ;
   reg [4:0] delay;
   wire [1:0] dest;
-  reg [1:0] \dest$906 ;
+  reg [1:0] \dest$905 ;
   reg dispatch;
   wire done;
-  wire \done$995 ;
+  wire \done$994 ;
   wire [1:0] done_queue;
-  wire [1:0] \done_queue$975 ;
+  wire [1:0] \done_queue$974 ;
   wire [31:0] done_seq;
-  wire [31:0] \done_seq$977 ;
+  wire [31:0] \done_seq$976 ;
   output [7:0] done_status;
   wire [7:0] done_status;
-  wire [7:0] \done_status$979 ;
+  wire [7:0] \done_status$978 ;
   wire done_store;
   wire done_valid;
-  wire \done_valid$973 ;
+  wire \done_valid$972 ;
   wire [4:0] drain;
   wire [14:0] dst_addr;
   wire [511:0] dst_data;
   wire dst_en;
   wire first;
-  reg [63:0] \first$918 ;
+  reg [63:0] \first$917 ;
   wire first0;
   wire first1;
-  wire \first1$191 ;
+  wire \first1$190 ;
   wire fold_bank;
-  wire \fold_bank$231 ;
+  wire \fold_bank$230 ;
   wire [19:0] fold_n_cols;
-  wire [19:0] \fold_n_cols$221 ;
+  wire [19:0] \fold_n_cols$220 ;
   wire [7:0] fold_n_words;
-  wire [7:0] \fold_n_words$223 ;
+  wire [7:0] \fold_n_words$222 ;
   wire [2:0] fold_pack_log2;
-  wire [2:0] \fold_pack_log2$229 ;
+  wire [2:0] \fold_pack_log2$228 ;
   wire fold_ready;
-  wire \fold_ready$215 ;
+  wire \fold_ready$214 ;
   wire [1:0] fold_row;
-  wire [1:0] \fold_row$217 ;
+  wire [1:0] \fold_row$216 ;
   wire [1:0] fold_sets;
-  wire [1:0] \fold_sets$225 ;
+  wire [1:0] \fold_sets$224 ;
   wire [1:0] fold_sets1;
-  wire [1:0] \fold_sets1$227 ;
+  wire [1:0] \fold_sets1$226 ;
   wire fold_valid;
-  wire \fold_valid$213 ;
+  wire \fold_valid$212 ;
   wire [6:0] fold_word;
-  wire [6:0] \fold_word$219 ;
+  wire [6:0] \fold_word$218 ;
   reg from_stream;
   reg [4:0] fsm_state = 5'h00;
   wire [19:0] full_groups;
-  wire [19:0] \full_groups$140 ;
+  wire [19:0] \full_groups$139 ;
   wire has_full;
   reg hold;
-  wire \hold$957 ;
+  wire \hold$956 ;
   wire idle;
   reg [511:0] in_data;
   reg [1:0] in_row;
   reg in_we;
-  wire \in_we$921 ;
+  wire \in_we$920 ;
   reg [6:0] in_word;
   reg [63:0] input_span_first;
   reg [63:0] input_span_line;
@@ -4225,41 +4240,41 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   reg [5:0] input_span_offset;
   output [3:0] irq;
   wire [3:0] irq;
-  wire [3:0] \irq$981 ;
+  wire [3:0] \irq$980 ;
   wire [3:0] irq_en;
   wire issued_all;
   wire [19:0] k_base;
   wire [19:0] k_base0;
   wire [19:0] k_base1;
-  wire [19:0] \k_base1$183 ;
+  wire [19:0] \k_base1$182 ;
   wire [31:0] l;
   wire lanes_ready;
   reg lanes_stage;
   wire last;
-  wire \last$195 ;
+  wire \last$194 ;
   reg [19:0] length;
   reg [511:0] line;
-  wire [511:0] \line$970 ;
+  wire [511:0] \line$969 ;
   wire [63:0] line_addr;
   wire line_start;
   wire [31:0] lines;
-  reg [31:0] \lines$257 ;
-  reg [31:0] \lines$919 ;
+  reg [31:0] \lines$256 ;
+  reg [31:0] \lines$918 ;
   reg load;
   wire [31:0] m;
   wire mac;
   wire mac0;
   wire mac1;
-  wire \mac1$181 ;
+  wire \mac1$180 ;
   wire [43:0] main_elems;
-  wire [43:0] \main_elems$144 ;
+  wire [43:0] \main_elems$143 ;
   reg [19:0] n;
   wire [19:0] n_cols;
   wire [19:0] n_words;
-  wire [19:0] \n_words$132 ;
-  reg [7:0] \n_words$910 ;
+  wire [19:0] \n_words$131 ;
+  reg [7:0] \n_words$909 ;
   reg [5:0] offset;
-  reg [4:0] \offset$871 ;
+  reg [4:0] \offset$870 ;
   wire [511:0] out__data;
   wire [511:0] \out__data$77 ;
   wire out__ready;
@@ -4269,19 +4284,19 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \out__valid$83 ;
   wire out_err;
   wire [2:0] pack_log2;
-  wire [2:0] \pack_log2$130 ;
-  reg [2:0] \pack_log2$915 ;
+  wire [2:0] \pack_log2$129 ;
+  reg [2:0] \pack_log2$914 ;
   reg pair;
   wire [5:0] pair_count;
-  wire [5:0] \pair_count$207 ;
+  wire [5:0] \pair_count$206 ;
   wire [511:0] pair_data;
-  wire [511:0] \pair_data$209 ;
+  wire [511:0] \pair_data$208 ;
   wire pair_valid;
-  wire \pair_valid$205 ;
+  wire \pair_valid$204 ;
   reg partial;
   wire pending;
   wire pipe_busy;
-  wire \pipe_busy$126 ;
+  wire \pipe_busy$125 ;
   input [333:0] pop;
   wire [333:0] pop;
   wire [333:0] \pop$97 ;
@@ -4331,8 +4346,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   input pop_valid;
   wire pop_valid;
   wire \pop_valid$93 ;
-  output [33:0] \port$13878$0 ;
-  wire [33:0] \port$13878$0 ;
+  output [33:0] \port$13847$0 ;
+  wire [33:0] \port$13847$0 ;
   reg [1:0] queue;
   input [321:0] queues__0;
   wire [321:0] queues__0;
@@ -4427,67 +4442,56 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [63:0] \queues__3.sq_base ;
   wire [31:0] \queues__3.tail ;
   wire quiet;
-  wire \quiet$960 ;
+  wire \quiet$959 ;
   wire [1023:0] rd_acc_data;
   reg [6:0] rd_addr;
-  wire [6:0] \rd_addr$943 ;
+  wire [6:0] \rd_addr$942 ;
   wire [511:0] rd_in_data;
-  wire [511:0] \rd_in_data$241 ;
+  wire [511:0] \rd_in_data$240 ;
   reg [1:0] rd_row;
-  wire [1:0] \rd_row$942 ;
+  wire [1:0] \rd_row$941 ;
   reg read_error;
-  reg \read_error$951  = 1'h0;
+  reg \read_error$950  = 1'h0;
   wire ready;
-  reg [321:0] regs;
-  wire [63:0] \regs.cq_base ;
-  wire [63:0] \regs.data_base ;
-  wire [63:0] \regs.data_limit ;
-  wire \regs.enable ;
-  wire \regs.irq_en ;
-  wire [3:0] \regs.log2_depth ;
-  wire [7:0] \regs.log2_slot ;
-  wire [19:0] \regs.pasid ;
-  wire [63:0] \regs.sq_base ;
-  wire [31:0] \regs.tail ;
   reg report;
-  wire \report$982 ;
+  wire \report$981 ;
   wire report_store;
   output reported;
   wire reported;
-  wire \reported$964 ;
+  wire \reported$963 ;
   wire reported_error;
-  wire \reported_error$966 ;
+  wire \reported_error$965 ;
   reg rest;
   wire [4:0] rest_rows;
-  wire [4:0] \rest_rows$142 ;
+  wire [4:0] \rest_rows$141 ;
   reg restart;
   reg [63:0] result_first_0;
   reg [63:0] result_first_1;
   reg results;
   wire [19:0] row;
-  wire [19:0] \row$197 ;
-  reg [1:0] \row$932  = 2'h0;
+  wire [19:0] \row$196 ;
+  reg [1:0] \row$931  = 2'h0;
   reg [19:0] rows;
-  reg [2:0] \rows$907 ;
+  reg [2:0] \rows$906 ;
   reg [2:0] rows_now;
   input rst;
   wire rst;
   wire [63:0] run_addr;
-  wire [63:0] \run_addr$256 ;
+  wire [63:0] \run_addr$255 ;
   wire run_done;
   wire run_issued;
   wire [31:0] run_lines;
-  wire [31:0] \run_lines$258 ;
+  wire [31:0] \run_lines$257 ;
   wire [2:0] run_log2;
-  wire [2:0] \run_log2$136 ;
+  wire [2:0] \run_log2$135 ;
   wire [5:0] run_offset;
   wire run_side;
   wire run_start;
-  wire \run_start$252 ;
+  wire \run_start$251 ;
   reg [63:0] seq;
   wire [1:0] sets;
-  wire [1:0] \sets$134 ;
-  reg [1:0] \sets$911 ;
+  wire [1:0] \sets$133 ;
+  reg [1:0] \sets$910 ;
   reg [1:0] sets1;
   wire [1:0] sets_used__0;
   wire [1:0] sets_used__1;
@@ -4525,9 +4529,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   reg [63:0] slot;
   reg source;
   wire split;
-  wire \split$124 ;
-  wire \split$128 ;
-  wire \split$155 ;
+  wire \split$123 ;
+  wire \split$127 ;
+  wire \split$154 ;
   wire [511:0] src__data;
   wire [511:0] \src__data$76 ;
   wire src__ready;
@@ -4539,124 +4543,127 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [1023:0] src_data;
   reg stage = 1'h0;
   wire start;
-  reg \start$253 ;
-  reg \start$259 ;
-  reg \start$870 ;
-  reg \start$891 ;
-  reg \start$902 ;
-  reg \start$938 ;
+  reg \start$252 ;
+  reg \start$258 ;
+  reg \start$869 ;
+  reg \start$890 ;
+  reg \start$901 ;
+  reg \start$937 ;
   reg [7:0] status;
-  reg [7:0] \status$949  = 8'h00;
+  reg [7:0] \status$948  = 8'h00;
   reg store;
   reg [63:0] strb;
   wire [511:0] sum_fp16;
-  wire [511:0] \sum_fp16$239 ;
+  wire [511:0] \sum_fp16$238 ;
   wire [1023:0] sum_fp32;
-  wire [1023:0] \sum_fp32$237 ;
+  wire [1023:0] \sum_fp32$236 ;
   wire sum_ready;
-  wire \sum_ready$235 ;
+  wire \sum_ready$234 ;
   wire sum_valid;
-  wire \sum_valid$233 ;
+  wire \sum_valid$232 ;
   wire t_first;
-  wire \t_first$165 ;
+  wire \t_first$164 ;
   wire [1:0] t_fold_adds;
-  wire [1:0] \t_fold_adds$152 ;
-  wire [1:0] \t_fold_adds$159 ;
+  wire [1:0] \t_fold_adds$151 ;
+  wire [1:0] \t_fold_adds$158 ;
   wire [2:0] t_level;
-  wire [2:0] \t_level$148 ;
-  wire [2:0] \t_level$157 ;
+  wire [2:0] \t_level$147 ;
+  wire [2:0] \t_level$156 ;
   wire [19:0] t_out;
-  wire [19:0] \t_out$161 ;
+  wire [19:0] \t_out$160 ;
   wire t_row_end;
-  wire \t_row_end$167 ;
+  wire \t_row_end$166 ;
   wire t_scalar;
-  wire \t_scalar$150 ;
-  wire \t_scalar$158 ;
+  wire \t_scalar$149 ;
+  wire \t_scalar$157 ;
   wire [1:0] t_set;
-  wire [1:0] \t_set$163 ;
+  wire [1:0] \t_set$162 ;
   reg take;
   reg [63:0] taken;
-  reg [1300:0] \task  = 1301'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  wire [1300:0] \task$991 ;
-  wire [966:0] \task$991.decoded ;
-  wire \task$991.decoded.is_compute ;
-  wire \task$991.decoded.is_load ;
-  wire \task$991.decoded.is_store ;
-  wire [39:0] \task$991.decoded.page_half ;
-  wire [3:0] \task$991.decoded.page_shift ;
-  wire \task$991.decoded.paged ;
-  wire [6:0] \task$991.decoded.pages ;
-  wire [63:0] \task$991.decoded.second_addr ;
-  wire [791:0] \task$991.decoded.stages ;
-  wire [395:0] \task$991.decoded.stages[0] ;
-  wire [19:0] \task$991.decoded.stages[0].cols_dim ;
-  wire [19:0] \task$991.decoded.stages[0].full_groups ;
-  wire [19:0] \task$991.decoded.stages[0].groups ;
-  wire [19:0] \task$991.decoded.stages[0].k ;
-  wire [43:0] \task$991.decoded.stages[0].last_elems ;
-  wire [43:0] \task$991.decoded.stages[0].main_elems ;
-  wire [19:0] \task$991.decoded.stages[0].main_pages ;
-  wire [19:0] \task$991.decoded.stages[0].main_rows ;
-  wire [19:0] \task$991.decoded.stages[0].n ;
-  wire [19:0] \task$991.decoded.stages[0].n_words ;
-  wire [2:0] \task$991.decoded.stages[0].pack_log2 ;
-  wire [43:0] \task$991.decoded.stages[0].rest_elems ;
-  wire [19:0] \task$991.decoded.stages[0].rest_page ;
-  wire [4:0] \task$991.decoded.stages[0].rest_rows ;
-  wire [19:0] \task$991.decoded.stages[0].rows_dim ;
-  wire [2:0] \task$991.decoded.stages[0].run_log2 ;
-  wire [1:0] \task$991.decoded.stages[0].sets ;
-  wire [1:0] \task$991.decoded.stages[0].t_fold_adds ;
-  wire [2:0] \task$991.decoded.stages[0].t_level ;
-  wire \task$991.decoded.stages[0].t_scalar ;
-  wire [43:0] \task$991.decoded.stages[0].tail_elems ;
-  wire \task$991.decoded.stages[0].trans ;
-  wire [395:0] \task$991.decoded.stages[1] ;
-  wire [19:0] \task$991.decoded.stages[1].cols_dim ;
-  wire [19:0] \task$991.decoded.stages[1].full_groups ;
-  wire [19:0] \task$991.decoded.stages[1].groups ;
-  wire [19:0] \task$991.decoded.stages[1].k ;
-  wire [43:0] \task$991.decoded.stages[1].last_elems ;
-  wire [43:0] \task$991.decoded.stages[1].main_elems ;
-  wire [19:0] \task$991.decoded.stages[1].main_pages ;
-  wire [19:0] \task$991.decoded.stages[1].main_rows ;
-  wire [19:0] \task$991.decoded.stages[1].n ;
-  wire [19:0] \task$991.decoded.stages[1].n_words ;
-  wire [2:0] \task$991.decoded.stages[1].pack_log2 ;
-  wire [43:0] \task$991.decoded.stages[1].rest_elems ;
-  wire [19:0] \task$991.decoded.stages[1].rest_page ;
-  wire [4:0] \task$991.decoded.stages[1].rest_rows ;
-  wire [19:0] \task$991.decoded.stages[1].rows_dim ;
-  wire [2:0] \task$991.decoded.stages[1].run_log2 ;
-  wire [1:0] \task$991.decoded.stages[1].sets ;
-  wire [1:0] \task$991.decoded.stages[1].t_fold_adds ;
-  wire [2:0] \task$991.decoded.stages[1].t_level ;
-  wire \task$991.decoded.stages[1].t_scalar ;
-  wire [43:0] \task$991.decoded.stages[1].tail_elems ;
-  wire \task$991.decoded.stages[1].trans ;
-  wire [47:0] \task$991.decoded.stats_offset ;
-  wire [7:0] \task$991.decoded.status ;
-  wire [333:0] \task$991.entry ;
-  wire [203:0] \task$991.entry.desc ;
-  wire [63:0] \task$991.entry.desc.dev_addr ;
-  wire [19:0] \task$991.entry.desc.dev_cols ;
-  wire [19:0] \task$991.entry.desc.dev_rows ;
-  wire [19:0] \task$991.entry.desc.dev_size ;
-  wire [3:0] \task$991.entry.desc.dtype ;
-  wire [9:0] \task$991.entry.desc.flags ;
-  wire [3:0] \task$991.entry.desc.flags.page_shift ;
-  wire \task$991.entry.desc.flags.paged ;
-  wire \task$991.entry.desc.flags.partial ;
-  wire [2:0] \task$991.entry.desc.flags.reserved ;
-  wire \task$991.entry.desc.flags.trans_w ;
-  wire [19:0] \task$991.entry.desc.in_cols ;
-  wire [19:0] \task$991.entry.desc.in_rows ;
-  wire [19:0] \task$991.entry.desc.in_size ;
-  wire [3:0] \task$991.entry.desc.op ;
-  wire [1:0] \task$991.entry.desc.type ;
-  wire [1:0] \task$991.entry.queue ;
-  wire [63:0] \task$991.entry.seq ;
-  wire [63:0] \task$991.entry.taken ;
+  reg [1428:0] \task  = 1429'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  wire [1428:0] \task$990 ;
+  wire [63:0] \task$990.cq_slot ;
+  wire [966:0] \task$990.decoded ;
+  wire \task$990.decoded.is_compute ;
+  wire \task$990.decoded.is_load ;
+  wire \task$990.decoded.is_store ;
+  wire [39:0] \task$990.decoded.page_half ;
+  wire [3:0] \task$990.decoded.page_shift ;
+  wire \task$990.decoded.paged ;
+  wire [6:0] \task$990.decoded.pages ;
+  wire [63:0] \task$990.decoded.second_addr ;
+  wire [791:0] \task$990.decoded.stages ;
+  wire [395:0] \task$990.decoded.stages[0] ;
+  wire [19:0] \task$990.decoded.stages[0].cols_dim ;
+  wire [19:0] \task$990.decoded.stages[0].full_groups ;
+  wire [19:0] \task$990.decoded.stages[0].groups ;
+  wire [19:0] \task$990.decoded.stages[0].k ;
+  wire [43:0] \task$990.decoded.stages[0].last_elems ;
+  wire [43:0] \task$990.decoded.stages[0].main_elems ;
+  wire [19:0] \task$990.decoded.stages[0].main_pages ;
+  wire [19:0] \task$990.decoded.stages[0].main_rows ;
+  wire [19:0] \task$990.decoded.stages[0].n ;
+  wire [19:0] \task$990.decoded.stages[0].n_words ;
+  wire [2:0] \task$990.decoded.stages[0].pack_log2 ;
+  wire [43:0] \task$990.decoded.stages[0].rest_elems ;
+  wire [19:0] \task$990.decoded.stages[0].rest_page ;
+  wire [4:0] \task$990.decoded.stages[0].rest_rows ;
+  wire [19:0] \task$990.decoded.stages[0].rows_dim ;
+  wire [2:0] \task$990.decoded.stages[0].run_log2 ;
+  wire [1:0] \task$990.decoded.stages[0].sets ;
+  wire [1:0] \task$990.decoded.stages[0].t_fold_adds ;
+  wire [2:0] \task$990.decoded.stages[0].t_level ;
+  wire \task$990.decoded.stages[0].t_scalar ;
+  wire [43:0] \task$990.decoded.stages[0].tail_elems ;
+  wire \task$990.decoded.stages[0].trans ;
+  wire [395:0] \task$990.decoded.stages[1] ;
+  wire [19:0] \task$990.decoded.stages[1].cols_dim ;
+  wire [19:0] \task$990.decoded.stages[1].full_groups ;
+  wire [19:0] \task$990.decoded.stages[1].groups ;
+  wire [19:0] \task$990.decoded.stages[1].k ;
+  wire [43:0] \task$990.decoded.stages[1].last_elems ;
+  wire [43:0] \task$990.decoded.stages[1].main_elems ;
+  wire [19:0] \task$990.decoded.stages[1].main_pages ;
+  wire [19:0] \task$990.decoded.stages[1].main_rows ;
+  wire [19:0] \task$990.decoded.stages[1].n ;
+  wire [19:0] \task$990.decoded.stages[1].n_words ;
+  wire [2:0] \task$990.decoded.stages[1].pack_log2 ;
+  wire [43:0] \task$990.decoded.stages[1].rest_elems ;
+  wire [19:0] \task$990.decoded.stages[1].rest_page ;
+  wire [4:0] \task$990.decoded.stages[1].rest_rows ;
+  wire [19:0] \task$990.decoded.stages[1].rows_dim ;
+  wire [2:0] \task$990.decoded.stages[1].run_log2 ;
+  wire [1:0] \task$990.decoded.stages[1].sets ;
+  wire [1:0] \task$990.decoded.stages[1].t_fold_adds ;
+  wire [2:0] \task$990.decoded.stages[1].t_level ;
+  wire \task$990.decoded.stages[1].t_scalar ;
+  wire [43:0] \task$990.decoded.stages[1].tail_elems ;
+  wire \task$990.decoded.stages[1].trans ;
+  wire [47:0] \task$990.decoded.stats_offset ;
+  wire [7:0] \task$990.decoded.status ;
+  wire [333:0] \task$990.entry ;
+  wire [203:0] \task$990.entry.desc ;
+  wire [63:0] \task$990.entry.desc.dev_addr ;
+  wire [19:0] \task$990.entry.desc.dev_cols ;
+  wire [19:0] \task$990.entry.desc.dev_rows ;
+  wire [19:0] \task$990.entry.desc.dev_size ;
+  wire [3:0] \task$990.entry.desc.dtype ;
+  wire [9:0] \task$990.entry.desc.flags ;
+  wire [3:0] \task$990.entry.desc.flags.page_shift ;
+  wire \task$990.entry.desc.flags.paged ;
+  wire \task$990.entry.desc.flags.partial ;
+  wire [2:0] \task$990.entry.desc.flags.reserved ;
+  wire \task$990.entry.desc.flags.trans_w ;
+  wire [19:0] \task$990.entry.desc.in_cols ;
+  wire [19:0] \task$990.entry.desc.in_rows ;
+  wire [19:0] \task$990.entry.desc.in_size ;
+  wire [3:0] \task$990.entry.desc.op ;
+  wire [1:0] \task$990.entry.desc.type ;
+  wire [1:0] \task$990.entry.queue ;
+  wire [63:0] \task$990.entry.seq ;
+  wire [63:0] \task$990.entry.taken ;
+  wire [63:0] \task$990.sq_slot ;
+  wire [63:0] \task.cq_slot ;
   wire [966:0] \task.decoded ;
   wire \task.decoded.is_compute ;
   wire \task.decoded.is_load ;
@@ -4736,34 +4743,35 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [1:0] \task.entry.queue ;
   wire [63:0] \task.entry.seq ;
   wire [63:0] \task.entry.taken ;
+  wire [63:0] \task.sq_slot ;
   wire task_valid;
   wire trans;
-  wire \trans$146 ;
-  wire \trans$156 ;
+  wire \trans$145 ;
+  wire \trans$155 ;
   wire [31:0] u_beats;
   wire [31:0] u_cols;
   wire [4:0] u_offset;
   wire u_pair;
   wire [19:0] u_rows;
   wire valid;
-  wire \valid$193 ;
+  wire \valid$192 ;
   wire [7:0] verdict_status;
   reg verdict_take;
   wire verdict_valid;
   reg [7:0] w_bytes;
-  wire [7:0] \w_bytes$249 ;
+  wire [7:0] \w_bytes$248 ;
   wire [511:0] w_data;
-  reg [1023:0] \w_data$246 ;
-  wire [1023:0] \w_data$247 ;
+  reg [1023:0] \w_data$245 ;
+  wire [1023:0] \w_data$246 ;
   wire [511:0] w_data0;
   wire [511:0] w_data1;
-  wire [511:0] \w_data1$189 ;
+  wire [511:0] \w_data1$188 ;
   reg w_last;
-  wire \w_last$251 ;
+  wire \w_last$250 ;
   wire w_ready;
-  wire \w_ready$245 ;
+  wire \w_ready$244 ;
   reg w_valid;
-  wire \w_valid$243 ;
+  wire \w_valid$242 ;
   wire waiting;
   wire waiting_results;
   reg [31:0] widened_0;
@@ -5343,7 +5351,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire widened_9_lzc_vll;
   wire [9:0] widened_9_sub;
   wire write_error;
-  wire \write_error$962 ;
+  wire \write_error$961 ;
   wire writer_free;
   wire written;
   assign \$1  = ~ pending;
@@ -5362,10 +5370,10 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \$12  = \task [10] & \$11 ;
   assign \$13  = ~ \$12 ;
   assign split = \$10  & \$13 ;
-  assign \$1331  = stage * 9'h18c;
-  assign sizes = \task [1300:509] >> \$1331 ;
+  assign \$1319  = stage * 9'h18c;
+  assign sizes = \task [1300:509] >> \$1319 ;
   assign \$14  = stage ? \task [408:345] : \task [83:20];
-  assign \addr$127  = \task [457] ? 64'h0000000000000000 : \$14 ;
+  assign \addr$126  = \task [457] ? 64'h0000000000000000 : \$14 ;
   assign \$15  = \task [10] ? \task [143:124] : \task [123:104];
   assign \$16  = \task [10] ? \task [123:104] : \task [143:124];
   assign n_cols = lanes_stage ? \$15  : \$16 ;
@@ -6460,23 +6468,23 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \$1073  = \task [5:2] == 2'h3;
   assign src_data = \$1073  ? rd_acc_data : { widened_31, widened_30, widened_29, widened_28, widened_27, widened_26, widened_25, widened_24, widened_23, widened_22, widened_21, widened_20, widened_19, widened_18, widened_17, widened_16, widened_15, widened_14, widened_13, widened_12, widened_11, widened_10, widened_9, widened_8, widened_7, widened_6, widened_5, widened_4, widened_3, widened_2, widened_1, widened_0 };
   assign \$1074  = ~ busy;
-  assign \$1075  = \$signal$841  & \$1074 ;
-  assign \$1076  = ~ \busy$843 ;
+  assign \$1075  = \$signal$840  & \$1074 ;
+  assign \$1076  = ~ \busy$842 ;
   assign \$1077  = ~ waiting;
   assign \$1078  = \$1076  & \$1077 ;
   assign \$1079  = \$1075  & \$1078 ;
   assign \$signal  = \$1079  & writer_free;
   assign \$1080  = anchor_row + 1'h1;
-  assign anchor_last = \$1080  >= \$signal$846 ;
-  assign \$1081  = \$signal$847  + 7'h40;
+  assign anchor_last = \$1080  >= \$signal$845 ;
+  assign \$1081  = \$signal$846  + 7'h40;
   assign \$1082  = \$1081  + \task [456:409];
-  assign \$1083  = \$signal$848  + anchor_row;
+  assign \$1083  = \$signal$847  + anchor_row;
   assign \$1085  = \$1082  + \$1084 ;
-  assign \$1088  = ~ \busy$843 ;
+  assign \$1088  = ~ \busy$842 ;
   assign \$1089  = ~ waiting;
   assign \$1090  = \$1088  & \$1089 ;
   assign \$1091  = \$1090  & writer_free;
-  assign \$1092  = \$signal$865  + 7'h40;
+  assign \$1092  = \$signal$864  + 7'h40;
   assign \$1093  = \task [342] ? { 1'h0, \task [83:20] } : \$1092 ;
   assign \$1094  = \$1093  + 1'h0;
   assign \$1097  = copy_span_first[5:0] + \$1096 ;
@@ -6485,16 +6493,16 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \$1102  = copy_span_offset + \$1101 ;
   assign \$1103  = \$1102  + 6'h20;
   assign \$1104  = \$1103  - 1'h1;
-  assign \$1106  = \$signal$847  + 7'h40;
+  assign \$1106  = \$signal$846  + 7'h40;
   assign \$1107  = \task [342] ? \$1106  : { 1'h0, \task [83:20] };
-  assign \$1108  = \$signal$847  + 7'h40;
+  assign \$1108  = \$signal$846  + 7'h40;
   assign \$1109  = \task [342] ? \$1108  : { 1'h0, \task [83:20] };
   assign \$1112  = ~ w_ready;
-  assign \$1113  = \task [183:164] - \$signal$848 ;
+  assign \$1113  = \task [183:164] - \$signal$847 ;
   assign \$1114  = $signed(\$1113 ) < $signed(4'h4);
-  assign \$1115  = \task [183:164] - \$signal$848 ;
+  assign \$1115  = \task [183:164] - \$signal$847 ;
   assign \$1116  = \$1114  ? \$1115  : 21'h000004;
-  assign \$1117  = \$signal$865  + 7'h40;
+  assign \$1117  = \$signal$864  + 7'h40;
   assign \$1119  = \$1117  + \$1118 ;
   assign \$1120  = rows_now * \task [203:184];
   assign \$1122  = input_span_first[5:0] + \$1121 ;
@@ -6506,7 +6514,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \$1129  = \$1128  - 1'h1;
   assign \$1131  = ready & lanes_ready;
   assign \$1132  = dest == 2'h2;
-  assign \$1133  = ~ \busy$843 ;
+  assign \$1133  = ~ \busy$842 ;
   assign \$1134  = ~ waiting;
   assign \$1135  = \$1133  & \$1134 ;
   assign \$1136  = ! dest;
@@ -6515,10 +6523,10 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \$1139  = ~ \$1138 ;
   assign \$1140  = \$1139  | writer_free;
   assign \$1141  = \$1135  & \$1140 ;
-  assign \$1142  = ~ \$signal$841 ;
+  assign \$1142  = ~ \$signal$840 ;
   assign \$1143  = \$1141  & \$1142 ;
-  assign \$1144  = \$signal$847  + 7'h40;
-  assign \$1145  = \$1144  + \$signal$901 ;
+  assign \$1144  = \$signal$846  + 7'h40;
+  assign \$1145  = \$1144  + \$signal$900 ;
   assign \$1146  = drain > 1'h1;
   assign \$1147  = drain - 1'h1;
   assign \$1148  = \$1146  ? \$1147  : 6'h00;
@@ -6528,8 +6536,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \$1153  = ! dest;
   assign \$1154  = dest == 1'h1;
   assign \$1155  = \$1153  | \$1154 ;
-  assign \$1156  = \$signal$909  << \$signal$920 ;
-  assign \$1157  = \$signal$846  * \$1156 ;
+  assign \$1156  = \$signal$908  << \$signal$919 ;
+  assign \$1157  = \$signal$845  * \$1156 ;
   assign \$1158  = result_first_0[5:0] + \$1157 ;
   assign \$1159  = \$1158  + 7'h40;
   assign \$1160  = \$1159  - 1'h1;
@@ -6539,25 +6547,25 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \$1165  = \$1163  ? \$1164  : \task [203:184];
   assign \$1166  = \task [5:2] == 2'h3;
   assign \$1167  = \$1166  | \task [11];
-  assign \$1168  = ~ \busy$843 ;
+  assign \$1168  = ~ \busy$842 ;
   assign \$1169  = ~ waiting;
   assign \$1170  = \$1168  & \$1169 ;
   assign \$1171  = \$1170  & writer_free;
-  assign \$1172  = \$signal$847  + 7'h40;
-  assign \$1173  = \$1172  + \$signal$901 ;
+  assign \$1172  = \$signal$846  + 7'h40;
+  assign \$1173  = \$1172  + \$signal$900 ;
   assign \$1174  = \task [10] ? \task [143:124] : \task [123:104];
   assign \$1175  = \task [10] ? \task [123:104] : \task [143:124];
   assign \$1176  = stage ? \$1174  : \$1175 ;
-  assign \$1178  = \$signal$909  << \$signal$920 ;
-  assign \$1179  = \$signal$846  * \$1178 ;
+  assign \$1178  = \$signal$908  << \$signal$919 ;
+  assign \$1179  = \$signal$845  * \$1178 ;
   assign \$1180  = result_first_1[5:0] + \$1179 ;
   assign \$1181  = \$1180  + 7'h40;
   assign \$1182  = \$1181  - 1'h1;
   assign \$1184  = ~ pending;
   assign \$1185  = src__valid & out__ready;
   assign \$1186  = \$1185  & out_err;
-  assign \$1187  = \read_error$951  | \$1186 ;
-  assign \$1188  = ! \status$949 ;
+  assign \$1187  = \read_error$950  | \$1186 ;
+  assign \$1188  = ! \status$948 ;
   assign \$1189  = \$1188  & \task [343];
   assign \$1190  = ! fsm_state;
   assign \$1191  = fsm_state == 1'h1;
@@ -6584,137 +6592,125 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \$1212  = src__valid & out__ready;
   assign \$1213  = \$1212  & out_err;
   assign \$1214  = anchor_row + 1'h1;
-  assign \$1215  = \task [269:206] - 1'h1;
-  assign \$1216  = 1'h1 << regs[259:256];
-  assign \$1217  = \$1216  - 1'h1;
-  assign \$1218  = { 1'h0, \$1215 [15:0] } & \$1217 ;
-  assign \$1219  = $signed(\$1218 ) << regs[265:260];
-  assign \$1220  = $signed({ 1'h0, regs[63:0] }) + $signed(\$1219 );
-  assign \$1221  = \task [269:206] - 1'h1;
-  assign \$1222  = 1'h1 << regs[259:256];
-  assign \$1223  = \$1222  - 1'h1;
-  assign \$1224  = { 1'h0, \$1221 [15:0] } & \$1223 ;
-  assign \$1225  = $signed(\$1224 ) << regs[265:260];
-  assign \$1226  = $signed({ 1'h0, regs[127:64] }) + $signed(\$1225 );
-  assign \$1227  = \task [5:2] == 2'h3;
-  assign \$1228  = \task [5:2] == 2'h2;
-  assign \$1229  = \task [5:2] == 3'h4;
-  assign \$1230  = \task [10] ? \task [143:124] : \task [123:104];
-  assign \$1231  = \task [10] ? \task [123:104] : \task [143:124];
-  assign \$1232  = | \task [341:334];
-  assign \$1233  = ! verdict_status;
-  assign \$1234  = ~ \busy$843 ;
-  assign \$1235  = ~ waiting;
-  assign \$1236  = \$1234  & \$1235 ;
-  assign \$1237  = \$1236  & writer_free;
-  assign \$1238  = valid & last;
-  assign \$1239  = \task [5:2] == 2'h2;
-  assign \$1240  = ready & lanes_ready;
-  assign \$1241  = | rest_rows;
-  assign \$1242  = ~ \busy$843 ;
-  assign \$1243  = ~ waiting;
-  assign \$1244  = \$1242  & \$1243 ;
-  assign \$1245  = ! dest;
-  assign \$1246  = dest == 1'h1;
-  assign \$1247  = \$1245  | \$1246 ;
-  assign \$1248  = ~ \$1247 ;
-  assign \$1249  = \$1248  | writer_free;
-  assign \$1250  = \$1244  & \$1249 ;
-  assign \$1251  = ~ \$signal$841 ;
-  assign \$1252  = \$1250  & \$1251 ;
-  assign \$1253  = ! dest;
-  assign \$1254  = dest == 1'h1;
-  assign \$1255  = \$1253  | \$1254 ;
-  assign \$1256  = \$signal$909  << \$signal$920 ;
-  assign \$1257  = \$signal$846  * \$1256 ;
-  assign \$1258  = \$signal$901  + \$1257 ;
-  assign \$1259  = ~ bank;
-  assign \$1260  = ! dest;
-  assign \$1261  = dest == 1'h1;
-  assign \$1262  = \$1260  | \$1261 ;
-  assign \$1263  = dest == 2'h3;
-  assign \$1264  = \task [5:2] == 2'h3;
-  assign \$1265  = \row$932  + 1'h1;
-  assign \$1266  = \$1265  >= \$signal$846 ;
-  assign \$1267  = \$1264  & \$1266 ;
-  assign \$1268  = written | done;
-  assign \$1269  = \$1267  & \$1268 ;
-  assign \$1270  = \row$932  + 1'h1;
-  assign \$1271  = \$1270  >= \$signal$846 ;
-  assign \$1272  = ~ \$1271 ;
-  assign \$1273  = \row$932  + 1'h1;
-  assign \$1274  = ~ \busy$843 ;
-  assign \$1275  = ~ waiting;
-  assign \$1276  = \$1274  & \$1275 ;
-  assign \$1277  = \$1276  & writer_free;
-  assign \$1278  = \$signal$909  << \$signal$920 ;
-  assign \$1279  = \$signal$846  * \$1278 ;
-  assign \$1280  = \$signal$901  + \$1279 ;
-  assign \$1281  = \$signal  & anchor_last;
-  assign \$1282  = \$signal$848  + 3'h4;
-  assign \$1283  = 3'h4 * \task [203:184];
-  assign \$1284  = \$signal$878  + \$1283 ;
-  assign \$1285  = \$signal$848  + 3'h4;
-  assign \$1286  = \$1285  < \task [183:164];
-  assign \$1287  = ~ pending;
+  assign \$1215  = \task [5:2] == 2'h3;
+  assign \$1216  = \task [5:2] == 2'h2;
+  assign \$1217  = \task [5:2] == 3'h4;
+  assign \$1218  = \task [10] ? \task [143:124] : \task [123:104];
+  assign \$1219  = \task [10] ? \task [123:104] : \task [143:124];
+  assign \$1220  = | \task [341:334];
+  assign \$1221  = ! verdict_status;
+  assign \$1222  = ~ \busy$842 ;
+  assign \$1223  = ~ waiting;
+  assign \$1224  = \$1222  & \$1223 ;
+  assign \$1225  = \$1224  & writer_free;
+  assign \$1226  = valid & last;
+  assign \$1227  = \task [5:2] == 2'h2;
+  assign \$1228  = ready & lanes_ready;
+  assign \$1229  = | rest_rows;
+  assign \$1230  = ~ \busy$842 ;
+  assign \$1231  = ~ waiting;
+  assign \$1232  = \$1230  & \$1231 ;
+  assign \$1233  = ! dest;
+  assign \$1234  = dest == 1'h1;
+  assign \$1235  = \$1233  | \$1234 ;
+  assign \$1236  = ~ \$1235 ;
+  assign \$1237  = \$1236  | writer_free;
+  assign \$1238  = \$1232  & \$1237 ;
+  assign \$1239  = ~ \$signal$840 ;
+  assign \$1240  = \$1238  & \$1239 ;
+  assign \$1241  = ! dest;
+  assign \$1242  = dest == 1'h1;
+  assign \$1243  = \$1241  | \$1242 ;
+  assign \$1244  = \$signal$908  << \$signal$919 ;
+  assign \$1245  = \$signal$845  * \$1244 ;
+  assign \$1246  = \$signal$900  + \$1245 ;
+  assign \$1247  = ~ bank;
+  assign \$1248  = ! dest;
+  assign \$1249  = dest == 1'h1;
+  assign \$1250  = \$1248  | \$1249 ;
+  assign \$1251  = dest == 2'h3;
+  assign \$1252  = \task [5:2] == 2'h3;
+  assign \$1253  = \row$931  + 1'h1;
+  assign \$1254  = \$1253  >= \$signal$845 ;
+  assign \$1255  = \$1252  & \$1254 ;
+  assign \$1256  = written | done;
+  assign \$1257  = \$1255  & \$1256 ;
+  assign \$1258  = \row$931  + 1'h1;
+  assign \$1259  = \$1258  >= \$signal$845 ;
+  assign \$1260  = ~ \$1259 ;
+  assign \$1261  = \row$931  + 1'h1;
+  assign \$1262  = ~ \busy$842 ;
+  assign \$1263  = ~ waiting;
+  assign \$1264  = \$1262  & \$1263 ;
+  assign \$1265  = \$1264  & writer_free;
+  assign \$1266  = \$signal$908  << \$signal$919 ;
+  assign \$1267  = \$signal$845  * \$1266 ;
+  assign \$1268  = \$signal$900  + \$1267 ;
+  assign \$1269  = \$signal  & anchor_last;
+  assign \$1270  = \$signal$847  + 3'h4;
+  assign \$1271  = 3'h4 * \task [203:184];
+  assign \$1272  = \$signal$877  + \$1271 ;
+  assign \$1273  = \$signal$847  + 3'h4;
+  assign \$1274  = \$1273  < \task [183:164];
+  assign \$1275  = ~ pending;
   always @(posedge clk)
-    \read_error$951  <= \$1288 ;
+    \read_error$950  <= \$1276 ;
   always @(posedge clk)
-    anchor_m0 <= \$1289 ;
+    anchor_m0 <= \$1277 ;
   always @(posedge clk)
-    anchor_m1 <= \$1290 ;
+    anchor_m1 <= \$1278 ;
   always @(posedge clk)
-    anchor_m2 <= \$1291 ;
+    anchor_m2 <= \$1279 ;
   always @(posedge clk)
-    anchor_m3 <= \$1292 ;
+    anchor_m3 <= \$1280 ;
   always @(posedge clk)
-    anchor_l0 <= \$1293 ;
+    anchor_l0 <= \$1281 ;
   always @(posedge clk)
-    anchor_l1 <= \$1294 ;
+    anchor_l1 <= \$1282 ;
   always @(posedge clk)
-    anchor_l2 <= \$1295 ;
+    anchor_l2 <= \$1283 ;
   always @(posedge clk)
-    anchor_l3 <= \$1296 ;
+    anchor_l3 <= \$1284 ;
   always @(posedge clk)
-    anchor_row <= \$1297 ;
+    anchor_row <= \$1285 ;
   always @(posedge clk)
-    \$signal$841  <= \$1298 ;
+    \$signal$840  <= \$1286 ;
   always @(posedge clk)
-    \task  <= \$1299 ;
+    \task  <= \$1287 ;
   always @(posedge clk)
-    fsm_state <= \$1300 ;
+    fsm_state <= \$1288 ;
   always @(posedge clk)
-    \status$949  <= \$1301 ;
+    \status$948  <= \$1289 ;
   always @(posedge clk)
-    \$signal$865  <= \$1302 ;
+    \$signal$864  <= \$1290 ;
   always @(posedge clk)
-    \$signal$847  <= \$1303 ;
+    \$signal$846  <= \$1291 ;
   always @(posedge clk)
-    \$signal$848  <= \$1304 ;
+    \$signal$847  <= \$1292 ;
   always @(posedge clk)
-    \$signal$878  <= \$1305 ;
+    \$signal$877  <= \$1293 ;
   always @(posedge clk)
-    \$signal$901  <= \$1306 ;
+    \$signal$900  <= \$1294 ;
   always @(posedge clk)
-    \$signal$920  <= \$1307 ;
+    \$signal$919  <= \$1295 ;
   always @(posedge clk)
-    \$signal$909  <= \$1308 ;
+    \$signal$908  <= \$1296 ;
   always @(posedge clk)
-    \$signal$846  <= \$1309 ;
+    \$signal$845  <= \$1297 ;
   always @(posedge clk)
-    stage <= \$1310 ;
+    stage <= \$1298 ;
   always @(posedge clk)
-    \row$932  <= \$1311 ;
+    \row$931  <= \$1299 ;
   always @(posedge clk)
-    bank <= \$1312 ;
+    bank <= \$1300 ;
   always @(posedge clk)
-    sfu_row <= \$1313 ;
+    sfu_row <= \$1301 ;
   \ndp_device.control_unit.chunks  chunks (
     .acc_addr0(acc_addr),
     .acc_addr1(acc_addr1),
     .active0(active),
     .active1(active1),
-    .addr(\addr$127 ),
+    .addr(\addr$126 ),
     .clk(clk),
     .col(col),
     .cols_dim(cols_dim),
@@ -6746,7 +6742,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .run_log2(run_log2),
     .sets(sets),
     .split(split),
-    .start(\start$891 ),
+    .start(\start$890 ),
     .t_first(t_first),
     .t_fold_adds(t_fold_adds),
     .t_level(t_level),
@@ -6770,17 +6766,17 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .cycle(cycle),
     .done_status(done_status),
     .done_store(report_store),
-    .hold(\hold$957 ),
+    .hold(\hold$956 ),
     .irq(irq),
-    .line(\line$970 ),
+    .line(\line$969 ),
     .line_addr(line_addr),
     .line_start(line_start),
     .pending(pending),
-    .\port$13878$0 (\$1314 ),
-    .\port$14107$289 (queues__0[289]),
-    .\port$14109$289 (queues__1[289]),
-    .\port$14111$289 (queues__2[289]),
-    .\port$14113$289 (queues__3[289]),
+    .\port$13847$0 (\$1302 ),
+    .\port$14076$289 (queues__0[289]),
+    .\port$14078$289 (queues__1[289]),
+    .\port$14080$289 (queues__2[289]),
+    .\port$14082$289 (queues__3[289]),
     .queue(queue),
     .quiet(quiet),
     .r_en(reported),
@@ -6870,7 +6866,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .side_err(bus__rresp[1]),
     .side_valid(side_valid),
     .take(take),
-    .\task (\task$991 ),
+    .\task (\task$990 ),
     .task_valid(task_valid),
     .verdict_status(verdict_status),
     .verdict_valid(verdict_valid)
@@ -6883,9 +6879,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .out__strb(src__strb),
     .out__valid(\src__valid$82 ),
     .rst(rst),
-    .start(\start$259 ),
+    .start(\start$258 ),
     .w_bytes(w_bytes),
-    .w_data(\w_data$246 ),
+    .w_data(\w_data$245 ),
     .w_last(w_last),
     .w_ready(w_ready),
     .w_valid(w_valid)
@@ -6937,14 +6933,14 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .w_data(bus__rdata)
   );
   \ndp_device.control_unit.readout  readout (
-    .acc_we(\acc_we$926 ),
-    .bank(\bank$916 ),
-    .busy(\busy$843 ),
+    .acc_we(\acc_we$925 ),
+    .bank(\bank$915 ),
+    .busy(\busy$842 ),
     .clk(clk),
     .delay(delay),
-    .dest(\dest$906 ),
-    .done(\done$995 ),
-    .first(\first$918 ),
+    .dest(\dest$905 ),
+    .done(\done$994 ),
+    .first(\first$917 ),
     .fold_bank(fold_bank),
     .fold_n_cols(fold_n_cols),
     .fold_n_words(fold_n_words),
@@ -6955,35 +6951,35 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .fold_sets1(fold_sets1),
     .fold_valid(fold_valid),
     .fold_word(fold_word),
-    .in_we(\in_we$921 ),
-    .lines(\lines$919 ),
+    .in_we(\in_we$920 ),
+    .lines(\lines$918 ),
     .n(n),
-    .n_words(\n_words$910 ),
-    .pack_log2(\pack_log2$915 ),
+    .n_words(\n_words$909 ),
+    .pack_log2(\pack_log2$914 ),
     .rd_in_data(rd_in_data),
     .rd_row(buf_row),
     .results(results),
-    .rows(\rows$907 ),
+    .rows(\rows$906 ),
     .rst(rst),
-    .run_addr(\run_addr$256 ),
-    .run_lines(\run_lines$258 ),
+    .run_addr(\run_addr$255 ),
+    .run_lines(\run_lines$257 ),
     .run_offset(run_offset),
-    .run_start(\run_start$252 ),
-    .sets(\sets$911 ),
+    .run_start(\run_start$251 ),
+    .sets(\sets$910 ),
     .sets1(sets1),
     .source(source),
-    .start(\start$902 ),
+    .start(\start$901 ),
     .sum_fp16(sum_fp16),
     .sum_fp32(sum_fp32),
     .sum_ready(sum_ready),
     .sum_valid(sum_valid),
-    .w_bytes(\w_bytes$249 ),
-    .w_data(\w_data$247 ),
-    .w_last(\w_last$251 ),
+    .w_bytes(\w_bytes$248 ),
+    .w_data(\w_data$246 ),
+    .w_last(\w_last$250 ),
     .w_ready(w_ready),
-    .w_valid(\w_valid$243 ),
+    .w_valid(\w_valid$242 ),
     .waiting(waiting),
-    .waiting_results(\hold$957 ),
+    .waiting_results(\hold$956 ),
     .word(buf_word)
   );
   \ndp_device.control_unit.softmax  softmax (
@@ -7000,11 +6996,11 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .rst(rst),
     .src_addr(src_addr),
     .src_data(src_data),
-    .start(\start$938 ),
+    .start(\start$937 ),
     .written(written)
   );
   \ndp_device.control_unit.unpacker  unpacker (
-    .beats(\beats$874 ),
+    .beats(\beats$873 ),
     .chunk_d0(data),
     .clk(clk),
     .col(col),
@@ -7012,8 +7008,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .count(count),
     .hold(hold),
     .last(last),
-    .offset(\offset$871 ),
-    .\pair$44 (pair),
+    .offset(\offset$870 ),
+    .\pair$46 (pair),
     .pair_chunk_d0(pair_data),
     .pair_count(pair_count),
     .pair_valid(pair_valid),
@@ -7023,12 +7019,12 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .rst(rst),
     .src__data(src__data),
     .src__valid(src__valid),
-    .start(\start$870 ),
+    .start(\start$869 ),
     .valid(valid)
   );
   \ndp_device.control_unit.writer  writer (
     .addr(bus__awaddr),
-    .\addr$55 (\addr$255 ),
+    .\addr$55 (\addr$254 ),
     .bus__awlen(bus__awlen),
     .bus__awready(bus__awready),
     .bus__awvalid(bus__awvalid),
@@ -7044,7 +7040,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .from_stream(from_stream),
     .idle(idle),
     .line(line),
-    .lines(\lines$257 ),
+    .lines(\lines$256 ),
     .quiet(quiet),
     .report(report),
     .reported(reported),
@@ -7054,7 +7050,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .src__ready(\out__ready$78 ),
     .src__strb(src__strb),
     .src__valid(\src__valid$82 ),
-    .start(\start$253 ),
+    .start(\start$252 ),
     .strb(strb),
     .write_error(write_error)
   );
@@ -7084,20 +7080,6 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           \$1087  = anchor_l2;
       2'h3:
           \$1087  = anchor_l3;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    (* full_case = 32'd1 *)
-    casez (\task [205:204])
-      2'h0:
-          regs = queues__0;
-      2'h1:
-          regs = queues__1;
-      2'h2:
-          regs = queues__2;
-      2'h3:
-          regs = queues__3;
     endcase
   end
   always @* begin
@@ -7142,7 +7124,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    w_valid = \w_valid$243 ;
+    w_valid = \w_valid$242 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -7158,7 +7140,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \w_data$246  = \w_data$247 ;
+    \w_data$245  = \w_data$246 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -7169,12 +7151,12 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h05:
           /* empty */;
       5'h06:
-          \w_data$246  = { 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, data };
+          \w_data$245  = { 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, data };
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    w_bytes = \w_bytes$249 ;
+    w_bytes = \w_bytes$248 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -7190,7 +7172,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    w_last = \w_last$251 ;
+    w_last = \w_last$250 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -7206,12 +7188,12 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \start$253  = 1'h0;
-    if (\run_start$252 ) begin
-      \start$253  = 1'h1;
+    \start$252  = 1'h0;
+    if (\run_start$251 ) begin
+      \start$252  = 1'h1;
     end
     if (\$signal ) begin
-      \start$253  = 1'h1;
+      \start$252  = 1'h1;
     end
     casez (fsm_state)
       5'h00:
@@ -7222,17 +7204,17 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h05:
           if (\$1091 ) begin
-            \start$253  = 1'h1;
+            \start$252  = 1'h1;
           end
     endcase
     if (line_start) begin
-      \start$253  = 1'h1;
+      \start$252  = 1'h1;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     from_stream = 1'h0;
-    if (\run_start$252 ) begin
+    if (\run_start$251 ) begin
       from_stream = 1'h1;
     end
     casez (fsm_state)
@@ -7250,12 +7232,12 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \addr$255  = 64'h0000000000000000;
-    if (\run_start$252 ) begin
-      \addr$255  = \run_addr$256 ;
+    \addr$254  = 64'h0000000000000000;
+    if (\run_start$251 ) begin
+      \addr$254  = \run_addr$255 ;
     end
     if (\$signal ) begin
-      \addr$255  = \$1085 [63:0];
+      \addr$254  = \$1085 [63:0];
     end
     casez (fsm_state)
       5'h00:
@@ -7266,18 +7248,18 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h05:
           if (\$1091 ) begin
-            \addr$255  = \$1107 [63:0];
+            \addr$254  = \$1107 [63:0];
           end
     endcase
     if (line_start) begin
-      \addr$255  = line_addr;
+      \addr$254  = line_addr;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \lines$257  = 32'd0;
-    if (\run_start$252 ) begin
-      \lines$257  = \run_lines$258 ;
+    \lines$256  = 32'd0;
+    if (\run_start$251 ) begin
+      \lines$256  = \run_lines$257 ;
     end
     casez (fsm_state)
       5'h00:
@@ -7288,15 +7270,15 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h05:
           if (\$1091 ) begin
-            \lines$257  = { 12'h000, \task [103:84] };
+            \lines$256  = { 12'h000, \task [103:84] };
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \start$259  = 1'h0;
-    if (\run_start$252 ) begin
-      \start$259  = 1'h1;
+    \start$258  = 1'h0;
+    if (\run_start$251 ) begin
+      \start$258  = 1'h1;
     end
     casez (fsm_state)
       5'h00:
@@ -7307,14 +7289,14 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h05:
           if (\$1091 ) begin
-            \start$259  = 1'h1;
+            \start$258  = 1'h1;
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
     offset = 6'h00;
-    if (\run_start$252 ) begin
+    if (\run_start$251 ) begin
       offset = run_offset;
     end
     casez (fsm_state)
@@ -7817,7 +7799,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       line = { 448'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, \$1087 , \$1086  };
     end
     if (line_start) begin
-      line = \line$970 ;
+      line = \line$969 ;
     end
   end
   always @* begin
@@ -7934,7 +7916,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \start$870  = 1'h0;
+    \start$869  = 1'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -7944,12 +7926,12 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h05:
           if (\$1091 ) begin
-            \start$870  = 1'h1;
+            \start$869  = 1'h1;
           end
       5'h06:
           /* empty */;
       5'h04:
-          \start$870  = 1'h1;
+          \start$869  = 1'h1;
       5'h07:
           /* empty */;
       5'h09:
@@ -7957,14 +7939,14 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0a:
           /* empty */;
       5'h0b:
-          \start$870  = 1'h1;
+          \start$869  = 1'h1;
       5'h0c:
-          \start$870  = 1'h1;
+          \start$869  = 1'h1;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \offset$871  = 5'h00;
+    \offset$870  = 5'h00;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -7974,12 +7956,12 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h05:
           if (\$1091 ) begin
-            \offset$871  = copy_span_offset[4:0];
+            \offset$870  = copy_span_offset[4:0];
           end
       5'h06:
           /* empty */;
       5'h04:
-          \offset$871  = input_span_offset[4:0];
+          \offset$870  = input_span_offset[4:0];
       5'h07:
           /* empty */;
       5'h09:
@@ -7987,9 +7969,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0a:
           /* empty */;
       5'h0b:
-          \offset$871  = u_offset;
+          \offset$870  = u_offset;
       5'h0c:
-          \offset$871  = u_offset;
+          \offset$870  = u_offset;
     endcase
   end
   always @* begin
@@ -8054,7 +8036,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \beats$874  = 32'd0;
+    \beats$873  = 32'd0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8064,12 +8046,12 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h05:
           if (\$1091 ) begin
-            \beats$874  = beats[31:0];
+            \beats$873  = beats[31:0];
           end
       5'h06:
           /* empty */;
       5'h04:
-          \beats$874  = \beats$882 [31:0];
+          \beats$873  = \beats$881 [31:0];
       5'h07:
           /* empty */;
       5'h09:
@@ -8077,9 +8059,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0a:
           /* empty */;
       5'h0b:
-          \beats$874  = u_beats;
+          \beats$873  = u_beats;
       5'h0c:
-          \beats$874  = u_beats;
+          \beats$873  = u_beats;
     endcase
   end
   always @* begin
@@ -8190,7 +8172,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \beats$882  = 44'h00000000000;
+    \beats$881  = 44'h00000000000;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8203,7 +8185,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h06:
           /* empty */;
       5'h04:
-          \beats$882  = { \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130  };
+          \beats$881  = { \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130  };
     endcase
   end
   always @* begin
@@ -8239,7 +8221,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0f:
           /* empty */;
       5'h11:
-          in_we = \in_we$921 ;
+          in_we = \in_we$920 ;
       5'h08:
           in_we = dst_en;
       5'h12:
@@ -8281,9 +8263,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h11:
           in_row = buf_row;
       5'h08:
-          in_row = \row$932 ;
+          in_row = \row$931 ;
       5'h12:
-          in_row = \row$932 ;
+          in_row = \row$931 ;
     endcase
   end
   always @* begin
@@ -8418,7 +8400,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \start$891  = 1'h0;
+    \start$890  = 1'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8439,9 +8421,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0a:
           /* empty */;
       5'h0b:
-          \start$891  = 1'h1;
+          \start$890  = 1'h1;
       5'h0c:
-          \start$891  = 1'h1;
+          \start$890  = 1'h1;
     endcase
   end
   always @* begin
@@ -8570,7 +8552,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \start$902  = 1'h0;
+    \start$901  = 1'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8600,7 +8582,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0f:
           if (\$1143 ) begin
-            \start$902  = 1'h1;
+            \start$901  = 1'h1;
           end
       5'h11:
           /* empty */;
@@ -8610,7 +8592,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h13:
           if (\$1171 ) begin
-            \start$902  = 1'h1;
+            \start$901  = 1'h1;
           end
     endcase
   end
@@ -8708,7 +8690,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \dest$906  = 2'h0;
+    \dest$905  = 2'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8738,7 +8720,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0f:
           if (\$1143 ) begin
-            \dest$906  = dest;
+            \dest$905  = dest;
           end
       5'h11:
           /* empty */;
@@ -8748,13 +8730,13 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h13:
           if (\$1171 ) begin
-            \dest$906  = 2'h0;
+            \dest$905  = 2'h0;
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \rows$907  = 3'h0;
+    \rows$906  = 3'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8784,7 +8766,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0f:
           if (\$1143 ) begin
-            \rows$907  = \$signal$846 ;
+            \rows$906  = \$signal$845 ;
           end
       5'h11:
           /* empty */;
@@ -8794,7 +8776,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h13:
           if (\$1171 ) begin
-            \rows$907  = \$signal$846 ;
+            \rows$906  = \$signal$845 ;
           end
     endcase
   end
@@ -8846,7 +8828,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \n_words$910  = 8'h00;
+    \n_words$909  = 8'h00;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8876,7 +8858,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0f:
           if (\$1143 ) begin
-            \n_words$910  = n_words[7:0];
+            \n_words$909  = n_words[7:0];
           end
       5'h11:
           /* empty */;
@@ -8886,13 +8868,13 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h13:
           if (\$1171 ) begin
-            \n_words$910  = n_words[7:0];
+            \n_words$909  = n_words[7:0];
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \sets$911  = 2'h0;
+    \sets$910  = 2'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8922,7 +8904,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0f:
           if (\$1143 ) begin
-            \sets$911  = sets_used__0;
+            \sets$910  = sets_used__0;
           end
       5'h11:
           /* empty */;
@@ -8932,7 +8914,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h13:
           if (\$1171 ) begin
-            \sets$911  = sets_used__0;
+            \sets$910  = sets_used__0;
           end
     endcase
   end
@@ -8984,7 +8966,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \pack_log2$915  = 3'h0;
+    \pack_log2$914  = 3'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -9014,7 +8996,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0f:
           if (\$1143 ) begin
-            \pack_log2$915  = pack_log2;
+            \pack_log2$914  = pack_log2;
           end
       5'h11:
           /* empty */;
@@ -9024,13 +9006,13 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h13:
           if (\$1171 ) begin
-            \pack_log2$915  = pack_log2;
+            \pack_log2$914  = pack_log2;
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \bank$916  = 1'h0;
+    \bank$915  = 1'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -9060,7 +9042,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0f:
           if (\$1143 ) begin
-            \bank$916  = bank;
+            \bank$915  = bank;
           end
       5'h11:
           /* empty */;
@@ -9070,7 +9052,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h13:
           if (\$1171 ) begin
-            \bank$916  = bank;
+            \bank$915  = bank;
           end
     endcase
   end
@@ -9122,7 +9104,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \first$918  = 64'h0000000000000000;
+    \first$917  = 64'h0000000000000000;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -9152,7 +9134,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0f:
           if (\$1143 ) begin
-            \first$918  = result_first_0;
+            \first$917  = result_first_0;
           end
       5'h11:
           /* empty */;
@@ -9162,13 +9144,13 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h13:
           if (\$1171 ) begin
-            \first$918  = result_first_1;
+            \first$917  = result_first_1;
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \lines$919  = 32'd0;
+    \lines$918  = 32'd0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -9198,7 +9180,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0f:
           if (\$1143 ) begin
-            \lines$919  = { \$1161 [28], \$1161 [28], \$1161 [28], \$1161  };
+            \lines$918  = { \$1161 [28], \$1161 [28], \$1161 [28], \$1161  };
           end
       5'h11:
           /* empty */;
@@ -9208,7 +9190,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h13:
           if (\$1171 ) begin
-            \lines$919  = { \$1183 [28], \$1183 [28], \$1183 [28], \$1183  };
+            \lines$918  = { \$1183 [28], \$1183 [28], \$1183 [28], \$1183  };
           end
     endcase
   end
@@ -9245,7 +9227,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0f:
           /* empty */;
       5'h11:
-          acc_we = \acc_we$926 ;
+          acc_we = \acc_we$925 ;
     endcase
   end
   always @* begin
@@ -9391,9 +9373,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h11:
           /* empty */;
       5'h08:
-          rd_row = \row$932 ;
+          rd_row = \row$931 ;
       5'h12:
-          rd_row = \row$932 ;
+          rd_row = \row$931 ;
       5'h13:
           /* empty */;
       5'h14:
@@ -9446,7 +9428,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \start$938  = 1'h0;
+    \start$937  = 1'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -9479,7 +9461,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h11:
           /* empty */;
       5'h08:
-          \start$938  = 1'h1;
+          \start$937  = 1'h1;
     endcase
   end
   always @* begin
@@ -9858,7 +9840,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h02:
           if (\$1184 ) begin
-            status = \status$949 ;
+            status = \status$948 ;
           end
     endcase
   end
@@ -9962,7 +9944,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h02:
           if (\$1184 ) begin
-            slot = \$signal$847 ;
+            slot = \$signal$846 ;
           end
     endcase
   end
@@ -10027,51 +10009,51 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1288  = \read_error$951 ;
+    \$1276  = \read_error$950 ;
     if (\$1213 ) begin
-      \$1288  = 1'h1;
+      \$1276  = 1'h1;
     end
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$1288  = 1'h0;
+          \$1276  = 1'h0;
     endcase
     if (rst) begin
-      \$1288  = 1'h0;
+      \$1276  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1289  = anchor_m0;
+    \$1277  = anchor_m0;
     if (done) begin
       casez (sfu_row)
         2'h0:
-            \$1289  = m;
+            \$1277  = m;
       endcase
     end
     if (rst) begin
-      \$1289  = 32'd0;
+      \$1277  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1290  = anchor_m1;
+    \$1278  = anchor_m1;
     if (done) begin
       casez (sfu_row)
         2'h0:
             /* empty */;
         2'h1:
-            \$1290  = m;
+            \$1278  = m;
       endcase
     end
     if (rst) begin
-      \$1290  = 32'd0;
+      \$1278  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1291  = anchor_m2;
+    \$1279  = anchor_m2;
     if (done) begin
       casez (sfu_row)
         2'h0:
@@ -10079,16 +10061,16 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
         2'h1:
             /* empty */;
         2'h2:
-            \$1291  = m;
+            \$1279  = m;
       endcase
     end
     if (rst) begin
-      \$1291  = 32'd0;
+      \$1279  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1292  = anchor_m3;
+    \$1280  = anchor_m3;
     if (done) begin
       (* full_case = 32'd1 *)
       casez (sfu_row)
@@ -10099,44 +10081,44 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
         2'h2:
             /* empty */;
         2'h3:
-            \$1292  = m;
+            \$1280  = m;
       endcase
     end
     if (rst) begin
-      \$1292  = 32'd0;
+      \$1280  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1293  = anchor_l0;
+    \$1281  = anchor_l0;
     if (done) begin
       casez (sfu_row)
         2'h0:
-            \$1293  = l;
+            \$1281  = l;
       endcase
     end
     if (rst) begin
-      \$1293  = 32'd0;
+      \$1281  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1294  = anchor_l1;
+    \$1282  = anchor_l1;
     if (done) begin
       casez (sfu_row)
         2'h0:
             /* empty */;
         2'h1:
-            \$1294  = l;
+            \$1282  = l;
       endcase
     end
     if (rst) begin
-      \$1294  = 32'd0;
+      \$1282  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1295  = anchor_l2;
+    \$1283  = anchor_l2;
     if (done) begin
       casez (sfu_row)
         2'h0:
@@ -10144,16 +10126,16 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
         2'h1:
             /* empty */;
         2'h2:
-            \$1295  = l;
+            \$1283  = l;
       endcase
     end
     if (rst) begin
-      \$1295  = 32'd0;
+      \$1283  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1296  = anchor_l3;
+    \$1284  = anchor_l3;
     if (done) begin
       (* full_case = 32'd1 *)
       casez (sfu_row)
@@ -10164,34 +10146,34 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
         2'h2:
             /* empty */;
         2'h3:
-            \$1296  = l;
+            \$1284  = l;
       endcase
     end
     if (rst) begin
-      \$1296  = 32'd0;
+      \$1284  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1297  = anchor_row;
+    \$1285  = anchor_row;
     if (\$signal ) begin
       (* full_case = 32'd1 *)
       if (anchor_last) begin
-        \$1297  = 2'h0;
+        \$1285  = 2'h0;
       end else begin
-        \$1297  = \$1214 [1:0];
+        \$1285  = \$1214 [1:0];
       end
     end
     if (rst) begin
-      \$1297  = 2'h0;
+      \$1285  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1298  = \$signal$841 ;
+    \$1286  = \$signal$840 ;
     if (\$signal ) begin
       if (anchor_last) begin
-        \$1298  = 1'h0;
+        \$1286  = 1'h0;
       end
     end
     casez (fsm_state)
@@ -10228,16 +10210,470 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h08:
           /* empty */;
       5'h12:
-          if (\$1269 ) begin
-            \$1298  = 1'h1;
+          if (\$1257 ) begin
+            \$1286  = 1'h1;
           end
       5'h13:
           /* empty */;
       5'h14:
-          if (\done$995 ) begin
+          if (\done$994 ) begin
             if (\task [11]) begin
-              \$1298  = 1'h1;
+              \$1286  = 1'h1;
             end
+          end
+    endcase
+    if (rst) begin
+      \$1286  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$1287  = \task ;
+    casez (fsm_state)
+      5'h00:
+          if (task_valid) begin
+            \$1287  = \task$990 ;
+          end
+    endcase
+    if (rst) begin
+      \$1287  = 1429'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$1288  = fsm_state;
+    casez (fsm_state)
+      5'h00:
+          if (task_valid) begin
+            \$1288  = 5'h01;
+          end
+      5'h01:
+          (* full_case = 32'd1 *)
+          if (\$1220 ) begin
+            \$1288  = 5'h02;
+          end else if (\task [457]) begin
+            \$1288  = 5'h03;
+          end else if (\task [344]) begin
+            \$1288  = 5'h04;
+          end else begin
+            \$1288  = 5'h05;
+          end
+      5'h03:
+          if (verdict_valid) begin
+            (* full_case = 32'd1 *)
+            if (\$1221 ) begin
+              \$1288  = 5'h04;
+            end else begin
+              \$1288  = 5'h02;
+            end
+          end
+      5'h05:
+          if (\$1225 ) begin
+            \$1288  = 5'h06;
+          end
+      5'h06:
+          if (idle) begin
+            \$1288  = 5'h02;
+          end
+      5'h04:
+          \$1288  = 5'h07;
+      5'h07:
+          if (\$1226 ) begin
+            (* full_case = 32'd1 *)
+            if (\$1227 ) begin
+              \$1288  = 5'h08;
+            end else begin
+              \$1288  = 5'h09;
+            end
+          end
+      5'h09:
+          \$1288  = 5'h0a;
+      5'h0a:
+          if (\$1228 ) begin
+            (* full_case = 32'd1 *)
+            if (has_full) begin
+              \$1288  = 5'h0b;
+            end else begin
+              \$1288  = 5'h0c;
+            end
+          end
+      5'h0b:
+          \$1288  = 5'h0d;
+      5'h0c:
+          \$1288  = 5'h0e;
+      5'h0d:
+          if (run_done) begin
+            (* full_case = 32'd1 *)
+            if (\$1229 ) begin
+              \$1288  = 5'h0c;
+            end else begin
+              \$1288  = 5'h0f;
+            end
+          end
+      5'h0e:
+          if (run_done) begin
+            \$1288  = 5'h0f;
+          end
+      5'h0f:
+          if (\$1240 ) begin
+            (* full_case = 32'd1 *)
+            if (\$1250 ) begin
+              \$1288  = 5'h10;
+            end else begin
+              \$1288  = 5'h11;
+            end
+          end
+      5'h11:
+          if (\done$994 ) begin
+            (* full_case = 32'd1 *)
+            if (\$1251 ) begin
+              \$1288  = 5'h08;
+            end else begin
+              \$1288  = 5'h09;
+            end
+          end
+      5'h08:
+          \$1288  = 5'h12;
+      5'h12:
+          if (\$1257 ) begin
+            \$1288  = 5'h09;
+          end else if (done) begin
+            (* full_case = 32'd1 *)
+            if (\$1260 ) begin
+              \$1288  = 5'h08;
+            end else begin
+              \$1288  = 5'h13;
+            end
+          end
+      5'h13:
+          if (\$1265 ) begin
+            \$1288  = 5'h14;
+          end
+      5'h14:
+          if (\done$994 ) begin
+            (* full_case = 32'd1 *)
+            if (\task [11]) begin
+              \$1288  = 5'h15;
+            end else begin
+              \$1288  = 5'h10;
+            end
+          end
+      5'h15:
+          if (\$1269 ) begin
+            \$1288  = 5'h10;
+          end
+      5'h10:
+          (* full_case = 32'd1 *)
+          if (\$1274 ) begin
+            \$1288  = 5'h04;
+          end else begin
+            \$1288  = 5'h02;
+          end
+      5'h02:
+          if (\$1275 ) begin
+            \$1288  = 5'h00;
+          end
+    endcase
+    if (rst) begin
+      \$1288  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$1289  = \status$948 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          \$1289  = \task [341:334];
+      5'h03:
+          if (verdict_valid) begin
+            \$1289  = verdict_status;
+          end
+    endcase
+    if (rst) begin
+      \$1289  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$1290  = \$signal$864 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          \$1290  = \task [1364:1301];
+    endcase
+    if (rst) begin
+      \$1290  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$1291  = \$signal$846 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          \$1291  = \task [1428:1365];
+    endcase
+    if (rst) begin
+      \$1291  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$1292  = \$signal$847 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          \$1292  = 20'h00000;
+      5'h03:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h11:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h15:
+          /* empty */;
+      5'h10:
+          \$1292  = \$1270 [19:0];
+    endcase
+    if (rst) begin
+      \$1292  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$1293  = \$signal$877 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          \$1293  = 44'h00000000000;
+      5'h03:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h11:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h15:
+          /* empty */;
+      5'h10:
+          \$1293  = \$1272 [43:0];
+    endcase
+    if (rst) begin
+      \$1293  = 44'h00000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$1294  = \$signal$900 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          \$1294  = 48'h000000000000;
+      5'h03:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          if (\$1240 ) begin
+            if (\$1243 ) begin
+              \$1294  = \$1246 [47:0];
+            end
+          end
+      5'h11:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          if (\$1265 ) begin
+            \$1294  = \$1268 [47:0];
+          end
+    endcase
+    if (rst) begin
+      \$1294  = 48'h000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$1295  = \$signal$919 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          (* full_case = 32'd1 *)
+          if (\$1215 ) begin
+            \$1295  = 2'h2;
+          end else if (\$1216 ) begin
+            \$1295  = 2'h1;
+          end else if (\$1217 ) begin
+            \$1295  = 2'h1;
+          end else begin
+            \$1295  = 2'h1;
+          end
+    endcase
+    if (rst) begin
+      \$1295  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$1296  = \$signal$908 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          (* full_case = 32'd1 *)
+          if (\$1215 ) begin
+            \$1296  = \$1218 ;
+          end else if (\$1216 ) begin
+            \$1296  = \task [203:184];
+          end else if (\$1217 ) begin
+            \$1296  = \task [123:104];
+          end else begin
+            \$1296  = \$1219 ;
+          end
+    endcase
+    if (rst) begin
+      \$1296  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$1297  = \$signal$845 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h04:
+          \$1297  = rows_now;
+    endcase
+    if (rst) begin
+      \$1297  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$1298  = stage;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h04:
+          \$1298  = 1'h0;
+      5'h07:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h11:
+          if (\done$994 ) begin
+            \$1298  = 1'h1;
           end
     endcase
     if (rst) begin
@@ -10246,554 +10682,100 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1299  = \task ;
+    \$1299  = \row$931 ;
     casez (fsm_state)
       5'h00:
-          if (task_valid) begin
-            \$1299  = \task$991 ;
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h07:
+          if (\$1226 ) begin
+            \$1299  = 2'h0;
+          end
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h11:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h12:
+          if (\$1257 ) begin
+            \$1299  = 2'h0;
+          end else if (done) begin
+            (* full_case = 32'd1 *)
+            if (\$1260 ) begin
+              \$1299  = \$1261 [1:0];
+            end else begin
+              \$1299  = 2'h0;
+            end
           end
     endcase
     if (rst) begin
-      \$1299  = 1301'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$1299  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1300  = fsm_state;
+    \$1300  = bank;
     casez (fsm_state)
       5'h00:
-          if (task_valid) begin
-            \$1300  = 5'h01;
-          end
+          /* empty */;
       5'h01:
-          (* full_case = 32'd1 *)
-          if (\$1232 ) begin
-            \$1300  = 5'h02;
-          end else if (\task [457]) begin
-            \$1300  = 5'h03;
-          end else if (\task [344]) begin
-            \$1300  = 5'h04;
-          end else begin
-            \$1300  = 5'h05;
-          end
+          /* empty */;
       5'h03:
-          if (verdict_valid) begin
-            (* full_case = 32'd1 *)
-            if (\$1233 ) begin
-              \$1300  = 5'h04;
-            end else begin
-              \$1300  = 5'h02;
-            end
-          end
+          /* empty */;
       5'h05:
-          if (\$1237 ) begin
-            \$1300  = 5'h06;
-          end
+          /* empty */;
       5'h06:
-          if (idle) begin
-            \$1300  = 5'h02;
-          end
+          /* empty */;
       5'h04:
-          \$1300  = 5'h07;
+          /* empty */;
       5'h07:
-          if (\$1238 ) begin
-            (* full_case = 32'd1 *)
-            if (\$1239 ) begin
-              \$1300  = 5'h08;
-            end else begin
-              \$1300  = 5'h09;
-            end
-          end
+          /* empty */;
       5'h09:
-          \$1300  = 5'h0a;
+          /* empty */;
       5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
           if (\$1240 ) begin
-            (* full_case = 32'd1 *)
-            if (has_full) begin
-              \$1300  = 5'h0b;
-            end else begin
-              \$1300  = 5'h0c;
-            end
-          end
-      5'h0b:
-          \$1300  = 5'h0d;
-      5'h0c:
-          \$1300  = 5'h0e;
-      5'h0d:
-          if (run_done) begin
-            (* full_case = 32'd1 *)
-            if (\$1241 ) begin
-              \$1300  = 5'h0c;
-            end else begin
-              \$1300  = 5'h0f;
-            end
-          end
-      5'h0e:
-          if (run_done) begin
-            \$1300  = 5'h0f;
-          end
-      5'h0f:
-          if (\$1252 ) begin
-            (* full_case = 32'd1 *)
-            if (\$1262 ) begin
-              \$1300  = 5'h10;
-            end else begin
-              \$1300  = 5'h11;
-            end
-          end
-      5'h11:
-          if (\done$995 ) begin
-            (* full_case = 32'd1 *)
-            if (\$1263 ) begin
-              \$1300  = 5'h08;
-            end else begin
-              \$1300  = 5'h09;
-            end
-          end
-      5'h08:
-          \$1300  = 5'h12;
-      5'h12:
-          if (\$1269 ) begin
-            \$1300  = 5'h09;
-          end else if (done) begin
-            (* full_case = 32'd1 *)
-            if (\$1272 ) begin
-              \$1300  = 5'h08;
-            end else begin
-              \$1300  = 5'h13;
-            end
-          end
-      5'h13:
-          if (\$1277 ) begin
-            \$1300  = 5'h14;
-          end
-      5'h14:
-          if (\done$995 ) begin
-            (* full_case = 32'd1 *)
-            if (\task [11]) begin
-              \$1300  = 5'h15;
-            end else begin
-              \$1300  = 5'h10;
-            end
-          end
-      5'h15:
-          if (\$1281 ) begin
-            \$1300  = 5'h10;
-          end
-      5'h10:
-          (* full_case = 32'd1 *)
-          if (\$1286 ) begin
-            \$1300  = 5'h04;
-          end else begin
-            \$1300  = 5'h02;
-          end
-      5'h02:
-          if (\$1287 ) begin
-            \$1300  = 5'h00;
+            \$1300  = \$1247 ;
           end
     endcase
     if (rst) begin
-      \$1300  = 5'h00;
+      \$1300  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1301  = \status$949 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          \$1301  = \task [341:334];
-      5'h03:
-          if (verdict_valid) begin
-            \$1301  = verdict_status;
-          end
-    endcase
-    if (rst) begin
-      \$1301  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1302  = \$signal$865 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          \$1302  = \$1220 [63:0];
-    endcase
-    if (rst) begin
-      \$1302  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1303  = \$signal$847 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          \$1303  = \$1226 [63:0];
-    endcase
-    if (rst) begin
-      \$1303  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1304  = \$signal$848 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          \$1304  = 20'h00000;
-      5'h03:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h11:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h15:
-          /* empty */;
-      5'h10:
-          \$1304  = \$1282 [19:0];
-    endcase
-    if (rst) begin
-      \$1304  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1305  = \$signal$878 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          \$1305  = 44'h00000000000;
-      5'h03:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h11:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h15:
-          /* empty */;
-      5'h10:
-          \$1305  = \$1284 [43:0];
-    endcase
-    if (rst) begin
-      \$1305  = 44'h00000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1306  = \$signal$901 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          \$1306  = 48'h000000000000;
-      5'h03:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          if (\$1252 ) begin
-            if (\$1255 ) begin
-              \$1306  = \$1258 [47:0];
-            end
-          end
-      5'h11:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h13:
-          if (\$1277 ) begin
-            \$1306  = \$1280 [47:0];
-          end
-    endcase
-    if (rst) begin
-      \$1306  = 48'h000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1307  = \$signal$920 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          (* full_case = 32'd1 *)
-          if (\$1227 ) begin
-            \$1307  = 2'h2;
-          end else if (\$1228 ) begin
-            \$1307  = 2'h1;
-          end else if (\$1229 ) begin
-            \$1307  = 2'h1;
-          end else begin
-            \$1307  = 2'h1;
-          end
-    endcase
-    if (rst) begin
-      \$1307  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1308  = \$signal$909 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          (* full_case = 32'd1 *)
-          if (\$1227 ) begin
-            \$1308  = \$1230 ;
-          end else if (\$1228 ) begin
-            \$1308  = \task [203:184];
-          end else if (\$1229 ) begin
-            \$1308  = \task [123:104];
-          end else begin
-            \$1308  = \$1231 ;
-          end
-    endcase
-    if (rst) begin
-      \$1308  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1309  = \$signal$846 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h04:
-          \$1309  = rows_now;
-    endcase
-    if (rst) begin
-      \$1309  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1310  = stage;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h04:
-          \$1310  = 1'h0;
-      5'h07:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h11:
-          if (\done$995 ) begin
-            \$1310  = 1'h1;
-          end
-    endcase
-    if (rst) begin
-      \$1310  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1311  = \row$932 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h07:
-          if (\$1238 ) begin
-            \$1311  = 2'h0;
-          end
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h11:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h12:
-          if (\$1269 ) begin
-            \$1311  = 2'h0;
-          end else if (done) begin
-            (* full_case = 32'd1 *)
-            if (\$1272 ) begin
-              \$1311  = \$1273 [1:0];
-            end else begin
-              \$1311  = 2'h0;
-            end
-          end
-    endcase
-    if (rst) begin
-      \$1311  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1312  = bank;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          if (\$1252 ) begin
-            \$1312  = \$1259 ;
-          end
-    endcase
-    if (rst) begin
-      \$1312  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1313  = sfu_row;
+    \$1301  = sfu_row;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -10826,10 +10808,10 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h11:
           /* empty */;
       5'h08:
-          \$1313  = \row$932 ;
+          \$1301  = \row$931 ;
     endcase
     if (rst) begin
-      \$1313  = 2'h0;
+      \$1301  = 2'h0;
     end
   end
   assign bus__arid = 8'h00;
@@ -10904,68 +10886,68 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \side_data$111  = bus__rdata;
   assign side_err = bus__rresp[1];
   assign \side_err$113  = bus__rresp[1];
-  assign \split$124  = split;
-  assign \pipe_busy$126  = pipe_busy;
-  assign \split$128  = split;
-  assign \pack_log2$130  = pack_log2;
-  assign \n_words$132  = n_words;
-  assign \sets$134  = sets;
-  assign \run_log2$136  = run_log2;
-  assign \cols_dim$138  = cols_dim;
-  assign \full_groups$140  = full_groups;
-  assign \rest_rows$142  = rest_rows;
-  assign \main_elems$144  = main_elems;
-  assign \trans$146  = trans;
-  assign \t_level$148  = t_level;
-  assign \t_scalar$150  = t_scalar;
-  assign \t_fold_adds$152  = t_fold_adds;
-  assign \split$155  = split;
-  assign \trans$156  = trans;
-  assign \t_level$157  = t_level;
-  assign \t_scalar$158  = t_scalar;
-  assign \t_fold_adds$159  = t_fold_adds;
-  assign \t_out$161  = t_out;
-  assign \t_set$163  = t_set;
-  assign \t_first$165  = t_first;
-  assign \t_row_end$167  = t_row_end;
+  assign \split$123  = split;
+  assign \pipe_busy$125  = pipe_busy;
+  assign \split$127  = split;
+  assign \pack_log2$129  = pack_log2;
+  assign \n_words$131  = n_words;
+  assign \sets$133  = sets;
+  assign \run_log2$135  = run_log2;
+  assign \cols_dim$137  = cols_dim;
+  assign \full_groups$139  = full_groups;
+  assign \rest_rows$141  = rest_rows;
+  assign \main_elems$143  = main_elems;
+  assign \trans$145  = trans;
+  assign \t_level$147  = t_level;
+  assign \t_scalar$149  = t_scalar;
+  assign \t_fold_adds$151  = t_fold_adds;
+  assign \split$154  = split;
+  assign \trans$155  = trans;
+  assign \t_level$156  = t_level;
+  assign \t_scalar$157  = t_scalar;
+  assign \t_fold_adds$158  = t_fold_adds;
+  assign \t_out$160  = t_out;
+  assign \t_set$162  = t_set;
+  assign \t_first$164  = t_first;
+  assign \t_row_end$166  = t_row_end;
   assign mac0 = mac;
   assign k_base0 = k_base;
   assign acc_addr0 = acc_addr;
   assign active0 = active;
   assign w_data0 = w_data;
   assign first0 = first;
-  assign \mac1$181  = mac1;
-  assign \k_base1$183  = k_base1;
-  assign \acc_addr1$185  = acc_addr1;
-  assign \active1$187  = active1;
-  assign \w_data1$189  = w_data1;
-  assign \first1$191  = first1;
-  assign \valid$193  = valid;
-  assign \last$195  = last;
-  assign \row$197  = row;
-  assign \col$199  = col;
-  assign \count$201  = count;
-  assign \data$203  = data;
-  assign \pair_valid$205  = pair_valid;
-  assign \pair_count$207  = pair_count;
-  assign \pair_data$209  = pair_data;
+  assign \mac1$180  = mac1;
+  assign \k_base1$182  = k_base1;
+  assign \acc_addr1$184  = acc_addr1;
+  assign \active1$186  = active1;
+  assign \w_data1$188  = w_data1;
+  assign \first1$190  = first1;
+  assign \valid$192  = valid;
+  assign \last$194  = last;
+  assign \row$196  = row;
+  assign \col$198  = col;
+  assign \count$200  = count;
+  assign \data$202  = data;
+  assign \pair_valid$204  = pair_valid;
+  assign \pair_count$206  = pair_count;
+  assign \pair_data$208  = pair_data;
   assign acc_bank = bank;
-  assign \fold_valid$213  = fold_valid;
-  assign \fold_ready$215  = fold_ready;
-  assign \fold_row$217  = fold_row;
-  assign \fold_word$219  = fold_word;
-  assign \fold_n_cols$221  = fold_n_cols;
-  assign \fold_n_words$223  = fold_n_words;
-  assign \fold_sets$225  = fold_sets;
-  assign \fold_sets1$227  = fold_sets1;
-  assign \fold_pack_log2$229  = fold_pack_log2;
-  assign \fold_bank$231  = fold_bank;
-  assign \sum_valid$233  = sum_valid;
-  assign \sum_ready$235  = sum_ready;
-  assign \sum_fp32$237  = sum_fp32;
-  assign \sum_fp16$239  = sum_fp16;
-  assign \rd_in_data$241  = rd_in_data;
-  assign \w_ready$245  = w_ready;
+  assign \fold_valid$212  = fold_valid;
+  assign \fold_ready$214  = fold_ready;
+  assign \fold_row$216  = fold_row;
+  assign \fold_word$218  = fold_word;
+  assign \fold_n_cols$220  = fold_n_cols;
+  assign \fold_n_words$222  = fold_n_words;
+  assign \fold_sets$224  = fold_sets;
+  assign \fold_sets1$226  = fold_sets1;
+  assign \fold_pack_log2$228  = fold_pack_log2;
+  assign \fold_bank$230  = fold_bank;
+  assign \sum_valid$232  = sum_valid;
+  assign \sum_ready$234  = sum_ready;
+  assign \sum_fp32$236  = sum_fp32;
+  assign \sum_fp16$238  = sum_fp16;
+  assign \rd_in_data$240  = rd_in_data;
+  assign \w_ready$244  = w_ready;
   assign widened_0_lzc_in = { rd_in_data[9:0], 6'h3f };
   assign widened_0_lz = widened_0_lzc_c;
   assign widened_0_sub = \$38 [9:0];
@@ -11064,26 +11046,26 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign widened_31_sub = \$1061 [9:0];
   assign buf_data16 = sum_fp16;
   assign buf_data32 = sum_fp32;
-  assign \rd_row$942  = buf_row;
-  assign \rd_addr$943  = buf_word[6:0];
-  assign \cycle$956  = cycle;
-  assign waiting_results = \hold$957 ;
-  assign \quiet$960  = quiet;
-  assign \write_error$962  = write_error;
-  assign \reported$964  = reported;
-  assign \reported_error$966  = reported_error;
+  assign \rd_row$941  = buf_row;
+  assign \rd_addr$942  = buf_word[6:0];
+  assign \cycle$955  = cycle;
+  assign waiting_results = \hold$956 ;
+  assign \quiet$959  = quiet;
+  assign \write_error$961  = write_error;
+  assign \reported$963  = reported;
+  assign \reported_error$965  = reported_error;
   assign irq_en = { queues__3[289], queues__2[289], queues__1[289], queues__0[289] };
   assign done_valid = reported;
-  assign \done_valid$973  = reported;
-  assign done_queue = \$1314 [1:0];
-  assign \done_queue$975  = \$1314 [1:0];
-  assign done_seq = \$1314 [33:2];
-  assign \done_seq$977  = \$1314 [33:2];
-  assign \done_status$979  = done_status;
-  assign \irq$981  = irq;
-  assign \report$982  = reported;
+  assign \done_valid$972  = reported;
+  assign done_queue = \$1302 [1:0];
+  assign \done_queue$974  = \$1302 [1:0];
+  assign done_seq = \$1302 [33:2];
+  assign \done_seq$976  = \$1302 [33:2];
+  assign \done_status$978  = done_status;
+  assign \irq$980  = irq;
+  assign \report$981  = reported;
   assign done_store = report_store;
-  assign \port$13878$0  = \$1314 ;
+  assign \port$13847$0  = \$1302 ;
   assign \queues__0.sq_base  = queues__0[63:0];
   assign \queues__0.cq_base  = queues__0[127:64];
   assign \queues__0.data_base  = queues__0[191:128];
@@ -11283,16 +11265,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \task.decoded.stages[1].rest_page  = \task [1212:1193];
   assign \task.decoded.stages[1].last_elems  = \task [1256:1213];
   assign \task.decoded.stages[1].tail_elems  = \task [1300:1257];
-  assign \regs.sq_base  = regs[63:0];
-  assign \regs.cq_base  = regs[127:64];
-  assign \regs.data_base  = regs[191:128];
-  assign \regs.data_limit  = regs[255:192];
-  assign \regs.log2_depth  = regs[259:256];
-  assign \regs.log2_slot  = regs[267:260];
-  assign \regs.pasid  = regs[287:268];
-  assign \regs.enable  = regs[288];
-  assign \regs.irq_en  = regs[289];
-  assign \regs.tail  = regs[321:290];
+  assign \task.sq_slot  = \task [1364:1301];
+  assign \task.cq_slot  = \task [1428:1365];
   assign \sizes.k  = sizes[19:0];
   assign \sizes.n  = sizes[39:20];
   assign \sizes.trans  = sizes[40];
@@ -11315,85 +11289,87 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \sizes.rest_page  = sizes[307:288];
   assign \sizes.last_elems  = sizes[351:308];
   assign \sizes.tail_elems  = sizes[395:352];
-  assign \task$991.entry  = \task$991 [333:0];
-  assign \task$991.entry.desc  = \task$991 [203:0];
-  assign \task$991.entry.desc.type  = \task$991 [1:0];
-  assign \task$991.entry.desc.op  = \task$991 [5:2];
-  assign \task$991.entry.desc.dtype  = \task$991 [9:6];
-  assign \task$991.entry.desc.flags  = \task$991 [19:10];
-  assign \task$991.entry.desc.flags.trans_w  = \task$991 [10];
-  assign \task$991.entry.desc.flags.partial  = \task$991 [11];
-  assign \task$991.entry.desc.flags.paged  = \task$991 [12];
-  assign \task$991.entry.desc.flags.page_shift  = \task$991 [16:13];
-  assign \task$991.entry.desc.flags.reserved  = \task$991 [19:17];
-  assign \task$991.entry.desc.dev_addr  = \task$991 [83:20];
-  assign \task$991.entry.desc.dev_size  = \task$991 [103:84];
-  assign \task$991.entry.desc.dev_rows  = \task$991 [123:104];
-  assign \task$991.entry.desc.dev_cols  = \task$991 [143:124];
-  assign \task$991.entry.desc.in_size  = \task$991 [163:144];
-  assign \task$991.entry.desc.in_rows  = \task$991 [183:164];
-  assign \task$991.entry.desc.in_cols  = \task$991 [203:184];
-  assign \task$991.entry.queue  = \task$991 [205:204];
-  assign \task$991.entry.seq  = \task$991 [269:206];
-  assign \task$991.entry.taken  = \task$991 [333:270];
-  assign \task$991.decoded  = \task$991 [1300:334];
-  assign \task$991.decoded.status  = \task$991 [341:334];
-  assign \task$991.decoded.is_load  = \task$991 [342];
-  assign \task$991.decoded.is_store  = \task$991 [343];
-  assign \task$991.decoded.is_compute  = \task$991 [344];
-  assign \task$991.decoded.second_addr  = \task$991 [408:345];
-  assign \task$991.decoded.stats_offset  = \task$991 [456:409];
-  assign \task$991.decoded.paged  = \task$991 [457];
-  assign \task$991.decoded.pages  = \task$991 [464:458];
-  assign \task$991.decoded.page_shift  = \task$991 [468:465];
-  assign \task$991.decoded.page_half  = \task$991 [508:469];
-  assign \task$991.decoded.stages  = \task$991 [1300:509];
-  assign \task$991.decoded.stages[0]  = \task$991 [904:509];
-  assign \task$991.decoded.stages[0].k  = \task$991 [528:509];
-  assign \task$991.decoded.stages[0].n  = \task$991 [548:529];
-  assign \task$991.decoded.stages[0].trans  = \task$991 [549];
-  assign \task$991.decoded.stages[0].pack_log2  = \task$991 [552:550];
-  assign \task$991.decoded.stages[0].run_log2  = \task$991 [555:553];
-  assign \task$991.decoded.stages[0].rows_dim  = \task$991 [575:556];
-  assign \task$991.decoded.stages[0].cols_dim  = \task$991 [595:576];
-  assign \task$991.decoded.stages[0].n_words  = \task$991 [615:596];
-  assign \task$991.decoded.stages[0].t_level  = \task$991 [618:616];
-  assign \task$991.decoded.stages[0].t_scalar  = \task$991 [619];
-  assign \task$991.decoded.stages[0].t_fold_adds  = \task$991 [621:620];
-  assign \task$991.decoded.stages[0].full_groups  = \task$991 [641:622];
-  assign \task$991.decoded.stages[0].main_rows  = \task$991 [661:642];
-  assign \task$991.decoded.stages[0].main_elems  = \task$991 [705:662];
-  assign \task$991.decoded.stages[0].rest_rows  = \task$991 [710:706];
-  assign \task$991.decoded.stages[0].rest_elems  = \task$991 [754:711];
-  assign \task$991.decoded.stages[0].groups  = \task$991 [774:755];
-  assign \task$991.decoded.stages[0].sets  = \task$991 [776:775];
-  assign \task$991.decoded.stages[0].main_pages  = \task$991 [796:777];
-  assign \task$991.decoded.stages[0].rest_page  = \task$991 [816:797];
-  assign \task$991.decoded.stages[0].last_elems  = \task$991 [860:817];
-  assign \task$991.decoded.stages[0].tail_elems  = \task$991 [904:861];
-  assign \task$991.decoded.stages[1]  = \task$991 [1300:905];
-  assign \task$991.decoded.stages[1].k  = \task$991 [924:905];
-  assign \task$991.decoded.stages[1].n  = \task$991 [944:925];
-  assign \task$991.decoded.stages[1].trans  = \task$991 [945];
-  assign \task$991.decoded.stages[1].pack_log2  = \task$991 [948:946];
-  assign \task$991.decoded.stages[1].run_log2  = \task$991 [951:949];
-  assign \task$991.decoded.stages[1].rows_dim  = \task$991 [971:952];
-  assign \task$991.decoded.stages[1].cols_dim  = \task$991 [991:972];
-  assign \task$991.decoded.stages[1].n_words  = \task$991 [1011:992];
-  assign \task$991.decoded.stages[1].t_level  = \task$991 [1014:1012];
-  assign \task$991.decoded.stages[1].t_scalar  = \task$991 [1015];
-  assign \task$991.decoded.stages[1].t_fold_adds  = \task$991 [1017:1016];
-  assign \task$991.decoded.stages[1].full_groups  = \task$991 [1037:1018];
-  assign \task$991.decoded.stages[1].main_rows  = \task$991 [1057:1038];
-  assign \task$991.decoded.stages[1].main_elems  = \task$991 [1101:1058];
-  assign \task$991.decoded.stages[1].rest_rows  = \task$991 [1106:1102];
-  assign \task$991.decoded.stages[1].rest_elems  = \task$991 [1150:1107];
-  assign \task$991.decoded.stages[1].groups  = \task$991 [1170:1151];
-  assign \task$991.decoded.stages[1].sets  = \task$991 [1172:1171];
-  assign \task$991.decoded.stages[1].main_pages  = \task$991 [1192:1173];
-  assign \task$991.decoded.stages[1].rest_page  = \task$991 [1212:1193];
-  assign \task$991.decoded.stages[1].last_elems  = \task$991 [1256:1213];
-  assign \task$991.decoded.stages[1].tail_elems  = \task$991 [1300:1257];
+  assign \task$990.entry  = \task$990 [333:0];
+  assign \task$990.entry.desc  = \task$990 [203:0];
+  assign \task$990.entry.desc.type  = \task$990 [1:0];
+  assign \task$990.entry.desc.op  = \task$990 [5:2];
+  assign \task$990.entry.desc.dtype  = \task$990 [9:6];
+  assign \task$990.entry.desc.flags  = \task$990 [19:10];
+  assign \task$990.entry.desc.flags.trans_w  = \task$990 [10];
+  assign \task$990.entry.desc.flags.partial  = \task$990 [11];
+  assign \task$990.entry.desc.flags.paged  = \task$990 [12];
+  assign \task$990.entry.desc.flags.page_shift  = \task$990 [16:13];
+  assign \task$990.entry.desc.flags.reserved  = \task$990 [19:17];
+  assign \task$990.entry.desc.dev_addr  = \task$990 [83:20];
+  assign \task$990.entry.desc.dev_size  = \task$990 [103:84];
+  assign \task$990.entry.desc.dev_rows  = \task$990 [123:104];
+  assign \task$990.entry.desc.dev_cols  = \task$990 [143:124];
+  assign \task$990.entry.desc.in_size  = \task$990 [163:144];
+  assign \task$990.entry.desc.in_rows  = \task$990 [183:164];
+  assign \task$990.entry.desc.in_cols  = \task$990 [203:184];
+  assign \task$990.entry.queue  = \task$990 [205:204];
+  assign \task$990.entry.seq  = \task$990 [269:206];
+  assign \task$990.entry.taken  = \task$990 [333:270];
+  assign \task$990.decoded  = \task$990 [1300:334];
+  assign \task$990.decoded.status  = \task$990 [341:334];
+  assign \task$990.decoded.is_load  = \task$990 [342];
+  assign \task$990.decoded.is_store  = \task$990 [343];
+  assign \task$990.decoded.is_compute  = \task$990 [344];
+  assign \task$990.decoded.second_addr  = \task$990 [408:345];
+  assign \task$990.decoded.stats_offset  = \task$990 [456:409];
+  assign \task$990.decoded.paged  = \task$990 [457];
+  assign \task$990.decoded.pages  = \task$990 [464:458];
+  assign \task$990.decoded.page_shift  = \task$990 [468:465];
+  assign \task$990.decoded.page_half  = \task$990 [508:469];
+  assign \task$990.decoded.stages  = \task$990 [1300:509];
+  assign \task$990.decoded.stages[0]  = \task$990 [904:509];
+  assign \task$990.decoded.stages[0].k  = \task$990 [528:509];
+  assign \task$990.decoded.stages[0].n  = \task$990 [548:529];
+  assign \task$990.decoded.stages[0].trans  = \task$990 [549];
+  assign \task$990.decoded.stages[0].pack_log2  = \task$990 [552:550];
+  assign \task$990.decoded.stages[0].run_log2  = \task$990 [555:553];
+  assign \task$990.decoded.stages[0].rows_dim  = \task$990 [575:556];
+  assign \task$990.decoded.stages[0].cols_dim  = \task$990 [595:576];
+  assign \task$990.decoded.stages[0].n_words  = \task$990 [615:596];
+  assign \task$990.decoded.stages[0].t_level  = \task$990 [618:616];
+  assign \task$990.decoded.stages[0].t_scalar  = \task$990 [619];
+  assign \task$990.decoded.stages[0].t_fold_adds  = \task$990 [621:620];
+  assign \task$990.decoded.stages[0].full_groups  = \task$990 [641:622];
+  assign \task$990.decoded.stages[0].main_rows  = \task$990 [661:642];
+  assign \task$990.decoded.stages[0].main_elems  = \task$990 [705:662];
+  assign \task$990.decoded.stages[0].rest_rows  = \task$990 [710:706];
+  assign \task$990.decoded.stages[0].rest_elems  = \task$990 [754:711];
+  assign \task$990.decoded.stages[0].groups  = \task$990 [774:755];
+  assign \task$990.decoded.stages[0].sets  = \task$990 [776:775];
+  assign \task$990.decoded.stages[0].main_pages  = \task$990 [796:777];
+  assign \task$990.decoded.stages[0].rest_page  = \task$990 [816:797];
+  assign \task$990.decoded.stages[0].last_elems  = \task$990 [860:817];
+  assign \task$990.decoded.stages[0].tail_elems  = \task$990 [904:861];
+  assign \task$990.decoded.stages[1]  = \task$990 [1300:905];
+  assign \task$990.decoded.stages[1].k  = \task$990 [924:905];
+  assign \task$990.decoded.stages[1].n  = \task$990 [944:925];
+  assign \task$990.decoded.stages[1].trans  = \task$990 [945];
+  assign \task$990.decoded.stages[1].pack_log2  = \task$990 [948:946];
+  assign \task$990.decoded.stages[1].run_log2  = \task$990 [951:949];
+  assign \task$990.decoded.stages[1].rows_dim  = \task$990 [971:952];
+  assign \task$990.decoded.stages[1].cols_dim  = \task$990 [991:972];
+  assign \task$990.decoded.stages[1].n_words  = \task$990 [1011:992];
+  assign \task$990.decoded.stages[1].t_level  = \task$990 [1014:1012];
+  assign \task$990.decoded.stages[1].t_scalar  = \task$990 [1015];
+  assign \task$990.decoded.stages[1].t_fold_adds  = \task$990 [1017:1016];
+  assign \task$990.decoded.stages[1].full_groups  = \task$990 [1037:1018];
+  assign \task$990.decoded.stages[1].main_rows  = \task$990 [1057:1038];
+  assign \task$990.decoded.stages[1].main_elems  = \task$990 [1101:1058];
+  assign \task$990.decoded.stages[1].rest_rows  = \task$990 [1106:1102];
+  assign \task$990.decoded.stages[1].rest_elems  = \task$990 [1150:1107];
+  assign \task$990.decoded.stages[1].groups  = \task$990 [1170:1151];
+  assign \task$990.decoded.stages[1].sets  = \task$990 [1172:1171];
+  assign \task$990.decoded.stages[1].main_pages  = \task$990 [1192:1173];
+  assign \task$990.decoded.stages[1].rest_page  = \task$990 [1212:1193];
+  assign \task$990.decoded.stages[1].last_elems  = \task$990 [1256:1213];
+  assign \task$990.decoded.stages[1].tail_elems  = \task$990 [1300:1257];
+  assign \task$990.sq_slot  = \task$990 [1364:1301];
+  assign \task$990.cq_slot  = \task$990 [1428:1365];
   assign \$17  = 1'h1;
   assign \$18  = 1'h1;
   assign widened_0_lzc_vll = 1'h1;
@@ -11818,18 +11794,18 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \$1105  = { \$1104 [29], \$1104 [29], \$1104 [29], \$1104 [29], \$1104 [29], \$1104 [29:5] };
   assign \$1110  = { 2'h0, \task [103:84], 5'h00 };
   assign \$1111  = { count, 1'h0 };
-  assign \$1118  = { \$signal$878 , 1'h0 };
+  assign \$1118  = { \$signal$877 , 1'h0 };
   assign \$1121  = { \$1120 , 1'h0 };
   assign \$1125  = { \$1124 [26], \$1124 [26], \$1124 [26], \$1124 [26], \$1124 [26], \$1124 [26], \$1124 [26:6] };
   assign \$1130  = { \$1129 [25], \$1129 [25], \$1129 [25], \$1129 [25], \$1129 [25], \$1129 [25:5] };
   assign \$1152  = \$1151 ;
   assign \$1161  = { \$1160 [28], \$1160 [28], \$1160 [28], \$1160 [28], \$1160 [28], \$1160 [28], \$1160 [28:6] };
-  assign \$1177  = \$signal$909 ;
+  assign \$1177  = \$signal$908 ;
   assign \$1183  = { \$1182 [28], \$1182 [28], \$1182 [28], \$1182 [28], \$1182 [28], \$1182 [28], \$1182 [28:6] };
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.chunks (rst, split, addr, count, valid, pair_valid, last, pipe_busy, restart, start, rest, dispatch, data, pair_data, row, col, pair_count, pack_log2, n_words, sets, run_log2
+module \ndp_device.control_unit.chunks (rst, split, addr, valid, pair_valid, last, pipe_busy, restart, start, rest, dispatch, data, pair_data, row, col, pair_count, count, pack_log2, n_words, sets, run_log2
 , cols_dim, full_groups, rest_rows, main_elems, t_level, t_scalar, t_fold_adds, trans, u_offset, u_rows, u_cols, u_beats, u_pair, mac0, k_base0, acc_addr0, active0, w_data0, first0, mac1, k_base1
 , acc_addr1, active1, w_data1, first1, t_out, t_set, t_first, t_row_end, run_done, drain, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$68  = 0;
@@ -12665,7 +12641,7 @@ module \ndp_device.control_unit.chunks (rst, split, addr, count, valid, pair_val
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_error, hold, done_status, irq, \port$13878$0 , done_store, cycle, \port$14107$289 , \port$14109$289 , \port$14111$289 , \port$14113$289 , complete, queue, seq, taken, status, read_error, slot
+module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_error, hold, done_status, irq, \port$13847$0 , done_store, cycle, \port$14076$289 , \port$14078$289 , \port$14080$289 , \port$14082$289 , complete, queue, seq, taken, status, read_error, slot
 , store, quiet, pending, line_start, line_addr, line, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$69  = 0;
   wire \$1 ;
@@ -12726,16 +12702,16 @@ module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_err
   reg line_start;
   output pending;
   reg pending = 1'h0;
-  output [33:0] \port$13878$0 ;
-  wire [33:0] \port$13878$0 ;
-  input \port$14107$289 ;
-  wire \port$14107$289 ;
-  input \port$14109$289 ;
-  wire \port$14109$289 ;
-  input \port$14111$289 ;
-  wire \port$14111$289 ;
-  input \port$14113$289 ;
-  wire \port$14113$289 ;
+  output [33:0] \port$13847$0 ;
+  wire [33:0] \port$13847$0 ;
+  input \port$14076$289 ;
+  wire \port$14076$289 ;
+  input \port$14078$289 ;
+  wire \port$14078$289 ;
+  input \port$14080$289 ;
+  wire \port$14080$289 ;
+  input \port$14082$289 ;
+  wire \port$14082$289 ;
   input [1:0] queue;
   wire [1:0] queue;
   input quiet;
@@ -12780,7 +12756,7 @@ module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_err
   assign \$11  = \$9  & \$10 ;
   assign \$12  = \$11  ? 8'h80 : \$signal$10 ;
   assign \$13  = cycle - \$signal$8 ;
-  assign irq_en = { \port$14113$289 , \port$14111$289 , \port$14109$289 , \port$14107$289  } >> r_data[1:0];
+  assign irq_en = { \port$14082$289 , \port$14080$289 , \port$14078$289 , \port$14076$289  } >> r_data[1:0];
   assign done_status = reported_error ? 8'h80 : r_data[41:34];
   assign \$14  = r_en & irq_en;
   assign \$15  = 1'h1 << r_data[1:0];
@@ -12950,12 +12926,12 @@ module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_err
       w_data = { \$signal$16 , status_word[7:0], \$signal [31:0], \$like  };
     end
   end
-  assign \irq_en$31  = { \port$14113$289 , \port$14111$289 , \port$14109$289 , \port$14107$289  };
+  assign \irq_en$31  = { \port$14082$289 , \port$14080$289 , \port$14078$289 , \port$14076$289  };
   assign reported = r_en;
   assign done_valid = r_en;
   assign done_queue = r_data[1:0];
   assign done_seq = r_data[33:2];
-  assign \port$13878$0  = r_data[33:0];
+  assign \port$13847$0  = r_data[33:0];
   assign done_store = r_data[42];
 endmodule
 
@@ -39705,73 +39681,68 @@ module \ndp_device.control_unit.compute.fold (rst, req_ready, b_row, b_addr, out
   reg \$auto$verilog_backend.cc:2355:dump_module$72  = 0;
   wire \$1 ;
   wire \$10 ;
-  wire [8:0] \$11 ;
+  wire \$11 ;
   wire \$12 ;
   wire \$13 ;
-  wire [8:0] \$14 ;
+  wire \$14 ;
   wire \$15 ;
-  wire \$16 ;
+  wire [8:0] \$16 ;
   wire [8:0] \$17 ;
   wire \$18 ;
   wire \$19 ;
   wire [2:0] \$2 ;
-  wire [8:0] \$20 ;
+  wire \$20 ;
   wire [8:0] \$21 ;
   wire [8:0] \$22 ;
-  wire \$23 ;
+  wire [9:0] \$23 ;
   wire \$24 ;
   wire \$25 ;
-  wire [8:0] \$26 ;
+  wire \$26 ;
   wire [8:0] \$27 ;
-  wire [9:0] \$28 ;
-  wire \$29 ;
+  wire [8:0] \$28 ;
+  wire [8:0] \$29 ;
   wire [2:0] \$3 ;
-  wire \$30 ;
-  wire \$31 ;
-  wire [8:0] \$32 ;
-  wire [8:0] \$33 ;
+  wire [9:0] \$30 ;
+  wire [8:0] \$31 ;
+  wire [9:0] \$32 ;
+  wire [26:0] \$33 ;
   wire [8:0] \$34 ;
-  wire [9:0] \$35 ;
-  wire [8:0] \$36 ;
-  wire [9:0] \$37 ;
-  wire [26:0] \$38 ;
-  wire [8:0] \$39 ;
+  wire [26:0] \$35 ;
+  wire \$36 ;
+  wire \$37 ;
+  wire \$38 ;
+  wire \$39 ;
   wire [2:0] \$4 ;
-  wire [26:0] \$40 ;
-  wire [8:0] \$41 ;
-  wire \$42 ;
+  wire \$40 ;
+  wire \$41 ;
+  wire [2:0] \$42 ;
   wire \$43 ;
-  wire \$44 ;
+  wire [1023:0] \$44 ;
   wire \$45 ;
   wire \$46 ;
   wire \$47 ;
-  wire [2:0] \$48 ;
+  wire \$48 ;
   wire \$49 ;
   wire [3:0] \$5 ;
-  wire [1023:0] \$50 ;
-  wire [8:0] \$51 ;
-  wire \$52 ;
-  wire \$53 ;
-  wire \$54 ;
-  wire \$55 ;
-  wire \$56 ;
-  wire [3:0] \$57 ;
-  wire [3:0] \$58 ;
-  wire [4:0] \$59 ;
-  wire [8:0] \$6 ;
-  wire [5:0] \$60 ;
-  wire [4:0] \$61 ;
-  wire [5:0] \$62 ;
-  reg [17:0] \$63 ;
-  reg [17:0] \$64 ;
-  reg [1023:0] \$65 ;
-  reg [1023:0] \$66 ;
-  reg [17:0] \$67 ;
-  reg [2:0] \$68 ;
-  reg [2:0] \$69 ;
+  wire [8:0] \$50 ;
+  wire \$51 ;
+  wire [3:0] \$52 ;
+  wire [3:0] \$53 ;
+  wire [4:0] \$54 ;
+  wire [5:0] \$55 ;
+  wire [4:0] \$56 ;
+  wire [5:0] \$57 ;
+  reg [18:0] \$58 ;
+  reg [18:0] \$59 ;
+  wire \$6 ;
+  reg [1023:0] \$60 ;
+  reg [1023:0] \$61 ;
+  reg [18:0] \$62 ;
+  reg [2:0] \$63 ;
+  reg [2:0] \$64 ;
+  reg [3:0] \$65 ;
+  reg [3:0] \$66 ;
   wire \$7 ;
-  reg [3:0] \$70 ;
-  reg [3:0] \$71 ;
   wire \$8 ;
   wire \$9 ;
   wire [7:0] \$signal ;
@@ -39798,7 +39769,7 @@ module \ndp_device.control_unit.compute.fold (rst, req_ready, b_row, b_addr, out
   wire [1:0] b_row;
   input clk;
   wire clk;
-  reg [17:0] entered = 18'h00000;
+  reg [18:0] entered = 19'h00000;
   wire [31:0] fold_sum_0;
   wire [31:0] fold_sum_1;
   wire [31:0] fold_sum_10;
@@ -39831,8 +39802,8 @@ module \ndp_device.control_unit.compute.fold (rst, req_ready, b_row, b_addr, out
   wire [31:0] fold_sum_7;
   wire [31:0] fold_sum_8;
   wire [31:0] fold_sum_9;
-  reg [17:0] fold_tag_s1 = 18'h00000;
-  reg [17:0] fold_tag_s2 = 18'h00000;
+  reg [18:0] fold_tag_s1 = 19'h00000;
+  reg [18:0] fold_tag_s2 = 19'h00000;
   wire [15:0] half_0;
   wire [15:0] half_1;
   wire [15:0] half_10;
@@ -39924,95 +39895,90 @@ module \ndp_device.control_unit.compute.fold (rst, req_ready, b_row, b_addr, out
       fifo[\$signature__addr ] <= \$signature__data ;
   end
   assign out_fp32 = fifo[read__addr];
-  assign source = \$24  ? { fold_sum_31, fold_sum_30, fold_sum_29, fold_sum_28, fold_sum_27, fold_sum_26, fold_sum_25, fold_sum_24, fold_sum_23, fold_sum_22, fold_sum_21, fold_sum_20, fold_sum_19, fold_sum_18, fold_sum_17, fold_sum_16, fold_sum_15, fold_sum_14, fold_sum_13, fold_sum_12, fold_sum_11, fold_sum_10, fold_sum_9, fold_sum_8, fold_sum_7, fold_sum_6, fold_sum_5, fold_sum_4, fold_sum_3, fold_sum_2, fold_sum_1, fold_sum_0 } : a_data;
-  assign \$25  = \$21 [7:0] < \$3 [1:0];
-  assign \$26  = \$21 [7:0] + 1'h1;
-  assign \$27  = \$21 [7:0] - \$3 [1:0];
-  assign \$28  = \$25  ? { 1'h0, \$26  } : { \$27 [8], \$27  };
-  assign \$29  = \$21 [7:0] < \$3 [1:0];
-  assign b_row = \$29  ? \$signal$14  : 2'h1;
-  assign \$30  = ! \$28 [1:0];
-  assign \$31  = \$28 [1:0] == 1'h1;
-  assign \$33  = \$31  ? { 1'h0, n_words } : \$32 ;
-  assign \$34  = \$30  ? 9'h000 : \$33 ;
-  assign \$35  = \$signal$15  + \$34 ;
-  assign \$36  = \$21 [7:0] - \$3 [1:0];
-  assign \$37  = $signed(\$36 ) - $signed({ 1'h0, sets1 });
-  assign \$38  = n_cols << pack_log2;
-  assign \$39  = \$37 [7:0] + 1'h1;
-  assign \$40  = \$38  >> \$39 ;
-  assign \$41  = fold_tag_s2[17:10] + 1'h1;
-  assign \$42  = \$41  < \$5 ;
-  assign \$43  = fold_tag_s2[0] & \$42 ;
-  assign \$44  = ~ \$43 ;
-  assign \$45  = fold_tag_s2[0] & \$44 ;
-  assign \$46  = ! \$5 ;
-  assign \$47  = take & \$46 ;
-  assign \$signal$60  = \$45  | \$47 ;
+  assign \$28  = \$26  ? { 1'h0, n_words } : \$27 ;
+  assign \$29  = \$25  ? 9'h000 : \$28 ;
+  assign \$30  = \$signal$15  + \$29 ;
+  assign \$31  = \$17 [7:0] - \$3 [1:0];
+  assign \$32  = $signed(\$31 ) - $signed({ 1'h0, sets1 });
+  assign \$33  = n_cols << pack_log2;
+  assign \$34  = \$32 [7:0] + 1'h1;
+  assign \$35  = \$33  >> \$34 ;
+  assign \$36  = ~ fold_tag_s2[18];
+  assign \$37  = fold_tag_s2[0] & \$36 ;
+  assign \$38  = ~ \$37 ;
+  assign \$39  = fold_tag_s2[0] & \$38 ;
+  assign \$40  = ! \$5 ;
+  assign \$41  = take & \$40 ;
+  assign \$signal$60  = \$39  | \$41 ;
   assign \$signature__data  = fold_tag_s2[0] ? { fold_sum_31, fold_sum_30, fold_sum_29, fold_sum_28, fold_sum_27, fold_sum_26, fold_sum_25, fold_sum_24, fold_sum_23, fold_sum_22, fold_sum_21, fold_sum_20, fold_sum_19, fold_sum_18, fold_sum_17, fold_sum_16, fold_sum_15, fold_sum_14, fold_sum_13, fold_sum_12, fold_sum_11, fold_sum_10, fold_sum_9, fold_sum_8, fold_sum_7, fold_sum_6, fold_sum_5, fold_sum_4, fold_sum_3, fold_sum_2, fold_sum_1, fold_sum_0 } : a_data;
   assign out_valid = | level;
   assign pop = out_valid & out_ready;
-  assign \$48  = \$3 [1:0] + sets1;
-  assign \$49  = \$21 [7:0] < \$48 ;
-  assign \$50  = \$49  ? b_data : tree_operand_d0;
-  assign \$51  = fold_tag_s2[17:10] + 1'h1;
-  assign \$52  = \$51  < \$5 ;
-  assign \$53  = fold_tag_s2[0] & \$52 ;
-  assign \$54  = | \$5 ;
-  assign \$55  = take & \$54 ;
-  assign \$56  = \$53  | \$55 ;
-  assign \$57  = \$signature__addr  + \$signal$60 ;
-  assign \$58  = read__addr + pop;
-  assign \$59  = level + \$signal$60 ;
-  assign \$60  = \$59  - pop;
-  assign \$61  = held + take;
-  assign \$62  = \$61  - pop;
+  assign \$42  = \$3 [1:0] + sets1;
+  assign \$43  = \$17 [7:0] < \$42 ;
+  assign \$44  = \$43  ? b_data : tree_operand_d0;
+  assign \$45  = ~ fold_tag_s2[18];
+  assign \$46  = fold_tag_s2[0] & \$45 ;
+  assign \$47  = | \$5 ;
+  assign \$48  = take & \$47 ;
+  assign \$49  = \$46  | \$48 ;
+  assign \$50  = \$17 [7:0] + 1'h1;
+  assign \$51  = \$50  >= \$5 ;
+  assign \$52  = \$signature__addr  + \$signal$60 ;
+  assign \$53  = read__addr + pop;
+  assign \$54  = level + \$signal$60 ;
+  assign \$55  = \$54  - pop;
+  assign \$56  = held + take;
+  assign \$57  = \$56  - pop;
   always @(posedge clk)
-    fold_tag_s1 <= \$63 ;
+    fold_tag_s1 <= \$58 ;
   always @(posedge clk)
-    fold_tag_s2 <= \$64 ;
+    fold_tag_s2 <= \$59 ;
   always @(posedge clk)
-    \$signal$110  <= \$65 ;
+    \$signal$110  <= \$60 ;
   always @(posedge clk)
-    operand <= \$66 ;
+    operand <= \$61 ;
   always @(posedge clk)
-    entered <= \$67 ;
+    entered <= \$62 ;
   always @(posedge clk)
-    \$signature__addr  <= \$68 ;
+    \$signature__addr  <= \$63 ;
   always @(posedge clk)
-    read__addr <= \$69 ;
+    read__addr <= \$64 ;
   always @(posedge clk)
-    level <= \$70 ;
+    level <= \$65 ;
   always @(posedge clk)
-    held <= \$71 ;
+    held <= \$66 ;
   assign \$1  = | sets;
   assign \$2  = sets - 1'h1;
   assign \$3  = \$1  ? \$2  : 3'h0;
   assign \$4  = \$3 [1:0] + sets1;
   assign \$5  = \$4  + pack_log2;
-  assign \$6  = fold_tag_s2[17:10] + 1'h1;
-  assign \$7  = \$6  < \$5 ;
-  assign \$8  = fold_tag_s2[0] & \$7 ;
-  assign \$9  = ~ \$8 ;
-  assign \$10  = held < 4'h8;
-  assign req_ready = \$9  & \$10 ;
+  assign \$6  = ~ fold_tag_s2[18];
+  assign \$7  = fold_tag_s2[0] & \$6 ;
+  assign \$8  = ~ \$7 ;
+  assign \$9  = held < 4'h8;
+  assign req_ready = \$8  & \$9 ;
   assign take = req_valid & req_ready;
-  assign \$11  = fold_tag_s2[17:10] + 1'h1;
-  assign \$12  = \$11  < \$5 ;
+  assign \$10  = ~ fold_tag_s2[18];
+  assign \$11  = fold_tag_s2[0] & \$10 ;
+  assign \$signal$14  = \$11  ? fold_tag_s2[2:1] : a_row;
+  assign \$12  = ~ fold_tag_s2[18];
   assign \$13  = fold_tag_s2[0] & \$12 ;
-  assign \$signal$14  = \$13  ? fold_tag_s2[2:1] : a_row;
-  assign \$14  = fold_tag_s2[17:10] + 1'h1;
-  assign \$15  = \$14  < \$5 ;
-  assign \$16  = fold_tag_s2[0] & \$15 ;
-  assign \$signal$15  = \$16  ? fold_tag_s2[9:3] : a_addr;
-  assign \$17  = fold_tag_s2[17:10] + 1'h1;
-  assign \$18  = \$17  < \$5 ;
+  assign \$signal$15  = \$13  ? fold_tag_s2[9:3] : a_addr;
+  assign \$14  = ~ fold_tag_s2[18];
+  assign \$15  = fold_tag_s2[0] & \$14 ;
+  assign \$16  = fold_tag_s2[17:10] + 1'h1;
+  assign \$17  = \$15  ? \$16  : 9'h000;
+  assign \$18  = ~ fold_tag_s2[18];
   assign \$19  = fold_tag_s2[0] & \$18 ;
-  assign \$20  = fold_tag_s2[17:10] + 1'h1;
-  assign \$21  = \$19  ? \$20  : 9'h000;
-  assign \$22  = fold_tag_s2[17:10] + 1'h1;
-  assign \$23  = \$22  < \$5 ;
-  assign \$24  = fold_tag_s2[0] & \$23 ;
+  assign source = \$19  ? { fold_sum_31, fold_sum_30, fold_sum_29, fold_sum_28, fold_sum_27, fold_sum_26, fold_sum_25, fold_sum_24, fold_sum_23, fold_sum_22, fold_sum_21, fold_sum_20, fold_sum_19, fold_sum_18, fold_sum_17, fold_sum_16, fold_sum_15, fold_sum_14, fold_sum_13, fold_sum_12, fold_sum_11, fold_sum_10, fold_sum_9, fold_sum_8, fold_sum_7, fold_sum_6, fold_sum_5, fold_sum_4, fold_sum_3, fold_sum_2, fold_sum_1, fold_sum_0 } : a_data;
+  assign \$20  = \$17 [7:0] < \$3 [1:0];
+  assign \$21  = \$17 [7:0] + 1'h1;
+  assign \$22  = \$17 [7:0] - \$3 [1:0];
+  assign \$23  = \$20  ? { 1'h0, \$21  } : { \$22 [8], \$22  };
+  assign \$24  = \$17 [7:0] < \$3 [1:0];
+  assign b_row = \$24  ? \$signal$14  : 2'h1;
+  assign \$25  = ! \$23 [1:0];
+  assign \$26  = \$23 [1:0] == 1'h1;
   ndp_fp32_to_fp16 cvt_0 (
     .a(out_fp32[31:0]),
     .h(half_0)
@@ -40368,7 +40334,7 @@ module \ndp_device.control_unit.compute.fold (rst, req_ready, b_row, b_addr, out
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
     (* full_case = 32'd1 *)
-    casez (\$40 [5:4])
+    casez (\$35 [5:4])
       2'h0:
           tree_operand_d4 = source;
       2'h1:
@@ -40382,7 +40348,7 @@ module \ndp_device.control_unit.compute.fold (rst, req_ready, b_row, b_addr, out
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
     (* full_case = 32'd1 *)
-    casez (\$40 [3:0])
+    casez (\$35 [3:0])
       4'h0:
           tree_operand_d0 = tree_operand_d4;
       4'h1:
@@ -40419,80 +40385,80 @@ module \ndp_device.control_unit.compute.fold (rst, req_ready, b_row, b_addr, out
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
-    \$63  = entered;
+    \$58  = entered;
     if (rst) begin
-      \$63  = 18'h00000;
+      \$58  = 19'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
-    \$64  = fold_tag_s1;
+    \$59  = fold_tag_s1;
     if (rst) begin
-      \$64  = 18'h00000;
+      \$59  = 19'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
-    \$65  = source;
+    \$60  = source;
     if (rst) begin
-      \$65  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$60  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
-    \$66  = \$50 ;
+    \$61  = \$44 ;
     if (rst) begin
-      \$66  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$61  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
-    \$67  = { \$21 [7:0], \$signal$15 , \$signal$14 , \$56  };
+    \$62  = { \$51 , \$17 [7:0], \$signal$15 , \$signal$14 , \$49  };
     if (rst) begin
-      \$67  = 18'h00000;
+      \$62  = 19'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
-    \$68  = \$57 [2:0];
+    \$63  = \$52 [2:0];
     if (rst) begin
-      \$68  = 3'h0;
+      \$63  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
-    \$69  = \$58 [2:0];
+    \$64  = \$53 [2:0];
     if (rst) begin
-      \$69  = 3'h0;
+      \$64  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
-    \$70  = \$60 [3:0];
+    \$65  = \$55 [3:0];
     if (rst) begin
-      \$70  = 4'h0;
+      \$65  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$72 ) begin end
-    \$71  = \$62 [3:0];
+    \$66  = \$57 [3:0];
     if (rst) begin
-      \$71  = 4'h0;
+      \$66  = 4'h0;
     end
   end
   assign own_adds = \$3 [1:0];
   assign \$signal  = { 4'h0, \$5  };
   assign req_row = a_row;
   assign req_word = a_addr;
-  assign step = \$21 [7:0];
-  assign set_ = \$28 [1:0];
-  assign tree_step = \$37 [7:0];
-  assign tree_lanes = \$40 [5:0];
+  assign step = \$17 [7:0];
+  assign set_ = \$23 [1:0];
+  assign tree_step = \$32 [7:0];
+  assign tree_lanes = \$35 [5:0];
   assign \$signature__en  = \$signal$60 ;
   assign tail = \$signature__addr ;
   assign \$signal$66  = read__addr;
   assign read__data = out_fp32;
-  assign b_addr = \$35 [6:0];
+  assign b_addr = \$30 [6:0];
   assign out_fp16[511:496] = half_31;
   assign out_fp16[495:480] = half_30;
   assign out_fp16[479:464] = half_29;
@@ -40525,7 +40491,7 @@ module \ndp_device.control_unit.compute.fold (rst, req_ready, b_row, b_addr, out
   assign out_fp16[47:32] = half_2;
   assign out_fp16[31:16] = half_1;
   assign out_fp16[15:0] = half_0;
-  assign \$32  = { n_words, 1'h0 };
+  assign \$27  = { n_words, 1'h0 };
 endmodule
 
 (* generator = "Amaranth" *)
@@ -43685,77 +43651,77 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   wire \$17 ;
   wire [64:0] \$170 ;
   wire [64:0] \$171 ;
-  wire [19:0] \$172 ;
-  wire \$173 ;
-  wire [19:0] \$174 ;
+  wire [64:0] \$172 ;
+  wire [19:0] \$173 ;
+  wire \$174 ;
   wire [19:0] \$175 ;
-  wire [39:0] \$176 ;
-  wire [8:0] \$177 ;
-  wire [9:0] \$178 ;
-  wire [8:0] \$179 ;
+  wire [19:0] \$176 ;
+  wire [39:0] \$177 ;
+  wire [8:0] \$178 ;
+  wire [9:0] \$179 ;
   wire \$18 ;
-  wire \$180 ;
-  wire [9:0] \$181 ;
-  wire [8:0] \$182 ;
-  wire \$183 ;
-  wire [8:0] \$184 ;
-  wire [63:0] \$185 ;
-  wire [64:0] \$186 ;
+  wire [8:0] \$180 ;
+  wire \$181 ;
+  wire [9:0] \$182 ;
+  wire [8:0] \$183 ;
+  wire \$184 ;
+  wire [8:0] \$185 ;
+  wire [63:0] \$186 ;
   wire [64:0] \$187 ;
-  wire \$188 ;
+  wire [64:0] \$188 ;
   wire \$189 ;
   wire \$19 ;
   wire \$190 ;
-  wire [26:0] \$191 ;
-  wire [64:0] \$192 ;
-  wire \$193 ;
+  wire \$191 ;
+  wire [26:0] \$192 ;
+  wire [64:0] \$193 ;
   wire \$194 ;
-  wire [8:0] \$195 ;
-  wire \$196 ;
-  wire [8:0] \$197 ;
-  wire [63:0] \$198 ;
-  wire [64:0] \$199 ;
+  wire \$195 ;
+  wire [8:0] \$196 ;
+  wire \$197 ;
+  wire [8:0] \$198 ;
+  wire [63:0] \$199 ;
   wire \$2 ;
   wire \$20 ;
   wire [64:0] \$200 ;
-  wire \$201 ;
+  wire [64:0] \$201 ;
   wire \$202 ;
   wire \$203 ;
-  wire [26:0] \$204 ;
-  wire [64:0] \$205 ;
-  wire \$206 ;
+  wire \$204 ;
+  wire [26:0] \$205 ;
+  wire [64:0] \$206 ;
   wire \$207 ;
-  wire [8:0] \$208 ;
-  wire \$209 ;
+  wire \$208 ;
+  wire [8:0] \$209 ;
   wire \$21 ;
-  wire [8:0] \$210 ;
-  wire [63:0] \$211 ;
-  wire [64:0] \$212 ;
+  wire \$210 ;
+  wire [8:0] \$211 ;
+  wire [63:0] \$212 ;
   wire [64:0] \$213 ;
-  wire \$214 ;
+  wire [64:0] \$214 ;
   wire \$215 ;
   wire \$216 ;
-  wire [26:0] \$217 ;
-  wire [64:0] \$218 ;
-  wire \$219 ;
+  wire \$217 ;
+  wire [26:0] \$218 ;
+  wire [64:0] \$219 ;
   wire \$22 ;
   wire \$220 ;
-  wire [8:0] \$221 ;
-  wire \$222 ;
-  wire [8:0] \$223 ;
-  wire [63:0] \$224 ;
-  wire [64:0] \$225 ;
+  wire \$221 ;
+  wire [8:0] \$222 ;
+  wire \$223 ;
+  wire [8:0] \$224 ;
+  wire [63:0] \$225 ;
   wire [64:0] \$226 ;
-  wire \$227 ;
+  wire [64:0] \$227 ;
   wire \$228 ;
   wire \$229 ;
   wire [64:0] \$23 ;
-  wire [26:0] \$230 ;
-  wire [64:0] \$231 ;
-  wire \$232 ;
+  wire \$230 ;
+  wire [26:0] \$231 ;
+  wire [64:0] \$232 ;
   wire \$233 ;
-  wire [7:0] \$234 ;
-  wire \$235 ;
+  wire \$234 ;
+  wire [7:0] \$235 ;
   wire \$236 ;
   wire \$237 ;
   wire \$238 ;
@@ -43898,10 +43864,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   wire \$361 ;
   wire \$362 ;
   wire \$363 ;
-  wire [40:0] \$364 ;
-  wire [64:0] \$365 ;
-  wire [40:0] \$366 ;
-  wire \$367 ;
+  wire \$364 ;
+  wire [40:0] \$365 ;
+  wire [64:0] \$366 ;
+  wire [40:0] \$367 ;
   wire \$368 ;
   wire \$369 ;
   wire [44:0] \$37 ;
@@ -43920,8 +43886,8 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   wire \$381 ;
   wire \$382 ;
   wire \$383 ;
-  wire [6:0] \$384 ;
-  wire \$385 ;
+  wire \$384 ;
+  wire [6:0] \$385 ;
   wire \$386 ;
   wire \$387 ;
   wire \$388 ;
@@ -43930,34 +43896,34 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   wire \$390 ;
   wire \$391 ;
   wire \$392 ;
-  wire [1:0] \$393 ;
+  wire \$393 ;
   wire [1:0] \$394 ;
-  wire \$395 ;
+  wire [1:0] \$395 ;
   wire \$396 ;
   wire \$397 ;
-  wire [1:0] \$398 ;
-  wire \$399 ;
+  wire \$398 ;
+  wire [1:0] \$399 ;
   wire \$4 ;
   wire [47:0] \$40 ;
   wire \$400 ;
   wire \$401 ;
   wire \$402 ;
-  wire [1:0] \$403 ;
+  wire \$403 ;
   wire [1:0] \$404 ;
-  wire \$405 ;
+  wire [1:0] \$405 ;
   wire \$406 ;
-  wire [6:0] \$407 ;
-  wire [20:0] \$408 ;
-  wire [22:0] \$409 ;
+  wire \$407 ;
+  wire [6:0] \$408 ;
+  wire [20:0] \$409 ;
   wire [47:0] \$41 ;
-  wire [44:0] \$410 ;
-  wire [20:0] \$411 ;
-  wire [21:0] \$412 ;
-  wire \$413 ;
-  wire [22:0] \$414 ;
-  wire [43:0] \$415 ;
-  wire [20:0] \$416 ;
-  wire \$417 ;
+  wire [22:0] \$410 ;
+  wire [44:0] \$411 ;
+  wire [20:0] \$412 ;
+  wire [21:0] \$413 ;
+  wire \$414 ;
+  wire [22:0] \$415 ;
+  wire [43:0] \$416 ;
+  wire [20:0] \$417 ;
   wire \$418 ;
   wire \$419 ;
   wire [44:0] \$42 ;
@@ -43965,12 +43931,12 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   wire \$421 ;
   wire \$422 ;
   wire \$423 ;
-  wire [1:0] \$424 ;
-  wire \$425 ;
-  wire [22:0] \$426 ;
-  wire [43:0] \$427 ;
-  wire [2:0] \$428 ;
-  wire \$429 ;
+  wire \$424 ;
+  wire [1:0] \$425 ;
+  wire \$426 ;
+  wire [22:0] \$427 ;
+  wire [43:0] \$428 ;
+  wire [2:0] \$429 ;
   wire [45:0] \$43 ;
   wire \$430 ;
   wire \$431 ;
@@ -43998,17 +43964,17 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   wire \$451 ;
   wire \$452 ;
   wire \$453 ;
-  wire [20:0] \$454 ;
-  wire [21:0] \$455 ;
-  wire [22:0] \$456 ;
+  wire \$454 ;
+  wire [20:0] \$455 ;
+  wire [21:0] \$456 ;
   wire [22:0] \$457 ;
-  wire \$458 ;
-  wire [6:0] \$459 ;
+  wire [22:0] \$458 ;
+  wire \$459 ;
   wire [63:0] \$46 ;
-  wire \$460 ;
+  wire [6:0] \$460 ;
   wire \$461 ;
-  wire [6:0] \$462 ;
-  wire \$463 ;
+  wire \$462 ;
+  wire [6:0] \$463 ;
   wire \$464 ;
   wire \$465 ;
   wire \$466 ;
@@ -44034,30 +44000,30 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   wire \$484 ;
   wire \$485 ;
   wire \$486 ;
-  reg [63:0] \$487 ;
+  wire \$487 ;
   reg [63:0] \$488 ;
-  reg [48:0] \$489 ;
+  reg [63:0] \$489 ;
   wire [44:0] \$49 ;
   reg [63:0] \$490 ;
-  reg [64:0] \$491 ;
-  reg [43:0] \$492 ;
-  reg [7:0] \$493 ;
-  reg [7:0] \$494 ;
-  reg [64:0] \$495 ;
-  reg \$496 ;
-  reg [64:0] \$497 ;
-  reg \$498 ;
-  reg [64:0] \$499 ;
+  reg [48:0] \$491 ;
+  reg [63:0] \$492 ;
+  reg [63:0] \$493 ;
+  reg [64:0] \$494 ;
+  reg [43:0] \$495 ;
+  reg [7:0] \$496 ;
+  reg [7:0] \$497 ;
+  reg [64:0] \$498 ;
+  reg \$499 ;
   wire \$5 ;
   wire [45:0] \$50 ;
-  reg \$500 ;
-  reg [64:0] \$501 ;
-  reg \$502 ;
-  reg [6:0] \$503 ;
-  reg \$504 ;
-  reg [63:0] \$505 ;
-  reg [63:0] \$506 ;
-  reg [63:0] \$507 ;
+  reg [64:0] \$500 ;
+  reg \$501 ;
+  reg [64:0] \$502 ;
+  reg \$503 ;
+  reg [64:0] \$504 ;
+  reg \$505 ;
+  reg [6:0] \$506 ;
+  reg \$507 ;
   reg [63:0] \$508 ;
   reg [63:0] \$509 ;
   wire [46:0] \$51 ;
@@ -44127,25 +44093,25 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   reg [63:0] \$568 ;
   reg [63:0] \$569 ;
   wire [46:0] \$57 ;
-  reg \$570 ;
-  reg \$571 ;
-  reg [5:0] \$572 ;
-  reg [1:0] \$573 ;
+  reg [63:0] \$570 ;
+  reg [63:0] \$571 ;
+  reg [63:0] \$572 ;
+  reg \$573 ;
   reg \$574 ;
-  reg [19:0] \$575 ;
-  reg [43:0] \$576 ;
-  reg [43:0] \$577 ;
-  reg \$578 ;
-  reg \$579 ;
+  reg [5:0] \$575 ;
+  reg [1:0] \$576 ;
+  reg \$577 ;
+  reg [19:0] \$578 ;
+  reg [43:0] \$579 ;
   wire \$58 ;
-  reg [333:0] \$580 ;
-  reg [966:0] \$581 ;
-  reg [63:0] \$582 ;
-  reg [43:0] \$583 ;
-  reg [63:0] \$584 ;
+  reg [43:0] \$580 ;
+  reg \$581 ;
+  reg \$582 ;
+  reg [333:0] \$583 ;
+  reg [966:0] \$584 ;
   reg [63:0] \$585 ;
   reg [63:0] \$586 ;
-  reg [63:0] \$587 ;
+  reg [43:0] \$587 ;
   reg [63:0] \$588 ;
   reg [63:0] \$589 ;
   wire [5:0] \$59 ;
@@ -44213,18 +44179,22 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   reg [63:0] \$645 ;
   reg [63:0] \$646 ;
   reg [63:0] \$647 ;
-  reg [333:0] \$648 ;
-  reg [1:0] \$649 ;
+  reg [63:0] \$648 ;
+  reg [63:0] \$649 ;
   wire [40:0] \$65 ;
-  reg [2:0] \$650 ;
-  reg [966:0] \$651 ;
-  reg \$652 ;
-  reg [5:0] \$653 ;
-  reg \$654 ;
+  reg [63:0] \$650 ;
+  reg [63:0] \$651 ;
+  reg [333:0] \$652 ;
+  reg [1:0] \$653 ;
+  reg [2:0] \$654 ;
+  reg [966:0] \$655 ;
+  reg \$656 ;
+  reg [5:0] \$657 ;
+  reg \$658 ;
   wire [64:0] \$66 ;
   wire [44:0] \$67 ;
-  wire [9:0] \$679 ;
   wire [45:0] \$68 ;
+  wire [9:0] \$683 ;
   wire [46:0] \$69 ;
   wire \$7 ;
   wire [47:0] \$70 ;
@@ -44286,16 +44256,20 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   reg [31:0] \$signal$194 ;
   reg \$signal$198  = 1'h0;
   reg \$signal$204  = 1'h0;
-  reg [7:0] \$signal$211  = 8'h00;
-  reg \$signal$212 ;
+  reg [63:0] \$signal$207  = 64'h0000000000000000;
+  reg [7:0] \$signal$212  = 8'h00;
   reg \$signal$213 ;
-  reg \$signal$218  = 1'h0;
-  reg [63:0] \$signal$221  = 64'h0000000000000000;
-  reg [63:0] \$signal$226  = 64'h0000000000000000;
+  reg \$signal$214 ;
+  reg \$signal$219  = 1'h0;
+  reg [63:0] \$signal$222  = 64'h0000000000000000;
   reg [63:0] \$signal$227  = 64'h0000000000000000;
-  reg [6:0] \$signal$233  = 7'h00;
-  reg [19:0] \$signal$236  = 20'h00000;
-  reg [43:0] \$signal$237  = 44'h00000000000;
+  reg [63:0] \$signal$228  = 64'h0000000000000000;
+  reg [63:0] \$signal$229  = 64'h0000000000000000;
+  reg [48:0] \$signal$230  = 49'h0000000000000;
+  reg [63:0] \$signal$231  = 64'h0000000000000000;
+  reg [6:0] \$signal$236  = 7'h00;
+  reg [19:0] \$signal$239  = 20'h00000;
+  reg [43:0] \$signal$240  = 44'h00000000000;
   reg [63:0] \$signal$97  = 64'h0000000000000000;
   reg [43:0] \$signal$98  = 44'h00000000000;
   reg bad = 1'h0;
@@ -44829,12 +44803,12 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   input side_valid;
   wire side_valid;
   reg [64:0] slot_end = 65'h00000000000000000;
-  reg [48:0] slot_size = 49'h0000000000000;
   reg [7:0] stores = 8'h00;
   input take;
   wire take;
-  output [1300:0] \task ;
-  wire [1300:0] \task ;
+  output [1428:0] \task ;
+  wire [1428:0] \task ;
+  wire [63:0] \task.cq_slot ;
   wire [966:0] \task.decoded ;
   wire \task.decoded.is_compute ;
   wire \task.decoded.is_load ;
@@ -44914,6 +44888,7 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   wire [1:0] \task.entry.queue ;
   wire [63:0] \task.entry.seq ;
   wire [63:0] \task.entry.taken ;
+  wire [63:0] \task.sq_slot ;
   output task_valid;
   wire task_valid;
   output [7:0] verdict_status;
@@ -44924,470 +44899,478 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   reg [7:0] w_data;
   reg w_en;
   wire w_rdy;
-  assign \$338  = \$signal$233  == 3'h6;
-  assign \$340  = \$signal$233  == 3'h6;
-  assign \$342  = \$signal$233  == 3'h6;
-  assign \$344  = \$signal$233  == 3'h6;
-  assign \$346  = \$signal$233  == 3'h6;
-  assign \$348  = \$signal$233  == 3'h7;
-  assign \$350  = \$signal$233  == 3'h7;
-  assign \$352  = \$signal$233  == 3'h7;
-  assign \$354  = \$signal$233  == 3'h7;
-  assign \$356  = \$signal$233  == 3'h7;
-  assign \$358  = \$signal$233  == 3'h7;
-  assign \$360  = \$signal$233  == 3'h7;
-  assign \$362  = \$signal$233  == 3'h7;
-  assign \$365  = regs2[255:192] - \$364 ;
-  assign \$367  = regs2[255:192] >= \$366 ;
-  assign \$368  = ~ run_any;
-  assign \$369  = \$368  | run_issued;
-  assign \$370  = \$signal$198  & \$369 ;
-  assign \$371  = ! \$signal$116 ;
-  assign \$372  = \$signal$116  == 2'h3;
-  assign \$373  = \$371  | \$372 ;
-  assign \$374  = \$signal$116  == 1'h1;
-  assign \$375  = ! f_page;
-  assign \$376  = \$374  & \$375 ;
-  assign \$377  = \$373  | \$376 ;
-  assign \$378  = list_req & \$377 ;
-  assign \$379  = ~ \$378 ;
-  assign \$380  = \$370  & \$379 ;
-  assign \$381  = \$signal$116  == 2'h3;
-  assign \$382  = \$signal$116  == 1'h1;
-  assign \$383  = \$382  & decoded1[123];
-  assign \$384  = f_page + 1'h1;
-  assign \$385  = \$384  < f_sizes[287:268];
-  assign \$386  = \$383  & \$385 ;
-  assign \$387  = \$signal$116  == 1'h1;
-  assign \$388  = ! \$signal$116 ;
-  assign \$389  = \$signal$105 [5:2] == 2'h2;
-  assign \$390  = \$signal$105 [5:2] == 2'h3;
-  assign \$391  = \$signal$105 [5:2] == 3'h4;
-  assign \$392  = \$390  | \$391 ;
-  assign \$393  = \$392  ? 2'h2 : 2'h1;
-  assign \$394  = \$389  ? 2'h0 : \$393 ;
-  assign \$395  = | \$394 ;
-  assign \$396  = \$388  & \$395 ;
-  assign \$397  = \$signal$116  == 2'h2;
-  assign \$398  = f_stage + 1'h1;
-  assign \$399  = \$signal$105 [5:2] == 2'h2;
-  assign \$400  = \$signal$105 [5:2] == 2'h3;
-  assign \$401  = \$signal$105 [5:2] == 3'h4;
-  assign \$402  = \$400  | \$401 ;
-  assign \$403  = \$402  ? 2'h2 : 2'h1;
-  assign \$404  = \$399  ? 2'h0 : \$403 ;
-  assign \$405  = \$398  < \$404 ;
-  assign \$406  = \$397  & \$405 ;
-  assign \$407  = f_page + 1'h1;
-  assign \$408  = \$signal$236  + 3'h4;
-  assign \$409  = 3'h4 * \$signal$105 [203:184];
-  assign \$410  = \$signal$98  + \$409 ;
-  assign \$411  = \$signal$236  + 3'h4;
-  assign \$412  = \$signal$105 [183:164] - \$411 ;
-  assign \$413  = $signed(\$412 ) <= $signed(4'h4);
-  assign \$415  = \$413  ? \$signal$237  : { 21'h000000, \$414  };
-  assign \$416  = \$signal$236  + 3'h4;
-  assign \$417  = \$416  >= \$signal$105 [183:164];
-  assign \$418  = ~ \$signal$204 ;
-  assign \$419  = ~ \$signal$198 ;
-  assign \$420  = handed1 | take;
-  assign \$421  = \$419  & \$420 ;
-  assign \$422  = \$418  | \$421 ;
-  assign \$423  = \$signal$204  & \$422 ;
-  assign \$424  = decoded2[10] ? 2'h0 : 2'h3;
-  assign \$425  = entry2[183:164] <= 3'h4;
-  assign \$427  = \$425  ? last_group_elems2 : { 21'h000000, \$426  };
-  assign \$428  = decoding - 1'h1;
-  assign \$429  = ! decoding;
-  assign \$430  = | decoded[7:0];
-  assign \$431  = | stores;
-  assign \$432  = | \$signal$211 ;
-  assign \$433  = reads_cq & \$432 ;
-  assign \$434  = \$431  | \$433 ;
-  assign \$437  = | stores;
-  assign \$438  = | \$signal$211 ;
-  assign \$439  = reads_cq & \$438 ;
-  assign \$440  = \$437  | \$439 ;
-  assign \$441  = ~ \$440 ;
-  assign \$443  = list_req & run_issued;
-  assign \$444  = ~ \$signal$198 ;
-  assign \$445  = ! \$signal$116 ;
-  assign \$446  = \$signal$116  == 2'h3;
-  assign \$447  = \$445  | \$446 ;
-  assign \$448  = \$signal$116  == 1'h1;
-  assign \$449  = ! f_page;
-  assign \$450  = \$448  & \$449 ;
-  assign \$451  = \$447  | \$450 ;
-  assign \$452  = \$444  | \$451 ;
-  assign \$453  = \$443  & \$452 ;
-  assign \$454  = 1'h0 + entry2[103:84];
-  assign \$455  = \$454  + 1'h1;
-  assign \$456  = \$455  - 1'h1;
-  assign \$458  = \$signal$233  == \$457 ;
-  assign \$459  = c_page + 1'h1;
-  assign \$460  = \$459  >= decoded2[130:124];
-  assign \$461  = ~ \$460 ;
-  assign \$462  = c_page + 1'h1;
-  assign \$463  = | checked[11:0];
-  assign \$464  = checked < regs2[191:128];
-  assign \$465  = \$463  | \$464 ;
-  assign \$466  = ~ room_ok;
-  assign \$467  = \$465  | \$466 ;
-  assign \$468  = checked > \$signal$221 ;
-  assign \$469  = \$467  | \$468 ;
-  assign \$470  = bad | \$469 ;
-  assign \$471  = ~ \$signal$218 ;
-  assign \$472  = | checked[11:0];
-  assign \$473  = checked < regs2[191:128];
-  assign \$474  = \$472  | \$473 ;
-  assign \$475  = ~ room_ok;
-  assign \$476  = \$474  | \$475 ;
-  assign \$477  = checked > \$signal$221 ;
-  assign \$478  = \$476  | \$477 ;
-  assign \$479  = bad | \$478 ;
-  assign \$480  = ~ \$479 ;
-  assign \$481  = \$471  & \$480 ;
-  assign \$482  = ~ \$signal$204 ;
-  assign \$483  = ~ \$signal$198 ;
-  assign \$484  = handed1 | take;
-  assign \$485  = \$483  & \$484 ;
-  assign \$486  = \$482  | \$485 ;
-  always @(posedge clk)
-    \$signal$226  <= \$487 ;
+  assign \$335  = \$signal$236  == 3'h6;
+  assign \$337  = \$signal$236  == 3'h6;
+  assign \$339  = \$signal$236  == 3'h6;
+  assign \$341  = \$signal$236  == 3'h6;
+  assign \$343  = \$signal$236  == 3'h6;
+  assign \$345  = \$signal$236  == 3'h6;
+  assign \$347  = \$signal$236  == 3'h6;
+  assign \$349  = \$signal$236  == 3'h7;
+  assign \$351  = \$signal$236  == 3'h7;
+  assign \$353  = \$signal$236  == 3'h7;
+  assign \$355  = \$signal$236  == 3'h7;
+  assign \$357  = \$signal$236  == 3'h7;
+  assign \$359  = \$signal$236  == 3'h7;
+  assign \$361  = \$signal$236  == 3'h7;
+  assign \$363  = \$signal$236  == 3'h7;
+  assign \$366  = regs2[255:192] - \$365 ;
+  assign \$368  = regs2[255:192] >= \$367 ;
+  assign \$369  = ~ run_any;
+  assign \$370  = \$369  | run_issued;
+  assign \$371  = \$signal$198  & \$370 ;
+  assign \$372  = ! \$signal$116 ;
+  assign \$373  = \$signal$116  == 2'h3;
+  assign \$374  = \$372  | \$373 ;
+  assign \$375  = \$signal$116  == 1'h1;
+  assign \$376  = ! f_page;
+  assign \$377  = \$375  & \$376 ;
+  assign \$378  = \$374  | \$377 ;
+  assign \$379  = list_req & \$378 ;
+  assign \$380  = ~ \$379 ;
+  assign \$381  = \$371  & \$380 ;
+  assign \$382  = \$signal$116  == 2'h3;
+  assign \$383  = \$signal$116  == 1'h1;
+  assign \$384  = \$383  & decoded1[123];
+  assign \$385  = f_page + 1'h1;
+  assign \$386  = \$385  < f_sizes[287:268];
+  assign \$387  = \$384  & \$386 ;
+  assign \$388  = \$signal$116  == 1'h1;
+  assign \$389  = ! \$signal$116 ;
+  assign \$390  = \$signal$105 [5:2] == 2'h2;
+  assign \$391  = \$signal$105 [5:2] == 2'h3;
+  assign \$392  = \$signal$105 [5:2] == 3'h4;
+  assign \$393  = \$391  | \$392 ;
+  assign \$394  = \$393  ? 2'h2 : 2'h1;
+  assign \$395  = \$390  ? 2'h0 : \$394 ;
+  assign \$396  = | \$395 ;
+  assign \$397  = \$389  & \$396 ;
+  assign \$398  = \$signal$116  == 2'h2;
+  assign \$399  = f_stage + 1'h1;
+  assign \$400  = \$signal$105 [5:2] == 2'h2;
+  assign \$401  = \$signal$105 [5:2] == 2'h3;
+  assign \$402  = \$signal$105 [5:2] == 3'h4;
+  assign \$403  = \$401  | \$402 ;
+  assign \$404  = \$403  ? 2'h2 : 2'h1;
+  assign \$405  = \$400  ? 2'h0 : \$404 ;
+  assign \$406  = \$399  < \$405 ;
+  assign \$407  = \$398  & \$406 ;
+  assign \$408  = f_page + 1'h1;
+  assign \$409  = \$signal$239  + 3'h4;
+  assign \$410  = 3'h4 * \$signal$105 [203:184];
+  assign \$411  = \$signal$98  + \$410 ;
+  assign \$412  = \$signal$239  + 3'h4;
+  assign \$413  = \$signal$105 [183:164] - \$412 ;
+  assign \$414  = $signed(\$413 ) <= $signed(4'h4);
+  assign \$416  = \$414  ? \$signal$240  : { 21'h000000, \$415  };
+  assign \$417  = \$signal$239  + 3'h4;
+  assign \$418  = \$417  >= \$signal$105 [183:164];
+  assign \$419  = ~ \$signal$204 ;
+  assign \$420  = ~ \$signal$198 ;
+  assign \$421  = handed1 | take;
+  assign \$422  = \$420  & \$421 ;
+  assign \$423  = \$419  | \$422 ;
+  assign \$424  = \$signal$204  & \$423 ;
+  assign \$425  = decoded2[10] ? 2'h0 : 2'h3;
+  assign \$426  = entry2[183:164] <= 3'h4;
+  assign \$428  = \$426  ? last_group_elems2 : { 21'h000000, \$427  };
+  assign \$429  = decoding - 1'h1;
+  assign \$430  = ! decoding;
+  assign \$431  = | decoded[7:0];
+  assign \$432  = | stores;
+  assign \$433  = | \$signal$212 ;
+  assign \$434  = reads_cq & \$433 ;
+  assign \$435  = \$432  | \$434 ;
+  assign \$438  = | stores;
+  assign \$439  = | \$signal$212 ;
+  assign \$440  = reads_cq & \$439 ;
+  assign \$441  = \$438  | \$440 ;
+  assign \$442  = ~ \$441 ;
+  assign \$444  = list_req & run_issued;
+  assign \$445  = ~ \$signal$198 ;
+  assign \$446  = ! \$signal$116 ;
+  assign \$447  = \$signal$116  == 2'h3;
+  assign \$448  = \$446  | \$447 ;
+  assign \$449  = \$signal$116  == 1'h1;
+  assign \$450  = ! f_page;
+  assign \$451  = \$449  & \$450 ;
+  assign \$452  = \$448  | \$451 ;
+  assign \$453  = \$445  | \$452 ;
+  assign \$454  = \$444  & \$453 ;
+  assign \$455  = 1'h0 + entry2[103:84];
+  assign \$456  = \$455  + 1'h1;
+  assign \$457  = \$456  - 1'h1;
+  assign \$459  = \$signal$236  == \$458 ;
+  assign \$460  = c_page + 1'h1;
+  assign \$461  = \$460  >= decoded2[130:124];
+  assign \$462  = ~ \$461 ;
+  assign \$463  = c_page + 1'h1;
+  assign \$464  = | checked[11:0];
+  assign \$465  = checked < regs2[191:128];
+  assign \$466  = \$464  | \$465 ;
+  assign \$467  = ~ room_ok;
+  assign \$468  = \$466  | \$467 ;
+  assign \$469  = checked > \$signal$222 ;
+  assign \$470  = \$468  | \$469 ;
+  assign \$471  = bad | \$470 ;
+  assign \$472  = ~ \$signal$219 ;
+  assign \$473  = | checked[11:0];
+  assign \$474  = checked < regs2[191:128];
+  assign \$475  = \$473  | \$474 ;
+  assign \$476  = ~ room_ok;
+  assign \$477  = \$475  | \$476 ;
+  assign \$478  = checked > \$signal$222 ;
+  assign \$479  = \$477  | \$478 ;
+  assign \$480  = bad | \$479 ;
+  assign \$481  = ~ \$480 ;
+  assign \$482  = \$472  & \$481 ;
+  assign \$483  = ~ \$signal$204 ;
+  assign \$484  = ~ \$signal$198 ;
+  assign \$485  = handed1 | take;
+  assign \$486  = \$484  & \$485 ;
+  assign \$487  = \$483  | \$486 ;
   always @(posedge clk)
     \$signal$227  <= \$488 ;
   always @(posedge clk)
-    slot_size <= \$489 ;
+    \$signal$228  <= \$489 ;
   always @(posedge clk)
-    \$signal  <= \$490 ;
+    \$signal$229  <= \$490 ;
   always @(posedge clk)
-    slot_end <= \$491 ;
+    \$signal$230  <= \$491 ;
   always @(posedge clk)
-    last_group_elems2 <= \$492 ;
+    \$signal  <= \$492 ;
   always @(posedge clk)
-    \$signal$211  <= \$493 ;
+    \$signal$231  <= \$493 ;
   always @(posedge clk)
-    stores <= \$494 ;
+    slot_end <= \$494 ;
   always @(posedge clk)
-    cq_end0 <= \$495 ;
+    last_group_elems2 <= \$495 ;
   always @(posedge clk)
-    operand_in_cq0 <= \$496 ;
+    \$signal$212  <= \$496 ;
   always @(posedge clk)
-    cq_end1 <= \$497 ;
+    stores <= \$497 ;
   always @(posedge clk)
-    operand_in_cq1 <= \$498 ;
+    cq_end0 <= \$498 ;
   always @(posedge clk)
-    cq_end2 <= \$499 ;
+    operand_in_cq0 <= \$499 ;
   always @(posedge clk)
-    operand_in_cq2 <= \$500 ;
+    cq_end1 <= \$500 ;
   always @(posedge clk)
-    cq_end3 <= \$501 ;
+    operand_in_cq1 <= \$501 ;
   always @(posedge clk)
-    operand_in_cq3 <= \$502 ;
+    cq_end2 <= \$502 ;
   always @(posedge clk)
-    \$signal$233  <= \$503 ;
+    operand_in_cq2 <= \$503 ;
   always @(posedge clk)
-    \$signal$218  <= \$504 ;
+    cq_end3 <= \$504 ;
   always @(posedge clk)
-    next_page0 <= \$505 ;
+    operand_in_cq3 <= \$505 ;
   always @(posedge clk)
-    next_page1 <= \$506 ;
+    \$signal$236  <= \$506 ;
   always @(posedge clk)
-    next_page2 <= \$507 ;
+    \$signal$219  <= \$507 ;
   always @(posedge clk)
-    next_page3 <= \$508 ;
+    next_page0 <= \$508 ;
   always @(posedge clk)
-    next_page4 <= \$509 ;
+    next_page1 <= \$509 ;
   always @(posedge clk)
-    next_page5 <= \$510 ;
+    next_page2 <= \$510 ;
   always @(posedge clk)
-    next_page6 <= \$511 ;
+    next_page3 <= \$511 ;
   always @(posedge clk)
-    next_page7 <= \$512 ;
+    next_page4 <= \$512 ;
   always @(posedge clk)
-    next_page8 <= \$513 ;
+    next_page5 <= \$513 ;
   always @(posedge clk)
-    next_page9 <= \$514 ;
+    next_page6 <= \$514 ;
   always @(posedge clk)
-    next_page10 <= \$515 ;
+    next_page7 <= \$515 ;
   always @(posedge clk)
-    next_page11 <= \$516 ;
+    next_page8 <= \$516 ;
   always @(posedge clk)
-    next_page12 <= \$517 ;
+    next_page9 <= \$517 ;
   always @(posedge clk)
-    next_page13 <= \$518 ;
+    next_page10 <= \$518 ;
   always @(posedge clk)
-    next_page14 <= \$519 ;
+    next_page11 <= \$519 ;
   always @(posedge clk)
-    next_page15 <= \$520 ;
+    next_page12 <= \$520 ;
   always @(posedge clk)
-    next_page16 <= \$521 ;
+    next_page13 <= \$521 ;
   always @(posedge clk)
-    next_page17 <= \$522 ;
+    next_page14 <= \$522 ;
   always @(posedge clk)
-    next_page18 <= \$523 ;
+    next_page15 <= \$523 ;
   always @(posedge clk)
-    next_page19 <= \$524 ;
+    next_page16 <= \$524 ;
   always @(posedge clk)
-    next_page20 <= \$525 ;
+    next_page17 <= \$525 ;
   always @(posedge clk)
-    next_page21 <= \$526 ;
+    next_page18 <= \$526 ;
   always @(posedge clk)
-    next_page22 <= \$527 ;
+    next_page19 <= \$527 ;
   always @(posedge clk)
-    next_page23 <= \$528 ;
+    next_page20 <= \$528 ;
   always @(posedge clk)
-    next_page24 <= \$529 ;
+    next_page21 <= \$529 ;
   always @(posedge clk)
-    next_page25 <= \$530 ;
+    next_page22 <= \$530 ;
   always @(posedge clk)
-    next_page26 <= \$531 ;
+    next_page23 <= \$531 ;
   always @(posedge clk)
-    next_page27 <= \$532 ;
+    next_page24 <= \$532 ;
   always @(posedge clk)
-    next_page28 <= \$533 ;
+    next_page25 <= \$533 ;
   always @(posedge clk)
-    next_page29 <= \$534 ;
+    next_page26 <= \$534 ;
   always @(posedge clk)
-    next_page30 <= \$535 ;
+    next_page27 <= \$535 ;
   always @(posedge clk)
-    next_page31 <= \$536 ;
+    next_page28 <= \$536 ;
   always @(posedge clk)
-    next_page32 <= \$537 ;
+    next_page29 <= \$537 ;
   always @(posedge clk)
-    next_page33 <= \$538 ;
+    next_page30 <= \$538 ;
   always @(posedge clk)
-    next_page34 <= \$539 ;
+    next_page31 <= \$539 ;
   always @(posedge clk)
-    next_page35 <= \$540 ;
+    next_page32 <= \$540 ;
   always @(posedge clk)
-    next_page36 <= \$541 ;
+    next_page33 <= \$541 ;
   always @(posedge clk)
-    next_page37 <= \$542 ;
+    next_page34 <= \$542 ;
   always @(posedge clk)
-    next_page38 <= \$543 ;
+    next_page35 <= \$543 ;
   always @(posedge clk)
-    next_page39 <= \$544 ;
+    next_page36 <= \$544 ;
   always @(posedge clk)
-    next_page40 <= \$545 ;
+    next_page37 <= \$545 ;
   always @(posedge clk)
-    next_page41 <= \$546 ;
+    next_page38 <= \$546 ;
   always @(posedge clk)
-    next_page42 <= \$547 ;
+    next_page39 <= \$547 ;
   always @(posedge clk)
-    next_page43 <= \$548 ;
+    next_page40 <= \$548 ;
   always @(posedge clk)
-    next_page44 <= \$549 ;
+    next_page41 <= \$549 ;
   always @(posedge clk)
-    next_page45 <= \$550 ;
+    next_page42 <= \$550 ;
   always @(posedge clk)
-    next_page46 <= \$551 ;
+    next_page43 <= \$551 ;
   always @(posedge clk)
-    next_page47 <= \$552 ;
+    next_page44 <= \$552 ;
   always @(posedge clk)
-    next_page48 <= \$553 ;
+    next_page45 <= \$553 ;
   always @(posedge clk)
-    next_page49 <= \$554 ;
+    next_page46 <= \$554 ;
   always @(posedge clk)
-    next_page50 <= \$555 ;
+    next_page47 <= \$555 ;
   always @(posedge clk)
-    next_page51 <= \$556 ;
+    next_page48 <= \$556 ;
   always @(posedge clk)
-    next_page52 <= \$557 ;
+    next_page49 <= \$557 ;
   always @(posedge clk)
-    next_page53 <= \$558 ;
+    next_page50 <= \$558 ;
   always @(posedge clk)
-    next_page54 <= \$559 ;
+    next_page51 <= \$559 ;
   always @(posedge clk)
-    next_page55 <= \$560 ;
+    next_page52 <= \$560 ;
   always @(posedge clk)
-    next_page56 <= \$561 ;
+    next_page53 <= \$561 ;
   always @(posedge clk)
-    next_page57 <= \$562 ;
+    next_page54 <= \$562 ;
   always @(posedge clk)
-    next_page58 <= \$563 ;
+    next_page55 <= \$563 ;
   always @(posedge clk)
-    next_page59 <= \$564 ;
+    next_page56 <= \$564 ;
   always @(posedge clk)
-    next_page60 <= \$565 ;
+    next_page57 <= \$565 ;
   always @(posedge clk)
-    next_page61 <= \$566 ;
+    next_page58 <= \$566 ;
   always @(posedge clk)
-    next_page62 <= \$567 ;
+    next_page59 <= \$567 ;
   always @(posedge clk)
-    next_page63 <= \$568 ;
+    next_page60 <= \$568 ;
   always @(posedge clk)
-    \$signal$221  <= \$569 ;
+    next_page61 <= \$569 ;
   always @(posedge clk)
-    room_ok <= \$570 ;
+    next_page62 <= \$570 ;
   always @(posedge clk)
-    \$signal$198  <= \$571 ;
+    next_page63 <= \$571 ;
   always @(posedge clk)
-    f_page <= \$572 ;
+    \$signal$222  <= \$572 ;
   always @(posedge clk)
-    \$signal$116  <= \$573 ;
+    room_ok <= \$573 ;
   always @(posedge clk)
-    f_stage <= \$574 ;
+    \$signal$198  <= \$574 ;
   always @(posedge clk)
-    \$signal$236  <= \$575 ;
+    f_page <= \$575 ;
   always @(posedge clk)
-    \$signal$98  <= \$576 ;
+    \$signal$116  <= \$576 ;
   always @(posedge clk)
-    f_in_elems <= \$577 ;
+    f_stage <= \$577 ;
   always @(posedge clk)
-    handed1 <= \$578 ;
+    \$signal$239  <= \$578 ;
   always @(posedge clk)
-    \$signal$204  <= \$579 ;
+    \$signal$98  <= \$579 ;
   always @(posedge clk)
-    \$signal$105  <= \$580 ;
+    f_in_elems <= \$580 ;
   always @(posedge clk)
-    decoded1 <= \$581 ;
+    handed1 <= \$581 ;
   always @(posedge clk)
-    \$signal$97  <= \$582 ;
+    \$signal$204  <= \$582 ;
   always @(posedge clk)
-    \$signal$237  <= \$583 ;
+    \$signal$105  <= \$583 ;
   always @(posedge clk)
-    page0 <= \$584 ;
+    decoded1 <= \$584 ;
   always @(posedge clk)
-    page1 <= \$585 ;
+    \$signal$97  <= \$585 ;
   always @(posedge clk)
-    page2 <= \$586 ;
+    \$signal$207  <= \$586 ;
   always @(posedge clk)
-    page3 <= \$587 ;
+    \$signal$240  <= \$587 ;
   always @(posedge clk)
-    page4 <= \$588 ;
+    page0 <= \$588 ;
   always @(posedge clk)
-    page5 <= \$589 ;
+    page1 <= \$589 ;
   always @(posedge clk)
-    page6 <= \$590 ;
+    page2 <= \$590 ;
   always @(posedge clk)
-    page7 <= \$591 ;
+    page3 <= \$591 ;
   always @(posedge clk)
-    page8 <= \$592 ;
+    page4 <= \$592 ;
   always @(posedge clk)
-    page9 <= \$593 ;
+    page5 <= \$593 ;
   always @(posedge clk)
-    page10 <= \$594 ;
+    page6 <= \$594 ;
   always @(posedge clk)
-    page11 <= \$595 ;
+    page7 <= \$595 ;
   always @(posedge clk)
-    page12 <= \$596 ;
+    page8 <= \$596 ;
   always @(posedge clk)
-    page13 <= \$597 ;
+    page9 <= \$597 ;
   always @(posedge clk)
-    page14 <= \$598 ;
+    page10 <= \$598 ;
   always @(posedge clk)
-    page15 <= \$599 ;
+    page11 <= \$599 ;
   always @(posedge clk)
-    page16 <= \$600 ;
+    page12 <= \$600 ;
   always @(posedge clk)
-    page17 <= \$601 ;
+    page13 <= \$601 ;
   always @(posedge clk)
-    page18 <= \$602 ;
+    page14 <= \$602 ;
   always @(posedge clk)
-    page19 <= \$603 ;
+    page15 <= \$603 ;
   always @(posedge clk)
-    page20 <= \$604 ;
+    page16 <= \$604 ;
   always @(posedge clk)
-    page21 <= \$605 ;
+    page17 <= \$605 ;
   always @(posedge clk)
-    page22 <= \$606 ;
+    page18 <= \$606 ;
   always @(posedge clk)
-    page23 <= \$607 ;
+    page19 <= \$607 ;
   always @(posedge clk)
-    page24 <= \$608 ;
+    page20 <= \$608 ;
   always @(posedge clk)
-    page25 <= \$609 ;
+    page21 <= \$609 ;
   always @(posedge clk)
-    page26 <= \$610 ;
+    page22 <= \$610 ;
   always @(posedge clk)
-    page27 <= \$611 ;
+    page23 <= \$611 ;
   always @(posedge clk)
-    page28 <= \$612 ;
+    page24 <= \$612 ;
   always @(posedge clk)
-    page29 <= \$613 ;
+    page25 <= \$613 ;
   always @(posedge clk)
-    page30 <= \$614 ;
+    page26 <= \$614 ;
   always @(posedge clk)
-    page31 <= \$615 ;
+    page27 <= \$615 ;
   always @(posedge clk)
-    page32 <= \$616 ;
+    page28 <= \$616 ;
   always @(posedge clk)
-    page33 <= \$617 ;
+    page29 <= \$617 ;
   always @(posedge clk)
-    page34 <= \$618 ;
+    page30 <= \$618 ;
   always @(posedge clk)
-    page35 <= \$619 ;
+    page31 <= \$619 ;
   always @(posedge clk)
-    page36 <= \$620 ;
+    page32 <= \$620 ;
   always @(posedge clk)
-    page37 <= \$621 ;
+    page33 <= \$621 ;
   always @(posedge clk)
-    page38 <= \$622 ;
+    page34 <= \$622 ;
   always @(posedge clk)
-    page39 <= \$623 ;
+    page35 <= \$623 ;
   always @(posedge clk)
-    page40 <= \$624 ;
+    page36 <= \$624 ;
   always @(posedge clk)
-    page41 <= \$625 ;
+    page37 <= \$625 ;
   always @(posedge clk)
-    page42 <= \$626 ;
+    page38 <= \$626 ;
   always @(posedge clk)
-    page43 <= \$627 ;
+    page39 <= \$627 ;
   always @(posedge clk)
-    page44 <= \$628 ;
+    page40 <= \$628 ;
   always @(posedge clk)
-    page45 <= \$629 ;
+    page41 <= \$629 ;
   always @(posedge clk)
-    page46 <= \$630 ;
+    page42 <= \$630 ;
   always @(posedge clk)
-    page47 <= \$631 ;
+    page43 <= \$631 ;
   always @(posedge clk)
-    page48 <= \$632 ;
+    page44 <= \$632 ;
   always @(posedge clk)
-    page49 <= \$633 ;
+    page45 <= \$633 ;
   always @(posedge clk)
-    page50 <= \$634 ;
+    page46 <= \$634 ;
   always @(posedge clk)
-    page51 <= \$635 ;
+    page47 <= \$635 ;
   always @(posedge clk)
-    page52 <= \$636 ;
+    page48 <= \$636 ;
   always @(posedge clk)
-    page53 <= \$637 ;
+    page49 <= \$637 ;
   always @(posedge clk)
-    page54 <= \$638 ;
+    page50 <= \$638 ;
   always @(posedge clk)
-    page55 <= \$639 ;
+    page51 <= \$639 ;
   always @(posedge clk)
-    page56 <= \$640 ;
+    page52 <= \$640 ;
   always @(posedge clk)
-    page57 <= \$641 ;
+    page53 <= \$641 ;
   always @(posedge clk)
-    page58 <= \$642 ;
+    page54 <= \$642 ;
   always @(posedge clk)
-    page59 <= \$643 ;
+    page55 <= \$643 ;
   always @(posedge clk)
-    page60 <= \$644 ;
+    page56 <= \$644 ;
   always @(posedge clk)
-    page61 <= \$645 ;
+    page57 <= \$645 ;
   always @(posedge clk)
-    page62 <= \$646 ;
+    page58 <= \$646 ;
   always @(posedge clk)
-    page63 <= \$647 ;
+    page59 <= \$647 ;
   always @(posedge clk)
-    entry2 <= \$648 ;
+    page60 <= \$648 ;
   always @(posedge clk)
-    decoding <= \$649 ;
+    page61 <= \$649 ;
   always @(posedge clk)
-    fsm_state <= \$650 ;
+    page62 <= \$650 ;
   always @(posedge clk)
-    decoded2 <= \$651 ;
+    page63 <= \$651 ;
   always @(posedge clk)
-    fetch2 <= \$652 ;
+    entry2 <= \$652 ;
   always @(posedge clk)
-    c_page <= \$653 ;
+    decoding <= \$653 ;
   always @(posedge clk)
-    bad <= \$654 ;
+    fsm_state <= \$654 ;
+  always @(posedge clk)
+    decoded2 <= \$655 ;
+  always @(posedge clk)
+    fetch2 <= \$656 ;
+  always @(posedge clk)
+    c_page <= \$657 ;
+  always @(posedge clk)
+    bad <= \$658 ;
   assign \$1  = \$signal  < cq_end0;
   assign \$2  = queues__0[127:64] < slot_end;
   assign \$3  = \$1  & \$2 ;
@@ -45411,8 +45394,8 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   assign \$21  = \$20  | operand_in_cq3;
   assign \$22  = queues__3[288] & \$21 ;
   assign reads_cq = \$17  | \$22 ;
-  assign \$679  = f_stage * 9'h18c;
-  assign f_sizes = decoded1[966:175] >> \$679 ;
+  assign \$683  = f_stage * 9'h18c;
+  assign f_sizes = decoded1[966:175] >> \$683 ;
   assign \$23  = \$signal$97  + 7'h40;
   assign \$25  = \$23  + \$24 ;
   assign \$27  = \$25 [5:0] + \$26 ;
@@ -45497,11 +45480,11 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   assign task_valid = \$signal$204  & \$123 ;
   assign \$124  = | decoded[7:0];
   assign \$125  = | stores;
-  assign \$126  = | \$signal$211 ;
+  assign \$126  = | \$signal$212 ;
   assign \$127  = reads_cq & \$126 ;
   assign \$128  = \$125  | \$127 ;
   assign \$131  = | stores;
-  assign \$132  = | \$signal$211 ;
+  assign \$132  = | \$signal$212 ;
   assign \$133  = reads_cq & \$132 ;
   assign \$134  = \$131  | \$133 ;
   assign \$135  = ~ \$134 ;
@@ -45513,11 +45496,11 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   assign \$142  = \$140  | \$141 ;
   assign \$143  = ~ room_ok;
   assign \$144  = \$142  | \$143 ;
-  assign \$145  = checked > \$signal$221 ;
+  assign \$145  = checked > \$signal$222 ;
   assign \$146  = \$144  | \$145 ;
   assign \$147  = bad | \$146 ;
   assign \$148  = \$147  ? 8'h81 : 8'h00;
-  assign \$149  = \$signal$218  ? 8'h80 : \$148 ;
+  assign \$149  = \$signal$219  ? 8'h80 : \$148 ;
   assign \$150  = ~ \$signal$204 ;
   assign \$151  = ~ \$signal$198 ;
   assign \$152  = handed1 | take;
@@ -45537,124 +45520,123 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   assign \$166  = { 1'h0, \$163 [15:0] } & \$165 ;
   assign \$167  = $signed(\$166 ) << regs2[265:260];
   assign \$168  = 1'h1 << regs2[265:260];
-  assign \$169  = \$signal$226  + \$signal$227 ;
-  assign \$170  = \$signal$226  + \$signal$227 ;
-  assign \$171  = \$170 [63:0] + slot_size;
-  assign \$173  = ! \$172 ;
-  assign \$175  = \$173  ? 20'h00004 : \$174 ;
-  assign \$176  = \$175  * entry2[203:184];
-  assign \$177  = \$signal$211  + \$signal$212 ;
-  assign \$178  = \$177  - report;
-  assign \$179  = stores + \$signal$213 ;
-  assign \$180  = report & report_store;
-  assign \$181  = \$179  - \$180 ;
-  assign \$182  = queues__0[259:256] + queues__0[267:260];
-  assign \$183  = \$182  >= 7'h40;
-  assign \$184  = queues__0[259:256] + queues__0[267:260];
-  assign \$185  = 1'h1 << \$184 [5:0];
-  assign \$186  = queues__0[127:64] + \$185 ;
-  assign \$187  = \$183  ? 65'h10000000000000000 : \$186 ;
-  assign \$188  = | entry2[103:84];
-  assign \$189  = entry2[83:20] < cq_end0;
-  assign \$190  = \$188  & \$189 ;
-  assign \$192  = entry2[83:20] + \$191 ;
-  assign \$193  = queues__0[127:64] < \$192 ;
-  assign \$194  = \$190  & \$193 ;
-  assign \$195  = queues__1[259:256] + queues__1[267:260];
-  assign \$196  = \$195  >= 7'h40;
-  assign \$197  = queues__1[259:256] + queues__1[267:260];
-  assign \$198  = 1'h1 << \$197 [5:0];
-  assign \$199  = queues__1[127:64] + \$198 ;
-  assign \$200  = \$196  ? 65'h10000000000000000 : \$199 ;
-  assign \$201  = | entry2[103:84];
-  assign \$202  = entry2[83:20] < cq_end1;
-  assign \$203  = \$201  & \$202 ;
-  assign \$205  = entry2[83:20] + \$204 ;
-  assign \$206  = queues__1[127:64] < \$205 ;
-  assign \$207  = \$203  & \$206 ;
-  assign \$208  = queues__2[259:256] + queues__2[267:260];
-  assign \$209  = \$208  >= 7'h40;
-  assign \$210  = queues__2[259:256] + queues__2[267:260];
-  assign \$211  = 1'h1 << \$210 [5:0];
-  assign \$212  = queues__2[127:64] + \$211 ;
-  assign \$213  = \$209  ? 65'h10000000000000000 : \$212 ;
-  assign \$214  = | entry2[103:84];
-  assign \$215  = entry2[83:20] < cq_end2;
-  assign \$216  = \$214  & \$215 ;
-  assign \$218  = entry2[83:20] + \$217 ;
-  assign \$219  = queues__2[127:64] < \$218 ;
-  assign \$220  = \$216  & \$219 ;
-  assign \$221  = queues__3[259:256] + queues__3[267:260];
-  assign \$222  = \$221  >= 7'h40;
-  assign \$223  = queues__3[259:256] + queues__3[267:260];
-  assign \$224  = 1'h1 << \$223 [5:0];
-  assign \$225  = queues__3[127:64] + \$224 ;
-  assign \$226  = \$222  ? 65'h10000000000000000 : \$225 ;
-  assign \$227  = | entry2[103:84];
-  assign \$228  = entry2[83:20] < cq_end3;
-  assign \$229  = \$227  & \$228 ;
-  assign \$231  = entry2[83:20] + \$230 ;
-  assign \$232  = queues__3[127:64] < \$231 ;
-  assign \$233  = \$229  & \$232 ;
-  assign \$234  = \$signal$233  + 1'h1;
-  assign \$235  = \$signal$218  | side_err;
-  assign \$236  = ! \$signal$233 ;
-  assign \$238  = ! \$signal$233 ;
-  assign \$240  = ! \$signal$233 ;
-  assign \$242  = ! \$signal$233 ;
-  assign \$244  = ! \$signal$233 ;
-  assign \$246  = ! \$signal$233 ;
-  assign \$248  = ! \$signal$233 ;
-  assign \$250  = ! \$signal$233 ;
-  assign \$252  = \$signal$233  == 1'h1;
-  assign \$254  = \$signal$233  == 1'h1;
-  assign \$256  = \$signal$233  == 1'h1;
-  assign \$258  = \$signal$233  == 1'h1;
-  assign \$260  = \$signal$233  == 1'h1;
-  assign \$262  = \$signal$233  == 1'h1;
-  assign \$264  = \$signal$233  == 1'h1;
-  assign \$266  = \$signal$233  == 1'h1;
-  assign \$268  = \$signal$233  == 2'h2;
-  assign \$270  = \$signal$233  == 2'h2;
-  assign \$272  = \$signal$233  == 2'h2;
-  assign \$274  = \$signal$233  == 2'h2;
-  assign \$276  = \$signal$233  == 2'h2;
-  assign \$278  = \$signal$233  == 2'h2;
-  assign \$280  = \$signal$233  == 2'h2;
-  assign \$282  = \$signal$233  == 2'h2;
-  assign \$284  = \$signal$233  == 2'h3;
-  assign \$286  = \$signal$233  == 2'h3;
-  assign \$288  = \$signal$233  == 2'h3;
-  assign \$290  = \$signal$233  == 2'h3;
-  assign \$292  = \$signal$233  == 2'h3;
-  assign \$294  = \$signal$233  == 2'h3;
-  assign \$296  = \$signal$233  == 2'h3;
-  assign \$298  = \$signal$233  == 2'h3;
-  assign \$300  = \$signal$233  == 3'h4;
-  assign \$302  = \$signal$233  == 3'h4;
-  assign \$304  = \$signal$233  == 3'h4;
-  assign \$306  = \$signal$233  == 3'h4;
-  assign \$308  = \$signal$233  == 3'h4;
-  assign \$310  = \$signal$233  == 3'h4;
-  assign \$312  = \$signal$233  == 3'h4;
-  assign \$314  = \$signal$233  == 3'h4;
-  assign \$316  = \$signal$233  == 3'h5;
-  assign \$318  = \$signal$233  == 3'h5;
-  assign \$320  = \$signal$233  == 3'h5;
-  assign \$322  = \$signal$233  == 3'h5;
-  assign \$324  = \$signal$233  == 3'h5;
-  assign \$326  = \$signal$233  == 3'h5;
-  assign \$328  = \$signal$233  == 3'h5;
-  assign \$330  = \$signal$233  == 3'h5;
-  assign \$332  = \$signal$233  == 3'h6;
-  assign \$334  = \$signal$233  == 3'h6;
-  assign \$336  = \$signal$233  == 3'h6;
+  assign \$169  = \$signal$227  + \$signal$229 ;
+  assign \$170  = \$signal$228  + \$signal$229 ;
+  assign \$171  = \$signal$227  + \$signal$229 ;
+  assign \$172  = \$171 [63:0] + \$signal$230 ;
+  assign \$174  = ! \$173 ;
+  assign \$176  = \$174  ? 20'h00004 : \$175 ;
+  assign \$177  = \$176  * entry2[203:184];
+  assign \$178  = \$signal$212  + \$signal$213 ;
+  assign \$179  = \$178  - report;
+  assign \$180  = stores + \$signal$214 ;
+  assign \$181  = report & report_store;
+  assign \$182  = \$180  - \$181 ;
+  assign \$183  = queues__0[259:256] + queues__0[267:260];
+  assign \$184  = \$183  >= 7'h40;
+  assign \$185  = queues__0[259:256] + queues__0[267:260];
+  assign \$186  = 1'h1 << \$185 [5:0];
+  assign \$187  = queues__0[127:64] + \$186 ;
+  assign \$188  = \$184  ? 65'h10000000000000000 : \$187 ;
+  assign \$189  = | entry2[103:84];
+  assign \$190  = entry2[83:20] < cq_end0;
+  assign \$191  = \$189  & \$190 ;
+  assign \$193  = entry2[83:20] + \$192 ;
+  assign \$194  = queues__0[127:64] < \$193 ;
+  assign \$195  = \$191  & \$194 ;
+  assign \$196  = queues__1[259:256] + queues__1[267:260];
+  assign \$197  = \$196  >= 7'h40;
+  assign \$198  = queues__1[259:256] + queues__1[267:260];
+  assign \$199  = 1'h1 << \$198 [5:0];
+  assign \$200  = queues__1[127:64] + \$199 ;
+  assign \$201  = \$197  ? 65'h10000000000000000 : \$200 ;
+  assign \$202  = | entry2[103:84];
+  assign \$203  = entry2[83:20] < cq_end1;
+  assign \$204  = \$202  & \$203 ;
+  assign \$206  = entry2[83:20] + \$205 ;
+  assign \$207  = queues__1[127:64] < \$206 ;
+  assign \$208  = \$204  & \$207 ;
+  assign \$209  = queues__2[259:256] + queues__2[267:260];
+  assign \$210  = \$209  >= 7'h40;
+  assign \$211  = queues__2[259:256] + queues__2[267:260];
+  assign \$212  = 1'h1 << \$211 [5:0];
+  assign \$213  = queues__2[127:64] + \$212 ;
+  assign \$214  = \$210  ? 65'h10000000000000000 : \$213 ;
+  assign \$215  = | entry2[103:84];
+  assign \$216  = entry2[83:20] < cq_end2;
+  assign \$217  = \$215  & \$216 ;
+  assign \$219  = entry2[83:20] + \$218 ;
+  assign \$220  = queues__2[127:64] < \$219 ;
+  assign \$221  = \$217  & \$220 ;
+  assign \$222  = queues__3[259:256] + queues__3[267:260];
+  assign \$223  = \$222  >= 7'h40;
+  assign \$224  = queues__3[259:256] + queues__3[267:260];
+  assign \$225  = 1'h1 << \$224 [5:0];
+  assign \$226  = queues__3[127:64] + \$225 ;
+  assign \$227  = \$223  ? 65'h10000000000000000 : \$226 ;
+  assign \$228  = | entry2[103:84];
+  assign \$229  = entry2[83:20] < cq_end3;
+  assign \$230  = \$228  & \$229 ;
+  assign \$232  = entry2[83:20] + \$231 ;
+  assign \$233  = queues__3[127:64] < \$232 ;
+  assign \$234  = \$230  & \$233 ;
+  assign \$235  = \$signal$236  + 1'h1;
+  assign \$236  = \$signal$219  | side_err;
+  assign \$237  = ! \$signal$236 ;
+  assign \$239  = ! \$signal$236 ;
+  assign \$241  = ! \$signal$236 ;
+  assign \$243  = ! \$signal$236 ;
+  assign \$245  = ! \$signal$236 ;
+  assign \$247  = ! \$signal$236 ;
+  assign \$249  = ! \$signal$236 ;
+  assign \$251  = ! \$signal$236 ;
+  assign \$253  = \$signal$236  == 1'h1;
+  assign \$255  = \$signal$236  == 1'h1;
+  assign \$257  = \$signal$236  == 1'h1;
+  assign \$259  = \$signal$236  == 1'h1;
+  assign \$261  = \$signal$236  == 1'h1;
+  assign \$263  = \$signal$236  == 1'h1;
+  assign \$265  = \$signal$236  == 1'h1;
+  assign \$267  = \$signal$236  == 1'h1;
+  assign \$269  = \$signal$236  == 2'h2;
+  assign \$271  = \$signal$236  == 2'h2;
+  assign \$273  = \$signal$236  == 2'h2;
+  assign \$275  = \$signal$236  == 2'h2;
+  assign \$277  = \$signal$236  == 2'h2;
+  assign \$279  = \$signal$236  == 2'h2;
+  assign \$281  = \$signal$236  == 2'h2;
+  assign \$283  = \$signal$236  == 2'h2;
+  assign \$285  = \$signal$236  == 2'h3;
+  assign \$287  = \$signal$236  == 2'h3;
+  assign \$289  = \$signal$236  == 2'h3;
+  assign \$291  = \$signal$236  == 2'h3;
+  assign \$293  = \$signal$236  == 2'h3;
+  assign \$295  = \$signal$236  == 2'h3;
+  assign \$297  = \$signal$236  == 2'h3;
+  assign \$299  = \$signal$236  == 2'h3;
+  assign \$301  = \$signal$236  == 3'h4;
+  assign \$303  = \$signal$236  == 3'h4;
+  assign \$305  = \$signal$236  == 3'h4;
+  assign \$307  = \$signal$236  == 3'h4;
+  assign \$309  = \$signal$236  == 3'h4;
+  assign \$311  = \$signal$236  == 3'h4;
+  assign \$313  = \$signal$236  == 3'h4;
+  assign \$315  = \$signal$236  == 3'h4;
+  assign \$317  = \$signal$236  == 3'h5;
+  assign \$319  = \$signal$236  == 3'h5;
+  assign \$321  = \$signal$236  == 3'h5;
+  assign \$323  = \$signal$236  == 3'h5;
+  assign \$325  = \$signal$236  == 3'h5;
+  assign \$327  = \$signal$236  == 3'h5;
+  assign \$329  = \$signal$236  == 3'h5;
+  assign \$331  = \$signal$236  == 3'h5;
+  assign \$333  = \$signal$236  == 3'h6;
   \ndp_device.control_unit.front.decoder  decoder (
     .clk(clk),
     .decoded(decoded),
     .desc(entry2[203:0]),
     .log2_slot(regs2[267:260]),
-    .\port$14410$128 (regs2[255:128]),
+    .\port$14404$128 (regs2[255:128]),
     .rst(rst)
   );
   \ndp_device.control_unit.front.verdicts  verdicts (
@@ -45767,28 +45749,6 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$signal$212  = 1'h0;
-    casez (fsm_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          (* full_case = 32'd1 *)
-          if (\$124 ) begin
-            \$signal$212  = 1'h1;
-          end else if (\$128 ) begin
-          end else begin
-            \$signal$212  = 1'h1;
-          end
-      3'h5:
-          if (\$135 ) begin
-            \$signal$212  = 1'h1;
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     \$signal$213  = 1'h0;
     casez (fsm_state)
       3'h0:
@@ -45798,14 +45758,36 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
       3'h2:
           (* full_case = 32'd1 *)
           if (\$124 ) begin
-            \$signal$213  = \$129 ;
+            \$signal$213  = 1'h1;
           end else if (\$128 ) begin
           end else begin
-            \$signal$213  = \$130 ;
+            \$signal$213  = 1'h1;
           end
       3'h5:
           if (\$135 ) begin
-            \$signal$213  = \$136 ;
+            \$signal$213  = 1'h1;
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$signal$214  = 1'h0;
+    casez (fsm_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          (* full_case = 32'd1 *)
+          if (\$124 ) begin
+            \$signal$214  = \$129 ;
+          end else if (\$128 ) begin
+          end else begin
+            \$signal$214  = \$130 ;
+          end
+      3'h5:
+          if (\$135 ) begin
+            \$signal$214  = \$136 ;
           end
     endcase
   end
@@ -45896,121 +45878,135 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$487  = regs2[63:0];
-    if (rst) begin
-      \$487  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$488  = \$167 [63:0];
+    \$488  = regs2[63:0];
     if (rst) begin
       \$488  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$489  = \$168 [48:0];
+    \$489  = regs2[127:64];
     if (rst) begin
-      \$489  = 49'h0000000000000;
+      \$489  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$490  = \$169 [63:0];
+    \$490  = \$167 [63:0];
     if (rst) begin
       \$490  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$491  = \$171 ;
+    \$491  = \$168 [48:0];
     if (rst) begin
-      \$491  = 65'h00000000000000000;
+      \$491  = 49'h0000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$492  = { 4'h0, \$176  };
+    \$492  = \$169 [63:0];
     if (rst) begin
-      \$492  = 44'h00000000000;
+      \$492  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$493  = \$178 [7:0];
+    \$493  = \$170 [63:0];
     if (rst) begin
-      \$493  = 8'h00;
+      \$493  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$494  = \$181 [7:0];
+    \$494  = \$172 ;
     if (rst) begin
-      \$494  = 8'h00;
+      \$494  = 65'h00000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$495  = \$187 ;
+    \$495  = { 4'h0, \$177  };
     if (rst) begin
-      \$495  = 65'h00000000000000000;
+      \$495  = 44'h00000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$496  = \$194 ;
+    \$496  = \$179 [7:0];
     if (rst) begin
-      \$496  = 1'h0;
+      \$496  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$497  = \$200 ;
+    \$497  = \$182 [7:0];
     if (rst) begin
-      \$497  = 65'h00000000000000000;
+      \$497  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$498  = \$207 ;
+    \$498  = \$188 ;
     if (rst) begin
-      \$498  = 1'h0;
+      \$498  = 65'h00000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$499  = \$213 ;
+    \$499  = \$195 ;
     if (rst) begin
-      \$499  = 65'h00000000000000000;
+      \$499  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$500  = \$220 ;
+    \$500  = \$201 ;
     if (rst) begin
-      \$500  = 1'h0;
+      \$500  = 65'h00000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$501  = \$226 ;
+    \$501  = \$208 ;
     if (rst) begin
-      \$501  = 65'h00000000000000000;
+      \$501  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$502  = \$233 ;
+    \$502  = \$214 ;
     if (rst) begin
-      \$502  = 1'h0;
+      \$502  = 65'h00000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$503  = \$signal$233 ;
+    \$503  = \$221 ;
+    if (rst) begin
+      \$503  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$504  = \$227 ;
+    if (rst) begin
+      \$504  = 65'h00000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$505  = \$234 ;
+    if (rst) begin
+      \$505  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$506  = \$signal$236 ;
     if (side_valid) begin
-      \$503  = \$234 [6:0];
+      \$506  = \$235 [6:0];
     end
     casez (fsm_state)
       3'h0:
@@ -46019,32 +46015,32 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
           /* empty */;
       3'h2:
           (* full_case = 32'd1 *)
-          if (\$430 ) begin
-            if (\$435 ) begin
-              \$503  = 7'h00;
-            end
-          end else if (\$434 ) begin
-          end else begin
+          if (\$431 ) begin
             if (\$436 ) begin
-              \$503  = 7'h00;
+              \$506  = 7'h00;
+            end
+          end else if (\$435 ) begin
+          end else begin
+            if (\$437 ) begin
+              \$506  = 7'h00;
             end
           end
       3'h5:
-          if (\$441 ) begin
-            if (\$442 ) begin
-              \$503  = 7'h00;
+          if (\$442 ) begin
+            if (\$443 ) begin
+              \$506  = 7'h00;
             end
           end
     endcase
     if (rst) begin
-      \$503  = 7'h00;
+      \$506  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$504  = \$signal$218 ;
+    \$507  = \$signal$219 ;
     if (side_valid) begin
-      \$504  = \$235 ;
+      \$507  = \$236 ;
     end
     casez (fsm_state)
       3'h0:
@@ -46053,69 +46049,33 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
           /* empty */;
       3'h2:
           (* full_case = 32'd1 *)
-          if (\$430 ) begin
-            if (\$435 ) begin
-              \$504  = 1'h0;
-            end
-          end else if (\$434 ) begin
-          end else begin
+          if (\$431 ) begin
             if (\$436 ) begin
-              \$504  = 1'h0;
+              \$507  = 1'h0;
+            end
+          end else if (\$435 ) begin
+          end else begin
+            if (\$437 ) begin
+              \$507  = 1'h0;
             end
           end
       3'h5:
-          if (\$441 ) begin
-            if (\$442 ) begin
-              \$504  = 1'h0;
+          if (\$442 ) begin
+            if (\$443 ) begin
+              \$507  = 1'h0;
             end
           end
     endcase
     if (rst) begin
-      \$504  = 1'h0;
+      \$507  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$505  = next_page0;
+    \$508  = next_page0;
     if (side_valid) begin
-      if (\$237 ) begin
-        \$505  = side_data[63:0];
-      end
-    end
-    if (rst) begin
-      \$505  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$506  = next_page1;
-    if (side_valid) begin
-      if (\$239 ) begin
-        \$506  = side_data[127:64];
-      end
-    end
-    if (rst) begin
-      \$506  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$507  = next_page2;
-    if (side_valid) begin
-      if (\$241 ) begin
-        \$507  = side_data[191:128];
-      end
-    end
-    if (rst) begin
-      \$507  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$508  = next_page3;
-    if (side_valid) begin
-      if (\$243 ) begin
-        \$508  = side_data[255:192];
+      if (\$238 ) begin
+        \$508  = side_data[63:0];
       end
     end
     if (rst) begin
@@ -46124,10 +46084,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$509  = next_page4;
+    \$509  = next_page1;
     if (side_valid) begin
-      if (\$245 ) begin
-        \$509  = side_data[319:256];
+      if (\$240 ) begin
+        \$509  = side_data[127:64];
       end
     end
     if (rst) begin
@@ -46136,10 +46096,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$510  = next_page5;
+    \$510  = next_page2;
     if (side_valid) begin
-      if (\$247 ) begin
-        \$510  = side_data[383:320];
+      if (\$242 ) begin
+        \$510  = side_data[191:128];
       end
     end
     if (rst) begin
@@ -46148,10 +46108,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$511  = next_page6;
+    \$511  = next_page3;
     if (side_valid) begin
-      if (\$249 ) begin
-        \$511  = side_data[447:384];
+      if (\$244 ) begin
+        \$511  = side_data[255:192];
       end
     end
     if (rst) begin
@@ -46160,10 +46120,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$512  = next_page7;
+    \$512  = next_page4;
     if (side_valid) begin
-      if (\$251 ) begin
-        \$512  = side_data[511:448];
+      if (\$246 ) begin
+        \$512  = side_data[319:256];
       end
     end
     if (rst) begin
@@ -46172,10 +46132,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$513  = next_page8;
+    \$513  = next_page5;
     if (side_valid) begin
-      if (\$253 ) begin
-        \$513  = side_data[63:0];
+      if (\$248 ) begin
+        \$513  = side_data[383:320];
       end
     end
     if (rst) begin
@@ -46184,10 +46144,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$514  = next_page9;
+    \$514  = next_page6;
     if (side_valid) begin
-      if (\$255 ) begin
-        \$514  = side_data[127:64];
+      if (\$250 ) begin
+        \$514  = side_data[447:384];
       end
     end
     if (rst) begin
@@ -46196,10 +46156,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$515  = next_page10;
+    \$515  = next_page7;
     if (side_valid) begin
-      if (\$257 ) begin
-        \$515  = side_data[191:128];
+      if (\$252 ) begin
+        \$515  = side_data[511:448];
       end
     end
     if (rst) begin
@@ -46208,10 +46168,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$516  = next_page11;
+    \$516  = next_page8;
     if (side_valid) begin
-      if (\$259 ) begin
-        \$516  = side_data[255:192];
+      if (\$254 ) begin
+        \$516  = side_data[63:0];
       end
     end
     if (rst) begin
@@ -46220,10 +46180,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$517  = next_page12;
+    \$517  = next_page9;
     if (side_valid) begin
-      if (\$261 ) begin
-        \$517  = side_data[319:256];
+      if (\$256 ) begin
+        \$517  = side_data[127:64];
       end
     end
     if (rst) begin
@@ -46232,10 +46192,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$518  = next_page13;
+    \$518  = next_page10;
     if (side_valid) begin
-      if (\$263 ) begin
-        \$518  = side_data[383:320];
+      if (\$258 ) begin
+        \$518  = side_data[191:128];
       end
     end
     if (rst) begin
@@ -46244,10 +46204,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$519  = next_page14;
+    \$519  = next_page11;
     if (side_valid) begin
-      if (\$265 ) begin
-        \$519  = side_data[447:384];
+      if (\$260 ) begin
+        \$519  = side_data[255:192];
       end
     end
     if (rst) begin
@@ -46256,10 +46216,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$520  = next_page15;
+    \$520  = next_page12;
     if (side_valid) begin
-      if (\$267 ) begin
-        \$520  = side_data[511:448];
+      if (\$262 ) begin
+        \$520  = side_data[319:256];
       end
     end
     if (rst) begin
@@ -46268,10 +46228,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$521  = next_page16;
+    \$521  = next_page13;
     if (side_valid) begin
-      if (\$269 ) begin
-        \$521  = side_data[63:0];
+      if (\$264 ) begin
+        \$521  = side_data[383:320];
       end
     end
     if (rst) begin
@@ -46280,10 +46240,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$522  = next_page17;
+    \$522  = next_page14;
     if (side_valid) begin
-      if (\$271 ) begin
-        \$522  = side_data[127:64];
+      if (\$266 ) begin
+        \$522  = side_data[447:384];
       end
     end
     if (rst) begin
@@ -46292,10 +46252,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$523  = next_page18;
+    \$523  = next_page15;
     if (side_valid) begin
-      if (\$273 ) begin
-        \$523  = side_data[191:128];
+      if (\$268 ) begin
+        \$523  = side_data[511:448];
       end
     end
     if (rst) begin
@@ -46304,10 +46264,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$524  = next_page19;
+    \$524  = next_page16;
     if (side_valid) begin
-      if (\$275 ) begin
-        \$524  = side_data[255:192];
+      if (\$270 ) begin
+        \$524  = side_data[63:0];
       end
     end
     if (rst) begin
@@ -46316,10 +46276,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$525  = next_page20;
+    \$525  = next_page17;
     if (side_valid) begin
-      if (\$277 ) begin
-        \$525  = side_data[319:256];
+      if (\$272 ) begin
+        \$525  = side_data[127:64];
       end
     end
     if (rst) begin
@@ -46328,10 +46288,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$526  = next_page21;
+    \$526  = next_page18;
     if (side_valid) begin
-      if (\$279 ) begin
-        \$526  = side_data[383:320];
+      if (\$274 ) begin
+        \$526  = side_data[191:128];
       end
     end
     if (rst) begin
@@ -46340,10 +46300,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$527  = next_page22;
+    \$527  = next_page19;
     if (side_valid) begin
-      if (\$281 ) begin
-        \$527  = side_data[447:384];
+      if (\$276 ) begin
+        \$527  = side_data[255:192];
       end
     end
     if (rst) begin
@@ -46352,10 +46312,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$528  = next_page23;
+    \$528  = next_page20;
     if (side_valid) begin
-      if (\$283 ) begin
-        \$528  = side_data[511:448];
+      if (\$278 ) begin
+        \$528  = side_data[319:256];
       end
     end
     if (rst) begin
@@ -46364,10 +46324,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$529  = next_page24;
+    \$529  = next_page21;
     if (side_valid) begin
-      if (\$285 ) begin
-        \$529  = side_data[63:0];
+      if (\$280 ) begin
+        \$529  = side_data[383:320];
       end
     end
     if (rst) begin
@@ -46376,10 +46336,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$530  = next_page25;
+    \$530  = next_page22;
     if (side_valid) begin
-      if (\$287 ) begin
-        \$530  = side_data[127:64];
+      if (\$282 ) begin
+        \$530  = side_data[447:384];
       end
     end
     if (rst) begin
@@ -46388,10 +46348,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$531  = next_page26;
+    \$531  = next_page23;
     if (side_valid) begin
-      if (\$289 ) begin
-        \$531  = side_data[191:128];
+      if (\$284 ) begin
+        \$531  = side_data[511:448];
       end
     end
     if (rst) begin
@@ -46400,10 +46360,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$532  = next_page27;
+    \$532  = next_page24;
     if (side_valid) begin
-      if (\$291 ) begin
-        \$532  = side_data[255:192];
+      if (\$286 ) begin
+        \$532  = side_data[63:0];
       end
     end
     if (rst) begin
@@ -46412,10 +46372,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$533  = next_page28;
+    \$533  = next_page25;
     if (side_valid) begin
-      if (\$293 ) begin
-        \$533  = side_data[319:256];
+      if (\$288 ) begin
+        \$533  = side_data[127:64];
       end
     end
     if (rst) begin
@@ -46424,10 +46384,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$534  = next_page29;
+    \$534  = next_page26;
     if (side_valid) begin
-      if (\$295 ) begin
-        \$534  = side_data[383:320];
+      if (\$290 ) begin
+        \$534  = side_data[191:128];
       end
     end
     if (rst) begin
@@ -46436,10 +46396,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$535  = next_page30;
+    \$535  = next_page27;
     if (side_valid) begin
-      if (\$297 ) begin
-        \$535  = side_data[447:384];
+      if (\$292 ) begin
+        \$535  = side_data[255:192];
       end
     end
     if (rst) begin
@@ -46448,10 +46408,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$536  = next_page31;
+    \$536  = next_page28;
     if (side_valid) begin
-      if (\$299 ) begin
-        \$536  = side_data[511:448];
+      if (\$294 ) begin
+        \$536  = side_data[319:256];
       end
     end
     if (rst) begin
@@ -46460,10 +46420,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$537  = next_page32;
+    \$537  = next_page29;
     if (side_valid) begin
-      if (\$301 ) begin
-        \$537  = side_data[63:0];
+      if (\$296 ) begin
+        \$537  = side_data[383:320];
       end
     end
     if (rst) begin
@@ -46472,10 +46432,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$538  = next_page33;
+    \$538  = next_page30;
     if (side_valid) begin
-      if (\$303 ) begin
-        \$538  = side_data[127:64];
+      if (\$298 ) begin
+        \$538  = side_data[447:384];
       end
     end
     if (rst) begin
@@ -46484,10 +46444,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$539  = next_page34;
+    \$539  = next_page31;
     if (side_valid) begin
-      if (\$305 ) begin
-        \$539  = side_data[191:128];
+      if (\$300 ) begin
+        \$539  = side_data[511:448];
       end
     end
     if (rst) begin
@@ -46496,10 +46456,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$540  = next_page35;
+    \$540  = next_page32;
     if (side_valid) begin
-      if (\$307 ) begin
-        \$540  = side_data[255:192];
+      if (\$302 ) begin
+        \$540  = side_data[63:0];
       end
     end
     if (rst) begin
@@ -46508,10 +46468,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$541  = next_page36;
+    \$541  = next_page33;
     if (side_valid) begin
-      if (\$309 ) begin
-        \$541  = side_data[319:256];
+      if (\$304 ) begin
+        \$541  = side_data[127:64];
       end
     end
     if (rst) begin
@@ -46520,10 +46480,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$542  = next_page37;
+    \$542  = next_page34;
     if (side_valid) begin
-      if (\$311 ) begin
-        \$542  = side_data[383:320];
+      if (\$306 ) begin
+        \$542  = side_data[191:128];
       end
     end
     if (rst) begin
@@ -46532,10 +46492,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$543  = next_page38;
+    \$543  = next_page35;
     if (side_valid) begin
-      if (\$313 ) begin
-        \$543  = side_data[447:384];
+      if (\$308 ) begin
+        \$543  = side_data[255:192];
       end
     end
     if (rst) begin
@@ -46544,10 +46504,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$544  = next_page39;
+    \$544  = next_page36;
     if (side_valid) begin
-      if (\$315 ) begin
-        \$544  = side_data[511:448];
+      if (\$310 ) begin
+        \$544  = side_data[319:256];
       end
     end
     if (rst) begin
@@ -46556,10 +46516,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$545  = next_page40;
+    \$545  = next_page37;
     if (side_valid) begin
-      if (\$317 ) begin
-        \$545  = side_data[63:0];
+      if (\$312 ) begin
+        \$545  = side_data[383:320];
       end
     end
     if (rst) begin
@@ -46568,10 +46528,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$546  = next_page41;
+    \$546  = next_page38;
     if (side_valid) begin
-      if (\$319 ) begin
-        \$546  = side_data[127:64];
+      if (\$314 ) begin
+        \$546  = side_data[447:384];
       end
     end
     if (rst) begin
@@ -46580,10 +46540,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$547  = next_page42;
+    \$547  = next_page39;
     if (side_valid) begin
-      if (\$321 ) begin
-        \$547  = side_data[191:128];
+      if (\$316 ) begin
+        \$547  = side_data[511:448];
       end
     end
     if (rst) begin
@@ -46592,10 +46552,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$548  = next_page43;
+    \$548  = next_page40;
     if (side_valid) begin
-      if (\$323 ) begin
-        \$548  = side_data[255:192];
+      if (\$318 ) begin
+        \$548  = side_data[63:0];
       end
     end
     if (rst) begin
@@ -46604,10 +46564,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$549  = next_page44;
+    \$549  = next_page41;
     if (side_valid) begin
-      if (\$325 ) begin
-        \$549  = side_data[319:256];
+      if (\$320 ) begin
+        \$549  = side_data[127:64];
       end
     end
     if (rst) begin
@@ -46616,10 +46576,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$550  = next_page45;
+    \$550  = next_page42;
     if (side_valid) begin
-      if (\$327 ) begin
-        \$550  = side_data[383:320];
+      if (\$322 ) begin
+        \$550  = side_data[191:128];
       end
     end
     if (rst) begin
@@ -46628,10 +46588,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$551  = next_page46;
+    \$551  = next_page43;
     if (side_valid) begin
-      if (\$329 ) begin
-        \$551  = side_data[447:384];
+      if (\$324 ) begin
+        \$551  = side_data[255:192];
       end
     end
     if (rst) begin
@@ -46640,10 +46600,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$552  = next_page47;
+    \$552  = next_page44;
     if (side_valid) begin
-      if (\$331 ) begin
-        \$552  = side_data[511:448];
+      if (\$326 ) begin
+        \$552  = side_data[319:256];
       end
     end
     if (rst) begin
@@ -46652,10 +46612,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$553  = next_page48;
+    \$553  = next_page45;
     if (side_valid) begin
-      if (\$333 ) begin
-        \$553  = side_data[63:0];
+      if (\$328 ) begin
+        \$553  = side_data[383:320];
       end
     end
     if (rst) begin
@@ -46664,10 +46624,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$554  = next_page49;
+    \$554  = next_page46;
     if (side_valid) begin
-      if (\$335 ) begin
-        \$554  = side_data[127:64];
+      if (\$330 ) begin
+        \$554  = side_data[447:384];
       end
     end
     if (rst) begin
@@ -46676,10 +46636,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$555  = next_page50;
+    \$555  = next_page47;
     if (side_valid) begin
-      if (\$337 ) begin
-        \$555  = side_data[191:128];
+      if (\$332 ) begin
+        \$555  = side_data[511:448];
       end
     end
     if (rst) begin
@@ -46688,10 +46648,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$556  = next_page51;
+    \$556  = next_page48;
     if (side_valid) begin
-      if (\$339 ) begin
-        \$556  = side_data[255:192];
+      if (\$334 ) begin
+        \$556  = side_data[63:0];
       end
     end
     if (rst) begin
@@ -46700,10 +46660,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$557  = next_page52;
+    \$557  = next_page49;
     if (side_valid) begin
-      if (\$341 ) begin
-        \$557  = side_data[319:256];
+      if (\$336 ) begin
+        \$557  = side_data[127:64];
       end
     end
     if (rst) begin
@@ -46712,10 +46672,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$558  = next_page53;
+    \$558  = next_page50;
     if (side_valid) begin
-      if (\$343 ) begin
-        \$558  = side_data[383:320];
+      if (\$338 ) begin
+        \$558  = side_data[191:128];
       end
     end
     if (rst) begin
@@ -46724,10 +46684,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$559  = next_page54;
+    \$559  = next_page51;
     if (side_valid) begin
-      if (\$345 ) begin
-        \$559  = side_data[447:384];
+      if (\$340 ) begin
+        \$559  = side_data[255:192];
       end
     end
     if (rst) begin
@@ -46736,10 +46696,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$560  = next_page55;
+    \$560  = next_page52;
     if (side_valid) begin
-      if (\$347 ) begin
-        \$560  = side_data[511:448];
+      if (\$342 ) begin
+        \$560  = side_data[319:256];
       end
     end
     if (rst) begin
@@ -46748,10 +46708,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$561  = next_page56;
+    \$561  = next_page53;
     if (side_valid) begin
-      if (\$349 ) begin
-        \$561  = side_data[63:0];
+      if (\$344 ) begin
+        \$561  = side_data[383:320];
       end
     end
     if (rst) begin
@@ -46760,10 +46720,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$562  = next_page57;
+    \$562  = next_page54;
     if (side_valid) begin
-      if (\$351 ) begin
-        \$562  = side_data[127:64];
+      if (\$346 ) begin
+        \$562  = side_data[447:384];
       end
     end
     if (rst) begin
@@ -46772,10 +46732,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$563  = next_page58;
+    \$563  = next_page55;
     if (side_valid) begin
-      if (\$353 ) begin
-        \$563  = side_data[191:128];
+      if (\$348 ) begin
+        \$563  = side_data[511:448];
       end
     end
     if (rst) begin
@@ -46784,10 +46744,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$564  = next_page59;
+    \$564  = next_page56;
     if (side_valid) begin
-      if (\$355 ) begin
-        \$564  = side_data[255:192];
+      if (\$350 ) begin
+        \$564  = side_data[63:0];
       end
     end
     if (rst) begin
@@ -46796,10 +46756,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$565  = next_page60;
+    \$565  = next_page57;
     if (side_valid) begin
-      if (\$357 ) begin
-        \$565  = side_data[319:256];
+      if (\$352 ) begin
+        \$565  = side_data[127:64];
       end
     end
     if (rst) begin
@@ -46808,10 +46768,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$566  = next_page61;
+    \$566  = next_page58;
     if (side_valid) begin
-      if (\$359 ) begin
-        \$566  = side_data[383:320];
+      if (\$354 ) begin
+        \$566  = side_data[191:128];
       end
     end
     if (rst) begin
@@ -46820,10 +46780,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$567  = next_page62;
+    \$567  = next_page59;
     if (side_valid) begin
-      if (\$361 ) begin
-        \$567  = side_data[447:384];
+      if (\$356 ) begin
+        \$567  = side_data[255:192];
       end
     end
     if (rst) begin
@@ -46832,10 +46792,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$568  = next_page63;
+    \$568  = next_page60;
     if (side_valid) begin
-      if (\$363 ) begin
-        \$568  = side_data[511:448];
+      if (\$358 ) begin
+        \$568  = side_data[319:256];
       end
     end
     if (rst) begin
@@ -46844,99 +46804,73 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$569  = \$365 [63:0];
+    \$569  = next_page61;
+    if (side_valid) begin
+      if (\$360 ) begin
+        \$569  = side_data[383:320];
+      end
+    end
     if (rst) begin
       \$569  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$570  = \$367 ;
+    \$570  = next_page62;
+    if (side_valid) begin
+      if (\$362 ) begin
+        \$570  = side_data[447:384];
+      end
+    end
     if (rst) begin
-      \$570  = 1'h0;
+      \$570  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$571  = \$signal$198 ;
-    if (\$380 ) begin
+    \$571  = next_page63;
+    if (side_valid) begin
+      if (\$364 ) begin
+        \$571  = side_data[511:448];
+      end
+    end
+    if (rst) begin
+      \$571  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$572  = \$366 [63:0];
+    if (rst) begin
+      \$572  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$573  = \$368 ;
+    if (rst) begin
+      \$573  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$574  = \$signal$198 ;
+    if (\$381 ) begin
       (* full_case = 32'd1 *)
-      if (\$381 ) begin
-        \$571  = 1'h0;
-      end else if (\$386 ) begin
+      if (\$382 ) begin
+        \$574  = 1'h0;
       end else if (\$387 ) begin
-      end else if (\$396 ) begin
-      end else if (\$406 ) begin
+      end else if (\$388 ) begin
+      end else if (\$397 ) begin
+      end else if (\$407 ) begin
       end else begin
-        if (\$417 ) begin
-          \$571  = 1'h0;
+        if (\$418 ) begin
+          \$574  = 1'h0;
         end
       end
     end
     if (move) begin
-      \$571  = fetch2;
-    end
-    if (rst) begin
-      \$571  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$572  = f_page;
-    if (\$380 ) begin
-      if (\$381 ) begin
-      end else if (\$386 ) begin
-        \$572  = \$407 [5:0];
-      end else if (\$387 ) begin
-        \$572  = 6'h00;
-      end
-    end
-    if (move) begin
-      \$572  = 6'h00;
-    end
-    if (rst) begin
-      \$572  = 6'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$573  = \$signal$116 ;
-    if (\$380 ) begin
-      (* full_case = 32'd1 *)
-      if (\$381 ) begin
-      end else if (\$386 ) begin
-      end else if (\$387 ) begin
-        \$573  = 2'h2;
-      end else if (\$396 ) begin
-        \$573  = 2'h1;
-      end else if (\$406 ) begin
-        \$573  = 2'h1;
-      end else begin
-        \$573  = 2'h0;
-      end
-    end
-    if (move) begin
-      \$573  = \$424 ;
-    end
-    if (rst) begin
-      \$573  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$574  = f_stage;
-    if (\$380 ) begin
-      if (\$381 ) begin
-      end else if (\$386 ) begin
-      end else if (\$387 ) begin
-      end else if (\$396 ) begin
-        \$574  = 1'h0;
-      end else if (\$406 ) begin
-        \$574  = 1'h1;
-      end
-    end
-    if (move) begin
-      \$574  = 1'h0;
+      \$574  = fetch2;
     end
     if (rst) begin
       \$574  = 1'h0;
@@ -46944,148 +46878,180 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$575  = \$signal$236 ;
-    if (\$380 ) begin
-      (* full_case = 32'd1 *)
-      if (\$381 ) begin
-      end else if (\$386 ) begin
+    \$575  = f_page;
+    if (\$381 ) begin
+      if (\$382 ) begin
       end else if (\$387 ) begin
-      end else if (\$396 ) begin
-      end else if (\$406 ) begin
-      end else begin
-        \$575  = \$408 [19:0];
+        \$575  = \$408 [5:0];
+      end else if (\$388 ) begin
+        \$575  = 6'h00;
       end
     end
     if (move) begin
-      \$575  = 20'h00000;
+      \$575  = 6'h00;
     end
     if (rst) begin
-      \$575  = 20'h00000;
+      \$575  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$576  = \$signal$98 ;
-    if (\$380 ) begin
+    \$576  = \$signal$116 ;
+    if (\$381 ) begin
       (* full_case = 32'd1 *)
-      if (\$381 ) begin
-      end else if (\$386 ) begin
+      if (\$382 ) begin
       end else if (\$387 ) begin
-      end else if (\$396 ) begin
-      end else if (\$406 ) begin
+      end else if (\$388 ) begin
+        \$576  = 2'h2;
+      end else if (\$397 ) begin
+        \$576  = 2'h1;
+      end else if (\$407 ) begin
+        \$576  = 2'h1;
       end else begin
-        \$576  = \$410 [43:0];
+        \$576  = 2'h0;
       end
     end
     if (move) begin
-      \$576  = 44'h00000000000;
+      \$576  = \$425 ;
     end
     if (rst) begin
-      \$576  = 44'h00000000000;
+      \$576  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$577  = f_in_elems;
-    if (\$380 ) begin
-      (* full_case = 32'd1 *)
-      if (\$381 ) begin
-      end else if (\$386 ) begin
+    \$577  = f_stage;
+    if (\$381 ) begin
+      if (\$382 ) begin
       end else if (\$387 ) begin
-      end else if (\$396 ) begin
-      end else if (\$406 ) begin
-      end else begin
-        \$577  = \$415 ;
+      end else if (\$388 ) begin
+      end else if (\$397 ) begin
+        \$577  = 1'h0;
+      end else if (\$407 ) begin
+        \$577  = 1'h1;
       end
     end
     if (move) begin
-      \$577  = \$427 ;
+      \$577  = 1'h0;
     end
     if (rst) begin
-      \$577  = 44'h00000000000;
+      \$577  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$578  = handed1;
+    \$578  = \$signal$239 ;
+    if (\$381 ) begin
+      (* full_case = 32'd1 *)
+      if (\$382 ) begin
+      end else if (\$387 ) begin
+      end else if (\$388 ) begin
+      end else if (\$397 ) begin
+      end else if (\$407 ) begin
+      end else begin
+        \$578  = \$409 [19:0];
+      end
+    end
+    if (move) begin
+      \$578  = 20'h00000;
+    end
+    if (rst) begin
+      \$578  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$579  = \$signal$98 ;
+    if (\$381 ) begin
+      (* full_case = 32'd1 *)
+      if (\$382 ) begin
+      end else if (\$387 ) begin
+      end else if (\$388 ) begin
+      end else if (\$397 ) begin
+      end else if (\$407 ) begin
+      end else begin
+        \$579  = \$411 [43:0];
+      end
+    end
+    if (move) begin
+      \$579  = 44'h00000000000;
+    end
+    if (rst) begin
+      \$579  = 44'h00000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$580  = f_in_elems;
+    if (\$381 ) begin
+      (* full_case = 32'd1 *)
+      if (\$382 ) begin
+      end else if (\$387 ) begin
+      end else if (\$388 ) begin
+      end else if (\$397 ) begin
+      end else if (\$407 ) begin
+      end else begin
+        \$580  = \$416 ;
+      end
+    end
+    if (move) begin
+      \$580  = \$428 ;
+    end
+    if (rst) begin
+      \$580  = 44'h00000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$581  = handed1;
     if (take) begin
-      \$578  = 1'h1;
+      \$581  = 1'h1;
     end
     if (move) begin
-      \$578  = 1'h0;
+      \$581  = 1'h0;
     end
     if (rst) begin
-      \$578  = 1'h0;
+      \$581  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$579  = \$signal$204 ;
-    if (\$423 ) begin
-      \$579  = 1'h0;
+    \$582  = \$signal$204 ;
+    if (\$424 ) begin
+      \$582  = 1'h0;
     end
     if (move) begin
-      \$579  = 1'h1;
+      \$582  = 1'h1;
     end
     if (rst) begin
-      \$579  = 1'h0;
+      \$582  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$580  = \$signal$105 ;
+    \$583  = \$signal$105 ;
     if (move) begin
-      \$580  = entry2;
+      \$583  = entry2;
     end
     if (rst) begin
-      \$580  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$583  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$581  = decoded1;
+    \$584  = decoded1;
     if (move) begin
-      \$581  = decoded2;
+      \$584  = decoded2;
     end
     if (rst) begin
-      \$581  = 967'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$584  = 967'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$582  = \$signal$97 ;
+    \$585  = \$signal$97 ;
     if (move) begin
-      \$582  = \$signal ;
-    end
-    if (rst) begin
-      \$582  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$583  = \$signal$237 ;
-    if (move) begin
-      \$583  = last_group_elems2;
-    end
-    if (rst) begin
-      \$583  = 44'h00000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$584  = page0;
-    if (move) begin
-      \$584  = next_page0;
-    end
-    if (rst) begin
-      \$584  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$585  = page1;
-    if (move) begin
-      \$585  = next_page1;
+      \$585  = \$signal ;
     end
     if (rst) begin
       \$585  = 64'h0000000000000000;
@@ -47093,9 +47059,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$586  = page2;
+    \$586  = \$signal$207 ;
     if (move) begin
-      \$586  = next_page2;
+      \$586  = \$signal$231 ;
     end
     if (rst) begin
       \$586  = 64'h0000000000000000;
@@ -47103,19 +47069,19 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$587  = page3;
+    \$587  = \$signal$240 ;
     if (move) begin
-      \$587  = next_page3;
+      \$587  = last_group_elems2;
     end
     if (rst) begin
-      \$587  = 64'h0000000000000000;
+      \$587  = 44'h00000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$588  = page4;
+    \$588  = page0;
     if (move) begin
-      \$588  = next_page4;
+      \$588  = next_page0;
     end
     if (rst) begin
       \$588  = 64'h0000000000000000;
@@ -47123,9 +47089,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$589  = page5;
+    \$589  = page1;
     if (move) begin
-      \$589  = next_page5;
+      \$589  = next_page1;
     end
     if (rst) begin
       \$589  = 64'h0000000000000000;
@@ -47133,9 +47099,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$590  = page6;
+    \$590  = page2;
     if (move) begin
-      \$590  = next_page6;
+      \$590  = next_page2;
     end
     if (rst) begin
       \$590  = 64'h0000000000000000;
@@ -47143,9 +47109,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$591  = page7;
+    \$591  = page3;
     if (move) begin
-      \$591  = next_page7;
+      \$591  = next_page3;
     end
     if (rst) begin
       \$591  = 64'h0000000000000000;
@@ -47153,9 +47119,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$592  = page8;
+    \$592  = page4;
     if (move) begin
-      \$592  = next_page8;
+      \$592  = next_page4;
     end
     if (rst) begin
       \$592  = 64'h0000000000000000;
@@ -47163,9 +47129,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$593  = page9;
+    \$593  = page5;
     if (move) begin
-      \$593  = next_page9;
+      \$593  = next_page5;
     end
     if (rst) begin
       \$593  = 64'h0000000000000000;
@@ -47173,9 +47139,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$594  = page10;
+    \$594  = page6;
     if (move) begin
-      \$594  = next_page10;
+      \$594  = next_page6;
     end
     if (rst) begin
       \$594  = 64'h0000000000000000;
@@ -47183,9 +47149,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$595  = page11;
+    \$595  = page7;
     if (move) begin
-      \$595  = next_page11;
+      \$595  = next_page7;
     end
     if (rst) begin
       \$595  = 64'h0000000000000000;
@@ -47193,9 +47159,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$596  = page12;
+    \$596  = page8;
     if (move) begin
-      \$596  = next_page12;
+      \$596  = next_page8;
     end
     if (rst) begin
       \$596  = 64'h0000000000000000;
@@ -47203,9 +47169,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$597  = page13;
+    \$597  = page9;
     if (move) begin
-      \$597  = next_page13;
+      \$597  = next_page9;
     end
     if (rst) begin
       \$597  = 64'h0000000000000000;
@@ -47213,9 +47179,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$598  = page14;
+    \$598  = page10;
     if (move) begin
-      \$598  = next_page14;
+      \$598  = next_page10;
     end
     if (rst) begin
       \$598  = 64'h0000000000000000;
@@ -47223,9 +47189,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$599  = page15;
+    \$599  = page11;
     if (move) begin
-      \$599  = next_page15;
+      \$599  = next_page11;
     end
     if (rst) begin
       \$599  = 64'h0000000000000000;
@@ -47233,9 +47199,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$600  = page16;
+    \$600  = page12;
     if (move) begin
-      \$600  = next_page16;
+      \$600  = next_page12;
     end
     if (rst) begin
       \$600  = 64'h0000000000000000;
@@ -47243,9 +47209,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$601  = page17;
+    \$601  = page13;
     if (move) begin
-      \$601  = next_page17;
+      \$601  = next_page13;
     end
     if (rst) begin
       \$601  = 64'h0000000000000000;
@@ -47253,9 +47219,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$602  = page18;
+    \$602  = page14;
     if (move) begin
-      \$602  = next_page18;
+      \$602  = next_page14;
     end
     if (rst) begin
       \$602  = 64'h0000000000000000;
@@ -47263,9 +47229,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$603  = page19;
+    \$603  = page15;
     if (move) begin
-      \$603  = next_page19;
+      \$603  = next_page15;
     end
     if (rst) begin
       \$603  = 64'h0000000000000000;
@@ -47273,9 +47239,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$604  = page20;
+    \$604  = page16;
     if (move) begin
-      \$604  = next_page20;
+      \$604  = next_page16;
     end
     if (rst) begin
       \$604  = 64'h0000000000000000;
@@ -47283,9 +47249,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$605  = page21;
+    \$605  = page17;
     if (move) begin
-      \$605  = next_page21;
+      \$605  = next_page17;
     end
     if (rst) begin
       \$605  = 64'h0000000000000000;
@@ -47293,9 +47259,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$606  = page22;
+    \$606  = page18;
     if (move) begin
-      \$606  = next_page22;
+      \$606  = next_page18;
     end
     if (rst) begin
       \$606  = 64'h0000000000000000;
@@ -47303,9 +47269,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$607  = page23;
+    \$607  = page19;
     if (move) begin
-      \$607  = next_page23;
+      \$607  = next_page19;
     end
     if (rst) begin
       \$607  = 64'h0000000000000000;
@@ -47313,9 +47279,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$608  = page24;
+    \$608  = page20;
     if (move) begin
-      \$608  = next_page24;
+      \$608  = next_page20;
     end
     if (rst) begin
       \$608  = 64'h0000000000000000;
@@ -47323,9 +47289,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$609  = page25;
+    \$609  = page21;
     if (move) begin
-      \$609  = next_page25;
+      \$609  = next_page21;
     end
     if (rst) begin
       \$609  = 64'h0000000000000000;
@@ -47333,9 +47299,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$610  = page26;
+    \$610  = page22;
     if (move) begin
-      \$610  = next_page26;
+      \$610  = next_page22;
     end
     if (rst) begin
       \$610  = 64'h0000000000000000;
@@ -47343,9 +47309,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$611  = page27;
+    \$611  = page23;
     if (move) begin
-      \$611  = next_page27;
+      \$611  = next_page23;
     end
     if (rst) begin
       \$611  = 64'h0000000000000000;
@@ -47353,9 +47319,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$612  = page28;
+    \$612  = page24;
     if (move) begin
-      \$612  = next_page28;
+      \$612  = next_page24;
     end
     if (rst) begin
       \$612  = 64'h0000000000000000;
@@ -47363,9 +47329,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$613  = page29;
+    \$613  = page25;
     if (move) begin
-      \$613  = next_page29;
+      \$613  = next_page25;
     end
     if (rst) begin
       \$613  = 64'h0000000000000000;
@@ -47373,9 +47339,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$614  = page30;
+    \$614  = page26;
     if (move) begin
-      \$614  = next_page30;
+      \$614  = next_page26;
     end
     if (rst) begin
       \$614  = 64'h0000000000000000;
@@ -47383,9 +47349,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$615  = page31;
+    \$615  = page27;
     if (move) begin
-      \$615  = next_page31;
+      \$615  = next_page27;
     end
     if (rst) begin
       \$615  = 64'h0000000000000000;
@@ -47393,9 +47359,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$616  = page32;
+    \$616  = page28;
     if (move) begin
-      \$616  = next_page32;
+      \$616  = next_page28;
     end
     if (rst) begin
       \$616  = 64'h0000000000000000;
@@ -47403,9 +47369,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$617  = page33;
+    \$617  = page29;
     if (move) begin
-      \$617  = next_page33;
+      \$617  = next_page29;
     end
     if (rst) begin
       \$617  = 64'h0000000000000000;
@@ -47413,9 +47379,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$618  = page34;
+    \$618  = page30;
     if (move) begin
-      \$618  = next_page34;
+      \$618  = next_page30;
     end
     if (rst) begin
       \$618  = 64'h0000000000000000;
@@ -47423,9 +47389,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$619  = page35;
+    \$619  = page31;
     if (move) begin
-      \$619  = next_page35;
+      \$619  = next_page31;
     end
     if (rst) begin
       \$619  = 64'h0000000000000000;
@@ -47433,9 +47399,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$620  = page36;
+    \$620  = page32;
     if (move) begin
-      \$620  = next_page36;
+      \$620  = next_page32;
     end
     if (rst) begin
       \$620  = 64'h0000000000000000;
@@ -47443,9 +47409,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$621  = page37;
+    \$621  = page33;
     if (move) begin
-      \$621  = next_page37;
+      \$621  = next_page33;
     end
     if (rst) begin
       \$621  = 64'h0000000000000000;
@@ -47453,9 +47419,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$622  = page38;
+    \$622  = page34;
     if (move) begin
-      \$622  = next_page38;
+      \$622  = next_page34;
     end
     if (rst) begin
       \$622  = 64'h0000000000000000;
@@ -47463,9 +47429,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$623  = page39;
+    \$623  = page35;
     if (move) begin
-      \$623  = next_page39;
+      \$623  = next_page35;
     end
     if (rst) begin
       \$623  = 64'h0000000000000000;
@@ -47473,9 +47439,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$624  = page40;
+    \$624  = page36;
     if (move) begin
-      \$624  = next_page40;
+      \$624  = next_page36;
     end
     if (rst) begin
       \$624  = 64'h0000000000000000;
@@ -47483,9 +47449,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$625  = page41;
+    \$625  = page37;
     if (move) begin
-      \$625  = next_page41;
+      \$625  = next_page37;
     end
     if (rst) begin
       \$625  = 64'h0000000000000000;
@@ -47493,9 +47459,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$626  = page42;
+    \$626  = page38;
     if (move) begin
-      \$626  = next_page42;
+      \$626  = next_page38;
     end
     if (rst) begin
       \$626  = 64'h0000000000000000;
@@ -47503,9 +47469,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$627  = page43;
+    \$627  = page39;
     if (move) begin
-      \$627  = next_page43;
+      \$627  = next_page39;
     end
     if (rst) begin
       \$627  = 64'h0000000000000000;
@@ -47513,9 +47479,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$628  = page44;
+    \$628  = page40;
     if (move) begin
-      \$628  = next_page44;
+      \$628  = next_page40;
     end
     if (rst) begin
       \$628  = 64'h0000000000000000;
@@ -47523,9 +47489,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$629  = page45;
+    \$629  = page41;
     if (move) begin
-      \$629  = next_page45;
+      \$629  = next_page41;
     end
     if (rst) begin
       \$629  = 64'h0000000000000000;
@@ -47533,9 +47499,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$630  = page46;
+    \$630  = page42;
     if (move) begin
-      \$630  = next_page46;
+      \$630  = next_page42;
     end
     if (rst) begin
       \$630  = 64'h0000000000000000;
@@ -47543,9 +47509,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$631  = page47;
+    \$631  = page43;
     if (move) begin
-      \$631  = next_page47;
+      \$631  = next_page43;
     end
     if (rst) begin
       \$631  = 64'h0000000000000000;
@@ -47553,9 +47519,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$632  = page48;
+    \$632  = page44;
     if (move) begin
-      \$632  = next_page48;
+      \$632  = next_page44;
     end
     if (rst) begin
       \$632  = 64'h0000000000000000;
@@ -47563,9 +47529,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$633  = page49;
+    \$633  = page45;
     if (move) begin
-      \$633  = next_page49;
+      \$633  = next_page45;
     end
     if (rst) begin
       \$633  = 64'h0000000000000000;
@@ -47573,9 +47539,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$634  = page50;
+    \$634  = page46;
     if (move) begin
-      \$634  = next_page50;
+      \$634  = next_page46;
     end
     if (rst) begin
       \$634  = 64'h0000000000000000;
@@ -47583,9 +47549,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$635  = page51;
+    \$635  = page47;
     if (move) begin
-      \$635  = next_page51;
+      \$635  = next_page47;
     end
     if (rst) begin
       \$635  = 64'h0000000000000000;
@@ -47593,9 +47559,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$636  = page52;
+    \$636  = page48;
     if (move) begin
-      \$636  = next_page52;
+      \$636  = next_page48;
     end
     if (rst) begin
       \$636  = 64'h0000000000000000;
@@ -47603,9 +47569,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$637  = page53;
+    \$637  = page49;
     if (move) begin
-      \$637  = next_page53;
+      \$637  = next_page49;
     end
     if (rst) begin
       \$637  = 64'h0000000000000000;
@@ -47613,9 +47579,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$638  = page54;
+    \$638  = page50;
     if (move) begin
-      \$638  = next_page54;
+      \$638  = next_page50;
     end
     if (rst) begin
       \$638  = 64'h0000000000000000;
@@ -47623,9 +47589,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$639  = page55;
+    \$639  = page51;
     if (move) begin
-      \$639  = next_page55;
+      \$639  = next_page51;
     end
     if (rst) begin
       \$639  = 64'h0000000000000000;
@@ -47633,9 +47599,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$640  = page56;
+    \$640  = page52;
     if (move) begin
-      \$640  = next_page56;
+      \$640  = next_page52;
     end
     if (rst) begin
       \$640  = 64'h0000000000000000;
@@ -47643,9 +47609,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$641  = page57;
+    \$641  = page53;
     if (move) begin
-      \$641  = next_page57;
+      \$641  = next_page53;
     end
     if (rst) begin
       \$641  = 64'h0000000000000000;
@@ -47653,9 +47619,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$642  = page58;
+    \$642  = page54;
     if (move) begin
-      \$642  = next_page58;
+      \$642  = next_page54;
     end
     if (rst) begin
       \$642  = 64'h0000000000000000;
@@ -47663,9 +47629,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$643  = page59;
+    \$643  = page55;
     if (move) begin
-      \$643  = next_page59;
+      \$643  = next_page55;
     end
     if (rst) begin
       \$643  = 64'h0000000000000000;
@@ -47673,9 +47639,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$644  = page60;
+    \$644  = page56;
     if (move) begin
-      \$644  = next_page60;
+      \$644  = next_page56;
     end
     if (rst) begin
       \$644  = 64'h0000000000000000;
@@ -47683,9 +47649,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$645  = page61;
+    \$645  = page57;
     if (move) begin
-      \$645  = next_page61;
+      \$645  = next_page57;
     end
     if (rst) begin
       \$645  = 64'h0000000000000000;
@@ -47693,9 +47659,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$646  = page62;
+    \$646  = page58;
     if (move) begin
-      \$646  = next_page62;
+      \$646  = next_page58;
     end
     if (rst) begin
       \$646  = 64'h0000000000000000;
@@ -47703,9 +47669,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$647  = page63;
+    \$647  = page59;
     if (move) begin
-      \$647  = next_page63;
+      \$647  = next_page59;
     end
     if (rst) begin
       \$647  = 64'h0000000000000000;
@@ -47713,113 +47679,153 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$648  = entry2;
-    casez (fsm_state)
-      3'h0:
-          if (pop_valid) begin
-            \$648  = pop;
-          end
-    endcase
+    \$648  = page60;
+    if (move) begin
+      \$648  = next_page60;
+    end
     if (rst) begin
-      \$648  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$648  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$649  = decoding;
+    \$649  = page61;
+    if (move) begin
+      \$649  = next_page61;
+    end
+    if (rst) begin
+      \$649  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$650  = page62;
+    if (move) begin
+      \$650  = next_page62;
+    end
+    if (rst) begin
+      \$650  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$651  = page63;
+    if (move) begin
+      \$651  = next_page63;
+    end
+    if (rst) begin
+      \$651  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$652  = entry2;
     casez (fsm_state)
       3'h0:
           if (pop_valid) begin
-            \$649  = 2'h1;
+            \$652  = pop;
+          end
+    endcase
+    if (rst) begin
+      \$652  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$653  = decoding;
+    casez (fsm_state)
+      3'h0:
+          if (pop_valid) begin
+            \$653  = 2'h1;
           end
       3'h1:
-          \$649  = \$428 [1:0];
+          \$653  = \$429 [1:0];
     endcase
     if (rst) begin
-      \$649  = 2'h0;
+      \$653  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$650  = fsm_state;
+    \$654  = fsm_state;
     (* full_case = 32'd1 *)
     casez (fsm_state)
       3'h0:
           if (pop_valid) begin
-            \$650  = 3'h1;
+            \$654  = 3'h1;
           end
       3'h1:
-          if (\$429 ) begin
-            \$650  = 3'h2;
+          if (\$430 ) begin
+            \$654  = 3'h2;
           end
       3'h2:
           (* full_case = 32'd1 *)
-          if (\$430 ) begin
-            (* full_case = 32'd1 *)
-            if (\$435 ) begin
-              \$650  = 3'h3;
-            end else begin
-              \$650  = 3'h4;
-            end
-          end else if (\$434 ) begin
-            \$650  = 3'h5;
-          end else begin
+          if (\$431 ) begin
             (* full_case = 32'd1 *)
             if (\$436 ) begin
-              \$650  = 3'h3;
+              \$654  = 3'h3;
             end else begin
-              \$650  = 3'h4;
+              \$654  = 3'h4;
+            end
+          end else if (\$435 ) begin
+            \$654  = 3'h5;
+          end else begin
+            (* full_case = 32'd1 *)
+            if (\$437 ) begin
+              \$654  = 3'h3;
+            end else begin
+              \$654  = 3'h4;
             end
           end
       3'h5:
-          if (\$441 ) begin
+          if (\$442 ) begin
             (* full_case = 32'd1 *)
-            if (\$442 ) begin
-              \$650  = 3'h3;
+            if (\$443 ) begin
+              \$654  = 3'h3;
             end else begin
-              \$650  = 3'h4;
+              \$654  = 3'h4;
             end
           end
       3'h3:
-          if (\$453 ) begin
-            \$650  = 3'h6;
+          if (\$454 ) begin
+            \$654  = 3'h6;
           end
       3'h6:
-          if (\$458 ) begin
-            \$650  = 3'h7;
+          if (\$459 ) begin
+            \$654  = 3'h7;
           end
       3'h7:
-          if (\$461 ) begin
+          if (\$462 ) begin
           end else if (w_rdy) begin
-            \$650  = 3'h4;
+            \$654  = 3'h4;
           end
       3'h4:
-          if (\$486 ) begin
-            \$650  = 3'h0;
+          if (\$487 ) begin
+            \$654  = 3'h0;
           end
     endcase
     if (rst) begin
-      \$650  = 3'h0;
+      \$654  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$651  = decoded2;
+    \$655  = decoded2;
     casez (fsm_state)
       3'h0:
           /* empty */;
       3'h1:
           /* empty */;
       3'h2:
-          \$651  = decoded;
+          \$655  = decoded;
     endcase
     if (rst) begin
-      \$651  = 967'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$655  = 967'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$652  = fetch2;
+    \$656  = fetch2;
     casez (fsm_state)
       3'h0:
           /* empty */;
@@ -47827,26 +47833,26 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
           /* empty */;
       3'h2:
           (* full_case = 32'd1 *)
-          if (\$430 ) begin
-            (* full_case = 32'd1 *)
-            if (\$435 ) begin
-            end else begin
-              \$652  = 1'h0;
-            end
-          end else if (\$434 ) begin
-          end else begin
+          if (\$431 ) begin
             (* full_case = 32'd1 *)
             if (\$436 ) begin
             end else begin
-              \$652  = 1'h1;
+              \$656  = 1'h0;
             end
-          end
-      3'h5:
-          if (\$441 ) begin
+          end else if (\$435 ) begin
+          end else begin
             (* full_case = 32'd1 *)
-            if (\$442 ) begin
+            if (\$437 ) begin
             end else begin
-              \$652  = 1'h1;
+              \$656  = 1'h1;
+            end
+          end
+      3'h5:
+          if (\$442 ) begin
+            (* full_case = 32'd1 *)
+            if (\$443 ) begin
+            end else begin
+              \$656  = 1'h1;
             end
           end
       3'h3:
@@ -47854,18 +47860,18 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
       3'h6:
           /* empty */;
       3'h7:
-          if (\$461 ) begin
+          if (\$462 ) begin
           end else if (w_rdy) begin
-            \$652  = \$481 ;
+            \$656  = \$482 ;
           end
     endcase
     if (rst) begin
-      \$652  = 1'h0;
+      \$656  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$653  = c_page;
+    \$657  = c_page;
     casez (fsm_state)
       3'h0:
           /* empty */;
@@ -47878,21 +47884,21 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
       3'h3:
           /* empty */;
       3'h6:
-          if (\$458 ) begin
-            \$653  = 6'h00;
+          if (\$459 ) begin
+            \$657  = 6'h00;
           end
       3'h7:
-          if (\$461 ) begin
-            \$653  = \$462 [5:0];
+          if (\$462 ) begin
+            \$657  = \$463 [5:0];
           end
     endcase
     if (rst) begin
-      \$653  = 6'h00;
+      \$657  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$654  = bad;
+    \$658  = bad;
     casez (fsm_state)
       3'h0:
           /* empty */;
@@ -47905,16 +47911,16 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
       3'h3:
           /* empty */;
       3'h6:
-          if (\$458 ) begin
-            \$654  = 1'h0;
+          if (\$459 ) begin
+            \$658  = 1'h0;
           end
       3'h7:
-          if (\$461 ) begin
-            \$654  = \$470 ;
+          if (\$462 ) begin
+            \$658  = \$471 ;
           end
     endcase
     if (rst) begin
-      \$654  = 1'h0;
+      \$658  = 1'h0;
     end
   end
   always @* begin
@@ -48481,6 +48487,8 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   assign \task.decoded.stages[1].rest_page  = \task [1212:1193];
   assign \task.decoded.stages[1].last_elems  = \task [1256:1213];
   assign \task.decoded.stages[1].tail_elems  = \task [1300:1257];
+  assign \task.sq_slot  = \task [1364:1301];
+  assign \task.cq_slot  = \task [1428:1365];
   assign \decoded.status  = decoded[7:0];
   assign \decoded.is_load  = decoded[8];
   assign \decoded.is_store  = decoded[9];
@@ -48615,6 +48623,8 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   assign \pop.queue  = pop[205:204];
   assign \pop.seq  = pop[269:206];
   assign \pop.taken  = pop[333:270];
+  assign \task [1428:1365] = \$signal$207 ;
+  assign \task [1364:1301] = \$signal$97 ;
   assign \task [1300:334] = decoded1;
   assign \task [333:0] = \$signal$105 ;
   assign \$24  = { \$signal$98 , 1'h0 };
@@ -48641,90 +48651,90 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   assign \$129  = 1'h0;
   assign \$130  = decoded[9];
   assign \$136  = decoded2[9];
-  assign \$172 [19:2] = 18'h00000;
-  assign \$172 [1:0] = entry2[165:164];
-  assign \$174 [19:2] = 18'h00000;
-  assign \$174 [1:0] = entry2[165:164];
-  assign \$191  = { 1'h0, entry2[103:84], 6'h00 };
-  assign \$204  = { 1'h0, entry2[103:84], 6'h00 };
-  assign \$217  = { 1'h0, entry2[103:84], 6'h00 };
-  assign \$230  = { 1'h0, entry2[103:84], 6'h00 };
-  assign \$237  = \$236 ;
-  assign \$239  = \$238 ;
-  assign \$241  = \$240 ;
-  assign \$243  = \$242 ;
-  assign \$245  = \$244 ;
-  assign \$247  = \$246 ;
-  assign \$249  = \$248 ;
-  assign \$251  = \$250 ;
-  assign \$253  = \$252 ;
-  assign \$255  = \$254 ;
-  assign \$257  = \$256 ;
-  assign \$259  = \$258 ;
-  assign \$261  = \$260 ;
-  assign \$263  = \$262 ;
-  assign \$265  = \$264 ;
-  assign \$267  = \$266 ;
-  assign \$269  = \$268 ;
-  assign \$271  = \$270 ;
-  assign \$273  = \$272 ;
-  assign \$275  = \$274 ;
-  assign \$277  = \$276 ;
-  assign \$279  = \$278 ;
-  assign \$281  = \$280 ;
-  assign \$283  = \$282 ;
-  assign \$285  = \$284 ;
-  assign \$287  = \$286 ;
-  assign \$289  = \$288 ;
-  assign \$291  = \$290 ;
-  assign \$293  = \$292 ;
-  assign \$295  = \$294 ;
-  assign \$297  = \$296 ;
-  assign \$299  = \$298 ;
-  assign \$301  = \$300 ;
-  assign \$303  = \$302 ;
-  assign \$305  = \$304 ;
-  assign \$307  = \$306 ;
-  assign \$309  = \$308 ;
-  assign \$311  = \$310 ;
-  assign \$313  = \$312 ;
-  assign \$315  = \$314 ;
-  assign \$317  = \$316 ;
-  assign \$319  = \$318 ;
-  assign \$321  = \$320 ;
-  assign \$323  = \$322 ;
-  assign \$325  = \$324 ;
-  assign \$327  = \$326 ;
-  assign \$329  = \$328 ;
-  assign \$331  = \$330 ;
-  assign \$333  = \$332 ;
-  assign \$335  = \$334 ;
-  assign \$337  = \$336 ;
-  assign \$339  = \$338 ;
-  assign \$341  = \$340 ;
-  assign \$343  = \$342 ;
-  assign \$345  = \$344 ;
-  assign \$347  = \$346 ;
-  assign \$349  = \$348 ;
-  assign \$351  = \$350 ;
-  assign \$353  = \$352 ;
-  assign \$355  = \$354 ;
-  assign \$357  = \$356 ;
-  assign \$359  = \$358 ;
-  assign \$361  = \$360 ;
-  assign \$363  = \$362 ;
-  assign \$364  = { decoded2[174:135], 1'h0 };
-  assign \$366  = { decoded2[174:135], 1'h0 };
-  assign \$414  = { 1'h0, \$signal$105 [203:184], 2'h0 };
-  assign \$426  = { 1'h0, entry2[203:184], 2'h0 };
-  assign \$435  = 1'h0;
-  assign \$436  = decoded[123];
-  assign \$442  = decoded2[123];
-  assign \$457  = \$456 ;
+  assign \$173 [19:2] = 18'h00000;
+  assign \$173 [1:0] = entry2[165:164];
+  assign \$175 [19:2] = 18'h00000;
+  assign \$175 [1:0] = entry2[165:164];
+  assign \$192  = { 1'h0, entry2[103:84], 6'h00 };
+  assign \$205  = { 1'h0, entry2[103:84], 6'h00 };
+  assign \$218  = { 1'h0, entry2[103:84], 6'h00 };
+  assign \$231  = { 1'h0, entry2[103:84], 6'h00 };
+  assign \$238  = \$237 ;
+  assign \$240  = \$239 ;
+  assign \$242  = \$241 ;
+  assign \$244  = \$243 ;
+  assign \$246  = \$245 ;
+  assign \$248  = \$247 ;
+  assign \$250  = \$249 ;
+  assign \$252  = \$251 ;
+  assign \$254  = \$253 ;
+  assign \$256  = \$255 ;
+  assign \$258  = \$257 ;
+  assign \$260  = \$259 ;
+  assign \$262  = \$261 ;
+  assign \$264  = \$263 ;
+  assign \$266  = \$265 ;
+  assign \$268  = \$267 ;
+  assign \$270  = \$269 ;
+  assign \$272  = \$271 ;
+  assign \$274  = \$273 ;
+  assign \$276  = \$275 ;
+  assign \$278  = \$277 ;
+  assign \$280  = \$279 ;
+  assign \$282  = \$281 ;
+  assign \$284  = \$283 ;
+  assign \$286  = \$285 ;
+  assign \$288  = \$287 ;
+  assign \$290  = \$289 ;
+  assign \$292  = \$291 ;
+  assign \$294  = \$293 ;
+  assign \$296  = \$295 ;
+  assign \$298  = \$297 ;
+  assign \$300  = \$299 ;
+  assign \$302  = \$301 ;
+  assign \$304  = \$303 ;
+  assign \$306  = \$305 ;
+  assign \$308  = \$307 ;
+  assign \$310  = \$309 ;
+  assign \$312  = \$311 ;
+  assign \$314  = \$313 ;
+  assign \$316  = \$315 ;
+  assign \$318  = \$317 ;
+  assign \$320  = \$319 ;
+  assign \$322  = \$321 ;
+  assign \$324  = \$323 ;
+  assign \$326  = \$325 ;
+  assign \$328  = \$327 ;
+  assign \$330  = \$329 ;
+  assign \$332  = \$331 ;
+  assign \$334  = \$333 ;
+  assign \$336  = \$335 ;
+  assign \$338  = \$337 ;
+  assign \$340  = \$339 ;
+  assign \$342  = \$341 ;
+  assign \$344  = \$343 ;
+  assign \$346  = \$345 ;
+  assign \$348  = \$347 ;
+  assign \$350  = \$349 ;
+  assign \$352  = \$351 ;
+  assign \$354  = \$353 ;
+  assign \$356  = \$355 ;
+  assign \$358  = \$357 ;
+  assign \$360  = \$359 ;
+  assign \$362  = \$361 ;
+  assign \$364  = \$363 ;
+  assign \$365  = { decoded2[174:135], 1'h0 };
+  assign \$367  = { decoded2[174:135], 1'h0 };
+  assign \$415  = { 1'h0, \$signal$105 [203:184], 2'h0 };
+  assign \$427  = { 1'h0, entry2[203:184], 2'h0 };
+  assign \$436  = 1'h0;
+  assign \$437  = decoded[123];
+  assign \$443  = decoded2[123];
+  assign \$458  = \$457 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.front.decoder (rst, \port$14410$128 , log2_slot, desc, decoded, clk);
+module \ndp_device.control_unit.front.decoder (rst, \port$14404$128 , log2_slot, desc, decoded, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$78  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -49077,8 +49087,8 @@ module \ndp_device.control_unit.front.decoder (rst, \port$14410$128 , log2_slot,
   reg [39:0] out_elems = 40'h0000000000;
   wire [3:0] page_shift;
   wire [3:0] \page_shift$15 ;
-  input [127:0] \port$14410$128 ;
-  wire [127:0] \port$14410$128 ;
+  input [127:0] \port$14404$128 ;
+  wire [127:0] \port$14404$128 ;
   reg [49:0] result = 50'h0000000000000;
   reg [49:0] room = 50'h0000000000000;
   input rst;
@@ -49200,8 +49210,8 @@ module \ndp_device.control_unit.front.decoder (rst, \port$14410$128 , log2_slot,
   assign \$66  = ! desc[25:20];
   assign \$67  = \$64  ? \$65  : \$66 ;
   assign \$68  = ! desc[103:84];
-  assign \$69  = desc[83:20] >= \port$14410$128 [63:0];
-  assign \$70  = dev_end <= \port$14410$128 [127:64];
+  assign \$69  = desc[83:20] >= \port$14404$128 [63:0];
+  assign \$70  = dev_end <= \port$14404$128 [127:64];
   assign \$71  = \$69  & \$70 ;
   assign \$72  = \$68  | \$71 ;
   assign \$73  = \$67  & \$72 ;
@@ -49505,8 +49515,8 @@ module \ndp_device.control_unit.front.decoder (rst, \port$14410$128 , log2_slot,
   assign page_shift = desc[16:13];
   assign \trans$14  = 1'h0;
   assign \page_shift$15  = desc[16:13];
-  assign data_base = \port$14410$128 [63:0];
-  assign data_limit = \port$14410$128 [127:64];
+  assign data_base = \port$14404$128 [63:0];
+  assign data_limit = \port$14404$128 [127:64];
   assign \decoded.status  = decoded[7:0];
   assign \decoded.is_load  = decoded[8];
   assign \decoded.is_store  = decoded[9];
@@ -62646,89 +62656,143 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.unpacker (rst, src__data, count, valid, pair_valid, last, pull, start, offset, rows, cols, beats, hold, \pair$44 , src__valid, chunk_d0, pair_chunk_d0, row, col, pair_count, clk
+module \ndp_device.control_unit.unpacker (rst, src__data, valid, pair_valid, last, pull, start, offset, rows, cols, beats, hold, \pair$46 , src__valid, chunk_d0, pair_chunk_d0, row, col, pair_count, count, clk
 );
   reg \$auto$verilog_backend.cc:2355:dump_module$90  = 0;
   wire \$1 ;
   wire [6:0] \$10 ;
-  wire [5:0] \$11 ;
-  wire [7:0] \$12 ;
-  wire [6:0] \$13 ;
-  wire [6:0] \$14 ;
-  wire [7:0] \$15 ;
+  reg [31:0] \$100 ;
+  reg [1:0] \$101 ;
+  reg [31:0] \$102 ;
+  reg [19:0] \$103 ;
+  reg \$104 ;
+  reg \$105 ;
+  reg \$106 ;
+  reg [5:0] \$107 ;
+  reg \$108 ;
+  reg [31:0] \$109 ;
+  wire [7:0] \$11 ;
+  reg [5:0] \$110 ;
+  reg \$111 ;
+  reg [5:0] \$112 ;
+  reg \$113 ;
+  reg [5:0] \$114 ;
+  reg \$115 ;
+  reg [511:0] \$116 ;
+  reg [511:0] \$117 ;
+  reg [511:0] \$118 ;
+  wire \$12 ;
+  wire \$13 ;
+  wire \$14 ;
+  wire \$15 ;
   wire \$16 ;
-  wire \$17 ;
-  wire \$18 ;
+  wire [6:0] \$17 ;
+  wire [2:0] \$18 ;
   wire \$19 ;
-  wire [31:0] \$2 ;
+  wire \$2 ;
   wire \$20 ;
-  wire [1:0] \$21 ;
+  wire \$21 ;
   wire \$22 ;
-  wire [6:0] \$23 ;
-  wire [2:0] \$24 ;
+  wire \$23 ;
+  wire \$24 ;
   wire \$25 ;
   wire \$26 ;
-  wire \$27 ;
+  wire [31:0] \$27 ;
   wire \$28 ;
   wire \$29 ;
   wire \$3 ;
   wire [31:0] \$30 ;
-  wire \$31 ;
+  wire [32:0] \$31 ;
   wire \$32 ;
   wire [31:0] \$33 ;
-  wire [32:0] \$34 ;
+  wire \$34 ;
   wire \$35 ;
-  wire [20:0] \$36 ;
+  wire [31:0] \$36 ;
   wire \$37 ;
-  wire [21:0] \$38 ;
-  wire [20:0] \$39 ;
+  wire \$38 ;
+  wire [31:0] \$39 ;
   wire \$4 ;
-  wire \$40 ;
-  wire [21:0] \$41 ;
+  wire [32:0] \$40 ;
+  wire \$41 ;
   wire \$42 ;
-  wire \$43 ;
-  wire [5:0] \$44 ;
-  wire \$45 ;
+  wire [31:0] \$43 ;
+  wire [32:0] \$44 ;
+  wire [32:0] \$45 ;
   wire \$46 ;
   wire [31:0] \$47 ;
   wire [32:0] \$48 ;
-  wire [32:0] \$49 ;
+  wire \$49 ;
   wire \$5 ;
-  wire [32:0] \$50 ;
-  wire [2:0] \$51 ;
-  wire [2:0] \$52 ;
-  wire [3:0] \$53 ;
+  wire [20:0] \$50 ;
+  wire \$51 ;
+  wire [21:0] \$52 ;
+  wire [20:0] \$53 ;
   wire \$54 ;
-  reg \$55 ;
-  reg [4:0] \$56 ;
-  reg [31:0] \$57 ;
-  reg [31:0] \$58 ;
-  reg \$59 ;
-  wire \$6 ;
-  reg [19:0] \$60 ;
-  reg [31:0] \$61 ;
-  reg [31:0] \$62 ;
-  reg [1:0] \$63 ;
-  reg [31:0] \$64 ;
-  reg [19:0] \$65 ;
-  reg [5:0] \$66 ;
-  reg \$67 ;
-  reg [31:0] \$68 ;
-  reg [511:0] \$69 ;
-  wire \$7 ;
-  reg [511:0] \$70 ;
-  reg [511:0] \$71 ;
-  wire \$8 ;
-  wire \$9 ;
+  wire [21:0] \$55 ;
+  wire [20:0] \$56 ;
+  wire \$57 ;
+  wire [21:0] \$58 ;
+  wire \$59 ;
+  wire [6:0] \$6 ;
+  wire [20:0] \$60 ;
+  wire \$61 ;
+  wire [21:0] \$62 ;
+  wire \$63 ;
+  wire [20:0] \$64 ;
+  wire \$65 ;
+  wire [21:0] \$66 ;
+  wire \$67 ;
+  wire \$68 ;
+  wire \$69 ;
+  wire [5:0] \$7 ;
+  wire [5:0] \$70 ;
+  wire \$71 ;
+  wire \$72 ;
+  wire [31:0] \$73 ;
+  wire \$74 ;
+  wire \$75 ;
+  wire [5:0] \$76 ;
+  wire \$77 ;
+  wire \$78 ;
+  wire \$79 ;
+  wire [7:0] \$8 ;
+  wire [32:0] \$80 ;
+  wire [32:0] \$81 ;
+  wire [32:0] \$82 ;
+  wire \$83 ;
+  wire [32:0] \$84 ;
+  wire [32:0] \$85 ;
+  wire [32:0] \$86 ;
+  wire \$87 ;
+  wire [32:0] \$88 ;
+  wire [2:0] \$89 ;
+  wire [6:0] \$9 ;
+  wire [2:0] \$90 ;
+  wire [3:0] \$91 ;
+  wire \$92 ;
+  reg \$93 ;
+  reg [4:0] \$94 ;
+  reg [31:0] \$95 ;
+  reg [31:0] \$96 ;
+  reg \$97 ;
+  reg [19:0] \$98 ;
+  reg [31:0] \$99 ;
   (* init = 20'h00000 *)
   wire [19:0] \$signal ;
-  reg \$signal$11  = 1'h0;
+  reg \$signal$10  = 1'h0;
+  reg [5:0] \$signal$13  = 6'h00;
   reg [5:0] \$signal$14  = 6'h00;
-  reg [31:0] \$signal$34  = 32'd0;
-  reg [31:0] \$signal$41  = 32'd0;
-  reg [31:0] \$signal$7  = 32'd0;
+  reg \$signal$31  = 1'h0;
+  reg \$signal$32  = 1'h0;
+  reg [31:0] \$signal$36  = 32'd0;
+  reg [31:0] \$signal$43  = 32'd0;
+  reg [31:0] \$signal$47  = 32'd0;
+  reg [5:0] \$signal$51  = 6'h00;
+  reg [5:0] \$signal$53  = 6'h00;
+  reg \$signal$9  = 1'h0;
   (* init = 1'h0 *)
   wire active;
+  reg after_pair_ends = 1'h0;
   input [31:0] beats;
   wire [31:0] beats;
   reg busy = 1'h0;
@@ -62743,10 +62807,11 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, valid, pair_val
   wire [31:0] \col$5 ;
   input [31:0] cols;
   wire [31:0] cols;
+  (* init = 6'h00 *)
   output [5:0] count;
   wire [5:0] count;
-  wire [5:0] \count$22 ;
   wire [511:0] data;
+  reg end_of_row = 1'h0;
   reg [1:0] held = 2'h0;
   input hold;
   wire hold;
@@ -62757,8 +62822,8 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, valid, pair_val
   input [4:0] offset;
   wire [4:0] offset;
   reg pair = 1'h0;
-  input \pair$44 ;
-  wire \pair$44 ;
+  input \pair$46 ;
+  wire \pair$46 ;
   output [511:0] pair_chunk_d0;
   reg [511:0] pair_chunk_d0;
   reg [751:0] pair_chunk_d4;
@@ -62775,6 +62840,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, valid, pair_val
   reg [1:0] retire;
   output [19:0] row;
   reg [19:0] row = 20'h00000;
+  reg row_ends = 1'h0;
   input [19:0] rows;
   wire [19:0] rows;
   reg [19:0] rows_left = 20'h00000;
@@ -62793,98 +62859,154 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, valid, pair_val
   reg [511:0] win0 = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   reg [511:0] win1 = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   reg [511:0] win2 = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  assign \$25  = $signed(\$24 ) < $signed(3'h3);
-  assign \$26  = busy & \$25 ;
-  assign \$27  = taken < \$signal$34 ;
-  assign \$28  = \$26  & \$27 ;
-  assign pull = \$28  & src__valid;
+  assign \$1  = pair & end_of_row;
+  assign \$2  = \$1  & \$signal$9 ;
+  assign \$3  = ~ \$signal$10 ;
+  assign \$4  = ~ row[0];
+  assign \$5  = \$3  | \$4 ;
+  assign paired = \$2  & \$5 ;
+  assign \$6  = pos + \$signal$13 ;
+  assign \$7  = paired ? \$signal$14  : 6'h00;
+  assign \$8  = \$6  + \$7 ;
+  assign \$9  = pos + \$signal$13 ;
+  assign \$10  = pos + \$signal$13 ;
+  assign \$11  = held * 6'h20;
+  assign \$12  = \$8 [6:0] <= \$11 ;
+  assign \$13  = busy & \$12 ;
+  assign \$14  = ~ hold;
+  assign valid = \$13  & \$14 ;
+  assign pair_valid = valid & paired;
+  assign \$15  = paired & \$signal$10 ;
+  assign \$16  = \$15  ? \$signal$32  : \$signal$31 ;
+  assign last = end_of_row & \$16 ;
+  assign \$18  = held - retire;
+  assign \$19  = $signed(\$18 ) < $signed(3'h3);
+  assign \$20  = busy & \$19 ;
+  assign \$21  = taken < \$signal$36 ;
+  assign \$22  = \$20  & \$21 ;
+  assign pull = \$22  & src__valid;
+  assign \$23  = rows == 1'h1;
+  assign \$24  = rows == 2'h2;
+  assign \$25  = rows > 1'h1;
+  assign \$26  = cols < 6'h20;
+  assign \$27  = \$26  ? cols : 32'd32;
+  assign \$28  = cols <= 6'h20;
   assign \$29  = cols < 6'h20;
   assign \$30  = \$29  ? cols : 32'd32;
-  assign \$31  = cols <= 6'h20;
+  assign \$31  = cols - \$30 ;
   assign \$32  = cols < 6'h20;
   assign \$33  = \$32  ? cols : 32'd32;
-  assign \$34  = cols - \$33 ;
-  assign \$35  = \$signal$7  <= 6'h20;
-  assign \$36  = row + 1'h1;
-  assign \$37  = paired & \$signal$11 ;
-  assign \$38  = \$36  + \$37 ;
-  assign \$39  = rows_left - 1'h1;
-  assign \$40  = paired & \$signal$11 ;
-  assign \$41  = $signed(\$39 ) - $signed({ 1'h0, \$40  });
-  assign \$42  = ~ \$signal$11 ;
-  assign \$43  = paired & \$42 ;
-  assign \$44  = \$43  ? \$signal$14  : 6'h00;
-  assign \$45  = ~ \$signal$11 ;
-  assign \$46  = paired & \$45 ;
-  assign \$47  = \$46  ? left_after_pair : \$signal$41 ;
-  assign \$48  = col + \$2 [5:0];
-  assign \$49  = \$signal$7  - \$2 [5:0];
-  assign \$50  = taken + 1'h1;
-  assign \$51  = held - retire;
-  assign \$52  = held - retire;
-  assign \$53  = $signed(\$52 ) + $signed({ 1'h0, pull });
-  assign \$54  = valid & last;
+  assign \$34  = cols <= 6'h20;
+  assign \$35  = cols < 6'h20;
+  assign \$36  = \$35  ? cols : 32'd32;
+  assign \$37  = cols <= 6'h20;
+  assign \$38  = cols < 6'h20;
+  assign \$39  = \$38  ? cols : 32'd32;
+  assign \$40  = cols - \$39 ;
+  assign \$41  = $signed(\$40 ) < $signed(7'h20);
+  assign \$42  = cols < 6'h20;
+  assign \$43  = \$42  ? cols : 32'd32;
+  assign \$44  = cols - \$43 ;
+  assign \$45  = \$41  ? \$44  : 33'h000000020;
+  assign \$46  = cols < 6'h20;
+  assign \$47  = \$46  ? cols : 32'd32;
+  assign \$48  = cols - \$47 ;
+  assign \$49  = $signed(\$48 ) <= $signed(7'h20);
+  assign \$50  = row + 1'h1;
+  assign \$51  = paired & \$signal$10 ;
+  assign \$52  = \$50  + \$51 ;
+  assign \$53  = rows_left - 1'h1;
+  assign \$54  = paired & \$signal$10 ;
+  assign \$55  = $signed(\$53 ) - $signed({ 1'h0, \$54  });
+  assign \$56  = rows_left - 1'h1;
+  assign \$57  = paired & \$signal$10 ;
+  assign \$58  = $signed(\$56 ) - $signed({ 1'h0, \$57  });
+  assign \$59  = \$58 [19:0] == 1'h1;
+  assign \$60  = rows_left - 1'h1;
+  assign \$61  = paired & \$signal$10 ;
+  assign \$62  = $signed(\$60 ) - $signed({ 1'h0, \$61  });
+  assign \$63  = \$62 [19:0] == 2'h2;
+  assign \$64  = rows_left - 1'h1;
+  assign \$65  = paired & \$signal$10 ;
+  assign \$66  = $signed(\$64 ) - $signed({ 1'h0, \$65  });
+  assign \$67  = \$66 [19:0] > 1'h1;
+  assign \$68  = ~ \$signal$10 ;
+  assign \$69  = paired & \$68 ;
+  assign \$70  = \$69  ? \$signal$14  : 6'h00;
+  assign \$71  = ~ \$signal$10 ;
+  assign \$72  = paired & \$71 ;
+  assign \$73  = \$72  ? left_after_pair : \$signal$43 ;
+  assign \$74  = ~ \$signal$10 ;
+  assign \$75  = paired & \$74 ;
+  assign \$76  = \$75  ? \$signal$53  : \$signal$51 ;
+  assign \$77  = ~ \$signal$10 ;
+  assign \$78  = paired & \$77 ;
+  assign \$79  = \$78  ? after_pair_ends : row_ends;
+  assign \$80  = col + \$signal$13 ;
+  assign \$81  = \$signal$47  - \$signal$13 ;
+  assign \$82  = \$signal$47  - \$signal$13 ;
+  assign \$83  = $signed(\$82 ) < $signed(7'h20);
+  assign \$84  = \$signal$47  - \$signal$13 ;
+  assign \$85  = \$83  ? \$84  : 33'h000000020;
+  assign \$86  = \$signal$47  - \$signal$13 ;
+  assign \$87  = $signed(\$86 ) <= $signed(7'h20);
+  assign \$88  = taken + 1'h1;
+  assign \$89  = held - retire;
+  assign \$90  = held - retire;
+  assign \$91  = $signed(\$90 ) + $signed({ 1'h0, pull });
+  assign \$92  = valid & last;
   always @(posedge clk)
-    busy <= \$55 ;
+    busy <= \$93 ;
   always @(posedge clk)
-    pos <= \$56 ;
+    pos <= \$94 ;
   always @(posedge clk)
-    \$signal$41  <= \$57 ;
+    \$signal$43  <= \$95 ;
   always @(posedge clk)
-    \$signal$34  <= \$58 ;
+    \$signal$36  <= \$96 ;
   always @(posedge clk)
-    pair <= \$59 ;
+    pair <= \$97 ;
   always @(posedge clk)
-    row <= \$60 ;
+    row <= \$98 ;
   always @(posedge clk)
-    col <= \$61 ;
+    col <= \$99 ;
   always @(posedge clk)
-    taken <= \$62 ;
+    taken <= \$100 ;
   always @(posedge clk)
-    held <= \$63 ;
+    held <= \$101 ;
   always @(posedge clk)
-    \$signal$7  <= \$64 ;
+    \$signal$47  <= \$102 ;
   always @(posedge clk)
-    rows_left <= \$65 ;
+    rows_left <= \$103 ;
   always @(posedge clk)
-    \$signal$14  <= \$66 ;
+    \$signal$31  <= \$104 ;
   always @(posedge clk)
-    \$signal$11  <= \$67 ;
+    \$signal$32  <= \$105 ;
   always @(posedge clk)
-    left_after_pair <= \$68 ;
+    \$signal$9  <= \$106 ;
   always @(posedge clk)
-    win0 <= \$69 ;
+    \$signal$14  <= \$107 ;
   always @(posedge clk)
-    win1 <= \$70 ;
+    \$signal$10  <= \$108 ;
   always @(posedge clk)
-    win2 <= \$71 ;
-  assign \$1  = \$signal$7  < 6'h20;
-  assign \$2  = \$1  ? \$signal$7  : 32'd32;
-  assign \$3  = \$signal$7  <= 6'h20;
-  assign \$4  = pair & \$3 ;
-  assign \$5  = rows_left > 1'h1;
-  assign \$6  = \$4  & \$5 ;
-  assign \$7  = ~ \$signal$11 ;
-  assign \$8  = ~ row[0];
-  assign \$9  = \$7  | \$8 ;
-  assign paired = \$6  & \$9 ;
-  assign \$10  = pos + \$2 [5:0];
-  assign \$11  = paired ? \$signal$14  : 6'h00;
-  assign \$12  = \$10  + \$11 ;
-  assign \$13  = pos + \$2 [5:0];
-  assign \$14  = pos + \$2 [5:0];
-  assign \$15  = held * 6'h20;
-  assign \$16  = \$12 [6:0] <= \$15 ;
-  assign \$17  = busy & \$16 ;
-  assign \$18  = ~ hold;
-  assign valid = \$17  & \$18 ;
-  assign pair_valid = valid & paired;
-  assign \$19  = \$signal$7  <= 6'h20;
-  assign \$20  = paired & \$signal$11 ;
-  assign \$21  = \$20  ? 2'h2 : 2'h1;
-  assign \$22  = rows_left == \$21 ;
-  assign last = \$19  & \$22 ;
-  assign \$24  = held - retire;
+    left_after_pair <= \$109 ;
+  always @(posedge clk)
+    \$signal$13  <= \$110 ;
+  always @(posedge clk)
+    end_of_row <= \$111 ;
+  always @(posedge clk)
+    \$signal$51  <= \$112 ;
+  always @(posedge clk)
+    row_ends <= \$113 ;
+  always @(posedge clk)
+    \$signal$53  <= \$114 ;
+  always @(posedge clk)
+    after_pair_ends <= \$115 ;
+  always @(posedge clk)
+    win0 <= \$116 ;
+  always @(posedge clk)
+    win1 <= \$117 ;
+  always @(posedge clk)
+    win2 <= \$118 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
     (* full_case = 32'd1 *)
@@ -62936,7 +63058,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, valid, pair_val
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
     (* full_case = 32'd1 *)
-    casez (\$13 [6:4])
+    casez (\$9 [6:4])
       3'h0:
           pair_chunk_d4 = { win1[239:0], win0 };
       3'h1:
@@ -62958,7 +63080,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, valid, pair_val
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
     (* full_case = 32'd1 *)
-    casez (\$14 [3:0])
+    casez (\$10 [3:0])
       4'h0:
           pair_chunk_d0 = pair_chunk_d4[511:0];
       4'h1:
@@ -62997,250 +63119,370 @@ module \ndp_device.control_unit.unpacker (rst, src__data, count, valid, pair_val
     if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
     retire = 2'h0;
     if (valid) begin
-      retire = \$23 [1:0];
+      retire = \$17 [1:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
-    \$55  = busy;
+    \$93  = busy;
     if (start) begin
-      \$55  = 1'h1;
+      \$93  = 1'h1;
     end
-    if (\$54 ) begin
-      \$55  = 1'h0;
+    if (\$92 ) begin
+      \$93  = 1'h0;
     end
     if (rst) begin
-      \$55  = 1'h0;
+      \$93  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
-    \$56  = pos;
+    \$94  = pos;
     if (start) begin
-      \$56  = offset;
+      \$94  = offset;
     end
     if (valid) begin
-      \$56  = \$12 [4:0];
+      \$94  = \$8 [4:0];
     end
     if (rst) begin
-      \$56  = 5'h00;
+      \$94  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
-    \$57  = \$signal$41 ;
+    \$95  = \$signal$43 ;
     if (start) begin
-      \$57  = cols;
+      \$95  = cols;
     end
     if (rst) begin
-      \$57  = 32'd0;
+      \$95  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
-    \$58  = \$signal$34 ;
+    \$96  = \$signal$36 ;
     if (start) begin
-      \$58  = beats;
+      \$96  = beats;
     end
     if (rst) begin
-      \$58  = 32'd0;
+      \$96  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
-    \$59  = pair;
+    \$97  = pair;
     if (start) begin
-      \$59  = \pair$44 ;
+      \$97  = \pair$46 ;
     end
     if (rst) begin
-      \$59  = 1'h0;
+      \$97  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
-    \$60  = row;
+    \$98  = row;
     if (start) begin
-      \$60  = 20'h00000;
+      \$98  = 20'h00000;
     end
     if (valid) begin
-      if (\$35 ) begin
-        \$60  = \$38 [19:0];
+      if (end_of_row) begin
+        \$98  = \$52 [19:0];
       end
     end
     if (rst) begin
-      \$60  = 20'h00000;
+      \$98  = 20'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
-    \$61  = col;
+    \$99  = col;
     if (start) begin
-      \$61  = 32'd0;
+      \$99  = 32'd0;
     end
     if (valid) begin
       (* full_case = 32'd1 *)
-      if (\$35 ) begin
-        \$61  = { 26'h0000000, \$44  };
+      if (end_of_row) begin
+        \$99  = { 26'h0000000, \$70  };
       end else begin
-        \$61  = \$48 [31:0];
+        \$99  = \$80 [31:0];
       end
     end
     if (rst) begin
-      \$61  = 32'd0;
+      \$99  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
-    \$62  = taken;
+    \$100  = taken;
     if (start) begin
-      \$62  = 32'd0;
+      \$100  = 32'd0;
     end
     if (pull) begin
-      \$62  = \$50 [31:0];
+      \$100  = \$88 [31:0];
     end
     if (rst) begin
-      \$62  = 32'd0;
+      \$100  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
-    \$63  = \$53 [1:0];
-    if (\$54 ) begin
-      \$63  = 2'h0;
+    \$101  = \$91 [1:0];
+    if (\$92 ) begin
+      \$101  = 2'h0;
     end
     if (rst) begin
-      \$63  = 2'h0;
+      \$101  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
-    \$64  = \$signal$7 ;
+    \$102  = \$signal$47 ;
     if (start) begin
-      \$64  = cols;
+      \$102  = cols;
     end
     if (valid) begin
       (* full_case = 32'd1 *)
-      if (\$35 ) begin
-        \$64  = \$47 ;
+      if (end_of_row) begin
+        \$102  = \$73 ;
       end else begin
-        \$64  = \$49 [31:0];
+        \$102  = \$81 [31:0];
       end
     end
     if (rst) begin
-      \$64  = 32'd0;
+      \$102  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
-    \$65  = rows_left;
+    \$103  = rows_left;
     if (start) begin
-      \$65  = rows;
+      \$103  = rows;
     end
     if (valid) begin
-      if (\$35 ) begin
-        \$65  = \$41 [19:0];
+      if (end_of_row) begin
+        \$103  = \$55 [19:0];
       end
     end
     if (rst) begin
-      \$65  = 20'h00000;
+      \$103  = 20'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
-    \$66  = \$signal$14 ;
+    \$104  = \$signal$31 ;
     if (start) begin
-      \$66  = \$30 [5:0];
+      \$104  = \$23 ;
+    end
+    if (valid) begin
+      if (end_of_row) begin
+        \$104  = \$59 ;
+      end
     end
     if (rst) begin
-      \$66  = 6'h00;
+      \$104  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
-    \$67  = \$signal$11 ;
+    \$105  = \$signal$32 ;
     if (start) begin
-      \$67  = \$31 ;
+      \$105  = \$24 ;
+    end
+    if (valid) begin
+      if (end_of_row) begin
+        \$105  = \$63 ;
+      end
     end
     if (rst) begin
-      \$67  = 1'h0;
+      \$105  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
-    \$68  = left_after_pair;
+    \$106  = \$signal$9 ;
     if (start) begin
-      \$68  = \$34 [31:0];
+      \$106  = \$25 ;
+    end
+    if (valid) begin
+      if (end_of_row) begin
+        \$106  = \$67 ;
+      end
     end
     if (rst) begin
-      \$68  = 32'd0;
+      \$106  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
-    \$69  = win0;
+    \$107  = \$signal$14 ;
+    if (start) begin
+      \$107  = \$27 [5:0];
+    end
+    if (rst) begin
+      \$107  = 6'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
+    \$108  = \$signal$10 ;
+    if (start) begin
+      \$108  = \$28 ;
+    end
+    if (rst) begin
+      \$108  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
+    \$109  = left_after_pair;
+    if (start) begin
+      \$109  = \$31 [31:0];
+    end
+    if (rst) begin
+      \$109  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
+    \$110  = \$signal$13 ;
+    if (start) begin
+      \$110  = \$33 [5:0];
+    end
+    if (valid) begin
+      (* full_case = 32'd1 *)
+      if (end_of_row) begin
+        \$110  = \$76 ;
+      end else begin
+        \$110  = \$85 [5:0];
+      end
+    end
+    if (rst) begin
+      \$110  = 6'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
+    \$111  = end_of_row;
+    if (start) begin
+      \$111  = \$34 ;
+    end
+    if (valid) begin
+      (* full_case = 32'd1 *)
+      if (end_of_row) begin
+        \$111  = \$79 ;
+      end else begin
+        \$111  = \$87 ;
+      end
+    end
+    if (rst) begin
+      \$111  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
+    \$112  = \$signal$51 ;
+    if (start) begin
+      \$112  = \$36 [5:0];
+    end
+    if (rst) begin
+      \$112  = 6'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
+    \$113  = row_ends;
+    if (start) begin
+      \$113  = \$37 ;
+    end
+    if (rst) begin
+      \$113  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
+    \$114  = \$signal$53 ;
+    if (start) begin
+      \$114  = \$45 [5:0];
+    end
+    if (rst) begin
+      \$114  = 6'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
+    \$115  = after_pair_ends;
+    if (start) begin
+      \$115  = \$49 ;
+    end
+    if (rst) begin
+      \$115  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
+    \$116  = win0;
     casez (retire)
       2'h1:
-          \$69  = win1;
+          \$116  = win1;
       2'h2:
-          \$69  = win2;
+          \$116  = win2;
     endcase
     if (pull) begin
-      casez (\$51 )
+      casez (\$89 )
         3'h0:
-            \$69  = src__data;
+            \$116  = src__data;
       endcase
     end
     if (rst) begin
-      \$69  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$116  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
-    \$70  = win1;
+    \$117  = win1;
     casez (retire)
       2'h1:
-          \$70  = win2;
+          \$117  = win2;
     endcase
     if (pull) begin
-      casez (\$51 )
+      casez (\$89 )
         3'h0:
             /* empty */;
         3'h1:
-            \$70  = src__data;
+            \$117  = src__data;
       endcase
     end
     if (rst) begin
-      \$70  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$117  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
-    \$71  = win2;
+    \$118  = win2;
     if (pull) begin
-      casez (\$51 )
+      casez (\$89 )
         3'h0:
             /* empty */;
         3'h1:
             /* empty */;
         3'h2:
-            \$71  = src__data;
+            \$118  = src__data;
       endcase
     end
     if (rst) begin
-      \$71  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$118  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   assign active = busy;
   assign \$signal  = row;
   assign \col$5  = col;
-  assign need = \$12 [6:0];
-  assign \count$22  = \$2 [5:0];
+  assign need = \$8 [6:0];
   assign data = chunk_d0;
   assign pair_data = pair_chunk_d0;
   assign src__ready = pull;
-  assign count = \$2 [5:0];
   assign pair_count = \$signal$14 ;
-  assign \$23  = { 5'h00, \$12 [6:5] };
+  assign count = \$signal$13 ;
+  assign \$17  = { 5'h00, \$8 [6:5] };
 endmodule
 
 (* generator = "Amaranth" *)
@@ -65844,285 +66086,251 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
 , down__wdata, down__wstrb, down__wlast, down__wvalid, mem__wready, mem__bid, mem__bresp, mem__bvalid, down__bready, down__arready, down__rvalid, down__awready, down__wready, down__bvalid, mem__awid);
   reg \$auto$verilog_backend.cc:2355:dump_module$99  = 0;
   wire [8:0] \$1 ;
-  wire [8:0] \$10 ;
+  wire [63:0] \$10 ;
   wire \$100 ;
-  wire [65:0] \$101 ;
+  wire \$101 ;
   wire \$102 ;
   wire \$103 ;
   wire \$104 ;
   wire \$105 ;
   wire \$106 ;
-  wire [8:0] \$107 ;
+  wire \$107 ;
   wire \$108 ;
-  wire [8:0] \$109 ;
-  wire \$11 ;
-  wire [63:0] \$110 ;
-  wire [64:0] \$111 ;
-  wire [64:0] \$112 ;
+  wire \$109 ;
+  wire [64:0] \$11 ;
+  wire \$110 ;
+  wire \$111 ;
+  wire \$112 ;
   wire \$113 ;
   wire \$114 ;
-  wire [65:0] \$115 ;
+  wire \$115 ;
   wire \$116 ;
   wire \$117 ;
   wire \$118 ;
-  wire [8:0] \$119 ;
-  wire [8:0] \$12 ;
-  wire [15:0] \$120 ;
+  wire \$119 ;
+  wire [64:0] \$12 ;
+  wire \$120 ;
   wire \$121 ;
-  wire [65:0] \$122 ;
-  wire [63:0] \$123 ;
-  wire [63:0] \$124 ;
-  wire [63:0] \$125 ;
+  wire \$122 ;
+  wire \$123 ;
+  wire \$124 ;
+  wire \$125 ;
   wire \$126 ;
   wire \$127 ;
-  wire [8:0] \$128 ;
+  wire \$128 ;
   wire \$129 ;
-  wire [63:0] \$13 ;
-  wire [8:0] \$130 ;
-  wire [63:0] \$131 ;
-  wire [64:0] \$132 ;
-  wire [64:0] \$133 ;
+  wire [8:0] \$13 ;
+  wire \$130 ;
+  wire \$131 ;
+  wire \$132 ;
+  wire \$133 ;
   wire \$134 ;
   wire \$135 ;
-  wire [65:0] \$136 ;
-  wire \$137 ;
+  wire [8:0] \$136 ;
+  wire [15:0] \$137 ;
   wire \$138 ;
   wire \$139 ;
-  wire [64:0] \$14 ;
+  wire \$14 ;
   wire \$140 ;
-  wire [8:0] \$141 ;
+  wire \$141 ;
   wire \$142 ;
-  wire [8:0] \$143 ;
-  wire [63:0] \$144 ;
-  wire [64:0] \$145 ;
-  wire [64:0] \$146 ;
+  wire \$143 ;
+  wire \$144 ;
+  wire \$145 ;
+  wire \$146 ;
   wire \$147 ;
   wire \$148 ;
-  wire [65:0] \$149 ;
-  wire [64:0] \$15 ;
+  wire \$149 ;
+  wire [8:0] \$15 ;
   wire \$150 ;
   wire \$151 ;
   wire \$152 ;
   wire \$153 ;
   wire \$154 ;
-  wire [8:0] \$155 ;
+  wire \$155 ;
   wire \$156 ;
-  wire [8:0] \$157 ;
-  wire [63:0] \$158 ;
-  wire [64:0] \$159 ;
-  wire \$16 ;
-  wire [64:0] \$160 ;
+  wire \$157 ;
+  wire \$158 ;
+  wire \$159 ;
+  wire [63:0] \$16 ;
+  wire \$160 ;
   wire \$161 ;
   wire \$162 ;
-  wire [65:0] \$163 ;
+  wire \$163 ;
   wire \$164 ;
   wire \$165 ;
   wire \$166 ;
   wire \$167 ;
   wire \$168 ;
-  wire [8:0] \$169 ;
-  wire \$17 ;
+  wire \$169 ;
+  wire [64:0] \$17 ;
   wire \$170 ;
-  wire [8:0] \$171 ;
-  wire [63:0] \$172 ;
-  wire [64:0] \$173 ;
-  wire [64:0] \$174 ;
+  wire \$171 ;
+  wire \$172 ;
+  wire \$173 ;
+  wire \$174 ;
   wire \$175 ;
   wire \$176 ;
-  wire [65:0] \$177 ;
+  wire \$177 ;
   wire \$178 ;
   wire \$179 ;
-  wire [65:0] \$18 ;
+  wire [64:0] \$18 ;
   wire \$180 ;
   wire \$181 ;
   wire \$182 ;
-  wire [8:0] \$183 ;
+  wire \$183 ;
   wire \$184 ;
-  wire [8:0] \$185 ;
-  wire [63:0] \$186 ;
-  wire [64:0] \$187 ;
-  wire [64:0] \$188 ;
+  wire \$185 ;
+  wire \$186 ;
+  wire \$187 ;
+  wire \$188 ;
   wire \$189 ;
-  wire \$19 ;
+  wire [8:0] \$19 ;
   wire \$190 ;
-  wire [65:0] \$191 ;
+  wire \$191 ;
   wire \$192 ;
   wire \$193 ;
   wire \$194 ;
   wire \$195 ;
   wire \$196 ;
-  wire [8:0] \$197 ;
+  wire \$197 ;
   wire \$198 ;
-  wire [8:0] \$199 ;
-  wire [15:0] \$2 ;
+  wire \$199 ;
+  wire \$2 ;
   wire \$20 ;
-  wire [63:0] \$200 ;
-  wire [64:0] \$201 ;
-  wire [64:0] \$202 ;
+  wire \$200 ;
+  wire \$201 ;
+  wire \$202 ;
   wire \$203 ;
   wire \$204 ;
-  wire [65:0] \$205 ;
-  wire \$206 ;
-  wire \$207 ;
-  wire \$208 ;
-  wire \$209 ;
-  wire \$21 ;
-  wire \$210 ;
-  wire [8:0] \$211 ;
-  wire \$212 ;
-  wire [8:0] \$213 ;
-  wire [63:0] \$214 ;
-  wire [64:0] \$215 ;
-  wire [64:0] \$216 ;
-  wire \$217 ;
-  wire \$218 ;
-  wire [65:0] \$219 ;
-  wire \$22 ;
-  wire \$220 ;
-  wire \$221 ;
-  wire \$222 ;
-  wire \$223 ;
-  wire \$224 ;
-  wire [8:0] \$225 ;
-  wire \$226 ;
-  wire [8:0] \$227 ;
-  wire [63:0] \$228 ;
-  wire [64:0] \$229 ;
-  wire [8:0] \$23 ;
-  wire [64:0] \$230 ;
-  wire \$231 ;
-  wire \$232 ;
-  wire [65:0] \$233 ;
-  wire \$234 ;
-  wire \$235 ;
-  wire \$236 ;
-  wire \$237 ;
-  wire \$238 ;
-  wire \$239 ;
-  wire \$24 ;
-  wire \$240 ;
-  wire \$241 ;
-  wire \$242 ;
-  wire \$243 ;
-  wire \$244 ;
-  wire \$245 ;
-  wire \$246 ;
-  wire \$247 ;
-  wire \$248 ;
-  wire \$249 ;
+  wire \$205 ;
+  reg [64:0] \$206 ;
+  reg [64:0] \$207 ;
+  reg [64:0] \$208 ;
+  reg [64:0] \$209 ;
+  wire [8:0] \$21 ;
+  reg [64:0] \$210 ;
+  reg [64:0] \$211 ;
+  reg [64:0] \$212 ;
+  reg [64:0] \$213 ;
+  reg [64:0] \$214 ;
+  reg [65:0] \$215 ;
+  reg [7:0] \$216 ;
+  reg [63:0] \$217 ;
+  reg [7:0] \$218 ;
+  reg [2:0] \$219 ;
+  wire [63:0] \$22 ;
+  reg [1:0] \$220 ;
+  reg \$221 ;
+  reg [3:0] \$222 ;
+  reg [2:0] \$223 ;
+  reg [19:0] \$224 ;
+  reg [2:0] \$225 ;
+  reg [7:0] \$226 ;
+  reg [64:0] \$227 ;
+  reg [65:0] \$228 ;
+  reg [7:0] \$229 ;
+  wire [64:0] \$23 ;
+  reg [63:0] \$230 ;
+  reg [7:0] \$231 ;
+  reg [2:0] \$232 ;
+  reg [1:0] \$233 ;
+  reg \$234 ;
+  reg [3:0] \$235 ;
+  reg [2:0] \$236 ;
+  reg [19:0] \$237 ;
+  reg [2:0] \$238 ;
+  wire [64:0] \$24 ;
   wire [8:0] \$25 ;
-  wire [8:0] \$250 ;
-  wire \$251 ;
-  wire \$252 ;
-  wire \$253 ;
-  wire \$254 ;
-  wire \$255 ;
-  reg [7:0] \$256 ;
-  reg [63:0] \$257 ;
-  reg [7:0] \$258 ;
-  reg [2:0] \$259 ;
-  wire [63:0] \$26 ;
-  reg [1:0] \$260 ;
-  reg \$261 ;
-  reg [3:0] \$262 ;
-  reg [2:0] \$263 ;
-  reg [19:0] \$264 ;
-  reg [2:0] \$265 ;
-  reg [7:0] \$266 ;
-  reg [7:0] \$267 ;
-  reg [63:0] \$268 ;
-  reg [7:0] \$269 ;
-  wire [64:0] \$27 ;
-  reg [2:0] \$270 ;
-  reg [1:0] \$271 ;
-  reg \$272 ;
-  reg [3:0] \$273 ;
-  reg [2:0] \$274 ;
-  reg [19:0] \$275 ;
-  reg [2:0] \$276 ;
-  wire [64:0] \$28 ;
-  wire \$29 ;
-  wire \$3 ;
-  wire \$30 ;
-  wire [65:0] \$31 ;
+  wire \$26 ;
+  wire [8:0] \$27 ;
+  wire [63:0] \$28 ;
+  wire [64:0] \$29 ;
+  wire [8:0] \$3 ;
+  wire [64:0] \$30 ;
+  wire [8:0] \$31 ;
   wire \$32 ;
-  wire \$33 ;
-  wire \$34 ;
-  wire \$35 ;
-  wire \$36 ;
+  wire [8:0] \$33 ;
+  wire [63:0] \$34 ;
+  wire [64:0] \$35 ;
+  wire [64:0] \$36 ;
   wire [8:0] \$37 ;
   wire \$38 ;
   wire [8:0] \$39 ;
-  wire [65:0] \$4 ;
+  wire [63:0] \$4 ;
   wire [63:0] \$40 ;
   wire [64:0] \$41 ;
   wire [64:0] \$42 ;
-  wire \$43 ;
+  wire [8:0] \$43 ;
   wire \$44 ;
-  wire [65:0] \$45 ;
-  wire \$46 ;
-  wire \$47 ;
-  wire \$48 ;
+  wire [8:0] \$45 ;
+  wire [63:0] \$46 ;
+  wire [64:0] \$47 ;
+  wire [64:0] \$48 ;
   wire \$49 ;
-  wire [63:0] \$5 ;
-  wire \$50 ;
-  wire [8:0] \$51 ;
-  wire \$52 ;
-  wire [8:0] \$53 ;
-  wire [63:0] \$54 ;
-  wire [64:0] \$55 ;
-  wire [64:0] \$56 ;
-  wire \$57 ;
-  wire \$58 ;
+  wire [64:0] \$5 ;
+  wire [65:0] \$50 ;
+  wire [63:0] \$51 ;
+  wire [63:0] \$52 ;
+  wire [63:0] \$53 ;
+  wire \$54 ;
+  wire [65:0] \$55 ;
+  wire [63:0] \$56 ;
+  wire [63:0] \$57 ;
+  wire [63:0] \$58 ;
   wire [65:0] \$59 ;
-  wire [63:0] \$6 ;
+  wire [64:0] \$6 ;
   wire \$60 ;
   wire \$61 ;
-  wire \$62 ;
+  wire [8:0] \$62 ;
   wire \$63 ;
   wire \$64 ;
-  wire [8:0] \$65 ;
-  wire \$66 ;
-  wire [8:0] \$67 ;
+  wire [65:0] \$65 ;
+  wire [63:0] \$66 ;
+  wire [63:0] \$67 ;
   wire [63:0] \$68 ;
-  wire [64:0] \$69 ;
-  wire [63:0] \$7 ;
-  wire [64:0] \$70 ;
-  wire \$71 ;
-  wire \$72 ;
-  wire [65:0] \$73 ;
-  wire \$74 ;
+  wire \$69 ;
+  wire [8:0] \$7 ;
+  wire [65:0] \$70 ;
+  wire [63:0] \$71 ;
+  wire [63:0] \$72 ;
+  wire [63:0] \$73 ;
+  wire [65:0] \$74 ;
   wire \$75 ;
   wire \$76 ;
   wire \$77 ;
   wire \$78 ;
   wire [8:0] \$79 ;
   wire \$8 ;
-  wire \$80 ;
-  wire [8:0] \$81 ;
-  wire [63:0] \$82 ;
-  wire [64:0] \$83 ;
-  wire [64:0] \$84 ;
+  wire [15:0] \$80 ;
+  wire \$81 ;
+  wire \$82 ;
+  wire \$83 ;
+  wire \$84 ;
   wire \$85 ;
   wire \$86 ;
-  wire [65:0] \$87 ;
+  wire \$87 ;
   wire \$88 ;
   wire \$89 ;
-  wire \$9 ;
+  wire [8:0] \$9 ;
   wire \$90 ;
   wire \$91 ;
   wire \$92 ;
-  wire [8:0] \$93 ;
+  wire \$93 ;
   wire \$94 ;
-  wire [8:0] \$95 ;
-  wire [63:0] \$96 ;
-  wire [64:0] \$97 ;
-  wire [64:0] \$98 ;
+  wire \$95 ;
+  wire \$96 ;
+  wire \$97 ;
+  wire \$98 ;
   wire \$99 ;
   reg [19:0] ar_user = 20'h00000;
   reg [19:0] aw_user = 20'h00000;
   input clk;
   wire clk;
+  reg [64:0] cq_end0 = 65'h00000000000000000;
+  reg [64:0] cq_end1 = 65'h00000000000000000;
+  reg [64:0] cq_end2 = 65'h00000000000000000;
+  reg [64:0] cq_end3 = 65'h00000000000000000;
   output [63:0] down__araddr;
   reg [63:0] down__araddr;
   output [1:0] down__arburst;
@@ -66332,315 +66540,715 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
   wire [63:0] \queues__3.sq_base ;
   wire [31:0] \queues__3.tail ;
   reg [7:0] r_left = 8'h00;
+  reg [65:0] read_end = 66'h00000000000000000;
+  wire read_refused;
+  reg [64:0] read_start = 65'h00000000000000000;
   reg [2:0] read_state = 3'h0;
-  wire refused;
-  wire \refused$46 ;
   input rst;
   wire rst;
-  wire [64:0] start;
-  wire [64:0] \start$43 ;
+  reg [64:0] sq_end0 = 65'h00000000000000000;
+  reg [64:0] sq_end1 = 65'h00000000000000000;
+  reg [64:0] sq_end2 = 65'h00000000000000000;
+  reg [64:0] sq_end3 = 65'h00000000000000000;
   wire [64:0] total;
-  wire [64:0] \total$40 ;
+  wire [64:0] \total$46 ;
+  reg [65:0] write_end = 66'h00000000000000000;
+  wire write_refused;
+  reg [64:0] write_start = 65'h00000000000000000;
   reg [2:0] write_state = 3'h0;
-  assign \$1  = hold_arlen + 1'h1;
-  assign \$2  = \$1  << hold_arsize;
-  assign \$3  = hold_arburst == 2'h2;
-  assign \$4  = \$2  - 1'h1;
-  assign \$5  = ~ \$4 [63:0];
-  assign \$6  = hold_araddr & \$5 ;
-  assign \$7  = \$3  ? \$6  : hold_araddr;
-  assign \$8  = ar_user != queues__0[287:268];
-  assign \$9  = queues__0[288] & \$8 ;
-  assign \$10  = queues__0[259:256] + queues__0[267:260];
-  assign \$11  = \$10  >= 7'h40;
-  assign \$12  = queues__0[259:256] + queues__0[267:260];
-  assign \$13  = 1'h1 << \$12 [5:0];
-  assign \$14  = queues__0[63:0] + \$13 ;
-  assign \$15  = \$11  ? 65'h10000000000000000 : \$14 ;
-  assign \$16  = \$7  < \$15 ;
-  assign \$17  = \$9  & \$16 ;
-  assign \$18  = \$7  + \$2 ;
-  assign \$19  = queues__0[63:0] < \$18 ;
-  assign \$20  = \$17  & \$19 ;
-  assign \$21  = ar_user != queues__0[287:268];
-  assign \$22  = queues__0[288] & \$21 ;
-  assign \$23  = queues__0[259:256] + queues__0[267:260];
-  assign \$24  = \$23  >= 7'h40;
-  assign \$25  = queues__0[259:256] + queues__0[267:260];
-  assign \$26  = 1'h1 << \$25 [5:0];
-  assign \$27  = queues__0[127:64] + \$26 ;
-  assign \$28  = \$24  ? 65'h10000000000000000 : \$27 ;
-  assign \$29  = \$7  < \$28 ;
-  assign \$30  = \$22  & \$29 ;
-  assign \$31  = \$7  + \$2 ;
-  assign \$32  = queues__0[127:64] < \$31 ;
-  assign \$33  = \$30  & \$32 ;
-  assign \$34  = \$20  | \$33 ;
-  assign \$35  = ar_user != queues__1[287:268];
-  assign \$36  = queues__1[288] & \$35 ;
-  assign \$37  = queues__1[259:256] + queues__1[267:260];
+  assign \$1  = queues__0[259:256] + queues__0[267:260];
+  assign \$2  = \$1  >= 7'h40;
+  assign \$3  = queues__0[259:256] + queues__0[267:260];
+  assign \$4  = 1'h1 << \$3 [5:0];
+  assign \$5  = queues__0[63:0] + \$4 ;
+  assign \$6  = \$2  ? 65'h10000000000000000 : \$5 ;
+  assign \$7  = queues__0[259:256] + queues__0[267:260];
+  assign \$8  = \$7  >= 7'h40;
+  assign \$9  = queues__0[259:256] + queues__0[267:260];
+  assign \$10  = 1'h1 << \$9 [5:0];
+  assign \$11  = queues__0[127:64] + \$10 ;
+  assign \$12  = \$8  ? 65'h10000000000000000 : \$11 ;
+  assign \$13  = queues__1[259:256] + queues__1[267:260];
+  assign \$14  = \$13  >= 7'h40;
+  assign \$15  = queues__1[259:256] + queues__1[267:260];
+  assign \$16  = 1'h1 << \$15 [5:0];
+  assign \$17  = queues__1[63:0] + \$16 ;
+  assign \$18  = \$14  ? 65'h10000000000000000 : \$17 ;
+  assign \$19  = queues__1[259:256] + queues__1[267:260];
+  assign \$20  = \$19  >= 7'h40;
+  assign \$21  = queues__1[259:256] + queues__1[267:260];
+  assign \$22  = 1'h1 << \$21 [5:0];
+  assign \$23  = queues__1[127:64] + \$22 ;
+  assign \$24  = \$20  ? 65'h10000000000000000 : \$23 ;
+  assign \$25  = queues__2[259:256] + queues__2[267:260];
+  assign \$26  = \$25  >= 7'h40;
+  assign \$27  = queues__2[259:256] + queues__2[267:260];
+  assign \$28  = 1'h1 << \$27 [5:0];
+  assign \$29  = queues__2[63:0] + \$28 ;
+  assign \$30  = \$26  ? 65'h10000000000000000 : \$29 ;
+  assign \$31  = queues__2[259:256] + queues__2[267:260];
+  assign \$32  = \$31  >= 7'h40;
+  assign \$33  = queues__2[259:256] + queues__2[267:260];
+  assign \$34  = 1'h1 << \$33 [5:0];
+  assign \$35  = queues__2[127:64] + \$34 ;
+  assign \$36  = \$32  ? 65'h10000000000000000 : \$35 ;
+  assign \$37  = queues__3[259:256] + queues__3[267:260];
   assign \$38  = \$37  >= 7'h40;
-  assign \$39  = queues__1[259:256] + queues__1[267:260];
+  assign \$39  = queues__3[259:256] + queues__3[267:260];
   assign \$40  = 1'h1 << \$39 [5:0];
-  assign \$41  = queues__1[63:0] + \$40 ;
+  assign \$41  = queues__3[63:0] + \$40 ;
   assign \$42  = \$38  ? 65'h10000000000000000 : \$41 ;
-  assign \$43  = \$7  < \$42 ;
-  assign \$44  = \$36  & \$43 ;
-  assign \$45  = \$7  + \$2 ;
-  assign \$46  = queues__1[63:0] < \$45 ;
-  assign \$47  = \$44  & \$46 ;
-  assign \$48  = \$34  | \$47 ;
-  assign \$49  = ar_user != queues__1[287:268];
-  assign \$50  = queues__1[288] & \$49 ;
-  assign \$51  = queues__1[259:256] + queues__1[267:260];
-  assign \$52  = \$51  >= 7'h40;
-  assign \$53  = queues__1[259:256] + queues__1[267:260];
-  assign \$54  = 1'h1 << \$53 [5:0];
-  assign \$55  = queues__1[127:64] + \$54 ;
-  assign \$56  = \$52  ? 65'h10000000000000000 : \$55 ;
-  assign \$57  = \$7  < \$56 ;
-  assign \$58  = \$50  & \$57 ;
-  assign \$59  = \$7  + \$2 ;
-  assign \$60  = queues__1[127:64] < \$59 ;
-  assign \$61  = \$58  & \$60 ;
-  assign \$62  = \$48  | \$61 ;
-  assign \$63  = ar_user != queues__2[287:268];
-  assign \$64  = queues__2[288] & \$63 ;
-  assign \$65  = queues__2[259:256] + queues__2[267:260];
-  assign \$66  = \$65  >= 7'h40;
-  assign \$67  = queues__2[259:256] + queues__2[267:260];
-  assign \$68  = 1'h1 << \$67 [5:0];
-  assign \$69  = queues__2[63:0] + \$68 ;
-  assign \$70  = \$66  ? 65'h10000000000000000 : \$69 ;
-  assign \$71  = \$7  < \$70 ;
-  assign \$72  = \$64  & \$71 ;
-  assign \$73  = \$7  + \$2 ;
-  assign \$74  = queues__2[63:0] < \$73 ;
-  assign \$75  = \$72  & \$74 ;
-  assign \$76  = \$62  | \$75 ;
-  assign \$77  = ar_user != queues__2[287:268];
-  assign \$78  = queues__2[288] & \$77 ;
-  assign \$79  = queues__2[259:256] + queues__2[267:260];
-  assign \$80  = \$79  >= 7'h40;
-  assign \$81  = queues__2[259:256] + queues__2[267:260];
-  assign \$82  = 1'h1 << \$81 [5:0];
-  assign \$83  = queues__2[127:64] + \$82 ;
-  assign \$84  = \$80  ? 65'h10000000000000000 : \$83 ;
-  assign \$85  = \$7  < \$84 ;
-  assign \$86  = \$78  & \$85 ;
-  assign \$87  = \$7  + \$2 ;
-  assign \$88  = queues__2[127:64] < \$87 ;
-  assign \$89  = \$86  & \$88 ;
-  assign \$90  = \$76  | \$89 ;
-  assign \$91  = ar_user != queues__3[287:268];
-  assign \$92  = queues__3[288] & \$91 ;
-  assign \$93  = queues__3[259:256] + queues__3[267:260];
-  assign \$94  = \$93  >= 7'h40;
-  assign \$95  = queues__3[259:256] + queues__3[267:260];
-  assign \$96  = 1'h1 << \$95 [5:0];
-  assign \$97  = queues__3[63:0] + \$96 ;
-  assign \$98  = \$94  ? 65'h10000000000000000 : \$97 ;
-  assign \$99  = \$7  < \$98 ;
-  assign \$100  = \$92  & \$99 ;
-  assign \$101  = \$7  + \$2 ;
-  assign \$102  = queues__3[63:0] < \$101 ;
-  assign \$103  = \$100  & \$102 ;
-  assign \$104  = \$90  | \$103 ;
-  assign \$105  = ar_user != queues__3[287:268];
-  assign \$106  = queues__3[288] & \$105 ;
-  assign \$107  = queues__3[259:256] + queues__3[267:260];
-  assign \$108  = \$107  >= 7'h40;
-  assign \$109  = queues__3[259:256] + queues__3[267:260];
-  assign \$110  = 1'h1 << \$109 [5:0];
-  assign \$111  = queues__3[127:64] + \$110 ;
-  assign \$112  = \$108  ? 65'h10000000000000000 : \$111 ;
-  assign \$113  = \$7  < \$112 ;
-  assign \$114  = \$106  & \$113 ;
-  assign \$115  = \$7  + \$2 ;
-  assign \$116  = queues__3[127:64] < \$115 ;
-  assign \$117  = \$114  & \$116 ;
-  assign refused = \$104  | \$117 ;
-  assign \$118  = ! r_left;
-  assign \$119  = hold_awlen + 1'h1;
-  assign \$120  = \$119  << hold_awsize;
-  assign \$121  = hold_awburst == 2'h2;
-  assign \$122  = \$120  - 1'h1;
-  assign \$123  = ~ \$122 [63:0];
-  assign \$124  = hold_awaddr & \$123 ;
-  assign \$125  = \$121  ? \$124  : hold_awaddr;
-  assign \$126  = aw_user != queues__0[287:268];
-  assign \$127  = queues__0[288] & \$126 ;
-  assign \$128  = queues__0[259:256] + queues__0[267:260];
-  assign \$129  = \$128  >= 7'h40;
-  assign \$130  = queues__0[259:256] + queues__0[267:260];
-  assign \$131  = 1'h1 << \$130 [5:0];
-  assign \$132  = queues__0[63:0] + \$131 ;
-  assign \$133  = \$129  ? 65'h10000000000000000 : \$132 ;
-  assign \$134  = \$125  < \$133 ;
-  assign \$135  = \$127  & \$134 ;
-  assign \$136  = \$125  + \$120 ;
-  assign \$137  = queues__0[63:0] < \$136 ;
-  assign \$138  = \$135  & \$137 ;
-  assign \$139  = aw_user != queues__0[287:268];
-  assign \$140  = queues__0[288] & \$139 ;
-  assign \$141  = queues__0[259:256] + queues__0[267:260];
-  assign \$142  = \$141  >= 7'h40;
-  assign \$143  = queues__0[259:256] + queues__0[267:260];
-  assign \$144  = 1'h1 << \$143 [5:0];
-  assign \$145  = queues__0[127:64] + \$144 ;
-  assign \$146  = \$142  ? 65'h10000000000000000 : \$145 ;
-  assign \$147  = \$125  < \$146 ;
-  assign \$148  = \$140  & \$147 ;
-  assign \$149  = \$125  + \$120 ;
-  assign \$150  = queues__0[127:64] < \$149 ;
-  assign \$151  = \$148  & \$150 ;
-  assign \$152  = \$138  | \$151 ;
-  assign \$153  = aw_user != queues__1[287:268];
-  assign \$154  = queues__1[288] & \$153 ;
-  assign \$155  = queues__1[259:256] + queues__1[267:260];
-  assign \$156  = \$155  >= 7'h40;
-  assign \$157  = queues__1[259:256] + queues__1[267:260];
-  assign \$158  = 1'h1 << \$157 [5:0];
-  assign \$159  = queues__1[63:0] + \$158 ;
-  assign \$160  = \$156  ? 65'h10000000000000000 : \$159 ;
-  assign \$161  = \$125  < \$160 ;
-  assign \$162  = \$154  & \$161 ;
-  assign \$163  = \$125  + \$120 ;
-  assign \$164  = queues__1[63:0] < \$163 ;
-  assign \$165  = \$162  & \$164 ;
-  assign \$166  = \$152  | \$165 ;
-  assign \$167  = aw_user != queues__1[287:268];
-  assign \$168  = queues__1[288] & \$167 ;
-  assign \$169  = queues__1[259:256] + queues__1[267:260];
-  assign \$170  = \$169  >= 7'h40;
-  assign \$171  = queues__1[259:256] + queues__1[267:260];
-  assign \$172  = 1'h1 << \$171 [5:0];
-  assign \$173  = queues__1[127:64] + \$172 ;
-  assign \$174  = \$170  ? 65'h10000000000000000 : \$173 ;
-  assign \$175  = \$125  < \$174 ;
-  assign \$176  = \$168  & \$175 ;
-  assign \$177  = \$125  + \$120 ;
-  assign \$178  = queues__1[127:64] < \$177 ;
-  assign \$179  = \$176  & \$178 ;
-  assign \$180  = \$166  | \$179 ;
-  assign \$181  = aw_user != queues__2[287:268];
-  assign \$182  = queues__2[288] & \$181 ;
-  assign \$183  = queues__2[259:256] + queues__2[267:260];
-  assign \$184  = \$183  >= 7'h40;
-  assign \$185  = queues__2[259:256] + queues__2[267:260];
-  assign \$186  = 1'h1 << \$185 [5:0];
-  assign \$187  = queues__2[63:0] + \$186 ;
-  assign \$188  = \$184  ? 65'h10000000000000000 : \$187 ;
-  assign \$189  = \$125  < \$188 ;
-  assign \$190  = \$182  & \$189 ;
-  assign \$191  = \$125  + \$120 ;
-  assign \$192  = queues__2[63:0] < \$191 ;
-  assign \$193  = \$190  & \$192 ;
-  assign \$194  = \$180  | \$193 ;
-  assign \$195  = aw_user != queues__2[287:268];
-  assign \$196  = queues__2[288] & \$195 ;
-  assign \$197  = queues__2[259:256] + queues__2[267:260];
-  assign \$198  = \$197  >= 7'h40;
-  assign \$199  = queues__2[259:256] + queues__2[267:260];
-  assign \$200  = 1'h1 << \$199 [5:0];
-  assign \$201  = queues__2[127:64] + \$200 ;
-  assign \$202  = \$198  ? 65'h10000000000000000 : \$201 ;
-  assign \$203  = \$125  < \$202 ;
-  assign \$204  = \$196  & \$203 ;
-  assign \$205  = \$125  + \$120 ;
-  assign \$206  = queues__2[127:64] < \$205 ;
-  assign \$207  = \$204  & \$206 ;
-  assign \$208  = \$194  | \$207 ;
-  assign \$209  = aw_user != queues__3[287:268];
-  assign \$210  = queues__3[288] & \$209 ;
-  assign \$211  = queues__3[259:256] + queues__3[267:260];
-  assign \$212  = \$211  >= 7'h40;
-  assign \$213  = queues__3[259:256] + queues__3[267:260];
-  assign \$214  = 1'h1 << \$213 [5:0];
-  assign \$215  = queues__3[63:0] + \$214 ;
-  assign \$216  = \$212  ? 65'h10000000000000000 : \$215 ;
-  assign \$217  = \$125  < \$216 ;
-  assign \$218  = \$210  & \$217 ;
-  assign \$219  = \$125  + \$120 ;
-  assign \$220  = queues__3[63:0] < \$219 ;
-  assign \$221  = \$218  & \$220 ;
-  assign \$222  = \$208  | \$221 ;
-  assign \$223  = aw_user != queues__3[287:268];
-  assign \$224  = queues__3[288] & \$223 ;
-  assign \$225  = queues__3[259:256] + queues__3[267:260];
-  assign \$226  = \$225  >= 7'h40;
-  assign \$227  = queues__3[259:256] + queues__3[267:260];
-  assign \$228  = 1'h1 << \$227 [5:0];
-  assign \$229  = queues__3[127:64] + \$228 ;
-  assign \$230  = \$226  ? 65'h10000000000000000 : \$229 ;
-  assign \$231  = \$125  < \$230 ;
-  assign \$232  = \$224  & \$231 ;
-  assign \$233  = \$125  + \$120 ;
-  assign \$234  = queues__3[127:64] < \$233 ;
-  assign \$235  = \$232  & \$234 ;
-  assign \refused$46  = \$222  | \$235 ;
-  assign \$236  = ! read_state;
-  assign \$237  = read_state == 1'h1;
-  assign \$238  = read_state == 2'h2;
-  assign \$239  = read_state == 2'h3;
-  assign \$240  = read_state == 3'h4;
-  assign \$241  = ! write_state;
-  assign \$242  = write_state == 1'h1;
-  assign \$243  = write_state == 2'h2;
-  assign \$244  = write_state == 2'h3;
-  assign \$245  = write_state == 3'h4;
-  assign \$246  = write_state == 3'h5;
-  assign \$247  = write_state == 3'h6;
-  assign \$248  = down__rvalid & mem__rready;
-  assign \$249  = \$248  & down__rlast;
-  assign \$250  = r_left - 1'h1;
-  assign \$251  = ! r_left;
-  assign \$252  = mem__wvalid & down__wready;
-  assign \$253  = \$252  & mem__wlast;
-  assign \$254  = down__bvalid & mem__bready;
-  assign \$255  = mem__wvalid & mem__wlast;
+  assign \$43  = queues__3[259:256] + queues__3[267:260];
+  assign \$44  = \$43  >= 7'h40;
+  assign \$45  = queues__3[259:256] + queues__3[267:260];
+  assign \$46  = 1'h1 << \$45 [5:0];
+  assign \$47  = queues__3[127:64] + \$46 ;
+  assign \$48  = \$44  ? 65'h10000000000000000 : \$47 ;
+  assign \$49  = hold_arburst == 2'h2;
+  assign \$50  = \$80  - 1'h1;
+  assign \$51  = ~ \$50 [63:0];
+  assign \$52  = hold_araddr & \$51 ;
+  assign \$53  = \$49  ? \$52  : hold_araddr;
+  assign \$54  = hold_arburst == 2'h2;
+  assign \$55  = \$80  - 1'h1;
+  assign \$56  = ~ \$55 [63:0];
+  assign \$57  = hold_araddr & \$56 ;
+  assign \$58  = \$54  ? \$57  : hold_araddr;
+  assign \$59  = \$58  + \$80 ;
+  assign \$60  = down__rvalid & mem__rready;
+  assign \$61  = \$60  & down__rlast;
+  assign \$62  = r_left - 1'h1;
+  assign \$63  = ! r_left;
+  assign \$64  = hold_awburst == 2'h2;
+  assign \$65  = \$137  - 1'h1;
+  assign \$66  = ~ \$65 [63:0];
+  assign \$67  = hold_awaddr & \$66 ;
+  assign \$68  = \$64  ? \$67  : hold_awaddr;
+  assign \$69  = hold_awburst == 2'h2;
+  assign \$70  = \$137  - 1'h1;
+  assign \$71  = ~ \$70 [63:0];
+  assign \$72  = hold_awaddr & \$71 ;
+  assign \$73  = \$69  ? \$72  : hold_awaddr;
+  assign \$74  = \$73  + \$137 ;
+  assign \$75  = mem__wvalid & down__wready;
+  assign \$76  = \$75  & mem__wlast;
+  assign \$77  = down__bvalid & mem__bready;
+  assign \$78  = mem__wvalid & mem__wlast;
+  assign \$79  = hold_arlen + 1'h1;
+  assign \$80  = \$79  << hold_arsize;
+  assign \$81  = ar_user != queues__0[287:268];
+  assign \$82  = queues__0[288] & \$81 ;
+  assign \$83  = read_start < sq_end0;
+  assign \$84  = \$82  & \$83 ;
+  assign \$85  = queues__0[63:0] < read_end;
+  assign \$86  = \$84  & \$85 ;
+  assign \$87  = ar_user != queues__0[287:268];
+  assign \$88  = queues__0[288] & \$87 ;
+  assign \$89  = read_start < cq_end0;
+  assign \$90  = \$88  & \$89 ;
+  assign \$91  = queues__0[127:64] < read_end;
+  assign \$92  = \$90  & \$91 ;
+  assign \$93  = \$86  | \$92 ;
+  assign \$94  = ar_user != queues__1[287:268];
+  assign \$95  = queues__1[288] & \$94 ;
+  assign \$96  = read_start < sq_end1;
+  assign \$97  = \$95  & \$96 ;
+  assign \$98  = queues__1[63:0] < read_end;
+  assign \$99  = \$97  & \$98 ;
+  assign \$100  = \$93  | \$99 ;
+  assign \$101  = ar_user != queues__1[287:268];
+  assign \$102  = queues__1[288] & \$101 ;
+  assign \$103  = read_start < cq_end1;
+  assign \$104  = \$102  & \$103 ;
+  assign \$105  = queues__1[127:64] < read_end;
+  assign \$106  = \$104  & \$105 ;
+  assign \$107  = \$100  | \$106 ;
+  assign \$108  = ar_user != queues__2[287:268];
+  assign \$109  = queues__2[288] & \$108 ;
+  assign \$110  = read_start < sq_end2;
+  assign \$111  = \$109  & \$110 ;
+  assign \$112  = queues__2[63:0] < read_end;
+  assign \$113  = \$111  & \$112 ;
+  assign \$114  = \$107  | \$113 ;
+  assign \$115  = ar_user != queues__2[287:268];
+  assign \$116  = queues__2[288] & \$115 ;
+  assign \$117  = read_start < cq_end2;
+  assign \$118  = \$116  & \$117 ;
+  assign \$119  = queues__2[127:64] < read_end;
+  assign \$120  = \$118  & \$119 ;
+  assign \$121  = \$114  | \$120 ;
+  assign \$122  = ar_user != queues__3[287:268];
+  assign \$123  = queues__3[288] & \$122 ;
+  assign \$124  = read_start < sq_end3;
+  assign \$125  = \$123  & \$124 ;
+  assign \$126  = queues__3[63:0] < read_end;
+  assign \$127  = \$125  & \$126 ;
+  assign \$128  = \$121  | \$127 ;
+  assign \$129  = ar_user != queues__3[287:268];
+  assign \$130  = queues__3[288] & \$129 ;
+  assign \$131  = read_start < cq_end3;
+  assign \$132  = \$130  & \$131 ;
+  assign \$133  = queues__3[127:64] < read_end;
+  assign \$134  = \$132  & \$133 ;
+  assign read_refused = \$128  | \$134 ;
+  assign \$135  = ! r_left;
+  assign \$136  = hold_awlen + 1'h1;
+  assign \$137  = \$136  << hold_awsize;
+  assign \$138  = aw_user != queues__0[287:268];
+  assign \$139  = queues__0[288] & \$138 ;
+  assign \$140  = write_start < sq_end0;
+  assign \$141  = \$139  & \$140 ;
+  assign \$142  = queues__0[63:0] < write_end;
+  assign \$143  = \$141  & \$142 ;
+  assign \$144  = aw_user != queues__0[287:268];
+  assign \$145  = queues__0[288] & \$144 ;
+  assign \$146  = write_start < cq_end0;
+  assign \$147  = \$145  & \$146 ;
+  assign \$148  = queues__0[127:64] < write_end;
+  assign \$149  = \$147  & \$148 ;
+  assign \$150  = \$143  | \$149 ;
+  assign \$151  = aw_user != queues__1[287:268];
+  assign \$152  = queues__1[288] & \$151 ;
+  assign \$153  = write_start < sq_end1;
+  assign \$154  = \$152  & \$153 ;
+  assign \$155  = queues__1[63:0] < write_end;
+  assign \$156  = \$154  & \$155 ;
+  assign \$157  = \$150  | \$156 ;
+  assign \$158  = aw_user != queues__1[287:268];
+  assign \$159  = queues__1[288] & \$158 ;
+  assign \$160  = write_start < cq_end1;
+  assign \$161  = \$159  & \$160 ;
+  assign \$162  = queues__1[127:64] < write_end;
+  assign \$163  = \$161  & \$162 ;
+  assign \$164  = \$157  | \$163 ;
+  assign \$165  = aw_user != queues__2[287:268];
+  assign \$166  = queues__2[288] & \$165 ;
+  assign \$167  = write_start < sq_end2;
+  assign \$168  = \$166  & \$167 ;
+  assign \$169  = queues__2[63:0] < write_end;
+  assign \$170  = \$168  & \$169 ;
+  assign \$171  = \$164  | \$170 ;
+  assign \$172  = aw_user != queues__2[287:268];
+  assign \$173  = queues__2[288] & \$172 ;
+  assign \$174  = write_start < cq_end2;
+  assign \$175  = \$173  & \$174 ;
+  assign \$176  = queues__2[127:64] < write_end;
+  assign \$177  = \$175  & \$176 ;
+  assign \$178  = \$171  | \$177 ;
+  assign \$179  = aw_user != queues__3[287:268];
+  assign \$180  = queues__3[288] & \$179 ;
+  assign \$181  = write_start < sq_end3;
+  assign \$182  = \$180  & \$181 ;
+  assign \$183  = queues__3[63:0] < write_end;
+  assign \$184  = \$182  & \$183 ;
+  assign \$185  = \$178  | \$184 ;
+  assign \$186  = aw_user != queues__3[287:268];
+  assign \$187  = queues__3[288] & \$186 ;
+  assign \$188  = write_start < cq_end3;
+  assign \$189  = \$187  & \$188 ;
+  assign \$190  = queues__3[127:64] < write_end;
+  assign \$191  = \$189  & \$190 ;
+  assign write_refused = \$185  | \$191 ;
+  assign \$192  = ! read_state;
+  assign \$193  = read_state == 1'h1;
+  assign \$194  = read_state == 2'h2;
+  assign \$195  = read_state == 2'h3;
+  assign \$196  = read_state == 3'h4;
+  assign \$197  = read_state == 3'h5;
+  assign \$198  = ! write_state;
+  assign \$199  = write_state == 1'h1;
+  assign \$200  = write_state == 2'h2;
+  assign \$201  = write_state == 2'h3;
+  assign \$202  = write_state == 3'h4;
+  assign \$203  = write_state == 3'h5;
+  assign \$204  = write_state == 3'h6;
+  assign \$205  = write_state == 3'h7;
   always @(posedge clk)
-    hold_arid <= \$256 ;
+    sq_end0 <= \$206 ;
   always @(posedge clk)
-    hold_araddr <= \$257 ;
+    cq_end0 <= \$207 ;
   always @(posedge clk)
-    hold_arlen <= \$258 ;
+    sq_end1 <= \$208 ;
   always @(posedge clk)
-    hold_arsize <= \$259 ;
+    cq_end1 <= \$209 ;
   always @(posedge clk)
-    hold_arburst <= \$260 ;
+    sq_end2 <= \$210 ;
   always @(posedge clk)
-    hold_arlock <= \$261 ;
+    cq_end2 <= \$211 ;
   always @(posedge clk)
-    hold_arcache <= \$262 ;
+    sq_end3 <= \$212 ;
   always @(posedge clk)
-    hold_arprot <= \$263 ;
+    cq_end3 <= \$213 ;
   always @(posedge clk)
-    ar_user <= \$264 ;
+    read_start <= \$214 ;
   always @(posedge clk)
-    read_state <= \$265 ;
+    read_end <= \$215 ;
   always @(posedge clk)
-    r_left <= \$266 ;
+    hold_arid <= \$216 ;
   always @(posedge clk)
-    hold_awid <= \$267 ;
+    hold_araddr <= \$217 ;
   always @(posedge clk)
-    hold_awaddr <= \$268 ;
+    hold_arlen <= \$218 ;
   always @(posedge clk)
-    hold_awlen <= \$269 ;
+    hold_arsize <= \$219 ;
   always @(posedge clk)
-    hold_awsize <= \$270 ;
+    hold_arburst <= \$220 ;
   always @(posedge clk)
-    hold_awburst <= \$271 ;
+    hold_arlock <= \$221 ;
   always @(posedge clk)
-    hold_awlock <= \$272 ;
+    hold_arcache <= \$222 ;
   always @(posedge clk)
-    hold_awcache <= \$273 ;
+    hold_arprot <= \$223 ;
   always @(posedge clk)
-    hold_awprot <= \$274 ;
+    ar_user <= \$224 ;
   always @(posedge clk)
-    aw_user <= \$275 ;
+    read_state <= \$225 ;
   always @(posedge clk)
-    write_state <= \$276 ;
+    r_left <= \$226 ;
+  always @(posedge clk)
+    write_start <= \$227 ;
+  always @(posedge clk)
+    write_end <= \$228 ;
+  always @(posedge clk)
+    hold_awid <= \$229 ;
+  always @(posedge clk)
+    hold_awaddr <= \$230 ;
+  always @(posedge clk)
+    hold_awlen <= \$231 ;
+  always @(posedge clk)
+    hold_awsize <= \$232 ;
+  always @(posedge clk)
+    hold_awburst <= \$233 ;
+  always @(posedge clk)
+    hold_awlock <= \$234 ;
+  always @(posedge clk)
+    hold_awcache <= \$235 ;
+  always @(posedge clk)
+    hold_awprot <= \$236 ;
+  always @(posedge clk)
+    aw_user <= \$237 ;
+  always @(posedge clk)
+    write_state <= \$238 ;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    \$206  = \$6 ;
+    if (rst) begin
+      \$206  = 65'h00000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    \$207  = \$12 ;
+    if (rst) begin
+      \$207  = 65'h00000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    \$208  = \$18 ;
+    if (rst) begin
+      \$208  = 65'h00000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    \$209  = \$24 ;
+    if (rst) begin
+      \$209  = 65'h00000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    \$210  = \$30 ;
+    if (rst) begin
+      \$210  = 65'h00000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    \$211  = \$36 ;
+    if (rst) begin
+      \$211  = 65'h00000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    \$212  = \$42 ;
+    if (rst) begin
+      \$212  = 65'h00000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    \$213  = \$48 ;
+    if (rst) begin
+      \$213  = 65'h00000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    \$214  = { 1'h0, \$53  };
+    if (rst) begin
+      \$214  = 65'h00000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    \$215  = \$59 ;
+    if (rst) begin
+      \$215  = 66'h00000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    \$216  = hold_arid;
+    casez (read_state)
+      3'h0:
+          if (mem__arvalid) begin
+            \$216  = mem__arid;
+          end
+    endcase
+    if (rst) begin
+      \$216  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    \$217  = hold_araddr;
+    casez (read_state)
+      3'h0:
+          if (mem__arvalid) begin
+            \$217  = mem__araddr;
+          end
+    endcase
+    if (rst) begin
+      \$217  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    \$218  = hold_arlen;
+    casez (read_state)
+      3'h0:
+          if (mem__arvalid) begin
+            \$218  = mem__arlen;
+          end
+    endcase
+    if (rst) begin
+      \$218  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    \$219  = hold_arsize;
+    casez (read_state)
+      3'h0:
+          if (mem__arvalid) begin
+            \$219  = mem__arsize;
+          end
+    endcase
+    if (rst) begin
+      \$219  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    \$220  = hold_arburst;
+    casez (read_state)
+      3'h0:
+          if (mem__arvalid) begin
+            \$220  = mem__arburst;
+          end
+    endcase
+    if (rst) begin
+      \$220  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    \$221  = hold_arlock;
+    casez (read_state)
+      3'h0:
+          if (mem__arvalid) begin
+            \$221  = mem__arlock;
+          end
+    endcase
+    if (rst) begin
+      \$221  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    \$222  = hold_arcache;
+    casez (read_state)
+      3'h0:
+          if (mem__arvalid) begin
+            \$222  = mem__arcache;
+          end
+    endcase
+    if (rst) begin
+      \$222  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    \$223  = hold_arprot;
+    casez (read_state)
+      3'h0:
+          if (mem__arvalid) begin
+            \$223  = mem__arprot;
+          end
+    endcase
+    if (rst) begin
+      \$223  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    \$224  = ar_user;
+    casez (read_state)
+      3'h0:
+          if (mem__arvalid) begin
+            \$224  = mem__aruser;
+          end
+    endcase
+    if (rst) begin
+      \$224  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    \$225  = read_state;
+    casez (read_state)
+      3'h0:
+          if (mem__arvalid) begin
+            \$225  = 3'h1;
+          end
+      3'h1:
+          \$225  = 3'h2;
+      3'h2:
+          (* full_case = 32'd1 *)
+          if (read_refused) begin
+            \$225  = 3'h3;
+          end else begin
+            \$225  = 3'h4;
+          end
+      3'h4:
+          if (down__arready) begin
+            \$225  = 3'h5;
+          end
+      3'h5:
+          if (\$61 ) begin
+            \$225  = 3'h0;
+          end
+      3'h3:
+          if (mem__rready) begin
+            if (\$63 ) begin
+              \$225  = 3'h0;
+            end
+          end
+    endcase
+    if (rst) begin
+      \$225  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    \$226  = r_left;
+    casez (read_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          \$226  = hold_arlen;
+      3'h2:
+          /* empty */;
+      3'h4:
+          /* empty */;
+      3'h5:
+          /* empty */;
+      3'h3:
+          if (mem__rready) begin
+            \$226  = \$62 [7:0];
+          end
+    endcase
+    if (rst) begin
+      \$226  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    \$227  = { 1'h0, \$68  };
+    if (rst) begin
+      \$227  = 65'h00000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    \$228  = \$74 ;
+    if (rst) begin
+      \$228  = 66'h00000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    \$229  = hold_awid;
+    casez (write_state)
+      3'h0:
+          if (mem__awvalid) begin
+            \$229  = mem__awid;
+          end
+    endcase
+    if (rst) begin
+      \$229  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    \$230  = hold_awaddr;
+    casez (write_state)
+      3'h0:
+          if (mem__awvalid) begin
+            \$230  = mem__awaddr;
+          end
+    endcase
+    if (rst) begin
+      \$230  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    \$231  = hold_awlen;
+    casez (write_state)
+      3'h0:
+          if (mem__awvalid) begin
+            \$231  = mem__awlen;
+          end
+    endcase
+    if (rst) begin
+      \$231  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    \$232  = hold_awsize;
+    casez (write_state)
+      3'h0:
+          if (mem__awvalid) begin
+            \$232  = mem__awsize;
+          end
+    endcase
+    if (rst) begin
+      \$232  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    \$233  = hold_awburst;
+    casez (write_state)
+      3'h0:
+          if (mem__awvalid) begin
+            \$233  = mem__awburst;
+          end
+    endcase
+    if (rst) begin
+      \$233  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    \$234  = hold_awlock;
+    casez (write_state)
+      3'h0:
+          if (mem__awvalid) begin
+            \$234  = mem__awlock;
+          end
+    endcase
+    if (rst) begin
+      \$234  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    \$235  = hold_awcache;
+    casez (write_state)
+      3'h0:
+          if (mem__awvalid) begin
+            \$235  = mem__awcache;
+          end
+    endcase
+    if (rst) begin
+      \$235  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    \$236  = hold_awprot;
+    casez (write_state)
+      3'h0:
+          if (mem__awvalid) begin
+            \$236  = mem__awprot;
+          end
+    endcase
+    if (rst) begin
+      \$236  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    \$237  = aw_user;
+    casez (write_state)
+      3'h0:
+          if (mem__awvalid) begin
+            \$237  = mem__awuser;
+          end
+    endcase
+    if (rst) begin
+      \$237  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
+    \$238  = write_state;
+    (* full_case = 32'd1 *)
+    casez (write_state)
+      3'h0:
+          if (mem__awvalid) begin
+            \$238  = 3'h1;
+          end
+      3'h1:
+          \$238  = 3'h2;
+      3'h2:
+          (* full_case = 32'd1 *)
+          if (write_refused) begin
+            \$238  = 3'h3;
+          end else begin
+            \$238  = 3'h4;
+          end
+      3'h4:
+          if (down__awready) begin
+            \$238  = 3'h5;
+          end
+      3'h5:
+          if (\$76 ) begin
+            \$238  = 3'h6;
+          end
+      3'h6:
+          if (\$77 ) begin
+            \$238  = 3'h0;
+          end
+      3'h3:
+          if (\$78 ) begin
+            \$238  = 3'h7;
+          end
+      3'h7:
+          if (mem__bready) begin
+            \$238  = 3'h0;
+          end
+    endcase
+    if (rst) begin
+      \$238  = 3'h0;
+    end
+  end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
     mem__arready = 1'h0;
@@ -66657,7 +67265,9 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
           /* empty */;
       3'h1:
           /* empty */;
-      3'h3:
+      3'h2:
+          /* empty */;
+      3'h4:
           down__arid = hold_arid;
     endcase
   end
@@ -66669,7 +67279,9 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
           /* empty */;
       3'h1:
           /* empty */;
-      3'h3:
+      3'h2:
+          /* empty */;
+      3'h4:
           down__araddr = hold_araddr;
     endcase
   end
@@ -66681,7 +67293,9 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
           /* empty */;
       3'h1:
           /* empty */;
-      3'h3:
+      3'h2:
+          /* empty */;
+      3'h4:
           down__arlen = hold_arlen;
     endcase
   end
@@ -66693,7 +67307,9 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
           /* empty */;
       3'h1:
           /* empty */;
-      3'h3:
+      3'h2:
+          /* empty */;
+      3'h4:
           down__arsize = hold_arsize;
     endcase
   end
@@ -66705,7 +67321,9 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
           /* empty */;
       3'h1:
           /* empty */;
-      3'h3:
+      3'h2:
+          /* empty */;
+      3'h4:
           down__arburst = hold_arburst;
     endcase
   end
@@ -66717,7 +67335,9 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
           /* empty */;
       3'h1:
           /* empty */;
-      3'h3:
+      3'h2:
+          /* empty */;
+      3'h4:
           down__arlock = hold_arlock;
     endcase
   end
@@ -66729,7 +67349,9 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
           /* empty */;
       3'h1:
           /* empty */;
-      3'h3:
+      3'h2:
+          /* empty */;
+      3'h4:
           down__arcache = hold_arcache;
     endcase
   end
@@ -66741,7 +67363,9 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
           /* empty */;
       3'h1:
           /* empty */;
-      3'h3:
+      3'h2:
+          /* empty */;
+      3'h4:
           down__arprot = hold_arprot;
     endcase
   end
@@ -66753,7 +67377,9 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
           /* empty */;
       3'h1:
           /* empty */;
-      3'h3:
+      3'h2:
+          /* empty */;
+      3'h4:
           down__arvalid = 1'h1;
     endcase
   end
@@ -66765,11 +67391,13 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
           /* empty */;
       3'h1:
           /* empty */;
-      3'h3:
+      3'h2:
           /* empty */;
       3'h4:
+          /* empty */;
+      3'h5:
           mem__rid = down__rid;
-      3'h2:
+      3'h3:
           mem__rid = hold_arid;
     endcase
   end
@@ -66781,11 +67409,13 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
           /* empty */;
       3'h1:
           /* empty */;
-      3'h3:
+      3'h2:
           /* empty */;
       3'h4:
+          /* empty */;
+      3'h5:
           mem__rdata = down__rdata;
-      3'h2:
+      3'h3:
           mem__rdata = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     endcase
   end
@@ -66797,11 +67427,13 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
           /* empty */;
       3'h1:
           /* empty */;
-      3'h3:
+      3'h2:
           /* empty */;
       3'h4:
+          /* empty */;
+      3'h5:
           mem__rresp = down__rresp;
-      3'h2:
+      3'h3:
           mem__rresp = 2'h2;
     endcase
   end
@@ -66813,12 +67445,14 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
           /* empty */;
       3'h1:
           /* empty */;
-      3'h3:
+      3'h2:
           /* empty */;
       3'h4:
+          /* empty */;
+      3'h5:
           mem__rlast = down__rlast;
-      3'h2:
-          mem__rlast = \$118 ;
+      3'h3:
+          mem__rlast = \$135 ;
     endcase
   end
   always @* begin
@@ -66829,11 +67463,13 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
           /* empty */;
       3'h1:
           /* empty */;
-      3'h3:
+      3'h2:
           /* empty */;
       3'h4:
+          /* empty */;
+      3'h5:
           mem__rvalid = down__rvalid;
-      3'h2:
+      3'h3:
           mem__rvalid = 1'h1;
     endcase
   end
@@ -66845,9 +67481,11 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
           /* empty */;
       3'h1:
           /* empty */;
-      3'h3:
+      3'h2:
           /* empty */;
       3'h4:
+          /* empty */;
+      3'h5:
           down__rready = mem__rready;
     endcase
   end
@@ -66867,7 +67505,9 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
           /* empty */;
       3'h1:
           /* empty */;
-      3'h3:
+      3'h2:
+          /* empty */;
+      3'h4:
           down__awid = hold_awid;
     endcase
   end
@@ -66879,7 +67519,9 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
           /* empty */;
       3'h1:
           /* empty */;
-      3'h3:
+      3'h2:
+          /* empty */;
+      3'h4:
           down__awaddr = hold_awaddr;
     endcase
   end
@@ -66891,7 +67533,9 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
           /* empty */;
       3'h1:
           /* empty */;
-      3'h3:
+      3'h2:
+          /* empty */;
+      3'h4:
           down__awlen = hold_awlen;
     endcase
   end
@@ -66903,7 +67547,9 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
           /* empty */;
       3'h1:
           /* empty */;
-      3'h3:
+      3'h2:
+          /* empty */;
+      3'h4:
           down__awsize = hold_awsize;
     endcase
   end
@@ -66915,7 +67561,9 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
           /* empty */;
       3'h1:
           /* empty */;
-      3'h3:
+      3'h2:
+          /* empty */;
+      3'h4:
           down__awburst = hold_awburst;
     endcase
   end
@@ -66927,7 +67575,9 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
           /* empty */;
       3'h1:
           /* empty */;
-      3'h3:
+      3'h2:
+          /* empty */;
+      3'h4:
           down__awlock = hold_awlock;
     endcase
   end
@@ -66939,7 +67589,9 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
           /* empty */;
       3'h1:
           /* empty */;
-      3'h3:
+      3'h2:
+          /* empty */;
+      3'h4:
           down__awcache = hold_awcache;
     endcase
   end
@@ -66951,7 +67603,9 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
           /* empty */;
       3'h1:
           /* empty */;
-      3'h3:
+      3'h2:
+          /* empty */;
+      3'h4:
           down__awprot = hold_awprot;
     endcase
   end
@@ -66963,7 +67617,9 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
           /* empty */;
       3'h1:
           /* empty */;
-      3'h3:
+      3'h2:
+          /* empty */;
+      3'h4:
           down__awvalid = 1'h1;
     endcase
   end
@@ -66975,9 +67631,11 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
           /* empty */;
       3'h1:
           /* empty */;
-      3'h3:
+      3'h2:
           /* empty */;
       3'h4:
+          /* empty */;
+      3'h5:
           down__wdata = mem__wdata;
     endcase
   end
@@ -66989,9 +67647,11 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
           /* empty */;
       3'h1:
           /* empty */;
-      3'h3:
+      3'h2:
           /* empty */;
       3'h4:
+          /* empty */;
+      3'h5:
           down__wstrb = mem__wstrb;
     endcase
   end
@@ -67003,9 +67663,11 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
           /* empty */;
       3'h1:
           /* empty */;
-      3'h3:
+      3'h2:
           /* empty */;
       3'h4:
+          /* empty */;
+      3'h5:
           down__wlast = mem__wlast;
     endcase
   end
@@ -67017,9 +67679,11 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
           /* empty */;
       3'h1:
           /* empty */;
-      3'h3:
+      3'h2:
           /* empty */;
       3'h4:
+          /* empty */;
+      3'h5:
           down__wvalid = mem__wvalid;
     endcase
   end
@@ -67031,73 +67695,84 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
           /* empty */;
       3'h1:
           /* empty */;
-      3'h3:
+      3'h2:
           /* empty */;
       3'h4:
-          mem__wready = down__wready;
-      3'h5:
           /* empty */;
-      3'h2:
+      3'h5:
+          mem__wready = down__wready;
+      3'h6:
+          /* empty */;
+      3'h3:
           mem__wready = 1'h1;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
     mem__bid = 8'h00;
+    (* full_case = 32'd1 *)
     casez (write_state)
       3'h0:
           /* empty */;
       3'h1:
           /* empty */;
-      3'h3:
+      3'h2:
           /* empty */;
       3'h4:
           /* empty */;
       3'h5:
-          mem__bid = down__bid;
-      3'h2:
           /* empty */;
       3'h6:
+          mem__bid = down__bid;
+      3'h3:
+          /* empty */;
+      3'h7:
           mem__bid = hold_awid;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
     mem__bresp = 2'h0;
+    (* full_case = 32'd1 *)
     casez (write_state)
       3'h0:
           /* empty */;
       3'h1:
           /* empty */;
-      3'h3:
+      3'h2:
           /* empty */;
       3'h4:
           /* empty */;
       3'h5:
-          mem__bresp = down__bresp;
-      3'h2:
           /* empty */;
       3'h6:
+          mem__bresp = down__bresp;
+      3'h3:
+          /* empty */;
+      3'h7:
           mem__bresp = 2'h2;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
     mem__bvalid = 1'h0;
+    (* full_case = 32'd1 *)
     casez (write_state)
       3'h0:
           /* empty */;
       3'h1:
           /* empty */;
-      3'h3:
+      3'h2:
           /* empty */;
       3'h4:
           /* empty */;
       3'h5:
-          mem__bvalid = down__bvalid;
-      3'h2:
           /* empty */;
       3'h6:
+          mem__bvalid = down__bvalid;
+      3'h3:
+          /* empty */;
+      3'h7:
           mem__bvalid = 1'h1;
     endcase
   end
@@ -67109,347 +67784,18 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
           /* empty */;
       3'h1:
           /* empty */;
-      3'h3:
+      3'h2:
           /* empty */;
       3'h4:
           /* empty */;
       3'h5:
+          /* empty */;
+      3'h6:
           down__bready = mem__bready;
     endcase
   end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$256  = hold_arid;
-    casez (read_state)
-      3'h0:
-          if (mem__arvalid) begin
-            \$256  = mem__arid;
-          end
-    endcase
-    if (rst) begin
-      \$256  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$257  = hold_araddr;
-    casez (read_state)
-      3'h0:
-          if (mem__arvalid) begin
-            \$257  = mem__araddr;
-          end
-    endcase
-    if (rst) begin
-      \$257  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$258  = hold_arlen;
-    casez (read_state)
-      3'h0:
-          if (mem__arvalid) begin
-            \$258  = mem__arlen;
-          end
-    endcase
-    if (rst) begin
-      \$258  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$259  = hold_arsize;
-    casez (read_state)
-      3'h0:
-          if (mem__arvalid) begin
-            \$259  = mem__arsize;
-          end
-    endcase
-    if (rst) begin
-      \$259  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$260  = hold_arburst;
-    casez (read_state)
-      3'h0:
-          if (mem__arvalid) begin
-            \$260  = mem__arburst;
-          end
-    endcase
-    if (rst) begin
-      \$260  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$261  = hold_arlock;
-    casez (read_state)
-      3'h0:
-          if (mem__arvalid) begin
-            \$261  = mem__arlock;
-          end
-    endcase
-    if (rst) begin
-      \$261  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$262  = hold_arcache;
-    casez (read_state)
-      3'h0:
-          if (mem__arvalid) begin
-            \$262  = mem__arcache;
-          end
-    endcase
-    if (rst) begin
-      \$262  = 4'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$263  = hold_arprot;
-    casez (read_state)
-      3'h0:
-          if (mem__arvalid) begin
-            \$263  = mem__arprot;
-          end
-    endcase
-    if (rst) begin
-      \$263  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$264  = ar_user;
-    casez (read_state)
-      3'h0:
-          if (mem__arvalid) begin
-            \$264  = mem__aruser;
-          end
-    endcase
-    if (rst) begin
-      \$264  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$265  = read_state;
-    casez (read_state)
-      3'h0:
-          if (mem__arvalid) begin
-            \$265  = 3'h1;
-          end
-      3'h1:
-          (* full_case = 32'd1 *)
-          if (refused) begin
-            \$265  = 3'h2;
-          end else begin
-            \$265  = 3'h3;
-          end
-      3'h3:
-          if (down__arready) begin
-            \$265  = 3'h4;
-          end
-      3'h4:
-          if (\$249 ) begin
-            \$265  = 3'h0;
-          end
-      3'h2:
-          if (mem__rready) begin
-            if (\$251 ) begin
-              \$265  = 3'h0;
-            end
-          end
-    endcase
-    if (rst) begin
-      \$265  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$266  = r_left;
-    casez (read_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          \$266  = hold_arlen;
-      3'h3:
-          /* empty */;
-      3'h4:
-          /* empty */;
-      3'h2:
-          if (mem__rready) begin
-            \$266  = \$250 [7:0];
-          end
-    endcase
-    if (rst) begin
-      \$266  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$267  = hold_awid;
-    casez (write_state)
-      3'h0:
-          if (mem__awvalid) begin
-            \$267  = mem__awid;
-          end
-    endcase
-    if (rst) begin
-      \$267  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$268  = hold_awaddr;
-    casez (write_state)
-      3'h0:
-          if (mem__awvalid) begin
-            \$268  = mem__awaddr;
-          end
-    endcase
-    if (rst) begin
-      \$268  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$269  = hold_awlen;
-    casez (write_state)
-      3'h0:
-          if (mem__awvalid) begin
-            \$269  = mem__awlen;
-          end
-    endcase
-    if (rst) begin
-      \$269  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$270  = hold_awsize;
-    casez (write_state)
-      3'h0:
-          if (mem__awvalid) begin
-            \$270  = mem__awsize;
-          end
-    endcase
-    if (rst) begin
-      \$270  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$271  = hold_awburst;
-    casez (write_state)
-      3'h0:
-          if (mem__awvalid) begin
-            \$271  = mem__awburst;
-          end
-    endcase
-    if (rst) begin
-      \$271  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$272  = hold_awlock;
-    casez (write_state)
-      3'h0:
-          if (mem__awvalid) begin
-            \$272  = mem__awlock;
-          end
-    endcase
-    if (rst) begin
-      \$272  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$273  = hold_awcache;
-    casez (write_state)
-      3'h0:
-          if (mem__awvalid) begin
-            \$273  = mem__awcache;
-          end
-    endcase
-    if (rst) begin
-      \$273  = 4'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$274  = hold_awprot;
-    casez (write_state)
-      3'h0:
-          if (mem__awvalid) begin
-            \$274  = mem__awprot;
-          end
-    endcase
-    if (rst) begin
-      \$274  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$275  = aw_user;
-    casez (write_state)
-      3'h0:
-          if (mem__awvalid) begin
-            \$275  = mem__awuser;
-          end
-    endcase
-    if (rst) begin
-      \$275  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$99 ) begin end
-    \$276  = write_state;
-    casez (write_state)
-      3'h0:
-          if (mem__awvalid) begin
-            \$276  = 3'h1;
-          end
-      3'h1:
-          (* full_case = 32'd1 *)
-          if (\refused$46 ) begin
-            \$276  = 3'h2;
-          end else begin
-            \$276  = 3'h3;
-          end
-      3'h3:
-          if (down__awready) begin
-            \$276  = 3'h4;
-          end
-      3'h4:
-          if (\$253 ) begin
-            \$276  = 3'h5;
-          end
-      3'h5:
-          if (\$254 ) begin
-            \$276  = 3'h0;
-          end
-      3'h2:
-          if (\$255 ) begin
-            \$276  = 3'h6;
-          end
-      3'h6:
-          if (mem__bready) begin
-            \$276  = 3'h0;
-          end
-    endcase
-    if (rst) begin
-      \$276  = 3'h0;
-    end
-  end
-  assign total = { 49'h0000000000000, \$2  };
-  assign start = { 1'h0, \$7  };
-  assign \total$40  = { 49'h0000000000000, \$120  };
-  assign \start$43  = { 1'h0, \$125  };
+  assign total = { 49'h0000000000000, \$80  };
+  assign \total$46  = { 49'h0000000000000, \$137  };
   assign \queues__0.sq_base  = queues__0[63:0];
   assign \queues__0.cq_base  = queues__0[127:64];
   assign \queues__0.data_base  = queues__0[191:128];
@@ -67493,7 +67839,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__bready, io__araddr, io__arvalid, io__rready, io__awuser, clk, rst, io__awready, io__wready, io__arready, done_valid, done_status, \port$13878$0 , reset__0, reset__1, reset__2, reset__3
+module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__bready, io__araddr, io__arvalid, io__rready, io__awuser, clk, rst, io__awready, io__wready, io__arready, done_valid, done_status, \port$13847$0 , reset__0, reset__1, reset__2, reset__3
 , io__bvalid, b_resp, queues__0, queues__1, queues__2, queues__3, io__rvalid, r_data, io__awaddr);
   reg \$auto$verilog_backend.cc:2355:dump_module$100  = 0;
   wire \$1 ;
@@ -67875,8 +68221,8 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
   input io__wvalid;
   wire io__wvalid;
   wire [31:0] mask;
-  input [33:0] \port$13878$0 ;
-  wire [33:0] \port$13878$0 ;
+  input [33:0] \port$13847$0 ;
+  wire [33:0] \port$13847$0 ;
   output [321:0] queues__0;
   reg [321:0] queues__0 = 322'h000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   wire [63:0] \queues__0.cq_base ;
@@ -68578,9 +68924,9 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
     \$298  = head0;
     if (done_valid) begin
-      casez (\port$13878$0 [1:0])
+      casez (\port$13847$0 [1:0])
         2'h0:
-            \$298  = \port$13878$0 [33:2];
+            \$298  = \port$13847$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -68619,7 +68965,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
     \$299  = status0;
     if (done_valid) begin
-      casez (\port$13878$0 [1:0])
+      casez (\port$13847$0 [1:0])
         2'h0:
             if (\$1 ) begin
               \$299  = { 24'h800000, done_status };
@@ -68664,11 +69010,11 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
     \$300  = head1;
     if (done_valid) begin
-      casez (\port$13878$0 [1:0])
+      casez (\port$13847$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
-            \$300  = \port$13878$0 [33:2];
+            \$300  = \port$13847$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -68731,7 +69077,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
     \$301  = status1;
     if (done_valid) begin
-      casez (\port$13878$0 [1:0])
+      casez (\port$13847$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -68802,13 +69148,13 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
     \$302  = head2;
     if (done_valid) begin
-      casez (\port$13878$0 [1:0])
+      casez (\port$13847$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
             /* empty */;
         2'h2:
-            \$302  = \port$13878$0 [33:2];
+            \$302  = \port$13847$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -68895,7 +69241,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
     \$303  = status2;
     if (done_valid) begin
-      casez (\port$13878$0 [1:0])
+      casez (\port$13847$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -68993,7 +69339,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     \$304  = head3;
     if (done_valid) begin
       (* full_case = 32'd1 *)
-      casez (\port$13878$0 [1:0])
+      casez (\port$13847$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -69001,7 +69347,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
         2'h2:
             /* empty */;
         2'h3:
-            \$304  = \port$13878$0 [33:2];
+            \$304  = \port$13847$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -69113,7 +69459,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     \$305  = status3;
     if (done_valid) begin
       (* full_case = 32'd1 *)
-      casez (\port$13878$0 [1:0])
+      casez (\port$13847$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -69954,8 +70300,8 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
       endcase
     end
   end
-  assign done_queue = \port$13878$0 [1:0];
-  assign done_seq = \port$13878$0 [33:2];
+  assign done_queue = \port$13847$0 [1:0];
+  assign done_seq = \port$13847$0 [33:2];
   assign mask = { \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3:2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2:1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1:0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0] };
   assign io__bresp = b_resp;
   assign io__rdata = r_data;
