@@ -27,7 +27,7 @@ before it started (`side_before` counts those down) and before any later run's. 
 beats leave on `side_*` as they arrive and never enter the buffer (they still count
 against its room while in flight).
 """
-from amaranth import Module, Signal
+from amaranth import Module, Mux, Signal
 from amaranth.lib import wiring, fifo
 from amaranth.lib.wiring import In, Out
 
@@ -63,7 +63,10 @@ class DramReader(wiring.Component):
         # beats asked for and not yet arrived, and bursts in flight
         pending = Signal(range(cfg.dram_buf_beats + 1))
         in_flight = Signal(range(cfg.dram_max_reads + 1))
-        lines, beats = burst_length(m, addr, left, cfg)
+        # the next burst's lines and beats, registered with the address and lines left they
+        # are of (for 1 GHz: the request is then a compare of registers)
+        lines = Signal(range(cfg.max_burst_beats * cfg.dram_channels + 1))
+        beats = Signal(range(cfg.max_burst_beats + 1))
 
         m.d.comb += [bus.arsize.eq(line_log2), bus.arburst.eq(BURST_INCR), bus.arcache.eq(0b0011),
                      bus.araddr.eq(addr), bus.arlen.eq(beats - 1), bus.rready.eq(1)]
@@ -82,15 +85,19 @@ class DramReader(wiring.Component):
         room = (cfg.dram_buf_beats - buffer.level - pending)
         m.d.comb += bus.arvalid.eq((left != 0) & (in_flight < cfg.dram_max_reads) & (room >= beats))
         issued = bus.arvalid & bus.arready
-        with m.If(issued):
-            m.d.sync += [addr.eq(addr + (lines << line_log2)), left.eq(left - lines)]
+        next_addr, next_left = Signal(64), Signal(RUN_LINES_BITS)
+        m.d.comb += [next_addr.eq(Mux(self.start, self.addr, addr + (lines << line_log2))),
+                     next_left.eq(Mux(self.start, self.lines, left - lines))]
+        next_lines, next_beats = burst_length(m, next_addr, next_left, cfg)
+        with m.If(issued | self.start):
+            m.d.sync += [addr.eq(next_addr), left.eq(next_left), lines.eq(next_lines), beats.eq(next_beats)]
         m.d.sync += [pending.eq(pending + (issued * beats)[:len(pending)] - beat_in),
                      in_flight.eq(in_flight + issued - (beat_in & bus.rlast)),
                      side_pending.eq(side_pending + (issued & side_run) * beats - is_side)]
         with m.If(beat_in & (side_before != 0)):
             m.d.sync += side_before.eq(side_before - 1)
         with m.If(self.start):
-            m.d.sync += [addr.eq(self.addr), left.eq(self.lines), side_run.eq(self.side)]
+            m.d.sync += side_run.eq(self.side)
             with m.If(self.side):
                 # a run starts once the one before has issued every burst: what is asked
                 # for is all in `pending`

@@ -852,7 +852,7 @@ module ndp_device(mem__awaddr, mem__awlen, mem__awsize, mem__awburst, mem__awloc
     .pop(pop),
     .pop_ready(pop_ready),
     .pop_valid(pop_valid),
-    .\port$13847$0 (\$3 ),
+    .\port$13850$0 (\$3 ),
     .queues__0(queues__0),
     .queues__1(queues__1),
     .queues__2(queues__2),
@@ -1062,7 +1062,7 @@ module ndp_device(mem__awaddr, mem__awlen, mem__awsize, mem__awburst, mem__awloc
     .io__wready(io__wready),
     .io__wstrb(io__wstrb),
     .io__wvalid(io__wvalid),
-    .\port$13847$0 (\$3 ),
+    .\port$13850$0 (\$3 ),
     .queues__0(queues__0),
     .queues__1(queues__1),
     .queues__2(queues__2),
@@ -2710,7 +2710,7 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, bus__rlast, clk, rst, pop, bus__arlen, bus__arvalid, bus__awlen, bus__wdata, bus__wstrb, reported, bus__wvalid, bus__wlast, bus__bready, done_status, irq, \port$13847$0 , cycle
+module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, bus__rlast, clk, rst, pop, bus__arlen, bus__arvalid, bus__awlen, bus__wdata, bus__wstrb, reported, bus__wvalid, bus__wlast, bus__bready, done_status, irq, \port$13850$0 , cycle
 , queues__0, queues__1, queues__2, queues__3, pop_valid, pop_ready, bus__araddr, bus__awvalid, bus__awaddr, bus__arready, bus__rvalid, bus__awready, bus__wready, bus__bvalid, bus__bid);
   reg \$auto$verilog_backend.cc:2355:dump_module$67  = 0;
   wire \$1 ;
@@ -4346,8 +4346,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   input pop_valid;
   wire pop_valid;
   wire \pop_valid$93 ;
-  output [33:0] \port$13847$0 ;
-  wire [33:0] \port$13847$0 ;
+  output [33:0] \port$13850$0 ;
+  wire [33:0] \port$13850$0 ;
   reg [1:0] queue;
   input [321:0] queues__0;
   wire [321:0] queues__0;
@@ -6772,11 +6772,11 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .line_addr(line_addr),
     .line_start(line_start),
     .pending(pending),
-    .\port$13847$0 (\$1302 ),
-    .\port$14076$289 (queues__0[289]),
-    .\port$14078$289 (queues__1[289]),
-    .\port$14080$289 (queues__2[289]),
-    .\port$14082$289 (queues__3[289]),
+    .\port$13850$0 (\$1302 ),
+    .\port$14079$289 (queues__0[289]),
+    .\port$14081$289 (queues__1[289]),
+    .\port$14083$289 (queues__2[289]),
+    .\port$14085$289 (queues__3[289]),
     .queue(queue),
     .quiet(quiet),
     .r_en(reported),
@@ -6911,8 +6911,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .trans(trans)
   );
   \ndp_device.control_unit.reader  reader (
-    .addr(bus__araddr),
-    .\addr$45 (addr),
+    .\addr$37 (addr),
+    .bus__araddr(bus__araddr),
     .bus__arlen(bus__arlen),
     .bus__arready(bus__arready),
     .bus__arvalid(bus__arvalid),
@@ -6921,7 +6921,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .bus__rvalid(bus__rvalid),
     .clk(clk),
     .issued_all(run_issued),
-    .lines(lines),
+    .\lines$39 (lines),
     .out__data(src__data),
     .out__valid(src__valid),
     .out_err(out_err),
@@ -11065,7 +11065,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \irq$980  = irq;
   assign \report$981  = reported;
   assign done_store = report_store;
-  assign \port$13847$0  = \$1302 ;
+  assign \port$13850$0  = \$1302 ;
   assign \queues__0.sq_base  = queues__0[63:0];
   assign \queues__0.cq_base  = queues__0[127:64];
   assign \queues__0.data_base  = queues__0[191:128];
@@ -12641,7 +12641,7 @@ module \ndp_device.control_unit.chunks (rst, split, addr, valid, pair_valid, las
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_error, hold, done_status, irq, \port$13847$0 , done_store, cycle, \port$14076$289 , \port$14078$289 , \port$14080$289 , \port$14082$289 , complete, queue, seq, taken, status, read_error, slot
+module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_error, hold, done_status, irq, \port$13850$0 , done_store, cycle, \port$14079$289 , \port$14081$289 , \port$14083$289 , \port$14085$289 , complete, queue, seq, taken, status, read_error, slot
 , store, quiet, pending, line_start, line_addr, line, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$69  = 0;
   wire \$1 ;
@@ -12702,16 +12702,16 @@ module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_err
   reg line_start;
   output pending;
   reg pending = 1'h0;
-  output [33:0] \port$13847$0 ;
-  wire [33:0] \port$13847$0 ;
-  input \port$14076$289 ;
-  wire \port$14076$289 ;
-  input \port$14078$289 ;
-  wire \port$14078$289 ;
-  input \port$14080$289 ;
-  wire \port$14080$289 ;
-  input \port$14082$289 ;
-  wire \port$14082$289 ;
+  output [33:0] \port$13850$0 ;
+  wire [33:0] \port$13850$0 ;
+  input \port$14079$289 ;
+  wire \port$14079$289 ;
+  input \port$14081$289 ;
+  wire \port$14081$289 ;
+  input \port$14083$289 ;
+  wire \port$14083$289 ;
+  input \port$14085$289 ;
+  wire \port$14085$289 ;
   input [1:0] queue;
   wire [1:0] queue;
   input quiet;
@@ -12756,7 +12756,7 @@ module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_err
   assign \$11  = \$9  & \$10 ;
   assign \$12  = \$11  ? 8'h80 : \$signal$10 ;
   assign \$13  = cycle - \$signal$8 ;
-  assign irq_en = { \port$14082$289 , \port$14080$289 , \port$14078$289 , \port$14076$289  } >> r_data[1:0];
+  assign irq_en = { \port$14085$289 , \port$14083$289 , \port$14081$289 , \port$14079$289  } >> r_data[1:0];
   assign done_status = reported_error ? 8'h80 : r_data[41:34];
   assign \$14  = r_en & irq_en;
   assign \$15  = 1'h1 << r_data[1:0];
@@ -12926,12 +12926,12 @@ module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_err
       w_data = { \$signal$16 , status_word[7:0], \$signal [31:0], \$like  };
     end
   end
-  assign \irq_en$31  = { \port$14082$289 , \port$14080$289 , \port$14078$289 , \port$14076$289  };
+  assign \irq_en$31  = { \port$14085$289 , \port$14083$289 , \port$14081$289 , \port$14079$289  };
   assign reported = r_en;
   assign done_valid = r_en;
   assign done_queue = r_data[1:0];
   assign done_seq = r_data[33:2];
-  assign \port$13847$0  = r_data[33:0];
+  assign \port$13850$0  = r_data[33:0];
   assign done_store = r_data[42];
 endmodule
 
@@ -45636,7 +45636,7 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
     .decoded(decoded),
     .desc(entry2[203:0]),
     .log2_slot(regs2[267:260]),
-    .\port$14404$128 (regs2[255:128]),
+    .\port$14407$128 (regs2[255:128]),
     .rst(rst)
   );
   \ndp_device.control_unit.front.verdicts  verdicts (
@@ -48734,7 +48734,7 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.front.decoder (rst, \port$14404$128 , log2_slot, desc, decoded, clk);
+module \ndp_device.control_unit.front.decoder (rst, \port$14407$128 , log2_slot, desc, decoded, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$78  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -49087,8 +49087,8 @@ module \ndp_device.control_unit.front.decoder (rst, \port$14404$128 , log2_slot,
   reg [39:0] out_elems = 40'h0000000000;
   wire [3:0] page_shift;
   wire [3:0] \page_shift$15 ;
-  input [127:0] \port$14404$128 ;
-  wire [127:0] \port$14404$128 ;
+  input [127:0] \port$14407$128 ;
+  wire [127:0] \port$14407$128 ;
   reg [49:0] result = 50'h0000000000000;
   reg [49:0] room = 50'h0000000000000;
   input rst;
@@ -49210,8 +49210,8 @@ module \ndp_device.control_unit.front.decoder (rst, \port$14404$128 , log2_slot,
   assign \$66  = ! desc[25:20];
   assign \$67  = \$64  ? \$65  : \$66 ;
   assign \$68  = ! desc[103:84];
-  assign \$69  = desc[83:20] >= \port$14404$128 [63:0];
-  assign \$70  = dev_end <= \port$14404$128 [127:64];
+  assign \$69  = desc[83:20] >= \port$14407$128 [63:0];
+  assign \$70  = dev_end <= \port$14407$128 [127:64];
   assign \$71  = \$69  & \$70 ;
   assign \$72  = \$68  | \$71 ;
   assign \$73  = \$67  & \$72 ;
@@ -49515,8 +49515,8 @@ module \ndp_device.control_unit.front.decoder (rst, \port$14404$128 , log2_slot,
   assign page_shift = desc[16:13];
   assign \trans$14  = 1'h0;
   assign \page_shift$15  = desc[16:13];
-  assign data_base = \port$14404$128 [63:0];
-  assign data_limit = \port$14404$128 [127:64];
+  assign data_base = \port$14407$128 [63:0];
+  assign data_limit = \port$14407$128 [127:64];
   assign \decoded.status  = decoded[7:0];
   assign \decoded.is_load  = decoded[8];
   assign \decoded.is_store  = decoded[9];
@@ -51737,9 +51737,9 @@ module \ndp_device.control_unit.planner (rst, split, sizes, ready, has_full, pip
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.reader (bus__rresp, bus__rlast, clk, rst, bus__arlen, side_valid, bus__arvalid, issued_all, out__data, out_err, r_en, start, \addr$45 , lines, side, addr, out__valid, bus__arready, bus__rvalid, w_data);
+module \ndp_device.control_unit.reader (bus__rresp, bus__rlast, clk, rst, bus__arlen, side_valid, bus__arvalid, issued_all, out__data, out_err, r_en, start, \addr$37 , \lines$39 , side, bus__araddr, out__valid, bus__arready, bus__rvalid, w_data);
   reg \$auto$verilog_backend.cc:2355:dump_module$84  = 0;
-  wire [7:0] \$1 ;
+  wire \$1 ;
   wire \$10 ;
   wire \$11 ;
   wire \$12 ;
@@ -51753,73 +51753,80 @@ module \ndp_device.control_unit.reader (bus__rresp, bus__rlast, clk, rst, bus__a
   wire \$2 ;
   wire \$20 ;
   wire \$21 ;
-  wire \$22 ;
-  wire \$23 ;
+  wire [8:0] \$22 ;
+  wire [9:0] \$23 ;
   wire \$24 ;
-  wire \$25 ;
-  wire \$26 ;
-  wire \$27 ;
-  wire \$28 ;
-  wire \$29 ;
+  wire [13:0] \$25 ;
+  wire [64:0] \$26 ;
+  wire [64:0] \$27 ;
+  wire [32:0] \$28 ;
+  wire [32:0] \$29 ;
   wire \$3 ;
-  wire [8:0] \$30 ;
-  wire [9:0] \$31 ;
+  wire [7:0] \$30 ;
+  wire \$31 ;
   wire \$32 ;
-  wire \$33 ;
-  wire \$34 ;
-  wire \$35 ;
-  wire \$36 ;
-  wire [13:0] \$37 ;
-  wire [64:0] \$38 ;
-  wire [32:0] \$39 ;
-  wire [31:0] \$4 ;
+  wire [31:0] \$33 ;
+  wire [7:0] \$34 ;
+  wire [8:0] \$35 ;
+  wire [9:0] \$36 ;
+  wire [9:0] \$37 ;
+  wire \$38 ;
+  wire \$39 ;
+  wire \$4 ;
   wire \$40 ;
-  wire [7:0] \$41 ;
-  wire [8:0] \$42 ;
+  wire \$41 ;
+  wire \$42 ;
   wire \$43 ;
-  wire [9:0] \$44 ;
-  wire \$45 ;
-  wire [2:0] \$46 ;
-  wire \$47 ;
+  wire [7:0] \$44 ;
+  wire [8:0] \$45 ;
+  wire \$46 ;
+  wire [9:0] \$47 ;
   wire \$48 ;
-  wire [3:0] \$49 ;
-  wire [7:0] \$5 ;
+  wire [2:0] \$49 ;
+  wire \$5 ;
   wire \$50 ;
   wire \$51 ;
-  wire [7:0] \$52 ;
-  wire [8:0] \$53 ;
+  wire [3:0] \$52 ;
+  wire \$53 ;
   wire \$54 ;
-  wire \$55 ;
-  wire \$56 ;
+  wire [7:0] \$55 ;
+  wire [8:0] \$56 ;
   wire \$57 ;
   wire \$58 ;
-  wire [9:0] \$59 ;
-  wire [8:0] \$6 ;
+  wire \$59 ;
+  wire \$6 ;
   wire \$60 ;
   wire \$61 ;
-  wire \$62 ;
-  wire [8:0] \$63 ;
+  wire [9:0] \$62 ;
+  wire \$63 ;
   wire \$64 ;
-  wire [8:0] \$65 ;
-  reg [63:0] \$66 ;
-  reg [31:0] \$67 ;
-  reg [7:0] \$68 ;
-  reg [1:0] \$69 ;
-  wire [9:0] \$7 ;
-  reg [7:0] \$70 ;
-  reg [7:0] \$71 ;
-  reg \$72 ;
-  wire [9:0] \$8 ;
+  wire \$65 ;
+  wire [8:0] \$66 ;
+  wire \$67 ;
+  wire [8:0] \$68 ;
+  reg [63:0] \$69 ;
+  wire \$7 ;
+  reg [31:0] \$70 ;
+  reg [6:0] \$71 ;
+  reg [6:0] \$72 ;
+  reg [7:0] \$73 ;
+  reg [1:0] \$74 ;
+  reg [7:0] \$75 ;
+  reg [7:0] \$76 ;
+  reg \$77 ;
+  wire \$8 ;
   wire \$9 ;
-  reg \$signal  = 1'h0;
-  output [63:0] addr;
-  reg [63:0] addr = 64'h0000000000000000;
-  input [63:0] \addr$45 ;
-  wire [63:0] \addr$45 ;
+  wire [63:0] \$signal ;
+  reg \$signal$50  = 1'h0;
+  (* init = 64'h0000000000000000 *)
+  wire [63:0] addr;
+  input [63:0] \addr$37 ;
+  wire [63:0] \addr$37 ;
+  reg [6:0] beats = 7'h00;
   wire [6:0] burst_beats;
   wire [6:0] burst_lines;
-  (* init = 64'h0000000000000000 *)
-  wire [63:0] bus__araddr;
+  output [63:0] bus__araddr;
+  reg [63:0] bus__araddr = 64'h0000000000000000;
   wire [1:0] bus__arburst;
   wire [3:0] bus__arcache;
   output [7:0] bus__arlen;
@@ -51846,8 +51853,10 @@ module \ndp_device.control_unit.reader (bus__rresp, bus__rlast, clk, rst, bus__a
   reg [31:0] left = 32'd0;
   wire [7:0] level;
   wire [6:0] limit;
-  input [31:0] lines;
-  wire [31:0] lines;
+  reg [6:0] lines = 7'h00;
+  input [31:0] \lines$39 ;
+  wire [31:0] \lines$39 ;
+  wire [31:0] next_left;
   output [511:0] out__data;
   wire [511:0] out__data;
   wire out__ready;
@@ -51877,84 +51886,91 @@ module \ndp_device.control_unit.reader (bus__rresp, bus__rlast, clk, rst, bus__a
   wire [6:0] to_boundary;
   input [511:0] w_data;
   wire [511:0] w_data;
-  wire \w_data$27 ;
+  wire \w_data$23 ;
   wire w_en;
-  wire \w_en$29 ;
-  assign \$24  = | side_pending;
-  assign \$25  = \$23  & \$24 ;
-  assign \$26  = ! side_before;
-  assign side_valid = \$25  & \$26 ;
-  assign \$27  = | left;
-  assign \$28  = in_flight < 2'h2;
-  assign \$29  = \$27  & \$28 ;
-  assign \$30  = 8'h80 - level;
-  assign \$31  = $signed(\$30 ) - $signed({ 1'h0, pending });
-  assign \$32  = $signed(\$31 ) >= $signed({ 1'h0, \$8 [6:0] });
-  assign bus__arvalid = \$29  & \$32 ;
-  assign \$33  = | left;
-  assign \$34  = start | \$33 ;
-  assign \$35  = | in_flight;
-  assign busy = \$34  | \$35 ;
-  assign issued_all = ! left;
-  assign \$36  = bus__arvalid & bus__arready;
-  assign \$38  = addr + \$37 ;
-  assign \$39  = left - \$4 [6:0];
-  assign \$40  = bus__arvalid & bus__arready;
-  assign \$41  = \$40  * \$8 [6:0];
-  assign \$42  = pending + \$41 ;
-  assign \$44  = \$42  - \$43 ;
-  assign \$45  = bus__arvalid & bus__arready;
-  assign \$46  = in_flight + \$45 ;
-  assign \$48  = \$47  & bus__rlast;
-  assign \$49  = \$46  - \$48 ;
-  assign \$50  = bus__arvalid & bus__arready;
-  assign \$51  = \$50  & \$signal ;
-  assign \$52  = \$51  * \$8 [6:0];
-  assign \$53  = side_pending + \$52 ;
-  assign \$55  = | side_pending;
-  assign \$56  = \$54  & \$55 ;
-  assign \$57  = ! side_before;
-  assign \$58  = \$56  & \$57 ;
-  assign \$59  = \$53  - \$58 ;
-  assign \$61  = | side_before;
-  assign \$62  = \$60  & \$61 ;
-  assign \$63  = side_before - 1'h1;
-  assign \$65  = pending - \$64 ;
-  always @(posedge clk)
-    addr <= \$66 ;
-  always @(posedge clk)
-    left <= \$67 ;
-  always @(posedge clk)
-    pending <= \$68 ;
-  always @(posedge clk)
-    in_flight <= \$69 ;
-  always @(posedge clk)
-    side_pending <= \$70 ;
-  always @(posedge clk)
-    side_before <= \$71 ;
-  always @(posedge clk)
-    \$signal  <= \$72 ;
-  assign \$1  = 7'h40 - addr[11:6];
-  assign \$2  = \$1 [6:0] < 7'h40;
-  assign limit = \$2  ? \$1 [6:0] : 7'h40;
-  assign \$3  = left < limit;
-  assign \$4  = \$3  ? left : { 25'h0000000, limit };
-  assign \$5  = 1'h0 + \$4 [6:0];
-  assign \$6  = \$5  + 1'h1;
-  assign \$7  = \$6  - 1'h1;
-  assign bus__arlen = \$8 [6:0] - 1'h1;
-  assign \$11  = | side_pending;
-  assign \$12  = \$10  & \$11 ;
-  assign \$13  = ! side_before;
-  assign \$14  = \$12  & \$13 ;
-  assign \$15  = ~ \$14 ;
-  assign w_en = \$9  & \$15 ;
-  assign \$18  = | side_pending;
-  assign \$19  = \$17  & \$18 ;
-  assign \$20  = ! side_before;
+  wire \w_en$25 ;
+  assign \$19  = | left;
+  assign \$20  = in_flight < 2'h2;
   assign \$21  = \$19  & \$20 ;
-  assign \$22  = ~ \$21 ;
-  assign \w_en$29  = \$16  & \$22 ;
+  assign \$22  = 8'h80 - level;
+  assign \$23  = $signed(\$22 ) - $signed({ 1'h0, pending });
+  assign \$24  = $signed(\$23 ) >= $signed({ 1'h0, beats });
+  assign bus__arvalid = \$21  & \$24 ;
+  assign \$26  = bus__araddr + \$25 ;
+  assign \$27  = start ? { 1'h0, \addr$37  } : \$26 ;
+  assign \$28  = left - lines;
+  assign \$29  = start ? { 1'h0, \lines$39  } : \$28 ;
+  assign \$30  = 7'h40 - \$27 [11:6];
+  assign \$31  = \$30 [6:0] < 7'h40;
+  assign limit = \$31  ? \$30 [6:0] : 7'h40;
+  assign \$32  = \$29 [31:0] < limit;
+  assign \$33  = \$32  ? \$29 [31:0] : { 25'h0000000, limit };
+  assign \$34  = 1'h0 + \$33 [6:0];
+  assign \$35  = \$34  + 1'h1;
+  assign \$36  = \$35  - 1'h1;
+  assign \$38  = | left;
+  assign \$39  = start | \$38 ;
+  assign \$40  = | in_flight;
+  assign busy = \$39  | \$40 ;
+  assign issued_all = ! left;
+  assign \$41  = bus__arvalid & bus__arready;
+  assign \$42  = \$41  | start;
+  assign \$43  = bus__arvalid & bus__arready;
+  assign \$44  = \$43  * beats;
+  assign \$45  = pending + \$44 ;
+  assign \$47  = \$45  - \$46 ;
+  assign \$48  = bus__arvalid & bus__arready;
+  assign \$49  = in_flight + \$48 ;
+  assign \$51  = \$50  & bus__rlast;
+  assign \$52  = \$49  - \$51 ;
+  assign \$53  = bus__arvalid & bus__arready;
+  assign \$54  = \$53  & \$signal$50 ;
+  assign \$55  = \$54  * beats;
+  assign \$56  = side_pending + \$55 ;
+  assign \$58  = | side_pending;
+  assign \$59  = \$57  & \$58 ;
+  assign \$60  = ! side_before;
+  assign \$61  = \$59  & \$60 ;
+  assign \$62  = \$56  - \$61 ;
+  assign \$64  = | side_before;
+  assign \$65  = \$63  & \$64 ;
+  assign \$66  = side_before - 1'h1;
+  assign \$68  = pending - \$67 ;
+  always @(posedge clk)
+    bus__araddr <= \$69 ;
+  always @(posedge clk)
+    left <= \$70 ;
+  always @(posedge clk)
+    lines <= \$71 ;
+  always @(posedge clk)
+    beats <= \$72 ;
+  always @(posedge clk)
+    pending <= \$73 ;
+  always @(posedge clk)
+    in_flight <= \$74 ;
+  always @(posedge clk)
+    side_pending <= \$75 ;
+  always @(posedge clk)
+    side_before <= \$76 ;
+  always @(posedge clk)
+    \$signal$50  <= \$77 ;
+  assign bus__arlen = beats - 1'h1;
+  assign \$3  = | side_pending;
+  assign \$4  = \$2  & \$3 ;
+  assign \$5  = ! side_before;
+  assign \$6  = \$4  & \$5 ;
+  assign \$7  = ~ \$6 ;
+  assign w_en = \$1  & \$7 ;
+  assign \$10  = | side_pending;
+  assign \$11  = \$9  & \$10 ;
+  assign \$12  = ! side_before;
+  assign \$13  = \$11  & \$12 ;
+  assign \$14  = ~ \$13 ;
+  assign \w_en$25  = \$8  & \$14 ;
+  assign \$16  = | side_pending;
+  assign \$17  = \$15  & \$16 ;
+  assign \$18  = ! side_before;
+  assign side_valid = \$17  & \$18 ;
   \ndp_device.control_unit.reader.buffer  buffer (
     .clk(clk),
     .r_data(out__data),
@@ -51970,79 +51986,93 @@ module \ndp_device.control_unit.reader (bus__rresp, bus__rlast, clk, rst, bus__a
     .r_data(out_err),
     .r_en(r_en),
     .rst(rst),
-    .w_en(\w_en$29 ),
+    .w_en(\w_en$25 ),
     .w_port__data(bus__rresp[1])
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
-    \$66  = addr;
-    if (\$36 ) begin
-      \$66  = \$38 [63:0];
-    end
-    if (start) begin
-      \$66  = \addr$45 ;
+    \$69  = bus__araddr;
+    if (\$42 ) begin
+      \$69  = \$27 [63:0];
     end
     if (rst) begin
-      \$66  = 64'h0000000000000000;
+      \$69  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
-    \$67  = left;
-    if (\$36 ) begin
-      \$67  = \$39 [31:0];
-    end
-    if (start) begin
-      \$67  = lines;
+    \$70  = left;
+    if (\$42 ) begin
+      \$70  = \$29 [31:0];
     end
     if (rst) begin
-      \$67  = 32'd0;
+      \$70  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
-    \$68  = \$44 [7:0];
+    \$71  = lines;
+    if (\$42 ) begin
+      \$71  = \$33 [6:0];
+    end
     if (rst) begin
-      \$68  = 8'h00;
+      \$71  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
-    \$69  = \$49 [1:0];
+    \$72  = beats;
+    if (\$42 ) begin
+      \$72  = \$37 [6:0];
+    end
     if (rst) begin
-      \$69  = 2'h0;
+      \$72  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
-    \$70  = \$59 [7:0];
+    \$73  = \$47 [7:0];
     if (rst) begin
-      \$70  = 8'h00;
+      \$73  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
-    \$71  = side_before;
-    if (\$62 ) begin
-      \$71  = \$63 [7:0];
+    \$74  = \$52 [1:0];
+    if (rst) begin
+      \$74  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    \$75  = \$62 [7:0];
+    if (rst) begin
+      \$75  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
+    \$76  = side_before;
+    if (\$65 ) begin
+      \$76  = \$66 [7:0];
     end
     if (start) begin
       if (side) begin
-        \$71  = \$65 [7:0];
+        \$76  = \$68 [7:0];
       end
     end
     if (rst) begin
-      \$71  = 8'h00;
+      \$76  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
-    \$72  = \$signal ;
+    \$77  = \$signal$50 ;
     if (start) begin
-      \$72  = side;
+      \$77  = side;
     end
     if (rst) begin
-      \$72  = 1'h0;
+      \$77  = 1'h0;
     end
   end
   assign r_data = out__data;
@@ -52050,30 +52080,32 @@ module \ndp_device.control_unit.reader (bus__rresp, bus__rlast, clk, rst, bus__a
   assign r_rdy = out__valid;
   assign out__ready = r_en;
   assign \r_en$8  = r_en;
-  assign to_boundary = \$1 [6:0];
-  assign burst_lines = \$4 [6:0];
-  assign burst_beats = \$8 [6:0];
   assign bus__arsize = 3'h6;
   assign bus__arburst = 2'h1;
   assign bus__arcache = 4'h3;
-  assign bus__araddr = addr;
+  assign addr = bus__araddr;
   assign bus__rready = 1'h1;
   assign bus__rdata = w_data;
-  assign \w_data$27  = bus__rresp[1];
+  assign \w_data$23  = bus__rresp[1];
   assign side_data = w_data;
   assign side_err = bus__rresp[1];
-  assign \$8  = \$7 ;
+  assign \$signal  = \$27 [63:0];
+  assign next_left = \$29 [31:0];
+  assign to_boundary = \$30 [6:0];
+  assign burst_lines = \$33 [6:0];
+  assign burst_beats = \$37 [6:0];
+  assign \$1  = bus__rvalid;
+  assign \$2  = bus__rvalid;
+  assign \$8  = bus__rvalid;
   assign \$9  = bus__rvalid;
-  assign \$10  = bus__rvalid;
-  assign \$16  = bus__rvalid;
-  assign \$17  = bus__rvalid;
-  assign \$23  = bus__rvalid;
-  assign \$37  = { 1'h0, \$4 [6:0], 6'h00 };
-  assign \$43  = bus__rvalid;
-  assign \$47  = bus__rvalid;
-  assign \$54  = bus__rvalid;
-  assign \$60  = bus__rvalid;
-  assign \$64  = bus__rvalid;
+  assign \$15  = bus__rvalid;
+  assign \$25  = { 1'h0, lines, 6'h00 };
+  assign \$37  = \$36 ;
+  assign \$46  = bus__rvalid;
+  assign \$50  = bus__rvalid;
+  assign \$57  = bus__rvalid;
+  assign \$63  = bus__rvalid;
+  assign \$67  = bus__rvalid;
 endmodule
 
 (* generator = "Amaranth" *)
@@ -67839,7 +67871,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__bready, io__araddr, io__arvalid, io__rready, io__awuser, clk, rst, io__awready, io__wready, io__arready, done_valid, done_status, \port$13847$0 , reset__0, reset__1, reset__2, reset__3
+module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__bready, io__araddr, io__arvalid, io__rready, io__awuser, clk, rst, io__awready, io__wready, io__arready, done_valid, done_status, \port$13850$0 , reset__0, reset__1, reset__2, reset__3
 , io__bvalid, b_resp, queues__0, queues__1, queues__2, queues__3, io__rvalid, r_data, io__awaddr);
   reg \$auto$verilog_backend.cc:2355:dump_module$100  = 0;
   wire \$1 ;
@@ -68221,8 +68253,8 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
   input io__wvalid;
   wire io__wvalid;
   wire [31:0] mask;
-  input [33:0] \port$13847$0 ;
-  wire [33:0] \port$13847$0 ;
+  input [33:0] \port$13850$0 ;
+  wire [33:0] \port$13850$0 ;
   output [321:0] queues__0;
   reg [321:0] queues__0 = 322'h000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   wire [63:0] \queues__0.cq_base ;
@@ -68924,9 +68956,9 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
     \$298  = head0;
     if (done_valid) begin
-      casez (\port$13847$0 [1:0])
+      casez (\port$13850$0 [1:0])
         2'h0:
-            \$298  = \port$13847$0 [33:2];
+            \$298  = \port$13850$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -68965,7 +68997,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
     \$299  = status0;
     if (done_valid) begin
-      casez (\port$13847$0 [1:0])
+      casez (\port$13850$0 [1:0])
         2'h0:
             if (\$1 ) begin
               \$299  = { 24'h800000, done_status };
@@ -69010,11 +69042,11 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
     \$300  = head1;
     if (done_valid) begin
-      casez (\port$13847$0 [1:0])
+      casez (\port$13850$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
-            \$300  = \port$13847$0 [33:2];
+            \$300  = \port$13850$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -69077,7 +69109,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
     \$301  = status1;
     if (done_valid) begin
-      casez (\port$13847$0 [1:0])
+      casez (\port$13850$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -69148,13 +69180,13 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
     \$302  = head2;
     if (done_valid) begin
-      casez (\port$13847$0 [1:0])
+      casez (\port$13850$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
             /* empty */;
         2'h2:
-            \$302  = \port$13847$0 [33:2];
+            \$302  = \port$13850$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -69241,7 +69273,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
     \$303  = status2;
     if (done_valid) begin
-      casez (\port$13847$0 [1:0])
+      casez (\port$13850$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -69339,7 +69371,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     \$304  = head3;
     if (done_valid) begin
       (* full_case = 32'd1 *)
-      casez (\port$13847$0 [1:0])
+      casez (\port$13850$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -69347,7 +69379,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
         2'h2:
             /* empty */;
         2'h3:
-            \$304  = \port$13847$0 [33:2];
+            \$304  = \port$13850$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -69459,7 +69491,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     \$305  = status3;
     if (done_valid) begin
       (* full_case = 32'd1 *)
-      casez (\port$13847$0 [1:0])
+      casez (\port$13850$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -70300,8 +70332,8 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
       endcase
     end
   end
-  assign done_queue = \port$13847$0 [1:0];
-  assign done_seq = \port$13847$0 [33:2];
+  assign done_queue = \port$13850$0 [1:0];
+  assign done_seq = \port$13850$0 [33:2];
   assign mask = { \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3:2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2:1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1:0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0] };
   assign io__bresp = b_resp;
   assign io__rdata = r_data;
