@@ -271,13 +271,11 @@ class Reader:
 
     def add(self, handshakes, lengths, beat_times, pulls, windows=None):
         """Add a run; `windows`: the new `pulls` and `last_beats`, when the compiled run
-        (_unpacked_run) made them already. The pulls are kept in time order, which is the
-        order the buffer's room comes back in: a side run's beats (`side_run`) free theirs
-        as they arrive, while earlier beats may still wait in the buffer."""
+        (_unpacked_run) made them already."""
         room, reads = self.cfg.dram_buf_beats, self.cfg.dram_max_reads
         self.beats, self.bursts = self.beats + len(pulls), self.bursts + len(lengths)
         if windows is None:
-            windows = (np.sort(np.concatenate((self.pulls, pulls[-room:])))[-room:],
+            windows = (np.concatenate((self.pulls, pulls[-room:]))[-room:],
                        np.concatenate((self.last_beats, beat_times[np.cumsum(lengths)[-reads:] - 1]))[-reads:])
         self.pulls, self.last_beats = windows
         self.issued_all = int(handshakes[-1]) + 1
@@ -344,8 +342,13 @@ def gather_run(start, runs, cfg, consumer, steals=(), before=None, floor=0):
 def side_run(start, addr, lines, cfg, steals=(), before=None):
     """`run` for a run whose beats leave the reader as they arrive, never entering the
     DRAM buffer (a paged ATTENTION's list, for the front end): each beat frees its room in
-    the cycle it arrives, as a beat taken at once would."""
-    return run(start, addr, lines, cfg, lambda shown: shown - BUFFER_LATENCY, steals, before, 0)
+    the cycle it arrives, as a beat taken at once would. Earlier beats may still wait in
+    the buffer then, so the reader's window of pulls is put back in time order, the order
+    the buffer's room comes back in (the room a later burst waits for is the n-th freed)."""
+    out = run(start, addr, lines, cfg, lambda shown: shown - BUFFER_LATENCY, steals, before, 0)
+    if before is not None:
+        before.pulls = np.sort(before.pulls)
+    return out
 
 
 @numba.njit(cache=True)
