@@ -272,9 +272,9 @@ class ControlUnit(wiring.Component):
 
         with m.FSM():
             with m.State("IDLE"):
-                m.d.comb += front.take.eq(front.task_valid)
-                with m.If(front.task_valid):
-                    m.d.sync += task.eq(front.task)
+                m.d.comb += front.task.ready.eq(1)
+                with m.If(front.task.valid):
+                    m.d.sync += task.eq(front.task.payload)
                     m.next = "DECODE"
             with m.State("DECODE"):
                 m.d.sync += [status.eq(dec.status), read_error.eq(0),
@@ -301,10 +301,10 @@ class ControlUnit(wiring.Component):
                     m.next = "COPY_START"
             with m.State("PAGES"):
                 # a paged ATTENTION waits for the front end's verdict on its list
-                with m.If(front.verdict_valid):
-                    m.d.comb += front.verdict_take.eq(1)
-                    m.d.sync += status.eq(front.verdict_status)
-                    with m.If(front.verdict_status == Status.OK):
+                m.d.comb += front.verdict.ready.eq(1)
+                with m.If(front.verdict.valid):
+                    m.d.sync += status.eq(front.verdict.payload)
+                    with m.If(front.verdict.payload == Status.OK):
                         m.next = "GROUP"
                     with m.Else():
                         m.next = "COMPLETE"

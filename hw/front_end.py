@@ -37,7 +37,7 @@ here) when it is idle, from the cycle after the move. A descriptor counts as in 
 CHECK until the control unit reports its completion (`report`).
 """
 from amaranth import Array, Module, Mux, Signal
-from amaranth.lib import data, fifo, wiring
+from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from isa import Status
@@ -73,12 +73,12 @@ class FrontEnd(wiring.Component):
             # the reader's run starts
             "run_start": Out(1), "run_addr": Out(64), "run_lines": Out(RUN_LINES_BITS), "run_issued": In(1),
             "run_side": Out(1),
-            # the side run's beats (a paged ATTENTION's list), and the list's verdict for the
-            # control unit (valid until taken)
+            # the side run's beats (a paged ATTENTION's list), and the lists' verdicts for the
+            # control unit (a status each, in order)
             "side_valid": In(1), "side_data": In(cfg.beat_bits), "side_err": In(1),
-            "verdict_valid": Out(1), "verdict_status": Out(8), "verdict_take": In(1),
-            # the descriptor for the control unit
-            "task_valid": Out(1), "task": Out(task_layout(cfg)), "take": In(1),
+            "verdict": Out(stream.Signature(8)),
+            # the descriptors for the control unit
+            "task": Out(stream.Signature(task_layout(cfg))),
             # a descriptor's completion reported; whether it was a STORE that ran
             "report": In(1), "report_store": In(1),
         })
@@ -178,8 +178,8 @@ class FrontEnd(wiring.Component):
         # the verdicts, in order, until the control unit takes them (PAGES): slot 1's and
         # slot 2's at most
         m.submodules.verdicts = verdicts = fifo.SyncFIFO(width=8, depth=2)
-        m.d.comb += [self.verdict_valid.eq(verdicts.r_rdy), self.verdict_status.eq(verdicts.r_data),
-                     verdicts.r_en.eq(self.verdict_take)]
+        m.d.comb += [self.verdict.valid.eq(verdicts.r_rdy), self.verdict.payload.eq(verdicts.r_data),
+                     verdicts.r_en.eq(self.verdict.ready)]
 
         # ==== slot 1: the descriptor whose runs start, until taken and its last run started
         entry1, held1, handed1 = Signal(ibuf_entry(cfg)), Signal(), Signal()
@@ -270,11 +270,13 @@ class FrontEnd(wiring.Component):
 
         # ---- the hand-over: slot 1's descriptor; slot 1 is free once it is taken and its
         # last run has started, and slot 2's READY descriptor moves in
-        m.d.comb += [self.task_valid.eq(held1 & ~handed1), self.task.entry.eq(entry1),
-                     self.task.decoded.eq(decoded1), self.task.sq_slot.eq(sq_slot1), self.task.cq_slot.eq(cq_slot1)]
-        with m.If(self.take):
+        task = self.task.payload
+        m.d.comb += [self.task.valid.eq(held1 & ~handed1), task.entry.eq(entry1), task.decoded.eq(decoded1),
+                     task.sq_slot.eq(sq_slot1), task.cq_slot.eq(cq_slot1)]
+        taken = self.task.valid & self.task.ready
+        with m.If(taken):
             m.d.sync += handed1.eq(1)
-        slot1_free = ~held1 | (~f_on & (handed1 | self.take))
+        slot1_free = ~held1 | (~f_on & (handed1 | taken))
         with m.If(held1 & slot1_free):
             m.d.sync += held1.eq(0)
         move = Signal()

@@ -852,7 +852,7 @@ module ndp_device(mem__awaddr, mem__awlen, mem__awsize, mem__awburst, mem__awloc
     .pop(pop),
     .pop_ready(pop_ready),
     .pop_valid(pop_valid),
-    .\port$13850$0 (\$3 ),
+    .\port$13854$0 (\$3 ),
     .queues__0(queues__0),
     .queues__1(queues__1),
     .queues__2(queues__2),
@@ -1062,7 +1062,7 @@ module ndp_device(mem__awaddr, mem__awlen, mem__awsize, mem__awburst, mem__awloc
     .io__wready(io__wready),
     .io__wstrb(io__wstrb),
     .io__wvalid(io__wvalid),
-    .\port$13850$0 (\$3 ),
+    .\port$13854$0 (\$3 ),
     .queues__0(queues__0),
     .queues__1(queues__1),
     .queues__2(queues__2),
@@ -2710,7 +2710,7 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, bus__rlast, clk, rst, pop, bus__arlen, bus__arvalid, bus__awlen, bus__wdata, bus__wstrb, reported, bus__wvalid, bus__wlast, bus__bready, done_status, irq, \port$13850$0 , cycle
+module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, bus__rlast, clk, rst, pop, bus__arlen, bus__arvalid, bus__awlen, bus__wdata, bus__wstrb, reported, bus__wvalid, bus__wlast, bus__bready, done_status, irq, \port$13854$0 , cycle
 , queues__0, queues__1, queues__2, queues__3, pop_valid, pop_ready, bus__araddr, bus__awvalid, bus__awaddr, bus__arready, bus__rvalid, bus__awready, bus__wready, bus__bvalid, bus__bid);
   reg \$auto$verilog_backend.cc:2355:dump_module$67  = 0;
   wire \$1 ;
@@ -4021,11 +4021,11 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   reg [2:0] \$signal$845  = 3'h0;
   reg [63:0] \$signal$846  = 64'h0000000000000000;
   reg [19:0] \$signal$847  = 20'h00000;
-  reg [63:0] \$signal$864  = 64'h0000000000000000;
-  reg [43:0] \$signal$877  = 44'h00000000000;
-  reg [47:0] \$signal$900  = 48'h000000000000;
-  reg [19:0] \$signal$908  = 20'h00000;
-  reg [1:0] \$signal$919  = 2'h0;
+  reg [63:0] \$signal$862  = 64'h0000000000000000;
+  reg [43:0] \$signal$875  = 44'h00000000000;
+  reg [47:0] \$signal$898  = 48'h000000000000;
+  reg [19:0] \$signal$906  = 20'h00000;
+  reg [1:0] \$signal$917  = 2'h0;
   wire [6:0] acc_addr;
   wire [6:0] acc_addr0;
   wire [6:0] acc_addr1;
@@ -4035,7 +4035,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   reg [1023:0] acc_data;
   reg [1:0] acc_row;
   reg acc_we;
-  wire \acc_we$925 ;
+  wire \acc_we$923 ;
   reg [6:0] acc_word;
   wire [5:0] active;
   wire [5:0] active0;
@@ -4055,10 +4055,10 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   reg [31:0] anchor_m3 = 32'd0;
   reg [1:0] anchor_row = 2'h0;
   reg bank = 1'h0;
-  reg \bank$915 ;
+  reg \bank$913 ;
   reg [43:0] beats;
-  reg [31:0] \beats$873 ;
-  reg [43:0] \beats$881 ;
+  reg [31:0] \beats$871 ;
+  reg [43:0] \beats$879 ;
   wire [511:0] buf_data16;
   wire [1023:0] buf_data32;
   wire [1:0] buf_row;
@@ -4173,31 +4173,31 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [5:0] \count$200 ;
   input [63:0] cycle;
   wire [63:0] cycle;
-  wire [63:0] \cycle$955 ;
+  wire [63:0] \cycle$953 ;
   wire [511:0] data;
   wire [511:0] \data$202 ;
   reg [4:0] delay;
   wire [1:0] dest;
-  reg [1:0] \dest$905 ;
+  reg [1:0] \dest$903 ;
   reg dispatch;
   wire done;
   wire \done$994 ;
   wire [1:0] done_queue;
-  wire [1:0] \done_queue$974 ;
+  wire [1:0] \done_queue$972 ;
   wire [31:0] done_seq;
-  wire [31:0] \done_seq$976 ;
+  wire [31:0] \done_seq$974 ;
   output [7:0] done_status;
   wire [7:0] done_status;
-  wire [7:0] \done_status$978 ;
+  wire [7:0] \done_status$976 ;
   wire done_store;
   wire done_valid;
-  wire \done_valid$972 ;
+  wire \done_valid$970 ;
   wire [4:0] drain;
   wire [14:0] dst_addr;
   wire [511:0] dst_data;
   wire dst_en;
   wire first;
-  reg [63:0] \first$917 ;
+  reg [63:0] \first$915 ;
   wire first0;
   wire first1;
   wire \first1$190 ;
@@ -4227,12 +4227,12 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [19:0] \full_groups$139 ;
   wire has_full;
   reg hold;
-  wire \hold$956 ;
+  wire \hold$954 ;
   wire idle;
   reg [511:0] in_data;
   reg [1:0] in_row;
   reg in_we;
-  wire \in_we$920 ;
+  wire \in_we$918 ;
   reg [6:0] in_word;
   reg [63:0] input_span_first;
   reg [63:0] input_span_line;
@@ -4240,7 +4240,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   reg [5:0] input_span_offset;
   output [3:0] irq;
   wire [3:0] irq;
-  wire [3:0] \irq$980 ;
+  wire [3:0] \irq$978 ;
   wire [3:0] irq_en;
   wire issued_all;
   wire [19:0] k_base;
@@ -4254,12 +4254,12 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \last$194 ;
   reg [19:0] length;
   reg [511:0] line;
-  wire [511:0] \line$969 ;
+  wire [511:0] \line$967 ;
   wire [63:0] line_addr;
   wire line_start;
   wire [31:0] lines;
   reg [31:0] \lines$256 ;
-  reg [31:0] \lines$918 ;
+  reg [31:0] \lines$916 ;
   reg load;
   wire [31:0] m;
   wire mac;
@@ -4272,9 +4272,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [19:0] n_cols;
   wire [19:0] n_words;
   wire [19:0] \n_words$131 ;
-  reg [7:0] \n_words$909 ;
+  reg [7:0] \n_words$907 ;
   reg [5:0] offset;
-  reg [4:0] \offset$870 ;
+  reg [4:0] \offset$868 ;
   wire [511:0] out__data;
   wire [511:0] \out__data$77 ;
   wire out__ready;
@@ -4285,7 +4285,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire out_err;
   wire [2:0] pack_log2;
   wire [2:0] \pack_log2$129 ;
-  reg [2:0] \pack_log2$914 ;
+  reg [2:0] \pack_log2$912 ;
   reg pair;
   wire [5:0] pair_count;
   wire [5:0] \pair_count$206 ;
@@ -4346,8 +4346,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   input pop_valid;
   wire pop_valid;
   wire \pop_valid$93 ;
-  output [33:0] \port$13850$0 ;
-  wire [33:0] \port$13850$0 ;
+  output [33:0] \port$13854$0 ;
+  wire [33:0] \port$13854$0 ;
   reg [1:0] queue;
   input [321:0] queues__0;
   wire [321:0] queues__0;
@@ -4442,25 +4442,25 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [63:0] \queues__3.sq_base ;
   wire [31:0] \queues__3.tail ;
   wire quiet;
-  wire \quiet$959 ;
+  wire \quiet$957 ;
   wire [1023:0] rd_acc_data;
   reg [6:0] rd_addr;
-  wire [6:0] \rd_addr$942 ;
+  wire [6:0] \rd_addr$940 ;
   wire [511:0] rd_in_data;
   wire [511:0] \rd_in_data$240 ;
   reg [1:0] rd_row;
-  wire [1:0] \rd_row$941 ;
+  wire [1:0] \rd_row$939 ;
   reg read_error;
-  reg \read_error$950  = 1'h0;
+  reg \read_error$948  = 1'h0;
   wire ready;
   reg report;
-  wire \report$981 ;
+  wire \report$979 ;
   wire report_store;
   output reported;
   wire reported;
-  wire \reported$963 ;
+  wire \reported$961 ;
   wire reported_error;
-  wire \reported_error$965 ;
+  wire \reported_error$963 ;
   reg rest;
   wire [4:0] rest_rows;
   wire [4:0] \rest_rows$141 ;
@@ -4470,9 +4470,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   reg results;
   wire [19:0] row;
   wire [19:0] \row$196 ;
-  reg [1:0] \row$931  = 2'h0;
+  reg [1:0] \row$929  = 2'h0;
   reg [19:0] rows;
-  reg [2:0] \rows$906 ;
+  reg [2:0] \rows$904 ;
   reg [2:0] rows_now;
   input rst;
   wire rst;
@@ -4491,7 +4491,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   reg [63:0] seq;
   wire [1:0] sets;
   wire [1:0] \sets$133 ;
-  reg [1:0] \sets$910 ;
+  reg [1:0] \sets$908 ;
   reg [1:0] sets1;
   wire [1:0] sets_used__0;
   wire [1:0] sets_used__1;
@@ -4545,12 +4545,12 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire start;
   reg \start$252 ;
   reg \start$258 ;
-  reg \start$869 ;
-  reg \start$890 ;
-  reg \start$901 ;
-  reg \start$937 ;
+  reg \start$867 ;
+  reg \start$888 ;
+  reg \start$899 ;
+  reg \start$935 ;
   reg [7:0] status;
-  reg [7:0] \status$948  = 8'h00;
+  reg [7:0] \status$946  = 8'h00;
   reg store;
   reg [63:0] strb;
   wire [511:0] sum_fp16;
@@ -4578,91 +4578,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \t_scalar$157 ;
   wire [1:0] t_set;
   wire [1:0] \t_set$162 ;
-  reg take;
   reg [63:0] taken;
   reg [1428:0] \task  = 1429'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  wire [1428:0] \task$990 ;
-  wire [63:0] \task$990.cq_slot ;
-  wire [966:0] \task$990.decoded ;
-  wire \task$990.decoded.is_compute ;
-  wire \task$990.decoded.is_load ;
-  wire \task$990.decoded.is_store ;
-  wire [39:0] \task$990.decoded.page_half ;
-  wire [3:0] \task$990.decoded.page_shift ;
-  wire \task$990.decoded.paged ;
-  wire [6:0] \task$990.decoded.pages ;
-  wire [63:0] \task$990.decoded.second_addr ;
-  wire [791:0] \task$990.decoded.stages ;
-  wire [395:0] \task$990.decoded.stages[0] ;
-  wire [19:0] \task$990.decoded.stages[0].cols_dim ;
-  wire [19:0] \task$990.decoded.stages[0].full_groups ;
-  wire [19:0] \task$990.decoded.stages[0].groups ;
-  wire [19:0] \task$990.decoded.stages[0].k ;
-  wire [43:0] \task$990.decoded.stages[0].last_elems ;
-  wire [43:0] \task$990.decoded.stages[0].main_elems ;
-  wire [19:0] \task$990.decoded.stages[0].main_pages ;
-  wire [19:0] \task$990.decoded.stages[0].main_rows ;
-  wire [19:0] \task$990.decoded.stages[0].n ;
-  wire [19:0] \task$990.decoded.stages[0].n_words ;
-  wire [2:0] \task$990.decoded.stages[0].pack_log2 ;
-  wire [43:0] \task$990.decoded.stages[0].rest_elems ;
-  wire [19:0] \task$990.decoded.stages[0].rest_page ;
-  wire [4:0] \task$990.decoded.stages[0].rest_rows ;
-  wire [19:0] \task$990.decoded.stages[0].rows_dim ;
-  wire [2:0] \task$990.decoded.stages[0].run_log2 ;
-  wire [1:0] \task$990.decoded.stages[0].sets ;
-  wire [1:0] \task$990.decoded.stages[0].t_fold_adds ;
-  wire [2:0] \task$990.decoded.stages[0].t_level ;
-  wire \task$990.decoded.stages[0].t_scalar ;
-  wire [43:0] \task$990.decoded.stages[0].tail_elems ;
-  wire \task$990.decoded.stages[0].trans ;
-  wire [395:0] \task$990.decoded.stages[1] ;
-  wire [19:0] \task$990.decoded.stages[1].cols_dim ;
-  wire [19:0] \task$990.decoded.stages[1].full_groups ;
-  wire [19:0] \task$990.decoded.stages[1].groups ;
-  wire [19:0] \task$990.decoded.stages[1].k ;
-  wire [43:0] \task$990.decoded.stages[1].last_elems ;
-  wire [43:0] \task$990.decoded.stages[1].main_elems ;
-  wire [19:0] \task$990.decoded.stages[1].main_pages ;
-  wire [19:0] \task$990.decoded.stages[1].main_rows ;
-  wire [19:0] \task$990.decoded.stages[1].n ;
-  wire [19:0] \task$990.decoded.stages[1].n_words ;
-  wire [2:0] \task$990.decoded.stages[1].pack_log2 ;
-  wire [43:0] \task$990.decoded.stages[1].rest_elems ;
-  wire [19:0] \task$990.decoded.stages[1].rest_page ;
-  wire [4:0] \task$990.decoded.stages[1].rest_rows ;
-  wire [19:0] \task$990.decoded.stages[1].rows_dim ;
-  wire [2:0] \task$990.decoded.stages[1].run_log2 ;
-  wire [1:0] \task$990.decoded.stages[1].sets ;
-  wire [1:0] \task$990.decoded.stages[1].t_fold_adds ;
-  wire [2:0] \task$990.decoded.stages[1].t_level ;
-  wire \task$990.decoded.stages[1].t_scalar ;
-  wire [43:0] \task$990.decoded.stages[1].tail_elems ;
-  wire \task$990.decoded.stages[1].trans ;
-  wire [47:0] \task$990.decoded.stats_offset ;
-  wire [7:0] \task$990.decoded.status ;
-  wire [333:0] \task$990.entry ;
-  wire [203:0] \task$990.entry.desc ;
-  wire [63:0] \task$990.entry.desc.dev_addr ;
-  wire [19:0] \task$990.entry.desc.dev_cols ;
-  wire [19:0] \task$990.entry.desc.dev_rows ;
-  wire [19:0] \task$990.entry.desc.dev_size ;
-  wire [3:0] \task$990.entry.desc.dtype ;
-  wire [9:0] \task$990.entry.desc.flags ;
-  wire [3:0] \task$990.entry.desc.flags.page_shift ;
-  wire \task$990.entry.desc.flags.paged ;
-  wire \task$990.entry.desc.flags.partial ;
-  wire [2:0] \task$990.entry.desc.flags.reserved ;
-  wire \task$990.entry.desc.flags.trans_w ;
-  wire [19:0] \task$990.entry.desc.in_cols ;
-  wire [19:0] \task$990.entry.desc.in_rows ;
-  wire [19:0] \task$990.entry.desc.in_size ;
-  wire [3:0] \task$990.entry.desc.op ;
-  wire [1:0] \task$990.entry.desc.type ;
-  wire [1:0] \task$990.entry.queue ;
-  wire [63:0] \task$990.entry.seq ;
-  wire [63:0] \task$990.entry.taken ;
-  wire [63:0] \task$990.sq_slot ;
   wire [63:0] \task.cq_slot ;
   wire [966:0] \task.decoded ;
   wire \task.decoded.is_compute ;
@@ -4744,7 +4661,90 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [63:0] \task.entry.seq ;
   wire [63:0] \task.entry.taken ;
   wire [63:0] \task.sq_slot ;
-  wire task_valid;
+  wire [1428:0] task__payload;
+  wire [63:0] \task__payload.cq_slot ;
+  wire [966:0] \task__payload.decoded ;
+  wire \task__payload.decoded.is_compute ;
+  wire \task__payload.decoded.is_load ;
+  wire \task__payload.decoded.is_store ;
+  wire [39:0] \task__payload.decoded.page_half ;
+  wire [3:0] \task__payload.decoded.page_shift ;
+  wire \task__payload.decoded.paged ;
+  wire [6:0] \task__payload.decoded.pages ;
+  wire [63:0] \task__payload.decoded.second_addr ;
+  wire [791:0] \task__payload.decoded.stages ;
+  wire [395:0] \task__payload.decoded.stages[0] ;
+  wire [19:0] \task__payload.decoded.stages[0].cols_dim ;
+  wire [19:0] \task__payload.decoded.stages[0].full_groups ;
+  wire [19:0] \task__payload.decoded.stages[0].groups ;
+  wire [19:0] \task__payload.decoded.stages[0].k ;
+  wire [43:0] \task__payload.decoded.stages[0].last_elems ;
+  wire [43:0] \task__payload.decoded.stages[0].main_elems ;
+  wire [19:0] \task__payload.decoded.stages[0].main_pages ;
+  wire [19:0] \task__payload.decoded.stages[0].main_rows ;
+  wire [19:0] \task__payload.decoded.stages[0].n ;
+  wire [19:0] \task__payload.decoded.stages[0].n_words ;
+  wire [2:0] \task__payload.decoded.stages[0].pack_log2 ;
+  wire [43:0] \task__payload.decoded.stages[0].rest_elems ;
+  wire [19:0] \task__payload.decoded.stages[0].rest_page ;
+  wire [4:0] \task__payload.decoded.stages[0].rest_rows ;
+  wire [19:0] \task__payload.decoded.stages[0].rows_dim ;
+  wire [2:0] \task__payload.decoded.stages[0].run_log2 ;
+  wire [1:0] \task__payload.decoded.stages[0].sets ;
+  wire [1:0] \task__payload.decoded.stages[0].t_fold_adds ;
+  wire [2:0] \task__payload.decoded.stages[0].t_level ;
+  wire \task__payload.decoded.stages[0].t_scalar ;
+  wire [43:0] \task__payload.decoded.stages[0].tail_elems ;
+  wire \task__payload.decoded.stages[0].trans ;
+  wire [395:0] \task__payload.decoded.stages[1] ;
+  wire [19:0] \task__payload.decoded.stages[1].cols_dim ;
+  wire [19:0] \task__payload.decoded.stages[1].full_groups ;
+  wire [19:0] \task__payload.decoded.stages[1].groups ;
+  wire [19:0] \task__payload.decoded.stages[1].k ;
+  wire [43:0] \task__payload.decoded.stages[1].last_elems ;
+  wire [43:0] \task__payload.decoded.stages[1].main_elems ;
+  wire [19:0] \task__payload.decoded.stages[1].main_pages ;
+  wire [19:0] \task__payload.decoded.stages[1].main_rows ;
+  wire [19:0] \task__payload.decoded.stages[1].n ;
+  wire [19:0] \task__payload.decoded.stages[1].n_words ;
+  wire [2:0] \task__payload.decoded.stages[1].pack_log2 ;
+  wire [43:0] \task__payload.decoded.stages[1].rest_elems ;
+  wire [19:0] \task__payload.decoded.stages[1].rest_page ;
+  wire [4:0] \task__payload.decoded.stages[1].rest_rows ;
+  wire [19:0] \task__payload.decoded.stages[1].rows_dim ;
+  wire [2:0] \task__payload.decoded.stages[1].run_log2 ;
+  wire [1:0] \task__payload.decoded.stages[1].sets ;
+  wire [1:0] \task__payload.decoded.stages[1].t_fold_adds ;
+  wire [2:0] \task__payload.decoded.stages[1].t_level ;
+  wire \task__payload.decoded.stages[1].t_scalar ;
+  wire [43:0] \task__payload.decoded.stages[1].tail_elems ;
+  wire \task__payload.decoded.stages[1].trans ;
+  wire [47:0] \task__payload.decoded.stats_offset ;
+  wire [7:0] \task__payload.decoded.status ;
+  wire [333:0] \task__payload.entry ;
+  wire [203:0] \task__payload.entry.desc ;
+  wire [63:0] \task__payload.entry.desc.dev_addr ;
+  wire [19:0] \task__payload.entry.desc.dev_cols ;
+  wire [19:0] \task__payload.entry.desc.dev_rows ;
+  wire [19:0] \task__payload.entry.desc.dev_size ;
+  wire [3:0] \task__payload.entry.desc.dtype ;
+  wire [9:0] \task__payload.entry.desc.flags ;
+  wire [3:0] \task__payload.entry.desc.flags.page_shift ;
+  wire \task__payload.entry.desc.flags.paged ;
+  wire \task__payload.entry.desc.flags.partial ;
+  wire [2:0] \task__payload.entry.desc.flags.reserved ;
+  wire \task__payload.entry.desc.flags.trans_w ;
+  wire [19:0] \task__payload.entry.desc.in_cols ;
+  wire [19:0] \task__payload.entry.desc.in_rows ;
+  wire [19:0] \task__payload.entry.desc.in_size ;
+  wire [3:0] \task__payload.entry.desc.op ;
+  wire [1:0] \task__payload.entry.desc.type ;
+  wire [1:0] \task__payload.entry.queue ;
+  wire [63:0] \task__payload.entry.seq ;
+  wire [63:0] \task__payload.entry.taken ;
+  wire [63:0] \task__payload.sq_slot ;
+  reg task__ready;
+  wire task__valid;
   wire trans;
   wire \trans$145 ;
   wire \trans$155 ;
@@ -4755,9 +4755,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [19:0] u_rows;
   wire valid;
   wire \valid$192 ;
-  wire [7:0] verdict_status;
-  reg verdict_take;
-  wire verdict_valid;
+  wire [7:0] verdict__payload;
+  reg verdict__ready;
+  wire verdict__valid;
   reg [7:0] w_bytes;
   wire [7:0] \w_bytes$248 ;
   wire [511:0] w_data;
@@ -5351,7 +5351,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire widened_9_lzc_vll;
   wire [9:0] widened_9_sub;
   wire write_error;
-  wire \write_error$961 ;
+  wire \write_error$959 ;
   wire writer_free;
   wire written;
   assign \$1  = ~ pending;
@@ -6484,7 +6484,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \$1089  = ~ waiting;
   assign \$1090  = \$1088  & \$1089 ;
   assign \$1091  = \$1090  & writer_free;
-  assign \$1092  = \$signal$864  + 7'h40;
+  assign \$1092  = \$signal$862  + 7'h40;
   assign \$1093  = \task [342] ? { 1'h0, \task [83:20] } : \$1092 ;
   assign \$1094  = \$1093  + 1'h0;
   assign \$1097  = copy_span_first[5:0] + \$1096 ;
@@ -6502,7 +6502,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \$1114  = $signed(\$1113 ) < $signed(4'h4);
   assign \$1115  = \task [183:164] - \$signal$847 ;
   assign \$1116  = \$1114  ? \$1115  : 21'h000004;
-  assign \$1117  = \$signal$864  + 7'h40;
+  assign \$1117  = \$signal$862  + 7'h40;
   assign \$1119  = \$1117  + \$1118 ;
   assign \$1120  = rows_now * \task [203:184];
   assign \$1122  = input_span_first[5:0] + \$1121 ;
@@ -6526,7 +6526,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \$1142  = ~ \$signal$840 ;
   assign \$1143  = \$1141  & \$1142 ;
   assign \$1144  = \$signal$846  + 7'h40;
-  assign \$1145  = \$1144  + \$signal$900 ;
+  assign \$1145  = \$1144  + \$signal$898 ;
   assign \$1146  = drain > 1'h1;
   assign \$1147  = drain - 1'h1;
   assign \$1148  = \$1146  ? \$1147  : 6'h00;
@@ -6536,7 +6536,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \$1153  = ! dest;
   assign \$1154  = dest == 1'h1;
   assign \$1155  = \$1153  | \$1154 ;
-  assign \$1156  = \$signal$908  << \$signal$919 ;
+  assign \$1156  = \$signal$906  << \$signal$917 ;
   assign \$1157  = \$signal$845  * \$1156 ;
   assign \$1158  = result_first_0[5:0] + \$1157 ;
   assign \$1159  = \$1158  + 7'h40;
@@ -6552,11 +6552,11 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \$1170  = \$1168  & \$1169 ;
   assign \$1171  = \$1170  & writer_free;
   assign \$1172  = \$signal$846  + 7'h40;
-  assign \$1173  = \$1172  + \$signal$900 ;
+  assign \$1173  = \$1172  + \$signal$898 ;
   assign \$1174  = \task [10] ? \task [143:124] : \task [123:104];
   assign \$1175  = \task [10] ? \task [123:104] : \task [143:124];
   assign \$1176  = stage ? \$1174  : \$1175 ;
-  assign \$1178  = \$signal$908  << \$signal$919 ;
+  assign \$1178  = \$signal$906  << \$signal$917 ;
   assign \$1179  = \$signal$845  * \$1178 ;
   assign \$1180  = result_first_1[5:0] + \$1179 ;
   assign \$1181  = \$1180  + 7'h40;
@@ -6564,8 +6564,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \$1184  = ~ pending;
   assign \$1185  = src__valid & out__ready;
   assign \$1186  = \$1185  & out_err;
-  assign \$1187  = \read_error$950  | \$1186 ;
-  assign \$1188  = ! \status$948 ;
+  assign \$1187  = \read_error$948  | \$1186 ;
+  assign \$1188  = ! \status$946 ;
   assign \$1189  = \$1188  & \task [343];
   assign \$1190  = ! fsm_state;
   assign \$1191  = fsm_state == 1'h1;
@@ -6598,7 +6598,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \$1218  = \task [10] ? \task [143:124] : \task [123:104];
   assign \$1219  = \task [10] ? \task [123:104] : \task [143:124];
   assign \$1220  = | \task [341:334];
-  assign \$1221  = ! verdict_status;
+  assign \$1221  = ! verdict__payload;
   assign \$1222  = ~ \busy$842 ;
   assign \$1223  = ~ waiting;
   assign \$1224  = \$1222  & \$1223 ;
@@ -6621,40 +6621,40 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \$1241  = ! dest;
   assign \$1242  = dest == 1'h1;
   assign \$1243  = \$1241  | \$1242 ;
-  assign \$1244  = \$signal$908  << \$signal$919 ;
+  assign \$1244  = \$signal$906  << \$signal$917 ;
   assign \$1245  = \$signal$845  * \$1244 ;
-  assign \$1246  = \$signal$900  + \$1245 ;
+  assign \$1246  = \$signal$898  + \$1245 ;
   assign \$1247  = ~ bank;
   assign \$1248  = ! dest;
   assign \$1249  = dest == 1'h1;
   assign \$1250  = \$1248  | \$1249 ;
   assign \$1251  = dest == 2'h3;
   assign \$1252  = \task [5:2] == 2'h3;
-  assign \$1253  = \row$931  + 1'h1;
+  assign \$1253  = \row$929  + 1'h1;
   assign \$1254  = \$1253  >= \$signal$845 ;
   assign \$1255  = \$1252  & \$1254 ;
   assign \$1256  = written | done;
   assign \$1257  = \$1255  & \$1256 ;
-  assign \$1258  = \row$931  + 1'h1;
+  assign \$1258  = \row$929  + 1'h1;
   assign \$1259  = \$1258  >= \$signal$845 ;
   assign \$1260  = ~ \$1259 ;
-  assign \$1261  = \row$931  + 1'h1;
+  assign \$1261  = \row$929  + 1'h1;
   assign \$1262  = ~ \busy$842 ;
   assign \$1263  = ~ waiting;
   assign \$1264  = \$1262  & \$1263 ;
   assign \$1265  = \$1264  & writer_free;
-  assign \$1266  = \$signal$908  << \$signal$919 ;
+  assign \$1266  = \$signal$906  << \$signal$917 ;
   assign \$1267  = \$signal$845  * \$1266 ;
-  assign \$1268  = \$signal$900  + \$1267 ;
+  assign \$1268  = \$signal$898  + \$1267 ;
   assign \$1269  = \$signal  & anchor_last;
   assign \$1270  = \$signal$847  + 3'h4;
   assign \$1271  = 3'h4 * \task [203:184];
-  assign \$1272  = \$signal$877  + \$1271 ;
+  assign \$1272  = \$signal$875  + \$1271 ;
   assign \$1273  = \$signal$847  + 3'h4;
   assign \$1274  = \$1273  < \task [183:164];
   assign \$1275  = ~ pending;
   always @(posedge clk)
-    \read_error$950  <= \$1276 ;
+    \read_error$948  <= \$1276 ;
   always @(posedge clk)
     anchor_m0 <= \$1277 ;
   always @(posedge clk)
@@ -6680,27 +6680,27 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   always @(posedge clk)
     fsm_state <= \$1288 ;
   always @(posedge clk)
-    \status$948  <= \$1289 ;
+    \status$946  <= \$1289 ;
   always @(posedge clk)
-    \$signal$864  <= \$1290 ;
+    \$signal$862  <= \$1290 ;
   always @(posedge clk)
     \$signal$846  <= \$1291 ;
   always @(posedge clk)
     \$signal$847  <= \$1292 ;
   always @(posedge clk)
-    \$signal$877  <= \$1293 ;
+    \$signal$875  <= \$1293 ;
   always @(posedge clk)
-    \$signal$900  <= \$1294 ;
+    \$signal$898  <= \$1294 ;
   always @(posedge clk)
-    \$signal$919  <= \$1295 ;
+    \$signal$917  <= \$1295 ;
   always @(posedge clk)
-    \$signal$908  <= \$1296 ;
+    \$signal$906  <= \$1296 ;
   always @(posedge clk)
     \$signal$845  <= \$1297 ;
   always @(posedge clk)
     stage <= \$1298 ;
   always @(posedge clk)
-    \row$931  <= \$1299 ;
+    \row$929  <= \$1299 ;
   always @(posedge clk)
     bank <= \$1300 ;
   always @(posedge clk)
@@ -6742,7 +6742,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .run_log2(run_log2),
     .sets(sets),
     .split(split),
-    .start(\start$890 ),
+    .start(\start$888 ),
     .t_first(t_first),
     .t_fold_adds(t_fold_adds),
     .t_level(t_level),
@@ -6766,17 +6766,17 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .cycle(cycle),
     .done_status(done_status),
     .done_store(report_store),
-    .hold(\hold$956 ),
+    .hold(\hold$954 ),
     .irq(irq),
-    .line(\line$969 ),
+    .line(\line$967 ),
     .line_addr(line_addr),
     .line_start(line_start),
     .pending(pending),
-    .\port$13850$0 (\$1302 ),
-    .\port$14079$289 (queues__0[289]),
-    .\port$14081$289 (queues__1[289]),
-    .\port$14083$289 (queues__2[289]),
-    .\port$14085$289 (queues__3[289]),
+    .\port$13854$0 (\$1302 ),
+    .\port$14083$289 (queues__0[289]),
+    .\port$14085$289 (queues__1[289]),
+    .\port$14087$289 (queues__2[289]),
+    .\port$14089$289 (queues__3[289]),
     .queue(queue),
     .quiet(quiet),
     .r_en(reported),
@@ -6853,7 +6853,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .queues__1(queues__1),
     .queues__2(queues__2),
     .queues__3(queues__3),
-    .r_en(verdict_take),
+    .r_en(verdict__ready),
     .report(reported),
     .report_store(report_store),
     .rst(rst),
@@ -6865,11 +6865,11 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .side_data(bus__rdata),
     .side_err(bus__rresp[1]),
     .side_valid(side_valid),
-    .take(take),
-    .\task (\task$990 ),
-    .task_valid(task_valid),
-    .verdict_status(verdict_status),
-    .verdict_valid(verdict_valid)
+    .task__payload(task__payload),
+    .task__ready(task__ready),
+    .task__valid(task__valid),
+    .verdict__payload(verdict__payload),
+    .verdict__valid(verdict__valid)
   );
   \ndp_device.control_unit.packer  packer (
     .clk(clk),
@@ -6933,14 +6933,14 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .w_data(bus__rdata)
   );
   \ndp_device.control_unit.readout  readout (
-    .acc_we(\acc_we$925 ),
-    .bank(\bank$915 ),
+    .acc_we(\acc_we$923 ),
+    .bank(\bank$913 ),
     .busy(\busy$842 ),
     .clk(clk),
     .delay(delay),
-    .dest(\dest$905 ),
+    .dest(\dest$903 ),
     .done(\done$994 ),
-    .first(\first$917 ),
+    .first(\first$915 ),
     .fold_bank(fold_bank),
     .fold_n_cols(fold_n_cols),
     .fold_n_words(fold_n_words),
@@ -6951,24 +6951,24 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .fold_sets1(fold_sets1),
     .fold_valid(fold_valid),
     .fold_word(fold_word),
-    .in_we(\in_we$920 ),
-    .lines(\lines$918 ),
+    .in_we(\in_we$918 ),
+    .lines(\lines$916 ),
     .n(n),
-    .n_words(\n_words$909 ),
-    .pack_log2(\pack_log2$914 ),
+    .n_words(\n_words$907 ),
+    .pack_log2(\pack_log2$912 ),
     .rd_in_data(rd_in_data),
     .rd_row(buf_row),
     .results(results),
-    .rows(\rows$906 ),
+    .rows(\rows$904 ),
     .rst(rst),
     .run_addr(\run_addr$255 ),
     .run_lines(\run_lines$257 ),
     .run_offset(run_offset),
     .run_start(\run_start$251 ),
-    .sets(\sets$910 ),
+    .sets(\sets$908 ),
     .sets1(sets1),
     .source(source),
-    .start(\start$901 ),
+    .start(\start$899 ),
     .sum_fp16(sum_fp16),
     .sum_fp32(sum_fp32),
     .sum_ready(sum_ready),
@@ -6979,7 +6979,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .w_ready(w_ready),
     .w_valid(\w_valid$242 ),
     .waiting(waiting),
-    .waiting_results(\hold$956 ),
+    .waiting_results(\hold$954 ),
     .word(buf_word)
   );
   \ndp_device.control_unit.softmax  softmax (
@@ -6996,11 +6996,11 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .rst(rst),
     .src_addr(src_addr),
     .src_data(src_data),
-    .start(\start$937 ),
+    .start(\start$935 ),
     .written(written)
   );
   \ndp_device.control_unit.unpacker  unpacker (
-    .beats(\beats$873 ),
+    .beats(\beats$871 ),
     .chunk_d0(data),
     .clk(clk),
     .col(col),
@@ -7008,7 +7008,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .count(count),
     .hold(hold),
     .last(last),
-    .offset(\offset$870 ),
+    .offset(\offset$868 ),
     .\pair$46 (pair),
     .pair_chunk_d0(pair_data),
     .pair_count(pair_count),
@@ -7019,7 +7019,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .rst(rst),
     .src__data(src__data),
     .src__valid(src__valid),
-    .start(\start$869 ),
+    .start(\start$867 ),
     .valid(valid)
   );
   \ndp_device.control_unit.writer  writer (
@@ -7799,7 +7799,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       line = { 448'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, \$1087 , \$1086  };
     end
     if (line_start) begin
-      line = \line$969 ;
+      line = \line$967 ;
     end
   end
   always @* begin
@@ -7814,24 +7814,22 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    take = 1'h0;
+    task__ready = 1'h0;
     casez (fsm_state)
       5'h00:
-          take = task_valid;
+          task__ready = 1'h1;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    verdict_take = 1'h0;
+    verdict__ready = 1'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
           /* empty */;
       5'h03:
-          if (verdict_valid) begin
-            verdict_take = 1'h1;
-          end
+          verdict__ready = 1'h1;
     endcase
   end
   always @* begin
@@ -7916,7 +7914,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \start$869  = 1'h0;
+    \start$867  = 1'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -7926,12 +7924,12 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h05:
           if (\$1091 ) begin
-            \start$869  = 1'h1;
+            \start$867  = 1'h1;
           end
       5'h06:
           /* empty */;
       5'h04:
-          \start$869  = 1'h1;
+          \start$867  = 1'h1;
       5'h07:
           /* empty */;
       5'h09:
@@ -7939,14 +7937,14 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0a:
           /* empty */;
       5'h0b:
-          \start$869  = 1'h1;
+          \start$867  = 1'h1;
       5'h0c:
-          \start$869  = 1'h1;
+          \start$867  = 1'h1;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \offset$870  = 5'h00;
+    \offset$868  = 5'h00;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -7956,12 +7954,12 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h05:
           if (\$1091 ) begin
-            \offset$870  = copy_span_offset[4:0];
+            \offset$868  = copy_span_offset[4:0];
           end
       5'h06:
           /* empty */;
       5'h04:
-          \offset$870  = input_span_offset[4:0];
+          \offset$868  = input_span_offset[4:0];
       5'h07:
           /* empty */;
       5'h09:
@@ -7969,9 +7967,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0a:
           /* empty */;
       5'h0b:
-          \offset$870  = u_offset;
+          \offset$868  = u_offset;
       5'h0c:
-          \offset$870  = u_offset;
+          \offset$868  = u_offset;
     endcase
   end
   always @* begin
@@ -8036,7 +8034,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \beats$873  = 32'd0;
+    \beats$871  = 32'd0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8046,12 +8044,12 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h05:
           if (\$1091 ) begin
-            \beats$873  = beats[31:0];
+            \beats$871  = beats[31:0];
           end
       5'h06:
           /* empty */;
       5'h04:
-          \beats$873  = \beats$881 [31:0];
+          \beats$871  = \beats$879 [31:0];
       5'h07:
           /* empty */;
       5'h09:
@@ -8059,9 +8057,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0a:
           /* empty */;
       5'h0b:
-          \beats$873  = u_beats;
+          \beats$871  = u_beats;
       5'h0c:
-          \beats$873  = u_beats;
+          \beats$871  = u_beats;
     endcase
   end
   always @* begin
@@ -8172,7 +8170,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \beats$881  = 44'h00000000000;
+    \beats$879  = 44'h00000000000;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8185,7 +8183,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h06:
           /* empty */;
       5'h04:
-          \beats$881  = { \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130  };
+          \beats$879  = { \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130  };
     endcase
   end
   always @* begin
@@ -8221,7 +8219,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0f:
           /* empty */;
       5'h11:
-          in_we = \in_we$920 ;
+          in_we = \in_we$918 ;
       5'h08:
           in_we = dst_en;
       5'h12:
@@ -8263,9 +8261,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h11:
           in_row = buf_row;
       5'h08:
-          in_row = \row$931 ;
+          in_row = \row$929 ;
       5'h12:
-          in_row = \row$931 ;
+          in_row = \row$929 ;
     endcase
   end
   always @* begin
@@ -8400,7 +8398,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \start$890  = 1'h0;
+    \start$888  = 1'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8421,9 +8419,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0a:
           /* empty */;
       5'h0b:
-          \start$890  = 1'h1;
+          \start$888  = 1'h1;
       5'h0c:
-          \start$890  = 1'h1;
+          \start$888  = 1'h1;
     endcase
   end
   always @* begin
@@ -8552,7 +8550,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \start$901  = 1'h0;
+    \start$899  = 1'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8582,7 +8580,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0f:
           if (\$1143 ) begin
-            \start$901  = 1'h1;
+            \start$899  = 1'h1;
           end
       5'h11:
           /* empty */;
@@ -8592,7 +8590,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h13:
           if (\$1171 ) begin
-            \start$901  = 1'h1;
+            \start$899  = 1'h1;
           end
     endcase
   end
@@ -8690,7 +8688,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \dest$905  = 2'h0;
+    \dest$903  = 2'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8720,7 +8718,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0f:
           if (\$1143 ) begin
-            \dest$905  = dest;
+            \dest$903  = dest;
           end
       5'h11:
           /* empty */;
@@ -8730,13 +8728,13 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h13:
           if (\$1171 ) begin
-            \dest$905  = 2'h0;
+            \dest$903  = 2'h0;
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \rows$906  = 3'h0;
+    \rows$904  = 3'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8766,7 +8764,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0f:
           if (\$1143 ) begin
-            \rows$906  = \$signal$845 ;
+            \rows$904  = \$signal$845 ;
           end
       5'h11:
           /* empty */;
@@ -8776,7 +8774,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h13:
           if (\$1171 ) begin
-            \rows$906  = \$signal$845 ;
+            \rows$904  = \$signal$845 ;
           end
     endcase
   end
@@ -8828,7 +8826,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \n_words$909  = 8'h00;
+    \n_words$907  = 8'h00;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8858,7 +8856,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0f:
           if (\$1143 ) begin
-            \n_words$909  = n_words[7:0];
+            \n_words$907  = n_words[7:0];
           end
       5'h11:
           /* empty */;
@@ -8868,13 +8866,13 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h13:
           if (\$1171 ) begin
-            \n_words$909  = n_words[7:0];
+            \n_words$907  = n_words[7:0];
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \sets$910  = 2'h0;
+    \sets$908  = 2'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8904,7 +8902,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0f:
           if (\$1143 ) begin
-            \sets$910  = sets_used__0;
+            \sets$908  = sets_used__0;
           end
       5'h11:
           /* empty */;
@@ -8914,7 +8912,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h13:
           if (\$1171 ) begin
-            \sets$910  = sets_used__0;
+            \sets$908  = sets_used__0;
           end
     endcase
   end
@@ -8966,7 +8964,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \pack_log2$914  = 3'h0;
+    \pack_log2$912  = 3'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8996,7 +8994,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0f:
           if (\$1143 ) begin
-            \pack_log2$914  = pack_log2;
+            \pack_log2$912  = pack_log2;
           end
       5'h11:
           /* empty */;
@@ -9006,13 +9004,13 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h13:
           if (\$1171 ) begin
-            \pack_log2$914  = pack_log2;
+            \pack_log2$912  = pack_log2;
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \bank$915  = 1'h0;
+    \bank$913  = 1'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -9042,7 +9040,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0f:
           if (\$1143 ) begin
-            \bank$915  = bank;
+            \bank$913  = bank;
           end
       5'h11:
           /* empty */;
@@ -9052,7 +9050,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h13:
           if (\$1171 ) begin
-            \bank$915  = bank;
+            \bank$913  = bank;
           end
     endcase
   end
@@ -9104,7 +9102,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \first$917  = 64'h0000000000000000;
+    \first$915  = 64'h0000000000000000;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -9134,7 +9132,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0f:
           if (\$1143 ) begin
-            \first$917  = result_first_0;
+            \first$915  = result_first_0;
           end
       5'h11:
           /* empty */;
@@ -9144,13 +9142,13 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h13:
           if (\$1171 ) begin
-            \first$917  = result_first_1;
+            \first$915  = result_first_1;
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \lines$918  = 32'd0;
+    \lines$916  = 32'd0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -9180,7 +9178,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0f:
           if (\$1143 ) begin
-            \lines$918  = { \$1161 [28], \$1161 [28], \$1161 [28], \$1161  };
+            \lines$916  = { \$1161 [28], \$1161 [28], \$1161 [28], \$1161  };
           end
       5'h11:
           /* empty */;
@@ -9190,7 +9188,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h13:
           if (\$1171 ) begin
-            \lines$918  = { \$1183 [28], \$1183 [28], \$1183 [28], \$1183  };
+            \lines$916  = { \$1183 [28], \$1183 [28], \$1183 [28], \$1183  };
           end
     endcase
   end
@@ -9227,7 +9225,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0f:
           /* empty */;
       5'h11:
-          acc_we = \acc_we$925 ;
+          acc_we = \acc_we$923 ;
     endcase
   end
   always @* begin
@@ -9373,9 +9371,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h11:
           /* empty */;
       5'h08:
-          rd_row = \row$931 ;
+          rd_row = \row$929 ;
       5'h12:
-          rd_row = \row$931 ;
+          rd_row = \row$929 ;
       5'h13:
           /* empty */;
       5'h14:
@@ -9428,7 +9426,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \start$937  = 1'h0;
+    \start$935  = 1'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -9461,7 +9459,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h11:
           /* empty */;
       5'h08:
-          \start$937  = 1'h1;
+          \start$935  = 1'h1;
     endcase
   end
   always @* begin
@@ -9840,7 +9838,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h02:
           if (\$1184 ) begin
-            status = \status$948 ;
+            status = \status$946 ;
           end
     endcase
   end
@@ -10009,7 +10007,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1276  = \read_error$950 ;
+    \$1276  = \read_error$948 ;
     if (\$1213 ) begin
       \$1276  = 1'h1;
     end
@@ -10231,8 +10229,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     \$1287  = \task ;
     casez (fsm_state)
       5'h00:
-          if (task_valid) begin
-            \$1287  = \task$990 ;
+          if (task__valid) begin
+            \$1287  = task__payload;
           end
     endcase
     if (rst) begin
@@ -10244,7 +10242,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     \$1288  = fsm_state;
     casez (fsm_state)
       5'h00:
-          if (task_valid) begin
+          if (task__valid) begin
             \$1288  = 5'h01;
           end
       5'h01:
@@ -10259,7 +10257,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
             \$1288  = 5'h05;
           end
       5'h03:
-          if (verdict_valid) begin
+          if (verdict__valid) begin
             (* full_case = 32'd1 *)
             if (\$1221 ) begin
               \$1288  = 5'h04;
@@ -10380,15 +10378,15 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1289  = \status$948 ;
+    \$1289  = \status$946 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
           \$1289  = \task [341:334];
       5'h03:
-          if (verdict_valid) begin
-            \$1289  = verdict_status;
+          if (verdict__valid) begin
+            \$1289  = verdict__payload;
           end
     endcase
     if (rst) begin
@@ -10397,7 +10395,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1290  = \$signal$864 ;
+    \$1290  = \$signal$862 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -10474,7 +10472,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1293  = \$signal$877 ;
+    \$1293  = \$signal$875 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -10525,7 +10523,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1294  = \$signal$900 ;
+    \$1294  = \$signal$898 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -10576,7 +10574,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1295  = \$signal$919 ;
+    \$1295  = \$signal$917 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -10598,7 +10596,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1296  = \$signal$908 ;
+    \$1296  = \$signal$906 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -10682,7 +10680,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1299  = \row$931 ;
+    \$1299  = \row$929 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -10808,7 +10806,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h11:
           /* empty */;
       5'h08:
-          \$1301  = \row$931 ;
+          \$1301  = \row$929 ;
     endcase
     if (rst) begin
       \$1301  = 2'h0;
@@ -11046,26 +11044,26 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign widened_31_sub = \$1061 [9:0];
   assign buf_data16 = sum_fp16;
   assign buf_data32 = sum_fp32;
-  assign \rd_row$941  = buf_row;
-  assign \rd_addr$942  = buf_word[6:0];
-  assign \cycle$955  = cycle;
-  assign waiting_results = \hold$956 ;
-  assign \quiet$959  = quiet;
-  assign \write_error$961  = write_error;
-  assign \reported$963  = reported;
-  assign \reported_error$965  = reported_error;
+  assign \rd_row$939  = buf_row;
+  assign \rd_addr$940  = buf_word[6:0];
+  assign \cycle$953  = cycle;
+  assign waiting_results = \hold$954 ;
+  assign \quiet$957  = quiet;
+  assign \write_error$959  = write_error;
+  assign \reported$961  = reported;
+  assign \reported_error$963  = reported_error;
   assign irq_en = { queues__3[289], queues__2[289], queues__1[289], queues__0[289] };
   assign done_valid = reported;
-  assign \done_valid$972  = reported;
+  assign \done_valid$970  = reported;
   assign done_queue = \$1302 [1:0];
-  assign \done_queue$974  = \$1302 [1:0];
+  assign \done_queue$972  = \$1302 [1:0];
   assign done_seq = \$1302 [33:2];
-  assign \done_seq$976  = \$1302 [33:2];
-  assign \done_status$978  = done_status;
-  assign \irq$980  = irq;
-  assign \report$981  = reported;
+  assign \done_seq$974  = \$1302 [33:2];
+  assign \done_status$976  = done_status;
+  assign \irq$978  = irq;
+  assign \report$979  = reported;
   assign done_store = report_store;
-  assign \port$13850$0  = \$1302 ;
+  assign \port$13854$0  = \$1302 ;
   assign \queues__0.sq_base  = queues__0[63:0];
   assign \queues__0.cq_base  = queues__0[127:64];
   assign \queues__0.data_base  = queues__0[191:128];
@@ -11289,87 +11287,87 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \sizes.rest_page  = sizes[307:288];
   assign \sizes.last_elems  = sizes[351:308];
   assign \sizes.tail_elems  = sizes[395:352];
-  assign \task$990.entry  = \task$990 [333:0];
-  assign \task$990.entry.desc  = \task$990 [203:0];
-  assign \task$990.entry.desc.type  = \task$990 [1:0];
-  assign \task$990.entry.desc.op  = \task$990 [5:2];
-  assign \task$990.entry.desc.dtype  = \task$990 [9:6];
-  assign \task$990.entry.desc.flags  = \task$990 [19:10];
-  assign \task$990.entry.desc.flags.trans_w  = \task$990 [10];
-  assign \task$990.entry.desc.flags.partial  = \task$990 [11];
-  assign \task$990.entry.desc.flags.paged  = \task$990 [12];
-  assign \task$990.entry.desc.flags.page_shift  = \task$990 [16:13];
-  assign \task$990.entry.desc.flags.reserved  = \task$990 [19:17];
-  assign \task$990.entry.desc.dev_addr  = \task$990 [83:20];
-  assign \task$990.entry.desc.dev_size  = \task$990 [103:84];
-  assign \task$990.entry.desc.dev_rows  = \task$990 [123:104];
-  assign \task$990.entry.desc.dev_cols  = \task$990 [143:124];
-  assign \task$990.entry.desc.in_size  = \task$990 [163:144];
-  assign \task$990.entry.desc.in_rows  = \task$990 [183:164];
-  assign \task$990.entry.desc.in_cols  = \task$990 [203:184];
-  assign \task$990.entry.queue  = \task$990 [205:204];
-  assign \task$990.entry.seq  = \task$990 [269:206];
-  assign \task$990.entry.taken  = \task$990 [333:270];
-  assign \task$990.decoded  = \task$990 [1300:334];
-  assign \task$990.decoded.status  = \task$990 [341:334];
-  assign \task$990.decoded.is_load  = \task$990 [342];
-  assign \task$990.decoded.is_store  = \task$990 [343];
-  assign \task$990.decoded.is_compute  = \task$990 [344];
-  assign \task$990.decoded.second_addr  = \task$990 [408:345];
-  assign \task$990.decoded.stats_offset  = \task$990 [456:409];
-  assign \task$990.decoded.paged  = \task$990 [457];
-  assign \task$990.decoded.pages  = \task$990 [464:458];
-  assign \task$990.decoded.page_shift  = \task$990 [468:465];
-  assign \task$990.decoded.page_half  = \task$990 [508:469];
-  assign \task$990.decoded.stages  = \task$990 [1300:509];
-  assign \task$990.decoded.stages[0]  = \task$990 [904:509];
-  assign \task$990.decoded.stages[0].k  = \task$990 [528:509];
-  assign \task$990.decoded.stages[0].n  = \task$990 [548:529];
-  assign \task$990.decoded.stages[0].trans  = \task$990 [549];
-  assign \task$990.decoded.stages[0].pack_log2  = \task$990 [552:550];
-  assign \task$990.decoded.stages[0].run_log2  = \task$990 [555:553];
-  assign \task$990.decoded.stages[0].rows_dim  = \task$990 [575:556];
-  assign \task$990.decoded.stages[0].cols_dim  = \task$990 [595:576];
-  assign \task$990.decoded.stages[0].n_words  = \task$990 [615:596];
-  assign \task$990.decoded.stages[0].t_level  = \task$990 [618:616];
-  assign \task$990.decoded.stages[0].t_scalar  = \task$990 [619];
-  assign \task$990.decoded.stages[0].t_fold_adds  = \task$990 [621:620];
-  assign \task$990.decoded.stages[0].full_groups  = \task$990 [641:622];
-  assign \task$990.decoded.stages[0].main_rows  = \task$990 [661:642];
-  assign \task$990.decoded.stages[0].main_elems  = \task$990 [705:662];
-  assign \task$990.decoded.stages[0].rest_rows  = \task$990 [710:706];
-  assign \task$990.decoded.stages[0].rest_elems  = \task$990 [754:711];
-  assign \task$990.decoded.stages[0].groups  = \task$990 [774:755];
-  assign \task$990.decoded.stages[0].sets  = \task$990 [776:775];
-  assign \task$990.decoded.stages[0].main_pages  = \task$990 [796:777];
-  assign \task$990.decoded.stages[0].rest_page  = \task$990 [816:797];
-  assign \task$990.decoded.stages[0].last_elems  = \task$990 [860:817];
-  assign \task$990.decoded.stages[0].tail_elems  = \task$990 [904:861];
-  assign \task$990.decoded.stages[1]  = \task$990 [1300:905];
-  assign \task$990.decoded.stages[1].k  = \task$990 [924:905];
-  assign \task$990.decoded.stages[1].n  = \task$990 [944:925];
-  assign \task$990.decoded.stages[1].trans  = \task$990 [945];
-  assign \task$990.decoded.stages[1].pack_log2  = \task$990 [948:946];
-  assign \task$990.decoded.stages[1].run_log2  = \task$990 [951:949];
-  assign \task$990.decoded.stages[1].rows_dim  = \task$990 [971:952];
-  assign \task$990.decoded.stages[1].cols_dim  = \task$990 [991:972];
-  assign \task$990.decoded.stages[1].n_words  = \task$990 [1011:992];
-  assign \task$990.decoded.stages[1].t_level  = \task$990 [1014:1012];
-  assign \task$990.decoded.stages[1].t_scalar  = \task$990 [1015];
-  assign \task$990.decoded.stages[1].t_fold_adds  = \task$990 [1017:1016];
-  assign \task$990.decoded.stages[1].full_groups  = \task$990 [1037:1018];
-  assign \task$990.decoded.stages[1].main_rows  = \task$990 [1057:1038];
-  assign \task$990.decoded.stages[1].main_elems  = \task$990 [1101:1058];
-  assign \task$990.decoded.stages[1].rest_rows  = \task$990 [1106:1102];
-  assign \task$990.decoded.stages[1].rest_elems  = \task$990 [1150:1107];
-  assign \task$990.decoded.stages[1].groups  = \task$990 [1170:1151];
-  assign \task$990.decoded.stages[1].sets  = \task$990 [1172:1171];
-  assign \task$990.decoded.stages[1].main_pages  = \task$990 [1192:1173];
-  assign \task$990.decoded.stages[1].rest_page  = \task$990 [1212:1193];
-  assign \task$990.decoded.stages[1].last_elems  = \task$990 [1256:1213];
-  assign \task$990.decoded.stages[1].tail_elems  = \task$990 [1300:1257];
-  assign \task$990.sq_slot  = \task$990 [1364:1301];
-  assign \task$990.cq_slot  = \task$990 [1428:1365];
+  assign \task__payload.entry  = task__payload[333:0];
+  assign \task__payload.entry.desc  = task__payload[203:0];
+  assign \task__payload.entry.desc.type  = task__payload[1:0];
+  assign \task__payload.entry.desc.op  = task__payload[5:2];
+  assign \task__payload.entry.desc.dtype  = task__payload[9:6];
+  assign \task__payload.entry.desc.flags  = task__payload[19:10];
+  assign \task__payload.entry.desc.flags.trans_w  = task__payload[10];
+  assign \task__payload.entry.desc.flags.partial  = task__payload[11];
+  assign \task__payload.entry.desc.flags.paged  = task__payload[12];
+  assign \task__payload.entry.desc.flags.page_shift  = task__payload[16:13];
+  assign \task__payload.entry.desc.flags.reserved  = task__payload[19:17];
+  assign \task__payload.entry.desc.dev_addr  = task__payload[83:20];
+  assign \task__payload.entry.desc.dev_size  = task__payload[103:84];
+  assign \task__payload.entry.desc.dev_rows  = task__payload[123:104];
+  assign \task__payload.entry.desc.dev_cols  = task__payload[143:124];
+  assign \task__payload.entry.desc.in_size  = task__payload[163:144];
+  assign \task__payload.entry.desc.in_rows  = task__payload[183:164];
+  assign \task__payload.entry.desc.in_cols  = task__payload[203:184];
+  assign \task__payload.entry.queue  = task__payload[205:204];
+  assign \task__payload.entry.seq  = task__payload[269:206];
+  assign \task__payload.entry.taken  = task__payload[333:270];
+  assign \task__payload.decoded  = task__payload[1300:334];
+  assign \task__payload.decoded.status  = task__payload[341:334];
+  assign \task__payload.decoded.is_load  = task__payload[342];
+  assign \task__payload.decoded.is_store  = task__payload[343];
+  assign \task__payload.decoded.is_compute  = task__payload[344];
+  assign \task__payload.decoded.second_addr  = task__payload[408:345];
+  assign \task__payload.decoded.stats_offset  = task__payload[456:409];
+  assign \task__payload.decoded.paged  = task__payload[457];
+  assign \task__payload.decoded.pages  = task__payload[464:458];
+  assign \task__payload.decoded.page_shift  = task__payload[468:465];
+  assign \task__payload.decoded.page_half  = task__payload[508:469];
+  assign \task__payload.decoded.stages  = task__payload[1300:509];
+  assign \task__payload.decoded.stages[0]  = task__payload[904:509];
+  assign \task__payload.decoded.stages[0].k  = task__payload[528:509];
+  assign \task__payload.decoded.stages[0].n  = task__payload[548:529];
+  assign \task__payload.decoded.stages[0].trans  = task__payload[549];
+  assign \task__payload.decoded.stages[0].pack_log2  = task__payload[552:550];
+  assign \task__payload.decoded.stages[0].run_log2  = task__payload[555:553];
+  assign \task__payload.decoded.stages[0].rows_dim  = task__payload[575:556];
+  assign \task__payload.decoded.stages[0].cols_dim  = task__payload[595:576];
+  assign \task__payload.decoded.stages[0].n_words  = task__payload[615:596];
+  assign \task__payload.decoded.stages[0].t_level  = task__payload[618:616];
+  assign \task__payload.decoded.stages[0].t_scalar  = task__payload[619];
+  assign \task__payload.decoded.stages[0].t_fold_adds  = task__payload[621:620];
+  assign \task__payload.decoded.stages[0].full_groups  = task__payload[641:622];
+  assign \task__payload.decoded.stages[0].main_rows  = task__payload[661:642];
+  assign \task__payload.decoded.stages[0].main_elems  = task__payload[705:662];
+  assign \task__payload.decoded.stages[0].rest_rows  = task__payload[710:706];
+  assign \task__payload.decoded.stages[0].rest_elems  = task__payload[754:711];
+  assign \task__payload.decoded.stages[0].groups  = task__payload[774:755];
+  assign \task__payload.decoded.stages[0].sets  = task__payload[776:775];
+  assign \task__payload.decoded.stages[0].main_pages  = task__payload[796:777];
+  assign \task__payload.decoded.stages[0].rest_page  = task__payload[816:797];
+  assign \task__payload.decoded.stages[0].last_elems  = task__payload[860:817];
+  assign \task__payload.decoded.stages[0].tail_elems  = task__payload[904:861];
+  assign \task__payload.decoded.stages[1]  = task__payload[1300:905];
+  assign \task__payload.decoded.stages[1].k  = task__payload[924:905];
+  assign \task__payload.decoded.stages[1].n  = task__payload[944:925];
+  assign \task__payload.decoded.stages[1].trans  = task__payload[945];
+  assign \task__payload.decoded.stages[1].pack_log2  = task__payload[948:946];
+  assign \task__payload.decoded.stages[1].run_log2  = task__payload[951:949];
+  assign \task__payload.decoded.stages[1].rows_dim  = task__payload[971:952];
+  assign \task__payload.decoded.stages[1].cols_dim  = task__payload[991:972];
+  assign \task__payload.decoded.stages[1].n_words  = task__payload[1011:992];
+  assign \task__payload.decoded.stages[1].t_level  = task__payload[1014:1012];
+  assign \task__payload.decoded.stages[1].t_scalar  = task__payload[1015];
+  assign \task__payload.decoded.stages[1].t_fold_adds  = task__payload[1017:1016];
+  assign \task__payload.decoded.stages[1].full_groups  = task__payload[1037:1018];
+  assign \task__payload.decoded.stages[1].main_rows  = task__payload[1057:1038];
+  assign \task__payload.decoded.stages[1].main_elems  = task__payload[1101:1058];
+  assign \task__payload.decoded.stages[1].rest_rows  = task__payload[1106:1102];
+  assign \task__payload.decoded.stages[1].rest_elems  = task__payload[1150:1107];
+  assign \task__payload.decoded.stages[1].groups  = task__payload[1170:1151];
+  assign \task__payload.decoded.stages[1].sets  = task__payload[1172:1171];
+  assign \task__payload.decoded.stages[1].main_pages  = task__payload[1192:1173];
+  assign \task__payload.decoded.stages[1].rest_page  = task__payload[1212:1193];
+  assign \task__payload.decoded.stages[1].last_elems  = task__payload[1256:1213];
+  assign \task__payload.decoded.stages[1].tail_elems  = task__payload[1300:1257];
+  assign \task__payload.sq_slot  = task__payload[1364:1301];
+  assign \task__payload.cq_slot  = task__payload[1428:1365];
   assign \$17  = 1'h1;
   assign \$18  = 1'h1;
   assign widened_0_lzc_vll = 1'h1;
@@ -11794,13 +11792,13 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \$1105  = { \$1104 [29], \$1104 [29], \$1104 [29], \$1104 [29], \$1104 [29], \$1104 [29:5] };
   assign \$1110  = { 2'h0, \task [103:84], 5'h00 };
   assign \$1111  = { count, 1'h0 };
-  assign \$1118  = { \$signal$877 , 1'h0 };
+  assign \$1118  = { \$signal$875 , 1'h0 };
   assign \$1121  = { \$1120 , 1'h0 };
   assign \$1125  = { \$1124 [26], \$1124 [26], \$1124 [26], \$1124 [26], \$1124 [26], \$1124 [26], \$1124 [26:6] };
   assign \$1130  = { \$1129 [25], \$1129 [25], \$1129 [25], \$1129 [25], \$1129 [25], \$1129 [25:5] };
   assign \$1152  = \$1151 ;
   assign \$1161  = { \$1160 [28], \$1160 [28], \$1160 [28], \$1160 [28], \$1160 [28], \$1160 [28], \$1160 [28:6] };
-  assign \$1177  = \$signal$908 ;
+  assign \$1177  = \$signal$906 ;
   assign \$1183  = { \$1182 [28], \$1182 [28], \$1182 [28], \$1182 [28], \$1182 [28], \$1182 [28], \$1182 [28:6] };
 endmodule
 
@@ -12641,7 +12639,7 @@ module \ndp_device.control_unit.chunks (rst, split, addr, valid, pair_valid, las
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_error, hold, done_status, irq, \port$13850$0 , done_store, cycle, \port$14079$289 , \port$14081$289 , \port$14083$289 , \port$14085$289 , complete, queue, seq, taken, status, read_error, slot
+module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_error, hold, done_status, irq, \port$13854$0 , done_store, cycle, \port$14083$289 , \port$14085$289 , \port$14087$289 , \port$14089$289 , complete, queue, seq, taken, status, read_error, slot
 , store, quiet, pending, line_start, line_addr, line, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$69  = 0;
   wire \$1 ;
@@ -12702,16 +12700,16 @@ module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_err
   reg line_start;
   output pending;
   reg pending = 1'h0;
-  output [33:0] \port$13850$0 ;
-  wire [33:0] \port$13850$0 ;
-  input \port$14079$289 ;
-  wire \port$14079$289 ;
-  input \port$14081$289 ;
-  wire \port$14081$289 ;
+  output [33:0] \port$13854$0 ;
+  wire [33:0] \port$13854$0 ;
   input \port$14083$289 ;
   wire \port$14083$289 ;
   input \port$14085$289 ;
   wire \port$14085$289 ;
+  input \port$14087$289 ;
+  wire \port$14087$289 ;
+  input \port$14089$289 ;
+  wire \port$14089$289 ;
   input [1:0] queue;
   wire [1:0] queue;
   input quiet;
@@ -12756,7 +12754,7 @@ module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_err
   assign \$11  = \$9  & \$10 ;
   assign \$12  = \$11  ? 8'h80 : \$signal$10 ;
   assign \$13  = cycle - \$signal$8 ;
-  assign irq_en = { \port$14085$289 , \port$14083$289 , \port$14081$289 , \port$14079$289  } >> r_data[1:0];
+  assign irq_en = { \port$14089$289 , \port$14087$289 , \port$14085$289 , \port$14083$289  } >> r_data[1:0];
   assign done_status = reported_error ? 8'h80 : r_data[41:34];
   assign \$14  = r_en & irq_en;
   assign \$15  = 1'h1 << r_data[1:0];
@@ -12926,12 +12924,12 @@ module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_err
       w_data = { \$signal$16 , status_word[7:0], \$signal [31:0], \$like  };
     end
   end
-  assign \irq_en$31  = { \port$14085$289 , \port$14083$289 , \port$14081$289 , \port$14079$289  };
+  assign \irq_en$31  = { \port$14089$289 , \port$14087$289 , \port$14085$289 , \port$14083$289  };
   assign reported = r_en;
   assign done_valid = r_en;
   assign done_queue = r_data[1:0];
   assign done_seq = r_data[33:2];
-  assign \port$13850$0  = r_data[33:0];
+  assign \port$13854$0  = r_data[33:0];
   assign done_store = r_data[42];
 endmodule
 
@@ -43567,8 +43565,8 @@ module \ndp_device.control_unit.compute.operand_select3 (rst, line, lane_row, x,
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verdict_valid, verdict_status, side_valid, run_issued, report, report_store, queues__0, queues__1, queues__2, queues__3, pop_valid, take, r_en, run_start, run_addr, run_lines
-, run_side, \task , pop_ready, side_data);
+module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, verdict__valid, verdict__payload, side_valid, run_issued, report, report_store, queues__0, queues__1, queues__2, queues__3, pop_valid, task__ready, r_en, run_start, run_addr, run_lines
+, run_side, task__payload, pop_ready, side_data);
   reg \$auto$verilog_backend.cc:2355:dump_module$77  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -43641,88 +43639,88 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   wire \$160 ;
   wire \$161 ;
   wire \$162 ;
-  wire [64:0] \$163 ;
-  wire [15:0] \$164 ;
-  wire [16:0] \$165 ;
+  wire \$163 ;
+  wire [64:0] \$164 ;
+  wire [15:0] \$165 ;
   wire [16:0] \$166 ;
-  wire [79:0] \$167 ;
-  wire [63:0] \$168 ;
-  wire [64:0] \$169 ;
+  wire [16:0] \$167 ;
+  wire [79:0] \$168 ;
+  wire [63:0] \$169 ;
   wire \$17 ;
   wire [64:0] \$170 ;
   wire [64:0] \$171 ;
   wire [64:0] \$172 ;
-  wire [19:0] \$173 ;
-  wire \$174 ;
-  wire [19:0] \$175 ;
+  wire [64:0] \$173 ;
+  wire [19:0] \$174 ;
+  wire \$175 ;
   wire [19:0] \$176 ;
-  wire [39:0] \$177 ;
-  wire [8:0] \$178 ;
-  wire [9:0] \$179 ;
+  wire [19:0] \$177 ;
+  wire [39:0] \$178 ;
+  wire [8:0] \$179 ;
   wire \$18 ;
-  wire [8:0] \$180 ;
-  wire \$181 ;
-  wire [9:0] \$182 ;
-  wire [8:0] \$183 ;
-  wire \$184 ;
-  wire [8:0] \$185 ;
-  wire [63:0] \$186 ;
-  wire [64:0] \$187 ;
+  wire [9:0] \$180 ;
+  wire [8:0] \$181 ;
+  wire \$182 ;
+  wire [9:0] \$183 ;
+  wire [8:0] \$184 ;
+  wire \$185 ;
+  wire [8:0] \$186 ;
+  wire [63:0] \$187 ;
   wire [64:0] \$188 ;
-  wire \$189 ;
+  wire [64:0] \$189 ;
   wire \$19 ;
   wire \$190 ;
   wire \$191 ;
-  wire [26:0] \$192 ;
-  wire [64:0] \$193 ;
-  wire \$194 ;
+  wire \$192 ;
+  wire [26:0] \$193 ;
+  wire [64:0] \$194 ;
   wire \$195 ;
-  wire [8:0] \$196 ;
-  wire \$197 ;
-  wire [8:0] \$198 ;
-  wire [63:0] \$199 ;
+  wire \$196 ;
+  wire [8:0] \$197 ;
+  wire \$198 ;
+  wire [8:0] \$199 ;
   wire \$2 ;
   wire \$20 ;
-  wire [64:0] \$200 ;
+  wire [63:0] \$200 ;
   wire [64:0] \$201 ;
-  wire \$202 ;
+  wire [64:0] \$202 ;
   wire \$203 ;
   wire \$204 ;
-  wire [26:0] \$205 ;
-  wire [64:0] \$206 ;
-  wire \$207 ;
+  wire \$205 ;
+  wire [26:0] \$206 ;
+  wire [64:0] \$207 ;
   wire \$208 ;
-  wire [8:0] \$209 ;
+  wire \$209 ;
   wire \$21 ;
-  wire \$210 ;
-  wire [8:0] \$211 ;
-  wire [63:0] \$212 ;
-  wire [64:0] \$213 ;
+  wire [8:0] \$210 ;
+  wire \$211 ;
+  wire [8:0] \$212 ;
+  wire [63:0] \$213 ;
   wire [64:0] \$214 ;
-  wire \$215 ;
+  wire [64:0] \$215 ;
   wire \$216 ;
   wire \$217 ;
-  wire [26:0] \$218 ;
-  wire [64:0] \$219 ;
+  wire \$218 ;
+  wire [26:0] \$219 ;
   wire \$22 ;
-  wire \$220 ;
+  wire [64:0] \$220 ;
   wire \$221 ;
-  wire [8:0] \$222 ;
-  wire \$223 ;
-  wire [8:0] \$224 ;
-  wire [63:0] \$225 ;
-  wire [64:0] \$226 ;
+  wire \$222 ;
+  wire [8:0] \$223 ;
+  wire \$224 ;
+  wire [8:0] \$225 ;
+  wire [63:0] \$226 ;
   wire [64:0] \$227 ;
-  wire \$228 ;
+  wire [64:0] \$228 ;
   wire \$229 ;
   wire [64:0] \$23 ;
   wire \$230 ;
-  wire [26:0] \$231 ;
-  wire [64:0] \$232 ;
-  wire \$233 ;
+  wire \$231 ;
+  wire [26:0] \$232 ;
+  wire [64:0] \$233 ;
   wire \$234 ;
-  wire [7:0] \$235 ;
-  wire \$236 ;
+  wire \$235 ;
+  wire [7:0] \$236 ;
   wire \$237 ;
   wire \$238 ;
   wire \$239 ;
@@ -43865,10 +43863,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   wire \$362 ;
   wire \$363 ;
   wire \$364 ;
-  wire [40:0] \$365 ;
-  wire [64:0] \$366 ;
-  wire [40:0] \$367 ;
-  wire \$368 ;
+  wire \$365 ;
+  wire [40:0] \$366 ;
+  wire [64:0] \$367 ;
+  wire [40:0] \$368 ;
   wire \$369 ;
   wire [44:0] \$37 ;
   wire \$370 ;
@@ -43887,8 +43885,8 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   wire \$382 ;
   wire \$383 ;
   wire \$384 ;
-  wire [6:0] \$385 ;
-  wire \$386 ;
+  wire \$385 ;
+  wire [6:0] \$386 ;
   wire \$387 ;
   wire \$388 ;
   wire \$389 ;
@@ -43897,34 +43895,34 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   wire \$391 ;
   wire \$392 ;
   wire \$393 ;
-  wire [1:0] \$394 ;
+  wire \$394 ;
   wire [1:0] \$395 ;
-  wire \$396 ;
+  wire [1:0] \$396 ;
   wire \$397 ;
   wire \$398 ;
-  wire [1:0] \$399 ;
+  wire \$399 ;
   wire \$4 ;
   wire [47:0] \$40 ;
-  wire \$400 ;
+  wire [1:0] \$400 ;
   wire \$401 ;
   wire \$402 ;
   wire \$403 ;
-  wire [1:0] \$404 ;
+  wire \$404 ;
   wire [1:0] \$405 ;
-  wire \$406 ;
+  wire [1:0] \$406 ;
   wire \$407 ;
-  wire [6:0] \$408 ;
-  wire [20:0] \$409 ;
+  wire \$408 ;
+  wire [6:0] \$409 ;
   wire [47:0] \$41 ;
-  wire [22:0] \$410 ;
-  wire [44:0] \$411 ;
-  wire [20:0] \$412 ;
-  wire [21:0] \$413 ;
-  wire \$414 ;
-  wire [22:0] \$415 ;
-  wire [43:0] \$416 ;
-  wire [20:0] \$417 ;
-  wire \$418 ;
+  wire [20:0] \$410 ;
+  wire [22:0] \$411 ;
+  wire [44:0] \$412 ;
+  wire [20:0] \$413 ;
+  wire [21:0] \$414 ;
+  wire \$415 ;
+  wire [22:0] \$416 ;
+  wire [43:0] \$417 ;
+  wire [20:0] \$418 ;
   wire \$419 ;
   wire [44:0] \$42 ;
   wire \$420 ;
@@ -43932,15 +43930,15 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   wire \$422 ;
   wire \$423 ;
   wire \$424 ;
-  wire [1:0] \$425 ;
+  wire \$425 ;
   wire \$426 ;
-  wire [22:0] \$427 ;
-  wire [43:0] \$428 ;
-  wire [2:0] \$429 ;
+  wire \$427 ;
+  wire [1:0] \$428 ;
+  wire \$429 ;
   wire [45:0] \$43 ;
-  wire \$430 ;
-  wire \$431 ;
-  wire \$432 ;
+  wire [22:0] \$430 ;
+  wire [43:0] \$431 ;
+  wire [2:0] \$432 ;
   wire \$433 ;
   wire \$434 ;
   wire \$435 ;
@@ -43965,19 +43963,19 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   wire \$452 ;
   wire \$453 ;
   wire \$454 ;
-  wire [20:0] \$455 ;
-  wire [21:0] \$456 ;
-  wire [22:0] \$457 ;
-  wire [22:0] \$458 ;
-  wire \$459 ;
+  wire \$455 ;
+  wire \$456 ;
+  wire \$457 ;
+  wire [20:0] \$458 ;
+  wire [21:0] \$459 ;
   wire [63:0] \$46 ;
-  wire [6:0] \$460 ;
-  wire \$461 ;
+  wire [22:0] \$460 ;
+  wire [22:0] \$461 ;
   wire \$462 ;
   wire [6:0] \$463 ;
   wire \$464 ;
   wire \$465 ;
-  wire \$466 ;
+  wire [6:0] \$466 ;
   wire \$467 ;
   wire \$468 ;
   wire \$469 ;
@@ -44001,34 +43999,34 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   wire \$485 ;
   wire \$486 ;
   wire \$487 ;
-  reg [63:0] \$488 ;
-  reg [63:0] \$489 ;
+  wire \$488 ;
+  wire \$489 ;
   wire [44:0] \$49 ;
-  reg [63:0] \$490 ;
-  reg [48:0] \$491 ;
+  wire \$490 ;
+  wire \$491 ;
   reg [63:0] \$492 ;
   reg [63:0] \$493 ;
-  reg [64:0] \$494 ;
-  reg [43:0] \$495 ;
-  reg [7:0] \$496 ;
-  reg [7:0] \$497 ;
+  reg [63:0] \$494 ;
+  reg [48:0] \$495 ;
+  reg [63:0] \$496 ;
+  reg [63:0] \$497 ;
   reg [64:0] \$498 ;
-  reg \$499 ;
+  reg [43:0] \$499 ;
   wire \$5 ;
   wire [45:0] \$50 ;
-  reg [64:0] \$500 ;
-  reg \$501 ;
+  reg [7:0] \$500 ;
+  reg [7:0] \$501 ;
   reg [64:0] \$502 ;
   reg \$503 ;
   reg [64:0] \$504 ;
   reg \$505 ;
-  reg [6:0] \$506 ;
+  reg [64:0] \$506 ;
   reg \$507 ;
-  reg [63:0] \$508 ;
-  reg [63:0] \$509 ;
+  reg [64:0] \$508 ;
+  reg \$509 ;
   wire [46:0] \$51 ;
-  reg [63:0] \$510 ;
-  reg [63:0] \$511 ;
+  reg [6:0] \$510 ;
+  reg \$511 ;
   reg [63:0] \$512 ;
   reg [63:0] \$513 ;
   reg [63:0] \$514 ;
@@ -44096,27 +44094,27 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   reg [63:0] \$570 ;
   reg [63:0] \$571 ;
   reg [63:0] \$572 ;
-  reg \$573 ;
-  reg \$574 ;
-  reg [5:0] \$575 ;
-  reg [1:0] \$576 ;
+  reg [63:0] \$573 ;
+  reg [63:0] \$574 ;
+  reg [63:0] \$575 ;
+  reg [63:0] \$576 ;
   reg \$577 ;
-  reg [19:0] \$578 ;
-  reg [43:0] \$579 ;
+  reg \$578 ;
+  reg [5:0] \$579 ;
   wire \$58 ;
-  reg [43:0] \$580 ;
+  reg [1:0] \$580 ;
   reg \$581 ;
-  reg \$582 ;
-  reg [333:0] \$583 ;
-  reg [966:0] \$584 ;
-  reg [63:0] \$585 ;
-  reg [63:0] \$586 ;
-  reg [43:0] \$587 ;
-  reg [63:0] \$588 ;
+  reg [19:0] \$582 ;
+  reg [43:0] \$583 ;
+  reg [43:0] \$584 ;
+  reg \$585 ;
+  reg \$586 ;
+  reg [333:0] \$587 ;
+  reg [966:0] \$588 ;
   reg [63:0] \$589 ;
   wire [5:0] \$59 ;
   reg [63:0] \$590 ;
-  reg [63:0] \$591 ;
+  reg [43:0] \$591 ;
   reg [63:0] \$592 ;
   reg [63:0] \$593 ;
   reg [63:0] \$594 ;
@@ -44184,17 +44182,21 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   wire [40:0] \$65 ;
   reg [63:0] \$650 ;
   reg [63:0] \$651 ;
-  reg [333:0] \$652 ;
-  reg [1:0] \$653 ;
-  reg [2:0] \$654 ;
-  reg [966:0] \$655 ;
-  reg \$656 ;
-  reg [5:0] \$657 ;
-  reg \$658 ;
+  reg [63:0] \$652 ;
+  reg [63:0] \$653 ;
+  reg [63:0] \$654 ;
+  reg [63:0] \$655 ;
+  reg [333:0] \$656 ;
+  reg [1:0] \$657 ;
+  reg [2:0] \$658 ;
+  reg [966:0] \$659 ;
   wire [64:0] \$66 ;
+  reg \$660 ;
+  reg [5:0] \$661 ;
+  reg \$662 ;
   wire [44:0] \$67 ;
   wire [45:0] \$68 ;
-  wire [9:0] \$683 ;
+  wire [9:0] \$687 ;
   wire [46:0] \$69 ;
   wire \$7 ;
   wire [47:0] \$70 ;
@@ -44804,573 +44806,579 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   wire side_valid;
   reg [64:0] slot_end = 65'h00000000000000000;
   reg [7:0] stores = 8'h00;
-  input take;
-  wire take;
-  output [1428:0] \task ;
-  wire [1428:0] \task ;
-  wire [63:0] \task.cq_slot ;
-  wire [966:0] \task.decoded ;
-  wire \task.decoded.is_compute ;
-  wire \task.decoded.is_load ;
-  wire \task.decoded.is_store ;
-  wire [39:0] \task.decoded.page_half ;
-  wire [3:0] \task.decoded.page_shift ;
-  wire \task.decoded.paged ;
-  wire [6:0] \task.decoded.pages ;
-  wire [63:0] \task.decoded.second_addr ;
-  wire [791:0] \task.decoded.stages ;
-  wire [395:0] \task.decoded.stages[0] ;
-  wire [19:0] \task.decoded.stages[0].cols_dim ;
-  wire [19:0] \task.decoded.stages[0].full_groups ;
-  wire [19:0] \task.decoded.stages[0].groups ;
-  wire [19:0] \task.decoded.stages[0].k ;
-  wire [43:0] \task.decoded.stages[0].last_elems ;
-  wire [43:0] \task.decoded.stages[0].main_elems ;
-  wire [19:0] \task.decoded.stages[0].main_pages ;
-  wire [19:0] \task.decoded.stages[0].main_rows ;
-  wire [19:0] \task.decoded.stages[0].n ;
-  wire [19:0] \task.decoded.stages[0].n_words ;
-  wire [2:0] \task.decoded.stages[0].pack_log2 ;
-  wire [43:0] \task.decoded.stages[0].rest_elems ;
-  wire [19:0] \task.decoded.stages[0].rest_page ;
-  wire [4:0] \task.decoded.stages[0].rest_rows ;
-  wire [19:0] \task.decoded.stages[0].rows_dim ;
-  wire [2:0] \task.decoded.stages[0].run_log2 ;
-  wire [1:0] \task.decoded.stages[0].sets ;
-  wire [1:0] \task.decoded.stages[0].t_fold_adds ;
-  wire [2:0] \task.decoded.stages[0].t_level ;
-  wire \task.decoded.stages[0].t_scalar ;
-  wire [43:0] \task.decoded.stages[0].tail_elems ;
-  wire \task.decoded.stages[0].trans ;
-  wire [395:0] \task.decoded.stages[1] ;
-  wire [19:0] \task.decoded.stages[1].cols_dim ;
-  wire [19:0] \task.decoded.stages[1].full_groups ;
-  wire [19:0] \task.decoded.stages[1].groups ;
-  wire [19:0] \task.decoded.stages[1].k ;
-  wire [43:0] \task.decoded.stages[1].last_elems ;
-  wire [43:0] \task.decoded.stages[1].main_elems ;
-  wire [19:0] \task.decoded.stages[1].main_pages ;
-  wire [19:0] \task.decoded.stages[1].main_rows ;
-  wire [19:0] \task.decoded.stages[1].n ;
-  wire [19:0] \task.decoded.stages[1].n_words ;
-  wire [2:0] \task.decoded.stages[1].pack_log2 ;
-  wire [43:0] \task.decoded.stages[1].rest_elems ;
-  wire [19:0] \task.decoded.stages[1].rest_page ;
-  wire [4:0] \task.decoded.stages[1].rest_rows ;
-  wire [19:0] \task.decoded.stages[1].rows_dim ;
-  wire [2:0] \task.decoded.stages[1].run_log2 ;
-  wire [1:0] \task.decoded.stages[1].sets ;
-  wire [1:0] \task.decoded.stages[1].t_fold_adds ;
-  wire [2:0] \task.decoded.stages[1].t_level ;
-  wire \task.decoded.stages[1].t_scalar ;
-  wire [43:0] \task.decoded.stages[1].tail_elems ;
-  wire \task.decoded.stages[1].trans ;
-  wire [47:0] \task.decoded.stats_offset ;
-  wire [7:0] \task.decoded.status ;
-  wire [333:0] \task.entry ;
-  wire [203:0] \task.entry.desc ;
-  wire [63:0] \task.entry.desc.dev_addr ;
-  wire [19:0] \task.entry.desc.dev_cols ;
-  wire [19:0] \task.entry.desc.dev_rows ;
-  wire [19:0] \task.entry.desc.dev_size ;
-  wire [3:0] \task.entry.desc.dtype ;
-  wire [9:0] \task.entry.desc.flags ;
-  wire [3:0] \task.entry.desc.flags.page_shift ;
-  wire \task.entry.desc.flags.paged ;
-  wire \task.entry.desc.flags.partial ;
-  wire [2:0] \task.entry.desc.flags.reserved ;
-  wire \task.entry.desc.flags.trans_w ;
-  wire [19:0] \task.entry.desc.in_cols ;
-  wire [19:0] \task.entry.desc.in_rows ;
-  wire [19:0] \task.entry.desc.in_size ;
-  wire [3:0] \task.entry.desc.op ;
-  wire [1:0] \task.entry.desc.type ;
-  wire [1:0] \task.entry.queue ;
-  wire [63:0] \task.entry.seq ;
-  wire [63:0] \task.entry.taken ;
-  wire [63:0] \task.sq_slot ;
-  output task_valid;
-  wire task_valid;
-  output [7:0] verdict_status;
-  wire [7:0] verdict_status;
-  wire verdict_take;
-  output verdict_valid;
-  wire verdict_valid;
+  output [1428:0] task__payload;
+  wire [1428:0] task__payload;
+  wire [63:0] \task__payload.cq_slot ;
+  wire [966:0] \task__payload.decoded ;
+  wire \task__payload.decoded.is_compute ;
+  wire \task__payload.decoded.is_load ;
+  wire \task__payload.decoded.is_store ;
+  wire [39:0] \task__payload.decoded.page_half ;
+  wire [3:0] \task__payload.decoded.page_shift ;
+  wire \task__payload.decoded.paged ;
+  wire [6:0] \task__payload.decoded.pages ;
+  wire [63:0] \task__payload.decoded.second_addr ;
+  wire [791:0] \task__payload.decoded.stages ;
+  wire [395:0] \task__payload.decoded.stages[0] ;
+  wire [19:0] \task__payload.decoded.stages[0].cols_dim ;
+  wire [19:0] \task__payload.decoded.stages[0].full_groups ;
+  wire [19:0] \task__payload.decoded.stages[0].groups ;
+  wire [19:0] \task__payload.decoded.stages[0].k ;
+  wire [43:0] \task__payload.decoded.stages[0].last_elems ;
+  wire [43:0] \task__payload.decoded.stages[0].main_elems ;
+  wire [19:0] \task__payload.decoded.stages[0].main_pages ;
+  wire [19:0] \task__payload.decoded.stages[0].main_rows ;
+  wire [19:0] \task__payload.decoded.stages[0].n ;
+  wire [19:0] \task__payload.decoded.stages[0].n_words ;
+  wire [2:0] \task__payload.decoded.stages[0].pack_log2 ;
+  wire [43:0] \task__payload.decoded.stages[0].rest_elems ;
+  wire [19:0] \task__payload.decoded.stages[0].rest_page ;
+  wire [4:0] \task__payload.decoded.stages[0].rest_rows ;
+  wire [19:0] \task__payload.decoded.stages[0].rows_dim ;
+  wire [2:0] \task__payload.decoded.stages[0].run_log2 ;
+  wire [1:0] \task__payload.decoded.stages[0].sets ;
+  wire [1:0] \task__payload.decoded.stages[0].t_fold_adds ;
+  wire [2:0] \task__payload.decoded.stages[0].t_level ;
+  wire \task__payload.decoded.stages[0].t_scalar ;
+  wire [43:0] \task__payload.decoded.stages[0].tail_elems ;
+  wire \task__payload.decoded.stages[0].trans ;
+  wire [395:0] \task__payload.decoded.stages[1] ;
+  wire [19:0] \task__payload.decoded.stages[1].cols_dim ;
+  wire [19:0] \task__payload.decoded.stages[1].full_groups ;
+  wire [19:0] \task__payload.decoded.stages[1].groups ;
+  wire [19:0] \task__payload.decoded.stages[1].k ;
+  wire [43:0] \task__payload.decoded.stages[1].last_elems ;
+  wire [43:0] \task__payload.decoded.stages[1].main_elems ;
+  wire [19:0] \task__payload.decoded.stages[1].main_pages ;
+  wire [19:0] \task__payload.decoded.stages[1].main_rows ;
+  wire [19:0] \task__payload.decoded.stages[1].n ;
+  wire [19:0] \task__payload.decoded.stages[1].n_words ;
+  wire [2:0] \task__payload.decoded.stages[1].pack_log2 ;
+  wire [43:0] \task__payload.decoded.stages[1].rest_elems ;
+  wire [19:0] \task__payload.decoded.stages[1].rest_page ;
+  wire [4:0] \task__payload.decoded.stages[1].rest_rows ;
+  wire [19:0] \task__payload.decoded.stages[1].rows_dim ;
+  wire [2:0] \task__payload.decoded.stages[1].run_log2 ;
+  wire [1:0] \task__payload.decoded.stages[1].sets ;
+  wire [1:0] \task__payload.decoded.stages[1].t_fold_adds ;
+  wire [2:0] \task__payload.decoded.stages[1].t_level ;
+  wire \task__payload.decoded.stages[1].t_scalar ;
+  wire [43:0] \task__payload.decoded.stages[1].tail_elems ;
+  wire \task__payload.decoded.stages[1].trans ;
+  wire [47:0] \task__payload.decoded.stats_offset ;
+  wire [7:0] \task__payload.decoded.status ;
+  wire [333:0] \task__payload.entry ;
+  wire [203:0] \task__payload.entry.desc ;
+  wire [63:0] \task__payload.entry.desc.dev_addr ;
+  wire [19:0] \task__payload.entry.desc.dev_cols ;
+  wire [19:0] \task__payload.entry.desc.dev_rows ;
+  wire [19:0] \task__payload.entry.desc.dev_size ;
+  wire [3:0] \task__payload.entry.desc.dtype ;
+  wire [9:0] \task__payload.entry.desc.flags ;
+  wire [3:0] \task__payload.entry.desc.flags.page_shift ;
+  wire \task__payload.entry.desc.flags.paged ;
+  wire \task__payload.entry.desc.flags.partial ;
+  wire [2:0] \task__payload.entry.desc.flags.reserved ;
+  wire \task__payload.entry.desc.flags.trans_w ;
+  wire [19:0] \task__payload.entry.desc.in_cols ;
+  wire [19:0] \task__payload.entry.desc.in_rows ;
+  wire [19:0] \task__payload.entry.desc.in_size ;
+  wire [3:0] \task__payload.entry.desc.op ;
+  wire [1:0] \task__payload.entry.desc.type ;
+  wire [1:0] \task__payload.entry.queue ;
+  wire [63:0] \task__payload.entry.seq ;
+  wire [63:0] \task__payload.entry.taken ;
+  wire [63:0] \task__payload.sq_slot ;
+  input task__ready;
+  wire task__ready;
+  output task__valid;
+  wire task__valid;
+  output [7:0] verdict__payload;
+  wire [7:0] verdict__payload;
+  wire verdict__ready;
+  output verdict__valid;
+  wire verdict__valid;
   reg [7:0] w_data;
   reg w_en;
   wire w_rdy;
-  assign \$335  = \$signal$236  == 3'h6;
-  assign \$337  = \$signal$236  == 3'h6;
-  assign \$339  = \$signal$236  == 3'h6;
-  assign \$341  = \$signal$236  == 3'h6;
-  assign \$343  = \$signal$236  == 3'h6;
-  assign \$345  = \$signal$236  == 3'h6;
-  assign \$347  = \$signal$236  == 3'h6;
-  assign \$349  = \$signal$236  == 3'h7;
-  assign \$351  = \$signal$236  == 3'h7;
-  assign \$353  = \$signal$236  == 3'h7;
-  assign \$355  = \$signal$236  == 3'h7;
-  assign \$357  = \$signal$236  == 3'h7;
-  assign \$359  = \$signal$236  == 3'h7;
-  assign \$361  = \$signal$236  == 3'h7;
-  assign \$363  = \$signal$236  == 3'h7;
-  assign \$366  = regs2[255:192] - \$365 ;
-  assign \$368  = regs2[255:192] >= \$367 ;
-  assign \$369  = ~ run_any;
-  assign \$370  = \$369  | run_issued;
-  assign \$371  = \$signal$198  & \$370 ;
-  assign \$372  = ! \$signal$116 ;
-  assign \$373  = \$signal$116  == 2'h3;
-  assign \$374  = \$372  | \$373 ;
-  assign \$375  = \$signal$116  == 1'h1;
-  assign \$376  = ! f_page;
-  assign \$377  = \$375  & \$376 ;
-  assign \$378  = \$374  | \$377 ;
-  assign \$379  = list_req & \$378 ;
-  assign \$380  = ~ \$379 ;
-  assign \$381  = \$371  & \$380 ;
-  assign \$382  = \$signal$116  == 2'h3;
-  assign \$383  = \$signal$116  == 1'h1;
-  assign \$384  = \$383  & decoded1[123];
-  assign \$385  = f_page + 1'h1;
-  assign \$386  = \$385  < f_sizes[287:268];
-  assign \$387  = \$384  & \$386 ;
-  assign \$388  = \$signal$116  == 1'h1;
-  assign \$389  = ! \$signal$116 ;
-  assign \$390  = \$signal$105 [5:2] == 2'h2;
-  assign \$391  = \$signal$105 [5:2] == 2'h3;
-  assign \$392  = \$signal$105 [5:2] == 3'h4;
-  assign \$393  = \$391  | \$392 ;
-  assign \$394  = \$393  ? 2'h2 : 2'h1;
-  assign \$395  = \$390  ? 2'h0 : \$394 ;
-  assign \$396  = | \$395 ;
-  assign \$397  = \$389  & \$396 ;
-  assign \$398  = \$signal$116  == 2'h2;
-  assign \$399  = f_stage + 1'h1;
-  assign \$400  = \$signal$105 [5:2] == 2'h2;
-  assign \$401  = \$signal$105 [5:2] == 2'h3;
-  assign \$402  = \$signal$105 [5:2] == 3'h4;
-  assign \$403  = \$401  | \$402 ;
-  assign \$404  = \$403  ? 2'h2 : 2'h1;
-  assign \$405  = \$400  ? 2'h0 : \$404 ;
-  assign \$406  = \$399  < \$405 ;
-  assign \$407  = \$398  & \$406 ;
-  assign \$408  = f_page + 1'h1;
-  assign \$409  = \$signal$239  + 3'h4;
-  assign \$410  = 3'h4 * \$signal$105 [203:184];
-  assign \$411  = \$signal$98  + \$410 ;
-  assign \$412  = \$signal$239  + 3'h4;
-  assign \$413  = \$signal$105 [183:164] - \$412 ;
-  assign \$414  = $signed(\$413 ) <= $signed(4'h4);
-  assign \$416  = \$414  ? \$signal$240  : { 21'h000000, \$415  };
-  assign \$417  = \$signal$239  + 3'h4;
-  assign \$418  = \$417  >= \$signal$105 [183:164];
-  assign \$419  = ~ \$signal$204 ;
-  assign \$420  = ~ \$signal$198 ;
-  assign \$421  = handed1 | take;
-  assign \$422  = \$420  & \$421 ;
-  assign \$423  = \$419  | \$422 ;
-  assign \$424  = \$signal$204  & \$423 ;
-  assign \$425  = decoded2[10] ? 2'h0 : 2'h3;
-  assign \$426  = entry2[183:164] <= 3'h4;
-  assign \$428  = \$426  ? last_group_elems2 : { 21'h000000, \$427  };
-  assign \$429  = decoding - 1'h1;
-  assign \$430  = ! decoding;
-  assign \$431  = | decoded[7:0];
-  assign \$432  = | stores;
-  assign \$433  = | \$signal$212 ;
-  assign \$434  = reads_cq & \$433 ;
-  assign \$435  = \$432  | \$434 ;
-  assign \$438  = | stores;
-  assign \$439  = | \$signal$212 ;
-  assign \$440  = reads_cq & \$439 ;
-  assign \$441  = \$438  | \$440 ;
-  assign \$442  = ~ \$441 ;
-  assign \$444  = list_req & run_issued;
-  assign \$445  = ~ \$signal$198 ;
-  assign \$446  = ! \$signal$116 ;
-  assign \$447  = \$signal$116  == 2'h3;
-  assign \$448  = \$446  | \$447 ;
-  assign \$449  = \$signal$116  == 1'h1;
-  assign \$450  = ! f_page;
-  assign \$451  = \$449  & \$450 ;
-  assign \$452  = \$448  | \$451 ;
-  assign \$453  = \$445  | \$452 ;
-  assign \$454  = \$444  & \$453 ;
-  assign \$455  = 1'h0 + entry2[103:84];
-  assign \$456  = \$455  + 1'h1;
-  assign \$457  = \$456  - 1'h1;
-  assign \$459  = \$signal$236  == \$458 ;
-  assign \$460  = c_page + 1'h1;
-  assign \$461  = \$460  >= decoded2[130:124];
-  assign \$462  = ~ \$461 ;
+  assign \$330  = \$signal$236  == 3'h5;
+  assign \$332  = \$signal$236  == 3'h5;
+  assign \$334  = \$signal$236  == 3'h6;
+  assign \$336  = \$signal$236  == 3'h6;
+  assign \$338  = \$signal$236  == 3'h6;
+  assign \$340  = \$signal$236  == 3'h6;
+  assign \$342  = \$signal$236  == 3'h6;
+  assign \$344  = \$signal$236  == 3'h6;
+  assign \$346  = \$signal$236  == 3'h6;
+  assign \$348  = \$signal$236  == 3'h6;
+  assign \$350  = \$signal$236  == 3'h7;
+  assign \$352  = \$signal$236  == 3'h7;
+  assign \$354  = \$signal$236  == 3'h7;
+  assign \$356  = \$signal$236  == 3'h7;
+  assign \$358  = \$signal$236  == 3'h7;
+  assign \$360  = \$signal$236  == 3'h7;
+  assign \$362  = \$signal$236  == 3'h7;
+  assign \$364  = \$signal$236  == 3'h7;
+  assign \$367  = regs2[255:192] - \$366 ;
+  assign \$369  = regs2[255:192] >= \$368 ;
+  assign \$370  = ~ run_any;
+  assign \$371  = \$370  | run_issued;
+  assign \$372  = \$signal$198  & \$371 ;
+  assign \$373  = ! \$signal$116 ;
+  assign \$374  = \$signal$116  == 2'h3;
+  assign \$375  = \$373  | \$374 ;
+  assign \$376  = \$signal$116  == 1'h1;
+  assign \$377  = ! f_page;
+  assign \$378  = \$376  & \$377 ;
+  assign \$379  = \$375  | \$378 ;
+  assign \$380  = list_req & \$379 ;
+  assign \$381  = ~ \$380 ;
+  assign \$382  = \$372  & \$381 ;
+  assign \$383  = \$signal$116  == 2'h3;
+  assign \$384  = \$signal$116  == 1'h1;
+  assign \$385  = \$384  & decoded1[123];
+  assign \$386  = f_page + 1'h1;
+  assign \$387  = \$386  < f_sizes[287:268];
+  assign \$388  = \$385  & \$387 ;
+  assign \$389  = \$signal$116  == 1'h1;
+  assign \$390  = ! \$signal$116 ;
+  assign \$391  = \$signal$105 [5:2] == 2'h2;
+  assign \$392  = \$signal$105 [5:2] == 2'h3;
+  assign \$393  = \$signal$105 [5:2] == 3'h4;
+  assign \$394  = \$392  | \$393 ;
+  assign \$395  = \$394  ? 2'h2 : 2'h1;
+  assign \$396  = \$391  ? 2'h0 : \$395 ;
+  assign \$397  = | \$396 ;
+  assign \$398  = \$390  & \$397 ;
+  assign \$399  = \$signal$116  == 2'h2;
+  assign \$400  = f_stage + 1'h1;
+  assign \$401  = \$signal$105 [5:2] == 2'h2;
+  assign \$402  = \$signal$105 [5:2] == 2'h3;
+  assign \$403  = \$signal$105 [5:2] == 3'h4;
+  assign \$404  = \$402  | \$403 ;
+  assign \$405  = \$404  ? 2'h2 : 2'h1;
+  assign \$406  = \$401  ? 2'h0 : \$405 ;
+  assign \$407  = \$400  < \$406 ;
+  assign \$408  = \$399  & \$407 ;
+  assign \$409  = f_page + 1'h1;
+  assign \$410  = \$signal$239  + 3'h4;
+  assign \$411  = 3'h4 * \$signal$105 [203:184];
+  assign \$412  = \$signal$98  + \$411 ;
+  assign \$413  = \$signal$239  + 3'h4;
+  assign \$414  = \$signal$105 [183:164] - \$413 ;
+  assign \$415  = $signed(\$414 ) <= $signed(4'h4);
+  assign \$417  = \$415  ? \$signal$240  : { 21'h000000, \$416  };
+  assign \$418  = \$signal$239  + 3'h4;
+  assign \$419  = \$418  >= \$signal$105 [183:164];
+  assign \$420  = task__valid & task__ready;
+  assign \$421  = ~ \$signal$204 ;
+  assign \$422  = ~ \$signal$198 ;
+  assign \$423  = task__valid & task__ready;
+  assign \$424  = handed1 | \$423 ;
+  assign \$425  = \$422  & \$424 ;
+  assign \$426  = \$421  | \$425 ;
+  assign \$427  = \$signal$204  & \$426 ;
+  assign \$428  = decoded2[10] ? 2'h0 : 2'h3;
+  assign \$429  = entry2[183:164] <= 3'h4;
+  assign \$431  = \$429  ? last_group_elems2 : { 21'h000000, \$430  };
+  assign \$432  = decoding - 1'h1;
+  assign \$433  = ! decoding;
+  assign \$434  = | decoded[7:0];
+  assign \$435  = | stores;
+  assign \$436  = | \$signal$212 ;
+  assign \$437  = reads_cq & \$436 ;
+  assign \$438  = \$435  | \$437 ;
+  assign \$441  = | stores;
+  assign \$442  = | \$signal$212 ;
+  assign \$443  = reads_cq & \$442 ;
+  assign \$444  = \$441  | \$443 ;
+  assign \$445  = ~ \$444 ;
+  assign \$447  = list_req & run_issued;
+  assign \$448  = ~ \$signal$198 ;
+  assign \$449  = ! \$signal$116 ;
+  assign \$450  = \$signal$116  == 2'h3;
+  assign \$451  = \$449  | \$450 ;
+  assign \$452  = \$signal$116  == 1'h1;
+  assign \$453  = ! f_page;
+  assign \$454  = \$452  & \$453 ;
+  assign \$455  = \$451  | \$454 ;
+  assign \$456  = \$448  | \$455 ;
+  assign \$457  = \$447  & \$456 ;
+  assign \$458  = 1'h0 + entry2[103:84];
+  assign \$459  = \$458  + 1'h1;
+  assign \$460  = \$459  - 1'h1;
+  assign \$462  = \$signal$236  == \$461 ;
   assign \$463  = c_page + 1'h1;
-  assign \$464  = | checked[11:0];
-  assign \$465  = checked < regs2[191:128];
-  assign \$466  = \$464  | \$465 ;
-  assign \$467  = ~ room_ok;
-  assign \$468  = \$466  | \$467 ;
-  assign \$469  = checked > \$signal$222 ;
-  assign \$470  = \$468  | \$469 ;
-  assign \$471  = bad | \$470 ;
-  assign \$472  = ~ \$signal$219 ;
-  assign \$473  = | checked[11:0];
-  assign \$474  = checked < regs2[191:128];
-  assign \$475  = \$473  | \$474 ;
-  assign \$476  = ~ room_ok;
-  assign \$477  = \$475  | \$476 ;
-  assign \$478  = checked > \$signal$222 ;
-  assign \$479  = \$477  | \$478 ;
-  assign \$480  = bad | \$479 ;
-  assign \$481  = ~ \$480 ;
-  assign \$482  = \$472  & \$481 ;
-  assign \$483  = ~ \$signal$204 ;
-  assign \$484  = ~ \$signal$198 ;
-  assign \$485  = handed1 | take;
-  assign \$486  = \$484  & \$485 ;
-  assign \$487  = \$483  | \$486 ;
+  assign \$464  = \$463  >= decoded2[130:124];
+  assign \$465  = ~ \$464 ;
+  assign \$466  = c_page + 1'h1;
+  assign \$467  = | checked[11:0];
+  assign \$468  = checked < regs2[191:128];
+  assign \$469  = \$467  | \$468 ;
+  assign \$470  = ~ room_ok;
+  assign \$471  = \$469  | \$470 ;
+  assign \$472  = checked > \$signal$222 ;
+  assign \$473  = \$471  | \$472 ;
+  assign \$474  = bad | \$473 ;
+  assign \$475  = ~ \$signal$219 ;
+  assign \$476  = | checked[11:0];
+  assign \$477  = checked < regs2[191:128];
+  assign \$478  = \$476  | \$477 ;
+  assign \$479  = ~ room_ok;
+  assign \$480  = \$478  | \$479 ;
+  assign \$481  = checked > \$signal$222 ;
+  assign \$482  = \$480  | \$481 ;
+  assign \$483  = bad | \$482 ;
+  assign \$484  = ~ \$483 ;
+  assign \$485  = \$475  & \$484 ;
+  assign \$486  = ~ \$signal$204 ;
+  assign \$487  = ~ \$signal$198 ;
+  assign \$488  = task__valid & task__ready;
+  assign \$489  = handed1 | \$488 ;
+  assign \$490  = \$487  & \$489 ;
+  assign \$491  = \$486  | \$490 ;
   always @(posedge clk)
-    \$signal$227  <= \$488 ;
+    \$signal$227  <= \$492 ;
   always @(posedge clk)
-    \$signal$228  <= \$489 ;
+    \$signal$228  <= \$493 ;
   always @(posedge clk)
-    \$signal$229  <= \$490 ;
+    \$signal$229  <= \$494 ;
   always @(posedge clk)
-    \$signal$230  <= \$491 ;
+    \$signal$230  <= \$495 ;
   always @(posedge clk)
-    \$signal  <= \$492 ;
+    \$signal  <= \$496 ;
   always @(posedge clk)
-    \$signal$231  <= \$493 ;
+    \$signal$231  <= \$497 ;
   always @(posedge clk)
-    slot_end <= \$494 ;
+    slot_end <= \$498 ;
   always @(posedge clk)
-    last_group_elems2 <= \$495 ;
+    last_group_elems2 <= \$499 ;
   always @(posedge clk)
-    \$signal$212  <= \$496 ;
+    \$signal$212  <= \$500 ;
   always @(posedge clk)
-    stores <= \$497 ;
+    stores <= \$501 ;
   always @(posedge clk)
-    cq_end0 <= \$498 ;
+    cq_end0 <= \$502 ;
   always @(posedge clk)
-    operand_in_cq0 <= \$499 ;
+    operand_in_cq0 <= \$503 ;
   always @(posedge clk)
-    cq_end1 <= \$500 ;
+    cq_end1 <= \$504 ;
   always @(posedge clk)
-    operand_in_cq1 <= \$501 ;
+    operand_in_cq1 <= \$505 ;
   always @(posedge clk)
-    cq_end2 <= \$502 ;
+    cq_end2 <= \$506 ;
   always @(posedge clk)
-    operand_in_cq2 <= \$503 ;
+    operand_in_cq2 <= \$507 ;
   always @(posedge clk)
-    cq_end3 <= \$504 ;
+    cq_end3 <= \$508 ;
   always @(posedge clk)
-    operand_in_cq3 <= \$505 ;
+    operand_in_cq3 <= \$509 ;
   always @(posedge clk)
-    \$signal$236  <= \$506 ;
+    \$signal$236  <= \$510 ;
   always @(posedge clk)
-    \$signal$219  <= \$507 ;
+    \$signal$219  <= \$511 ;
   always @(posedge clk)
-    next_page0 <= \$508 ;
+    next_page0 <= \$512 ;
   always @(posedge clk)
-    next_page1 <= \$509 ;
+    next_page1 <= \$513 ;
   always @(posedge clk)
-    next_page2 <= \$510 ;
+    next_page2 <= \$514 ;
   always @(posedge clk)
-    next_page3 <= \$511 ;
+    next_page3 <= \$515 ;
   always @(posedge clk)
-    next_page4 <= \$512 ;
+    next_page4 <= \$516 ;
   always @(posedge clk)
-    next_page5 <= \$513 ;
+    next_page5 <= \$517 ;
   always @(posedge clk)
-    next_page6 <= \$514 ;
+    next_page6 <= \$518 ;
   always @(posedge clk)
-    next_page7 <= \$515 ;
+    next_page7 <= \$519 ;
   always @(posedge clk)
-    next_page8 <= \$516 ;
+    next_page8 <= \$520 ;
   always @(posedge clk)
-    next_page9 <= \$517 ;
+    next_page9 <= \$521 ;
   always @(posedge clk)
-    next_page10 <= \$518 ;
+    next_page10 <= \$522 ;
   always @(posedge clk)
-    next_page11 <= \$519 ;
+    next_page11 <= \$523 ;
   always @(posedge clk)
-    next_page12 <= \$520 ;
+    next_page12 <= \$524 ;
   always @(posedge clk)
-    next_page13 <= \$521 ;
+    next_page13 <= \$525 ;
   always @(posedge clk)
-    next_page14 <= \$522 ;
+    next_page14 <= \$526 ;
   always @(posedge clk)
-    next_page15 <= \$523 ;
+    next_page15 <= \$527 ;
   always @(posedge clk)
-    next_page16 <= \$524 ;
+    next_page16 <= \$528 ;
   always @(posedge clk)
-    next_page17 <= \$525 ;
+    next_page17 <= \$529 ;
   always @(posedge clk)
-    next_page18 <= \$526 ;
+    next_page18 <= \$530 ;
   always @(posedge clk)
-    next_page19 <= \$527 ;
+    next_page19 <= \$531 ;
   always @(posedge clk)
-    next_page20 <= \$528 ;
+    next_page20 <= \$532 ;
   always @(posedge clk)
-    next_page21 <= \$529 ;
+    next_page21 <= \$533 ;
   always @(posedge clk)
-    next_page22 <= \$530 ;
+    next_page22 <= \$534 ;
   always @(posedge clk)
-    next_page23 <= \$531 ;
+    next_page23 <= \$535 ;
   always @(posedge clk)
-    next_page24 <= \$532 ;
+    next_page24 <= \$536 ;
   always @(posedge clk)
-    next_page25 <= \$533 ;
+    next_page25 <= \$537 ;
   always @(posedge clk)
-    next_page26 <= \$534 ;
+    next_page26 <= \$538 ;
   always @(posedge clk)
-    next_page27 <= \$535 ;
+    next_page27 <= \$539 ;
   always @(posedge clk)
-    next_page28 <= \$536 ;
+    next_page28 <= \$540 ;
   always @(posedge clk)
-    next_page29 <= \$537 ;
+    next_page29 <= \$541 ;
   always @(posedge clk)
-    next_page30 <= \$538 ;
+    next_page30 <= \$542 ;
   always @(posedge clk)
-    next_page31 <= \$539 ;
+    next_page31 <= \$543 ;
   always @(posedge clk)
-    next_page32 <= \$540 ;
+    next_page32 <= \$544 ;
   always @(posedge clk)
-    next_page33 <= \$541 ;
+    next_page33 <= \$545 ;
   always @(posedge clk)
-    next_page34 <= \$542 ;
+    next_page34 <= \$546 ;
   always @(posedge clk)
-    next_page35 <= \$543 ;
+    next_page35 <= \$547 ;
   always @(posedge clk)
-    next_page36 <= \$544 ;
+    next_page36 <= \$548 ;
   always @(posedge clk)
-    next_page37 <= \$545 ;
+    next_page37 <= \$549 ;
   always @(posedge clk)
-    next_page38 <= \$546 ;
+    next_page38 <= \$550 ;
   always @(posedge clk)
-    next_page39 <= \$547 ;
+    next_page39 <= \$551 ;
   always @(posedge clk)
-    next_page40 <= \$548 ;
+    next_page40 <= \$552 ;
   always @(posedge clk)
-    next_page41 <= \$549 ;
+    next_page41 <= \$553 ;
   always @(posedge clk)
-    next_page42 <= \$550 ;
+    next_page42 <= \$554 ;
   always @(posedge clk)
-    next_page43 <= \$551 ;
+    next_page43 <= \$555 ;
   always @(posedge clk)
-    next_page44 <= \$552 ;
+    next_page44 <= \$556 ;
   always @(posedge clk)
-    next_page45 <= \$553 ;
+    next_page45 <= \$557 ;
   always @(posedge clk)
-    next_page46 <= \$554 ;
+    next_page46 <= \$558 ;
   always @(posedge clk)
-    next_page47 <= \$555 ;
+    next_page47 <= \$559 ;
   always @(posedge clk)
-    next_page48 <= \$556 ;
+    next_page48 <= \$560 ;
   always @(posedge clk)
-    next_page49 <= \$557 ;
+    next_page49 <= \$561 ;
   always @(posedge clk)
-    next_page50 <= \$558 ;
+    next_page50 <= \$562 ;
   always @(posedge clk)
-    next_page51 <= \$559 ;
+    next_page51 <= \$563 ;
   always @(posedge clk)
-    next_page52 <= \$560 ;
+    next_page52 <= \$564 ;
   always @(posedge clk)
-    next_page53 <= \$561 ;
+    next_page53 <= \$565 ;
   always @(posedge clk)
-    next_page54 <= \$562 ;
+    next_page54 <= \$566 ;
   always @(posedge clk)
-    next_page55 <= \$563 ;
+    next_page55 <= \$567 ;
   always @(posedge clk)
-    next_page56 <= \$564 ;
+    next_page56 <= \$568 ;
   always @(posedge clk)
-    next_page57 <= \$565 ;
+    next_page57 <= \$569 ;
   always @(posedge clk)
-    next_page58 <= \$566 ;
+    next_page58 <= \$570 ;
   always @(posedge clk)
-    next_page59 <= \$567 ;
+    next_page59 <= \$571 ;
   always @(posedge clk)
-    next_page60 <= \$568 ;
+    next_page60 <= \$572 ;
   always @(posedge clk)
-    next_page61 <= \$569 ;
+    next_page61 <= \$573 ;
   always @(posedge clk)
-    next_page62 <= \$570 ;
+    next_page62 <= \$574 ;
   always @(posedge clk)
-    next_page63 <= \$571 ;
+    next_page63 <= \$575 ;
   always @(posedge clk)
-    \$signal$222  <= \$572 ;
+    \$signal$222  <= \$576 ;
   always @(posedge clk)
-    room_ok <= \$573 ;
+    room_ok <= \$577 ;
   always @(posedge clk)
-    \$signal$198  <= \$574 ;
+    \$signal$198  <= \$578 ;
   always @(posedge clk)
-    f_page <= \$575 ;
+    f_page <= \$579 ;
   always @(posedge clk)
-    \$signal$116  <= \$576 ;
+    \$signal$116  <= \$580 ;
   always @(posedge clk)
-    f_stage <= \$577 ;
+    f_stage <= \$581 ;
   always @(posedge clk)
-    \$signal$239  <= \$578 ;
+    \$signal$239  <= \$582 ;
   always @(posedge clk)
-    \$signal$98  <= \$579 ;
+    \$signal$98  <= \$583 ;
   always @(posedge clk)
-    f_in_elems <= \$580 ;
+    f_in_elems <= \$584 ;
   always @(posedge clk)
-    handed1 <= \$581 ;
+    handed1 <= \$585 ;
   always @(posedge clk)
-    \$signal$204  <= \$582 ;
+    \$signal$204  <= \$586 ;
   always @(posedge clk)
-    \$signal$105  <= \$583 ;
+    \$signal$105  <= \$587 ;
   always @(posedge clk)
-    decoded1 <= \$584 ;
+    decoded1 <= \$588 ;
   always @(posedge clk)
-    \$signal$97  <= \$585 ;
+    \$signal$97  <= \$589 ;
   always @(posedge clk)
-    \$signal$207  <= \$586 ;
+    \$signal$207  <= \$590 ;
   always @(posedge clk)
-    \$signal$240  <= \$587 ;
+    \$signal$240  <= \$591 ;
   always @(posedge clk)
-    page0 <= \$588 ;
+    page0 <= \$592 ;
   always @(posedge clk)
-    page1 <= \$589 ;
+    page1 <= \$593 ;
   always @(posedge clk)
-    page2 <= \$590 ;
+    page2 <= \$594 ;
   always @(posedge clk)
-    page3 <= \$591 ;
+    page3 <= \$595 ;
   always @(posedge clk)
-    page4 <= \$592 ;
+    page4 <= \$596 ;
   always @(posedge clk)
-    page5 <= \$593 ;
+    page5 <= \$597 ;
   always @(posedge clk)
-    page6 <= \$594 ;
+    page6 <= \$598 ;
   always @(posedge clk)
-    page7 <= \$595 ;
+    page7 <= \$599 ;
   always @(posedge clk)
-    page8 <= \$596 ;
+    page8 <= \$600 ;
   always @(posedge clk)
-    page9 <= \$597 ;
+    page9 <= \$601 ;
   always @(posedge clk)
-    page10 <= \$598 ;
+    page10 <= \$602 ;
   always @(posedge clk)
-    page11 <= \$599 ;
+    page11 <= \$603 ;
   always @(posedge clk)
-    page12 <= \$600 ;
+    page12 <= \$604 ;
   always @(posedge clk)
-    page13 <= \$601 ;
+    page13 <= \$605 ;
   always @(posedge clk)
-    page14 <= \$602 ;
+    page14 <= \$606 ;
   always @(posedge clk)
-    page15 <= \$603 ;
+    page15 <= \$607 ;
   always @(posedge clk)
-    page16 <= \$604 ;
+    page16 <= \$608 ;
   always @(posedge clk)
-    page17 <= \$605 ;
+    page17 <= \$609 ;
   always @(posedge clk)
-    page18 <= \$606 ;
+    page18 <= \$610 ;
   always @(posedge clk)
-    page19 <= \$607 ;
+    page19 <= \$611 ;
   always @(posedge clk)
-    page20 <= \$608 ;
+    page20 <= \$612 ;
   always @(posedge clk)
-    page21 <= \$609 ;
+    page21 <= \$613 ;
   always @(posedge clk)
-    page22 <= \$610 ;
+    page22 <= \$614 ;
   always @(posedge clk)
-    page23 <= \$611 ;
+    page23 <= \$615 ;
   always @(posedge clk)
-    page24 <= \$612 ;
+    page24 <= \$616 ;
   always @(posedge clk)
-    page25 <= \$613 ;
+    page25 <= \$617 ;
   always @(posedge clk)
-    page26 <= \$614 ;
+    page26 <= \$618 ;
   always @(posedge clk)
-    page27 <= \$615 ;
+    page27 <= \$619 ;
   always @(posedge clk)
-    page28 <= \$616 ;
+    page28 <= \$620 ;
   always @(posedge clk)
-    page29 <= \$617 ;
+    page29 <= \$621 ;
   always @(posedge clk)
-    page30 <= \$618 ;
+    page30 <= \$622 ;
   always @(posedge clk)
-    page31 <= \$619 ;
+    page31 <= \$623 ;
   always @(posedge clk)
-    page32 <= \$620 ;
+    page32 <= \$624 ;
   always @(posedge clk)
-    page33 <= \$621 ;
+    page33 <= \$625 ;
   always @(posedge clk)
-    page34 <= \$622 ;
+    page34 <= \$626 ;
   always @(posedge clk)
-    page35 <= \$623 ;
+    page35 <= \$627 ;
   always @(posedge clk)
-    page36 <= \$624 ;
+    page36 <= \$628 ;
   always @(posedge clk)
-    page37 <= \$625 ;
+    page37 <= \$629 ;
   always @(posedge clk)
-    page38 <= \$626 ;
+    page38 <= \$630 ;
   always @(posedge clk)
-    page39 <= \$627 ;
+    page39 <= \$631 ;
   always @(posedge clk)
-    page40 <= \$628 ;
+    page40 <= \$632 ;
   always @(posedge clk)
-    page41 <= \$629 ;
+    page41 <= \$633 ;
   always @(posedge clk)
-    page42 <= \$630 ;
+    page42 <= \$634 ;
   always @(posedge clk)
-    page43 <= \$631 ;
+    page43 <= \$635 ;
   always @(posedge clk)
-    page44 <= \$632 ;
+    page44 <= \$636 ;
   always @(posedge clk)
-    page45 <= \$633 ;
+    page45 <= \$637 ;
   always @(posedge clk)
-    page46 <= \$634 ;
+    page46 <= \$638 ;
   always @(posedge clk)
-    page47 <= \$635 ;
+    page47 <= \$639 ;
   always @(posedge clk)
-    page48 <= \$636 ;
+    page48 <= \$640 ;
   always @(posedge clk)
-    page49 <= \$637 ;
+    page49 <= \$641 ;
   always @(posedge clk)
-    page50 <= \$638 ;
+    page50 <= \$642 ;
   always @(posedge clk)
-    page51 <= \$639 ;
+    page51 <= \$643 ;
   always @(posedge clk)
-    page52 <= \$640 ;
+    page52 <= \$644 ;
   always @(posedge clk)
-    page53 <= \$641 ;
+    page53 <= \$645 ;
   always @(posedge clk)
-    page54 <= \$642 ;
+    page54 <= \$646 ;
   always @(posedge clk)
-    page55 <= \$643 ;
+    page55 <= \$647 ;
   always @(posedge clk)
-    page56 <= \$644 ;
+    page56 <= \$648 ;
   always @(posedge clk)
-    page57 <= \$645 ;
+    page57 <= \$649 ;
   always @(posedge clk)
-    page58 <= \$646 ;
+    page58 <= \$650 ;
   always @(posedge clk)
-    page59 <= \$647 ;
+    page59 <= \$651 ;
   always @(posedge clk)
-    page60 <= \$648 ;
+    page60 <= \$652 ;
   always @(posedge clk)
-    page61 <= \$649 ;
+    page61 <= \$653 ;
   always @(posedge clk)
-    page62 <= \$650 ;
+    page62 <= \$654 ;
   always @(posedge clk)
-    page63 <= \$651 ;
+    page63 <= \$655 ;
   always @(posedge clk)
-    entry2 <= \$652 ;
+    entry2 <= \$656 ;
   always @(posedge clk)
-    decoding <= \$653 ;
+    decoding <= \$657 ;
   always @(posedge clk)
-    fsm_state <= \$654 ;
+    fsm_state <= \$658 ;
   always @(posedge clk)
-    decoded2 <= \$655 ;
+    decoded2 <= \$659 ;
   always @(posedge clk)
-    fetch2 <= \$656 ;
+    fetch2 <= \$660 ;
   always @(posedge clk)
-    c_page <= \$657 ;
+    c_page <= \$661 ;
   always @(posedge clk)
-    bad <= \$658 ;
+    bad <= \$662 ;
   assign \$1  = \$signal  < cq_end0;
   assign \$2  = queues__0[127:64] < slot_end;
   assign \$3  = \$1  & \$2 ;
@@ -45394,8 +45402,8 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   assign \$21  = \$20  | operand_in_cq3;
   assign \$22  = queues__3[288] & \$21 ;
   assign reads_cq = \$17  | \$22 ;
-  assign \$683  = f_stage * 9'h18c;
-  assign f_sizes = decoded1[966:175] >> \$683 ;
+  assign \$687  = f_stage * 9'h18c;
+  assign f_sizes = decoded1[966:175] >> \$687 ;
   assign \$23  = \$signal$97  + 7'h40;
   assign \$25  = \$23  + \$24 ;
   assign \$27  = \$25 [5:0] + \$26 ;
@@ -45477,7 +45485,7 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   assign \$121  = ~ \$120 ;
   assign \$122  = \$112  & \$121 ;
   assign \$123  = ~ handed1;
-  assign task_valid = \$signal$204  & \$123 ;
+  assign task__valid = \$signal$204  & \$123 ;
   assign \$124  = | decoded[7:0];
   assign \$125  = | stores;
   assign \$126  = | \$signal$212 ;
@@ -45503,147 +45511,145 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   assign \$149  = \$signal$219  ? 8'h80 : \$148 ;
   assign \$150  = ~ \$signal$204 ;
   assign \$151  = ~ \$signal$198 ;
-  assign \$152  = handed1 | take;
-  assign \$153  = \$151  & \$152 ;
-  assign \$154  = \$150  | \$153 ;
-  assign \$155  = ! fsm_state;
-  assign \$156  = fsm_state == 1'h1;
-  assign \$157  = fsm_state == 2'h2;
-  assign \$158  = fsm_state == 2'h3;
-  assign \$159  = fsm_state == 3'h4;
-  assign \$160  = fsm_state == 3'h5;
-  assign \$161  = fsm_state == 3'h6;
-  assign \$162  = fsm_state == 3'h7;
-  assign \$163  = entry2[269:206] - 1'h1;
-  assign \$164  = 1'h1 << regs2[259:256];
-  assign \$165  = \$164  - 1'h1;
-  assign \$166  = { 1'h0, \$163 [15:0] } & \$165 ;
-  assign \$167  = $signed(\$166 ) << regs2[265:260];
-  assign \$168  = 1'h1 << regs2[265:260];
-  assign \$169  = \$signal$227  + \$signal$229 ;
-  assign \$170  = \$signal$228  + \$signal$229 ;
-  assign \$171  = \$signal$227  + \$signal$229 ;
-  assign \$172  = \$171 [63:0] + \$signal$230 ;
-  assign \$174  = ! \$173 ;
-  assign \$176  = \$174  ? 20'h00004 : \$175 ;
-  assign \$177  = \$176  * entry2[203:184];
-  assign \$178  = \$signal$212  + \$signal$213 ;
-  assign \$179  = \$178  - report;
-  assign \$180  = stores + \$signal$214 ;
-  assign \$181  = report & report_store;
-  assign \$182  = \$180  - \$181 ;
-  assign \$183  = queues__0[259:256] + queues__0[267:260];
-  assign \$184  = \$183  >= 7'h40;
-  assign \$185  = queues__0[259:256] + queues__0[267:260];
-  assign \$186  = 1'h1 << \$185 [5:0];
-  assign \$187  = queues__0[127:64] + \$186 ;
-  assign \$188  = \$184  ? 65'h10000000000000000 : \$187 ;
-  assign \$189  = | entry2[103:84];
-  assign \$190  = entry2[83:20] < cq_end0;
-  assign \$191  = \$189  & \$190 ;
-  assign \$193  = entry2[83:20] + \$192 ;
-  assign \$194  = queues__0[127:64] < \$193 ;
-  assign \$195  = \$191  & \$194 ;
-  assign \$196  = queues__1[259:256] + queues__1[267:260];
-  assign \$197  = \$196  >= 7'h40;
-  assign \$198  = queues__1[259:256] + queues__1[267:260];
-  assign \$199  = 1'h1 << \$198 [5:0];
-  assign \$200  = queues__1[127:64] + \$199 ;
-  assign \$201  = \$197  ? 65'h10000000000000000 : \$200 ;
-  assign \$202  = | entry2[103:84];
-  assign \$203  = entry2[83:20] < cq_end1;
-  assign \$204  = \$202  & \$203 ;
-  assign \$206  = entry2[83:20] + \$205 ;
-  assign \$207  = queues__1[127:64] < \$206 ;
-  assign \$208  = \$204  & \$207 ;
-  assign \$209  = queues__2[259:256] + queues__2[267:260];
-  assign \$210  = \$209  >= 7'h40;
-  assign \$211  = queues__2[259:256] + queues__2[267:260];
-  assign \$212  = 1'h1 << \$211 [5:0];
-  assign \$213  = queues__2[127:64] + \$212 ;
-  assign \$214  = \$210  ? 65'h10000000000000000 : \$213 ;
-  assign \$215  = | entry2[103:84];
-  assign \$216  = entry2[83:20] < cq_end2;
-  assign \$217  = \$215  & \$216 ;
-  assign \$219  = entry2[83:20] + \$218 ;
-  assign \$220  = queues__2[127:64] < \$219 ;
-  assign \$221  = \$217  & \$220 ;
-  assign \$222  = queues__3[259:256] + queues__3[267:260];
-  assign \$223  = \$222  >= 7'h40;
-  assign \$224  = queues__3[259:256] + queues__3[267:260];
-  assign \$225  = 1'h1 << \$224 [5:0];
-  assign \$226  = queues__3[127:64] + \$225 ;
-  assign \$227  = \$223  ? 65'h10000000000000000 : \$226 ;
-  assign \$228  = | entry2[103:84];
-  assign \$229  = entry2[83:20] < cq_end3;
-  assign \$230  = \$228  & \$229 ;
-  assign \$232  = entry2[83:20] + \$231 ;
-  assign \$233  = queues__3[127:64] < \$232 ;
-  assign \$234  = \$230  & \$233 ;
-  assign \$235  = \$signal$236  + 1'h1;
-  assign \$236  = \$signal$219  | side_err;
-  assign \$237  = ! \$signal$236 ;
-  assign \$239  = ! \$signal$236 ;
-  assign \$241  = ! \$signal$236 ;
-  assign \$243  = ! \$signal$236 ;
-  assign \$245  = ! \$signal$236 ;
-  assign \$247  = ! \$signal$236 ;
-  assign \$249  = ! \$signal$236 ;
-  assign \$251  = ! \$signal$236 ;
-  assign \$253  = \$signal$236  == 1'h1;
-  assign \$255  = \$signal$236  == 1'h1;
-  assign \$257  = \$signal$236  == 1'h1;
-  assign \$259  = \$signal$236  == 1'h1;
-  assign \$261  = \$signal$236  == 1'h1;
-  assign \$263  = \$signal$236  == 1'h1;
-  assign \$265  = \$signal$236  == 1'h1;
-  assign \$267  = \$signal$236  == 1'h1;
-  assign \$269  = \$signal$236  == 2'h2;
-  assign \$271  = \$signal$236  == 2'h2;
-  assign \$273  = \$signal$236  == 2'h2;
-  assign \$275  = \$signal$236  == 2'h2;
-  assign \$277  = \$signal$236  == 2'h2;
-  assign \$279  = \$signal$236  == 2'h2;
-  assign \$281  = \$signal$236  == 2'h2;
-  assign \$283  = \$signal$236  == 2'h2;
-  assign \$285  = \$signal$236  == 2'h3;
-  assign \$287  = \$signal$236  == 2'h3;
-  assign \$289  = \$signal$236  == 2'h3;
-  assign \$291  = \$signal$236  == 2'h3;
-  assign \$293  = \$signal$236  == 2'h3;
-  assign \$295  = \$signal$236  == 2'h3;
-  assign \$297  = \$signal$236  == 2'h3;
-  assign \$299  = \$signal$236  == 2'h3;
-  assign \$301  = \$signal$236  == 3'h4;
-  assign \$303  = \$signal$236  == 3'h4;
-  assign \$305  = \$signal$236  == 3'h4;
-  assign \$307  = \$signal$236  == 3'h4;
-  assign \$309  = \$signal$236  == 3'h4;
-  assign \$311  = \$signal$236  == 3'h4;
-  assign \$313  = \$signal$236  == 3'h4;
-  assign \$315  = \$signal$236  == 3'h4;
-  assign \$317  = \$signal$236  == 3'h5;
-  assign \$319  = \$signal$236  == 3'h5;
-  assign \$321  = \$signal$236  == 3'h5;
-  assign \$323  = \$signal$236  == 3'h5;
-  assign \$325  = \$signal$236  == 3'h5;
-  assign \$327  = \$signal$236  == 3'h5;
-  assign \$329  = \$signal$236  == 3'h5;
-  assign \$331  = \$signal$236  == 3'h5;
-  assign \$333  = \$signal$236  == 3'h6;
+  assign \$152  = task__valid & task__ready;
+  assign \$153  = handed1 | \$152 ;
+  assign \$154  = \$151  & \$153 ;
+  assign \$155  = \$150  | \$154 ;
+  assign \$156  = ! fsm_state;
+  assign \$157  = fsm_state == 1'h1;
+  assign \$158  = fsm_state == 2'h2;
+  assign \$159  = fsm_state == 2'h3;
+  assign \$160  = fsm_state == 3'h4;
+  assign \$161  = fsm_state == 3'h5;
+  assign \$162  = fsm_state == 3'h6;
+  assign \$163  = fsm_state == 3'h7;
+  assign \$164  = entry2[269:206] - 1'h1;
+  assign \$165  = 1'h1 << regs2[259:256];
+  assign \$166  = \$165  - 1'h1;
+  assign \$167  = { 1'h0, \$164 [15:0] } & \$166 ;
+  assign \$168  = $signed(\$167 ) << regs2[265:260];
+  assign \$169  = 1'h1 << regs2[265:260];
+  assign \$170  = \$signal$227  + \$signal$229 ;
+  assign \$171  = \$signal$228  + \$signal$229 ;
+  assign \$172  = \$signal$227  + \$signal$229 ;
+  assign \$173  = \$172 [63:0] + \$signal$230 ;
+  assign \$175  = ! \$174 ;
+  assign \$177  = \$175  ? 20'h00004 : \$176 ;
+  assign \$178  = \$177  * entry2[203:184];
+  assign \$179  = \$signal$212  + \$signal$213 ;
+  assign \$180  = \$179  - report;
+  assign \$181  = stores + \$signal$214 ;
+  assign \$182  = report & report_store;
+  assign \$183  = \$181  - \$182 ;
+  assign \$184  = queues__0[259:256] + queues__0[267:260];
+  assign \$185  = \$184  >= 7'h40;
+  assign \$186  = queues__0[259:256] + queues__0[267:260];
+  assign \$187  = 1'h1 << \$186 [5:0];
+  assign \$188  = queues__0[127:64] + \$187 ;
+  assign \$189  = \$185  ? 65'h10000000000000000 : \$188 ;
+  assign \$190  = | entry2[103:84];
+  assign \$191  = entry2[83:20] < cq_end0;
+  assign \$192  = \$190  & \$191 ;
+  assign \$194  = entry2[83:20] + \$193 ;
+  assign \$195  = queues__0[127:64] < \$194 ;
+  assign \$196  = \$192  & \$195 ;
+  assign \$197  = queues__1[259:256] + queues__1[267:260];
+  assign \$198  = \$197  >= 7'h40;
+  assign \$199  = queues__1[259:256] + queues__1[267:260];
+  assign \$200  = 1'h1 << \$199 [5:0];
+  assign \$201  = queues__1[127:64] + \$200 ;
+  assign \$202  = \$198  ? 65'h10000000000000000 : \$201 ;
+  assign \$203  = | entry2[103:84];
+  assign \$204  = entry2[83:20] < cq_end1;
+  assign \$205  = \$203  & \$204 ;
+  assign \$207  = entry2[83:20] + \$206 ;
+  assign \$208  = queues__1[127:64] < \$207 ;
+  assign \$209  = \$205  & \$208 ;
+  assign \$210  = queues__2[259:256] + queues__2[267:260];
+  assign \$211  = \$210  >= 7'h40;
+  assign \$212  = queues__2[259:256] + queues__2[267:260];
+  assign \$213  = 1'h1 << \$212 [5:0];
+  assign \$214  = queues__2[127:64] + \$213 ;
+  assign \$215  = \$211  ? 65'h10000000000000000 : \$214 ;
+  assign \$216  = | entry2[103:84];
+  assign \$217  = entry2[83:20] < cq_end2;
+  assign \$218  = \$216  & \$217 ;
+  assign \$220  = entry2[83:20] + \$219 ;
+  assign \$221  = queues__2[127:64] < \$220 ;
+  assign \$222  = \$218  & \$221 ;
+  assign \$223  = queues__3[259:256] + queues__3[267:260];
+  assign \$224  = \$223  >= 7'h40;
+  assign \$225  = queues__3[259:256] + queues__3[267:260];
+  assign \$226  = 1'h1 << \$225 [5:0];
+  assign \$227  = queues__3[127:64] + \$226 ;
+  assign \$228  = \$224  ? 65'h10000000000000000 : \$227 ;
+  assign \$229  = | entry2[103:84];
+  assign \$230  = entry2[83:20] < cq_end3;
+  assign \$231  = \$229  & \$230 ;
+  assign \$233  = entry2[83:20] + \$232 ;
+  assign \$234  = queues__3[127:64] < \$233 ;
+  assign \$235  = \$231  & \$234 ;
+  assign \$236  = \$signal$236  + 1'h1;
+  assign \$237  = \$signal$219  | side_err;
+  assign \$238  = ! \$signal$236 ;
+  assign \$240  = ! \$signal$236 ;
+  assign \$242  = ! \$signal$236 ;
+  assign \$244  = ! \$signal$236 ;
+  assign \$246  = ! \$signal$236 ;
+  assign \$248  = ! \$signal$236 ;
+  assign \$250  = ! \$signal$236 ;
+  assign \$252  = ! \$signal$236 ;
+  assign \$254  = \$signal$236  == 1'h1;
+  assign \$256  = \$signal$236  == 1'h1;
+  assign \$258  = \$signal$236  == 1'h1;
+  assign \$260  = \$signal$236  == 1'h1;
+  assign \$262  = \$signal$236  == 1'h1;
+  assign \$264  = \$signal$236  == 1'h1;
+  assign \$266  = \$signal$236  == 1'h1;
+  assign \$268  = \$signal$236  == 1'h1;
+  assign \$270  = \$signal$236  == 2'h2;
+  assign \$272  = \$signal$236  == 2'h2;
+  assign \$274  = \$signal$236  == 2'h2;
+  assign \$276  = \$signal$236  == 2'h2;
+  assign \$278  = \$signal$236  == 2'h2;
+  assign \$280  = \$signal$236  == 2'h2;
+  assign \$282  = \$signal$236  == 2'h2;
+  assign \$284  = \$signal$236  == 2'h2;
+  assign \$286  = \$signal$236  == 2'h3;
+  assign \$288  = \$signal$236  == 2'h3;
+  assign \$290  = \$signal$236  == 2'h3;
+  assign \$292  = \$signal$236  == 2'h3;
+  assign \$294  = \$signal$236  == 2'h3;
+  assign \$296  = \$signal$236  == 2'h3;
+  assign \$298  = \$signal$236  == 2'h3;
+  assign \$300  = \$signal$236  == 2'h3;
+  assign \$302  = \$signal$236  == 3'h4;
+  assign \$304  = \$signal$236  == 3'h4;
+  assign \$306  = \$signal$236  == 3'h4;
+  assign \$308  = \$signal$236  == 3'h4;
+  assign \$310  = \$signal$236  == 3'h4;
+  assign \$312  = \$signal$236  == 3'h4;
+  assign \$314  = \$signal$236  == 3'h4;
+  assign \$316  = \$signal$236  == 3'h4;
+  assign \$318  = \$signal$236  == 3'h5;
+  assign \$320  = \$signal$236  == 3'h5;
+  assign \$322  = \$signal$236  == 3'h5;
+  assign \$324  = \$signal$236  == 3'h5;
+  assign \$326  = \$signal$236  == 3'h5;
+  assign \$328  = \$signal$236  == 3'h5;
   \ndp_device.control_unit.front.decoder  decoder (
     .clk(clk),
     .decoded(decoded),
     .desc(entry2[203:0]),
     .log2_slot(regs2[267:260]),
-    .\port$14407$128 (regs2[255:128]),
+    .\port$14411$128 (regs2[255:128]),
     .rst(rst)
   );
   \ndp_device.control_unit.front.verdicts  verdicts (
     .clk(clk),
-    .r_data(verdict_status),
+    .r_data(verdict__payload),
     .r_en(r_en),
-    .r_rdy(verdict_valid),
+    .r_rdy(verdict__valid),
     .rst(rst),
     .w_en(w_en),
     .w_port__data(w_data),
@@ -45873,257 +45879,209 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
       3'h7:
           /* empty */;
       3'h4:
-          move = \$154 ;
+          move = \$155 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$488  = regs2[63:0];
-    if (rst) begin
-      \$488  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$489  = regs2[127:64];
-    if (rst) begin
-      \$489  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$490  = \$167 [63:0];
-    if (rst) begin
-      \$490  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$491  = \$168 [48:0];
-    if (rst) begin
-      \$491  = 49'h0000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$492  = \$169 [63:0];
+    \$492  = regs2[63:0];
     if (rst) begin
       \$492  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$493  = \$170 [63:0];
+    \$493  = regs2[127:64];
     if (rst) begin
       \$493  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$494  = \$172 ;
+    \$494  = \$168 [63:0];
     if (rst) begin
-      \$494  = 65'h00000000000000000;
+      \$494  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$495  = { 4'h0, \$177  };
+    \$495  = \$169 [48:0];
     if (rst) begin
-      \$495  = 44'h00000000000;
+      \$495  = 49'h0000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$496  = \$179 [7:0];
+    \$496  = \$170 [63:0];
     if (rst) begin
-      \$496  = 8'h00;
+      \$496  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$497  = \$182 [7:0];
+    \$497  = \$171 [63:0];
     if (rst) begin
-      \$497  = 8'h00;
+      \$497  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$498  = \$188 ;
+    \$498  = \$173 ;
     if (rst) begin
       \$498  = 65'h00000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$499  = \$195 ;
+    \$499  = { 4'h0, \$178  };
     if (rst) begin
-      \$499  = 1'h0;
+      \$499  = 44'h00000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$500  = \$201 ;
+    \$500  = \$180 [7:0];
     if (rst) begin
-      \$500  = 65'h00000000000000000;
+      \$500  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$501  = \$208 ;
+    \$501  = \$183 [7:0];
     if (rst) begin
-      \$501  = 1'h0;
+      \$501  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$502  = \$214 ;
+    \$502  = \$189 ;
     if (rst) begin
       \$502  = 65'h00000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$503  = \$221 ;
+    \$503  = \$196 ;
     if (rst) begin
       \$503  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$504  = \$227 ;
+    \$504  = \$202 ;
     if (rst) begin
       \$504  = 65'h00000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$505  = \$234 ;
+    \$505  = \$209 ;
     if (rst) begin
       \$505  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$506  = \$signal$236 ;
-    if (side_valid) begin
-      \$506  = \$235 [6:0];
-    end
-    casez (fsm_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          (* full_case = 32'd1 *)
-          if (\$431 ) begin
-            if (\$436 ) begin
-              \$506  = 7'h00;
-            end
-          end else if (\$435 ) begin
-          end else begin
-            if (\$437 ) begin
-              \$506  = 7'h00;
-            end
-          end
-      3'h5:
-          if (\$442 ) begin
-            if (\$443 ) begin
-              \$506  = 7'h00;
-            end
-          end
-    endcase
+    \$506  = \$215 ;
     if (rst) begin
-      \$506  = 7'h00;
+      \$506  = 65'h00000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$507  = \$signal$219 ;
-    if (side_valid) begin
-      \$507  = \$236 ;
-    end
-    casez (fsm_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          (* full_case = 32'd1 *)
-          if (\$431 ) begin
-            if (\$436 ) begin
-              \$507  = 1'h0;
-            end
-          end else if (\$435 ) begin
-          end else begin
-            if (\$437 ) begin
-              \$507  = 1'h0;
-            end
-          end
-      3'h5:
-          if (\$442 ) begin
-            if (\$443 ) begin
-              \$507  = 1'h0;
-            end
-          end
-    endcase
+    \$507  = \$222 ;
     if (rst) begin
       \$507  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$508  = next_page0;
-    if (side_valid) begin
-      if (\$238 ) begin
-        \$508  = side_data[63:0];
-      end
-    end
+    \$508  = \$228 ;
     if (rst) begin
-      \$508  = 64'h0000000000000000;
+      \$508  = 65'h00000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$509  = next_page1;
-    if (side_valid) begin
-      if (\$240 ) begin
-        \$509  = side_data[127:64];
-      end
-    end
+    \$509  = \$235 ;
     if (rst) begin
-      \$509  = 64'h0000000000000000;
+      \$509  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$510  = next_page2;
+    \$510  = \$signal$236 ;
     if (side_valid) begin
-      if (\$242 ) begin
-        \$510  = side_data[191:128];
-      end
+      \$510  = \$236 [6:0];
     end
+    casez (fsm_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          (* full_case = 32'd1 *)
+          if (\$434 ) begin
+            if (\$439 ) begin
+              \$510  = 7'h00;
+            end
+          end else if (\$438 ) begin
+          end else begin
+            if (\$440 ) begin
+              \$510  = 7'h00;
+            end
+          end
+      3'h5:
+          if (\$445 ) begin
+            if (\$446 ) begin
+              \$510  = 7'h00;
+            end
+          end
+    endcase
     if (rst) begin
-      \$510  = 64'h0000000000000000;
+      \$510  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$511  = next_page3;
+    \$511  = \$signal$219 ;
     if (side_valid) begin
-      if (\$244 ) begin
-        \$511  = side_data[255:192];
-      end
+      \$511  = \$237 ;
     end
+    casez (fsm_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          (* full_case = 32'd1 *)
+          if (\$434 ) begin
+            if (\$439 ) begin
+              \$511  = 1'h0;
+            end
+          end else if (\$438 ) begin
+          end else begin
+            if (\$440 ) begin
+              \$511  = 1'h0;
+            end
+          end
+      3'h5:
+          if (\$445 ) begin
+            if (\$446 ) begin
+              \$511  = 1'h0;
+            end
+          end
+    endcase
     if (rst) begin
-      \$511  = 64'h0000000000000000;
+      \$511  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$512  = next_page4;
+    \$512  = next_page0;
     if (side_valid) begin
-      if (\$246 ) begin
-        \$512  = side_data[319:256];
+      if (\$239 ) begin
+        \$512  = side_data[63:0];
       end
     end
     if (rst) begin
@@ -46132,10 +46090,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$513  = next_page5;
+    \$513  = next_page1;
     if (side_valid) begin
-      if (\$248 ) begin
-        \$513  = side_data[383:320];
+      if (\$241 ) begin
+        \$513  = side_data[127:64];
       end
     end
     if (rst) begin
@@ -46144,10 +46102,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$514  = next_page6;
+    \$514  = next_page2;
     if (side_valid) begin
-      if (\$250 ) begin
-        \$514  = side_data[447:384];
+      if (\$243 ) begin
+        \$514  = side_data[191:128];
       end
     end
     if (rst) begin
@@ -46156,10 +46114,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$515  = next_page7;
+    \$515  = next_page3;
     if (side_valid) begin
-      if (\$252 ) begin
-        \$515  = side_data[511:448];
+      if (\$245 ) begin
+        \$515  = side_data[255:192];
       end
     end
     if (rst) begin
@@ -46168,10 +46126,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$516  = next_page8;
+    \$516  = next_page4;
     if (side_valid) begin
-      if (\$254 ) begin
-        \$516  = side_data[63:0];
+      if (\$247 ) begin
+        \$516  = side_data[319:256];
       end
     end
     if (rst) begin
@@ -46180,10 +46138,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$517  = next_page9;
+    \$517  = next_page5;
     if (side_valid) begin
-      if (\$256 ) begin
-        \$517  = side_data[127:64];
+      if (\$249 ) begin
+        \$517  = side_data[383:320];
       end
     end
     if (rst) begin
@@ -46192,10 +46150,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$518  = next_page10;
+    \$518  = next_page6;
     if (side_valid) begin
-      if (\$258 ) begin
-        \$518  = side_data[191:128];
+      if (\$251 ) begin
+        \$518  = side_data[447:384];
       end
     end
     if (rst) begin
@@ -46204,10 +46162,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$519  = next_page11;
+    \$519  = next_page7;
     if (side_valid) begin
-      if (\$260 ) begin
-        \$519  = side_data[255:192];
+      if (\$253 ) begin
+        \$519  = side_data[511:448];
       end
     end
     if (rst) begin
@@ -46216,10 +46174,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$520  = next_page12;
+    \$520  = next_page8;
     if (side_valid) begin
-      if (\$262 ) begin
-        \$520  = side_data[319:256];
+      if (\$255 ) begin
+        \$520  = side_data[63:0];
       end
     end
     if (rst) begin
@@ -46228,10 +46186,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$521  = next_page13;
+    \$521  = next_page9;
     if (side_valid) begin
-      if (\$264 ) begin
-        \$521  = side_data[383:320];
+      if (\$257 ) begin
+        \$521  = side_data[127:64];
       end
     end
     if (rst) begin
@@ -46240,10 +46198,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$522  = next_page14;
+    \$522  = next_page10;
     if (side_valid) begin
-      if (\$266 ) begin
-        \$522  = side_data[447:384];
+      if (\$259 ) begin
+        \$522  = side_data[191:128];
       end
     end
     if (rst) begin
@@ -46252,10 +46210,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$523  = next_page15;
+    \$523  = next_page11;
     if (side_valid) begin
-      if (\$268 ) begin
-        \$523  = side_data[511:448];
+      if (\$261 ) begin
+        \$523  = side_data[255:192];
       end
     end
     if (rst) begin
@@ -46264,10 +46222,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$524  = next_page16;
+    \$524  = next_page12;
     if (side_valid) begin
-      if (\$270 ) begin
-        \$524  = side_data[63:0];
+      if (\$263 ) begin
+        \$524  = side_data[319:256];
       end
     end
     if (rst) begin
@@ -46276,10 +46234,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$525  = next_page17;
+    \$525  = next_page13;
     if (side_valid) begin
-      if (\$272 ) begin
-        \$525  = side_data[127:64];
+      if (\$265 ) begin
+        \$525  = side_data[383:320];
       end
     end
     if (rst) begin
@@ -46288,10 +46246,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$526  = next_page18;
+    \$526  = next_page14;
     if (side_valid) begin
-      if (\$274 ) begin
-        \$526  = side_data[191:128];
+      if (\$267 ) begin
+        \$526  = side_data[447:384];
       end
     end
     if (rst) begin
@@ -46300,10 +46258,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$527  = next_page19;
+    \$527  = next_page15;
     if (side_valid) begin
-      if (\$276 ) begin
-        \$527  = side_data[255:192];
+      if (\$269 ) begin
+        \$527  = side_data[511:448];
       end
     end
     if (rst) begin
@@ -46312,10 +46270,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$528  = next_page20;
+    \$528  = next_page16;
     if (side_valid) begin
-      if (\$278 ) begin
-        \$528  = side_data[319:256];
+      if (\$271 ) begin
+        \$528  = side_data[63:0];
       end
     end
     if (rst) begin
@@ -46324,10 +46282,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$529  = next_page21;
+    \$529  = next_page17;
     if (side_valid) begin
-      if (\$280 ) begin
-        \$529  = side_data[383:320];
+      if (\$273 ) begin
+        \$529  = side_data[127:64];
       end
     end
     if (rst) begin
@@ -46336,10 +46294,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$530  = next_page22;
+    \$530  = next_page18;
     if (side_valid) begin
-      if (\$282 ) begin
-        \$530  = side_data[447:384];
+      if (\$275 ) begin
+        \$530  = side_data[191:128];
       end
     end
     if (rst) begin
@@ -46348,10 +46306,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$531  = next_page23;
+    \$531  = next_page19;
     if (side_valid) begin
-      if (\$284 ) begin
-        \$531  = side_data[511:448];
+      if (\$277 ) begin
+        \$531  = side_data[255:192];
       end
     end
     if (rst) begin
@@ -46360,10 +46318,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$532  = next_page24;
+    \$532  = next_page20;
     if (side_valid) begin
-      if (\$286 ) begin
-        \$532  = side_data[63:0];
+      if (\$279 ) begin
+        \$532  = side_data[319:256];
       end
     end
     if (rst) begin
@@ -46372,10 +46330,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$533  = next_page25;
+    \$533  = next_page21;
     if (side_valid) begin
-      if (\$288 ) begin
-        \$533  = side_data[127:64];
+      if (\$281 ) begin
+        \$533  = side_data[383:320];
       end
     end
     if (rst) begin
@@ -46384,10 +46342,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$534  = next_page26;
+    \$534  = next_page22;
     if (side_valid) begin
-      if (\$290 ) begin
-        \$534  = side_data[191:128];
+      if (\$283 ) begin
+        \$534  = side_data[447:384];
       end
     end
     if (rst) begin
@@ -46396,10 +46354,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$535  = next_page27;
+    \$535  = next_page23;
     if (side_valid) begin
-      if (\$292 ) begin
-        \$535  = side_data[255:192];
+      if (\$285 ) begin
+        \$535  = side_data[511:448];
       end
     end
     if (rst) begin
@@ -46408,10 +46366,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$536  = next_page28;
+    \$536  = next_page24;
     if (side_valid) begin
-      if (\$294 ) begin
-        \$536  = side_data[319:256];
+      if (\$287 ) begin
+        \$536  = side_data[63:0];
       end
     end
     if (rst) begin
@@ -46420,10 +46378,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$537  = next_page29;
+    \$537  = next_page25;
     if (side_valid) begin
-      if (\$296 ) begin
-        \$537  = side_data[383:320];
+      if (\$289 ) begin
+        \$537  = side_data[127:64];
       end
     end
     if (rst) begin
@@ -46432,10 +46390,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$538  = next_page30;
+    \$538  = next_page26;
     if (side_valid) begin
-      if (\$298 ) begin
-        \$538  = side_data[447:384];
+      if (\$291 ) begin
+        \$538  = side_data[191:128];
       end
     end
     if (rst) begin
@@ -46444,10 +46402,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$539  = next_page31;
+    \$539  = next_page27;
     if (side_valid) begin
-      if (\$300 ) begin
-        \$539  = side_data[511:448];
+      if (\$293 ) begin
+        \$539  = side_data[255:192];
       end
     end
     if (rst) begin
@@ -46456,10 +46414,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$540  = next_page32;
+    \$540  = next_page28;
     if (side_valid) begin
-      if (\$302 ) begin
-        \$540  = side_data[63:0];
+      if (\$295 ) begin
+        \$540  = side_data[319:256];
       end
     end
     if (rst) begin
@@ -46468,10 +46426,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$541  = next_page33;
+    \$541  = next_page29;
     if (side_valid) begin
-      if (\$304 ) begin
-        \$541  = side_data[127:64];
+      if (\$297 ) begin
+        \$541  = side_data[383:320];
       end
     end
     if (rst) begin
@@ -46480,10 +46438,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$542  = next_page34;
+    \$542  = next_page30;
     if (side_valid) begin
-      if (\$306 ) begin
-        \$542  = side_data[191:128];
+      if (\$299 ) begin
+        \$542  = side_data[447:384];
       end
     end
     if (rst) begin
@@ -46492,10 +46450,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$543  = next_page35;
+    \$543  = next_page31;
     if (side_valid) begin
-      if (\$308 ) begin
-        \$543  = side_data[255:192];
+      if (\$301 ) begin
+        \$543  = side_data[511:448];
       end
     end
     if (rst) begin
@@ -46504,10 +46462,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$544  = next_page36;
+    \$544  = next_page32;
     if (side_valid) begin
-      if (\$310 ) begin
-        \$544  = side_data[319:256];
+      if (\$303 ) begin
+        \$544  = side_data[63:0];
       end
     end
     if (rst) begin
@@ -46516,10 +46474,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$545  = next_page37;
+    \$545  = next_page33;
     if (side_valid) begin
-      if (\$312 ) begin
-        \$545  = side_data[383:320];
+      if (\$305 ) begin
+        \$545  = side_data[127:64];
       end
     end
     if (rst) begin
@@ -46528,10 +46486,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$546  = next_page38;
+    \$546  = next_page34;
     if (side_valid) begin
-      if (\$314 ) begin
-        \$546  = side_data[447:384];
+      if (\$307 ) begin
+        \$546  = side_data[191:128];
       end
     end
     if (rst) begin
@@ -46540,10 +46498,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$547  = next_page39;
+    \$547  = next_page35;
     if (side_valid) begin
-      if (\$316 ) begin
-        \$547  = side_data[511:448];
+      if (\$309 ) begin
+        \$547  = side_data[255:192];
       end
     end
     if (rst) begin
@@ -46552,10 +46510,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$548  = next_page40;
+    \$548  = next_page36;
     if (side_valid) begin
-      if (\$318 ) begin
-        \$548  = side_data[63:0];
+      if (\$311 ) begin
+        \$548  = side_data[319:256];
       end
     end
     if (rst) begin
@@ -46564,10 +46522,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$549  = next_page41;
+    \$549  = next_page37;
     if (side_valid) begin
-      if (\$320 ) begin
-        \$549  = side_data[127:64];
+      if (\$313 ) begin
+        \$549  = side_data[383:320];
       end
     end
     if (rst) begin
@@ -46576,10 +46534,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$550  = next_page42;
+    \$550  = next_page38;
     if (side_valid) begin
-      if (\$322 ) begin
-        \$550  = side_data[191:128];
+      if (\$315 ) begin
+        \$550  = side_data[447:384];
       end
     end
     if (rst) begin
@@ -46588,10 +46546,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$551  = next_page43;
+    \$551  = next_page39;
     if (side_valid) begin
-      if (\$324 ) begin
-        \$551  = side_data[255:192];
+      if (\$317 ) begin
+        \$551  = side_data[511:448];
       end
     end
     if (rst) begin
@@ -46600,10 +46558,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$552  = next_page44;
+    \$552  = next_page40;
     if (side_valid) begin
-      if (\$326 ) begin
-        \$552  = side_data[319:256];
+      if (\$319 ) begin
+        \$552  = side_data[63:0];
       end
     end
     if (rst) begin
@@ -46612,10 +46570,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$553  = next_page45;
+    \$553  = next_page41;
     if (side_valid) begin
-      if (\$328 ) begin
-        \$553  = side_data[383:320];
+      if (\$321 ) begin
+        \$553  = side_data[127:64];
       end
     end
     if (rst) begin
@@ -46624,10 +46582,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$554  = next_page46;
+    \$554  = next_page42;
     if (side_valid) begin
-      if (\$330 ) begin
-        \$554  = side_data[447:384];
+      if (\$323 ) begin
+        \$554  = side_data[191:128];
       end
     end
     if (rst) begin
@@ -46636,10 +46594,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$555  = next_page47;
+    \$555  = next_page43;
     if (side_valid) begin
-      if (\$332 ) begin
-        \$555  = side_data[511:448];
+      if (\$325 ) begin
+        \$555  = side_data[255:192];
       end
     end
     if (rst) begin
@@ -46648,10 +46606,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$556  = next_page48;
+    \$556  = next_page44;
     if (side_valid) begin
-      if (\$334 ) begin
-        \$556  = side_data[63:0];
+      if (\$327 ) begin
+        \$556  = side_data[319:256];
       end
     end
     if (rst) begin
@@ -46660,10 +46618,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$557  = next_page49;
+    \$557  = next_page45;
     if (side_valid) begin
-      if (\$336 ) begin
-        \$557  = side_data[127:64];
+      if (\$329 ) begin
+        \$557  = side_data[383:320];
       end
     end
     if (rst) begin
@@ -46672,10 +46630,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$558  = next_page50;
+    \$558  = next_page46;
     if (side_valid) begin
-      if (\$338 ) begin
-        \$558  = side_data[191:128];
+      if (\$331 ) begin
+        \$558  = side_data[447:384];
       end
     end
     if (rst) begin
@@ -46684,10 +46642,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$559  = next_page51;
+    \$559  = next_page47;
     if (side_valid) begin
-      if (\$340 ) begin
-        \$559  = side_data[255:192];
+      if (\$333 ) begin
+        \$559  = side_data[511:448];
       end
     end
     if (rst) begin
@@ -46696,10 +46654,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$560  = next_page52;
+    \$560  = next_page48;
     if (side_valid) begin
-      if (\$342 ) begin
-        \$560  = side_data[319:256];
+      if (\$335 ) begin
+        \$560  = side_data[63:0];
       end
     end
     if (rst) begin
@@ -46708,10 +46666,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$561  = next_page53;
+    \$561  = next_page49;
     if (side_valid) begin
-      if (\$344 ) begin
-        \$561  = side_data[383:320];
+      if (\$337 ) begin
+        \$561  = side_data[127:64];
       end
     end
     if (rst) begin
@@ -46720,10 +46678,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$562  = next_page54;
+    \$562  = next_page50;
     if (side_valid) begin
-      if (\$346 ) begin
-        \$562  = side_data[447:384];
+      if (\$339 ) begin
+        \$562  = side_data[191:128];
       end
     end
     if (rst) begin
@@ -46732,10 +46690,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$563  = next_page55;
+    \$563  = next_page51;
     if (side_valid) begin
-      if (\$348 ) begin
-        \$563  = side_data[511:448];
+      if (\$341 ) begin
+        \$563  = side_data[255:192];
       end
     end
     if (rst) begin
@@ -46744,10 +46702,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$564  = next_page56;
+    \$564  = next_page52;
     if (side_valid) begin
-      if (\$350 ) begin
-        \$564  = side_data[63:0];
+      if (\$343 ) begin
+        \$564  = side_data[319:256];
       end
     end
     if (rst) begin
@@ -46756,10 +46714,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$565  = next_page57;
+    \$565  = next_page53;
     if (side_valid) begin
-      if (\$352 ) begin
-        \$565  = side_data[127:64];
+      if (\$345 ) begin
+        \$565  = side_data[383:320];
       end
     end
     if (rst) begin
@@ -46768,10 +46726,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$566  = next_page58;
+    \$566  = next_page54;
     if (side_valid) begin
-      if (\$354 ) begin
-        \$566  = side_data[191:128];
+      if (\$347 ) begin
+        \$566  = side_data[447:384];
       end
     end
     if (rst) begin
@@ -46780,10 +46738,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$567  = next_page59;
+    \$567  = next_page55;
     if (side_valid) begin
-      if (\$356 ) begin
-        \$567  = side_data[255:192];
+      if (\$349 ) begin
+        \$567  = side_data[511:448];
       end
     end
     if (rst) begin
@@ -46792,10 +46750,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$568  = next_page60;
+    \$568  = next_page56;
     if (side_valid) begin
-      if (\$358 ) begin
-        \$568  = side_data[319:256];
+      if (\$351 ) begin
+        \$568  = side_data[63:0];
       end
     end
     if (rst) begin
@@ -46804,10 +46762,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$569  = next_page61;
+    \$569  = next_page57;
     if (side_valid) begin
-      if (\$360 ) begin
-        \$569  = side_data[383:320];
+      if (\$353 ) begin
+        \$569  = side_data[127:64];
       end
     end
     if (rst) begin
@@ -46816,10 +46774,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$570  = next_page62;
+    \$570  = next_page58;
     if (side_valid) begin
-      if (\$362 ) begin
-        \$570  = side_data[447:384];
+      if (\$355 ) begin
+        \$570  = side_data[191:128];
       end
     end
     if (rst) begin
@@ -46828,10 +46786,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$571  = next_page63;
+    \$571  = next_page59;
     if (side_valid) begin
-      if (\$364 ) begin
-        \$571  = side_data[511:448];
+      if (\$357 ) begin
+        \$571  = side_data[255:192];
       end
     end
     if (rst) begin
@@ -46840,172 +46798,144 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$572  = \$366 [63:0];
+    \$572  = next_page60;
+    if (side_valid) begin
+      if (\$359 ) begin
+        \$572  = side_data[319:256];
+      end
+    end
     if (rst) begin
       \$572  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$573  = \$368 ;
+    \$573  = next_page61;
+    if (side_valid) begin
+      if (\$361 ) begin
+        \$573  = side_data[383:320];
+      end
+    end
     if (rst) begin
-      \$573  = 1'h0;
+      \$573  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$574  = \$signal$198 ;
-    if (\$381 ) begin
+    \$574  = next_page62;
+    if (side_valid) begin
+      if (\$363 ) begin
+        \$574  = side_data[447:384];
+      end
+    end
+    if (rst) begin
+      \$574  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$575  = next_page63;
+    if (side_valid) begin
+      if (\$365 ) begin
+        \$575  = side_data[511:448];
+      end
+    end
+    if (rst) begin
+      \$575  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$576  = \$367 [63:0];
+    if (rst) begin
+      \$576  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$577  = \$369 ;
+    if (rst) begin
+      \$577  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$578  = \$signal$198 ;
+    if (\$382 ) begin
       (* full_case = 32'd1 *)
-      if (\$382 ) begin
-        \$574  = 1'h0;
-      end else if (\$387 ) begin
+      if (\$383 ) begin
+        \$578  = 1'h0;
       end else if (\$388 ) begin
-      end else if (\$397 ) begin
-      end else if (\$407 ) begin
+      end else if (\$389 ) begin
+      end else if (\$398 ) begin
+      end else if (\$408 ) begin
       end else begin
-        if (\$418 ) begin
-          \$574  = 1'h0;
+        if (\$419 ) begin
+          \$578  = 1'h0;
         end
       end
     end
     if (move) begin
-      \$574  = fetch2;
+      \$578  = fetch2;
     end
     if (rst) begin
-      \$574  = 1'h0;
+      \$578  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$575  = f_page;
-    if (\$381 ) begin
-      if (\$382 ) begin
-      end else if (\$387 ) begin
-        \$575  = \$408 [5:0];
+    \$579  = f_page;
+    if (\$382 ) begin
+      if (\$383 ) begin
       end else if (\$388 ) begin
-        \$575  = 6'h00;
+        \$579  = \$409 [5:0];
+      end else if (\$389 ) begin
+        \$579  = 6'h00;
       end
     end
     if (move) begin
-      \$575  = 6'h00;
+      \$579  = 6'h00;
     end
     if (rst) begin
-      \$575  = 6'h00;
+      \$579  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$576  = \$signal$116 ;
-    if (\$381 ) begin
+    \$580  = \$signal$116 ;
+    if (\$382 ) begin
       (* full_case = 32'd1 *)
-      if (\$382 ) begin
-      end else if (\$387 ) begin
+      if (\$383 ) begin
       end else if (\$388 ) begin
-        \$576  = 2'h2;
-      end else if (\$397 ) begin
-        \$576  = 2'h1;
-      end else if (\$407 ) begin
-        \$576  = 2'h1;
+      end else if (\$389 ) begin
+        \$580  = 2'h2;
+      end else if (\$398 ) begin
+        \$580  = 2'h1;
+      end else if (\$408 ) begin
+        \$580  = 2'h1;
       end else begin
-        \$576  = 2'h0;
-      end
-    end
-    if (move) begin
-      \$576  = \$425 ;
-    end
-    if (rst) begin
-      \$576  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$577  = f_stage;
-    if (\$381 ) begin
-      if (\$382 ) begin
-      end else if (\$387 ) begin
-      end else if (\$388 ) begin
-      end else if (\$397 ) begin
-        \$577  = 1'h0;
-      end else if (\$407 ) begin
-        \$577  = 1'h1;
-      end
-    end
-    if (move) begin
-      \$577  = 1'h0;
-    end
-    if (rst) begin
-      \$577  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$578  = \$signal$239 ;
-    if (\$381 ) begin
-      (* full_case = 32'd1 *)
-      if (\$382 ) begin
-      end else if (\$387 ) begin
-      end else if (\$388 ) begin
-      end else if (\$397 ) begin
-      end else if (\$407 ) begin
-      end else begin
-        \$578  = \$409 [19:0];
-      end
-    end
-    if (move) begin
-      \$578  = 20'h00000;
-    end
-    if (rst) begin
-      \$578  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$579  = \$signal$98 ;
-    if (\$381 ) begin
-      (* full_case = 32'd1 *)
-      if (\$382 ) begin
-      end else if (\$387 ) begin
-      end else if (\$388 ) begin
-      end else if (\$397 ) begin
-      end else if (\$407 ) begin
-      end else begin
-        \$579  = \$411 [43:0];
-      end
-    end
-    if (move) begin
-      \$579  = 44'h00000000000;
-    end
-    if (rst) begin
-      \$579  = 44'h00000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$580  = f_in_elems;
-    if (\$381 ) begin
-      (* full_case = 32'd1 *)
-      if (\$382 ) begin
-      end else if (\$387 ) begin
-      end else if (\$388 ) begin
-      end else if (\$397 ) begin
-      end else if (\$407 ) begin
-      end else begin
-        \$580  = \$416 ;
+        \$580  = 2'h0;
       end
     end
     if (move) begin
       \$580  = \$428 ;
     end
     if (rst) begin
-      \$580  = 44'h00000000000;
+      \$580  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$581  = handed1;
-    if (take) begin
-      \$581  = 1'h1;
+    \$581  = f_stage;
+    if (\$382 ) begin
+      if (\$383 ) begin
+      end else if (\$388 ) begin
+      end else if (\$389 ) begin
+      end else if (\$398 ) begin
+        \$581  = 1'h0;
+      end else if (\$408 ) begin
+        \$581  = 1'h1;
+      end
     end
     if (move) begin
       \$581  = 1'h0;
@@ -47016,82 +46946,118 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$582  = \$signal$204 ;
-    if (\$424 ) begin
-      \$582  = 1'h0;
+    \$582  = \$signal$239 ;
+    if (\$382 ) begin
+      (* full_case = 32'd1 *)
+      if (\$383 ) begin
+      end else if (\$388 ) begin
+      end else if (\$389 ) begin
+      end else if (\$398 ) begin
+      end else if (\$408 ) begin
+      end else begin
+        \$582  = \$410 [19:0];
+      end
     end
     if (move) begin
-      \$582  = 1'h1;
+      \$582  = 20'h00000;
     end
     if (rst) begin
-      \$582  = 1'h0;
+      \$582  = 20'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$583  = \$signal$105 ;
+    \$583  = \$signal$98 ;
+    if (\$382 ) begin
+      (* full_case = 32'd1 *)
+      if (\$383 ) begin
+      end else if (\$388 ) begin
+      end else if (\$389 ) begin
+      end else if (\$398 ) begin
+      end else if (\$408 ) begin
+      end else begin
+        \$583  = \$412 [43:0];
+      end
+    end
     if (move) begin
-      \$583  = entry2;
+      \$583  = 44'h00000000000;
     end
     if (rst) begin
-      \$583  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$583  = 44'h00000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$584  = decoded1;
+    \$584  = f_in_elems;
+    if (\$382 ) begin
+      (* full_case = 32'd1 *)
+      if (\$383 ) begin
+      end else if (\$388 ) begin
+      end else if (\$389 ) begin
+      end else if (\$398 ) begin
+      end else if (\$408 ) begin
+      end else begin
+        \$584  = \$417 ;
+      end
+    end
     if (move) begin
-      \$584  = decoded2;
+      \$584  = \$431 ;
     end
     if (rst) begin
-      \$584  = 967'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$584  = 44'h00000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$585  = \$signal$97 ;
+    \$585  = handed1;
+    if (\$420 ) begin
+      \$585  = 1'h1;
+    end
     if (move) begin
-      \$585  = \$signal ;
+      \$585  = 1'h0;
     end
     if (rst) begin
-      \$585  = 64'h0000000000000000;
+      \$585  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$586  = \$signal$207 ;
+    \$586  = \$signal$204 ;
+    if (\$427 ) begin
+      \$586  = 1'h0;
+    end
     if (move) begin
-      \$586  = \$signal$231 ;
+      \$586  = 1'h1;
     end
     if (rst) begin
-      \$586  = 64'h0000000000000000;
+      \$586  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$587  = \$signal$240 ;
+    \$587  = \$signal$105 ;
     if (move) begin
-      \$587  = last_group_elems2;
+      \$587  = entry2;
     end
     if (rst) begin
-      \$587  = 44'h00000000000;
+      \$587  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$588  = page0;
+    \$588  = decoded1;
     if (move) begin
-      \$588  = next_page0;
+      \$588  = decoded2;
     end
     if (rst) begin
-      \$588  = 64'h0000000000000000;
+      \$588  = 967'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$589  = page1;
+    \$589  = \$signal$97 ;
     if (move) begin
-      \$589  = next_page1;
+      \$589  = \$signal ;
     end
     if (rst) begin
       \$589  = 64'h0000000000000000;
@@ -47099,9 +47065,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$590  = page2;
+    \$590  = \$signal$207 ;
     if (move) begin
-      \$590  = next_page2;
+      \$590  = \$signal$231 ;
     end
     if (rst) begin
       \$590  = 64'h0000000000000000;
@@ -47109,19 +47075,19 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$591  = page3;
+    \$591  = \$signal$240 ;
     if (move) begin
-      \$591  = next_page3;
+      \$591  = last_group_elems2;
     end
     if (rst) begin
-      \$591  = 64'h0000000000000000;
+      \$591  = 44'h00000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$592  = page4;
+    \$592  = page0;
     if (move) begin
-      \$592  = next_page4;
+      \$592  = next_page0;
     end
     if (rst) begin
       \$592  = 64'h0000000000000000;
@@ -47129,9 +47095,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$593  = page5;
+    \$593  = page1;
     if (move) begin
-      \$593  = next_page5;
+      \$593  = next_page1;
     end
     if (rst) begin
       \$593  = 64'h0000000000000000;
@@ -47139,9 +47105,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$594  = page6;
+    \$594  = page2;
     if (move) begin
-      \$594  = next_page6;
+      \$594  = next_page2;
     end
     if (rst) begin
       \$594  = 64'h0000000000000000;
@@ -47149,9 +47115,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$595  = page7;
+    \$595  = page3;
     if (move) begin
-      \$595  = next_page7;
+      \$595  = next_page3;
     end
     if (rst) begin
       \$595  = 64'h0000000000000000;
@@ -47159,9 +47125,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$596  = page8;
+    \$596  = page4;
     if (move) begin
-      \$596  = next_page8;
+      \$596  = next_page4;
     end
     if (rst) begin
       \$596  = 64'h0000000000000000;
@@ -47169,9 +47135,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$597  = page9;
+    \$597  = page5;
     if (move) begin
-      \$597  = next_page9;
+      \$597  = next_page5;
     end
     if (rst) begin
       \$597  = 64'h0000000000000000;
@@ -47179,9 +47145,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$598  = page10;
+    \$598  = page6;
     if (move) begin
-      \$598  = next_page10;
+      \$598  = next_page6;
     end
     if (rst) begin
       \$598  = 64'h0000000000000000;
@@ -47189,9 +47155,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$599  = page11;
+    \$599  = page7;
     if (move) begin
-      \$599  = next_page11;
+      \$599  = next_page7;
     end
     if (rst) begin
       \$599  = 64'h0000000000000000;
@@ -47199,9 +47165,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$600  = page12;
+    \$600  = page8;
     if (move) begin
-      \$600  = next_page12;
+      \$600  = next_page8;
     end
     if (rst) begin
       \$600  = 64'h0000000000000000;
@@ -47209,9 +47175,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$601  = page13;
+    \$601  = page9;
     if (move) begin
-      \$601  = next_page13;
+      \$601  = next_page9;
     end
     if (rst) begin
       \$601  = 64'h0000000000000000;
@@ -47219,9 +47185,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$602  = page14;
+    \$602  = page10;
     if (move) begin
-      \$602  = next_page14;
+      \$602  = next_page10;
     end
     if (rst) begin
       \$602  = 64'h0000000000000000;
@@ -47229,9 +47195,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$603  = page15;
+    \$603  = page11;
     if (move) begin
-      \$603  = next_page15;
+      \$603  = next_page11;
     end
     if (rst) begin
       \$603  = 64'h0000000000000000;
@@ -47239,9 +47205,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$604  = page16;
+    \$604  = page12;
     if (move) begin
-      \$604  = next_page16;
+      \$604  = next_page12;
     end
     if (rst) begin
       \$604  = 64'h0000000000000000;
@@ -47249,9 +47215,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$605  = page17;
+    \$605  = page13;
     if (move) begin
-      \$605  = next_page17;
+      \$605  = next_page13;
     end
     if (rst) begin
       \$605  = 64'h0000000000000000;
@@ -47259,9 +47225,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$606  = page18;
+    \$606  = page14;
     if (move) begin
-      \$606  = next_page18;
+      \$606  = next_page14;
     end
     if (rst) begin
       \$606  = 64'h0000000000000000;
@@ -47269,9 +47235,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$607  = page19;
+    \$607  = page15;
     if (move) begin
-      \$607  = next_page19;
+      \$607  = next_page15;
     end
     if (rst) begin
       \$607  = 64'h0000000000000000;
@@ -47279,9 +47245,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$608  = page20;
+    \$608  = page16;
     if (move) begin
-      \$608  = next_page20;
+      \$608  = next_page16;
     end
     if (rst) begin
       \$608  = 64'h0000000000000000;
@@ -47289,9 +47255,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$609  = page21;
+    \$609  = page17;
     if (move) begin
-      \$609  = next_page21;
+      \$609  = next_page17;
     end
     if (rst) begin
       \$609  = 64'h0000000000000000;
@@ -47299,9 +47265,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$610  = page22;
+    \$610  = page18;
     if (move) begin
-      \$610  = next_page22;
+      \$610  = next_page18;
     end
     if (rst) begin
       \$610  = 64'h0000000000000000;
@@ -47309,9 +47275,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$611  = page23;
+    \$611  = page19;
     if (move) begin
-      \$611  = next_page23;
+      \$611  = next_page19;
     end
     if (rst) begin
       \$611  = 64'h0000000000000000;
@@ -47319,9 +47285,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$612  = page24;
+    \$612  = page20;
     if (move) begin
-      \$612  = next_page24;
+      \$612  = next_page20;
     end
     if (rst) begin
       \$612  = 64'h0000000000000000;
@@ -47329,9 +47295,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$613  = page25;
+    \$613  = page21;
     if (move) begin
-      \$613  = next_page25;
+      \$613  = next_page21;
     end
     if (rst) begin
       \$613  = 64'h0000000000000000;
@@ -47339,9 +47305,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$614  = page26;
+    \$614  = page22;
     if (move) begin
-      \$614  = next_page26;
+      \$614  = next_page22;
     end
     if (rst) begin
       \$614  = 64'h0000000000000000;
@@ -47349,9 +47315,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$615  = page27;
+    \$615  = page23;
     if (move) begin
-      \$615  = next_page27;
+      \$615  = next_page23;
     end
     if (rst) begin
       \$615  = 64'h0000000000000000;
@@ -47359,9 +47325,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$616  = page28;
+    \$616  = page24;
     if (move) begin
-      \$616  = next_page28;
+      \$616  = next_page24;
     end
     if (rst) begin
       \$616  = 64'h0000000000000000;
@@ -47369,9 +47335,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$617  = page29;
+    \$617  = page25;
     if (move) begin
-      \$617  = next_page29;
+      \$617  = next_page25;
     end
     if (rst) begin
       \$617  = 64'h0000000000000000;
@@ -47379,9 +47345,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$618  = page30;
+    \$618  = page26;
     if (move) begin
-      \$618  = next_page30;
+      \$618  = next_page26;
     end
     if (rst) begin
       \$618  = 64'h0000000000000000;
@@ -47389,9 +47355,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$619  = page31;
+    \$619  = page27;
     if (move) begin
-      \$619  = next_page31;
+      \$619  = next_page27;
     end
     if (rst) begin
       \$619  = 64'h0000000000000000;
@@ -47399,9 +47365,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$620  = page32;
+    \$620  = page28;
     if (move) begin
-      \$620  = next_page32;
+      \$620  = next_page28;
     end
     if (rst) begin
       \$620  = 64'h0000000000000000;
@@ -47409,9 +47375,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$621  = page33;
+    \$621  = page29;
     if (move) begin
-      \$621  = next_page33;
+      \$621  = next_page29;
     end
     if (rst) begin
       \$621  = 64'h0000000000000000;
@@ -47419,9 +47385,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$622  = page34;
+    \$622  = page30;
     if (move) begin
-      \$622  = next_page34;
+      \$622  = next_page30;
     end
     if (rst) begin
       \$622  = 64'h0000000000000000;
@@ -47429,9 +47395,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$623  = page35;
+    \$623  = page31;
     if (move) begin
-      \$623  = next_page35;
+      \$623  = next_page31;
     end
     if (rst) begin
       \$623  = 64'h0000000000000000;
@@ -47439,9 +47405,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$624  = page36;
+    \$624  = page32;
     if (move) begin
-      \$624  = next_page36;
+      \$624  = next_page32;
     end
     if (rst) begin
       \$624  = 64'h0000000000000000;
@@ -47449,9 +47415,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$625  = page37;
+    \$625  = page33;
     if (move) begin
-      \$625  = next_page37;
+      \$625  = next_page33;
     end
     if (rst) begin
       \$625  = 64'h0000000000000000;
@@ -47459,9 +47425,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$626  = page38;
+    \$626  = page34;
     if (move) begin
-      \$626  = next_page38;
+      \$626  = next_page34;
     end
     if (rst) begin
       \$626  = 64'h0000000000000000;
@@ -47469,9 +47435,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$627  = page39;
+    \$627  = page35;
     if (move) begin
-      \$627  = next_page39;
+      \$627  = next_page35;
     end
     if (rst) begin
       \$627  = 64'h0000000000000000;
@@ -47479,9 +47445,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$628  = page40;
+    \$628  = page36;
     if (move) begin
-      \$628  = next_page40;
+      \$628  = next_page36;
     end
     if (rst) begin
       \$628  = 64'h0000000000000000;
@@ -47489,9 +47455,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$629  = page41;
+    \$629  = page37;
     if (move) begin
-      \$629  = next_page41;
+      \$629  = next_page37;
     end
     if (rst) begin
       \$629  = 64'h0000000000000000;
@@ -47499,9 +47465,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$630  = page42;
+    \$630  = page38;
     if (move) begin
-      \$630  = next_page42;
+      \$630  = next_page38;
     end
     if (rst) begin
       \$630  = 64'h0000000000000000;
@@ -47509,9 +47475,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$631  = page43;
+    \$631  = page39;
     if (move) begin
-      \$631  = next_page43;
+      \$631  = next_page39;
     end
     if (rst) begin
       \$631  = 64'h0000000000000000;
@@ -47519,9 +47485,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$632  = page44;
+    \$632  = page40;
     if (move) begin
-      \$632  = next_page44;
+      \$632  = next_page40;
     end
     if (rst) begin
       \$632  = 64'h0000000000000000;
@@ -47529,9 +47495,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$633  = page45;
+    \$633  = page41;
     if (move) begin
-      \$633  = next_page45;
+      \$633  = next_page41;
     end
     if (rst) begin
       \$633  = 64'h0000000000000000;
@@ -47539,9 +47505,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$634  = page46;
+    \$634  = page42;
     if (move) begin
-      \$634  = next_page46;
+      \$634  = next_page42;
     end
     if (rst) begin
       \$634  = 64'h0000000000000000;
@@ -47549,9 +47515,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$635  = page47;
+    \$635  = page43;
     if (move) begin
-      \$635  = next_page47;
+      \$635  = next_page43;
     end
     if (rst) begin
       \$635  = 64'h0000000000000000;
@@ -47559,9 +47525,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$636  = page48;
+    \$636  = page44;
     if (move) begin
-      \$636  = next_page48;
+      \$636  = next_page44;
     end
     if (rst) begin
       \$636  = 64'h0000000000000000;
@@ -47569,9 +47535,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$637  = page49;
+    \$637  = page45;
     if (move) begin
-      \$637  = next_page49;
+      \$637  = next_page45;
     end
     if (rst) begin
       \$637  = 64'h0000000000000000;
@@ -47579,9 +47545,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$638  = page50;
+    \$638  = page46;
     if (move) begin
-      \$638  = next_page50;
+      \$638  = next_page46;
     end
     if (rst) begin
       \$638  = 64'h0000000000000000;
@@ -47589,9 +47555,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$639  = page51;
+    \$639  = page47;
     if (move) begin
-      \$639  = next_page51;
+      \$639  = next_page47;
     end
     if (rst) begin
       \$639  = 64'h0000000000000000;
@@ -47599,9 +47565,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$640  = page52;
+    \$640  = page48;
     if (move) begin
-      \$640  = next_page52;
+      \$640  = next_page48;
     end
     if (rst) begin
       \$640  = 64'h0000000000000000;
@@ -47609,9 +47575,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$641  = page53;
+    \$641  = page49;
     if (move) begin
-      \$641  = next_page53;
+      \$641  = next_page49;
     end
     if (rst) begin
       \$641  = 64'h0000000000000000;
@@ -47619,9 +47585,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$642  = page54;
+    \$642  = page50;
     if (move) begin
-      \$642  = next_page54;
+      \$642  = next_page50;
     end
     if (rst) begin
       \$642  = 64'h0000000000000000;
@@ -47629,9 +47595,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$643  = page55;
+    \$643  = page51;
     if (move) begin
-      \$643  = next_page55;
+      \$643  = next_page51;
     end
     if (rst) begin
       \$643  = 64'h0000000000000000;
@@ -47639,9 +47605,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$644  = page56;
+    \$644  = page52;
     if (move) begin
-      \$644  = next_page56;
+      \$644  = next_page52;
     end
     if (rst) begin
       \$644  = 64'h0000000000000000;
@@ -47649,9 +47615,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$645  = page57;
+    \$645  = page53;
     if (move) begin
-      \$645  = next_page57;
+      \$645  = next_page53;
     end
     if (rst) begin
       \$645  = 64'h0000000000000000;
@@ -47659,9 +47625,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$646  = page58;
+    \$646  = page54;
     if (move) begin
-      \$646  = next_page58;
+      \$646  = next_page54;
     end
     if (rst) begin
       \$646  = 64'h0000000000000000;
@@ -47669,9 +47635,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$647  = page59;
+    \$647  = page55;
     if (move) begin
-      \$647  = next_page59;
+      \$647  = next_page55;
     end
     if (rst) begin
       \$647  = 64'h0000000000000000;
@@ -47679,9 +47645,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$648  = page60;
+    \$648  = page56;
     if (move) begin
-      \$648  = next_page60;
+      \$648  = next_page56;
     end
     if (rst) begin
       \$648  = 64'h0000000000000000;
@@ -47689,9 +47655,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$649  = page61;
+    \$649  = page57;
     if (move) begin
-      \$649  = next_page61;
+      \$649  = next_page57;
     end
     if (rst) begin
       \$649  = 64'h0000000000000000;
@@ -47699,9 +47665,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$650  = page62;
+    \$650  = page58;
     if (move) begin
-      \$650  = next_page62;
+      \$650  = next_page58;
     end
     if (rst) begin
       \$650  = 64'h0000000000000000;
@@ -47709,9 +47675,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$651  = page63;
+    \$651  = page59;
     if (move) begin
-      \$651  = next_page63;
+      \$651  = next_page59;
     end
     if (rst) begin
       \$651  = 64'h0000000000000000;
@@ -47719,113 +47685,153 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$652  = entry2;
-    casez (fsm_state)
-      3'h0:
-          if (pop_valid) begin
-            \$652  = pop;
-          end
-    endcase
+    \$652  = page60;
+    if (move) begin
+      \$652  = next_page60;
+    end
     if (rst) begin
-      \$652  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$652  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$653  = decoding;
+    \$653  = page61;
+    if (move) begin
+      \$653  = next_page61;
+    end
+    if (rst) begin
+      \$653  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$654  = page62;
+    if (move) begin
+      \$654  = next_page62;
+    end
+    if (rst) begin
+      \$654  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$655  = page63;
+    if (move) begin
+      \$655  = next_page63;
+    end
+    if (rst) begin
+      \$655  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$656  = entry2;
     casez (fsm_state)
       3'h0:
           if (pop_valid) begin
-            \$653  = 2'h1;
+            \$656  = pop;
+          end
+    endcase
+    if (rst) begin
+      \$656  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$657  = decoding;
+    casez (fsm_state)
+      3'h0:
+          if (pop_valid) begin
+            \$657  = 2'h1;
           end
       3'h1:
-          \$653  = \$429 [1:0];
+          \$657  = \$432 [1:0];
     endcase
     if (rst) begin
-      \$653  = 2'h0;
+      \$657  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$654  = fsm_state;
+    \$658  = fsm_state;
     (* full_case = 32'd1 *)
     casez (fsm_state)
       3'h0:
           if (pop_valid) begin
-            \$654  = 3'h1;
+            \$658  = 3'h1;
           end
       3'h1:
-          if (\$430 ) begin
-            \$654  = 3'h2;
+          if (\$433 ) begin
+            \$658  = 3'h2;
           end
       3'h2:
           (* full_case = 32'd1 *)
-          if (\$431 ) begin
+          if (\$434 ) begin
             (* full_case = 32'd1 *)
-            if (\$436 ) begin
-              \$654  = 3'h3;
+            if (\$439 ) begin
+              \$658  = 3'h3;
             end else begin
-              \$654  = 3'h4;
+              \$658  = 3'h4;
             end
-          end else if (\$435 ) begin
-            \$654  = 3'h5;
+          end else if (\$438 ) begin
+            \$658  = 3'h5;
           end else begin
             (* full_case = 32'd1 *)
-            if (\$437 ) begin
-              \$654  = 3'h3;
+            if (\$440 ) begin
+              \$658  = 3'h3;
             end else begin
-              \$654  = 3'h4;
+              \$658  = 3'h4;
             end
           end
       3'h5:
-          if (\$442 ) begin
+          if (\$445 ) begin
             (* full_case = 32'd1 *)
-            if (\$443 ) begin
-              \$654  = 3'h3;
+            if (\$446 ) begin
+              \$658  = 3'h3;
             end else begin
-              \$654  = 3'h4;
+              \$658  = 3'h4;
             end
           end
       3'h3:
-          if (\$454 ) begin
-            \$654  = 3'h6;
+          if (\$457 ) begin
+            \$658  = 3'h6;
           end
       3'h6:
-          if (\$459 ) begin
-            \$654  = 3'h7;
+          if (\$462 ) begin
+            \$658  = 3'h7;
           end
       3'h7:
-          if (\$462 ) begin
+          if (\$465 ) begin
           end else if (w_rdy) begin
-            \$654  = 3'h4;
+            \$658  = 3'h4;
           end
       3'h4:
-          if (\$487 ) begin
-            \$654  = 3'h0;
+          if (\$491 ) begin
+            \$658  = 3'h0;
           end
     endcase
     if (rst) begin
-      \$654  = 3'h0;
+      \$658  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$655  = decoded2;
+    \$659  = decoded2;
     casez (fsm_state)
       3'h0:
           /* empty */;
       3'h1:
           /* empty */;
       3'h2:
-          \$655  = decoded;
+          \$659  = decoded;
     endcase
     if (rst) begin
-      \$655  = 967'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$659  = 967'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$656  = fetch2;
+    \$660  = fetch2;
     casez (fsm_state)
       3'h0:
           /* empty */;
@@ -47833,26 +47839,26 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
           /* empty */;
       3'h2:
           (* full_case = 32'd1 *)
-          if (\$431 ) begin
+          if (\$434 ) begin
             (* full_case = 32'd1 *)
-            if (\$436 ) begin
+            if (\$439 ) begin
             end else begin
-              \$656  = 1'h0;
+              \$660  = 1'h0;
             end
-          end else if (\$435 ) begin
+          end else if (\$438 ) begin
           end else begin
             (* full_case = 32'd1 *)
-            if (\$437 ) begin
+            if (\$440 ) begin
             end else begin
-              \$656  = 1'h1;
+              \$660  = 1'h1;
             end
           end
       3'h5:
-          if (\$442 ) begin
+          if (\$445 ) begin
             (* full_case = 32'd1 *)
-            if (\$443 ) begin
+            if (\$446 ) begin
             end else begin
-              \$656  = 1'h1;
+              \$660  = 1'h1;
             end
           end
       3'h3:
@@ -47860,18 +47866,18 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
       3'h6:
           /* empty */;
       3'h7:
-          if (\$462 ) begin
+          if (\$465 ) begin
           end else if (w_rdy) begin
-            \$656  = \$482 ;
+            \$660  = \$485 ;
           end
     endcase
     if (rst) begin
-      \$656  = 1'h0;
+      \$660  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$657  = c_page;
+    \$661  = c_page;
     casez (fsm_state)
       3'h0:
           /* empty */;
@@ -47884,21 +47890,21 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
       3'h3:
           /* empty */;
       3'h6:
-          if (\$459 ) begin
-            \$657  = 6'h00;
+          if (\$462 ) begin
+            \$661  = 6'h00;
           end
       3'h7:
-          if (\$462 ) begin
-            \$657  = \$463 [5:0];
+          if (\$465 ) begin
+            \$661  = \$466 [5:0];
           end
     endcase
     if (rst) begin
-      \$657  = 6'h00;
+      \$661  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$658  = bad;
+    \$662  = bad;
     casez (fsm_state)
       3'h0:
           /* empty */;
@@ -47911,16 +47917,16 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
       3'h3:
           /* empty */;
       3'h6:
-          if (\$459 ) begin
-            \$658  = 1'h0;
+          if (\$462 ) begin
+            \$662  = 1'h0;
           end
       3'h7:
-          if (\$462 ) begin
-            \$658  = \$471 ;
+          if (\$465 ) begin
+            \$662  = \$474 ;
           end
     endcase
     if (rst) begin
-      \$658  = 1'h0;
+      \$662  = 1'h0;
     end
   end
   always @* begin
@@ -48195,9 +48201,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   assign log2_slot = regs2[267:260];
   assign data_base = regs2[191:128];
   assign data_limit = regs2[255:192];
-  assign r_rdy = verdict_valid;
-  assign r_data = verdict_status;
-  assign verdict_take = r_en;
+  assign r_rdy = verdict__valid;
+  assign r_data = verdict__payload;
+  assign verdict__ready = r_en;
   assign input_run_first = \$25 [63:0];
   assign input_run_line = { \$25 [63:6], 6'h00 };
   assign input_run_lines = \$30 [43:0];
@@ -48408,87 +48414,87 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   assign \$signal$105.queue  = \$signal$105 [205:204];
   assign \$signal$105.seq  = \$signal$105 [269:206];
   assign \$signal$105.taken  = \$signal$105 [333:270];
-  assign \task.entry  = \task [333:0];
-  assign \task.entry.desc  = \task [203:0];
-  assign \task.entry.desc.type  = \task [1:0];
-  assign \task.entry.desc.op  = \task [5:2];
-  assign \task.entry.desc.dtype  = \task [9:6];
-  assign \task.entry.desc.flags  = \task [19:10];
-  assign \task.entry.desc.flags.trans_w  = \task [10];
-  assign \task.entry.desc.flags.partial  = \task [11];
-  assign \task.entry.desc.flags.paged  = \task [12];
-  assign \task.entry.desc.flags.page_shift  = \task [16:13];
-  assign \task.entry.desc.flags.reserved  = \task [19:17];
-  assign \task.entry.desc.dev_addr  = \task [83:20];
-  assign \task.entry.desc.dev_size  = \task [103:84];
-  assign \task.entry.desc.dev_rows  = \task [123:104];
-  assign \task.entry.desc.dev_cols  = \task [143:124];
-  assign \task.entry.desc.in_size  = \task [163:144];
-  assign \task.entry.desc.in_rows  = \task [183:164];
-  assign \task.entry.desc.in_cols  = \task [203:184];
-  assign \task.entry.queue  = \task [205:204];
-  assign \task.entry.seq  = \task [269:206];
-  assign \task.entry.taken  = \task [333:270];
-  assign \task.decoded  = \task [1300:334];
-  assign \task.decoded.status  = \task [341:334];
-  assign \task.decoded.is_load  = \task [342];
-  assign \task.decoded.is_store  = \task [343];
-  assign \task.decoded.is_compute  = \task [344];
-  assign \task.decoded.second_addr  = \task [408:345];
-  assign \task.decoded.stats_offset  = \task [456:409];
-  assign \task.decoded.paged  = \task [457];
-  assign \task.decoded.pages  = \task [464:458];
-  assign \task.decoded.page_shift  = \task [468:465];
-  assign \task.decoded.page_half  = \task [508:469];
-  assign \task.decoded.stages  = \task [1300:509];
-  assign \task.decoded.stages[0]  = \task [904:509];
-  assign \task.decoded.stages[0].k  = \task [528:509];
-  assign \task.decoded.stages[0].n  = \task [548:529];
-  assign \task.decoded.stages[0].trans  = \task [549];
-  assign \task.decoded.stages[0].pack_log2  = \task [552:550];
-  assign \task.decoded.stages[0].run_log2  = \task [555:553];
-  assign \task.decoded.stages[0].rows_dim  = \task [575:556];
-  assign \task.decoded.stages[0].cols_dim  = \task [595:576];
-  assign \task.decoded.stages[0].n_words  = \task [615:596];
-  assign \task.decoded.stages[0].t_level  = \task [618:616];
-  assign \task.decoded.stages[0].t_scalar  = \task [619];
-  assign \task.decoded.stages[0].t_fold_adds  = \task [621:620];
-  assign \task.decoded.stages[0].full_groups  = \task [641:622];
-  assign \task.decoded.stages[0].main_rows  = \task [661:642];
-  assign \task.decoded.stages[0].main_elems  = \task [705:662];
-  assign \task.decoded.stages[0].rest_rows  = \task [710:706];
-  assign \task.decoded.stages[0].rest_elems  = \task [754:711];
-  assign \task.decoded.stages[0].groups  = \task [774:755];
-  assign \task.decoded.stages[0].sets  = \task [776:775];
-  assign \task.decoded.stages[0].main_pages  = \task [796:777];
-  assign \task.decoded.stages[0].rest_page  = \task [816:797];
-  assign \task.decoded.stages[0].last_elems  = \task [860:817];
-  assign \task.decoded.stages[0].tail_elems  = \task [904:861];
-  assign \task.decoded.stages[1]  = \task [1300:905];
-  assign \task.decoded.stages[1].k  = \task [924:905];
-  assign \task.decoded.stages[1].n  = \task [944:925];
-  assign \task.decoded.stages[1].trans  = \task [945];
-  assign \task.decoded.stages[1].pack_log2  = \task [948:946];
-  assign \task.decoded.stages[1].run_log2  = \task [951:949];
-  assign \task.decoded.stages[1].rows_dim  = \task [971:952];
-  assign \task.decoded.stages[1].cols_dim  = \task [991:972];
-  assign \task.decoded.stages[1].n_words  = \task [1011:992];
-  assign \task.decoded.stages[1].t_level  = \task [1014:1012];
-  assign \task.decoded.stages[1].t_scalar  = \task [1015];
-  assign \task.decoded.stages[1].t_fold_adds  = \task [1017:1016];
-  assign \task.decoded.stages[1].full_groups  = \task [1037:1018];
-  assign \task.decoded.stages[1].main_rows  = \task [1057:1038];
-  assign \task.decoded.stages[1].main_elems  = \task [1101:1058];
-  assign \task.decoded.stages[1].rest_rows  = \task [1106:1102];
-  assign \task.decoded.stages[1].rest_elems  = \task [1150:1107];
-  assign \task.decoded.stages[1].groups  = \task [1170:1151];
-  assign \task.decoded.stages[1].sets  = \task [1172:1171];
-  assign \task.decoded.stages[1].main_pages  = \task [1192:1173];
-  assign \task.decoded.stages[1].rest_page  = \task [1212:1193];
-  assign \task.decoded.stages[1].last_elems  = \task [1256:1213];
-  assign \task.decoded.stages[1].tail_elems  = \task [1300:1257];
-  assign \task.sq_slot  = \task [1364:1301];
-  assign \task.cq_slot  = \task [1428:1365];
+  assign \task__payload.entry  = task__payload[333:0];
+  assign \task__payload.entry.desc  = task__payload[203:0];
+  assign \task__payload.entry.desc.type  = task__payload[1:0];
+  assign \task__payload.entry.desc.op  = task__payload[5:2];
+  assign \task__payload.entry.desc.dtype  = task__payload[9:6];
+  assign \task__payload.entry.desc.flags  = task__payload[19:10];
+  assign \task__payload.entry.desc.flags.trans_w  = task__payload[10];
+  assign \task__payload.entry.desc.flags.partial  = task__payload[11];
+  assign \task__payload.entry.desc.flags.paged  = task__payload[12];
+  assign \task__payload.entry.desc.flags.page_shift  = task__payload[16:13];
+  assign \task__payload.entry.desc.flags.reserved  = task__payload[19:17];
+  assign \task__payload.entry.desc.dev_addr  = task__payload[83:20];
+  assign \task__payload.entry.desc.dev_size  = task__payload[103:84];
+  assign \task__payload.entry.desc.dev_rows  = task__payload[123:104];
+  assign \task__payload.entry.desc.dev_cols  = task__payload[143:124];
+  assign \task__payload.entry.desc.in_size  = task__payload[163:144];
+  assign \task__payload.entry.desc.in_rows  = task__payload[183:164];
+  assign \task__payload.entry.desc.in_cols  = task__payload[203:184];
+  assign \task__payload.entry.queue  = task__payload[205:204];
+  assign \task__payload.entry.seq  = task__payload[269:206];
+  assign \task__payload.entry.taken  = task__payload[333:270];
+  assign \task__payload.decoded  = task__payload[1300:334];
+  assign \task__payload.decoded.status  = task__payload[341:334];
+  assign \task__payload.decoded.is_load  = task__payload[342];
+  assign \task__payload.decoded.is_store  = task__payload[343];
+  assign \task__payload.decoded.is_compute  = task__payload[344];
+  assign \task__payload.decoded.second_addr  = task__payload[408:345];
+  assign \task__payload.decoded.stats_offset  = task__payload[456:409];
+  assign \task__payload.decoded.paged  = task__payload[457];
+  assign \task__payload.decoded.pages  = task__payload[464:458];
+  assign \task__payload.decoded.page_shift  = task__payload[468:465];
+  assign \task__payload.decoded.page_half  = task__payload[508:469];
+  assign \task__payload.decoded.stages  = task__payload[1300:509];
+  assign \task__payload.decoded.stages[0]  = task__payload[904:509];
+  assign \task__payload.decoded.stages[0].k  = task__payload[528:509];
+  assign \task__payload.decoded.stages[0].n  = task__payload[548:529];
+  assign \task__payload.decoded.stages[0].trans  = task__payload[549];
+  assign \task__payload.decoded.stages[0].pack_log2  = task__payload[552:550];
+  assign \task__payload.decoded.stages[0].run_log2  = task__payload[555:553];
+  assign \task__payload.decoded.stages[0].rows_dim  = task__payload[575:556];
+  assign \task__payload.decoded.stages[0].cols_dim  = task__payload[595:576];
+  assign \task__payload.decoded.stages[0].n_words  = task__payload[615:596];
+  assign \task__payload.decoded.stages[0].t_level  = task__payload[618:616];
+  assign \task__payload.decoded.stages[0].t_scalar  = task__payload[619];
+  assign \task__payload.decoded.stages[0].t_fold_adds  = task__payload[621:620];
+  assign \task__payload.decoded.stages[0].full_groups  = task__payload[641:622];
+  assign \task__payload.decoded.stages[0].main_rows  = task__payload[661:642];
+  assign \task__payload.decoded.stages[0].main_elems  = task__payload[705:662];
+  assign \task__payload.decoded.stages[0].rest_rows  = task__payload[710:706];
+  assign \task__payload.decoded.stages[0].rest_elems  = task__payload[754:711];
+  assign \task__payload.decoded.stages[0].groups  = task__payload[774:755];
+  assign \task__payload.decoded.stages[0].sets  = task__payload[776:775];
+  assign \task__payload.decoded.stages[0].main_pages  = task__payload[796:777];
+  assign \task__payload.decoded.stages[0].rest_page  = task__payload[816:797];
+  assign \task__payload.decoded.stages[0].last_elems  = task__payload[860:817];
+  assign \task__payload.decoded.stages[0].tail_elems  = task__payload[904:861];
+  assign \task__payload.decoded.stages[1]  = task__payload[1300:905];
+  assign \task__payload.decoded.stages[1].k  = task__payload[924:905];
+  assign \task__payload.decoded.stages[1].n  = task__payload[944:925];
+  assign \task__payload.decoded.stages[1].trans  = task__payload[945];
+  assign \task__payload.decoded.stages[1].pack_log2  = task__payload[948:946];
+  assign \task__payload.decoded.stages[1].run_log2  = task__payload[951:949];
+  assign \task__payload.decoded.stages[1].rows_dim  = task__payload[971:952];
+  assign \task__payload.decoded.stages[1].cols_dim  = task__payload[991:972];
+  assign \task__payload.decoded.stages[1].n_words  = task__payload[1011:992];
+  assign \task__payload.decoded.stages[1].t_level  = task__payload[1014:1012];
+  assign \task__payload.decoded.stages[1].t_scalar  = task__payload[1015];
+  assign \task__payload.decoded.stages[1].t_fold_adds  = task__payload[1017:1016];
+  assign \task__payload.decoded.stages[1].full_groups  = task__payload[1037:1018];
+  assign \task__payload.decoded.stages[1].main_rows  = task__payload[1057:1038];
+  assign \task__payload.decoded.stages[1].main_elems  = task__payload[1101:1058];
+  assign \task__payload.decoded.stages[1].rest_rows  = task__payload[1106:1102];
+  assign \task__payload.decoded.stages[1].rest_elems  = task__payload[1150:1107];
+  assign \task__payload.decoded.stages[1].groups  = task__payload[1170:1151];
+  assign \task__payload.decoded.stages[1].sets  = task__payload[1172:1171];
+  assign \task__payload.decoded.stages[1].main_pages  = task__payload[1192:1173];
+  assign \task__payload.decoded.stages[1].rest_page  = task__payload[1212:1193];
+  assign \task__payload.decoded.stages[1].last_elems  = task__payload[1256:1213];
+  assign \task__payload.decoded.stages[1].tail_elems  = task__payload[1300:1257];
+  assign \task__payload.sq_slot  = task__payload[1364:1301];
+  assign \task__payload.cq_slot  = task__payload[1428:1365];
   assign \decoded.status  = decoded[7:0];
   assign \decoded.is_load  = decoded[8];
   assign \decoded.is_store  = decoded[9];
@@ -48623,10 +48629,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   assign \pop.queue  = pop[205:204];
   assign \pop.seq  = pop[269:206];
   assign \pop.taken  = pop[333:270];
-  assign \task [1428:1365] = \$signal$207 ;
-  assign \task [1364:1301] = \$signal$97 ;
-  assign \task [1300:334] = decoded1;
-  assign \task [333:0] = \$signal$105 ;
+  assign task__payload[1428:1365] = \$signal$207 ;
+  assign task__payload[1364:1301] = \$signal$97 ;
+  assign task__payload[1300:334] = decoded1;
+  assign task__payload[333:0] = \$signal$105 ;
   assign \$24  = { \$signal$98 , 1'h0 };
   assign \$26  = { f_in_elems, 1'h0 };
   assign \$30  = { \$29 [47], \$29 [47], \$29 [47], \$29 [47], \$29 [47], \$29 [47], \$29 [47:6] };
@@ -48651,90 +48657,90 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task_valid, verd
   assign \$129  = 1'h0;
   assign \$130  = decoded[9];
   assign \$136  = decoded2[9];
-  assign \$173 [19:2] = 18'h00000;
-  assign \$173 [1:0] = entry2[165:164];
-  assign \$175 [19:2] = 18'h00000;
-  assign \$175 [1:0] = entry2[165:164];
-  assign \$192  = { 1'h0, entry2[103:84], 6'h00 };
-  assign \$205  = { 1'h0, entry2[103:84], 6'h00 };
-  assign \$218  = { 1'h0, entry2[103:84], 6'h00 };
-  assign \$231  = { 1'h0, entry2[103:84], 6'h00 };
-  assign \$238  = \$237 ;
-  assign \$240  = \$239 ;
-  assign \$242  = \$241 ;
-  assign \$244  = \$243 ;
-  assign \$246  = \$245 ;
-  assign \$248  = \$247 ;
-  assign \$250  = \$249 ;
-  assign \$252  = \$251 ;
-  assign \$254  = \$253 ;
-  assign \$256  = \$255 ;
-  assign \$258  = \$257 ;
-  assign \$260  = \$259 ;
-  assign \$262  = \$261 ;
-  assign \$264  = \$263 ;
-  assign \$266  = \$265 ;
-  assign \$268  = \$267 ;
-  assign \$270  = \$269 ;
-  assign \$272  = \$271 ;
-  assign \$274  = \$273 ;
-  assign \$276  = \$275 ;
-  assign \$278  = \$277 ;
-  assign \$280  = \$279 ;
-  assign \$282  = \$281 ;
-  assign \$284  = \$283 ;
-  assign \$286  = \$285 ;
-  assign \$288  = \$287 ;
-  assign \$290  = \$289 ;
-  assign \$292  = \$291 ;
-  assign \$294  = \$293 ;
-  assign \$296  = \$295 ;
-  assign \$298  = \$297 ;
-  assign \$300  = \$299 ;
-  assign \$302  = \$301 ;
-  assign \$304  = \$303 ;
-  assign \$306  = \$305 ;
-  assign \$308  = \$307 ;
-  assign \$310  = \$309 ;
-  assign \$312  = \$311 ;
-  assign \$314  = \$313 ;
-  assign \$316  = \$315 ;
-  assign \$318  = \$317 ;
-  assign \$320  = \$319 ;
-  assign \$322  = \$321 ;
-  assign \$324  = \$323 ;
-  assign \$326  = \$325 ;
-  assign \$328  = \$327 ;
-  assign \$330  = \$329 ;
-  assign \$332  = \$331 ;
-  assign \$334  = \$333 ;
-  assign \$336  = \$335 ;
-  assign \$338  = \$337 ;
-  assign \$340  = \$339 ;
-  assign \$342  = \$341 ;
-  assign \$344  = \$343 ;
-  assign \$346  = \$345 ;
-  assign \$348  = \$347 ;
-  assign \$350  = \$349 ;
-  assign \$352  = \$351 ;
-  assign \$354  = \$353 ;
-  assign \$356  = \$355 ;
-  assign \$358  = \$357 ;
-  assign \$360  = \$359 ;
-  assign \$362  = \$361 ;
-  assign \$364  = \$363 ;
-  assign \$365  = { decoded2[174:135], 1'h0 };
-  assign \$367  = { decoded2[174:135], 1'h0 };
-  assign \$415  = { 1'h0, \$signal$105 [203:184], 2'h0 };
-  assign \$427  = { 1'h0, entry2[203:184], 2'h0 };
-  assign \$436  = 1'h0;
-  assign \$437  = decoded[123];
-  assign \$443  = decoded2[123];
-  assign \$458  = \$457 ;
+  assign \$174 [19:2] = 18'h00000;
+  assign \$174 [1:0] = entry2[165:164];
+  assign \$176 [19:2] = 18'h00000;
+  assign \$176 [1:0] = entry2[165:164];
+  assign \$193  = { 1'h0, entry2[103:84], 6'h00 };
+  assign \$206  = { 1'h0, entry2[103:84], 6'h00 };
+  assign \$219  = { 1'h0, entry2[103:84], 6'h00 };
+  assign \$232  = { 1'h0, entry2[103:84], 6'h00 };
+  assign \$239  = \$238 ;
+  assign \$241  = \$240 ;
+  assign \$243  = \$242 ;
+  assign \$245  = \$244 ;
+  assign \$247  = \$246 ;
+  assign \$249  = \$248 ;
+  assign \$251  = \$250 ;
+  assign \$253  = \$252 ;
+  assign \$255  = \$254 ;
+  assign \$257  = \$256 ;
+  assign \$259  = \$258 ;
+  assign \$261  = \$260 ;
+  assign \$263  = \$262 ;
+  assign \$265  = \$264 ;
+  assign \$267  = \$266 ;
+  assign \$269  = \$268 ;
+  assign \$271  = \$270 ;
+  assign \$273  = \$272 ;
+  assign \$275  = \$274 ;
+  assign \$277  = \$276 ;
+  assign \$279  = \$278 ;
+  assign \$281  = \$280 ;
+  assign \$283  = \$282 ;
+  assign \$285  = \$284 ;
+  assign \$287  = \$286 ;
+  assign \$289  = \$288 ;
+  assign \$291  = \$290 ;
+  assign \$293  = \$292 ;
+  assign \$295  = \$294 ;
+  assign \$297  = \$296 ;
+  assign \$299  = \$298 ;
+  assign \$301  = \$300 ;
+  assign \$303  = \$302 ;
+  assign \$305  = \$304 ;
+  assign \$307  = \$306 ;
+  assign \$309  = \$308 ;
+  assign \$311  = \$310 ;
+  assign \$313  = \$312 ;
+  assign \$315  = \$314 ;
+  assign \$317  = \$316 ;
+  assign \$319  = \$318 ;
+  assign \$321  = \$320 ;
+  assign \$323  = \$322 ;
+  assign \$325  = \$324 ;
+  assign \$327  = \$326 ;
+  assign \$329  = \$328 ;
+  assign \$331  = \$330 ;
+  assign \$333  = \$332 ;
+  assign \$335  = \$334 ;
+  assign \$337  = \$336 ;
+  assign \$339  = \$338 ;
+  assign \$341  = \$340 ;
+  assign \$343  = \$342 ;
+  assign \$345  = \$344 ;
+  assign \$347  = \$346 ;
+  assign \$349  = \$348 ;
+  assign \$351  = \$350 ;
+  assign \$353  = \$352 ;
+  assign \$355  = \$354 ;
+  assign \$357  = \$356 ;
+  assign \$359  = \$358 ;
+  assign \$361  = \$360 ;
+  assign \$363  = \$362 ;
+  assign \$365  = \$364 ;
+  assign \$366  = { decoded2[174:135], 1'h0 };
+  assign \$368  = { decoded2[174:135], 1'h0 };
+  assign \$416  = { 1'h0, \$signal$105 [203:184], 2'h0 };
+  assign \$430  = { 1'h0, entry2[203:184], 2'h0 };
+  assign \$439  = 1'h0;
+  assign \$440  = decoded[123];
+  assign \$446  = decoded2[123];
+  assign \$461  = \$460 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.front.decoder (rst, \port$14407$128 , log2_slot, desc, decoded, clk);
+module \ndp_device.control_unit.front.decoder (rst, \port$14411$128 , log2_slot, desc, decoded, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$78  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -49087,8 +49093,8 @@ module \ndp_device.control_unit.front.decoder (rst, \port$14407$128 , log2_slot,
   reg [39:0] out_elems = 40'h0000000000;
   wire [3:0] page_shift;
   wire [3:0] \page_shift$15 ;
-  input [127:0] \port$14407$128 ;
-  wire [127:0] \port$14407$128 ;
+  input [127:0] \port$14411$128 ;
+  wire [127:0] \port$14411$128 ;
   reg [49:0] result = 50'h0000000000000;
   reg [49:0] room = 50'h0000000000000;
   input rst;
@@ -49210,8 +49216,8 @@ module \ndp_device.control_unit.front.decoder (rst, \port$14407$128 , log2_slot,
   assign \$66  = ! desc[25:20];
   assign \$67  = \$64  ? \$65  : \$66 ;
   assign \$68  = ! desc[103:84];
-  assign \$69  = desc[83:20] >= \port$14407$128 [63:0];
-  assign \$70  = dev_end <= \port$14407$128 [127:64];
+  assign \$69  = desc[83:20] >= \port$14411$128 [63:0];
+  assign \$70  = dev_end <= \port$14411$128 [127:64];
   assign \$71  = \$69  & \$70 ;
   assign \$72  = \$68  | \$71 ;
   assign \$73  = \$67  & \$72 ;
@@ -49515,8 +49521,8 @@ module \ndp_device.control_unit.front.decoder (rst, \port$14407$128 , log2_slot,
   assign page_shift = desc[16:13];
   assign \trans$14  = 1'h0;
   assign \page_shift$15  = desc[16:13];
-  assign data_base = \port$14407$128 [63:0];
-  assign data_limit = \port$14407$128 [127:64];
+  assign data_base = \port$14411$128 [63:0];
+  assign data_limit = \port$14411$128 [127:64];
   assign \decoded.status  = decoded[7:0];
   assign \decoded.is_load  = decoded[8];
   assign \decoded.is_store  = decoded[9];
@@ -67871,7 +67877,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__bready, io__araddr, io__arvalid, io__rready, io__awuser, clk, rst, io__awready, io__wready, io__arready, done_valid, done_status, \port$13850$0 , reset__0, reset__1, reset__2, reset__3
+module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__bready, io__araddr, io__arvalid, io__rready, io__awuser, clk, rst, io__awready, io__wready, io__arready, done_valid, done_status, \port$13854$0 , reset__0, reset__1, reset__2, reset__3
 , io__bvalid, b_resp, queues__0, queues__1, queues__2, queues__3, io__rvalid, r_data, io__awaddr);
   reg \$auto$verilog_backend.cc:2355:dump_module$100  = 0;
   wire \$1 ;
@@ -68253,8 +68259,8 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
   input io__wvalid;
   wire io__wvalid;
   wire [31:0] mask;
-  input [33:0] \port$13850$0 ;
-  wire [33:0] \port$13850$0 ;
+  input [33:0] \port$13854$0 ;
+  wire [33:0] \port$13854$0 ;
   output [321:0] queues__0;
   reg [321:0] queues__0 = 322'h000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   wire [63:0] \queues__0.cq_base ;
@@ -68956,9 +68962,9 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
     \$298  = head0;
     if (done_valid) begin
-      casez (\port$13850$0 [1:0])
+      casez (\port$13854$0 [1:0])
         2'h0:
-            \$298  = \port$13850$0 [33:2];
+            \$298  = \port$13854$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -68997,7 +69003,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
     \$299  = status0;
     if (done_valid) begin
-      casez (\port$13850$0 [1:0])
+      casez (\port$13854$0 [1:0])
         2'h0:
             if (\$1 ) begin
               \$299  = { 24'h800000, done_status };
@@ -69042,11 +69048,11 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
     \$300  = head1;
     if (done_valid) begin
-      casez (\port$13850$0 [1:0])
+      casez (\port$13854$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
-            \$300  = \port$13850$0 [33:2];
+            \$300  = \port$13854$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -69109,7 +69115,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
     \$301  = status1;
     if (done_valid) begin
-      casez (\port$13850$0 [1:0])
+      casez (\port$13854$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -69180,13 +69186,13 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
     \$302  = head2;
     if (done_valid) begin
-      casez (\port$13850$0 [1:0])
+      casez (\port$13854$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
             /* empty */;
         2'h2:
-            \$302  = \port$13850$0 [33:2];
+            \$302  = \port$13854$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -69273,7 +69279,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
     \$303  = status2;
     if (done_valid) begin
-      casez (\port$13850$0 [1:0])
+      casez (\port$13854$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -69371,7 +69377,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     \$304  = head3;
     if (done_valid) begin
       (* full_case = 32'd1 *)
-      casez (\port$13850$0 [1:0])
+      casez (\port$13854$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -69379,7 +69385,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
         2'h2:
             /* empty */;
         2'h3:
-            \$304  = \port$13850$0 [33:2];
+            \$304  = \port$13854$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -69491,7 +69497,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     \$305  = status3;
     if (done_valid) begin
       (* full_case = 32'd1 *)
-      casez (\port$13850$0 [1:0])
+      casez (\port$13854$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -70332,8 +70338,8 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
       endcase
     end
   end
-  assign done_queue = \port$13850$0 [1:0];
-  assign done_seq = \port$13850$0 [33:2];
+  assign done_queue = \port$13854$0 [1:0];
+  assign done_seq = \port$13854$0 [33:2];
   assign mask = { \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3:2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2:1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1:0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0] };
   assign io__bresp = b_resp;
   assign io__rdata = r_data;

@@ -94,11 +94,11 @@ def run_front_end(descs, report_at=None, memory=None, side_latency=6):
                 ctx.set(dut.pop.seq, seq)
             else:
                 ctx.set(dut.pop_valid, 0)
-            ctx.set(dut.take, ctx.get(dut.task_valid))
-            if ctx.get(dut.task_valid):
+            ctx.set(dut.task.ready, 1)
+            if ctx.get(dut.task.valid):
                 seen["takes"].append(cycle)
-                seen["statuses"].append(Status(ctx.get(dut.task.decoded.status)))
-                assert ctx.get(dut.task.entry.seq) == len(seen["takes"])
+                seen["statuses"].append(Status(ctx.get(dut.task.payload.decoded.status)))
+                assert ctx.get(dut.task.payload.entry.seq) == len(seen["takes"])
             ctx.set(dut.report, int(cycle == report_at))
             ctx.set(dut.report_store, int(cycle == report_at))
             if pending and ctx.get(dut.pop_ready):
@@ -117,9 +117,9 @@ def run_front_end(descs, report_at=None, memory=None, side_latency=6):
             if valid:
                 ctx.set(dut.side_data, int.from_bytes(side.pop(0)[1], "little"))
                 seen["side"].append(cycle)
-            ctx.set(dut.verdict_take, ctx.get(dut.verdict_valid))
-            if ctx.get(dut.verdict_valid):
-                seen["verdicts"].append((cycle, Status(ctx.get(dut.verdict_status))))
+            ctx.set(dut.verdict.ready, 1)
+            if ctx.get(dut.verdict.valid):
+                seen["verdicts"].append((cycle, Status(ctx.get(dut.verdict.payload))))
             await ctx.tick()
 
     simulate(dut, bench)
