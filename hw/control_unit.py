@@ -197,6 +197,10 @@ class ControlUnit(wiring.Component):
 
         # ---- progress: group (first row, rows, input offset), the row (softmax, anchors), results
         m0, group_rows, in_elem = Signal(DIM_BITS), Signal(range(cfg.rows + 1)), Signal(44)
+        # the group's rows and input elements, registered ahead (for 1 GHz): whether it is
+        # the last group, and the last group's rows and elements (worked out in DECODE)
+        assert cfg.rows & (cfg.rows - 1) == 0, "ROWS a power of two: a full group's elements a shift"
+        last_group, tail_rows, tail_elems = Signal(), Signal(range(cfg.rows + 1)), Signal(44)
         row = Signal(range(cfg.rows))
         # result rows: values per row and their size, the byte offset of the group's first row
         esize_log2, out_byte, out_n = Signal(2), Signal(48), Signal(DIM_BITS)
@@ -279,7 +283,10 @@ class ControlUnit(wiring.Component):
             with m.State("DECODE"):
                 m.d.sync += [status.eq(dec.status), read_error.eq(0),
                              sq_slot.eq(task.sq_slot), cq_slot.eq(task.cq_slot),
-                             m0.eq(0), in_elem.eq(0), out_byte.eq(0)]
+                             m0.eq(0), in_elem.eq(0), out_byte.eq(0), last_group.eq(d.in_rows <= cfg.rows)]
+                tail = d.in_rows[:(cfg.rows - 1).bit_length()] if cfg.rows > 1 else 0
+                m.d.sync += [tail_rows.eq(Mux(tail == 0, cfg.rows, tail)),
+                             tail_elems.eq(Mux(tail == 0, cfg.rows, tail) * d.in_cols)]
                 # result rows: FP32 O for attention, else FP16; their values: the last
                 # product's N (isa/validate.py result_cols)
                 trans = d.flags.trans_w
@@ -330,10 +337,10 @@ class ControlUnit(wiring.Component):
 
             # ---- a group of up to ROWS input rows
             with m.State("GROUP"):
-                rows_now = Signal(range(cfg.rows + 1))
-                m.d.comb += rows_now.eq(Mux(m_rows - m0 < cfg.rows, m_rows - m0, cfg.rows))
-                _, _, offset, beats = run_span(m, sq_slot + HEADER_BYTES, in_elem, rows_now * d.in_cols, cfg,
-                                               "input_span")
+                rows_now, elems_now = Signal(range(cfg.rows + 1)), Signal(44)
+                m.d.comb += [rows_now.eq(Mux(last_group, tail_rows, cfg.rows)),
+                             elems_now.eq(Mux(last_group, tail_elems, d.in_cols << (cfg.rows.bit_length() - 1)))]
+                _, _, offset, beats = run_span(m, sq_slot + HEADER_BYTES, in_elem, elems_now, cfg, "input_span")
                 m.d.sync += [group_rows.eq(rows_now), stage.eq(0)]
                 m.d.comb += [unpack.start.eq(1), unpack.offset.eq(offset), unpack.rows.eq(rows_now),
                              unpack.cols.eq(d.in_cols), unpack.beats.eq(beats)]
@@ -466,7 +473,8 @@ class ControlUnit(wiring.Component):
                 with m.If(anchor_post & anchor_last):
                     m.next = "GROUP_END"
             with m.State("GROUP_END"):
-                m.d.sync += [m0.eq(m0 + cfg.rows), in_elem.eq(in_elem + cfg.rows * d.in_cols)]
+                m.d.sync += [m0.eq(m0 + cfg.rows), in_elem.eq(in_elem + cfg.rows * d.in_cols),
+                             last_group.eq(m_rows - m0 <= 2 * cfg.rows)]
                 with m.If(m0 + cfg.rows < m_rows):
                     m.next = "GROUP"
                 with m.Else():

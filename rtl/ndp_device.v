@@ -852,7 +852,7 @@ module ndp_device(mem__awaddr, mem__awlen, mem__awsize, mem__awburst, mem__awloc
     .pop(pop),
     .pop_ready(pop_ready),
     .pop_valid(pop_valid),
-    .\port$13854$0 (\$3 ),
+    .\port$13859$0 (\$3 ),
     .queues__0(queues__0),
     .queues__1(queues__1),
     .queues__2(queues__2),
@@ -1062,7 +1062,7 @@ module ndp_device(mem__awaddr, mem__awlen, mem__awsize, mem__awburst, mem__awloc
     .io__wready(io__wready),
     .io__wstrb(io__wstrb),
     .io__wvalid(io__wvalid),
-    .\port$13854$0 (\$3 ),
+    .\port$13859$0 (\$3 ),
     .queues__0(queues__0),
     .queues__1(queues__1),
     .queues__2(queues__2),
@@ -2710,7 +2710,7 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, bus__rlast, clk, rst, pop, bus__arlen, bus__arvalid, bus__awlen, bus__wdata, bus__wstrb, reported, bus__wvalid, bus__wlast, bus__bready, done_status, irq, \port$13854$0 , cycle
+module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, bus__rlast, clk, rst, pop, bus__arlen, bus__arvalid, bus__awlen, bus__wdata, bus__wstrb, reported, bus__wvalid, bus__wlast, bus__bready, done_status, irq, \port$13859$0 , cycle
 , queues__0, queues__1, queues__2, queues__3, pop_valid, pop_ready, bus__araddr, bus__awvalid, bus__awaddr, bus__arready, bus__rvalid, bus__awready, bus__wready, bus__bvalid, bus__bid);
   reg \$auto$verilog_backend.cc:2355:dump_module$67  = 0;
   wire \$1 ;
@@ -2841,26 +2841,26 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [26:0] \$1110 ;
   wire [6:0] \$1111 ;
   wire \$1112 ;
-  wire [20:0] \$1113 ;
-  wire \$1114 ;
-  wire [20:0] \$1115 ;
-  wire [20:0] \$1116 ;
-  wire [64:0] \$1117 ;
-  wire [44:0] \$1118 ;
-  wire [65:0] \$1119 ;
+  wire [2:0] \$1113 ;
+  wire [22:0] \$1114 ;
+  wire [43:0] \$1115 ;
+  wire [64:0] \$1116 ;
+  wire [44:0] \$1117 ;
+  wire [65:0] \$1118 ;
+  wire [44:0] \$1119 ;
   wire \$112 ;
-  wire [22:0] \$1120 ;
-  wire [23:0] \$1121 ;
-  wire [24:0] \$1122 ;
-  wire [25:0] \$1123 ;
-  wire [26:0] \$1124 ;
-  wire [26:0] \$1125 ;
-  wire [22:0] \$1126 ;
-  wire [23:0] \$1127 ;
-  wire [24:0] \$1128 ;
-  wire [25:0] \$1129 ;
+  wire [45:0] \$1120 ;
+  wire [46:0] \$1121 ;
+  wire [47:0] \$1122 ;
+  wire [47:0] \$1123 ;
+  wire [44:0] \$1124 ;
+  wire [45:0] \$1125 ;
+  wire [46:0] \$1126 ;
+  wire [46:0] \$1127 ;
+  wire \$1128 ;
+  wire \$1129 ;
   wire \$113 ;
-  wire [25:0] \$1130 ;
+  wire \$1130 ;
   wire \$1131 ;
   wire \$1132 ;
   wire \$1133 ;
@@ -2872,53 +2872,53 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$1139 ;
   wire [7:0] \$114 ;
   wire \$1140 ;
-  wire \$1141 ;
-  wire \$1142 ;
+  wire [64:0] \$1141 ;
+  wire [65:0] \$1142 ;
   wire \$1143 ;
-  wire [64:0] \$1144 ;
-  wire [65:0] \$1145 ;
-  wire \$1146 ;
-  wire [5:0] \$1147 ;
-  wire [5:0] \$1148 ;
+  wire [5:0] \$1144 ;
+  wire [5:0] \$1145 ;
+  wire [19:0] \$1146 ;
+  wire [19:0] \$1147 ;
+  wire [19:0] \$1148 ;
   wire [19:0] \$1149 ;
   wire [7:0] \$115 ;
-  wire [19:0] \$1150 ;
-  wire [19:0] \$1151 ;
-  wire [19:0] \$1152 ;
-  wire \$1153 ;
-  wire \$1154 ;
-  wire \$1155 ;
-  wire [22:0] \$1156 ;
-  wire [25:0] \$1157 ;
-  wire [26:0] \$1158 ;
-  wire [27:0] \$1159 ;
+  wire \$1150 ;
+  wire \$1151 ;
+  wire \$1152 ;
+  wire [22:0] \$1153 ;
+  wire [25:0] \$1154 ;
+  wire [26:0] \$1155 ;
+  wire [27:0] \$1156 ;
+  wire [28:0] \$1157 ;
+  wire [28:0] \$1158 ;
+  wire \$1159 ;
   wire \$116 ;
-  wire [28:0] \$1160 ;
-  wire [28:0] \$1161 ;
-  wire \$1162 ;
+  wire \$1160 ;
+  wire [19:0] \$1161 ;
+  wire [19:0] \$1162 ;
   wire \$1163 ;
-  wire [19:0] \$1164 ;
-  wire [19:0] \$1165 ;
+  wire \$1164 ;
+  wire \$1165 ;
   wire \$1166 ;
   wire \$1167 ;
   wire \$1168 ;
-  wire \$1169 ;
+  wire [64:0] \$1169 ;
   wire \$117 ;
-  wire \$1170 ;
-  wire \$1171 ;
-  wire [64:0] \$1172 ;
-  wire [65:0] \$1173 ;
+  wire [65:0] \$1170 ;
+  wire [19:0] \$1171 ;
+  wire [19:0] \$1172 ;
+  wire [19:0] \$1173 ;
   wire [19:0] \$1174 ;
-  wire [19:0] \$1175 ;
-  wire [19:0] \$1176 ;
-  wire [19:0] \$1177 ;
-  wire [22:0] \$1178 ;
-  wire [25:0] \$1179 ;
+  wire [22:0] \$1175 ;
+  wire [25:0] \$1176 ;
+  wire [26:0] \$1177 ;
+  wire [27:0] \$1178 ;
+  wire [28:0] \$1179 ;
   wire \$118 ;
-  wire [26:0] \$1180 ;
-  wire [27:0] \$1181 ;
-  wire [28:0] \$1182 ;
-  wire [28:0] \$1183 ;
+  wire [28:0] \$1180 ;
+  wire \$1181 ;
+  wire \$1182 ;
+  wire \$1183 ;
   wire \$1184 ;
   wire \$1185 ;
   wire \$1186 ;
@@ -2950,19 +2950,19 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$1209 ;
   wire \$121 ;
   wire \$1210 ;
-  wire \$1211 ;
+  wire [2:0] \$1211 ;
   wire \$1212 ;
   wire \$1213 ;
   wire [2:0] \$1214 ;
   wire \$1215 ;
-  wire \$1216 ;
-  wire \$1217 ;
-  wire [19:0] \$1218 ;
-  wire [19:0] \$1219 ;
+  wire [2:0] \$1216 ;
+  wire [22:0] \$1217 ;
+  wire \$1218 ;
+  wire \$1219 ;
   wire \$122 ;
   wire \$1220 ;
-  wire \$1221 ;
-  wire \$1222 ;
+  wire [19:0] \$1221 ;
+  wire [19:0] \$1222 ;
   wire \$1223 ;
   wire \$1224 ;
   wire \$1225 ;
@@ -2986,75 +2986,83 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$1241 ;
   wire \$1242 ;
   wire \$1243 ;
-  wire [22:0] \$1244 ;
-  wire [25:0] \$1245 ;
-  wire [48:0] \$1246 ;
-  wire \$1247 ;
-  wire \$1248 ;
-  wire \$1249 ;
+  wire \$1244 ;
+  wire \$1245 ;
+  wire \$1246 ;
+  wire [22:0] \$1247 ;
+  wire [25:0] \$1248 ;
+  wire [48:0] \$1249 ;
   wire \$125 ;
   wire \$1250 ;
   wire \$1251 ;
   wire \$1252 ;
-  wire [2:0] \$1253 ;
+  wire \$1253 ;
   wire \$1254 ;
   wire \$1255 ;
-  wire \$1256 ;
+  wire [2:0] \$1256 ;
   wire \$1257 ;
-  wire [2:0] \$1258 ;
+  wire \$1258 ;
   wire \$1259 ;
   wire \$126 ;
   wire \$1260 ;
   wire [2:0] \$1261 ;
   wire \$1262 ;
   wire \$1263 ;
-  wire \$1264 ;
+  wire [2:0] \$1264 ;
   wire \$1265 ;
-  wire [22:0] \$1266 ;
-  wire [25:0] \$1267 ;
-  wire [48:0] \$1268 ;
-  wire \$1269 ;
+  wire \$1266 ;
+  wire \$1267 ;
+  wire \$1268 ;
+  wire [22:0] \$1269 ;
   wire \$127 ;
-  wire [20:0] \$1270 ;
-  wire [22:0] \$1271 ;
-  wire [44:0] \$1272 ;
+  wire [25:0] \$1270 ;
+  wire [48:0] \$1271 ;
+  wire \$1272 ;
   wire [20:0] \$1273 ;
-  wire \$1274 ;
-  wire \$1275 ;
-  reg \$1276 ;
-  reg [31:0] \$1277 ;
-  reg [31:0] \$1278 ;
-  reg [31:0] \$1279 ;
+  wire [22:0] \$1274 ;
+  wire [44:0] \$1275 ;
+  wire [20:0] \$1276 ;
+  wire \$1277 ;
+  wire [20:0] \$1278 ;
+  wire \$1279 ;
   wire \$128 ;
-  reg [31:0] \$1280 ;
-  reg [31:0] \$1281 ;
+  wire \$1280 ;
+  reg \$1281 ;
   reg [31:0] \$1282 ;
   reg [31:0] \$1283 ;
   reg [31:0] \$1284 ;
-  reg [1:0] \$1285 ;
-  reg \$1286 ;
-  reg [1428:0] \$1287 ;
-  reg [4:0] \$1288 ;
-  reg [7:0] \$1289 ;
+  reg [31:0] \$1285 ;
+  reg [31:0] \$1286 ;
+  reg [31:0] \$1287 ;
+  reg [31:0] \$1288 ;
+  reg [31:0] \$1289 ;
   wire \$129 ;
-  reg [63:0] \$1290 ;
-  reg [63:0] \$1291 ;
-  reg [19:0] \$1292 ;
-  reg [43:0] \$1293 ;
-  reg [47:0] \$1294 ;
-  reg [1:0] \$1295 ;
-  reg [19:0] \$1296 ;
-  reg [2:0] \$1297 ;
-  reg \$1298 ;
-  reg [1:0] \$1299 ;
+  reg [1:0] \$1290 ;
+  reg \$1291 ;
+  reg [1428:0] \$1292 ;
+  reg [4:0] \$1293 ;
+  reg [7:0] \$1294 ;
+  reg [63:0] \$1295 ;
+  reg [63:0] \$1296 ;
+  reg [19:0] \$1297 ;
+  reg [43:0] \$1298 ;
+  reg [47:0] \$1299 ;
   wire \$13 ;
   wire \$130 ;
   reg \$1300 ;
-  reg [1:0] \$1301 ;
-  wire [33:0] \$1302 ;
+  reg [2:0] \$1301 ;
+  reg [43:0] \$1302 ;
+  reg [1:0] \$1303 ;
+  reg [19:0] \$1304 ;
+  reg [2:0] \$1305 ;
+  reg \$1306 ;
+  reg [1:0] \$1307 ;
+  reg \$1308 ;
+  reg [1:0] \$1309 ;
   wire \$131 ;
-  wire [9:0] \$1319 ;
+  wire [33:0] \$1310 ;
   wire \$132 ;
+  wire [9:0] \$1327 ;
   wire \$133 ;
   wire \$134 ;
   wire \$135 ;
@@ -4022,10 +4030,13 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   reg [63:0] \$signal$846  = 64'h0000000000000000;
   reg [19:0] \$signal$847  = 20'h00000;
   reg [63:0] \$signal$862  = 64'h0000000000000000;
-  reg [43:0] \$signal$875  = 44'h00000000000;
-  reg [47:0] \$signal$898  = 48'h000000000000;
-  reg [19:0] \$signal$906  = 20'h00000;
-  reg [1:0] \$signal$917  = 2'h0;
+  reg [2:0] \$signal$873 ;
+  reg \$signal$874  = 1'h0;
+  reg [2:0] \$signal$875  = 3'h0;
+  reg [43:0] \$signal$879  = 44'h00000000000;
+  reg [47:0] \$signal$902  = 48'h000000000000;
+  reg [19:0] \$signal$910  = 20'h00000;
+  reg [1:0] \$signal$921  = 2'h0;
   wire [6:0] acc_addr;
   wire [6:0] acc_addr0;
   wire [6:0] acc_addr1;
@@ -4035,7 +4046,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   reg [1023:0] acc_data;
   reg [1:0] acc_row;
   reg acc_we;
-  wire \acc_we$923 ;
+  wire \acc_we$927 ;
   reg [6:0] acc_word;
   wire [5:0] active;
   wire [5:0] active0;
@@ -4055,10 +4066,10 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   reg [31:0] anchor_m3 = 32'd0;
   reg [1:0] anchor_row = 2'h0;
   reg bank = 1'h0;
-  reg \bank$913 ;
+  reg \bank$917 ;
   reg [43:0] beats;
   reg [31:0] \beats$871 ;
-  reg [43:0] \beats$879 ;
+  reg [43:0] \beats$883 ;
   wire [511:0] buf_data16;
   wire [1023:0] buf_data32;
   wire [1:0] buf_row;
@@ -4173,31 +4184,32 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [5:0] \count$200 ;
   input [63:0] cycle;
   wire [63:0] cycle;
-  wire [63:0] \cycle$953 ;
+  wire [63:0] \cycle$957 ;
   wire [511:0] data;
   wire [511:0] \data$202 ;
   reg [4:0] delay;
   wire [1:0] dest;
-  reg [1:0] \dest$903 ;
+  reg [1:0] \dest$907 ;
   reg dispatch;
   wire done;
-  wire \done$994 ;
+  wire \done$998 ;
   wire [1:0] done_queue;
-  wire [1:0] \done_queue$972 ;
+  wire [1:0] \done_queue$976 ;
   wire [31:0] done_seq;
-  wire [31:0] \done_seq$974 ;
+  wire [31:0] \done_seq$978 ;
   output [7:0] done_status;
   wire [7:0] done_status;
-  wire [7:0] \done_status$976 ;
+  wire [7:0] \done_status$980 ;
   wire done_store;
   wire done_valid;
-  wire \done_valid$970 ;
+  wire \done_valid$974 ;
   wire [4:0] drain;
   wire [14:0] dst_addr;
   wire [511:0] dst_data;
   wire dst_en;
+  reg [43:0] elems_now;
   wire first;
-  reg [63:0] \first$915 ;
+  reg [63:0] \first$919 ;
   wire first0;
   wire first1;
   wire \first1$190 ;
@@ -4227,12 +4239,12 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [19:0] \full_groups$139 ;
   wire has_full;
   reg hold;
-  wire \hold$954 ;
+  wire \hold$958 ;
   wire idle;
   reg [511:0] in_data;
   reg [1:0] in_row;
   reg in_we;
-  wire \in_we$918 ;
+  wire \in_we$922 ;
   reg [6:0] in_word;
   reg [63:0] input_span_first;
   reg [63:0] input_span_line;
@@ -4240,7 +4252,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   reg [5:0] input_span_offset;
   output [3:0] irq;
   wire [3:0] irq;
-  wire [3:0] \irq$978 ;
+  wire [3:0] \irq$982 ;
   wire [3:0] irq_en;
   wire issued_all;
   wire [19:0] k_base;
@@ -4254,12 +4266,12 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \last$194 ;
   reg [19:0] length;
   reg [511:0] line;
-  wire [511:0] \line$967 ;
+  wire [511:0] \line$971 ;
   wire [63:0] line_addr;
   wire line_start;
   wire [31:0] lines;
   reg [31:0] \lines$256 ;
-  reg [31:0] \lines$916 ;
+  reg [31:0] \lines$920 ;
   reg load;
   wire [31:0] m;
   wire mac;
@@ -4272,7 +4284,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [19:0] n_cols;
   wire [19:0] n_words;
   wire [19:0] \n_words$131 ;
-  reg [7:0] \n_words$907 ;
+  reg [7:0] \n_words$911 ;
   reg [5:0] offset;
   reg [4:0] \offset$868 ;
   wire [511:0] out__data;
@@ -4285,7 +4297,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire out_err;
   wire [2:0] pack_log2;
   wire [2:0] \pack_log2$129 ;
-  reg [2:0] \pack_log2$912 ;
+  reg [2:0] \pack_log2$916 ;
   reg pair;
   wire [5:0] pair_count;
   wire [5:0] \pair_count$206 ;
@@ -4346,8 +4358,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   input pop_valid;
   wire pop_valid;
   wire \pop_valid$93 ;
-  output [33:0] \port$13854$0 ;
-  wire [33:0] \port$13854$0 ;
+  output [33:0] \port$13859$0 ;
+  wire [33:0] \port$13859$0 ;
   reg [1:0] queue;
   input [321:0] queues__0;
   wire [321:0] queues__0;
@@ -4442,25 +4454,25 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [63:0] \queues__3.sq_base ;
   wire [31:0] \queues__3.tail ;
   wire quiet;
-  wire \quiet$957 ;
+  wire \quiet$961 ;
   wire [1023:0] rd_acc_data;
   reg [6:0] rd_addr;
-  wire [6:0] \rd_addr$940 ;
+  wire [6:0] \rd_addr$944 ;
   wire [511:0] rd_in_data;
   wire [511:0] \rd_in_data$240 ;
   reg [1:0] rd_row;
-  wire [1:0] \rd_row$939 ;
+  wire [1:0] \rd_row$943 ;
   reg read_error;
-  reg \read_error$948  = 1'h0;
+  reg \read_error$952  = 1'h0;
   wire ready;
   reg report;
-  wire \report$979 ;
+  wire \report$983 ;
   wire report_store;
   output reported;
   wire reported;
-  wire \reported$961 ;
+  wire \reported$965 ;
   wire reported_error;
-  wire \reported_error$963 ;
+  wire \reported_error$967 ;
   reg rest;
   wire [4:0] rest_rows;
   wire [4:0] \rest_rows$141 ;
@@ -4470,10 +4482,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   reg results;
   wire [19:0] row;
   wire [19:0] \row$196 ;
-  reg [1:0] \row$929  = 2'h0;
+  reg [1:0] \row$933  = 2'h0;
   reg [19:0] rows;
-  reg [2:0] \rows$904 ;
-  reg [2:0] rows_now;
+  reg [2:0] \rows$908 ;
   input rst;
   wire rst;
   wire [63:0] run_addr;
@@ -4491,7 +4502,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   reg [63:0] seq;
   wire [1:0] sets;
   wire [1:0] \sets$133 ;
-  reg [1:0] \sets$908 ;
+  reg [1:0] \sets$912 ;
   reg [1:0] sets1;
   wire [1:0] sets_used__0;
   wire [1:0] sets_used__1;
@@ -4546,11 +4557,11 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   reg \start$252 ;
   reg \start$258 ;
   reg \start$867 ;
-  reg \start$888 ;
-  reg \start$899 ;
-  reg \start$935 ;
+  reg \start$892 ;
+  reg \start$903 ;
+  reg \start$939 ;
   reg [7:0] status;
-  reg [7:0] \status$946  = 8'h00;
+  reg [7:0] \status$950  = 8'h00;
   reg store;
   reg [63:0] strb;
   wire [511:0] sum_fp16;
@@ -4578,6 +4589,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \t_scalar$157 ;
   wire [1:0] t_set;
   wire [1:0] \t_set$162 ;
+  reg [43:0] tail_elems = 44'h00000000000;
   reg [63:0] taken;
   reg [1428:0] \task  = 1429'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   wire [63:0] \task.cq_slot ;
@@ -5351,7 +5363,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire widened_9_lzc_vll;
   wire [9:0] widened_9_sub;
   wire write_error;
-  wire \write_error$959 ;
+  wire \write_error$963 ;
   wire writer_free;
   wire written;
   assign \$1  = ~ pending;
@@ -5370,8 +5382,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \$12  = \task [10] & \$11 ;
   assign \$13  = ~ \$12 ;
   assign split = \$10  & \$13 ;
-  assign \$1319  = stage * 9'h18c;
-  assign sizes = \task [1300:509] >> \$1319 ;
+  assign \$1327  = stage * 9'h18c;
+  assign sizes = \task [1300:509] >> \$1327 ;
   assign \$14  = stage ? \task [408:345] : \task [83:20];
   assign \addr$126  = \task [457] ? 64'h0000000000000000 : \$14 ;
   assign \$15  = \task [10] ? \task [143:124] : \task [123:104];
@@ -6498,213 +6510,223 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \$1108  = \$signal$846  + 7'h40;
   assign \$1109  = \task [342] ? \$1108  : { 1'h0, \task [83:20] };
   assign \$1112  = ~ w_ready;
-  assign \$1113  = \task [183:164] - \$signal$847 ;
-  assign \$1114  = $signed(\$1113 ) < $signed(4'h4);
-  assign \$1115  = \task [183:164] - \$signal$847 ;
-  assign \$1116  = \$1114  ? \$1115  : 21'h000004;
-  assign \$1117  = \$signal$862  + 7'h40;
-  assign \$1119  = \$1117  + \$1118 ;
-  assign \$1120  = rows_now * \task [203:184];
-  assign \$1122  = input_span_first[5:0] + \$1121 ;
-  assign \$1123  = \$1122  + 7'h40;
-  assign \$1124  = \$1123  - 1'h1;
-  assign \$1126  = rows_now * \task [203:184];
-  assign \$1127  = input_span_offset + \$1126 ;
-  assign \$1128  = \$1127  + 6'h20;
-  assign \$1129  = \$1128  - 1'h1;
-  assign \$1131  = ready & lanes_ready;
-  assign \$1132  = dest == 2'h2;
-  assign \$1133  = ~ \busy$842 ;
-  assign \$1134  = ~ waiting;
-  assign \$1135  = \$1133  & \$1134 ;
-  assign \$1136  = ! dest;
-  assign \$1137  = dest == 1'h1;
-  assign \$1138  = \$1136  | \$1137 ;
-  assign \$1139  = ~ \$1138 ;
-  assign \$1140  = \$1139  | writer_free;
-  assign \$1141  = \$1135  & \$1140 ;
-  assign \$1142  = ~ \$signal$840 ;
-  assign \$1143  = \$1141  & \$1142 ;
-  assign \$1144  = \$signal$846  + 7'h40;
-  assign \$1145  = \$1144  + \$signal$898 ;
-  assign \$1146  = drain > 1'h1;
-  assign \$1147  = drain - 1'h1;
-  assign \$1148  = \$1146  ? \$1147  : 6'h00;
-  assign \$1149  = \task [10] ? \task [143:124] : \task [123:104];
-  assign \$1150  = \task [10] ? \task [123:104] : \task [143:124];
-  assign \$1151  = stage ? \$1149  : \$1150 ;
-  assign \$1153  = ! dest;
-  assign \$1154  = dest == 1'h1;
-  assign \$1155  = \$1153  | \$1154 ;
-  assign \$1156  = \$signal$906  << \$signal$917 ;
-  assign \$1157  = \$signal$845  * \$1156 ;
-  assign \$1158  = result_first_0[5:0] + \$1157 ;
-  assign \$1159  = \$1158  + 7'h40;
-  assign \$1160  = \$1159  - 1'h1;
-  assign \$1162  = dest == 2'h2;
+  assign \$1113  = \$signal$874  ? \$signal$875  : 3'h4;
+  assign \$1115  = \$signal$874  ? tail_elems : { 21'h000000, \$1114  };
+  assign \$1116  = \$signal$862  + 7'h40;
+  assign \$1118  = \$1116  + \$1117 ;
+  assign \$1120  = input_span_first[5:0] + \$1119 ;
+  assign \$1121  = \$1120  + 7'h40;
+  assign \$1122  = \$1121  - 1'h1;
+  assign \$1124  = input_span_offset + elems_now;
+  assign \$1125  = \$1124  + 6'h20;
+  assign \$1126  = \$1125  - 1'h1;
+  assign \$1128  = ready & lanes_ready;
+  assign \$1129  = dest == 2'h2;
+  assign \$1130  = ~ \busy$842 ;
+  assign \$1131  = ~ waiting;
+  assign \$1132  = \$1130  & \$1131 ;
+  assign \$1133  = ! dest;
+  assign \$1134  = dest == 1'h1;
+  assign \$1135  = \$1133  | \$1134 ;
+  assign \$1136  = ~ \$1135 ;
+  assign \$1137  = \$1136  | writer_free;
+  assign \$1138  = \$1132  & \$1137 ;
+  assign \$1139  = ~ \$signal$840 ;
+  assign \$1140  = \$1138  & \$1139 ;
+  assign \$1141  = \$signal$846  + 7'h40;
+  assign \$1142  = \$1141  + \$signal$902 ;
+  assign \$1143  = drain > 1'h1;
+  assign \$1144  = drain - 1'h1;
+  assign \$1145  = \$1143  ? \$1144  : 6'h00;
+  assign \$1146  = \task [10] ? \task [143:124] : \task [123:104];
+  assign \$1147  = \task [10] ? \task [123:104] : \task [143:124];
+  assign \$1148  = stage ? \$1146  : \$1147 ;
+  assign \$1150  = ! dest;
+  assign \$1151  = dest == 1'h1;
+  assign \$1152  = \$1150  | \$1151 ;
+  assign \$1153  = \$signal$910  << \$signal$921 ;
+  assign \$1154  = \$signal$845  * \$1153 ;
+  assign \$1155  = result_first_0[5:0] + \$1154 ;
+  assign \$1156  = \$1155  + 7'h40;
+  assign \$1157  = \$1156  - 1'h1;
+  assign \$1159  = dest == 2'h2;
+  assign \$1160  = \task [5:2] == 2'h3;
+  assign \$1161  = \task [10] ? \task [123:104] : \task [143:124];
+  assign \$1162  = \$1160  ? \$1161  : \task [203:184];
   assign \$1163  = \task [5:2] == 2'h3;
-  assign \$1164  = \task [10] ? \task [123:104] : \task [143:124];
-  assign \$1165  = \$1163  ? \$1164  : \task [203:184];
-  assign \$1166  = \task [5:2] == 2'h3;
-  assign \$1167  = \$1166  | \task [11];
-  assign \$1168  = ~ \busy$842 ;
-  assign \$1169  = ~ waiting;
-  assign \$1170  = \$1168  & \$1169 ;
-  assign \$1171  = \$1170  & writer_free;
-  assign \$1172  = \$signal$846  + 7'h40;
-  assign \$1173  = \$1172  + \$signal$898 ;
-  assign \$1174  = \task [10] ? \task [143:124] : \task [123:104];
-  assign \$1175  = \task [10] ? \task [123:104] : \task [143:124];
-  assign \$1176  = stage ? \$1174  : \$1175 ;
-  assign \$1178  = \$signal$906  << \$signal$917 ;
-  assign \$1179  = \$signal$845  * \$1178 ;
-  assign \$1180  = result_first_1[5:0] + \$1179 ;
-  assign \$1181  = \$1180  + 7'h40;
-  assign \$1182  = \$1181  - 1'h1;
-  assign \$1184  = ~ pending;
-  assign \$1185  = src__valid & out__ready;
-  assign \$1186  = \$1185  & out_err;
-  assign \$1187  = \read_error$948  | \$1186 ;
-  assign \$1188  = ! \status$946 ;
-  assign \$1189  = \$1188  & \task [343];
-  assign \$1190  = ! fsm_state;
-  assign \$1191  = fsm_state == 1'h1;
-  assign \$1192  = fsm_state == 2'h2;
-  assign \$1193  = fsm_state == 2'h3;
-  assign \$1194  = fsm_state == 3'h4;
-  assign \$1195  = fsm_state == 3'h5;
-  assign \$1196  = fsm_state == 3'h6;
-  assign \$1197  = fsm_state == 3'h7;
-  assign \$1198  = fsm_state == 4'h8;
-  assign \$1199  = fsm_state == 4'h9;
-  assign \$1200  = fsm_state == 4'ha;
-  assign \$1201  = fsm_state == 4'hb;
-  assign \$1202  = fsm_state == 4'hc;
-  assign \$1203  = fsm_state == 4'hd;
-  assign \$1204  = fsm_state == 4'he;
-  assign \$1205  = fsm_state == 4'hf;
-  assign \$1206  = fsm_state == 5'h10;
-  assign \$1207  = fsm_state == 5'h11;
-  assign \$1208  = fsm_state == 5'h12;
-  assign \$1209  = fsm_state == 5'h13;
-  assign \$1210  = fsm_state == 5'h14;
-  assign \$1211  = fsm_state == 5'h15;
-  assign \$1212  = src__valid & out__ready;
-  assign \$1213  = \$1212  & out_err;
-  assign \$1214  = anchor_row + 1'h1;
-  assign \$1215  = \task [5:2] == 2'h3;
-  assign \$1216  = \task [5:2] == 2'h2;
-  assign \$1217  = \task [5:2] == 3'h4;
-  assign \$1218  = \task [10] ? \task [143:124] : \task [123:104];
-  assign \$1219  = \task [10] ? \task [123:104] : \task [143:124];
-  assign \$1220  = | \task [341:334];
-  assign \$1221  = ! verdict__payload;
-  assign \$1222  = ~ \busy$842 ;
-  assign \$1223  = ~ waiting;
-  assign \$1224  = \$1222  & \$1223 ;
-  assign \$1225  = \$1224  & writer_free;
-  assign \$1226  = valid & last;
-  assign \$1227  = \task [5:2] == 2'h2;
-  assign \$1228  = ready & lanes_ready;
-  assign \$1229  = | rest_rows;
-  assign \$1230  = ~ \busy$842 ;
-  assign \$1231  = ~ waiting;
-  assign \$1232  = \$1230  & \$1231 ;
-  assign \$1233  = ! dest;
-  assign \$1234  = dest == 1'h1;
-  assign \$1235  = \$1233  | \$1234 ;
-  assign \$1236  = ~ \$1235 ;
-  assign \$1237  = \$1236  | writer_free;
-  assign \$1238  = \$1232  & \$1237 ;
-  assign \$1239  = ~ \$signal$840 ;
-  assign \$1240  = \$1238  & \$1239 ;
-  assign \$1241  = ! dest;
-  assign \$1242  = dest == 1'h1;
-  assign \$1243  = \$1241  | \$1242 ;
-  assign \$1244  = \$signal$906  << \$signal$917 ;
-  assign \$1245  = \$signal$845  * \$1244 ;
-  assign \$1246  = \$signal$898  + \$1245 ;
-  assign \$1247  = ~ bank;
-  assign \$1248  = ! dest;
-  assign \$1249  = dest == 1'h1;
-  assign \$1250  = \$1248  | \$1249 ;
-  assign \$1251  = dest == 2'h3;
-  assign \$1252  = \task [5:2] == 2'h3;
-  assign \$1253  = \row$929  + 1'h1;
-  assign \$1254  = \$1253  >= \$signal$845 ;
-  assign \$1255  = \$1252  & \$1254 ;
-  assign \$1256  = written | done;
-  assign \$1257  = \$1255  & \$1256 ;
-  assign \$1258  = \row$929  + 1'h1;
-  assign \$1259  = \$1258  >= \$signal$845 ;
-  assign \$1260  = ~ \$1259 ;
-  assign \$1261  = \row$929  + 1'h1;
-  assign \$1262  = ~ \busy$842 ;
-  assign \$1263  = ~ waiting;
-  assign \$1264  = \$1262  & \$1263 ;
-  assign \$1265  = \$1264  & writer_free;
-  assign \$1266  = \$signal$906  << \$signal$917 ;
-  assign \$1267  = \$signal$845  * \$1266 ;
-  assign \$1268  = \$signal$898  + \$1267 ;
-  assign \$1269  = \$signal  & anchor_last;
-  assign \$1270  = \$signal$847  + 3'h4;
-  assign \$1271  = 3'h4 * \task [203:184];
-  assign \$1272  = \$signal$875  + \$1271 ;
+  assign \$1164  = \$1163  | \task [11];
+  assign \$1165  = ~ \busy$842 ;
+  assign \$1166  = ~ waiting;
+  assign \$1167  = \$1165  & \$1166 ;
+  assign \$1168  = \$1167  & writer_free;
+  assign \$1169  = \$signal$846  + 7'h40;
+  assign \$1170  = \$1169  + \$signal$902 ;
+  assign \$1171  = \task [10] ? \task [143:124] : \task [123:104];
+  assign \$1172  = \task [10] ? \task [123:104] : \task [143:124];
+  assign \$1173  = stage ? \$1171  : \$1172 ;
+  assign \$1175  = \$signal$910  << \$signal$921 ;
+  assign \$1176  = \$signal$845  * \$1175 ;
+  assign \$1177  = result_first_1[5:0] + \$1176 ;
+  assign \$1178  = \$1177  + 7'h40;
+  assign \$1179  = \$1178  - 1'h1;
+  assign \$1181  = ~ pending;
+  assign \$1182  = src__valid & out__ready;
+  assign \$1183  = \$1182  & out_err;
+  assign \$1184  = \read_error$952  | \$1183 ;
+  assign \$1185  = ! \status$950 ;
+  assign \$1186  = \$1185  & \task [343];
+  assign \$1187  = ! fsm_state;
+  assign \$1188  = fsm_state == 1'h1;
+  assign \$1189  = fsm_state == 2'h2;
+  assign \$1190  = fsm_state == 2'h3;
+  assign \$1191  = fsm_state == 3'h4;
+  assign \$1192  = fsm_state == 3'h5;
+  assign \$1193  = fsm_state == 3'h6;
+  assign \$1194  = fsm_state == 3'h7;
+  assign \$1195  = fsm_state == 4'h8;
+  assign \$1196  = fsm_state == 4'h9;
+  assign \$1197  = fsm_state == 4'ha;
+  assign \$1198  = fsm_state == 4'hb;
+  assign \$1199  = fsm_state == 4'hc;
+  assign \$1200  = fsm_state == 4'hd;
+  assign \$1201  = fsm_state == 4'he;
+  assign \$1202  = fsm_state == 4'hf;
+  assign \$1203  = fsm_state == 5'h10;
+  assign \$1204  = fsm_state == 5'h11;
+  assign \$1205  = fsm_state == 5'h12;
+  assign \$1206  = fsm_state == 5'h13;
+  assign \$1207  = fsm_state == 5'h14;
+  assign \$1208  = fsm_state == 5'h15;
+  assign \$1209  = src__valid & out__ready;
+  assign \$1210  = \$1209  & out_err;
+  assign \$1211  = anchor_row + 1'h1;
+  assign \$1212  = \task [183:164] <= 3'h4;
+  assign \$1213  = ! \task [165:164];
+  assign \$1214  = \$1213  ? 3'h4 : { 1'h0, \task [165:164] };
+  assign \$1215  = ! \task [165:164];
+  assign \$1216  = \$1215  ? 3'h4 : { 1'h0, \task [165:164] };
+  assign \$1217  = \$1216  * \task [203:184];
+  assign \$1218  = \task [5:2] == 2'h3;
+  assign \$1219  = \task [5:2] == 2'h2;
+  assign \$1220  = \task [5:2] == 3'h4;
+  assign \$1221  = \task [10] ? \task [143:124] : \task [123:104];
+  assign \$1222  = \task [10] ? \task [123:104] : \task [143:124];
+  assign \$1223  = | \task [341:334];
+  assign \$1224  = ! verdict__payload;
+  assign \$1225  = ~ \busy$842 ;
+  assign \$1226  = ~ waiting;
+  assign \$1227  = \$1225  & \$1226 ;
+  assign \$1228  = \$1227  & writer_free;
+  assign \$1229  = valid & last;
+  assign \$1230  = \task [5:2] == 2'h2;
+  assign \$1231  = ready & lanes_ready;
+  assign \$1232  = | rest_rows;
+  assign \$1233  = ~ \busy$842 ;
+  assign \$1234  = ~ waiting;
+  assign \$1235  = \$1233  & \$1234 ;
+  assign \$1236  = ! dest;
+  assign \$1237  = dest == 1'h1;
+  assign \$1238  = \$1236  | \$1237 ;
+  assign \$1239  = ~ \$1238 ;
+  assign \$1240  = \$1239  | writer_free;
+  assign \$1241  = \$1235  & \$1240 ;
+  assign \$1242  = ~ \$signal$840 ;
+  assign \$1243  = \$1241  & \$1242 ;
+  assign \$1244  = ! dest;
+  assign \$1245  = dest == 1'h1;
+  assign \$1246  = \$1244  | \$1245 ;
+  assign \$1247  = \$signal$910  << \$signal$921 ;
+  assign \$1248  = \$signal$845  * \$1247 ;
+  assign \$1249  = \$signal$902  + \$1248 ;
+  assign \$1250  = ~ bank;
+  assign \$1251  = ! dest;
+  assign \$1252  = dest == 1'h1;
+  assign \$1253  = \$1251  | \$1252 ;
+  assign \$1254  = dest == 2'h3;
+  assign \$1255  = \task [5:2] == 2'h3;
+  assign \$1256  = \row$933  + 1'h1;
+  assign \$1257  = \$1256  >= \$signal$845 ;
+  assign \$1258  = \$1255  & \$1257 ;
+  assign \$1259  = written | done;
+  assign \$1260  = \$1258  & \$1259 ;
+  assign \$1261  = \row$933  + 1'h1;
+  assign \$1262  = \$1261  >= \$signal$845 ;
+  assign \$1263  = ~ \$1262 ;
+  assign \$1264  = \row$933  + 1'h1;
+  assign \$1265  = ~ \busy$842 ;
+  assign \$1266  = ~ waiting;
+  assign \$1267  = \$1265  & \$1266 ;
+  assign \$1268  = \$1267  & writer_free;
+  assign \$1269  = \$signal$910  << \$signal$921 ;
+  assign \$1270  = \$signal$845  * \$1269 ;
+  assign \$1271  = \$signal$902  + \$1270 ;
+  assign \$1272  = \$signal  & anchor_last;
   assign \$1273  = \$signal$847  + 3'h4;
-  assign \$1274  = \$1273  < \task [183:164];
-  assign \$1275  = ~ pending;
+  assign \$1274  = 3'h4 * \task [203:184];
+  assign \$1275  = \$signal$879  + \$1274 ;
+  assign \$1276  = \task [183:164] - \$signal$847 ;
+  assign \$1277  = $signed(\$1276 ) <= $signed(5'h08);
+  assign \$1278  = \$signal$847  + 3'h4;
+  assign \$1279  = \$1278  < \task [183:164];
+  assign \$1280  = ~ pending;
   always @(posedge clk)
-    \read_error$948  <= \$1276 ;
+    \read_error$952  <= \$1281 ;
   always @(posedge clk)
-    anchor_m0 <= \$1277 ;
+    anchor_m0 <= \$1282 ;
   always @(posedge clk)
-    anchor_m1 <= \$1278 ;
+    anchor_m1 <= \$1283 ;
   always @(posedge clk)
-    anchor_m2 <= \$1279 ;
+    anchor_m2 <= \$1284 ;
   always @(posedge clk)
-    anchor_m3 <= \$1280 ;
+    anchor_m3 <= \$1285 ;
   always @(posedge clk)
-    anchor_l0 <= \$1281 ;
+    anchor_l0 <= \$1286 ;
   always @(posedge clk)
-    anchor_l1 <= \$1282 ;
+    anchor_l1 <= \$1287 ;
   always @(posedge clk)
-    anchor_l2 <= \$1283 ;
+    anchor_l2 <= \$1288 ;
   always @(posedge clk)
-    anchor_l3 <= \$1284 ;
+    anchor_l3 <= \$1289 ;
   always @(posedge clk)
-    anchor_row <= \$1285 ;
+    anchor_row <= \$1290 ;
   always @(posedge clk)
-    \$signal$840  <= \$1286 ;
+    \$signal$840  <= \$1291 ;
   always @(posedge clk)
-    \task  <= \$1287 ;
+    \task  <= \$1292 ;
   always @(posedge clk)
-    fsm_state <= \$1288 ;
+    fsm_state <= \$1293 ;
   always @(posedge clk)
-    \status$946  <= \$1289 ;
+    \status$950  <= \$1294 ;
   always @(posedge clk)
-    \$signal$862  <= \$1290 ;
+    \$signal$862  <= \$1295 ;
   always @(posedge clk)
-    \$signal$846  <= \$1291 ;
+    \$signal$846  <= \$1296 ;
   always @(posedge clk)
-    \$signal$847  <= \$1292 ;
+    \$signal$847  <= \$1297 ;
   always @(posedge clk)
-    \$signal$875  <= \$1293 ;
+    \$signal$879  <= \$1298 ;
   always @(posedge clk)
-    \$signal$898  <= \$1294 ;
+    \$signal$902  <= \$1299 ;
   always @(posedge clk)
-    \$signal$917  <= \$1295 ;
+    \$signal$874  <= \$1300 ;
   always @(posedge clk)
-    \$signal$906  <= \$1296 ;
+    \$signal$875  <= \$1301 ;
   always @(posedge clk)
-    \$signal$845  <= \$1297 ;
+    tail_elems <= \$1302 ;
   always @(posedge clk)
-    stage <= \$1298 ;
+    \$signal$921  <= \$1303 ;
   always @(posedge clk)
-    \row$929  <= \$1299 ;
+    \$signal$910  <= \$1304 ;
   always @(posedge clk)
-    bank <= \$1300 ;
+    \$signal$845  <= \$1305 ;
   always @(posedge clk)
-    sfu_row <= \$1301 ;
+    stage <= \$1306 ;
+  always @(posedge clk)
+    \row$933  <= \$1307 ;
+  always @(posedge clk)
+    bank <= \$1308 ;
+  always @(posedge clk)
+    sfu_row <= \$1309 ;
   \ndp_device.control_unit.chunks  chunks (
     .acc_addr0(acc_addr),
     .acc_addr1(acc_addr1),
@@ -6742,7 +6764,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .run_log2(run_log2),
     .sets(sets),
     .split(split),
-    .start(\start$888 ),
+    .start(\start$892 ),
     .t_first(t_first),
     .t_fold_adds(t_fold_adds),
     .t_level(t_level),
@@ -6766,17 +6788,17 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .cycle(cycle),
     .done_status(done_status),
     .done_store(report_store),
-    .hold(\hold$954 ),
+    .hold(\hold$958 ),
     .irq(irq),
-    .line(\line$967 ),
+    .line(\line$971 ),
     .line_addr(line_addr),
     .line_start(line_start),
     .pending(pending),
-    .\port$13854$0 (\$1302 ),
-    .\port$14083$289 (queues__0[289]),
-    .\port$14085$289 (queues__1[289]),
-    .\port$14087$289 (queues__2[289]),
-    .\port$14089$289 (queues__3[289]),
+    .\port$13859$0 (\$1310 ),
+    .\port$14088$289 (queues__0[289]),
+    .\port$14090$289 (queues__1[289]),
+    .\port$14092$289 (queues__2[289]),
+    .\port$14094$289 (queues__3[289]),
     .queue(queue),
     .quiet(quiet),
     .r_en(reported),
@@ -6933,14 +6955,14 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .w_data(bus__rdata)
   );
   \ndp_device.control_unit.readout  readout (
-    .acc_we(\acc_we$923 ),
-    .bank(\bank$913 ),
+    .acc_we(\acc_we$927 ),
+    .bank(\bank$917 ),
     .busy(\busy$842 ),
     .clk(clk),
     .delay(delay),
-    .dest(\dest$903 ),
-    .done(\done$994 ),
-    .first(\first$915 ),
+    .dest(\dest$907 ),
+    .done(\done$998 ),
+    .first(\first$919 ),
     .fold_bank(fold_bank),
     .fold_n_cols(fold_n_cols),
     .fold_n_words(fold_n_words),
@@ -6951,24 +6973,24 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .fold_sets1(fold_sets1),
     .fold_valid(fold_valid),
     .fold_word(fold_word),
-    .in_we(\in_we$918 ),
-    .lines(\lines$916 ),
+    .in_we(\in_we$922 ),
+    .lines(\lines$920 ),
     .n(n),
-    .n_words(\n_words$907 ),
-    .pack_log2(\pack_log2$912 ),
+    .n_words(\n_words$911 ),
+    .pack_log2(\pack_log2$916 ),
     .rd_in_data(rd_in_data),
     .rd_row(buf_row),
     .results(results),
-    .rows(\rows$904 ),
+    .rows(\rows$908 ),
     .rst(rst),
     .run_addr(\run_addr$255 ),
     .run_lines(\run_lines$257 ),
     .run_offset(run_offset),
     .run_start(\run_start$251 ),
-    .sets(\sets$908 ),
+    .sets(\sets$912 ),
     .sets1(sets1),
     .source(source),
-    .start(\start$899 ),
+    .start(\start$903 ),
     .sum_fp16(sum_fp16),
     .sum_fp32(sum_fp32),
     .sum_ready(sum_ready),
@@ -6979,7 +7001,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .w_ready(w_ready),
     .w_valid(\w_valid$242 ),
     .waiting(waiting),
-    .waiting_results(\hold$954 ),
+    .waiting_results(\hold$958 ),
     .word(buf_word)
   );
   \ndp_device.control_unit.softmax  softmax (
@@ -6996,7 +7018,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .rst(rst),
     .src_addr(src_addr),
     .src_data(src_data),
-    .start(\start$935 ),
+    .start(\start$939 ),
     .written(written)
   );
   \ndp_device.control_unit.unpacker  unpacker (
@@ -7113,11 +7135,11 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0e:
           /* empty */;
       5'h0f:
-          if (\$1132 ) begin
+          if (\$1129 ) begin
             lanes_stage = 1'h1;
           end
       5'h11:
-          if (\$1162 ) begin
+          if (\$1159 ) begin
             lanes_stage = 1'h1;
           end
     endcase
@@ -7799,7 +7821,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       line = { 448'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, \$1087 , \$1086  };
     end
     if (line_start) begin
-      line = \line$967 ;
+      line = \line$971 ;
     end
   end
   always @* begin
@@ -7989,7 +8011,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h06:
           /* empty */;
       5'h04:
-          rows = { 17'h00000, rows_now };
+          rows = { 17'h00000, \$signal$873  };
       5'h07:
           /* empty */;
       5'h09:
@@ -8049,7 +8071,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h06:
           /* empty */;
       5'h04:
-          \beats$871  = \beats$879 [31:0];
+          \beats$871  = \beats$883 [31:0];
       5'h07:
           /* empty */;
       5'h09:
@@ -8080,7 +8102,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    rows_now = 3'h0;
+    \$signal$873  = 3'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8093,7 +8115,25 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h06:
           /* empty */;
       5'h04:
-          rows_now = \$1116 [2:0];
+          \$signal$873  = \$1113 ;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    elems_now = 44'h00000000000;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h04:
+          elems_now = \$1115 ;
     endcase
   end
   always @* begin
@@ -8111,7 +8151,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h06:
           /* empty */;
       5'h04:
-          input_span_first = \$1119 [63:0];
+          input_span_first = \$1118 [63:0];
     endcase
   end
   always @* begin
@@ -8147,7 +8187,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h06:
           /* empty */;
       5'h04:
-          input_span_lines = { \$1125 [26], \$1125 [26], \$1125 [26], \$1125 [26], \$1125 [26], \$1125 [26], \$1125 [26], \$1125 [26], \$1125 [26], \$1125 [26], \$1125 [26], \$1125 [26], \$1125 [26], \$1125 [26], \$1125 [26], \$1125 [26], \$1125 [26], \$1125  };
+          input_span_lines = \$1123 [43:0];
     endcase
   end
   always @* begin
@@ -8170,7 +8210,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \beats$879  = 44'h00000000000;
+    \beats$883  = 44'h00000000000;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8183,7 +8223,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h06:
           /* empty */;
       5'h04:
-          \beats$879  = { \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130 [25], \$1130  };
+          \beats$883  = \$1127 [43:0];
     endcase
   end
   always @* begin
@@ -8219,7 +8259,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0f:
           /* empty */;
       5'h11:
-          in_we = \in_we$918 ;
+          in_we = \in_we$922 ;
       5'h08:
           in_we = dst_en;
       5'h12:
@@ -8261,9 +8301,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h11:
           in_row = buf_row;
       5'h08:
-          in_row = \row$929 ;
+          in_row = \row$933 ;
       5'h12:
-          in_row = \row$929 ;
+          in_row = \row$933 ;
     endcase
   end
   always @* begin
@@ -8391,14 +8431,14 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h09:
           /* empty */;
       5'h0a:
-          if (\$1131 ) begin
+          if (\$1128 ) begin
             restart = 1'h1;
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \start$888  = 1'h0;
+    \start$892  = 1'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8419,9 +8459,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0a:
           /* empty */;
       5'h0b:
-          \start$888  = 1'h1;
+          \start$892  = 1'h1;
       5'h0c:
-          \start$888  = 1'h1;
+          \start$892  = 1'h1;
     endcase
   end
   always @* begin
@@ -8543,14 +8583,14 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0e:
           /* empty */;
       5'h0f:
-          if (\$1143 ) begin
-            result_first_0 = \$1145 [63:0];
+          if (\$1140 ) begin
+            result_first_0 = \$1142 [63:0];
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \start$899  = 1'h0;
+    \start$903  = 1'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8579,8 +8619,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0e:
           /* empty */;
       5'h0f:
-          if (\$1143 ) begin
-            \start$899  = 1'h1;
+          if (\$1140 ) begin
+            \start$903  = 1'h1;
           end
       5'h11:
           /* empty */;
@@ -8589,8 +8629,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h12:
           /* empty */;
       5'h13:
-          if (\$1171 ) begin
-            \start$899  = 1'h1;
+          if (\$1168 ) begin
+            \start$903  = 1'h1;
           end
     endcase
   end
@@ -8625,8 +8665,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0e:
           /* empty */;
       5'h0f:
-          if (\$1143 ) begin
-            delay = \$1148 [4:0];
+          if (\$1140 ) begin
+            delay = \$1145 [4:0];
           end
       5'h11:
           /* empty */;
@@ -8635,7 +8675,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h12:
           /* empty */;
       5'h13:
-          if (\$1171 ) begin
+          if (\$1168 ) begin
             delay = 5'h00;
           end
     endcase
@@ -8671,7 +8711,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0e:
           /* empty */;
       5'h0f:
-          if (\$1143 ) begin
+          if (\$1140 ) begin
             source = 1'h0;
           end
       5'h11:
@@ -8681,14 +8721,14 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h12:
           /* empty */;
       5'h13:
-          if (\$1171 ) begin
+          if (\$1168 ) begin
             source = 1'h1;
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \dest$903  = 2'h0;
+    \dest$907  = 2'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8717,8 +8757,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0e:
           /* empty */;
       5'h0f:
-          if (\$1143 ) begin
-            \dest$903  = dest;
+          if (\$1140 ) begin
+            \dest$907  = dest;
           end
       5'h11:
           /* empty */;
@@ -8727,14 +8767,14 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h12:
           /* empty */;
       5'h13:
-          if (\$1171 ) begin
-            \dest$903  = 2'h0;
+          if (\$1168 ) begin
+            \dest$907  = 2'h0;
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \rows$904  = 3'h0;
+    \rows$908  = 3'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8763,8 +8803,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0e:
           /* empty */;
       5'h0f:
-          if (\$1143 ) begin
-            \rows$904  = \$signal$845 ;
+          if (\$1140 ) begin
+            \rows$908  = \$signal$845 ;
           end
       5'h11:
           /* empty */;
@@ -8773,8 +8813,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h12:
           /* empty */;
       5'h13:
-          if (\$1171 ) begin
-            \rows$904  = \$signal$845 ;
+          if (\$1168 ) begin
+            \rows$908  = \$signal$845 ;
           end
     endcase
   end
@@ -8809,8 +8849,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0e:
           /* empty */;
       5'h0f:
-          if (\$1143 ) begin
-            n = \$1152 ;
+          if (\$1140 ) begin
+            n = \$1149 ;
           end
       5'h11:
           /* empty */;
@@ -8819,14 +8859,14 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h12:
           /* empty */;
       5'h13:
-          if (\$1171 ) begin
-            n = \$1177 ;
+          if (\$1168 ) begin
+            n = \$1174 ;
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \n_words$907  = 8'h00;
+    \n_words$911  = 8'h00;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8855,8 +8895,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0e:
           /* empty */;
       5'h0f:
-          if (\$1143 ) begin
-            \n_words$907  = n_words[7:0];
+          if (\$1140 ) begin
+            \n_words$911  = n_words[7:0];
           end
       5'h11:
           /* empty */;
@@ -8865,14 +8905,14 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h12:
           /* empty */;
       5'h13:
-          if (\$1171 ) begin
-            \n_words$907  = n_words[7:0];
+          if (\$1168 ) begin
+            \n_words$911  = n_words[7:0];
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \sets$908  = 2'h0;
+    \sets$912  = 2'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8901,8 +8941,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0e:
           /* empty */;
       5'h0f:
-          if (\$1143 ) begin
-            \sets$908  = sets_used__0;
+          if (\$1140 ) begin
+            \sets$912  = sets_used__0;
           end
       5'h11:
           /* empty */;
@@ -8911,8 +8951,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h12:
           /* empty */;
       5'h13:
-          if (\$1171 ) begin
-            \sets$908  = sets_used__0;
+          if (\$1168 ) begin
+            \sets$912  = sets_used__0;
           end
     endcase
   end
@@ -8947,7 +8987,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0e:
           /* empty */;
       5'h0f:
-          if (\$1143 ) begin
+          if (\$1140 ) begin
             sets1 = sets_used__1;
           end
       5'h11:
@@ -8957,14 +8997,14 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h12:
           /* empty */;
       5'h13:
-          if (\$1171 ) begin
+          if (\$1168 ) begin
             sets1 = sets_used__1;
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \pack_log2$912  = 3'h0;
+    \pack_log2$916  = 3'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -8993,8 +9033,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0e:
           /* empty */;
       5'h0f:
-          if (\$1143 ) begin
-            \pack_log2$912  = pack_log2;
+          if (\$1140 ) begin
+            \pack_log2$916  = pack_log2;
           end
       5'h11:
           /* empty */;
@@ -9003,14 +9043,14 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h12:
           /* empty */;
       5'h13:
-          if (\$1171 ) begin
-            \pack_log2$912  = pack_log2;
+          if (\$1168 ) begin
+            \pack_log2$916  = pack_log2;
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \bank$913  = 1'h0;
+    \bank$917  = 1'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -9039,8 +9079,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0e:
           /* empty */;
       5'h0f:
-          if (\$1143 ) begin
-            \bank$913  = bank;
+          if (\$1140 ) begin
+            \bank$917  = bank;
           end
       5'h11:
           /* empty */;
@@ -9049,8 +9089,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h12:
           /* empty */;
       5'h13:
-          if (\$1171 ) begin
-            \bank$913  = bank;
+          if (\$1168 ) begin
+            \bank$917  = bank;
           end
     endcase
   end
@@ -9085,8 +9125,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0e:
           /* empty */;
       5'h0f:
-          if (\$1143 ) begin
-            results = \$1155 ;
+          if (\$1140 ) begin
+            results = \$1152 ;
           end
       5'h11:
           /* empty */;
@@ -9095,14 +9135,14 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h12:
           /* empty */;
       5'h13:
-          if (\$1171 ) begin
+          if (\$1168 ) begin
             results = 1'h1;
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \first$915  = 64'h0000000000000000;
+    \first$919  = 64'h0000000000000000;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -9131,8 +9171,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0e:
           /* empty */;
       5'h0f:
-          if (\$1143 ) begin
-            \first$915  = result_first_0;
+          if (\$1140 ) begin
+            \first$919  = result_first_0;
           end
       5'h11:
           /* empty */;
@@ -9141,14 +9181,14 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h12:
           /* empty */;
       5'h13:
-          if (\$1171 ) begin
-            \first$915  = result_first_1;
+          if (\$1168 ) begin
+            \first$919  = result_first_1;
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \lines$916  = 32'd0;
+    \lines$920  = 32'd0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -9177,8 +9217,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0e:
           /* empty */;
       5'h0f:
-          if (\$1143 ) begin
-            \lines$916  = { \$1161 [28], \$1161 [28], \$1161 [28], \$1161  };
+          if (\$1140 ) begin
+            \lines$920  = { \$1158 [28], \$1158 [28], \$1158 [28], \$1158  };
           end
       5'h11:
           /* empty */;
@@ -9187,8 +9227,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h12:
           /* empty */;
       5'h13:
-          if (\$1171 ) begin
-            \lines$916  = { \$1183 [28], \$1183 [28], \$1183 [28], \$1183  };
+          if (\$1168 ) begin
+            \lines$920  = { \$1180 [28], \$1180 [28], \$1180 [28], \$1180  };
           end
     endcase
   end
@@ -9225,7 +9265,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0f:
           /* empty */;
       5'h11:
-          acc_we = \acc_we$923 ;
+          acc_we = \acc_we$927 ;
     endcase
   end
   always @* begin
@@ -9371,9 +9411,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h11:
           /* empty */;
       5'h08:
-          rd_row = \row$929 ;
+          rd_row = \row$933 ;
       5'h12:
-          rd_row = \row$929 ;
+          rd_row = \row$933 ;
       5'h13:
           /* empty */;
       5'h14:
@@ -9426,7 +9466,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \start$935  = 1'h0;
+    \start$939  = 1'h0;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -9459,7 +9499,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h11:
           /* empty */;
       5'h08:
-          \start$935  = 1'h1;
+          \start$939  = 1'h1;
     endcase
   end
   always @* begin
@@ -9497,7 +9537,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h11:
           /* empty */;
       5'h08:
-          length = \$1165 ;
+          length = \$1162 ;
     endcase
   end
   always @* begin
@@ -9535,7 +9575,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h11:
           /* empty */;
       5'h08:
-          partial = \$1167 ;
+          partial = \$1164 ;
     endcase
   end
   always @* begin
@@ -9577,8 +9617,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h12:
           /* empty */;
       5'h13:
-          if (\$1171 ) begin
-            result_first_1 = \$1173 [63:0];
+          if (\$1168 ) begin
+            result_first_1 = \$1170 [63:0];
           end
     endcase
   end
@@ -9629,7 +9669,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h10:
           /* empty */;
       5'h02:
-          if (\$1184 ) begin
+          if (\$1181 ) begin
             complete = 1'h1;
           end
     endcase
@@ -9681,7 +9721,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h10:
           /* empty */;
       5'h02:
-          if (\$1184 ) begin
+          if (\$1181 ) begin
             queue = \task [205:204];
           end
     endcase
@@ -9733,7 +9773,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h10:
           /* empty */;
       5'h02:
-          if (\$1184 ) begin
+          if (\$1181 ) begin
             seq = \task [269:206];
           end
     endcase
@@ -9785,7 +9825,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h10:
           /* empty */;
       5'h02:
-          if (\$1184 ) begin
+          if (\$1181 ) begin
             taken = \task [333:270];
           end
     endcase
@@ -9837,8 +9877,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h10:
           /* empty */;
       5'h02:
-          if (\$1184 ) begin
-            status = \status$946 ;
+          if (\$1181 ) begin
+            status = \status$950 ;
           end
     endcase
   end
@@ -9889,8 +9929,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h10:
           /* empty */;
       5'h02:
-          if (\$1184 ) begin
-            read_error = \$1187 ;
+          if (\$1181 ) begin
+            read_error = \$1184 ;
           end
     endcase
   end
@@ -9941,7 +9981,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h10:
           /* empty */;
       5'h02:
-          if (\$1184 ) begin
+          if (\$1181 ) begin
             slot = \$signal$846 ;
           end
     endcase
@@ -9993,8 +10033,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h10:
           /* empty */;
       5'h02:
-          if (\$1184 ) begin
-            store = \$1189 ;
+          if (\$1181 ) begin
+            store = \$1186 ;
           end
     endcase
   end
@@ -10007,107 +10047,27 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1276  = \read_error$948 ;
-    if (\$1213 ) begin
-      \$1276  = 1'h1;
+    \$1281  = \read_error$952 ;
+    if (\$1210 ) begin
+      \$1281  = 1'h1;
     end
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$1276  = 1'h0;
+          \$1281  = 1'h0;
     endcase
     if (rst) begin
-      \$1276  = 1'h0;
+      \$1281  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1277  = anchor_m0;
+    \$1282  = anchor_m0;
     if (done) begin
       casez (sfu_row)
         2'h0:
-            \$1277  = m;
-      endcase
-    end
-    if (rst) begin
-      \$1277  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1278  = anchor_m1;
-    if (done) begin
-      casez (sfu_row)
-        2'h0:
-            /* empty */;
-        2'h1:
-            \$1278  = m;
-      endcase
-    end
-    if (rst) begin
-      \$1278  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1279  = anchor_m2;
-    if (done) begin
-      casez (sfu_row)
-        2'h0:
-            /* empty */;
-        2'h1:
-            /* empty */;
-        2'h2:
-            \$1279  = m;
-      endcase
-    end
-    if (rst) begin
-      \$1279  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1280  = anchor_m3;
-    if (done) begin
-      (* full_case = 32'd1 *)
-      casez (sfu_row)
-        2'h0:
-            /* empty */;
-        2'h1:
-            /* empty */;
-        2'h2:
-            /* empty */;
-        2'h3:
-            \$1280  = m;
-      endcase
-    end
-    if (rst) begin
-      \$1280  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1281  = anchor_l0;
-    if (done) begin
-      casez (sfu_row)
-        2'h0:
-            \$1281  = l;
-      endcase
-    end
-    if (rst) begin
-      \$1281  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1282  = anchor_l1;
-    if (done) begin
-      casez (sfu_row)
-        2'h0:
-            /* empty */;
-        2'h1:
-            \$1282  = l;
+            \$1282  = m;
       endcase
     end
     if (rst) begin
@@ -10116,15 +10076,13 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1283  = anchor_l2;
+    \$1283  = anchor_m1;
     if (done) begin
       casez (sfu_row)
         2'h0:
             /* empty */;
         2'h1:
-            /* empty */;
-        2'h2:
-            \$1283  = l;
+            \$1283  = m;
       endcase
     end
     if (rst) begin
@@ -10133,7 +10091,24 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1284  = anchor_l3;
+    \$1284  = anchor_m2;
+    if (done) begin
+      casez (sfu_row)
+        2'h0:
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            \$1284  = m;
+      endcase
+    end
+    if (rst) begin
+      \$1284  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$1285  = anchor_m3;
     if (done) begin
       (* full_case = 32'd1 *)
       casez (sfu_row)
@@ -10144,34 +10119,99 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
         2'h2:
             /* empty */;
         2'h3:
-            \$1284  = l;
+            \$1285  = m;
       endcase
     end
     if (rst) begin
-      \$1284  = 32'd0;
+      \$1285  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1285  = anchor_row;
+    \$1286  = anchor_l0;
+    if (done) begin
+      casez (sfu_row)
+        2'h0:
+            \$1286  = l;
+      endcase
+    end
+    if (rst) begin
+      \$1286  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$1287  = anchor_l1;
+    if (done) begin
+      casez (sfu_row)
+        2'h0:
+            /* empty */;
+        2'h1:
+            \$1287  = l;
+      endcase
+    end
+    if (rst) begin
+      \$1287  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$1288  = anchor_l2;
+    if (done) begin
+      casez (sfu_row)
+        2'h0:
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            \$1288  = l;
+      endcase
+    end
+    if (rst) begin
+      \$1288  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$1289  = anchor_l3;
+    if (done) begin
+      (* full_case = 32'd1 *)
+      casez (sfu_row)
+        2'h0:
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            /* empty */;
+        2'h3:
+            \$1289  = l;
+      endcase
+    end
+    if (rst) begin
+      \$1289  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$1290  = anchor_row;
     if (\$signal ) begin
       (* full_case = 32'd1 *)
       if (anchor_last) begin
-        \$1285  = 2'h0;
+        \$1290  = 2'h0;
       end else begin
-        \$1285  = \$1214 [1:0];
+        \$1290  = \$1211 [1:0];
       end
     end
     if (rst) begin
-      \$1285  = 2'h0;
+      \$1290  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1286  = \$signal$840 ;
+    \$1291  = \$signal$840 ;
     if (\$signal ) begin
       if (anchor_last) begin
-        \$1286  = 1'h0;
+        \$1291  = 1'h0;
       end
     end
     casez (fsm_state)
@@ -10208,225 +10248,225 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h08:
           /* empty */;
       5'h12:
-          if (\$1257 ) begin
-            \$1286  = 1'h1;
+          if (\$1260 ) begin
+            \$1291  = 1'h1;
           end
       5'h13:
           /* empty */;
       5'h14:
-          if (\done$994 ) begin
+          if (\done$998 ) begin
             if (\task [11]) begin
-              \$1286  = 1'h1;
+              \$1291  = 1'h1;
             end
           end
     endcase
     if (rst) begin
-      \$1286  = 1'h0;
+      \$1291  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1287  = \task ;
+    \$1292  = \task ;
     casez (fsm_state)
       5'h00:
           if (task__valid) begin
-            \$1287  = task__payload;
+            \$1292  = task__payload;
           end
     endcase
     if (rst) begin
-      \$1287  = 1429'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$1292  = 1429'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1288  = fsm_state;
+    \$1293  = fsm_state;
     casez (fsm_state)
       5'h00:
           if (task__valid) begin
-            \$1288  = 5'h01;
+            \$1293  = 5'h01;
           end
       5'h01:
           (* full_case = 32'd1 *)
-          if (\$1220 ) begin
-            \$1288  = 5'h02;
+          if (\$1223 ) begin
+            \$1293  = 5'h02;
           end else if (\task [457]) begin
-            \$1288  = 5'h03;
+            \$1293  = 5'h03;
           end else if (\task [344]) begin
-            \$1288  = 5'h04;
+            \$1293  = 5'h04;
           end else begin
-            \$1288  = 5'h05;
+            \$1293  = 5'h05;
           end
       5'h03:
           if (verdict__valid) begin
             (* full_case = 32'd1 *)
-            if (\$1221 ) begin
-              \$1288  = 5'h04;
+            if (\$1224 ) begin
+              \$1293  = 5'h04;
             end else begin
-              \$1288  = 5'h02;
+              \$1293  = 5'h02;
             end
           end
       5'h05:
-          if (\$1225 ) begin
-            \$1288  = 5'h06;
+          if (\$1228 ) begin
+            \$1293  = 5'h06;
           end
       5'h06:
           if (idle) begin
-            \$1288  = 5'h02;
+            \$1293  = 5'h02;
           end
       5'h04:
-          \$1288  = 5'h07;
+          \$1293  = 5'h07;
       5'h07:
-          if (\$1226 ) begin
+          if (\$1229 ) begin
             (* full_case = 32'd1 *)
-            if (\$1227 ) begin
-              \$1288  = 5'h08;
+            if (\$1230 ) begin
+              \$1293  = 5'h08;
             end else begin
-              \$1288  = 5'h09;
+              \$1293  = 5'h09;
             end
           end
       5'h09:
-          \$1288  = 5'h0a;
+          \$1293  = 5'h0a;
       5'h0a:
-          if (\$1228 ) begin
+          if (\$1231 ) begin
             (* full_case = 32'd1 *)
             if (has_full) begin
-              \$1288  = 5'h0b;
+              \$1293  = 5'h0b;
             end else begin
-              \$1288  = 5'h0c;
+              \$1293  = 5'h0c;
             end
           end
       5'h0b:
-          \$1288  = 5'h0d;
+          \$1293  = 5'h0d;
       5'h0c:
-          \$1288  = 5'h0e;
+          \$1293  = 5'h0e;
       5'h0d:
           if (run_done) begin
             (* full_case = 32'd1 *)
-            if (\$1229 ) begin
-              \$1288  = 5'h0c;
+            if (\$1232 ) begin
+              \$1293  = 5'h0c;
             end else begin
-              \$1288  = 5'h0f;
+              \$1293  = 5'h0f;
             end
           end
       5'h0e:
           if (run_done) begin
-            \$1288  = 5'h0f;
+            \$1293  = 5'h0f;
           end
       5'h0f:
-          if (\$1240 ) begin
+          if (\$1243 ) begin
             (* full_case = 32'd1 *)
-            if (\$1250 ) begin
-              \$1288  = 5'h10;
+            if (\$1253 ) begin
+              \$1293  = 5'h10;
             end else begin
-              \$1288  = 5'h11;
+              \$1293  = 5'h11;
             end
           end
       5'h11:
-          if (\done$994 ) begin
+          if (\done$998 ) begin
             (* full_case = 32'd1 *)
-            if (\$1251 ) begin
-              \$1288  = 5'h08;
+            if (\$1254 ) begin
+              \$1293  = 5'h08;
             end else begin
-              \$1288  = 5'h09;
+              \$1293  = 5'h09;
             end
           end
       5'h08:
-          \$1288  = 5'h12;
+          \$1293  = 5'h12;
       5'h12:
-          if (\$1257 ) begin
-            \$1288  = 5'h09;
+          if (\$1260 ) begin
+            \$1293  = 5'h09;
           end else if (done) begin
             (* full_case = 32'd1 *)
-            if (\$1260 ) begin
-              \$1288  = 5'h08;
+            if (\$1263 ) begin
+              \$1293  = 5'h08;
             end else begin
-              \$1288  = 5'h13;
+              \$1293  = 5'h13;
             end
           end
       5'h13:
-          if (\$1265 ) begin
-            \$1288  = 5'h14;
+          if (\$1268 ) begin
+            \$1293  = 5'h14;
           end
       5'h14:
-          if (\done$994 ) begin
+          if (\done$998 ) begin
             (* full_case = 32'd1 *)
             if (\task [11]) begin
-              \$1288  = 5'h15;
+              \$1293  = 5'h15;
             end else begin
-              \$1288  = 5'h10;
+              \$1293  = 5'h10;
             end
           end
       5'h15:
-          if (\$1269 ) begin
-            \$1288  = 5'h10;
+          if (\$1272 ) begin
+            \$1293  = 5'h10;
           end
       5'h10:
           (* full_case = 32'd1 *)
-          if (\$1274 ) begin
-            \$1288  = 5'h04;
+          if (\$1279 ) begin
+            \$1293  = 5'h04;
           end else begin
-            \$1288  = 5'h02;
+            \$1293  = 5'h02;
           end
       5'h02:
-          if (\$1275 ) begin
-            \$1288  = 5'h00;
+          if (\$1280 ) begin
+            \$1293  = 5'h00;
           end
     endcase
     if (rst) begin
-      \$1288  = 5'h00;
+      \$1293  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1289  = \status$946 ;
+    \$1294  = \status$950 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$1289  = \task [341:334];
+          \$1294  = \task [341:334];
       5'h03:
           if (verdict__valid) begin
-            \$1289  = verdict__payload;
+            \$1294  = verdict__payload;
           end
     endcase
     if (rst) begin
-      \$1289  = 8'h00;
+      \$1294  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1290  = \$signal$862 ;
+    \$1295  = \$signal$862 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$1290  = \task [1364:1301];
+          \$1295  = \task [1364:1301];
     endcase
     if (rst) begin
-      \$1290  = 64'h0000000000000000;
+      \$1295  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1291  = \$signal$846 ;
+    \$1296  = \$signal$846 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$1291  = \task [1428:1365];
+          \$1296  = \task [1428:1365];
     endcase
     if (rst) begin
-      \$1291  = 64'h0000000000000000;
+      \$1296  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1292  = \$signal$847 ;
+    \$1297  = \$signal$847 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$1292  = 20'h00000;
+          \$1297  = 20'h00000;
       5'h03:
           /* empty */;
       5'h05:
@@ -10464,20 +10504,20 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h15:
           /* empty */;
       5'h10:
-          \$1292  = \$1270 [19:0];
+          \$1297  = \$1273 [19:0];
     endcase
     if (rst) begin
-      \$1292  = 20'h00000;
+      \$1297  = 20'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1293  = \$signal$875 ;
+    \$1298  = \$signal$879 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$1293  = 44'h00000000000;
+          \$1298  = 44'h00000000000;
       5'h03:
           /* empty */;
       5'h05:
@@ -10515,20 +10555,20 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h15:
           /* empty */;
       5'h10:
-          \$1293  = \$1272 [43:0];
+          \$1298  = \$1275 [43:0];
     endcase
     if (rst) begin
-      \$1293  = 44'h00000000000;
+      \$1298  = 44'h00000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1294  = \$signal$898 ;
+    \$1299  = \$signal$902 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$1294  = 48'h000000000000;
+          \$1299  = 48'h000000000000;
       5'h03:
           /* empty */;
       5'h05:
@@ -10552,9 +10592,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0e:
           /* empty */;
       5'h0f:
-          if (\$1240 ) begin
-            if (\$1243 ) begin
-              \$1294  = \$1246 [47:0];
+          if (\$1243 ) begin
+            if (\$1246 ) begin
+              \$1299  = \$1249 [47:0];
             end
           end
       5'h11:
@@ -10564,128 +10604,22 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h12:
           /* empty */;
       5'h13:
-          if (\$1265 ) begin
-            \$1294  = \$1268 [47:0];
+          if (\$1268 ) begin
+            \$1299  = \$1271 [47:0];
           end
     endcase
     if (rst) begin
-      \$1294  = 48'h000000000000;
+      \$1299  = 48'h000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1295  = \$signal$917 ;
+    \$1300  = \$signal$874 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          (* full_case = 32'd1 *)
-          if (\$1215 ) begin
-            \$1295  = 2'h2;
-          end else if (\$1216 ) begin
-            \$1295  = 2'h1;
-          end else if (\$1217 ) begin
-            \$1295  = 2'h1;
-          end else begin
-            \$1295  = 2'h1;
-          end
-    endcase
-    if (rst) begin
-      \$1295  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1296  = \$signal$906 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          (* full_case = 32'd1 *)
-          if (\$1215 ) begin
-            \$1296  = \$1218 ;
-          end else if (\$1216 ) begin
-            \$1296  = \task [203:184];
-          end else if (\$1217 ) begin
-            \$1296  = \task [123:104];
-          end else begin
-            \$1296  = \$1219 ;
-          end
-    endcase
-    if (rst) begin
-      \$1296  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1297  = \$signal$845 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h04:
-          \$1297  = rows_now;
-    endcase
-    if (rst) begin
-      \$1297  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1298  = stage;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h04:
-          \$1298  = 1'h0;
-      5'h07:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h11:
-          if (\done$994 ) begin
-            \$1298  = 1'h1;
-          end
-    endcase
-    if (rst) begin
-      \$1298  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1299  = \row$929 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
+          \$1300  = \$1212 ;
       5'h03:
           /* empty */;
       5'h05:
@@ -10695,9 +10629,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h04:
           /* empty */;
       5'h07:
-          if (\$1226 ) begin
-            \$1299  = 2'h0;
-          end
+          /* empty */;
       5'h09:
           /* empty */;
       5'h0a:
@@ -10717,55 +10649,15 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h08:
           /* empty */;
       5'h12:
-          if (\$1257 ) begin
-            \$1299  = 2'h0;
-          end else if (done) begin
-            (* full_case = 32'd1 *)
-            if (\$1260 ) begin
-              \$1299  = \$1261 [1:0];
-            end else begin
-              \$1299  = 2'h0;
-            end
-          end
-    endcase
-    if (rst) begin
-      \$1299  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1300  = bank;
-    casez (fsm_state)
-      5'h00:
           /* empty */;
-      5'h01:
+      5'h13:
           /* empty */;
-      5'h03:
+      5'h14:
           /* empty */;
-      5'h05:
+      5'h15:
           /* empty */;
-      5'h06:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          if (\$1240 ) begin
-            \$1300  = \$1247 ;
-          end
+      5'h10:
+          \$1300  = \$1277 ;
     endcase
     if (rst) begin
       \$1300  = 1'h0;
@@ -10773,7 +10665,232 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1301  = sfu_row;
+    \$1301  = \$signal$875 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          \$1301  = \$1214 ;
+    endcase
+    if (rst) begin
+      \$1301  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$1302  = tail_elems;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          \$1302  = { 21'h000000, \$1217  };
+    endcase
+    if (rst) begin
+      \$1302  = 44'h00000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$1303  = \$signal$921 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          (* full_case = 32'd1 *)
+          if (\$1218 ) begin
+            \$1303  = 2'h2;
+          end else if (\$1219 ) begin
+            \$1303  = 2'h1;
+          end else if (\$1220 ) begin
+            \$1303  = 2'h1;
+          end else begin
+            \$1303  = 2'h1;
+          end
+    endcase
+    if (rst) begin
+      \$1303  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$1304  = \$signal$910 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          (* full_case = 32'd1 *)
+          if (\$1218 ) begin
+            \$1304  = \$1221 ;
+          end else if (\$1219 ) begin
+            \$1304  = \task [203:184];
+          end else if (\$1220 ) begin
+            \$1304  = \task [123:104];
+          end else begin
+            \$1304  = \$1222 ;
+          end
+    endcase
+    if (rst) begin
+      \$1304  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$1305  = \$signal$845 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h04:
+          \$1305  = \$signal$873 ;
+    endcase
+    if (rst) begin
+      \$1305  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$1306  = stage;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h04:
+          \$1306  = 1'h0;
+      5'h07:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h11:
+          if (\done$998 ) begin
+            \$1306  = 1'h1;
+          end
+    endcase
+    if (rst) begin
+      \$1306  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$1307  = \row$933 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h07:
+          if (\$1229 ) begin
+            \$1307  = 2'h0;
+          end
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h11:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h12:
+          if (\$1260 ) begin
+            \$1307  = 2'h0;
+          end else if (done) begin
+            (* full_case = 32'd1 *)
+            if (\$1263 ) begin
+              \$1307  = \$1264 [1:0];
+            end else begin
+              \$1307  = 2'h0;
+            end
+          end
+    endcase
+    if (rst) begin
+      \$1307  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$1308  = bank;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          if (\$1243 ) begin
+            \$1308  = \$1250 ;
+          end
+    endcase
+    if (rst) begin
+      \$1308  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$1309  = sfu_row;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -10806,10 +10923,10 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h11:
           /* empty */;
       5'h08:
-          \$1301  = \row$929 ;
+          \$1309  = \row$933 ;
     endcase
     if (rst) begin
-      \$1301  = 2'h0;
+      \$1309  = 2'h0;
     end
   end
   assign bus__arid = 8'h00;
@@ -11044,26 +11161,26 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign widened_31_sub = \$1061 [9:0];
   assign buf_data16 = sum_fp16;
   assign buf_data32 = sum_fp32;
-  assign \rd_row$939  = buf_row;
-  assign \rd_addr$940  = buf_word[6:0];
-  assign \cycle$953  = cycle;
-  assign waiting_results = \hold$954 ;
-  assign \quiet$957  = quiet;
-  assign \write_error$959  = write_error;
-  assign \reported$961  = reported;
-  assign \reported_error$963  = reported_error;
+  assign \rd_row$943  = buf_row;
+  assign \rd_addr$944  = buf_word[6:0];
+  assign \cycle$957  = cycle;
+  assign waiting_results = \hold$958 ;
+  assign \quiet$961  = quiet;
+  assign \write_error$963  = write_error;
+  assign \reported$965  = reported;
+  assign \reported_error$967  = reported_error;
   assign irq_en = { queues__3[289], queues__2[289], queues__1[289], queues__0[289] };
   assign done_valid = reported;
-  assign \done_valid$970  = reported;
-  assign done_queue = \$1302 [1:0];
-  assign \done_queue$972  = \$1302 [1:0];
-  assign done_seq = \$1302 [33:2];
-  assign \done_seq$974  = \$1302 [33:2];
-  assign \done_status$976  = done_status;
-  assign \irq$978  = irq;
-  assign \report$979  = reported;
+  assign \done_valid$974  = reported;
+  assign done_queue = \$1310 [1:0];
+  assign \done_queue$976  = \$1310 [1:0];
+  assign done_seq = \$1310 [33:2];
+  assign \done_seq$978  = \$1310 [33:2];
+  assign \done_status$980  = done_status;
+  assign \irq$982  = irq;
+  assign \report$983  = reported;
   assign done_store = report_store;
-  assign \port$13854$0  = \$1302 ;
+  assign \port$13859$0  = \$1310 ;
   assign \queues__0.sq_base  = queues__0[63:0];
   assign \queues__0.cq_base  = queues__0[127:64];
   assign \queues__0.data_base  = queues__0[191:128];
@@ -11792,14 +11909,15 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \$1105  = { \$1104 [29], \$1104 [29], \$1104 [29], \$1104 [29], \$1104 [29], \$1104 [29:5] };
   assign \$1110  = { 2'h0, \task [103:84], 5'h00 };
   assign \$1111  = { count, 1'h0 };
-  assign \$1118  = { \$signal$875 , 1'h0 };
-  assign \$1121  = { \$1120 , 1'h0 };
-  assign \$1125  = { \$1124 [26], \$1124 [26], \$1124 [26], \$1124 [26], \$1124 [26], \$1124 [26], \$1124 [26:6] };
-  assign \$1130  = { \$1129 [25], \$1129 [25], \$1129 [25], \$1129 [25], \$1129 [25], \$1129 [25:5] };
-  assign \$1152  = \$1151 ;
-  assign \$1161  = { \$1160 [28], \$1160 [28], \$1160 [28], \$1160 [28], \$1160 [28], \$1160 [28], \$1160 [28:6] };
-  assign \$1177  = \$signal$906 ;
-  assign \$1183  = { \$1182 [28], \$1182 [28], \$1182 [28], \$1182 [28], \$1182 [28], \$1182 [28], \$1182 [28:6] };
+  assign \$1114  = { 1'h0, \task [203:184], 2'h0 };
+  assign \$1117  = { \$signal$879 , 1'h0 };
+  assign \$1119  = { elems_now, 1'h0 };
+  assign \$1123  = { \$1122 [47], \$1122 [47], \$1122 [47], \$1122 [47], \$1122 [47], \$1122 [47], \$1122 [47:6] };
+  assign \$1127  = { \$1126 [46], \$1126 [46], \$1126 [46], \$1126 [46], \$1126 [46], \$1126 [46:5] };
+  assign \$1149  = \$1148 ;
+  assign \$1158  = { \$1157 [28], \$1157 [28], \$1157 [28], \$1157 [28], \$1157 [28], \$1157 [28], \$1157 [28:6] };
+  assign \$1174  = \$signal$910 ;
+  assign \$1180  = { \$1179 [28], \$1179 [28], \$1179 [28], \$1179 [28], \$1179 [28], \$1179 [28], \$1179 [28:6] };
 endmodule
 
 (* generator = "Amaranth" *)
@@ -12639,7 +12757,7 @@ module \ndp_device.control_unit.chunks (rst, split, addr, valid, pair_valid, las
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_error, hold, done_status, irq, \port$13854$0 , done_store, cycle, \port$14083$289 , \port$14085$289 , \port$14087$289 , \port$14089$289 , complete, queue, seq, taken, status, read_error, slot
+module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_error, hold, done_status, irq, \port$13859$0 , done_store, cycle, \port$14088$289 , \port$14090$289 , \port$14092$289 , \port$14094$289 , complete, queue, seq, taken, status, read_error, slot
 , store, quiet, pending, line_start, line_addr, line, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$69  = 0;
   wire \$1 ;
@@ -12700,16 +12818,16 @@ module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_err
   reg line_start;
   output pending;
   reg pending = 1'h0;
-  output [33:0] \port$13854$0 ;
-  wire [33:0] \port$13854$0 ;
-  input \port$14083$289 ;
-  wire \port$14083$289 ;
-  input \port$14085$289 ;
-  wire \port$14085$289 ;
-  input \port$14087$289 ;
-  wire \port$14087$289 ;
-  input \port$14089$289 ;
-  wire \port$14089$289 ;
+  output [33:0] \port$13859$0 ;
+  wire [33:0] \port$13859$0 ;
+  input \port$14088$289 ;
+  wire \port$14088$289 ;
+  input \port$14090$289 ;
+  wire \port$14090$289 ;
+  input \port$14092$289 ;
+  wire \port$14092$289 ;
+  input \port$14094$289 ;
+  wire \port$14094$289 ;
   input [1:0] queue;
   wire [1:0] queue;
   input quiet;
@@ -12754,7 +12872,7 @@ module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_err
   assign \$11  = \$9  & \$10 ;
   assign \$12  = \$11  ? 8'h80 : \$signal$10 ;
   assign \$13  = cycle - \$signal$8 ;
-  assign irq_en = { \port$14089$289 , \port$14087$289 , \port$14085$289 , \port$14083$289  } >> r_data[1:0];
+  assign irq_en = { \port$14094$289 , \port$14092$289 , \port$14090$289 , \port$14088$289  } >> r_data[1:0];
   assign done_status = reported_error ? 8'h80 : r_data[41:34];
   assign \$14  = r_en & irq_en;
   assign \$15  = 1'h1 << r_data[1:0];
@@ -12924,12 +13042,12 @@ module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_err
       w_data = { \$signal$16 , status_word[7:0], \$signal [31:0], \$like  };
     end
   end
-  assign \irq_en$31  = { \port$14089$289 , \port$14087$289 , \port$14085$289 , \port$14083$289  };
+  assign \irq_en$31  = { \port$14094$289 , \port$14092$289 , \port$14090$289 , \port$14088$289  };
   assign reported = r_en;
   assign done_valid = r_en;
   assign done_queue = r_data[1:0];
   assign done_seq = r_data[33:2];
-  assign \port$13854$0  = r_data[33:0];
+  assign \port$13859$0  = r_data[33:0];
   assign done_store = r_data[42];
 endmodule
 
@@ -45642,7 +45760,7 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
     .decoded(decoded),
     .desc(entry2[203:0]),
     .log2_slot(regs2[267:260]),
-    .\port$14411$128 (regs2[255:128]),
+    .\port$14423$128 (regs2[255:128]),
     .rst(rst)
   );
   \ndp_device.control_unit.front.verdicts  verdicts (
@@ -48740,7 +48858,7 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.front.decoder (rst, \port$14411$128 , log2_slot, desc, decoded, clk);
+module \ndp_device.control_unit.front.decoder (rst, \port$14423$128 , log2_slot, desc, decoded, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$78  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -49093,8 +49211,8 @@ module \ndp_device.control_unit.front.decoder (rst, \port$14411$128 , log2_slot,
   reg [39:0] out_elems = 40'h0000000000;
   wire [3:0] page_shift;
   wire [3:0] \page_shift$15 ;
-  input [127:0] \port$14411$128 ;
-  wire [127:0] \port$14411$128 ;
+  input [127:0] \port$14423$128 ;
+  wire [127:0] \port$14423$128 ;
   reg [49:0] result = 50'h0000000000000;
   reg [49:0] room = 50'h0000000000000;
   input rst;
@@ -49216,8 +49334,8 @@ module \ndp_device.control_unit.front.decoder (rst, \port$14411$128 , log2_slot,
   assign \$66  = ! desc[25:20];
   assign \$67  = \$64  ? \$65  : \$66 ;
   assign \$68  = ! desc[103:84];
-  assign \$69  = desc[83:20] >= \port$14411$128 [63:0];
-  assign \$70  = dev_end <= \port$14411$128 [127:64];
+  assign \$69  = desc[83:20] >= \port$14423$128 [63:0];
+  assign \$70  = dev_end <= \port$14423$128 [127:64];
   assign \$71  = \$69  & \$70 ;
   assign \$72  = \$68  | \$71 ;
   assign \$73  = \$67  & \$72 ;
@@ -49521,8 +49639,8 @@ module \ndp_device.control_unit.front.decoder (rst, \port$14411$128 , log2_slot,
   assign page_shift = desc[16:13];
   assign \trans$14  = 1'h0;
   assign \page_shift$15  = desc[16:13];
-  assign data_base = \port$14411$128 [63:0];
-  assign data_limit = \port$14411$128 [127:64];
+  assign data_base = \port$14423$128 [63:0];
+  assign data_limit = \port$14423$128 [127:64];
   assign \decoded.status  = decoded[7:0];
   assign \decoded.is_load  = decoded[8];
   assign \decoded.is_store  = decoded[9];
@@ -67877,7 +67995,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__bready, io__araddr, io__arvalid, io__rready, io__awuser, clk, rst, io__awready, io__wready, io__arready, done_valid, done_status, \port$13854$0 , reset__0, reset__1, reset__2, reset__3
+module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__bready, io__araddr, io__arvalid, io__rready, io__awuser, clk, rst, io__awready, io__wready, io__arready, done_valid, done_status, \port$13859$0 , reset__0, reset__1, reset__2, reset__3
 , io__bvalid, b_resp, queues__0, queues__1, queues__2, queues__3, io__rvalid, r_data, io__awaddr);
   reg \$auto$verilog_backend.cc:2355:dump_module$100  = 0;
   wire \$1 ;
@@ -68259,8 +68377,8 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
   input io__wvalid;
   wire io__wvalid;
   wire [31:0] mask;
-  input [33:0] \port$13854$0 ;
-  wire [33:0] \port$13854$0 ;
+  input [33:0] \port$13859$0 ;
+  wire [33:0] \port$13859$0 ;
   output [321:0] queues__0;
   reg [321:0] queues__0 = 322'h000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   wire [63:0] \queues__0.cq_base ;
@@ -68962,9 +69080,9 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
     \$298  = head0;
     if (done_valid) begin
-      casez (\port$13854$0 [1:0])
+      casez (\port$13859$0 [1:0])
         2'h0:
-            \$298  = \port$13854$0 [33:2];
+            \$298  = \port$13859$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -69003,7 +69121,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
     \$299  = status0;
     if (done_valid) begin
-      casez (\port$13854$0 [1:0])
+      casez (\port$13859$0 [1:0])
         2'h0:
             if (\$1 ) begin
               \$299  = { 24'h800000, done_status };
@@ -69048,11 +69166,11 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
     \$300  = head1;
     if (done_valid) begin
-      casez (\port$13854$0 [1:0])
+      casez (\port$13859$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
-            \$300  = \port$13854$0 [33:2];
+            \$300  = \port$13859$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -69115,7 +69233,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
     \$301  = status1;
     if (done_valid) begin
-      casez (\port$13854$0 [1:0])
+      casez (\port$13859$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -69186,13 +69304,13 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
     \$302  = head2;
     if (done_valid) begin
-      casez (\port$13854$0 [1:0])
+      casez (\port$13859$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
             /* empty */;
         2'h2:
-            \$302  = \port$13854$0 [33:2];
+            \$302  = \port$13859$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -69279,7 +69397,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
     \$303  = status2;
     if (done_valid) begin
-      casez (\port$13854$0 [1:0])
+      casez (\port$13859$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -69377,7 +69495,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     \$304  = head3;
     if (done_valid) begin
       (* full_case = 32'd1 *)
-      casez (\port$13854$0 [1:0])
+      casez (\port$13859$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -69385,7 +69503,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
         2'h2:
             /* empty */;
         2'h3:
-            \$304  = \port$13854$0 [33:2];
+            \$304  = \port$13859$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -69497,7 +69615,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     \$305  = status3;
     if (done_valid) begin
       (* full_case = 32'd1 *)
-      casez (\port$13854$0 [1:0])
+      casez (\port$13859$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -70338,8 +70456,8 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
       endcase
     end
   end
-  assign done_queue = \port$13854$0 [1:0];
-  assign done_seq = \port$13854$0 [33:2];
+  assign done_queue = \port$13859$0 [1:0];
+  assign done_seq = \port$13859$0 [33:2];
   assign mask = { \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3:2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2:1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1:0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0] };
   assign io__bresp = b_resp;
   assign io__rdata = r_data;
