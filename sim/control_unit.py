@@ -62,7 +62,7 @@ class State:
     slot1_free: int = 0                 # first cycle slot 2's descriptor can move to slot 1
     fetch_off: int = 0                  # first cycle slot 1's fetcher has no run left to start
     last_point: int = -1                # the cycle of the newest run that begins something (`_point`)
-    next_list: tuple = None             # the next descriptor's list, read among this one's runs
+    next_list: object = None            # the next descriptor's list's beat arrivals, when read among this one's runs
     fsm_free: int = 0                   # first cycle the control unit is in IDLE
     pending_free: int = 0               # first cycle no completion waits for its line
     readout_free: int = 0               # first cycle the readout (hw/readout.py) is free
