@@ -71,7 +71,7 @@ class CommandEngine(wiring.Component):
         with m.Switch(sel):
             for q, regs in enumerate(self.queues):
                 with m.Case(q):
-                    m.d.comb += bus.araddr.eq(slot_addr(regs.sq_base, sel_seq, regs, index=sel_index))
+                    m.d.comb += bus.araddr.eq(slot_addr(regs.sq_base, sel_index, regs))
                     with m.If(self.reset[q]):
                         m.d.sync += dropped.eq(1)
         for q in range(nq):

@@ -17,11 +17,8 @@ def slot_index(seq, regs):
     return (seq - 1)[:16] & ((1 << regs.log2_depth) - 1)
 
 
-def slot_addr(base, seq, regs, index=None):
-    """Address of the slot of sequence number `seq` in the ring at `base` (`index`: its
-    `slot_index`, when registered already)."""
-    if index is None:
-        index = slot_index(seq, regs)
+def slot_addr(base, index, regs):
+    """Address of the slot at `index` (`slot_index`) in the ring at `base`."""
     return (base + (index << regs.log2_slot[:6]))[:64]
 
 

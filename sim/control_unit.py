@@ -140,12 +140,18 @@ class ControlUnit:
         """The cycle a paged ATTENTION popped at `pop` into slot 2 first asks for its list's
         run (the cycle after CHECK, or after its hazard clears), or None: not paged, or its
         decode failed."""
-        desc = entry.desc
-        status, kind = self._decode(desc, regs)
-        if status != Status.OK or not validate.paged(desc):
+        status, kind = self._decode(entry.desc, regs)
+        if status != Status.OK or not validate.paged(entry.desc):
             return None
-        sq_slot = regs.slot_addr(regs.sq_base, entry.seq)
-        return max(pop + DECODE_STAGES, hazard_until(desc, kind, status, sq_slot, regs, queues, state)) + 1
+        return self._ready(entry, regs, queues, pop, state, status, kind)
+
+    def _ready(self, entry, regs, queues, pop, state, status, kind):
+        """Slot 2's first cycle after CHECK and the hazard (READY, or the list's request)."""
+        ready = pop + DECODE_STAGES
+        if status == Status.OK:
+            sq_slot = regs.slot_addr(regs.sq_base, entry.seq)
+            ready = max(ready, hazard_until(entry.desc, kind, status, sq_slot, regs, queues, state))
+        return ready + 1
 
     def execute(self, entry, regs, queues, pop, state, steals=(), compute_results=True, first=None,
                 next_list=None):
@@ -170,10 +176,7 @@ class ControlUnit:
         state.writer.jobs = []          # and of its write jobs
         sq_slot, cq_slot = regs.slot_addr(regs.sq_base, entry.seq), regs.slot_addr(regs.cq_base, entry.seq)
         # slot 2: DECODE, CHECK, then (hazard permitting) READY, or the list's request
-        ready = pop + DECODE_STAGES
-        if status == Status.OK:
-            ready = max(ready, hazard_until(desc, kind, status, sq_slot, regs, queues, state))
-        ready += 1
+        ready = self._ready(entry, regs, queues, pop, state, status, kind)
         listed, state.next_list, state.last_point = state.next_list, None, -1
         busy, writes = [], []
         self._pages = None
