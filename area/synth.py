@@ -121,7 +121,9 @@ def synthesize(component: Any, name: str, out_dir: Path = OUT_DIR) -> dict[str, 
     ends = lambda types: "; ".join(f"chtype -map {t} $_DFF_P_" for t in types)  # noqa: E731
     # an FP cell synthesized on its own is the design, not a black box
     library = "" if name in fp_cells.CELLS else "read_verilog -lib fp_cells.v; "
-    script = (f"{library}read_verilog {name}.v; "
+    # -sv: the design's simulation assertions (Amaranth's Assert, SystemVerilog immediate
+    # assertions, their messages $print cells), removed before synthesis
+    script = (f"{library}read_verilog -sv {name}.v; chformal -remove; delete t:$print; "
               f"synth -top {name} -run begin:fine; "
               f"opt -full; techmap; opt -fast; tee -q -o tech.txt stat -tech cmos; "
               f"design -save generic; "

@@ -54,8 +54,9 @@ class ChunkDispatch(wiring.Component):
             # the unpacker's slot (hw/unpacker.py), sent on while `dispatch` is high
             "dispatch": In(1),
             "valid": In(1), "last": In(1), "row": In(DIM_BITS), "col": In(COLS_BITS), "count": In(range(lanes + 1)),
-            "data": In(16 * lanes),
+            "data": In(16 * lanes), "row_end": In(1),
             "pair_valid": In(1), "pair_count": In(range(lanes + 1)), "pair_data": In(16 * lanes),
+            "pair_row_end": In(1),
             # the run's last slot taken
             "run_done": Out(1),
             # transposed: the chunk's first output, its set in the row, its set's first, the row's end
@@ -78,16 +79,15 @@ class ChunkDispatch(wiring.Component):
         rest_cols = (self.rest_rows * self.cols_dim)[:DIM_BITS]
         _, _, main_offset, main_beats = run_span(m, self.addr, 0, self.main_elems, cfg, "main_span")
         _, _, rest_offset, rest_beats = run_span(m, self.addr, self.main_elems, rest_cols, cfg, "rest_span")
-        # the run's elements per row of k-groups, the output its rows start at (transposed)
-        run_cols, t_out_base = Signal(DIM_BITS), Signal(DIM_BITS)
+        # the output the run's rows start at (transposed)
+        t_out_base = Signal(DIM_BITS)
         with m.If(self.start):
             m.d.comb += [self.u_offset.eq(Mux(self.rest, rest_offset, main_offset)),
                          self.u_rows.eq(Mux(self.rest, 1, self.full_groups)),
                          self.u_cols.eq(Mux(self.rest, rest_cols, main_cols)),
                          self.u_beats.eq(Mux(self.rest, rest_beats, main_beats)),
                          self.u_pair.eq(~self.rest & self.split)]
-            m.d.sync += [run_cols.eq(Mux(self.rest, rest_cols, main_cols)),
-                         t_out_base.eq(Mux(self.rest, self.full_groups << self.run_log2, 0))]
+            m.d.sync += t_out_base.eq(Mux(self.rest, self.full_groups << self.run_log2, 0))
 
         # ---- progress: the first element of the slot's k-group; per PE row, the k-groups
         # seen (up to the sets) and its set's first accumulator word
@@ -114,19 +114,21 @@ class ChunkDispatch(wiring.Component):
         m.d.comb += [self.drain.eq(drain), self.pipe_busy.eq(pipe_busy != 0)]
 
         with m.If(self.dispatch):
-            self._dispatch(m, lanes, lane_bits, run_cols, t_out_base, k_base, groups_seen, set_index, set_base,
+            self._dispatch(m, lanes, lane_bits, t_out_base, k_base, groups_seen, set_index, set_base,
                            drain, pipe_busy, t_set)
         return m
 
-    def _dispatch(self, m, lanes, lane_bits, run_cols, t_out_base, k_base, groups_seen, set_index, set_base,
+    def _dispatch(self, m, lanes, lane_bits, t_out_base, k_base, groups_seen, set_index, set_base,
                   drain, pipe_busy, t_set):
         """The slot to the PE rows: its first chunk (k-group g, on PE row `parity`) and,
         paired, the first chunk of group g + 1 (the other row)."""
         trans, pack_log2, sets = self.trans, self.pack_log2, self.sets
         # the PE row of the slot's k-group g = k_base / pack: g mod 2 with the split
         parity = self.split & (k_base >> pack_log2)[0]
-        first_ends = self.valid & (self.col + self.count == run_cols)
-        pair_ends = self.pair_valid & (self.pair_count == run_cols)
+        # a chunk that ends its k-group: the unpacker's registered row-end flags (comparing
+        # col + count with the run's elements here was the block's longest path)
+        first_ends = self.valid & self.row_end
+        pair_ends = self.pair_valid & self.pair_row_end
         first_chunk = (self.valid, k_base, self.col[lane_bits:], self.count, self.data, first_ends)
         pair_chunk = (self.pair_valid, k_base + (1 << pack_log2), 0, self.pair_count, self.pair_data, pair_ends)
         for q in range(SPLIT_ROWS):

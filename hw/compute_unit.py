@@ -1,8 +1,14 @@
 """The compute unit: input buffer, output buffer of FP32 partial sums, the PE array and the
 fold unit that reads results out. The arithmetic order is `isa/pe_array.py`'s.
 
-Input buffer: one bank per row, `k_max` FP16 elements each, written a chunk at a time.
-Output buffer: one bank per row, `n_max / LANES` words of LANES FP32 partial sums.
+Input buffer: one bank per row, `k_max` FP16 elements each, written a chunk at a time; one
+read port, shared by the PE row's operand fetch and the reads asked on `rd_*`.
+Output buffer: per row two accumulator banks (one fills while the other is read out), each
+its own memory of `n_max / LANES` words of LANES FP32 partial sums, with two read ports:
+port 0 the PE row's accumulator read of the bank it fills, or, of the bank read out, the
+fold unit's first read of a word or a read asked on `rd_*`; port 1 the fold unit's operand.
+Each port's sources never meet in a cycle (the control unit's phases keep them apart);
+an assertion in simulation says so.
 
 PE array: ROWS x LANES pipelined MACs. A weight chunk (one k-group: `pack` packed rows of
 W, or one LANES-column word of one row) enters per cycle with its accumulator address
@@ -36,6 +42,7 @@ buffer synchronously (`rd_*`: the softmax unit's source, SOFTMAX's rows read bac
 `tests/unit/test_compute_unit.py` runs this block alone against the golden model.
 """
 from amaranth import Const, Module, Mux, Signal, Cat, unsigned
+from amaranth.hdl import Assert
 from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -104,7 +111,9 @@ class ComputeUnit(wiring.Component):
             "acc_we": In(1), "acc_row": In(range(rows)), "acc_word": In(range(self.acc_depth)),
             "acc_data": In(32 * lanes),
             # synchronous reads of one row's buffers (the softmax unit's source, result
-            # rows read back from the input buffer): data the cycle after the address
+            # rows read back from the input buffer): data the cycle after a read asked
+            # (`rd_en`; of the output buffer's bank read out with `rd_acc`, else the input's)
+            "rd_en": In(1), "rd_acc": In(1),
             "rd_row": In(range(rows)), "rd_addr": In(range(max(self.k_words, self.acc_depth))),
             "rd_in_data": Out(16 * lanes), "rd_acc_data": Out(32 * lanes),
             # the lanes' packed rows follow `n_cols` (_lane_rows): a stage starts once they do
@@ -150,9 +159,6 @@ class ComputeUnit(wiring.Component):
         cfg = self._cfg
         lanes, rows = cfg.lanes, cfg.rows
 
-        def in_bank(addr, bank):
-            """A word's address in the accumulator memory: bank 1 after bank 0's words."""
-            return Mux(bank, addr + self.acc_depth, addr)
         lane_bits = (lanes - 1).bit_length()
 
         # the packed row of each lane, j // N (0 when N > j, and for N = 0, as Amaranth's x // 0)
@@ -224,26 +230,62 @@ class ComputeUnit(wiring.Component):
         t_bank = Mux(self.t_scalar, s_bank, d_bank)
         t_lane = Mux(self.t_scalar, s_out, d_out)[:lane_bits]
 
-        fold_reads, in_reads, acc_reads = [], [], []
+        # the fold unit (hw/fold_unit.py), reading the bank read out
+        m.submodules.fold = fold = FoldUnit(cfg, self.acc_depth, self._shared)
+        m.d.comb += [fold.n_cols.eq(self.fold_n_cols), fold.n_words.eq(self.fold_n_words),
+                     fold.sets.eq(self.fold_sets), fold.sets1.eq(self.fold_sets1),
+                     fold.pack_log2.eq(self.fold_pack_log2),
+                     fold.req_valid.eq(self.fold_valid), self.fold_ready.eq(fold.req_ready),
+                     fold.req_row.eq(self.fold_row), fold.req_word.eq(self.fold_word),
+                     self.sum_valid.eq(fold.out_valid), fold.out_ready.eq(self.sum_ready),
+                     self.sum_fp32.eq(fold.out_fp32), self.sum_fp16.eq(fold.out_fp16)]
+
+        # a read asked on rd_* takes its buffer's shared read port the cycle after: the
+        # address registered, the data read then (as from a synchronous read port)
+        rd_in_q, rd_acc_q, rd_bank_q = Signal(), Signal(), Signal()
+        rd_row_q, rd_addr_q = Signal.like(self.rd_row), Signal.like(self.rd_addr)
+        m.d.sync += [rd_in_q.eq(self.rd_en & ~self.rd_acc), rd_acc_q.eq(self.rd_en & self.rd_acc),
+                     rd_row_q.eq(self.rd_row), rd_addr_q.eq(self.rd_addr), rd_bank_q.eq(self.fold_bank)]
+
+        in_reads, acc_reads, fold_a, fold_b = [], [], [], []
         for r in range(rows):
             pipe = pipes[1] if r == 1 else pipes[0]
+            # the input buffer: one read port, the PE row's operand fetch or a read asked
             bank = Memory(shape=unsigned(16 * lanes), depth=self.k_words, init=[])
-            acc = Memory(shape=unsigned(32 * lanes), depth=2 * self.acc_depth, init=[])
-            m.submodules[f"in_bank{r}"], m.submodules[f"acc_bank{r}"] = bank, acc
+            m.submodules[f"in_bank{r}"] = bank
             bank_w, bank_r = bank.write_port(), bank.read_port(domain="comb")
-            acc_w, acc_r = acc.write_port(granularity=32), acc.read_port(domain="comb")
-            acc_fold = acc.read_port(domain="comb"), acc.read_port(domain="comb")
-            bank_s, acc_s = bank.read_port(), acc.read_port()
+            rd_in = rd_in_q & (rd_row_q == r)
+            fetch = Mux(self.split, self.mac1, self.mac) if r == 1 else self.mac
+            m.d.sync += Assert(~(rd_in & fetch), f"input row {r}: a read and a fetch on its one port")
             # with `split`, PE row 1 multiplies by input row 0: it gets every write of row 0
             row_hit = (self.in_row == r) | ((self.in_row == 0) & self.split) if r == 1 else (self.in_row == r)
             m.d.comb += [bank_w.addr.eq(self.in_word), bank_w.data.eq(self.in_data),
                          bank_w.en.eq(self.in_we & row_hit),
-                         bank_r.addr.eq(pipe["k_base"][lane_bits:]),
-                         bank_s.addr.eq(self.rd_addr[:len(bank_s.addr)]),
-                         acc_s.addr.eq(in_bank(self.rd_addr[:len(self.acc_word)], self.fold_bank))]
-            in_reads.append(bank_s.data)
-            acc_reads.append(acc_s.data)
-            m.d.comb += acc_r.addr.eq(in_bank(pipe["acc_addr_r"], pipe["bank_r"]))
+                         bank_r.addr.eq(Mux(rd_in, rd_addr_q[:len(bank_r.addr)], pipe["k_base"][lane_bits:]))]
+            in_reads.append(bank_r.data)
+
+            # the output buffer: a memory per accumulator bank, so that the bank filling and
+            # the bank read out never share a port. Read port 0: the PE row's accumulator
+            # read (the bank it fills), the fold's first set of a word or a read asked (the
+            # bank read out); port 1: the fold's operand
+            acc_ports = []
+            for b in range(2):
+                acc = Memory(shape=unsigned(32 * lanes), depth=self.acc_depth, init=[])
+                m.submodules[f"acc_bank{r}_{b}"] = acc
+                acc_w, acc_r, acc_b = acc.write_port(granularity=32), acc.read_port(domain="comb"), \
+                    acc.read_port(domain="comb")
+                pe_read = pipe["mac_r"] & ~pipe["first_r"] & ~self.trans & (pipe["bank_r"] == b)
+                asked = rd_acc_q & (rd_row_q == r) & (rd_bank_q == b)
+                fold_read = fold.a_en & (fold.a_row == r) & (self.fold_bank == b)
+                m.d.sync += Assert((pe_read + asked + fold_read) <= 1,
+                                   f"accumulator row {r} bank {b}: two reads on read port 0")
+                m.d.comb += [acc_r.addr.eq(Mux(pe_read, pipe["acc_addr_r"], Mux(asked, rd_addr_q, fold.a_addr))),
+                             acc_b.addr.eq(fold.b_addr)]
+                acc_ports.append((acc_w, acc_r, acc_b))
+            acc_reads.append(Mux(rd_bank_q, acc_ports[1][1].data, acc_ports[0][1].data))
+            fold_a.append(Mux(self.fold_bank, acc_ports[1][1].data, acc_ports[0][1].data))
+            fold_b.append(Mux(self.fold_bank, acc_ports[1][2].data, acc_ports[0][2].data))
+            pe_acc = Mux(pipe["bank_r"], acc_ports[1][1].data, acc_ports[0][1].data)
             # each lane's x: element (first + lane_row) mod LANES of the line, registered
             m.submodules[f"operand_select{r}"] = select = OperandSelect(lanes)
             m.d.comb += [select.line.eq(bank_r.data), select.first.eq(pipe["k_base"][:lane_bits])]
@@ -272,7 +314,7 @@ class ComputeUnit(wiring.Component):
                 for i in range(lanes >> level):
                     tree[tree_node(level, i, lanes)] = (below[2 * i], below[2 * i + 1])
             for j in range(lanes):
-                a = Mux(pipe["first_r"], 0, acc_r.data.word_select(j, 32))
+                a = Mux(pipe["first_r"], 0, pe_acc.word_select(j, 32))
                 b = products[j]
                 if j in tree:
                     a, b = Mux(self.trans, tree[j][0], a), Mux(self.trans, tree[j][1], b)
@@ -323,41 +365,27 @@ class ComputeUnit(wiring.Component):
                                                    else 1)]
                 t_data.append(Mux(self.t_scalar, row_value, node))
                 t_en.append(Mux(self.t_scalar, t_lane == j, enable) & (write_direct | write_scalar))
-            # the PE array's write-back, a transposed row value, or a word from outside
-            # (never two in the same cycle)
-            normal_w = pipe["mac_w"] & ~self.trans
-            with m.If(write_direct | write_scalar):
-                m.d.comb += [acc_w.addr.eq(in_bank(t_word, t_bank)), acc_w.data.eq(Cat(*t_data)),
-                             acc_w.en.eq(Cat(*t_en))]
-            with m.Else():
-                m.d.comb += [acc_w.addr.eq(Mux(normal_w, in_bank(pipe["acc_addr_w"], pipe["bank_w"]),
-                                               in_bank(self.acc_word, self.fold_bank))),
-                             acc_w.data.eq(Mux(normal_w, Cat(*sums), self.acc_data)),
-                             acc_w.en.eq(Mux(normal_w | (self.acc_we & (self.acc_row == r)), (1 << lanes) - 1, 0))]
-            fold_reads.append(acc_fold)
+            # the PE array's write-back, a transposed row value, or a word from outside,
+            # into its bank (never two in the same cycle)
+            t_write, normal_w = write_direct | write_scalar, pipe["mac_w"] & ~self.trans
+            outside = self.acc_we & (self.acc_row == r)
+            m.d.sync += Assert((t_write + normal_w + outside) <= 1, f"accumulator row {r}: two writes")
+            w_bank = Mux(t_write, t_bank, Mux(normal_w, pipe["bank_w"], self.fold_bank))
+            w_en = Mux(t_write, Cat(*t_en), Mux(normal_w | outside, (1 << lanes) - 1, 0))
+            for b, (acc_w, _, _) in enumerate(acc_ports):
+                m.d.comb += [acc_w.addr.eq(Mux(t_write, t_word, Mux(normal_w, pipe["acc_addr_w"], self.acc_word))),
+                             acc_w.data.eq(Mux(t_write, Cat(*t_data), Mux(normal_w, Cat(*sums), self.acc_data))),
+                             acc_w.en.eq(Mux(w_bank == b, w_en, 0))]
 
-        rd_row = Signal.like(self.rd_row)
-        m.d.sync += rd_row.eq(self.rd_row)              # the row of the data now out
-        with m.Switch(rd_row):
+        with m.Switch(rd_row_q):                       # the row of the data now out
             for r in range(rows):
                 with m.Case(r):
                     m.d.comb += [self.rd_in_data.eq(in_reads[r]), self.rd_acc_data.eq(acc_reads[r])]
 
         # the fold unit's two reads: a word's first set, and an add's operand
-        m.submodules.fold = fold = FoldUnit(cfg, self.acc_depth, self._shared)
-        m.d.comb += [fold.n_cols.eq(self.fold_n_cols), fold.n_words.eq(self.fold_n_words),
-                     fold.sets.eq(self.fold_sets), fold.sets1.eq(self.fold_sets1),
-                     fold.pack_log2.eq(self.fold_pack_log2),
-                     fold.req_valid.eq(self.fold_valid), self.fold_ready.eq(fold.req_ready),
-                     fold.req_row.eq(self.fold_row), fold.req_word.eq(self.fold_word),
-                     self.sum_valid.eq(fold.out_valid), fold.out_ready.eq(self.sum_ready),
-                     self.sum_fp32.eq(fold.out_fp32), self.sum_fp16.eq(fold.out_fp16)]
-        for port, (row, addr, data) in enumerate([(fold.a_row, fold.a_addr, fold.a_data),
-                                                  (fold.b_row, fold.b_addr, fold.b_data)]):
-            for r, reads in enumerate(fold_reads):
-                m.d.comb += reads[port].addr.eq(in_bank(addr, self.fold_bank))
+        for row, data, reads in [(fold.a_row, fold.a_data, fold_a), (fold.b_row, fold.b_data, fold_b)]:
             with m.Switch(row):
-                for r, reads in enumerate(fold_reads):
+                for r in range(rows):
                     with m.Case(r):
-                        m.d.comb += data.eq(reads[port].data)
+                        m.d.comb += data.eq(reads[r])
         return m

@@ -192,15 +192,17 @@ class ControlUnit(wiring.Component):
         m.d.comb += [chunks.valid.eq(unpack.valid), chunks.last.eq(unpack.last), chunks.row.eq(unpack.row),
                      chunks.col.eq(unpack.col), chunks.count.eq(unpack.count), chunks.data.eq(unpack.data),
                      chunks.pair_valid.eq(unpack.pair_valid), chunks.pair_count.eq(unpack.pair_count),
-                     chunks.pair_data.eq(unpack.pair_data)]
+                     chunks.pair_data.eq(unpack.pair_data), chunks.row_end.eq(unpack.row_end),
+                     chunks.pair_row_end.eq(unpack.pair_row_end)]
         drain = chunks.drain
 
         # ---- progress: group (first row, rows, input offset), the row (softmax, anchors), results
         m0, group_rows, in_elem = Signal(DIM_BITS), Signal(range(cfg.rows + 1)), Signal(44)
         # the group's rows and input elements, registered ahead (for 1 GHz): whether it is
-        # the last group, and the last group's rows and elements (worked out in DECODE)
+        # the last group, and the last group's rows (worked out in DECODE; its elements the
+        # front end's, in the task)
         assert cfg.rows & (cfg.rows - 1) == 0, "ROWS a power of two: a full group's elements a shift"
-        last_group, tail_rows, tail_elems = Signal(), Signal(range(cfg.rows + 1)), Signal(44)
+        last_group, tail_rows = Signal(), Signal(range(cfg.rows + 1))
         row = Signal(range(cfg.rows))
         # result rows: values per row and their size, the byte offset of the group's first row
         esize_log2, out_byte, out_n = Signal(2), Signal(48), Signal(DIM_BITS)
@@ -285,8 +287,7 @@ class ControlUnit(wiring.Component):
                              sq_slot.eq(task.sq_slot), cq_slot.eq(task.cq_slot),
                              m0.eq(0), in_elem.eq(0), out_byte.eq(0), last_group.eq(d.in_rows <= cfg.rows)]
                 tail = d.in_rows[:(cfg.rows - 1).bit_length()] if cfg.rows > 1 else 0
-                m.d.sync += [tail_rows.eq(Mux(tail == 0, cfg.rows, tail)),
-                             tail_elems.eq(Mux(tail == 0, cfg.rows, tail) * d.in_cols)]
+                m.d.sync += tail_rows.eq(Mux(tail == 0, cfg.rows, tail))
                 # result rows: FP32 O for attention, else FP16; their values: the last
                 # product's N (isa/validate.py result_cols)
                 trans = d.flags.trans_w
@@ -339,7 +340,8 @@ class ControlUnit(wiring.Component):
             with m.State("GROUP"):
                 rows_now, elems_now = Signal(range(cfg.rows + 1)), Signal(44)
                 m.d.comb += [rows_now.eq(Mux(last_group, tail_rows, cfg.rows)),
-                             elems_now.eq(Mux(last_group, tail_elems, d.in_cols << (cfg.rows.bit_length() - 1)))]
+                             elems_now.eq(Mux(last_group, task.last_group_elems,
+                                              d.in_cols << (cfg.rows.bit_length() - 1)))]
                 _, _, offset, beats = run_span(m, sq_slot + HEADER_BYTES, in_elem, elems_now, cfg, "input_span")
                 m.d.sync += [group_rows.eq(rows_now), stage.eq(0)]
                 m.d.comb += [unpack.start.eq(1), unpack.offset.eq(offset), unpack.rows.eq(rows_now),
@@ -427,9 +429,9 @@ class ControlUnit(wiring.Component):
             # ---- the softmax unit, row by row: attention's scores, or SOFTMAX's input rows
             def sfu_ports():
                 """The unit reads the row's buffer and writes FP16 words into its input bank."""
-                m.d.comb += [cu.rd_row.eq(row), cu.rd_addr.eq(sfu.src_addr),
-                             cu.in_we.eq(sfu.dst_en), cu.in_row.eq(row), cu.in_word.eq(sfu.dst_addr),
-                             cu.in_data.eq(sfu.dst_data)]
+                m.d.comb += [cu.rd_en.eq(1), cu.rd_acc.eq(is_attention), cu.rd_row.eq(row),
+                             cu.rd_addr.eq(sfu.src_addr), cu.in_we.eq(sfu.dst_en), cu.in_row.eq(row),
+                             cu.in_word.eq(sfu.dst_addr), cu.in_data.eq(sfu.dst_data)]
 
             with m.State("SFU_START"):
                 sfu_ports()
@@ -461,7 +463,7 @@ class ControlUnit(wiring.Component):
                     m.next = "BANK_OUT"
             with m.State("BANK_OUT"):
                 # the next group's input goes into these banks: wait for the last word
-                m.d.comb += [cu.rd_row.eq(readout.rd_row), cu.rd_addr.eq(readout.rd_addr)]
+                m.d.comb += [cu.rd_en.eq(readout.rd_en), cu.rd_row.eq(readout.rd_row), cu.rd_addr.eq(readout.rd_addr)]
                 with m.If(readout.done):
                     with m.If(partial):
                         m.d.sync += anchors_due.eq(1)

@@ -48,8 +48,9 @@ class FoldUnit(wiring.Component):
             "pack_log2": In(range((lanes - 1).bit_length() + 1)),
             # requests: one word of one row
             "req_valid": In(1), "req_ready": Out(1), "req_row": In(range(rows)), "req_word": In(range(acc_depth)),
-            # two combinational reads of the output buffer: a word's first set, an operand
-            "a_row": Out(range(rows)), "a_addr": Out(range(acc_depth)), "a_data": In(32 * lanes),
+            # two combinational reads of the output buffer: a word's first set (its data used
+            # when `a_en`, a request taken), an operand
+            "a_en": Out(1), "a_row": Out(range(rows)), "a_addr": Out(range(acc_depth)), "a_data": In(32 * lanes),
             "b_row": Out(range(rows)), "b_addr": Out(range(acc_depth)), "b_data": In(32 * lanes),
             # the sums, in request order
             "out_valid": Out(1), "out_ready": In(1), "out_fp32": Out(32 * lanes), "out_fp16": Out(16 * lanes),
@@ -88,7 +89,7 @@ class FoldUnit(wiring.Component):
         held = Signal(range(FIFO_DEPTH + 1))
         take = Signal()
         m.d.comb += [self.req_ready.eq(~again & (held < FIFO_DEPTH)), take.eq(self.req_valid & self.req_ready),
-                     self.a_row.eq(self.req_row), self.a_addr.eq(self.req_word)]
+                     self.a_en.eq(take), self.a_row.eq(self.req_row), self.a_addr.eq(self.req_word)]
 
         # the add entering the adder: the sum going round again, or a new word
         row, word, step = Signal(row_bits), Signal(word_bits), Signal(8)

@@ -58,9 +58,10 @@ IN_FLIGHT_BITS = 8          # descriptors popped and not yet reported (ibuf, fro
 
 def task_layout(cfg):
     """A descriptor as the front end hands it to the control unit: the instruction buffer's
-    entry, what the decoder found, and its submission and completion slots' addresses."""
+    entry, what the decoder found, its submission and completion slots' addresses, and the
+    input elements of its last group of ROWS rows (worked out once, for both)."""
     return data.StructLayout({"entry": ibuf_entry(cfg), "decoded": decoded_layout(cfg),
-                              "sq_slot": 64, "cq_slot": 64})
+                              "sq_slot": 64, "cq_slot": 64, "last_group_elems": 44})
 
 
 class FrontEnd(wiring.Component):
@@ -272,7 +273,8 @@ class FrontEnd(wiring.Component):
         # last run has started, and slot 2's READY descriptor moves in
         task = self.task.payload
         m.d.comb += [self.task.valid.eq(held1 & ~handed1), task.entry.eq(entry1), task.decoded.eq(decoded1),
-                     task.sq_slot.eq(sq_slot1), task.cq_slot.eq(cq_slot1)]
+                     task.sq_slot.eq(sq_slot1), task.cq_slot.eq(cq_slot1),
+                     task.last_group_elems.eq(last_group_elems1)]
         taken = self.task.valid & self.task.ready
         with m.If(taken):
             m.d.sync += handed1.eq(1)

@@ -36,8 +36,10 @@ class Unpacker(wiring.Component):
             # the slot: its first chunk, and `last` when the slot ends the run
             "valid": Out(1), "data": Out(16 * lanes),
             "row": Out(DIM_BITS), "col": Out(COLS_BITS), "count": Out(range(lanes + 1)), "last": Out(1),
-            # its second chunk (row + 1, column 0), when there is one
+            "row_end": Out(1),                    # the chunk is its row's last
+            # its second chunk (row + 1, column 0), when there is one, and whether it ends row + 1
             "pair_valid": Out(1), "pair_data": Out(16 * lanes), "pair_count": Out(range(lanes + 1)),
+            "pair_row_end": Out(1),
         })
 
     def elaborate(self, platform):
@@ -100,6 +102,7 @@ class Unpacker(wiring.Component):
         m.d.comb += [self.count.eq(count), self.data.eq(first_data),
                      self.valid.eq(active & (need <= held * lanes) & ~self.hold),
                      self.pair_valid.eq(self.valid & paired), self.pair_count.eq(pair_count),
+                     self.row_end.eq(end_of_row), self.pair_row_end.eq(pair_ends_row),
                      self.pair_data.eq(second_data)]
         two_rows = paired & pair_ends_row         # the slot ends this row and the next
         m.d.comb += self.last.eq(end_of_row & Mux(two_rows, two_rows_left, one_row))

@@ -205,7 +205,7 @@ def get_runner(config="default", traced=None):
     from cocotb_tools.runner import get_runner as cocotb_runner
     runner = cocotb_runner("verilator")
     _build(runner, f"{TOP} ({config})", build_folder(f"verilator-{config}", traced), traced,
-           ["--x-assign", "0", "--x-initial", "0", "-Wno-fatal", "-Wno-lint", "-Wno-style"],
+           ["--assert", "--x-assign", "0", "--x-initial", "0", "-Wno-fatal", "-Wno-lint", "-Wno-style"],
            sources=[rtl_source(config)], hdl_toplevel=TOP)
     return runner
 
@@ -354,6 +354,7 @@ FAST_BUILD_ARGS = [
     "--no-public-flat-rw",
     "-LDFLAGS", "-rdynamic",                    # ctypes finds the DRAM backdoor symbols
     "--x-assign", "0", "--x-initial", "0", "-Wno-fatal", "-Wno-lint", "-Wno-style",
+    "--assert",                                 # the RTL's assertions (one source per shared port)
 ]
 
 

@@ -199,6 +199,25 @@ def test_small_memories_are_flops_and_wide_ones_macros():
     assert sram.cost({**wide, "read_ports": 2})["area_mm2"] > row["area_mm2"]
 
 
+def test_each_memory_takes_the_lowest_leakage_cells_that_meet_the_clock():
+    # a 64 KiB macro: itrs-hp cycles in 0.53 ns, itrs-lop in 1.09 (area/sram.py); a 4 KiB one
+    # is fast enough in low-leakage cells
+    big = {"name": "x.reader.buffer.storage", "width": sram.MACRO_WIDTH, "depth": 1024,
+           "bits": sram.MACRO_WIDTH * 1024, "read_ports": 1, "write_ports": 1}
+    small = {**big, "depth": 64, "bits": sram.MACRO_WIDTH * 64}
+    for memory in (big, small):
+        for period in (0.6, 1.0, 2.0):
+            row = sram.clocked(memory, period)
+            by_cell = {cell: sram.cost(memory, cell_type=cell) for cell in sram.CELL_TYPES}
+            faster = [c for c in sram.CELL_TYPES if by_cell[c]["cycle_ns"] <= period]
+            assert row["cell_type"] == (faster[0] if faster else sram.CELL_TYPE)
+            assert row["leakage_mw"] == by_cell[row["cell_type"]]["leakage_mw"]
+    assert sram.clocked(big, 1.0)["cell_type"] == "itrs-hp"
+    assert sram.clocked(small, 1.0)["leakage_mw"] < sram.cost(small, cell_type="itrs-hp")["leakage_mw"] / 10
+    flops = {**small, "depth": 8, "bits": sram.MACRO_WIDTH * 8}
+    assert sram.clocked(flops, 1.0)["cell_type"] == "flops"
+
+
 def test_cacti_grows_with_capacity():
     small, large = sram.cacti(8 << 10, 512), sram.cacti(64 << 10, 512)
     assert large["area_mm2"] > 4 * small["area_mm2"] and large["read_nj"] > small["read_nj"]

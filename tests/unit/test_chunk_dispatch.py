@@ -43,7 +43,7 @@ def slots(rows, cols, pair_rule):
     return out
 
 
-def run_dispatch(plan, split, runs):
+def run_dispatch(plan, split, runs, run_cols):
     from hw.chunk_dispatch import ChunkDispatch
     from hw.stage_planner import plan_ports
     dut = ChunkDispatch(CFG, CFG.n_max // LANES)
@@ -57,7 +57,7 @@ def run_dispatch(plan, split, runs):
         ctx.set(dut.restart, 1)
         await ctx.tick()
         ctx.set(dut.restart, 0)
-        for rest, run_slots in runs:
+        for (rest, run_slots), cols in zip(runs, run_cols, strict=True):
             ctx.set(dut.start, 1)
             ctx.set(dut.rest, rest)
             seen["jobs"].append(tuple(ctx.get(getattr(dut, f"u_{f}")) for f in ("offset", "rows", "cols", "beats",
@@ -71,8 +71,10 @@ def run_dispatch(plan, split, runs):
                 ctx.set(dut.row, row)
                 ctx.set(dut.col, col)
                 ctx.set(dut.count, count)
+                ctx.set(dut.row_end, col + count == cols)
                 ctx.set(dut.pair_valid, pair_count is not None)
                 ctx.set(dut.pair_count, pair_count or 0)
+                ctx.set(dut.pair_row_end, pair_count == cols)
                 assert ctx.get(dut.run_done) == (i == len(run_slots) - 1)
                 cycle = []
                 for q in range(2):
@@ -115,13 +117,15 @@ def test_chunks_equal_the_model(k, n, trans, in_rows):
     plan = plan_stage(k, n, trans, in_rows, LANES)
     split = in_rows == 1 and not trans
     pairs = pe_plan(n, LANES, in_rows)
-    runs = []
+    runs, run_cols = [], []
     if plan.full_groups:
         rule = pairs.pairs_with_next if split else (lambda r: False)
-        runs.append((0, slots(plan.full_groups, plan.pack * plan.cols_dim, rule)))
+        run_cols.append(plan.pack * plan.cols_dim)
+        runs.append((0, slots(plan.full_groups, run_cols[-1], rule)))
     if plan.rest_rows:
-        runs.append((1, slots(1, plan.rest_rows * plan.cols_dim, lambda r: False)))
-    seen = run_dispatch(plan, split, runs)
+        run_cols.append(plan.rest_rows * plan.cols_dim)
+        runs.append((1, slots(1, run_cols[-1], lambda r: False)))
+    seen = run_dispatch(plan, split, runs, run_cols)
     assert seen["chunks"] == chunk_dispatch.chunks(plan, k, LANES, split)
     assert seen["jobs"] == [expected_job(plan, rest, split) for rest, _ in runs]
     # after the last chunk: its sums are written when drain is 1; no control of it is left

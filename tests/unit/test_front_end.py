@@ -99,6 +99,10 @@ def run_front_end(descs, report_at=None, memory=None, side_latency=6):
                 seen["takes"].append(cycle)
                 seen["statuses"].append(Status(ctx.get(dut.task.payload.decoded.status)))
                 assert ctx.get(dut.task.payload.entry.seq) == len(seen["takes"])
+                # the last group of ROWS input rows: its rows' elements
+                taken = descs[len(seen["takes"]) - 1]
+                tail = taken.in_rows % CFG.rows or CFG.rows
+                assert ctx.get(dut.task.payload.last_group_elems) == tail * taken.in_cols
             ctx.set(dut.report, int(cycle == report_at))
             ctx.set(dut.report_store, int(cycle == report_at))
             if pending and ctx.get(dut.pop_ready):

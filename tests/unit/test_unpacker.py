@@ -48,10 +48,13 @@ def unpack(matrix, offset, gaps, seed=0, pair=False):
             if ctx.get(dut.valid):
                 count = ctx.get(dut.count)
                 data = ctx.get(dut.data).to_bytes(2 * LANES, "little")
+                # the row-end flags (the chunk dispatch's k-group ends) from the slot's span
+                assert ctx.get(dut.row_end) == (ctx.get(dut.col) + count == cols)
                 slot = [(ctx.get(dut.row), ctx.get(dut.col), count,
                          np.frombuffer(data, np.uint16)[:count].copy())]
                 if ctx.get(dut.pair_valid):
                     count = ctx.get(dut.pair_count)
+                    assert ctx.get(dut.pair_row_end) == (count == cols)
                     data = ctx.get(dut.pair_data).to_bytes(2 * LANES, "little")
                     slot.append((ctx.get(dut.row) + 1, 0, count, np.frombuffer(data, np.uint16)[:count].copy()))
                 chunks.append((slot, ctx.get(dut.last)))
