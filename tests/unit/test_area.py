@@ -121,7 +121,7 @@ class TwoSums(wiring.Component):
 def test_hierarchy_totals_and_paths(tmp_path):
     result = synthesize(TwoSums(), "two_sums", out_dir=tmp_path)
     mods = result["modules"]
-    assert set(mods) == {"two_sums", "two_sums.four", "two_sums.two"}
+    assert set(mods) == {"two_sums", "two_sums.four", "two_sums.two", "two_sums across blocks"}
     assert mods["two_sums"]["children"] == {"two_sums.four": 1, "two_sums.two": 1}
     top = totals(result)
     assert math.isclose(top["area_um2"], sum(m["area_um2"] for m in mods.values()))
@@ -131,6 +131,13 @@ def test_hierarchy_totals_and_paths(tmp_path):
     # submodules, the XOR after them) stop at the submodules' ports
     assert mods["two_sums.four"]["path"]["levels"] > mods["two_sums.two"]["path"]["levels"] > 4
     assert mods["two_sums"]["path"]["levels"] < mods["two_sums.four"]["path"]["levels"]
+    # across the blocks: the top's subtractor before `four` and four's adds, one path
+    # (area/flat_timing.py), longer than either block's own; the clock is no logic net
+    across = mods["two_sums across blocks"]["path"]
+    assert [block for block, _ in across["through"]] == ["two_sums", "four"]
+    assert across["levels"] == sum(n for _, n in across["through"])
+    assert across["levels"] > mods["two_sums.four"]["path"]["levels"]
+    assert "clk" not in across["max_fanout_net"]
 
 
 def _row(area, flops, levels, fp=None):
