@@ -282,10 +282,16 @@ class ComputeUnit(wiring.Component):
                 m.d.comb += [acc_r.addr.eq(Mux(pe_read, pipe["acc_addr_r"], Mux(asked, rd_addr_q, fold.a_addr))),
                              acc_b.addr.eq(fold.b_addr)]
                 acc_ports.append((acc_w, acc_r, acc_b))
-            acc_reads.append(Mux(rd_bank_q, acc_ports[1][1].data, acc_ports[0][1].data))
-            fold_a.append(Mux(self.fold_bank, acc_ports[1][1].data, acc_ports[0][1].data))
-            fold_b.append(Mux(self.fold_bank, acc_ports[1][2].data, acc_ports[0][2].data))
-            pe_acc = Mux(pipe["bank_r"], acc_ports[1][1].data, acc_ports[0][1].data)
+            # each reader's data from its bank
+            pe_acc, asked_data, a_data, b_data = (Signal(32 * lanes, name=f"{what}{r}")
+                                                  for what in ("pe_acc", "asked_acc", "fold_a", "fold_b"))
+            m.d.comb += [pe_acc.eq(Mux(pipe["bank_r"], acc_ports[1][1].data, acc_ports[0][1].data)),
+                         asked_data.eq(Mux(rd_bank_q, acc_ports[1][1].data, acc_ports[0][1].data)),
+                         a_data.eq(Mux(self.fold_bank, acc_ports[1][1].data, acc_ports[0][1].data)),
+                         b_data.eq(Mux(self.fold_bank, acc_ports[1][2].data, acc_ports[0][2].data))]
+            acc_reads.append(asked_data)
+            fold_a.append(a_data)
+            fold_b.append(b_data)
             # each lane's x: element (first + lane_row) mod LANES of the line, registered
             m.submodules[f"operand_select{r}"] = select = OperandSelect(lanes)
             m.d.comb += [select.line.eq(bank_r.data), select.first.eq(pipe["k_base"][:lane_bits])]
@@ -370,12 +376,14 @@ class ComputeUnit(wiring.Component):
             t_write, normal_w = write_direct | write_scalar, pipe["mac_w"] & ~self.trans
             outside = self.acc_we & (self.acc_row == r)
             m.d.sync += Assert((t_write + normal_w + outside) <= 1, f"accumulator row {r}: two writes")
-            w_bank = Mux(t_write, t_bank, Mux(normal_w, pipe["bank_w"], self.fold_bank))
-            w_en = Mux(t_write, Cat(*t_en), Mux(normal_w | outside, (1 << lanes) - 1, 0))
+            w_bank, w_addr = Signal(name=f"acc_w_bank{r}"), Signal(range(self.acc_depth), name=f"acc_w_addr{r}")
+            w_data, w_en = Signal(32 * lanes, name=f"acc_w_data{r}"), Signal(lanes, name=f"acc_w_en{r}")
+            m.d.comb += [w_bank.eq(Mux(t_write, t_bank, Mux(normal_w, pipe["bank_w"], self.fold_bank))),
+                         w_addr.eq(Mux(t_write, t_word, Mux(normal_w, pipe["acc_addr_w"], self.acc_word))),
+                         w_data.eq(Mux(t_write, Cat(*t_data), Mux(normal_w, Cat(*sums), self.acc_data))),
+                         w_en.eq(Mux(t_write, Cat(*t_en), Mux(normal_w | outside, (1 << lanes) - 1, 0)))]
             for b, (acc_w, _, _) in enumerate(acc_ports):
-                m.d.comb += [acc_w.addr.eq(Mux(t_write, t_word, Mux(normal_w, pipe["acc_addr_w"], self.acc_word))),
-                             acc_w.data.eq(Mux(t_write, Cat(*t_data), Mux(normal_w, Cat(*sums), self.acc_data))),
-                             acc_w.en.eq(Mux(w_bank == b, w_en, 0))]
+                m.d.comb += [acc_w.addr.eq(w_addr), acc_w.data.eq(w_data), acc_w.en.eq(Mux(w_bank == b, w_en, 0))]
 
         with m.Switch(rd_row_q):                       # the row of the data now out
             for r in range(rows):

@@ -39,12 +39,21 @@ class LinePacker(wiring.Component):
         fill = Signal(range(size + 1))                       # bytes up to the last one held
         closing = Signal()                                   # the last word is in
 
+        # registered with `fill` (for 1 GHz: a word's bytes against the room is the only
+        # compare between the word's source and w_ready, which reaches the unpacker's hold):
+        # whether a whole line is held, the room left, and the room once a line leaves
+        full_line = Signal()
+        room, room_after_line = Signal.like(fill, init=size), Signal.like(fill, init=size)
+
+        def set_fill(value):
+            return [fill.eq(value), full_line.eq(value >= line), room.eq(size - value),
+                    room_after_line.eq(size - Mux(value >= line, value - line, 0))]
         m.d.comb += [self.out.data.eq(data[:bits]), self.out.strb.eq(strb[:line]),
-                     self.out.valid.eq((fill >= line) | (closing & (fill != 0)))]
+                     self.out.valid.eq(full_line | (closing & (fill != 0)))]
         taken = self.out.valid & self.out.ready
         after = Signal.like(fill)                            # bytes held once this cycle's line left
-        m.d.comb += after.eq(Mux(taken, Mux(fill >= line, fill - line, 0), fill))
-        m.d.comb += self.w_ready.eq(~closing & (after + self.w_bytes <= size))
+        m.d.comb += after.eq(Mux(taken, Mux(full_line, fill - line, 0), fill))
+        m.d.comb += self.w_ready.eq(~closing & (self.w_bytes <= Mux(taken, room_after_line, room)))
         take = self.w_valid & self.w_ready
 
         kept_data = Mux(taken, data[bits:], data)
@@ -59,10 +68,10 @@ class LinePacker(wiring.Component):
         placed_strb = (mask_below(m, after + self.w_bytes, size, name="strb_end") &
                        ~mask_below(m, after, size, name="strb_start"))
         with m.If(self.start):
-            m.d.sync += [data.eq(0), strb.eq(0), fill.eq(self.offset), closing.eq(0)]
+            m.d.sync += [data.eq(0), strb.eq(0), *set_fill(self.offset), closing.eq(0)]
         with m.Elif(take):
             m.d.sync += [data.eq(kept_data | placed), strb.eq(kept_strb | placed_strb),
-                         fill.eq(after + self.w_bytes), closing.eq(self.w_last)]
+                         *set_fill(after + self.w_bytes), closing.eq(self.w_last)]
         with m.Else():
-            m.d.sync += [data.eq(kept_data), strb.eq(kept_strb), fill.eq(after)]
+            m.d.sync += [data.eq(kept_data), strb.eq(kept_strb), *set_fill(after)]
         return m

@@ -104,7 +104,16 @@ class Readout(wiring.Component):
         source, dest, rows, n = Signal(1), Signal(range(4)), Signal.like(self.rows), Signal(DIM_BITS)
         busy = Signal()
         m.d.comb += self.busy.eq(busy)
+        # the word's values and whether it is its row's last, registered with the values its
+        # row has left from it (for 1 GHz: the word's bytes reach the line packer's ready,
+        # and through it the unpacker's, without an add and a compare on the way)
+        left, count, last_word = Signal(DIM_BITS), Signal(range(lanes + 1)), Signal()
+
+        def row_from(values):
+            """`left`, `count`, `last_word` for a word with `values` left in its row."""
+            return [left.eq(values), count.eq(Mux(values < lanes, values, lanes)), last_word.eq(values <= lanes)]
         with m.If(begin):
+            m.d.sync += row_from(job["n"])
             m.d.sync += [source.eq(job["source"]), dest.eq(job["dest"]), rows.eq(job["rows"]), n.eq(job["n"]),
                          busy.eq(1), self.fold_n_words.eq(job["n_words"]), self.fold_sets.eq(job["sets"]),
                          self.fold_sets1.eq(job["sets1"]), self.fold_pack_log2.eq(job["pack_log2"]),
@@ -132,11 +141,7 @@ class Readout(wiring.Component):
             m.d.sync += bank_valid.eq(0)
         m.d.comb += [self.rd_row.eq(row), self.rd_addr.eq(word), self.rd_en.eq(busy & (source == FROM_INPUT))]
         valid = Mux(source == FROM_FOLD, self.sum_valid, bank_valid) & busy
-        last_word = ((word + 1) << lane_bits) >= n
         last_row = row + 1 == rows
-        col = (word << lane_bits)[:DIM_BITS]
-        count = Signal(range(lanes + 1))
-        m.d.comb += count.eq(Mux(n - col < lanes, n - col, lanes))
         to_result = (dest == TO_RESULT16) | (dest == TO_RESULT32)
         fp32 = Mux(source == FROM_FOLD, self.sum_fp32, 0)
         fp16 = Mux(source == FROM_FOLD, self.sum_fp16, self.rd_in_data)
@@ -152,9 +157,9 @@ class Readout(wiring.Component):
             m.d.sync += bank_valid.eq(busy & ~taken)
         with m.If(taken):
             with m.If(~last_word):
-                m.d.sync += word.eq(word + 1)
+                m.d.sync += [word.eq(word + 1), *row_from(left - lanes)]
             with m.Elif(~last_row):
-                m.d.sync += [word.eq(0), row.eq(row + 1)]
+                m.d.sync += [word.eq(0), row.eq(row + 1), *row_from(n)]
             with m.Else():
                 m.d.sync += busy.eq(0)
                 m.d.comb += self.done.eq(1)

@@ -125,10 +125,14 @@ class Unpacker(wiring.Component):
                 m.d.sync += [col.eq(col + count), left.eq(rest),
                              count.eq(chunk_of(rest)[0]), end_of_row.eq(chunk_of(rest)[1])]
 
-        # refill: keep the window full while the run has beats left
+        # refill: keep the window full while the run has beats left. Room after this cycle's
+        # retire: a window not full, or a slot that finishes a beat (for 1 GHz the same test
+        # as `held - retire < WINDOW_BEATS`, with the consumer's hold a gate or two from
+        # src.ready, which reaches the DRAM reader)
         kept = held - retire
-        pull = Signal()
-        m.d.comb += [pull.eq(active & (kept < WINDOW_BEATS) & (taken < beats) & self.src.valid),
+        pull, room = Signal(), Signal()
+        m.d.comb += [room.eq((held != WINDOW_BEATS) | (self.valid & (need >= lanes))),
+                     pull.eq(active & room & (taken < beats) & self.src.valid),
                      self.src.ready.eq(pull)]
         with m.Switch(retire):
             for r in range(1, WINDOW_BEATS):
