@@ -149,10 +149,16 @@ class ChunkDispatch(wiring.Component):
                     m.d.sync += [set_index[q].eq(0), set_base[q].eq(0)]
                 with m.Else():
                     m.d.sync += [set_index[q].eq(set_index[q] + 1), set_base[q].eq(set_base[q] + self.n_words)]
-        # k-groups that end move k_base on (and so the PE row, with the split)
-        ended = Signal(range(3))
-        m.d.comb += ended.eq(first_ends + pair_ends)
-        m.d.sync += k_base.eq(k_base + (ended << pack_log2))
+        # k-groups that end move k_base on (and so the PE row, with the split): one or two
+        # packs added beside the slot's flags, which come late (the unpacker's valid, held by
+        # the line packer's room); two as one more on one (two adds of k_base would be one
+        # adder with the flags choosing its operand)
+        one_pack = k_base + (1 << pack_log2)
+        two_packs = one_pack + (1 << pack_log2)
+        with m.If(first_ends & pair_ends):
+            m.d.sync += k_base.eq(two_packs)
+        with m.Elif(first_ends | pair_ends):
+            m.d.sync += k_base.eq(one_pack)
         # transposed: the cycle a chunk's row value is written (isa/pe_array.py write_cycle)
         t_write = Mux(self.t_scalar, PRODUCT_CYCLES + ADD_CYCLES * (lane_bits + 1 + self.t_fold_adds),
                       PRODUCT_CYCLES + ADD_CYCLES * self.t_level)

@@ -55,7 +55,10 @@ class CommandEngine(wiring.Component):
 
         sel, last = Signal(range(nq)), Signal(range(nq))
         sel_seq = Signal(64)
-        sel_index = Signal(16)        # the slot's index in its ring, registered with sel_seq (1 GHz)
+        # the slot's index in its ring and its queue's ring base and slot size, registered
+        # with sel_seq (for 1 GHz: the address, a shift and an add from them, goes on
+        # through the arbiter into the channels' queues)
+        sel_index, sel_base, sel_log2_slot = Signal(16), Signal(64), Signal(6)
         dropped = Signal()            # the selected queue was reset while its slot was read
         # the slot's first line, in the slot of the beat its address names
         slot_bits = (cfg.dram_channels - 1).bit_length()
@@ -68,10 +71,10 @@ class CommandEngine(wiring.Component):
                      bus.arburst.eq(BURST_INCR), bus.arcache.eq(0b0011)]
         if slot_bits:
             m.d.comb += bus.arlines.eq(1)
+        m.d.comb += bus.araddr.eq(slot_addr(sel_base, sel_index, sel_log2_slot))
         with m.Switch(sel):
-            for q, regs in enumerate(self.queues):
+            for q in range(nq):
                 with m.Case(q):
-                    m.d.comb += bus.araddr.eq(slot_addr(regs.sq_base, sel_index, regs))
                     with m.If(self.reset[q]):
                         m.d.sync += dropped.eq(1)
         for q in range(nq):
@@ -93,8 +96,9 @@ class CommandEngine(wiring.Component):
                 with m.Switch(sel):
                     for q in range(nq):
                         with m.Case(q):
-                            m.d.sync += [sel_seq.eq(next_seq[q]),
-                                         sel_index.eq(slot_index(next_seq[q], self.queues[q]))]
+                            regs = self.queues[q]
+                            m.d.sync += [sel_seq.eq(next_seq[q]), sel_index.eq(slot_index(next_seq[q], regs)),
+                                         sel_base.eq(regs.sq_base), sel_log2_slot.eq(regs.log2_slot[:6])]
                 m.next = "ADDR"
             with m.State("ADDR"):
                 m.d.comb += bus.arvalid.eq(1)

@@ -13,12 +13,14 @@ a STORE ran, which the front end's hazard rule waits for); a completion line the
 refused (`reported_error`) reports DRAM_ERROR, so STATUS says so, and HEAD still moves.
 """
 from amaranth import Cat, Const, Module, Mux, Signal
-from amaranth.lib import fifo, wiring
+from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from isa import Status
 from isa.microarch import REPORTS_IN_FLIGHT
 from isa.slots import CQ_CYCLES, CQ_SEQ, CQ_STATUS
+
+from . import fifo
 
 
 class Completion(wiring.Component):

@@ -207,6 +207,9 @@ class ControlUnit(wiring.Component):
         # result rows: values per row and their size, the byte offset of the group's first row
         esize_log2, out_byte, out_n = Signal(2), Signal(48), Signal(DIM_BITS)
         row_bytes = (out_n << esize_log2)[:24]
+        # the group's result bytes, registered with its rows (its write run's lines are then
+        # an add from registers: they reach the DRAM writer through the readout)
+        group_bytes = Signal(24 + cfg.rows.bit_length())
         # the accumulator bank the next stage writes: the other one is being read out
         acc_bank = Signal()
         m.d.comb += cu.bank.eq(acc_bank)
@@ -243,10 +246,10 @@ class ControlUnit(wiring.Component):
                          readout.sets.eq(planner.sets_used[0]), readout.sets1.eq(planner.sets_used[1]),
                          readout.pack_log2.eq(planner.pack_log2), readout.bank.eq(acc_bank),
                          readout.results.eq(results), readout.first.eq(first),
-                         readout.lines.eq((first[:line_log2] + group_rows * row_bytes + cfg.port_bytes - 1)
+                         readout.lines.eq((first[:line_log2] + group_bytes + cfg.port_bytes - 1)
                                           >> line_log2)]
             with m.If(results):
-                m.d.sync += out_byte.eq(out_byte + group_rows * row_bytes)
+                m.d.sync += out_byte.eq(out_byte + group_bytes)
             if source == FROM_FOLD:
                 m.d.sync += acc_bank.eq(~acc_bank)
 
@@ -343,7 +346,7 @@ class ControlUnit(wiring.Component):
                              elems_now.eq(Mux(last_group, task.last_group_elems,
                                               d.in_cols << (cfg.rows.bit_length() - 1)))]
                 _, _, offset, beats = run_span(m, sq_slot + HEADER_BYTES, in_elem, elems_now, cfg, "input_span")
-                m.d.sync += [group_rows.eq(rows_now), stage.eq(0)]
+                m.d.sync += [group_rows.eq(rows_now), group_bytes.eq(rows_now * row_bytes), stage.eq(0)]
                 m.d.comb += [unpack.start.eq(1), unpack.offset.eq(offset), unpack.rows.eq(rows_now),
                              unpack.cols.eq(d.in_cols), unpack.beats.eq(beats)]
                 m.next = "INPUT"

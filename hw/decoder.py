@@ -3,7 +3,7 @@
 Three stages (isa/microarch.py DECODE_STAGES), its inputs held for all three: the first
 registers the products (the elements of each operand and of the result: 20 x 20-bit
 multiplies), the operand's end, a slot's room and a paged list's pages and page size; the
-second the lines they take and the result's bytes; the third compares them against the
+second the lines they take, the result's bytes and whether the operand is in bounds; the third compares them against the
 fields and the queue's registers, and `decoded` is valid in it (combinational from the
 registers: the front end registers it). The rules and their order are
 `isa/validate.py`'s, which the unit test checks this block against: BAD_OP, then
@@ -86,8 +86,11 @@ class Decoder(wiring.Component):
         m.d.sync += dev_end.eq(d.dev_addr + (d.dev_size << line_log2))
         # a paged ATTENTION's list starts at a multiple of PAGE_LIST_BYTES
         list_log2 = (PAGE_LIST_BYTES - 1).bit_length()
-        in_bounds = Mux(paged, d.dev_addr[:list_log2] == 0, d.dev_addr[:line_log2] == 0) & (
-            (d.dev_size == 0) | ((d.dev_addr >= self.data_base) & (dev_end <= self.data_limit)))
+        # registered in stage 2: the queue's range reaches here through the front end's
+        # choice of queue, and the status through its hand-over
+        in_bounds = Signal()
+        m.d.sync += in_bounds.eq(Mux(paged, d.dev_addr[:list_log2] == 0, d.dev_addr[:line_log2] == 0) & (
+            (d.dev_size == 0) | ((d.dev_addr >= self.data_base) & (dev_end <= self.data_limit))))
 
         # element size 1 (INT8) or 2 bytes: a left shift by el_log2
         el_log2 = Mux(d.dtype == Dtype.INT8, 0, 1)

@@ -16,9 +16,10 @@ its next AW while its current burst's data is still going. B responses go to the
 the head of the write FIFO.
 """
 from amaranth import Cat, Module, Signal
-from amaranth.lib import fifo, wiring
+from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from . import fifo
 from .axi import AXI4Signature, device_bus
 
 

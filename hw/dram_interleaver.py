@@ -20,11 +20,12 @@ A burst's write response is the worst of its channels' responses, once all are i
 read beat's response the worst of its lines'.
 """
 from amaranth import Cat, Const, Module, Mux, Signal
-from amaranth.lib import fifo, wiring
+from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from isa.axi import BURST_INCR
 
+from . import fifo
 from .axi import device_bus, port_bus
 
 BANK_DEPTH = 4          # lines per bank: a channel may run this many bursts ahead of the others
@@ -91,9 +92,12 @@ class DramInterleaver(wiring.Component):
         r_info = [fifo.SyncFIFO(width=2 + 2, depth=rq_depth) for _ in range(n)]     # first pos, len
         for c in range(n):
             m.submodules[f"ar_q{c}"], m.submodules[f"r_info{c}"] = ar_q[c], r_info[c]
+        # room in every channel's queues, touched by the burst or not: the same in the device,
+        # where the arbiter holds a tag for each burst in flight (bus_reads_in_flight, these
+        # queues' depth) and grants none without a free one, so none of them is ever full
+        # when a burst comes; and a ready that waits on no decode of the burst's address
         room = Signal()
-        m.d.comb += room.eq(order.w_rdy & _all([~t | (q.w_rdy & i.w_rdy) for (t, _, _, _), q, i
-                                                in zip(subs, ar_q, r_info)]))
+        m.d.comb += room.eq(order.w_rdy & _all([q.w_rdy & i.w_rdy for q, i in zip(ar_q, r_info)]))
         m.d.comb += bus.arready.eq(room)
         take = bus.arvalid & room
         m.d.comb += [order.w_en.eq(take),
@@ -173,8 +177,9 @@ class DramInterleaver(wiring.Component):
         b_q = [fifo.SyncFIFO(width=2, depth=wq_depth) for _ in range(n)]
         for c in range(n):
             m.submodules[f"aw_q{c}"], m.submodules[f"w_info{c}"], m.submodules[f"b_q{c}"] = aw_q[c], w_info[c], b_q[c]
+        # room in every channel's queue, as the reads' (bus_writes_in_flight tags)
         room = Signal()
-        m.d.comb += room.eq(w_order.w_rdy & joins.w_rdy & _all([~t | q.w_rdy for (t, _, _, _), q in zip(subs, aw_q)]))
+        m.d.comb += room.eq(w_order.w_rdy & joins.w_rdy & _all([q.w_rdy for q in aw_q]))
         m.d.comb += bus.awready.eq(room)
         take = bus.awvalid & room
         m.d.comb += [w_order.w_en.eq(take), w_order.w_data.eq(Cat(s0[chan_log2:], s0[:chan_log2], bus.awlines,

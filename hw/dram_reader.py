@@ -28,11 +28,12 @@ beats leave on `side_*` as they arrive and never enter the buffer (they still co
 against its room while in flight).
 """
 from amaranth import Module, Mux, Signal
-from amaranth.lib import wiring, fifo
+from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from isa.axi import BURST_INCR
 
+from . import fifo
 from .axi import device_bus, burst_length, RUN_LINES_BITS
 from .stream import BeatStream
 
@@ -91,9 +92,13 @@ class DramReader(wiring.Component):
         next_lines, next_beats = burst_length(m, next_addr, next_left, cfg)
         with m.If(issued | self.start):
             m.d.sync += [addr.eq(next_addr), left.eq(next_left), lines.eq(next_lines), beats.eq(next_beats)]
-        m.d.sync += [pending.eq(pending + (issued * beats)[:len(pending)] - beat_in),
-                     in_flight.eq(in_flight + issued - (beat_in & bus.rlast)),
-                     side_pending.eq(side_pending + (issued & side_run) * beats - is_side)]
+        # (each count worked out with and without the burst issued, which comes late: the
+        # channels' ready through the arbiter)
+        arrived, returned = pending - beat_in, in_flight - (beat_in & bus.rlast)
+        side_arrived = side_pending - is_side
+        m.d.sync += [pending.eq(Mux(issued, arrived + beats, arrived)),
+                     in_flight.eq(Mux(issued, returned + 1, returned)),
+                     side_pending.eq(Mux(issued & side_run, side_arrived + beats, side_arrived))]
         with m.If(beat_in & (side_before != 0)):
             m.d.sync += side_before.eq(side_before - 1)
         with m.If(self.start):

@@ -15,12 +15,13 @@ HEAD may move). `write_error` pulses for an error response (SLVERR or DECERR) to
 burst, `reported_error` for one to the marked burst.
 """
 from amaranth import Cat, Module, Signal, Mux
-from amaranth.lib import fifo, wiring
+from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from isa.microarch import WRITES_IN_FLIGHT
 from isa.axi import BURST_INCR
 
+from . import fifo
 from .axi import device_bus, burst_length, RUN_LINES_BITS
 from .stream import LineStream
 

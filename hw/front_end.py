@@ -37,7 +37,7 @@ here) when it is idle, from the cycle after the move. A descriptor counts as in 
 CHECK until the control unit reports its completion (`report`).
 """
 from amaranth import Array, Module, Mux, Signal
-from amaranth.lib import data, fifo, stream, wiring
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from isa import Status
@@ -45,6 +45,7 @@ from isa.descriptor import DIM_BITS, PAGE_ALIGN, PAGE_ENTRY_BYTES
 from isa.microarch import DECODE_STAGES, PAGE_LIST_MAX
 from isa.slots import HEADER_BYTES, LINE_BYTES
 
+from . import fifo
 from .axi import RUN_LINES_BITS
 from .command_engine import ibuf_entry
 from .decoder import Decoder, decoded_layout
@@ -124,8 +125,11 @@ class FrontEnd(wiring.Component):
         # ---- descriptors in flight, and the STOREs among them
         in_flight, stores = Signal(IN_FLIGHT_BITS), Signal(IN_FLIGHT_BITS)
         issue, issue_store = Signal(), Signal()
-        m.d.sync += [in_flight.eq(in_flight + issue - self.report),
-                     stores.eq(stores + issue_store - (self.report & self.report_store))]
+        # (the counts with and without the issue worked out beside it, which comes late: the
+        # decoder's verdict)
+        reported, stores_reported = in_flight - self.report, stores - (self.report & self.report_store)
+        m.d.sync += [in_flight.eq(Mux(issue, reported + 1, reported)),
+                     stores.eq(Mux(issue_store, stores_reported + 1, stores_reported))]
 
         # the ranges it reads: its submission slot (checked in CHECK), its device operand
         # (registered, from the pop on)
@@ -210,20 +214,29 @@ class FrontEnd(wiring.Component):
         rest_run = run_span(m, f_addr, f_main, f_rest_elems, cfg, "rest_run")
         run_addr, run_lines, run_any = Signal(64), Signal(RUN_LINES_BITS), Signal()
         # a paged stage's pages: the whole packs' rows, a run a page, then the last k-group's
-        # run; from the page's keys (stage 0) or values (half a page on, stage 1), the offset
-        # from registers added to the entry once
+        # run; from the page's keys (stage 0) or values (half a page on, stage 1). The run's
+        # first byte (its page's entry and the offset into it) and a page run's elements are
+        # registered with the fetcher's step to the run (below): the run's lines are then
+        # one add from registers
         paged = decoded1.paged
         f_page = Signal(range(PAGE_LIST_MAX))
         shift, half = decoded1.page_shift, decoded1.page_half
-        rest_page = f_sizes.rest_page[:len(f_page)]
-        page = Signal(64)
-        m.d.comb += page.eq(table1[Mux(f_kind == REST_RUN, rest_page, f_page)])
-        values_elem = Mux(f_stage, half >> 1, 0)
         main_pages = f_sizes.main_pages
-        page_elems = Signal(44)
-        m.d.comb += page_elems.eq(Mux(f_page + 1 < main_pages, f_sizes.cols_dim << shift, f_sizes.last_elems))
-        page_run = run_span(m, page, values_elem, page_elems, cfg, "page_run")
-        page_rest = run_span(m, page, values_elem + f_sizes.tail_elems, f_rest_elems, cfg, "page_rest")
+        page_first, page_elems = Signal(64), Signal(44)
+        page_run = run_span(m, page_first, 0, page_elems, cfg, "page_run")
+        page_rest = run_span(m, page_first, 0, f_rest_elems, cfg, "page_rest")
+
+        def values_elem(stage):
+            return Mux(stage, half >> 1, 0)
+
+        def elems_of_page(sizes, page):
+            """A whole-packs run's elements in page `page`: a page's rows, the last page's rest."""
+            return Mux(page + 1 < sizes.main_pages, sizes.cols_dim << shift, sizes.last_elems)
+
+        def to_stage(stage):
+            """The step into `stage`'s runs: its first page's."""
+            m.d.sync += [page_first.eq(table1[0] + (values_elem(stage) << 1)),
+                         page_elems.eq(elems_of_page(decoded1.stages[stage], 0))]
         with m.Switch(f_kind):
             with m.Case(INPUT_RUN):
                 m.d.comb += [run_addr.eq(input_run[0]), run_lines.eq(input_run[1]), run_any.eq(1)]
@@ -255,13 +268,19 @@ class FrontEnd(wiring.Component):
             with m.If(f_kind == COPY_RUN):
                 m.d.sync += f_on.eq(0)
             with m.Elif((f_kind == MAIN_RUN) & paged & (f_page + 1 < main_pages)):
-                m.d.sync += f_page.eq(f_page + 1)
+                m.d.sync += [f_page.eq(f_page + 1),
+                             page_first.eq(table1[f_page + 1] + (values_elem(f_stage) << 1)),
+                             page_elems.eq(elems_of_page(f_sizes, f_page + 1))]
             with m.Elif(f_kind == MAIN_RUN):
-                m.d.sync += [f_kind.eq(REST_RUN), f_page.eq(0)]
+                m.d.sync += [f_kind.eq(REST_RUN), f_page.eq(0),
+                             page_first.eq(table1[f_sizes.rest_page[:len(f_page)]]
+                                           + ((values_elem(f_stage) + f_sizes.tail_elems) << 1))]
             with m.Elif((f_kind == INPUT_RUN) & (stages != 0)):
                 m.d.sync += [f_kind.eq(MAIN_RUN), f_stage.eq(0)]
+                to_stage(0)
             with m.Elif((f_kind == REST_RUN) & (f_stage + 1 < stages)):
                 m.d.sync += [f_kind.eq(MAIN_RUN), f_stage.eq(1)]
+                to_stage(1)
             with m.Else():
                 m.d.sync += [f_kind.eq(INPUT_RUN), f_m0.eq(f_m0 + cfg.rows),
                              f_in_elem.eq(f_in_elem + cfg.rows * d1.in_cols),

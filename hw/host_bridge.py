@@ -12,11 +12,12 @@ one response joins the segments' (the worst of them), in order. One host burst a
 per direction, as the front end forwards them.
 """
 from amaranth import Cat, Const, Module, Mux, Signal
-from amaranth.lib import fifo, wiring
+from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from isa.axi import BURST_FIXED, BURST_INCR, BURST_WRAP
 
+from . import fifo
 from .axi import burst_length, device_bus, port_bus
 
 SEGMENTS = 256          # a host burst's segments in flight at most (one per beat)

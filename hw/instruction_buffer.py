@@ -1,9 +1,10 @@
 """The instruction buffer: a FIFO of taken descriptors in device SRAM, between the
 command engine and the control unit. The host never addresses it."""
 from amaranth import Module
-from amaranth.lib import wiring, fifo
+from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from . import fifo
 from .command_engine import ibuf_entry
 
 

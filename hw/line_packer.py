@@ -53,7 +53,10 @@ class LinePacker(wiring.Component):
         taken = self.out.valid & self.out.ready
         after = Signal.like(fill)                            # bytes held once this cycle's line left
         m.d.comb += after.eq(Mux(taken, Mux(full_line, fill - line, 0), fill))
-        m.d.comb += self.w_ready.eq(~closing & (self.w_bytes <= Mux(taken, room_after_line, room)))
+        # (both compares beside `taken`, which comes late: the DRAM writer's ready)
+        fits, fits_after_line = Signal(), Signal()
+        m.d.comb += [fits.eq(self.w_bytes <= room), fits_after_line.eq(self.w_bytes <= room_after_line),
+                     self.w_ready.eq(~closing & Mux(taken, fits_after_line, fits))]
         take = self.w_valid & self.w_ready
 
         kept_data = Mux(taken, data[bits:], data)
@@ -62,11 +65,23 @@ class LinePacker(wiring.Component):
         # after .. after + w_bytes - 1), by hw/shift.py (a plain shift of the 3-line buffer
         # is a netlist quadratic in its width). The byte offsets are always even (the
         # results are FP16 or FP32 and a run starts at an element); the shifter works on
-        # bytes anyway, so any offset is right, at no cost: as many 16-way stages either way
-        word = self.w_data & mask_below(m, self.w_bytes, 4 * self._cfg.lanes, 8, name="word_mask")
-        placed = shift_left(m, word, after, 8, BUFFER_LINES * bits, name="placed")
-        placed_strb = (mask_below(m, after + self.w_bytes, size, name="strb_end") &
-                       ~mask_below(m, after, size, name="strb_start"))
+        # bytes anyway, so any offset is right, at no cost: as many 16-way stages either way.
+        # A word taken goes to `fill`, or a line lower when a line leaves (taken: the DRAM
+        # writer's ready, late); the byte within the line is fill's either way, so the
+        # shifters move the word by that and a choice of lines places it after `taken`
+        word_bytes = 4 * self._cfg.lanes
+        line_log2 = (line - 1).bit_length()
+        assert line == 1 << line_log2, "a line a power of two bytes"
+        word = self.w_data & mask_below(m, self.w_bytes, word_bytes, 8, name="word_mask")
+        window = min(size, line - 1 + word_bytes)           # bytes the word can reach in its line and on
+        in_line = shift_left(m, word, fill[:line_log2], 8, 8 * window, name="placed")
+        in_line_strb = shift_left(m, mask_below(m, self.w_bytes, word_bytes, name="word_strb"),
+                                  fill[:line_log2], 1, window, name="placed_strb")
+        placed, placed_strb = Signal(BUFFER_LINES * bits), Signal(size)
+        with m.Switch(Mux(taken, fill[line_log2:] - 1, fill[line_log2:])):
+            for h in range(BUFFER_LINES):
+                with m.Case(h):
+                    m.d.comb += [placed.eq(in_line << (h * bits)), placed_strb.eq(in_line_strb << (h * line))]
         with m.If(self.start):
             m.d.sync += [data.eq(0), strb.eq(0), *set_fill(self.offset), closing.eq(0)]
         with m.Elif(take):

@@ -17,9 +17,9 @@ def slot_index(seq, regs):
     return (seq - 1)[:16] & ((1 << regs.log2_depth) - 1)
 
 
-def slot_addr(base, index, regs):
-    """Address of the slot at `index` (`slot_index`) in the ring at `base`."""
-    return (base + (index << regs.log2_slot[:6]))[:64]
+def slot_addr(base, index, log2_slot):
+    """Address of the slot at `index` (`slot_index`) in the ring at `base`, of 2^log2_slot bytes."""
+    return (base + (index << log2_slot[:6]))[:64]
 
 
 def ring_end(base, regs):

@@ -43,8 +43,8 @@ S = isa.microarch.softmax_max_stages(L)):
     TREE    one tree level per ADD cycles on the lane adders, lg levels (a one-word row
             of n: ceil(log2 n), the others' partner lanes all past its end)
     partial: FIN (`done`), so 2W + S + EXP_DRAIN + adds x ADD + 1 cycles from `start` to
-            `done`, `adds` the steps not left out (below); at 512 lanes: 36 for a row of
-            128 scores, 42 for 512, `written` at 13 for both.
+            `done`, `adds` the steps not left out (below); at 512 lanes: 37 for a row of
+            128 scores, 43 for 512, `written` at 14 for both.
     RECIP   1 + RECIP_CYCLES: the divider, started in the first cycle
     OUT     W cycles of reads; the exp pipe, then the product (FP32MulToFP16Pipe) to
             the destination register
@@ -169,18 +169,23 @@ class SoftmaxUnit(wiring.Component):
                 m.next = "FIN"
             with m.Else():
                 m.next = "RECIP"
+        # the row's lane mask and first tree level, worked out the cycle after `start` from
+        # its registered length (the length comes from the control unit, a long path of its
+        # own): the mask is first wanted by the first word's keys, a cycle after its read
+        length, primed = Signal(LENGTH_BITS), Signal()
+        with m.If(primed):
+            tail = Signal(range(L + 1))
+            m.d.comb += tail.eq(Mux(length[:lg] == 0, L, length[:lg]))
+            m.d.sync += [tail_mask.eq(Cat(j < tail for j in range(L))),
+                         first_level.eq(Mux(length > L, 0,
+                                            sum((length <= (L >> (lvl + 1))).as_unsigned() for lvl in range(lg))))]
         with m.FSM() as fsm:
+            m.d.sync += primed.eq(fsm.ongoing("IDLE") & self.start)
             with m.State("IDLE"):
                 with m.If(self.start):
-                    tail = Signal(range(L + 1))
-                    m.d.comb += tail.eq(Mux(self.length[:lg] == 0, L, self.length[:lg]))
-                    m.d.sync += [last_word.eq((self.length - 1)[lg:]),
-                                 tail_mask.eq(Cat(j < tail for j in range(L))),
+                    m.d.sync += [last_word.eq((self.length - 1)[lg:]), length.eq(self.length),
                                  partial.eq(self.partial), rd.eq(0), out_pass.eq(0),
-                                 m_key.eq(KEY_NEG_INF), m_nan.eq(0),
-                                 first_level.eq(Mux(self.length > L, 0,
-                                                    sum((self.length <= (L >> (lvl + 1))).as_unsigned()
-                                                        for lvl in range(lg))))]
+                                 m_key.eq(KEY_NEG_INF), m_nan.eq(0)]
                     m.d.sync += [p.eq(0) for ps in psum for p in ps]
                     with m.If(self.length == 0):
                         m.next = "FIN"
@@ -246,8 +251,8 @@ class SoftmaxUnit(wiring.Component):
         # ---- the max: each word's lane keys (lanes past the end as 0, below every other
         # key; a NaN raises the flag) through a tree registered every
         # SOFTMAX_MAX_LEVELS levels, then folded into the row's m
-        mx_v, mx_last = Signal(), Signal()
-        m.d.sync += [mx_v.eq(issue_max), mx_last.eq(rd_last)]
+        mx_v, mx_last, keys_v = Signal(), Signal(), Signal()
+        m.d.sync += [mx_v.eq(issue_max), mx_last.eq(rd_last), keys_v.eq(mx_v)]
         keys, nans = [], []
         for j in range(L):
             x = lane(self.src_data, j, 32)
@@ -255,11 +260,12 @@ class SoftmaxUnit(wiring.Component):
             ok = lane_ok(mx_last, j)
             key, nan = Signal(32, name=f"xkey{j}"), Signal(name=f"xnan{j}")
             # a NaN's key is left in (above +inf or below -inf): with the flag raised, m is
-            # the canonical NaN whatever the keys say, and the key path skips the NaN test
-            m.d.comb += [key.eq(Mux(ok, _key(x), 0)), nan.eq(ok & is_nan)]
+            # the canonical NaN whatever the keys say, and the key path skips the NaN test.
+            # The keys registered: the word comes from the control unit's choice and widening
+            m.d.sync += [key.eq(Mux(ok, _key(x), 0)), nan.eq(ok & is_nan)]
             keys.append(key)
             nans.append(nan)
-        tree_v, level_in_stage, stage = mx_v, 0, 0
+        tree_v, level_in_stage, stage = keys_v, 0, 1
         while True:
             if len(keys) > 1:
                 h = len(keys) // 2

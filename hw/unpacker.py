@@ -76,13 +76,19 @@ class Unpacker(wiring.Component):
         active = Signal()
         m.d.comb += [self.busy.eq(active), self.row.eq(row), self.col.eq(col)]
 
+        # the run's constants are worked out the cycle after `start`, from its registered
+        # `cols` (`priming`): the job's fields come from the chunk dispatch's run spans, a
+        # long path of their own. No slot is lost: the window is empty until then
+        priming = Signal()
+        m.d.sync += priming.eq(self.start)
         with m.If(self.start):
-            first_pair, first_ends = chunk_of(self.cols)
-            after = self.cols - first_pair
             m.d.sync += [active.eq(1), pos.eq(self.offset), cols.eq(self.cols),
                          beats.eq(self.beats), pair.eq(self.pair), row.eq(0), col.eq(0), taken.eq(0),
-                         held.eq(0), left.eq(self.cols), rows_left.eq(self.rows), *rows_flags(self.rows),
-                         pair_count.eq(first_pair), pair_ends_row.eq(first_ends),
+                         held.eq(0), left.eq(self.cols), rows_left.eq(self.rows), *rows_flags(self.rows)]
+        with m.If(priming):
+            first_pair, first_ends = chunk_of(cols)
+            after = cols - first_pair
+            m.d.sync += [pair_count.eq(first_pair), pair_ends_row.eq(first_ends),
                          left_after_pair.eq(after),
                          count.eq(first_pair), end_of_row.eq(first_ends),
                          row_count.eq(first_pair), row_ends.eq(first_ends),
@@ -100,7 +106,7 @@ class Unpacker(wiring.Component):
         first_data = shift_right(m, window, pos, 16, 16 * lanes, name="chunk")
         second_data = shift_right(m, window, need_first, 16, 16 * lanes, name="pair_chunk")
         m.d.comb += [self.count.eq(count), self.data.eq(first_data),
-                     self.valid.eq(active & (need <= held * lanes) & ~self.hold),
+                     self.valid.eq(active & ~priming & (need <= held * lanes) & ~self.hold),
                      self.pair_valid.eq(self.valid & paired), self.pair_count.eq(pair_count),
                      self.row_end.eq(end_of_row), self.pair_row_end.eq(pair_ends_row),
                      self.pair_data.eq(second_data)]

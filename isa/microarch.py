@@ -25,10 +25,12 @@ SOFTMAX_OUT_DRAIN = SOFTMAX_E_AT + SOFTMAX_MULH_CYCLES - 1     # ... -> its FP16
 
 
 def softmax_max_stages(lanes: int) -> int:
-    """Registered stages of the softmax unit's max tree over `lanes` lanes: log2(lanes)
-    comparator levels, SOFTMAX_MAX_LEVELS a stage (at least one: the word's max registered)."""
+    """Registered stages of the softmax unit's max tree over `lanes` lanes: the lanes' keys
+    registered (their source is the control unit's choice of word and its FP16 widening),
+    then log2(lanes) comparator levels, SOFTMAX_MAX_LEVELS a stage (at least one: the
+    word's max registered)."""
     levels = lanes.bit_length() - 1
-    return max(1, -(-levels // SOFTMAX_MAX_LEVELS))
+    return 1 + max(1, -(-levels // SOFTMAX_MAX_LEVELS))
 DECODE_STAGES = 3            # the front end's decode (hw/decoder.py): products, their lines, the verdict
 PAGE_LIST_MAX = 64           # entries of a paged ATTENTION's list the front end holds (its page table)
 LANE_ROW_STAGES = 3          # the lanes' j // N: registered steps after N changes; a stage's PLAN waits for them

@@ -852,7 +852,7 @@ module ndp_device(mem__awaddr, mem__awlen, mem__awsize, mem__awburst, mem__awloc
     .pop(pop),
     .pop_ready(pop_ready),
     .pop_valid(pop_valid),
-    .\port$14267$0 (\$3 ),
+    .\port$14286$0 (\$3 ),
     .queues__0(queues__0),
     .queues__1(queues__1),
     .queues__2(queues__2),
@@ -1062,7 +1062,7 @@ module ndp_device(mem__awaddr, mem__awlen, mem__awsize, mem__awburst, mem__awloc
     .io__wready(io__wready),
     .io__wstrb(io__wstrb),
     .io__wvalid(io__wvalid),
-    .\port$14267$0 (\$3 ),
+    .\port$14286$0 (\$3 ),
     .queues__0(queues__0),
     .queues__1(queues__1),
     .queues__2(queues__2),
@@ -1606,73 +1606,69 @@ module ndp_device(mem__awaddr, mem__awlen, mem__awsize, mem__awburst, mem__awloc
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, reset__0, reset__1, reset__2, reset__3, queues__0, queues__1, queues__2, queues__3, bus__araddr, bus__arvalid, bus__rready, push_valid, push, bus__arready, bus__rvalid, bus__rdata
+module \ndp_device.command_engine (bus__rresp, clk, rst, bus__araddr, push_ready, cycle, reset__0, reset__1, reset__2, reset__3, queues__0, queues__1, queues__2, queues__3, bus__arvalid, bus__rready, push_valid, push, bus__arready, bus__rvalid, bus__rdata
 );
   reg \$auto$verilog_backend.cc:2355:dump_module$66  = 0;
   wire [32:0] \$1 ;
   wire \$10 ;
-  wire \$100 ;
-  wire \$101 ;
-  wire \$102 ;
-  wire \$103 ;
-  wire \$104 ;
-  wire [64:0] \$105 ;
-  wire [15:0] \$106 ;
-  wire [16:0] \$107 ;
-  wire [16:0] \$108 ;
-  wire [64:0] \$109 ;
+  wire [15:0] \$100 ;
+  wire [16:0] \$101 ;
+  wire [16:0] \$102 ;
+  wire [64:0] \$103 ;
+  wire [15:0] \$104 ;
+  wire [16:0] \$105 ;
+  wire [16:0] \$106 ;
+  wire [64:0] \$107 ;
+  wire [15:0] \$108 ;
+  wire [16:0] \$109 ;
   wire \$11 ;
-  wire [15:0] \$110 ;
-  wire [16:0] \$111 ;
-  wire [16:0] \$112 ;
-  wire [64:0] \$113 ;
-  wire [15:0] \$114 ;
-  wire [16:0] \$115 ;
-  wire [16:0] \$116 ;
-  wire [64:0] \$117 ;
-  wire [15:0] \$118 ;
-  wire [16:0] \$119 ;
+  wire [16:0] \$110 ;
+  wire [64:0] \$111 ;
+  wire [15:0] \$112 ;
+  wire [16:0] \$113 ;
+  wire [16:0] \$114 ;
+  wire \$115 ;
+  wire \$116 ;
+  wire \$117 ;
+  wire \$118 ;
+  wire \$119 ;
   wire \$12 ;
-  wire [16:0] \$120 ;
+  wire \$120 ;
   wire \$121 ;
   wire \$122 ;
-  wire \$123 ;
+  wire [64:0] \$123 ;
   wire \$124 ;
   wire \$125 ;
   wire \$126 ;
-  wire \$127 ;
+  wire [64:0] \$127 ;
   wire \$128 ;
-  wire [64:0] \$129 ;
+  wire \$129 ;
   wire \$13 ;
   wire \$130 ;
-  wire \$131 ;
+  wire [64:0] \$131 ;
   wire \$132 ;
-  wire [64:0] \$133 ;
+  wire \$133 ;
   wire \$134 ;
-  wire \$135 ;
-  wire \$136 ;
-  wire [64:0] \$137 ;
-  wire \$138 ;
-  wire \$139 ;
+  wire [64:0] \$135 ;
+  reg [5:0] \$136 ;
+  reg [5:0] \$137 ;
+  reg [5:0] \$138 ;
+  reg [5:0] \$139 ;
   wire \$14 ;
-  wire \$140 ;
-  wire [64:0] \$141 ;
-  reg [5:0] \$142 ;
-  reg [5:0] \$143 ;
-  reg [5:0] \$144 ;
-  reg [5:0] \$145 ;
-  reg \$146 ;
-  reg [63:0] \$147 ;
+  reg \$140 ;
+  reg [63:0] \$141 ;
+  reg [63:0] \$142 ;
+  reg [63:0] \$143 ;
+  reg [63:0] \$144 ;
+  reg [1:0] \$145 ;
+  reg [1:0] \$146 ;
+  reg [2:0] \$147 ;
   reg [63:0] \$148 ;
-  reg [63:0] \$149 ;
+  reg [15:0] \$149 ;
   wire \$15 ;
   reg [63:0] \$150 ;
-  reg [1:0] \$151 ;
-  reg [1:0] \$152 ;
-  reg [2:0] \$153 ;
-  reg [63:0] \$154 ;
-  reg [15:0] \$155 ;
-  reg [333:0] \$156 ;
+  reg [5:0] \$151 ;
+  reg [333:0] \$152 ;
   wire \$16 ;
   wire \$17 ;
   wire [32:0] \$18 ;
@@ -1681,17 +1677,17 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
   wire \$20 ;
   wire [8:0] \$21 ;
   wire \$22 ;
+  wire [3:0] \$225 ;
+  wire \$227 ;
   wire \$23 ;
-  wire [3:0] \$235 ;
-  wire \$237 ;
+  wire [2:0] \$231 ;
+  wire \$233 ;
+  wire [2:0] \$237 ;
+  wire \$239 ;
   wire \$24 ;
-  wire [2:0] \$241 ;
-  wire \$243 ;
-  wire [2:0] \$247 ;
-  wire \$249 ;
+  wire [2:0] \$243 ;
+  wire \$245 ;
   wire \$25 ;
-  wire [2:0] \$253 ;
-  wire \$255 ;
   wire \$26 ;
   wire \$27 ;
   wire \$28 ;
@@ -1742,38 +1738,40 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
   wire [78:0] \$69 ;
   wire \$7 ;
   wire [79:0] \$70 ;
-  wire [78:0] \$71 ;
-  wire [79:0] \$72 ;
-  wire [78:0] \$73 ;
-  wire [79:0] \$74 ;
-  wire [78:0] \$75 ;
-  wire [79:0] \$76 ;
-  wire \$77 ;
-  wire [3:0] \$78 ;
-  wire [3:0] \$79 ;
+  wire \$71 ;
+  wire [3:0] \$72 ;
+  wire [3:0] \$73 ;
+  wire [2:0] \$74 ;
+  wire [2:0] \$75 ;
+  wire [2:0] \$76 ;
+  wire [2:0] \$77 ;
+  wire [2:0] \$78 ;
+  wire [2:0] \$79 ;
   wire \$8 ;
-  wire [2:0] \$80 ;
-  wire [2:0] \$81 ;
-  wire [2:0] \$82 ;
-  wire [2:0] \$83 ;
-  wire [2:0] \$84 ;
-  wire [2:0] \$85 ;
+  wire \$80 ;
+  wire \$81 ;
+  wire \$82 ;
+  wire \$83 ;
+  wire \$84 ;
+  wire \$85 ;
   wire \$86 ;
-  wire \$87 ;
+  wire [6:0] \$87 ;
   wire \$88 ;
-  wire \$89 ;
+  wire [6:0] \$89 ;
   wire \$9 ;
   wire \$90 ;
-  wire \$91 ;
+  wire [6:0] \$91 ;
   wire \$92 ;
   wire [6:0] \$93 ;
   wire \$94 ;
-  wire [6:0] \$95 ;
+  wire \$95 ;
   wire \$96 ;
-  wire [6:0] \$97 ;
+  wire \$97 ;
   wire \$98 ;
-  wire [6:0] \$99 ;
-  reg [1:0] \$signal  = 2'h0;
+  wire [64:0] \$99 ;
+  reg [63:0] \$signal  = 64'h0000000000000000;
+  reg [15:0] \$signal$23  = 16'h0000;
+  reg [1:0] \$signal$37  = 2'h0;
   wire [31:0] ahead0;
   wire [31:0] ahead1;
   wire [31:0] ahead2;
@@ -1783,7 +1781,7 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
   reg [5:0] backoff2 = 6'h00;
   reg [5:0] backoff3 = 6'h00;
   output [63:0] bus__araddr;
-  reg [63:0] bus__araddr;
+  wire [63:0] bus__araddr;
   wire [1:0] bus__arburst;
   wire [3:0] bus__arcache;
   wire [7:0] bus__arlen;
@@ -1900,7 +1898,7 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
   wire reset__3;
   input rst;
   wire rst;
-  reg [15:0] sel_index = 16'h0000;
+  reg [5:0] sel_log2_slot = 6'h00;
   reg [63:0] sel_seq = 64'h0000000000000000;
   assign \$1  = next_seq0[31:0] - 1'h1;
   assign \$2  = $signed({ 1'h0, queues__0[321:290] }) - $signed(\$1 );
@@ -1970,130 +1968,114 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
   assign \$66  = \$64  & \$65 ;
   assign \$67  = ! backoff3;
   assign \$68  = \$66  & \$67 ;
-  assign \$69  = sel_index << queues__0[265:260];
-  assign \$70  = queues__0[63:0] + \$69 ;
-  assign \$71  = sel_index << queues__1[265:260];
-  assign \$72  = queues__1[63:0] + \$71 ;
-  assign \$73  = sel_index << queues__2[265:260];
-  assign \$74  = queues__2[63:0] + \$73 ;
-  assign \$75  = sel_index << queues__3[265:260];
-  assign \$76  = queues__3[63:0] + \$75 ;
-  assign \$77  = | eligible;
-  assign \$78  = last + 3'h4;
-  assign \$235  = \$78  % 3'h4;
-  assign \$80  = last + 2'h3;
-  assign \$241  = \$80  % 3'h4;
-  assign \$82  = last + 2'h2;
-  assign \$247  = \$82  % 3'h4;
-  assign \$84  = last + 1'h1;
-  assign \$253  = \$84  % 3'h4;
-  assign \$86  = ~ dropped;
-  assign \$87  = ! fsm_state;
-  assign \$88  = fsm_state == 1'h1;
-  assign \$89  = fsm_state == 2'h2;
-  assign \$90  = fsm_state == 2'h3;
-  assign \$91  = fsm_state == 3'h4;
-  assign \$92  = | backoff0;
-  assign \$93  = backoff0 - 1'h1;
-  assign \$94  = | backoff1;
-  assign \$95  = backoff1 - 1'h1;
-  assign \$96  = | backoff2;
-  assign \$97  = backoff2 - 1'h1;
-  assign \$98  = | backoff3;
-  assign \$99  = backoff3 - 1'h1;
-  assign \$100  = | eligible;
-  assign \$101  = eligible >> cand4;
-  assign \$102  = eligible >> cand3;
-  assign \$103  = eligible >> cand2;
-  assign \$104  = eligible >> cand1;
-  assign \$105  = next_seq0 - 1'h1;
-  assign \$106  = 1'h1 << queues__0[259:256];
-  assign \$107  = \$106  - 1'h1;
-  assign \$108  = { 1'h0, \$105 [15:0] } & \$107 ;
-  assign \$109  = next_seq1 - 1'h1;
-  assign \$110  = 1'h1 << queues__1[259:256];
-  assign \$111  = \$110  - 1'h1;
-  assign \$112  = { 1'h0, \$109 [15:0] } & \$111 ;
-  assign \$113  = next_seq2 - 1'h1;
-  assign \$114  = 1'h1 << queues__2[259:256];
-  assign \$115  = \$114  - 1'h1;
-  assign \$116  = { 1'h0, \$113 [15:0] } & \$115 ;
-  assign \$117  = next_seq3 - 1'h1;
-  assign \$118  = 1'h1 << queues__3[259:256];
-  assign \$119  = \$118  - 1'h1;
-  assign \$120  = { 1'h0, \$117 [15:0] } & \$119 ;
-  assign \$121  = bus__rdata[319:256] == sel_seq;
-  assign \$122  = ! bus__rresp;
-  assign \$123  = \$121  & \$122 ;
+  assign \$69  = \$signal$23  << sel_log2_slot;
+  assign \$70  = \$signal  + \$69 ;
+  assign \$71  = | eligible;
+  assign \$72  = last + 3'h4;
+  assign \$225  = \$72  % 3'h4;
+  assign \$74  = last + 2'h3;
+  assign \$231  = \$74  % 3'h4;
+  assign \$76  = last + 2'h2;
+  assign \$237  = \$76  % 3'h4;
+  assign \$78  = last + 1'h1;
+  assign \$243  = \$78  % 3'h4;
+  assign \$80  = ~ dropped;
+  assign \$81  = ! fsm_state;
+  assign \$82  = fsm_state == 1'h1;
+  assign \$83  = fsm_state == 2'h2;
+  assign \$84  = fsm_state == 2'h3;
+  assign \$85  = fsm_state == 3'h4;
+  assign \$86  = | backoff0;
+  assign \$87  = backoff0 - 1'h1;
+  assign \$88  = | backoff1;
+  assign \$89  = backoff1 - 1'h1;
+  assign \$90  = | backoff2;
+  assign \$91  = backoff2 - 1'h1;
+  assign \$92  = | backoff3;
+  assign \$93  = backoff3 - 1'h1;
+  assign \$94  = | eligible;
+  assign \$95  = eligible >> cand4;
+  assign \$96  = eligible >> cand3;
+  assign \$97  = eligible >> cand2;
+  assign \$98  = eligible >> cand1;
+  assign \$99  = next_seq0 - 1'h1;
+  assign \$100  = 1'h1 << queues__0[259:256];
+  assign \$101  = \$100  - 1'h1;
+  assign \$102  = { 1'h0, \$99 [15:0] } & \$101 ;
+  assign \$103  = next_seq1 - 1'h1;
+  assign \$104  = 1'h1 << queues__1[259:256];
+  assign \$105  = \$104  - 1'h1;
+  assign \$106  = { 1'h0, \$103 [15:0] } & \$105 ;
+  assign \$107  = next_seq2 - 1'h1;
+  assign \$108  = 1'h1 << queues__2[259:256];
+  assign \$109  = \$108  - 1'h1;
+  assign \$110  = { 1'h0, \$107 [15:0] } & \$109 ;
+  assign \$111  = next_seq3 - 1'h1;
+  assign \$112  = 1'h1 << queues__3[259:256];
+  assign \$113  = \$112  - 1'h1;
+  assign \$114  = { 1'h0, \$111 [15:0] } & \$113 ;
+  assign \$115  = bus__rdata[319:256] == sel_seq;
+  assign \$116  = ! bus__rresp;
+  assign \$117  = \$115  & \$116 ;
+  assign \$118  = ~ dropped;
+  assign \$119  = \$117  & \$118 ;
+  assign \$120  = ~ dropped;
+  assign \$121  = ~ reset__0;
+  assign \$122  = \$120  & \$121 ;
+  assign \$123  = next_seq0 + 1'h1;
   assign \$124  = ~ dropped;
-  assign \$125  = \$123  & \$124 ;
-  assign \$126  = ~ dropped;
-  assign \$127  = ~ reset__0;
-  assign \$128  = \$126  & \$127 ;
-  assign \$129  = next_seq0 + 1'h1;
-  assign \$130  = ~ dropped;
-  assign \$131  = ~ reset__1;
-  assign \$132  = \$130  & \$131 ;
-  assign \$133  = next_seq1 + 1'h1;
-  assign \$134  = ~ dropped;
-  assign \$135  = ~ reset__2;
-  assign \$136  = \$134  & \$135 ;
-  assign \$137  = next_seq2 + 1'h1;
-  assign \$138  = ~ dropped;
-  assign \$139  = ~ reset__3;
-  assign \$140  = \$138  & \$139 ;
-  assign \$141  = next_seq3 + 1'h1;
+  assign \$125  = ~ reset__1;
+  assign \$126  = \$124  & \$125 ;
+  assign \$127  = next_seq1 + 1'h1;
+  assign \$128  = ~ dropped;
+  assign \$129  = ~ reset__2;
+  assign \$130  = \$128  & \$129 ;
+  assign \$131  = next_seq2 + 1'h1;
+  assign \$132  = ~ dropped;
+  assign \$133  = ~ reset__3;
+  assign \$134  = \$132  & \$133 ;
+  assign \$135  = next_seq3 + 1'h1;
   always @(posedge clk)
-    backoff0 <= \$142 ;
+    backoff0 <= \$136 ;
   always @(posedge clk)
-    backoff1 <= \$143 ;
+    backoff1 <= \$137 ;
   always @(posedge clk)
-    backoff2 <= \$144 ;
+    backoff2 <= \$138 ;
   always @(posedge clk)
-    backoff3 <= \$145 ;
+    backoff3 <= \$139 ;
   always @(posedge clk)
-    dropped <= \$146 ;
+    dropped <= \$140 ;
   always @(posedge clk)
-    next_seq0 <= \$147 ;
+    next_seq0 <= \$141 ;
   always @(posedge clk)
-    next_seq1 <= \$148 ;
+    next_seq1 <= \$142 ;
   always @(posedge clk)
-    next_seq2 <= \$149 ;
+    next_seq2 <= \$143 ;
   always @(posedge clk)
-    next_seq3 <= \$150 ;
+    next_seq3 <= \$144 ;
   always @(posedge clk)
-    \$signal  <= \$151 ;
+    \$signal$37  <= \$145 ;
   always @(posedge clk)
-    last <= \$152 ;
+    last <= \$146 ;
   always @(posedge clk)
-    fsm_state <= \$153 ;
+    fsm_state <= \$147 ;
   always @(posedge clk)
-    sel_seq <= \$154 ;
+    sel_seq <= \$148 ;
   always @(posedge clk)
-    sel_index <= \$155 ;
+    \$signal$23  <= \$149 ;
   always @(posedge clk)
-    push <= \$156 ;
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    (* full_case = 32'd1 *)
-    casez (\$signal )
-      2'h0:
-          bus__araddr = \$70 [63:0];
-      2'h1:
-          bus__araddr = \$72 [63:0];
-      2'h2:
-          bus__araddr = \$74 [63:0];
-      2'h3:
-          bus__araddr = \$76 [63:0];
-    endcase
-  end
+    \$signal  <= \$150 ;
+  always @(posedge clk)
+    sel_log2_slot <= \$151 ;
+  always @(posedge clk)
+    push <= \$152 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
     cand4 = 2'h0;
     casez (fsm_state)
       3'h0:
-          if (\$77 ) begin
-            cand4 = \$79 [1:0];
+          if (\$71 ) begin
+            cand4 = \$73 [1:0];
           end
     endcase
   end
@@ -2102,8 +2084,8 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
     cand3 = 2'h0;
     casez (fsm_state)
       3'h0:
-          if (\$77 ) begin
-            cand3 = \$81 [1:0];
+          if (\$71 ) begin
+            cand3 = \$75 [1:0];
           end
     endcase
   end
@@ -2112,8 +2094,8 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
     cand2 = 2'h0;
     casez (fsm_state)
       3'h0:
-          if (\$77 ) begin
-            cand2 = \$83 [1:0];
+          if (\$71 ) begin
+            cand2 = \$77 [1:0];
           end
     endcase
   end
@@ -2122,8 +2104,8 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
     cand1 = 2'h0;
     casez (fsm_state)
       3'h0:
-          if (\$77 ) begin
-            cand1 = \$85 [1:0];
+          if (\$71 ) begin
+            cand1 = \$79 [1:0];
           end
     endcase
   end
@@ -2166,17 +2148,17 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
       3'h3:
           /* empty */;
       3'h4:
-          push_valid = \$86 ;
+          push_valid = \$80 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$142  = backoff0;
-    if (\$92 ) begin
-      \$142  = \$93 [5:0];
+    \$136  = backoff0;
+    if (\$86 ) begin
+      \$136  = \$87 [5:0];
     end
     if (reset__0) begin
-      \$142  = 6'h00;
+      \$136  = 6'h00;
     end
     casez (fsm_state)
       3'h0:
@@ -2188,27 +2170,27 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
       3'h3:
           if (bus__rvalid) begin
             (* full_case = 32'd1 *)
-            if (\$125 ) begin
+            if (\$119 ) begin
             end else begin
-              casez (\$signal )
+              casez (\$signal$37 )
                 2'h0:
-                    \$142  = 6'h20;
+                    \$136  = 6'h20;
               endcase
             end
           end
     endcase
     if (rst) begin
-      \$142  = 6'h00;
+      \$136  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$143  = backoff1;
-    if (\$94 ) begin
-      \$143  = \$95 [5:0];
+    \$137  = backoff1;
+    if (\$88 ) begin
+      \$137  = \$89 [5:0];
     end
     if (reset__1) begin
-      \$143  = 6'h00;
+      \$137  = 6'h00;
     end
     casez (fsm_state)
       3'h0:
@@ -2220,29 +2202,29 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
       3'h3:
           if (bus__rvalid) begin
             (* full_case = 32'd1 *)
-            if (\$125 ) begin
+            if (\$119 ) begin
             end else begin
-              casez (\$signal )
+              casez (\$signal$37 )
                 2'h0:
                     /* empty */;
                 2'h1:
-                    \$143  = 6'h20;
+                    \$137  = 6'h20;
               endcase
             end
           end
     endcase
     if (rst) begin
-      \$143  = 6'h00;
+      \$137  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$144  = backoff2;
-    if (\$96 ) begin
-      \$144  = \$97 [5:0];
+    \$138  = backoff2;
+    if (\$90 ) begin
+      \$138  = \$91 [5:0];
     end
     if (reset__2) begin
-      \$144  = 6'h00;
+      \$138  = 6'h00;
     end
     casez (fsm_state)
       3'h0:
@@ -2254,31 +2236,31 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
       3'h3:
           if (bus__rvalid) begin
             (* full_case = 32'd1 *)
-            if (\$125 ) begin
+            if (\$119 ) begin
             end else begin
-              casez (\$signal )
+              casez (\$signal$37 )
                 2'h0:
                     /* empty */;
                 2'h1:
                     /* empty */;
                 2'h2:
-                    \$144  = 6'h20;
+                    \$138  = 6'h20;
               endcase
             end
           end
     endcase
     if (rst) begin
-      \$144  = 6'h00;
+      \$138  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$145  = backoff3;
-    if (\$98 ) begin
-      \$145  = \$99 [5:0];
+    \$139  = backoff3;
+    if (\$92 ) begin
+      \$139  = \$93 [5:0];
     end
     if (reset__3) begin
-      \$145  = 6'h00;
+      \$139  = 6'h00;
     end
     casez (fsm_state)
       3'h0:
@@ -2290,10 +2272,10 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
       3'h3:
           if (bus__rvalid) begin
             (* full_case = 32'd1 *)
-            if (\$125 ) begin
+            if (\$119 ) begin
             end else begin
               (* full_case = 32'd1 *)
-              casez (\$signal )
+              casez (\$signal$37 )
                 2'h0:
                     /* empty */;
                 2'h1:
@@ -2301,52 +2283,52 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
                 2'h2:
                     /* empty */;
                 2'h3:
-                    \$145  = 6'h20;
+                    \$139  = 6'h20;
               endcase
             end
           end
     endcase
     if (rst) begin
-      \$145  = 6'h00;
+      \$139  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$146  = dropped;
+    \$140  = dropped;
     (* full_case = 32'd1 *)
-    casez (\$signal )
+    casez (\$signal$37 )
       2'h0:
           if (reset__0) begin
-            \$146  = 1'h1;
+            \$140  = 1'h1;
           end
       2'h1:
           if (reset__1) begin
-            \$146  = 1'h1;
+            \$140  = 1'h1;
           end
       2'h2:
           if (reset__2) begin
-            \$146  = 1'h1;
+            \$140  = 1'h1;
           end
       2'h3:
           if (reset__3) begin
-            \$146  = 1'h1;
+            \$140  = 1'h1;
           end
     endcase
     casez (fsm_state)
       3'h0:
-          if (\$100 ) begin
-            \$146  = 1'h0;
+          if (\$94 ) begin
+            \$140  = 1'h0;
           end
     endcase
     if (rst) begin
-      \$146  = 1'h0;
+      \$140  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$147  = next_seq0;
+    \$141  = next_seq0;
     if (reset__0) begin
-      \$147  = 64'h0000000000000001;
+      \$141  = 64'h0000000000000001;
     end
     casez (fsm_state)
       3'h0:
@@ -2360,23 +2342,23 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
       3'h4:
           if (dropped) begin
           end else if (push_ready) begin
-            casez (\$signal )
+            casez (\$signal$37 )
               2'h0:
-                  if (\$128 ) begin
-                    \$147  = \$129 [63:0];
+                  if (\$122 ) begin
+                    \$141  = \$123 [63:0];
                   end
             endcase
           end
     endcase
     if (rst) begin
-      \$147  = 64'h0000000000000001;
+      \$141  = 64'h0000000000000001;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$148  = next_seq1;
+    \$142  = next_seq1;
     if (reset__1) begin
-      \$148  = 64'h0000000000000001;
+      \$142  = 64'h0000000000000001;
     end
     casez (fsm_state)
       3'h0:
@@ -2390,25 +2372,25 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
       3'h4:
           if (dropped) begin
           end else if (push_ready) begin
-            casez (\$signal )
+            casez (\$signal$37 )
               2'h0:
                   /* empty */;
               2'h1:
-                  if (\$132 ) begin
-                    \$148  = \$133 [63:0];
+                  if (\$126 ) begin
+                    \$142  = \$127 [63:0];
                   end
             endcase
           end
     endcase
     if (rst) begin
-      \$148  = 64'h0000000000000001;
+      \$142  = 64'h0000000000000001;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$149  = next_seq2;
+    \$143  = next_seq2;
     if (reset__2) begin
-      \$149  = 64'h0000000000000001;
+      \$143  = 64'h0000000000000001;
     end
     casez (fsm_state)
       3'h0:
@@ -2422,27 +2404,27 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
       3'h4:
           if (dropped) begin
           end else if (push_ready) begin
-            casez (\$signal )
+            casez (\$signal$37 )
               2'h0:
                   /* empty */;
               2'h1:
                   /* empty */;
               2'h2:
-                  if (\$136 ) begin
-                    \$149  = \$137 [63:0];
+                  if (\$130 ) begin
+                    \$143  = \$131 [63:0];
                   end
             endcase
           end
     endcase
     if (rst) begin
-      \$149  = 64'h0000000000000001;
+      \$143  = 64'h0000000000000001;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$150  = next_seq3;
+    \$144  = next_seq3;
     if (reset__3) begin
-      \$150  = 64'h0000000000000001;
+      \$144  = 64'h0000000000000001;
     end
     casez (fsm_state)
       3'h0:
@@ -2457,7 +2439,7 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
           if (dropped) begin
           end else if (push_ready) begin
             (* full_case = 32'd1 *)
-            casez (\$signal )
+            casez (\$signal$37 )
               2'h0:
                   /* empty */;
               2'h1:
@@ -2465,147 +2447,193 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
               2'h2:
                   /* empty */;
               2'h3:
-                  if (\$140 ) begin
-                    \$150  = \$141 [63:0];
+                  if (\$134 ) begin
+                    \$144  = \$135 [63:0];
                   end
             endcase
           end
     endcase
     if (rst) begin
-      \$150  = 64'h0000000000000001;
+      \$144  = 64'h0000000000000001;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$151  = \$signal ;
+    \$145  = \$signal$37 ;
     casez (fsm_state)
       3'h0:
-          if (\$100 ) begin
-            if (\$101 ) begin
-              \$151  = cand4;
+          if (\$94 ) begin
+            if (\$95 ) begin
+              \$145  = cand4;
             end
-            if (\$102 ) begin
-              \$151  = cand3;
+            if (\$96 ) begin
+              \$145  = cand3;
             end
-            if (\$103 ) begin
-              \$151  = cand2;
+            if (\$97 ) begin
+              \$145  = cand2;
             end
-            if (\$104 ) begin
-              \$151  = cand1;
+            if (\$98 ) begin
+              \$145  = cand1;
             end
           end
     endcase
     if (rst) begin
-      \$151  = 2'h0;
+      \$145  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$152  = last;
+    \$146  = last;
     casez (fsm_state)
       3'h0:
-          if (\$100 ) begin
-            if (\$101 ) begin
-              \$152  = cand4;
+          if (\$94 ) begin
+            if (\$95 ) begin
+              \$146  = cand4;
             end
-            if (\$102 ) begin
-              \$152  = cand3;
+            if (\$96 ) begin
+              \$146  = cand3;
             end
-            if (\$103 ) begin
-              \$152  = cand2;
+            if (\$97 ) begin
+              \$146  = cand2;
             end
-            if (\$104 ) begin
-              \$152  = cand1;
+            if (\$98 ) begin
+              \$146  = cand1;
             end
           end
     endcase
     if (rst) begin
-      \$152  = 2'h0;
+      \$146  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$153  = fsm_state;
+    \$147  = fsm_state;
     casez (fsm_state)
       3'h0:
-          if (\$100 ) begin
-            \$153  = 3'h1;
+          if (\$94 ) begin
+            \$147  = 3'h1;
           end
       3'h1:
-          \$153  = 3'h2;
+          \$147  = 3'h2;
       3'h2:
           if (bus__arready) begin
-            \$153  = 3'h3;
+            \$147  = 3'h3;
           end
       3'h3:
           if (bus__rvalid) begin
             (* full_case = 32'd1 *)
-            if (\$125 ) begin
-              \$153  = 3'h4;
+            if (\$119 ) begin
+              \$147  = 3'h4;
             end else begin
-              \$153  = 3'h0;
+              \$147  = 3'h0;
             end
           end
       3'h4:
           if (dropped) begin
-            \$153  = 3'h0;
+            \$147  = 3'h0;
           end else if (push_ready) begin
-            \$153  = 3'h0;
+            \$147  = 3'h0;
           end
     endcase
     if (rst) begin
-      \$153  = 3'h0;
+      \$147  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$154  = sel_seq;
+    \$148  = sel_seq;
     casez (fsm_state)
       3'h0:
           /* empty */;
       3'h1:
           (* full_case = 32'd1 *)
-          casez (\$signal )
+          casez (\$signal$37 )
             2'h0:
-                \$154  = next_seq0;
+                \$148  = next_seq0;
             2'h1:
-                \$154  = next_seq1;
+                \$148  = next_seq1;
             2'h2:
-                \$154  = next_seq2;
+                \$148  = next_seq2;
             2'h3:
-                \$154  = next_seq3;
+                \$148  = next_seq3;
           endcase
     endcase
     if (rst) begin
-      \$154  = 64'h0000000000000000;
+      \$148  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$155  = sel_index;
+    \$149  = \$signal$23 ;
     casez (fsm_state)
       3'h0:
           /* empty */;
       3'h1:
           (* full_case = 32'd1 *)
-          casez (\$signal )
+          casez (\$signal$37 )
             2'h0:
-                \$155  = \$108 [15:0];
+                \$149  = \$102 [15:0];
             2'h1:
-                \$155  = \$112 [15:0];
+                \$149  = \$106 [15:0];
             2'h2:
-                \$155  = \$116 [15:0];
+                \$149  = \$110 [15:0];
             2'h3:
-                \$155  = \$120 [15:0];
+                \$149  = \$114 [15:0];
           endcase
     endcase
     if (rst) begin
-      \$155  = 16'h0000;
+      \$149  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
-    \$156  = push;
+    \$150  = \$signal ;
+    casez (fsm_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          (* full_case = 32'd1 *)
+          casez (\$signal$37 )
+            2'h0:
+                \$150  = queues__0[63:0];
+            2'h1:
+                \$150  = queues__1[63:0];
+            2'h2:
+                \$150  = queues__2[63:0];
+            2'h3:
+                \$150  = queues__3[63:0];
+          endcase
+    endcase
+    if (rst) begin
+      \$150  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
+    \$151  = sel_log2_slot;
+    casez (fsm_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          (* full_case = 32'd1 *)
+          casez (\$signal$37 )
+            2'h0:
+                \$151  = queues__0[265:260];
+            2'h1:
+                \$151  = queues__1[265:260];
+            2'h2:
+                \$151  = queues__2[265:260];
+            2'h3:
+                \$151  = queues__3[265:260];
+          endcase
+    endcase
+    if (rst) begin
+      \$151  = 6'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$66 ) begin end
+    \$152  = push;
     casez (fsm_state)
       3'h0:
           /* empty */;
@@ -2615,16 +2643,16 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
           /* empty */;
       3'h3:
           if (bus__rvalid) begin
-            if (\$125 ) begin
-              \$156 [203:0] = bus__rdata[203:0];
-              \$156 [205:204] = \$signal ;
-              \$156 [269:206] = sel_seq;
-              \$156 [333:270] = cycle;
+            if (\$119 ) begin
+              \$152 [203:0] = bus__rdata[203:0];
+              \$152 [205:204] = \$signal$37 ;
+              \$152 [269:206] = sel_seq;
+              \$152 [333:270] = cycle;
             end
           end
     endcase
     if (rst) begin
-      \$156  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$152  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   assign ahead0 = \$2 [31:0];
@@ -2635,6 +2663,7 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
   assign bus__arsize = 3'h6;
   assign bus__arburst = 2'h1;
   assign bus__arcache = 4'h3;
+  assign bus__araddr = \$70 [63:0];
   assign \queues__0.sq_base  = queues__0[63:0];
   assign \queues__0.cq_base  = queues__0[127:64];
   assign \queues__0.data_base  = queues__0[191:128];
@@ -2699,18 +2728,18 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, push_ready, cycle, rese
   assign eligible[2] = \$51 ;
   assign eligible[1] = \$34 ;
   assign eligible[0] = \$17 ;
-  assign \$237  = 1'h1;
-  assign \$79  = \$235 ;
-  assign \$243  = 1'h1;
-  assign \$81  = \$241 ;
-  assign \$249  = 1'h1;
-  assign \$83  = \$247 ;
-  assign \$255  = 1'h1;
-  assign \$85  = \$253 ;
+  assign \$227  = 1'h1;
+  assign \$73  = \$225 ;
+  assign \$233  = 1'h1;
+  assign \$75  = \$231 ;
+  assign \$239  = 1'h1;
+  assign \$77  = \$237 ;
+  assign \$245  = 1'h1;
+  assign \$79  = \$243 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, bus__rlast, clk, rst, pop, bus__arlen, bus__arvalid, bus__awlen, bus__wdata, bus__wstrb, reported, bus__wvalid, bus__wlast, bus__bready, done_status, irq, \port$14267$0 , cycle
+module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, bus__rlast, clk, rst, pop, bus__arlen, bus__arvalid, bus__awlen, bus__wdata, bus__wstrb, reported, bus__wvalid, bus__wlast, bus__bready, done_status, irq, \port$14286$0 , cycle
 , queues__0, queues__1, queues__2, queues__3, pop_valid, pop_ready, bus__araddr, bus__awvalid, bus__awaddr, bus__arready, bus__rvalid, bus__awready, bus__wready, bus__bvalid, bus__bid);
   reg \$auto$verilog_backend.cc:2355:dump_module$67  = 0;
   wire \$1 ;
@@ -2885,39 +2914,39 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$1150 ;
   wire \$1151 ;
   wire \$1152 ;
-  wire [22:0] \$1153 ;
-  wire [25:0] \$1154 ;
-  wire [26:0] \$1155 ;
-  wire [27:0] \$1156 ;
-  wire [28:0] \$1157 ;
-  wire [28:0] \$1158 ;
+  wire [27:0] \$1153 ;
+  wire [28:0] \$1154 ;
+  wire [29:0] \$1155 ;
+  wire [29:0] \$1156 ;
+  wire \$1157 ;
+  wire \$1158 ;
   wire \$1159 ;
   wire \$116 ;
-  wire \$1160 ;
-  wire \$1161 ;
-  wire [19:0] \$1162 ;
-  wire [19:0] \$1163 ;
+  wire [19:0] \$1160 ;
+  wire [19:0] \$1161 ;
+  wire \$1162 ;
+  wire \$1163 ;
   wire \$1164 ;
   wire \$1165 ;
   wire \$1166 ;
   wire \$1167 ;
   wire \$1168 ;
-  wire \$1169 ;
+  wire [64:0] \$1169 ;
   wire \$117 ;
-  wire \$1170 ;
-  wire [64:0] \$1171 ;
-  wire [65:0] \$1172 ;
+  wire [65:0] \$1170 ;
+  wire [19:0] \$1171 ;
+  wire [19:0] \$1172 ;
   wire [19:0] \$1173 ;
   wire [19:0] \$1174 ;
-  wire [19:0] \$1175 ;
-  wire [19:0] \$1176 ;
-  wire [22:0] \$1177 ;
-  wire [25:0] \$1178 ;
-  wire [26:0] \$1179 ;
+  wire [27:0] \$1175 ;
+  wire [28:0] \$1176 ;
+  wire [29:0] \$1177 ;
+  wire [29:0] \$1178 ;
+  wire \$1179 ;
   wire \$118 ;
-  wire [27:0] \$1180 ;
-  wire [28:0] \$1181 ;
-  wire [28:0] \$1182 ;
+  wire \$1180 ;
+  wire \$1181 ;
+  wire \$1182 ;
   wire \$1183 ;
   wire \$1184 ;
   wire \$1185 ;
@@ -2947,25 +2976,25 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$1206 ;
   wire \$1207 ;
   wire \$1208 ;
-  wire \$1209 ;
+  wire [2:0] \$1209 ;
   wire \$121 ;
   wire \$1210 ;
   wire \$1211 ;
-  wire \$1212 ;
-  wire [2:0] \$1213 ;
+  wire [2:0] \$1212 ;
+  wire \$1213 ;
   wire \$1214 ;
   wire \$1215 ;
-  wire [2:0] \$1216 ;
-  wire \$1217 ;
+  wire [19:0] \$1216 ;
+  wire [19:0] \$1217 ;
   wire \$1218 ;
   wire \$1219 ;
   wire \$122 ;
-  wire [19:0] \$1220 ;
-  wire [19:0] \$1221 ;
+  wire \$1220 ;
+  wire \$1221 ;
   wire \$1222 ;
   wire \$1223 ;
-  wire \$1224 ;
-  wire \$1225 ;
+  wire [22:0] \$1224 ;
+  wire [25:0] \$1225 ;
   wire \$1226 ;
   wire \$1227 ;
   wire \$1228 ;
@@ -2986,81 +3015,76 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$1241 ;
   wire \$1242 ;
   wire \$1243 ;
-  wire \$1244 ;
+  wire [48:0] \$1244 ;
   wire \$1245 ;
-  wire [22:0] \$1246 ;
-  wire [25:0] \$1247 ;
-  wire [48:0] \$1248 ;
+  wire \$1246 ;
+  wire \$1247 ;
+  wire \$1248 ;
   wire \$1249 ;
   wire \$125 ;
   wire \$1250 ;
-  wire \$1251 ;
+  wire [2:0] \$1251 ;
   wire \$1252 ;
   wire \$1253 ;
   wire \$1254 ;
-  wire [2:0] \$1255 ;
-  wire \$1256 ;
+  wire \$1255 ;
+  wire [2:0] \$1256 ;
   wire \$1257 ;
   wire \$1258 ;
-  wire \$1259 ;
+  wire [2:0] \$1259 ;
   wire \$126 ;
-  wire [2:0] \$1260 ;
+  wire \$1260 ;
   wire \$1261 ;
   wire \$1262 ;
-  wire [2:0] \$1263 ;
-  wire \$1264 ;
+  wire \$1263 ;
+  wire [48:0] \$1264 ;
   wire \$1265 ;
-  wire \$1266 ;
-  wire \$1267 ;
-  wire [22:0] \$1268 ;
-  wire [25:0] \$1269 ;
+  wire [20:0] \$1266 ;
+  wire [22:0] \$1267 ;
+  wire [44:0] \$1268 ;
+  wire [20:0] \$1269 ;
   wire \$127 ;
-  wire [48:0] \$1270 ;
-  wire \$1271 ;
-  wire [20:0] \$1272 ;
-  wire [22:0] \$1273 ;
-  wire [44:0] \$1274 ;
-  wire [20:0] \$1275 ;
-  wire \$1276 ;
-  wire [20:0] \$1277 ;
-  wire \$1278 ;
-  wire \$1279 ;
+  wire \$1270 ;
+  wire [20:0] \$1271 ;
+  wire \$1272 ;
+  wire \$1273 ;
+  reg \$1274 ;
+  reg [31:0] \$1275 ;
+  reg [31:0] \$1276 ;
+  reg [31:0] \$1277 ;
+  reg [31:0] \$1278 ;
+  reg [31:0] \$1279 ;
   wire \$128 ;
-  reg \$1280 ;
+  reg [31:0] \$1280 ;
   reg [31:0] \$1281 ;
   reg [31:0] \$1282 ;
-  reg [31:0] \$1283 ;
-  reg [31:0] \$1284 ;
-  reg [31:0] \$1285 ;
-  reg [31:0] \$1286 ;
-  reg [31:0] \$1287 ;
-  reg [31:0] \$1288 ;
-  reg [1:0] \$1289 ;
+  reg [1:0] \$1283 ;
+  reg \$1284 ;
+  reg [1472:0] \$1285 ;
+  reg [4:0] \$1286 ;
+  reg [7:0] \$1287 ;
+  reg [63:0] \$1288 ;
+  reg [63:0] \$1289 ;
   wire \$129 ;
-  reg \$1290 ;
-  reg [1472:0] \$1291 ;
-  reg [4:0] \$1292 ;
-  reg [7:0] \$1293 ;
-  reg [63:0] \$1294 ;
-  reg [63:0] \$1295 ;
+  reg [19:0] \$1290 ;
+  reg [43:0] \$1291 ;
+  reg [47:0] \$1292 ;
+  reg \$1293 ;
+  reg [2:0] \$1294 ;
+  reg [1:0] \$1295 ;
   reg [19:0] \$1296 ;
-  reg [43:0] \$1297 ;
-  reg [47:0] \$1298 ;
+  reg [2:0] \$1297 ;
+  reg [26:0] \$1298 ;
   reg \$1299 ;
   wire \$13 ;
   wire \$130 ;
-  reg [2:0] \$1300 ;
-  reg [1:0] \$1301 ;
-  reg [19:0] \$1302 ;
-  reg [2:0] \$1303 ;
-  reg \$1304 ;
-  reg [1:0] \$1305 ;
-  reg \$1306 ;
-  reg [1:0] \$1307 ;
-  wire [33:0] \$1308 ;
+  reg [1:0] \$1300 ;
+  reg \$1301 ;
+  reg [1:0] \$1302 ;
+  wire [33:0] \$1303 ;
   wire \$131 ;
   wire \$132 ;
-  wire [9:0] \$1325 ;
+  wire [9:0] \$1320 ;
   wire \$133 ;
   wire \$134 ;
   wire \$135 ;
@@ -4023,6 +4047,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$998 ;
   wire \$999 ;
   wire \$signal ;
+  reg [1:0] \$signal$1000  = 2'h0;
   reg \$signal$844  = 1'h0;
   reg [2:0] \$signal$849  = 3'h0;
   reg [63:0] \$signal$850  = 64'h0000000000000000;
@@ -4033,7 +4058,6 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   reg [43:0] \$signal$882  = 44'h00000000000;
   reg [47:0] \$signal$905  = 48'h000000000000;
   reg [19:0] \$signal$913  = 20'h00000;
-  reg [1:0] \$signal$924  = 2'h0;
   wire [6:0] acc_addr;
   wire [6:0] acc_addr0;
   wire [6:0] acc_addr1;
@@ -4189,7 +4213,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   reg [1:0] \dest$910 ;
   reg dispatch;
   wire done;
-  wire \done$1004 ;
+  wire \done$1005 ;
   wire [1:0] done_queue;
   wire [1:0] \done_queue$982 ;
   wire [31:0] done_seq;
@@ -4234,6 +4258,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   reg [4:0] fsm_state = 5'h00;
   wire [19:0] full_groups;
   wire [19:0] \full_groups$139 ;
+  reg [26:0] group_bytes = 27'h0000000;
   wire has_full;
   reg hold;
   wire \hold$964 ;
@@ -4357,8 +4382,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   input pop_valid;
   wire pop_valid;
   wire \pop_valid$93 ;
-  output [33:0] \port$14267$0 ;
-  wire [33:0] \port$14267$0 ;
+  output [33:0] \port$14286$0 ;
+  wire [33:0] \port$14286$0 ;
   reg [1:0] queue;
   input [321:0] queues__0;
   wire [321:0] queues__0;
@@ -5388,8 +5413,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \$12  = \task [10] & \$11 ;
   assign \$13  = ~ \$12 ;
   assign split = \$10  & \$13 ;
-  assign \$1325  = stage * 9'h18c;
-  assign sizes = \task [1300:509] >> \$1325 ;
+  assign \$1320  = stage * 9'h18c;
+  assign sizes = \task [1300:509] >> \$1320 ;
   assign \$14  = stage ? \task [408:345] : \task [83:20];
   assign \addr$126  = \task [457] ? 64'h0000000000000000 : \$14 ;
   assign \$15  = \task [10] ? \task [143:124] : \task [123:104];
@@ -6550,186 +6575,182 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \$1150  = ! dest;
   assign \$1151  = dest == 1'h1;
   assign \$1152  = \$1150  | \$1151 ;
-  assign \$1153  = \$signal$913  << \$signal$924 ;
-  assign \$1154  = \$signal$849  * \$1153 ;
-  assign \$1155  = result_first_0[5:0] + \$1154 ;
-  assign \$1156  = \$1155  + 7'h40;
-  assign \$1157  = \$1156  - 1'h1;
-  assign \$1159  = dest == 2'h2;
-  assign \$1160  = \task [5:2] == 2'h3;
-  assign \$1161  = \task [5:2] == 2'h3;
-  assign \$1162  = \task [10] ? \task [123:104] : \task [143:124];
-  assign \$1163  = \$1161  ? \$1162  : \task [203:184];
+  assign \$1153  = result_first_0[5:0] + group_bytes;
+  assign \$1154  = \$1153  + 7'h40;
+  assign \$1155  = \$1154  - 1'h1;
+  assign \$1157  = dest == 2'h2;
+  assign \$1158  = \task [5:2] == 2'h3;
+  assign \$1159  = \task [5:2] == 2'h3;
+  assign \$1160  = \task [10] ? \task [123:104] : \task [143:124];
+  assign \$1161  = \$1159  ? \$1160  : \task [203:184];
+  assign \$1162  = \task [5:2] == 2'h3;
+  assign \$1163  = \$1162  | \task [11];
   assign \$1164  = \task [5:2] == 2'h3;
-  assign \$1165  = \$1164  | \task [11];
-  assign \$1166  = \task [5:2] == 2'h3;
-  assign \$1167  = ~ \busy$846 ;
-  assign \$1168  = ~ waiting;
-  assign \$1169  = \$1167  & \$1168 ;
-  assign \$1170  = \$1169  & writer_free;
-  assign \$1171  = \$signal$850  + 7'h40;
-  assign \$1172  = \$1171  + \$signal$905 ;
-  assign \$1173  = \task [10] ? \task [143:124] : \task [123:104];
-  assign \$1174  = \task [10] ? \task [123:104] : \task [143:124];
-  assign \$1175  = stage ? \$1173  : \$1174 ;
-  assign \$1177  = \$signal$913  << \$signal$924 ;
-  assign \$1178  = \$signal$849  * \$1177 ;
-  assign \$1179  = result_first_1[5:0] + \$1178 ;
-  assign \$1180  = \$1179  + 7'h40;
-  assign \$1181  = \$1180  - 1'h1;
-  assign \$1183  = ~ pending;
-  assign \$1184  = src__valid & out__ready;
-  assign \$1185  = \$1184  & out_err;
-  assign \$1186  = \read_error$958  | \$1185 ;
-  assign \$1187  = ! \status$956 ;
-  assign \$1188  = \$1187  & \task [343];
-  assign \$1189  = ! fsm_state;
-  assign \$1190  = fsm_state == 1'h1;
-  assign \$1191  = fsm_state == 2'h2;
-  assign \$1192  = fsm_state == 2'h3;
-  assign \$1193  = fsm_state == 3'h4;
-  assign \$1194  = fsm_state == 3'h5;
-  assign \$1195  = fsm_state == 3'h6;
-  assign \$1196  = fsm_state == 3'h7;
-  assign \$1197  = fsm_state == 4'h8;
-  assign \$1198  = fsm_state == 4'h9;
-  assign \$1199  = fsm_state == 4'ha;
-  assign \$1200  = fsm_state == 4'hb;
-  assign \$1201  = fsm_state == 4'hc;
-  assign \$1202  = fsm_state == 4'hd;
-  assign \$1203  = fsm_state == 4'he;
-  assign \$1204  = fsm_state == 4'hf;
-  assign \$1205  = fsm_state == 5'h10;
-  assign \$1206  = fsm_state == 5'h11;
-  assign \$1207  = fsm_state == 5'h12;
-  assign \$1208  = fsm_state == 5'h13;
-  assign \$1209  = fsm_state == 5'h14;
-  assign \$1210  = fsm_state == 5'h15;
-  assign \$1211  = src__valid & out__ready;
-  assign \$1212  = \$1211  & out_err;
-  assign \$1213  = anchor_row + 1'h1;
-  assign \$1214  = \task [183:164] <= 3'h4;
-  assign \$1215  = ! \task [165:164];
-  assign \$1216  = \$1215  ? 3'h4 : { 1'h0, \task [165:164] };
-  assign \$1217  = \task [5:2] == 2'h3;
-  assign \$1218  = \task [5:2] == 2'h2;
-  assign \$1219  = \task [5:2] == 3'h4;
-  assign \$1220  = \task [10] ? \task [143:124] : \task [123:104];
-  assign \$1221  = \task [10] ? \task [123:104] : \task [143:124];
-  assign \$1222  = | \task [341:334];
-  assign \$1223  = ! verdict__payload;
-  assign \$1224  = ~ \busy$846 ;
-  assign \$1225  = ~ waiting;
-  assign \$1226  = \$1224  & \$1225 ;
-  assign \$1227  = \$1226  & writer_free;
-  assign \$1228  = valid & last;
-  assign \$1229  = \task [5:2] == 2'h2;
-  assign \$1230  = ready & lanes_ready;
-  assign \$1231  = | rest_rows;
-  assign \$1232  = ~ \busy$846 ;
-  assign \$1233  = ~ waiting;
-  assign \$1234  = \$1232  & \$1233 ;
-  assign \$1235  = ! dest;
-  assign \$1236  = dest == 1'h1;
-  assign \$1237  = \$1235  | \$1236 ;
-  assign \$1238  = ~ \$1237 ;
-  assign \$1239  = \$1238  | writer_free;
-  assign \$1240  = \$1234  & \$1239 ;
-  assign \$1241  = ~ \$signal$844 ;
-  assign \$1242  = \$1240  & \$1241 ;
-  assign \$1243  = ! dest;
-  assign \$1244  = dest == 1'h1;
-  assign \$1245  = \$1243  | \$1244 ;
-  assign \$1246  = \$signal$913  << \$signal$924 ;
-  assign \$1247  = \$signal$849  * \$1246 ;
-  assign \$1248  = \$signal$905  + \$1247 ;
-  assign \$1249  = ~ bank;
-  assign \$1250  = ! dest;
-  assign \$1251  = dest == 1'h1;
-  assign \$1252  = \$1250  | \$1251 ;
-  assign \$1253  = dest == 2'h3;
-  assign \$1254  = \task [5:2] == 2'h3;
-  assign \$1255  = \row$938  + 1'h1;
-  assign \$1256  = \$1255  >= \$signal$849 ;
-  assign \$1257  = \$1254  & \$1256 ;
-  assign \$1258  = written | done;
-  assign \$1259  = \$1257  & \$1258 ;
-  assign \$1260  = \row$938  + 1'h1;
-  assign \$1261  = \$1260  >= \$signal$849 ;
-  assign \$1262  = ~ \$1261 ;
-  assign \$1263  = \row$938  + 1'h1;
-  assign \$1264  = ~ \busy$846 ;
-  assign \$1265  = ~ waiting;
-  assign \$1266  = \$1264  & \$1265 ;
-  assign \$1267  = \$1266  & writer_free;
-  assign \$1268  = \$signal$913  << \$signal$924 ;
-  assign \$1269  = \$signal$849  * \$1268 ;
-  assign \$1270  = \$signal$905  + \$1269 ;
-  assign \$1271  = \$signal  & anchor_last;
-  assign \$1272  = \$signal$851  + 3'h4;
-  assign \$1273  = 3'h4 * \task [203:184];
-  assign \$1274  = \$signal$882  + \$1273 ;
-  assign \$1275  = \task [183:164] - \$signal$851 ;
-  assign \$1276  = $signed(\$1275 ) <= $signed(5'h08);
-  assign \$1277  = \$signal$851  + 3'h4;
-  assign \$1278  = \$1277  < \task [183:164];
-  assign \$1279  = ~ pending;
+  assign \$1165  = ~ \busy$846 ;
+  assign \$1166  = ~ waiting;
+  assign \$1167  = \$1165  & \$1166 ;
+  assign \$1168  = \$1167  & writer_free;
+  assign \$1169  = \$signal$850  + 7'h40;
+  assign \$1170  = \$1169  + \$signal$905 ;
+  assign \$1171  = \task [10] ? \task [143:124] : \task [123:104];
+  assign \$1172  = \task [10] ? \task [123:104] : \task [143:124];
+  assign \$1173  = stage ? \$1171  : \$1172 ;
+  assign \$1175  = result_first_1[5:0] + group_bytes;
+  assign \$1176  = \$1175  + 7'h40;
+  assign \$1177  = \$1176  - 1'h1;
+  assign \$1179  = ~ pending;
+  assign \$1180  = src__valid & out__ready;
+  assign \$1181  = \$1180  & out_err;
+  assign \$1182  = \read_error$958  | \$1181 ;
+  assign \$1183  = ! \status$956 ;
+  assign \$1184  = \$1183  & \task [343];
+  assign \$1185  = ! fsm_state;
+  assign \$1186  = fsm_state == 1'h1;
+  assign \$1187  = fsm_state == 2'h2;
+  assign \$1188  = fsm_state == 2'h3;
+  assign \$1189  = fsm_state == 3'h4;
+  assign \$1190  = fsm_state == 3'h5;
+  assign \$1191  = fsm_state == 3'h6;
+  assign \$1192  = fsm_state == 3'h7;
+  assign \$1193  = fsm_state == 4'h8;
+  assign \$1194  = fsm_state == 4'h9;
+  assign \$1195  = fsm_state == 4'ha;
+  assign \$1196  = fsm_state == 4'hb;
+  assign \$1197  = fsm_state == 4'hc;
+  assign \$1198  = fsm_state == 4'hd;
+  assign \$1199  = fsm_state == 4'he;
+  assign \$1200  = fsm_state == 4'hf;
+  assign \$1201  = fsm_state == 5'h10;
+  assign \$1202  = fsm_state == 5'h11;
+  assign \$1203  = fsm_state == 5'h12;
+  assign \$1204  = fsm_state == 5'h13;
+  assign \$1205  = fsm_state == 5'h14;
+  assign \$1206  = fsm_state == 5'h15;
+  assign \$1207  = src__valid & out__ready;
+  assign \$1208  = \$1207  & out_err;
+  assign \$1209  = anchor_row + 1'h1;
+  assign \$1210  = \task [183:164] <= 3'h4;
+  assign \$1211  = ! \task [165:164];
+  assign \$1212  = \$1211  ? 3'h4 : { 1'h0, \task [165:164] };
+  assign \$1213  = \task [5:2] == 2'h3;
+  assign \$1214  = \task [5:2] == 2'h2;
+  assign \$1215  = \task [5:2] == 3'h4;
+  assign \$1216  = \task [10] ? \task [143:124] : \task [123:104];
+  assign \$1217  = \task [10] ? \task [123:104] : \task [143:124];
+  assign \$1218  = | \task [341:334];
+  assign \$1219  = ! verdict__payload;
+  assign \$1220  = ~ \busy$846 ;
+  assign \$1221  = ~ waiting;
+  assign \$1222  = \$1220  & \$1221 ;
+  assign \$1223  = \$1222  & writer_free;
+  assign \$1224  = \$signal$913  << \$signal$1000 ;
+  assign \$1225  = \$signal$877  * \$1224 ;
+  assign \$1226  = valid & last;
+  assign \$1227  = \task [5:2] == 2'h2;
+  assign \$1228  = ready & lanes_ready;
+  assign \$1229  = | rest_rows;
+  assign \$1230  = ~ \busy$846 ;
+  assign \$1231  = ~ waiting;
+  assign \$1232  = \$1230  & \$1231 ;
+  assign \$1233  = ! dest;
+  assign \$1234  = dest == 1'h1;
+  assign \$1235  = \$1233  | \$1234 ;
+  assign \$1236  = ~ \$1235 ;
+  assign \$1237  = \$1236  | writer_free;
+  assign \$1238  = \$1232  & \$1237 ;
+  assign \$1239  = ~ \$signal$844 ;
+  assign \$1240  = \$1238  & \$1239 ;
+  assign \$1241  = ! dest;
+  assign \$1242  = dest == 1'h1;
+  assign \$1243  = \$1241  | \$1242 ;
+  assign \$1244  = \$signal$905  + group_bytes;
+  assign \$1245  = ~ bank;
+  assign \$1246  = ! dest;
+  assign \$1247  = dest == 1'h1;
+  assign \$1248  = \$1246  | \$1247 ;
+  assign \$1249  = dest == 2'h3;
+  assign \$1250  = \task [5:2] == 2'h3;
+  assign \$1251  = \row$938  + 1'h1;
+  assign \$1252  = \$1251  >= \$signal$849 ;
+  assign \$1253  = \$1250  & \$1252 ;
+  assign \$1254  = written | done;
+  assign \$1255  = \$1253  & \$1254 ;
+  assign \$1256  = \row$938  + 1'h1;
+  assign \$1257  = \$1256  >= \$signal$849 ;
+  assign \$1258  = ~ \$1257 ;
+  assign \$1259  = \row$938  + 1'h1;
+  assign \$1260  = ~ \busy$846 ;
+  assign \$1261  = ~ waiting;
+  assign \$1262  = \$1260  & \$1261 ;
+  assign \$1263  = \$1262  & writer_free;
+  assign \$1264  = \$signal$905  + group_bytes;
+  assign \$1265  = \$signal  & anchor_last;
+  assign \$1266  = \$signal$851  + 3'h4;
+  assign \$1267  = 3'h4 * \task [203:184];
+  assign \$1268  = \$signal$882  + \$1267 ;
+  assign \$1269  = \task [183:164] - \$signal$851 ;
+  assign \$1270  = $signed(\$1269 ) <= $signed(5'h08);
+  assign \$1271  = \$signal$851  + 3'h4;
+  assign \$1272  = \$1271  < \task [183:164];
+  assign \$1273  = ~ pending;
   always @(posedge clk)
-    \read_error$958  <= \$1280 ;
+    \read_error$958  <= \$1274 ;
   always @(posedge clk)
-    anchor_m0 <= \$1281 ;
+    anchor_m0 <= \$1275 ;
   always @(posedge clk)
-    anchor_m1 <= \$1282 ;
+    anchor_m1 <= \$1276 ;
   always @(posedge clk)
-    anchor_m2 <= \$1283 ;
+    anchor_m2 <= \$1277 ;
   always @(posedge clk)
-    anchor_m3 <= \$1284 ;
+    anchor_m3 <= \$1278 ;
   always @(posedge clk)
-    anchor_l0 <= \$1285 ;
+    anchor_l0 <= \$1279 ;
   always @(posedge clk)
-    anchor_l1 <= \$1286 ;
+    anchor_l1 <= \$1280 ;
   always @(posedge clk)
-    anchor_l2 <= \$1287 ;
+    anchor_l2 <= \$1281 ;
   always @(posedge clk)
-    anchor_l3 <= \$1288 ;
+    anchor_l3 <= \$1282 ;
   always @(posedge clk)
-    anchor_row <= \$1289 ;
+    anchor_row <= \$1283 ;
   always @(posedge clk)
-    \$signal$844  <= \$1290 ;
+    \$signal$844  <= \$1284 ;
   always @(posedge clk)
-    \task  <= \$1291 ;
+    \task  <= \$1285 ;
   always @(posedge clk)
-    fsm_state <= \$1292 ;
+    fsm_state <= \$1286 ;
   always @(posedge clk)
-    \status$956  <= \$1293 ;
+    \status$956  <= \$1287 ;
   always @(posedge clk)
-    \$signal$866  <= \$1294 ;
+    \$signal$866  <= \$1288 ;
   always @(posedge clk)
-    \$signal$850  <= \$1295 ;
+    \$signal$850  <= \$1289 ;
   always @(posedge clk)
-    \$signal$851  <= \$1296 ;
+    \$signal$851  <= \$1290 ;
   always @(posedge clk)
-    \$signal$882  <= \$1297 ;
+    \$signal$882  <= \$1291 ;
   always @(posedge clk)
-    \$signal$905  <= \$1298 ;
+    \$signal$905  <= \$1292 ;
   always @(posedge clk)
-    \$signal$878  <= \$1299 ;
+    \$signal$878  <= \$1293 ;
   always @(posedge clk)
-    tail_rows <= \$1300 ;
+    tail_rows <= \$1294 ;
   always @(posedge clk)
-    \$signal$924  <= \$1301 ;
+    \$signal$1000  <= \$1295 ;
   always @(posedge clk)
-    \$signal$913  <= \$1302 ;
+    \$signal$913  <= \$1296 ;
   always @(posedge clk)
-    \$signal$849  <= \$1303 ;
+    \$signal$849  <= \$1297 ;
   always @(posedge clk)
-    stage <= \$1304 ;
+    group_bytes <= \$1298 ;
   always @(posedge clk)
-    \row$938  <= \$1305 ;
+    stage <= \$1299 ;
   always @(posedge clk)
-    bank <= \$1306 ;
+    \row$938  <= \$1300 ;
   always @(posedge clk)
-    sfu_row <= \$1307 ;
+    bank <= \$1301 ;
+  always @(posedge clk)
+    sfu_row <= \$1302 ;
   \ndp_device.control_unit.chunks  chunks (
     .acc_addr0(acc_addr),
     .acc_addr1(acc_addr1),
@@ -6799,11 +6820,11 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .line_addr(line_addr),
     .line_start(line_start),
     .pending(pending),
-    .\port$14267$0 (\$1308 ),
-    .\port$14496$289 (queues__0[289]),
-    .\port$14498$289 (queues__1[289]),
-    .\port$14500$289 (queues__2[289]),
-    .\port$14502$289 (queues__3[289]),
+    .\port$14286$0 (\$1303 ),
+    .\port$14512$289 (queues__0[289]),
+    .\port$14514$289 (queues__1[289]),
+    .\port$14516$289 (queues__2[289]),
+    .\port$14518$289 (queues__3[289]),
     .queue(queue),
     .quiet(quiet),
     .r_en(reported),
@@ -6968,7 +6989,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .clk(clk),
     .delay(delay),
     .dest(\dest$910 ),
-    .done(\done$1004 ),
+    .done(\done$1005 ),
     .first(\first$922 ),
     .fold_bank(fold_bank),
     .fold_n_cols(fold_n_cols),
@@ -7017,16 +7038,16 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .clk(clk),
     .done(done),
     .dst_addr(dst_addr),
-    .\dst_data$430 (dst_data),
+    .\dst_data$433 (dst_data),
     .dst_en(dst_en),
     .l(l),
     .length(length),
     .m(m),
-    .\partial$417 (partial),
+    .\partial$386 (partial),
     .rst(rst),
     .src_addr(src_addr),
     .src_data(src_data),
-    .start(\start$944 ),
+    .\start$384 (\start$944 ),
     .written(written)
   );
   \ndp_device.control_unit.unpacker  unpacker (
@@ -7040,7 +7061,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .hold(hold),
     .last(last),
     .offset(\offset$872 ),
-    .\pair$49 (pair),
+    .\pair$50 (pair),
     .pair_chunk_d0(pair_data),
     .pair_count(pair_count),
     .pair_row_end(pair_row_end),
@@ -7149,7 +7170,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
             lanes_stage = 1'h1;
           end
       5'h11:
-          if (\$1159 ) begin
+          if (\$1157 ) begin
             lanes_stage = 1'h1;
           end
     endcase
@@ -8639,7 +8660,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h12:
           /* empty */;
       5'h13:
-          if (\$1170 ) begin
+          if (\$1168 ) begin
             \start$906  = 1'h1;
           end
     endcase
@@ -8685,7 +8706,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h12:
           /* empty */;
       5'h13:
-          if (\$1170 ) begin
+          if (\$1168 ) begin
             delay = 5'h00;
           end
     endcase
@@ -8731,7 +8752,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h12:
           /* empty */;
       5'h13:
-          if (\$1170 ) begin
+          if (\$1168 ) begin
             source = 1'h1;
           end
     endcase
@@ -8777,7 +8798,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h12:
           /* empty */;
       5'h13:
-          if (\$1170 ) begin
+          if (\$1168 ) begin
             \dest$910  = 2'h0;
           end
     endcase
@@ -8823,7 +8844,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h12:
           /* empty */;
       5'h13:
-          if (\$1170 ) begin
+          if (\$1168 ) begin
             \rows$911  = \$signal$849 ;
           end
     endcase
@@ -8869,8 +8890,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h12:
           /* empty */;
       5'h13:
-          if (\$1170 ) begin
-            n = \$1176 ;
+          if (\$1168 ) begin
+            n = \$1174 ;
           end
     endcase
   end
@@ -8915,7 +8936,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h12:
           /* empty */;
       5'h13:
-          if (\$1170 ) begin
+          if (\$1168 ) begin
             \n_words$914  = n_words[7:0];
           end
     endcase
@@ -8961,7 +8982,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h12:
           /* empty */;
       5'h13:
-          if (\$1170 ) begin
+          if (\$1168 ) begin
             \sets$915  = sets_used__0;
           end
     endcase
@@ -9007,7 +9028,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h12:
           /* empty */;
       5'h13:
-          if (\$1170 ) begin
+          if (\$1168 ) begin
             sets1 = sets_used__1;
           end
     endcase
@@ -9053,7 +9074,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h12:
           /* empty */;
       5'h13:
-          if (\$1170 ) begin
+          if (\$1168 ) begin
             \pack_log2$919  = pack_log2;
           end
     endcase
@@ -9099,7 +9120,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h12:
           /* empty */;
       5'h13:
-          if (\$1170 ) begin
+          if (\$1168 ) begin
             \bank$920  = bank;
           end
     endcase
@@ -9145,7 +9166,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h12:
           /* empty */;
       5'h13:
-          if (\$1170 ) begin
+          if (\$1168 ) begin
             results = 1'h1;
           end
     endcase
@@ -9191,7 +9212,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h12:
           /* empty */;
       5'h13:
-          if (\$1170 ) begin
+          if (\$1168 ) begin
             \first$922  = result_first_1;
           end
     endcase
@@ -9228,7 +9249,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h0f:
           if (\$1140 ) begin
-            \lines$923  = { \$1158 [28], \$1158 [28], \$1158 [28], \$1158  };
+            \lines$923  = { \$1156 [29], \$1156 [29], \$1156  };
           end
       5'h11:
           /* empty */;
@@ -9237,8 +9258,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h12:
           /* empty */;
       5'h13:
-          if (\$1170 ) begin
-            \lines$923  = { \$1182 [28], \$1182 [28], \$1182 [28], \$1182  };
+          if (\$1168 ) begin
+            \lines$923  = { \$1178 [29], \$1178 [29], \$1178  };
           end
     endcase
   end
@@ -9465,9 +9486,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h11:
           /* empty */;
       5'h08:
-          rd_acc = \$1160 ;
+          rd_acc = \$1158 ;
       5'h12:
-          rd_acc = \$1166 ;
+          rd_acc = \$1164 ;
     endcase
   end
   always @* begin
@@ -9631,7 +9652,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h11:
           /* empty */;
       5'h08:
-          length = \$1163 ;
+          length = \$1161 ;
     endcase
   end
   always @* begin
@@ -9669,7 +9690,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h11:
           /* empty */;
       5'h08:
-          partial = \$1165 ;
+          partial = \$1163 ;
     endcase
   end
   always @* begin
@@ -9711,8 +9732,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h12:
           /* empty */;
       5'h13:
-          if (\$1170 ) begin
-            result_first_1 = \$1172 [63:0];
+          if (\$1168 ) begin
+            result_first_1 = \$1170 [63:0];
           end
     endcase
   end
@@ -9763,7 +9784,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h10:
           /* empty */;
       5'h02:
-          if (\$1183 ) begin
+          if (\$1179 ) begin
             complete = 1'h1;
           end
     endcase
@@ -9815,7 +9836,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h10:
           /* empty */;
       5'h02:
-          if (\$1183 ) begin
+          if (\$1179 ) begin
             queue = \task [205:204];
           end
     endcase
@@ -9867,7 +9888,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h10:
           /* empty */;
       5'h02:
-          if (\$1183 ) begin
+          if (\$1179 ) begin
             seq = \task [269:206];
           end
     endcase
@@ -9919,7 +9940,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h10:
           /* empty */;
       5'h02:
-          if (\$1183 ) begin
+          if (\$1179 ) begin
             taken = \task [333:270];
           end
     endcase
@@ -9971,7 +9992,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h10:
           /* empty */;
       5'h02:
-          if (\$1183 ) begin
+          if (\$1179 ) begin
             status = \status$956 ;
           end
     endcase
@@ -10023,8 +10044,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h10:
           /* empty */;
       5'h02:
-          if (\$1183 ) begin
-            read_error = \$1186 ;
+          if (\$1179 ) begin
+            read_error = \$1182 ;
           end
     endcase
   end
@@ -10075,7 +10096,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h10:
           /* empty */;
       5'h02:
-          if (\$1183 ) begin
+          if (\$1179 ) begin
             slot = \$signal$850 ;
           end
     endcase
@@ -10127,8 +10148,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h10:
           /* empty */;
       5'h02:
-          if (\$1183 ) begin
-            store = \$1188 ;
+          if (\$1179 ) begin
+            store = \$1184 ;
           end
     endcase
   end
@@ -10141,27 +10162,124 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1280  = \read_error$958 ;
-    if (\$1212 ) begin
-      \$1280  = 1'h1;
+    \$1274  = \read_error$958 ;
+    if (\$1208 ) begin
+      \$1274  = 1'h1;
     end
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$1280  = 1'h0;
+          \$1274  = 1'h0;
     endcase
     if (rst) begin
-      \$1280  = 1'h0;
+      \$1274  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1281  = anchor_m0;
+    \$1275  = anchor_m0;
     if (done) begin
       casez (sfu_row)
         2'h0:
-            \$1281  = m;
+            \$1275  = m;
+      endcase
+    end
+    if (rst) begin
+      \$1275  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$1276  = anchor_m1;
+    if (done) begin
+      casez (sfu_row)
+        2'h0:
+            /* empty */;
+        2'h1:
+            \$1276  = m;
+      endcase
+    end
+    if (rst) begin
+      \$1276  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$1277  = anchor_m2;
+    if (done) begin
+      casez (sfu_row)
+        2'h0:
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            \$1277  = m;
+      endcase
+    end
+    if (rst) begin
+      \$1277  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$1278  = anchor_m3;
+    if (done) begin
+      (* full_case = 32'd1 *)
+      casez (sfu_row)
+        2'h0:
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            /* empty */;
+        2'h3:
+            \$1278  = m;
+      endcase
+    end
+    if (rst) begin
+      \$1278  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$1279  = anchor_l0;
+    if (done) begin
+      casez (sfu_row)
+        2'h0:
+            \$1279  = l;
+      endcase
+    end
+    if (rst) begin
+      \$1279  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$1280  = anchor_l1;
+    if (done) begin
+      casez (sfu_row)
+        2'h0:
+            /* empty */;
+        2'h1:
+            \$1280  = l;
+      endcase
+    end
+    if (rst) begin
+      \$1280  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$1281  = anchor_l2;
+    if (done) begin
+      casez (sfu_row)
+        2'h0:
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            \$1281  = l;
       endcase
     end
     if (rst) begin
@@ -10170,13 +10288,18 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1282  = anchor_m1;
+    \$1282  = anchor_l3;
     if (done) begin
+      (* full_case = 32'd1 *)
       casez (sfu_row)
         2'h0:
             /* empty */;
         2'h1:
-            \$1282  = m;
+            /* empty */;
+        2'h2:
+            /* empty */;
+        2'h3:
+            \$1282  = l;
       endcase
     end
     if (rst) begin
@@ -10185,127 +10308,25 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1283  = anchor_m2;
-    if (done) begin
-      casez (sfu_row)
-        2'h0:
-            /* empty */;
-        2'h1:
-            /* empty */;
-        2'h2:
-            \$1283  = m;
-      endcase
-    end
-    if (rst) begin
-      \$1283  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1284  = anchor_m3;
-    if (done) begin
-      (* full_case = 32'd1 *)
-      casez (sfu_row)
-        2'h0:
-            /* empty */;
-        2'h1:
-            /* empty */;
-        2'h2:
-            /* empty */;
-        2'h3:
-            \$1284  = m;
-      endcase
-    end
-    if (rst) begin
-      \$1284  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1285  = anchor_l0;
-    if (done) begin
-      casez (sfu_row)
-        2'h0:
-            \$1285  = l;
-      endcase
-    end
-    if (rst) begin
-      \$1285  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1286  = anchor_l1;
-    if (done) begin
-      casez (sfu_row)
-        2'h0:
-            /* empty */;
-        2'h1:
-            \$1286  = l;
-      endcase
-    end
-    if (rst) begin
-      \$1286  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1287  = anchor_l2;
-    if (done) begin
-      casez (sfu_row)
-        2'h0:
-            /* empty */;
-        2'h1:
-            /* empty */;
-        2'h2:
-            \$1287  = l;
-      endcase
-    end
-    if (rst) begin
-      \$1287  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1288  = anchor_l3;
-    if (done) begin
-      (* full_case = 32'd1 *)
-      casez (sfu_row)
-        2'h0:
-            /* empty */;
-        2'h1:
-            /* empty */;
-        2'h2:
-            /* empty */;
-        2'h3:
-            \$1288  = l;
-      endcase
-    end
-    if (rst) begin
-      \$1288  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1289  = anchor_row;
+    \$1283  = anchor_row;
     if (\$signal ) begin
       (* full_case = 32'd1 *)
       if (anchor_last) begin
-        \$1289  = 2'h0;
+        \$1283  = 2'h0;
       end else begin
-        \$1289  = \$1213 [1:0];
+        \$1283  = \$1209 [1:0];
       end
     end
     if (rst) begin
-      \$1289  = 2'h0;
+      \$1283  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1290  = \$signal$844 ;
+    \$1284  = \$signal$844 ;
     if (\$signal ) begin
       if (anchor_last) begin
-        \$1290  = 1'h0;
+        \$1284  = 1'h0;
       end
     end
     casez (fsm_state)
@@ -10342,225 +10363,225 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h08:
           /* empty */;
       5'h12:
-          if (\$1259 ) begin
-            \$1290  = 1'h1;
+          if (\$1255 ) begin
+            \$1284  = 1'h1;
           end
       5'h13:
           /* empty */;
       5'h14:
-          if (\done$1004 ) begin
+          if (\done$1005 ) begin
             if (\task [11]) begin
-              \$1290  = 1'h1;
+              \$1284  = 1'h1;
             end
           end
     endcase
     if (rst) begin
-      \$1290  = 1'h0;
+      \$1284  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1291  = \task ;
+    \$1285  = \task ;
     casez (fsm_state)
       5'h00:
           if (task__valid) begin
-            \$1291  = task__payload;
+            \$1285  = task__payload;
           end
     endcase
     if (rst) begin
-      \$1291  = 1473'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$1285  = 1473'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1292  = fsm_state;
+    \$1286  = fsm_state;
     casez (fsm_state)
       5'h00:
           if (task__valid) begin
-            \$1292  = 5'h01;
+            \$1286  = 5'h01;
           end
       5'h01:
           (* full_case = 32'd1 *)
-          if (\$1222 ) begin
-            \$1292  = 5'h02;
+          if (\$1218 ) begin
+            \$1286  = 5'h02;
           end else if (\task [457]) begin
-            \$1292  = 5'h03;
+            \$1286  = 5'h03;
           end else if (\task [344]) begin
-            \$1292  = 5'h04;
+            \$1286  = 5'h04;
           end else begin
-            \$1292  = 5'h05;
+            \$1286  = 5'h05;
           end
       5'h03:
           if (verdict__valid) begin
             (* full_case = 32'd1 *)
-            if (\$1223 ) begin
-              \$1292  = 5'h04;
+            if (\$1219 ) begin
+              \$1286  = 5'h04;
             end else begin
-              \$1292  = 5'h02;
+              \$1286  = 5'h02;
             end
           end
       5'h05:
-          if (\$1227 ) begin
-            \$1292  = 5'h06;
+          if (\$1223 ) begin
+            \$1286  = 5'h06;
           end
       5'h06:
           if (idle) begin
-            \$1292  = 5'h02;
+            \$1286  = 5'h02;
           end
       5'h04:
-          \$1292  = 5'h07;
+          \$1286  = 5'h07;
       5'h07:
-          if (\$1228 ) begin
+          if (\$1226 ) begin
             (* full_case = 32'd1 *)
-            if (\$1229 ) begin
-              \$1292  = 5'h08;
+            if (\$1227 ) begin
+              \$1286  = 5'h08;
             end else begin
-              \$1292  = 5'h09;
+              \$1286  = 5'h09;
             end
           end
       5'h09:
-          \$1292  = 5'h0a;
+          \$1286  = 5'h0a;
       5'h0a:
-          if (\$1230 ) begin
+          if (\$1228 ) begin
             (* full_case = 32'd1 *)
             if (has_full) begin
-              \$1292  = 5'h0b;
+              \$1286  = 5'h0b;
             end else begin
-              \$1292  = 5'h0c;
+              \$1286  = 5'h0c;
             end
           end
       5'h0b:
-          \$1292  = 5'h0d;
+          \$1286  = 5'h0d;
       5'h0c:
-          \$1292  = 5'h0e;
+          \$1286  = 5'h0e;
       5'h0d:
           if (run_done) begin
             (* full_case = 32'd1 *)
-            if (\$1231 ) begin
-              \$1292  = 5'h0c;
+            if (\$1229 ) begin
+              \$1286  = 5'h0c;
             end else begin
-              \$1292  = 5'h0f;
+              \$1286  = 5'h0f;
             end
           end
       5'h0e:
           if (run_done) begin
-            \$1292  = 5'h0f;
+            \$1286  = 5'h0f;
           end
       5'h0f:
-          if (\$1242 ) begin
+          if (\$1240 ) begin
             (* full_case = 32'd1 *)
-            if (\$1252 ) begin
-              \$1292  = 5'h10;
+            if (\$1248 ) begin
+              \$1286  = 5'h10;
             end else begin
-              \$1292  = 5'h11;
+              \$1286  = 5'h11;
             end
           end
       5'h11:
-          if (\done$1004 ) begin
+          if (\done$1005 ) begin
             (* full_case = 32'd1 *)
-            if (\$1253 ) begin
-              \$1292  = 5'h08;
+            if (\$1249 ) begin
+              \$1286  = 5'h08;
             end else begin
-              \$1292  = 5'h09;
+              \$1286  = 5'h09;
             end
           end
       5'h08:
-          \$1292  = 5'h12;
+          \$1286  = 5'h12;
       5'h12:
-          if (\$1259 ) begin
-            \$1292  = 5'h09;
+          if (\$1255 ) begin
+            \$1286  = 5'h09;
           end else if (done) begin
             (* full_case = 32'd1 *)
-            if (\$1262 ) begin
-              \$1292  = 5'h08;
+            if (\$1258 ) begin
+              \$1286  = 5'h08;
             end else begin
-              \$1292  = 5'h13;
+              \$1286  = 5'h13;
             end
           end
       5'h13:
-          if (\$1267 ) begin
-            \$1292  = 5'h14;
+          if (\$1263 ) begin
+            \$1286  = 5'h14;
           end
       5'h14:
-          if (\done$1004 ) begin
+          if (\done$1005 ) begin
             (* full_case = 32'd1 *)
             if (\task [11]) begin
-              \$1292  = 5'h15;
+              \$1286  = 5'h15;
             end else begin
-              \$1292  = 5'h10;
+              \$1286  = 5'h10;
             end
           end
       5'h15:
-          if (\$1271 ) begin
-            \$1292  = 5'h10;
+          if (\$1265 ) begin
+            \$1286  = 5'h10;
           end
       5'h10:
           (* full_case = 32'd1 *)
-          if (\$1278 ) begin
-            \$1292  = 5'h04;
+          if (\$1272 ) begin
+            \$1286  = 5'h04;
           end else begin
-            \$1292  = 5'h02;
+            \$1286  = 5'h02;
           end
       5'h02:
-          if (\$1279 ) begin
-            \$1292  = 5'h00;
+          if (\$1273 ) begin
+            \$1286  = 5'h00;
           end
     endcase
     if (rst) begin
-      \$1292  = 5'h00;
+      \$1286  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1293  = \status$956 ;
+    \$1287  = \status$956 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$1293  = \task [341:334];
+          \$1287  = \task [341:334];
       5'h03:
           if (verdict__valid) begin
-            \$1293  = verdict__payload;
+            \$1287  = verdict__payload;
           end
     endcase
     if (rst) begin
-      \$1293  = 8'h00;
+      \$1287  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1294  = \$signal$866 ;
+    \$1288  = \$signal$866 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$1294  = \task [1364:1301];
+          \$1288  = \task [1364:1301];
     endcase
     if (rst) begin
-      \$1294  = 64'h0000000000000000;
+      \$1288  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1295  = \$signal$850 ;
+    \$1289  = \$signal$850 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$1295  = \task [1428:1365];
+          \$1289  = \task [1428:1365];
     endcase
     if (rst) begin
-      \$1295  = 64'h0000000000000000;
+      \$1289  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1296  = \$signal$851 ;
+    \$1290  = \$signal$851 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$1296  = 20'h00000;
+          \$1290  = 20'h00000;
       5'h03:
           /* empty */;
       5'h05:
@@ -10598,7 +10619,217 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h15:
           /* empty */;
       5'h10:
-          \$1296  = \$1272 [19:0];
+          \$1290  = \$1266 [19:0];
+    endcase
+    if (rst) begin
+      \$1290  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$1291  = \$signal$882 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          \$1291  = 44'h00000000000;
+      5'h03:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h11:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h15:
+          /* empty */;
+      5'h10:
+          \$1291  = \$1268 [43:0];
+    endcase
+    if (rst) begin
+      \$1291  = 44'h00000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$1292  = \$signal$905 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          \$1292  = 48'h000000000000;
+      5'h03:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          if (\$1240 ) begin
+            if (\$1243 ) begin
+              \$1292  = \$1244 [47:0];
+            end
+          end
+      5'h11:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          if (\$1263 ) begin
+            \$1292  = \$1264 [47:0];
+          end
+    endcase
+    if (rst) begin
+      \$1292  = 48'h000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$1293  = \$signal$878 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          \$1293  = \$1210 ;
+      5'h03:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h11:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          /* empty */;
+      5'h15:
+          /* empty */;
+      5'h10:
+          \$1293  = \$1270 ;
+    endcase
+    if (rst) begin
+      \$1293  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$1294  = tail_rows;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          \$1294  = \$1212 ;
+    endcase
+    if (rst) begin
+      \$1294  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$1295  = \$signal$1000 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          (* full_case = 32'd1 *)
+          if (\$1213 ) begin
+            \$1295  = 2'h2;
+          end else if (\$1214 ) begin
+            \$1295  = 2'h1;
+          end else if (\$1215 ) begin
+            \$1295  = 2'h1;
+          end else begin
+            \$1295  = 2'h1;
+          end
+    endcase
+    if (rst) begin
+      \$1295  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
+    \$1296  = \$signal$913 ;
+    casez (fsm_state)
+      5'h00:
+          /* empty */;
+      5'h01:
+          (* full_case = 32'd1 *)
+          if (\$1213 ) begin
+            \$1296  = \$1216 ;
+          end else if (\$1214 ) begin
+            \$1296  = \task [203:184];
+          end else if (\$1215 ) begin
+            \$1296  = \task [123:104];
+          end else begin
+            \$1296  = \$1217 ;
+          end
     endcase
     if (rst) begin
       \$1296  = 20'h00000;
@@ -10606,12 +10837,12 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1297  = \$signal$882 ;
+    \$1297  = \$signal$849 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$1297  = 44'h00000000000;
+          /* empty */;
       5'h03:
           /* empty */;
       5'h05:
@@ -10619,50 +10850,20 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h06:
           /* empty */;
       5'h04:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h11:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h15:
-          /* empty */;
-      5'h10:
-          \$1297  = \$1274 [43:0];
+          \$1297  = \$signal$877 ;
     endcase
     if (rst) begin
-      \$1297  = 44'h00000000000;
+      \$1297  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1298  = \$signal$905 ;
+    \$1298  = group_bytes;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$1298  = 48'h000000000000;
+          /* empty */;
       5'h03:
           /* empty */;
       5'h05:
@@ -10670,50 +10871,20 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h06:
           /* empty */;
       5'h04:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          if (\$1242 ) begin
-            if (\$1245 ) begin
-              \$1298  = \$1248 [47:0];
-            end
-          end
-      5'h11:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h13:
-          if (\$1267 ) begin
-            \$1298  = \$1270 [47:0];
-          end
+          \$1298  = { 1'h0, \$1225  };
     endcase
     if (rst) begin
-      \$1298  = 48'h000000000000;
+      \$1298  = 27'h0000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1299  = \$signal$878 ;
+    \$1299  = stage;
     casez (fsm_state)
       5'h00:
           /* empty */;
       5'h01:
-          \$1299  = \$1214 ;
+          /* empty */;
       5'h03:
           /* empty */;
       5'h05:
@@ -10721,7 +10892,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h06:
           /* empty */;
       5'h04:
-          /* empty */;
+          \$1299  = 1'h0;
       5'h07:
           /* empty */;
       5'h09:
@@ -10739,19 +10910,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0f:
           /* empty */;
       5'h11:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h15:
-          /* empty */;
-      5'h10:
-          \$1299  = \$1276 ;
+          if (\done$1005 ) begin
+            \$1299  = 1'h1;
+          end
     endcase
     if (rst) begin
       \$1299  = 1'h0;
@@ -10759,126 +10920,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1300  = tail_rows;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          \$1300  = \$1216 ;
-    endcase
-    if (rst) begin
-      \$1300  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1301  = \$signal$924 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          (* full_case = 32'd1 *)
-          if (\$1217 ) begin
-            \$1301  = 2'h2;
-          end else if (\$1218 ) begin
-            \$1301  = 2'h1;
-          end else if (\$1219 ) begin
-            \$1301  = 2'h1;
-          end else begin
-            \$1301  = 2'h1;
-          end
-    endcase
-    if (rst) begin
-      \$1301  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1302  = \$signal$913 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          (* full_case = 32'd1 *)
-          if (\$1217 ) begin
-            \$1302  = \$1220 ;
-          end else if (\$1218 ) begin
-            \$1302  = \task [203:184];
-          end else if (\$1219 ) begin
-            \$1302  = \task [123:104];
-          end else begin
-            \$1302  = \$1221 ;
-          end
-    endcase
-    if (rst) begin
-      \$1302  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1303  = \$signal$849 ;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h04:
-          \$1303  = \$signal$877 ;
-    endcase
-    if (rst) begin
-      \$1303  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1304  = stage;
-    casez (fsm_state)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h04:
-          \$1304  = 1'h0;
-      5'h07:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h11:
-          if (\done$1004 ) begin
-            \$1304  = 1'h1;
-          end
-    endcase
-    if (rst) begin
-      \$1304  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1305  = \row$938 ;
+    \$1300  = \row$938 ;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -10893,8 +10935,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h04:
           /* empty */;
       5'h07:
-          if (\$1228 ) begin
-            \$1305  = 2'h0;
+          if (\$1226 ) begin
+            \$1300  = 2'h0;
           end
       5'h09:
           /* empty */;
@@ -10915,24 +10957,24 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h08:
           /* empty */;
       5'h12:
-          if (\$1259 ) begin
-            \$1305  = 2'h0;
+          if (\$1255 ) begin
+            \$1300  = 2'h0;
           end else if (done) begin
             (* full_case = 32'd1 *)
-            if (\$1262 ) begin
-              \$1305  = \$1263 [1:0];
+            if (\$1258 ) begin
+              \$1300  = \$1259 [1:0];
             end else begin
-              \$1305  = 2'h0;
+              \$1300  = 2'h0;
             end
           end
     endcase
     if (rst) begin
-      \$1305  = 2'h0;
+      \$1300  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1306  = bank;
+    \$1301  = bank;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -10961,17 +11003,17 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0e:
           /* empty */;
       5'h0f:
-          if (\$1242 ) begin
-            \$1306  = \$1249 ;
+          if (\$1240 ) begin
+            \$1301  = \$1245 ;
           end
     endcase
     if (rst) begin
-      \$1306  = 1'h0;
+      \$1301  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$67 ) begin end
-    \$1307  = sfu_row;
+    \$1302  = sfu_row;
     casez (fsm_state)
       5'h00:
           /* empty */;
@@ -11004,10 +11046,10 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h11:
           /* empty */;
       5'h08:
-          \$1307  = \row$938 ;
+          \$1302  = \row$938 ;
     endcase
     if (rst) begin
-      \$1307  = 2'h0;
+      \$1302  = 2'h0;
     end
   end
   assign bus__arid = 8'h00;
@@ -11255,15 +11297,15 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign irq_en = { queues__3[289], queues__2[289], queues__1[289], queues__0[289] };
   assign done_valid = reported;
   assign \done_valid$980  = reported;
-  assign done_queue = \$1308 [1:0];
-  assign \done_queue$982  = \$1308 [1:0];
-  assign done_seq = \$1308 [33:2];
-  assign \done_seq$984  = \$1308 [33:2];
+  assign done_queue = \$1303 [1:0];
+  assign \done_queue$982  = \$1303 [1:0];
+  assign done_seq = \$1303 [33:2];
+  assign \done_seq$984  = \$1303 [33:2];
   assign \done_status$986  = done_status;
   assign \irq$988  = irq;
   assign \report$989  = reported;
   assign done_store = report_store;
-  assign \port$14267$0  = \$1308 ;
+  assign \port$14286$0  = \$1303 ;
   assign \queues__0.sq_base  = queues__0[63:0];
   assign \queues__0.cq_base  = queues__0[127:64];
   assign \queues__0.data_base  = queues__0[191:128];
@@ -12000,9 +12042,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \$1123  = { \$1122 [47], \$1122 [47], \$1122 [47], \$1122 [47], \$1122 [47], \$1122 [47], \$1122 [47:6] };
   assign \$1127  = { \$1126 [46], \$1126 [46], \$1126 [46], \$1126 [46], \$1126 [46], \$1126 [46:5] };
   assign \$1149  = \$1148 ;
-  assign \$1158  = { \$1157 [28], \$1157 [28], \$1157 [28], \$1157 [28], \$1157 [28], \$1157 [28], \$1157 [28:6] };
-  assign \$1176  = \$signal$913 ;
-  assign \$1182  = { \$1181 [28], \$1181 [28], \$1181 [28], \$1181 [28], \$1181 [28], \$1181 [28], \$1181 [28:6] };
+  assign \$1156  = { \$1155 [29], \$1155 [29], \$1155 [29], \$1155 [29], \$1155 [29], \$1155 [29], \$1155 [29:6] };
+  assign \$1174  = \$signal$913 ;
+  assign \$1178  = { \$1177 [29], \$1177 [29], \$1177 [29], \$1177 [29], \$1177 [29], \$1177 [29], \$1177 [29:6] };
 endmodule
 
 (* generator = "Amaranth" *)
@@ -12013,57 +12055,64 @@ module \ndp_device.control_unit.chunks (rst, split, addr, valid, pair_valid, las
   wire [64:0] \$1 ;
   wire [46:0] \$10 ;
   wire \$100 ;
-  wire \$101 ;
-  wire \$102 ;
+  wire [2:0] \$101 ;
+  wire [2:0] \$102 ;
   wire \$103 ;
   wire [2:0] \$104 ;
-  wire [2:0] \$105 ;
-  wire \$106 ;
-  wire [2:0] \$107 ;
-  wire [20:0] \$108 ;
-  wire [19:0] \$109 ;
+  wire [20:0] \$105 ;
+  wire [19:0] \$106 ;
+  wire \$107 ;
+  wire \$108 ;
+  wire \$109 ;
   wire [44:0] \$11 ;
   wire \$110 ;
   wire \$111 ;
   wire \$112 ;
-  wire \$113 ;
-  wire \$114 ;
+  wire [2:0] \$113 ;
+  wire [2:0] \$114 ;
   wire \$115 ;
   wire [2:0] \$116 ;
-  wire [2:0] \$117 ;
+  wire [20:0] \$117 ;
   wire \$118 ;
-  wire [2:0] \$119 ;
+  wire \$119 ;
   wire [64:0] \$12 ;
-  wire [20:0] \$120 ;
-  wire [8:0] \$121 ;
-  wire [20:0] \$122 ;
-  wire [3:0] \$123 ;
-  wire [5:0] \$124 ;
-  wire [6:0] \$125 ;
-  wire [4:0] \$126 ;
-  wire [5:0] \$127 ;
-  wire [6:0] \$128 ;
-  wire [6:0] \$129 ;
+  wire \$120 ;
+  wire \$121 ;
+  wire \$122 ;
+  wire \$123 ;
+  wire [7:0] \$124 ;
+  wire [20:0] \$125 ;
+  wire [7:0] \$126 ;
+  wire [21:0] \$127 ;
+  wire [7:0] \$128 ;
+  wire [20:0] \$129 ;
   wire [24:0] \$13 ;
-  wire [4:0] \$130 ;
-  wire \$131 ;
-  wire \$132 ;
-  wire \$133 ;
-  wire [2:0] \$134 ;
-  wire [2:0] \$135 ;
-  reg [19:0] \$136 ;
-  reg [19:0] \$137 ;
-  reg [1:0] \$138 ;
-  reg [1:0] \$139 ;
+  wire [3:0] \$130 ;
+  wire [5:0] \$131 ;
+  wire [6:0] \$132 ;
+  wire [4:0] \$133 ;
+  wire [5:0] \$134 ;
+  wire [6:0] \$135 ;
+  wire [6:0] \$136 ;
+  wire [4:0] \$137 ;
+  wire \$138 ;
+  wire \$139 ;
   wire [20:0] \$14 ;
-  reg [1:0] \$140 ;
-  reg [1:0] \$141 ;
-  reg [19:0] \$142 ;
+  wire \$140 ;
+  wire [2:0] \$141 ;
+  wire [2:0] \$142 ;
   reg [19:0] \$143 ;
-  reg [1:0] \$144 ;
-  reg [4:0] \$145 ;
-  reg [4:0] \$146 ;
+  reg [19:0] \$144 ;
+  reg [1:0] \$145 ;
+  reg [1:0] \$146 ;
+  reg [1:0] \$147 ;
+  reg [1:0] \$148 ;
+  reg [19:0] \$149 ;
   wire [21:0] \$15 ;
+  reg [19:0] \$150 ;
+  reg [1:0] \$151 ;
+  reg [4:0] \$152 ;
+  reg [4:0] \$153 ;
   wire [22:0] \$16 ;
   wire [23:0] \$17 ;
   wire [23:0] \$18 ;
@@ -12137,23 +12186,23 @@ module \ndp_device.control_unit.chunks (rst, split, addr, valid, pair_valid, las
   wire [45:0] \$8 ;
   wire [511:0] \$80 ;
   wire \$81 ;
-  wire \$82 ;
-  wire \$83 ;
-  wire [1:0] \$84 ;
-  wire [26:0] \$85 ;
-  wire [27:0] \$86 ;
-  wire \$87 ;
-  wire \$88 ;
+  wire [26:0] \$82 ;
+  wire [27:0] \$83 ;
+  wire \$84 ;
+  wire \$85 ;
+  wire \$86 ;
+  wire [26:0] \$87 ;
+  wire [26:0] \$88 ;
   wire \$89 ;
   wire [46:0] \$9 ;
-  wire [26:0] \$90 ;
-  wire [26:0] \$91 ;
+  wire \$90 ;
+  wire [5:0] \$91 ;
   wire \$92 ;
-  wire \$93 ;
-  wire [5:0] \$94 ;
+  wire [5:0] \$93 ;
+  wire [19:0] \$94 ;
   wire \$95 ;
-  wire [5:0] \$96 ;
-  wire [19:0] \$97 ;
+  wire \$96 ;
+  wire \$97 ;
   wire \$98 ;
   wire \$99 ;
   output [6:0] acc_addr0;
@@ -12184,7 +12233,6 @@ module \ndp_device.control_unit.chunks (rst, split, addr, valid, pair_valid, las
   reg [4:0] drain = 5'h00;
   (* init = 5'h00 *)
   wire [4:0] \drain$25 ;
-  reg [1:0] ended;
   output first0;
   reg first0;
   output first1;
@@ -12270,7 +12318,7 @@ module \ndp_device.control_unit.chunks (rst, split, addr, valid, pair_valid, las
   wire t_scalar;
   output [1:0] t_set;
   reg [1:0] t_set;
-  reg [1:0] \t_set$63  = 2'h0;
+  reg [1:0] \t_set$60  = 2'h0;
   input trans;
   wire trans;
   output [31:0] u_beats;
@@ -12359,81 +12407,88 @@ module \ndp_device.control_unit.chunks (rst, split, addr, valid, pair_valid, las
   assign \$78  = split & \$77 [0];
   assign \$80  = \$79  ? data : pair_data;
   assign \$81  = groups_seen1 < sets;
-  assign \$82  = valid & row_end;
-  assign \$83  = pair_valid & pair_row_end;
-  assign \$84  = \$82  + \$83 ;
-  assign \$85  = row << run_log2;
-  assign \$86  = t_out_base + \$85 ;
-  assign \$87  = col[31:5] < 2'h3;
-  assign \$88  = valid & row_end;
-  assign \$89  = valid & last;
-  assign \$90  = full_groups << run_log2;
-  assign \$91  = rest ? \$90  : 27'h0000000;
-  assign \$92  = restart | start;
-  assign \$93  = | drain;
-  assign \$94  = drain - 1'h1;
-  assign \$95  = | \pipe_busy$27 ;
-  assign \$96  = \pipe_busy$27  - 1'h1;
-  assign \$97  = k_base >> pack_log2;
-  assign \$98  = split & \$97 [0];
-  assign \$99  = ! \$98 ;
-  assign \$100  = valid & row_end;
-  assign \$101  = pair_valid & pair_row_end;
-  assign \$102  = \$98  ? \$101  : \$100 ;
-  assign \$103  = groups_seen0 < sets;
-  assign \$104  = groups_seen0 + 1'h1;
-  assign \$105  = set_index0 + 1'h1;
-  assign \$106  = \$105  == sets;
-  assign \$107  = set_index0 + 1'h1;
-  assign \$108  = set_base0 + n_words;
-  assign \$109  = k_base >> pack_log2;
-  assign \$110  = split & \$109 [0];
-  assign \$112  = valid & row_end;
-  assign \$113  = pair_valid & pair_row_end;
-  assign \$114  = \$111  ? \$112  : \$113 ;
-  assign \$115  = groups_seen1 < sets;
-  assign \$116  = groups_seen1 + 1'h1;
-  assign \$117  = set_index1 + 1'h1;
-  assign \$118  = \$117  == sets;
-  assign \$119  = set_index1 + 1'h1;
-  assign \$120  = set_base1 + n_words;
-  assign \$121  = ended << pack_log2;
-  assign \$122  = k_base + \$121 ;
-  assign \$123  = 3'h6 + t_fold_adds;
-  assign \$124  = 2'h3 * \$123 ;
-  assign \$125  = 2'h3 + \$124 ;
-  assign \$126  = 2'h3 * t_level;
-  assign \$127  = 2'h3 + \$126 ;
-  assign \$128  = t_scalar ? \$125  : { 1'h0, \$127  };
-  assign \$129  = trans ? \$128  : 7'h05;
-  assign \$130  = trans ? 5'h1b : 5'h05;
-  assign \$131  = valid & row_end;
-  assign \$132  = \t_set$63  == 2'h2;
-  assign \$133  = \$131  | \$132 ;
-  assign \$134  = \t_set$63  + 1'h1;
-  assign \$135  = \$133  ? 3'h0 : \$134 ;
+  assign \$82  = row << run_log2;
+  assign \$83  = t_out_base + \$82 ;
+  assign \$84  = col[31:5] < 2'h3;
+  assign \$85  = valid & row_end;
+  assign \$86  = valid & last;
+  assign \$87  = full_groups << run_log2;
+  assign \$88  = rest ? \$87  : 27'h0000000;
+  assign \$89  = restart | start;
+  assign \$90  = | drain;
+  assign \$91  = drain - 1'h1;
+  assign \$92  = | \pipe_busy$27 ;
+  assign \$93  = \pipe_busy$27  - 1'h1;
+  assign \$94  = k_base >> pack_log2;
+  assign \$95  = split & \$94 [0];
+  assign \$96  = ! \$95 ;
+  assign \$97  = valid & row_end;
+  assign \$98  = pair_valid & pair_row_end;
+  assign \$99  = \$95  ? \$98  : \$97 ;
+  assign \$100  = groups_seen0 < sets;
+  assign \$101  = groups_seen0 + 1'h1;
+  assign \$102  = set_index0 + 1'h1;
+  assign \$103  = \$102  == sets;
+  assign \$104  = set_index0 + 1'h1;
+  assign \$105  = set_base0 + n_words;
+  assign \$106  = k_base >> pack_log2;
+  assign \$107  = split & \$106 [0];
+  assign \$109  = valid & row_end;
+  assign \$110  = pair_valid & pair_row_end;
+  assign \$111  = \$108  ? \$109  : \$110 ;
+  assign \$112  = groups_seen1 < sets;
+  assign \$113  = groups_seen1 + 1'h1;
+  assign \$114  = set_index1 + 1'h1;
+  assign \$115  = \$114  == sets;
+  assign \$116  = set_index1 + 1'h1;
+  assign \$117  = set_base1 + n_words;
+  assign \$118  = valid & row_end;
+  assign \$119  = pair_valid & pair_row_end;
+  assign \$120  = \$118  & \$119 ;
+  assign \$121  = valid & row_end;
+  assign \$122  = pair_valid & pair_row_end;
+  assign \$123  = \$121  | \$122 ;
+  assign \$124  = 1'h1 << pack_log2;
+  assign \$125  = k_base + \$124 ;
+  assign \$126  = 1'h1 << pack_log2;
+  assign \$127  = \$125  + \$126 ;
+  assign \$128  = 1'h1 << pack_log2;
+  assign \$129  = k_base + \$128 ;
+  assign \$130  = 3'h6 + t_fold_adds;
+  assign \$131  = 2'h3 * \$130 ;
+  assign \$132  = 2'h3 + \$131 ;
+  assign \$133  = 2'h3 * t_level;
+  assign \$134  = 2'h3 + \$133 ;
+  assign \$135  = t_scalar ? \$132  : { 1'h0, \$134  };
+  assign \$136  = trans ? \$135  : 7'h05;
+  assign \$137  = trans ? 5'h1b : 5'h05;
+  assign \$138  = valid & row_end;
+  assign \$139  = \t_set$60  == 2'h2;
+  assign \$140  = \$138  | \$139 ;
+  assign \$141  = \t_set$60  + 1'h1;
+  assign \$142  = \$140  ? 3'h0 : \$141 ;
   always @(posedge clk)
-    t_out_base <= \$136 ;
+    t_out_base <= \$143 ;
   always @(posedge clk)
-    k_base <= \$137 ;
+    k_base <= \$144 ;
   always @(posedge clk)
-    groups_seen0 <= \$138 ;
+    groups_seen0 <= \$145 ;
   always @(posedge clk)
-    groups_seen1 <= \$139 ;
+    groups_seen1 <= \$146 ;
   always @(posedge clk)
-    set_index0 <= \$140 ;
+    set_index0 <= \$147 ;
   always @(posedge clk)
-    set_index1 <= \$141 ;
+    set_index1 <= \$148 ;
   always @(posedge clk)
-    set_base0 <= \$142 ;
+    set_base0 <= \$149 ;
   always @(posedge clk)
-    set_base1 <= \$143 ;
+    set_base1 <= \$150 ;
   always @(posedge clk)
-    \t_set$63  <= \$144 ;
+    \t_set$60  <= \$151 ;
   always @(posedge clk)
-    drain <= \$145 ;
+    drain <= \$152 ;
   always @(posedge clk)
-    \pipe_busy$27  <= \$146 ;
+    \pipe_busy$27  <= \$153 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     u_offset = 5'h00;
@@ -12555,222 +12610,219 @@ module \ndp_device.control_unit.chunks (rst, split, addr, valid, pair_valid, las
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    ended = 2'h0;
-    if (dispatch) begin
-      ended = \$84 ;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     t_out = 20'h00000;
     if (dispatch) begin
-      t_out = \$86 [19:0];
+      t_out = \$83 [19:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     t_set = 2'h0;
     if (dispatch) begin
-      t_set = \t_set$63 ;
+      t_set = \t_set$60 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     t_first = 1'h0;
     if (dispatch) begin
-      t_first = \$87 ;
+      t_first = \$84 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     t_row_end = 1'h0;
     if (dispatch) begin
-      t_row_end = \$88 ;
+      t_row_end = \$85 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     run_done = 1'h0;
     if (dispatch) begin
-      run_done = \$89 ;
+      run_done = \$86 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$136  = t_out_base;
+    \$143  = t_out_base;
     if (start) begin
-      \$136  = \$91 [19:0];
+      \$143  = \$88 [19:0];
     end
     if (rst) begin
-      \$136  = 20'h00000;
+      \$143  = 20'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$137  = k_base;
+    \$144  = k_base;
     if (restart) begin
-      \$137  = 20'h00000;
+      \$144  = 20'h00000;
     end
     if (dispatch) begin
-      \$137  = \$122 [19:0];
+      if (\$120 ) begin
+        \$144  = \$127 [19:0];
+      end else if (\$123 ) begin
+        \$144  = \$129 [19:0];
+      end
     end
     if (rst) begin
-      \$137  = 20'h00000;
+      \$144  = 20'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$138  = groups_seen0;
+    \$145  = groups_seen0;
     if (restart) begin
-      \$138  = 2'h0;
+      \$145  = 2'h0;
     end
     if (dispatch) begin
-      if (\$102 ) begin
+      if (\$99 ) begin
+        if (\$100 ) begin
+          \$145  = \$101 [1:0];
+        end
+      end
+    end
+    if (rst) begin
+      \$145  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$146  = groups_seen1;
+    if (restart) begin
+      \$146  = 2'h0;
+    end
+    if (dispatch) begin
+      if (\$111 ) begin
+        if (\$112 ) begin
+          \$146  = \$113 [1:0];
+        end
+      end
+    end
+    if (rst) begin
+      \$146  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
+    \$147  = set_index0;
+    if (restart) begin
+      \$147  = 2'h0;
+    end
+    if (dispatch) begin
+      if (\$99 ) begin
+        (* full_case = 32'd1 *)
         if (\$103 ) begin
-          \$138  = \$104 [1:0];
+          \$147  = 2'h0;
+        end else begin
+          \$147  = \$104 [1:0];
         end
       end
     end
     if (rst) begin
-      \$138  = 2'h0;
+      \$147  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$139  = groups_seen1;
+    \$148  = set_index1;
     if (restart) begin
-      \$139  = 2'h0;
+      \$148  = 2'h0;
     end
     if (dispatch) begin
-      if (\$114 ) begin
+      if (\$111 ) begin
+        (* full_case = 32'd1 *)
         if (\$115 ) begin
-          \$139  = \$116 [1:0];
+          \$148  = 2'h0;
+        end else begin
+          \$148  = \$116 [1:0];
         end
       end
     end
     if (rst) begin
-      \$139  = 2'h0;
+      \$148  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$140  = set_index0;
+    \$149  = set_base0;
     if (restart) begin
-      \$140  = 2'h0;
+      \$149  = 20'h00000;
     end
     if (dispatch) begin
-      if (\$102 ) begin
+      if (\$99 ) begin
         (* full_case = 32'd1 *)
-        if (\$106 ) begin
-          \$140  = 2'h0;
+        if (\$103 ) begin
+          \$149  = 20'h00000;
         end else begin
-          \$140  = \$107 [1:0];
+          \$149  = \$105 [19:0];
         end
       end
     end
     if (rst) begin
-      \$140  = 2'h0;
+      \$149  = 20'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$141  = set_index1;
+    \$150  = set_base1;
     if (restart) begin
-      \$141  = 2'h0;
+      \$150  = 20'h00000;
     end
     if (dispatch) begin
-      if (\$114 ) begin
+      if (\$111 ) begin
         (* full_case = 32'd1 *)
-        if (\$118 ) begin
-          \$141  = 2'h0;
+        if (\$115 ) begin
+          \$150  = 20'h00000;
         end else begin
-          \$141  = \$119 [1:0];
+          \$150  = \$117 [19:0];
         end
       end
     end
     if (rst) begin
-      \$141  = 2'h0;
+      \$150  = 20'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$142  = set_base0;
-    if (restart) begin
-      \$142  = 20'h00000;
-    end
-    if (dispatch) begin
-      if (\$102 ) begin
-        (* full_case = 32'd1 *)
-        if (\$106 ) begin
-          \$142  = 20'h00000;
-        end else begin
-          \$142  = \$108 [19:0];
-        end
-      end
-    end
-    if (rst) begin
-      \$142  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$143  = set_base1;
-    if (restart) begin
-      \$143  = 20'h00000;
-    end
-    if (dispatch) begin
-      if (\$114 ) begin
-        (* full_case = 32'd1 *)
-        if (\$118 ) begin
-          \$143  = 20'h00000;
-        end else begin
-          \$143  = \$120 [19:0];
-        end
-      end
-    end
-    if (rst) begin
-      \$143  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$144  = \t_set$63 ;
-    if (\$92 ) begin
-      \$144  = 2'h0;
+    \$151  = \t_set$60 ;
+    if (\$89 ) begin
+      \$151  = 2'h0;
     end
     if (dispatch) begin
       if (valid) begin
-        \$144  = \$135 [1:0];
+        \$151  = \$142 [1:0];
       end
     end
     if (rst) begin
-      \$144  = 2'h0;
+      \$151  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$145  = drain;
-    if (\$93 ) begin
-      \$145  = \$94 [4:0];
+    \$152  = drain;
+    if (\$90 ) begin
+      \$152  = \$91 [4:0];
     end
     if (dispatch) begin
-      \$145  = \$129 [4:0];
+      \$152  = \$136 [4:0];
     end
     if (rst) begin
-      \$145  = 5'h00;
+      \$152  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
-    \$146  = \pipe_busy$27 ;
-    if (\$95 ) begin
-      \$146  = \$96 [4:0];
+    \$153  = \pipe_busy$27 ;
+    if (\$92 ) begin
+      \$153  = \$93 [4:0];
     end
     if (dispatch) begin
-      \$146  = \$130 ;
+      \$153  = \$137 ;
     end
     if (rst) begin
-      \$146  = 5'h00;
+      \$153  = 5'h00;
     end
   end
   assign main_span_first = \$1 [63:0];
@@ -12796,11 +12848,11 @@ module \ndp_device.control_unit.chunks (rst, split, addr, valid, pair_valid, las
   assign \$70  = \$69 ;
   assign \$75  = \$74 ;
   assign \$79  = \$78 ;
-  assign \$111  = \$110 ;
+  assign \$108  = \$107 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_error, hold, done_status, irq, \port$14267$0 , done_store, cycle, \port$14496$289 , \port$14498$289 , \port$14500$289 , \port$14502$289 , complete, queue, seq, taken, status, read_error, slot
+module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_error, hold, done_status, irq, \port$14286$0 , done_store, cycle, \port$14512$289 , \port$14514$289 , \port$14516$289 , \port$14518$289 , complete, queue, seq, taken, status, read_error, slot
 , store, quiet, pending, line_start, line_addr, line, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$69  = 0;
   wire \$1 ;
@@ -12861,16 +12913,16 @@ module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_err
   reg line_start;
   output pending;
   reg pending = 1'h0;
-  output [33:0] \port$14267$0 ;
-  wire [33:0] \port$14267$0 ;
-  input \port$14496$289 ;
-  wire \port$14496$289 ;
-  input \port$14498$289 ;
-  wire \port$14498$289 ;
-  input \port$14500$289 ;
-  wire \port$14500$289 ;
-  input \port$14502$289 ;
-  wire \port$14502$289 ;
+  output [33:0] \port$14286$0 ;
+  wire [33:0] \port$14286$0 ;
+  input \port$14512$289 ;
+  wire \port$14512$289 ;
+  input \port$14514$289 ;
+  wire \port$14514$289 ;
+  input \port$14516$289 ;
+  wire \port$14516$289 ;
+  input \port$14518$289 ;
+  wire \port$14518$289 ;
   input [1:0] queue;
   wire [1:0] queue;
   input quiet;
@@ -12915,7 +12967,7 @@ module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_err
   assign \$11  = \$9  & \$10 ;
   assign \$12  = \$11  ? 8'h80 : \$signal$10 ;
   assign \$13  = cycle - \$signal$8 ;
-  assign irq_en = { \port$14502$289 , \port$14500$289 , \port$14498$289 , \port$14496$289  } >> r_data[1:0];
+  assign irq_en = { \port$14518$289 , \port$14516$289 , \port$14514$289 , \port$14512$289  } >> r_data[1:0];
   assign done_status = reported_error ? 8'h80 : r_data[41:34];
   assign \$14  = r_en & irq_en;
   assign \$15  = 1'h1 << r_data[1:0];
@@ -12943,8 +12995,8 @@ module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_err
     .r_data(r_data),
     .r_en(r_en),
     .rst(rst),
+    .w_data(w_data),
     .w_en(w_en),
-    .w_port__data(w_data),
     .w_rdy(w_rdy)
   );
   always @* begin
@@ -13085,27 +13137,29 @@ module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_err
       w_data = { \$signal$16 , status_word[7:0], \$signal [31:0], \$like  };
     end
   end
-  assign \irq_en$31  = { \port$14502$289 , \port$14500$289 , \port$14498$289 , \port$14496$289  };
+  assign \irq_en$31  = { \port$14518$289 , \port$14516$289 , \port$14514$289 , \port$14512$289  };
   assign reported = r_en;
   assign done_valid = r_en;
   assign done_queue = r_data[1:0];
   assign done_seq = r_data[33:2];
-  assign \port$14267$0  = r_data[33:0];
+  assign \port$14286$0  = r_data[33:0];
   assign done_store = r_data[42];
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.completion.reports (rst, r_en, w_rdy, r_data, w_en, w_port__data, clk);
+module \ndp_device.control_unit.completion.reports (rst, r_en, w_rdy, r_data, w_en, w_data, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$70  = 0;
   wire \$1 ;
   wire \$10 ;
   wire \$11 ;
   wire \$12 ;
-  wire \$13 ;
+  wire [4:0] \$13 ;
   wire [3:0] \$14 ;
   reg [1:0] \$15 ;
   reg [1:0] \$16 ;
   reg [2:0] \$17 ;
+  reg [3:0] \$18 ;
+  reg [2:0] \$19 ;
   wire [2:0] \$2 ;
   wire \$3 ;
   wire [2:0] \$4 ;
@@ -13113,14 +13167,19 @@ module \ndp_device.control_unit.completion.reports (rst, r_en, w_rdy, r_data, w_
   wire \$6 ;
   wire \$7 ;
   wire \$8 ;
-  wire [3:0] \$9 ;
+  wire \$9 ;
+  (* init = 2'h0 *)
+  wire [1:0] \$signal ;
+  reg [1:0] \$signature__addr  = 2'h0;
+  wire [42:0] \$signature__data ;
+  wire \$signature__en ;
   input clk;
   wire clk;
   (* init = 2'h0 *)
   wire [1:0] consume;
   reg [2:0] level = 3'h0;
-  (* init = 2'h0 *)
-  wire [1:0] produce;
+  reg [2:0] level_down = 3'h7;
+  reg [3:0] level_up = 4'h1;
   output [42:0] r_data;
   wire [42:0] r_data;
   input r_en;
@@ -13132,15 +13191,12 @@ module \ndp_device.control_unit.completion.reports (rst, r_en, w_rdy, r_data, w_
   wire r_rdy;
   input rst;
   wire rst;
+  input [42:0] w_data;
   wire [42:0] w_data;
   input w_en;
   wire w_en;
   (* init = 3'h0 *)
   wire [2:0] w_level;
-  reg [1:0] w_port__addr = 2'h0;
-  input [42:0] w_port__data;
-  wire [42:0] w_port__data;
-  wire w_port__en;
   output w_rdy;
   wire w_rdy;
   reg [42:0] storage [3:0];
@@ -13151,36 +13207,40 @@ module \ndp_device.control_unit.completion.reports (rst, r_en, w_rdy, r_data, w_
     storage[3] = 43'h00000000000;
   end
   always @(posedge clk) begin
-    if (w_port__en)
-      storage[w_port__addr] <= w_port__data;
+    if (\$signature__en )
+      storage[\$signature__addr ] <= w_data;
   end
   assign r_data = storage[r_port__addr];
   assign w_rdy = level != 3'h4;
   assign r_rdy = | level;
-  assign w_port__en = w_en & w_rdy;
+  assign \$signature__en  = w_rdy & w_en;
   assign \$1  = w_rdy & w_en;
-  assign \$2  = w_port__addr + 1'h1;
+  assign \$2  = \$signature__addr  + 1'h1;
   assign \$3  = r_rdy & r_en;
   assign \$4  = r_port__addr + 1'h1;
   assign \$5  = w_rdy & w_en;
   assign \$6  = r_rdy & r_en;
   assign \$7  = ~ \$6 ;
   assign \$8  = \$5  & \$7 ;
-  assign \$9  = level + 1'h1;
-  assign \$10  = r_rdy & r_en;
-  assign \$11  = w_rdy & w_en;
-  assign \$12  = ~ \$11 ;
-  assign \$13  = \$10  & \$12 ;
-  assign \$14  = level - 1'h1;
+  assign \$9  = r_rdy & r_en;
+  assign \$10  = w_rdy & w_en;
+  assign \$11  = ~ \$10 ;
+  assign \$12  = \$9  & \$11 ;
+  assign \$13  = level_up + 1'h1;
+  assign \$14  = level_down - 1'h1;
   always @(posedge clk)
-    w_port__addr <= \$15 ;
+    \$signature__addr  <= \$15 ;
   always @(posedge clk)
     r_port__addr <= \$16 ;
   always @(posedge clk)
     level <= \$17 ;
+  always @(posedge clk)
+    level_up <= \$18 ;
+  always @(posedge clk)
+    level_down <= \$19 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$70 ) begin end
-    \$15  = w_port__addr;
+    \$15  = \$signature__addr ;
     if (\$1 ) begin
       \$15  = \$2 [1:0];
     end
@@ -13202,19 +13262,42 @@ module \ndp_device.control_unit.completion.reports (rst, r_en, w_rdy, r_data, w_
     if (\$auto$verilog_backend.cc:2355:dump_module$70 ) begin end
     \$17  = level;
     if (\$8 ) begin
-      \$17  = \$9 [2:0];
-    end
-    if (\$13 ) begin
-      \$17  = \$14 [2:0];
+      \$17  = level_up[2:0];
+    end else if (\$12 ) begin
+      \$17  = level_down;
     end
     if (rst) begin
       \$17  = 3'h0;
     end
   end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$70 ) begin end
+    \$18  = level_up;
+    if (\$8 ) begin
+      \$18  = \$13 [3:0];
+    end else if (\$12 ) begin
+      \$18  = { 1'h0, level };
+    end
+    if (rst) begin
+      \$18  = 4'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$70 ) begin end
+    \$19  = level_down;
+    if (\$8 ) begin
+      \$19  = level;
+    end else if (\$12 ) begin
+      \$19  = \$14 [2:0];
+    end
+    if (rst) begin
+      \$19  = 3'h7;
+    end
+  end
   assign w_level = level;
   assign r_level = level;
-  assign produce = w_port__addr;
-  assign w_data = w_port__data;
+  assign \$signal  = \$signature__addr ;
+  assign \$signature__data  = w_data;
   assign consume = r_port__addr;
   assign r_port__data = r_data;
 endmodule
@@ -44801,7 +44884,7 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   wire \$122 ;
   wire \$123 ;
   wire \$124 ;
-  wire \$125 ;
+  wire [6:0] \$125 ;
   wire \$126 ;
   wire \$127 ;
   wire \$128 ;
@@ -44813,8 +44896,8 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   wire \$133 ;
   wire \$134 ;
   wire \$135 ;
-  wire \$136 ;
-  wire [6:0] \$137 ;
+  wire [7:0] \$136 ;
+  wire [7:0] \$137 ;
   wire \$138 ;
   wire \$139 ;
   wire \$14 ;
@@ -44826,105 +44909,105 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   wire \$145 ;
   wire \$146 ;
   wire \$147 ;
-  wire [7:0] \$148 ;
-  wire [7:0] \$149 ;
+  wire \$148 ;
+  wire \$149 ;
   wire \$15 ;
   wire \$150 ;
   wire \$151 ;
-  wire \$152 ;
-  wire \$153 ;
-  wire \$154 ;
-  wire \$155 ;
-  wire \$156 ;
-  wire \$157 ;
-  wire \$158 ;
-  wire \$159 ;
+  wire [64:0] \$152 ;
+  wire [15:0] \$153 ;
+  wire [16:0] \$154 ;
+  wire [16:0] \$155 ;
+  wire [79:0] \$156 ;
+  wire [63:0] \$157 ;
+  wire [64:0] \$158 ;
+  wire [64:0] \$159 ;
   wire \$16 ;
-  wire \$160 ;
-  wire \$161 ;
-  wire \$162 ;
+  wire [64:0] \$160 ;
+  wire [64:0] \$161 ;
+  wire [19:0] \$162 ;
   wire \$163 ;
-  wire [64:0] \$164 ;
-  wire [15:0] \$165 ;
-  wire [16:0] \$166 ;
-  wire [16:0] \$167 ;
-  wire [79:0] \$168 ;
-  wire [63:0] \$169 ;
+  wire [19:0] \$164 ;
+  wire [19:0] \$165 ;
+  wire [39:0] \$166 ;
+  wire [8:0] \$167 ;
+  wire [9:0] \$168 ;
+  wire [8:0] \$169 ;
   wire \$17 ;
-  wire [64:0] \$170 ;
-  wire [64:0] \$171 ;
-  wire [64:0] \$172 ;
-  wire [64:0] \$173 ;
-  wire [19:0] \$174 ;
-  wire \$175 ;
-  wire [19:0] \$176 ;
-  wire [19:0] \$177 ;
-  wire [39:0] \$178 ;
+  wire [9:0] \$170 ;
+  wire \$171 ;
+  wire [8:0] \$172 ;
+  wire [9:0] \$173 ;
+  wire \$174 ;
+  wire [8:0] \$175 ;
+  wire [9:0] \$176 ;
+  wire [8:0] \$177 ;
+  wire \$178 ;
   wire [8:0] \$179 ;
   wire \$18 ;
-  wire [9:0] \$180 ;
-  wire [8:0] \$181 ;
-  wire \$182 ;
-  wire [9:0] \$183 ;
-  wire [8:0] \$184 ;
+  wire [63:0] \$180 ;
+  wire [64:0] \$181 ;
+  wire [64:0] \$182 ;
+  wire \$183 ;
+  wire \$184 ;
   wire \$185 ;
-  wire [8:0] \$186 ;
-  wire [63:0] \$187 ;
-  wire [64:0] \$188 ;
-  wire [64:0] \$189 ;
+  wire [26:0] \$186 ;
+  wire [64:0] \$187 ;
+  wire \$188 ;
+  wire \$189 ;
   wire \$19 ;
-  wire \$190 ;
+  wire [8:0] \$190 ;
   wire \$191 ;
-  wire \$192 ;
-  wire [26:0] \$193 ;
+  wire [8:0] \$192 ;
+  wire [63:0] \$193 ;
   wire [64:0] \$194 ;
-  wire \$195 ;
+  wire [64:0] \$195 ;
   wire \$196 ;
-  wire [8:0] \$197 ;
+  wire \$197 ;
   wire \$198 ;
-  wire [8:0] \$199 ;
+  wire [26:0] \$199 ;
   wire \$2 ;
   wire \$20 ;
-  wire [63:0] \$200 ;
-  wire [64:0] \$201 ;
-  wire [64:0] \$202 ;
-  wire \$203 ;
+  wire [64:0] \$200 ;
+  wire \$201 ;
+  wire \$202 ;
+  wire [8:0] \$203 ;
   wire \$204 ;
-  wire \$205 ;
-  wire [26:0] \$206 ;
+  wire [8:0] \$205 ;
+  wire [63:0] \$206 ;
   wire [64:0] \$207 ;
-  wire \$208 ;
+  wire [64:0] \$208 ;
   wire \$209 ;
   wire \$21 ;
-  wire [8:0] \$210 ;
+  wire \$210 ;
   wire \$211 ;
-  wire [8:0] \$212 ;
-  wire [63:0] \$213 ;
-  wire [64:0] \$214 ;
-  wire [64:0] \$215 ;
-  wire \$216 ;
+  wire [26:0] \$212 ;
+  wire [64:0] \$213 ;
+  wire \$214 ;
+  wire \$215 ;
+  wire [8:0] \$216 ;
   wire \$217 ;
-  wire \$218 ;
-  wire [26:0] \$219 ;
+  wire [8:0] \$218 ;
+  wire [63:0] \$219 ;
   wire \$22 ;
   wire [64:0] \$220 ;
-  wire \$221 ;
+  wire [64:0] \$221 ;
   wire \$222 ;
-  wire [8:0] \$223 ;
+  wire \$223 ;
   wire \$224 ;
-  wire [8:0] \$225 ;
-  wire [63:0] \$226 ;
-  wire [64:0] \$227 ;
-  wire [64:0] \$228 ;
-  wire \$229 ;
+  wire [26:0] \$225 ;
+  wire [64:0] \$226 ;
+  wire \$227 ;
+  wire \$228 ;
+  wire [7:0] \$229 ;
   wire [64:0] \$23 ;
   wire \$230 ;
   wire \$231 ;
-  wire [26:0] \$232 ;
-  wire [64:0] \$233 ;
+  wire \$232 ;
+  wire \$233 ;
   wire \$234 ;
   wire \$235 ;
-  wire [7:0] \$236 ;
+  wire \$236 ;
   wire \$237 ;
   wire \$238 ;
   wire \$239 ;
@@ -45060,17 +45143,17 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   wire \$356 ;
   wire \$357 ;
   wire \$358 ;
-  wire \$359 ;
+  wire [40:0] \$359 ;
   wire [64:0] \$36 ;
-  wire \$360 ;
-  wire \$361 ;
+  wire [64:0] \$360 ;
+  wire [40:0] \$361 ;
   wire \$362 ;
   wire \$363 ;
   wire \$364 ;
   wire \$365 ;
-  wire [40:0] \$366 ;
-  wire [64:0] \$367 ;
-  wire [40:0] \$368 ;
+  wire \$366 ;
+  wire \$367 ;
+  wire \$368 ;
   wire \$369 ;
   wire [44:0] \$37 ;
   wire \$370 ;
@@ -45082,7 +45165,7 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   wire \$376 ;
   wire \$377 ;
   wire \$378 ;
-  wire \$379 ;
+  wire [6:0] \$379 ;
   wire [45:0] \$38 ;
   wire \$380 ;
   wire \$381 ;
@@ -45090,70 +45173,70 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   wire \$383 ;
   wire \$384 ;
   wire \$385 ;
-  wire [6:0] \$386 ;
+  wire \$386 ;
   wire \$387 ;
-  wire \$388 ;
-  wire \$389 ;
+  wire [1:0] \$388 ;
+  wire [1:0] \$389 ;
   wire [46:0] \$39 ;
   wire \$390 ;
   wire \$391 ;
   wire \$392 ;
-  wire \$393 ;
+  wire [1:0] \$393 ;
   wire \$394 ;
-  wire [1:0] \$395 ;
-  wire [1:0] \$396 ;
+  wire \$395 ;
+  wire \$396 ;
   wire \$397 ;
-  wire \$398 ;
-  wire \$399 ;
+  wire [1:0] \$398 ;
+  wire [1:0] \$399 ;
   wire \$4 ;
   wire [47:0] \$40 ;
-  wire [1:0] \$400 ;
+  wire \$400 ;
   wire \$401 ;
-  wire \$402 ;
-  wire \$403 ;
-  wire \$404 ;
-  wire [1:0] \$405 ;
-  wire [1:0] \$406 ;
-  wire \$407 ;
-  wire \$408 ;
+  wire [6:0] \$402 ;
+  wire [6:0] \$403 ;
+  reg [63:0] \$404 ;
+  wire [39:0] \$405 ;
+  wire [39:0] \$406 ;
+  wire [40:0] \$407 ;
+  wire [64:0] \$408 ;
   wire [6:0] \$409 ;
   wire [47:0] \$41 ;
-  wire [20:0] \$410 ;
-  wire [22:0] \$411 ;
-  wire [44:0] \$412 ;
-  wire [20:0] \$413 ;
-  wire [21:0] \$414 ;
-  wire \$415 ;
-  wire [22:0] \$416 ;
-  wire [43:0] \$417 ;
-  wire [20:0] \$418 ;
-  wire \$419 ;
+  wire [7:0] \$410 ;
+  wire \$411 ;
+  wire [34:0] \$412 ;
+  wire [43:0] \$413 ;
+  reg [63:0] \$414 ;
+  wire [39:0] \$415 ;
+  wire [39:0] \$416 ;
+  wire [44:0] \$417 ;
+  wire [45:0] \$418 ;
+  wire [64:0] \$419 ;
   wire [44:0] \$42 ;
-  wire \$420 ;
-  wire \$421 ;
-  wire \$422 ;
-  wire \$423 ;
+  wire [39:0] \$420 ;
+  wire [39:0] \$421 ;
+  wire [40:0] \$422 ;
+  wire [64:0] \$423 ;
   wire \$424 ;
-  wire \$425 ;
-  wire \$426 ;
-  wire \$427 ;
-  wire [1:0] \$428 ;
-  wire \$429 ;
+  wire [34:0] \$425 ;
+  wire [43:0] \$426 ;
+  wire [39:0] \$427 ;
+  wire [39:0] \$428 ;
+  wire [40:0] \$429 ;
   wire [45:0] \$43 ;
-  wire [22:0] \$430 ;
-  wire [43:0] \$431 ;
-  wire [2:0] \$432 ;
-  wire \$433 ;
-  wire \$434 ;
-  wire \$435 ;
-  wire \$436 ;
-  wire \$437 ;
-  wire \$438 ;
+  wire [64:0] \$430 ;
+  wire \$431 ;
+  wire [34:0] \$432 ;
+  wire [43:0] \$433 ;
+  wire [20:0] \$434 ;
+  wire [22:0] \$435 ;
+  wire [44:0] \$436 ;
+  wire [20:0] \$437 ;
+  wire [21:0] \$438 ;
   wire \$439 ;
   wire [46:0] \$44 ;
-  wire \$440 ;
-  wire \$441 ;
-  wire \$442 ;
+  wire [22:0] \$440 ;
+  wire [43:0] \$441 ;
+  wire [20:0] \$442 ;
   wire \$443 ;
   wire \$444 ;
   wire \$445 ;
@@ -45164,22 +45247,22 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   wire [46:0] \$45 ;
   wire \$450 ;
   wire \$451 ;
-  wire \$452 ;
+  wire [1:0] \$452 ;
   wire \$453 ;
-  wire \$454 ;
-  wire \$455 ;
-  wire \$456 ;
+  wire [22:0] \$454 ;
+  wire [43:0] \$455 ;
+  wire [2:0] \$456 ;
   wire \$457 ;
-  wire [20:0] \$458 ;
-  wire [21:0] \$459 ;
+  wire \$458 ;
+  wire \$459 ;
   wire [63:0] \$46 ;
-  wire [22:0] \$460 ;
-  wire [22:0] \$461 ;
+  wire \$460 ;
+  wire \$461 ;
   wire \$462 ;
-  wire [6:0] \$463 ;
+  wire \$463 ;
   wire \$464 ;
   wire \$465 ;
-  wire [6:0] \$466 ;
+  wire \$466 ;
   wire \$467 ;
   wire \$468 ;
   wire \$469 ;
@@ -45197,66 +45280,66 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   wire [64:0] \$48 ;
   wire \$480 ;
   wire \$481 ;
-  wire \$482 ;
-  wire \$483 ;
-  wire \$484 ;
-  wire \$485 ;
+  wire [20:0] \$482 ;
+  wire [21:0] \$483 ;
+  wire [22:0] \$484 ;
+  wire [22:0] \$485 ;
   wire \$486 ;
-  wire \$487 ;
+  wire [6:0] \$487 ;
   wire \$488 ;
   wire \$489 ;
   wire [44:0] \$49 ;
-  wire \$490 ;
+  wire [6:0] \$490 ;
   wire \$491 ;
-  reg [63:0] \$492 ;
-  reg [63:0] \$493 ;
-  reg [63:0] \$494 ;
-  reg [48:0] \$495 ;
-  reg [63:0] \$496 ;
-  reg [63:0] \$497 ;
-  reg [64:0] \$498 ;
-  reg [43:0] \$499 ;
+  wire \$492 ;
+  wire \$493 ;
+  wire \$494 ;
+  wire \$495 ;
+  wire \$496 ;
+  wire \$497 ;
+  wire \$498 ;
+  wire \$499 ;
   wire \$5 ;
   wire [45:0] \$50 ;
-  reg [7:0] \$500 ;
-  reg [7:0] \$501 ;
-  reg [64:0] \$502 ;
-  reg \$503 ;
-  reg [64:0] \$504 ;
-  reg \$505 ;
-  reg [64:0] \$506 ;
-  reg \$507 ;
-  reg [64:0] \$508 ;
-  reg \$509 ;
+  wire \$500 ;
+  wire \$501 ;
+  wire \$502 ;
+  wire \$503 ;
+  wire \$504 ;
+  wire \$505 ;
+  wire \$506 ;
+  wire \$507 ;
+  wire \$508 ;
+  wire \$509 ;
   wire [46:0] \$51 ;
-  reg [6:0] \$510 ;
-  reg \$511 ;
-  reg [63:0] \$512 ;
-  reg [63:0] \$513 ;
-  reg [63:0] \$514 ;
-  reg [63:0] \$515 ;
+  wire \$510 ;
+  wire \$511 ;
+  wire \$512 ;
+  wire \$513 ;
+  wire \$514 ;
+  wire \$515 ;
   reg [63:0] \$516 ;
   reg [63:0] \$517 ;
   reg [63:0] \$518 ;
-  reg [63:0] \$519 ;
+  reg [48:0] \$519 ;
   wire [47:0] \$52 ;
   reg [63:0] \$520 ;
   reg [63:0] \$521 ;
-  reg [63:0] \$522 ;
-  reg [63:0] \$523 ;
-  reg [63:0] \$524 ;
-  reg [63:0] \$525 ;
-  reg [63:0] \$526 ;
-  reg [63:0] \$527 ;
-  reg [63:0] \$528 ;
-  reg [63:0] \$529 ;
+  reg [64:0] \$522 ;
+  reg [43:0] \$523 ;
+  reg [7:0] \$524 ;
+  reg [7:0] \$525 ;
+  reg [64:0] \$526 ;
+  reg \$527 ;
+  reg [64:0] \$528 ;
+  reg \$529 ;
   wire [47:0] \$53 ;
-  reg [63:0] \$530 ;
-  reg [63:0] \$531 ;
-  reg [63:0] \$532 ;
-  reg [63:0] \$533 ;
-  reg [63:0] \$534 ;
-  reg [63:0] \$535 ;
+  reg [64:0] \$530 ;
+  reg \$531 ;
+  reg [64:0] \$532 ;
+  reg \$533 ;
+  reg [6:0] \$534 ;
+  reg \$535 ;
   reg [63:0] \$536 ;
   reg [63:0] \$537 ;
   reg [63:0] \$538 ;
@@ -45302,23 +45385,23 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   reg [63:0] \$574 ;
   reg [63:0] \$575 ;
   reg [63:0] \$576 ;
-  reg \$577 ;
-  reg \$578 ;
-  reg [5:0] \$579 ;
-  wire \$58 ;
-  reg [1:0] \$580 ;
-  reg \$581 ;
-  reg [19:0] \$582 ;
-  reg [43:0] \$583 ;
-  reg [43:0] \$584 ;
-  reg \$585 ;
-  reg \$586 ;
-  reg [333:0] \$587 ;
-  reg [966:0] \$588 ;
+  reg [63:0] \$577 ;
+  reg [63:0] \$578 ;
+  reg [63:0] \$579 ;
+  wire [64:0] \$58 ;
+  reg [63:0] \$580 ;
+  reg [63:0] \$581 ;
+  reg [63:0] \$582 ;
+  reg [63:0] \$583 ;
+  reg [63:0] \$584 ;
+  reg [63:0] \$585 ;
+  reg [63:0] \$586 ;
+  reg [63:0] \$587 ;
+  reg [63:0] \$588 ;
   reg [63:0] \$589 ;
-  wire [5:0] \$59 ;
+  wire [44:0] \$59 ;
   reg [63:0] \$590 ;
-  reg [43:0] \$591 ;
+  reg [63:0] \$591 ;
   reg [63:0] \$592 ;
   reg [63:0] \$593 ;
   reg [63:0] \$594 ;
@@ -45328,29 +45411,29 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   reg [63:0] \$598 ;
   reg [63:0] \$599 ;
   wire \$6 ;
-  wire [6:0] \$60 ;
+  wire [45:0] \$60 ;
   reg [63:0] \$600 ;
-  reg [63:0] \$601 ;
-  reg [63:0] \$602 ;
-  reg [63:0] \$603 ;
+  reg \$601 ;
+  reg \$602 ;
+  reg [5:0] \$603 ;
   reg [63:0] \$604 ;
-  reg [63:0] \$605 ;
-  reg [63:0] \$606 ;
-  reg [63:0] \$607 ;
-  reg [63:0] \$608 ;
-  reg [63:0] \$609 ;
-  wire \$61 ;
-  reg [63:0] \$610 ;
-  reg [63:0] \$611 ;
-  reg [63:0] \$612 ;
-  reg [63:0] \$613 ;
-  reg [63:0] \$614 ;
+  reg [43:0] \$605 ;
+  reg [1:0] \$606 ;
+  reg \$607 ;
+  reg [19:0] \$608 ;
+  reg [43:0] \$609 ;
+  wire [46:0] \$61 ;
+  reg [43:0] \$610 ;
+  reg \$611 ;
+  reg \$612 ;
+  reg [333:0] \$613 ;
+  reg [966:0] \$614 ;
   reg [63:0] \$615 ;
   reg [63:0] \$616 ;
-  reg [63:0] \$617 ;
+  reg [43:0] \$617 ;
   reg [63:0] \$618 ;
   reg [63:0] \$619 ;
-  wire [34:0] \$62 ;
+  wire [47:0] \$62 ;
   reg [63:0] \$620 ;
   reg [63:0] \$621 ;
   reg [63:0] \$622 ;
@@ -45361,7 +45444,7 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   reg [63:0] \$627 ;
   reg [63:0] \$628 ;
   reg [63:0] \$629 ;
-  wire [39:0] \$63 ;
+  wire [47:0] \$63 ;
   reg [63:0] \$630 ;
   reg [63:0] \$631 ;
   reg [63:0] \$632 ;
@@ -45372,7 +45455,7 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   reg [63:0] \$637 ;
   reg [63:0] \$638 ;
   reg [63:0] \$639 ;
-  wire [39:0] \$64 ;
+  wire [44:0] \$64 ;
   reg [63:0] \$640 ;
   reg [63:0] \$641 ;
   reg [63:0] \$642 ;
@@ -45383,56 +45466,82 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   reg [63:0] \$647 ;
   reg [63:0] \$648 ;
   reg [63:0] \$649 ;
-  wire [40:0] \$65 ;
+  wire [45:0] \$65 ;
   reg [63:0] \$650 ;
   reg [63:0] \$651 ;
   reg [63:0] \$652 ;
   reg [63:0] \$653 ;
   reg [63:0] \$654 ;
   reg [63:0] \$655 ;
-  reg [333:0] \$656 ;
-  reg [1:0] \$657 ;
-  reg [2:0] \$658 ;
-  reg [966:0] \$659 ;
-  wire [64:0] \$66 ;
-  reg \$660 ;
-  reg [5:0] \$661 ;
-  reg \$662 ;
-  wire [44:0] \$67 ;
-  wire [45:0] \$68 ;
-  wire [9:0] \$687 ;
-  wire [46:0] \$69 ;
+  reg [63:0] \$656 ;
+  reg [63:0] \$657 ;
+  reg [63:0] \$658 ;
+  reg [63:0] \$659 ;
+  wire [46:0] \$66 ;
+  reg [63:0] \$660 ;
+  reg [63:0] \$661 ;
+  reg [63:0] \$662 ;
+  reg [63:0] \$663 ;
+  reg [63:0] \$664 ;
+  reg [63:0] \$665 ;
+  reg [63:0] \$666 ;
+  reg [63:0] \$667 ;
+  reg [63:0] \$668 ;
+  reg [63:0] \$669 ;
+  wire [46:0] \$67 ;
+  reg [63:0] \$670 ;
+  reg [63:0] \$671 ;
+  reg [63:0] \$672 ;
+  reg [63:0] \$673 ;
+  reg [63:0] \$674 ;
+  reg [63:0] \$675 ;
+  reg [63:0] \$676 ;
+  reg [63:0] \$677 ;
+  reg [63:0] \$678 ;
+  reg [63:0] \$679 ;
+  wire [64:0] \$68 ;
+  reg [63:0] \$680 ;
+  reg [63:0] \$681 ;
+  reg [333:0] \$682 ;
+  reg [1:0] \$683 ;
+  reg [2:0] \$684 ;
+  reg [966:0] \$685 ;
+  reg \$686 ;
+  reg [5:0] \$687 ;
+  reg \$688 ;
+  wire [44:0] \$69 ;
   wire \$7 ;
-  wire [47:0] \$70 ;
-  wire [47:0] \$71 ;
-  wire [44:0] \$72 ;
-  wire [45:0] \$73 ;
-  wire [46:0] \$74 ;
-  wire [46:0] \$75 ;
-  wire [39:0] \$76 ;
-  wire [39:0] \$77 ;
-  wire [44:0] \$78 ;
-  wire [45:0] \$79 ;
+  wire [45:0] \$70 ;
+  wire [46:0] \$71 ;
+  wire [9:0] \$713 ;
+  wire [47:0] \$72 ;
+  wire [47:0] \$73 ;
+  wire [44:0] \$74 ;
+  wire [45:0] \$75 ;
+  wire [46:0] \$76 ;
+  wire [46:0] \$77 ;
+  wire [63:0] \$78 ;
+  wire [43:0] \$79 ;
   wire \$8 ;
-  wire [64:0] \$80 ;
-  wire [44:0] \$81 ;
-  wire [45:0] \$82 ;
-  wire [46:0] \$83 ;
-  wire [47:0] \$84 ;
-  wire [47:0] \$85 ;
-  wire [44:0] \$86 ;
-  wire [45:0] \$87 ;
-  wire [46:0] \$88 ;
-  wire [46:0] \$89 ;
+  wire \$80 ;
+  wire [63:0] \$81 ;
+  wire [43:0] \$82 ;
+  wire \$83 ;
+  wire [64:0] \$84 ;
+  wire [64:0] \$85 ;
+  wire \$86 ;
+  wire \$87 ;
+  wire \$88 ;
+  wire \$89 ;
   wire \$9 ;
-  wire [63:0] \$90 ;
-  wire [43:0] \$91 ;
+  wire \$90 ;
+  wire \$91 ;
   wire \$92 ;
-  wire [63:0] \$93 ;
-  wire [43:0] \$94 ;
+  wire \$93 ;
+  wire \$94 ;
   wire \$95 ;
-  wire [64:0] \$96 ;
-  wire [64:0] \$97 ;
+  wire \$96 ;
+  wire \$97 ;
   wire \$98 ;
   wire \$99 ;
   reg [63:0] \$signal  = 64'h0000000000000000;
@@ -45457,24 +45566,26 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   wire [1:0] \$signal$105.queue ;
   wire [63:0] \$signal$105.seq ;
   wire [63:0] \$signal$105.taken ;
-  reg [1:0] \$signal$116  = 2'h0;
-  reg [63:0] \$signal$193 ;
-  reg [31:0] \$signal$194 ;
-  reg \$signal$198  = 1'h0;
-  reg \$signal$204  = 1'h0;
-  reg [63:0] \$signal$207  = 64'h0000000000000000;
-  reg [43:0] \$signal$208  = 44'h00000000000;
-  reg [7:0] \$signal$213  = 8'h00;
-  reg \$signal$214 ;
-  reg \$signal$215 ;
-  reg \$signal$220  = 1'h0;
-  reg [63:0] \$signal$223  = 64'h0000000000000000;
-  reg [63:0] \$signal$228  = 64'h0000000000000000;
-  reg [63:0] \$signal$229  = 64'h0000000000000000;
-  reg [63:0] \$signal$230  = 64'h0000000000000000;
-  reg [48:0] \$signal$231  = 49'h0000000000000;
-  reg [63:0] \$signal$232  = 64'h0000000000000000;
-  reg [6:0] \$signal$237  = 7'h00;
+  reg [63:0] \$signal$116  = 64'h0000000000000000;
+  reg [43:0] \$signal$119  = 44'h00000000000;
+  reg [1:0] \$signal$127  = 2'h0;
+  reg [63:0] \$signal$128 ;
+  reg [31:0] \$signal$129 ;
+  reg \$signal$133  = 1'h0;
+  reg \$signal$140  = 1'h0;
+  reg [63:0] \$signal$143  = 64'h0000000000000000;
+  reg [43:0] \$signal$144  = 44'h00000000000;
+  reg [7:0] \$signal$149  = 8'h00;
+  reg \$signal$150 ;
+  reg \$signal$151 ;
+  reg \$signal$156  = 1'h0;
+  reg [63:0] \$signal$159  = 64'h0000000000000000;
+  reg [63:0] \$signal$164  = 64'h0000000000000000;
+  reg [63:0] \$signal$165  = 64'h0000000000000000;
+  reg [63:0] \$signal$166  = 64'h0000000000000000;
+  reg [48:0] \$signal$167  = 49'h0000000000000;
+  reg [63:0] \$signal$168  = 64'h0000000000000000;
+  reg [6:0] \$signal$173  = 7'h00;
   reg [19:0] \$signal$240  = 20'h00000;
   reg [63:0] \$signal$97  = 64'h0000000000000000;
   reg [43:0] \$signal$98  = 44'h00000000000;
@@ -45482,8 +45593,8 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   wire [43:0] beats;
   wire [43:0] \beats$109 ;
   wire [43:0] \beats$114 ;
-  wire [43:0] \beats$187 ;
-  wire [43:0] \beats$192 ;
+  wire [43:0] \beats$121 ;
+  wire [43:0] \beats$126 ;
   reg [5:0] c_page = 6'h00;
   reg [63:0] checked;
   input clk;
@@ -45816,7 +45927,6 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   reg operand_in_cq1 = 1'h0;
   reg operand_in_cq2 = 1'h0;
   reg operand_in_cq3 = 1'h0;
-  reg [63:0] page;
   reg [63:0] page0 = 64'h0000000000000000;
   reg [63:0] page1 = 64'h0000000000000000;
   reg [63:0] page10 = 64'h0000000000000000;
@@ -45881,7 +45991,6 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   reg [63:0] page7 = 64'h0000000000000000;
   reg [63:0] page8 = 64'h0000000000000000;
   reg [63:0] page9 = 64'h0000000000000000;
-  wire [43:0] page_elems;
   wire [63:0] page_rest_first;
   wire [63:0] page_rest_line;
   wire [43:0] page_rest_lines;
@@ -46106,484 +46215,515 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   reg [7:0] w_data;
   reg w_en;
   wire w_rdy;
-  assign \$330  = \$signal$237  == 3'h5;
-  assign \$332  = \$signal$237  == 3'h5;
-  assign \$334  = \$signal$237  == 3'h6;
-  assign \$336  = \$signal$237  == 3'h6;
-  assign \$338  = \$signal$237  == 3'h6;
-  assign \$340  = \$signal$237  == 3'h6;
-  assign \$342  = \$signal$237  == 3'h6;
-  assign \$344  = \$signal$237  == 3'h6;
-  assign \$346  = \$signal$237  == 3'h6;
-  assign \$348  = \$signal$237  == 3'h6;
-  assign \$350  = \$signal$237  == 3'h7;
-  assign \$352  = \$signal$237  == 3'h7;
-  assign \$354  = \$signal$237  == 3'h7;
-  assign \$356  = \$signal$237  == 3'h7;
-  assign \$358  = \$signal$237  == 3'h7;
-  assign \$360  = \$signal$237  == 3'h7;
-  assign \$362  = \$signal$237  == 3'h7;
-  assign \$364  = \$signal$237  == 3'h7;
-  assign \$367  = regs2[255:192] - \$366 ;
-  assign \$369  = regs2[255:192] >= \$368 ;
-  assign \$370  = ~ run_any;
-  assign \$371  = \$370  | run_issued;
-  assign \$372  = \$signal$198  & \$371 ;
-  assign \$373  = ! \$signal$116 ;
-  assign \$374  = \$signal$116  == 2'h3;
-  assign \$375  = \$373  | \$374 ;
-  assign \$376  = \$signal$116  == 1'h1;
-  assign \$377  = ! f_page;
-  assign \$378  = \$376  & \$377 ;
-  assign \$379  = \$375  | \$378 ;
-  assign \$380  = list_req & \$379 ;
-  assign \$381  = ~ \$380 ;
-  assign \$382  = \$372  & \$381 ;
-  assign \$383  = \$signal$116  == 2'h3;
-  assign \$384  = \$signal$116  == 1'h1;
-  assign \$385  = \$384  & decoded1[123];
-  assign \$386  = f_page + 1'h1;
-  assign \$387  = \$386  < f_sizes[287:268];
-  assign \$388  = \$385  & \$387 ;
-  assign \$389  = \$signal$116  == 1'h1;
-  assign \$390  = ! \$signal$116 ;
-  assign \$391  = \$signal$105 [5:2] == 2'h2;
-  assign \$392  = \$signal$105 [5:2] == 2'h3;
-  assign \$393  = \$signal$105 [5:2] == 3'h4;
-  assign \$394  = \$392  | \$393 ;
-  assign \$395  = \$394  ? 2'h2 : 2'h1;
-  assign \$396  = \$391  ? 2'h0 : \$395 ;
-  assign \$397  = | \$396 ;
-  assign \$398  = \$390  & \$397 ;
-  assign \$399  = \$signal$116  == 2'h2;
-  assign \$400  = f_stage + 1'h1;
-  assign \$401  = \$signal$105 [5:2] == 2'h2;
-  assign \$402  = \$signal$105 [5:2] == 2'h3;
-  assign \$403  = \$signal$105 [5:2] == 3'h4;
-  assign \$404  = \$402  | \$403 ;
-  assign \$405  = \$404  ? 2'h2 : 2'h1;
-  assign \$406  = \$401  ? 2'h0 : \$405 ;
-  assign \$407  = \$400  < \$406 ;
-  assign \$408  = \$399  & \$407 ;
+  assign \$307  = \$signal$173  == 3'h4;
+  assign \$309  = \$signal$173  == 3'h4;
+  assign \$311  = \$signal$173  == 3'h5;
+  assign \$313  = \$signal$173  == 3'h5;
+  assign \$315  = \$signal$173  == 3'h5;
+  assign \$317  = \$signal$173  == 3'h5;
+  assign \$319  = \$signal$173  == 3'h5;
+  assign \$321  = \$signal$173  == 3'h5;
+  assign \$323  = \$signal$173  == 3'h5;
+  assign \$325  = \$signal$173  == 3'h5;
+  assign \$327  = \$signal$173  == 3'h6;
+  assign \$329  = \$signal$173  == 3'h6;
+  assign \$331  = \$signal$173  == 3'h6;
+  assign \$333  = \$signal$173  == 3'h6;
+  assign \$335  = \$signal$173  == 3'h6;
+  assign \$337  = \$signal$173  == 3'h6;
+  assign \$339  = \$signal$173  == 3'h6;
+  assign \$341  = \$signal$173  == 3'h6;
+  assign \$343  = \$signal$173  == 3'h7;
+  assign \$345  = \$signal$173  == 3'h7;
+  assign \$347  = \$signal$173  == 3'h7;
+  assign \$349  = \$signal$173  == 3'h7;
+  assign \$351  = \$signal$173  == 3'h7;
+  assign \$353  = \$signal$173  == 3'h7;
+  assign \$355  = \$signal$173  == 3'h7;
+  assign \$357  = \$signal$173  == 3'h7;
+  assign \$360  = regs2[255:192] - \$359 ;
+  assign \$362  = regs2[255:192] >= \$361 ;
+  assign \$363  = ~ run_any;
+  assign \$364  = \$363  | run_issued;
+  assign \$365  = \$signal$133  & \$364 ;
+  assign \$366  = ! \$signal$127 ;
+  assign \$367  = \$signal$127  == 2'h3;
+  assign \$368  = \$366  | \$367 ;
+  assign \$369  = \$signal$127  == 1'h1;
+  assign \$370  = ! f_page;
+  assign \$371  = \$369  & \$370 ;
+  assign \$372  = \$368  | \$371 ;
+  assign \$373  = list_req & \$372 ;
+  assign \$374  = ~ \$373 ;
+  assign \$375  = \$365  & \$374 ;
+  assign \$376  = \$signal$127  == 2'h3;
+  assign \$377  = \$signal$127  == 1'h1;
+  assign \$378  = \$377  & decoded1[123];
+  assign \$379  = f_page + 1'h1;
+  assign \$380  = \$379  < f_sizes[287:268];
+  assign \$381  = \$378  & \$380 ;
+  assign \$382  = \$signal$127  == 1'h1;
+  assign \$383  = ! \$signal$127 ;
+  assign \$384  = \$signal$105 [5:2] == 2'h2;
+  assign \$385  = \$signal$105 [5:2] == 2'h3;
+  assign \$386  = \$signal$105 [5:2] == 3'h4;
+  assign \$387  = \$385  | \$386 ;
+  assign \$388  = \$387  ? 2'h2 : 2'h1;
+  assign \$389  = \$384  ? 2'h0 : \$388 ;
+  assign \$390  = | \$389 ;
+  assign \$391  = \$383  & \$390 ;
+  assign \$392  = \$signal$127  == 2'h2;
+  assign \$393  = f_stage + 1'h1;
+  assign \$394  = \$signal$105 [5:2] == 2'h2;
+  assign \$395  = \$signal$105 [5:2] == 2'h3;
+  assign \$396  = \$signal$105 [5:2] == 3'h4;
+  assign \$397  = \$395  | \$396 ;
+  assign \$398  = \$397  ? 2'h2 : 2'h1;
+  assign \$399  = \$394  ? 2'h0 : \$398 ;
+  assign \$400  = \$393  < \$399 ;
+  assign \$401  = \$392  & \$400 ;
+  assign \$402  = f_page + 1'h1;
+  assign \$403  = f_page + 1'h1;
+  assign \$406  = f_stage ? \$405  : 40'h0000000000;
+  assign \$408  = \$404  + \$407 ;
   assign \$409  = f_page + 1'h1;
-  assign \$410  = \$signal$240  + 3'h4;
-  assign \$411  = 3'h4 * \$signal$105 [203:184];
-  assign \$412  = \$signal$98  + \$411 ;
-  assign \$413  = \$signal$240  + 3'h4;
-  assign \$414  = \$signal$105 [183:164] - \$413 ;
-  assign \$415  = $signed(\$414 ) <= $signed(4'h4);
-  assign \$417  = \$415  ? \$signal$208  : { 21'h000000, \$416  };
-  assign \$418  = \$signal$240  + 3'h4;
-  assign \$419  = \$418  >= \$signal$105 [183:164];
-  assign \$420  = task__valid & task__ready;
-  assign \$421  = ~ \$signal$204 ;
-  assign \$422  = ~ \$signal$198 ;
-  assign \$423  = task__valid & task__ready;
-  assign \$424  = handed1 | \$423 ;
-  assign \$425  = \$422  & \$424 ;
-  assign \$426  = \$421  | \$425 ;
-  assign \$427  = \$signal$204  & \$426 ;
-  assign \$428  = decoded2[10] ? 2'h0 : 2'h3;
-  assign \$429  = entry2[183:164] <= 3'h4;
-  assign \$431  = \$429  ? last_group_elems2 : { 21'h000000, \$430  };
-  assign \$432  = decoding - 1'h1;
-  assign \$433  = ! decoding;
-  assign \$434  = | decoded[7:0];
-  assign \$435  = | stores;
-  assign \$436  = | \$signal$213 ;
-  assign \$437  = reads_cq & \$436 ;
-  assign \$438  = \$435  | \$437 ;
-  assign \$441  = | stores;
-  assign \$442  = | \$signal$213 ;
-  assign \$443  = reads_cq & \$442 ;
-  assign \$444  = \$441  | \$443 ;
-  assign \$445  = ~ \$444 ;
-  assign \$447  = list_req & run_issued;
-  assign \$448  = ~ \$signal$198 ;
-  assign \$449  = ! \$signal$116 ;
-  assign \$450  = \$signal$116  == 2'h3;
-  assign \$451  = \$449  | \$450 ;
-  assign \$452  = \$signal$116  == 1'h1;
-  assign \$453  = ! f_page;
-  assign \$454  = \$452  & \$453 ;
-  assign \$455  = \$451  | \$454 ;
-  assign \$456  = \$448  | \$455 ;
-  assign \$457  = \$447  & \$456 ;
-  assign \$458  = 1'h0 + entry2[103:84];
-  assign \$459  = \$458  + 1'h1;
-  assign \$460  = \$459  - 1'h1;
-  assign \$462  = \$signal$237  == \$461 ;
-  assign \$463  = c_page + 1'h1;
-  assign \$464  = \$463  >= decoded2[130:124];
-  assign \$465  = ~ \$464 ;
-  assign \$466  = c_page + 1'h1;
-  assign \$467  = | checked[11:0];
-  assign \$468  = checked < regs2[191:128];
-  assign \$469  = \$467  | \$468 ;
-  assign \$470  = ~ room_ok;
-  assign \$471  = \$469  | \$470 ;
-  assign \$472  = checked > \$signal$223 ;
-  assign \$473  = \$471  | \$472 ;
-  assign \$474  = bad | \$473 ;
-  assign \$475  = ~ \$signal$220 ;
-  assign \$476  = | checked[11:0];
-  assign \$477  = checked < regs2[191:128];
-  assign \$478  = \$476  | \$477 ;
-  assign \$479  = ~ room_ok;
-  assign \$480  = \$478  | \$479 ;
-  assign \$481  = checked > \$signal$223 ;
-  assign \$482  = \$480  | \$481 ;
-  assign \$483  = bad | \$482 ;
-  assign \$484  = ~ \$483 ;
-  assign \$485  = \$475  & \$484 ;
-  assign \$486  = ~ \$signal$204 ;
-  assign \$487  = ~ \$signal$198 ;
-  assign \$488  = task__valid & task__ready;
-  assign \$489  = handed1 | \$488 ;
-  assign \$490  = \$487  & \$489 ;
-  assign \$491  = \$486  | \$490 ;
+  assign \$410  = \$409  + 1'h1;
+  assign \$411  = \$410  < f_sizes[287:268];
+  assign \$412  = f_sizes[86:67] << decoded1[134:131];
+  assign \$413  = \$411  ? { 9'h000, \$412  } : f_sizes[351:308];
+  assign \$416  = f_stage ? \$415  : 40'h0000000000;
+  assign \$417  = \$416  + f_sizes[395:352];
+  assign \$419  = \$414  + \$418 ;
+  assign \$423  = page0 + 41'h00000000000;
+  assign \$424  = decoded1[462:443] > 1'h1;
+  assign \$425  = decoded1[261:242] << decoded1[134:131];
+  assign \$426  = \$424  ? { 9'h000, \$425  } : decoded1[526:483];
+  assign \$430  = page0 + \$429 ;
+  assign \$431  = decoded1[858:839] > 1'h1;
+  assign \$432  = decoded1[657:638] << decoded1[134:131];
+  assign \$433  = \$431  ? { 9'h000, \$432  } : decoded1[922:879];
+  assign \$434  = \$signal$240  + 3'h4;
+  assign \$435  = 3'h4 * \$signal$105 [203:184];
+  assign \$436  = \$signal$98  + \$435 ;
+  assign \$437  = \$signal$240  + 3'h4;
+  assign \$438  = \$signal$105 [183:164] - \$437 ;
+  assign \$439  = $signed(\$438 ) <= $signed(4'h4);
+  assign \$441  = \$439  ? \$signal$144  : { 21'h000000, \$440  };
+  assign \$442  = \$signal$240  + 3'h4;
+  assign \$443  = \$442  >= \$signal$105 [183:164];
+  assign \$444  = task__valid & task__ready;
+  assign \$445  = ~ \$signal$140 ;
+  assign \$446  = ~ \$signal$133 ;
+  assign \$447  = task__valid & task__ready;
+  assign \$448  = handed1 | \$447 ;
+  assign \$449  = \$446  & \$448 ;
+  assign \$450  = \$445  | \$449 ;
+  assign \$451  = \$signal$140  & \$450 ;
+  assign \$452  = decoded2[10] ? 2'h0 : 2'h3;
+  assign \$453  = entry2[183:164] <= 3'h4;
+  assign \$455  = \$453  ? last_group_elems2 : { 21'h000000, \$454  };
+  assign \$456  = decoding - 1'h1;
+  assign \$457  = ! decoding;
+  assign \$458  = | decoded[7:0];
+  assign \$459  = | stores;
+  assign \$460  = | \$signal$149 ;
+  assign \$461  = reads_cq & \$460 ;
+  assign \$462  = \$459  | \$461 ;
+  assign \$465  = | stores;
+  assign \$466  = | \$signal$149 ;
+  assign \$467  = reads_cq & \$466 ;
+  assign \$468  = \$465  | \$467 ;
+  assign \$469  = ~ \$468 ;
+  assign \$471  = list_req & run_issued;
+  assign \$472  = ~ \$signal$133 ;
+  assign \$473  = ! \$signal$127 ;
+  assign \$474  = \$signal$127  == 2'h3;
+  assign \$475  = \$473  | \$474 ;
+  assign \$476  = \$signal$127  == 1'h1;
+  assign \$477  = ! f_page;
+  assign \$478  = \$476  & \$477 ;
+  assign \$479  = \$475  | \$478 ;
+  assign \$480  = \$472  | \$479 ;
+  assign \$481  = \$471  & \$480 ;
+  assign \$482  = 1'h0 + entry2[103:84];
+  assign \$483  = \$482  + 1'h1;
+  assign \$484  = \$483  - 1'h1;
+  assign \$486  = \$signal$173  == \$485 ;
+  assign \$487  = c_page + 1'h1;
+  assign \$488  = \$487  >= decoded2[130:124];
+  assign \$489  = ~ \$488 ;
+  assign \$490  = c_page + 1'h1;
+  assign \$491  = | checked[11:0];
+  assign \$492  = checked < regs2[191:128];
+  assign \$493  = \$491  | \$492 ;
+  assign \$494  = ~ room_ok;
+  assign \$495  = \$493  | \$494 ;
+  assign \$496  = checked > \$signal$159 ;
+  assign \$497  = \$495  | \$496 ;
+  assign \$498  = bad | \$497 ;
+  assign \$499  = ~ \$signal$156 ;
+  assign \$500  = | checked[11:0];
+  assign \$501  = checked < regs2[191:128];
+  assign \$502  = \$500  | \$501 ;
+  assign \$503  = ~ room_ok;
+  assign \$504  = \$502  | \$503 ;
+  assign \$505  = checked > \$signal$159 ;
+  assign \$506  = \$504  | \$505 ;
+  assign \$507  = bad | \$506 ;
+  assign \$508  = ~ \$507 ;
+  assign \$509  = \$499  & \$508 ;
+  assign \$510  = ~ \$signal$140 ;
+  assign \$511  = ~ \$signal$133 ;
+  assign \$512  = task__valid & task__ready;
+  assign \$513  = handed1 | \$512 ;
+  assign \$514  = \$511  & \$513 ;
+  assign \$515  = \$510  | \$514 ;
   always @(posedge clk)
-    \$signal$228  <= \$492 ;
+    \$signal$164  <= \$516 ;
   always @(posedge clk)
-    \$signal$229  <= \$493 ;
+    \$signal$165  <= \$517 ;
   always @(posedge clk)
-    \$signal$230  <= \$494 ;
+    \$signal$166  <= \$518 ;
   always @(posedge clk)
-    \$signal$231  <= \$495 ;
+    \$signal$167  <= \$519 ;
   always @(posedge clk)
-    \$signal  <= \$496 ;
+    \$signal  <= \$520 ;
   always @(posedge clk)
-    \$signal$232  <= \$497 ;
+    \$signal$168  <= \$521 ;
   always @(posedge clk)
-    slot_end <= \$498 ;
+    slot_end <= \$522 ;
   always @(posedge clk)
-    last_group_elems2 <= \$499 ;
+    last_group_elems2 <= \$523 ;
   always @(posedge clk)
-    \$signal$213  <= \$500 ;
+    \$signal$149  <= \$524 ;
   always @(posedge clk)
-    stores <= \$501 ;
+    stores <= \$525 ;
   always @(posedge clk)
-    cq_end0 <= \$502 ;
+    cq_end0 <= \$526 ;
   always @(posedge clk)
-    operand_in_cq0 <= \$503 ;
+    operand_in_cq0 <= \$527 ;
   always @(posedge clk)
-    cq_end1 <= \$504 ;
+    cq_end1 <= \$528 ;
   always @(posedge clk)
-    operand_in_cq1 <= \$505 ;
+    operand_in_cq1 <= \$529 ;
   always @(posedge clk)
-    cq_end2 <= \$506 ;
+    cq_end2 <= \$530 ;
   always @(posedge clk)
-    operand_in_cq2 <= \$507 ;
+    operand_in_cq2 <= \$531 ;
   always @(posedge clk)
-    cq_end3 <= \$508 ;
+    cq_end3 <= \$532 ;
   always @(posedge clk)
-    operand_in_cq3 <= \$509 ;
+    operand_in_cq3 <= \$533 ;
   always @(posedge clk)
-    \$signal$237  <= \$510 ;
+    \$signal$173  <= \$534 ;
   always @(posedge clk)
-    \$signal$220  <= \$511 ;
+    \$signal$156  <= \$535 ;
   always @(posedge clk)
-    next_page0 <= \$512 ;
+    next_page0 <= \$536 ;
   always @(posedge clk)
-    next_page1 <= \$513 ;
+    next_page1 <= \$537 ;
   always @(posedge clk)
-    next_page2 <= \$514 ;
+    next_page2 <= \$538 ;
   always @(posedge clk)
-    next_page3 <= \$515 ;
+    next_page3 <= \$539 ;
   always @(posedge clk)
-    next_page4 <= \$516 ;
+    next_page4 <= \$540 ;
   always @(posedge clk)
-    next_page5 <= \$517 ;
+    next_page5 <= \$541 ;
   always @(posedge clk)
-    next_page6 <= \$518 ;
+    next_page6 <= \$542 ;
   always @(posedge clk)
-    next_page7 <= \$519 ;
+    next_page7 <= \$543 ;
   always @(posedge clk)
-    next_page8 <= \$520 ;
+    next_page8 <= \$544 ;
   always @(posedge clk)
-    next_page9 <= \$521 ;
+    next_page9 <= \$545 ;
   always @(posedge clk)
-    next_page10 <= \$522 ;
+    next_page10 <= \$546 ;
   always @(posedge clk)
-    next_page11 <= \$523 ;
+    next_page11 <= \$547 ;
   always @(posedge clk)
-    next_page12 <= \$524 ;
+    next_page12 <= \$548 ;
   always @(posedge clk)
-    next_page13 <= \$525 ;
+    next_page13 <= \$549 ;
   always @(posedge clk)
-    next_page14 <= \$526 ;
+    next_page14 <= \$550 ;
   always @(posedge clk)
-    next_page15 <= \$527 ;
+    next_page15 <= \$551 ;
   always @(posedge clk)
-    next_page16 <= \$528 ;
+    next_page16 <= \$552 ;
   always @(posedge clk)
-    next_page17 <= \$529 ;
+    next_page17 <= \$553 ;
   always @(posedge clk)
-    next_page18 <= \$530 ;
+    next_page18 <= \$554 ;
   always @(posedge clk)
-    next_page19 <= \$531 ;
+    next_page19 <= \$555 ;
   always @(posedge clk)
-    next_page20 <= \$532 ;
+    next_page20 <= \$556 ;
   always @(posedge clk)
-    next_page21 <= \$533 ;
+    next_page21 <= \$557 ;
   always @(posedge clk)
-    next_page22 <= \$534 ;
+    next_page22 <= \$558 ;
   always @(posedge clk)
-    next_page23 <= \$535 ;
+    next_page23 <= \$559 ;
   always @(posedge clk)
-    next_page24 <= \$536 ;
+    next_page24 <= \$560 ;
   always @(posedge clk)
-    next_page25 <= \$537 ;
+    next_page25 <= \$561 ;
   always @(posedge clk)
-    next_page26 <= \$538 ;
+    next_page26 <= \$562 ;
   always @(posedge clk)
-    next_page27 <= \$539 ;
+    next_page27 <= \$563 ;
   always @(posedge clk)
-    next_page28 <= \$540 ;
+    next_page28 <= \$564 ;
   always @(posedge clk)
-    next_page29 <= \$541 ;
+    next_page29 <= \$565 ;
   always @(posedge clk)
-    next_page30 <= \$542 ;
+    next_page30 <= \$566 ;
   always @(posedge clk)
-    next_page31 <= \$543 ;
+    next_page31 <= \$567 ;
   always @(posedge clk)
-    next_page32 <= \$544 ;
+    next_page32 <= \$568 ;
   always @(posedge clk)
-    next_page33 <= \$545 ;
+    next_page33 <= \$569 ;
   always @(posedge clk)
-    next_page34 <= \$546 ;
+    next_page34 <= \$570 ;
   always @(posedge clk)
-    next_page35 <= \$547 ;
+    next_page35 <= \$571 ;
   always @(posedge clk)
-    next_page36 <= \$548 ;
+    next_page36 <= \$572 ;
   always @(posedge clk)
-    next_page37 <= \$549 ;
+    next_page37 <= \$573 ;
   always @(posedge clk)
-    next_page38 <= \$550 ;
+    next_page38 <= \$574 ;
   always @(posedge clk)
-    next_page39 <= \$551 ;
+    next_page39 <= \$575 ;
   always @(posedge clk)
-    next_page40 <= \$552 ;
+    next_page40 <= \$576 ;
   always @(posedge clk)
-    next_page41 <= \$553 ;
+    next_page41 <= \$577 ;
   always @(posedge clk)
-    next_page42 <= \$554 ;
+    next_page42 <= \$578 ;
   always @(posedge clk)
-    next_page43 <= \$555 ;
+    next_page43 <= \$579 ;
   always @(posedge clk)
-    next_page44 <= \$556 ;
+    next_page44 <= \$580 ;
   always @(posedge clk)
-    next_page45 <= \$557 ;
+    next_page45 <= \$581 ;
   always @(posedge clk)
-    next_page46 <= \$558 ;
+    next_page46 <= \$582 ;
   always @(posedge clk)
-    next_page47 <= \$559 ;
+    next_page47 <= \$583 ;
   always @(posedge clk)
-    next_page48 <= \$560 ;
+    next_page48 <= \$584 ;
   always @(posedge clk)
-    next_page49 <= \$561 ;
+    next_page49 <= \$585 ;
   always @(posedge clk)
-    next_page50 <= \$562 ;
+    next_page50 <= \$586 ;
   always @(posedge clk)
-    next_page51 <= \$563 ;
+    next_page51 <= \$587 ;
   always @(posedge clk)
-    next_page52 <= \$564 ;
+    next_page52 <= \$588 ;
   always @(posedge clk)
-    next_page53 <= \$565 ;
+    next_page53 <= \$589 ;
   always @(posedge clk)
-    next_page54 <= \$566 ;
+    next_page54 <= \$590 ;
   always @(posedge clk)
-    next_page55 <= \$567 ;
+    next_page55 <= \$591 ;
   always @(posedge clk)
-    next_page56 <= \$568 ;
+    next_page56 <= \$592 ;
   always @(posedge clk)
-    next_page57 <= \$569 ;
+    next_page57 <= \$593 ;
   always @(posedge clk)
-    next_page58 <= \$570 ;
+    next_page58 <= \$594 ;
   always @(posedge clk)
-    next_page59 <= \$571 ;
+    next_page59 <= \$595 ;
   always @(posedge clk)
-    next_page60 <= \$572 ;
+    next_page60 <= \$596 ;
   always @(posedge clk)
-    next_page61 <= \$573 ;
+    next_page61 <= \$597 ;
   always @(posedge clk)
-    next_page62 <= \$574 ;
+    next_page62 <= \$598 ;
   always @(posedge clk)
-    next_page63 <= \$575 ;
+    next_page63 <= \$599 ;
   always @(posedge clk)
-    \$signal$223  <= \$576 ;
+    \$signal$159  <= \$600 ;
   always @(posedge clk)
-    room_ok <= \$577 ;
+    room_ok <= \$601 ;
   always @(posedge clk)
-    \$signal$198  <= \$578 ;
+    \$signal$133  <= \$602 ;
   always @(posedge clk)
-    f_page <= \$579 ;
+    f_page <= \$603 ;
   always @(posedge clk)
-    \$signal$116  <= \$580 ;
+    \$signal$116  <= \$604 ;
   always @(posedge clk)
-    f_stage <= \$581 ;
+    \$signal$119  <= \$605 ;
   always @(posedge clk)
-    \$signal$240  <= \$582 ;
+    \$signal$127  <= \$606 ;
   always @(posedge clk)
-    \$signal$98  <= \$583 ;
+    f_stage <= \$607 ;
   always @(posedge clk)
-    f_in_elems <= \$584 ;
+    \$signal$240  <= \$608 ;
   always @(posedge clk)
-    handed1 <= \$585 ;
+    \$signal$98  <= \$609 ;
   always @(posedge clk)
-    \$signal$204  <= \$586 ;
+    f_in_elems <= \$610 ;
   always @(posedge clk)
-    \$signal$105  <= \$587 ;
+    handed1 <= \$611 ;
   always @(posedge clk)
-    decoded1 <= \$588 ;
+    \$signal$140  <= \$612 ;
   always @(posedge clk)
-    \$signal$97  <= \$589 ;
+    \$signal$105  <= \$613 ;
   always @(posedge clk)
-    \$signal$207  <= \$590 ;
+    decoded1 <= \$614 ;
   always @(posedge clk)
-    \$signal$208  <= \$591 ;
+    \$signal$97  <= \$615 ;
   always @(posedge clk)
-    page0 <= \$592 ;
+    \$signal$143  <= \$616 ;
   always @(posedge clk)
-    page1 <= \$593 ;
+    \$signal$144  <= \$617 ;
   always @(posedge clk)
-    page2 <= \$594 ;
+    page0 <= \$618 ;
   always @(posedge clk)
-    page3 <= \$595 ;
+    page1 <= \$619 ;
   always @(posedge clk)
-    page4 <= \$596 ;
+    page2 <= \$620 ;
   always @(posedge clk)
-    page5 <= \$597 ;
+    page3 <= \$621 ;
   always @(posedge clk)
-    page6 <= \$598 ;
+    page4 <= \$622 ;
   always @(posedge clk)
-    page7 <= \$599 ;
+    page5 <= \$623 ;
   always @(posedge clk)
-    page8 <= \$600 ;
+    page6 <= \$624 ;
   always @(posedge clk)
-    page9 <= \$601 ;
+    page7 <= \$625 ;
   always @(posedge clk)
-    page10 <= \$602 ;
+    page8 <= \$626 ;
   always @(posedge clk)
-    page11 <= \$603 ;
+    page9 <= \$627 ;
   always @(posedge clk)
-    page12 <= \$604 ;
+    page10 <= \$628 ;
   always @(posedge clk)
-    page13 <= \$605 ;
+    page11 <= \$629 ;
   always @(posedge clk)
-    page14 <= \$606 ;
+    page12 <= \$630 ;
   always @(posedge clk)
-    page15 <= \$607 ;
+    page13 <= \$631 ;
   always @(posedge clk)
-    page16 <= \$608 ;
+    page14 <= \$632 ;
   always @(posedge clk)
-    page17 <= \$609 ;
+    page15 <= \$633 ;
   always @(posedge clk)
-    page18 <= \$610 ;
+    page16 <= \$634 ;
   always @(posedge clk)
-    page19 <= \$611 ;
+    page17 <= \$635 ;
   always @(posedge clk)
-    page20 <= \$612 ;
+    page18 <= \$636 ;
   always @(posedge clk)
-    page21 <= \$613 ;
+    page19 <= \$637 ;
   always @(posedge clk)
-    page22 <= \$614 ;
+    page20 <= \$638 ;
   always @(posedge clk)
-    page23 <= \$615 ;
+    page21 <= \$639 ;
   always @(posedge clk)
-    page24 <= \$616 ;
+    page22 <= \$640 ;
   always @(posedge clk)
-    page25 <= \$617 ;
+    page23 <= \$641 ;
   always @(posedge clk)
-    page26 <= \$618 ;
+    page24 <= \$642 ;
   always @(posedge clk)
-    page27 <= \$619 ;
+    page25 <= \$643 ;
   always @(posedge clk)
-    page28 <= \$620 ;
+    page26 <= \$644 ;
   always @(posedge clk)
-    page29 <= \$621 ;
+    page27 <= \$645 ;
   always @(posedge clk)
-    page30 <= \$622 ;
+    page28 <= \$646 ;
   always @(posedge clk)
-    page31 <= \$623 ;
+    page29 <= \$647 ;
   always @(posedge clk)
-    page32 <= \$624 ;
+    page30 <= \$648 ;
   always @(posedge clk)
-    page33 <= \$625 ;
+    page31 <= \$649 ;
   always @(posedge clk)
-    page34 <= \$626 ;
+    page32 <= \$650 ;
   always @(posedge clk)
-    page35 <= \$627 ;
+    page33 <= \$651 ;
   always @(posedge clk)
-    page36 <= \$628 ;
+    page34 <= \$652 ;
   always @(posedge clk)
-    page37 <= \$629 ;
+    page35 <= \$653 ;
   always @(posedge clk)
-    page38 <= \$630 ;
+    page36 <= \$654 ;
   always @(posedge clk)
-    page39 <= \$631 ;
+    page37 <= \$655 ;
   always @(posedge clk)
-    page40 <= \$632 ;
+    page38 <= \$656 ;
   always @(posedge clk)
-    page41 <= \$633 ;
+    page39 <= \$657 ;
   always @(posedge clk)
-    page42 <= \$634 ;
+    page40 <= \$658 ;
   always @(posedge clk)
-    page43 <= \$635 ;
+    page41 <= \$659 ;
   always @(posedge clk)
-    page44 <= \$636 ;
+    page42 <= \$660 ;
   always @(posedge clk)
-    page45 <= \$637 ;
+    page43 <= \$661 ;
   always @(posedge clk)
-    page46 <= \$638 ;
+    page44 <= \$662 ;
   always @(posedge clk)
-    page47 <= \$639 ;
+    page45 <= \$663 ;
   always @(posedge clk)
-    page48 <= \$640 ;
+    page46 <= \$664 ;
   always @(posedge clk)
-    page49 <= \$641 ;
+    page47 <= \$665 ;
   always @(posedge clk)
-    page50 <= \$642 ;
+    page48 <= \$666 ;
   always @(posedge clk)
-    page51 <= \$643 ;
+    page49 <= \$667 ;
   always @(posedge clk)
-    page52 <= \$644 ;
+    page50 <= \$668 ;
   always @(posedge clk)
-    page53 <= \$645 ;
+    page51 <= \$669 ;
   always @(posedge clk)
-    page54 <= \$646 ;
+    page52 <= \$670 ;
   always @(posedge clk)
-    page55 <= \$647 ;
+    page53 <= \$671 ;
   always @(posedge clk)
-    page56 <= \$648 ;
+    page54 <= \$672 ;
   always @(posedge clk)
-    page57 <= \$649 ;
+    page55 <= \$673 ;
   always @(posedge clk)
-    page58 <= \$650 ;
+    page56 <= \$674 ;
   always @(posedge clk)
-    page59 <= \$651 ;
+    page57 <= \$675 ;
   always @(posedge clk)
-    page60 <= \$652 ;
+    page58 <= \$676 ;
   always @(posedge clk)
-    page61 <= \$653 ;
+    page59 <= \$677 ;
   always @(posedge clk)
-    page62 <= \$654 ;
+    page60 <= \$678 ;
   always @(posedge clk)
-    page63 <= \$655 ;
+    page61 <= \$679 ;
   always @(posedge clk)
-    entry2 <= \$656 ;
+    page62 <= \$680 ;
   always @(posedge clk)
-    decoding <= \$657 ;
+    page63 <= \$681 ;
   always @(posedge clk)
-    fsm_state <= \$658 ;
+    entry2 <= \$682 ;
   always @(posedge clk)
-    decoded2 <= \$659 ;
+    decoding <= \$683 ;
   always @(posedge clk)
-    fetch2 <= \$660 ;
+    fsm_state <= \$684 ;
   always @(posedge clk)
-    c_page <= \$661 ;
+    decoded2 <= \$685 ;
   always @(posedge clk)
-    bad <= \$662 ;
+    fetch2 <= \$686 ;
+  always @(posedge clk)
+    c_page <= \$687 ;
+  always @(posedge clk)
+    bad <= \$688 ;
   assign \$1  = \$signal  < cq_end0;
   assign \$2  = queues__0[127:64] < slot_end;
   assign \$3  = \$1  & \$2 ;
@@ -46607,8 +46747,8 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   assign \$21  = \$20  | operand_in_cq3;
   assign \$22  = queues__3[288] & \$21 ;
   assign reads_cq = \$17  | \$22 ;
-  assign \$687  = f_stage * 9'h18c;
-  assign f_sizes = decoded1[966:175] >> \$687 ;
+  assign \$713  = f_stage * 9'h18c;
+  assign f_sizes = decoded1[966:175] >> \$713 ;
   assign \$23  = \$signal$97  + 7'h40;
   assign \$25  = \$23  + \$24 ;
   assign \$27  = \$25 [5:0] + \$26 ;
@@ -46633,221 +46773,209 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   assign \$54  = \$48 [5:1] + f_sizes[245:202];
   assign \$55  = \$54  + 6'h20;
   assign \$56  = \$55  - 1'h1;
-  assign \$58  = \$signal$116  == 2'h2;
-  assign \$59  = \$58  ? f_sizes[293:288] : f_page;
-  assign \$60  = f_page + 1'h1;
-  assign \$61  = \$60  < f_sizes[287:268];
-  assign \$62  = f_sizes[86:67] << decoded1[134:131];
-  assign page_elems = \$61  ? { 9'h000, \$62  } : f_sizes[351:308];
-  assign \$64  = f_stage ? \$63  : 40'h0000000000;
-  assign \$66  = page + \$65 ;
-  assign \$68  = \$66 [5:0] + \$67 ;
-  assign \$69  = \$68  + 7'h40;
-  assign \$70  = \$69  - 1'h1;
-  assign \$72  = \$66 [5:1] + page_elems;
-  assign \$73  = \$72  + 6'h20;
-  assign \$74  = \$73  - 1'h1;
-  assign \$77  = f_stage ? \$76  : 40'h0000000000;
-  assign \$78  = \$77  + f_sizes[395:352];
-  assign \$80  = page + \$79 ;
-  assign \$82  = \$80 [5:0] + \$81 ;
-  assign \$83  = \$82  + 7'h40;
-  assign \$84  = \$83  - 1'h1;
-  assign \$86  = \$80 [5:1] + f_sizes[245:202];
-  assign \$87  = \$86  + 6'h20;
-  assign \$88  = \$87  - 1'h1;
-  assign \$90  = decoded1[123] ? { \$66 [63:6], 6'h00 } : { \$36 [63:6], 6'h00 };
-  assign \$91  = decoded1[123] ? \$71 [43:0] : \$41 [43:0];
-  assign \$92  = | f_sizes[196:153];
-  assign \$93  = decoded1[123] ? { \$80 [63:6], 6'h00 } : { \$48 [63:6], 6'h00 };
-  assign \$94  = decoded1[123] ? \$85 [43:0] : \$53 [43:0];
-  assign \$95  = | f_sizes[245:202];
-  assign \$96  = \$signal$97  + 7'h40;
-  assign \$97  = decoded1[8] ? { 1'h0, \$signal$105 [83:20] } : \$96 ;
-  assign \$98  = | \$signal$105 [103:84];
-  assign \$99  = list_req & run_issued;
-  assign \$100  = ~ \$signal$198 ;
-  assign \$101  = ! \$signal$116 ;
-  assign \$102  = \$signal$116  == 2'h3;
+  assign \$58  = \$signal$116  + 1'h0;
+  assign \$60  = \$58 [5:0] + \$59 ;
+  assign \$61  = \$60  + 7'h40;
+  assign \$62  = \$61  - 1'h1;
+  assign \$64  = \$58 [5:1] + \$signal$119 ;
+  assign \$65  = \$64  + 6'h20;
+  assign \$66  = \$65  - 1'h1;
+  assign \$68  = \$signal$116  + 1'h0;
+  assign \$70  = \$68 [5:0] + \$69 ;
+  assign \$71  = \$70  + 7'h40;
+  assign \$72  = \$71  - 1'h1;
+  assign \$74  = \$68 [5:1] + f_sizes[245:202];
+  assign \$75  = \$74  + 6'h20;
+  assign \$76  = \$75  - 1'h1;
+  assign \$78  = decoded1[123] ? { \$58 [63:6], 6'h00 } : { \$36 [63:6], 6'h00 };
+  assign \$79  = decoded1[123] ? \$63 [43:0] : \$41 [43:0];
+  assign \$80  = | f_sizes[196:153];
+  assign \$81  = decoded1[123] ? { \$68 [63:6], 6'h00 } : { \$48 [63:6], 6'h00 };
+  assign \$82  = decoded1[123] ? \$73 [43:0] : \$53 [43:0];
+  assign \$83  = | f_sizes[245:202];
+  assign \$84  = \$signal$97  + 7'h40;
+  assign \$85  = decoded1[8] ? { 1'h0, \$signal$105 [83:20] } : \$84 ;
+  assign \$86  = | \$signal$105 [103:84];
+  assign \$87  = list_req & run_issued;
+  assign \$88  = ~ \$signal$133 ;
+  assign \$89  = ! \$signal$127 ;
+  assign \$90  = \$signal$127  == 2'h3;
+  assign \$91  = \$89  | \$90 ;
+  assign \$92  = \$signal$127  == 1'h1;
+  assign \$93  = ! f_page;
+  assign \$94  = \$92  & \$93 ;
+  assign \$95  = \$91  | \$94 ;
+  assign \$96  = \$88  | \$95 ;
+  assign \$97  = \$87  & \$96 ;
+  assign \$98  = ~ run_any;
+  assign \$99  = \$98  | run_issued;
+  assign \$100  = \$signal$133  & \$99 ;
+  assign \$101  = ! \$signal$127 ;
+  assign \$102  = \$signal$127  == 2'h3;
   assign \$103  = \$101  | \$102 ;
-  assign \$104  = \$signal$116  == 1'h1;
+  assign \$104  = \$signal$127  == 1'h1;
   assign \$105  = ! f_page;
   assign \$106  = \$104  & \$105 ;
   assign \$107  = \$103  | \$106 ;
-  assign \$108  = \$100  | \$107 ;
-  assign \$109  = \$99  & \$108 ;
-  assign \$110  = ~ run_any;
-  assign \$111  = \$110  | run_issued;
-  assign \$112  = \$signal$198  & \$111 ;
-  assign \$113  = ! \$signal$116 ;
-  assign \$114  = \$signal$116  == 2'h3;
-  assign \$115  = \$113  | \$114 ;
-  assign \$116  = \$signal$116  == 1'h1;
-  assign \$117  = ! f_page;
-  assign \$118  = \$116  & \$117 ;
-  assign \$119  = \$115  | \$118 ;
-  assign \$120  = list_req & \$119 ;
-  assign \$121  = ~ \$120 ;
-  assign \$122  = \$112  & \$121 ;
-  assign \$123  = ~ handed1;
-  assign task__valid = \$signal$204  & \$123 ;
-  assign \$124  = | decoded[7:0];
-  assign \$125  = | stores;
-  assign \$126  = | \$signal$213 ;
-  assign \$127  = reads_cq & \$126 ;
-  assign \$128  = \$125  | \$127 ;
-  assign \$131  = | stores;
-  assign \$132  = | \$signal$213 ;
-  assign \$133  = reads_cq & \$132 ;
-  assign \$134  = \$131  | \$133 ;
-  assign \$135  = ~ \$134 ;
-  assign \$137  = c_page + 1'h1;
-  assign \$138  = \$137  >= decoded2[130:124];
-  assign \$139  = ~ \$138 ;
-  assign \$140  = | checked[11:0];
-  assign \$141  = checked < regs2[191:128];
-  assign \$142  = \$140  | \$141 ;
-  assign \$143  = ~ room_ok;
-  assign \$144  = \$142  | \$143 ;
-  assign \$145  = checked > \$signal$223 ;
-  assign \$146  = \$144  | \$145 ;
-  assign \$147  = bad | \$146 ;
-  assign \$148  = \$147  ? 8'h81 : 8'h00;
-  assign \$149  = \$signal$220  ? 8'h80 : \$148 ;
-  assign \$150  = ~ \$signal$204 ;
-  assign \$151  = ~ \$signal$198 ;
-  assign \$152  = task__valid & task__ready;
-  assign \$153  = handed1 | \$152 ;
-  assign \$154  = \$151  & \$153 ;
-  assign \$155  = \$150  | \$154 ;
-  assign \$156  = ! fsm_state;
-  assign \$157  = fsm_state == 1'h1;
-  assign \$158  = fsm_state == 2'h2;
-  assign \$159  = fsm_state == 2'h3;
-  assign \$160  = fsm_state == 3'h4;
-  assign \$161  = fsm_state == 3'h5;
-  assign \$162  = fsm_state == 3'h6;
-  assign \$163  = fsm_state == 3'h7;
-  assign \$164  = entry2[269:206] - 1'h1;
-  assign \$165  = 1'h1 << regs2[259:256];
-  assign \$166  = \$165  - 1'h1;
-  assign \$167  = { 1'h0, \$164 [15:0] } & \$166 ;
-  assign \$168  = $signed(\$167 ) << regs2[265:260];
-  assign \$169  = 1'h1 << regs2[265:260];
-  assign \$170  = \$signal$228  + \$signal$230 ;
-  assign \$171  = \$signal$229  + \$signal$230 ;
-  assign \$172  = \$signal$228  + \$signal$230 ;
-  assign \$173  = \$172 [63:0] + \$signal$231 ;
-  assign \$175  = ! \$174 ;
-  assign \$177  = \$175  ? 20'h00004 : \$176 ;
-  assign \$178  = \$177  * entry2[203:184];
-  assign \$179  = \$signal$213  + \$signal$214 ;
-  assign \$180  = \$179  - report;
-  assign \$181  = stores + \$signal$215 ;
-  assign \$182  = report & report_store;
-  assign \$183  = \$181  - \$182 ;
-  assign \$184  = queues__0[259:256] + queues__0[267:260];
-  assign \$185  = \$184  >= 7'h40;
-  assign \$186  = queues__0[259:256] + queues__0[267:260];
-  assign \$187  = 1'h1 << \$186 [5:0];
-  assign \$188  = queues__0[127:64] + \$187 ;
-  assign \$189  = \$185  ? 65'h10000000000000000 : \$188 ;
-  assign \$190  = | entry2[103:84];
-  assign \$191  = entry2[83:20] < cq_end0;
-  assign \$192  = \$190  & \$191 ;
-  assign \$194  = entry2[83:20] + \$193 ;
-  assign \$195  = queues__0[127:64] < \$194 ;
-  assign \$196  = \$192  & \$195 ;
-  assign \$197  = queues__1[259:256] + queues__1[267:260];
-  assign \$198  = \$197  >= 7'h40;
-  assign \$199  = queues__1[259:256] + queues__1[267:260];
-  assign \$200  = 1'h1 << \$199 [5:0];
-  assign \$201  = queues__1[127:64] + \$200 ;
-  assign \$202  = \$198  ? 65'h10000000000000000 : \$201 ;
-  assign \$203  = | entry2[103:84];
-  assign \$204  = entry2[83:20] < cq_end1;
-  assign \$205  = \$203  & \$204 ;
-  assign \$207  = entry2[83:20] + \$206 ;
-  assign \$208  = queues__1[127:64] < \$207 ;
-  assign \$209  = \$205  & \$208 ;
-  assign \$210  = queues__2[259:256] + queues__2[267:260];
-  assign \$211  = \$210  >= 7'h40;
-  assign \$212  = queues__2[259:256] + queues__2[267:260];
-  assign \$213  = 1'h1 << \$212 [5:0];
-  assign \$214  = queues__2[127:64] + \$213 ;
-  assign \$215  = \$211  ? 65'h10000000000000000 : \$214 ;
-  assign \$216  = | entry2[103:84];
-  assign \$217  = entry2[83:20] < cq_end2;
-  assign \$218  = \$216  & \$217 ;
-  assign \$220  = entry2[83:20] + \$219 ;
-  assign \$221  = queues__2[127:64] < \$220 ;
-  assign \$222  = \$218  & \$221 ;
-  assign \$223  = queues__3[259:256] + queues__3[267:260];
-  assign \$224  = \$223  >= 7'h40;
-  assign \$225  = queues__3[259:256] + queues__3[267:260];
-  assign \$226  = 1'h1 << \$225 [5:0];
-  assign \$227  = queues__3[127:64] + \$226 ;
-  assign \$228  = \$224  ? 65'h10000000000000000 : \$227 ;
-  assign \$229  = | entry2[103:84];
-  assign \$230  = entry2[83:20] < cq_end3;
-  assign \$231  = \$229  & \$230 ;
-  assign \$233  = entry2[83:20] + \$232 ;
-  assign \$234  = queues__3[127:64] < \$233 ;
-  assign \$235  = \$231  & \$234 ;
-  assign \$236  = \$signal$237  + 1'h1;
-  assign \$237  = \$signal$220  | side_err;
-  assign \$238  = ! \$signal$237 ;
-  assign \$240  = ! \$signal$237 ;
-  assign \$242  = ! \$signal$237 ;
-  assign \$244  = ! \$signal$237 ;
-  assign \$246  = ! \$signal$237 ;
-  assign \$248  = ! \$signal$237 ;
-  assign \$250  = ! \$signal$237 ;
-  assign \$252  = ! \$signal$237 ;
-  assign \$254  = \$signal$237  == 1'h1;
-  assign \$256  = \$signal$237  == 1'h1;
-  assign \$258  = \$signal$237  == 1'h1;
-  assign \$260  = \$signal$237  == 1'h1;
-  assign \$262  = \$signal$237  == 1'h1;
-  assign \$264  = \$signal$237  == 1'h1;
-  assign \$266  = \$signal$237  == 1'h1;
-  assign \$268  = \$signal$237  == 1'h1;
-  assign \$270  = \$signal$237  == 2'h2;
-  assign \$272  = \$signal$237  == 2'h2;
-  assign \$274  = \$signal$237  == 2'h2;
-  assign \$276  = \$signal$237  == 2'h2;
-  assign \$278  = \$signal$237  == 2'h2;
-  assign \$280  = \$signal$237  == 2'h2;
-  assign \$282  = \$signal$237  == 2'h2;
-  assign \$284  = \$signal$237  == 2'h2;
-  assign \$286  = \$signal$237  == 2'h3;
-  assign \$288  = \$signal$237  == 2'h3;
-  assign \$290  = \$signal$237  == 2'h3;
-  assign \$292  = \$signal$237  == 2'h3;
-  assign \$294  = \$signal$237  == 2'h3;
-  assign \$296  = \$signal$237  == 2'h3;
-  assign \$298  = \$signal$237  == 2'h3;
-  assign \$300  = \$signal$237  == 2'h3;
-  assign \$302  = \$signal$237  == 3'h4;
-  assign \$304  = \$signal$237  == 3'h4;
-  assign \$306  = \$signal$237  == 3'h4;
-  assign \$308  = \$signal$237  == 3'h4;
-  assign \$310  = \$signal$237  == 3'h4;
-  assign \$312  = \$signal$237  == 3'h4;
-  assign \$314  = \$signal$237  == 3'h4;
-  assign \$316  = \$signal$237  == 3'h4;
-  assign \$318  = \$signal$237  == 3'h5;
-  assign \$320  = \$signal$237  == 3'h5;
-  assign \$322  = \$signal$237  == 3'h5;
-  assign \$324  = \$signal$237  == 3'h5;
-  assign \$326  = \$signal$237  == 3'h5;
-  assign \$328  = \$signal$237  == 3'h5;
+  assign \$108  = list_req & \$107 ;
+  assign \$109  = ~ \$108 ;
+  assign \$110  = \$100  & \$109 ;
+  assign \$111  = ~ handed1;
+  assign task__valid = \$signal$140  & \$111 ;
+  assign \$112  = | decoded[7:0];
+  assign \$113  = | stores;
+  assign \$114  = | \$signal$149 ;
+  assign \$115  = reads_cq & \$114 ;
+  assign \$116  = \$113  | \$115 ;
+  assign \$119  = | stores;
+  assign \$120  = | \$signal$149 ;
+  assign \$121  = reads_cq & \$120 ;
+  assign \$122  = \$119  | \$121 ;
+  assign \$123  = ~ \$122 ;
+  assign \$125  = c_page + 1'h1;
+  assign \$126  = \$125  >= decoded2[130:124];
+  assign \$127  = ~ \$126 ;
+  assign \$128  = | checked[11:0];
+  assign \$129  = checked < regs2[191:128];
+  assign \$130  = \$128  | \$129 ;
+  assign \$131  = ~ room_ok;
+  assign \$132  = \$130  | \$131 ;
+  assign \$133  = checked > \$signal$159 ;
+  assign \$134  = \$132  | \$133 ;
+  assign \$135  = bad | \$134 ;
+  assign \$136  = \$135  ? 8'h81 : 8'h00;
+  assign \$137  = \$signal$156  ? 8'h80 : \$136 ;
+  assign \$138  = ~ \$signal$140 ;
+  assign \$139  = ~ \$signal$133 ;
+  assign \$140  = task__valid & task__ready;
+  assign \$141  = handed1 | \$140 ;
+  assign \$142  = \$139  & \$141 ;
+  assign \$143  = \$138  | \$142 ;
+  assign \$144  = ! fsm_state;
+  assign \$145  = fsm_state == 1'h1;
+  assign \$146  = fsm_state == 2'h2;
+  assign \$147  = fsm_state == 2'h3;
+  assign \$148  = fsm_state == 3'h4;
+  assign \$149  = fsm_state == 3'h5;
+  assign \$150  = fsm_state == 3'h6;
+  assign \$151  = fsm_state == 3'h7;
+  assign \$152  = entry2[269:206] - 1'h1;
+  assign \$153  = 1'h1 << regs2[259:256];
+  assign \$154  = \$153  - 1'h1;
+  assign \$155  = { 1'h0, \$152 [15:0] } & \$154 ;
+  assign \$156  = $signed(\$155 ) << regs2[265:260];
+  assign \$157  = 1'h1 << regs2[265:260];
+  assign \$158  = \$signal$164  + \$signal$166 ;
+  assign \$159  = \$signal$165  + \$signal$166 ;
+  assign \$160  = \$signal$164  + \$signal$166 ;
+  assign \$161  = \$160 [63:0] + \$signal$167 ;
+  assign \$163  = ! \$162 ;
+  assign \$165  = \$163  ? 20'h00004 : \$164 ;
+  assign \$166  = \$165  * entry2[203:184];
+  assign \$167  = \$signal$149  - report;
+  assign \$168  = $signed(\$167 ) + $signed(2'h1);
+  assign \$169  = \$signal$149  - report;
+  assign \$170  = \$signal$150  ? \$168  : { \$169 [8], \$169  };
+  assign \$171  = report & report_store;
+  assign \$172  = stores - \$171 ;
+  assign \$173  = $signed(\$172 ) + $signed(2'h1);
+  assign \$174  = report & report_store;
+  assign \$175  = stores - \$174 ;
+  assign \$176  = \$signal$151  ? \$173  : { \$175 [8], \$175  };
+  assign \$177  = queues__0[259:256] + queues__0[267:260];
+  assign \$178  = \$177  >= 7'h40;
+  assign \$179  = queues__0[259:256] + queues__0[267:260];
+  assign \$180  = 1'h1 << \$179 [5:0];
+  assign \$181  = queues__0[127:64] + \$180 ;
+  assign \$182  = \$178  ? 65'h10000000000000000 : \$181 ;
+  assign \$183  = | entry2[103:84];
+  assign \$184  = entry2[83:20] < cq_end0;
+  assign \$185  = \$183  & \$184 ;
+  assign \$187  = entry2[83:20] + \$186 ;
+  assign \$188  = queues__0[127:64] < \$187 ;
+  assign \$189  = \$185  & \$188 ;
+  assign \$190  = queues__1[259:256] + queues__1[267:260];
+  assign \$191  = \$190  >= 7'h40;
+  assign \$192  = queues__1[259:256] + queues__1[267:260];
+  assign \$193  = 1'h1 << \$192 [5:0];
+  assign \$194  = queues__1[127:64] + \$193 ;
+  assign \$195  = \$191  ? 65'h10000000000000000 : \$194 ;
+  assign \$196  = | entry2[103:84];
+  assign \$197  = entry2[83:20] < cq_end1;
+  assign \$198  = \$196  & \$197 ;
+  assign \$200  = entry2[83:20] + \$199 ;
+  assign \$201  = queues__1[127:64] < \$200 ;
+  assign \$202  = \$198  & \$201 ;
+  assign \$203  = queues__2[259:256] + queues__2[267:260];
+  assign \$204  = \$203  >= 7'h40;
+  assign \$205  = queues__2[259:256] + queues__2[267:260];
+  assign \$206  = 1'h1 << \$205 [5:0];
+  assign \$207  = queues__2[127:64] + \$206 ;
+  assign \$208  = \$204  ? 65'h10000000000000000 : \$207 ;
+  assign \$209  = | entry2[103:84];
+  assign \$210  = entry2[83:20] < cq_end2;
+  assign \$211  = \$209  & \$210 ;
+  assign \$213  = entry2[83:20] + \$212 ;
+  assign \$214  = queues__2[127:64] < \$213 ;
+  assign \$215  = \$211  & \$214 ;
+  assign \$216  = queues__3[259:256] + queues__3[267:260];
+  assign \$217  = \$216  >= 7'h40;
+  assign \$218  = queues__3[259:256] + queues__3[267:260];
+  assign \$219  = 1'h1 << \$218 [5:0];
+  assign \$220  = queues__3[127:64] + \$219 ;
+  assign \$221  = \$217  ? 65'h10000000000000000 : \$220 ;
+  assign \$222  = | entry2[103:84];
+  assign \$223  = entry2[83:20] < cq_end3;
+  assign \$224  = \$222  & \$223 ;
+  assign \$226  = entry2[83:20] + \$225 ;
+  assign \$227  = queues__3[127:64] < \$226 ;
+  assign \$228  = \$224  & \$227 ;
+  assign \$229  = \$signal$173  + 1'h1;
+  assign \$230  = \$signal$156  | side_err;
+  assign \$231  = ! \$signal$173 ;
+  assign \$233  = ! \$signal$173 ;
+  assign \$235  = ! \$signal$173 ;
+  assign \$237  = ! \$signal$173 ;
+  assign \$239  = ! \$signal$173 ;
+  assign \$241  = ! \$signal$173 ;
+  assign \$243  = ! \$signal$173 ;
+  assign \$245  = ! \$signal$173 ;
+  assign \$247  = \$signal$173  == 1'h1;
+  assign \$249  = \$signal$173  == 1'h1;
+  assign \$251  = \$signal$173  == 1'h1;
+  assign \$253  = \$signal$173  == 1'h1;
+  assign \$255  = \$signal$173  == 1'h1;
+  assign \$257  = \$signal$173  == 1'h1;
+  assign \$259  = \$signal$173  == 1'h1;
+  assign \$261  = \$signal$173  == 1'h1;
+  assign \$263  = \$signal$173  == 2'h2;
+  assign \$265  = \$signal$173  == 2'h2;
+  assign \$267  = \$signal$173  == 2'h2;
+  assign \$269  = \$signal$173  == 2'h2;
+  assign \$271  = \$signal$173  == 2'h2;
+  assign \$273  = \$signal$173  == 2'h2;
+  assign \$275  = \$signal$173  == 2'h2;
+  assign \$277  = \$signal$173  == 2'h2;
+  assign \$279  = \$signal$173  == 2'h3;
+  assign \$281  = \$signal$173  == 2'h3;
+  assign \$283  = \$signal$173  == 2'h3;
+  assign \$285  = \$signal$173  == 2'h3;
+  assign \$287  = \$signal$173  == 2'h3;
+  assign \$289  = \$signal$173  == 2'h3;
+  assign \$291  = \$signal$173  == 2'h3;
+  assign \$293  = \$signal$173  == 2'h3;
+  assign \$295  = \$signal$173  == 3'h4;
+  assign \$297  = \$signal$173  == 3'h4;
+  assign \$299  = \$signal$173  == 3'h4;
+  assign \$301  = \$signal$173  == 3'h4;
+  assign \$303  = \$signal$173  == 3'h4;
+  assign \$305  = \$signal$173  == 3'h4;
   \ndp_device.control_unit.front.decoder  decoder (
     .clk(clk),
     .decoded(decoded),
     .desc(entry2[203:0]),
     .log2_slot(regs2[267:260]),
-    .\port$14831$128 (regs2[255:128]),
+    .\port$14856$128 (regs2[255:128]),
     .rst(rst)
   );
   \ndp_device.control_unit.front.verdicts  verdicts (
@@ -46856,10 +46984,278 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
     .r_en(r_en),
     .r_rdy(verdict__valid),
     .rst(rst),
+    .w_data(w_data),
     .w_en(w_en),
-    .w_port__data(w_data),
     .w_rdy(w_rdy)
   );
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$404  = 64'h0000000000000000;
+    casez (\$403 )
+      7'h00:
+          \$404  = page0;
+      7'h01:
+          \$404  = page1;
+      7'h02:
+          \$404  = page2;
+      7'h03:
+          \$404  = page3;
+      7'h04:
+          \$404  = page4;
+      7'h05:
+          \$404  = page5;
+      7'h06:
+          \$404  = page6;
+      7'h07:
+          \$404  = page7;
+      7'h08:
+          \$404  = page8;
+      7'h09:
+          \$404  = page9;
+      7'h0a:
+          \$404  = page10;
+      7'h0b:
+          \$404  = page11;
+      7'h0c:
+          \$404  = page12;
+      7'h0d:
+          \$404  = page13;
+      7'h0e:
+          \$404  = page14;
+      7'h0f:
+          \$404  = page15;
+      7'h10:
+          \$404  = page16;
+      7'h11:
+          \$404  = page17;
+      7'h12:
+          \$404  = page18;
+      7'h13:
+          \$404  = page19;
+      7'h14:
+          \$404  = page20;
+      7'h15:
+          \$404  = page21;
+      7'h16:
+          \$404  = page22;
+      7'h17:
+          \$404  = page23;
+      7'h18:
+          \$404  = page24;
+      7'h19:
+          \$404  = page25;
+      7'h1a:
+          \$404  = page26;
+      7'h1b:
+          \$404  = page27;
+      7'h1c:
+          \$404  = page28;
+      7'h1d:
+          \$404  = page29;
+      7'h1e:
+          \$404  = page30;
+      7'h1f:
+          \$404  = page31;
+      7'h20:
+          \$404  = page32;
+      7'h21:
+          \$404  = page33;
+      7'h22:
+          \$404  = page34;
+      7'h23:
+          \$404  = page35;
+      7'h24:
+          \$404  = page36;
+      7'h25:
+          \$404  = page37;
+      7'h26:
+          \$404  = page38;
+      7'h27:
+          \$404  = page39;
+      7'h28:
+          \$404  = page40;
+      7'h29:
+          \$404  = page41;
+      7'h2a:
+          \$404  = page42;
+      7'h2b:
+          \$404  = page43;
+      7'h2c:
+          \$404  = page44;
+      7'h2d:
+          \$404  = page45;
+      7'h2e:
+          \$404  = page46;
+      7'h2f:
+          \$404  = page47;
+      7'h30:
+          \$404  = page48;
+      7'h31:
+          \$404  = page49;
+      7'h32:
+          \$404  = page50;
+      7'h33:
+          \$404  = page51;
+      7'h34:
+          \$404  = page52;
+      7'h35:
+          \$404  = page53;
+      7'h36:
+          \$404  = page54;
+      7'h37:
+          \$404  = page55;
+      7'h38:
+          \$404  = page56;
+      7'h39:
+          \$404  = page57;
+      7'h3a:
+          \$404  = page58;
+      7'h3b:
+          \$404  = page59;
+      7'h3c:
+          \$404  = page60;
+      7'h3d:
+          \$404  = page61;
+      7'h3e:
+          \$404  = page62;
+      7'h3f:
+          \$404  = page63;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    (* full_case = 32'd1 *)
+    casez (f_sizes[293:288])
+      6'h00:
+          \$414  = page0;
+      6'h01:
+          \$414  = page1;
+      6'h02:
+          \$414  = page2;
+      6'h03:
+          \$414  = page3;
+      6'h04:
+          \$414  = page4;
+      6'h05:
+          \$414  = page5;
+      6'h06:
+          \$414  = page6;
+      6'h07:
+          \$414  = page7;
+      6'h08:
+          \$414  = page8;
+      6'h09:
+          \$414  = page9;
+      6'h0a:
+          \$414  = page10;
+      6'h0b:
+          \$414  = page11;
+      6'h0c:
+          \$414  = page12;
+      6'h0d:
+          \$414  = page13;
+      6'h0e:
+          \$414  = page14;
+      6'h0f:
+          \$414  = page15;
+      6'h10:
+          \$414  = page16;
+      6'h11:
+          \$414  = page17;
+      6'h12:
+          \$414  = page18;
+      6'h13:
+          \$414  = page19;
+      6'h14:
+          \$414  = page20;
+      6'h15:
+          \$414  = page21;
+      6'h16:
+          \$414  = page22;
+      6'h17:
+          \$414  = page23;
+      6'h18:
+          \$414  = page24;
+      6'h19:
+          \$414  = page25;
+      6'h1a:
+          \$414  = page26;
+      6'h1b:
+          \$414  = page27;
+      6'h1c:
+          \$414  = page28;
+      6'h1d:
+          \$414  = page29;
+      6'h1e:
+          \$414  = page30;
+      6'h1f:
+          \$414  = page31;
+      6'h20:
+          \$414  = page32;
+      6'h21:
+          \$414  = page33;
+      6'h22:
+          \$414  = page34;
+      6'h23:
+          \$414  = page35;
+      6'h24:
+          \$414  = page36;
+      6'h25:
+          \$414  = page37;
+      6'h26:
+          \$414  = page38;
+      6'h27:
+          \$414  = page39;
+      6'h28:
+          \$414  = page40;
+      6'h29:
+          \$414  = page41;
+      6'h2a:
+          \$414  = page42;
+      6'h2b:
+          \$414  = page43;
+      6'h2c:
+          \$414  = page44;
+      6'h2d:
+          \$414  = page45;
+      6'h2e:
+          \$414  = page46;
+      6'h2f:
+          \$414  = page47;
+      6'h30:
+          \$414  = page48;
+      6'h31:
+          \$414  = page49;
+      6'h32:
+          \$414  = page50;
+      6'h33:
+          \$414  = page51;
+      6'h34:
+          \$414  = page52;
+      6'h35:
+          \$414  = page53;
+      6'h36:
+          \$414  = page54;
+      6'h37:
+          \$414  = page55;
+      6'h38:
+          \$414  = page56;
+      6'h39:
+          \$414  = page57;
+      6'h3a:
+          \$414  = page58;
+      6'h3b:
+          \$414  = page59;
+      6'h3c:
+          \$414  = page60;
+      6'h3d:
+          \$414  = page61;
+      6'h3e:
+          \$414  = page62;
+      6'h3f:
+          \$414  = page63;
+    endcase
+  end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     (* full_case = 32'd1 *)
@@ -46877,76 +47273,76 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     (* full_case = 32'd1 *)
-    casez (\$signal$116 )
+    casez (\$signal$127 )
       2'h0:
-          \$signal$193  = { \$25 [63:6], 6'h00 };
+          \$signal$128  = { \$25 [63:6], 6'h00 };
       2'h1:
-          \$signal$193  = \$90 ;
+          \$signal$128  = \$78 ;
       2'h2:
-          \$signal$193  = \$93 ;
+          \$signal$128  = \$81 ;
       2'h3:
-          \$signal$193  = \$97 [63:0];
+          \$signal$128  = \$85 [63:0];
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     (* full_case = 32'd1 *)
-    casez (\$signal$116 )
+    casez (\$signal$127 )
       2'h0:
-          \$signal$194  = \$30 [31:0];
+          \$signal$129  = \$30 [31:0];
       2'h1:
-          \$signal$194  = \$91 [31:0];
+          \$signal$129  = \$79 [31:0];
       2'h2:
-          \$signal$194  = \$94 [31:0];
+          \$signal$129  = \$82 [31:0];
       2'h3:
-          \$signal$194  = { 12'h000, \$signal$105 [103:84] };
+          \$signal$129  = { 12'h000, \$signal$105 [103:84] };
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     (* full_case = 32'd1 *)
-    casez (\$signal$116 )
+    casez (\$signal$127 )
       2'h0:
           run_any = 1'h1;
       2'h1:
-          run_any = \$92 ;
+          run_any = \$80 ;
       2'h2:
-          run_any = \$95 ;
+          run_any = \$83 ;
       2'h3:
-          run_any = \$98 ;
+          run_any = \$86 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     run_start = 1'h0;
-    if (\$109 ) begin
+    if (\$97 ) begin
       run_start = 1'h1;
-    end else if (\$122 ) begin
+    end else if (\$110 ) begin
       run_start = run_any;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     run_addr = 64'h0000000000000000;
-    if (\$109 ) begin
+    if (\$97 ) begin
       run_addr = entry2[83:20];
-    end else if (\$122 ) begin
-      run_addr = \$signal$193 ;
+    end else if (\$110 ) begin
+      run_addr = \$signal$128 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     run_lines = 32'd0;
-    if (\$109 ) begin
+    if (\$97 ) begin
       run_lines = { 12'h000, entry2[103:84] };
-    end else if (\$122 ) begin
-      run_lines = \$signal$194 ;
+    end else if (\$110 ) begin
+      run_lines = \$signal$129 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
     run_side = 1'h0;
-    if (\$109 ) begin
+    if (\$97 ) begin
       run_side = 1'h1;
     end
   end
@@ -46960,7 +47356,7 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$signal$214  = 1'h0;
+    \$signal$150  = 1'h0;
     casez (fsm_state)
       3'h0:
           /* empty */;
@@ -46968,21 +47364,21 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
           /* empty */;
       3'h2:
           (* full_case = 32'd1 *)
-          if (\$124 ) begin
-            \$signal$214  = 1'h1;
-          end else if (\$128 ) begin
+          if (\$112 ) begin
+            \$signal$150  = 1'h1;
+          end else if (\$116 ) begin
           end else begin
-            \$signal$214  = 1'h1;
+            \$signal$150  = 1'h1;
           end
       3'h5:
-          if (\$135 ) begin
-            \$signal$214  = 1'h1;
+          if (\$123 ) begin
+            \$signal$150  = 1'h1;
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$signal$215  = 1'h0;
+    \$signal$151  = 1'h0;
     casez (fsm_state)
       3'h0:
           /* empty */;
@@ -46990,15 +47386,15 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
           /* empty */;
       3'h2:
           (* full_case = 32'd1 *)
-          if (\$124 ) begin
-            \$signal$215  = \$129 ;
-          end else if (\$128 ) begin
+          if (\$112 ) begin
+            \$signal$151  = \$117 ;
+          end else if (\$116 ) begin
           end else begin
-            \$signal$215  = \$130 ;
+            \$signal$151  = \$118 ;
           end
       3'h5:
-          if (\$135 ) begin
-            \$signal$215  = \$136 ;
+          if (\$123 ) begin
+            \$signal$151  = \$124 ;
           end
     endcase
   end
@@ -47035,7 +47431,7 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
       3'h6:
           /* empty */;
       3'h7:
-          if (\$139 ) begin
+          if (\$127 ) begin
           end else if (w_rdy) begin
             w_en = 1'h1;
           end
@@ -47058,9 +47454,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
       3'h6:
           /* empty */;
       3'h7:
-          if (\$139 ) begin
+          if (\$127 ) begin
           end else if (w_rdy) begin
-            w_data = \$149 ;
+            w_data = \$137 ;
           end
     endcase
   end
@@ -47084,496 +47480,208 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
       3'h7:
           /* empty */;
       3'h4:
-          move = \$155 ;
+          move = \$143 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$492  = regs2[63:0];
-    if (rst) begin
-      \$492  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$493  = regs2[127:64];
-    if (rst) begin
-      \$493  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$494  = \$168 [63:0];
-    if (rst) begin
-      \$494  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$495  = \$169 [48:0];
-    if (rst) begin
-      \$495  = 49'h0000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$496  = \$170 [63:0];
-    if (rst) begin
-      \$496  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$497  = \$171 [63:0];
-    if (rst) begin
-      \$497  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$498  = \$173 ;
-    if (rst) begin
-      \$498  = 65'h00000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$499  = { 4'h0, \$178  };
-    if (rst) begin
-      \$499  = 44'h00000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$500  = \$180 [7:0];
-    if (rst) begin
-      \$500  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$501  = \$183 [7:0];
-    if (rst) begin
-      \$501  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$502  = \$189 ;
-    if (rst) begin
-      \$502  = 65'h00000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$503  = \$196 ;
-    if (rst) begin
-      \$503  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$504  = \$202 ;
-    if (rst) begin
-      \$504  = 65'h00000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$505  = \$209 ;
-    if (rst) begin
-      \$505  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$506  = \$215 ;
-    if (rst) begin
-      \$506  = 65'h00000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$507  = \$222 ;
-    if (rst) begin
-      \$507  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$508  = \$228 ;
-    if (rst) begin
-      \$508  = 65'h00000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$509  = \$235 ;
-    if (rst) begin
-      \$509  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$510  = \$signal$237 ;
-    if (side_valid) begin
-      \$510  = \$236 [6:0];
-    end
-    casez (fsm_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          (* full_case = 32'd1 *)
-          if (\$434 ) begin
-            if (\$439 ) begin
-              \$510  = 7'h00;
-            end
-          end else if (\$438 ) begin
-          end else begin
-            if (\$440 ) begin
-              \$510  = 7'h00;
-            end
-          end
-      3'h5:
-          if (\$445 ) begin
-            if (\$446 ) begin
-              \$510  = 7'h00;
-            end
-          end
-    endcase
-    if (rst) begin
-      \$510  = 7'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$511  = \$signal$220 ;
-    if (side_valid) begin
-      \$511  = \$237 ;
-    end
-    casez (fsm_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          (* full_case = 32'd1 *)
-          if (\$434 ) begin
-            if (\$439 ) begin
-              \$511  = 1'h0;
-            end
-          end else if (\$438 ) begin
-          end else begin
-            if (\$440 ) begin
-              \$511  = 1'h0;
-            end
-          end
-      3'h5:
-          if (\$445 ) begin
-            if (\$446 ) begin
-              \$511  = 1'h0;
-            end
-          end
-    endcase
-    if (rst) begin
-      \$511  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$512  = next_page0;
-    if (side_valid) begin
-      if (\$239 ) begin
-        \$512  = side_data[63:0];
-      end
-    end
-    if (rst) begin
-      \$512  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$513  = next_page1;
-    if (side_valid) begin
-      if (\$241 ) begin
-        \$513  = side_data[127:64];
-      end
-    end
-    if (rst) begin
-      \$513  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$514  = next_page2;
-    if (side_valid) begin
-      if (\$243 ) begin
-        \$514  = side_data[191:128];
-      end
-    end
-    if (rst) begin
-      \$514  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$515  = next_page3;
-    if (side_valid) begin
-      if (\$245 ) begin
-        \$515  = side_data[255:192];
-      end
-    end
-    if (rst) begin
-      \$515  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$516  = next_page4;
-    if (side_valid) begin
-      if (\$247 ) begin
-        \$516  = side_data[319:256];
-      end
-    end
+    \$516  = regs2[63:0];
     if (rst) begin
       \$516  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$517  = next_page5;
-    if (side_valid) begin
-      if (\$249 ) begin
-        \$517  = side_data[383:320];
-      end
-    end
+    \$517  = regs2[127:64];
     if (rst) begin
       \$517  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$518  = next_page6;
-    if (side_valid) begin
-      if (\$251 ) begin
-        \$518  = side_data[447:384];
-      end
-    end
+    \$518  = \$156 [63:0];
     if (rst) begin
       \$518  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$519  = next_page7;
-    if (side_valid) begin
-      if (\$253 ) begin
-        \$519  = side_data[511:448];
-      end
-    end
+    \$519  = \$157 [48:0];
     if (rst) begin
-      \$519  = 64'h0000000000000000;
+      \$519  = 49'h0000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$520  = next_page8;
-    if (side_valid) begin
-      if (\$255 ) begin
-        \$520  = side_data[63:0];
-      end
-    end
+    \$520  = \$158 [63:0];
     if (rst) begin
       \$520  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$521  = next_page9;
-    if (side_valid) begin
-      if (\$257 ) begin
-        \$521  = side_data[127:64];
-      end
-    end
+    \$521  = \$159 [63:0];
     if (rst) begin
       \$521  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$522  = next_page10;
-    if (side_valid) begin
-      if (\$259 ) begin
-        \$522  = side_data[191:128];
-      end
-    end
+    \$522  = \$161 ;
     if (rst) begin
-      \$522  = 64'h0000000000000000;
+      \$522  = 65'h00000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$523  = next_page11;
-    if (side_valid) begin
-      if (\$261 ) begin
-        \$523  = side_data[255:192];
-      end
-    end
+    \$523  = { 4'h0, \$166  };
     if (rst) begin
-      \$523  = 64'h0000000000000000;
+      \$523  = 44'h00000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$524  = next_page12;
-    if (side_valid) begin
-      if (\$263 ) begin
-        \$524  = side_data[319:256];
-      end
-    end
+    \$524  = \$170 [7:0];
     if (rst) begin
-      \$524  = 64'h0000000000000000;
+      \$524  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$525  = next_page13;
-    if (side_valid) begin
-      if (\$265 ) begin
-        \$525  = side_data[383:320];
-      end
-    end
+    \$525  = \$176 [7:0];
     if (rst) begin
-      \$525  = 64'h0000000000000000;
+      \$525  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$526  = next_page14;
-    if (side_valid) begin
-      if (\$267 ) begin
-        \$526  = side_data[447:384];
-      end
-    end
+    \$526  = \$182 ;
     if (rst) begin
-      \$526  = 64'h0000000000000000;
+      \$526  = 65'h00000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$527  = next_page15;
-    if (side_valid) begin
-      if (\$269 ) begin
-        \$527  = side_data[511:448];
-      end
-    end
+    \$527  = \$189 ;
     if (rst) begin
-      \$527  = 64'h0000000000000000;
+      \$527  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$528  = next_page16;
-    if (side_valid) begin
-      if (\$271 ) begin
-        \$528  = side_data[63:0];
-      end
-    end
+    \$528  = \$195 ;
     if (rst) begin
-      \$528  = 64'h0000000000000000;
+      \$528  = 65'h00000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$529  = next_page17;
-    if (side_valid) begin
-      if (\$273 ) begin
-        \$529  = side_data[127:64];
-      end
-    end
+    \$529  = \$202 ;
     if (rst) begin
-      \$529  = 64'h0000000000000000;
+      \$529  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$530  = next_page18;
-    if (side_valid) begin
-      if (\$275 ) begin
-        \$530  = side_data[191:128];
-      end
-    end
+    \$530  = \$208 ;
     if (rst) begin
-      \$530  = 64'h0000000000000000;
+      \$530  = 65'h00000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$531  = next_page19;
-    if (side_valid) begin
-      if (\$277 ) begin
-        \$531  = side_data[255:192];
-      end
-    end
+    \$531  = \$215 ;
     if (rst) begin
-      \$531  = 64'h0000000000000000;
+      \$531  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$532  = next_page20;
-    if (side_valid) begin
-      if (\$279 ) begin
-        \$532  = side_data[319:256];
-      end
-    end
+    \$532  = \$221 ;
     if (rst) begin
-      \$532  = 64'h0000000000000000;
+      \$532  = 65'h00000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$533  = next_page21;
-    if (side_valid) begin
-      if (\$281 ) begin
-        \$533  = side_data[383:320];
-      end
-    end
+    \$533  = \$228 ;
     if (rst) begin
-      \$533  = 64'h0000000000000000;
+      \$533  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$534  = next_page22;
+    \$534  = \$signal$173 ;
     if (side_valid) begin
-      if (\$283 ) begin
-        \$534  = side_data[447:384];
-      end
+      \$534  = \$229 [6:0];
     end
+    casez (fsm_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          (* full_case = 32'd1 *)
+          if (\$458 ) begin
+            if (\$463 ) begin
+              \$534  = 7'h00;
+            end
+          end else if (\$462 ) begin
+          end else begin
+            if (\$464 ) begin
+              \$534  = 7'h00;
+            end
+          end
+      3'h5:
+          if (\$469 ) begin
+            if (\$470 ) begin
+              \$534  = 7'h00;
+            end
+          end
+    endcase
     if (rst) begin
-      \$534  = 64'h0000000000000000;
+      \$534  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$535  = next_page23;
+    \$535  = \$signal$156 ;
     if (side_valid) begin
-      if (\$285 ) begin
-        \$535  = side_data[511:448];
-      end
+      \$535  = \$230 ;
     end
+    casez (fsm_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          (* full_case = 32'd1 *)
+          if (\$458 ) begin
+            if (\$463 ) begin
+              \$535  = 1'h0;
+            end
+          end else if (\$462 ) begin
+          end else begin
+            if (\$464 ) begin
+              \$535  = 1'h0;
+            end
+          end
+      3'h5:
+          if (\$469 ) begin
+            if (\$470 ) begin
+              \$535  = 1'h0;
+            end
+          end
+    endcase
     if (rst) begin
-      \$535  = 64'h0000000000000000;
+      \$535  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$536  = next_page24;
+    \$536  = next_page0;
     if (side_valid) begin
-      if (\$287 ) begin
+      if (\$232 ) begin
         \$536  = side_data[63:0];
       end
     end
@@ -47583,9 +47691,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$537  = next_page25;
+    \$537  = next_page1;
     if (side_valid) begin
-      if (\$289 ) begin
+      if (\$234 ) begin
         \$537  = side_data[127:64];
       end
     end
@@ -47595,9 +47703,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$538  = next_page26;
+    \$538  = next_page2;
     if (side_valid) begin
-      if (\$291 ) begin
+      if (\$236 ) begin
         \$538  = side_data[191:128];
       end
     end
@@ -47607,9 +47715,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$539  = next_page27;
+    \$539  = next_page3;
     if (side_valid) begin
-      if (\$293 ) begin
+      if (\$238 ) begin
         \$539  = side_data[255:192];
       end
     end
@@ -47619,9 +47727,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$540  = next_page28;
+    \$540  = next_page4;
     if (side_valid) begin
-      if (\$295 ) begin
+      if (\$240 ) begin
         \$540  = side_data[319:256];
       end
     end
@@ -47631,9 +47739,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$541  = next_page29;
+    \$541  = next_page5;
     if (side_valid) begin
-      if (\$297 ) begin
+      if (\$242 ) begin
         \$541  = side_data[383:320];
       end
     end
@@ -47643,9 +47751,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$542  = next_page30;
+    \$542  = next_page6;
     if (side_valid) begin
-      if (\$299 ) begin
+      if (\$244 ) begin
         \$542  = side_data[447:384];
       end
     end
@@ -47655,9 +47763,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$543  = next_page31;
+    \$543  = next_page7;
     if (side_valid) begin
-      if (\$301 ) begin
+      if (\$246 ) begin
         \$543  = side_data[511:448];
       end
     end
@@ -47667,9 +47775,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$544  = next_page32;
+    \$544  = next_page8;
     if (side_valid) begin
-      if (\$303 ) begin
+      if (\$248 ) begin
         \$544  = side_data[63:0];
       end
     end
@@ -47679,9 +47787,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$545  = next_page33;
+    \$545  = next_page9;
     if (side_valid) begin
-      if (\$305 ) begin
+      if (\$250 ) begin
         \$545  = side_data[127:64];
       end
     end
@@ -47691,9 +47799,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$546  = next_page34;
+    \$546  = next_page10;
     if (side_valid) begin
-      if (\$307 ) begin
+      if (\$252 ) begin
         \$546  = side_data[191:128];
       end
     end
@@ -47703,9 +47811,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$547  = next_page35;
+    \$547  = next_page11;
     if (side_valid) begin
-      if (\$309 ) begin
+      if (\$254 ) begin
         \$547  = side_data[255:192];
       end
     end
@@ -47715,9 +47823,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$548  = next_page36;
+    \$548  = next_page12;
     if (side_valid) begin
-      if (\$311 ) begin
+      if (\$256 ) begin
         \$548  = side_data[319:256];
       end
     end
@@ -47727,9 +47835,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$549  = next_page37;
+    \$549  = next_page13;
     if (side_valid) begin
-      if (\$313 ) begin
+      if (\$258 ) begin
         \$549  = side_data[383:320];
       end
     end
@@ -47739,9 +47847,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$550  = next_page38;
+    \$550  = next_page14;
     if (side_valid) begin
-      if (\$315 ) begin
+      if (\$260 ) begin
         \$550  = side_data[447:384];
       end
     end
@@ -47751,9 +47859,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$551  = next_page39;
+    \$551  = next_page15;
     if (side_valid) begin
-      if (\$317 ) begin
+      if (\$262 ) begin
         \$551  = side_data[511:448];
       end
     end
@@ -47763,9 +47871,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$552  = next_page40;
+    \$552  = next_page16;
     if (side_valid) begin
-      if (\$319 ) begin
+      if (\$264 ) begin
         \$552  = side_data[63:0];
       end
     end
@@ -47775,9 +47883,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$553  = next_page41;
+    \$553  = next_page17;
     if (side_valid) begin
-      if (\$321 ) begin
+      if (\$266 ) begin
         \$553  = side_data[127:64];
       end
     end
@@ -47787,9 +47895,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$554  = next_page42;
+    \$554  = next_page18;
     if (side_valid) begin
-      if (\$323 ) begin
+      if (\$268 ) begin
         \$554  = side_data[191:128];
       end
     end
@@ -47799,9 +47907,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$555  = next_page43;
+    \$555  = next_page19;
     if (side_valid) begin
-      if (\$325 ) begin
+      if (\$270 ) begin
         \$555  = side_data[255:192];
       end
     end
@@ -47811,9 +47919,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$556  = next_page44;
+    \$556  = next_page20;
     if (side_valid) begin
-      if (\$327 ) begin
+      if (\$272 ) begin
         \$556  = side_data[319:256];
       end
     end
@@ -47823,9 +47931,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$557  = next_page45;
+    \$557  = next_page21;
     if (side_valid) begin
-      if (\$329 ) begin
+      if (\$274 ) begin
         \$557  = side_data[383:320];
       end
     end
@@ -47835,9 +47943,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$558  = next_page46;
+    \$558  = next_page22;
     if (side_valid) begin
-      if (\$331 ) begin
+      if (\$276 ) begin
         \$558  = side_data[447:384];
       end
     end
@@ -47847,9 +47955,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$559  = next_page47;
+    \$559  = next_page23;
     if (side_valid) begin
-      if (\$333 ) begin
+      if (\$278 ) begin
         \$559  = side_data[511:448];
       end
     end
@@ -47859,9 +47967,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$560  = next_page48;
+    \$560  = next_page24;
     if (side_valid) begin
-      if (\$335 ) begin
+      if (\$280 ) begin
         \$560  = side_data[63:0];
       end
     end
@@ -47871,9 +47979,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$561  = next_page49;
+    \$561  = next_page25;
     if (side_valid) begin
-      if (\$337 ) begin
+      if (\$282 ) begin
         \$561  = side_data[127:64];
       end
     end
@@ -47883,9 +47991,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$562  = next_page50;
+    \$562  = next_page26;
     if (side_valid) begin
-      if (\$339 ) begin
+      if (\$284 ) begin
         \$562  = side_data[191:128];
       end
     end
@@ -47895,9 +48003,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$563  = next_page51;
+    \$563  = next_page27;
     if (side_valid) begin
-      if (\$341 ) begin
+      if (\$286 ) begin
         \$563  = side_data[255:192];
       end
     end
@@ -47907,9 +48015,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$564  = next_page52;
+    \$564  = next_page28;
     if (side_valid) begin
-      if (\$343 ) begin
+      if (\$288 ) begin
         \$564  = side_data[319:256];
       end
     end
@@ -47919,9 +48027,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$565  = next_page53;
+    \$565  = next_page29;
     if (side_valid) begin
-      if (\$345 ) begin
+      if (\$290 ) begin
         \$565  = side_data[383:320];
       end
     end
@@ -47931,9 +48039,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$566  = next_page54;
+    \$566  = next_page30;
     if (side_valid) begin
-      if (\$347 ) begin
+      if (\$292 ) begin
         \$566  = side_data[447:384];
       end
     end
@@ -47943,9 +48051,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$567  = next_page55;
+    \$567  = next_page31;
     if (side_valid) begin
-      if (\$349 ) begin
+      if (\$294 ) begin
         \$567  = side_data[511:448];
       end
     end
@@ -47955,9 +48063,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$568  = next_page56;
+    \$568  = next_page32;
     if (side_valid) begin
-      if (\$351 ) begin
+      if (\$296 ) begin
         \$568  = side_data[63:0];
       end
     end
@@ -47967,9 +48075,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$569  = next_page57;
+    \$569  = next_page33;
     if (side_valid) begin
-      if (\$353 ) begin
+      if (\$298 ) begin
         \$569  = side_data[127:64];
       end
     end
@@ -47979,9 +48087,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$570  = next_page58;
+    \$570  = next_page34;
     if (side_valid) begin
-      if (\$355 ) begin
+      if (\$300 ) begin
         \$570  = side_data[191:128];
       end
     end
@@ -47991,9 +48099,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$571  = next_page59;
+    \$571  = next_page35;
     if (side_valid) begin
-      if (\$357 ) begin
+      if (\$302 ) begin
         \$571  = side_data[255:192];
       end
     end
@@ -48003,9 +48111,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$572  = next_page60;
+    \$572  = next_page36;
     if (side_valid) begin
-      if (\$359 ) begin
+      if (\$304 ) begin
         \$572  = side_data[319:256];
       end
     end
@@ -48015,9 +48123,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$573  = next_page61;
+    \$573  = next_page37;
     if (side_valid) begin
-      if (\$361 ) begin
+      if (\$306 ) begin
         \$573  = side_data[383:320];
       end
     end
@@ -48027,9 +48135,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$574  = next_page62;
+    \$574  = next_page38;
     if (side_valid) begin
-      if (\$363 ) begin
+      if (\$308 ) begin
         \$574  = side_data[447:384];
       end
     end
@@ -48039,9 +48147,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$575  = next_page63;
+    \$575  = next_page39;
     if (side_valid) begin
-      if (\$365 ) begin
+      if (\$310 ) begin
         \$575  = side_data[511:448];
       end
     end
@@ -48051,218 +48159,167 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$576  = \$367 [63:0];
+    \$576  = next_page40;
+    if (side_valid) begin
+      if (\$312 ) begin
+        \$576  = side_data[63:0];
+      end
+    end
     if (rst) begin
       \$576  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$577  = \$369 ;
-    if (rst) begin
-      \$577  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$578  = \$signal$198 ;
-    if (\$382 ) begin
-      (* full_case = 32'd1 *)
-      if (\$383 ) begin
-        \$578  = 1'h0;
-      end else if (\$388 ) begin
-      end else if (\$389 ) begin
-      end else if (\$398 ) begin
-      end else if (\$408 ) begin
-      end else begin
-        if (\$419 ) begin
-          \$578  = 1'h0;
-        end
+    \$577  = next_page41;
+    if (side_valid) begin
+      if (\$314 ) begin
+        \$577  = side_data[127:64];
       end
     end
-    if (move) begin
-      \$578  = fetch2;
-    end
     if (rst) begin
-      \$578  = 1'h0;
+      \$577  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$579  = f_page;
-    if (\$382 ) begin
-      if (\$383 ) begin
-      end else if (\$388 ) begin
-        \$579  = \$409 [5:0];
-      end else if (\$389 ) begin
-        \$579  = 6'h00;
+    \$578  = next_page42;
+    if (side_valid) begin
+      if (\$316 ) begin
+        \$578  = side_data[191:128];
       end
     end
-    if (move) begin
-      \$579  = 6'h00;
-    end
     if (rst) begin
-      \$579  = 6'h00;
+      \$578  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$580  = \$signal$116 ;
-    if (\$382 ) begin
-      (* full_case = 32'd1 *)
-      if (\$383 ) begin
-      end else if (\$388 ) begin
-      end else if (\$389 ) begin
-        \$580  = 2'h2;
-      end else if (\$398 ) begin
-        \$580  = 2'h1;
-      end else if (\$408 ) begin
-        \$580  = 2'h1;
-      end else begin
-        \$580  = 2'h0;
+    \$579  = next_page43;
+    if (side_valid) begin
+      if (\$318 ) begin
+        \$579  = side_data[255:192];
       end
     end
-    if (move) begin
-      \$580  = \$428 ;
-    end
     if (rst) begin
-      \$580  = 2'h0;
+      \$579  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$581  = f_stage;
-    if (\$382 ) begin
-      if (\$383 ) begin
-      end else if (\$388 ) begin
-      end else if (\$389 ) begin
-      end else if (\$398 ) begin
-        \$581  = 1'h0;
-      end else if (\$408 ) begin
-        \$581  = 1'h1;
+    \$580  = next_page44;
+    if (side_valid) begin
+      if (\$320 ) begin
+        \$580  = side_data[319:256];
       end
     end
-    if (move) begin
-      \$581  = 1'h0;
-    end
     if (rst) begin
-      \$581  = 1'h0;
+      \$580  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$582  = \$signal$240 ;
-    if (\$382 ) begin
-      (* full_case = 32'd1 *)
-      if (\$383 ) begin
-      end else if (\$388 ) begin
-      end else if (\$389 ) begin
-      end else if (\$398 ) begin
-      end else if (\$408 ) begin
-      end else begin
-        \$582  = \$410 [19:0];
+    \$581  = next_page45;
+    if (side_valid) begin
+      if (\$322 ) begin
+        \$581  = side_data[383:320];
       end
     end
-    if (move) begin
-      \$582  = 20'h00000;
-    end
     if (rst) begin
-      \$582  = 20'h00000;
+      \$581  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$583  = \$signal$98 ;
-    if (\$382 ) begin
-      (* full_case = 32'd1 *)
-      if (\$383 ) begin
-      end else if (\$388 ) begin
-      end else if (\$389 ) begin
-      end else if (\$398 ) begin
-      end else if (\$408 ) begin
-      end else begin
-        \$583  = \$412 [43:0];
+    \$582  = next_page46;
+    if (side_valid) begin
+      if (\$324 ) begin
+        \$582  = side_data[447:384];
       end
     end
-    if (move) begin
-      \$583  = 44'h00000000000;
-    end
     if (rst) begin
-      \$583  = 44'h00000000000;
+      \$582  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$584  = f_in_elems;
-    if (\$382 ) begin
-      (* full_case = 32'd1 *)
-      if (\$383 ) begin
-      end else if (\$388 ) begin
-      end else if (\$389 ) begin
-      end else if (\$398 ) begin
-      end else if (\$408 ) begin
-      end else begin
-        \$584  = \$417 ;
+    \$583  = next_page47;
+    if (side_valid) begin
+      if (\$326 ) begin
+        \$583  = side_data[511:448];
       end
     end
-    if (move) begin
-      \$584  = \$431 ;
-    end
     if (rst) begin
-      \$584  = 44'h00000000000;
+      \$583  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$585  = handed1;
-    if (\$420 ) begin
-      \$585  = 1'h1;
-    end
-    if (move) begin
-      \$585  = 1'h0;
+    \$584  = next_page48;
+    if (side_valid) begin
+      if (\$328 ) begin
+        \$584  = side_data[63:0];
+      end
     end
     if (rst) begin
-      \$585  = 1'h0;
+      \$584  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$586  = \$signal$204 ;
-    if (\$427 ) begin
-      \$586  = 1'h0;
-    end
-    if (move) begin
-      \$586  = 1'h1;
+    \$585  = next_page49;
+    if (side_valid) begin
+      if (\$330 ) begin
+        \$585  = side_data[127:64];
+      end
     end
     if (rst) begin
-      \$586  = 1'h0;
+      \$585  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$587  = \$signal$105 ;
-    if (move) begin
-      \$587  = entry2;
+    \$586  = next_page50;
+    if (side_valid) begin
+      if (\$332 ) begin
+        \$586  = side_data[191:128];
+      end
     end
     if (rst) begin
-      \$587  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$586  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$588  = decoded1;
-    if (move) begin
-      \$588  = decoded2;
+    \$587  = next_page51;
+    if (side_valid) begin
+      if (\$334 ) begin
+        \$587  = side_data[255:192];
+      end
     end
     if (rst) begin
-      \$588  = 967'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$587  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$589  = \$signal$97 ;
-    if (move) begin
-      \$589  = \$signal ;
+    \$588  = next_page52;
+    if (side_valid) begin
+      if (\$336 ) begin
+        \$588  = side_data[319:256];
+      end
+    end
+    if (rst) begin
+      \$588  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$589  = next_page53;
+    if (side_valid) begin
+      if (\$338 ) begin
+        \$589  = side_data[383:320];
+      end
     end
     if (rst) begin
       \$589  = 64'h0000000000000000;
@@ -48270,9 +48327,11 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$590  = \$signal$207 ;
-    if (move) begin
-      \$590  = \$signal$232 ;
+    \$590  = next_page54;
+    if (side_valid) begin
+      if (\$340 ) begin
+        \$590  = side_data[447:384];
+      end
     end
     if (rst) begin
       \$590  = 64'h0000000000000000;
@@ -48280,19 +48339,23 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$591  = \$signal$208 ;
-    if (move) begin
-      \$591  = last_group_elems2;
+    \$591  = next_page55;
+    if (side_valid) begin
+      if (\$342 ) begin
+        \$591  = side_data[511:448];
+      end
     end
     if (rst) begin
-      \$591  = 44'h00000000000;
+      \$591  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$592  = page0;
-    if (move) begin
-      \$592  = next_page0;
+    \$592  = next_page56;
+    if (side_valid) begin
+      if (\$344 ) begin
+        \$592  = side_data[63:0];
+      end
     end
     if (rst) begin
       \$592  = 64'h0000000000000000;
@@ -48300,9 +48363,11 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$593  = page1;
-    if (move) begin
-      \$593  = next_page1;
+    \$593  = next_page57;
+    if (side_valid) begin
+      if (\$346 ) begin
+        \$593  = side_data[127:64];
+      end
     end
     if (rst) begin
       \$593  = 64'h0000000000000000;
@@ -48310,9 +48375,11 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$594  = page2;
-    if (move) begin
-      \$594  = next_page2;
+    \$594  = next_page58;
+    if (side_valid) begin
+      if (\$348 ) begin
+        \$594  = side_data[191:128];
+      end
     end
     if (rst) begin
       \$594  = 64'h0000000000000000;
@@ -48320,9 +48387,11 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$595  = page3;
-    if (move) begin
-      \$595  = next_page3;
+    \$595  = next_page59;
+    if (side_valid) begin
+      if (\$350 ) begin
+        \$595  = side_data[255:192];
+      end
     end
     if (rst) begin
       \$595  = 64'h0000000000000000;
@@ -48330,9 +48399,11 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$596  = page4;
-    if (move) begin
-      \$596  = next_page4;
+    \$596  = next_page60;
+    if (side_valid) begin
+      if (\$352 ) begin
+        \$596  = side_data[319:256];
+      end
     end
     if (rst) begin
       \$596  = 64'h0000000000000000;
@@ -48340,9 +48411,11 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$597  = page5;
-    if (move) begin
-      \$597  = next_page5;
+    \$597  = next_page61;
+    if (side_valid) begin
+      if (\$354 ) begin
+        \$597  = side_data[383:320];
+      end
     end
     if (rst) begin
       \$597  = 64'h0000000000000000;
@@ -48350,9 +48423,11 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$598  = page6;
-    if (move) begin
-      \$598  = next_page6;
+    \$598  = next_page62;
+    if (side_valid) begin
+      if (\$356 ) begin
+        \$598  = side_data[447:384];
+      end
     end
     if (rst) begin
       \$598  = 64'h0000000000000000;
@@ -48360,9 +48435,11 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$599  = page7;
-    if (move) begin
-      \$599  = next_page7;
+    \$599  = next_page63;
+    if (side_valid) begin
+      if (\$358 ) begin
+        \$599  = side_data[511:448];
+      end
     end
     if (rst) begin
       \$599  = 64'h0000000000000000;
@@ -48370,49 +48447,74 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$600  = page8;
-    if (move) begin
-      \$600  = next_page8;
-    end
+    \$600  = \$360 [63:0];
     if (rst) begin
       \$600  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$601  = page9;
-    if (move) begin
-      \$601  = next_page9;
-    end
+    \$601  = \$362 ;
     if (rst) begin
-      \$601  = 64'h0000000000000000;
+      \$601  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$602  = page10;
+    \$602  = \$signal$133 ;
+    if (\$375 ) begin
+      (* full_case = 32'd1 *)
+      if (\$376 ) begin
+        \$602  = 1'h0;
+      end else if (\$381 ) begin
+      end else if (\$382 ) begin
+      end else if (\$391 ) begin
+      end else if (\$401 ) begin
+      end else begin
+        if (\$443 ) begin
+          \$602  = 1'h0;
+        end
+      end
+    end
     if (move) begin
-      \$602  = next_page10;
+      \$602  = fetch2;
     end
     if (rst) begin
-      \$602  = 64'h0000000000000000;
+      \$602  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$603  = page11;
+    \$603  = f_page;
+    if (\$375 ) begin
+      if (\$376 ) begin
+      end else if (\$381 ) begin
+        \$603  = \$402 [5:0];
+      end else if (\$382 ) begin
+        \$603  = 6'h00;
+      end
+    end
     if (move) begin
-      \$603  = next_page11;
+      \$603  = 6'h00;
     end
     if (rst) begin
-      \$603  = 64'h0000000000000000;
+      \$603  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$604  = page12;
-    if (move) begin
-      \$604  = next_page12;
+    \$604  = \$signal$116 ;
+    if (\$375 ) begin
+      if (\$376 ) begin
+      end else if (\$381 ) begin
+        \$604  = \$408 [63:0];
+      end else if (\$382 ) begin
+        \$604  = \$419 [63:0];
+      end else if (\$391 ) begin
+        \$604  = \$423 [63:0];
+      end else if (\$401 ) begin
+        \$604  = \$430 [63:0];
+      end
     end
     if (rst) begin
       \$604  = 64'h0000000000000000;
@@ -48420,109 +48522,180 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$605  = page13;
-    if (move) begin
-      \$605  = next_page13;
+    \$605  = \$signal$119 ;
+    if (\$375 ) begin
+      if (\$376 ) begin
+      end else if (\$381 ) begin
+        \$605  = \$413 ;
+      end else if (\$382 ) begin
+      end else if (\$391 ) begin
+        \$605  = \$426 ;
+      end else if (\$401 ) begin
+        \$605  = \$433 ;
+      end
     end
     if (rst) begin
-      \$605  = 64'h0000000000000000;
+      \$605  = 44'h00000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$606  = page14;
+    \$606  = \$signal$127 ;
+    if (\$375 ) begin
+      (* full_case = 32'd1 *)
+      if (\$376 ) begin
+      end else if (\$381 ) begin
+      end else if (\$382 ) begin
+        \$606  = 2'h2;
+      end else if (\$391 ) begin
+        \$606  = 2'h1;
+      end else if (\$401 ) begin
+        \$606  = 2'h1;
+      end else begin
+        \$606  = 2'h0;
+      end
+    end
     if (move) begin
-      \$606  = next_page14;
+      \$606  = \$452 ;
     end
     if (rst) begin
-      \$606  = 64'h0000000000000000;
+      \$606  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$607  = page15;
+    \$607  = f_stage;
+    if (\$375 ) begin
+      if (\$376 ) begin
+      end else if (\$381 ) begin
+      end else if (\$382 ) begin
+      end else if (\$391 ) begin
+        \$607  = 1'h0;
+      end else if (\$401 ) begin
+        \$607  = 1'h1;
+      end
+    end
     if (move) begin
-      \$607  = next_page15;
+      \$607  = 1'h0;
     end
     if (rst) begin
-      \$607  = 64'h0000000000000000;
+      \$607  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$608  = page16;
+    \$608  = \$signal$240 ;
+    if (\$375 ) begin
+      (* full_case = 32'd1 *)
+      if (\$376 ) begin
+      end else if (\$381 ) begin
+      end else if (\$382 ) begin
+      end else if (\$391 ) begin
+      end else if (\$401 ) begin
+      end else begin
+        \$608  = \$434 [19:0];
+      end
+    end
     if (move) begin
-      \$608  = next_page16;
+      \$608  = 20'h00000;
     end
     if (rst) begin
-      \$608  = 64'h0000000000000000;
+      \$608  = 20'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$609  = page17;
+    \$609  = \$signal$98 ;
+    if (\$375 ) begin
+      (* full_case = 32'd1 *)
+      if (\$376 ) begin
+      end else if (\$381 ) begin
+      end else if (\$382 ) begin
+      end else if (\$391 ) begin
+      end else if (\$401 ) begin
+      end else begin
+        \$609  = \$436 [43:0];
+      end
+    end
     if (move) begin
-      \$609  = next_page17;
+      \$609  = 44'h00000000000;
     end
     if (rst) begin
-      \$609  = 64'h0000000000000000;
+      \$609  = 44'h00000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$610  = page18;
+    \$610  = f_in_elems;
+    if (\$375 ) begin
+      (* full_case = 32'd1 *)
+      if (\$376 ) begin
+      end else if (\$381 ) begin
+      end else if (\$382 ) begin
+      end else if (\$391 ) begin
+      end else if (\$401 ) begin
+      end else begin
+        \$610  = \$441 ;
+      end
+    end
     if (move) begin
-      \$610  = next_page18;
+      \$610  = \$455 ;
     end
     if (rst) begin
-      \$610  = 64'h0000000000000000;
+      \$610  = 44'h00000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$611  = page19;
+    \$611  = handed1;
+    if (\$444 ) begin
+      \$611  = 1'h1;
+    end
     if (move) begin
-      \$611  = next_page19;
+      \$611  = 1'h0;
     end
     if (rst) begin
-      \$611  = 64'h0000000000000000;
+      \$611  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$612  = page20;
+    \$612  = \$signal$140 ;
+    if (\$451 ) begin
+      \$612  = 1'h0;
+    end
     if (move) begin
-      \$612  = next_page20;
+      \$612  = 1'h1;
     end
     if (rst) begin
-      \$612  = 64'h0000000000000000;
+      \$612  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$613  = page21;
+    \$613  = \$signal$105 ;
     if (move) begin
-      \$613  = next_page21;
+      \$613  = entry2;
     end
     if (rst) begin
-      \$613  = 64'h0000000000000000;
+      \$613  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$614  = page22;
+    \$614  = decoded1;
     if (move) begin
-      \$614  = next_page22;
+      \$614  = decoded2;
     end
     if (rst) begin
-      \$614  = 64'h0000000000000000;
+      \$614  = 967'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$615  = page23;
+    \$615  = \$signal$97 ;
     if (move) begin
-      \$615  = next_page23;
+      \$615  = \$signal ;
     end
     if (rst) begin
       \$615  = 64'h0000000000000000;
@@ -48530,9 +48703,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$616  = page24;
+    \$616  = \$signal$143 ;
     if (move) begin
-      \$616  = next_page24;
+      \$616  = \$signal$168 ;
     end
     if (rst) begin
       \$616  = 64'h0000000000000000;
@@ -48540,19 +48713,19 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$617  = page25;
+    \$617  = \$signal$144 ;
     if (move) begin
-      \$617  = next_page25;
+      \$617  = last_group_elems2;
     end
     if (rst) begin
-      \$617  = 64'h0000000000000000;
+      \$617  = 44'h00000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$618  = page26;
+    \$618  = page0;
     if (move) begin
-      \$618  = next_page26;
+      \$618  = next_page0;
     end
     if (rst) begin
       \$618  = 64'h0000000000000000;
@@ -48560,9 +48733,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$619  = page27;
+    \$619  = page1;
     if (move) begin
-      \$619  = next_page27;
+      \$619  = next_page1;
     end
     if (rst) begin
       \$619  = 64'h0000000000000000;
@@ -48570,9 +48743,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$620  = page28;
+    \$620  = page2;
     if (move) begin
-      \$620  = next_page28;
+      \$620  = next_page2;
     end
     if (rst) begin
       \$620  = 64'h0000000000000000;
@@ -48580,9 +48753,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$621  = page29;
+    \$621  = page3;
     if (move) begin
-      \$621  = next_page29;
+      \$621  = next_page3;
     end
     if (rst) begin
       \$621  = 64'h0000000000000000;
@@ -48590,9 +48763,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$622  = page30;
+    \$622  = page4;
     if (move) begin
-      \$622  = next_page30;
+      \$622  = next_page4;
     end
     if (rst) begin
       \$622  = 64'h0000000000000000;
@@ -48600,9 +48773,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$623  = page31;
+    \$623  = page5;
     if (move) begin
-      \$623  = next_page31;
+      \$623  = next_page5;
     end
     if (rst) begin
       \$623  = 64'h0000000000000000;
@@ -48610,9 +48783,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$624  = page32;
+    \$624  = page6;
     if (move) begin
-      \$624  = next_page32;
+      \$624  = next_page6;
     end
     if (rst) begin
       \$624  = 64'h0000000000000000;
@@ -48620,9 +48793,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$625  = page33;
+    \$625  = page7;
     if (move) begin
-      \$625  = next_page33;
+      \$625  = next_page7;
     end
     if (rst) begin
       \$625  = 64'h0000000000000000;
@@ -48630,9 +48803,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$626  = page34;
+    \$626  = page8;
     if (move) begin
-      \$626  = next_page34;
+      \$626  = next_page8;
     end
     if (rst) begin
       \$626  = 64'h0000000000000000;
@@ -48640,9 +48813,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$627  = page35;
+    \$627  = page9;
     if (move) begin
-      \$627  = next_page35;
+      \$627  = next_page9;
     end
     if (rst) begin
       \$627  = 64'h0000000000000000;
@@ -48650,9 +48823,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$628  = page36;
+    \$628  = page10;
     if (move) begin
-      \$628  = next_page36;
+      \$628  = next_page10;
     end
     if (rst) begin
       \$628  = 64'h0000000000000000;
@@ -48660,9 +48833,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$629  = page37;
+    \$629  = page11;
     if (move) begin
-      \$629  = next_page37;
+      \$629  = next_page11;
     end
     if (rst) begin
       \$629  = 64'h0000000000000000;
@@ -48670,9 +48843,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$630  = page38;
+    \$630  = page12;
     if (move) begin
-      \$630  = next_page38;
+      \$630  = next_page12;
     end
     if (rst) begin
       \$630  = 64'h0000000000000000;
@@ -48680,9 +48853,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$631  = page39;
+    \$631  = page13;
     if (move) begin
-      \$631  = next_page39;
+      \$631  = next_page13;
     end
     if (rst) begin
       \$631  = 64'h0000000000000000;
@@ -48690,9 +48863,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$632  = page40;
+    \$632  = page14;
     if (move) begin
-      \$632  = next_page40;
+      \$632  = next_page14;
     end
     if (rst) begin
       \$632  = 64'h0000000000000000;
@@ -48700,9 +48873,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$633  = page41;
+    \$633  = page15;
     if (move) begin
-      \$633  = next_page41;
+      \$633  = next_page15;
     end
     if (rst) begin
       \$633  = 64'h0000000000000000;
@@ -48710,9 +48883,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$634  = page42;
+    \$634  = page16;
     if (move) begin
-      \$634  = next_page42;
+      \$634  = next_page16;
     end
     if (rst) begin
       \$634  = 64'h0000000000000000;
@@ -48720,9 +48893,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$635  = page43;
+    \$635  = page17;
     if (move) begin
-      \$635  = next_page43;
+      \$635  = next_page17;
     end
     if (rst) begin
       \$635  = 64'h0000000000000000;
@@ -48730,9 +48903,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$636  = page44;
+    \$636  = page18;
     if (move) begin
-      \$636  = next_page44;
+      \$636  = next_page18;
     end
     if (rst) begin
       \$636  = 64'h0000000000000000;
@@ -48740,9 +48913,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$637  = page45;
+    \$637  = page19;
     if (move) begin
-      \$637  = next_page45;
+      \$637  = next_page19;
     end
     if (rst) begin
       \$637  = 64'h0000000000000000;
@@ -48750,9 +48923,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$638  = page46;
+    \$638  = page20;
     if (move) begin
-      \$638  = next_page46;
+      \$638  = next_page20;
     end
     if (rst) begin
       \$638  = 64'h0000000000000000;
@@ -48760,9 +48933,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$639  = page47;
+    \$639  = page21;
     if (move) begin
-      \$639  = next_page47;
+      \$639  = next_page21;
     end
     if (rst) begin
       \$639  = 64'h0000000000000000;
@@ -48770,9 +48943,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$640  = page48;
+    \$640  = page22;
     if (move) begin
-      \$640  = next_page48;
+      \$640  = next_page22;
     end
     if (rst) begin
       \$640  = 64'h0000000000000000;
@@ -48780,9 +48953,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$641  = page49;
+    \$641  = page23;
     if (move) begin
-      \$641  = next_page49;
+      \$641  = next_page23;
     end
     if (rst) begin
       \$641  = 64'h0000000000000000;
@@ -48790,9 +48963,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$642  = page50;
+    \$642  = page24;
     if (move) begin
-      \$642  = next_page50;
+      \$642  = next_page24;
     end
     if (rst) begin
       \$642  = 64'h0000000000000000;
@@ -48800,9 +48973,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$643  = page51;
+    \$643  = page25;
     if (move) begin
-      \$643  = next_page51;
+      \$643  = next_page25;
     end
     if (rst) begin
       \$643  = 64'h0000000000000000;
@@ -48810,9 +48983,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$644  = page52;
+    \$644  = page26;
     if (move) begin
-      \$644  = next_page52;
+      \$644  = next_page26;
     end
     if (rst) begin
       \$644  = 64'h0000000000000000;
@@ -48820,9 +48993,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$645  = page53;
+    \$645  = page27;
     if (move) begin
-      \$645  = next_page53;
+      \$645  = next_page27;
     end
     if (rst) begin
       \$645  = 64'h0000000000000000;
@@ -48830,9 +49003,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$646  = page54;
+    \$646  = page28;
     if (move) begin
-      \$646  = next_page54;
+      \$646  = next_page28;
     end
     if (rst) begin
       \$646  = 64'h0000000000000000;
@@ -48840,9 +49013,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$647  = page55;
+    \$647  = page29;
     if (move) begin
-      \$647  = next_page55;
+      \$647  = next_page29;
     end
     if (rst) begin
       \$647  = 64'h0000000000000000;
@@ -48850,9 +49023,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$648  = page56;
+    \$648  = page30;
     if (move) begin
-      \$648  = next_page56;
+      \$648  = next_page30;
     end
     if (rst) begin
       \$648  = 64'h0000000000000000;
@@ -48860,9 +49033,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$649  = page57;
+    \$649  = page31;
     if (move) begin
-      \$649  = next_page57;
+      \$649  = next_page31;
     end
     if (rst) begin
       \$649  = 64'h0000000000000000;
@@ -48870,9 +49043,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$650  = page58;
+    \$650  = page32;
     if (move) begin
-      \$650  = next_page58;
+      \$650  = next_page32;
     end
     if (rst) begin
       \$650  = 64'h0000000000000000;
@@ -48880,9 +49053,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$651  = page59;
+    \$651  = page33;
     if (move) begin
-      \$651  = next_page59;
+      \$651  = next_page33;
     end
     if (rst) begin
       \$651  = 64'h0000000000000000;
@@ -48890,9 +49063,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$652  = page60;
+    \$652  = page34;
     if (move) begin
-      \$652  = next_page60;
+      \$652  = next_page34;
     end
     if (rst) begin
       \$652  = 64'h0000000000000000;
@@ -48900,9 +49073,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$653  = page61;
+    \$653  = page35;
     if (move) begin
-      \$653  = next_page61;
+      \$653  = next_page35;
     end
     if (rst) begin
       \$653  = 64'h0000000000000000;
@@ -48910,9 +49083,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$654  = page62;
+    \$654  = page36;
     if (move) begin
-      \$654  = next_page62;
+      \$654  = next_page36;
     end
     if (rst) begin
       \$654  = 64'h0000000000000000;
@@ -48920,9 +49093,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$655  = page63;
+    \$655  = page37;
     if (move) begin
-      \$655  = next_page63;
+      \$655  = next_page37;
     end
     if (rst) begin
       \$655  = 64'h0000000000000000;
@@ -48930,113 +49103,373 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$656  = entry2;
-    casez (fsm_state)
-      3'h0:
-          if (pop_valid) begin
-            \$656  = pop;
-          end
-    endcase
+    \$656  = page38;
+    if (move) begin
+      \$656  = next_page38;
+    end
     if (rst) begin
-      \$656  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$656  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$657  = decoding;
+    \$657  = page39;
+    if (move) begin
+      \$657  = next_page39;
+    end
+    if (rst) begin
+      \$657  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$658  = page40;
+    if (move) begin
+      \$658  = next_page40;
+    end
+    if (rst) begin
+      \$658  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$659  = page41;
+    if (move) begin
+      \$659  = next_page41;
+    end
+    if (rst) begin
+      \$659  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$660  = page42;
+    if (move) begin
+      \$660  = next_page42;
+    end
+    if (rst) begin
+      \$660  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$661  = page43;
+    if (move) begin
+      \$661  = next_page43;
+    end
+    if (rst) begin
+      \$661  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$662  = page44;
+    if (move) begin
+      \$662  = next_page44;
+    end
+    if (rst) begin
+      \$662  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$663  = page45;
+    if (move) begin
+      \$663  = next_page45;
+    end
+    if (rst) begin
+      \$663  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$664  = page46;
+    if (move) begin
+      \$664  = next_page46;
+    end
+    if (rst) begin
+      \$664  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$665  = page47;
+    if (move) begin
+      \$665  = next_page47;
+    end
+    if (rst) begin
+      \$665  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$666  = page48;
+    if (move) begin
+      \$666  = next_page48;
+    end
+    if (rst) begin
+      \$666  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$667  = page49;
+    if (move) begin
+      \$667  = next_page49;
+    end
+    if (rst) begin
+      \$667  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$668  = page50;
+    if (move) begin
+      \$668  = next_page50;
+    end
+    if (rst) begin
+      \$668  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$669  = page51;
+    if (move) begin
+      \$669  = next_page51;
+    end
+    if (rst) begin
+      \$669  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$670  = page52;
+    if (move) begin
+      \$670  = next_page52;
+    end
+    if (rst) begin
+      \$670  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$671  = page53;
+    if (move) begin
+      \$671  = next_page53;
+    end
+    if (rst) begin
+      \$671  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$672  = page54;
+    if (move) begin
+      \$672  = next_page54;
+    end
+    if (rst) begin
+      \$672  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$673  = page55;
+    if (move) begin
+      \$673  = next_page55;
+    end
+    if (rst) begin
+      \$673  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$674  = page56;
+    if (move) begin
+      \$674  = next_page56;
+    end
+    if (rst) begin
+      \$674  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$675  = page57;
+    if (move) begin
+      \$675  = next_page57;
+    end
+    if (rst) begin
+      \$675  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$676  = page58;
+    if (move) begin
+      \$676  = next_page58;
+    end
+    if (rst) begin
+      \$676  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$677  = page59;
+    if (move) begin
+      \$677  = next_page59;
+    end
+    if (rst) begin
+      \$677  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$678  = page60;
+    if (move) begin
+      \$678  = next_page60;
+    end
+    if (rst) begin
+      \$678  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$679  = page61;
+    if (move) begin
+      \$679  = next_page61;
+    end
+    if (rst) begin
+      \$679  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$680  = page62;
+    if (move) begin
+      \$680  = next_page62;
+    end
+    if (rst) begin
+      \$680  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$681  = page63;
+    if (move) begin
+      \$681  = next_page63;
+    end
+    if (rst) begin
+      \$681  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$682  = entry2;
     casez (fsm_state)
       3'h0:
           if (pop_valid) begin
-            \$657  = 2'h1;
+            \$682  = pop;
+          end
+    endcase
+    if (rst) begin
+      \$682  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
+    \$683  = decoding;
+    casez (fsm_state)
+      3'h0:
+          if (pop_valid) begin
+            \$683  = 2'h1;
           end
       3'h1:
-          \$657  = \$432 [1:0];
+          \$683  = \$456 [1:0];
     endcase
     if (rst) begin
-      \$657  = 2'h0;
+      \$683  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$658  = fsm_state;
+    \$684  = fsm_state;
     (* full_case = 32'd1 *)
     casez (fsm_state)
       3'h0:
           if (pop_valid) begin
-            \$658  = 3'h1;
+            \$684  = 3'h1;
           end
       3'h1:
-          if (\$433 ) begin
-            \$658  = 3'h2;
+          if (\$457 ) begin
+            \$684  = 3'h2;
           end
       3'h2:
           (* full_case = 32'd1 *)
-          if (\$434 ) begin
+          if (\$458 ) begin
             (* full_case = 32'd1 *)
-            if (\$439 ) begin
-              \$658  = 3'h3;
+            if (\$463 ) begin
+              \$684  = 3'h3;
             end else begin
-              \$658  = 3'h4;
+              \$684  = 3'h4;
             end
-          end else if (\$438 ) begin
-            \$658  = 3'h5;
+          end else if (\$462 ) begin
+            \$684  = 3'h5;
           end else begin
             (* full_case = 32'd1 *)
-            if (\$440 ) begin
-              \$658  = 3'h3;
+            if (\$464 ) begin
+              \$684  = 3'h3;
             end else begin
-              \$658  = 3'h4;
+              \$684  = 3'h4;
             end
           end
       3'h5:
-          if (\$445 ) begin
+          if (\$469 ) begin
             (* full_case = 32'd1 *)
-            if (\$446 ) begin
-              \$658  = 3'h3;
+            if (\$470 ) begin
+              \$684  = 3'h3;
             end else begin
-              \$658  = 3'h4;
+              \$684  = 3'h4;
             end
           end
       3'h3:
-          if (\$457 ) begin
-            \$658  = 3'h6;
+          if (\$481 ) begin
+            \$684  = 3'h6;
           end
       3'h6:
-          if (\$462 ) begin
-            \$658  = 3'h7;
+          if (\$486 ) begin
+            \$684  = 3'h7;
           end
       3'h7:
-          if (\$465 ) begin
+          if (\$489 ) begin
           end else if (w_rdy) begin
-            \$658  = 3'h4;
+            \$684  = 3'h4;
           end
       3'h4:
-          if (\$491 ) begin
-            \$658  = 3'h0;
+          if (\$515 ) begin
+            \$684  = 3'h0;
           end
     endcase
     if (rst) begin
-      \$658  = 3'h0;
+      \$684  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$659  = decoded2;
+    \$685  = decoded2;
     casez (fsm_state)
       3'h0:
           /* empty */;
       3'h1:
           /* empty */;
       3'h2:
-          \$659  = decoded;
+          \$685  = decoded;
     endcase
     if (rst) begin
-      \$659  = 967'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$685  = 967'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$660  = fetch2;
+    \$686  = fetch2;
     casez (fsm_state)
       3'h0:
           /* empty */;
@@ -49044,26 +49477,26 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
           /* empty */;
       3'h2:
           (* full_case = 32'd1 *)
-          if (\$434 ) begin
+          if (\$458 ) begin
             (* full_case = 32'd1 *)
-            if (\$439 ) begin
+            if (\$463 ) begin
             end else begin
-              \$660  = 1'h0;
+              \$686  = 1'h0;
             end
-          end else if (\$438 ) begin
+          end else if (\$462 ) begin
           end else begin
             (* full_case = 32'd1 *)
-            if (\$440 ) begin
+            if (\$464 ) begin
             end else begin
-              \$660  = 1'h1;
+              \$686  = 1'h1;
             end
           end
       3'h5:
-          if (\$445 ) begin
+          if (\$469 ) begin
             (* full_case = 32'd1 *)
-            if (\$446 ) begin
+            if (\$470 ) begin
             end else begin
-              \$660  = 1'h1;
+              \$686  = 1'h1;
             end
           end
       3'h3:
@@ -49071,18 +49504,18 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
       3'h6:
           /* empty */;
       3'h7:
-          if (\$465 ) begin
+          if (\$489 ) begin
           end else if (w_rdy) begin
-            \$660  = \$485 ;
+            \$686  = \$509 ;
           end
     endcase
     if (rst) begin
-      \$660  = 1'h0;
+      \$686  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$661  = c_page;
+    \$687  = c_page;
     casez (fsm_state)
       3'h0:
           /* empty */;
@@ -49095,21 +49528,21 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
       3'h3:
           /* empty */;
       3'h6:
-          if (\$462 ) begin
-            \$661  = 6'h00;
+          if (\$486 ) begin
+            \$687  = 6'h00;
           end
       3'h7:
-          if (\$465 ) begin
-            \$661  = \$466 [5:0];
+          if (\$489 ) begin
+            \$687  = \$490 [5:0];
           end
     endcase
     if (rst) begin
-      \$661  = 6'h00;
+      \$687  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    \$662  = bad;
+    \$688  = bad;
     casez (fsm_state)
       3'h0:
           /* empty */;
@@ -49122,16 +49555,16 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
       3'h3:
           /* empty */;
       3'h6:
-          if (\$462 ) begin
-            \$662  = 1'h0;
+          if (\$486 ) begin
+            \$688  = 1'h0;
           end
       3'h7:
-          if (\$465 ) begin
-            \$662  = \$474 ;
+          if (\$489 ) begin
+            \$688  = \$498 ;
           end
     endcase
     if (rst) begin
-      \$662  = 1'h0;
+      \$688  = 1'h0;
     end
   end
   always @* begin
@@ -49268,140 +49701,6 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
           checked = next_page63;
     endcase
   end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$77 ) begin end
-    (* full_case = 32'd1 *)
-    casez (\$59 )
-      6'h00:
-          page = page0;
-      6'h01:
-          page = page1;
-      6'h02:
-          page = page2;
-      6'h03:
-          page = page3;
-      6'h04:
-          page = page4;
-      6'h05:
-          page = page5;
-      6'h06:
-          page = page6;
-      6'h07:
-          page = page7;
-      6'h08:
-          page = page8;
-      6'h09:
-          page = page9;
-      6'h0a:
-          page = page10;
-      6'h0b:
-          page = page11;
-      6'h0c:
-          page = page12;
-      6'h0d:
-          page = page13;
-      6'h0e:
-          page = page14;
-      6'h0f:
-          page = page15;
-      6'h10:
-          page = page16;
-      6'h11:
-          page = page17;
-      6'h12:
-          page = page18;
-      6'h13:
-          page = page19;
-      6'h14:
-          page = page20;
-      6'h15:
-          page = page21;
-      6'h16:
-          page = page22;
-      6'h17:
-          page = page23;
-      6'h18:
-          page = page24;
-      6'h19:
-          page = page25;
-      6'h1a:
-          page = page26;
-      6'h1b:
-          page = page27;
-      6'h1c:
-          page = page28;
-      6'h1d:
-          page = page29;
-      6'h1e:
-          page = page30;
-      6'h1f:
-          page = page31;
-      6'h20:
-          page = page32;
-      6'h21:
-          page = page33;
-      6'h22:
-          page = page34;
-      6'h23:
-          page = page35;
-      6'h24:
-          page = page36;
-      6'h25:
-          page = page37;
-      6'h26:
-          page = page38;
-      6'h27:
-          page = page39;
-      6'h28:
-          page = page40;
-      6'h29:
-          page = page41;
-      6'h2a:
-          page = page42;
-      6'h2b:
-          page = page43;
-      6'h2c:
-          page = page44;
-      6'h2d:
-          page = page45;
-      6'h2e:
-          page = page46;
-      6'h2f:
-          page = page47;
-      6'h30:
-          page = page48;
-      6'h31:
-          page = page49;
-      6'h32:
-          page = page50;
-      6'h33:
-          page = page51;
-      6'h34:
-          page = page52;
-      6'h35:
-          page = page53;
-      6'h36:
-          page = page54;
-      6'h37:
-          page = page55;
-      6'h38:
-          page = page56;
-      6'h39:
-          page = page57;
-      6'h3a:
-          page = page58;
-      6'h3b:
-          page = page59;
-      6'h3c:
-          page = page60;
-      6'h3d:
-          page = page61;
-      6'h3e:
-          page = page62;
-      6'h3f:
-          page = page63;
-    endcase
-  end
   assign desc = entry2[203:0];
   assign log2_slot = regs2[267:260];
   assign data_base = regs2[191:128];
@@ -49424,16 +49723,16 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   assign rest_run_lines = \$53 [43:0];
   assign rest_run_offset = { 1'h0, \$48 [5:1] };
   assign \beats$114  = \$57 [43:0];
-  assign page_run_first = \$66 [63:0];
-  assign page_run_line = { \$66 [63:6], 6'h00 };
-  assign page_run_lines = \$71 [43:0];
-  assign page_run_offset = { 1'h0, \$66 [5:1] };
-  assign \beats$187  = \$75 [43:0];
-  assign page_rest_first = \$80 [63:0];
-  assign page_rest_line = { \$80 [63:6], 6'h00 };
-  assign page_rest_lines = \$85 [43:0];
-  assign page_rest_offset = { 1'h0, \$80 [5:1] };
-  assign \beats$192  = \$89 [43:0];
+  assign page_run_first = \$58 [63:0];
+  assign page_run_line = { \$58 [63:6], 6'h00 };
+  assign page_run_lines = \$63 [43:0];
+  assign page_run_offset = { 1'h0, \$58 [5:1] };
+  assign \beats$121  = \$67 [43:0];
+  assign page_rest_first = \$68 [63:0];
+  assign page_rest_line = { \$68 [63:6], 6'h00 };
+  assign page_rest_lines = \$73 [43:0];
+  assign page_rest_offset = { 1'h0, \$68 [5:1] };
+  assign \beats$126  = \$77 [43:0];
   assign \entry2.desc  = entry2[203:0];
   assign \entry2.desc.type  = entry2[1:0];
   assign \entry2.desc.op  = entry2[5:2];
@@ -49835,8 +50134,8 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   assign \pop.queue  = pop[205:204];
   assign \pop.seq  = pop[269:206];
   assign \pop.taken  = pop[333:270];
-  assign task__payload[1472:1429] = \$signal$208 ;
-  assign task__payload[1428:1365] = \$signal$207 ;
+  assign task__payload[1472:1429] = \$signal$144 ;
+  assign task__payload[1428:1365] = \$signal$143 ;
   assign task__payload[1364:1301] = \$signal$97 ;
   assign task__payload[1300:334] = decoded1;
   assign task__payload[333:0] = \$signal$105 ;
@@ -49851,125 +50150,131 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   assign \$49  = { f_sizes[245:202], 1'h0 };
   assign \$53  = { \$52 [47], \$52 [47], \$52 [47], \$52 [47], \$52 [47], \$52 [47], \$52 [47:6] };
   assign \$57  = { \$56 [46], \$56 [46], \$56 [46], \$56 [46], \$56 [46], \$56 [46:5] };
-  assign \$63  = { 1'h0, decoded1[174:136] };
-  assign \$65  = { \$64 , 1'h0 };
-  assign \$67  = { page_elems, 1'h0 };
-  assign \$71  = { \$70 [47], \$70 [47], \$70 [47], \$70 [47], \$70 [47], \$70 [47], \$70 [47:6] };
-  assign \$75  = { \$74 [46], \$74 [46], \$74 [46], \$74 [46], \$74 [46], \$74 [46:5] };
-  assign \$76  = { 1'h0, decoded1[174:136] };
-  assign \$79  = { \$78 , 1'h0 };
-  assign \$81  = { f_sizes[245:202], 1'h0 };
-  assign \$85  = { \$84 [47], \$84 [47], \$84 [47], \$84 [47], \$84 [47], \$84 [47], \$84 [47:6] };
-  assign \$89  = { \$88 [46], \$88 [46], \$88 [46], \$88 [46], \$88 [46], \$88 [46:5] };
-  assign \$129  = 1'h0;
-  assign \$130  = decoded[9];
-  assign \$136  = decoded2[9];
-  assign \$174 [19:2] = 18'h00000;
-  assign \$174 [1:0] = entry2[165:164];
-  assign \$176 [19:2] = 18'h00000;
-  assign \$176 [1:0] = entry2[165:164];
-  assign \$193  = { 1'h0, entry2[103:84], 6'h00 };
-  assign \$206  = { 1'h0, entry2[103:84], 6'h00 };
-  assign \$219  = { 1'h0, entry2[103:84], 6'h00 };
-  assign \$232  = { 1'h0, entry2[103:84], 6'h00 };
-  assign \$239  = \$238 ;
-  assign \$241  = \$240 ;
-  assign \$243  = \$242 ;
-  assign \$245  = \$244 ;
-  assign \$247  = \$246 ;
-  assign \$249  = \$248 ;
-  assign \$251  = \$250 ;
-  assign \$253  = \$252 ;
-  assign \$255  = \$254 ;
-  assign \$257  = \$256 ;
-  assign \$259  = \$258 ;
-  assign \$261  = \$260 ;
-  assign \$263  = \$262 ;
-  assign \$265  = \$264 ;
-  assign \$267  = \$266 ;
-  assign \$269  = \$268 ;
-  assign \$271  = \$270 ;
-  assign \$273  = \$272 ;
-  assign \$275  = \$274 ;
-  assign \$277  = \$276 ;
-  assign \$279  = \$278 ;
-  assign \$281  = \$280 ;
-  assign \$283  = \$282 ;
-  assign \$285  = \$284 ;
-  assign \$287  = \$286 ;
-  assign \$289  = \$288 ;
-  assign \$291  = \$290 ;
-  assign \$293  = \$292 ;
-  assign \$295  = \$294 ;
-  assign \$297  = \$296 ;
-  assign \$299  = \$298 ;
-  assign \$301  = \$300 ;
-  assign \$303  = \$302 ;
-  assign \$305  = \$304 ;
-  assign \$307  = \$306 ;
-  assign \$309  = \$308 ;
-  assign \$311  = \$310 ;
-  assign \$313  = \$312 ;
-  assign \$315  = \$314 ;
-  assign \$317  = \$316 ;
-  assign \$319  = \$318 ;
-  assign \$321  = \$320 ;
-  assign \$323  = \$322 ;
-  assign \$325  = \$324 ;
-  assign \$327  = \$326 ;
-  assign \$329  = \$328 ;
-  assign \$331  = \$330 ;
-  assign \$333  = \$332 ;
-  assign \$335  = \$334 ;
-  assign \$337  = \$336 ;
-  assign \$339  = \$338 ;
-  assign \$341  = \$340 ;
-  assign \$343  = \$342 ;
-  assign \$345  = \$344 ;
-  assign \$347  = \$346 ;
-  assign \$349  = \$348 ;
-  assign \$351  = \$350 ;
-  assign \$353  = \$352 ;
-  assign \$355  = \$354 ;
-  assign \$357  = \$356 ;
-  assign \$359  = \$358 ;
-  assign \$361  = \$360 ;
-  assign \$363  = \$362 ;
-  assign \$365  = \$364 ;
-  assign \$366  = { decoded2[174:135], 1'h0 };
-  assign \$368  = { decoded2[174:135], 1'h0 };
-  assign \$416  = { 1'h0, \$signal$105 [203:184], 2'h0 };
-  assign \$430  = { 1'h0, entry2[203:184], 2'h0 };
-  assign \$439  = 1'h0;
-  assign \$440  = decoded[123];
-  assign \$446  = decoded2[123];
-  assign \$461  = \$460 ;
+  assign \$59  = { \$signal$119 , 1'h0 };
+  assign \$63  = { \$62 [47], \$62 [47], \$62 [47], \$62 [47], \$62 [47], \$62 [47], \$62 [47:6] };
+  assign \$67  = { \$66 [46], \$66 [46], \$66 [46], \$66 [46], \$66 [46], \$66 [46:5] };
+  assign \$69  = { f_sizes[245:202], 1'h0 };
+  assign \$73  = { \$72 [47], \$72 [47], \$72 [47], \$72 [47], \$72 [47], \$72 [47], \$72 [47:6] };
+  assign \$77  = { \$76 [46], \$76 [46], \$76 [46], \$76 [46], \$76 [46], \$76 [46:5] };
+  assign \$117  = 1'h0;
+  assign \$118  = decoded[9];
+  assign \$124  = decoded2[9];
+  assign \$162 [19:2] = 18'h00000;
+  assign \$162 [1:0] = entry2[165:164];
+  assign \$164 [19:2] = 18'h00000;
+  assign \$164 [1:0] = entry2[165:164];
+  assign \$186  = { 1'h0, entry2[103:84], 6'h00 };
+  assign \$199  = { 1'h0, entry2[103:84], 6'h00 };
+  assign \$212  = { 1'h0, entry2[103:84], 6'h00 };
+  assign \$225  = { 1'h0, entry2[103:84], 6'h00 };
+  assign \$232  = \$231 ;
+  assign \$234  = \$233 ;
+  assign \$236  = \$235 ;
+  assign \$238  = \$237 ;
+  assign \$240  = \$239 ;
+  assign \$242  = \$241 ;
+  assign \$244  = \$243 ;
+  assign \$246  = \$245 ;
+  assign \$248  = \$247 ;
+  assign \$250  = \$249 ;
+  assign \$252  = \$251 ;
+  assign \$254  = \$253 ;
+  assign \$256  = \$255 ;
+  assign \$258  = \$257 ;
+  assign \$260  = \$259 ;
+  assign \$262  = \$261 ;
+  assign \$264  = \$263 ;
+  assign \$266  = \$265 ;
+  assign \$268  = \$267 ;
+  assign \$270  = \$269 ;
+  assign \$272  = \$271 ;
+  assign \$274  = \$273 ;
+  assign \$276  = \$275 ;
+  assign \$278  = \$277 ;
+  assign \$280  = \$279 ;
+  assign \$282  = \$281 ;
+  assign \$284  = \$283 ;
+  assign \$286  = \$285 ;
+  assign \$288  = \$287 ;
+  assign \$290  = \$289 ;
+  assign \$292  = \$291 ;
+  assign \$294  = \$293 ;
+  assign \$296  = \$295 ;
+  assign \$298  = \$297 ;
+  assign \$300  = \$299 ;
+  assign \$302  = \$301 ;
+  assign \$304  = \$303 ;
+  assign \$306  = \$305 ;
+  assign \$308  = \$307 ;
+  assign \$310  = \$309 ;
+  assign \$312  = \$311 ;
+  assign \$314  = \$313 ;
+  assign \$316  = \$315 ;
+  assign \$318  = \$317 ;
+  assign \$320  = \$319 ;
+  assign \$322  = \$321 ;
+  assign \$324  = \$323 ;
+  assign \$326  = \$325 ;
+  assign \$328  = \$327 ;
+  assign \$330  = \$329 ;
+  assign \$332  = \$331 ;
+  assign \$334  = \$333 ;
+  assign \$336  = \$335 ;
+  assign \$338  = \$337 ;
+  assign \$340  = \$339 ;
+  assign \$342  = \$341 ;
+  assign \$344  = \$343 ;
+  assign \$346  = \$345 ;
+  assign \$348  = \$347 ;
+  assign \$350  = \$349 ;
+  assign \$352  = \$351 ;
+  assign \$354  = \$353 ;
+  assign \$356  = \$355 ;
+  assign \$358  = \$357 ;
+  assign \$359  = { decoded2[174:135], 1'h0 };
+  assign \$361  = { decoded2[174:135], 1'h0 };
+  assign \$405  = { 1'h0, decoded1[174:136] };
+  assign \$407  = { \$406 , 1'h0 };
+  assign \$415  = { 1'h0, decoded1[174:136] };
+  assign \$418  = { \$417 , 1'h0 };
+  assign \$420  = { 1'h0, decoded1[174:136] };
+  assign \$421  = 40'h0000000000;
+  assign \$422  = 41'h00000000000;
+  assign \$427  = { 1'h0, decoded1[174:136] };
+  assign \$428  = \$427 ;
+  assign \$429  = { \$427 , 1'h0 };
+  assign \$440  = { 1'h0, \$signal$105 [203:184], 2'h0 };
+  assign \$454  = { 1'h0, entry2[203:184], 2'h0 };
+  assign \$463  = 1'h0;
+  assign \$464  = decoded[123];
+  assign \$470  = decoded2[123];
+  assign \$485  = \$484 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.front.decoder (rst, \port$14831$128 , log2_slot, desc, decoded, clk);
+module \ndp_device.control_unit.front.decoder (rst, \port$14856$128 , log2_slot, desc, decoded, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$78  = 0;
   wire \$1 ;
   wire \$10 ;
   wire \$100 ;
   wire \$101 ;
   wire \$102 ;
-  wire [21:0] \$103 ;
-  wire [21:0] \$104 ;
+  wire \$103 ;
+  wire \$104 ;
   wire \$105 ;
   wire \$106 ;
   wire \$107 ;
   wire \$108 ;
   wire \$109 ;
   wire \$11 ;
-  wire [40:0] \$110 ;
-  wire [40:0] \$111 ;
-  wire [40:0] \$112 ;
+  wire \$110 ;
+  wire \$111 ;
+  wire \$112 ;
   wire \$113 ;
   wire \$114 ;
   wire \$115 ;
   wire \$116 ;
-  wire \$117 ;
+  wire [26:0] \$117 ;
   wire \$118 ;
   wire \$119 ;
   wire \$12 ;
@@ -49978,54 +50283,54 @@ module \ndp_device.control_unit.front.decoder (rst, \port$14831$128 , log2_slot,
   wire \$122 ;
   wire \$123 ;
   wire \$124 ;
-  wire \$125 ;
+  wire [26:0] \$125 ;
   wire \$126 ;
   wire \$127 ;
   wire \$128 ;
-  wire \$129 ;
+  wire [19:0] \$129 ;
   wire \$13 ;
-  wire [26:0] \$130 ;
+  wire \$130 ;
   wire \$131 ;
   wire \$132 ;
   wire \$133 ;
   wire \$134 ;
   wire \$135 ;
-  wire \$136 ;
+  wire [19:0] \$136 ;
   wire \$137 ;
-  wire [26:0] \$138 ;
-  wire \$139 ;
+  wire \$138 ;
+  wire [19:0] \$139 ;
   wire \$14 ;
   wire \$140 ;
   wire \$141 ;
-  wire [19:0] \$142 ;
+  wire \$142 ;
   wire \$143 ;
   wire \$144 ;
   wire \$145 ;
   wire \$146 ;
   wire \$147 ;
-  wire \$148 ;
-  wire [19:0] \$149 ;
+  wire [19:0] \$148 ;
+  wire \$149 ;
   wire \$15 ;
-  wire \$150 ;
+  wire [19:0] \$150 ;
   wire \$151 ;
-  wire [19:0] \$152 ;
+  wire \$152 ;
   wire \$153 ;
   wire \$154 ;
-  wire \$155 ;
+  wire [26:0] \$155 ;
   wire \$156 ;
   wire \$157 ;
   wire \$158 ;
   wire \$159 ;
   wire \$16 ;
   wire \$160 ;
-  wire [19:0] \$161 ;
+  wire \$161 ;
   wire \$162 ;
-  wire [19:0] \$163 ;
+  wire \$163 ;
   wire \$164 ;
-  wire \$165 ;
-  wire \$166 ;
+  wire [26:0] \$165 ;
+  wire [64:0] \$166 ;
   wire \$167 ;
-  wire [26:0] \$168 ;
+  wire \$168 ;
   wire \$169 ;
   wire \$17 ;
   wire \$170 ;
@@ -50036,8 +50341,8 @@ module \ndp_device.control_unit.front.decoder (rst, \port$14831$128 , log2_slot,
   wire \$175 ;
   wire \$176 ;
   wire \$177 ;
-  wire [26:0] \$178 ;
-  wire [64:0] \$179 ;
+  wire \$178 ;
+  wire \$179 ;
   wire \$18 ;
   wire [39:0] \$180 ;
   wire [39:0] \$181 ;
@@ -50109,18 +50414,19 @@ module \ndp_device.control_unit.front.decoder (rst, \port$14831$128 , log2_slot,
   wire [4:0] \$240 ;
   wire [50:0] \$241 ;
   reg [65:0] \$242 ;
-  reg [39:0] \$243 ;
+  reg \$243 ;
   reg [39:0] \$244 ;
   reg [39:0] \$245 ;
   reg [39:0] \$246 ;
   reg [39:0] \$247 ;
-  reg [43:0] \$248 ;
-  reg [63:0] \$249 ;
+  reg [39:0] \$248 ;
+  reg [43:0] \$249 ;
   wire \$25 ;
-  reg [49:0] \$250 ;
+  reg [63:0] \$250 ;
   reg [49:0] \$251 ;
-  reg [20:0] \$252 ;
-  reg [39:0] \$253 ;
+  reg [49:0] \$252 ;
+  reg [20:0] \$253 ;
+  reg [39:0] \$254 ;
   wire \$26 ;
   wire \$27 ;
   wire \$28 ;
@@ -50181,7 +50487,7 @@ module \ndp_device.control_unit.front.decoder (rst, \port$14831$128 , log2_slot,
   wire \$78 ;
   wire \$79 ;
   wire \$8 ;
-  wire \$80 ;
+  wire [26:0] \$80 ;
   wire \$81 ;
   wire \$82 ;
   wire \$83 ;
@@ -50192,20 +50498,20 @@ module \ndp_device.control_unit.front.decoder (rst, \port$14831$128 , log2_slot,
   wire \$88 ;
   wire \$89 ;
   wire \$9 ;
-  wire \$90 ;
-  wire \$91 ;
+  wire [21:0] \$90 ;
+  wire [21:0] \$91 ;
   wire \$92 ;
-  wire [26:0] \$93 ;
+  wire \$93 ;
   wire \$94 ;
   wire \$95 ;
   wire \$96 ;
-  wire \$97 ;
-  wire \$98 ;
-  wire \$99 ;
+  wire [40:0] \$97 ;
+  wire [40:0] \$98 ;
+  wire [40:0] \$99 ;
   reg [39:0] \$signal  = 40'h0000000000;
-  reg [39:0] \$signal$20  = 40'h0000000000;
-  reg [39:0] \$signal$25  = 40'h0000000000;
+  reg [39:0] \$signal$18  = 40'h0000000000;
   reg [39:0] \$signal$26  = 40'h0000000000;
+  reg [39:0] \$signal$27  = 40'h0000000000;
   reg [20:0] \$signal$5  = 21'h000000;
   input clk;
   wire clk;
@@ -50290,6 +50596,7 @@ module \ndp_device.control_unit.front.decoder (rst, \port$14831$128 , log2_slot,
   wire [1:0] \desc.type ;
   reg [65:0] dev_end = 66'h00000000000000000;
   reg [39:0] half = 40'h0000000000;
+  reg in_bounds = 1'h0;
   wire [19:0] k;
   wire [19:0] \k$12 ;
   input [7:0] log2_slot;
@@ -50300,8 +50607,8 @@ module \ndp_device.control_unit.front.decoder (rst, \port$14831$128 , log2_slot,
   reg [39:0] out_elems = 40'h0000000000;
   wire [3:0] page_shift;
   wire [3:0] \page_shift$15 ;
-  input [127:0] \port$14831$128 ;
-  wire [127:0] \port$14831$128 ;
+  input [127:0] \port$14856$128 ;
+  wire [127:0] \port$14856$128 ;
   reg [49:0] result = 50'h0000000000000;
   reg [49:0] room = 50'h0000000000000;
   input rst;
@@ -50415,118 +50722,118 @@ module \ndp_device.control_unit.front.decoder (rst, \port$14831$128 , log2_slot,
   assign \$58  = \$56  | \$57 ;
   assign \$59  = \$52  ? \$53  : \$58 ;
   assign \$60  = ~ \$59 ;
-  assign \$61  = desc[1:0] == 2'h2;
-  assign \$62  = desc[5:2] == 2'h3;
-  assign \$63  = \$61  & \$62 ;
-  assign \$64  = \$63  & desc[12];
-  assign \$65  = ! desc[28:20];
-  assign \$66  = ! desc[25:20];
-  assign \$67  = \$64  ? \$65  : \$66 ;
-  assign \$68  = ! desc[103:84];
-  assign \$69  = desc[83:20] >= \port$14831$128 [63:0];
-  assign \$70  = dev_end <= \port$14831$128 [127:64];
+  assign \$61  = ~ in_bounds;
+  assign \$62  = desc[1:0] == 2'h2;
+  assign \$63  = desc[5:2] == 2'h2;
+  assign \$64  = \$62  & \$63 ;
+  assign \$65  = ! desc[83:20];
+  assign \$66  = ! desc[103:84];
+  assign \$67  = \$65  & \$66 ;
+  assign \$68  = ! desc[123:104];
+  assign \$69  = \$67  & \$68 ;
+  assign \$70  = ! desc[143:124];
   assign \$71  = \$69  & \$70 ;
-  assign \$72  = \$68  | \$71 ;
-  assign \$73  = \$67  & \$72 ;
-  assign \$74  = ~ \$73 ;
-  assign \$75  = desc[1:0] == 2'h2;
-  assign \$76  = desc[5:2] == 2'h2;
+  assign \$72  = | desc[183:164];
+  assign \$73  = \$71  & \$72 ;
+  assign \$74  = | desc[203:184];
+  assign \$75  = \$73  & \$74 ;
+  assign \$76  = desc[203:184] <= 13'h1000;
   assign \$77  = \$75  & \$76 ;
-  assign \$78  = ! desc[83:20];
-  assign \$79  = ! desc[103:84];
-  assign \$80  = \$78  & \$79 ;
-  assign \$81  = ! desc[123:104];
-  assign \$82  = \$80  & \$81 ;
-  assign \$83  = ! desc[143:124];
+  assign \$78  = desc[163:144] == \$signal ;
+  assign \$79  = \$77  & \$78 ;
+  assign \$81  = \$80  <= room;
+  assign \$82  = \$79  & \$81 ;
+  assign \$83  = result <= room;
   assign \$84  = \$82  & \$83 ;
-  assign \$85  = | desc[183:164];
-  assign \$86  = \$84  & \$85 ;
-  assign \$87  = | desc[203:184];
+  assign \$85  = desc[163:144] == \$signal ;
+  assign \$86  = desc[1:0] == 2'h2;
+  assign \$87  = desc[5:2] == 2'h3;
   assign \$88  = \$86  & \$87 ;
-  assign \$89  = desc[203:184] <= 13'h1000;
-  assign \$90  = \$88  & \$89 ;
-  assign \$91  = desc[163:144] == \$signal ;
-  assign \$92  = \$90  & \$91 ;
-  assign \$94  = \$93  <= room;
-  assign \$95  = \$92  & \$94 ;
-  assign \$96  = result <= room;
-  assign \$97  = \$95  & \$96 ;
-  assign \$98  = desc[163:144] == \$signal ;
-  assign \$99  = desc[1:0] == 2'h2;
-  assign \$100  = desc[5:2] == 2'h3;
-  assign \$101  = \$99  & \$100 ;
-  assign \$102  = \$101  & desc[12];
-  assign \$103  = \$signal$5  + 3'h7;
-  assign \$105  = desc[1:0] == 2'h2;
-  assign \$106  = desc[5:2] == 2'h3;
-  assign \$107  = desc[5:2] == 3'h4;
-  assign \$108  = \$106  | \$107 ;
-  assign \$109  = \$105  & \$108 ;
-  assign \$111  = \$109  ? \$110  : { 1'h0, \$signal$20  };
-  assign \$112  = \$102  ? { 19'h00000, \$104  } : \$111 ;
-  assign \$113  = desc[103:84] == \$112 ;
-  assign \$114  = \$98  & \$113 ;
-  assign \$115  = | desc[123:104];
-  assign \$116  = \$114  & \$115 ;
-  assign \$117  = | desc[143:124];
-  assign \$118  = \$116  & \$117 ;
-  assign \$119  = desc[1:0] == 2'h2;
-  assign \$120  = desc[5:2] == 2'h3;
-  assign \$121  = \$119  & \$120 ;
-  assign \$122  = \$121  & desc[12];
-  assign \$123  = ~ \$122 ;
-  assign \$124  = \$signal$5  <= 7'h40;
-  assign \$125  = ! half[11:0];
-  assign \$126  = \$124  & \$125 ;
-  assign \$127  = \$123  | \$126 ;
-  assign \$128  = \$118  & \$127 ;
-  assign \$129  = ! desc[1:0];
-  assign \$131  = \$130  <= room;
-  assign \$132  = desc[1:0] == 1'h1;
-  assign \$133  = | desc[183:164];
-  assign \$134  = | desc[203:184];
-  assign \$135  = \$133  & \$134 ;
-  assign \$136  = desc[163:144] == desc[103:84];
-  assign \$137  = \$135  & \$136 ;
-  assign \$139  = \$138  <= room;
-  assign \$140  = \$137  & \$139 ;
-  assign \$141  = | desc[183:164];
-  assign \$142  = desc[10] ? desc[143:124] : desc[123:104];
-  assign \$143  = desc[203:184] == \$142 ;
-  assign \$144  = \$141  & \$143 ;
-  assign \$145  = | desc[5:2];
-  assign \$146  = desc[183:164] == 1'h1;
-  assign \$147  = \$145  | \$146 ;
-  assign \$148  = \$144  & \$147 ;
-  assign \$149  = desc[10] ? desc[143:124] : desc[123:104];
-  assign \$150  = \$149  <= 13'h1000;
-  assign \$151  = \$148  & \$150 ;
-  assign \$152  = desc[10] ? desc[123:104] : desc[143:124];
-  assign \$153  = \$152  <= 13'h1000;
-  assign \$154  = \$151  & \$153 ;
-  assign \$155  = desc[1:0] == 2'h2;
-  assign \$156  = desc[5:2] == 2'h3;
-  assign \$157  = desc[5:2] == 3'h4;
-  assign \$158  = \$156  | \$157 ;
-  assign \$159  = \$155  & \$158 ;
-  assign \$160  = ~ \$159 ;
-  assign \$161  = desc[10] ? desc[123:104] : desc[143:124];
-  assign \$162  = \$161  <= 13'h1000;
-  assign \$163  = desc[10] ? desc[143:124] : desc[123:104];
-  assign \$164  = \$163  <= 13'h1000;
-  assign \$165  = \$162  & \$164 ;
-  assign \$166  = \$160  | \$165 ;
-  assign \$167  = \$154  & \$166 ;
-  assign \$169  = \$168  <= room;
-  assign \$170  = \$167  & \$169 ;
-  assign \$171  = result <= room;
-  assign \$172  = \$170  & \$171 ;
-  assign \$173  = \$132  ? \$140  : \$172 ;
-  assign \$174  = \$129  ? \$131  : \$173 ;
-  assign \$175  = \$128  & \$174 ;
-  assign \$176  = \$77  ? \$97  : \$175 ;
-  assign \$177  = ~ \$176 ;
-  assign \$179  = desc[83:20] + \$178 ;
+  assign \$89  = \$88  & desc[12];
+  assign \$90  = \$signal$5  + 3'h7;
+  assign \$92  = desc[1:0] == 2'h2;
+  assign \$93  = desc[5:2] == 2'h3;
+  assign \$94  = desc[5:2] == 3'h4;
+  assign \$95  = \$93  | \$94 ;
+  assign \$96  = \$92  & \$95 ;
+  assign \$98  = \$96  ? \$97  : { 1'h0, \$signal$18  };
+  assign \$99  = \$89  ? { 19'h00000, \$91  } : \$98 ;
+  assign \$100  = desc[103:84] == \$99 ;
+  assign \$101  = \$85  & \$100 ;
+  assign \$102  = | desc[123:104];
+  assign \$103  = \$101  & \$102 ;
+  assign \$104  = | desc[143:124];
+  assign \$105  = \$103  & \$104 ;
+  assign \$106  = desc[1:0] == 2'h2;
+  assign \$107  = desc[5:2] == 2'h3;
+  assign \$108  = \$106  & \$107 ;
+  assign \$109  = \$108  & desc[12];
+  assign \$110  = ~ \$109 ;
+  assign \$111  = \$signal$5  <= 7'h40;
+  assign \$112  = ! half[11:0];
+  assign \$113  = \$111  & \$112 ;
+  assign \$114  = \$110  | \$113 ;
+  assign \$115  = \$105  & \$114 ;
+  assign \$116  = ! desc[1:0];
+  assign \$118  = \$117  <= room;
+  assign \$119  = desc[1:0] == 1'h1;
+  assign \$120  = | desc[183:164];
+  assign \$121  = | desc[203:184];
+  assign \$122  = \$120  & \$121 ;
+  assign \$123  = desc[163:144] == desc[103:84];
+  assign \$124  = \$122  & \$123 ;
+  assign \$126  = \$125  <= room;
+  assign \$127  = \$124  & \$126 ;
+  assign \$128  = | desc[183:164];
+  assign \$129  = desc[10] ? desc[143:124] : desc[123:104];
+  assign \$130  = desc[203:184] == \$129 ;
+  assign \$131  = \$128  & \$130 ;
+  assign \$132  = | desc[5:2];
+  assign \$133  = desc[183:164] == 1'h1;
+  assign \$134  = \$132  | \$133 ;
+  assign \$135  = \$131  & \$134 ;
+  assign \$136  = desc[10] ? desc[143:124] : desc[123:104];
+  assign \$137  = \$136  <= 13'h1000;
+  assign \$138  = \$135  & \$137 ;
+  assign \$139  = desc[10] ? desc[123:104] : desc[143:124];
+  assign \$140  = \$139  <= 13'h1000;
+  assign \$141  = \$138  & \$140 ;
+  assign \$142  = desc[1:0] == 2'h2;
+  assign \$143  = desc[5:2] == 2'h3;
+  assign \$144  = desc[5:2] == 3'h4;
+  assign \$145  = \$143  | \$144 ;
+  assign \$146  = \$142  & \$145 ;
+  assign \$147  = ~ \$146 ;
+  assign \$148  = desc[10] ? desc[123:104] : desc[143:124];
+  assign \$149  = \$148  <= 13'h1000;
+  assign \$150  = desc[10] ? desc[143:124] : desc[123:104];
+  assign \$151  = \$150  <= 13'h1000;
+  assign \$152  = \$149  & \$151 ;
+  assign \$153  = \$147  | \$152 ;
+  assign \$154  = \$141  & \$153 ;
+  assign \$156  = \$155  <= room;
+  assign \$157  = \$154  & \$156 ;
+  assign \$158  = result <= room;
+  assign \$159  = \$157  & \$158 ;
+  assign \$160  = \$119  ? \$127  : \$159 ;
+  assign \$161  = \$116  ? \$118  : \$160 ;
+  assign \$162  = \$115  & \$161 ;
+  assign \$163  = \$64  ? \$84  : \$162 ;
+  assign \$164  = ~ \$163 ;
+  assign \$166  = desc[83:20] + \$165 ;
+  assign \$167  = desc[1:0] == 2'h2;
+  assign \$168  = desc[5:2] == 2'h3;
+  assign \$169  = \$167  & \$168 ;
+  assign \$170  = \$169  & desc[12];
+  assign \$171  = ! desc[28:20];
+  assign \$172  = ! desc[25:20];
+  assign \$173  = \$170  ? \$171  : \$172 ;
+  assign \$174  = ! desc[103:84];
+  assign \$175  = desc[83:20] >= \port$14856$128 [63:0];
+  assign \$176  = dev_end <= \port$14856$128 [127:64];
+  assign \$177  = \$175  & \$176 ;
+  assign \$178  = \$174  | \$177 ;
+  assign \$179  = \$173  & \$178 ;
   assign \$180  = desc[183:164] * desc[203:184];
   assign \$181  = desc[123:104] * desc[143:124];
   assign \$182  = desc[1:0] == 2'h2;
@@ -50540,19 +50847,19 @@ module \ndp_device.control_unit.front.decoder (rst, \port$14831$128 , log2_slot,
   assign \$190  = desc[183:164] * \$189 ;
   assign \$191  = desc[9:6] == 2'h2;
   assign \$192  = \$191  ? 1'h0 : 1'h1;
-  assign \$193  = \$signal$25  << \$192 ;
+  assign \$193  = \$signal$26  << \$192 ;
   assign \$194  = \$193  + 7'h40;
   assign \$195  = \$194  - 1'h1;
   assign \$197  = desc[9:6] == 2'h2;
   assign \$198  = \$197  ? 1'h0 : 1'h1;
-  assign \$199  = \$signal$26  << \$198 ;
+  assign \$199  = \$signal$27  << \$198 ;
   assign \$200  = \$199  + 7'h40;
   assign \$201  = \$200  - 1'h1;
   assign \$204  = \$203  + 7'h40;
   assign \$205  = \$204  - 1'h1;
   assign \$207  = desc[9:6] == 2'h2;
   assign \$208  = \$207  ? 1'h0 : 1'h1;
-  assign \$209  = \$signal$26  << \$208 ;
+  assign \$209  = \$signal$27  << \$208 ;
   assign \$210  = \$209  + 7'h40;
   assign \$211  = \$210  - 1'h1;
   assign \$214  = $signed({ 1'h0, desc[83:20] }) + $signed(\$213 );
@@ -50560,7 +50867,7 @@ module \ndp_device.control_unit.front.decoder (rst, \port$14831$128 , log2_slot,
   assign \$216  = desc[5:2] == 2'h2;
   assign \$217  = \$215  & \$216 ;
   assign \$218  = desc[5:2] == 2'h3;
-  assign \$219  = \$signal$25  + 6'h20;
+  assign \$219  = \$signal$26  + 6'h20;
   assign \$220  = \$219  - 1'h1;
   assign \$221  = desc[183:164] * 6'h20;
   assign \$222  = $signed(\$220 ) + $signed({ 1'h0, \$221  });
@@ -50580,27 +50887,29 @@ module \ndp_device.control_unit.front.decoder (rst, \port$14831$128 , log2_slot,
   always @(posedge clk)
     dev_end <= \$242 ;
   always @(posedge clk)
-    \$signal$25  <= \$243 ;
+    in_bounds <= \$243 ;
   always @(posedge clk)
     \$signal$26  <= \$244 ;
   always @(posedge clk)
-    out_elems <= \$245 ;
+    \$signal$27  <= \$245 ;
   always @(posedge clk)
-    \$signal  <= \$246 ;
+    out_elems <= \$246 ;
   always @(posedge clk)
-    \$signal$20  <= \$247 ;
+    \$signal  <= \$247 ;
   always @(posedge clk)
-    o_lines <= \$248 ;
+    \$signal$18  <= \$248 ;
   always @(posedge clk)
-    second_addr <= \$249 ;
+    o_lines <= \$249 ;
   always @(posedge clk)
-    result <= \$250 ;
+    second_addr <= \$250 ;
   always @(posedge clk)
-    room <= \$251 ;
+    result <= \$251 ;
   always @(posedge clk)
-    \$signal$5  <= \$252 ;
+    room <= \$252 ;
   always @(posedge clk)
-    half <= \$253 ;
+    \$signal$5  <= \$253 ;
+  always @(posedge clk)
+    half <= \$254 ;
   \ndp_device.control_unit.front.decoder.stage0  stage0 (
     .clk(clk),
     .k(k),
@@ -50625,9 +50934,9 @@ module \ndp_device.control_unit.front.decoder (rst, \port$14831$128 , log2_slot,
       decoded[7:0] = 8'h01;
     end else if (\$60 ) begin
       decoded[7:0] = 8'h02;
-    end else if (\$74 ) begin
+    end else if (\$61 ) begin
       decoded[7:0] = 8'h03;
-    end else if (\$177 ) begin
+    end else if (\$164 ) begin
       decoded[7:0] = 8'h04;
     end else begin
       decoded[7:0] = 8'h00;
@@ -50635,101 +50944,108 @@ module \ndp_device.control_unit.front.decoder (rst, \port$14831$128 , log2_slot,
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    \$242  = { 1'h0, \$179  };
+    \$242  = { 1'h0, \$166  };
     if (rst) begin
       \$242  = 66'h00000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    \$243  = \$180 ;
+    \$243  = \$179 ;
     if (rst) begin
-      \$243  = 40'h0000000000;
+      \$243  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    \$244  = \$181 ;
+    \$244  = \$180 ;
     if (rst) begin
       \$244  = 40'h0000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    \$245  = \$190 ;
+    \$245  = \$181 ;
     if (rst) begin
       \$245  = 40'h0000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    \$246  = \$196 [39:0];
+    \$246  = \$190 ;
     if (rst) begin
       \$246  = 40'h0000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    \$247  = \$202 [39:0];
+    \$247  = \$196 [39:0];
     if (rst) begin
       \$247  = 40'h0000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    \$248  = \$206 [43:0];
+    \$248  = \$202 [39:0];
     if (rst) begin
-      \$248  = 44'h00000000000;
+      \$248  = 40'h0000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    \$249  = \$214 [63:0];
+    \$249  = \$206 [43:0];
     if (rst) begin
-      \$249  = 64'h0000000000000000;
+      \$249  = 44'h00000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    \$250  = \$214 [63:0];
+    if (rst) begin
+      \$250  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
     (* full_case = 32'd1 *)
     if (\$217 ) begin
-      \$250  = \$226 ;
+      \$251  = \$226 ;
     end else if (\$218 ) begin
-      \$250  = \$232 ;
+      \$251  = \$232 ;
     end else begin
-      \$250  = { 9'h000, \$233  };
+      \$251  = { 9'h000, \$233  };
     end
-    if (rst) begin
-      \$250  = 50'h0000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    \$251  = \$235 [49:0];
     if (rst) begin
       \$251  = 50'h0000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    \$252  = \$239 [20:0];
+    \$252  = \$235 [49:0];
     if (rst) begin
-      \$252  = 21'h000000;
+      \$252  = 50'h0000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
-    \$253  = \$241 [39:0];
+    \$253  = \$239 [20:0];
     if (rst) begin
-      \$253  = 40'h0000000000;
+      \$253  = 21'h000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$78 ) begin end
+    \$254  = \$241 [39:0];
+    if (rst) begin
+      \$254  = 40'h0000000000;
     end
   end
   assign trans = desc[10];
   assign page_shift = desc[16:13];
   assign \trans$14  = 1'h0;
   assign \page_shift$15  = desc[16:13];
-  assign data_base = \port$14831$128 [63:0];
-  assign data_limit = \port$14831$128 [127:64];
+  assign data_base = \port$14856$128 [63:0];
+  assign data_limit = \port$14856$128 [127:64];
   assign \decoded.status  = decoded[7:0];
   assign \decoded.is_load  = decoded[8];
   assign \decoded.is_store  = decoded[9];
@@ -50876,13 +51192,13 @@ module \ndp_device.control_unit.front.decoder (rst, \port$14831$128 , log2_slot,
   assign { \$40 [10:7], \$40 [1] } = { 1'h0, desc[19:17], desc[11] };
   assign \$47 [1] = 1'h0;
   assign { \$47 [10:2], \$47 [0] } = { 1'h0, desc[19:12], desc[10] };
-  assign \$93  = { 1'h0, desc[163:144], 6'h00 };
-  assign \$104  = { 3'h0, \$103 [21:3] };
-  assign \$110  = { \$signal$20 , 1'h0 };
-  assign \$130  = { 1'h0, desc[103:84], 6'h00 };
-  assign \$138  = { 1'h0, desc[163:144], 6'h00 };
-  assign \$168  = { 1'h0, desc[163:144], 6'h00 };
-  assign \$178  = { 1'h0, desc[103:84], 6'h00 };
+  assign \$80  = { 1'h0, desc[163:144], 6'h00 };
+  assign \$91  = { 3'h0, \$90 [21:3] };
+  assign \$97  = { \$signal$18 , 1'h0 };
+  assign \$117  = { 1'h0, desc[103:84], 6'h00 };
+  assign \$125  = { 1'h0, desc[163:144], 6'h00 };
+  assign \$155  = { 1'h0, desc[163:144], 6'h00 };
+  assign \$165  = { 1'h0, desc[103:84], 6'h00 };
   assign \$196  = { \$195 [42], \$195 [42], \$195 [42], \$195 [42], \$195 [42], \$195 [42], \$195 [42:6] };
   assign \$202  = { \$201 [42], \$201 [42], \$201 [42], \$201 [42], \$201 [42], \$201 [42], \$201 [42:6] };
   assign \$203  = { 1'h0, out_elems, 2'h0 };
@@ -50891,7 +51207,7 @@ module \ndp_device.control_unit.front.decoder (rst, \port$14831$128 , log2_slot,
   assign \$213  = { \$212 [42], \$212 , 6'h00 };
   assign \$223  = { \$222 [42], \$222 [42], \$222 [42], \$222 [42], \$222 [42], \$222 [42:5] };
   assign \$224  = { \$223 [42], \$223 , 6'h00 };
-  assign \$225  = { \$signal$25 , 1'h0 };
+  assign \$225  = { \$signal$26 , 1'h0 };
   assign \$231  = { \$230 [42], \$230 [42], \$230 [42], \$230 [42], \$230 [42:4] };
   assign \$232  = { \$231 [42], \$231 , 6'h00 };
   assign \$233  = { out_elems, 1'h0 };
@@ -51694,17 +52010,19 @@ module \ndp_device.control_unit.front.decoder.stage1 (rst, k, n, page_shift, siz
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.front.verdicts (rst, w_rdy, r_rdy, r_data, r_en, w_en, w_port__data, clk);
+module \ndp_device.control_unit.front.verdicts (rst, w_rdy, r_rdy, r_data, r_en, w_en, w_data, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$81  = 0;
   wire \$1 ;
   wire \$10 ;
   wire \$11 ;
   wire \$12 ;
-  wire \$13 ;
+  wire [3:0] \$13 ;
   wire [2:0] \$14 ;
   reg \$15 ;
   reg \$16 ;
   reg [1:0] \$17 ;
+  reg [2:0] \$18 ;
+  reg [1:0] \$19 ;
   wire [1:0] \$2 ;
   wire \$3 ;
   wire [1:0] \$4 ;
@@ -51712,14 +52030,19 @@ module \ndp_device.control_unit.front.verdicts (rst, w_rdy, r_rdy, r_data, r_en,
   wire \$6 ;
   wire \$7 ;
   wire \$8 ;
-  wire [2:0] \$9 ;
+  wire \$9 ;
+  (* init = 1'h0 *)
+  wire \$signal ;
+  reg \$signature__addr  = 1'h0;
+  wire [7:0] \$signature__data ;
+  wire \$signature__en ;
   input clk;
   wire clk;
   (* init = 1'h0 *)
   wire consume;
   reg [1:0] level = 2'h0;
-  (* init = 1'h0 *)
-  wire produce;
+  reg [1:0] level_down = 2'h3;
+  reg [2:0] level_up = 3'h1;
   output [7:0] r_data;
   wire [7:0] r_data;
   input r_en;
@@ -51732,15 +52055,12 @@ module \ndp_device.control_unit.front.verdicts (rst, w_rdy, r_rdy, r_data, r_en,
   wire r_rdy;
   input rst;
   wire rst;
+  input [7:0] w_data;
   wire [7:0] w_data;
   input w_en;
   wire w_en;
   (* init = 2'h0 *)
   wire [1:0] w_level;
-  reg w_port__addr = 1'h0;
-  input [7:0] w_port__data;
-  wire [7:0] w_port__data;
-  wire w_port__en;
   output w_rdy;
   wire w_rdy;
   reg [7:0] storage [1:0];
@@ -51749,36 +52069,40 @@ module \ndp_device.control_unit.front.verdicts (rst, w_rdy, r_rdy, r_data, r_en,
     storage[1] = 8'h00;
   end
   always @(posedge clk) begin
-    if (w_port__en)
-      storage[w_port__addr] <= w_port__data;
+    if (\$signature__en )
+      storage[\$signature__addr ] <= w_data;
   end
   assign r_data = storage[r_port__addr];
   assign w_rdy = level != 2'h2;
   assign r_rdy = | level;
-  assign w_port__en = w_en & w_rdy;
+  assign \$signature__en  = w_rdy & w_en;
   assign \$1  = w_rdy & w_en;
-  assign \$2  = w_port__addr + 1'h1;
+  assign \$2  = \$signature__addr  + 1'h1;
   assign \$3  = r_rdy & r_en;
   assign \$4  = r_port__addr + 1'h1;
   assign \$5  = w_rdy & w_en;
   assign \$6  = r_rdy & r_en;
   assign \$7  = ~ \$6 ;
   assign \$8  = \$5  & \$7 ;
-  assign \$9  = level + 1'h1;
-  assign \$10  = r_rdy & r_en;
-  assign \$11  = w_rdy & w_en;
-  assign \$12  = ~ \$11 ;
-  assign \$13  = \$10  & \$12 ;
-  assign \$14  = level - 1'h1;
+  assign \$9  = r_rdy & r_en;
+  assign \$10  = w_rdy & w_en;
+  assign \$11  = ~ \$10 ;
+  assign \$12  = \$9  & \$11 ;
+  assign \$13  = level_up + 1'h1;
+  assign \$14  = level_down - 1'h1;
   always @(posedge clk)
-    w_port__addr <= \$15 ;
+    \$signature__addr  <= \$15 ;
   always @(posedge clk)
     r_port__addr <= \$16 ;
   always @(posedge clk)
     level <= \$17 ;
+  always @(posedge clk)
+    level_up <= \$18 ;
+  always @(posedge clk)
+    level_down <= \$19 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
-    \$15  = w_port__addr;
+    \$15  = \$signature__addr ;
     if (\$1 ) begin
       \$15  = \$2 [0];
     end
@@ -51800,19 +52124,42 @@ module \ndp_device.control_unit.front.verdicts (rst, w_rdy, r_rdy, r_data, r_en,
     if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
     \$17  = level;
     if (\$8 ) begin
-      \$17  = \$9 [1:0];
-    end
-    if (\$13 ) begin
-      \$17  = \$14 [1:0];
+      \$17  = level_up[1:0];
+    end else if (\$12 ) begin
+      \$17  = level_down;
     end
     if (rst) begin
       \$17  = 2'h0;
     end
   end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    \$18  = level_up;
+    if (\$8 ) begin
+      \$18  = \$13 [2:0];
+    end else if (\$12 ) begin
+      \$18  = { 1'h0, level };
+    end
+    if (rst) begin
+      \$18  = 3'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$81 ) begin end
+    \$19  = level_down;
+    if (\$8 ) begin
+      \$19  = level;
+    end else if (\$12 ) begin
+      \$19  = \$14 [1:0];
+    end
+    if (rst) begin
+      \$19  = 2'h3;
+    end
+  end
   assign w_level = level;
   assign r_level = level;
-  assign produce = w_port__addr;
-  assign w_data = w_port__data;
+  assign \$signal  = \$signature__addr ;
+  assign \$signature__data  = w_data;
   assign consume = r_port__addr;
   assign r_port__data = r_data;
 endmodule
@@ -51822,50 +52169,50 @@ module \ndp_device.control_unit.packer (rst, out__ready, out__valid, w_ready, w_
   reg \$auto$verilog_backend.cc:2355:dump_module$82  = 0;
   wire \$1 ;
   wire \$10 ;
-  wire \$100 ;
+  wire [31:0] \$100 ;
   wire [31:0] \$101 ;
-  wire [31:0] \$102 ;
+  wire \$102 ;
   wire \$103 ;
-  wire \$104 ;
+  wire [31:0] \$104 ;
   wire [31:0] \$105 ;
-  wire [31:0] \$106 ;
+  wire \$106 ;
   wire \$107 ;
-  wire \$108 ;
+  wire [31:0] \$108 ;
   wire [31:0] \$109 ;
   wire \$11 ;
-  wire [31:0] \$110 ;
+  wire \$110 ;
   wire \$111 ;
-  wire \$112 ;
+  wire [31:0] \$112 ;
   wire [31:0] \$113 ;
-  wire [31:0] \$114 ;
+  wire \$114 ;
   wire \$115 ;
-  wire \$116 ;
+  wire [31:0] \$116 ;
   wire [31:0] \$117 ;
-  wire [31:0] \$118 ;
+  wire \$118 ;
   wire \$119 ;
-  wire \$12 ;
-  wire \$120 ;
+  wire [31:0] \$12 ;
+  wire [31:0] \$120 ;
   wire [31:0] \$121 ;
-  wire [31:0] \$122 ;
+  wire \$122 ;
   wire \$123 ;
-  wire \$124 ;
+  wire [31:0] \$124 ;
   wire [31:0] \$125 ;
-  wire [31:0] \$126 ;
+  wire \$126 ;
   wire \$127 ;
-  wire \$128 ;
+  wire [31:0] \$128 ;
   wire [31:0] \$129 ;
   wire [31:0] \$13 ;
-  wire [31:0] \$130 ;
+  wire \$130 ;
   wire \$131 ;
-  wire \$132 ;
+  wire [31:0] \$132 ;
   wire [31:0] \$133 ;
-  wire [31:0] \$134 ;
+  wire \$134 ;
   wire \$135 ;
-  wire \$136 ;
+  wire [31:0] \$136 ;
   wire [31:0] \$137 ;
-  wire [31:0] \$138 ;
+  wire [1023:0] \$138 ;
   wire [1023:0] \$139 ;
-  wire [31:0] \$14 ;
+  wire \$14 ;
   wire [1023:0] \$140 ;
   wire [1023:0] \$141 ;
   wire [1023:0] \$142 ;
@@ -51881,211 +52228,175 @@ module \ndp_device.control_unit.packer (rst, out__ready, out__valid, w_ready, w_
   wire [1023:0] \$151 ;
   wire [1023:0] \$152 ;
   wire [1023:0] \$153 ;
-  wire [1023:0] \$154 ;
-  wire [8:0] \$155 ;
-  wire [8:0] \$156 ;
-  wire \$157 ;
-  wire [8:0] \$158 ;
+  wire \$154 ;
+  wire \$155 ;
+  wire [31:0] \$156 ;
+  wire [31:0] \$157 ;
+  wire \$158 ;
   wire \$159 ;
-  wire \$16 ;
+  wire [31:0] \$16 ;
   wire [31:0] \$160 ;
   wire [31:0] \$161 ;
-  wire [8:0] \$162 ;
+  wire \$162 ;
   wire \$163 ;
-  wire [8:0] \$164 ;
-  wire \$165 ;
-  wire [31:0] \$166 ;
-  wire [31:0] \$167 ;
-  wire [8:0] \$168 ;
-  wire \$169 ;
+  wire [31:0] \$164 ;
+  wire [31:0] \$165 ;
+  wire \$166 ;
+  wire \$167 ;
+  wire [31:0] \$168 ;
+  wire [31:0] \$169 ;
   wire [31:0] \$17 ;
-  wire [8:0] \$170 ;
-  wire \$171 ;
-  wire [31:0] \$172 ;
-  wire [31:0] \$173 ;
-  wire [8:0] \$174 ;
-  wire \$175 ;
-  wire [8:0] \$176 ;
-  wire \$177 ;
-  wire [31:0] \$178 ;
-  wire [31:0] \$179 ;
-  wire [31:0] \$18 ;
-  wire [8:0] \$180 ;
-  wire \$181 ;
-  wire [8:0] \$182 ;
-  wire \$183 ;
-  wire [31:0] \$184 ;
-  wire [31:0] \$185 ;
-  wire [8:0] \$186 ;
-  wire \$187 ;
-  wire [8:0] \$188 ;
+  wire \$170 ;
+  wire [2:0] \$171 ;
+  wire [2:0] \$172 ;
+  wire [1528:0] \$173 ;
+  wire [191:0] \$174 ;
+  wire [2550:0] \$175 ;
+  wire [317:0] \$176 ;
+  wire [3574:0] \$177 ;
+  wire [445:0] \$178 ;
+  wire \$179 ;
+  wire \$18 ;
+  wire \$180 ;
+  wire [8:0] \$181 ;
+  wire \$182 ;
+  wire [7:0] \$183 ;
+  wire [7:0] \$184 ;
+  wire [9:0] \$185 ;
+  wire \$186 ;
+  wire [1535:0] \$187 ;
+  wire [1535:0] \$188 ;
   wire \$189 ;
   wire \$19 ;
-  wire [31:0] \$190 ;
-  wire [31:0] \$191 ;
-  wire \$192 ;
-  wire \$193 ;
-  wire [31:0] \$194 ;
-  wire [31:0] \$195 ;
-  wire \$196 ;
-  wire \$197 ;
-  wire [31:0] \$198 ;
-  wire [31:0] \$199 ;
+  wire [191:0] \$190 ;
+  wire [191:0] \$191 ;
+  wire [8:0] \$192 ;
+  wire [8:0] \$193 ;
+  wire \$194 ;
+  wire [8:0] \$195 ;
+  wire [9:0] \$196 ;
+  wire [8:0] \$197 ;
+  wire \$198 ;
+  wire [8:0] \$199 ;
   wire \$2 ;
-  wire \$20 ;
-  wire \$200 ;
-  wire \$201 ;
-  wire [31:0] \$202 ;
-  wire [31:0] \$203 ;
-  wire \$204 ;
+  wire [31:0] \$20 ;
+  wire [9:0] \$200 ;
+  wire [9:0] \$201 ;
+  wire [10:0] \$202 ;
+  wire \$203 ;
+  wire [1535:0] \$204 ;
   wire \$205 ;
-  wire [31:0] \$206 ;
-  wire [31:0] \$207 ;
-  wire \$208 ;
+  wire [191:0] \$206 ;
+  wire \$207 ;
+  wire [8:0] \$208 ;
   wire \$209 ;
   wire [31:0] \$21 ;
-  wire [31:0] \$210 ;
-  wire [31:0] \$211 ;
-  wire \$212 ;
-  wire \$213 ;
-  wire [31:0] \$214 ;
-  wire [31:0] \$215 ;
-  wire \$216 ;
-  wire \$217 ;
-  wire [8:0] \$218 ;
-  wire \$219 ;
-  wire [31:0] \$22 ;
-  wire [7:0] \$220 ;
-  wire [7:0] \$221 ;
-  wire [9:0] \$222 ;
-  wire \$223 ;
-  wire [1535:0] \$224 ;
-  wire [1535:0] \$225 ;
-  wire \$226 ;
-  wire [191:0] \$227 ;
-  wire [191:0] \$228 ;
-  wire [191:0] \$229 ;
+  wire [8:0] \$210 ;
+  wire [8:0] \$211 ;
+  wire [9:0] \$212 ;
+  reg [1535:0] \$213 ;
+  reg [191:0] \$214 ;
+  reg [7:0] \$215 ;
+  reg \$216 ;
+  reg [7:0] \$217 ;
+  reg [7:0] \$218 ;
+  reg \$219 ;
+  wire \$22 ;
   wire \$23 ;
-  wire [191:0] \$230 ;
-  wire [8:0] \$231 ;
-  wire [8:0] \$232 ;
-  wire \$233 ;
-  wire [8:0] \$234 ;
-  wire [9:0] \$235 ;
-  wire [8:0] \$236 ;
-  wire \$237 ;
-  wire [8:0] \$238 ;
-  wire [9:0] \$239 ;
-  wire \$24 ;
-  wire [9:0] \$240 ;
-  wire [10:0] \$241 ;
-  wire \$242 ;
-  wire [1535:0] \$243 ;
-  wire \$244 ;
-  wire [191:0] \$245 ;
-  wire \$246 ;
-  wire [8:0] \$247 ;
-  wire \$248 ;
-  wire [8:0] \$249 ;
+  wire [31:0] \$24 ;
   wire [31:0] \$25 ;
-  wire [8:0] \$250 ;
-  wire [9:0] \$251 ;
-  reg [1535:0] \$252 ;
-  reg [191:0] \$253 ;
-  reg [7:0] \$254 ;
-  reg \$255 ;
-  reg [7:0] \$256 ;
-  reg [7:0] \$257 ;
-  reg \$258 ;
-  wire [31:0] \$26 ;
+  wire \$26 ;
   wire \$27 ;
-  wire \$28 ;
+  wire [31:0] \$28 ;
   wire [31:0] \$29 ;
   wire \$3 ;
-  wire [31:0] \$30 ;
+  wire \$30 ;
   wire \$31 ;
-  wire \$32 ;
+  wire [31:0] \$32 ;
   wire [31:0] \$33 ;
-  wire [31:0] \$34 ;
+  wire \$34 ;
   wire \$35 ;
-  wire \$36 ;
+  wire [31:0] \$36 ;
   wire [31:0] \$37 ;
-  wire [31:0] \$38 ;
+  wire \$38 ;
   wire \$39 ;
   wire [8:0] \$4 ;
-  wire \$40 ;
+  wire [31:0] \$40 ;
   wire [31:0] \$41 ;
-  wire [31:0] \$42 ;
+  wire \$42 ;
   wire \$43 ;
-  wire \$44 ;
+  wire [31:0] \$44 ;
   wire [31:0] \$45 ;
-  wire [31:0] \$46 ;
+  wire \$46 ;
   wire \$47 ;
-  wire \$48 ;
+  wire [31:0] \$48 ;
   wire [31:0] \$49 ;
   wire [8:0] \$5 ;
-  wire [31:0] \$50 ;
+  wire \$50 ;
   wire \$51 ;
-  wire \$52 ;
+  wire [31:0] \$52 ;
   wire [31:0] \$53 ;
-  wire [31:0] \$54 ;
+  wire \$54 ;
   wire \$55 ;
-  wire \$56 ;
+  wire [31:0] \$56 ;
   wire [31:0] \$57 ;
-  wire [31:0] \$58 ;
+  wire \$58 ;
   wire \$59 ;
   wire [8:0] \$6 ;
-  wire \$60 ;
+  wire [31:0] \$60 ;
   wire [31:0] \$61 ;
-  wire [31:0] \$62 ;
+  wire \$62 ;
   wire \$63 ;
-  wire \$64 ;
+  wire [31:0] \$64 ;
   wire [31:0] \$65 ;
-  wire [31:0] \$66 ;
+  wire \$66 ;
   wire \$67 ;
-  wire \$68 ;
+  wire [31:0] \$68 ;
   wire [31:0] \$69 ;
   wire \$7 ;
-  wire [31:0] \$70 ;
+  wire \$70 ;
   wire \$71 ;
-  wire \$72 ;
+  wire [31:0] \$72 ;
   wire [31:0] \$73 ;
-  wire [31:0] \$74 ;
+  wire \$74 ;
   wire \$75 ;
-  wire \$76 ;
+  wire [31:0] \$76 ;
   wire [31:0] \$77 ;
-  wire [31:0] \$78 ;
+  wire \$78 ;
   wire \$79 ;
   wire \$8 ;
-  wire \$80 ;
+  wire [31:0] \$80 ;
   wire [31:0] \$81 ;
-  wire [31:0] \$82 ;
+  wire \$82 ;
   wire \$83 ;
-  wire \$84 ;
+  wire [31:0] \$84 ;
   wire [31:0] \$85 ;
-  wire [31:0] \$86 ;
+  wire \$86 ;
   wire \$87 ;
-  wire \$88 ;
+  wire [31:0] \$88 ;
   wire [31:0] \$89 ;
-  wire [7:0] \$9 ;
-  wire [31:0] \$90 ;
+  wire \$9 ;
+  wire \$90 ;
   wire \$91 ;
-  wire \$92 ;
+  wire [31:0] \$92 ;
   wire [31:0] \$93 ;
-  wire [31:0] \$94 ;
+  wire \$94 ;
   wire \$95 ;
-  wire \$96 ;
+  wire [31:0] \$96 ;
   wire [31:0] \$97 ;
-  wire [31:0] \$98 ;
+  wire \$98 ;
   wire \$99 ;
   reg [7:0] \$like  = 8'hc0;
-  reg [7:0] \$like$13  = 8'hc0;
+  reg [7:0] \$like$14  = 8'hc0;
   reg [1535:0] \$signal  = 1536'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  wire \$signal$10 ;
+  reg [1535:0] \$signal$25 ;
   wire [7:0] after;
   input clk;
   wire clk;
   reg closing = 1'h0;
   reg [7:0] fill = 8'h00;
+  wire fits_after_line;
   reg full_line = 1'h0;
   input [5:0] offset;
   wire [5:0] offset;
@@ -52098,16 +52409,15 @@ module \ndp_device.control_unit.packer (rst, out__ready, out__valid, w_ready, w_
   output out__valid;
   wire out__valid;
   reg [1143:0] placed_d0;
-  reg [1535:0] placed_d4;
+  reg [1527:0] placed_d4;
+  reg [191:0] placed_strb;
+  reg [142:0] placed_strb_d0;
+  reg [190:0] placed_strb_d4;
   input rst;
   wire rst;
   input start;
   wire start;
   reg [191:0] strb = 192'h000000000000000000000000000000000000000000000000;
-  wire [191:0] strb_end;
-  reg [31:0] strb_end_partial;
-  wire [191:0] strb_start;
-  reg [31:0] strb_start_partial;
   input [7:0] w_bytes;
   wire [7:0] w_bytes;
   input [1023:0] w_data;
@@ -52120,6 +52430,8 @@ module \ndp_device.control_unit.packer (rst, out__ready, out__valid, w_ready, w_
   wire w_valid;
   wire [1023:0] word_mask;
   reg [31:0] word_mask_partial;
+  wire [127:0] word_strb;
+  reg [31:0] word_strb_partial;
   assign \$1  = | fill;
   assign \$2  = closing & \$1 ;
   assign out__valid = full_line | \$2 ;
@@ -52127,266 +52439,223 @@ module \ndp_device.control_unit.packer (rst, out__ready, out__valid, w_ready, w_
   assign \$4  = fill - 7'h40;
   assign \$5  = full_line ? \$4  : 9'h000;
   assign \$6  = \$3  ? \$5  : { 1'h0, fill };
+  assign \$signal$10  = w_bytes <= \$like ;
+  assign fits_after_line = w_bytes <= \$like$14 ;
   assign \$7  = ~ closing;
   assign \$8  = out__valid & out__ready;
-  assign \$9  = \$8  ? \$like$13  : \$like ;
-  assign \$10  = w_bytes <= \$9 ;
-  assign w_ready = \$7  & \$10 ;
-  assign \$11  = w_bytes[7:2] > 1'h0;
-  assign \$12  = ! w_bytes[7:2];
-  assign \$13  = \$12  ? word_mask_partial : 32'd0;
-  assign \$14  = \$11  ? 32'd4294967295 : \$13 ;
-  assign \$15  = w_bytes[7:2] > 1'h1;
-  assign \$16  = w_bytes[7:2] == 1'h1;
-  assign \$17  = \$16  ? word_mask_partial : 32'd0;
-  assign \$18  = \$15  ? 32'd4294967295 : \$17 ;
-  assign \$19  = w_bytes[7:2] > 2'h2;
-  assign \$20  = w_bytes[7:2] == 2'h2;
-  assign \$21  = \$20  ? word_mask_partial : 32'd0;
-  assign \$22  = \$19  ? 32'd4294967295 : \$21 ;
-  assign \$23  = w_bytes[7:2] > 2'h3;
-  assign \$24  = w_bytes[7:2] == 2'h3;
-  assign \$25  = \$24  ? word_mask_partial : 32'd0;
-  assign \$26  = \$23  ? 32'd4294967295 : \$25 ;
-  assign \$27  = w_bytes[7:2] > 3'h4;
-  assign \$28  = w_bytes[7:2] == 3'h4;
-  assign \$29  = \$28  ? word_mask_partial : 32'd0;
-  assign \$30  = \$27  ? 32'd4294967295 : \$29 ;
-  assign \$31  = w_bytes[7:2] > 3'h5;
-  assign \$32  = w_bytes[7:2] == 3'h5;
-  assign \$33  = \$32  ? word_mask_partial : 32'd0;
-  assign \$34  = \$31  ? 32'd4294967295 : \$33 ;
-  assign \$35  = w_bytes[7:2] > 3'h6;
-  assign \$36  = w_bytes[7:2] == 3'h6;
-  assign \$37  = \$36  ? word_mask_partial : 32'd0;
-  assign \$38  = \$35  ? 32'd4294967295 : \$37 ;
-  assign \$39  = w_bytes[7:2] > 3'h7;
-  assign \$40  = w_bytes[7:2] == 3'h7;
-  assign \$41  = \$40  ? word_mask_partial : 32'd0;
-  assign \$42  = \$39  ? 32'd4294967295 : \$41 ;
-  assign \$43  = w_bytes[7:2] > 4'h8;
-  assign \$44  = w_bytes[7:2] == 4'h8;
-  assign \$45  = \$44  ? word_mask_partial : 32'd0;
-  assign \$46  = \$43  ? 32'd4294967295 : \$45 ;
-  assign \$47  = w_bytes[7:2] > 4'h9;
-  assign \$48  = w_bytes[7:2] == 4'h9;
-  assign \$49  = \$48  ? word_mask_partial : 32'd0;
-  assign \$50  = \$47  ? 32'd4294967295 : \$49 ;
-  assign \$51  = w_bytes[7:2] > 4'ha;
-  assign \$52  = w_bytes[7:2] == 4'ha;
-  assign \$53  = \$52  ? word_mask_partial : 32'd0;
-  assign \$54  = \$51  ? 32'd4294967295 : \$53 ;
-  assign \$55  = w_bytes[7:2] > 4'hb;
-  assign \$56  = w_bytes[7:2] == 4'hb;
-  assign \$57  = \$56  ? word_mask_partial : 32'd0;
-  assign \$58  = \$55  ? 32'd4294967295 : \$57 ;
-  assign \$59  = w_bytes[7:2] > 4'hc;
-  assign \$60  = w_bytes[7:2] == 4'hc;
-  assign \$61  = \$60  ? word_mask_partial : 32'd0;
-  assign \$62  = \$59  ? 32'd4294967295 : \$61 ;
-  assign \$63  = w_bytes[7:2] > 4'hd;
-  assign \$64  = w_bytes[7:2] == 4'hd;
-  assign \$65  = \$64  ? word_mask_partial : 32'd0;
-  assign \$66  = \$63  ? 32'd4294967295 : \$65 ;
-  assign \$67  = w_bytes[7:2] > 4'he;
-  assign \$68  = w_bytes[7:2] == 4'he;
-  assign \$69  = \$68  ? word_mask_partial : 32'd0;
-  assign \$70  = \$67  ? 32'd4294967295 : \$69 ;
-  assign \$71  = w_bytes[7:2] > 4'hf;
-  assign \$72  = w_bytes[7:2] == 4'hf;
-  assign \$73  = \$72  ? word_mask_partial : 32'd0;
-  assign \$74  = \$71  ? 32'd4294967295 : \$73 ;
-  assign \$75  = w_bytes[7:2] > 5'h10;
-  assign \$76  = w_bytes[7:2] == 5'h10;
-  assign \$77  = \$76  ? word_mask_partial : 32'd0;
-  assign \$78  = \$75  ? 32'd4294967295 : \$77 ;
-  assign \$79  = w_bytes[7:2] > 5'h11;
-  assign \$80  = w_bytes[7:2] == 5'h11;
-  assign \$81  = \$80  ? word_mask_partial : 32'd0;
-  assign \$82  = \$79  ? 32'd4294967295 : \$81 ;
-  assign \$83  = w_bytes[7:2] > 5'h12;
-  assign \$84  = w_bytes[7:2] == 5'h12;
-  assign \$85  = \$84  ? word_mask_partial : 32'd0;
-  assign \$86  = \$83  ? 32'd4294967295 : \$85 ;
-  assign \$87  = w_bytes[7:2] > 5'h13;
-  assign \$88  = w_bytes[7:2] == 5'h13;
-  assign \$89  = \$88  ? word_mask_partial : 32'd0;
-  assign \$90  = \$87  ? 32'd4294967295 : \$89 ;
-  assign \$91  = w_bytes[7:2] > 5'h14;
-  assign \$92  = w_bytes[7:2] == 5'h14;
-  assign \$93  = \$92  ? word_mask_partial : 32'd0;
-  assign \$94  = \$91  ? 32'd4294967295 : \$93 ;
-  assign \$95  = w_bytes[7:2] > 5'h15;
-  assign \$96  = w_bytes[7:2] == 5'h15;
-  assign \$97  = \$96  ? word_mask_partial : 32'd0;
-  assign \$98  = \$95  ? 32'd4294967295 : \$97 ;
-  assign \$99  = w_bytes[7:2] > 5'h16;
-  assign \$100  = w_bytes[7:2] == 5'h16;
-  assign \$101  = \$100  ? word_mask_partial : 32'd0;
-  assign \$102  = \$99  ? 32'd4294967295 : \$101 ;
-  assign \$103  = w_bytes[7:2] > 5'h17;
-  assign \$104  = w_bytes[7:2] == 5'h17;
-  assign \$105  = \$104  ? word_mask_partial : 32'd0;
-  assign \$106  = \$103  ? 32'd4294967295 : \$105 ;
-  assign \$107  = w_bytes[7:2] > 5'h18;
-  assign \$108  = w_bytes[7:2] == 5'h18;
-  assign \$109  = \$108  ? word_mask_partial : 32'd0;
-  assign \$110  = \$107  ? 32'd4294967295 : \$109 ;
-  assign \$111  = w_bytes[7:2] > 5'h19;
-  assign \$112  = w_bytes[7:2] == 5'h19;
-  assign \$113  = \$112  ? word_mask_partial : 32'd0;
-  assign \$114  = \$111  ? 32'd4294967295 : \$113 ;
-  assign \$115  = w_bytes[7:2] > 5'h1a;
-  assign \$116  = w_bytes[7:2] == 5'h1a;
-  assign \$117  = \$116  ? word_mask_partial : 32'd0;
-  assign \$118  = \$115  ? 32'd4294967295 : \$117 ;
-  assign \$119  = w_bytes[7:2] > 5'h1b;
-  assign \$120  = w_bytes[7:2] == 5'h1b;
-  assign \$121  = \$120  ? word_mask_partial : 32'd0;
-  assign \$122  = \$119  ? 32'd4294967295 : \$121 ;
-  assign \$123  = w_bytes[7:2] > 5'h1c;
-  assign \$124  = w_bytes[7:2] == 5'h1c;
-  assign \$125  = \$124  ? word_mask_partial : 32'd0;
-  assign \$126  = \$123  ? 32'd4294967295 : \$125 ;
-  assign \$127  = w_bytes[7:2] > 5'h1d;
-  assign \$128  = w_bytes[7:2] == 5'h1d;
-  assign \$129  = \$128  ? word_mask_partial : 32'd0;
-  assign \$130  = \$127  ? 32'd4294967295 : \$129 ;
-  assign \$131  = w_bytes[7:2] > 5'h1e;
-  assign \$132  = w_bytes[7:2] == 5'h1e;
-  assign \$133  = \$132  ? word_mask_partial : 32'd0;
-  assign \$134  = \$131  ? 32'd4294967295 : \$133 ;
-  assign \$135  = w_bytes[7:2] > 5'h1f;
-  assign \$136  = w_bytes[7:2] == 5'h1f;
-  assign \$137  = \$136  ? word_mask_partial : 32'd0;
-  assign \$138  = \$135  ? 32'd4294967295 : \$137 ;
-  assign \$139  = w_data & { \$138 , \$134 , \$130 , \$126 , \$122 , \$118 , \$114 , \$110 , \$106 , \$102 , \$98 , \$94 , \$90 , \$86 , \$82 , \$78 , \$74 , \$70 , \$66 , \$62 , \$58 , \$54 , \$50 , \$46 , \$42 , \$38 , \$34 , \$30 , \$26 , \$22 , \$18 , \$14  };
-  assign \$140  = w_data & { \$138 , \$134 , \$130 , \$126 , \$122 , \$118 , \$114 , \$110 , \$106 , \$102 , \$98 , \$94 , \$90 , \$86 , \$82 , \$78 , \$74 , \$70 , \$66 , \$62 , \$58 , \$54 , \$50 , \$46 , \$42 , \$38 , \$34 , \$30 , \$26 , \$22 , \$18 , \$14  };
-  assign \$141  = w_data & { \$138 , \$134 , \$130 , \$126 , \$122 , \$118 , \$114 , \$110 , \$106 , \$102 , \$98 , \$94 , \$90 , \$86 , \$82 , \$78 , \$74 , \$70 , \$66 , \$62 , \$58 , \$54 , \$50 , \$46 , \$42 , \$38 , \$34 , \$30 , \$26 , \$22 , \$18 , \$14  };
-  assign \$142  = w_data & { \$138 , \$134 , \$130 , \$126 , \$122 , \$118 , \$114 , \$110 , \$106 , \$102 , \$98 , \$94 , \$90 , \$86 , \$82 , \$78 , \$74 , \$70 , \$66 , \$62 , \$58 , \$54 , \$50 , \$46 , \$42 , \$38 , \$34 , \$30 , \$26 , \$22 , \$18 , \$14  };
-  assign \$143  = w_data & { \$138 , \$134 , \$130 , \$126 , \$122 , \$118 , \$114 , \$110 , \$106 , \$102 , \$98 , \$94 , \$90 , \$86 , \$82 , \$78 , \$74 , \$70 , \$66 , \$62 , \$58 , \$54 , \$50 , \$46 , \$42 , \$38 , \$34 , \$30 , \$26 , \$22 , \$18 , \$14  };
-  assign \$144  = w_data & { \$138 , \$134 , \$130 , \$126 , \$122 , \$118 , \$114 , \$110 , \$106 , \$102 , \$98 , \$94 , \$90 , \$86 , \$82 , \$78 , \$74 , \$70 , \$66 , \$62 , \$58 , \$54 , \$50 , \$46 , \$42 , \$38 , \$34 , \$30 , \$26 , \$22 , \$18 , \$14  };
-  assign \$145  = w_data & { \$138 , \$134 , \$130 , \$126 , \$122 , \$118 , \$114 , \$110 , \$106 , \$102 , \$98 , \$94 , \$90 , \$86 , \$82 , \$78 , \$74 , \$70 , \$66 , \$62 , \$58 , \$54 , \$50 , \$46 , \$42 , \$38 , \$34 , \$30 , \$26 , \$22 , \$18 , \$14  };
-  assign \$146  = w_data & { \$138 , \$134 , \$130 , \$126 , \$122 , \$118 , \$114 , \$110 , \$106 , \$102 , \$98 , \$94 , \$90 , \$86 , \$82 , \$78 , \$74 , \$70 , \$66 , \$62 , \$58 , \$54 , \$50 , \$46 , \$42 , \$38 , \$34 , \$30 , \$26 , \$22 , \$18 , \$14  };
-  assign \$147  = w_data & { \$138 , \$134 , \$130 , \$126 , \$122 , \$118 , \$114 , \$110 , \$106 , \$102 , \$98 , \$94 , \$90 , \$86 , \$82 , \$78 , \$74 , \$70 , \$66 , \$62 , \$58 , \$54 , \$50 , \$46 , \$42 , \$38 , \$34 , \$30 , \$26 , \$22 , \$18 , \$14  };
-  assign \$148  = w_data & { \$138 , \$134 , \$130 , \$126 , \$122 , \$118 , \$114 , \$110 , \$106 , \$102 , \$98 , \$94 , \$90 , \$86 , \$82 , \$78 , \$74 , \$70 , \$66 , \$62 , \$58 , \$54 , \$50 , \$46 , \$42 , \$38 , \$34 , \$30 , \$26 , \$22 , \$18 , \$14  };
-  assign \$149  = w_data & { \$138 , \$134 , \$130 , \$126 , \$122 , \$118 , \$114 , \$110 , \$106 , \$102 , \$98 , \$94 , \$90 , \$86 , \$82 , \$78 , \$74 , \$70 , \$66 , \$62 , \$58 , \$54 , \$50 , \$46 , \$42 , \$38 , \$34 , \$30 , \$26 , \$22 , \$18 , \$14  };
-  assign \$150  = w_data & { \$138 , \$134 , \$130 , \$126 , \$122 , \$118 , \$114 , \$110 , \$106 , \$102 , \$98 , \$94 , \$90 , \$86 , \$82 , \$78 , \$74 , \$70 , \$66 , \$62 , \$58 , \$54 , \$50 , \$46 , \$42 , \$38 , \$34 , \$30 , \$26 , \$22 , \$18 , \$14  };
-  assign \$151  = w_data & { \$138 , \$134 , \$130 , \$126 , \$122 , \$118 , \$114 , \$110 , \$106 , \$102 , \$98 , \$94 , \$90 , \$86 , \$82 , \$78 , \$74 , \$70 , \$66 , \$62 , \$58 , \$54 , \$50 , \$46 , \$42 , \$38 , \$34 , \$30 , \$26 , \$22 , \$18 , \$14  };
-  assign \$152  = w_data & { \$138 , \$134 , \$130 , \$126 , \$122 , \$118 , \$114 , \$110 , \$106 , \$102 , \$98 , \$94 , \$90 , \$86 , \$82 , \$78 , \$74 , \$70 , \$66 , \$62 , \$58 , \$54 , \$50 , \$46 , \$42 , \$38 , \$34 , \$30 , \$26 , \$22 , \$18 , \$14  };
-  assign \$153  = w_data & { \$138 , \$134 , \$130 , \$126 , \$122 , \$118 , \$114 , \$110 , \$106 , \$102 , \$98 , \$94 , \$90 , \$86 , \$82 , \$78 , \$74 , \$70 , \$66 , \$62 , \$58 , \$54 , \$50 , \$46 , \$42 , \$38 , \$34 , \$30 , \$26 , \$22 , \$18 , \$14  };
-  assign \$154  = w_data & { \$138 , \$134 , \$130 , \$126 , \$122 , \$118 , \$114 , \$110 , \$106 , \$102 , \$98 , \$94 , \$90 , \$86 , \$82 , \$78 , \$74 , \$70 , \$66 , \$62 , \$58 , \$54 , \$50 , \$46 , \$42 , \$38 , \$34 , \$30 , \$26 , \$22 , \$18 , \$14  };
-  assign \$155  = \$6 [7:0] + w_bytes;
-  assign \$156  = \$6 [7:0] + w_bytes;
-  assign \$157  = \$156 [8:5] > 1'h0;
-  assign \$158  = \$6 [7:0] + w_bytes;
-  assign \$159  = ! \$158 [8:5];
-  assign \$160  = \$159  ? strb_end_partial : 32'd0;
-  assign \$161  = \$157  ? 32'd4294967295 : \$160 ;
-  assign \$162  = \$6 [7:0] + w_bytes;
-  assign \$163  = \$162 [8:5] > 1'h1;
-  assign \$164  = \$6 [7:0] + w_bytes;
-  assign \$165  = \$164 [8:5] == 1'h1;
-  assign \$166  = \$165  ? strb_end_partial : 32'd0;
-  assign \$167  = \$163  ? 32'd4294967295 : \$166 ;
-  assign \$168  = \$6 [7:0] + w_bytes;
-  assign \$169  = \$168 [8:5] > 2'h2;
-  assign \$170  = \$6 [7:0] + w_bytes;
-  assign \$171  = \$170 [8:5] == 2'h2;
-  assign \$172  = \$171  ? strb_end_partial : 32'd0;
-  assign \$173  = \$169  ? 32'd4294967295 : \$172 ;
-  assign \$174  = \$6 [7:0] + w_bytes;
-  assign \$175  = \$174 [8:5] > 2'h3;
-  assign \$176  = \$6 [7:0] + w_bytes;
-  assign \$177  = \$176 [8:5] == 2'h3;
-  assign \$178  = \$177  ? strb_end_partial : 32'd0;
-  assign \$179  = \$175  ? 32'd4294967295 : \$178 ;
-  assign \$180  = \$6 [7:0] + w_bytes;
-  assign \$181  = \$180 [8:5] > 3'h4;
-  assign \$182  = \$6 [7:0] + w_bytes;
-  assign \$183  = \$182 [8:5] == 3'h4;
-  assign \$184  = \$183  ? strb_end_partial : 32'd0;
-  assign \$185  = \$181  ? 32'd4294967295 : \$184 ;
-  assign \$186  = \$6 [7:0] + w_bytes;
-  assign \$187  = \$186 [8:5] > 3'h5;
-  assign \$188  = \$6 [7:0] + w_bytes;
-  assign \$189  = \$188 [8:5] == 3'h5;
-  assign \$190  = \$189  ? strb_end_partial : 32'd0;
-  assign \$191  = \$187  ? 32'd4294967295 : \$190 ;
-  assign \$192  = \$6 [7:5] > 1'h0;
-  assign \$193  = ! \$6 [7:5];
-  assign \$194  = \$193  ? strb_start_partial : 32'd0;
-  assign \$195  = \$192  ? 32'd4294967295 : \$194 ;
-  assign \$196  = \$6 [7:5] > 1'h1;
-  assign \$197  = \$6 [7:5] == 1'h1;
-  assign \$198  = \$197  ? strb_start_partial : 32'd0;
-  assign \$199  = \$196  ? 32'd4294967295 : \$198 ;
-  assign \$200  = \$6 [7:5] > 2'h2;
-  assign \$201  = \$6 [7:5] == 2'h2;
-  assign \$202  = \$201  ? strb_start_partial : 32'd0;
-  assign \$203  = \$200  ? 32'd4294967295 : \$202 ;
-  assign \$204  = \$6 [7:5] > 2'h3;
-  assign \$205  = \$6 [7:5] == 2'h3;
-  assign \$206  = \$205  ? strb_start_partial : 32'd0;
-  assign \$207  = \$204  ? 32'd4294967295 : \$206 ;
-  assign \$208  = \$6 [7:5] > 3'h4;
-  assign \$209  = \$6 [7:5] == 3'h4;
-  assign \$210  = \$209  ? strb_start_partial : 32'd0;
-  assign \$211  = \$208  ? 32'd4294967295 : \$210 ;
-  assign \$212  = \$6 [7:5] > 3'h5;
-  assign \$213  = \$6 [7:5] == 3'h5;
-  assign \$214  = \$213  ? strb_start_partial : 32'd0;
-  assign \$215  = \$212  ? 32'd4294967295 : \$214 ;
-  assign \$216  = w_valid & w_ready;
-  assign \$217  = offset >= 7'h40;
-  assign \$218  = 8'hc0 - offset;
-  assign \$219  = offset >= 7'h40;
-  assign \$220  = offset - 7'h40;
-  assign \$221  = \$219  ? \$220  : 8'h00;
-  assign \$222  = $signed(9'h0c0) - $signed(\$221 );
-  assign \$223  = out__valid & out__ready;
-  assign \$224  = \$223  ? { 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, \$signal [1535:512] } : \$signal ;
-  assign \$225  = \$224  | placed_d4;
-  assign \$226  = out__valid & out__ready;
-  assign \$227  = \$226  ? { 64'h0000000000000000, strb[191:64] } : strb;
-  assign \$228  = ~ { \$215 , \$211 , \$207 , \$203 , \$199 , \$195  };
-  assign \$229  = { \$191 , \$185 , \$179 , \$173 , \$167 , \$161  } & \$228 ;
-  assign \$230  = \$227  | \$229 ;
-  assign \$231  = \$6 [7:0] + w_bytes;
-  assign \$232  = \$6 [7:0] + w_bytes;
-  assign \$233  = \$232  >= 7'h40;
-  assign \$234  = \$6 [7:0] + w_bytes;
-  assign \$235  = 8'hc0 - \$234 ;
-  assign \$236  = \$6 [7:0] + w_bytes;
-  assign \$237  = \$236  >= 7'h40;
-  assign \$238  = \$6 [7:0] + w_bytes;
-  assign \$239  = \$238  - 7'h40;
-  assign \$240  = \$237  ? \$239  : 10'h000;
-  assign \$241  = $signed(9'h0c0) - $signed(\$240 );
-  assign \$242  = out__valid & out__ready;
-  assign \$243  = \$242  ? { 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, \$signal [1535:512] } : \$signal ;
-  assign \$244  = out__valid & out__ready;
-  assign \$245  = \$244  ? { 64'h0000000000000000, strb[191:64] } : strb;
-  assign \$246  = \$6 [7:0] >= 7'h40;
-  assign \$247  = 8'hc0 - \$6 [7:0];
-  assign \$248  = \$6 [7:0] >= 7'h40;
-  assign \$249  = \$6 [7:0] - 7'h40;
-  assign \$250  = \$248  ? \$249  : 9'h000;
-  assign \$251  = $signed(9'h0c0) - $signed(\$250 );
+  assign \$9  = \$8  ? fits_after_line : \$signal$10 ;
+  assign w_ready = \$7  & \$9 ;
+  assign \$10  = w_bytes[7:2] > 1'h0;
+  assign \$11  = ! w_bytes[7:2];
+  assign \$12  = \$11  ? word_mask_partial : 32'd0;
+  assign \$13  = \$10  ? 32'd4294967295 : \$12 ;
+  assign \$14  = w_bytes[7:2] > 1'h1;
+  assign \$15  = w_bytes[7:2] == 1'h1;
+  assign \$16  = \$15  ? word_mask_partial : 32'd0;
+  assign \$17  = \$14  ? 32'd4294967295 : \$16 ;
+  assign \$18  = w_bytes[7:2] > 2'h2;
+  assign \$19  = w_bytes[7:2] == 2'h2;
+  assign \$20  = \$19  ? word_mask_partial : 32'd0;
+  assign \$21  = \$18  ? 32'd4294967295 : \$20 ;
+  assign \$22  = w_bytes[7:2] > 2'h3;
+  assign \$23  = w_bytes[7:2] == 2'h3;
+  assign \$24  = \$23  ? word_mask_partial : 32'd0;
+  assign \$25  = \$22  ? 32'd4294967295 : \$24 ;
+  assign \$26  = w_bytes[7:2] > 3'h4;
+  assign \$27  = w_bytes[7:2] == 3'h4;
+  assign \$28  = \$27  ? word_mask_partial : 32'd0;
+  assign \$29  = \$26  ? 32'd4294967295 : \$28 ;
+  assign \$30  = w_bytes[7:2] > 3'h5;
+  assign \$31  = w_bytes[7:2] == 3'h5;
+  assign \$32  = \$31  ? word_mask_partial : 32'd0;
+  assign \$33  = \$30  ? 32'd4294967295 : \$32 ;
+  assign \$34  = w_bytes[7:2] > 3'h6;
+  assign \$35  = w_bytes[7:2] == 3'h6;
+  assign \$36  = \$35  ? word_mask_partial : 32'd0;
+  assign \$37  = \$34  ? 32'd4294967295 : \$36 ;
+  assign \$38  = w_bytes[7:2] > 3'h7;
+  assign \$39  = w_bytes[7:2] == 3'h7;
+  assign \$40  = \$39  ? word_mask_partial : 32'd0;
+  assign \$41  = \$38  ? 32'd4294967295 : \$40 ;
+  assign \$42  = w_bytes[7:2] > 4'h8;
+  assign \$43  = w_bytes[7:2] == 4'h8;
+  assign \$44  = \$43  ? word_mask_partial : 32'd0;
+  assign \$45  = \$42  ? 32'd4294967295 : \$44 ;
+  assign \$46  = w_bytes[7:2] > 4'h9;
+  assign \$47  = w_bytes[7:2] == 4'h9;
+  assign \$48  = \$47  ? word_mask_partial : 32'd0;
+  assign \$49  = \$46  ? 32'd4294967295 : \$48 ;
+  assign \$50  = w_bytes[7:2] > 4'ha;
+  assign \$51  = w_bytes[7:2] == 4'ha;
+  assign \$52  = \$51  ? word_mask_partial : 32'd0;
+  assign \$53  = \$50  ? 32'd4294967295 : \$52 ;
+  assign \$54  = w_bytes[7:2] > 4'hb;
+  assign \$55  = w_bytes[7:2] == 4'hb;
+  assign \$56  = \$55  ? word_mask_partial : 32'd0;
+  assign \$57  = \$54  ? 32'd4294967295 : \$56 ;
+  assign \$58  = w_bytes[7:2] > 4'hc;
+  assign \$59  = w_bytes[7:2] == 4'hc;
+  assign \$60  = \$59  ? word_mask_partial : 32'd0;
+  assign \$61  = \$58  ? 32'd4294967295 : \$60 ;
+  assign \$62  = w_bytes[7:2] > 4'hd;
+  assign \$63  = w_bytes[7:2] == 4'hd;
+  assign \$64  = \$63  ? word_mask_partial : 32'd0;
+  assign \$65  = \$62  ? 32'd4294967295 : \$64 ;
+  assign \$66  = w_bytes[7:2] > 4'he;
+  assign \$67  = w_bytes[7:2] == 4'he;
+  assign \$68  = \$67  ? word_mask_partial : 32'd0;
+  assign \$69  = \$66  ? 32'd4294967295 : \$68 ;
+  assign \$70  = w_bytes[7:2] > 4'hf;
+  assign \$71  = w_bytes[7:2] == 4'hf;
+  assign \$72  = \$71  ? word_mask_partial : 32'd0;
+  assign \$73  = \$70  ? 32'd4294967295 : \$72 ;
+  assign \$74  = w_bytes[7:2] > 5'h10;
+  assign \$75  = w_bytes[7:2] == 5'h10;
+  assign \$76  = \$75  ? word_mask_partial : 32'd0;
+  assign \$77  = \$74  ? 32'd4294967295 : \$76 ;
+  assign \$78  = w_bytes[7:2] > 5'h11;
+  assign \$79  = w_bytes[7:2] == 5'h11;
+  assign \$80  = \$79  ? word_mask_partial : 32'd0;
+  assign \$81  = \$78  ? 32'd4294967295 : \$80 ;
+  assign \$82  = w_bytes[7:2] > 5'h12;
+  assign \$83  = w_bytes[7:2] == 5'h12;
+  assign \$84  = \$83  ? word_mask_partial : 32'd0;
+  assign \$85  = \$82  ? 32'd4294967295 : \$84 ;
+  assign \$86  = w_bytes[7:2] > 5'h13;
+  assign \$87  = w_bytes[7:2] == 5'h13;
+  assign \$88  = \$87  ? word_mask_partial : 32'd0;
+  assign \$89  = \$86  ? 32'd4294967295 : \$88 ;
+  assign \$90  = w_bytes[7:2] > 5'h14;
+  assign \$91  = w_bytes[7:2] == 5'h14;
+  assign \$92  = \$91  ? word_mask_partial : 32'd0;
+  assign \$93  = \$90  ? 32'd4294967295 : \$92 ;
+  assign \$94  = w_bytes[7:2] > 5'h15;
+  assign \$95  = w_bytes[7:2] == 5'h15;
+  assign \$96  = \$95  ? word_mask_partial : 32'd0;
+  assign \$97  = \$94  ? 32'd4294967295 : \$96 ;
+  assign \$98  = w_bytes[7:2] > 5'h16;
+  assign \$99  = w_bytes[7:2] == 5'h16;
+  assign \$100  = \$99  ? word_mask_partial : 32'd0;
+  assign \$101  = \$98  ? 32'd4294967295 : \$100 ;
+  assign \$102  = w_bytes[7:2] > 5'h17;
+  assign \$103  = w_bytes[7:2] == 5'h17;
+  assign \$104  = \$103  ? word_mask_partial : 32'd0;
+  assign \$105  = \$102  ? 32'd4294967295 : \$104 ;
+  assign \$106  = w_bytes[7:2] > 5'h18;
+  assign \$107  = w_bytes[7:2] == 5'h18;
+  assign \$108  = \$107  ? word_mask_partial : 32'd0;
+  assign \$109  = \$106  ? 32'd4294967295 : \$108 ;
+  assign \$110  = w_bytes[7:2] > 5'h19;
+  assign \$111  = w_bytes[7:2] == 5'h19;
+  assign \$112  = \$111  ? word_mask_partial : 32'd0;
+  assign \$113  = \$110  ? 32'd4294967295 : \$112 ;
+  assign \$114  = w_bytes[7:2] > 5'h1a;
+  assign \$115  = w_bytes[7:2] == 5'h1a;
+  assign \$116  = \$115  ? word_mask_partial : 32'd0;
+  assign \$117  = \$114  ? 32'd4294967295 : \$116 ;
+  assign \$118  = w_bytes[7:2] > 5'h1b;
+  assign \$119  = w_bytes[7:2] == 5'h1b;
+  assign \$120  = \$119  ? word_mask_partial : 32'd0;
+  assign \$121  = \$118  ? 32'd4294967295 : \$120 ;
+  assign \$122  = w_bytes[7:2] > 5'h1c;
+  assign \$123  = w_bytes[7:2] == 5'h1c;
+  assign \$124  = \$123  ? word_mask_partial : 32'd0;
+  assign \$125  = \$122  ? 32'd4294967295 : \$124 ;
+  assign \$126  = w_bytes[7:2] > 5'h1d;
+  assign \$127  = w_bytes[7:2] == 5'h1d;
+  assign \$128  = \$127  ? word_mask_partial : 32'd0;
+  assign \$129  = \$126  ? 32'd4294967295 : \$128 ;
+  assign \$130  = w_bytes[7:2] > 5'h1e;
+  assign \$131  = w_bytes[7:2] == 5'h1e;
+  assign \$132  = \$131  ? word_mask_partial : 32'd0;
+  assign \$133  = \$130  ? 32'd4294967295 : \$132 ;
+  assign \$134  = w_bytes[7:2] > 5'h1f;
+  assign \$135  = w_bytes[7:2] == 5'h1f;
+  assign \$136  = \$135  ? word_mask_partial : 32'd0;
+  assign \$137  = \$134  ? 32'd4294967295 : \$136 ;
+  assign \$138  = w_data & { \$137 , \$133 , \$129 , \$125 , \$121 , \$117 , \$113 , \$109 , \$105 , \$101 , \$97 , \$93 , \$89 , \$85 , \$81 , \$77 , \$73 , \$69 , \$65 , \$61 , \$57 , \$53 , \$49 , \$45 , \$41 , \$37 , \$33 , \$29 , \$25 , \$21 , \$17 , \$13  };
+  assign \$139  = w_data & { \$137 , \$133 , \$129 , \$125 , \$121 , \$117 , \$113 , \$109 , \$105 , \$101 , \$97 , \$93 , \$89 , \$85 , \$81 , \$77 , \$73 , \$69 , \$65 , \$61 , \$57 , \$53 , \$49 , \$45 , \$41 , \$37 , \$33 , \$29 , \$25 , \$21 , \$17 , \$13  };
+  assign \$140  = w_data & { \$137 , \$133 , \$129 , \$125 , \$121 , \$117 , \$113 , \$109 , \$105 , \$101 , \$97 , \$93 , \$89 , \$85 , \$81 , \$77 , \$73 , \$69 , \$65 , \$61 , \$57 , \$53 , \$49 , \$45 , \$41 , \$37 , \$33 , \$29 , \$25 , \$21 , \$17 , \$13  };
+  assign \$141  = w_data & { \$137 , \$133 , \$129 , \$125 , \$121 , \$117 , \$113 , \$109 , \$105 , \$101 , \$97 , \$93 , \$89 , \$85 , \$81 , \$77 , \$73 , \$69 , \$65 , \$61 , \$57 , \$53 , \$49 , \$45 , \$41 , \$37 , \$33 , \$29 , \$25 , \$21 , \$17 , \$13  };
+  assign \$142  = w_data & { \$137 , \$133 , \$129 , \$125 , \$121 , \$117 , \$113 , \$109 , \$105 , \$101 , \$97 , \$93 , \$89 , \$85 , \$81 , \$77 , \$73 , \$69 , \$65 , \$61 , \$57 , \$53 , \$49 , \$45 , \$41 , \$37 , \$33 , \$29 , \$25 , \$21 , \$17 , \$13  };
+  assign \$143  = w_data & { \$137 , \$133 , \$129 , \$125 , \$121 , \$117 , \$113 , \$109 , \$105 , \$101 , \$97 , \$93 , \$89 , \$85 , \$81 , \$77 , \$73 , \$69 , \$65 , \$61 , \$57 , \$53 , \$49 , \$45 , \$41 , \$37 , \$33 , \$29 , \$25 , \$21 , \$17 , \$13  };
+  assign \$144  = w_data & { \$137 , \$133 , \$129 , \$125 , \$121 , \$117 , \$113 , \$109 , \$105 , \$101 , \$97 , \$93 , \$89 , \$85 , \$81 , \$77 , \$73 , \$69 , \$65 , \$61 , \$57 , \$53 , \$49 , \$45 , \$41 , \$37 , \$33 , \$29 , \$25 , \$21 , \$17 , \$13  };
+  assign \$145  = w_data & { \$137 , \$133 , \$129 , \$125 , \$121 , \$117 , \$113 , \$109 , \$105 , \$101 , \$97 , \$93 , \$89 , \$85 , \$81 , \$77 , \$73 , \$69 , \$65 , \$61 , \$57 , \$53 , \$49 , \$45 , \$41 , \$37 , \$33 , \$29 , \$25 , \$21 , \$17 , \$13  };
+  assign \$146  = w_data & { \$137 , \$133 , \$129 , \$125 , \$121 , \$117 , \$113 , \$109 , \$105 , \$101 , \$97 , \$93 , \$89 , \$85 , \$81 , \$77 , \$73 , \$69 , \$65 , \$61 , \$57 , \$53 , \$49 , \$45 , \$41 , \$37 , \$33 , \$29 , \$25 , \$21 , \$17 , \$13  };
+  assign \$147  = w_data & { \$137 , \$133 , \$129 , \$125 , \$121 , \$117 , \$113 , \$109 , \$105 , \$101 , \$97 , \$93 , \$89 , \$85 , \$81 , \$77 , \$73 , \$69 , \$65 , \$61 , \$57 , \$53 , \$49 , \$45 , \$41 , \$37 , \$33 , \$29 , \$25 , \$21 , \$17 , \$13  };
+  assign \$148  = w_data & { \$137 , \$133 , \$129 , \$125 , \$121 , \$117 , \$113 , \$109 , \$105 , \$101 , \$97 , \$93 , \$89 , \$85 , \$81 , \$77 , \$73 , \$69 , \$65 , \$61 , \$57 , \$53 , \$49 , \$45 , \$41 , \$37 , \$33 , \$29 , \$25 , \$21 , \$17 , \$13  };
+  assign \$149  = w_data & { \$137 , \$133 , \$129 , \$125 , \$121 , \$117 , \$113 , \$109 , \$105 , \$101 , \$97 , \$93 , \$89 , \$85 , \$81 , \$77 , \$73 , \$69 , \$65 , \$61 , \$57 , \$53 , \$49 , \$45 , \$41 , \$37 , \$33 , \$29 , \$25 , \$21 , \$17 , \$13  };
+  assign \$150  = w_data & { \$137 , \$133 , \$129 , \$125 , \$121 , \$117 , \$113 , \$109 , \$105 , \$101 , \$97 , \$93 , \$89 , \$85 , \$81 , \$77 , \$73 , \$69 , \$65 , \$61 , \$57 , \$53 , \$49 , \$45 , \$41 , \$37 , \$33 , \$29 , \$25 , \$21 , \$17 , \$13  };
+  assign \$151  = w_data & { \$137 , \$133 , \$129 , \$125 , \$121 , \$117 , \$113 , \$109 , \$105 , \$101 , \$97 , \$93 , \$89 , \$85 , \$81 , \$77 , \$73 , \$69 , \$65 , \$61 , \$57 , \$53 , \$49 , \$45 , \$41 , \$37 , \$33 , \$29 , \$25 , \$21 , \$17 , \$13  };
+  assign \$152  = w_data & { \$137 , \$133 , \$129 , \$125 , \$121 , \$117 , \$113 , \$109 , \$105 , \$101 , \$97 , \$93 , \$89 , \$85 , \$81 , \$77 , \$73 , \$69 , \$65 , \$61 , \$57 , \$53 , \$49 , \$45 , \$41 , \$37 , \$33 , \$29 , \$25 , \$21 , \$17 , \$13  };
+  assign \$153  = w_data & { \$137 , \$133 , \$129 , \$125 , \$121 , \$117 , \$113 , \$109 , \$105 , \$101 , \$97 , \$93 , \$89 , \$85 , \$81 , \$77 , \$73 , \$69 , \$65 , \$61 , \$57 , \$53 , \$49 , \$45 , \$41 , \$37 , \$33 , \$29 , \$25 , \$21 , \$17 , \$13  };
+  assign \$154  = w_bytes[7:5] > 1'h0;
+  assign \$155  = ! w_bytes[7:5];
+  assign \$156  = \$155  ? word_strb_partial : 32'd0;
+  assign \$157  = \$154  ? 32'd4294967295 : \$156 ;
+  assign \$158  = w_bytes[7:5] > 1'h1;
+  assign \$159  = w_bytes[7:5] == 1'h1;
+  assign \$160  = \$159  ? word_strb_partial : 32'd0;
+  assign \$161  = \$158  ? 32'd4294967295 : \$160 ;
+  assign \$162  = w_bytes[7:5] > 2'h2;
+  assign \$163  = w_bytes[7:5] == 2'h2;
+  assign \$164  = \$163  ? word_strb_partial : 32'd0;
+  assign \$165  = \$162  ? 32'd4294967295 : \$164 ;
+  assign \$166  = w_bytes[7:5] > 2'h3;
+  assign \$167  = w_bytes[7:5] == 2'h3;
+  assign \$168  = \$167  ? word_strb_partial : 32'd0;
+  assign \$169  = \$166  ? 32'd4294967295 : \$168 ;
+  assign \$170  = out__valid & out__ready;
+  assign \$171  = fill[7:6] - 1'h1;
+  assign \$172  = \$170  ? \$171  : { 1'h0, fill[7:6] };
+  assign \$179  = w_valid & w_ready;
+  assign \$180  = offset >= 7'h40;
+  assign \$181  = 8'hc0 - offset;
+  assign \$182  = offset >= 7'h40;
+  assign \$183  = offset - 7'h40;
+  assign \$184  = \$182  ? \$183  : 8'h00;
+  assign \$185  = $signed(9'h0c0) - $signed(\$184 );
+  assign \$186  = out__valid & out__ready;
+  assign \$187  = \$186  ? { 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, \$signal [1535:512] } : \$signal ;
+  assign \$188  = \$187  | \$signal$25 ;
+  assign \$189  = out__valid & out__ready;
+  assign \$190  = \$189  ? { 64'h0000000000000000, strb[191:64] } : strb;
+  assign \$191  = \$190  | placed_strb;
+  assign \$192  = \$6 [7:0] + w_bytes;
+  assign \$193  = \$6 [7:0] + w_bytes;
+  assign \$194  = \$193  >= 7'h40;
+  assign \$195  = \$6 [7:0] + w_bytes;
+  assign \$196  = 8'hc0 - \$195 ;
+  assign \$197  = \$6 [7:0] + w_bytes;
+  assign \$198  = \$197  >= 7'h40;
+  assign \$199  = \$6 [7:0] + w_bytes;
+  assign \$200  = \$199  - 7'h40;
+  assign \$201  = \$198  ? \$200  : 10'h000;
+  assign \$202  = $signed(9'h0c0) - $signed(\$201 );
+  assign \$203  = out__valid & out__ready;
+  assign \$204  = \$203  ? { 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, \$signal [1535:512] } : \$signal ;
+  assign \$205  = out__valid & out__ready;
+  assign \$206  = \$205  ? { 64'h0000000000000000, strb[191:64] } : strb;
+  assign \$207  = \$6 [7:0] >= 7'h40;
+  assign \$208  = 8'hc0 - \$6 [7:0];
+  assign \$209  = \$6 [7:0] >= 7'h40;
+  assign \$210  = \$6 [7:0] - 7'h40;
+  assign \$211  = \$209  ? \$210  : 9'h000;
+  assign \$212  = $signed(9'h0c0) - $signed(\$211 );
   always @(posedge clk)
-    \$signal  <= \$252 ;
+    \$signal  <= \$213 ;
   always @(posedge clk)
-    strb <= \$253 ;
+    strb <= \$214 ;
   always @(posedge clk)
-    fill <= \$254 ;
+    fill <= \$215 ;
   always @(posedge clk)
-    full_line <= \$255 ;
+    full_line <= \$216 ;
   always @(posedge clk)
-    \$like  <= \$256 ;
+    \$like  <= \$217 ;
   always @(posedge clk)
-    \$like$13  <= \$257 ;
+    \$like$14  <= \$218 ;
   always @(posedge clk)
-    closing <= \$258 ;
+    closing <= \$219 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     (* full_case = 32'd1 *)
@@ -52404,321 +52673,308 @@ module \ndp_device.control_unit.packer (rst, out__ready, out__valid, w_ready, w_
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     (* full_case = 32'd1 *)
-    casez (\$6 [3:0])
+    casez (fill[3:0])
       4'h0:
-          placed_d0 = { 120'h000000000000000000000000000000, \$139  };
+          placed_d0 = { 120'h000000000000000000000000000000, \$138  };
       4'h1:
-          placed_d0 = { 112'h0000000000000000000000000000, \$140 , 8'h00 };
+          placed_d0 = { 112'h0000000000000000000000000000, \$139 , 8'h00 };
       4'h2:
-          placed_d0 = { 104'h00000000000000000000000000, \$141 , 16'h0000 };
+          placed_d0 = { 104'h00000000000000000000000000, \$140 , 16'h0000 };
       4'h3:
-          placed_d0 = { 96'h000000000000000000000000, \$142 , 24'h000000 };
+          placed_d0 = { 96'h000000000000000000000000, \$141 , 24'h000000 };
       4'h4:
-          placed_d0 = { 88'h0000000000000000000000, \$143 , 32'h00000000 };
+          placed_d0 = { 88'h0000000000000000000000, \$142 , 32'h00000000 };
       4'h5:
-          placed_d0 = { 80'h00000000000000000000, \$144 , 40'h0000000000 };
+          placed_d0 = { 80'h00000000000000000000, \$143 , 40'h0000000000 };
       4'h6:
-          placed_d0 = { 72'h000000000000000000, \$145 , 48'h000000000000 };
+          placed_d0 = { 72'h000000000000000000, \$144 , 48'h000000000000 };
       4'h7:
-          placed_d0 = { 64'h0000000000000000, \$146 , 56'h00000000000000 };
+          placed_d0 = { 64'h0000000000000000, \$145 , 56'h00000000000000 };
       4'h8:
-          placed_d0 = { 56'h00000000000000, \$147 , 64'h0000000000000000 };
+          placed_d0 = { 56'h00000000000000, \$146 , 64'h0000000000000000 };
       4'h9:
-          placed_d0 = { 48'h000000000000, \$148 , 72'h000000000000000000 };
+          placed_d0 = { 48'h000000000000, \$147 , 72'h000000000000000000 };
       4'ha:
-          placed_d0 = { 40'h0000000000, \$149 , 80'h00000000000000000000 };
+          placed_d0 = { 40'h0000000000, \$148 , 80'h00000000000000000000 };
       4'hb:
-          placed_d0 = { 32'h00000000, \$150 , 88'h0000000000000000000000 };
+          placed_d0 = { 32'h00000000, \$149 , 88'h0000000000000000000000 };
       4'hc:
-          placed_d0 = { 24'h000000, \$151 , 96'h000000000000000000000000 };
+          placed_d0 = { 24'h000000, \$150 , 96'h000000000000000000000000 };
       4'hd:
-          placed_d0 = { 16'h0000, \$152 , 104'h00000000000000000000000000 };
+          placed_d0 = { 16'h0000, \$151 , 104'h00000000000000000000000000 };
       4'he:
-          placed_d0 = { 8'h00, \$153 , 112'h0000000000000000000000000000 };
+          placed_d0 = { 8'h00, \$152 , 112'h0000000000000000000000000000 };
       4'hf:
-          placed_d0 = { \$154 , 120'h000000000000000000000000000000 };
+          placed_d0 = { \$153 , 120'h000000000000000000000000000000 };
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     (* full_case = 32'd1 *)
-    casez (\$6 [7:4])
+    casez (fill[5:4])
+      2'h0:
+          placed_d4 = { 384'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, placed_d0 };
+      2'h1:
+          placed_d4 = { 256'h0000000000000000000000000000000000000000000000000000000000000000, placed_d0, 128'h00000000000000000000000000000000 };
+      2'h2:
+          placed_d4 = { 128'h00000000000000000000000000000000, placed_d0, 256'h0000000000000000000000000000000000000000000000000000000000000000 };
+      2'h3:
+          placed_d4 = { placed_d0, 384'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000 };
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    (* full_case = 32'd1 *)
+    casez (w_bytes[4:0])
+      5'h00:
+          word_strb_partial = 32'd0;
+      5'h01:
+          word_strb_partial = 32'd1;
+      5'h02:
+          word_strb_partial = 32'd3;
+      5'h03:
+          word_strb_partial = 32'd7;
+      5'h04:
+          word_strb_partial = 32'd15;
+      5'h05:
+          word_strb_partial = 32'd31;
+      5'h06:
+          word_strb_partial = 32'd63;
+      5'h07:
+          word_strb_partial = 32'd127;
+      5'h08:
+          word_strb_partial = 32'd255;
+      5'h09:
+          word_strb_partial = 32'd511;
+      5'h0a:
+          word_strb_partial = 32'd1023;
+      5'h0b:
+          word_strb_partial = 32'd2047;
+      5'h0c:
+          word_strb_partial = 32'd4095;
+      5'h0d:
+          word_strb_partial = 32'd8191;
+      5'h0e:
+          word_strb_partial = 32'd16383;
+      5'h0f:
+          word_strb_partial = 32'd32767;
+      5'h10:
+          word_strb_partial = 32'd65535;
+      5'h11:
+          word_strb_partial = 32'd131071;
+      5'h12:
+          word_strb_partial = 32'd262143;
+      5'h13:
+          word_strb_partial = 32'd524287;
+      5'h14:
+          word_strb_partial = 32'd1048575;
+      5'h15:
+          word_strb_partial = 32'd2097151;
+      5'h16:
+          word_strb_partial = 32'd4194303;
+      5'h17:
+          word_strb_partial = 32'd8388607;
+      5'h18:
+          word_strb_partial = 32'd16777215;
+      5'h19:
+          word_strb_partial = 32'd33554431;
+      5'h1a:
+          word_strb_partial = 32'd67108863;
+      5'h1b:
+          word_strb_partial = 32'd134217727;
+      5'h1c:
+          word_strb_partial = 32'd268435455;
+      5'h1d:
+          word_strb_partial = 32'd536870911;
+      5'h1e:
+          word_strb_partial = 32'd1073741823;
+      5'h1f:
+          word_strb_partial = 32'd2147483647;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    (* full_case = 32'd1 *)
+    casez (fill[3:0])
       4'h0:
-          placed_d4 = { 392'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, placed_d0 };
+          placed_strb_d0 = { 15'h0000, \$169 , \$165 , \$161 , \$157  };
       4'h1:
-          placed_d4 = { 264'h000000000000000000000000000000000000000000000000000000000000000000, placed_d0, 128'h00000000000000000000000000000000 };
+          placed_strb_d0 = { 14'h0000, \$169 , \$165 , \$161 , \$157 , 1'h0 };
       4'h2:
-          placed_d4 = { 136'h0000000000000000000000000000000000, placed_d0, 256'h0000000000000000000000000000000000000000000000000000000000000000 };
+          placed_strb_d0 = { 13'h0000, \$169 , \$165 , \$161 , \$157 , 2'h0 };
       4'h3:
-          placed_d4 = { 8'h00, placed_d0, 384'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000 };
+          placed_strb_d0 = { 12'h000, \$169 , \$165 , \$161 , \$157 , 3'h0 };
       4'h4:
-          placed_d4 = { placed_d0[1023:0], 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000 };
+          placed_strb_d0 = { 11'h000, \$169 , \$165 , \$161 , \$157 , 4'h0 };
       4'h5:
-          placed_d4 = { placed_d0[895:0], 640'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000 };
+          placed_strb_d0 = { 10'h000, \$169 , \$165 , \$161 , \$157 , 5'h00 };
       4'h6:
-          placed_d4 = { placed_d0[767:0], 768'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000 };
+          placed_strb_d0 = { 9'h000, \$169 , \$165 , \$161 , \$157 , 6'h00 };
       4'h7:
-          placed_d4 = { placed_d0[639:0], 896'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000 };
+          placed_strb_d0 = { 8'h00, \$169 , \$165 , \$161 , \$157 , 7'h00 };
       4'h8:
-          placed_d4 = { placed_d0[511:0], 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000 };
+          placed_strb_d0 = { 7'h00, \$169 , \$165 , \$161 , \$157 , 8'h00 };
       4'h9:
-          placed_d4 = { placed_d0[383:0], 1152'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000 };
+          placed_strb_d0 = { 6'h00, \$169 , \$165 , \$161 , \$157 , 9'h000 };
       4'ha:
-          placed_d4 = { placed_d0[255:0], 1280'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000 };
+          placed_strb_d0 = { 5'h00, \$169 , \$165 , \$161 , \$157 , 10'h000 };
       4'hb:
-          placed_d4 = { placed_d0[127:0], 1408'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000 };
+          placed_strb_d0 = { 4'h0, \$169 , \$165 , \$161 , \$157 , 11'h000 };
       4'hc:
-          placed_d4 = 1536'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+          placed_strb_d0 = { 3'h0, \$169 , \$165 , \$161 , \$157 , 12'h000 };
       4'hd:
-          placed_d4 = 1536'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+          placed_strb_d0 = { 2'h0, \$169 , \$165 , \$161 , \$157 , 13'h0000 };
       4'he:
-          placed_d4 = 1536'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+          placed_strb_d0 = { 1'h0, \$169 , \$165 , \$161 , \$157 , 14'h0000 };
       4'hf:
-          placed_d4 = 1536'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+          placed_strb_d0 = { \$169 , \$165 , \$161 , \$157 , 15'h0000 };
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     (* full_case = 32'd1 *)
-    casez (\$155 [4:0])
-      5'h00:
-          strb_end_partial = 32'd0;
-      5'h01:
-          strb_end_partial = 32'd1;
-      5'h02:
-          strb_end_partial = 32'd3;
-      5'h03:
-          strb_end_partial = 32'd7;
-      5'h04:
-          strb_end_partial = 32'd15;
-      5'h05:
-          strb_end_partial = 32'd31;
-      5'h06:
-          strb_end_partial = 32'd63;
-      5'h07:
-          strb_end_partial = 32'd127;
-      5'h08:
-          strb_end_partial = 32'd255;
-      5'h09:
-          strb_end_partial = 32'd511;
-      5'h0a:
-          strb_end_partial = 32'd1023;
-      5'h0b:
-          strb_end_partial = 32'd2047;
-      5'h0c:
-          strb_end_partial = 32'd4095;
-      5'h0d:
-          strb_end_partial = 32'd8191;
-      5'h0e:
-          strb_end_partial = 32'd16383;
-      5'h0f:
-          strb_end_partial = 32'd32767;
-      5'h10:
-          strb_end_partial = 32'd65535;
-      5'h11:
-          strb_end_partial = 32'd131071;
-      5'h12:
-          strb_end_partial = 32'd262143;
-      5'h13:
-          strb_end_partial = 32'd524287;
-      5'h14:
-          strb_end_partial = 32'd1048575;
-      5'h15:
-          strb_end_partial = 32'd2097151;
-      5'h16:
-          strb_end_partial = 32'd4194303;
-      5'h17:
-          strb_end_partial = 32'd8388607;
-      5'h18:
-          strb_end_partial = 32'd16777215;
-      5'h19:
-          strb_end_partial = 32'd33554431;
-      5'h1a:
-          strb_end_partial = 32'd67108863;
-      5'h1b:
-          strb_end_partial = 32'd134217727;
-      5'h1c:
-          strb_end_partial = 32'd268435455;
-      5'h1d:
-          strb_end_partial = 32'd536870911;
-      5'h1e:
-          strb_end_partial = 32'd1073741823;
-      5'h1f:
-          strb_end_partial = 32'd2147483647;
+    casez (fill[5:4])
+      2'h0:
+          placed_strb_d4 = { 48'h000000000000, placed_strb_d0 };
+      2'h1:
+          placed_strb_d4 = { 32'h00000000, placed_strb_d0, 16'h0000 };
+      2'h2:
+          placed_strb_d4 = { 16'h0000, placed_strb_d0, 32'h00000000 };
+      2'h3:
+          placed_strb_d4 = { placed_strb_d0, 48'h000000000000 };
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
-    (* full_case = 32'd1 *)
-    casez (\$6 [4:0])
-      5'h00:
-          strb_start_partial = 32'd0;
-      5'h01:
-          strb_start_partial = 32'd1;
-      5'h02:
-          strb_start_partial = 32'd3;
-      5'h03:
-          strb_start_partial = 32'd7;
-      5'h04:
-          strb_start_partial = 32'd15;
-      5'h05:
-          strb_start_partial = 32'd31;
-      5'h06:
-          strb_start_partial = 32'd63;
-      5'h07:
-          strb_start_partial = 32'd127;
-      5'h08:
-          strb_start_partial = 32'd255;
-      5'h09:
-          strb_start_partial = 32'd511;
-      5'h0a:
-          strb_start_partial = 32'd1023;
-      5'h0b:
-          strb_start_partial = 32'd2047;
-      5'h0c:
-          strb_start_partial = 32'd4095;
-      5'h0d:
-          strb_start_partial = 32'd8191;
-      5'h0e:
-          strb_start_partial = 32'd16383;
-      5'h0f:
-          strb_start_partial = 32'd32767;
-      5'h10:
-          strb_start_partial = 32'd65535;
-      5'h11:
-          strb_start_partial = 32'd131071;
-      5'h12:
-          strb_start_partial = 32'd262143;
-      5'h13:
-          strb_start_partial = 32'd524287;
-      5'h14:
-          strb_start_partial = 32'd1048575;
-      5'h15:
-          strb_start_partial = 32'd2097151;
-      5'h16:
-          strb_start_partial = 32'd4194303;
-      5'h17:
-          strb_start_partial = 32'd8388607;
-      5'h18:
-          strb_start_partial = 32'd16777215;
-      5'h19:
-          strb_start_partial = 32'd33554431;
-      5'h1a:
-          strb_start_partial = 32'd67108863;
-      5'h1b:
-          strb_start_partial = 32'd134217727;
-      5'h1c:
-          strb_start_partial = 32'd268435455;
-      5'h1d:
-          strb_start_partial = 32'd536870911;
-      5'h1e:
-          strb_start_partial = 32'd1073741823;
-      5'h1f:
-          strb_start_partial = 32'd2147483647;
+    \$signal$25  = 1536'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    casez (\$172 )
+      3'h0:
+          \$signal$25  = { 7'h00, \$173  };
+      3'h1:
+          \$signal$25  = \$175 [1535:0];
+      3'h2:
+          \$signal$25  = \$177 [1535:0];
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
+    placed_strb = 192'h000000000000000000000000000000000000000000000000;
+    casez (\$172 )
+      3'h0:
+          placed_strb = \$174 ;
+      3'h1:
+          placed_strb = \$176 [191:0];
+      3'h2:
+          placed_strb = \$178 [191:0];
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     (* full_case = 32'd1 *)
     if (start) begin
-      \$252  = 1536'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    end else if (\$216 ) begin
-      \$252  = \$225 ;
+      \$213  = 1536'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end else if (\$179 ) begin
+      \$213  = \$188 ;
     end else begin
-      \$252  = \$243 ;
+      \$213  = \$204 ;
     end
     if (rst) begin
-      \$252  = 1536'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$213  = 1536'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     (* full_case = 32'd1 *)
     if (start) begin
-      \$253  = 192'h000000000000000000000000000000000000000000000000;
-    end else if (\$216 ) begin
-      \$253  = \$230 ;
+      \$214  = 192'h000000000000000000000000000000000000000000000000;
+    end else if (\$179 ) begin
+      \$214  = \$191 ;
     end else begin
-      \$253  = \$245 ;
+      \$214  = \$206 ;
     end
     if (rst) begin
-      \$253  = 192'h000000000000000000000000000000000000000000000000;
+      \$214  = 192'h000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     (* full_case = 32'd1 *)
     if (start) begin
-      \$254  = { 2'h0, offset };
-    end else if (\$216 ) begin
-      \$254  = \$231 [7:0];
+      \$215  = { 2'h0, offset };
+    end else if (\$179 ) begin
+      \$215  = \$192 [7:0];
     end else begin
-      \$254  = \$6 [7:0];
+      \$215  = \$6 [7:0];
     end
     if (rst) begin
-      \$254  = 8'h00;
+      \$215  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     (* full_case = 32'd1 *)
     if (start) begin
-      \$255  = \$217 ;
-    end else if (\$216 ) begin
-      \$255  = \$233 ;
+      \$216  = \$180 ;
+    end else if (\$179 ) begin
+      \$216  = \$194 ;
     end else begin
-      \$255  = \$246 ;
+      \$216  = \$207 ;
     end
     if (rst) begin
-      \$255  = 1'h0;
+      \$216  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     (* full_case = 32'd1 *)
     if (start) begin
-      \$256  = \$218 [7:0];
-    end else if (\$216 ) begin
-      \$256  = \$235 [7:0];
+      \$217  = \$181 [7:0];
+    end else if (\$179 ) begin
+      \$217  = \$196 [7:0];
     end else begin
-      \$256  = \$247 [7:0];
+      \$217  = \$208 [7:0];
     end
     if (rst) begin
-      \$256  = 8'hc0;
+      \$217  = 8'hc0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
     (* full_case = 32'd1 *)
     if (start) begin
-      \$257  = \$222 [7:0];
-    end else if (\$216 ) begin
-      \$257  = \$241 [7:0];
+      \$218  = \$185 [7:0];
+    end else if (\$179 ) begin
+      \$218  = \$202 [7:0];
     end else begin
-      \$257  = \$251 [7:0];
+      \$218  = \$212 [7:0];
     end
     if (rst) begin
-      \$257  = 8'hc0;
+      \$218  = 8'hc0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$82 ) begin end
-    \$258  = closing;
+    \$219  = closing;
     if (start) begin
-      \$258  = 1'h0;
-    end else if (\$216 ) begin
-      \$258  = w_last;
+      \$219  = 1'h0;
+    end else if (\$179 ) begin
+      \$219  = w_last;
     end
     if (rst) begin
-      \$258  = 1'h0;
+      \$219  = 1'h0;
     end
   end
   assign after = \$6 [7:0];
-  assign word_mask = { \$138 , \$134 , \$130 , \$126 , \$122 , \$118 , \$114 , \$110 , \$106 , \$102 , \$98 , \$94 , \$90 , \$86 , \$82 , \$78 , \$74 , \$70 , \$66 , \$62 , \$58 , \$54 , \$50 , \$46 , \$42 , \$38 , \$34 , \$30 , \$26 , \$22 , \$18 , \$14  };
-  assign strb_end = { \$191 , \$185 , \$179 , \$173 , \$167 , \$161  };
-  assign strb_start = { \$215 , \$211 , \$207 , \$203 , \$199 , \$195  };
+  assign word_mask = { \$137 , \$133 , \$129 , \$125 , \$121 , \$117 , \$113 , \$109 , \$105 , \$101 , \$97 , \$93 , \$89 , \$85 , \$81 , \$77 , \$73 , \$69 , \$65 , \$61 , \$57 , \$53 , \$49 , \$45 , \$41 , \$37 , \$33 , \$29 , \$25 , \$21 , \$17 , \$13  };
+  assign word_strb = { \$169 , \$165 , \$161 , \$157  };
   assign out__data = \$signal [511:0];
   assign out__strb = strb[63:0];
+  assign \$173  = { 1'h0, placed_d4 };
+  assign \$174  = { 1'h0, placed_strb_d4 };
+  assign \$175  = { 511'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, placed_d4, 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000 };
+  assign \$176  = { 63'h0000000000000000, placed_strb_d4, 64'h0000000000000000 };
+  assign \$177  = { 1023'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, placed_d4, 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000 };
+  assign \$178  = { 127'h00000000000000000000000000000000, placed_strb_d4, 128'h00000000000000000000000000000000 };
 endmodule
 
 (* generator = "Amaranth" *)
@@ -53086,44 +53342,56 @@ module \ndp_device.control_unit.reader (bus__rresp, bus__rlast, clk, rst, bus__a
   wire \$41 ;
   wire \$42 ;
   wire \$43 ;
-  wire [7:0] \$44 ;
+  wire \$44 ;
   wire [8:0] \$45 ;
-  wire \$46 ;
-  wire [9:0] \$47 ;
-  wire \$48 ;
-  wire [2:0] \$49 ;
+  wire [9:0] \$46 ;
+  wire \$47 ;
+  wire [8:0] \$48 ;
+  wire [9:0] \$49 ;
   wire \$5 ;
   wire \$50 ;
   wire \$51 ;
-  wire [3:0] \$52 ;
-  wire \$53 ;
-  wire \$54 ;
-  wire [7:0] \$55 ;
-  wire [8:0] \$56 ;
-  wire \$57 ;
-  wire \$58 ;
+  wire \$52 ;
+  wire [2:0] \$53 ;
+  wire [3:0] \$54 ;
+  wire \$55 ;
+  wire \$56 ;
+  wire [2:0] \$57 ;
+  wire [3:0] \$58 ;
   wire \$59 ;
   wire \$6 ;
   wire \$60 ;
   wire \$61 ;
-  wire [9:0] \$62 ;
+  wire \$62 ;
   wire \$63 ;
   wire \$64 ;
   wire \$65 ;
   wire [8:0] \$66 ;
-  wire \$67 ;
-  wire [8:0] \$68 ;
-  reg [63:0] \$69 ;
+  wire [9:0] \$67 ;
+  wire \$68 ;
+  wire \$69 ;
   wire \$7 ;
-  reg [31:0] \$70 ;
-  reg [6:0] \$71 ;
-  reg [6:0] \$72 ;
-  reg [7:0] \$73 ;
-  reg [1:0] \$74 ;
-  reg [7:0] \$75 ;
-  reg [7:0] \$76 ;
-  reg \$77 ;
+  wire \$70 ;
+  wire \$71 ;
+  wire \$72 ;
+  wire [8:0] \$73 ;
+  wire [9:0] \$74 ;
+  wire \$75 ;
+  wire \$76 ;
+  wire \$77 ;
+  wire [8:0] \$78 ;
+  wire \$79 ;
   wire \$8 ;
+  wire [8:0] \$80 ;
+  reg [63:0] \$81 ;
+  reg [31:0] \$82 ;
+  reg [6:0] \$83 ;
+  reg [6:0] \$84 ;
+  reg [7:0] \$85 ;
+  reg [1:0] \$86 ;
+  reg [7:0] \$87 ;
+  reg [7:0] \$88 ;
+  reg \$89 ;
   wire \$9 ;
   wire [63:0] \$signal ;
   reg \$signal$50  = 1'h0;
@@ -53198,6 +53466,16 @@ module \ndp_device.control_unit.reader (bus__rresp, bus__rlast, clk, rst, bus__a
   wire \w_data$23 ;
   wire w_en;
   wire \w_en$25 ;
+  assign \$10  = | side_pending;
+  assign \$11  = \$9  & \$10 ;
+  assign \$12  = ! side_before;
+  assign \$13  = \$11  & \$12 ;
+  assign \$14  = ~ \$13 ;
+  assign \w_en$25  = \$8  & \$14 ;
+  assign \$16  = | side_pending;
+  assign \$17  = \$15  & \$16 ;
+  assign \$18  = ! side_before;
+  assign side_valid = \$17  & \$18 ;
   assign \$19  = | left;
   assign \$20  = in_flight < 2'h2;
   assign \$21  = \$19  & \$20 ;
@@ -53225,44 +53503,53 @@ module \ndp_device.control_unit.reader (bus__rresp, bus__rlast, clk, rst, bus__a
   assign \$41  = bus__arvalid & bus__arready;
   assign \$42  = \$41  | start;
   assign \$43  = bus__arvalid & bus__arready;
-  assign \$44  = \$43  * beats;
-  assign \$45  = pending + \$44 ;
-  assign \$47  = \$45  - \$46 ;
-  assign \$48  = bus__arvalid & bus__arready;
-  assign \$49  = in_flight + \$48 ;
-  assign \$51  = \$50  & bus__rlast;
-  assign \$52  = \$49  - \$51 ;
-  assign \$53  = bus__arvalid & bus__arready;
-  assign \$54  = \$53  & \$signal$50 ;
-  assign \$55  = \$54  * beats;
-  assign \$56  = side_pending + \$55 ;
-  assign \$58  = | side_pending;
-  assign \$59  = \$57  & \$58 ;
-  assign \$60  = ! side_before;
-  assign \$61  = \$59  & \$60 ;
-  assign \$62  = \$56  - \$61 ;
-  assign \$64  = | side_before;
+  assign \$45  = pending - \$44 ;
+  assign \$46  = $signed(\$45 ) + $signed({ 1'h0, beats });
+  assign \$48  = pending - \$47 ;
+  assign \$49  = \$43  ? \$46  : { \$48 [8], \$48  };
+  assign \$50  = bus__arvalid & bus__arready;
+  assign \$52  = \$51  & bus__rlast;
+  assign \$53  = in_flight - \$52 ;
+  assign \$54  = $signed(\$53 ) + $signed(2'h1);
+  assign \$56  = \$55  & bus__rlast;
+  assign \$57  = in_flight - \$56 ;
+  assign \$58  = \$50  ? \$54  : { \$57 [2], \$57  };
+  assign \$59  = bus__arvalid & bus__arready;
+  assign \$60  = \$59  & \$signal$50 ;
+  assign \$62  = | side_pending;
+  assign \$63  = \$61  & \$62 ;
+  assign \$64  = ! side_before;
   assign \$65  = \$63  & \$64 ;
-  assign \$66  = side_before - 1'h1;
-  assign \$68  = pending - \$67 ;
+  assign \$66  = side_pending - \$65 ;
+  assign \$67  = $signed(\$66 ) + $signed({ 1'h0, beats });
+  assign \$69  = | side_pending;
+  assign \$70  = \$68  & \$69 ;
+  assign \$71  = ! side_before;
+  assign \$72  = \$70  & \$71 ;
+  assign \$73  = side_pending - \$72 ;
+  assign \$74  = \$60  ? \$67  : { \$73 [8], \$73  };
+  assign \$76  = | side_before;
+  assign \$77  = \$75  & \$76 ;
+  assign \$78  = side_before - 1'h1;
+  assign \$80  = pending - \$79 ;
   always @(posedge clk)
-    bus__araddr <= \$69 ;
+    bus__araddr <= \$81 ;
   always @(posedge clk)
-    left <= \$70 ;
+    left <= \$82 ;
   always @(posedge clk)
-    lines <= \$71 ;
+    lines <= \$83 ;
   always @(posedge clk)
-    beats <= \$72 ;
+    beats <= \$84 ;
   always @(posedge clk)
-    pending <= \$73 ;
+    pending <= \$85 ;
   always @(posedge clk)
-    in_flight <= \$74 ;
+    in_flight <= \$86 ;
   always @(posedge clk)
-    side_pending <= \$75 ;
+    side_pending <= \$87 ;
   always @(posedge clk)
-    side_before <= \$76 ;
+    side_before <= \$88 ;
   always @(posedge clk)
-    \$signal$50  <= \$77 ;
+    \$signal$50  <= \$89 ;
   assign bus__arlen = beats - 1'h1;
   assign \$3  = | side_pending;
   assign \$4  = \$2  & \$3 ;
@@ -53270,118 +53557,108 @@ module \ndp_device.control_unit.reader (bus__rresp, bus__rlast, clk, rst, bus__a
   assign \$6  = \$4  & \$5 ;
   assign \$7  = ~ \$6 ;
   assign w_en = \$1  & \$7 ;
-  assign \$10  = | side_pending;
-  assign \$11  = \$9  & \$10 ;
-  assign \$12  = ! side_before;
-  assign \$13  = \$11  & \$12 ;
-  assign \$14  = ~ \$13 ;
-  assign \w_en$25  = \$8  & \$14 ;
-  assign \$16  = | side_pending;
-  assign \$17  = \$15  & \$16 ;
-  assign \$18  = ! side_before;
-  assign side_valid = \$17  & \$18 ;
   \ndp_device.control_unit.reader.buffer  buffer (
     .clk(clk),
     .r_data(out__data),
     .r_en(r_en),
     .r_rdy(out__valid),
     .rst(rst),
+    .w_data(w_data),
     .w_en(w_en),
-    .w_level(level),
-    .w_port__data(w_data)
+    .w_level(level)
   );
   \ndp_device.control_unit.reader.errors  errors (
     .clk(clk),
     .r_data(out_err),
     .r_en(r_en),
     .rst(rst),
-    .w_en(\w_en$25 ),
-    .w_port__data(bus__rresp[1])
+    .w_data(bus__rresp[1]),
+    .w_en(\w_en$25 )
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
-    \$69  = bus__araddr;
+    \$81  = bus__araddr;
     if (\$42 ) begin
-      \$69  = \$27 [63:0];
+      \$81  = \$27 [63:0];
     end
     if (rst) begin
-      \$69  = 64'h0000000000000000;
+      \$81  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
-    \$70  = left;
+    \$82  = left;
     if (\$42 ) begin
-      \$70  = \$29 [31:0];
+      \$82  = \$29 [31:0];
     end
     if (rst) begin
-      \$70  = 32'd0;
+      \$82  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
-    \$71  = lines;
+    \$83  = lines;
     if (\$42 ) begin
-      \$71  = \$33 [6:0];
+      \$83  = \$33 [6:0];
     end
     if (rst) begin
-      \$71  = 7'h00;
+      \$83  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
-    \$72  = beats;
+    \$84  = beats;
     if (\$42 ) begin
-      \$72  = \$37 [6:0];
+      \$84  = \$37 [6:0];
     end
     if (rst) begin
-      \$72  = 7'h00;
+      \$84  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
-    \$73  = \$47 [7:0];
+    \$85  = \$49 [7:0];
     if (rst) begin
-      \$73  = 8'h00;
+      \$85  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
-    \$74  = \$52 [1:0];
+    \$86  = \$58 [1:0];
     if (rst) begin
-      \$74  = 2'h0;
+      \$86  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
-    \$75  = \$62 [7:0];
+    \$87  = \$74 [7:0];
     if (rst) begin
-      \$75  = 8'h00;
+      \$87  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
-    \$76  = side_before;
-    if (\$65 ) begin
-      \$76  = \$66 [7:0];
+    \$88  = side_before;
+    if (\$77 ) begin
+      \$88  = \$78 [7:0];
     end
     if (start) begin
       if (side) begin
-        \$76  = \$68 [7:0];
+        \$88  = \$80 [7:0];
       end
     end
     if (rst) begin
-      \$76  = 8'h00;
+      \$88  = 8'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$84 ) begin end
-    \$77  = \$signal$50 ;
+    \$89  = \$signal$50 ;
     if (start) begin
-      \$77  = side;
+      \$89  = side;
     end
     if (rst) begin
-      \$77  = 1'h0;
+      \$89  = 1'h0;
     end
   end
   assign r_data = out__data;
@@ -53410,15 +53687,18 @@ module \ndp_device.control_unit.reader (bus__rresp, bus__rlast, clk, rst, bus__a
   assign \$15  = bus__rvalid;
   assign \$25  = { 1'h0, lines, 6'h00 };
   assign \$37  = \$36 ;
-  assign \$46  = bus__rvalid;
-  assign \$50  = bus__rvalid;
-  assign \$57  = bus__rvalid;
-  assign \$63  = bus__rvalid;
-  assign \$67  = bus__rvalid;
+  assign \$44  = bus__rvalid;
+  assign \$47  = bus__rvalid;
+  assign \$51  = bus__rvalid;
+  assign \$55  = bus__rvalid;
+  assign \$61  = bus__rvalid;
+  assign \$68  = bus__rvalid;
+  assign \$75  = bus__rvalid;
+  assign \$79  = bus__rvalid;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.reader.buffer (clk, rst, w_en, w_level, r_data, r_en, r_rdy, w_port__data);
+module \ndp_device.control_unit.reader.buffer (clk, rst, w_en, w_level, r_data, r_en, r_rdy, w_data);
   reg \$auto$verilog_backend.cc:2355:dump_module$85  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -53430,14 +53710,14 @@ module \ndp_device.control_unit.reader.buffer (clk, rst, w_en, w_level, r_data, 
   wire \$16 ;
   wire \$17 ;
   wire \$18 ;
-  wire [7:0] \$19 ;
+  wire \$19 ;
   wire \$2 ;
   wire \$20 ;
   wire \$21 ;
   wire \$22 ;
   wire \$23 ;
   wire \$24 ;
-  wire \$25 ;
+  wire [8:0] \$25 ;
   wire [7:0] \$26 ;
   wire \$27 ;
   wire \$28 ;
@@ -53446,22 +53726,29 @@ module \ndp_device.control_unit.reader.buffer (clk, rst, w_en, w_level, r_data, 
   reg [6:0] \$30 ;
   reg [6:0] \$31 ;
   reg [6:0] \$32 ;
-  reg \$33 ;
+  reg [7:0] \$33 ;
+  reg [6:0] \$34 ;
+  reg \$35 ;
   wire \$4 ;
   wire [7:0] \$5 ;
   wire [7:0] \$6 ;
   wire \$7 ;
   wire \$8 ;
   wire \$9 ;
+  reg [6:0] \$signal  = 7'h00;
+  (* init = 7'h00 *)
+  wire [6:0] \$signal$7 ;
+  reg [6:0] \$signature__addr  = 7'h00;
+  wire [511:0] \$signature__data ;
+  wire \$signature__en ;
   input clk;
   wire clk;
   (* init = 7'h00 *)
   wire [6:0] consume;
-  reg [6:0] inner_level = 7'h00;
+  reg [6:0] inner_level_down = 7'h7f;
+  reg [7:0] inner_level_up = 8'h01;
   wire inner_r_rdy;
   wire [7:0] level;
-  (* init = 7'h00 *)
-  wire [6:0] produce;
   output [511:0] r_data;
   wire [511:0] r_data;
   input r_en;
@@ -53474,15 +53761,12 @@ module \ndp_device.control_unit.reader.buffer (clk, rst, w_en, w_level, r_data, 
   reg r_rdy = 1'h0;
   input rst;
   wire rst;
+  input [511:0] w_data;
   wire [511:0] w_data;
   input w_en;
   wire w_en;
   output [7:0] w_level;
   wire [7:0] w_level;
-  reg [6:0] w_port__addr = 7'h00;
-  input [511:0] w_port__data;
-  wire [511:0] w_port__data;
-  wire w_port__en;
   wire w_rdy;
   reg [511:0] storage [126:0];
   initial begin
@@ -53615,8 +53899,8 @@ module \ndp_device.control_unit.reader.buffer (clk, rst, w_en, w_level, r_data, 
     storage[126] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   end
   always @(posedge clk) begin
-    if (w_port__en)
-      storage[w_port__addr] <= w_port__data;
+    if (\$signature__en )
+      storage[\$signature__addr ] <= w_data;
   end
   reg [511:0] _0_;
   always @(posedge clk) begin
@@ -53625,16 +53909,16 @@ module \ndp_device.control_unit.reader.buffer (clk, rst, w_en, w_level, r_data, 
     end
   end
   assign r_data = _0_;
-  assign w_rdy = inner_level != 7'h7f;
-  assign inner_r_rdy = | inner_level;
-  assign w_port__en = w_rdy & w_en;
+  assign w_rdy = \$signal  != 7'h7f;
+  assign inner_r_rdy = | \$signal ;
+  assign \$signature__en  = w_rdy & w_en;
   assign \$1  = ~ r_rdy;
   assign \$2  = \$1  | r_en;
   assign r_port__en = inner_r_rdy & \$2 ;
-  assign w_level = inner_level + r_rdy;
+  assign w_level = \$signal  + r_rdy;
   assign \$3  = w_rdy & w_en;
-  assign \$4  = w_port__addr == 7'h7e;
-  assign \$5  = w_port__addr + 1'h1;
+  assign \$4  = \$signature__addr  == 7'h7e;
+  assign \$5  = \$signature__addr  + 1'h1;
   assign \$6  = \$4  ? 8'h00 : \$5 ;
   assign \$7  = ~ r_rdy;
   assign \$8  = \$7  | r_en;
@@ -53648,28 +53932,32 @@ module \ndp_device.control_unit.reader.buffer (clk, rst, w_en, w_level, r_data, 
   assign \$16  = inner_r_rdy & \$15 ;
   assign \$17  = ~ \$16 ;
   assign \$18  = \$13  & \$17 ;
-  assign \$19  = inner_level + 1'h1;
-  assign \$20  = ~ r_rdy;
-  assign \$21  = \$20  | r_en;
-  assign \$22  = inner_r_rdy & \$21 ;
-  assign \$23  = w_rdy & w_en;
-  assign \$24  = ~ \$23 ;
-  assign \$25  = \$22  & \$24 ;
-  assign \$26  = inner_level - 1'h1;
+  assign \$19  = ~ r_rdy;
+  assign \$20  = \$19  | r_en;
+  assign \$21  = inner_r_rdy & \$20 ;
+  assign \$22  = w_rdy & w_en;
+  assign \$23  = ~ \$22 ;
+  assign \$24  = \$21  & \$23 ;
+  assign \$25  = inner_level_up + 1'h1;
+  assign \$26  = inner_level_down - 1'h1;
   assign \$27  = ~ r_rdy;
   assign \$28  = \$27  | r_en;
   assign \$29  = inner_r_rdy & \$28 ;
   always @(posedge clk)
-    w_port__addr <= \$30 ;
+    \$signature__addr  <= \$30 ;
   always @(posedge clk)
     r_port__addr <= \$31 ;
   always @(posedge clk)
-    inner_level <= \$32 ;
+    \$signal  <= \$32 ;
   always @(posedge clk)
-    r_rdy <= \$33 ;
+    inner_level_up <= \$33 ;
+  always @(posedge clk)
+    inner_level_down <= \$34 ;
+  always @(posedge clk)
+    r_rdy <= \$35 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
-    \$30  = w_port__addr;
+    \$30  = \$signature__addr ;
     if (\$3 ) begin
       \$30  = \$6 [6:0];
     end
@@ -53689,12 +53977,11 @@ module \ndp_device.control_unit.reader.buffer (clk, rst, w_en, w_level, r_data, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
-    \$32  = inner_level;
+    \$32  = \$signal ;
     if (\$18 ) begin
-      \$32  = \$19 [6:0];
-    end
-    if (\$25 ) begin
-      \$32  = \$26 [6:0];
+      \$32  = inner_level_up[6:0];
+    end else if (\$24 ) begin
+      \$32  = inner_level_down;
     end
     if (rst) begin
       \$32  = 7'h00;
@@ -53702,26 +53989,50 @@ module \ndp_device.control_unit.reader.buffer (clk, rst, w_en, w_level, r_data, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
-    \$33  = r_rdy;
-    if (\$29 ) begin
-      \$33  = 1'h1;
-    end else if (r_en) begin
-      \$33  = 1'h0;
+    \$33  = inner_level_up;
+    if (\$18 ) begin
+      \$33  = \$25 [7:0];
+    end else if (\$24 ) begin
+      \$33  = { 1'h0, \$signal  };
     end
     if (rst) begin
-      \$33  = 1'h0;
+      \$33  = 8'h01;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
+    \$34  = inner_level_down;
+    if (\$18 ) begin
+      \$34  = \$signal ;
+    end else if (\$24 ) begin
+      \$34  = \$26 [6:0];
+    end
+    if (rst) begin
+      \$34  = 7'h7f;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
+    \$35  = r_rdy;
+    if (\$29 ) begin
+      \$35  = 1'h1;
+    end else if (r_en) begin
+      \$35  = 1'h0;
+    end
+    if (rst) begin
+      \$35  = 1'h0;
     end
   end
   assign level = w_level;
   assign r_level = w_level;
-  assign produce = w_port__addr;
-  assign w_data = w_port__data;
+  assign \$signal$7  = \$signature__addr ;
+  assign \$signature__data  = w_data;
   assign consume = r_port__addr;
   assign r_port__data = r_data;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.reader.errors (clk, rst, w_en, r_data, r_en, w_port__data);
+module \ndp_device.control_unit.reader.errors (clk, rst, w_en, r_data, r_en, w_data);
   reg \$auto$verilog_backend.cc:2355:dump_module$86  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -53733,14 +54044,14 @@ module \ndp_device.control_unit.reader.errors (clk, rst, w_en, r_data, r_en, w_p
   wire \$16 ;
   wire \$17 ;
   wire \$18 ;
-  wire [7:0] \$19 ;
+  wire \$19 ;
   wire \$2 ;
   wire \$20 ;
   wire \$21 ;
   wire \$22 ;
   wire \$23 ;
   wire \$24 ;
-  wire \$25 ;
+  wire [8:0] \$25 ;
   wire [7:0] \$26 ;
   wire \$27 ;
   wire \$28 ;
@@ -53749,22 +54060,29 @@ module \ndp_device.control_unit.reader.errors (clk, rst, w_en, r_data, r_en, w_p
   reg [6:0] \$30 ;
   reg [6:0] \$31 ;
   reg [6:0] \$32 ;
-  reg \$33 ;
+  reg [7:0] \$33 ;
+  reg [6:0] \$34 ;
+  reg \$35 ;
   wire \$4 ;
   wire [7:0] \$5 ;
   wire [7:0] \$6 ;
   wire \$7 ;
   wire \$8 ;
   wire \$9 ;
+  reg [6:0] \$signal  = 7'h00;
+  (* init = 7'h00 *)
+  wire [6:0] \$signal$7 ;
+  reg [6:0] \$signature__addr  = 7'h00;
+  wire \$signature__data ;
+  wire \$signature__en ;
   input clk;
   wire clk;
   (* init = 7'h00 *)
   wire [6:0] consume;
-  reg [6:0] inner_level = 7'h00;
+  reg [6:0] inner_level_down = 7'h7f;
+  reg [7:0] inner_level_up = 8'h01;
   wire inner_r_rdy;
   wire [7:0] level;
-  (* init = 7'h00 *)
-  wire [6:0] produce;
   output r_data;
   wire r_data;
   input r_en;
@@ -53776,14 +54094,11 @@ module \ndp_device.control_unit.reader.errors (clk, rst, w_en, r_data, r_en, w_p
   reg r_rdy = 1'h0;
   input rst;
   wire rst;
+  input w_data;
   wire w_data;
   input w_en;
   wire w_en;
   wire [7:0] w_level;
-  reg [6:0] w_port__addr = 7'h00;
-  input w_port__data;
-  wire w_port__data;
-  wire w_port__en;
   wire w_rdy;
   reg [0:0] storage [126:0];
   initial begin
@@ -53916,8 +54231,8 @@ module \ndp_device.control_unit.reader.errors (clk, rst, w_en, r_data, r_en, w_p
     storage[126] = 1'h0;
   end
   always @(posedge clk) begin
-    if (w_port__en)
-      storage[w_port__addr] <= w_port__data;
+    if (\$signature__en )
+      storage[\$signature__addr ] <= w_data;
   end
   reg [0:0] _0_;
   always @(posedge clk) begin
@@ -53926,16 +54241,16 @@ module \ndp_device.control_unit.reader.errors (clk, rst, w_en, r_data, r_en, w_p
     end
   end
   assign r_data = _0_;
-  assign w_rdy = inner_level != 7'h7f;
-  assign inner_r_rdy = | inner_level;
-  assign w_port__en = w_rdy & w_en;
+  assign w_rdy = \$signal  != 7'h7f;
+  assign inner_r_rdy = | \$signal ;
+  assign \$signature__en  = w_rdy & w_en;
   assign \$1  = ~ r_rdy;
   assign \$2  = \$1  | r_en;
   assign r_port__en = inner_r_rdy & \$2 ;
-  assign w_level = inner_level + r_rdy;
+  assign w_level = \$signal  + r_rdy;
   assign \$3  = w_rdy & w_en;
-  assign \$4  = w_port__addr == 7'h7e;
-  assign \$5  = w_port__addr + 1'h1;
+  assign \$4  = \$signature__addr  == 7'h7e;
+  assign \$5  = \$signature__addr  + 1'h1;
   assign \$6  = \$4  ? 8'h00 : \$5 ;
   assign \$7  = ~ r_rdy;
   assign \$8  = \$7  | r_en;
@@ -53949,28 +54264,32 @@ module \ndp_device.control_unit.reader.errors (clk, rst, w_en, r_data, r_en, w_p
   assign \$16  = inner_r_rdy & \$15 ;
   assign \$17  = ~ \$16 ;
   assign \$18  = \$13  & \$17 ;
-  assign \$19  = inner_level + 1'h1;
-  assign \$20  = ~ r_rdy;
-  assign \$21  = \$20  | r_en;
-  assign \$22  = inner_r_rdy & \$21 ;
-  assign \$23  = w_rdy & w_en;
-  assign \$24  = ~ \$23 ;
-  assign \$25  = \$22  & \$24 ;
-  assign \$26  = inner_level - 1'h1;
+  assign \$19  = ~ r_rdy;
+  assign \$20  = \$19  | r_en;
+  assign \$21  = inner_r_rdy & \$20 ;
+  assign \$22  = w_rdy & w_en;
+  assign \$23  = ~ \$22 ;
+  assign \$24  = \$21  & \$23 ;
+  assign \$25  = inner_level_up + 1'h1;
+  assign \$26  = inner_level_down - 1'h1;
   assign \$27  = ~ r_rdy;
   assign \$28  = \$27  | r_en;
   assign \$29  = inner_r_rdy & \$28 ;
   always @(posedge clk)
-    w_port__addr <= \$30 ;
+    \$signature__addr  <= \$30 ;
   always @(posedge clk)
     r_port__addr <= \$31 ;
   always @(posedge clk)
-    inner_level <= \$32 ;
+    \$signal  <= \$32 ;
   always @(posedge clk)
-    r_rdy <= \$33 ;
+    inner_level_up <= \$33 ;
+  always @(posedge clk)
+    inner_level_down <= \$34 ;
+  always @(posedge clk)
+    r_rdy <= \$35 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
-    \$30  = w_port__addr;
+    \$30  = \$signature__addr ;
     if (\$3 ) begin
       \$30  = \$6 [6:0];
     end
@@ -53990,12 +54309,11 @@ module \ndp_device.control_unit.reader.errors (clk, rst, w_en, r_data, r_en, w_p
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
-    \$32  = inner_level;
+    \$32  = \$signal ;
     if (\$18 ) begin
-      \$32  = \$19 [6:0];
-    end
-    if (\$25 ) begin
-      \$32  = \$26 [6:0];
+      \$32  = inner_level_up[6:0];
+    end else if (\$24 ) begin
+      \$32  = inner_level_down;
     end
     if (rst) begin
       \$32  = 7'h00;
@@ -54003,20 +54321,44 @@ module \ndp_device.control_unit.reader.errors (clk, rst, w_en, r_data, r_en, w_p
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
-    \$33  = r_rdy;
-    if (\$29 ) begin
-      \$33  = 1'h1;
-    end else if (r_en) begin
-      \$33  = 1'h0;
+    \$33  = inner_level_up;
+    if (\$18 ) begin
+      \$33  = \$25 [7:0];
+    end else if (\$24 ) begin
+      \$33  = { 1'h0, \$signal  };
     end
     if (rst) begin
-      \$33  = 1'h0;
+      \$33  = 8'h01;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    \$34  = inner_level_down;
+    if (\$18 ) begin
+      \$34  = \$signal ;
+    end else if (\$24 ) begin
+      \$34  = \$26 [6:0];
+    end
+    if (rst) begin
+      \$34  = 7'h7f;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$86 ) begin end
+    \$35  = r_rdy;
+    if (\$29 ) begin
+      \$35  = 1'h1;
+    end else if (r_en) begin
+      \$35  = 1'h0;
+    end
+    if (rst) begin
+      \$35  = 1'h0;
     end
   end
   assign level = w_level;
   assign r_level = w_level;
-  assign produce = w_port__addr;
-  assign w_data = w_port__data;
+  assign \$signal$7  = \$signature__addr ;
+  assign \$signature__data  = w_data;
   assign consume = r_port__addr;
   assign r_port__data = r_data;
 endmodule
@@ -55030,7 +55372,7 @@ module \ndp_device.control_unit.readout (rst, fold_ready, sum_valid, sum_fp32, w
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, start, length, \partial$417 , src_addr, l, dst_en, dst_addr, \dst_data$430 , clk);
+module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, \start$384 , length, \partial$386 , src_addr, l, dst_en, dst_addr, \dst_data$433 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$88  = 0;
   wire [31:0] \$1 ;
   wire \$10 ;
@@ -55038,36 +55380,36 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   reg [31:0] \$1000 ;
   reg [31:0] \$1001 ;
   reg [31:0] \$1002 ;
-  reg [3:0] \$1003 ;
-  reg [3:0] \$1004 ;
-  reg [1:0] \$1005 ;
-  reg [2:0] \$1006 ;
-  reg \$1007 ;
-  reg \$1008 ;
+  reg [31:0] \$1003 ;
+  reg [31:0] \$1004 ;
+  reg [31:0] \$1005 ;
+  reg [31:0] \$1006 ;
+  reg [31:0] \$1007 ;
+  reg [31:0] \$1008 ;
   reg [31:0] \$1009 ;
   wire [31:0] \$101 ;
   reg [31:0] \$1010 ;
   reg [31:0] \$1011 ;
   reg [31:0] \$1012 ;
-  reg \$1013 ;
-  reg \$1014 ;
-  reg \$1015 ;
-  reg \$1016 ;
-  reg \$1017 ;
+  reg [31:0] \$1013 ;
+  reg [31:0] \$1014 ;
+  reg [31:0] \$1015 ;
+  reg [31:0] \$1016 ;
+  reg [31:0] \$1017 ;
   reg [31:0] \$1018 ;
-  reg \$1019 ;
-  wire [31:0] \$102 ;
-  reg \$1020 ;
-  reg \$1021 ;
-  reg [14:0] \$1022 ;
-  reg \$1023 ;
-  reg [511:0] \$1024 ;
-  reg \$1025 ;
-  reg [1:0] \$1026 ;
-  reg \$1027 ;
-  reg [1:0] \$1028 ;
+  reg [31:0] \$1019 ;
+  wire \$102 ;
+  reg [31:0] \$1020 ;
+  reg [31:0] \$1021 ;
+  reg [31:0] \$1022 ;
+  reg [31:0] \$1023 ;
+  reg [31:0] \$1024 ;
+  reg [31:0] \$1025 ;
+  reg [31:0] \$1026 ;
+  reg [31:0] \$1027 ;
+  reg [31:0] \$1028 ;
   reg [31:0] \$1029 ;
-  wire [31:0] \$103 ;
+  wire \$103 ;
   reg [31:0] \$1030 ;
   reg [31:0] \$1031 ;
   reg [31:0] \$1032 ;
@@ -55089,7 +55431,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   reg [31:0] \$1047 ;
   reg [31:0] \$1048 ;
   reg [31:0] \$1049 ;
-  wire \$105 ;
+  wire [15:0] \$105 ;
   reg [31:0] \$1050 ;
   reg [31:0] \$1051 ;
   reg [31:0] \$1052 ;
@@ -55100,7 +55442,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   reg [31:0] \$1057 ;
   reg [31:0] \$1058 ;
   reg [31:0] \$1059 ;
-  wire \$106 ;
+  wire [15:0] \$106 ;
   reg [31:0] \$1060 ;
   reg [31:0] \$1061 ;
   reg [31:0] \$1062 ;
@@ -55112,730 +55454,862 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   reg [31:0] \$1068 ;
   reg [31:0] \$1069 ;
   wire \$107 ;
-  reg [31:0] \$1070 ;
-  reg [31:0] \$1071 ;
-  reg [31:0] \$1072 ;
-  reg [31:0] \$1073 ;
-  reg [31:0] \$1074 ;
-  reg [31:0] \$1075 ;
-  reg [31:0] \$1076 ;
+  reg [3:0] \$1070 ;
+  reg [3:0] \$1071 ;
+  reg [1:0] \$1072 ;
+  reg [2:0] \$1073 ;
+  reg \$1074 ;
+  reg \$1075 ;
+  reg \$1076 ;
   reg [31:0] \$1077 ;
-  reg [31:0] \$1078 ;
+  reg \$1078 ;
   reg [31:0] \$1079 ;
   wire \$108 ;
-  reg [31:0] \$1080 ;
+  reg \$1080 ;
   reg [31:0] \$1081 ;
-  reg [31:0] \$1082 ;
+  reg \$1082 ;
   reg [31:0] \$1083 ;
-  reg [31:0] \$1084 ;
+  reg \$1084 ;
   reg [31:0] \$1085 ;
-  reg [31:0] \$1086 ;
+  reg \$1086 ;
   reg [31:0] \$1087 ;
-  reg [31:0] \$1088 ;
+  reg \$1088 ;
   reg [31:0] \$1089 ;
-  wire \$109 ;
-  reg [31:0] \$1090 ;
+  reg [31:0] \$109 ;
+  reg \$1090 ;
   reg [31:0] \$1091 ;
-  reg [31:0] \$1092 ;
-  wire [31:0] \$11 ;
+  reg \$1092 ;
+  reg [31:0] \$1093 ;
+  reg \$1094 ;
+  reg [31:0] \$1095 ;
+  reg \$1096 ;
+  reg [31:0] \$1097 ;
+  reg \$1098 ;
+  reg [31:0] \$1099 ;
+  wire \$11 ;
   wire \$110 ;
-  wire [31:0] \$111 ;
+  reg \$1100 ;
+  reg [31:0] \$1101 ;
+  reg \$1102 ;
+  reg [31:0] \$1103 ;
+  reg \$1104 ;
+  reg [31:0] \$1105 ;
+  reg \$1106 ;
+  reg [31:0] \$1107 ;
+  reg \$1108 ;
+  reg [31:0] \$1109 ;
+  wire \$111 ;
+  reg \$1110 ;
+  reg [31:0] \$1111 ;
+  reg \$1112 ;
+  reg [31:0] \$1113 ;
+  reg \$1114 ;
+  reg [31:0] \$1115 ;
+  reg \$1116 ;
+  reg [31:0] \$1117 ;
+  reg \$1118 ;
+  reg [31:0] \$1119 ;
   wire [31:0] \$112 ;
-  wire [31:0] \$113 ;
+  reg \$1120 ;
+  reg [31:0] \$1121 ;
+  reg \$1122 ;
+  reg [31:0] \$1123 ;
+  reg \$1124 ;
+  reg [31:0] \$1125 ;
+  reg \$1126 ;
+  reg [31:0] \$1127 ;
+  reg \$1128 ;
+  reg [31:0] \$1129 ;
+  wire \$113 ;
+  reg \$1130 ;
+  reg [31:0] \$1131 ;
+  reg \$1132 ;
+  reg [31:0] \$1133 ;
+  reg \$1134 ;
+  reg [31:0] \$1135 ;
+  reg \$1136 ;
+  reg [31:0] \$1137 ;
+  reg \$1138 ;
+  reg [31:0] \$1139 ;
   wire \$114 ;
+  reg \$1140 ;
+  reg [31:0] \$1141 ;
+  reg [31:0] \$1142 ;
+  reg [31:0] \$1143 ;
+  reg [31:0] \$1144 ;
+  reg \$1145 ;
+  reg \$1146 ;
+  reg \$1147 ;
+  reg \$1148 ;
+  reg \$1149 ;
   wire \$115 ;
-  wire \$116 ;
-  wire \$117 ;
+  reg [31:0] \$1150 ;
+  reg \$1151 ;
+  reg \$1152 ;
+  reg \$1153 ;
+  reg [14:0] \$1154 ;
+  reg \$1155 ;
+  reg [511:0] \$1156 ;
+  reg \$1157 ;
+  reg [1:0] \$1158 ;
+  reg \$1159 ;
+  wire [15:0] \$116 ;
+  reg [1:0] \$1160 ;
+  reg [31:0] \$1161 ;
+  reg [31:0] \$1162 ;
+  reg [31:0] \$1163 ;
+  reg [31:0] \$1164 ;
+  reg [31:0] \$1165 ;
+  reg [31:0] \$1166 ;
+  reg [31:0] \$1167 ;
+  reg [31:0] \$1168 ;
+  reg [31:0] \$1169 ;
+  wire [15:0] \$117 ;
+  reg [31:0] \$1170 ;
+  reg [31:0] \$1171 ;
+  reg [31:0] \$1172 ;
+  reg [31:0] \$1173 ;
+  reg [31:0] \$1174 ;
+  reg [31:0] \$1175 ;
+  reg [31:0] \$1176 ;
+  reg [31:0] \$1177 ;
+  reg [31:0] \$1178 ;
+  reg [31:0] \$1179 ;
   wire \$118 ;
+  reg [31:0] \$1180 ;
+  reg [31:0] \$1181 ;
+  reg [31:0] \$1182 ;
+  reg [31:0] \$1183 ;
+  reg [31:0] \$1184 ;
+  reg [31:0] \$1185 ;
+  reg [31:0] \$1186 ;
+  reg [31:0] \$1187 ;
+  reg [31:0] \$1188 ;
+  reg [31:0] \$1189 ;
   wire \$119 ;
-  wire [31:0] \$12 ;
-  wire \$120 ;
-  wire [31:0] \$121 ;
-  wire [31:0] \$122 ;
+  reg [31:0] \$1190 ;
+  reg [31:0] \$1191 ;
+  reg [31:0] \$1192 ;
+  reg [31:0] \$1193 ;
+  reg [31:0] \$1194 ;
+  reg [31:0] \$1195 ;
+  reg [31:0] \$1196 ;
+  reg [31:0] \$1197 ;
+  reg [31:0] \$1198 ;
+  reg [31:0] \$1199 ;
+  wire \$12 ;
+  reg [31:0] \$120 ;
+  reg [31:0] \$1200 ;
+  reg [31:0] \$1201 ;
+  reg [31:0] \$1202 ;
+  reg [31:0] \$1203 ;
+  reg [31:0] \$1204 ;
+  reg [31:0] \$1205 ;
+  reg [31:0] \$1206 ;
+  reg [31:0] \$1207 ;
+  reg [31:0] \$1208 ;
+  reg [31:0] \$1209 ;
+  wire \$121 ;
+  reg [31:0] \$1210 ;
+  reg [31:0] \$1211 ;
+  reg [31:0] \$1212 ;
+  reg [31:0] \$1213 ;
+  reg [31:0] \$1214 ;
+  reg [31:0] \$1215 ;
+  reg [31:0] \$1216 ;
+  reg [31:0] \$1217 ;
+  reg [31:0] \$1218 ;
+  reg [31:0] \$1219 ;
+  wire \$122 ;
+  reg [31:0] \$1220 ;
+  reg [31:0] \$1221 ;
+  reg [31:0] \$1222 ;
+  reg [31:0] \$1223 ;
+  reg [31:0] \$1224 ;
   wire [31:0] \$123 ;
   wire \$124 ;
   wire \$125 ;
   wire \$126 ;
-  wire \$127 ;
-  wire \$128 ;
+  wire [15:0] \$127 ;
+  wire [15:0] \$128 ;
   wire \$129 ;
-  wire [31:0] \$13 ;
+  wire \$13 ;
   wire \$130 ;
-  wire [31:0] \$131 ;
-  wire [31:0] \$132 ;
-  wire [31:0] \$133 ;
-  wire \$134 ;
+  reg [31:0] \$131 ;
+  wire \$132 ;
+  wire \$133 ;
+  wire [31:0] \$134 ;
   wire \$135 ;
   wire \$136 ;
   wire \$137 ;
-  wire \$138 ;
-  wire \$139 ;
+  wire [15:0] \$138 ;
+  wire [15:0] \$139 ;
   wire \$14 ;
   wire \$140 ;
-  wire [31:0] \$141 ;
-  wire [31:0] \$142 ;
-  wire [31:0] \$143 ;
+  wire \$141 ;
+  reg [31:0] \$142 ;
+  wire \$143 ;
   wire \$144 ;
-  wire \$145 ;
+  wire [31:0] \$145 ;
   wire \$146 ;
   wire \$147 ;
   wire \$148 ;
-  wire \$149 ;
+  wire [15:0] \$149 ;
   wire \$15 ;
-  wire \$150 ;
-  wire [31:0] \$151 ;
-  wire [31:0] \$152 ;
-  wire [31:0] \$153 ;
+  wire [15:0] \$150 ;
+  wire \$151 ;
+  wire \$152 ;
+  reg [31:0] \$153 ;
   wire \$154 ;
   wire \$155 ;
-  wire \$156 ;
+  wire [31:0] \$156 ;
   wire \$157 ;
   wire \$158 ;
   wire \$159 ;
   wire \$16 ;
-  wire \$160 ;
-  wire [31:0] \$161 ;
-  wire [31:0] \$162 ;
-  wire [31:0] \$163 ;
-  wire \$164 ;
+  wire [15:0] \$160 ;
+  wire [15:0] \$161 ;
+  wire \$162 ;
+  wire \$163 ;
+  reg [31:0] \$164 ;
   wire \$165 ;
   wire \$166 ;
-  wire \$167 ;
+  wire [31:0] \$167 ;
   wire \$168 ;
   wire \$169 ;
   wire \$17 ;
   wire \$170 ;
-  wire [31:0] \$171 ;
-  wire [31:0] \$172 ;
-  wire [31:0] \$173 ;
+  wire [15:0] \$171 ;
+  wire [15:0] \$172 ;
+  wire \$173 ;
   wire \$174 ;
-  wire \$175 ;
+  reg [31:0] \$175 ;
   wire \$176 ;
   wire \$177 ;
-  wire \$178 ;
+  wire [31:0] \$178 ;
   wire \$179 ;
   wire \$18 ;
   wire \$180 ;
-  wire [31:0] \$181 ;
-  wire [31:0] \$182 ;
-  wire [31:0] \$183 ;
+  wire \$181 ;
+  wire [15:0] \$182 ;
+  wire [15:0] \$183 ;
   wire \$184 ;
   wire \$185 ;
-  wire \$186 ;
+  reg [31:0] \$186 ;
   wire \$187 ;
   wire \$188 ;
-  wire \$189 ;
+  wire [31:0] \$189 ;
   wire \$19 ;
   wire \$190 ;
-  wire [31:0] \$191 ;
-  wire [31:0] \$192 ;
-  wire [31:0] \$193 ;
-  wire \$194 ;
+  wire \$191 ;
+  wire \$192 ;
+  wire [15:0] \$193 ;
+  wire [15:0] \$194 ;
   wire \$195 ;
   wire \$196 ;
-  wire \$197 ;
+  reg [31:0] \$197 ;
   wire \$198 ;
   wire \$199 ;
   wire [31:0] \$2 ;
   wire \$20 ;
-  wire \$200 ;
-  wire [31:0] \$201 ;
-  wire [31:0] \$202 ;
-  wire [31:0] \$203 ;
-  wire \$204 ;
-  wire \$205 ;
+  wire [31:0] \$200 ;
+  wire \$201 ;
+  wire \$202 ;
+  wire \$203 ;
+  wire [15:0] \$204 ;
+  wire [15:0] \$205 ;
   wire \$206 ;
   wire \$207 ;
-  wire \$208 ;
+  reg [31:0] \$208 ;
   wire \$209 ;
-  wire [31:0] \$21 ;
+  wire \$21 ;
   wire \$210 ;
   wire [31:0] \$211 ;
-  wire [31:0] \$212 ;
-  wire [31:0] \$213 ;
+  wire \$212 ;
+  wire \$213 ;
   wire \$214 ;
-  wire \$215 ;
-  wire \$216 ;
+  wire [15:0] \$215 ;
+  wire [15:0] \$216 ;
   wire \$217 ;
   wire \$218 ;
-  wire \$219 ;
-  wire [31:0] \$22 ;
+  reg [31:0] \$219 ;
+  wire \$22 ;
   wire \$220 ;
-  wire [31:0] \$221 ;
+  wire \$221 ;
   wire [31:0] \$222 ;
-  wire [31:0] \$223 ;
+  wire \$223 ;
   wire \$224 ;
   wire \$225 ;
-  wire \$226 ;
-  wire \$227 ;
+  wire [15:0] \$226 ;
+  wire [15:0] \$227 ;
   wire \$228 ;
   wire \$229 ;
-  wire [31:0] \$23 ;
-  wire \$230 ;
-  wire [31:0] \$231 ;
-  wire [31:0] \$232 ;
+  wire \$23 ;
+  reg [31:0] \$230 ;
+  wire \$231 ;
+  wire \$232 ;
   wire [31:0] \$233 ;
   wire \$234 ;
   wire \$235 ;
   wire \$236 ;
-  wire \$237 ;
-  wire \$238 ;
+  wire [15:0] \$237 ;
+  wire [15:0] \$238 ;
   wire \$239 ;
   wire \$24 ;
   wire \$240 ;
-  wire [31:0] \$241 ;
-  wire [31:0] \$242 ;
-  wire [31:0] \$243 ;
-  wire \$244 ;
+  reg [31:0] \$241 ;
+  wire \$242 ;
+  wire \$243 ;
+  wire [31:0] \$244 ;
   wire \$245 ;
   wire \$246 ;
   wire \$247 ;
-  wire \$248 ;
-  wire \$249 ;
+  wire [15:0] \$248 ;
+  wire [15:0] \$249 ;
   wire \$25 ;
   wire \$250 ;
-  wire [31:0] \$251 ;
-  wire [31:0] \$252 ;
-  wire [31:0] \$253 ;
+  wire \$251 ;
+  reg [31:0] \$252 ;
+  wire \$253 ;
   wire \$254 ;
-  wire \$255 ;
+  wire [31:0] \$255 ;
   wire \$256 ;
   wire \$257 ;
   wire \$258 ;
-  wire \$259 ;
+  wire [15:0] \$259 ;
   wire \$26 ;
-  wire \$260 ;
-  wire [31:0] \$261 ;
-  wire [31:0] \$262 ;
-  wire [31:0] \$263 ;
+  wire [15:0] \$260 ;
+  wire \$261 ;
+  wire \$262 ;
+  reg [31:0] \$263 ;
   wire \$264 ;
   wire \$265 ;
-  wire \$266 ;
+  wire [31:0] \$266 ;
   wire \$267 ;
   wire \$268 ;
   wire \$269 ;
   wire \$27 ;
-  wire \$270 ;
-  wire [31:0] \$271 ;
-  wire [31:0] \$272 ;
-  wire [31:0] \$273 ;
-  wire \$274 ;
+  wire [15:0] \$270 ;
+  wire [15:0] \$271 ;
+  wire \$272 ;
+  wire \$273 ;
+  reg [31:0] \$274 ;
   wire \$275 ;
   wire \$276 ;
-  wire \$277 ;
+  wire [31:0] \$277 ;
   wire \$278 ;
   wire \$279 ;
   wire \$28 ;
   wire \$280 ;
-  wire [31:0] \$281 ;
-  wire [31:0] \$282 ;
-  wire [31:0] \$283 ;
+  wire [15:0] \$281 ;
+  wire [15:0] \$282 ;
+  wire \$283 ;
   wire \$284 ;
-  wire \$285 ;
+  reg [31:0] \$285 ;
   wire \$286 ;
   wire \$287 ;
-  wire \$288 ;
+  wire [31:0] \$288 ;
   wire \$289 ;
   wire \$29 ;
   wire \$290 ;
-  wire [31:0] \$291 ;
-  wire [31:0] \$292 ;
-  wire [31:0] \$293 ;
+  wire \$291 ;
+  wire [15:0] \$292 ;
+  wire [15:0] \$293 ;
   wire \$294 ;
   wire \$295 ;
-  wire \$296 ;
+  reg [31:0] \$296 ;
   wire \$297 ;
   wire \$298 ;
-  wire \$299 ;
+  wire [31:0] \$299 ;
   wire [31:0] \$3 ;
   wire \$30 ;
   wire \$300 ;
-  wire [31:0] \$301 ;
-  wire [31:0] \$302 ;
-  wire [31:0] \$303 ;
-  wire \$304 ;
+  wire \$301 ;
+  wire \$302 ;
+  wire [15:0] \$303 ;
+  wire [15:0] \$304 ;
   wire \$305 ;
   wire \$306 ;
-  wire \$307 ;
+  reg [31:0] \$307 ;
   wire \$308 ;
   wire \$309 ;
-  wire [31:0] \$31 ;
-  wire \$310 ;
-  wire [31:0] \$311 ;
-  wire [31:0] \$312 ;
-  wire [31:0] \$313 ;
-  wire \$314 ;
-  wire \$315 ;
+  wire \$31 ;
+  wire [31:0] \$310 ;
+  wire \$311 ;
+  wire \$312 ;
+  wire \$313 ;
+  wire [15:0] \$314 ;
+  wire [15:0] \$315 ;
   wire \$316 ;
   wire \$317 ;
-  wire \$318 ;
+  reg [31:0] \$318 ;
   wire \$319 ;
-  wire [31:0] \$32 ;
+  wire \$32 ;
   wire \$320 ;
   wire [31:0] \$321 ;
-  wire [31:0] \$322 ;
-  wire [31:0] \$323 ;
+  wire \$322 ;
+  wire \$323 ;
   wire \$324 ;
-  wire \$325 ;
-  wire \$326 ;
+  wire [15:0] \$325 ;
+  wire [15:0] \$326 ;
   wire \$327 ;
   wire \$328 ;
-  wire \$329 ;
-  wire [31:0] \$33 ;
+  reg [31:0] \$329 ;
+  wire \$33 ;
   wire \$330 ;
   wire \$331 ;
-  wire \$332 ;
+  wire [31:0] \$332 ;
   wire \$333 ;
   wire \$334 ;
   wire \$335 ;
-  wire \$336 ;
-  wire \$337 ;
+  wire [15:0] \$336 ;
+  wire [15:0] \$337 ;
   wire \$338 ;
   wire \$339 ;
   wire \$34 ;
-  wire \$340 ;
+  reg [31:0] \$340 ;
   wire \$341 ;
   wire \$342 ;
-  wire \$343 ;
+  wire [31:0] \$343 ;
   wire \$344 ;
   wire \$345 ;
   wire \$346 ;
-  wire \$347 ;
-  wire \$348 ;
+  wire [15:0] \$347 ;
+  wire [15:0] \$348 ;
   wire \$349 ;
   wire \$35 ;
   wire \$350 ;
-  wire \$351 ;
+  reg [31:0] \$351 ;
   wire \$352 ;
   wire \$353 ;
-  wire \$354 ;
+  wire [31:0] \$354 ;
   wire \$355 ;
   wire \$356 ;
   wire \$357 ;
-  wire \$358 ;
-  wire \$359 ;
+  wire [15:0] \$358 ;
+  wire [15:0] \$359 ;
   wire \$36 ;
   wire \$360 ;
   wire \$361 ;
-  wire \$362 ;
+  reg [31:0] \$362 ;
   wire \$363 ;
   wire \$364 ;
-  wire \$365 ;
+  wire [31:0] \$365 ;
   wire \$366 ;
   wire \$367 ;
   wire \$368 ;
-  wire \$369 ;
+  wire [15:0] \$369 ;
   wire \$37 ;
   wire [15:0] \$370 ;
-  wire [15:0] \$371 ;
+  wire \$371 ;
   wire \$372 ;
-  wire \$373 ;
-  reg [31:0] \$374 ;
+  reg [31:0] \$373 ;
+  wire \$374 ;
   wire \$375 ;
-  wire \$376 ;
-  wire [31:0] \$377 ;
+  wire [31:0] \$376 ;
+  wire \$377 ;
   wire \$378 ;
   wire \$379 ;
   wire \$38 ;
-  wire \$380 ;
+  wire [15:0] \$380 ;
   wire [15:0] \$381 ;
-  wire [15:0] \$382 ;
+  wire \$382 ;
   wire \$383 ;
-  wire \$384 ;
-  reg [31:0] \$385 ;
+  reg [31:0] \$384 ;
+  wire \$385 ;
   wire \$386 ;
-  wire \$387 ;
-  wire [31:0] \$388 ;
+  wire [31:0] \$387 ;
+  wire \$388 ;
   wire \$389 ;
   wire \$39 ;
   wire \$390 ;
-  wire \$391 ;
+  wire [15:0] \$391 ;
   wire [15:0] \$392 ;
-  wire [15:0] \$393 ;
+  wire \$393 ;
   wire \$394 ;
-  wire \$395 ;
-  reg [31:0] \$396 ;
+  reg [31:0] \$395 ;
+  wire \$396 ;
   wire \$397 ;
-  wire \$398 ;
-  wire [31:0] \$399 ;
+  wire [31:0] \$398 ;
+  wire \$399 ;
   wire \$4 ;
   wire \$40 ;
   wire \$400 ;
   wire \$401 ;
   wire \$402 ;
-  wire [15:0] \$403 ;
-  wire [15:0] \$404 ;
+  wire \$403 ;
+  wire \$404 ;
   wire \$405 ;
   wire \$406 ;
-  reg [31:0] \$407 ;
+  wire \$407 ;
   wire \$408 ;
   wire \$409 ;
-  wire [31:0] \$41 ;
-  wire [31:0] \$410 ;
+  wire \$41 ;
+  wire \$410 ;
   wire \$411 ;
   wire \$412 ;
   wire \$413 ;
-  wire [15:0] \$414 ;
-  wire [15:0] \$415 ;
+  wire \$414 ;
+  wire \$415 ;
   wire \$416 ;
   wire \$417 ;
-  reg [31:0] \$418 ;
+  wire \$418 ;
   wire \$419 ;
-  wire [31:0] \$42 ;
+  wire \$42 ;
   wire \$420 ;
-  wire [31:0] \$421 ;
+  wire \$421 ;
   wire \$422 ;
   wire \$423 ;
   wire \$424 ;
-  wire [15:0] \$425 ;
-  wire [15:0] \$426 ;
+  wire \$425 ;
+  wire \$426 ;
   wire \$427 ;
   wire \$428 ;
-  reg [31:0] \$429 ;
-  wire [31:0] \$43 ;
+  wire \$429 ;
+  wire \$43 ;
   wire \$430 ;
   wire \$431 ;
-  wire [31:0] \$432 ;
+  wire \$432 ;
   wire \$433 ;
   wire \$434 ;
   wire \$435 ;
-  wire [15:0] \$436 ;
-  wire [15:0] \$437 ;
+  wire \$436 ;
+  wire \$437 ;
   wire \$438 ;
   wire \$439 ;
   wire \$44 ;
-  reg [31:0] \$440 ;
+  wire \$440 ;
   wire \$441 ;
   wire \$442 ;
-  wire [31:0] \$443 ;
+  wire \$443 ;
   wire \$444 ;
-  wire \$445 ;
+  wire [1:0] \$445 ;
   wire \$446 ;
-  wire [15:0] \$447 ;
-  wire [15:0] \$448 ;
-  wire \$449 ;
+  wire [2:0] \$447 ;
+  wire \$448 ;
+  wire [3:0] \$449 ;
   wire \$45 ;
   wire \$450 ;
-  reg [31:0] \$451 ;
+  wire [4:0] \$451 ;
   wire \$452 ;
-  wire \$453 ;
-  wire [31:0] \$454 ;
+  wire [5:0] \$453 ;
+  wire [5:0] \$454 ;
   wire \$455 ;
-  wire \$456 ;
+  wire [20:0] \$456 ;
   wire \$457 ;
   wire [15:0] \$458 ;
-  wire [15:0] \$459 ;
+  wire [4:0] \$459 ;
   wire \$46 ;
   wire \$460 ;
-  wire \$461 ;
-  reg [31:0] \$462 ;
+  wire [15:0] \$461 ;
+  wire [4:0] \$462 ;
   wire \$463 ;
   wire \$464 ;
-  wire [31:0] \$465 ;
-  wire \$466 ;
+  wire \$465 ;
+  wire [4:0] \$466 ;
   wire \$467 ;
   wire \$468 ;
-  wire [15:0] \$469 ;
+  wire \$469 ;
   wire \$47 ;
-  wire [15:0] \$470 ;
+  wire [4:0] \$470 ;
   wire \$471 ;
   wire \$472 ;
-  reg [31:0] \$473 ;
+  wire [4:0] \$473 ;
   wire \$474 ;
-  wire \$475 ;
-  wire [31:0] \$476 ;
+  wire [3:0] \$475 ;
+  wire \$476 ;
   wire \$477 ;
   wire \$478 ;
-  wire \$479 ;
+  wire [15:0] \$479 ;
   wire \$48 ;
-  wire [15:0] \$480 ;
-  wire [15:0] \$481 ;
+  wire [4:0] \$480 ;
+  wire \$481 ;
   wire \$482 ;
   wire \$483 ;
-  reg [31:0] \$484 ;
-  wire \$485 ;
-  wire \$486 ;
+  wire [31:0] \$484 ;
+  wire [31:0] \$485 ;
+  wire [31:0] \$486 ;
   wire [31:0] \$487 ;
   wire \$488 ;
   wire \$489 ;
   wire \$49 ;
   wire \$490 ;
-  wire [15:0] \$491 ;
-  wire [15:0] \$492 ;
+  wire \$491 ;
+  wire \$492 ;
   wire \$493 ;
   wire \$494 ;
-  reg [31:0] \$495 ;
-  wire \$496 ;
-  wire \$497 ;
+  wire \$495 ;
+  wire [31:0] \$496 ;
+  wire [31:0] \$497 ;
   wire [31:0] \$498 ;
-  wire \$499 ;
+  wire [31:0] \$499 ;
   wire [5:0] \$5 ;
-  wire \$50 ;
+  wire [15:0] \$50 ;
   wire \$500 ;
   wire \$501 ;
-  wire [15:0] \$502 ;
-  wire [15:0] \$503 ;
+  wire \$502 ;
+  wire \$503 ;
   wire \$504 ;
   wire \$505 ;
-  reg [31:0] \$506 ;
+  wire \$506 ;
   wire \$507 ;
-  wire \$508 ;
+  wire [31:0] \$508 ;
   wire [31:0] \$509 ;
-  wire [31:0] \$51 ;
-  wire \$510 ;
-  wire \$511 ;
+  wire [15:0] \$51 ;
+  wire [31:0] \$510 ;
+  wire [31:0] \$511 ;
   wire \$512 ;
-  wire [15:0] \$513 ;
-  wire [15:0] \$514 ;
+  wire \$513 ;
+  wire \$514 ;
   wire \$515 ;
   wire \$516 ;
-  reg [31:0] \$517 ;
+  wire \$517 ;
   wire \$518 ;
   wire \$519 ;
-  wire [31:0] \$52 ;
+  wire \$52 ;
   wire [31:0] \$520 ;
-  wire \$521 ;
-  wire \$522 ;
-  wire \$523 ;
-  wire [15:0] \$524 ;
-  wire [15:0] \$525 ;
+  wire [31:0] \$521 ;
+  wire [31:0] \$522 ;
+  wire [31:0] \$523 ;
+  wire \$524 ;
+  wire \$525 ;
   wire \$526 ;
   wire \$527 ;
-  reg [31:0] \$528 ;
+  wire \$528 ;
   wire \$529 ;
-  wire [31:0] \$53 ;
+  wire \$53 ;
   wire \$530 ;
-  wire [31:0] \$531 ;
-  wire \$532 ;
-  wire \$533 ;
-  wire \$534 ;
-  wire [15:0] \$535 ;
-  wire [15:0] \$536 ;
+  wire \$531 ;
+  wire [31:0] \$532 ;
+  wire [31:0] \$533 ;
+  wire [31:0] \$534 ;
+  wire [31:0] \$535 ;
+  wire \$536 ;
   wire \$537 ;
   wire \$538 ;
-  reg [31:0] \$539 ;
-  wire \$54 ;
+  wire \$539 ;
+  reg [31:0] \$54 ;
   wire \$540 ;
   wire \$541 ;
-  wire [31:0] \$542 ;
+  wire \$542 ;
   wire \$543 ;
-  wire \$544 ;
-  wire \$545 ;
-  wire [15:0] \$546 ;
-  wire [15:0] \$547 ;
+  wire [31:0] \$544 ;
+  wire [31:0] \$545 ;
+  wire [31:0] \$546 ;
+  wire [31:0] \$547 ;
   wire \$548 ;
   wire \$549 ;
   wire \$55 ;
-  reg [31:0] \$550 ;
+  wire \$550 ;
   wire \$551 ;
   wire \$552 ;
-  wire [31:0] \$553 ;
+  wire \$553 ;
   wire \$554 ;
   wire \$555 ;
-  wire \$556 ;
-  wire [15:0] \$557 ;
-  wire [15:0] \$558 ;
-  wire \$559 ;
+  wire [31:0] \$556 ;
+  wire [31:0] \$557 ;
+  wire [31:0] \$558 ;
+  wire [31:0] \$559 ;
   wire \$56 ;
   wire \$560 ;
-  reg [31:0] \$561 ;
+  wire \$561 ;
   wire \$562 ;
   wire \$563 ;
-  wire [31:0] \$564 ;
+  wire \$564 ;
   wire \$565 ;
   wire \$566 ;
   wire \$567 ;
-  wire [15:0] \$568 ;
-  wire [15:0] \$569 ;
-  wire \$57 ;
-  wire \$570 ;
-  wire \$571 ;
-  reg [31:0] \$572 ;
+  wire [31:0] \$568 ;
+  wire [31:0] \$569 ;
+  wire [31:0] \$57 ;
+  wire [31:0] \$570 ;
+  wire [31:0] \$571 ;
+  wire \$572 ;
   wire \$573 ;
   wire \$574 ;
-  wire [31:0] \$575 ;
+  wire \$575 ;
   wire \$576 ;
   wire \$577 ;
   wire \$578 ;
-  wire [15:0] \$579 ;
+  wire \$579 ;
   wire \$58 ;
-  wire [15:0] \$580 ;
-  wire \$581 ;
-  wire \$582 ;
-  reg [31:0] \$583 ;
+  wire [31:0] \$580 ;
+  wire [31:0] \$581 ;
+  wire [31:0] \$582 ;
+  wire [31:0] \$583 ;
   wire \$584 ;
   wire \$585 ;
-  wire [31:0] \$586 ;
+  wire \$586 ;
   wire \$587 ;
   wire \$588 ;
   wire \$589 ;
   wire \$59 ;
-  wire [15:0] \$590 ;
-  wire [15:0] \$591 ;
-  wire \$592 ;
-  wire \$593 ;
-  reg [31:0] \$594 ;
-  wire \$595 ;
+  wire \$590 ;
+  wire \$591 ;
+  wire [31:0] \$592 ;
+  wire [31:0] \$593 ;
+  wire [31:0] \$594 ;
+  wire [31:0] \$595 ;
   wire \$596 ;
-  wire [31:0] \$597 ;
+  wire \$597 ;
   wire \$598 ;
   wire \$599 ;
   wire \$6 ;
   wire \$60 ;
   wire \$600 ;
-  wire [15:0] \$601 ;
-  wire [15:0] \$602 ;
+  wire \$601 ;
+  wire \$602 ;
   wire \$603 ;
-  wire \$604 ;
-  reg [31:0] \$605 ;
-  wire \$606 ;
-  wire \$607 ;
-  wire [31:0] \$608 ;
+  wire [31:0] \$604 ;
+  wire [31:0] \$605 ;
+  wire [31:0] \$606 ;
+  wire [31:0] \$607 ;
+  wire \$608 ;
   wire \$609 ;
-  wire [31:0] \$61 ;
+  wire [15:0] \$61 ;
   wire \$610 ;
   wire \$611 ;
-  wire [15:0] \$612 ;
-  wire [15:0] \$613 ;
+  wire \$612 ;
+  wire \$613 ;
   wire \$614 ;
   wire \$615 ;
-  reg [31:0] \$616 ;
-  wire \$617 ;
-  wire \$618 ;
+  wire [31:0] \$616 ;
+  wire [31:0] \$617 ;
+  wire [31:0] \$618 ;
   wire [31:0] \$619 ;
-  wire [31:0] \$62 ;
+  wire [15:0] \$62 ;
   wire \$620 ;
   wire \$621 ;
   wire \$622 ;
-  wire [15:0] \$623 ;
-  wire [15:0] \$624 ;
+  wire \$623 ;
+  wire \$624 ;
   wire \$625 ;
   wire \$626 ;
-  reg [31:0] \$627 ;
-  wire \$628 ;
-  wire \$629 ;
-  wire [31:0] \$63 ;
+  wire \$627 ;
+  wire [31:0] \$628 ;
+  wire [31:0] \$629 ;
+  wire \$63 ;
   wire [31:0] \$630 ;
-  wire \$631 ;
+  wire [31:0] \$631 ;
   wire \$632 ;
   wire \$633 ;
-  wire [15:0] \$634 ;
-  wire [15:0] \$635 ;
+  wire \$634 ;
+  wire \$635 ;
   wire \$636 ;
   wire \$637 ;
-  reg [31:0] \$638 ;
+  wire \$638 ;
   wire \$639 ;
   wire \$64 ;
-  wire \$640 ;
+  wire [31:0] \$640 ;
   wire [31:0] \$641 ;
-  wire \$642 ;
-  wire \$643 ;
+  wire [31:0] \$642 ;
+  wire [31:0] \$643 ;
   wire \$644 ;
-  wire [15:0] \$645 ;
-  wire [15:0] \$646 ;
+  wire \$645 ;
+  wire \$646 ;
   wire \$647 ;
   wire \$648 ;
-  reg [31:0] \$649 ;
-  wire \$65 ;
+  wire \$649 ;
+  reg [31:0] \$65 ;
   wire \$650 ;
   wire \$651 ;
   wire [31:0] \$652 ;
-  wire \$653 ;
-  wire \$654 ;
-  wire \$655 ;
-  wire [15:0] \$656 ;
-  wire [15:0] \$657 ;
+  wire [31:0] \$653 ;
+  wire [31:0] \$654 ;
+  wire [31:0] \$655 ;
+  wire \$656 ;
+  wire \$657 ;
   wire \$658 ;
   wire \$659 ;
   wire \$66 ;
-  reg [31:0] \$660 ;
+  wire \$660 ;
   wire \$661 ;
   wire \$662 ;
-  wire [31:0] \$663 ;
-  wire \$664 ;
-  wire \$665 ;
-  wire \$666 ;
-  wire [15:0] \$667 ;
-  wire [15:0] \$668 ;
+  wire \$663 ;
+  wire [31:0] \$664 ;
+  wire [31:0] \$665 ;
+  wire [31:0] \$666 ;
+  wire [31:0] \$667 ;
+  wire \$668 ;
   wire \$669 ;
   wire \$67 ;
   wire \$670 ;
-  reg [31:0] \$671 ;
+  wire \$671 ;
   wire \$672 ;
   wire \$673 ;
-  wire [31:0] \$674 ;
+  wire \$674 ;
   wire \$675 ;
-  wire \$676 ;
-  wire \$677 ;
-  wire [15:0] \$678 ;
-  wire [15:0] \$679 ;
-  wire \$68 ;
+  wire [31:0] \$676 ;
+  wire [31:0] \$677 ;
+  wire [31:0] \$678 ;
+  wire [31:0] \$679 ;
+  wire [31:0] \$68 ;
   wire \$680 ;
   wire \$681 ;
-  reg [31:0] \$682 ;
+  wire \$682 ;
   wire \$683 ;
   wire \$684 ;
-  wire [31:0] \$685 ;
+  wire \$685 ;
   wire \$686 ;
   wire \$687 ;
-  wire \$688 ;
-  wire [15:0] \$689 ;
+  wire [31:0] \$688 ;
+  wire [31:0] \$689 ;
   wire \$69 ;
-  wire [15:0] \$690 ;
-  wire \$691 ;
+  wire [31:0] \$690 ;
+  wire [31:0] \$691 ;
   wire \$692 ;
-  reg [31:0] \$693 ;
+  wire \$693 ;
   wire \$694 ;
   wire \$695 ;
-  wire [31:0] \$696 ;
+  wire \$696 ;
   wire \$697 ;
   wire \$698 ;
   wire \$699 ;
   wire \$7 ;
   wire \$70 ;
-  wire [15:0] \$700 ;
-  wire [15:0] \$701 ;
-  wire \$702 ;
-  wire \$703 ;
-  reg [31:0] \$704 ;
+  wire [31:0] \$700 ;
+  wire [31:0] \$701 ;
+  wire [31:0] \$702 ;
+  wire [31:0] \$703 ;
+  wire \$704 ;
   wire \$705 ;
   wire \$706 ;
-  wire [31:0] \$707 ;
+  wire \$707 ;
   wire \$708 ;
   wire \$709 ;
-  wire [31:0] \$71 ;
+  wire \$71 ;
   wire \$710 ;
-  wire [15:0] \$711 ;
-  wire [15:0] \$712 ;
-  wire \$713 ;
-  wire \$714 ;
-  reg [31:0] \$715 ;
+  wire \$711 ;
+  wire [31:0] \$712 ;
+  wire [31:0] \$713 ;
+  wire [31:0] \$714 ;
+  wire [31:0] \$715 ;
   wire \$716 ;
   wire \$717 ;
-  wire [31:0] \$718 ;
+  wire \$718 ;
   wire \$719 ;
-  wire [31:0] \$72 ;
+  wire [15:0] \$72 ;
   wire \$720 ;
   wire \$721 ;
   wire \$722 ;
   wire \$723 ;
-  wire \$724 ;
-  wire \$725 ;
-  wire \$726 ;
-  wire \$727 ;
+  wire [31:0] \$724 ;
+  wire [31:0] \$725 ;
+  wire [31:0] \$726 ;
+  wire [31:0] \$727 ;
   wire \$728 ;
   wire \$729 ;
-  wire [31:0] \$73 ;
+  wire [15:0] \$73 ;
   wire \$730 ;
-  wire [20:0] \$731 ;
+  wire \$731 ;
   wire \$732 ;
   wire \$733 ;
   wire \$734 ;
   wire \$735 ;
-  wire \$736 ;
-  wire \$737 ;
-  wire \$738 ;
-  wire \$739 ;
+  wire [31:0] \$736 ;
+  wire [31:0] \$737 ;
+  wire [31:0] \$738 ;
+  wire [31:0] \$739 ;
   wire \$74 ;
   wire \$740 ;
   wire \$741 ;
@@ -55845,11 +56319,11 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   wire \$745 ;
   wire \$746 ;
   wire \$747 ;
-  wire \$748 ;
-  wire \$749 ;
+  wire [31:0] \$748 ;
+  wire [31:0] \$749 ;
   wire \$75 ;
-  wire \$750 ;
-  wire \$751 ;
+  wire [31:0] \$750 ;
+  wire [31:0] \$751 ;
   wire \$752 ;
   wire \$753 ;
   wire \$754 ;
@@ -55858,50 +56332,50 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   wire \$757 ;
   wire \$758 ;
   wire \$759 ;
-  wire \$76 ;
-  wire \$760 ;
-  wire \$761 ;
-  wire \$762 ;
-  wire \$763 ;
+  reg [31:0] \$76 ;
+  wire [31:0] \$760 ;
+  wire [31:0] \$761 ;
+  wire [31:0] \$762 ;
+  wire [31:0] \$763 ;
   wire \$764 ;
   wire \$765 ;
-  wire [1:0] \$766 ;
+  wire \$766 ;
   wire \$767 ;
-  wire [2:0] \$768 ;
+  wire \$768 ;
   wire \$769 ;
   wire \$77 ;
-  wire [3:0] \$770 ;
+  wire \$770 ;
   wire \$771 ;
-  wire [4:0] \$772 ;
-  wire \$773 ;
-  wire [5:0] \$774 ;
-  wire [5:0] \$775 ;
+  wire [31:0] \$772 ;
+  wire [31:0] \$773 ;
+  wire [31:0] \$774 ;
+  wire [31:0] \$775 ;
   wire \$776 ;
-  wire [15:0] \$777 ;
-  wire [4:0] \$778 ;
+  wire \$777 ;
+  wire \$778 ;
   wire \$779 ;
   wire \$78 ;
-  wire [15:0] \$780 ;
-  wire [4:0] \$781 ;
+  wire \$780 ;
+  wire \$781 ;
   wire \$782 ;
   wire \$783 ;
-  wire \$784 ;
-  wire [4:0] \$785 ;
-  wire \$786 ;
-  wire \$787 ;
+  wire [31:0] \$784 ;
+  wire [31:0] \$785 ;
+  wire [31:0] \$786 ;
+  wire [31:0] \$787 ;
   wire \$788 ;
-  wire [4:0] \$789 ;
-  wire \$79 ;
+  wire \$789 ;
+  wire [31:0] \$79 ;
   wire \$790 ;
   wire \$791 ;
-  wire [4:0] \$792 ;
+  wire \$792 ;
   wire \$793 ;
-  wire [3:0] \$794 ;
+  wire \$794 ;
   wire \$795 ;
-  wire \$796 ;
-  wire \$797 ;
-  wire [15:0] \$798 ;
-  wire [4:0] \$799 ;
+  wire [31:0] \$796 ;
+  wire [31:0] \$797 ;
+  wire [31:0] \$798 ;
+  wire [31:0] \$799 ;
   wire \$8 ;
   wire \$80 ;
   wire \$800 ;
@@ -55912,11 +56386,11 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   wire \$805 ;
   wire \$806 ;
   wire \$807 ;
-  wire \$808 ;
-  wire \$809 ;
-  wire [31:0] \$81 ;
-  wire \$810 ;
-  wire \$811 ;
+  wire [31:0] \$808 ;
+  wire [31:0] \$809 ;
+  wire \$81 ;
+  wire [31:0] \$810 ;
+  wire [31:0] \$811 ;
   wire \$812 ;
   wire \$813 ;
   wire \$814 ;
@@ -55925,184 +56399,184 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   wire \$817 ;
   wire \$818 ;
   wire \$819 ;
-  wire [31:0] \$82 ;
-  wire \$820 ;
-  wire \$821 ;
-  wire \$822 ;
-  wire \$823 ;
+  wire \$82 ;
+  wire [31:0] \$820 ;
+  wire [31:0] \$821 ;
+  wire [31:0] \$822 ;
+  wire [31:0] \$823 ;
   wire \$824 ;
   wire \$825 ;
   wire \$826 ;
   wire \$827 ;
   wire \$828 ;
   wire \$829 ;
-  wire [31:0] \$83 ;
+  wire [15:0] \$83 ;
   wire \$830 ;
   wire \$831 ;
-  wire \$832 ;
-  wire \$833 ;
-  wire \$834 ;
-  wire \$835 ;
+  wire [31:0] \$832 ;
+  wire [31:0] \$833 ;
+  wire [31:0] \$834 ;
+  wire [31:0] \$835 ;
   wire \$836 ;
-  wire [2:0] \$837 ;
-  wire [2:0] \$838 ;
+  wire \$837 ;
+  wire \$838 ;
   wire \$839 ;
-  wire \$84 ;
-  wire [31:0] \$840 ;
-  wire [31:0] \$841 ;
-  wire [31:0] \$842 ;
-  wire [31:0] \$843 ;
+  wire [15:0] \$84 ;
+  wire \$840 ;
+  wire \$841 ;
+  wire \$842 ;
+  wire \$843 ;
   wire [31:0] \$844 ;
   wire [31:0] \$845 ;
   wire [31:0] \$846 ;
   wire [31:0] \$847 ;
-  wire [31:0] \$848 ;
-  wire [31:0] \$849 ;
+  wire \$848 ;
+  wire \$849 ;
   wire \$85 ;
-  wire [31:0] \$850 ;
-  wire [31:0] \$851 ;
-  wire [31:0] \$852 ;
-  wire [31:0] \$853 ;
-  wire [31:0] \$854 ;
-  wire [31:0] \$855 ;
+  wire \$850 ;
+  wire \$851 ;
+  wire \$852 ;
+  wire \$853 ;
+  wire \$854 ;
+  wire \$855 ;
   wire [31:0] \$856 ;
   wire [31:0] \$857 ;
   wire [31:0] \$858 ;
   wire [31:0] \$859 ;
   wire \$86 ;
-  wire [31:0] \$860 ;
-  wire [31:0] \$861 ;
-  wire [31:0] \$862 ;
-  wire [31:0] \$863 ;
-  wire [31:0] \$864 ;
-  wire [31:0] \$865 ;
-  wire [31:0] \$866 ;
-  wire [31:0] \$867 ;
-  wire [31:0] \$868 ;
-  wire [31:0] \$869 ;
-  wire \$87 ;
-  wire [31:0] \$870 ;
-  wire [31:0] \$871 ;
-  reg \$872 ;
-  reg [14:0] \$873 ;
-  reg \$874 ;
-  reg \$875 ;
-  reg [14:0] \$876 ;
-  reg \$877 ;
-  reg \$878 ;
-  reg [14:0] \$879 ;
+  wire \$860 ;
+  wire \$861 ;
+  wire \$862 ;
+  wire \$863 ;
+  wire \$864 ;
+  wire \$865 ;
+  wire \$866 ;
+  wire \$867 ;
+  wire \$868 ;
+  wire \$869 ;
+  reg [31:0] \$87 ;
+  wire \$870 ;
+  wire \$871 ;
+  wire \$872 ;
+  wire \$873 ;
+  wire \$874 ;
+  wire \$875 ;
+  wire \$876 ;
+  wire \$877 ;
+  wire \$878 ;
+  wire \$879 ;
   wire \$88 ;
-  reg \$880 ;
-  reg \$881 ;
-  reg [14:0] \$882 ;
-  reg \$883 ;
-  reg \$884 ;
-  reg [14:0] \$885 ;
-  reg \$886 ;
-  reg \$887 ;
-  reg [14:0] \$888 ;
-  reg \$889 ;
+  wire \$880 ;
+  wire \$881 ;
+  wire \$882 ;
+  wire \$883 ;
+  wire \$884 ;
+  wire \$885 ;
+  wire \$886 ;
+  wire \$887 ;
+  wire \$888 ;
+  wire \$889 ;
   wire \$89 ;
-  reg \$890 ;
-  reg [14:0] \$891 ;
-  reg \$892 ;
-  reg \$893 ;
-  reg [14:0] \$894 ;
-  reg \$895 ;
-  reg \$896 ;
-  reg [14:0] \$897 ;
-  reg \$898 ;
-  reg [14:0] \$899 ;
+  wire \$890 ;
+  wire \$891 ;
+  wire \$892 ;
+  wire \$893 ;
+  wire \$894 ;
+  wire \$895 ;
+  wire \$896 ;
+  wire \$897 ;
+  wire \$898 ;
+  wire \$899 ;
   wire \$9 ;
-  wire \$90 ;
-  reg [31:0] \$900 ;
-  reg \$901 ;
-  reg [14:0] \$902 ;
-  reg \$903 ;
-  reg [31:0] \$904 ;
-  reg \$905 ;
-  reg [2:0] \$906 ;
-  reg [31:0] \$907 ;
-  reg [31:0] \$908 ;
-  reg [31:0] \$909 ;
-  wire [31:0] \$91 ;
-  reg [31:0] \$910 ;
-  reg [31:0] \$911 ;
-  reg [31:0] \$912 ;
-  reg [31:0] \$913 ;
-  reg [31:0] \$914 ;
-  reg [31:0] \$915 ;
-  reg [31:0] \$916 ;
-  reg [31:0] \$917 ;
-  reg [31:0] \$918 ;
-  reg [31:0] \$919 ;
-  wire [31:0] \$92 ;
-  reg [31:0] \$920 ;
-  reg [31:0] \$921 ;
-  reg [31:0] \$922 ;
-  reg [31:0] \$923 ;
-  reg [31:0] \$924 ;
-  reg [31:0] \$925 ;
-  reg [31:0] \$926 ;
-  reg [31:0] \$927 ;
-  reg [31:0] \$928 ;
-  reg [31:0] \$929 ;
-  wire [31:0] \$93 ;
-  reg [31:0] \$930 ;
-  reg [31:0] \$931 ;
-  reg [31:0] \$932 ;
-  reg [31:0] \$933 ;
-  reg [31:0] \$934 ;
-  reg [31:0] \$935 ;
-  reg [31:0] \$936 ;
-  reg [31:0] \$937 ;
-  reg [31:0] \$938 ;
-  reg [31:0] \$939 ;
-  wire \$94 ;
-  reg [31:0] \$940 ;
-  reg [31:0] \$941 ;
-  reg [31:0] \$942 ;
-  reg [31:0] \$943 ;
-  reg [31:0] \$944 ;
-  reg [31:0] \$945 ;
-  reg [31:0] \$946 ;
-  reg [31:0] \$947 ;
-  reg [31:0] \$948 ;
-  reg [31:0] \$949 ;
-  wire \$95 ;
-  reg [31:0] \$950 ;
-  reg [31:0] \$951 ;
-  reg [31:0] \$952 ;
-  reg [31:0] \$953 ;
-  reg [31:0] \$954 ;
-  reg [31:0] \$955 ;
-  reg [31:0] \$956 ;
-  reg [31:0] \$957 ;
-  reg [31:0] \$958 ;
-  reg [31:0] \$959 ;
+  wire [31:0] \$90 ;
+  wire \$900 ;
+  wire \$901 ;
+  wire [2:0] \$902 ;
+  wire [2:0] \$903 ;
+  wire \$904 ;
+  wire [31:0] \$905 ;
+  wire [31:0] \$906 ;
+  wire [31:0] \$907 ;
+  wire [31:0] \$908 ;
+  wire [31:0] \$909 ;
+  wire \$91 ;
+  wire [31:0] \$910 ;
+  wire [31:0] \$911 ;
+  wire [31:0] \$912 ;
+  wire [31:0] \$913 ;
+  wire [31:0] \$914 ;
+  wire [31:0] \$915 ;
+  wire [31:0] \$916 ;
+  wire [31:0] \$917 ;
+  wire [31:0] \$918 ;
+  wire [31:0] \$919 ;
+  wire \$92 ;
+  wire [31:0] \$920 ;
+  wire [31:0] \$921 ;
+  wire [31:0] \$922 ;
+  wire [31:0] \$923 ;
+  wire [31:0] \$924 ;
+  wire [31:0] \$925 ;
+  wire [31:0] \$926 ;
+  wire [31:0] \$927 ;
+  wire [31:0] \$928 ;
+  wire [31:0] \$929 ;
+  wire \$93 ;
+  wire [31:0] \$930 ;
+  wire [31:0] \$931 ;
+  wire [31:0] \$932 ;
+  wire [31:0] \$933 ;
+  wire [31:0] \$934 ;
+  wire [31:0] \$935 ;
+  wire [31:0] \$936 ;
+  reg \$937 ;
+  reg [14:0] \$938 ;
+  reg \$939 ;
+  wire [15:0] \$94 ;
+  reg \$940 ;
+  reg [14:0] \$941 ;
+  reg \$942 ;
+  reg \$943 ;
+  reg [14:0] \$944 ;
+  reg \$945 ;
+  reg \$946 ;
+  reg [14:0] \$947 ;
+  reg \$948 ;
+  reg \$949 ;
+  wire [15:0] \$95 ;
+  reg [14:0] \$950 ;
+  reg \$951 ;
+  reg \$952 ;
+  reg [14:0] \$953 ;
+  reg \$954 ;
+  reg \$955 ;
+  reg [14:0] \$956 ;
+  reg \$957 ;
+  reg \$958 ;
+  reg [14:0] \$959 ;
   wire \$96 ;
-  reg [31:0] \$960 ;
-  reg [31:0] \$961 ;
-  reg [31:0] \$962 ;
-  reg [31:0] \$963 ;
+  reg \$960 ;
+  reg \$961 ;
+  reg [14:0] \$962 ;
+  reg \$963 ;
   reg [31:0] \$964 ;
-  reg [31:0] \$965 ;
-  reg [31:0] \$966 ;
-  reg [31:0] \$967 ;
-  reg [31:0] \$968 ;
-  reg [31:0] \$969 ;
+  reg [2:0] \$965 ;
+  reg \$966 ;
+  reg [14:0] \$967 ;
+  reg [19:0] \$968 ;
+  reg \$969 ;
   wire \$97 ;
-  reg [31:0] \$970 ;
-  reg [31:0] \$971 ;
+  reg [14:0] \$970 ;
+  reg \$971 ;
   reg [31:0] \$972 ;
-  reg [31:0] \$973 ;
+  reg \$973 ;
   reg [31:0] \$974 ;
   reg [31:0] \$975 ;
   reg [31:0] \$976 ;
   reg [31:0] \$977 ;
   reg [31:0] \$978 ;
   reg [31:0] \$979 ;
-  wire \$98 ;
+  reg [31:0] \$98 ;
   reg [31:0] \$980 ;
   reg [31:0] \$981 ;
   reg [31:0] \$982 ;
@@ -56157,9 +56631,12 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   wire \$auto$rtlil.cc:2739:Not$64 ;
   wire \$auto$rtlil.cc:2739:Not$8 ;
   reg [31:0] \$signal  = 32'd0;
+  reg \$signal$10  = 1'h0;
+  reg [19:0] \$signal$12  = 20'h00000;
   reg \$signal$14 ;
   reg \$signal$15 ;
-  reg \$signal$420  = 1'h0;
+  reg \$signal$388  = 1'h0;
+  reg \$signal$389  = 1'h0;
   reg [31:0] acc_a0;
   reg [31:0] acc_a1;
   reg [31:0] acc_a10;
@@ -56328,12 +56805,12 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   reg [31:0] d_reg9 = 32'd0;
   output done;
   wire done;
-  wire \done$419 ;
+  wire \done$387 ;
   output [14:0] dst_addr;
   reg [14:0] dst_addr = 15'h0000;
   wire [511:0] dst_data;
-  output [511:0] \dst_data$430 ;
-  reg [511:0] \dst_data$430  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  output [511:0] \dst_data$433 ;
+  reg [511:0] \dst_data$433  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   output dst_en;
   reg dst_en = 1'h0;
   reg dst_last = 1'h0;
@@ -56435,6 +56912,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   wire [15:0] half7;
   wire [15:0] half8;
   wire [15:0] half9;
+  reg keys_v = 1'h0;
   wire [31:0] kred16_0;
   wire [31:0] kred16_1;
   wire [31:0] kred16_10;
@@ -56466,13 +56944,13 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   wire [31:0] kred8_5;
   wire [31:0] kred8_6;
   wire [31:0] kred8_7;
-  reg [31:0] kreg1_0 = 32'd0;
-  reg [31:0] kreg1_1 = 32'd0;
-  reg [31:0] kreg1_2 = 32'd0;
-  reg [31:0] kreg1_3 = 32'd0;
-  reg kreg1_valid = 1'h0;
   reg [31:0] kreg2_0 = 32'd0;
+  reg [31:0] kreg2_1 = 32'd0;
+  reg [31:0] kreg2_2 = 32'd0;
+  reg [31:0] kreg2_3 = 32'd0;
   reg kreg2_valid = 1'h0;
+  reg [31:0] kreg3_0 = 32'd0;
+  reg kreg3_valid = 1'h0;
   output [31:0] l;
   reg [31:0] l = 32'd0;
   reg last1 = 1'h0;
@@ -56491,12 +56969,11 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   output [31:0] m;
   wire [31:0] m;
   reg m_nan = 1'h0;
-  reg mx_last = 1'h0;
-  reg nreg1_0 = 1'h0;
-  reg nreg1_1 = 1'h0;
-  reg nreg1_2 = 1'h0;
-  reg nreg1_3 = 1'h0;
   reg nreg2_0 = 1'h0;
+  reg nreg2_1 = 1'h0;
+  reg nreg2_2 = 1'h0;
+  reg nreg2_3 = 1'h0;
+  reg nreg3_0 = 1'h0;
   reg out_pass = 1'h0;
   (* init = 32'd0 *)
   wire [31:0] p0_0;
@@ -56596,8 +57073,8 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   reg [31:0] p9_1 = 32'd0;
   reg [31:0] p9_2 = 32'd0;
   reg partial = 1'h0;
-  input \partial$417 ;
-  wire \partial$417 ;
+  input \partial$386 ;
+  wire \partial$386 ;
   wire [15:0] product0;
   wire [15:0] product1;
   wire [15:0] product10;
@@ -56640,9 +57117,9 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   reg [14:0] src_addr = 15'h0000;
   input [1023:0] src_data;
   wire [1023:0] src_data;
-  input start;
-  wire start;
-  reg \start$18 ;
+  reg start;
+  input \start$384 ;
+  wire \start$384 ;
   reg [5:0] tail;
   reg [31:0] tail_mask = 32'd0;
   reg v1 = 1'h0;
@@ -56674,1388 +57151,1523 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   wire written;
   (* init = 32'd0 *)
   wire [31:0] x;
-  wire [31:0] xkey0;
-  wire [31:0] xkey1;
-  wire [31:0] xkey10;
-  wire [31:0] xkey11;
-  wire [31:0] xkey12;
-  wire [31:0] xkey13;
-  wire [31:0] xkey14;
-  wire [31:0] xkey15;
-  wire [31:0] xkey16;
-  wire [31:0] xkey17;
-  wire [31:0] xkey18;
-  wire [31:0] xkey19;
-  wire [31:0] xkey2;
-  wire [31:0] xkey20;
-  wire [31:0] xkey21;
-  wire [31:0] xkey22;
-  wire [31:0] xkey23;
-  wire [31:0] xkey24;
-  wire [31:0] xkey25;
-  wire [31:0] xkey26;
-  wire [31:0] xkey27;
-  wire [31:0] xkey28;
-  wire [31:0] xkey29;
-  wire [31:0] xkey3;
-  wire [31:0] xkey30;
-  wire [31:0] xkey31;
-  wire [31:0] xkey4;
-  wire [31:0] xkey5;
-  wire [31:0] xkey6;
-  wire [31:0] xkey7;
-  wire [31:0] xkey8;
-  wire [31:0] xkey9;
-  wire xnan0;
-  wire xnan1;
-  wire xnan10;
-  wire xnan11;
-  wire xnan12;
-  wire xnan13;
-  wire xnan14;
-  wire xnan15;
-  wire xnan16;
-  wire xnan17;
-  wire xnan18;
-  wire xnan19;
-  wire xnan2;
-  wire xnan20;
-  wire xnan21;
-  wire xnan22;
-  wire xnan23;
-  wire xnan24;
-  wire xnan25;
-  wire xnan26;
-  wire xnan27;
-  wire xnan28;
-  wire xnan29;
-  wire xnan3;
-  wire xnan30;
-  wire xnan31;
-  wire xnan4;
-  wire xnan5;
-  wire xnan6;
-  wire xnan7;
-  wire xnan8;
-  wire xnan9;
+  reg [31:0] xkey0 = 32'd0;
+  reg [31:0] xkey1 = 32'd0;
+  reg [31:0] xkey10 = 32'd0;
+  reg [31:0] xkey11 = 32'd0;
+  reg [31:0] xkey12 = 32'd0;
+  reg [31:0] xkey13 = 32'd0;
+  reg [31:0] xkey14 = 32'd0;
+  reg [31:0] xkey15 = 32'd0;
+  reg [31:0] xkey16 = 32'd0;
+  reg [31:0] xkey17 = 32'd0;
+  reg [31:0] xkey18 = 32'd0;
+  reg [31:0] xkey19 = 32'd0;
+  reg [31:0] xkey2 = 32'd0;
+  reg [31:0] xkey20 = 32'd0;
+  reg [31:0] xkey21 = 32'd0;
+  reg [31:0] xkey22 = 32'd0;
+  reg [31:0] xkey23 = 32'd0;
+  reg [31:0] xkey24 = 32'd0;
+  reg [31:0] xkey25 = 32'd0;
+  reg [31:0] xkey26 = 32'd0;
+  reg [31:0] xkey27 = 32'd0;
+  reg [31:0] xkey28 = 32'd0;
+  reg [31:0] xkey29 = 32'd0;
+  reg [31:0] xkey3 = 32'd0;
+  reg [31:0] xkey30 = 32'd0;
+  reg [31:0] xkey31 = 32'd0;
+  reg [31:0] xkey4 = 32'd0;
+  reg [31:0] xkey5 = 32'd0;
+  reg [31:0] xkey6 = 32'd0;
+  reg [31:0] xkey7 = 32'd0;
+  reg [31:0] xkey8 = 32'd0;
+  reg [31:0] xkey9 = 32'd0;
+  reg xnan0 = 1'h0;
+  reg xnan1 = 1'h0;
+  reg xnan10 = 1'h0;
+  reg xnan11 = 1'h0;
+  reg xnan12 = 1'h0;
+  reg xnan13 = 1'h0;
+  reg xnan14 = 1'h0;
+  reg xnan15 = 1'h0;
+  reg xnan16 = 1'h0;
+  reg xnan17 = 1'h0;
+  reg xnan18 = 1'h0;
+  reg xnan19 = 1'h0;
+  reg xnan2 = 1'h0;
+  reg xnan20 = 1'h0;
+  reg xnan21 = 1'h0;
+  reg xnan22 = 1'h0;
+  reg xnan23 = 1'h0;
+  reg xnan24 = 1'h0;
+  reg xnan25 = 1'h0;
+  reg xnan26 = 1'h0;
+  reg xnan27 = 1'h0;
+  reg xnan28 = 1'h0;
+  reg xnan29 = 1'h0;
+  reg xnan3 = 1'h0;
+  reg xnan30 = 1'h0;
+  reg xnan31 = 1'h0;
+  reg xnan4 = 1'h0;
+  reg xnan5 = 1'h0;
+  reg xnan6 = 1'h0;
+  reg xnan7 = 1'h0;
+  reg xnan8 = 1'h0;
+  reg xnan9 = 1'h0;
   assign \$2  = ~ \$signal ;
   assign \$3  = \$signal [31] ? \$1  : \$2 ;
   assign m = m_nan ? 32'd2143289344 : \$3 ;
   assign rd_last = src_addr == last_word;
-  assign \$4  = ! length[4:0];
-  assign \$5  = \$4  ? 6'h20 : { 1'h0, length[4:0] };
+  assign \$4  = ! \$signal$12 [4:0];
+  assign \$5  = \$4  ? 6'h20 : { 1'h0, \$signal$12 [4:0] };
   assign \$6  = \wait  == 2'h2;
   assign \$7  = \wait  == 2'h2;
   assign \$8  = \wait  == 2'h2;
-  assign busy = ~ \$719 ;
-  assign \$9  = ~ mx_last;
-  assign \$10  = \$9  | tail_mask[0];
-  assign \$11  = ~ src_data[31:0];
-  assign \$13  = src_data[31] ? \$11  : \$12 ;
-  assign xkey0 = \$10  ? \$13  : 32'd0;
-  assign \$14  = ~ mx_last;
-  assign \$15  = \$14  | tail_mask[0];
-  assign \$16  = src_data[30:23] == 8'hff;
-  assign \$17  = | src_data[22:0];
-  assign \$18  = \$16  & \$17 ;
-  assign xnan0 = \$15  & \$18 ;
-  assign \$19  = ~ mx_last;
-  assign \$20  = \$19  | tail_mask[1];
-  assign \$21  = ~ src_data[63:32];
-  assign \$23  = src_data[63] ? \$21  : \$22 ;
-  assign xkey1 = \$20  ? \$23  : 32'd0;
-  assign \$24  = ~ mx_last;
-  assign \$25  = \$24  | tail_mask[1];
-  assign \$26  = src_data[62:55] == 8'hff;
-  assign \$27  = | src_data[54:32];
-  assign \$28  = \$26  & \$27 ;
-  assign xnan1 = \$25  & \$28 ;
-  assign \$29  = ~ mx_last;
-  assign \$30  = \$29  | tail_mask[2];
-  assign \$31  = ~ src_data[95:64];
-  assign \$33  = src_data[95] ? \$31  : \$32 ;
-  assign xkey2 = \$30  ? \$33  : 32'd0;
-  assign \$34  = ~ mx_last;
-  assign \$35  = \$34  | tail_mask[2];
-  assign \$36  = src_data[94:87] == 8'hff;
-  assign \$37  = | src_data[86:64];
-  assign \$38  = \$36  & \$37 ;
-  assign xnan2 = \$35  & \$38 ;
-  assign \$39  = ~ mx_last;
-  assign \$40  = \$39  | tail_mask[3];
-  assign \$41  = ~ src_data[127:96];
-  assign \$43  = src_data[127] ? \$41  : \$42 ;
-  assign xkey3 = \$40  ? \$43  : 32'd0;
-  assign \$44  = ~ mx_last;
-  assign \$45  = \$44  | tail_mask[3];
-  assign \$46  = src_data[126:119] == 8'hff;
-  assign \$47  = | src_data[118:96];
-  assign \$48  = \$46  & \$47 ;
-  assign xnan3 = \$45  & \$48 ;
-  assign \$49  = ~ mx_last;
-  assign \$50  = \$49  | tail_mask[4];
-  assign \$51  = ~ src_data[159:128];
-  assign \$53  = src_data[159] ? \$51  : \$52 ;
-  assign xkey4 = \$50  ? \$53  : 32'd0;
-  assign \$54  = ~ mx_last;
-  assign \$55  = \$54  | tail_mask[4];
-  assign \$56  = src_data[158:151] == 8'hff;
-  assign \$57  = | src_data[150:128];
-  assign \$58  = \$56  & \$57 ;
-  assign xnan4 = \$55  & \$58 ;
-  assign \$59  = ~ mx_last;
-  assign \$60  = \$59  | tail_mask[5];
-  assign \$61  = ~ src_data[191:160];
-  assign \$63  = src_data[191] ? \$61  : \$62 ;
-  assign xkey5 = \$60  ? \$63  : 32'd0;
-  assign \$64  = ~ mx_last;
-  assign \$65  = \$64  | tail_mask[5];
-  assign \$66  = src_data[190:183] == 8'hff;
-  assign \$67  = | src_data[182:160];
-  assign \$68  = \$66  & \$67 ;
-  assign xnan5 = \$65  & \$68 ;
-  assign \$69  = ~ mx_last;
-  assign \$70  = \$69  | tail_mask[6];
-  assign \$71  = ~ src_data[223:192];
-  assign \$73  = src_data[223] ? \$71  : \$72 ;
-  assign xkey6 = \$70  ? \$73  : 32'd0;
-  assign \$74  = ~ mx_last;
-  assign \$75  = \$74  | tail_mask[6];
-  assign \$76  = src_data[222:215] == 8'hff;
-  assign \$77  = | src_data[214:192];
-  assign \$78  = \$76  & \$77 ;
-  assign xnan6 = \$75  & \$78 ;
-  assign \$79  = ~ mx_last;
-  assign \$80  = \$79  | tail_mask[7];
-  assign \$81  = ~ src_data[255:224];
-  assign \$83  = src_data[255] ? \$81  : \$82 ;
-  assign xkey7 = \$80  ? \$83  : 32'd0;
-  assign \$84  = ~ mx_last;
-  assign \$85  = \$84  | tail_mask[7];
-  assign \$86  = src_data[254:247] == 8'hff;
-  assign \$87  = | src_data[246:224];
-  assign \$88  = \$86  & \$87 ;
-  assign xnan7 = \$85  & \$88 ;
-  assign \$89  = ~ mx_last;
-  assign \$90  = \$89  | tail_mask[8];
-  assign \$91  = ~ src_data[287:256];
-  assign \$93  = src_data[287] ? \$91  : \$92 ;
-  assign xkey8 = \$90  ? \$93  : 32'd0;
-  assign \$94  = ~ mx_last;
-  assign \$95  = \$94  | tail_mask[8];
-  assign \$96  = src_data[286:279] == 8'hff;
-  assign \$97  = | src_data[278:256];
-  assign \$98  = \$96  & \$97 ;
-  assign xnan8 = \$95  & \$98 ;
-  assign \$99  = ~ mx_last;
-  assign \$100  = \$99  | tail_mask[9];
-  assign \$101  = ~ src_data[319:288];
-  assign \$103  = src_data[319] ? \$101  : \$102 ;
-  assign xkey9 = \$100  ? \$103  : 32'd0;
-  assign \$104  = ~ mx_last;
-  assign \$105  = \$104  | tail_mask[9];
-  assign \$106  = src_data[318:311] == 8'hff;
-  assign \$107  = | src_data[310:288];
-  assign \$108  = \$106  & \$107 ;
-  assign xnan9 = \$105  & \$108 ;
-  assign \$109  = ~ mx_last;
-  assign \$110  = \$109  | tail_mask[10];
-  assign \$111  = ~ src_data[351:320];
-  assign \$113  = src_data[351] ? \$111  : \$112 ;
-  assign xkey10 = \$110  ? \$113  : 32'd0;
-  assign \$114  = ~ mx_last;
-  assign \$115  = \$114  | tail_mask[10];
-  assign \$116  = src_data[350:343] == 8'hff;
-  assign \$117  = | src_data[342:320];
-  assign \$118  = \$116  & \$117 ;
-  assign xnan10 = \$115  & \$118 ;
-  assign \$119  = ~ mx_last;
-  assign \$120  = \$119  | tail_mask[11];
-  assign \$121  = ~ src_data[383:352];
-  assign \$123  = src_data[383] ? \$121  : \$122 ;
-  assign xkey11 = \$120  ? \$123  : 32'd0;
-  assign \$124  = ~ mx_last;
-  assign \$125  = \$124  | tail_mask[11];
-  assign \$126  = src_data[382:375] == 8'hff;
-  assign \$127  = | src_data[374:352];
-  assign \$128  = \$126  & \$127 ;
-  assign xnan11 = \$125  & \$128 ;
-  assign \$129  = ~ mx_last;
-  assign \$130  = \$129  | tail_mask[12];
-  assign \$131  = ~ src_data[415:384];
-  assign \$133  = src_data[415] ? \$131  : \$132 ;
-  assign xkey12 = \$130  ? \$133  : 32'd0;
-  assign \$134  = ~ mx_last;
-  assign \$135  = \$134  | tail_mask[12];
-  assign \$136  = src_data[414:407] == 8'hff;
-  assign \$137  = | src_data[406:384];
-  assign \$138  = \$136  & \$137 ;
-  assign xnan12 = \$135  & \$138 ;
-  assign \$139  = ~ mx_last;
-  assign \$140  = \$139  | tail_mask[13];
-  assign \$141  = ~ src_data[447:416];
-  assign \$143  = src_data[447] ? \$141  : \$142 ;
-  assign xkey13 = \$140  ? \$143  : 32'd0;
-  assign \$144  = ~ mx_last;
-  assign \$145  = \$144  | tail_mask[13];
-  assign \$146  = src_data[446:439] == 8'hff;
-  assign \$147  = | src_data[438:416];
-  assign \$148  = \$146  & \$147 ;
-  assign xnan13 = \$145  & \$148 ;
-  assign \$149  = ~ mx_last;
-  assign \$150  = \$149  | tail_mask[14];
-  assign \$151  = ~ src_data[479:448];
-  assign \$153  = src_data[479] ? \$151  : \$152 ;
-  assign xkey14 = \$150  ? \$153  : 32'd0;
-  assign \$154  = ~ mx_last;
-  assign \$155  = \$154  | tail_mask[14];
-  assign \$156  = src_data[478:471] == 8'hff;
-  assign \$157  = | src_data[470:448];
-  assign \$158  = \$156  & \$157 ;
-  assign xnan14 = \$155  & \$158 ;
-  assign \$159  = ~ mx_last;
-  assign \$160  = \$159  | tail_mask[15];
-  assign \$161  = ~ src_data[511:480];
-  assign \$163  = src_data[511] ? \$161  : \$162 ;
-  assign xkey15 = \$160  ? \$163  : 32'd0;
-  assign \$164  = ~ mx_last;
-  assign \$165  = \$164  | tail_mask[15];
-  assign \$166  = src_data[510:503] == 8'hff;
-  assign \$167  = | src_data[502:480];
-  assign \$168  = \$166  & \$167 ;
-  assign xnan15 = \$165  & \$168 ;
-  assign \$169  = ~ mx_last;
-  assign \$170  = \$169  | tail_mask[16];
-  assign \$171  = ~ src_data[543:512];
-  assign \$173  = src_data[543] ? \$171  : \$172 ;
-  assign xkey16 = \$170  ? \$173  : 32'd0;
-  assign \$174  = ~ mx_last;
-  assign \$175  = \$174  | tail_mask[16];
-  assign \$176  = src_data[542:535] == 8'hff;
-  assign \$177  = | src_data[534:512];
-  assign \$178  = \$176  & \$177 ;
-  assign xnan16 = \$175  & \$178 ;
-  assign \$179  = ~ mx_last;
-  assign \$180  = \$179  | tail_mask[17];
-  assign \$181  = ~ src_data[575:544];
-  assign \$183  = src_data[575] ? \$181  : \$182 ;
-  assign xkey17 = \$180  ? \$183  : 32'd0;
-  assign \$184  = ~ mx_last;
-  assign \$185  = \$184  | tail_mask[17];
-  assign \$186  = src_data[574:567] == 8'hff;
-  assign \$187  = | src_data[566:544];
-  assign \$188  = \$186  & \$187 ;
-  assign xnan17 = \$185  & \$188 ;
-  assign \$189  = ~ mx_last;
-  assign \$190  = \$189  | tail_mask[18];
-  assign \$191  = ~ src_data[607:576];
-  assign \$193  = src_data[607] ? \$191  : \$192 ;
-  assign xkey18 = \$190  ? \$193  : 32'd0;
-  assign \$194  = ~ mx_last;
-  assign \$195  = \$194  | tail_mask[18];
-  assign \$196  = src_data[606:599] == 8'hff;
-  assign \$197  = | src_data[598:576];
-  assign \$198  = \$196  & \$197 ;
-  assign xnan18 = \$195  & \$198 ;
-  assign \$199  = ~ mx_last;
-  assign \$200  = \$199  | tail_mask[19];
-  assign \$201  = ~ src_data[639:608];
-  assign \$203  = src_data[639] ? \$201  : \$202 ;
-  assign xkey19 = \$200  ? \$203  : 32'd0;
-  assign \$204  = ~ mx_last;
-  assign \$205  = \$204  | tail_mask[19];
-  assign \$206  = src_data[638:631] == 8'hff;
-  assign \$207  = | src_data[630:608];
-  assign \$208  = \$206  & \$207 ;
-  assign xnan19 = \$205  & \$208 ;
-  assign \$209  = ~ mx_last;
-  assign \$210  = \$209  | tail_mask[20];
-  assign \$211  = ~ src_data[671:640];
-  assign \$213  = src_data[671] ? \$211  : \$212 ;
-  assign xkey20 = \$210  ? \$213  : 32'd0;
-  assign \$214  = ~ mx_last;
-  assign \$215  = \$214  | tail_mask[20];
-  assign \$216  = src_data[670:663] == 8'hff;
-  assign \$217  = | src_data[662:640];
-  assign \$218  = \$216  & \$217 ;
-  assign xnan20 = \$215  & \$218 ;
-  assign \$219  = ~ mx_last;
-  assign \$220  = \$219  | tail_mask[21];
-  assign \$221  = ~ src_data[703:672];
-  assign \$223  = src_data[703] ? \$221  : \$222 ;
-  assign xkey21 = \$220  ? \$223  : 32'd0;
-  assign \$224  = ~ mx_last;
-  assign \$225  = \$224  | tail_mask[21];
-  assign \$226  = src_data[702:695] == 8'hff;
-  assign \$227  = | src_data[694:672];
-  assign \$228  = \$226  & \$227 ;
-  assign xnan21 = \$225  & \$228 ;
-  assign \$229  = ~ mx_last;
-  assign \$230  = \$229  | tail_mask[22];
-  assign \$231  = ~ src_data[735:704];
-  assign \$233  = src_data[735] ? \$231  : \$232 ;
-  assign xkey22 = \$230  ? \$233  : 32'd0;
-  assign \$234  = ~ mx_last;
-  assign \$235  = \$234  | tail_mask[22];
-  assign \$236  = src_data[734:727] == 8'hff;
-  assign \$237  = | src_data[726:704];
-  assign \$238  = \$236  & \$237 ;
-  assign xnan22 = \$235  & \$238 ;
-  assign \$239  = ~ mx_last;
-  assign \$240  = \$239  | tail_mask[23];
-  assign \$241  = ~ src_data[767:736];
-  assign \$243  = src_data[767] ? \$241  : \$242 ;
-  assign xkey23 = \$240  ? \$243  : 32'd0;
-  assign \$244  = ~ mx_last;
-  assign \$245  = \$244  | tail_mask[23];
-  assign \$246  = src_data[766:759] == 8'hff;
-  assign \$247  = | src_data[758:736];
-  assign \$248  = \$246  & \$247 ;
-  assign xnan23 = \$245  & \$248 ;
-  assign \$249  = ~ mx_last;
-  assign \$250  = \$249  | tail_mask[24];
-  assign \$251  = ~ src_data[799:768];
-  assign \$253  = src_data[799] ? \$251  : \$252 ;
-  assign xkey24 = \$250  ? \$253  : 32'd0;
-  assign \$254  = ~ mx_last;
-  assign \$255  = \$254  | tail_mask[24];
-  assign \$256  = src_data[798:791] == 8'hff;
-  assign \$257  = | src_data[790:768];
-  assign \$258  = \$256  & \$257 ;
-  assign xnan24 = \$255  & \$258 ;
-  assign \$259  = ~ mx_last;
-  assign \$260  = \$259  | tail_mask[25];
-  assign \$261  = ~ src_data[831:800];
-  assign \$263  = src_data[831] ? \$261  : \$262 ;
-  assign xkey25 = \$260  ? \$263  : 32'd0;
-  assign \$264  = ~ mx_last;
-  assign \$265  = \$264  | tail_mask[25];
-  assign \$266  = src_data[830:823] == 8'hff;
-  assign \$267  = | src_data[822:800];
-  assign \$268  = \$266  & \$267 ;
-  assign xnan25 = \$265  & \$268 ;
-  assign \$269  = ~ mx_last;
-  assign \$270  = \$269  | tail_mask[26];
-  assign \$271  = ~ src_data[863:832];
-  assign \$273  = src_data[863] ? \$271  : \$272 ;
-  assign xkey26 = \$270  ? \$273  : 32'd0;
-  assign \$274  = ~ mx_last;
-  assign \$275  = \$274  | tail_mask[26];
-  assign \$276  = src_data[862:855] == 8'hff;
-  assign \$277  = | src_data[854:832];
-  assign \$278  = \$276  & \$277 ;
-  assign xnan26 = \$275  & \$278 ;
-  assign \$279  = ~ mx_last;
-  assign \$280  = \$279  | tail_mask[27];
-  assign \$281  = ~ src_data[895:864];
-  assign \$283  = src_data[895] ? \$281  : \$282 ;
-  assign xkey27 = \$280  ? \$283  : 32'd0;
-  assign \$284  = ~ mx_last;
-  assign \$285  = \$284  | tail_mask[27];
-  assign \$286  = src_data[894:887] == 8'hff;
-  assign \$287  = | src_data[886:864];
-  assign \$288  = \$286  & \$287 ;
-  assign xnan27 = \$285  & \$288 ;
-  assign \$289  = ~ mx_last;
-  assign \$290  = \$289  | tail_mask[28];
-  assign \$291  = ~ src_data[927:896];
-  assign \$293  = src_data[927] ? \$291  : \$292 ;
-  assign xkey28 = \$290  ? \$293  : 32'd0;
-  assign \$294  = ~ mx_last;
-  assign \$295  = \$294  | tail_mask[28];
-  assign \$296  = src_data[926:919] == 8'hff;
-  assign \$297  = | src_data[918:896];
-  assign \$298  = \$296  & \$297 ;
-  assign xnan28 = \$295  & \$298 ;
-  assign \$299  = ~ mx_last;
-  assign \$300  = \$299  | tail_mask[29];
-  assign \$301  = ~ src_data[959:928];
-  assign \$303  = src_data[959] ? \$301  : \$302 ;
-  assign xkey29 = \$300  ? \$303  : 32'd0;
-  assign \$304  = ~ mx_last;
-  assign \$305  = \$304  | tail_mask[29];
-  assign \$306  = src_data[958:951] == 8'hff;
-  assign \$307  = | src_data[950:928];
-  assign \$308  = \$306  & \$307 ;
-  assign xnan29 = \$305  & \$308 ;
-  assign \$309  = ~ mx_last;
-  assign \$310  = \$309  | tail_mask[30];
-  assign \$311  = ~ src_data[991:960];
-  assign \$313  = src_data[991] ? \$311  : \$312 ;
-  assign xkey30 = \$310  ? \$313  : 32'd0;
-  assign \$314  = ~ mx_last;
-  assign \$315  = \$314  | tail_mask[30];
-  assign \$316  = src_data[990:983] == 8'hff;
-  assign \$317  = | src_data[982:960];
-  assign \$318  = \$316  & \$317 ;
-  assign xnan30 = \$315  & \$318 ;
-  assign \$319  = ~ mx_last;
-  assign \$320  = \$319  | tail_mask[31];
-  assign \$321  = ~ src_data[1023:992];
-  assign \$323  = src_data[1023] ? \$321  : \$322 ;
-  assign xkey31 = \$320  ? \$323  : 32'd0;
-  assign \$324  = ~ mx_last;
-  assign \$325  = \$324  | tail_mask[31];
-  assign \$326  = src_data[1022:1015] == 8'hff;
-  assign \$327  = | src_data[1014:992];
-  assign \$328  = \$326  & \$327 ;
-  assign xnan31 = \$325  & \$328 ;
-  assign \$329  = xkey16 > xkey0;
-  assign kred16_0 = \$329  ? xkey16 : xkey0;
-  assign \$330  = xkey17 > xkey1;
-  assign kred16_1 = \$330  ? xkey17 : xkey1;
-  assign \$331  = xkey18 > xkey2;
-  assign kred16_2 = \$331  ? xkey18 : xkey2;
-  assign \$332  = xkey19 > xkey3;
-  assign kred16_3 = \$332  ? xkey19 : xkey3;
-  assign \$333  = xkey20 > xkey4;
-  assign kred16_4 = \$333  ? xkey20 : xkey4;
-  assign \$334  = xkey21 > xkey5;
-  assign kred16_5 = \$334  ? xkey21 : xkey5;
-  assign \$335  = xkey22 > xkey6;
-  assign kred16_6 = \$335  ? xkey22 : xkey6;
-  assign \$336  = xkey23 > xkey7;
-  assign kred16_7 = \$336  ? xkey23 : xkey7;
-  assign \$337  = xkey24 > xkey8;
-  assign kred16_8 = \$337  ? xkey24 : xkey8;
-  assign \$338  = xkey25 > xkey9;
-  assign kred16_9 = \$338  ? xkey25 : xkey9;
-  assign \$339  = xkey26 > xkey10;
-  assign kred16_10 = \$339  ? xkey26 : xkey10;
-  assign \$340  = xkey27 > xkey11;
-  assign kred16_11 = \$340  ? xkey27 : xkey11;
-  assign \$341  = xkey28 > xkey12;
-  assign kred16_12 = \$341  ? xkey28 : xkey12;
-  assign \$342  = xkey29 > xkey13;
-  assign kred16_13 = \$342  ? xkey29 : xkey13;
-  assign \$343  = xkey30 > xkey14;
-  assign kred16_14 = \$343  ? xkey30 : xkey14;
-  assign \$344  = xkey31 > xkey15;
-  assign kred16_15 = \$344  ? xkey31 : xkey15;
-  assign \$345  = kred16_8 > kred16_0;
-  assign kred8_0 = \$345  ? kred16_8 : kred16_0;
-  assign \$346  = kred16_9 > kred16_1;
-  assign kred8_1 = \$346  ? kred16_9 : kred16_1;
-  assign \$347  = kred16_10 > kred16_2;
-  assign kred8_2 = \$347  ? kred16_10 : kred16_2;
-  assign \$348  = kred16_11 > kred16_3;
-  assign kred8_3 = \$348  ? kred16_11 : kred16_3;
-  assign \$349  = kred16_12 > kred16_4;
-  assign kred8_4 = \$349  ? kred16_12 : kred16_4;
-  assign \$350  = kred16_13 > kred16_5;
-  assign kred8_5 = \$350  ? kred16_13 : kred16_5;
-  assign \$351  = kred16_14 > kred16_6;
-  assign kred8_6 = \$351  ? kred16_14 : kred16_6;
-  assign \$352  = kred16_15 > kred16_7;
-  assign kred8_7 = \$352  ? kred16_15 : kred16_7;
-  assign \$353  = kred8_4 > kred8_0;
-  assign kred4_0 = \$353  ? kred8_4 : kred8_0;
-  assign \$354  = kred8_5 > kred8_1;
-  assign kred4_1 = \$354  ? kred8_5 : kred8_1;
-  assign \$355  = kred8_6 > kred8_2;
-  assign kred4_2 = \$355  ? kred8_6 : kred8_2;
-  assign \$356  = kred8_7 > kred8_3;
-  assign kred4_3 = \$356  ? kred8_7 : kred8_3;
-  assign \$357  = kreg1_2 > kreg1_0;
-  assign kred2_0 = \$357  ? kreg1_2 : kreg1_0;
-  assign \$358  = kreg1_3 > kreg1_1;
-  assign kred2_1 = \$358  ? kreg1_3 : kreg1_1;
-  assign \$359  = kred2_1 > kred2_0;
-  assign kred1_0 = \$359  ? kred2_1 : kred2_0;
-  assign \$360  = dst_en & dst_last;
-  assign \$361  = \$360  & partial;
-  assign \$362  = ~ out_pass;
-  assign written = \$361  & \$362 ;
-  assign \$363  = ~ out_pass;
-  assign \$364  = v7 & \$363 ;
-  assign wr_v0 = \$364  | adder_issue;
-  assign \$365  = ~ out_pass;
-  assign \$366  = v7 & \$365 ;
-  assign wr_set0 = \$366  ? acc_set : 2'h0;
-  assign \$367  = out_pass ? last8 : last7;
-  assign \$368  = ~ \$367 ;
-  assign \$369  = \$368  | tail_mask[0];
-  assign \$370  = out_pass ? product0 : half0;
-  assign \$371  = \$369  ? \$370  : 16'h0000;
-  assign \$372  = ~ out_pass;
-  assign \$373  = v7 & \$372 ;
-  assign \$375  = ~ last7;
-  assign \$376  = \$375  | tail_mask[0];
-  assign \$377  = \$376  ? e_reg0 : 32'd0;
-  assign \$378  = out_pass ? last8 : last7;
-  assign \$379  = ~ \$378 ;
-  assign \$380  = \$379  | tail_mask[1];
-  assign \$381  = out_pass ? product1 : half1;
-  assign \$382  = \$380  ? \$381  : 16'h0000;
-  assign \$383  = ~ out_pass;
-  assign \$384  = v7 & \$383 ;
-  assign \$386  = ~ last7;
-  assign \$387  = \$386  | tail_mask[1];
-  assign \$388  = \$387  ? e_reg1 : 32'd0;
-  assign \$389  = out_pass ? last8 : last7;
-  assign \$390  = ~ \$389 ;
-  assign \$391  = \$390  | tail_mask[2];
-  assign \$392  = out_pass ? product2 : half2;
-  assign \$393  = \$391  ? \$392  : 16'h0000;
-  assign \$394  = ~ out_pass;
-  assign \$395  = v7 & \$394 ;
-  assign \$397  = ~ last7;
-  assign \$398  = \$397  | tail_mask[2];
-  assign \$399  = \$398  ? e_reg2 : 32'd0;
-  assign \$400  = out_pass ? last8 : last7;
-  assign \$401  = ~ \$400 ;
-  assign \$402  = \$401  | tail_mask[3];
-  assign \$403  = out_pass ? product3 : half3;
-  assign \$404  = \$402  ? \$403  : 16'h0000;
-  assign \$405  = ~ out_pass;
-  assign \$406  = v7 & \$405 ;
-  assign \$408  = ~ last7;
-  assign \$409  = \$408  | tail_mask[3];
-  assign \$410  = \$409  ? e_reg3 : 32'd0;
-  assign \$411  = out_pass ? last8 : last7;
-  assign \$412  = ~ \$411 ;
-  assign \$413  = \$412  | tail_mask[4];
-  assign \$414  = out_pass ? product4 : half4;
-  assign \$415  = \$413  ? \$414  : 16'h0000;
-  assign \$416  = ~ out_pass;
-  assign \$417  = v7 & \$416 ;
-  assign \$419  = ~ last7;
-  assign \$420  = \$419  | tail_mask[4];
-  assign \$421  = \$420  ? e_reg4 : 32'd0;
-  assign \$422  = out_pass ? last8 : last7;
-  assign \$423  = ~ \$422 ;
-  assign \$424  = \$423  | tail_mask[5];
-  assign \$425  = out_pass ? product5 : half5;
-  assign \$426  = \$424  ? \$425  : 16'h0000;
-  assign \$427  = ~ out_pass;
-  assign \$428  = v7 & \$427 ;
-  assign \$430  = ~ last7;
-  assign \$431  = \$430  | tail_mask[5];
-  assign \$432  = \$431  ? e_reg5 : 32'd0;
-  assign \$433  = out_pass ? last8 : last7;
-  assign \$434  = ~ \$433 ;
-  assign \$435  = \$434  | tail_mask[6];
-  assign \$436  = out_pass ? product6 : half6;
-  assign \$437  = \$435  ? \$436  : 16'h0000;
-  assign \$438  = ~ out_pass;
-  assign \$439  = v7 & \$438 ;
-  assign \$441  = ~ last7;
-  assign \$442  = \$441  | tail_mask[6];
-  assign \$443  = \$442  ? e_reg6 : 32'd0;
-  assign \$444  = out_pass ? last8 : last7;
-  assign \$445  = ~ \$444 ;
-  assign \$446  = \$445  | tail_mask[7];
-  assign \$447  = out_pass ? product7 : half7;
-  assign \$448  = \$446  ? \$447  : 16'h0000;
-  assign \$449  = ~ out_pass;
-  assign \$450  = v7 & \$449 ;
-  assign \$452  = ~ last7;
-  assign \$453  = \$452  | tail_mask[7];
-  assign \$454  = \$453  ? e_reg7 : 32'd0;
-  assign \$455  = out_pass ? last8 : last7;
-  assign \$456  = ~ \$455 ;
-  assign \$457  = \$456  | tail_mask[8];
-  assign \$458  = out_pass ? product8 : half8;
-  assign \$459  = \$457  ? \$458  : 16'h0000;
-  assign \$460  = ~ out_pass;
-  assign \$461  = v7 & \$460 ;
-  assign \$463  = ~ last7;
-  assign \$464  = \$463  | tail_mask[8];
-  assign \$465  = \$464  ? e_reg8 : 32'd0;
-  assign \$466  = out_pass ? last8 : last7;
-  assign \$467  = ~ \$466 ;
-  assign \$468  = \$467  | tail_mask[9];
-  assign \$469  = out_pass ? product9 : half9;
-  assign \$470  = \$468  ? \$469  : 16'h0000;
-  assign \$471  = ~ out_pass;
-  assign \$472  = v7 & \$471 ;
-  assign \$474  = ~ last7;
-  assign \$475  = \$474  | tail_mask[9];
-  assign \$476  = \$475  ? e_reg9 : 32'd0;
-  assign \$477  = out_pass ? last8 : last7;
-  assign \$478  = ~ \$477 ;
-  assign \$479  = \$478  | tail_mask[10];
-  assign \$480  = out_pass ? product10 : half10;
-  assign \$481  = \$479  ? \$480  : 16'h0000;
-  assign \$482  = ~ out_pass;
-  assign \$483  = v7 & \$482 ;
-  assign \$485  = ~ last7;
-  assign \$486  = \$485  | tail_mask[10];
-  assign \$487  = \$486  ? e_reg10 : 32'd0;
-  assign \$488  = out_pass ? last8 : last7;
-  assign \$489  = ~ \$488 ;
-  assign \$490  = \$489  | tail_mask[11];
-  assign \$491  = out_pass ? product11 : half11;
-  assign \$492  = \$490  ? \$491  : 16'h0000;
-  assign \$493  = ~ out_pass;
-  assign \$494  = v7 & \$493 ;
-  assign \$496  = ~ last7;
-  assign \$497  = \$496  | tail_mask[11];
-  assign \$498  = \$497  ? e_reg11 : 32'd0;
-  assign \$499  = out_pass ? last8 : last7;
-  assign \$500  = ~ \$499 ;
-  assign \$501  = \$500  | tail_mask[12];
-  assign \$502  = out_pass ? product12 : half12;
-  assign \$503  = \$501  ? \$502  : 16'h0000;
-  assign \$504  = ~ out_pass;
-  assign \$505  = v7 & \$504 ;
-  assign \$507  = ~ last7;
-  assign \$508  = \$507  | tail_mask[12];
-  assign \$509  = \$508  ? e_reg12 : 32'd0;
-  assign \$510  = out_pass ? last8 : last7;
-  assign \$511  = ~ \$510 ;
-  assign \$512  = \$511  | tail_mask[13];
-  assign \$513  = out_pass ? product13 : half13;
-  assign \$514  = \$512  ? \$513  : 16'h0000;
-  assign \$515  = ~ out_pass;
-  assign \$516  = v7 & \$515 ;
-  assign \$518  = ~ last7;
-  assign \$519  = \$518  | tail_mask[13];
-  assign \$520  = \$519  ? e_reg13 : 32'd0;
-  assign \$521  = out_pass ? last8 : last7;
-  assign \$522  = ~ \$521 ;
-  assign \$523  = \$522  | tail_mask[14];
-  assign \$524  = out_pass ? product14 : half14;
-  assign \$525  = \$523  ? \$524  : 16'h0000;
-  assign \$526  = ~ out_pass;
-  assign \$527  = v7 & \$526 ;
-  assign \$529  = ~ last7;
-  assign \$530  = \$529  | tail_mask[14];
-  assign \$531  = \$530  ? e_reg14 : 32'd0;
-  assign \$532  = out_pass ? last8 : last7;
-  assign \$533  = ~ \$532 ;
-  assign \$534  = \$533  | tail_mask[15];
-  assign \$535  = out_pass ? product15 : half15;
-  assign \$536  = \$534  ? \$535  : 16'h0000;
-  assign \$537  = ~ out_pass;
-  assign \$538  = v7 & \$537 ;
-  assign \$540  = ~ last7;
-  assign \$541  = \$540  | tail_mask[15];
-  assign \$542  = \$541  ? e_reg15 : 32'd0;
-  assign \$543  = out_pass ? last8 : last7;
-  assign \$544  = ~ \$543 ;
-  assign \$545  = \$544  | tail_mask[16];
-  assign \$546  = out_pass ? product16 : half16;
-  assign \$547  = \$545  ? \$546  : 16'h0000;
-  assign \$548  = ~ out_pass;
-  assign \$549  = v7 & \$548 ;
-  assign \$551  = ~ last7;
-  assign \$552  = \$551  | tail_mask[16];
-  assign \$553  = \$552  ? e_reg16 : 32'd0;
-  assign \$554  = out_pass ? last8 : last7;
-  assign \$555  = ~ \$554 ;
-  assign \$556  = \$555  | tail_mask[17];
-  assign \$557  = out_pass ? product17 : half17;
-  assign \$558  = \$556  ? \$557  : 16'h0000;
-  assign \$559  = ~ out_pass;
-  assign \$560  = v7 & \$559 ;
-  assign \$562  = ~ last7;
-  assign \$563  = \$562  | tail_mask[17];
-  assign \$564  = \$563  ? e_reg17 : 32'd0;
-  assign \$565  = out_pass ? last8 : last7;
-  assign \$566  = ~ \$565 ;
-  assign \$567  = \$566  | tail_mask[18];
-  assign \$568  = out_pass ? product18 : half18;
-  assign \$569  = \$567  ? \$568  : 16'h0000;
-  assign \$570  = ~ out_pass;
-  assign \$571  = v7 & \$570 ;
-  assign \$573  = ~ last7;
-  assign \$574  = \$573  | tail_mask[18];
-  assign \$575  = \$574  ? e_reg18 : 32'd0;
-  assign \$576  = out_pass ? last8 : last7;
-  assign \$577  = ~ \$576 ;
-  assign \$578  = \$577  | tail_mask[19];
-  assign \$579  = out_pass ? product19 : half19;
-  assign \$580  = \$578  ? \$579  : 16'h0000;
-  assign \$581  = ~ out_pass;
-  assign \$582  = v7 & \$581 ;
-  assign \$584  = ~ last7;
-  assign \$585  = \$584  | tail_mask[19];
-  assign \$586  = \$585  ? e_reg19 : 32'd0;
-  assign \$587  = out_pass ? last8 : last7;
-  assign \$588  = ~ \$587 ;
-  assign \$589  = \$588  | tail_mask[20];
-  assign \$590  = out_pass ? product20 : half20;
-  assign \$591  = \$589  ? \$590  : 16'h0000;
-  assign \$592  = ~ out_pass;
-  assign \$593  = v7 & \$592 ;
-  assign \$595  = ~ last7;
-  assign \$596  = \$595  | tail_mask[20];
-  assign \$597  = \$596  ? e_reg20 : 32'd0;
-  assign \$598  = out_pass ? last8 : last7;
-  assign \$599  = ~ \$598 ;
-  assign \$600  = \$599  | tail_mask[21];
-  assign \$601  = out_pass ? product21 : half21;
-  assign \$602  = \$600  ? \$601  : 16'h0000;
-  assign \$603  = ~ out_pass;
-  assign \$604  = v7 & \$603 ;
-  assign \$606  = ~ last7;
-  assign \$607  = \$606  | tail_mask[21];
-  assign \$608  = \$607  ? e_reg21 : 32'd0;
-  assign \$609  = out_pass ? last8 : last7;
-  assign \$610  = ~ \$609 ;
-  assign \$611  = \$610  | tail_mask[22];
-  assign \$612  = out_pass ? product22 : half22;
-  assign \$613  = \$611  ? \$612  : 16'h0000;
-  assign \$614  = ~ out_pass;
-  assign \$615  = v7 & \$614 ;
-  assign \$617  = ~ last7;
-  assign \$618  = \$617  | tail_mask[22];
-  assign \$619  = \$618  ? e_reg22 : 32'd0;
-  assign \$620  = out_pass ? last8 : last7;
-  assign \$621  = ~ \$620 ;
-  assign \$622  = \$621  | tail_mask[23];
-  assign \$623  = out_pass ? product23 : half23;
-  assign \$624  = \$622  ? \$623  : 16'h0000;
-  assign \$625  = ~ out_pass;
-  assign \$626  = v7 & \$625 ;
-  assign \$628  = ~ last7;
-  assign \$629  = \$628  | tail_mask[23];
-  assign \$630  = \$629  ? e_reg23 : 32'd0;
-  assign \$631  = out_pass ? last8 : last7;
-  assign \$632  = ~ \$631 ;
-  assign \$633  = \$632  | tail_mask[24];
-  assign \$634  = out_pass ? product24 : half24;
-  assign \$635  = \$633  ? \$634  : 16'h0000;
-  assign \$636  = ~ out_pass;
-  assign \$637  = v7 & \$636 ;
-  assign \$639  = ~ last7;
-  assign \$640  = \$639  | tail_mask[24];
-  assign \$641  = \$640  ? e_reg24 : 32'd0;
-  assign \$642  = out_pass ? last8 : last7;
-  assign \$643  = ~ \$642 ;
-  assign \$644  = \$643  | tail_mask[25];
-  assign \$645  = out_pass ? product25 : half25;
-  assign \$646  = \$644  ? \$645  : 16'h0000;
-  assign \$647  = ~ out_pass;
-  assign \$648  = v7 & \$647 ;
-  assign \$650  = ~ last7;
-  assign \$651  = \$650  | tail_mask[25];
-  assign \$652  = \$651  ? e_reg25 : 32'd0;
-  assign \$653  = out_pass ? last8 : last7;
-  assign \$654  = ~ \$653 ;
-  assign \$655  = \$654  | tail_mask[26];
-  assign \$656  = out_pass ? product26 : half26;
-  assign \$657  = \$655  ? \$656  : 16'h0000;
-  assign \$658  = ~ out_pass;
-  assign \$659  = v7 & \$658 ;
-  assign \$661  = ~ last7;
-  assign \$662  = \$661  | tail_mask[26];
-  assign \$663  = \$662  ? e_reg26 : 32'd0;
-  assign \$664  = out_pass ? last8 : last7;
-  assign \$665  = ~ \$664 ;
-  assign \$666  = \$665  | tail_mask[27];
-  assign \$667  = out_pass ? product27 : half27;
-  assign \$668  = \$666  ? \$667  : 16'h0000;
-  assign \$669  = ~ out_pass;
-  assign \$670  = v7 & \$669 ;
-  assign \$672  = ~ last7;
-  assign \$673  = \$672  | tail_mask[27];
-  assign \$674  = \$673  ? e_reg27 : 32'd0;
-  assign \$675  = out_pass ? last8 : last7;
-  assign \$676  = ~ \$675 ;
-  assign \$677  = \$676  | tail_mask[28];
-  assign \$678  = out_pass ? product28 : half28;
-  assign \$679  = \$677  ? \$678  : 16'h0000;
-  assign \$680  = ~ out_pass;
-  assign \$681  = v7 & \$680 ;
-  assign \$683  = ~ last7;
-  assign \$684  = \$683  | tail_mask[28];
-  assign \$685  = \$684  ? e_reg28 : 32'd0;
-  assign \$686  = out_pass ? last8 : last7;
-  assign \$687  = ~ \$686 ;
-  assign \$688  = \$687  | tail_mask[29];
-  assign \$689  = out_pass ? product29 : half29;
-  assign \$690  = \$688  ? \$689  : 16'h0000;
-  assign \$691  = ~ out_pass;
-  assign \$692  = v7 & \$691 ;
-  assign \$694  = ~ last7;
-  assign \$695  = \$694  | tail_mask[29];
-  assign \$696  = \$695  ? e_reg29 : 32'd0;
-  assign \$697  = out_pass ? last8 : last7;
-  assign \$698  = ~ \$697 ;
-  assign \$699  = \$698  | tail_mask[30];
-  assign \$700  = out_pass ? product30 : half30;
-  assign \$701  = \$699  ? \$700  : 16'h0000;
-  assign \$702  = ~ out_pass;
-  assign \$703  = v7 & \$702 ;
-  assign \$705  = ~ last7;
-  assign \$706  = \$705  | tail_mask[30];
-  assign \$707  = \$706  ? e_reg30 : 32'd0;
-  assign \$708  = out_pass ? last8 : last7;
-  assign \$709  = ~ \$708 ;
-  assign \$710  = \$709  | tail_mask[31];
-  assign \$711  = out_pass ? product31 : half31;
-  assign \$712  = \$710  ? \$711  : 16'h0000;
-  assign \$713  = ~ out_pass;
-  assign \$714  = v7 & \$713 ;
-  assign \$716  = ~ last7;
-  assign \$717  = \$716  | tail_mask[31];
-  assign \$718  = \$717  ? e_reg31 : 32'd0;
-  assign \$719  = ! fsm_state;
+  assign busy = ~ \$399 ;
+  assign \$9  = xkey16 > xkey0;
+  assign kred16_0 = \$9  ? xkey16 : xkey0;
+  assign \$10  = xkey17 > xkey1;
+  assign kred16_1 = \$10  ? xkey17 : xkey1;
+  assign \$11  = xkey18 > xkey2;
+  assign kred16_2 = \$11  ? xkey18 : xkey2;
+  assign \$12  = xkey19 > xkey3;
+  assign kred16_3 = \$12  ? xkey19 : xkey3;
+  assign \$13  = xkey20 > xkey4;
+  assign kred16_4 = \$13  ? xkey20 : xkey4;
+  assign \$14  = xkey21 > xkey5;
+  assign kred16_5 = \$14  ? xkey21 : xkey5;
+  assign \$15  = xkey22 > xkey6;
+  assign kred16_6 = \$15  ? xkey22 : xkey6;
+  assign \$16  = xkey23 > xkey7;
+  assign kred16_7 = \$16  ? xkey23 : xkey7;
+  assign \$17  = xkey24 > xkey8;
+  assign kred16_8 = \$17  ? xkey24 : xkey8;
+  assign \$18  = xkey25 > xkey9;
+  assign kred16_9 = \$18  ? xkey25 : xkey9;
+  assign \$19  = xkey26 > xkey10;
+  assign kred16_10 = \$19  ? xkey26 : xkey10;
+  assign \$20  = xkey27 > xkey11;
+  assign kred16_11 = \$20  ? xkey27 : xkey11;
+  assign \$21  = xkey28 > xkey12;
+  assign kred16_12 = \$21  ? xkey28 : xkey12;
+  assign \$22  = xkey29 > xkey13;
+  assign kred16_13 = \$22  ? xkey29 : xkey13;
+  assign \$23  = xkey30 > xkey14;
+  assign kred16_14 = \$23  ? xkey30 : xkey14;
+  assign \$24  = xkey31 > xkey15;
+  assign kred16_15 = \$24  ? xkey31 : xkey15;
+  assign \$25  = kred16_8 > kred16_0;
+  assign kred8_0 = \$25  ? kred16_8 : kred16_0;
+  assign \$26  = kred16_9 > kred16_1;
+  assign kred8_1 = \$26  ? kred16_9 : kred16_1;
+  assign \$27  = kred16_10 > kred16_2;
+  assign kred8_2 = \$27  ? kred16_10 : kred16_2;
+  assign \$28  = kred16_11 > kred16_3;
+  assign kred8_3 = \$28  ? kred16_11 : kred16_3;
+  assign \$29  = kred16_12 > kred16_4;
+  assign kred8_4 = \$29  ? kred16_12 : kred16_4;
+  assign \$30  = kred16_13 > kred16_5;
+  assign kred8_5 = \$30  ? kred16_13 : kred16_5;
+  assign \$31  = kred16_14 > kred16_6;
+  assign kred8_6 = \$31  ? kred16_14 : kred16_6;
+  assign \$32  = kred16_15 > kred16_7;
+  assign kred8_7 = \$32  ? kred16_15 : kred16_7;
+  assign \$33  = kred8_4 > kred8_0;
+  assign kred4_0 = \$33  ? kred8_4 : kred8_0;
+  assign \$34  = kred8_5 > kred8_1;
+  assign kred4_1 = \$34  ? kred8_5 : kred8_1;
+  assign \$35  = kred8_6 > kred8_2;
+  assign kred4_2 = \$35  ? kred8_6 : kred8_2;
+  assign \$36  = kred8_7 > kred8_3;
+  assign kred4_3 = \$36  ? kred8_7 : kred8_3;
+  assign \$37  = kreg2_2 > kreg2_0;
+  assign kred2_0 = \$37  ? kreg2_2 : kreg2_0;
+  assign \$38  = kreg2_3 > kreg2_1;
+  assign kred2_1 = \$38  ? kreg2_3 : kreg2_1;
+  assign \$39  = kred2_1 > kred2_0;
+  assign kred1_0 = \$39  ? kred2_1 : kred2_0;
+  assign \$40  = dst_en & dst_last;
+  assign \$41  = \$40  & partial;
+  assign \$42  = ~ out_pass;
+  assign written = \$41  & \$42 ;
+  assign \$43  = ~ out_pass;
+  assign \$44  = v7 & \$43 ;
+  assign wr_v0 = \$44  | adder_issue;
+  assign \$45  = ~ out_pass;
+  assign \$46  = v7 & \$45 ;
+  assign wr_set0 = \$46  ? acc_set : 2'h0;
+  assign \$47  = out_pass ? last8 : last7;
+  assign \$48  = ~ \$47 ;
+  assign \$49  = \$48  | tail_mask[0];
+  assign \$50  = out_pass ? product0 : half0;
+  assign \$51  = \$49  ? \$50  : 16'h0000;
+  assign \$52  = ~ out_pass;
+  assign \$53  = v7 & \$52 ;
+  assign \$55  = ~ last7;
+  assign \$56  = \$55  | tail_mask[0];
+  assign \$57  = \$56  ? e_reg0 : 32'd0;
+  assign \$58  = out_pass ? last8 : last7;
+  assign \$59  = ~ \$58 ;
+  assign \$60  = \$59  | tail_mask[1];
+  assign \$61  = out_pass ? product1 : half1;
+  assign \$62  = \$60  ? \$61  : 16'h0000;
+  assign \$63  = ~ out_pass;
+  assign \$64  = v7 & \$63 ;
+  assign \$66  = ~ last7;
+  assign \$67  = \$66  | tail_mask[1];
+  assign \$68  = \$67  ? e_reg1 : 32'd0;
+  assign \$69  = out_pass ? last8 : last7;
+  assign \$70  = ~ \$69 ;
+  assign \$71  = \$70  | tail_mask[2];
+  assign \$72  = out_pass ? product2 : half2;
+  assign \$73  = \$71  ? \$72  : 16'h0000;
+  assign \$74  = ~ out_pass;
+  assign \$75  = v7 & \$74 ;
+  assign \$77  = ~ last7;
+  assign \$78  = \$77  | tail_mask[2];
+  assign \$79  = \$78  ? e_reg2 : 32'd0;
+  assign \$80  = out_pass ? last8 : last7;
+  assign \$81  = ~ \$80 ;
+  assign \$82  = \$81  | tail_mask[3];
+  assign \$83  = out_pass ? product3 : half3;
+  assign \$84  = \$82  ? \$83  : 16'h0000;
+  assign \$85  = ~ out_pass;
+  assign \$86  = v7 & \$85 ;
+  assign \$88  = ~ last7;
+  assign \$89  = \$88  | tail_mask[3];
+  assign \$90  = \$89  ? e_reg3 : 32'd0;
+  assign \$91  = out_pass ? last8 : last7;
+  assign \$92  = ~ \$91 ;
+  assign \$93  = \$92  | tail_mask[4];
+  assign \$94  = out_pass ? product4 : half4;
+  assign \$95  = \$93  ? \$94  : 16'h0000;
+  assign \$96  = ~ out_pass;
+  assign \$97  = v7 & \$96 ;
+  assign \$99  = ~ last7;
+  assign \$100  = \$99  | tail_mask[4];
+  assign \$101  = \$100  ? e_reg4 : 32'd0;
+  assign \$102  = out_pass ? last8 : last7;
+  assign \$103  = ~ \$102 ;
+  assign \$104  = \$103  | tail_mask[5];
+  assign \$105  = out_pass ? product5 : half5;
+  assign \$106  = \$104  ? \$105  : 16'h0000;
+  assign \$107  = ~ out_pass;
+  assign \$108  = v7 & \$107 ;
+  assign \$110  = ~ last7;
+  assign \$111  = \$110  | tail_mask[5];
+  assign \$112  = \$111  ? e_reg5 : 32'd0;
+  assign \$113  = out_pass ? last8 : last7;
+  assign \$114  = ~ \$113 ;
+  assign \$115  = \$114  | tail_mask[6];
+  assign \$116  = out_pass ? product6 : half6;
+  assign \$117  = \$115  ? \$116  : 16'h0000;
+  assign \$118  = ~ out_pass;
+  assign \$119  = v7 & \$118 ;
+  assign \$121  = ~ last7;
+  assign \$122  = \$121  | tail_mask[6];
+  assign \$123  = \$122  ? e_reg6 : 32'd0;
+  assign \$124  = out_pass ? last8 : last7;
+  assign \$125  = ~ \$124 ;
+  assign \$126  = \$125  | tail_mask[7];
+  assign \$127  = out_pass ? product7 : half7;
+  assign \$128  = \$126  ? \$127  : 16'h0000;
+  assign \$129  = ~ out_pass;
+  assign \$130  = v7 & \$129 ;
+  assign \$132  = ~ last7;
+  assign \$133  = \$132  | tail_mask[7];
+  assign \$134  = \$133  ? e_reg7 : 32'd0;
+  assign \$135  = out_pass ? last8 : last7;
+  assign \$136  = ~ \$135 ;
+  assign \$137  = \$136  | tail_mask[8];
+  assign \$138  = out_pass ? product8 : half8;
+  assign \$139  = \$137  ? \$138  : 16'h0000;
+  assign \$140  = ~ out_pass;
+  assign \$141  = v7 & \$140 ;
+  assign \$143  = ~ last7;
+  assign \$144  = \$143  | tail_mask[8];
+  assign \$145  = \$144  ? e_reg8 : 32'd0;
+  assign \$146  = out_pass ? last8 : last7;
+  assign \$147  = ~ \$146 ;
+  assign \$148  = \$147  | tail_mask[9];
+  assign \$149  = out_pass ? product9 : half9;
+  assign \$150  = \$148  ? \$149  : 16'h0000;
+  assign \$151  = ~ out_pass;
+  assign \$152  = v7 & \$151 ;
+  assign \$154  = ~ last7;
+  assign \$155  = \$154  | tail_mask[9];
+  assign \$156  = \$155  ? e_reg9 : 32'd0;
+  assign \$157  = out_pass ? last8 : last7;
+  assign \$158  = ~ \$157 ;
+  assign \$159  = \$158  | tail_mask[10];
+  assign \$160  = out_pass ? product10 : half10;
+  assign \$161  = \$159  ? \$160  : 16'h0000;
+  assign \$162  = ~ out_pass;
+  assign \$163  = v7 & \$162 ;
+  assign \$165  = ~ last7;
+  assign \$166  = \$165  | tail_mask[10];
+  assign \$167  = \$166  ? e_reg10 : 32'd0;
+  assign \$168  = out_pass ? last8 : last7;
+  assign \$169  = ~ \$168 ;
+  assign \$170  = \$169  | tail_mask[11];
+  assign \$171  = out_pass ? product11 : half11;
+  assign \$172  = \$170  ? \$171  : 16'h0000;
+  assign \$173  = ~ out_pass;
+  assign \$174  = v7 & \$173 ;
+  assign \$176  = ~ last7;
+  assign \$177  = \$176  | tail_mask[11];
+  assign \$178  = \$177  ? e_reg11 : 32'd0;
+  assign \$179  = out_pass ? last8 : last7;
+  assign \$180  = ~ \$179 ;
+  assign \$181  = \$180  | tail_mask[12];
+  assign \$182  = out_pass ? product12 : half12;
+  assign \$183  = \$181  ? \$182  : 16'h0000;
+  assign \$184  = ~ out_pass;
+  assign \$185  = v7 & \$184 ;
+  assign \$187  = ~ last7;
+  assign \$188  = \$187  | tail_mask[12];
+  assign \$189  = \$188  ? e_reg12 : 32'd0;
+  assign \$190  = out_pass ? last8 : last7;
+  assign \$191  = ~ \$190 ;
+  assign \$192  = \$191  | tail_mask[13];
+  assign \$193  = out_pass ? product13 : half13;
+  assign \$194  = \$192  ? \$193  : 16'h0000;
+  assign \$195  = ~ out_pass;
+  assign \$196  = v7 & \$195 ;
+  assign \$198  = ~ last7;
+  assign \$199  = \$198  | tail_mask[13];
+  assign \$200  = \$199  ? e_reg13 : 32'd0;
+  assign \$201  = out_pass ? last8 : last7;
+  assign \$202  = ~ \$201 ;
+  assign \$203  = \$202  | tail_mask[14];
+  assign \$204  = out_pass ? product14 : half14;
+  assign \$205  = \$203  ? \$204  : 16'h0000;
+  assign \$206  = ~ out_pass;
+  assign \$207  = v7 & \$206 ;
+  assign \$209  = ~ last7;
+  assign \$210  = \$209  | tail_mask[14];
+  assign \$211  = \$210  ? e_reg14 : 32'd0;
+  assign \$212  = out_pass ? last8 : last7;
+  assign \$213  = ~ \$212 ;
+  assign \$214  = \$213  | tail_mask[15];
+  assign \$215  = out_pass ? product15 : half15;
+  assign \$216  = \$214  ? \$215  : 16'h0000;
+  assign \$217  = ~ out_pass;
+  assign \$218  = v7 & \$217 ;
+  assign \$220  = ~ last7;
+  assign \$221  = \$220  | tail_mask[15];
+  assign \$222  = \$221  ? e_reg15 : 32'd0;
+  assign \$223  = out_pass ? last8 : last7;
+  assign \$224  = ~ \$223 ;
+  assign \$225  = \$224  | tail_mask[16];
+  assign \$226  = out_pass ? product16 : half16;
+  assign \$227  = \$225  ? \$226  : 16'h0000;
+  assign \$228  = ~ out_pass;
+  assign \$229  = v7 & \$228 ;
+  assign \$231  = ~ last7;
+  assign \$232  = \$231  | tail_mask[16];
+  assign \$233  = \$232  ? e_reg16 : 32'd0;
+  assign \$234  = out_pass ? last8 : last7;
+  assign \$235  = ~ \$234 ;
+  assign \$236  = \$235  | tail_mask[17];
+  assign \$237  = out_pass ? product17 : half17;
+  assign \$238  = \$236  ? \$237  : 16'h0000;
+  assign \$239  = ~ out_pass;
+  assign \$240  = v7 & \$239 ;
+  assign \$242  = ~ last7;
+  assign \$243  = \$242  | tail_mask[17];
+  assign \$244  = \$243  ? e_reg17 : 32'd0;
+  assign \$245  = out_pass ? last8 : last7;
+  assign \$246  = ~ \$245 ;
+  assign \$247  = \$246  | tail_mask[18];
+  assign \$248  = out_pass ? product18 : half18;
+  assign \$249  = \$247  ? \$248  : 16'h0000;
+  assign \$250  = ~ out_pass;
+  assign \$251  = v7 & \$250 ;
+  assign \$253  = ~ last7;
+  assign \$254  = \$253  | tail_mask[18];
+  assign \$255  = \$254  ? e_reg18 : 32'd0;
+  assign \$256  = out_pass ? last8 : last7;
+  assign \$257  = ~ \$256 ;
+  assign \$258  = \$257  | tail_mask[19];
+  assign \$259  = out_pass ? product19 : half19;
+  assign \$260  = \$258  ? \$259  : 16'h0000;
+  assign \$261  = ~ out_pass;
+  assign \$262  = v7 & \$261 ;
+  assign \$264  = ~ last7;
+  assign \$265  = \$264  | tail_mask[19];
+  assign \$266  = \$265  ? e_reg19 : 32'd0;
+  assign \$267  = out_pass ? last8 : last7;
+  assign \$268  = ~ \$267 ;
+  assign \$269  = \$268  | tail_mask[20];
+  assign \$270  = out_pass ? product20 : half20;
+  assign \$271  = \$269  ? \$270  : 16'h0000;
+  assign \$272  = ~ out_pass;
+  assign \$273  = v7 & \$272 ;
+  assign \$275  = ~ last7;
+  assign \$276  = \$275  | tail_mask[20];
+  assign \$277  = \$276  ? e_reg20 : 32'd0;
+  assign \$278  = out_pass ? last8 : last7;
+  assign \$279  = ~ \$278 ;
+  assign \$280  = \$279  | tail_mask[21];
+  assign \$281  = out_pass ? product21 : half21;
+  assign \$282  = \$280  ? \$281  : 16'h0000;
+  assign \$283  = ~ out_pass;
+  assign \$284  = v7 & \$283 ;
+  assign \$286  = ~ last7;
+  assign \$287  = \$286  | tail_mask[21];
+  assign \$288  = \$287  ? e_reg21 : 32'd0;
+  assign \$289  = out_pass ? last8 : last7;
+  assign \$290  = ~ \$289 ;
+  assign \$291  = \$290  | tail_mask[22];
+  assign \$292  = out_pass ? product22 : half22;
+  assign \$293  = \$291  ? \$292  : 16'h0000;
+  assign \$294  = ~ out_pass;
+  assign \$295  = v7 & \$294 ;
+  assign \$297  = ~ last7;
+  assign \$298  = \$297  | tail_mask[22];
+  assign \$299  = \$298  ? e_reg22 : 32'd0;
+  assign \$300  = out_pass ? last8 : last7;
+  assign \$301  = ~ \$300 ;
+  assign \$302  = \$301  | tail_mask[23];
+  assign \$303  = out_pass ? product23 : half23;
+  assign \$304  = \$302  ? \$303  : 16'h0000;
+  assign \$305  = ~ out_pass;
+  assign \$306  = v7 & \$305 ;
+  assign \$308  = ~ last7;
+  assign \$309  = \$308  | tail_mask[23];
+  assign \$310  = \$309  ? e_reg23 : 32'd0;
+  assign \$311  = out_pass ? last8 : last7;
+  assign \$312  = ~ \$311 ;
+  assign \$313  = \$312  | tail_mask[24];
+  assign \$314  = out_pass ? product24 : half24;
+  assign \$315  = \$313  ? \$314  : 16'h0000;
+  assign \$316  = ~ out_pass;
+  assign \$317  = v7 & \$316 ;
+  assign \$319  = ~ last7;
+  assign \$320  = \$319  | tail_mask[24];
+  assign \$321  = \$320  ? e_reg24 : 32'd0;
+  assign \$322  = out_pass ? last8 : last7;
+  assign \$323  = ~ \$322 ;
+  assign \$324  = \$323  | tail_mask[25];
+  assign \$325  = out_pass ? product25 : half25;
+  assign \$326  = \$324  ? \$325  : 16'h0000;
+  assign \$327  = ~ out_pass;
+  assign \$328  = v7 & \$327 ;
+  assign \$330  = ~ last7;
+  assign \$331  = \$330  | tail_mask[25];
+  assign \$332  = \$331  ? e_reg25 : 32'd0;
+  assign \$333  = out_pass ? last8 : last7;
+  assign \$334  = ~ \$333 ;
+  assign \$335  = \$334  | tail_mask[26];
+  assign \$336  = out_pass ? product26 : half26;
+  assign \$337  = \$335  ? \$336  : 16'h0000;
+  assign \$338  = ~ out_pass;
+  assign \$339  = v7 & \$338 ;
+  assign \$341  = ~ last7;
+  assign \$342  = \$341  | tail_mask[26];
+  assign \$343  = \$342  ? e_reg26 : 32'd0;
+  assign \$344  = out_pass ? last8 : last7;
+  assign \$345  = ~ \$344 ;
+  assign \$346  = \$345  | tail_mask[27];
+  assign \$347  = out_pass ? product27 : half27;
+  assign \$348  = \$346  ? \$347  : 16'h0000;
+  assign \$349  = ~ out_pass;
+  assign \$350  = v7 & \$349 ;
+  assign \$352  = ~ last7;
+  assign \$353  = \$352  | tail_mask[27];
+  assign \$354  = \$353  ? e_reg27 : 32'd0;
+  assign \$355  = out_pass ? last8 : last7;
+  assign \$356  = ~ \$355 ;
+  assign \$357  = \$356  | tail_mask[28];
+  assign \$358  = out_pass ? product28 : half28;
+  assign \$359  = \$357  ? \$358  : 16'h0000;
+  assign \$360  = ~ out_pass;
+  assign \$361  = v7 & \$360 ;
+  assign \$363  = ~ last7;
+  assign \$364  = \$363  | tail_mask[28];
+  assign \$365  = \$364  ? e_reg28 : 32'd0;
+  assign \$366  = out_pass ? last8 : last7;
+  assign \$367  = ~ \$366 ;
+  assign \$368  = \$367  | tail_mask[29];
+  assign \$369  = out_pass ? product29 : half29;
+  assign \$370  = \$368  ? \$369  : 16'h0000;
+  assign \$371  = ~ out_pass;
+  assign \$372  = v7 & \$371 ;
+  assign \$374  = ~ last7;
+  assign \$375  = \$374  | tail_mask[29];
+  assign \$376  = \$375  ? e_reg29 : 32'd0;
+  assign \$377  = out_pass ? last8 : last7;
+  assign \$378  = ~ \$377 ;
+  assign \$379  = \$378  | tail_mask[30];
+  assign \$380  = out_pass ? product30 : half30;
+  assign \$381  = \$379  ? \$380  : 16'h0000;
+  assign \$382  = ~ out_pass;
+  assign \$383  = v7 & \$382 ;
+  assign \$385  = ~ last7;
+  assign \$386  = \$385  | tail_mask[30];
+  assign \$387  = \$386  ? e_reg30 : 32'd0;
+  assign \$388  = out_pass ? last8 : last7;
+  assign \$389  = ~ \$388 ;
+  assign \$390  = \$389  | tail_mask[31];
+  assign \$391  = out_pass ? product31 : half31;
+  assign \$392  = \$390  ? \$391  : 16'h0000;
+  assign \$393  = ~ out_pass;
+  assign \$394  = v7 & \$393 ;
+  assign \$396  = ~ last7;
+  assign \$397  = \$396  | tail_mask[31];
+  assign \$398  = \$397  ? e_reg31 : 32'd0;
+  assign \$399  = ! fsm_state;
   assign done = fsm_state == 1'h1;
-  assign \$720  = fsm_state == 2'h2;
-  assign \$721  = fsm_state == 2'h3;
-  assign \$722  = fsm_state == 3'h4;
-  assign \$723  = fsm_state == 3'h5;
-  assign \$724  = fsm_state == 3'h6;
-  assign \$725  = fsm_state == 3'h7;
-  assign \$726  = fsm_state == 4'h8;
-  assign \$727  = fsm_state == 4'h9;
-  assign \$728  = fsm_state == 4'ha;
-  assign \$729  = fsm_state == 4'hb;
-  assign \$730  = fsm_state == 4'hc;
-  assign \$731  = length - 1'h1;
-  assign \$732  = tail > 1'h0;
-  assign \$733  = tail > 1'h1;
-  assign \$734  = tail > 2'h2;
-  assign \$735  = tail > 2'h3;
-  assign \$736  = tail > 3'h4;
-  assign \$737  = tail > 3'h5;
-  assign \$738  = tail > 3'h6;
-  assign \$739  = tail > 3'h7;
-  assign \$740  = tail > 4'h8;
-  assign \$741  = tail > 4'h9;
-  assign \$742  = tail > 4'ha;
-  assign \$743  = tail > 4'hb;
-  assign \$744  = tail > 4'hc;
-  assign \$745  = tail > 4'hd;
-  assign \$746  = tail > 4'he;
-  assign \$747  = tail > 4'hf;
-  assign \$748  = tail > 5'h10;
-  assign \$749  = tail > 5'h11;
-  assign \$750  = tail > 5'h12;
-  assign \$751  = tail > 5'h13;
-  assign \$752  = tail > 5'h14;
-  assign \$753  = tail > 5'h15;
-  assign \$754  = tail > 5'h16;
-  assign \$755  = tail > 5'h17;
-  assign \$756  = tail > 5'h18;
-  assign \$757  = tail > 5'h19;
-  assign \$758  = tail > 5'h1a;
-  assign \$759  = tail > 5'h1b;
-  assign \$760  = tail > 5'h1c;
-  assign \$761  = tail > 5'h1d;
-  assign \$762  = tail > 5'h1e;
-  assign \$763  = tail > 5'h1f;
-  assign \$764  = length > 6'h20;
-  assign \$765  = length <= 5'h10;
-  assign \$766  = 1'h0 + \$765 ;
-  assign \$767  = length <= 4'h8;
-  assign \$768  = \$766  + \$767 ;
-  assign \$769  = length <= 3'h4;
-  assign \$770  = \$768  + \$769 ;
-  assign \$771  = length <= 2'h2;
-  assign \$772  = \$770  + \$771 ;
-  assign \$773  = length <= 1'h1;
-  assign \$774  = \$772  + \$773 ;
-  assign \$775  = \$764  ? 6'h00 : \$774 ;
-  assign \$776  = ! length;
-  assign \$777  = src_addr + 1'h1;
-  assign \$778  = \wait  - 1'h1;
-  assign \$779  = ! \wait ;
-  assign \$780  = src_addr + 1'h1;
-  assign \$781  = \wait  - 1'h1;
-  assign \$782  = ! \wait ;
-  assign \$783  = last_word >= 1'h1;
-  assign \$784  = first_level != 3'h5;
-  assign \$785  = \wait  - 1'h1;
-  assign \$786  = ! \wait ;
-  assign \$787  = last_word >= 2'h2;
-  assign \$788  = first_level != 3'h5;
-  assign \$789  = \wait  - 1'h1;
-  assign \$790  = ! \wait ;
-  assign \$791  = first_level != 3'h5;
-  assign \$792  = \wait  - 1'h1;
-  assign \$793  = ! \wait ;
-  assign \$794  = level + 1'h1;
-  assign \$795  = level == 3'h4;
-  assign \$796  = \$795  & partial;
-  assign \$797  = level == 3'h4;
-  assign \$798  = src_addr + 1'h1;
-  assign \$799  = \wait  - 1'h1;
-  assign \$800  = ! \wait ;
-  assign \$801  = xnan0 | xnan16;
-  assign \$802  = xnan8 | xnan24;
-  assign \$803  = \$801  | \$802 ;
-  assign \$804  = xnan4 | xnan20;
-  assign \$805  = xnan12 | xnan28;
-  assign \$806  = \$804  | \$805 ;
-  assign \$807  = \$803  | \$806 ;
-  assign \$808  = xnan1 | xnan17;
-  assign \$809  = xnan9 | xnan25;
-  assign \$810  = \$808  | \$809 ;
-  assign \$811  = xnan5 | xnan21;
-  assign \$812  = xnan13 | xnan29;
-  assign \$813  = \$811  | \$812 ;
-  assign \$814  = \$810  | \$813 ;
-  assign \$815  = xnan2 | xnan18;
-  assign \$816  = xnan10 | xnan26;
-  assign \$817  = \$815  | \$816 ;
-  assign \$818  = xnan6 | xnan22;
-  assign \$819  = xnan14 | xnan30;
-  assign \$820  = \$818  | \$819 ;
-  assign \$821  = \$817  | \$820 ;
-  assign \$822  = xnan3 | xnan19;
-  assign \$823  = xnan11 | xnan27;
-  assign \$824  = \$822  | \$823 ;
-  assign \$825  = xnan7 | xnan23;
-  assign \$826  = xnan15 | xnan31;
-  assign \$827  = \$825  | \$826 ;
-  assign \$828  = \$824  | \$827 ;
-  assign \$829  = nreg1_0 | nreg1_2;
-  assign \$830  = nreg1_1 | nreg1_3;
-  assign \$831  = \$829  | \$830 ;
-  assign \$832  = m_nan | nreg2_0;
-  assign \$833  = kreg2_0 > \$signal ;
-  assign \$834  = ~ out_pass;
-  assign \$835  = v7 & \$834 ;
-  assign \$836  = acc_set == 2'h2;
-  assign \$837  = acc_set + 1'h1;
-  assign \$838  = \$836  ? 3'h0 : \$837 ;
-  assign \$839  = v8 & out_pass;
+  assign \$400  = fsm_state == 2'h2;
+  assign \$401  = fsm_state == 2'h3;
+  assign \$402  = fsm_state == 3'h4;
+  assign \$403  = fsm_state == 3'h5;
+  assign \$404  = fsm_state == 3'h6;
+  assign \$405  = fsm_state == 3'h7;
+  assign \$406  = fsm_state == 4'h8;
+  assign \$407  = fsm_state == 4'h9;
+  assign \$408  = fsm_state == 4'ha;
+  assign \$409  = fsm_state == 4'hb;
+  assign \$410  = fsm_state == 4'hc;
+  assign \$411  = tail > 1'h0;
+  assign \$412  = tail > 1'h1;
+  assign \$413  = tail > 2'h2;
+  assign \$414  = tail > 2'h3;
+  assign \$415  = tail > 3'h4;
+  assign \$416  = tail > 3'h5;
+  assign \$417  = tail > 3'h6;
+  assign \$418  = tail > 3'h7;
+  assign \$419  = tail > 4'h8;
+  assign \$420  = tail > 4'h9;
+  assign \$421  = tail > 4'ha;
+  assign \$422  = tail > 4'hb;
+  assign \$423  = tail > 4'hc;
+  assign \$424  = tail > 4'hd;
+  assign \$425  = tail > 4'he;
+  assign \$426  = tail > 4'hf;
+  assign \$427  = tail > 5'h10;
+  assign \$428  = tail > 5'h11;
+  assign \$429  = tail > 5'h12;
+  assign \$430  = tail > 5'h13;
+  assign \$431  = tail > 5'h14;
+  assign \$432  = tail > 5'h15;
+  assign \$433  = tail > 5'h16;
+  assign \$434  = tail > 5'h17;
+  assign \$435  = tail > 5'h18;
+  assign \$436  = tail > 5'h19;
+  assign \$437  = tail > 5'h1a;
+  assign \$438  = tail > 5'h1b;
+  assign \$439  = tail > 5'h1c;
+  assign \$440  = tail > 5'h1d;
+  assign \$441  = tail > 5'h1e;
+  assign \$442  = tail > 5'h1f;
+  assign \$443  = \$signal$12  > 6'h20;
+  assign \$444  = \$signal$12  <= 5'h10;
+  assign \$445  = 1'h0 + \$444 ;
+  assign \$446  = \$signal$12  <= 4'h8;
+  assign \$447  = \$445  + \$446 ;
+  assign \$448  = \$signal$12  <= 3'h4;
+  assign \$449  = \$447  + \$448 ;
+  assign \$450  = \$signal$12  <= 2'h2;
+  assign \$451  = \$449  + \$450 ;
+  assign \$452  = \$signal$12  <= 1'h1;
+  assign \$453  = \$451  + \$452 ;
+  assign \$454  = \$443  ? 6'h00 : \$453 ;
+  assign \$455  = \$399  & \start$384 ;
+  assign \$456  = length - 1'h1;
+  assign \$457  = ! length;
+  assign \$458  = src_addr + 1'h1;
+  assign \$459  = \wait  - 1'h1;
+  assign \$460  = ! \wait ;
+  assign \$461  = src_addr + 1'h1;
+  assign \$462  = \wait  - 1'h1;
+  assign \$463  = ! \wait ;
+  assign \$464  = last_word >= 1'h1;
+  assign \$465  = first_level != 3'h5;
+  assign \$466  = \wait  - 1'h1;
+  assign \$467  = ! \wait ;
+  assign \$468  = last_word >= 2'h2;
+  assign \$469  = first_level != 3'h5;
+  assign \$470  = \wait  - 1'h1;
+  assign \$471  = ! \wait ;
+  assign \$472  = first_level != 3'h5;
+  assign \$473  = \wait  - 1'h1;
+  assign \$474  = ! \wait ;
+  assign \$475  = level + 1'h1;
+  assign \$476  = level == 3'h4;
+  assign \$477  = \$476  & partial;
+  assign \$478  = level == 3'h4;
+  assign \$479  = src_addr + 1'h1;
+  assign \$480  = \wait  - 1'h1;
+  assign \$481  = ! \wait ;
+  assign \$482  = ~ \$signal$389 ;
+  assign \$483  = \$482  | tail_mask[0];
+  assign \$484  = ~ src_data[31:0];
+  assign \$486  = src_data[31] ? \$484  : \$485 ;
+  assign \$487  = \$483  ? \$486  : 32'd0;
+  assign \$488  = ~ \$signal$389 ;
+  assign \$489  = \$488  | tail_mask[0];
+  assign \$490  = src_data[30:23] == 8'hff;
+  assign \$491  = | src_data[22:0];
+  assign \$492  = \$490  & \$491 ;
+  assign \$493  = \$489  & \$492 ;
+  assign \$494  = ~ \$signal$389 ;
+  assign \$495  = \$494  | tail_mask[1];
+  assign \$496  = ~ src_data[63:32];
+  assign \$498  = src_data[63] ? \$496  : \$497 ;
+  assign \$499  = \$495  ? \$498  : 32'd0;
+  assign \$500  = ~ \$signal$389 ;
+  assign \$501  = \$500  | tail_mask[1];
+  assign \$502  = src_data[62:55] == 8'hff;
+  assign \$503  = | src_data[54:32];
+  assign \$504  = \$502  & \$503 ;
+  assign \$505  = \$501  & \$504 ;
+  assign \$506  = ~ \$signal$389 ;
+  assign \$507  = \$506  | tail_mask[2];
+  assign \$508  = ~ src_data[95:64];
+  assign \$510  = src_data[95] ? \$508  : \$509 ;
+  assign \$511  = \$507  ? \$510  : 32'd0;
+  assign \$512  = ~ \$signal$389 ;
+  assign \$513  = \$512  | tail_mask[2];
+  assign \$514  = src_data[94:87] == 8'hff;
+  assign \$515  = | src_data[86:64];
+  assign \$516  = \$514  & \$515 ;
+  assign \$517  = \$513  & \$516 ;
+  assign \$518  = ~ \$signal$389 ;
+  assign \$519  = \$518  | tail_mask[3];
+  assign \$520  = ~ src_data[127:96];
+  assign \$522  = src_data[127] ? \$520  : \$521 ;
+  assign \$523  = \$519  ? \$522  : 32'd0;
+  assign \$524  = ~ \$signal$389 ;
+  assign \$525  = \$524  | tail_mask[3];
+  assign \$526  = src_data[126:119] == 8'hff;
+  assign \$527  = | src_data[118:96];
+  assign \$528  = \$526  & \$527 ;
+  assign \$529  = \$525  & \$528 ;
+  assign \$530  = ~ \$signal$389 ;
+  assign \$531  = \$530  | tail_mask[4];
+  assign \$532  = ~ src_data[159:128];
+  assign \$534  = src_data[159] ? \$532  : \$533 ;
+  assign \$535  = \$531  ? \$534  : 32'd0;
+  assign \$536  = ~ \$signal$389 ;
+  assign \$537  = \$536  | tail_mask[4];
+  assign \$538  = src_data[158:151] == 8'hff;
+  assign \$539  = | src_data[150:128];
+  assign \$540  = \$538  & \$539 ;
+  assign \$541  = \$537  & \$540 ;
+  assign \$542  = ~ \$signal$389 ;
+  assign \$543  = \$542  | tail_mask[5];
+  assign \$544  = ~ src_data[191:160];
+  assign \$546  = src_data[191] ? \$544  : \$545 ;
+  assign \$547  = \$543  ? \$546  : 32'd0;
+  assign \$548  = ~ \$signal$389 ;
+  assign \$549  = \$548  | tail_mask[5];
+  assign \$550  = src_data[190:183] == 8'hff;
+  assign \$551  = | src_data[182:160];
+  assign \$552  = \$550  & \$551 ;
+  assign \$553  = \$549  & \$552 ;
+  assign \$554  = ~ \$signal$389 ;
+  assign \$555  = \$554  | tail_mask[6];
+  assign \$556  = ~ src_data[223:192];
+  assign \$558  = src_data[223] ? \$556  : \$557 ;
+  assign \$559  = \$555  ? \$558  : 32'd0;
+  assign \$560  = ~ \$signal$389 ;
+  assign \$561  = \$560  | tail_mask[6];
+  assign \$562  = src_data[222:215] == 8'hff;
+  assign \$563  = | src_data[214:192];
+  assign \$564  = \$562  & \$563 ;
+  assign \$565  = \$561  & \$564 ;
+  assign \$566  = ~ \$signal$389 ;
+  assign \$567  = \$566  | tail_mask[7];
+  assign \$568  = ~ src_data[255:224];
+  assign \$570  = src_data[255] ? \$568  : \$569 ;
+  assign \$571  = \$567  ? \$570  : 32'd0;
+  assign \$572  = ~ \$signal$389 ;
+  assign \$573  = \$572  | tail_mask[7];
+  assign \$574  = src_data[254:247] == 8'hff;
+  assign \$575  = | src_data[246:224];
+  assign \$576  = \$574  & \$575 ;
+  assign \$577  = \$573  & \$576 ;
+  assign \$578  = ~ \$signal$389 ;
+  assign \$579  = \$578  | tail_mask[8];
+  assign \$580  = ~ src_data[287:256];
+  assign \$582  = src_data[287] ? \$580  : \$581 ;
+  assign \$583  = \$579  ? \$582  : 32'd0;
+  assign \$584  = ~ \$signal$389 ;
+  assign \$585  = \$584  | tail_mask[8];
+  assign \$586  = src_data[286:279] == 8'hff;
+  assign \$587  = | src_data[278:256];
+  assign \$588  = \$586  & \$587 ;
+  assign \$589  = \$585  & \$588 ;
+  assign \$590  = ~ \$signal$389 ;
+  assign \$591  = \$590  | tail_mask[9];
+  assign \$592  = ~ src_data[319:288];
+  assign \$594  = src_data[319] ? \$592  : \$593 ;
+  assign \$595  = \$591  ? \$594  : 32'd0;
+  assign \$596  = ~ \$signal$389 ;
+  assign \$597  = \$596  | tail_mask[9];
+  assign \$598  = src_data[318:311] == 8'hff;
+  assign \$599  = | src_data[310:288];
+  assign \$600  = \$598  & \$599 ;
+  assign \$601  = \$597  & \$600 ;
+  assign \$602  = ~ \$signal$389 ;
+  assign \$603  = \$602  | tail_mask[10];
+  assign \$604  = ~ src_data[351:320];
+  assign \$606  = src_data[351] ? \$604  : \$605 ;
+  assign \$607  = \$603  ? \$606  : 32'd0;
+  assign \$608  = ~ \$signal$389 ;
+  assign \$609  = \$608  | tail_mask[10];
+  assign \$610  = src_data[350:343] == 8'hff;
+  assign \$611  = | src_data[342:320];
+  assign \$612  = \$610  & \$611 ;
+  assign \$613  = \$609  & \$612 ;
+  assign \$614  = ~ \$signal$389 ;
+  assign \$615  = \$614  | tail_mask[11];
+  assign \$616  = ~ src_data[383:352];
+  assign \$618  = src_data[383] ? \$616  : \$617 ;
+  assign \$619  = \$615  ? \$618  : 32'd0;
+  assign \$620  = ~ \$signal$389 ;
+  assign \$621  = \$620  | tail_mask[11];
+  assign \$622  = src_data[382:375] == 8'hff;
+  assign \$623  = | src_data[374:352];
+  assign \$624  = \$622  & \$623 ;
+  assign \$625  = \$621  & \$624 ;
+  assign \$626  = ~ \$signal$389 ;
+  assign \$627  = \$626  | tail_mask[12];
+  assign \$628  = ~ src_data[415:384];
+  assign \$630  = src_data[415] ? \$628  : \$629 ;
+  assign \$631  = \$627  ? \$630  : 32'd0;
+  assign \$632  = ~ \$signal$389 ;
+  assign \$633  = \$632  | tail_mask[12];
+  assign \$634  = src_data[414:407] == 8'hff;
+  assign \$635  = | src_data[406:384];
+  assign \$636  = \$634  & \$635 ;
+  assign \$637  = \$633  & \$636 ;
+  assign \$638  = ~ \$signal$389 ;
+  assign \$639  = \$638  | tail_mask[13];
+  assign \$640  = ~ src_data[447:416];
+  assign \$642  = src_data[447] ? \$640  : \$641 ;
+  assign \$643  = \$639  ? \$642  : 32'd0;
+  assign \$644  = ~ \$signal$389 ;
+  assign \$645  = \$644  | tail_mask[13];
+  assign \$646  = src_data[446:439] == 8'hff;
+  assign \$647  = | src_data[438:416];
+  assign \$648  = \$646  & \$647 ;
+  assign \$649  = \$645  & \$648 ;
+  assign \$650  = ~ \$signal$389 ;
+  assign \$651  = \$650  | tail_mask[14];
+  assign \$652  = ~ src_data[479:448];
+  assign \$654  = src_data[479] ? \$652  : \$653 ;
+  assign \$655  = \$651  ? \$654  : 32'd0;
+  assign \$656  = ~ \$signal$389 ;
+  assign \$657  = \$656  | tail_mask[14];
+  assign \$658  = src_data[478:471] == 8'hff;
+  assign \$659  = | src_data[470:448];
+  assign \$660  = \$658  & \$659 ;
+  assign \$661  = \$657  & \$660 ;
+  assign \$662  = ~ \$signal$389 ;
+  assign \$663  = \$662  | tail_mask[15];
+  assign \$664  = ~ src_data[511:480];
+  assign \$666  = src_data[511] ? \$664  : \$665 ;
+  assign \$667  = \$663  ? \$666  : 32'd0;
+  assign \$668  = ~ \$signal$389 ;
+  assign \$669  = \$668  | tail_mask[15];
+  assign \$670  = src_data[510:503] == 8'hff;
+  assign \$671  = | src_data[502:480];
+  assign \$672  = \$670  & \$671 ;
+  assign \$673  = \$669  & \$672 ;
+  assign \$674  = ~ \$signal$389 ;
+  assign \$675  = \$674  | tail_mask[16];
+  assign \$676  = ~ src_data[543:512];
+  assign \$678  = src_data[543] ? \$676  : \$677 ;
+  assign \$679  = \$675  ? \$678  : 32'd0;
+  assign \$680  = ~ \$signal$389 ;
+  assign \$681  = \$680  | tail_mask[16];
+  assign \$682  = src_data[542:535] == 8'hff;
+  assign \$683  = | src_data[534:512];
+  assign \$684  = \$682  & \$683 ;
+  assign \$685  = \$681  & \$684 ;
+  assign \$686  = ~ \$signal$389 ;
+  assign \$687  = \$686  | tail_mask[17];
+  assign \$688  = ~ src_data[575:544];
+  assign \$690  = src_data[575] ? \$688  : \$689 ;
+  assign \$691  = \$687  ? \$690  : 32'd0;
+  assign \$692  = ~ \$signal$389 ;
+  assign \$693  = \$692  | tail_mask[17];
+  assign \$694  = src_data[574:567] == 8'hff;
+  assign \$695  = | src_data[566:544];
+  assign \$696  = \$694  & \$695 ;
+  assign \$697  = \$693  & \$696 ;
+  assign \$698  = ~ \$signal$389 ;
+  assign \$699  = \$698  | tail_mask[18];
+  assign \$700  = ~ src_data[607:576];
+  assign \$702  = src_data[607] ? \$700  : \$701 ;
+  assign \$703  = \$699  ? \$702  : 32'd0;
+  assign \$704  = ~ \$signal$389 ;
+  assign \$705  = \$704  | tail_mask[18];
+  assign \$706  = src_data[606:599] == 8'hff;
+  assign \$707  = | src_data[598:576];
+  assign \$708  = \$706  & \$707 ;
+  assign \$709  = \$705  & \$708 ;
+  assign \$710  = ~ \$signal$389 ;
+  assign \$711  = \$710  | tail_mask[19];
+  assign \$712  = ~ src_data[639:608];
+  assign \$714  = src_data[639] ? \$712  : \$713 ;
+  assign \$715  = \$711  ? \$714  : 32'd0;
+  assign \$716  = ~ \$signal$389 ;
+  assign \$717  = \$716  | tail_mask[19];
+  assign \$718  = src_data[638:631] == 8'hff;
+  assign \$719  = | src_data[630:608];
+  assign \$720  = \$718  & \$719 ;
+  assign \$721  = \$717  & \$720 ;
+  assign \$722  = ~ \$signal$389 ;
+  assign \$723  = \$722  | tail_mask[20];
+  assign \$724  = ~ src_data[671:640];
+  assign \$726  = src_data[671] ? \$724  : \$725 ;
+  assign \$727  = \$723  ? \$726  : 32'd0;
+  assign \$728  = ~ \$signal$389 ;
+  assign \$729  = \$728  | tail_mask[20];
+  assign \$730  = src_data[670:663] == 8'hff;
+  assign \$731  = | src_data[662:640];
+  assign \$732  = \$730  & \$731 ;
+  assign \$733  = \$729  & \$732 ;
+  assign \$734  = ~ \$signal$389 ;
+  assign \$735  = \$734  | tail_mask[21];
+  assign \$736  = ~ src_data[703:672];
+  assign \$738  = src_data[703] ? \$736  : \$737 ;
+  assign \$739  = \$735  ? \$738  : 32'd0;
+  assign \$740  = ~ \$signal$389 ;
+  assign \$741  = \$740  | tail_mask[21];
+  assign \$742  = src_data[702:695] == 8'hff;
+  assign \$743  = | src_data[694:672];
+  assign \$744  = \$742  & \$743 ;
+  assign \$745  = \$741  & \$744 ;
+  assign \$746  = ~ \$signal$389 ;
+  assign \$747  = \$746  | tail_mask[22];
+  assign \$748  = ~ src_data[735:704];
+  assign \$750  = src_data[735] ? \$748  : \$749 ;
+  assign \$751  = \$747  ? \$750  : 32'd0;
+  assign \$752  = ~ \$signal$389 ;
+  assign \$753  = \$752  | tail_mask[22];
+  assign \$754  = src_data[734:727] == 8'hff;
+  assign \$755  = | src_data[726:704];
+  assign \$756  = \$754  & \$755 ;
+  assign \$757  = \$753  & \$756 ;
+  assign \$758  = ~ \$signal$389 ;
+  assign \$759  = \$758  | tail_mask[23];
+  assign \$760  = ~ src_data[767:736];
+  assign \$762  = src_data[767] ? \$760  : \$761 ;
+  assign \$763  = \$759  ? \$762  : 32'd0;
+  assign \$764  = ~ \$signal$389 ;
+  assign \$765  = \$764  | tail_mask[23];
+  assign \$766  = src_data[766:759] == 8'hff;
+  assign \$767  = | src_data[758:736];
+  assign \$768  = \$766  & \$767 ;
+  assign \$769  = \$765  & \$768 ;
+  assign \$770  = ~ \$signal$389 ;
+  assign \$771  = \$770  | tail_mask[24];
+  assign \$772  = ~ src_data[799:768];
+  assign \$774  = src_data[799] ? \$772  : \$773 ;
+  assign \$775  = \$771  ? \$774  : 32'd0;
+  assign \$776  = ~ \$signal$389 ;
+  assign \$777  = \$776  | tail_mask[24];
+  assign \$778  = src_data[798:791] == 8'hff;
+  assign \$779  = | src_data[790:768];
+  assign \$780  = \$778  & \$779 ;
+  assign \$781  = \$777  & \$780 ;
+  assign \$782  = ~ \$signal$389 ;
+  assign \$783  = \$782  | tail_mask[25];
+  assign \$784  = ~ src_data[831:800];
+  assign \$786  = src_data[831] ? \$784  : \$785 ;
+  assign \$787  = \$783  ? \$786  : 32'd0;
+  assign \$788  = ~ \$signal$389 ;
+  assign \$789  = \$788  | tail_mask[25];
+  assign \$790  = src_data[830:823] == 8'hff;
+  assign \$791  = | src_data[822:800];
+  assign \$792  = \$790  & \$791 ;
+  assign \$793  = \$789  & \$792 ;
+  assign \$794  = ~ \$signal$389 ;
+  assign \$795  = \$794  | tail_mask[26];
+  assign \$796  = ~ src_data[863:832];
+  assign \$798  = src_data[863] ? \$796  : \$797 ;
+  assign \$799  = \$795  ? \$798  : 32'd0;
+  assign \$800  = ~ \$signal$389 ;
+  assign \$801  = \$800  | tail_mask[26];
+  assign \$802  = src_data[862:855] == 8'hff;
+  assign \$803  = | src_data[854:832];
+  assign \$804  = \$802  & \$803 ;
+  assign \$805  = \$801  & \$804 ;
+  assign \$806  = ~ \$signal$389 ;
+  assign \$807  = \$806  | tail_mask[27];
+  assign \$808  = ~ src_data[895:864];
+  assign \$810  = src_data[895] ? \$808  : \$809 ;
+  assign \$811  = \$807  ? \$810  : 32'd0;
+  assign \$812  = ~ \$signal$389 ;
+  assign \$813  = \$812  | tail_mask[27];
+  assign \$814  = src_data[894:887] == 8'hff;
+  assign \$815  = | src_data[886:864];
+  assign \$816  = \$814  & \$815 ;
+  assign \$817  = \$813  & \$816 ;
+  assign \$818  = ~ \$signal$389 ;
+  assign \$819  = \$818  | tail_mask[28];
+  assign \$820  = ~ src_data[927:896];
+  assign \$822  = src_data[927] ? \$820  : \$821 ;
+  assign \$823  = \$819  ? \$822  : 32'd0;
+  assign \$824  = ~ \$signal$389 ;
+  assign \$825  = \$824  | tail_mask[28];
+  assign \$826  = src_data[926:919] == 8'hff;
+  assign \$827  = | src_data[918:896];
+  assign \$828  = \$826  & \$827 ;
+  assign \$829  = \$825  & \$828 ;
+  assign \$830  = ~ \$signal$389 ;
+  assign \$831  = \$830  | tail_mask[29];
+  assign \$832  = ~ src_data[959:928];
+  assign \$834  = src_data[959] ? \$832  : \$833 ;
+  assign \$835  = \$831  ? \$834  : 32'd0;
+  assign \$836  = ~ \$signal$389 ;
+  assign \$837  = \$836  | tail_mask[29];
+  assign \$838  = src_data[958:951] == 8'hff;
+  assign \$839  = | src_data[950:928];
+  assign \$840  = \$838  & \$839 ;
+  assign \$841  = \$837  & \$840 ;
+  assign \$842  = ~ \$signal$389 ;
+  assign \$843  = \$842  | tail_mask[30];
+  assign \$844  = ~ src_data[991:960];
+  assign \$846  = src_data[991] ? \$844  : \$845 ;
+  assign \$847  = \$843  ? \$846  : 32'd0;
+  assign \$848  = ~ \$signal$389 ;
+  assign \$849  = \$848  | tail_mask[30];
+  assign \$850  = src_data[990:983] == 8'hff;
+  assign \$851  = | src_data[982:960];
+  assign \$852  = \$850  & \$851 ;
+  assign \$853  = \$849  & \$852 ;
+  assign \$854  = ~ \$signal$389 ;
+  assign \$855  = \$854  | tail_mask[31];
+  assign \$856  = ~ src_data[1023:992];
+  assign \$858  = src_data[1023] ? \$856  : \$857 ;
+  assign \$859  = \$855  ? \$858  : 32'd0;
+  assign \$860  = ~ \$signal$389 ;
+  assign \$861  = \$860  | tail_mask[31];
+  assign \$862  = src_data[1022:1015] == 8'hff;
+  assign \$863  = | src_data[1014:992];
+  assign \$864  = \$862  & \$863 ;
+  assign \$865  = \$861  & \$864 ;
+  assign \$866  = xnan0 | xnan16;
+  assign \$867  = xnan8 | xnan24;
+  assign \$868  = \$866  | \$867 ;
+  assign \$869  = xnan4 | xnan20;
+  assign \$870  = xnan12 | xnan28;
+  assign \$871  = \$869  | \$870 ;
+  assign \$872  = \$868  | \$871 ;
+  assign \$873  = xnan1 | xnan17;
+  assign \$874  = xnan9 | xnan25;
+  assign \$875  = \$873  | \$874 ;
+  assign \$876  = xnan5 | xnan21;
+  assign \$877  = xnan13 | xnan29;
+  assign \$878  = \$876  | \$877 ;
+  assign \$879  = \$875  | \$878 ;
+  assign \$880  = xnan2 | xnan18;
+  assign \$881  = xnan10 | xnan26;
+  assign \$882  = \$880  | \$881 ;
+  assign \$883  = xnan6 | xnan22;
+  assign \$884  = xnan14 | xnan30;
+  assign \$885  = \$883  | \$884 ;
+  assign \$886  = \$882  | \$885 ;
+  assign \$887  = xnan3 | xnan19;
+  assign \$888  = xnan11 | xnan27;
+  assign \$889  = \$887  | \$888 ;
+  assign \$890  = xnan7 | xnan23;
+  assign \$891  = xnan15 | xnan31;
+  assign \$892  = \$890  | \$891 ;
+  assign \$893  = \$889  | \$892 ;
+  assign \$894  = nreg2_0 | nreg2_2;
+  assign \$895  = nreg2_1 | nreg2_3;
+  assign \$896  = \$894  | \$895 ;
+  assign \$897  = m_nan | nreg3_0;
+  assign \$898  = kreg3_0 > \$signal ;
+  assign \$899  = ~ out_pass;
+  assign \$900  = v7 & \$899 ;
+  assign \$901  = acc_set == 2'h2;
+  assign \$902  = acc_set + 1'h1;
+  assign \$903  = \$901  ? 3'h0 : \$902 ;
+  assign \$904  = v8 & out_pass;
+  always @(posedge clk)
+    v1 <= \$937 ;
+  always @(posedge clk)
+    w1 <= \$938 ;
+  always @(posedge clk)
+    last1 <= \$939 ;
+  always @(posedge clk)
+    v2 <= \$940 ;
+  always @(posedge clk)
+    w2 <= \$941 ;
+  always @(posedge clk)
+    last2 <= \$942 ;
+  always @(posedge clk)
+    v3 <= \$943 ;
+  always @(posedge clk)
+    w3 <= \$944 ;
+  always @(posedge clk)
+    last3 <= \$945 ;
+  always @(posedge clk)
+    v4 <= \$946 ;
+  always @(posedge clk)
+    w4 <= \$947 ;
+  always @(posedge clk)
+    last4 <= \$948 ;
+  always @(posedge clk)
+    v5 <= \$949 ;
+  always @(posedge clk)
+    w5 <= \$950 ;
+  always @(posedge clk)
+    last5 <= \$951 ;
+  always @(posedge clk)
+    v6 <= \$952 ;
+  always @(posedge clk)
+    w6 <= \$953 ;
+  always @(posedge clk)
+    last6 <= \$954 ;
+  always @(posedge clk)
+    v7 <= \$955 ;
+  always @(posedge clk)
+    w7 <= \$956 ;
+  always @(posedge clk)
+    last7 <= \$957 ;
+  always @(posedge clk)
+    v8 <= \$958 ;
+  always @(posedge clk)
+    w8 <= \$959 ;
+  always @(posedge clk)
+    last8 <= \$960 ;
+  always @(posedge clk)
+    v9 <= \$961 ;
+  always @(posedge clk)
+    w9 <= \$962 ;
+  always @(posedge clk)
+    last9 <= \$963 ;
+  always @(posedge clk)
+    tail_mask <= \$964 ;
+  always @(posedge clk)
+    first_level <= \$965 ;
+  always @(posedge clk)
+    \$signal$10  <= \$966 ;
+  always @(posedge clk)
+    last_word <= \$967 ;
+  always @(posedge clk)
+    \$signal$12  <= \$968 ;
+  always @(posedge clk)
+    partial <= \$969 ;
+  always @(posedge clk)
+    src_addr <= \$970 ;
+  always @(posedge clk)
+    out_pass <= \$971 ;
+  always @(posedge clk)
+    \$signal  <= \$972 ;
+  always @(posedge clk)
+    m_nan <= \$973 ;
+  always @(posedge clk)
+    l <= \$974 ;
+  always @(posedge clk)
+    p0_1 <= \$975 ;
+  always @(posedge clk)
+    p0_2 <= \$976 ;
+  always @(posedge clk)
+    p1_0 <= \$977 ;
+  always @(posedge clk)
+    p1_1 <= \$978 ;
+  always @(posedge clk)
+    p1_2 <= \$979 ;
+  always @(posedge clk)
+    p2_0 <= \$980 ;
+  always @(posedge clk)
+    p2_1 <= \$981 ;
+  always @(posedge clk)
+    p2_2 <= \$982 ;
+  always @(posedge clk)
+    p3_0 <= \$983 ;
+  always @(posedge clk)
+    p3_1 <= \$984 ;
+  always @(posedge clk)
+    p3_2 <= \$985 ;
+  always @(posedge clk)
+    p4_0 <= \$986 ;
+  always @(posedge clk)
+    p4_1 <= \$987 ;
+  always @(posedge clk)
+    p4_2 <= \$988 ;
+  always @(posedge clk)
+    p5_0 <= \$989 ;
+  always @(posedge clk)
+    p5_1 <= \$990 ;
+  always @(posedge clk)
+    p5_2 <= \$991 ;
+  always @(posedge clk)
+    p6_0 <= \$992 ;
+  always @(posedge clk)
+    p6_1 <= \$993 ;
+  always @(posedge clk)
+    p6_2 <= \$994 ;
+  always @(posedge clk)
+    p7_0 <= \$995 ;
+  always @(posedge clk)
+    p7_1 <= \$996 ;
+  always @(posedge clk)
+    p7_2 <= \$997 ;
+  always @(posedge clk)
+    p8_0 <= \$998 ;
+  always @(posedge clk)
+    p8_1 <= \$999 ;
+  always @(posedge clk)
+    p8_2 <= \$1000 ;
+  always @(posedge clk)
+    p9_0 <= \$1001 ;
+  always @(posedge clk)
+    p9_1 <= \$1002 ;
+  always @(posedge clk)
+    p9_2 <= \$1003 ;
+  always @(posedge clk)
+    p10_0 <= \$1004 ;
+  always @(posedge clk)
+    p10_1 <= \$1005 ;
+  always @(posedge clk)
+    p10_2 <= \$1006 ;
+  always @(posedge clk)
+    p11_0 <= \$1007 ;
+  always @(posedge clk)
+    p11_1 <= \$1008 ;
+  always @(posedge clk)
+    p11_2 <= \$1009 ;
+  always @(posedge clk)
+    p12_0 <= \$1010 ;
+  always @(posedge clk)
+    p12_1 <= \$1011 ;
+  always @(posedge clk)
+    p12_2 <= \$1012 ;
+  always @(posedge clk)
+    p13_0 <= \$1013 ;
+  always @(posedge clk)
+    p13_1 <= \$1014 ;
+  always @(posedge clk)
+    p13_2 <= \$1015 ;
+  always @(posedge clk)
+    p14_0 <= \$1016 ;
+  always @(posedge clk)
+    p14_1 <= \$1017 ;
+  always @(posedge clk)
+    p14_2 <= \$1018 ;
+  always @(posedge clk)
+    p15_0 <= \$1019 ;
+  always @(posedge clk)
+    p15_1 <= \$1020 ;
+  always @(posedge clk)
+    p15_2 <= \$1021 ;
+  always @(posedge clk)
+    p16_0 <= \$1022 ;
+  always @(posedge clk)
+    p16_1 <= \$1023 ;
+  always @(posedge clk)
+    p16_2 <= \$1024 ;
+  always @(posedge clk)
+    p17_0 <= \$1025 ;
+  always @(posedge clk)
+    p17_1 <= \$1026 ;
+  always @(posedge clk)
+    p17_2 <= \$1027 ;
+  always @(posedge clk)
+    p18_0 <= \$1028 ;
+  always @(posedge clk)
+    p18_1 <= \$1029 ;
+  always @(posedge clk)
+    p18_2 <= \$1030 ;
+  always @(posedge clk)
+    p19_0 <= \$1031 ;
+  always @(posedge clk)
+    p19_1 <= \$1032 ;
+  always @(posedge clk)
+    p19_2 <= \$1033 ;
+  always @(posedge clk)
+    p20_0 <= \$1034 ;
+  always @(posedge clk)
+    p20_1 <= \$1035 ;
+  always @(posedge clk)
+    p20_2 <= \$1036 ;
+  always @(posedge clk)
+    p21_0 <= \$1037 ;
+  always @(posedge clk)
+    p21_1 <= \$1038 ;
+  always @(posedge clk)
+    p21_2 <= \$1039 ;
+  always @(posedge clk)
+    p22_0 <= \$1040 ;
+  always @(posedge clk)
+    p22_1 <= \$1041 ;
+  always @(posedge clk)
+    p22_2 <= \$1042 ;
+  always @(posedge clk)
+    p23_0 <= \$1043 ;
+  always @(posedge clk)
+    p23_1 <= \$1044 ;
+  always @(posedge clk)
+    p23_2 <= \$1045 ;
+  always @(posedge clk)
+    p24_0 <= \$1046 ;
+  always @(posedge clk)
+    p24_1 <= \$1047 ;
+  always @(posedge clk)
+    p24_2 <= \$1048 ;
+  always @(posedge clk)
+    p25_0 <= \$1049 ;
+  always @(posedge clk)
+    p25_1 <= \$1050 ;
+  always @(posedge clk)
+    p25_2 <= \$1051 ;
+  always @(posedge clk)
+    p26_0 <= \$1052 ;
+  always @(posedge clk)
+    p26_1 <= \$1053 ;
+  always @(posedge clk)
+    p26_2 <= \$1054 ;
+  always @(posedge clk)
+    p27_0 <= \$1055 ;
+  always @(posedge clk)
+    p27_1 <= \$1056 ;
+  always @(posedge clk)
+    p27_2 <= \$1057 ;
+  always @(posedge clk)
+    p28_0 <= \$1058 ;
+  always @(posedge clk)
+    p28_1 <= \$1059 ;
+  always @(posedge clk)
+    p28_2 <= \$1060 ;
+  always @(posedge clk)
+    p29_0 <= \$1061 ;
+  always @(posedge clk)
+    p29_1 <= \$1062 ;
+  always @(posedge clk)
+    p29_2 <= \$1063 ;
+  always @(posedge clk)
+    p30_0 <= \$1064 ;
+  always @(posedge clk)
+    p30_1 <= \$1065 ;
+  always @(posedge clk)
+    p30_2 <= \$1066 ;
+  always @(posedge clk)
+    p31_0 <= \$1067 ;
+  always @(posedge clk)
+    p31_1 <= \$1068 ;
+  always @(posedge clk)
+    p31_2 <= \$1069 ;
+  always @(posedge clk)
+    fsm_state <= \$1070 ;
+  always @(posedge clk)
+    \wait  <= \$1071 ;
+  always @(posedge clk)
+    acc_set <= \$1072 ;
+  always @(posedge clk)
+    level <= \$1073 ;
   always @(posedge clk)
-    v1 <= \$872 ;
+    \$signal$388  <= \$1074 ;
   always @(posedge clk)
-    w1 <= \$873 ;
+    \$signal$389  <= \$1075 ;
   always @(posedge clk)
-    last1 <= \$874 ;
+    keys_v <= \$1076 ;
   always @(posedge clk)
-    v2 <= \$875 ;
+    xkey0 <= \$1077 ;
   always @(posedge clk)
-    w2 <= \$876 ;
+    xnan0 <= \$1078 ;
   always @(posedge clk)
-    last2 <= \$877 ;
+    xkey1 <= \$1079 ;
   always @(posedge clk)
-    v3 <= \$878 ;
+    xnan1 <= \$1080 ;
   always @(posedge clk)
-    w3 <= \$879 ;
+    xkey2 <= \$1081 ;
   always @(posedge clk)
-    last3 <= \$880 ;
+    xnan2 <= \$1082 ;
   always @(posedge clk)
-    v4 <= \$881 ;
+    xkey3 <= \$1083 ;
   always @(posedge clk)
-    w4 <= \$882 ;
+    xnan3 <= \$1084 ;
   always @(posedge clk)
-    last4 <= \$883 ;
+    xkey4 <= \$1085 ;
   always @(posedge clk)
-    v5 <= \$884 ;
+    xnan4 <= \$1086 ;
   always @(posedge clk)
-    w5 <= \$885 ;
+    xkey5 <= \$1087 ;
   always @(posedge clk)
-    last5 <= \$886 ;
+    xnan5 <= \$1088 ;
   always @(posedge clk)
-    v6 <= \$887 ;
+    xkey6 <= \$1089 ;
   always @(posedge clk)
-    w6 <= \$888 ;
+    xnan6 <= \$1090 ;
   always @(posedge clk)
-    last6 <= \$889 ;
+    xkey7 <= \$1091 ;
   always @(posedge clk)
-    v7 <= \$890 ;
+    xnan7 <= \$1092 ;
   always @(posedge clk)
-    w7 <= \$891 ;
+    xkey8 <= \$1093 ;
   always @(posedge clk)
-    last7 <= \$892 ;
+    xnan8 <= \$1094 ;
   always @(posedge clk)
-    v8 <= \$893 ;
+    xkey9 <= \$1095 ;
   always @(posedge clk)
-    w8 <= \$894 ;
+    xnan9 <= \$1096 ;
   always @(posedge clk)
-    last8 <= \$895 ;
+    xkey10 <= \$1097 ;
   always @(posedge clk)
-    v9 <= \$896 ;
+    xnan10 <= \$1098 ;
   always @(posedge clk)
-    w9 <= \$897 ;
+    xkey11 <= \$1099 ;
   always @(posedge clk)
-    last9 <= \$898 ;
+    xnan11 <= \$1100 ;
   always @(posedge clk)
-    last_word <= \$899 ;
+    xkey12 <= \$1101 ;
   always @(posedge clk)
-    tail_mask <= \$900 ;
+    xnan12 <= \$1102 ;
   always @(posedge clk)
-    partial <= \$901 ;
+    xkey13 <= \$1103 ;
   always @(posedge clk)
-    src_addr <= \$902 ;
+    xnan13 <= \$1104 ;
   always @(posedge clk)
-    out_pass <= \$903 ;
+    xkey14 <= \$1105 ;
   always @(posedge clk)
-    \$signal  <= \$904 ;
+    xnan14 <= \$1106 ;
   always @(posedge clk)
-    m_nan <= \$905 ;
+    xkey15 <= \$1107 ;
   always @(posedge clk)
-    first_level <= \$906 ;
+    xnan15 <= \$1108 ;
   always @(posedge clk)
-    l <= \$907 ;
+    xkey16 <= \$1109 ;
   always @(posedge clk)
-    p0_1 <= \$908 ;
+    xnan16 <= \$1110 ;
   always @(posedge clk)
-    p0_2 <= \$909 ;
+    xkey17 <= \$1111 ;
   always @(posedge clk)
-    p1_0 <= \$910 ;
+    xnan17 <= \$1112 ;
   always @(posedge clk)
-    p1_1 <= \$911 ;
+    xkey18 <= \$1113 ;
   always @(posedge clk)
-    p1_2 <= \$912 ;
+    xnan18 <= \$1114 ;
   always @(posedge clk)
-    p2_0 <= \$913 ;
+    xkey19 <= \$1115 ;
   always @(posedge clk)
-    p2_1 <= \$914 ;
+    xnan19 <= \$1116 ;
   always @(posedge clk)
-    p2_2 <= \$915 ;
+    xkey20 <= \$1117 ;
   always @(posedge clk)
-    p3_0 <= \$916 ;
+    xnan20 <= \$1118 ;
   always @(posedge clk)
-    p3_1 <= \$917 ;
+    xkey21 <= \$1119 ;
   always @(posedge clk)
-    p3_2 <= \$918 ;
+    xnan21 <= \$1120 ;
   always @(posedge clk)
-    p4_0 <= \$919 ;
+    xkey22 <= \$1121 ;
   always @(posedge clk)
-    p4_1 <= \$920 ;
+    xnan22 <= \$1122 ;
   always @(posedge clk)
-    p4_2 <= \$921 ;
+    xkey23 <= \$1123 ;
   always @(posedge clk)
-    p5_0 <= \$922 ;
+    xnan23 <= \$1124 ;
   always @(posedge clk)
-    p5_1 <= \$923 ;
+    xkey24 <= \$1125 ;
   always @(posedge clk)
-    p5_2 <= \$924 ;
+    xnan24 <= \$1126 ;
   always @(posedge clk)
-    p6_0 <= \$925 ;
+    xkey25 <= \$1127 ;
   always @(posedge clk)
-    p6_1 <= \$926 ;
+    xnan25 <= \$1128 ;
   always @(posedge clk)
-    p6_2 <= \$927 ;
+    xkey26 <= \$1129 ;
   always @(posedge clk)
-    p7_0 <= \$928 ;
+    xnan26 <= \$1130 ;
   always @(posedge clk)
-    p7_1 <= \$929 ;
+    xkey27 <= \$1131 ;
   always @(posedge clk)
-    p7_2 <= \$930 ;
+    xnan27 <= \$1132 ;
   always @(posedge clk)
-    p8_0 <= \$931 ;
+    xkey28 <= \$1133 ;
   always @(posedge clk)
-    p8_1 <= \$932 ;
+    xnan28 <= \$1134 ;
   always @(posedge clk)
-    p8_2 <= \$933 ;
+    xkey29 <= \$1135 ;
   always @(posedge clk)
-    p9_0 <= \$934 ;
+    xnan29 <= \$1136 ;
   always @(posedge clk)
-    p9_1 <= \$935 ;
+    xkey30 <= \$1137 ;
   always @(posedge clk)
-    p9_2 <= \$936 ;
+    xnan30 <= \$1138 ;
   always @(posedge clk)
-    p10_0 <= \$937 ;
+    xkey31 <= \$1139 ;
   always @(posedge clk)
-    p10_1 <= \$938 ;
+    xnan31 <= \$1140 ;
   always @(posedge clk)
-    p10_2 <= \$939 ;
+    kreg2_0 <= \$1141 ;
   always @(posedge clk)
-    p11_0 <= \$940 ;
+    kreg2_1 <= \$1142 ;
   always @(posedge clk)
-    p11_1 <= \$941 ;
+    kreg2_2 <= \$1143 ;
   always @(posedge clk)
-    p11_2 <= \$942 ;
+    kreg2_3 <= \$1144 ;
   always @(posedge clk)
-    p12_0 <= \$943 ;
+    nreg2_0 <= \$1145 ;
   always @(posedge clk)
-    p12_1 <= \$944 ;
+    nreg2_1 <= \$1146 ;
   always @(posedge clk)
-    p12_2 <= \$945 ;
+    nreg2_2 <= \$1147 ;
   always @(posedge clk)
-    p13_0 <= \$946 ;
+    nreg2_3 <= \$1148 ;
   always @(posedge clk)
-    p13_1 <= \$947 ;
+    kreg2_valid <= \$1149 ;
   always @(posedge clk)
-    p13_2 <= \$948 ;
+    kreg3_0 <= \$1150 ;
   always @(posedge clk)
-    p14_0 <= \$949 ;
+    nreg3_0 <= \$1151 ;
   always @(posedge clk)
-    p14_1 <= \$950 ;
+    kreg3_valid <= \$1152 ;
   always @(posedge clk)
-    p14_2 <= \$951 ;
+    dst_en <= \$1153 ;
   always @(posedge clk)
-    p15_0 <= \$952 ;
+    dst_addr <= \$1154 ;
   always @(posedge clk)
-    p15_1 <= \$953 ;
+    dst_last <= \$1155 ;
   always @(posedge clk)
-    p15_2 <= \$954 ;
+    \dst_data$433  <= \$1156 ;
   always @(posedge clk)
-    p16_0 <= \$955 ;
+    wr_v1 <= \$1157 ;
   always @(posedge clk)
-    p16_1 <= \$956 ;
+    wr_set1 <= \$1158 ;
   always @(posedge clk)
-    p16_2 <= \$957 ;
+    wr_v2 <= \$1159 ;
   always @(posedge clk)
-    p17_0 <= \$958 ;
+    wr_set2 <= \$1160 ;
   always @(posedge clk)
-    p17_1 <= \$959 ;
+    d_reg0 <= \$1161 ;
   always @(posedge clk)
-    p17_2 <= \$960 ;
+    e_reg0 <= \$1162 ;
   always @(posedge clk)
-    p18_0 <= \$961 ;
+    d_reg1 <= \$1163 ;
   always @(posedge clk)
-    p18_1 <= \$962 ;
+    e_reg1 <= \$1164 ;
   always @(posedge clk)
-    p18_2 <= \$963 ;
+    d_reg2 <= \$1165 ;
   always @(posedge clk)
-    p19_0 <= \$964 ;
+    e_reg2 <= \$1166 ;
   always @(posedge clk)
-    p19_1 <= \$965 ;
+    d_reg3 <= \$1167 ;
   always @(posedge clk)
-    p19_2 <= \$966 ;
+    e_reg3 <= \$1168 ;
   always @(posedge clk)
-    p20_0 <= \$967 ;
+    d_reg4 <= \$1169 ;
   always @(posedge clk)
-    p20_1 <= \$968 ;
+    e_reg4 <= \$1170 ;
   always @(posedge clk)
-    p20_2 <= \$969 ;
+    d_reg5 <= \$1171 ;
   always @(posedge clk)
-    p21_0 <= \$970 ;
+    e_reg5 <= \$1172 ;
   always @(posedge clk)
-    p21_1 <= \$971 ;
+    d_reg6 <= \$1173 ;
   always @(posedge clk)
-    p21_2 <= \$972 ;
+    e_reg6 <= \$1174 ;
   always @(posedge clk)
-    p22_0 <= \$973 ;
+    d_reg7 <= \$1175 ;
   always @(posedge clk)
-    p22_1 <= \$974 ;
+    e_reg7 <= \$1176 ;
   always @(posedge clk)
-    p22_2 <= \$975 ;
+    d_reg8 <= \$1177 ;
   always @(posedge clk)
-    p23_0 <= \$976 ;
+    e_reg8 <= \$1178 ;
   always @(posedge clk)
-    p23_1 <= \$977 ;
+    d_reg9 <= \$1179 ;
   always @(posedge clk)
-    p23_2 <= \$978 ;
+    e_reg9 <= \$1180 ;
   always @(posedge clk)
-    p24_0 <= \$979 ;
+    d_reg10 <= \$1181 ;
   always @(posedge clk)
-    p24_1 <= \$980 ;
+    e_reg10 <= \$1182 ;
   always @(posedge clk)
-    p24_2 <= \$981 ;
+    d_reg11 <= \$1183 ;
   always @(posedge clk)
-    p25_0 <= \$982 ;
+    e_reg11 <= \$1184 ;
   always @(posedge clk)
-    p25_1 <= \$983 ;
+    d_reg12 <= \$1185 ;
   always @(posedge clk)
-    p25_2 <= \$984 ;
+    e_reg12 <= \$1186 ;
   always @(posedge clk)
-    p26_0 <= \$985 ;
+    d_reg13 <= \$1187 ;
   always @(posedge clk)
-    p26_1 <= \$986 ;
+    e_reg13 <= \$1188 ;
   always @(posedge clk)
-    p26_2 <= \$987 ;
+    d_reg14 <= \$1189 ;
   always @(posedge clk)
-    p27_0 <= \$988 ;
+    e_reg14 <= \$1190 ;
   always @(posedge clk)
-    p27_1 <= \$989 ;
+    d_reg15 <= \$1191 ;
   always @(posedge clk)
-    p27_2 <= \$990 ;
+    e_reg15 <= \$1192 ;
   always @(posedge clk)
-    p28_0 <= \$991 ;
+    d_reg16 <= \$1193 ;
   always @(posedge clk)
-    p28_1 <= \$992 ;
+    e_reg16 <= \$1194 ;
   always @(posedge clk)
-    p28_2 <= \$993 ;
+    d_reg17 <= \$1195 ;
   always @(posedge clk)
-    p29_0 <= \$994 ;
+    e_reg17 <= \$1196 ;
   always @(posedge clk)
-    p29_1 <= \$995 ;
+    d_reg18 <= \$1197 ;
   always @(posedge clk)
-    p29_2 <= \$996 ;
+    e_reg18 <= \$1198 ;
   always @(posedge clk)
-    p30_0 <= \$997 ;
+    d_reg19 <= \$1199 ;
   always @(posedge clk)
-    p30_1 <= \$998 ;
+    e_reg19 <= \$1200 ;
   always @(posedge clk)
-    p30_2 <= \$999 ;
+    d_reg20 <= \$1201 ;
   always @(posedge clk)
-    p31_0 <= \$1000 ;
+    e_reg20 <= \$1202 ;
   always @(posedge clk)
-    p31_1 <= \$1001 ;
+    d_reg21 <= \$1203 ;
   always @(posedge clk)
-    p31_2 <= \$1002 ;
+    e_reg21 <= \$1204 ;
   always @(posedge clk)
-    fsm_state <= \$1003 ;
+    d_reg22 <= \$1205 ;
   always @(posedge clk)
-    \wait  <= \$1004 ;
+    e_reg22 <= \$1206 ;
   always @(posedge clk)
-    acc_set <= \$1005 ;
+    d_reg23 <= \$1207 ;
   always @(posedge clk)
-    level <= \$1006 ;
+    e_reg23 <= \$1208 ;
   always @(posedge clk)
-    \$signal$420  <= \$1007 ;
+    d_reg24 <= \$1209 ;
   always @(posedge clk)
-    mx_last <= \$1008 ;
+    e_reg24 <= \$1210 ;
   always @(posedge clk)
-    kreg1_0 <= \$1009 ;
+    d_reg25 <= \$1211 ;
   always @(posedge clk)
-    kreg1_1 <= \$1010 ;
+    e_reg25 <= \$1212 ;
   always @(posedge clk)
-    kreg1_2 <= \$1011 ;
+    d_reg26 <= \$1213 ;
   always @(posedge clk)
-    kreg1_3 <= \$1012 ;
+    e_reg26 <= \$1214 ;
   always @(posedge clk)
-    nreg1_0 <= \$1013 ;
+    d_reg27 <= \$1215 ;
   always @(posedge clk)
-    nreg1_1 <= \$1014 ;
+    e_reg27 <= \$1216 ;
   always @(posedge clk)
-    nreg1_2 <= \$1015 ;
+    d_reg28 <= \$1217 ;
   always @(posedge clk)
-    nreg1_3 <= \$1016 ;
+    e_reg28 <= \$1218 ;
   always @(posedge clk)
-    kreg1_valid <= \$1017 ;
+    d_reg29 <= \$1219 ;
   always @(posedge clk)
-    kreg2_0 <= \$1018 ;
+    e_reg29 <= \$1220 ;
   always @(posedge clk)
-    nreg2_0 <= \$1019 ;
+    d_reg30 <= \$1221 ;
   always @(posedge clk)
-    kreg2_valid <= \$1020 ;
+    e_reg30 <= \$1222 ;
   always @(posedge clk)
-    dst_en <= \$1021 ;
+    d_reg31 <= \$1223 ;
   always @(posedge clk)
-    dst_addr <= \$1022 ;
-  always @(posedge clk)
-    dst_last <= \$1023 ;
-  always @(posedge clk)
-    \dst_data$430  <= \$1024 ;
-  always @(posedge clk)
-    wr_v1 <= \$1025 ;
-  always @(posedge clk)
-    wr_set1 <= \$1026 ;
-  always @(posedge clk)
-    wr_v2 <= \$1027 ;
-  always @(posedge clk)
-    wr_set2 <= \$1028 ;
-  always @(posedge clk)
-    d_reg0 <= \$1029 ;
-  always @(posedge clk)
-    e_reg0 <= \$1030 ;
-  always @(posedge clk)
-    d_reg1 <= \$1031 ;
-  always @(posedge clk)
-    e_reg1 <= \$1032 ;
-  always @(posedge clk)
-    d_reg2 <= \$1033 ;
-  always @(posedge clk)
-    e_reg2 <= \$1034 ;
-  always @(posedge clk)
-    d_reg3 <= \$1035 ;
-  always @(posedge clk)
-    e_reg3 <= \$1036 ;
-  always @(posedge clk)
-    d_reg4 <= \$1037 ;
-  always @(posedge clk)
-    e_reg4 <= \$1038 ;
-  always @(posedge clk)
-    d_reg5 <= \$1039 ;
-  always @(posedge clk)
-    e_reg5 <= \$1040 ;
-  always @(posedge clk)
-    d_reg6 <= \$1041 ;
-  always @(posedge clk)
-    e_reg6 <= \$1042 ;
-  always @(posedge clk)
-    d_reg7 <= \$1043 ;
-  always @(posedge clk)
-    e_reg7 <= \$1044 ;
-  always @(posedge clk)
-    d_reg8 <= \$1045 ;
-  always @(posedge clk)
-    e_reg8 <= \$1046 ;
-  always @(posedge clk)
-    d_reg9 <= \$1047 ;
-  always @(posedge clk)
-    e_reg9 <= \$1048 ;
-  always @(posedge clk)
-    d_reg10 <= \$1049 ;
-  always @(posedge clk)
-    e_reg10 <= \$1050 ;
-  always @(posedge clk)
-    d_reg11 <= \$1051 ;
-  always @(posedge clk)
-    e_reg11 <= \$1052 ;
-  always @(posedge clk)
-    d_reg12 <= \$1053 ;
-  always @(posedge clk)
-    e_reg12 <= \$1054 ;
-  always @(posedge clk)
-    d_reg13 <= \$1055 ;
-  always @(posedge clk)
-    e_reg13 <= \$1056 ;
-  always @(posedge clk)
-    d_reg14 <= \$1057 ;
-  always @(posedge clk)
-    e_reg14 <= \$1058 ;
-  always @(posedge clk)
-    d_reg15 <= \$1059 ;
-  always @(posedge clk)
-    e_reg15 <= \$1060 ;
-  always @(posedge clk)
-    d_reg16 <= \$1061 ;
-  always @(posedge clk)
-    e_reg16 <= \$1062 ;
-  always @(posedge clk)
-    d_reg17 <= \$1063 ;
-  always @(posedge clk)
-    e_reg17 <= \$1064 ;
-  always @(posedge clk)
-    d_reg18 <= \$1065 ;
-  always @(posedge clk)
-    e_reg18 <= \$1066 ;
-  always @(posedge clk)
-    d_reg19 <= \$1067 ;
-  always @(posedge clk)
-    e_reg19 <= \$1068 ;
-  always @(posedge clk)
-    d_reg20 <= \$1069 ;
-  always @(posedge clk)
-    e_reg20 <= \$1070 ;
-  always @(posedge clk)
-    d_reg21 <= \$1071 ;
-  always @(posedge clk)
-    e_reg21 <= \$1072 ;
-  always @(posedge clk)
-    d_reg22 <= \$1073 ;
-  always @(posedge clk)
-    e_reg22 <= \$1074 ;
-  always @(posedge clk)
-    d_reg23 <= \$1075 ;
-  always @(posedge clk)
-    e_reg23 <= \$1076 ;
-  always @(posedge clk)
-    d_reg24 <= \$1077 ;
-  always @(posedge clk)
-    e_reg24 <= \$1078 ;
-  always @(posedge clk)
-    d_reg25 <= \$1079 ;
-  always @(posedge clk)
-    e_reg25 <= \$1080 ;
-  always @(posedge clk)
-    d_reg26 <= \$1081 ;
-  always @(posedge clk)
-    e_reg26 <= \$1082 ;
-  always @(posedge clk)
-    d_reg27 <= \$1083 ;
-  always @(posedge clk)
-    e_reg27 <= \$1084 ;
-  always @(posedge clk)
-    d_reg28 <= \$1085 ;
-  always @(posedge clk)
-    e_reg28 <= \$1086 ;
-  always @(posedge clk)
-    d_reg29 <= \$1087 ;
-  always @(posedge clk)
-    e_reg29 <= \$1088 ;
-  always @(posedge clk)
-    d_reg30 <= \$1089 ;
-  always @(posedge clk)
-    e_reg30 <= \$1090 ;
-  always @(posedge clk)
-    d_reg31 <= \$1091 ;
-  always @(posedge clk)
-    e_reg31 <= \$1092 ;
+    e_reg31 <= \$1224 ;
   assign \$auto$rtlil.cc:2739:Not$2  = ~ m[31];
   assign \$auto$rtlil.cc:2739:Not$12  = ~ m[31];
   assign \$auto$rtlil.cc:2739:Not$14  = ~ m[31];
@@ -58858,629 +59470,626 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   );
   \ndp_device.control_unit.softmax.recip  recip (
     .clk(clk),
-    .done(\done$419 ),
+    .done(\done$387 ),
     .r(r),
     .rst(rst),
-    .start(\start$18 ),
+    .start(start),
     .x(l)
   );
   ndp_fp32_add_pipe sub_0 (
     .a(src_data[31:0]),
-    .b(\$840 ),
+    .b(\$905 ),
     .clk(clk),
     .rst(rst),
     .s(d0)
   );
   ndp_fp32_add_pipe sub_1 (
     .a(src_data[63:32]),
-    .b(\$841 ),
+    .b(\$906 ),
     .clk(clk),
     .rst(rst),
     .s(d1)
   );
   ndp_fp32_add_pipe sub_10 (
     .a(src_data[351:320]),
-    .b(\$850 ),
+    .b(\$915 ),
     .clk(clk),
     .rst(rst),
     .s(d10)
   );
   ndp_fp32_add_pipe sub_11 (
     .a(src_data[383:352]),
-    .b(\$851 ),
+    .b(\$916 ),
     .clk(clk),
     .rst(rst),
     .s(d11)
   );
   ndp_fp32_add_pipe sub_12 (
     .a(src_data[415:384]),
-    .b(\$852 ),
+    .b(\$917 ),
     .clk(clk),
     .rst(rst),
     .s(d12)
   );
   ndp_fp32_add_pipe sub_13 (
     .a(src_data[447:416]),
-    .b(\$853 ),
+    .b(\$918 ),
     .clk(clk),
     .rst(rst),
     .s(d13)
   );
   ndp_fp32_add_pipe sub_14 (
     .a(src_data[479:448]),
-    .b(\$854 ),
+    .b(\$919 ),
     .clk(clk),
     .rst(rst),
     .s(d14)
   );
   ndp_fp32_add_pipe sub_15 (
     .a(src_data[511:480]),
-    .b(\$855 ),
+    .b(\$920 ),
     .clk(clk),
     .rst(rst),
     .s(d15)
   );
   ndp_fp32_add_pipe sub_16 (
     .a(src_data[543:512]),
-    .b(\$856 ),
+    .b(\$921 ),
     .clk(clk),
     .rst(rst),
     .s(d16)
   );
   ndp_fp32_add_pipe sub_17 (
     .a(src_data[575:544]),
-    .b(\$857 ),
+    .b(\$922 ),
     .clk(clk),
     .rst(rst),
     .s(d17)
   );
   ndp_fp32_add_pipe sub_18 (
     .a(src_data[607:576]),
-    .b(\$858 ),
+    .b(\$923 ),
     .clk(clk),
     .rst(rst),
     .s(d18)
   );
   ndp_fp32_add_pipe sub_19 (
     .a(src_data[639:608]),
-    .b(\$859 ),
+    .b(\$924 ),
     .clk(clk),
     .rst(rst),
     .s(d19)
   );
   ndp_fp32_add_pipe sub_2 (
     .a(src_data[95:64]),
-    .b(\$842 ),
+    .b(\$907 ),
     .clk(clk),
     .rst(rst),
     .s(d2)
   );
   ndp_fp32_add_pipe sub_20 (
     .a(src_data[671:640]),
-    .b(\$860 ),
+    .b(\$925 ),
     .clk(clk),
     .rst(rst),
     .s(d20)
   );
   ndp_fp32_add_pipe sub_21 (
     .a(src_data[703:672]),
-    .b(\$861 ),
+    .b(\$926 ),
     .clk(clk),
     .rst(rst),
     .s(d21)
   );
   ndp_fp32_add_pipe sub_22 (
     .a(src_data[735:704]),
-    .b(\$862 ),
+    .b(\$927 ),
     .clk(clk),
     .rst(rst),
     .s(d22)
   );
   ndp_fp32_add_pipe sub_23 (
     .a(src_data[767:736]),
-    .b(\$863 ),
+    .b(\$928 ),
     .clk(clk),
     .rst(rst),
     .s(d23)
   );
   ndp_fp32_add_pipe sub_24 (
     .a(src_data[799:768]),
-    .b(\$864 ),
+    .b(\$929 ),
     .clk(clk),
     .rst(rst),
     .s(d24)
   );
   ndp_fp32_add_pipe sub_25 (
     .a(src_data[831:800]),
-    .b(\$865 ),
+    .b(\$930 ),
     .clk(clk),
     .rst(rst),
     .s(d25)
   );
   ndp_fp32_add_pipe sub_26 (
     .a(src_data[863:832]),
-    .b(\$866 ),
+    .b(\$931 ),
     .clk(clk),
     .rst(rst),
     .s(d26)
   );
   ndp_fp32_add_pipe sub_27 (
     .a(src_data[895:864]),
-    .b(\$867 ),
+    .b(\$932 ),
     .clk(clk),
     .rst(rst),
     .s(d27)
   );
   ndp_fp32_add_pipe sub_28 (
     .a(src_data[927:896]),
-    .b(\$868 ),
+    .b(\$933 ),
     .clk(clk),
     .rst(rst),
     .s(d28)
   );
   ndp_fp32_add_pipe sub_29 (
     .a(src_data[959:928]),
-    .b(\$869 ),
+    .b(\$934 ),
     .clk(clk),
     .rst(rst),
     .s(d29)
   );
   ndp_fp32_add_pipe sub_3 (
     .a(src_data[127:96]),
-    .b(\$843 ),
+    .b(\$908 ),
     .clk(clk),
     .rst(rst),
     .s(d3)
   );
   ndp_fp32_add_pipe sub_30 (
     .a(src_data[991:960]),
-    .b(\$870 ),
+    .b(\$935 ),
     .clk(clk),
     .rst(rst),
     .s(d30)
   );
   ndp_fp32_add_pipe sub_31 (
     .a(src_data[1023:992]),
-    .b(\$871 ),
+    .b(\$936 ),
     .clk(clk),
     .rst(rst),
     .s(d31)
   );
   ndp_fp32_add_pipe sub_4 (
     .a(src_data[159:128]),
-    .b(\$844 ),
+    .b(\$909 ),
     .clk(clk),
     .rst(rst),
     .s(d4)
   );
   ndp_fp32_add_pipe sub_5 (
     .a(src_data[191:160]),
-    .b(\$845 ),
+    .b(\$910 ),
     .clk(clk),
     .rst(rst),
     .s(d5)
   );
   ndp_fp32_add_pipe sub_6 (
     .a(src_data[223:192]),
-    .b(\$846 ),
+    .b(\$911 ),
     .clk(clk),
     .rst(rst),
     .s(d6)
   );
   ndp_fp32_add_pipe sub_7 (
     .a(src_data[255:224]),
-    .b(\$847 ),
+    .b(\$912 ),
     .clk(clk),
     .rst(rst),
     .s(d7)
   );
   ndp_fp32_add_pipe sub_8 (
     .a(src_data[287:256]),
-    .b(\$848 ),
+    .b(\$913 ),
     .clk(clk),
     .rst(rst),
     .s(d8)
   );
   ndp_fp32_add_pipe sub_9 (
     .a(src_data[319:288]),
-    .b(\$849 ),
+    .b(\$914 ),
     .clk(clk),
     .rst(rst),
     .s(d9)
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$374  = 32'd0;
+    \$54  = 32'd0;
     casez (acc_set)
       2'h0:
-          \$374  = l;
+          \$54  = l;
       2'h1:
-          \$374  = p0_1;
+          \$54  = p0_1;
       2'h2:
-          \$374  = p0_2;
+          \$54  = p0_2;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$385  = 32'd0;
+    \$65  = 32'd0;
     casez (acc_set)
       2'h0:
-          \$385  = p1_0;
+          \$65  = p1_0;
       2'h1:
-          \$385  = p1_1;
+          \$65  = p1_1;
       2'h2:
-          \$385  = p1_2;
+          \$65  = p1_2;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$396  = 32'd0;
+    \$76  = 32'd0;
     casez (acc_set)
       2'h0:
-          \$396  = p2_0;
+          \$76  = p2_0;
       2'h1:
-          \$396  = p2_1;
+          \$76  = p2_1;
       2'h2:
-          \$396  = p2_2;
+          \$76  = p2_2;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$407  = 32'd0;
+    \$87  = 32'd0;
     casez (acc_set)
       2'h0:
-          \$407  = p3_0;
+          \$87  = p3_0;
       2'h1:
-          \$407  = p3_1;
+          \$87  = p3_1;
       2'h2:
-          \$407  = p3_2;
+          \$87  = p3_2;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$418  = 32'd0;
+    \$98  = 32'd0;
     casez (acc_set)
       2'h0:
-          \$418  = p4_0;
+          \$98  = p4_0;
       2'h1:
-          \$418  = p4_1;
+          \$98  = p4_1;
       2'h2:
-          \$418  = p4_2;
+          \$98  = p4_2;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$429  = 32'd0;
+    \$109  = 32'd0;
     casez (acc_set)
       2'h0:
-          \$429  = p5_0;
+          \$109  = p5_0;
       2'h1:
-          \$429  = p5_1;
+          \$109  = p5_1;
       2'h2:
-          \$429  = p5_2;
+          \$109  = p5_2;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$440  = 32'd0;
+    \$120  = 32'd0;
     casez (acc_set)
       2'h0:
-          \$440  = p6_0;
+          \$120  = p6_0;
       2'h1:
-          \$440  = p6_1;
+          \$120  = p6_1;
       2'h2:
-          \$440  = p6_2;
+          \$120  = p6_2;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$451  = 32'd0;
+    \$131  = 32'd0;
     casez (acc_set)
       2'h0:
-          \$451  = p7_0;
+          \$131  = p7_0;
       2'h1:
-          \$451  = p7_1;
+          \$131  = p7_1;
       2'h2:
-          \$451  = p7_2;
+          \$131  = p7_2;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$462  = 32'd0;
+    \$142  = 32'd0;
     casez (acc_set)
       2'h0:
-          \$462  = p8_0;
+          \$142  = p8_0;
       2'h1:
-          \$462  = p8_1;
+          \$142  = p8_1;
       2'h2:
-          \$462  = p8_2;
+          \$142  = p8_2;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$473  = 32'd0;
+    \$153  = 32'd0;
     casez (acc_set)
       2'h0:
-          \$473  = p9_0;
+          \$153  = p9_0;
       2'h1:
-          \$473  = p9_1;
+          \$153  = p9_1;
       2'h2:
-          \$473  = p9_2;
+          \$153  = p9_2;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$484  = 32'd0;
+    \$164  = 32'd0;
     casez (acc_set)
       2'h0:
-          \$484  = p10_0;
+          \$164  = p10_0;
       2'h1:
-          \$484  = p10_1;
+          \$164  = p10_1;
       2'h2:
-          \$484  = p10_2;
+          \$164  = p10_2;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$495  = 32'd0;
+    \$175  = 32'd0;
     casez (acc_set)
       2'h0:
-          \$495  = p11_0;
+          \$175  = p11_0;
       2'h1:
-          \$495  = p11_1;
+          \$175  = p11_1;
       2'h2:
-          \$495  = p11_2;
+          \$175  = p11_2;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$506  = 32'd0;
+    \$186  = 32'd0;
     casez (acc_set)
       2'h0:
-          \$506  = p12_0;
+          \$186  = p12_0;
       2'h1:
-          \$506  = p12_1;
+          \$186  = p12_1;
       2'h2:
-          \$506  = p12_2;
+          \$186  = p12_2;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$517  = 32'd0;
+    \$197  = 32'd0;
     casez (acc_set)
       2'h0:
-          \$517  = p13_0;
+          \$197  = p13_0;
       2'h1:
-          \$517  = p13_1;
+          \$197  = p13_1;
       2'h2:
-          \$517  = p13_2;
+          \$197  = p13_2;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$528  = 32'd0;
+    \$208  = 32'd0;
     casez (acc_set)
       2'h0:
-          \$528  = p14_0;
+          \$208  = p14_0;
       2'h1:
-          \$528  = p14_1;
+          \$208  = p14_1;
       2'h2:
-          \$528  = p14_2;
+          \$208  = p14_2;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$539  = 32'd0;
+    \$219  = 32'd0;
     casez (acc_set)
       2'h0:
-          \$539  = p15_0;
+          \$219  = p15_0;
       2'h1:
-          \$539  = p15_1;
+          \$219  = p15_1;
       2'h2:
-          \$539  = p15_2;
+          \$219  = p15_2;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$550  = 32'd0;
+    \$230  = 32'd0;
     casez (acc_set)
       2'h0:
-          \$550  = p16_0;
+          \$230  = p16_0;
       2'h1:
-          \$550  = p16_1;
+          \$230  = p16_1;
       2'h2:
-          \$550  = p16_2;
+          \$230  = p16_2;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$561  = 32'd0;
+    \$241  = 32'd0;
     casez (acc_set)
       2'h0:
-          \$561  = p17_0;
+          \$241  = p17_0;
       2'h1:
-          \$561  = p17_1;
+          \$241  = p17_1;
       2'h2:
-          \$561  = p17_2;
+          \$241  = p17_2;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$572  = 32'd0;
+    \$252  = 32'd0;
     casez (acc_set)
       2'h0:
-          \$572  = p18_0;
+          \$252  = p18_0;
       2'h1:
-          \$572  = p18_1;
+          \$252  = p18_1;
       2'h2:
-          \$572  = p18_2;
+          \$252  = p18_2;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$583  = 32'd0;
+    \$263  = 32'd0;
     casez (acc_set)
       2'h0:
-          \$583  = p19_0;
+          \$263  = p19_0;
       2'h1:
-          \$583  = p19_1;
+          \$263  = p19_1;
       2'h2:
-          \$583  = p19_2;
+          \$263  = p19_2;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$594  = 32'd0;
+    \$274  = 32'd0;
     casez (acc_set)
       2'h0:
-          \$594  = p20_0;
+          \$274  = p20_0;
       2'h1:
-          \$594  = p20_1;
+          \$274  = p20_1;
       2'h2:
-          \$594  = p20_2;
+          \$274  = p20_2;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$605  = 32'd0;
+    \$285  = 32'd0;
     casez (acc_set)
       2'h0:
-          \$605  = p21_0;
+          \$285  = p21_0;
       2'h1:
-          \$605  = p21_1;
+          \$285  = p21_1;
       2'h2:
-          \$605  = p21_2;
+          \$285  = p21_2;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$616  = 32'd0;
+    \$296  = 32'd0;
     casez (acc_set)
       2'h0:
-          \$616  = p22_0;
+          \$296  = p22_0;
       2'h1:
-          \$616  = p22_1;
+          \$296  = p22_1;
       2'h2:
-          \$616  = p22_2;
+          \$296  = p22_2;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$627  = 32'd0;
+    \$307  = 32'd0;
     casez (acc_set)
       2'h0:
-          \$627  = p23_0;
+          \$307  = p23_0;
       2'h1:
-          \$627  = p23_1;
+          \$307  = p23_1;
       2'h2:
-          \$627  = p23_2;
+          \$307  = p23_2;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$638  = 32'd0;
+    \$318  = 32'd0;
     casez (acc_set)
       2'h0:
-          \$638  = p24_0;
+          \$318  = p24_0;
       2'h1:
-          \$638  = p24_1;
+          \$318  = p24_1;
       2'h2:
-          \$638  = p24_2;
+          \$318  = p24_2;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$649  = 32'd0;
+    \$329  = 32'd0;
     casez (acc_set)
       2'h0:
-          \$649  = p25_0;
+          \$329  = p25_0;
       2'h1:
-          \$649  = p25_1;
+          \$329  = p25_1;
       2'h2:
-          \$649  = p25_2;
+          \$329  = p25_2;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$660  = 32'd0;
+    \$340  = 32'd0;
     casez (acc_set)
       2'h0:
-          \$660  = p26_0;
+          \$340  = p26_0;
       2'h1:
-          \$660  = p26_1;
+          \$340  = p26_1;
       2'h2:
-          \$660  = p26_2;
+          \$340  = p26_2;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$671  = 32'd0;
+    \$351  = 32'd0;
     casez (acc_set)
       2'h0:
-          \$671  = p27_0;
+          \$351  = p27_0;
       2'h1:
-          \$671  = p27_1;
+          \$351  = p27_1;
       2'h2:
-          \$671  = p27_2;
+          \$351  = p27_2;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$682  = 32'd0;
+    \$362  = 32'd0;
     casez (acc_set)
       2'h0:
-          \$682  = p28_0;
+          \$362  = p28_0;
       2'h1:
-          \$682  = p28_1;
+          \$362  = p28_1;
       2'h2:
-          \$682  = p28_2;
+          \$362  = p28_2;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$693  = 32'd0;
+    \$373  = 32'd0;
     casez (acc_set)
       2'h0:
-          \$693  = p29_0;
+          \$373  = p29_0;
       2'h1:
-          \$693  = p29_1;
+          \$373  = p29_1;
       2'h2:
-          \$693  = p29_2;
+          \$373  = p29_2;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$704  = 32'd0;
+    \$384  = 32'd0;
     casez (acc_set)
       2'h0:
-          \$704  = p30_0;
+          \$384  = p30_0;
       2'h1:
-          \$704  = p30_1;
+          \$384  = p30_1;
       2'h2:
-          \$704  = p30_2;
+          \$384  = p30_2;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$715  = 32'd0;
+    \$395  = 32'd0;
     casez (acc_set)
       2'h0:
-          \$715  = p31_0;
+          \$395  = p31_0;
       2'h1:
-          \$715  = p31_1;
+          \$395  = p31_1;
       2'h2:
-          \$715  = p31_2;
+          \$395  = p31_2;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     tail = 6'h00;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            tail = \$5 ;
-          end
-    endcase
+    if (\$signal$10 ) begin
+      tail = \$5 ;
+    end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
@@ -59544,7 +60153,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \start$18  = 1'h0;
+    start = 1'h0;
     casez (fsm_state)
       4'h0:
           /* empty */;
@@ -59563,32 +60172,32 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
       4'h7:
           /* empty */;
       4'h8:
-          \start$18  = 1'h1;
+          start = 1'h1;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_a0 = 32'd0;
-    if (\$373 ) begin
-      acc_a0 = \$374 ;
-    end else if (\$724 ) begin
+    if (\$53 ) begin
+      acc_a0 = \$54 ;
+    end else if (\$404 ) begin
       acc_a0 = l;
-    end else if (\$727 ) begin
+    end else if (\$407 ) begin
       acc_a0 = l;
-    end else if (\$725 ) begin
+    end else if (\$405 ) begin
       acc_a0 = l;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_b0 = 32'd0;
-    if (\$373 ) begin
-      acc_b0 = \$377 ;
-    end else if (\$724 ) begin
+    if (\$53 ) begin
+      acc_b0 = \$57 ;
+    end else if (\$404 ) begin
       acc_b0 = p0_1;
-    end else if (\$727 ) begin
+    end else if (\$407 ) begin
       acc_b0 = p0_2;
-    end else if (\$725 ) begin
+    end else if (\$405 ) begin
       casez (level)
         3'h0:
             acc_b0 = p16_0;
@@ -59606,26 +60215,26 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_a1 = 32'd0;
-    if (\$384 ) begin
-      acc_a1 = \$385 ;
-    end else if (\$724 ) begin
+    if (\$64 ) begin
+      acc_a1 = \$65 ;
+    end else if (\$404 ) begin
       acc_a1 = p1_0;
-    end else if (\$727 ) begin
+    end else if (\$407 ) begin
       acc_a1 = p1_0;
-    end else if (\$725 ) begin
+    end else if (\$405 ) begin
       acc_a1 = p1_0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_b1 = 32'd0;
-    if (\$384 ) begin
-      acc_b1 = \$388 ;
-    end else if (\$724 ) begin
+    if (\$64 ) begin
+      acc_b1 = \$68 ;
+    end else if (\$404 ) begin
       acc_b1 = p1_1;
-    end else if (\$727 ) begin
+    end else if (\$407 ) begin
       acc_b1 = p1_2;
-    end else if (\$725 ) begin
+    end else if (\$405 ) begin
       casez (level)
         3'h0:
             acc_b1 = p17_0;
@@ -59641,26 +60250,26 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_a2 = 32'd0;
-    if (\$395 ) begin
-      acc_a2 = \$396 ;
-    end else if (\$724 ) begin
+    if (\$75 ) begin
+      acc_a2 = \$76 ;
+    end else if (\$404 ) begin
       acc_a2 = p2_0;
-    end else if (\$727 ) begin
+    end else if (\$407 ) begin
       acc_a2 = p2_0;
-    end else if (\$725 ) begin
+    end else if (\$405 ) begin
       acc_a2 = p2_0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_b2 = 32'd0;
-    if (\$395 ) begin
-      acc_b2 = \$399 ;
-    end else if (\$724 ) begin
+    if (\$75 ) begin
+      acc_b2 = \$79 ;
+    end else if (\$404 ) begin
       acc_b2 = p2_1;
-    end else if (\$727 ) begin
+    end else if (\$407 ) begin
       acc_b2 = p2_2;
-    end else if (\$725 ) begin
+    end else if (\$405 ) begin
       casez (level)
         3'h0:
             acc_b2 = p18_0;
@@ -59674,26 +60283,26 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_a3 = 32'd0;
-    if (\$406 ) begin
-      acc_a3 = \$407 ;
-    end else if (\$724 ) begin
+    if (\$86 ) begin
+      acc_a3 = \$87 ;
+    end else if (\$404 ) begin
       acc_a3 = p3_0;
-    end else if (\$727 ) begin
+    end else if (\$407 ) begin
       acc_a3 = p3_0;
-    end else if (\$725 ) begin
+    end else if (\$405 ) begin
       acc_a3 = p3_0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_b3 = 32'd0;
-    if (\$406 ) begin
-      acc_b3 = \$410 ;
-    end else if (\$724 ) begin
+    if (\$86 ) begin
+      acc_b3 = \$90 ;
+    end else if (\$404 ) begin
       acc_b3 = p3_1;
-    end else if (\$727 ) begin
+    end else if (\$407 ) begin
       acc_b3 = p3_2;
-    end else if (\$725 ) begin
+    end else if (\$405 ) begin
       casez (level)
         3'h0:
             acc_b3 = p19_0;
@@ -59707,26 +60316,26 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_a4 = 32'd0;
-    if (\$417 ) begin
-      acc_a4 = \$418 ;
-    end else if (\$724 ) begin
+    if (\$97 ) begin
+      acc_a4 = \$98 ;
+    end else if (\$404 ) begin
       acc_a4 = p4_0;
-    end else if (\$727 ) begin
+    end else if (\$407 ) begin
       acc_a4 = p4_0;
-    end else if (\$725 ) begin
+    end else if (\$405 ) begin
       acc_a4 = p4_0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_b4 = 32'd0;
-    if (\$417 ) begin
-      acc_b4 = \$421 ;
-    end else if (\$724 ) begin
+    if (\$97 ) begin
+      acc_b4 = \$101 ;
+    end else if (\$404 ) begin
       acc_b4 = p4_1;
-    end else if (\$727 ) begin
+    end else if (\$407 ) begin
       acc_b4 = p4_2;
-    end else if (\$725 ) begin
+    end else if (\$405 ) begin
       casez (level)
         3'h0:
             acc_b4 = p20_0;
@@ -59738,26 +60347,26 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_a5 = 32'd0;
-    if (\$428 ) begin
-      acc_a5 = \$429 ;
-    end else if (\$724 ) begin
+    if (\$108 ) begin
+      acc_a5 = \$109 ;
+    end else if (\$404 ) begin
       acc_a5 = p5_0;
-    end else if (\$727 ) begin
+    end else if (\$407 ) begin
       acc_a5 = p5_0;
-    end else if (\$725 ) begin
+    end else if (\$405 ) begin
       acc_a5 = p5_0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_b5 = 32'd0;
-    if (\$428 ) begin
-      acc_b5 = \$432 ;
-    end else if (\$724 ) begin
+    if (\$108 ) begin
+      acc_b5 = \$112 ;
+    end else if (\$404 ) begin
       acc_b5 = p5_1;
-    end else if (\$727 ) begin
+    end else if (\$407 ) begin
       acc_b5 = p5_2;
-    end else if (\$725 ) begin
+    end else if (\$405 ) begin
       casez (level)
         3'h0:
             acc_b5 = p21_0;
@@ -59769,26 +60378,26 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_a6 = 32'd0;
-    if (\$439 ) begin
-      acc_a6 = \$440 ;
-    end else if (\$724 ) begin
+    if (\$119 ) begin
+      acc_a6 = \$120 ;
+    end else if (\$404 ) begin
       acc_a6 = p6_0;
-    end else if (\$727 ) begin
+    end else if (\$407 ) begin
       acc_a6 = p6_0;
-    end else if (\$725 ) begin
+    end else if (\$405 ) begin
       acc_a6 = p6_0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_b6 = 32'd0;
-    if (\$439 ) begin
-      acc_b6 = \$443 ;
-    end else if (\$724 ) begin
+    if (\$119 ) begin
+      acc_b6 = \$123 ;
+    end else if (\$404 ) begin
       acc_b6 = p6_1;
-    end else if (\$727 ) begin
+    end else if (\$407 ) begin
       acc_b6 = p6_2;
-    end else if (\$725 ) begin
+    end else if (\$405 ) begin
       casez (level)
         3'h0:
             acc_b6 = p22_0;
@@ -59800,26 +60409,26 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_a7 = 32'd0;
-    if (\$450 ) begin
-      acc_a7 = \$451 ;
-    end else if (\$724 ) begin
+    if (\$130 ) begin
+      acc_a7 = \$131 ;
+    end else if (\$404 ) begin
       acc_a7 = p7_0;
-    end else if (\$727 ) begin
+    end else if (\$407 ) begin
       acc_a7 = p7_0;
-    end else if (\$725 ) begin
+    end else if (\$405 ) begin
       acc_a7 = p7_0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_b7 = 32'd0;
-    if (\$450 ) begin
-      acc_b7 = \$454 ;
-    end else if (\$724 ) begin
+    if (\$130 ) begin
+      acc_b7 = \$134 ;
+    end else if (\$404 ) begin
       acc_b7 = p7_1;
-    end else if (\$727 ) begin
+    end else if (\$407 ) begin
       acc_b7 = p7_2;
-    end else if (\$725 ) begin
+    end else if (\$405 ) begin
       casez (level)
         3'h0:
             acc_b7 = p23_0;
@@ -59831,26 +60440,26 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_a8 = 32'd0;
-    if (\$461 ) begin
-      acc_a8 = \$462 ;
-    end else if (\$724 ) begin
+    if (\$141 ) begin
+      acc_a8 = \$142 ;
+    end else if (\$404 ) begin
       acc_a8 = p8_0;
-    end else if (\$727 ) begin
+    end else if (\$407 ) begin
       acc_a8 = p8_0;
-    end else if (\$725 ) begin
+    end else if (\$405 ) begin
       acc_a8 = p8_0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_b8 = 32'd0;
-    if (\$461 ) begin
-      acc_b8 = \$465 ;
-    end else if (\$724 ) begin
+    if (\$141 ) begin
+      acc_b8 = \$145 ;
+    end else if (\$404 ) begin
       acc_b8 = p8_1;
-    end else if (\$727 ) begin
+    end else if (\$407 ) begin
       acc_b8 = p8_2;
-    end else if (\$725 ) begin
+    end else if (\$405 ) begin
       casez (level)
         3'h0:
             acc_b8 = p24_0;
@@ -59860,26 +60469,26 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_a9 = 32'd0;
-    if (\$472 ) begin
-      acc_a9 = \$473 ;
-    end else if (\$724 ) begin
+    if (\$152 ) begin
+      acc_a9 = \$153 ;
+    end else if (\$404 ) begin
       acc_a9 = p9_0;
-    end else if (\$727 ) begin
+    end else if (\$407 ) begin
       acc_a9 = p9_0;
-    end else if (\$725 ) begin
+    end else if (\$405 ) begin
       acc_a9 = p9_0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_b9 = 32'd0;
-    if (\$472 ) begin
-      acc_b9 = \$476 ;
-    end else if (\$724 ) begin
+    if (\$152 ) begin
+      acc_b9 = \$156 ;
+    end else if (\$404 ) begin
       acc_b9 = p9_1;
-    end else if (\$727 ) begin
+    end else if (\$407 ) begin
       acc_b9 = p9_2;
-    end else if (\$725 ) begin
+    end else if (\$405 ) begin
       casez (level)
         3'h0:
             acc_b9 = p25_0;
@@ -59889,26 +60498,26 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_a10 = 32'd0;
-    if (\$483 ) begin
-      acc_a10 = \$484 ;
-    end else if (\$724 ) begin
+    if (\$163 ) begin
+      acc_a10 = \$164 ;
+    end else if (\$404 ) begin
       acc_a10 = p10_0;
-    end else if (\$727 ) begin
+    end else if (\$407 ) begin
       acc_a10 = p10_0;
-    end else if (\$725 ) begin
+    end else if (\$405 ) begin
       acc_a10 = p10_0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_b10 = 32'd0;
-    if (\$483 ) begin
-      acc_b10 = \$487 ;
-    end else if (\$724 ) begin
+    if (\$163 ) begin
+      acc_b10 = \$167 ;
+    end else if (\$404 ) begin
       acc_b10 = p10_1;
-    end else if (\$727 ) begin
+    end else if (\$407 ) begin
       acc_b10 = p10_2;
-    end else if (\$725 ) begin
+    end else if (\$405 ) begin
       casez (level)
         3'h0:
             acc_b10 = p26_0;
@@ -59918,26 +60527,26 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_a11 = 32'd0;
-    if (\$494 ) begin
-      acc_a11 = \$495 ;
-    end else if (\$724 ) begin
+    if (\$174 ) begin
+      acc_a11 = \$175 ;
+    end else if (\$404 ) begin
       acc_a11 = p11_0;
-    end else if (\$727 ) begin
+    end else if (\$407 ) begin
       acc_a11 = p11_0;
-    end else if (\$725 ) begin
+    end else if (\$405 ) begin
       acc_a11 = p11_0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_b11 = 32'd0;
-    if (\$494 ) begin
-      acc_b11 = \$498 ;
-    end else if (\$724 ) begin
+    if (\$174 ) begin
+      acc_b11 = \$178 ;
+    end else if (\$404 ) begin
       acc_b11 = p11_1;
-    end else if (\$727 ) begin
+    end else if (\$407 ) begin
       acc_b11 = p11_2;
-    end else if (\$725 ) begin
+    end else if (\$405 ) begin
       casez (level)
         3'h0:
             acc_b11 = p27_0;
@@ -59947,26 +60556,26 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_a12 = 32'd0;
-    if (\$505 ) begin
-      acc_a12 = \$506 ;
-    end else if (\$724 ) begin
+    if (\$185 ) begin
+      acc_a12 = \$186 ;
+    end else if (\$404 ) begin
       acc_a12 = p12_0;
-    end else if (\$727 ) begin
+    end else if (\$407 ) begin
       acc_a12 = p12_0;
-    end else if (\$725 ) begin
+    end else if (\$405 ) begin
       acc_a12 = p12_0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_b12 = 32'd0;
-    if (\$505 ) begin
-      acc_b12 = \$509 ;
-    end else if (\$724 ) begin
+    if (\$185 ) begin
+      acc_b12 = \$189 ;
+    end else if (\$404 ) begin
       acc_b12 = p12_1;
-    end else if (\$727 ) begin
+    end else if (\$407 ) begin
       acc_b12 = p12_2;
-    end else if (\$725 ) begin
+    end else if (\$405 ) begin
       casez (level)
         3'h0:
             acc_b12 = p28_0;
@@ -59976,26 +60585,26 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_a13 = 32'd0;
-    if (\$516 ) begin
-      acc_a13 = \$517 ;
-    end else if (\$724 ) begin
+    if (\$196 ) begin
+      acc_a13 = \$197 ;
+    end else if (\$404 ) begin
       acc_a13 = p13_0;
-    end else if (\$727 ) begin
+    end else if (\$407 ) begin
       acc_a13 = p13_0;
-    end else if (\$725 ) begin
+    end else if (\$405 ) begin
       acc_a13 = p13_0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_b13 = 32'd0;
-    if (\$516 ) begin
-      acc_b13 = \$520 ;
-    end else if (\$724 ) begin
+    if (\$196 ) begin
+      acc_b13 = \$200 ;
+    end else if (\$404 ) begin
       acc_b13 = p13_1;
-    end else if (\$727 ) begin
+    end else if (\$407 ) begin
       acc_b13 = p13_2;
-    end else if (\$725 ) begin
+    end else if (\$405 ) begin
       casez (level)
         3'h0:
             acc_b13 = p29_0;
@@ -60005,26 +60614,26 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_a14 = 32'd0;
-    if (\$527 ) begin
-      acc_a14 = \$528 ;
-    end else if (\$724 ) begin
+    if (\$207 ) begin
+      acc_a14 = \$208 ;
+    end else if (\$404 ) begin
       acc_a14 = p14_0;
-    end else if (\$727 ) begin
+    end else if (\$407 ) begin
       acc_a14 = p14_0;
-    end else if (\$725 ) begin
+    end else if (\$405 ) begin
       acc_a14 = p14_0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_b14 = 32'd0;
-    if (\$527 ) begin
-      acc_b14 = \$531 ;
-    end else if (\$724 ) begin
+    if (\$207 ) begin
+      acc_b14 = \$211 ;
+    end else if (\$404 ) begin
       acc_b14 = p14_1;
-    end else if (\$727 ) begin
+    end else if (\$407 ) begin
       acc_b14 = p14_2;
-    end else if (\$725 ) begin
+    end else if (\$405 ) begin
       casez (level)
         3'h0:
             acc_b14 = p30_0;
@@ -60034,26 +60643,26 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_a15 = 32'd0;
-    if (\$538 ) begin
-      acc_a15 = \$539 ;
-    end else if (\$724 ) begin
+    if (\$218 ) begin
+      acc_a15 = \$219 ;
+    end else if (\$404 ) begin
       acc_a15 = p15_0;
-    end else if (\$727 ) begin
+    end else if (\$407 ) begin
       acc_a15 = p15_0;
-    end else if (\$725 ) begin
+    end else if (\$405 ) begin
       acc_a15 = p15_0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_b15 = 32'd0;
-    if (\$538 ) begin
-      acc_b15 = \$542 ;
-    end else if (\$724 ) begin
+    if (\$218 ) begin
+      acc_b15 = \$222 ;
+    end else if (\$404 ) begin
       acc_b15 = p15_1;
-    end else if (\$727 ) begin
+    end else if (\$407 ) begin
       acc_b15 = p15_2;
-    end else if (\$725 ) begin
+    end else if (\$405 ) begin
       casez (level)
         3'h0:
             acc_b15 = p31_0;
@@ -60063,1943 +60672,581 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_a16 = 32'd0;
-    if (\$549 ) begin
-      acc_a16 = \$550 ;
-    end else if (\$724 ) begin
+    if (\$229 ) begin
+      acc_a16 = \$230 ;
+    end else if (\$404 ) begin
       acc_a16 = p16_0;
-    end else if (\$727 ) begin
+    end else if (\$407 ) begin
       acc_a16 = p16_0;
-    end else if (\$725 ) begin
+    end else if (\$405 ) begin
       acc_a16 = p16_0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_b16 = 32'd0;
-    if (\$549 ) begin
-      acc_b16 = \$553 ;
-    end else if (\$724 ) begin
+    if (\$229 ) begin
+      acc_b16 = \$233 ;
+    end else if (\$404 ) begin
       acc_b16 = p16_1;
-    end else if (\$727 ) begin
+    end else if (\$407 ) begin
       acc_b16 = p16_2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_a17 = 32'd0;
-    if (\$560 ) begin
-      acc_a17 = \$561 ;
-    end else if (\$724 ) begin
+    if (\$240 ) begin
+      acc_a17 = \$241 ;
+    end else if (\$404 ) begin
       acc_a17 = p17_0;
-    end else if (\$727 ) begin
+    end else if (\$407 ) begin
       acc_a17 = p17_0;
-    end else if (\$725 ) begin
+    end else if (\$405 ) begin
       acc_a17 = p17_0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_b17 = 32'd0;
-    if (\$560 ) begin
-      acc_b17 = \$564 ;
-    end else if (\$724 ) begin
+    if (\$240 ) begin
+      acc_b17 = \$244 ;
+    end else if (\$404 ) begin
       acc_b17 = p17_1;
-    end else if (\$727 ) begin
+    end else if (\$407 ) begin
       acc_b17 = p17_2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_a18 = 32'd0;
-    if (\$571 ) begin
-      acc_a18 = \$572 ;
-    end else if (\$724 ) begin
+    if (\$251 ) begin
+      acc_a18 = \$252 ;
+    end else if (\$404 ) begin
       acc_a18 = p18_0;
-    end else if (\$727 ) begin
+    end else if (\$407 ) begin
       acc_a18 = p18_0;
-    end else if (\$725 ) begin
+    end else if (\$405 ) begin
       acc_a18 = p18_0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_b18 = 32'd0;
-    if (\$571 ) begin
-      acc_b18 = \$575 ;
-    end else if (\$724 ) begin
+    if (\$251 ) begin
+      acc_b18 = \$255 ;
+    end else if (\$404 ) begin
       acc_b18 = p18_1;
-    end else if (\$727 ) begin
+    end else if (\$407 ) begin
       acc_b18 = p18_2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_a19 = 32'd0;
-    if (\$582 ) begin
-      acc_a19 = \$583 ;
-    end else if (\$724 ) begin
+    if (\$262 ) begin
+      acc_a19 = \$263 ;
+    end else if (\$404 ) begin
       acc_a19 = p19_0;
-    end else if (\$727 ) begin
+    end else if (\$407 ) begin
       acc_a19 = p19_0;
-    end else if (\$725 ) begin
+    end else if (\$405 ) begin
       acc_a19 = p19_0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_b19 = 32'd0;
-    if (\$582 ) begin
-      acc_b19 = \$586 ;
-    end else if (\$724 ) begin
+    if (\$262 ) begin
+      acc_b19 = \$266 ;
+    end else if (\$404 ) begin
       acc_b19 = p19_1;
-    end else if (\$727 ) begin
+    end else if (\$407 ) begin
       acc_b19 = p19_2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_a20 = 32'd0;
-    if (\$593 ) begin
-      acc_a20 = \$594 ;
-    end else if (\$724 ) begin
+    if (\$273 ) begin
+      acc_a20 = \$274 ;
+    end else if (\$404 ) begin
       acc_a20 = p20_0;
-    end else if (\$727 ) begin
+    end else if (\$407 ) begin
       acc_a20 = p20_0;
-    end else if (\$725 ) begin
+    end else if (\$405 ) begin
       acc_a20 = p20_0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_b20 = 32'd0;
-    if (\$593 ) begin
-      acc_b20 = \$597 ;
-    end else if (\$724 ) begin
+    if (\$273 ) begin
+      acc_b20 = \$277 ;
+    end else if (\$404 ) begin
       acc_b20 = p20_1;
-    end else if (\$727 ) begin
+    end else if (\$407 ) begin
       acc_b20 = p20_2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_a21 = 32'd0;
-    if (\$604 ) begin
-      acc_a21 = \$605 ;
-    end else if (\$724 ) begin
+    if (\$284 ) begin
+      acc_a21 = \$285 ;
+    end else if (\$404 ) begin
       acc_a21 = p21_0;
-    end else if (\$727 ) begin
+    end else if (\$407 ) begin
       acc_a21 = p21_0;
-    end else if (\$725 ) begin
+    end else if (\$405 ) begin
       acc_a21 = p21_0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_b21 = 32'd0;
-    if (\$604 ) begin
-      acc_b21 = \$608 ;
-    end else if (\$724 ) begin
+    if (\$284 ) begin
+      acc_b21 = \$288 ;
+    end else if (\$404 ) begin
       acc_b21 = p21_1;
-    end else if (\$727 ) begin
+    end else if (\$407 ) begin
       acc_b21 = p21_2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_a22 = 32'd0;
-    if (\$615 ) begin
-      acc_a22 = \$616 ;
-    end else if (\$724 ) begin
+    if (\$295 ) begin
+      acc_a22 = \$296 ;
+    end else if (\$404 ) begin
       acc_a22 = p22_0;
-    end else if (\$727 ) begin
+    end else if (\$407 ) begin
       acc_a22 = p22_0;
-    end else if (\$725 ) begin
+    end else if (\$405 ) begin
       acc_a22 = p22_0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_b22 = 32'd0;
-    if (\$615 ) begin
-      acc_b22 = \$619 ;
-    end else if (\$724 ) begin
+    if (\$295 ) begin
+      acc_b22 = \$299 ;
+    end else if (\$404 ) begin
       acc_b22 = p22_1;
-    end else if (\$727 ) begin
+    end else if (\$407 ) begin
       acc_b22 = p22_2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_a23 = 32'd0;
-    if (\$626 ) begin
-      acc_a23 = \$627 ;
-    end else if (\$724 ) begin
+    if (\$306 ) begin
+      acc_a23 = \$307 ;
+    end else if (\$404 ) begin
       acc_a23 = p23_0;
-    end else if (\$727 ) begin
+    end else if (\$407 ) begin
       acc_a23 = p23_0;
-    end else if (\$725 ) begin
+    end else if (\$405 ) begin
       acc_a23 = p23_0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_b23 = 32'd0;
-    if (\$626 ) begin
-      acc_b23 = \$630 ;
-    end else if (\$724 ) begin
+    if (\$306 ) begin
+      acc_b23 = \$310 ;
+    end else if (\$404 ) begin
       acc_b23 = p23_1;
-    end else if (\$727 ) begin
+    end else if (\$407 ) begin
       acc_b23 = p23_2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_a24 = 32'd0;
-    if (\$637 ) begin
-      acc_a24 = \$638 ;
-    end else if (\$724 ) begin
+    if (\$317 ) begin
+      acc_a24 = \$318 ;
+    end else if (\$404 ) begin
       acc_a24 = p24_0;
-    end else if (\$727 ) begin
+    end else if (\$407 ) begin
       acc_a24 = p24_0;
-    end else if (\$725 ) begin
+    end else if (\$405 ) begin
       acc_a24 = p24_0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_b24 = 32'd0;
-    if (\$637 ) begin
-      acc_b24 = \$641 ;
-    end else if (\$724 ) begin
+    if (\$317 ) begin
+      acc_b24 = \$321 ;
+    end else if (\$404 ) begin
       acc_b24 = p24_1;
-    end else if (\$727 ) begin
+    end else if (\$407 ) begin
       acc_b24 = p24_2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_a25 = 32'd0;
-    if (\$648 ) begin
-      acc_a25 = \$649 ;
-    end else if (\$724 ) begin
+    if (\$328 ) begin
+      acc_a25 = \$329 ;
+    end else if (\$404 ) begin
       acc_a25 = p25_0;
-    end else if (\$727 ) begin
+    end else if (\$407 ) begin
       acc_a25 = p25_0;
-    end else if (\$725 ) begin
+    end else if (\$405 ) begin
       acc_a25 = p25_0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_b25 = 32'd0;
-    if (\$648 ) begin
-      acc_b25 = \$652 ;
-    end else if (\$724 ) begin
+    if (\$328 ) begin
+      acc_b25 = \$332 ;
+    end else if (\$404 ) begin
       acc_b25 = p25_1;
-    end else if (\$727 ) begin
+    end else if (\$407 ) begin
       acc_b25 = p25_2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_a26 = 32'd0;
-    if (\$659 ) begin
-      acc_a26 = \$660 ;
-    end else if (\$724 ) begin
+    if (\$339 ) begin
+      acc_a26 = \$340 ;
+    end else if (\$404 ) begin
       acc_a26 = p26_0;
-    end else if (\$727 ) begin
+    end else if (\$407 ) begin
       acc_a26 = p26_0;
-    end else if (\$725 ) begin
+    end else if (\$405 ) begin
       acc_a26 = p26_0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_b26 = 32'd0;
-    if (\$659 ) begin
-      acc_b26 = \$663 ;
-    end else if (\$724 ) begin
+    if (\$339 ) begin
+      acc_b26 = \$343 ;
+    end else if (\$404 ) begin
       acc_b26 = p26_1;
-    end else if (\$727 ) begin
+    end else if (\$407 ) begin
       acc_b26 = p26_2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_a27 = 32'd0;
-    if (\$670 ) begin
-      acc_a27 = \$671 ;
-    end else if (\$724 ) begin
+    if (\$350 ) begin
+      acc_a27 = \$351 ;
+    end else if (\$404 ) begin
       acc_a27 = p27_0;
-    end else if (\$727 ) begin
+    end else if (\$407 ) begin
       acc_a27 = p27_0;
-    end else if (\$725 ) begin
+    end else if (\$405 ) begin
       acc_a27 = p27_0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_b27 = 32'd0;
-    if (\$670 ) begin
-      acc_b27 = \$674 ;
-    end else if (\$724 ) begin
+    if (\$350 ) begin
+      acc_b27 = \$354 ;
+    end else if (\$404 ) begin
       acc_b27 = p27_1;
-    end else if (\$727 ) begin
+    end else if (\$407 ) begin
       acc_b27 = p27_2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_a28 = 32'd0;
-    if (\$681 ) begin
-      acc_a28 = \$682 ;
-    end else if (\$724 ) begin
+    if (\$361 ) begin
+      acc_a28 = \$362 ;
+    end else if (\$404 ) begin
       acc_a28 = p28_0;
-    end else if (\$727 ) begin
+    end else if (\$407 ) begin
       acc_a28 = p28_0;
-    end else if (\$725 ) begin
+    end else if (\$405 ) begin
       acc_a28 = p28_0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_b28 = 32'd0;
-    if (\$681 ) begin
-      acc_b28 = \$685 ;
-    end else if (\$724 ) begin
+    if (\$361 ) begin
+      acc_b28 = \$365 ;
+    end else if (\$404 ) begin
       acc_b28 = p28_1;
-    end else if (\$727 ) begin
+    end else if (\$407 ) begin
       acc_b28 = p28_2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_a29 = 32'd0;
-    if (\$692 ) begin
-      acc_a29 = \$693 ;
-    end else if (\$724 ) begin
+    if (\$372 ) begin
+      acc_a29 = \$373 ;
+    end else if (\$404 ) begin
       acc_a29 = p29_0;
-    end else if (\$727 ) begin
+    end else if (\$407 ) begin
       acc_a29 = p29_0;
-    end else if (\$725 ) begin
+    end else if (\$405 ) begin
       acc_a29 = p29_0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_b29 = 32'd0;
-    if (\$692 ) begin
-      acc_b29 = \$696 ;
-    end else if (\$724 ) begin
+    if (\$372 ) begin
+      acc_b29 = \$376 ;
+    end else if (\$404 ) begin
       acc_b29 = p29_1;
-    end else if (\$727 ) begin
+    end else if (\$407 ) begin
       acc_b29 = p29_2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_a30 = 32'd0;
-    if (\$703 ) begin
-      acc_a30 = \$704 ;
-    end else if (\$724 ) begin
+    if (\$383 ) begin
+      acc_a30 = \$384 ;
+    end else if (\$404 ) begin
       acc_a30 = p30_0;
-    end else if (\$727 ) begin
+    end else if (\$407 ) begin
       acc_a30 = p30_0;
-    end else if (\$725 ) begin
+    end else if (\$405 ) begin
       acc_a30 = p30_0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_b30 = 32'd0;
-    if (\$703 ) begin
-      acc_b30 = \$707 ;
-    end else if (\$724 ) begin
+    if (\$383 ) begin
+      acc_b30 = \$387 ;
+    end else if (\$404 ) begin
       acc_b30 = p30_1;
-    end else if (\$727 ) begin
+    end else if (\$407 ) begin
       acc_b30 = p30_2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_a31 = 32'd0;
-    if (\$714 ) begin
-      acc_a31 = \$715 ;
-    end else if (\$724 ) begin
+    if (\$394 ) begin
+      acc_a31 = \$395 ;
+    end else if (\$404 ) begin
       acc_a31 = p31_0;
-    end else if (\$727 ) begin
+    end else if (\$407 ) begin
       acc_a31 = p31_0;
-    end else if (\$725 ) begin
+    end else if (\$405 ) begin
       acc_a31 = p31_0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
     acc_b31 = 32'd0;
-    if (\$714 ) begin
-      acc_b31 = \$718 ;
-    end else if (\$724 ) begin
+    if (\$394 ) begin
+      acc_b31 = \$398 ;
+    end else if (\$404 ) begin
       acc_b31 = p31_1;
-    end else if (\$727 ) begin
+    end else if (\$407 ) begin
       acc_b31 = p31_2;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$872  = \$signal$15 ;
+    \$937  = \$signal$15 ;
     if (rst) begin
-      \$872  = 1'h0;
+      \$937  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$873  = src_addr;
+    \$938  = src_addr;
     if (rst) begin
-      \$873  = 15'h0000;
+      \$938  = 15'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$874  = rd_last;
+    \$939  = rd_last;
     if (rst) begin
-      \$874  = 1'h0;
+      \$939  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$875  = v1;
+    \$940  = v1;
     if (rst) begin
-      \$875  = 1'h0;
+      \$940  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$876  = w1;
+    \$941  = w1;
     if (rst) begin
-      \$876  = 15'h0000;
+      \$941  = 15'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$877  = last1;
+    \$942  = last1;
     if (rst) begin
-      \$877  = 1'h0;
+      \$942  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$878  = v2;
+    \$943  = v2;
     if (rst) begin
-      \$878  = 1'h0;
+      \$943  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$879  = w2;
+    \$944  = w2;
     if (rst) begin
-      \$879  = 15'h0000;
+      \$944  = 15'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$880  = last2;
+    \$945  = last2;
     if (rst) begin
-      \$880  = 1'h0;
+      \$945  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$881  = v3;
+    \$946  = v3;
     if (rst) begin
-      \$881  = 1'h0;
+      \$946  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$882  = w3;
+    \$947  = w3;
     if (rst) begin
-      \$882  = 15'h0000;
+      \$947  = 15'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$883  = last3;
+    \$948  = last3;
     if (rst) begin
-      \$883  = 1'h0;
+      \$948  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$884  = v4;
+    \$949  = v4;
     if (rst) begin
-      \$884  = 1'h0;
+      \$949  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$885  = w4;
+    \$950  = w4;
     if (rst) begin
-      \$885  = 15'h0000;
+      \$950  = 15'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$886  = last4;
+    \$951  = last4;
     if (rst) begin
-      \$886  = 1'h0;
+      \$951  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$887  = v5;
+    \$952  = v5;
     if (rst) begin
-      \$887  = 1'h0;
+      \$952  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$888  = w5;
+    \$953  = w5;
     if (rst) begin
-      \$888  = 15'h0000;
+      \$953  = 15'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$889  = last5;
+    \$954  = last5;
     if (rst) begin
-      \$889  = 1'h0;
+      \$954  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$890  = v6;
+    \$955  = v6;
     if (rst) begin
-      \$890  = 1'h0;
+      \$955  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$891  = w6;
+    \$956  = w6;
     if (rst) begin
-      \$891  = 15'h0000;
+      \$956  = 15'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$892  = last6;
+    \$957  = last6;
     if (rst) begin
-      \$892  = 1'h0;
+      \$957  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$893  = v7;
+    \$958  = v7;
     if (rst) begin
-      \$893  = 1'h0;
+      \$958  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$894  = w7;
+    \$959  = w7;
     if (rst) begin
-      \$894  = 15'h0000;
+      \$959  = 15'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$895  = last7;
+    \$960  = last7;
     if (rst) begin
-      \$895  = 1'h0;
+      \$960  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$896  = v8;
+    \$961  = v8;
     if (rst) begin
-      \$896  = 1'h0;
+      \$961  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$897  = w8;
+    \$962  = w8;
     if (rst) begin
-      \$897  = 15'h0000;
+      \$962  = 15'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$898  = last8;
+    \$963  = last8;
     if (rst) begin
-      \$898  = 1'h0;
+      \$963  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$899  = last_word;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$899  = \$731 [19:5];
-          end
-    endcase
-    if (rst) begin
-      \$899  = 15'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$900  = tail_mask;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$900  = { \$763 , \$762 , \$761 , \$760 , \$759 , \$758 , \$757 , \$756 , \$755 , \$754 , \$753 , \$752 , \$751 , \$750 , \$749 , \$748 , \$747 , \$746 , \$745 , \$744 , \$743 , \$742 , \$741 , \$740 , \$739 , \$738 , \$737 , \$736 , \$735 , \$734 , \$733 , \$732  };
-          end
-    endcase
-    if (rst) begin
-      \$900  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$901  = partial;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$901  = \partial$417 ;
-          end
-    endcase
-    if (rst) begin
-      \$901  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$902  = src_addr;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$902  = 15'h0000;
-          end
-      4'h2:
-          \$902  = \$777 [14:0];
-      4'h3:
-          if (\$779 ) begin
-            \$902  = 15'h0000;
-          end
-      4'h4:
-          \$902  = \$780 [14:0];
-      4'h5:
-          /* empty */;
-      4'h6:
-          /* empty */;
-      4'h9:
-          /* empty */;
-      4'h7:
-          /* empty */;
-      4'h8:
-          /* empty */;
-      4'ha:
-          if (\done$419 ) begin
-            \$902  = 15'h0000;
-          end
-      4'hb:
-          \$902  = \$798 [14:0];
-    endcase
-    if (rst) begin
-      \$902  = 15'h0000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$903  = out_pass;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$903  = 1'h0;
-          end
-      4'h2:
-          /* empty */;
-      4'h3:
-          /* empty */;
-      4'h4:
-          /* empty */;
-      4'h5:
-          /* empty */;
-      4'h6:
-          /* empty */;
-      4'h9:
-          /* empty */;
-      4'h7:
-          /* empty */;
-      4'h8:
-          /* empty */;
-      4'ha:
-          if (\done$419 ) begin
-            \$903  = 1'h1;
-          end
-    endcase
-    if (rst) begin
-      \$903  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$904  = \$signal ;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$904  = 32'd8388607;
-          end
-    endcase
-    if (kreg2_valid) begin
-      if (\$833 ) begin
-        \$904  = kreg2_0;
-      end
-    end
-    if (rst) begin
-      \$904  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$905  = m_nan;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$905  = 1'h0;
-          end
-    endcase
-    if (kreg2_valid) begin
-      \$905  = \$832 ;
-    end
-    if (rst) begin
-      \$905  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$906  = first_level;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$906  = \$775 [2:0];
-          end
-    endcase
-    if (rst) begin
-      \$906  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$907  = l;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$907  = 32'd0;
-          end
-    endcase
-    if (wr_v2) begin
-      casez (wr_set2)
-        2'h0:
-            \$907  = acc_s0;
-      endcase
-    end
-    if (rst) begin
-      \$907  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$908  = p0_1;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$908  = 32'd0;
-          end
-    endcase
-    if (wr_v2) begin
-      casez (wr_set2)
-        2'h0:
-            /* empty */;
-        2'h1:
-            \$908  = acc_s0;
-      endcase
-    end
-    if (rst) begin
-      \$908  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$909  = p0_2;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$909  = 32'd0;
-          end
-    endcase
-    if (wr_v2) begin
-      casez (wr_set2)
-        2'h0:
-            /* empty */;
-        2'h1:
-            /* empty */;
-        2'h2:
-            \$909  = acc_s0;
-      endcase
-    end
-    if (rst) begin
-      \$909  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$910  = p1_0;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$910  = 32'd0;
-          end
-    endcase
-    if (wr_v2) begin
-      casez (wr_set2)
-        2'h0:
-            \$910  = acc_s1;
-      endcase
-    end
-    if (rst) begin
-      \$910  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$911  = p1_1;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$911  = 32'd0;
-          end
-    endcase
-    if (wr_v2) begin
-      casez (wr_set2)
-        2'h0:
-            /* empty */;
-        2'h1:
-            \$911  = acc_s1;
-      endcase
-    end
-    if (rst) begin
-      \$911  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$912  = p1_2;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$912  = 32'd0;
-          end
-    endcase
-    if (wr_v2) begin
-      casez (wr_set2)
-        2'h0:
-            /* empty */;
-        2'h1:
-            /* empty */;
-        2'h2:
-            \$912  = acc_s1;
-      endcase
-    end
-    if (rst) begin
-      \$912  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$913  = p2_0;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$913  = 32'd0;
-          end
-    endcase
-    if (wr_v2) begin
-      casez (wr_set2)
-        2'h0:
-            \$913  = acc_s2;
-      endcase
-    end
-    if (rst) begin
-      \$913  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$914  = p2_1;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$914  = 32'd0;
-          end
-    endcase
-    if (wr_v2) begin
-      casez (wr_set2)
-        2'h0:
-            /* empty */;
-        2'h1:
-            \$914  = acc_s2;
-      endcase
-    end
-    if (rst) begin
-      \$914  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$915  = p2_2;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$915  = 32'd0;
-          end
-    endcase
-    if (wr_v2) begin
-      casez (wr_set2)
-        2'h0:
-            /* empty */;
-        2'h1:
-            /* empty */;
-        2'h2:
-            \$915  = acc_s2;
-      endcase
-    end
-    if (rst) begin
-      \$915  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$916  = p3_0;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$916  = 32'd0;
-          end
-    endcase
-    if (wr_v2) begin
-      casez (wr_set2)
-        2'h0:
-            \$916  = acc_s3;
-      endcase
-    end
-    if (rst) begin
-      \$916  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$917  = p3_1;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$917  = 32'd0;
-          end
-    endcase
-    if (wr_v2) begin
-      casez (wr_set2)
-        2'h0:
-            /* empty */;
-        2'h1:
-            \$917  = acc_s3;
-      endcase
-    end
-    if (rst) begin
-      \$917  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$918  = p3_2;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$918  = 32'd0;
-          end
-    endcase
-    if (wr_v2) begin
-      casez (wr_set2)
-        2'h0:
-            /* empty */;
-        2'h1:
-            /* empty */;
-        2'h2:
-            \$918  = acc_s3;
-      endcase
-    end
-    if (rst) begin
-      \$918  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$919  = p4_0;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$919  = 32'd0;
-          end
-    endcase
-    if (wr_v2) begin
-      casez (wr_set2)
-        2'h0:
-            \$919  = acc_s4;
-      endcase
-    end
-    if (rst) begin
-      \$919  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$920  = p4_1;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$920  = 32'd0;
-          end
-    endcase
-    if (wr_v2) begin
-      casez (wr_set2)
-        2'h0:
-            /* empty */;
-        2'h1:
-            \$920  = acc_s4;
-      endcase
-    end
-    if (rst) begin
-      \$920  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$921  = p4_2;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$921  = 32'd0;
-          end
-    endcase
-    if (wr_v2) begin
-      casez (wr_set2)
-        2'h0:
-            /* empty */;
-        2'h1:
-            /* empty */;
-        2'h2:
-            \$921  = acc_s4;
-      endcase
-    end
-    if (rst) begin
-      \$921  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$922  = p5_0;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$922  = 32'd0;
-          end
-    endcase
-    if (wr_v2) begin
-      casez (wr_set2)
-        2'h0:
-            \$922  = acc_s5;
-      endcase
-    end
-    if (rst) begin
-      \$922  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$923  = p5_1;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$923  = 32'd0;
-          end
-    endcase
-    if (wr_v2) begin
-      casez (wr_set2)
-        2'h0:
-            /* empty */;
-        2'h1:
-            \$923  = acc_s5;
-      endcase
-    end
-    if (rst) begin
-      \$923  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$924  = p5_2;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$924  = 32'd0;
-          end
-    endcase
-    if (wr_v2) begin
-      casez (wr_set2)
-        2'h0:
-            /* empty */;
-        2'h1:
-            /* empty */;
-        2'h2:
-            \$924  = acc_s5;
-      endcase
-    end
-    if (rst) begin
-      \$924  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$925  = p6_0;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$925  = 32'd0;
-          end
-    endcase
-    if (wr_v2) begin
-      casez (wr_set2)
-        2'h0:
-            \$925  = acc_s6;
-      endcase
-    end
-    if (rst) begin
-      \$925  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$926  = p6_1;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$926  = 32'd0;
-          end
-    endcase
-    if (wr_v2) begin
-      casez (wr_set2)
-        2'h0:
-            /* empty */;
-        2'h1:
-            \$926  = acc_s6;
-      endcase
-    end
-    if (rst) begin
-      \$926  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$927  = p6_2;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$927  = 32'd0;
-          end
-    endcase
-    if (wr_v2) begin
-      casez (wr_set2)
-        2'h0:
-            /* empty */;
-        2'h1:
-            /* empty */;
-        2'h2:
-            \$927  = acc_s6;
-      endcase
-    end
-    if (rst) begin
-      \$927  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$928  = p7_0;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$928  = 32'd0;
-          end
-    endcase
-    if (wr_v2) begin
-      casez (wr_set2)
-        2'h0:
-            \$928  = acc_s7;
-      endcase
-    end
-    if (rst) begin
-      \$928  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$929  = p7_1;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$929  = 32'd0;
-          end
-    endcase
-    if (wr_v2) begin
-      casez (wr_set2)
-        2'h0:
-            /* empty */;
-        2'h1:
-            \$929  = acc_s7;
-      endcase
-    end
-    if (rst) begin
-      \$929  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$930  = p7_2;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$930  = 32'd0;
-          end
-    endcase
-    if (wr_v2) begin
-      casez (wr_set2)
-        2'h0:
-            /* empty */;
-        2'h1:
-            /* empty */;
-        2'h2:
-            \$930  = acc_s7;
-      endcase
-    end
-    if (rst) begin
-      \$930  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$931  = p8_0;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$931  = 32'd0;
-          end
-    endcase
-    if (wr_v2) begin
-      casez (wr_set2)
-        2'h0:
-            \$931  = acc_s8;
-      endcase
-    end
-    if (rst) begin
-      \$931  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$932  = p8_1;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$932  = 32'd0;
-          end
-    endcase
-    if (wr_v2) begin
-      casez (wr_set2)
-        2'h0:
-            /* empty */;
-        2'h1:
-            \$932  = acc_s8;
-      endcase
-    end
-    if (rst) begin
-      \$932  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$933  = p8_2;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$933  = 32'd0;
-          end
-    endcase
-    if (wr_v2) begin
-      casez (wr_set2)
-        2'h0:
-            /* empty */;
-        2'h1:
-            /* empty */;
-        2'h2:
-            \$933  = acc_s8;
-      endcase
-    end
-    if (rst) begin
-      \$933  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$934  = p9_0;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$934  = 32'd0;
-          end
-    endcase
-    if (wr_v2) begin
-      casez (wr_set2)
-        2'h0:
-            \$934  = acc_s9;
-      endcase
-    end
-    if (rst) begin
-      \$934  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$935  = p9_1;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$935  = 32'd0;
-          end
-    endcase
-    if (wr_v2) begin
-      casez (wr_set2)
-        2'h0:
-            /* empty */;
-        2'h1:
-            \$935  = acc_s9;
-      endcase
-    end
-    if (rst) begin
-      \$935  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$936  = p9_2;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$936  = 32'd0;
-          end
-    endcase
-    if (wr_v2) begin
-      casez (wr_set2)
-        2'h0:
-            /* empty */;
-        2'h1:
-            /* empty */;
-        2'h2:
-            \$936  = acc_s9;
-      endcase
-    end
-    if (rst) begin
-      \$936  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$937  = p10_0;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$937  = 32'd0;
-          end
-    endcase
-    if (wr_v2) begin
-      casez (wr_set2)
-        2'h0:
-            \$937  = acc_s10;
-      endcase
-    end
-    if (rst) begin
-      \$937  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$938  = p10_1;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$938  = 32'd0;
-          end
-    endcase
-    if (wr_v2) begin
-      casez (wr_set2)
-        2'h0:
-            /* empty */;
-        2'h1:
-            \$938  = acc_s10;
-      endcase
-    end
-    if (rst) begin
-      \$938  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$939  = p10_2;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$939  = 32'd0;
-          end
-    endcase
-    if (wr_v2) begin
-      casez (wr_set2)
-        2'h0:
-            /* empty */;
-        2'h1:
-            /* empty */;
-        2'h2:
-            \$939  = acc_s10;
-      endcase
-    end
-    if (rst) begin
-      \$939  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$940  = p11_0;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$940  = 32'd0;
-          end
-    endcase
-    if (wr_v2) begin
-      casez (wr_set2)
-        2'h0:
-            \$940  = acc_s11;
-      endcase
-    end
-    if (rst) begin
-      \$940  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$941  = p11_1;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$941  = 32'd0;
-          end
-    endcase
-    if (wr_v2) begin
-      casez (wr_set2)
-        2'h0:
-            /* empty */;
-        2'h1:
-            \$941  = acc_s11;
-      endcase
-    end
-    if (rst) begin
-      \$941  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$942  = p11_2;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$942  = 32'd0;
-          end
-    endcase
-    if (wr_v2) begin
-      casez (wr_set2)
-        2'h0:
-            /* empty */;
-        2'h1:
-            /* empty */;
-        2'h2:
-            \$942  = acc_s11;
-      endcase
-    end
-    if (rst) begin
-      \$942  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$943  = p12_0;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$943  = 32'd0;
-          end
-    endcase
-    if (wr_v2) begin
-      casez (wr_set2)
-        2'h0:
-            \$943  = acc_s12;
-      endcase
-    end
-    if (rst) begin
-      \$943  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$944  = p12_1;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$944  = 32'd0;
-          end
-    endcase
-    if (wr_v2) begin
-      casez (wr_set2)
-        2'h0:
-            /* empty */;
-        2'h1:
-            \$944  = acc_s12;
-      endcase
-    end
-    if (rst) begin
-      \$944  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$945  = p12_2;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$945  = 32'd0;
-          end
-    endcase
-    if (wr_v2) begin
-      casez (wr_set2)
-        2'h0:
-            /* empty */;
-        2'h1:
-            /* empty */;
-        2'h2:
-            \$945  = acc_s12;
-      endcase
-    end
-    if (rst) begin
-      \$945  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$946  = p13_0;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$946  = 32'd0;
-          end
-    endcase
-    if (wr_v2) begin
-      casez (wr_set2)
-        2'h0:
-            \$946  = acc_s13;
-      endcase
-    end
-    if (rst) begin
-      \$946  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$947  = p13_1;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$947  = 32'd0;
-          end
-    endcase
-    if (wr_v2) begin
-      casez (wr_set2)
-        2'h0:
-            /* empty */;
-        2'h1:
-            \$947  = acc_s13;
-      endcase
-    end
-    if (rst) begin
-      \$947  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$948  = p13_2;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$948  = 32'd0;
-          end
-    endcase
-    if (wr_v2) begin
-      casez (wr_set2)
-        2'h0:
-            /* empty */;
-        2'h1:
-            /* empty */;
-        2'h2:
-            \$948  = acc_s13;
-      endcase
-    end
-    if (rst) begin
-      \$948  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$949  = p14_0;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$949  = 32'd0;
-          end
-    endcase
-    if (wr_v2) begin
-      casez (wr_set2)
-        2'h0:
-            \$949  = acc_s14;
-      endcase
-    end
-    if (rst) begin
-      \$949  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$950  = p14_1;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$950  = 32'd0;
-          end
-    endcase
-    if (wr_v2) begin
-      casez (wr_set2)
-        2'h0:
-            /* empty */;
-        2'h1:
-            \$950  = acc_s14;
-      endcase
-    end
-    if (rst) begin
-      \$950  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$951  = p14_2;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$951  = 32'd0;
-          end
-    endcase
-    if (wr_v2) begin
-      casez (wr_set2)
-        2'h0:
-            /* empty */;
-        2'h1:
-            /* empty */;
-        2'h2:
-            \$951  = acc_s14;
-      endcase
-    end
-    if (rst) begin
-      \$951  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$952  = p15_0;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$952  = 32'd0;
-          end
-    endcase
-    if (wr_v2) begin
-      casez (wr_set2)
-        2'h0:
-            \$952  = acc_s15;
-      endcase
-    end
-    if (rst) begin
-      \$952  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$953  = p15_1;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$953  = 32'd0;
-          end
-    endcase
-    if (wr_v2) begin
-      casez (wr_set2)
-        2'h0:
-            /* empty */;
-        2'h1:
-            \$953  = acc_s15;
-      endcase
-    end
-    if (rst) begin
-      \$953  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$954  = p15_2;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$954  = 32'd0;
-          end
-    endcase
-    if (wr_v2) begin
-      casez (wr_set2)
-        2'h0:
-            /* empty */;
-        2'h1:
-            /* empty */;
-        2'h2:
-            \$954  = acc_s15;
-      endcase
-    end
-    if (rst) begin
-      \$954  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$955  = p16_0;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$955  = 32'd0;
-          end
-    endcase
-    if (wr_v2) begin
-      casez (wr_set2)
-        2'h0:
-            \$955  = acc_s16;
-      endcase
-    end
-    if (rst) begin
-      \$955  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$956  = p16_1;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$956  = 32'd0;
-          end
-    endcase
-    if (wr_v2) begin
-      casez (wr_set2)
-        2'h0:
-            /* empty */;
-        2'h1:
-            \$956  = acc_s16;
-      endcase
-    end
-    if (rst) begin
-      \$956  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$957  = p16_2;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$957  = 32'd0;
-          end
-    endcase
-    if (wr_v2) begin
-      casez (wr_set2)
-        2'h0:
-            /* empty */;
-        2'h1:
-            /* empty */;
-        2'h2:
-            \$957  = acc_s16;
-      endcase
-    end
-    if (rst) begin
-      \$957  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$958  = p17_0;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$958  = 32'd0;
-          end
-    endcase
-    if (wr_v2) begin
-      casez (wr_set2)
-        2'h0:
-            \$958  = acc_s17;
-      endcase
-    end
-    if (rst) begin
-      \$958  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$959  = p17_1;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$959  = 32'd0;
-          end
-    endcase
-    if (wr_v2) begin
-      casez (wr_set2)
-        2'h0:
-            /* empty */;
-        2'h1:
-            \$959  = acc_s17;
-      endcase
-    end
-    if (rst) begin
-      \$959  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$960  = p17_2;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$960  = 32'd0;
-          end
-    endcase
-    if (wr_v2) begin
-      casez (wr_set2)
-        2'h0:
-            /* empty */;
-        2'h1:
-            /* empty */;
-        2'h2:
-            \$960  = acc_s17;
-      endcase
-    end
-    if (rst) begin
-      \$960  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$961  = p18_0;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$961  = 32'd0;
-          end
-    endcase
-    if (wr_v2) begin
-      casez (wr_set2)
-        2'h0:
-            \$961  = acc_s18;
-      endcase
-    end
-    if (rst) begin
-      \$961  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$962  = p18_1;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$962  = 32'd0;
-          end
-    endcase
-    if (wr_v2) begin
-      casez (wr_set2)
-        2'h0:
-            /* empty */;
-        2'h1:
-            \$962  = acc_s18;
-      endcase
-    end
-    if (rst) begin
-      \$962  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$963  = p18_2;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$963  = 32'd0;
-          end
-    endcase
-    if (wr_v2) begin
-      casez (wr_set2)
-        2'h0:
-            /* empty */;
-        2'h1:
-            /* empty */;
-        2'h2:
-            \$963  = acc_s18;
-      endcase
-    end
-    if (rst) begin
-      \$963  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$964  = p19_0;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$964  = 32'd0;
-          end
-    endcase
-    if (wr_v2) begin
-      casez (wr_set2)
-        2'h0:
-            \$964  = acc_s19;
-      endcase
+    \$964  = tail_mask;
+    if (\$signal$10 ) begin
+      \$964  = { \$442 , \$441 , \$440 , \$439 , \$438 , \$437 , \$436 , \$435 , \$434 , \$433 , \$432 , \$431 , \$430 , \$429 , \$428 , \$427 , \$426 , \$425 , \$424 , \$423 , \$422 , \$421 , \$420 , \$419 , \$418 , \$417 , \$416 , \$415 , \$414 , \$413 , \$412 , \$411  };
     end
     if (rst) begin
       \$964  = 32'd0;
@@ -62007,169 +61254,143 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$965  = p19_1;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$965  = 32'd0;
-          end
-    endcase
-    if (wr_v2) begin
-      casez (wr_set2)
-        2'h0:
-            /* empty */;
-        2'h1:
-            \$965  = acc_s19;
-      endcase
+    \$965  = first_level;
+    if (\$signal$10 ) begin
+      \$965  = \$454 [2:0];
     end
     if (rst) begin
-      \$965  = 32'd0;
+      \$965  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$966  = p19_2;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$966  = 32'd0;
-          end
-    endcase
-    if (wr_v2) begin
-      casez (wr_set2)
-        2'h0:
-            /* empty */;
-        2'h1:
-            /* empty */;
-        2'h2:
-            \$966  = acc_s19;
-      endcase
-    end
+    \$966  = \$455 ;
     if (rst) begin
-      \$966  = 32'd0;
+      \$966  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$967  = p20_0;
+    \$967  = last_word;
     casez (fsm_state)
       4'h0:
-          if (start) begin
-            \$967  = 32'd0;
+          if (\start$384 ) begin
+            \$967  = \$456 [19:5];
           end
     endcase
-    if (wr_v2) begin
-      casez (wr_set2)
-        2'h0:
-            \$967  = acc_s20;
-      endcase
-    end
     if (rst) begin
-      \$967  = 32'd0;
+      \$967  = 15'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$968  = p20_1;
+    \$968  = \$signal$12 ;
     casez (fsm_state)
       4'h0:
-          if (start) begin
-            \$968  = 32'd0;
+          if (\start$384 ) begin
+            \$968  = length;
           end
     endcase
-    if (wr_v2) begin
-      casez (wr_set2)
-        2'h0:
-            /* empty */;
-        2'h1:
-            \$968  = acc_s20;
-      endcase
-    end
     if (rst) begin
-      \$968  = 32'd0;
+      \$968  = 20'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$969  = p20_2;
+    \$969  = partial;
     casez (fsm_state)
       4'h0:
-          if (start) begin
-            \$969  = 32'd0;
+          if (\start$384 ) begin
+            \$969  = \partial$386 ;
           end
     endcase
-    if (wr_v2) begin
-      casez (wr_set2)
-        2'h0:
-            /* empty */;
-        2'h1:
-            /* empty */;
-        2'h2:
-            \$969  = acc_s20;
-      endcase
-    end
     if (rst) begin
-      \$969  = 32'd0;
+      \$969  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$970  = p21_0;
+    \$970  = src_addr;
     casez (fsm_state)
       4'h0:
-          if (start) begin
-            \$970  = 32'd0;
+          if (\start$384 ) begin
+            \$970  = 15'h0000;
           end
+      4'h2:
+          \$970  = \$458 [14:0];
+      4'h3:
+          if (\$460 ) begin
+            \$970  = 15'h0000;
+          end
+      4'h4:
+          \$970  = \$461 [14:0];
+      4'h5:
+          /* empty */;
+      4'h6:
+          /* empty */;
+      4'h9:
+          /* empty */;
+      4'h7:
+          /* empty */;
+      4'h8:
+          /* empty */;
+      4'ha:
+          if (\done$387 ) begin
+            \$970  = 15'h0000;
+          end
+      4'hb:
+          \$970  = \$479 [14:0];
     endcase
-    if (wr_v2) begin
-      casez (wr_set2)
-        2'h0:
-            \$970  = acc_s21;
-      endcase
-    end
     if (rst) begin
-      \$970  = 32'd0;
+      \$970  = 15'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$971  = p21_1;
+    \$971  = out_pass;
     casez (fsm_state)
       4'h0:
-          if (start) begin
-            \$971  = 32'd0;
+          if (\start$384 ) begin
+            \$971  = 1'h0;
+          end
+      4'h2:
+          /* empty */;
+      4'h3:
+          /* empty */;
+      4'h4:
+          /* empty */;
+      4'h5:
+          /* empty */;
+      4'h6:
+          /* empty */;
+      4'h9:
+          /* empty */;
+      4'h7:
+          /* empty */;
+      4'h8:
+          /* empty */;
+      4'ha:
+          if (\done$387 ) begin
+            \$971  = 1'h1;
           end
     endcase
-    if (wr_v2) begin
-      casez (wr_set2)
-        2'h0:
-            /* empty */;
-        2'h1:
-            \$971  = acc_s21;
-      endcase
-    end
     if (rst) begin
-      \$971  = 32'd0;
+      \$971  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$972  = p21_2;
+    \$972  = \$signal ;
     casez (fsm_state)
       4'h0:
-          if (start) begin
-            \$972  = 32'd0;
+          if (\start$384 ) begin
+            \$972  = 32'd8388607;
           end
     endcase
-    if (wr_v2) begin
-      casez (wr_set2)
-        2'h0:
-            /* empty */;
-        2'h1:
-            /* empty */;
-        2'h2:
-            \$972  = acc_s21;
-      endcase
+    if (kreg3_valid) begin
+      if (\$898 ) begin
+        \$972  = kreg3_0;
+      end
     end
     if (rst) begin
       \$972  = 32'd0;
@@ -62177,38 +61398,33 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$973  = p22_0;
+    \$973  = m_nan;
     casez (fsm_state)
       4'h0:
-          if (start) begin
-            \$973  = 32'd0;
+          if (\start$384 ) begin
+            \$973  = 1'h0;
           end
     endcase
-    if (wr_v2) begin
-      casez (wr_set2)
-        2'h0:
-            \$973  = acc_s22;
-      endcase
+    if (kreg3_valid) begin
+      \$973  = \$897 ;
     end
     if (rst) begin
-      \$973  = 32'd0;
+      \$973  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$974  = p22_1;
+    \$974  = l;
     casez (fsm_state)
       4'h0:
-          if (start) begin
+          if (\start$384 ) begin
             \$974  = 32'd0;
           end
     endcase
     if (wr_v2) begin
       casez (wr_set2)
         2'h0:
-            /* empty */;
-        2'h1:
-            \$974  = acc_s22;
+            \$974  = acc_s0;
       endcase
     end
     if (rst) begin
@@ -62217,10 +61433,10 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$975  = p22_2;
+    \$975  = p0_1;
     casez (fsm_state)
       4'h0:
-          if (start) begin
+          if (\start$384 ) begin
             \$975  = 32'd0;
           end
     endcase
@@ -62229,9 +61445,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
         2'h0:
             /* empty */;
         2'h1:
-            /* empty */;
-        2'h2:
-            \$975  = acc_s22;
+            \$975  = acc_s0;
       endcase
     end
     if (rst) begin
@@ -62240,17 +61454,21 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$976  = p23_0;
+    \$976  = p0_2;
     casez (fsm_state)
       4'h0:
-          if (start) begin
+          if (\start$384 ) begin
             \$976  = 32'd0;
           end
     endcase
     if (wr_v2) begin
       casez (wr_set2)
         2'h0:
-            \$976  = acc_s23;
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            \$976  = acc_s0;
       endcase
     end
     if (rst) begin
@@ -62259,19 +61477,17 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$977  = p23_1;
+    \$977  = p1_0;
     casez (fsm_state)
       4'h0:
-          if (start) begin
+          if (\start$384 ) begin
             \$977  = 32'd0;
           end
     endcase
     if (wr_v2) begin
       casez (wr_set2)
         2'h0:
-            /* empty */;
-        2'h1:
-            \$977  = acc_s23;
+            \$977  = acc_s1;
       endcase
     end
     if (rst) begin
@@ -62280,10 +61496,10 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$978  = p23_2;
+    \$978  = p1_1;
     casez (fsm_state)
       4'h0:
-          if (start) begin
+          if (\start$384 ) begin
             \$978  = 32'd0;
           end
     endcase
@@ -62292,9 +61508,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
         2'h0:
             /* empty */;
         2'h1:
-            /* empty */;
-        2'h2:
-            \$978  = acc_s23;
+            \$978  = acc_s1;
       endcase
     end
     if (rst) begin
@@ -62303,17 +61517,21 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$979  = p24_0;
+    \$979  = p1_2;
     casez (fsm_state)
       4'h0:
-          if (start) begin
+          if (\start$384 ) begin
             \$979  = 32'd0;
           end
     endcase
     if (wr_v2) begin
       casez (wr_set2)
         2'h0:
-            \$979  = acc_s24;
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            \$979  = acc_s1;
       endcase
     end
     if (rst) begin
@@ -62322,19 +61540,17 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$980  = p24_1;
+    \$980  = p2_0;
     casez (fsm_state)
       4'h0:
-          if (start) begin
+          if (\start$384 ) begin
             \$980  = 32'd0;
           end
     endcase
     if (wr_v2) begin
       casez (wr_set2)
         2'h0:
-            /* empty */;
-        2'h1:
-            \$980  = acc_s24;
+            \$980  = acc_s2;
       endcase
     end
     if (rst) begin
@@ -62343,10 +61559,10 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$981  = p24_2;
+    \$981  = p2_1;
     casez (fsm_state)
       4'h0:
-          if (start) begin
+          if (\start$384 ) begin
             \$981  = 32'd0;
           end
     endcase
@@ -62355,9 +61571,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
         2'h0:
             /* empty */;
         2'h1:
-            /* empty */;
-        2'h2:
-            \$981  = acc_s24;
+            \$981  = acc_s2;
       endcase
     end
     if (rst) begin
@@ -62366,17 +61580,21 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$982  = p25_0;
+    \$982  = p2_2;
     casez (fsm_state)
       4'h0:
-          if (start) begin
+          if (\start$384 ) begin
             \$982  = 32'd0;
           end
     endcase
     if (wr_v2) begin
       casez (wr_set2)
         2'h0:
-            \$982  = acc_s25;
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            \$982  = acc_s2;
       endcase
     end
     if (rst) begin
@@ -62385,19 +61603,17 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$983  = p25_1;
+    \$983  = p3_0;
     casez (fsm_state)
       4'h0:
-          if (start) begin
+          if (\start$384 ) begin
             \$983  = 32'd0;
           end
     endcase
     if (wr_v2) begin
       casez (wr_set2)
         2'h0:
-            /* empty */;
-        2'h1:
-            \$983  = acc_s25;
+            \$983  = acc_s3;
       endcase
     end
     if (rst) begin
@@ -62406,10 +61622,10 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$984  = p25_2;
+    \$984  = p3_1;
     casez (fsm_state)
       4'h0:
-          if (start) begin
+          if (\start$384 ) begin
             \$984  = 32'd0;
           end
     endcase
@@ -62418,9 +61634,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
         2'h0:
             /* empty */;
         2'h1:
-            /* empty */;
-        2'h2:
-            \$984  = acc_s25;
+            \$984  = acc_s3;
       endcase
     end
     if (rst) begin
@@ -62429,17 +61643,21 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$985  = p26_0;
+    \$985  = p3_2;
     casez (fsm_state)
       4'h0:
-          if (start) begin
+          if (\start$384 ) begin
             \$985  = 32'd0;
           end
     endcase
     if (wr_v2) begin
       casez (wr_set2)
         2'h0:
-            \$985  = acc_s26;
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            \$985  = acc_s3;
       endcase
     end
     if (rst) begin
@@ -62448,19 +61666,17 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$986  = p26_1;
+    \$986  = p4_0;
     casez (fsm_state)
       4'h0:
-          if (start) begin
+          if (\start$384 ) begin
             \$986  = 32'd0;
           end
     endcase
     if (wr_v2) begin
       casez (wr_set2)
         2'h0:
-            /* empty */;
-        2'h1:
-            \$986  = acc_s26;
+            \$986  = acc_s4;
       endcase
     end
     if (rst) begin
@@ -62469,10 +61685,10 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$987  = p26_2;
+    \$987  = p4_1;
     casez (fsm_state)
       4'h0:
-          if (start) begin
+          if (\start$384 ) begin
             \$987  = 32'd0;
           end
     endcase
@@ -62481,9 +61697,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
         2'h0:
             /* empty */;
         2'h1:
-            /* empty */;
-        2'h2:
-            \$987  = acc_s26;
+            \$987  = acc_s4;
       endcase
     end
     if (rst) begin
@@ -62492,17 +61706,21 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$988  = p27_0;
+    \$988  = p4_2;
     casez (fsm_state)
       4'h0:
-          if (start) begin
+          if (\start$384 ) begin
             \$988  = 32'd0;
           end
     endcase
     if (wr_v2) begin
       casez (wr_set2)
         2'h0:
-            \$988  = acc_s27;
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            \$988  = acc_s4;
       endcase
     end
     if (rst) begin
@@ -62511,19 +61729,17 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$989  = p27_1;
+    \$989  = p5_0;
     casez (fsm_state)
       4'h0:
-          if (start) begin
+          if (\start$384 ) begin
             \$989  = 32'd0;
           end
     endcase
     if (wr_v2) begin
       casez (wr_set2)
         2'h0:
-            /* empty */;
-        2'h1:
-            \$989  = acc_s27;
+            \$989  = acc_s5;
       endcase
     end
     if (rst) begin
@@ -62532,10 +61748,10 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$990  = p27_2;
+    \$990  = p5_1;
     casez (fsm_state)
       4'h0:
-          if (start) begin
+          if (\start$384 ) begin
             \$990  = 32'd0;
           end
     endcase
@@ -62544,9 +61760,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
         2'h0:
             /* empty */;
         2'h1:
-            /* empty */;
-        2'h2:
-            \$990  = acc_s27;
+            \$990  = acc_s5;
       endcase
     end
     if (rst) begin
@@ -62555,17 +61769,21 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$991  = p28_0;
+    \$991  = p5_2;
     casez (fsm_state)
       4'h0:
-          if (start) begin
+          if (\start$384 ) begin
             \$991  = 32'd0;
           end
     endcase
     if (wr_v2) begin
       casez (wr_set2)
         2'h0:
-            \$991  = acc_s28;
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            \$991  = acc_s5;
       endcase
     end
     if (rst) begin
@@ -62574,19 +61792,17 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$992  = p28_1;
+    \$992  = p6_0;
     casez (fsm_state)
       4'h0:
-          if (start) begin
+          if (\start$384 ) begin
             \$992  = 32'd0;
           end
     endcase
     if (wr_v2) begin
       casez (wr_set2)
         2'h0:
-            /* empty */;
-        2'h1:
-            \$992  = acc_s28;
+            \$992  = acc_s6;
       endcase
     end
     if (rst) begin
@@ -62595,10 +61811,10 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$993  = p28_2;
+    \$993  = p6_1;
     casez (fsm_state)
       4'h0:
-          if (start) begin
+          if (\start$384 ) begin
             \$993  = 32'd0;
           end
     endcase
@@ -62607,9 +61823,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
         2'h0:
             /* empty */;
         2'h1:
-            /* empty */;
-        2'h2:
-            \$993  = acc_s28;
+            \$993  = acc_s6;
       endcase
     end
     if (rst) begin
@@ -62618,17 +61832,21 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$994  = p29_0;
+    \$994  = p6_2;
     casez (fsm_state)
       4'h0:
-          if (start) begin
+          if (\start$384 ) begin
             \$994  = 32'd0;
           end
     endcase
     if (wr_v2) begin
       casez (wr_set2)
         2'h0:
-            \$994  = acc_s29;
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            \$994  = acc_s6;
       endcase
     end
     if (rst) begin
@@ -62637,19 +61855,17 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$995  = p29_1;
+    \$995  = p7_0;
     casez (fsm_state)
       4'h0:
-          if (start) begin
+          if (\start$384 ) begin
             \$995  = 32'd0;
           end
     endcase
     if (wr_v2) begin
       casez (wr_set2)
         2'h0:
-            /* empty */;
-        2'h1:
-            \$995  = acc_s29;
+            \$995  = acc_s7;
       endcase
     end
     if (rst) begin
@@ -62658,10 +61874,10 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$996  = p29_2;
+    \$996  = p7_1;
     casez (fsm_state)
       4'h0:
-          if (start) begin
+          if (\start$384 ) begin
             \$996  = 32'd0;
           end
     endcase
@@ -62670,9 +61886,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
         2'h0:
             /* empty */;
         2'h1:
-            /* empty */;
-        2'h2:
-            \$996  = acc_s29;
+            \$996  = acc_s7;
       endcase
     end
     if (rst) begin
@@ -62681,17 +61895,21 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$997  = p30_0;
+    \$997  = p7_2;
     casez (fsm_state)
       4'h0:
-          if (start) begin
+          if (\start$384 ) begin
             \$997  = 32'd0;
           end
     endcase
     if (wr_v2) begin
       casez (wr_set2)
         2'h0:
-            \$997  = acc_s30;
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            \$997  = acc_s7;
       endcase
     end
     if (rst) begin
@@ -62700,19 +61918,17 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$998  = p30_1;
+    \$998  = p8_0;
     casez (fsm_state)
       4'h0:
-          if (start) begin
+          if (\start$384 ) begin
             \$998  = 32'd0;
           end
     endcase
     if (wr_v2) begin
       casez (wr_set2)
         2'h0:
-            /* empty */;
-        2'h1:
-            \$998  = acc_s30;
+            \$998  = acc_s8;
       endcase
     end
     if (rst) begin
@@ -62721,10 +61937,10 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$999  = p30_2;
+    \$999  = p8_1;
     casez (fsm_state)
       4'h0:
-          if (start) begin
+          if (\start$384 ) begin
             \$999  = 32'd0;
           end
     endcase
@@ -62733,9 +61949,7 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
         2'h0:
             /* empty */;
         2'h1:
-            /* empty */;
-        2'h2:
-            \$999  = acc_s30;
+            \$999  = acc_s8;
       endcase
     end
     if (rst) begin
@@ -62744,51 +61958,11 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1000  = p31_0;
+    \$1000  = p8_2;
     casez (fsm_state)
       4'h0:
-          if (start) begin
+          if (\start$384 ) begin
             \$1000  = 32'd0;
-          end
-    endcase
-    if (wr_v2) begin
-      casez (wr_set2)
-        2'h0:
-            \$1000  = acc_s31;
-      endcase
-    end
-    if (rst) begin
-      \$1000  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1001  = p31_1;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1001  = 32'd0;
-          end
-    endcase
-    if (wr_v2) begin
-      casez (wr_set2)
-        2'h0:
-            /* empty */;
-        2'h1:
-            \$1001  = acc_s31;
-      endcase
-    end
-    if (rst) begin
-      \$1001  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1002  = p31_2;
-    casez (fsm_state)
-      4'h0:
-          if (start) begin
-            \$1002  = 32'd0;
           end
     endcase
     if (wr_v2) begin
@@ -62798,7 +61972,47 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
         2'h1:
             /* empty */;
         2'h2:
-            \$1002  = acc_s31;
+            \$1000  = acc_s8;
+      endcase
+    end
+    if (rst) begin
+      \$1000  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1001  = p9_0;
+    casez (fsm_state)
+      4'h0:
+          if (\start$384 ) begin
+            \$1001  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            \$1001  = acc_s9;
+      endcase
+    end
+    if (rst) begin
+      \$1001  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1002  = p9_1;
+    casez (fsm_state)
+      4'h0:
+          if (\start$384 ) begin
+            \$1002  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            \$1002  = acc_s9;
       endcase
     end
     if (rst) begin
@@ -62807,1001 +62021,2865 @@ module \ndp_device.control_unit.softmax (rst, src_data, m, busy, written, done, 
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1003  = fsm_state;
+    \$1003  = p9_2;
     casez (fsm_state)
       4'h0:
-          if (start) begin
-            (* full_case = 32'd1 *)
-            if (\$776 ) begin
-              \$1003  = 4'h1;
-            end else begin
-              \$1003  = 4'h2;
-            end
+          if (\start$384 ) begin
+            \$1003  = 32'd0;
           end
-      4'h2:
-          if (rd_last) begin
-            \$1003  = 4'h3;
-          end
-      4'h3:
-          if (\$779 ) begin
-            \$1003  = 4'h4;
-          end
-      4'h4:
-          if (rd_last) begin
-            \$1003  = 4'h5;
-          end
-      4'h5:
-          if (\$782 ) begin
-            (* full_case = 32'd1 *)
-            if (\$783 ) begin
-              \$1003  = 4'h6;
-            end else begin
-              (* full_case = 32'd1 *)
-              if (\$784 ) begin
-                \$1003  = 4'h7;
-              end else if (partial) begin
-                \$1003  = 4'h1;
-              end else begin
-                \$1003  = 4'h8;
-              end
-            end
-          end
-      4'h6:
-          if (\$786 ) begin
-            (* full_case = 32'd1 *)
-            if (\$787 ) begin
-              \$1003  = 4'h9;
-            end else begin
-              (* full_case = 32'd1 *)
-              if (\$788 ) begin
-                \$1003  = 4'h7;
-              end else if (partial) begin
-                \$1003  = 4'h1;
-              end else begin
-                \$1003  = 4'h8;
-              end
-            end
-          end
-      4'h9:
-          if (\$790 ) begin
-            (* full_case = 32'd1 *)
-            if (\$791 ) begin
-              \$1003  = 4'h7;
-            end else if (partial) begin
-              \$1003  = 4'h1;
-            end else begin
-              \$1003  = 4'h8;
-            end
-          end
-      4'h7:
-          if (\$793 ) begin
-            if (\$796 ) begin
-              \$1003  = 4'h1;
-            end else if (\$797 ) begin
-              \$1003  = 4'h8;
-            end
-          end
-      4'h8:
-          \$1003  = 4'ha;
-      4'ha:
-          if (\done$419 ) begin
-            \$1003  = 4'hb;
-          end
-      4'hb:
-          if (rd_last) begin
-            \$1003  = 4'hc;
-          end
-      4'hc:
-          if (\$800 ) begin
-            \$1003  = 4'h1;
-          end
-      4'h1:
-          \$1003  = 4'h0;
     endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            \$1003  = acc_s9;
+      endcase
+    end
     if (rst) begin
-      \$1003  = 4'h0;
+      \$1003  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1004  = \wait ;
+    \$1004  = p10_0;
     casez (fsm_state)
       4'h0:
-          /* empty */;
-      4'h2:
-          \$1004  = 4'h1;
-      4'h3:
-          \$1004  = \$778 [3:0];
-      4'h4:
-          \$1004  = 4'h8;
-      4'h5:
-        begin
-          \$1004  = \$781 [3:0];
-          if (\$782 ) begin
-            \$1004  = 4'h2;
+          if (\start$384 ) begin
+            \$1004  = 32'd0;
           end
-        end
-      4'h6:
-        begin
-          \$1004  = \$785 [3:0];
-          if (\$786 ) begin
-            \$1004  = 4'h2;
-          end
-        end
-      4'h9:
-        begin
-          \$1004  = \$789 [3:0];
-          if (\$790 ) begin
-            \$1004  = 4'h2;
-          end
-        end
-      4'h7:
-        begin
-          \$1004  = \$792 [3:0];
-          if (\$793 ) begin
-            \$1004  = 4'h2;
-          end
-        end
-      4'h8:
-          /* empty */;
-      4'ha:
-          /* empty */;
-      4'hb:
-          \$1004  = 4'h7;
-      4'hc:
-        begin
-          \$1004  = \$799 [3:0];
-          if (\$800 ) begin
-            \$1004  = 4'h2;
-          end
-        end
     endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            \$1004  = acc_s10;
+      endcase
+    end
     if (rst) begin
-      \$1004  = 4'h0;
+      \$1004  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1005  = acc_set;
+    \$1005  = p10_1;
     casez (fsm_state)
       4'h0:
-          /* empty */;
-      4'h2:
-          /* empty */;
-      4'h3:
-          if (\$779 ) begin
-            \$1005  = 2'h0;
+          if (\start$384 ) begin
+            \$1005  = 32'd0;
           end
     endcase
-    if (\$835 ) begin
-      \$1005  = \$838 [1:0];
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            \$1005  = acc_s10;
+      endcase
     end
     if (rst) begin
-      \$1005  = 2'h0;
+      \$1005  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1006  = level;
+    \$1006  = p10_2;
     casez (fsm_state)
       4'h0:
-          /* empty */;
-      4'h2:
-          /* empty */;
-      4'h3:
-          /* empty */;
-      4'h4:
-          /* empty */;
-      4'h5:
-          if (\$782 ) begin
-            (* full_case = 32'd1 *)
-            if (\$783 ) begin
-            end else begin
-              \$1006  = first_level;
-            end
-          end
-      4'h6:
-          if (\$786 ) begin
-            (* full_case = 32'd1 *)
-            if (\$787 ) begin
-            end else begin
-              \$1006  = first_level;
-            end
-          end
-      4'h9:
-          if (\$790 ) begin
-            \$1006  = first_level;
-          end
-      4'h7:
-          if (\$793 ) begin
-            \$1006  = \$794 [2:0];
+          if (\start$384 ) begin
+            \$1006  = 32'd0;
           end
     endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            \$1006  = acc_s10;
+      endcase
+    end
     if (rst) begin
-      \$1006  = 3'h0;
+      \$1006  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1007  = \$signal$14 ;
+    \$1007  = p11_0;
+    casez (fsm_state)
+      4'h0:
+          if (\start$384 ) begin
+            \$1007  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            \$1007  = acc_s11;
+      endcase
+    end
     if (rst) begin
-      \$1007  = 1'h0;
+      \$1007  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1008  = rd_last;
+    \$1008  = p11_1;
+    casez (fsm_state)
+      4'h0:
+          if (\start$384 ) begin
+            \$1008  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            \$1008  = acc_s11;
+      endcase
+    end
     if (rst) begin
-      \$1008  = 1'h0;
+      \$1008  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1009  = kred4_0;
+    \$1009  = p11_2;
+    casez (fsm_state)
+      4'h0:
+          if (\start$384 ) begin
+            \$1009  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            \$1009  = acc_s11;
+      endcase
+    end
     if (rst) begin
       \$1009  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1010  = kred4_1;
+    \$1010  = p12_0;
+    casez (fsm_state)
+      4'h0:
+          if (\start$384 ) begin
+            \$1010  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            \$1010  = acc_s12;
+      endcase
+    end
     if (rst) begin
       \$1010  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1011  = kred4_2;
+    \$1011  = p12_1;
+    casez (fsm_state)
+      4'h0:
+          if (\start$384 ) begin
+            \$1011  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            \$1011  = acc_s12;
+      endcase
+    end
     if (rst) begin
       \$1011  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1012  = kred4_3;
+    \$1012  = p12_2;
+    casez (fsm_state)
+      4'h0:
+          if (\start$384 ) begin
+            \$1012  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            \$1012  = acc_s12;
+      endcase
+    end
     if (rst) begin
       \$1012  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1013  = \$807 ;
+    \$1013  = p13_0;
+    casez (fsm_state)
+      4'h0:
+          if (\start$384 ) begin
+            \$1013  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            \$1013  = acc_s13;
+      endcase
+    end
     if (rst) begin
-      \$1013  = 1'h0;
+      \$1013  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1014  = \$814 ;
+    \$1014  = p13_1;
+    casez (fsm_state)
+      4'h0:
+          if (\start$384 ) begin
+            \$1014  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            \$1014  = acc_s13;
+      endcase
+    end
     if (rst) begin
-      \$1014  = 1'h0;
+      \$1014  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1015  = \$821 ;
+    \$1015  = p13_2;
+    casez (fsm_state)
+      4'h0:
+          if (\start$384 ) begin
+            \$1015  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            \$1015  = acc_s13;
+      endcase
+    end
     if (rst) begin
-      \$1015  = 1'h0;
+      \$1015  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1016  = \$828 ;
+    \$1016  = p14_0;
+    casez (fsm_state)
+      4'h0:
+          if (\start$384 ) begin
+            \$1016  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            \$1016  = acc_s14;
+      endcase
+    end
     if (rst) begin
-      \$1016  = 1'h0;
+      \$1016  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1017  = \$signal$420 ;
+    \$1017  = p14_1;
+    casez (fsm_state)
+      4'h0:
+          if (\start$384 ) begin
+            \$1017  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            \$1017  = acc_s14;
+      endcase
+    end
     if (rst) begin
-      \$1017  = 1'h0;
+      \$1017  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1018  = kred1_0;
+    \$1018  = p14_2;
+    casez (fsm_state)
+      4'h0:
+          if (\start$384 ) begin
+            \$1018  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            \$1018  = acc_s14;
+      endcase
+    end
     if (rst) begin
       \$1018  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1019  = \$831 ;
+    \$1019  = p15_0;
+    casez (fsm_state)
+      4'h0:
+          if (\start$384 ) begin
+            \$1019  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            \$1019  = acc_s15;
+      endcase
+    end
     if (rst) begin
-      \$1019  = 1'h0;
+      \$1019  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1020  = kreg1_valid;
+    \$1020  = p15_1;
+    casez (fsm_state)
+      4'h0:
+          if (\start$384 ) begin
+            \$1020  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            \$1020  = acc_s15;
+      endcase
+    end
     if (rst) begin
-      \$1020  = 1'h0;
+      \$1020  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1021  = 1'h0;
-    if (\$835 ) begin
-      if (partial) begin
-        \$1021  = 1'h1;
-      end
-    end
-    if (\$839 ) begin
-      \$1021  = 1'h1;
+    \$1021  = p15_2;
+    casez (fsm_state)
+      4'h0:
+          if (\start$384 ) begin
+            \$1021  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            \$1021  = acc_s15;
+      endcase
     end
     if (rst) begin
-      \$1021  = 1'h0;
+      \$1021  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1022  = w7;
-    if (\$839 ) begin
-      \$1022  = w8;
+    \$1022  = p16_0;
+    casez (fsm_state)
+      4'h0:
+          if (\start$384 ) begin
+            \$1022  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            \$1022  = acc_s16;
+      endcase
     end
     if (rst) begin
-      \$1022  = 15'h0000;
+      \$1022  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1023  = last7;
-    if (\$839 ) begin
-      \$1023  = last8;
+    \$1023  = p16_1;
+    casez (fsm_state)
+      4'h0:
+          if (\start$384 ) begin
+            \$1023  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            \$1023  = acc_s16;
+      endcase
     end
     if (rst) begin
-      \$1023  = 1'h0;
+      \$1023  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1024  = dst_data;
+    \$1024  = p16_2;
+    casez (fsm_state)
+      4'h0:
+          if (\start$384 ) begin
+            \$1024  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            \$1024  = acc_s16;
+      endcase
+    end
     if (rst) begin
-      \$1024  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$1024  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1025  = wr_v0;
+    \$1025  = p17_0;
+    casez (fsm_state)
+      4'h0:
+          if (\start$384 ) begin
+            \$1025  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            \$1025  = acc_s17;
+      endcase
+    end
     if (rst) begin
-      \$1025  = 1'h0;
+      \$1025  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1026  = wr_set0;
+    \$1026  = p17_1;
+    casez (fsm_state)
+      4'h0:
+          if (\start$384 ) begin
+            \$1026  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            \$1026  = acc_s17;
+      endcase
+    end
     if (rst) begin
-      \$1026  = 2'h0;
+      \$1026  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1027  = wr_v1;
+    \$1027  = p17_2;
+    casez (fsm_state)
+      4'h0:
+          if (\start$384 ) begin
+            \$1027  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            \$1027  = acc_s17;
+      endcase
+    end
     if (rst) begin
-      \$1027  = 1'h0;
+      \$1027  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1028  = wr_set1;
+    \$1028  = p18_0;
+    casez (fsm_state)
+      4'h0:
+          if (\start$384 ) begin
+            \$1028  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            \$1028  = acc_s18;
+      endcase
+    end
     if (rst) begin
-      \$1028  = 2'h0;
+      \$1028  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1029  = d0;
+    \$1029  = p18_1;
+    casez (fsm_state)
+      4'h0:
+          if (\start$384 ) begin
+            \$1029  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            \$1029  = acc_s18;
+      endcase
+    end
     if (rst) begin
       \$1029  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1030  = e0;
+    \$1030  = p18_2;
+    casez (fsm_state)
+      4'h0:
+          if (\start$384 ) begin
+            \$1030  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            \$1030  = acc_s18;
+      endcase
+    end
     if (rst) begin
       \$1030  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1031  = d1;
+    \$1031  = p19_0;
+    casez (fsm_state)
+      4'h0:
+          if (\start$384 ) begin
+            \$1031  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            \$1031  = acc_s19;
+      endcase
+    end
     if (rst) begin
       \$1031  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1032  = e1;
+    \$1032  = p19_1;
+    casez (fsm_state)
+      4'h0:
+          if (\start$384 ) begin
+            \$1032  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            \$1032  = acc_s19;
+      endcase
+    end
     if (rst) begin
       \$1032  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1033  = d2;
+    \$1033  = p19_2;
+    casez (fsm_state)
+      4'h0:
+          if (\start$384 ) begin
+            \$1033  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            \$1033  = acc_s19;
+      endcase
+    end
     if (rst) begin
       \$1033  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1034  = e2;
+    \$1034  = p20_0;
+    casez (fsm_state)
+      4'h0:
+          if (\start$384 ) begin
+            \$1034  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            \$1034  = acc_s20;
+      endcase
+    end
     if (rst) begin
       \$1034  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1035  = d3;
+    \$1035  = p20_1;
+    casez (fsm_state)
+      4'h0:
+          if (\start$384 ) begin
+            \$1035  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            \$1035  = acc_s20;
+      endcase
+    end
     if (rst) begin
       \$1035  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1036  = e3;
+    \$1036  = p20_2;
+    casez (fsm_state)
+      4'h0:
+          if (\start$384 ) begin
+            \$1036  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            \$1036  = acc_s20;
+      endcase
+    end
     if (rst) begin
       \$1036  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1037  = d4;
+    \$1037  = p21_0;
+    casez (fsm_state)
+      4'h0:
+          if (\start$384 ) begin
+            \$1037  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            \$1037  = acc_s21;
+      endcase
+    end
     if (rst) begin
       \$1037  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1038  = e4;
+    \$1038  = p21_1;
+    casez (fsm_state)
+      4'h0:
+          if (\start$384 ) begin
+            \$1038  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            \$1038  = acc_s21;
+      endcase
+    end
     if (rst) begin
       \$1038  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1039  = d5;
+    \$1039  = p21_2;
+    casez (fsm_state)
+      4'h0:
+          if (\start$384 ) begin
+            \$1039  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            \$1039  = acc_s21;
+      endcase
+    end
     if (rst) begin
       \$1039  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1040  = e5;
+    \$1040  = p22_0;
+    casez (fsm_state)
+      4'h0:
+          if (\start$384 ) begin
+            \$1040  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            \$1040  = acc_s22;
+      endcase
+    end
     if (rst) begin
       \$1040  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1041  = d6;
+    \$1041  = p22_1;
+    casez (fsm_state)
+      4'h0:
+          if (\start$384 ) begin
+            \$1041  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            \$1041  = acc_s22;
+      endcase
+    end
     if (rst) begin
       \$1041  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1042  = e6;
+    \$1042  = p22_2;
+    casez (fsm_state)
+      4'h0:
+          if (\start$384 ) begin
+            \$1042  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            \$1042  = acc_s22;
+      endcase
+    end
     if (rst) begin
       \$1042  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1043  = d7;
+    \$1043  = p23_0;
+    casez (fsm_state)
+      4'h0:
+          if (\start$384 ) begin
+            \$1043  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            \$1043  = acc_s23;
+      endcase
+    end
     if (rst) begin
       \$1043  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1044  = e7;
+    \$1044  = p23_1;
+    casez (fsm_state)
+      4'h0:
+          if (\start$384 ) begin
+            \$1044  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            \$1044  = acc_s23;
+      endcase
+    end
     if (rst) begin
       \$1044  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1045  = d8;
+    \$1045  = p23_2;
+    casez (fsm_state)
+      4'h0:
+          if (\start$384 ) begin
+            \$1045  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            \$1045  = acc_s23;
+      endcase
+    end
     if (rst) begin
       \$1045  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1046  = e8;
+    \$1046  = p24_0;
+    casez (fsm_state)
+      4'h0:
+          if (\start$384 ) begin
+            \$1046  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            \$1046  = acc_s24;
+      endcase
+    end
     if (rst) begin
       \$1046  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1047  = d9;
+    \$1047  = p24_1;
+    casez (fsm_state)
+      4'h0:
+          if (\start$384 ) begin
+            \$1047  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            \$1047  = acc_s24;
+      endcase
+    end
     if (rst) begin
       \$1047  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1048  = e9;
+    \$1048  = p24_2;
+    casez (fsm_state)
+      4'h0:
+          if (\start$384 ) begin
+            \$1048  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            \$1048  = acc_s24;
+      endcase
+    end
     if (rst) begin
       \$1048  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1049  = d10;
+    \$1049  = p25_0;
+    casez (fsm_state)
+      4'h0:
+          if (\start$384 ) begin
+            \$1049  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            \$1049  = acc_s25;
+      endcase
+    end
     if (rst) begin
       \$1049  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1050  = e10;
+    \$1050  = p25_1;
+    casez (fsm_state)
+      4'h0:
+          if (\start$384 ) begin
+            \$1050  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            \$1050  = acc_s25;
+      endcase
+    end
     if (rst) begin
       \$1050  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1051  = d11;
+    \$1051  = p25_2;
+    casez (fsm_state)
+      4'h0:
+          if (\start$384 ) begin
+            \$1051  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            \$1051  = acc_s25;
+      endcase
+    end
     if (rst) begin
       \$1051  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1052  = e11;
+    \$1052  = p26_0;
+    casez (fsm_state)
+      4'h0:
+          if (\start$384 ) begin
+            \$1052  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            \$1052  = acc_s26;
+      endcase
+    end
     if (rst) begin
       \$1052  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1053  = d12;
+    \$1053  = p26_1;
+    casez (fsm_state)
+      4'h0:
+          if (\start$384 ) begin
+            \$1053  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            \$1053  = acc_s26;
+      endcase
+    end
     if (rst) begin
       \$1053  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1054  = e12;
+    \$1054  = p26_2;
+    casez (fsm_state)
+      4'h0:
+          if (\start$384 ) begin
+            \$1054  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            \$1054  = acc_s26;
+      endcase
+    end
     if (rst) begin
       \$1054  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1055  = d13;
+    \$1055  = p27_0;
+    casez (fsm_state)
+      4'h0:
+          if (\start$384 ) begin
+            \$1055  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            \$1055  = acc_s27;
+      endcase
+    end
     if (rst) begin
       \$1055  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1056  = e13;
+    \$1056  = p27_1;
+    casez (fsm_state)
+      4'h0:
+          if (\start$384 ) begin
+            \$1056  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            \$1056  = acc_s27;
+      endcase
+    end
     if (rst) begin
       \$1056  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1057  = d14;
+    \$1057  = p27_2;
+    casez (fsm_state)
+      4'h0:
+          if (\start$384 ) begin
+            \$1057  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            \$1057  = acc_s27;
+      endcase
+    end
     if (rst) begin
       \$1057  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1058  = e14;
+    \$1058  = p28_0;
+    casez (fsm_state)
+      4'h0:
+          if (\start$384 ) begin
+            \$1058  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            \$1058  = acc_s28;
+      endcase
+    end
     if (rst) begin
       \$1058  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1059  = d15;
+    \$1059  = p28_1;
+    casez (fsm_state)
+      4'h0:
+          if (\start$384 ) begin
+            \$1059  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            \$1059  = acc_s28;
+      endcase
+    end
     if (rst) begin
       \$1059  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1060  = e15;
+    \$1060  = p28_2;
+    casez (fsm_state)
+      4'h0:
+          if (\start$384 ) begin
+            \$1060  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            \$1060  = acc_s28;
+      endcase
+    end
     if (rst) begin
       \$1060  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1061  = d16;
+    \$1061  = p29_0;
+    casez (fsm_state)
+      4'h0:
+          if (\start$384 ) begin
+            \$1061  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            \$1061  = acc_s29;
+      endcase
+    end
     if (rst) begin
       \$1061  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1062  = e16;
+    \$1062  = p29_1;
+    casez (fsm_state)
+      4'h0:
+          if (\start$384 ) begin
+            \$1062  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            \$1062  = acc_s29;
+      endcase
+    end
     if (rst) begin
       \$1062  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1063  = d17;
+    \$1063  = p29_2;
+    casez (fsm_state)
+      4'h0:
+          if (\start$384 ) begin
+            \$1063  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            \$1063  = acc_s29;
+      endcase
+    end
     if (rst) begin
       \$1063  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1064  = e17;
+    \$1064  = p30_0;
+    casez (fsm_state)
+      4'h0:
+          if (\start$384 ) begin
+            \$1064  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            \$1064  = acc_s30;
+      endcase
+    end
     if (rst) begin
       \$1064  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1065  = d18;
+    \$1065  = p30_1;
+    casez (fsm_state)
+      4'h0:
+          if (\start$384 ) begin
+            \$1065  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            \$1065  = acc_s30;
+      endcase
+    end
     if (rst) begin
       \$1065  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1066  = e18;
+    \$1066  = p30_2;
+    casez (fsm_state)
+      4'h0:
+          if (\start$384 ) begin
+            \$1066  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            \$1066  = acc_s30;
+      endcase
+    end
     if (rst) begin
       \$1066  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1067  = d19;
+    \$1067  = p31_0;
+    casez (fsm_state)
+      4'h0:
+          if (\start$384 ) begin
+            \$1067  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            \$1067  = acc_s31;
+      endcase
+    end
     if (rst) begin
       \$1067  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1068  = e19;
+    \$1068  = p31_1;
+    casez (fsm_state)
+      4'h0:
+          if (\start$384 ) begin
+            \$1068  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            \$1068  = acc_s31;
+      endcase
+    end
     if (rst) begin
       \$1068  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1069  = d20;
+    \$1069  = p31_2;
+    casez (fsm_state)
+      4'h0:
+          if (\start$384 ) begin
+            \$1069  = 32'd0;
+          end
+    endcase
+    if (wr_v2) begin
+      casez (wr_set2)
+        2'h0:
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            \$1069  = acc_s31;
+      endcase
+    end
     if (rst) begin
       \$1069  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1070  = e20;
+    \$1070  = fsm_state;
+    casez (fsm_state)
+      4'h0:
+          if (\start$384 ) begin
+            (* full_case = 32'd1 *)
+            if (\$457 ) begin
+              \$1070  = 4'h1;
+            end else begin
+              \$1070  = 4'h2;
+            end
+          end
+      4'h2:
+          if (rd_last) begin
+            \$1070  = 4'h3;
+          end
+      4'h3:
+          if (\$460 ) begin
+            \$1070  = 4'h4;
+          end
+      4'h4:
+          if (rd_last) begin
+            \$1070  = 4'h5;
+          end
+      4'h5:
+          if (\$463 ) begin
+            (* full_case = 32'd1 *)
+            if (\$464 ) begin
+              \$1070  = 4'h6;
+            end else begin
+              (* full_case = 32'd1 *)
+              if (\$465 ) begin
+                \$1070  = 4'h7;
+              end else if (partial) begin
+                \$1070  = 4'h1;
+              end else begin
+                \$1070  = 4'h8;
+              end
+            end
+          end
+      4'h6:
+          if (\$467 ) begin
+            (* full_case = 32'd1 *)
+            if (\$468 ) begin
+              \$1070  = 4'h9;
+            end else begin
+              (* full_case = 32'd1 *)
+              if (\$469 ) begin
+                \$1070  = 4'h7;
+              end else if (partial) begin
+                \$1070  = 4'h1;
+              end else begin
+                \$1070  = 4'h8;
+              end
+            end
+          end
+      4'h9:
+          if (\$471 ) begin
+            (* full_case = 32'd1 *)
+            if (\$472 ) begin
+              \$1070  = 4'h7;
+            end else if (partial) begin
+              \$1070  = 4'h1;
+            end else begin
+              \$1070  = 4'h8;
+            end
+          end
+      4'h7:
+          if (\$474 ) begin
+            if (\$477 ) begin
+              \$1070  = 4'h1;
+            end else if (\$478 ) begin
+              \$1070  = 4'h8;
+            end
+          end
+      4'h8:
+          \$1070  = 4'ha;
+      4'ha:
+          if (\done$387 ) begin
+            \$1070  = 4'hb;
+          end
+      4'hb:
+          if (rd_last) begin
+            \$1070  = 4'hc;
+          end
+      4'hc:
+          if (\$481 ) begin
+            \$1070  = 4'h1;
+          end
+      4'h1:
+          \$1070  = 4'h0;
+    endcase
     if (rst) begin
-      \$1070  = 32'd0;
+      \$1070  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1071  = d21;
+    \$1071  = \wait ;
+    casez (fsm_state)
+      4'h0:
+          /* empty */;
+      4'h2:
+          \$1071  = 4'h2;
+      4'h3:
+          \$1071  = \$459 [3:0];
+      4'h4:
+          \$1071  = 4'h8;
+      4'h5:
+        begin
+          \$1071  = \$462 [3:0];
+          if (\$463 ) begin
+            \$1071  = 4'h2;
+          end
+        end
+      4'h6:
+        begin
+          \$1071  = \$466 [3:0];
+          if (\$467 ) begin
+            \$1071  = 4'h2;
+          end
+        end
+      4'h9:
+        begin
+          \$1071  = \$470 [3:0];
+          if (\$471 ) begin
+            \$1071  = 4'h2;
+          end
+        end
+      4'h7:
+        begin
+          \$1071  = \$473 [3:0];
+          if (\$474 ) begin
+            \$1071  = 4'h2;
+          end
+        end
+      4'h8:
+          /* empty */;
+      4'ha:
+          /* empty */;
+      4'hb:
+          \$1071  = 4'h7;
+      4'hc:
+        begin
+          \$1071  = \$480 [3:0];
+          if (\$481 ) begin
+            \$1071  = 4'h2;
+          end
+        end
+    endcase
     if (rst) begin
-      \$1071  = 32'd0;
+      \$1071  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1072  = e21;
+    \$1072  = acc_set;
+    casez (fsm_state)
+      4'h0:
+          /* empty */;
+      4'h2:
+          /* empty */;
+      4'h3:
+          if (\$460 ) begin
+            \$1072  = 2'h0;
+          end
+    endcase
+    if (\$900 ) begin
+      \$1072  = \$903 [1:0];
+    end
     if (rst) begin
-      \$1072  = 32'd0;
+      \$1072  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1073  = d22;
+    \$1073  = level;
+    casez (fsm_state)
+      4'h0:
+          /* empty */;
+      4'h2:
+          /* empty */;
+      4'h3:
+          /* empty */;
+      4'h4:
+          /* empty */;
+      4'h5:
+          if (\$463 ) begin
+            (* full_case = 32'd1 *)
+            if (\$464 ) begin
+            end else begin
+              \$1073  = first_level;
+            end
+          end
+      4'h6:
+          if (\$467 ) begin
+            (* full_case = 32'd1 *)
+            if (\$468 ) begin
+            end else begin
+              \$1073  = first_level;
+            end
+          end
+      4'h9:
+          if (\$471 ) begin
+            \$1073  = first_level;
+          end
+      4'h7:
+          if (\$474 ) begin
+            \$1073  = \$475 [2:0];
+          end
+    endcase
     if (rst) begin
-      \$1073  = 32'd0;
+      \$1073  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1074  = e22;
+    \$1074  = \$signal$14 ;
     if (rst) begin
-      \$1074  = 32'd0;
+      \$1074  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1075  = d23;
+    \$1075  = rd_last;
     if (rst) begin
-      \$1075  = 32'd0;
+      \$1075  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1076  = e23;
+    \$1076  = \$signal$388 ;
     if (rst) begin
-      \$1076  = 32'd0;
+      \$1076  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1077  = d24;
+    \$1077  = \$487 ;
     if (rst) begin
       \$1077  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1078  = e24;
+    \$1078  = \$493 ;
     if (rst) begin
-      \$1078  = 32'd0;
+      \$1078  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1079  = d25;
+    \$1079  = \$499 ;
     if (rst) begin
       \$1079  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1080  = e25;
+    \$1080  = \$505 ;
     if (rst) begin
-      \$1080  = 32'd0;
+      \$1080  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1081  = d26;
+    \$1081  = \$511 ;
     if (rst) begin
       \$1081  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1082  = e26;
+    \$1082  = \$517 ;
     if (rst) begin
-      \$1082  = 32'd0;
+      \$1082  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1083  = d27;
+    \$1083  = \$523 ;
     if (rst) begin
       \$1083  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1084  = e27;
+    \$1084  = \$529 ;
     if (rst) begin
-      \$1084  = 32'd0;
+      \$1084  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1085  = d28;
+    \$1085  = \$535 ;
     if (rst) begin
       \$1085  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1086  = e28;
+    \$1086  = \$541 ;
     if (rst) begin
-      \$1086  = 32'd0;
+      \$1086  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1087  = d29;
+    \$1087  = \$547 ;
     if (rst) begin
       \$1087  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1088  = e29;
+    \$1088  = \$553 ;
     if (rst) begin
-      \$1088  = 32'd0;
+      \$1088  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1089  = d30;
+    \$1089  = \$559 ;
     if (rst) begin
       \$1089  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1090  = e30;
+    \$1090  = \$565 ;
     if (rst) begin
-      \$1090  = 32'd0;
+      \$1090  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1091  = d31;
+    \$1091  = \$571 ;
     if (rst) begin
       \$1091  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
-    \$1092  = e31;
+    \$1092  = \$577 ;
     if (rst) begin
-      \$1092  = 32'd0;
+      \$1092  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1093  = \$583 ;
+    if (rst) begin
+      \$1093  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1094  = \$589 ;
+    if (rst) begin
+      \$1094  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1095  = \$595 ;
+    if (rst) begin
+      \$1095  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1096  = \$601 ;
+    if (rst) begin
+      \$1096  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1097  = \$607 ;
+    if (rst) begin
+      \$1097  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1098  = \$613 ;
+    if (rst) begin
+      \$1098  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1099  = \$619 ;
+    if (rst) begin
+      \$1099  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1100  = \$625 ;
+    if (rst) begin
+      \$1100  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1101  = \$631 ;
+    if (rst) begin
+      \$1101  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1102  = \$637 ;
+    if (rst) begin
+      \$1102  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1103  = \$643 ;
+    if (rst) begin
+      \$1103  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1104  = \$649 ;
+    if (rst) begin
+      \$1104  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1105  = \$655 ;
+    if (rst) begin
+      \$1105  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1106  = \$661 ;
+    if (rst) begin
+      \$1106  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1107  = \$667 ;
+    if (rst) begin
+      \$1107  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1108  = \$673 ;
+    if (rst) begin
+      \$1108  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1109  = \$679 ;
+    if (rst) begin
+      \$1109  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1110  = \$685 ;
+    if (rst) begin
+      \$1110  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1111  = \$691 ;
+    if (rst) begin
+      \$1111  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1112  = \$697 ;
+    if (rst) begin
+      \$1112  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1113  = \$703 ;
+    if (rst) begin
+      \$1113  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1114  = \$709 ;
+    if (rst) begin
+      \$1114  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1115  = \$715 ;
+    if (rst) begin
+      \$1115  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1116  = \$721 ;
+    if (rst) begin
+      \$1116  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1117  = \$727 ;
+    if (rst) begin
+      \$1117  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1118  = \$733 ;
+    if (rst) begin
+      \$1118  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1119  = \$739 ;
+    if (rst) begin
+      \$1119  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1120  = \$745 ;
+    if (rst) begin
+      \$1120  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1121  = \$751 ;
+    if (rst) begin
+      \$1121  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1122  = \$757 ;
+    if (rst) begin
+      \$1122  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1123  = \$763 ;
+    if (rst) begin
+      \$1123  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1124  = \$769 ;
+    if (rst) begin
+      \$1124  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1125  = \$775 ;
+    if (rst) begin
+      \$1125  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1126  = \$781 ;
+    if (rst) begin
+      \$1126  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1127  = \$787 ;
+    if (rst) begin
+      \$1127  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1128  = \$793 ;
+    if (rst) begin
+      \$1128  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1129  = \$799 ;
+    if (rst) begin
+      \$1129  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1130  = \$805 ;
+    if (rst) begin
+      \$1130  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1131  = \$811 ;
+    if (rst) begin
+      \$1131  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1132  = \$817 ;
+    if (rst) begin
+      \$1132  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1133  = \$823 ;
+    if (rst) begin
+      \$1133  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1134  = \$829 ;
+    if (rst) begin
+      \$1134  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1135  = \$835 ;
+    if (rst) begin
+      \$1135  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1136  = \$841 ;
+    if (rst) begin
+      \$1136  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1137  = \$847 ;
+    if (rst) begin
+      \$1137  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1138  = \$853 ;
+    if (rst) begin
+      \$1138  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1139  = \$859 ;
+    if (rst) begin
+      \$1139  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1140  = \$865 ;
+    if (rst) begin
+      \$1140  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1141  = kred4_0;
+    if (rst) begin
+      \$1141  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1142  = kred4_1;
+    if (rst) begin
+      \$1142  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1143  = kred4_2;
+    if (rst) begin
+      \$1143  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1144  = kred4_3;
+    if (rst) begin
+      \$1144  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1145  = \$872 ;
+    if (rst) begin
+      \$1145  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1146  = \$879 ;
+    if (rst) begin
+      \$1146  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1147  = \$886 ;
+    if (rst) begin
+      \$1147  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1148  = \$893 ;
+    if (rst) begin
+      \$1148  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1149  = keys_v;
+    if (rst) begin
+      \$1149  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1150  = kred1_0;
+    if (rst) begin
+      \$1150  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1151  = \$896 ;
+    if (rst) begin
+      \$1151  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1152  = kreg2_valid;
+    if (rst) begin
+      \$1152  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1153  = 1'h0;
+    if (\$900 ) begin
+      if (partial) begin
+        \$1153  = 1'h1;
+      end
+    end
+    if (\$904 ) begin
+      \$1153  = 1'h1;
+    end
+    if (rst) begin
+      \$1153  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1154  = w7;
+    if (\$904 ) begin
+      \$1154  = w8;
+    end
+    if (rst) begin
+      \$1154  = 15'h0000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1155  = last7;
+    if (\$904 ) begin
+      \$1155  = last8;
+    end
+    if (rst) begin
+      \$1155  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1156  = dst_data;
+    if (rst) begin
+      \$1156  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1157  = wr_v0;
+    if (rst) begin
+      \$1157  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1158  = wr_set0;
+    if (rst) begin
+      \$1158  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1159  = wr_v1;
+    if (rst) begin
+      \$1159  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1160  = wr_set1;
+    if (rst) begin
+      \$1160  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1161  = d0;
+    if (rst) begin
+      \$1161  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1162  = e0;
+    if (rst) begin
+      \$1162  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1163  = d1;
+    if (rst) begin
+      \$1163  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1164  = e1;
+    if (rst) begin
+      \$1164  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1165  = d2;
+    if (rst) begin
+      \$1165  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1166  = e2;
+    if (rst) begin
+      \$1166  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1167  = d3;
+    if (rst) begin
+      \$1167  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1168  = e3;
+    if (rst) begin
+      \$1168  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1169  = d4;
+    if (rst) begin
+      \$1169  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1170  = e4;
+    if (rst) begin
+      \$1170  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1171  = d5;
+    if (rst) begin
+      \$1171  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1172  = e5;
+    if (rst) begin
+      \$1172  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1173  = d6;
+    if (rst) begin
+      \$1173  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1174  = e6;
+    if (rst) begin
+      \$1174  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1175  = d7;
+    if (rst) begin
+      \$1175  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1176  = e7;
+    if (rst) begin
+      \$1176  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1177  = d8;
+    if (rst) begin
+      \$1177  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1178  = e8;
+    if (rst) begin
+      \$1178  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1179  = d9;
+    if (rst) begin
+      \$1179  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1180  = e9;
+    if (rst) begin
+      \$1180  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1181  = d10;
+    if (rst) begin
+      \$1181  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1182  = e10;
+    if (rst) begin
+      \$1182  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1183  = d11;
+    if (rst) begin
+      \$1183  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1184  = e11;
+    if (rst) begin
+      \$1184  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1185  = d12;
+    if (rst) begin
+      \$1185  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1186  = e12;
+    if (rst) begin
+      \$1186  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1187  = d13;
+    if (rst) begin
+      \$1187  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1188  = e13;
+    if (rst) begin
+      \$1188  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1189  = d14;
+    if (rst) begin
+      \$1189  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1190  = e14;
+    if (rst) begin
+      \$1190  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1191  = d15;
+    if (rst) begin
+      \$1191  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1192  = e15;
+    if (rst) begin
+      \$1192  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1193  = d16;
+    if (rst) begin
+      \$1193  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1194  = e16;
+    if (rst) begin
+      \$1194  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1195  = d17;
+    if (rst) begin
+      \$1195  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1196  = e17;
+    if (rst) begin
+      \$1196  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1197  = d18;
+    if (rst) begin
+      \$1197  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1198  = e18;
+    if (rst) begin
+      \$1198  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1199  = d19;
+    if (rst) begin
+      \$1199  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1200  = e19;
+    if (rst) begin
+      \$1200  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1201  = d20;
+    if (rst) begin
+      \$1201  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1202  = e20;
+    if (rst) begin
+      \$1202  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1203  = d21;
+    if (rst) begin
+      \$1203  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1204  = e21;
+    if (rst) begin
+      \$1204  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1205  = d22;
+    if (rst) begin
+      \$1205  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1206  = e22;
+    if (rst) begin
+      \$1206  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1207  = d23;
+    if (rst) begin
+      \$1207  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1208  = e23;
+    if (rst) begin
+      \$1208  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1209  = d24;
+    if (rst) begin
+      \$1209  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1210  = e24;
+    if (rst) begin
+      \$1210  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1211  = d25;
+    if (rst) begin
+      \$1211  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1212  = e25;
+    if (rst) begin
+      \$1212  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1213  = d26;
+    if (rst) begin
+      \$1213  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1214  = e26;
+    if (rst) begin
+      \$1214  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1215  = d27;
+    if (rst) begin
+      \$1215  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1216  = e27;
+    if (rst) begin
+      \$1216  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1217  = d28;
+    if (rst) begin
+      \$1217  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1218  = e28;
+    if (rst) begin
+      \$1218  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1219  = d29;
+    if (rst) begin
+      \$1219  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1220  = e29;
+    if (rst) begin
+      \$1220  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1221  = d30;
+    if (rst) begin
+      \$1221  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1222  = e30;
+    if (rst) begin
+      \$1222  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1223  = d31;
+    if (rst) begin
+      \$1223  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$88 ) begin end
+    \$1224  = e31;
+    if (rst) begin
+      \$1224  = 32'd0;
     end
   end
   assign rd = src_addr;
   assign p0_0 = l;
   assign x = l;
-  assign dst_data[511:496] = \$712 ;
-  assign dst_data[495:480] = \$701 ;
-  assign dst_data[479:464] = \$690 ;
-  assign dst_data[463:448] = \$679 ;
-  assign dst_data[447:432] = \$668 ;
-  assign dst_data[431:416] = \$657 ;
-  assign dst_data[415:400] = \$646 ;
-  assign dst_data[399:384] = \$635 ;
-  assign dst_data[383:368] = \$624 ;
-  assign dst_data[367:352] = \$613 ;
-  assign dst_data[351:336] = \$602 ;
-  assign dst_data[335:320] = \$591 ;
-  assign dst_data[319:304] = \$580 ;
-  assign dst_data[303:288] = \$569 ;
-  assign dst_data[287:272] = \$558 ;
-  assign dst_data[271:256] = \$547 ;
-  assign dst_data[255:240] = \$536 ;
-  assign dst_data[239:224] = \$525 ;
-  assign dst_data[223:208] = \$514 ;
-  assign dst_data[207:192] = \$503 ;
-  assign dst_data[191:176] = \$492 ;
-  assign dst_data[175:160] = \$481 ;
-  assign dst_data[159:144] = \$470 ;
-  assign dst_data[143:128] = \$459 ;
-  assign dst_data[127:112] = \$448 ;
-  assign dst_data[111:96] = \$437 ;
-  assign dst_data[95:80] = \$426 ;
-  assign dst_data[79:64] = \$415 ;
-  assign dst_data[63:48] = \$404 ;
-  assign dst_data[47:32] = \$393 ;
-  assign dst_data[31:16] = \$382 ;
-  assign dst_data[15:0] = \$371 ;
+  assign dst_data[511:496] = \$392 ;
+  assign dst_data[495:480] = \$381 ;
+  assign dst_data[479:464] = \$370 ;
+  assign dst_data[463:448] = \$359 ;
+  assign dst_data[447:432] = \$348 ;
+  assign dst_data[431:416] = \$337 ;
+  assign dst_data[415:400] = \$326 ;
+  assign dst_data[399:384] = \$315 ;
+  assign dst_data[383:368] = \$304 ;
+  assign dst_data[367:352] = \$293 ;
+  assign dst_data[351:336] = \$282 ;
+  assign dst_data[335:320] = \$271 ;
+  assign dst_data[319:304] = \$260 ;
+  assign dst_data[303:288] = \$249 ;
+  assign dst_data[287:272] = \$238 ;
+  assign dst_data[271:256] = \$227 ;
+  assign dst_data[255:240] = \$216 ;
+  assign dst_data[239:224] = \$205 ;
+  assign dst_data[223:208] = \$194 ;
+  assign dst_data[207:192] = \$183 ;
+  assign dst_data[191:176] = \$172 ;
+  assign dst_data[175:160] = \$161 ;
+  assign dst_data[159:144] = \$150 ;
+  assign dst_data[143:128] = \$139 ;
+  assign dst_data[127:112] = \$128 ;
+  assign dst_data[111:96] = \$117 ;
+  assign dst_data[95:80] = \$106 ;
+  assign dst_data[79:64] = \$95 ;
+  assign dst_data[63:48] = \$84 ;
+  assign dst_data[47:32] = \$73 ;
+  assign dst_data[31:16] = \$62 ;
+  assign dst_data[15:0] = \$51 ;
   assign \$1 [31] = 1'h0;
   assign \$1 [30:0] = \$signal [30:0];
-  assign \$12 [30:0] = src_data[30:0];
-  assign \$12 [31] = 1'h1;
-  assign \$22 [30:0] = src_data[62:32];
-  assign \$22 [31] = 1'h1;
-  assign \$32 [30:0] = src_data[94:64];
-  assign \$32 [31] = 1'h1;
-  assign \$42 [30:0] = src_data[126:96];
-  assign \$42 [31] = 1'h1;
-  assign \$52 [30:0] = src_data[158:128];
-  assign \$52 [31] = 1'h1;
-  assign \$62 [30:0] = src_data[190:160];
-  assign \$62 [31] = 1'h1;
-  assign \$72 [30:0] = src_data[222:192];
-  assign \$72 [31] = 1'h1;
-  assign \$82 [30:0] = src_data[254:224];
-  assign \$82 [31] = 1'h1;
-  assign \$92 [30:0] = src_data[286:256];
-  assign \$92 [31] = 1'h1;
-  assign \$102 [30:0] = src_data[318:288];
-  assign \$102 [31] = 1'h1;
-  assign \$112 [30:0] = src_data[350:320];
-  assign \$112 [31] = 1'h1;
-  assign \$122 [30:0] = src_data[382:352];
-  assign \$122 [31] = 1'h1;
-  assign \$132 [30:0] = src_data[414:384];
-  assign \$132 [31] = 1'h1;
-  assign \$142 [30:0] = src_data[446:416];
-  assign \$142 [31] = 1'h1;
-  assign \$152 [30:0] = src_data[478:448];
-  assign \$152 [31] = 1'h1;
-  assign \$162 [30:0] = src_data[510:480];
-  assign \$162 [31] = 1'h1;
-  assign \$172 [30:0] = src_data[542:512];
-  assign \$172 [31] = 1'h1;
-  assign \$182 [30:0] = src_data[574:544];
-  assign \$182 [31] = 1'h1;
-  assign \$192 [30:0] = src_data[606:576];
-  assign \$192 [31] = 1'h1;
-  assign \$202 [30:0] = src_data[638:608];
-  assign \$202 [31] = 1'h1;
-  assign \$212 [30:0] = src_data[670:640];
-  assign \$212 [31] = 1'h1;
-  assign \$222 [30:0] = src_data[702:672];
-  assign \$222 [31] = 1'h1;
-  assign \$232 [30:0] = src_data[734:704];
-  assign \$232 [31] = 1'h1;
-  assign \$242 [30:0] = src_data[766:736];
-  assign \$242 [31] = 1'h1;
-  assign \$252 [30:0] = src_data[798:768];
-  assign \$252 [31] = 1'h1;
-  assign \$262 [30:0] = src_data[830:800];
-  assign \$262 [31] = 1'h1;
-  assign \$272 [30:0] = src_data[862:832];
-  assign \$272 [31] = 1'h1;
-  assign \$282 [30:0] = src_data[894:864];
-  assign \$282 [31] = 1'h1;
-  assign \$292 [30:0] = src_data[926:896];
-  assign \$292 [31] = 1'h1;
-  assign \$302 [30:0] = src_data[958:928];
-  assign \$302 [31] = 1'h1;
-  assign \$312 [30:0] = src_data[990:960];
-  assign \$312 [31] = 1'h1;
-  assign \$322 [30:0] = src_data[1022:992];
-  assign \$322 [31] = 1'h1;
-  assign \$840 [30:0] = m[30:0];
-  assign \$840 [31] = \$auto$rtlil.cc:2739:Not$2 ;
-  assign \$841 [30:0] = m[30:0];
-  assign \$841 [31] = \$auto$rtlil.cc:2739:Not$4 ;
-  assign \$842 [30:0] = m[30:0];
-  assign \$842 [31] = \$auto$rtlil.cc:2739:Not$6 ;
-  assign \$843 [30:0] = m[30:0];
-  assign \$843 [31] = \$auto$rtlil.cc:2739:Not$8 ;
-  assign \$844 [30:0] = m[30:0];
-  assign \$844 [31] = \$auto$rtlil.cc:2739:Not$10 ;
-  assign \$845 [30:0] = m[30:0];
-  assign \$845 [31] = \$auto$rtlil.cc:2739:Not$12 ;
-  assign \$846 [30:0] = m[30:0];
-  assign \$846 [31] = \$auto$rtlil.cc:2739:Not$14 ;
-  assign \$847 [30:0] = m[30:0];
-  assign \$847 [31] = \$auto$rtlil.cc:2739:Not$16 ;
-  assign \$848 [30:0] = m[30:0];
-  assign \$848 [31] = \$auto$rtlil.cc:2739:Not$18 ;
-  assign \$849 [30:0] = m[30:0];
-  assign \$849 [31] = \$auto$rtlil.cc:2739:Not$20 ;
-  assign \$850 [30:0] = m[30:0];
-  assign \$850 [31] = \$auto$rtlil.cc:2739:Not$22 ;
-  assign \$851 [30:0] = m[30:0];
-  assign \$851 [31] = \$auto$rtlil.cc:2739:Not$24 ;
-  assign \$852 [30:0] = m[30:0];
-  assign \$852 [31] = \$auto$rtlil.cc:2739:Not$26 ;
-  assign \$853 [30:0] = m[30:0];
-  assign \$853 [31] = \$auto$rtlil.cc:2739:Not$28 ;
-  assign \$854 [30:0] = m[30:0];
-  assign \$854 [31] = \$auto$rtlil.cc:2739:Not$30 ;
-  assign \$855 [30:0] = m[30:0];
-  assign \$855 [31] = \$auto$rtlil.cc:2739:Not$32 ;
-  assign \$856 [30:0] = m[30:0];
-  assign \$856 [31] = \$auto$rtlil.cc:2739:Not$34 ;
-  assign \$857 [30:0] = m[30:0];
-  assign \$857 [31] = \$auto$rtlil.cc:2739:Not$36 ;
-  assign \$858 [30:0] = m[30:0];
-  assign \$858 [31] = \$auto$rtlil.cc:2739:Not$38 ;
-  assign \$859 [30:0] = m[30:0];
-  assign \$859 [31] = \$auto$rtlil.cc:2739:Not$40 ;
-  assign \$860 [30:0] = m[30:0];
-  assign \$860 [31] = \$auto$rtlil.cc:2739:Not$42 ;
-  assign \$861 [30:0] = m[30:0];
-  assign \$861 [31] = \$auto$rtlil.cc:2739:Not$44 ;
-  assign \$862 [30:0] = m[30:0];
-  assign \$862 [31] = \$auto$rtlil.cc:2739:Not$46 ;
-  assign \$863 [30:0] = m[30:0];
-  assign \$863 [31] = \$auto$rtlil.cc:2739:Not$48 ;
-  assign \$864 [30:0] = m[30:0];
-  assign \$864 [31] = \$auto$rtlil.cc:2739:Not$50 ;
-  assign \$865 [30:0] = m[30:0];
-  assign \$865 [31] = \$auto$rtlil.cc:2739:Not$52 ;
-  assign \$866 [30:0] = m[30:0];
-  assign \$866 [31] = \$auto$rtlil.cc:2739:Not$54 ;
-  assign \$867 [30:0] = m[30:0];
-  assign \$867 [31] = \$auto$rtlil.cc:2739:Not$56 ;
-  assign \$868 [30:0] = m[30:0];
-  assign \$868 [31] = \$auto$rtlil.cc:2739:Not$58 ;
-  assign \$869 [30:0] = m[30:0];
-  assign \$869 [31] = \$auto$rtlil.cc:2739:Not$60 ;
-  assign \$870 [30:0] = m[30:0];
-  assign \$870 [31] = \$auto$rtlil.cc:2739:Not$62 ;
-  assign \$871 [30:0] = m[30:0];
-  assign \$871 [31] = \$auto$rtlil.cc:2739:Not$64 ;
+  assign \$485 [30:0] = src_data[30:0];
+  assign \$485 [31] = 1'h1;
+  assign \$497 [30:0] = src_data[62:32];
+  assign \$497 [31] = 1'h1;
+  assign \$509 [30:0] = src_data[94:64];
+  assign \$509 [31] = 1'h1;
+  assign \$521 [30:0] = src_data[126:96];
+  assign \$521 [31] = 1'h1;
+  assign \$533 [30:0] = src_data[158:128];
+  assign \$533 [31] = 1'h1;
+  assign \$545 [30:0] = src_data[190:160];
+  assign \$545 [31] = 1'h1;
+  assign \$557 [30:0] = src_data[222:192];
+  assign \$557 [31] = 1'h1;
+  assign \$569 [30:0] = src_data[254:224];
+  assign \$569 [31] = 1'h1;
+  assign \$581 [30:0] = src_data[286:256];
+  assign \$581 [31] = 1'h1;
+  assign \$593 [30:0] = src_data[318:288];
+  assign \$593 [31] = 1'h1;
+  assign \$605 [30:0] = src_data[350:320];
+  assign \$605 [31] = 1'h1;
+  assign \$617 [30:0] = src_data[382:352];
+  assign \$617 [31] = 1'h1;
+  assign \$629 [30:0] = src_data[414:384];
+  assign \$629 [31] = 1'h1;
+  assign \$641 [30:0] = src_data[446:416];
+  assign \$641 [31] = 1'h1;
+  assign \$653 [30:0] = src_data[478:448];
+  assign \$653 [31] = 1'h1;
+  assign \$665 [30:0] = src_data[510:480];
+  assign \$665 [31] = 1'h1;
+  assign \$677 [30:0] = src_data[542:512];
+  assign \$677 [31] = 1'h1;
+  assign \$689 [30:0] = src_data[574:544];
+  assign \$689 [31] = 1'h1;
+  assign \$701 [30:0] = src_data[606:576];
+  assign \$701 [31] = 1'h1;
+  assign \$713 [30:0] = src_data[638:608];
+  assign \$713 [31] = 1'h1;
+  assign \$725 [30:0] = src_data[670:640];
+  assign \$725 [31] = 1'h1;
+  assign \$737 [30:0] = src_data[702:672];
+  assign \$737 [31] = 1'h1;
+  assign \$749 [30:0] = src_data[734:704];
+  assign \$749 [31] = 1'h1;
+  assign \$761 [30:0] = src_data[766:736];
+  assign \$761 [31] = 1'h1;
+  assign \$773 [30:0] = src_data[798:768];
+  assign \$773 [31] = 1'h1;
+  assign \$785 [30:0] = src_data[830:800];
+  assign \$785 [31] = 1'h1;
+  assign \$797 [30:0] = src_data[862:832];
+  assign \$797 [31] = 1'h1;
+  assign \$809 [30:0] = src_data[894:864];
+  assign \$809 [31] = 1'h1;
+  assign \$821 [30:0] = src_data[926:896];
+  assign \$821 [31] = 1'h1;
+  assign \$833 [30:0] = src_data[958:928];
+  assign \$833 [31] = 1'h1;
+  assign \$845 [30:0] = src_data[990:960];
+  assign \$845 [31] = 1'h1;
+  assign \$857 [30:0] = src_data[1022:992];
+  assign \$857 [31] = 1'h1;
+  assign \$905 [30:0] = m[30:0];
+  assign \$905 [31] = \$auto$rtlil.cc:2739:Not$2 ;
+  assign \$906 [30:0] = m[30:0];
+  assign \$906 [31] = \$auto$rtlil.cc:2739:Not$4 ;
+  assign \$907 [30:0] = m[30:0];
+  assign \$907 [31] = \$auto$rtlil.cc:2739:Not$6 ;
+  assign \$908 [30:0] = m[30:0];
+  assign \$908 [31] = \$auto$rtlil.cc:2739:Not$8 ;
+  assign \$909 [30:0] = m[30:0];
+  assign \$909 [31] = \$auto$rtlil.cc:2739:Not$10 ;
+  assign \$910 [30:0] = m[30:0];
+  assign \$910 [31] = \$auto$rtlil.cc:2739:Not$12 ;
+  assign \$911 [30:0] = m[30:0];
+  assign \$911 [31] = \$auto$rtlil.cc:2739:Not$14 ;
+  assign \$912 [30:0] = m[30:0];
+  assign \$912 [31] = \$auto$rtlil.cc:2739:Not$16 ;
+  assign \$913 [30:0] = m[30:0];
+  assign \$913 [31] = \$auto$rtlil.cc:2739:Not$18 ;
+  assign \$914 [30:0] = m[30:0];
+  assign \$914 [31] = \$auto$rtlil.cc:2739:Not$20 ;
+  assign \$915 [30:0] = m[30:0];
+  assign \$915 [31] = \$auto$rtlil.cc:2739:Not$22 ;
+  assign \$916 [30:0] = m[30:0];
+  assign \$916 [31] = \$auto$rtlil.cc:2739:Not$24 ;
+  assign \$917 [30:0] = m[30:0];
+  assign \$917 [31] = \$auto$rtlil.cc:2739:Not$26 ;
+  assign \$918 [30:0] = m[30:0];
+  assign \$918 [31] = \$auto$rtlil.cc:2739:Not$28 ;
+  assign \$919 [30:0] = m[30:0];
+  assign \$919 [31] = \$auto$rtlil.cc:2739:Not$30 ;
+  assign \$920 [30:0] = m[30:0];
+  assign \$920 [31] = \$auto$rtlil.cc:2739:Not$32 ;
+  assign \$921 [30:0] = m[30:0];
+  assign \$921 [31] = \$auto$rtlil.cc:2739:Not$34 ;
+  assign \$922 [30:0] = m[30:0];
+  assign \$922 [31] = \$auto$rtlil.cc:2739:Not$36 ;
+  assign \$923 [30:0] = m[30:0];
+  assign \$923 [31] = \$auto$rtlil.cc:2739:Not$38 ;
+  assign \$924 [30:0] = m[30:0];
+  assign \$924 [31] = \$auto$rtlil.cc:2739:Not$40 ;
+  assign \$925 [30:0] = m[30:0];
+  assign \$925 [31] = \$auto$rtlil.cc:2739:Not$42 ;
+  assign \$926 [30:0] = m[30:0];
+  assign \$926 [31] = \$auto$rtlil.cc:2739:Not$44 ;
+  assign \$927 [30:0] = m[30:0];
+  assign \$927 [31] = \$auto$rtlil.cc:2739:Not$46 ;
+  assign \$928 [30:0] = m[30:0];
+  assign \$928 [31] = \$auto$rtlil.cc:2739:Not$48 ;
+  assign \$929 [30:0] = m[30:0];
+  assign \$929 [31] = \$auto$rtlil.cc:2739:Not$50 ;
+  assign \$930 [30:0] = m[30:0];
+  assign \$930 [31] = \$auto$rtlil.cc:2739:Not$52 ;
+  assign \$931 [30:0] = m[30:0];
+  assign \$931 [31] = \$auto$rtlil.cc:2739:Not$54 ;
+  assign \$932 [30:0] = m[30:0];
+  assign \$932 [31] = \$auto$rtlil.cc:2739:Not$56 ;
+  assign \$933 [30:0] = m[30:0];
+  assign \$933 [31] = \$auto$rtlil.cc:2739:Not$58 ;
+  assign \$934 [30:0] = m[30:0];
+  assign \$934 [31] = \$auto$rtlil.cc:2739:Not$60 ;
+  assign \$935 [30:0] = m[30:0];
+  assign \$935 [31] = \$auto$rtlil.cc:2739:Not$62 ;
+  assign \$936 [30:0] = m[30:0];
+  assign \$936 [31] = \$auto$rtlil.cc:2739:Not$64 ;
 endmodule
 
 (* generator = "Amaranth" *)
@@ -64063,40 +65141,43 @@ module \ndp_device.control_unit.softmax.recip (rst, start, x, done, r, clk);
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.unpacker (rst, src__data, valid, pair_valid, last, src__ready, start, offset, rows, cols, beats, hold, \pair$49 , src__valid, chunk_d0, pair_chunk_d0, row, col, pair_count, pair_row_end, count
+module \ndp_device.control_unit.unpacker (rst, src__data, valid, pair_valid, last, src__ready, start, offset, rows, cols, beats, hold, \pair$50 , src__valid, chunk_d0, pair_chunk_d0, row, col, pair_count, pair_row_end, count
 , end_of_row, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$90  = 0;
   wire \$1 ;
   wire [6:0] \$10 ;
   reg [31:0] \$100 ;
-  reg [31:0] \$101 ;
-  reg [1:0] \$102 ;
+  reg \$101 ;
+  reg [19:0] \$102 ;
   reg [31:0] \$103 ;
-  reg [19:0] \$104 ;
-  reg \$105 ;
-  reg \$106 ;
-  reg \$107 ;
-  reg [5:0] \$108 ;
+  reg [31:0] \$104 ;
+  reg [1:0] \$105 ;
+  reg [31:0] \$106 ;
+  reg [19:0] \$107 ;
+  reg \$108 ;
   reg \$109 ;
-  wire [7:0] \$11 ;
-  reg [31:0] \$110 ;
+  wire \$11 ;
+  reg \$110 ;
   reg [5:0] \$111 ;
   reg \$112 ;
-  reg [5:0] \$113 ;
-  reg \$114 ;
-  reg [5:0] \$115 ;
-  reg \$116 ;
-  reg [511:0] \$117 ;
-  reg [511:0] \$118 ;
-  reg [511:0] \$119 ;
+  reg [31:0] \$113 ;
+  reg [5:0] \$114 ;
+  reg \$115 ;
+  reg [5:0] \$116 ;
+  reg \$117 ;
+  reg [5:0] \$118 ;
+  reg \$119 ;
   wire \$12 ;
-  wire \$13 ;
+  reg [511:0] \$120 ;
+  reg [511:0] \$121 ;
+  reg [511:0] \$122 ;
+  wire [7:0] \$13 ;
   wire \$14 ;
   wire \$15 ;
   wire \$16 ;
-  wire [6:0] \$17 ;
+  wire \$17 ;
   wire \$18 ;
-  wire \$19 ;
+  wire [6:0] \$19 ;
   wire \$2 ;
   wire \$20 ;
   wire \$21 ;
@@ -64106,98 +65187,98 @@ module \ndp_device.control_unit.unpacker (rst, src__data, valid, pair_valid, las
   wire \$25 ;
   wire \$26 ;
   wire \$27 ;
-  wire [31:0] \$28 ;
+  wire \$28 ;
   wire \$29 ;
   wire \$3 ;
-  wire \$30 ;
-  wire [31:0] \$31 ;
-  wire [32:0] \$32 ;
-  wire \$33 ;
-  wire [31:0] \$34 ;
+  wire [31:0] \$30 ;
+  wire \$31 ;
+  wire \$32 ;
+  wire [31:0] \$33 ;
+  wire [32:0] \$34 ;
   wire \$35 ;
-  wire \$36 ;
-  wire [31:0] \$37 ;
+  wire [31:0] \$36 ;
+  wire \$37 ;
   wire \$38 ;
-  wire \$39 ;
+  wire [31:0] \$39 ;
   wire \$4 ;
-  wire [31:0] \$40 ;
-  wire [32:0] \$41 ;
-  wire \$42 ;
-  wire \$43 ;
-  wire [31:0] \$44 ;
-  wire [32:0] \$45 ;
-  wire [32:0] \$46 ;
-  wire \$47 ;
-  wire [31:0] \$48 ;
-  wire [32:0] \$49 ;
+  wire \$40 ;
+  wire \$41 ;
+  wire [31:0] \$42 ;
+  wire [32:0] \$43 ;
+  wire \$44 ;
+  wire \$45 ;
+  wire [31:0] \$46 ;
+  wire [32:0] \$47 ;
+  wire [32:0] \$48 ;
+  wire \$49 ;
   wire \$5 ;
-  wire \$50 ;
-  wire [20:0] \$51 ;
+  wire [31:0] \$50 ;
+  wire [32:0] \$51 ;
   wire \$52 ;
-  wire [21:0] \$53 ;
-  wire [20:0] \$54 ;
-  wire \$55 ;
-  wire [21:0] \$56 ;
-  wire [20:0] \$57 ;
-  wire \$58 ;
-  wire [21:0] \$59 ;
+  wire [20:0] \$53 ;
+  wire \$54 ;
+  wire [21:0] \$55 ;
+  wire [20:0] \$56 ;
+  wire \$57 ;
+  wire [21:0] \$58 ;
+  wire [20:0] \$59 ;
   wire [6:0] \$6 ;
   wire \$60 ;
-  wire [20:0] \$61 ;
+  wire [21:0] \$61 ;
   wire \$62 ;
-  wire [21:0] \$63 ;
+  wire [20:0] \$63 ;
   wire \$64 ;
-  wire [20:0] \$65 ;
+  wire [21:0] \$65 ;
   wire \$66 ;
-  wire [21:0] \$67 ;
+  wire [20:0] \$67 ;
   wire \$68 ;
-  wire \$69 ;
+  wire [21:0] \$69 ;
   wire [5:0] \$7 ;
   wire \$70 ;
-  wire [5:0] \$71 ;
+  wire \$71 ;
   wire \$72 ;
-  wire \$73 ;
-  wire [31:0] \$74 ;
+  wire [5:0] \$73 ;
+  wire \$74 ;
   wire \$75 ;
-  wire \$76 ;
-  wire [5:0] \$77 ;
+  wire [31:0] \$76 ;
+  wire \$77 ;
   wire \$78 ;
-  wire \$79 ;
+  wire [5:0] \$79 ;
   wire [7:0] \$8 ;
   wire \$80 ;
-  wire [32:0] \$81 ;
-  wire [32:0] \$82 ;
+  wire \$81 ;
+  wire \$82 ;
   wire [32:0] \$83 ;
-  wire \$84 ;
+  wire [32:0] \$84 ;
   wire [32:0] \$85 ;
-  wire [32:0] \$86 ;
+  wire \$86 ;
   wire [32:0] \$87 ;
-  wire \$88 ;
+  wire [32:0] \$88 ;
   wire [32:0] \$89 ;
   wire [6:0] \$9 ;
-  wire [2:0] \$90 ;
-  wire [2:0] \$91 ;
-  wire [3:0] \$92 ;
-  wire \$93 ;
-  reg \$94 ;
-  reg [4:0] \$95 ;
-  reg [31:0] \$96 ;
-  reg [31:0] \$97 ;
-  reg \$98 ;
-  reg [19:0] \$99 ;
+  wire \$90 ;
+  wire [32:0] \$91 ;
+  wire [2:0] \$92 ;
+  wire [2:0] \$93 ;
+  wire [3:0] \$94 ;
+  wire \$95 ;
+  reg \$96 ;
+  reg \$97 ;
+  reg [4:0] \$98 ;
+  reg [31:0] \$99 ;
   (* init = 20'h00000 *)
   wire [19:0] \$signal ;
   reg \$signal$10  = 1'h0;
   reg [5:0] \$signal$13  = 6'h00;
   reg [5:0] \$signal$14  = 6'h00;
-  reg \$signal$33  = 1'h0;
   reg \$signal$34  = 1'h0;
-  wire \$signal$37 ;
-  reg [31:0] \$signal$39  = 32'd0;
-  reg [31:0] \$signal$46  = 32'd0;
-  reg [31:0] \$signal$50  = 32'd0;
-  reg [5:0] \$signal$54  = 6'h00;
-  reg [5:0] \$signal$56  = 6'h00;
+  reg \$signal$35  = 1'h0;
+  wire \$signal$38 ;
+  reg [31:0] \$signal$40  = 32'd0;
+  reg [31:0] \$signal$47  = 32'd0;
+  reg [31:0] \$signal$51  = 32'd0;
+  reg [5:0] \$signal$55  = 6'h00;
+  reg [5:0] \$signal$57  = 6'h00;
   reg \$signal$9  = 1'h0;
   (* init = 1'h0 *)
   wire active;
@@ -64232,8 +65313,8 @@ module \ndp_device.control_unit.unpacker (rst, src__data, valid, pair_valid, las
   input [4:0] offset;
   wire [4:0] offset;
   reg pair = 1'h0;
-  input \pair$49 ;
-  wire \pair$49 ;
+  input \pair$50 ;
+  wire \pair$50 ;
   output [511:0] pair_chunk_d0;
   reg [511:0] pair_chunk_d0;
   reg [751:0] pair_chunk_d4;
@@ -64248,6 +65329,7 @@ module \ndp_device.control_unit.unpacker (rst, src__data, valid, pair_valid, las
   wire pair_valid;
   wire paired;
   reg [4:0] pos = 5'h00;
+  reg priming = 1'h0;
   reg [1:0] retire;
   wire room;
   output [19:0] row;
@@ -64285,145 +65367,149 @@ module \ndp_device.control_unit.unpacker (rst, src__data, valid, pair_valid, las
   assign \$8  = \$6  + \$7 ;
   assign \$9  = pos + \$signal$13 ;
   assign \$10  = pos + \$signal$13 ;
-  assign \$11  = held * 6'h20;
-  assign \$12  = \$8 [6:0] <= \$11 ;
-  assign \$13  = busy & \$12 ;
-  assign \$14  = ~ hold;
-  assign valid = \$13  & \$14 ;
+  assign \$11  = ~ priming;
+  assign \$12  = busy & \$11 ;
+  assign \$13  = held * 6'h20;
+  assign \$14  = \$8 [6:0] <= \$13 ;
+  assign \$15  = \$12  & \$14 ;
+  assign \$16  = ~ hold;
+  assign valid = \$15  & \$16 ;
   assign pair_valid = valid & paired;
-  assign \$15  = paired & \$signal$10 ;
-  assign \$16  = \$15  ? \$signal$34  : \$signal$33 ;
-  assign last = end_of_row & \$16 ;
-  assign \$18  = held != 2'h3;
-  assign \$19  = \$8 [6:0] >= 6'h20;
-  assign \$20  = valid & \$19 ;
-  assign room = \$18  | \$20 ;
-  assign \$21  = busy & room;
-  assign \$22  = taken < \$signal$39 ;
-  assign \$23  = \$21  & \$22 ;
-  assign \$signal$37  = \$23  & src__valid;
-  assign \$24  = rows == 1'h1;
-  assign \$25  = rows == 2'h2;
-  assign \$26  = rows > 1'h1;
-  assign \$27  = cols < 6'h20;
-  assign \$28  = \$27  ? cols : 32'd32;
-  assign \$29  = cols <= 6'h20;
-  assign \$30  = cols < 6'h20;
-  assign \$31  = \$30  ? cols : 32'd32;
-  assign \$32  = cols - \$31 ;
-  assign \$33  = cols < 6'h20;
-  assign \$34  = \$33  ? cols : 32'd32;
-  assign \$35  = cols <= 6'h20;
-  assign \$36  = cols < 6'h20;
-  assign \$37  = \$36  ? cols : 32'd32;
-  assign \$38  = cols <= 6'h20;
-  assign \$39  = cols < 6'h20;
-  assign \$40  = \$39  ? cols : 32'd32;
-  assign \$41  = cols - \$40 ;
-  assign \$42  = $signed(\$41 ) < $signed(7'h20);
-  assign \$43  = cols < 6'h20;
-  assign \$44  = \$43  ? cols : 32'd32;
-  assign \$45  = cols - \$44 ;
-  assign \$46  = \$42  ? \$45  : 33'h000000020;
-  assign \$47  = cols < 6'h20;
-  assign \$48  = \$47  ? cols : 32'd32;
-  assign \$49  = cols - \$48 ;
-  assign \$50  = $signed(\$49 ) <= $signed(7'h20);
-  assign \$51  = row + 1'h1;
-  assign \$52  = paired & \$signal$10 ;
-  assign \$53  = \$51  + \$52 ;
-  assign \$54  = rows_left - 1'h1;
-  assign \$55  = paired & \$signal$10 ;
-  assign \$56  = $signed(\$54 ) - $signed({ 1'h0, \$55  });
-  assign \$57  = rows_left - 1'h1;
-  assign \$58  = paired & \$signal$10 ;
-  assign \$59  = $signed(\$57 ) - $signed({ 1'h0, \$58  });
-  assign \$60  = \$59 [19:0] == 1'h1;
-  assign \$61  = rows_left - 1'h1;
-  assign \$62  = paired & \$signal$10 ;
-  assign \$63  = $signed(\$61 ) - $signed({ 1'h0, \$62  });
-  assign \$64  = \$63 [19:0] == 2'h2;
-  assign \$65  = rows_left - 1'h1;
-  assign \$66  = paired & \$signal$10 ;
-  assign \$67  = $signed(\$65 ) - $signed({ 1'h0, \$66  });
-  assign \$68  = \$67 [19:0] > 1'h1;
-  assign \$69  = ~ \$signal$10 ;
-  assign \$70  = paired & \$69 ;
-  assign \$71  = \$70  ? \$signal$14  : 6'h00;
-  assign \$72  = ~ \$signal$10 ;
-  assign \$73  = paired & \$72 ;
-  assign \$74  = \$73  ? left_after_pair : \$signal$46 ;
-  assign \$75  = ~ \$signal$10 ;
-  assign \$76  = paired & \$75 ;
-  assign \$77  = \$76  ? \$signal$56  : \$signal$54 ;
-  assign \$78  = ~ \$signal$10 ;
-  assign \$79  = paired & \$78 ;
-  assign \$80  = \$79  ? after_pair_ends : row_ends;
-  assign \$81  = col + \$signal$13 ;
-  assign \$82  = \$signal$50  - \$signal$13 ;
-  assign \$83  = \$signal$50  - \$signal$13 ;
-  assign \$84  = $signed(\$83 ) < $signed(7'h20);
-  assign \$85  = \$signal$50  - \$signal$13 ;
-  assign \$86  = \$84  ? \$85  : 33'h000000020;
-  assign \$87  = \$signal$50  - \$signal$13 ;
-  assign \$88  = $signed(\$87 ) <= $signed(7'h20);
-  assign \$89  = taken + 1'h1;
-  assign \$90  = held - retire;
-  assign \$91  = held - retire;
-  assign \$92  = $signed(\$91 ) + $signed({ 1'h0, \$signal$37  });
-  assign \$93  = valid & last;
+  assign \$17  = paired & \$signal$10 ;
+  assign \$18  = \$17  ? \$signal$35  : \$signal$34 ;
+  assign last = end_of_row & \$18 ;
+  assign \$20  = held != 2'h3;
+  assign \$21  = \$8 [6:0] >= 6'h20;
+  assign \$22  = valid & \$21 ;
+  assign room = \$20  | \$22 ;
+  assign \$23  = busy & room;
+  assign \$24  = taken < \$signal$40 ;
+  assign \$25  = \$23  & \$24 ;
+  assign \$signal$38  = \$25  & src__valid;
+  assign \$26  = rows == 1'h1;
+  assign \$27  = rows == 2'h2;
+  assign \$28  = rows > 1'h1;
+  assign \$29  = \$signal$47  < 6'h20;
+  assign \$30  = \$29  ? \$signal$47  : 32'd32;
+  assign \$31  = \$signal$47  <= 6'h20;
+  assign \$32  = \$signal$47  < 6'h20;
+  assign \$33  = \$32  ? \$signal$47  : 32'd32;
+  assign \$34  = \$signal$47  - \$33 ;
+  assign \$35  = \$signal$47  < 6'h20;
+  assign \$36  = \$35  ? \$signal$47  : 32'd32;
+  assign \$37  = \$signal$47  <= 6'h20;
+  assign \$38  = \$signal$47  < 6'h20;
+  assign \$39  = \$38  ? \$signal$47  : 32'd32;
+  assign \$40  = \$signal$47  <= 6'h20;
+  assign \$41  = \$signal$47  < 6'h20;
+  assign \$42  = \$41  ? \$signal$47  : 32'd32;
+  assign \$43  = \$signal$47  - \$42 ;
+  assign \$44  = $signed(\$43 ) < $signed(7'h20);
+  assign \$45  = \$signal$47  < 6'h20;
+  assign \$46  = \$45  ? \$signal$47  : 32'd32;
+  assign \$47  = \$signal$47  - \$46 ;
+  assign \$48  = \$44  ? \$47  : 33'h000000020;
+  assign \$49  = \$signal$47  < 6'h20;
+  assign \$50  = \$49  ? \$signal$47  : 32'd32;
+  assign \$51  = \$signal$47  - \$50 ;
+  assign \$52  = $signed(\$51 ) <= $signed(7'h20);
+  assign \$53  = row + 1'h1;
+  assign \$54  = paired & \$signal$10 ;
+  assign \$55  = \$53  + \$54 ;
+  assign \$56  = rows_left - 1'h1;
+  assign \$57  = paired & \$signal$10 ;
+  assign \$58  = $signed(\$56 ) - $signed({ 1'h0, \$57  });
+  assign \$59  = rows_left - 1'h1;
+  assign \$60  = paired & \$signal$10 ;
+  assign \$61  = $signed(\$59 ) - $signed({ 1'h0, \$60  });
+  assign \$62  = \$61 [19:0] == 1'h1;
+  assign \$63  = rows_left - 1'h1;
+  assign \$64  = paired & \$signal$10 ;
+  assign \$65  = $signed(\$63 ) - $signed({ 1'h0, \$64  });
+  assign \$66  = \$65 [19:0] == 2'h2;
+  assign \$67  = rows_left - 1'h1;
+  assign \$68  = paired & \$signal$10 ;
+  assign \$69  = $signed(\$67 ) - $signed({ 1'h0, \$68  });
+  assign \$70  = \$69 [19:0] > 1'h1;
+  assign \$71  = ~ \$signal$10 ;
+  assign \$72  = paired & \$71 ;
+  assign \$73  = \$72  ? \$signal$14  : 6'h00;
+  assign \$74  = ~ \$signal$10 ;
+  assign \$75  = paired & \$74 ;
+  assign \$76  = \$75  ? left_after_pair : \$signal$47 ;
+  assign \$77  = ~ \$signal$10 ;
+  assign \$78  = paired & \$77 ;
+  assign \$79  = \$78  ? \$signal$57  : \$signal$55 ;
+  assign \$80  = ~ \$signal$10 ;
+  assign \$81  = paired & \$80 ;
+  assign \$82  = \$81  ? after_pair_ends : row_ends;
+  assign \$83  = col + \$signal$13 ;
+  assign \$84  = \$signal$51  - \$signal$13 ;
+  assign \$85  = \$signal$51  - \$signal$13 ;
+  assign \$86  = $signed(\$85 ) < $signed(7'h20);
+  assign \$87  = \$signal$51  - \$signal$13 ;
+  assign \$88  = \$86  ? \$87  : 33'h000000020;
+  assign \$89  = \$signal$51  - \$signal$13 ;
+  assign \$90  = $signed(\$89 ) <= $signed(7'h20);
+  assign \$91  = taken + 1'h1;
+  assign \$92  = held - retire;
+  assign \$93  = held - retire;
+  assign \$94  = $signed(\$93 ) + $signed({ 1'h0, \$signal$38  });
+  assign \$95  = valid & last;
   always @(posedge clk)
-    busy <= \$94 ;
+    priming <= \$96 ;
   always @(posedge clk)
-    pos <= \$95 ;
+    busy <= \$97 ;
   always @(posedge clk)
-    \$signal$46  <= \$96 ;
+    pos <= \$98 ;
   always @(posedge clk)
-    \$signal$39  <= \$97 ;
+    \$signal$47  <= \$99 ;
   always @(posedge clk)
-    pair <= \$98 ;
+    \$signal$40  <= \$100 ;
   always @(posedge clk)
-    row <= \$99 ;
+    pair <= \$101 ;
   always @(posedge clk)
-    col <= \$100 ;
+    row <= \$102 ;
   always @(posedge clk)
-    taken <= \$101 ;
+    col <= \$103 ;
   always @(posedge clk)
-    held <= \$102 ;
+    taken <= \$104 ;
   always @(posedge clk)
-    \$signal$50  <= \$103 ;
+    held <= \$105 ;
   always @(posedge clk)
-    rows_left <= \$104 ;
+    \$signal$51  <= \$106 ;
   always @(posedge clk)
-    \$signal$33  <= \$105 ;
+    rows_left <= \$107 ;
   always @(posedge clk)
-    \$signal$34  <= \$106 ;
+    \$signal$34  <= \$108 ;
   always @(posedge clk)
-    \$signal$9  <= \$107 ;
+    \$signal$35  <= \$109 ;
   always @(posedge clk)
-    \$signal$14  <= \$108 ;
+    \$signal$9  <= \$110 ;
   always @(posedge clk)
-    \$signal$10  <= \$109 ;
+    \$signal$14  <= \$111 ;
   always @(posedge clk)
-    left_after_pair <= \$110 ;
+    \$signal$10  <= \$112 ;
   always @(posedge clk)
-    \$signal$13  <= \$111 ;
+    left_after_pair <= \$113 ;
   always @(posedge clk)
-    end_of_row <= \$112 ;
+    \$signal$13  <= \$114 ;
   always @(posedge clk)
-    \$signal$54  <= \$113 ;
+    end_of_row <= \$115 ;
   always @(posedge clk)
-    row_ends <= \$114 ;
+    \$signal$55  <= \$116 ;
   always @(posedge clk)
-    \$signal$56  <= \$115 ;
+    row_ends <= \$117 ;
   always @(posedge clk)
-    after_pair_ends <= \$116 ;
+    \$signal$57  <= \$118 ;
   always @(posedge clk)
-    win0 <= \$117 ;
+    after_pair_ends <= \$119 ;
   always @(posedge clk)
-    win1 <= \$118 ;
+    win0 <= \$120 ;
   always @(posedge clk)
-    win2 <= \$119 ;
+    win1 <= \$121 ;
+  always @(posedge clk)
+    win2 <= \$122 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
     (* full_case = 32'd1 *)
@@ -64536,93 +65622,57 @@ module \ndp_device.control_unit.unpacker (rst, src__data, valid, pair_valid, las
     if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
     retire = 2'h0;
     if (valid) begin
-      retire = \$17 [1:0];
+      retire = \$19 [1:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
-    \$94  = busy;
-    if (start) begin
-      \$94  = 1'h1;
+    \$96  = start;
+    if (rst) begin
+      \$96  = 1'h0;
     end
-    if (\$93 ) begin
-      \$94  = 1'h0;
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
+    \$97  = busy;
+    if (start) begin
+      \$97  = 1'h1;
+    end
+    if (\$95 ) begin
+      \$97  = 1'h0;
     end
     if (rst) begin
-      \$94  = 1'h0;
+      \$97  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
-    \$95  = pos;
+    \$98  = pos;
     if (start) begin
-      \$95  = offset;
+      \$98  = offset;
     end
     if (valid) begin
-      \$95  = \$8 [4:0];
+      \$98  = \$8 [4:0];
     end
     if (rst) begin
-      \$95  = 5'h00;
+      \$98  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
-    \$96  = \$signal$46 ;
+    \$99  = \$signal$47 ;
     if (start) begin
-      \$96  = cols;
+      \$99  = cols;
     end
     if (rst) begin
-      \$96  = 32'd0;
+      \$99  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
-    \$97  = \$signal$39 ;
+    \$100  = \$signal$40 ;
     if (start) begin
-      \$97  = beats;
-    end
-    if (rst) begin
-      \$97  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
-    \$98  = pair;
-    if (start) begin
-      \$98  = \pair$49 ;
-    end
-    if (rst) begin
-      \$98  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
-    \$99  = row;
-    if (start) begin
-      \$99  = 20'h00000;
-    end
-    if (valid) begin
-      if (end_of_row) begin
-        \$99  = \$53 [19:0];
-      end
-    end
-    if (rst) begin
-      \$99  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
-    \$100  = col;
-    if (start) begin
-      \$100  = 32'd0;
-    end
-    if (valid) begin
-      (* full_case = 32'd1 *)
-      if (end_of_row) begin
-        \$100  = { 26'h0000000, \$71  };
-      end else begin
-        \$100  = \$81 [31:0];
-      end
+      \$100  = beats;
     end
     if (rst) begin
       \$100  = 32'd0;
@@ -64630,39 +65680,41 @@ module \ndp_device.control_unit.unpacker (rst, src__data, valid, pair_valid, las
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
-    \$101  = taken;
+    \$101  = pair;
     if (start) begin
-      \$101  = 32'd0;
-    end
-    if (\$signal$37 ) begin
-      \$101  = \$89 [31:0];
+      \$101  = \pair$50 ;
     end
     if (rst) begin
-      \$101  = 32'd0;
+      \$101  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
-    \$102  = \$92 [1:0];
-    if (\$93 ) begin
-      \$102  = 2'h0;
+    \$102  = row;
+    if (start) begin
+      \$102  = 20'h00000;
+    end
+    if (valid) begin
+      if (end_of_row) begin
+        \$102  = \$55 [19:0];
+      end
     end
     if (rst) begin
-      \$102  = 2'h0;
+      \$102  = 20'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
-    \$103  = \$signal$50 ;
+    \$103  = col;
     if (start) begin
-      \$103  = cols;
+      \$103  = 32'd0;
     end
     if (valid) begin
       (* full_case = 32'd1 *)
       if (end_of_row) begin
-        \$103  = \$74 ;
+        \$103  = { 26'h0000000, \$73  };
       end else begin
-        \$103  = \$82 [31:0];
+        \$103  = \$83 [31:0];
       end
     end
     if (rst) begin
@@ -64671,79 +65723,85 @@ module \ndp_device.control_unit.unpacker (rst, src__data, valid, pair_valid, las
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
-    \$104  = rows_left;
+    \$104  = taken;
     if (start) begin
-      \$104  = rows;
+      \$104  = 32'd0;
+    end
+    if (\$signal$38 ) begin
+      \$104  = \$91 [31:0];
+    end
+    if (rst) begin
+      \$104  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
+    \$105  = \$94 [1:0];
+    if (\$95 ) begin
+      \$105  = 2'h0;
+    end
+    if (rst) begin
+      \$105  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
+    \$106  = \$signal$51 ;
+    if (start) begin
+      \$106  = cols;
     end
     if (valid) begin
+      (* full_case = 32'd1 *)
       if (end_of_row) begin
-        \$104  = \$56 [19:0];
+        \$106  = \$76 ;
+      end else begin
+        \$106  = \$84 [31:0];
       end
     end
     if (rst) begin
-      \$104  = 20'h00000;
+      \$106  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
-    \$105  = \$signal$33 ;
+    \$107  = rows_left;
     if (start) begin
-      \$105  = \$24 ;
+      \$107  = rows;
     end
     if (valid) begin
       if (end_of_row) begin
-        \$105  = \$60 ;
+        \$107  = \$58 [19:0];
       end
     end
     if (rst) begin
-      \$105  = 1'h0;
+      \$107  = 20'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
-    \$106  = \$signal$34 ;
+    \$108  = \$signal$34 ;
     if (start) begin
-      \$106  = \$25 ;
+      \$108  = \$26 ;
     end
     if (valid) begin
       if (end_of_row) begin
-        \$106  = \$64 ;
+        \$108  = \$62 ;
       end
     end
     if (rst) begin
-      \$106  = 1'h0;
+      \$108  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
-    \$107  = \$signal$9 ;
+    \$109  = \$signal$35 ;
     if (start) begin
-      \$107  = \$26 ;
+      \$109  = \$27 ;
     end
     if (valid) begin
       if (end_of_row) begin
-        \$107  = \$68 ;
+        \$109  = \$66 ;
       end
-    end
-    if (rst) begin
-      \$107  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
-    \$108  = \$signal$14 ;
-    if (start) begin
-      \$108  = \$28 [5:0];
-    end
-    if (rst) begin
-      \$108  = 6'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
-    \$109  = \$signal$10 ;
-    if (start) begin
-      \$109  = \$29 ;
     end
     if (rst) begin
       \$109  = 1'h0;
@@ -64751,27 +65809,24 @@ module \ndp_device.control_unit.unpacker (rst, src__data, valid, pair_valid, las
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
-    \$110  = left_after_pair;
+    \$110  = \$signal$9 ;
     if (start) begin
-      \$110  = \$32 [31:0];
+      \$110  = \$28 ;
+    end
+    if (valid) begin
+      if (end_of_row) begin
+        \$110  = \$70 ;
+      end
     end
     if (rst) begin
-      \$110  = 32'd0;
+      \$110  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
-    \$111  = \$signal$13 ;
-    if (start) begin
-      \$111  = \$34 [5:0];
-    end
-    if (valid) begin
-      (* full_case = 32'd1 *)
-      if (end_of_row) begin
-        \$111  = \$77 ;
-      end else begin
-        \$111  = \$86 [5:0];
-      end
+    \$111  = \$signal$14 ;
+    if (priming) begin
+      \$111  = \$30 [5:0];
     end
     if (rst) begin
       \$111  = 6'h00;
@@ -64779,17 +65834,9 @@ module \ndp_device.control_unit.unpacker (rst, src__data, valid, pair_valid, las
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
-    \$112  = end_of_row;
-    if (start) begin
-      \$112  = \$35 ;
-    end
-    if (valid) begin
-      (* full_case = 32'd1 *)
-      if (end_of_row) begin
-        \$112  = \$80 ;
-      end else begin
-        \$112  = \$88 ;
-      end
+    \$112  = \$signal$10 ;
+    if (priming) begin
+      \$112  = \$31 ;
     end
     if (rst) begin
       \$112  = 1'h0;
@@ -64797,97 +65844,143 @@ module \ndp_device.control_unit.unpacker (rst, src__data, valid, pair_valid, las
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
-    \$113  = \$signal$54 ;
-    if (start) begin
-      \$113  = \$37 [5:0];
+    \$113  = left_after_pair;
+    if (priming) begin
+      \$113  = \$34 [31:0];
     end
     if (rst) begin
-      \$113  = 6'h00;
+      \$113  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
-    \$114  = row_ends;
-    if (start) begin
-      \$114  = \$38 ;
+    \$114  = \$signal$13 ;
+    if (priming) begin
+      \$114  = \$36 [5:0];
+    end
+    if (valid) begin
+      (* full_case = 32'd1 *)
+      if (end_of_row) begin
+        \$114  = \$79 ;
+      end else begin
+        \$114  = \$88 [5:0];
+      end
     end
     if (rst) begin
-      \$114  = 1'h0;
+      \$114  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
-    \$115  = \$signal$56 ;
-    if (start) begin
-      \$115  = \$46 [5:0];
+    \$115  = end_of_row;
+    if (priming) begin
+      \$115  = \$37 ;
+    end
+    if (valid) begin
+      (* full_case = 32'd1 *)
+      if (end_of_row) begin
+        \$115  = \$82 ;
+      end else begin
+        \$115  = \$90 ;
+      end
     end
     if (rst) begin
-      \$115  = 6'h00;
+      \$115  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
-    \$116  = after_pair_ends;
-    if (start) begin
-      \$116  = \$50 ;
+    \$116  = \$signal$55 ;
+    if (priming) begin
+      \$116  = \$39 [5:0];
     end
     if (rst) begin
-      \$116  = 1'h0;
+      \$116  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
-    \$117  = win0;
+    \$117  = row_ends;
+    if (priming) begin
+      \$117  = \$40 ;
+    end
+    if (rst) begin
+      \$117  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
+    \$118  = \$signal$57 ;
+    if (priming) begin
+      \$118  = \$48 [5:0];
+    end
+    if (rst) begin
+      \$118  = 6'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
+    \$119  = after_pair_ends;
+    if (priming) begin
+      \$119  = \$52 ;
+    end
+    if (rst) begin
+      \$119  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
+    \$120  = win0;
     casez (retire)
       2'h1:
-          \$117  = win1;
+          \$120  = win1;
       2'h2:
-          \$117  = win2;
+          \$120  = win2;
     endcase
-    if (\$signal$37 ) begin
-      casez (\$90 )
+    if (\$signal$38 ) begin
+      casez (\$92 )
         3'h0:
-            \$117  = src__data;
+            \$120  = src__data;
       endcase
     end
     if (rst) begin
-      \$117  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$120  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
-    \$118  = win1;
+    \$121  = win1;
     casez (retire)
       2'h1:
-          \$118  = win2;
+          \$121  = win2;
     endcase
-    if (\$signal$37 ) begin
-      casez (\$90 )
+    if (\$signal$38 ) begin
+      casez (\$92 )
         3'h0:
             /* empty */;
         3'h1:
-            \$118  = src__data;
+            \$121  = src__data;
       endcase
     end
     if (rst) begin
-      \$118  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$121  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$90 ) begin end
-    \$119  = win2;
-    if (\$signal$37 ) begin
-      casez (\$90 )
+    \$122  = win2;
+    if (\$signal$38 ) begin
+      casez (\$92 )
         3'h0:
             /* empty */;
         3'h1:
             /* empty */;
         3'h2:
-            \$119  = src__data;
+            \$122  = src__data;
       endcase
     end
     if (rst) begin
-      \$119  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$122  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   assign active = busy;
@@ -64897,11 +65990,11 @@ module \ndp_device.control_unit.unpacker (rst, src__data, valid, pair_valid, las
   assign data = chunk_d0;
   assign row_end = end_of_row;
   assign pair_data = pair_chunk_d0;
-  assign src__ready = \$signal$37 ;
+  assign src__ready = \$signal$38 ;
   assign pair_count = \$signal$14 ;
   assign pair_row_end = \$signal$10 ;
   assign count = \$signal$13 ;
-  assign \$17  = { 5'h00, \$8 [6:5] };
+  assign \$19  = { 5'h00, \$8 [6:5] };
 endmodule
 
 (* generator = "Amaranth" *)
@@ -65158,8 +66251,8 @@ module \ndp_device.control_unit.writer (clk, rst, bus__awlen, bus__wdata, bus__w
     .r_en(\r_en$44 ),
     .r_rdy(\r_rdy$39 ),
     .rst(rst),
+    .w_data(\$8 [6:0]),
     .w_en(\w_en$32 ),
-    .w_port__data(\$8 [6:0]),
     .w_rdy(\w_rdy$51 )
   );
   \ndp_device.control_unit.writer.tags  tags (
@@ -65168,8 +66261,8 @@ module \ndp_device.control_unit.writer (clk, rst, bus__awlen, bus__wdata, bus__w
     .r_en(r_en),
     .r_rdy(bus__bready),
     .rst(rst),
+    .w_data(w_data),
     .w_en(w_en),
-    .w_port__data(w_data),
     .w_rdy(w_rdy)
   );
   always @* begin
@@ -65338,17 +66431,19 @@ module \ndp_device.control_unit.writer (clk, rst, bus__awlen, bus__wdata, bus__w
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.writer.counts (rst, w_port__data, w_en, r_en, w_rdy, r_rdy, r_data, level, clk);
+module \ndp_device.control_unit.writer.counts (rst, w_data, w_en, r_en, w_rdy, r_rdy, r_data, level, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$92  = 0;
   wire \$1 ;
   wire \$10 ;
   wire \$11 ;
   wire \$12 ;
-  wire \$13 ;
+  wire [6:0] \$13 ;
   wire [5:0] \$14 ;
   reg [3:0] \$15 ;
   reg [3:0] \$16 ;
   reg [4:0] \$17 ;
+  reg [5:0] \$18 ;
+  reg [4:0] \$19 ;
   wire [4:0] \$2 ;
   wire \$3 ;
   wire [4:0] \$4 ;
@@ -65356,15 +66451,20 @@ module \ndp_device.control_unit.writer.counts (rst, w_port__data, w_en, r_en, w_
   wire \$6 ;
   wire \$7 ;
   wire \$8 ;
-  wire [5:0] \$9 ;
+  wire \$9 ;
+  (* init = 4'h0 *)
+  wire [3:0] \$signal ;
+  reg [3:0] \$signature__addr  = 4'h0;
+  wire [6:0] \$signature__data ;
+  wire \$signature__en ;
   input clk;
   wire clk;
   (* init = 4'h0 *)
   wire [3:0] consume;
   output [4:0] level;
   reg [4:0] level = 5'h00;
-  (* init = 4'h0 *)
-  wire [3:0] produce;
+  reg [4:0] level_down = 5'h1f;
+  reg [5:0] level_up = 6'h01;
   output [6:0] r_data;
   wire [6:0] r_data;
   input r_en;
@@ -65377,15 +66477,12 @@ module \ndp_device.control_unit.writer.counts (rst, w_port__data, w_en, r_en, w_
   wire r_rdy;
   input rst;
   wire rst;
+  input [6:0] w_data;
   wire [6:0] w_data;
   input w_en;
   wire w_en;
   (* init = 5'h00 *)
   wire [4:0] w_level;
-  reg [3:0] w_port__addr = 4'h0;
-  input [6:0] w_port__data;
-  wire [6:0] w_port__data;
-  wire w_port__en;
   output w_rdy;
   wire w_rdy;
   reg [6:0] storage [15:0];
@@ -65408,36 +66505,40 @@ module \ndp_device.control_unit.writer.counts (rst, w_port__data, w_en, r_en, w_
     storage[15] = 7'h00;
   end
   always @(posedge clk) begin
-    if (w_port__en)
-      storage[w_port__addr] <= w_port__data;
+    if (\$signature__en )
+      storage[\$signature__addr ] <= w_data;
   end
   assign r_data = storage[r_port__addr];
   assign w_rdy = level != 5'h10;
   assign r_rdy = | level;
-  assign w_port__en = w_en & w_rdy;
+  assign \$signature__en  = w_rdy & w_en;
   assign \$1  = w_rdy & w_en;
-  assign \$2  = w_port__addr + 1'h1;
+  assign \$2  = \$signature__addr  + 1'h1;
   assign \$3  = r_rdy & r_en;
   assign \$4  = r_port__addr + 1'h1;
   assign \$5  = w_rdy & w_en;
   assign \$6  = r_rdy & r_en;
   assign \$7  = ~ \$6 ;
   assign \$8  = \$5  & \$7 ;
-  assign \$9  = level + 1'h1;
-  assign \$10  = r_rdy & r_en;
-  assign \$11  = w_rdy & w_en;
-  assign \$12  = ~ \$11 ;
-  assign \$13  = \$10  & \$12 ;
-  assign \$14  = level - 1'h1;
+  assign \$9  = r_rdy & r_en;
+  assign \$10  = w_rdy & w_en;
+  assign \$11  = ~ \$10 ;
+  assign \$12  = \$9  & \$11 ;
+  assign \$13  = level_up + 1'h1;
+  assign \$14  = level_down - 1'h1;
   always @(posedge clk)
-    w_port__addr <= \$15 ;
+    \$signature__addr  <= \$15 ;
   always @(posedge clk)
     r_port__addr <= \$16 ;
   always @(posedge clk)
     level <= \$17 ;
+  always @(posedge clk)
+    level_up <= \$18 ;
+  always @(posedge clk)
+    level_down <= \$19 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
-    \$15  = w_port__addr;
+    \$15  = \$signature__addr ;
     if (\$1 ) begin
       \$15  = \$2 [3:0];
     end
@@ -65459,35 +66560,60 @@ module \ndp_device.control_unit.writer.counts (rst, w_port__data, w_en, r_en, w_
     if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
     \$17  = level;
     if (\$8 ) begin
-      \$17  = \$9 [4:0];
-    end
-    if (\$13 ) begin
-      \$17  = \$14 [4:0];
+      \$17  = level_up[4:0];
+    end else if (\$12 ) begin
+      \$17  = level_down;
     end
     if (rst) begin
       \$17  = 5'h00;
     end
   end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
+    \$18  = level_up;
+    if (\$8 ) begin
+      \$18  = \$13 [5:0];
+    end else if (\$12 ) begin
+      \$18  = { 1'h0, level };
+    end
+    if (rst) begin
+      \$18  = 6'h01;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$92 ) begin end
+    \$19  = level_down;
+    if (\$8 ) begin
+      \$19  = level;
+    end else if (\$12 ) begin
+      \$19  = \$14 [4:0];
+    end
+    if (rst) begin
+      \$19  = 5'h1f;
+    end
+  end
   assign w_level = level;
   assign r_level = level;
-  assign produce = w_port__addr;
-  assign w_data = w_port__data;
+  assign \$signal  = \$signature__addr ;
+  assign \$signature__data  = w_data;
   assign consume = r_port__addr;
   assign r_port__data = r_data;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.writer.tags (rst, r_en, w_en, w_port__data, w_rdy, r_rdy, r_data, clk);
+module \ndp_device.control_unit.writer.tags (rst, r_en, w_en, w_data, w_rdy, r_rdy, r_data, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$93  = 0;
   wire \$1 ;
   wire \$10 ;
   wire \$11 ;
   wire \$12 ;
-  wire \$13 ;
+  wire [6:0] \$13 ;
   wire [5:0] \$14 ;
   reg [3:0] \$15 ;
   reg [3:0] \$16 ;
   reg [4:0] \$17 ;
+  reg [5:0] \$18 ;
+  reg [4:0] \$19 ;
   wire [4:0] \$2 ;
   wire \$3 ;
   wire [4:0] \$4 ;
@@ -65495,14 +66621,19 @@ module \ndp_device.control_unit.writer.tags (rst, r_en, w_en, w_port__data, w_rd
   wire \$6 ;
   wire \$7 ;
   wire \$8 ;
-  wire [5:0] \$9 ;
+  wire \$9 ;
+  (* init = 4'h0 *)
+  wire [3:0] \$signal ;
+  reg [3:0] \$signature__addr  = 4'h0;
+  wire \$signature__data ;
+  wire \$signature__en ;
   input clk;
   wire clk;
   (* init = 4'h0 *)
   wire [3:0] consume;
   reg [4:0] level = 5'h00;
-  (* init = 4'h0 *)
-  wire [3:0] produce;
+  reg [4:0] level_down = 5'h1f;
+  reg [5:0] level_up = 6'h01;
   output r_data;
   wire r_data;
   input r_en;
@@ -65515,15 +66646,12 @@ module \ndp_device.control_unit.writer.tags (rst, r_en, w_en, w_port__data, w_rd
   wire r_rdy;
   input rst;
   wire rst;
+  input w_data;
   wire w_data;
   input w_en;
   wire w_en;
   (* init = 5'h00 *)
   wire [4:0] w_level;
-  reg [3:0] w_port__addr = 4'h0;
-  input w_port__data;
-  wire w_port__data;
-  wire w_port__en;
   output w_rdy;
   wire w_rdy;
   reg [0:0] storage [15:0];
@@ -65546,36 +66674,40 @@ module \ndp_device.control_unit.writer.tags (rst, r_en, w_en, w_port__data, w_rd
     storage[15] = 1'h0;
   end
   always @(posedge clk) begin
-    if (w_port__en)
-      storage[w_port__addr] <= w_port__data;
+    if (\$signature__en )
+      storage[\$signature__addr ] <= w_data;
   end
   assign r_data = storage[r_port__addr];
   assign w_rdy = level != 5'h10;
   assign r_rdy = | level;
-  assign w_port__en = w_en & w_rdy;
+  assign \$signature__en  = w_rdy & w_en;
   assign \$1  = w_rdy & w_en;
-  assign \$2  = w_port__addr + 1'h1;
+  assign \$2  = \$signature__addr  + 1'h1;
   assign \$3  = r_rdy & r_en;
   assign \$4  = r_port__addr + 1'h1;
   assign \$5  = w_rdy & w_en;
   assign \$6  = r_rdy & r_en;
   assign \$7  = ~ \$6 ;
   assign \$8  = \$5  & \$7 ;
-  assign \$9  = level + 1'h1;
-  assign \$10  = r_rdy & r_en;
-  assign \$11  = w_rdy & w_en;
-  assign \$12  = ~ \$11 ;
-  assign \$13  = \$10  & \$12 ;
-  assign \$14  = level - 1'h1;
+  assign \$9  = r_rdy & r_en;
+  assign \$10  = w_rdy & w_en;
+  assign \$11  = ~ \$10 ;
+  assign \$12  = \$9  & \$11 ;
+  assign \$13  = level_up + 1'h1;
+  assign \$14  = level_down - 1'h1;
   always @(posedge clk)
-    w_port__addr <= \$15 ;
+    \$signature__addr  <= \$15 ;
   always @(posedge clk)
     r_port__addr <= \$16 ;
   always @(posedge clk)
     level <= \$17 ;
+  always @(posedge clk)
+    level_up <= \$18 ;
+  always @(posedge clk)
+    level_down <= \$19 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
-    \$15  = w_port__addr;
+    \$15  = \$signature__addr ;
     if (\$1 ) begin
       \$15  = \$2 [3:0];
     end
@@ -65597,27 +66729,50 @@ module \ndp_device.control_unit.writer.tags (rst, r_en, w_en, w_port__data, w_rd
     if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
     \$17  = level;
     if (\$8 ) begin
-      \$17  = \$9 [4:0];
-    end
-    if (\$13 ) begin
-      \$17  = \$14 [4:0];
+      \$17  = level_up[4:0];
+    end else if (\$12 ) begin
+      \$17  = level_down;
     end
     if (rst) begin
       \$17  = 5'h00;
     end
   end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    \$18  = level_up;
+    if (\$8 ) begin
+      \$18  = \$13 [5:0];
+    end else if (\$12 ) begin
+      \$18  = { 1'h0, level };
+    end
+    if (rst) begin
+      \$18  = 6'h01;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$93 ) begin end
+    \$19  = level_down;
+    if (\$8 ) begin
+      \$19  = level;
+    end else if (\$12 ) begin
+      \$19  = \$14 [4:0];
+    end
+    if (rst) begin
+      \$19  = 5'h1f;
+    end
+  end
   assign w_level = level;
   assign r_level = level;
-  assign produce = w_port__addr;
-  assign w_data = w_port__data;
+  assign \$signal  = \$signature__addr ;
+  assign \$signature__data  = w_data;
   assign consume = r_port__addr;
   assign r_port__data = r_data;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, dram__bvalid, dram__arready, ports__0__rid, ports__0__rdata, ports__0__rresp, dram__rlast, dram__rvalid, clk, rst, ports__2__arlen, ports__2__arvalid, ports__2__awlen, ports__2__wdata, ports__2__wstrb, ports__2__wvalid, ports__2__wlast, ports__2__bready, ports__0__arid
-, ports__0__araddr, ports__0__arlen, ports__0__arsize, ports__0__arburst, ports__0__arlock, ports__0__arcache, ports__0__arprot, ports__0__arvalid, ports__0__rready, ports__0__awid, ports__0__awaddr, ports__0__awlen, ports__0__awsize, ports__0__awburst, ports__0__awlock, ports__0__awcache, ports__0__awprot, ports__0__awvalid, ports__0__wdata, ports__0__wstrb, ports__0__wlast
-, ports__0__wvalid, ports__0__bready, ports__1__araddr, ports__1__arvalid, ports__1__rready, ports__2__araddr, ports__2__awvalid, ports__2__awaddr, dram__arid, dram__araddr, dram__arlen, dram__arsize, dram__arburst, dram__arlock, dram__arcache, dram__arprot, dram__arvalid, ports__0__arready, ports__1__arready, ports__2__arready, ports__0__rvalid
+module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, dram__bvalid, dram__arready, ports__0__rid, ports__0__rdata, ports__0__rresp, dram__rlast, dram__rvalid, clk, rst, ports__1__araddr, ports__2__arlen, ports__2__arvalid, ports__2__awlen, ports__2__wdata, ports__2__wstrb, ports__2__wvalid, ports__2__wlast, ports__2__bready
+, ports__0__arid, ports__0__araddr, ports__0__arlen, ports__0__arsize, ports__0__arburst, ports__0__arlock, ports__0__arcache, ports__0__arprot, ports__0__arvalid, ports__0__rready, ports__0__awid, ports__0__awaddr, ports__0__awlen, ports__0__awsize, ports__0__awburst, ports__0__awlock, ports__0__awcache, ports__0__awprot, ports__0__awvalid, ports__0__wdata, ports__0__wstrb
+, ports__0__wlast, ports__0__wvalid, ports__0__bready, ports__1__arvalid, ports__1__rready, ports__2__araddr, ports__2__awvalid, ports__2__awaddr, dram__arid, dram__araddr, dram__arlen, dram__arsize, dram__arburst, dram__arlock, dram__arcache, dram__arprot, dram__arvalid, ports__0__arready, ports__1__arready, ports__2__arready, ports__0__rvalid
 , dram__rready, ports__1__rvalid, ports__2__rvalid, dram__awid, dram__awaddr, dram__awlen, dram__awsize, dram__awburst, dram__awlock, dram__awcache, dram__awprot, dram__awvalid, ports__0__awready, ports__1__awready, ports__2__awready, dram__wdata, dram__wstrb, dram__wlast, dram__wvalid, ports__0__wready, ports__1__wready
 , ports__2__wready, ports__0__bvalid, dram__bready, ports__1__bvalid, ports__2__bvalid, dram__awready);
   reg \$auto$verilog_backend.cc:2355:dump_module$94  = 0;
@@ -65921,8 +67076,8 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     .r_data(r_data),
     .r_en(r_en),
     .rst(rst),
+    .w_data(\$signal ),
     .w_en(w_en),
-    .w_port__data(\$signal ),
     .w_rdy(w_rdy)
   );
   \ndp_device.dram_arbiter.write_order  write_order (
@@ -65931,8 +67086,8 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     .r_en(\r_en$123 ),
     .r_rdy(r_rdy),
     .rst(rst),
+    .w_data(\$signal$72 ),
     .w_en(\w_en$119 ),
-    .w_port__data(\$signal$72 ),
     .w_rdy(\w_rdy$165 )
   );
   \ndp_device.dram_arbiter.write_tags  write_tags (
@@ -65940,8 +67095,8 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
     .r_data(\r_data$154 ),
     .r_en(\r_en$120 ),
     .rst(rst),
+    .w_data(\$signal$72 ),
     .w_en(\w_en$117 ),
-    .w_port__data(\$signal$72 ),
     .w_rdy(\w_rdy$164 )
   );
   always @* begin
@@ -66758,22 +67913,24 @@ module \ndp_device.dram_arbiter (dram__wready, ports__0__bid, ports__0__bresp, d
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.dram_arbiter.read_tags (rst, w_en, r_en, w_rdy, r_data, w_port__data, clk);
+module \ndp_device.dram_arbiter.read_tags (rst, w_en, r_en, w_rdy, r_data, w_data, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$95  = 0;
   wire \$1 ;
   wire \$10 ;
   wire \$11 ;
   wire \$12 ;
-  wire [3:0] \$13 ;
+  wire \$13 ;
   wire \$14 ;
   wire \$15 ;
   wire \$16 ;
-  wire \$17 ;
+  wire [4:0] \$17 ;
   wire [3:0] \$18 ;
   reg [2:0] \$19 ;
   wire \$2 ;
   reg [2:0] \$20 ;
   reg [2:0] \$21 ;
+  reg [3:0] \$22 ;
+  reg [2:0] \$23 ;
   wire [3:0] \$3 ;
   wire [3:0] \$4 ;
   wire \$5 ;
@@ -66781,13 +67938,18 @@ module \ndp_device.dram_arbiter.read_tags (rst, w_en, r_en, w_rdy, r_data, w_por
   wire [3:0] \$7 ;
   wire [3:0] \$8 ;
   wire \$9 ;
+  (* init = 3'h0 *)
+  wire [2:0] \$signal ;
+  reg [2:0] \$signature__addr  = 3'h0;
+  wire [1:0] \$signature__data ;
+  wire \$signature__en ;
   input clk;
   wire clk;
   (* init = 3'h0 *)
   wire [2:0] consume;
   reg [2:0] level = 3'h0;
-  (* init = 3'h0 *)
-  wire [2:0] produce;
+  reg [2:0] level_down = 3'h7;
+  reg [3:0] level_up = 4'h1;
   output [1:0] r_data;
   wire [1:0] r_data;
   input r_en;
@@ -66799,15 +67961,12 @@ module \ndp_device.dram_arbiter.read_tags (rst, w_en, r_en, w_rdy, r_data, w_por
   wire r_rdy;
   input rst;
   wire rst;
+  input [1:0] w_data;
   wire [1:0] w_data;
   input w_en;
   wire w_en;
   (* init = 3'h0 *)
   wire [2:0] w_level;
-  reg [2:0] w_port__addr = 3'h0;
-  input [1:0] w_port__data;
-  wire [1:0] w_port__data;
-  wire w_port__en;
   output w_rdy;
   wire w_rdy;
   reg [1:0] storage [6:0];
@@ -66821,16 +67980,16 @@ module \ndp_device.dram_arbiter.read_tags (rst, w_en, r_en, w_rdy, r_data, w_por
     storage[6] = 2'h0;
   end
   always @(posedge clk) begin
-    if (w_port__en)
-      storage[w_port__addr] <= w_port__data;
+    if (\$signature__en )
+      storage[\$signature__addr ] <= w_data;
   end
   assign r_data = storage[r_port__addr];
   assign w_rdy = level != 3'h7;
   assign r_rdy = | level;
-  assign w_port__en = w_en & w_rdy;
+  assign \$signature__en  = w_rdy & w_en;
   assign \$1  = w_rdy & w_en;
-  assign \$2  = w_port__addr == 3'h6;
-  assign \$3  = w_port__addr + 1'h1;
+  assign \$2  = \$signature__addr  == 3'h6;
+  assign \$3  = \$signature__addr  + 1'h1;
   assign \$4  = \$2  ? 4'h0 : \$3 ;
   assign \$5  = r_rdy & r_en;
   assign \$6  = r_port__addr == 3'h6;
@@ -66840,21 +67999,25 @@ module \ndp_device.dram_arbiter.read_tags (rst, w_en, r_en, w_rdy, r_data, w_por
   assign \$10  = r_rdy & r_en;
   assign \$11  = ~ \$10 ;
   assign \$12  = \$9  & \$11 ;
-  assign \$13  = level + 1'h1;
-  assign \$14  = r_rdy & r_en;
-  assign \$15  = w_rdy & w_en;
-  assign \$16  = ~ \$15 ;
-  assign \$17  = \$14  & \$16 ;
-  assign \$18  = level - 1'h1;
+  assign \$13  = r_rdy & r_en;
+  assign \$14  = w_rdy & w_en;
+  assign \$15  = ~ \$14 ;
+  assign \$16  = \$13  & \$15 ;
+  assign \$17  = level_up + 1'h1;
+  assign \$18  = level_down - 1'h1;
   always @(posedge clk)
-    w_port__addr <= \$19 ;
+    \$signature__addr  <= \$19 ;
   always @(posedge clk)
     r_port__addr <= \$20 ;
   always @(posedge clk)
     level <= \$21 ;
+  always @(posedge clk)
+    level_up <= \$22 ;
+  always @(posedge clk)
+    level_down <= \$23 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$95 ) begin end
-    \$19  = w_port__addr;
+    \$19  = \$signature__addr ;
     if (\$1 ) begin
       \$19  = \$4 [2:0];
     end
@@ -66876,40 +68039,65 @@ module \ndp_device.dram_arbiter.read_tags (rst, w_en, r_en, w_rdy, r_data, w_por
     if (\$auto$verilog_backend.cc:2355:dump_module$95 ) begin end
     \$21  = level;
     if (\$12 ) begin
-      \$21  = \$13 [2:0];
-    end
-    if (\$17 ) begin
-      \$21  = \$18 [2:0];
+      \$21  = level_up[2:0];
+    end else if (\$16 ) begin
+      \$21  = level_down;
     end
     if (rst) begin
       \$21  = 3'h0;
     end
   end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$95 ) begin end
+    \$22  = level_up;
+    if (\$12 ) begin
+      \$22  = \$17 [3:0];
+    end else if (\$16 ) begin
+      \$22  = { 1'h0, level };
+    end
+    if (rst) begin
+      \$22  = 4'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$95 ) begin end
+    \$23  = level_down;
+    if (\$12 ) begin
+      \$23  = level;
+    end else if (\$16 ) begin
+      \$23  = \$18 [2:0];
+    end
+    if (rst) begin
+      \$23  = 3'h7;
+    end
+  end
   assign w_level = level;
   assign r_level = level;
-  assign produce = w_port__addr;
-  assign w_data = w_port__data;
+  assign \$signal  = \$signature__addr ;
+  assign \$signature__data  = w_data;
   assign consume = r_port__addr;
   assign r_port__data = r_data;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.dram_arbiter.write_order (rst, w_en, r_en, w_rdy, r_rdy, r_data, w_port__data, clk);
+module \ndp_device.dram_arbiter.write_order (rst, w_en, r_en, w_rdy, r_rdy, r_data, w_data, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$96  = 0;
   wire \$1 ;
   wire \$10 ;
   wire \$11 ;
   wire \$12 ;
-  wire [5:0] \$13 ;
+  wire \$13 ;
   wire \$14 ;
   wire \$15 ;
   wire \$16 ;
-  wire \$17 ;
+  wire [6:0] \$17 ;
   wire [5:0] \$18 ;
   reg [4:0] \$19 ;
   wire \$2 ;
   reg [4:0] \$20 ;
   reg [4:0] \$21 ;
+  reg [5:0] \$22 ;
+  reg [4:0] \$23 ;
   wire [5:0] \$3 ;
   wire [5:0] \$4 ;
   wire \$5 ;
@@ -66917,13 +68105,18 @@ module \ndp_device.dram_arbiter.write_order (rst, w_en, r_en, w_rdy, r_rdy, r_da
   wire [5:0] \$7 ;
   wire [5:0] \$8 ;
   wire \$9 ;
+  (* init = 5'h00 *)
+  wire [4:0] \$signal ;
+  reg [4:0] \$signature__addr  = 5'h00;
+  wire [1:0] \$signature__data ;
+  wire \$signature__en ;
   input clk;
   wire clk;
   (* init = 5'h00 *)
   wire [4:0] consume;
   reg [4:0] level = 5'h00;
-  (* init = 5'h00 *)
-  wire [4:0] produce;
+  reg [4:0] level_down = 5'h1f;
+  reg [5:0] level_up = 6'h01;
   output [1:0] r_data;
   wire [1:0] r_data;
   input r_en;
@@ -66936,15 +68129,12 @@ module \ndp_device.dram_arbiter.write_order (rst, w_en, r_en, w_rdy, r_rdy, r_da
   wire r_rdy;
   input rst;
   wire rst;
+  input [1:0] w_data;
   wire [1:0] w_data;
   input w_en;
   wire w_en;
   (* init = 5'h00 *)
   wire [4:0] w_level;
-  reg [4:0] w_port__addr = 5'h00;
-  input [1:0] w_port__data;
-  wire [1:0] w_port__data;
-  wire w_port__en;
   output w_rdy;
   wire w_rdy;
   reg [1:0] storage [19:0];
@@ -66971,16 +68161,16 @@ module \ndp_device.dram_arbiter.write_order (rst, w_en, r_en, w_rdy, r_rdy, r_da
     storage[19] = 2'h0;
   end
   always @(posedge clk) begin
-    if (w_port__en)
-      storage[w_port__addr] <= w_port__data;
+    if (\$signature__en )
+      storage[\$signature__addr ] <= w_data;
   end
   assign r_data = storage[r_port__addr];
   assign w_rdy = level != 5'h14;
   assign r_rdy = | level;
-  assign w_port__en = w_en & w_rdy;
+  assign \$signature__en  = w_rdy & w_en;
   assign \$1  = w_rdy & w_en;
-  assign \$2  = w_port__addr == 5'h13;
-  assign \$3  = w_port__addr + 1'h1;
+  assign \$2  = \$signature__addr  == 5'h13;
+  assign \$3  = \$signature__addr  + 1'h1;
   assign \$4  = \$2  ? 6'h00 : \$3 ;
   assign \$5  = r_rdy & r_en;
   assign \$6  = r_port__addr == 5'h13;
@@ -66990,21 +68180,25 @@ module \ndp_device.dram_arbiter.write_order (rst, w_en, r_en, w_rdy, r_rdy, r_da
   assign \$10  = r_rdy & r_en;
   assign \$11  = ~ \$10 ;
   assign \$12  = \$9  & \$11 ;
-  assign \$13  = level + 1'h1;
-  assign \$14  = r_rdy & r_en;
-  assign \$15  = w_rdy & w_en;
-  assign \$16  = ~ \$15 ;
-  assign \$17  = \$14  & \$16 ;
-  assign \$18  = level - 1'h1;
+  assign \$13  = r_rdy & r_en;
+  assign \$14  = w_rdy & w_en;
+  assign \$15  = ~ \$14 ;
+  assign \$16  = \$13  & \$15 ;
+  assign \$17  = level_up + 1'h1;
+  assign \$18  = level_down - 1'h1;
   always @(posedge clk)
-    w_port__addr <= \$19 ;
+    \$signature__addr  <= \$19 ;
   always @(posedge clk)
     r_port__addr <= \$20 ;
   always @(posedge clk)
     level <= \$21 ;
+  always @(posedge clk)
+    level_up <= \$22 ;
+  always @(posedge clk)
+    level_down <= \$23 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$96 ) begin end
-    \$19  = w_port__addr;
+    \$19  = \$signature__addr ;
     if (\$1 ) begin
       \$19  = \$4 [4:0];
     end
@@ -67026,40 +68220,65 @@ module \ndp_device.dram_arbiter.write_order (rst, w_en, r_en, w_rdy, r_rdy, r_da
     if (\$auto$verilog_backend.cc:2355:dump_module$96 ) begin end
     \$21  = level;
     if (\$12 ) begin
-      \$21  = \$13 [4:0];
-    end
-    if (\$17 ) begin
-      \$21  = \$18 [4:0];
+      \$21  = level_up[4:0];
+    end else if (\$16 ) begin
+      \$21  = level_down;
     end
     if (rst) begin
       \$21  = 5'h00;
     end
   end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$96 ) begin end
+    \$22  = level_up;
+    if (\$12 ) begin
+      \$22  = \$17 [5:0];
+    end else if (\$16 ) begin
+      \$22  = { 1'h0, level };
+    end
+    if (rst) begin
+      \$22  = 6'h01;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$96 ) begin end
+    \$23  = level_down;
+    if (\$12 ) begin
+      \$23  = level;
+    end else if (\$16 ) begin
+      \$23  = \$18 [4:0];
+    end
+    if (rst) begin
+      \$23  = 5'h1f;
+    end
+  end
   assign w_level = level;
   assign r_level = level;
-  assign produce = w_port__addr;
-  assign w_data = w_port__data;
+  assign \$signal  = \$signature__addr ;
+  assign \$signature__data  = w_data;
   assign consume = r_port__addr;
   assign r_port__data = r_data;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.dram_arbiter.write_tags (rst, w_en, r_en, w_rdy, r_data, w_port__data, clk);
+module \ndp_device.dram_arbiter.write_tags (rst, w_en, r_en, w_rdy, r_data, w_data, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$97  = 0;
   wire \$1 ;
   wire \$10 ;
   wire \$11 ;
   wire \$12 ;
-  wire [5:0] \$13 ;
+  wire \$13 ;
   wire \$14 ;
   wire \$15 ;
   wire \$16 ;
-  wire \$17 ;
+  wire [6:0] \$17 ;
   wire [5:0] \$18 ;
   reg [4:0] \$19 ;
   wire \$2 ;
   reg [4:0] \$20 ;
   reg [4:0] \$21 ;
+  reg [5:0] \$22 ;
+  reg [4:0] \$23 ;
   wire [5:0] \$3 ;
   wire [5:0] \$4 ;
   wire \$5 ;
@@ -67067,13 +68286,18 @@ module \ndp_device.dram_arbiter.write_tags (rst, w_en, r_en, w_rdy, r_data, w_po
   wire [5:0] \$7 ;
   wire [5:0] \$8 ;
   wire \$9 ;
+  (* init = 5'h00 *)
+  wire [4:0] \$signal ;
+  reg [4:0] \$signature__addr  = 5'h00;
+  wire [1:0] \$signature__data ;
+  wire \$signature__en ;
   input clk;
   wire clk;
   (* init = 5'h00 *)
   wire [4:0] consume;
   reg [4:0] level = 5'h00;
-  (* init = 5'h00 *)
-  wire [4:0] produce;
+  reg [4:0] level_down = 5'h1f;
+  reg [5:0] level_up = 6'h01;
   output [1:0] r_data;
   wire [1:0] r_data;
   input r_en;
@@ -67085,15 +68309,12 @@ module \ndp_device.dram_arbiter.write_tags (rst, w_en, r_en, w_rdy, r_data, w_po
   wire r_rdy;
   input rst;
   wire rst;
+  input [1:0] w_data;
   wire [1:0] w_data;
   input w_en;
   wire w_en;
   (* init = 5'h00 *)
   wire [4:0] w_level;
-  reg [4:0] w_port__addr = 5'h00;
-  input [1:0] w_port__data;
-  wire [1:0] w_port__data;
-  wire w_port__en;
   output w_rdy;
   wire w_rdy;
   reg [1:0] storage [19:0];
@@ -67120,16 +68341,16 @@ module \ndp_device.dram_arbiter.write_tags (rst, w_en, r_en, w_rdy, r_data, w_po
     storage[19] = 2'h0;
   end
   always @(posedge clk) begin
-    if (w_port__en)
-      storage[w_port__addr] <= w_port__data;
+    if (\$signature__en )
+      storage[\$signature__addr ] <= w_data;
   end
   assign r_data = storage[r_port__addr];
   assign w_rdy = level != 5'h14;
   assign r_rdy = | level;
-  assign w_port__en = w_en & w_rdy;
+  assign \$signature__en  = w_rdy & w_en;
   assign \$1  = w_rdy & w_en;
-  assign \$2  = w_port__addr == 5'h13;
-  assign \$3  = w_port__addr + 1'h1;
+  assign \$2  = \$signature__addr  == 5'h13;
+  assign \$3  = \$signature__addr  + 1'h1;
   assign \$4  = \$2  ? 6'h00 : \$3 ;
   assign \$5  = r_rdy & r_en;
   assign \$6  = r_port__addr == 5'h13;
@@ -67139,21 +68360,25 @@ module \ndp_device.dram_arbiter.write_tags (rst, w_en, r_en, w_rdy, r_data, w_po
   assign \$10  = r_rdy & r_en;
   assign \$11  = ~ \$10 ;
   assign \$12  = \$9  & \$11 ;
-  assign \$13  = level + 1'h1;
-  assign \$14  = r_rdy & r_en;
-  assign \$15  = w_rdy & w_en;
-  assign \$16  = ~ \$15 ;
-  assign \$17  = \$14  & \$16 ;
-  assign \$18  = level - 1'h1;
+  assign \$13  = r_rdy & r_en;
+  assign \$14  = w_rdy & w_en;
+  assign \$15  = ~ \$14 ;
+  assign \$16  = \$13  & \$15 ;
+  assign \$17  = level_up + 1'h1;
+  assign \$18  = level_down - 1'h1;
   always @(posedge clk)
-    w_port__addr <= \$19 ;
+    \$signature__addr  <= \$19 ;
   always @(posedge clk)
     r_port__addr <= \$20 ;
   always @(posedge clk)
     level <= \$21 ;
+  always @(posedge clk)
+    level_up <= \$22 ;
+  always @(posedge clk)
+    level_down <= \$23 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$97 ) begin end
-    \$19  = w_port__addr;
+    \$19  = \$signature__addr ;
     if (\$1 ) begin
       \$19  = \$4 [4:0];
     end
@@ -67175,19 +68400,42 @@ module \ndp_device.dram_arbiter.write_tags (rst, w_en, r_en, w_rdy, r_data, w_po
     if (\$auto$verilog_backend.cc:2355:dump_module$97 ) begin end
     \$21  = level;
     if (\$12 ) begin
-      \$21  = \$13 [4:0];
-    end
-    if (\$17 ) begin
-      \$21  = \$18 [4:0];
+      \$21  = level_up[4:0];
+    end else if (\$16 ) begin
+      \$21  = level_down;
     end
     if (rst) begin
       \$21  = 5'h00;
     end
   end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$97 ) begin end
+    \$22  = level_up;
+    if (\$12 ) begin
+      \$22  = \$17 [5:0];
+    end else if (\$16 ) begin
+      \$22  = { 1'h0, level };
+    end
+    if (rst) begin
+      \$22  = 6'h01;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$97 ) begin end
+    \$23  = level_down;
+    if (\$12 ) begin
+      \$23  = level;
+    end else if (\$16 ) begin
+      \$23  = \$18 [4:0];
+    end
+    if (rst) begin
+      \$23  = 5'h1f;
+    end
+  end
   assign w_level = level;
   assign r_level = level;
-  assign produce = w_port__addr;
-  assign w_data = w_port__data;
+  assign \$signal  = \$signature__addr ;
+  assign \$signature__data  = w_data;
   assign consume = r_port__addr;
   assign r_port__data = r_data;
 endmodule
@@ -67264,9 +68512,9 @@ module \ndp_device.instruction_buffer (rst, push_ready, pop, w_en, w_data, pop_v
     .r_en(r_en),
     .r_rdy(pop_valid),
     .rst(rst),
+    .w_data(w_data),
     .w_en(w_en),
     .w_level(level),
-    .w_port__data(w_data),
     .w_rdy(push_ready)
   );
   assign push = w_data;
@@ -67319,7 +68567,7 @@ module \ndp_device.instruction_buffer (rst, push_ready, pop, w_en, w_data, pop_v
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.instruction_buffer.fifo (rst, w_rdy, w_level, r_data, w_en, w_port__data, r_rdy, r_en, clk);
+module \ndp_device.instruction_buffer.fifo (rst, w_rdy, w_level, r_data, w_en, w_data, r_rdy, r_en, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$98  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -67331,14 +68579,14 @@ module \ndp_device.instruction_buffer.fifo (rst, w_rdy, w_level, r_data, w_en, w
   wire \$16 ;
   wire \$17 ;
   wire \$18 ;
-  wire [2:0] \$19 ;
+  wire \$19 ;
   wire \$2 ;
   wire \$20 ;
   wire \$21 ;
   wire \$22 ;
   wire \$23 ;
   wire \$24 ;
-  wire \$25 ;
+  wire [3:0] \$25 ;
   wire [2:0] \$26 ;
   wire \$27 ;
   wire \$28 ;
@@ -67347,22 +68595,29 @@ module \ndp_device.instruction_buffer.fifo (rst, w_rdy, w_level, r_data, w_en, w
   reg [1:0] \$30 ;
   reg [1:0] \$31 ;
   reg [1:0] \$32 ;
-  reg \$33 ;
+  reg [2:0] \$33 ;
+  reg [1:0] \$34 ;
+  reg \$35 ;
   wire \$4 ;
   wire [2:0] \$5 ;
   wire [2:0] \$6 ;
   wire \$7 ;
   wire \$8 ;
   wire \$9 ;
+  reg [1:0] \$signal  = 2'h0;
+  (* init = 2'h0 *)
+  wire [1:0] \$signal$7 ;
+  reg [1:0] \$signature__addr  = 2'h0;
+  wire [333:0] \$signature__data ;
+  wire \$signature__en ;
   input clk;
   wire clk;
   (* init = 2'h0 *)
   wire [1:0] consume;
-  reg [1:0] inner_level = 2'h0;
+  reg [1:0] inner_level_down = 2'h3;
+  reg [2:0] inner_level_up = 3'h1;
   wire inner_r_rdy;
   wire [2:0] level;
-  (* init = 2'h0 *)
-  wire [1:0] produce;
   output [333:0] r_data;
   wire [333:0] r_data;
   input r_en;
@@ -67375,15 +68630,12 @@ module \ndp_device.instruction_buffer.fifo (rst, w_rdy, w_level, r_data, w_en, w
   reg r_rdy = 1'h0;
   input rst;
   wire rst;
+  input [333:0] w_data;
   wire [333:0] w_data;
   input w_en;
   wire w_en;
   output [2:0] w_level;
   wire [2:0] w_level;
-  reg [1:0] w_port__addr = 2'h0;
-  input [333:0] w_port__data;
-  wire [333:0] w_port__data;
-  wire w_port__en;
   output w_rdy;
   wire w_rdy;
   reg [333:0] storage [2:0];
@@ -67393,8 +68645,8 @@ module \ndp_device.instruction_buffer.fifo (rst, w_rdy, w_level, r_data, w_en, w
     storage[2] = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   end
   always @(posedge clk) begin
-    if (w_port__en)
-      storage[w_port__addr] <= w_port__data;
+    if (\$signature__en )
+      storage[\$signature__addr ] <= w_data;
   end
   reg [333:0] _0_;
   always @(posedge clk) begin
@@ -67403,16 +68655,16 @@ module \ndp_device.instruction_buffer.fifo (rst, w_rdy, w_level, r_data, w_en, w
     end
   end
   assign r_data = _0_;
-  assign w_rdy = inner_level != 2'h3;
-  assign inner_r_rdy = | inner_level;
-  assign w_port__en = w_rdy & w_en;
+  assign w_rdy = \$signal  != 2'h3;
+  assign inner_r_rdy = | \$signal ;
+  assign \$signature__en  = w_rdy & w_en;
   assign \$1  = ~ r_rdy;
   assign \$2  = \$1  | r_en;
   assign r_port__en = inner_r_rdy & \$2 ;
-  assign w_level = inner_level + r_rdy;
+  assign w_level = \$signal  + r_rdy;
   assign \$3  = w_rdy & w_en;
-  assign \$4  = w_port__addr == 2'h2;
-  assign \$5  = w_port__addr + 1'h1;
+  assign \$4  = \$signature__addr  == 2'h2;
+  assign \$5  = \$signature__addr  + 1'h1;
   assign \$6  = \$4  ? 3'h0 : \$5 ;
   assign \$7  = ~ r_rdy;
   assign \$8  = \$7  | r_en;
@@ -67426,28 +68678,32 @@ module \ndp_device.instruction_buffer.fifo (rst, w_rdy, w_level, r_data, w_en, w
   assign \$16  = inner_r_rdy & \$15 ;
   assign \$17  = ~ \$16 ;
   assign \$18  = \$13  & \$17 ;
-  assign \$19  = inner_level + 1'h1;
-  assign \$20  = ~ r_rdy;
-  assign \$21  = \$20  | r_en;
-  assign \$22  = inner_r_rdy & \$21 ;
-  assign \$23  = w_rdy & w_en;
-  assign \$24  = ~ \$23 ;
-  assign \$25  = \$22  & \$24 ;
-  assign \$26  = inner_level - 1'h1;
+  assign \$19  = ~ r_rdy;
+  assign \$20  = \$19  | r_en;
+  assign \$21  = inner_r_rdy & \$20 ;
+  assign \$22  = w_rdy & w_en;
+  assign \$23  = ~ \$22 ;
+  assign \$24  = \$21  & \$23 ;
+  assign \$25  = inner_level_up + 1'h1;
+  assign \$26  = inner_level_down - 1'h1;
   assign \$27  = ~ r_rdy;
   assign \$28  = \$27  | r_en;
   assign \$29  = inner_r_rdy & \$28 ;
   always @(posedge clk)
-    w_port__addr <= \$30 ;
+    \$signature__addr  <= \$30 ;
   always @(posedge clk)
     r_port__addr <= \$31 ;
   always @(posedge clk)
-    inner_level <= \$32 ;
+    \$signal  <= \$32 ;
   always @(posedge clk)
-    r_rdy <= \$33 ;
+    inner_level_up <= \$33 ;
+  always @(posedge clk)
+    inner_level_down <= \$34 ;
+  always @(posedge clk)
+    r_rdy <= \$35 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$98 ) begin end
-    \$30  = w_port__addr;
+    \$30  = \$signature__addr ;
     if (\$3 ) begin
       \$30  = \$6 [1:0];
     end
@@ -67467,12 +68723,11 @@ module \ndp_device.instruction_buffer.fifo (rst, w_rdy, w_level, r_data, w_en, w
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$98 ) begin end
-    \$32  = inner_level;
+    \$32  = \$signal ;
     if (\$18 ) begin
-      \$32  = \$19 [1:0];
-    end
-    if (\$25 ) begin
-      \$32  = \$26 [1:0];
+      \$32  = inner_level_up[1:0];
+    end else if (\$24 ) begin
+      \$32  = inner_level_down;
     end
     if (rst) begin
       \$32  = 2'h0;
@@ -67480,20 +68735,44 @@ module \ndp_device.instruction_buffer.fifo (rst, w_rdy, w_level, r_data, w_en, w
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$98 ) begin end
-    \$33  = r_rdy;
-    if (\$29 ) begin
-      \$33  = 1'h1;
-    end else if (r_en) begin
-      \$33  = 1'h0;
+    \$33  = inner_level_up;
+    if (\$18 ) begin
+      \$33  = \$25 [2:0];
+    end else if (\$24 ) begin
+      \$33  = { 1'h0, \$signal  };
     end
     if (rst) begin
-      \$33  = 1'h0;
+      \$33  = 3'h1;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$98 ) begin end
+    \$34  = inner_level_down;
+    if (\$18 ) begin
+      \$34  = \$signal ;
+    end else if (\$24 ) begin
+      \$34  = \$26 [1:0];
+    end
+    if (rst) begin
+      \$34  = 2'h3;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$98 ) begin end
+    \$35  = r_rdy;
+    if (\$29 ) begin
+      \$35  = 1'h1;
+    end else if (r_en) begin
+      \$35  = 1'h0;
+    end
+    if (rst) begin
+      \$35  = 1'h0;
     end
   end
   assign level = w_level;
   assign r_level = w_level;
-  assign produce = w_port__addr;
-  assign w_data = w_port__data;
+  assign \$signal$7  = \$signature__addr ;
+  assign \$signature__data  = w_data;
   assign consume = r_port__addr;
   assign r_port__data = r_data;
 endmodule
@@ -69258,7 +70537,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__bready, io__araddr, io__arvalid, io__rready, io__awuser, clk, rst, io__awready, io__wready, io__arready, done_valid, done_status, \port$14267$0 , reset__0, reset__1, reset__2, reset__3
+module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__bready, io__araddr, io__arvalid, io__rready, io__awuser, clk, rst, io__awready, io__wready, io__arready, done_valid, done_status, \port$14286$0 , reset__0, reset__1, reset__2, reset__3
 , io__bvalid, b_resp, queues__0, queues__1, queues__2, queues__3, io__rvalid, r_data, io__awaddr);
   reg \$auto$verilog_backend.cc:2355:dump_module$100  = 0;
   wire \$1 ;
@@ -69640,8 +70919,8 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
   input io__wvalid;
   wire io__wvalid;
   wire [31:0] mask;
-  input [33:0] \port$14267$0 ;
-  wire [33:0] \port$14267$0 ;
+  input [33:0] \port$14286$0 ;
+  wire [33:0] \port$14286$0 ;
   output [321:0] queues__0;
   reg [321:0] queues__0 = 322'h000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   wire [63:0] \queues__0.cq_base ;
@@ -70343,9 +71622,9 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
     \$298  = head0;
     if (done_valid) begin
-      casez (\port$14267$0 [1:0])
+      casez (\port$14286$0 [1:0])
         2'h0:
-            \$298  = \port$14267$0 [33:2];
+            \$298  = \port$14286$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -70384,7 +71663,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
     \$299  = status0;
     if (done_valid) begin
-      casez (\port$14267$0 [1:0])
+      casez (\port$14286$0 [1:0])
         2'h0:
             if (\$1 ) begin
               \$299  = { 24'h800000, done_status };
@@ -70429,11 +71708,11 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
     \$300  = head1;
     if (done_valid) begin
-      casez (\port$14267$0 [1:0])
+      casez (\port$14286$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
-            \$300  = \port$14267$0 [33:2];
+            \$300  = \port$14286$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -70496,7 +71775,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
     \$301  = status1;
     if (done_valid) begin
-      casez (\port$14267$0 [1:0])
+      casez (\port$14286$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -70567,13 +71846,13 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
     \$302  = head2;
     if (done_valid) begin
-      casez (\port$14267$0 [1:0])
+      casez (\port$14286$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
             /* empty */;
         2'h2:
-            \$302  = \port$14267$0 [33:2];
+            \$302  = \port$14286$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -70660,7 +71939,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
     \$303  = status2;
     if (done_valid) begin
-      casez (\port$14267$0 [1:0])
+      casez (\port$14286$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -70758,7 +72037,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     \$304  = head3;
     if (done_valid) begin
       (* full_case = 32'd1 *)
-      casez (\port$14267$0 [1:0])
+      casez (\port$14286$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -70766,7 +72045,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
         2'h2:
             /* empty */;
         2'h3:
-            \$304  = \port$14267$0 [33:2];
+            \$304  = \port$14286$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -70878,7 +72157,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     \$305  = status3;
     if (done_valid) begin
       (* full_case = 32'd1 *)
-      casez (\port$14267$0 [1:0])
+      casez (\port$14286$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -71719,8 +72998,8 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
       endcase
     end
   end
-  assign done_queue = \port$14267$0 [1:0];
-  assign done_seq = \port$14267$0 [33:2];
+  assign done_queue = \port$14286$0 [1:0];
+  assign done_seq = \port$14286$0 [33:2];
   assign mask = { \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3:2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2:1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1:0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0] };
   assign io__bresp = b_resp;
   assign io__rdata = r_data;
