@@ -163,17 +163,19 @@ def test_a_config_given_as_a_path_is_named_by_its_file(tmp_path):
 
 def test_simulate_and_serve_bench_print_the_names_and_percentiles():
     from plora_cli import main
+    # the summary is on stdout; progress (a run over 3 s on a busy machine, the device-timing
+    # tables measured on a cold cache) goes to stderr, which click's `output` mixes in
     out = CliRunner().invoke(main, ["simulate", "--set", "requests=4", "--set", "system=grace-hopper"],
-                             catch_exceptions=False).output
+                             catch_exceptions=False).stdout
     printed = dict(line.split(None, 1) for line in out.splitlines())
     assert (printed["gpu"], printed["link"], printed["model"], printed["device"]) == ("h100", "nvlink-c2c",
                                                                                       "llama2-7b", "paper")
     assert float(printed["ttft_p50_s"]) <= float(printed["ttft_p90_s"]) <= float(printed["ttft_p99_s"])
     bench = CliRunner().invoke(main, ["serve-bench", "--set", "requests=4"], catch_exceptions=False)
     assert bench.exit_code == 0, bench.output
-    first = bench.output.splitlines()[0]
+    first = bench.stdout.splitlines()[0]
     assert all(name in first for name in ("plora", "llama2-7b", "h100", "cxl3.1", "4 x paper")), first
-    assert "req/s" in bench.output and "end-to-end" in bench.output
+    assert "req/s" in bench.stdout and "end-to-end" in bench.stdout
 
 
 # ---- units in every CSV header ------------------------------------------------------------
