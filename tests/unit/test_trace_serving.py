@@ -209,7 +209,8 @@ def test_simulate_prints_and_writes_the_reasons(tmp_path):
     def strict(text):
         raise ValueError(f"summary.json holds {text}, which is not JSON")
     summary = json.loads((out / "summary.json").read_text(), parse_constant=strict)
-    printed = dict(line.split(None, 1) for line in result.output.splitlines() if not line.startswith("wrote "))
+    # the summary from stdout (progress goes to stderr, which click's `output` mixes in)
+    printed = dict(line.split(None, 1) for line in result.stdout.splitlines() if not line.startswith("wrote "))
     assert summary["absent"] and set(printed) == set(summary)
     assert summary["requests_clipped"] == len(unfit(azure_rows(AZURE_2023), 4096))
     for key, value in summary.items():
