@@ -343,18 +343,27 @@ def test_cli_names_a_bad_config():
     assert result.exit_code != 0 and "no device config 'no-such-config'" in result.output
 
 
-def test_lane_wide_blocks_grow_linearly_within_the_stated_margin():
+# since 8d9232d the line packer places a word by its byte in the line and then by line (for
+# 1 GHz, hw/line_packer.py): synthesized alone it is 51,256, 113,937 and 276,298 um^2 at 1, 2
+# and 4 channels, the line through the first two 13.4 % under the third. The paper
+# estimate's packer is extrapolated by that line, so it is low by about that much (docs/area.md)
+PACKER_OFF_THE_LINE = pytest.mark.xfail(strict=True, reason="the packer's growth since 8d9232d: the line fit "
+                                        "is 13.4 % under its 4-channel synthesis (docs/area.md)")
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=PACKER_OFF_THE_LINE) if n == "packer" else n
+                                  for n in blocks._standalone(isa.load_config("paper"))])
+def test_lane_wide_blocks_grow_linearly_within_the_stated_margin(name):
     # the fold unit, line packer, unpacker, softmax unit, DRAM writer and operand select
     # synthesized alone at 1, 2 and 4 channels of the paper config (committed results): the
     # device's fit through 1 and 2 channels (the line; the select's model) predicts 4
     import json
     cfg = isa.load_config("paper")
     fp = blocks.fp_cell_results()
-    for name in blocks._standalone(cfg):
-        areas = []
-        for c in blocks.GROWTH_CHANNELS:
-            path = blocks.COMMITTED / f"{blocks._tag(blocks.variant(cfg, c))}/{name}.result.json"
-            row = blocks.block_rows(json.loads(path.read_text())["result"])[name]
-            areas.append(row["area_um2"] + blocks.fp_area(row, fp))
-        predicted = blocks.predicted(name, {1: areas[0], 2: areas[1]}, 4, cfg.lanes // cfg.dram_channels)
-        assert abs(predicted - areas[2]) <= blocks.LINE_MARGIN * areas[2], name
+    areas = []
+    for c in blocks.GROWTH_CHANNELS:
+        path = blocks.COMMITTED / f"{blocks._tag(blocks.variant(cfg, c))}/{name}.result.json"
+        row = blocks.block_rows(json.loads(path.read_text())["result"])[name]
+        areas.append(row["area_um2"] + blocks.fp_area(row, fp))
+    predicted = blocks.predicted(name, {1: areas[0], 2: areas[1]}, 4, cfg.lanes // cfg.dram_channels)
+    assert abs(predicted - areas[2]) <= blocks.LINE_MARGIN * areas[2], name
