@@ -24,7 +24,8 @@ pairwise lane tree t_j += t_{j+h} for h = L/2 .. 1; r = 1/l (RNE); out = FP16(e 
 the exact product rounded once (partial: out = FP16(e)).
 
 Every step ends in a register and no path holds more than one FP cell's stage: the max
-tree is registered every SOFTMAX_MAX_LEVELS comparator levels, and x - m and the lanes'
+tree is registered every SOFTMAX_MAX_LEVELS levels of it (each stage's groups of keys
+compared all pairs at once, one comparator deep), and x - m and the lanes'
 sums use the pipelined FP32 adder (ADD = ADD_CYCLES stages, its sum ADD - 1 cycles after
 its operands). A word read in cycle c: its source in c + 1, x - m registered at
 c + 1 + ADD, e at E = c + SOFTMAX_E_AT, its FP16 e (partial) presented at E + 1, its sum
@@ -81,6 +82,30 @@ def _key(x):
 
 def _unkey(k):
     return Mux(k[31], k & 0x7FFFFFFF, ~k)
+
+
+def _group_max(m, keys, name):
+    """The largest of `keys` (unsigned) in one compare's depth: every pair compared at once,
+    the key that beats all others (ties to the lower index) picked by an AND-OR of one-hot
+    terms. The tree of pairwise muxes it replaces spent a compare and a mux a level,
+    log2(len(keys)) levels in series (14 gate levels each, the unit's longest path)."""
+    if len(keys) == 1:
+        return keys[0]
+    # above[a][b], a < b: keys[b] > keys[a]
+    above = {(a, b): Signal(name=f"kgt{name}_{a}_{b}") for a in range(len(keys)) for b in range(a + 1, len(keys))}
+    m.d.comb += [g.eq(keys[b] > keys[a]) for (a, b), g in above.items()]
+    picked = []
+    for a, key in enumerate(keys):
+        wins = Cat(*(above[b, a] for b in range(a)), *(~above[a, b] for b in range(a + 1, len(keys)))).all()
+        picked.append(key & wins.replicate(32))
+    return _or_tree(picked)
+
+
+def _or_tree(values):
+    """OR of `values` as a balanced tree (a chain would be as deep as the values are many)."""
+    while len(values) > 1:
+        values = [values[i] | values[i + 1] if i + 1 < len(values) else values[i] for i in range(0, len(values), 2)]
+    return values[0]
 
 
 class SoftmaxUnit(wiring.Component):
@@ -265,25 +290,22 @@ class SoftmaxUnit(wiring.Component):
             m.d.sync += [key.eq(Mux(ok, _key(x), 0)), nan.eq(ok & is_nan)]
             keys.append(key)
             nans.append(nan)
-        tree_v, level_in_stage, stage = keys_v, 0, 1
-        while True:
-            if len(keys) > 1:
-                h = len(keys) // 2
-                nk = [Signal(32, name=f"kred{h}_{j}") for j in range(h)]
-                m.d.comb += [nk[j].eq(Mux(keys[j + h] > keys[j], keys[j + h], keys[j])) for j in range(h)]
-                keys, nans = nk, [nans[j] | nans[j + h] for j in range(h)]
-                level_in_stage += 1
-            if level_in_stage == SOFTMAX_MAX_LEVELS or len(keys) == 1:
-                stage += 1
-                rk = [Signal(32, name=f"kreg{stage}_{j}") for j in range(len(keys))]
-                rn = [Signal(name=f"nreg{stage}_{j}") for j in range(len(keys))]
-                rv = Signal(name=f"kreg{stage}_valid")
-                m.d.sync += [r.eq(k) for r, k in zip(rk, keys, strict=True)]
-                m.d.sync += [r.eq(n) for r, n in zip(rn, nans, strict=True)]
-                m.d.sync += rv.eq(tree_v)
-                keys, nans, tree_v, level_in_stage = rk, rn, rv, 0
-                if len(keys) == 1:
-                    break
+        tree_v, stage = keys_v, 1
+        while len(keys) > 1:
+            # one stage: groups of up to 2^SOFTMAX_MAX_LEVELS keys, each group's max at once
+            # (`_group_max`), registered
+            group = min(1 << SOFTMAX_MAX_LEVELS, len(keys))
+            h = len(keys) // group
+            stage += 1
+            rk = [Signal(32, name=f"kreg{stage}_{j}") for j in range(h)]
+            rn = [Signal(name=f"nreg{stage}_{j}") for j in range(h)]
+            rv = Signal(name=f"kreg{stage}_valid")
+            for j in range(h):
+                members = range(j, len(keys), h)
+                m.d.sync += [rk[j].eq(_group_max(m, [keys[i] for i in members], f"{stage}_{j}")),
+                             rn[j].eq(Cat(*(nans[i] for i in members)).any())]
+            m.d.sync += rv.eq(tree_v)
+            keys, nans, tree_v = rk, rn, rv
         assert stage == max_stages, (stage, max_stages)
         with m.If(tree_v):
             m.d.sync += m_nan.eq(m_nan | nans[0])
