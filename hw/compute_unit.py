@@ -4,10 +4,11 @@ fold unit that reads results out. The arithmetic order is `isa/pe_array.py`'s.
 Input buffer: one bank per row, `k_max` FP16 elements each, written a chunk at a time; one
 read port, shared by the PE row's operand fetch and the reads asked on `rd_*`.
 Output buffer: per row two accumulator banks (one fills while the other is read out), each
-its own memory of `n_max / LANES` words of LANES FP32 partial sums, with two read ports:
-port 0 the PE row's accumulator read of the bank it fills, or, of the bank read out, the
-fold unit's first read of a word or a read asked on `rd_*`; port 1 the fold unit's operand.
-Each port's sources never meet in a cycle (the control unit's phases keep them apart);
+its own memory of `n_max / LANES` words of LANES FP32 partial sums, with one read port
+and one write port (a 1R1W macro): the read is the PE row's accumulator read of the bank
+it fills, or, of the bank read out, the fold unit's first read of a word, its operand
+read or a read asked on `rd_*`. The port's sources never meet in a cycle (the control
+unit's phases keep them apart, the fold unit never reads twice in a cycle);
 an assertion in simulation says so.
 
 PE array: ROWS x LANES pipelined MACs. A weight chunk (one k-group: `pack` packed rows of
@@ -247,7 +248,7 @@ class ComputeUnit(wiring.Component):
         m.d.sync += [rd_in_q.eq(self.rd_en & ~self.rd_acc), rd_acc_q.eq(self.rd_en & self.rd_acc),
                      rd_row_q.eq(self.rd_row), rd_addr_q.eq(self.rd_addr), rd_bank_q.eq(self.fold_bank)]
 
-        in_reads, acc_reads, fold_a, fold_b = [], [], [], []
+        in_reads, acc_reads, fold_reads = [], [], []
         for r in range(rows):
             pipe = pipes[1] if r == 1 else pipes[0]
             # the input buffer: one read port, the PE row's operand fetch or a read asked
@@ -265,33 +266,30 @@ class ComputeUnit(wiring.Component):
             in_reads.append(bank_r.data)
 
             # the output buffer: a memory per accumulator bank, so that the bank filling and
-            # the bank read out never share a port. Read port 0: the PE row's accumulator
-            # read (the bank it fills), the fold's first set of a word or a read asked (the
-            # bank read out); port 1: the fold's operand
+            # the bank read out never share a port; one read port (a 1R1W macro): the PE
+            # row's accumulator read (the bank it fills), or the fold's first set of a word,
+            # its operand or a read asked (the bank read out)
             acc_ports = []
             for b in range(2):
                 acc = Memory(shape=unsigned(32 * lanes), depth=self.acc_depth, init=[])
                 m.submodules[f"acc_bank{r}_{b}"] = acc
-                acc_w, acc_r, acc_b = acc.write_port(granularity=32), acc.read_port(domain="comb"), \
-                    acc.read_port(domain="comb")
+                acc_w, acc_r = acc.write_port(granularity=32), acc.read_port(domain="comb")
                 pe_read = pipe["mac_r"] & ~pipe["first_r"] & ~self.trans & (pipe["bank_r"] == b)
                 asked = rd_acc_q & (rd_row_q == r) & (rd_bank_q == b)
-                fold_read = fold.a_en & (fold.a_row == r) & (self.fold_bank == b)
-                m.d.sync += Assert((pe_read + asked + fold_read) <= 1,
-                                   f"accumulator row {r} bank {b}: two reads on read port 0")
-                m.d.comb += [acc_r.addr.eq(Mux(pe_read, pipe["acc_addr_r"], Mux(asked, rd_addr_q, fold.a_addr))),
-                             acc_b.addr.eq(fold.b_addr)]
-                acc_ports.append((acc_w, acc_r, acc_b))
+                first_set = fold.a_en & (fold.a_row == r) & (self.fold_bank == b)
+                operand = fold.b_en & (fold.b_row == r) & (self.fold_bank == b)
+                m.d.sync += Assert((pe_read + asked + first_set + operand) <= 1,
+                                   f"accumulator row {r} bank {b}: two reads on its read port")
+                m.d.comb += acc_r.addr.eq(Mux(pe_read, pipe["acc_addr_r"],
+                                              Mux(asked, rd_addr_q, Mux(first_set, fold.a_addr, fold.b_addr))))
+                acc_ports.append((acc_w, acc_r))
             # each reader's data from its bank
-            pe_acc, asked_data, a_data, b_data = (Signal(32 * lanes, name=f"{what}{r}")
-                                                  for what in ("pe_acc", "asked_acc", "fold_a", "fold_b"))
+            pe_acc, read_out = Signal(32 * lanes, name=f"pe_acc{r}"), Signal(32 * lanes, name=f"read_out{r}")
             m.d.comb += [pe_acc.eq(Mux(pipe["bank_r"], acc_ports[1][1].data, acc_ports[0][1].data)),
-                         asked_data.eq(Mux(rd_bank_q, acc_ports[1][1].data, acc_ports[0][1].data)),
-                         a_data.eq(Mux(self.fold_bank, acc_ports[1][1].data, acc_ports[0][1].data)),
-                         b_data.eq(Mux(self.fold_bank, acc_ports[1][2].data, acc_ports[0][2].data))]
+                         read_out.eq(Mux(self.fold_bank, acc_ports[1][1].data, acc_ports[0][1].data))]
+            asked_data = Mux(rd_bank_q, acc_ports[1][1].data, acc_ports[0][1].data)
             acc_reads.append(asked_data)
-            fold_a.append(a_data)
-            fold_b.append(b_data)
+            fold_reads.append(read_out)
             # each lane's x: element (first + lane_row) mod LANES of the line, registered
             m.submodules[f"operand_select{r}"] = select = OperandSelect(lanes)
             m.d.comb += [select.line.eq(bank_r.data), select.first.eq(pipe["k_base"][:lane_bits])]
@@ -382,7 +380,7 @@ class ComputeUnit(wiring.Component):
                          w_addr.eq(Mux(t_write, t_word, Mux(normal_w, pipe["acc_addr_w"], self.acc_word))),
                          w_data.eq(Mux(t_write, Cat(*t_data), Mux(normal_w, Cat(*sums), self.acc_data))),
                          w_en.eq(Mux(t_write, Cat(*t_en), Mux(normal_w | outside, (1 << lanes) - 1, 0)))]
-            for b, (acc_w, _, _) in enumerate(acc_ports):
+            for b, (acc_w, _) in enumerate(acc_ports):
                 m.d.comb += [acc_w.addr.eq(w_addr), acc_w.data.eq(w_data), acc_w.en.eq(Mux(w_bank == b, w_en, 0))]
 
         with m.Switch(rd_row_q):                       # the row of the data now out
@@ -390,10 +388,10 @@ class ComputeUnit(wiring.Component):
                 with m.Case(r):
                     m.d.comb += [self.rd_in_data.eq(in_reads[r]), self.rd_acc_data.eq(acc_reads[r])]
 
-        # the fold unit's two reads: a word's first set, and an add's operand
-        for row, data, reads in [(fold.a_row, fold.a_data, fold_a), (fold.b_row, fold.b_data, fold_b)]:
+        # the fold unit's two reads (never in one cycle): a word's first set, an add's operand
+        for row, data in [(fold.a_row, fold.a_data), (fold.b_row, fold.b_data)]:
             with m.Switch(row):
                 for r in range(rows):
                     with m.Case(r):
-                        m.d.comb += data.eq(reads[r])
+                        m.d.comb += data.eq(fold_reads[r])
         return m

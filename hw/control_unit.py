@@ -26,7 +26,8 @@ unit, the softmax unit and the DRAM writer, and sequences them:
   OK it runs as ATTENTION with TRANS_W, its stages' beats (read from the pages by the
   front end) unpacked as one operand's at virtual address 0; else it completes with the
   verdict (BAD_PAGE, DRAM_ERROR), nothing else read.
-  The readout streams: the fold unit takes a word per cycle (hw/fold_unit.py); results
+  The readout streams: the fold unit takes a word a cycle, or with adds one every
+  steps + 1 cycles at best (hw/fold_unit.py: one read port a memory); results
   go through the line packer (hw/line_packer.py) into one write run per group, the
   group's rows being one run of bytes in the completion slot. The DRAM runs (the group's
   input rows, each stage's weights) are started by a fetcher of their own, each as soon

@@ -3,22 +3,28 @@ outputs of one row) per request, in `isa/pe_array.py`'s order: the word's sets i
 (with the split, PE row 0's, then PE row 1's), then the packed rows pairwise
 (lane j += lane j + h * N), one LANES-wide FP32 add per step.
 
-The words stream: a request can be taken every cycle. The adder array is pipelined
-(ADD_STAGES logic stages) and its operands are registered, so one word's next add can
-start ADD_STAGES cycles after its last; meanwhile the adder takes other words' adds. A
-word leaving the adder with steps to go re-enters it at once, ahead of a new request, so
-the words come out in request order, one every max(1, steps) cycles:
+The words stream. The output buffer has one read port a memory (a macro of one read
+port, as the PE row's accumulator read and write take a 1R1W macro), so the unit reads at
+most one word a cycle: a request taken reads the word's first set (`a`) and, when the word
+has adds, holds it a cycle (`first`, LOADING) while the add reads its operand (`b`). The
+adder array is pipelined (ADD_STAGES logic stages) and its operands are registered, so one
+word's next add can start ADD_STAGES cycles after its last; meanwhile the adder takes other
+words' adds. A word leaving the adder with steps to go re-enters it at once, so the words
+come out in request order, one every max(1, steps + 1) cycles at best:
 
-    cycle c                 request taken: the word's first set and its first operand
-                            read, registered as the adder's operands (step 0)
-    c + ADD_STAGES - 1      the sum: re-entered with the next operand (step 1), or
+    cycle c                 request taken: the word's first set read (held: LOADING)
+    c + 1                   its first operand read; both registered as the adder's
+                            operands (step 0)
+    c + 1 + ADD_STAGES - 1  the sum: re-entered with the next operand (step 1), or
                             written into the output FIFO
-    c + STEP_CYCLES * steps + 1   the word at the FIFO's head (`out_valid`)
+    c + STEP_CYCLES * steps + 2   the word at the FIFO's head (`out_valid`)
 
-A word without adds (steps = 0: one set, no split, no packing) goes into the FIFO as it is
-read: `out_valid` the cycle after the request. The FIFO holds FIFO_DEPTH words; a request
-is taken only when the words taken and not yet read out are fewer, so a consumer that
-stalls (the DRAM writer between bursts) stops the requests, never loses a sum.
+A request is taken only in a cycle in which no add enters the adder and none will in the
+next (the held word's), so `a` and `b` never read in one cycle. A word without adds
+(steps = 0: one set, no split, no packing) goes into the FIFO as it is read: `out_valid`
+the cycle after the request, a request every cycle. The FIFO holds FIFO_DEPTH words; a
+request is taken only when the words taken and not yet read out are fewer, so a consumer
+that stalls (the DRAM writer between bursts) stops the requests, never loses a sum.
 """
 from amaranth import Cat, Module, Mux, Signal, unsigned
 from amaranth.lib import wiring
@@ -33,6 +39,7 @@ from .fp_cells import add_cell
 from .shift import shift_right
 
 STEP_CYCLES = ADD_STAGES          # a word's add -> its next add (operands registered, then the adder)
+assert ADD_STAGES >= 2, "a take looks a stage ahead for the add that re-enters next"
 assert FIFO_DEPTH & (FIFO_DEPTH - 1) == 0, "the FIFO's pointers wrap around"
 
 
@@ -48,10 +55,10 @@ class FoldUnit(wiring.Component):
             "pack_log2": In(range((lanes - 1).bit_length() + 1)),
             # requests: one word of one row
             "req_valid": In(1), "req_ready": Out(1), "req_row": In(range(rows)), "req_word": In(range(acc_depth)),
-            # two combinational reads of the output buffer: a word's first set (its data used
-            # when `a_en`, a request taken), an operand
+            # two combinational reads of the output buffer, never in the same cycle: a word's
+            # first set (`a_en`: a request taken), an add's operand (`b_en`)
             "a_en": Out(1), "a_row": Out(range(rows)), "a_addr": Out(range(acc_depth)), "a_data": In(32 * lanes),
-            "b_row": Out(range(rows)), "b_addr": Out(range(acc_depth)), "b_data": In(32 * lanes),
+            "b_en": Out(1), "b_row": Out(range(rows)), "b_addr": Out(range(acc_depth)), "b_data": In(32 * lanes),
             # the sums, in request order
             "out_valid": Out(1), "out_ready": In(1), "out_fp32": Out(32 * lanes), "out_fp16": Out(16 * lanes),
         })
@@ -76,32 +83,45 @@ class FoldUnit(wiring.Component):
             sums.append(s)
         # (the add's last step, worked out as it enters: its sum's `again` is then a register)
         entered = Signal(1 + row_bits + word_bits + 8 + 1)
-        tag = entered
+        tags = [entered]
         for i in range(ADD_STAGES - 1):
-            later = Signal.like(tag, name=f"fold_tag_s{i + 1}")
-            m.d.sync += later.eq(tag)
-            tag = later
-        done_valid, done_row, done_word, done_step, done_last = (
-            tag[0], tag[1:1 + row_bits], tag[1 + row_bits:1 + row_bits + word_bits], tag[-9:-1], tag[-1])
+            later = Signal.like(entered, name=f"fold_tag_s{i + 1}")
+            m.d.sync += later.eq(tags[-1])
+            tags.append(later)
+
+        def fields(tag):
+            return (tag[0], tag[1:1 + row_bits], tag[1 + row_bits:1 + row_bits + word_bits], tag[-9:-1], tag[-1])
+        done_valid, done_row, done_word, done_step, done_last = fields(tags[-1])
         again = done_valid & ~done_last
+        # an add that re-enters in the next cycle (the tag a stage before its sum)
+        next_valid, _, _, _, next_last = fields(tags[-2])
+        again_next = next_valid & ~next_last
+
+        # a word taken with adds: its first set held a cycle, then into the adder
+        loading, first = Signal(), Signal(32 * lanes)
+        load_row, load_word = Signal(row_bits), Signal(word_bits)
 
         # credits: words taken and not yet read out of the FIFO
         held = Signal(range(FIFO_DEPTH + 1))
         take = Signal()
-        m.d.comb += [self.req_ready.eq(~again & (held < FIFO_DEPTH)), take.eq(self.req_valid & self.req_ready),
+        m.d.comb += [self.req_ready.eq(~again & ~again_next & ~loading & (held < FIFO_DEPTH)),
+                     take.eq(self.req_valid & self.req_ready),
                      self.a_en.eq(take), self.a_row.eq(self.req_row), self.a_addr.eq(self.req_word)]
+        m.d.sync += loading.eq(take & (steps != 0))
+        with m.If(take):
+            m.d.sync += [first.eq(self.a_data), load_row.eq(self.req_row), load_word.eq(self.req_word)]
 
-        # the add entering the adder: the sum going round again, or a new word
+        # the add entering the adder: the sum going round again, or the held word
         row, word, step = Signal(row_bits), Signal(word_bits), Signal(8)
         source = Signal(32 * lanes)
-        m.d.comb += [row.eq(Mux(again, done_row, self.req_row)), word.eq(Mux(again, done_word, self.req_word)),
-                     step.eq(Mux(again, done_step + 1, 0)), source.eq(Mux(again, Cat(*sums), self.a_data))]
+        m.d.comb += [row.eq(Mux(again, done_row, load_row)), word.eq(Mux(again, done_word, load_word)),
+                     step.eq(Mux(again, done_step + 1, 0)), source.eq(Mux(again, Cat(*sums), first))]
         # its operand: a set of the row, a set of PE row 1, or the running total's packed
         # rows h * N lanes up (h = pack / 2, pack / 4, .., 1)
         own, from_buffer = step < own_adds, step < own_adds + self.sets1
         set_ = Signal(2)
         m.d.comb += set_.eq(Mux(own, step + 1, step - own_adds))
-        m.d.comb += [self.b_row.eq(Mux(own, row, 1)),
+        m.d.comb += [self.b_en.eq((again | loading) & from_buffer), self.b_row.eq(Mux(own, row, 1)),
                      self.b_addr.eq(word + Mux(set_ == 0, 0, Mux(set_ == 1, self.n_words, self.n_words << 1)))]
         tree_lanes = Signal(range(2 * lanes))
         tree_step = Signal(8)
@@ -109,7 +129,7 @@ class FoldUnit(wiring.Component):
                      tree_lanes.eq(((self.n_cols << self.pack_log2) >> (tree_step + 1))[:len(tree_lanes)])]
         tree_operand = shift_right(m, source, tree_lanes, 32, name="tree_operand")   # source >> 32 * tree_lanes
         m.d.sync += [total.eq(source), operand.eq(Mux(from_buffer, self.b_data, tree_operand)),
-                     entered.eq(Cat(again | (take & (steps != 0)), row, word, step, step + 1 >= steps))]
+                     entered.eq(Cat(again | loading, row, word, step, step + 1 >= steps))]
 
         # the FIFO: a finished sum, or a word without adds as it was read
         fifo = Memory(shape=unsigned(32 * lanes), depth=FIFO_DEPTH, init=[])
