@@ -11,6 +11,7 @@ The device's blocks share one internal bus whose beat holds a line of every DRAM
 interleaver spreads it over the channel ports and the host bridge widens CXL.mem to it.
 """
 from amaranth import Module, Signal
+from amaranth.hdl import Assert
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -63,6 +64,11 @@ class NdpDevice(wiring.Component):
                 wiring.connect(m, interleaver.channels[c], wiring.flipped(getattr(self, f"dram{c}")))
             wiring.connect(m, front.down, bridge.host)
             wiring.connect(m, bridge.bus, arbiter.ports[0])
+            # the interleaver's address readies are room in every channel queue, which the
+            # arbiter's tags guarantee here (hw/dram_interleaver.py): a burst never waits
+            bus = interleaver.bus
+            m.d.sync += [Assert(~bus.arvalid | bus.arready, "a read burst waits for room in the interleaver"),
+                         Assert(~bus.awvalid | bus.awready, "a write burst waits for room in the interleaver")]
         wiring.connect(m, engine.bus, arbiter.ports[1])
         wiring.connect(m, control.bus, arbiter.ports[2])
 
