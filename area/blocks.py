@@ -10,12 +10,15 @@ would take hours on two cores, and at 4 channels already abc exhausts yowasp's 4
 WebAssembly memory on the PE array. The same config at FIT_CHANNELS = 1 and 2 channels
 (LANES in proportion, everything else the target's) is synthesized and each block's figures
 are extrapolated in channels c: the line through the two points, except the PE array's own
-logic, except each PE row's operand select (hw/operand_select.py), whose multiplexers grow
-about as LANES^1.5: its own logic is a c + k M(LANES) through the two points, M the
-block's two-input multiplexers per bit (`select_muxes`: its rotator's and its lanes'
-choices), k their area (near 16 MUX2_X1: a test). The line holds for the other lane-wide
-blocks: synthesized alone (`block_growth`, small enough at 4 channels too, the operand
-select among them), the line through 1 and 2 channels (the select: its model) predicts
+logic, except the blocks whose multiplexers grow faster than LANES (`MUX_MODELS`): each
+PE row's operand select (hw/operand_select.py, about LANES^1.5) and the line packer
+(hw/line_packer.py, its shifters' stages widen with the line's offset bits). Such a
+block's own logic is a c + k M(LANES) through the two points, M the block's two-input
+multiplexers per bit as its RTL's structure counts them (`select_muxes`: the rotator's
+and the lanes' choices; `packer_muxes`: the shifters' stages), k their area (near 16
+MUX2_X1 for the select: a test). The line holds for the other lane-wide blocks:
+synthesized alone (`block_growth`, small enough at 4 channels too, the modelled blocks
+among them), the line through 1 and 2 channels (a modelled block: its model) predicts
 their 4-channel area within LINE_MARGIN (a test; docs/area.md has the figures). A block
 only in the 2-channel variant (the interleaver, the host bridge) scales in proportion to c.
 Logic depth is linear in log2 c.
@@ -39,6 +42,7 @@ from typing import Any
 import isa
 from hw import fp_cells
 from hw.gen import source_digest
+from hw.line_packer import packer_muxes
 from hw.operand_select import select_muxes
 
 from .cells import area as cells_area
@@ -46,7 +50,9 @@ from .synth import OUT_DIR, flow_key, synthesize, totals
 
 DIRECT_CHANNELS = 2         # synthesize configs up to this many channels as they are
 FIT_CHANNELS = (1, 2)       # ... and larger ones from these two
-SELECT = "operand_select"   # the blocks (one a PE row) whose own logic grows as M(LANES)
+# blocks (by their name's last part) whose own logic grows as a c + k M(LANES), M their
+# two-input multiplexers per bit: the operand selects (one a PE row) and the line packer
+MUX_MODELS: dict[str, Callable[[int], int]] = {"operand_select": select_muxes, "packer": packer_muxes}
 LINE_MARGIN = 0.10          # the line through 1 and 2 channels at 4, against synthesis (block_growth)
 TOP = "device"
 Rows = dict[str, dict[str, Any]]        # module -> its figures
@@ -129,49 +135,57 @@ def line(values: dict[int, float], channels: int) -> float:
     return max(v1 + (v2 - v1) * (channels - c1) / (c2 - c1), min(v1, v2))
 
 
-def is_select(module: str) -> bool:
-    return module.rsplit(".", 1)[-1].startswith(SELECT)
+def mux_model(module: str) -> str | None:
+    """The MUX_MODELS kind of a block, or None (the line)."""
+    leaf = module.rsplit(".", 1)[-1]
+    return next((kind for kind in MUX_MODELS if leaf.startswith(kind)), None)
 
 
-def select_terms(values: dict[int, float], lanes_per_channel: int) -> tuple[float, float]:
-    """(a, k) of a c + k M(c LANES_PER_CHANNEL) through {c1: v1, c2: v2}: an operand
-    select's own logic, M its two-input multiplexers per bit (hw/operand_select.py)."""
+def mux_terms(kind: str, values: dict[int, float], lanes_per_channel: int) -> tuple[float, float]:
+    """(a, k) of a c + k M(c LANES_PER_CHANNEL) through {c1: v1, c2: v2}, M the kind's
+    two-input multiplexers per bit."""
+    muxes = MUX_MODELS[kind]
     (c1, v1), (c2, v2) = sorted(values.items())
-    m1, m2 = select_muxes(c1 * lanes_per_channel), select_muxes(c2 * lanes_per_channel)
+    m1, m2 = muxes(c1 * lanes_per_channel), muxes(c2 * lanes_per_channel)
     det = c1 * m2 - c2 * m1
     return (v1 * m2 - v2 * m1) / det, (c1 * v2 - c2 * v1) / det
 
 
-def select_fit(values: dict[int, float], channels: int, lanes_per_channel: int) -> float:
-    a, k = select_terms(values, lanes_per_channel)
-    return a * channels + k * select_muxes(channels * lanes_per_channel)
+def mux_fit(kind: str, values: dict[int, float], channels: int, lanes_per_channel: int) -> float:
+    a, k = mux_terms(kind, values, lanes_per_channel)
+    return a * channels + k * MUX_MODELS[kind](channels * lanes_per_channel)
 
 
 def fit(points: Points, channels: int, lanes_per_channel: int) -> Rows:
     """Rows at `channels` from {channels: rows} at FIT_CHANNELS (see the module's docstring).
-    A block holding operand selects is the line through its other logic plus the selects'
-    fit; each row says how it was extrapolated (`scaling`)."""
+    A block holding modelled blocks (MUX_MODELS) is the line through its other logic plus
+    each kind's fit; each row says how it was extrapolated (`scaling`)."""
     cs = sorted(points)
     out = {}
     for module, last in points[cs[-1]].items():
         have = [c for c in cs if module in points[c]]
         row = {"path": last["path"]}
-        selects = [s for s in points[cs[-1]] if is_select(s) and (s == module or s.startswith(module + "."))]
-        holds = len(have) == 2 and bool(selects)
-        bar = ({c: sum(points[c][s]["own_um2"] for s in selects) for c in have} if holds
-               else {c: 0.0 for c in have})
-        bar_fit = select_fit(bar, channels, lanes_per_channel) if holds else 0.0
-        rest = {c: points[c][module]["area_um2"] - bar[c] for c in have}
+        bars: dict[str, dict[int, float]] = {}      # kind -> {c: the own logic of its blocks here}
+        if len(have) == 2:
+            for s in points[cs[-1]]:
+                kind = mux_model(s)
+                if kind and (s == module or s.startswith(module + ".")):
+                    bar = bars.setdefault(kind, {c: 0.0 for c in have})
+                    for c in have:
+                        bar[c] += points[c][s]["own_um2"]
+        bar_fit = sum(mux_fit(kind, bar, channels, lanes_per_channel) for kind, bar in bars.items())
+        rest = {c: points[c][module]["area_um2"] - sum(bar[c] for bar in bars.values()) for c in have}
         row["area_um2"] = max(line(rest, channels), 0.0) + bar_fit
-        own_bar = bar if is_select(module) else {c: 0.0 for c in have}
-        row["own_um2"] = (max(line({c: points[c][module]["own_um2"] - own_bar[c] for c in have}, channels), 0.0)
-                          + (bar_fit if is_select(module) else 0.0))
+        own = {c: points[c][module]["own_um2"] for c in have}
+        kind = mux_model(module)
+        row["own_um2"] = (mux_fit(kind, own, channels, lanes_per_channel) if kind and len(have) == 2
+                          else max(line(own, channels), 0.0))
         row["flops"] = max(line({c: points[c][module]["flops"] for c in have}, channels), 0.0)
         # transistors as the area: the larger variant's transistors per um^2
         per_um2 = last["transistors"] / last["area_um2"] if last["area_um2"] else 0.0
         row["transistors"] = row["area_um2"] * per_um2
         row["scaling"] = ("proportional" if len(have) == 1 else
-                          "linear + operand select M(LANES)" if holds else "linear")
+                          " + ".join(["linear"] + [f"{k.replace('_', ' ')} M(LANES)" for k in sorted(bars)]))
         levels = {c: points[c][module]["levels"] for c in have}
         row["levels"] = (levels[1] + (levels[2] - levels[1]) * math.log2(channels)
                          if len(have) == 2 else levels[have[0]])
@@ -228,8 +242,9 @@ def _standalone(cfg: isa.DeviceConfig) -> dict[str, Callable[[], Any]]:
 
 def predicted(name: str, areas: dict[int, float], channels: int, lanes_per_channel: int) -> float:
     """A standalone block's area at `channels` from {1: a1, 2: a2} as the device's fit
-    extrapolates it: the operand select by its model, every other block by the line."""
-    return select_fit(areas, channels, lanes_per_channel) if is_select(name) else line(areas, channels)
+    extrapolates it: a modelled block (MUX_MODELS) by its model, every other by the line."""
+    kind = mux_model(name)
+    return mux_fit(kind, areas, channels, lanes_per_channel) if kind else line(areas, channels)
 
 
 GROWTH_CHANNELS = (1, 2, 4)
@@ -302,9 +317,9 @@ def main(argv: list[str] | None = None) -> None:
                       f"{(r['area_um2'] + fp_area(r, est['fp'])) / 1e6:>11.4f}  {r['scaling']}")
         points = est["points"]
         per_channel = cfg.lanes // cfg.dram_channels
-        selects = [s for s in points[2] if is_select(s)]
+        selects = [s for s in points[2] if mux_model(s) == "operand_select"]
         own = {c: sum(points[c][s]["own_um2"] for s in selects) / len(selects) for c in FIT_CHANNELS}
-        _, k = select_terms(own, per_channel)
+        _, k = mux_terms("operand_select", own, per_channel)
         print()
         print(f"{'standalone block':<16} {'1 ch mm2':>9} {'2 ch mm2':>9} {'4 ch mm2':>9} {'2->4 / 2x(1->2)':>16}  "
               f"{'fit via 1,2 at 4 ch: error':>28}")

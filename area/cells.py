@@ -10,6 +10,10 @@ No delays, no power: the file only carries area and function (abc maps for area 
 left out of the Liberty file: abc maps to single-output cells.
 """
 SITE_UM2 = 0.19 * 1.4
+# the timing assumption (hw/depth.py): at 45 nm an FO4 inverter is about 15-20 ps and a
+# 2-input gate level about 1-1.5 FO4: 20 ps a level; flop clock-to-Q, setup and skew 100 ps
+T_LEVEL_PS = 20.0
+T_SEQ_PS = 100.0
 
 # name: (sites, inputs, output, Liberty function); DFF_X1 is the flip-flop
 CELLS = {

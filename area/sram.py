@@ -8,7 +8,11 @@ same memories out (area/synth.py), so each bit is costed once.
 How: a memory of `width` bits is built from SRAM macros of at most MACRO_WIDTH bits side by
 side (a line is read from all of them at once: its energy is theirs together), each
 `depth` words deep (rounded up to a power of two for CACTI), with the RTL's read and write
-ports as CACTI's exclusive read and write ports. A memory of fewer than REGFILE_BITS bits,
+ports as CACTI's exclusive read and write ports. A memory whose macros would not cycle
+within the clock may be built of BANKS of them stacked in depth instead (an SRAM compiler's
+user splits a deep memory so): one bank is active per access (a line's energy is one
+bank's macros'), all leak, and the line is chosen among the banks by a multiplexer of
+log2(banks) gate levels after the macros' cycle. A memory of fewer than REGFILE_BITS bits,
 or fewer than MIN_SRAM_DEPTH words, is a flip-flop array instead: DFF_X1 per bit plus a
 MUX2_X1 per bit and read port (area/cells.py), its energy and leakage left in the logic's.
 
@@ -29,6 +33,7 @@ from typing import Any, cast
 from isa import DeviceConfig
 
 from . import cells
+from .cells import T_LEVEL_PS
 
 log = logging.getLogger(__name__)      # progress: each CACTI run (the cached answers are silent)
 
@@ -43,6 +48,10 @@ CELL_TYPE = "itrs-hp"
 # whose macro cycles within the clock's period (as a team picks a compiler's low-leakage
 # library where it is fast enough and the high-speed one elsewhere); CELL_TYPE is the last
 CELL_TYPES = ("itrs-lstp", "itrs-lop", CELL_TYPE)
+# banks a memory may be stacked in (`clocked`): in the first cell type that meets the clock
+# with any of them, the smallest area (CACTI's organization of a smaller macro is not always
+# smaller per bit, so every count is tried)
+BANKS = (1, 2, 4)
 # CACTI 7's 45 nm SRAM cell (tech_params/45nm.dat `-area_cell`): 146 F^2, F = 45 nm
 BITCELL_UM2 = 146 * TECH_UM ** 2
 CACHE = Path(__file__).resolve().parents[1] / "build" / "cacti"
@@ -225,9 +234,11 @@ def buffer_of(name: str) -> str:
     return "other"
 
 
-def cost(memory: dict[str, Any], ports: tuple[int, int] | None = None, cell_type: str = CELL_TYPE) -> dict[str, Any]:
+def cost(memory: dict[str, Any], ports: tuple[int, int] | None = None, cell_type: str = CELL_TYPE,
+         banks: int = 1) -> dict[str, Any]:
     """One memory's area (mm^2), energy per line read and write (pJ), leakage (mW) and cycle
-    time; `ports` (read, write) replaces the RTL's ports (e.g. (1, 1): the 1R1W bound)."""
+    time, built of `banks` stacked in depth; `ports` (read, write) replaces the RTL's ports
+    (e.g. (1, 1): the 1R1W bound)."""
     width, depth, bits = memory["width"], memory["depth"], memory["bits"]
     read, write = ports or (memory["read_ports"], memory["write_ports"])
     base = {"name": memory["name"], "buffer": buffer_of(memory["name"]), "width": width, "depth": depth,
@@ -239,24 +250,34 @@ def cost(memory: dict[str, Any], ports: tuple[int, int] | None = None, cell_type
     macros = -(-width // MACRO_WIDTH)
     macro_width = -(-width // macros)
     macro_width = 1 << (macro_width - 1).bit_length()          # CACTI: a power-of-two block
-    rows = 1 << (depth - 1).bit_length()
+    rows = (1 << (depth - 1).bit_length()) // banks
+    if rows < MIN_SRAM_DEPTH or banks & (banks - 1):
+        raise ValueError(f"{memory['name']}: {depth} words in {banks} banks")
     one = cacti(rows * macro_width // 8, macro_width, read, write, cell_type=cell_type)
-    return {**base, "kind": "sram", "macros": macros, "macro": f"{rows} x {macro_width}",
+    bank_mux_ns = (banks.bit_length() - 1) * T_LEVEL_PS / 1e3
+    return {**base, "kind": "sram", "macros": banks * macros, "banks": banks, "macro": f"{rows} x {macro_width}",
             "macro_bytes": rows * macro_width // 8,
-            "area_mm2": macros * one["area_mm2"], "read_pj": macros * one["read_nj"] * 1e3,
-            "write_pj": macros * one["write_nj"] * 1e3, "leakage_mw": macros * one["leakage_mw"],
-            "cycle_ns": one["cycle_ns"], "access_ns": one["access_ns"],
+            "area_mm2": banks * macros * one["area_mm2"], "read_pj": macros * one["read_nj"] * 1e3,
+            "write_pj": macros * one["write_nj"] * 1e3, "leakage_mw": banks * macros * one["leakage_mw"],
+            "cycle_ns": one["cycle_ns"] + bank_mux_ns, "access_ns": one["access_ns"] + bank_mux_ns,
             "efficiency_pct": one["efficiency_pct"]}
 
 
 def clocked(memory: dict[str, Any], period_ns: float, ports: tuple[int, int] | None = None) -> dict[str, Any]:
-    """`cost` of a memory in the first of CELL_TYPES whose macro cycles within `period_ns`
-    (CELL_TYPE when none does), with its `cell_type`."""
+    """`cost` of a memory in the first of CELL_TYPES whose macros cycle within `period_ns`
+    in some count of BANKS (the smallest of those), with its `cell_type`; in CELL_TYPE, one
+    bank, when none does."""
+    rows = 1 << (memory["depth"] - 1).bit_length()
     for cell_type in CELL_TYPES:
         row = cost(memory, ports, cell_type)
-        if row["kind"] != "sram" or row["cycle_ns"] <= period_ns or cell_type == CELL_TYPES[-1]:
-            return {**row, "cell_type": cell_type if row["kind"] == "sram" else "flops"}
-    raise AssertionError("CELL_TYPES is not empty")
+        if row["kind"] != "sram":
+            return {**row, "cell_type": "flops"}
+        fits = [r for r in [row] + [cost(memory, ports, cell_type, banks) for banks in BANKS[1:]
+                                    if rows // banks >= MIN_SRAM_DEPTH]
+                if r["cycle_ns"] <= period_ns]
+        if fits:
+            return {**min(fits, key=lambda r: r["area_mm2"]), "cell_type": cell_type}
+    return {**cost(memory, ports, CELL_TYPE), "cell_type": CELL_TYPE}
 
 
 def costs(cfg: DeviceConfig, cell_type: str | None = None) -> list[dict[str, Any]]:
@@ -270,8 +291,8 @@ def costs(cfg: DeviceConfig, cell_type: str | None = None) -> list[dict[str, Any
             row = clocked(memory, period_ns)
         else:
             row = {**cost(memory, cell_type=cell_type), "cell_type": cell_type}
-        row["area_1r1w_mm2"] = cost(memory, (1, 1), row["cell_type"] if row["kind"] == "sram" else CELL_TYPE)[
-            "area_mm2"]
+        row["area_1r1w_mm2"] = (cost(memory, (1, 1), row["cell_type"], row["banks"]) if row["kind"] == "sram"
+                                else cost(memory, (1, 1)))["area_mm2"]
         row["leakage_lop_mw"] = cost(memory, cell_type="itrs-lop")["leakage_mw"]
         out.append(row)
     return out

@@ -15,9 +15,25 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from isa.microarch import PACKER_BUFFER_LINES as BUFFER_LINES
-from .shift import mask_below, shift_left
+from .shift import mask_below, shift_left, shift_left_muxes
 from .stream import LineStream
 
+
+
+def packer_muxes(lanes):
+    """Two-input multiplexers of the packer's shifters (a word's bytes and their strobes
+    placed by the byte in the line), each stage's choices counted as hw/shift.py does:
+    area/blocks.py's model of how the block grows with LANES (a stage's choice widens with
+    the line's offset bits, so faster than LANES)."""
+    line, word_bytes = 2 * lanes, 4 * lanes          # a beat: LANES FP16; a word: LANES FP32
+    window, offset_bits = _window(line, word_bytes), (line - 1).bit_length()
+    return (shift_left_muxes(8 * word_bytes, offset_bits, 8, 8 * window)
+            + shift_left_muxes(word_bytes, offset_bits, 1, window))
+
+
+def _window(line, word_bytes):
+    """Bytes a word can reach from its byte in the line on."""
+    return min(BUFFER_LINES * line, line - 1 + word_bytes)
 
 
 class LinePacker(wiring.Component):
@@ -73,7 +89,7 @@ class LinePacker(wiring.Component):
         line_log2 = (line - 1).bit_length()
         assert line == 1 << line_log2, "a line a power of two bytes"
         word = self.w_data & mask_below(m, self.w_bytes, word_bytes, 8, name="word_mask")
-        window = min(size, line - 1 + word_bytes)           # bytes the word can reach in its line and on
+        window = _window(line, word_bytes)
         in_line = shift_left(m, word, fill[:line_log2], 8, 8 * window, name="placed")
         in_line_strb = shift_left(m, mask_below(m, self.w_bytes, word_bytes, name="word_strb"),
                                   fill[:line_log2], 1, window, name="placed_strb")

@@ -21,7 +21,7 @@ of partial chunks, not a shifted constant.
 """
 from amaranth import Cat, Const, Mux, Signal, Value
 
-__all__ = ["DIGIT_BITS", "shift_right", "shift_right_muxes", "shift_left", "mask_below"]
+__all__ = ["DIGIT_BITS", "shift_right", "shift_right_muxes", "shift_left", "shift_left_muxes", "mask_below"]
 
 DIGIT_BITS = 4            # a stage per 4 bits of the amount: 16-way stages
 CHUNK_BITS = 32           # mask_below's comparator granularity (Verilator's word)
@@ -76,17 +76,31 @@ def shift_right(m, value, amount, unit_bits, width=None, *, name="shr"):
     return _finish(m, cur, width, name)
 
 
+def _left_stages(value_bits, amount_bits, unit_bits, width):
+    """shift_left's stages: (the digit's low bit, its bits, the stage's width in bits).
+    Low digits first: each stage widens by the most it can shift in, up to `width`."""
+    cur = min(value_bits, width)
+    for lo in range(0, amount_bits, DIGIT_BITS):
+        digit_bits = min(DIGIT_BITS, amount_bits - lo)
+        cur = min(width, cur + ((((1 << digit_bits) - 1) * unit_bits) << lo))
+        yield lo, digit_bits, cur
+
+
+def shift_left_muxes(value_bits, amount_bits, unit_bits, width):
+    """shift_right_muxes for shift_left."""
+    return sum(bits * ((1 << digit_bits) - 1)
+               for _, digit_bits, bits in _left_stages(value_bits, amount_bits, unit_bits, width))
+
+
 def shift_left(m, value, amount, unit_bits, width, *, name="shl"):
     """`(value << (amount * unit_bits))[:width]`: `value` moved up `amount` units of
     `unit_bits` bits, zeros below it, cut at `width` bits. `amount` is unsigned. Adds the
     stages to `m.d.comb`; returns the last."""
     value, amount = _unsigned(value), _unsigned(amount)
     cur = value[:width]
-    # low digits first: each stage widens by the most it can shift in
-    for lo in range(0, len(amount), DIGIT_BITS):
-        digit = amount[lo:lo + DIGIT_BITS]
-        top = (((1 << len(digit)) - 1) * unit_bits) << lo
-        stage = Signal(min(width, len(cur) + top), name=f"{name}_d{lo}")
+    for lo, digit_bits, stage_bits in _left_stages(len(value), len(amount), unit_bits, width):
+        digit = amount[lo:lo + digit_bits]
+        stage = Signal(stage_bits, name=f"{name}_d{lo}")
         with m.Switch(digit):
             for d in range(1 << len(digit)):
                 step = (d * unit_bits) << lo

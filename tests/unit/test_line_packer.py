@@ -7,7 +7,7 @@ import pytest
 from amaranth.sim import Simulator
 
 import isa
-from hw.line_packer import LinePacker
+from hw.line_packer import LinePacker, packer_muxes
 from sim import line_packer as model_packer
 
 CFG = isa.load_config("small")
@@ -92,3 +92,11 @@ def test_line_packer(esize, rows, n, offset, stall):
 def test_buffer_lines_tied():
     from hw import line_packer as rtl_packer
     assert model_packer.BUFFER_LINES == rtl_packer.BUFFER_LINES
+
+
+def test_packer_muxes_counts_its_shifters():
+    # 32 lanes: a 64-byte line (6 offset bits: digits of 4 and 2 bits), a 128-byte word,
+    # 191 bytes reachable. The data shifter on bytes: 128 -> 143 bytes at 15 muxes a bit,
+    # then -> 191 at 3; the strobes the same on one bit a byte
+    assert packer_muxes(32) == 8 * (143 * 15 + 191 * 3) + (143 * 15 + 191 * 3)
+

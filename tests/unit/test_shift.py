@@ -7,7 +7,7 @@ import pytest
 from amaranth import Module, Signal
 from amaranth.sim import Simulator
 
-from hw.shift import mask_below, shift_left, shift_right, shift_right_muxes
+from hw.shift import mask_below, shift_left, shift_left_muxes, shift_right, shift_right_muxes
 
 
 def evaluate(build, inputs, cases):
@@ -65,3 +65,14 @@ def test_shift_right_muxes_counts_its_stages():
     assert shift_right_muxes(64 * 16, 5, 16, 32 * 16) == 16 * (47 * 1 + 32 * 15)
     # no amount, no stage
     assert shift_right_muxes(64, 0, 1, 32) == 0
+
+
+def test_shift_left_muxes_counts_its_stages():
+    # 32 units of 1 bit moved by 0..31 (5 bits) into 64: the digit at bit 0 (16:1 = 15
+    # muxes) over min(64, 32 + 15) = 47, then the digit at bit 4 (1 bit, 2:1) over
+    # min(64, 47 + 16) = 63
+    assert shift_left_muxes(32, 5, 1, 64) == 47 * 15 + 63 * 1
+    # units of 8 bits: every width in bits, the same count per bit
+    assert shift_left_muxes(32 * 8, 5, 8, 64 * 8) == 8 * (47 * 15 + 63 * 1)
+    assert shift_left_muxes(32, 0, 1, 64) == 0
+
