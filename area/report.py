@@ -81,7 +81,7 @@ def assemble(name: str, cfg: isa.DeviceConfig, est: dict[str, Any], memories: li
     pe_um2, core_um2 = _with_fp(pe, fp), _with_fp(device, fp)
     buffers = sram.by_buffer(memories)
     sram_mm2 = sum(m["area_mm2"] for m in memories)
-    sram_1r1w = sum(m["area_1r1w_mm2"] for m in memories)
+    sram_1rw = sum(m["area_1rw_mm2"] for m in memories)
     bits = sum(m["bits"] for m in memories)
     bitcell_mm2 = sum(m["bitcell_mm2"] for m in memories)
 
@@ -92,7 +92,7 @@ def assemble(name: str, cfg: isa.DeviceConfig, est: dict[str, Any], memories: li
     paths += [{"block": f"FP cell {c}", "levels": fp[c]["path"]["levels"],
                "fmax_ghz": fmax_ghz(fp[c]["path"]["levels"]), "start": "", "end": ""} for c in sorted(used)]
     paths.sort(key=lambda p: -p["levels"])
-    sram_cycle = max((m["cycle_ns"] for m in memories if m["kind"] == "sram"), default=0.0)
+    sram_cycle = max((m["clock_ns"] for m in memories if m["kind"] == "sram"), default=0.0)
     # the datapath: the PE array (with its fold unit) and the FP cells in it
     datapath = [p for p in paths if p["block"].startswith(PE_MODULE)
                 or p["block"].removeprefix("FP cell ") in pe["fp_cells"]]
@@ -123,7 +123,7 @@ def assemble(name: str, cfg: isa.DeviceConfig, est: dict[str, Any], memories: li
         "paper": paper, "paper_share": {"macs": mac_share, "buffer_bytes": bit_share},
         "area": {"pe_mm2": pe_um2 / 1e6, "other_logic_mm2": (core_um2 - pe_um2) / 1e6,
                  "logic_mm2": core_um2 / 1e6, "sram_mm2": sram_mm2, "total_mm2": total_mm2,
-                 "sram_1r1w_mm2": sram_1r1w, "sram_bitcell_mm2": bitcell_mm2,
+                 "sram_1rw_mm2": sram_1rw, "sram_bitcell_mm2": bitcell_mm2,
                  "pe_per_mac_um2": pe_um2 / cfg.macs, "mac_lane_um2": mac_um2,
                  "fp_cells_in_pe_mm2": blocks.fp_area(pe, fp) / 1e6},
         "references": {"horowitz_mac_um2": horowitz_mac, "horowitz_pe_mm2": horowitz_mac * cfg.macs / 1e6,
@@ -172,7 +172,7 @@ def summary_table(r: dict[str, Any]) -> list[tuple[str, str, str, str, str]]:
          f"LLMCompass-style, all logic: {ref['llmcompass_logic_mm2']:.2f}"),
         ("buffers (SRAM), mm^2", f"{a['sram_mm2']:.2f}", f"{PAPER['sram_mm2']:.2f}",
          _ratio(a["sram_mm2"], PAPER["sram_mm2"]),
-         f"1R1W {a['sram_1r1w_mm2']:.2f}; bitcells only {a['sram_bitcell_mm2']:.2f}; "
+         f"single-ported {a['sram_1rw_mm2']:.2f}; bitcells only {a['sram_bitcell_mm2']:.2f}; "
          f"LLMCompass-style 6T {ref['llmcompass_sram_mm2']:.2f}"),
         ("total, mm^2", f"{a['total_mm2']:.2f}", f"{PAPER['total_mm2']:.2f}",
          _ratio(a["total_mm2"], PAPER["total_mm2"]), ""),
@@ -211,7 +211,7 @@ def markdown(r: dict[str, Any]) -> str:
             "macro at 45 nm, periphery included (the cell alone): "
             + ", ".join(f"{k} {v[0]:.3f} ({v[1]:.3f})" for k, v in per_bit.items())
             + f"; this estimate {1e6 * r['area']['sram_mm2'] / r['device']['sram_bits']:.3f} "
-            f"({1e6 * r['area']['sram_1r1w_mm2'] / r['device']['sram_bits']:.3f} at 1R1W)."]
+            f"({1e6 * r['area']['sram_1rw_mm2'] / r['device']['sram_bits']:.3f} single-ported)."]
     out += ["", f"Workload ({w['workload']}, {w['descriptors']} descriptors on the cycle model): "
             f"{w['cycles']} cycles, MAC utilization {100 * w['mac_utilization']:.1f} %, "
             f"core {w['core_w']:.2f} W (PEs {w['pe_w']:.3f}, buffers {w['buffers_dynamic_w']:.3f} dynamic "
@@ -219,7 +219,7 @@ def markdown(r: dict[str, Any]) -> str:
             f"{w['core_uj_per_token']:.1f} uJ per token in the core, {w['dram_uj_per_token']:.1f} in DRAM.", "",
             f"Timing ({t['t_level_ps']:.0f} ps a gate level, {t['t_seq_ps']:.0f} ps flop overhead): fmax "
             f"{t['fmax_ghz']:.2f} GHz, limited by {t['limiting']}; datapath (PE array, FP cells) "
-            f"{t['datapath_fmax_ghz']:.2f} GHz; SRAM macro cycle {t['sram_cycle_ns']:.3f} ns; "
+            f"{t['datapath_fmax_ghz']:.2f} GHz; SRAM macro read (cycle and access) {t['sram_cycle_ns']:.3f} ns; "
             f"1 GHz {'holds' if t['holds_1ghz'] else 'does not hold'}.", "",
             "| deepest paths | gate levels | fmax GHz | starts at |", "|---|---:|---:|---|"]
     a = t.get("across_blocks")
@@ -244,16 +244,18 @@ def markdown(r: dict[str, Any]) -> str:
     out += ["", "| FP cell | um^2 | flops | transistors | levels |", "|---|---:|---:|---:|---:|"]
     out += [f"| {c} | {v['area_um2']:.0f} | {v['flops']} | {v['transistors']} | {v['levels']} |"
             for c, v in r["fp_cells"].items()]
-    out += ["", "| buffer | memories | bits | mm^2 (RTL ports) | mm^2 (1R1W) | bitcells mm^2 | leakage mW | cycle ns |",
+    out += ["", "| buffer | memories | bits | mm^2 (RTL ports) | mm^2 (1RW) | bitcells mm^2 | leakage mW | read ns |",
             "|---|---:|---:|---:|---:|---:|---:|---:|"]
-    out += [f"| {k} | {v['memories']} | {v['bits']} | {v['area_mm2']:.3f} | {v['area_1r1w_mm2']:.3f} | "
-            f"{v['bitcell_mm2']:.3f} | {v['leakage_mw']:.1f} | {v['cycle_ns']:.3f} |" for k, v in r["buffers"].items()]
+    out += [f"| {k} | {v['memories']} | {v['bits']} | {v['area_mm2']:.3f} | {v['area_1rw_mm2']:.3f} | "
+            f"{v['bitcell_mm2']:.3f} | {v['leakage_mw']:.1f} | {v['clock_ns']:.3f} |" for k, v in r["buffers"].items()]
     out += ["", "| SRAM memory | width x depth | ports | cells | macros | mm^2 | line read pJ (CACTI) | "
-            "(Horowitz, by macro size) | leakage mW | cycle ns |", "|---|---|---|---|---:|---:|---:|---:|---:|---:|"]
+            "(Horowitz, by macro size) | leakage mW | cycle, access ns | CACTI objective (cycle:area) |",
+            "|---|---|---|---|---:|---:|---:|---:|---:|---:|---|"]
     out += [f"| {m['name']} | {m['width']} x {m['depth']} | {m['ports']} | {m['cell_type']} | "
             f"{m['macros']} x {m['macro']}{f' in {banks} banks' if (banks := m.get('banks', 1)) > 1 else ''} | "
             f"{m['area_mm2']:.3f} | {m['read_pj']:.0f} | {power.horowitz_line_pj(m['width'], m['macro_bytes']):.0f} | "
-            f"{m['leakage_mw']:.1f} | {m['cycle_ns']:.3f} |" for m in r["memories"] if m["kind"] == "sram"
+            f"{m['leakage_mw']:.1f} | {m['cycle_ns']:.3f}, {m['access_ns']:.3f} | {m['objective']} |"
+            for m in r["memories"] if m["kind"] == "sram"
             and m["buffer"] != "other"]
     out += ["", "Sources:", ""] + [f"- {line}" for line in SOURCES]
     return "\n".join(out) + "\n"

@@ -8,11 +8,14 @@ same memories out (area/synth.py), so each bit is costed once.
 How: a memory of `width` bits is built from SRAM macros of at most MACRO_WIDTH bits side by
 side (a line is read from all of them at once: its energy is theirs together), each
 `depth` words deep (rounded up to a power of two for CACTI), with the RTL's read and write
-ports as CACTI's exclusive read and write ports. A memory whose macros would not cycle
-within the clock may be built of BANKS of them stacked in depth instead (an SRAM compiler's
+ports as CACTI's exclusive read and write ports, each macro organized by one of CACTI's
+design OBJECTIVES. A memory works at a clock when its macros' cycle and access both fit in
+the period (the RTL registers a read one cycle after its address). A memory whose macros
+would not may be built of BANKS of them stacked in depth instead (an SRAM compiler's
 user splits a deep memory so): one bank is active per access (a line's energy is one
 bank's macros'), all leak, and the line is chosen among the banks by a multiplexer of
-log2(banks) gate levels after the macros' cycle. A memory of fewer than REGFILE_BITS bits,
+log2(banks) gate levels after the macros' read. Of the organizations that work at the
+config's clock, the smallest is kept (`clocked`). A memory of fewer than REGFILE_BITS bits,
 or fewer than MIN_SRAM_DEPTH words, is a flip-flop array instead: DFF_X1 per bit plus a
 MUX2_X1 per bit and read port (area/cells.py), its energy and leakage left in the logic's.
 
@@ -52,6 +55,18 @@ CELL_TYPES = ("itrs-lstp", "itrs-lop", CELL_TYPE)
 # with any of them, the smallest area (CACTI's organization of a smaller macro is not always
 # smaller per bit, so every count is tried)
 BANKS = (1, 2, 4)
+# CACTI's design objective, the weights of (cycle time, area) by which it picks a macro's
+# organization (mats, subarrays, column muxing); the first is the fastest cycle at any area.
+# `clocked` tries each and keeps the smallest macro whose cycle and access both fit the
+# clock, as a compiler's user picks the densest instance that meets timing: at 45 nm a
+# 32 KiB 1R1W macro in itrs-lop cells is 1.87 um^2 a bit organized for cycle time alone,
+# 1.16 at equal weights (cycles 0.84 and 0.88 ns), 0.96 for area alone (but 1.10 ns)
+OBJECTIVES = ((100, 0), (75, 25), (50, 50), (25, 75), (0, 100))
+# one read-write port, (read, write, read-write) as `cost` takes them: the bound a memory's
+# users would reach by sharing one port (a line register, double-width words, even and odd
+# banks), as Gemmini's scratchpad and NVDLA's CBUF do; at 45 nm a 32 KiB itrs-lop macro is
+# 0.44 um^2 a bit single-ported and 0.96-1.87 with a read and a write port
+SINGLE_PORT = (0, 0, 1)
 # CACTI 7's 45 nm SRAM cell (tech_params/45nm.dat `-area_cell`): 146 F^2, F = 45 nm
 BITCELL_UM2 = 146 * TECH_UM ** 2
 CACHE = Path(__file__).resolve().parents[1] / "build" / "cacti"
@@ -79,8 +94,8 @@ _BASE = """-size (bytes) {size}
 -cache type "ram"
 -tag size (b) "default"
 -access mode (normal, sequential, fast) - "normal"
--design objective (weight delay, dynamic power, leakage power, cycle time, area) 0:0:0:100:0
--deviate (delay, dynamic power, leakage power, cycle time, area) 20:100000:100000:100000:100000
+-design objective (weight delay, dynamic power, leakage power, cycle time, area) 0:0:0:{w_cycle}:{w_area}
+-deviate (delay, dynamic power, leakage power, cycle time, area) 100000:100000:100000:100000:100000
 -NUCAdesign objective (weight delay, dynamic power, leakage power, cycle time, area) 100:100:0:0:100
 -NUCAdeviate (delay, dynamic power, leakage power, cycle time, area) 10:10000:10000:10000:10000
 -Optimize ED or ED^2 (ED, ED^2, NONE): "NONE"
@@ -159,11 +174,13 @@ def _binary() -> Path:
 
 
 def cacti(size_bytes: int, width_bits: int, read_ports: int = 1, write_ports: int = 1, rw_ports: int = 0,
-          cell_type: str = CELL_TYPE) -> dict[str, float]:
-    """CACTI 7's answer for one SRAM macro: area (mm^2), access and cycle time (ns), read and
-    write energy per access (nJ), leakage (mW), area efficiency (%)."""
+          cell_type: str = CELL_TYPE, objective: tuple[int, int] = OBJECTIVES[0]) -> dict[str, float]:
+    """CACTI 7's answer for one SRAM macro organized by `objective` (weights of cycle time and
+    area): area (mm^2), access and cycle time (ns), read and write energy per access (nJ),
+    leakage (mW), area efficiency (%)."""
     text = _BASE.format(size=size_bytes, block=width_bits // 8, bus=width_bits, rw=rw_ports,
-                        rd=read_ports, wr=write_ports, tech=TECH_UM, cell=cell_type)
+                        rd=read_ports, wr=write_ports, tech=TECH_UM, cell=cell_type,
+                        w_cycle=objective[0], w_area=objective[1])
     key = hashlib.sha256(text.encode()).hexdigest()[:20]
     answer = CACHE / f"{key}.json"
     if answer.exists():
@@ -234,47 +251,52 @@ def buffer_of(name: str) -> str:
     return "other"
 
 
-def cost(memory: dict[str, Any], ports: tuple[int, int] | None = None, cell_type: str = CELL_TYPE,
-         banks: int = 1) -> dict[str, Any]:
-    """One memory's area (mm^2), energy per line read and write (pJ), leakage (mW) and cycle
-    time, built of `banks` stacked in depth; `ports` (read, write) replaces the RTL's ports
-    (e.g. (1, 1): the 1R1W bound)."""
+def cost(memory: dict[str, Any], ports: tuple[int, int, int] | None = None, cell_type: str = CELL_TYPE,
+         banks: int = 1, objective: tuple[int, int] = OBJECTIVES[0]) -> dict[str, Any]:
+    """One memory's area (mm^2), energy per line read and write (pJ), leakage (mW), cycle and
+    access time, built of `banks` stacked in depth, its macros organized by `objective`;
+    `ports` (read, write, read-write) replaces the RTL's ports (e.g. SINGLE_PORT). `clock_ns`
+    is the shortest clock period it works at: its reads are registered one cycle after the
+    address (hw/), so the access as well as the cycle must fit."""
     width, depth, bits = memory["width"], memory["depth"], memory["bits"]
-    read, write = ports or (memory["read_ports"], memory["write_ports"])
+    read, write, read_write = ports or (memory["read_ports"], memory["write_ports"], 0)
+    label = "".join(f"{n}{kind}" for n, kind in ((read, "R"), (write, "W"), (read_write, "RW")) if n)
     base = {"name": memory["name"], "buffer": buffer_of(memory["name"]), "width": width, "depth": depth,
-            "bits": bits, "ports": f"{read}R{write}W", "bitcell_mm2": bits * BITCELL_UM2 / 1e6}
+            "bits": bits, "ports": label, "bitcell_mm2": bits * BITCELL_UM2 / 1e6}
     if bits < REGFILE_BITS or depth < MIN_SRAM_DEPTH:
-        area = bits * (cells.area(cells.FLOP) + max(read, 1) * cells.area("MUX2_X1"))
+        area = bits * (cells.area(cells.FLOP) + max(read + read_write, 1) * cells.area("MUX2_X1"))
         return {**base, "kind": "flops", "macros": 0, "macro_bytes": 0, "area_mm2": area / 1e6, "read_pj": 0.0,
-                "write_pj": 0.0, "leakage_mw": 0.0, "cycle_ns": 0.0, "access_ns": 0.0}
+                "write_pj": 0.0, "leakage_mw": 0.0, "cycle_ns": 0.0, "access_ns": 0.0, "clock_ns": 0.0}
     macros = -(-width // MACRO_WIDTH)
     macro_width = -(-width // macros)
     macro_width = 1 << (macro_width - 1).bit_length()          # CACTI: a power-of-two block
     rows = (1 << (depth - 1).bit_length()) // banks
     if rows < MIN_SRAM_DEPTH or banks & (banks - 1):
         raise ValueError(f"{memory['name']}: {depth} words in {banks} banks")
-    one = cacti(rows * macro_width // 8, macro_width, read, write, cell_type=cell_type)
+    one = cacti(rows * macro_width // 8, macro_width, read, write, read_write, cell_type, objective)
     bank_mux_ns = (banks.bit_length() - 1) * T_LEVEL_PS / 1e3
+    cycle_ns, access_ns = one["cycle_ns"] + bank_mux_ns, one["access_ns"] + bank_mux_ns
     return {**base, "kind": "sram", "macros": banks * macros, "banks": banks, "macro": f"{rows} x {macro_width}",
-            "macro_bytes": rows * macro_width // 8,
+            "macro_bytes": rows * macro_width // 8, "objective": f"{objective[0]}:{objective[1]}",
             "area_mm2": banks * macros * one["area_mm2"], "read_pj": macros * one["read_nj"] * 1e3,
             "write_pj": macros * one["write_nj"] * 1e3, "leakage_mw": banks * macros * one["leakage_mw"],
-            "cycle_ns": one["cycle_ns"] + bank_mux_ns, "access_ns": one["access_ns"] + bank_mux_ns,
+            "cycle_ns": cycle_ns, "access_ns": access_ns, "clock_ns": max(cycle_ns, access_ns),
             "efficiency_pct": one["efficiency_pct"]}
 
 
-def clocked(memory: dict[str, Any], period_ns: float, ports: tuple[int, int] | None = None) -> dict[str, Any]:
-    """`cost` of a memory in the first of CELL_TYPES whose macros cycle within `period_ns`
-    in some count of BANKS (the smallest of those), with its `cell_type`; in CELL_TYPE, one
-    bank, when none does."""
+def clocked(memory: dict[str, Any], period_ns: float, ports: tuple[int, int, int] | None = None) -> dict[str, Any]:
+    """`cost` of a memory in the first of CELL_TYPES in which it works at `period_ns`
+    (`clock_ns`) in some count of BANKS and some of CACTI's OBJECTIVES (the smallest of
+    those), with its `cell_type`; in CELL_TYPE, one bank, organized for cycle time, when none
+    does."""
     rows = 1 << (memory["depth"] - 1).bit_length()
     for cell_type in CELL_TYPES:
         row = cost(memory, ports, cell_type)
         if row["kind"] != "sram":
             return {**row, "cell_type": "flops"}
-        fits = [r for r in [row] + [cost(memory, ports, cell_type, banks) for banks in BANKS[1:]
-                                    if rows // banks >= MIN_SRAM_DEPTH]
-                if r["cycle_ns"] <= period_ns]
+        fits = [r for r in (cost(memory, ports, cell_type, banks, objective)
+                            for banks in BANKS if rows // banks >= MIN_SRAM_DEPTH for objective in OBJECTIVES)
+                if r["clock_ns"] <= period_ns]
         if fits:
             return {**min(fits, key=lambda r: r["area_mm2"]), "cell_type": cell_type}
     return {**cost(memory, ports, CELL_TYPE), "cell_type": CELL_TYPE}
@@ -283,7 +305,8 @@ def clocked(memory: dict[str, Any], period_ns: float, ports: tuple[int, int] | N
 def costs(cfg: DeviceConfig, cell_type: str | None = None) -> list[dict[str, Any]]:
     """Every memory of the device costed as the RTL declares its ports, each in the cells of
     lowest leakage that meet the config's clock (`clocked`), or all in `cell_type`; beside it
-    the area at 1R1W and the leakage with CACTI's low-operating-power cells (itrs-lop)."""
+    the area of one read-write port (SINGLE_PORT, at the same clock) and the leakage with
+    CACTI's low-operating-power cells (itrs-lop)."""
     period_ns = 1e9 / cfg.clock_hz
     out = []
     for memory in memories(cfg):
@@ -291,8 +314,8 @@ def costs(cfg: DeviceConfig, cell_type: str | None = None) -> list[dict[str, Any
             row = clocked(memory, period_ns)
         else:
             row = {**cost(memory, cell_type=cell_type), "cell_type": cell_type}
-        row["area_1r1w_mm2"] = (cost(memory, (1, 1), row["cell_type"], row["banks"]) if row["kind"] == "sram"
-                                else cost(memory, (1, 1)))["area_mm2"]
+        row["area_1rw_mm2"] = (clocked(memory, period_ns, SINGLE_PORT) if cell_type is None
+                               else cost(memory, SINGLE_PORT, cell_type))["area_mm2"]
         row["leakage_lop_mw"] = cost(memory, cell_type="itrs-lop")["leakage_mw"]
         out.append(row)
     return out
@@ -302,12 +325,13 @@ def by_buffer(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """The rows summed per buffer (input, output, dram, other)."""
     out: dict[str, dict[str, Any]] = {}
     for row in rows:
-        b = out.setdefault(row["buffer"], {"bits": 0, "area_mm2": 0.0, "area_1r1w_mm2": 0.0, "bitcell_mm2": 0.0,
+        b = out.setdefault(row["buffer"], {"bits": 0, "area_mm2": 0.0, "area_1rw_mm2": 0.0, "bitcell_mm2": 0.0,
                                            "leakage_mw": 0.0, "leakage_lop_mw": 0.0, "memories": 0,
-                                           "cycle_ns": 0.0})
-        for key in ("bits", "area_mm2", "area_1r1w_mm2", "bitcell_mm2", "leakage_mw", "leakage_lop_mw"):
+                                           "cycle_ns": 0.0, "clock_ns": 0.0})
+        for key in ("bits", "area_mm2", "area_1rw_mm2", "bitcell_mm2", "leakage_mw", "leakage_lop_mw"):
             b[key] += row[key]
         b["memories"] += 1
         b["cycle_ns"] = max(b["cycle_ns"], row["cycle_ns"])
+        b["clock_ns"] = max(b["clock_ns"], row["clock_ns"])
     return out
 
