@@ -214,7 +214,8 @@ def per_bit_um2(size_bytes: int = 64 << 10, width_bits: int = MACRO_WIDTH) -> di
 
 
 def memories(cfg: DeviceConfig) -> list[dict[str, Any]]:
-    """Every memory of the device at `cfg`: {name, width, depth, bits, read_ports, write_ports}."""
+    """Every memory of the device at `cfg`: {name, width, depth, bits, read_ports, write_ports,
+    rw_ports}."""
     from hw.device import NdpDevice
     return memories_of(NdpDevice(cfg))
 
@@ -225,15 +226,25 @@ def memories_of(component: Any) -> list[dict[str, Any]]:
     from amaranth.hdl import Shape
     from amaranth.hdl._ir import Fragment
     from amaranth.hdl._mem import MemoryInstance
+
+    from hw.fifo import SINGLE_PORT_ATTR
     out: list[dict[str, Any]] = []
 
     def walk(fragment: Any, path: str) -> None:
         if isinstance(fragment, MemoryInstance):
             data = fragment._data
             width = Shape.cast(data.shape).width
+            ports = {"read_ports": len(fragment._read_ports), "write_ports": len(fragment._write_ports),
+                     "rw_ports": 0}
+            if fragment._attrs.get(SINGLE_PORT_ATTR):
+                # a read and a write port that its design never enables in one cycle (hw/fifo.py
+                # asserts it): one read-write port of a macro
+                if (ports["read_ports"], ports["write_ports"]) != (1, 1):
+                    raise ValueError(f"{path}: declared single-ported with {ports['read_ports']} read and "
+                                     f"{ports['write_ports']} write ports")
+                ports = {"read_ports": 0, "write_ports": 0, "rw_ports": 1}
             out.append({"name": path.lstrip("."), "width": width, "depth": data.depth,
-                        "bits": width * data.depth, "read_ports": len(fragment._read_ports),
-                        "write_ports": len(fragment._write_ports)})
+                        "bits": width * data.depth, **ports})
         for sub, name, *_ in fragment.subfragments:
             walk(sub, f"{path}.{name}")
     walk(Fragment.get(component, None), "")
@@ -259,7 +270,7 @@ def cost(memory: dict[str, Any], ports: tuple[int, int, int] | None = None, cell
     is the shortest clock period it works at: its reads are registered one cycle after the
     address (hw/), so the access as well as the cycle must fit."""
     width, depth, bits = memory["width"], memory["depth"], memory["bits"]
-    read, write, read_write = ports or (memory["read_ports"], memory["write_ports"], 0)
+    read, write, read_write = ports or (memory["read_ports"], memory["write_ports"], memory.get("rw_ports", 0))
     label = "".join(f"{n}{kind}" for n, kind in ((read, "R"), (write, "W"), (read_write, "RW")) if n)
     base = {"name": memory["name"], "buffer": buffer_of(memory["name"]), "width": width, "depth": depth,
             "bits": bits, "ports": label, "bitcell_mm2": bits * BITCELL_UM2 / 1e6}

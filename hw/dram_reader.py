@@ -10,6 +10,10 @@ channel; the first and last beats of a run that starts or ends inside a beat hol
 of the run only where it has them (the unpacker's `offset` and its count of beats say
 which).
 
+The buffer is single-ported (`fifo.SyncFIFOSinglePort`: a memory of pairs of beats behind
+a few beats of registers at each end, cycle for cycle the FIFO it replaced), a third of
+the SRAM of one with a read and a write port at the paper's size (area/sram.py).
+
 Each beat keeps its response beside it, in a FIFO of its own beside the buffer's (one bit a
 beat, flip-flops, so the buffer's SRAM stays a power of two of bits wide) that moves with
 it: `out_err` says the beat at the
@@ -55,7 +59,7 @@ class DramReader(wiring.Component):
         cfg, bus = self._cfg, self.bus
         line_log2 = (cfg.port_bytes - 1).bit_length()
         # the beats, and their error bits (RRESP SLVERR or DECERR) in step with them
-        m.submodules.buffer = buffer = fifo.SyncFIFOBuffered(width=cfg.beat_bits, depth=cfg.dram_buf_beats)
+        m.submodules.buffer = buffer = fifo.SyncFIFOSinglePort(width=cfg.beat_bits, depth=cfg.dram_buf_beats)
         m.submodules.errors = errors = fifo.SyncFIFOBuffered(width=1, depth=cfg.dram_buf_beats)
         m.d.comb += [self.out.data.eq(buffer.r_data), self.out_err.eq(errors.r_data),
                      self.out.valid.eq(buffer.r_rdy), buffer.r_en.eq(self.out.ready), errors.r_en.eq(self.out.ready)]

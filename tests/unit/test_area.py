@@ -284,6 +284,30 @@ def test_one_read_write_port_is_smaller_than_a_read_and_a_write_port():
     assert sram.cost(small, sram.SINGLE_PORT)["area_mm2"] == sram.cost(small)["area_mm2"]
 
 
+def test_a_memory_declared_single_ported_is_costed_as_one_read_write_port():
+    from amaranth import Module
+    from amaranth.lib import wiring
+    from amaranth.lib.memory import Memory
+    from hw import fifo
+    found = sram.memories_of(fifo.SyncFIFOSinglePort(width=512, depth=256))
+    assert [(m["width"], m["depth"], m["read_ports"], m["write_ports"], m["rw_ports"]) for m in found] == \
+        [(1024, 128, 0, 0, 1)]                       # pairs of lines, 255 lines in 128 pairs
+    assert sram.cost(found[0])["ports"] == "1RW"
+    assert sram.memories_of(fifo.SyncFIFOBuffered(width=512, depth=256))[0]["rw_ports"] == 0
+
+    class TwoReads(wiring.Component):                # declared single-ported, built with two reads
+        def __init__(self):
+            super().__init__({})
+
+        def elaborate(self, platform):
+            m = Module()
+            m.submodules.storage = mem = Memory(shape=8, depth=64, init=[], attrs={fifo.SINGLE_PORT_ATTR: 1})
+            mem.write_port(), mem.read_port(), mem.read_port()
+            return m
+    with pytest.raises(ValueError, match="declared single-ported with 2 read and 1 write ports"):
+        sram.memories_of(TwoReads())
+
+
 def test_cacti_grows_with_capacity():
     small, large = sram.cacti(8 << 10, 512), sram.cacti(64 << 10, 512)
     assert large["area_mm2"] > 4 * small["area_mm2"] and large["read_nj"] > small["read_nj"]
