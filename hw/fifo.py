@@ -131,7 +131,9 @@ class SyncFIFOSinglePort(fifo.SyncFIFOBuffered):
         pairs = -(-inner_depth // 2)
         storage = m.submodules.storage = Memory(shape=2 * width, depth=pairs, init=[],
                                                 attrs={SINGLE_PORT_ATTR: 1})
-        w_port, r_port = storage.write_port(), storage.read_port(domain="sync")
+        # (a line's granularity: Amaranth's simulator builds a write enable as wide as the word
+        # into one expression otherwise, too deep for Python to compile at 4,096 bits)
+        w_port, r_port = storage.write_port(granularity=width), storage.read_port(domain="sync")
         head = [Signal(width, name=f"head{i}") for i in range(HEAD_LINES)]
         tail = [Signal(width, name=f"tail{i}") for i in range(TAIL_LINES)]
         h_first, h_count = Signal(range(HEAD_LINES)), Signal(range(HEAD_LINES + 1))
@@ -152,7 +154,7 @@ class SyncFIFOSinglePort(fifo.SyncFIFOBuffered):
         do_mem_read = want_read & (~want_write | ~last_read)
         do_mem_write = want_write & ~do_mem_read
         m.d.comb += [w_port.addr.eq(s_write), r_port.addr.eq(s_read), r_port.en.eq(do_mem_read),
-                     w_port.en.eq(do_mem_write),
+                     w_port.en.eq(do_mem_write.replicate(2)),
                      w_port.data.eq(Cat(Array(tail)[t_first], Array(tail)[at(t_first, 1, TAIL_LINES)]))]
         m.d.sync += Assert(~(r_port.en & w_port.en), "single-ported FIFO: a read and a write in one cycle")
         with m.If(do_mem_read | do_mem_write):

@@ -852,7 +852,7 @@ module ndp_device(mem__awaddr, mem__awlen, mem__awsize, mem__awburst, mem__awloc
     .pop(pop),
     .pop_ready(pop_ready),
     .pop_valid(pop_valid),
-    .\port$20277$0 (\$3 ),
+    .\port$20299$0 (\$3 ),
     .queues__0(queues__0),
     .queues__1(queues__1),
     .queues__2(queues__2),
@@ -1062,7 +1062,7 @@ module ndp_device(mem__awaddr, mem__awlen, mem__awsize, mem__awburst, mem__awloc
     .io__wready(io__wready),
     .io__wstrb(io__wstrb),
     .io__wvalid(io__wvalid),
-    .\port$20277$0 (\$3 ),
+    .\port$20299$0 (\$3 ),
     .queues__0(queues__0),
     .queues__1(queues__1),
     .queues__2(queues__2),
@@ -2739,7 +2739,7 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, bus__araddr, push_ready
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, bus__rlast, clk, rst, pop, bus__arlen, bus__arvalid, bus__awlen, bus__wdata, bus__wstrb, reported, bus__wvalid, bus__wlast, bus__bready, done_status, irq, \port$20277$0 , cycle
+module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, bus__rlast, clk, rst, pop, bus__arlen, bus__arvalid, bus__awlen, bus__wdata, bus__wstrb, reported, bus__wvalid, bus__wlast, bus__bready, done_status, irq, \port$20299$0 , cycle
 , queues__0, queues__1, queues__2, queues__3, pop_valid, pop_ready, bus__araddr, bus__awvalid, bus__awaddr, bus__arready, bus__rvalid, bus__awready, bus__wready, bus__bvalid, bus__bid);
   reg \$auto$verilog_backend.cc:2355:dump_module$67  = 0;
   wire \$1 ;
@@ -4382,8 +4382,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   input pop_valid;
   wire pop_valid;
   wire \pop_valid$93 ;
-  output [33:0] \port$20277$0 ;
-  wire [33:0] \port$20277$0 ;
+  output [33:0] \port$20299$0 ;
+  wire [33:0] \port$20299$0 ;
   reg [1:0] queue;
   input [321:0] queues__0;
   wire [321:0] queues__0;
@@ -6820,11 +6820,11 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .line_addr(line_addr),
     .line_start(line_start),
     .pending(pending),
-    .\port$20277$0 (\$1303 ),
-    .\port$20503$289 (queues__0[289]),
-    .\port$20505$289 (queues__1[289]),
-    .\port$20507$289 (queues__2[289]),
-    .\port$20509$289 (queues__3[289]),
+    .\port$20299$0 (\$1303 ),
+    .\port$20525$289 (queues__0[289]),
+    .\port$20527$289 (queues__1[289]),
+    .\port$20529$289 (queues__2[289]),
+    .\port$20531$289 (queues__3[289]),
     .queue(queue),
     .quiet(quiet),
     .r_en(reported),
@@ -11305,7 +11305,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \irq$988  = irq;
   assign \report$989  = reported;
   assign done_store = report_store;
-  assign \port$20277$0  = \$1303 ;
+  assign \port$20299$0  = \$1303 ;
   assign \queues__0.sq_base  = queues__0[63:0];
   assign \queues__0.cq_base  = queues__0[127:64];
   assign \queues__0.data_base  = queues__0[191:128];
@@ -12852,7 +12852,7 @@ module \ndp_device.control_unit.chunks (rst, split, addr, valid, pair_valid, las
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_error, hold, done_status, irq, \port$20277$0 , done_store, cycle, \port$20503$289 , \port$20505$289 , \port$20507$289 , \port$20509$289 , complete, queue, seq, taken, status, read_error, slot
+module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_error, hold, done_status, irq, \port$20299$0 , done_store, cycle, \port$20525$289 , \port$20527$289 , \port$20529$289 , \port$20531$289 , complete, queue, seq, taken, status, read_error, slot
 , store, quiet, pending, line_start, line_addr, line, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$69  = 0;
   wire \$1 ;
@@ -12913,16 +12913,16 @@ module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_err
   reg line_start;
   output pending;
   reg pending = 1'h0;
-  output [33:0] \port$20277$0 ;
-  wire [33:0] \port$20277$0 ;
-  input \port$20503$289 ;
-  wire \port$20503$289 ;
-  input \port$20505$289 ;
-  wire \port$20505$289 ;
-  input \port$20507$289 ;
-  wire \port$20507$289 ;
-  input \port$20509$289 ;
-  wire \port$20509$289 ;
+  output [33:0] \port$20299$0 ;
+  wire [33:0] \port$20299$0 ;
+  input \port$20525$289 ;
+  wire \port$20525$289 ;
+  input \port$20527$289 ;
+  wire \port$20527$289 ;
+  input \port$20529$289 ;
+  wire \port$20529$289 ;
+  input \port$20531$289 ;
+  wire \port$20531$289 ;
   input [1:0] queue;
   wire [1:0] queue;
   input quiet;
@@ -12967,7 +12967,7 @@ module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_err
   assign \$11  = \$9  & \$10 ;
   assign \$12  = \$11  ? 8'h80 : \$signal$10 ;
   assign \$13  = cycle - \$signal$8 ;
-  assign irq_en = { \port$20509$289 , \port$20507$289 , \port$20505$289 , \port$20503$289  } >> r_data[1:0];
+  assign irq_en = { \port$20531$289 , \port$20529$289 , \port$20527$289 , \port$20525$289  } >> r_data[1:0];
   assign done_status = reported_error ? 8'h80 : r_data[41:34];
   assign \$14  = r_en & irq_en;
   assign \$15  = 1'h1 << r_data[1:0];
@@ -13137,12 +13137,12 @@ module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_err
       w_data = { \$signal$16 , status_word[7:0], \$signal [31:0], \$like  };
     end
   end
-  assign \irq_en$31  = { \port$20509$289 , \port$20507$289 , \port$20505$289 , \port$20503$289  };
+  assign \irq_en$31  = { \port$20531$289 , \port$20529$289 , \port$20527$289 , \port$20525$289  };
   assign reported = r_en;
   assign done_valid = r_en;
   assign done_queue = r_data[1:0];
   assign done_seq = r_data[33:2];
-  assign \port$20277$0  = r_data[33:0];
+  assign \port$20299$0  = r_data[33:0];
   assign done_store = r_data[42];
 endmodule
 
@@ -47176,7 +47176,7 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
     .decoded(decoded),
     .desc(entry2[203:0]),
     .log2_slot(regs2[267:260]),
-    .\port$20847$128 (regs2[255:128]),
+    .\port$20869$128 (regs2[255:128]),
     .rst(rst)
   );
   \ndp_device.control_unit.front.verdicts  verdicts (
@@ -50453,7 +50453,7 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.front.decoder (rst, \port$20847$128 , log2_slot, desc, decoded, clk);
+module \ndp_device.control_unit.front.decoder (rst, \port$20869$128 , log2_slot, desc, decoded, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$78  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -50808,8 +50808,8 @@ module \ndp_device.control_unit.front.decoder (rst, \port$20847$128 , log2_slot,
   reg [39:0] out_elems = 40'h0000000000;
   wire [3:0] page_shift;
   wire [3:0] \page_shift$15 ;
-  input [127:0] \port$20847$128 ;
-  wire [127:0] \port$20847$128 ;
+  input [127:0] \port$20869$128 ;
+  wire [127:0] \port$20869$128 ;
   reg [49:0] result = 50'h0000000000000;
   reg [49:0] room = 50'h0000000000000;
   input rst;
@@ -51030,8 +51030,8 @@ module \ndp_device.control_unit.front.decoder (rst, \port$20847$128 , log2_slot,
   assign \$172  = ! desc[25:20];
   assign \$173  = \$170  ? \$171  : \$172 ;
   assign \$174  = ! desc[103:84];
-  assign \$175  = desc[83:20] >= \port$20847$128 [63:0];
-  assign \$176  = dev_end <= \port$20847$128 [127:64];
+  assign \$175  = desc[83:20] >= \port$20869$128 [63:0];
+  assign \$176  = dev_end <= \port$20869$128 [127:64];
   assign \$177  = \$175  & \$176 ;
   assign \$178  = \$174  | \$177 ;
   assign \$179  = \$173  & \$178 ;
@@ -51245,8 +51245,8 @@ module \ndp_device.control_unit.front.decoder (rst, \port$20847$128 , log2_slot,
   assign page_shift = desc[16:13];
   assign \trans$14  = 1'h0;
   assign \page_shift$15  = desc[16:13];
-  assign data_base = \port$20847$128 [63:0];
-  assign data_limit = \port$20847$128 [127:64];
+  assign data_base = \port$20869$128 [63:0];
+  assign data_limit = \port$20869$128 [127:64];
   assign \decoded.status  = decoded[7:0];
   assign \decoded.is_load  = decoded[8];
   assign \decoded.is_store  = decoded[9];
@@ -53907,8 +53907,8 @@ module \ndp_device.control_unit.reader.buffer (clk, rst, w_en, w_level, r_en, r_
   wire \$101 ;
   wire \$102 ;
   wire \$103 ;
-  wire \$104 ;
-  wire \$105 ;
+  wire [1:0] \$104 ;
+  wire [3:0] \$105 ;
   wire \$106 ;
   wire \$107 ;
   wire \$108 ;
@@ -53916,8 +53916,8 @@ module \ndp_device.control_unit.reader.buffer (clk, rst, w_en, w_level, r_en, r_
   wire \$11 ;
   wire \$110 ;
   wire \$111 ;
-  wire [1:0] \$112 ;
-  wire [3:0] \$113 ;
+  wire \$112 ;
+  wire \$113 ;
   wire \$114 ;
   wire \$115 ;
   wire \$116 ;
@@ -53926,13 +53926,13 @@ module \ndp_device.control_unit.reader.buffer (clk, rst, w_en, w_level, r_en, r_
   wire \$119 ;
   wire \$12 ;
   wire \$120 ;
-  wire \$121 ;
-  wire \$122 ;
+  wire [1:0] \$121 ;
+  wire [3:0] \$122 ;
   wire \$123 ;
   wire \$124 ;
   wire \$125 ;
-  wire [1:0] \$126 ;
-  wire [3:0] \$127 ;
+  wire \$126 ;
+  wire \$127 ;
   wire \$128 ;
   wire \$129 ;
   wire \$13 ;
@@ -53941,11 +53941,11 @@ module \ndp_device.control_unit.reader.buffer (clk, rst, w_en, w_level, r_en, r_
   wire \$132 ;
   wire \$133 ;
   wire \$134 ;
-  wire \$135 ;
-  wire \$136 ;
+  wire [1:0] \$135 ;
+  wire [3:0] \$136 ;
   wire \$137 ;
   wire \$138 ;
-  wire [6:0] \$139 ;
+  wire \$139 ;
   wire \$14 ;
   wire \$140 ;
   wire \$141 ;
@@ -53953,12 +53953,12 @@ module \ndp_device.control_unit.reader.buffer (clk, rst, w_en, w_level, r_en, r_
   wire \$143 ;
   wire \$144 ;
   wire \$145 ;
-  wire [1:0] \$146 ;
-  wire [3:0] \$147 ;
+  wire \$146 ;
+  wire \$147 ;
   wire \$148 ;
-  wire \$149 ;
+  wire [1:0] \$149 ;
   wire \$15 ;
-  wire \$150 ;
+  wire [3:0] \$150 ;
   wire \$151 ;
   wire \$152 ;
   wire \$153 ;
@@ -53970,17 +53970,17 @@ module \ndp_device.control_unit.reader.buffer (clk, rst, w_en, w_level, r_en, r_
   wire \$159 ;
   wire \$16 ;
   wire \$160 ;
-  wire [6:0] \$161 ;
-  wire \$162 ;
+  wire \$161 ;
+  wire [6:0] \$162 ;
   wire \$163 ;
   wire \$164 ;
   wire \$165 ;
   wire \$166 ;
   wire \$167 ;
-  wire [1:0] \$168 ;
-  wire [3:0] \$169 ;
+  wire \$168 ;
+  wire [1:0] \$169 ;
   wire \$17 ;
-  wire \$170 ;
+  wire [3:0] \$170 ;
   wire \$171 ;
   wire \$172 ;
   wire \$173 ;
@@ -53994,73 +53994,73 @@ module \ndp_device.control_unit.reader.buffer (clk, rst, w_en, w_level, r_en, r_
   wire \$180 ;
   wire \$181 ;
   wire \$182 ;
-  wire [7:0] \$183 ;
-  wire \$184 ;
-  wire [1:0] \$185 ;
-  wire [3:0] \$186 ;
+  wire \$183 ;
+  wire [6:0] \$184 ;
+  wire \$185 ;
+  wire \$186 ;
   wire \$187 ;
   wire \$188 ;
   wire \$189 ;
   wire \$19 ;
   wire \$190 ;
-  wire \$191 ;
-  wire \$192 ;
+  wire [1:0] \$191 ;
+  wire [3:0] \$192 ;
   wire \$193 ;
   wire \$194 ;
   wire \$195 ;
   wire \$196 ;
   wire \$197 ;
-  wire [8:0] \$198 ;
-  wire [3:0] \$199 ;
+  wire \$198 ;
+  wire \$199 ;
   wire [1:0] \$2 ;
   wire [1:0] \$20 ;
   wire \$200 ;
-  wire [3:0] \$201 ;
-  wire [4:0] \$202 ;
-  wire [3:0] \$203 ;
-  wire [4:0] \$204 ;
+  wire \$201 ;
+  wire \$202 ;
+  wire \$203 ;
+  wire \$204 ;
   wire \$205 ;
-  wire \$206 ;
-  wire [3:0] \$207 ;
-  wire [4:0] \$208 ;
-  wire \$209 ;
+  wire [7:0] \$206 ;
+  wire \$207 ;
+  wire [1:0] \$208 ;
+  wire [3:0] \$209 ;
   wire [3:0] \$21 ;
-  wire [3:0] \$210 ;
-  wire [4:0] \$211 ;
-  wire [5:0] \$212 ;
-  wire [3:0] \$213 ;
-  wire [4:0] \$214 ;
-  wire [5:0] \$215 ;
+  wire \$210 ;
+  wire \$211 ;
+  wire \$212 ;
+  wire \$213 ;
+  wire \$214 ;
+  wire \$215 ;
   wire \$216 ;
   wire \$217 ;
   wire \$218 ;
   wire \$219 ;
   wire \$22 ;
   wire \$220 ;
-  wire \$221 ;
-  wire \$222 ;
+  wire [8:0] \$221 ;
+  wire [3:0] \$222 ;
   wire \$223 ;
-  wire \$224 ;
-  wire \$225 ;
-  wire \$226 ;
-  wire \$227 ;
+  wire [3:0] \$224 ;
+  wire [4:0] \$225 ;
+  wire [3:0] \$226 ;
+  wire [4:0] \$227 ;
   wire \$228 ;
   wire \$229 ;
   wire \$23 ;
-  wire \$230 ;
-  wire \$231 ;
+  wire [3:0] \$230 ;
+  wire [4:0] \$231 ;
   wire \$232 ;
-  wire \$233 ;
-  wire \$234 ;
-  wire \$235 ;
-  wire \$236 ;
-  wire [3:0] \$237 ;
-  wire \$238 ;
-  wire [3:0] \$239 ;
+  wire [3:0] \$233 ;
+  wire [4:0] \$234 ;
+  wire [5:0] \$235 ;
+  wire [3:0] \$236 ;
+  wire [4:0] \$237 ;
+  wire [5:0] \$238 ;
+  wire \$239 ;
   wire \$24 ;
-  wire [4:0] \$240 ;
-  wire [3:0] \$241 ;
-  wire [4:0] \$242 ;
+  wire \$240 ;
+  wire \$241 ;
+  wire \$242 ;
   wire \$243 ;
   wire \$244 ;
   wire \$245 ;
@@ -54072,56 +54072,56 @@ module \ndp_device.control_unit.reader.buffer (clk, rst, w_en, w_level, r_en, r_
   wire \$250 ;
   wire \$251 ;
   wire \$252 ;
-  reg [511:0] \$253 ;
-  wire [511:0] \$254 ;
-  wire [3:0] \$255 ;
+  wire \$253 ;
+  wire \$254 ;
+  wire \$255 ;
   wire \$256 ;
-  wire [3:0] \$257 ;
-  wire [4:0] \$258 ;
-  wire [3:0] \$259 ;
+  wire \$257 ;
+  wire \$258 ;
+  wire \$259 ;
   wire \$26 ;
-  wire [4:0] \$260 ;
+  wire [3:0] \$260 ;
   wire \$261 ;
-  wire \$262 ;
-  wire [3:0] \$263 ;
-  wire [4:0] \$264 ;
-  wire \$265 ;
-  wire [3:0] \$266 ;
-  wire [4:0] \$267 ;
-  wire [5:0] \$268 ;
-  wire [3:0] \$269 ;
+  wire [3:0] \$262 ;
+  wire [4:0] \$263 ;
+  wire [3:0] \$264 ;
+  wire [4:0] \$265 ;
+  wire \$266 ;
+  wire \$267 ;
+  wire \$268 ;
+  wire \$269 ;
   wire \$27 ;
-  wire [4:0] \$270 ;
-  wire [5:0] \$271 ;
+  wire \$270 ;
+  wire \$271 ;
   wire \$272 ;
   wire \$273 ;
   wire \$274 ;
   wire \$275 ;
-  wire \$276 ;
-  wire \$277 ;
-  wire \$278 ;
+  reg [511:0] \$276 ;
+  wire [511:0] \$277 ;
+  wire [3:0] \$278 ;
   wire \$279 ;
   wire \$28 ;
-  wire \$280 ;
-  wire \$281 ;
-  wire \$282 ;
-  wire \$283 ;
+  wire [3:0] \$280 ;
+  wire [4:0] \$281 ;
+  wire [3:0] \$282 ;
+  wire [4:0] \$283 ;
   wire \$284 ;
   wire \$285 ;
-  wire \$286 ;
-  wire \$287 ;
+  wire [3:0] \$286 ;
+  wire [4:0] \$287 ;
   wire \$288 ;
-  wire \$289 ;
+  wire [3:0] \$289 ;
   wire \$29 ;
-  wire \$290 ;
-  wire \$291 ;
-  wire \$292 ;
-  wire [3:0] \$293 ;
-  wire \$294 ;
-  wire [3:0] \$295 ;
-  wire [4:0] \$296 ;
-  wire [3:0] \$297 ;
-  wire [4:0] \$298 ;
+  wire [4:0] \$290 ;
+  wire [5:0] \$291 ;
+  wire [3:0] \$292 ;
+  wire [4:0] \$293 ;
+  wire [5:0] \$294 ;
+  wire \$295 ;
+  wire \$296 ;
+  wire \$297 ;
+  wire \$298 ;
   wire \$299 ;
   wire [3:0] \$3 ;
   wire \$30 ;
@@ -54134,57 +54134,57 @@ module \ndp_device.control_unit.reader.buffer (clk, rst, w_en, w_level, r_en, r_
   wire \$306 ;
   wire \$307 ;
   wire \$308 ;
-  reg [511:0] \$309 ;
+  wire \$309 ;
   wire \$31 ;
-  wire [511:0] \$310 ;
-  wire [3:0] \$311 ;
+  wire \$310 ;
+  wire \$311 ;
   wire \$312 ;
-  wire [3:0] \$313 ;
-  wire [4:0] \$314 ;
-  wire [3:0] \$315 ;
-  wire [4:0] \$316 ;
+  wire \$313 ;
+  wire \$314 ;
+  wire \$315 ;
+  wire [3:0] \$316 ;
   wire \$317 ;
-  wire \$318 ;
-  wire [3:0] \$319 ;
+  wire [3:0] \$318 ;
+  wire [4:0] \$319 ;
   wire \$32 ;
-  wire [4:0] \$320 ;
-  wire \$321 ;
-  wire [3:0] \$322 ;
-  wire [4:0] \$323 ;
-  wire [5:0] \$324 ;
-  wire [3:0] \$325 ;
-  wire [4:0] \$326 ;
-  wire [5:0] \$327 ;
+  wire [3:0] \$320 ;
+  wire [4:0] \$321 ;
+  wire \$322 ;
+  wire \$323 ;
+  wire \$324 ;
+  wire \$325 ;
+  wire \$326 ;
+  wire \$327 ;
   wire \$328 ;
   wire \$329 ;
   wire \$33 ;
   wire \$330 ;
   wire \$331 ;
-  wire \$332 ;
-  wire \$333 ;
-  wire \$334 ;
+  reg [511:0] \$332 ;
+  wire [511:0] \$333 ;
+  wire [3:0] \$334 ;
   wire \$335 ;
-  wire \$336 ;
-  wire \$337 ;
-  wire \$338 ;
-  wire \$339 ;
-  reg [511:0] \$34 ;
+  wire [3:0] \$336 ;
+  wire [4:0] \$337 ;
+  wire [3:0] \$338 ;
+  wire [4:0] \$339 ;
+  wire \$34 ;
   wire \$340 ;
   wire \$341 ;
-  wire \$342 ;
-  wire \$343 ;
+  wire [3:0] \$342 ;
+  wire [4:0] \$343 ;
   wire \$344 ;
-  wire \$345 ;
-  wire \$346 ;
-  wire \$347 ;
-  wire \$348 ;
-  wire [3:0] \$349 ;
-  wire [2:0] \$35 ;
-  wire \$350 ;
-  wire [3:0] \$351 ;
-  wire [4:0] \$352 ;
-  wire [3:0] \$353 ;
-  wire [4:0] \$354 ;
+  wire [3:0] \$345 ;
+  wire [4:0] \$346 ;
+  wire [5:0] \$347 ;
+  wire [3:0] \$348 ;
+  wire [4:0] \$349 ;
+  wire \$35 ;
+  wire [5:0] \$350 ;
+  wire \$351 ;
+  wire \$352 ;
+  wire \$353 ;
+  wire \$354 ;
   wire \$355 ;
   wire \$356 ;
   wire \$357 ;
@@ -54196,58 +54196,58 @@ module \ndp_device.control_unit.reader.buffer (clk, rst, w_en, w_level, r_en, r_
   wire \$362 ;
   wire \$363 ;
   wire \$364 ;
-  reg [511:0] \$365 ;
-  wire [511:0] \$366 ;
-  wire [3:0] \$367 ;
+  wire \$365 ;
+  wire \$366 ;
+  wire \$367 ;
   wire \$368 ;
-  wire [3:0] \$369 ;
-  wire [2:0] \$37 ;
-  wire [4:0] \$370 ;
-  wire [3:0] \$371 ;
-  wire [4:0] \$372 ;
+  wire \$369 ;
+  wire \$37 ;
+  wire \$370 ;
+  wire \$371 ;
+  wire [3:0] \$372 ;
   wire \$373 ;
-  wire \$374 ;
-  wire [3:0] \$375 ;
-  wire [4:0] \$376 ;
-  wire \$377 ;
-  wire [3:0] \$378 ;
-  wire [4:0] \$379 ;
-  wire [3:0] \$38 ;
-  wire [5:0] \$380 ;
-  wire [3:0] \$381 ;
-  wire [4:0] \$382 ;
-  wire [5:0] \$383 ;
+  wire [3:0] \$374 ;
+  wire [4:0] \$375 ;
+  wire [3:0] \$376 ;
+  wire [4:0] \$377 ;
+  wire \$378 ;
+  wire \$379 ;
+  wire \$38 ;
+  wire \$380 ;
+  wire \$381 ;
+  wire \$382 ;
+  wire \$383 ;
   wire \$384 ;
   wire \$385 ;
   wire \$386 ;
   wire \$387 ;
-  wire \$388 ;
-  wire \$389 ;
-  wire [2:0] \$39 ;
-  wire \$390 ;
+  reg [511:0] \$388 ;
+  wire [511:0] \$389 ;
+  wire \$39 ;
+  wire [3:0] \$390 ;
   wire \$391 ;
-  wire \$392 ;
-  wire \$393 ;
-  wire \$394 ;
-  wire \$395 ;
+  wire [3:0] \$392 ;
+  wire [4:0] \$393 ;
+  wire [3:0] \$394 ;
+  wire [4:0] \$395 ;
   wire \$396 ;
   wire \$397 ;
-  wire \$398 ;
-  wire \$399 ;
+  wire [3:0] \$398 ;
+  wire [4:0] \$399 ;
   wire \$4 ;
-  wire [3:0] \$40 ;
+  wire \$40 ;
   wire \$400 ;
-  wire \$401 ;
-  wire \$402 ;
-  wire \$403 ;
-  wire \$404 ;
-  wire [3:0] \$405 ;
-  wire \$406 ;
-  wire [3:0] \$407 ;
-  wire [4:0] \$408 ;
-  wire [3:0] \$409 ;
-  reg [511:0] \$41 ;
-  wire [4:0] \$410 ;
+  wire [3:0] \$401 ;
+  wire [4:0] \$402 ;
+  wire [5:0] \$403 ;
+  wire [3:0] \$404 ;
+  wire [4:0] \$405 ;
+  wire [5:0] \$406 ;
+  wire \$407 ;
+  wire \$408 ;
+  wire \$409 ;
+  wire [1:0] \$41 ;
+  wire \$410 ;
   wire \$411 ;
   wire \$412 ;
   wire \$413 ;
@@ -54257,58 +54257,58 @@ module \ndp_device.control_unit.reader.buffer (clk, rst, w_en, w_level, r_en, r_
   wire \$417 ;
   wire \$418 ;
   wire \$419 ;
-  wire \$42 ;
+  wire [3:0] \$42 ;
   wire \$420 ;
-  reg [511:0] \$421 ;
-  wire [511:0] \$422 ;
-  wire [3:0] \$423 ;
+  wire \$421 ;
+  wire \$422 ;
+  wire \$423 ;
   wire \$424 ;
-  wire [3:0] \$425 ;
-  wire [4:0] \$426 ;
-  wire [3:0] \$427 ;
-  wire [4:0] \$428 ;
+  wire \$425 ;
+  wire \$426 ;
+  wire \$427 ;
+  wire [3:0] \$428 ;
   wire \$429 ;
   wire \$43 ;
-  wire \$430 ;
-  wire [3:0] \$431 ;
-  wire [4:0] \$432 ;
-  wire \$433 ;
-  wire [3:0] \$434 ;
-  wire [4:0] \$435 ;
-  wire [5:0] \$436 ;
-  wire [3:0] \$437 ;
-  wire [4:0] \$438 ;
-  wire [5:0] \$439 ;
+  wire [3:0] \$430 ;
+  wire [4:0] \$431 ;
+  wire [3:0] \$432 ;
+  wire [4:0] \$433 ;
+  wire \$434 ;
+  wire \$435 ;
+  wire \$436 ;
+  wire \$437 ;
+  wire \$438 ;
+  wire \$439 ;
   wire \$44 ;
   wire \$440 ;
   wire \$441 ;
   wire \$442 ;
   wire \$443 ;
-  wire \$444 ;
-  wire \$445 ;
-  wire \$446 ;
+  reg [511:0] \$444 ;
+  wire [511:0] \$445 ;
+  wire [3:0] \$446 ;
   wire \$447 ;
-  wire \$448 ;
-  wire \$449 ;
+  wire [3:0] \$448 ;
+  wire [4:0] \$449 ;
   wire \$45 ;
-  wire \$450 ;
-  wire \$451 ;
+  wire [3:0] \$450 ;
+  wire [4:0] \$451 ;
   wire \$452 ;
   wire \$453 ;
-  wire \$454 ;
-  wire \$455 ;
+  wire [3:0] \$454 ;
+  wire [4:0] \$455 ;
   wire \$456 ;
-  wire \$457 ;
-  wire \$458 ;
-  wire \$459 ;
+  wire [3:0] \$457 ;
+  wire [4:0] \$458 ;
+  wire [5:0] \$459 ;
   wire \$46 ;
-  wire \$460 ;
-  wire [3:0] \$461 ;
-  wire \$462 ;
-  wire [3:0] \$463 ;
-  wire [4:0] \$464 ;
-  wire [3:0] \$465 ;
-  wire [4:0] \$466 ;
+  wire [3:0] \$460 ;
+  wire [4:0] \$461 ;
+  wire [5:0] \$462 ;
+  wire \$463 ;
+  wire \$464 ;
+  wire \$465 ;
+  wire \$466 ;
   wire \$467 ;
   wire \$468 ;
   wire \$469 ;
@@ -54320,58 +54320,58 @@ module \ndp_device.control_unit.reader.buffer (clk, rst, w_en, w_level, r_en, r_
   wire \$474 ;
   wire \$475 ;
   wire \$476 ;
-  reg [511:0] \$477 ;
-  wire [511:0] \$478 ;
-  wire [3:0] \$479 ;
+  wire \$477 ;
+  wire \$478 ;
+  wire \$479 ;
   wire \$48 ;
   wire \$480 ;
-  wire [3:0] \$481 ;
-  wire [4:0] \$482 ;
-  wire [3:0] \$483 ;
-  wire [4:0] \$484 ;
+  wire \$481 ;
+  wire \$482 ;
+  wire \$483 ;
+  wire [3:0] \$484 ;
   wire \$485 ;
-  wire \$486 ;
-  wire [3:0] \$487 ;
-  wire [4:0] \$488 ;
-  wire \$489 ;
+  wire [3:0] \$486 ;
+  wire [4:0] \$487 ;
+  wire [3:0] \$488 ;
+  wire [4:0] \$489 ;
   wire \$49 ;
-  wire [3:0] \$490 ;
-  wire [4:0] \$491 ;
-  wire [5:0] \$492 ;
-  wire [3:0] \$493 ;
-  wire [4:0] \$494 ;
-  wire [5:0] \$495 ;
+  wire \$490 ;
+  wire \$491 ;
+  wire \$492 ;
+  wire \$493 ;
+  wire \$494 ;
+  wire \$495 ;
   wire \$496 ;
   wire \$497 ;
   wire \$498 ;
   wire \$499 ;
   wire \$5 ;
   wire \$50 ;
-  wire \$500 ;
-  wire \$501 ;
-  wire \$502 ;
+  reg [511:0] \$500 ;
+  wire [511:0] \$501 ;
+  wire [3:0] \$502 ;
   wire \$503 ;
-  wire \$504 ;
-  wire \$505 ;
-  wire \$506 ;
-  wire \$507 ;
+  wire [3:0] \$504 ;
+  wire [4:0] \$505 ;
+  wire [3:0] \$506 ;
+  wire [4:0] \$507 ;
   wire \$508 ;
   wire \$509 ;
   wire \$51 ;
-  wire \$510 ;
-  wire \$511 ;
+  wire [3:0] \$510 ;
+  wire [4:0] \$511 ;
   wire \$512 ;
-  wire \$513 ;
-  wire \$514 ;
-  wire \$515 ;
-  wire \$516 ;
-  wire [3:0] \$517 ;
-  wire \$518 ;
-  wire [3:0] \$519 ;
+  wire [3:0] \$513 ;
+  wire [4:0] \$514 ;
+  wire [5:0] \$515 ;
+  wire [3:0] \$516 ;
+  wire [4:0] \$517 ;
+  wire [5:0] \$518 ;
+  wire \$519 ;
   wire \$52 ;
-  wire [4:0] \$520 ;
-  wire [3:0] \$521 ;
-  wire [4:0] \$522 ;
+  wire \$520 ;
+  wire \$521 ;
+  wire \$522 ;
   wire \$523 ;
   wire \$524 ;
   wire \$525 ;
@@ -54383,24 +54383,24 @@ module \ndp_device.control_unit.reader.buffer (clk, rst, w_en, w_level, r_en, r_
   wire \$530 ;
   wire \$531 ;
   wire \$532 ;
-  reg [511:0] \$533 ;
-  wire [511:0] \$534 ;
+  wire \$533 ;
+  wire \$534 ;
   wire \$535 ;
   wire \$536 ;
   wire \$537 ;
   wire \$538 ;
   wire \$539 ;
   wire \$54 ;
-  wire \$540 ;
+  wire [3:0] \$540 ;
   wire \$541 ;
-  wire \$542 ;
-  wire \$543 ;
-  wire \$544 ;
-  wire \$545 ;
+  wire [3:0] \$542 ;
+  wire [4:0] \$543 ;
+  wire [3:0] \$544 ;
+  wire [4:0] \$545 ;
   wire \$546 ;
   wire \$547 ;
-  wire [3:0] \$548 ;
-  wire [3:0] \$549 ;
+  wire \$548 ;
+  wire \$549 ;
   wire \$55 ;
   wire \$550 ;
   wire \$551 ;
@@ -54408,11 +54408,11 @@ module \ndp_device.control_unit.reader.buffer (clk, rst, w_en, w_level, r_en, r_
   wire \$553 ;
   wire \$554 ;
   wire \$555 ;
-  wire \$556 ;
-  wire \$557 ;
+  reg [511:0] \$556 ;
+  wire [511:0] \$557 ;
   wire \$558 ;
   wire \$559 ;
-  wire [8:0] \$56 ;
+  reg [511:0] \$56 ;
   wire \$560 ;
   wire \$561 ;
   wire \$562 ;
@@ -54422,14 +54422,14 @@ module \ndp_device.control_unit.reader.buffer (clk, rst, w_en, w_level, r_en, r_
   wire \$566 ;
   wire \$567 ;
   wire \$568 ;
-  wire [1:0] \$569 ;
-  wire [7:0] \$57 ;
-  wire [3:0] \$570 ;
-  wire \$571 ;
-  wire \$572 ;
+  wire \$569 ;
+  wire [2:0] \$57 ;
+  wire \$570 ;
+  wire [3:0] \$571 ;
+  wire [3:0] \$572 ;
   wire \$573 ;
   wire \$574 ;
-  wire [4:0] \$575 ;
+  wire \$575 ;
   wire \$576 ;
   wire \$577 ;
   wire \$578 ;
@@ -54444,20 +54444,20 @@ module \ndp_device.control_unit.reader.buffer (clk, rst, w_en, w_level, r_en, r_
   wire \$586 ;
   wire \$587 ;
   wire \$588 ;
-  wire [3:0] \$589 ;
-  wire \$59 ;
+  wire \$589 ;
+  wire [2:0] \$59 ;
   wire \$590 ;
-  wire [3:0] \$591 ;
-  wire [4:0] \$592 ;
+  wire \$591 ;
+  wire [1:0] \$592 ;
   wire [3:0] \$593 ;
-  wire [4:0] \$594 ;
+  wire \$594 ;
   wire \$595 ;
   wire \$596 ;
   wire \$597 ;
-  wire \$598 ;
+  wire [4:0] \$598 ;
   wire \$599 ;
   wire \$6 ;
-  wire \$60 ;
+  wire [3:0] \$60 ;
   wire \$600 ;
   wire \$601 ;
   wire \$602 ;
@@ -54468,18 +54468,18 @@ module \ndp_device.control_unit.reader.buffer (clk, rst, w_en, w_level, r_en, r_
   wire \$607 ;
   wire \$608 ;
   wire \$609 ;
-  wire \$61 ;
-  wire [3:0] \$610 ;
+  wire [2:0] \$61 ;
+  wire \$610 ;
   wire \$611 ;
   wire [3:0] \$612 ;
-  wire [4:0] \$613 ;
+  wire \$613 ;
   wire [3:0] \$614 ;
   wire [4:0] \$615 ;
-  wire \$616 ;
-  wire \$617 ;
+  wire [3:0] \$616 ;
+  wire [4:0] \$617 ;
   wire \$618 ;
   wire \$619 ;
-  wire [1:0] \$62 ;
+  wire [3:0] \$62 ;
   wire \$620 ;
   wire \$621 ;
   wire \$622 ;
@@ -54490,16 +54490,16 @@ module \ndp_device.control_unit.reader.buffer (clk, rst, w_en, w_level, r_en, r_
   wire \$627 ;
   wire \$628 ;
   wire \$629 ;
-  wire [3:0] \$63 ;
+  reg [511:0] \$63 ;
   wire \$630 ;
-  wire [3:0] \$631 ;
+  wire \$631 ;
   wire \$632 ;
   wire [3:0] \$633 ;
-  wire [4:0] \$634 ;
+  wire \$634 ;
   wire [3:0] \$635 ;
   wire [4:0] \$636 ;
-  wire \$637 ;
-  wire \$638 ;
+  wire [3:0] \$637 ;
+  wire [4:0] \$638 ;
   wire \$639 ;
   wire \$64 ;
   wire \$640 ;
@@ -54515,14 +54515,14 @@ module \ndp_device.control_unit.reader.buffer (clk, rst, w_en, w_level, r_en, r_
   wire \$65 ;
   wire \$650 ;
   wire \$651 ;
-  wire [3:0] \$652 ;
+  wire \$652 ;
   wire \$653 ;
   wire [3:0] \$654 ;
-  wire [4:0] \$655 ;
+  wire \$655 ;
   wire [3:0] \$656 ;
   wire [4:0] \$657 ;
-  wire \$658 ;
-  wire \$659 ;
+  wire [3:0] \$658 ;
+  wire [4:0] \$659 ;
   wire \$66 ;
   wire \$660 ;
   wire \$661 ;
@@ -54530,8 +54530,8 @@ module \ndp_device.control_unit.reader.buffer (clk, rst, w_en, w_level, r_en, r_
   wire \$663 ;
   wire \$664 ;
   wire \$665 ;
-  wire [1:0] \$666 ;
-  wire [3:0] \$667 ;
+  wire \$666 ;
+  wire \$667 ;
   wire \$668 ;
   wire \$669 ;
   wire \$67 ;
@@ -54540,13 +54540,13 @@ module \ndp_device.control_unit.reader.buffer (clk, rst, w_en, w_level, r_en, r_
   wire \$672 ;
   wire \$673 ;
   wire \$674 ;
-  wire \$675 ;
+  wire [3:0] \$675 ;
   wire \$676 ;
-  wire \$677 ;
-  wire \$678 ;
-  wire \$679 ;
+  wire [3:0] \$677 ;
+  wire [4:0] \$678 ;
+  wire [3:0] \$679 ;
   wire \$68 ;
-  wire \$680 ;
+  wire [4:0] \$680 ;
   wire \$681 ;
   wire \$682 ;
   wire \$683 ;
@@ -54557,7 +54557,7 @@ module \ndp_device.control_unit.reader.buffer (clk, rst, w_en, w_level, r_en, r_
   wire \$688 ;
   wire [1:0] \$689 ;
   wire \$69 ;
-  wire [2:0] \$690 ;
+  wire [3:0] \$690 ;
   wire \$691 ;
   wire \$692 ;
   wire \$693 ;
@@ -54565,8 +54565,8 @@ module \ndp_device.control_unit.reader.buffer (clk, rst, w_en, w_level, r_en, r_
   wire \$695 ;
   wire \$696 ;
   wire \$697 ;
-  wire [1:0] \$698 ;
-  wire [3:0] \$699 ;
+  wire \$698 ;
+  wire \$699 ;
   wire \$7 ;
   wire \$70 ;
   wire \$700 ;
@@ -54582,8 +54582,8 @@ module \ndp_device.control_unit.reader.buffer (clk, rst, w_en, w_level, r_en, r_
   wire \$71 ;
   wire \$710 ;
   wire \$711 ;
-  wire \$712 ;
-  wire \$713 ;
+  wire [1:0] \$712 ;
+  wire [2:0] \$713 ;
   wire \$714 ;
   wire \$715 ;
   wire \$716 ;
@@ -54593,8 +54593,8 @@ module \ndp_device.control_unit.reader.buffer (clk, rst, w_en, w_level, r_en, r_
   wire \$72 ;
   wire \$720 ;
   wire [1:0] \$721 ;
-  wire [2:0] \$722 ;
-  wire [3:0] \$723 ;
+  wire [3:0] \$722 ;
+  wire \$723 ;
   wire \$724 ;
   wire \$725 ;
   wire \$726 ;
@@ -54602,8 +54602,8 @@ module \ndp_device.control_unit.reader.buffer (clk, rst, w_en, w_level, r_en, r_
   wire \$728 ;
   wire \$729 ;
   wire \$73 ;
-  wire [1:0] \$730 ;
-  wire [3:0] \$731 ;
+  wire \$730 ;
+  wire \$731 ;
   wire \$732 ;
   wire \$733 ;
   wire \$734 ;
@@ -54617,9 +54617,9 @@ module \ndp_device.control_unit.reader.buffer (clk, rst, w_en, w_level, r_en, r_
   wire \$741 ;
   wire \$742 ;
   wire \$743 ;
-  wire \$744 ;
-  wire \$745 ;
-  wire \$746 ;
+  wire [1:0] \$744 ;
+  wire [2:0] \$745 ;
+  wire [3:0] \$746 ;
   wire \$747 ;
   wire \$748 ;
   wire \$749 ;
@@ -54628,8 +54628,8 @@ module \ndp_device.control_unit.reader.buffer (clk, rst, w_en, w_level, r_en, r_
   wire \$751 ;
   wire \$752 ;
   wire [1:0] \$753 ;
-  wire [2:0] \$754 ;
-  wire [3:0] \$755 ;
+  wire [3:0] \$754 ;
+  wire \$755 ;
   wire \$756 ;
   wire \$757 ;
   wire \$758 ;
@@ -54644,7 +54644,7 @@ module \ndp_device.control_unit.reader.buffer (clk, rst, w_en, w_level, r_en, r_
   wire \$766 ;
   wire \$767 ;
   wire \$768 ;
-  wire [3:0] \$769 ;
+  wire \$769 ;
   wire \$77 ;
   wire \$770 ;
   wire \$771 ;
@@ -54653,10 +54653,10 @@ module \ndp_device.control_unit.reader.buffer (clk, rst, w_en, w_level, r_en, r_
   wire \$774 ;
   wire \$775 ;
   wire [1:0] \$776 ;
-  wire [3:0] \$777 ;
-  wire \$778 ;
+  wire [2:0] \$777 ;
+  wire [3:0] \$778 ;
   wire \$779 ;
-  wire \$78 ;
+  wire [8:0] \$78 ;
   wire \$780 ;
   wire \$781 ;
   wire \$782 ;
@@ -54667,10 +54667,10 @@ module \ndp_device.control_unit.reader.buffer (clk, rst, w_en, w_level, r_en, r_
   wire \$787 ;
   wire \$788 ;
   wire \$789 ;
-  wire \$79 ;
+  wire [7:0] \$79 ;
   wire \$790 ;
   wire \$791 ;
-  wire \$792 ;
+  wire [3:0] \$792 ;
   wire \$793 ;
   wire \$794 ;
   wire \$795 ;
@@ -54679,8 +54679,8 @@ module \ndp_device.control_unit.reader.buffer (clk, rst, w_en, w_level, r_en, r_
   wire \$798 ;
   wire [1:0] \$799 ;
   wire \$8 ;
-  wire \$80 ;
-  wire [4:0] \$800 ;
+  wire [1:0] \$80 ;
+  wire [3:0] \$800 ;
   wire \$801 ;
   wire \$802 ;
   wire \$803 ;
@@ -54701,11 +54701,11 @@ module \ndp_device.control_unit.reader.buffer (clk, rst, w_en, w_level, r_en, r_
   wire \$817 ;
   wire \$818 ;
   wire \$819 ;
-  wire [3:0] \$82 ;
+  wire \$82 ;
   wire \$820 ;
-  wire [1:0] \$821 ;
-  wire [3:0] \$822 ;
-  wire \$823 ;
+  wire \$821 ;
+  wire [1:0] \$822 ;
+  wire [4:0] \$823 ;
   wire \$824 ;
   wire \$825 ;
   wire \$826 ;
@@ -54734,41 +54734,64 @@ module \ndp_device.control_unit.reader.buffer (clk, rst, w_en, w_level, r_en, r_
   wire \$847 ;
   wire \$848 ;
   wire \$849 ;
-  wire \$85 ;
+  wire [1:0] \$85 ;
   wire \$850 ;
   wire \$851 ;
   wire \$852 ;
-  reg [511:0] \$853 ;
-  reg [6:0] \$854 ;
-  reg [7:0] \$855 ;
-  reg [6:0] \$856 ;
-  reg \$857 ;
-  reg \$858 ;
-  reg [5:0] \$859 ;
-  wire \$86 ;
-  reg [5:0] \$860 ;
-  reg [6:0] \$861 ;
-  reg [511:0] \$862 ;
-  reg [511:0] \$863 ;
-  reg [511:0] \$864 ;
-  reg [511:0] \$865 ;
-  reg [511:0] \$866 ;
-  reg [511:0] \$867 ;
-  reg [2:0] \$868 ;
-  reg [2:0] \$869 ;
+  wire \$853 ;
+  wire \$854 ;
+  wire \$855 ;
+  wire \$856 ;
+  wire \$857 ;
+  wire \$858 ;
+  wire \$859 ;
+  wire [3:0] \$86 ;
+  wire \$860 ;
+  wire \$861 ;
+  wire \$862 ;
+  wire \$863 ;
+  wire \$864 ;
+  wire \$865 ;
+  wire \$866 ;
+  wire [1:0] \$867 ;
+  wire [3:0] \$868 ;
+  wire \$869 ;
   wire \$87 ;
-  reg [511:0] \$870 ;
-  reg [511:0] \$871 ;
-  reg [511:0] \$872 ;
-  reg [511:0] \$873 ;
-  reg [1:0] \$874 ;
-  reg [2:0] \$875 ;
+  wire \$870 ;
+  wire \$871 ;
+  wire \$872 ;
+  wire \$873 ;
+  wire \$874 ;
+  wire \$875 ;
   reg [511:0] \$876 ;
-  reg \$877 ;
+  reg [6:0] \$877 ;
+  reg [7:0] \$878 ;
+  reg [6:0] \$879 ;
   wire \$88 ;
+  reg \$880 ;
+  reg \$881 ;
+  reg [5:0] \$882 ;
+  reg [5:0] \$883 ;
+  reg [6:0] \$884 ;
+  reg [511:0] \$885 ;
+  reg [511:0] \$886 ;
+  reg [511:0] \$887 ;
+  reg [511:0] \$888 ;
+  reg [511:0] \$889 ;
   wire \$89 ;
+  reg [511:0] \$890 ;
+  reg [2:0] \$891 ;
+  reg [2:0] \$892 ;
+  reg [511:0] \$893 ;
+  reg [511:0] \$894 ;
+  reg [511:0] \$895 ;
+  reg [511:0] \$896 ;
+  reg [1:0] \$897 ;
+  reg [2:0] \$898 ;
+  reg [511:0] \$899 ;
   wire \$9 ;
   wire \$90 ;
+  reg \$900 ;
   wire \$91 ;
   wire \$92 ;
   wire \$93 ;
@@ -54776,8 +54799,8 @@ module \ndp_device.control_unit.reader.buffer (clk, rst, w_en, w_level, r_en, r_
   wire \$95 ;
   wire \$96 ;
   wire \$97 ;
-  wire [1:0] \$98 ;
-  wire [3:0] \$99 ;
+  wire \$98 ;
+  wire \$99 ;
   (* init = 6'h00 *)
   wire [5:0] \$signal ;
   reg \$signal$12  = 1'h0;
@@ -54787,7 +54810,7 @@ module \ndp_device.control_unit.reader.buffer (clk, rst, w_en, w_level, r_en, r_
   wire [5:0] \$signal$8 ;
   reg [5:0] \$signature__addr  = 6'h00;
   wire [1023:0] \$signature__data ;
-  wire \$signature__en ;
+  wire [1:0] \$signature__en ;
   input clk;
   wire clk;
   reg [2:0] h_count = 3'h0;
@@ -54896,8 +54919,10 @@ module \ndp_device.control_unit.reader.buffer (clk, rst, w_en, w_level, r_en, r_
     storage[63] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   end
   always @(posedge clk) begin
-    if (\$signature__en )
-      storage[\$signature__addr ] <= { \$41 , \$34  };
+    if (\$34 )
+      storage[\$signature__addr ][511:0] <= \$56 ;
+    if (\$55 )
+      storage[\$signature__addr ][1023:512] <= \$63 ;
   end
   reg [1023:0] _0_;
   always @(posedge clk) begin
@@ -54906,781 +54931,826 @@ module \ndp_device.control_unit.reader.buffer (clk, rst, w_en, w_level, r_en, r_
     end
   end
   assign r_port__data = _0_;
-  assign \$118  = h_count == 3'h6;
-  assign \$119  = \$117  | \$118 ;
-  assign \$120  = \$116  & \$119 ;
-  assign \$121  = ~ \$120 ;
-  assign \$122  = ~ last_read;
-  assign \$123  = \$121  | \$122 ;
-  assign \$124  = \$115  & \$123 ;
-  assign \$125  = | s_count;
-  assign \$126  = \$signal$12  ? 2'h2 : 2'h0;
-  assign \$127  = h_count + \$126 ;
-  assign \$128  = \$127  <= 3'h4;
+  assign \$96  = \$94  | \$95 ;
+  assign \$97  = \$88  & \$96 ;
+  assign \$98  = t_count >= 2'h2;
+  assign \$99  = | s_count;
+  assign \$100  = h_count == 3'h6;
+  assign \$101  = \$99  | \$100 ;
+  assign \$102  = \$98  & \$101 ;
+  assign \$103  = | s_count;
+  assign \$104  = \$signal$12  ? 2'h2 : 2'h0;
+  assign \$105  = h_count + \$104 ;
+  assign \$106  = \$105  <= 3'h4;
+  assign \$107  = \$103  & \$106 ;
+  assign \$108  = t_count >= 2'h2;
+  assign \$109  = | s_count;
+  assign \$110  = h_count == 3'h6;
+  assign \$111  = \$109  | \$110 ;
+  assign \$112  = \$108  & \$111 ;
+  assign \$113  = ~ \$112 ;
+  assign \$114  = ~ last_read;
+  assign \$115  = \$113  | \$114 ;
+  assign \$116  = \$107  & \$115 ;
+  assign \$117  = ~ \$116 ;
+  assign \$118  = \$102  & \$117 ;
+  assign \$119  = \$97  | \$118 ;
+  assign \$120  = | s_count;
+  assign \$121  = \$signal$12  ? 2'h2 : 2'h0;
+  assign \$122  = h_count + \$121 ;
+  assign \$123  = \$122  <= 3'h4;
+  assign \$124  = \$120  & \$123 ;
+  assign \$125  = t_count >= 2'h2;
+  assign \$126  = | s_count;
+  assign \$127  = h_count == 3'h6;
+  assign \$128  = \$126  | \$127 ;
   assign \$129  = \$125  & \$128 ;
-  assign \$130  = t_count >= 2'h2;
-  assign \$131  = | s_count;
-  assign \$132  = h_count == 3'h6;
-  assign \$133  = \$131  | \$132 ;
-  assign \$134  = \$130  & \$133 ;
-  assign \$135  = ~ \$134 ;
-  assign \$136  = ~ last_read;
-  assign \$137  = \$135  | \$136 ;
-  assign \$138  = \$129  & \$137 ;
-  assign \$139  = r_port__addr + 1'h1;
-  assign \$140  = t_count >= 2'h2;
-  assign \$141  = | s_count;
-  assign \$142  = h_count == 3'h6;
-  assign \$143  = \$141  | \$142 ;
-  assign \$144  = \$140  & \$143 ;
-  assign \$145  = | s_count;
-  assign \$146  = \$signal$12  ? 2'h2 : 2'h0;
-  assign \$147  = h_count + \$146 ;
-  assign \$148  = \$147  <= 3'h4;
-  assign \$149  = \$145  & \$148 ;
-  assign \$150  = t_count >= 2'h2;
-  assign \$151  = | s_count;
-  assign \$152  = h_count == 3'h6;
-  assign \$153  = \$151  | \$152 ;
-  assign \$154  = \$150  & \$153 ;
-  assign \$155  = ~ \$154 ;
-  assign \$156  = ~ last_read;
-  assign \$157  = \$155  | \$156 ;
-  assign \$158  = \$149  & \$157 ;
-  assign \$159  = ~ \$158 ;
-  assign \$160  = \$144  & \$159 ;
-  assign \$161  = \$signature__addr  + 1'h1;
-  assign \$162  = t_count >= 2'h2;
-  assign \$163  = | s_count;
-  assign \$164  = h_count == 3'h6;
-  assign \$165  = \$163  | \$164 ;
-  assign \$166  = \$162  & \$165 ;
-  assign \$167  = | s_count;
-  assign \$168  = \$signal$12  ? 2'h2 : 2'h0;
-  assign \$169  = h_count + \$168 ;
-  assign \$170  = \$169  <= 3'h4;
-  assign \$171  = \$167  & \$170 ;
-  assign \$172  = t_count >= 2'h2;
-  assign \$173  = | s_count;
-  assign \$174  = h_count == 3'h6;
-  assign \$175  = \$173  | \$174 ;
-  assign \$176  = \$172  & \$175 ;
-  assign \$177  = ~ \$176 ;
-  assign \$178  = ~ last_read;
-  assign \$179  = \$177  | \$178 ;
-  assign \$180  = \$171  & \$179 ;
-  assign \$181  = ~ \$180 ;
-  assign \$182  = \$166  & \$181 ;
-  assign \$183  = s_count + \$182 ;
-  assign \$184  = | s_count;
-  assign \$185  = \$signal$12  ? 2'h2 : 2'h0;
-  assign \$186  = h_count + \$185 ;
-  assign \$187  = \$186  <= 3'h4;
-  assign \$188  = \$184  & \$187 ;
-  assign \$189  = t_count >= 2'h2;
+  assign \$130  = ~ \$129 ;
+  assign \$131  = ~ last_read;
+  assign \$132  = \$130  | \$131 ;
+  assign \$133  = \$124  & \$132 ;
+  assign \$134  = | s_count;
+  assign \$135  = \$signal$12  ? 2'h2 : 2'h0;
+  assign \$136  = h_count + \$135 ;
+  assign \$137  = \$136  <= 3'h4;
+  assign \$138  = \$134  & \$137 ;
+  assign \$139  = t_count >= 2'h2;
+  assign \$140  = | s_count;
+  assign \$141  = h_count == 3'h6;
+  assign \$142  = \$140  | \$141 ;
+  assign \$143  = \$139  & \$142 ;
+  assign \$144  = ~ \$143 ;
+  assign \$145  = ~ last_read;
+  assign \$146  = \$144  | \$145 ;
+  assign \$147  = \$138  & \$146 ;
+  assign \$148  = | s_count;
+  assign \$149  = \$signal$12  ? 2'h2 : 2'h0;
+  assign \$150  = h_count + \$149 ;
+  assign \$151  = \$150  <= 3'h4;
+  assign \$152  = \$148  & \$151 ;
+  assign \$153  = t_count >= 2'h2;
+  assign \$154  = | s_count;
+  assign \$155  = h_count == 3'h6;
+  assign \$156  = \$154  | \$155 ;
+  assign \$157  = \$153  & \$156 ;
+  assign \$158  = ~ \$157 ;
+  assign \$159  = ~ last_read;
+  assign \$160  = \$158  | \$159 ;
+  assign \$161  = \$152  & \$160 ;
+  assign \$162  = r_port__addr + 1'h1;
+  assign \$163  = t_count >= 2'h2;
+  assign \$164  = | s_count;
+  assign \$165  = h_count == 3'h6;
+  assign \$166  = \$164  | \$165 ;
+  assign \$167  = \$163  & \$166 ;
+  assign \$168  = | s_count;
+  assign \$169  = \$signal$12  ? 2'h2 : 2'h0;
+  assign \$170  = h_count + \$169 ;
+  assign \$171  = \$170  <= 3'h4;
+  assign \$172  = \$168  & \$171 ;
+  assign \$173  = t_count >= 2'h2;
+  assign \$174  = | s_count;
+  assign \$175  = h_count == 3'h6;
+  assign \$176  = \$174  | \$175 ;
+  assign \$177  = \$173  & \$176 ;
+  assign \$178  = ~ \$177 ;
+  assign \$179  = ~ last_read;
+  assign \$180  = \$178  | \$179 ;
+  assign \$181  = \$172  & \$180 ;
+  assign \$182  = ~ \$181 ;
+  assign \$183  = \$167  & \$182 ;
+  assign \$184  = \$signature__addr  + 1'h1;
+  assign \$185  = t_count >= 2'h2;
+  assign \$186  = | s_count;
+  assign \$187  = h_count == 3'h6;
+  assign \$188  = \$186  | \$187 ;
+  assign \$189  = \$185  & \$188 ;
   assign \$190  = | s_count;
-  assign \$191  = h_count == 3'h6;
-  assign \$192  = \$190  | \$191 ;
-  assign \$193  = \$189  & \$192 ;
-  assign \$194  = ~ \$193 ;
-  assign \$195  = ~ last_read;
-  assign \$196  = \$194  | \$195 ;
-  assign \$197  = \$188  & \$196 ;
-  assign \$198  = \$183  - \$197 ;
-  assign \$199  = \$signal$29  + h_count;
-  assign \$200  = \$199  >= 3'h6;
-  assign \$201  = \$signal$29  + h_count;
-  assign \$202  = \$201  - 3'h6;
-  assign \$203  = \$signal$29  + h_count;
-  assign \$204  = \$200  ? \$202  : { 1'h0, \$203  };
-  assign \$205  = ! \$204 [2:0];
-  assign \$206  = \$signal$12  & \$205 ;
-  assign \$207  = h_count + 1'h1;
-  assign \$208  = \$signal$29  + \$207 ;
-  assign \$209  = \$208  >= 3'h6;
-  assign \$210  = h_count + 1'h1;
-  assign \$211  = \$signal$29  + \$210 ;
-  assign \$212  = \$211  - 3'h6;
-  assign \$213  = h_count + 1'h1;
-  assign \$214  = \$signal$29  + \$213 ;
-  assign \$215  = \$209  ? \$212  : { 1'h0, \$214  };
-  assign \$216  = ! \$215 [2:0];
-  assign \$217  = \$signal$12  & \$216 ;
-  assign \$218  = ! s_count;
-  assign \$219  = ~ \$signal$12 ;
-  assign \$220  = \$218  & \$219 ;
-  assign \$221  = | t_count;
-  assign \$222  = \$220  & \$221 ;
-  assign \$223  = h_count == 3'h6;
-  assign \$224  = ~ \$223 ;
-  assign \$225  = \$222  & \$224 ;
-  assign \$226  = w_rdy & w_en;
-  assign \$227  = ! s_count;
-  assign \$228  = ~ \$signal$12 ;
-  assign \$229  = \$227  & \$228 ;
-  assign \$230  = \$226  & \$229 ;
-  assign \$231  = ! t_count;
-  assign \$232  = \$230  & \$231 ;
-  assign \$233  = h_count == 3'h6;
-  assign \$234  = ~ \$233 ;
-  assign \$235  = \$232  & \$234 ;
-  assign \$236  = \$225  | \$235 ;
-  assign \$237  = \$signal$29  + h_count;
-  assign \$238  = \$237  >= 3'h6;
-  assign \$239  = \$signal$29  + h_count;
-  assign \$240  = \$239  - 3'h6;
-  assign \$241  = \$signal$29  + h_count;
-  assign \$242  = \$238  ? \$240  : { 1'h0, \$241  };
-  assign \$243  = ! \$242 [2:0];
-  assign \$244  = \$236  & \$243 ;
-  assign \$245  = ! s_count;
-  assign \$246  = ~ \$signal$12 ;
-  assign \$247  = \$245  & \$246 ;
-  assign \$248  = | t_count;
-  assign \$249  = \$247  & \$248 ;
-  assign \$250  = h_count == 3'h6;
-  assign \$251  = ~ \$250 ;
-  assign \$252  = \$249  & \$251 ;
-  assign \$254  = \$252  ? \$253  : w_data;
-  assign \$255  = \$signal$29  + h_count;
-  assign \$256  = \$255  >= 3'h6;
-  assign \$257  = \$signal$29  + h_count;
-  assign \$258  = \$257  - 3'h6;
-  assign \$259  = \$signal$29  + h_count;
-  assign \$260  = \$256  ? \$258  : { 1'h0, \$259  };
-  assign \$261  = \$260 [2:0] == 1'h1;
-  assign \$262  = \$signal$12  & \$261 ;
-  assign \$263  = h_count + 1'h1;
-  assign \$264  = \$signal$29  + \$263 ;
-  assign \$265  = \$264  >= 3'h6;
-  assign \$266  = h_count + 1'h1;
-  assign \$267  = \$signal$29  + \$266 ;
-  assign \$268  = \$267  - 3'h6;
-  assign \$269  = h_count + 1'h1;
-  assign \$270  = \$signal$29  + \$269 ;
-  assign \$271  = \$265  ? \$268  : { 1'h0, \$270  };
-  assign \$272  = \$271 [2:0] == 1'h1;
-  assign \$273  = \$signal$12  & \$272 ;
-  assign \$274  = ! s_count;
-  assign \$275  = ~ \$signal$12 ;
-  assign \$276  = \$274  & \$275 ;
-  assign \$277  = | t_count;
-  assign \$278  = \$276  & \$277 ;
-  assign \$279  = h_count == 3'h6;
-  assign \$280  = ~ \$279 ;
-  assign \$281  = \$278  & \$280 ;
-  assign \$282  = w_rdy & w_en;
-  assign \$283  = ! s_count;
-  assign \$284  = ~ \$signal$12 ;
-  assign \$285  = \$283  & \$284 ;
-  assign \$286  = \$282  & \$285 ;
-  assign \$287  = ! t_count;
-  assign \$288  = \$286  & \$287 ;
-  assign \$289  = h_count == 3'h6;
-  assign \$290  = ~ \$289 ;
-  assign \$291  = \$288  & \$290 ;
-  assign \$292  = \$281  | \$291 ;
-  assign \$293  = \$signal$29  + h_count;
-  assign \$294  = \$293  >= 3'h6;
-  assign \$295  = \$signal$29  + h_count;
-  assign \$296  = \$295  - 3'h6;
-  assign \$297  = \$signal$29  + h_count;
-  assign \$298  = \$294  ? \$296  : { 1'h0, \$297  };
-  assign \$299  = \$298 [2:0] == 1'h1;
-  assign \$300  = \$292  & \$299 ;
-  assign \$301  = ! s_count;
-  assign \$302  = ~ \$signal$12 ;
-  assign \$303  = \$301  & \$302 ;
-  assign \$304  = | t_count;
-  assign \$305  = \$303  & \$304 ;
-  assign \$306  = h_count == 3'h6;
-  assign \$307  = ~ \$306 ;
-  assign \$308  = \$305  & \$307 ;
-  assign \$310  = \$308  ? \$309  : w_data;
-  assign \$311  = \$signal$29  + h_count;
-  assign \$312  = \$311  >= 3'h6;
-  assign \$313  = \$signal$29  + h_count;
-  assign \$314  = \$313  - 3'h6;
-  assign \$315  = \$signal$29  + h_count;
-  assign \$316  = \$312  ? \$314  : { 1'h0, \$315  };
-  assign \$317  = \$316 [2:0] == 2'h2;
-  assign \$318  = \$signal$12  & \$317 ;
-  assign \$319  = h_count + 1'h1;
-  assign \$320  = \$signal$29  + \$319 ;
-  assign \$321  = \$320  >= 3'h6;
-  assign \$322  = h_count + 1'h1;
-  assign \$323  = \$signal$29  + \$322 ;
-  assign \$324  = \$323  - 3'h6;
-  assign \$325  = h_count + 1'h1;
-  assign \$326  = \$signal$29  + \$325 ;
-  assign \$327  = \$321  ? \$324  : { 1'h0, \$326  };
-  assign \$328  = \$327 [2:0] == 2'h2;
-  assign \$329  = \$signal$12  & \$328 ;
-  assign \$330  = ! s_count;
-  assign \$331  = ~ \$signal$12 ;
-  assign \$332  = \$330  & \$331 ;
-  assign \$333  = | t_count;
-  assign \$334  = \$332  & \$333 ;
-  assign \$335  = h_count == 3'h6;
-  assign \$336  = ~ \$335 ;
-  assign \$337  = \$334  & \$336 ;
-  assign \$338  = w_rdy & w_en;
-  assign \$339  = ! s_count;
-  assign \$340  = ~ \$signal$12 ;
-  assign \$341  = \$339  & \$340 ;
-  assign \$342  = \$338  & \$341 ;
-  assign \$343  = ! t_count;
-  assign \$344  = \$342  & \$343 ;
-  assign \$345  = h_count == 3'h6;
-  assign \$346  = ~ \$345 ;
-  assign \$347  = \$344  & \$346 ;
-  assign \$348  = \$337  | \$347 ;
-  assign \$349  = \$signal$29  + h_count;
-  assign \$350  = \$349  >= 3'h6;
-  assign \$351  = \$signal$29  + h_count;
-  assign \$352  = \$351  - 3'h6;
-  assign \$353  = \$signal$29  + h_count;
-  assign \$354  = \$350  ? \$352  : { 1'h0, \$353  };
-  assign \$355  = \$354 [2:0] == 2'h2;
-  assign \$356  = \$348  & \$355 ;
-  assign \$357  = ! s_count;
-  assign \$358  = ~ \$signal$12 ;
-  assign \$359  = \$357  & \$358 ;
-  assign \$360  = | t_count;
-  assign \$361  = \$359  & \$360 ;
-  assign \$362  = h_count == 3'h6;
-  assign \$363  = ~ \$362 ;
-  assign \$364  = \$361  & \$363 ;
-  assign \$366  = \$364  ? \$365  : w_data;
-  assign \$367  = \$signal$29  + h_count;
-  assign \$368  = \$367  >= 3'h6;
-  assign \$369  = \$signal$29  + h_count;
-  assign \$370  = \$369  - 3'h6;
-  assign \$371  = \$signal$29  + h_count;
-  assign \$372  = \$368  ? \$370  : { 1'h0, \$371  };
-  assign \$373  = \$372 [2:0] == 2'h3;
-  assign \$374  = \$signal$12  & \$373 ;
-  assign \$375  = h_count + 1'h1;
-  assign \$376  = \$signal$29  + \$375 ;
-  assign \$377  = \$376  >= 3'h6;
-  assign \$378  = h_count + 1'h1;
-  assign \$379  = \$signal$29  + \$378 ;
-  assign \$380  = \$379  - 3'h6;
-  assign \$381  = h_count + 1'h1;
-  assign \$382  = \$signal$29  + \$381 ;
-  assign \$383  = \$377  ? \$380  : { 1'h0, \$382  };
-  assign \$384  = \$383 [2:0] == 2'h3;
-  assign \$385  = \$signal$12  & \$384 ;
-  assign \$386  = ! s_count;
-  assign \$387  = ~ \$signal$12 ;
-  assign \$388  = \$386  & \$387 ;
-  assign \$389  = | t_count;
-  assign \$390  = \$388  & \$389 ;
-  assign \$391  = h_count == 3'h6;
-  assign \$392  = ~ \$391 ;
-  assign \$393  = \$390  & \$392 ;
-  assign \$394  = w_rdy & w_en;
-  assign \$395  = ! s_count;
-  assign \$396  = ~ \$signal$12 ;
-  assign \$397  = \$395  & \$396 ;
-  assign \$398  = \$394  & \$397 ;
-  assign \$399  = ! t_count;
-  assign \$400  = \$398  & \$399 ;
-  assign \$401  = h_count == 3'h6;
-  assign \$402  = ~ \$401 ;
-  assign \$403  = \$400  & \$402 ;
-  assign \$404  = \$393  | \$403 ;
-  assign \$405  = \$signal$29  + h_count;
-  assign \$406  = \$405  >= 3'h6;
-  assign \$407  = \$signal$29  + h_count;
-  assign \$408  = \$407  - 3'h6;
-  assign \$409  = \$signal$29  + h_count;
-  assign \$410  = \$406  ? \$408  : { 1'h0, \$409  };
-  assign \$411  = \$410 [2:0] == 2'h3;
-  assign \$412  = \$404  & \$411 ;
-  assign \$413  = ! s_count;
-  assign \$414  = ~ \$signal$12 ;
-  assign \$415  = \$413  & \$414 ;
-  assign \$416  = | t_count;
-  assign \$417  = \$415  & \$416 ;
-  assign \$418  = h_count == 3'h6;
-  assign \$419  = ~ \$418 ;
-  assign \$420  = \$417  & \$419 ;
-  assign \$422  = \$420  ? \$421  : w_data;
-  assign \$423  = \$signal$29  + h_count;
-  assign \$424  = \$423  >= 3'h6;
-  assign \$425  = \$signal$29  + h_count;
-  assign \$426  = \$425  - 3'h6;
-  assign \$427  = \$signal$29  + h_count;
-  assign \$428  = \$424  ? \$426  : { 1'h0, \$427  };
-  assign \$429  = \$428 [2:0] == 3'h4;
-  assign \$430  = \$signal$12  & \$429 ;
-  assign \$431  = h_count + 1'h1;
-  assign \$432  = \$signal$29  + \$431 ;
-  assign \$433  = \$432  >= 3'h6;
-  assign \$434  = h_count + 1'h1;
-  assign \$435  = \$signal$29  + \$434 ;
-  assign \$436  = \$435  - 3'h6;
-  assign \$437  = h_count + 1'h1;
-  assign \$438  = \$signal$29  + \$437 ;
-  assign \$439  = \$433  ? \$436  : { 1'h0, \$438  };
-  assign \$440  = \$439 [2:0] == 3'h4;
-  assign \$441  = \$signal$12  & \$440 ;
-  assign \$442  = ! s_count;
-  assign \$443  = ~ \$signal$12 ;
-  assign \$444  = \$442  & \$443 ;
-  assign \$445  = | t_count;
-  assign \$446  = \$444  & \$445 ;
-  assign \$447  = h_count == 3'h6;
-  assign \$448  = ~ \$447 ;
-  assign \$449  = \$446  & \$448 ;
-  assign \$450  = w_rdy & w_en;
-  assign \$451  = ! s_count;
-  assign \$452  = ~ \$signal$12 ;
-  assign \$453  = \$451  & \$452 ;
-  assign \$454  = \$450  & \$453 ;
-  assign \$455  = ! t_count;
-  assign \$456  = \$454  & \$455 ;
-  assign \$457  = h_count == 3'h6;
-  assign \$458  = ~ \$457 ;
-  assign \$459  = \$456  & \$458 ;
-  assign \$460  = \$449  | \$459 ;
-  assign \$461  = \$signal$29  + h_count;
-  assign \$462  = \$461  >= 3'h6;
-  assign \$463  = \$signal$29  + h_count;
-  assign \$464  = \$463  - 3'h6;
-  assign \$465  = \$signal$29  + h_count;
-  assign \$466  = \$462  ? \$464  : { 1'h0, \$465  };
-  assign \$467  = \$466 [2:0] == 3'h4;
-  assign \$468  = \$460  & \$467 ;
-  assign \$469  = ! s_count;
-  assign \$470  = ~ \$signal$12 ;
-  assign \$471  = \$469  & \$470 ;
-  assign \$472  = | t_count;
-  assign \$473  = \$471  & \$472 ;
-  assign \$474  = h_count == 3'h6;
-  assign \$475  = ~ \$474 ;
-  assign \$476  = \$473  & \$475 ;
-  assign \$478  = \$476  ? \$477  : w_data;
-  assign \$479  = \$signal$29  + h_count;
-  assign \$480  = \$479  >= 3'h6;
-  assign \$481  = \$signal$29  + h_count;
-  assign \$482  = \$481  - 3'h6;
-  assign \$483  = \$signal$29  + h_count;
-  assign \$484  = \$480  ? \$482  : { 1'h0, \$483  };
-  assign \$485  = \$484 [2:0] == 3'h5;
-  assign \$486  = \$signal$12  & \$485 ;
-  assign \$487  = h_count + 1'h1;
-  assign \$488  = \$signal$29  + \$487 ;
-  assign \$489  = \$488  >= 3'h6;
-  assign \$490  = h_count + 1'h1;
-  assign \$491  = \$signal$29  + \$490 ;
-  assign \$492  = \$491  - 3'h6;
-  assign \$493  = h_count + 1'h1;
-  assign \$494  = \$signal$29  + \$493 ;
-  assign \$495  = \$489  ? \$492  : { 1'h0, \$494  };
-  assign \$496  = \$495 [2:0] == 3'h5;
-  assign \$497  = \$signal$12  & \$496 ;
-  assign \$498  = ! s_count;
-  assign \$499  = ~ \$signal$12 ;
-  assign \$500  = \$498  & \$499 ;
-  assign \$501  = | t_count;
-  assign \$502  = \$500  & \$501 ;
-  assign \$503  = h_count == 3'h6;
-  assign \$504  = ~ \$503 ;
-  assign \$505  = \$502  & \$504 ;
-  assign \$506  = w_rdy & w_en;
-  assign \$507  = ! s_count;
-  assign \$508  = ~ \$signal$12 ;
-  assign \$509  = \$507  & \$508 ;
-  assign \$510  = \$506  & \$509 ;
-  assign \$511  = ! t_count;
-  assign \$512  = \$510  & \$511 ;
-  assign \$513  = h_count == 3'h6;
-  assign \$514  = ~ \$513 ;
-  assign \$515  = \$512  & \$514 ;
-  assign \$516  = \$505  | \$515 ;
-  assign \$517  = \$signal$29  + h_count;
-  assign \$518  = \$517  >= 3'h6;
-  assign \$519  = \$signal$29  + h_count;
-  assign \$520  = \$519  - 3'h6;
-  assign \$521  = \$signal$29  + h_count;
-  assign \$522  = \$518  ? \$520  : { 1'h0, \$521  };
-  assign \$523  = \$522 [2:0] == 3'h5;
-  assign \$524  = \$516  & \$523 ;
-  assign \$525  = ! s_count;
-  assign \$526  = ~ \$signal$12 ;
-  assign \$527  = \$525  & \$526 ;
-  assign \$528  = | t_count;
-  assign \$529  = \$527  & \$528 ;
-  assign \$530  = h_count == 3'h6;
-  assign \$531  = ~ \$530 ;
-  assign \$532  = \$529  & \$531 ;
-  assign \$534  = \$532  ? \$533  : w_data;
-  assign \$535  = | inner_level;
-  assign \$536  = ~ r_rdy;
-  assign \$537  = \$536  | r_en;
+  assign \$191  = \$signal$12  ? 2'h2 : 2'h0;
+  assign \$192  = h_count + \$191 ;
+  assign \$193  = \$192  <= 3'h4;
+  assign \$194  = \$190  & \$193 ;
+  assign \$195  = t_count >= 2'h2;
+  assign \$196  = | s_count;
+  assign \$197  = h_count == 3'h6;
+  assign \$198  = \$196  | \$197 ;
+  assign \$199  = \$195  & \$198 ;
+  assign \$200  = ~ \$199 ;
+  assign \$201  = ~ last_read;
+  assign \$202  = \$200  | \$201 ;
+  assign \$203  = \$194  & \$202 ;
+  assign \$204  = ~ \$203 ;
+  assign \$205  = \$189  & \$204 ;
+  assign \$206  = s_count + \$205 ;
+  assign \$207  = | s_count;
+  assign \$208  = \$signal$12  ? 2'h2 : 2'h0;
+  assign \$209  = h_count + \$208 ;
+  assign \$210  = \$209  <= 3'h4;
+  assign \$211  = \$207  & \$210 ;
+  assign \$212  = t_count >= 2'h2;
+  assign \$213  = | s_count;
+  assign \$214  = h_count == 3'h6;
+  assign \$215  = \$213  | \$214 ;
+  assign \$216  = \$212  & \$215 ;
+  assign \$217  = ~ \$216 ;
+  assign \$218  = ~ last_read;
+  assign \$219  = \$217  | \$218 ;
+  assign \$220  = \$211  & \$219 ;
+  assign \$221  = \$206  - \$220 ;
+  assign \$222  = \$signal$29  + h_count;
+  assign \$223  = \$222  >= 3'h6;
+  assign \$224  = \$signal$29  + h_count;
+  assign \$225  = \$224  - 3'h6;
+  assign \$226  = \$signal$29  + h_count;
+  assign \$227  = \$223  ? \$225  : { 1'h0, \$226  };
+  assign \$228  = ! \$227 [2:0];
+  assign \$229  = \$signal$12  & \$228 ;
+  assign \$230  = h_count + 1'h1;
+  assign \$231  = \$signal$29  + \$230 ;
+  assign \$232  = \$231  >= 3'h6;
+  assign \$233  = h_count + 1'h1;
+  assign \$234  = \$signal$29  + \$233 ;
+  assign \$235  = \$234  - 3'h6;
+  assign \$236  = h_count + 1'h1;
+  assign \$237  = \$signal$29  + \$236 ;
+  assign \$238  = \$232  ? \$235  : { 1'h0, \$237  };
+  assign \$239  = ! \$238 [2:0];
+  assign \$240  = \$signal$12  & \$239 ;
+  assign \$241  = ! s_count;
+  assign \$242  = ~ \$signal$12 ;
+  assign \$243  = \$241  & \$242 ;
+  assign \$244  = | t_count;
+  assign \$245  = \$243  & \$244 ;
+  assign \$246  = h_count == 3'h6;
+  assign \$247  = ~ \$246 ;
+  assign \$248  = \$245  & \$247 ;
+  assign \$249  = w_rdy & w_en;
+  assign \$250  = ! s_count;
+  assign \$251  = ~ \$signal$12 ;
+  assign \$252  = \$250  & \$251 ;
+  assign \$253  = \$249  & \$252 ;
+  assign \$254  = ! t_count;
+  assign \$255  = \$253  & \$254 ;
+  assign \$256  = h_count == 3'h6;
+  assign \$257  = ~ \$256 ;
+  assign \$258  = \$255  & \$257 ;
+  assign \$259  = \$248  | \$258 ;
+  assign \$260  = \$signal$29  + h_count;
+  assign \$261  = \$260  >= 3'h6;
+  assign \$262  = \$signal$29  + h_count;
+  assign \$263  = \$262  - 3'h6;
+  assign \$264  = \$signal$29  + h_count;
+  assign \$265  = \$261  ? \$263  : { 1'h0, \$264  };
+  assign \$266  = ! \$265 [2:0];
+  assign \$267  = \$259  & \$266 ;
+  assign \$268  = ! s_count;
+  assign \$269  = ~ \$signal$12 ;
+  assign \$270  = \$268  & \$269 ;
+  assign \$271  = | t_count;
+  assign \$272  = \$270  & \$271 ;
+  assign \$273  = h_count == 3'h6;
+  assign \$274  = ~ \$273 ;
+  assign \$275  = \$272  & \$274 ;
+  assign \$277  = \$275  ? \$276  : w_data;
+  assign \$278  = \$signal$29  + h_count;
+  assign \$279  = \$278  >= 3'h6;
+  assign \$280  = \$signal$29  + h_count;
+  assign \$281  = \$280  - 3'h6;
+  assign \$282  = \$signal$29  + h_count;
+  assign \$283  = \$279  ? \$281  : { 1'h0, \$282  };
+  assign \$284  = \$283 [2:0] == 1'h1;
+  assign \$285  = \$signal$12  & \$284 ;
+  assign \$286  = h_count + 1'h1;
+  assign \$287  = \$signal$29  + \$286 ;
+  assign \$288  = \$287  >= 3'h6;
+  assign \$289  = h_count + 1'h1;
+  assign \$290  = \$signal$29  + \$289 ;
+  assign \$291  = \$290  - 3'h6;
+  assign \$292  = h_count + 1'h1;
+  assign \$293  = \$signal$29  + \$292 ;
+  assign \$294  = \$288  ? \$291  : { 1'h0, \$293  };
+  assign \$295  = \$294 [2:0] == 1'h1;
+  assign \$296  = \$signal$12  & \$295 ;
+  assign \$297  = ! s_count;
+  assign \$298  = ~ \$signal$12 ;
+  assign \$299  = \$297  & \$298 ;
+  assign \$300  = | t_count;
+  assign \$301  = \$299  & \$300 ;
+  assign \$302  = h_count == 3'h6;
+  assign \$303  = ~ \$302 ;
+  assign \$304  = \$301  & \$303 ;
+  assign \$305  = w_rdy & w_en;
+  assign \$306  = ! s_count;
+  assign \$307  = ~ \$signal$12 ;
+  assign \$308  = \$306  & \$307 ;
+  assign \$309  = \$305  & \$308 ;
+  assign \$310  = ! t_count;
+  assign \$311  = \$309  & \$310 ;
+  assign \$312  = h_count == 3'h6;
+  assign \$313  = ~ \$312 ;
+  assign \$314  = \$311  & \$313 ;
+  assign \$315  = \$304  | \$314 ;
+  assign \$316  = \$signal$29  + h_count;
+  assign \$317  = \$316  >= 3'h6;
+  assign \$318  = \$signal$29  + h_count;
+  assign \$319  = \$318  - 3'h6;
+  assign \$320  = \$signal$29  + h_count;
+  assign \$321  = \$317  ? \$319  : { 1'h0, \$320  };
+  assign \$322  = \$321 [2:0] == 1'h1;
+  assign \$323  = \$315  & \$322 ;
+  assign \$324  = ! s_count;
+  assign \$325  = ~ \$signal$12 ;
+  assign \$326  = \$324  & \$325 ;
+  assign \$327  = | t_count;
+  assign \$328  = \$326  & \$327 ;
+  assign \$329  = h_count == 3'h6;
+  assign \$330  = ~ \$329 ;
+  assign \$331  = \$328  & \$330 ;
+  assign \$333  = \$331  ? \$332  : w_data;
+  assign \$334  = \$signal$29  + h_count;
+  assign \$335  = \$334  >= 3'h6;
+  assign \$336  = \$signal$29  + h_count;
+  assign \$337  = \$336  - 3'h6;
+  assign \$338  = \$signal$29  + h_count;
+  assign \$339  = \$335  ? \$337  : { 1'h0, \$338  };
+  assign \$340  = \$339 [2:0] == 2'h2;
+  assign \$341  = \$signal$12  & \$340 ;
+  assign \$342  = h_count + 1'h1;
+  assign \$343  = \$signal$29  + \$342 ;
+  assign \$344  = \$343  >= 3'h6;
+  assign \$345  = h_count + 1'h1;
+  assign \$346  = \$signal$29  + \$345 ;
+  assign \$347  = \$346  - 3'h6;
+  assign \$348  = h_count + 1'h1;
+  assign \$349  = \$signal$29  + \$348 ;
+  assign \$350  = \$344  ? \$347  : { 1'h0, \$349  };
+  assign \$351  = \$350 [2:0] == 2'h2;
+  assign \$352  = \$signal$12  & \$351 ;
+  assign \$353  = ! s_count;
+  assign \$354  = ~ \$signal$12 ;
+  assign \$355  = \$353  & \$354 ;
+  assign \$356  = | t_count;
+  assign \$357  = \$355  & \$356 ;
+  assign \$358  = h_count == 3'h6;
+  assign \$359  = ~ \$358 ;
+  assign \$360  = \$357  & \$359 ;
+  assign \$361  = w_rdy & w_en;
+  assign \$362  = ! s_count;
+  assign \$363  = ~ \$signal$12 ;
+  assign \$364  = \$362  & \$363 ;
+  assign \$365  = \$361  & \$364 ;
+  assign \$366  = ! t_count;
+  assign \$367  = \$365  & \$366 ;
+  assign \$368  = h_count == 3'h6;
+  assign \$369  = ~ \$368 ;
+  assign \$370  = \$367  & \$369 ;
+  assign \$371  = \$360  | \$370 ;
+  assign \$372  = \$signal$29  + h_count;
+  assign \$373  = \$372  >= 3'h6;
+  assign \$374  = \$signal$29  + h_count;
+  assign \$375  = \$374  - 3'h6;
+  assign \$376  = \$signal$29  + h_count;
+  assign \$377  = \$373  ? \$375  : { 1'h0, \$376  };
+  assign \$378  = \$377 [2:0] == 2'h2;
+  assign \$379  = \$371  & \$378 ;
+  assign \$380  = ! s_count;
+  assign \$381  = ~ \$signal$12 ;
+  assign \$382  = \$380  & \$381 ;
+  assign \$383  = | t_count;
+  assign \$384  = \$382  & \$383 ;
+  assign \$385  = h_count == 3'h6;
+  assign \$386  = ~ \$385 ;
+  assign \$387  = \$384  & \$386 ;
+  assign \$389  = \$387  ? \$388  : w_data;
+  assign \$390  = \$signal$29  + h_count;
+  assign \$391  = \$390  >= 3'h6;
+  assign \$392  = \$signal$29  + h_count;
+  assign \$393  = \$392  - 3'h6;
+  assign \$394  = \$signal$29  + h_count;
+  assign \$395  = \$391  ? \$393  : { 1'h0, \$394  };
+  assign \$396  = \$395 [2:0] == 2'h3;
+  assign \$397  = \$signal$12  & \$396 ;
+  assign \$398  = h_count + 1'h1;
+  assign \$399  = \$signal$29  + \$398 ;
+  assign \$400  = \$399  >= 3'h6;
+  assign \$401  = h_count + 1'h1;
+  assign \$402  = \$signal$29  + \$401 ;
+  assign \$403  = \$402  - 3'h6;
+  assign \$404  = h_count + 1'h1;
+  assign \$405  = \$signal$29  + \$404 ;
+  assign \$406  = \$400  ? \$403  : { 1'h0, \$405  };
+  assign \$407  = \$406 [2:0] == 2'h3;
+  assign \$408  = \$signal$12  & \$407 ;
+  assign \$409  = ! s_count;
+  assign \$410  = ~ \$signal$12 ;
+  assign \$411  = \$409  & \$410 ;
+  assign \$412  = | t_count;
+  assign \$413  = \$411  & \$412 ;
+  assign \$414  = h_count == 3'h6;
+  assign \$415  = ~ \$414 ;
+  assign \$416  = \$413  & \$415 ;
+  assign \$417  = w_rdy & w_en;
+  assign \$418  = ! s_count;
+  assign \$419  = ~ \$signal$12 ;
+  assign \$420  = \$418  & \$419 ;
+  assign \$421  = \$417  & \$420 ;
+  assign \$422  = ! t_count;
+  assign \$423  = \$421  & \$422 ;
+  assign \$424  = h_count == 3'h6;
+  assign \$425  = ~ \$424 ;
+  assign \$426  = \$423  & \$425 ;
+  assign \$427  = \$416  | \$426 ;
+  assign \$428  = \$signal$29  + h_count;
+  assign \$429  = \$428  >= 3'h6;
+  assign \$430  = \$signal$29  + h_count;
+  assign \$431  = \$430  - 3'h6;
+  assign \$432  = \$signal$29  + h_count;
+  assign \$433  = \$429  ? \$431  : { 1'h0, \$432  };
+  assign \$434  = \$433 [2:0] == 2'h3;
+  assign \$435  = \$427  & \$434 ;
+  assign \$436  = ! s_count;
+  assign \$437  = ~ \$signal$12 ;
+  assign \$438  = \$436  & \$437 ;
+  assign \$439  = | t_count;
+  assign \$440  = \$438  & \$439 ;
+  assign \$441  = h_count == 3'h6;
+  assign \$442  = ~ \$441 ;
+  assign \$443  = \$440  & \$442 ;
+  assign \$445  = \$443  ? \$444  : w_data;
+  assign \$446  = \$signal$29  + h_count;
+  assign \$447  = \$446  >= 3'h6;
+  assign \$448  = \$signal$29  + h_count;
+  assign \$449  = \$448  - 3'h6;
+  assign \$450  = \$signal$29  + h_count;
+  assign \$451  = \$447  ? \$449  : { 1'h0, \$450  };
+  assign \$452  = \$451 [2:0] == 3'h4;
+  assign \$453  = \$signal$12  & \$452 ;
+  assign \$454  = h_count + 1'h1;
+  assign \$455  = \$signal$29  + \$454 ;
+  assign \$456  = \$455  >= 3'h6;
+  assign \$457  = h_count + 1'h1;
+  assign \$458  = \$signal$29  + \$457 ;
+  assign \$459  = \$458  - 3'h6;
+  assign \$460  = h_count + 1'h1;
+  assign \$461  = \$signal$29  + \$460 ;
+  assign \$462  = \$456  ? \$459  : { 1'h0, \$461  };
+  assign \$463  = \$462 [2:0] == 3'h4;
+  assign \$464  = \$signal$12  & \$463 ;
+  assign \$465  = ! s_count;
+  assign \$466  = ~ \$signal$12 ;
+  assign \$467  = \$465  & \$466 ;
+  assign \$468  = | t_count;
+  assign \$469  = \$467  & \$468 ;
+  assign \$470  = h_count == 3'h6;
+  assign \$471  = ~ \$470 ;
+  assign \$472  = \$469  & \$471 ;
+  assign \$473  = w_rdy & w_en;
+  assign \$474  = ! s_count;
+  assign \$475  = ~ \$signal$12 ;
+  assign \$476  = \$474  & \$475 ;
+  assign \$477  = \$473  & \$476 ;
+  assign \$478  = ! t_count;
+  assign \$479  = \$477  & \$478 ;
+  assign \$480  = h_count == 3'h6;
+  assign \$481  = ~ \$480 ;
+  assign \$482  = \$479  & \$481 ;
+  assign \$483  = \$472  | \$482 ;
+  assign \$484  = \$signal$29  + h_count;
+  assign \$485  = \$484  >= 3'h6;
+  assign \$486  = \$signal$29  + h_count;
+  assign \$487  = \$486  - 3'h6;
+  assign \$488  = \$signal$29  + h_count;
+  assign \$489  = \$485  ? \$487  : { 1'h0, \$488  };
+  assign \$490  = \$489 [2:0] == 3'h4;
+  assign \$491  = \$483  & \$490 ;
+  assign \$492  = ! s_count;
+  assign \$493  = ~ \$signal$12 ;
+  assign \$494  = \$492  & \$493 ;
+  assign \$495  = | t_count;
+  assign \$496  = \$494  & \$495 ;
+  assign \$497  = h_count == 3'h6;
+  assign \$498  = ~ \$497 ;
+  assign \$499  = \$496  & \$498 ;
+  assign \$501  = \$499  ? \$500  : w_data;
+  assign \$502  = \$signal$29  + h_count;
+  assign \$503  = \$502  >= 3'h6;
+  assign \$504  = \$signal$29  + h_count;
+  assign \$505  = \$504  - 3'h6;
+  assign \$506  = \$signal$29  + h_count;
+  assign \$507  = \$503  ? \$505  : { 1'h0, \$506  };
+  assign \$508  = \$507 [2:0] == 3'h5;
+  assign \$509  = \$signal$12  & \$508 ;
+  assign \$510  = h_count + 1'h1;
+  assign \$511  = \$signal$29  + \$510 ;
+  assign \$512  = \$511  >= 3'h6;
+  assign \$513  = h_count + 1'h1;
+  assign \$514  = \$signal$29  + \$513 ;
+  assign \$515  = \$514  - 3'h6;
+  assign \$516  = h_count + 1'h1;
+  assign \$517  = \$signal$29  + \$516 ;
+  assign \$518  = \$512  ? \$515  : { 1'h0, \$517  };
+  assign \$519  = \$518 [2:0] == 3'h5;
+  assign \$520  = \$signal$12  & \$519 ;
+  assign \$521  = ! s_count;
+  assign \$522  = ~ \$signal$12 ;
+  assign \$523  = \$521  & \$522 ;
+  assign \$524  = | t_count;
+  assign \$525  = \$523  & \$524 ;
+  assign \$526  = h_count == 3'h6;
+  assign \$527  = ~ \$526 ;
+  assign \$528  = \$525  & \$527 ;
+  assign \$529  = w_rdy & w_en;
+  assign \$530  = ! s_count;
+  assign \$531  = ~ \$signal$12 ;
+  assign \$532  = \$530  & \$531 ;
+  assign \$533  = \$529  & \$532 ;
+  assign \$534  = ! t_count;
+  assign \$535  = \$533  & \$534 ;
+  assign \$536  = h_count == 3'h6;
+  assign \$537  = ~ \$536 ;
   assign \$538  = \$535  & \$537 ;
-  assign \$539  = ~ \$538 ;
-  assign \$540  = | h_count;
-  assign \$541  = \$539  | \$540 ;
-  assign \$543  = | inner_level;
-  assign \$544  = ~ r_rdy;
-  assign \$545  = \$544  | r_en;
-  assign \$546  = \$543  & \$545 ;
-  assign \$547  = \$signal$29  == 3'h5;
-  assign \$548  = \$signal$29  + 1'h1;
-  assign \$549  = \$547  ? 4'h0 : \$548 ;
-  assign \$550  = ! s_count;
-  assign \$551  = ~ \$signal$12 ;
+  assign \$539  = \$528  | \$538 ;
+  assign \$540  = \$signal$29  + h_count;
+  assign \$541  = \$540  >= 3'h6;
+  assign \$542  = \$signal$29  + h_count;
+  assign \$543  = \$542  - 3'h6;
+  assign \$544  = \$signal$29  + h_count;
+  assign \$545  = \$541  ? \$543  : { 1'h0, \$544  };
+  assign \$546  = \$545 [2:0] == 3'h5;
+  assign \$547  = \$539  & \$546 ;
+  assign \$548  = ! s_count;
+  assign \$549  = ~ \$signal$12 ;
+  assign \$550  = \$548  & \$549 ;
+  assign \$551  = | t_count;
   assign \$552  = \$550  & \$551 ;
-  assign \$553  = | t_count;
-  assign \$554  = \$552  & \$553 ;
-  assign \$555  = h_count == 3'h6;
-  assign \$556  = ~ \$555 ;
-  assign \$557  = \$554  & \$556 ;
-  assign \$558  = w_rdy & w_en;
-  assign \$559  = ! s_count;
-  assign \$560  = ~ \$signal$12 ;
-  assign \$561  = \$559  & \$560 ;
-  assign \$562  = \$558  & \$561 ;
-  assign \$563  = ! t_count;
-  assign \$564  = \$562  & \$563 ;
-  assign \$565  = h_count == 3'h6;
-  assign \$566  = ~ \$565 ;
-  assign \$567  = \$564  & \$566 ;
-  assign \$568  = \$557  | \$567 ;
-  assign \$569  = \$signal$12  ? 2'h2 : { 1'h0, \$568  };
-  assign \$570  = h_count + \$569 ;
-  assign \$571  = | inner_level;
-  assign \$572  = ~ r_rdy;
-  assign \$573  = \$572  | r_en;
-  assign \$574  = \$571  & \$573 ;
-  assign \$575  = \$570  - \$574 ;
-  assign \$576  = w_rdy & w_en;
-  assign \$577  = w_rdy & w_en;
-  assign \$578  = ! s_count;
-  assign \$579  = ~ \$signal$12 ;
-  assign \$580  = \$578  & \$579 ;
-  assign \$581  = \$577  & \$580 ;
-  assign \$582  = ! t_count;
-  assign \$583  = \$581  & \$582 ;
-  assign \$584  = h_count == 3'h6;
-  assign \$585  = ~ \$584 ;
-  assign \$586  = \$583  & \$585 ;
-  assign \$587  = ~ \$586 ;
-  assign \$588  = \$576  & \$587 ;
-  assign \$589  = \$signal$17  + t_count;
-  assign \$590  = \$589  >= 3'h4;
-  assign \$591  = \$signal$17  + t_count;
-  assign \$592  = \$591  - 3'h4;
-  assign \$593  = \$signal$17  + t_count;
-  assign \$594  = \$590  ? \$592  : { 1'h0, \$593  };
-  assign \$595  = ! \$594 [1:0];
-  assign \$596  = \$588  & \$595 ;
-  assign \$597  = w_rdy & w_en;
-  assign \$598  = w_rdy & w_en;
-  assign \$599  = ! s_count;
-  assign \$600  = ~ \$signal$12 ;
-  assign \$601  = \$599  & \$600 ;
-  assign \$602  = \$598  & \$601 ;
-  assign \$603  = ! t_count;
-  assign \$604  = \$602  & \$603 ;
-  assign \$605  = h_count == 3'h6;
-  assign \$606  = ~ \$605 ;
-  assign \$607  = \$604  & \$606 ;
+  assign \$553  = h_count == 3'h6;
+  assign \$554  = ~ \$553 ;
+  assign \$555  = \$552  & \$554 ;
+  assign \$557  = \$555  ? \$556  : w_data;
+  assign \$558  = | inner_level;
+  assign \$559  = ~ r_rdy;
+  assign \$560  = \$559  | r_en;
+  assign \$561  = \$558  & \$560 ;
+  assign \$562  = ~ \$561 ;
+  assign \$563  = | h_count;
+  assign \$564  = \$562  | \$563 ;
+  assign \$566  = | inner_level;
+  assign \$567  = ~ r_rdy;
+  assign \$568  = \$567  | r_en;
+  assign \$569  = \$566  & \$568 ;
+  assign \$570  = \$signal$29  == 3'h5;
+  assign \$571  = \$signal$29  + 1'h1;
+  assign \$572  = \$570  ? 4'h0 : \$571 ;
+  assign \$573  = ! s_count;
+  assign \$574  = ~ \$signal$12 ;
+  assign \$575  = \$573  & \$574 ;
+  assign \$576  = | t_count;
+  assign \$577  = \$575  & \$576 ;
+  assign \$578  = h_count == 3'h6;
+  assign \$579  = ~ \$578 ;
+  assign \$580  = \$577  & \$579 ;
+  assign \$581  = w_rdy & w_en;
+  assign \$582  = ! s_count;
+  assign \$583  = ~ \$signal$12 ;
+  assign \$584  = \$582  & \$583 ;
+  assign \$585  = \$581  & \$584 ;
+  assign \$586  = ! t_count;
+  assign \$587  = \$585  & \$586 ;
+  assign \$588  = h_count == 3'h6;
+  assign \$589  = ~ \$588 ;
+  assign \$590  = \$587  & \$589 ;
+  assign \$591  = \$580  | \$590 ;
+  assign \$592  = \$signal$12  ? 2'h2 : { 1'h0, \$591  };
+  assign \$593  = h_count + \$592 ;
+  assign \$594  = | inner_level;
+  assign \$595  = ~ r_rdy;
+  assign \$596  = \$595  | r_en;
+  assign \$597  = \$594  & \$596 ;
+  assign \$598  = \$593  - \$597 ;
+  assign \$599  = w_rdy & w_en;
+  assign \$600  = w_rdy & w_en;
+  assign \$601  = ! s_count;
+  assign \$602  = ~ \$signal$12 ;
+  assign \$603  = \$601  & \$602 ;
+  assign \$604  = \$600  & \$603 ;
+  assign \$605  = ! t_count;
+  assign \$606  = \$604  & \$605 ;
+  assign \$607  = h_count == 3'h6;
   assign \$608  = ~ \$607 ;
-  assign \$609  = \$597  & \$608 ;
-  assign \$610  = \$signal$17  + t_count;
-  assign \$611  = \$610  >= 3'h4;
+  assign \$609  = \$606  & \$608 ;
+  assign \$610  = ~ \$609 ;
+  assign \$611  = \$599  & \$610 ;
   assign \$612  = \$signal$17  + t_count;
-  assign \$613  = \$612  - 3'h4;
+  assign \$613  = \$612  >= 3'h4;
   assign \$614  = \$signal$17  + t_count;
-  assign \$615  = \$611  ? \$613  : { 1'h0, \$614  };
-  assign \$616  = \$615 [1:0] == 1'h1;
-  assign \$617  = \$609  & \$616 ;
-  assign \$618  = w_rdy & w_en;
-  assign \$619  = w_rdy & w_en;
-  assign \$620  = ! s_count;
-  assign \$621  = ~ \$signal$12 ;
-  assign \$622  = \$620  & \$621 ;
-  assign \$623  = \$619  & \$622 ;
-  assign \$624  = ! t_count;
-  assign \$625  = \$623  & \$624 ;
-  assign \$626  = h_count == 3'h6;
-  assign \$627  = ~ \$626 ;
-  assign \$628  = \$625  & \$627 ;
+  assign \$615  = \$614  - 3'h4;
+  assign \$616  = \$signal$17  + t_count;
+  assign \$617  = \$613  ? \$615  : { 1'h0, \$616  };
+  assign \$618  = ! \$617 [1:0];
+  assign \$619  = \$611  & \$618 ;
+  assign \$620  = w_rdy & w_en;
+  assign \$621  = w_rdy & w_en;
+  assign \$622  = ! s_count;
+  assign \$623  = ~ \$signal$12 ;
+  assign \$624  = \$622  & \$623 ;
+  assign \$625  = \$621  & \$624 ;
+  assign \$626  = ! t_count;
+  assign \$627  = \$625  & \$626 ;
+  assign \$628  = h_count == 3'h6;
   assign \$629  = ~ \$628 ;
-  assign \$630  = \$618  & \$629 ;
-  assign \$631  = \$signal$17  + t_count;
-  assign \$632  = \$631  >= 3'h4;
+  assign \$630  = \$627  & \$629 ;
+  assign \$631  = ~ \$630 ;
+  assign \$632  = \$620  & \$631 ;
   assign \$633  = \$signal$17  + t_count;
-  assign \$634  = \$633  - 3'h4;
+  assign \$634  = \$633  >= 3'h4;
   assign \$635  = \$signal$17  + t_count;
-  assign \$636  = \$632  ? \$634  : { 1'h0, \$635  };
-  assign \$637  = \$636 [1:0] == 2'h2;
-  assign \$638  = \$630  & \$637 ;
-  assign \$639  = w_rdy & w_en;
-  assign \$640  = w_rdy & w_en;
-  assign \$641  = ! s_count;
-  assign \$642  = ~ \$signal$12 ;
-  assign \$643  = \$641  & \$642 ;
-  assign \$644  = \$640  & \$643 ;
-  assign \$645  = ! t_count;
-  assign \$646  = \$644  & \$645 ;
-  assign \$647  = h_count == 3'h6;
-  assign \$648  = ~ \$647 ;
-  assign \$649  = \$646  & \$648 ;
+  assign \$636  = \$635  - 3'h4;
+  assign \$637  = \$signal$17  + t_count;
+  assign \$638  = \$634  ? \$636  : { 1'h0, \$637  };
+  assign \$639  = \$638 [1:0] == 1'h1;
+  assign \$640  = \$632  & \$639 ;
+  assign \$641  = w_rdy & w_en;
+  assign \$642  = w_rdy & w_en;
+  assign \$643  = ! s_count;
+  assign \$644  = ~ \$signal$12 ;
+  assign \$645  = \$643  & \$644 ;
+  assign \$646  = \$642  & \$645 ;
+  assign \$647  = ! t_count;
+  assign \$648  = \$646  & \$647 ;
+  assign \$649  = h_count == 3'h6;
   assign \$650  = ~ \$649 ;
-  assign \$651  = \$639  & \$650 ;
-  assign \$652  = \$signal$17  + t_count;
-  assign \$653  = \$652  >= 3'h4;
+  assign \$651  = \$648  & \$650 ;
+  assign \$652  = ~ \$651 ;
+  assign \$653  = \$641  & \$652 ;
   assign \$654  = \$signal$17  + t_count;
-  assign \$655  = \$654  - 3'h4;
+  assign \$655  = \$654  >= 3'h4;
   assign \$656  = \$signal$17  + t_count;
-  assign \$657  = \$653  ? \$655  : { 1'h0, \$656  };
-  assign \$658  = \$657 [1:0] == 2'h3;
-  assign \$659  = \$651  & \$658 ;
-  assign \$660  = t_count >= 2'h2;
-  assign \$661  = | s_count;
-  assign \$662  = h_count == 3'h6;
-  assign \$663  = \$661  | \$662 ;
-  assign \$664  = \$660  & \$663 ;
-  assign \$665  = | s_count;
-  assign \$666  = \$signal$12  ? 2'h2 : 2'h0;
-  assign \$667  = h_count + \$666 ;
-  assign \$668  = \$667  <= 3'h4;
-  assign \$669  = \$665  & \$668 ;
-  assign \$670  = t_count >= 2'h2;
-  assign \$671  = | s_count;
-  assign \$672  = h_count == 3'h6;
-  assign \$673  = \$671  | \$672 ;
-  assign \$674  = \$670  & \$673 ;
-  assign \$675  = ~ \$674 ;
-  assign \$676  = ~ last_read;
-  assign \$677  = \$675  | \$676 ;
-  assign \$678  = \$669  & \$677 ;
-  assign \$679  = ~ \$678 ;
-  assign \$680  = \$664  & \$679 ;
-  assign \$681  = ! s_count;
-  assign \$682  = ~ \$signal$12 ;
-  assign \$683  = \$681  & \$682 ;
-  assign \$684  = | t_count;
-  assign \$685  = \$683  & \$684 ;
-  assign \$686  = h_count == 3'h6;
-  assign \$687  = ~ \$686 ;
-  assign \$688  = \$685  & \$687 ;
-  assign \$689  = \$680  ? 2'h2 : { 1'h0, \$688  };
-  assign \$690  = \$signal$17  + \$689 ;
-  assign \$691  = \$690  >= 3'h4;
-  assign \$692  = t_count >= 2'h2;
-  assign \$693  = | s_count;
-  assign \$694  = h_count == 3'h6;
-  assign \$695  = \$693  | \$694 ;
-  assign \$696  = \$692  & \$695 ;
-  assign \$697  = | s_count;
-  assign \$698  = \$signal$12  ? 2'h2 : 2'h0;
-  assign \$699  = h_count + \$698 ;
-  assign \$700  = \$699  <= 3'h4;
-  assign \$701  = \$697  & \$700 ;
-  assign \$702  = t_count >= 2'h2;
-  assign \$703  = | s_count;
-  assign \$704  = h_count == 3'h6;
-  assign \$705  = \$703  | \$704 ;
-  assign \$706  = \$702  & \$705 ;
-  assign \$707  = ~ \$706 ;
-  assign \$708  = ~ last_read;
-  assign \$709  = \$707  | \$708 ;
-  assign \$710  = \$701  & \$709 ;
-  assign \$711  = ~ \$710 ;
-  assign \$712  = \$696  & \$711 ;
-  assign \$713  = ! s_count;
-  assign \$714  = ~ \$signal$12 ;
-  assign \$715  = \$713  & \$714 ;
-  assign \$716  = | t_count;
-  assign \$717  = \$715  & \$716 ;
-  assign \$718  = h_count == 3'h6;
-  assign \$719  = ~ \$718 ;
-  assign \$720  = \$717  & \$719 ;
-  assign \$721  = \$712  ? 2'h2 : { 1'h0, \$720  };
-  assign \$722  = \$signal$17  + \$721 ;
-  assign \$723  = \$722  - 3'h4;
-  assign \$724  = t_count >= 2'h2;
-  assign \$725  = | s_count;
-  assign \$726  = h_count == 3'h6;
-  assign \$727  = \$725  | \$726 ;
-  assign \$728  = \$724  & \$727 ;
-  assign \$729  = | s_count;
-  assign \$730  = \$signal$12  ? 2'h2 : 2'h0;
-  assign \$731  = h_count + \$730 ;
-  assign \$732  = \$731  <= 3'h4;
-  assign \$733  = \$729  & \$732 ;
-  assign \$734  = t_count >= 2'h2;
-  assign \$735  = | s_count;
-  assign \$736  = h_count == 3'h6;
-  assign \$737  = \$735  | \$736 ;
-  assign \$738  = \$734  & \$737 ;
-  assign \$739  = ~ \$738 ;
-  assign \$740  = ~ last_read;
-  assign \$741  = \$739  | \$740 ;
-  assign \$742  = \$733  & \$741 ;
-  assign \$743  = ~ \$742 ;
-  assign \$744  = \$728  & \$743 ;
-  assign \$745  = ! s_count;
-  assign \$746  = ~ \$signal$12 ;
-  assign \$747  = \$745  & \$746 ;
-  assign \$748  = | t_count;
-  assign \$749  = \$747  & \$748 ;
-  assign \$750  = h_count == 3'h6;
-  assign \$751  = ~ \$750 ;
-  assign \$752  = \$749  & \$751 ;
-  assign \$753  = \$744  ? 2'h2 : { 1'h0, \$752  };
-  assign \$754  = \$signal$17  + \$753 ;
-  assign \$755  = \$691  ? \$723  : { 1'h0, \$754  };
-  assign \$756  = w_rdy & w_en;
-  assign \$757  = w_rdy & w_en;
-  assign \$758  = ! s_count;
-  assign \$759  = ~ \$signal$12 ;
-  assign \$760  = \$758  & \$759 ;
+  assign \$657  = \$656  - 3'h4;
+  assign \$658  = \$signal$17  + t_count;
+  assign \$659  = \$655  ? \$657  : { 1'h0, \$658  };
+  assign \$660  = \$659 [1:0] == 2'h2;
+  assign \$661  = \$653  & \$660 ;
+  assign \$662  = w_rdy & w_en;
+  assign \$663  = w_rdy & w_en;
+  assign \$664  = ! s_count;
+  assign \$665  = ~ \$signal$12 ;
+  assign \$666  = \$664  & \$665 ;
+  assign \$667  = \$663  & \$666 ;
+  assign \$668  = ! t_count;
+  assign \$669  = \$667  & \$668 ;
+  assign \$670  = h_count == 3'h6;
+  assign \$671  = ~ \$670 ;
+  assign \$672  = \$669  & \$671 ;
+  assign \$673  = ~ \$672 ;
+  assign \$674  = \$662  & \$673 ;
+  assign \$675  = \$signal$17  + t_count;
+  assign \$676  = \$675  >= 3'h4;
+  assign \$677  = \$signal$17  + t_count;
+  assign \$678  = \$677  - 3'h4;
+  assign \$679  = \$signal$17  + t_count;
+  assign \$680  = \$676  ? \$678  : { 1'h0, \$679  };
+  assign \$681  = \$680 [1:0] == 2'h3;
+  assign \$682  = \$674  & \$681 ;
+  assign \$683  = t_count >= 2'h2;
+  assign \$684  = | s_count;
+  assign \$685  = h_count == 3'h6;
+  assign \$686  = \$684  | \$685 ;
+  assign \$687  = \$683  & \$686 ;
+  assign \$688  = | s_count;
+  assign \$689  = \$signal$12  ? 2'h2 : 2'h0;
+  assign \$690  = h_count + \$689 ;
+  assign \$691  = \$690  <= 3'h4;
+  assign \$692  = \$688  & \$691 ;
+  assign \$693  = t_count >= 2'h2;
+  assign \$694  = | s_count;
+  assign \$695  = h_count == 3'h6;
+  assign \$696  = \$694  | \$695 ;
+  assign \$697  = \$693  & \$696 ;
+  assign \$698  = ~ \$697 ;
+  assign \$699  = ~ last_read;
+  assign \$700  = \$698  | \$699 ;
+  assign \$701  = \$692  & \$700 ;
+  assign \$702  = ~ \$701 ;
+  assign \$703  = \$687  & \$702 ;
+  assign \$704  = ! s_count;
+  assign \$705  = ~ \$signal$12 ;
+  assign \$706  = \$704  & \$705 ;
+  assign \$707  = | t_count;
+  assign \$708  = \$706  & \$707 ;
+  assign \$709  = h_count == 3'h6;
+  assign \$710  = ~ \$709 ;
+  assign \$711  = \$708  & \$710 ;
+  assign \$712  = \$703  ? 2'h2 : { 1'h0, \$711  };
+  assign \$713  = \$signal$17  + \$712 ;
+  assign \$714  = \$713  >= 3'h4;
+  assign \$715  = t_count >= 2'h2;
+  assign \$716  = | s_count;
+  assign \$717  = h_count == 3'h6;
+  assign \$718  = \$716  | \$717 ;
+  assign \$719  = \$715  & \$718 ;
+  assign \$720  = | s_count;
+  assign \$721  = \$signal$12  ? 2'h2 : 2'h0;
+  assign \$722  = h_count + \$721 ;
+  assign \$723  = \$722  <= 3'h4;
+  assign \$724  = \$720  & \$723 ;
+  assign \$725  = t_count >= 2'h2;
+  assign \$726  = | s_count;
+  assign \$727  = h_count == 3'h6;
+  assign \$728  = \$726  | \$727 ;
+  assign \$729  = \$725  & \$728 ;
+  assign \$730  = ~ \$729 ;
+  assign \$731  = ~ last_read;
+  assign \$732  = \$730  | \$731 ;
+  assign \$733  = \$724  & \$732 ;
+  assign \$734  = ~ \$733 ;
+  assign \$735  = \$719  & \$734 ;
+  assign \$736  = ! s_count;
+  assign \$737  = ~ \$signal$12 ;
+  assign \$738  = \$736  & \$737 ;
+  assign \$739  = | t_count;
+  assign \$740  = \$738  & \$739 ;
+  assign \$741  = h_count == 3'h6;
+  assign \$742  = ~ \$741 ;
+  assign \$743  = \$740  & \$742 ;
+  assign \$744  = \$735  ? 2'h2 : { 1'h0, \$743  };
+  assign \$745  = \$signal$17  + \$744 ;
+  assign \$746  = \$745  - 3'h4;
+  assign \$747  = t_count >= 2'h2;
+  assign \$748  = | s_count;
+  assign \$749  = h_count == 3'h6;
+  assign \$750  = \$748  | \$749 ;
+  assign \$751  = \$747  & \$750 ;
+  assign \$752  = | s_count;
+  assign \$753  = \$signal$12  ? 2'h2 : 2'h0;
+  assign \$754  = h_count + \$753 ;
+  assign \$755  = \$754  <= 3'h4;
+  assign \$756  = \$752  & \$755 ;
+  assign \$757  = t_count >= 2'h2;
+  assign \$758  = | s_count;
+  assign \$759  = h_count == 3'h6;
+  assign \$760  = \$758  | \$759 ;
   assign \$761  = \$757  & \$760 ;
-  assign \$762  = ! t_count;
-  assign \$763  = \$761  & \$762 ;
-  assign \$764  = h_count == 3'h6;
-  assign \$765  = ~ \$764 ;
-  assign \$766  = \$763  & \$765 ;
-  assign \$767  = ~ \$766 ;
-  assign \$768  = \$756  & \$767 ;
-  assign \$769  = t_count + \$768 ;
-  assign \$770  = t_count >= 2'h2;
-  assign \$771  = | s_count;
-  assign \$772  = h_count == 3'h6;
-  assign \$773  = \$771  | \$772 ;
-  assign \$774  = \$770  & \$773 ;
-  assign \$775  = | s_count;
-  assign \$776  = \$signal$12  ? 2'h2 : 2'h0;
-  assign \$777  = h_count + \$776 ;
-  assign \$778  = \$777  <= 3'h4;
-  assign \$779  = \$775  & \$778 ;
-  assign \$780  = t_count >= 2'h2;
-  assign \$781  = | s_count;
-  assign \$782  = h_count == 3'h6;
-  assign \$783  = \$781  | \$782 ;
+  assign \$762  = ~ \$761 ;
+  assign \$763  = ~ last_read;
+  assign \$764  = \$762  | \$763 ;
+  assign \$765  = \$756  & \$764 ;
+  assign \$766  = ~ \$765 ;
+  assign \$767  = \$751  & \$766 ;
+  assign \$768  = ! s_count;
+  assign \$769  = ~ \$signal$12 ;
+  assign \$770  = \$768  & \$769 ;
+  assign \$771  = | t_count;
+  assign \$772  = \$770  & \$771 ;
+  assign \$773  = h_count == 3'h6;
+  assign \$774  = ~ \$773 ;
+  assign \$775  = \$772  & \$774 ;
+  assign \$776  = \$767  ? 2'h2 : { 1'h0, \$775  };
+  assign \$777  = \$signal$17  + \$776 ;
+  assign \$778  = \$714  ? \$746  : { 1'h0, \$777  };
+  assign \$779  = w_rdy & w_en;
+  assign \$780  = w_rdy & w_en;
+  assign \$781  = ! s_count;
+  assign \$782  = ~ \$signal$12 ;
+  assign \$783  = \$781  & \$782 ;
   assign \$784  = \$780  & \$783 ;
-  assign \$785  = ~ \$784 ;
-  assign \$786  = ~ last_read;
-  assign \$787  = \$785  | \$786 ;
-  assign \$788  = \$779  & \$787 ;
-  assign \$789  = ~ \$788 ;
-  assign \$790  = \$774  & \$789 ;
-  assign \$791  = ! s_count;
-  assign \$792  = ~ \$signal$12 ;
-  assign \$793  = \$791  & \$792 ;
-  assign \$794  = | t_count;
-  assign \$795  = \$793  & \$794 ;
-  assign \$796  = h_count == 3'h6;
-  assign \$797  = ~ \$796 ;
-  assign \$798  = \$795  & \$797 ;
-  assign \$799  = \$790  ? 2'h2 : { 1'h0, \$798  };
-  assign \$800  = \$769  - \$799 ;
-  assign \$801  = w_rdy & w_en;
-  assign \$802  = w_rdy & w_en;
-  assign \$803  = ! s_count;
-  assign \$804  = ~ \$signal$12 ;
-  assign \$805  = \$803  & \$804 ;
-  assign \$806  = \$802  & \$805 ;
-  assign \$807  = ! t_count;
-  assign \$808  = \$806  & \$807 ;
-  assign \$809  = h_count == 3'h6;
-  assign \$810  = ~ \$809 ;
-  assign \$811  = \$808  & \$810 ;
+  assign \$785  = ! t_count;
+  assign \$786  = \$784  & \$785 ;
+  assign \$787  = h_count == 3'h6;
+  assign \$788  = ~ \$787 ;
+  assign \$789  = \$786  & \$788 ;
+  assign \$790  = ~ \$789 ;
+  assign \$791  = \$779  & \$790 ;
+  assign \$792  = t_count + \$791 ;
+  assign \$793  = t_count >= 2'h2;
+  assign \$794  = | s_count;
+  assign \$795  = h_count == 3'h6;
+  assign \$796  = \$794  | \$795 ;
+  assign \$797  = \$793  & \$796 ;
+  assign \$798  = | s_count;
+  assign \$799  = \$signal$12  ? 2'h2 : 2'h0;
+  assign \$800  = h_count + \$799 ;
+  assign \$801  = \$800  <= 3'h4;
+  assign \$802  = \$798  & \$801 ;
+  assign \$803  = t_count >= 2'h2;
+  assign \$804  = | s_count;
+  assign \$805  = h_count == 3'h6;
+  assign \$806  = \$804  | \$805 ;
+  assign \$807  = \$803  & \$806 ;
+  assign \$808  = ~ \$807 ;
+  assign \$809  = ~ last_read;
+  assign \$810  = \$808  | \$809 ;
+  assign \$811  = \$802  & \$810 ;
   assign \$812  = ~ \$811 ;
-  assign \$813  = \$801  & \$812 ;
-  assign \$814  = ~ \$813 ;
-  assign \$815  = t_count >= 2'h2;
-  assign \$816  = | s_count;
-  assign \$817  = h_count == 3'h6;
-  assign \$818  = \$816  | \$817 ;
-  assign \$819  = \$815  & \$818 ;
-  assign \$820  = | s_count;
-  assign \$821  = \$signal$12  ? 2'h2 : 2'h0;
-  assign \$822  = h_count + \$821 ;
-  assign \$823  = \$822  <= 3'h4;
-  assign \$824  = \$820  & \$823 ;
-  assign \$825  = t_count >= 2'h2;
-  assign \$826  = | s_count;
-  assign \$827  = h_count == 3'h6;
-  assign \$828  = \$826  | \$827 ;
+  assign \$813  = \$797  & \$812 ;
+  assign \$814  = ! s_count;
+  assign \$815  = ~ \$signal$12 ;
+  assign \$816  = \$814  & \$815 ;
+  assign \$817  = | t_count;
+  assign \$818  = \$816  & \$817 ;
+  assign \$819  = h_count == 3'h6;
+  assign \$820  = ~ \$819 ;
+  assign \$821  = \$818  & \$820 ;
+  assign \$822  = \$813  ? 2'h2 : { 1'h0, \$821  };
+  assign \$823  = \$792  - \$822 ;
+  assign \$824  = w_rdy & w_en;
+  assign \$825  = w_rdy & w_en;
+  assign \$826  = ! s_count;
+  assign \$827  = ~ \$signal$12 ;
+  assign \$828  = \$826  & \$827 ;
   assign \$829  = \$825  & \$828 ;
-  assign \$830  = ~ \$829 ;
-  assign \$831  = ~ last_read;
-  assign \$832  = \$830  | \$831 ;
-  assign \$833  = \$824  & \$832 ;
-  assign \$834  = ~ \$833 ;
-  assign \$835  = \$819  & \$834 ;
-  assign \$836  = ! s_count;
-  assign \$837  = ~ \$signal$12 ;
-  assign \$838  = \$836  & \$837 ;
-  assign \$839  = | t_count;
-  assign \$840  = \$838  & \$839 ;
-  assign \$841  = h_count == 3'h6;
-  assign \$842  = ~ \$841 ;
-  assign \$843  = \$840  & \$842 ;
-  assign \$844  = \$835  ? 2'h2 : { 1'h0, \$843  };
-  assign \$845  = t_count - \$844 ;
-  assign \$846  = $signed(\$845 ) < $signed(4'h4);
-  assign \$847  = \$814  | \$846 ;
-  assign \$849  = | inner_level;
-  assign \$850  = ~ r_rdy;
-  assign \$851  = \$850  | r_en;
-  assign \$852  = \$849  & \$851 ;
+  assign \$830  = ! t_count;
+  assign \$831  = \$829  & \$830 ;
+  assign \$832  = h_count == 3'h6;
+  assign \$833  = ~ \$832 ;
+  assign \$834  = \$831  & \$833 ;
+  assign \$835  = ~ \$834 ;
+  assign \$836  = \$824  & \$835 ;
+  assign \$837  = ~ \$836 ;
+  assign \$838  = t_count >= 2'h2;
+  assign \$839  = | s_count;
+  assign \$840  = h_count == 3'h6;
+  assign \$841  = \$839  | \$840 ;
+  assign \$842  = \$838  & \$841 ;
+  assign \$843  = | s_count;
+  assign \$844  = \$signal$12  ? 2'h2 : 2'h0;
+  assign \$845  = h_count + \$844 ;
+  assign \$846  = \$845  <= 3'h4;
+  assign \$847  = \$843  & \$846 ;
+  assign \$848  = t_count >= 2'h2;
+  assign \$849  = | s_count;
+  assign \$850  = h_count == 3'h6;
+  assign \$851  = \$849  | \$850 ;
+  assign \$852  = \$848  & \$851 ;
+  assign \$853  = ~ \$852 ;
+  assign \$854  = ~ last_read;
+  assign \$855  = \$853  | \$854 ;
+  assign \$856  = \$847  & \$855 ;
+  assign \$857  = ~ \$856 ;
+  assign \$858  = \$842  & \$857 ;
+  assign \$859  = ! s_count;
+  assign \$860  = ~ \$signal$12 ;
+  assign \$861  = \$859  & \$860 ;
+  assign \$862  = | t_count;
+  assign \$863  = \$861  & \$862 ;
+  assign \$864  = h_count == 3'h6;
+  assign \$865  = ~ \$864 ;
+  assign \$866  = \$863  & \$865 ;
+  assign \$867  = \$858  ? 2'h2 : { 1'h0, \$866  };
+  assign \$868  = t_count - \$867 ;
+  assign \$869  = $signed(\$868 ) < $signed(4'h4);
+  assign \$870  = \$837  | \$869 ;
+  assign \$872  = | inner_level;
+  assign \$873  = ~ r_rdy;
+  assign \$874  = \$873  | r_en;
+  assign \$875  = \$872  & \$874 ;
   always @(posedge clk)
-    inner_level <= \$854 ;
+    inner_level <= \$877 ;
   always @(posedge clk)
-    inner_level_up <= \$855 ;
+    inner_level_up <= \$878 ;
   always @(posedge clk)
-    inner_level_down <= \$856 ;
+    inner_level_down <= \$879 ;
   always @(posedge clk)
-    last_read <= \$857 ;
+    last_read <= \$880 ;
   always @(posedge clk)
-    \$signal$12  <= \$858 ;
+    \$signal$12  <= \$881 ;
   always @(posedge clk)
-    r_port__addr <= \$859 ;
+    r_port__addr <= \$882 ;
   always @(posedge clk)
-    \$signature__addr  <= \$860 ;
+    \$signature__addr  <= \$883 ;
   always @(posedge clk)
-    s_count <= \$861 ;
+    s_count <= \$884 ;
   always @(posedge clk)
-    head0 <= \$862 ;
+    head0 <= \$885 ;
   always @(posedge clk)
-    head1 <= \$863 ;
+    head1 <= \$886 ;
   always @(posedge clk)
-    head2 <= \$864 ;
+    head2 <= \$887 ;
   always @(posedge clk)
-    head3 <= \$865 ;
+    head3 <= \$888 ;
   always @(posedge clk)
-    head4 <= \$866 ;
+    head4 <= \$889 ;
   always @(posedge clk)
-    head5 <= \$867 ;
+    head5 <= \$890 ;
   always @(posedge clk)
-    \$signal$29  <= \$868 ;
+    \$signal$29  <= \$891 ;
   always @(posedge clk)
-    h_count <= \$869 ;
+    h_count <= \$892 ;
   always @(posedge clk)
-    tail0 <= \$870 ;
+    tail0 <= \$893 ;
   always @(posedge clk)
-    tail1 <= \$871 ;
+    tail1 <= \$894 ;
   always @(posedge clk)
-    tail2 <= \$872 ;
+    tail2 <= \$895 ;
   always @(posedge clk)
-    tail3 <= \$873 ;
+    tail3 <= \$896 ;
   always @(posedge clk)
-    \$signal$17  <= \$874 ;
+    \$signal$17  <= \$897 ;
   always @(posedge clk)
-    t_count <= \$875 ;
+    t_count <= \$898 ;
   always @(posedge clk)
-    r_data <= \$876 ;
+    r_data <= \$899 ;
   always @(posedge clk)
-    r_rdy <= \$877 ;
+    r_rdy <= \$900 ;
   assign w_rdy = inner_level != 7'h7f;
   assign \$1  = | s_count;
   assign \$2  = \$signal$12  ? 2'h2 : 2'h0;
@@ -55716,104 +55786,81 @@ module \ndp_device.control_unit.reader.buffer (clk, rst, w_en, w_level, r_en, r_
   assign \$31  = \$29  | \$30 ;
   assign \$32  = \$23  & \$31 ;
   assign \$33  = ~ \$32 ;
-  assign \$signature__en  = \$18  & \$33 ;
-  assign \$35  = \$signal$17  + 1'h1;
-  assign \$36  = \$35  >= 3'h4;
-  assign \$37  = \$signal$17  + 1'h1;
-  assign \$38  = \$37  - 3'h4;
-  assign \$39  = \$signal$17  + 1'h1;
-  assign \$40  = \$36  ? \$38  : { 1'h0, \$39  };
-  assign w_level = inner_level + r_rdy;
-  assign \$42  = w_rdy & w_en;
-  assign \$43  = | inner_level;
-  assign \$44  = ~ r_rdy;
-  assign \$45  = \$44  | r_en;
-  assign \$46  = \$43  & \$45 ;
-  assign \$47  = ~ \$46 ;
-  assign \$48  = \$42  & \$47 ;
-  assign \$49  = | inner_level;
-  assign \$50  = ~ r_rdy;
-  assign \$51  = \$50  | r_en;
-  assign \$52  = \$49  & \$51 ;
-  assign \$53  = w_rdy & w_en;
+  assign \$34  = \$18  & \$33 ;
+  assign \$35  = t_count >= 2'h2;
+  assign \$36  = | s_count;
+  assign \$37  = h_count == 3'h6;
+  assign \$38  = \$36  | \$37 ;
+  assign \$39  = \$35  & \$38 ;
+  assign \$40  = | s_count;
+  assign \$41  = \$signal$12  ? 2'h2 : 2'h0;
+  assign \$42  = h_count + \$41 ;
+  assign \$43  = \$42  <= 3'h4;
+  assign \$44  = \$40  & \$43 ;
+  assign \$45  = t_count >= 2'h2;
+  assign \$46  = | s_count;
+  assign \$47  = h_count == 3'h6;
+  assign \$48  = \$46  | \$47 ;
+  assign \$49  = \$45  & \$48 ;
+  assign \$50  = ~ \$49 ;
+  assign \$51  = ~ last_read;
+  assign \$52  = \$50  | \$51 ;
+  assign \$53  = \$44  & \$52 ;
   assign \$54  = ~ \$53 ;
-  assign \$55  = \$52  & \$54 ;
-  assign \$56  = inner_level_up + 1'h1;
-  assign \$57  = inner_level_down - 1'h1;
-  assign \$58  = r_port__en & \$signature__en ;
-  assign \$59  = ~ \$58 ;
-  assign \$61  = | s_count;
-  assign \$62  = \$signal$12  ? 2'h2 : 2'h0;
-  assign \$63  = h_count + \$62 ;
-  assign \$64  = \$63  <= 3'h4;
-  assign \$65  = \$61  & \$64 ;
-  assign \$66  = t_count >= 2'h2;
-  assign \$67  = | s_count;
-  assign \$68  = h_count == 3'h6;
-  assign \$69  = \$67  | \$68 ;
-  assign \$70  = \$66  & \$69 ;
-  assign \$71  = ~ \$70 ;
-  assign \$72  = ~ last_read;
-  assign \$73  = \$71  | \$72 ;
-  assign \$74  = \$65  & \$73 ;
-  assign \$75  = t_count >= 2'h2;
-  assign \$76  = | s_count;
-  assign \$77  = h_count == 3'h6;
-  assign \$78  = \$76  | \$77 ;
-  assign \$79  = \$75  & \$78 ;
-  assign \$80  = | s_count;
-  assign \$81  = \$signal$12  ? 2'h2 : 2'h0;
-  assign \$82  = h_count + \$81 ;
-  assign \$83  = \$82  <= 3'h4;
-  assign \$84  = \$80  & \$83 ;
-  assign \$85  = t_count >= 2'h2;
-  assign \$86  = | s_count;
-  assign \$87  = h_count == 3'h6;
-  assign \$88  = \$86  | \$87 ;
-  assign \$89  = \$85  & \$88 ;
-  assign \$90  = ~ \$89 ;
-  assign \$91  = ~ last_read;
+  assign \$55  = \$39  & \$54 ;
+  assign \$57  = \$signal$17  + 1'h1;
+  assign \$58  = \$57  >= 3'h4;
+  assign \$59  = \$signal$17  + 1'h1;
+  assign \$60  = \$59  - 3'h4;
+  assign \$61  = \$signal$17  + 1'h1;
+  assign \$62  = \$58  ? \$60  : { 1'h0, \$61  };
+  assign w_level = inner_level + r_rdy;
+  assign \$64  = w_rdy & w_en;
+  assign \$65  = | inner_level;
+  assign \$66  = ~ r_rdy;
+  assign \$67  = \$66  | r_en;
+  assign \$68  = \$65  & \$67 ;
+  assign \$69  = ~ \$68 ;
+  assign \$70  = \$64  & \$69 ;
+  assign \$71  = | inner_level;
+  assign \$72  = ~ r_rdy;
+  assign \$73  = \$72  | r_en;
+  assign \$74  = \$71  & \$73 ;
+  assign \$75  = w_rdy & w_en;
+  assign \$76  = ~ \$75 ;
+  assign \$77  = \$74  & \$76 ;
+  assign \$78  = inner_level_up + 1'h1;
+  assign \$79  = inner_level_down - 1'h1;
+  assign \$80  = { 1'h0, r_port__en } & { \$55 , \$34  };
+  assign \$81  = ~ \$80 ;
+  assign \$82  = | \$81 ;
+  assign \$84  = | s_count;
+  assign \$85  = \$signal$12  ? 2'h2 : 2'h0;
+  assign \$86  = h_count + \$85 ;
+  assign \$87  = \$86  <= 3'h4;
+  assign \$88  = \$84  & \$87 ;
+  assign \$89  = t_count >= 2'h2;
+  assign \$90  = | s_count;
+  assign \$91  = h_count == 3'h6;
   assign \$92  = \$90  | \$91 ;
-  assign \$93  = \$84  & \$92 ;
+  assign \$93  = \$89  & \$92 ;
   assign \$94  = ~ \$93 ;
-  assign \$95  = \$79  & \$94 ;
-  assign \$96  = \$74  | \$95 ;
-  assign \$97  = | s_count;
-  assign \$98  = \$signal$12  ? 2'h2 : 2'h0;
-  assign \$99  = h_count + \$98 ;
-  assign \$100  = \$99  <= 3'h4;
-  assign \$101  = \$97  & \$100 ;
-  assign \$102  = t_count >= 2'h2;
-  assign \$103  = | s_count;
-  assign \$104  = h_count == 3'h6;
-  assign \$105  = \$103  | \$104 ;
-  assign \$106  = \$102  & \$105 ;
-  assign \$107  = ~ \$106 ;
-  assign \$108  = ~ last_read;
-  assign \$109  = \$107  | \$108 ;
-  assign \$110  = \$101  & \$109 ;
-  assign \$111  = | s_count;
-  assign \$112  = \$signal$12  ? 2'h2 : 2'h0;
-  assign \$113  = h_count + \$112 ;
-  assign \$114  = \$113  <= 3'h4;
-  assign \$115  = \$111  & \$114 ;
-  assign \$116  = t_count >= 2'h2;
-  assign \$117  = | s_count;
+  assign \$95  = ~ last_read;
   always @(posedge clk) begin
     if (1'h1) begin
-      if (!\$59 )
+      if (!\$82 )
         $write("single-ported FIFO: a read and a write in one cycle");
-      assert (\$59 );
+      assert (\$82 );
     end
     if (1'h1) begin
-      if (!\$541 )
+      if (!\$564 )
         $write("single-ported FIFO: the oldest line not in the head");
-      assert (\$541 );
+      assert (\$564 );
     end
     if (1'h1) begin
-      if (!\$847 )
+      if (!\$870 )
         $write("single-ported FIFO: its tail overflows");
-      assert (\$847 );
+      assert (\$870 );
     end
   end
   always @* begin
@@ -55821,13 +55868,13 @@ module \ndp_device.control_unit.reader.buffer (clk, rst, w_en, w_level, r_en, r_
     (* full_case = 32'd1 *)
     casez (\$signal$17 )
       2'h0:
-          \$253  = tail0;
+          \$276  = tail0;
       2'h1:
-          \$253  = tail1;
+          \$276  = tail1;
       2'h2:
-          \$253  = tail2;
+          \$276  = tail2;
       2'h3:
-          \$253  = tail3;
+          \$276  = tail3;
     endcase
   end
   always @* begin
@@ -55835,13 +55882,13 @@ module \ndp_device.control_unit.reader.buffer (clk, rst, w_en, w_level, r_en, r_
     (* full_case = 32'd1 *)
     casez (\$signal$17 )
       2'h0:
-          \$309  = tail0;
+          \$332  = tail0;
       2'h1:
-          \$309  = tail1;
+          \$332  = tail1;
       2'h2:
-          \$309  = tail2;
+          \$332  = tail2;
       2'h3:
-          \$309  = tail3;
+          \$332  = tail3;
     endcase
   end
   always @* begin
@@ -55849,13 +55896,13 @@ module \ndp_device.control_unit.reader.buffer (clk, rst, w_en, w_level, r_en, r_
     (* full_case = 32'd1 *)
     casez (\$signal$17 )
       2'h0:
-          \$365  = tail0;
+          \$388  = tail0;
       2'h1:
-          \$365  = tail1;
+          \$388  = tail1;
       2'h2:
-          \$365  = tail2;
+          \$388  = tail2;
       2'h3:
-          \$365  = tail3;
+          \$388  = tail3;
     endcase
   end
   always @* begin
@@ -55863,13 +55910,13 @@ module \ndp_device.control_unit.reader.buffer (clk, rst, w_en, w_level, r_en, r_
     (* full_case = 32'd1 *)
     casez (\$signal$17 )
       2'h0:
-          \$421  = tail0;
+          \$444  = tail0;
       2'h1:
-          \$421  = tail1;
+          \$444  = tail1;
       2'h2:
-          \$421  = tail2;
+          \$444  = tail2;
       2'h3:
-          \$421  = tail3;
+          \$444  = tail3;
     endcase
   end
   always @* begin
@@ -55877,13 +55924,13 @@ module \ndp_device.control_unit.reader.buffer (clk, rst, w_en, w_level, r_en, r_
     (* full_case = 32'd1 *)
     casez (\$signal$17 )
       2'h0:
-          \$477  = tail0;
+          \$500  = tail0;
       2'h1:
-          \$477  = tail1;
+          \$500  = tail1;
       2'h2:
-          \$477  = tail2;
+          \$500  = tail2;
       2'h3:
-          \$477  = tail3;
+          \$500  = tail3;
     endcase
   end
   always @* begin
@@ -55891,285 +55938,285 @@ module \ndp_device.control_unit.reader.buffer (clk, rst, w_en, w_level, r_en, r_
     (* full_case = 32'd1 *)
     casez (\$signal$17 )
       2'h0:
-          \$533  = tail0;
+          \$556  = tail0;
       2'h1:
-          \$533  = tail1;
+          \$556  = tail1;
       2'h2:
-          \$533  = tail2;
+          \$556  = tail2;
       2'h3:
-          \$533  = tail3;
+          \$556  = tail3;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
-    \$853  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    \$876  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     casez (\$signal$29 )
       3'h0:
-          \$853  = head0;
+          \$876  = head0;
       3'h1:
-          \$853  = head1;
+          \$876  = head1;
       3'h2:
-          \$853  = head2;
+          \$876  = head2;
       3'h3:
-          \$853  = head3;
+          \$876  = head3;
       3'h4:
-          \$853  = head4;
+          \$876  = head4;
       3'h5:
-          \$853  = head5;
+          \$876  = head5;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
-    \$854  = inner_level;
-    if (\$48 ) begin
-      \$854  = inner_level_up[6:0];
-    end else if (\$55 ) begin
-      \$854  = inner_level_down;
+    \$877  = inner_level;
+    if (\$70 ) begin
+      \$877  = inner_level_up[6:0];
+    end else if (\$77 ) begin
+      \$877  = inner_level_down;
     end
     if (rst) begin
-      \$854  = 7'h00;
+      \$877  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
-    \$855  = inner_level_up;
-    if (\$48 ) begin
-      \$855  = \$56 [7:0];
-    end else if (\$55 ) begin
-      \$855  = { 1'h0, inner_level };
+    \$878  = inner_level_up;
+    if (\$70 ) begin
+      \$878  = \$78 [7:0];
+    end else if (\$77 ) begin
+      \$878  = { 1'h0, inner_level };
     end
     if (rst) begin
-      \$855  = 8'h01;
+      \$878  = 8'h01;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
-    \$856  = inner_level_down;
-    if (\$48 ) begin
-      \$856  = inner_level;
-    end else if (\$55 ) begin
-      \$856  = \$57 [6:0];
+    \$879  = inner_level_down;
+    if (\$70 ) begin
+      \$879  = inner_level;
+    end else if (\$77 ) begin
+      \$879  = \$79 [6:0];
     end
     if (rst) begin
-      \$856  = 7'h7f;
+      \$879  = 7'h7f;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
-    \$857  = last_read;
-    if (\$96 ) begin
-      \$857  = \$110 ;
+    \$880  = last_read;
+    if (\$119 ) begin
+      \$880  = \$133 ;
     end
     if (rst) begin
-      \$857  = 1'h0;
+      \$880  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
-    \$858  = \$124 ;
+    \$881  = \$147 ;
     if (rst) begin
-      \$858  = 1'h0;
+      \$881  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
-    \$859  = r_port__addr;
-    if (\$138 ) begin
-      \$859  = \$139 [5:0];
-    end
-    if (rst) begin
-      \$859  = 6'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
-    \$860  = \$signature__addr ;
-    if (\$160 ) begin
-      \$860  = \$161 [5:0];
+    \$882  = r_port__addr;
+    if (\$161 ) begin
+      \$882  = \$162 [5:0];
     end
     if (rst) begin
-      \$860  = 6'h00;
+      \$882  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
-    \$861  = \$198 [6:0];
-    if (rst) begin
-      \$861  = 7'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
-    \$862  = head0;
-    if (\$206 ) begin
-      \$862  = r_port__data[511:0];
-    end else if (\$217 ) begin
-      \$862  = r_port__data[1023:512];
-    end else if (\$244 ) begin
-      \$862  = \$254 ;
+    \$883  = \$signature__addr ;
+    if (\$183 ) begin
+      \$883  = \$184 [5:0];
     end
     if (rst) begin
-      \$862  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$883  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
-    \$863  = head1;
-    if (\$262 ) begin
-      \$863  = r_port__data[511:0];
-    end else if (\$273 ) begin
-      \$863  = r_port__data[1023:512];
-    end else if (\$300 ) begin
-      \$863  = \$310 ;
+    \$884  = \$221 [6:0];
+    if (rst) begin
+      \$884  = 7'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
+    \$885  = head0;
+    if (\$229 ) begin
+      \$885  = r_port__data[511:0];
+    end else if (\$240 ) begin
+      \$885  = r_port__data[1023:512];
+    end else if (\$267 ) begin
+      \$885  = \$277 ;
     end
     if (rst) begin
-      \$863  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$885  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
-    \$864  = head2;
-    if (\$318 ) begin
-      \$864  = r_port__data[511:0];
-    end else if (\$329 ) begin
-      \$864  = r_port__data[1023:512];
-    end else if (\$356 ) begin
-      \$864  = \$366 ;
+    \$886  = head1;
+    if (\$285 ) begin
+      \$886  = r_port__data[511:0];
+    end else if (\$296 ) begin
+      \$886  = r_port__data[1023:512];
+    end else if (\$323 ) begin
+      \$886  = \$333 ;
     end
     if (rst) begin
-      \$864  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$886  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
-    \$865  = head3;
-    if (\$374 ) begin
-      \$865  = r_port__data[511:0];
-    end else if (\$385 ) begin
-      \$865  = r_port__data[1023:512];
-    end else if (\$412 ) begin
-      \$865  = \$422 ;
+    \$887  = head2;
+    if (\$341 ) begin
+      \$887  = r_port__data[511:0];
+    end else if (\$352 ) begin
+      \$887  = r_port__data[1023:512];
+    end else if (\$379 ) begin
+      \$887  = \$389 ;
     end
     if (rst) begin
-      \$865  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$887  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
-    \$866  = head4;
-    if (\$430 ) begin
-      \$866  = r_port__data[511:0];
-    end else if (\$441 ) begin
-      \$866  = r_port__data[1023:512];
-    end else if (\$468 ) begin
-      \$866  = \$478 ;
+    \$888  = head3;
+    if (\$397 ) begin
+      \$888  = r_port__data[511:0];
+    end else if (\$408 ) begin
+      \$888  = r_port__data[1023:512];
+    end else if (\$435 ) begin
+      \$888  = \$445 ;
     end
     if (rst) begin
-      \$866  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$888  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
-    \$867  = head5;
-    if (\$486 ) begin
-      \$867  = r_port__data[511:0];
-    end else if (\$497 ) begin
-      \$867  = r_port__data[1023:512];
-    end else if (\$524 ) begin
-      \$867  = \$534 ;
+    \$889  = head4;
+    if (\$453 ) begin
+      \$889  = r_port__data[511:0];
+    end else if (\$464 ) begin
+      \$889  = r_port__data[1023:512];
+    end else if (\$491 ) begin
+      \$889  = \$501 ;
     end
     if (rst) begin
-      \$867  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$889  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
-    \$868  = \$signal$29 ;
-    if (\$546 ) begin
-      \$868  = \$549 [2:0];
+    \$890  = head5;
+    if (\$509 ) begin
+      \$890  = r_port__data[511:0];
+    end else if (\$520 ) begin
+      \$890  = r_port__data[1023:512];
+    end else if (\$547 ) begin
+      \$890  = \$557 ;
     end
     if (rst) begin
-      \$868  = 3'h0;
+      \$890  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
-    \$869  = \$575 [2:0];
-    if (rst) begin
-      \$869  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
-    \$870  = tail0;
-    if (\$596 ) begin
-      \$870  = w_data;
+    \$891  = \$signal$29 ;
+    if (\$569 ) begin
+      \$891  = \$572 [2:0];
     end
     if (rst) begin
-      \$870  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$891  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
-    \$871  = tail1;
-    if (\$617 ) begin
-      \$871  = w_data;
+    \$892  = \$598 [2:0];
+    if (rst) begin
+      \$892  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
+    \$893  = tail0;
+    if (\$619 ) begin
+      \$893  = w_data;
     end
     if (rst) begin
-      \$871  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$893  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
-    \$872  = tail2;
-    if (\$638 ) begin
-      \$872  = w_data;
+    \$894  = tail1;
+    if (\$640 ) begin
+      \$894  = w_data;
     end
     if (rst) begin
-      \$872  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$894  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
-    \$873  = tail3;
-    if (\$659 ) begin
-      \$873  = w_data;
+    \$895  = tail2;
+    if (\$661 ) begin
+      \$895  = w_data;
     end
     if (rst) begin
-      \$873  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$895  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
-    \$874  = \$755 [1:0];
+    \$896  = tail3;
+    if (\$682 ) begin
+      \$896  = w_data;
+    end
     if (rst) begin
-      \$874  = 2'h0;
+      \$896  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
-    \$875  = \$800 [2:0];
+    \$897  = \$778 [1:0];
     if (rst) begin
-      \$875  = 3'h0;
+      \$897  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
-    \$876  = r_data;
-    if (\$852 ) begin
-      \$876  = \$853 ;
+    \$898  = \$823 [2:0];
+    if (rst) begin
+      \$898  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
-    \$877  = r_rdy;
-    if (\$852 ) begin
-      \$877  = 1'h1;
+    \$899  = r_data;
+    if (\$875 ) begin
+      \$899  = \$876 ;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
+    \$900  = r_rdy;
+    if (\$875 ) begin
+      \$900  = 1'h1;
     end else if (r_en) begin
-      \$877  = 1'h0;
+      \$900  = 1'h0;
     end
     if (rst) begin
-      \$877  = 1'h0;
+      \$900  = 1'h0;
     end
   end
   always @* begin
@@ -56177,37 +56224,38 @@ module \ndp_device.control_unit.reader.buffer (clk, rst, w_en, w_level, r_en, r_
     (* full_case = 32'd1 *)
     casez (\$signal$17 )
       2'h0:
-          \$34  = tail0;
+          \$56  = tail0;
       2'h1:
-          \$34  = tail1;
+          \$56  = tail1;
       2'h2:
-          \$34  = tail2;
+          \$56  = tail2;
       2'h3:
-          \$34  = tail3;
+          \$56  = tail3;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$85 ) begin end
     (* full_case = 32'd1 *)
-    casez (\$40 [1:0])
+    casez (\$62 [1:0])
       2'h0:
-          \$41  = tail0;
+          \$63  = tail0;
       2'h1:
-          \$41  = tail1;
+          \$63  = tail1;
       2'h2:
-          \$41  = tail2;
+          \$63  = tail2;
       2'h3:
-          \$41  = tail3;
+          \$63  = tail3;
     endcase
   end
   assign level = w_level;
   assign r_level = w_level;
   assign \$signal  = \$signature__addr ;
   assign \$signal$8  = r_port__addr;
-  assign \$signature__data  = { \$41 , \$34  };
-  assign \$848  = 1'h1;
-  assign \$542  = 1'h1;
-  assign \$60  = 1'h1;
+  assign \$signature__en  = { \$55 , \$34  };
+  assign \$signature__data  = { \$63 , \$56  };
+  assign \$871  = 1'h1;
+  assign \$565  = 1'h1;
+  assign \$83  = 1'h1;
 endmodule
 
 (* generator = "Amaranth" *)
@@ -82766,7 +82814,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__bready, io__araddr, io__arvalid, io__rready, io__awuser, clk, rst, io__awready, io__wready, io__arready, done_valid, done_status, \port$20277$0 , reset__0, reset__1, reset__2, reset__3
+module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__bready, io__araddr, io__arvalid, io__rready, io__awuser, clk, rst, io__awready, io__wready, io__arready, done_valid, done_status, \port$20299$0 , reset__0, reset__1, reset__2, reset__3
 , io__bvalid, b_resp, queues__0, queues__1, queues__2, queues__3, io__rvalid, r_data, io__awaddr);
   reg \$auto$verilog_backend.cc:2355:dump_module$100  = 0;
   wire \$1 ;
@@ -83148,8 +83196,8 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
   input io__wvalid;
   wire io__wvalid;
   wire [31:0] mask;
-  input [33:0] \port$20277$0 ;
-  wire [33:0] \port$20277$0 ;
+  input [33:0] \port$20299$0 ;
+  wire [33:0] \port$20299$0 ;
   output [321:0] queues__0;
   reg [321:0] queues__0 = 322'h000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   wire [63:0] \queues__0.cq_base ;
@@ -83851,9 +83899,9 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
     \$298  = head0;
     if (done_valid) begin
-      casez (\port$20277$0 [1:0])
+      casez (\port$20299$0 [1:0])
         2'h0:
-            \$298  = \port$20277$0 [33:2];
+            \$298  = \port$20299$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -83892,7 +83940,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
     \$299  = status0;
     if (done_valid) begin
-      casez (\port$20277$0 [1:0])
+      casez (\port$20299$0 [1:0])
         2'h0:
             if (\$1 ) begin
               \$299  = { 24'h800000, done_status };
@@ -83937,11 +83985,11 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
     \$300  = head1;
     if (done_valid) begin
-      casez (\port$20277$0 [1:0])
+      casez (\port$20299$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
-            \$300  = \port$20277$0 [33:2];
+            \$300  = \port$20299$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -84004,7 +84052,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
     \$301  = status1;
     if (done_valid) begin
-      casez (\port$20277$0 [1:0])
+      casez (\port$20299$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -84075,13 +84123,13 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
     \$302  = head2;
     if (done_valid) begin
-      casez (\port$20277$0 [1:0])
+      casez (\port$20299$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
             /* empty */;
         2'h2:
-            \$302  = \port$20277$0 [33:2];
+            \$302  = \port$20299$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -84168,7 +84216,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$100 ) begin end
     \$303  = status2;
     if (done_valid) begin
-      casez (\port$20277$0 [1:0])
+      casez (\port$20299$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -84266,7 +84314,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     \$304  = head3;
     if (done_valid) begin
       (* full_case = 32'd1 *)
-      casez (\port$20277$0 [1:0])
+      casez (\port$20299$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -84274,7 +84322,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
         2'h2:
             /* empty */;
         2'h3:
-            \$304  = \port$20277$0 [33:2];
+            \$304  = \port$20299$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -84386,7 +84434,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     \$305  = status3;
     if (done_valid) begin
       (* full_case = 32'd1 *)
-      casez (\port$20277$0 [1:0])
+      casez (\port$20299$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -85227,8 +85275,8 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
       endcase
     end
   end
-  assign done_queue = \port$20277$0 [1:0];
-  assign done_seq = \port$20277$0 [33:2];
+  assign done_queue = \port$20299$0 [1:0];
+  assign done_seq = \port$20299$0 [33:2];
   assign mask = { \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3:2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2:1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1:0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0] };
   assign io__bresp = b_resp;
   assign io__rdata = r_data;
