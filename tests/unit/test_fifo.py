@@ -27,9 +27,13 @@ PATTERNS = {
 }
 
 
+# below 4 the single-ported FIFO is Amaranth's own (hw/fifo.py): nothing to compare
+CASES = [(kind, depth) for kind in REFERENCE for depth in (1, 2, 3, 4, 5, 8, 13, 64)
+         if kind != "SyncFIFOSinglePort" or depth >= 4]
+
+
 @pytest.mark.parametrize("pattern", list(PATTERNS))
-@pytest.mark.parametrize("kind", list(REFERENCE))
-@pytest.mark.parametrize("depth", [1, 2, 3, 4, 5, 8, 13, 64])
+@pytest.mark.parametrize(("kind", "depth"), CASES)
 def test_fifo_matches_amaranths_every_cycle(kind, depth, pattern):
     m = Module()
     ours = m.submodules.ours = getattr(fifo, kind)(width=8, depth=depth)
