@@ -49,6 +49,7 @@ class Capabilities:
     out_buf_bytes: int
     dram_buf_bytes: int
     dram_channels: int
+    softmax_lanes: int       # the project's register (docs/read-compute-project.md): its sums' order
 
     # The very properties of isa.DeviceConfig: they read only in_buf_bytes, out_buf_bytes
     # and rows, so K and N limits are defined once, in isa.
@@ -109,8 +110,10 @@ class NdpDevice:
             raise DeviceNotFound(f"ID register reads {ident:#010x}, expected {regs.ID_VALUE:#010x}")
         values = {}
         for name in ("VERSION", "NUM_QUEUES", "LANES", "ROWS", "IN_BUF_BYTES",
-                     "OUT_BUF_BYTES", "DRAM_BUF_BYTES", "DRAM_CHANNELS"):
+                     "OUT_BUF_BYTES", "DRAM_BUF_BYTES", "DRAM_CHANNELS", "SOFTMAX_LANES"):
             values[name.lower()] = await transport.reg_read(getattr(regs, name), regs.HOST_PASID)
+        # a device without the project's register reads 0 there: its softmax is a line wide
+        values["softmax_lanes"] = values["softmax_lanes"] or values["lanes"]
         caps = Capabilities(**values)
         if caps.num_queues < 1 or caps.rows < 1:
             raise DeviceNotFound(f"device reports NUM_QUEUES={caps.num_queues!r}, ROWS={caps.rows!r}")

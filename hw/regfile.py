@@ -134,7 +134,7 @@ class RegisterFile(wiring.Component):
             globals_ = {R.ID: R.ID_VALUE, R.VERSION: R.VERSION_VALUE, R.NUM_QUEUES: nq,
                         R.LANES: cfg.lanes, R.ROWS: cfg.rows, R.IN_BUF_BYTES: cfg.in_buf_bytes,
                         R.OUT_BUF_BYTES: cfg.out_buf_bytes, R.DRAM_BUF_BYTES: cfg.dram_buf_bytes,
-                        R.DRAM_CHANNELS: cfg.dram_channels}
+                        R.DRAM_CHANNELS: cfg.dram_channels, R.SOFTMAX_LANES: cfg.softmax_lanes}
             with m.Switch(io.araddr[2:]):
                 for off, value in globals_.items():
                     with m.Case(off >> 2):

@@ -1,18 +1,23 @@
 """The softmax special-function unit: one row of FP32 scores in, FP16 probabilities out.
 
-Interface (one row at a time; L = cfg.lanes):
+Interface (one row at a time; L = cfg.softmax_lanes, the unit's lanes; a line, the
+buffers' word, is cfg.lanes = R x L elements):
 - `start` pulse with `length` (elements) and `partial`; `busy` from the next cycle until
   `done`, a one-cycle pulse. `m` and `l` (FP32 bits: the row's max and sum of exp) are
   valid from `done` until the next `start`. Partial, `written` pulses in the cycle the
   last destination word is presented (COMB1, 2W + EXP_DRAIN + 3 cycles from `start`):
   the probabilities are all in, the unit goes on to l alone (attention's S V starts
   then, beside it).
-- Source: FP32 words of L lanes (word w holds elements w*L .. w*L+L-1, lane j at bits
-  32j..32j+31), read synchronously: `src_data` in cycle t+1 is the word at `src_addr` of
-  cycle t. The row is read twice (normalized: three times).
-- Destination: FP16 words of L lanes, written through `dst_addr`/`dst_data`/`dst_en`;
-  lanes past `length` in the last word are written as 0. The last write is presented in
-  the `done` cycle at the latest.
+- Source: FP32 lines (line a holds elements a*R*L .. , lane j at bits 32j..32j+31), read
+  synchronously: `src_data` in cycle t+1 is the line at `src_addr` of cycle t. The unit
+  reads a word of L elements a cycle (word w: elements w*L .. w*L+L-1), the line holding it
+  (w div R) and the word in it (w mod R, registered beside the read). The row is read
+  twice (normalized: three times).
+- Destination: FP16 lines, written through `dst_addr`/`dst_data`/`dst_en`. Each word's
+  output goes into a line register at its place (the line's first word clears the rest);
+  the line is presented when its last word or the row's last word is: lanes past
+  `length` in the last line are written as 0. The last write is presented in the `done`
+  cycle at the latest.
 - Normalized (`partial` = 0): dst = softmax(row). Partial (`partial` = 1, FlashAttention
   style): dst = FP16(exp(x - m)), unnormalized.
 
@@ -32,7 +37,7 @@ c + 1 + ADD, e at E = c + SOFTMAX_E_AT, its FP16 e (partial) presented at E + 1,
 into the lane's partial at E + ADD - 1, its FP16 e * r (output pass) presented at
 E + MULH. Lanes past the row's end add +0 (a partial sum is never -0, so it stays).
 
-Steps and cycles (cycle 0 is the `start` cycle, W = ceil(length / L), lg = log2 L,
+Steps and cycles (cycle 0 is the `start` cycle, W = ceil(length / L) words, lg = log2 L,
 S = isa.microarch.softmax_max_stages(L)):
     MAX     W cycles: read word w; each word's lane keys through the max tree (S
             registered stages), its max folded into the row's m the cycle after
@@ -44,8 +49,8 @@ S = isa.microarch.softmax_max_stages(L)):
     TREE    one tree level per ADD cycles on the lane adders, lg levels (a one-word row
             of n: ceil(log2 n), the others' partner lanes all past its end)
     partial: FIN (`done`), so 2W + S + EXP_DRAIN + adds x ADD + 1 cycles from `start` to
-            `done`, `adds` the steps not left out (below); at 512 lanes: 37 for a row of
-            128 scores, 43 for 512, `written` at 14 for both.
+            `done`, `adds` the steps not left out (below); at 64 lanes (the paper
+            config): 38 for a row of 128 scores, 53 for 512, `written` at 15 and 27.
     RECIP   1 + RECIP_CYCLES: the divider, started in the first cycle
     OUT     W cycles of reads; the exp pipe, then the product (FP32MulToFP16Pipe) to
             the destination register
@@ -110,16 +115,18 @@ def _or_tree(values):
 
 class SoftmaxUnit(wiring.Component):
     def __init__(self, cfg, shared_cells=True):
-        lanes = cfg.lanes
-        if lanes < 2 or lanes & (lanes - 1):
-            raise ValueError(f"SoftmaxUnit needs a power-of-two lane count >= 2, got {lanes!r}")
-        self._cfg, self._shared, self.lanes = cfg, shared_cells, lanes
+        lanes, line = cfg.softmax_lanes, cfg.lanes
+        if lanes < 2 or lanes & (lanes - 1) or line % lanes:
+            raise ValueError(f"SoftmaxUnit needs a power-of-two lane count >= 2 that divides the line's "
+                             f"{line}, got {lanes!r}")
+        self._cfg, self._shared, self.lanes, self.line = cfg, shared_cells, lanes, line
         self.words = -(-((1 << LENGTH_BITS) - 1) // lanes)     # words of the longest row
+        self.lines = -(-((1 << LENGTH_BITS) - 1) // line)      # ... and lines
         super().__init__({
             "start": In(1), "length": In(LENGTH_BITS), "partial": In(1),
             "busy": Out(1), "done": Out(1),
-            "src_addr": Out(range(self.words)), "src_data": In(32 * lanes),
-            "dst_addr": Out(range(self.words)), "dst_data": Out(16 * lanes), "dst_en": Out(1),
+            "src_addr": Out(range(self.lines)), "src_data": In(32 * line),
+            "dst_addr": Out(range(self.lines)), "dst_data": Out(16 * line), "dst_en": Out(1),
             "m": Out(32), "l": Out(32), "written": Out(1),
         })
 
@@ -127,6 +134,8 @@ class SoftmaxUnit(wiring.Component):
         m = Module()
         L, shared = self.lanes, self._shared
         lg = L.bit_length() - 1
+        R = self.line // L                       # words a line
+        rlog = R.bit_length() - 1
         max_stages = softmax_max_stages(L)
 
         # ---- row registers
@@ -139,10 +148,19 @@ class SoftmaxUnit(wiring.Component):
         rd = Signal(range(self.words))
         wait = Signal(range(max(EXP_DRAIN, OUT_DRAIN, max_stages, ADD) + 1))
         level = Signal(range(max(lg, 2)))
-        m.d.comb += [self.src_addr.eq(rd), self.m.eq(Mux(m_nan, F32_QNAN, _unkey(m_key)))]
+        m.d.comb += [self.src_addr.eq(rd[rlog:]), self.m.eq(Mux(m_nan, F32_QNAN, _unkey(m_key)))]
 
         def lane(v, j, width):
             return v.word_select(j, width)
+
+        # the word read: its place in the line, registered beside the line's read
+        src = Signal(32 * L)
+        if R > 1:
+            rd_place = Signal(rlog)
+            m.d.sync += rd_place.eq(rd[:rlog])
+            m.d.comb += src.eq(self.src_data.word_select(rd_place, 32 * L))
+        else:
+            m.d.comb += src.eq(self.src_data)
 
         psum = [[Signal(32, name=f"p{j}_{s}") for s in range(3)] for j in range(L)]
         m.d.comb += self.l.eq(psum[0][0])
@@ -280,7 +298,7 @@ class SoftmaxUnit(wiring.Component):
         m.d.sync += [mx_v.eq(issue_max), mx_last.eq(rd_last), keys_v.eq(mx_v)]
         keys, nans = [], []
         for j in range(L):
-            x = lane(self.src_data, j, 32)
+            x = lane(src, j, 32)
             is_nan = (x[23:31] == 0xFF) & x[:23].any()
             ok = lane_ok(mx_last, j)
             key, nan = Signal(32, name=f"xkey{j}"), Signal(name=f"xnan{j}")
@@ -316,15 +334,25 @@ class SoftmaxUnit(wiring.Component):
         neg_m = self.m ^ 0x80000000
         dst_data = Signal(16 * L)
         dst_last = Signal()
-        m.d.sync += [self.dst_en.eq(0), self.dst_addr.eq(w[E_AT]), dst_last.eq(last[E_AT])]
         accumulate = v[E_AT] & ~out_pass
         with m.If(accumulate):
             m.d.sync += acc_set.eq(Mux(acc_set == 2, 0, acc_set + 1))
-            with m.If(partial):
-                m.d.sync += self.dst_en.eq(1)
-        with m.If(v[E_AT + MULH - 1] & out_pass):
-            m.d.sync += [self.dst_en.eq(1), self.dst_addr.eq(w[E_AT + MULH - 1]), dst_last.eq(last[E_AT + MULH - 1])]
-        m.d.sync += self.dst_data.eq(dst_data)
+        # a word's output (partial: its e in FP16 as it is summed; normalized: e / l) into
+        # its place in the line register, the line presented with its last word or the row's
+        emit, emit_word, emit_last = Signal(), Signal(range(self.words)), Signal()
+        m.d.comb += [emit.eq(Mux(out_pass, v[E_AT + MULH - 1], accumulate & partial)),
+                     emit_word.eq(Mux(out_pass, w[E_AT + MULH - 1], w[E_AT])),
+                     emit_last.eq(Mux(out_pass, last[E_AT + MULH - 1], last[E_AT]))]
+        place = emit_word[:rlog]
+        m.d.sync += [self.dst_en.eq(emit & ((place == R - 1) | emit_last)), self.dst_addr.eq(emit_word[rlog:]),
+                     dst_last.eq(emit_last)]
+        with m.If(emit):
+            for p in range(R):
+                with m.If(place == p):
+                    m.d.sync += self.dst_data.word_select(p, 16 * L).eq(dst_data)
+                if p:
+                    with m.Elif(place == 0):
+                        m.d.sync += self.dst_data.word_select(p, 16 * L).eq(0)
         # partial: the row's last FP16 e is presented now
         m.d.comb += self.written.eq(self.dst_en & dst_last & partial & ~out_pass)
 
@@ -337,7 +365,7 @@ class SoftmaxUnit(wiring.Component):
 
         for j in range(L):
             d, d_reg = Signal(32, name=f"d{j}"), Signal(32, name=f"d_reg{j}")
-            add_cell(m, f"sub_{j}", "ndp_fp32_add_pipe", shared, a=lane(self.src_data, j, 32), b=neg_m, s=d)
+            add_cell(m, f"sub_{j}", "ndp_fp32_add_pipe", shared, a=lane(src, j, 32), b=neg_m, s=d)
             m.d.sync += d_reg.eq(d)
 
             e, e_reg = Signal(32, name=f"e{j}"), Signal(32, name=f"e_reg{j}")

@@ -47,6 +47,10 @@ class DeviceConfig:
     user_bits: int = 20
     io_addr_bits: int = 16
     io_data_bits: int = 32
+    # lanes of the softmax unit (hw/softmax_unit.py): it takes a line of `lanes` scores as
+    # lanes / softmax_lanes words of its own, one a cycle; 0: as many as `lanes`. Sized to
+    # the rate scores arrive at (a q K^T stage makes macs / head_dim a cycle), not the line's
+    softmax_lanes: int = 0
 
     def __post_init__(self) -> None:
         def need(cond: bool, what: str) -> None:
@@ -74,6 +78,10 @@ class DeviceConfig:
              f"out_buf_bytes={self.out_buf_bytes!r} must hold rows x 4 words of lanes accumulators "
              "(the interleaved partial sums of isa/pe_array.py)")
         need(self.dram_max_reads >= 1, f"dram_max_reads must be >= 1, got {self.dram_max_reads!r}")
+        if self.softmax_lanes == 0:
+            object.__setattr__(self, "softmax_lanes", self.lanes)
+        need(2 <= self.softmax_lanes <= self.lanes and self.softmax_lanes & (self.softmax_lanes - 1) == 0,
+             f"softmax_lanes must be a power of two from 2 to lanes ({self.lanes}), got {self.softmax_lanes!r}")
         need(self.ibuf_depth >= 1 and self.ibuf_depth & (self.ibuf_depth - 1) == 0,
              f"ibuf_depth must be a power of two, got {self.ibuf_depth!r}")
 

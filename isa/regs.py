@@ -15,6 +15,7 @@ IN_BUF_BYTES = 0x014
 OUT_BUF_BYTES = 0x018
 DRAM_BUF_BYTES = 0x01C
 DRAM_CHANNELS = 0x020        # spec section 6
+SOFTMAX_LANES = 0x024        # the project's (docs/read-compute-project.md): the softmax unit's lanes
 
 # Queue q block at QUEUE_BASE + QUEUE_STRIDE * q; offsets within the block:
 QUEUE_BASE = 0x100

@@ -127,14 +127,14 @@ class Prepared:
             keys = rng.standard_normal((n, k)).astype(np.float16)
             values = rng.standard_normal((n, k)).astype(np.float16)
             self.operand = ("pages", keys, values, work.page.bit_length() - 1)
-            self.expected = golden.attention_partial_trans(x, keys, values, lanes)
+            self.expected = golden.attention_partial_trans(x, keys, values, lanes, cfg.softmax_lanes)
         elif work.kind.startswith("attention"):
             keys = rng.standard_normal((n, k)).astype(np.float16)
             values = rng.standard_normal((n, k)).astype(np.float16)
             token_major = work.kind == "attention^T"
             self.operand = ("kv", keys, values, token_major)
-            self.expected = (golden.attention_partial_trans(x, keys, values, lanes) if token_major
-                             else golden.attention_partial(x, keys.T.copy(), values, lanes))
+            self.expected = (golden.attention_partial_trans(x, keys, values, lanes, cfg.softmax_lanes) if token_major
+                             else golden.attention_partial(x, keys.T.copy(), values, lanes, cfg.softmax_lanes))
         elif work.kind == "e3":
             a = (rng.standard_normal((k, n)) / np.sqrt(k)).astype(np.float16)
             b = (rng.standard_normal((n, k)) / np.sqrt(n)).astype(np.float16)

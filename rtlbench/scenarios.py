@@ -43,16 +43,17 @@ async def capability_registers(env):
     expected = {R.ID: R.ID_VALUE, R.VERSION: R.VERSION_VALUE, R.NUM_QUEUES: cfg.num_queues,
                 R.LANES: cfg.lanes, R.ROWS: cfg.rows, R.IN_BUF_BYTES: cfg.in_buf_bytes,
                 R.OUT_BUF_BYTES: cfg.out_buf_bytes, R.DRAM_BUF_BYTES: cfg.dram_buf_bytes,
-                R.DRAM_CHANNELS: cfg.dram_channels}
+                R.DRAM_CHANNELS: cfg.dram_channels, R.SOFTMAX_LANES: cfg.softmax_lanes}
     for off, value in expected.items():
         assert await t.reg_read(off) == value, hex(off)
     # unmapped reads are zero
-    for off in (0x024, 0x0FC, R.queue_reg(cfg.num_queues, 0), 0xFFFC):
+    for off in (0x028, 0x0FC, R.queue_reg(cfg.num_queues, 0), 0xFFFC):
         assert await t.reg_read(off) == 0, hex(off)
     # a global register is read-only: a host write is ignored
     await t.reg_write(R.ID, 0x1234, 0)
     assert await t.reg_read(R.ID) == R.ID_VALUE
-    assert (dev.caps.lanes, dev.caps.dram_channels) == (cfg.lanes, cfg.dram_channels)
+    assert (dev.caps.lanes, dev.caps.dram_channels, dev.caps.softmax_lanes) == (cfg.lanes, cfg.dram_channels,
+                                                                               cfg.softmax_lanes)
 
 
 @scenario
@@ -497,7 +498,7 @@ async def softmax_rows(env):
         if n > 8:
             x[0, 3] = -np.inf                               # exp(-inf) = 0
         for partial in (False, True):
-            expected = golden.softmax_rows(x.astype(np.float32), partial, lanes)
+            expected = golden.softmax_rows(x.astype(np.float32), partial, dev.caps.softmax_lanes)
             got = await dev.softmax(x, partial=partial)
             if partial:
                 assert_bits_equal(got[0], expected[0], f"softmax partial {m}x{n}")
@@ -530,12 +531,12 @@ async def lora_e3_e4(env):
     dev.queue().free_all()
 
 
-def golden_attention(q, k, v, lanes, token_major):
-    """What the device returns for one KV head: k and v (T x d), the keys stored
-    token-major (TRANS_W) or as K^T."""
+def golden_attention(q, k, v, caps, token_major):
+    """What the device of capabilities `caps` returns for one KV head: k and v (T x d), the
+    keys stored token-major (TRANS_W) or as K^T."""
     if token_major:
-        return golden.attention_partial_trans(q, k, v, lanes)
-    return golden.attention_partial(q, k.T.copy(), v, lanes)
+        return golden.attention_partial_trans(q, k, v, caps.lanes, caps.softmax_lanes)
+    return golden.attention_partial(q, k.T.copy(), v, caps.lanes, caps.softmax_lanes)
 
 
 @scenario
@@ -564,7 +565,7 @@ async def attention_split_over_devices(env):
             for token_major in (True, False):
                 block = await dev.upload_kv(ks, vs, token_major=token_major)
                 o, m, l = await dev.attention_partial(q, block)
-                eo, em, el = golden_attention(scale_query(q), ks, vs, lanes, token_major)
+                eo, em, el = golden_attention(scale_query(q), ks, vs, dev.caps, token_major)
                 what = f"d={d} t={t} {'token-major' if token_major else 'K^T'}"
                 assert_fp32_equal(o, eo, f"O, {what}")
                 assert_fp32_equal(m, em, f"m, {what}")
@@ -605,7 +606,7 @@ async def decode_step_burst(env):
                 qs = scale_query(q[heads])
                 items.append((attention_descriptor(block, len(heads)), qs.tobytes()))
                 expected[(queue.index, queue.next_seq + len(items) - 1)] = golden_attention(
-                    qs, k, v, lanes, token_major)
+                    qs, k, v, dev.caps, token_major)
             seqs = await queue.submit_many(items, ring=False)
             pending += [(queue, seq) for seq in seqs]
         assert all(len(queue.outstanding) >= 4 for queue in queues)
@@ -635,7 +636,7 @@ async def decode_step_burst(env):
             k = rng.standard_normal((7 + req, d)).astype(np.float16)
             v = rng.standard_normal((7 + req, d)).astype(np.float16)
             blocks.append(await dev.upload_kv(k, v, queue=queues[(2 * req + h) % nq].index))
-            want.append(golden_attention(scale_query(q[heads]), k, v, lanes, True))
+            want.append(golden_attention(scale_query(q[heads]), k, v, dev.caps, True))
         requests.append((q, blocks))
         expected.append(want)
     got = await dev.attention_decode(requests)
@@ -699,7 +700,8 @@ async def paged_attention_shares(env):
         o, mm, ll = attention_result(completion.result, desc)
         tok = 1 << shift
         eo, em, el = golden.attention_partial_paged(q[:m], [k[i:i + tok] for i in range(0, tokens, tok)],
-                                                    [v[i:i + tok] for i in range(0, tokens, tok)], lanes)
+                                                    [v[i:i + tok] for i in range(0, tokens, tok)], lanes,
+                                                    dev.caps.softmax_lanes)
         what = f"paged T={tokens} d={d} page={tok} m={m}"
         assert_fp32_equal(o, eo, f"O, {what}")
         assert_fp32_equal(mm, em, f"m, {what}")

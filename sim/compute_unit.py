@@ -15,8 +15,8 @@ CACHE_BYTES = 512 << 20
 
 
 class ComputeUnit:
-    def __init__(self, memory, lanes):
-        self.memory, self.lanes = memory, lanes
+    def __init__(self, memory, lanes, softmax_lanes):
+        self.memory, self.lanes, self.softmax_lanes = memory, lanes, softmax_lanes
         golden.load_kernels()
         self._operands = collections.OrderedDict()   # (addr, k, n) -> (versions, float32 array)
         self._cached_bytes = 0
@@ -66,7 +66,7 @@ class ComputeUnit:
         # K and V are device operands, kept widened as the weights are
         k32 = self._operand(k_addr, t, d) if token_major else self._operand(k_addr, d, t)
         return golden.attention_fp32(self._input(q_addr, m, d), k32, self._operand(v_addr, t, d), self.lanes,
-                                     token_major)
+                                     token_major, self.softmax_lanes)
 
     def attention_paged(self, q_addr, pages, m, d, v_offset):
         """attention() over a paged ATTENTION's pages [(addr, tokens)], token-major: the
@@ -74,8 +74,8 @@ class ComputeUnit:
         as one operand's (golden.attention_partial_trans of the concatenation)."""
         k32 = np.concatenate([self._operand(addr, t, d) for addr, t in pages])
         v32 = np.concatenate([self._operand(addr + v_offset, t, d) for addr, t in pages])
-        return golden.attention_fp32(self._input(q_addr, m, d), k32, v32, self.lanes, True)
+        return golden.attention_fp32(self._input(q_addr, m, d), k32, v32, self.lanes, True, self.softmax_lanes)
 
     def softmax(self, x_addr, m, n, partial):
         """(out float16 [m x n], m, l) of the SOFTMAX op on the FP16 rows at x_addr."""
-        return golden.softmax_rows(self._input(x_addr, m, n), partial, self.lanes)
+        return golden.softmax_rows(self._input(x_addr, m, n), partial, self.softmax_lanes)

@@ -131,7 +131,7 @@ class ControlUnit:
         self.cfg = cfg
         self.memory = memory
         self.reads = []                 # (address, bytes) of every run the reader made
-        self.compute = ComputeUnit(memory, cfg.lanes)
+        self.compute = ComputeUnit(memory, cfg.lanes, cfg.softmax_lanes)
         dram_reader.load_kernels(cfg)
         self._decoded, self._shapes, self._words = {}, {}, {}   # caches: see _decode, _shape, _word_bytes
         self._steals_of = self._steals_array = None             # ... and _steal_array

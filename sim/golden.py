@@ -211,7 +211,7 @@ float64 and numpy rounds float64 -> float16 once (tests/unit/test_softmax.py che
 ties); `np.add.accumulate` adds in order, so this is the unit's arithmetic exactly.
 """
 
-SOFTMAX_LANES = 32                       # LANES of the default config
+SOFTMAX_LANES = 16                       # the default config's softmax_lanes
 F32_QNAN = 0x7FC00000
 EXP_LOG2E_Q = exp_constants.LOG2E_Q                     # round(log2(e) * 2^30)
 EXP_TAB = np.array(exp_constants.EXP_TAB, dtype=np.int64)  # round(2^(k/64) * 2^23), k = 0..64
@@ -313,7 +313,7 @@ def lora_xab(x, a, b, lanes):
     return gemm(gemm(x, a, lanes), b, lanes)
 
 
-def attention_partial_trans(q, k, v, lanes):
+def attention_partial_trans(q, k, v, lanes, softmax_lanes=None):
     """attention_partial with the keys stored token-major (TRANS_W: k [T x d], like v):
     P = q K^T as a transposed stage (isa/pe_array.py), then as attention_partial."""
     for name, a in (("q", q), ("k", k), ("v", v)):
@@ -322,29 +322,29 @@ def attention_partial_trans(q, k, v, lanes):
     q, k, v = (np.asarray(a) for a in (q, k, v))
     if q.shape[1] != k.shape[1] or k.shape != v.shape:
         raise ValueError(f"attention shapes do not chain: q {q.shape!r}, K {k.shape!r}, V {v.shape!r}")
-    return attention_fp32(widen(q), widen(k), widen(v), lanes, token_major=True)
+    return attention_fp32(widen(q), widen(k), widen(v), lanes, token_major=True, softmax_lanes=softmax_lanes)
 
 
-def attention_partial_paged(q, k_pages, v_pages, lanes):
+def attention_partial_paged(q, k_pages, v_pages, lanes, softmax_lanes=None):
     """A paged ATTENTION (docs/read-compute-project.md): its pages' tokens, K and V token-major
     ([t_p x d] each, in list order), are one operand's, so the result is
     attention_partial_trans of their concatenation: one (O, m, l) for the whole share."""
     if len(k_pages) != len(v_pages) or not k_pages:
         raise ValueError(f"a paged attention needs as many key pages as value pages, at least one: "
                          f"{len(k_pages)} and {len(v_pages)}")
-    return attention_partial_trans(q, np.concatenate(k_pages), np.concatenate(v_pages), lanes)
+    return attention_partial_trans(q, np.concatenate(k_pages), np.concatenate(v_pages), lanes, softmax_lanes)
 
 
-def attention_fp32(q32, k32, v32, lanes, token_major):
+def attention_fp32(q32, k32, v32, lanes, token_major, softmax_lanes=None):
     """attention_partial (k32 = K^T, d x T) or, `token_major`, attention_partial_trans
     (k32 = K, T x d), from the FP16 operands already widened to float32 (exactly)."""
     scores = (gemm_trans_fp32 if token_major else gemm_fp32)(q32, k32, lanes)
-    s, m, l = softmax_rows(_fp32_canonical(scores), partial=True, lanes=lanes)
+    s, m, l = softmax_rows(_fp32_canonical(scores), partial=True, lanes=softmax_lanes or lanes)
     out = gemm_fp32(widen(s), v32, lanes)
     return _fp32_canonical(out), m, l
 
 
-def attention_partial(q, k_t, v, lanes):
+def attention_partial(q, k_t, v, lanes, softmax_lanes=None):
     """Integral attention for one KV head on one device's tokens, as the device computes it:
 
         P = q K^T           FP32 sums (isa/pe_array.py order), not rounded
@@ -352,12 +352,13 @@ def attention_partial(q, k_t, v, lanes):
         O = S V             FP32 sums, not rounded
 
     q [M x d] (already scaled by 1/sqrt(d) by the driver), k_t = K^T [d x T], v [T x d],
-    all float16. Returns (O float32 [M x d], m float32 [M], l float32 [M]); every NaN is the
-    canonical FP32 NaN."""
+    all float16; `lanes` the PE array's, `softmax_lanes` the softmax unit's (cfg.softmax_lanes;
+    None: `lanes`). Returns (O float32 [M x d], m float32 [M], l float32 [M]); every NaN is
+    the canonical FP32 NaN."""
     for name, a in (("q", q), ("k_t", k_t), ("v", v)):
         if np.asarray(a).dtype != np.float16:
             raise TypeError(f"attention_partial takes float16 arrays, {name} is {np.asarray(a).dtype!r}")
     q, k_t, v = (np.asarray(a) for a in (q, k_t, v))
     if q.shape[1] != k_t.shape[0] or k_t.shape[1] != v.shape[0] or v.shape[1] != k_t.shape[0]:
         raise ValueError(f"attention shapes do not chain: q {q.shape!r}, K^T {k_t.shape!r}, V {v.shape!r}")
-    return attention_fp32(widen(q), widen(k_t), widen(v), lanes, token_major=False)
+    return attention_fp32(widen(q), widen(k_t), widen(v), lanes, token_major=False, softmax_lanes=softmax_lanes)

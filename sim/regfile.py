@@ -52,7 +52,7 @@ class RegisterFile:
         self.globals = {R.ID: R.ID_VALUE, R.VERSION: R.VERSION_VALUE, R.NUM_QUEUES: cfg.num_queues,
                         R.LANES: cfg.lanes, R.ROWS: cfg.rows, R.IN_BUF_BYTES: cfg.in_buf_bytes,
                         R.OUT_BUF_BYTES: cfg.out_buf_bytes, R.DRAM_BUF_BYTES: cfg.dram_buf_bytes,
-                        R.DRAM_CHANNELS: cfg.dram_channels}
+                        R.DRAM_CHANNELS: cfg.dram_channels, R.SOFTMAX_LANES: cfg.softmax_lanes}
 
     def _decode(self, offset):
         q, reg = divmod(offset - R.QUEUE_BASE, R.QUEUE_STRIDE)

@@ -1,7 +1,8 @@
 """Model of hw/softmax_unit.py: its cycles from `start` to `done`, and its results (from
 the golden model, sim/golden.py `softmax_rows`; no copy of the arithmetic).
 
-Cycle 0 is the `start` cycle; W = ceil(length / LANES), lg = log2(LANES), S the max tree's
+Cycle 0 is the `start` cycle; W = ceil(length / L), L the unit's lanes (cfg.softmax_lanes),
+lg = log2(L), S the max tree's
 stages (isa.microarch.softmax_max_stages), ADD the FP32 adder's cycles:
     MAX W, MWAIT S, EXP W, EDRAIN SOFTMAX_EXP_DRAIN, COMB1, COMB2 and TREE: `adds` x ADD,  then
     partial:    FIN
@@ -35,7 +36,7 @@ def cycles(length, partial, cfg):
     """Cycles from the `start` cycle to the `done` cycle of one row."""
     if length == 0:
         return 1
-    lanes = cfg.lanes
+    lanes = cfg.softmax_lanes
     words = -(-length // lanes)
     n = words + softmax_max_stages(lanes) + words + EXP_DRAIN + adds(length, lanes) * ADD_CYCLES
     if not partial:
@@ -48,8 +49,8 @@ def written_cycles(length, cfg):
     word presented); None for length 0 (nothing written, `done` at once)."""
     if length == 0:
         return None
-    words = -(-length // cfg.lanes)
-    return 2 * words + softmax_max_stages(cfg.lanes) + SOFTMAX_E_AT + 1
+    words = -(-length // cfg.softmax_lanes)
+    return 2 * words + softmax_max_stages(cfg.softmax_lanes) + SOFTMAX_E_AT + 1
 
 
 class SoftmaxUnit:
@@ -62,5 +63,5 @@ class SoftmaxUnit:
     def run(self, x32, partial):
         """(out float16 [n], m float32, l float32, cycles) of one FP32 row."""
         x32 = np.asarray(x32, dtype=np.float32)
-        out, m, l = golden.softmax_rows(x32[None, :], partial, self.cfg.lanes)
+        out, m, l = golden.softmax_rows(x32[None, :], partial, self.cfg.softmax_lanes)
         return out[0], m[0], l[0], self.cycles(x32.shape[0], partial)

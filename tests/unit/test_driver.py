@@ -187,7 +187,7 @@ class FakeDevice(Transport):
         for addr, t in validate.page_extents(desc, self._page_entries(desc)):
             ks.append(np.frombuffer(bytes(self.mem[addr:addr + t * d * 2]), "<f2").reshape(t, d))
             vs.append(np.frombuffer(bytes(self.mem[addr + half:addr + half + t * d * 2]), "<f2").reshape(t, d))
-        o, m_, l_ = golden.attention_partial_paged(q, ks, vs, self.cfg.lanes)
+        o, m_, l_ = golden.attention_partial_paged(q, ks, vs, self.cfg.lanes, self.cfg.softmax_lanes)
         result = bytearray(validate.result_bytes(desc))
         result[:m * d * 4] = np.asarray(o, "<f4").tobytes()
         for r in range(m):
@@ -833,7 +833,8 @@ def test_upload_kv_paged_lays_out_pages_and_list_and_attends():
             start += tokens
         assert start == t
         o, m, l = await dev.attention_paged(q, first)
-        go, gm, gl = golden.attention_partial_trans(scale_query(q), k[:t], v[:t], fake.cfg.lanes)
+        go, gm, gl = golden.attention_partial_trans(scale_query(q), k[:t], v[:t], fake.cfg.lanes,
+                                                  fake.cfg.softmax_lanes)
         assert np.array_equal(o, go) and np.array_equal(m, gm) and np.array_equal(l, gl)
         ro, rm, rl = partial_attention_reference(scale_query(q), k[:t], v[:t])
         assert np.abs(o - ro).max() <= 2e-3 * np.abs(ro).max() and np.abs(m - rm).max() <= 1e-6
@@ -863,6 +864,7 @@ def test_attention_decode_sends_one_descriptor_per_request_and_kv_head_share():
         descs = [Descriptor.unpack(c.data) for c in slots_written]
         assert [(x.dev_addr, x.in_rows, x.dev_rows) for x in descs] == [(s.list_addr, 2, s.tokens) for s in shares]
         for h, (k, v) in enumerate(kv):
-            ref = golden.attention_partial_trans(scale_query(q[2 * h:2 * h + 2]), k, v, fake.cfg.lanes)
+            ref = golden.attention_partial_trans(scale_query(q[2 * h:2 * h + 2]), k, v, fake.cfg.lanes,
+                                                     fake.cfg.softmax_lanes)
             assert all(np.array_equal(x, y) for x, y in zip(out[h], ref))
     run(body())

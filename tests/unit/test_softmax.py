@@ -3,9 +3,11 @@
 and the golden model's accuracy against float64.
 
 DeviceConfig only allows lanes = data_bits / 16 >= 32, and the unit reads nothing of its
-config but `lanes`, so the long rows run on a stand-in config of 8 lanes (`LANES8`).
-Lanes past the row's end in its last source word hold garbage (+inf and NaN) the unit
-must ignore.
+config but `lanes` (a line of the buffers) and `softmax_lanes` (its own), so the special
+rows run on a stand-in config of 8 lanes in a line of 8 (`LANES8`), the long rows on one of
+8 lanes in a line of 32 (`LINE32`: four words a line), the default config's rows 16 lanes
+in a line of 32. Lanes past the row's end in its last source line hold garbage (+inf and
+NaN) the unit must ignore.
 """
 import fractions
 import math
@@ -25,7 +27,8 @@ from sim import golden
 from sim import softmax_unit as model
 
 CFG = isa.load_config("default")
-LANES8 = types.SimpleNamespace(name="lanes8", lanes=8)
+LANES8 = types.SimpleNamespace(name="lanes8", lanes=8, softmax_lanes=8)
+LINE32 = types.SimpleNamespace(name="line32", lanes=32, softmax_lanes=8)
 F32_QNAN, F16_QNAN = 0x7FC00000, 0x7E00
 GARBAGE = (0x7F800000, 0x7FC00001)
 SEED = 20250101
@@ -61,8 +64,8 @@ def run_comb(dut, inputs, output):
 
 def run_unit(cfg, jobs):
     """Run (row float32, partial) jobs through one SoftmaxUnit; per job (out uint16 [n],
-    m bits, l bits, cycles start -> done, addresses written in order)."""
-    lanes = cfg.lanes
+    m bits, l bits, cycles start -> done, line addresses written in order)."""
+    lanes = cfg.lanes          # a line's
     dut = SoftmaxUnit(cfg, shared_cells=False)
     results = []
 
@@ -112,13 +115,14 @@ def run_unit(cfg, jobs):
 def check_unit(cfg, jobs):
     for (x, partial), (out, m_bits, l_bits, cycles, addrs, written) in zip(jobs, run_unit(cfg, jobs)):
         n = len(x)
-        want_out, want_m, want_l = golden.softmax_rows(x[None, :], partial, cfg.lanes)
-        what = f"lanes={cfg.lanes} length={n} partial={partial}"
+        want_out, want_m, want_l = golden.softmax_rows(x[None, :], partial, cfg.softmax_lanes)
+        what = f"lanes={cfg.softmax_lanes} line={cfg.lanes} length={n} partial={partial}"
         assert cycles == model.cycles(n, partial, cfg), what
-        # partial: `written` once, in the cycle of the last write (every word written by then)
-        want_written = [(model.written_cycles(n, cfg), -(-n // cfg.lanes))] if partial and n else []
+        # partial: `written` once, in the cycle of the last write (every line written by then)
+        lines = -(-n // cfg.lanes)
+        want_written = [(model.written_cycles(n, cfg), lines)] if partial and n else []
         assert written == want_written, what
-        assert addrs == list(range(-(-n // cfg.lanes))), what
+        assert addrs == list(range(lines)), what
         assert m_bits == int(bits32(want_m)[0]), f"{what}: m {m_bits:#x} != {int(bits32(want_m)[0]):#x}"
         assert l_bits == int(bits32(want_l)[0]), f"{what}: l {l_bits:#x} != {int(bits32(want_l)[0]):#x}"
         bad = np.nonzero(out != want_out[0].view(np.uint16))[0]
@@ -302,7 +306,7 @@ def random_rows(rng, lengths, scale=16.0):
 
 def test_unit_default_lanes():
     rng = np.random.default_rng(SEED)
-    lanes = CFG.lanes
+    lanes = CFG.softmax_lanes
     rows = random_rows(rng, [1, 2, lanes - 1, lanes, lanes + 1, 3 * lanes + 5])
     rows.append(f32(rng.standard_normal(2 * lanes + 3) * 1e4))
     check_unit(CFG, [(x, p) for x in rows for p in (0, 1)])
@@ -338,17 +342,17 @@ def test_unit_long_rows_lanes8():
     row (half of the simulated cycles: its 250 are long enough to reach the same states),
     `make test-full` (NDP_TEST_FULL=1, tests/conftest.py) runs it too."""
     rng = np.random.default_rng(SEED + 2)
-    lanes = LANES8.lanes
+    lanes = LINE32.softmax_lanes
     lengths = [1, 2, lanes - 1, lanes, lanes + 1, 3 * lanes + 5, 97, 250, 1000]
     rows = random_rows(rng, lengths) + [f32(rng.uniform(-200, 200, 300)), f32(rng.uniform(-1, 1, 333))]
     if not FULL:
         rows = [x for x in rows if len(x) < 1000]
-    check_unit(LANES8, [(x, p) for x in rows for p in (0, 1)])
+    check_unit(LINE32, [(x, p) for x in rows for p in (0, 1)])
 
 
 def test_unit_length_zero_finishes():
     """The decoder rejects length 0; the unit still finishes: m = -inf, l = +0, no write."""
-    for cfg in (LANES8,):
+    for cfg in (LANES8, LINE32):
         results = run_unit(cfg, [(f32([]), 0), (f32([]), 1), (f32([2.0, 1.0]), 0)])
         for (out, m_bits, l_bits, cycles, addrs, written), partial in zip(results[:2], (0, 1)):
             assert (len(out), m_bits, l_bits, addrs, written) == (0, 0xFF800000, 0, [], [])
@@ -366,7 +370,7 @@ def test_cycle_formula():
     # exp pass: the two combining p1 and p2 when there are that many words, and the tree's
     # levels, a one-word row only those whose partner lanes reach into it (ceil(log2 n))
     for lanes, lg, stages in ((8, 3, 1 + 1), (32, 5, 1 + 2), (512, 9, 1 + 3)):
-        cfg = types.SimpleNamespace(lanes=lanes)
+        cfg = types.SimpleNamespace(lanes=4 * lanes, softmax_lanes=lanes)     # the line does not count
         for n in (1, 2, 3, lanes // 2 + 1, lanes, lanes + 1, 2 * lanes + 1, 4096):
             w = -(-n // lanes)
             adds = (w >= 2) + (w >= 3) + (lg if w > 1 else math.ceil(math.log2(n)))
