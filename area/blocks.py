@@ -96,9 +96,12 @@ def fp_cell_results() -> dict[str, dict[str, Any]]:
 
 
 def variant(cfg: isa.DeviceConfig, channels: int) -> isa.DeviceConfig:
-    """`cfg` with `channels` DRAM channels and LANES in proportion (its lanes per channel)."""
+    """`cfg` with `channels` DRAM channels and LANES in proportion (its lanes per channel),
+    the softmax unit's lanes too (so that, like the rest, it grows linearly to `cfg`)."""
     per_channel = cfg.lanes // cfg.dram_channels
-    return dataclasses.replace(cfg, dram_channels=channels, lanes=per_channel * channels)
+    softmax_lanes = max(2, cfg.softmax_lanes * channels // cfg.dram_channels)
+    return dataclasses.replace(cfg, dram_channels=channels, lanes=per_channel * channels,
+                               softmax_lanes=softmax_lanes)
 
 
 def _tag(cfg: isa.DeviceConfig) -> str:

@@ -199,7 +199,9 @@ def test_variant_keeps_lanes_per_channel_and_everything_else():
     cfg = isa.load_config("paper")
     v = blocks.variant(cfg, 2)
     assert (v.dram_channels, v.lanes) == (2, 2 * cfg.lanes // cfg.dram_channels)
-    assert dataclasses.replace(v, dram_channels=cfg.dram_channels, lanes=cfg.lanes) == cfg
+    assert v.softmax_lanes == 2 * cfg.softmax_lanes // cfg.dram_channels
+    assert dataclasses.replace(v, dram_channels=cfg.dram_channels, lanes=cfg.lanes,
+                               softmax_lanes=cfg.softmax_lanes) == cfg
 
 
 def test_small_memories_are_flops_and_wide_ones_macros():
