@@ -852,7 +852,7 @@ module ndp_device(mem__awaddr, mem__awlen, mem__awsize, mem__awburst, mem__awloc
     .pop(pop),
     .pop_ready(pop_ready),
     .pop_valid(pop_valid),
-    .\port$17159$0 (\$3 ),
+    .\port$17119$0 (\$3 ),
     .queues__0(queues__0),
     .queues__1(queues__1),
     .queues__2(queues__2),
@@ -1062,7 +1062,7 @@ module ndp_device(mem__awaddr, mem__awlen, mem__awsize, mem__awburst, mem__awloc
     .io__wready(io__wready),
     .io__wstrb(io__wstrb),
     .io__wvalid(io__wvalid),
-    .\port$17159$0 (\$3 ),
+    .\port$17119$0 (\$3 ),
     .queues__0(queues__0),
     .queues__1(queues__1),
     .queues__2(queues__2),
@@ -2739,7 +2739,7 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, bus__araddr, push_ready
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, bus__rlast, clk, rst, pop, bus__arlen, bus__arvalid, bus__awlen, bus__wdata, bus__wstrb, reported, bus__wvalid, bus__wlast, bus__bready, done_status, irq, \port$17159$0 , cycle
+module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, bus__rlast, clk, rst, pop, bus__arlen, bus__arvalid, bus__awlen, bus__wdata, bus__wstrb, reported, bus__wvalid, bus__wlast, bus__bready, done_status, irq, \port$17119$0 , cycle
 , queues__0, queues__1, queues__2, queues__3, pop_valid, pop_ready, bus__araddr, bus__awvalid, bus__awaddr, bus__arready, bus__rvalid, bus__awready, bus__wready, bus__bvalid, bus__bid);
   reg \$auto$verilog_backend.cc:2355:dump_module$35  = 0;
   wire \$1 ;
@@ -4382,8 +4382,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   input pop_valid;
   wire pop_valid;
   wire \pop_valid$93 ;
-  output [33:0] \port$17159$0 ;
-  wire [33:0] \port$17159$0 ;
+  output [33:0] \port$17119$0 ;
+  wire [33:0] \port$17119$0 ;
   reg [1:0] queue;
   input [321:0] queues__0;
   wire [321:0] queues__0;
@@ -6820,11 +6820,11 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .line_addr(line_addr),
     .line_start(line_start),
     .pending(pending),
-    .\port$17159$0 (\$1303 ),
-    .\port$17385$289 (queues__0[289]),
-    .\port$17387$289 (queues__1[289]),
-    .\port$17389$289 (queues__2[289]),
-    .\port$17391$289 (queues__3[289]),
+    .\port$17119$0 (\$1303 ),
+    .\port$17345$289 (queues__0[289]),
+    .\port$17347$289 (queues__1[289]),
+    .\port$17349$289 (queues__2[289]),
+    .\port$17351$289 (queues__3[289]),
     .queue(queue),
     .quiet(quiet),
     .r_en(reported),
@@ -6864,7 +6864,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .mac(mac),
     .mac1(mac1),
     .n_cols(n_cols),
-    .\n_cols$839 (fold_n_cols),
+    .\n_cols$837 (fold_n_cols),
     .n_words(fold_n_words),
     .out_ready(sum_ready),
     .pack_log2(fold_pack_log2),
@@ -11305,7 +11305,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \irq$988  = irq;
   assign \report$989  = reported;
   assign done_store = report_store;
-  assign \port$17159$0  = \$1303 ;
+  assign \port$17119$0  = \$1303 ;
   assign \queues__0.sq_base  = queues__0[63:0];
   assign \queues__0.cq_base  = queues__0[127:64];
   assign \queues__0.data_base  = queues__0[191:128];
@@ -12852,7 +12852,7 @@ module \ndp_device.control_unit.chunks (rst, split, addr, valid, pair_valid, las
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_error, hold, done_status, irq, \port$17159$0 , done_store, cycle, \port$17385$289 , \port$17387$289 , \port$17389$289 , \port$17391$289 , complete, queue, seq, taken, status, read_error, slot
+module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_error, hold, done_status, irq, \port$17119$0 , done_store, cycle, \port$17345$289 , \port$17347$289 , \port$17349$289 , \port$17351$289 , complete, queue, seq, taken, status, read_error, slot
 , store, quiet, pending, line_start, line_addr, line, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$37  = 0;
   wire \$1 ;
@@ -12913,16 +12913,16 @@ module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_err
   reg line_start;
   output pending;
   reg pending = 1'h0;
-  output [33:0] \port$17159$0 ;
-  wire [33:0] \port$17159$0 ;
-  input \port$17385$289 ;
-  wire \port$17385$289 ;
-  input \port$17387$289 ;
-  wire \port$17387$289 ;
-  input \port$17389$289 ;
-  wire \port$17389$289 ;
-  input \port$17391$289 ;
-  wire \port$17391$289 ;
+  output [33:0] \port$17119$0 ;
+  wire [33:0] \port$17119$0 ;
+  input \port$17345$289 ;
+  wire \port$17345$289 ;
+  input \port$17347$289 ;
+  wire \port$17347$289 ;
+  input \port$17349$289 ;
+  wire \port$17349$289 ;
+  input \port$17351$289 ;
+  wire \port$17351$289 ;
   input [1:0] queue;
   wire [1:0] queue;
   input quiet;
@@ -12967,7 +12967,7 @@ module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_err
   assign \$11  = \$9  & \$10 ;
   assign \$12  = \$11  ? 8'h80 : \$signal$10 ;
   assign \$13  = cycle - \$signal$8 ;
-  assign irq_en = { \port$17391$289 , \port$17389$289 , \port$17387$289 , \port$17385$289  } >> r_data[1:0];
+  assign irq_en = { \port$17351$289 , \port$17349$289 , \port$17347$289 , \port$17345$289  } >> r_data[1:0];
   assign done_status = reported_error ? 8'h80 : r_data[41:34];
   assign \$14  = r_en & irq_en;
   assign \$15  = 1'h1 << r_data[1:0];
@@ -13137,12 +13137,12 @@ module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_err
       w_data = { \$signal$16 , status_word[7:0], \$signal [31:0], \$like  };
     end
   end
-  assign \irq_en$31  = { \port$17391$289 , \port$17389$289 , \port$17387$289 , \port$17385$289  };
+  assign \irq_en$31  = { \port$17351$289 , \port$17349$289 , \port$17347$289 , \port$17345$289  };
   assign reported = r_en;
   assign done_valid = r_en;
   assign done_queue = r_data[1:0];
   assign done_seq = r_data[33:2];
-  assign \port$17159$0  = r_data[33:0];
+  assign \port$17119$0  = r_data[33:0];
   assign done_store = r_data[42];
 endmodule
 
@@ -13304,7 +13304,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_ready, sum_valid, sum_fp32, req_valid, out_ready, in_we, in_row, in_word, in_data, acc_we, acc_row, acc_word, acc_data, rd_en, rd_acc, rd_row, rd_addr
-, bank, rd_in_data, rd_acc_data, sum_fp16, \n_cols$839 , n_words, sets, sets1, pack_log2, fold_bank, a_row, req_word, t_level, t_scalar, t_fold_adds, trans, mac, k_base, acc_addr, active, w_data
+, bank, rd_in_data, rd_acc_data, sum_fp16, \n_cols$837 , n_words, sets, sets1, pack_log2, fold_bank, a_row, req_word, t_level, t_scalar, t_fold_adds, trans, mac, k_base, acc_addr, active, w_data
 , first, mac1, k_base1, acc_addr1, active1, w_data1, first1, t_out, t_set, t_first, t_row_end, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$39  = 0;
   wire \$1 ;
@@ -14044,70 +14044,70 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire [6:0] \$166 ;
   wire \$1660 ;
   wire \$1661 ;
-  wire \$1662 ;
+  wire [1:0] \$1662 ;
   wire \$1663 ;
   wire \$1664 ;
   wire \$1665 ;
   wire \$1666 ;
-  wire \$1667 ;
+  wire [2:0] \$1667 ;
   wire \$1668 ;
   wire \$1669 ;
   wire \$167 ;
-  wire [1:0] \$1670 ;
+  wire \$1670 ;
   wire \$1671 ;
-  wire \$1672 ;
+  wire [3:0] \$1672 ;
   wire \$1673 ;
   wire \$1674 ;
-  wire [2:0] \$1675 ;
+  wire \$1675 ;
   wire \$1676 ;
   wire \$1677 ;
   wire \$1678 ;
   wire \$1679 ;
   wire [6:0] \$168 ;
-  wire [3:0] \$1680 ;
+  wire \$1680 ;
   wire \$1681 ;
   wire \$1682 ;
   wire \$1683 ;
   wire \$1684 ;
-  wire \$1685 ;
+  wire [1:0] \$1685 ;
   wire \$1686 ;
   wire \$1687 ;
   wire \$1688 ;
   wire \$1689 ;
   wire [6:0] \$169 ;
-  wire \$1690 ;
+  wire [2:0] \$1690 ;
   wire \$1691 ;
   wire \$1692 ;
-  wire [1:0] \$1693 ;
+  wire \$1693 ;
   wire \$1694 ;
-  wire \$1695 ;
+  wire [3:0] \$1695 ;
   wire \$1696 ;
   wire \$1697 ;
-  wire [2:0] \$1698 ;
+  wire \$1698 ;
   wire \$1699 ;
   wire [6:0] \$17 ;
   wire [6:0] \$170 ;
-  wire \$1700 ;
+  wire [31:0] \$1700 ;
   wire \$1701 ;
   wire \$1702 ;
-  wire [3:0] \$1703 ;
+  wire \$1703 ;
   wire \$1704 ;
   wire \$1705 ;
   wire \$1706 ;
   wire \$1707 ;
-  wire [31:0] \$1708 ;
+  wire [1:0] \$1708 ;
   wire \$1709 ;
   wire \$171 ;
   wire \$1710 ;
-  wire \$1711 ;
+  wire [2:0] \$1711 ;
   wire \$1712 ;
   wire \$1713 ;
   wire \$1714 ;
   wire \$1715 ;
-  wire [1:0] \$1716 ;
+  wire \$1716 ;
   wire \$1717 ;
   wire \$1718 ;
-  wire [2:0] \$1719 ;
+  wire \$1719 ;
   wire [7:0] \$172 ;
   wire \$1720 ;
   wire \$1721 ;
@@ -14120,18 +14120,18 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire \$1728 ;
   wire \$1729 ;
   wire [7:0] \$173 ;
-  wire \$1730 ;
+  wire [1:0] \$1730 ;
   wire \$1731 ;
   wire \$1732 ;
   wire \$1733 ;
   wire \$1734 ;
-  wire \$1735 ;
+  wire [2:0] \$1735 ;
   wire \$1736 ;
   wire \$1737 ;
   wire \$1738 ;
   wire \$1739 ;
   wire \$174 ;
-  wire \$1740 ;
+  wire [3:0] \$1740 ;
   wire \$1741 ;
   wire \$1742 ;
   wire \$1743 ;
@@ -14142,48 +14142,48 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire \$1748 ;
   wire \$1749 ;
   wire [6:0] \$175 ;
-  wire [1:0] \$1750 ;
+  wire \$1750 ;
   wire \$1751 ;
   wire \$1752 ;
-  wire \$1753 ;
+  wire [1:0] \$1753 ;
   wire \$1754 ;
-  wire [2:0] \$1755 ;
+  wire \$1755 ;
   wire \$1756 ;
   wire \$1757 ;
-  wire \$1758 ;
+  wire [2:0] \$1758 ;
   wire \$1759 ;
   wire [6:0] \$176 ;
-  wire [3:0] \$1760 ;
+  wire \$1760 ;
   wire \$1761 ;
   wire \$1762 ;
-  wire \$1763 ;
+  wire [3:0] \$1763 ;
   wire \$1764 ;
   wire \$1765 ;
   wire \$1766 ;
   wire \$1767 ;
-  wire \$1768 ;
+  wire [31:0] \$1768 ;
   wire \$1769 ;
   wire \$177 ;
   wire \$1770 ;
   wire \$1771 ;
   wire \$1772 ;
-  wire [1:0] \$1773 ;
+  wire \$1773 ;
   wire \$1774 ;
   wire \$1775 ;
-  wire \$1776 ;
+  wire [1:0] \$1776 ;
   wire \$1777 ;
-  wire [2:0] \$1778 ;
-  wire \$1779 ;
+  wire \$1778 ;
+  wire [2:0] \$1779 ;
   wire [3:0] \$178 ;
   wire \$1780 ;
   wire \$1781 ;
   wire \$1782 ;
-  wire [3:0] \$1783 ;
+  wire \$1783 ;
   wire \$1784 ;
   wire \$1785 ;
   wire \$1786 ;
   wire \$1787 ;
-  wire [31:0] \$1788 ;
+  wire \$1788 ;
   wire \$1789 ;
   wire [7:0] \$179 ;
   wire \$1790 ;
@@ -14192,20 +14192,20 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire \$1793 ;
   wire \$1794 ;
   wire \$1795 ;
-  wire [1:0] \$1796 ;
-  wire \$1797 ;
+  wire \$1796 ;
+  wire [1:0] \$1797 ;
   wire \$1798 ;
-  wire [2:0] \$1799 ;
+  wire \$1799 ;
   wire \$18 ;
   wire \$180 ;
   wire \$1800 ;
   wire \$1801 ;
-  wire \$1802 ;
+  wire [2:0] \$1802 ;
   wire \$1803 ;
   wire \$1804 ;
   wire \$1805 ;
   wire \$1806 ;
-  wire \$1807 ;
+  wire [3:0] \$1807 ;
   wire \$1808 ;
   wire \$1809 ;
   wire [6:0] \$181 ;
@@ -14220,23 +14220,23 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire \$1818 ;
   wire \$1819 ;
   wire [6:0] \$182 ;
-  wire \$1820 ;
+  wire [1:0] \$1820 ;
   wire \$1821 ;
   wire \$1822 ;
   wire \$1823 ;
   wire \$1824 ;
-  wire [1:0] \$1825 ;
+  wire [2:0] \$1825 ;
   wire \$1826 ;
   wire \$1827 ;
   wire \$1828 ;
   wire \$1829 ;
   wire \$183 ;
-  wire [2:0] \$1830 ;
+  wire [3:0] \$1830 ;
   wire \$1831 ;
   wire \$1832 ;
   wire \$1833 ;
   wire \$1834 ;
-  wire [3:0] \$1835 ;
+  wire [31:0] \$1835 ;
   wire \$1836 ;
   wire \$1837 ;
   wire \$1838 ;
@@ -14245,41 +14245,41 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire \$1840 ;
   wire \$1841 ;
   wire \$1842 ;
-  wire \$1843 ;
+  wire [1:0] \$1843 ;
   wire \$1844 ;
   wire \$1845 ;
-  wire \$1846 ;
+  wire [2:0] \$1846 ;
   wire \$1847 ;
-  wire [1:0] \$1848 ;
+  wire \$1848 ;
   wire \$1849 ;
   wire [6:0] \$185 ;
   wire \$1850 ;
   wire \$1851 ;
   wire \$1852 ;
-  wire [2:0] \$1853 ;
+  wire \$1853 ;
   wire \$1854 ;
   wire \$1855 ;
   wire \$1856 ;
   wire \$1857 ;
-  wire [3:0] \$1858 ;
+  wire \$1858 ;
   wire \$1859 ;
   wire [6:0] \$186 ;
   wire \$1860 ;
   wire \$1861 ;
   wire \$1862 ;
-  wire [31:0] \$1863 ;
-  wire \$1864 ;
+  wire \$1863 ;
+  wire [1:0] \$1864 ;
   wire \$1865 ;
   wire \$1866 ;
   wire \$1867 ;
   wire \$1868 ;
-  wire \$1869 ;
+  wire [2:0] \$1869 ;
   wire [6:0] \$187 ;
   wire \$1870 ;
-  wire [1:0] \$1871 ;
+  wire \$1871 ;
   wire \$1872 ;
   wire \$1873 ;
-  wire [2:0] \$1874 ;
+  wire [3:0] \$1874 ;
   wire \$1875 ;
   wire \$1876 ;
   wire \$1877 ;
@@ -14293,90 +14293,90 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire \$1884 ;
   wire \$1885 ;
   wire \$1886 ;
-  wire \$1887 ;
+  wire [1:0] \$1887 ;
   wire \$1888 ;
   wire \$1889 ;
   wire [6:0] \$189 ;
   wire \$1890 ;
   wire \$1891 ;
-  wire \$1892 ;
+  wire [2:0] \$1892 ;
   wire \$1893 ;
   wire \$1894 ;
   wire \$1895 ;
   wire \$1896 ;
-  wire \$1897 ;
+  wire [3:0] \$1897 ;
   wire \$1898 ;
   wire \$1899 ;
   wire [7:0] \$19 ;
   wire [6:0] \$190 ;
-  wire [1:0] \$1900 ;
+  wire \$1900 ;
   wire \$1901 ;
-  wire \$1902 ;
+  wire [31:0] \$1902 ;
   wire \$1903 ;
   wire \$1904 ;
-  wire [2:0] \$1905 ;
+  wire \$1905 ;
   wire \$1906 ;
   wire \$1907 ;
   wire \$1908 ;
   wire \$1909 ;
   wire [6:0] \$191 ;
-  wire [3:0] \$1910 ;
+  wire [1:0] \$1910 ;
   wire \$1911 ;
   wire \$1912 ;
-  wire \$1913 ;
+  wire [2:0] \$1913 ;
   wire \$1914 ;
   wire \$1915 ;
   wire \$1916 ;
   wire \$1917 ;
-  wire \$1918 ;
-  wire \$1919 ;
+  wire [12:0] \$1918 ;
+  wire [13:0] \$1919 ;
   wire \$192 ;
   wire \$1920 ;
   wire \$1921 ;
   wire \$1922 ;
-  wire [1:0] \$1923 ;
+  wire \$1923 ;
   wire \$1924 ;
-  wire \$1925 ;
+  wire [14:0] \$1925 ;
   wire \$1926 ;
   wire \$1927 ;
-  wire [2:0] \$1928 ;
+  wire \$1928 ;
   wire \$1929 ;
   wire [3:0] \$193 ;
   wire \$1930 ;
   wire \$1931 ;
   wire \$1932 ;
-  wire [3:0] \$1933 ;
+  wire \$1933 ;
   wire \$1934 ;
   wire \$1935 ;
   wire \$1936 ;
   wire \$1937 ;
-  wire [31:0] \$1938 ;
+  wire \$1938 ;
   wire \$1939 ;
   wire [4:0] \$194 ;
-  wire \$1940 ;
-  wire \$1941 ;
+  wire [6:0] \$1940 ;
+  wire [6:0] \$1941 ;
   wire \$1942 ;
   wire \$1943 ;
   wire \$1944 ;
   wire \$1945 ;
-  wire [1:0] \$1946 ;
+  wire \$1946 ;
   wire \$1947 ;
   wire \$1948 ;
-  wire [2:0] \$1949 ;
+  wire \$1949 ;
   wire \$195 ;
   wire \$1950 ;
   wire \$1951 ;
   wire \$1952 ;
   wire \$1953 ;
-  wire [12:0] \$1954 ;
-  wire [13:0] \$1955 ;
-  wire \$1956 ;
-  wire \$1957 ;
+  wire \$1954 ;
+  wire \$1955 ;
+  wire [6:0] \$1956 ;
+  wire [6:0] \$1957 ;
   wire \$1958 ;
   wire \$1959 ;
   wire [6:0] \$196 ;
   wire \$1960 ;
-  wire [14:0] \$1961 ;
+  wire \$1961 ;
   wire \$1962 ;
   wire \$1963 ;
   wire \$1964 ;
@@ -14392,8 +14392,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire \$1973 ;
   wire \$1974 ;
   wire \$1975 ;
-  wire [6:0] \$1976 ;
-  wire [6:0] \$1977 ;
+  wire \$1976 ;
+  wire \$1977 ;
   wire \$1978 ;
   wire \$1979 ;
   wire \$198 ;
@@ -14408,46 +14408,46 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire \$1988 ;
   wire \$1989 ;
   wire [1:0] \$199 ;
-  wire \$1990 ;
+  wire [19:0] \$1990 ;
   wire \$1991 ;
-  wire [6:0] \$1992 ;
-  wire [6:0] \$1993 ;
-  wire \$1994 ;
+  wire [19:0] \$1992 ;
+  wire \$1993 ;
+  wire [19:0] \$1994 ;
   wire \$1995 ;
-  wire \$1996 ;
+  wire [19:0] \$1996 ;
   wire \$1997 ;
-  wire \$1998 ;
+  wire [19:0] \$1998 ;
   wire \$1999 ;
   wire \$2 ;
   wire [7:0] \$20 ;
   wire [4:0] \$200 ;
-  wire \$2000 ;
+  wire [19:0] \$2000 ;
   wire \$2001 ;
-  wire \$2002 ;
+  wire [19:0] \$2002 ;
   wire \$2003 ;
-  wire \$2004 ;
+  wire [19:0] \$2004 ;
   wire \$2005 ;
-  wire \$2006 ;
+  wire [19:0] \$2006 ;
   wire \$2007 ;
-  wire \$2008 ;
+  wire [19:0] \$2008 ;
   wire \$2009 ;
   wire [4:0] \$201 ;
-  wire \$2010 ;
+  wire [19:0] \$2010 ;
   wire \$2011 ;
-  wire \$2012 ;
+  wire [19:0] \$2012 ;
   wire \$2013 ;
-  wire \$2014 ;
+  wire [19:0] \$2014 ;
   wire \$2015 ;
-  wire \$2016 ;
+  wire [19:0] \$2016 ;
   wire \$2017 ;
-  wire \$2018 ;
+  wire [19:0] \$2018 ;
   wire \$2019 ;
   wire \$202 ;
-  wire \$2020 ;
+  wire [19:0] \$2020 ;
   wire \$2021 ;
-  wire \$2022 ;
+  wire [19:0] \$2022 ;
   wire \$2023 ;
-  wire \$2024 ;
+  wire [19:0] \$2024 ;
   wire \$2025 ;
   wire [19:0] \$2026 ;
   wire \$2027 ;
@@ -14765,71 +14765,71 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire [19:0] \$2308 ;
   wire \$2309 ;
   wire \$231 ;
-  wire [19:0] \$2310 ;
+  wire \$2310 ;
   wire \$2311 ;
-  wire [19:0] \$2312 ;
+  wire \$2312 ;
   wire \$2313 ;
-  wire [19:0] \$2314 ;
+  wire \$2314 ;
   wire \$2315 ;
-  wire [19:0] \$2316 ;
+  wire \$2316 ;
   wire \$2317 ;
-  wire [19:0] \$2318 ;
+  wire \$2318 ;
   wire \$2319 ;
   wire [6:0] \$232 ;
-  wire [19:0] \$2320 ;
+  wire \$2320 ;
   wire \$2321 ;
-  wire [19:0] \$2322 ;
+  wire \$2322 ;
   wire \$2323 ;
   wire [19:0] \$2324 ;
   wire \$2325 ;
-  wire [19:0] \$2326 ;
-  wire \$2327 ;
-  wire [19:0] \$2328 ;
+  wire \$2326 ;
+  wire [6:0] \$2327 ;
+  wire [14:0] \$2328 ;
   wire \$2329 ;
   wire [6:0] \$233 ;
-  wire [19:0] \$2330 ;
+  wire \$2330 ;
   wire \$2331 ;
-  wire [19:0] \$2332 ;
+  wire \$2332 ;
   wire \$2333 ;
-  wire [19:0] \$2334 ;
-  wire \$2335 ;
-  wire [19:0] \$2336 ;
+  wire \$2334 ;
+  wire [31:0] \$2335 ;
+  wire [31:0] \$2336 ;
   wire \$2337 ;
-  wire [19:0] \$2338 ;
-  wire \$2339 ;
+  wire [31:0] \$2338 ;
+  wire [31:0] \$2339 ;
   wire \$234 ;
-  wire [19:0] \$2340 ;
-  wire \$2341 ;
-  wire [19:0] \$2342 ;
+  wire \$2340 ;
+  wire [31:0] \$2341 ;
+  wire [31:0] \$2342 ;
   wire \$2343 ;
-  wire [19:0] \$2344 ;
-  wire \$2345 ;
+  wire [31:0] \$2344 ;
+  wire [31:0] \$2345 ;
   wire \$2346 ;
-  wire \$2347 ;
-  wire \$2348 ;
+  wire [31:0] \$2347 ;
+  wire [31:0] \$2348 ;
   wire \$2349 ;
   wire \$235 ;
-  wire \$2350 ;
-  wire \$2351 ;
+  wire [31:0] \$2350 ;
+  wire [31:0] \$2351 ;
   wire \$2352 ;
-  wire \$2353 ;
-  wire \$2354 ;
+  wire [31:0] \$2353 ;
+  wire [31:0] \$2354 ;
   wire \$2355 ;
-  wire \$2356 ;
-  wire \$2357 ;
+  wire [31:0] \$2356 ;
+  wire [31:0] \$2357 ;
   wire \$2358 ;
-  wire \$2359 ;
+  wire [31:0] \$2359 ;
   wire [6:0] \$236 ;
-  wire [19:0] \$2360 ;
+  wire [31:0] \$2360 ;
   wire \$2361 ;
-  wire \$2362 ;
-  wire [6:0] \$2363 ;
-  wire [14:0] \$2364 ;
-  wire \$2365 ;
-  wire \$2366 ;
+  wire [31:0] \$2362 ;
+  wire [31:0] \$2363 ;
+  wire \$2364 ;
+  wire [31:0] \$2365 ;
+  wire [31:0] \$2366 ;
   wire \$2367 ;
-  wire \$2368 ;
-  wire \$2369 ;
+  wire [31:0] \$2368 ;
+  wire [31:0] \$2369 ;
   wire [6:0] \$237 ;
   wire \$2370 ;
   wire [31:0] \$2371 ;
@@ -14899,47 +14899,47 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire [31:0] \$2429 ;
   wire \$243 ;
   wire \$2430 ;
-  wire [31:0] \$2431 ;
-  wire [31:0] \$2432 ;
+  wire \$2431 ;
+  wire [1023:0] \$2432 ;
   wire \$2433 ;
-  wire [31:0] \$2434 ;
-  wire [31:0] \$2435 ;
+  wire \$2434 ;
+  wire \$2435 ;
   wire \$2436 ;
-  wire [31:0] \$2437 ;
-  wire [31:0] \$2438 ;
+  wire \$2437 ;
+  wire [19:0] \$2438 ;
   wire \$2439 ;
   wire [3:0] \$244 ;
-  wire [31:0] \$2440 ;
-  wire [31:0] \$2441 ;
+  wire \$2440 ;
+  wire \$2441 ;
   wire \$2442 ;
-  wire [31:0] \$2443 ;
-  wire [31:0] \$2444 ;
+  wire \$2443 ;
+  wire \$2444 ;
   wire \$2445 ;
-  wire [31:0] \$2446 ;
-  wire [31:0] \$2447 ;
+  wire \$2446 ;
+  wire [19:0] \$2447 ;
   wire \$2448 ;
-  wire [31:0] \$2449 ;
+  wire \$2449 ;
   wire [4:0] \$245 ;
-  wire [31:0] \$2450 ;
+  wire \$2450 ;
   wire \$2451 ;
-  wire [31:0] \$2452 ;
-  wire [31:0] \$2453 ;
+  wire \$2452 ;
+  wire \$2453 ;
   wire \$2454 ;
-  wire [31:0] \$2455 ;
-  wire [31:0] \$2456 ;
+  wire \$2455 ;
+  wire [19:0] \$2456 ;
   wire \$2457 ;
-  wire [31:0] \$2458 ;
-  wire [31:0] \$2459 ;
+  wire \$2458 ;
+  wire \$2459 ;
   wire \$246 ;
   wire \$2460 ;
-  wire [31:0] \$2461 ;
-  wire [31:0] \$2462 ;
+  wire \$2461 ;
+  wire \$2462 ;
   wire \$2463 ;
-  wire [31:0] \$2464 ;
-  wire [31:0] \$2465 ;
+  wire \$2464 ;
+  wire [19:0] \$2465 ;
   wire \$2466 ;
   wire \$2467 ;
-  wire [1023:0] \$2468 ;
+  wire \$2468 ;
   wire \$2469 ;
   wire [6:0] \$247 ;
   wire \$2470 ;
@@ -15226,27 +15226,27 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire \$2723 ;
   wire \$2724 ;
   wire \$2725 ;
-  wire [19:0] \$2726 ;
+  wire \$2726 ;
   wire \$2727 ;
   wire \$2728 ;
   wire \$2729 ;
   wire \$273 ;
   wire \$2730 ;
-  wire \$2731 ;
+  wire [31:0] \$2731 ;
   wire \$2732 ;
   wire \$2733 ;
   wire \$2734 ;
-  wire [19:0] \$2735 ;
+  wire \$2735 ;
   wire \$2736 ;
   wire \$2737 ;
   wire \$2738 ;
   wire \$2739 ;
   wire [7:0] \$274 ;
-  wire \$2740 ;
-  wire \$2741 ;
+  wire [19:0] \$2740 ;
+  wire [14:0] \$2741 ;
   wire \$2742 ;
   wire \$2743 ;
-  wire [19:0] \$2744 ;
+  wire \$2744 ;
   wire \$2745 ;
   wire \$2746 ;
   wire \$2747 ;
@@ -15256,11 +15256,11 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire \$2750 ;
   wire \$2751 ;
   wire \$2752 ;
-  wire [19:0] \$2753 ;
+  wire \$2753 ;
   wire \$2754 ;
   wire \$2755 ;
-  wire \$2756 ;
-  wire \$2757 ;
+  wire [6:0] \$2756 ;
+  wire [6:0] \$2757 ;
   wire \$2758 ;
   wire \$2759 ;
   wire \$276 ;
@@ -15271,18 +15271,18 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire \$2764 ;
   wire \$2765 ;
   wire \$2766 ;
-  wire [31:0] \$2767 ;
+  wire \$2767 ;
   wire \$2768 ;
   wire \$2769 ;
   wire [6:0] \$277 ;
   wire \$2770 ;
   wire \$2771 ;
-  wire \$2772 ;
-  wire \$2773 ;
-  wire \$2774 ;
+  wire [6:0] \$2772 ;
+  wire [6:0] \$2773 ;
+  wire [19:0] \$2774 ;
   wire \$2775 ;
-  wire [19:0] \$2776 ;
-  wire [14:0] \$2777 ;
+  wire \$2776 ;
+  wire \$2777 ;
   wire \$2778 ;
   wire \$2779 ;
   wire [6:0] \$278 ;
@@ -15299,8 +15299,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire \$279 ;
   wire \$2790 ;
   wire \$2791 ;
-  wire [6:0] \$2792 ;
-  wire [6:0] \$2793 ;
+  wire \$2792 ;
+  wire \$2793 ;
   wire \$2794 ;
   wire \$2795 ;
   wire \$2796 ;
@@ -15316,45 +15316,45 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire \$2804 ;
   wire \$2805 ;
   wire \$2806 ;
-  wire \$2807 ;
-  wire [6:0] \$2808 ;
-  wire [6:0] \$2809 ;
+  wire [19:0] \$2807 ;
+  wire \$2808 ;
+  wire [19:0] \$2809 ;
   wire [7:0] \$281 ;
-  wire [19:0] \$2810 ;
-  wire \$2811 ;
+  wire \$2810 ;
+  wire [19:0] \$2811 ;
   wire \$2812 ;
-  wire \$2813 ;
+  wire [19:0] \$2813 ;
   wire \$2814 ;
-  wire \$2815 ;
+  wire [19:0] \$2815 ;
   wire \$2816 ;
-  wire \$2817 ;
+  wire [19:0] \$2817 ;
   wire \$2818 ;
-  wire \$2819 ;
+  wire [19:0] \$2819 ;
   wire \$282 ;
   wire \$2820 ;
-  wire \$2821 ;
+  wire [19:0] \$2821 ;
   wire \$2822 ;
-  wire \$2823 ;
+  wire [19:0] \$2823 ;
   wire \$2824 ;
-  wire \$2825 ;
+  wire [19:0] \$2825 ;
   wire \$2826 ;
-  wire \$2827 ;
+  wire [19:0] \$2827 ;
   wire \$2828 ;
-  wire \$2829 ;
+  wire [19:0] \$2829 ;
   wire [6:0] \$283 ;
   wire \$2830 ;
-  wire \$2831 ;
+  wire [19:0] \$2831 ;
   wire \$2832 ;
-  wire \$2833 ;
+  wire [19:0] \$2833 ;
   wire \$2834 ;
-  wire \$2835 ;
+  wire [19:0] \$2835 ;
   wire \$2836 ;
-  wire \$2837 ;
+  wire [19:0] \$2837 ;
   wire \$2838 ;
-  wire \$2839 ;
+  wire [19:0] \$2839 ;
   wire [6:0] \$284 ;
   wire \$2840 ;
-  wire \$2841 ;
+  wire [19:0] \$2841 ;
   wire \$2842 ;
   wire [19:0] \$2843 ;
   wire \$2844 ;
@@ -15672,72 +15672,72 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire \$3124 ;
   wire [19:0] \$3125 ;
   wire \$3126 ;
-  wire [19:0] \$3127 ;
+  wire \$3127 ;
   wire \$3128 ;
-  wire [19:0] \$3129 ;
+  wire \$3129 ;
   wire [6:0] \$313 ;
   wire \$3130 ;
-  wire [19:0] \$3131 ;
+  wire \$3131 ;
   wire \$3132 ;
-  wire [19:0] \$3133 ;
+  wire \$3133 ;
   wire \$3134 ;
-  wire [19:0] \$3135 ;
+  wire \$3135 ;
   wire \$3136 ;
-  wire [19:0] \$3137 ;
+  wire \$3137 ;
   wire \$3138 ;
-  wire [19:0] \$3139 ;
+  wire \$3139 ;
   wire [6:0] \$314 ;
   wire \$3140 ;
   wire [19:0] \$3141 ;
   wire \$3142 ;
-  wire [19:0] \$3143 ;
-  wire \$3144 ;
-  wire [19:0] \$3145 ;
+  wire \$3143 ;
+  wire [6:0] \$3144 ;
+  wire [14:0] \$3145 ;
   wire \$3146 ;
-  wire [19:0] \$3147 ;
+  wire \$3147 ;
   wire \$3148 ;
-  wire [19:0] \$3149 ;
+  wire \$3149 ;
   wire \$315 ;
   wire \$3150 ;
-  wire [19:0] \$3151 ;
-  wire \$3152 ;
-  wire [19:0] \$3153 ;
+  wire \$3151 ;
+  wire [31:0] \$3152 ;
+  wire [31:0] \$3153 ;
   wire \$3154 ;
-  wire [19:0] \$3155 ;
-  wire \$3156 ;
-  wire [19:0] \$3157 ;
-  wire \$3158 ;
-  wire [19:0] \$3159 ;
+  wire [31:0] \$3155 ;
+  wire [31:0] \$3156 ;
+  wire \$3157 ;
+  wire [31:0] \$3158 ;
+  wire [31:0] \$3159 ;
   wire \$316 ;
   wire \$3160 ;
-  wire [19:0] \$3161 ;
-  wire \$3162 ;
+  wire [31:0] \$3161 ;
+  wire [31:0] \$3162 ;
   wire \$3163 ;
-  wire \$3164 ;
-  wire \$3165 ;
+  wire [31:0] \$3164 ;
+  wire [31:0] \$3165 ;
   wire \$3166 ;
-  wire \$3167 ;
-  wire \$3168 ;
+  wire [31:0] \$3167 ;
+  wire [31:0] \$3168 ;
   wire \$3169 ;
   wire [6:0] \$317 ;
-  wire \$3170 ;
-  wire \$3171 ;
+  wire [31:0] \$3170 ;
+  wire [31:0] \$3171 ;
   wire \$3172 ;
-  wire \$3173 ;
-  wire \$3174 ;
+  wire [31:0] \$3173 ;
+  wire [31:0] \$3174 ;
   wire \$3175 ;
-  wire \$3176 ;
-  wire [19:0] \$3177 ;
+  wire [31:0] \$3176 ;
+  wire [31:0] \$3177 ;
   wire \$3178 ;
-  wire \$3179 ;
+  wire [31:0] \$3179 ;
   wire [6:0] \$318 ;
-  wire [6:0] \$3180 ;
-  wire [14:0] \$3181 ;
-  wire \$3182 ;
-  wire \$3183 ;
+  wire [31:0] \$3180 ;
+  wire \$3181 ;
+  wire [31:0] \$3182 ;
+  wire [31:0] \$3183 ;
   wire \$3184 ;
-  wire \$3185 ;
-  wire \$3186 ;
+  wire [31:0] \$3185 ;
+  wire [31:0] \$3186 ;
   wire \$3187 ;
   wire [31:0] \$3188 ;
   wire [31:0] \$3189 ;
@@ -15806,48 +15806,48 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire [31:0] \$3245 ;
   wire [31:0] \$3246 ;
   wire \$3247 ;
-  wire [31:0] \$3248 ;
-  wire [31:0] \$3249 ;
+  wire \$3248 ;
+  wire [1023:0] \$3249 ;
   wire [7:0] \$325 ;
   wire \$3250 ;
-  wire [31:0] \$3251 ;
-  wire [31:0] \$3252 ;
+  wire \$3251 ;
+  wire \$3252 ;
   wire \$3253 ;
-  wire [31:0] \$3254 ;
-  wire [31:0] \$3255 ;
+  wire \$3254 ;
+  wire [19:0] \$3255 ;
   wire \$3256 ;
-  wire [31:0] \$3257 ;
-  wire [31:0] \$3258 ;
+  wire \$3257 ;
+  wire \$3258 ;
   wire \$3259 ;
   wire [7:0] \$326 ;
-  wire [31:0] \$3260 ;
-  wire [31:0] \$3261 ;
+  wire \$3260 ;
+  wire \$3261 ;
   wire \$3262 ;
-  wire [31:0] \$3263 ;
-  wire [31:0] \$3264 ;
+  wire \$3263 ;
+  wire [19:0] \$3264 ;
   wire \$3265 ;
-  wire [31:0] \$3266 ;
-  wire [31:0] \$3267 ;
+  wire \$3266 ;
+  wire \$3267 ;
   wire \$3268 ;
-  wire [31:0] \$3269 ;
+  wire \$3269 ;
   wire \$327 ;
-  wire [31:0] \$3270 ;
+  wire \$3270 ;
   wire \$3271 ;
-  wire [31:0] \$3272 ;
-  wire [31:0] \$3273 ;
+  wire \$3272 ;
+  wire [19:0] \$3273 ;
   wire \$3274 ;
-  wire [31:0] \$3275 ;
-  wire [31:0] \$3276 ;
+  wire \$3275 ;
+  wire \$3276 ;
   wire \$3277 ;
-  wire [31:0] \$3278 ;
-  wire [31:0] \$3279 ;
+  wire \$3278 ;
+  wire \$3279 ;
   wire [6:0] \$328 ;
   wire \$3280 ;
-  wire [31:0] \$3281 ;
-  wire [31:0] \$3282 ;
+  wire \$3281 ;
+  wire [19:0] \$3282 ;
   wire \$3283 ;
   wire \$3284 ;
-  wire [1023:0] \$3285 ;
+  wire \$3285 ;
   wire \$3286 ;
   wire \$3287 ;
   wire \$3288 ;
@@ -16134,19 +16134,19 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire \$3540 ;
   wire \$3541 ;
   wire \$3542 ;
-  wire [19:0] \$3543 ;
+  wire \$3543 ;
   wire \$3544 ;
   wire \$3545 ;
   wire \$3546 ;
   wire \$3547 ;
-  wire \$3548 ;
+  wire [31:0] \$3548 ;
   wire \$3549 ;
   wire \$355 ;
   wire \$3550 ;
   wire \$3551 ;
-  wire [19:0] \$3552 ;
+  wire \$3552 ;
   wire \$3553 ;
-  wire \$3554 ;
+  wire [14:0] \$3554 ;
   wire \$3555 ;
   wire \$3556 ;
   wire \$3557 ;
@@ -16154,7 +16154,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire \$3559 ;
   wire \$356 ;
   wire \$3560 ;
-  wire [19:0] \$3561 ;
+  wire \$3561 ;
   wire \$3562 ;
   wire \$3563 ;
   wire \$3564 ;
@@ -16162,9 +16162,9 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire \$3566 ;
   wire \$3567 ;
   wire \$3568 ;
-  wire \$3569 ;
+  wire [6:0] \$3569 ;
   wire \$357 ;
-  wire [19:0] \$3570 ;
+  wire [6:0] \$3570 ;
   wire \$3571 ;
   wire \$3572 ;
   wire \$3573 ;
@@ -16179,14 +16179,14 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire \$3581 ;
   wire \$3582 ;
   wire \$3583 ;
-  wire [31:0] \$3584 ;
-  wire \$3585 ;
-  wire \$3586 ;
+  wire \$3584 ;
+  wire [6:0] \$3585 ;
+  wire [6:0] \$3586 ;
   wire \$3587 ;
   wire \$3588 ;
   wire \$3589 ;
   wire [1:0] \$359 ;
-  wire [14:0] \$3590 ;
+  wire \$3590 ;
   wire \$3591 ;
   wire \$3592 ;
   wire \$3593 ;
@@ -16203,8 +16203,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire \$3602 ;
   wire \$3603 ;
   wire \$3604 ;
-  wire [6:0] \$3605 ;
-  wire [6:0] \$3606 ;
+  wire \$3605 ;
+  wire \$3606 ;
   wire \$3607 ;
   wire \$3608 ;
   wire \$3609 ;
@@ -16218,45 +16218,45 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire \$3616 ;
   wire \$3617 ;
   wire \$3618 ;
-  wire \$3619 ;
+  wire [19:0] \$3619 ;
   wire [4:0] \$362 ;
   wire \$3620 ;
-  wire [6:0] \$3621 ;
-  wire [6:0] \$3622 ;
-  wire \$3623 ;
+  wire [19:0] \$3621 ;
+  wire \$3622 ;
+  wire [19:0] \$3623 ;
   wire \$3624 ;
-  wire \$3625 ;
+  wire [19:0] \$3625 ;
   wire \$3626 ;
-  wire \$3627 ;
+  wire [19:0] \$3627 ;
   wire \$3628 ;
-  wire \$3629 ;
+  wire [19:0] \$3629 ;
   wire \$363 ;
   wire \$3630 ;
-  wire \$3631 ;
+  wire [19:0] \$3631 ;
   wire \$3632 ;
-  wire \$3633 ;
+  wire [19:0] \$3633 ;
   wire \$3634 ;
-  wire \$3635 ;
+  wire [19:0] \$3635 ;
   wire \$3636 ;
-  wire \$3637 ;
+  wire [19:0] \$3637 ;
   wire \$3638 ;
-  wire \$3639 ;
+  wire [19:0] \$3639 ;
   wire [6:0] \$364 ;
   wire \$3640 ;
-  wire \$3641 ;
+  wire [19:0] \$3641 ;
   wire \$3642 ;
-  wire \$3643 ;
+  wire [19:0] \$3643 ;
   wire \$3644 ;
-  wire \$3645 ;
+  wire [19:0] \$3645 ;
   wire \$3646 ;
-  wire \$3647 ;
+  wire [19:0] \$3647 ;
   wire \$3648 ;
-  wire \$3649 ;
+  wire [19:0] \$3649 ;
   wire [6:0] \$365 ;
   wire \$3650 ;
-  wire \$3651 ;
+  wire [19:0] \$3651 ;
   wire \$3652 ;
-  wire \$3653 ;
+  wire [19:0] \$3653 ;
   wire \$3654 ;
   wire [19:0] \$3655 ;
   wire \$3656 ;
@@ -16573,72 +16573,72 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire \$3936 ;
   wire [19:0] \$3937 ;
   wire \$3938 ;
-  wire [19:0] \$3939 ;
+  wire \$3939 ;
   wire [6:0] \$394 ;
   wire \$3940 ;
-  wire [19:0] \$3941 ;
+  wire \$3941 ;
   wire \$3942 ;
-  wire [19:0] \$3943 ;
+  wire \$3943 ;
   wire \$3944 ;
-  wire [19:0] \$3945 ;
+  wire \$3945 ;
   wire \$3946 ;
-  wire [19:0] \$3947 ;
+  wire \$3947 ;
   wire \$3948 ;
-  wire [19:0] \$3949 ;
+  wire \$3949 ;
   wire [6:0] \$395 ;
   wire \$3950 ;
-  wire [19:0] \$3951 ;
+  wire \$3951 ;
   wire \$3952 ;
   wire [19:0] \$3953 ;
   wire \$3954 ;
-  wire [19:0] \$3955 ;
-  wire \$3956 ;
-  wire [19:0] \$3957 ;
+  wire \$3955 ;
+  wire [6:0] \$3956 ;
+  wire [14:0] \$3957 ;
   wire \$3958 ;
-  wire [19:0] \$3959 ;
+  wire \$3959 ;
   wire \$396 ;
   wire \$3960 ;
-  wire [19:0] \$3961 ;
+  wire \$3961 ;
   wire \$3962 ;
-  wire [19:0] \$3963 ;
-  wire \$3964 ;
-  wire [19:0] \$3965 ;
+  wire \$3963 ;
+  wire [31:0] \$3964 ;
+  wire [31:0] \$3965 ;
   wire \$3966 ;
-  wire [19:0] \$3967 ;
-  wire \$3968 ;
-  wire [19:0] \$3969 ;
+  wire [31:0] \$3967 ;
+  wire [31:0] \$3968 ;
+  wire \$3969 ;
   wire [3:0] \$397 ;
-  wire \$3970 ;
-  wire [19:0] \$3971 ;
+  wire [31:0] \$3970 ;
+  wire [31:0] \$3971 ;
   wire \$3972 ;
-  wire [19:0] \$3973 ;
-  wire \$3974 ;
+  wire [31:0] \$3973 ;
+  wire [31:0] \$3974 ;
   wire \$3975 ;
-  wire \$3976 ;
-  wire \$3977 ;
+  wire [31:0] \$3976 ;
+  wire [31:0] \$3977 ;
   wire \$3978 ;
-  wire \$3979 ;
+  wire [31:0] \$3979 ;
   wire [4:0] \$398 ;
-  wire \$3980 ;
+  wire [31:0] \$3980 ;
   wire \$3981 ;
-  wire \$3982 ;
-  wire \$3983 ;
+  wire [31:0] \$3982 ;
+  wire [31:0] \$3983 ;
   wire \$3984 ;
-  wire \$3985 ;
-  wire \$3986 ;
+  wire [31:0] \$3985 ;
+  wire [31:0] \$3986 ;
   wire \$3987 ;
-  wire \$3988 ;
-  wire [19:0] \$3989 ;
+  wire [31:0] \$3988 ;
+  wire [31:0] \$3989 ;
   wire \$399 ;
   wire \$3990 ;
-  wire \$3991 ;
-  wire [6:0] \$3992 ;
-  wire [14:0] \$3993 ;
-  wire \$3994 ;
-  wire \$3995 ;
+  wire [31:0] \$3991 ;
+  wire [31:0] \$3992 ;
+  wire \$3993 ;
+  wire [31:0] \$3994 ;
+  wire [31:0] \$3995 ;
   wire \$3996 ;
-  wire \$3997 ;
-  wire \$3998 ;
+  wire [31:0] \$3997 ;
+  wire [31:0] \$3998 ;
   wire \$3999 ;
   wire [2:0] \$4 ;
   wire [3:0] \$40 ;
@@ -16709,47 +16709,47 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire [31:0] \$4058 ;
   wire \$4059 ;
   wire \$406 ;
-  wire [31:0] \$4060 ;
-  wire [31:0] \$4061 ;
+  wire \$4060 ;
+  wire [1023:0] \$4061 ;
   wire \$4062 ;
-  wire [31:0] \$4063 ;
-  wire [31:0] \$4064 ;
+  wire \$4063 ;
+  wire \$4064 ;
   wire \$4065 ;
-  wire [31:0] \$4066 ;
-  wire [31:0] \$4067 ;
+  wire \$4066 ;
+  wire [19:0] \$4067 ;
   wire \$4068 ;
-  wire [31:0] \$4069 ;
+  wire \$4069 ;
   wire \$407 ;
-  wire [31:0] \$4070 ;
+  wire \$4070 ;
   wire \$4071 ;
-  wire [31:0] \$4072 ;
-  wire [31:0] \$4073 ;
+  wire \$4072 ;
+  wire \$4073 ;
   wire \$4074 ;
-  wire [31:0] \$4075 ;
-  wire [31:0] \$4076 ;
+  wire \$4075 ;
+  wire [19:0] \$4076 ;
   wire \$4077 ;
-  wire [31:0] \$4078 ;
-  wire [31:0] \$4079 ;
+  wire \$4078 ;
+  wire \$4079 ;
   wire \$408 ;
   wire \$4080 ;
-  wire [31:0] \$4081 ;
-  wire [31:0] \$4082 ;
+  wire \$4081 ;
+  wire \$4082 ;
   wire \$4083 ;
-  wire [31:0] \$4084 ;
-  wire [31:0] \$4085 ;
+  wire \$4084 ;
+  wire [19:0] \$4085 ;
   wire \$4086 ;
-  wire [31:0] \$4087 ;
-  wire [31:0] \$4088 ;
+  wire \$4087 ;
+  wire \$4088 ;
   wire \$4089 ;
   wire \$409 ;
-  wire [31:0] \$4090 ;
-  wire [31:0] \$4091 ;
+  wire \$4090 ;
+  wire \$4091 ;
   wire \$4092 ;
-  wire [31:0] \$4093 ;
-  wire [31:0] \$4094 ;
+  wire \$4093 ;
+  wire [19:0] \$4094 ;
   wire \$4095 ;
   wire \$4096 ;
-  wire [1023:0] \$4097 ;
+  wire \$4097 ;
   wire \$4098 ;
   wire \$4099 ;
   wire [4:0] \$41 ;
@@ -17036,19 +17036,19 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire \$4352 ;
   wire \$4353 ;
   wire \$4354 ;
-  wire [19:0] \$4355 ;
+  wire \$4355 ;
   wire \$4356 ;
   wire \$4357 ;
   wire \$4358 ;
   wire \$4359 ;
   wire [6:0] \$436 ;
-  wire \$4360 ;
+  wire [31:0] \$4360 ;
   wire \$4361 ;
   wire \$4362 ;
   wire \$4363 ;
-  wire [19:0] \$4364 ;
+  wire \$4364 ;
   wire \$4365 ;
-  wire \$4366 ;
+  wire [14:0] \$4366 ;
   wire \$4367 ;
   wire \$4368 ;
   wire \$4369 ;
@@ -17056,7 +17056,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire \$4370 ;
   wire \$4371 ;
   wire \$4372 ;
-  wire [19:0] \$4373 ;
+  wire \$4373 ;
   wire \$4374 ;
   wire \$4375 ;
   wire \$4376 ;
@@ -17065,8 +17065,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire \$4379 ;
   wire \$438 ;
   wire \$4380 ;
-  wire \$4381 ;
-  wire [19:0] \$4382 ;
+  wire [6:0] \$4381 ;
+  wire [6:0] \$4382 ;
   wire \$4383 ;
   wire \$4384 ;
   wire \$4385 ;
@@ -17081,15 +17081,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire \$4393 ;
   wire \$4394 ;
   wire \$4395 ;
-  wire [31:0] \$4396 ;
-  wire \$4397 ;
-  wire \$4398 ;
+  wire \$4396 ;
+  wire [6:0] \$4397 ;
+  wire [6:0] \$4398 ;
   wire \$4399 ;
   wire [6:0] \$44 ;
   wire [6:0] \$440 ;
   wire \$4400 ;
   wire \$4401 ;
-  wire [14:0] \$4402 ;
+  wire \$4402 ;
   wire \$4403 ;
   wire \$4404 ;
   wire \$4405 ;
@@ -17105,8 +17105,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire \$4414 ;
   wire \$4415 ;
   wire \$4416 ;
-  wire [6:0] \$4417 ;
-  wire [6:0] \$4418 ;
+  wire \$4417 ;
+  wire \$4418 ;
   wire \$4419 ;
   wire [6:0] \$442 ;
   wire \$4420 ;
@@ -17121,44 +17121,44 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire \$4429 ;
   wire \$443 ;
   wire \$4430 ;
-  wire \$4431 ;
+  wire [19:0] \$4431 ;
   wire \$4432 ;
-  wire [6:0] \$4433 ;
-  wire [6:0] \$4434 ;
-  wire \$4435 ;
+  wire [19:0] \$4433 ;
+  wire \$4434 ;
+  wire [19:0] \$4435 ;
   wire \$4436 ;
-  wire \$4437 ;
+  wire [19:0] \$4437 ;
   wire \$4438 ;
-  wire \$4439 ;
+  wire [19:0] \$4439 ;
   wire [6:0] \$444 ;
   wire \$4440 ;
-  wire \$4441 ;
+  wire [19:0] \$4441 ;
   wire \$4442 ;
-  wire \$4443 ;
+  wire [19:0] \$4443 ;
   wire \$4444 ;
-  wire \$4445 ;
+  wire [19:0] \$4445 ;
   wire \$4446 ;
-  wire \$4447 ;
+  wire [19:0] \$4447 ;
   wire \$4448 ;
-  wire \$4449 ;
+  wire [19:0] \$4449 ;
   wire [6:0] \$445 ;
   wire \$4450 ;
-  wire \$4451 ;
+  wire [19:0] \$4451 ;
   wire \$4452 ;
-  wire \$4453 ;
+  wire [19:0] \$4453 ;
   wire \$4454 ;
-  wire \$4455 ;
+  wire [19:0] \$4455 ;
   wire \$4456 ;
-  wire \$4457 ;
+  wire [19:0] \$4457 ;
   wire \$4458 ;
-  wire \$4459 ;
+  wire [19:0] \$4459 ;
   wire [6:0] \$446 ;
   wire \$4460 ;
-  wire \$4461 ;
+  wire [19:0] \$4461 ;
   wire \$4462 ;
-  wire \$4463 ;
+  wire [19:0] \$4463 ;
   wire \$4464 ;
-  wire \$4465 ;
+  wire [19:0] \$4465 ;
   wire \$4466 ;
   wire [19:0] \$4467 ;
   wire \$4468 ;
@@ -17476,73 +17476,73 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire [19:0] \$4749 ;
   wire [6:0] \$475 ;
   wire \$4750 ;
-  wire [19:0] \$4751 ;
+  wire \$4751 ;
   wire \$4752 ;
-  wire [19:0] \$4753 ;
+  wire \$4753 ;
   wire \$4754 ;
-  wire [19:0] \$4755 ;
+  wire \$4755 ;
   wire \$4756 ;
-  wire [19:0] \$4757 ;
+  wire \$4757 ;
   wire \$4758 ;
-  wire [19:0] \$4759 ;
+  wire \$4759 ;
   wire [6:0] \$476 ;
   wire \$4760 ;
-  wire [19:0] \$4761 ;
+  wire \$4761 ;
   wire \$4762 ;
-  wire [19:0] \$4763 ;
+  wire \$4763 ;
   wire \$4764 ;
   wire [19:0] \$4765 ;
   wire \$4766 ;
-  wire [19:0] \$4767 ;
-  wire \$4768 ;
-  wire [19:0] \$4769 ;
+  wire \$4767 ;
+  wire [6:0] \$4768 ;
+  wire [14:0] \$4769 ;
   wire \$477 ;
   wire \$4770 ;
-  wire [19:0] \$4771 ;
+  wire \$4771 ;
   wire \$4772 ;
-  wire [19:0] \$4773 ;
+  wire \$4773 ;
   wire \$4774 ;
-  wire [19:0] \$4775 ;
-  wire \$4776 ;
-  wire [19:0] \$4777 ;
+  wire \$4775 ;
+  wire [31:0] \$4776 ;
+  wire [31:0] \$4777 ;
   wire \$4778 ;
-  wire [19:0] \$4779 ;
+  wire [31:0] \$4779 ;
   wire [7:0] \$478 ;
-  wire \$4780 ;
-  wire [19:0] \$4781 ;
-  wire \$4782 ;
-  wire [19:0] \$4783 ;
+  wire [31:0] \$4780 ;
+  wire \$4781 ;
+  wire [31:0] \$4782 ;
+  wire [31:0] \$4783 ;
   wire \$4784 ;
-  wire [19:0] \$4785 ;
-  wire \$4786 ;
+  wire [31:0] \$4785 ;
+  wire [31:0] \$4786 ;
   wire \$4787 ;
-  wire \$4788 ;
-  wire \$4789 ;
+  wire [31:0] \$4788 ;
+  wire [31:0] \$4789 ;
   wire [7:0] \$479 ;
   wire \$4790 ;
-  wire \$4791 ;
-  wire \$4792 ;
+  wire [31:0] \$4791 ;
+  wire [31:0] \$4792 ;
   wire \$4793 ;
-  wire \$4794 ;
-  wire \$4795 ;
+  wire [31:0] \$4794 ;
+  wire [31:0] \$4795 ;
   wire \$4796 ;
-  wire \$4797 ;
-  wire \$4798 ;
+  wire [31:0] \$4797 ;
+  wire [31:0] \$4798 ;
   wire \$4799 ;
   wire [4:0] \$48 ;
   wire \$480 ;
-  wire \$4800 ;
-  wire [19:0] \$4801 ;
+  wire [31:0] \$4800 ;
+  wire [31:0] \$4801 ;
   wire \$4802 ;
-  wire \$4803 ;
-  wire [6:0] \$4804 ;
-  wire [14:0] \$4805 ;
-  wire \$4806 ;
-  wire \$4807 ;
+  wire [31:0] \$4803 ;
+  wire [31:0] \$4804 ;
+  wire \$4805 ;
+  wire [31:0] \$4806 ;
+  wire [31:0] \$4807 ;
   wire \$4808 ;
-  wire \$4809 ;
+  wire [31:0] \$4809 ;
   wire [6:0] \$481 ;
-  wire \$4810 ;
+  wire [31:0] \$4810 ;
   wire \$4811 ;
   wire [31:0] \$4812 ;
   wire [31:0] \$4813 ;
@@ -17610,48 +17610,48 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire [6:0] \$487 ;
   wire [31:0] \$4870 ;
   wire \$4871 ;
-  wire [31:0] \$4872 ;
-  wire [31:0] \$4873 ;
+  wire \$4872 ;
+  wire [1023:0] \$4873 ;
   wire \$4874 ;
-  wire [31:0] \$4875 ;
-  wire [31:0] \$4876 ;
+  wire \$4875 ;
+  wire \$4876 ;
   wire \$4877 ;
-  wire [31:0] \$4878 ;
-  wire [31:0] \$4879 ;
+  wire \$4878 ;
+  wire [19:0] \$4879 ;
   wire [6:0] \$488 ;
   wire \$4880 ;
-  wire [31:0] \$4881 ;
-  wire [31:0] \$4882 ;
+  wire \$4881 ;
+  wire \$4882 ;
   wire \$4883 ;
-  wire [31:0] \$4884 ;
-  wire [31:0] \$4885 ;
+  wire \$4884 ;
+  wire \$4885 ;
   wire \$4886 ;
-  wire [31:0] \$4887 ;
-  wire [31:0] \$4888 ;
+  wire \$4887 ;
+  wire [19:0] \$4888 ;
   wire \$4889 ;
   wire \$489 ;
-  wire [31:0] \$4890 ;
-  wire [31:0] \$4891 ;
+  wire \$4890 ;
+  wire \$4891 ;
   wire \$4892 ;
-  wire [31:0] \$4893 ;
-  wire [31:0] \$4894 ;
+  wire \$4893 ;
+  wire \$4894 ;
   wire \$4895 ;
-  wire [31:0] \$4896 ;
-  wire [31:0] \$4897 ;
+  wire \$4896 ;
+  wire [19:0] \$4897 ;
   wire \$4898 ;
-  wire [31:0] \$4899 ;
+  wire \$4899 ;
   wire \$49 ;
   wire \$490 ;
-  wire [31:0] \$4900 ;
+  wire \$4900 ;
   wire \$4901 ;
-  wire [31:0] \$4902 ;
-  wire [31:0] \$4903 ;
+  wire \$4902 ;
+  wire \$4903 ;
   wire \$4904 ;
-  wire [31:0] \$4905 ;
-  wire [31:0] \$4906 ;
+  wire \$4905 ;
+  wire [19:0] \$4906 ;
   wire \$4907 ;
   wire \$4908 ;
-  wire [1023:0] \$4909 ;
+  wire \$4909 ;
   wire [6:0] \$491 ;
   wire \$4910 ;
   wire \$4911 ;
@@ -17938,60 +17938,60 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire \$5164 ;
   wire \$5165 ;
   wire \$5166 ;
-  wire [19:0] \$5167 ;
+  wire \$5167 ;
   wire \$5168 ;
   wire \$5169 ;
   wire [6:0] \$517 ;
   wire \$5170 ;
   wire \$5171 ;
-  wire \$5172 ;
+  wire [31:0] \$5172 ;
   wire \$5173 ;
   wire \$5174 ;
-  wire \$5175 ;
-  wire [19:0] \$5176 ;
-  wire \$5177 ;
-  wire \$5178 ;
-  wire \$5179 ;
+  wire [1023:0] \$5175 ;
+  wire [1023:0] \$5176 ;
+  wire [1023:0] \$5177 ;
+  wire [1023:0] \$5178 ;
+  wire [31:0] \$5179 ;
   wire [6:0] \$518 ;
-  wire \$5180 ;
-  wire \$5181 ;
-  wire \$5182 ;
-  wire \$5183 ;
-  wire \$5184 ;
-  wire [19:0] \$5185 ;
-  wire \$5186 ;
-  wire \$5187 ;
-  wire \$5188 ;
-  wire \$5189 ;
+  wire [31:0] \$5180 ;
+  wire [31:0] \$5181 ;
+  wire [31:0] \$5182 ;
+  wire [31:0] \$5183 ;
+  wire [31:0] \$5184 ;
+  wire [31:0] \$5185 ;
+  wire [31:0] \$5186 ;
+  wire [31:0] \$5187 ;
+  wire [31:0] \$5188 ;
+  wire [31:0] \$5189 ;
   wire \$519 ;
-  wire \$5190 ;
-  wire \$5191 ;
-  wire \$5192 ;
-  wire \$5193 ;
-  wire [19:0] \$5194 ;
-  wire \$5195 ;
-  wire \$5196 ;
-  wire \$5197 ;
-  wire \$5198 ;
-  wire \$5199 ;
+  wire [31:0] \$5190 ;
+  wire [31:0] \$5191 ;
+  wire [31:0] \$5192 ;
+  wire [31:0] \$5193 ;
+  wire [31:0] \$5194 ;
+  wire [31:0] \$5195 ;
+  wire [31:0] \$5196 ;
+  wire [31:0] \$5197 ;
+  wire [31:0] \$5198 ;
+  wire [31:0] \$5199 ;
   wire \$52 ;
   wire \$520 ;
-  wire \$5200 ;
-  wire \$5201 ;
-  wire \$5202 ;
-  wire \$5203 ;
-  wire \$5204 ;
-  wire \$5205 ;
-  wire \$5206 ;
-  wire \$5207 ;
+  wire [31:0] \$5200 ;
+  wire [31:0] \$5201 ;
+  wire [31:0] \$5202 ;
+  wire [31:0] \$5203 ;
+  wire [31:0] \$5204 ;
+  wire [31:0] \$5205 ;
+  wire [31:0] \$5206 ;
+  wire [31:0] \$5207 ;
   wire [31:0] \$5208 ;
-  wire \$5209 ;
+  wire [31:0] \$5209 ;
   wire [6:0] \$521 ;
-  wire \$5210 ;
-  wire [1023:0] \$5211 ;
-  wire [1023:0] \$5212 ;
-  wire [1023:0] \$5213 ;
-  wire [1023:0] \$5214 ;
+  wire [31:0] \$5210 ;
+  wire [31:0] \$5211 ;
+  wire [31:0] \$5212 ;
+  wire [31:0] \$5213 ;
+  wire [31:0] \$5214 ;
   wire [31:0] \$5215 ;
   wire [31:0] \$5216 ;
   wire [31:0] \$5217 ;
@@ -18056,16 +18056,16 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire [31:0] \$5270 ;
   wire [31:0] \$5271 ;
   wire [31:0] \$5272 ;
-  wire [31:0] \$5273 ;
-  wire [31:0] \$5274 ;
+  wire \$5273 ;
+  wire \$5274 ;
   wire [31:0] \$5275 ;
   wire [31:0] \$5276 ;
-  wire [31:0] \$5277 ;
-  wire [31:0] \$5278 ;
+  wire \$5277 ;
+  wire \$5278 ;
   wire [31:0] \$5279 ;
   wire \$528 ;
-  wire [31:0] \$5280 ;
-  wire [31:0] \$5281 ;
+  wire \$5280 ;
+  wire \$5281 ;
   wire [31:0] \$5282 ;
   wire [31:0] \$5283 ;
   wire [31:0] \$5284 ;
@@ -18096,16 +18096,16 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire [31:0] \$5306 ;
   wire [31:0] \$5307 ;
   wire [31:0] \$5308 ;
-  wire \$5309 ;
+  wire [31:0] \$5309 ;
   wire \$531 ;
-  wire \$5310 ;
+  wire [31:0] \$5310 ;
   wire [31:0] \$5311 ;
   wire [31:0] \$5312 ;
-  wire \$5313 ;
-  wire \$5314 ;
+  wire [31:0] \$5313 ;
+  wire [31:0] \$5314 ;
   wire [31:0] \$5315 ;
-  wire \$5316 ;
-  wire \$5317 ;
+  wire [31:0] \$5316 ;
+  wire [31:0] \$5317 ;
   wire [31:0] \$5318 ;
   wire [31:0] \$5319 ;
   wire [6:0] \$532 ;
@@ -18171,16 +18171,16 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire [31:0] \$5374 ;
   wire [31:0] \$5375 ;
   wire [31:0] \$5376 ;
-  wire [31:0] \$5377 ;
-  wire [31:0] \$5378 ;
+  wire \$5377 ;
+  wire \$5378 ;
   wire [31:0] \$5379 ;
   wire [6:0] \$538 ;
   wire [31:0] \$5380 ;
-  wire [31:0] \$5381 ;
-  wire [31:0] \$5382 ;
+  wire \$5381 ;
+  wire \$5382 ;
   wire [31:0] \$5383 ;
-  wire [31:0] \$5384 ;
-  wire [31:0] \$5385 ;
+  wire \$5384 ;
+  wire \$5385 ;
   wire [31:0] \$5386 ;
   wire [31:0] \$5387 ;
   wire [31:0] \$5388 ;
@@ -18212,16 +18212,16 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire [31:0] \$5410 ;
   wire [31:0] \$5411 ;
   wire [31:0] \$5412 ;
-  wire \$5413 ;
-  wire \$5414 ;
+  wire [31:0] \$5413 ;
+  wire [31:0] \$5414 ;
   wire [31:0] \$5415 ;
   wire [31:0] \$5416 ;
-  wire \$5417 ;
-  wire \$5418 ;
+  wire [31:0] \$5417 ;
+  wire [31:0] \$5418 ;
   wire [31:0] \$5419 ;
   wire [6:0] \$542 ;
-  wire \$5420 ;
-  wire \$5421 ;
+  wire [31:0] \$5420 ;
+  wire [31:0] \$5421 ;
   wire [31:0] \$5422 ;
   wire [31:0] \$5423 ;
   wire [31:0] \$5424 ;
@@ -18287,15 +18287,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire [31:0] \$5479 ;
   wire [6:0] \$548 ;
   wire [31:0] \$5480 ;
-  wire [31:0] \$5481 ;
-  wire [31:0] \$5482 ;
+  wire \$5481 ;
+  wire \$5482 ;
   wire [31:0] \$5483 ;
   wire [31:0] \$5484 ;
-  wire [31:0] \$5485 ;
-  wire [31:0] \$5486 ;
+  wire \$5485 ;
+  wire \$5486 ;
   wire [31:0] \$5487 ;
-  wire [31:0] \$5488 ;
-  wire [31:0] \$5489 ;
+  wire \$5488 ;
+  wire \$5489 ;
   wire \$549 ;
   wire [31:0] \$5490 ;
   wire [31:0] \$5491 ;
@@ -18327,16 +18327,16 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire [31:0] \$5514 ;
   wire [31:0] \$5515 ;
   wire [31:0] \$5516 ;
-  wire \$5517 ;
-  wire \$5518 ;
+  wire [31:0] \$5517 ;
+  wire [31:0] \$5518 ;
   wire [31:0] \$5519 ;
   wire \$552 ;
   wire [31:0] \$5520 ;
-  wire \$5521 ;
-  wire \$5522 ;
+  wire [31:0] \$5521 ;
+  wire [31:0] \$5522 ;
   wire [31:0] \$5523 ;
-  wire \$5524 ;
-  wire \$5525 ;
+  wire [31:0] \$5524 ;
+  wire [31:0] \$5525 ;
   wire [31:0] \$5526 ;
   wire [31:0] \$5527 ;
   wire [31:0] \$5528 ;
@@ -18402,321 +18402,321 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire [31:0] \$5582 ;
   wire [31:0] \$5583 ;
   wire [31:0] \$5584 ;
-  wire [31:0] \$5585 ;
-  wire [31:0] \$5586 ;
+  wire \$5585 ;
+  wire \$5586 ;
   wire [31:0] \$5587 ;
   wire [31:0] \$5588 ;
-  wire [31:0] \$5589 ;
+  wire \$5589 ;
   wire \$559 ;
-  wire [31:0] \$5590 ;
+  wire \$5590 ;
   wire [31:0] \$5591 ;
-  wire [31:0] \$5592 ;
-  wire [31:0] \$5593 ;
+  wire \$5592 ;
+  wire \$5593 ;
   wire [31:0] \$5594 ;
-  wire [31:0] \$5595 ;
-  wire [31:0] \$5596 ;
-  wire [31:0] \$5597 ;
-  wire [31:0] \$5598 ;
-  wire [31:0] \$5599 ;
+  reg [19:0] \$5595 ;
+  reg [1:0] \$5596 ;
+  reg [5:0] \$5597 ;
+  reg [4:0] \$5598 ;
+  reg [5:0] \$5599 ;
   wire [4:0] \$56 ;
   wire \$560 ;
-  wire [31:0] \$5600 ;
-  wire [31:0] \$5601 ;
-  wire [31:0] \$5602 ;
-  wire [31:0] \$5603 ;
-  wire [31:0] \$5604 ;
-  wire [31:0] \$5605 ;
-  wire [31:0] \$5606 ;
-  wire [31:0] \$5607 ;
-  wire [31:0] \$5608 ;
-  wire [31:0] \$5609 ;
+  reg [4:0] \$5600 ;
+  reg [4:0] \$5601 ;
+  reg [5:0] \$5602 ;
+  reg [4:0] \$5603 ;
+  reg [5:0] \$5604 ;
+  reg [4:0] \$5605 ;
+  reg [4:0] \$5606 ;
+  reg [5:0] \$5607 ;
+  reg [4:0] \$5608 ;
+  reg [5:0] \$5609 ;
   wire \$561 ;
-  wire [31:0] \$5610 ;
-  wire [31:0] \$5611 ;
-  wire [31:0] \$5612 ;
-  wire [31:0] \$5613 ;
-  wire [31:0] \$5614 ;
-  wire [31:0] \$5615 ;
-  wire [31:0] \$5616 ;
-  wire [31:0] \$5617 ;
-  wire [31:0] \$5618 ;
-  wire [31:0] \$5619 ;
+  reg [4:0] \$5610 ;
+  reg [4:0] \$5611 ;
+  reg [5:0] \$5612 ;
+  reg [4:0] \$5613 ;
+  reg [5:0] \$5614 ;
+  reg [4:0] \$5615 ;
+  reg [4:0] \$5616 ;
+  reg [5:0] \$5617 ;
+  reg [4:0] \$5618 ;
+  reg [5:0] \$5619 ;
   wire \$562 ;
-  wire [31:0] \$5620 ;
-  wire \$5621 ;
-  wire \$5622 ;
-  wire [31:0] \$5623 ;
-  wire [31:0] \$5624 ;
-  wire \$5625 ;
-  wire \$5626 ;
-  wire [31:0] \$5627 ;
-  wire \$5628 ;
-  wire \$5629 ;
+  reg [4:0] \$5620 ;
+  reg [4:0] \$5621 ;
+  reg [5:0] \$5622 ;
+  reg [4:0] \$5623 ;
+  reg [5:0] \$5624 ;
+  reg [4:0] \$5625 ;
+  reg [4:0] \$5626 ;
+  reg [5:0] \$5627 ;
+  reg [4:0] \$5628 ;
+  reg [5:0] \$5629 ;
   wire [1:0] \$563 ;
-  wire [31:0] \$5630 ;
-  reg [19:0] \$5631 ;
-  reg [1:0] \$5632 ;
-  reg [5:0] \$5633 ;
-  reg [4:0] \$5634 ;
-  reg [5:0] \$5635 ;
+  reg [4:0] \$5630 ;
+  reg [4:0] \$5631 ;
+  reg [5:0] \$5632 ;
+  reg [4:0] \$5633 ;
+  reg [5:0] \$5634 ;
+  reg [4:0] \$5635 ;
   reg [4:0] \$5636 ;
-  reg [4:0] \$5637 ;
-  reg [5:0] \$5638 ;
-  reg [4:0] \$5639 ;
+  reg [5:0] \$5637 ;
+  reg [4:0] \$5638 ;
+  reg [5:0] \$5639 ;
   wire [4:0] \$564 ;
-  reg [5:0] \$5640 ;
+  reg [4:0] \$5640 ;
   reg [4:0] \$5641 ;
-  reg [4:0] \$5642 ;
-  reg [5:0] \$5643 ;
-  reg [4:0] \$5644 ;
-  reg [5:0] \$5645 ;
+  reg [5:0] \$5642 ;
+  reg [4:0] \$5643 ;
+  reg [5:0] \$5644 ;
+  reg [4:0] \$5645 ;
   reg [4:0] \$5646 ;
-  reg [4:0] \$5647 ;
-  reg [5:0] \$5648 ;
-  reg [4:0] \$5649 ;
+  reg [5:0] \$5647 ;
+  reg [4:0] \$5648 ;
+  reg [5:0] \$5649 ;
   wire [4:0] \$565 ;
-  reg [5:0] \$5650 ;
+  reg [4:0] \$5650 ;
   reg [4:0] \$5651 ;
-  reg [4:0] \$5652 ;
-  reg [5:0] \$5653 ;
-  reg [4:0] \$5654 ;
-  reg [5:0] \$5655 ;
+  reg [5:0] \$5652 ;
+  reg [4:0] \$5653 ;
+  reg [5:0] \$5654 ;
+  reg [4:0] \$5655 ;
   reg [4:0] \$5656 ;
-  reg [4:0] \$5657 ;
-  reg [5:0] \$5658 ;
-  reg [4:0] \$5659 ;
+  reg [5:0] \$5657 ;
+  reg [4:0] \$5658 ;
+  reg [5:0] \$5659 ;
   wire [4:0] \$566 ;
-  reg [5:0] \$5660 ;
+  reg [4:0] \$5660 ;
   reg [4:0] \$5661 ;
-  reg [4:0] \$5662 ;
-  reg [5:0] \$5663 ;
-  reg [4:0] \$5664 ;
-  reg [5:0] \$5665 ;
+  reg [5:0] \$5662 ;
+  reg [4:0] \$5663 ;
+  reg [5:0] \$5664 ;
+  reg [4:0] \$5665 ;
   reg [4:0] \$5666 ;
-  reg [4:0] \$5667 ;
-  reg [5:0] \$5668 ;
-  reg [4:0] \$5669 ;
+  reg [5:0] \$5667 ;
+  reg [4:0] \$5668 ;
+  reg [5:0] \$5669 ;
   wire \$567 ;
-  reg [5:0] \$5670 ;
+  reg [4:0] \$5670 ;
   reg [4:0] \$5671 ;
-  reg [4:0] \$5672 ;
-  reg [5:0] \$5673 ;
-  reg [4:0] \$5674 ;
-  reg [5:0] \$5675 ;
+  reg [5:0] \$5672 ;
+  reg [4:0] \$5673 ;
+  reg [5:0] \$5674 ;
+  reg [4:0] \$5675 ;
   reg [4:0] \$5676 ;
-  reg [4:0] \$5677 ;
-  reg [5:0] \$5678 ;
-  reg [4:0] \$5679 ;
+  reg [5:0] \$5677 ;
+  reg [4:0] \$5678 ;
+  reg [5:0] \$5679 ;
   wire [6:0] \$568 ;
-  reg [5:0] \$5680 ;
+  reg [4:0] \$5680 ;
   reg [4:0] \$5681 ;
-  reg [4:0] \$5682 ;
-  reg [5:0] \$5683 ;
-  reg [4:0] \$5684 ;
-  reg [5:0] \$5685 ;
+  reg [5:0] \$5682 ;
+  reg [4:0] \$5683 ;
+  reg [5:0] \$5684 ;
+  reg [4:0] \$5685 ;
   reg [4:0] \$5686 ;
-  reg [4:0] \$5687 ;
-  reg [5:0] \$5688 ;
-  reg [4:0] \$5689 ;
+  reg [5:0] \$5687 ;
+  reg [4:0] \$5688 ;
+  reg [5:0] \$5689 ;
   wire [6:0] \$569 ;
-  reg [5:0] \$5690 ;
+  reg [4:0] \$5690 ;
   reg [4:0] \$5691 ;
-  reg [4:0] \$5692 ;
-  reg [5:0] \$5693 ;
-  reg [4:0] \$5694 ;
-  reg [5:0] \$5695 ;
+  reg [5:0] \$5692 ;
+  reg [4:0] \$5693 ;
+  reg [5:0] \$5694 ;
+  reg [4:0] \$5695 ;
   reg [4:0] \$5696 ;
-  reg [4:0] \$5697 ;
-  reg [5:0] \$5698 ;
-  reg [4:0] \$5699 ;
+  reg [5:0] \$5697 ;
+  reg [4:0] \$5698 ;
+  reg [5:0] \$5699 ;
   wire \$57 ;
   wire \$570 ;
-  reg [5:0] \$5700 ;
+  reg [4:0] \$5700 ;
   reg [4:0] \$5701 ;
-  reg [4:0] \$5702 ;
-  reg [5:0] \$5703 ;
-  reg [4:0] \$5704 ;
-  reg [5:0] \$5705 ;
+  reg [5:0] \$5702 ;
+  reg [4:0] \$5703 ;
+  reg [5:0] \$5704 ;
+  reg [4:0] \$5705 ;
   reg [4:0] \$5706 ;
-  reg [4:0] \$5707 ;
-  reg [5:0] \$5708 ;
-  reg [4:0] \$5709 ;
+  reg [5:0] \$5707 ;
+  reg [4:0] \$5708 ;
+  reg [5:0] \$5709 ;
   wire \$571 ;
-  reg [5:0] \$5710 ;
+  reg [4:0] \$5710 ;
   reg [4:0] \$5711 ;
-  reg [4:0] \$5712 ;
-  reg [5:0] \$5713 ;
-  reg [4:0] \$5714 ;
-  reg [5:0] \$5715 ;
+  reg [5:0] \$5712 ;
+  reg [4:0] \$5713 ;
+  reg [5:0] \$5714 ;
+  reg [4:0] \$5715 ;
   reg [4:0] \$5716 ;
-  reg [4:0] \$5717 ;
-  reg [5:0] \$5718 ;
-  reg [4:0] \$5719 ;
+  reg [5:0] \$5717 ;
+  reg [4:0] \$5718 ;
+  reg [5:0] \$5719 ;
   wire [6:0] \$572 ;
-  reg [5:0] \$5720 ;
+  reg [4:0] \$5720 ;
   reg [4:0] \$5721 ;
-  reg [4:0] \$5722 ;
-  reg [5:0] \$5723 ;
-  reg [4:0] \$5724 ;
-  reg [5:0] \$5725 ;
+  reg [5:0] \$5722 ;
+  reg [4:0] \$5723 ;
+  reg [5:0] \$5724 ;
+  reg [4:0] \$5725 ;
   reg [4:0] \$5726 ;
-  reg [4:0] \$5727 ;
-  reg [5:0] \$5728 ;
-  reg [4:0] \$5729 ;
+  reg [5:0] \$5727 ;
+  reg [4:0] \$5728 ;
+  reg [5:0] \$5729 ;
   wire [6:0] \$573 ;
-  reg [5:0] \$5730 ;
+  reg [4:0] \$5730 ;
   reg [4:0] \$5731 ;
-  reg [4:0] \$5732 ;
-  reg [5:0] \$5733 ;
-  reg [4:0] \$5734 ;
-  reg [5:0] \$5735 ;
+  reg [5:0] \$5732 ;
+  reg [4:0] \$5733 ;
+  reg [5:0] \$5734 ;
+  reg [4:0] \$5735 ;
   reg [4:0] \$5736 ;
-  reg [4:0] \$5737 ;
-  reg [5:0] \$5738 ;
-  reg [4:0] \$5739 ;
+  reg [5:0] \$5737 ;
+  reg [4:0] \$5738 ;
+  reg [5:0] \$5739 ;
   wire [6:0] \$574 ;
-  reg [5:0] \$5740 ;
+  reg [4:0] \$5740 ;
   reg [4:0] \$5741 ;
-  reg [4:0] \$5742 ;
-  reg [5:0] \$5743 ;
-  reg [4:0] \$5744 ;
-  reg [5:0] \$5745 ;
+  reg [5:0] \$5742 ;
+  reg [4:0] \$5743 ;
+  reg [5:0] \$5744 ;
+  reg [4:0] \$5745 ;
   reg [4:0] \$5746 ;
-  reg [4:0] \$5747 ;
-  reg [5:0] \$5748 ;
-  reg [4:0] \$5749 ;
+  reg [5:0] \$5747 ;
+  reg [4:0] \$5748 ;
+  reg [5:0] \$5749 ;
   wire \$575 ;
-  reg [5:0] \$5750 ;
+  reg [4:0] \$5750 ;
   reg [4:0] \$5751 ;
-  reg [4:0] \$5752 ;
-  reg [5:0] \$5753 ;
-  reg [4:0] \$5754 ;
-  reg [5:0] \$5755 ;
+  reg [5:0] \$5752 ;
+  reg [4:0] \$5753 ;
+  reg [5:0] \$5754 ;
+  reg [4:0] \$5755 ;
   reg [4:0] \$5756 ;
-  reg [4:0] \$5757 ;
-  reg [5:0] \$5758 ;
-  reg [4:0] \$5759 ;
+  reg \$5757 ;
+  reg \$5758 ;
+  reg [6:0] \$5759 ;
   wire [6:0] \$576 ;
   reg [5:0] \$5760 ;
-  reg [4:0] \$5761 ;
-  reg [4:0] \$5762 ;
-  reg [5:0] \$5763 ;
-  reg [4:0] \$5764 ;
-  reg [5:0] \$5765 ;
-  reg [4:0] \$5766 ;
-  reg [4:0] \$5767 ;
-  reg [5:0] \$5768 ;
-  reg [4:0] \$5769 ;
+  reg [511:0] \$5761 ;
+  reg \$5762 ;
+  reg \$5763 ;
+  reg \$5764 ;
+  reg \$5765 ;
+  reg \$5766 ;
+  reg [6:0] \$5767 ;
+  reg [6:0] \$5768 ;
+  reg [5:0] \$5769 ;
   wire [6:0] \$577 ;
   reg [5:0] \$5770 ;
-  reg [4:0] \$5771 ;
-  reg [4:0] \$5772 ;
-  reg [5:0] \$5773 ;
-  reg [4:0] \$5774 ;
-  reg [5:0] \$5775 ;
-  reg [4:0] \$5776 ;
-  reg [4:0] \$5777 ;
-  reg [5:0] \$5778 ;
-  reg [4:0] \$5779 ;
+  reg \$5771 ;
+  reg \$5772 ;
+  reg \$5773 ;
+  reg \$5774 ;
+  reg [6:0] \$5775 ;
+  reg [6:0] \$5776 ;
+  reg \$5777 ;
+  reg \$5778 ;
+  reg \$5779 ;
   wire [6:0] \$578 ;
-  reg [5:0] \$5780 ;
-  reg [4:0] \$5781 ;
-  reg [4:0] \$5782 ;
-  reg [5:0] \$5783 ;
-  reg [4:0] \$5784 ;
-  reg [5:0] \$5785 ;
-  reg [4:0] \$5786 ;
-  reg [4:0] \$5787 ;
-  reg [5:0] \$5788 ;
-  reg [4:0] \$5789 ;
+  reg \$5780 ;
+  reg [6:0] \$5781 ;
+  reg [5:0] \$5782 ;
+  reg [511:0] \$5783 ;
+  reg \$5784 ;
+  reg \$5785 ;
+  reg \$5786 ;
+  reg \$5787 ;
+  reg \$5788 ;
+  reg [6:0] \$5789 ;
   wire \$579 ;
-  reg [5:0] \$5790 ;
-  reg [4:0] \$5791 ;
-  reg [4:0] \$5792 ;
+  reg [6:0] \$5790 ;
+  reg [5:0] \$5791 ;
+  reg [5:0] \$5792 ;
   reg \$5793 ;
   reg \$5794 ;
-  reg [6:0] \$5795 ;
-  reg [5:0] \$5796 ;
-  reg [511:0] \$5797 ;
-  reg \$5798 ;
+  reg \$5795 ;
+  reg \$5796 ;
+  reg [6:0] \$5797 ;
+  reg [6:0] \$5798 ;
   reg \$5799 ;
   wire [6:0] \$58 ;
   wire [7:0] \$580 ;
   reg \$5800 ;
-  reg \$5801 ;
-  reg \$5802 ;
-  reg [6:0] \$5803 ;
-  reg [6:0] \$5804 ;
-  reg [5:0] \$5805 ;
-  reg [5:0] \$5806 ;
-  reg \$5807 ;
-  reg \$5808 ;
-  reg \$5809 ;
+  reg [25:0] \$5801 ;
+  reg [25:0] \$5802 ;
+  reg [25:0] \$5803 ;
+  reg [25:0] \$5804 ;
+  reg [25:0] \$5805 ;
+  reg [25:0] \$5806 ;
+  reg [25:0] \$5807 ;
+  reg [25:0] \$5808 ;
+  reg [25:0] \$5809 ;
   wire [7:0] \$581 ;
-  reg \$5810 ;
-  reg [6:0] \$5811 ;
-  reg [6:0] \$5812 ;
-  reg \$5813 ;
-  reg \$5814 ;
-  reg \$5815 ;
-  reg \$5816 ;
-  reg [6:0] \$5817 ;
-  reg [5:0] \$5818 ;
-  reg [511:0] \$5819 ;
+  reg [25:0] \$5810 ;
+  reg [25:0] \$5811 ;
+  reg [25:0] \$5812 ;
+  reg [25:0] \$5813 ;
+  reg [25:0] \$5814 ;
+  reg [25:0] \$5815 ;
+  reg [25:0] \$5816 ;
+  reg [25:0] \$5817 ;
+  reg [25:0] \$5818 ;
+  reg [25:0] \$5819 ;
   wire \$582 ;
-  reg \$5820 ;
-  reg \$5821 ;
-  reg \$5822 ;
-  reg \$5823 ;
-  reg \$5824 ;
-  reg [6:0] \$5825 ;
-  reg [6:0] \$5826 ;
-  reg [5:0] \$5827 ;
-  reg [5:0] \$5828 ;
+  reg [25:0] \$5820 ;
+  reg [25:0] \$5821 ;
+  reg [25:0] \$5822 ;
+  reg [25:0] \$5823 ;
+  reg [25:0] \$5824 ;
+  reg [25:0] \$5825 ;
+  reg [25:0] \$5826 ;
+  reg [25:0] \$5827 ;
+  reg \$5828 ;
   reg \$5829 ;
   wire [6:0] \$583 ;
-  reg \$5830 ;
-  reg \$5831 ;
+  reg [1:0] \$5830 ;
+  reg [6:0] \$5831 ;
   reg \$5832 ;
-  reg [6:0] \$5833 ;
-  reg [6:0] \$5834 ;
-  reg \$5835 ;
-  reg \$5836 ;
-  reg [25:0] \$5837 ;
-  reg [25:0] \$5838 ;
-  reg [25:0] \$5839 ;
+  reg [31:0] \$5833 ;
+  reg [31:0] \$5834 ;
+  reg [31:0] \$5835 ;
+  reg [31:0] \$5836 ;
+  reg [31:0] \$5837 ;
+  reg [31:0] \$5838 ;
+  reg [31:0] \$5839 ;
   wire [6:0] \$584 ;
-  reg [25:0] \$5840 ;
-  reg [25:0] \$5841 ;
-  reg [25:0] \$5842 ;
-  reg [25:0] \$5843 ;
-  reg [25:0] \$5844 ;
-  reg [25:0] \$5845 ;
-  reg [25:0] \$5846 ;
-  reg [25:0] \$5847 ;
-  reg [25:0] \$5848 ;
-  reg [25:0] \$5849 ;
+  reg [31:0] \$5840 ;
+  reg [31:0] \$5841 ;
+  reg [31:0] \$5842 ;
+  reg [31:0] \$5843 ;
+  reg [31:0] \$5844 ;
+  reg [31:0] \$5845 ;
+  reg [31:0] \$5846 ;
+  reg [31:0] \$5847 ;
+  reg [31:0] \$5848 ;
+  reg [31:0] \$5849 ;
   wire \$585 ;
-  reg [25:0] \$5850 ;
-  reg [25:0] \$5851 ;
-  reg [25:0] \$5852 ;
-  reg [25:0] \$5853 ;
-  reg [25:0] \$5854 ;
-  reg [25:0] \$5855 ;
-  reg [25:0] \$5856 ;
-  reg [25:0] \$5857 ;
-  reg [25:0] \$5858 ;
-  reg [25:0] \$5859 ;
+  reg [31:0] \$5850 ;
+  reg [31:0] \$5851 ;
+  reg [31:0] \$5852 ;
+  reg [31:0] \$5853 ;
+  reg [31:0] \$5854 ;
+  reg [31:0] \$5855 ;
+  reg [31:0] \$5856 ;
+  reg [31:0] \$5857 ;
+  reg [31:0] \$5858 ;
+  reg [31:0] \$5859 ;
   wire [3:0] \$586 ;
-  reg [25:0] \$5860 ;
-  reg [25:0] \$5861 ;
-  reg [25:0] \$5862 ;
-  reg [25:0] \$5863 ;
-  reg \$5864 ;
-  reg \$5865 ;
-  reg [1:0] \$5866 ;
-  reg [6:0] \$5867 ;
-  reg \$5868 ;
+  reg [31:0] \$5860 ;
+  reg [31:0] \$5861 ;
+  reg [31:0] \$5862 ;
+  reg [31:0] \$5863 ;
+  reg [31:0] \$5864 ;
+  reg [31:0] \$5865 ;
+  reg [31:0] \$5866 ;
+  reg [31:0] \$5867 ;
+  reg [31:0] \$5868 ;
   reg [31:0] \$5869 ;
   wire [7:0] \$587 ;
   reg [31:0] \$5870 ;
@@ -19003,46 +19003,10 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   reg [31:0] \$6122 ;
   reg [31:0] \$6123 ;
   reg [31:0] \$6124 ;
-  reg [31:0] \$6125 ;
-  reg [31:0] \$6126 ;
-  reg [31:0] \$6127 ;
-  reg [31:0] \$6128 ;
-  reg [31:0] \$6129 ;
   wire \$613 ;
-  reg [31:0] \$6130 ;
-  reg [31:0] \$6131 ;
-  reg [31:0] \$6132 ;
-  reg [31:0] \$6133 ;
-  reg [31:0] \$6134 ;
-  reg [31:0] \$6135 ;
-  reg [31:0] \$6136 ;
-  reg [31:0] \$6137 ;
-  reg [31:0] \$6138 ;
-  reg [31:0] \$6139 ;
   wire [1:0] \$614 ;
-  reg [31:0] \$6140 ;
-  reg [31:0] \$6141 ;
-  reg [31:0] \$6142 ;
-  reg [31:0] \$6143 ;
-  reg [31:0] \$6144 ;
-  reg [31:0] \$6145 ;
-  reg [31:0] \$6146 ;
-  reg [31:0] \$6147 ;
-  reg [31:0] \$6148 ;
-  reg [31:0] \$6149 ;
   wire [4:0] \$615 ;
-  reg [31:0] \$6150 ;
-  reg [31:0] \$6151 ;
-  reg [31:0] \$6152 ;
-  reg [31:0] \$6153 ;
-  reg [31:0] \$6154 ;
-  reg [31:0] \$6155 ;
-  reg [31:0] \$6156 ;
-  reg [31:0] \$6157 ;
-  reg [31:0] \$6158 ;
-  reg [31:0] \$6159 ;
   wire [4:0] \$616 ;
-  reg [31:0] \$6160 ;
   wire [4:0] \$617 ;
   wire \$618 ;
   wire [6:0] \$619 ;
@@ -20099,8 +20063,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   reg \mac_row1_d2$218  = 1'h0;
   input [19:0] n_cols;
   wire [19:0] n_cols;
-  input [19:0] \n_cols$839 ;
-  wire [19:0] \n_cols$839 ;
+  input [19:0] \n_cols$837 ;
+  wire [19:0] \n_cols$837 ;
   reg [19:0] n_last = 20'h00000;
   input [7:0] n_words;
   wire [7:0] n_words;
@@ -21275,69 +21239,69 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   end
   always @(posedge clk) begin
     if (\$signature__en$989 [0])
-      acc_bank0_0[\$2364 [6:0]][31:0] <= acc_w_data0[31:0];
+      acc_bank0_0[\$2328 [6:0]][31:0] <= acc_w_data0[31:0];
     if (\$signature__en$989 [1])
-      acc_bank0_0[\$2364 [6:0]][63:32] <= acc_w_data0[63:32];
+      acc_bank0_0[\$2328 [6:0]][63:32] <= acc_w_data0[63:32];
     if (\$signature__en$989 [2])
-      acc_bank0_0[\$2364 [6:0]][95:64] <= acc_w_data0[95:64];
+      acc_bank0_0[\$2328 [6:0]][95:64] <= acc_w_data0[95:64];
     if (\$signature__en$989 [3])
-      acc_bank0_0[\$2364 [6:0]][127:96] <= acc_w_data0[127:96];
+      acc_bank0_0[\$2328 [6:0]][127:96] <= acc_w_data0[127:96];
     if (\$signature__en$989 [4])
-      acc_bank0_0[\$2364 [6:0]][159:128] <= acc_w_data0[159:128];
+      acc_bank0_0[\$2328 [6:0]][159:128] <= acc_w_data0[159:128];
     if (\$signature__en$989 [5])
-      acc_bank0_0[\$2364 [6:0]][191:160] <= acc_w_data0[191:160];
+      acc_bank0_0[\$2328 [6:0]][191:160] <= acc_w_data0[191:160];
     if (\$signature__en$989 [6])
-      acc_bank0_0[\$2364 [6:0]][223:192] <= acc_w_data0[223:192];
+      acc_bank0_0[\$2328 [6:0]][223:192] <= acc_w_data0[223:192];
     if (\$signature__en$989 [7])
-      acc_bank0_0[\$2364 [6:0]][255:224] <= acc_w_data0[255:224];
+      acc_bank0_0[\$2328 [6:0]][255:224] <= acc_w_data0[255:224];
     if (\$signature__en$989 [8])
-      acc_bank0_0[\$2364 [6:0]][287:256] <= acc_w_data0[287:256];
+      acc_bank0_0[\$2328 [6:0]][287:256] <= acc_w_data0[287:256];
     if (\$signature__en$989 [9])
-      acc_bank0_0[\$2364 [6:0]][319:288] <= acc_w_data0[319:288];
+      acc_bank0_0[\$2328 [6:0]][319:288] <= acc_w_data0[319:288];
     if (\$signature__en$989 [10])
-      acc_bank0_0[\$2364 [6:0]][351:320] <= acc_w_data0[351:320];
+      acc_bank0_0[\$2328 [6:0]][351:320] <= acc_w_data0[351:320];
     if (\$signature__en$989 [11])
-      acc_bank0_0[\$2364 [6:0]][383:352] <= acc_w_data0[383:352];
+      acc_bank0_0[\$2328 [6:0]][383:352] <= acc_w_data0[383:352];
     if (\$signature__en$989 [12])
-      acc_bank0_0[\$2364 [6:0]][415:384] <= acc_w_data0[415:384];
+      acc_bank0_0[\$2328 [6:0]][415:384] <= acc_w_data0[415:384];
     if (\$signature__en$989 [13])
-      acc_bank0_0[\$2364 [6:0]][447:416] <= acc_w_data0[447:416];
+      acc_bank0_0[\$2328 [6:0]][447:416] <= acc_w_data0[447:416];
     if (\$signature__en$989 [14])
-      acc_bank0_0[\$2364 [6:0]][479:448] <= acc_w_data0[479:448];
+      acc_bank0_0[\$2328 [6:0]][479:448] <= acc_w_data0[479:448];
     if (\$signature__en$989 [15])
-      acc_bank0_0[\$2364 [6:0]][511:480] <= acc_w_data0[511:480];
+      acc_bank0_0[\$2328 [6:0]][511:480] <= acc_w_data0[511:480];
     if (\$signature__en$989 [16])
-      acc_bank0_0[\$2364 [6:0]][543:512] <= acc_w_data0[543:512];
+      acc_bank0_0[\$2328 [6:0]][543:512] <= acc_w_data0[543:512];
     if (\$signature__en$989 [17])
-      acc_bank0_0[\$2364 [6:0]][575:544] <= acc_w_data0[575:544];
+      acc_bank0_0[\$2328 [6:0]][575:544] <= acc_w_data0[575:544];
     if (\$signature__en$989 [18])
-      acc_bank0_0[\$2364 [6:0]][607:576] <= acc_w_data0[607:576];
+      acc_bank0_0[\$2328 [6:0]][607:576] <= acc_w_data0[607:576];
     if (\$signature__en$989 [19])
-      acc_bank0_0[\$2364 [6:0]][639:608] <= acc_w_data0[639:608];
+      acc_bank0_0[\$2328 [6:0]][639:608] <= acc_w_data0[639:608];
     if (\$signature__en$989 [20])
-      acc_bank0_0[\$2364 [6:0]][671:640] <= acc_w_data0[671:640];
+      acc_bank0_0[\$2328 [6:0]][671:640] <= acc_w_data0[671:640];
     if (\$signature__en$989 [21])
-      acc_bank0_0[\$2364 [6:0]][703:672] <= acc_w_data0[703:672];
+      acc_bank0_0[\$2328 [6:0]][703:672] <= acc_w_data0[703:672];
     if (\$signature__en$989 [22])
-      acc_bank0_0[\$2364 [6:0]][735:704] <= acc_w_data0[735:704];
+      acc_bank0_0[\$2328 [6:0]][735:704] <= acc_w_data0[735:704];
     if (\$signature__en$989 [23])
-      acc_bank0_0[\$2364 [6:0]][767:736] <= acc_w_data0[767:736];
+      acc_bank0_0[\$2328 [6:0]][767:736] <= acc_w_data0[767:736];
     if (\$signature__en$989 [24])
-      acc_bank0_0[\$2364 [6:0]][799:768] <= acc_w_data0[799:768];
+      acc_bank0_0[\$2328 [6:0]][799:768] <= acc_w_data0[799:768];
     if (\$signature__en$989 [25])
-      acc_bank0_0[\$2364 [6:0]][831:800] <= acc_w_data0[831:800];
+      acc_bank0_0[\$2328 [6:0]][831:800] <= acc_w_data0[831:800];
     if (\$signature__en$989 [26])
-      acc_bank0_0[\$2364 [6:0]][863:832] <= acc_w_data0[863:832];
+      acc_bank0_0[\$2328 [6:0]][863:832] <= acc_w_data0[863:832];
     if (\$signature__en$989 [27])
-      acc_bank0_0[\$2364 [6:0]][895:864] <= acc_w_data0[895:864];
+      acc_bank0_0[\$2328 [6:0]][895:864] <= acc_w_data0[895:864];
     if (\$signature__en$989 [28])
-      acc_bank0_0[\$2364 [6:0]][927:896] <= acc_w_data0[927:896];
+      acc_bank0_0[\$2328 [6:0]][927:896] <= acc_w_data0[927:896];
     if (\$signature__en$989 [29])
-      acc_bank0_0[\$2364 [6:0]][959:928] <= acc_w_data0[959:928];
+      acc_bank0_0[\$2328 [6:0]][959:928] <= acc_w_data0[959:928];
     if (\$signature__en$989 [30])
-      acc_bank0_0[\$2364 [6:0]][991:960] <= acc_w_data0[991:960];
+      acc_bank0_0[\$2328 [6:0]][991:960] <= acc_w_data0[991:960];
     if (\$signature__en$989 [31])
-      acc_bank0_0[\$2364 [6:0]][1023:992] <= acc_w_data0[1023:992];
+      acc_bank0_0[\$2328 [6:0]][1023:992] <= acc_w_data0[1023:992];
   end
   assign acc_r__data = acc_bank0_0[acc_r__addr];
   reg [1023:0] acc_bank0_1 [127:0];
@@ -21473,69 +21437,69 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   end
   always @(posedge clk) begin
     if (\$signature__en$992 [0])
-      acc_bank0_1[\$2364 [6:0]][31:0] <= acc_w_data0[31:0];
+      acc_bank0_1[\$2328 [6:0]][31:0] <= acc_w_data0[31:0];
     if (\$signature__en$992 [1])
-      acc_bank0_1[\$2364 [6:0]][63:32] <= acc_w_data0[63:32];
+      acc_bank0_1[\$2328 [6:0]][63:32] <= acc_w_data0[63:32];
     if (\$signature__en$992 [2])
-      acc_bank0_1[\$2364 [6:0]][95:64] <= acc_w_data0[95:64];
+      acc_bank0_1[\$2328 [6:0]][95:64] <= acc_w_data0[95:64];
     if (\$signature__en$992 [3])
-      acc_bank0_1[\$2364 [6:0]][127:96] <= acc_w_data0[127:96];
+      acc_bank0_1[\$2328 [6:0]][127:96] <= acc_w_data0[127:96];
     if (\$signature__en$992 [4])
-      acc_bank0_1[\$2364 [6:0]][159:128] <= acc_w_data0[159:128];
+      acc_bank0_1[\$2328 [6:0]][159:128] <= acc_w_data0[159:128];
     if (\$signature__en$992 [5])
-      acc_bank0_1[\$2364 [6:0]][191:160] <= acc_w_data0[191:160];
+      acc_bank0_1[\$2328 [6:0]][191:160] <= acc_w_data0[191:160];
     if (\$signature__en$992 [6])
-      acc_bank0_1[\$2364 [6:0]][223:192] <= acc_w_data0[223:192];
+      acc_bank0_1[\$2328 [6:0]][223:192] <= acc_w_data0[223:192];
     if (\$signature__en$992 [7])
-      acc_bank0_1[\$2364 [6:0]][255:224] <= acc_w_data0[255:224];
+      acc_bank0_1[\$2328 [6:0]][255:224] <= acc_w_data0[255:224];
     if (\$signature__en$992 [8])
-      acc_bank0_1[\$2364 [6:0]][287:256] <= acc_w_data0[287:256];
+      acc_bank0_1[\$2328 [6:0]][287:256] <= acc_w_data0[287:256];
     if (\$signature__en$992 [9])
-      acc_bank0_1[\$2364 [6:0]][319:288] <= acc_w_data0[319:288];
+      acc_bank0_1[\$2328 [6:0]][319:288] <= acc_w_data0[319:288];
     if (\$signature__en$992 [10])
-      acc_bank0_1[\$2364 [6:0]][351:320] <= acc_w_data0[351:320];
+      acc_bank0_1[\$2328 [6:0]][351:320] <= acc_w_data0[351:320];
     if (\$signature__en$992 [11])
-      acc_bank0_1[\$2364 [6:0]][383:352] <= acc_w_data0[383:352];
+      acc_bank0_1[\$2328 [6:0]][383:352] <= acc_w_data0[383:352];
     if (\$signature__en$992 [12])
-      acc_bank0_1[\$2364 [6:0]][415:384] <= acc_w_data0[415:384];
+      acc_bank0_1[\$2328 [6:0]][415:384] <= acc_w_data0[415:384];
     if (\$signature__en$992 [13])
-      acc_bank0_1[\$2364 [6:0]][447:416] <= acc_w_data0[447:416];
+      acc_bank0_1[\$2328 [6:0]][447:416] <= acc_w_data0[447:416];
     if (\$signature__en$992 [14])
-      acc_bank0_1[\$2364 [6:0]][479:448] <= acc_w_data0[479:448];
+      acc_bank0_1[\$2328 [6:0]][479:448] <= acc_w_data0[479:448];
     if (\$signature__en$992 [15])
-      acc_bank0_1[\$2364 [6:0]][511:480] <= acc_w_data0[511:480];
+      acc_bank0_1[\$2328 [6:0]][511:480] <= acc_w_data0[511:480];
     if (\$signature__en$992 [16])
-      acc_bank0_1[\$2364 [6:0]][543:512] <= acc_w_data0[543:512];
+      acc_bank0_1[\$2328 [6:0]][543:512] <= acc_w_data0[543:512];
     if (\$signature__en$992 [17])
-      acc_bank0_1[\$2364 [6:0]][575:544] <= acc_w_data0[575:544];
+      acc_bank0_1[\$2328 [6:0]][575:544] <= acc_w_data0[575:544];
     if (\$signature__en$992 [18])
-      acc_bank0_1[\$2364 [6:0]][607:576] <= acc_w_data0[607:576];
+      acc_bank0_1[\$2328 [6:0]][607:576] <= acc_w_data0[607:576];
     if (\$signature__en$992 [19])
-      acc_bank0_1[\$2364 [6:0]][639:608] <= acc_w_data0[639:608];
+      acc_bank0_1[\$2328 [6:0]][639:608] <= acc_w_data0[639:608];
     if (\$signature__en$992 [20])
-      acc_bank0_1[\$2364 [6:0]][671:640] <= acc_w_data0[671:640];
+      acc_bank0_1[\$2328 [6:0]][671:640] <= acc_w_data0[671:640];
     if (\$signature__en$992 [21])
-      acc_bank0_1[\$2364 [6:0]][703:672] <= acc_w_data0[703:672];
+      acc_bank0_1[\$2328 [6:0]][703:672] <= acc_w_data0[703:672];
     if (\$signature__en$992 [22])
-      acc_bank0_1[\$2364 [6:0]][735:704] <= acc_w_data0[735:704];
+      acc_bank0_1[\$2328 [6:0]][735:704] <= acc_w_data0[735:704];
     if (\$signature__en$992 [23])
-      acc_bank0_1[\$2364 [6:0]][767:736] <= acc_w_data0[767:736];
+      acc_bank0_1[\$2328 [6:0]][767:736] <= acc_w_data0[767:736];
     if (\$signature__en$992 [24])
-      acc_bank0_1[\$2364 [6:0]][799:768] <= acc_w_data0[799:768];
+      acc_bank0_1[\$2328 [6:0]][799:768] <= acc_w_data0[799:768];
     if (\$signature__en$992 [25])
-      acc_bank0_1[\$2364 [6:0]][831:800] <= acc_w_data0[831:800];
+      acc_bank0_1[\$2328 [6:0]][831:800] <= acc_w_data0[831:800];
     if (\$signature__en$992 [26])
-      acc_bank0_1[\$2364 [6:0]][863:832] <= acc_w_data0[863:832];
+      acc_bank0_1[\$2328 [6:0]][863:832] <= acc_w_data0[863:832];
     if (\$signature__en$992 [27])
-      acc_bank0_1[\$2364 [6:0]][895:864] <= acc_w_data0[895:864];
+      acc_bank0_1[\$2328 [6:0]][895:864] <= acc_w_data0[895:864];
     if (\$signature__en$992 [28])
-      acc_bank0_1[\$2364 [6:0]][927:896] <= acc_w_data0[927:896];
+      acc_bank0_1[\$2328 [6:0]][927:896] <= acc_w_data0[927:896];
     if (\$signature__en$992 [29])
-      acc_bank0_1[\$2364 [6:0]][959:928] <= acc_w_data0[959:928];
+      acc_bank0_1[\$2328 [6:0]][959:928] <= acc_w_data0[959:928];
     if (\$signature__en$992 [30])
-      acc_bank0_1[\$2364 [6:0]][991:960] <= acc_w_data0[991:960];
+      acc_bank0_1[\$2328 [6:0]][991:960] <= acc_w_data0[991:960];
     if (\$signature__en$992 [31])
-      acc_bank0_1[\$2364 [6:0]][1023:992] <= acc_w_data0[1023:992];
+      acc_bank0_1[\$2328 [6:0]][1023:992] <= acc_w_data0[1023:992];
   end
   assign \acc_r__data$878  = acc_bank0_1[\acc_r__addr$875 ];
   reg [1023:0] acc_bank1_0 [127:0];
@@ -21671,69 +21635,69 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   end
   always @(posedge clk) begin
     if (\$signature__en$1111 [0])
-      acc_bank1_0[\$3181 [6:0]][31:0] <= acc_w_data1[31:0];
+      acc_bank1_0[\$3145 [6:0]][31:0] <= acc_w_data1[31:0];
     if (\$signature__en$1111 [1])
-      acc_bank1_0[\$3181 [6:0]][63:32] <= acc_w_data1[63:32];
+      acc_bank1_0[\$3145 [6:0]][63:32] <= acc_w_data1[63:32];
     if (\$signature__en$1111 [2])
-      acc_bank1_0[\$3181 [6:0]][95:64] <= acc_w_data1[95:64];
+      acc_bank1_0[\$3145 [6:0]][95:64] <= acc_w_data1[95:64];
     if (\$signature__en$1111 [3])
-      acc_bank1_0[\$3181 [6:0]][127:96] <= acc_w_data1[127:96];
+      acc_bank1_0[\$3145 [6:0]][127:96] <= acc_w_data1[127:96];
     if (\$signature__en$1111 [4])
-      acc_bank1_0[\$3181 [6:0]][159:128] <= acc_w_data1[159:128];
+      acc_bank1_0[\$3145 [6:0]][159:128] <= acc_w_data1[159:128];
     if (\$signature__en$1111 [5])
-      acc_bank1_0[\$3181 [6:0]][191:160] <= acc_w_data1[191:160];
+      acc_bank1_0[\$3145 [6:0]][191:160] <= acc_w_data1[191:160];
     if (\$signature__en$1111 [6])
-      acc_bank1_0[\$3181 [6:0]][223:192] <= acc_w_data1[223:192];
+      acc_bank1_0[\$3145 [6:0]][223:192] <= acc_w_data1[223:192];
     if (\$signature__en$1111 [7])
-      acc_bank1_0[\$3181 [6:0]][255:224] <= acc_w_data1[255:224];
+      acc_bank1_0[\$3145 [6:0]][255:224] <= acc_w_data1[255:224];
     if (\$signature__en$1111 [8])
-      acc_bank1_0[\$3181 [6:0]][287:256] <= acc_w_data1[287:256];
+      acc_bank1_0[\$3145 [6:0]][287:256] <= acc_w_data1[287:256];
     if (\$signature__en$1111 [9])
-      acc_bank1_0[\$3181 [6:0]][319:288] <= acc_w_data1[319:288];
+      acc_bank1_0[\$3145 [6:0]][319:288] <= acc_w_data1[319:288];
     if (\$signature__en$1111 [10])
-      acc_bank1_0[\$3181 [6:0]][351:320] <= acc_w_data1[351:320];
+      acc_bank1_0[\$3145 [6:0]][351:320] <= acc_w_data1[351:320];
     if (\$signature__en$1111 [11])
-      acc_bank1_0[\$3181 [6:0]][383:352] <= acc_w_data1[383:352];
+      acc_bank1_0[\$3145 [6:0]][383:352] <= acc_w_data1[383:352];
     if (\$signature__en$1111 [12])
-      acc_bank1_0[\$3181 [6:0]][415:384] <= acc_w_data1[415:384];
+      acc_bank1_0[\$3145 [6:0]][415:384] <= acc_w_data1[415:384];
     if (\$signature__en$1111 [13])
-      acc_bank1_0[\$3181 [6:0]][447:416] <= acc_w_data1[447:416];
+      acc_bank1_0[\$3145 [6:0]][447:416] <= acc_w_data1[447:416];
     if (\$signature__en$1111 [14])
-      acc_bank1_0[\$3181 [6:0]][479:448] <= acc_w_data1[479:448];
+      acc_bank1_0[\$3145 [6:0]][479:448] <= acc_w_data1[479:448];
     if (\$signature__en$1111 [15])
-      acc_bank1_0[\$3181 [6:0]][511:480] <= acc_w_data1[511:480];
+      acc_bank1_0[\$3145 [6:0]][511:480] <= acc_w_data1[511:480];
     if (\$signature__en$1111 [16])
-      acc_bank1_0[\$3181 [6:0]][543:512] <= acc_w_data1[543:512];
+      acc_bank1_0[\$3145 [6:0]][543:512] <= acc_w_data1[543:512];
     if (\$signature__en$1111 [17])
-      acc_bank1_0[\$3181 [6:0]][575:544] <= acc_w_data1[575:544];
+      acc_bank1_0[\$3145 [6:0]][575:544] <= acc_w_data1[575:544];
     if (\$signature__en$1111 [18])
-      acc_bank1_0[\$3181 [6:0]][607:576] <= acc_w_data1[607:576];
+      acc_bank1_0[\$3145 [6:0]][607:576] <= acc_w_data1[607:576];
     if (\$signature__en$1111 [19])
-      acc_bank1_0[\$3181 [6:0]][639:608] <= acc_w_data1[639:608];
+      acc_bank1_0[\$3145 [6:0]][639:608] <= acc_w_data1[639:608];
     if (\$signature__en$1111 [20])
-      acc_bank1_0[\$3181 [6:0]][671:640] <= acc_w_data1[671:640];
+      acc_bank1_0[\$3145 [6:0]][671:640] <= acc_w_data1[671:640];
     if (\$signature__en$1111 [21])
-      acc_bank1_0[\$3181 [6:0]][703:672] <= acc_w_data1[703:672];
+      acc_bank1_0[\$3145 [6:0]][703:672] <= acc_w_data1[703:672];
     if (\$signature__en$1111 [22])
-      acc_bank1_0[\$3181 [6:0]][735:704] <= acc_w_data1[735:704];
+      acc_bank1_0[\$3145 [6:0]][735:704] <= acc_w_data1[735:704];
     if (\$signature__en$1111 [23])
-      acc_bank1_0[\$3181 [6:0]][767:736] <= acc_w_data1[767:736];
+      acc_bank1_0[\$3145 [6:0]][767:736] <= acc_w_data1[767:736];
     if (\$signature__en$1111 [24])
-      acc_bank1_0[\$3181 [6:0]][799:768] <= acc_w_data1[799:768];
+      acc_bank1_0[\$3145 [6:0]][799:768] <= acc_w_data1[799:768];
     if (\$signature__en$1111 [25])
-      acc_bank1_0[\$3181 [6:0]][831:800] <= acc_w_data1[831:800];
+      acc_bank1_0[\$3145 [6:0]][831:800] <= acc_w_data1[831:800];
     if (\$signature__en$1111 [26])
-      acc_bank1_0[\$3181 [6:0]][863:832] <= acc_w_data1[863:832];
+      acc_bank1_0[\$3145 [6:0]][863:832] <= acc_w_data1[863:832];
     if (\$signature__en$1111 [27])
-      acc_bank1_0[\$3181 [6:0]][895:864] <= acc_w_data1[895:864];
+      acc_bank1_0[\$3145 [6:0]][895:864] <= acc_w_data1[895:864];
     if (\$signature__en$1111 [28])
-      acc_bank1_0[\$3181 [6:0]][927:896] <= acc_w_data1[927:896];
+      acc_bank1_0[\$3145 [6:0]][927:896] <= acc_w_data1[927:896];
     if (\$signature__en$1111 [29])
-      acc_bank1_0[\$3181 [6:0]][959:928] <= acc_w_data1[959:928];
+      acc_bank1_0[\$3145 [6:0]][959:928] <= acc_w_data1[959:928];
     if (\$signature__en$1111 [30])
-      acc_bank1_0[\$3181 [6:0]][991:960] <= acc_w_data1[991:960];
+      acc_bank1_0[\$3145 [6:0]][991:960] <= acc_w_data1[991:960];
     if (\$signature__en$1111 [31])
-      acc_bank1_0[\$3181 [6:0]][1023:992] <= acc_w_data1[1023:992];
+      acc_bank1_0[\$3145 [6:0]][1023:992] <= acc_w_data1[1023:992];
   end
   assign \acc_r__data$1001  = acc_bank1_0[\acc_r__addr$998 ];
   reg [1023:0] acc_bank1_1 [127:0];
@@ -21869,69 +21833,69 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   end
   always @(posedge clk) begin
     if (\$signature__en$1114 [0])
-      acc_bank1_1[\$3181 [6:0]][31:0] <= acc_w_data1[31:0];
+      acc_bank1_1[\$3145 [6:0]][31:0] <= acc_w_data1[31:0];
     if (\$signature__en$1114 [1])
-      acc_bank1_1[\$3181 [6:0]][63:32] <= acc_w_data1[63:32];
+      acc_bank1_1[\$3145 [6:0]][63:32] <= acc_w_data1[63:32];
     if (\$signature__en$1114 [2])
-      acc_bank1_1[\$3181 [6:0]][95:64] <= acc_w_data1[95:64];
+      acc_bank1_1[\$3145 [6:0]][95:64] <= acc_w_data1[95:64];
     if (\$signature__en$1114 [3])
-      acc_bank1_1[\$3181 [6:0]][127:96] <= acc_w_data1[127:96];
+      acc_bank1_1[\$3145 [6:0]][127:96] <= acc_w_data1[127:96];
     if (\$signature__en$1114 [4])
-      acc_bank1_1[\$3181 [6:0]][159:128] <= acc_w_data1[159:128];
+      acc_bank1_1[\$3145 [6:0]][159:128] <= acc_w_data1[159:128];
     if (\$signature__en$1114 [5])
-      acc_bank1_1[\$3181 [6:0]][191:160] <= acc_w_data1[191:160];
+      acc_bank1_1[\$3145 [6:0]][191:160] <= acc_w_data1[191:160];
     if (\$signature__en$1114 [6])
-      acc_bank1_1[\$3181 [6:0]][223:192] <= acc_w_data1[223:192];
+      acc_bank1_1[\$3145 [6:0]][223:192] <= acc_w_data1[223:192];
     if (\$signature__en$1114 [7])
-      acc_bank1_1[\$3181 [6:0]][255:224] <= acc_w_data1[255:224];
+      acc_bank1_1[\$3145 [6:0]][255:224] <= acc_w_data1[255:224];
     if (\$signature__en$1114 [8])
-      acc_bank1_1[\$3181 [6:0]][287:256] <= acc_w_data1[287:256];
+      acc_bank1_1[\$3145 [6:0]][287:256] <= acc_w_data1[287:256];
     if (\$signature__en$1114 [9])
-      acc_bank1_1[\$3181 [6:0]][319:288] <= acc_w_data1[319:288];
+      acc_bank1_1[\$3145 [6:0]][319:288] <= acc_w_data1[319:288];
     if (\$signature__en$1114 [10])
-      acc_bank1_1[\$3181 [6:0]][351:320] <= acc_w_data1[351:320];
+      acc_bank1_1[\$3145 [6:0]][351:320] <= acc_w_data1[351:320];
     if (\$signature__en$1114 [11])
-      acc_bank1_1[\$3181 [6:0]][383:352] <= acc_w_data1[383:352];
+      acc_bank1_1[\$3145 [6:0]][383:352] <= acc_w_data1[383:352];
     if (\$signature__en$1114 [12])
-      acc_bank1_1[\$3181 [6:0]][415:384] <= acc_w_data1[415:384];
+      acc_bank1_1[\$3145 [6:0]][415:384] <= acc_w_data1[415:384];
     if (\$signature__en$1114 [13])
-      acc_bank1_1[\$3181 [6:0]][447:416] <= acc_w_data1[447:416];
+      acc_bank1_1[\$3145 [6:0]][447:416] <= acc_w_data1[447:416];
     if (\$signature__en$1114 [14])
-      acc_bank1_1[\$3181 [6:0]][479:448] <= acc_w_data1[479:448];
+      acc_bank1_1[\$3145 [6:0]][479:448] <= acc_w_data1[479:448];
     if (\$signature__en$1114 [15])
-      acc_bank1_1[\$3181 [6:0]][511:480] <= acc_w_data1[511:480];
+      acc_bank1_1[\$3145 [6:0]][511:480] <= acc_w_data1[511:480];
     if (\$signature__en$1114 [16])
-      acc_bank1_1[\$3181 [6:0]][543:512] <= acc_w_data1[543:512];
+      acc_bank1_1[\$3145 [6:0]][543:512] <= acc_w_data1[543:512];
     if (\$signature__en$1114 [17])
-      acc_bank1_1[\$3181 [6:0]][575:544] <= acc_w_data1[575:544];
+      acc_bank1_1[\$3145 [6:0]][575:544] <= acc_w_data1[575:544];
     if (\$signature__en$1114 [18])
-      acc_bank1_1[\$3181 [6:0]][607:576] <= acc_w_data1[607:576];
+      acc_bank1_1[\$3145 [6:0]][607:576] <= acc_w_data1[607:576];
     if (\$signature__en$1114 [19])
-      acc_bank1_1[\$3181 [6:0]][639:608] <= acc_w_data1[639:608];
+      acc_bank1_1[\$3145 [6:0]][639:608] <= acc_w_data1[639:608];
     if (\$signature__en$1114 [20])
-      acc_bank1_1[\$3181 [6:0]][671:640] <= acc_w_data1[671:640];
+      acc_bank1_1[\$3145 [6:0]][671:640] <= acc_w_data1[671:640];
     if (\$signature__en$1114 [21])
-      acc_bank1_1[\$3181 [6:0]][703:672] <= acc_w_data1[703:672];
+      acc_bank1_1[\$3145 [6:0]][703:672] <= acc_w_data1[703:672];
     if (\$signature__en$1114 [22])
-      acc_bank1_1[\$3181 [6:0]][735:704] <= acc_w_data1[735:704];
+      acc_bank1_1[\$3145 [6:0]][735:704] <= acc_w_data1[735:704];
     if (\$signature__en$1114 [23])
-      acc_bank1_1[\$3181 [6:0]][767:736] <= acc_w_data1[767:736];
+      acc_bank1_1[\$3145 [6:0]][767:736] <= acc_w_data1[767:736];
     if (\$signature__en$1114 [24])
-      acc_bank1_1[\$3181 [6:0]][799:768] <= acc_w_data1[799:768];
+      acc_bank1_1[\$3145 [6:0]][799:768] <= acc_w_data1[799:768];
     if (\$signature__en$1114 [25])
-      acc_bank1_1[\$3181 [6:0]][831:800] <= acc_w_data1[831:800];
+      acc_bank1_1[\$3145 [6:0]][831:800] <= acc_w_data1[831:800];
     if (\$signature__en$1114 [26])
-      acc_bank1_1[\$3181 [6:0]][863:832] <= acc_w_data1[863:832];
+      acc_bank1_1[\$3145 [6:0]][863:832] <= acc_w_data1[863:832];
     if (\$signature__en$1114 [27])
-      acc_bank1_1[\$3181 [6:0]][895:864] <= acc_w_data1[895:864];
+      acc_bank1_1[\$3145 [6:0]][895:864] <= acc_w_data1[895:864];
     if (\$signature__en$1114 [28])
-      acc_bank1_1[\$3181 [6:0]][927:896] <= acc_w_data1[927:896];
+      acc_bank1_1[\$3145 [6:0]][927:896] <= acc_w_data1[927:896];
     if (\$signature__en$1114 [29])
-      acc_bank1_1[\$3181 [6:0]][959:928] <= acc_w_data1[959:928];
+      acc_bank1_1[\$3145 [6:0]][959:928] <= acc_w_data1[959:928];
     if (\$signature__en$1114 [30])
-      acc_bank1_1[\$3181 [6:0]][991:960] <= acc_w_data1[991:960];
+      acc_bank1_1[\$3145 [6:0]][991:960] <= acc_w_data1[991:960];
     if (\$signature__en$1114 [31])
-      acc_bank1_1[\$3181 [6:0]][1023:992] <= acc_w_data1[1023:992];
+      acc_bank1_1[\$3145 [6:0]][1023:992] <= acc_w_data1[1023:992];
   end
   assign \acc_r__data$1002  = acc_bank1_1[\acc_r__addr$999 ];
   reg [1023:0] acc_bank2_0 [127:0];
@@ -22067,69 +22031,69 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   end
   always @(posedge clk) begin
     if (\$signature__en$1232 [0])
-      acc_bank2_0[\$3993 [6:0]][31:0] <= acc_w_data2[31:0];
+      acc_bank2_0[\$3957 [6:0]][31:0] <= acc_w_data2[31:0];
     if (\$signature__en$1232 [1])
-      acc_bank2_0[\$3993 [6:0]][63:32] <= acc_w_data2[63:32];
+      acc_bank2_0[\$3957 [6:0]][63:32] <= acc_w_data2[63:32];
     if (\$signature__en$1232 [2])
-      acc_bank2_0[\$3993 [6:0]][95:64] <= acc_w_data2[95:64];
+      acc_bank2_0[\$3957 [6:0]][95:64] <= acc_w_data2[95:64];
     if (\$signature__en$1232 [3])
-      acc_bank2_0[\$3993 [6:0]][127:96] <= acc_w_data2[127:96];
+      acc_bank2_0[\$3957 [6:0]][127:96] <= acc_w_data2[127:96];
     if (\$signature__en$1232 [4])
-      acc_bank2_0[\$3993 [6:0]][159:128] <= acc_w_data2[159:128];
+      acc_bank2_0[\$3957 [6:0]][159:128] <= acc_w_data2[159:128];
     if (\$signature__en$1232 [5])
-      acc_bank2_0[\$3993 [6:0]][191:160] <= acc_w_data2[191:160];
+      acc_bank2_0[\$3957 [6:0]][191:160] <= acc_w_data2[191:160];
     if (\$signature__en$1232 [6])
-      acc_bank2_0[\$3993 [6:0]][223:192] <= acc_w_data2[223:192];
+      acc_bank2_0[\$3957 [6:0]][223:192] <= acc_w_data2[223:192];
     if (\$signature__en$1232 [7])
-      acc_bank2_0[\$3993 [6:0]][255:224] <= acc_w_data2[255:224];
+      acc_bank2_0[\$3957 [6:0]][255:224] <= acc_w_data2[255:224];
     if (\$signature__en$1232 [8])
-      acc_bank2_0[\$3993 [6:0]][287:256] <= acc_w_data2[287:256];
+      acc_bank2_0[\$3957 [6:0]][287:256] <= acc_w_data2[287:256];
     if (\$signature__en$1232 [9])
-      acc_bank2_0[\$3993 [6:0]][319:288] <= acc_w_data2[319:288];
+      acc_bank2_0[\$3957 [6:0]][319:288] <= acc_w_data2[319:288];
     if (\$signature__en$1232 [10])
-      acc_bank2_0[\$3993 [6:0]][351:320] <= acc_w_data2[351:320];
+      acc_bank2_0[\$3957 [6:0]][351:320] <= acc_w_data2[351:320];
     if (\$signature__en$1232 [11])
-      acc_bank2_0[\$3993 [6:0]][383:352] <= acc_w_data2[383:352];
+      acc_bank2_0[\$3957 [6:0]][383:352] <= acc_w_data2[383:352];
     if (\$signature__en$1232 [12])
-      acc_bank2_0[\$3993 [6:0]][415:384] <= acc_w_data2[415:384];
+      acc_bank2_0[\$3957 [6:0]][415:384] <= acc_w_data2[415:384];
     if (\$signature__en$1232 [13])
-      acc_bank2_0[\$3993 [6:0]][447:416] <= acc_w_data2[447:416];
+      acc_bank2_0[\$3957 [6:0]][447:416] <= acc_w_data2[447:416];
     if (\$signature__en$1232 [14])
-      acc_bank2_0[\$3993 [6:0]][479:448] <= acc_w_data2[479:448];
+      acc_bank2_0[\$3957 [6:0]][479:448] <= acc_w_data2[479:448];
     if (\$signature__en$1232 [15])
-      acc_bank2_0[\$3993 [6:0]][511:480] <= acc_w_data2[511:480];
+      acc_bank2_0[\$3957 [6:0]][511:480] <= acc_w_data2[511:480];
     if (\$signature__en$1232 [16])
-      acc_bank2_0[\$3993 [6:0]][543:512] <= acc_w_data2[543:512];
+      acc_bank2_0[\$3957 [6:0]][543:512] <= acc_w_data2[543:512];
     if (\$signature__en$1232 [17])
-      acc_bank2_0[\$3993 [6:0]][575:544] <= acc_w_data2[575:544];
+      acc_bank2_0[\$3957 [6:0]][575:544] <= acc_w_data2[575:544];
     if (\$signature__en$1232 [18])
-      acc_bank2_0[\$3993 [6:0]][607:576] <= acc_w_data2[607:576];
+      acc_bank2_0[\$3957 [6:0]][607:576] <= acc_w_data2[607:576];
     if (\$signature__en$1232 [19])
-      acc_bank2_0[\$3993 [6:0]][639:608] <= acc_w_data2[639:608];
+      acc_bank2_0[\$3957 [6:0]][639:608] <= acc_w_data2[639:608];
     if (\$signature__en$1232 [20])
-      acc_bank2_0[\$3993 [6:0]][671:640] <= acc_w_data2[671:640];
+      acc_bank2_0[\$3957 [6:0]][671:640] <= acc_w_data2[671:640];
     if (\$signature__en$1232 [21])
-      acc_bank2_0[\$3993 [6:0]][703:672] <= acc_w_data2[703:672];
+      acc_bank2_0[\$3957 [6:0]][703:672] <= acc_w_data2[703:672];
     if (\$signature__en$1232 [22])
-      acc_bank2_0[\$3993 [6:0]][735:704] <= acc_w_data2[735:704];
+      acc_bank2_0[\$3957 [6:0]][735:704] <= acc_w_data2[735:704];
     if (\$signature__en$1232 [23])
-      acc_bank2_0[\$3993 [6:0]][767:736] <= acc_w_data2[767:736];
+      acc_bank2_0[\$3957 [6:0]][767:736] <= acc_w_data2[767:736];
     if (\$signature__en$1232 [24])
-      acc_bank2_0[\$3993 [6:0]][799:768] <= acc_w_data2[799:768];
+      acc_bank2_0[\$3957 [6:0]][799:768] <= acc_w_data2[799:768];
     if (\$signature__en$1232 [25])
-      acc_bank2_0[\$3993 [6:0]][831:800] <= acc_w_data2[831:800];
+      acc_bank2_0[\$3957 [6:0]][831:800] <= acc_w_data2[831:800];
     if (\$signature__en$1232 [26])
-      acc_bank2_0[\$3993 [6:0]][863:832] <= acc_w_data2[863:832];
+      acc_bank2_0[\$3957 [6:0]][863:832] <= acc_w_data2[863:832];
     if (\$signature__en$1232 [27])
-      acc_bank2_0[\$3993 [6:0]][895:864] <= acc_w_data2[895:864];
+      acc_bank2_0[\$3957 [6:0]][895:864] <= acc_w_data2[895:864];
     if (\$signature__en$1232 [28])
-      acc_bank2_0[\$3993 [6:0]][927:896] <= acc_w_data2[927:896];
+      acc_bank2_0[\$3957 [6:0]][927:896] <= acc_w_data2[927:896];
     if (\$signature__en$1232 [29])
-      acc_bank2_0[\$3993 [6:0]][959:928] <= acc_w_data2[959:928];
+      acc_bank2_0[\$3957 [6:0]][959:928] <= acc_w_data2[959:928];
     if (\$signature__en$1232 [30])
-      acc_bank2_0[\$3993 [6:0]][991:960] <= acc_w_data2[991:960];
+      acc_bank2_0[\$3957 [6:0]][991:960] <= acc_w_data2[991:960];
     if (\$signature__en$1232 [31])
-      acc_bank2_0[\$3993 [6:0]][1023:992] <= acc_w_data2[1023:992];
+      acc_bank2_0[\$3957 [6:0]][1023:992] <= acc_w_data2[1023:992];
   end
   assign \acc_r__data$1122  = acc_bank2_0[\acc_r__addr$1119 ];
   reg [1023:0] acc_bank2_1 [127:0];
@@ -22265,69 +22229,69 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   end
   always @(posedge clk) begin
     if (\$signature__en$1235 [0])
-      acc_bank2_1[\$3993 [6:0]][31:0] <= acc_w_data2[31:0];
+      acc_bank2_1[\$3957 [6:0]][31:0] <= acc_w_data2[31:0];
     if (\$signature__en$1235 [1])
-      acc_bank2_1[\$3993 [6:0]][63:32] <= acc_w_data2[63:32];
+      acc_bank2_1[\$3957 [6:0]][63:32] <= acc_w_data2[63:32];
     if (\$signature__en$1235 [2])
-      acc_bank2_1[\$3993 [6:0]][95:64] <= acc_w_data2[95:64];
+      acc_bank2_1[\$3957 [6:0]][95:64] <= acc_w_data2[95:64];
     if (\$signature__en$1235 [3])
-      acc_bank2_1[\$3993 [6:0]][127:96] <= acc_w_data2[127:96];
+      acc_bank2_1[\$3957 [6:0]][127:96] <= acc_w_data2[127:96];
     if (\$signature__en$1235 [4])
-      acc_bank2_1[\$3993 [6:0]][159:128] <= acc_w_data2[159:128];
+      acc_bank2_1[\$3957 [6:0]][159:128] <= acc_w_data2[159:128];
     if (\$signature__en$1235 [5])
-      acc_bank2_1[\$3993 [6:0]][191:160] <= acc_w_data2[191:160];
+      acc_bank2_1[\$3957 [6:0]][191:160] <= acc_w_data2[191:160];
     if (\$signature__en$1235 [6])
-      acc_bank2_1[\$3993 [6:0]][223:192] <= acc_w_data2[223:192];
+      acc_bank2_1[\$3957 [6:0]][223:192] <= acc_w_data2[223:192];
     if (\$signature__en$1235 [7])
-      acc_bank2_1[\$3993 [6:0]][255:224] <= acc_w_data2[255:224];
+      acc_bank2_1[\$3957 [6:0]][255:224] <= acc_w_data2[255:224];
     if (\$signature__en$1235 [8])
-      acc_bank2_1[\$3993 [6:0]][287:256] <= acc_w_data2[287:256];
+      acc_bank2_1[\$3957 [6:0]][287:256] <= acc_w_data2[287:256];
     if (\$signature__en$1235 [9])
-      acc_bank2_1[\$3993 [6:0]][319:288] <= acc_w_data2[319:288];
+      acc_bank2_1[\$3957 [6:0]][319:288] <= acc_w_data2[319:288];
     if (\$signature__en$1235 [10])
-      acc_bank2_1[\$3993 [6:0]][351:320] <= acc_w_data2[351:320];
+      acc_bank2_1[\$3957 [6:0]][351:320] <= acc_w_data2[351:320];
     if (\$signature__en$1235 [11])
-      acc_bank2_1[\$3993 [6:0]][383:352] <= acc_w_data2[383:352];
+      acc_bank2_1[\$3957 [6:0]][383:352] <= acc_w_data2[383:352];
     if (\$signature__en$1235 [12])
-      acc_bank2_1[\$3993 [6:0]][415:384] <= acc_w_data2[415:384];
+      acc_bank2_1[\$3957 [6:0]][415:384] <= acc_w_data2[415:384];
     if (\$signature__en$1235 [13])
-      acc_bank2_1[\$3993 [6:0]][447:416] <= acc_w_data2[447:416];
+      acc_bank2_1[\$3957 [6:0]][447:416] <= acc_w_data2[447:416];
     if (\$signature__en$1235 [14])
-      acc_bank2_1[\$3993 [6:0]][479:448] <= acc_w_data2[479:448];
+      acc_bank2_1[\$3957 [6:0]][479:448] <= acc_w_data2[479:448];
     if (\$signature__en$1235 [15])
-      acc_bank2_1[\$3993 [6:0]][511:480] <= acc_w_data2[511:480];
+      acc_bank2_1[\$3957 [6:0]][511:480] <= acc_w_data2[511:480];
     if (\$signature__en$1235 [16])
-      acc_bank2_1[\$3993 [6:0]][543:512] <= acc_w_data2[543:512];
+      acc_bank2_1[\$3957 [6:0]][543:512] <= acc_w_data2[543:512];
     if (\$signature__en$1235 [17])
-      acc_bank2_1[\$3993 [6:0]][575:544] <= acc_w_data2[575:544];
+      acc_bank2_1[\$3957 [6:0]][575:544] <= acc_w_data2[575:544];
     if (\$signature__en$1235 [18])
-      acc_bank2_1[\$3993 [6:0]][607:576] <= acc_w_data2[607:576];
+      acc_bank2_1[\$3957 [6:0]][607:576] <= acc_w_data2[607:576];
     if (\$signature__en$1235 [19])
-      acc_bank2_1[\$3993 [6:0]][639:608] <= acc_w_data2[639:608];
+      acc_bank2_1[\$3957 [6:0]][639:608] <= acc_w_data2[639:608];
     if (\$signature__en$1235 [20])
-      acc_bank2_1[\$3993 [6:0]][671:640] <= acc_w_data2[671:640];
+      acc_bank2_1[\$3957 [6:0]][671:640] <= acc_w_data2[671:640];
     if (\$signature__en$1235 [21])
-      acc_bank2_1[\$3993 [6:0]][703:672] <= acc_w_data2[703:672];
+      acc_bank2_1[\$3957 [6:0]][703:672] <= acc_w_data2[703:672];
     if (\$signature__en$1235 [22])
-      acc_bank2_1[\$3993 [6:0]][735:704] <= acc_w_data2[735:704];
+      acc_bank2_1[\$3957 [6:0]][735:704] <= acc_w_data2[735:704];
     if (\$signature__en$1235 [23])
-      acc_bank2_1[\$3993 [6:0]][767:736] <= acc_w_data2[767:736];
+      acc_bank2_1[\$3957 [6:0]][767:736] <= acc_w_data2[767:736];
     if (\$signature__en$1235 [24])
-      acc_bank2_1[\$3993 [6:0]][799:768] <= acc_w_data2[799:768];
+      acc_bank2_1[\$3957 [6:0]][799:768] <= acc_w_data2[799:768];
     if (\$signature__en$1235 [25])
-      acc_bank2_1[\$3993 [6:0]][831:800] <= acc_w_data2[831:800];
+      acc_bank2_1[\$3957 [6:0]][831:800] <= acc_w_data2[831:800];
     if (\$signature__en$1235 [26])
-      acc_bank2_1[\$3993 [6:0]][863:832] <= acc_w_data2[863:832];
+      acc_bank2_1[\$3957 [6:0]][863:832] <= acc_w_data2[863:832];
     if (\$signature__en$1235 [27])
-      acc_bank2_1[\$3993 [6:0]][895:864] <= acc_w_data2[895:864];
+      acc_bank2_1[\$3957 [6:0]][895:864] <= acc_w_data2[895:864];
     if (\$signature__en$1235 [28])
-      acc_bank2_1[\$3993 [6:0]][927:896] <= acc_w_data2[927:896];
+      acc_bank2_1[\$3957 [6:0]][927:896] <= acc_w_data2[927:896];
     if (\$signature__en$1235 [29])
-      acc_bank2_1[\$3993 [6:0]][959:928] <= acc_w_data2[959:928];
+      acc_bank2_1[\$3957 [6:0]][959:928] <= acc_w_data2[959:928];
     if (\$signature__en$1235 [30])
-      acc_bank2_1[\$3993 [6:0]][991:960] <= acc_w_data2[991:960];
+      acc_bank2_1[\$3957 [6:0]][991:960] <= acc_w_data2[991:960];
     if (\$signature__en$1235 [31])
-      acc_bank2_1[\$3993 [6:0]][1023:992] <= acc_w_data2[1023:992];
+      acc_bank2_1[\$3957 [6:0]][1023:992] <= acc_w_data2[1023:992];
   end
   assign \acc_r__data$1123  = acc_bank2_1[\acc_r__addr$1120 ];
   reg [1023:0] acc_bank3_0 [127:0];
@@ -22463,69 +22427,69 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   end
   always @(posedge clk) begin
     if (\$signature__en$1353 [0])
-      acc_bank3_0[\$4805 [6:0]][31:0] <= acc_w_data3[31:0];
+      acc_bank3_0[\$4769 [6:0]][31:0] <= acc_w_data3[31:0];
     if (\$signature__en$1353 [1])
-      acc_bank3_0[\$4805 [6:0]][63:32] <= acc_w_data3[63:32];
+      acc_bank3_0[\$4769 [6:0]][63:32] <= acc_w_data3[63:32];
     if (\$signature__en$1353 [2])
-      acc_bank3_0[\$4805 [6:0]][95:64] <= acc_w_data3[95:64];
+      acc_bank3_0[\$4769 [6:0]][95:64] <= acc_w_data3[95:64];
     if (\$signature__en$1353 [3])
-      acc_bank3_0[\$4805 [6:0]][127:96] <= acc_w_data3[127:96];
+      acc_bank3_0[\$4769 [6:0]][127:96] <= acc_w_data3[127:96];
     if (\$signature__en$1353 [4])
-      acc_bank3_0[\$4805 [6:0]][159:128] <= acc_w_data3[159:128];
+      acc_bank3_0[\$4769 [6:0]][159:128] <= acc_w_data3[159:128];
     if (\$signature__en$1353 [5])
-      acc_bank3_0[\$4805 [6:0]][191:160] <= acc_w_data3[191:160];
+      acc_bank3_0[\$4769 [6:0]][191:160] <= acc_w_data3[191:160];
     if (\$signature__en$1353 [6])
-      acc_bank3_0[\$4805 [6:0]][223:192] <= acc_w_data3[223:192];
+      acc_bank3_0[\$4769 [6:0]][223:192] <= acc_w_data3[223:192];
     if (\$signature__en$1353 [7])
-      acc_bank3_0[\$4805 [6:0]][255:224] <= acc_w_data3[255:224];
+      acc_bank3_0[\$4769 [6:0]][255:224] <= acc_w_data3[255:224];
     if (\$signature__en$1353 [8])
-      acc_bank3_0[\$4805 [6:0]][287:256] <= acc_w_data3[287:256];
+      acc_bank3_0[\$4769 [6:0]][287:256] <= acc_w_data3[287:256];
     if (\$signature__en$1353 [9])
-      acc_bank3_0[\$4805 [6:0]][319:288] <= acc_w_data3[319:288];
+      acc_bank3_0[\$4769 [6:0]][319:288] <= acc_w_data3[319:288];
     if (\$signature__en$1353 [10])
-      acc_bank3_0[\$4805 [6:0]][351:320] <= acc_w_data3[351:320];
+      acc_bank3_0[\$4769 [6:0]][351:320] <= acc_w_data3[351:320];
     if (\$signature__en$1353 [11])
-      acc_bank3_0[\$4805 [6:0]][383:352] <= acc_w_data3[383:352];
+      acc_bank3_0[\$4769 [6:0]][383:352] <= acc_w_data3[383:352];
     if (\$signature__en$1353 [12])
-      acc_bank3_0[\$4805 [6:0]][415:384] <= acc_w_data3[415:384];
+      acc_bank3_0[\$4769 [6:0]][415:384] <= acc_w_data3[415:384];
     if (\$signature__en$1353 [13])
-      acc_bank3_0[\$4805 [6:0]][447:416] <= acc_w_data3[447:416];
+      acc_bank3_0[\$4769 [6:0]][447:416] <= acc_w_data3[447:416];
     if (\$signature__en$1353 [14])
-      acc_bank3_0[\$4805 [6:0]][479:448] <= acc_w_data3[479:448];
+      acc_bank3_0[\$4769 [6:0]][479:448] <= acc_w_data3[479:448];
     if (\$signature__en$1353 [15])
-      acc_bank3_0[\$4805 [6:0]][511:480] <= acc_w_data3[511:480];
+      acc_bank3_0[\$4769 [6:0]][511:480] <= acc_w_data3[511:480];
     if (\$signature__en$1353 [16])
-      acc_bank3_0[\$4805 [6:0]][543:512] <= acc_w_data3[543:512];
+      acc_bank3_0[\$4769 [6:0]][543:512] <= acc_w_data3[543:512];
     if (\$signature__en$1353 [17])
-      acc_bank3_0[\$4805 [6:0]][575:544] <= acc_w_data3[575:544];
+      acc_bank3_0[\$4769 [6:0]][575:544] <= acc_w_data3[575:544];
     if (\$signature__en$1353 [18])
-      acc_bank3_0[\$4805 [6:0]][607:576] <= acc_w_data3[607:576];
+      acc_bank3_0[\$4769 [6:0]][607:576] <= acc_w_data3[607:576];
     if (\$signature__en$1353 [19])
-      acc_bank3_0[\$4805 [6:0]][639:608] <= acc_w_data3[639:608];
+      acc_bank3_0[\$4769 [6:0]][639:608] <= acc_w_data3[639:608];
     if (\$signature__en$1353 [20])
-      acc_bank3_0[\$4805 [6:0]][671:640] <= acc_w_data3[671:640];
+      acc_bank3_0[\$4769 [6:0]][671:640] <= acc_w_data3[671:640];
     if (\$signature__en$1353 [21])
-      acc_bank3_0[\$4805 [6:0]][703:672] <= acc_w_data3[703:672];
+      acc_bank3_0[\$4769 [6:0]][703:672] <= acc_w_data3[703:672];
     if (\$signature__en$1353 [22])
-      acc_bank3_0[\$4805 [6:0]][735:704] <= acc_w_data3[735:704];
+      acc_bank3_0[\$4769 [6:0]][735:704] <= acc_w_data3[735:704];
     if (\$signature__en$1353 [23])
-      acc_bank3_0[\$4805 [6:0]][767:736] <= acc_w_data3[767:736];
+      acc_bank3_0[\$4769 [6:0]][767:736] <= acc_w_data3[767:736];
     if (\$signature__en$1353 [24])
-      acc_bank3_0[\$4805 [6:0]][799:768] <= acc_w_data3[799:768];
+      acc_bank3_0[\$4769 [6:0]][799:768] <= acc_w_data3[799:768];
     if (\$signature__en$1353 [25])
-      acc_bank3_0[\$4805 [6:0]][831:800] <= acc_w_data3[831:800];
+      acc_bank3_0[\$4769 [6:0]][831:800] <= acc_w_data3[831:800];
     if (\$signature__en$1353 [26])
-      acc_bank3_0[\$4805 [6:0]][863:832] <= acc_w_data3[863:832];
+      acc_bank3_0[\$4769 [6:0]][863:832] <= acc_w_data3[863:832];
     if (\$signature__en$1353 [27])
-      acc_bank3_0[\$4805 [6:0]][895:864] <= acc_w_data3[895:864];
+      acc_bank3_0[\$4769 [6:0]][895:864] <= acc_w_data3[895:864];
     if (\$signature__en$1353 [28])
-      acc_bank3_0[\$4805 [6:0]][927:896] <= acc_w_data3[927:896];
+      acc_bank3_0[\$4769 [6:0]][927:896] <= acc_w_data3[927:896];
     if (\$signature__en$1353 [29])
-      acc_bank3_0[\$4805 [6:0]][959:928] <= acc_w_data3[959:928];
+      acc_bank3_0[\$4769 [6:0]][959:928] <= acc_w_data3[959:928];
     if (\$signature__en$1353 [30])
-      acc_bank3_0[\$4805 [6:0]][991:960] <= acc_w_data3[991:960];
+      acc_bank3_0[\$4769 [6:0]][991:960] <= acc_w_data3[991:960];
     if (\$signature__en$1353 [31])
-      acc_bank3_0[\$4805 [6:0]][1023:992] <= acc_w_data3[1023:992];
+      acc_bank3_0[\$4769 [6:0]][1023:992] <= acc_w_data3[1023:992];
   end
   assign \acc_r__data$1243  = acc_bank3_0[\acc_r__addr$1240 ];
   reg [1023:0] acc_bank3_1 [127:0];
@@ -22661,72 +22625,71 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   end
   always @(posedge clk) begin
     if (\$signature__en$1356 [0])
-      acc_bank3_1[\$4805 [6:0]][31:0] <= acc_w_data3[31:0];
+      acc_bank3_1[\$4769 [6:0]][31:0] <= acc_w_data3[31:0];
     if (\$signature__en$1356 [1])
-      acc_bank3_1[\$4805 [6:0]][63:32] <= acc_w_data3[63:32];
+      acc_bank3_1[\$4769 [6:0]][63:32] <= acc_w_data3[63:32];
     if (\$signature__en$1356 [2])
-      acc_bank3_1[\$4805 [6:0]][95:64] <= acc_w_data3[95:64];
+      acc_bank3_1[\$4769 [6:0]][95:64] <= acc_w_data3[95:64];
     if (\$signature__en$1356 [3])
-      acc_bank3_1[\$4805 [6:0]][127:96] <= acc_w_data3[127:96];
+      acc_bank3_1[\$4769 [6:0]][127:96] <= acc_w_data3[127:96];
     if (\$signature__en$1356 [4])
-      acc_bank3_1[\$4805 [6:0]][159:128] <= acc_w_data3[159:128];
+      acc_bank3_1[\$4769 [6:0]][159:128] <= acc_w_data3[159:128];
     if (\$signature__en$1356 [5])
-      acc_bank3_1[\$4805 [6:0]][191:160] <= acc_w_data3[191:160];
+      acc_bank3_1[\$4769 [6:0]][191:160] <= acc_w_data3[191:160];
     if (\$signature__en$1356 [6])
-      acc_bank3_1[\$4805 [6:0]][223:192] <= acc_w_data3[223:192];
+      acc_bank3_1[\$4769 [6:0]][223:192] <= acc_w_data3[223:192];
     if (\$signature__en$1356 [7])
-      acc_bank3_1[\$4805 [6:0]][255:224] <= acc_w_data3[255:224];
+      acc_bank3_1[\$4769 [6:0]][255:224] <= acc_w_data3[255:224];
     if (\$signature__en$1356 [8])
-      acc_bank3_1[\$4805 [6:0]][287:256] <= acc_w_data3[287:256];
+      acc_bank3_1[\$4769 [6:0]][287:256] <= acc_w_data3[287:256];
     if (\$signature__en$1356 [9])
-      acc_bank3_1[\$4805 [6:0]][319:288] <= acc_w_data3[319:288];
+      acc_bank3_1[\$4769 [6:0]][319:288] <= acc_w_data3[319:288];
     if (\$signature__en$1356 [10])
-      acc_bank3_1[\$4805 [6:0]][351:320] <= acc_w_data3[351:320];
+      acc_bank3_1[\$4769 [6:0]][351:320] <= acc_w_data3[351:320];
     if (\$signature__en$1356 [11])
-      acc_bank3_1[\$4805 [6:0]][383:352] <= acc_w_data3[383:352];
+      acc_bank3_1[\$4769 [6:0]][383:352] <= acc_w_data3[383:352];
     if (\$signature__en$1356 [12])
-      acc_bank3_1[\$4805 [6:0]][415:384] <= acc_w_data3[415:384];
+      acc_bank3_1[\$4769 [6:0]][415:384] <= acc_w_data3[415:384];
     if (\$signature__en$1356 [13])
-      acc_bank3_1[\$4805 [6:0]][447:416] <= acc_w_data3[447:416];
+      acc_bank3_1[\$4769 [6:0]][447:416] <= acc_w_data3[447:416];
     if (\$signature__en$1356 [14])
-      acc_bank3_1[\$4805 [6:0]][479:448] <= acc_w_data3[479:448];
+      acc_bank3_1[\$4769 [6:0]][479:448] <= acc_w_data3[479:448];
     if (\$signature__en$1356 [15])
-      acc_bank3_1[\$4805 [6:0]][511:480] <= acc_w_data3[511:480];
+      acc_bank3_1[\$4769 [6:0]][511:480] <= acc_w_data3[511:480];
     if (\$signature__en$1356 [16])
-      acc_bank3_1[\$4805 [6:0]][543:512] <= acc_w_data3[543:512];
+      acc_bank3_1[\$4769 [6:0]][543:512] <= acc_w_data3[543:512];
     if (\$signature__en$1356 [17])
-      acc_bank3_1[\$4805 [6:0]][575:544] <= acc_w_data3[575:544];
+      acc_bank3_1[\$4769 [6:0]][575:544] <= acc_w_data3[575:544];
     if (\$signature__en$1356 [18])
-      acc_bank3_1[\$4805 [6:0]][607:576] <= acc_w_data3[607:576];
+      acc_bank3_1[\$4769 [6:0]][607:576] <= acc_w_data3[607:576];
     if (\$signature__en$1356 [19])
-      acc_bank3_1[\$4805 [6:0]][639:608] <= acc_w_data3[639:608];
+      acc_bank3_1[\$4769 [6:0]][639:608] <= acc_w_data3[639:608];
     if (\$signature__en$1356 [20])
-      acc_bank3_1[\$4805 [6:0]][671:640] <= acc_w_data3[671:640];
+      acc_bank3_1[\$4769 [6:0]][671:640] <= acc_w_data3[671:640];
     if (\$signature__en$1356 [21])
-      acc_bank3_1[\$4805 [6:0]][703:672] <= acc_w_data3[703:672];
+      acc_bank3_1[\$4769 [6:0]][703:672] <= acc_w_data3[703:672];
     if (\$signature__en$1356 [22])
-      acc_bank3_1[\$4805 [6:0]][735:704] <= acc_w_data3[735:704];
+      acc_bank3_1[\$4769 [6:0]][735:704] <= acc_w_data3[735:704];
     if (\$signature__en$1356 [23])
-      acc_bank3_1[\$4805 [6:0]][767:736] <= acc_w_data3[767:736];
+      acc_bank3_1[\$4769 [6:0]][767:736] <= acc_w_data3[767:736];
     if (\$signature__en$1356 [24])
-      acc_bank3_1[\$4805 [6:0]][799:768] <= acc_w_data3[799:768];
+      acc_bank3_1[\$4769 [6:0]][799:768] <= acc_w_data3[799:768];
     if (\$signature__en$1356 [25])
-      acc_bank3_1[\$4805 [6:0]][831:800] <= acc_w_data3[831:800];
+      acc_bank3_1[\$4769 [6:0]][831:800] <= acc_w_data3[831:800];
     if (\$signature__en$1356 [26])
-      acc_bank3_1[\$4805 [6:0]][863:832] <= acc_w_data3[863:832];
+      acc_bank3_1[\$4769 [6:0]][863:832] <= acc_w_data3[863:832];
     if (\$signature__en$1356 [27])
-      acc_bank3_1[\$4805 [6:0]][895:864] <= acc_w_data3[895:864];
+      acc_bank3_1[\$4769 [6:0]][895:864] <= acc_w_data3[895:864];
     if (\$signature__en$1356 [28])
-      acc_bank3_1[\$4805 [6:0]][927:896] <= acc_w_data3[927:896];
+      acc_bank3_1[\$4769 [6:0]][927:896] <= acc_w_data3[927:896];
     if (\$signature__en$1356 [29])
-      acc_bank3_1[\$4805 [6:0]][959:928] <= acc_w_data3[959:928];
+      acc_bank3_1[\$4769 [6:0]][959:928] <= acc_w_data3[959:928];
     if (\$signature__en$1356 [30])
-      acc_bank3_1[\$4805 [6:0]][991:960] <= acc_w_data3[991:960];
+      acc_bank3_1[\$4769 [6:0]][991:960] <= acc_w_data3[991:960];
     if (\$signature__en$1356 [31])
-      acc_bank3_1[\$4805 [6:0]][1023:992] <= acc_w_data3[1023:992];
+      acc_bank3_1[\$4769 [6:0]][1023:992] <= acc_w_data3[1023:992];
   end
   assign \acc_r__data$1244  = acc_bank3_1[\acc_r__addr$1241 ];
-  (* ndp_single_port = 32'd1 *)
   reg [511:0] in_bank0 [127:0];
   initial begin
     in_bank0[0] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
@@ -22862,8 +22825,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
     if (\$signature__en )
       in_bank0[in_word] <= in_data;
   end
-  assign line = in_bank0[\$1961 [6:0]];
-  (* ndp_single_port = 32'd1 *)
+  assign line = in_bank0[\$1925 [6:0]];
   reg [511:0] in_bank1 [127:0];
   initial begin
     in_bank1[0] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
@@ -22999,8 +22961,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
     if (\$signature__en$995 )
       in_bank1[in_word] <= in_data;
   end
-  assign \line$1004  = in_bank1[\$2777 [6:0]];
-  (* ndp_single_port = 32'd1 *)
+  assign \line$1004  = in_bank1[\$2741 [6:0]];
   reg [511:0] in_bank2 [127:0];
   initial begin
     in_bank2[0] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
@@ -23136,8 +23097,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
     if (\$signature__en$1117 )
       in_bank2[in_word] <= in_data;
   end
-  assign \line$1125  = in_bank2[\$3590 [6:0]];
-  (* ndp_single_port = 32'd1 *)
+  assign \line$1125  = in_bank2[\$3554 [6:0]];
   reg [511:0] in_bank3 [127:0];
   initial begin
     in_bank3[0] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
@@ -23273,402 +23233,362 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
     if (\$signature__en$1238 )
       in_bank3[in_word] <= in_data;
   end
-  assign \line$1246  = in_bank3[\$4402 [6:0]];
-  assign \$3697  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3698  = ! \$3697 [4:3];
-  assign \$3699  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3700  = 1'h1 == \$3699 [4:2];
-  assign \$3701  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3702  = 2'h2 == \$3701 [4:1];
-  assign \$3703  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3704  = 3'h4 == \$3703 [4:0];
-  assign \$3705  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3706  = ! \$3705 [4];
-  assign \$3707  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3708  = ! \$3707 [4:3];
-  assign \$3709  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3710  = 1'h1 == \$3709 [4:2];
-  assign \$3711  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3712  = 2'h2 == \$3711 [4:1];
-  assign \$3713  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3714  = 3'h5 == \$3713 [4:0];
-  assign \$3715  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3716  = ! \$3715 [4];
-  assign \$3717  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3718  = ! \$3717 [4:3];
-  assign \$3719  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3720  = 1'h1 == \$3719 [4:2];
-  assign \$3721  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3722  = 2'h3 == \$3721 [4:1];
-  assign \$3723  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3724  = 3'h6 == \$3723 [4:0];
-  assign \$3725  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3726  = ! \$3725 [4];
-  assign \$3727  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3728  = ! \$3727 [4:3];
-  assign \$3729  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3730  = 1'h1 == \$3729 [4:2];
-  assign \$3731  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3732  = 2'h3 == \$3731 [4:1];
-  assign \$3733  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3734  = 3'h7 == \$3733 [4:0];
-  assign \$3735  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3736  = ! \$3735 [4];
+  assign \line$1246  = in_bank3[\$4366 [6:0]];
   assign \$3737  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3738  = 1'h1 == \$3737 [4:3];
+  assign \$3738  = 4'hb == \$3737 [4:0];
   assign \$3739  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3740  = 2'h2 == \$3739 [4:2];
+  assign \$3740  = ! \$3739 [4];
   assign \$3741  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3742  = 3'h4 == \$3741 [4:1];
+  assign \$3742  = 1'h1 == \$3741 [4:3];
   assign \$3743  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3744  = 4'h8 == \$3743 [4:0];
+  assign \$3744  = 2'h3 == \$3743 [4:2];
   assign \$3745  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3746  = ! \$3745 [4];
+  assign \$3746  = 3'h6 == \$3745 [4:1];
   assign \$3747  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3748  = 1'h1 == \$3747 [4:3];
+  assign \$3748  = 4'hc == \$3747 [4:0];
   assign \$3749  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3750  = 2'h2 == \$3749 [4:2];
+  assign \$3750  = ! \$3749 [4];
   assign \$3751  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3752  = 3'h4 == \$3751 [4:1];
+  assign \$3752  = 1'h1 == \$3751 [4:3];
   assign \$3753  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3754  = 4'h9 == \$3753 [4:0];
+  assign \$3754  = 2'h3 == \$3753 [4:2];
   assign \$3755  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3756  = ! \$3755 [4];
+  assign \$3756  = 3'h6 == \$3755 [4:1];
   assign \$3757  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3758  = 1'h1 == \$3757 [4:3];
+  assign \$3758  = 4'hd == \$3757 [4:0];
   assign \$3759  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3760  = 2'h2 == \$3759 [4:2];
+  assign \$3760  = ! \$3759 [4];
   assign \$3761  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3762  = 3'h5 == \$3761 [4:1];
+  assign \$3762  = 1'h1 == \$3761 [4:3];
   assign \$3763  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3764  = 4'ha == \$3763 [4:0];
+  assign \$3764  = 2'h3 == \$3763 [4:2];
   assign \$3765  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3766  = ! \$3765 [4];
+  assign \$3766  = 3'h7 == \$3765 [4:1];
   assign \$3767  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3768  = 1'h1 == \$3767 [4:3];
+  assign \$3768  = 4'he == \$3767 [4:0];
   assign \$3769  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3770  = 2'h2 == \$3769 [4:2];
+  assign \$3770  = ! \$3769 [4];
   assign \$3771  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3772  = 3'h5 == \$3771 [4:1];
+  assign \$3772  = 1'h1 == \$3771 [4:3];
   assign \$3773  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3774  = 4'hb == \$3773 [4:0];
+  assign \$3774  = 2'h3 == \$3773 [4:2];
   assign \$3775  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3776  = ! \$3775 [4];
+  assign \$3776  = 3'h7 == \$3775 [4:1];
   assign \$3777  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3778  = 1'h1 == \$3777 [4:3];
+  assign \$3778  = 4'hf == \$3777 [4:0];
   assign \$3779  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3780  = 2'h3 == \$3779 [4:2];
   assign \$3781  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3782  = 3'h6 == \$3781 [4:1];
+  assign \$3782  = 2'h2 == \$3781 [4:3];
   assign \$3783  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3784  = 4'hc == \$3783 [4:0];
+  assign \$3784  = 3'h4 == \$3783 [4:2];
   assign \$3785  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3786  = ! \$3785 [4];
+  assign \$3786  = 4'h8 == \$3785 [4:1];
   assign \$3787  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3788  = 1'h1 == \$3787 [4:3];
+  assign \$3788  = 5'h10 == \$3787 [4:0];
   assign \$3789  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3790  = 2'h3 == \$3789 [4:2];
   assign \$3791  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3792  = 3'h6 == \$3791 [4:1];
+  assign \$3792  = 2'h2 == \$3791 [4:3];
   assign \$3793  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3794  = 4'hd == \$3793 [4:0];
+  assign \$3794  = 3'h4 == \$3793 [4:2];
   assign \$3795  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3796  = ! \$3795 [4];
+  assign \$3796  = 4'h8 == \$3795 [4:1];
   assign \$3797  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3798  = 1'h1 == \$3797 [4:3];
+  assign \$3798  = 5'h11 == \$3797 [4:0];
   assign \$3799  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3800  = 2'h3 == \$3799 [4:2];
   assign \$3801  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3802  = 3'h7 == \$3801 [4:1];
+  assign \$3802  = 2'h2 == \$3801 [4:3];
   assign \$3803  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3804  = 4'he == \$3803 [4:0];
+  assign \$3804  = 3'h4 == \$3803 [4:2];
   assign \$3805  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3806  = ! \$3805 [4];
+  assign \$3806  = 4'h9 == \$3805 [4:1];
   assign \$3807  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3808  = 1'h1 == \$3807 [4:3];
+  assign \$3808  = 5'h12 == \$3807 [4:0];
   assign \$3809  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3810  = 2'h3 == \$3809 [4:2];
   assign \$3811  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3812  = 3'h7 == \$3811 [4:1];
+  assign \$3812  = 2'h2 == \$3811 [4:3];
   assign \$3813  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3814  = 4'hf == \$3813 [4:0];
+  assign \$3814  = 3'h4 == \$3813 [4:2];
   assign \$3815  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3816  = 4'h9 == \$3815 [4:1];
   assign \$3817  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3818  = 2'h2 == \$3817 [4:3];
+  assign \$3818  = 5'h13 == \$3817 [4:0];
   assign \$3819  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3820  = 3'h4 == \$3819 [4:2];
   assign \$3821  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3822  = 4'h8 == \$3821 [4:1];
+  assign \$3822  = 2'h2 == \$3821 [4:3];
   assign \$3823  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3824  = 5'h10 == \$3823 [4:0];
+  assign \$3824  = 3'h5 == \$3823 [4:2];
   assign \$3825  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3826  = 4'ha == \$3825 [4:1];
   assign \$3827  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3828  = 2'h2 == \$3827 [4:3];
+  assign \$3828  = 5'h14 == \$3827 [4:0];
   assign \$3829  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3830  = 3'h4 == \$3829 [4:2];
   assign \$3831  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3832  = 4'h8 == \$3831 [4:1];
+  assign \$3832  = 2'h2 == \$3831 [4:3];
   assign \$3833  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3834  = 5'h11 == \$3833 [4:0];
+  assign \$3834  = 3'h5 == \$3833 [4:2];
   assign \$3835  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3836  = 4'ha == \$3835 [4:1];
   assign \$3837  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3838  = 2'h2 == \$3837 [4:3];
+  assign \$3838  = 5'h15 == \$3837 [4:0];
   assign \$3839  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3840  = 3'h4 == \$3839 [4:2];
   assign \$3841  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3842  = 4'h9 == \$3841 [4:1];
+  assign \$3842  = 2'h2 == \$3841 [4:3];
   assign \$3843  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3844  = 5'h12 == \$3843 [4:0];
+  assign \$3844  = 3'h5 == \$3843 [4:2];
   assign \$3845  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3846  = 4'hb == \$3845 [4:1];
   assign \$3847  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3848  = 2'h2 == \$3847 [4:3];
+  assign \$3848  = 5'h16 == \$3847 [4:0];
   assign \$3849  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3850  = 3'h4 == \$3849 [4:2];
   assign \$3851  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3852  = 4'h9 == \$3851 [4:1];
+  assign \$3852  = 2'h2 == \$3851 [4:3];
   assign \$3853  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3854  = 5'h13 == \$3853 [4:0];
+  assign \$3854  = 3'h5 == \$3853 [4:2];
   assign \$3855  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3856  = 4'hb == \$3855 [4:1];
   assign \$3857  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3858  = 2'h2 == \$3857 [4:3];
+  assign \$3858  = 5'h17 == \$3857 [4:0];
   assign \$3859  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3860  = 3'h5 == \$3859 [4:2];
   assign \$3861  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3862  = 4'ha == \$3861 [4:1];
+  assign \$3862  = 2'h3 == \$3861 [4:3];
   assign \$3863  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3864  = 5'h14 == \$3863 [4:0];
+  assign \$3864  = 3'h6 == \$3863 [4:2];
   assign \$3865  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3866  = 4'hc == \$3865 [4:1];
   assign \$3867  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3868  = 2'h2 == \$3867 [4:3];
+  assign \$3868  = 5'h18 == \$3867 [4:0];
   assign \$3869  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3870  = 3'h5 == \$3869 [4:2];
   assign \$3871  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3872  = 4'ha == \$3871 [4:1];
+  assign \$3872  = 2'h3 == \$3871 [4:3];
   assign \$3873  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3874  = 5'h15 == \$3873 [4:0];
+  assign \$3874  = 3'h6 == \$3873 [4:2];
   assign \$3875  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3876  = 4'hc == \$3875 [4:1];
   assign \$3877  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3878  = 2'h2 == \$3877 [4:3];
+  assign \$3878  = 5'h19 == \$3877 [4:0];
   assign \$3879  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3880  = 3'h5 == \$3879 [4:2];
   assign \$3881  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3882  = 4'hb == \$3881 [4:1];
+  assign \$3882  = 2'h3 == \$3881 [4:3];
   assign \$3883  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3884  = 5'h16 == \$3883 [4:0];
+  assign \$3884  = 3'h6 == \$3883 [4:2];
   assign \$3885  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3886  = 4'hd == \$3885 [4:1];
   assign \$3887  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3888  = 2'h2 == \$3887 [4:3];
+  assign \$3888  = 5'h1a == \$3887 [4:0];
   assign \$3889  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3890  = 3'h5 == \$3889 [4:2];
   assign \$3891  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3892  = 4'hb == \$3891 [4:1];
+  assign \$3892  = 2'h3 == \$3891 [4:3];
   assign \$3893  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3894  = 5'h17 == \$3893 [4:0];
+  assign \$3894  = 3'h6 == \$3893 [4:2];
   assign \$3895  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3896  = 4'hd == \$3895 [4:1];
   assign \$3897  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3898  = 2'h3 == \$3897 [4:3];
+  assign \$3898  = 5'h1b == \$3897 [4:0];
   assign \$3899  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3900  = 3'h6 == \$3899 [4:2];
   assign \$3901  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3902  = 4'hc == \$3901 [4:1];
+  assign \$3902  = 2'h3 == \$3901 [4:3];
   assign \$3903  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3904  = 5'h18 == \$3903 [4:0];
+  assign \$3904  = 3'h7 == \$3903 [4:2];
   assign \$3905  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3906  = 4'he == \$3905 [4:1];
   assign \$3907  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3908  = 2'h3 == \$3907 [4:3];
+  assign \$3908  = 5'h1c == \$3907 [4:0];
   assign \$3909  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3910  = 3'h6 == \$3909 [4:2];
   assign \$3911  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3912  = 4'hc == \$3911 [4:1];
+  assign \$3912  = 2'h3 == \$3911 [4:3];
   assign \$3913  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3914  = 5'h19 == \$3913 [4:0];
+  assign \$3914  = 3'h7 == \$3913 [4:2];
   assign \$3915  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3916  = 4'he == \$3915 [4:1];
   assign \$3917  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3918  = 2'h3 == \$3917 [4:3];
+  assign \$3918  = 5'h1d == \$3917 [4:0];
   assign \$3919  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3920  = 3'h6 == \$3919 [4:2];
   assign \$3921  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3922  = 4'hd == \$3921 [4:1];
+  assign \$3922  = 2'h3 == \$3921 [4:3];
   assign \$3923  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3924  = 5'h1a == \$3923 [4:0];
+  assign \$3924  = 3'h7 == \$3923 [4:2];
   assign \$3925  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3926  = 4'hf == \$3925 [4:1];
   assign \$3927  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3928  = 2'h3 == \$3927 [4:3];
+  assign \$3928  = 5'h1e == \$3927 [4:0];
   assign \$3929  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3930  = 3'h6 == \$3929 [4:2];
   assign \$3931  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3932  = 4'hd == \$3931 [4:1];
+  assign \$3932  = 2'h3 == \$3931 [4:3];
   assign \$3933  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3934  = 5'h1b == \$3933 [4:0];
+  assign \$3934  = 3'h7 == \$3933 [4:2];
   assign \$3935  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3936  = 4'hf == \$3935 [4:1];
   assign \$3937  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3938  = 2'h3 == \$3937 [4:3];
-  assign \$3939  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3940  = 3'h7 == \$3939 [4:2];
-  assign \$3941  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3942  = 4'he == \$3941 [4:1];
-  assign \$3943  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3944  = 5'h1c == \$3943 [4:0];
-  assign \$3945  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3947  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3948  = 2'h3 == \$3947 [4:3];
-  assign \$3949  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3950  = 3'h7 == \$3949 [4:2];
-  assign \$3951  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3952  = 4'he == \$3951 [4:1];
+  assign \$3938  = 5'h1f == \$3937 [4:0];
+  assign \$3939  = ~ t_scalar;
+  assign \$3940  = t_direct[0] & \$3939 ;
+  assign \$3941  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$3942  = \$3941  & t_scalar;
+  assign \$3943  = \$3940  | \$3942 ;
+  assign \$3944  = t_scalar ? t_scalar_ctl[25] : t_direct[25];
+  assign \$3945  = ~ trans;
+  assign \$3946  = \mac_d2$190  & \$3945 ;
+  assign \$3947  = \$3946  ? \bank_d2$194  : fold_bank;
+  assign acc_w_bank2 = \$3943  ? \$3944  : \$3947 ;
+  assign \$3948  = ~ t_scalar;
+  assign \$3949  = t_direct[0] & \$3948 ;
+  assign \$3950  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$3951  = \$3950  & t_scalar;
+  assign \$3952  = \$3949  | \$3951 ;
   assign \$3953  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3954  = 5'h1d == \$3953 [4:0];
-  assign \$3955  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3957  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3958  = 2'h3 == \$3957 [4:3];
-  assign \$3959  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3960  = 3'h7 == \$3959 [4:2];
-  assign \$3961  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3962  = 4'hf == \$3961 [4:1];
-  assign \$3963  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3964  = 5'h1e == \$3963 [4:0];
-  assign \$3965  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3967  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3968  = 2'h3 == \$3967 [4:3];
-  assign \$3969  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3970  = 3'h7 == \$3969 [4:2];
-  assign \$3971  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3972  = 4'hf == \$3971 [4:1];
-  assign \$3973  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3974  = 5'h1f == \$3973 [4:0];
-  assign \$3975  = ~ t_scalar;
-  assign \$3976  = t_direct[0] & \$3975 ;
-  assign \$3977  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$3978  = \$3977  & t_scalar;
-  assign \$3979  = \$3976  | \$3978 ;
-  assign \$3980  = t_scalar ? t_scalar_ctl[25] : t_direct[25];
-  assign \$3981  = ~ trans;
-  assign \$3982  = \mac_d2$190  & \$3981 ;
-  assign \$3983  = \$3982  ? \bank_d2$194  : fold_bank;
-  assign acc_w_bank2 = \$3979  ? \$3980  : \$3983 ;
-  assign \$3984  = ~ t_scalar;
-  assign \$3985  = t_direct[0] & \$3984 ;
-  assign \$3986  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$3987  = \$3986  & t_scalar;
-  assign \$3988  = \$3985  | \$3987 ;
-  assign \$3989  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3990  = ~ trans;
-  assign \$3991  = \mac_d2$190  & \$3990 ;
-  assign \$3992  = \$3991  ? \acc_addr_d2$192  : acc_word;
-  assign \$3993  = \$3988  ? \$3989 [19:5] : { 8'h00, \$3992  };
-  assign \$3994  = ~ t_scalar;
-  assign \$3995  = t_direct[0] & \$3994 ;
-  assign \$3996  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$3997  = \$3996  & t_scalar;
-  assign \$3998  = \$3995  | \$3997 ;
+  assign \$3954  = ~ trans;
+  assign \$3955  = \mac_d2$190  & \$3954 ;
+  assign \$3956  = \$3955  ? \acc_addr_d2$192  : acc_word;
+  assign \$3957  = \$3952  ? \$3953 [19:5] : { 8'h00, \$3956  };
+  assign \$3958  = ~ t_scalar;
+  assign \$3959  = t_direct[0] & \$3958 ;
+  assign \$3960  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$3961  = \$3960  & t_scalar;
+  assign \$3962  = \$3959  | \$3961 ;
+  assign \$3963  = t_fold_adds == 2'h2;
+  assign \$3964  = \$3963  ? fold2_r_2 : fold1_r_2;
+  assign \$3965  = t_scalar ? \$3964  : t_node_2_0;
+  assign \$3966  = t_fold_adds == 2'h2;
+  assign \$3967  = \$3966  ? fold2_r_2 : fold1_r_2;
+  assign \$3968  = t_scalar ? \$3967  : t_node_2_1;
+  assign \$3969  = t_fold_adds == 2'h2;
+  assign \$3970  = \$3969  ? fold2_r_2 : fold1_r_2;
+  assign \$3971  = t_scalar ? \$3970  : t_node_2_2;
+  assign \$3972  = t_fold_adds == 2'h2;
+  assign \$3973  = \$3972  ? fold2_r_2 : fold1_r_2;
+  assign \$3974  = t_scalar ? \$3973  : t_node_2_3;
+  assign \$3975  = t_fold_adds == 2'h2;
+  assign \$3976  = \$3975  ? fold2_r_2 : fold1_r_2;
+  assign \$3977  = t_scalar ? \$3976  : t_node_2_4;
+  assign \$3978  = t_fold_adds == 2'h2;
+  assign \$3979  = \$3978  ? fold2_r_2 : fold1_r_2;
+  assign \$3980  = t_scalar ? \$3979  : t_node_2_5;
+  assign \$3981  = t_fold_adds == 2'h2;
+  assign \$3982  = \$3981  ? fold2_r_2 : fold1_r_2;
+  assign \$3983  = t_scalar ? \$3982  : t_node_2_6;
+  assign \$3984  = t_fold_adds == 2'h2;
+  assign \$3985  = \$3984  ? fold2_r_2 : fold1_r_2;
+  assign \$3986  = t_scalar ? \$3985  : t_node_2_7;
+  assign \$3987  = t_fold_adds == 2'h2;
+  assign \$3988  = \$3987  ? fold2_r_2 : fold1_r_2;
+  assign \$3989  = t_scalar ? \$3988  : t_node_2_8;
+  assign \$3990  = t_fold_adds == 2'h2;
+  assign \$3991  = \$3990  ? fold2_r_2 : fold1_r_2;
+  assign \$3992  = t_scalar ? \$3991  : t_node_2_9;
+  assign \$3993  = t_fold_adds == 2'h2;
+  assign \$3994  = \$3993  ? fold2_r_2 : fold1_r_2;
+  assign \$3995  = t_scalar ? \$3994  : t_node_2_10;
+  assign \$3996  = t_fold_adds == 2'h2;
+  assign \$3997  = \$3996  ? fold2_r_2 : fold1_r_2;
+  assign \$3998  = t_scalar ? \$3997  : t_node_2_11;
   assign \$3999  = t_fold_adds == 2'h2;
   assign \$4000  = \$3999  ? fold2_r_2 : fold1_r_2;
-  assign \$4001  = t_scalar ? \$4000  : t_node_2_0;
+  assign \$4001  = t_scalar ? \$4000  : t_node_2_12;
   assign \$4002  = t_fold_adds == 2'h2;
   assign \$4003  = \$4002  ? fold2_r_2 : fold1_r_2;
-  assign \$4004  = t_scalar ? \$4003  : t_node_2_1;
+  assign \$4004  = t_scalar ? \$4003  : t_node_2_13;
   assign \$4005  = t_fold_adds == 2'h2;
   assign \$4006  = \$4005  ? fold2_r_2 : fold1_r_2;
-  assign \$4007  = t_scalar ? \$4006  : t_node_2_2;
+  assign \$4007  = t_scalar ? \$4006  : t_node_2_14;
   assign \$4008  = t_fold_adds == 2'h2;
   assign \$4009  = \$4008  ? fold2_r_2 : fold1_r_2;
-  assign \$4010  = t_scalar ? \$4009  : t_node_2_3;
+  assign \$4010  = t_scalar ? \$4009  : t_node_2_15;
   assign \$4011  = t_fold_adds == 2'h2;
   assign \$4012  = \$4011  ? fold2_r_2 : fold1_r_2;
-  assign \$4013  = t_scalar ? \$4012  : t_node_2_4;
+  assign \$4013  = t_scalar ? \$4012  : t_node_2_16;
   assign \$4014  = t_fold_adds == 2'h2;
   assign \$4015  = \$4014  ? fold2_r_2 : fold1_r_2;
-  assign \$4016  = t_scalar ? \$4015  : t_node_2_5;
+  assign \$4016  = t_scalar ? \$4015  : t_node_2_17;
   assign \$4017  = t_fold_adds == 2'h2;
   assign \$4018  = \$4017  ? fold2_r_2 : fold1_r_2;
-  assign \$4019  = t_scalar ? \$4018  : t_node_2_6;
+  assign \$4019  = t_scalar ? \$4018  : t_node_2_18;
   assign \$4020  = t_fold_adds == 2'h2;
   assign \$4021  = \$4020  ? fold2_r_2 : fold1_r_2;
-  assign \$4022  = t_scalar ? \$4021  : t_node_2_7;
+  assign \$4022  = t_scalar ? \$4021  : t_node_2_19;
   assign \$4023  = t_fold_adds == 2'h2;
   assign \$4024  = \$4023  ? fold2_r_2 : fold1_r_2;
-  assign \$4025  = t_scalar ? \$4024  : t_node_2_8;
+  assign \$4025  = t_scalar ? \$4024  : t_node_2_20;
   assign \$4026  = t_fold_adds == 2'h2;
   assign \$4027  = \$4026  ? fold2_r_2 : fold1_r_2;
-  assign \$4028  = t_scalar ? \$4027  : t_node_2_9;
+  assign \$4028  = t_scalar ? \$4027  : t_node_2_21;
   assign \$4029  = t_fold_adds == 2'h2;
   assign \$4030  = \$4029  ? fold2_r_2 : fold1_r_2;
-  assign \$4031  = t_scalar ? \$4030  : t_node_2_10;
+  assign \$4031  = t_scalar ? \$4030  : t_node_2_22;
   assign \$4032  = t_fold_adds == 2'h2;
   assign \$4033  = \$4032  ? fold2_r_2 : fold1_r_2;
-  assign \$4034  = t_scalar ? \$4033  : t_node_2_11;
+  assign \$4034  = t_scalar ? \$4033  : t_node_2_23;
   assign \$4035  = t_fold_adds == 2'h2;
   assign \$4036  = \$4035  ? fold2_r_2 : fold1_r_2;
-  assign \$4037  = t_scalar ? \$4036  : t_node_2_12;
+  assign \$4037  = t_scalar ? \$4036  : t_node_2_24;
   assign \$4038  = t_fold_adds == 2'h2;
   assign \$4039  = \$4038  ? fold2_r_2 : fold1_r_2;
-  assign \$4040  = t_scalar ? \$4039  : t_node_2_13;
+  assign \$4040  = t_scalar ? \$4039  : t_node_2_25;
   assign \$4041  = t_fold_adds == 2'h2;
   assign \$4042  = \$4041  ? fold2_r_2 : fold1_r_2;
-  assign \$4043  = t_scalar ? \$4042  : t_node_2_14;
+  assign \$4043  = t_scalar ? \$4042  : t_node_2_26;
   assign \$4044  = t_fold_adds == 2'h2;
   assign \$4045  = \$4044  ? fold2_r_2 : fold1_r_2;
-  assign \$4046  = t_scalar ? \$4045  : t_node_2_15;
+  assign \$4046  = t_scalar ? \$4045  : t_node_2_27;
   assign \$4047  = t_fold_adds == 2'h2;
   assign \$4048  = \$4047  ? fold2_r_2 : fold1_r_2;
-  assign \$4049  = t_scalar ? \$4048  : t_node_2_16;
+  assign \$4049  = t_scalar ? \$4048  : t_node_2_28;
   assign \$4050  = t_fold_adds == 2'h2;
   assign \$4051  = \$4050  ? fold2_r_2 : fold1_r_2;
-  assign \$4052  = t_scalar ? \$4051  : t_node_2_17;
+  assign \$4052  = t_scalar ? \$4051  : t_node_2_29;
   assign \$4053  = t_fold_adds == 2'h2;
   assign \$4054  = \$4053  ? fold2_r_2 : fold1_r_2;
-  assign \$4055  = t_scalar ? \$4054  : t_node_2_18;
+  assign \$4055  = t_scalar ? \$4054  : t_node_2_30;
   assign \$4056  = t_fold_adds == 2'h2;
   assign \$4057  = \$4056  ? fold2_r_2 : fold1_r_2;
-  assign \$4058  = t_scalar ? \$4057  : t_node_2_19;
-  assign \$4059  = t_fold_adds == 2'h2;
-  assign \$4060  = \$4059  ? fold2_r_2 : fold1_r_2;
-  assign \$4061  = t_scalar ? \$4060  : t_node_2_20;
-  assign \$4062  = t_fold_adds == 2'h2;
-  assign \$4063  = \$4062  ? fold2_r_2 : fold1_r_2;
-  assign \$4064  = t_scalar ? \$4063  : t_node_2_21;
-  assign \$4065  = t_fold_adds == 2'h2;
-  assign \$4066  = \$4065  ? fold2_r_2 : fold1_r_2;
-  assign \$4067  = t_scalar ? \$4066  : t_node_2_22;
-  assign \$4068  = t_fold_adds == 2'h2;
-  assign \$4069  = \$4068  ? fold2_r_2 : fold1_r_2;
-  assign \$4070  = t_scalar ? \$4069  : t_node_2_23;
-  assign \$4071  = t_fold_adds == 2'h2;
-  assign \$4072  = \$4071  ? fold2_r_2 : fold1_r_2;
-  assign \$4073  = t_scalar ? \$4072  : t_node_2_24;
-  assign \$4074  = t_fold_adds == 2'h2;
-  assign \$4075  = \$4074  ? fold2_r_2 : fold1_r_2;
-  assign \$4076  = t_scalar ? \$4075  : t_node_2_25;
-  assign \$4077  = t_fold_adds == 2'h2;
-  assign \$4078  = \$4077  ? fold2_r_2 : fold1_r_2;
-  assign \$4079  = t_scalar ? \$4078  : t_node_2_26;
-  assign \$4080  = t_fold_adds == 2'h2;
-  assign \$4081  = \$4080  ? fold2_r_2 : fold1_r_2;
-  assign \$4082  = t_scalar ? \$4081  : t_node_2_27;
-  assign \$4083  = t_fold_adds == 2'h2;
-  assign \$4084  = \$4083  ? fold2_r_2 : fold1_r_2;
-  assign \$4085  = t_scalar ? \$4084  : t_node_2_28;
-  assign \$4086  = t_fold_adds == 2'h2;
-  assign \$4087  = \$4086  ? fold2_r_2 : fold1_r_2;
-  assign \$4088  = t_scalar ? \$4087  : t_node_2_29;
-  assign \$4089  = t_fold_adds == 2'h2;
-  assign \$4090  = \$4089  ? fold2_r_2 : fold1_r_2;
-  assign \$4091  = t_scalar ? \$4090  : t_node_2_30;
-  assign \$4092  = t_fold_adds == 2'h2;
-  assign \$4093  = \$4092  ? fold2_r_2 : fold1_r_2;
-  assign \$4094  = t_scalar ? \$4093  : t_node_2_31;
-  assign \$4095  = ~ trans;
-  assign \$4096  = \mac_d2$190  & \$4095 ;
-  assign \$4097  = \$4096  ? { sum_2_31, sum_2_30, sum_2_29, sum_2_28, sum_2_27, sum_2_26, sum_2_25, sum_2_24, sum_2_23, sum_2_22, sum_2_21, sum_2_20, sum_2_19, sum_2_18, sum_2_17, sum_2_16, sum_2_15, sum_2_14, sum_2_13, sum_2_12, sum_2_11, sum_2_10, sum_2_9, sum_2_8, sum_2_7, sum_2_6, sum_2_5, sum_2_4, sum_2_3, sum_2_2, sum_2_1, sum_2_0 } : acc_data;
-  assign acc_w_data2 = \$3998  ? { \$4094 , \$4091 , \$4088 , \$4085 , \$4082 , \$4079 , \$4076 , \$4073 , \$4070 , \$4067 , \$4064 , \$4061 , \$4058 , \$4055 , \$4052 , \$4049 , \$4046 , \$4043 , \$4040 , \$4037 , \$4034 , \$4031 , \$4028 , \$4025 , \$4022 , \$4019 , \$4016 , \$4013 , \$4010 , \$4007 , \$4004 , \$4001  } : \$4097 ;
-  assign \$4098  = ~ t_scalar;
-  assign \$4099  = t_direct[0] & \$4098 ;
-  assign \$4100  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$4101  = \$4100  & t_scalar;
-  assign \$4102  = \$4099  | \$4101 ;
+  assign \$4058  = t_scalar ? \$4057  : t_node_2_31;
+  assign \$4059  = ~ trans;
+  assign \$4060  = \mac_d2$190  & \$4059 ;
+  assign \$4061  = \$4060  ? { sum_2_31, sum_2_30, sum_2_29, sum_2_28, sum_2_27, sum_2_26, sum_2_25, sum_2_24, sum_2_23, sum_2_22, sum_2_21, sum_2_20, sum_2_19, sum_2_18, sum_2_17, sum_2_16, sum_2_15, sum_2_14, sum_2_13, sum_2_12, sum_2_11, sum_2_10, sum_2_9, sum_2_8, sum_2_7, sum_2_6, sum_2_5, sum_2_4, sum_2_3, sum_2_2, sum_2_1, sum_2_0 } : acc_data;
+  assign acc_w_data2 = \$3962  ? { \$4058 , \$4055 , \$4052 , \$4049 , \$4046 , \$4043 , \$4040 , \$4037 , \$4034 , \$4031 , \$4028 , \$4025 , \$4022 , \$4019 , \$4016 , \$4013 , \$4010 , \$4007 , \$4004 , \$4001 , \$3998 , \$3995 , \$3992 , \$3989 , \$3986 , \$3983 , \$3980 , \$3977 , \$3974 , \$3971 , \$3968 , \$3965  } : \$4061 ;
+  assign \$4062  = ~ t_scalar;
+  assign \$4063  = t_direct[0] & \$4062 ;
+  assign \$4064  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$4065  = \$4064  & t_scalar;
+  assign \$4066  = \$4063  | \$4065 ;
+  assign \$4067  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4068  = ! \$4067 [4:0];
+  assign \$4069  = t_scalar ? \$4068  : t_en_2_0;
+  assign \$4070  = ~ t_scalar;
+  assign \$4071  = t_direct[0] & \$4070 ;
+  assign \$4072  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$4073  = \$4072  & t_scalar;
+  assign \$4074  = \$4071  | \$4073 ;
+  assign \$4075  = \$4069  & \$4074 ;
+  assign \$4076  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4077  = \$4076 [4:0] == 1'h1;
+  assign \$4078  = t_scalar ? \$4077  : t_en_2_1;
+  assign \$4079  = ~ t_scalar;
+  assign \$4080  = t_direct[0] & \$4079 ;
+  assign \$4081  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$4082  = \$4081  & t_scalar;
+  assign \$4083  = \$4080  | \$4082 ;
+  assign \$4084  = \$4078  & \$4083 ;
+  assign \$4085  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4086  = \$4085 [4:0] == 2'h2;
+  assign \$4087  = t_scalar ? \$4086  : t_en_2_2;
+  assign \$4088  = ~ t_scalar;
+  assign \$4089  = t_direct[0] & \$4088 ;
+  assign \$4090  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$4091  = \$4090  & t_scalar;
+  assign \$4092  = \$4089  | \$4091 ;
+  assign \$4093  = \$4087  & \$4092 ;
+  assign \$4094  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4095  = \$4094 [4:0] == 2'h3;
+  assign \$4096  = t_scalar ? \$4095  : t_en_2_3;
+  assign \$4097  = ~ t_scalar;
+  assign \$4098  = t_direct[0] & \$4097 ;
+  assign \$4099  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$4100  = \$4099  & t_scalar;
+  assign \$4101  = \$4098  | \$4100 ;
+  assign \$4102  = \$4096  & \$4101 ;
   assign \$4103  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4104  = ! \$4103 [4:0];
-  assign \$4105  = t_scalar ? \$4104  : t_en_2_0;
+  assign \$4104  = \$4103 [4:0] == 3'h4;
+  assign \$4105  = t_scalar ? \$4104  : t_en_2_4;
   assign \$4106  = ~ t_scalar;
   assign \$4107  = t_direct[0] & \$4106 ;
   assign \$4108  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -23676,8 +23596,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$4110  = \$4107  | \$4109 ;
   assign \$4111  = \$4105  & \$4110 ;
   assign \$4112  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4113  = \$4112 [4:0] == 1'h1;
-  assign \$4114  = t_scalar ? \$4113  : t_en_2_1;
+  assign \$4113  = \$4112 [4:0] == 3'h5;
+  assign \$4114  = t_scalar ? \$4113  : t_en_2_5;
   assign \$4115  = ~ t_scalar;
   assign \$4116  = t_direct[0] & \$4115 ;
   assign \$4117  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -23685,8 +23605,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$4119  = \$4116  | \$4118 ;
   assign \$4120  = \$4114  & \$4119 ;
   assign \$4121  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4122  = \$4121 [4:0] == 2'h2;
-  assign \$4123  = t_scalar ? \$4122  : t_en_2_2;
+  assign \$4122  = \$4121 [4:0] == 3'h6;
+  assign \$4123  = t_scalar ? \$4122  : t_en_2_6;
   assign \$4124  = ~ t_scalar;
   assign \$4125  = t_direct[0] & \$4124 ;
   assign \$4126  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -23694,8 +23614,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$4128  = \$4125  | \$4127 ;
   assign \$4129  = \$4123  & \$4128 ;
   assign \$4130  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4131  = \$4130 [4:0] == 2'h3;
-  assign \$4132  = t_scalar ? \$4131  : t_en_2_3;
+  assign \$4131  = \$4130 [4:0] == 3'h7;
+  assign \$4132  = t_scalar ? \$4131  : t_en_2_7;
   assign \$4133  = ~ t_scalar;
   assign \$4134  = t_direct[0] & \$4133 ;
   assign \$4135  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -23703,8 +23623,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$4137  = \$4134  | \$4136 ;
   assign \$4138  = \$4132  & \$4137 ;
   assign \$4139  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4140  = \$4139 [4:0] == 3'h4;
-  assign \$4141  = t_scalar ? \$4140  : t_en_2_4;
+  assign \$4140  = \$4139 [4:0] == 4'h8;
+  assign \$4141  = t_scalar ? \$4140  : t_en_2_8;
   assign \$4142  = ~ t_scalar;
   assign \$4143  = t_direct[0] & \$4142 ;
   assign \$4144  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -23712,8 +23632,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$4146  = \$4143  | \$4145 ;
   assign \$4147  = \$4141  & \$4146 ;
   assign \$4148  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4149  = \$4148 [4:0] == 3'h5;
-  assign \$4150  = t_scalar ? \$4149  : t_en_2_5;
+  assign \$4149  = \$4148 [4:0] == 4'h9;
+  assign \$4150  = t_scalar ? \$4149  : t_en_2_9;
   assign \$4151  = ~ t_scalar;
   assign \$4152  = t_direct[0] & \$4151 ;
   assign \$4153  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -23721,8 +23641,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$4155  = \$4152  | \$4154 ;
   assign \$4156  = \$4150  & \$4155 ;
   assign \$4157  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4158  = \$4157 [4:0] == 3'h6;
-  assign \$4159  = t_scalar ? \$4158  : t_en_2_6;
+  assign \$4158  = \$4157 [4:0] == 4'ha;
+  assign \$4159  = t_scalar ? \$4158  : t_en_2_10;
   assign \$4160  = ~ t_scalar;
   assign \$4161  = t_direct[0] & \$4160 ;
   assign \$4162  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -23730,8 +23650,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$4164  = \$4161  | \$4163 ;
   assign \$4165  = \$4159  & \$4164 ;
   assign \$4166  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4167  = \$4166 [4:0] == 3'h7;
-  assign \$4168  = t_scalar ? \$4167  : t_en_2_7;
+  assign \$4167  = \$4166 [4:0] == 4'hb;
+  assign \$4168  = t_scalar ? \$4167  : t_en_2_11;
   assign \$4169  = ~ t_scalar;
   assign \$4170  = t_direct[0] & \$4169 ;
   assign \$4171  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -23739,8 +23659,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$4173  = \$4170  | \$4172 ;
   assign \$4174  = \$4168  & \$4173 ;
   assign \$4175  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4176  = \$4175 [4:0] == 4'h8;
-  assign \$4177  = t_scalar ? \$4176  : t_en_2_8;
+  assign \$4176  = \$4175 [4:0] == 4'hc;
+  assign \$4177  = t_scalar ? \$4176  : t_en_2_12;
   assign \$4178  = ~ t_scalar;
   assign \$4179  = t_direct[0] & \$4178 ;
   assign \$4180  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -23748,8 +23668,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$4182  = \$4179  | \$4181 ;
   assign \$4183  = \$4177  & \$4182 ;
   assign \$4184  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4185  = \$4184 [4:0] == 4'h9;
-  assign \$4186  = t_scalar ? \$4185  : t_en_2_9;
+  assign \$4185  = \$4184 [4:0] == 4'hd;
+  assign \$4186  = t_scalar ? \$4185  : t_en_2_13;
   assign \$4187  = ~ t_scalar;
   assign \$4188  = t_direct[0] & \$4187 ;
   assign \$4189  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -23757,8 +23677,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$4191  = \$4188  | \$4190 ;
   assign \$4192  = \$4186  & \$4191 ;
   assign \$4193  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4194  = \$4193 [4:0] == 4'ha;
-  assign \$4195  = t_scalar ? \$4194  : t_en_2_10;
+  assign \$4194  = \$4193 [4:0] == 4'he;
+  assign \$4195  = t_scalar ? \$4194  : t_en_2_14;
   assign \$4196  = ~ t_scalar;
   assign \$4197  = t_direct[0] & \$4196 ;
   assign \$4198  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -23766,8 +23686,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$4200  = \$4197  | \$4199 ;
   assign \$4201  = \$4195  & \$4200 ;
   assign \$4202  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4203  = \$4202 [4:0] == 4'hb;
-  assign \$4204  = t_scalar ? \$4203  : t_en_2_11;
+  assign \$4203  = \$4202 [4:0] == 4'hf;
+  assign \$4204  = t_scalar ? \$4203  : t_en_2_15;
   assign \$4205  = ~ t_scalar;
   assign \$4206  = t_direct[0] & \$4205 ;
   assign \$4207  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -23775,8 +23695,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$4209  = \$4206  | \$4208 ;
   assign \$4210  = \$4204  & \$4209 ;
   assign \$4211  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4212  = \$4211 [4:0] == 4'hc;
-  assign \$4213  = t_scalar ? \$4212  : t_en_2_12;
+  assign \$4212  = \$4211 [4:0] == 5'h10;
+  assign \$4213  = t_scalar ? \$4212  : t_en_2_16;
   assign \$4214  = ~ t_scalar;
   assign \$4215  = t_direct[0] & \$4214 ;
   assign \$4216  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -23784,8 +23704,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$4218  = \$4215  | \$4217 ;
   assign \$4219  = \$4213  & \$4218 ;
   assign \$4220  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4221  = \$4220 [4:0] == 4'hd;
-  assign \$4222  = t_scalar ? \$4221  : t_en_2_13;
+  assign \$4221  = \$4220 [4:0] == 5'h11;
+  assign \$4222  = t_scalar ? \$4221  : t_en_2_17;
   assign \$4223  = ~ t_scalar;
   assign \$4224  = t_direct[0] & \$4223 ;
   assign \$4225  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -23793,8 +23713,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$4227  = \$4224  | \$4226 ;
   assign \$4228  = \$4222  & \$4227 ;
   assign \$4229  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4230  = \$4229 [4:0] == 4'he;
-  assign \$4231  = t_scalar ? \$4230  : t_en_2_14;
+  assign \$4230  = \$4229 [4:0] == 5'h12;
+  assign \$4231  = t_scalar ? \$4230  : t_en_2_18;
   assign \$4232  = ~ t_scalar;
   assign \$4233  = t_direct[0] & \$4232 ;
   assign \$4234  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -23802,8 +23722,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$4236  = \$4233  | \$4235 ;
   assign \$4237  = \$4231  & \$4236 ;
   assign \$4238  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4239  = \$4238 [4:0] == 4'hf;
-  assign \$4240  = t_scalar ? \$4239  : t_en_2_15;
+  assign \$4239  = \$4238 [4:0] == 5'h13;
+  assign \$4240  = t_scalar ? \$4239  : t_en_2_19;
   assign \$4241  = ~ t_scalar;
   assign \$4242  = t_direct[0] & \$4241 ;
   assign \$4243  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -23811,8 +23731,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$4245  = \$4242  | \$4244 ;
   assign \$4246  = \$4240  & \$4245 ;
   assign \$4247  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4248  = \$4247 [4:0] == 5'h10;
-  assign \$4249  = t_scalar ? \$4248  : t_en_2_16;
+  assign \$4248  = \$4247 [4:0] == 5'h14;
+  assign \$4249  = t_scalar ? \$4248  : t_en_2_20;
   assign \$4250  = ~ t_scalar;
   assign \$4251  = t_direct[0] & \$4250 ;
   assign \$4252  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -23820,8 +23740,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$4254  = \$4251  | \$4253 ;
   assign \$4255  = \$4249  & \$4254 ;
   assign \$4256  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4257  = \$4256 [4:0] == 5'h11;
-  assign \$4258  = t_scalar ? \$4257  : t_en_2_17;
+  assign \$4257  = \$4256 [4:0] == 5'h15;
+  assign \$4258  = t_scalar ? \$4257  : t_en_2_21;
   assign \$4259  = ~ t_scalar;
   assign \$4260  = t_direct[0] & \$4259 ;
   assign \$4261  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -23829,8 +23749,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$4263  = \$4260  | \$4262 ;
   assign \$4264  = \$4258  & \$4263 ;
   assign \$4265  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4266  = \$4265 [4:0] == 5'h12;
-  assign \$4267  = t_scalar ? \$4266  : t_en_2_18;
+  assign \$4266  = \$4265 [4:0] == 5'h16;
+  assign \$4267  = t_scalar ? \$4266  : t_en_2_22;
   assign \$4268  = ~ t_scalar;
   assign \$4269  = t_direct[0] & \$4268 ;
   assign \$4270  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -23838,8 +23758,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$4272  = \$4269  | \$4271 ;
   assign \$4273  = \$4267  & \$4272 ;
   assign \$4274  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4275  = \$4274 [4:0] == 5'h13;
-  assign \$4276  = t_scalar ? \$4275  : t_en_2_19;
+  assign \$4275  = \$4274 [4:0] == 5'h17;
+  assign \$4276  = t_scalar ? \$4275  : t_en_2_23;
   assign \$4277  = ~ t_scalar;
   assign \$4278  = t_direct[0] & \$4277 ;
   assign \$4279  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -23847,8 +23767,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$4281  = \$4278  | \$4280 ;
   assign \$4282  = \$4276  & \$4281 ;
   assign \$4283  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4284  = \$4283 [4:0] == 5'h14;
-  assign \$4285  = t_scalar ? \$4284  : t_en_2_20;
+  assign \$4284  = \$4283 [4:0] == 5'h18;
+  assign \$4285  = t_scalar ? \$4284  : t_en_2_24;
   assign \$4286  = ~ t_scalar;
   assign \$4287  = t_direct[0] & \$4286 ;
   assign \$4288  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -23856,8 +23776,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$4290  = \$4287  | \$4289 ;
   assign \$4291  = \$4285  & \$4290 ;
   assign \$4292  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4293  = \$4292 [4:0] == 5'h15;
-  assign \$4294  = t_scalar ? \$4293  : t_en_2_21;
+  assign \$4293  = \$4292 [4:0] == 5'h19;
+  assign \$4294  = t_scalar ? \$4293  : t_en_2_25;
   assign \$4295  = ~ t_scalar;
   assign \$4296  = t_direct[0] & \$4295 ;
   assign \$4297  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -23865,8 +23785,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$4299  = \$4296  | \$4298 ;
   assign \$4300  = \$4294  & \$4299 ;
   assign \$4301  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4302  = \$4301 [4:0] == 5'h16;
-  assign \$4303  = t_scalar ? \$4302  : t_en_2_22;
+  assign \$4302  = \$4301 [4:0] == 5'h1a;
+  assign \$4303  = t_scalar ? \$4302  : t_en_2_26;
   assign \$4304  = ~ t_scalar;
   assign \$4305  = t_direct[0] & \$4304 ;
   assign \$4306  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -23874,8 +23794,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$4308  = \$4305  | \$4307 ;
   assign \$4309  = \$4303  & \$4308 ;
   assign \$4310  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4311  = \$4310 [4:0] == 5'h17;
-  assign \$4312  = t_scalar ? \$4311  : t_en_2_23;
+  assign \$4311  = \$4310 [4:0] == 5'h1b;
+  assign \$4312  = t_scalar ? \$4311  : t_en_2_27;
   assign \$4313  = ~ t_scalar;
   assign \$4314  = t_direct[0] & \$4313 ;
   assign \$4315  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -23883,8 +23803,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$4317  = \$4314  | \$4316 ;
   assign \$4318  = \$4312  & \$4317 ;
   assign \$4319  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4320  = \$4319 [4:0] == 5'h18;
-  assign \$4321  = t_scalar ? \$4320  : t_en_2_24;
+  assign \$4320  = \$4319 [4:0] == 5'h1c;
+  assign \$4321  = t_scalar ? \$4320  : t_en_2_28;
   assign \$4322  = ~ t_scalar;
   assign \$4323  = t_direct[0] & \$4322 ;
   assign \$4324  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -23892,8 +23812,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$4326  = \$4323  | \$4325 ;
   assign \$4327  = \$4321  & \$4326 ;
   assign \$4328  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4329  = \$4328 [4:0] == 5'h19;
-  assign \$4330  = t_scalar ? \$4329  : t_en_2_25;
+  assign \$4329  = \$4328 [4:0] == 5'h1d;
+  assign \$4330  = t_scalar ? \$4329  : t_en_2_29;
   assign \$4331  = ~ t_scalar;
   assign \$4332  = t_direct[0] & \$4331 ;
   assign \$4333  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -23901,8 +23821,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$4335  = \$4332  | \$4334 ;
   assign \$4336  = \$4330  & \$4335 ;
   assign \$4337  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4338  = \$4337 [4:0] == 5'h1a;
-  assign \$4339  = t_scalar ? \$4338  : t_en_2_26;
+  assign \$4338  = \$4337 [4:0] == 5'h1e;
+  assign \$4339  = t_scalar ? \$4338  : t_en_2_30;
   assign \$4340  = ~ t_scalar;
   assign \$4341  = t_direct[0] & \$4340 ;
   assign \$4342  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -23910,599 +23830,599 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$4344  = \$4341  | \$4343 ;
   assign \$4345  = \$4339  & \$4344 ;
   assign \$4346  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4347  = \$4346 [4:0] == 5'h1b;
-  assign \$4348  = t_scalar ? \$4347  : t_en_2_27;
+  assign \$4347  = \$4346 [4:0] == 5'h1f;
+  assign \$4348  = t_scalar ? \$4347  : t_en_2_31;
   assign \$4349  = ~ t_scalar;
   assign \$4350  = t_direct[0] & \$4349 ;
   assign \$4351  = t_scalar_ctl[0] & t_scalar_ctl[24];
   assign \$4352  = \$4351  & t_scalar;
   assign \$4353  = \$4350  | \$4352 ;
   assign \$4354  = \$4348  & \$4353 ;
-  assign \$4355  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4356  = \$4355 [4:0] == 5'h1c;
-  assign \$4357  = t_scalar ? \$4356  : t_en_2_28;
-  assign \$4358  = ~ t_scalar;
-  assign \$4359  = t_direct[0] & \$4358 ;
-  assign \$4360  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$4361  = \$4360  & t_scalar;
-  assign \$4362  = \$4359  | \$4361 ;
-  assign \$4363  = \$4357  & \$4362 ;
-  assign \$4364  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4365  = \$4364 [4:0] == 5'h1d;
-  assign \$4366  = t_scalar ? \$4365  : t_en_2_29;
-  assign \$4367  = ~ t_scalar;
-  assign \$4368  = t_direct[0] & \$4367 ;
-  assign \$4369  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$4370  = \$4369  & t_scalar;
-  assign \$4371  = \$4368  | \$4370 ;
-  assign \$4372  = \$4366  & \$4371 ;
-  assign \$4373  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4374  = \$4373 [4:0] == 5'h1e;
-  assign \$4375  = t_scalar ? \$4374  : t_en_2_30;
-  assign \$4376  = ~ t_scalar;
-  assign \$4377  = t_direct[0] & \$4376 ;
-  assign \$4378  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$4379  = \$4378  & t_scalar;
-  assign \$4380  = \$4377  | \$4379 ;
-  assign \$4381  = \$4375  & \$4380 ;
-  assign \$4382  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4383  = \$4382 [4:0] == 5'h1f;
-  assign \$4384  = t_scalar ? \$4383  : t_en_2_31;
-  assign \$4385  = ~ t_scalar;
-  assign \$4386  = t_direct[0] & \$4385 ;
-  assign \$4387  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$4388  = \$4387  & t_scalar;
-  assign \$4389  = \$4386  | \$4388 ;
-  assign \$4390  = \$4384  & \$4389 ;
-  assign \$4391  = ~ trans;
-  assign \$4392  = \mac_d2$190  & \$4391 ;
-  assign \$4393  = acc_row == 2'h2;
-  assign \$4394  = acc_we & \$4393 ;
-  assign \$4395  = \$4392  | \$4394 ;
-  assign \$4396  = \$4395  ? 32'd4294967295 : 32'd0;
-  assign acc_w_en2 = \$4102  ? { \$4390 , \$4381 , \$4372 , \$4363 , \$4354 , \$4345 , \$4336 , \$4327 , \$4318 , \$4309 , \$4300 , \$4291 , \$4282 , \$4273 , \$4264 , \$4255 , \$4246 , \$4237 , \$4228 , \$4219 , \$4210 , \$4201 , \$4192 , \$4183 , \$4174 , \$4165 , \$4156 , \$4147 , \$4138 , \$4129 , \$4120 , \$4111  } : \$4396 ;
-  assign \$4397  = ! acc_w_bank2;
+  assign \$4355  = ~ trans;
+  assign \$4356  = \mac_d2$190  & \$4355 ;
+  assign \$4357  = acc_row == 2'h2;
+  assign \$4358  = acc_we & \$4357 ;
+  assign \$4359  = \$4356  | \$4358 ;
+  assign \$4360  = \$4359  ? 32'd4294967295 : 32'd0;
+  assign acc_w_en2 = \$4066  ? { \$4354 , \$4345 , \$4336 , \$4327 , \$4318 , \$4309 , \$4300 , \$4291 , \$4282 , \$4273 , \$4264 , \$4255 , \$4246 , \$4237 , \$4228 , \$4219 , \$4210 , \$4201 , \$4192 , \$4183 , \$4174 , \$4165 , \$4156 , \$4147 , \$4138 , \$4129 , \$4120 , \$4111 , \$4102 , \$4093 , \$4084 , \$4075  } : \$4360 ;
+  assign \$4361  = ! acc_w_bank2;
   assign \$signature__en$1232  = acc_w_bank2 ? 32'd0 : acc_w_en2;
-  assign \$signature__en$1235  = \$4398  ? acc_w_en2 : 32'd0;
-  assign \$4399  = in_row == 2'h3;
-  assign \$signature__en$1238  = in_we & \$4399 ;
-  assign \$4400  = \$like  == 2'h3;
-  assign \$4401  = \$signal$251  & \$4400 ;
-  assign \$4402  = \$4401  ? { 8'h00, rd_addr_q } : k_base[19:5];
-  assign \$4403  = ~ first_d2;
-  assign \$4404  = mac_d2 & \$4403 ;
-  assign \$4405  = ~ trans;
-  assign \$4406  = \$4404  & \$4405 ;
-  assign \$4407  = ! bank_d2;
-  assign \$4408  = \$4406  & \$4407 ;
-  assign \$4409  = \$like  == 2'h3;
-  assign \$4410  = \$signal$254  & \$4409 ;
-  assign \$4411  = ! rd_bank_q;
-  assign \$4412  = \$4410  & \$4411 ;
-  assign \$4413  = a_row == 2'h3;
-  assign \$4414  = a_en & \$4413 ;
-  assign \$4415  = ! fold_bank;
-  assign \$4416  = \$4414  & \$4415 ;
-  assign \$4417  = \$4416  ? req_word : b_addr;
-  assign \$4418  = \$4412  ? rd_addr_q : \$4417 ;
-  assign \acc_r__addr$1240  = \$4408  ? acc_addr_d2 : \$4418 ;
-  assign \$4419  = ~ first_d2;
-  assign \$4420  = mac_d2 & \$4419 ;
-  assign \$4421  = ~ trans;
-  assign \$4422  = \$4420  & \$4421 ;
-  assign \$4424  = \$4422  & \$4423 ;
-  assign \$4425  = \$like  == 2'h3;
-  assign \$4426  = \$signal$254  & \$4425 ;
-  assign \$4428  = \$4426  & \$4427 ;
-  assign \$4429  = a_row == 2'h3;
-  assign \$4430  = a_en & \$4429 ;
-  assign \$4432  = \$4430  & \$4431 ;
-  assign \$4433  = \$4432  ? req_word : b_addr;
-  assign \$4434  = \$4428  ? rd_addr_q : \$4433 ;
-  assign \acc_r__addr$1241  = \$4424  ? acc_addr_d2 : \$4434 ;
+  assign \$signature__en$1235  = \$4362  ? acc_w_en2 : 32'd0;
+  assign \$4363  = in_row == 2'h3;
+  assign \$signature__en$1238  = in_we & \$4363 ;
+  assign \$4364  = \$like  == 2'h3;
+  assign \$4365  = \$signal$251  & \$4364 ;
+  assign \$4366  = \$4365  ? { 8'h00, rd_addr_q } : k_base[19:5];
+  assign \$4367  = ~ first_d2;
+  assign \$4368  = mac_d2 & \$4367 ;
+  assign \$4369  = ~ trans;
+  assign \$4370  = \$4368  & \$4369 ;
+  assign \$4371  = ! bank_d2;
+  assign \$4372  = \$4370  & \$4371 ;
+  assign \$4373  = \$like  == 2'h3;
+  assign \$4374  = \$signal$254  & \$4373 ;
+  assign \$4375  = ! rd_bank_q;
+  assign \$4376  = \$4374  & \$4375 ;
+  assign \$4377  = a_row == 2'h3;
+  assign \$4378  = a_en & \$4377 ;
+  assign \$4379  = ! fold_bank;
+  assign \$4380  = \$4378  & \$4379 ;
+  assign \$4381  = \$4380  ? req_word : b_addr;
+  assign \$4382  = \$4376  ? rd_addr_q : \$4381 ;
+  assign \acc_r__addr$1240  = \$4372  ? acc_addr_d2 : \$4382 ;
+  assign \$4383  = ~ first_d2;
+  assign \$4384  = mac_d2 & \$4383 ;
+  assign \$4385  = ~ trans;
+  assign \$4386  = \$4384  & \$4385 ;
+  assign \$4388  = \$4386  & \$4387 ;
+  assign \$4389  = \$like  == 2'h3;
+  assign \$4390  = \$signal$254  & \$4389 ;
+  assign \$4392  = \$4390  & \$4391 ;
+  assign \$4393  = a_row == 2'h3;
+  assign \$4394  = a_en & \$4393 ;
+  assign \$4396  = \$4394  & \$4395 ;
+  assign \$4397  = \$4396  ? req_word : b_addr;
+  assign \$4398  = \$4392  ? rd_addr_q : \$4397 ;
+  assign \acc_r__addr$1241  = \$4388  ? acc_addr_d2 : \$4398 ;
   assign pe_acc3 = bank_d2 ? \acc_r__data$1244  : \acc_r__data$1243 ;
   assign read_out3 = fold_bank ? \acc_r__data$1244  : \acc_r__data$1243 ;
-  assign \$4435  = active_d2 > 1'h0;
-  assign active_product_3_0 = \$4435  ? product_r_3_0 : 32'd0;
-  assign \$4436  = active_d2 > 1'h1;
-  assign active_product_3_1 = \$4436  ? product_r_3_1 : 32'd0;
-  assign \$4437  = active_d2 > 2'h2;
-  assign active_product_3_2 = \$4437  ? product_r_3_2 : 32'd0;
-  assign \$4438  = active_d2 > 2'h3;
-  assign active_product_3_3 = \$4438  ? product_r_3_3 : 32'd0;
-  assign \$4439  = active_d2 > 3'h4;
-  assign active_product_3_4 = \$4439  ? product_r_3_4 : 32'd0;
-  assign \$4440  = active_d2 > 3'h5;
-  assign active_product_3_5 = \$4440  ? product_r_3_5 : 32'd0;
-  assign \$4441  = active_d2 > 3'h6;
-  assign active_product_3_6 = \$4441  ? product_r_3_6 : 32'd0;
-  assign \$4442  = active_d2 > 3'h7;
-  assign active_product_3_7 = \$4442  ? product_r_3_7 : 32'd0;
-  assign \$4443  = active_d2 > 4'h8;
-  assign active_product_3_8 = \$4443  ? product_r_3_8 : 32'd0;
-  assign \$4444  = active_d2 > 4'h9;
-  assign active_product_3_9 = \$4444  ? product_r_3_9 : 32'd0;
-  assign \$4445  = active_d2 > 4'ha;
-  assign active_product_3_10 = \$4445  ? product_r_3_10 : 32'd0;
-  assign \$4446  = active_d2 > 4'hb;
-  assign active_product_3_11 = \$4446  ? product_r_3_11 : 32'd0;
-  assign \$4447  = active_d2 > 4'hc;
-  assign active_product_3_12 = \$4447  ? product_r_3_12 : 32'd0;
-  assign \$4448  = active_d2 > 4'hd;
-  assign active_product_3_13 = \$4448  ? product_r_3_13 : 32'd0;
-  assign \$4449  = active_d2 > 4'he;
-  assign active_product_3_14 = \$4449  ? product_r_3_14 : 32'd0;
-  assign \$4450  = active_d2 > 4'hf;
-  assign active_product_3_15 = \$4450  ? product_r_3_15 : 32'd0;
-  assign \$4451  = active_d2 > 5'h10;
-  assign active_product_3_16 = \$4451  ? product_r_3_16 : 32'd0;
-  assign \$4452  = active_d2 > 5'h11;
-  assign active_product_3_17 = \$4452  ? product_r_3_17 : 32'd0;
-  assign \$4453  = active_d2 > 5'h12;
-  assign active_product_3_18 = \$4453  ? product_r_3_18 : 32'd0;
-  assign \$4454  = active_d2 > 5'h13;
-  assign active_product_3_19 = \$4454  ? product_r_3_19 : 32'd0;
-  assign \$4455  = active_d2 > 5'h14;
-  assign active_product_3_20 = \$4455  ? product_r_3_20 : 32'd0;
-  assign \$4456  = active_d2 > 5'h15;
-  assign active_product_3_21 = \$4456  ? product_r_3_21 : 32'd0;
-  assign \$4457  = active_d2 > 5'h16;
-  assign active_product_3_22 = \$4457  ? product_r_3_22 : 32'd0;
-  assign \$4458  = active_d2 > 5'h17;
-  assign active_product_3_23 = \$4458  ? product_r_3_23 : 32'd0;
-  assign \$4459  = active_d2 > 5'h18;
-  assign active_product_3_24 = \$4459  ? product_r_3_24 : 32'd0;
-  assign \$4460  = active_d2 > 5'h19;
-  assign active_product_3_25 = \$4460  ? product_r_3_25 : 32'd0;
-  assign \$4461  = active_d2 > 5'h1a;
-  assign active_product_3_26 = \$4461  ? product_r_3_26 : 32'd0;
-  assign \$4462  = active_d2 > 5'h1b;
-  assign active_product_3_27 = \$4462  ? product_r_3_27 : 32'd0;
-  assign \$4463  = active_d2 > 5'h1c;
-  assign active_product_3_28 = \$4463  ? product_r_3_28 : 32'd0;
-  assign \$4464  = active_d2 > 5'h1d;
-  assign active_product_3_29 = \$4464  ? product_r_3_29 : 32'd0;
-  assign \$4465  = active_d2 > 5'h1e;
-  assign active_product_3_30 = \$4465  ? product_r_3_30 : 32'd0;
-  assign \$4466  = active_d2 > 5'h1f;
-  assign active_product_3_31 = \$4466  ? product_r_3_31 : 32'd0;
+  assign \$4399  = active_d2 > 1'h0;
+  assign active_product_3_0 = \$4399  ? product_r_3_0 : 32'd0;
+  assign \$4400  = active_d2 > 1'h1;
+  assign active_product_3_1 = \$4400  ? product_r_3_1 : 32'd0;
+  assign \$4401  = active_d2 > 2'h2;
+  assign active_product_3_2 = \$4401  ? product_r_3_2 : 32'd0;
+  assign \$4402  = active_d2 > 2'h3;
+  assign active_product_3_3 = \$4402  ? product_r_3_3 : 32'd0;
+  assign \$4403  = active_d2 > 3'h4;
+  assign active_product_3_4 = \$4403  ? product_r_3_4 : 32'd0;
+  assign \$4404  = active_d2 > 3'h5;
+  assign active_product_3_5 = \$4404  ? product_r_3_5 : 32'd0;
+  assign \$4405  = active_d2 > 3'h6;
+  assign active_product_3_6 = \$4405  ? product_r_3_6 : 32'd0;
+  assign \$4406  = active_d2 > 3'h7;
+  assign active_product_3_7 = \$4406  ? product_r_3_7 : 32'd0;
+  assign \$4407  = active_d2 > 4'h8;
+  assign active_product_3_8 = \$4407  ? product_r_3_8 : 32'd0;
+  assign \$4408  = active_d2 > 4'h9;
+  assign active_product_3_9 = \$4408  ? product_r_3_9 : 32'd0;
+  assign \$4409  = active_d2 > 4'ha;
+  assign active_product_3_10 = \$4409  ? product_r_3_10 : 32'd0;
+  assign \$4410  = active_d2 > 4'hb;
+  assign active_product_3_11 = \$4410  ? product_r_3_11 : 32'd0;
+  assign \$4411  = active_d2 > 4'hc;
+  assign active_product_3_12 = \$4411  ? product_r_3_12 : 32'd0;
+  assign \$4412  = active_d2 > 4'hd;
+  assign active_product_3_13 = \$4412  ? product_r_3_13 : 32'd0;
+  assign \$4413  = active_d2 > 4'he;
+  assign active_product_3_14 = \$4413  ? product_r_3_14 : 32'd0;
+  assign \$4414  = active_d2 > 4'hf;
+  assign active_product_3_15 = \$4414  ? product_r_3_15 : 32'd0;
+  assign \$4415  = active_d2 > 5'h10;
+  assign active_product_3_16 = \$4415  ? product_r_3_16 : 32'd0;
+  assign \$4416  = active_d2 > 5'h11;
+  assign active_product_3_17 = \$4416  ? product_r_3_17 : 32'd0;
+  assign \$4417  = active_d2 > 5'h12;
+  assign active_product_3_18 = \$4417  ? product_r_3_18 : 32'd0;
+  assign \$4418  = active_d2 > 5'h13;
+  assign active_product_3_19 = \$4418  ? product_r_3_19 : 32'd0;
+  assign \$4419  = active_d2 > 5'h14;
+  assign active_product_3_20 = \$4419  ? product_r_3_20 : 32'd0;
+  assign \$4420  = active_d2 > 5'h15;
+  assign active_product_3_21 = \$4420  ? product_r_3_21 : 32'd0;
+  assign \$4421  = active_d2 > 5'h16;
+  assign active_product_3_22 = \$4421  ? product_r_3_22 : 32'd0;
+  assign \$4422  = active_d2 > 5'h17;
+  assign active_product_3_23 = \$4422  ? product_r_3_23 : 32'd0;
+  assign \$4423  = active_d2 > 5'h18;
+  assign active_product_3_24 = \$4423  ? product_r_3_24 : 32'd0;
+  assign \$4424  = active_d2 > 5'h19;
+  assign active_product_3_25 = \$4424  ? product_r_3_25 : 32'd0;
+  assign \$4425  = active_d2 > 5'h1a;
+  assign active_product_3_26 = \$4425  ? product_r_3_26 : 32'd0;
+  assign \$4426  = active_d2 > 5'h1b;
+  assign active_product_3_27 = \$4426  ? product_r_3_27 : 32'd0;
+  assign \$4427  = active_d2 > 5'h1c;
+  assign active_product_3_28 = \$4427  ? product_r_3_28 : 32'd0;
+  assign \$4428  = active_d2 > 5'h1d;
+  assign active_product_3_29 = \$4428  ? product_r_3_29 : 32'd0;
+  assign \$4429  = active_d2 > 5'h1e;
+  assign active_product_3_30 = \$4429  ? product_r_3_30 : 32'd0;
+  assign \$4430  = active_d2 > 5'h1f;
+  assign active_product_3_31 = \$4430  ? product_r_3_31 : 32'd0;
+  assign \$4431  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4432  = ! \$4431 [4];
+  assign \$4433  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4434  = ! \$4433 [4:3];
+  assign \$4435  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4436  = ! \$4435 [4:2];
+  assign \$4437  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4438  = ! \$4437 [4:1];
+  assign \$4439  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4440  = ! \$4439 [4:0];
+  assign \$4441  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4442  = ! \$4441 [4];
+  assign \$4443  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4444  = ! \$4443 [4:3];
+  assign \$4445  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4446  = ! \$4445 [4:2];
+  assign \$4447  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4448  = ! \$4447 [4:1];
+  assign \$4449  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4450  = 1'h1 == \$4449 [4:0];
+  assign \$4451  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4452  = ! \$4451 [4];
+  assign \$4453  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4454  = ! \$4453 [4:3];
+  assign \$4455  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4456  = ! \$4455 [4:2];
+  assign \$4457  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4458  = 1'h1 == \$4457 [4:1];
+  assign \$4459  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4460  = 2'h2 == \$4459 [4:0];
+  assign \$4461  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4462  = ! \$4461 [4];
+  assign \$4463  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4464  = ! \$4463 [4:3];
+  assign \$4465  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4466  = ! \$4465 [4:2];
   assign \$4467  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4468  = ! \$4467 [4];
+  assign \$4468  = 1'h1 == \$4467 [4:1];
   assign \$4469  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4470  = ! \$4469 [4:3];
+  assign \$4470  = 2'h3 == \$4469 [4:0];
   assign \$4471  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4472  = ! \$4471 [4:2];
+  assign \$4472  = ! \$4471 [4];
   assign \$4473  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4474  = ! \$4473 [4:1];
+  assign \$4474  = ! \$4473 [4:3];
   assign \$4475  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4476  = ! \$4475 [4:0];
+  assign \$4476  = 1'h1 == \$4475 [4:2];
   assign \$4477  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4478  = ! \$4477 [4];
+  assign \$4478  = 2'h2 == \$4477 [4:1];
   assign \$4479  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4480  = ! \$4479 [4:3];
+  assign \$4480  = 3'h4 == \$4479 [4:0];
   assign \$4481  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4482  = ! \$4481 [4:2];
+  assign \$4482  = ! \$4481 [4];
   assign \$4483  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4484  = ! \$4483 [4:1];
+  assign \$4484  = ! \$4483 [4:3];
   assign \$4485  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4486  = 1'h1 == \$4485 [4:0];
+  assign \$4486  = 1'h1 == \$4485 [4:2];
   assign \$4487  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4488  = ! \$4487 [4];
+  assign \$4488  = 2'h2 == \$4487 [4:1];
   assign \$4489  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4490  = ! \$4489 [4:3];
+  assign \$4490  = 3'h5 == \$4489 [4:0];
   assign \$4491  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4492  = ! \$4491 [4:2];
+  assign \$4492  = ! \$4491 [4];
   assign \$4493  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4494  = 1'h1 == \$4493 [4:1];
+  assign \$4494  = ! \$4493 [4:3];
   assign \$4495  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4496  = 2'h2 == \$4495 [4:0];
+  assign \$4496  = 1'h1 == \$4495 [4:2];
   assign \$4497  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4498  = ! \$4497 [4];
+  assign \$4498  = 2'h3 == \$4497 [4:1];
   assign \$4499  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4500  = ! \$4499 [4:3];
+  assign \$4500  = 3'h6 == \$4499 [4:0];
   assign \$4501  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4502  = ! \$4501 [4:2];
+  assign \$4502  = ! \$4501 [4];
   assign \$4503  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4504  = 1'h1 == \$4503 [4:1];
+  assign \$4504  = ! \$4503 [4:3];
   assign \$4505  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4506  = 2'h3 == \$4505 [4:0];
+  assign \$4506  = 1'h1 == \$4505 [4:2];
   assign \$4507  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4508  = ! \$4507 [4];
+  assign \$4508  = 2'h3 == \$4507 [4:1];
   assign \$4509  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4510  = ! \$4509 [4:3];
+  assign \$4510  = 3'h7 == \$4509 [4:0];
   assign \$4511  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4512  = 1'h1 == \$4511 [4:2];
+  assign \$4512  = ! \$4511 [4];
   assign \$4513  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4514  = 2'h2 == \$4513 [4:1];
+  assign \$4514  = 1'h1 == \$4513 [4:3];
   assign \$4515  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4516  = 3'h4 == \$4515 [4:0];
+  assign \$4516  = 2'h2 == \$4515 [4:2];
   assign \$4517  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4518  = ! \$4517 [4];
+  assign \$4518  = 3'h4 == \$4517 [4:1];
   assign \$4519  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4520  = ! \$4519 [4:3];
+  assign \$4520  = 4'h8 == \$4519 [4:0];
   assign \$4521  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4522  = 1'h1 == \$4521 [4:2];
+  assign \$4522  = ! \$4521 [4];
   assign \$4523  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4524  = 2'h2 == \$4523 [4:1];
+  assign \$4524  = 1'h1 == \$4523 [4:3];
   assign \$4525  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4526  = 3'h5 == \$4525 [4:0];
+  assign \$4526  = 2'h2 == \$4525 [4:2];
   assign \$4527  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4528  = ! \$4527 [4];
+  assign \$4528  = 3'h4 == \$4527 [4:1];
   assign \$4529  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4530  = ! \$4529 [4:3];
+  assign \$4530  = 4'h9 == \$4529 [4:0];
   assign \$4531  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4532  = 1'h1 == \$4531 [4:2];
+  assign \$4532  = ! \$4531 [4];
   assign \$4533  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4534  = 2'h3 == \$4533 [4:1];
+  assign \$4534  = 1'h1 == \$4533 [4:3];
   assign \$4535  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4536  = 3'h6 == \$4535 [4:0];
+  assign \$4536  = 2'h2 == \$4535 [4:2];
   assign \$4537  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4538  = ! \$4537 [4];
+  assign \$4538  = 3'h5 == \$4537 [4:1];
   assign \$4539  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4540  = ! \$4539 [4:3];
+  assign \$4540  = 4'ha == \$4539 [4:0];
   assign \$4541  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4542  = 1'h1 == \$4541 [4:2];
+  assign \$4542  = ! \$4541 [4];
   assign \$4543  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4544  = 2'h3 == \$4543 [4:1];
+  assign \$4544  = 1'h1 == \$4543 [4:3];
   assign \$4545  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4546  = 3'h7 == \$4545 [4:0];
+  assign \$4546  = 2'h2 == \$4545 [4:2];
   assign \$4547  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4548  = ! \$4547 [4];
+  assign \$4548  = 3'h5 == \$4547 [4:1];
   assign \$4549  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4550  = 1'h1 == \$4549 [4:3];
+  assign \$4550  = 4'hb == \$4549 [4:0];
   assign \$4551  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4552  = 2'h2 == \$4551 [4:2];
+  assign \$4552  = ! \$4551 [4];
   assign \$4553  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4554  = 3'h4 == \$4553 [4:1];
+  assign \$4554  = 1'h1 == \$4553 [4:3];
   assign \$4555  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4556  = 4'h8 == \$4555 [4:0];
+  assign \$4556  = 2'h3 == \$4555 [4:2];
   assign \$4557  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4558  = ! \$4557 [4];
+  assign \$4558  = 3'h6 == \$4557 [4:1];
   assign \$4559  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4560  = 1'h1 == \$4559 [4:3];
+  assign \$4560  = 4'hc == \$4559 [4:0];
   assign \$4561  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4562  = 2'h2 == \$4561 [4:2];
+  assign \$4562  = ! \$4561 [4];
   assign \$4563  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4564  = 3'h4 == \$4563 [4:1];
+  assign \$4564  = 1'h1 == \$4563 [4:3];
   assign \$4565  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4566  = 4'h9 == \$4565 [4:0];
+  assign \$4566  = 2'h3 == \$4565 [4:2];
   assign \$4567  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4568  = ! \$4567 [4];
+  assign \$4568  = 3'h6 == \$4567 [4:1];
   assign \$4569  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4570  = 1'h1 == \$4569 [4:3];
+  assign \$4570  = 4'hd == \$4569 [4:0];
   assign \$4571  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4572  = 2'h2 == \$4571 [4:2];
+  assign \$4572  = ! \$4571 [4];
   assign \$4573  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4574  = 3'h5 == \$4573 [4:1];
+  assign \$4574  = 1'h1 == \$4573 [4:3];
   assign \$4575  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4576  = 4'ha == \$4575 [4:0];
+  assign \$4576  = 2'h3 == \$4575 [4:2];
   assign \$4577  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4578  = ! \$4577 [4];
+  assign \$4578  = 3'h7 == \$4577 [4:1];
   assign \$4579  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4580  = 1'h1 == \$4579 [4:3];
+  assign \$4580  = 4'he == \$4579 [4:0];
   assign \$4581  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4582  = 2'h2 == \$4581 [4:2];
+  assign \$4582  = ! \$4581 [4];
   assign \$4583  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4584  = 3'h5 == \$4583 [4:1];
+  assign \$4584  = 1'h1 == \$4583 [4:3];
   assign \$4585  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4586  = 4'hb == \$4585 [4:0];
+  assign \$4586  = 2'h3 == \$4585 [4:2];
   assign \$4587  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4588  = ! \$4587 [4];
+  assign \$4588  = 3'h7 == \$4587 [4:1];
   assign \$4589  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4590  = 1'h1 == \$4589 [4:3];
+  assign \$4590  = 4'hf == \$4589 [4:0];
   assign \$4591  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4592  = 2'h3 == \$4591 [4:2];
   assign \$4593  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4594  = 3'h6 == \$4593 [4:1];
+  assign \$4594  = 2'h2 == \$4593 [4:3];
   assign \$4595  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4596  = 4'hc == \$4595 [4:0];
+  assign \$4596  = 3'h4 == \$4595 [4:2];
   assign \$4597  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4598  = ! \$4597 [4];
+  assign \$4598  = 4'h8 == \$4597 [4:1];
   assign \$4599  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4600  = 1'h1 == \$4599 [4:3];
+  assign \$4600  = 5'h10 == \$4599 [4:0];
   assign \$4601  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4602  = 2'h3 == \$4601 [4:2];
   assign \$4603  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4604  = 3'h6 == \$4603 [4:1];
+  assign \$4604  = 2'h2 == \$4603 [4:3];
   assign \$4605  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4606  = 4'hd == \$4605 [4:0];
+  assign \$4606  = 3'h4 == \$4605 [4:2];
   assign \$4607  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4608  = ! \$4607 [4];
+  assign \$4608  = 4'h8 == \$4607 [4:1];
   assign \$4609  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4610  = 1'h1 == \$4609 [4:3];
+  assign \$4610  = 5'h11 == \$4609 [4:0];
   assign \$4611  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4612  = 2'h3 == \$4611 [4:2];
   assign \$4613  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4614  = 3'h7 == \$4613 [4:1];
+  assign \$4614  = 2'h2 == \$4613 [4:3];
   assign \$4615  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4616  = 4'he == \$4615 [4:0];
+  assign \$4616  = 3'h4 == \$4615 [4:2];
   assign \$4617  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4618  = ! \$4617 [4];
+  assign \$4618  = 4'h9 == \$4617 [4:1];
   assign \$4619  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4620  = 1'h1 == \$4619 [4:3];
+  assign \$4620  = 5'h12 == \$4619 [4:0];
   assign \$4621  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4622  = 2'h3 == \$4621 [4:2];
   assign \$4623  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4624  = 3'h7 == \$4623 [4:1];
+  assign \$4624  = 2'h2 == \$4623 [4:3];
   assign \$4625  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4626  = 4'hf == \$4625 [4:0];
+  assign \$4626  = 3'h4 == \$4625 [4:2];
   assign \$4627  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4628  = 4'h9 == \$4627 [4:1];
   assign \$4629  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4630  = 2'h2 == \$4629 [4:3];
+  assign \$4630  = 5'h13 == \$4629 [4:0];
   assign \$4631  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4632  = 3'h4 == \$4631 [4:2];
   assign \$4633  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4634  = 4'h8 == \$4633 [4:1];
+  assign \$4634  = 2'h2 == \$4633 [4:3];
   assign \$4635  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4636  = 5'h10 == \$4635 [4:0];
+  assign \$4636  = 3'h5 == \$4635 [4:2];
   assign \$4637  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4638  = 4'ha == \$4637 [4:1];
   assign \$4639  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4640  = 2'h2 == \$4639 [4:3];
+  assign \$4640  = 5'h14 == \$4639 [4:0];
   assign \$4641  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4642  = 3'h4 == \$4641 [4:2];
   assign \$4643  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4644  = 4'h8 == \$4643 [4:1];
+  assign \$4644  = 2'h2 == \$4643 [4:3];
   assign \$4645  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4646  = 5'h11 == \$4645 [4:0];
+  assign \$4646  = 3'h5 == \$4645 [4:2];
   assign \$4647  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4648  = 4'ha == \$4647 [4:1];
   assign \$4649  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4650  = 2'h2 == \$4649 [4:3];
+  assign \$4650  = 5'h15 == \$4649 [4:0];
   assign \$4651  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4652  = 3'h4 == \$4651 [4:2];
   assign \$4653  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4654  = 4'h9 == \$4653 [4:1];
+  assign \$4654  = 2'h2 == \$4653 [4:3];
   assign \$4655  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4656  = 5'h12 == \$4655 [4:0];
+  assign \$4656  = 3'h5 == \$4655 [4:2];
   assign \$4657  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4658  = 4'hb == \$4657 [4:1];
   assign \$4659  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4660  = 2'h2 == \$4659 [4:3];
+  assign \$4660  = 5'h16 == \$4659 [4:0];
   assign \$4661  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4662  = 3'h4 == \$4661 [4:2];
   assign \$4663  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4664  = 4'h9 == \$4663 [4:1];
+  assign \$4664  = 2'h2 == \$4663 [4:3];
   assign \$4665  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4666  = 5'h13 == \$4665 [4:0];
+  assign \$4666  = 3'h5 == \$4665 [4:2];
   assign \$4667  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4668  = 4'hb == \$4667 [4:1];
   assign \$4669  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4670  = 2'h2 == \$4669 [4:3];
+  assign \$4670  = 5'h17 == \$4669 [4:0];
   assign \$4671  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4672  = 3'h5 == \$4671 [4:2];
   assign \$4673  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4674  = 4'ha == \$4673 [4:1];
+  assign \$4674  = 2'h3 == \$4673 [4:3];
   assign \$4675  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4676  = 5'h14 == \$4675 [4:0];
+  assign \$4676  = 3'h6 == \$4675 [4:2];
   assign \$4677  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4678  = 4'hc == \$4677 [4:1];
   assign \$4679  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4680  = 2'h2 == \$4679 [4:3];
+  assign \$4680  = 5'h18 == \$4679 [4:0];
   assign \$4681  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4682  = 3'h5 == \$4681 [4:2];
   assign \$4683  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4684  = 4'ha == \$4683 [4:1];
+  assign \$4684  = 2'h3 == \$4683 [4:3];
   assign \$4685  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4686  = 5'h15 == \$4685 [4:0];
+  assign \$4686  = 3'h6 == \$4685 [4:2];
   assign \$4687  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4688  = 4'hc == \$4687 [4:1];
   assign \$4689  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4690  = 2'h2 == \$4689 [4:3];
+  assign \$4690  = 5'h19 == \$4689 [4:0];
   assign \$4691  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4692  = 3'h5 == \$4691 [4:2];
   assign \$4693  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4694  = 4'hb == \$4693 [4:1];
+  assign \$4694  = 2'h3 == \$4693 [4:3];
   assign \$4695  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4696  = 5'h16 == \$4695 [4:0];
+  assign \$4696  = 3'h6 == \$4695 [4:2];
   assign \$4697  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4698  = 4'hd == \$4697 [4:1];
   assign \$4699  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4700  = 2'h2 == \$4699 [4:3];
+  assign \$4700  = 5'h1a == \$4699 [4:0];
   assign \$4701  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4702  = 3'h5 == \$4701 [4:2];
   assign \$4703  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4704  = 4'hb == \$4703 [4:1];
+  assign \$4704  = 2'h3 == \$4703 [4:3];
   assign \$4705  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4706  = 5'h17 == \$4705 [4:0];
+  assign \$4706  = 3'h6 == \$4705 [4:2];
   assign \$4707  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4708  = 4'hd == \$4707 [4:1];
   assign \$4709  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4710  = 2'h3 == \$4709 [4:3];
+  assign \$4710  = 5'h1b == \$4709 [4:0];
   assign \$4711  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4712  = 3'h6 == \$4711 [4:2];
   assign \$4713  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4714  = 4'hc == \$4713 [4:1];
+  assign \$4714  = 2'h3 == \$4713 [4:3];
   assign \$4715  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4716  = 5'h18 == \$4715 [4:0];
+  assign \$4716  = 3'h7 == \$4715 [4:2];
   assign \$4717  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4718  = 4'he == \$4717 [4:1];
   assign \$4719  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4720  = 2'h3 == \$4719 [4:3];
+  assign \$4720  = 5'h1c == \$4719 [4:0];
   assign \$4721  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4722  = 3'h6 == \$4721 [4:2];
   assign \$4723  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4724  = 4'hc == \$4723 [4:1];
+  assign \$4724  = 2'h3 == \$4723 [4:3];
   assign \$4725  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4726  = 5'h19 == \$4725 [4:0];
+  assign \$4726  = 3'h7 == \$4725 [4:2];
   assign \$4727  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4728  = 4'he == \$4727 [4:1];
   assign \$4729  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4730  = 2'h3 == \$4729 [4:3];
+  assign \$4730  = 5'h1d == \$4729 [4:0];
   assign \$4731  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4732  = 3'h6 == \$4731 [4:2];
   assign \$4733  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4734  = 4'hd == \$4733 [4:1];
+  assign \$4734  = 2'h3 == \$4733 [4:3];
   assign \$4735  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4736  = 5'h1a == \$4735 [4:0];
+  assign \$4736  = 3'h7 == \$4735 [4:2];
   assign \$4737  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4738  = 4'hf == \$4737 [4:1];
   assign \$4739  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4740  = 2'h3 == \$4739 [4:3];
+  assign \$4740  = 5'h1e == \$4739 [4:0];
   assign \$4741  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4742  = 3'h6 == \$4741 [4:2];
   assign \$4743  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4744  = 4'hd == \$4743 [4:1];
+  assign \$4744  = 2'h3 == \$4743 [4:3];
   assign \$4745  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4746  = 5'h1b == \$4745 [4:0];
+  assign \$4746  = 3'h7 == \$4745 [4:2];
   assign \$4747  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4748  = 4'hf == \$4747 [4:1];
   assign \$4749  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4750  = 2'h3 == \$4749 [4:3];
-  assign \$4751  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4752  = 3'h7 == \$4751 [4:2];
-  assign \$4753  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4754  = 4'he == \$4753 [4:1];
-  assign \$4755  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4756  = 5'h1c == \$4755 [4:0];
-  assign \$4757  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4759  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4760  = 2'h3 == \$4759 [4:3];
-  assign \$4761  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4762  = 3'h7 == \$4761 [4:2];
-  assign \$4763  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4764  = 4'he == \$4763 [4:1];
+  assign \$4750  = 5'h1f == \$4749 [4:0];
+  assign \$4751  = ~ t_scalar;
+  assign \$4752  = t_direct[0] & \$4751 ;
+  assign \$4753  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$4754  = \$4753  & t_scalar;
+  assign \$4755  = \$4752  | \$4754 ;
+  assign \$4756  = t_scalar ? t_scalar_ctl[25] : t_direct[25];
+  assign \$4757  = ~ trans;
+  assign \$4758  = \mac_d2$190  & \$4757 ;
+  assign \$4759  = \$4758  ? \bank_d2$194  : fold_bank;
+  assign acc_w_bank3 = \$4755  ? \$4756  : \$4759 ;
+  assign \$4760  = ~ t_scalar;
+  assign \$4761  = t_direct[0] & \$4760 ;
+  assign \$4762  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$4763  = \$4762  & t_scalar;
+  assign \$4764  = \$4761  | \$4763 ;
   assign \$4765  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4766  = 5'h1d == \$4765 [4:0];
-  assign \$4767  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4769  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4770  = 2'h3 == \$4769 [4:3];
-  assign \$4771  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4772  = 3'h7 == \$4771 [4:2];
-  assign \$4773  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4774  = 4'hf == \$4773 [4:1];
-  assign \$4775  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4776  = 5'h1e == \$4775 [4:0];
-  assign \$4777  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4779  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4780  = 2'h3 == \$4779 [4:3];
-  assign \$4781  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4782  = 3'h7 == \$4781 [4:2];
-  assign \$4783  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4784  = 4'hf == \$4783 [4:1];
-  assign \$4785  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4786  = 5'h1f == \$4785 [4:0];
-  assign \$4787  = ~ t_scalar;
-  assign \$4788  = t_direct[0] & \$4787 ;
-  assign \$4789  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$4790  = \$4789  & t_scalar;
-  assign \$4791  = \$4788  | \$4790 ;
-  assign \$4792  = t_scalar ? t_scalar_ctl[25] : t_direct[25];
-  assign \$4793  = ~ trans;
-  assign \$4794  = \mac_d2$190  & \$4793 ;
-  assign \$4795  = \$4794  ? \bank_d2$194  : fold_bank;
-  assign acc_w_bank3 = \$4791  ? \$4792  : \$4795 ;
-  assign \$4796  = ~ t_scalar;
-  assign \$4797  = t_direct[0] & \$4796 ;
-  assign \$4798  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$4799  = \$4798  & t_scalar;
-  assign \$4800  = \$4797  | \$4799 ;
-  assign \$4801  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4802  = ~ trans;
-  assign \$4803  = \mac_d2$190  & \$4802 ;
-  assign \$4804  = \$4803  ? \acc_addr_d2$192  : acc_word;
-  assign \$4805  = \$4800  ? \$4801 [19:5] : { 8'h00, \$4804  };
-  assign \$4806  = ~ t_scalar;
-  assign \$4807  = t_direct[0] & \$4806 ;
-  assign \$4808  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$4809  = \$4808  & t_scalar;
-  assign \$4810  = \$4807  | \$4809 ;
+  assign \$4766  = ~ trans;
+  assign \$4767  = \mac_d2$190  & \$4766 ;
+  assign \$4768  = \$4767  ? \acc_addr_d2$192  : acc_word;
+  assign \$4769  = \$4764  ? \$4765 [19:5] : { 8'h00, \$4768  };
+  assign \$4770  = ~ t_scalar;
+  assign \$4771  = t_direct[0] & \$4770 ;
+  assign \$4772  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$4773  = \$4772  & t_scalar;
+  assign \$4774  = \$4771  | \$4773 ;
+  assign \$4775  = t_fold_adds == 2'h2;
+  assign \$4776  = \$4775  ? fold2_r_3 : fold1_r_3;
+  assign \$4777  = t_scalar ? \$4776  : t_node_3_0;
+  assign \$4778  = t_fold_adds == 2'h2;
+  assign \$4779  = \$4778  ? fold2_r_3 : fold1_r_3;
+  assign \$4780  = t_scalar ? \$4779  : t_node_3_1;
+  assign \$4781  = t_fold_adds == 2'h2;
+  assign \$4782  = \$4781  ? fold2_r_3 : fold1_r_3;
+  assign \$4783  = t_scalar ? \$4782  : t_node_3_2;
+  assign \$4784  = t_fold_adds == 2'h2;
+  assign \$4785  = \$4784  ? fold2_r_3 : fold1_r_3;
+  assign \$4786  = t_scalar ? \$4785  : t_node_3_3;
+  assign \$4787  = t_fold_adds == 2'h2;
+  assign \$4788  = \$4787  ? fold2_r_3 : fold1_r_3;
+  assign \$4789  = t_scalar ? \$4788  : t_node_3_4;
+  assign \$4790  = t_fold_adds == 2'h2;
+  assign \$4791  = \$4790  ? fold2_r_3 : fold1_r_3;
+  assign \$4792  = t_scalar ? \$4791  : t_node_3_5;
+  assign \$4793  = t_fold_adds == 2'h2;
+  assign \$4794  = \$4793  ? fold2_r_3 : fold1_r_3;
+  assign \$4795  = t_scalar ? \$4794  : t_node_3_6;
+  assign \$4796  = t_fold_adds == 2'h2;
+  assign \$4797  = \$4796  ? fold2_r_3 : fold1_r_3;
+  assign \$4798  = t_scalar ? \$4797  : t_node_3_7;
+  assign \$4799  = t_fold_adds == 2'h2;
+  assign \$4800  = \$4799  ? fold2_r_3 : fold1_r_3;
+  assign \$4801  = t_scalar ? \$4800  : t_node_3_8;
+  assign \$4802  = t_fold_adds == 2'h2;
+  assign \$4803  = \$4802  ? fold2_r_3 : fold1_r_3;
+  assign \$4804  = t_scalar ? \$4803  : t_node_3_9;
+  assign \$4805  = t_fold_adds == 2'h2;
+  assign \$4806  = \$4805  ? fold2_r_3 : fold1_r_3;
+  assign \$4807  = t_scalar ? \$4806  : t_node_3_10;
+  assign \$4808  = t_fold_adds == 2'h2;
+  assign \$4809  = \$4808  ? fold2_r_3 : fold1_r_3;
+  assign \$4810  = t_scalar ? \$4809  : t_node_3_11;
   assign \$4811  = t_fold_adds == 2'h2;
   assign \$4812  = \$4811  ? fold2_r_3 : fold1_r_3;
-  assign \$4813  = t_scalar ? \$4812  : t_node_3_0;
+  assign \$4813  = t_scalar ? \$4812  : t_node_3_12;
   assign \$4814  = t_fold_adds == 2'h2;
   assign \$4815  = \$4814  ? fold2_r_3 : fold1_r_3;
-  assign \$4816  = t_scalar ? \$4815  : t_node_3_1;
+  assign \$4816  = t_scalar ? \$4815  : t_node_3_13;
   assign \$4817  = t_fold_adds == 2'h2;
   assign \$4818  = \$4817  ? fold2_r_3 : fold1_r_3;
-  assign \$4819  = t_scalar ? \$4818  : t_node_3_2;
+  assign \$4819  = t_scalar ? \$4818  : t_node_3_14;
   assign \$4820  = t_fold_adds == 2'h2;
   assign \$4821  = \$4820  ? fold2_r_3 : fold1_r_3;
-  assign \$4822  = t_scalar ? \$4821  : t_node_3_3;
+  assign \$4822  = t_scalar ? \$4821  : t_node_3_15;
   assign \$4823  = t_fold_adds == 2'h2;
   assign \$4824  = \$4823  ? fold2_r_3 : fold1_r_3;
-  assign \$4825  = t_scalar ? \$4824  : t_node_3_4;
+  assign \$4825  = t_scalar ? \$4824  : t_node_3_16;
   assign \$4826  = t_fold_adds == 2'h2;
   assign \$4827  = \$4826  ? fold2_r_3 : fold1_r_3;
-  assign \$4828  = t_scalar ? \$4827  : t_node_3_5;
+  assign \$4828  = t_scalar ? \$4827  : t_node_3_17;
   assign \$4829  = t_fold_adds == 2'h2;
   assign \$4830  = \$4829  ? fold2_r_3 : fold1_r_3;
-  assign \$4831  = t_scalar ? \$4830  : t_node_3_6;
+  assign \$4831  = t_scalar ? \$4830  : t_node_3_18;
   assign \$4832  = t_fold_adds == 2'h2;
   assign \$4833  = \$4832  ? fold2_r_3 : fold1_r_3;
-  assign \$4834  = t_scalar ? \$4833  : t_node_3_7;
+  assign \$4834  = t_scalar ? \$4833  : t_node_3_19;
   assign \$4835  = t_fold_adds == 2'h2;
   assign \$4836  = \$4835  ? fold2_r_3 : fold1_r_3;
-  assign \$4837  = t_scalar ? \$4836  : t_node_3_8;
+  assign \$4837  = t_scalar ? \$4836  : t_node_3_20;
   assign \$4838  = t_fold_adds == 2'h2;
   assign \$4839  = \$4838  ? fold2_r_3 : fold1_r_3;
-  assign \$4840  = t_scalar ? \$4839  : t_node_3_9;
+  assign \$4840  = t_scalar ? \$4839  : t_node_3_21;
   assign \$4841  = t_fold_adds == 2'h2;
   assign \$4842  = \$4841  ? fold2_r_3 : fold1_r_3;
-  assign \$4843  = t_scalar ? \$4842  : t_node_3_10;
+  assign \$4843  = t_scalar ? \$4842  : t_node_3_22;
   assign \$4844  = t_fold_adds == 2'h2;
   assign \$4845  = \$4844  ? fold2_r_3 : fold1_r_3;
-  assign \$4846  = t_scalar ? \$4845  : t_node_3_11;
+  assign \$4846  = t_scalar ? \$4845  : t_node_3_23;
   assign \$4847  = t_fold_adds == 2'h2;
   assign \$4848  = \$4847  ? fold2_r_3 : fold1_r_3;
-  assign \$4849  = t_scalar ? \$4848  : t_node_3_12;
+  assign \$4849  = t_scalar ? \$4848  : t_node_3_24;
   assign \$4850  = t_fold_adds == 2'h2;
   assign \$4851  = \$4850  ? fold2_r_3 : fold1_r_3;
-  assign \$4852  = t_scalar ? \$4851  : t_node_3_13;
+  assign \$4852  = t_scalar ? \$4851  : t_node_3_25;
   assign \$4853  = t_fold_adds == 2'h2;
   assign \$4854  = \$4853  ? fold2_r_3 : fold1_r_3;
-  assign \$4855  = t_scalar ? \$4854  : t_node_3_14;
+  assign \$4855  = t_scalar ? \$4854  : t_node_3_26;
   assign \$4856  = t_fold_adds == 2'h2;
   assign \$4857  = \$4856  ? fold2_r_3 : fold1_r_3;
-  assign \$4858  = t_scalar ? \$4857  : t_node_3_15;
+  assign \$4858  = t_scalar ? \$4857  : t_node_3_27;
   assign \$4859  = t_fold_adds == 2'h2;
   assign \$4860  = \$4859  ? fold2_r_3 : fold1_r_3;
-  assign \$4861  = t_scalar ? \$4860  : t_node_3_16;
+  assign \$4861  = t_scalar ? \$4860  : t_node_3_28;
   assign \$4862  = t_fold_adds == 2'h2;
   assign \$4863  = \$4862  ? fold2_r_3 : fold1_r_3;
-  assign \$4864  = t_scalar ? \$4863  : t_node_3_17;
+  assign \$4864  = t_scalar ? \$4863  : t_node_3_29;
   assign \$4865  = t_fold_adds == 2'h2;
   assign \$4866  = \$4865  ? fold2_r_3 : fold1_r_3;
-  assign \$4867  = t_scalar ? \$4866  : t_node_3_18;
+  assign \$4867  = t_scalar ? \$4866  : t_node_3_30;
   assign \$4868  = t_fold_adds == 2'h2;
   assign \$4869  = \$4868  ? fold2_r_3 : fold1_r_3;
-  assign \$4870  = t_scalar ? \$4869  : t_node_3_19;
-  assign \$4871  = t_fold_adds == 2'h2;
-  assign \$4872  = \$4871  ? fold2_r_3 : fold1_r_3;
-  assign \$4873  = t_scalar ? \$4872  : t_node_3_20;
-  assign \$4874  = t_fold_adds == 2'h2;
-  assign \$4875  = \$4874  ? fold2_r_3 : fold1_r_3;
-  assign \$4876  = t_scalar ? \$4875  : t_node_3_21;
-  assign \$4877  = t_fold_adds == 2'h2;
-  assign \$4878  = \$4877  ? fold2_r_3 : fold1_r_3;
-  assign \$4879  = t_scalar ? \$4878  : t_node_3_22;
-  assign \$4880  = t_fold_adds == 2'h2;
-  assign \$4881  = \$4880  ? fold2_r_3 : fold1_r_3;
-  assign \$4882  = t_scalar ? \$4881  : t_node_3_23;
-  assign \$4883  = t_fold_adds == 2'h2;
-  assign \$4884  = \$4883  ? fold2_r_3 : fold1_r_3;
-  assign \$4885  = t_scalar ? \$4884  : t_node_3_24;
-  assign \$4886  = t_fold_adds == 2'h2;
-  assign \$4887  = \$4886  ? fold2_r_3 : fold1_r_3;
-  assign \$4888  = t_scalar ? \$4887  : t_node_3_25;
-  assign \$4889  = t_fold_adds == 2'h2;
-  assign \$4890  = \$4889  ? fold2_r_3 : fold1_r_3;
-  assign \$4891  = t_scalar ? \$4890  : t_node_3_26;
-  assign \$4892  = t_fold_adds == 2'h2;
-  assign \$4893  = \$4892  ? fold2_r_3 : fold1_r_3;
-  assign \$4894  = t_scalar ? \$4893  : t_node_3_27;
-  assign \$4895  = t_fold_adds == 2'h2;
-  assign \$4896  = \$4895  ? fold2_r_3 : fold1_r_3;
-  assign \$4897  = t_scalar ? \$4896  : t_node_3_28;
-  assign \$4898  = t_fold_adds == 2'h2;
-  assign \$4899  = \$4898  ? fold2_r_3 : fold1_r_3;
-  assign \$4900  = t_scalar ? \$4899  : t_node_3_29;
-  assign \$4901  = t_fold_adds == 2'h2;
-  assign \$4902  = \$4901  ? fold2_r_3 : fold1_r_3;
-  assign \$4903  = t_scalar ? \$4902  : t_node_3_30;
-  assign \$4904  = t_fold_adds == 2'h2;
-  assign \$4905  = \$4904  ? fold2_r_3 : fold1_r_3;
-  assign \$4906  = t_scalar ? \$4905  : t_node_3_31;
-  assign \$4907  = ~ trans;
-  assign \$4908  = \mac_d2$190  & \$4907 ;
-  assign \$4909  = \$4908  ? { sum_3_31, sum_3_30, sum_3_29, sum_3_28, sum_3_27, sum_3_26, sum_3_25, sum_3_24, sum_3_23, sum_3_22, sum_3_21, sum_3_20, sum_3_19, sum_3_18, sum_3_17, sum_3_16, sum_3_15, sum_3_14, sum_3_13, sum_3_12, sum_3_11, sum_3_10, sum_3_9, sum_3_8, sum_3_7, sum_3_6, sum_3_5, sum_3_4, sum_3_3, sum_3_2, sum_3_1, sum_3_0 } : acc_data;
-  assign acc_w_data3 = \$4810  ? { \$4906 , \$4903 , \$4900 , \$4897 , \$4894 , \$4891 , \$4888 , \$4885 , \$4882 , \$4879 , \$4876 , \$4873 , \$4870 , \$4867 , \$4864 , \$4861 , \$4858 , \$4855 , \$4852 , \$4849 , \$4846 , \$4843 , \$4840 , \$4837 , \$4834 , \$4831 , \$4828 , \$4825 , \$4822 , \$4819 , \$4816 , \$4813  } : \$4909 ;
-  assign \$4910  = ~ t_scalar;
-  assign \$4911  = t_direct[0] & \$4910 ;
-  assign \$4912  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$4913  = \$4912  & t_scalar;
-  assign \$4914  = \$4911  | \$4913 ;
+  assign \$4870  = t_scalar ? \$4869  : t_node_3_31;
+  assign \$4871  = ~ trans;
+  assign \$4872  = \mac_d2$190  & \$4871 ;
+  assign \$4873  = \$4872  ? { sum_3_31, sum_3_30, sum_3_29, sum_3_28, sum_3_27, sum_3_26, sum_3_25, sum_3_24, sum_3_23, sum_3_22, sum_3_21, sum_3_20, sum_3_19, sum_3_18, sum_3_17, sum_3_16, sum_3_15, sum_3_14, sum_3_13, sum_3_12, sum_3_11, sum_3_10, sum_3_9, sum_3_8, sum_3_7, sum_3_6, sum_3_5, sum_3_4, sum_3_3, sum_3_2, sum_3_1, sum_3_0 } : acc_data;
+  assign acc_w_data3 = \$4774  ? { \$4870 , \$4867 , \$4864 , \$4861 , \$4858 , \$4855 , \$4852 , \$4849 , \$4846 , \$4843 , \$4840 , \$4837 , \$4834 , \$4831 , \$4828 , \$4825 , \$4822 , \$4819 , \$4816 , \$4813 , \$4810 , \$4807 , \$4804 , \$4801 , \$4798 , \$4795 , \$4792 , \$4789 , \$4786 , \$4783 , \$4780 , \$4777  } : \$4873 ;
+  assign \$4874  = ~ t_scalar;
+  assign \$4875  = t_direct[0] & \$4874 ;
+  assign \$4876  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$4877  = \$4876  & t_scalar;
+  assign \$4878  = \$4875  | \$4877 ;
+  assign \$4879  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4880  = ! \$4879 [4:0];
+  assign \$4881  = t_scalar ? \$4880  : t_en_3_0;
+  assign \$4882  = ~ t_scalar;
+  assign \$4883  = t_direct[0] & \$4882 ;
+  assign \$4884  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$4885  = \$4884  & t_scalar;
+  assign \$4886  = \$4883  | \$4885 ;
+  assign \$4887  = \$4881  & \$4886 ;
+  assign \$4888  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4889  = \$4888 [4:0] == 1'h1;
+  assign \$4890  = t_scalar ? \$4889  : t_en_3_1;
+  assign \$4891  = ~ t_scalar;
+  assign \$4892  = t_direct[0] & \$4891 ;
+  assign \$4893  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$4894  = \$4893  & t_scalar;
+  assign \$4895  = \$4892  | \$4894 ;
+  assign \$4896  = \$4890  & \$4895 ;
+  assign \$4897  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4898  = \$4897 [4:0] == 2'h2;
+  assign \$4899  = t_scalar ? \$4898  : t_en_3_2;
+  assign \$4900  = ~ t_scalar;
+  assign \$4901  = t_direct[0] & \$4900 ;
+  assign \$4902  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$4903  = \$4902  & t_scalar;
+  assign \$4904  = \$4901  | \$4903 ;
+  assign \$4905  = \$4899  & \$4904 ;
+  assign \$4906  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4907  = \$4906 [4:0] == 2'h3;
+  assign \$4908  = t_scalar ? \$4907  : t_en_3_3;
+  assign \$4909  = ~ t_scalar;
+  assign \$4910  = t_direct[0] & \$4909 ;
+  assign \$4911  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$4912  = \$4911  & t_scalar;
+  assign \$4913  = \$4910  | \$4912 ;
+  assign \$4914  = \$4908  & \$4913 ;
   assign \$4915  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4916  = ! \$4915 [4:0];
-  assign \$4917  = t_scalar ? \$4916  : t_en_3_0;
+  assign \$4916  = \$4915 [4:0] == 3'h4;
+  assign \$4917  = t_scalar ? \$4916  : t_en_3_4;
   assign \$4918  = ~ t_scalar;
   assign \$4919  = t_direct[0] & \$4918 ;
   assign \$4920  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -24510,8 +24430,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$4922  = \$4919  | \$4921 ;
   assign \$4923  = \$4917  & \$4922 ;
   assign \$4924  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4925  = \$4924 [4:0] == 1'h1;
-  assign \$4926  = t_scalar ? \$4925  : t_en_3_1;
+  assign \$4925  = \$4924 [4:0] == 3'h5;
+  assign \$4926  = t_scalar ? \$4925  : t_en_3_5;
   assign \$4927  = ~ t_scalar;
   assign \$4928  = t_direct[0] & \$4927 ;
   assign \$4929  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -24519,8 +24439,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$4931  = \$4928  | \$4930 ;
   assign \$4932  = \$4926  & \$4931 ;
   assign \$4933  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4934  = \$4933 [4:0] == 2'h2;
-  assign \$4935  = t_scalar ? \$4934  : t_en_3_2;
+  assign \$4934  = \$4933 [4:0] == 3'h6;
+  assign \$4935  = t_scalar ? \$4934  : t_en_3_6;
   assign \$4936  = ~ t_scalar;
   assign \$4937  = t_direct[0] & \$4936 ;
   assign \$4938  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -24528,8 +24448,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$4940  = \$4937  | \$4939 ;
   assign \$4941  = \$4935  & \$4940 ;
   assign \$4942  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4943  = \$4942 [4:0] == 2'h3;
-  assign \$4944  = t_scalar ? \$4943  : t_en_3_3;
+  assign \$4943  = \$4942 [4:0] == 3'h7;
+  assign \$4944  = t_scalar ? \$4943  : t_en_3_7;
   assign \$4945  = ~ t_scalar;
   assign \$4946  = t_direct[0] & \$4945 ;
   assign \$4947  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -24537,8 +24457,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$4949  = \$4946  | \$4948 ;
   assign \$4950  = \$4944  & \$4949 ;
   assign \$4951  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4952  = \$4951 [4:0] == 3'h4;
-  assign \$4953  = t_scalar ? \$4952  : t_en_3_4;
+  assign \$4952  = \$4951 [4:0] == 4'h8;
+  assign \$4953  = t_scalar ? \$4952  : t_en_3_8;
   assign \$4954  = ~ t_scalar;
   assign \$4955  = t_direct[0] & \$4954 ;
   assign \$4956  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -24546,8 +24466,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$4958  = \$4955  | \$4957 ;
   assign \$4959  = \$4953  & \$4958 ;
   assign \$4960  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4961  = \$4960 [4:0] == 3'h5;
-  assign \$4962  = t_scalar ? \$4961  : t_en_3_5;
+  assign \$4961  = \$4960 [4:0] == 4'h9;
+  assign \$4962  = t_scalar ? \$4961  : t_en_3_9;
   assign \$4963  = ~ t_scalar;
   assign \$4964  = t_direct[0] & \$4963 ;
   assign \$4965  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -24555,8 +24475,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$4967  = \$4964  | \$4966 ;
   assign \$4968  = \$4962  & \$4967 ;
   assign \$4969  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4970  = \$4969 [4:0] == 3'h6;
-  assign \$4971  = t_scalar ? \$4970  : t_en_3_6;
+  assign \$4970  = \$4969 [4:0] == 4'ha;
+  assign \$4971  = t_scalar ? \$4970  : t_en_3_10;
   assign \$4972  = ~ t_scalar;
   assign \$4973  = t_direct[0] & \$4972 ;
   assign \$4974  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -24564,8 +24484,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$4976  = \$4973  | \$4975 ;
   assign \$4977  = \$4971  & \$4976 ;
   assign \$4978  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4979  = \$4978 [4:0] == 3'h7;
-  assign \$4980  = t_scalar ? \$4979  : t_en_3_7;
+  assign \$4979  = \$4978 [4:0] == 4'hb;
+  assign \$4980  = t_scalar ? \$4979  : t_en_3_11;
   assign \$4981  = ~ t_scalar;
   assign \$4982  = t_direct[0] & \$4981 ;
   assign \$4983  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -24573,8 +24493,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$4985  = \$4982  | \$4984 ;
   assign \$4986  = \$4980  & \$4985 ;
   assign \$4987  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4988  = \$4987 [4:0] == 4'h8;
-  assign \$4989  = t_scalar ? \$4988  : t_en_3_8;
+  assign \$4988  = \$4987 [4:0] == 4'hc;
+  assign \$4989  = t_scalar ? \$4988  : t_en_3_12;
   assign \$4990  = ~ t_scalar;
   assign \$4991  = t_direct[0] & \$4990 ;
   assign \$4992  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -24582,8 +24502,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$4994  = \$4991  | \$4993 ;
   assign \$4995  = \$4989  & \$4994 ;
   assign \$4996  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4997  = \$4996 [4:0] == 4'h9;
-  assign \$4998  = t_scalar ? \$4997  : t_en_3_9;
+  assign \$4997  = \$4996 [4:0] == 4'hd;
+  assign \$4998  = t_scalar ? \$4997  : t_en_3_13;
   assign \$4999  = ~ t_scalar;
   assign \$5000  = t_direct[0] & \$4999 ;
   assign \$5001  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -24591,8 +24511,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$5003  = \$5000  | \$5002 ;
   assign \$5004  = \$4998  & \$5003 ;
   assign \$5005  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$5006  = \$5005 [4:0] == 4'ha;
-  assign \$5007  = t_scalar ? \$5006  : t_en_3_10;
+  assign \$5006  = \$5005 [4:0] == 4'he;
+  assign \$5007  = t_scalar ? \$5006  : t_en_3_14;
   assign \$5008  = ~ t_scalar;
   assign \$5009  = t_direct[0] & \$5008 ;
   assign \$5010  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -24600,8 +24520,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$5012  = \$5009  | \$5011 ;
   assign \$5013  = \$5007  & \$5012 ;
   assign \$5014  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$5015  = \$5014 [4:0] == 4'hb;
-  assign \$5016  = t_scalar ? \$5015  : t_en_3_11;
+  assign \$5015  = \$5014 [4:0] == 4'hf;
+  assign \$5016  = t_scalar ? \$5015  : t_en_3_15;
   assign \$5017  = ~ t_scalar;
   assign \$5018  = t_direct[0] & \$5017 ;
   assign \$5019  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -24609,8 +24529,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$5021  = \$5018  | \$5020 ;
   assign \$5022  = \$5016  & \$5021 ;
   assign \$5023  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$5024  = \$5023 [4:0] == 4'hc;
-  assign \$5025  = t_scalar ? \$5024  : t_en_3_12;
+  assign \$5024  = \$5023 [4:0] == 5'h10;
+  assign \$5025  = t_scalar ? \$5024  : t_en_3_16;
   assign \$5026  = ~ t_scalar;
   assign \$5027  = t_direct[0] & \$5026 ;
   assign \$5028  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -24618,8 +24538,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$5030  = \$5027  | \$5029 ;
   assign \$5031  = \$5025  & \$5030 ;
   assign \$5032  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$5033  = \$5032 [4:0] == 4'hd;
-  assign \$5034  = t_scalar ? \$5033  : t_en_3_13;
+  assign \$5033  = \$5032 [4:0] == 5'h11;
+  assign \$5034  = t_scalar ? \$5033  : t_en_3_17;
   assign \$5035  = ~ t_scalar;
   assign \$5036  = t_direct[0] & \$5035 ;
   assign \$5037  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -24627,8 +24547,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$5039  = \$5036  | \$5038 ;
   assign \$5040  = \$5034  & \$5039 ;
   assign \$5041  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$5042  = \$5041 [4:0] == 4'he;
-  assign \$5043  = t_scalar ? \$5042  : t_en_3_14;
+  assign \$5042  = \$5041 [4:0] == 5'h12;
+  assign \$5043  = t_scalar ? \$5042  : t_en_3_18;
   assign \$5044  = ~ t_scalar;
   assign \$5045  = t_direct[0] & \$5044 ;
   assign \$5046  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -24636,8 +24556,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$5048  = \$5045  | \$5047 ;
   assign \$5049  = \$5043  & \$5048 ;
   assign \$5050  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$5051  = \$5050 [4:0] == 4'hf;
-  assign \$5052  = t_scalar ? \$5051  : t_en_3_15;
+  assign \$5051  = \$5050 [4:0] == 5'h13;
+  assign \$5052  = t_scalar ? \$5051  : t_en_3_19;
   assign \$5053  = ~ t_scalar;
   assign \$5054  = t_direct[0] & \$5053 ;
   assign \$5055  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -24645,8 +24565,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$5057  = \$5054  | \$5056 ;
   assign \$5058  = \$5052  & \$5057 ;
   assign \$5059  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$5060  = \$5059 [4:0] == 5'h10;
-  assign \$5061  = t_scalar ? \$5060  : t_en_3_16;
+  assign \$5060  = \$5059 [4:0] == 5'h14;
+  assign \$5061  = t_scalar ? \$5060  : t_en_3_20;
   assign \$5062  = ~ t_scalar;
   assign \$5063  = t_direct[0] & \$5062 ;
   assign \$5064  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -24654,8 +24574,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$5066  = \$5063  | \$5065 ;
   assign \$5067  = \$5061  & \$5066 ;
   assign \$5068  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$5069  = \$5068 [4:0] == 5'h11;
-  assign \$5070  = t_scalar ? \$5069  : t_en_3_17;
+  assign \$5069  = \$5068 [4:0] == 5'h15;
+  assign \$5070  = t_scalar ? \$5069  : t_en_3_21;
   assign \$5071  = ~ t_scalar;
   assign \$5072  = t_direct[0] & \$5071 ;
   assign \$5073  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -24663,8 +24583,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$5075  = \$5072  | \$5074 ;
   assign \$5076  = \$5070  & \$5075 ;
   assign \$5077  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$5078  = \$5077 [4:0] == 5'h12;
-  assign \$5079  = t_scalar ? \$5078  : t_en_3_18;
+  assign \$5078  = \$5077 [4:0] == 5'h16;
+  assign \$5079  = t_scalar ? \$5078  : t_en_3_22;
   assign \$5080  = ~ t_scalar;
   assign \$5081  = t_direct[0] & \$5080 ;
   assign \$5082  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -24672,8 +24592,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$5084  = \$5081  | \$5083 ;
   assign \$5085  = \$5079  & \$5084 ;
   assign \$5086  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$5087  = \$5086 [4:0] == 5'h13;
-  assign \$5088  = t_scalar ? \$5087  : t_en_3_19;
+  assign \$5087  = \$5086 [4:0] == 5'h17;
+  assign \$5088  = t_scalar ? \$5087  : t_en_3_23;
   assign \$5089  = ~ t_scalar;
   assign \$5090  = t_direct[0] & \$5089 ;
   assign \$5091  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -24681,8 +24601,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$5093  = \$5090  | \$5092 ;
   assign \$5094  = \$5088  & \$5093 ;
   assign \$5095  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$5096  = \$5095 [4:0] == 5'h14;
-  assign \$5097  = t_scalar ? \$5096  : t_en_3_20;
+  assign \$5096  = \$5095 [4:0] == 5'h18;
+  assign \$5097  = t_scalar ? \$5096  : t_en_3_24;
   assign \$5098  = ~ t_scalar;
   assign \$5099  = t_direct[0] & \$5098 ;
   assign \$5100  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -24690,8 +24610,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$5102  = \$5099  | \$5101 ;
   assign \$5103  = \$5097  & \$5102 ;
   assign \$5104  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$5105  = \$5104 [4:0] == 5'h15;
-  assign \$5106  = t_scalar ? \$5105  : t_en_3_21;
+  assign \$5105  = \$5104 [4:0] == 5'h19;
+  assign \$5106  = t_scalar ? \$5105  : t_en_3_25;
   assign \$5107  = ~ t_scalar;
   assign \$5108  = t_direct[0] & \$5107 ;
   assign \$5109  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -24699,8 +24619,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$5111  = \$5108  | \$5110 ;
   assign \$5112  = \$5106  & \$5111 ;
   assign \$5113  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$5114  = \$5113 [4:0] == 5'h16;
-  assign \$5115  = t_scalar ? \$5114  : t_en_3_22;
+  assign \$5114  = \$5113 [4:0] == 5'h1a;
+  assign \$5115  = t_scalar ? \$5114  : t_en_3_26;
   assign \$5116  = ~ t_scalar;
   assign \$5117  = t_direct[0] & \$5116 ;
   assign \$5118  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -24708,8 +24628,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$5120  = \$5117  | \$5119 ;
   assign \$5121  = \$5115  & \$5120 ;
   assign \$5122  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$5123  = \$5122 [4:0] == 5'h17;
-  assign \$5124  = t_scalar ? \$5123  : t_en_3_23;
+  assign \$5123  = \$5122 [4:0] == 5'h1b;
+  assign \$5124  = t_scalar ? \$5123  : t_en_3_27;
   assign \$5125  = ~ t_scalar;
   assign \$5126  = t_direct[0] & \$5125 ;
   assign \$5127  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -24717,8 +24637,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$5129  = \$5126  | \$5128 ;
   assign \$5130  = \$5124  & \$5129 ;
   assign \$5131  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$5132  = \$5131 [4:0] == 5'h18;
-  assign \$5133  = t_scalar ? \$5132  : t_en_3_24;
+  assign \$5132  = \$5131 [4:0] == 5'h1c;
+  assign \$5133  = t_scalar ? \$5132  : t_en_3_28;
   assign \$5134  = ~ t_scalar;
   assign \$5135  = t_direct[0] & \$5134 ;
   assign \$5136  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -24726,8 +24646,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$5138  = \$5135  | \$5137 ;
   assign \$5139  = \$5133  & \$5138 ;
   assign \$5140  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$5141  = \$5140 [4:0] == 5'h19;
-  assign \$5142  = t_scalar ? \$5141  : t_en_3_25;
+  assign \$5141  = \$5140 [4:0] == 5'h1d;
+  assign \$5142  = t_scalar ? \$5141  : t_en_3_29;
   assign \$5143  = ~ t_scalar;
   assign \$5144  = t_direct[0] & \$5143 ;
   assign \$5145  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -24735,8 +24655,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$5147  = \$5144  | \$5146 ;
   assign \$5148  = \$5142  & \$5147 ;
   assign \$5149  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$5150  = \$5149 [4:0] == 5'h1a;
-  assign \$5151  = t_scalar ? \$5150  : t_en_3_26;
+  assign \$5150  = \$5149 [4:0] == 5'h1e;
+  assign \$5151  = t_scalar ? \$5150  : t_en_3_30;
   assign \$5152  = ~ t_scalar;
   assign \$5153  = t_direct[0] & \$5152 ;
   assign \$5154  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -24744,1540 +24664,1504 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$5156  = \$5153  | \$5155 ;
   assign \$5157  = \$5151  & \$5156 ;
   assign \$5158  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$5159  = \$5158 [4:0] == 5'h1b;
-  assign \$5160  = t_scalar ? \$5159  : t_en_3_27;
+  assign \$5159  = \$5158 [4:0] == 5'h1f;
+  assign \$5160  = t_scalar ? \$5159  : t_en_3_31;
   assign \$5161  = ~ t_scalar;
   assign \$5162  = t_direct[0] & \$5161 ;
   assign \$5163  = t_scalar_ctl[0] & t_scalar_ctl[24];
   assign \$5164  = \$5163  & t_scalar;
   assign \$5165  = \$5162  | \$5164 ;
   assign \$5166  = \$5160  & \$5165 ;
-  assign \$5167  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$5168  = \$5167 [4:0] == 5'h1c;
-  assign \$5169  = t_scalar ? \$5168  : t_en_3_28;
-  assign \$5170  = ~ t_scalar;
-  assign \$5171  = t_direct[0] & \$5170 ;
-  assign \$5172  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$5173  = \$5172  & t_scalar;
-  assign \$5174  = \$5171  | \$5173 ;
-  assign \$5175  = \$5169  & \$5174 ;
-  assign \$5176  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$5177  = \$5176 [4:0] == 5'h1d;
-  assign \$5178  = t_scalar ? \$5177  : t_en_3_29;
-  assign \$5179  = ~ t_scalar;
-  assign \$5180  = t_direct[0] & \$5179 ;
-  assign \$5181  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$5182  = \$5181  & t_scalar;
-  assign \$5183  = \$5180  | \$5182 ;
-  assign \$5184  = \$5178  & \$5183 ;
-  assign \$5185  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$5186  = \$5185 [4:0] == 5'h1e;
-  assign \$5187  = t_scalar ? \$5186  : t_en_3_30;
-  assign \$5188  = ~ t_scalar;
-  assign \$5189  = t_direct[0] & \$5188 ;
-  assign \$5190  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$5191  = \$5190  & t_scalar;
-  assign \$5192  = \$5189  | \$5191 ;
-  assign \$5193  = \$5187  & \$5192 ;
-  assign \$5194  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$5195  = \$5194 [4:0] == 5'h1f;
-  assign \$5196  = t_scalar ? \$5195  : t_en_3_31;
-  assign \$5197  = ~ t_scalar;
-  assign \$5198  = t_direct[0] & \$5197 ;
-  assign \$5199  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$5200  = \$5199  & t_scalar;
-  assign \$5201  = \$5198  | \$5200 ;
-  assign \$5202  = \$5196  & \$5201 ;
-  assign \$5203  = ~ trans;
-  assign \$5204  = \mac_d2$190  & \$5203 ;
-  assign \$5205  = acc_row == 2'h3;
-  assign \$5206  = acc_we & \$5205 ;
-  assign \$5207  = \$5204  | \$5206 ;
-  assign \$5208  = \$5207  ? 32'd4294967295 : 32'd0;
-  assign acc_w_en3 = \$4914  ? { \$5202 , \$5193 , \$5184 , \$5175 , \$5166 , \$5157 , \$5148 , \$5139 , \$5130 , \$5121 , \$5112 , \$5103 , \$5094 , \$5085 , \$5076 , \$5067 , \$5058 , \$5049 , \$5040 , \$5031 , \$5022 , \$5013 , \$5004 , \$4995 , \$4986 , \$4977 , \$4968 , \$4959 , \$4950 , \$4941 , \$4932 , \$4923  } : \$5208 ;
-  assign \$5209  = ! acc_w_bank3;
+  assign \$5167  = ~ trans;
+  assign \$5168  = \mac_d2$190  & \$5167 ;
+  assign \$5169  = acc_row == 2'h3;
+  assign \$5170  = acc_we & \$5169 ;
+  assign \$5171  = \$5168  | \$5170 ;
+  assign \$5172  = \$5171  ? 32'd4294967295 : 32'd0;
+  assign acc_w_en3 = \$4878  ? { \$5166 , \$5157 , \$5148 , \$5139 , \$5130 , \$5121 , \$5112 , \$5103 , \$5094 , \$5085 , \$5076 , \$5067 , \$5058 , \$5049 , \$5040 , \$5031 , \$5022 , \$5013 , \$5004 , \$4995 , \$4986 , \$4977 , \$4968 , \$4959 , \$4950 , \$4941 , \$4932 , \$4923 , \$4914 , \$4905 , \$4896 , \$4887  } : \$5172 ;
+  assign \$5173  = ! acc_w_bank3;
   assign \$signature__en$1353  = acc_w_bank3 ? 32'd0 : acc_w_en3;
-  assign \$signature__en$1356  = \$5210  ? acc_w_en3 : 32'd0;
-  assign \$5211  = rd_bank_q ? \acc_r__data$878  : acc_r__data;
-  assign \$5212  = rd_bank_q ? \acc_r__data$1002  : \acc_r__data$1001 ;
-  assign \$5213  = rd_bank_q ? \acc_r__data$1123  : \acc_r__data$1122 ;
-  assign \$5214  = rd_bank_q ? \acc_r__data$1244  : \acc_r__data$1243 ;
-  assign \$5215  = first_d2 ? 32'd0 : pe_acc0[31:0];
-  assign \$5216  = trans ? active_product_0_0 : \$5215 ;
-  assign \$5217  = trans ? active_product_0_1 : active_product_0_0;
-  assign \$5218  = first_d2 ? 32'd0 : pe_acc0[63:32];
-  assign \$5219  = trans ? active_product_0_2 : \$5218 ;
-  assign \$5220  = trans ? active_product_0_3 : active_product_0_1;
-  assign \$5221  = first_d2 ? 32'd0 : pe_acc0[95:64];
-  assign \$5222  = trans ? active_product_0_4 : \$5221 ;
-  assign \$5223  = trans ? active_product_0_5 : active_product_0_2;
-  assign \$5224  = first_d2 ? 32'd0 : pe_acc0[127:96];
-  assign \$5225  = trans ? active_product_0_6 : \$5224 ;
-  assign \$5226  = trans ? active_product_0_7 : active_product_0_3;
-  assign \$5227  = first_d2 ? 32'd0 : pe_acc0[159:128];
-  assign \$5228  = trans ? active_product_0_8 : \$5227 ;
-  assign \$5229  = trans ? active_product_0_9 : active_product_0_4;
-  assign \$5230  = first_d2 ? 32'd0 : pe_acc0[191:160];
-  assign \$5231  = trans ? active_product_0_10 : \$5230 ;
-  assign \$5232  = trans ? active_product_0_11 : active_product_0_5;
-  assign \$5233  = first_d2 ? 32'd0 : pe_acc0[223:192];
-  assign \$5234  = trans ? active_product_0_12 : \$5233 ;
-  assign \$5235  = trans ? active_product_0_13 : active_product_0_6;
-  assign \$5236  = first_d2 ? 32'd0 : pe_acc0[255:224];
-  assign \$5237  = trans ? active_product_0_14 : \$5236 ;
-  assign \$5238  = trans ? active_product_0_15 : active_product_0_7;
-  assign \$5239  = first_d2 ? 32'd0 : pe_acc0[287:256];
-  assign \$5240  = trans ? active_product_0_16 : \$5239 ;
-  assign \$5241  = trans ? active_product_0_17 : active_product_0_8;
-  assign \$5242  = first_d2 ? 32'd0 : pe_acc0[319:288];
-  assign \$5243  = trans ? active_product_0_18 : \$5242 ;
-  assign \$5244  = trans ? active_product_0_19 : active_product_0_9;
-  assign \$5245  = first_d2 ? 32'd0 : pe_acc0[351:320];
-  assign \$5246  = trans ? active_product_0_20 : \$5245 ;
-  assign \$5247  = trans ? active_product_0_21 : active_product_0_10;
-  assign \$5248  = first_d2 ? 32'd0 : pe_acc0[383:352];
-  assign \$5249  = trans ? active_product_0_22 : \$5248 ;
-  assign \$5250  = trans ? active_product_0_23 : active_product_0_11;
-  assign \$5251  = first_d2 ? 32'd0 : pe_acc0[415:384];
-  assign \$5252  = trans ? active_product_0_24 : \$5251 ;
-  assign \$5253  = trans ? active_product_0_25 : active_product_0_12;
-  assign \$5254  = first_d2 ? 32'd0 : pe_acc0[447:416];
-  assign \$5255  = trans ? active_product_0_26 : \$5254 ;
-  assign \$5256  = trans ? active_product_0_27 : active_product_0_13;
-  assign \$5257  = first_d2 ? 32'd0 : pe_acc0[479:448];
-  assign \$5258  = trans ? active_product_0_28 : \$5257 ;
-  assign \$5259  = trans ? active_product_0_29 : active_product_0_14;
-  assign \$5260  = first_d2 ? 32'd0 : pe_acc0[511:480];
-  assign \$5261  = trans ? active_product_0_30 : \$5260 ;
-  assign \$5262  = trans ? active_product_0_31 : active_product_0_15;
-  assign \$5263  = first_d2 ? 32'd0 : pe_acc0[543:512];
-  assign \$5264  = trans ? sum_r_0_0 : \$5263 ;
-  assign \$5265  = trans ? sum_r_0_1 : active_product_0_16;
-  assign \$5266  = first_d2 ? 32'd0 : pe_acc0[575:544];
-  assign \$5267  = trans ? sum_r_0_2 : \$5266 ;
-  assign \$5268  = trans ? sum_r_0_3 : active_product_0_17;
-  assign \$5269  = first_d2 ? 32'd0 : pe_acc0[607:576];
-  assign \$5270  = trans ? sum_r_0_4 : \$5269 ;
-  assign \$5271  = trans ? sum_r_0_5 : active_product_0_18;
-  assign \$5272  = first_d2 ? 32'd0 : pe_acc0[639:608];
-  assign \$5273  = trans ? sum_r_0_6 : \$5272 ;
-  assign \$5274  = trans ? sum_r_0_7 : active_product_0_19;
-  assign \$5275  = first_d2 ? 32'd0 : pe_acc0[671:640];
-  assign \$5276  = trans ? sum_r_0_8 : \$5275 ;
-  assign \$5277  = trans ? sum_r_0_9 : active_product_0_20;
-  assign \$5278  = first_d2 ? 32'd0 : pe_acc0[703:672];
-  assign \$5279  = trans ? sum_r_0_10 : \$5278 ;
-  assign \$5280  = trans ? sum_r_0_11 : active_product_0_21;
-  assign \$5281  = first_d2 ? 32'd0 : pe_acc0[735:704];
-  assign \$5282  = trans ? sum_r_0_12 : \$5281 ;
-  assign \$5283  = trans ? sum_r_0_13 : active_product_0_22;
-  assign \$5284  = first_d2 ? 32'd0 : pe_acc0[767:736];
-  assign \$5285  = trans ? sum_r_0_14 : \$5284 ;
-  assign \$5286  = trans ? sum_r_0_15 : active_product_0_23;
-  assign \$5287  = first_d2 ? 32'd0 : pe_acc0[799:768];
-  assign \$5288  = trans ? sum_r_0_16 : \$5287 ;
-  assign \$5289  = trans ? sum_r_0_17 : active_product_0_24;
-  assign \$5290  = first_d2 ? 32'd0 : pe_acc0[831:800];
-  assign \$5291  = trans ? sum_r_0_18 : \$5290 ;
-  assign \$5292  = trans ? sum_r_0_19 : active_product_0_25;
-  assign \$5293  = first_d2 ? 32'd0 : pe_acc0[863:832];
-  assign \$5294  = trans ? sum_r_0_20 : \$5293 ;
-  assign \$5295  = trans ? sum_r_0_21 : active_product_0_26;
-  assign \$5296  = first_d2 ? 32'd0 : pe_acc0[895:864];
-  assign \$5297  = trans ? sum_r_0_22 : \$5296 ;
-  assign \$5298  = trans ? sum_r_0_23 : active_product_0_27;
-  assign \$5299  = first_d2 ? 32'd0 : pe_acc0[927:896];
-  assign \$5300  = trans ? sum_r_0_24 : \$5299 ;
-  assign \$5301  = trans ? sum_r_0_25 : active_product_0_28;
-  assign \$5302  = first_d2 ? 32'd0 : pe_acc0[959:928];
-  assign \$5303  = trans ? sum_r_0_26 : \$5302 ;
-  assign \$5304  = trans ? sum_r_0_27 : active_product_0_29;
-  assign \$5305  = first_d2 ? 32'd0 : pe_acc0[991:960];
-  assign \$5306  = trans ? sum_r_0_28 : \$5305 ;
-  assign \$5307  = trans ? sum_r_0_29 : active_product_0_30;
-  assign \$5308  = first_d2 ? 32'd0 : pe_acc0[1023:992];
-  assign \$5309  = t_ctl_d21[22:21] == t_ctl_d18[22:21];
-  assign \$5310  = t_ctl_d21[0] & \$5309 ;
-  assign \$5311  = \$5310  ? set_sum_r_0 : set_kept_0;
-  assign \$5312  = t_ctl_d18[23] ? 32'd0 : \$5311 ;
-  assign \$5313  = ! t_ctl_d21[22:21];
-  assign \$5314  = t_ctl_d21[0] & \$5313 ;
-  assign \$5315  = \$5314  ? set_sum_r_0 : set_0_0;
-  assign \$5316  = t_ctl_d21[22:21] == 1'h1;
-  assign \$5317  = t_ctl_d21[0] & \$5316 ;
-  assign \$5318  = \$5317  ? set_sum_r_0 : set_0_1;
-  assign \$5319  = first_row1_d2 ? 32'd0 : pe_acc1[31:0];
-  assign \$5320  = trans ? active_product_1_0 : \$5319 ;
-  assign \$5321  = trans ? active_product_1_1 : active_product_1_0;
-  assign \$5322  = first_row1_d2 ? 32'd0 : pe_acc1[63:32];
-  assign \$5323  = trans ? active_product_1_2 : \$5322 ;
-  assign \$5324  = trans ? active_product_1_3 : active_product_1_1;
-  assign \$5325  = first_row1_d2 ? 32'd0 : pe_acc1[95:64];
-  assign \$5326  = trans ? active_product_1_4 : \$5325 ;
-  assign \$5327  = trans ? active_product_1_5 : active_product_1_2;
-  assign \$5328  = first_row1_d2 ? 32'd0 : pe_acc1[127:96];
-  assign \$5329  = trans ? active_product_1_6 : \$5328 ;
-  assign \$5330  = trans ? active_product_1_7 : active_product_1_3;
-  assign \$5331  = first_row1_d2 ? 32'd0 : pe_acc1[159:128];
-  assign \$5332  = trans ? active_product_1_8 : \$5331 ;
-  assign \$5333  = trans ? active_product_1_9 : active_product_1_4;
-  assign \$5334  = first_row1_d2 ? 32'd0 : pe_acc1[191:160];
-  assign \$5335  = trans ? active_product_1_10 : \$5334 ;
-  assign \$5336  = trans ? active_product_1_11 : active_product_1_5;
-  assign \$5337  = first_row1_d2 ? 32'd0 : pe_acc1[223:192];
-  assign \$5338  = trans ? active_product_1_12 : \$5337 ;
-  assign \$5339  = trans ? active_product_1_13 : active_product_1_6;
-  assign \$5340  = first_row1_d2 ? 32'd0 : pe_acc1[255:224];
-  assign \$5341  = trans ? active_product_1_14 : \$5340 ;
-  assign \$5342  = trans ? active_product_1_15 : active_product_1_7;
-  assign \$5343  = first_row1_d2 ? 32'd0 : pe_acc1[287:256];
-  assign \$5344  = trans ? active_product_1_16 : \$5343 ;
-  assign \$5345  = trans ? active_product_1_17 : active_product_1_8;
-  assign \$5346  = first_row1_d2 ? 32'd0 : pe_acc1[319:288];
-  assign \$5347  = trans ? active_product_1_18 : \$5346 ;
-  assign \$5348  = trans ? active_product_1_19 : active_product_1_9;
-  assign \$5349  = first_row1_d2 ? 32'd0 : pe_acc1[351:320];
-  assign \$5350  = trans ? active_product_1_20 : \$5349 ;
-  assign \$5351  = trans ? active_product_1_21 : active_product_1_10;
-  assign \$5352  = first_row1_d2 ? 32'd0 : pe_acc1[383:352];
-  assign \$5353  = trans ? active_product_1_22 : \$5352 ;
-  assign \$5354  = trans ? active_product_1_23 : active_product_1_11;
-  assign \$5355  = first_row1_d2 ? 32'd0 : pe_acc1[415:384];
-  assign \$5356  = trans ? active_product_1_24 : \$5355 ;
-  assign \$5357  = trans ? active_product_1_25 : active_product_1_12;
-  assign \$5358  = first_row1_d2 ? 32'd0 : pe_acc1[447:416];
-  assign \$5359  = trans ? active_product_1_26 : \$5358 ;
-  assign \$5360  = trans ? active_product_1_27 : active_product_1_13;
-  assign \$5361  = first_row1_d2 ? 32'd0 : pe_acc1[479:448];
-  assign \$5362  = trans ? active_product_1_28 : \$5361 ;
-  assign \$5363  = trans ? active_product_1_29 : active_product_1_14;
-  assign \$5364  = first_row1_d2 ? 32'd0 : pe_acc1[511:480];
-  assign \$5365  = trans ? active_product_1_30 : \$5364 ;
-  assign \$5366  = trans ? active_product_1_31 : active_product_1_15;
-  assign \$5367  = first_row1_d2 ? 32'd0 : pe_acc1[543:512];
-  assign \$5368  = trans ? sum_r_1_0 : \$5367 ;
-  assign \$5369  = trans ? sum_r_1_1 : active_product_1_16;
-  assign \$5370  = first_row1_d2 ? 32'd0 : pe_acc1[575:544];
-  assign \$5371  = trans ? sum_r_1_2 : \$5370 ;
-  assign \$5372  = trans ? sum_r_1_3 : active_product_1_17;
-  assign \$5373  = first_row1_d2 ? 32'd0 : pe_acc1[607:576];
-  assign \$5374  = trans ? sum_r_1_4 : \$5373 ;
-  assign \$5375  = trans ? sum_r_1_5 : active_product_1_18;
-  assign \$5376  = first_row1_d2 ? 32'd0 : pe_acc1[639:608];
-  assign \$5377  = trans ? sum_r_1_6 : \$5376 ;
-  assign \$5378  = trans ? sum_r_1_7 : active_product_1_19;
-  assign \$5379  = first_row1_d2 ? 32'd0 : pe_acc1[671:640];
-  assign \$5380  = trans ? sum_r_1_8 : \$5379 ;
-  assign \$5381  = trans ? sum_r_1_9 : active_product_1_20;
-  assign \$5382  = first_row1_d2 ? 32'd0 : pe_acc1[703:672];
-  assign \$5383  = trans ? sum_r_1_10 : \$5382 ;
-  assign \$5384  = trans ? sum_r_1_11 : active_product_1_21;
-  assign \$5385  = first_row1_d2 ? 32'd0 : pe_acc1[735:704];
-  assign \$5386  = trans ? sum_r_1_12 : \$5385 ;
-  assign \$5387  = trans ? sum_r_1_13 : active_product_1_22;
-  assign \$5388  = first_row1_d2 ? 32'd0 : pe_acc1[767:736];
-  assign \$5389  = trans ? sum_r_1_14 : \$5388 ;
-  assign \$5390  = trans ? sum_r_1_15 : active_product_1_23;
-  assign \$5391  = first_row1_d2 ? 32'd0 : pe_acc1[799:768];
-  assign \$5392  = trans ? sum_r_1_16 : \$5391 ;
-  assign \$5393  = trans ? sum_r_1_17 : active_product_1_24;
-  assign \$5394  = first_row1_d2 ? 32'd0 : pe_acc1[831:800];
-  assign \$5395  = trans ? sum_r_1_18 : \$5394 ;
-  assign \$5396  = trans ? sum_r_1_19 : active_product_1_25;
-  assign \$5397  = first_row1_d2 ? 32'd0 : pe_acc1[863:832];
-  assign \$5398  = trans ? sum_r_1_20 : \$5397 ;
-  assign \$5399  = trans ? sum_r_1_21 : active_product_1_26;
-  assign \$5400  = first_row1_d2 ? 32'd0 : pe_acc1[895:864];
-  assign \$5401  = trans ? sum_r_1_22 : \$5400 ;
-  assign \$5402  = trans ? sum_r_1_23 : active_product_1_27;
-  assign \$5403  = first_row1_d2 ? 32'd0 : pe_acc1[927:896];
-  assign \$5404  = trans ? sum_r_1_24 : \$5403 ;
-  assign \$5405  = trans ? sum_r_1_25 : active_product_1_28;
-  assign \$5406  = first_row1_d2 ? 32'd0 : pe_acc1[959:928];
-  assign \$5407  = trans ? sum_r_1_26 : \$5406 ;
-  assign \$5408  = trans ? sum_r_1_27 : active_product_1_29;
-  assign \$5409  = first_row1_d2 ? 32'd0 : pe_acc1[991:960];
-  assign \$5410  = trans ? sum_r_1_28 : \$5409 ;
-  assign \$5411  = trans ? sum_r_1_29 : active_product_1_30;
-  assign \$5412  = first_row1_d2 ? 32'd0 : pe_acc1[1023:992];
-  assign \$5413  = t_ctl_d21[22:21] == t_ctl_d18[22:21];
-  assign \$5414  = t_ctl_d21[0] & \$5413 ;
-  assign \$5415  = \$5414  ? set_sum_r_1 : set_kept_1;
-  assign \$5416  = t_ctl_d18[23] ? 32'd0 : \$5415 ;
-  assign \$5417  = ! t_ctl_d21[22:21];
-  assign \$5418  = t_ctl_d21[0] & \$5417 ;
-  assign \$5419  = \$5418  ? set_sum_r_1 : set_1_0;
-  assign \$5420  = t_ctl_d21[22:21] == 1'h1;
-  assign \$5421  = t_ctl_d21[0] & \$5420 ;
-  assign \$5422  = \$5421  ? set_sum_r_1 : set_1_1;
-  assign \$5423  = first_d2 ? 32'd0 : pe_acc2[31:0];
-  assign \$5424  = trans ? active_product_2_0 : \$5423 ;
-  assign \$5425  = trans ? active_product_2_1 : active_product_2_0;
-  assign \$5426  = first_d2 ? 32'd0 : pe_acc2[63:32];
-  assign \$5427  = trans ? active_product_2_2 : \$5426 ;
-  assign \$5428  = trans ? active_product_2_3 : active_product_2_1;
-  assign \$5429  = first_d2 ? 32'd0 : pe_acc2[95:64];
-  assign \$5430  = trans ? active_product_2_4 : \$5429 ;
-  assign \$5431  = trans ? active_product_2_5 : active_product_2_2;
-  assign \$5432  = first_d2 ? 32'd0 : pe_acc2[127:96];
-  assign \$5433  = trans ? active_product_2_6 : \$5432 ;
-  assign \$5434  = trans ? active_product_2_7 : active_product_2_3;
-  assign \$5435  = first_d2 ? 32'd0 : pe_acc2[159:128];
-  assign \$5436  = trans ? active_product_2_8 : \$5435 ;
-  assign \$5437  = trans ? active_product_2_9 : active_product_2_4;
-  assign \$5438  = first_d2 ? 32'd0 : pe_acc2[191:160];
-  assign \$5439  = trans ? active_product_2_10 : \$5438 ;
-  assign \$5440  = trans ? active_product_2_11 : active_product_2_5;
-  assign \$5441  = first_d2 ? 32'd0 : pe_acc2[223:192];
-  assign \$5442  = trans ? active_product_2_12 : \$5441 ;
-  assign \$5443  = trans ? active_product_2_13 : active_product_2_6;
-  assign \$5444  = first_d2 ? 32'd0 : pe_acc2[255:224];
-  assign \$5445  = trans ? active_product_2_14 : \$5444 ;
-  assign \$5446  = trans ? active_product_2_15 : active_product_2_7;
-  assign \$5447  = first_d2 ? 32'd0 : pe_acc2[287:256];
-  assign \$5448  = trans ? active_product_2_16 : \$5447 ;
-  assign \$5449  = trans ? active_product_2_17 : active_product_2_8;
-  assign \$5450  = first_d2 ? 32'd0 : pe_acc2[319:288];
-  assign \$5451  = trans ? active_product_2_18 : \$5450 ;
-  assign \$5452  = trans ? active_product_2_19 : active_product_2_9;
-  assign \$5453  = first_d2 ? 32'd0 : pe_acc2[351:320];
-  assign \$5454  = trans ? active_product_2_20 : \$5453 ;
-  assign \$5455  = trans ? active_product_2_21 : active_product_2_10;
-  assign \$5456  = first_d2 ? 32'd0 : pe_acc2[383:352];
-  assign \$5457  = trans ? active_product_2_22 : \$5456 ;
-  assign \$5458  = trans ? active_product_2_23 : active_product_2_11;
-  assign \$5459  = first_d2 ? 32'd0 : pe_acc2[415:384];
-  assign \$5460  = trans ? active_product_2_24 : \$5459 ;
-  assign \$5461  = trans ? active_product_2_25 : active_product_2_12;
-  assign \$5462  = first_d2 ? 32'd0 : pe_acc2[447:416];
-  assign \$5463  = trans ? active_product_2_26 : \$5462 ;
-  assign \$5464  = trans ? active_product_2_27 : active_product_2_13;
-  assign \$5465  = first_d2 ? 32'd0 : pe_acc2[479:448];
-  assign \$5466  = trans ? active_product_2_28 : \$5465 ;
-  assign \$5467  = trans ? active_product_2_29 : active_product_2_14;
-  assign \$5468  = first_d2 ? 32'd0 : pe_acc2[511:480];
-  assign \$5469  = trans ? active_product_2_30 : \$5468 ;
-  assign \$5470  = trans ? active_product_2_31 : active_product_2_15;
-  assign \$5471  = first_d2 ? 32'd0 : pe_acc2[543:512];
-  assign \$5472  = trans ? sum_r_2_0 : \$5471 ;
-  assign \$5473  = trans ? sum_r_2_1 : active_product_2_16;
-  assign \$5474  = first_d2 ? 32'd0 : pe_acc2[575:544];
-  assign \$5475  = trans ? sum_r_2_2 : \$5474 ;
-  assign \$5476  = trans ? sum_r_2_3 : active_product_2_17;
-  assign \$5477  = first_d2 ? 32'd0 : pe_acc2[607:576];
-  assign \$5478  = trans ? sum_r_2_4 : \$5477 ;
-  assign \$5479  = trans ? sum_r_2_5 : active_product_2_18;
-  assign \$5480  = first_d2 ? 32'd0 : pe_acc2[639:608];
-  assign \$5481  = trans ? sum_r_2_6 : \$5480 ;
-  assign \$5482  = trans ? sum_r_2_7 : active_product_2_19;
-  assign \$5483  = first_d2 ? 32'd0 : pe_acc2[671:640];
-  assign \$5484  = trans ? sum_r_2_8 : \$5483 ;
-  assign \$5485  = trans ? sum_r_2_9 : active_product_2_20;
-  assign \$5486  = first_d2 ? 32'd0 : pe_acc2[703:672];
-  assign \$5487  = trans ? sum_r_2_10 : \$5486 ;
-  assign \$5488  = trans ? sum_r_2_11 : active_product_2_21;
-  assign \$5489  = first_d2 ? 32'd0 : pe_acc2[735:704];
-  assign \$5490  = trans ? sum_r_2_12 : \$5489 ;
-  assign \$5491  = trans ? sum_r_2_13 : active_product_2_22;
-  assign \$5492  = first_d2 ? 32'd0 : pe_acc2[767:736];
-  assign \$5493  = trans ? sum_r_2_14 : \$5492 ;
-  assign \$5494  = trans ? sum_r_2_15 : active_product_2_23;
-  assign \$5495  = first_d2 ? 32'd0 : pe_acc2[799:768];
-  assign \$5496  = trans ? sum_r_2_16 : \$5495 ;
-  assign \$5497  = trans ? sum_r_2_17 : active_product_2_24;
-  assign \$5498  = first_d2 ? 32'd0 : pe_acc2[831:800];
-  assign \$5499  = trans ? sum_r_2_18 : \$5498 ;
-  assign \$5500  = trans ? sum_r_2_19 : active_product_2_25;
-  assign \$5501  = first_d2 ? 32'd0 : pe_acc2[863:832];
-  assign \$5502  = trans ? sum_r_2_20 : \$5501 ;
-  assign \$5503  = trans ? sum_r_2_21 : active_product_2_26;
-  assign \$5504  = first_d2 ? 32'd0 : pe_acc2[895:864];
-  assign \$5505  = trans ? sum_r_2_22 : \$5504 ;
-  assign \$5506  = trans ? sum_r_2_23 : active_product_2_27;
-  assign \$5507  = first_d2 ? 32'd0 : pe_acc2[927:896];
-  assign \$5508  = trans ? sum_r_2_24 : \$5507 ;
-  assign \$5509  = trans ? sum_r_2_25 : active_product_2_28;
-  assign \$5510  = first_d2 ? 32'd0 : pe_acc2[959:928];
-  assign \$5511  = trans ? sum_r_2_26 : \$5510 ;
-  assign \$5512  = trans ? sum_r_2_27 : active_product_2_29;
-  assign \$5513  = first_d2 ? 32'd0 : pe_acc2[991:960];
-  assign \$5514  = trans ? sum_r_2_28 : \$5513 ;
-  assign \$5515  = trans ? sum_r_2_29 : active_product_2_30;
-  assign \$5516  = first_d2 ? 32'd0 : pe_acc2[1023:992];
-  assign \$5517  = t_ctl_d21[22:21] == t_ctl_d18[22:21];
-  assign \$5518  = t_ctl_d21[0] & \$5517 ;
-  assign \$5519  = \$5518  ? set_sum_r_2 : set_kept_2;
-  assign \$5520  = t_ctl_d18[23] ? 32'd0 : \$5519 ;
-  assign \$5521  = ! t_ctl_d21[22:21];
-  assign \$5522  = t_ctl_d21[0] & \$5521 ;
-  assign \$5523  = \$5522  ? set_sum_r_2 : set_2_0;
-  assign \$5524  = t_ctl_d21[22:21] == 1'h1;
-  assign \$5525  = t_ctl_d21[0] & \$5524 ;
-  assign \$5526  = \$5525  ? set_sum_r_2 : set_2_1;
-  assign \$5527  = first_d2 ? 32'd0 : pe_acc3[31:0];
-  assign \$5528  = trans ? active_product_3_0 : \$5527 ;
-  assign \$5529  = trans ? active_product_3_1 : active_product_3_0;
-  assign \$5530  = first_d2 ? 32'd0 : pe_acc3[63:32];
-  assign \$5531  = trans ? active_product_3_2 : \$5530 ;
-  assign \$5532  = trans ? active_product_3_3 : active_product_3_1;
-  assign \$5533  = first_d2 ? 32'd0 : pe_acc3[95:64];
-  assign \$5534  = trans ? active_product_3_4 : \$5533 ;
-  assign \$5535  = trans ? active_product_3_5 : active_product_3_2;
-  assign \$5536  = first_d2 ? 32'd0 : pe_acc3[127:96];
-  assign \$5537  = trans ? active_product_3_6 : \$5536 ;
-  assign \$5538  = trans ? active_product_3_7 : active_product_3_3;
-  assign \$5539  = first_d2 ? 32'd0 : pe_acc3[159:128];
-  assign \$5540  = trans ? active_product_3_8 : \$5539 ;
-  assign \$5541  = trans ? active_product_3_9 : active_product_3_4;
-  assign \$5542  = first_d2 ? 32'd0 : pe_acc3[191:160];
-  assign \$5543  = trans ? active_product_3_10 : \$5542 ;
-  assign \$5544  = trans ? active_product_3_11 : active_product_3_5;
-  assign \$5545  = first_d2 ? 32'd0 : pe_acc3[223:192];
-  assign \$5546  = trans ? active_product_3_12 : \$5545 ;
-  assign \$5547  = trans ? active_product_3_13 : active_product_3_6;
-  assign \$5548  = first_d2 ? 32'd0 : pe_acc3[255:224];
-  assign \$5549  = trans ? active_product_3_14 : \$5548 ;
-  assign \$5550  = trans ? active_product_3_15 : active_product_3_7;
-  assign \$5551  = first_d2 ? 32'd0 : pe_acc3[287:256];
-  assign \$5552  = trans ? active_product_3_16 : \$5551 ;
-  assign \$5553  = trans ? active_product_3_17 : active_product_3_8;
-  assign \$5554  = first_d2 ? 32'd0 : pe_acc3[319:288];
-  assign \$5555  = trans ? active_product_3_18 : \$5554 ;
-  assign \$5556  = trans ? active_product_3_19 : active_product_3_9;
-  assign \$5557  = first_d2 ? 32'd0 : pe_acc3[351:320];
-  assign \$5558  = trans ? active_product_3_20 : \$5557 ;
-  assign \$5559  = trans ? active_product_3_21 : active_product_3_10;
-  assign \$5560  = first_d2 ? 32'd0 : pe_acc3[383:352];
-  assign \$5561  = trans ? active_product_3_22 : \$5560 ;
-  assign \$5562  = trans ? active_product_3_23 : active_product_3_11;
-  assign \$5563  = first_d2 ? 32'd0 : pe_acc3[415:384];
-  assign \$5564  = trans ? active_product_3_24 : \$5563 ;
-  assign \$5565  = trans ? active_product_3_25 : active_product_3_12;
-  assign \$5566  = first_d2 ? 32'd0 : pe_acc3[447:416];
-  assign \$5567  = trans ? active_product_3_26 : \$5566 ;
-  assign \$5568  = trans ? active_product_3_27 : active_product_3_13;
-  assign \$5569  = first_d2 ? 32'd0 : pe_acc3[479:448];
-  assign \$5570  = trans ? active_product_3_28 : \$5569 ;
-  assign \$5571  = trans ? active_product_3_29 : active_product_3_14;
-  assign \$5572  = first_d2 ? 32'd0 : pe_acc3[511:480];
-  assign \$5573  = trans ? active_product_3_30 : \$5572 ;
-  assign \$5574  = trans ? active_product_3_31 : active_product_3_15;
-  assign \$5575  = first_d2 ? 32'd0 : pe_acc3[543:512];
-  assign \$5576  = trans ? sum_r_3_0 : \$5575 ;
-  assign \$5577  = trans ? sum_r_3_1 : active_product_3_16;
-  assign \$5578  = first_d2 ? 32'd0 : pe_acc3[575:544];
-  assign \$5579  = trans ? sum_r_3_2 : \$5578 ;
-  assign \$5580  = trans ? sum_r_3_3 : active_product_3_17;
-  assign \$5581  = first_d2 ? 32'd0 : pe_acc3[607:576];
-  assign \$5582  = trans ? sum_r_3_4 : \$5581 ;
-  assign \$5583  = trans ? sum_r_3_5 : active_product_3_18;
-  assign \$5584  = first_d2 ? 32'd0 : pe_acc3[639:608];
-  assign \$5585  = trans ? sum_r_3_6 : \$5584 ;
-  assign \$5586  = trans ? sum_r_3_7 : active_product_3_19;
-  assign \$5587  = first_d2 ? 32'd0 : pe_acc3[671:640];
-  assign \$5588  = trans ? sum_r_3_8 : \$5587 ;
-  assign \$5589  = trans ? sum_r_3_9 : active_product_3_20;
-  assign \$5590  = first_d2 ? 32'd0 : pe_acc3[703:672];
-  assign \$5591  = trans ? sum_r_3_10 : \$5590 ;
-  assign \$5592  = trans ? sum_r_3_11 : active_product_3_21;
-  assign \$5593  = first_d2 ? 32'd0 : pe_acc3[735:704];
-  assign \$5594  = trans ? sum_r_3_12 : \$5593 ;
-  assign \$5595  = trans ? sum_r_3_13 : active_product_3_22;
-  assign \$5596  = first_d2 ? 32'd0 : pe_acc3[767:736];
-  assign \$5597  = trans ? sum_r_3_14 : \$5596 ;
-  assign \$5598  = trans ? sum_r_3_15 : active_product_3_23;
-  assign \$5599  = first_d2 ? 32'd0 : pe_acc3[799:768];
-  assign \$5600  = trans ? sum_r_3_16 : \$5599 ;
-  assign \$5601  = trans ? sum_r_3_17 : active_product_3_24;
-  assign \$5602  = first_d2 ? 32'd0 : pe_acc3[831:800];
-  assign \$5603  = trans ? sum_r_3_18 : \$5602 ;
-  assign \$5604  = trans ? sum_r_3_19 : active_product_3_25;
-  assign \$5605  = first_d2 ? 32'd0 : pe_acc3[863:832];
-  assign \$5606  = trans ? sum_r_3_20 : \$5605 ;
-  assign \$5607  = trans ? sum_r_3_21 : active_product_3_26;
-  assign \$5608  = first_d2 ? 32'd0 : pe_acc3[895:864];
-  assign \$5609  = trans ? sum_r_3_22 : \$5608 ;
-  assign \$5610  = trans ? sum_r_3_23 : active_product_3_27;
-  assign \$5611  = first_d2 ? 32'd0 : pe_acc3[927:896];
-  assign \$5612  = trans ? sum_r_3_24 : \$5611 ;
-  assign \$5613  = trans ? sum_r_3_25 : active_product_3_28;
-  assign \$5614  = first_d2 ? 32'd0 : pe_acc3[959:928];
-  assign \$5615  = trans ? sum_r_3_26 : \$5614 ;
-  assign \$5616  = trans ? sum_r_3_27 : active_product_3_29;
-  assign \$5617  = first_d2 ? 32'd0 : pe_acc3[991:960];
-  assign \$5618  = trans ? sum_r_3_28 : \$5617 ;
-  assign \$5619  = trans ? sum_r_3_29 : active_product_3_30;
-  assign \$5620  = first_d2 ? 32'd0 : pe_acc3[1023:992];
-  assign \$5621  = t_ctl_d21[22:21] == t_ctl_d18[22:21];
-  assign \$5622  = t_ctl_d21[0] & \$5621 ;
-  assign \$5623  = \$5622  ? set_sum_r_3 : set_kept_3;
-  assign \$5624  = t_ctl_d18[23] ? 32'd0 : \$5623 ;
-  assign \$5625  = ! t_ctl_d21[22:21];
-  assign \$5626  = t_ctl_d21[0] & \$5625 ;
-  assign \$5627  = \$5626  ? set_sum_r_3 : set_3_0;
-  assign \$5628  = t_ctl_d21[22:21] == 1'h1;
-  assign \$5629  = t_ctl_d21[0] & \$5628 ;
-  assign \$5630  = \$5629  ? set_sum_r_3 : set_3_1;
-  always @(posedge clk)
-    n_last <= \$5631 ;
-  always @(posedge clk)
-    \$signal  <= \$5632 ;
-  always @(posedge clk)
-    lane_rem0_s0 <= \$5633 ;
-  always @(posedge clk)
-    lane_quo0_s0 <= \$5634 ;
-  always @(posedge clk)
-    lane_rem0_s1 <= \$5635 ;
-  always @(posedge clk)
-    lane_quo0_s1 <= \$5636 ;
-  always @(posedge clk)
-    lane_row0 <= \$5637 ;
-  always @(posedge clk)
-    lane_rem1_s0 <= \$5638 ;
-  always @(posedge clk)
-    lane_quo1_s0 <= \$5639 ;
-  always @(posedge clk)
-    lane_rem1_s1 <= \$5640 ;
-  always @(posedge clk)
-    lane_quo1_s1 <= \$5641 ;
-  always @(posedge clk)
-    lane_row1 <= \$5642 ;
-  always @(posedge clk)
-    lane_rem2_s0 <= \$5643 ;
-  always @(posedge clk)
-    lane_quo2_s0 <= \$5644 ;
-  always @(posedge clk)
-    lane_rem2_s1 <= \$5645 ;
-  always @(posedge clk)
-    lane_quo2_s1 <= \$5646 ;
-  always @(posedge clk)
-    lane_row2 <= \$5647 ;
-  always @(posedge clk)
-    lane_rem3_s0 <= \$5648 ;
-  always @(posedge clk)
-    lane_quo3_s0 <= \$5649 ;
-  always @(posedge clk)
-    lane_rem3_s1 <= \$5650 ;
-  always @(posedge clk)
-    lane_quo3_s1 <= \$5651 ;
-  always @(posedge clk)
-    lane_row3 <= \$5652 ;
-  always @(posedge clk)
-    lane_rem4_s0 <= \$5653 ;
-  always @(posedge clk)
-    lane_quo4_s0 <= \$5654 ;
-  always @(posedge clk)
-    lane_rem4_s1 <= \$5655 ;
-  always @(posedge clk)
-    lane_quo4_s1 <= \$5656 ;
-  always @(posedge clk)
-    lane_row4 <= \$5657 ;
-  always @(posedge clk)
-    lane_rem5_s0 <= \$5658 ;
-  always @(posedge clk)
-    lane_quo5_s0 <= \$5659 ;
-  always @(posedge clk)
-    lane_rem5_s1 <= \$5660 ;
-  always @(posedge clk)
-    lane_quo5_s1 <= \$5661 ;
-  always @(posedge clk)
-    lane_row5 <= \$5662 ;
-  always @(posedge clk)
-    lane_rem6_s0 <= \$5663 ;
-  always @(posedge clk)
-    lane_quo6_s0 <= \$5664 ;
-  always @(posedge clk)
-    lane_rem6_s1 <= \$5665 ;
-  always @(posedge clk)
-    lane_quo6_s1 <= \$5666 ;
-  always @(posedge clk)
-    lane_row6 <= \$5667 ;
-  always @(posedge clk)
-    lane_rem7_s0 <= \$5668 ;
-  always @(posedge clk)
-    lane_quo7_s0 <= \$5669 ;
-  always @(posedge clk)
-    lane_rem7_s1 <= \$5670 ;
-  always @(posedge clk)
-    lane_quo7_s1 <= \$5671 ;
-  always @(posedge clk)
-    lane_row7 <= \$5672 ;
-  always @(posedge clk)
-    lane_rem8_s0 <= \$5673 ;
-  always @(posedge clk)
-    lane_quo8_s0 <= \$5674 ;
-  always @(posedge clk)
-    lane_rem8_s1 <= \$5675 ;
-  always @(posedge clk)
-    lane_quo8_s1 <= \$5676 ;
-  always @(posedge clk)
-    lane_row8 <= \$5677 ;
-  always @(posedge clk)
-    lane_rem9_s0 <= \$5678 ;
-  always @(posedge clk)
-    lane_quo9_s0 <= \$5679 ;
-  always @(posedge clk)
-    lane_rem9_s1 <= \$5680 ;
-  always @(posedge clk)
-    lane_quo9_s1 <= \$5681 ;
-  always @(posedge clk)
-    lane_row9 <= \$5682 ;
-  always @(posedge clk)
-    lane_rem10_s0 <= \$5683 ;
-  always @(posedge clk)
-    lane_quo10_s0 <= \$5684 ;
-  always @(posedge clk)
-    lane_rem10_s1 <= \$5685 ;
-  always @(posedge clk)
-    lane_quo10_s1 <= \$5686 ;
-  always @(posedge clk)
-    lane_row10 <= \$5687 ;
-  always @(posedge clk)
-    lane_rem11_s0 <= \$5688 ;
-  always @(posedge clk)
-    lane_quo11_s0 <= \$5689 ;
-  always @(posedge clk)
-    lane_rem11_s1 <= \$5690 ;
-  always @(posedge clk)
-    lane_quo11_s1 <= \$5691 ;
-  always @(posedge clk)
-    lane_row11 <= \$5692 ;
-  always @(posedge clk)
-    lane_rem12_s0 <= \$5693 ;
-  always @(posedge clk)
-    lane_quo12_s0 <= \$5694 ;
-  always @(posedge clk)
-    lane_rem12_s1 <= \$5695 ;
-  always @(posedge clk)
-    lane_quo12_s1 <= \$5696 ;
-  always @(posedge clk)
-    lane_row12 <= \$5697 ;
-  always @(posedge clk)
-    lane_rem13_s0 <= \$5698 ;
-  always @(posedge clk)
-    lane_quo13_s0 <= \$5699 ;
-  always @(posedge clk)
-    lane_rem13_s1 <= \$5700 ;
-  always @(posedge clk)
-    lane_quo13_s1 <= \$5701 ;
-  always @(posedge clk)
-    lane_row13 <= \$5702 ;
-  always @(posedge clk)
-    lane_rem14_s0 <= \$5703 ;
-  always @(posedge clk)
-    lane_quo14_s0 <= \$5704 ;
-  always @(posedge clk)
-    lane_rem14_s1 <= \$5705 ;
-  always @(posedge clk)
-    lane_quo14_s1 <= \$5706 ;
-  always @(posedge clk)
-    lane_row14 <= \$5707 ;
-  always @(posedge clk)
-    lane_rem15_s0 <= \$5708 ;
-  always @(posedge clk)
-    lane_quo15_s0 <= \$5709 ;
-  always @(posedge clk)
-    lane_rem15_s1 <= \$5710 ;
-  always @(posedge clk)
-    lane_quo15_s1 <= \$5711 ;
-  always @(posedge clk)
-    lane_row15 <= \$5712 ;
-  always @(posedge clk)
-    lane_rem16_s0 <= \$5713 ;
-  always @(posedge clk)
-    lane_quo16_s0 <= \$5714 ;
-  always @(posedge clk)
-    lane_rem16_s1 <= \$5715 ;
-  always @(posedge clk)
-    lane_quo16_s1 <= \$5716 ;
-  always @(posedge clk)
-    lane_row16 <= \$5717 ;
-  always @(posedge clk)
-    lane_rem17_s0 <= \$5718 ;
-  always @(posedge clk)
-    lane_quo17_s0 <= \$5719 ;
-  always @(posedge clk)
-    lane_rem17_s1 <= \$5720 ;
-  always @(posedge clk)
-    lane_quo17_s1 <= \$5721 ;
-  always @(posedge clk)
-    lane_row17 <= \$5722 ;
-  always @(posedge clk)
-    lane_rem18_s0 <= \$5723 ;
-  always @(posedge clk)
-    lane_quo18_s0 <= \$5724 ;
-  always @(posedge clk)
-    lane_rem18_s1 <= \$5725 ;
-  always @(posedge clk)
-    lane_quo18_s1 <= \$5726 ;
-  always @(posedge clk)
-    lane_row18 <= \$5727 ;
-  always @(posedge clk)
-    lane_rem19_s0 <= \$5728 ;
-  always @(posedge clk)
-    lane_quo19_s0 <= \$5729 ;
-  always @(posedge clk)
-    lane_rem19_s1 <= \$5730 ;
-  always @(posedge clk)
-    lane_quo19_s1 <= \$5731 ;
-  always @(posedge clk)
-    lane_row19 <= \$5732 ;
-  always @(posedge clk)
-    lane_rem20_s0 <= \$5733 ;
-  always @(posedge clk)
-    lane_quo20_s0 <= \$5734 ;
-  always @(posedge clk)
-    lane_rem20_s1 <= \$5735 ;
-  always @(posedge clk)
-    lane_quo20_s1 <= \$5736 ;
-  always @(posedge clk)
-    lane_row20 <= \$5737 ;
-  always @(posedge clk)
-    lane_rem21_s0 <= \$5738 ;
-  always @(posedge clk)
-    lane_quo21_s0 <= \$5739 ;
-  always @(posedge clk)
-    lane_rem21_s1 <= \$5740 ;
-  always @(posedge clk)
-    lane_quo21_s1 <= \$5741 ;
+  assign \$signature__en$1356  = \$5174  ? acc_w_en3 : 32'd0;
+  assign \$5175  = rd_bank_q ? \acc_r__data$878  : acc_r__data;
+  assign \$5176  = rd_bank_q ? \acc_r__data$1002  : \acc_r__data$1001 ;
+  assign \$5177  = rd_bank_q ? \acc_r__data$1123  : \acc_r__data$1122 ;
+  assign \$5178  = rd_bank_q ? \acc_r__data$1244  : \acc_r__data$1243 ;
+  assign \$5179  = first_d2 ? 32'd0 : pe_acc0[31:0];
+  assign \$5180  = trans ? active_product_0_0 : \$5179 ;
+  assign \$5181  = trans ? active_product_0_1 : active_product_0_0;
+  assign \$5182  = first_d2 ? 32'd0 : pe_acc0[63:32];
+  assign \$5183  = trans ? active_product_0_2 : \$5182 ;
+  assign \$5184  = trans ? active_product_0_3 : active_product_0_1;
+  assign \$5185  = first_d2 ? 32'd0 : pe_acc0[95:64];
+  assign \$5186  = trans ? active_product_0_4 : \$5185 ;
+  assign \$5187  = trans ? active_product_0_5 : active_product_0_2;
+  assign \$5188  = first_d2 ? 32'd0 : pe_acc0[127:96];
+  assign \$5189  = trans ? active_product_0_6 : \$5188 ;
+  assign \$5190  = trans ? active_product_0_7 : active_product_0_3;
+  assign \$5191  = first_d2 ? 32'd0 : pe_acc0[159:128];
+  assign \$5192  = trans ? active_product_0_8 : \$5191 ;
+  assign \$5193  = trans ? active_product_0_9 : active_product_0_4;
+  assign \$5194  = first_d2 ? 32'd0 : pe_acc0[191:160];
+  assign \$5195  = trans ? active_product_0_10 : \$5194 ;
+  assign \$5196  = trans ? active_product_0_11 : active_product_0_5;
+  assign \$5197  = first_d2 ? 32'd0 : pe_acc0[223:192];
+  assign \$5198  = trans ? active_product_0_12 : \$5197 ;
+  assign \$5199  = trans ? active_product_0_13 : active_product_0_6;
+  assign \$5200  = first_d2 ? 32'd0 : pe_acc0[255:224];
+  assign \$5201  = trans ? active_product_0_14 : \$5200 ;
+  assign \$5202  = trans ? active_product_0_15 : active_product_0_7;
+  assign \$5203  = first_d2 ? 32'd0 : pe_acc0[287:256];
+  assign \$5204  = trans ? active_product_0_16 : \$5203 ;
+  assign \$5205  = trans ? active_product_0_17 : active_product_0_8;
+  assign \$5206  = first_d2 ? 32'd0 : pe_acc0[319:288];
+  assign \$5207  = trans ? active_product_0_18 : \$5206 ;
+  assign \$5208  = trans ? active_product_0_19 : active_product_0_9;
+  assign \$5209  = first_d2 ? 32'd0 : pe_acc0[351:320];
+  assign \$5210  = trans ? active_product_0_20 : \$5209 ;
+  assign \$5211  = trans ? active_product_0_21 : active_product_0_10;
+  assign \$5212  = first_d2 ? 32'd0 : pe_acc0[383:352];
+  assign \$5213  = trans ? active_product_0_22 : \$5212 ;
+  assign \$5214  = trans ? active_product_0_23 : active_product_0_11;
+  assign \$5215  = first_d2 ? 32'd0 : pe_acc0[415:384];
+  assign \$5216  = trans ? active_product_0_24 : \$5215 ;
+  assign \$5217  = trans ? active_product_0_25 : active_product_0_12;
+  assign \$5218  = first_d2 ? 32'd0 : pe_acc0[447:416];
+  assign \$5219  = trans ? active_product_0_26 : \$5218 ;
+  assign \$5220  = trans ? active_product_0_27 : active_product_0_13;
+  assign \$5221  = first_d2 ? 32'd0 : pe_acc0[479:448];
+  assign \$5222  = trans ? active_product_0_28 : \$5221 ;
+  assign \$5223  = trans ? active_product_0_29 : active_product_0_14;
+  assign \$5224  = first_d2 ? 32'd0 : pe_acc0[511:480];
+  assign \$5225  = trans ? active_product_0_30 : \$5224 ;
+  assign \$5226  = trans ? active_product_0_31 : active_product_0_15;
+  assign \$5227  = first_d2 ? 32'd0 : pe_acc0[543:512];
+  assign \$5228  = trans ? sum_r_0_0 : \$5227 ;
+  assign \$5229  = trans ? sum_r_0_1 : active_product_0_16;
+  assign \$5230  = first_d2 ? 32'd0 : pe_acc0[575:544];
+  assign \$5231  = trans ? sum_r_0_2 : \$5230 ;
+  assign \$5232  = trans ? sum_r_0_3 : active_product_0_17;
+  assign \$5233  = first_d2 ? 32'd0 : pe_acc0[607:576];
+  assign \$5234  = trans ? sum_r_0_4 : \$5233 ;
+  assign \$5235  = trans ? sum_r_0_5 : active_product_0_18;
+  assign \$5236  = first_d2 ? 32'd0 : pe_acc0[639:608];
+  assign \$5237  = trans ? sum_r_0_6 : \$5236 ;
+  assign \$5238  = trans ? sum_r_0_7 : active_product_0_19;
+  assign \$5239  = first_d2 ? 32'd0 : pe_acc0[671:640];
+  assign \$5240  = trans ? sum_r_0_8 : \$5239 ;
+  assign \$5241  = trans ? sum_r_0_9 : active_product_0_20;
+  assign \$5242  = first_d2 ? 32'd0 : pe_acc0[703:672];
+  assign \$5243  = trans ? sum_r_0_10 : \$5242 ;
+  assign \$5244  = trans ? sum_r_0_11 : active_product_0_21;
+  assign \$5245  = first_d2 ? 32'd0 : pe_acc0[735:704];
+  assign \$5246  = trans ? sum_r_0_12 : \$5245 ;
+  assign \$5247  = trans ? sum_r_0_13 : active_product_0_22;
+  assign \$5248  = first_d2 ? 32'd0 : pe_acc0[767:736];
+  assign \$5249  = trans ? sum_r_0_14 : \$5248 ;
+  assign \$5250  = trans ? sum_r_0_15 : active_product_0_23;
+  assign \$5251  = first_d2 ? 32'd0 : pe_acc0[799:768];
+  assign \$5252  = trans ? sum_r_0_16 : \$5251 ;
+  assign \$5253  = trans ? sum_r_0_17 : active_product_0_24;
+  assign \$5254  = first_d2 ? 32'd0 : pe_acc0[831:800];
+  assign \$5255  = trans ? sum_r_0_18 : \$5254 ;
+  assign \$5256  = trans ? sum_r_0_19 : active_product_0_25;
+  assign \$5257  = first_d2 ? 32'd0 : pe_acc0[863:832];
+  assign \$5258  = trans ? sum_r_0_20 : \$5257 ;
+  assign \$5259  = trans ? sum_r_0_21 : active_product_0_26;
+  assign \$5260  = first_d2 ? 32'd0 : pe_acc0[895:864];
+  assign \$5261  = trans ? sum_r_0_22 : \$5260 ;
+  assign \$5262  = trans ? sum_r_0_23 : active_product_0_27;
+  assign \$5263  = first_d2 ? 32'd0 : pe_acc0[927:896];
+  assign \$5264  = trans ? sum_r_0_24 : \$5263 ;
+  assign \$5265  = trans ? sum_r_0_25 : active_product_0_28;
+  assign \$5266  = first_d2 ? 32'd0 : pe_acc0[959:928];
+  assign \$5267  = trans ? sum_r_0_26 : \$5266 ;
+  assign \$5268  = trans ? sum_r_0_27 : active_product_0_29;
+  assign \$5269  = first_d2 ? 32'd0 : pe_acc0[991:960];
+  assign \$5270  = trans ? sum_r_0_28 : \$5269 ;
+  assign \$5271  = trans ? sum_r_0_29 : active_product_0_30;
+  assign \$5272  = first_d2 ? 32'd0 : pe_acc0[1023:992];
+  assign \$5273  = t_ctl_d21[22:21] == t_ctl_d18[22:21];
+  assign \$5274  = t_ctl_d21[0] & \$5273 ;
+  assign \$5275  = \$5274  ? set_sum_r_0 : set_kept_0;
+  assign \$5276  = t_ctl_d18[23] ? 32'd0 : \$5275 ;
+  assign \$5277  = ! t_ctl_d21[22:21];
+  assign \$5278  = t_ctl_d21[0] & \$5277 ;
+  assign \$5279  = \$5278  ? set_sum_r_0 : set_0_0;
+  assign \$5280  = t_ctl_d21[22:21] == 1'h1;
+  assign \$5281  = t_ctl_d21[0] & \$5280 ;
+  assign \$5282  = \$5281  ? set_sum_r_0 : set_0_1;
+  assign \$5283  = first_row1_d2 ? 32'd0 : pe_acc1[31:0];
+  assign \$5284  = trans ? active_product_1_0 : \$5283 ;
+  assign \$5285  = trans ? active_product_1_1 : active_product_1_0;
+  assign \$5286  = first_row1_d2 ? 32'd0 : pe_acc1[63:32];
+  assign \$5287  = trans ? active_product_1_2 : \$5286 ;
+  assign \$5288  = trans ? active_product_1_3 : active_product_1_1;
+  assign \$5289  = first_row1_d2 ? 32'd0 : pe_acc1[95:64];
+  assign \$5290  = trans ? active_product_1_4 : \$5289 ;
+  assign \$5291  = trans ? active_product_1_5 : active_product_1_2;
+  assign \$5292  = first_row1_d2 ? 32'd0 : pe_acc1[127:96];
+  assign \$5293  = trans ? active_product_1_6 : \$5292 ;
+  assign \$5294  = trans ? active_product_1_7 : active_product_1_3;
+  assign \$5295  = first_row1_d2 ? 32'd0 : pe_acc1[159:128];
+  assign \$5296  = trans ? active_product_1_8 : \$5295 ;
+  assign \$5297  = trans ? active_product_1_9 : active_product_1_4;
+  assign \$5298  = first_row1_d2 ? 32'd0 : pe_acc1[191:160];
+  assign \$5299  = trans ? active_product_1_10 : \$5298 ;
+  assign \$5300  = trans ? active_product_1_11 : active_product_1_5;
+  assign \$5301  = first_row1_d2 ? 32'd0 : pe_acc1[223:192];
+  assign \$5302  = trans ? active_product_1_12 : \$5301 ;
+  assign \$5303  = trans ? active_product_1_13 : active_product_1_6;
+  assign \$5304  = first_row1_d2 ? 32'd0 : pe_acc1[255:224];
+  assign \$5305  = trans ? active_product_1_14 : \$5304 ;
+  assign \$5306  = trans ? active_product_1_15 : active_product_1_7;
+  assign \$5307  = first_row1_d2 ? 32'd0 : pe_acc1[287:256];
+  assign \$5308  = trans ? active_product_1_16 : \$5307 ;
+  assign \$5309  = trans ? active_product_1_17 : active_product_1_8;
+  assign \$5310  = first_row1_d2 ? 32'd0 : pe_acc1[319:288];
+  assign \$5311  = trans ? active_product_1_18 : \$5310 ;
+  assign \$5312  = trans ? active_product_1_19 : active_product_1_9;
+  assign \$5313  = first_row1_d2 ? 32'd0 : pe_acc1[351:320];
+  assign \$5314  = trans ? active_product_1_20 : \$5313 ;
+  assign \$5315  = trans ? active_product_1_21 : active_product_1_10;
+  assign \$5316  = first_row1_d2 ? 32'd0 : pe_acc1[383:352];
+  assign \$5317  = trans ? active_product_1_22 : \$5316 ;
+  assign \$5318  = trans ? active_product_1_23 : active_product_1_11;
+  assign \$5319  = first_row1_d2 ? 32'd0 : pe_acc1[415:384];
+  assign \$5320  = trans ? active_product_1_24 : \$5319 ;
+  assign \$5321  = trans ? active_product_1_25 : active_product_1_12;
+  assign \$5322  = first_row1_d2 ? 32'd0 : pe_acc1[447:416];
+  assign \$5323  = trans ? active_product_1_26 : \$5322 ;
+  assign \$5324  = trans ? active_product_1_27 : active_product_1_13;
+  assign \$5325  = first_row1_d2 ? 32'd0 : pe_acc1[479:448];
+  assign \$5326  = trans ? active_product_1_28 : \$5325 ;
+  assign \$5327  = trans ? active_product_1_29 : active_product_1_14;
+  assign \$5328  = first_row1_d2 ? 32'd0 : pe_acc1[511:480];
+  assign \$5329  = trans ? active_product_1_30 : \$5328 ;
+  assign \$5330  = trans ? active_product_1_31 : active_product_1_15;
+  assign \$5331  = first_row1_d2 ? 32'd0 : pe_acc1[543:512];
+  assign \$5332  = trans ? sum_r_1_0 : \$5331 ;
+  assign \$5333  = trans ? sum_r_1_1 : active_product_1_16;
+  assign \$5334  = first_row1_d2 ? 32'd0 : pe_acc1[575:544];
+  assign \$5335  = trans ? sum_r_1_2 : \$5334 ;
+  assign \$5336  = trans ? sum_r_1_3 : active_product_1_17;
+  assign \$5337  = first_row1_d2 ? 32'd0 : pe_acc1[607:576];
+  assign \$5338  = trans ? sum_r_1_4 : \$5337 ;
+  assign \$5339  = trans ? sum_r_1_5 : active_product_1_18;
+  assign \$5340  = first_row1_d2 ? 32'd0 : pe_acc1[639:608];
+  assign \$5341  = trans ? sum_r_1_6 : \$5340 ;
+  assign \$5342  = trans ? sum_r_1_7 : active_product_1_19;
+  assign \$5343  = first_row1_d2 ? 32'd0 : pe_acc1[671:640];
+  assign \$5344  = trans ? sum_r_1_8 : \$5343 ;
+  assign \$5345  = trans ? sum_r_1_9 : active_product_1_20;
+  assign \$5346  = first_row1_d2 ? 32'd0 : pe_acc1[703:672];
+  assign \$5347  = trans ? sum_r_1_10 : \$5346 ;
+  assign \$5348  = trans ? sum_r_1_11 : active_product_1_21;
+  assign \$5349  = first_row1_d2 ? 32'd0 : pe_acc1[735:704];
+  assign \$5350  = trans ? sum_r_1_12 : \$5349 ;
+  assign \$5351  = trans ? sum_r_1_13 : active_product_1_22;
+  assign \$5352  = first_row1_d2 ? 32'd0 : pe_acc1[767:736];
+  assign \$5353  = trans ? sum_r_1_14 : \$5352 ;
+  assign \$5354  = trans ? sum_r_1_15 : active_product_1_23;
+  assign \$5355  = first_row1_d2 ? 32'd0 : pe_acc1[799:768];
+  assign \$5356  = trans ? sum_r_1_16 : \$5355 ;
+  assign \$5357  = trans ? sum_r_1_17 : active_product_1_24;
+  assign \$5358  = first_row1_d2 ? 32'd0 : pe_acc1[831:800];
+  assign \$5359  = trans ? sum_r_1_18 : \$5358 ;
+  assign \$5360  = trans ? sum_r_1_19 : active_product_1_25;
+  assign \$5361  = first_row1_d2 ? 32'd0 : pe_acc1[863:832];
+  assign \$5362  = trans ? sum_r_1_20 : \$5361 ;
+  assign \$5363  = trans ? sum_r_1_21 : active_product_1_26;
+  assign \$5364  = first_row1_d2 ? 32'd0 : pe_acc1[895:864];
+  assign \$5365  = trans ? sum_r_1_22 : \$5364 ;
+  assign \$5366  = trans ? sum_r_1_23 : active_product_1_27;
+  assign \$5367  = first_row1_d2 ? 32'd0 : pe_acc1[927:896];
+  assign \$5368  = trans ? sum_r_1_24 : \$5367 ;
+  assign \$5369  = trans ? sum_r_1_25 : active_product_1_28;
+  assign \$5370  = first_row1_d2 ? 32'd0 : pe_acc1[959:928];
+  assign \$5371  = trans ? sum_r_1_26 : \$5370 ;
+  assign \$5372  = trans ? sum_r_1_27 : active_product_1_29;
+  assign \$5373  = first_row1_d2 ? 32'd0 : pe_acc1[991:960];
+  assign \$5374  = trans ? sum_r_1_28 : \$5373 ;
+  assign \$5375  = trans ? sum_r_1_29 : active_product_1_30;
+  assign \$5376  = first_row1_d2 ? 32'd0 : pe_acc1[1023:992];
+  assign \$5377  = t_ctl_d21[22:21] == t_ctl_d18[22:21];
+  assign \$5378  = t_ctl_d21[0] & \$5377 ;
+  assign \$5379  = \$5378  ? set_sum_r_1 : set_kept_1;
+  assign \$5380  = t_ctl_d18[23] ? 32'd0 : \$5379 ;
+  assign \$5381  = ! t_ctl_d21[22:21];
+  assign \$5382  = t_ctl_d21[0] & \$5381 ;
+  assign \$5383  = \$5382  ? set_sum_r_1 : set_1_0;
+  assign \$5384  = t_ctl_d21[22:21] == 1'h1;
+  assign \$5385  = t_ctl_d21[0] & \$5384 ;
+  assign \$5386  = \$5385  ? set_sum_r_1 : set_1_1;
+  assign \$5387  = first_d2 ? 32'd0 : pe_acc2[31:0];
+  assign \$5388  = trans ? active_product_2_0 : \$5387 ;
+  assign \$5389  = trans ? active_product_2_1 : active_product_2_0;
+  assign \$5390  = first_d2 ? 32'd0 : pe_acc2[63:32];
+  assign \$5391  = trans ? active_product_2_2 : \$5390 ;
+  assign \$5392  = trans ? active_product_2_3 : active_product_2_1;
+  assign \$5393  = first_d2 ? 32'd0 : pe_acc2[95:64];
+  assign \$5394  = trans ? active_product_2_4 : \$5393 ;
+  assign \$5395  = trans ? active_product_2_5 : active_product_2_2;
+  assign \$5396  = first_d2 ? 32'd0 : pe_acc2[127:96];
+  assign \$5397  = trans ? active_product_2_6 : \$5396 ;
+  assign \$5398  = trans ? active_product_2_7 : active_product_2_3;
+  assign \$5399  = first_d2 ? 32'd0 : pe_acc2[159:128];
+  assign \$5400  = trans ? active_product_2_8 : \$5399 ;
+  assign \$5401  = trans ? active_product_2_9 : active_product_2_4;
+  assign \$5402  = first_d2 ? 32'd0 : pe_acc2[191:160];
+  assign \$5403  = trans ? active_product_2_10 : \$5402 ;
+  assign \$5404  = trans ? active_product_2_11 : active_product_2_5;
+  assign \$5405  = first_d2 ? 32'd0 : pe_acc2[223:192];
+  assign \$5406  = trans ? active_product_2_12 : \$5405 ;
+  assign \$5407  = trans ? active_product_2_13 : active_product_2_6;
+  assign \$5408  = first_d2 ? 32'd0 : pe_acc2[255:224];
+  assign \$5409  = trans ? active_product_2_14 : \$5408 ;
+  assign \$5410  = trans ? active_product_2_15 : active_product_2_7;
+  assign \$5411  = first_d2 ? 32'd0 : pe_acc2[287:256];
+  assign \$5412  = trans ? active_product_2_16 : \$5411 ;
+  assign \$5413  = trans ? active_product_2_17 : active_product_2_8;
+  assign \$5414  = first_d2 ? 32'd0 : pe_acc2[319:288];
+  assign \$5415  = trans ? active_product_2_18 : \$5414 ;
+  assign \$5416  = trans ? active_product_2_19 : active_product_2_9;
+  assign \$5417  = first_d2 ? 32'd0 : pe_acc2[351:320];
+  assign \$5418  = trans ? active_product_2_20 : \$5417 ;
+  assign \$5419  = trans ? active_product_2_21 : active_product_2_10;
+  assign \$5420  = first_d2 ? 32'd0 : pe_acc2[383:352];
+  assign \$5421  = trans ? active_product_2_22 : \$5420 ;
+  assign \$5422  = trans ? active_product_2_23 : active_product_2_11;
+  assign \$5423  = first_d2 ? 32'd0 : pe_acc2[415:384];
+  assign \$5424  = trans ? active_product_2_24 : \$5423 ;
+  assign \$5425  = trans ? active_product_2_25 : active_product_2_12;
+  assign \$5426  = first_d2 ? 32'd0 : pe_acc2[447:416];
+  assign \$5427  = trans ? active_product_2_26 : \$5426 ;
+  assign \$5428  = trans ? active_product_2_27 : active_product_2_13;
+  assign \$5429  = first_d2 ? 32'd0 : pe_acc2[479:448];
+  assign \$5430  = trans ? active_product_2_28 : \$5429 ;
+  assign \$5431  = trans ? active_product_2_29 : active_product_2_14;
+  assign \$5432  = first_d2 ? 32'd0 : pe_acc2[511:480];
+  assign \$5433  = trans ? active_product_2_30 : \$5432 ;
+  assign \$5434  = trans ? active_product_2_31 : active_product_2_15;
+  assign \$5435  = first_d2 ? 32'd0 : pe_acc2[543:512];
+  assign \$5436  = trans ? sum_r_2_0 : \$5435 ;
+  assign \$5437  = trans ? sum_r_2_1 : active_product_2_16;
+  assign \$5438  = first_d2 ? 32'd0 : pe_acc2[575:544];
+  assign \$5439  = trans ? sum_r_2_2 : \$5438 ;
+  assign \$5440  = trans ? sum_r_2_3 : active_product_2_17;
+  assign \$5441  = first_d2 ? 32'd0 : pe_acc2[607:576];
+  assign \$5442  = trans ? sum_r_2_4 : \$5441 ;
+  assign \$5443  = trans ? sum_r_2_5 : active_product_2_18;
+  assign \$5444  = first_d2 ? 32'd0 : pe_acc2[639:608];
+  assign \$5445  = trans ? sum_r_2_6 : \$5444 ;
+  assign \$5446  = trans ? sum_r_2_7 : active_product_2_19;
+  assign \$5447  = first_d2 ? 32'd0 : pe_acc2[671:640];
+  assign \$5448  = trans ? sum_r_2_8 : \$5447 ;
+  assign \$5449  = trans ? sum_r_2_9 : active_product_2_20;
+  assign \$5450  = first_d2 ? 32'd0 : pe_acc2[703:672];
+  assign \$5451  = trans ? sum_r_2_10 : \$5450 ;
+  assign \$5452  = trans ? sum_r_2_11 : active_product_2_21;
+  assign \$5453  = first_d2 ? 32'd0 : pe_acc2[735:704];
+  assign \$5454  = trans ? sum_r_2_12 : \$5453 ;
+  assign \$5455  = trans ? sum_r_2_13 : active_product_2_22;
+  assign \$5456  = first_d2 ? 32'd0 : pe_acc2[767:736];
+  assign \$5457  = trans ? sum_r_2_14 : \$5456 ;
+  assign \$5458  = trans ? sum_r_2_15 : active_product_2_23;
+  assign \$5459  = first_d2 ? 32'd0 : pe_acc2[799:768];
+  assign \$5460  = trans ? sum_r_2_16 : \$5459 ;
+  assign \$5461  = trans ? sum_r_2_17 : active_product_2_24;
+  assign \$5462  = first_d2 ? 32'd0 : pe_acc2[831:800];
+  assign \$5463  = trans ? sum_r_2_18 : \$5462 ;
+  assign \$5464  = trans ? sum_r_2_19 : active_product_2_25;
+  assign \$5465  = first_d2 ? 32'd0 : pe_acc2[863:832];
+  assign \$5466  = trans ? sum_r_2_20 : \$5465 ;
+  assign \$5467  = trans ? sum_r_2_21 : active_product_2_26;
+  assign \$5468  = first_d2 ? 32'd0 : pe_acc2[895:864];
+  assign \$5469  = trans ? sum_r_2_22 : \$5468 ;
+  assign \$5470  = trans ? sum_r_2_23 : active_product_2_27;
+  assign \$5471  = first_d2 ? 32'd0 : pe_acc2[927:896];
+  assign \$5472  = trans ? sum_r_2_24 : \$5471 ;
+  assign \$5473  = trans ? sum_r_2_25 : active_product_2_28;
+  assign \$5474  = first_d2 ? 32'd0 : pe_acc2[959:928];
+  assign \$5475  = trans ? sum_r_2_26 : \$5474 ;
+  assign \$5476  = trans ? sum_r_2_27 : active_product_2_29;
+  assign \$5477  = first_d2 ? 32'd0 : pe_acc2[991:960];
+  assign \$5478  = trans ? sum_r_2_28 : \$5477 ;
+  assign \$5479  = trans ? sum_r_2_29 : active_product_2_30;
+  assign \$5480  = first_d2 ? 32'd0 : pe_acc2[1023:992];
+  assign \$5481  = t_ctl_d21[22:21] == t_ctl_d18[22:21];
+  assign \$5482  = t_ctl_d21[0] & \$5481 ;
+  assign \$5483  = \$5482  ? set_sum_r_2 : set_kept_2;
+  assign \$5484  = t_ctl_d18[23] ? 32'd0 : \$5483 ;
+  assign \$5485  = ! t_ctl_d21[22:21];
+  assign \$5486  = t_ctl_d21[0] & \$5485 ;
+  assign \$5487  = \$5486  ? set_sum_r_2 : set_2_0;
+  assign \$5488  = t_ctl_d21[22:21] == 1'h1;
+  assign \$5489  = t_ctl_d21[0] & \$5488 ;
+  assign \$5490  = \$5489  ? set_sum_r_2 : set_2_1;
+  assign \$5491  = first_d2 ? 32'd0 : pe_acc3[31:0];
+  assign \$5492  = trans ? active_product_3_0 : \$5491 ;
+  assign \$5493  = trans ? active_product_3_1 : active_product_3_0;
+  assign \$5494  = first_d2 ? 32'd0 : pe_acc3[63:32];
+  assign \$5495  = trans ? active_product_3_2 : \$5494 ;
+  assign \$5496  = trans ? active_product_3_3 : active_product_3_1;
+  assign \$5497  = first_d2 ? 32'd0 : pe_acc3[95:64];
+  assign \$5498  = trans ? active_product_3_4 : \$5497 ;
+  assign \$5499  = trans ? active_product_3_5 : active_product_3_2;
+  assign \$5500  = first_d2 ? 32'd0 : pe_acc3[127:96];
+  assign \$5501  = trans ? active_product_3_6 : \$5500 ;
+  assign \$5502  = trans ? active_product_3_7 : active_product_3_3;
+  assign \$5503  = first_d2 ? 32'd0 : pe_acc3[159:128];
+  assign \$5504  = trans ? active_product_3_8 : \$5503 ;
+  assign \$5505  = trans ? active_product_3_9 : active_product_3_4;
+  assign \$5506  = first_d2 ? 32'd0 : pe_acc3[191:160];
+  assign \$5507  = trans ? active_product_3_10 : \$5506 ;
+  assign \$5508  = trans ? active_product_3_11 : active_product_3_5;
+  assign \$5509  = first_d2 ? 32'd0 : pe_acc3[223:192];
+  assign \$5510  = trans ? active_product_3_12 : \$5509 ;
+  assign \$5511  = trans ? active_product_3_13 : active_product_3_6;
+  assign \$5512  = first_d2 ? 32'd0 : pe_acc3[255:224];
+  assign \$5513  = trans ? active_product_3_14 : \$5512 ;
+  assign \$5514  = trans ? active_product_3_15 : active_product_3_7;
+  assign \$5515  = first_d2 ? 32'd0 : pe_acc3[287:256];
+  assign \$5516  = trans ? active_product_3_16 : \$5515 ;
+  assign \$5517  = trans ? active_product_3_17 : active_product_3_8;
+  assign \$5518  = first_d2 ? 32'd0 : pe_acc3[319:288];
+  assign \$5519  = trans ? active_product_3_18 : \$5518 ;
+  assign \$5520  = trans ? active_product_3_19 : active_product_3_9;
+  assign \$5521  = first_d2 ? 32'd0 : pe_acc3[351:320];
+  assign \$5522  = trans ? active_product_3_20 : \$5521 ;
+  assign \$5523  = trans ? active_product_3_21 : active_product_3_10;
+  assign \$5524  = first_d2 ? 32'd0 : pe_acc3[383:352];
+  assign \$5525  = trans ? active_product_3_22 : \$5524 ;
+  assign \$5526  = trans ? active_product_3_23 : active_product_3_11;
+  assign \$5527  = first_d2 ? 32'd0 : pe_acc3[415:384];
+  assign \$5528  = trans ? active_product_3_24 : \$5527 ;
+  assign \$5529  = trans ? active_product_3_25 : active_product_3_12;
+  assign \$5530  = first_d2 ? 32'd0 : pe_acc3[447:416];
+  assign \$5531  = trans ? active_product_3_26 : \$5530 ;
+  assign \$5532  = trans ? active_product_3_27 : active_product_3_13;
+  assign \$5533  = first_d2 ? 32'd0 : pe_acc3[479:448];
+  assign \$5534  = trans ? active_product_3_28 : \$5533 ;
+  assign \$5535  = trans ? active_product_3_29 : active_product_3_14;
+  assign \$5536  = first_d2 ? 32'd0 : pe_acc3[511:480];
+  assign \$5537  = trans ? active_product_3_30 : \$5536 ;
+  assign \$5538  = trans ? active_product_3_31 : active_product_3_15;
+  assign \$5539  = first_d2 ? 32'd0 : pe_acc3[543:512];
+  assign \$5540  = trans ? sum_r_3_0 : \$5539 ;
+  assign \$5541  = trans ? sum_r_3_1 : active_product_3_16;
+  assign \$5542  = first_d2 ? 32'd0 : pe_acc3[575:544];
+  assign \$5543  = trans ? sum_r_3_2 : \$5542 ;
+  assign \$5544  = trans ? sum_r_3_3 : active_product_3_17;
+  assign \$5545  = first_d2 ? 32'd0 : pe_acc3[607:576];
+  assign \$5546  = trans ? sum_r_3_4 : \$5545 ;
+  assign \$5547  = trans ? sum_r_3_5 : active_product_3_18;
+  assign \$5548  = first_d2 ? 32'd0 : pe_acc3[639:608];
+  assign \$5549  = trans ? sum_r_3_6 : \$5548 ;
+  assign \$5550  = trans ? sum_r_3_7 : active_product_3_19;
+  assign \$5551  = first_d2 ? 32'd0 : pe_acc3[671:640];
+  assign \$5552  = trans ? sum_r_3_8 : \$5551 ;
+  assign \$5553  = trans ? sum_r_3_9 : active_product_3_20;
+  assign \$5554  = first_d2 ? 32'd0 : pe_acc3[703:672];
+  assign \$5555  = trans ? sum_r_3_10 : \$5554 ;
+  assign \$5556  = trans ? sum_r_3_11 : active_product_3_21;
+  assign \$5557  = first_d2 ? 32'd0 : pe_acc3[735:704];
+  assign \$5558  = trans ? sum_r_3_12 : \$5557 ;
+  assign \$5559  = trans ? sum_r_3_13 : active_product_3_22;
+  assign \$5560  = first_d2 ? 32'd0 : pe_acc3[767:736];
+  assign \$5561  = trans ? sum_r_3_14 : \$5560 ;
+  assign \$5562  = trans ? sum_r_3_15 : active_product_3_23;
+  assign \$5563  = first_d2 ? 32'd0 : pe_acc3[799:768];
+  assign \$5564  = trans ? sum_r_3_16 : \$5563 ;
+  assign \$5565  = trans ? sum_r_3_17 : active_product_3_24;
+  assign \$5566  = first_d2 ? 32'd0 : pe_acc3[831:800];
+  assign \$5567  = trans ? sum_r_3_18 : \$5566 ;
+  assign \$5568  = trans ? sum_r_3_19 : active_product_3_25;
+  assign \$5569  = first_d2 ? 32'd0 : pe_acc3[863:832];
+  assign \$5570  = trans ? sum_r_3_20 : \$5569 ;
+  assign \$5571  = trans ? sum_r_3_21 : active_product_3_26;
+  assign \$5572  = first_d2 ? 32'd0 : pe_acc3[895:864];
+  assign \$5573  = trans ? sum_r_3_22 : \$5572 ;
+  assign \$5574  = trans ? sum_r_3_23 : active_product_3_27;
+  assign \$5575  = first_d2 ? 32'd0 : pe_acc3[927:896];
+  assign \$5576  = trans ? sum_r_3_24 : \$5575 ;
+  assign \$5577  = trans ? sum_r_3_25 : active_product_3_28;
+  assign \$5578  = first_d2 ? 32'd0 : pe_acc3[959:928];
+  assign \$5579  = trans ? sum_r_3_26 : \$5578 ;
+  assign \$5580  = trans ? sum_r_3_27 : active_product_3_29;
+  assign \$5581  = first_d2 ? 32'd0 : pe_acc3[991:960];
+  assign \$5582  = trans ? sum_r_3_28 : \$5581 ;
+  assign \$5583  = trans ? sum_r_3_29 : active_product_3_30;
+  assign \$5584  = first_d2 ? 32'd0 : pe_acc3[1023:992];
+  assign \$5585  = t_ctl_d21[22:21] == t_ctl_d18[22:21];
+  assign \$5586  = t_ctl_d21[0] & \$5585 ;
+  assign \$5587  = \$5586  ? set_sum_r_3 : set_kept_3;
+  assign \$5588  = t_ctl_d18[23] ? 32'd0 : \$5587 ;
+  assign \$5589  = ! t_ctl_d21[22:21];
+  assign \$5590  = t_ctl_d21[0] & \$5589 ;
+  assign \$5591  = \$5590  ? set_sum_r_3 : set_3_0;
+  assign \$5592  = t_ctl_d21[22:21] == 1'h1;
+  assign \$5593  = t_ctl_d21[0] & \$5592 ;
+  assign \$5594  = \$5593  ? set_sum_r_3 : set_3_1;
+  always @(posedge clk)
+    n_last <= \$5595 ;
+  always @(posedge clk)
+    \$signal  <= \$5596 ;
+  always @(posedge clk)
+    lane_rem0_s0 <= \$5597 ;
+  always @(posedge clk)
+    lane_quo0_s0 <= \$5598 ;
+  always @(posedge clk)
+    lane_rem0_s1 <= \$5599 ;
+  always @(posedge clk)
+    lane_quo0_s1 <= \$5600 ;
+  always @(posedge clk)
+    lane_row0 <= \$5601 ;
+  always @(posedge clk)
+    lane_rem1_s0 <= \$5602 ;
+  always @(posedge clk)
+    lane_quo1_s0 <= \$5603 ;
+  always @(posedge clk)
+    lane_rem1_s1 <= \$5604 ;
+  always @(posedge clk)
+    lane_quo1_s1 <= \$5605 ;
+  always @(posedge clk)
+    lane_row1 <= \$5606 ;
+  always @(posedge clk)
+    lane_rem2_s0 <= \$5607 ;
+  always @(posedge clk)
+    lane_quo2_s0 <= \$5608 ;
+  always @(posedge clk)
+    lane_rem2_s1 <= \$5609 ;
+  always @(posedge clk)
+    lane_quo2_s1 <= \$5610 ;
+  always @(posedge clk)
+    lane_row2 <= \$5611 ;
+  always @(posedge clk)
+    lane_rem3_s0 <= \$5612 ;
+  always @(posedge clk)
+    lane_quo3_s0 <= \$5613 ;
+  always @(posedge clk)
+    lane_rem3_s1 <= \$5614 ;
+  always @(posedge clk)
+    lane_quo3_s1 <= \$5615 ;
+  always @(posedge clk)
+    lane_row3 <= \$5616 ;
+  always @(posedge clk)
+    lane_rem4_s0 <= \$5617 ;
+  always @(posedge clk)
+    lane_quo4_s0 <= \$5618 ;
+  always @(posedge clk)
+    lane_rem4_s1 <= \$5619 ;
+  always @(posedge clk)
+    lane_quo4_s1 <= \$5620 ;
+  always @(posedge clk)
+    lane_row4 <= \$5621 ;
+  always @(posedge clk)
+    lane_rem5_s0 <= \$5622 ;
+  always @(posedge clk)
+    lane_quo5_s0 <= \$5623 ;
+  always @(posedge clk)
+    lane_rem5_s1 <= \$5624 ;
+  always @(posedge clk)
+    lane_quo5_s1 <= \$5625 ;
+  always @(posedge clk)
+    lane_row5 <= \$5626 ;
+  always @(posedge clk)
+    lane_rem6_s0 <= \$5627 ;
+  always @(posedge clk)
+    lane_quo6_s0 <= \$5628 ;
+  always @(posedge clk)
+    lane_rem6_s1 <= \$5629 ;
+  always @(posedge clk)
+    lane_quo6_s1 <= \$5630 ;
+  always @(posedge clk)
+    lane_row6 <= \$5631 ;
+  always @(posedge clk)
+    lane_rem7_s0 <= \$5632 ;
+  always @(posedge clk)
+    lane_quo7_s0 <= \$5633 ;
+  always @(posedge clk)
+    lane_rem7_s1 <= \$5634 ;
+  always @(posedge clk)
+    lane_quo7_s1 <= \$5635 ;
+  always @(posedge clk)
+    lane_row7 <= \$5636 ;
+  always @(posedge clk)
+    lane_rem8_s0 <= \$5637 ;
+  always @(posedge clk)
+    lane_quo8_s0 <= \$5638 ;
+  always @(posedge clk)
+    lane_rem8_s1 <= \$5639 ;
+  always @(posedge clk)
+    lane_quo8_s1 <= \$5640 ;
+  always @(posedge clk)
+    lane_row8 <= \$5641 ;
+  always @(posedge clk)
+    lane_rem9_s0 <= \$5642 ;
+  always @(posedge clk)
+    lane_quo9_s0 <= \$5643 ;
+  always @(posedge clk)
+    lane_rem9_s1 <= \$5644 ;
+  always @(posedge clk)
+    lane_quo9_s1 <= \$5645 ;
+  always @(posedge clk)
+    lane_row9 <= \$5646 ;
+  always @(posedge clk)
+    lane_rem10_s0 <= \$5647 ;
+  always @(posedge clk)
+    lane_quo10_s0 <= \$5648 ;
+  always @(posedge clk)
+    lane_rem10_s1 <= \$5649 ;
+  always @(posedge clk)
+    lane_quo10_s1 <= \$5650 ;
+  always @(posedge clk)
+    lane_row10 <= \$5651 ;
+  always @(posedge clk)
+    lane_rem11_s0 <= \$5652 ;
+  always @(posedge clk)
+    lane_quo11_s0 <= \$5653 ;
+  always @(posedge clk)
+    lane_rem11_s1 <= \$5654 ;
+  always @(posedge clk)
+    lane_quo11_s1 <= \$5655 ;
+  always @(posedge clk)
+    lane_row11 <= \$5656 ;
+  always @(posedge clk)
+    lane_rem12_s0 <= \$5657 ;
+  always @(posedge clk)
+    lane_quo12_s0 <= \$5658 ;
+  always @(posedge clk)
+    lane_rem12_s1 <= \$5659 ;
+  always @(posedge clk)
+    lane_quo12_s1 <= \$5660 ;
+  always @(posedge clk)
+    lane_row12 <= \$5661 ;
+  always @(posedge clk)
+    lane_rem13_s0 <= \$5662 ;
+  always @(posedge clk)
+    lane_quo13_s0 <= \$5663 ;
+  always @(posedge clk)
+    lane_rem13_s1 <= \$5664 ;
+  always @(posedge clk)
+    lane_quo13_s1 <= \$5665 ;
+  always @(posedge clk)
+    lane_row13 <= \$5666 ;
+  always @(posedge clk)
+    lane_rem14_s0 <= \$5667 ;
+  always @(posedge clk)
+    lane_quo14_s0 <= \$5668 ;
+  always @(posedge clk)
+    lane_rem14_s1 <= \$5669 ;
+  always @(posedge clk)
+    lane_quo14_s1 <= \$5670 ;
+  always @(posedge clk)
+    lane_row14 <= \$5671 ;
+  always @(posedge clk)
+    lane_rem15_s0 <= \$5672 ;
+  always @(posedge clk)
+    lane_quo15_s0 <= \$5673 ;
+  always @(posedge clk)
+    lane_rem15_s1 <= \$5674 ;
+  always @(posedge clk)
+    lane_quo15_s1 <= \$5675 ;
+  always @(posedge clk)
+    lane_row15 <= \$5676 ;
+  always @(posedge clk)
+    lane_rem16_s0 <= \$5677 ;
+  always @(posedge clk)
+    lane_quo16_s0 <= \$5678 ;
+  always @(posedge clk)
+    lane_rem16_s1 <= \$5679 ;
+  always @(posedge clk)
+    lane_quo16_s1 <= \$5680 ;
+  always @(posedge clk)
+    lane_row16 <= \$5681 ;
+  always @(posedge clk)
+    lane_rem17_s0 <= \$5682 ;
+  always @(posedge clk)
+    lane_quo17_s0 <= \$5683 ;
+  always @(posedge clk)
+    lane_rem17_s1 <= \$5684 ;
+  always @(posedge clk)
+    lane_quo17_s1 <= \$5685 ;
+  always @(posedge clk)
+    lane_row17 <= \$5686 ;
+  always @(posedge clk)
+    lane_rem18_s0 <= \$5687 ;
+  always @(posedge clk)
+    lane_quo18_s0 <= \$5688 ;
+  always @(posedge clk)
+    lane_rem18_s1 <= \$5689 ;
+  always @(posedge clk)
+    lane_quo18_s1 <= \$5690 ;
+  always @(posedge clk)
+    lane_row18 <= \$5691 ;
+  always @(posedge clk)
+    lane_rem19_s0 <= \$5692 ;
+  always @(posedge clk)
+    lane_quo19_s0 <= \$5693 ;
+  always @(posedge clk)
+    lane_rem19_s1 <= \$5694 ;
+  always @(posedge clk)
+    lane_quo19_s1 <= \$5695 ;
+  always @(posedge clk)
+    lane_row19 <= \$5696 ;
+  always @(posedge clk)
+    lane_rem20_s0 <= \$5697 ;
+  always @(posedge clk)
+    lane_quo20_s0 <= \$5698 ;
+  always @(posedge clk)
+    lane_rem20_s1 <= \$5699 ;
+  always @(posedge clk)
+    lane_quo20_s1 <= \$5700 ;
+  always @(posedge clk)
+    lane_row20 <= \$5701 ;
+  always @(posedge clk)
+    lane_rem21_s0 <= \$5702 ;
+  always @(posedge clk)
+    lane_quo21_s0 <= \$5703 ;
+  always @(posedge clk)
+    lane_rem21_s1 <= \$5704 ;
+  always @(posedge clk)
+    lane_quo21_s1 <= \$5705 ;
   always @(posedge clk)
-    lane_row21 <= \$5742 ;
+    lane_row21 <= \$5706 ;
   always @(posedge clk)
-    lane_rem22_s0 <= \$5743 ;
+    lane_rem22_s0 <= \$5707 ;
   always @(posedge clk)
-    lane_quo22_s0 <= \$5744 ;
+    lane_quo22_s0 <= \$5708 ;
   always @(posedge clk)
-    lane_rem22_s1 <= \$5745 ;
+    lane_rem22_s1 <= \$5709 ;
   always @(posedge clk)
-    lane_quo22_s1 <= \$5746 ;
+    lane_quo22_s1 <= \$5710 ;
   always @(posedge clk)
-    lane_row22 <= \$5747 ;
+    lane_row22 <= \$5711 ;
   always @(posedge clk)
-    lane_rem23_s0 <= \$5748 ;
+    lane_rem23_s0 <= \$5712 ;
   always @(posedge clk)
-    lane_quo23_s0 <= \$5749 ;
+    lane_quo23_s0 <= \$5713 ;
   always @(posedge clk)
-    lane_rem23_s1 <= \$5750 ;
+    lane_rem23_s1 <= \$5714 ;
   always @(posedge clk)
-    lane_quo23_s1 <= \$5751 ;
+    lane_quo23_s1 <= \$5715 ;
   always @(posedge clk)
-    lane_row23 <= \$5752 ;
+    lane_row23 <= \$5716 ;
   always @(posedge clk)
-    lane_rem24_s0 <= \$5753 ;
+    lane_rem24_s0 <= \$5717 ;
   always @(posedge clk)
-    lane_quo24_s0 <= \$5754 ;
+    lane_quo24_s0 <= \$5718 ;
   always @(posedge clk)
-    lane_rem24_s1 <= \$5755 ;
+    lane_rem24_s1 <= \$5719 ;
   always @(posedge clk)
-    lane_quo24_s1 <= \$5756 ;
+    lane_quo24_s1 <= \$5720 ;
   always @(posedge clk)
-    lane_row24 <= \$5757 ;
+    lane_row24 <= \$5721 ;
   always @(posedge clk)
-    lane_rem25_s0 <= \$5758 ;
+    lane_rem25_s0 <= \$5722 ;
   always @(posedge clk)
-    lane_quo25_s0 <= \$5759 ;
+    lane_quo25_s0 <= \$5723 ;
   always @(posedge clk)
-    lane_rem25_s1 <= \$5760 ;
+    lane_rem25_s1 <= \$5724 ;
   always @(posedge clk)
-    lane_quo25_s1 <= \$5761 ;
+    lane_quo25_s1 <= \$5725 ;
   always @(posedge clk)
-    lane_row25 <= \$5762 ;
+    lane_row25 <= \$5726 ;
   always @(posedge clk)
-    lane_rem26_s0 <= \$5763 ;
+    lane_rem26_s0 <= \$5727 ;
   always @(posedge clk)
-    lane_quo26_s0 <= \$5764 ;
+    lane_quo26_s0 <= \$5728 ;
   always @(posedge clk)
-    lane_rem26_s1 <= \$5765 ;
+    lane_rem26_s1 <= \$5729 ;
   always @(posedge clk)
-    lane_quo26_s1 <= \$5766 ;
+    lane_quo26_s1 <= \$5730 ;
   always @(posedge clk)
-    lane_row26 <= \$5767 ;
+    lane_row26 <= \$5731 ;
   always @(posedge clk)
-    lane_rem27_s0 <= \$5768 ;
+    lane_rem27_s0 <= \$5732 ;
   always @(posedge clk)
-    lane_quo27_s0 <= \$5769 ;
+    lane_quo27_s0 <= \$5733 ;
   always @(posedge clk)
-    lane_rem27_s1 <= \$5770 ;
+    lane_rem27_s1 <= \$5734 ;
   always @(posedge clk)
-    lane_quo27_s1 <= \$5771 ;
+    lane_quo27_s1 <= \$5735 ;
   always @(posedge clk)
-    lane_row27 <= \$5772 ;
+    lane_row27 <= \$5736 ;
   always @(posedge clk)
-    lane_rem28_s0 <= \$5773 ;
+    lane_rem28_s0 <= \$5737 ;
   always @(posedge clk)
-    lane_quo28_s0 <= \$5774 ;
+    lane_quo28_s0 <= \$5738 ;
   always @(posedge clk)
-    lane_rem28_s1 <= \$5775 ;
+    lane_rem28_s1 <= \$5739 ;
   always @(posedge clk)
-    lane_quo28_s1 <= \$5776 ;
+    lane_quo28_s1 <= \$5740 ;
   always @(posedge clk)
-    lane_row28 <= \$5777 ;
+    lane_row28 <= \$5741 ;
   always @(posedge clk)
-    lane_rem29_s0 <= \$5778 ;
+    lane_rem29_s0 <= \$5742 ;
   always @(posedge clk)
-    lane_quo29_s0 <= \$5779 ;
+    lane_quo29_s0 <= \$5743 ;
   always @(posedge clk)
-    lane_rem29_s1 <= \$5780 ;
+    lane_rem29_s1 <= \$5744 ;
   always @(posedge clk)
-    lane_quo29_s1 <= \$5781 ;
+    lane_quo29_s1 <= \$5745 ;
   always @(posedge clk)
-    lane_row29 <= \$5782 ;
+    lane_row29 <= \$5746 ;
   always @(posedge clk)
-    lane_rem30_s0 <= \$5783 ;
+    lane_rem30_s0 <= \$5747 ;
   always @(posedge clk)
-    lane_quo30_s0 <= \$5784 ;
+    lane_quo30_s0 <= \$5748 ;
   always @(posedge clk)
-    lane_rem30_s1 <= \$5785 ;
+    lane_rem30_s1 <= \$5749 ;
   always @(posedge clk)
-    lane_quo30_s1 <= \$5786 ;
+    lane_quo30_s1 <= \$5750 ;
   always @(posedge clk)
-    lane_row30 <= \$5787 ;
+    lane_row30 <= \$5751 ;
   always @(posedge clk)
-    lane_rem31_s0 <= \$5788 ;
+    lane_rem31_s0 <= \$5752 ;
   always @(posedge clk)
-    lane_quo31_s0 <= \$5789 ;
+    lane_quo31_s0 <= \$5753 ;
   always @(posedge clk)
-    lane_rem31_s1 <= \$5790 ;
+    lane_rem31_s1 <= \$5754 ;
   always @(posedge clk)
-    lane_quo31_s1 <= \$5791 ;
+    lane_quo31_s1 <= \$5755 ;
   always @(posedge clk)
-    lane_row31 <= \$5792 ;
+    lane_row31 <= \$5756 ;
   always @(posedge clk)
-    mac_d1 <= \$5793 ;
+    mac_d1 <= \$5757 ;
   always @(posedge clk)
-    first_d1 <= \$5794 ;
+    first_d1 <= \$5758 ;
   always @(posedge clk)
-    acc_addr_d1 <= \$5795 ;
+    acc_addr_d1 <= \$5759 ;
   always @(posedge clk)
-    active_d1 <= \$5796 ;
+    active_d1 <= \$5760 ;
   always @(posedge clk)
-    w_d1 <= \$5797 ;
+    w_d1 <= \$5761 ;
   always @(posedge clk)
-    bank_d1 <= \$5798 ;
+    bank_d1 <= \$5762 ;
   always @(posedge clk)
-    \mac_d1$179  <= \$5799 ;
+    \mac_d1$179  <= \$5763 ;
   always @(posedge clk)
-    mac_d2 <= \$5800 ;
+    mac_d2 <= \$5764 ;
   always @(posedge clk)
-    \first_d1$181  <= \$5801 ;
+    \first_d1$181  <= \$5765 ;
   always @(posedge clk)
-    first_d2 <= \$5802 ;
+    first_d2 <= \$5766 ;
   always @(posedge clk)
-    \acc_addr_d1$183  <= \$5803 ;
+    \acc_addr_d1$183  <= \$5767 ;
   always @(posedge clk)
-    acc_addr_d2 <= \$5804 ;
+    acc_addr_d2 <= \$5768 ;
   always @(posedge clk)
-    \active_d1$185  <= \$5805 ;
+    \active_d1$185  <= \$5769 ;
   always @(posedge clk)
-    active_d2 <= \$5806 ;
+    active_d2 <= \$5770 ;
   always @(posedge clk)
-    \bank_d1$187  <= \$5807 ;
+    \bank_d1$187  <= \$5771 ;
   always @(posedge clk)
-    bank_d2 <= \$5808 ;
+    bank_d2 <= \$5772 ;
   always @(posedge clk)
-    \mac_d1$189  <= \$5809 ;
+    \mac_d1$189  <= \$5773 ;
   always @(posedge clk)
-    \mac_d2$190  <= \$5810 ;
+    \mac_d2$190  <= \$5774 ;
   always @(posedge clk)
-    \acc_addr_d1$191  <= \$5811 ;
+    \acc_addr_d1$191  <= \$5775 ;
   always @(posedge clk)
-    \acc_addr_d2$192  <= \$5812 ;
+    \acc_addr_d2$192  <= \$5776 ;
   always @(posedge clk)
-    \bank_d1$193  <= \$5813 ;
+    \bank_d1$193  <= \$5777 ;
   always @(posedge clk)
-    \bank_d2$194  <= \$5814 ;
+    \bank_d2$194  <= \$5778 ;
   always @(posedge clk)
-    mac_row1_d1 <= \$5815 ;
+    mac_row1_d1 <= \$5779 ;
   always @(posedge clk)
-    first_row1_d1 <= \$5816 ;
+    first_row1_d1 <= \$5780 ;
   always @(posedge clk)
-    acc_addr_row1_d1 <= \$5817 ;
+    acc_addr_row1_d1 <= \$5781 ;
   always @(posedge clk)
-    active_row1_d1 <= \$5818 ;
+    active_row1_d1 <= \$5782 ;
   always @(posedge clk)
-    w_row1_d1 <= \$5819 ;
+    w_row1_d1 <= \$5783 ;
   always @(posedge clk)
-    bank_row1_d1 <= \$5820 ;
+    bank_row1_d1 <= \$5784 ;
   always @(posedge clk)
-    \mac_row1_d1$207  <= \$5821 ;
+    \mac_row1_d1$207  <= \$5785 ;
   always @(posedge clk)
-    mac_row1_d2 <= \$5822 ;
+    mac_row1_d2 <= \$5786 ;
   always @(posedge clk)
-    \first_row1_d1$209  <= \$5823 ;
+    \first_row1_d1$209  <= \$5787 ;
   always @(posedge clk)
-    first_row1_d2 <= \$5824 ;
+    first_row1_d2 <= \$5788 ;
   always @(posedge clk)
-    \acc_addr_row1_d1$211  <= \$5825 ;
+    \acc_addr_row1_d1$211  <= \$5789 ;
   always @(posedge clk)
-    acc_addr_row1_d2 <= \$5826 ;
+    acc_addr_row1_d2 <= \$5790 ;
   always @(posedge clk)
-    \active_row1_d1$213  <= \$5827 ;
+    \active_row1_d1$213  <= \$5791 ;
   always @(posedge clk)
-    active_row1_d2 <= \$5828 ;
+    active_row1_d2 <= \$5792 ;
   always @(posedge clk)
-    \bank_row1_d1$215  <= \$5829 ;
+    \bank_row1_d1$215  <= \$5793 ;
   always @(posedge clk)
-    bank_row1_d2 <= \$5830 ;
+    bank_row1_d2 <= \$5794 ;
   always @(posedge clk)
-    \mac_row1_d1$217  <= \$5831 ;
+    \mac_row1_d1$217  <= \$5795 ;
   always @(posedge clk)
-    \mac_row1_d2$218  <= \$5832 ;
+    \mac_row1_d2$218  <= \$5796 ;
   always @(posedge clk)
-    \acc_addr_row1_d1$219  <= \$5833 ;
+    \acc_addr_row1_d1$219  <= \$5797 ;
   always @(posedge clk)
-    \acc_addr_row1_d2$220  <= \$5834 ;
+    \acc_addr_row1_d2$220  <= \$5798 ;
   always @(posedge clk)
-    \bank_row1_d1$221  <= \$5835 ;
+    \bank_row1_d1$221  <= \$5799 ;
   always @(posedge clk)
-    \bank_row1_d2$222  <= \$5836 ;
+    \bank_row1_d2$222  <= \$5800 ;
   always @(posedge clk)
-    t_ctl_d1 <= \$5837 ;
+    t_ctl_d1 <= \$5801 ;
   always @(posedge clk)
-    t_ctl_d2 <= \$5838 ;
+    t_ctl_d2 <= \$5802 ;
   always @(posedge clk)
-    t_ctl_d3 <= \$5839 ;
+    t_ctl_d3 <= \$5803 ;
   always @(posedge clk)
-    t_ctl_d4 <= \$5840 ;
+    t_ctl_d4 <= \$5804 ;
   always @(posedge clk)
-    t_ctl_d5 <= \$5841 ;
+    t_ctl_d5 <= \$5805 ;
   always @(posedge clk)
-    t_ctl_d6 <= \$5842 ;
+    t_ctl_d6 <= \$5806 ;
   always @(posedge clk)
-    t_ctl_d7 <= \$5843 ;
+    t_ctl_d7 <= \$5807 ;
   always @(posedge clk)
-    t_ctl_d8 <= \$5844 ;
+    t_ctl_d8 <= \$5808 ;
   always @(posedge clk)
-    t_ctl_d9 <= \$5845 ;
+    t_ctl_d9 <= \$5809 ;
   always @(posedge clk)
-    t_ctl_d10 <= \$5846 ;
+    t_ctl_d10 <= \$5810 ;
   always @(posedge clk)
-    t_ctl_d11 <= \$5847 ;
+    t_ctl_d11 <= \$5811 ;
   always @(posedge clk)
-    t_ctl_d12 <= \$5848 ;
+    t_ctl_d12 <= \$5812 ;
   always @(posedge clk)
-    t_ctl_d13 <= \$5849 ;
+    t_ctl_d13 <= \$5813 ;
   always @(posedge clk)
-    t_ctl_d14 <= \$5850 ;
+    t_ctl_d14 <= \$5814 ;
   always @(posedge clk)
-    t_ctl_d15 <= \$5851 ;
+    t_ctl_d15 <= \$5815 ;
   always @(posedge clk)
-    t_ctl_d16 <= \$5852 ;
+    t_ctl_d16 <= \$5816 ;
   always @(posedge clk)
-    t_ctl_d17 <= \$5853 ;
+    t_ctl_d17 <= \$5817 ;
   always @(posedge clk)
-    t_ctl_d18 <= \$5854 ;
+    t_ctl_d18 <= \$5818 ;
   always @(posedge clk)
-    t_ctl_d19 <= \$5855 ;
+    t_ctl_d19 <= \$5819 ;
   always @(posedge clk)
-    t_ctl_d20 <= \$5856 ;
+    t_ctl_d20 <= \$5820 ;
   always @(posedge clk)
-    t_ctl_d21 <= \$5857 ;
+    t_ctl_d21 <= \$5821 ;
   always @(posedge clk)
-    t_ctl_d22 <= \$5858 ;
+    t_ctl_d22 <= \$5822 ;
   always @(posedge clk)
-    t_ctl_d23 <= \$5859 ;
+    t_ctl_d23 <= \$5823 ;
   always @(posedge clk)
-    t_ctl_d24 <= \$5860 ;
+    t_ctl_d24 <= \$5824 ;
   always @(posedge clk)
-    t_ctl_d25 <= \$5861 ;
+    t_ctl_d25 <= \$5825 ;
   always @(posedge clk)
-    t_ctl_d26 <= \$5862 ;
+    t_ctl_d26 <= \$5826 ;
   always @(posedge clk)
-    t_ctl_d27 <= \$5863 ;
+    t_ctl_d27 <= \$5827 ;
   always @(posedge clk)
-    \$signal$251  <= \$5864 ;
+    \$signal$251  <= \$5828 ;
   always @(posedge clk)
-    \$signal$254  <= \$5865 ;
+    \$signal$254  <= \$5829 ;
   always @(posedge clk)
-    \$like  <= \$5866 ;
+    \$like  <= \$5830 ;
   always @(posedge clk)
-    rd_addr_q <= \$5867 ;
+    rd_addr_q <= \$5831 ;
   always @(posedge clk)
-    rd_bank_q <= \$5868 ;
+    rd_bank_q <= \$5832 ;
   always @(posedge clk)
-    product_r_0_0 <= \$5869 ;
+    product_r_0_0 <= \$5833 ;
   always @(posedge clk)
-    sum_r_0_0 <= \$5870 ;
+    sum_r_0_0 <= \$5834 ;
   always @(posedge clk)
-    product_r_0_1 <= \$5871 ;
+    product_r_0_1 <= \$5835 ;
   always @(posedge clk)
-    sum_r_0_1 <= \$5872 ;
+    sum_r_0_1 <= \$5836 ;
   always @(posedge clk)
-    product_r_0_2 <= \$5873 ;
+    product_r_0_2 <= \$5837 ;
   always @(posedge clk)
-    sum_r_0_2 <= \$5874 ;
+    sum_r_0_2 <= \$5838 ;
   always @(posedge clk)
-    product_r_0_3 <= \$5875 ;
+    product_r_0_3 <= \$5839 ;
   always @(posedge clk)
-    sum_r_0_3 <= \$5876 ;
+    sum_r_0_3 <= \$5840 ;
   always @(posedge clk)
-    product_r_0_4 <= \$5877 ;
+    product_r_0_4 <= \$5841 ;
   always @(posedge clk)
-    sum_r_0_4 <= \$5878 ;
+    sum_r_0_4 <= \$5842 ;
   always @(posedge clk)
-    product_r_0_5 <= \$5879 ;
+    product_r_0_5 <= \$5843 ;
   always @(posedge clk)
-    sum_r_0_5 <= \$5880 ;
+    sum_r_0_5 <= \$5844 ;
   always @(posedge clk)
-    product_r_0_6 <= \$5881 ;
+    product_r_0_6 <= \$5845 ;
   always @(posedge clk)
-    sum_r_0_6 <= \$5882 ;
+    sum_r_0_6 <= \$5846 ;
   always @(posedge clk)
-    product_r_0_7 <= \$5883 ;
+    product_r_0_7 <= \$5847 ;
   always @(posedge clk)
-    sum_r_0_7 <= \$5884 ;
+    sum_r_0_7 <= \$5848 ;
   always @(posedge clk)
-    product_r_0_8 <= \$5885 ;
+    product_r_0_8 <= \$5849 ;
   always @(posedge clk)
-    sum_r_0_8 <= \$5886 ;
+    sum_r_0_8 <= \$5850 ;
   always @(posedge clk)
-    product_r_0_9 <= \$5887 ;
+    product_r_0_9 <= \$5851 ;
   always @(posedge clk)
-    sum_r_0_9 <= \$5888 ;
+    sum_r_0_9 <= \$5852 ;
   always @(posedge clk)
-    product_r_0_10 <= \$5889 ;
+    product_r_0_10 <= \$5853 ;
   always @(posedge clk)
-    sum_r_0_10 <= \$5890 ;
+    sum_r_0_10 <= \$5854 ;
   always @(posedge clk)
-    product_r_0_11 <= \$5891 ;
+    product_r_0_11 <= \$5855 ;
   always @(posedge clk)
-    sum_r_0_11 <= \$5892 ;
+    sum_r_0_11 <= \$5856 ;
   always @(posedge clk)
-    product_r_0_12 <= \$5893 ;
+    product_r_0_12 <= \$5857 ;
   always @(posedge clk)
-    sum_r_0_12 <= \$5894 ;
+    sum_r_0_12 <= \$5858 ;
   always @(posedge clk)
-    product_r_0_13 <= \$5895 ;
+    product_r_0_13 <= \$5859 ;
   always @(posedge clk)
-    sum_r_0_13 <= \$5896 ;
+    sum_r_0_13 <= \$5860 ;
   always @(posedge clk)
-    product_r_0_14 <= \$5897 ;
+    product_r_0_14 <= \$5861 ;
   always @(posedge clk)
-    sum_r_0_14 <= \$5898 ;
+    sum_r_0_14 <= \$5862 ;
   always @(posedge clk)
-    product_r_0_15 <= \$5899 ;
+    product_r_0_15 <= \$5863 ;
   always @(posedge clk)
-    sum_r_0_15 <= \$5900 ;
+    sum_r_0_15 <= \$5864 ;
   always @(posedge clk)
-    product_r_0_16 <= \$5901 ;
+    product_r_0_16 <= \$5865 ;
   always @(posedge clk)
-    sum_r_0_16 <= \$5902 ;
+    sum_r_0_16 <= \$5866 ;
   always @(posedge clk)
-    product_r_0_17 <= \$5903 ;
+    product_r_0_17 <= \$5867 ;
   always @(posedge clk)
-    sum_r_0_17 <= \$5904 ;
+    sum_r_0_17 <= \$5868 ;
   always @(posedge clk)
-    product_r_0_18 <= \$5905 ;
+    product_r_0_18 <= \$5869 ;
   always @(posedge clk)
-    sum_r_0_18 <= \$5906 ;
+    sum_r_0_18 <= \$5870 ;
   always @(posedge clk)
-    product_r_0_19 <= \$5907 ;
+    product_r_0_19 <= \$5871 ;
   always @(posedge clk)
-    sum_r_0_19 <= \$5908 ;
+    sum_r_0_19 <= \$5872 ;
   always @(posedge clk)
-    product_r_0_20 <= \$5909 ;
+    product_r_0_20 <= \$5873 ;
   always @(posedge clk)
-    sum_r_0_20 <= \$5910 ;
+    sum_r_0_20 <= \$5874 ;
   always @(posedge clk)
-    product_r_0_21 <= \$5911 ;
+    product_r_0_21 <= \$5875 ;
   always @(posedge clk)
-    sum_r_0_21 <= \$5912 ;
+    sum_r_0_21 <= \$5876 ;
   always @(posedge clk)
-    product_r_0_22 <= \$5913 ;
+    product_r_0_22 <= \$5877 ;
   always @(posedge clk)
-    sum_r_0_22 <= \$5914 ;
+    sum_r_0_22 <= \$5878 ;
   always @(posedge clk)
-    product_r_0_23 <= \$5915 ;
+    product_r_0_23 <= \$5879 ;
   always @(posedge clk)
-    sum_r_0_23 <= \$5916 ;
+    sum_r_0_23 <= \$5880 ;
   always @(posedge clk)
-    product_r_0_24 <= \$5917 ;
+    product_r_0_24 <= \$5881 ;
   always @(posedge clk)
-    sum_r_0_24 <= \$5918 ;
+    sum_r_0_24 <= \$5882 ;
   always @(posedge clk)
-    product_r_0_25 <= \$5919 ;
+    product_r_0_25 <= \$5883 ;
   always @(posedge clk)
-    sum_r_0_25 <= \$5920 ;
+    sum_r_0_25 <= \$5884 ;
   always @(posedge clk)
-    product_r_0_26 <= \$5921 ;
+    product_r_0_26 <= \$5885 ;
   always @(posedge clk)
-    sum_r_0_26 <= \$5922 ;
+    sum_r_0_26 <= \$5886 ;
   always @(posedge clk)
-    product_r_0_27 <= \$5923 ;
+    product_r_0_27 <= \$5887 ;
   always @(posedge clk)
-    sum_r_0_27 <= \$5924 ;
+    sum_r_0_27 <= \$5888 ;
   always @(posedge clk)
-    product_r_0_28 <= \$5925 ;
+    product_r_0_28 <= \$5889 ;
   always @(posedge clk)
-    sum_r_0_28 <= \$5926 ;
+    sum_r_0_28 <= \$5890 ;
   always @(posedge clk)
-    product_r_0_29 <= \$5927 ;
+    product_r_0_29 <= \$5891 ;
   always @(posedge clk)
-    sum_r_0_29 <= \$5928 ;
+    sum_r_0_29 <= \$5892 ;
   always @(posedge clk)
-    product_r_0_30 <= \$5929 ;
+    product_r_0_30 <= \$5893 ;
   always @(posedge clk)
-    sum_r_0_30 <= \$5930 ;
+    sum_r_0_30 <= \$5894 ;
   always @(posedge clk)
-    product_r_0_31 <= \$5931 ;
+    product_r_0_31 <= \$5895 ;
   always @(posedge clk)
-    sum_r_0_31 <= \$5932 ;
+    sum_r_0_31 <= \$5896 ;
   always @(posedge clk)
-    set_sum_r_0 <= \$5933 ;
+    set_sum_r_0 <= \$5897 ;
   always @(posedge clk)
-    set_0_0 <= \$5934 ;
+    set_0_0 <= \$5898 ;
   always @(posedge clk)
-    set_0_1 <= \$5935 ;
+    set_0_1 <= \$5899 ;
   always @(posedge clk)
-    set_0_2 <= \$5936 ;
+    set_0_2 <= \$5900 ;
   always @(posedge clk)
-    set2_0_d1 <= \$5937 ;
+    set2_0_d1 <= \$5901 ;
   always @(posedge clk)
-    set2_0_d2 <= \$5938 ;
+    set2_0_d2 <= \$5902 ;
   always @(posedge clk)
-    set2_0_d3 <= \$5939 ;
+    set2_0_d3 <= \$5903 ;
   always @(posedge clk)
-    fold1_r_0 <= \$5940 ;
+    fold1_r_0 <= \$5904 ;
   always @(posedge clk)
-    fold2_r_0 <= \$5941 ;
+    fold2_r_0 <= \$5905 ;
   always @(posedge clk)
-    product_r_1_0 <= \$5942 ;
+    product_r_1_0 <= \$5906 ;
   always @(posedge clk)
-    sum_r_1_0 <= \$5943 ;
+    sum_r_1_0 <= \$5907 ;
   always @(posedge clk)
-    product_r_1_1 <= \$5944 ;
+    product_r_1_1 <= \$5908 ;
   always @(posedge clk)
-    sum_r_1_1 <= \$5945 ;
+    sum_r_1_1 <= \$5909 ;
   always @(posedge clk)
-    product_r_1_2 <= \$5946 ;
+    product_r_1_2 <= \$5910 ;
   always @(posedge clk)
-    sum_r_1_2 <= \$5947 ;
+    sum_r_1_2 <= \$5911 ;
   always @(posedge clk)
-    product_r_1_3 <= \$5948 ;
+    product_r_1_3 <= \$5912 ;
   always @(posedge clk)
-    sum_r_1_3 <= \$5949 ;
+    sum_r_1_3 <= \$5913 ;
   always @(posedge clk)
-    product_r_1_4 <= \$5950 ;
+    product_r_1_4 <= \$5914 ;
   always @(posedge clk)
-    sum_r_1_4 <= \$5951 ;
+    sum_r_1_4 <= \$5915 ;
   always @(posedge clk)
-    product_r_1_5 <= \$5952 ;
+    product_r_1_5 <= \$5916 ;
   always @(posedge clk)
-    sum_r_1_5 <= \$5953 ;
+    sum_r_1_5 <= \$5917 ;
   always @(posedge clk)
-    product_r_1_6 <= \$5954 ;
+    product_r_1_6 <= \$5918 ;
   always @(posedge clk)
-    sum_r_1_6 <= \$5955 ;
+    sum_r_1_6 <= \$5919 ;
   always @(posedge clk)
-    product_r_1_7 <= \$5956 ;
+    product_r_1_7 <= \$5920 ;
   always @(posedge clk)
-    sum_r_1_7 <= \$5957 ;
+    sum_r_1_7 <= \$5921 ;
   always @(posedge clk)
-    product_r_1_8 <= \$5958 ;
+    product_r_1_8 <= \$5922 ;
   always @(posedge clk)
-    sum_r_1_8 <= \$5959 ;
+    sum_r_1_8 <= \$5923 ;
   always @(posedge clk)
-    product_r_1_9 <= \$5960 ;
+    product_r_1_9 <= \$5924 ;
   always @(posedge clk)
-    sum_r_1_9 <= \$5961 ;
+    sum_r_1_9 <= \$5925 ;
   always @(posedge clk)
-    product_r_1_10 <= \$5962 ;
+    product_r_1_10 <= \$5926 ;
   always @(posedge clk)
-    sum_r_1_10 <= \$5963 ;
+    sum_r_1_10 <= \$5927 ;
   always @(posedge clk)
-    product_r_1_11 <= \$5964 ;
+    product_r_1_11 <= \$5928 ;
   always @(posedge clk)
-    sum_r_1_11 <= \$5965 ;
+    sum_r_1_11 <= \$5929 ;
   always @(posedge clk)
-    product_r_1_12 <= \$5966 ;
+    product_r_1_12 <= \$5930 ;
   always @(posedge clk)
-    sum_r_1_12 <= \$5967 ;
+    sum_r_1_12 <= \$5931 ;
   always @(posedge clk)
-    product_r_1_13 <= \$5968 ;
+    product_r_1_13 <= \$5932 ;
   always @(posedge clk)
-    sum_r_1_13 <= \$5969 ;
+    sum_r_1_13 <= \$5933 ;
   always @(posedge clk)
-    product_r_1_14 <= \$5970 ;
+    product_r_1_14 <= \$5934 ;
   always @(posedge clk)
-    sum_r_1_14 <= \$5971 ;
+    sum_r_1_14 <= \$5935 ;
   always @(posedge clk)
-    product_r_1_15 <= \$5972 ;
+    product_r_1_15 <= \$5936 ;
   always @(posedge clk)
-    sum_r_1_15 <= \$5973 ;
+    sum_r_1_15 <= \$5937 ;
   always @(posedge clk)
-    product_r_1_16 <= \$5974 ;
+    product_r_1_16 <= \$5938 ;
   always @(posedge clk)
-    sum_r_1_16 <= \$5975 ;
+    sum_r_1_16 <= \$5939 ;
   always @(posedge clk)
-    product_r_1_17 <= \$5976 ;
+    product_r_1_17 <= \$5940 ;
   always @(posedge clk)
-    sum_r_1_17 <= \$5977 ;
+    sum_r_1_17 <= \$5941 ;
   always @(posedge clk)
-    product_r_1_18 <= \$5978 ;
+    product_r_1_18 <= \$5942 ;
   always @(posedge clk)
-    sum_r_1_18 <= \$5979 ;
+    sum_r_1_18 <= \$5943 ;
   always @(posedge clk)
-    product_r_1_19 <= \$5980 ;
+    product_r_1_19 <= \$5944 ;
   always @(posedge clk)
-    sum_r_1_19 <= \$5981 ;
+    sum_r_1_19 <= \$5945 ;
   always @(posedge clk)
-    product_r_1_20 <= \$5982 ;
+    product_r_1_20 <= \$5946 ;
   always @(posedge clk)
-    sum_r_1_20 <= \$5983 ;
+    sum_r_1_20 <= \$5947 ;
   always @(posedge clk)
-    product_r_1_21 <= \$5984 ;
+    product_r_1_21 <= \$5948 ;
   always @(posedge clk)
-    sum_r_1_21 <= \$5985 ;
+    sum_r_1_21 <= \$5949 ;
   always @(posedge clk)
-    product_r_1_22 <= \$5986 ;
+    product_r_1_22 <= \$5950 ;
   always @(posedge clk)
-    sum_r_1_22 <= \$5987 ;
+    sum_r_1_22 <= \$5951 ;
   always @(posedge clk)
-    product_r_1_23 <= \$5988 ;
+    product_r_1_23 <= \$5952 ;
   always @(posedge clk)
-    sum_r_1_23 <= \$5989 ;
+    sum_r_1_23 <= \$5953 ;
   always @(posedge clk)
-    product_r_1_24 <= \$5990 ;
+    product_r_1_24 <= \$5954 ;
   always @(posedge clk)
-    sum_r_1_24 <= \$5991 ;
+    sum_r_1_24 <= \$5955 ;
   always @(posedge clk)
-    product_r_1_25 <= \$5992 ;
+    product_r_1_25 <= \$5956 ;
   always @(posedge clk)
-    sum_r_1_25 <= \$5993 ;
+    sum_r_1_25 <= \$5957 ;
   always @(posedge clk)
-    product_r_1_26 <= \$5994 ;
+    product_r_1_26 <= \$5958 ;
   always @(posedge clk)
-    sum_r_1_26 <= \$5995 ;
+    sum_r_1_26 <= \$5959 ;
   always @(posedge clk)
-    product_r_1_27 <= \$5996 ;
+    product_r_1_27 <= \$5960 ;
   always @(posedge clk)
-    sum_r_1_27 <= \$5997 ;
+    sum_r_1_27 <= \$5961 ;
   always @(posedge clk)
-    product_r_1_28 <= \$5998 ;
+    product_r_1_28 <= \$5962 ;
   always @(posedge clk)
-    sum_r_1_28 <= \$5999 ;
+    sum_r_1_28 <= \$5963 ;
   always @(posedge clk)
-    product_r_1_29 <= \$6000 ;
+    product_r_1_29 <= \$5964 ;
   always @(posedge clk)
-    sum_r_1_29 <= \$6001 ;
+    sum_r_1_29 <= \$5965 ;
   always @(posedge clk)
-    product_r_1_30 <= \$6002 ;
+    product_r_1_30 <= \$5966 ;
   always @(posedge clk)
-    sum_r_1_30 <= \$6003 ;
+    sum_r_1_30 <= \$5967 ;
   always @(posedge clk)
-    product_r_1_31 <= \$6004 ;
+    product_r_1_31 <= \$5968 ;
   always @(posedge clk)
-    sum_r_1_31 <= \$6005 ;
+    sum_r_1_31 <= \$5969 ;
   always @(posedge clk)
-    set_sum_r_1 <= \$6006 ;
+    set_sum_r_1 <= \$5970 ;
   always @(posedge clk)
-    set_1_0 <= \$6007 ;
+    set_1_0 <= \$5971 ;
   always @(posedge clk)
-    set_1_1 <= \$6008 ;
+    set_1_1 <= \$5972 ;
   always @(posedge clk)
-    set_1_2 <= \$6009 ;
+    set_1_2 <= \$5973 ;
   always @(posedge clk)
-    set2_1_d1 <= \$6010 ;
+    set2_1_d1 <= \$5974 ;
   always @(posedge clk)
-    set2_1_d2 <= \$6011 ;
+    set2_1_d2 <= \$5975 ;
   always @(posedge clk)
-    set2_1_d3 <= \$6012 ;
+    set2_1_d3 <= \$5976 ;
   always @(posedge clk)
-    fold1_r_1 <= \$6013 ;
+    fold1_r_1 <= \$5977 ;
   always @(posedge clk)
-    fold2_r_1 <= \$6014 ;
+    fold2_r_1 <= \$5978 ;
   always @(posedge clk)
-    product_r_2_0 <= \$6015 ;
+    product_r_2_0 <= \$5979 ;
   always @(posedge clk)
-    sum_r_2_0 <= \$6016 ;
+    sum_r_2_0 <= \$5980 ;
   always @(posedge clk)
-    product_r_2_1 <= \$6017 ;
+    product_r_2_1 <= \$5981 ;
   always @(posedge clk)
-    sum_r_2_1 <= \$6018 ;
+    sum_r_2_1 <= \$5982 ;
   always @(posedge clk)
-    product_r_2_2 <= \$6019 ;
+    product_r_2_2 <= \$5983 ;
   always @(posedge clk)
-    sum_r_2_2 <= \$6020 ;
+    sum_r_2_2 <= \$5984 ;
   always @(posedge clk)
-    product_r_2_3 <= \$6021 ;
+    product_r_2_3 <= \$5985 ;
   always @(posedge clk)
-    sum_r_2_3 <= \$6022 ;
+    sum_r_2_3 <= \$5986 ;
   always @(posedge clk)
-    product_r_2_4 <= \$6023 ;
+    product_r_2_4 <= \$5987 ;
   always @(posedge clk)
-    sum_r_2_4 <= \$6024 ;
+    sum_r_2_4 <= \$5988 ;
   always @(posedge clk)
-    product_r_2_5 <= \$6025 ;
+    product_r_2_5 <= \$5989 ;
   always @(posedge clk)
-    sum_r_2_5 <= \$6026 ;
+    sum_r_2_5 <= \$5990 ;
   always @(posedge clk)
-    product_r_2_6 <= \$6027 ;
+    product_r_2_6 <= \$5991 ;
   always @(posedge clk)
-    sum_r_2_6 <= \$6028 ;
+    sum_r_2_6 <= \$5992 ;
   always @(posedge clk)
-    product_r_2_7 <= \$6029 ;
+    product_r_2_7 <= \$5993 ;
   always @(posedge clk)
-    sum_r_2_7 <= \$6030 ;
+    sum_r_2_7 <= \$5994 ;
   always @(posedge clk)
-    product_r_2_8 <= \$6031 ;
+    product_r_2_8 <= \$5995 ;
   always @(posedge clk)
-    sum_r_2_8 <= \$6032 ;
+    sum_r_2_8 <= \$5996 ;
   always @(posedge clk)
-    product_r_2_9 <= \$6033 ;
+    product_r_2_9 <= \$5997 ;
   always @(posedge clk)
-    sum_r_2_9 <= \$6034 ;
+    sum_r_2_9 <= \$5998 ;
   always @(posedge clk)
-    product_r_2_10 <= \$6035 ;
+    product_r_2_10 <= \$5999 ;
   always @(posedge clk)
-    sum_r_2_10 <= \$6036 ;
+    sum_r_2_10 <= \$6000 ;
   always @(posedge clk)
-    product_r_2_11 <= \$6037 ;
+    product_r_2_11 <= \$6001 ;
   always @(posedge clk)
-    sum_r_2_11 <= \$6038 ;
+    sum_r_2_11 <= \$6002 ;
   always @(posedge clk)
-    product_r_2_12 <= \$6039 ;
+    product_r_2_12 <= \$6003 ;
   always @(posedge clk)
-    sum_r_2_12 <= \$6040 ;
+    sum_r_2_12 <= \$6004 ;
   always @(posedge clk)
-    product_r_2_13 <= \$6041 ;
+    product_r_2_13 <= \$6005 ;
   always @(posedge clk)
-    sum_r_2_13 <= \$6042 ;
+    sum_r_2_13 <= \$6006 ;
   always @(posedge clk)
-    product_r_2_14 <= \$6043 ;
+    product_r_2_14 <= \$6007 ;
   always @(posedge clk)
-    sum_r_2_14 <= \$6044 ;
+    sum_r_2_14 <= \$6008 ;
   always @(posedge clk)
-    product_r_2_15 <= \$6045 ;
+    product_r_2_15 <= \$6009 ;
   always @(posedge clk)
-    sum_r_2_15 <= \$6046 ;
+    sum_r_2_15 <= \$6010 ;
   always @(posedge clk)
-    product_r_2_16 <= \$6047 ;
+    product_r_2_16 <= \$6011 ;
   always @(posedge clk)
-    sum_r_2_16 <= \$6048 ;
+    sum_r_2_16 <= \$6012 ;
   always @(posedge clk)
-    product_r_2_17 <= \$6049 ;
+    product_r_2_17 <= \$6013 ;
   always @(posedge clk)
-    sum_r_2_17 <= \$6050 ;
+    sum_r_2_17 <= \$6014 ;
   always @(posedge clk)
-    product_r_2_18 <= \$6051 ;
+    product_r_2_18 <= \$6015 ;
   always @(posedge clk)
-    sum_r_2_18 <= \$6052 ;
+    sum_r_2_18 <= \$6016 ;
   always @(posedge clk)
-    product_r_2_19 <= \$6053 ;
+    product_r_2_19 <= \$6017 ;
   always @(posedge clk)
-    sum_r_2_19 <= \$6054 ;
+    sum_r_2_19 <= \$6018 ;
   always @(posedge clk)
-    product_r_2_20 <= \$6055 ;
+    product_r_2_20 <= \$6019 ;
   always @(posedge clk)
-    sum_r_2_20 <= \$6056 ;
+    sum_r_2_20 <= \$6020 ;
   always @(posedge clk)
-    product_r_2_21 <= \$6057 ;
+    product_r_2_21 <= \$6021 ;
   always @(posedge clk)
-    sum_r_2_21 <= \$6058 ;
+    sum_r_2_21 <= \$6022 ;
   always @(posedge clk)
-    product_r_2_22 <= \$6059 ;
+    product_r_2_22 <= \$6023 ;
   always @(posedge clk)
-    sum_r_2_22 <= \$6060 ;
+    sum_r_2_22 <= \$6024 ;
   always @(posedge clk)
-    product_r_2_23 <= \$6061 ;
+    product_r_2_23 <= \$6025 ;
   always @(posedge clk)
-    sum_r_2_23 <= \$6062 ;
+    sum_r_2_23 <= \$6026 ;
   always @(posedge clk)
-    product_r_2_24 <= \$6063 ;
+    product_r_2_24 <= \$6027 ;
   always @(posedge clk)
-    sum_r_2_24 <= \$6064 ;
+    sum_r_2_24 <= \$6028 ;
   always @(posedge clk)
-    product_r_2_25 <= \$6065 ;
+    product_r_2_25 <= \$6029 ;
   always @(posedge clk)
-    sum_r_2_25 <= \$6066 ;
+    sum_r_2_25 <= \$6030 ;
   always @(posedge clk)
-    product_r_2_26 <= \$6067 ;
+    product_r_2_26 <= \$6031 ;
   always @(posedge clk)
-    sum_r_2_26 <= \$6068 ;
+    sum_r_2_26 <= \$6032 ;
   always @(posedge clk)
-    product_r_2_27 <= \$6069 ;
+    product_r_2_27 <= \$6033 ;
   always @(posedge clk)
-    sum_r_2_27 <= \$6070 ;
+    sum_r_2_27 <= \$6034 ;
   always @(posedge clk)
-    product_r_2_28 <= \$6071 ;
+    product_r_2_28 <= \$6035 ;
   always @(posedge clk)
-    sum_r_2_28 <= \$6072 ;
+    sum_r_2_28 <= \$6036 ;
   always @(posedge clk)
-    product_r_2_29 <= \$6073 ;
+    product_r_2_29 <= \$6037 ;
   always @(posedge clk)
-    sum_r_2_29 <= \$6074 ;
+    sum_r_2_29 <= \$6038 ;
   always @(posedge clk)
-    product_r_2_30 <= \$6075 ;
+    product_r_2_30 <= \$6039 ;
   always @(posedge clk)
-    sum_r_2_30 <= \$6076 ;
+    sum_r_2_30 <= \$6040 ;
   always @(posedge clk)
-    product_r_2_31 <= \$6077 ;
+    product_r_2_31 <= \$6041 ;
   always @(posedge clk)
-    sum_r_2_31 <= \$6078 ;
+    sum_r_2_31 <= \$6042 ;
   always @(posedge clk)
-    set_sum_r_2 <= \$6079 ;
+    set_sum_r_2 <= \$6043 ;
   always @(posedge clk)
-    set_2_0 <= \$6080 ;
+    set_2_0 <= \$6044 ;
   always @(posedge clk)
-    set_2_1 <= \$6081 ;
+    set_2_1 <= \$6045 ;
   always @(posedge clk)
-    set_2_2 <= \$6082 ;
+    set_2_2 <= \$6046 ;
   always @(posedge clk)
-    set2_2_d1 <= \$6083 ;
+    set2_2_d1 <= \$6047 ;
   always @(posedge clk)
-    set2_2_d2 <= \$6084 ;
+    set2_2_d2 <= \$6048 ;
   always @(posedge clk)
-    set2_2_d3 <= \$6085 ;
+    set2_2_d3 <= \$6049 ;
   always @(posedge clk)
-    fold1_r_2 <= \$6086 ;
+    fold1_r_2 <= \$6050 ;
   always @(posedge clk)
-    fold2_r_2 <= \$6087 ;
+    fold2_r_2 <= \$6051 ;
   always @(posedge clk)
-    product_r_3_0 <= \$6088 ;
+    product_r_3_0 <= \$6052 ;
   always @(posedge clk)
-    sum_r_3_0 <= \$6089 ;
+    sum_r_3_0 <= \$6053 ;
   always @(posedge clk)
-    product_r_3_1 <= \$6090 ;
+    product_r_3_1 <= \$6054 ;
   always @(posedge clk)
-    sum_r_3_1 <= \$6091 ;
+    sum_r_3_1 <= \$6055 ;
   always @(posedge clk)
-    product_r_3_2 <= \$6092 ;
+    product_r_3_2 <= \$6056 ;
   always @(posedge clk)
-    sum_r_3_2 <= \$6093 ;
+    sum_r_3_2 <= \$6057 ;
   always @(posedge clk)
-    product_r_3_3 <= \$6094 ;
+    product_r_3_3 <= \$6058 ;
   always @(posedge clk)
-    sum_r_3_3 <= \$6095 ;
+    sum_r_3_3 <= \$6059 ;
   always @(posedge clk)
-    product_r_3_4 <= \$6096 ;
+    product_r_3_4 <= \$6060 ;
   always @(posedge clk)
-    sum_r_3_4 <= \$6097 ;
+    sum_r_3_4 <= \$6061 ;
   always @(posedge clk)
-    product_r_3_5 <= \$6098 ;
+    product_r_3_5 <= \$6062 ;
   always @(posedge clk)
-    sum_r_3_5 <= \$6099 ;
+    sum_r_3_5 <= \$6063 ;
   always @(posedge clk)
-    product_r_3_6 <= \$6100 ;
+    product_r_3_6 <= \$6064 ;
   always @(posedge clk)
-    sum_r_3_6 <= \$6101 ;
+    sum_r_3_6 <= \$6065 ;
   always @(posedge clk)
-    product_r_3_7 <= \$6102 ;
+    product_r_3_7 <= \$6066 ;
   always @(posedge clk)
-    sum_r_3_7 <= \$6103 ;
+    sum_r_3_7 <= \$6067 ;
   always @(posedge clk)
-    product_r_3_8 <= \$6104 ;
+    product_r_3_8 <= \$6068 ;
   always @(posedge clk)
-    sum_r_3_8 <= \$6105 ;
+    sum_r_3_8 <= \$6069 ;
   always @(posedge clk)
-    product_r_3_9 <= \$6106 ;
+    product_r_3_9 <= \$6070 ;
   always @(posedge clk)
-    sum_r_3_9 <= \$6107 ;
+    sum_r_3_9 <= \$6071 ;
   always @(posedge clk)
-    product_r_3_10 <= \$6108 ;
+    product_r_3_10 <= \$6072 ;
   always @(posedge clk)
-    sum_r_3_10 <= \$6109 ;
+    sum_r_3_10 <= \$6073 ;
   always @(posedge clk)
-    product_r_3_11 <= \$6110 ;
+    product_r_3_11 <= \$6074 ;
   always @(posedge clk)
-    sum_r_3_11 <= \$6111 ;
+    sum_r_3_11 <= \$6075 ;
   always @(posedge clk)
-    product_r_3_12 <= \$6112 ;
+    product_r_3_12 <= \$6076 ;
   always @(posedge clk)
-    sum_r_3_12 <= \$6113 ;
+    sum_r_3_12 <= \$6077 ;
   always @(posedge clk)
-    product_r_3_13 <= \$6114 ;
+    product_r_3_13 <= \$6078 ;
   always @(posedge clk)
-    sum_r_3_13 <= \$6115 ;
+    sum_r_3_13 <= \$6079 ;
   always @(posedge clk)
-    product_r_3_14 <= \$6116 ;
+    product_r_3_14 <= \$6080 ;
   always @(posedge clk)
-    sum_r_3_14 <= \$6117 ;
+    sum_r_3_14 <= \$6081 ;
   always @(posedge clk)
-    product_r_3_15 <= \$6118 ;
+    product_r_3_15 <= \$6082 ;
   always @(posedge clk)
-    sum_r_3_15 <= \$6119 ;
+    sum_r_3_15 <= \$6083 ;
   always @(posedge clk)
-    product_r_3_16 <= \$6120 ;
+    product_r_3_16 <= \$6084 ;
   always @(posedge clk)
-    sum_r_3_16 <= \$6121 ;
+    sum_r_3_16 <= \$6085 ;
   always @(posedge clk)
-    product_r_3_17 <= \$6122 ;
+    product_r_3_17 <= \$6086 ;
   always @(posedge clk)
-    sum_r_3_17 <= \$6123 ;
+    sum_r_3_17 <= \$6087 ;
   always @(posedge clk)
-    product_r_3_18 <= \$6124 ;
+    product_r_3_18 <= \$6088 ;
   always @(posedge clk)
-    sum_r_3_18 <= \$6125 ;
+    sum_r_3_18 <= \$6089 ;
   always @(posedge clk)
-    product_r_3_19 <= \$6126 ;
+    product_r_3_19 <= \$6090 ;
   always @(posedge clk)
-    sum_r_3_19 <= \$6127 ;
+    sum_r_3_19 <= \$6091 ;
   always @(posedge clk)
-    product_r_3_20 <= \$6128 ;
+    product_r_3_20 <= \$6092 ;
   always @(posedge clk)
-    sum_r_3_20 <= \$6129 ;
+    sum_r_3_20 <= \$6093 ;
   always @(posedge clk)
-    product_r_3_21 <= \$6130 ;
+    product_r_3_21 <= \$6094 ;
   always @(posedge clk)
-    sum_r_3_21 <= \$6131 ;
+    sum_r_3_21 <= \$6095 ;
   always @(posedge clk)
-    product_r_3_22 <= \$6132 ;
+    product_r_3_22 <= \$6096 ;
   always @(posedge clk)
-    sum_r_3_22 <= \$6133 ;
+    sum_r_3_22 <= \$6097 ;
   always @(posedge clk)
-    product_r_3_23 <= \$6134 ;
+    product_r_3_23 <= \$6098 ;
   always @(posedge clk)
-    sum_r_3_23 <= \$6135 ;
+    sum_r_3_23 <= \$6099 ;
   always @(posedge clk)
-    product_r_3_24 <= \$6136 ;
+    product_r_3_24 <= \$6100 ;
   always @(posedge clk)
-    sum_r_3_24 <= \$6137 ;
+    sum_r_3_24 <= \$6101 ;
   always @(posedge clk)
-    product_r_3_25 <= \$6138 ;
+    product_r_3_25 <= \$6102 ;
   always @(posedge clk)
-    sum_r_3_25 <= \$6139 ;
+    sum_r_3_25 <= \$6103 ;
   always @(posedge clk)
-    product_r_3_26 <= \$6140 ;
+    product_r_3_26 <= \$6104 ;
   always @(posedge clk)
-    sum_r_3_26 <= \$6141 ;
+    sum_r_3_26 <= \$6105 ;
   always @(posedge clk)
-    product_r_3_27 <= \$6142 ;
+    product_r_3_27 <= \$6106 ;
   always @(posedge clk)
-    sum_r_3_27 <= \$6143 ;
+    sum_r_3_27 <= \$6107 ;
   always @(posedge clk)
-    product_r_3_28 <= \$6144 ;
+    product_r_3_28 <= \$6108 ;
   always @(posedge clk)
-    sum_r_3_28 <= \$6145 ;
+    sum_r_3_28 <= \$6109 ;
   always @(posedge clk)
-    product_r_3_29 <= \$6146 ;
+    product_r_3_29 <= \$6110 ;
   always @(posedge clk)
-    sum_r_3_29 <= \$6147 ;
+    sum_r_3_29 <= \$6111 ;
   always @(posedge clk)
-    product_r_3_30 <= \$6148 ;
+    product_r_3_30 <= \$6112 ;
   always @(posedge clk)
-    sum_r_3_30 <= \$6149 ;
+    sum_r_3_30 <= \$6113 ;
   always @(posedge clk)
-    product_r_3_31 <= \$6150 ;
+    product_r_3_31 <= \$6114 ;
   always @(posedge clk)
-    sum_r_3_31 <= \$6151 ;
+    sum_r_3_31 <= \$6115 ;
   always @(posedge clk)
-    set_sum_r_3 <= \$6152 ;
+    set_sum_r_3 <= \$6116 ;
   always @(posedge clk)
-    set_3_0 <= \$6153 ;
+    set_3_0 <= \$6117 ;
   always @(posedge clk)
-    set_3_1 <= \$6154 ;
+    set_3_1 <= \$6118 ;
   always @(posedge clk)
-    set_3_2 <= \$6155 ;
+    set_3_2 <= \$6119 ;
   always @(posedge clk)
-    set2_3_d1 <= \$6156 ;
+    set2_3_d1 <= \$6120 ;
   always @(posedge clk)
-    set2_3_d2 <= \$6157 ;
+    set2_3_d2 <= \$6121 ;
   always @(posedge clk)
-    set2_3_d3 <= \$6158 ;
+    set2_3_d3 <= \$6122 ;
   always @(posedge clk)
-    fold1_r_3 <= \$6159 ;
+    fold1_r_3 <= \$6123 ;
   always @(posedge clk)
-    fold2_r_3 <= \$6160 ;
+    fold2_r_3 <= \$6124 ;
   assign \$1  = n_cols != n_last;
   assign \$2  = \$signal  == 2'h3;
   assign \$3  = \$signal  + 1'h1;
@@ -27703,818 +27587,822 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$1648  = \$signal$251  & \$1647 ;
   assign \$1649  = \$1648  & mac;
   assign \$1650  = ~ \$1649 ;
-  assign \$1652  = ! in_row;
-  assign \$1653  = in_we & \$1652 ;
-  assign \$1654  = ! \$like ;
-  assign \$1655  = \$signal$251  & \$1654 ;
-  assign \$1656  = \$1655  | mac;
-  assign \$1657  = \$1653  & \$1656 ;
-  assign \$1658  = ~ \$1657 ;
-  assign \$1660  = ~ first_d2;
-  assign \$1661  = mac_d2 & \$1660 ;
-  assign \$1662  = ~ trans;
-  assign \$1663  = \$1661  & \$1662 ;
-  assign \$1664  = ! bank_d2;
-  assign \$1665  = \$1663  & \$1664 ;
-  assign \$1666  = ! \$like ;
-  assign \$1667  = \$signal$254  & \$1666 ;
-  assign \$1668  = ! rd_bank_q;
-  assign \$1669  = \$1667  & \$1668 ;
-  assign \$1670  = \$1665  + \$1669 ;
-  assign \$1671  = ! a_row;
-  assign \$1672  = a_en & \$1671 ;
-  assign \$1673  = ! fold_bank;
-  assign \$1674  = \$1672  & \$1673 ;
-  assign \$1675  = \$1670  + \$1674 ;
-  assign \$1676  = ! b_row;
-  assign \$1677  = b_en & \$1676 ;
-  assign \$1678  = ! fold_bank;
-  assign \$1679  = \$1677  & \$1678 ;
-  assign \$1680  = \$1675  + \$1679 ;
-  assign \$1681  = \$1680  <= 1'h1;
-  assign \$1683  = ~ first_d2;
-  assign \$1684  = mac_d2 & \$1683 ;
-  assign \$1685  = ~ trans;
-  assign \$1686  = \$1684  & \$1685 ;
-  assign \$1688  = \$1686  & \$1687 ;
-  assign \$1689  = ! \$like ;
-  assign \$1690  = \$signal$254  & \$1689 ;
-  assign \$1692  = \$1690  & \$1691 ;
-  assign \$1693  = \$1688  + \$1692 ;
-  assign \$1694  = ! a_row;
-  assign \$1695  = a_en & \$1694 ;
-  assign \$1697  = \$1695  & \$1696 ;
-  assign \$1698  = \$1693  + \$1697 ;
-  assign \$1699  = ! b_row;
-  assign \$1700  = b_en & \$1699 ;
-  assign \$1702  = \$1700  & \$1701 ;
-  assign \$1703  = \$1698  + \$1702 ;
-  assign \$1704  = \$1703  <= 1'h1;
-  assign \$1706  = t_ctl_d21[22:21] == 2'h2;
-  assign \$1707  = t_ctl_d21[0] & \$1706 ;
-  assign \$1708  = \$1707  ? set_sum_r_0 : set_0_2;
-  assign \$1709  = ~ t_scalar;
-  assign \$1710  = t_direct[0] & \$1709 ;
-  assign \$1711  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$1712  = \$1711  & t_scalar;
-  assign \$1713  = \$1710  | \$1712 ;
-  assign \$1714  = ~ trans;
-  assign \$1715  = \mac_d2$190  & \$1714 ;
-  assign \$1716  = \$1713  + \$1715 ;
-  assign \$1717  = ! acc_row;
-  assign \$1718  = acc_we & \$1717 ;
-  assign \$1719  = \$1716  + \$1718 ;
-  assign \$1720  = \$1719  <= 1'h1;
-  assign \$1722  = \$like  == 1'h1;
-  assign \$1723  = \$signal$251  & \$1722 ;
-  assign \$1724  = split ? mac1 : mac;
+  assign \$1652  = ~ first_d2;
+  assign \$1653  = mac_d2 & \$1652 ;
+  assign \$1654  = ~ trans;
+  assign \$1655  = \$1653  & \$1654 ;
+  assign \$1656  = ! bank_d2;
+  assign \$1657  = \$1655  & \$1656 ;
+  assign \$1658  = ! \$like ;
+  assign \$1659  = \$signal$254  & \$1658 ;
+  assign \$1660  = ! rd_bank_q;
+  assign \$1661  = \$1659  & \$1660 ;
+  assign \$1662  = \$1657  + \$1661 ;
+  assign \$1663  = ! a_row;
+  assign \$1664  = a_en & \$1663 ;
+  assign \$1665  = ! fold_bank;
+  assign \$1666  = \$1664  & \$1665 ;
+  assign \$1667  = \$1662  + \$1666 ;
+  assign \$1668  = ! b_row;
+  assign \$1669  = b_en & \$1668 ;
+  assign \$1670  = ! fold_bank;
+  assign \$1671  = \$1669  & \$1670 ;
+  assign \$1672  = \$1667  + \$1671 ;
+  assign \$1673  = \$1672  <= 1'h1;
+  assign \$1675  = ~ first_d2;
+  assign \$1676  = mac_d2 & \$1675 ;
+  assign \$1677  = ~ trans;
+  assign \$1678  = \$1676  & \$1677 ;
+  assign \$1680  = \$1678  & \$1679 ;
+  assign \$1681  = ! \$like ;
+  assign \$1682  = \$signal$254  & \$1681 ;
+  assign \$1684  = \$1682  & \$1683 ;
+  assign \$1685  = \$1680  + \$1684 ;
+  assign \$1686  = ! a_row;
+  assign \$1687  = a_en & \$1686 ;
+  assign \$1689  = \$1687  & \$1688 ;
+  assign \$1690  = \$1685  + \$1689 ;
+  assign \$1691  = ! b_row;
+  assign \$1692  = b_en & \$1691 ;
+  assign \$1694  = \$1692  & \$1693 ;
+  assign \$1695  = \$1690  + \$1694 ;
+  assign \$1696  = \$1695  <= 1'h1;
+  assign \$1698  = t_ctl_d21[22:21] == 2'h2;
+  assign \$1699  = t_ctl_d21[0] & \$1698 ;
+  assign \$1700  = \$1699  ? set_sum_r_0 : set_0_2;
+  assign \$1701  = ~ t_scalar;
+  assign \$1702  = t_direct[0] & \$1701 ;
+  assign \$1703  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$1704  = \$1703  & t_scalar;
+  assign \$1705  = \$1702  | \$1704 ;
+  assign \$1706  = ~ trans;
+  assign \$1707  = \mac_d2$190  & \$1706 ;
+  assign \$1708  = \$1705  + \$1707 ;
+  assign \$1709  = ! acc_row;
+  assign \$1710  = acc_we & \$1709 ;
+  assign \$1711  = \$1708  + \$1710 ;
+  assign \$1712  = \$1711  <= 1'h1;
+  assign \$1714  = \$like  == 1'h1;
+  assign \$1715  = \$signal$251  & \$1714 ;
+  assign \$1716  = split ? mac1 : mac;
+  assign \$1717  = \$1715  & \$1716 ;
+  assign \$1718  = ~ \$1717 ;
+  assign \$1720  = ~ first_row1_d2;
+  assign \$1721  = mac_row1_d2 & \$1720 ;
+  assign \$1722  = ~ trans;
+  assign \$1723  = \$1721  & \$1722 ;
+  assign \$1724  = ! bank_row1_d2;
   assign \$1725  = \$1723  & \$1724 ;
-  assign \$1726  = ~ \$1725 ;
-  assign \$1728  = in_row == 1'h1;
-  assign \$1729  = ! in_row;
-  assign \$1730  = \$1729  & split;
-  assign \$1731  = \$1728  | \$1730 ;
-  assign \$1732  = in_we & \$1731 ;
-  assign \$1733  = \$like  == 1'h1;
-  assign \$1734  = \$signal$251  & \$1733 ;
-  assign \$1735  = split ? mac1 : mac;
-  assign \$1736  = \$1734  | \$1735 ;
-  assign \$1737  = \$1732  & \$1736 ;
-  assign \$1738  = ~ \$1737 ;
-  assign \$1740  = ~ first_row1_d2;
-  assign \$1741  = mac_row1_d2 & \$1740 ;
-  assign \$1742  = ~ trans;
-  assign \$1743  = \$1741  & \$1742 ;
-  assign \$1744  = ! bank_row1_d2;
-  assign \$1745  = \$1743  & \$1744 ;
-  assign \$1746  = \$like  == 1'h1;
-  assign \$1747  = \$signal$254  & \$1746 ;
-  assign \$1748  = ! rd_bank_q;
-  assign \$1749  = \$1747  & \$1748 ;
-  assign \$1750  = \$1745  + \$1749 ;
-  assign \$1751  = a_row == 1'h1;
-  assign \$1752  = a_en & \$1751 ;
-  assign \$1753  = ! fold_bank;
-  assign \$1754  = \$1752  & \$1753 ;
-  assign \$1755  = \$1750  + \$1754 ;
-  assign \$1756  = b_row == 1'h1;
-  assign \$1757  = b_en & \$1756 ;
-  assign \$1758  = ! fold_bank;
-  assign \$1759  = \$1757  & \$1758 ;
-  assign \$1760  = \$1755  + \$1759 ;
-  assign \$1761  = \$1760  <= 1'h1;
-  assign \$1763  = ~ first_row1_d2;
-  assign \$1764  = mac_row1_d2 & \$1763 ;
-  assign \$1765  = ~ trans;
-  assign \$1766  = \$1764  & \$1765 ;
-  assign \$1768  = \$1766  & \$1767 ;
-  assign \$1769  = \$like  == 1'h1;
-  assign \$1770  = \$signal$254  & \$1769 ;
-  assign \$1772  = \$1770  & \$1771 ;
-  assign \$1773  = \$1768  + \$1772 ;
-  assign \$1774  = a_row == 1'h1;
-  assign \$1775  = a_en & \$1774 ;
-  assign \$1777  = \$1775  & \$1776 ;
-  assign \$1778  = \$1773  + \$1777 ;
-  assign \$1779  = b_row == 1'h1;
-  assign \$1780  = b_en & \$1779 ;
-  assign \$1782  = \$1780  & \$1781 ;
-  assign \$1783  = \$1778  + \$1782 ;
-  assign \$1784  = \$1783  <= 1'h1;
-  assign \$1786  = t_ctl_d21[22:21] == 2'h2;
-  assign \$1787  = t_ctl_d21[0] & \$1786 ;
-  assign \$1788  = \$1787  ? set_sum_r_1 : set_1_2;
-  assign \$1789  = ~ t_scalar;
-  assign \$1790  = t_direct[0] & \$1789 ;
-  assign \$1791  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$1792  = \$1791  & t_scalar;
-  assign \$1793  = \$1790  | \$1792 ;
-  assign \$1794  = ~ trans;
-  assign \$1795  = \mac_row1_d2$218  & \$1794 ;
-  assign \$1796  = \$1793  + \$1795 ;
-  assign \$1797  = acc_row == 1'h1;
-  assign \$1798  = acc_we & \$1797 ;
-  assign \$1799  = \$1796  + \$1798 ;
-  assign \$1800  = \$1799  <= 1'h1;
-  assign \$1802  = \$like  == 2'h2;
-  assign \$1803  = \$signal$251  & \$1802 ;
-  assign \$1804  = \$1803  & mac;
-  assign \$1805  = ~ \$1804 ;
-  assign \$1807  = in_row == 2'h2;
-  assign \$1808  = in_we & \$1807 ;
-  assign \$1809  = \$like  == 2'h2;
-  assign \$1810  = \$signal$251  & \$1809 ;
-  assign \$1811  = \$1810  | mac;
-  assign \$1812  = \$1808  & \$1811 ;
-  assign \$1813  = ~ \$1812 ;
-  assign \$1815  = ~ first_d2;
-  assign \$1816  = mac_d2 & \$1815 ;
-  assign \$1817  = ~ trans;
-  assign \$1818  = \$1816  & \$1817 ;
-  assign \$1819  = ! bank_d2;
-  assign \$1820  = \$1818  & \$1819 ;
-  assign \$1821  = \$like  == 2'h2;
-  assign \$1822  = \$signal$254  & \$1821 ;
-  assign \$1823  = ! rd_bank_q;
+  assign \$1726  = \$like  == 1'h1;
+  assign \$1727  = \$signal$254  & \$1726 ;
+  assign \$1728  = ! rd_bank_q;
+  assign \$1729  = \$1727  & \$1728 ;
+  assign \$1730  = \$1725  + \$1729 ;
+  assign \$1731  = a_row == 1'h1;
+  assign \$1732  = a_en & \$1731 ;
+  assign \$1733  = ! fold_bank;
+  assign \$1734  = \$1732  & \$1733 ;
+  assign \$1735  = \$1730  + \$1734 ;
+  assign \$1736  = b_row == 1'h1;
+  assign \$1737  = b_en & \$1736 ;
+  assign \$1738  = ! fold_bank;
+  assign \$1739  = \$1737  & \$1738 ;
+  assign \$1740  = \$1735  + \$1739 ;
+  assign \$1741  = \$1740  <= 1'h1;
+  assign \$1743  = ~ first_row1_d2;
+  assign \$1744  = mac_row1_d2 & \$1743 ;
+  assign \$1745  = ~ trans;
+  assign \$1746  = \$1744  & \$1745 ;
+  assign \$1748  = \$1746  & \$1747 ;
+  assign \$1749  = \$like  == 1'h1;
+  assign \$1750  = \$signal$254  & \$1749 ;
+  assign \$1752  = \$1750  & \$1751 ;
+  assign \$1753  = \$1748  + \$1752 ;
+  assign \$1754  = a_row == 1'h1;
+  assign \$1755  = a_en & \$1754 ;
+  assign \$1757  = \$1755  & \$1756 ;
+  assign \$1758  = \$1753  + \$1757 ;
+  assign \$1759  = b_row == 1'h1;
+  assign \$1760  = b_en & \$1759 ;
+  assign \$1762  = \$1760  & \$1761 ;
+  assign \$1763  = \$1758  + \$1762 ;
+  assign \$1764  = \$1763  <= 1'h1;
+  assign \$1766  = t_ctl_d21[22:21] == 2'h2;
+  assign \$1767  = t_ctl_d21[0] & \$1766 ;
+  assign \$1768  = \$1767  ? set_sum_r_1 : set_1_2;
+  assign \$1769  = ~ t_scalar;
+  assign \$1770  = t_direct[0] & \$1769 ;
+  assign \$1771  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$1772  = \$1771  & t_scalar;
+  assign \$1773  = \$1770  | \$1772 ;
+  assign \$1774  = ~ trans;
+  assign \$1775  = \mac_row1_d2$218  & \$1774 ;
+  assign \$1776  = \$1773  + \$1775 ;
+  assign \$1777  = acc_row == 1'h1;
+  assign \$1778  = acc_we & \$1777 ;
+  assign \$1779  = \$1776  + \$1778 ;
+  assign \$1780  = \$1779  <= 1'h1;
+  assign \$1782  = \$like  == 2'h2;
+  assign \$1783  = \$signal$251  & \$1782 ;
+  assign \$1784  = \$1783  & mac;
+  assign \$1785  = ~ \$1784 ;
+  assign \$1787  = ~ first_d2;
+  assign \$1788  = mac_d2 & \$1787 ;
+  assign \$1789  = ~ trans;
+  assign \$1790  = \$1788  & \$1789 ;
+  assign \$1791  = ! bank_d2;
+  assign \$1792  = \$1790  & \$1791 ;
+  assign \$1793  = \$like  == 2'h2;
+  assign \$1794  = \$signal$254  & \$1793 ;
+  assign \$1795  = ! rd_bank_q;
+  assign \$1796  = \$1794  & \$1795 ;
+  assign \$1797  = \$1792  + \$1796 ;
+  assign \$1798  = a_row == 2'h2;
+  assign \$1799  = a_en & \$1798 ;
+  assign \$1800  = ! fold_bank;
+  assign \$1801  = \$1799  & \$1800 ;
+  assign \$1802  = \$1797  + \$1801 ;
+  assign \$1803  = b_row == 2'h2;
+  assign \$1804  = b_en & \$1803 ;
+  assign \$1805  = ! fold_bank;
+  assign \$1806  = \$1804  & \$1805 ;
+  assign \$1807  = \$1802  + \$1806 ;
+  assign \$1808  = \$1807  <= 1'h1;
+  assign \$1810  = ~ first_d2;
+  assign \$1811  = mac_d2 & \$1810 ;
+  assign \$1812  = ~ trans;
+  assign \$1813  = \$1811  & \$1812 ;
+  assign \$1815  = \$1813  & \$1814 ;
+  assign \$1816  = \$like  == 2'h2;
+  assign \$1817  = \$signal$254  & \$1816 ;
+  assign \$1819  = \$1817  & \$1818 ;
+  assign \$1820  = \$1815  + \$1819 ;
+  assign \$1821  = a_row == 2'h2;
+  assign \$1822  = a_en & \$1821 ;
   assign \$1824  = \$1822  & \$1823 ;
   assign \$1825  = \$1820  + \$1824 ;
-  assign \$1826  = a_row == 2'h2;
-  assign \$1827  = a_en & \$1826 ;
-  assign \$1828  = ! fold_bank;
+  assign \$1826  = b_row == 2'h2;
+  assign \$1827  = b_en & \$1826 ;
   assign \$1829  = \$1827  & \$1828 ;
   assign \$1830  = \$1825  + \$1829 ;
-  assign \$1831  = b_row == 2'h2;
-  assign \$1832  = b_en & \$1831 ;
-  assign \$1833  = ! fold_bank;
-  assign \$1834  = \$1832  & \$1833 ;
-  assign \$1835  = \$1830  + \$1834 ;
-  assign \$1836  = \$1835  <= 1'h1;
-  assign \$1838  = ~ first_d2;
-  assign \$1839  = mac_d2 & \$1838 ;
-  assign \$1840  = ~ trans;
-  assign \$1841  = \$1839  & \$1840 ;
-  assign \$1843  = \$1841  & \$1842 ;
-  assign \$1844  = \$like  == 2'h2;
-  assign \$1845  = \$signal$254  & \$1844 ;
-  assign \$1847  = \$1845  & \$1846 ;
-  assign \$1848  = \$1843  + \$1847 ;
-  assign \$1849  = a_row == 2'h2;
-  assign \$1850  = a_en & \$1849 ;
-  assign \$1852  = \$1850  & \$1851 ;
-  assign \$1853  = \$1848  + \$1852 ;
-  assign \$1854  = b_row == 2'h2;
-  assign \$1855  = b_en & \$1854 ;
+  assign \$1831  = \$1830  <= 1'h1;
+  assign \$1833  = t_ctl_d21[22:21] == 2'h2;
+  assign \$1834  = t_ctl_d21[0] & \$1833 ;
+  assign \$1835  = \$1834  ? set_sum_r_2 : set_2_2;
+  assign \$1836  = ~ t_scalar;
+  assign \$1837  = t_direct[0] & \$1836 ;
+  assign \$1838  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$1839  = \$1838  & t_scalar;
+  assign \$1840  = \$1837  | \$1839 ;
+  assign \$1841  = ~ trans;
+  assign \$1842  = \mac_d2$190  & \$1841 ;
+  assign \$1843  = \$1840  + \$1842 ;
+  assign \$1844  = acc_row == 2'h2;
+  assign \$1845  = acc_we & \$1844 ;
+  assign \$1846  = \$1843  + \$1845 ;
+  assign \$1847  = \$1846  <= 1'h1;
+  assign \$1849  = \$like  == 2'h3;
+  assign \$1850  = \$signal$251  & \$1849 ;
+  assign \$1851  = \$1850  & mac;
+  assign \$1852  = ~ \$1851 ;
+  assign \$1854  = ~ first_d2;
+  assign \$1855  = mac_d2 & \$1854 ;
+  assign \$1856  = ~ trans;
   assign \$1857  = \$1855  & \$1856 ;
-  assign \$1858  = \$1853  + \$1857 ;
-  assign \$1859  = \$1858  <= 1'h1;
-  assign \$1861  = t_ctl_d21[22:21] == 2'h2;
-  assign \$1862  = t_ctl_d21[0] & \$1861 ;
-  assign \$1863  = \$1862  ? set_sum_r_2 : set_2_2;
-  assign \$1864  = ~ t_scalar;
-  assign \$1865  = t_direct[0] & \$1864 ;
-  assign \$1866  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$1867  = \$1866  & t_scalar;
-  assign \$1868  = \$1865  | \$1867 ;
-  assign \$1869  = ~ trans;
-  assign \$1870  = \mac_d2$190  & \$1869 ;
-  assign \$1871  = \$1868  + \$1870 ;
-  assign \$1872  = acc_row == 2'h2;
-  assign \$1873  = acc_we & \$1872 ;
-  assign \$1874  = \$1871  + \$1873 ;
+  assign \$1858  = ! bank_d2;
+  assign \$1859  = \$1857  & \$1858 ;
+  assign \$1860  = \$like  == 2'h3;
+  assign \$1861  = \$signal$254  & \$1860 ;
+  assign \$1862  = ! rd_bank_q;
+  assign \$1863  = \$1861  & \$1862 ;
+  assign \$1864  = \$1859  + \$1863 ;
+  assign \$1865  = a_row == 2'h3;
+  assign \$1866  = a_en & \$1865 ;
+  assign \$1867  = ! fold_bank;
+  assign \$1868  = \$1866  & \$1867 ;
+  assign \$1869  = \$1864  + \$1868 ;
+  assign \$1870  = b_row == 2'h3;
+  assign \$1871  = b_en & \$1870 ;
+  assign \$1872  = ! fold_bank;
+  assign \$1873  = \$1871  & \$1872 ;
+  assign \$1874  = \$1869  + \$1873 ;
   assign \$1875  = \$1874  <= 1'h1;
-  assign \$1877  = \$like  == 2'h3;
-  assign \$1878  = \$signal$251  & \$1877 ;
-  assign \$1879  = \$1878  & mac;
-  assign \$1880  = ~ \$1879 ;
-  assign \$1882  = in_row == 2'h3;
-  assign \$1883  = in_we & \$1882 ;
-  assign \$1884  = \$like  == 2'h3;
-  assign \$1885  = \$signal$251  & \$1884 ;
-  assign \$1886  = \$1885  | mac;
-  assign \$1887  = \$1883  & \$1886 ;
-  assign \$1888  = ~ \$1887 ;
-  assign \$1890  = ~ first_d2;
-  assign \$1891  = mac_d2 & \$1890 ;
-  assign \$1892  = ~ trans;
-  assign \$1893  = \$1891  & \$1892 ;
-  assign \$1894  = ! bank_d2;
-  assign \$1895  = \$1893  & \$1894 ;
-  assign \$1896  = \$like  == 2'h3;
-  assign \$1897  = \$signal$254  & \$1896 ;
-  assign \$1898  = ! rd_bank_q;
-  assign \$1899  = \$1897  & \$1898 ;
-  assign \$1900  = \$1895  + \$1899 ;
-  assign \$1901  = a_row == 2'h3;
-  assign \$1902  = a_en & \$1901 ;
-  assign \$1903  = ! fold_bank;
-  assign \$1904  = \$1902  & \$1903 ;
-  assign \$1905  = \$1900  + \$1904 ;
-  assign \$1906  = b_row == 2'h3;
-  assign \$1907  = b_en & \$1906 ;
-  assign \$1908  = ! fold_bank;
-  assign \$1909  = \$1907  & \$1908 ;
-  assign \$1910  = \$1905  + \$1909 ;
-  assign \$1911  = \$1910  <= 1'h1;
-  assign \$1913  = ~ first_d2;
-  assign \$1914  = mac_d2 & \$1913 ;
-  assign \$1915  = ~ trans;
-  assign \$1916  = \$1914  & \$1915 ;
-  assign \$1918  = \$1916  & \$1917 ;
-  assign \$1919  = \$like  == 2'h3;
-  assign \$1920  = \$signal$254  & \$1919 ;
-  assign \$1922  = \$1920  & \$1921 ;
-  assign \$1923  = \$1918  + \$1922 ;
-  assign \$1924  = a_row == 2'h3;
-  assign \$1925  = a_en & \$1924 ;
-  assign \$1927  = \$1925  & \$1926 ;
-  assign \$1928  = \$1923  + \$1927 ;
-  assign \$1929  = b_row == 2'h3;
-  assign \$1930  = b_en & \$1929 ;
-  assign \$1932  = \$1930  & \$1931 ;
-  assign \$1933  = \$1928  + \$1932 ;
-  assign \$1934  = \$1933  <= 1'h1;
-  assign \$1936  = t_ctl_d21[22:21] == 2'h2;
-  assign \$1937  = t_ctl_d21[0] & \$1936 ;
-  assign \$1938  = \$1937  ? set_sum_r_3 : set_3_2;
-  assign \$1939  = ~ t_scalar;
-  assign \$1940  = t_direct[0] & \$1939 ;
-  assign \$1941  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$1942  = \$1941  & t_scalar;
-  assign \$1943  = \$1940  | \$1942 ;
+  assign \$1877  = ~ first_d2;
+  assign \$1878  = mac_d2 & \$1877 ;
+  assign \$1879  = ~ trans;
+  assign \$1880  = \$1878  & \$1879 ;
+  assign \$1882  = \$1880  & \$1881 ;
+  assign \$1883  = \$like  == 2'h3;
+  assign \$1884  = \$signal$254  & \$1883 ;
+  assign \$1886  = \$1884  & \$1885 ;
+  assign \$1887  = \$1882  + \$1886 ;
+  assign \$1888  = a_row == 2'h3;
+  assign \$1889  = a_en & \$1888 ;
+  assign \$1891  = \$1889  & \$1890 ;
+  assign \$1892  = \$1887  + \$1891 ;
+  assign \$1893  = b_row == 2'h3;
+  assign \$1894  = b_en & \$1893 ;
+  assign \$1896  = \$1894  & \$1895 ;
+  assign \$1897  = \$1892  + \$1896 ;
+  assign \$1898  = \$1897  <= 1'h1;
+  assign \$1900  = t_ctl_d21[22:21] == 2'h2;
+  assign \$1901  = t_ctl_d21[0] & \$1900 ;
+  assign \$1902  = \$1901  ? set_sum_r_3 : set_3_2;
+  assign \$1903  = ~ t_scalar;
+  assign \$1904  = t_direct[0] & \$1903 ;
+  assign \$1905  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$1906  = \$1905  & t_scalar;
+  assign \$1907  = \$1904  | \$1906 ;
+  assign \$1908  = ~ trans;
+  assign \$1909  = \mac_d2$190  & \$1908 ;
+  assign \$1910  = \$1907  + \$1909 ;
+  assign \$1911  = acc_row == 2'h3;
+  assign \$1912  = acc_we & \$1911 ;
+  assign \$1913  = \$1910  + \$1912 ;
+  assign \$1914  = \$1913  <= 1'h1;
+  assign \$1916  = \$signal  == 2'h3;
+  assign \$1917  = n_cols == n_last;
+  assign lanes_ready = \$1916  & \$1917 ;
+  assign \$1918  = 1'h1 << t_level;
+  assign \$1919  = \$1918  - 1'h1;
+  assign \$1920  = mac & trans;
+  assign \$1921  = t_fold_adds == 2'h2;
+  assign t_scalar_ctl = \$1921  ? t_ctl_d27 : t_ctl_d24;
+  assign \$1922  = ! in_row;
+  assign \$signature__en  = in_we & \$1922 ;
+  assign \$1923  = ! \$like ;
+  assign \$1924  = \$signal$251  & \$1923 ;
+  assign \$1925  = \$1924  ? { 8'h00, rd_addr_q } : k_base[19:5];
+  assign \$1926  = ~ first_d2;
+  assign \$1927  = mac_d2 & \$1926 ;
+  assign \$1928  = ~ trans;
+  assign \$1929  = \$1927  & \$1928 ;
+  assign \$1930  = ! bank_d2;
+  assign \$1931  = \$1929  & \$1930 ;
+  assign \$1932  = ! \$like ;
+  assign \$1933  = \$signal$254  & \$1932 ;
+  assign \$1934  = ! rd_bank_q;
+  assign \$1935  = \$1933  & \$1934 ;
+  assign \$1936  = ! a_row;
+  assign \$1937  = a_en & \$1936 ;
+  assign \$1938  = ! fold_bank;
+  assign \$1939  = \$1937  & \$1938 ;
+  assign \$1940  = \$1939  ? req_word : b_addr;
+  assign \$1941  = \$1935  ? rd_addr_q : \$1940 ;
+  assign acc_r__addr = \$1931  ? acc_addr_d2 : \$1941 ;
+  assign \$1942  = ~ first_d2;
+  assign \$1943  = mac_d2 & \$1942 ;
   assign \$1944  = ~ trans;
-  assign \$1945  = \mac_d2$190  & \$1944 ;
-  assign \$1946  = \$1943  + \$1945 ;
-  assign \$1947  = acc_row == 2'h3;
-  assign \$1948  = acc_we & \$1947 ;
-  assign \$1949  = \$1946  + \$1948 ;
-  assign \$1950  = \$1949  <= 1'h1;
-  assign \$1952  = \$signal  == 2'h3;
-  assign \$1953  = n_cols == n_last;
-  assign lanes_ready = \$1952  & \$1953 ;
-  assign \$1954  = 1'h1 << t_level;
-  assign \$1955  = \$1954  - 1'h1;
-  assign \$1956  = mac & trans;
-  assign \$1957  = t_fold_adds == 2'h2;
-  assign t_scalar_ctl = \$1957  ? t_ctl_d27 : t_ctl_d24;
-  assign \$1958  = ! in_row;
-  assign \$signature__en  = in_we & \$1958 ;
-  assign \$1959  = ! \$like ;
-  assign \$1960  = \$signal$251  & \$1959 ;
-  assign \$1961  = \$1960  ? { 8'h00, rd_addr_q } : k_base[19:5];
-  assign \$1962  = ~ first_d2;
-  assign \$1963  = mac_d2 & \$1962 ;
-  assign \$1964  = ~ trans;
-  assign \$1965  = \$1963  & \$1964 ;
-  assign \$1966  = ! bank_d2;
-  assign \$1967  = \$1965  & \$1966 ;
-  assign \$1968  = ! \$like ;
-  assign \$1969  = \$signal$254  & \$1968 ;
-  assign \$1970  = ! rd_bank_q;
-  assign \$1971  = \$1969  & \$1970 ;
-  assign \$1972  = ! a_row;
-  assign \$1973  = a_en & \$1972 ;
-  assign \$1974  = ! fold_bank;
-  assign \$1975  = \$1973  & \$1974 ;
-  assign \$1976  = \$1975  ? req_word : b_addr;
-  assign \$1977  = \$1971  ? rd_addr_q : \$1976 ;
-  assign acc_r__addr = \$1967  ? acc_addr_d2 : \$1977 ;
-  assign \$1978  = ~ first_d2;
-  assign \$1979  = mac_d2 & \$1978 ;
-  assign \$1980  = ~ trans;
-  assign \$1981  = \$1979  & \$1980 ;
-  assign \$1983  = \$1981  & \$1982 ;
-  assign \$1984  = ! \$like ;
-  assign \$1985  = \$signal$254  & \$1984 ;
-  assign \$1987  = \$1985  & \$1986 ;
-  assign \$1988  = ! a_row;
-  assign \$1989  = a_en & \$1988 ;
-  assign \$1991  = \$1989  & \$1990 ;
-  assign \$1992  = \$1991  ? req_word : b_addr;
-  assign \$1993  = \$1987  ? rd_addr_q : \$1992 ;
-  assign \acc_r__addr$875  = \$1983  ? acc_addr_d2 : \$1993 ;
+  assign \$1945  = \$1943  & \$1944 ;
+  assign \$1947  = \$1945  & \$1946 ;
+  assign \$1948  = ! \$like ;
+  assign \$1949  = \$signal$254  & \$1948 ;
+  assign \$1951  = \$1949  & \$1950 ;
+  assign \$1952  = ! a_row;
+  assign \$1953  = a_en & \$1952 ;
+  assign \$1955  = \$1953  & \$1954 ;
+  assign \$1956  = \$1955  ? req_word : b_addr;
+  assign \$1957  = \$1951  ? rd_addr_q : \$1956 ;
+  assign \acc_r__addr$875  = \$1947  ? acc_addr_d2 : \$1957 ;
   assign pe_acc0 = bank_d2 ? \acc_r__data$878  : acc_r__data;
   assign read_out0 = fold_bank ? \acc_r__data$878  : acc_r__data;
-  assign \$1994  = active_d2 > 1'h0;
-  assign active_product_0_0 = \$1994  ? product_r_0_0 : 32'd0;
-  assign \$1995  = active_d2 > 1'h1;
-  assign active_product_0_1 = \$1995  ? product_r_0_1 : 32'd0;
-  assign \$1996  = active_d2 > 2'h2;
-  assign active_product_0_2 = \$1996  ? product_r_0_2 : 32'd0;
-  assign \$1997  = active_d2 > 2'h3;
-  assign active_product_0_3 = \$1997  ? product_r_0_3 : 32'd0;
-  assign \$1998  = active_d2 > 3'h4;
-  assign active_product_0_4 = \$1998  ? product_r_0_4 : 32'd0;
-  assign \$1999  = active_d2 > 3'h5;
-  assign active_product_0_5 = \$1999  ? product_r_0_5 : 32'd0;
-  assign \$2000  = active_d2 > 3'h6;
-  assign active_product_0_6 = \$2000  ? product_r_0_6 : 32'd0;
-  assign \$2001  = active_d2 > 3'h7;
-  assign active_product_0_7 = \$2001  ? product_r_0_7 : 32'd0;
-  assign \$2002  = active_d2 > 4'h8;
-  assign active_product_0_8 = \$2002  ? product_r_0_8 : 32'd0;
-  assign \$2003  = active_d2 > 4'h9;
-  assign active_product_0_9 = \$2003  ? product_r_0_9 : 32'd0;
-  assign \$2004  = active_d2 > 4'ha;
-  assign active_product_0_10 = \$2004  ? product_r_0_10 : 32'd0;
-  assign \$2005  = active_d2 > 4'hb;
-  assign active_product_0_11 = \$2005  ? product_r_0_11 : 32'd0;
-  assign \$2006  = active_d2 > 4'hc;
-  assign active_product_0_12 = \$2006  ? product_r_0_12 : 32'd0;
-  assign \$2007  = active_d2 > 4'hd;
-  assign active_product_0_13 = \$2007  ? product_r_0_13 : 32'd0;
-  assign \$2008  = active_d2 > 4'he;
-  assign active_product_0_14 = \$2008  ? product_r_0_14 : 32'd0;
-  assign \$2009  = active_d2 > 4'hf;
-  assign active_product_0_15 = \$2009  ? product_r_0_15 : 32'd0;
-  assign \$2010  = active_d2 > 5'h10;
-  assign active_product_0_16 = \$2010  ? product_r_0_16 : 32'd0;
-  assign \$2011  = active_d2 > 5'h11;
-  assign active_product_0_17 = \$2011  ? product_r_0_17 : 32'd0;
-  assign \$2012  = active_d2 > 5'h12;
-  assign active_product_0_18 = \$2012  ? product_r_0_18 : 32'd0;
-  assign \$2013  = active_d2 > 5'h13;
-  assign active_product_0_19 = \$2013  ? product_r_0_19 : 32'd0;
-  assign \$2014  = active_d2 > 5'h14;
-  assign active_product_0_20 = \$2014  ? product_r_0_20 : 32'd0;
-  assign \$2015  = active_d2 > 5'h15;
-  assign active_product_0_21 = \$2015  ? product_r_0_21 : 32'd0;
-  assign \$2016  = active_d2 > 5'h16;
-  assign active_product_0_22 = \$2016  ? product_r_0_22 : 32'd0;
-  assign \$2017  = active_d2 > 5'h17;
-  assign active_product_0_23 = \$2017  ? product_r_0_23 : 32'd0;
-  assign \$2018  = active_d2 > 5'h18;
-  assign active_product_0_24 = \$2018  ? product_r_0_24 : 32'd0;
-  assign \$2019  = active_d2 > 5'h19;
-  assign active_product_0_25 = \$2019  ? product_r_0_25 : 32'd0;
-  assign \$2020  = active_d2 > 5'h1a;
-  assign active_product_0_26 = \$2020  ? product_r_0_26 : 32'd0;
-  assign \$2021  = active_d2 > 5'h1b;
-  assign active_product_0_27 = \$2021  ? product_r_0_27 : 32'd0;
-  assign \$2022  = active_d2 > 5'h1c;
-  assign active_product_0_28 = \$2022  ? product_r_0_28 : 32'd0;
-  assign \$2023  = active_d2 > 5'h1d;
-  assign active_product_0_29 = \$2023  ? product_r_0_29 : 32'd0;
-  assign \$2024  = active_d2 > 5'h1e;
-  assign active_product_0_30 = \$2024  ? product_r_0_30 : 32'd0;
-  assign \$2025  = active_d2 > 5'h1f;
-  assign active_product_0_31 = \$2025  ? product_r_0_31 : 32'd0;
+  assign \$1958  = active_d2 > 1'h0;
+  assign active_product_0_0 = \$1958  ? product_r_0_0 : 32'd0;
+  assign \$1959  = active_d2 > 1'h1;
+  assign active_product_0_1 = \$1959  ? product_r_0_1 : 32'd0;
+  assign \$1960  = active_d2 > 2'h2;
+  assign active_product_0_2 = \$1960  ? product_r_0_2 : 32'd0;
+  assign \$1961  = active_d2 > 2'h3;
+  assign active_product_0_3 = \$1961  ? product_r_0_3 : 32'd0;
+  assign \$1962  = active_d2 > 3'h4;
+  assign active_product_0_4 = \$1962  ? product_r_0_4 : 32'd0;
+  assign \$1963  = active_d2 > 3'h5;
+  assign active_product_0_5 = \$1963  ? product_r_0_5 : 32'd0;
+  assign \$1964  = active_d2 > 3'h6;
+  assign active_product_0_6 = \$1964  ? product_r_0_6 : 32'd0;
+  assign \$1965  = active_d2 > 3'h7;
+  assign active_product_0_7 = \$1965  ? product_r_0_7 : 32'd0;
+  assign \$1966  = active_d2 > 4'h8;
+  assign active_product_0_8 = \$1966  ? product_r_0_8 : 32'd0;
+  assign \$1967  = active_d2 > 4'h9;
+  assign active_product_0_9 = \$1967  ? product_r_0_9 : 32'd0;
+  assign \$1968  = active_d2 > 4'ha;
+  assign active_product_0_10 = \$1968  ? product_r_0_10 : 32'd0;
+  assign \$1969  = active_d2 > 4'hb;
+  assign active_product_0_11 = \$1969  ? product_r_0_11 : 32'd0;
+  assign \$1970  = active_d2 > 4'hc;
+  assign active_product_0_12 = \$1970  ? product_r_0_12 : 32'd0;
+  assign \$1971  = active_d2 > 4'hd;
+  assign active_product_0_13 = \$1971  ? product_r_0_13 : 32'd0;
+  assign \$1972  = active_d2 > 4'he;
+  assign active_product_0_14 = \$1972  ? product_r_0_14 : 32'd0;
+  assign \$1973  = active_d2 > 4'hf;
+  assign active_product_0_15 = \$1973  ? product_r_0_15 : 32'd0;
+  assign \$1974  = active_d2 > 5'h10;
+  assign active_product_0_16 = \$1974  ? product_r_0_16 : 32'd0;
+  assign \$1975  = active_d2 > 5'h11;
+  assign active_product_0_17 = \$1975  ? product_r_0_17 : 32'd0;
+  assign \$1976  = active_d2 > 5'h12;
+  assign active_product_0_18 = \$1976  ? product_r_0_18 : 32'd0;
+  assign \$1977  = active_d2 > 5'h13;
+  assign active_product_0_19 = \$1977  ? product_r_0_19 : 32'd0;
+  assign \$1978  = active_d2 > 5'h14;
+  assign active_product_0_20 = \$1978  ? product_r_0_20 : 32'd0;
+  assign \$1979  = active_d2 > 5'h15;
+  assign active_product_0_21 = \$1979  ? product_r_0_21 : 32'd0;
+  assign \$1980  = active_d2 > 5'h16;
+  assign active_product_0_22 = \$1980  ? product_r_0_22 : 32'd0;
+  assign \$1981  = active_d2 > 5'h17;
+  assign active_product_0_23 = \$1981  ? product_r_0_23 : 32'd0;
+  assign \$1982  = active_d2 > 5'h18;
+  assign active_product_0_24 = \$1982  ? product_r_0_24 : 32'd0;
+  assign \$1983  = active_d2 > 5'h19;
+  assign active_product_0_25 = \$1983  ? product_r_0_25 : 32'd0;
+  assign \$1984  = active_d2 > 5'h1a;
+  assign active_product_0_26 = \$1984  ? product_r_0_26 : 32'd0;
+  assign \$1985  = active_d2 > 5'h1b;
+  assign active_product_0_27 = \$1985  ? product_r_0_27 : 32'd0;
+  assign \$1986  = active_d2 > 5'h1c;
+  assign active_product_0_28 = \$1986  ? product_r_0_28 : 32'd0;
+  assign \$1987  = active_d2 > 5'h1d;
+  assign active_product_0_29 = \$1987  ? product_r_0_29 : 32'd0;
+  assign \$1988  = active_d2 > 5'h1e;
+  assign active_product_0_30 = \$1988  ? product_r_0_30 : 32'd0;
+  assign \$1989  = active_d2 > 5'h1f;
+  assign active_product_0_31 = \$1989  ? product_r_0_31 : 32'd0;
+  assign \$1990  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$1991  = ! \$1990 [4];
+  assign \$1992  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$1993  = ! \$1992 [4:3];
+  assign \$1994  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$1995  = ! \$1994 [4:2];
+  assign \$1996  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$1997  = ! \$1996 [4:1];
+  assign \$1998  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$1999  = ! \$1998 [4:0];
+  assign \$2000  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2001  = ! \$2000 [4];
+  assign \$2002  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2003  = ! \$2002 [4:3];
+  assign \$2004  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2005  = ! \$2004 [4:2];
+  assign \$2006  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2007  = ! \$2006 [4:1];
+  assign \$2008  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2009  = 1'h1 == \$2008 [4:0];
+  assign \$2010  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2011  = ! \$2010 [4];
+  assign \$2012  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2013  = ! \$2012 [4:3];
+  assign \$2014  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2015  = ! \$2014 [4:2];
+  assign \$2016  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2017  = 1'h1 == \$2016 [4:1];
+  assign \$2018  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2019  = 2'h2 == \$2018 [4:0];
+  assign \$2020  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2021  = ! \$2020 [4];
+  assign \$2022  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2023  = ! \$2022 [4:3];
+  assign \$2024  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2025  = ! \$2024 [4:2];
   assign \$2026  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2027  = ! \$2026 [4];
+  assign \$2027  = 1'h1 == \$2026 [4:1];
   assign \$2028  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2029  = ! \$2028 [4:3];
+  assign \$2029  = 2'h3 == \$2028 [4:0];
   assign \$2030  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2031  = ! \$2030 [4:2];
+  assign \$2031  = ! \$2030 [4];
   assign \$2032  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2033  = ! \$2032 [4:1];
+  assign \$2033  = ! \$2032 [4:3];
   assign \$2034  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2035  = ! \$2034 [4:0];
+  assign \$2035  = 1'h1 == \$2034 [4:2];
   assign \$2036  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2037  = ! \$2036 [4];
+  assign \$2037  = 2'h2 == \$2036 [4:1];
   assign \$2038  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2039  = ! \$2038 [4:3];
+  assign \$2039  = 3'h4 == \$2038 [4:0];
   assign \$2040  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2041  = ! \$2040 [4:2];
+  assign \$2041  = ! \$2040 [4];
   assign \$2042  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2043  = ! \$2042 [4:1];
+  assign \$2043  = ! \$2042 [4:3];
   assign \$2044  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2045  = 1'h1 == \$2044 [4:0];
+  assign \$2045  = 1'h1 == \$2044 [4:2];
   assign \$2046  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2047  = ! \$2046 [4];
+  assign \$2047  = 2'h2 == \$2046 [4:1];
   assign \$2048  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2049  = ! \$2048 [4:3];
+  assign \$2049  = 3'h5 == \$2048 [4:0];
   assign \$2050  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2051  = ! \$2050 [4:2];
+  assign \$2051  = ! \$2050 [4];
   assign \$2052  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2053  = 1'h1 == \$2052 [4:1];
+  assign \$2053  = ! \$2052 [4:3];
   assign \$2054  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2055  = 2'h2 == \$2054 [4:0];
+  assign \$2055  = 1'h1 == \$2054 [4:2];
   assign \$2056  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2057  = ! \$2056 [4];
+  assign \$2057  = 2'h3 == \$2056 [4:1];
   assign \$2058  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2059  = ! \$2058 [4:3];
+  assign \$2059  = 3'h6 == \$2058 [4:0];
   assign \$2060  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2061  = ! \$2060 [4:2];
+  assign \$2061  = ! \$2060 [4];
   assign \$2062  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2063  = 1'h1 == \$2062 [4:1];
+  assign \$2063  = ! \$2062 [4:3];
   assign \$2064  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2065  = 2'h3 == \$2064 [4:0];
+  assign \$2065  = 1'h1 == \$2064 [4:2];
   assign \$2066  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2067  = ! \$2066 [4];
+  assign \$2067  = 2'h3 == \$2066 [4:1];
   assign \$2068  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2069  = ! \$2068 [4:3];
+  assign \$2069  = 3'h7 == \$2068 [4:0];
   assign \$2070  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2071  = 1'h1 == \$2070 [4:2];
+  assign \$2071  = ! \$2070 [4];
   assign \$2072  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2073  = 2'h2 == \$2072 [4:1];
+  assign \$2073  = 1'h1 == \$2072 [4:3];
   assign \$2074  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2075  = 3'h4 == \$2074 [4:0];
+  assign \$2075  = 2'h2 == \$2074 [4:2];
   assign \$2076  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2077  = ! \$2076 [4];
+  assign \$2077  = 3'h4 == \$2076 [4:1];
   assign \$2078  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2079  = ! \$2078 [4:3];
+  assign \$2079  = 4'h8 == \$2078 [4:0];
   assign \$2080  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2081  = 1'h1 == \$2080 [4:2];
+  assign \$2081  = ! \$2080 [4];
   assign \$2082  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2083  = 2'h2 == \$2082 [4:1];
+  assign \$2083  = 1'h1 == \$2082 [4:3];
   assign \$2084  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2085  = 3'h5 == \$2084 [4:0];
+  assign \$2085  = 2'h2 == \$2084 [4:2];
   assign \$2086  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2087  = ! \$2086 [4];
+  assign \$2087  = 3'h4 == \$2086 [4:1];
   assign \$2088  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2089  = ! \$2088 [4:3];
+  assign \$2089  = 4'h9 == \$2088 [4:0];
   assign \$2090  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2091  = 1'h1 == \$2090 [4:2];
+  assign \$2091  = ! \$2090 [4];
   assign \$2092  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2093  = 2'h3 == \$2092 [4:1];
+  assign \$2093  = 1'h1 == \$2092 [4:3];
   assign \$2094  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2095  = 3'h6 == \$2094 [4:0];
+  assign \$2095  = 2'h2 == \$2094 [4:2];
   assign \$2096  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2097  = ! \$2096 [4];
+  assign \$2097  = 3'h5 == \$2096 [4:1];
   assign \$2098  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2099  = ! \$2098 [4:3];
+  assign \$2099  = 4'ha == \$2098 [4:0];
   assign \$2100  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2101  = 1'h1 == \$2100 [4:2];
+  assign \$2101  = ! \$2100 [4];
   assign \$2102  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2103  = 2'h3 == \$2102 [4:1];
+  assign \$2103  = 1'h1 == \$2102 [4:3];
   assign \$2104  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2105  = 3'h7 == \$2104 [4:0];
+  assign \$2105  = 2'h2 == \$2104 [4:2];
   assign \$2106  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2107  = ! \$2106 [4];
+  assign \$2107  = 3'h5 == \$2106 [4:1];
   assign \$2108  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2109  = 1'h1 == \$2108 [4:3];
+  assign \$2109  = 4'hb == \$2108 [4:0];
   assign \$2110  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2111  = 2'h2 == \$2110 [4:2];
+  assign \$2111  = ! \$2110 [4];
   assign \$2112  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2113  = 3'h4 == \$2112 [4:1];
+  assign \$2113  = 1'h1 == \$2112 [4:3];
   assign \$2114  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2115  = 4'h8 == \$2114 [4:0];
+  assign \$2115  = 2'h3 == \$2114 [4:2];
   assign \$2116  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2117  = ! \$2116 [4];
+  assign \$2117  = 3'h6 == \$2116 [4:1];
   assign \$2118  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2119  = 1'h1 == \$2118 [4:3];
+  assign \$2119  = 4'hc == \$2118 [4:0];
   assign \$2120  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2121  = 2'h2 == \$2120 [4:2];
+  assign \$2121  = ! \$2120 [4];
   assign \$2122  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2123  = 3'h4 == \$2122 [4:1];
+  assign \$2123  = 1'h1 == \$2122 [4:3];
   assign \$2124  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2125  = 4'h9 == \$2124 [4:0];
+  assign \$2125  = 2'h3 == \$2124 [4:2];
   assign \$2126  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2127  = ! \$2126 [4];
+  assign \$2127  = 3'h6 == \$2126 [4:1];
   assign \$2128  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2129  = 1'h1 == \$2128 [4:3];
+  assign \$2129  = 4'hd == \$2128 [4:0];
   assign \$2130  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2131  = 2'h2 == \$2130 [4:2];
+  assign \$2131  = ! \$2130 [4];
   assign \$2132  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2133  = 3'h5 == \$2132 [4:1];
+  assign \$2133  = 1'h1 == \$2132 [4:3];
   assign \$2134  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2135  = 4'ha == \$2134 [4:0];
+  assign \$2135  = 2'h3 == \$2134 [4:2];
   assign \$2136  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2137  = ! \$2136 [4];
+  assign \$2137  = 3'h7 == \$2136 [4:1];
   assign \$2138  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2139  = 1'h1 == \$2138 [4:3];
+  assign \$2139  = 4'he == \$2138 [4:0];
   assign \$2140  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2141  = 2'h2 == \$2140 [4:2];
+  assign \$2141  = ! \$2140 [4];
   assign \$2142  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2143  = 3'h5 == \$2142 [4:1];
+  assign \$2143  = 1'h1 == \$2142 [4:3];
   assign \$2144  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2145  = 4'hb == \$2144 [4:0];
+  assign \$2145  = 2'h3 == \$2144 [4:2];
   assign \$2146  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2147  = ! \$2146 [4];
+  assign \$2147  = 3'h7 == \$2146 [4:1];
   assign \$2148  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2149  = 1'h1 == \$2148 [4:3];
+  assign \$2149  = 4'hf == \$2148 [4:0];
   assign \$2150  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2151  = 2'h3 == \$2150 [4:2];
   assign \$2152  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2153  = 3'h6 == \$2152 [4:1];
+  assign \$2153  = 2'h2 == \$2152 [4:3];
   assign \$2154  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2155  = 4'hc == \$2154 [4:0];
+  assign \$2155  = 3'h4 == \$2154 [4:2];
   assign \$2156  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2157  = ! \$2156 [4];
+  assign \$2157  = 4'h8 == \$2156 [4:1];
   assign \$2158  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2159  = 1'h1 == \$2158 [4:3];
+  assign \$2159  = 5'h10 == \$2158 [4:0];
   assign \$2160  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2161  = 2'h3 == \$2160 [4:2];
   assign \$2162  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2163  = 3'h6 == \$2162 [4:1];
+  assign \$2163  = 2'h2 == \$2162 [4:3];
   assign \$2164  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2165  = 4'hd == \$2164 [4:0];
+  assign \$2165  = 3'h4 == \$2164 [4:2];
   assign \$2166  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2167  = ! \$2166 [4];
+  assign \$2167  = 4'h8 == \$2166 [4:1];
   assign \$2168  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2169  = 1'h1 == \$2168 [4:3];
+  assign \$2169  = 5'h11 == \$2168 [4:0];
   assign \$2170  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2171  = 2'h3 == \$2170 [4:2];
   assign \$2172  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2173  = 3'h7 == \$2172 [4:1];
+  assign \$2173  = 2'h2 == \$2172 [4:3];
   assign \$2174  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2175  = 4'he == \$2174 [4:0];
+  assign \$2175  = 3'h4 == \$2174 [4:2];
   assign \$2176  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2177  = ! \$2176 [4];
+  assign \$2177  = 4'h9 == \$2176 [4:1];
   assign \$2178  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2179  = 1'h1 == \$2178 [4:3];
+  assign \$2179  = 5'h12 == \$2178 [4:0];
   assign \$2180  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2181  = 2'h3 == \$2180 [4:2];
   assign \$2182  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2183  = 3'h7 == \$2182 [4:1];
+  assign \$2183  = 2'h2 == \$2182 [4:3];
   assign \$2184  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2185  = 4'hf == \$2184 [4:0];
+  assign \$2185  = 3'h4 == \$2184 [4:2];
   assign \$2186  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2187  = 4'h9 == \$2186 [4:1];
   assign \$2188  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2189  = 2'h2 == \$2188 [4:3];
+  assign \$2189  = 5'h13 == \$2188 [4:0];
   assign \$2190  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2191  = 3'h4 == \$2190 [4:2];
   assign \$2192  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2193  = 4'h8 == \$2192 [4:1];
+  assign \$2193  = 2'h2 == \$2192 [4:3];
   assign \$2194  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2195  = 5'h10 == \$2194 [4:0];
+  assign \$2195  = 3'h5 == \$2194 [4:2];
   assign \$2196  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2197  = 4'ha == \$2196 [4:1];
   assign \$2198  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2199  = 2'h2 == \$2198 [4:3];
+  assign \$2199  = 5'h14 == \$2198 [4:0];
   assign \$2200  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2201  = 3'h4 == \$2200 [4:2];
   assign \$2202  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2203  = 4'h8 == \$2202 [4:1];
+  assign \$2203  = 2'h2 == \$2202 [4:3];
   assign \$2204  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2205  = 5'h11 == \$2204 [4:0];
+  assign \$2205  = 3'h5 == \$2204 [4:2];
   assign \$2206  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2207  = 4'ha == \$2206 [4:1];
   assign \$2208  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2209  = 2'h2 == \$2208 [4:3];
+  assign \$2209  = 5'h15 == \$2208 [4:0];
   assign \$2210  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2211  = 3'h4 == \$2210 [4:2];
   assign \$2212  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2213  = 4'h9 == \$2212 [4:1];
+  assign \$2213  = 2'h2 == \$2212 [4:3];
   assign \$2214  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2215  = 5'h12 == \$2214 [4:0];
+  assign \$2215  = 3'h5 == \$2214 [4:2];
   assign \$2216  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2217  = 4'hb == \$2216 [4:1];
   assign \$2218  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2219  = 2'h2 == \$2218 [4:3];
+  assign \$2219  = 5'h16 == \$2218 [4:0];
   assign \$2220  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2221  = 3'h4 == \$2220 [4:2];
   assign \$2222  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2223  = 4'h9 == \$2222 [4:1];
+  assign \$2223  = 2'h2 == \$2222 [4:3];
   assign \$2224  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2225  = 5'h13 == \$2224 [4:0];
+  assign \$2225  = 3'h5 == \$2224 [4:2];
   assign \$2226  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2227  = 4'hb == \$2226 [4:1];
   assign \$2228  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2229  = 2'h2 == \$2228 [4:3];
+  assign \$2229  = 5'h17 == \$2228 [4:0];
   assign \$2230  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2231  = 3'h5 == \$2230 [4:2];
   assign \$2232  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2233  = 4'ha == \$2232 [4:1];
+  assign \$2233  = 2'h3 == \$2232 [4:3];
   assign \$2234  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2235  = 5'h14 == \$2234 [4:0];
+  assign \$2235  = 3'h6 == \$2234 [4:2];
   assign \$2236  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2237  = 4'hc == \$2236 [4:1];
   assign \$2238  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2239  = 2'h2 == \$2238 [4:3];
+  assign \$2239  = 5'h18 == \$2238 [4:0];
   assign \$2240  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2241  = 3'h5 == \$2240 [4:2];
   assign \$2242  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2243  = 4'ha == \$2242 [4:1];
+  assign \$2243  = 2'h3 == \$2242 [4:3];
   assign \$2244  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2245  = 5'h15 == \$2244 [4:0];
+  assign \$2245  = 3'h6 == \$2244 [4:2];
   assign \$2246  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2247  = 4'hc == \$2246 [4:1];
   assign \$2248  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2249  = 2'h2 == \$2248 [4:3];
+  assign \$2249  = 5'h19 == \$2248 [4:0];
   assign \$2250  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2251  = 3'h5 == \$2250 [4:2];
   assign \$2252  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2253  = 4'hb == \$2252 [4:1];
+  assign \$2253  = 2'h3 == \$2252 [4:3];
   assign \$2254  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2255  = 5'h16 == \$2254 [4:0];
+  assign \$2255  = 3'h6 == \$2254 [4:2];
   assign \$2256  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2257  = 4'hd == \$2256 [4:1];
   assign \$2258  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2259  = 2'h2 == \$2258 [4:3];
+  assign \$2259  = 5'h1a == \$2258 [4:0];
   assign \$2260  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2261  = 3'h5 == \$2260 [4:2];
   assign \$2262  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2263  = 4'hb == \$2262 [4:1];
+  assign \$2263  = 2'h3 == \$2262 [4:3];
   assign \$2264  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2265  = 5'h17 == \$2264 [4:0];
+  assign \$2265  = 3'h6 == \$2264 [4:2];
   assign \$2266  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2267  = 4'hd == \$2266 [4:1];
   assign \$2268  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2269  = 2'h3 == \$2268 [4:3];
+  assign \$2269  = 5'h1b == \$2268 [4:0];
   assign \$2270  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2271  = 3'h6 == \$2270 [4:2];
   assign \$2272  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2273  = 4'hc == \$2272 [4:1];
+  assign \$2273  = 2'h3 == \$2272 [4:3];
   assign \$2274  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2275  = 5'h18 == \$2274 [4:0];
+  assign \$2275  = 3'h7 == \$2274 [4:2];
   assign \$2276  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2277  = 4'he == \$2276 [4:1];
   assign \$2278  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2279  = 2'h3 == \$2278 [4:3];
+  assign \$2279  = 5'h1c == \$2278 [4:0];
   assign \$2280  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2281  = 3'h6 == \$2280 [4:2];
   assign \$2282  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2283  = 4'hc == \$2282 [4:1];
+  assign \$2283  = 2'h3 == \$2282 [4:3];
   assign \$2284  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2285  = 5'h19 == \$2284 [4:0];
+  assign \$2285  = 3'h7 == \$2284 [4:2];
   assign \$2286  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2287  = 4'he == \$2286 [4:1];
   assign \$2288  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2289  = 2'h3 == \$2288 [4:3];
+  assign \$2289  = 5'h1d == \$2288 [4:0];
   assign \$2290  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2291  = 3'h6 == \$2290 [4:2];
   assign \$2292  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2293  = 4'hd == \$2292 [4:1];
+  assign \$2293  = 2'h3 == \$2292 [4:3];
   assign \$2294  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2295  = 5'h1a == \$2294 [4:0];
+  assign \$2295  = 3'h7 == \$2294 [4:2];
   assign \$2296  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2297  = 4'hf == \$2296 [4:1];
   assign \$2298  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2299  = 2'h3 == \$2298 [4:3];
+  assign \$2299  = 5'h1e == \$2298 [4:0];
   assign \$2300  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2301  = 3'h6 == \$2300 [4:2];
   assign \$2302  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2303  = 4'hd == \$2302 [4:1];
+  assign \$2303  = 2'h3 == \$2302 [4:3];
   assign \$2304  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2305  = 5'h1b == \$2304 [4:0];
+  assign \$2305  = 3'h7 == \$2304 [4:2];
   assign \$2306  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2307  = 4'hf == \$2306 [4:1];
   assign \$2308  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2309  = 2'h3 == \$2308 [4:3];
-  assign \$2310  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2311  = 3'h7 == \$2310 [4:2];
-  assign \$2312  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2313  = 4'he == \$2312 [4:1];
-  assign \$2314  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2315  = 5'h1c == \$2314 [4:0];
-  assign \$2316  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2318  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2319  = 2'h3 == \$2318 [4:3];
-  assign \$2320  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2321  = 3'h7 == \$2320 [4:2];
-  assign \$2322  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2323  = 4'he == \$2322 [4:1];
+  assign \$2309  = 5'h1f == \$2308 [4:0];
+  assign \$2310  = ~ t_scalar;
+  assign \$2311  = t_direct[0] & \$2310 ;
+  assign \$2312  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$2313  = \$2312  & t_scalar;
+  assign \$2314  = \$2311  | \$2313 ;
+  assign \$2315  = t_scalar ? t_scalar_ctl[25] : t_direct[25];
+  assign \$2316  = ~ trans;
+  assign \$2317  = \mac_d2$190  & \$2316 ;
+  assign \$2318  = \$2317  ? \bank_d2$194  : fold_bank;
+  assign acc_w_bank0 = \$2314  ? \$2315  : \$2318 ;
+  assign \$2319  = ~ t_scalar;
+  assign \$2320  = t_direct[0] & \$2319 ;
+  assign \$2321  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$2322  = \$2321  & t_scalar;
+  assign \$2323  = \$2320  | \$2322 ;
   assign \$2324  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2325  = 5'h1d == \$2324 [4:0];
-  assign \$2326  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2328  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2329  = 2'h3 == \$2328 [4:3];
-  assign \$2330  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2331  = 3'h7 == \$2330 [4:2];
-  assign \$2332  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2333  = 4'hf == \$2332 [4:1];
-  assign \$2334  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2335  = 5'h1e == \$2334 [4:0];
-  assign \$2336  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2338  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2339  = 2'h3 == \$2338 [4:3];
-  assign \$2340  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2341  = 3'h7 == \$2340 [4:2];
-  assign \$2342  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2343  = 4'hf == \$2342 [4:1];
-  assign \$2344  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2345  = 5'h1f == \$2344 [4:0];
-  assign \$2346  = ~ t_scalar;
-  assign \$2347  = t_direct[0] & \$2346 ;
-  assign \$2348  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$2349  = \$2348  & t_scalar;
-  assign \$2350  = \$2347  | \$2349 ;
-  assign \$2351  = t_scalar ? t_scalar_ctl[25] : t_direct[25];
-  assign \$2352  = ~ trans;
-  assign \$2353  = \mac_d2$190  & \$2352 ;
-  assign \$2354  = \$2353  ? \bank_d2$194  : fold_bank;
-  assign acc_w_bank0 = \$2350  ? \$2351  : \$2354 ;
-  assign \$2355  = ~ t_scalar;
-  assign \$2356  = t_direct[0] & \$2355 ;
-  assign \$2357  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$2358  = \$2357  & t_scalar;
-  assign \$2359  = \$2356  | \$2358 ;
-  assign \$2360  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2361  = ~ trans;
-  assign \$2362  = \mac_d2$190  & \$2361 ;
-  assign \$2363  = \$2362  ? \acc_addr_d2$192  : acc_word;
-  assign \$2364  = \$2359  ? \$2360 [19:5] : { 8'h00, \$2363  };
-  assign \$2365  = ~ t_scalar;
-  assign \$2366  = t_direct[0] & \$2365 ;
-  assign \$2367  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$2368  = \$2367  & t_scalar;
-  assign \$2369  = \$2366  | \$2368 ;
+  assign \$2325  = ~ trans;
+  assign \$2326  = \mac_d2$190  & \$2325 ;
+  assign \$2327  = \$2326  ? \acc_addr_d2$192  : acc_word;
+  assign \$2328  = \$2323  ? \$2324 [19:5] : { 8'h00, \$2327  };
+  assign \$2329  = ~ t_scalar;
+  assign \$2330  = t_direct[0] & \$2329 ;
+  assign \$2331  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$2332  = \$2331  & t_scalar;
+  assign \$2333  = \$2330  | \$2332 ;
+  assign \$2334  = t_fold_adds == 2'h2;
+  assign \$2335  = \$2334  ? fold2_r_0 : fold1_r_0;
+  assign \$2336  = t_scalar ? \$2335  : t_node_0_0;
+  assign \$2337  = t_fold_adds == 2'h2;
+  assign \$2338  = \$2337  ? fold2_r_0 : fold1_r_0;
+  assign \$2339  = t_scalar ? \$2338  : t_node_0_1;
+  assign \$2340  = t_fold_adds == 2'h2;
+  assign \$2341  = \$2340  ? fold2_r_0 : fold1_r_0;
+  assign \$2342  = t_scalar ? \$2341  : t_node_0_2;
+  assign \$2343  = t_fold_adds == 2'h2;
+  assign \$2344  = \$2343  ? fold2_r_0 : fold1_r_0;
+  assign \$2345  = t_scalar ? \$2344  : t_node_0_3;
+  assign \$2346  = t_fold_adds == 2'h2;
+  assign \$2347  = \$2346  ? fold2_r_0 : fold1_r_0;
+  assign \$2348  = t_scalar ? \$2347  : t_node_0_4;
+  assign \$2349  = t_fold_adds == 2'h2;
+  assign \$2350  = \$2349  ? fold2_r_0 : fold1_r_0;
+  assign \$2351  = t_scalar ? \$2350  : t_node_0_5;
+  assign \$2352  = t_fold_adds == 2'h2;
+  assign \$2353  = \$2352  ? fold2_r_0 : fold1_r_0;
+  assign \$2354  = t_scalar ? \$2353  : t_node_0_6;
+  assign \$2355  = t_fold_adds == 2'h2;
+  assign \$2356  = \$2355  ? fold2_r_0 : fold1_r_0;
+  assign \$2357  = t_scalar ? \$2356  : t_node_0_7;
+  assign \$2358  = t_fold_adds == 2'h2;
+  assign \$2359  = \$2358  ? fold2_r_0 : fold1_r_0;
+  assign \$2360  = t_scalar ? \$2359  : t_node_0_8;
+  assign \$2361  = t_fold_adds == 2'h2;
+  assign \$2362  = \$2361  ? fold2_r_0 : fold1_r_0;
+  assign \$2363  = t_scalar ? \$2362  : t_node_0_9;
+  assign \$2364  = t_fold_adds == 2'h2;
+  assign \$2365  = \$2364  ? fold2_r_0 : fold1_r_0;
+  assign \$2366  = t_scalar ? \$2365  : t_node_0_10;
+  assign \$2367  = t_fold_adds == 2'h2;
+  assign \$2368  = \$2367  ? fold2_r_0 : fold1_r_0;
+  assign \$2369  = t_scalar ? \$2368  : t_node_0_11;
   assign \$2370  = t_fold_adds == 2'h2;
   assign \$2371  = \$2370  ? fold2_r_0 : fold1_r_0;
-  assign \$2372  = t_scalar ? \$2371  : t_node_0_0;
+  assign \$2372  = t_scalar ? \$2371  : t_node_0_12;
   assign \$2373  = t_fold_adds == 2'h2;
   assign \$2374  = \$2373  ? fold2_r_0 : fold1_r_0;
-  assign \$2375  = t_scalar ? \$2374  : t_node_0_1;
+  assign \$2375  = t_scalar ? \$2374  : t_node_0_13;
   assign \$2376  = t_fold_adds == 2'h2;
   assign \$2377  = \$2376  ? fold2_r_0 : fold1_r_0;
-  assign \$2378  = t_scalar ? \$2377  : t_node_0_2;
+  assign \$2378  = t_scalar ? \$2377  : t_node_0_14;
   assign \$2379  = t_fold_adds == 2'h2;
   assign \$2380  = \$2379  ? fold2_r_0 : fold1_r_0;
-  assign \$2381  = t_scalar ? \$2380  : t_node_0_3;
+  assign \$2381  = t_scalar ? \$2380  : t_node_0_15;
   assign \$2382  = t_fold_adds == 2'h2;
   assign \$2383  = \$2382  ? fold2_r_0 : fold1_r_0;
-  assign \$2384  = t_scalar ? \$2383  : t_node_0_4;
+  assign \$2384  = t_scalar ? \$2383  : t_node_0_16;
   assign \$2385  = t_fold_adds == 2'h2;
   assign \$2386  = \$2385  ? fold2_r_0 : fold1_r_0;
-  assign \$2387  = t_scalar ? \$2386  : t_node_0_5;
+  assign \$2387  = t_scalar ? \$2386  : t_node_0_17;
   assign \$2388  = t_fold_adds == 2'h2;
   assign \$2389  = \$2388  ? fold2_r_0 : fold1_r_0;
-  assign \$2390  = t_scalar ? \$2389  : t_node_0_6;
+  assign \$2390  = t_scalar ? \$2389  : t_node_0_18;
   assign \$2391  = t_fold_adds == 2'h2;
   assign \$2392  = \$2391  ? fold2_r_0 : fold1_r_0;
-  assign \$2393  = t_scalar ? \$2392  : t_node_0_7;
+  assign \$2393  = t_scalar ? \$2392  : t_node_0_19;
   assign \$2394  = t_fold_adds == 2'h2;
   assign \$2395  = \$2394  ? fold2_r_0 : fold1_r_0;
-  assign \$2396  = t_scalar ? \$2395  : t_node_0_8;
+  assign \$2396  = t_scalar ? \$2395  : t_node_0_20;
   assign \$2397  = t_fold_adds == 2'h2;
   assign \$2398  = \$2397  ? fold2_r_0 : fold1_r_0;
-  assign \$2399  = t_scalar ? \$2398  : t_node_0_9;
+  assign \$2399  = t_scalar ? \$2398  : t_node_0_21;
   assign \$2400  = t_fold_adds == 2'h2;
   assign \$2401  = \$2400  ? fold2_r_0 : fold1_r_0;
-  assign \$2402  = t_scalar ? \$2401  : t_node_0_10;
+  assign \$2402  = t_scalar ? \$2401  : t_node_0_22;
   assign \$2403  = t_fold_adds == 2'h2;
   assign \$2404  = \$2403  ? fold2_r_0 : fold1_r_0;
-  assign \$2405  = t_scalar ? \$2404  : t_node_0_11;
+  assign \$2405  = t_scalar ? \$2404  : t_node_0_23;
   assign \$2406  = t_fold_adds == 2'h2;
   assign \$2407  = \$2406  ? fold2_r_0 : fold1_r_0;
-  assign \$2408  = t_scalar ? \$2407  : t_node_0_12;
+  assign \$2408  = t_scalar ? \$2407  : t_node_0_24;
   assign \$2409  = t_fold_adds == 2'h2;
   assign \$2410  = \$2409  ? fold2_r_0 : fold1_r_0;
-  assign \$2411  = t_scalar ? \$2410  : t_node_0_13;
+  assign \$2411  = t_scalar ? \$2410  : t_node_0_25;
   assign \$2412  = t_fold_adds == 2'h2;
   assign \$2413  = \$2412  ? fold2_r_0 : fold1_r_0;
-  assign \$2414  = t_scalar ? \$2413  : t_node_0_14;
+  assign \$2414  = t_scalar ? \$2413  : t_node_0_26;
   assign \$2415  = t_fold_adds == 2'h2;
   assign \$2416  = \$2415  ? fold2_r_0 : fold1_r_0;
-  assign \$2417  = t_scalar ? \$2416  : t_node_0_15;
+  assign \$2417  = t_scalar ? \$2416  : t_node_0_27;
   assign \$2418  = t_fold_adds == 2'h2;
   assign \$2419  = \$2418  ? fold2_r_0 : fold1_r_0;
-  assign \$2420  = t_scalar ? \$2419  : t_node_0_16;
+  assign \$2420  = t_scalar ? \$2419  : t_node_0_28;
   assign \$2421  = t_fold_adds == 2'h2;
   assign \$2422  = \$2421  ? fold2_r_0 : fold1_r_0;
-  assign \$2423  = t_scalar ? \$2422  : t_node_0_17;
+  assign \$2423  = t_scalar ? \$2422  : t_node_0_29;
   assign \$2424  = t_fold_adds == 2'h2;
   assign \$2425  = \$2424  ? fold2_r_0 : fold1_r_0;
-  assign \$2426  = t_scalar ? \$2425  : t_node_0_18;
+  assign \$2426  = t_scalar ? \$2425  : t_node_0_30;
   assign \$2427  = t_fold_adds == 2'h2;
   assign \$2428  = \$2427  ? fold2_r_0 : fold1_r_0;
-  assign \$2429  = t_scalar ? \$2428  : t_node_0_19;
-  assign \$2430  = t_fold_adds == 2'h2;
-  assign \$2431  = \$2430  ? fold2_r_0 : fold1_r_0;
-  assign \$2432  = t_scalar ? \$2431  : t_node_0_20;
-  assign \$2433  = t_fold_adds == 2'h2;
-  assign \$2434  = \$2433  ? fold2_r_0 : fold1_r_0;
-  assign \$2435  = t_scalar ? \$2434  : t_node_0_21;
-  assign \$2436  = t_fold_adds == 2'h2;
-  assign \$2437  = \$2436  ? fold2_r_0 : fold1_r_0;
-  assign \$2438  = t_scalar ? \$2437  : t_node_0_22;
-  assign \$2439  = t_fold_adds == 2'h2;
-  assign \$2440  = \$2439  ? fold2_r_0 : fold1_r_0;
-  assign \$2441  = t_scalar ? \$2440  : t_node_0_23;
-  assign \$2442  = t_fold_adds == 2'h2;
-  assign \$2443  = \$2442  ? fold2_r_0 : fold1_r_0;
-  assign \$2444  = t_scalar ? \$2443  : t_node_0_24;
-  assign \$2445  = t_fold_adds == 2'h2;
-  assign \$2446  = \$2445  ? fold2_r_0 : fold1_r_0;
-  assign \$2447  = t_scalar ? \$2446  : t_node_0_25;
-  assign \$2448  = t_fold_adds == 2'h2;
-  assign \$2449  = \$2448  ? fold2_r_0 : fold1_r_0;
-  assign \$2450  = t_scalar ? \$2449  : t_node_0_26;
-  assign \$2451  = t_fold_adds == 2'h2;
-  assign \$2452  = \$2451  ? fold2_r_0 : fold1_r_0;
-  assign \$2453  = t_scalar ? \$2452  : t_node_0_27;
-  assign \$2454  = t_fold_adds == 2'h2;
-  assign \$2455  = \$2454  ? fold2_r_0 : fold1_r_0;
-  assign \$2456  = t_scalar ? \$2455  : t_node_0_28;
-  assign \$2457  = t_fold_adds == 2'h2;
-  assign \$2458  = \$2457  ? fold2_r_0 : fold1_r_0;
-  assign \$2459  = t_scalar ? \$2458  : t_node_0_29;
-  assign \$2460  = t_fold_adds == 2'h2;
-  assign \$2461  = \$2460  ? fold2_r_0 : fold1_r_0;
-  assign \$2462  = t_scalar ? \$2461  : t_node_0_30;
-  assign \$2463  = t_fold_adds == 2'h2;
-  assign \$2464  = \$2463  ? fold2_r_0 : fold1_r_0;
-  assign \$2465  = t_scalar ? \$2464  : t_node_0_31;
-  assign \$2466  = ~ trans;
-  assign \$2467  = \mac_d2$190  & \$2466 ;
-  assign \$2468  = \$2467  ? { sum_0_31, sum_0_30, sum_0_29, sum_0_28, sum_0_27, sum_0_26, sum_0_25, sum_0_24, sum_0_23, sum_0_22, sum_0_21, sum_0_20, sum_0_19, sum_0_18, sum_0_17, sum_0_16, sum_0_15, sum_0_14, sum_0_13, sum_0_12, sum_0_11, sum_0_10, sum_0_9, sum_0_8, sum_0_7, sum_0_6, sum_0_5, sum_0_4, sum_0_3, sum_0_2, sum_0_1, sum_0_0 } : acc_data;
-  assign acc_w_data0 = \$2369  ? { \$2465 , \$2462 , \$2459 , \$2456 , \$2453 , \$2450 , \$2447 , \$2444 , \$2441 , \$2438 , \$2435 , \$2432 , \$2429 , \$2426 , \$2423 , \$2420 , \$2417 , \$2414 , \$2411 , \$2408 , \$2405 , \$2402 , \$2399 , \$2396 , \$2393 , \$2390 , \$2387 , \$2384 , \$2381 , \$2378 , \$2375 , \$2372  } : \$2468 ;
-  assign \$2469  = ~ t_scalar;
-  assign \$2470  = t_direct[0] & \$2469 ;
-  assign \$2471  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$2472  = \$2471  & t_scalar;
-  assign \$2473  = \$2470  | \$2472 ;
+  assign \$2429  = t_scalar ? \$2428  : t_node_0_31;
+  assign \$2430  = ~ trans;
+  assign \$2431  = \mac_d2$190  & \$2430 ;
+  assign \$2432  = \$2431  ? { sum_0_31, sum_0_30, sum_0_29, sum_0_28, sum_0_27, sum_0_26, sum_0_25, sum_0_24, sum_0_23, sum_0_22, sum_0_21, sum_0_20, sum_0_19, sum_0_18, sum_0_17, sum_0_16, sum_0_15, sum_0_14, sum_0_13, sum_0_12, sum_0_11, sum_0_10, sum_0_9, sum_0_8, sum_0_7, sum_0_6, sum_0_5, sum_0_4, sum_0_3, sum_0_2, sum_0_1, sum_0_0 } : acc_data;
+  assign acc_w_data0 = \$2333  ? { \$2429 , \$2426 , \$2423 , \$2420 , \$2417 , \$2414 , \$2411 , \$2408 , \$2405 , \$2402 , \$2399 , \$2396 , \$2393 , \$2390 , \$2387 , \$2384 , \$2381 , \$2378 , \$2375 , \$2372 , \$2369 , \$2366 , \$2363 , \$2360 , \$2357 , \$2354 , \$2351 , \$2348 , \$2345 , \$2342 , \$2339 , \$2336  } : \$2432 ;
+  assign \$2433  = ~ t_scalar;
+  assign \$2434  = t_direct[0] & \$2433 ;
+  assign \$2435  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$2436  = \$2435  & t_scalar;
+  assign \$2437  = \$2434  | \$2436 ;
+  assign \$2438  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2439  = ! \$2438 [4:0];
+  assign \$2440  = t_scalar ? \$2439  : t_en_0_0;
+  assign \$2441  = ~ t_scalar;
+  assign \$2442  = t_direct[0] & \$2441 ;
+  assign \$2443  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$2444  = \$2443  & t_scalar;
+  assign \$2445  = \$2442  | \$2444 ;
+  assign \$2446  = \$2440  & \$2445 ;
+  assign \$2447  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2448  = \$2447 [4:0] == 1'h1;
+  assign \$2449  = t_scalar ? \$2448  : t_en_0_1;
+  assign \$2450  = ~ t_scalar;
+  assign \$2451  = t_direct[0] & \$2450 ;
+  assign \$2452  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$2453  = \$2452  & t_scalar;
+  assign \$2454  = \$2451  | \$2453 ;
+  assign \$2455  = \$2449  & \$2454 ;
+  assign \$2456  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2457  = \$2456 [4:0] == 2'h2;
+  assign \$2458  = t_scalar ? \$2457  : t_en_0_2;
+  assign \$2459  = ~ t_scalar;
+  assign \$2460  = t_direct[0] & \$2459 ;
+  assign \$2461  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$2462  = \$2461  & t_scalar;
+  assign \$2463  = \$2460  | \$2462 ;
+  assign \$2464  = \$2458  & \$2463 ;
+  assign \$2465  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2466  = \$2465 [4:0] == 2'h3;
+  assign \$2467  = t_scalar ? \$2466  : t_en_0_3;
+  assign \$2468  = ~ t_scalar;
+  assign \$2469  = t_direct[0] & \$2468 ;
+  assign \$2470  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$2471  = \$2470  & t_scalar;
+  assign \$2472  = \$2469  | \$2471 ;
+  assign \$2473  = \$2467  & \$2472 ;
   assign \$2474  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2475  = ! \$2474 [4:0];
-  assign \$2476  = t_scalar ? \$2475  : t_en_0_0;
+  assign \$2475  = \$2474 [4:0] == 3'h4;
+  assign \$2476  = t_scalar ? \$2475  : t_en_0_4;
   assign \$2477  = ~ t_scalar;
   assign \$2478  = t_direct[0] & \$2477 ;
   assign \$2479  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -28522,8 +28410,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$2481  = \$2478  | \$2480 ;
   assign \$2482  = \$2476  & \$2481 ;
   assign \$2483  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2484  = \$2483 [4:0] == 1'h1;
-  assign \$2485  = t_scalar ? \$2484  : t_en_0_1;
+  assign \$2484  = \$2483 [4:0] == 3'h5;
+  assign \$2485  = t_scalar ? \$2484  : t_en_0_5;
   assign \$2486  = ~ t_scalar;
   assign \$2487  = t_direct[0] & \$2486 ;
   assign \$2488  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -28531,8 +28419,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$2490  = \$2487  | \$2489 ;
   assign \$2491  = \$2485  & \$2490 ;
   assign \$2492  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2493  = \$2492 [4:0] == 2'h2;
-  assign \$2494  = t_scalar ? \$2493  : t_en_0_2;
+  assign \$2493  = \$2492 [4:0] == 3'h6;
+  assign \$2494  = t_scalar ? \$2493  : t_en_0_6;
   assign \$2495  = ~ t_scalar;
   assign \$2496  = t_direct[0] & \$2495 ;
   assign \$2497  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -28540,8 +28428,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$2499  = \$2496  | \$2498 ;
   assign \$2500  = \$2494  & \$2499 ;
   assign \$2501  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2502  = \$2501 [4:0] == 2'h3;
-  assign \$2503  = t_scalar ? \$2502  : t_en_0_3;
+  assign \$2502  = \$2501 [4:0] == 3'h7;
+  assign \$2503  = t_scalar ? \$2502  : t_en_0_7;
   assign \$2504  = ~ t_scalar;
   assign \$2505  = t_direct[0] & \$2504 ;
   assign \$2506  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -28549,8 +28437,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$2508  = \$2505  | \$2507 ;
   assign \$2509  = \$2503  & \$2508 ;
   assign \$2510  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2511  = \$2510 [4:0] == 3'h4;
-  assign \$2512  = t_scalar ? \$2511  : t_en_0_4;
+  assign \$2511  = \$2510 [4:0] == 4'h8;
+  assign \$2512  = t_scalar ? \$2511  : t_en_0_8;
   assign \$2513  = ~ t_scalar;
   assign \$2514  = t_direct[0] & \$2513 ;
   assign \$2515  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -28558,8 +28446,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$2517  = \$2514  | \$2516 ;
   assign \$2518  = \$2512  & \$2517 ;
   assign \$2519  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2520  = \$2519 [4:0] == 3'h5;
-  assign \$2521  = t_scalar ? \$2520  : t_en_0_5;
+  assign \$2520  = \$2519 [4:0] == 4'h9;
+  assign \$2521  = t_scalar ? \$2520  : t_en_0_9;
   assign \$2522  = ~ t_scalar;
   assign \$2523  = t_direct[0] & \$2522 ;
   assign \$2524  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -28567,8 +28455,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$2526  = \$2523  | \$2525 ;
   assign \$2527  = \$2521  & \$2526 ;
   assign \$2528  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2529  = \$2528 [4:0] == 3'h6;
-  assign \$2530  = t_scalar ? \$2529  : t_en_0_6;
+  assign \$2529  = \$2528 [4:0] == 4'ha;
+  assign \$2530  = t_scalar ? \$2529  : t_en_0_10;
   assign \$2531  = ~ t_scalar;
   assign \$2532  = t_direct[0] & \$2531 ;
   assign \$2533  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -28576,8 +28464,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$2535  = \$2532  | \$2534 ;
   assign \$2536  = \$2530  & \$2535 ;
   assign \$2537  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2538  = \$2537 [4:0] == 3'h7;
-  assign \$2539  = t_scalar ? \$2538  : t_en_0_7;
+  assign \$2538  = \$2537 [4:0] == 4'hb;
+  assign \$2539  = t_scalar ? \$2538  : t_en_0_11;
   assign \$2540  = ~ t_scalar;
   assign \$2541  = t_direct[0] & \$2540 ;
   assign \$2542  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -28585,8 +28473,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$2544  = \$2541  | \$2543 ;
   assign \$2545  = \$2539  & \$2544 ;
   assign \$2546  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2547  = \$2546 [4:0] == 4'h8;
-  assign \$2548  = t_scalar ? \$2547  : t_en_0_8;
+  assign \$2547  = \$2546 [4:0] == 4'hc;
+  assign \$2548  = t_scalar ? \$2547  : t_en_0_12;
   assign \$2549  = ~ t_scalar;
   assign \$2550  = t_direct[0] & \$2549 ;
   assign \$2551  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -28594,8 +28482,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$2553  = \$2550  | \$2552 ;
   assign \$2554  = \$2548  & \$2553 ;
   assign \$2555  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2556  = \$2555 [4:0] == 4'h9;
-  assign \$2557  = t_scalar ? \$2556  : t_en_0_9;
+  assign \$2556  = \$2555 [4:0] == 4'hd;
+  assign \$2557  = t_scalar ? \$2556  : t_en_0_13;
   assign \$2558  = ~ t_scalar;
   assign \$2559  = t_direct[0] & \$2558 ;
   assign \$2560  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -28603,8 +28491,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$2562  = \$2559  | \$2561 ;
   assign \$2563  = \$2557  & \$2562 ;
   assign \$2564  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2565  = \$2564 [4:0] == 4'ha;
-  assign \$2566  = t_scalar ? \$2565  : t_en_0_10;
+  assign \$2565  = \$2564 [4:0] == 4'he;
+  assign \$2566  = t_scalar ? \$2565  : t_en_0_14;
   assign \$2567  = ~ t_scalar;
   assign \$2568  = t_direct[0] & \$2567 ;
   assign \$2569  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -28612,8 +28500,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$2571  = \$2568  | \$2570 ;
   assign \$2572  = \$2566  & \$2571 ;
   assign \$2573  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2574  = \$2573 [4:0] == 4'hb;
-  assign \$2575  = t_scalar ? \$2574  : t_en_0_11;
+  assign \$2574  = \$2573 [4:0] == 4'hf;
+  assign \$2575  = t_scalar ? \$2574  : t_en_0_15;
   assign \$2576  = ~ t_scalar;
   assign \$2577  = t_direct[0] & \$2576 ;
   assign \$2578  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -28621,8 +28509,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$2580  = \$2577  | \$2579 ;
   assign \$2581  = \$2575  & \$2580 ;
   assign \$2582  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2583  = \$2582 [4:0] == 4'hc;
-  assign \$2584  = t_scalar ? \$2583  : t_en_0_12;
+  assign \$2583  = \$2582 [4:0] == 5'h10;
+  assign \$2584  = t_scalar ? \$2583  : t_en_0_16;
   assign \$2585  = ~ t_scalar;
   assign \$2586  = t_direct[0] & \$2585 ;
   assign \$2587  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -28630,8 +28518,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$2589  = \$2586  | \$2588 ;
   assign \$2590  = \$2584  & \$2589 ;
   assign \$2591  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2592  = \$2591 [4:0] == 4'hd;
-  assign \$2593  = t_scalar ? \$2592  : t_en_0_13;
+  assign \$2592  = \$2591 [4:0] == 5'h11;
+  assign \$2593  = t_scalar ? \$2592  : t_en_0_17;
   assign \$2594  = ~ t_scalar;
   assign \$2595  = t_direct[0] & \$2594 ;
   assign \$2596  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -28639,8 +28527,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$2598  = \$2595  | \$2597 ;
   assign \$2599  = \$2593  & \$2598 ;
   assign \$2600  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2601  = \$2600 [4:0] == 4'he;
-  assign \$2602  = t_scalar ? \$2601  : t_en_0_14;
+  assign \$2601  = \$2600 [4:0] == 5'h12;
+  assign \$2602  = t_scalar ? \$2601  : t_en_0_18;
   assign \$2603  = ~ t_scalar;
   assign \$2604  = t_direct[0] & \$2603 ;
   assign \$2605  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -28648,8 +28536,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$2607  = \$2604  | \$2606 ;
   assign \$2608  = \$2602  & \$2607 ;
   assign \$2609  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2610  = \$2609 [4:0] == 4'hf;
-  assign \$2611  = t_scalar ? \$2610  : t_en_0_15;
+  assign \$2610  = \$2609 [4:0] == 5'h13;
+  assign \$2611  = t_scalar ? \$2610  : t_en_0_19;
   assign \$2612  = ~ t_scalar;
   assign \$2613  = t_direct[0] & \$2612 ;
   assign \$2614  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -28657,8 +28545,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$2616  = \$2613  | \$2615 ;
   assign \$2617  = \$2611  & \$2616 ;
   assign \$2618  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2619  = \$2618 [4:0] == 5'h10;
-  assign \$2620  = t_scalar ? \$2619  : t_en_0_16;
+  assign \$2619  = \$2618 [4:0] == 5'h14;
+  assign \$2620  = t_scalar ? \$2619  : t_en_0_20;
   assign \$2621  = ~ t_scalar;
   assign \$2622  = t_direct[0] & \$2621 ;
   assign \$2623  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -28666,8 +28554,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$2625  = \$2622  | \$2624 ;
   assign \$2626  = \$2620  & \$2625 ;
   assign \$2627  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2628  = \$2627 [4:0] == 5'h11;
-  assign \$2629  = t_scalar ? \$2628  : t_en_0_17;
+  assign \$2628  = \$2627 [4:0] == 5'h15;
+  assign \$2629  = t_scalar ? \$2628  : t_en_0_21;
   assign \$2630  = ~ t_scalar;
   assign \$2631  = t_direct[0] & \$2630 ;
   assign \$2632  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -28675,8 +28563,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$2634  = \$2631  | \$2633 ;
   assign \$2635  = \$2629  & \$2634 ;
   assign \$2636  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2637  = \$2636 [4:0] == 5'h12;
-  assign \$2638  = t_scalar ? \$2637  : t_en_0_18;
+  assign \$2637  = \$2636 [4:0] == 5'h16;
+  assign \$2638  = t_scalar ? \$2637  : t_en_0_22;
   assign \$2639  = ~ t_scalar;
   assign \$2640  = t_direct[0] & \$2639 ;
   assign \$2641  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -28684,8 +28572,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$2643  = \$2640  | \$2642 ;
   assign \$2644  = \$2638  & \$2643 ;
   assign \$2645  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2646  = \$2645 [4:0] == 5'h13;
-  assign \$2647  = t_scalar ? \$2646  : t_en_0_19;
+  assign \$2646  = \$2645 [4:0] == 5'h17;
+  assign \$2647  = t_scalar ? \$2646  : t_en_0_23;
   assign \$2648  = ~ t_scalar;
   assign \$2649  = t_direct[0] & \$2648 ;
   assign \$2650  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -28693,8 +28581,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$2652  = \$2649  | \$2651 ;
   assign \$2653  = \$2647  & \$2652 ;
   assign \$2654  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2655  = \$2654 [4:0] == 5'h14;
-  assign \$2656  = t_scalar ? \$2655  : t_en_0_20;
+  assign \$2655  = \$2654 [4:0] == 5'h18;
+  assign \$2656  = t_scalar ? \$2655  : t_en_0_24;
   assign \$2657  = ~ t_scalar;
   assign \$2658  = t_direct[0] & \$2657 ;
   assign \$2659  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -28702,8 +28590,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$2661  = \$2658  | \$2660 ;
   assign \$2662  = \$2656  & \$2661 ;
   assign \$2663  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2664  = \$2663 [4:0] == 5'h15;
-  assign \$2665  = t_scalar ? \$2664  : t_en_0_21;
+  assign \$2664  = \$2663 [4:0] == 5'h19;
+  assign \$2665  = t_scalar ? \$2664  : t_en_0_25;
   assign \$2666  = ~ t_scalar;
   assign \$2667  = t_direct[0] & \$2666 ;
   assign \$2668  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -28711,8 +28599,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$2670  = \$2667  | \$2669 ;
   assign \$2671  = \$2665  & \$2670 ;
   assign \$2672  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2673  = \$2672 [4:0] == 5'h16;
-  assign \$2674  = t_scalar ? \$2673  : t_en_0_22;
+  assign \$2673  = \$2672 [4:0] == 5'h1a;
+  assign \$2674  = t_scalar ? \$2673  : t_en_0_26;
   assign \$2675  = ~ t_scalar;
   assign \$2676  = t_direct[0] & \$2675 ;
   assign \$2677  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -28720,8 +28608,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$2679  = \$2676  | \$2678 ;
   assign \$2680  = \$2674  & \$2679 ;
   assign \$2681  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2682  = \$2681 [4:0] == 5'h17;
-  assign \$2683  = t_scalar ? \$2682  : t_en_0_23;
+  assign \$2682  = \$2681 [4:0] == 5'h1b;
+  assign \$2683  = t_scalar ? \$2682  : t_en_0_27;
   assign \$2684  = ~ t_scalar;
   assign \$2685  = t_direct[0] & \$2684 ;
   assign \$2686  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -28729,8 +28617,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$2688  = \$2685  | \$2687 ;
   assign \$2689  = \$2683  & \$2688 ;
   assign \$2690  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2691  = \$2690 [4:0] == 5'h18;
-  assign \$2692  = t_scalar ? \$2691  : t_en_0_24;
+  assign \$2691  = \$2690 [4:0] == 5'h1c;
+  assign \$2692  = t_scalar ? \$2691  : t_en_0_28;
   assign \$2693  = ~ t_scalar;
   assign \$2694  = t_direct[0] & \$2693 ;
   assign \$2695  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -28738,8 +28626,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$2697  = \$2694  | \$2696 ;
   assign \$2698  = \$2692  & \$2697 ;
   assign \$2699  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2700  = \$2699 [4:0] == 5'h19;
-  assign \$2701  = t_scalar ? \$2700  : t_en_0_25;
+  assign \$2700  = \$2699 [4:0] == 5'h1d;
+  assign \$2701  = t_scalar ? \$2700  : t_en_0_29;
   assign \$2702  = ~ t_scalar;
   assign \$2703  = t_direct[0] & \$2702 ;
   assign \$2704  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -28747,8 +28635,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$2706  = \$2703  | \$2705 ;
   assign \$2707  = \$2701  & \$2706 ;
   assign \$2708  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2709  = \$2708 [4:0] == 5'h1a;
-  assign \$2710  = t_scalar ? \$2709  : t_en_0_26;
+  assign \$2709  = \$2708 [4:0] == 5'h1e;
+  assign \$2710  = t_scalar ? \$2709  : t_en_0_30;
   assign \$2711  = ~ t_scalar;
   assign \$2712  = t_direct[0] & \$2711 ;
   assign \$2713  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -28756,604 +28644,604 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$2715  = \$2712  | \$2714 ;
   assign \$2716  = \$2710  & \$2715 ;
   assign \$2717  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2718  = \$2717 [4:0] == 5'h1b;
-  assign \$2719  = t_scalar ? \$2718  : t_en_0_27;
+  assign \$2718  = \$2717 [4:0] == 5'h1f;
+  assign \$2719  = t_scalar ? \$2718  : t_en_0_31;
   assign \$2720  = ~ t_scalar;
   assign \$2721  = t_direct[0] & \$2720 ;
   assign \$2722  = t_scalar_ctl[0] & t_scalar_ctl[24];
   assign \$2723  = \$2722  & t_scalar;
   assign \$2724  = \$2721  | \$2723 ;
   assign \$2725  = \$2719  & \$2724 ;
-  assign \$2726  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2727  = \$2726 [4:0] == 5'h1c;
-  assign \$2728  = t_scalar ? \$2727  : t_en_0_28;
-  assign \$2729  = ~ t_scalar;
-  assign \$2730  = t_direct[0] & \$2729 ;
-  assign \$2731  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$2732  = \$2731  & t_scalar;
-  assign \$2733  = \$2730  | \$2732 ;
-  assign \$2734  = \$2728  & \$2733 ;
-  assign \$2735  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2736  = \$2735 [4:0] == 5'h1d;
-  assign \$2737  = t_scalar ? \$2736  : t_en_0_29;
-  assign \$2738  = ~ t_scalar;
-  assign \$2739  = t_direct[0] & \$2738 ;
-  assign \$2740  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$2741  = \$2740  & t_scalar;
-  assign \$2742  = \$2739  | \$2741 ;
-  assign \$2743  = \$2737  & \$2742 ;
-  assign \$2744  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2745  = \$2744 [4:0] == 5'h1e;
-  assign \$2746  = t_scalar ? \$2745  : t_en_0_30;
-  assign \$2747  = ~ t_scalar;
-  assign \$2748  = t_direct[0] & \$2747 ;
-  assign \$2749  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$2750  = \$2749  & t_scalar;
-  assign \$2751  = \$2748  | \$2750 ;
-  assign \$2752  = \$2746  & \$2751 ;
-  assign \$2753  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2754  = \$2753 [4:0] == 5'h1f;
-  assign \$2755  = t_scalar ? \$2754  : t_en_0_31;
-  assign \$2756  = ~ t_scalar;
-  assign \$2757  = t_direct[0] & \$2756 ;
-  assign \$2758  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$2759  = \$2758  & t_scalar;
-  assign \$2760  = \$2757  | \$2759 ;
-  assign \$2761  = \$2755  & \$2760 ;
-  assign \$2762  = ~ trans;
-  assign \$2763  = \mac_d2$190  & \$2762 ;
-  assign \$2764  = ! acc_row;
-  assign \$2765  = acc_we & \$2764 ;
-  assign \$2766  = \$2763  | \$2765 ;
-  assign \$2767  = \$2766  ? 32'd4294967295 : 32'd0;
-  assign acc_w_en0 = \$2473  ? { \$2761 , \$2752 , \$2743 , \$2734 , \$2725 , \$2716 , \$2707 , \$2698 , \$2689 , \$2680 , \$2671 , \$2662 , \$2653 , \$2644 , \$2635 , \$2626 , \$2617 , \$2608 , \$2599 , \$2590 , \$2581 , \$2572 , \$2563 , \$2554 , \$2545 , \$2536 , \$2527 , \$2518 , \$2509 , \$2500 , \$2491 , \$2482  } : \$2767 ;
-  assign \$2768  = ! acc_w_bank0;
+  assign \$2726  = ~ trans;
+  assign \$2727  = \mac_d2$190  & \$2726 ;
+  assign \$2728  = ! acc_row;
+  assign \$2729  = acc_we & \$2728 ;
+  assign \$2730  = \$2727  | \$2729 ;
+  assign \$2731  = \$2730  ? 32'd4294967295 : 32'd0;
+  assign acc_w_en0 = \$2437  ? { \$2725 , \$2716 , \$2707 , \$2698 , \$2689 , \$2680 , \$2671 , \$2662 , \$2653 , \$2644 , \$2635 , \$2626 , \$2617 , \$2608 , \$2599 , \$2590 , \$2581 , \$2572 , \$2563 , \$2554 , \$2545 , \$2536 , \$2527 , \$2518 , \$2509 , \$2500 , \$2491 , \$2482 , \$2473 , \$2464 , \$2455 , \$2446  } : \$2731 ;
+  assign \$2732  = ! acc_w_bank0;
   assign \$signature__en$989  = acc_w_bank0 ? 32'd0 : acc_w_en0;
-  assign \$signature__en$992  = \$2769  ? acc_w_en0 : 32'd0;
-  assign \$2770  = in_row == 1'h1;
-  assign \$2771  = ! in_row;
-  assign \$2772  = \$2771  & split;
-  assign \$2773  = \$2770  | \$2772 ;
-  assign \$signature__en$995  = in_we & \$2773 ;
-  assign \$2774  = \$like  == 1'h1;
-  assign \$2775  = \$signal$251  & \$2774 ;
-  assign \$2776  = split ? k_base1 : k_base;
-  assign \$2777  = \$2775  ? { 8'h00, rd_addr_q } : \$2776 [19:5];
-  assign \$2778  = ~ first_row1_d2;
-  assign \$2779  = mac_row1_d2 & \$2778 ;
-  assign \$2780  = ~ trans;
-  assign \$2781  = \$2779  & \$2780 ;
-  assign \$2782  = ! bank_row1_d2;
-  assign \$2783  = \$2781  & \$2782 ;
-  assign \$2784  = \$like  == 1'h1;
-  assign \$2785  = \$signal$254  & \$2784 ;
-  assign \$2786  = ! rd_bank_q;
-  assign \$2787  = \$2785  & \$2786 ;
-  assign \$2788  = a_row == 1'h1;
-  assign \$2789  = a_en & \$2788 ;
-  assign \$2790  = ! fold_bank;
-  assign \$2791  = \$2789  & \$2790 ;
-  assign \$2792  = \$2791  ? req_word : b_addr;
-  assign \$2793  = \$2787  ? rd_addr_q : \$2792 ;
-  assign \acc_r__addr$998  = \$2783  ? acc_addr_row1_d2 : \$2793 ;
-  assign \$2794  = ~ first_row1_d2;
-  assign \$2795  = mac_row1_d2 & \$2794 ;
-  assign \$2796  = ~ trans;
-  assign \$2797  = \$2795  & \$2796 ;
-  assign \$2799  = \$2797  & \$2798 ;
-  assign \$2800  = \$like  == 1'h1;
-  assign \$2801  = \$signal$254  & \$2800 ;
-  assign \$2803  = \$2801  & \$2802 ;
-  assign \$2804  = a_row == 1'h1;
-  assign \$2805  = a_en & \$2804 ;
-  assign \$2807  = \$2805  & \$2806 ;
-  assign \$2808  = \$2807  ? req_word : b_addr;
-  assign \$2809  = \$2803  ? rd_addr_q : \$2808 ;
-  assign \acc_r__addr$999  = \$2799  ? acc_addr_row1_d2 : \$2809 ;
+  assign \$signature__en$992  = \$2733  ? acc_w_en0 : 32'd0;
+  assign \$2734  = in_row == 1'h1;
+  assign \$2735  = ! in_row;
+  assign \$2736  = \$2735  & split;
+  assign \$2737  = \$2734  | \$2736 ;
+  assign \$signature__en$995  = in_we & \$2737 ;
+  assign \$2738  = \$like  == 1'h1;
+  assign \$2739  = \$signal$251  & \$2738 ;
+  assign \$2740  = split ? k_base1 : k_base;
+  assign \$2741  = \$2739  ? { 8'h00, rd_addr_q } : \$2740 [19:5];
+  assign \$2742  = ~ first_row1_d2;
+  assign \$2743  = mac_row1_d2 & \$2742 ;
+  assign \$2744  = ~ trans;
+  assign \$2745  = \$2743  & \$2744 ;
+  assign \$2746  = ! bank_row1_d2;
+  assign \$2747  = \$2745  & \$2746 ;
+  assign \$2748  = \$like  == 1'h1;
+  assign \$2749  = \$signal$254  & \$2748 ;
+  assign \$2750  = ! rd_bank_q;
+  assign \$2751  = \$2749  & \$2750 ;
+  assign \$2752  = a_row == 1'h1;
+  assign \$2753  = a_en & \$2752 ;
+  assign \$2754  = ! fold_bank;
+  assign \$2755  = \$2753  & \$2754 ;
+  assign \$2756  = \$2755  ? req_word : b_addr;
+  assign \$2757  = \$2751  ? rd_addr_q : \$2756 ;
+  assign \acc_r__addr$998  = \$2747  ? acc_addr_row1_d2 : \$2757 ;
+  assign \$2758  = ~ first_row1_d2;
+  assign \$2759  = mac_row1_d2 & \$2758 ;
+  assign \$2760  = ~ trans;
+  assign \$2761  = \$2759  & \$2760 ;
+  assign \$2763  = \$2761  & \$2762 ;
+  assign \$2764  = \$like  == 1'h1;
+  assign \$2765  = \$signal$254  & \$2764 ;
+  assign \$2767  = \$2765  & \$2766 ;
+  assign \$2768  = a_row == 1'h1;
+  assign \$2769  = a_en & \$2768 ;
+  assign \$2771  = \$2769  & \$2770 ;
+  assign \$2772  = \$2771  ? req_word : b_addr;
+  assign \$2773  = \$2767  ? rd_addr_q : \$2772 ;
+  assign \acc_r__addr$999  = \$2763  ? acc_addr_row1_d2 : \$2773 ;
   assign pe_acc1 = bank_row1_d2 ? \acc_r__data$1002  : \acc_r__data$1001 ;
   assign read_out1 = fold_bank ? \acc_r__data$1002  : \acc_r__data$1001 ;
-  assign \$2810  = split ? k_base1 : k_base;
-  assign \$2811  = active_row1_d2 > 1'h0;
-  assign active_product_1_0 = \$2811  ? product_r_1_0 : 32'd0;
-  assign \$2812  = active_row1_d2 > 1'h1;
-  assign active_product_1_1 = \$2812  ? product_r_1_1 : 32'd0;
-  assign \$2813  = active_row1_d2 > 2'h2;
-  assign active_product_1_2 = \$2813  ? product_r_1_2 : 32'd0;
-  assign \$2814  = active_row1_d2 > 2'h3;
-  assign active_product_1_3 = \$2814  ? product_r_1_3 : 32'd0;
-  assign \$2815  = active_row1_d2 > 3'h4;
-  assign active_product_1_4 = \$2815  ? product_r_1_4 : 32'd0;
-  assign \$2816  = active_row1_d2 > 3'h5;
-  assign active_product_1_5 = \$2816  ? product_r_1_5 : 32'd0;
-  assign \$2817  = active_row1_d2 > 3'h6;
-  assign active_product_1_6 = \$2817  ? product_r_1_6 : 32'd0;
-  assign \$2818  = active_row1_d2 > 3'h7;
-  assign active_product_1_7 = \$2818  ? product_r_1_7 : 32'd0;
-  assign \$2819  = active_row1_d2 > 4'h8;
-  assign active_product_1_8 = \$2819  ? product_r_1_8 : 32'd0;
-  assign \$2820  = active_row1_d2 > 4'h9;
-  assign active_product_1_9 = \$2820  ? product_r_1_9 : 32'd0;
-  assign \$2821  = active_row1_d2 > 4'ha;
-  assign active_product_1_10 = \$2821  ? product_r_1_10 : 32'd0;
-  assign \$2822  = active_row1_d2 > 4'hb;
-  assign active_product_1_11 = \$2822  ? product_r_1_11 : 32'd0;
-  assign \$2823  = active_row1_d2 > 4'hc;
-  assign active_product_1_12 = \$2823  ? product_r_1_12 : 32'd0;
-  assign \$2824  = active_row1_d2 > 4'hd;
-  assign active_product_1_13 = \$2824  ? product_r_1_13 : 32'd0;
-  assign \$2825  = active_row1_d2 > 4'he;
-  assign active_product_1_14 = \$2825  ? product_r_1_14 : 32'd0;
-  assign \$2826  = active_row1_d2 > 4'hf;
-  assign active_product_1_15 = \$2826  ? product_r_1_15 : 32'd0;
-  assign \$2827  = active_row1_d2 > 5'h10;
-  assign active_product_1_16 = \$2827  ? product_r_1_16 : 32'd0;
-  assign \$2828  = active_row1_d2 > 5'h11;
-  assign active_product_1_17 = \$2828  ? product_r_1_17 : 32'd0;
-  assign \$2829  = active_row1_d2 > 5'h12;
-  assign active_product_1_18 = \$2829  ? product_r_1_18 : 32'd0;
-  assign \$2830  = active_row1_d2 > 5'h13;
-  assign active_product_1_19 = \$2830  ? product_r_1_19 : 32'd0;
-  assign \$2831  = active_row1_d2 > 5'h14;
-  assign active_product_1_20 = \$2831  ? product_r_1_20 : 32'd0;
-  assign \$2832  = active_row1_d2 > 5'h15;
-  assign active_product_1_21 = \$2832  ? product_r_1_21 : 32'd0;
-  assign \$2833  = active_row1_d2 > 5'h16;
-  assign active_product_1_22 = \$2833  ? product_r_1_22 : 32'd0;
-  assign \$2834  = active_row1_d2 > 5'h17;
-  assign active_product_1_23 = \$2834  ? product_r_1_23 : 32'd0;
-  assign \$2835  = active_row1_d2 > 5'h18;
-  assign active_product_1_24 = \$2835  ? product_r_1_24 : 32'd0;
-  assign \$2836  = active_row1_d2 > 5'h19;
-  assign active_product_1_25 = \$2836  ? product_r_1_25 : 32'd0;
-  assign \$2837  = active_row1_d2 > 5'h1a;
-  assign active_product_1_26 = \$2837  ? product_r_1_26 : 32'd0;
-  assign \$2838  = active_row1_d2 > 5'h1b;
-  assign active_product_1_27 = \$2838  ? product_r_1_27 : 32'd0;
-  assign \$2839  = active_row1_d2 > 5'h1c;
-  assign active_product_1_28 = \$2839  ? product_r_1_28 : 32'd0;
-  assign \$2840  = active_row1_d2 > 5'h1d;
-  assign active_product_1_29 = \$2840  ? product_r_1_29 : 32'd0;
-  assign \$2841  = active_row1_d2 > 5'h1e;
-  assign active_product_1_30 = \$2841  ? product_r_1_30 : 32'd0;
-  assign \$2842  = active_row1_d2 > 5'h1f;
-  assign active_product_1_31 = \$2842  ? product_r_1_31 : 32'd0;
+  assign \$2774  = split ? k_base1 : k_base;
+  assign \$2775  = active_row1_d2 > 1'h0;
+  assign active_product_1_0 = \$2775  ? product_r_1_0 : 32'd0;
+  assign \$2776  = active_row1_d2 > 1'h1;
+  assign active_product_1_1 = \$2776  ? product_r_1_1 : 32'd0;
+  assign \$2777  = active_row1_d2 > 2'h2;
+  assign active_product_1_2 = \$2777  ? product_r_1_2 : 32'd0;
+  assign \$2778  = active_row1_d2 > 2'h3;
+  assign active_product_1_3 = \$2778  ? product_r_1_3 : 32'd0;
+  assign \$2779  = active_row1_d2 > 3'h4;
+  assign active_product_1_4 = \$2779  ? product_r_1_4 : 32'd0;
+  assign \$2780  = active_row1_d2 > 3'h5;
+  assign active_product_1_5 = \$2780  ? product_r_1_5 : 32'd0;
+  assign \$2781  = active_row1_d2 > 3'h6;
+  assign active_product_1_6 = \$2781  ? product_r_1_6 : 32'd0;
+  assign \$2782  = active_row1_d2 > 3'h7;
+  assign active_product_1_7 = \$2782  ? product_r_1_7 : 32'd0;
+  assign \$2783  = active_row1_d2 > 4'h8;
+  assign active_product_1_8 = \$2783  ? product_r_1_8 : 32'd0;
+  assign \$2784  = active_row1_d2 > 4'h9;
+  assign active_product_1_9 = \$2784  ? product_r_1_9 : 32'd0;
+  assign \$2785  = active_row1_d2 > 4'ha;
+  assign active_product_1_10 = \$2785  ? product_r_1_10 : 32'd0;
+  assign \$2786  = active_row1_d2 > 4'hb;
+  assign active_product_1_11 = \$2786  ? product_r_1_11 : 32'd0;
+  assign \$2787  = active_row1_d2 > 4'hc;
+  assign active_product_1_12 = \$2787  ? product_r_1_12 : 32'd0;
+  assign \$2788  = active_row1_d2 > 4'hd;
+  assign active_product_1_13 = \$2788  ? product_r_1_13 : 32'd0;
+  assign \$2789  = active_row1_d2 > 4'he;
+  assign active_product_1_14 = \$2789  ? product_r_1_14 : 32'd0;
+  assign \$2790  = active_row1_d2 > 4'hf;
+  assign active_product_1_15 = \$2790  ? product_r_1_15 : 32'd0;
+  assign \$2791  = active_row1_d2 > 5'h10;
+  assign active_product_1_16 = \$2791  ? product_r_1_16 : 32'd0;
+  assign \$2792  = active_row1_d2 > 5'h11;
+  assign active_product_1_17 = \$2792  ? product_r_1_17 : 32'd0;
+  assign \$2793  = active_row1_d2 > 5'h12;
+  assign active_product_1_18 = \$2793  ? product_r_1_18 : 32'd0;
+  assign \$2794  = active_row1_d2 > 5'h13;
+  assign active_product_1_19 = \$2794  ? product_r_1_19 : 32'd0;
+  assign \$2795  = active_row1_d2 > 5'h14;
+  assign active_product_1_20 = \$2795  ? product_r_1_20 : 32'd0;
+  assign \$2796  = active_row1_d2 > 5'h15;
+  assign active_product_1_21 = \$2796  ? product_r_1_21 : 32'd0;
+  assign \$2797  = active_row1_d2 > 5'h16;
+  assign active_product_1_22 = \$2797  ? product_r_1_22 : 32'd0;
+  assign \$2798  = active_row1_d2 > 5'h17;
+  assign active_product_1_23 = \$2798  ? product_r_1_23 : 32'd0;
+  assign \$2799  = active_row1_d2 > 5'h18;
+  assign active_product_1_24 = \$2799  ? product_r_1_24 : 32'd0;
+  assign \$2800  = active_row1_d2 > 5'h19;
+  assign active_product_1_25 = \$2800  ? product_r_1_25 : 32'd0;
+  assign \$2801  = active_row1_d2 > 5'h1a;
+  assign active_product_1_26 = \$2801  ? product_r_1_26 : 32'd0;
+  assign \$2802  = active_row1_d2 > 5'h1b;
+  assign active_product_1_27 = \$2802  ? product_r_1_27 : 32'd0;
+  assign \$2803  = active_row1_d2 > 5'h1c;
+  assign active_product_1_28 = \$2803  ? product_r_1_28 : 32'd0;
+  assign \$2804  = active_row1_d2 > 5'h1d;
+  assign active_product_1_29 = \$2804  ? product_r_1_29 : 32'd0;
+  assign \$2805  = active_row1_d2 > 5'h1e;
+  assign active_product_1_30 = \$2805  ? product_r_1_30 : 32'd0;
+  assign \$2806  = active_row1_d2 > 5'h1f;
+  assign active_product_1_31 = \$2806  ? product_r_1_31 : 32'd0;
+  assign \$2807  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2808  = ! \$2807 [4];
+  assign \$2809  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2810  = ! \$2809 [4:3];
+  assign \$2811  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2812  = ! \$2811 [4:2];
+  assign \$2813  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2814  = ! \$2813 [4:1];
+  assign \$2815  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2816  = ! \$2815 [4:0];
+  assign \$2817  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2818  = ! \$2817 [4];
+  assign \$2819  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2820  = ! \$2819 [4:3];
+  assign \$2821  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2822  = ! \$2821 [4:2];
+  assign \$2823  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2824  = ! \$2823 [4:1];
+  assign \$2825  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2826  = 1'h1 == \$2825 [4:0];
+  assign \$2827  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2828  = ! \$2827 [4];
+  assign \$2829  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2830  = ! \$2829 [4:3];
+  assign \$2831  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2832  = ! \$2831 [4:2];
+  assign \$2833  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2834  = 1'h1 == \$2833 [4:1];
+  assign \$2835  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2836  = 2'h2 == \$2835 [4:0];
+  assign \$2837  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2838  = ! \$2837 [4];
+  assign \$2839  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2840  = ! \$2839 [4:3];
+  assign \$2841  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2842  = ! \$2841 [4:2];
   assign \$2843  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2844  = ! \$2843 [4];
+  assign \$2844  = 1'h1 == \$2843 [4:1];
   assign \$2845  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2846  = ! \$2845 [4:3];
+  assign \$2846  = 2'h3 == \$2845 [4:0];
   assign \$2847  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2848  = ! \$2847 [4:2];
+  assign \$2848  = ! \$2847 [4];
   assign \$2849  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2850  = ! \$2849 [4:1];
+  assign \$2850  = ! \$2849 [4:3];
   assign \$2851  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2852  = ! \$2851 [4:0];
+  assign \$2852  = 1'h1 == \$2851 [4:2];
   assign \$2853  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2854  = ! \$2853 [4];
+  assign \$2854  = 2'h2 == \$2853 [4:1];
   assign \$2855  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2856  = ! \$2855 [4:3];
+  assign \$2856  = 3'h4 == \$2855 [4:0];
   assign \$2857  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2858  = ! \$2857 [4:2];
+  assign \$2858  = ! \$2857 [4];
   assign \$2859  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2860  = ! \$2859 [4:1];
+  assign \$2860  = ! \$2859 [4:3];
   assign \$2861  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2862  = 1'h1 == \$2861 [4:0];
+  assign \$2862  = 1'h1 == \$2861 [4:2];
   assign \$2863  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2864  = ! \$2863 [4];
+  assign \$2864  = 2'h2 == \$2863 [4:1];
   assign \$2865  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2866  = ! \$2865 [4:3];
+  assign \$2866  = 3'h5 == \$2865 [4:0];
   assign \$2867  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2868  = ! \$2867 [4:2];
+  assign \$2868  = ! \$2867 [4];
   assign \$2869  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2870  = 1'h1 == \$2869 [4:1];
+  assign \$2870  = ! \$2869 [4:3];
   assign \$2871  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2872  = 2'h2 == \$2871 [4:0];
+  assign \$2872  = 1'h1 == \$2871 [4:2];
   assign \$2873  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2874  = ! \$2873 [4];
+  assign \$2874  = 2'h3 == \$2873 [4:1];
   assign \$2875  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2876  = ! \$2875 [4:3];
+  assign \$2876  = 3'h6 == \$2875 [4:0];
   assign \$2877  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2878  = ! \$2877 [4:2];
+  assign \$2878  = ! \$2877 [4];
   assign \$2879  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2880  = 1'h1 == \$2879 [4:1];
+  assign \$2880  = ! \$2879 [4:3];
   assign \$2881  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2882  = 2'h3 == \$2881 [4:0];
+  assign \$2882  = 1'h1 == \$2881 [4:2];
   assign \$2883  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2884  = ! \$2883 [4];
+  assign \$2884  = 2'h3 == \$2883 [4:1];
   assign \$2885  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2886  = ! \$2885 [4:3];
+  assign \$2886  = 3'h7 == \$2885 [4:0];
   assign \$2887  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2888  = 1'h1 == \$2887 [4:2];
+  assign \$2888  = ! \$2887 [4];
   assign \$2889  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2890  = 2'h2 == \$2889 [4:1];
+  assign \$2890  = 1'h1 == \$2889 [4:3];
   assign \$2891  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2892  = 3'h4 == \$2891 [4:0];
+  assign \$2892  = 2'h2 == \$2891 [4:2];
   assign \$2893  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2894  = ! \$2893 [4];
+  assign \$2894  = 3'h4 == \$2893 [4:1];
   assign \$2895  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2896  = ! \$2895 [4:3];
+  assign \$2896  = 4'h8 == \$2895 [4:0];
   assign \$2897  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2898  = 1'h1 == \$2897 [4:2];
+  assign \$2898  = ! \$2897 [4];
   assign \$2899  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2900  = 2'h2 == \$2899 [4:1];
+  assign \$2900  = 1'h1 == \$2899 [4:3];
   assign \$2901  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2902  = 3'h5 == \$2901 [4:0];
+  assign \$2902  = 2'h2 == \$2901 [4:2];
   assign \$2903  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2904  = ! \$2903 [4];
+  assign \$2904  = 3'h4 == \$2903 [4:1];
   assign \$2905  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2906  = ! \$2905 [4:3];
+  assign \$2906  = 4'h9 == \$2905 [4:0];
   assign \$2907  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2908  = 1'h1 == \$2907 [4:2];
+  assign \$2908  = ! \$2907 [4];
   assign \$2909  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2910  = 2'h3 == \$2909 [4:1];
+  assign \$2910  = 1'h1 == \$2909 [4:3];
   assign \$2911  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2912  = 3'h6 == \$2911 [4:0];
+  assign \$2912  = 2'h2 == \$2911 [4:2];
   assign \$2913  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2914  = ! \$2913 [4];
+  assign \$2914  = 3'h5 == \$2913 [4:1];
   assign \$2915  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2916  = ! \$2915 [4:3];
+  assign \$2916  = 4'ha == \$2915 [4:0];
   assign \$2917  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2918  = 1'h1 == \$2917 [4:2];
+  assign \$2918  = ! \$2917 [4];
   assign \$2919  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2920  = 2'h3 == \$2919 [4:1];
+  assign \$2920  = 1'h1 == \$2919 [4:3];
   assign \$2921  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2922  = 3'h7 == \$2921 [4:0];
+  assign \$2922  = 2'h2 == \$2921 [4:2];
   assign \$2923  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2924  = ! \$2923 [4];
+  assign \$2924  = 3'h5 == \$2923 [4:1];
   assign \$2925  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2926  = 1'h1 == \$2925 [4:3];
+  assign \$2926  = 4'hb == \$2925 [4:0];
   assign \$2927  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2928  = 2'h2 == \$2927 [4:2];
+  assign \$2928  = ! \$2927 [4];
   assign \$2929  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2930  = 3'h4 == \$2929 [4:1];
+  assign \$2930  = 1'h1 == \$2929 [4:3];
   assign \$2931  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2932  = 4'h8 == \$2931 [4:0];
+  assign \$2932  = 2'h3 == \$2931 [4:2];
   assign \$2933  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2934  = ! \$2933 [4];
+  assign \$2934  = 3'h6 == \$2933 [4:1];
   assign \$2935  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2936  = 1'h1 == \$2935 [4:3];
+  assign \$2936  = 4'hc == \$2935 [4:0];
   assign \$2937  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2938  = 2'h2 == \$2937 [4:2];
+  assign \$2938  = ! \$2937 [4];
   assign \$2939  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2940  = 3'h4 == \$2939 [4:1];
+  assign \$2940  = 1'h1 == \$2939 [4:3];
   assign \$2941  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2942  = 4'h9 == \$2941 [4:0];
+  assign \$2942  = 2'h3 == \$2941 [4:2];
   assign \$2943  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2944  = ! \$2943 [4];
+  assign \$2944  = 3'h6 == \$2943 [4:1];
   assign \$2945  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2946  = 1'h1 == \$2945 [4:3];
+  assign \$2946  = 4'hd == \$2945 [4:0];
   assign \$2947  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2948  = 2'h2 == \$2947 [4:2];
+  assign \$2948  = ! \$2947 [4];
   assign \$2949  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2950  = 3'h5 == \$2949 [4:1];
+  assign \$2950  = 1'h1 == \$2949 [4:3];
   assign \$2951  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2952  = 4'ha == \$2951 [4:0];
+  assign \$2952  = 2'h3 == \$2951 [4:2];
   assign \$2953  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2954  = ! \$2953 [4];
+  assign \$2954  = 3'h7 == \$2953 [4:1];
   assign \$2955  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2956  = 1'h1 == \$2955 [4:3];
+  assign \$2956  = 4'he == \$2955 [4:0];
   assign \$2957  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2958  = 2'h2 == \$2957 [4:2];
+  assign \$2958  = ! \$2957 [4];
   assign \$2959  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2960  = 3'h5 == \$2959 [4:1];
+  assign \$2960  = 1'h1 == \$2959 [4:3];
   assign \$2961  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2962  = 4'hb == \$2961 [4:0];
+  assign \$2962  = 2'h3 == \$2961 [4:2];
   assign \$2963  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2964  = ! \$2963 [4];
+  assign \$2964  = 3'h7 == \$2963 [4:1];
   assign \$2965  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2966  = 1'h1 == \$2965 [4:3];
+  assign \$2966  = 4'hf == \$2965 [4:0];
   assign \$2967  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2968  = 2'h3 == \$2967 [4:2];
   assign \$2969  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2970  = 3'h6 == \$2969 [4:1];
+  assign \$2970  = 2'h2 == \$2969 [4:3];
   assign \$2971  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2972  = 4'hc == \$2971 [4:0];
+  assign \$2972  = 3'h4 == \$2971 [4:2];
   assign \$2973  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2974  = ! \$2973 [4];
+  assign \$2974  = 4'h8 == \$2973 [4:1];
   assign \$2975  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2976  = 1'h1 == \$2975 [4:3];
+  assign \$2976  = 5'h10 == \$2975 [4:0];
   assign \$2977  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2978  = 2'h3 == \$2977 [4:2];
   assign \$2979  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2980  = 3'h6 == \$2979 [4:1];
+  assign \$2980  = 2'h2 == \$2979 [4:3];
   assign \$2981  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2982  = 4'hd == \$2981 [4:0];
+  assign \$2982  = 3'h4 == \$2981 [4:2];
   assign \$2983  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2984  = ! \$2983 [4];
+  assign \$2984  = 4'h8 == \$2983 [4:1];
   assign \$2985  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2986  = 1'h1 == \$2985 [4:3];
+  assign \$2986  = 5'h11 == \$2985 [4:0];
   assign \$2987  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2988  = 2'h3 == \$2987 [4:2];
   assign \$2989  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2990  = 3'h7 == \$2989 [4:1];
+  assign \$2990  = 2'h2 == \$2989 [4:3];
   assign \$2991  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2992  = 4'he == \$2991 [4:0];
+  assign \$2992  = 3'h4 == \$2991 [4:2];
   assign \$2993  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2994  = ! \$2993 [4];
+  assign \$2994  = 4'h9 == \$2993 [4:1];
   assign \$2995  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2996  = 1'h1 == \$2995 [4:3];
+  assign \$2996  = 5'h12 == \$2995 [4:0];
   assign \$2997  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2998  = 2'h3 == \$2997 [4:2];
   assign \$2999  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3000  = 3'h7 == \$2999 [4:1];
+  assign \$3000  = 2'h2 == \$2999 [4:3];
   assign \$3001  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3002  = 4'hf == \$3001 [4:0];
+  assign \$3002  = 3'h4 == \$3001 [4:2];
   assign \$3003  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3004  = 4'h9 == \$3003 [4:1];
   assign \$3005  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3006  = 2'h2 == \$3005 [4:3];
+  assign \$3006  = 5'h13 == \$3005 [4:0];
   assign \$3007  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3008  = 3'h4 == \$3007 [4:2];
   assign \$3009  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3010  = 4'h8 == \$3009 [4:1];
+  assign \$3010  = 2'h2 == \$3009 [4:3];
   assign \$3011  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3012  = 5'h10 == \$3011 [4:0];
+  assign \$3012  = 3'h5 == \$3011 [4:2];
   assign \$3013  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3014  = 4'ha == \$3013 [4:1];
   assign \$3015  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3016  = 2'h2 == \$3015 [4:3];
+  assign \$3016  = 5'h14 == \$3015 [4:0];
   assign \$3017  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3018  = 3'h4 == \$3017 [4:2];
   assign \$3019  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3020  = 4'h8 == \$3019 [4:1];
+  assign \$3020  = 2'h2 == \$3019 [4:3];
   assign \$3021  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3022  = 5'h11 == \$3021 [4:0];
+  assign \$3022  = 3'h5 == \$3021 [4:2];
   assign \$3023  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3024  = 4'ha == \$3023 [4:1];
   assign \$3025  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3026  = 2'h2 == \$3025 [4:3];
+  assign \$3026  = 5'h15 == \$3025 [4:0];
   assign \$3027  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3028  = 3'h4 == \$3027 [4:2];
   assign \$3029  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3030  = 4'h9 == \$3029 [4:1];
+  assign \$3030  = 2'h2 == \$3029 [4:3];
   assign \$3031  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3032  = 5'h12 == \$3031 [4:0];
+  assign \$3032  = 3'h5 == \$3031 [4:2];
   assign \$3033  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3034  = 4'hb == \$3033 [4:1];
   assign \$3035  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3036  = 2'h2 == \$3035 [4:3];
+  assign \$3036  = 5'h16 == \$3035 [4:0];
   assign \$3037  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3038  = 3'h4 == \$3037 [4:2];
   assign \$3039  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3040  = 4'h9 == \$3039 [4:1];
+  assign \$3040  = 2'h2 == \$3039 [4:3];
   assign \$3041  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3042  = 5'h13 == \$3041 [4:0];
+  assign \$3042  = 3'h5 == \$3041 [4:2];
   assign \$3043  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3044  = 4'hb == \$3043 [4:1];
   assign \$3045  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3046  = 2'h2 == \$3045 [4:3];
+  assign \$3046  = 5'h17 == \$3045 [4:0];
   assign \$3047  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3048  = 3'h5 == \$3047 [4:2];
   assign \$3049  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3050  = 4'ha == \$3049 [4:1];
+  assign \$3050  = 2'h3 == \$3049 [4:3];
   assign \$3051  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3052  = 5'h14 == \$3051 [4:0];
+  assign \$3052  = 3'h6 == \$3051 [4:2];
   assign \$3053  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3054  = 4'hc == \$3053 [4:1];
   assign \$3055  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3056  = 2'h2 == \$3055 [4:3];
+  assign \$3056  = 5'h18 == \$3055 [4:0];
   assign \$3057  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3058  = 3'h5 == \$3057 [4:2];
   assign \$3059  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3060  = 4'ha == \$3059 [4:1];
+  assign \$3060  = 2'h3 == \$3059 [4:3];
   assign \$3061  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3062  = 5'h15 == \$3061 [4:0];
+  assign \$3062  = 3'h6 == \$3061 [4:2];
   assign \$3063  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3064  = 4'hc == \$3063 [4:1];
   assign \$3065  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3066  = 2'h2 == \$3065 [4:3];
+  assign \$3066  = 5'h19 == \$3065 [4:0];
   assign \$3067  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3068  = 3'h5 == \$3067 [4:2];
   assign \$3069  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3070  = 4'hb == \$3069 [4:1];
+  assign \$3070  = 2'h3 == \$3069 [4:3];
   assign \$3071  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3072  = 5'h16 == \$3071 [4:0];
+  assign \$3072  = 3'h6 == \$3071 [4:2];
   assign \$3073  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3074  = 4'hd == \$3073 [4:1];
   assign \$3075  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3076  = 2'h2 == \$3075 [4:3];
+  assign \$3076  = 5'h1a == \$3075 [4:0];
   assign \$3077  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3078  = 3'h5 == \$3077 [4:2];
   assign \$3079  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3080  = 4'hb == \$3079 [4:1];
+  assign \$3080  = 2'h3 == \$3079 [4:3];
   assign \$3081  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3082  = 5'h17 == \$3081 [4:0];
+  assign \$3082  = 3'h6 == \$3081 [4:2];
   assign \$3083  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3084  = 4'hd == \$3083 [4:1];
   assign \$3085  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3086  = 2'h3 == \$3085 [4:3];
+  assign \$3086  = 5'h1b == \$3085 [4:0];
   assign \$3087  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3088  = 3'h6 == \$3087 [4:2];
   assign \$3089  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3090  = 4'hc == \$3089 [4:1];
+  assign \$3090  = 2'h3 == \$3089 [4:3];
   assign \$3091  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3092  = 5'h18 == \$3091 [4:0];
+  assign \$3092  = 3'h7 == \$3091 [4:2];
   assign \$3093  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3094  = 4'he == \$3093 [4:1];
   assign \$3095  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3096  = 2'h3 == \$3095 [4:3];
+  assign \$3096  = 5'h1c == \$3095 [4:0];
   assign \$3097  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3098  = 3'h6 == \$3097 [4:2];
   assign \$3099  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3100  = 4'hc == \$3099 [4:1];
+  assign \$3100  = 2'h3 == \$3099 [4:3];
   assign \$3101  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3102  = 5'h19 == \$3101 [4:0];
+  assign \$3102  = 3'h7 == \$3101 [4:2];
   assign \$3103  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3104  = 4'he == \$3103 [4:1];
   assign \$3105  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3106  = 2'h3 == \$3105 [4:3];
+  assign \$3106  = 5'h1d == \$3105 [4:0];
   assign \$3107  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3108  = 3'h6 == \$3107 [4:2];
   assign \$3109  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3110  = 4'hd == \$3109 [4:1];
+  assign \$3110  = 2'h3 == \$3109 [4:3];
   assign \$3111  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3112  = 5'h1a == \$3111 [4:0];
+  assign \$3112  = 3'h7 == \$3111 [4:2];
   assign \$3113  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3114  = 4'hf == \$3113 [4:1];
   assign \$3115  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3116  = 2'h3 == \$3115 [4:3];
+  assign \$3116  = 5'h1e == \$3115 [4:0];
   assign \$3117  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3118  = 3'h6 == \$3117 [4:2];
   assign \$3119  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3120  = 4'hd == \$3119 [4:1];
+  assign \$3120  = 2'h3 == \$3119 [4:3];
   assign \$3121  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3122  = 5'h1b == \$3121 [4:0];
+  assign \$3122  = 3'h7 == \$3121 [4:2];
   assign \$3123  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3124  = 4'hf == \$3123 [4:1];
   assign \$3125  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3126  = 2'h3 == \$3125 [4:3];
-  assign \$3127  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3128  = 3'h7 == \$3127 [4:2];
-  assign \$3129  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3130  = 4'he == \$3129 [4:1];
-  assign \$3131  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3132  = 5'h1c == \$3131 [4:0];
-  assign \$3133  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3135  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3136  = 2'h3 == \$3135 [4:3];
-  assign \$3137  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3138  = 3'h7 == \$3137 [4:2];
-  assign \$3139  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3140  = 4'he == \$3139 [4:1];
+  assign \$3126  = 5'h1f == \$3125 [4:0];
+  assign \$3127  = ~ t_scalar;
+  assign \$3128  = t_direct[0] & \$3127 ;
+  assign \$3129  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$3130  = \$3129  & t_scalar;
+  assign \$3131  = \$3128  | \$3130 ;
+  assign \$3132  = t_scalar ? t_scalar_ctl[25] : t_direct[25];
+  assign \$3133  = ~ trans;
+  assign \$3134  = \mac_row1_d2$218  & \$3133 ;
+  assign \$3135  = \$3134  ? \bank_row1_d2$222  : fold_bank;
+  assign acc_w_bank1 = \$3131  ? \$3132  : \$3135 ;
+  assign \$3136  = ~ t_scalar;
+  assign \$3137  = t_direct[0] & \$3136 ;
+  assign \$3138  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$3139  = \$3138  & t_scalar;
+  assign \$3140  = \$3137  | \$3139 ;
   assign \$3141  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3142  = 5'h1d == \$3141 [4:0];
-  assign \$3143  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3145  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3146  = 2'h3 == \$3145 [4:3];
-  assign \$3147  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3148  = 3'h7 == \$3147 [4:2];
-  assign \$3149  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3150  = 4'hf == \$3149 [4:1];
-  assign \$3151  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3152  = 5'h1e == \$3151 [4:0];
-  assign \$3153  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3155  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3156  = 2'h3 == \$3155 [4:3];
-  assign \$3157  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3158  = 3'h7 == \$3157 [4:2];
-  assign \$3159  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3160  = 4'hf == \$3159 [4:1];
-  assign \$3161  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3162  = 5'h1f == \$3161 [4:0];
-  assign \$3163  = ~ t_scalar;
-  assign \$3164  = t_direct[0] & \$3163 ;
-  assign \$3165  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$3166  = \$3165  & t_scalar;
-  assign \$3167  = \$3164  | \$3166 ;
-  assign \$3168  = t_scalar ? t_scalar_ctl[25] : t_direct[25];
-  assign \$3169  = ~ trans;
-  assign \$3170  = \mac_row1_d2$218  & \$3169 ;
-  assign \$3171  = \$3170  ? \bank_row1_d2$222  : fold_bank;
-  assign acc_w_bank1 = \$3167  ? \$3168  : \$3171 ;
-  assign \$3172  = ~ t_scalar;
-  assign \$3173  = t_direct[0] & \$3172 ;
-  assign \$3174  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$3175  = \$3174  & t_scalar;
-  assign \$3176  = \$3173  | \$3175 ;
-  assign \$3177  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3178  = ~ trans;
-  assign \$3179  = \mac_row1_d2$218  & \$3178 ;
-  assign \$3180  = \$3179  ? \acc_addr_row1_d2$220  : acc_word;
-  assign \$3181  = \$3176  ? \$3177 [19:5] : { 8'h00, \$3180  };
-  assign \$3182  = ~ t_scalar;
-  assign \$3183  = t_direct[0] & \$3182 ;
-  assign \$3184  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$3185  = \$3184  & t_scalar;
-  assign \$3186  = \$3183  | \$3185 ;
+  assign \$3142  = ~ trans;
+  assign \$3143  = \mac_row1_d2$218  & \$3142 ;
+  assign \$3144  = \$3143  ? \acc_addr_row1_d2$220  : acc_word;
+  assign \$3145  = \$3140  ? \$3141 [19:5] : { 8'h00, \$3144  };
+  assign \$3146  = ~ t_scalar;
+  assign \$3147  = t_direct[0] & \$3146 ;
+  assign \$3148  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$3149  = \$3148  & t_scalar;
+  assign \$3150  = \$3147  | \$3149 ;
+  assign \$3151  = t_fold_adds == 2'h2;
+  assign \$3152  = \$3151  ? fold2_r_1 : fold1_r_1;
+  assign \$3153  = t_scalar ? \$3152  : t_node_1_0;
+  assign \$3154  = t_fold_adds == 2'h2;
+  assign \$3155  = \$3154  ? fold2_r_1 : fold1_r_1;
+  assign \$3156  = t_scalar ? \$3155  : t_node_1_1;
+  assign \$3157  = t_fold_adds == 2'h2;
+  assign \$3158  = \$3157  ? fold2_r_1 : fold1_r_1;
+  assign \$3159  = t_scalar ? \$3158  : t_node_1_2;
+  assign \$3160  = t_fold_adds == 2'h2;
+  assign \$3161  = \$3160  ? fold2_r_1 : fold1_r_1;
+  assign \$3162  = t_scalar ? \$3161  : t_node_1_3;
+  assign \$3163  = t_fold_adds == 2'h2;
+  assign \$3164  = \$3163  ? fold2_r_1 : fold1_r_1;
+  assign \$3165  = t_scalar ? \$3164  : t_node_1_4;
+  assign \$3166  = t_fold_adds == 2'h2;
+  assign \$3167  = \$3166  ? fold2_r_1 : fold1_r_1;
+  assign \$3168  = t_scalar ? \$3167  : t_node_1_5;
+  assign \$3169  = t_fold_adds == 2'h2;
+  assign \$3170  = \$3169  ? fold2_r_1 : fold1_r_1;
+  assign \$3171  = t_scalar ? \$3170  : t_node_1_6;
+  assign \$3172  = t_fold_adds == 2'h2;
+  assign \$3173  = \$3172  ? fold2_r_1 : fold1_r_1;
+  assign \$3174  = t_scalar ? \$3173  : t_node_1_7;
+  assign \$3175  = t_fold_adds == 2'h2;
+  assign \$3176  = \$3175  ? fold2_r_1 : fold1_r_1;
+  assign \$3177  = t_scalar ? \$3176  : t_node_1_8;
+  assign \$3178  = t_fold_adds == 2'h2;
+  assign \$3179  = \$3178  ? fold2_r_1 : fold1_r_1;
+  assign \$3180  = t_scalar ? \$3179  : t_node_1_9;
+  assign \$3181  = t_fold_adds == 2'h2;
+  assign \$3182  = \$3181  ? fold2_r_1 : fold1_r_1;
+  assign \$3183  = t_scalar ? \$3182  : t_node_1_10;
+  assign \$3184  = t_fold_adds == 2'h2;
+  assign \$3185  = \$3184  ? fold2_r_1 : fold1_r_1;
+  assign \$3186  = t_scalar ? \$3185  : t_node_1_11;
   assign \$3187  = t_fold_adds == 2'h2;
   assign \$3188  = \$3187  ? fold2_r_1 : fold1_r_1;
-  assign \$3189  = t_scalar ? \$3188  : t_node_1_0;
+  assign \$3189  = t_scalar ? \$3188  : t_node_1_12;
   assign \$3190  = t_fold_adds == 2'h2;
   assign \$3191  = \$3190  ? fold2_r_1 : fold1_r_1;
-  assign \$3192  = t_scalar ? \$3191  : t_node_1_1;
+  assign \$3192  = t_scalar ? \$3191  : t_node_1_13;
   assign \$3193  = t_fold_adds == 2'h2;
   assign \$3194  = \$3193  ? fold2_r_1 : fold1_r_1;
-  assign \$3195  = t_scalar ? \$3194  : t_node_1_2;
+  assign \$3195  = t_scalar ? \$3194  : t_node_1_14;
   assign \$3196  = t_fold_adds == 2'h2;
   assign \$3197  = \$3196  ? fold2_r_1 : fold1_r_1;
-  assign \$3198  = t_scalar ? \$3197  : t_node_1_3;
+  assign \$3198  = t_scalar ? \$3197  : t_node_1_15;
   assign \$3199  = t_fold_adds == 2'h2;
   assign \$3200  = \$3199  ? fold2_r_1 : fold1_r_1;
-  assign \$3201  = t_scalar ? \$3200  : t_node_1_4;
+  assign \$3201  = t_scalar ? \$3200  : t_node_1_16;
   assign \$3202  = t_fold_adds == 2'h2;
   assign \$3203  = \$3202  ? fold2_r_1 : fold1_r_1;
-  assign \$3204  = t_scalar ? \$3203  : t_node_1_5;
+  assign \$3204  = t_scalar ? \$3203  : t_node_1_17;
   assign \$3205  = t_fold_adds == 2'h2;
   assign \$3206  = \$3205  ? fold2_r_1 : fold1_r_1;
-  assign \$3207  = t_scalar ? \$3206  : t_node_1_6;
+  assign \$3207  = t_scalar ? \$3206  : t_node_1_18;
   assign \$3208  = t_fold_adds == 2'h2;
   assign \$3209  = \$3208  ? fold2_r_1 : fold1_r_1;
-  assign \$3210  = t_scalar ? \$3209  : t_node_1_7;
+  assign \$3210  = t_scalar ? \$3209  : t_node_1_19;
   assign \$3211  = t_fold_adds == 2'h2;
   assign \$3212  = \$3211  ? fold2_r_1 : fold1_r_1;
-  assign \$3213  = t_scalar ? \$3212  : t_node_1_8;
+  assign \$3213  = t_scalar ? \$3212  : t_node_1_20;
   assign \$3214  = t_fold_adds == 2'h2;
   assign \$3215  = \$3214  ? fold2_r_1 : fold1_r_1;
-  assign \$3216  = t_scalar ? \$3215  : t_node_1_9;
+  assign \$3216  = t_scalar ? \$3215  : t_node_1_21;
   assign \$3217  = t_fold_adds == 2'h2;
   assign \$3218  = \$3217  ? fold2_r_1 : fold1_r_1;
-  assign \$3219  = t_scalar ? \$3218  : t_node_1_10;
+  assign \$3219  = t_scalar ? \$3218  : t_node_1_22;
   assign \$3220  = t_fold_adds == 2'h2;
   assign \$3221  = \$3220  ? fold2_r_1 : fold1_r_1;
-  assign \$3222  = t_scalar ? \$3221  : t_node_1_11;
+  assign \$3222  = t_scalar ? \$3221  : t_node_1_23;
   assign \$3223  = t_fold_adds == 2'h2;
   assign \$3224  = \$3223  ? fold2_r_1 : fold1_r_1;
-  assign \$3225  = t_scalar ? \$3224  : t_node_1_12;
+  assign \$3225  = t_scalar ? \$3224  : t_node_1_24;
   assign \$3226  = t_fold_adds == 2'h2;
   assign \$3227  = \$3226  ? fold2_r_1 : fold1_r_1;
-  assign \$3228  = t_scalar ? \$3227  : t_node_1_13;
+  assign \$3228  = t_scalar ? \$3227  : t_node_1_25;
   assign \$3229  = t_fold_adds == 2'h2;
   assign \$3230  = \$3229  ? fold2_r_1 : fold1_r_1;
-  assign \$3231  = t_scalar ? \$3230  : t_node_1_14;
+  assign \$3231  = t_scalar ? \$3230  : t_node_1_26;
   assign \$3232  = t_fold_adds == 2'h2;
   assign \$3233  = \$3232  ? fold2_r_1 : fold1_r_1;
-  assign \$3234  = t_scalar ? \$3233  : t_node_1_15;
+  assign \$3234  = t_scalar ? \$3233  : t_node_1_27;
   assign \$3235  = t_fold_adds == 2'h2;
   assign \$3236  = \$3235  ? fold2_r_1 : fold1_r_1;
-  assign \$3237  = t_scalar ? \$3236  : t_node_1_16;
+  assign \$3237  = t_scalar ? \$3236  : t_node_1_28;
   assign \$3238  = t_fold_adds == 2'h2;
   assign \$3239  = \$3238  ? fold2_r_1 : fold1_r_1;
-  assign \$3240  = t_scalar ? \$3239  : t_node_1_17;
+  assign \$3240  = t_scalar ? \$3239  : t_node_1_29;
   assign \$3241  = t_fold_adds == 2'h2;
   assign \$3242  = \$3241  ? fold2_r_1 : fold1_r_1;
-  assign \$3243  = t_scalar ? \$3242  : t_node_1_18;
+  assign \$3243  = t_scalar ? \$3242  : t_node_1_30;
   assign \$3244  = t_fold_adds == 2'h2;
   assign \$3245  = \$3244  ? fold2_r_1 : fold1_r_1;
-  assign \$3246  = t_scalar ? \$3245  : t_node_1_19;
-  assign \$3247  = t_fold_adds == 2'h2;
-  assign \$3248  = \$3247  ? fold2_r_1 : fold1_r_1;
-  assign \$3249  = t_scalar ? \$3248  : t_node_1_20;
-  assign \$3250  = t_fold_adds == 2'h2;
-  assign \$3251  = \$3250  ? fold2_r_1 : fold1_r_1;
-  assign \$3252  = t_scalar ? \$3251  : t_node_1_21;
-  assign \$3253  = t_fold_adds == 2'h2;
-  assign \$3254  = \$3253  ? fold2_r_1 : fold1_r_1;
-  assign \$3255  = t_scalar ? \$3254  : t_node_1_22;
-  assign \$3256  = t_fold_adds == 2'h2;
-  assign \$3257  = \$3256  ? fold2_r_1 : fold1_r_1;
-  assign \$3258  = t_scalar ? \$3257  : t_node_1_23;
-  assign \$3259  = t_fold_adds == 2'h2;
-  assign \$3260  = \$3259  ? fold2_r_1 : fold1_r_1;
-  assign \$3261  = t_scalar ? \$3260  : t_node_1_24;
-  assign \$3262  = t_fold_adds == 2'h2;
-  assign \$3263  = \$3262  ? fold2_r_1 : fold1_r_1;
-  assign \$3264  = t_scalar ? \$3263  : t_node_1_25;
-  assign \$3265  = t_fold_adds == 2'h2;
-  assign \$3266  = \$3265  ? fold2_r_1 : fold1_r_1;
-  assign \$3267  = t_scalar ? \$3266  : t_node_1_26;
-  assign \$3268  = t_fold_adds == 2'h2;
-  assign \$3269  = \$3268  ? fold2_r_1 : fold1_r_1;
-  assign \$3270  = t_scalar ? \$3269  : t_node_1_27;
-  assign \$3271  = t_fold_adds == 2'h2;
-  assign \$3272  = \$3271  ? fold2_r_1 : fold1_r_1;
-  assign \$3273  = t_scalar ? \$3272  : t_node_1_28;
-  assign \$3274  = t_fold_adds == 2'h2;
-  assign \$3275  = \$3274  ? fold2_r_1 : fold1_r_1;
-  assign \$3276  = t_scalar ? \$3275  : t_node_1_29;
-  assign \$3277  = t_fold_adds == 2'h2;
-  assign \$3278  = \$3277  ? fold2_r_1 : fold1_r_1;
-  assign \$3279  = t_scalar ? \$3278  : t_node_1_30;
-  assign \$3280  = t_fold_adds == 2'h2;
-  assign \$3281  = \$3280  ? fold2_r_1 : fold1_r_1;
-  assign \$3282  = t_scalar ? \$3281  : t_node_1_31;
-  assign \$3283  = ~ trans;
-  assign \$3284  = \mac_row1_d2$218  & \$3283 ;
-  assign \$3285  = \$3284  ? { sum_1_31, sum_1_30, sum_1_29, sum_1_28, sum_1_27, sum_1_26, sum_1_25, sum_1_24, sum_1_23, sum_1_22, sum_1_21, sum_1_20, sum_1_19, sum_1_18, sum_1_17, sum_1_16, sum_1_15, sum_1_14, sum_1_13, sum_1_12, sum_1_11, sum_1_10, sum_1_9, sum_1_8, sum_1_7, sum_1_6, sum_1_5, sum_1_4, sum_1_3, sum_1_2, sum_1_1, sum_1_0 } : acc_data;
-  assign acc_w_data1 = \$3186  ? { \$3282 , \$3279 , \$3276 , \$3273 , \$3270 , \$3267 , \$3264 , \$3261 , \$3258 , \$3255 , \$3252 , \$3249 , \$3246 , \$3243 , \$3240 , \$3237 , \$3234 , \$3231 , \$3228 , \$3225 , \$3222 , \$3219 , \$3216 , \$3213 , \$3210 , \$3207 , \$3204 , \$3201 , \$3198 , \$3195 , \$3192 , \$3189  } : \$3285 ;
-  assign \$3286  = ~ t_scalar;
-  assign \$3287  = t_direct[0] & \$3286 ;
-  assign \$3288  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$3289  = \$3288  & t_scalar;
-  assign \$3290  = \$3287  | \$3289 ;
+  assign \$3246  = t_scalar ? \$3245  : t_node_1_31;
+  assign \$3247  = ~ trans;
+  assign \$3248  = \mac_row1_d2$218  & \$3247 ;
+  assign \$3249  = \$3248  ? { sum_1_31, sum_1_30, sum_1_29, sum_1_28, sum_1_27, sum_1_26, sum_1_25, sum_1_24, sum_1_23, sum_1_22, sum_1_21, sum_1_20, sum_1_19, sum_1_18, sum_1_17, sum_1_16, sum_1_15, sum_1_14, sum_1_13, sum_1_12, sum_1_11, sum_1_10, sum_1_9, sum_1_8, sum_1_7, sum_1_6, sum_1_5, sum_1_4, sum_1_3, sum_1_2, sum_1_1, sum_1_0 } : acc_data;
+  assign acc_w_data1 = \$3150  ? { \$3246 , \$3243 , \$3240 , \$3237 , \$3234 , \$3231 , \$3228 , \$3225 , \$3222 , \$3219 , \$3216 , \$3213 , \$3210 , \$3207 , \$3204 , \$3201 , \$3198 , \$3195 , \$3192 , \$3189 , \$3186 , \$3183 , \$3180 , \$3177 , \$3174 , \$3171 , \$3168 , \$3165 , \$3162 , \$3159 , \$3156 , \$3153  } : \$3249 ;
+  assign \$3250  = ~ t_scalar;
+  assign \$3251  = t_direct[0] & \$3250 ;
+  assign \$3252  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$3253  = \$3252  & t_scalar;
+  assign \$3254  = \$3251  | \$3253 ;
+  assign \$3255  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3256  = ! \$3255 [4:0];
+  assign \$3257  = t_scalar ? \$3256  : t_en_1_0;
+  assign \$3258  = ~ t_scalar;
+  assign \$3259  = t_direct[0] & \$3258 ;
+  assign \$3260  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$3261  = \$3260  & t_scalar;
+  assign \$3262  = \$3259  | \$3261 ;
+  assign \$3263  = \$3257  & \$3262 ;
+  assign \$3264  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3265  = \$3264 [4:0] == 1'h1;
+  assign \$3266  = t_scalar ? \$3265  : t_en_1_1;
+  assign \$3267  = ~ t_scalar;
+  assign \$3268  = t_direct[0] & \$3267 ;
+  assign \$3269  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$3270  = \$3269  & t_scalar;
+  assign \$3271  = \$3268  | \$3270 ;
+  assign \$3272  = \$3266  & \$3271 ;
+  assign \$3273  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3274  = \$3273 [4:0] == 2'h2;
+  assign \$3275  = t_scalar ? \$3274  : t_en_1_2;
+  assign \$3276  = ~ t_scalar;
+  assign \$3277  = t_direct[0] & \$3276 ;
+  assign \$3278  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$3279  = \$3278  & t_scalar;
+  assign \$3280  = \$3277  | \$3279 ;
+  assign \$3281  = \$3275  & \$3280 ;
+  assign \$3282  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3283  = \$3282 [4:0] == 2'h3;
+  assign \$3284  = t_scalar ? \$3283  : t_en_1_3;
+  assign \$3285  = ~ t_scalar;
+  assign \$3286  = t_direct[0] & \$3285 ;
+  assign \$3287  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$3288  = \$3287  & t_scalar;
+  assign \$3289  = \$3286  | \$3288 ;
+  assign \$3290  = \$3284  & \$3289 ;
   assign \$3291  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3292  = ! \$3291 [4:0];
-  assign \$3293  = t_scalar ? \$3292  : t_en_1_0;
+  assign \$3292  = \$3291 [4:0] == 3'h4;
+  assign \$3293  = t_scalar ? \$3292  : t_en_1_4;
   assign \$3294  = ~ t_scalar;
   assign \$3295  = t_direct[0] & \$3294 ;
   assign \$3296  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -29361,8 +29249,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$3298  = \$3295  | \$3297 ;
   assign \$3299  = \$3293  & \$3298 ;
   assign \$3300  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3301  = \$3300 [4:0] == 1'h1;
-  assign \$3302  = t_scalar ? \$3301  : t_en_1_1;
+  assign \$3301  = \$3300 [4:0] == 3'h5;
+  assign \$3302  = t_scalar ? \$3301  : t_en_1_5;
   assign \$3303  = ~ t_scalar;
   assign \$3304  = t_direct[0] & \$3303 ;
   assign \$3305  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -29370,8 +29258,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$3307  = \$3304  | \$3306 ;
   assign \$3308  = \$3302  & \$3307 ;
   assign \$3309  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3310  = \$3309 [4:0] == 2'h2;
-  assign \$3311  = t_scalar ? \$3310  : t_en_1_2;
+  assign \$3310  = \$3309 [4:0] == 3'h6;
+  assign \$3311  = t_scalar ? \$3310  : t_en_1_6;
   assign \$3312  = ~ t_scalar;
   assign \$3313  = t_direct[0] & \$3312 ;
   assign \$3314  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -29379,8 +29267,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$3316  = \$3313  | \$3315 ;
   assign \$3317  = \$3311  & \$3316 ;
   assign \$3318  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3319  = \$3318 [4:0] == 2'h3;
-  assign \$3320  = t_scalar ? \$3319  : t_en_1_3;
+  assign \$3319  = \$3318 [4:0] == 3'h7;
+  assign \$3320  = t_scalar ? \$3319  : t_en_1_7;
   assign \$3321  = ~ t_scalar;
   assign \$3322  = t_direct[0] & \$3321 ;
   assign \$3323  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -29388,8 +29276,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$3325  = \$3322  | \$3324 ;
   assign \$3326  = \$3320  & \$3325 ;
   assign \$3327  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3328  = \$3327 [4:0] == 3'h4;
-  assign \$3329  = t_scalar ? \$3328  : t_en_1_4;
+  assign \$3328  = \$3327 [4:0] == 4'h8;
+  assign \$3329  = t_scalar ? \$3328  : t_en_1_8;
   assign \$3330  = ~ t_scalar;
   assign \$3331  = t_direct[0] & \$3330 ;
   assign \$3332  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -29397,8 +29285,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$3334  = \$3331  | \$3333 ;
   assign \$3335  = \$3329  & \$3334 ;
   assign \$3336  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3337  = \$3336 [4:0] == 3'h5;
-  assign \$3338  = t_scalar ? \$3337  : t_en_1_5;
+  assign \$3337  = \$3336 [4:0] == 4'h9;
+  assign \$3338  = t_scalar ? \$3337  : t_en_1_9;
   assign \$3339  = ~ t_scalar;
   assign \$3340  = t_direct[0] & \$3339 ;
   assign \$3341  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -29406,8 +29294,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$3343  = \$3340  | \$3342 ;
   assign \$3344  = \$3338  & \$3343 ;
   assign \$3345  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3346  = \$3345 [4:0] == 3'h6;
-  assign \$3347  = t_scalar ? \$3346  : t_en_1_6;
+  assign \$3346  = \$3345 [4:0] == 4'ha;
+  assign \$3347  = t_scalar ? \$3346  : t_en_1_10;
   assign \$3348  = ~ t_scalar;
   assign \$3349  = t_direct[0] & \$3348 ;
   assign \$3350  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -29415,8 +29303,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$3352  = \$3349  | \$3351 ;
   assign \$3353  = \$3347  & \$3352 ;
   assign \$3354  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3355  = \$3354 [4:0] == 3'h7;
-  assign \$3356  = t_scalar ? \$3355  : t_en_1_7;
+  assign \$3355  = \$3354 [4:0] == 4'hb;
+  assign \$3356  = t_scalar ? \$3355  : t_en_1_11;
   assign \$3357  = ~ t_scalar;
   assign \$3358  = t_direct[0] & \$3357 ;
   assign \$3359  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -29424,8 +29312,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$3361  = \$3358  | \$3360 ;
   assign \$3362  = \$3356  & \$3361 ;
   assign \$3363  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3364  = \$3363 [4:0] == 4'h8;
-  assign \$3365  = t_scalar ? \$3364  : t_en_1_8;
+  assign \$3364  = \$3363 [4:0] == 4'hc;
+  assign \$3365  = t_scalar ? \$3364  : t_en_1_12;
   assign \$3366  = ~ t_scalar;
   assign \$3367  = t_direct[0] & \$3366 ;
   assign \$3368  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -29433,8 +29321,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$3370  = \$3367  | \$3369 ;
   assign \$3371  = \$3365  & \$3370 ;
   assign \$3372  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3373  = \$3372 [4:0] == 4'h9;
-  assign \$3374  = t_scalar ? \$3373  : t_en_1_9;
+  assign \$3373  = \$3372 [4:0] == 4'hd;
+  assign \$3374  = t_scalar ? \$3373  : t_en_1_13;
   assign \$3375  = ~ t_scalar;
   assign \$3376  = t_direct[0] & \$3375 ;
   assign \$3377  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -29442,8 +29330,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$3379  = \$3376  | \$3378 ;
   assign \$3380  = \$3374  & \$3379 ;
   assign \$3381  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3382  = \$3381 [4:0] == 4'ha;
-  assign \$3383  = t_scalar ? \$3382  : t_en_1_10;
+  assign \$3382  = \$3381 [4:0] == 4'he;
+  assign \$3383  = t_scalar ? \$3382  : t_en_1_14;
   assign \$3384  = ~ t_scalar;
   assign \$3385  = t_direct[0] & \$3384 ;
   assign \$3386  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -29451,8 +29339,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$3388  = \$3385  | \$3387 ;
   assign \$3389  = \$3383  & \$3388 ;
   assign \$3390  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3391  = \$3390 [4:0] == 4'hb;
-  assign \$3392  = t_scalar ? \$3391  : t_en_1_11;
+  assign \$3391  = \$3390 [4:0] == 4'hf;
+  assign \$3392  = t_scalar ? \$3391  : t_en_1_15;
   assign \$3393  = ~ t_scalar;
   assign \$3394  = t_direct[0] & \$3393 ;
   assign \$3395  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -29460,8 +29348,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$3397  = \$3394  | \$3396 ;
   assign \$3398  = \$3392  & \$3397 ;
   assign \$3399  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3400  = \$3399 [4:0] == 4'hc;
-  assign \$3401  = t_scalar ? \$3400  : t_en_1_12;
+  assign \$3400  = \$3399 [4:0] == 5'h10;
+  assign \$3401  = t_scalar ? \$3400  : t_en_1_16;
   assign \$3402  = ~ t_scalar;
   assign \$3403  = t_direct[0] & \$3402 ;
   assign \$3404  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -29469,8 +29357,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$3406  = \$3403  | \$3405 ;
   assign \$3407  = \$3401  & \$3406 ;
   assign \$3408  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3409  = \$3408 [4:0] == 4'hd;
-  assign \$3410  = t_scalar ? \$3409  : t_en_1_13;
+  assign \$3409  = \$3408 [4:0] == 5'h11;
+  assign \$3410  = t_scalar ? \$3409  : t_en_1_17;
   assign \$3411  = ~ t_scalar;
   assign \$3412  = t_direct[0] & \$3411 ;
   assign \$3413  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -29478,8 +29366,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$3415  = \$3412  | \$3414 ;
   assign \$3416  = \$3410  & \$3415 ;
   assign \$3417  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3418  = \$3417 [4:0] == 4'he;
-  assign \$3419  = t_scalar ? \$3418  : t_en_1_14;
+  assign \$3418  = \$3417 [4:0] == 5'h12;
+  assign \$3419  = t_scalar ? \$3418  : t_en_1_18;
   assign \$3420  = ~ t_scalar;
   assign \$3421  = t_direct[0] & \$3420 ;
   assign \$3422  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -29487,8 +29375,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$3424  = \$3421  | \$3423 ;
   assign \$3425  = \$3419  & \$3424 ;
   assign \$3426  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3427  = \$3426 [4:0] == 4'hf;
-  assign \$3428  = t_scalar ? \$3427  : t_en_1_15;
+  assign \$3427  = \$3426 [4:0] == 5'h13;
+  assign \$3428  = t_scalar ? \$3427  : t_en_1_19;
   assign \$3429  = ~ t_scalar;
   assign \$3430  = t_direct[0] & \$3429 ;
   assign \$3431  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -29496,8 +29384,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$3433  = \$3430  | \$3432 ;
   assign \$3434  = \$3428  & \$3433 ;
   assign \$3435  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3436  = \$3435 [4:0] == 5'h10;
-  assign \$3437  = t_scalar ? \$3436  : t_en_1_16;
+  assign \$3436  = \$3435 [4:0] == 5'h14;
+  assign \$3437  = t_scalar ? \$3436  : t_en_1_20;
   assign \$3438  = ~ t_scalar;
   assign \$3439  = t_direct[0] & \$3438 ;
   assign \$3440  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -29505,8 +29393,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$3442  = \$3439  | \$3441 ;
   assign \$3443  = \$3437  & \$3442 ;
   assign \$3444  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3445  = \$3444 [4:0] == 5'h11;
-  assign \$3446  = t_scalar ? \$3445  : t_en_1_17;
+  assign \$3445  = \$3444 [4:0] == 5'h15;
+  assign \$3446  = t_scalar ? \$3445  : t_en_1_21;
   assign \$3447  = ~ t_scalar;
   assign \$3448  = t_direct[0] & \$3447 ;
   assign \$3449  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -29514,8 +29402,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$3451  = \$3448  | \$3450 ;
   assign \$3452  = \$3446  & \$3451 ;
   assign \$3453  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3454  = \$3453 [4:0] == 5'h12;
-  assign \$3455  = t_scalar ? \$3454  : t_en_1_18;
+  assign \$3454  = \$3453 [4:0] == 5'h16;
+  assign \$3455  = t_scalar ? \$3454  : t_en_1_22;
   assign \$3456  = ~ t_scalar;
   assign \$3457  = t_direct[0] & \$3456 ;
   assign \$3458  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -29523,8 +29411,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$3460  = \$3457  | \$3459 ;
   assign \$3461  = \$3455  & \$3460 ;
   assign \$3462  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3463  = \$3462 [4:0] == 5'h13;
-  assign \$3464  = t_scalar ? \$3463  : t_en_1_19;
+  assign \$3463  = \$3462 [4:0] == 5'h17;
+  assign \$3464  = t_scalar ? \$3463  : t_en_1_23;
   assign \$3465  = ~ t_scalar;
   assign \$3466  = t_direct[0] & \$3465 ;
   assign \$3467  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -29532,8 +29420,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$3469  = \$3466  | \$3468 ;
   assign \$3470  = \$3464  & \$3469 ;
   assign \$3471  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3472  = \$3471 [4:0] == 5'h14;
-  assign \$3473  = t_scalar ? \$3472  : t_en_1_20;
+  assign \$3472  = \$3471 [4:0] == 5'h18;
+  assign \$3473  = t_scalar ? \$3472  : t_en_1_24;
   assign \$3474  = ~ t_scalar;
   assign \$3475  = t_direct[0] & \$3474 ;
   assign \$3476  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -29541,8 +29429,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$3478  = \$3475  | \$3477 ;
   assign \$3479  = \$3473  & \$3478 ;
   assign \$3480  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3481  = \$3480 [4:0] == 5'h15;
-  assign \$3482  = t_scalar ? \$3481  : t_en_1_21;
+  assign \$3481  = \$3480 [4:0] == 5'h19;
+  assign \$3482  = t_scalar ? \$3481  : t_en_1_25;
   assign \$3483  = ~ t_scalar;
   assign \$3484  = t_direct[0] & \$3483 ;
   assign \$3485  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -29550,8 +29438,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$3487  = \$3484  | \$3486 ;
   assign \$3488  = \$3482  & \$3487 ;
   assign \$3489  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3490  = \$3489 [4:0] == 5'h16;
-  assign \$3491  = t_scalar ? \$3490  : t_en_1_22;
+  assign \$3490  = \$3489 [4:0] == 5'h1a;
+  assign \$3491  = t_scalar ? \$3490  : t_en_1_26;
   assign \$3492  = ~ t_scalar;
   assign \$3493  = t_direct[0] & \$3492 ;
   assign \$3494  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -29559,8 +29447,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$3496  = \$3493  | \$3495 ;
   assign \$3497  = \$3491  & \$3496 ;
   assign \$3498  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3499  = \$3498 [4:0] == 5'h17;
-  assign \$3500  = t_scalar ? \$3499  : t_en_1_23;
+  assign \$3499  = \$3498 [4:0] == 5'h1b;
+  assign \$3500  = t_scalar ? \$3499  : t_en_1_27;
   assign \$3501  = ~ t_scalar;
   assign \$3502  = t_direct[0] & \$3501 ;
   assign \$3503  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -29568,8 +29456,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$3505  = \$3502  | \$3504 ;
   assign \$3506  = \$3500  & \$3505 ;
   assign \$3507  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3508  = \$3507 [4:0] == 5'h18;
-  assign \$3509  = t_scalar ? \$3508  : t_en_1_24;
+  assign \$3508  = \$3507 [4:0] == 5'h1c;
+  assign \$3509  = t_scalar ? \$3508  : t_en_1_28;
   assign \$3510  = ~ t_scalar;
   assign \$3511  = t_direct[0] & \$3510 ;
   assign \$3512  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -29577,8 +29465,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$3514  = \$3511  | \$3513 ;
   assign \$3515  = \$3509  & \$3514 ;
   assign \$3516  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3517  = \$3516 [4:0] == 5'h19;
-  assign \$3518  = t_scalar ? \$3517  : t_en_1_25;
+  assign \$3517  = \$3516 [4:0] == 5'h1d;
+  assign \$3518  = t_scalar ? \$3517  : t_en_1_29;
   assign \$3519  = ~ t_scalar;
   assign \$3520  = t_direct[0] & \$3519 ;
   assign \$3521  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -29586,8 +29474,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$3523  = \$3520  | \$3522 ;
   assign \$3524  = \$3518  & \$3523 ;
   assign \$3525  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3526  = \$3525 [4:0] == 5'h1a;
-  assign \$3527  = t_scalar ? \$3526  : t_en_1_26;
+  assign \$3526  = \$3525 [4:0] == 5'h1e;
+  assign \$3527  = t_scalar ? \$3526  : t_en_1_30;
   assign \$3528  = ~ t_scalar;
   assign \$3529  = t_direct[0] & \$3528 ;
   assign \$3530  = t_scalar_ctl[0] & t_scalar_ctl[24];
@@ -29595,1096 +29483,1136 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$3532  = \$3529  | \$3531 ;
   assign \$3533  = \$3527  & \$3532 ;
   assign \$3534  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3535  = \$3534 [4:0] == 5'h1b;
-  assign \$3536  = t_scalar ? \$3535  : t_en_1_27;
+  assign \$3535  = \$3534 [4:0] == 5'h1f;
+  assign \$3536  = t_scalar ? \$3535  : t_en_1_31;
   assign \$3537  = ~ t_scalar;
   assign \$3538  = t_direct[0] & \$3537 ;
   assign \$3539  = t_scalar_ctl[0] & t_scalar_ctl[24];
   assign \$3540  = \$3539  & t_scalar;
   assign \$3541  = \$3538  | \$3540 ;
   assign \$3542  = \$3536  & \$3541 ;
-  assign \$3543  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3544  = \$3543 [4:0] == 5'h1c;
-  assign \$3545  = t_scalar ? \$3544  : t_en_1_28;
-  assign \$3546  = ~ t_scalar;
-  assign \$3547  = t_direct[0] & \$3546 ;
-  assign \$3548  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$3549  = \$3548  & t_scalar;
-  assign \$3550  = \$3547  | \$3549 ;
-  assign \$3551  = \$3545  & \$3550 ;
-  assign \$3552  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3553  = \$3552 [4:0] == 5'h1d;
-  assign \$3554  = t_scalar ? \$3553  : t_en_1_29;
-  assign \$3555  = ~ t_scalar;
-  assign \$3556  = t_direct[0] & \$3555 ;
-  assign \$3557  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$3558  = \$3557  & t_scalar;
-  assign \$3559  = \$3556  | \$3558 ;
-  assign \$3560  = \$3554  & \$3559 ;
-  assign \$3561  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3562  = \$3561 [4:0] == 5'h1e;
-  assign \$3563  = t_scalar ? \$3562  : t_en_1_30;
-  assign \$3564  = ~ t_scalar;
-  assign \$3565  = t_direct[0] & \$3564 ;
-  assign \$3566  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$3567  = \$3566  & t_scalar;
-  assign \$3568  = \$3565  | \$3567 ;
-  assign \$3569  = \$3563  & \$3568 ;
-  assign \$3570  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3571  = \$3570 [4:0] == 5'h1f;
-  assign \$3572  = t_scalar ? \$3571  : t_en_1_31;
-  assign \$3573  = ~ t_scalar;
-  assign \$3574  = t_direct[0] & \$3573 ;
-  assign \$3575  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$3576  = \$3575  & t_scalar;
-  assign \$3577  = \$3574  | \$3576 ;
-  assign \$3578  = \$3572  & \$3577 ;
-  assign \$3579  = ~ trans;
-  assign \$3580  = \mac_row1_d2$218  & \$3579 ;
-  assign \$3581  = acc_row == 1'h1;
-  assign \$3582  = acc_we & \$3581 ;
-  assign \$3583  = \$3580  | \$3582 ;
-  assign \$3584  = \$3583  ? 32'd4294967295 : 32'd0;
-  assign acc_w_en1 = \$3290  ? { \$3578 , \$3569 , \$3560 , \$3551 , \$3542 , \$3533 , \$3524 , \$3515 , \$3506 , \$3497 , \$3488 , \$3479 , \$3470 , \$3461 , \$3452 , \$3443 , \$3434 , \$3425 , \$3416 , \$3407 , \$3398 , \$3389 , \$3380 , \$3371 , \$3362 , \$3353 , \$3344 , \$3335 , \$3326 , \$3317 , \$3308 , \$3299  } : \$3584 ;
-  assign \$3585  = ! acc_w_bank1;
+  assign \$3543  = ~ trans;
+  assign \$3544  = \mac_row1_d2$218  & \$3543 ;
+  assign \$3545  = acc_row == 1'h1;
+  assign \$3546  = acc_we & \$3545 ;
+  assign \$3547  = \$3544  | \$3546 ;
+  assign \$3548  = \$3547  ? 32'd4294967295 : 32'd0;
+  assign acc_w_en1 = \$3254  ? { \$3542 , \$3533 , \$3524 , \$3515 , \$3506 , \$3497 , \$3488 , \$3479 , \$3470 , \$3461 , \$3452 , \$3443 , \$3434 , \$3425 , \$3416 , \$3407 , \$3398 , \$3389 , \$3380 , \$3371 , \$3362 , \$3353 , \$3344 , \$3335 , \$3326 , \$3317 , \$3308 , \$3299 , \$3290 , \$3281 , \$3272 , \$3263  } : \$3548 ;
+  assign \$3549  = ! acc_w_bank1;
   assign \$signature__en$1111  = acc_w_bank1 ? 32'd0 : acc_w_en1;
-  assign \$signature__en$1114  = \$3586  ? acc_w_en1 : 32'd0;
-  assign \$3587  = in_row == 2'h2;
-  assign \$signature__en$1117  = in_we & \$3587 ;
-  assign \$3588  = \$like  == 2'h2;
-  assign \$3589  = \$signal$251  & \$3588 ;
-  assign \$3590  = \$3589  ? { 8'h00, rd_addr_q } : k_base[19:5];
-  assign \$3591  = ~ first_d2;
-  assign \$3592  = mac_d2 & \$3591 ;
-  assign \$3593  = ~ trans;
-  assign \$3594  = \$3592  & \$3593 ;
-  assign \$3595  = ! bank_d2;
-  assign \$3596  = \$3594  & \$3595 ;
-  assign \$3597  = \$like  == 2'h2;
-  assign \$3598  = \$signal$254  & \$3597 ;
-  assign \$3599  = ! rd_bank_q;
-  assign \$3600  = \$3598  & \$3599 ;
-  assign \$3601  = a_row == 2'h2;
-  assign \$3602  = a_en & \$3601 ;
-  assign \$3603  = ! fold_bank;
-  assign \$3604  = \$3602  & \$3603 ;
-  assign \$3605  = \$3604  ? req_word : b_addr;
-  assign \$3606  = \$3600  ? rd_addr_q : \$3605 ;
-  assign \acc_r__addr$1119  = \$3596  ? acc_addr_d2 : \$3606 ;
-  assign \$3607  = ~ first_d2;
-  assign \$3608  = mac_d2 & \$3607 ;
-  assign \$3609  = ~ trans;
-  assign \$3610  = \$3608  & \$3609 ;
-  assign \$3612  = \$3610  & \$3611 ;
-  assign \$3613  = \$like  == 2'h2;
-  assign \$3614  = \$signal$254  & \$3613 ;
-  assign \$3616  = \$3614  & \$3615 ;
-  assign \$3617  = a_row == 2'h2;
-  assign \$3618  = a_en & \$3617 ;
-  assign \$3620  = \$3618  & \$3619 ;
-  assign \$3621  = \$3620  ? req_word : b_addr;
-  assign \$3622  = \$3616  ? rd_addr_q : \$3621 ;
-  assign \acc_r__addr$1120  = \$3612  ? acc_addr_d2 : \$3622 ;
+  assign \$signature__en$1114  = \$3550  ? acc_w_en1 : 32'd0;
+  assign \$3551  = in_row == 2'h2;
+  assign \$signature__en$1117  = in_we & \$3551 ;
+  assign \$3552  = \$like  == 2'h2;
+  assign \$3553  = \$signal$251  & \$3552 ;
+  assign \$3554  = \$3553  ? { 8'h00, rd_addr_q } : k_base[19:5];
+  assign \$3555  = ~ first_d2;
+  assign \$3556  = mac_d2 & \$3555 ;
+  assign \$3557  = ~ trans;
+  assign \$3558  = \$3556  & \$3557 ;
+  assign \$3559  = ! bank_d2;
+  assign \$3560  = \$3558  & \$3559 ;
+  assign \$3561  = \$like  == 2'h2;
+  assign \$3562  = \$signal$254  & \$3561 ;
+  assign \$3563  = ! rd_bank_q;
+  assign \$3564  = \$3562  & \$3563 ;
+  assign \$3565  = a_row == 2'h2;
+  assign \$3566  = a_en & \$3565 ;
+  assign \$3567  = ! fold_bank;
+  assign \$3568  = \$3566  & \$3567 ;
+  assign \$3569  = \$3568  ? req_word : b_addr;
+  assign \$3570  = \$3564  ? rd_addr_q : \$3569 ;
+  assign \acc_r__addr$1119  = \$3560  ? acc_addr_d2 : \$3570 ;
+  assign \$3571  = ~ first_d2;
+  assign \$3572  = mac_d2 & \$3571 ;
+  assign \$3573  = ~ trans;
+  assign \$3574  = \$3572  & \$3573 ;
+  assign \$3576  = \$3574  & \$3575 ;
+  assign \$3577  = \$like  == 2'h2;
+  assign \$3578  = \$signal$254  & \$3577 ;
+  assign \$3580  = \$3578  & \$3579 ;
+  assign \$3581  = a_row == 2'h2;
+  assign \$3582  = a_en & \$3581 ;
+  assign \$3584  = \$3582  & \$3583 ;
+  assign \$3585  = \$3584  ? req_word : b_addr;
+  assign \$3586  = \$3580  ? rd_addr_q : \$3585 ;
+  assign \acc_r__addr$1120  = \$3576  ? acc_addr_d2 : \$3586 ;
   assign pe_acc2 = bank_d2 ? \acc_r__data$1123  : \acc_r__data$1122 ;
   assign read_out2 = fold_bank ? \acc_r__data$1123  : \acc_r__data$1122 ;
-  assign \$3623  = active_d2 > 1'h0;
-  assign active_product_2_0 = \$3623  ? product_r_2_0 : 32'd0;
-  assign \$3624  = active_d2 > 1'h1;
-  assign active_product_2_1 = \$3624  ? product_r_2_1 : 32'd0;
-  assign \$3625  = active_d2 > 2'h2;
-  assign active_product_2_2 = \$3625  ? product_r_2_2 : 32'd0;
-  assign \$3626  = active_d2 > 2'h3;
-  assign active_product_2_3 = \$3626  ? product_r_2_3 : 32'd0;
-  assign \$3627  = active_d2 > 3'h4;
-  assign active_product_2_4 = \$3627  ? product_r_2_4 : 32'd0;
-  assign \$3628  = active_d2 > 3'h5;
-  assign active_product_2_5 = \$3628  ? product_r_2_5 : 32'd0;
-  assign \$3629  = active_d2 > 3'h6;
-  assign active_product_2_6 = \$3629  ? product_r_2_6 : 32'd0;
-  assign \$3630  = active_d2 > 3'h7;
-  assign active_product_2_7 = \$3630  ? product_r_2_7 : 32'd0;
-  assign \$3631  = active_d2 > 4'h8;
-  assign active_product_2_8 = \$3631  ? product_r_2_8 : 32'd0;
-  assign \$3632  = active_d2 > 4'h9;
-  assign active_product_2_9 = \$3632  ? product_r_2_9 : 32'd0;
-  assign \$3633  = active_d2 > 4'ha;
-  assign active_product_2_10 = \$3633  ? product_r_2_10 : 32'd0;
-  assign \$3634  = active_d2 > 4'hb;
-  assign active_product_2_11 = \$3634  ? product_r_2_11 : 32'd0;
-  assign \$3635  = active_d2 > 4'hc;
-  assign active_product_2_12 = \$3635  ? product_r_2_12 : 32'd0;
-  assign \$3636  = active_d2 > 4'hd;
-  assign active_product_2_13 = \$3636  ? product_r_2_13 : 32'd0;
-  assign \$3637  = active_d2 > 4'he;
-  assign active_product_2_14 = \$3637  ? product_r_2_14 : 32'd0;
-  assign \$3638  = active_d2 > 4'hf;
-  assign active_product_2_15 = \$3638  ? product_r_2_15 : 32'd0;
-  assign \$3639  = active_d2 > 5'h10;
-  assign active_product_2_16 = \$3639  ? product_r_2_16 : 32'd0;
-  assign \$3640  = active_d2 > 5'h11;
-  assign active_product_2_17 = \$3640  ? product_r_2_17 : 32'd0;
-  assign \$3641  = active_d2 > 5'h12;
-  assign active_product_2_18 = \$3641  ? product_r_2_18 : 32'd0;
-  assign \$3642  = active_d2 > 5'h13;
-  assign active_product_2_19 = \$3642  ? product_r_2_19 : 32'd0;
-  assign \$3643  = active_d2 > 5'h14;
-  assign active_product_2_20 = \$3643  ? product_r_2_20 : 32'd0;
-  assign \$3644  = active_d2 > 5'h15;
-  assign active_product_2_21 = \$3644  ? product_r_2_21 : 32'd0;
-  assign \$3645  = active_d2 > 5'h16;
-  assign active_product_2_22 = \$3645  ? product_r_2_22 : 32'd0;
-  assign \$3646  = active_d2 > 5'h17;
-  assign active_product_2_23 = \$3646  ? product_r_2_23 : 32'd0;
-  assign \$3647  = active_d2 > 5'h18;
-  assign active_product_2_24 = \$3647  ? product_r_2_24 : 32'd0;
-  assign \$3648  = active_d2 > 5'h19;
-  assign active_product_2_25 = \$3648  ? product_r_2_25 : 32'd0;
-  assign \$3649  = active_d2 > 5'h1a;
-  assign active_product_2_26 = \$3649  ? product_r_2_26 : 32'd0;
-  assign \$3650  = active_d2 > 5'h1b;
-  assign active_product_2_27 = \$3650  ? product_r_2_27 : 32'd0;
-  assign \$3651  = active_d2 > 5'h1c;
-  assign active_product_2_28 = \$3651  ? product_r_2_28 : 32'd0;
-  assign \$3652  = active_d2 > 5'h1d;
-  assign active_product_2_29 = \$3652  ? product_r_2_29 : 32'd0;
-  assign \$3653  = active_d2 > 5'h1e;
-  assign active_product_2_30 = \$3653  ? product_r_2_30 : 32'd0;
-  assign \$3654  = active_d2 > 5'h1f;
-  assign active_product_2_31 = \$3654  ? product_r_2_31 : 32'd0;
+  assign \$3587  = active_d2 > 1'h0;
+  assign active_product_2_0 = \$3587  ? product_r_2_0 : 32'd0;
+  assign \$3588  = active_d2 > 1'h1;
+  assign active_product_2_1 = \$3588  ? product_r_2_1 : 32'd0;
+  assign \$3589  = active_d2 > 2'h2;
+  assign active_product_2_2 = \$3589  ? product_r_2_2 : 32'd0;
+  assign \$3590  = active_d2 > 2'h3;
+  assign active_product_2_3 = \$3590  ? product_r_2_3 : 32'd0;
+  assign \$3591  = active_d2 > 3'h4;
+  assign active_product_2_4 = \$3591  ? product_r_2_4 : 32'd0;
+  assign \$3592  = active_d2 > 3'h5;
+  assign active_product_2_5 = \$3592  ? product_r_2_5 : 32'd0;
+  assign \$3593  = active_d2 > 3'h6;
+  assign active_product_2_6 = \$3593  ? product_r_2_6 : 32'd0;
+  assign \$3594  = active_d2 > 3'h7;
+  assign active_product_2_7 = \$3594  ? product_r_2_7 : 32'd0;
+  assign \$3595  = active_d2 > 4'h8;
+  assign active_product_2_8 = \$3595  ? product_r_2_8 : 32'd0;
+  assign \$3596  = active_d2 > 4'h9;
+  assign active_product_2_9 = \$3596  ? product_r_2_9 : 32'd0;
+  assign \$3597  = active_d2 > 4'ha;
+  assign active_product_2_10 = \$3597  ? product_r_2_10 : 32'd0;
+  assign \$3598  = active_d2 > 4'hb;
+  assign active_product_2_11 = \$3598  ? product_r_2_11 : 32'd0;
+  assign \$3599  = active_d2 > 4'hc;
+  assign active_product_2_12 = \$3599  ? product_r_2_12 : 32'd0;
+  assign \$3600  = active_d2 > 4'hd;
+  assign active_product_2_13 = \$3600  ? product_r_2_13 : 32'd0;
+  assign \$3601  = active_d2 > 4'he;
+  assign active_product_2_14 = \$3601  ? product_r_2_14 : 32'd0;
+  assign \$3602  = active_d2 > 4'hf;
+  assign active_product_2_15 = \$3602  ? product_r_2_15 : 32'd0;
+  assign \$3603  = active_d2 > 5'h10;
+  assign active_product_2_16 = \$3603  ? product_r_2_16 : 32'd0;
+  assign \$3604  = active_d2 > 5'h11;
+  assign active_product_2_17 = \$3604  ? product_r_2_17 : 32'd0;
+  assign \$3605  = active_d2 > 5'h12;
+  assign active_product_2_18 = \$3605  ? product_r_2_18 : 32'd0;
+  assign \$3606  = active_d2 > 5'h13;
+  assign active_product_2_19 = \$3606  ? product_r_2_19 : 32'd0;
+  assign \$3607  = active_d2 > 5'h14;
+  assign active_product_2_20 = \$3607  ? product_r_2_20 : 32'd0;
+  assign \$3608  = active_d2 > 5'h15;
+  assign active_product_2_21 = \$3608  ? product_r_2_21 : 32'd0;
+  assign \$3609  = active_d2 > 5'h16;
+  assign active_product_2_22 = \$3609  ? product_r_2_22 : 32'd0;
+  assign \$3610  = active_d2 > 5'h17;
+  assign active_product_2_23 = \$3610  ? product_r_2_23 : 32'd0;
+  assign \$3611  = active_d2 > 5'h18;
+  assign active_product_2_24 = \$3611  ? product_r_2_24 : 32'd0;
+  assign \$3612  = active_d2 > 5'h19;
+  assign active_product_2_25 = \$3612  ? product_r_2_25 : 32'd0;
+  assign \$3613  = active_d2 > 5'h1a;
+  assign active_product_2_26 = \$3613  ? product_r_2_26 : 32'd0;
+  assign \$3614  = active_d2 > 5'h1b;
+  assign active_product_2_27 = \$3614  ? product_r_2_27 : 32'd0;
+  assign \$3615  = active_d2 > 5'h1c;
+  assign active_product_2_28 = \$3615  ? product_r_2_28 : 32'd0;
+  assign \$3616  = active_d2 > 5'h1d;
+  assign active_product_2_29 = \$3616  ? product_r_2_29 : 32'd0;
+  assign \$3617  = active_d2 > 5'h1e;
+  assign active_product_2_30 = \$3617  ? product_r_2_30 : 32'd0;
+  assign \$3618  = active_d2 > 5'h1f;
+  assign active_product_2_31 = \$3618  ? product_r_2_31 : 32'd0;
+  assign \$3619  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3620  = ! \$3619 [4];
+  assign \$3621  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3622  = ! \$3621 [4:3];
+  assign \$3623  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3624  = ! \$3623 [4:2];
+  assign \$3625  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3626  = ! \$3625 [4:1];
+  assign \$3627  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3628  = ! \$3627 [4:0];
+  assign \$3629  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3630  = ! \$3629 [4];
+  assign \$3631  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3632  = ! \$3631 [4:3];
+  assign \$3633  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3634  = ! \$3633 [4:2];
+  assign \$3635  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3636  = ! \$3635 [4:1];
+  assign \$3637  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3638  = 1'h1 == \$3637 [4:0];
+  assign \$3639  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3640  = ! \$3639 [4];
+  assign \$3641  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3642  = ! \$3641 [4:3];
+  assign \$3643  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3644  = ! \$3643 [4:2];
+  assign \$3645  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3646  = 1'h1 == \$3645 [4:1];
+  assign \$3647  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3648  = 2'h2 == \$3647 [4:0];
+  assign \$3649  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3650  = ! \$3649 [4];
+  assign \$3651  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3652  = ! \$3651 [4:3];
+  assign \$3653  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3654  = ! \$3653 [4:2];
   assign \$3655  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3656  = ! \$3655 [4];
+  assign \$3656  = 1'h1 == \$3655 [4:1];
   assign \$3657  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3658  = ! \$3657 [4:3];
+  assign \$3658  = 2'h3 == \$3657 [4:0];
   assign \$3659  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3660  = ! \$3659 [4:2];
+  assign \$3660  = ! \$3659 [4];
   assign \$3661  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3662  = ! \$3661 [4:1];
+  assign \$3662  = ! \$3661 [4:3];
   assign \$3663  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3664  = ! \$3663 [4:0];
+  assign \$3664  = 1'h1 == \$3663 [4:2];
   assign \$3665  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3666  = ! \$3665 [4];
+  assign \$3666  = 2'h2 == \$3665 [4:1];
   assign \$3667  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3668  = ! \$3667 [4:3];
+  assign \$3668  = 3'h4 == \$3667 [4:0];
   assign \$3669  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3670  = ! \$3669 [4:2];
+  assign \$3670  = ! \$3669 [4];
   assign \$3671  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3672  = ! \$3671 [4:1];
+  assign \$3672  = ! \$3671 [4:3];
   assign \$3673  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3674  = 1'h1 == \$3673 [4:0];
+  assign \$3674  = 1'h1 == \$3673 [4:2];
   assign \$3675  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3676  = ! \$3675 [4];
+  assign \$3676  = 2'h2 == \$3675 [4:1];
   assign \$3677  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3678  = ! \$3677 [4:3];
+  assign \$3678  = 3'h5 == \$3677 [4:0];
   assign \$3679  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3680  = ! \$3679 [4:2];
+  assign \$3680  = ! \$3679 [4];
   assign \$3681  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3682  = 1'h1 == \$3681 [4:1];
+  assign \$3682  = ! \$3681 [4:3];
   assign \$3683  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3684  = 2'h2 == \$3683 [4:0];
+  assign \$3684  = 1'h1 == \$3683 [4:2];
   assign \$3685  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3686  = ! \$3685 [4];
+  assign \$3686  = 2'h3 == \$3685 [4:1];
   assign \$3687  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3688  = ! \$3687 [4:3];
+  assign \$3688  = 3'h6 == \$3687 [4:0];
   assign \$3689  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3690  = ! \$3689 [4:2];
+  assign \$3690  = ! \$3689 [4];
   assign \$3691  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3692  = 1'h1 == \$3691 [4:1];
+  assign \$3692  = ! \$3691 [4:3];
   assign \$3693  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3694  = 2'h3 == \$3693 [4:0];
+  assign \$3694  = 1'h1 == \$3693 [4:2];
   assign \$3695  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3696  = ! \$3695 [4];
+  assign \$3696  = 2'h3 == \$3695 [4:1];
+  assign \$3697  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3698  = 3'h7 == \$3697 [4:0];
+  assign \$3699  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3700  = ! \$3699 [4];
+  assign \$3701  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3702  = 1'h1 == \$3701 [4:3];
+  assign \$3703  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3704  = 2'h2 == \$3703 [4:2];
+  assign \$3705  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3706  = 3'h4 == \$3705 [4:1];
+  assign \$3707  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3708  = 4'h8 == \$3707 [4:0];
+  assign \$3709  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3710  = ! \$3709 [4];
+  assign \$3711  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3712  = 1'h1 == \$3711 [4:3];
+  assign \$3713  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3714  = 2'h2 == \$3713 [4:2];
+  assign \$3715  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3716  = 3'h4 == \$3715 [4:1];
+  assign \$3717  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3718  = 4'h9 == \$3717 [4:0];
+  assign \$3719  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3720  = ! \$3719 [4];
+  assign \$3721  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3722  = 1'h1 == \$3721 [4:3];
+  assign \$3723  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3724  = 2'h2 == \$3723 [4:2];
+  assign \$3725  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3726  = 3'h5 == \$3725 [4:1];
+  assign \$3727  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3728  = 4'ha == \$3727 [4:0];
+  assign \$3729  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3730  = ! \$3729 [4];
+  assign \$3731  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3732  = 1'h1 == \$3731 [4:3];
+  assign \$3733  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3734  = 2'h2 == \$3733 [4:2];
+  assign \$3735  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3736  = 3'h5 == \$3735 [4:1];
   ndp_fp32_add_pipe add_0_0 (
-    .a(\$5216 ),
-    .b(\$5217 ),
+    .a(\$5180 ),
+    .b(\$5181 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_0)
   );
   ndp_fp32_add_pipe add_0_1 (
-    .a(\$5219 ),
-    .b(\$5220 ),
+    .a(\$5183 ),
+    .b(\$5184 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_1)
   );
   ndp_fp32_add_pipe add_0_10 (
-    .a(\$5246 ),
-    .b(\$5247 ),
+    .a(\$5210 ),
+    .b(\$5211 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_10)
   );
   ndp_fp32_add_pipe add_0_11 (
-    .a(\$5249 ),
-    .b(\$5250 ),
+    .a(\$5213 ),
+    .b(\$5214 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_11)
   );
   ndp_fp32_add_pipe add_0_12 (
-    .a(\$5252 ),
-    .b(\$5253 ),
+    .a(\$5216 ),
+    .b(\$5217 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_12)
   );
   ndp_fp32_add_pipe add_0_13 (
-    .a(\$5255 ),
-    .b(\$5256 ),
+    .a(\$5219 ),
+    .b(\$5220 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_13)
   );
   ndp_fp32_add_pipe add_0_14 (
-    .a(\$5258 ),
-    .b(\$5259 ),
+    .a(\$5222 ),
+    .b(\$5223 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_14)
   );
   ndp_fp32_add_pipe add_0_15 (
-    .a(\$5261 ),
-    .b(\$5262 ),
+    .a(\$5225 ),
+    .b(\$5226 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_15)
   );
   ndp_fp32_add_pipe add_0_16 (
-    .a(\$5264 ),
-    .b(\$5265 ),
+    .a(\$5228 ),
+    .b(\$5229 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_16)
   );
   ndp_fp32_add_pipe add_0_17 (
-    .a(\$5267 ),
-    .b(\$5268 ),
+    .a(\$5231 ),
+    .b(\$5232 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_17)
   );
   ndp_fp32_add_pipe add_0_18 (
-    .a(\$5270 ),
-    .b(\$5271 ),
+    .a(\$5234 ),
+    .b(\$5235 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_18)
   );
   ndp_fp32_add_pipe add_0_19 (
-    .a(\$5273 ),
-    .b(\$5274 ),
+    .a(\$5237 ),
+    .b(\$5238 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_19)
   );
   ndp_fp32_add_pipe add_0_2 (
-    .a(\$5222 ),
-    .b(\$5223 ),
+    .a(\$5186 ),
+    .b(\$5187 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_2)
   );
   ndp_fp32_add_pipe add_0_20 (
-    .a(\$5276 ),
-    .b(\$5277 ),
+    .a(\$5240 ),
+    .b(\$5241 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_20)
   );
   ndp_fp32_add_pipe add_0_21 (
-    .a(\$5279 ),
-    .b(\$5280 ),
+    .a(\$5243 ),
+    .b(\$5244 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_21)
   );
   ndp_fp32_add_pipe add_0_22 (
-    .a(\$5282 ),
-    .b(\$5283 ),
+    .a(\$5246 ),
+    .b(\$5247 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_22)
   );
   ndp_fp32_add_pipe add_0_23 (
-    .a(\$5285 ),
-    .b(\$5286 ),
+    .a(\$5249 ),
+    .b(\$5250 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_23)
   );
   ndp_fp32_add_pipe add_0_24 (
-    .a(\$5288 ),
-    .b(\$5289 ),
+    .a(\$5252 ),
+    .b(\$5253 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_24)
   );
   ndp_fp32_add_pipe add_0_25 (
-    .a(\$5291 ),
-    .b(\$5292 ),
+    .a(\$5255 ),
+    .b(\$5256 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_25)
   );
   ndp_fp32_add_pipe add_0_26 (
-    .a(\$5294 ),
-    .b(\$5295 ),
+    .a(\$5258 ),
+    .b(\$5259 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_26)
   );
   ndp_fp32_add_pipe add_0_27 (
-    .a(\$5297 ),
-    .b(\$5298 ),
+    .a(\$5261 ),
+    .b(\$5262 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_27)
   );
   ndp_fp32_add_pipe add_0_28 (
-    .a(\$5300 ),
-    .b(\$5301 ),
+    .a(\$5264 ),
+    .b(\$5265 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_28)
   );
   ndp_fp32_add_pipe add_0_29 (
-    .a(\$5303 ),
-    .b(\$5304 ),
+    .a(\$5267 ),
+    .b(\$5268 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_29)
   );
   ndp_fp32_add_pipe add_0_3 (
-    .a(\$5225 ),
-    .b(\$5226 ),
+    .a(\$5189 ),
+    .b(\$5190 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_3)
   );
   ndp_fp32_add_pipe add_0_30 (
-    .a(\$5306 ),
-    .b(\$5307 ),
+    .a(\$5270 ),
+    .b(\$5271 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_30)
   );
   ndp_fp32_add_pipe add_0_31 (
-    .a(\$5308 ),
+    .a(\$5272 ),
     .b(active_product_0_31),
     .clk(clk),
     .rst(rst),
     .s(sum_0_31)
   );
   ndp_fp32_add_pipe add_0_4 (
-    .a(\$5228 ),
-    .b(\$5229 ),
+    .a(\$5192 ),
+    .b(\$5193 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_4)
   );
   ndp_fp32_add_pipe add_0_5 (
-    .a(\$5231 ),
-    .b(\$5232 ),
+    .a(\$5195 ),
+    .b(\$5196 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_5)
   );
   ndp_fp32_add_pipe add_0_6 (
-    .a(\$5234 ),
-    .b(\$5235 ),
+    .a(\$5198 ),
+    .b(\$5199 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_6)
   );
   ndp_fp32_add_pipe add_0_7 (
-    .a(\$5237 ),
-    .b(\$5238 ),
+    .a(\$5201 ),
+    .b(\$5202 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_7)
   );
   ndp_fp32_add_pipe add_0_8 (
-    .a(\$5240 ),
-    .b(\$5241 ),
+    .a(\$5204 ),
+    .b(\$5205 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_8)
   );
   ndp_fp32_add_pipe add_0_9 (
-    .a(\$5243 ),
-    .b(\$5244 ),
+    .a(\$5207 ),
+    .b(\$5208 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_9)
   );
   ndp_fp32_add_pipe add_1_0 (
-    .a(\$5320 ),
-    .b(\$5321 ),
+    .a(\$5284 ),
+    .b(\$5285 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_0)
   );
   ndp_fp32_add_pipe add_1_1 (
-    .a(\$5323 ),
-    .b(\$5324 ),
+    .a(\$5287 ),
+    .b(\$5288 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_1)
   );
   ndp_fp32_add_pipe add_1_10 (
-    .a(\$5350 ),
-    .b(\$5351 ),
+    .a(\$5314 ),
+    .b(\$5315 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_10)
   );
   ndp_fp32_add_pipe add_1_11 (
-    .a(\$5353 ),
-    .b(\$5354 ),
+    .a(\$5317 ),
+    .b(\$5318 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_11)
   );
   ndp_fp32_add_pipe add_1_12 (
-    .a(\$5356 ),
-    .b(\$5357 ),
+    .a(\$5320 ),
+    .b(\$5321 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_12)
   );
   ndp_fp32_add_pipe add_1_13 (
-    .a(\$5359 ),
-    .b(\$5360 ),
+    .a(\$5323 ),
+    .b(\$5324 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_13)
   );
   ndp_fp32_add_pipe add_1_14 (
-    .a(\$5362 ),
-    .b(\$5363 ),
+    .a(\$5326 ),
+    .b(\$5327 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_14)
   );
   ndp_fp32_add_pipe add_1_15 (
-    .a(\$5365 ),
-    .b(\$5366 ),
+    .a(\$5329 ),
+    .b(\$5330 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_15)
   );
   ndp_fp32_add_pipe add_1_16 (
-    .a(\$5368 ),
-    .b(\$5369 ),
+    .a(\$5332 ),
+    .b(\$5333 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_16)
   );
   ndp_fp32_add_pipe add_1_17 (
-    .a(\$5371 ),
-    .b(\$5372 ),
+    .a(\$5335 ),
+    .b(\$5336 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_17)
   );
   ndp_fp32_add_pipe add_1_18 (
-    .a(\$5374 ),
-    .b(\$5375 ),
+    .a(\$5338 ),
+    .b(\$5339 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_18)
   );
   ndp_fp32_add_pipe add_1_19 (
-    .a(\$5377 ),
-    .b(\$5378 ),
+    .a(\$5341 ),
+    .b(\$5342 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_19)
   );
   ndp_fp32_add_pipe add_1_2 (
-    .a(\$5326 ),
-    .b(\$5327 ),
+    .a(\$5290 ),
+    .b(\$5291 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_2)
   );
   ndp_fp32_add_pipe add_1_20 (
-    .a(\$5380 ),
-    .b(\$5381 ),
+    .a(\$5344 ),
+    .b(\$5345 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_20)
   );
   ndp_fp32_add_pipe add_1_21 (
-    .a(\$5383 ),
-    .b(\$5384 ),
+    .a(\$5347 ),
+    .b(\$5348 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_21)
   );
   ndp_fp32_add_pipe add_1_22 (
-    .a(\$5386 ),
-    .b(\$5387 ),
+    .a(\$5350 ),
+    .b(\$5351 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_22)
   );
   ndp_fp32_add_pipe add_1_23 (
-    .a(\$5389 ),
-    .b(\$5390 ),
+    .a(\$5353 ),
+    .b(\$5354 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_23)
   );
   ndp_fp32_add_pipe add_1_24 (
-    .a(\$5392 ),
-    .b(\$5393 ),
+    .a(\$5356 ),
+    .b(\$5357 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_24)
   );
   ndp_fp32_add_pipe add_1_25 (
-    .a(\$5395 ),
-    .b(\$5396 ),
+    .a(\$5359 ),
+    .b(\$5360 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_25)
   );
   ndp_fp32_add_pipe add_1_26 (
-    .a(\$5398 ),
-    .b(\$5399 ),
+    .a(\$5362 ),
+    .b(\$5363 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_26)
   );
   ndp_fp32_add_pipe add_1_27 (
-    .a(\$5401 ),
-    .b(\$5402 ),
+    .a(\$5365 ),
+    .b(\$5366 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_27)
   );
   ndp_fp32_add_pipe add_1_28 (
-    .a(\$5404 ),
-    .b(\$5405 ),
+    .a(\$5368 ),
+    .b(\$5369 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_28)
   );
   ndp_fp32_add_pipe add_1_29 (
-    .a(\$5407 ),
-    .b(\$5408 ),
+    .a(\$5371 ),
+    .b(\$5372 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_29)
   );
   ndp_fp32_add_pipe add_1_3 (
-    .a(\$5329 ),
-    .b(\$5330 ),
+    .a(\$5293 ),
+    .b(\$5294 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_3)
   );
   ndp_fp32_add_pipe add_1_30 (
-    .a(\$5410 ),
-    .b(\$5411 ),
+    .a(\$5374 ),
+    .b(\$5375 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_30)
   );
   ndp_fp32_add_pipe add_1_31 (
-    .a(\$5412 ),
+    .a(\$5376 ),
     .b(active_product_1_31),
     .clk(clk),
     .rst(rst),
     .s(sum_1_31)
   );
   ndp_fp32_add_pipe add_1_4 (
-    .a(\$5332 ),
-    .b(\$5333 ),
+    .a(\$5296 ),
+    .b(\$5297 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_4)
   );
   ndp_fp32_add_pipe add_1_5 (
-    .a(\$5335 ),
-    .b(\$5336 ),
+    .a(\$5299 ),
+    .b(\$5300 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_5)
   );
   ndp_fp32_add_pipe add_1_6 (
-    .a(\$5338 ),
-    .b(\$5339 ),
+    .a(\$5302 ),
+    .b(\$5303 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_6)
   );
   ndp_fp32_add_pipe add_1_7 (
-    .a(\$5341 ),
-    .b(\$5342 ),
+    .a(\$5305 ),
+    .b(\$5306 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_7)
   );
   ndp_fp32_add_pipe add_1_8 (
-    .a(\$5344 ),
-    .b(\$5345 ),
+    .a(\$5308 ),
+    .b(\$5309 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_8)
   );
   ndp_fp32_add_pipe add_1_9 (
-    .a(\$5347 ),
-    .b(\$5348 ),
+    .a(\$5311 ),
+    .b(\$5312 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_9)
   );
   ndp_fp32_add_pipe add_2_0 (
-    .a(\$5424 ),
-    .b(\$5425 ),
+    .a(\$5388 ),
+    .b(\$5389 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_0)
   );
   ndp_fp32_add_pipe add_2_1 (
-    .a(\$5427 ),
-    .b(\$5428 ),
+    .a(\$5391 ),
+    .b(\$5392 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_1)
   );
   ndp_fp32_add_pipe add_2_10 (
-    .a(\$5454 ),
-    .b(\$5455 ),
+    .a(\$5418 ),
+    .b(\$5419 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_10)
   );
   ndp_fp32_add_pipe add_2_11 (
-    .a(\$5457 ),
-    .b(\$5458 ),
+    .a(\$5421 ),
+    .b(\$5422 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_11)
   );
   ndp_fp32_add_pipe add_2_12 (
-    .a(\$5460 ),
-    .b(\$5461 ),
+    .a(\$5424 ),
+    .b(\$5425 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_12)
   );
   ndp_fp32_add_pipe add_2_13 (
-    .a(\$5463 ),
-    .b(\$5464 ),
+    .a(\$5427 ),
+    .b(\$5428 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_13)
   );
   ndp_fp32_add_pipe add_2_14 (
-    .a(\$5466 ),
-    .b(\$5467 ),
+    .a(\$5430 ),
+    .b(\$5431 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_14)
   );
   ndp_fp32_add_pipe add_2_15 (
-    .a(\$5469 ),
-    .b(\$5470 ),
+    .a(\$5433 ),
+    .b(\$5434 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_15)
   );
   ndp_fp32_add_pipe add_2_16 (
-    .a(\$5472 ),
-    .b(\$5473 ),
+    .a(\$5436 ),
+    .b(\$5437 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_16)
   );
   ndp_fp32_add_pipe add_2_17 (
-    .a(\$5475 ),
-    .b(\$5476 ),
+    .a(\$5439 ),
+    .b(\$5440 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_17)
   );
   ndp_fp32_add_pipe add_2_18 (
-    .a(\$5478 ),
-    .b(\$5479 ),
+    .a(\$5442 ),
+    .b(\$5443 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_18)
   );
   ndp_fp32_add_pipe add_2_19 (
-    .a(\$5481 ),
-    .b(\$5482 ),
+    .a(\$5445 ),
+    .b(\$5446 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_19)
   );
   ndp_fp32_add_pipe add_2_2 (
-    .a(\$5430 ),
-    .b(\$5431 ),
+    .a(\$5394 ),
+    .b(\$5395 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_2)
   );
   ndp_fp32_add_pipe add_2_20 (
-    .a(\$5484 ),
-    .b(\$5485 ),
+    .a(\$5448 ),
+    .b(\$5449 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_20)
   );
   ndp_fp32_add_pipe add_2_21 (
-    .a(\$5487 ),
-    .b(\$5488 ),
+    .a(\$5451 ),
+    .b(\$5452 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_21)
   );
   ndp_fp32_add_pipe add_2_22 (
-    .a(\$5490 ),
-    .b(\$5491 ),
+    .a(\$5454 ),
+    .b(\$5455 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_22)
   );
   ndp_fp32_add_pipe add_2_23 (
-    .a(\$5493 ),
-    .b(\$5494 ),
+    .a(\$5457 ),
+    .b(\$5458 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_23)
   );
   ndp_fp32_add_pipe add_2_24 (
-    .a(\$5496 ),
-    .b(\$5497 ),
+    .a(\$5460 ),
+    .b(\$5461 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_24)
   );
   ndp_fp32_add_pipe add_2_25 (
-    .a(\$5499 ),
-    .b(\$5500 ),
+    .a(\$5463 ),
+    .b(\$5464 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_25)
   );
   ndp_fp32_add_pipe add_2_26 (
-    .a(\$5502 ),
-    .b(\$5503 ),
+    .a(\$5466 ),
+    .b(\$5467 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_26)
   );
   ndp_fp32_add_pipe add_2_27 (
-    .a(\$5505 ),
-    .b(\$5506 ),
+    .a(\$5469 ),
+    .b(\$5470 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_27)
   );
   ndp_fp32_add_pipe add_2_28 (
-    .a(\$5508 ),
-    .b(\$5509 ),
+    .a(\$5472 ),
+    .b(\$5473 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_28)
   );
   ndp_fp32_add_pipe add_2_29 (
-    .a(\$5511 ),
-    .b(\$5512 ),
+    .a(\$5475 ),
+    .b(\$5476 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_29)
   );
   ndp_fp32_add_pipe add_2_3 (
-    .a(\$5433 ),
-    .b(\$5434 ),
+    .a(\$5397 ),
+    .b(\$5398 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_3)
   );
   ndp_fp32_add_pipe add_2_30 (
-    .a(\$5514 ),
-    .b(\$5515 ),
+    .a(\$5478 ),
+    .b(\$5479 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_30)
   );
   ndp_fp32_add_pipe add_2_31 (
-    .a(\$5516 ),
+    .a(\$5480 ),
     .b(active_product_2_31),
     .clk(clk),
     .rst(rst),
     .s(sum_2_31)
   );
   ndp_fp32_add_pipe add_2_4 (
-    .a(\$5436 ),
-    .b(\$5437 ),
+    .a(\$5400 ),
+    .b(\$5401 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_4)
   );
   ndp_fp32_add_pipe add_2_5 (
-    .a(\$5439 ),
-    .b(\$5440 ),
+    .a(\$5403 ),
+    .b(\$5404 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_5)
   );
   ndp_fp32_add_pipe add_2_6 (
-    .a(\$5442 ),
-    .b(\$5443 ),
+    .a(\$5406 ),
+    .b(\$5407 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_6)
   );
   ndp_fp32_add_pipe add_2_7 (
-    .a(\$5445 ),
-    .b(\$5446 ),
+    .a(\$5409 ),
+    .b(\$5410 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_7)
   );
   ndp_fp32_add_pipe add_2_8 (
-    .a(\$5448 ),
-    .b(\$5449 ),
+    .a(\$5412 ),
+    .b(\$5413 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_8)
   );
   ndp_fp32_add_pipe add_2_9 (
-    .a(\$5451 ),
-    .b(\$5452 ),
+    .a(\$5415 ),
+    .b(\$5416 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_9)
   );
   ndp_fp32_add_pipe add_3_0 (
-    .a(\$5528 ),
-    .b(\$5529 ),
+    .a(\$5492 ),
+    .b(\$5493 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_0)
   );
   ndp_fp32_add_pipe add_3_1 (
-    .a(\$5531 ),
-    .b(\$5532 ),
+    .a(\$5495 ),
+    .b(\$5496 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_1)
   );
   ndp_fp32_add_pipe add_3_10 (
-    .a(\$5558 ),
-    .b(\$5559 ),
+    .a(\$5522 ),
+    .b(\$5523 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_10)
   );
   ndp_fp32_add_pipe add_3_11 (
-    .a(\$5561 ),
-    .b(\$5562 ),
+    .a(\$5525 ),
+    .b(\$5526 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_11)
   );
   ndp_fp32_add_pipe add_3_12 (
-    .a(\$5564 ),
-    .b(\$5565 ),
+    .a(\$5528 ),
+    .b(\$5529 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_12)
   );
   ndp_fp32_add_pipe add_3_13 (
-    .a(\$5567 ),
-    .b(\$5568 ),
+    .a(\$5531 ),
+    .b(\$5532 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_13)
   );
   ndp_fp32_add_pipe add_3_14 (
-    .a(\$5570 ),
-    .b(\$5571 ),
+    .a(\$5534 ),
+    .b(\$5535 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_14)
   );
   ndp_fp32_add_pipe add_3_15 (
-    .a(\$5573 ),
-    .b(\$5574 ),
+    .a(\$5537 ),
+    .b(\$5538 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_15)
   );
   ndp_fp32_add_pipe add_3_16 (
-    .a(\$5576 ),
-    .b(\$5577 ),
+    .a(\$5540 ),
+    .b(\$5541 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_16)
   );
   ndp_fp32_add_pipe add_3_17 (
-    .a(\$5579 ),
-    .b(\$5580 ),
+    .a(\$5543 ),
+    .b(\$5544 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_17)
   );
   ndp_fp32_add_pipe add_3_18 (
-    .a(\$5582 ),
-    .b(\$5583 ),
+    .a(\$5546 ),
+    .b(\$5547 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_18)
   );
   ndp_fp32_add_pipe add_3_19 (
-    .a(\$5585 ),
-    .b(\$5586 ),
+    .a(\$5549 ),
+    .b(\$5550 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_19)
   );
   ndp_fp32_add_pipe add_3_2 (
-    .a(\$5534 ),
-    .b(\$5535 ),
+    .a(\$5498 ),
+    .b(\$5499 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_2)
   );
   ndp_fp32_add_pipe add_3_20 (
-    .a(\$5588 ),
-    .b(\$5589 ),
+    .a(\$5552 ),
+    .b(\$5553 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_20)
   );
   ndp_fp32_add_pipe add_3_21 (
-    .a(\$5591 ),
-    .b(\$5592 ),
+    .a(\$5555 ),
+    .b(\$5556 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_21)
   );
   ndp_fp32_add_pipe add_3_22 (
-    .a(\$5594 ),
-    .b(\$5595 ),
+    .a(\$5558 ),
+    .b(\$5559 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_22)
   );
   ndp_fp32_add_pipe add_3_23 (
-    .a(\$5597 ),
-    .b(\$5598 ),
+    .a(\$5561 ),
+    .b(\$5562 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_23)
   );
   ndp_fp32_add_pipe add_3_24 (
-    .a(\$5600 ),
-    .b(\$5601 ),
+    .a(\$5564 ),
+    .b(\$5565 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_24)
   );
   ndp_fp32_add_pipe add_3_25 (
-    .a(\$5603 ),
-    .b(\$5604 ),
+    .a(\$5567 ),
+    .b(\$5568 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_25)
   );
   ndp_fp32_add_pipe add_3_26 (
-    .a(\$5606 ),
-    .b(\$5607 ),
+    .a(\$5570 ),
+    .b(\$5571 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_26)
   );
   ndp_fp32_add_pipe add_3_27 (
-    .a(\$5609 ),
-    .b(\$5610 ),
+    .a(\$5573 ),
+    .b(\$5574 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_27)
   );
   ndp_fp32_add_pipe add_3_28 (
-    .a(\$5612 ),
-    .b(\$5613 ),
+    .a(\$5576 ),
+    .b(\$5577 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_28)
   );
   ndp_fp32_add_pipe add_3_29 (
-    .a(\$5615 ),
-    .b(\$5616 ),
+    .a(\$5579 ),
+    .b(\$5580 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_29)
   );
   ndp_fp32_add_pipe add_3_3 (
-    .a(\$5537 ),
-    .b(\$5538 ),
+    .a(\$5501 ),
+    .b(\$5502 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_3)
   );
   ndp_fp32_add_pipe add_3_30 (
-    .a(\$5618 ),
-    .b(\$5619 ),
+    .a(\$5582 ),
+    .b(\$5583 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_30)
   );
   ndp_fp32_add_pipe add_3_31 (
-    .a(\$5620 ),
+    .a(\$5584 ),
     .b(active_product_3_31),
     .clk(clk),
     .rst(rst),
     .s(sum_3_31)
   );
   ndp_fp32_add_pipe add_3_4 (
-    .a(\$5540 ),
-    .b(\$5541 ),
+    .a(\$5504 ),
+    .b(\$5505 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_4)
   );
   ndp_fp32_add_pipe add_3_5 (
-    .a(\$5543 ),
-    .b(\$5544 ),
+    .a(\$5507 ),
+    .b(\$5508 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_5)
   );
   ndp_fp32_add_pipe add_3_6 (
-    .a(\$5546 ),
-    .b(\$5547 ),
+    .a(\$5510 ),
+    .b(\$5511 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_6)
   );
   ndp_fp32_add_pipe add_3_7 (
-    .a(\$5549 ),
-    .b(\$5550 ),
+    .a(\$5513 ),
+    .b(\$5514 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_7)
   );
   ndp_fp32_add_pipe add_3_8 (
-    .a(\$5552 ),
-    .b(\$5553 ),
+    .a(\$5516 ),
+    .b(\$5517 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_8)
   );
   ndp_fp32_add_pipe add_3_9 (
-    .a(\$5555 ),
-    .b(\$5556 ),
+    .a(\$5519 ),
+    .b(\$5520 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_9)
@@ -30698,7 +30626,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
     .b_en(b_en),
     .b_row(b_row),
     .clk(clk),
-    .n_cols(\n_cols$839 ),
+    .n_cols(\n_cols$837 ),
     .n_words(n_words),
     .out_fp16(sum_fp16),
     .out_fp32(sum_fp32),
@@ -30713,29 +30641,29 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
     .take(a_en)
   );
   ndp_fp32_add_pipe \fold1_0$1435  (
-    .a(\$5315 ),
-    .b(\$5318 ),
+    .a(\$5279 ),
+    .b(\$5282 ),
     .clk(clk),
     .rst(rst),
     .s(fold1_0)
   );
   ndp_fp32_add_pipe \fold1_1$1506  (
-    .a(\$5419 ),
-    .b(\$5422 ),
+    .a(\$5383 ),
+    .b(\$5386 ),
     .clk(clk),
     .rst(rst),
     .s(fold1_1)
   );
   ndp_fp32_add_pipe \fold1_2$1577  (
-    .a(\$5523 ),
-    .b(\$5526 ),
+    .a(\$5487 ),
+    .b(\$5490 ),
     .clk(clk),
     .rst(rst),
     .s(fold1_2)
   );
   ndp_fp32_add_pipe \fold1_3$1648  (
-    .a(\$5627 ),
-    .b(\$5630 ),
+    .a(\$5591 ),
+    .b(\$5594 ),
     .clk(clk),
     .rst(rst),
     .s(fold1_3)
@@ -31674,7 +31602,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   );
   \ndp_device.control_unit.compute.operand_select1  operand_select1 (
     .clk(clk),
-    .first(\$2810 [4:0]),
+    .first(\$2774 [4:0]),
     .lane_row(\lane_row$1007 ),
     .line(\line$1004 ),
     .rst(rst),
@@ -31697,28 +31625,28 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
     .x(\x$1364 )
   );
   ndp_fp32_add_pipe set_add_0 (
-    .a(\$5312 ),
+    .a(\$5276 ),
     .b(sum_r_0_30),
     .clk(clk),
     .rst(rst),
     .s(set_sum_0)
   );
   ndp_fp32_add_pipe set_add_1 (
-    .a(\$5416 ),
+    .a(\$5380 ),
     .b(sum_r_1_30),
     .clk(clk),
     .rst(rst),
     .s(set_sum_1)
   );
   ndp_fp32_add_pipe set_add_2 (
-    .a(\$5520 ),
+    .a(\$5484 ),
     .b(sum_r_2_30),
     .clk(clk),
     .rst(rst),
     .s(set_sum_2)
   );
   ndp_fp32_add_pipe set_add_3 (
-    .a(\$5624 ),
+    .a(\$5588 ),
     .b(sum_r_3_30),
     .clk(clk),
     .rst(rst),
@@ -31731,3858 +31659,3838 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       assert (\$1650 );
     end
     if (1'h1) begin
-      if (!\$1658 )
-        $write("input row 0: a write and a read on its one port");
-      assert (\$1658 );
-    end
-    if (1'h1) begin
-      if (!\$1681 )
+      if (!\$1673 )
         $write("accumulator row 0 bank 0: two reads on its read port");
-      assert (\$1681 );
+      assert (\$1673 );
     end
     if (1'h1) begin
-      if (!\$1704 )
+      if (!\$1696 )
         $write("accumulator row 0 bank 1: two reads on its read port");
-      assert (\$1704 );
+      assert (\$1696 );
     end
     if (1'h1) begin
-      if (!\$1720 )
+      if (!\$1712 )
         $write("accumulator row 0: two writes");
-      assert (\$1720 );
+      assert (\$1712 );
     end
     if (1'h1) begin
-      if (!\$1726 )
+      if (!\$1718 )
         $write("input row 1: a read and a fetch on its one port");
-      assert (\$1726 );
+      assert (\$1718 );
     end
     if (1'h1) begin
-      if (!\$1738 )
-        $write("input row 1: a write and a read on its one port");
-      assert (\$1738 );
-    end
-    if (1'h1) begin
-      if (!\$1761 )
+      if (!\$1741 )
         $write("accumulator row 1 bank 0: two reads on its read port");
-      assert (\$1761 );
+      assert (\$1741 );
     end
     if (1'h1) begin
-      if (!\$1784 )
+      if (!\$1764 )
         $write("accumulator row 1 bank 1: two reads on its read port");
-      assert (\$1784 );
+      assert (\$1764 );
     end
     if (1'h1) begin
-      if (!\$1800 )
+      if (!\$1780 )
         $write("accumulator row 1: two writes");
-      assert (\$1800 );
+      assert (\$1780 );
     end
     if (1'h1) begin
-      if (!\$1805 )
+      if (!\$1785 )
         $write("input row 2: a read and a fetch on its one port");
-      assert (\$1805 );
+      assert (\$1785 );
     end
     if (1'h1) begin
-      if (!\$1813 )
-        $write("input row 2: a write and a read on its one port");
-      assert (\$1813 );
-    end
-    if (1'h1) begin
-      if (!\$1836 )
+      if (!\$1808 )
         $write("accumulator row 2 bank 0: two reads on its read port");
-      assert (\$1836 );
+      assert (\$1808 );
     end
     if (1'h1) begin
-      if (!\$1859 )
+      if (!\$1831 )
         $write("accumulator row 2 bank 1: two reads on its read port");
-      assert (\$1859 );
+      assert (\$1831 );
+    end
+    if (1'h1) begin
+      if (!\$1847 )
+        $write("accumulator row 2: two writes");
+      assert (\$1847 );
+    end
+    if (1'h1) begin
+      if (!\$1852 )
+        $write("input row 3: a read and a fetch on its one port");
+      assert (\$1852 );
     end
     if (1'h1) begin
       if (!\$1875 )
-        $write("accumulator row 2: two writes");
+        $write("accumulator row 3 bank 0: two reads on its read port");
       assert (\$1875 );
     end
     if (1'h1) begin
-      if (!\$1880 )
-        $write("input row 3: a read and a fetch on its one port");
-      assert (\$1880 );
-    end
-    if (1'h1) begin
-      if (!\$1888 )
-        $write("input row 3: a write and a read on its one port");
-      assert (\$1888 );
-    end
-    if (1'h1) begin
-      if (!\$1911 )
-        $write("accumulator row 3 bank 0: two reads on its read port");
-      assert (\$1911 );
-    end
-    if (1'h1) begin
-      if (!\$1934 )
+      if (!\$1898 )
         $write("accumulator row 3 bank 1: two reads on its read port");
-      assert (\$1934 );
+      assert (\$1898 );
     end
     if (1'h1) begin
-      if (!\$1950 )
+      if (!\$1914 )
         $write("accumulator row 3: two writes");
-      assert (\$1950 );
+      assert (\$1914 );
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5631  = n_cols;
+    \$5595  = n_cols;
     if (rst) begin
-      \$5631  = 20'h00000;
+      \$5595  = 20'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5632  = \$5 [1:0];
+    \$5596  = \$5 [1:0];
     if (rst) begin
-      \$5632  = 2'h0;
+      \$5596  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5633  = \$17 [5:0];
+    \$5597  = \$17 [5:0];
     if (rst) begin
-      \$5633  = 6'h00;
+      \$5597  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5634  = \$26 [4:0];
+    \$5598  = \$26 [4:0];
     if (rst) begin
-      \$5634  = 5'h00;
+      \$5598  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5635  = \$38 [5:0];
+    \$5599  = \$38 [5:0];
     if (rst) begin
-      \$5635  = 6'h00;
+      \$5599  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5636  = \$47 ;
+    \$5600  = \$47 ;
+    if (rst) begin
+      \$5600  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
+    \$5601  = \$56 ;
+    if (rst) begin
+      \$5601  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
+    \$5602  = \$68 [5:0];
+    if (rst) begin
+      \$5602  = 6'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
+    \$5603  = \$77 [4:0];
+    if (rst) begin
+      \$5603  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
+    \$5604  = \$89 [5:0];
+    if (rst) begin
+      \$5604  = 6'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
+    \$5605  = \$98 ;
+    if (rst) begin
+      \$5605  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
+    \$5606  = \$107 ;
+    if (rst) begin
+      \$5606  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
+    \$5607  = \$119 [5:0];
+    if (rst) begin
+      \$5607  = 6'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
+    \$5608  = \$128 [4:0];
+    if (rst) begin
+      \$5608  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
+    \$5609  = \$140 [5:0];
+    if (rst) begin
+      \$5609  = 6'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
+    \$5610  = \$149 ;
+    if (rst) begin
+      \$5610  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
+    \$5611  = \$158 ;
+    if (rst) begin
+      \$5611  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
+    \$5612  = \$170 [5:0];
+    if (rst) begin
+      \$5612  = 6'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
+    \$5613  = \$179 [4:0];
+    if (rst) begin
+      \$5613  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
+    \$5614  = \$191 [5:0];
+    if (rst) begin
+      \$5614  = 6'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
+    \$5615  = \$200 ;
+    if (rst) begin
+      \$5615  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
+    \$5616  = \$209 ;
+    if (rst) begin
+      \$5616  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
+    \$5617  = \$221 [5:0];
+    if (rst) begin
+      \$5617  = 6'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
+    \$5618  = \$230 [4:0];
+    if (rst) begin
+      \$5618  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
+    \$5619  = \$242 [5:0];
+    if (rst) begin
+      \$5619  = 6'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
+    \$5620  = \$251 ;
+    if (rst) begin
+      \$5620  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
+    \$5621  = \$260 ;
+    if (rst) begin
+      \$5621  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
+    \$5622  = \$272 [5:0];
+    if (rst) begin
+      \$5622  = 6'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
+    \$5623  = \$281 [4:0];
+    if (rst) begin
+      \$5623  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
+    \$5624  = \$293 [5:0];
+    if (rst) begin
+      \$5624  = 6'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
+    \$5625  = \$302 ;
+    if (rst) begin
+      \$5625  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
+    \$5626  = \$311 ;
+    if (rst) begin
+      \$5626  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
+    \$5627  = \$323 [5:0];
+    if (rst) begin
+      \$5627  = 6'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
+    \$5628  = \$332 [4:0];
+    if (rst) begin
+      \$5628  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
+    \$5629  = \$344 [5:0];
+    if (rst) begin
+      \$5629  = 6'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
+    \$5630  = \$353 ;
+    if (rst) begin
+      \$5630  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
+    \$5631  = \$362 ;
+    if (rst) begin
+      \$5631  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
+    \$5632  = \$374 [5:0];
+    if (rst) begin
+      \$5632  = 6'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
+    \$5633  = \$383 [4:0];
+    if (rst) begin
+      \$5633  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
+    \$5634  = \$395 [5:0];
+    if (rst) begin
+      \$5634  = 6'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
+    \$5635  = \$404 ;
+    if (rst) begin
+      \$5635  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
+    \$5636  = \$413 ;
     if (rst) begin
       \$5636  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5637  = \$56 ;
+    \$5637  = \$425 [5:0];
     if (rst) begin
-      \$5637  = 5'h00;
+      \$5637  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5638  = \$68 [5:0];
+    \$5638  = \$434 [4:0];
     if (rst) begin
-      \$5638  = 6'h00;
+      \$5638  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5639  = \$77 [4:0];
+    \$5639  = \$446 [5:0];
     if (rst) begin
-      \$5639  = 5'h00;
+      \$5639  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5640  = \$89 [5:0];
+    \$5640  = \$455 ;
     if (rst) begin
-      \$5640  = 6'h00;
+      \$5640  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5641  = \$98 ;
+    \$5641  = \$464 ;
     if (rst) begin
       \$5641  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5642  = \$107 ;
+    \$5642  = \$476 [5:0];
     if (rst) begin
-      \$5642  = 5'h00;
+      \$5642  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5643  = \$119 [5:0];
+    \$5643  = \$485 [4:0];
     if (rst) begin
-      \$5643  = 6'h00;
+      \$5643  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5644  = \$128 [4:0];
+    \$5644  = \$497 [5:0];
     if (rst) begin
-      \$5644  = 5'h00;
+      \$5644  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5645  = \$140 [5:0];
+    \$5645  = \$506 ;
     if (rst) begin
-      \$5645  = 6'h00;
+      \$5645  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5646  = \$149 ;
+    \$5646  = \$515 ;
     if (rst) begin
       \$5646  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5647  = \$158 ;
+    \$5647  = \$527 [5:0];
     if (rst) begin
-      \$5647  = 5'h00;
+      \$5647  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5648  = \$170 [5:0];
+    \$5648  = \$536 [4:0];
     if (rst) begin
-      \$5648  = 6'h00;
+      \$5648  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5649  = \$179 [4:0];
+    \$5649  = \$548 [5:0];
     if (rst) begin
-      \$5649  = 5'h00;
+      \$5649  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5650  = \$191 [5:0];
+    \$5650  = \$557 ;
     if (rst) begin
-      \$5650  = 6'h00;
+      \$5650  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5651  = \$200 ;
+    \$5651  = \$566 ;
     if (rst) begin
       \$5651  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5652  = \$209 ;
+    \$5652  = \$578 [5:0];
     if (rst) begin
-      \$5652  = 5'h00;
+      \$5652  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5653  = \$221 [5:0];
+    \$5653  = \$587 [4:0];
     if (rst) begin
-      \$5653  = 6'h00;
+      \$5653  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5654  = \$230 [4:0];
+    \$5654  = \$599 [5:0];
     if (rst) begin
-      \$5654  = 5'h00;
+      \$5654  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5655  = \$242 [5:0];
+    \$5655  = \$608 ;
     if (rst) begin
-      \$5655  = 6'h00;
+      \$5655  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5656  = \$251 ;
+    \$5656  = \$617 ;
     if (rst) begin
       \$5656  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5657  = \$260 ;
+    \$5657  = \$629 [5:0];
     if (rst) begin
-      \$5657  = 5'h00;
+      \$5657  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5658  = \$272 [5:0];
+    \$5658  = \$638 [4:0];
     if (rst) begin
-      \$5658  = 6'h00;
+      \$5658  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5659  = \$281 [4:0];
+    \$5659  = \$650 [5:0];
     if (rst) begin
-      \$5659  = 5'h00;
+      \$5659  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5660  = \$293 [5:0];
+    \$5660  = \$659 ;
     if (rst) begin
-      \$5660  = 6'h00;
+      \$5660  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5661  = \$302 ;
+    \$5661  = \$668 ;
     if (rst) begin
       \$5661  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5662  = \$311 ;
+    \$5662  = \$680 [5:0];
     if (rst) begin
-      \$5662  = 5'h00;
+      \$5662  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5663  = \$323 [5:0];
+    \$5663  = \$689 [4:0];
     if (rst) begin
-      \$5663  = 6'h00;
+      \$5663  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5664  = \$332 [4:0];
+    \$5664  = \$701 [5:0];
     if (rst) begin
-      \$5664  = 5'h00;
+      \$5664  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5665  = \$344 [5:0];
+    \$5665  = \$710 ;
     if (rst) begin
-      \$5665  = 6'h00;
+      \$5665  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5666  = \$353 ;
+    \$5666  = \$719 ;
     if (rst) begin
       \$5666  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5667  = \$362 ;
+    \$5667  = \$731 [5:0];
     if (rst) begin
-      \$5667  = 5'h00;
+      \$5667  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5668  = \$374 [5:0];
+    \$5668  = \$740 [4:0];
     if (rst) begin
-      \$5668  = 6'h00;
+      \$5668  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5669  = \$383 [4:0];
+    \$5669  = \$752 [5:0];
     if (rst) begin
-      \$5669  = 5'h00;
+      \$5669  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5670  = \$395 [5:0];
+    \$5670  = \$761 ;
     if (rst) begin
-      \$5670  = 6'h00;
+      \$5670  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5671  = \$404 ;
+    \$5671  = \$770 ;
     if (rst) begin
       \$5671  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5672  = \$413 ;
+    \$5672  = \$782 [5:0];
     if (rst) begin
-      \$5672  = 5'h00;
+      \$5672  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5673  = \$425 [5:0];
+    \$5673  = \$791 [4:0];
     if (rst) begin
-      \$5673  = 6'h00;
+      \$5673  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5674  = \$434 [4:0];
+    \$5674  = \$803 [5:0];
     if (rst) begin
-      \$5674  = 5'h00;
+      \$5674  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5675  = \$446 [5:0];
+    \$5675  = \$812 ;
     if (rst) begin
-      \$5675  = 6'h00;
+      \$5675  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5676  = \$455 ;
+    \$5676  = \$821 ;
     if (rst) begin
       \$5676  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5677  = \$464 ;
+    \$5677  = \$833 [5:0];
     if (rst) begin
-      \$5677  = 5'h00;
+      \$5677  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5678  = \$476 [5:0];
+    \$5678  = \$842 [4:0];
     if (rst) begin
-      \$5678  = 6'h00;
+      \$5678  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5679  = \$485 [4:0];
+    \$5679  = \$854 [5:0];
     if (rst) begin
-      \$5679  = 5'h00;
+      \$5679  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5680  = \$497 [5:0];
+    \$5680  = \$863 ;
     if (rst) begin
-      \$5680  = 6'h00;
+      \$5680  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5681  = \$506 ;
+    \$5681  = \$872 ;
     if (rst) begin
       \$5681  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5682  = \$515 ;
+    \$5682  = \$884 [5:0];
     if (rst) begin
-      \$5682  = 5'h00;
+      \$5682  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5683  = \$527 [5:0];
+    \$5683  = \$893 [4:0];
     if (rst) begin
-      \$5683  = 6'h00;
+      \$5683  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5684  = \$536 [4:0];
+    \$5684  = \$905 [5:0];
     if (rst) begin
-      \$5684  = 5'h00;
+      \$5684  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5685  = \$548 [5:0];
+    \$5685  = \$914 ;
     if (rst) begin
-      \$5685  = 6'h00;
+      \$5685  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5686  = \$557 ;
+    \$5686  = \$923 ;
     if (rst) begin
       \$5686  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5687  = \$566 ;
+    \$5687  = \$935 [5:0];
     if (rst) begin
-      \$5687  = 5'h00;
+      \$5687  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5688  = \$578 [5:0];
+    \$5688  = \$944 [4:0];
     if (rst) begin
-      \$5688  = 6'h00;
+      \$5688  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5689  = \$587 [4:0];
+    \$5689  = \$956 [5:0];
     if (rst) begin
-      \$5689  = 5'h00;
+      \$5689  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5690  = \$599 [5:0];
+    \$5690  = \$965 ;
     if (rst) begin
-      \$5690  = 6'h00;
+      \$5690  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5691  = \$608 ;
+    \$5691  = \$974 ;
     if (rst) begin
       \$5691  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5692  = \$617 ;
+    \$5692  = \$986 [5:0];
     if (rst) begin
-      \$5692  = 5'h00;
+      \$5692  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5693  = \$629 [5:0];
+    \$5693  = \$995 [4:0];
     if (rst) begin
-      \$5693  = 6'h00;
+      \$5693  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5694  = \$638 [4:0];
+    \$5694  = \$1007 [5:0];
     if (rst) begin
-      \$5694  = 5'h00;
+      \$5694  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5695  = \$650 [5:0];
+    \$5695  = \$1016 ;
     if (rst) begin
-      \$5695  = 6'h00;
+      \$5695  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5696  = \$659 ;
+    \$5696  = \$1025 ;
     if (rst) begin
       \$5696  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5697  = \$668 ;
+    \$5697  = \$1037 [5:0];
     if (rst) begin
-      \$5697  = 5'h00;
+      \$5697  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5698  = \$680 [5:0];
+    \$5698  = \$1046 [4:0];
     if (rst) begin
-      \$5698  = 6'h00;
+      \$5698  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5699  = \$689 [4:0];
+    \$5699  = \$1058 [5:0];
     if (rst) begin
-      \$5699  = 5'h00;
+      \$5699  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5700  = \$701 [5:0];
+    \$5700  = \$1067 ;
     if (rst) begin
-      \$5700  = 6'h00;
+      \$5700  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5701  = \$710 ;
+    \$5701  = \$1076 ;
     if (rst) begin
       \$5701  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5702  = \$719 ;
+    \$5702  = \$1088 [5:0];
     if (rst) begin
-      \$5702  = 5'h00;
+      \$5702  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5703  = \$731 [5:0];
+    \$5703  = \$1097 [4:0];
     if (rst) begin
-      \$5703  = 6'h00;
+      \$5703  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5704  = \$740 [4:0];
+    \$5704  = \$1109 [5:0];
     if (rst) begin
-      \$5704  = 5'h00;
+      \$5704  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5705  = \$752 [5:0];
+    \$5705  = \$1118 ;
     if (rst) begin
-      \$5705  = 6'h00;
+      \$5705  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5706  = \$761 ;
+    \$5706  = \$1127 ;
     if (rst) begin
       \$5706  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5707  = \$770 ;
+    \$5707  = \$1139 [5:0];
     if (rst) begin
-      \$5707  = 5'h00;
+      \$5707  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5708  = \$782 [5:0];
+    \$5708  = \$1148 [4:0];
     if (rst) begin
-      \$5708  = 6'h00;
+      \$5708  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5709  = \$791 [4:0];
+    \$5709  = \$1160 [5:0];
     if (rst) begin
-      \$5709  = 5'h00;
+      \$5709  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5710  = \$803 [5:0];
+    \$5710  = \$1169 ;
     if (rst) begin
-      \$5710  = 6'h00;
+      \$5710  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5711  = \$812 ;
+    \$5711  = \$1178 ;
     if (rst) begin
       \$5711  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5712  = \$821 ;
+    \$5712  = \$1190 [5:0];
     if (rst) begin
-      \$5712  = 5'h00;
+      \$5712  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5713  = \$833 [5:0];
+    \$5713  = \$1199 [4:0];
     if (rst) begin
-      \$5713  = 6'h00;
+      \$5713  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5714  = \$842 [4:0];
+    \$5714  = \$1211 [5:0];
     if (rst) begin
-      \$5714  = 5'h00;
+      \$5714  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5715  = \$854 [5:0];
+    \$5715  = \$1220 ;
     if (rst) begin
-      \$5715  = 6'h00;
+      \$5715  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5716  = \$863 ;
+    \$5716  = \$1229 ;
     if (rst) begin
       \$5716  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5717  = \$872 ;
+    \$5717  = \$1241 [5:0];
     if (rst) begin
-      \$5717  = 5'h00;
+      \$5717  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5718  = \$884 [5:0];
+    \$5718  = \$1250 [4:0];
     if (rst) begin
-      \$5718  = 6'h00;
+      \$5718  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5719  = \$893 [4:0];
+    \$5719  = \$1262 [5:0];
     if (rst) begin
-      \$5719  = 5'h00;
+      \$5719  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5720  = \$905 [5:0];
+    \$5720  = \$1271 ;
     if (rst) begin
-      \$5720  = 6'h00;
+      \$5720  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5721  = \$914 ;
+    \$5721  = \$1280 ;
     if (rst) begin
       \$5721  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5722  = \$923 ;
+    \$5722  = \$1292 [5:0];
     if (rst) begin
-      \$5722  = 5'h00;
+      \$5722  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5723  = \$935 [5:0];
+    \$5723  = \$1301 [4:0];
     if (rst) begin
-      \$5723  = 6'h00;
+      \$5723  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5724  = \$944 [4:0];
+    \$5724  = \$1313 [5:0];
     if (rst) begin
-      \$5724  = 5'h00;
+      \$5724  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5725  = \$956 [5:0];
+    \$5725  = \$1322 ;
     if (rst) begin
-      \$5725  = 6'h00;
+      \$5725  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5726  = \$965 ;
+    \$5726  = \$1331 ;
     if (rst) begin
       \$5726  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5727  = \$974 ;
+    \$5727  = \$1343 [5:0];
     if (rst) begin
-      \$5727  = 5'h00;
+      \$5727  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5728  = \$986 [5:0];
+    \$5728  = \$1352 [4:0];
     if (rst) begin
-      \$5728  = 6'h00;
+      \$5728  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5729  = \$995 [4:0];
+    \$5729  = \$1364 [5:0];
     if (rst) begin
-      \$5729  = 5'h00;
+      \$5729  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5730  = \$1007 [5:0];
+    \$5730  = \$1373 ;
     if (rst) begin
-      \$5730  = 6'h00;
+      \$5730  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5731  = \$1016 ;
+    \$5731  = \$1382 ;
     if (rst) begin
       \$5731  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5732  = \$1025 ;
+    \$5732  = \$1394 [5:0];
     if (rst) begin
-      \$5732  = 5'h00;
+      \$5732  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5733  = \$1037 [5:0];
+    \$5733  = \$1403 [4:0];
     if (rst) begin
-      \$5733  = 6'h00;
+      \$5733  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5734  = \$1046 [4:0];
+    \$5734  = \$1415 [5:0];
     if (rst) begin
-      \$5734  = 5'h00;
+      \$5734  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5735  = \$1058 [5:0];
+    \$5735  = \$1424 ;
     if (rst) begin
-      \$5735  = 6'h00;
+      \$5735  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5736  = \$1067 ;
+    \$5736  = \$1433 ;
     if (rst) begin
       \$5736  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5737  = \$1076 ;
+    \$5737  = \$1445 [5:0];
     if (rst) begin
-      \$5737  = 5'h00;
+      \$5737  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5738  = \$1088 [5:0];
+    \$5738  = \$1454 [4:0];
     if (rst) begin
-      \$5738  = 6'h00;
+      \$5738  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5739  = \$1097 [4:0];
+    \$5739  = \$1466 [5:0];
     if (rst) begin
-      \$5739  = 5'h00;
+      \$5739  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5740  = \$1109 [5:0];
+    \$5740  = \$1475 ;
     if (rst) begin
-      \$5740  = 6'h00;
+      \$5740  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5741  = \$1118 ;
+    \$5741  = \$1484 ;
     if (rst) begin
       \$5741  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5742  = \$1127 ;
+    \$5742  = \$1496 [5:0];
     if (rst) begin
-      \$5742  = 5'h00;
+      \$5742  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5743  = \$1139 [5:0];
+    \$5743  = \$1505 [4:0];
     if (rst) begin
-      \$5743  = 6'h00;
+      \$5743  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5744  = \$1148 [4:0];
+    \$5744  = \$1517 [5:0];
     if (rst) begin
-      \$5744  = 5'h00;
+      \$5744  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5745  = \$1160 [5:0];
+    \$5745  = \$1526 ;
     if (rst) begin
-      \$5745  = 6'h00;
+      \$5745  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5746  = \$1169 ;
+    \$5746  = \$1535 ;
     if (rst) begin
       \$5746  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5747  = \$1178 ;
+    \$5747  = \$1547 [5:0];
     if (rst) begin
-      \$5747  = 5'h00;
+      \$5747  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5748  = \$1190 [5:0];
+    \$5748  = \$1556 [4:0];
     if (rst) begin
-      \$5748  = 6'h00;
+      \$5748  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5749  = \$1199 [4:0];
+    \$5749  = \$1568 [5:0];
     if (rst) begin
-      \$5749  = 5'h00;
+      \$5749  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5750  = \$1211 [5:0];
+    \$5750  = \$1577 ;
     if (rst) begin
-      \$5750  = 6'h00;
+      \$5750  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5751  = \$1220 ;
+    \$5751  = \$1586 ;
     if (rst) begin
       \$5751  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5752  = \$1229 ;
+    \$5752  = \$1598 [5:0];
     if (rst) begin
-      \$5752  = 5'h00;
+      \$5752  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5753  = \$1241 [5:0];
+    \$5753  = \$1607 [4:0];
     if (rst) begin
-      \$5753  = 6'h00;
+      \$5753  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5754  = \$1250 [4:0];
+    \$5754  = \$1619 [5:0];
     if (rst) begin
-      \$5754  = 5'h00;
+      \$5754  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5755  = \$1262 [5:0];
+    \$5755  = \$1628 ;
     if (rst) begin
-      \$5755  = 6'h00;
+      \$5755  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5756  = \$1271 ;
+    \$5756  = \$1637 ;
     if (rst) begin
       \$5756  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5757  = \$1280 ;
+    \$5757  = mac;
     if (rst) begin
-      \$5757  = 5'h00;
+      \$5757  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5758  = \$1292 [5:0];
+    \$5758  = first;
     if (rst) begin
-      \$5758  = 6'h00;
+      \$5758  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5759  = \$1301 [4:0];
+    \$5759  = acc_addr;
     if (rst) begin
-      \$5759  = 5'h00;
+      \$5759  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5760  = \$1313 [5:0];
+    \$5760  = active;
     if (rst) begin
       \$5760  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5761  = \$1322 ;
+    \$5761  = w_data;
     if (rst) begin
-      \$5761  = 5'h00;
+      \$5761  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5762  = \$1331 ;
+    \$5762  = bank;
     if (rst) begin
-      \$5762  = 5'h00;
+      \$5762  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5763  = \$1343 [5:0];
+    \$5763  = mac_d1;
     if (rst) begin
-      \$5763  = 6'h00;
+      \$5763  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5764  = \$1352 [4:0];
+    \$5764  = \mac_d1$179 ;
     if (rst) begin
-      \$5764  = 5'h00;
+      \$5764  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5765  = \$1364 [5:0];
+    \$5765  = first_d1;
     if (rst) begin
-      \$5765  = 6'h00;
+      \$5765  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5766  = \$1373 ;
+    \$5766  = \first_d1$181 ;
     if (rst) begin
-      \$5766  = 5'h00;
+      \$5766  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5767  = \$1382 ;
+    \$5767  = acc_addr_d1;
     if (rst) begin
-      \$5767  = 5'h00;
+      \$5767  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5768  = \$1394 [5:0];
+    \$5768  = \acc_addr_d1$183 ;
     if (rst) begin
-      \$5768  = 6'h00;
+      \$5768  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5769  = \$1403 [4:0];
+    \$5769  = active_d1;
     if (rst) begin
-      \$5769  = 5'h00;
+      \$5769  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5770  = \$1415 [5:0];
+    \$5770  = \active_d1$185 ;
     if (rst) begin
       \$5770  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5771  = \$1424 ;
+    \$5771  = bank_d1;
     if (rst) begin
-      \$5771  = 5'h00;
+      \$5771  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5772  = \$1433 ;
+    \$5772  = \bank_d1$187 ;
     if (rst) begin
-      \$5772  = 5'h00;
+      \$5772  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5773  = \$1445 [5:0];
+    \$5773  = mac_d2;
     if (rst) begin
-      \$5773  = 6'h00;
+      \$5773  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5774  = \$1454 [4:0];
+    \$5774  = \mac_d1$189 ;
     if (rst) begin
-      \$5774  = 5'h00;
+      \$5774  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5775  = \$1466 [5:0];
+    \$5775  = acc_addr_d2;
     if (rst) begin
-      \$5775  = 6'h00;
+      \$5775  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5776  = \$1475 ;
+    \$5776  = \acc_addr_d1$191 ;
     if (rst) begin
-      \$5776  = 5'h00;
+      \$5776  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5777  = \$1484 ;
+    \$5777  = bank_d2;
     if (rst) begin
-      \$5777  = 5'h00;
+      \$5777  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5778  = \$1496 [5:0];
+    \$5778  = \bank_d1$193 ;
     if (rst) begin
-      \$5778  = 6'h00;
+      \$5778  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5779  = \$1505 [4:0];
+    \$5779  = \$1638 ;
     if (rst) begin
-      \$5779  = 5'h00;
+      \$5779  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5780  = \$1517 [5:0];
+    \$5780  = \$1639 ;
     if (rst) begin
-      \$5780  = 6'h00;
+      \$5780  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5781  = \$1526 ;
+    \$5781  = \$1640 ;
     if (rst) begin
-      \$5781  = 5'h00;
+      \$5781  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5782  = \$1535 ;
+    \$5782  = \$1641 ;
     if (rst) begin
-      \$5782  = 5'h00;
+      \$5782  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5783  = \$1547 [5:0];
+    \$5783  = \$1642 ;
     if (rst) begin
-      \$5783  = 6'h00;
+      \$5783  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5784  = \$1556 [4:0];
+    \$5784  = \$1643 ;
     if (rst) begin
-      \$5784  = 5'h00;
+      \$5784  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5785  = \$1568 [5:0];
+    \$5785  = mac_row1_d1;
     if (rst) begin
-      \$5785  = 6'h00;
+      \$5785  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5786  = \$1577 ;
+    \$5786  = \mac_row1_d1$207 ;
     if (rst) begin
-      \$5786  = 5'h00;
+      \$5786  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5787  = \$1586 ;
+    \$5787  = first_row1_d1;
     if (rst) begin
-      \$5787  = 5'h00;
+      \$5787  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5788  = \$1598 [5:0];
+    \$5788  = \first_row1_d1$209 ;
     if (rst) begin
-      \$5788  = 6'h00;
+      \$5788  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5789  = \$1607 [4:0];
+    \$5789  = acc_addr_row1_d1;
     if (rst) begin
-      \$5789  = 5'h00;
+      \$5789  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5790  = \$1619 [5:0];
+    \$5790  = \acc_addr_row1_d1$211 ;
     if (rst) begin
-      \$5790  = 6'h00;
+      \$5790  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5791  = \$1628 ;
+    \$5791  = active_row1_d1;
     if (rst) begin
-      \$5791  = 5'h00;
+      \$5791  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5792  = \$1637 ;
+    \$5792  = \active_row1_d1$213 ;
     if (rst) begin
-      \$5792  = 5'h00;
+      \$5792  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5793  = mac;
+    \$5793  = bank_row1_d1;
     if (rst) begin
       \$5793  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5794  = first;
+    \$5794  = \bank_row1_d1$215 ;
     if (rst) begin
       \$5794  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5795  = acc_addr;
+    \$5795  = mac_row1_d2;
     if (rst) begin
-      \$5795  = 7'h00;
+      \$5795  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5796  = active;
+    \$5796  = \mac_row1_d1$217 ;
     if (rst) begin
-      \$5796  = 6'h00;
+      \$5796  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5797  = w_data;
+    \$5797  = acc_addr_row1_d2;
     if (rst) begin
-      \$5797  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$5797  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5798  = bank;
+    \$5798  = \acc_addr_row1_d1$219 ;
     if (rst) begin
-      \$5798  = 1'h0;
+      \$5798  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5799  = mac_d1;
+    \$5799  = bank_row1_d2;
     if (rst) begin
       \$5799  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5800  = \mac_d1$179 ;
+    \$5800  = \bank_row1_d1$221 ;
     if (rst) begin
       \$5800  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5801  = first_d1;
+    \$5801  = { bank, t_row_end, t_first, t_set, t_out, \$1920  };
     if (rst) begin
-      \$5801  = 1'h0;
+      \$5801  = 26'h0000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5802  = \first_d1$181 ;
+    \$5802  = t_ctl_d1;
     if (rst) begin
-      \$5802  = 1'h0;
+      \$5802  = 26'h0000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5803  = acc_addr_d1;
+    \$5803  = t_ctl_d2;
     if (rst) begin
-      \$5803  = 7'h00;
+      \$5803  = 26'h0000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5804  = \acc_addr_d1$183 ;
+    \$5804  = t_ctl_d3;
     if (rst) begin
-      \$5804  = 7'h00;
+      \$5804  = 26'h0000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5805  = active_d1;
+    \$5805  = t_ctl_d4;
     if (rst) begin
-      \$5805  = 6'h00;
+      \$5805  = 26'h0000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5806  = \active_d1$185 ;
+    \$5806  = t_ctl_d5;
     if (rst) begin
-      \$5806  = 6'h00;
+      \$5806  = 26'h0000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5807  = bank_d1;
+    \$5807  = t_ctl_d6;
     if (rst) begin
-      \$5807  = 1'h0;
+      \$5807  = 26'h0000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5808  = \bank_d1$187 ;
+    \$5808  = t_ctl_d7;
     if (rst) begin
-      \$5808  = 1'h0;
+      \$5808  = 26'h0000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5809  = mac_d2;
+    \$5809  = t_ctl_d8;
     if (rst) begin
-      \$5809  = 1'h0;
+      \$5809  = 26'h0000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5810  = \mac_d1$189 ;
+    \$5810  = t_ctl_d9;
     if (rst) begin
-      \$5810  = 1'h0;
+      \$5810  = 26'h0000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5811  = acc_addr_d2;
+    \$5811  = t_ctl_d10;
     if (rst) begin
-      \$5811  = 7'h00;
+      \$5811  = 26'h0000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5812  = \acc_addr_d1$191 ;
+    \$5812  = t_ctl_d11;
     if (rst) begin
-      \$5812  = 7'h00;
+      \$5812  = 26'h0000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5813  = bank_d2;
+    \$5813  = t_ctl_d12;
     if (rst) begin
-      \$5813  = 1'h0;
+      \$5813  = 26'h0000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5814  = \bank_d1$193 ;
+    \$5814  = t_ctl_d13;
     if (rst) begin
-      \$5814  = 1'h0;
+      \$5814  = 26'h0000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5815  = \$1638 ;
+    \$5815  = t_ctl_d14;
     if (rst) begin
-      \$5815  = 1'h0;
+      \$5815  = 26'h0000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5816  = \$1639 ;
+    \$5816  = t_ctl_d15;
     if (rst) begin
-      \$5816  = 1'h0;
+      \$5816  = 26'h0000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5817  = \$1640 ;
+    \$5817  = t_ctl_d16;
     if (rst) begin
-      \$5817  = 7'h00;
+      \$5817  = 26'h0000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5818  = \$1641 ;
+    \$5818  = t_ctl_d17;
     if (rst) begin
-      \$5818  = 6'h00;
+      \$5818  = 26'h0000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5819  = \$1642 ;
+    \$5819  = t_ctl_d18;
     if (rst) begin
-      \$5819  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$5819  = 26'h0000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5820  = \$1643 ;
+    \$5820  = t_ctl_d19;
     if (rst) begin
-      \$5820  = 1'h0;
+      \$5820  = 26'h0000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5821  = mac_row1_d1;
+    \$5821  = t_ctl_d20;
     if (rst) begin
-      \$5821  = 1'h0;
+      \$5821  = 26'h0000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5822  = \mac_row1_d1$207 ;
+    \$5822  = t_ctl_d21;
     if (rst) begin
-      \$5822  = 1'h0;
+      \$5822  = 26'h0000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5823  = first_row1_d1;
+    \$5823  = t_ctl_d22;
     if (rst) begin
-      \$5823  = 1'h0;
+      \$5823  = 26'h0000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5824  = \first_row1_d1$209 ;
+    \$5824  = t_ctl_d23;
     if (rst) begin
-      \$5824  = 1'h0;
+      \$5824  = 26'h0000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5825  = acc_addr_row1_d1;
+    \$5825  = t_ctl_d24;
     if (rst) begin
-      \$5825  = 7'h00;
+      \$5825  = 26'h0000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5826  = \acc_addr_row1_d1$211 ;
+    \$5826  = t_ctl_d25;
     if (rst) begin
-      \$5826  = 7'h00;
+      \$5826  = 26'h0000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5827  = active_row1_d1;
+    \$5827  = t_ctl_d26;
     if (rst) begin
-      \$5827  = 6'h00;
+      \$5827  = 26'h0000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5828  = \active_row1_d1$213 ;
+    \$5828  = \$1645 ;
     if (rst) begin
-      \$5828  = 6'h00;
+      \$5828  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5829  = bank_row1_d1;
+    \$5829  = \$1646 ;
     if (rst) begin
       \$5829  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5830  = \bank_row1_d1$215 ;
+    \$5830  = rd_row;
     if (rst) begin
-      \$5830  = 1'h0;
+      \$5830  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5831  = mac_row1_d2;
+    \$5831  = rd_addr;
     if (rst) begin
-      \$5831  = 1'h0;
+      \$5831  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5832  = \mac_row1_d1$217 ;
+    \$5832  = fold_bank;
     if (rst) begin
       \$5832  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5833  = acc_addr_row1_d2;
+    \$5833  = product_0_0;
     if (rst) begin
-      \$5833  = 7'h00;
+      \$5833  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5834  = \acc_addr_row1_d1$219 ;
+    \$5834  = sum_0_0;
     if (rst) begin
-      \$5834  = 7'h00;
+      \$5834  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5835  = bank_row1_d2;
+    \$5835  = product_0_1;
     if (rst) begin
-      \$5835  = 1'h0;
+      \$5835  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5836  = \bank_row1_d1$221 ;
+    \$5836  = sum_0_1;
     if (rst) begin
-      \$5836  = 1'h0;
+      \$5836  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5837  = { bank, t_row_end, t_first, t_set, t_out, \$1956  };
+    \$5837  = product_0_2;
     if (rst) begin
-      \$5837  = 26'h0000000;
+      \$5837  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5838  = t_ctl_d1;
+    \$5838  = sum_0_2;
     if (rst) begin
-      \$5838  = 26'h0000000;
+      \$5838  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5839  = t_ctl_d2;
+    \$5839  = product_0_3;
     if (rst) begin
-      \$5839  = 26'h0000000;
+      \$5839  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5840  = t_ctl_d3;
+    \$5840  = sum_0_3;
     if (rst) begin
-      \$5840  = 26'h0000000;
+      \$5840  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5841  = t_ctl_d4;
+    \$5841  = product_0_4;
     if (rst) begin
-      \$5841  = 26'h0000000;
+      \$5841  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5842  = t_ctl_d5;
+    \$5842  = sum_0_4;
     if (rst) begin
-      \$5842  = 26'h0000000;
+      \$5842  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5843  = t_ctl_d6;
+    \$5843  = product_0_5;
     if (rst) begin
-      \$5843  = 26'h0000000;
+      \$5843  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5844  = t_ctl_d7;
+    \$5844  = sum_0_5;
     if (rst) begin
-      \$5844  = 26'h0000000;
+      \$5844  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5845  = t_ctl_d8;
+    \$5845  = product_0_6;
     if (rst) begin
-      \$5845  = 26'h0000000;
+      \$5845  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5846  = t_ctl_d9;
+    \$5846  = sum_0_6;
     if (rst) begin
-      \$5846  = 26'h0000000;
+      \$5846  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5847  = t_ctl_d10;
+    \$5847  = product_0_7;
     if (rst) begin
-      \$5847  = 26'h0000000;
+      \$5847  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5848  = t_ctl_d11;
+    \$5848  = sum_0_7;
     if (rst) begin
-      \$5848  = 26'h0000000;
+      \$5848  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5849  = t_ctl_d12;
+    \$5849  = product_0_8;
     if (rst) begin
-      \$5849  = 26'h0000000;
+      \$5849  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5850  = t_ctl_d13;
+    \$5850  = sum_0_8;
     if (rst) begin
-      \$5850  = 26'h0000000;
+      \$5850  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5851  = t_ctl_d14;
+    \$5851  = product_0_9;
     if (rst) begin
-      \$5851  = 26'h0000000;
+      \$5851  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5852  = t_ctl_d15;
+    \$5852  = sum_0_9;
     if (rst) begin
-      \$5852  = 26'h0000000;
+      \$5852  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5853  = t_ctl_d16;
+    \$5853  = product_0_10;
     if (rst) begin
-      \$5853  = 26'h0000000;
+      \$5853  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5854  = t_ctl_d17;
+    \$5854  = sum_0_10;
     if (rst) begin
-      \$5854  = 26'h0000000;
+      \$5854  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5855  = t_ctl_d18;
+    \$5855  = product_0_11;
     if (rst) begin
-      \$5855  = 26'h0000000;
+      \$5855  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5856  = t_ctl_d19;
+    \$5856  = sum_0_11;
     if (rst) begin
-      \$5856  = 26'h0000000;
+      \$5856  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5857  = t_ctl_d20;
+    \$5857  = product_0_12;
     if (rst) begin
-      \$5857  = 26'h0000000;
+      \$5857  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5858  = t_ctl_d21;
+    \$5858  = sum_0_12;
     if (rst) begin
-      \$5858  = 26'h0000000;
+      \$5858  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5859  = t_ctl_d22;
+    \$5859  = product_0_13;
     if (rst) begin
-      \$5859  = 26'h0000000;
+      \$5859  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5860  = t_ctl_d23;
+    \$5860  = sum_0_13;
     if (rst) begin
-      \$5860  = 26'h0000000;
+      \$5860  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5861  = t_ctl_d24;
+    \$5861  = product_0_14;
     if (rst) begin
-      \$5861  = 26'h0000000;
+      \$5861  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5862  = t_ctl_d25;
+    \$5862  = sum_0_14;
     if (rst) begin
-      \$5862  = 26'h0000000;
+      \$5862  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5863  = t_ctl_d26;
+    \$5863  = product_0_15;
     if (rst) begin
-      \$5863  = 26'h0000000;
+      \$5863  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5864  = \$1645 ;
+    \$5864  = sum_0_15;
     if (rst) begin
-      \$5864  = 1'h0;
+      \$5864  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5865  = \$1646 ;
+    \$5865  = product_0_16;
     if (rst) begin
-      \$5865  = 1'h0;
+      \$5865  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5866  = rd_row;
+    \$5866  = sum_0_16;
     if (rst) begin
-      \$5866  = 2'h0;
+      \$5866  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5867  = rd_addr;
+    \$5867  = product_0_17;
     if (rst) begin
-      \$5867  = 7'h00;
+      \$5867  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5868  = fold_bank;
+    \$5868  = sum_0_17;
     if (rst) begin
-      \$5868  = 1'h0;
+      \$5868  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5869  = product_0_0;
+    \$5869  = product_0_18;
     if (rst) begin
       \$5869  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5870  = sum_0_0;
+    \$5870  = sum_0_18;
     if (rst) begin
       \$5870  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5871  = product_0_1;
+    \$5871  = product_0_19;
     if (rst) begin
       \$5871  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5872  = sum_0_1;
+    \$5872  = sum_0_19;
     if (rst) begin
       \$5872  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5873  = product_0_2;
+    \$5873  = product_0_20;
     if (rst) begin
       \$5873  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5874  = sum_0_2;
+    \$5874  = sum_0_20;
     if (rst) begin
       \$5874  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5875  = product_0_3;
+    \$5875  = product_0_21;
     if (rst) begin
       \$5875  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5876  = sum_0_3;
+    \$5876  = sum_0_21;
     if (rst) begin
       \$5876  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5877  = product_0_4;
+    \$5877  = product_0_22;
     if (rst) begin
       \$5877  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5878  = sum_0_4;
+    \$5878  = sum_0_22;
     if (rst) begin
       \$5878  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5879  = product_0_5;
+    \$5879  = product_0_23;
     if (rst) begin
       \$5879  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5880  = sum_0_5;
+    \$5880  = sum_0_23;
     if (rst) begin
       \$5880  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5881  = product_0_6;
+    \$5881  = product_0_24;
     if (rst) begin
       \$5881  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5882  = sum_0_6;
+    \$5882  = sum_0_24;
     if (rst) begin
       \$5882  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5883  = product_0_7;
+    \$5883  = product_0_25;
     if (rst) begin
       \$5883  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5884  = sum_0_7;
+    \$5884  = sum_0_25;
     if (rst) begin
       \$5884  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5885  = product_0_8;
+    \$5885  = product_0_26;
     if (rst) begin
       \$5885  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5886  = sum_0_8;
+    \$5886  = sum_0_26;
     if (rst) begin
       \$5886  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5887  = product_0_9;
+    \$5887  = product_0_27;
     if (rst) begin
       \$5887  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5888  = sum_0_9;
+    \$5888  = sum_0_27;
     if (rst) begin
       \$5888  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5889  = product_0_10;
+    \$5889  = product_0_28;
     if (rst) begin
       \$5889  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5890  = sum_0_10;
+    \$5890  = sum_0_28;
     if (rst) begin
       \$5890  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5891  = product_0_11;
+    \$5891  = product_0_29;
     if (rst) begin
       \$5891  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5892  = sum_0_11;
+    \$5892  = sum_0_29;
     if (rst) begin
       \$5892  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5893  = product_0_12;
+    \$5893  = product_0_30;
     if (rst) begin
       \$5893  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5894  = sum_0_12;
+    \$5894  = sum_0_30;
     if (rst) begin
       \$5894  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5895  = product_0_13;
+    \$5895  = product_0_31;
     if (rst) begin
       \$5895  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5896  = sum_0_13;
+    \$5896  = sum_0_31;
     if (rst) begin
       \$5896  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5897  = product_0_14;
+    \$5897  = set_sum_0;
     if (rst) begin
       \$5897  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5898  = sum_0_14;
+    \$5898  = set_0_0;
+    if (t_ctl_d21[0]) begin
+      casez (t_ctl_d21[22:21])
+        2'h0:
+            \$5898  = set_sum_r_0;
+      endcase
+    end
     if (rst) begin
       \$5898  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5899  = product_0_15;
+    \$5899  = set_0_1;
+    if (t_ctl_d21[0]) begin
+      casez (t_ctl_d21[22:21])
+        2'h0:
+            /* empty */;
+        2'h1:
+            \$5899  = set_sum_r_0;
+      endcase
+    end
     if (rst) begin
       \$5899  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5900  = sum_0_15;
+    \$5900  = set_0_2;
+    if (t_ctl_d21[0]) begin
+      casez (t_ctl_d21[22:21])
+        2'h0:
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            \$5900  = set_sum_r_0;
+      endcase
+    end
     if (rst) begin
       \$5900  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5901  = product_0_16;
+    \$5901  = \$1700 ;
     if (rst) begin
       \$5901  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5902  = sum_0_16;
+    \$5902  = set2_0_d1;
     if (rst) begin
       \$5902  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5903  = product_0_17;
+    \$5903  = set2_0_d2;
     if (rst) begin
       \$5903  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5904  = sum_0_17;
+    \$5904  = fold1_0;
     if (rst) begin
       \$5904  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5905  = product_0_18;
+    \$5905  = fold2_0;
     if (rst) begin
       \$5905  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5906  = sum_0_18;
+    \$5906  = product_1_0;
     if (rst) begin
       \$5906  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5907  = product_0_19;
+    \$5907  = sum_1_0;
     if (rst) begin
       \$5907  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5908  = sum_0_19;
+    \$5908  = product_1_1;
     if (rst) begin
       \$5908  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5909  = product_0_20;
+    \$5909  = sum_1_1;
     if (rst) begin
       \$5909  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5910  = sum_0_20;
+    \$5910  = product_1_2;
     if (rst) begin
       \$5910  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5911  = product_0_21;
+    \$5911  = sum_1_2;
     if (rst) begin
       \$5911  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5912  = sum_0_21;
+    \$5912  = product_1_3;
     if (rst) begin
       \$5912  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5913  = product_0_22;
+    \$5913  = sum_1_3;
     if (rst) begin
       \$5913  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5914  = sum_0_22;
+    \$5914  = product_1_4;
     if (rst) begin
       \$5914  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5915  = product_0_23;
+    \$5915  = sum_1_4;
     if (rst) begin
       \$5915  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5916  = sum_0_23;
+    \$5916  = product_1_5;
     if (rst) begin
       \$5916  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5917  = product_0_24;
+    \$5917  = sum_1_5;
     if (rst) begin
       \$5917  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5918  = sum_0_24;
+    \$5918  = product_1_6;
     if (rst) begin
       \$5918  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5919  = product_0_25;
+    \$5919  = sum_1_6;
     if (rst) begin
       \$5919  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5920  = sum_0_25;
+    \$5920  = product_1_7;
     if (rst) begin
       \$5920  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5921  = product_0_26;
+    \$5921  = sum_1_7;
     if (rst) begin
       \$5921  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5922  = sum_0_26;
+    \$5922  = product_1_8;
     if (rst) begin
       \$5922  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5923  = product_0_27;
+    \$5923  = sum_1_8;
     if (rst) begin
       \$5923  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5924  = sum_0_27;
+    \$5924  = product_1_9;
     if (rst) begin
       \$5924  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5925  = product_0_28;
+    \$5925  = sum_1_9;
     if (rst) begin
       \$5925  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5926  = sum_0_28;
+    \$5926  = product_1_10;
     if (rst) begin
       \$5926  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5927  = product_0_29;
+    \$5927  = sum_1_10;
     if (rst) begin
       \$5927  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5928  = sum_0_29;
+    \$5928  = product_1_11;
     if (rst) begin
       \$5928  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5929  = product_0_30;
+    \$5929  = sum_1_11;
     if (rst) begin
       \$5929  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5930  = sum_0_30;
+    \$5930  = product_1_12;
     if (rst) begin
       \$5930  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5931  = product_0_31;
+    \$5931  = sum_1_12;
     if (rst) begin
       \$5931  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5932  = sum_0_31;
+    \$5932  = product_1_13;
     if (rst) begin
       \$5932  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5933  = set_sum_0;
+    \$5933  = sum_1_13;
     if (rst) begin
       \$5933  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5934  = set_0_0;
-    if (t_ctl_d21[0]) begin
-      casez (t_ctl_d21[22:21])
-        2'h0:
-            \$5934  = set_sum_r_0;
-      endcase
-    end
+    \$5934  = product_1_14;
     if (rst) begin
       \$5934  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5935  = set_0_1;
-    if (t_ctl_d21[0]) begin
-      casez (t_ctl_d21[22:21])
-        2'h0:
-            /* empty */;
-        2'h1:
-            \$5935  = set_sum_r_0;
-      endcase
-    end
+    \$5935  = sum_1_14;
     if (rst) begin
       \$5935  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5936  = set_0_2;
-    if (t_ctl_d21[0]) begin
-      casez (t_ctl_d21[22:21])
-        2'h0:
-            /* empty */;
-        2'h1:
-            /* empty */;
-        2'h2:
-            \$5936  = set_sum_r_0;
-      endcase
-    end
+    \$5936  = product_1_15;
     if (rst) begin
       \$5936  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5937  = \$1708 ;
+    \$5937  = sum_1_15;
     if (rst) begin
       \$5937  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5938  = set2_0_d1;
+    \$5938  = product_1_16;
     if (rst) begin
       \$5938  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5939  = set2_0_d2;
+    \$5939  = sum_1_16;
     if (rst) begin
       \$5939  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5940  = fold1_0;
+    \$5940  = product_1_17;
     if (rst) begin
       \$5940  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5941  = fold2_0;
+    \$5941  = sum_1_17;
     if (rst) begin
       \$5941  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5942  = product_1_0;
+    \$5942  = product_1_18;
     if (rst) begin
       \$5942  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5943  = sum_1_0;
+    \$5943  = sum_1_18;
     if (rst) begin
       \$5943  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5944  = product_1_1;
+    \$5944  = product_1_19;
     if (rst) begin
       \$5944  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5945  = sum_1_1;
+    \$5945  = sum_1_19;
     if (rst) begin
       \$5945  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5946  = product_1_2;
+    \$5946  = product_1_20;
     if (rst) begin
       \$5946  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5947  = sum_1_2;
+    \$5947  = sum_1_20;
     if (rst) begin
       \$5947  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5948  = product_1_3;
+    \$5948  = product_1_21;
     if (rst) begin
       \$5948  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5949  = sum_1_3;
+    \$5949  = sum_1_21;
     if (rst) begin
       \$5949  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5950  = product_1_4;
+    \$5950  = product_1_22;
     if (rst) begin
       \$5950  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5951  = sum_1_4;
+    \$5951  = sum_1_22;
     if (rst) begin
       \$5951  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5952  = product_1_5;
+    \$5952  = product_1_23;
     if (rst) begin
       \$5952  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5953  = sum_1_5;
+    \$5953  = sum_1_23;
     if (rst) begin
       \$5953  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5954  = product_1_6;
+    \$5954  = product_1_24;
     if (rst) begin
       \$5954  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5955  = sum_1_6;
+    \$5955  = sum_1_24;
     if (rst) begin
       \$5955  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5956  = product_1_7;
+    \$5956  = product_1_25;
     if (rst) begin
       \$5956  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5957  = sum_1_7;
+    \$5957  = sum_1_25;
     if (rst) begin
       \$5957  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5958  = product_1_8;
+    \$5958  = product_1_26;
     if (rst) begin
       \$5958  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5959  = sum_1_8;
+    \$5959  = sum_1_26;
     if (rst) begin
       \$5959  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5960  = product_1_9;
+    \$5960  = product_1_27;
     if (rst) begin
       \$5960  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5961  = sum_1_9;
+    \$5961  = sum_1_27;
     if (rst) begin
       \$5961  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5962  = product_1_10;
+    \$5962  = product_1_28;
     if (rst) begin
       \$5962  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5963  = sum_1_10;
+    \$5963  = sum_1_28;
     if (rst) begin
       \$5963  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5964  = product_1_11;
+    \$5964  = product_1_29;
     if (rst) begin
       \$5964  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5965  = sum_1_11;
+    \$5965  = sum_1_29;
     if (rst) begin
       \$5965  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5966  = product_1_12;
+    \$5966  = product_1_30;
     if (rst) begin
       \$5966  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5967  = sum_1_12;
+    \$5967  = sum_1_30;
     if (rst) begin
       \$5967  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5968  = product_1_13;
+    \$5968  = product_1_31;
     if (rst) begin
       \$5968  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5969  = sum_1_13;
+    \$5969  = sum_1_31;
     if (rst) begin
       \$5969  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5970  = product_1_14;
+    \$5970  = set_sum_1;
     if (rst) begin
       \$5970  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5971  = sum_1_14;
+    \$5971  = set_1_0;
+    if (t_ctl_d21[0]) begin
+      casez (t_ctl_d21[22:21])
+        2'h0:
+            \$5971  = set_sum_r_1;
+      endcase
+    end
     if (rst) begin
       \$5971  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5972  = product_1_15;
+    \$5972  = set_1_1;
+    if (t_ctl_d21[0]) begin
+      casez (t_ctl_d21[22:21])
+        2'h0:
+            /* empty */;
+        2'h1:
+            \$5972  = set_sum_r_1;
+      endcase
+    end
     if (rst) begin
       \$5972  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5973  = sum_1_15;
+    \$5973  = set_1_2;
+    if (t_ctl_d21[0]) begin
+      casez (t_ctl_d21[22:21])
+        2'h0:
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            \$5973  = set_sum_r_1;
+      endcase
+    end
     if (rst) begin
       \$5973  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5974  = product_1_16;
+    \$5974  = \$1768 ;
     if (rst) begin
       \$5974  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5975  = sum_1_16;
+    \$5975  = set2_1_d1;
     if (rst) begin
       \$5975  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5976  = product_1_17;
+    \$5976  = set2_1_d2;
     if (rst) begin
       \$5976  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5977  = sum_1_17;
+    \$5977  = fold1_1;
     if (rst) begin
       \$5977  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5978  = product_1_18;
+    \$5978  = fold2_1;
     if (rst) begin
       \$5978  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5979  = sum_1_18;
+    \$5979  = product_2_0;
     if (rst) begin
       \$5979  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5980  = product_1_19;
+    \$5980  = sum_2_0;
     if (rst) begin
       \$5980  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5981  = sum_1_19;
+    \$5981  = product_2_1;
     if (rst) begin
       \$5981  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5982  = product_1_20;
+    \$5982  = sum_2_1;
     if (rst) begin
       \$5982  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5983  = sum_1_20;
+    \$5983  = product_2_2;
     if (rst) begin
       \$5983  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5984  = product_1_21;
+    \$5984  = sum_2_2;
     if (rst) begin
       \$5984  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5985  = sum_1_21;
+    \$5985  = product_2_3;
     if (rst) begin
       \$5985  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5986  = product_1_22;
+    \$5986  = sum_2_3;
     if (rst) begin
       \$5986  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5987  = sum_1_22;
+    \$5987  = product_2_4;
     if (rst) begin
       \$5987  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5988  = product_1_23;
+    \$5988  = sum_2_4;
     if (rst) begin
       \$5988  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5989  = sum_1_23;
+    \$5989  = product_2_5;
     if (rst) begin
       \$5989  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5990  = product_1_24;
+    \$5990  = sum_2_5;
     if (rst) begin
       \$5990  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5991  = sum_1_24;
+    \$5991  = product_2_6;
     if (rst) begin
       \$5991  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5992  = product_1_25;
+    \$5992  = sum_2_6;
     if (rst) begin
       \$5992  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5993  = sum_1_25;
+    \$5993  = product_2_7;
     if (rst) begin
       \$5993  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5994  = product_1_26;
+    \$5994  = sum_2_7;
     if (rst) begin
       \$5994  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5995  = sum_1_26;
+    \$5995  = product_2_8;
     if (rst) begin
       \$5995  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5996  = product_1_27;
+    \$5996  = sum_2_8;
     if (rst) begin
       \$5996  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5997  = sum_1_27;
+    \$5997  = product_2_9;
     if (rst) begin
       \$5997  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5998  = product_1_28;
+    \$5998  = sum_2_9;
     if (rst) begin
       \$5998  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$5999  = sum_1_28;
+    \$5999  = product_2_10;
     if (rst) begin
       \$5999  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6000  = product_1_29;
+    \$6000  = sum_2_10;
     if (rst) begin
       \$6000  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6001  = sum_1_29;
+    \$6001  = product_2_11;
     if (rst) begin
       \$6001  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6002  = product_1_30;
+    \$6002  = sum_2_11;
     if (rst) begin
       \$6002  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6003  = sum_1_30;
+    \$6003  = product_2_12;
     if (rst) begin
       \$6003  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6004  = product_1_31;
+    \$6004  = sum_2_12;
     if (rst) begin
       \$6004  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6005  = sum_1_31;
+    \$6005  = product_2_13;
     if (rst) begin
       \$6005  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6006  = set_sum_1;
+    \$6006  = sum_2_13;
     if (rst) begin
       \$6006  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6007  = set_1_0;
-    if (t_ctl_d21[0]) begin
-      casez (t_ctl_d21[22:21])
-        2'h0:
-            \$6007  = set_sum_r_1;
-      endcase
-    end
+    \$6007  = product_2_14;
     if (rst) begin
       \$6007  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6008  = set_1_1;
-    if (t_ctl_d21[0]) begin
-      casez (t_ctl_d21[22:21])
-        2'h0:
-            /* empty */;
-        2'h1:
-            \$6008  = set_sum_r_1;
-      endcase
-    end
+    \$6008  = sum_2_14;
     if (rst) begin
       \$6008  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6009  = set_1_2;
-    if (t_ctl_d21[0]) begin
-      casez (t_ctl_d21[22:21])
-        2'h0:
-            /* empty */;
-        2'h1:
-            /* empty */;
-        2'h2:
-            \$6009  = set_sum_r_1;
-      endcase
-    end
+    \$6009  = product_2_15;
     if (rst) begin
       \$6009  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6010  = \$1788 ;
+    \$6010  = sum_2_15;
     if (rst) begin
       \$6010  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6011  = set2_1_d1;
+    \$6011  = product_2_16;
     if (rst) begin
       \$6011  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6012  = set2_1_d2;
+    \$6012  = sum_2_16;
     if (rst) begin
       \$6012  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6013  = fold1_1;
+    \$6013  = product_2_17;
     if (rst) begin
       \$6013  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6014  = fold2_1;
+    \$6014  = sum_2_17;
     if (rst) begin
       \$6014  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6015  = product_2_0;
+    \$6015  = product_2_18;
     if (rst) begin
       \$6015  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6016  = sum_2_0;
+    \$6016  = sum_2_18;
     if (rst) begin
       \$6016  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6017  = product_2_1;
+    \$6017  = product_2_19;
     if (rst) begin
       \$6017  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6018  = sum_2_1;
+    \$6018  = sum_2_19;
     if (rst) begin
       \$6018  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6019  = product_2_2;
+    \$6019  = product_2_20;
     if (rst) begin
       \$6019  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6020  = sum_2_2;
+    \$6020  = sum_2_20;
     if (rst) begin
       \$6020  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6021  = product_2_3;
+    \$6021  = product_2_21;
     if (rst) begin
       \$6021  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6022  = sum_2_3;
+    \$6022  = sum_2_21;
     if (rst) begin
       \$6022  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6023  = product_2_4;
+    \$6023  = product_2_22;
     if (rst) begin
       \$6023  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6024  = sum_2_4;
+    \$6024  = sum_2_22;
     if (rst) begin
       \$6024  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6025  = product_2_5;
+    \$6025  = product_2_23;
     if (rst) begin
       \$6025  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6026  = sum_2_5;
+    \$6026  = sum_2_23;
     if (rst) begin
       \$6026  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6027  = product_2_6;
+    \$6027  = product_2_24;
     if (rst) begin
       \$6027  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6028  = sum_2_6;
+    \$6028  = sum_2_24;
     if (rst) begin
       \$6028  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6029  = product_2_7;
+    \$6029  = product_2_25;
     if (rst) begin
       \$6029  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6030  = sum_2_7;
+    \$6030  = sum_2_25;
     if (rst) begin
       \$6030  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6031  = product_2_8;
+    \$6031  = product_2_26;
     if (rst) begin
       \$6031  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6032  = sum_2_8;
+    \$6032  = sum_2_26;
     if (rst) begin
       \$6032  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6033  = product_2_9;
+    \$6033  = product_2_27;
     if (rst) begin
       \$6033  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6034  = sum_2_9;
+    \$6034  = sum_2_27;
     if (rst) begin
       \$6034  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6035  = product_2_10;
+    \$6035  = product_2_28;
     if (rst) begin
       \$6035  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6036  = sum_2_10;
+    \$6036  = sum_2_28;
     if (rst) begin
       \$6036  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6037  = product_2_11;
+    \$6037  = product_2_29;
     if (rst) begin
       \$6037  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6038  = sum_2_11;
+    \$6038  = sum_2_29;
     if (rst) begin
       \$6038  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6039  = product_2_12;
+    \$6039  = product_2_30;
     if (rst) begin
       \$6039  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6040  = sum_2_12;
+    \$6040  = sum_2_30;
     if (rst) begin
       \$6040  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6041  = product_2_13;
+    \$6041  = product_2_31;
     if (rst) begin
       \$6041  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6042  = sum_2_13;
+    \$6042  = sum_2_31;
     if (rst) begin
       \$6042  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6043  = product_2_14;
+    \$6043  = set_sum_2;
     if (rst) begin
       \$6043  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6044  = sum_2_14;
+    \$6044  = set_2_0;
+    if (t_ctl_d21[0]) begin
+      casez (t_ctl_d21[22:21])
+        2'h0:
+            \$6044  = set_sum_r_2;
+      endcase
+    end
     if (rst) begin
       \$6044  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6045  = product_2_15;
+    \$6045  = set_2_1;
+    if (t_ctl_d21[0]) begin
+      casez (t_ctl_d21[22:21])
+        2'h0:
+            /* empty */;
+        2'h1:
+            \$6045  = set_sum_r_2;
+      endcase
+    end
     if (rst) begin
       \$6045  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6046  = sum_2_15;
+    \$6046  = set_2_2;
+    if (t_ctl_d21[0]) begin
+      casez (t_ctl_d21[22:21])
+        2'h0:
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            \$6046  = set_sum_r_2;
+      endcase
+    end
     if (rst) begin
       \$6046  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6047  = product_2_16;
+    \$6047  = \$1835 ;
     if (rst) begin
       \$6047  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6048  = sum_2_16;
+    \$6048  = set2_2_d1;
     if (rst) begin
       \$6048  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6049  = product_2_17;
+    \$6049  = set2_2_d2;
     if (rst) begin
       \$6049  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6050  = sum_2_17;
+    \$6050  = fold1_2;
     if (rst) begin
       \$6050  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6051  = product_2_18;
+    \$6051  = fold2_2;
     if (rst) begin
       \$6051  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6052  = sum_2_18;
+    \$6052  = product_3_0;
     if (rst) begin
       \$6052  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6053  = product_2_19;
+    \$6053  = sum_3_0;
     if (rst) begin
       \$6053  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6054  = sum_2_19;
+    \$6054  = product_3_1;
     if (rst) begin
       \$6054  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6055  = product_2_20;
+    \$6055  = sum_3_1;
     if (rst) begin
       \$6055  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6056  = sum_2_20;
+    \$6056  = product_3_2;
     if (rst) begin
       \$6056  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6057  = product_2_21;
+    \$6057  = sum_3_2;
     if (rst) begin
       \$6057  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6058  = sum_2_21;
+    \$6058  = product_3_3;
     if (rst) begin
       \$6058  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6059  = product_2_22;
+    \$6059  = sum_3_3;
     if (rst) begin
       \$6059  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6060  = sum_2_22;
+    \$6060  = product_3_4;
     if (rst) begin
       \$6060  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6061  = product_2_23;
+    \$6061  = sum_3_4;
     if (rst) begin
       \$6061  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6062  = sum_2_23;
+    \$6062  = product_3_5;
     if (rst) begin
       \$6062  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6063  = product_2_24;
+    \$6063  = sum_3_5;
     if (rst) begin
       \$6063  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6064  = sum_2_24;
+    \$6064  = product_3_6;
     if (rst) begin
       \$6064  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6065  = product_2_25;
+    \$6065  = sum_3_6;
     if (rst) begin
       \$6065  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6066  = sum_2_25;
+    \$6066  = product_3_7;
     if (rst) begin
       \$6066  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6067  = product_2_26;
+    \$6067  = sum_3_7;
     if (rst) begin
       \$6067  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6068  = sum_2_26;
+    \$6068  = product_3_8;
     if (rst) begin
       \$6068  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6069  = product_2_27;
+    \$6069  = sum_3_8;
     if (rst) begin
       \$6069  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6070  = sum_2_27;
+    \$6070  = product_3_9;
     if (rst) begin
       \$6070  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6071  = product_2_28;
+    \$6071  = sum_3_9;
     if (rst) begin
       \$6071  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6072  = sum_2_28;
+    \$6072  = product_3_10;
     if (rst) begin
       \$6072  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6073  = product_2_29;
+    \$6073  = sum_3_10;
     if (rst) begin
       \$6073  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6074  = sum_2_29;
+    \$6074  = product_3_11;
     if (rst) begin
       \$6074  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6075  = product_2_30;
+    \$6075  = sum_3_11;
     if (rst) begin
       \$6075  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6076  = sum_2_30;
+    \$6076  = product_3_12;
     if (rst) begin
       \$6076  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6077  = product_2_31;
+    \$6077  = sum_3_12;
     if (rst) begin
       \$6077  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6078  = sum_2_31;
+    \$6078  = product_3_13;
     if (rst) begin
       \$6078  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6079  = set_sum_2;
+    \$6079  = sum_3_13;
     if (rst) begin
       \$6079  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6080  = set_2_0;
-    if (t_ctl_d21[0]) begin
-      casez (t_ctl_d21[22:21])
-        2'h0:
-            \$6080  = set_sum_r_2;
-      endcase
-    end
+    \$6080  = product_3_14;
     if (rst) begin
       \$6080  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6081  = set_2_1;
-    if (t_ctl_d21[0]) begin
-      casez (t_ctl_d21[22:21])
-        2'h0:
-            /* empty */;
-        2'h1:
-            \$6081  = set_sum_r_2;
-      endcase
-    end
+    \$6081  = sum_3_14;
     if (rst) begin
       \$6081  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6082  = set_2_2;
-    if (t_ctl_d21[0]) begin
-      casez (t_ctl_d21[22:21])
-        2'h0:
-            /* empty */;
-        2'h1:
-            /* empty */;
-        2'h2:
-            \$6082  = set_sum_r_2;
-      endcase
-    end
+    \$6082  = product_3_15;
     if (rst) begin
       \$6082  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6083  = \$1863 ;
+    \$6083  = sum_3_15;
     if (rst) begin
       \$6083  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6084  = set2_2_d1;
+    \$6084  = product_3_16;
     if (rst) begin
       \$6084  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6085  = set2_2_d2;
+    \$6085  = sum_3_16;
     if (rst) begin
       \$6085  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6086  = fold1_2;
+    \$6086  = product_3_17;
     if (rst) begin
       \$6086  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6087  = fold2_2;
+    \$6087  = sum_3_17;
     if (rst) begin
       \$6087  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6088  = product_3_0;
+    \$6088  = product_3_18;
     if (rst) begin
       \$6088  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6089  = sum_3_0;
+    \$6089  = sum_3_18;
     if (rst) begin
       \$6089  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6090  = product_3_1;
+    \$6090  = product_3_19;
     if (rst) begin
       \$6090  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6091  = sum_3_1;
+    \$6091  = sum_3_19;
     if (rst) begin
       \$6091  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6092  = product_3_2;
+    \$6092  = product_3_20;
     if (rst) begin
       \$6092  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6093  = sum_3_2;
+    \$6093  = sum_3_20;
     if (rst) begin
       \$6093  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6094  = product_3_3;
+    \$6094  = product_3_21;
     if (rst) begin
       \$6094  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6095  = sum_3_3;
+    \$6095  = sum_3_21;
     if (rst) begin
       \$6095  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6096  = product_3_4;
+    \$6096  = product_3_22;
     if (rst) begin
       \$6096  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6097  = sum_3_4;
+    \$6097  = sum_3_22;
     if (rst) begin
       \$6097  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6098  = product_3_5;
+    \$6098  = product_3_23;
     if (rst) begin
       \$6098  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6099  = sum_3_5;
+    \$6099  = sum_3_23;
     if (rst) begin
       \$6099  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6100  = product_3_6;
+    \$6100  = product_3_24;
     if (rst) begin
       \$6100  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6101  = sum_3_6;
+    \$6101  = sum_3_24;
     if (rst) begin
       \$6101  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6102  = product_3_7;
+    \$6102  = product_3_25;
     if (rst) begin
       \$6102  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6103  = sum_3_7;
+    \$6103  = sum_3_25;
     if (rst) begin
       \$6103  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6104  = product_3_8;
+    \$6104  = product_3_26;
     if (rst) begin
       \$6104  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6105  = sum_3_8;
+    \$6105  = sum_3_26;
     if (rst) begin
       \$6105  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6106  = product_3_9;
+    \$6106  = product_3_27;
     if (rst) begin
       \$6106  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6107  = sum_3_9;
+    \$6107  = sum_3_27;
     if (rst) begin
       \$6107  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6108  = product_3_10;
+    \$6108  = product_3_28;
     if (rst) begin
       \$6108  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6109  = sum_3_10;
+    \$6109  = sum_3_28;
     if (rst) begin
       \$6109  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6110  = product_3_11;
+    \$6110  = product_3_29;
     if (rst) begin
       \$6110  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6111  = sum_3_11;
+    \$6111  = sum_3_29;
     if (rst) begin
       \$6111  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6112  = product_3_12;
+    \$6112  = product_3_30;
     if (rst) begin
       \$6112  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6113  = sum_3_12;
+    \$6113  = sum_3_30;
     if (rst) begin
       \$6113  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6114  = product_3_13;
+    \$6114  = product_3_31;
     if (rst) begin
       \$6114  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6115  = sum_3_13;
+    \$6115  = sum_3_31;
     if (rst) begin
       \$6115  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6116  = product_3_14;
+    \$6116  = set_sum_3;
     if (rst) begin
       \$6116  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6117  = sum_3_14;
+    \$6117  = set_3_0;
+    if (t_ctl_d21[0]) begin
+      casez (t_ctl_d21[22:21])
+        2'h0:
+            \$6117  = set_sum_r_3;
+      endcase
+    end
     if (rst) begin
       \$6117  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6118  = product_3_15;
+    \$6118  = set_3_1;
+    if (t_ctl_d21[0]) begin
+      casez (t_ctl_d21[22:21])
+        2'h0:
+            /* empty */;
+        2'h1:
+            \$6118  = set_sum_r_3;
+      endcase
+    end
     if (rst) begin
       \$6118  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6119  = sum_3_15;
-    if (rst) begin
-      \$6119  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6120  = product_3_16;
-    if (rst) begin
-      \$6120  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6121  = sum_3_16;
-    if (rst) begin
-      \$6121  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6122  = product_3_17;
-    if (rst) begin
-      \$6122  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6123  = sum_3_17;
-    if (rst) begin
-      \$6123  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6124  = product_3_18;
-    if (rst) begin
-      \$6124  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6125  = sum_3_18;
-    if (rst) begin
-      \$6125  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6126  = product_3_19;
-    if (rst) begin
-      \$6126  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6127  = sum_3_19;
-    if (rst) begin
-      \$6127  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6128  = product_3_20;
-    if (rst) begin
-      \$6128  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6129  = sum_3_20;
-    if (rst) begin
-      \$6129  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6130  = product_3_21;
-    if (rst) begin
-      \$6130  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6131  = sum_3_21;
-    if (rst) begin
-      \$6131  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6132  = product_3_22;
-    if (rst) begin
-      \$6132  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6133  = sum_3_22;
-    if (rst) begin
-      \$6133  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6134  = product_3_23;
-    if (rst) begin
-      \$6134  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6135  = sum_3_23;
-    if (rst) begin
-      \$6135  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6136  = product_3_24;
-    if (rst) begin
-      \$6136  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6137  = sum_3_24;
-    if (rst) begin
-      \$6137  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6138  = product_3_25;
-    if (rst) begin
-      \$6138  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6139  = sum_3_25;
-    if (rst) begin
-      \$6139  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6140  = product_3_26;
-    if (rst) begin
-      \$6140  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6141  = sum_3_26;
-    if (rst) begin
-      \$6141  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6142  = product_3_27;
-    if (rst) begin
-      \$6142  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6143  = sum_3_27;
-    if (rst) begin
-      \$6143  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6144  = product_3_28;
-    if (rst) begin
-      \$6144  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6145  = sum_3_28;
-    if (rst) begin
-      \$6145  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6146  = product_3_29;
-    if (rst) begin
-      \$6146  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6147  = sum_3_29;
-    if (rst) begin
-      \$6147  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6148  = product_3_30;
-    if (rst) begin
-      \$6148  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6149  = sum_3_30;
-    if (rst) begin
-      \$6149  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6150  = product_3_31;
-    if (rst) begin
-      \$6150  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6151  = sum_3_31;
-    if (rst) begin
-      \$6151  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6152  = set_sum_3;
-    if (rst) begin
-      \$6152  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6153  = set_3_0;
-    if (t_ctl_d21[0]) begin
-      casez (t_ctl_d21[22:21])
-        2'h0:
-            \$6153  = set_sum_r_3;
-      endcase
-    end
-    if (rst) begin
-      \$6153  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6154  = set_3_1;
-    if (t_ctl_d21[0]) begin
-      casez (t_ctl_d21[22:21])
-        2'h0:
-            /* empty */;
-        2'h1:
-            \$6154  = set_sum_r_3;
-      endcase
-    end
-    if (rst) begin
-      \$6154  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6155  = set_3_2;
+    \$6119  = set_3_2;
     if (t_ctl_d21[0]) begin
       casez (t_ctl_d21[22:21])
         2'h0:
@@ -35590,46 +35498,46 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
         2'h1:
             /* empty */;
         2'h2:
-            \$6155  = set_sum_r_3;
+            \$6119  = set_sum_r_3;
       endcase
     end
     if (rst) begin
-      \$6155  = 32'd0;
+      \$6119  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6156  = \$1938 ;
+    \$6120  = \$1902 ;
     if (rst) begin
-      \$6156  = 32'd0;
+      \$6120  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6157  = set2_3_d1;
+    \$6121  = set2_3_d1;
     if (rst) begin
-      \$6157  = 32'd0;
+      \$6121  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6158  = set2_3_d2;
+    \$6122  = set2_3_d2;
     if (rst) begin
-      \$6158  = 32'd0;
+      \$6122  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6159  = fold1_3;
+    \$6123  = fold1_3;
     if (rst) begin
-      \$6159  = 32'd0;
+      \$6123  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$6160  = fold2_3;
+    \$6124  = fold2_3;
     if (rst) begin
-      \$6160  = 32'd0;
+      \$6124  = 32'd0;
     end
   end
   always @* begin
@@ -35687,15 +35595,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_0_0 = 1'h1;
       3'h1:
-          t_en_0_0 = \$2027 ;
+          t_en_0_0 = \$1991 ;
       3'h2:
-          t_en_0_0 = \$2029 ;
+          t_en_0_0 = \$1993 ;
       3'h3:
-          t_en_0_0 = \$2031 ;
+          t_en_0_0 = \$1995 ;
       3'h4:
-          t_en_0_0 = \$2033 ;
+          t_en_0_0 = \$1997 ;
       3'h5:
-          t_en_0_0 = \$2035 ;
+          t_en_0_0 = \$1999 ;
     endcase
   end
   always @* begin
@@ -35723,15 +35631,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_0_1 = 1'h1;
       3'h1:
-          t_en_0_1 = \$2037 ;
+          t_en_0_1 = \$2001 ;
       3'h2:
-          t_en_0_1 = \$2039 ;
+          t_en_0_1 = \$2003 ;
       3'h3:
-          t_en_0_1 = \$2041 ;
+          t_en_0_1 = \$2005 ;
       3'h4:
-          t_en_0_1 = \$2043 ;
+          t_en_0_1 = \$2007 ;
       3'h5:
-          t_en_0_1 = \$2045 ;
+          t_en_0_1 = \$2009 ;
     endcase
   end
   always @* begin
@@ -35759,15 +35667,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_0_2 = 1'h1;
       3'h1:
-          t_en_0_2 = \$2047 ;
+          t_en_0_2 = \$2011 ;
       3'h2:
-          t_en_0_2 = \$2049 ;
+          t_en_0_2 = \$2013 ;
       3'h3:
-          t_en_0_2 = \$2051 ;
+          t_en_0_2 = \$2015 ;
       3'h4:
-          t_en_0_2 = \$2053 ;
+          t_en_0_2 = \$2017 ;
       3'h5:
-          t_en_0_2 = \$2055 ;
+          t_en_0_2 = \$2019 ;
     endcase
   end
   always @* begin
@@ -35795,15 +35703,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_0_3 = 1'h1;
       3'h1:
-          t_en_0_3 = \$2057 ;
+          t_en_0_3 = \$2021 ;
       3'h2:
-          t_en_0_3 = \$2059 ;
+          t_en_0_3 = \$2023 ;
       3'h3:
-          t_en_0_3 = \$2061 ;
+          t_en_0_3 = \$2025 ;
       3'h4:
-          t_en_0_3 = \$2063 ;
+          t_en_0_3 = \$2027 ;
       3'h5:
-          t_en_0_3 = \$2065 ;
+          t_en_0_3 = \$2029 ;
     endcase
   end
   always @* begin
@@ -35831,15 +35739,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_0_4 = 1'h1;
       3'h1:
-          t_en_0_4 = \$2067 ;
+          t_en_0_4 = \$2031 ;
       3'h2:
-          t_en_0_4 = \$2069 ;
+          t_en_0_4 = \$2033 ;
       3'h3:
-          t_en_0_4 = \$2071 ;
+          t_en_0_4 = \$2035 ;
       3'h4:
-          t_en_0_4 = \$2073 ;
+          t_en_0_4 = \$2037 ;
       3'h5:
-          t_en_0_4 = \$2075 ;
+          t_en_0_4 = \$2039 ;
     endcase
   end
   always @* begin
@@ -35867,15 +35775,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_0_5 = 1'h1;
       3'h1:
-          t_en_0_5 = \$2077 ;
+          t_en_0_5 = \$2041 ;
       3'h2:
-          t_en_0_5 = \$2079 ;
+          t_en_0_5 = \$2043 ;
       3'h3:
-          t_en_0_5 = \$2081 ;
+          t_en_0_5 = \$2045 ;
       3'h4:
-          t_en_0_5 = \$2083 ;
+          t_en_0_5 = \$2047 ;
       3'h5:
-          t_en_0_5 = \$2085 ;
+          t_en_0_5 = \$2049 ;
     endcase
   end
   always @* begin
@@ -35903,15 +35811,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_0_6 = 1'h1;
       3'h1:
-          t_en_0_6 = \$2087 ;
+          t_en_0_6 = \$2051 ;
       3'h2:
-          t_en_0_6 = \$2089 ;
+          t_en_0_6 = \$2053 ;
       3'h3:
-          t_en_0_6 = \$2091 ;
+          t_en_0_6 = \$2055 ;
       3'h4:
-          t_en_0_6 = \$2093 ;
+          t_en_0_6 = \$2057 ;
       3'h5:
-          t_en_0_6 = \$2095 ;
+          t_en_0_6 = \$2059 ;
     endcase
   end
   always @* begin
@@ -35939,15 +35847,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_0_7 = 1'h1;
       3'h1:
-          t_en_0_7 = \$2097 ;
+          t_en_0_7 = \$2061 ;
       3'h2:
-          t_en_0_7 = \$2099 ;
+          t_en_0_7 = \$2063 ;
       3'h3:
-          t_en_0_7 = \$2101 ;
+          t_en_0_7 = \$2065 ;
       3'h4:
-          t_en_0_7 = \$2103 ;
+          t_en_0_7 = \$2067 ;
       3'h5:
-          t_en_0_7 = \$2105 ;
+          t_en_0_7 = \$2069 ;
     endcase
   end
   always @* begin
@@ -35975,15 +35883,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_0_8 = 1'h1;
       3'h1:
-          t_en_0_8 = \$2107 ;
+          t_en_0_8 = \$2071 ;
       3'h2:
-          t_en_0_8 = \$2109 ;
+          t_en_0_8 = \$2073 ;
       3'h3:
-          t_en_0_8 = \$2111 ;
+          t_en_0_8 = \$2075 ;
       3'h4:
-          t_en_0_8 = \$2113 ;
+          t_en_0_8 = \$2077 ;
       3'h5:
-          t_en_0_8 = \$2115 ;
+          t_en_0_8 = \$2079 ;
     endcase
   end
   always @* begin
@@ -36011,15 +35919,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_0_9 = 1'h1;
       3'h1:
-          t_en_0_9 = \$2117 ;
+          t_en_0_9 = \$2081 ;
       3'h2:
-          t_en_0_9 = \$2119 ;
+          t_en_0_9 = \$2083 ;
       3'h3:
-          t_en_0_9 = \$2121 ;
+          t_en_0_9 = \$2085 ;
       3'h4:
-          t_en_0_9 = \$2123 ;
+          t_en_0_9 = \$2087 ;
       3'h5:
-          t_en_0_9 = \$2125 ;
+          t_en_0_9 = \$2089 ;
     endcase
   end
   always @* begin
@@ -36047,15 +35955,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_0_10 = 1'h1;
       3'h1:
-          t_en_0_10 = \$2127 ;
+          t_en_0_10 = \$2091 ;
       3'h2:
-          t_en_0_10 = \$2129 ;
+          t_en_0_10 = \$2093 ;
       3'h3:
-          t_en_0_10 = \$2131 ;
+          t_en_0_10 = \$2095 ;
       3'h4:
-          t_en_0_10 = \$2133 ;
+          t_en_0_10 = \$2097 ;
       3'h5:
-          t_en_0_10 = \$2135 ;
+          t_en_0_10 = \$2099 ;
     endcase
   end
   always @* begin
@@ -36083,15 +35991,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_0_11 = 1'h1;
       3'h1:
-          t_en_0_11 = \$2137 ;
+          t_en_0_11 = \$2101 ;
       3'h2:
-          t_en_0_11 = \$2139 ;
+          t_en_0_11 = \$2103 ;
       3'h3:
-          t_en_0_11 = \$2141 ;
+          t_en_0_11 = \$2105 ;
       3'h4:
-          t_en_0_11 = \$2143 ;
+          t_en_0_11 = \$2107 ;
       3'h5:
-          t_en_0_11 = \$2145 ;
+          t_en_0_11 = \$2109 ;
     endcase
   end
   always @* begin
@@ -36119,15 +36027,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_0_12 = 1'h1;
       3'h1:
-          t_en_0_12 = \$2147 ;
+          t_en_0_12 = \$2111 ;
       3'h2:
-          t_en_0_12 = \$2149 ;
+          t_en_0_12 = \$2113 ;
       3'h3:
-          t_en_0_12 = \$2151 ;
+          t_en_0_12 = \$2115 ;
       3'h4:
-          t_en_0_12 = \$2153 ;
+          t_en_0_12 = \$2117 ;
       3'h5:
-          t_en_0_12 = \$2155 ;
+          t_en_0_12 = \$2119 ;
     endcase
   end
   always @* begin
@@ -36155,15 +36063,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_0_13 = 1'h1;
       3'h1:
-          t_en_0_13 = \$2157 ;
+          t_en_0_13 = \$2121 ;
       3'h2:
-          t_en_0_13 = \$2159 ;
+          t_en_0_13 = \$2123 ;
       3'h3:
-          t_en_0_13 = \$2161 ;
+          t_en_0_13 = \$2125 ;
       3'h4:
-          t_en_0_13 = \$2163 ;
+          t_en_0_13 = \$2127 ;
       3'h5:
-          t_en_0_13 = \$2165 ;
+          t_en_0_13 = \$2129 ;
     endcase
   end
   always @* begin
@@ -36191,15 +36099,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_0_14 = 1'h1;
       3'h1:
-          t_en_0_14 = \$2167 ;
+          t_en_0_14 = \$2131 ;
       3'h2:
-          t_en_0_14 = \$2169 ;
+          t_en_0_14 = \$2133 ;
       3'h3:
-          t_en_0_14 = \$2171 ;
+          t_en_0_14 = \$2135 ;
       3'h4:
-          t_en_0_14 = \$2173 ;
+          t_en_0_14 = \$2137 ;
       3'h5:
-          t_en_0_14 = \$2175 ;
+          t_en_0_14 = \$2139 ;
     endcase
   end
   always @* begin
@@ -36227,15 +36135,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_0_15 = 1'h1;
       3'h1:
-          t_en_0_15 = \$2177 ;
+          t_en_0_15 = \$2141 ;
       3'h2:
-          t_en_0_15 = \$2179 ;
+          t_en_0_15 = \$2143 ;
       3'h3:
-          t_en_0_15 = \$2181 ;
+          t_en_0_15 = \$2145 ;
       3'h4:
-          t_en_0_15 = \$2183 ;
+          t_en_0_15 = \$2147 ;
       3'h5:
-          t_en_0_15 = \$2185 ;
+          t_en_0_15 = \$2149 ;
     endcase
   end
   always @* begin
@@ -36263,15 +36171,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_0_16 = 1'h1;
       3'h1:
-          t_en_0_16 = \$2187 ;
+          t_en_0_16 = \$2151 ;
       3'h2:
-          t_en_0_16 = \$2189 ;
+          t_en_0_16 = \$2153 ;
       3'h3:
-          t_en_0_16 = \$2191 ;
+          t_en_0_16 = \$2155 ;
       3'h4:
-          t_en_0_16 = \$2193 ;
+          t_en_0_16 = \$2157 ;
       3'h5:
-          t_en_0_16 = \$2195 ;
+          t_en_0_16 = \$2159 ;
     endcase
   end
   always @* begin
@@ -36299,15 +36207,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_0_17 = 1'h1;
       3'h1:
-          t_en_0_17 = \$2197 ;
+          t_en_0_17 = \$2161 ;
       3'h2:
-          t_en_0_17 = \$2199 ;
+          t_en_0_17 = \$2163 ;
       3'h3:
-          t_en_0_17 = \$2201 ;
+          t_en_0_17 = \$2165 ;
       3'h4:
-          t_en_0_17 = \$2203 ;
+          t_en_0_17 = \$2167 ;
       3'h5:
-          t_en_0_17 = \$2205 ;
+          t_en_0_17 = \$2169 ;
     endcase
   end
   always @* begin
@@ -36335,15 +36243,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_0_18 = 1'h1;
       3'h1:
-          t_en_0_18 = \$2207 ;
+          t_en_0_18 = \$2171 ;
       3'h2:
-          t_en_0_18 = \$2209 ;
+          t_en_0_18 = \$2173 ;
       3'h3:
-          t_en_0_18 = \$2211 ;
+          t_en_0_18 = \$2175 ;
       3'h4:
-          t_en_0_18 = \$2213 ;
+          t_en_0_18 = \$2177 ;
       3'h5:
-          t_en_0_18 = \$2215 ;
+          t_en_0_18 = \$2179 ;
     endcase
   end
   always @* begin
@@ -36371,15 +36279,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_0_19 = 1'h1;
       3'h1:
-          t_en_0_19 = \$2217 ;
+          t_en_0_19 = \$2181 ;
       3'h2:
-          t_en_0_19 = \$2219 ;
+          t_en_0_19 = \$2183 ;
       3'h3:
-          t_en_0_19 = \$2221 ;
+          t_en_0_19 = \$2185 ;
       3'h4:
-          t_en_0_19 = \$2223 ;
+          t_en_0_19 = \$2187 ;
       3'h5:
-          t_en_0_19 = \$2225 ;
+          t_en_0_19 = \$2189 ;
     endcase
   end
   always @* begin
@@ -36407,15 +36315,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_0_20 = 1'h1;
       3'h1:
-          t_en_0_20 = \$2227 ;
+          t_en_0_20 = \$2191 ;
       3'h2:
-          t_en_0_20 = \$2229 ;
+          t_en_0_20 = \$2193 ;
       3'h3:
-          t_en_0_20 = \$2231 ;
+          t_en_0_20 = \$2195 ;
       3'h4:
-          t_en_0_20 = \$2233 ;
+          t_en_0_20 = \$2197 ;
       3'h5:
-          t_en_0_20 = \$2235 ;
+          t_en_0_20 = \$2199 ;
     endcase
   end
   always @* begin
@@ -36443,15 +36351,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_0_21 = 1'h1;
       3'h1:
-          t_en_0_21 = \$2237 ;
+          t_en_0_21 = \$2201 ;
       3'h2:
-          t_en_0_21 = \$2239 ;
+          t_en_0_21 = \$2203 ;
       3'h3:
-          t_en_0_21 = \$2241 ;
+          t_en_0_21 = \$2205 ;
       3'h4:
-          t_en_0_21 = \$2243 ;
+          t_en_0_21 = \$2207 ;
       3'h5:
-          t_en_0_21 = \$2245 ;
+          t_en_0_21 = \$2209 ;
     endcase
   end
   always @* begin
@@ -36479,15 +36387,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_0_22 = 1'h1;
       3'h1:
-          t_en_0_22 = \$2247 ;
+          t_en_0_22 = \$2211 ;
       3'h2:
-          t_en_0_22 = \$2249 ;
+          t_en_0_22 = \$2213 ;
       3'h3:
-          t_en_0_22 = \$2251 ;
+          t_en_0_22 = \$2215 ;
       3'h4:
-          t_en_0_22 = \$2253 ;
+          t_en_0_22 = \$2217 ;
       3'h5:
-          t_en_0_22 = \$2255 ;
+          t_en_0_22 = \$2219 ;
     endcase
   end
   always @* begin
@@ -36515,15 +36423,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_0_23 = 1'h1;
       3'h1:
-          t_en_0_23 = \$2257 ;
+          t_en_0_23 = \$2221 ;
       3'h2:
-          t_en_0_23 = \$2259 ;
+          t_en_0_23 = \$2223 ;
       3'h3:
-          t_en_0_23 = \$2261 ;
+          t_en_0_23 = \$2225 ;
       3'h4:
-          t_en_0_23 = \$2263 ;
+          t_en_0_23 = \$2227 ;
       3'h5:
-          t_en_0_23 = \$2265 ;
+          t_en_0_23 = \$2229 ;
     endcase
   end
   always @* begin
@@ -36551,15 +36459,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_0_24 = 1'h1;
       3'h1:
-          t_en_0_24 = \$2267 ;
+          t_en_0_24 = \$2231 ;
       3'h2:
-          t_en_0_24 = \$2269 ;
+          t_en_0_24 = \$2233 ;
       3'h3:
-          t_en_0_24 = \$2271 ;
+          t_en_0_24 = \$2235 ;
       3'h4:
-          t_en_0_24 = \$2273 ;
+          t_en_0_24 = \$2237 ;
       3'h5:
-          t_en_0_24 = \$2275 ;
+          t_en_0_24 = \$2239 ;
     endcase
   end
   always @* begin
@@ -36587,15 +36495,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_0_25 = 1'h1;
       3'h1:
-          t_en_0_25 = \$2277 ;
+          t_en_0_25 = \$2241 ;
       3'h2:
-          t_en_0_25 = \$2279 ;
+          t_en_0_25 = \$2243 ;
       3'h3:
-          t_en_0_25 = \$2281 ;
+          t_en_0_25 = \$2245 ;
       3'h4:
-          t_en_0_25 = \$2283 ;
+          t_en_0_25 = \$2247 ;
       3'h5:
-          t_en_0_25 = \$2285 ;
+          t_en_0_25 = \$2249 ;
     endcase
   end
   always @* begin
@@ -36623,15 +36531,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_0_26 = 1'h1;
       3'h1:
-          t_en_0_26 = \$2287 ;
+          t_en_0_26 = \$2251 ;
       3'h2:
-          t_en_0_26 = \$2289 ;
+          t_en_0_26 = \$2253 ;
       3'h3:
-          t_en_0_26 = \$2291 ;
+          t_en_0_26 = \$2255 ;
       3'h4:
-          t_en_0_26 = \$2293 ;
+          t_en_0_26 = \$2257 ;
       3'h5:
-          t_en_0_26 = \$2295 ;
+          t_en_0_26 = \$2259 ;
     endcase
   end
   always @* begin
@@ -36659,15 +36567,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_0_27 = 1'h1;
       3'h1:
-          t_en_0_27 = \$2297 ;
+          t_en_0_27 = \$2261 ;
       3'h2:
-          t_en_0_27 = \$2299 ;
+          t_en_0_27 = \$2263 ;
       3'h3:
-          t_en_0_27 = \$2301 ;
+          t_en_0_27 = \$2265 ;
       3'h4:
-          t_en_0_27 = \$2303 ;
+          t_en_0_27 = \$2267 ;
       3'h5:
-          t_en_0_27 = \$2305 ;
+          t_en_0_27 = \$2269 ;
     endcase
   end
   always @* begin
@@ -36695,15 +36603,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_0_28 = 1'h1;
       3'h1:
-          t_en_0_28 = \$2307 ;
+          t_en_0_28 = \$2271 ;
       3'h2:
-          t_en_0_28 = \$2309 ;
+          t_en_0_28 = \$2273 ;
       3'h3:
-          t_en_0_28 = \$2311 ;
+          t_en_0_28 = \$2275 ;
       3'h4:
-          t_en_0_28 = \$2313 ;
+          t_en_0_28 = \$2277 ;
       3'h5:
-          t_en_0_28 = \$2315 ;
+          t_en_0_28 = \$2279 ;
     endcase
   end
   always @* begin
@@ -36731,15 +36639,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_0_29 = 1'h1;
       3'h1:
-          t_en_0_29 = \$2317 ;
+          t_en_0_29 = \$2281 ;
       3'h2:
-          t_en_0_29 = \$2319 ;
+          t_en_0_29 = \$2283 ;
       3'h3:
-          t_en_0_29 = \$2321 ;
+          t_en_0_29 = \$2285 ;
       3'h4:
-          t_en_0_29 = \$2323 ;
+          t_en_0_29 = \$2287 ;
       3'h5:
-          t_en_0_29 = \$2325 ;
+          t_en_0_29 = \$2289 ;
     endcase
   end
   always @* begin
@@ -36767,15 +36675,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_0_30 = 1'h1;
       3'h1:
-          t_en_0_30 = \$2327 ;
+          t_en_0_30 = \$2291 ;
       3'h2:
-          t_en_0_30 = \$2329 ;
+          t_en_0_30 = \$2293 ;
       3'h3:
-          t_en_0_30 = \$2331 ;
+          t_en_0_30 = \$2295 ;
       3'h4:
-          t_en_0_30 = \$2333 ;
+          t_en_0_30 = \$2297 ;
       3'h5:
-          t_en_0_30 = \$2335 ;
+          t_en_0_30 = \$2299 ;
     endcase
   end
   always @* begin
@@ -36803,15 +36711,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_0_31 = 1'h1;
       3'h1:
-          t_en_0_31 = \$2337 ;
+          t_en_0_31 = \$2301 ;
       3'h2:
-          t_en_0_31 = \$2339 ;
+          t_en_0_31 = \$2303 ;
       3'h3:
-          t_en_0_31 = \$2341 ;
+          t_en_0_31 = \$2305 ;
       3'h4:
-          t_en_0_31 = \$2343 ;
+          t_en_0_31 = \$2307 ;
       3'h5:
-          t_en_0_31 = \$2345 ;
+          t_en_0_31 = \$2309 ;
     endcase
   end
   always @* begin
@@ -36851,15 +36759,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_1_0 = 1'h1;
       3'h1:
-          t_en_1_0 = \$2844 ;
+          t_en_1_0 = \$2808 ;
       3'h2:
-          t_en_1_0 = \$2846 ;
+          t_en_1_0 = \$2810 ;
       3'h3:
-          t_en_1_0 = \$2848 ;
+          t_en_1_0 = \$2812 ;
       3'h4:
-          t_en_1_0 = \$2850 ;
+          t_en_1_0 = \$2814 ;
       3'h5:
-          t_en_1_0 = \$2852 ;
+          t_en_1_0 = \$2816 ;
     endcase
   end
   always @* begin
@@ -36887,15 +36795,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_1_1 = 1'h1;
       3'h1:
-          t_en_1_1 = \$2854 ;
+          t_en_1_1 = \$2818 ;
       3'h2:
-          t_en_1_1 = \$2856 ;
+          t_en_1_1 = \$2820 ;
       3'h3:
-          t_en_1_1 = \$2858 ;
+          t_en_1_1 = \$2822 ;
       3'h4:
-          t_en_1_1 = \$2860 ;
+          t_en_1_1 = \$2824 ;
       3'h5:
-          t_en_1_1 = \$2862 ;
+          t_en_1_1 = \$2826 ;
     endcase
   end
   always @* begin
@@ -36923,15 +36831,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_1_2 = 1'h1;
       3'h1:
-          t_en_1_2 = \$2864 ;
+          t_en_1_2 = \$2828 ;
       3'h2:
-          t_en_1_2 = \$2866 ;
+          t_en_1_2 = \$2830 ;
       3'h3:
-          t_en_1_2 = \$2868 ;
+          t_en_1_2 = \$2832 ;
       3'h4:
-          t_en_1_2 = \$2870 ;
+          t_en_1_2 = \$2834 ;
       3'h5:
-          t_en_1_2 = \$2872 ;
+          t_en_1_2 = \$2836 ;
     endcase
   end
   always @* begin
@@ -36959,15 +36867,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_1_3 = 1'h1;
       3'h1:
-          t_en_1_3 = \$2874 ;
+          t_en_1_3 = \$2838 ;
       3'h2:
-          t_en_1_3 = \$2876 ;
+          t_en_1_3 = \$2840 ;
       3'h3:
-          t_en_1_3 = \$2878 ;
+          t_en_1_3 = \$2842 ;
       3'h4:
-          t_en_1_3 = \$2880 ;
+          t_en_1_3 = \$2844 ;
       3'h5:
-          t_en_1_3 = \$2882 ;
+          t_en_1_3 = \$2846 ;
     endcase
   end
   always @* begin
@@ -36995,15 +36903,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_1_4 = 1'h1;
       3'h1:
-          t_en_1_4 = \$2884 ;
+          t_en_1_4 = \$2848 ;
       3'h2:
-          t_en_1_4 = \$2886 ;
+          t_en_1_4 = \$2850 ;
       3'h3:
-          t_en_1_4 = \$2888 ;
+          t_en_1_4 = \$2852 ;
       3'h4:
-          t_en_1_4 = \$2890 ;
+          t_en_1_4 = \$2854 ;
       3'h5:
-          t_en_1_4 = \$2892 ;
+          t_en_1_4 = \$2856 ;
     endcase
   end
   always @* begin
@@ -37031,15 +36939,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_1_5 = 1'h1;
       3'h1:
-          t_en_1_5 = \$2894 ;
+          t_en_1_5 = \$2858 ;
       3'h2:
-          t_en_1_5 = \$2896 ;
+          t_en_1_5 = \$2860 ;
       3'h3:
-          t_en_1_5 = \$2898 ;
+          t_en_1_5 = \$2862 ;
       3'h4:
-          t_en_1_5 = \$2900 ;
+          t_en_1_5 = \$2864 ;
       3'h5:
-          t_en_1_5 = \$2902 ;
+          t_en_1_5 = \$2866 ;
     endcase
   end
   always @* begin
@@ -37067,15 +36975,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_1_6 = 1'h1;
       3'h1:
-          t_en_1_6 = \$2904 ;
+          t_en_1_6 = \$2868 ;
       3'h2:
-          t_en_1_6 = \$2906 ;
+          t_en_1_6 = \$2870 ;
       3'h3:
-          t_en_1_6 = \$2908 ;
+          t_en_1_6 = \$2872 ;
       3'h4:
-          t_en_1_6 = \$2910 ;
+          t_en_1_6 = \$2874 ;
       3'h5:
-          t_en_1_6 = \$2912 ;
+          t_en_1_6 = \$2876 ;
     endcase
   end
   always @* begin
@@ -37103,15 +37011,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_1_7 = 1'h1;
       3'h1:
-          t_en_1_7 = \$2914 ;
+          t_en_1_7 = \$2878 ;
       3'h2:
-          t_en_1_7 = \$2916 ;
+          t_en_1_7 = \$2880 ;
       3'h3:
-          t_en_1_7 = \$2918 ;
+          t_en_1_7 = \$2882 ;
       3'h4:
-          t_en_1_7 = \$2920 ;
+          t_en_1_7 = \$2884 ;
       3'h5:
-          t_en_1_7 = \$2922 ;
+          t_en_1_7 = \$2886 ;
     endcase
   end
   always @* begin
@@ -37139,15 +37047,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_1_8 = 1'h1;
       3'h1:
-          t_en_1_8 = \$2924 ;
+          t_en_1_8 = \$2888 ;
       3'h2:
-          t_en_1_8 = \$2926 ;
+          t_en_1_8 = \$2890 ;
       3'h3:
-          t_en_1_8 = \$2928 ;
+          t_en_1_8 = \$2892 ;
       3'h4:
-          t_en_1_8 = \$2930 ;
+          t_en_1_8 = \$2894 ;
       3'h5:
-          t_en_1_8 = \$2932 ;
+          t_en_1_8 = \$2896 ;
     endcase
   end
   always @* begin
@@ -37175,15 +37083,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_1_9 = 1'h1;
       3'h1:
-          t_en_1_9 = \$2934 ;
+          t_en_1_9 = \$2898 ;
       3'h2:
-          t_en_1_9 = \$2936 ;
+          t_en_1_9 = \$2900 ;
       3'h3:
-          t_en_1_9 = \$2938 ;
+          t_en_1_9 = \$2902 ;
       3'h4:
-          t_en_1_9 = \$2940 ;
+          t_en_1_9 = \$2904 ;
       3'h5:
-          t_en_1_9 = \$2942 ;
+          t_en_1_9 = \$2906 ;
     endcase
   end
   always @* begin
@@ -37211,15 +37119,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_1_10 = 1'h1;
       3'h1:
-          t_en_1_10 = \$2944 ;
+          t_en_1_10 = \$2908 ;
       3'h2:
-          t_en_1_10 = \$2946 ;
+          t_en_1_10 = \$2910 ;
       3'h3:
-          t_en_1_10 = \$2948 ;
+          t_en_1_10 = \$2912 ;
       3'h4:
-          t_en_1_10 = \$2950 ;
+          t_en_1_10 = \$2914 ;
       3'h5:
-          t_en_1_10 = \$2952 ;
+          t_en_1_10 = \$2916 ;
     endcase
   end
   always @* begin
@@ -37247,15 +37155,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_1_11 = 1'h1;
       3'h1:
-          t_en_1_11 = \$2954 ;
+          t_en_1_11 = \$2918 ;
       3'h2:
-          t_en_1_11 = \$2956 ;
+          t_en_1_11 = \$2920 ;
       3'h3:
-          t_en_1_11 = \$2958 ;
+          t_en_1_11 = \$2922 ;
       3'h4:
-          t_en_1_11 = \$2960 ;
+          t_en_1_11 = \$2924 ;
       3'h5:
-          t_en_1_11 = \$2962 ;
+          t_en_1_11 = \$2926 ;
     endcase
   end
   always @* begin
@@ -37283,15 +37191,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_1_12 = 1'h1;
       3'h1:
-          t_en_1_12 = \$2964 ;
+          t_en_1_12 = \$2928 ;
       3'h2:
-          t_en_1_12 = \$2966 ;
+          t_en_1_12 = \$2930 ;
       3'h3:
-          t_en_1_12 = \$2968 ;
+          t_en_1_12 = \$2932 ;
       3'h4:
-          t_en_1_12 = \$2970 ;
+          t_en_1_12 = \$2934 ;
       3'h5:
-          t_en_1_12 = \$2972 ;
+          t_en_1_12 = \$2936 ;
     endcase
   end
   always @* begin
@@ -37319,15 +37227,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_1_13 = 1'h1;
       3'h1:
-          t_en_1_13 = \$2974 ;
+          t_en_1_13 = \$2938 ;
       3'h2:
-          t_en_1_13 = \$2976 ;
+          t_en_1_13 = \$2940 ;
       3'h3:
-          t_en_1_13 = \$2978 ;
+          t_en_1_13 = \$2942 ;
       3'h4:
-          t_en_1_13 = \$2980 ;
+          t_en_1_13 = \$2944 ;
       3'h5:
-          t_en_1_13 = \$2982 ;
+          t_en_1_13 = \$2946 ;
     endcase
   end
   always @* begin
@@ -37355,15 +37263,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_1_14 = 1'h1;
       3'h1:
-          t_en_1_14 = \$2984 ;
+          t_en_1_14 = \$2948 ;
       3'h2:
-          t_en_1_14 = \$2986 ;
+          t_en_1_14 = \$2950 ;
       3'h3:
-          t_en_1_14 = \$2988 ;
+          t_en_1_14 = \$2952 ;
       3'h4:
-          t_en_1_14 = \$2990 ;
+          t_en_1_14 = \$2954 ;
       3'h5:
-          t_en_1_14 = \$2992 ;
+          t_en_1_14 = \$2956 ;
     endcase
   end
   always @* begin
@@ -37391,15 +37299,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_1_15 = 1'h1;
       3'h1:
-          t_en_1_15 = \$2994 ;
+          t_en_1_15 = \$2958 ;
       3'h2:
-          t_en_1_15 = \$2996 ;
+          t_en_1_15 = \$2960 ;
       3'h3:
-          t_en_1_15 = \$2998 ;
+          t_en_1_15 = \$2962 ;
       3'h4:
-          t_en_1_15 = \$3000 ;
+          t_en_1_15 = \$2964 ;
       3'h5:
-          t_en_1_15 = \$3002 ;
+          t_en_1_15 = \$2966 ;
     endcase
   end
   always @* begin
@@ -37427,15 +37335,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_1_16 = 1'h1;
       3'h1:
-          t_en_1_16 = \$3004 ;
+          t_en_1_16 = \$2968 ;
       3'h2:
-          t_en_1_16 = \$3006 ;
+          t_en_1_16 = \$2970 ;
       3'h3:
-          t_en_1_16 = \$3008 ;
+          t_en_1_16 = \$2972 ;
       3'h4:
-          t_en_1_16 = \$3010 ;
+          t_en_1_16 = \$2974 ;
       3'h5:
-          t_en_1_16 = \$3012 ;
+          t_en_1_16 = \$2976 ;
     endcase
   end
   always @* begin
@@ -37463,15 +37371,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_1_17 = 1'h1;
       3'h1:
-          t_en_1_17 = \$3014 ;
+          t_en_1_17 = \$2978 ;
       3'h2:
-          t_en_1_17 = \$3016 ;
+          t_en_1_17 = \$2980 ;
       3'h3:
-          t_en_1_17 = \$3018 ;
+          t_en_1_17 = \$2982 ;
       3'h4:
-          t_en_1_17 = \$3020 ;
+          t_en_1_17 = \$2984 ;
       3'h5:
-          t_en_1_17 = \$3022 ;
+          t_en_1_17 = \$2986 ;
     endcase
   end
   always @* begin
@@ -37499,15 +37407,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_1_18 = 1'h1;
       3'h1:
-          t_en_1_18 = \$3024 ;
+          t_en_1_18 = \$2988 ;
       3'h2:
-          t_en_1_18 = \$3026 ;
+          t_en_1_18 = \$2990 ;
       3'h3:
-          t_en_1_18 = \$3028 ;
+          t_en_1_18 = \$2992 ;
       3'h4:
-          t_en_1_18 = \$3030 ;
+          t_en_1_18 = \$2994 ;
       3'h5:
-          t_en_1_18 = \$3032 ;
+          t_en_1_18 = \$2996 ;
     endcase
   end
   always @* begin
@@ -37535,15 +37443,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_1_19 = 1'h1;
       3'h1:
-          t_en_1_19 = \$3034 ;
+          t_en_1_19 = \$2998 ;
       3'h2:
-          t_en_1_19 = \$3036 ;
+          t_en_1_19 = \$3000 ;
       3'h3:
-          t_en_1_19 = \$3038 ;
+          t_en_1_19 = \$3002 ;
       3'h4:
-          t_en_1_19 = \$3040 ;
+          t_en_1_19 = \$3004 ;
       3'h5:
-          t_en_1_19 = \$3042 ;
+          t_en_1_19 = \$3006 ;
     endcase
   end
   always @* begin
@@ -37571,15 +37479,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_1_20 = 1'h1;
       3'h1:
-          t_en_1_20 = \$3044 ;
+          t_en_1_20 = \$3008 ;
       3'h2:
-          t_en_1_20 = \$3046 ;
+          t_en_1_20 = \$3010 ;
       3'h3:
-          t_en_1_20 = \$3048 ;
+          t_en_1_20 = \$3012 ;
       3'h4:
-          t_en_1_20 = \$3050 ;
+          t_en_1_20 = \$3014 ;
       3'h5:
-          t_en_1_20 = \$3052 ;
+          t_en_1_20 = \$3016 ;
     endcase
   end
   always @* begin
@@ -37607,15 +37515,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_1_21 = 1'h1;
       3'h1:
-          t_en_1_21 = \$3054 ;
+          t_en_1_21 = \$3018 ;
       3'h2:
-          t_en_1_21 = \$3056 ;
+          t_en_1_21 = \$3020 ;
       3'h3:
-          t_en_1_21 = \$3058 ;
+          t_en_1_21 = \$3022 ;
       3'h4:
-          t_en_1_21 = \$3060 ;
+          t_en_1_21 = \$3024 ;
       3'h5:
-          t_en_1_21 = \$3062 ;
+          t_en_1_21 = \$3026 ;
     endcase
   end
   always @* begin
@@ -37643,15 +37551,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_1_22 = 1'h1;
       3'h1:
-          t_en_1_22 = \$3064 ;
+          t_en_1_22 = \$3028 ;
       3'h2:
-          t_en_1_22 = \$3066 ;
+          t_en_1_22 = \$3030 ;
       3'h3:
-          t_en_1_22 = \$3068 ;
+          t_en_1_22 = \$3032 ;
       3'h4:
-          t_en_1_22 = \$3070 ;
+          t_en_1_22 = \$3034 ;
       3'h5:
-          t_en_1_22 = \$3072 ;
+          t_en_1_22 = \$3036 ;
     endcase
   end
   always @* begin
@@ -37679,15 +37587,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_1_23 = 1'h1;
       3'h1:
-          t_en_1_23 = \$3074 ;
+          t_en_1_23 = \$3038 ;
       3'h2:
-          t_en_1_23 = \$3076 ;
+          t_en_1_23 = \$3040 ;
       3'h3:
-          t_en_1_23 = \$3078 ;
+          t_en_1_23 = \$3042 ;
       3'h4:
-          t_en_1_23 = \$3080 ;
+          t_en_1_23 = \$3044 ;
       3'h5:
-          t_en_1_23 = \$3082 ;
+          t_en_1_23 = \$3046 ;
     endcase
   end
   always @* begin
@@ -37715,15 +37623,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_1_24 = 1'h1;
       3'h1:
-          t_en_1_24 = \$3084 ;
+          t_en_1_24 = \$3048 ;
       3'h2:
-          t_en_1_24 = \$3086 ;
+          t_en_1_24 = \$3050 ;
       3'h3:
-          t_en_1_24 = \$3088 ;
+          t_en_1_24 = \$3052 ;
       3'h4:
-          t_en_1_24 = \$3090 ;
+          t_en_1_24 = \$3054 ;
       3'h5:
-          t_en_1_24 = \$3092 ;
+          t_en_1_24 = \$3056 ;
     endcase
   end
   always @* begin
@@ -37751,15 +37659,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_1_25 = 1'h1;
       3'h1:
-          t_en_1_25 = \$3094 ;
+          t_en_1_25 = \$3058 ;
       3'h2:
-          t_en_1_25 = \$3096 ;
+          t_en_1_25 = \$3060 ;
       3'h3:
-          t_en_1_25 = \$3098 ;
+          t_en_1_25 = \$3062 ;
       3'h4:
-          t_en_1_25 = \$3100 ;
+          t_en_1_25 = \$3064 ;
       3'h5:
-          t_en_1_25 = \$3102 ;
+          t_en_1_25 = \$3066 ;
     endcase
   end
   always @* begin
@@ -37787,15 +37695,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_1_26 = 1'h1;
       3'h1:
-          t_en_1_26 = \$3104 ;
+          t_en_1_26 = \$3068 ;
       3'h2:
-          t_en_1_26 = \$3106 ;
+          t_en_1_26 = \$3070 ;
       3'h3:
-          t_en_1_26 = \$3108 ;
+          t_en_1_26 = \$3072 ;
       3'h4:
-          t_en_1_26 = \$3110 ;
+          t_en_1_26 = \$3074 ;
       3'h5:
-          t_en_1_26 = \$3112 ;
+          t_en_1_26 = \$3076 ;
     endcase
   end
   always @* begin
@@ -37823,15 +37731,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_1_27 = 1'h1;
       3'h1:
-          t_en_1_27 = \$3114 ;
+          t_en_1_27 = \$3078 ;
       3'h2:
-          t_en_1_27 = \$3116 ;
+          t_en_1_27 = \$3080 ;
       3'h3:
-          t_en_1_27 = \$3118 ;
+          t_en_1_27 = \$3082 ;
       3'h4:
-          t_en_1_27 = \$3120 ;
+          t_en_1_27 = \$3084 ;
       3'h5:
-          t_en_1_27 = \$3122 ;
+          t_en_1_27 = \$3086 ;
     endcase
   end
   always @* begin
@@ -37859,15 +37767,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_1_28 = 1'h1;
       3'h1:
-          t_en_1_28 = \$3124 ;
+          t_en_1_28 = \$3088 ;
       3'h2:
-          t_en_1_28 = \$3126 ;
+          t_en_1_28 = \$3090 ;
       3'h3:
-          t_en_1_28 = \$3128 ;
+          t_en_1_28 = \$3092 ;
       3'h4:
-          t_en_1_28 = \$3130 ;
+          t_en_1_28 = \$3094 ;
       3'h5:
-          t_en_1_28 = \$3132 ;
+          t_en_1_28 = \$3096 ;
     endcase
   end
   always @* begin
@@ -37895,15 +37803,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_1_29 = 1'h1;
       3'h1:
-          t_en_1_29 = \$3134 ;
+          t_en_1_29 = \$3098 ;
       3'h2:
-          t_en_1_29 = \$3136 ;
+          t_en_1_29 = \$3100 ;
       3'h3:
-          t_en_1_29 = \$3138 ;
+          t_en_1_29 = \$3102 ;
       3'h4:
-          t_en_1_29 = \$3140 ;
+          t_en_1_29 = \$3104 ;
       3'h5:
-          t_en_1_29 = \$3142 ;
+          t_en_1_29 = \$3106 ;
     endcase
   end
   always @* begin
@@ -37931,15 +37839,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_1_30 = 1'h1;
       3'h1:
-          t_en_1_30 = \$3144 ;
+          t_en_1_30 = \$3108 ;
       3'h2:
-          t_en_1_30 = \$3146 ;
+          t_en_1_30 = \$3110 ;
       3'h3:
-          t_en_1_30 = \$3148 ;
+          t_en_1_30 = \$3112 ;
       3'h4:
-          t_en_1_30 = \$3150 ;
+          t_en_1_30 = \$3114 ;
       3'h5:
-          t_en_1_30 = \$3152 ;
+          t_en_1_30 = \$3116 ;
     endcase
   end
   always @* begin
@@ -37967,15 +37875,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_1_31 = 1'h1;
       3'h1:
-          t_en_1_31 = \$3154 ;
+          t_en_1_31 = \$3118 ;
       3'h2:
-          t_en_1_31 = \$3156 ;
+          t_en_1_31 = \$3120 ;
       3'h3:
-          t_en_1_31 = \$3158 ;
+          t_en_1_31 = \$3122 ;
       3'h4:
-          t_en_1_31 = \$3160 ;
+          t_en_1_31 = \$3124 ;
       3'h5:
-          t_en_1_31 = \$3162 ;
+          t_en_1_31 = \$3126 ;
     endcase
   end
   always @* begin
@@ -38015,15 +37923,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_2_0 = 1'h1;
       3'h1:
-          t_en_2_0 = \$3656 ;
+          t_en_2_0 = \$3620 ;
       3'h2:
-          t_en_2_0 = \$3658 ;
+          t_en_2_0 = \$3622 ;
       3'h3:
-          t_en_2_0 = \$3660 ;
+          t_en_2_0 = \$3624 ;
       3'h4:
-          t_en_2_0 = \$3662 ;
+          t_en_2_0 = \$3626 ;
       3'h5:
-          t_en_2_0 = \$3664 ;
+          t_en_2_0 = \$3628 ;
     endcase
   end
   always @* begin
@@ -38051,15 +37959,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_2_1 = 1'h1;
       3'h1:
-          t_en_2_1 = \$3666 ;
+          t_en_2_1 = \$3630 ;
       3'h2:
-          t_en_2_1 = \$3668 ;
+          t_en_2_1 = \$3632 ;
       3'h3:
-          t_en_2_1 = \$3670 ;
+          t_en_2_1 = \$3634 ;
       3'h4:
-          t_en_2_1 = \$3672 ;
+          t_en_2_1 = \$3636 ;
       3'h5:
-          t_en_2_1 = \$3674 ;
+          t_en_2_1 = \$3638 ;
     endcase
   end
   always @* begin
@@ -38087,15 +37995,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_2_2 = 1'h1;
       3'h1:
-          t_en_2_2 = \$3676 ;
+          t_en_2_2 = \$3640 ;
       3'h2:
-          t_en_2_2 = \$3678 ;
+          t_en_2_2 = \$3642 ;
       3'h3:
-          t_en_2_2 = \$3680 ;
+          t_en_2_2 = \$3644 ;
       3'h4:
-          t_en_2_2 = \$3682 ;
+          t_en_2_2 = \$3646 ;
       3'h5:
-          t_en_2_2 = \$3684 ;
+          t_en_2_2 = \$3648 ;
     endcase
   end
   always @* begin
@@ -38123,15 +38031,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_2_3 = 1'h1;
       3'h1:
-          t_en_2_3 = \$3686 ;
+          t_en_2_3 = \$3650 ;
       3'h2:
-          t_en_2_3 = \$3688 ;
+          t_en_2_3 = \$3652 ;
       3'h3:
-          t_en_2_3 = \$3690 ;
+          t_en_2_3 = \$3654 ;
       3'h4:
-          t_en_2_3 = \$3692 ;
+          t_en_2_3 = \$3656 ;
       3'h5:
-          t_en_2_3 = \$3694 ;
+          t_en_2_3 = \$3658 ;
     endcase
   end
   always @* begin
@@ -38159,15 +38067,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_2_4 = 1'h1;
       3'h1:
-          t_en_2_4 = \$3696 ;
+          t_en_2_4 = \$3660 ;
       3'h2:
-          t_en_2_4 = \$3698 ;
+          t_en_2_4 = \$3662 ;
       3'h3:
-          t_en_2_4 = \$3700 ;
+          t_en_2_4 = \$3664 ;
       3'h4:
-          t_en_2_4 = \$3702 ;
+          t_en_2_4 = \$3666 ;
       3'h5:
-          t_en_2_4 = \$3704 ;
+          t_en_2_4 = \$3668 ;
     endcase
   end
   always @* begin
@@ -38195,15 +38103,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_2_5 = 1'h1;
       3'h1:
-          t_en_2_5 = \$3706 ;
+          t_en_2_5 = \$3670 ;
       3'h2:
-          t_en_2_5 = \$3708 ;
+          t_en_2_5 = \$3672 ;
       3'h3:
-          t_en_2_5 = \$3710 ;
+          t_en_2_5 = \$3674 ;
       3'h4:
-          t_en_2_5 = \$3712 ;
+          t_en_2_5 = \$3676 ;
       3'h5:
-          t_en_2_5 = \$3714 ;
+          t_en_2_5 = \$3678 ;
     endcase
   end
   always @* begin
@@ -38231,15 +38139,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_2_6 = 1'h1;
       3'h1:
-          t_en_2_6 = \$3716 ;
+          t_en_2_6 = \$3680 ;
       3'h2:
-          t_en_2_6 = \$3718 ;
+          t_en_2_6 = \$3682 ;
       3'h3:
-          t_en_2_6 = \$3720 ;
+          t_en_2_6 = \$3684 ;
       3'h4:
-          t_en_2_6 = \$3722 ;
+          t_en_2_6 = \$3686 ;
       3'h5:
-          t_en_2_6 = \$3724 ;
+          t_en_2_6 = \$3688 ;
     endcase
   end
   always @* begin
@@ -38267,15 +38175,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_2_7 = 1'h1;
       3'h1:
-          t_en_2_7 = \$3726 ;
+          t_en_2_7 = \$3690 ;
       3'h2:
-          t_en_2_7 = \$3728 ;
+          t_en_2_7 = \$3692 ;
       3'h3:
-          t_en_2_7 = \$3730 ;
+          t_en_2_7 = \$3694 ;
       3'h4:
-          t_en_2_7 = \$3732 ;
+          t_en_2_7 = \$3696 ;
       3'h5:
-          t_en_2_7 = \$3734 ;
+          t_en_2_7 = \$3698 ;
     endcase
   end
   always @* begin
@@ -38303,15 +38211,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_2_8 = 1'h1;
       3'h1:
-          t_en_2_8 = \$3736 ;
+          t_en_2_8 = \$3700 ;
       3'h2:
-          t_en_2_8 = \$3738 ;
+          t_en_2_8 = \$3702 ;
       3'h3:
-          t_en_2_8 = \$3740 ;
+          t_en_2_8 = \$3704 ;
       3'h4:
-          t_en_2_8 = \$3742 ;
+          t_en_2_8 = \$3706 ;
       3'h5:
-          t_en_2_8 = \$3744 ;
+          t_en_2_8 = \$3708 ;
     endcase
   end
   always @* begin
@@ -38339,15 +38247,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_2_9 = 1'h1;
       3'h1:
-          t_en_2_9 = \$3746 ;
+          t_en_2_9 = \$3710 ;
       3'h2:
-          t_en_2_9 = \$3748 ;
+          t_en_2_9 = \$3712 ;
       3'h3:
-          t_en_2_9 = \$3750 ;
+          t_en_2_9 = \$3714 ;
       3'h4:
-          t_en_2_9 = \$3752 ;
+          t_en_2_9 = \$3716 ;
       3'h5:
-          t_en_2_9 = \$3754 ;
+          t_en_2_9 = \$3718 ;
     endcase
   end
   always @* begin
@@ -38375,15 +38283,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_2_10 = 1'h1;
       3'h1:
-          t_en_2_10 = \$3756 ;
+          t_en_2_10 = \$3720 ;
       3'h2:
-          t_en_2_10 = \$3758 ;
+          t_en_2_10 = \$3722 ;
       3'h3:
-          t_en_2_10 = \$3760 ;
+          t_en_2_10 = \$3724 ;
       3'h4:
-          t_en_2_10 = \$3762 ;
+          t_en_2_10 = \$3726 ;
       3'h5:
-          t_en_2_10 = \$3764 ;
+          t_en_2_10 = \$3728 ;
     endcase
   end
   always @* begin
@@ -38411,15 +38319,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_2_11 = 1'h1;
       3'h1:
-          t_en_2_11 = \$3766 ;
+          t_en_2_11 = \$3730 ;
       3'h2:
-          t_en_2_11 = \$3768 ;
+          t_en_2_11 = \$3732 ;
       3'h3:
-          t_en_2_11 = \$3770 ;
+          t_en_2_11 = \$3734 ;
       3'h4:
-          t_en_2_11 = \$3772 ;
+          t_en_2_11 = \$3736 ;
       3'h5:
-          t_en_2_11 = \$3774 ;
+          t_en_2_11 = \$3738 ;
     endcase
   end
   always @* begin
@@ -38447,15 +38355,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_2_12 = 1'h1;
       3'h1:
-          t_en_2_12 = \$3776 ;
+          t_en_2_12 = \$3740 ;
       3'h2:
-          t_en_2_12 = \$3778 ;
+          t_en_2_12 = \$3742 ;
       3'h3:
-          t_en_2_12 = \$3780 ;
+          t_en_2_12 = \$3744 ;
       3'h4:
-          t_en_2_12 = \$3782 ;
+          t_en_2_12 = \$3746 ;
       3'h5:
-          t_en_2_12 = \$3784 ;
+          t_en_2_12 = \$3748 ;
     endcase
   end
   always @* begin
@@ -38483,15 +38391,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_2_13 = 1'h1;
       3'h1:
-          t_en_2_13 = \$3786 ;
+          t_en_2_13 = \$3750 ;
       3'h2:
-          t_en_2_13 = \$3788 ;
+          t_en_2_13 = \$3752 ;
       3'h3:
-          t_en_2_13 = \$3790 ;
+          t_en_2_13 = \$3754 ;
       3'h4:
-          t_en_2_13 = \$3792 ;
+          t_en_2_13 = \$3756 ;
       3'h5:
-          t_en_2_13 = \$3794 ;
+          t_en_2_13 = \$3758 ;
     endcase
   end
   always @* begin
@@ -38519,15 +38427,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_2_14 = 1'h1;
       3'h1:
-          t_en_2_14 = \$3796 ;
+          t_en_2_14 = \$3760 ;
       3'h2:
-          t_en_2_14 = \$3798 ;
+          t_en_2_14 = \$3762 ;
       3'h3:
-          t_en_2_14 = \$3800 ;
+          t_en_2_14 = \$3764 ;
       3'h4:
-          t_en_2_14 = \$3802 ;
+          t_en_2_14 = \$3766 ;
       3'h5:
-          t_en_2_14 = \$3804 ;
+          t_en_2_14 = \$3768 ;
     endcase
   end
   always @* begin
@@ -38555,15 +38463,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_2_15 = 1'h1;
       3'h1:
-          t_en_2_15 = \$3806 ;
+          t_en_2_15 = \$3770 ;
       3'h2:
-          t_en_2_15 = \$3808 ;
+          t_en_2_15 = \$3772 ;
       3'h3:
-          t_en_2_15 = \$3810 ;
+          t_en_2_15 = \$3774 ;
       3'h4:
-          t_en_2_15 = \$3812 ;
+          t_en_2_15 = \$3776 ;
       3'h5:
-          t_en_2_15 = \$3814 ;
+          t_en_2_15 = \$3778 ;
     endcase
   end
   always @* begin
@@ -38591,15 +38499,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_2_16 = 1'h1;
       3'h1:
-          t_en_2_16 = \$3816 ;
+          t_en_2_16 = \$3780 ;
       3'h2:
-          t_en_2_16 = \$3818 ;
+          t_en_2_16 = \$3782 ;
       3'h3:
-          t_en_2_16 = \$3820 ;
+          t_en_2_16 = \$3784 ;
       3'h4:
-          t_en_2_16 = \$3822 ;
+          t_en_2_16 = \$3786 ;
       3'h5:
-          t_en_2_16 = \$3824 ;
+          t_en_2_16 = \$3788 ;
     endcase
   end
   always @* begin
@@ -38627,15 +38535,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_2_17 = 1'h1;
       3'h1:
-          t_en_2_17 = \$3826 ;
+          t_en_2_17 = \$3790 ;
       3'h2:
-          t_en_2_17 = \$3828 ;
+          t_en_2_17 = \$3792 ;
       3'h3:
-          t_en_2_17 = \$3830 ;
+          t_en_2_17 = \$3794 ;
       3'h4:
-          t_en_2_17 = \$3832 ;
+          t_en_2_17 = \$3796 ;
       3'h5:
-          t_en_2_17 = \$3834 ;
+          t_en_2_17 = \$3798 ;
     endcase
   end
   always @* begin
@@ -38663,15 +38571,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_2_18 = 1'h1;
       3'h1:
-          t_en_2_18 = \$3836 ;
+          t_en_2_18 = \$3800 ;
       3'h2:
-          t_en_2_18 = \$3838 ;
+          t_en_2_18 = \$3802 ;
       3'h3:
-          t_en_2_18 = \$3840 ;
+          t_en_2_18 = \$3804 ;
       3'h4:
-          t_en_2_18 = \$3842 ;
+          t_en_2_18 = \$3806 ;
       3'h5:
-          t_en_2_18 = \$3844 ;
+          t_en_2_18 = \$3808 ;
     endcase
   end
   always @* begin
@@ -38699,15 +38607,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_2_19 = 1'h1;
       3'h1:
-          t_en_2_19 = \$3846 ;
+          t_en_2_19 = \$3810 ;
       3'h2:
-          t_en_2_19 = \$3848 ;
+          t_en_2_19 = \$3812 ;
       3'h3:
-          t_en_2_19 = \$3850 ;
+          t_en_2_19 = \$3814 ;
       3'h4:
-          t_en_2_19 = \$3852 ;
+          t_en_2_19 = \$3816 ;
       3'h5:
-          t_en_2_19 = \$3854 ;
+          t_en_2_19 = \$3818 ;
     endcase
   end
   always @* begin
@@ -38735,15 +38643,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_2_20 = 1'h1;
       3'h1:
-          t_en_2_20 = \$3856 ;
+          t_en_2_20 = \$3820 ;
       3'h2:
-          t_en_2_20 = \$3858 ;
+          t_en_2_20 = \$3822 ;
       3'h3:
-          t_en_2_20 = \$3860 ;
+          t_en_2_20 = \$3824 ;
       3'h4:
-          t_en_2_20 = \$3862 ;
+          t_en_2_20 = \$3826 ;
       3'h5:
-          t_en_2_20 = \$3864 ;
+          t_en_2_20 = \$3828 ;
     endcase
   end
   always @* begin
@@ -38771,15 +38679,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_2_21 = 1'h1;
       3'h1:
-          t_en_2_21 = \$3866 ;
+          t_en_2_21 = \$3830 ;
       3'h2:
-          t_en_2_21 = \$3868 ;
+          t_en_2_21 = \$3832 ;
       3'h3:
-          t_en_2_21 = \$3870 ;
+          t_en_2_21 = \$3834 ;
       3'h4:
-          t_en_2_21 = \$3872 ;
+          t_en_2_21 = \$3836 ;
       3'h5:
-          t_en_2_21 = \$3874 ;
+          t_en_2_21 = \$3838 ;
     endcase
   end
   always @* begin
@@ -38807,15 +38715,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_2_22 = 1'h1;
       3'h1:
-          t_en_2_22 = \$3876 ;
+          t_en_2_22 = \$3840 ;
       3'h2:
-          t_en_2_22 = \$3878 ;
+          t_en_2_22 = \$3842 ;
       3'h3:
-          t_en_2_22 = \$3880 ;
+          t_en_2_22 = \$3844 ;
       3'h4:
-          t_en_2_22 = \$3882 ;
+          t_en_2_22 = \$3846 ;
       3'h5:
-          t_en_2_22 = \$3884 ;
+          t_en_2_22 = \$3848 ;
     endcase
   end
   always @* begin
@@ -38843,15 +38751,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_2_23 = 1'h1;
       3'h1:
-          t_en_2_23 = \$3886 ;
+          t_en_2_23 = \$3850 ;
       3'h2:
-          t_en_2_23 = \$3888 ;
+          t_en_2_23 = \$3852 ;
       3'h3:
-          t_en_2_23 = \$3890 ;
+          t_en_2_23 = \$3854 ;
       3'h4:
-          t_en_2_23 = \$3892 ;
+          t_en_2_23 = \$3856 ;
       3'h5:
-          t_en_2_23 = \$3894 ;
+          t_en_2_23 = \$3858 ;
     endcase
   end
   always @* begin
@@ -38879,15 +38787,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_2_24 = 1'h1;
       3'h1:
-          t_en_2_24 = \$3896 ;
+          t_en_2_24 = \$3860 ;
       3'h2:
-          t_en_2_24 = \$3898 ;
+          t_en_2_24 = \$3862 ;
       3'h3:
-          t_en_2_24 = \$3900 ;
+          t_en_2_24 = \$3864 ;
       3'h4:
-          t_en_2_24 = \$3902 ;
+          t_en_2_24 = \$3866 ;
       3'h5:
-          t_en_2_24 = \$3904 ;
+          t_en_2_24 = \$3868 ;
     endcase
   end
   always @* begin
@@ -38915,15 +38823,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_2_25 = 1'h1;
       3'h1:
-          t_en_2_25 = \$3906 ;
+          t_en_2_25 = \$3870 ;
       3'h2:
-          t_en_2_25 = \$3908 ;
+          t_en_2_25 = \$3872 ;
       3'h3:
-          t_en_2_25 = \$3910 ;
+          t_en_2_25 = \$3874 ;
       3'h4:
-          t_en_2_25 = \$3912 ;
+          t_en_2_25 = \$3876 ;
       3'h5:
-          t_en_2_25 = \$3914 ;
+          t_en_2_25 = \$3878 ;
     endcase
   end
   always @* begin
@@ -38951,15 +38859,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_2_26 = 1'h1;
       3'h1:
-          t_en_2_26 = \$3916 ;
+          t_en_2_26 = \$3880 ;
       3'h2:
-          t_en_2_26 = \$3918 ;
+          t_en_2_26 = \$3882 ;
       3'h3:
-          t_en_2_26 = \$3920 ;
+          t_en_2_26 = \$3884 ;
       3'h4:
-          t_en_2_26 = \$3922 ;
+          t_en_2_26 = \$3886 ;
       3'h5:
-          t_en_2_26 = \$3924 ;
+          t_en_2_26 = \$3888 ;
     endcase
   end
   always @* begin
@@ -38987,15 +38895,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_2_27 = 1'h1;
       3'h1:
-          t_en_2_27 = \$3926 ;
+          t_en_2_27 = \$3890 ;
       3'h2:
-          t_en_2_27 = \$3928 ;
+          t_en_2_27 = \$3892 ;
       3'h3:
-          t_en_2_27 = \$3930 ;
+          t_en_2_27 = \$3894 ;
       3'h4:
-          t_en_2_27 = \$3932 ;
+          t_en_2_27 = \$3896 ;
       3'h5:
-          t_en_2_27 = \$3934 ;
+          t_en_2_27 = \$3898 ;
     endcase
   end
   always @* begin
@@ -39023,15 +38931,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_2_28 = 1'h1;
       3'h1:
-          t_en_2_28 = \$3936 ;
+          t_en_2_28 = \$3900 ;
       3'h2:
-          t_en_2_28 = \$3938 ;
+          t_en_2_28 = \$3902 ;
       3'h3:
-          t_en_2_28 = \$3940 ;
+          t_en_2_28 = \$3904 ;
       3'h4:
-          t_en_2_28 = \$3942 ;
+          t_en_2_28 = \$3906 ;
       3'h5:
-          t_en_2_28 = \$3944 ;
+          t_en_2_28 = \$3908 ;
     endcase
   end
   always @* begin
@@ -39059,15 +38967,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_2_29 = 1'h1;
       3'h1:
-          t_en_2_29 = \$3946 ;
+          t_en_2_29 = \$3910 ;
       3'h2:
-          t_en_2_29 = \$3948 ;
+          t_en_2_29 = \$3912 ;
       3'h3:
-          t_en_2_29 = \$3950 ;
+          t_en_2_29 = \$3914 ;
       3'h4:
-          t_en_2_29 = \$3952 ;
+          t_en_2_29 = \$3916 ;
       3'h5:
-          t_en_2_29 = \$3954 ;
+          t_en_2_29 = \$3918 ;
     endcase
   end
   always @* begin
@@ -39095,15 +39003,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_2_30 = 1'h1;
       3'h1:
-          t_en_2_30 = \$3956 ;
+          t_en_2_30 = \$3920 ;
       3'h2:
-          t_en_2_30 = \$3958 ;
+          t_en_2_30 = \$3922 ;
       3'h3:
-          t_en_2_30 = \$3960 ;
+          t_en_2_30 = \$3924 ;
       3'h4:
-          t_en_2_30 = \$3962 ;
+          t_en_2_30 = \$3926 ;
       3'h5:
-          t_en_2_30 = \$3964 ;
+          t_en_2_30 = \$3928 ;
     endcase
   end
   always @* begin
@@ -39131,15 +39039,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_2_31 = 1'h1;
       3'h1:
-          t_en_2_31 = \$3966 ;
+          t_en_2_31 = \$3930 ;
       3'h2:
-          t_en_2_31 = \$3968 ;
+          t_en_2_31 = \$3932 ;
       3'h3:
-          t_en_2_31 = \$3970 ;
+          t_en_2_31 = \$3934 ;
       3'h4:
-          t_en_2_31 = \$3972 ;
+          t_en_2_31 = \$3936 ;
       3'h5:
-          t_en_2_31 = \$3974 ;
+          t_en_2_31 = \$3938 ;
     endcase
   end
   always @* begin
@@ -39179,15 +39087,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_3_0 = 1'h1;
       3'h1:
-          t_en_3_0 = \$4468 ;
+          t_en_3_0 = \$4432 ;
       3'h2:
-          t_en_3_0 = \$4470 ;
+          t_en_3_0 = \$4434 ;
       3'h3:
-          t_en_3_0 = \$4472 ;
+          t_en_3_0 = \$4436 ;
       3'h4:
-          t_en_3_0 = \$4474 ;
+          t_en_3_0 = \$4438 ;
       3'h5:
-          t_en_3_0 = \$4476 ;
+          t_en_3_0 = \$4440 ;
     endcase
   end
   always @* begin
@@ -39215,15 +39123,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_3_1 = 1'h1;
       3'h1:
-          t_en_3_1 = \$4478 ;
+          t_en_3_1 = \$4442 ;
       3'h2:
-          t_en_3_1 = \$4480 ;
+          t_en_3_1 = \$4444 ;
       3'h3:
-          t_en_3_1 = \$4482 ;
+          t_en_3_1 = \$4446 ;
       3'h4:
-          t_en_3_1 = \$4484 ;
+          t_en_3_1 = \$4448 ;
       3'h5:
-          t_en_3_1 = \$4486 ;
+          t_en_3_1 = \$4450 ;
     endcase
   end
   always @* begin
@@ -39251,15 +39159,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_3_2 = 1'h1;
       3'h1:
-          t_en_3_2 = \$4488 ;
+          t_en_3_2 = \$4452 ;
       3'h2:
-          t_en_3_2 = \$4490 ;
+          t_en_3_2 = \$4454 ;
       3'h3:
-          t_en_3_2 = \$4492 ;
+          t_en_3_2 = \$4456 ;
       3'h4:
-          t_en_3_2 = \$4494 ;
+          t_en_3_2 = \$4458 ;
       3'h5:
-          t_en_3_2 = \$4496 ;
+          t_en_3_2 = \$4460 ;
     endcase
   end
   always @* begin
@@ -39287,15 +39195,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_3_3 = 1'h1;
       3'h1:
-          t_en_3_3 = \$4498 ;
+          t_en_3_3 = \$4462 ;
       3'h2:
-          t_en_3_3 = \$4500 ;
+          t_en_3_3 = \$4464 ;
       3'h3:
-          t_en_3_3 = \$4502 ;
+          t_en_3_3 = \$4466 ;
       3'h4:
-          t_en_3_3 = \$4504 ;
+          t_en_3_3 = \$4468 ;
       3'h5:
-          t_en_3_3 = \$4506 ;
+          t_en_3_3 = \$4470 ;
     endcase
   end
   always @* begin
@@ -39323,15 +39231,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_3_4 = 1'h1;
       3'h1:
-          t_en_3_4 = \$4508 ;
+          t_en_3_4 = \$4472 ;
       3'h2:
-          t_en_3_4 = \$4510 ;
+          t_en_3_4 = \$4474 ;
       3'h3:
-          t_en_3_4 = \$4512 ;
+          t_en_3_4 = \$4476 ;
       3'h4:
-          t_en_3_4 = \$4514 ;
+          t_en_3_4 = \$4478 ;
       3'h5:
-          t_en_3_4 = \$4516 ;
+          t_en_3_4 = \$4480 ;
     endcase
   end
   always @* begin
@@ -39359,15 +39267,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_3_5 = 1'h1;
       3'h1:
-          t_en_3_5 = \$4518 ;
+          t_en_3_5 = \$4482 ;
       3'h2:
-          t_en_3_5 = \$4520 ;
+          t_en_3_5 = \$4484 ;
       3'h3:
-          t_en_3_5 = \$4522 ;
+          t_en_3_5 = \$4486 ;
       3'h4:
-          t_en_3_5 = \$4524 ;
+          t_en_3_5 = \$4488 ;
       3'h5:
-          t_en_3_5 = \$4526 ;
+          t_en_3_5 = \$4490 ;
     endcase
   end
   always @* begin
@@ -39395,15 +39303,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_3_6 = 1'h1;
       3'h1:
-          t_en_3_6 = \$4528 ;
+          t_en_3_6 = \$4492 ;
       3'h2:
-          t_en_3_6 = \$4530 ;
+          t_en_3_6 = \$4494 ;
       3'h3:
-          t_en_3_6 = \$4532 ;
+          t_en_3_6 = \$4496 ;
       3'h4:
-          t_en_3_6 = \$4534 ;
+          t_en_3_6 = \$4498 ;
       3'h5:
-          t_en_3_6 = \$4536 ;
+          t_en_3_6 = \$4500 ;
     endcase
   end
   always @* begin
@@ -39431,15 +39339,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_3_7 = 1'h1;
       3'h1:
-          t_en_3_7 = \$4538 ;
+          t_en_3_7 = \$4502 ;
       3'h2:
-          t_en_3_7 = \$4540 ;
+          t_en_3_7 = \$4504 ;
       3'h3:
-          t_en_3_7 = \$4542 ;
+          t_en_3_7 = \$4506 ;
       3'h4:
-          t_en_3_7 = \$4544 ;
+          t_en_3_7 = \$4508 ;
       3'h5:
-          t_en_3_7 = \$4546 ;
+          t_en_3_7 = \$4510 ;
     endcase
   end
   always @* begin
@@ -39467,15 +39375,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_3_8 = 1'h1;
       3'h1:
-          t_en_3_8 = \$4548 ;
+          t_en_3_8 = \$4512 ;
       3'h2:
-          t_en_3_8 = \$4550 ;
+          t_en_3_8 = \$4514 ;
       3'h3:
-          t_en_3_8 = \$4552 ;
+          t_en_3_8 = \$4516 ;
       3'h4:
-          t_en_3_8 = \$4554 ;
+          t_en_3_8 = \$4518 ;
       3'h5:
-          t_en_3_8 = \$4556 ;
+          t_en_3_8 = \$4520 ;
     endcase
   end
   always @* begin
@@ -39503,15 +39411,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_3_9 = 1'h1;
       3'h1:
-          t_en_3_9 = \$4558 ;
+          t_en_3_9 = \$4522 ;
       3'h2:
-          t_en_3_9 = \$4560 ;
+          t_en_3_9 = \$4524 ;
       3'h3:
-          t_en_3_9 = \$4562 ;
+          t_en_3_9 = \$4526 ;
       3'h4:
-          t_en_3_9 = \$4564 ;
+          t_en_3_9 = \$4528 ;
       3'h5:
-          t_en_3_9 = \$4566 ;
+          t_en_3_9 = \$4530 ;
     endcase
   end
   always @* begin
@@ -39539,15 +39447,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_3_10 = 1'h1;
       3'h1:
-          t_en_3_10 = \$4568 ;
+          t_en_3_10 = \$4532 ;
       3'h2:
-          t_en_3_10 = \$4570 ;
+          t_en_3_10 = \$4534 ;
       3'h3:
-          t_en_3_10 = \$4572 ;
+          t_en_3_10 = \$4536 ;
       3'h4:
-          t_en_3_10 = \$4574 ;
+          t_en_3_10 = \$4538 ;
       3'h5:
-          t_en_3_10 = \$4576 ;
+          t_en_3_10 = \$4540 ;
     endcase
   end
   always @* begin
@@ -39575,15 +39483,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_3_11 = 1'h1;
       3'h1:
-          t_en_3_11 = \$4578 ;
+          t_en_3_11 = \$4542 ;
       3'h2:
-          t_en_3_11 = \$4580 ;
+          t_en_3_11 = \$4544 ;
       3'h3:
-          t_en_3_11 = \$4582 ;
+          t_en_3_11 = \$4546 ;
       3'h4:
-          t_en_3_11 = \$4584 ;
+          t_en_3_11 = \$4548 ;
       3'h5:
-          t_en_3_11 = \$4586 ;
+          t_en_3_11 = \$4550 ;
     endcase
   end
   always @* begin
@@ -39611,15 +39519,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_3_12 = 1'h1;
       3'h1:
-          t_en_3_12 = \$4588 ;
+          t_en_3_12 = \$4552 ;
       3'h2:
-          t_en_3_12 = \$4590 ;
+          t_en_3_12 = \$4554 ;
       3'h3:
-          t_en_3_12 = \$4592 ;
+          t_en_3_12 = \$4556 ;
       3'h4:
-          t_en_3_12 = \$4594 ;
+          t_en_3_12 = \$4558 ;
       3'h5:
-          t_en_3_12 = \$4596 ;
+          t_en_3_12 = \$4560 ;
     endcase
   end
   always @* begin
@@ -39647,15 +39555,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_3_13 = 1'h1;
       3'h1:
-          t_en_3_13 = \$4598 ;
+          t_en_3_13 = \$4562 ;
       3'h2:
-          t_en_3_13 = \$4600 ;
+          t_en_3_13 = \$4564 ;
       3'h3:
-          t_en_3_13 = \$4602 ;
+          t_en_3_13 = \$4566 ;
       3'h4:
-          t_en_3_13 = \$4604 ;
+          t_en_3_13 = \$4568 ;
       3'h5:
-          t_en_3_13 = \$4606 ;
+          t_en_3_13 = \$4570 ;
     endcase
   end
   always @* begin
@@ -39683,15 +39591,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_3_14 = 1'h1;
       3'h1:
-          t_en_3_14 = \$4608 ;
+          t_en_3_14 = \$4572 ;
       3'h2:
-          t_en_3_14 = \$4610 ;
+          t_en_3_14 = \$4574 ;
       3'h3:
-          t_en_3_14 = \$4612 ;
+          t_en_3_14 = \$4576 ;
       3'h4:
-          t_en_3_14 = \$4614 ;
+          t_en_3_14 = \$4578 ;
       3'h5:
-          t_en_3_14 = \$4616 ;
+          t_en_3_14 = \$4580 ;
     endcase
   end
   always @* begin
@@ -39719,15 +39627,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_3_15 = 1'h1;
       3'h1:
-          t_en_3_15 = \$4618 ;
+          t_en_3_15 = \$4582 ;
       3'h2:
-          t_en_3_15 = \$4620 ;
+          t_en_3_15 = \$4584 ;
       3'h3:
-          t_en_3_15 = \$4622 ;
+          t_en_3_15 = \$4586 ;
       3'h4:
-          t_en_3_15 = \$4624 ;
+          t_en_3_15 = \$4588 ;
       3'h5:
-          t_en_3_15 = \$4626 ;
+          t_en_3_15 = \$4590 ;
     endcase
   end
   always @* begin
@@ -39755,15 +39663,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_3_16 = 1'h1;
       3'h1:
-          t_en_3_16 = \$4628 ;
+          t_en_3_16 = \$4592 ;
       3'h2:
-          t_en_3_16 = \$4630 ;
+          t_en_3_16 = \$4594 ;
       3'h3:
-          t_en_3_16 = \$4632 ;
+          t_en_3_16 = \$4596 ;
       3'h4:
-          t_en_3_16 = \$4634 ;
+          t_en_3_16 = \$4598 ;
       3'h5:
-          t_en_3_16 = \$4636 ;
+          t_en_3_16 = \$4600 ;
     endcase
   end
   always @* begin
@@ -39791,15 +39699,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_3_17 = 1'h1;
       3'h1:
-          t_en_3_17 = \$4638 ;
+          t_en_3_17 = \$4602 ;
       3'h2:
-          t_en_3_17 = \$4640 ;
+          t_en_3_17 = \$4604 ;
       3'h3:
-          t_en_3_17 = \$4642 ;
+          t_en_3_17 = \$4606 ;
       3'h4:
-          t_en_3_17 = \$4644 ;
+          t_en_3_17 = \$4608 ;
       3'h5:
-          t_en_3_17 = \$4646 ;
+          t_en_3_17 = \$4610 ;
     endcase
   end
   always @* begin
@@ -39827,15 +39735,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_3_18 = 1'h1;
       3'h1:
-          t_en_3_18 = \$4648 ;
+          t_en_3_18 = \$4612 ;
       3'h2:
-          t_en_3_18 = \$4650 ;
+          t_en_3_18 = \$4614 ;
       3'h3:
-          t_en_3_18 = \$4652 ;
+          t_en_3_18 = \$4616 ;
       3'h4:
-          t_en_3_18 = \$4654 ;
+          t_en_3_18 = \$4618 ;
       3'h5:
-          t_en_3_18 = \$4656 ;
+          t_en_3_18 = \$4620 ;
     endcase
   end
   always @* begin
@@ -39863,15 +39771,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_3_19 = 1'h1;
       3'h1:
-          t_en_3_19 = \$4658 ;
+          t_en_3_19 = \$4622 ;
       3'h2:
-          t_en_3_19 = \$4660 ;
+          t_en_3_19 = \$4624 ;
       3'h3:
-          t_en_3_19 = \$4662 ;
+          t_en_3_19 = \$4626 ;
       3'h4:
-          t_en_3_19 = \$4664 ;
+          t_en_3_19 = \$4628 ;
       3'h5:
-          t_en_3_19 = \$4666 ;
+          t_en_3_19 = \$4630 ;
     endcase
   end
   always @* begin
@@ -39899,15 +39807,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_3_20 = 1'h1;
       3'h1:
-          t_en_3_20 = \$4668 ;
+          t_en_3_20 = \$4632 ;
       3'h2:
-          t_en_3_20 = \$4670 ;
+          t_en_3_20 = \$4634 ;
       3'h3:
-          t_en_3_20 = \$4672 ;
+          t_en_3_20 = \$4636 ;
       3'h4:
-          t_en_3_20 = \$4674 ;
+          t_en_3_20 = \$4638 ;
       3'h5:
-          t_en_3_20 = \$4676 ;
+          t_en_3_20 = \$4640 ;
     endcase
   end
   always @* begin
@@ -39935,15 +39843,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_3_21 = 1'h1;
       3'h1:
-          t_en_3_21 = \$4678 ;
+          t_en_3_21 = \$4642 ;
       3'h2:
-          t_en_3_21 = \$4680 ;
+          t_en_3_21 = \$4644 ;
       3'h3:
-          t_en_3_21 = \$4682 ;
+          t_en_3_21 = \$4646 ;
       3'h4:
-          t_en_3_21 = \$4684 ;
+          t_en_3_21 = \$4648 ;
       3'h5:
-          t_en_3_21 = \$4686 ;
+          t_en_3_21 = \$4650 ;
     endcase
   end
   always @* begin
@@ -39971,15 +39879,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_3_22 = 1'h1;
       3'h1:
-          t_en_3_22 = \$4688 ;
+          t_en_3_22 = \$4652 ;
       3'h2:
-          t_en_3_22 = \$4690 ;
+          t_en_3_22 = \$4654 ;
       3'h3:
-          t_en_3_22 = \$4692 ;
+          t_en_3_22 = \$4656 ;
       3'h4:
-          t_en_3_22 = \$4694 ;
+          t_en_3_22 = \$4658 ;
       3'h5:
-          t_en_3_22 = \$4696 ;
+          t_en_3_22 = \$4660 ;
     endcase
   end
   always @* begin
@@ -40007,15 +39915,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_3_23 = 1'h1;
       3'h1:
-          t_en_3_23 = \$4698 ;
+          t_en_3_23 = \$4662 ;
       3'h2:
-          t_en_3_23 = \$4700 ;
+          t_en_3_23 = \$4664 ;
       3'h3:
-          t_en_3_23 = \$4702 ;
+          t_en_3_23 = \$4666 ;
       3'h4:
-          t_en_3_23 = \$4704 ;
+          t_en_3_23 = \$4668 ;
       3'h5:
-          t_en_3_23 = \$4706 ;
+          t_en_3_23 = \$4670 ;
     endcase
   end
   always @* begin
@@ -40043,15 +39951,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_3_24 = 1'h1;
       3'h1:
-          t_en_3_24 = \$4708 ;
+          t_en_3_24 = \$4672 ;
       3'h2:
-          t_en_3_24 = \$4710 ;
+          t_en_3_24 = \$4674 ;
       3'h3:
-          t_en_3_24 = \$4712 ;
+          t_en_3_24 = \$4676 ;
       3'h4:
-          t_en_3_24 = \$4714 ;
+          t_en_3_24 = \$4678 ;
       3'h5:
-          t_en_3_24 = \$4716 ;
+          t_en_3_24 = \$4680 ;
     endcase
   end
   always @* begin
@@ -40079,15 +39987,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_3_25 = 1'h1;
       3'h1:
-          t_en_3_25 = \$4718 ;
+          t_en_3_25 = \$4682 ;
       3'h2:
-          t_en_3_25 = \$4720 ;
+          t_en_3_25 = \$4684 ;
       3'h3:
-          t_en_3_25 = \$4722 ;
+          t_en_3_25 = \$4686 ;
       3'h4:
-          t_en_3_25 = \$4724 ;
+          t_en_3_25 = \$4688 ;
       3'h5:
-          t_en_3_25 = \$4726 ;
+          t_en_3_25 = \$4690 ;
     endcase
   end
   always @* begin
@@ -40115,15 +40023,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_3_26 = 1'h1;
       3'h1:
-          t_en_3_26 = \$4728 ;
+          t_en_3_26 = \$4692 ;
       3'h2:
-          t_en_3_26 = \$4730 ;
+          t_en_3_26 = \$4694 ;
       3'h3:
-          t_en_3_26 = \$4732 ;
+          t_en_3_26 = \$4696 ;
       3'h4:
-          t_en_3_26 = \$4734 ;
+          t_en_3_26 = \$4698 ;
       3'h5:
-          t_en_3_26 = \$4736 ;
+          t_en_3_26 = \$4700 ;
     endcase
   end
   always @* begin
@@ -40151,15 +40059,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_3_27 = 1'h1;
       3'h1:
-          t_en_3_27 = \$4738 ;
+          t_en_3_27 = \$4702 ;
       3'h2:
-          t_en_3_27 = \$4740 ;
+          t_en_3_27 = \$4704 ;
       3'h3:
-          t_en_3_27 = \$4742 ;
+          t_en_3_27 = \$4706 ;
       3'h4:
-          t_en_3_27 = \$4744 ;
+          t_en_3_27 = \$4708 ;
       3'h5:
-          t_en_3_27 = \$4746 ;
+          t_en_3_27 = \$4710 ;
     endcase
   end
   always @* begin
@@ -40187,15 +40095,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_3_28 = 1'h1;
       3'h1:
-          t_en_3_28 = \$4748 ;
+          t_en_3_28 = \$4712 ;
       3'h2:
-          t_en_3_28 = \$4750 ;
+          t_en_3_28 = \$4714 ;
       3'h3:
-          t_en_3_28 = \$4752 ;
+          t_en_3_28 = \$4716 ;
       3'h4:
-          t_en_3_28 = \$4754 ;
+          t_en_3_28 = \$4718 ;
       3'h5:
-          t_en_3_28 = \$4756 ;
+          t_en_3_28 = \$4720 ;
     endcase
   end
   always @* begin
@@ -40223,15 +40131,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_3_29 = 1'h1;
       3'h1:
-          t_en_3_29 = \$4758 ;
+          t_en_3_29 = \$4722 ;
       3'h2:
-          t_en_3_29 = \$4760 ;
+          t_en_3_29 = \$4724 ;
       3'h3:
-          t_en_3_29 = \$4762 ;
+          t_en_3_29 = \$4726 ;
       3'h4:
-          t_en_3_29 = \$4764 ;
+          t_en_3_29 = \$4728 ;
       3'h5:
-          t_en_3_29 = \$4766 ;
+          t_en_3_29 = \$4730 ;
     endcase
   end
   always @* begin
@@ -40259,15 +40167,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_3_30 = 1'h1;
       3'h1:
-          t_en_3_30 = \$4768 ;
+          t_en_3_30 = \$4732 ;
       3'h2:
-          t_en_3_30 = \$4770 ;
+          t_en_3_30 = \$4734 ;
       3'h3:
-          t_en_3_30 = \$4772 ;
+          t_en_3_30 = \$4736 ;
       3'h4:
-          t_en_3_30 = \$4774 ;
+          t_en_3_30 = \$4738 ;
       3'h5:
-          t_en_3_30 = \$4776 ;
+          t_en_3_30 = \$4740 ;
     endcase
   end
   always @* begin
@@ -40295,15 +40203,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_3_31 = 1'h1;
       3'h1:
-          t_en_3_31 = \$4778 ;
+          t_en_3_31 = \$4742 ;
       3'h2:
-          t_en_3_31 = \$4780 ;
+          t_en_3_31 = \$4744 ;
       3'h3:
-          t_en_3_31 = \$4782 ;
+          t_en_3_31 = \$4746 ;
       3'h4:
-          t_en_3_31 = \$4784 ;
+          t_en_3_31 = \$4748 ;
       3'h5:
-          t_en_3_31 = \$4786 ;
+          t_en_3_31 = \$4750 ;
     endcase
   end
   always @* begin
@@ -40325,13 +40233,13 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
     (* full_case = 32'd1 *)
     casez (\$like )
       2'h0:
-          rd_acc_data = \$5211 ;
+          rd_acc_data = \$5175 ;
       2'h1:
-          rd_acc_data = \$5212 ;
+          rd_acc_data = \$5176 ;
       2'h2:
-          rd_acc_data = \$5213 ;
+          rd_acc_data = \$5177 ;
       2'h3:
-          rd_acc_data = \$5214 ;
+          rd_acc_data = \$5178 ;
     endcase
   end
   always @* begin
@@ -40362,9 +40270,9 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
           b_data = read_out3;
     endcase
   end
-  assign level_mask = \$1955 [4:0];
-  assign t_ctl_d0 = { bank, t_row_end, t_first, t_set, t_out, \$1956  };
-  assign fold_n_cols = \n_cols$839 ;
+  assign level_mask = \$1919 [4:0];
+  assign t_ctl_d0 = { bank, t_row_end, t_first, t_set, t_out, \$1920  };
+  assign fold_n_cols = \n_cols$837 ;
   assign fold_n_words = n_words;
   assign fold_sets = sets;
   assign fold_sets1 = sets1;
@@ -40380,44 +40288,44 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign out_fp16 = sum_fp16;
   assign \$signature__addr  = in_word;
   assign \$signature__data  = in_data;
-  assign bank_r__addr = \$1961 [6:0];
+  assign bank_r__addr = \$1925 [6:0];
   assign a_addr = req_word;
   assign bank_r__data = line;
   assign \first$882  = k_base[4:0];
-  assign acc_w_addr0 = \$2364 [6:0];
-  assign \$signature__addr$987  = \$2364 [6:0];
+  assign acc_w_addr0 = \$2328 [6:0];
+  assign \$signature__addr$987  = \$2328 [6:0];
   assign \$signature__data$988  = acc_w_data0;
-  assign \$signature__addr$990  = \$2364 [6:0];
+  assign \$signature__addr$990  = \$2328 [6:0];
   assign \$signature__data$991  = acc_w_data0;
   assign \$signature__addr$993  = in_word;
   assign \$signature__data$994  = in_data;
-  assign \bank_r__addr$996  = \$2777 [6:0];
+  assign \bank_r__addr$996  = \$2741 [6:0];
   assign \bank_r__data$1005  = \line$1004 ;
-  assign \first$1006  = \$2810 [4:0];
-  assign acc_w_addr1 = \$3181 [6:0];
-  assign \$signature__addr$1109  = \$3181 [6:0];
+  assign \first$1006  = \$2774 [4:0];
+  assign acc_w_addr1 = \$3145 [6:0];
+  assign \$signature__addr$1109  = \$3145 [6:0];
   assign \$signature__data$1110  = acc_w_data1;
-  assign \$signature__addr$1112  = \$3181 [6:0];
+  assign \$signature__addr$1112  = \$3145 [6:0];
   assign \$signature__data$1113  = acc_w_data1;
   assign \$signature__addr$1115  = in_word;
   assign \$signature__data$1116  = in_data;
-  assign \bank_r__addr$1118  = \$3590 [6:0];
+  assign \bank_r__addr$1118  = \$3554 [6:0];
   assign \bank_r__data$1126  = \line$1125 ;
   assign \first$1127  = k_base[4:0];
-  assign acc_w_addr2 = \$3993 [6:0];
-  assign \$signature__addr$1230  = \$3993 [6:0];
+  assign acc_w_addr2 = \$3957 [6:0];
+  assign \$signature__addr$1230  = \$3957 [6:0];
   assign \$signature__data$1231  = acc_w_data2;
-  assign \$signature__addr$1233  = \$3993 [6:0];
+  assign \$signature__addr$1233  = \$3957 [6:0];
   assign \$signature__data$1234  = acc_w_data2;
   assign \$signature__addr$1236  = in_word;
   assign \$signature__data$1237  = in_data;
-  assign \bank_r__addr$1239  = \$4402 [6:0];
+  assign \bank_r__addr$1239  = \$4366 [6:0];
   assign \bank_r__data$1247  = \line$1246 ;
   assign \first$1248  = k_base[4:0];
-  assign acc_w_addr3 = \$4805 [6:0];
-  assign \$signature__addr$1351  = \$4805 [6:0];
+  assign acc_w_addr3 = \$4769 [6:0];
+  assign \$signature__addr$1351  = \$4769 [6:0];
   assign \$signature__data$1352  = acc_w_data3;
-  assign \$signature__addr$1354  = \$4805 [6:0];
+  assign \$signature__addr$1354  = \$4769 [6:0];
   assign \$signature__data$1355  = acc_w_data3;
   assign \lane_row[0]  = lane_row[4:0];
   assign \lane_row[1]  = lane_row[9:5];
@@ -40803,25 +40711,21 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign lane_row[14:10] = lane_row2;
   assign lane_row[9:5] = lane_row1;
   assign lane_row[4:0] = lane_row0;
-  assign \$1951  = 1'h1;
-  assign \$1935  = 1'h1;
-  assign \$1912  = 1'h1;
-  assign \$1889  = 1'h1;
-  assign \$1881  = 1'h1;
+  assign \$1915  = 1'h1;
+  assign \$1899  = 1'h1;
   assign \$1876  = 1'h1;
-  assign \$1860  = 1'h1;
-  assign \$1837  = 1'h1;
-  assign \$1814  = 1'h1;
-  assign \$1806  = 1'h1;
-  assign \$1801  = 1'h1;
-  assign \$1785  = 1'h1;
-  assign \$1762  = 1'h1;
-  assign \$1739  = 1'h1;
-  assign \$1727  = 1'h1;
-  assign \$1721  = 1'h1;
-  assign \$1705  = 1'h1;
-  assign \$1682  = 1'h1;
-  assign \$1659  = 1'h1;
+  assign \$1853  = 1'h1;
+  assign \$1848  = 1'h1;
+  assign \$1832  = 1'h1;
+  assign \$1809  = 1'h1;
+  assign \$1786  = 1'h1;
+  assign \$1781  = 1'h1;
+  assign \$1765  = 1'h1;
+  assign \$1742  = 1'h1;
+  assign \$1719  = 1'h1;
+  assign \$1713  = 1'h1;
+  assign \$1697  = 1'h1;
+  assign \$1674  = 1'h1;
   assign \$1651  = 1'h1;
   assign \$19  = { 3'h0, \$18 , 4'h0 };
   assign \$20  = \$19 ;
@@ -40836,7 +40740,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$91  = { 1'h0, \$90 , 2'h0 };
   assign \$97  = { \$96 , 1'h0 };
   assign \$99 [4:1] = 4'h0;
-  assign \$99 [0] = \$1955 [0];
+  assign \$99 [0] = \$1919 [0];
   assign \$104  = { 1'h0, \$103  };
   assign \$121  = { 3'h0, \$120 , 4'h0 };
   assign \$122  = \$121 ;
@@ -40844,7 +40748,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$142  = { 1'h0, \$141 , 2'h0 };
   assign \$148  = { \$147 , 1'h0 };
   assign { \$150 [4:2], \$150 [0] } = 4'h0;
-  assign \$150 [1] = \$1955 [1];
+  assign \$150 [1] = \$1919 [1];
   assign \$155  = { 1'h0, \$154  };
   assign \$172  = { 3'h0, \$171 , 4'h0 };
   assign \$173  = \$172 ;
@@ -40852,7 +40756,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$193  = { 1'h0, \$192 , 2'h0 };
   assign \$199  = { \$198 , 1'h0 };
   assign \$201 [4:2] = 3'h0;
-  assign \$201 [1:0] = \$1955 [1:0];
+  assign \$201 [1:0] = \$1919 [1:0];
   assign \$206  = { 1'h0, \$205  };
   assign \$223  = { 3'h0, \$222 , 4'h0 };
   assign \$224  = \$223 ;
@@ -40860,7 +40764,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$244  = { 1'h0, \$243 , 2'h0 };
   assign \$250  = { \$249 , 1'h0 };
   assign { \$252 [4:3], \$252 [1:0] } = 4'h0;
-  assign \$252 [2] = \$1955 [2];
+  assign \$252 [2] = \$1919 [2];
   assign \$257  = { 1'h0, \$256  };
   assign \$274  = { 3'h0, \$273 , 4'h0 };
   assign \$275  = \$274 ;
@@ -40868,7 +40772,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$295  = { 1'h0, \$294 , 2'h0 };
   assign \$301  = { \$300 , 1'h0 };
   assign { \$303 [4:3], \$303 [1] } = 3'h0;
-  assign { \$303 [2], \$303 [0] } = { \$1955 [2], \$1955 [0] };
+  assign { \$303 [2], \$303 [0] } = { \$1919 [2], \$1919 [0] };
   assign \$308  = { 1'h0, \$307  };
   assign \$325  = { 3'h0, \$324 , 4'h0 };
   assign \$326  = \$325 ;
@@ -40876,7 +40780,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$346  = { 1'h0, \$345 , 2'h0 };
   assign \$352  = { \$351 , 1'h0 };
   assign { \$354 [4:3], \$354 [0] } = 3'h0;
-  assign \$354 [2:1] = \$1955 [2:1];
+  assign \$354 [2:1] = \$1919 [2:1];
   assign \$359  = { 1'h0, \$358  };
   assign \$376  = { 3'h0, \$375 , 4'h0 };
   assign \$377  = \$376 ;
@@ -40884,7 +40788,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$397  = { 1'h0, \$396 , 2'h0 };
   assign \$403  = { \$402 , 1'h0 };
   assign \$405 [4:3] = 2'h0;
-  assign \$405 [2:0] = \$1955 [2:0];
+  assign \$405 [2:0] = \$1919 [2:0];
   assign \$410  = { 1'h0, \$409  };
   assign \$427  = { 3'h0, \$426 , 4'h0 };
   assign \$428  = \$427 ;
@@ -40892,7 +40796,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$448  = { 1'h0, \$447 , 2'h0 };
   assign \$454  = { \$453 , 1'h0 };
   assign { \$456 [4], \$456 [2:0] } = 4'h0;
-  assign \$456 [3] = \$1955 [3];
+  assign \$456 [3] = \$1919 [3];
   assign \$461  = { 1'h0, \$460  };
   assign \$478  = { 3'h0, \$477 , 4'h0 };
   assign \$479  = \$478 ;
@@ -40900,7 +40804,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$499  = { 1'h0, \$498 , 2'h0 };
   assign \$505  = { \$504 , 1'h0 };
   assign { \$507 [4], \$507 [2:1] } = 3'h0;
-  assign { \$507 [3], \$507 [0] } = { \$1955 [3], \$1955 [0] };
+  assign { \$507 [3], \$507 [0] } = { \$1919 [3], \$1919 [0] };
   assign \$512  = { 1'h0, \$511  };
   assign \$529  = { 3'h0, \$528 , 4'h0 };
   assign \$530  = \$529 ;
@@ -40908,7 +40812,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$550  = { 1'h0, \$549 , 2'h0 };
   assign \$556  = { \$555 , 1'h0 };
   assign { \$558 [4], \$558 [2], \$558 [0] } = 3'h0;
-  assign { \$558 [3], \$558 [1] } = { \$1955 [3], \$1955 [1] };
+  assign { \$558 [3], \$558 [1] } = { \$1919 [3], \$1919 [1] };
   assign \$563  = { 1'h0, \$562  };
   assign \$580  = { 3'h0, \$579 , 4'h0 };
   assign \$581  = \$580 ;
@@ -40916,7 +40820,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$601  = { 1'h0, \$600 , 2'h0 };
   assign \$607  = { \$606 , 1'h0 };
   assign { \$609 [4], \$609 [2] } = 2'h0;
-  assign { \$609 [3], \$609 [1:0] } = { \$1955 [3], \$1955 [1:0] };
+  assign { \$609 [3], \$609 [1:0] } = { \$1919 [3], \$1919 [1:0] };
   assign \$614  = { 1'h0, \$613  };
   assign \$631  = { 3'h0, \$630 , 4'h0 };
   assign \$632  = \$631 ;
@@ -40924,7 +40828,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$652  = { 1'h0, \$651 , 2'h0 };
   assign \$658  = { \$657 , 1'h0 };
   assign { \$660 [4], \$660 [1:0] } = 3'h0;
-  assign \$660 [3:2] = \$1955 [3:2];
+  assign \$660 [3:2] = \$1919 [3:2];
   assign \$665  = { 1'h0, \$664  };
   assign \$682  = { 3'h0, \$681 , 4'h0 };
   assign \$683  = \$682 ;
@@ -40932,7 +40836,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$703  = { 1'h0, \$702 , 2'h0 };
   assign \$709  = { \$708 , 1'h0 };
   assign { \$711 [4], \$711 [1] } = 2'h0;
-  assign { \$711 [3:2], \$711 [0] } = { \$1955 [3:2], \$1955 [0] };
+  assign { \$711 [3:2], \$711 [0] } = { \$1919 [3:2], \$1919 [0] };
   assign \$716  = { 1'h0, \$715  };
   assign \$733  = { 3'h0, \$732 , 4'h0 };
   assign \$734  = \$733 ;
@@ -40940,7 +40844,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$754  = { 1'h0, \$753 , 2'h0 };
   assign \$760  = { \$759 , 1'h0 };
   assign { \$762 [4], \$762 [0] } = 2'h0;
-  assign \$762 [3:1] = \$1955 [3:1];
+  assign \$762 [3:1] = \$1919 [3:1];
   assign \$767  = { 1'h0, \$766  };
   assign \$784  = { 3'h0, \$783 , 4'h0 };
   assign \$785  = \$784 ;
@@ -40948,7 +40852,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$805  = { 1'h0, \$804 , 2'h0 };
   assign \$811  = { \$810 , 1'h0 };
   assign \$813 [4] = 1'h0;
-  assign \$813 [3:0] = \$1955 [3:0];
+  assign \$813 [3:0] = \$1919 [3:0];
   assign \$818  = { 1'h0, \$817  };
   assign \$835  = { 3'h0, \$834 , 4'h0 };
   assign \$836  = \$835 ;
@@ -40956,7 +40860,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$856  = { 1'h0, \$855 , 2'h0 };
   assign \$862  = { \$861 , 1'h0 };
   assign \$864 [3:0] = 4'h0;
-  assign \$864 [4] = \$1955 [4];
+  assign \$864 [4] = \$1919 [4];
   assign \$869  = { 1'h0, \$868  };
   assign \$886  = { 3'h0, \$885 , 4'h0 };
   assign \$887  = \$886 ;
@@ -40964,7 +40868,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$907  = { 1'h0, \$906 , 2'h0 };
   assign \$913  = { \$912 , 1'h0 };
   assign \$915 [3:1] = 3'h0;
-  assign { \$915 [4], \$915 [0] } = { \$1955 [4], \$1955 [0] };
+  assign { \$915 [4], \$915 [0] } = { \$1919 [4], \$1919 [0] };
   assign \$920  = { 1'h0, \$919  };
   assign \$937  = { 3'h0, \$936 , 4'h0 };
   assign \$938  = \$937 ;
@@ -40972,7 +40876,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$958  = { 1'h0, \$957 , 2'h0 };
   assign \$964  = { \$963 , 1'h0 };
   assign { \$966 [3:2], \$966 [0] } = 3'h0;
-  assign { \$966 [4], \$966 [1] } = { \$1955 [4], \$1955 [1] };
+  assign { \$966 [4], \$966 [1] } = { \$1919 [4], \$1919 [1] };
   assign \$971  = { 1'h0, \$970  };
   assign \$988  = { 3'h0, \$987 , 4'h0 };
   assign \$989  = \$988 ;
@@ -40980,7 +40884,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$1009  = { 1'h0, \$1008 , 2'h0 };
   assign \$1015  = { \$1014 , 1'h0 };
   assign \$1017 [3:2] = 2'h0;
-  assign { \$1017 [4], \$1017 [1:0] } = { \$1955 [4], \$1955 [1:0] };
+  assign { \$1017 [4], \$1017 [1:0] } = { \$1919 [4], \$1919 [1:0] };
   assign \$1022  = { 1'h0, \$1021  };
   assign \$1039  = { 3'h0, \$1038 , 4'h0 };
   assign \$1040  = \$1039 ;
@@ -40988,7 +40892,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$1060  = { 1'h0, \$1059 , 2'h0 };
   assign \$1066  = { \$1065 , 1'h0 };
   assign { \$1068 [3], \$1068 [1:0] } = 3'h0;
-  assign { \$1068 [4], \$1068 [2] } = { \$1955 [4], \$1955 [2] };
+  assign { \$1068 [4], \$1068 [2] } = { \$1919 [4], \$1919 [2] };
   assign \$1073  = { 1'h0, \$1072  };
   assign \$1090  = { 3'h0, \$1089 , 4'h0 };
   assign \$1091  = \$1090 ;
@@ -40996,7 +40900,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$1111  = { 1'h0, \$1110 , 2'h0 };
   assign \$1117  = { \$1116 , 1'h0 };
   assign { \$1119 [3], \$1119 [1] } = 2'h0;
-  assign { \$1119 [4], \$1119 [2], \$1119 [0] } = { \$1955 [4], \$1955 [2], \$1955 [0] };
+  assign { \$1119 [4], \$1119 [2], \$1119 [0] } = { \$1919 [4], \$1919 [2], \$1919 [0] };
   assign \$1124  = { 1'h0, \$1123  };
   assign \$1141  = { 3'h0, \$1140 , 4'h0 };
   assign \$1142  = \$1141 ;
@@ -41004,7 +40908,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$1162  = { 1'h0, \$1161 , 2'h0 };
   assign \$1168  = { \$1167 , 1'h0 };
   assign { \$1170 [3], \$1170 [0] } = 2'h0;
-  assign { \$1170 [4], \$1170 [2:1] } = { \$1955 [4], \$1955 [2:1] };
+  assign { \$1170 [4], \$1170 [2:1] } = { \$1919 [4], \$1919 [2:1] };
   assign \$1175  = { 1'h0, \$1174  };
   assign \$1192  = { 3'h0, \$1191 , 4'h0 };
   assign \$1193  = \$1192 ;
@@ -41012,7 +40916,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$1213  = { 1'h0, \$1212 , 2'h0 };
   assign \$1219  = { \$1218 , 1'h0 };
   assign \$1221 [3] = 1'h0;
-  assign { \$1221 [4], \$1221 [2:0] } = { \$1955 [4], \$1955 [2:0] };
+  assign { \$1221 [4], \$1221 [2:0] } = { \$1919 [4], \$1919 [2:0] };
   assign \$1226  = { 1'h0, \$1225  };
   assign \$1243  = { 3'h0, \$1242 , 4'h0 };
   assign \$1244  = \$1243 ;
@@ -41020,7 +40924,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$1264  = { 1'h0, \$1263 , 2'h0 };
   assign \$1270  = { \$1269 , 1'h0 };
   assign \$1272 [2:0] = 3'h0;
-  assign \$1272 [4:3] = \$1955 [4:3];
+  assign \$1272 [4:3] = \$1919 [4:3];
   assign \$1277  = { 1'h0, \$1276  };
   assign \$1294  = { 3'h0, \$1293 , 4'h0 };
   assign \$1295  = \$1294 ;
@@ -41028,7 +40932,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$1315  = { 1'h0, \$1314 , 2'h0 };
   assign \$1321  = { \$1320 , 1'h0 };
   assign \$1323 [2:1] = 2'h0;
-  assign { \$1323 [4:3], \$1323 [0] } = { \$1955 [4:3], \$1955 [0] };
+  assign { \$1323 [4:3], \$1323 [0] } = { \$1919 [4:3], \$1919 [0] };
   assign \$1328  = { 1'h0, \$1327  };
   assign \$1345  = { 3'h0, \$1344 , 4'h0 };
   assign \$1346  = \$1345 ;
@@ -41036,7 +40940,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$1366  = { 1'h0, \$1365 , 2'h0 };
   assign \$1372  = { \$1371 , 1'h0 };
   assign { \$1374 [2], \$1374 [0] } = 2'h0;
-  assign { \$1374 [4:3], \$1374 [1] } = { \$1955 [4:3], \$1955 [1] };
+  assign { \$1374 [4:3], \$1374 [1] } = { \$1919 [4:3], \$1919 [1] };
   assign \$1379  = { 1'h0, \$1378  };
   assign \$1396  = { 3'h0, \$1395 , 4'h0 };
   assign \$1397  = \$1396 ;
@@ -41044,7 +40948,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$1417  = { 1'h0, \$1416 , 2'h0 };
   assign \$1423  = { \$1422 , 1'h0 };
   assign \$1425 [2] = 1'h0;
-  assign { \$1425 [4:3], \$1425 [1:0] } = { \$1955 [4:3], \$1955 [1:0] };
+  assign { \$1425 [4:3], \$1425 [1:0] } = { \$1919 [4:3], \$1919 [1:0] };
   assign \$1430  = { 1'h0, \$1429  };
   assign \$1447  = { 3'h0, \$1446 , 4'h0 };
   assign \$1448  = \$1447 ;
@@ -41052,7 +40956,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$1468  = { 1'h0, \$1467 , 2'h0 };
   assign \$1474  = { \$1473 , 1'h0 };
   assign \$1476 [1:0] = 2'h0;
-  assign \$1476 [4:2] = \$1955 [4:2];
+  assign \$1476 [4:2] = \$1919 [4:2];
   assign \$1481  = { 1'h0, \$1480  };
   assign \$1498  = { 3'h0, \$1497 , 4'h0 };
   assign \$1499  = \$1498 ;
@@ -41060,7 +40964,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$1519  = { 1'h0, \$1518 , 2'h0 };
   assign \$1525  = { \$1524 , 1'h0 };
   assign \$1527 [1] = 1'h0;
-  assign { \$1527 [4:2], \$1527 [0] } = { \$1955 [4:2], \$1955 [0] };
+  assign { \$1527 [4:2], \$1527 [0] } = { \$1919 [4:2], \$1919 [0] };
   assign \$1532  = { 1'h0, \$1531  };
   assign \$1549  = { 3'h0, \$1548 , 4'h0 };
   assign \$1550  = \$1549 ;
@@ -41068,112 +40972,112 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$1570  = { 1'h0, \$1569 , 2'h0 };
   assign \$1576  = { \$1575 , 1'h0 };
   assign \$1578 [0] = 1'h0;
-  assign \$1578 [4:1] = \$1955 [4:1];
+  assign \$1578 [4:1] = \$1919 [4:1];
   assign \$1583  = { 1'h0, \$1582  };
   assign \$1600  = { 3'h0, \$1599 , 4'h0 };
   assign \$1601  = \$1600 ;
   assign \$1606  = { \$1605 , 3'h0 };
   assign \$1621  = { 1'h0, \$1620 , 2'h0 };
   assign \$1627  = { \$1626 , 1'h0 };
-  assign \$1629  = \$1955 [4:0];
+  assign \$1629  = \$1919 [4:0];
   assign \$1634  = { 1'h0, \$1633  };
   assign \$1643  = bank;
-  assign \$1687  = bank_d2;
-  assign \$1691  = rd_bank_q;
-  assign \$1696  = fold_bank;
-  assign \$1701  = fold_bank;
-  assign \$1767  = bank_row1_d2;
-  assign \$1771  = rd_bank_q;
-  assign \$1776  = fold_bank;
-  assign \$1781  = fold_bank;
-  assign \$1842  = bank_d2;
-  assign \$1846  = rd_bank_q;
-  assign \$1851  = fold_bank;
-  assign \$1856  = fold_bank;
-  assign \$1917  = bank_d2;
-  assign \$1921  = rd_bank_q;
-  assign \$1926  = fold_bank;
-  assign \$1931  = fold_bank;
-  assign \$1982  = bank_d2;
-  assign \$1986  = rd_bank_q;
-  assign \$1990  = fold_bank;
-  assign \$2187  = \$2186 [4];
-  assign \$2197  = \$2196 [4];
-  assign \$2207  = \$2206 [4];
-  assign \$2217  = \$2216 [4];
-  assign \$2227  = \$2226 [4];
-  assign \$2237  = \$2236 [4];
-  assign \$2247  = \$2246 [4];
-  assign \$2257  = \$2256 [4];
-  assign \$2267  = \$2266 [4];
-  assign \$2277  = \$2276 [4];
-  assign \$2287  = \$2286 [4];
-  assign \$2297  = \$2296 [4];
-  assign \$2307  = \$2306 [4];
-  assign \$2317  = \$2316 [4];
-  assign \$2327  = \$2326 [4];
-  assign \$2337  = \$2336 [4];
-  assign \$2769  = acc_w_bank0;
-  assign \$2798  = bank_row1_d2;
-  assign \$2802  = rd_bank_q;
-  assign \$2806  = fold_bank;
-  assign \$3004  = \$3003 [4];
-  assign \$3014  = \$3013 [4];
-  assign \$3024  = \$3023 [4];
-  assign \$3034  = \$3033 [4];
-  assign \$3044  = \$3043 [4];
-  assign \$3054  = \$3053 [4];
-  assign \$3064  = \$3063 [4];
-  assign \$3074  = \$3073 [4];
-  assign \$3084  = \$3083 [4];
-  assign \$3094  = \$3093 [4];
-  assign \$3104  = \$3103 [4];
-  assign \$3114  = \$3113 [4];
-  assign \$3124  = \$3123 [4];
-  assign \$3134  = \$3133 [4];
-  assign \$3144  = \$3143 [4];
-  assign \$3154  = \$3153 [4];
-  assign \$3586  = acc_w_bank1;
-  assign \$3611  = bank_d2;
-  assign \$3615  = rd_bank_q;
-  assign \$3619  = fold_bank;
-  assign \$3816  = \$3815 [4];
-  assign \$3826  = \$3825 [4];
-  assign \$3836  = \$3835 [4];
-  assign \$3846  = \$3845 [4];
-  assign \$3856  = \$3855 [4];
-  assign \$3866  = \$3865 [4];
-  assign \$3876  = \$3875 [4];
-  assign \$3886  = \$3885 [4];
-  assign \$3896  = \$3895 [4];
-  assign \$3906  = \$3905 [4];
-  assign \$3916  = \$3915 [4];
-  assign \$3926  = \$3925 [4];
-  assign \$3936  = \$3935 [4];
-  assign \$3946  = \$3945 [4];
-  assign \$3956  = \$3955 [4];
-  assign \$3966  = \$3965 [4];
-  assign \$4398  = acc_w_bank2;
-  assign \$4423  = bank_d2;
-  assign \$4427  = rd_bank_q;
-  assign \$4431  = fold_bank;
-  assign \$4628  = \$4627 [4];
-  assign \$4638  = \$4637 [4];
-  assign \$4648  = \$4647 [4];
-  assign \$4658  = \$4657 [4];
-  assign \$4668  = \$4667 [4];
-  assign \$4678  = \$4677 [4];
-  assign \$4688  = \$4687 [4];
-  assign \$4698  = \$4697 [4];
-  assign \$4708  = \$4707 [4];
-  assign \$4718  = \$4717 [4];
-  assign \$4728  = \$4727 [4];
-  assign \$4738  = \$4737 [4];
-  assign \$4748  = \$4747 [4];
-  assign \$4758  = \$4757 [4];
-  assign \$4768  = \$4767 [4];
-  assign \$4778  = \$4777 [4];
-  assign \$5210  = acc_w_bank3;
+  assign \$1679  = bank_d2;
+  assign \$1683  = rd_bank_q;
+  assign \$1688  = fold_bank;
+  assign \$1693  = fold_bank;
+  assign \$1747  = bank_row1_d2;
+  assign \$1751  = rd_bank_q;
+  assign \$1756  = fold_bank;
+  assign \$1761  = fold_bank;
+  assign \$1814  = bank_d2;
+  assign \$1818  = rd_bank_q;
+  assign \$1823  = fold_bank;
+  assign \$1828  = fold_bank;
+  assign \$1881  = bank_d2;
+  assign \$1885  = rd_bank_q;
+  assign \$1890  = fold_bank;
+  assign \$1895  = fold_bank;
+  assign \$1946  = bank_d2;
+  assign \$1950  = rd_bank_q;
+  assign \$1954  = fold_bank;
+  assign \$2151  = \$2150 [4];
+  assign \$2161  = \$2160 [4];
+  assign \$2171  = \$2170 [4];
+  assign \$2181  = \$2180 [4];
+  assign \$2191  = \$2190 [4];
+  assign \$2201  = \$2200 [4];
+  assign \$2211  = \$2210 [4];
+  assign \$2221  = \$2220 [4];
+  assign \$2231  = \$2230 [4];
+  assign \$2241  = \$2240 [4];
+  assign \$2251  = \$2250 [4];
+  assign \$2261  = \$2260 [4];
+  assign \$2271  = \$2270 [4];
+  assign \$2281  = \$2280 [4];
+  assign \$2291  = \$2290 [4];
+  assign \$2301  = \$2300 [4];
+  assign \$2733  = acc_w_bank0;
+  assign \$2762  = bank_row1_d2;
+  assign \$2766  = rd_bank_q;
+  assign \$2770  = fold_bank;
+  assign \$2968  = \$2967 [4];
+  assign \$2978  = \$2977 [4];
+  assign \$2988  = \$2987 [4];
+  assign \$2998  = \$2997 [4];
+  assign \$3008  = \$3007 [4];
+  assign \$3018  = \$3017 [4];
+  assign \$3028  = \$3027 [4];
+  assign \$3038  = \$3037 [4];
+  assign \$3048  = \$3047 [4];
+  assign \$3058  = \$3057 [4];
+  assign \$3068  = \$3067 [4];
+  assign \$3078  = \$3077 [4];
+  assign \$3088  = \$3087 [4];
+  assign \$3098  = \$3097 [4];
+  assign \$3108  = \$3107 [4];
+  assign \$3118  = \$3117 [4];
+  assign \$3550  = acc_w_bank1;
+  assign \$3575  = bank_d2;
+  assign \$3579  = rd_bank_q;
+  assign \$3583  = fold_bank;
+  assign \$3780  = \$3779 [4];
+  assign \$3790  = \$3789 [4];
+  assign \$3800  = \$3799 [4];
+  assign \$3810  = \$3809 [4];
+  assign \$3820  = \$3819 [4];
+  assign \$3830  = \$3829 [4];
+  assign \$3840  = \$3839 [4];
+  assign \$3850  = \$3849 [4];
+  assign \$3860  = \$3859 [4];
+  assign \$3870  = \$3869 [4];
+  assign \$3880  = \$3879 [4];
+  assign \$3890  = \$3889 [4];
+  assign \$3900  = \$3899 [4];
+  assign \$3910  = \$3909 [4];
+  assign \$3920  = \$3919 [4];
+  assign \$3930  = \$3929 [4];
+  assign \$4362  = acc_w_bank2;
+  assign \$4387  = bank_d2;
+  assign \$4391  = rd_bank_q;
+  assign \$4395  = fold_bank;
+  assign \$4592  = \$4591 [4];
+  assign \$4602  = \$4601 [4];
+  assign \$4612  = \$4611 [4];
+  assign \$4622  = \$4621 [4];
+  assign \$4632  = \$4631 [4];
+  assign \$4642  = \$4641 [4];
+  assign \$4652  = \$4651 [4];
+  assign \$4662  = \$4661 [4];
+  assign \$4672  = \$4671 [4];
+  assign \$4682  = \$4681 [4];
+  assign \$4692  = \$4691 [4];
+  assign \$4702  = \$4701 [4];
+  assign \$4712  = \$4711 [4];
+  assign \$4722  = \$4721 [4];
+  assign \$4732  = \$4731 [4];
+  assign \$4742  = \$4741 [4];
+  assign \$5174  = acc_w_bank3;
 endmodule
 
 (* generator = "Amaranth" *)
@@ -47272,7 +47176,7 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
     .decoded(decoded),
     .desc(entry2[203:0]),
     .log2_slot(regs2[267:260]),
-    .\port$17729$128 (regs2[255:128]),
+    .\port$17689$128 (regs2[255:128]),
     .rst(rst)
   );
   \ndp_device.control_unit.front.verdicts  verdicts (
@@ -50549,7 +50453,7 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.front.decoder (rst, \port$17729$128 , log2_slot, desc, decoded, clk);
+module \ndp_device.control_unit.front.decoder (rst, \port$17689$128 , log2_slot, desc, decoded, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$46  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -50904,8 +50808,8 @@ module \ndp_device.control_unit.front.decoder (rst, \port$17729$128 , log2_slot,
   reg [39:0] out_elems = 40'h0000000000;
   wire [3:0] page_shift;
   wire [3:0] \page_shift$15 ;
-  input [127:0] \port$17729$128 ;
-  wire [127:0] \port$17729$128 ;
+  input [127:0] \port$17689$128 ;
+  wire [127:0] \port$17689$128 ;
   reg [49:0] result = 50'h0000000000000;
   reg [49:0] room = 50'h0000000000000;
   input rst;
@@ -51126,8 +51030,8 @@ module \ndp_device.control_unit.front.decoder (rst, \port$17729$128 , log2_slot,
   assign \$172  = ! desc[25:20];
   assign \$173  = \$170  ? \$171  : \$172 ;
   assign \$174  = ! desc[103:84];
-  assign \$175  = desc[83:20] >= \port$17729$128 [63:0];
-  assign \$176  = dev_end <= \port$17729$128 [127:64];
+  assign \$175  = desc[83:20] >= \port$17689$128 [63:0];
+  assign \$176  = dev_end <= \port$17689$128 [127:64];
   assign \$177  = \$175  & \$176 ;
   assign \$178  = \$174  | \$177 ;
   assign \$179  = \$173  & \$178 ;
@@ -51341,8 +51245,8 @@ module \ndp_device.control_unit.front.decoder (rst, \port$17729$128 , log2_slot,
   assign page_shift = desc[16:13];
   assign \trans$14  = 1'h0;
   assign \page_shift$15  = desc[16:13];
-  assign data_base = \port$17729$128 [63:0];
-  assign data_limit = \port$17729$128 [127:64];
+  assign data_base = \port$17689$128 [63:0];
+  assign data_limit = \port$17689$128 [127:64];
   assign \decoded.status  = decoded[7:0];
   assign \decoded.is_load  = decoded[8];
   assign \decoded.is_store  = decoded[9];
@@ -73637,7 +73541,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__bready, io__araddr, io__arvalid, io__rready, io__awuser, clk, rst, io__awready, io__wready, io__arready, done_valid, done_status, \port$17159$0 , reset__0, reset__1, reset__2, reset__3
+module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__bready, io__araddr, io__arvalid, io__rready, io__awuser, clk, rst, io__awready, io__wready, io__arready, done_valid, done_status, \port$17119$0 , reset__0, reset__1, reset__2, reset__3
 , io__bvalid, b_resp, queues__0, queues__1, queues__2, queues__3, io__rvalid, r_data, io__awaddr);
   reg \$auto$verilog_backend.cc:2355:dump_module$68  = 0;
   wire \$1 ;
@@ -74019,8 +73923,8 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
   input io__wvalid;
   wire io__wvalid;
   wire [31:0] mask;
-  input [33:0] \port$17159$0 ;
-  wire [33:0] \port$17159$0 ;
+  input [33:0] \port$17119$0 ;
+  wire [33:0] \port$17119$0 ;
   output [321:0] queues__0;
   reg [321:0] queues__0 = 322'h000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   wire [63:0] \queues__0.cq_base ;
@@ -74722,9 +74626,9 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     \$298  = head0;
     if (done_valid) begin
-      casez (\port$17159$0 [1:0])
+      casez (\port$17119$0 [1:0])
         2'h0:
-            \$298  = \port$17159$0 [33:2];
+            \$298  = \port$17119$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -74763,7 +74667,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     \$299  = status0;
     if (done_valid) begin
-      casez (\port$17159$0 [1:0])
+      casez (\port$17119$0 [1:0])
         2'h0:
             if (\$1 ) begin
               \$299  = { 24'h800000, done_status };
@@ -74808,11 +74712,11 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     \$300  = head1;
     if (done_valid) begin
-      casez (\port$17159$0 [1:0])
+      casez (\port$17119$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
-            \$300  = \port$17159$0 [33:2];
+            \$300  = \port$17119$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -74875,7 +74779,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     \$301  = status1;
     if (done_valid) begin
-      casez (\port$17159$0 [1:0])
+      casez (\port$17119$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -74946,13 +74850,13 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     \$302  = head2;
     if (done_valid) begin
-      casez (\port$17159$0 [1:0])
+      casez (\port$17119$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
             /* empty */;
         2'h2:
-            \$302  = \port$17159$0 [33:2];
+            \$302  = \port$17119$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -75039,7 +74943,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$68 ) begin end
     \$303  = status2;
     if (done_valid) begin
-      casez (\port$17159$0 [1:0])
+      casez (\port$17119$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -75137,7 +75041,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     \$304  = head3;
     if (done_valid) begin
       (* full_case = 32'd1 *)
-      casez (\port$17159$0 [1:0])
+      casez (\port$17119$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -75145,7 +75049,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
         2'h2:
             /* empty */;
         2'h3:
-            \$304  = \port$17159$0 [33:2];
+            \$304  = \port$17119$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -75257,7 +75161,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     \$305  = status3;
     if (done_valid) begin
       (* full_case = 32'd1 *)
-      casez (\port$17159$0 [1:0])
+      casez (\port$17119$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -76100,8 +76004,8 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
       endcase
     end
   end
-  assign done_queue = \port$17159$0 [1:0];
-  assign done_seq = \port$17159$0 [33:2];
+  assign done_queue = \port$17119$0 [1:0];
+  assign done_seq = \port$17119$0 [33:2];
   assign mask = { \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3:2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2:1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1:0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0] };
   assign io__bresp = b_resp;
   assign io__rdata = r_data;
