@@ -2,7 +2,8 @@
 fold unit that reads results out. The arithmetic order is `isa/pe_array.py`'s.
 
 Input buffer: one bank per row, `k_max` FP16 elements each, written a chunk at a time; one
-read port, shared by the PE row's operand fetch and the reads asked on `rd_*`.
+read-write port (a 1RW macro), shared by the writes, the PE row's operand fetch and the
+reads asked on `rd_*`, which never meet in a cycle (asserted in simulation).
 Output buffer: per row two accumulator banks (one fills while the other is read out), each
 its own memory of `n_max / LANES` words of LANES FP32 partial sums, with one read port
 and one write port (a 1R1W macro): the read is the PE row's accumulator read of the bank
@@ -54,6 +55,7 @@ from isa.descriptor import DIM_BITS
 from .fp import ADD_STAGES, MUL_STAGES
 from .fold_unit import FoldUnit
 from .fp_cells import add_cell
+from .fifo import SINGLE_PORT_ATTR
 from .operand_select import OperandSelect
 
 FETCH_STAGES = 1                                 # operand fetch, before the multiplier
@@ -251,8 +253,11 @@ class ComputeUnit(wiring.Component):
         in_reads, acc_reads, fold_reads = [], [], []
         for r in range(rows):
             pipe = pipes[1] if r == 1 else pipes[0]
-            # the input buffer: one read port, the PE row's operand fetch or a read asked
-            bank = Memory(shape=unsigned(16 * lanes), depth=self.k_words, init=[])
+            # the input buffer: one read-write port (a 1RW macro), the PE row's operand fetch,
+            # a read asked or a write. The control unit's phases fill a bank before its stage
+            # reads it and write the softmax's outputs after its reads, so a write never
+            # meets a read (asserted)
+            bank = Memory(shape=unsigned(16 * lanes), depth=self.k_words, init=[], attrs={SINGLE_PORT_ATTR: 1})
             m.submodules[f"in_bank{r}"] = bank
             bank_w, bank_r = bank.write_port(), bank.read_port(domain="comb")
             rd_in = rd_in_q & (rd_row_q == r)
@@ -260,6 +265,8 @@ class ComputeUnit(wiring.Component):
             m.d.sync += Assert(~(rd_in & fetch), f"input row {r}: a read and a fetch on its one port")
             # with `split`, PE row 1 multiplies by input row 0: it gets every write of row 0
             row_hit = (self.in_row == r) | ((self.in_row == 0) & self.split) if r == 1 else (self.in_row == r)
+            m.d.sync += Assert(~(self.in_we & row_hit & (rd_in | fetch)),
+                               f"input row {r}: a write and a read on its one port")
             m.d.comb += [bank_w.addr.eq(self.in_word), bank_w.data.eq(self.in_data),
                          bank_w.en.eq(self.in_we & row_hit),
                          bank_r.addr.eq(Mux(rd_in, rd_addr_q[:len(bank_r.addr)], pipe["k_base"][lane_bits:]))]

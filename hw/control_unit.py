@@ -433,7 +433,7 @@ class ControlUnit(wiring.Component):
             # ---- the softmax unit, row by row: attention's scores, or SOFTMAX's input rows
             def sfu_ports():
                 """The unit reads the row's buffer and writes FP16 words into its input bank."""
-                m.d.comb += [cu.rd_en.eq(1), cu.rd_acc.eq(is_attention), cu.rd_row.eq(row),
+                m.d.comb += [cu.rd_en.eq(sfu.src_en), cu.rd_acc.eq(is_attention), cu.rd_row.eq(row),
                              cu.rd_addr.eq(sfu.src_addr), cu.in_we.eq(sfu.dst_en), cu.in_row.eq(row),
                              cu.in_word.eq(sfu.dst_addr), cu.in_data.eq(sfu.dst_data)]
 

@@ -9,10 +9,11 @@ buffers' word, is cfg.lanes = R x L elements):
   the probabilities are all in, the unit goes on to l alone (attention's S V starts
   then, beside it).
 - Source: FP32 lines (line a holds elements a*R*L .. , lane j at bits 32j..32j+31), read
-  synchronously: `src_data` in cycle t+1 is the line at `src_addr` of cycle t. The unit
-  reads a word of L elements a cycle (word w: elements w*L .. w*L+L-1), the line holding it
-  (w div R) and the word in it (w mod R, registered beside the read). The row is read
-  twice (normalized: three times).
+  synchronously: `src_data` in cycle t+1 is the line at `src_addr` of cycle t, asked with
+  `src_en`. The unit takes a word of L elements a cycle (word w: elements w*L ..
+  w*L+L-1): the first word of a line from the line read (`src_en` in the word's cycle),
+  the others from a register that keeps the line. The row is read twice (normalized:
+  three times), a line every R cycles.
 - Destination: FP16 lines, written through `dst_addr`/`dst_data`/`dst_en`. Each word's
   output goes into a line register at its place (the line's first word clears the rest);
   the line is presented when its last word or the row's last word is: lanes past
@@ -125,7 +126,7 @@ class SoftmaxUnit(wiring.Component):
         super().__init__({
             "start": In(1), "length": In(LENGTH_BITS), "partial": In(1),
             "busy": Out(1), "done": Out(1),
-            "src_addr": Out(range(self.lines)), "src_data": In(32 * line),
+            "src_en": Out(1), "src_addr": Out(range(self.lines)), "src_data": In(32 * line),
             "dst_addr": Out(range(self.lines)), "dst_data": Out(16 * line), "dst_en": Out(1),
             "m": Out(32), "l": Out(32), "written": Out(1),
         })
@@ -153,12 +154,19 @@ class SoftmaxUnit(wiring.Component):
         def lane(v, j, width):
             return v.word_select(j, width)
 
-        # the word read: its place in the line, registered beside the line's read
+        # a line read with its first word; its other words from the line kept, each the
+        # cycle after it is taken, as the first's from the read
         src = Signal(32 * L)
+        issue = Signal()
+        m.d.comb += self.src_en.eq(issue & (rd[:rlog] == 0))
         if R > 1:
-            rd_place = Signal(rlog)
-            m.d.sync += rd_place.eq(rd[:rlog])
-            m.d.comb += src.eq(self.src_data.word_select(rd_place, 32 * L))
+            rd_place, fresh = Signal(rlog), Signal()
+            kept = Signal(32 * self.line)
+            m.d.sync += [rd_place.eq(rd[:rlog]), fresh.eq(self.src_en)]
+            line = Mux(fresh, self.src_data, kept)
+            with m.If(fresh):
+                m.d.sync += kept.eq(self.src_data)
+            m.d.comb += src.eq(line.word_select(rd_place, 32 * L))
         else:
             m.d.comb += src.eq(self.src_data)
 
@@ -173,6 +181,7 @@ class SoftmaxUnit(wiring.Component):
         out_pass = Signal()
         acc_set = Signal(2)
         issue_max, issue_exp = Signal(), Signal()
+        m.d.comb += issue.eq(issue_max | issue_exp)
         rd_last = Signal()
         m.d.comb += rd_last.eq(rd == last_word)
         m.d.sync += [v[1].eq(issue_exp), w[1].eq(rd), last[1].eq(rd_last)]

@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .microarch import HOST_BURSTS_IN_FLIGHT, WRITES_IN_FLIGHT
+from .microarch import HOST_BURSTS_IN_FLIGHT, WRITES_IN_FLIGHT, softmax_lines_clear
 from .pe_array import SPLIT_ROWS
 
 CONFIG_DIR = pathlib.Path(__file__).parent / "configs"
@@ -48,8 +48,9 @@ class DeviceConfig:
     io_addr_bits: int = 16
     io_data_bits: int = 32
     # lanes of the softmax unit (hw/softmax_unit.py): it takes a line of `lanes` scores as
-    # lanes / softmax_lanes words of its own, one a cycle; 0: as many as `lanes`. Sized to
-    # the rate scores arrive at (a q K^T stage makes macs / head_dim a cycle), not the line's
+    # lanes / softmax_lanes words of its own, one a cycle, so it reads a line only every few
+    # cycles (SOFTMAX in place on a one-port input bank) and is sized to the rate scores
+    # arrive at (a q K^T stage makes macs / head_dim a cycle); 0: lanes / 4
     softmax_lanes: int = 0
 
     def __post_init__(self) -> None:
@@ -79,9 +80,13 @@ class DeviceConfig:
              "(the interleaved partial sums of isa/pe_array.py)")
         need(self.dram_max_reads >= 1, f"dram_max_reads must be >= 1, got {self.dram_max_reads!r}")
         if self.softmax_lanes == 0:
-            object.__setattr__(self, "softmax_lanes", self.lanes)
+            object.__setattr__(self, "softmax_lanes", self.lanes // 4)
         need(2 <= self.softmax_lanes <= self.lanes and self.softmax_lanes & (self.softmax_lanes - 1) == 0,
              f"softmax_lanes must be a power of two from 2 to lanes ({self.lanes}), got {self.softmax_lanes!r}")
+        need(softmax_lines_clear(self.lanes // self.softmax_lanes),
+             f"softmax_lanes={self.softmax_lanes!r}: with {self.lanes // self.softmax_lanes} of its words a "
+             f"line the softmax unit would read and write an input bank in one cycle (its one port: "
+             f"isa/microarch.py softmax_lines_clear); take lanes / 4 or fewer")
         need(self.ibuf_depth >= 1 and self.ibuf_depth & (self.ibuf_depth - 1) == 0,
              f"ibuf_depth must be a power of two, got {self.ibuf_depth!r}")
 

@@ -31,6 +31,20 @@ def softmax_max_stages(lanes: int) -> int:
     word's max registered)."""
     levels = lanes.bit_length() - 1
     return 1 + max(1, -(-levels // SOFTMAX_MAX_LEVELS))
+
+
+def softmax_lines_clear(words_a_line: int) -> bool:
+    """Whether the softmax unit, reading a line (of `words_a_line` of its words) every
+    `words_a_line` cycles and writing its outputs back a line at a time, never reads and
+    writes in one cycle: SOFTMAX runs in place on an input bank of one read-write port.
+    A line's write comes with its last word's output, SOFTMAX_E_AT cycles after that word
+    was taken (partial) or SOFTMAX_E_AT + SOFTMAX_MULH_CYCLES - 1 (normalized); a line's
+    read comes with its first word, so the two meet when that delay is 1 mod the words a
+    line (and always with one word a line)."""
+    lags = (SOFTMAX_E_AT, SOFTMAX_E_AT + SOFTMAX_MULH_CYCLES - 1)
+    return words_a_line > 1 and all(lag % words_a_line != 1 for lag in lags)
+
+
 DECODE_STAGES = 3            # the front end's decode (hw/decoder.py): products, their lines, the verdict
 PAGE_LIST_MAX = 64           # entries of a paged ATTENTION's list the front end holds (its page table)
 LANE_ROW_STAGES = 3          # the lanes' j // N: registered steps after N changes; a stage's PLAN waits for them

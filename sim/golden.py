@@ -211,7 +211,7 @@ float64 and numpy rounds float64 -> float16 once (tests/unit/test_softmax.py che
 ties); `np.add.accumulate` adds in order, so this is the unit's arithmetic exactly.
 """
 
-SOFTMAX_LANES = 16                       # the default config's softmax_lanes
+SOFTMAX_LANES = 8                        # the default config's softmax_lanes
 F32_QNAN = 0x7FC00000
 EXP_LOG2E_Q = exp_constants.LOG2E_Q                     # round(log2(e) * 2^30)
 EXP_TAB = np.array(exp_constants.EXP_TAB, dtype=np.int64)  # round(2^(k/64) * 2^23), k = 0..64

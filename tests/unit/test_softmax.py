@@ -23,6 +23,7 @@ import isa
 from hw import fp_sfu
 from hw.fp_sfu import ExpApprox, FP32MulToFP16, FP32Recip
 from hw.softmax_unit import SoftmaxUnit
+from isa.microarch import softmax_lines_clear
 from sim import golden
 from sim import softmax_unit as model
 
@@ -31,6 +32,7 @@ LANES8 = types.SimpleNamespace(name="lanes8", lanes=8, softmax_lanes=8)
 LINE32 = types.SimpleNamespace(name="line32", lanes=32, softmax_lanes=8)
 F32_QNAN, F16_QNAN = 0x7FC00000, 0x7E00
 GARBAGE = (0x7F800000, 0x7FC00001)
+STALE_LINE = int("7fc00001" * 512, 16)          # a line of NaNs: on the source when no line is read
 SEED = 20250101
 FULL = os.environ.get("NDP_TEST_FULL", "") not in ("", "0")     # make test-full: tests/conftest.py
 
@@ -80,10 +82,13 @@ def run_unit(cfg, jobs):
             ctx.set(dut.start, 1)
             ctx.set(dut.length, n)
             ctx.set(dut.partial, partial)
-            cycle, writes, written = 0, [], []
+            cycle, writes, written, port = 0, [], [], {"read": set(), "write": set()}
             while True:
-                addr = ctx.get(dut.src_addr)
+                addr, asked = ctx.get(dut.src_addr), ctx.get(dut.src_en)
+                if asked:
+                    port["read"].add(cycle + 1)          # the buffer's port reads the cycle after
                 if ctx.get(dut.dst_en):
+                    port["write"].add(cycle)
                     writes.append((ctx.get(dut.dst_addr), ctx.get(dut.dst_data)))
                 if ctx.get(dut.written):
                     written.append((cycle, len(writes)))
@@ -95,7 +100,8 @@ def run_unit(cfg, jobs):
                 await ctx.tick()
                 cycle += 1
                 ctx.set(dut.start, 0)
-                ctx.set(dut.src_data, mem[addr] if addr < words else 0)
+                # the line asked, else garbage: the unit keeps the lines it needs
+                ctx.set(dut.src_data, mem[addr] if asked and addr < words else STALE_LINE % (1 << (32 * lanes)))
             m_bits, l_bits = ctx.get(dut.m), ctx.get(dut.l)
             await ctx.tick()
             assert not ctx.get(dut.busy) and not ctx.get(dut.done)
@@ -103,7 +109,7 @@ def run_unit(cfg, jobs):
             for a, value in writes:
                 out[a * lanes:(a + 1) * lanes] = np.frombuffer(value.to_bytes(2 * lanes, "little"), np.uint16)
             assert not out[n:].any(), "lanes past the end must be written as 0"
-            results.append((out[:n], m_bits, l_bits, cycle, [a for a, _ in writes], written))
+            results.append((out[:n], m_bits, l_bits, cycle, [a for a, _ in writes], written, port))
 
     sim = Simulator(dut)
     sim.add_clock(1e-8)
@@ -113,7 +119,7 @@ def run_unit(cfg, jobs):
 
 
 def check_unit(cfg, jobs):
-    for (x, partial), (out, m_bits, l_bits, cycles, addrs, written) in zip(jobs, run_unit(cfg, jobs)):
+    for (x, partial), (out, m_bits, l_bits, cycles, addrs, written, port) in zip(jobs, run_unit(cfg, jobs)):
         n = len(x)
         want_out, want_m, want_l = golden.softmax_rows(x[None, :], partial, cfg.softmax_lanes)
         what = f"lanes={cfg.softmax_lanes} line={cfg.lanes} length={n} partial={partial}"
@@ -123,6 +129,11 @@ def check_unit(cfg, jobs):
         want_written = [(model.written_cycles(n, cfg), lines)] if partial and n else []
         assert written == want_written, what
         assert addrs == list(range(lines)), what
+        # a line read every lanes / softmax_lanes cycles, none in a cycle with a write where
+        # the config allows SOFTMAX in place on a one-port bank (isa/microarch.py)
+        assert len(port["read"]) == (2 if partial else 3) * lines, what          # two passes, or three
+        if softmax_lines_clear(cfg.lanes // cfg.softmax_lanes):
+            assert not port["read"] & port["write"], f"{what}: read and write in cycles {port['read'] & port['write']}"
         assert m_bits == int(bits32(want_m)[0]), f"{what}: m {m_bits:#x} != {int(bits32(want_m)[0]):#x}"
         assert l_bits == int(bits32(want_l)[0]), f"{what}: l {l_bits:#x} != {int(bits32(want_l)[0]):#x}"
         bad = np.nonzero(out != want_out[0].view(np.uint16))[0]
@@ -354,7 +365,7 @@ def test_unit_length_zero_finishes():
     """The decoder rejects length 0; the unit still finishes: m = -inf, l = +0, no write."""
     for cfg in (LANES8, LINE32):
         results = run_unit(cfg, [(f32([]), 0), (f32([]), 1), (f32([2.0, 1.0]), 0)])
-        for (out, m_bits, l_bits, cycles, addrs, written), partial in zip(results[:2], (0, 1)):
+        for (out, m_bits, l_bits, cycles, addrs, written, _), partial in zip(results[:2], (0, 1)):
             assert (len(out), m_bits, l_bits, addrs, written) == (0, 0xFF800000, 0, [], [])
             assert cycles == model.cycles(0, partial, cfg) == 1
         assert results[2][3] == model.cycles(2, 0, cfg)      # and the next row runs normally
@@ -379,7 +390,8 @@ def test_cycle_formula():
             assert model.written_cycles(n, cfg) == 2 * w + stages + 8
     unit = model.SoftmaxUnit(CFG)
     out, m, l, cycles = unit.run(f32([1.0, 2.0, 3.0]), False)
-    assert cycles == 3 + 3 + 9 + 3 * 2 + 36 and abs(float(out.astype(np.float64).sum()) - 1) < 2e-3
+    # the default config's 8 lanes: a max tree of 2 stages (keys, 3 levels)
+    assert cycles == 3 + 2 + 9 + 3 * 2 + 36 and abs(float(out.astype(np.float64).sum()) - 1) < 2e-3
 
 
 # ---- accuracy of the golden against float64 ---------------------------------------------------
