@@ -30,7 +30,7 @@ from ties import CONTROL_PORT, Clock, Dram, Source, simulate
 QUAD = isa.load_config("quad")
 QUAD_SLOW = dataclasses.replace(QUAD, name="quad-slow", dram_read_latency=9, dram_write_latency=7)
 # 2 channels: a beat is half a granule, bursts of 4 beats cross granules
-DUAL = dataclasses.replace(QUAD, name="dual", lanes=64, dram_channels=2)
+DUAL = dataclasses.replace(QUAD, name="dual", lanes=64, dram_channels=2, softmax_lanes=16)
 MEMORY = 1 << 20
 
 

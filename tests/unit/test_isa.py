@@ -1,4 +1,6 @@
 """The one definition: descriptor pack/unpack, field layout, register map, configs."""
+import dataclasses
+
 import pytest
 from hypothesis import given, strategies as st
 
@@ -100,3 +102,15 @@ def test_configs_load_and_derive():
     with pytest.raises(ValueError, match="lanes"):
         isa.DeviceConfig(name="x", lanes=16, rows=1, num_queues=1, in_buf_bytes=4096,
                          out_buf_bytes=4096, dram_buf_bytes=1024)
+
+
+def test_softmax_lanes_must_leave_the_input_port_free():
+    # a line of 32 lanes: 8 softmax lanes (4 words a line) and fewer pass; 16 (2 words a
+    # line: its writes 7 cycles after a word, 1 mod 2) and 32 (a read every cycle) would
+    # put a read and a write on an input bank's one port in one cycle; 12 is no power of two
+    cfg = isa.load_config("default")
+    assert [dataclasses.replace(cfg, softmax_lanes=n).softmax_lanes for n in (2, 4, 8)] == [2, 4, 8]
+    assert dataclasses.replace(cfg, softmax_lanes=0).softmax_lanes == cfg.lanes // 4
+    for bad, why in ((16, "one cycle"), (32, "one cycle"), (12, "power of two"), (64, "power of two")):
+        with pytest.raises(ValueError, match=why):
+            dataclasses.replace(cfg, softmax_lanes=bad)
