@@ -255,8 +255,9 @@ class ComputeUnit(wiring.Component):
             pipe = pipes[1] if r == 1 else pipes[0]
             # the input buffer: one read-write port (a 1RW macro), the PE row's operand fetch,
             # a read asked or a write. The control unit's phases fill a bank before its stage
-            # reads it and write the softmax's outputs after its reads, so a write never
-            # meets a read (asserted)
+            # reads it, and the softmax unit, reading a bank and writing its outputs back,
+            # writes a line between two of its line reads (isa/microarch.py
+            # softmax_lines_clear), so a write never meets a read (asserted)
             bank = Memory(shape=unsigned(16 * lanes), depth=self.k_words, init=[], attrs={SINGLE_PORT_ATTR: 1})
             m.submodules[f"in_bank{r}"] = bank
             bank_w, bank_r = bank.write_port(), bank.read_port(domain="comb")

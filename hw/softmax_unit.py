@@ -5,7 +5,7 @@ buffers' word, is cfg.lanes = R x L elements):
 - `start` pulse with `length` (elements) and `partial`; `busy` from the next cycle until
   `done`, a one-cycle pulse. `m` and `l` (FP32 bits: the row's max and sum of exp) are
   valid from `done` until the next `start`. Partial, `written` pulses in the cycle the
-  last destination word is presented (COMB1, 2W + EXP_DRAIN + 3 cycles from `start`):
+  last destination line is presented (2W + S + SOFTMAX_E_AT + 1 cycles from `start`):
   the probabilities are all in, the unit goes on to l alone (attention's S V starts
   then, beside it).
 - Source: FP32 lines (line a holds elements a*R*L .. , lane j at bits 32j..32j+31), read
@@ -154,8 +154,9 @@ class SoftmaxUnit(wiring.Component):
         def lane(v, j, width):
             return v.word_select(j, width)
 
-        # a line read with its first word; its other words from the line kept, each the
-        # cycle after it is taken, as the first's from the read
+        # a line is read with its first word (`src_en`) and kept in a register: a word is
+        # selected the cycle after it is taken, the first from the read, the others from
+        # the register
         src = Signal(32 * L)
         issue = Signal()
         m.d.comb += self.src_en.eq(issue & (rd[:rlog] == 0))
