@@ -534,9 +534,7 @@ async def lora_e3_e4(env):
 def golden_attention(q, k, v, caps, token_major):
     """What the device of capabilities `caps` returns for one KV head: k and v (T x d), the
     keys stored token-major (TRANS_W) or as K^T."""
-    if token_major:
-        return golden.attention_partial_trans(q, k, v, caps.lanes, caps.softmax_lanes)
-    return golden.attention_partial(q, k.T.copy(), v, caps.lanes, caps.softmax_lanes)
+    return golden.attention_partial_kv(q, k, v, caps.lanes, token_major, caps.softmax_lanes)
 
 
 @scenario

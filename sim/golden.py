@@ -325,6 +325,15 @@ def attention_partial_trans(q, k, v, lanes, softmax_lanes=None):
     return attention_fp32(widen(q), widen(k), widen(v), lanes, token_major=True, softmax_lanes=softmax_lanes)
 
 
+def attention_partial_kv(q, k, v, lanes, token_major, softmax_lanes=None):
+    """What the device returns for one KV head whose keys and values are k and v (T x d):
+    the keys stored token-major (TRANS_W, attention_partial_trans) or as K^T
+    (attention_partial)."""
+    if token_major:
+        return attention_partial_trans(q, k, v, lanes, softmax_lanes)
+    return attention_partial(q, np.ascontiguousarray(np.asarray(k).T), v, lanes, softmax_lanes)
+
+
 def attention_partial_paged(q, k_pages, v_pages, lanes, softmax_lanes=None):
     """A paged ATTENTION (docs/read-compute-project.md): its pages' tokens, K and V token-major
     ([t_p x d] each, in list order), are one operand's, so the result is
