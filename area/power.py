@@ -12,9 +12,11 @@ Activity of one descriptor (counted from its shape, as the RTL moves data; the c
 the time are the model's):
 - MACs: m K N per product (two products for E3 x A B and attention);
 - PE-array chunks (isa/pe_array.py's plans): a chunk is a line of LANES weights entering a
-  PE row; each reads one input-buffer line (hw/compute_unit.py `bank_r`) and, plain,
-  reads and writes one accumulator line (`acc_r`, `acc_w`: the partial sums live in the
-  output buffer); transposed, a row's value is written once at its tree's root;
+  PE row; each reads one input-buffer line (hw/compute_unit.py `bank_r`). Plain, a stage
+  of at most ACC_SLOTS words keeps its partial sums in the PE rows' slot registers and
+  writes each word's sets into the output buffer once (`acc_lines`); a wider one reads
+  and writes an accumulator line with every chunk (`acc_r`, `acc_w`). Transposed, a
+  row's value is written once at its tree's root;
 - the readout reads each result word once from the accumulators;
 - DRAM: the device operand once per group of ROWS input rows, the payload and the slot's
   header line (reads), the result and the completion line (writes); every line read passes
@@ -37,6 +39,7 @@ from isa.validate import payload_bytes, result_bytes, stages
 
 if TYPE_CHECKING:
     from isa import Descriptor, DeviceConfig
+    from isa.pe_array import Plan
     from isa.system import ModelConfig
 
 # pJ, 45 nm (Horowitz, ISSCC 2014, "Energy per operation" table)
@@ -128,11 +131,23 @@ async def _run(cfg: "DeviceConfig", shapes: list[tuple[str, int, int, int]]) -> 
     return [d for d, _ in items], transport.now - start
 
 
+def acc_lines(p: "Plan", m: int, k: int) -> tuple[int, int]:
+    """(reads, writes) of accumulator lines in the output buffer by the PE array for a plain
+    stage planned `p` with K = k over `m` input rows (hw/compute_unit.py pe_acc_reads,
+    pe_acc_writes; tests/unit/test_compute_unit.py counts them on the RTL): slotted, each
+    word's sets written once; else every chunk writes and every chunk but its set's first
+    reads."""
+    groups, used = p.row_groups(k), p.sets_used(k)
+    if p.slotted:
+        return 0, m * p.n_words * sum(used)
+    return m * p.n_words * (sum(groups) - sum(used)), m * p.n_words * sum(groups)
+
+
 def activity(cfg: "DeviceConfig", descs: list["Descriptor"]) -> dict[str, int]:
     """The counts the energies multiply (see the module's docstring)."""
     from isa.pe_array import plan, trans_plan
     from isa.validate import dram_traffic
-    count = dict.fromkeys(("macs", "chunks", "trans_chunks", "acc_line_writes", "readout_words",
+    count = dict.fromkeys(("macs", "chunks", "trans_chunks", "acc_line_reads", "acc_line_writes", "readout_words",
                            "dram_read_bytes", "dram_write_bytes", "in_buf_line_writes"), 0)
     for desc in descs:
         m = desc.in_rows
@@ -146,6 +161,9 @@ def activity(cfg: "DeviceConfig", descs: list["Descriptor"]) -> dict[str, int]:
             else:                   # K rows of N, `pack` rows a chunk, n_words chunks per k-group
                 p = plan(n, cfg.lanes, m)
                 count["chunks"] += m * -(-k // p.pack) * p.n_words
+                reads, writes = acc_lines(p, m, k)
+                count["acc_line_reads"] += reads
+                count["acc_line_writes"] += writes
             count["readout_words"] += m * words
         reads, writes = dram_traffic(cfg, desc)
         count["dram_read_bytes"] += reads
@@ -176,7 +194,7 @@ def estimate(cfg: "DeviceConfig", buffers: list[dict[str, Any]], workload: Workl
     energy = {"pe": count["macs"] * MAC_PJ,
               "input_buffer": (count["chunks"] + count["trans_chunks"]) * line("input", "read_pj")
               + count["in_buf_line_writes"] * line("input", "write_pj"),
-              "output_buffer": count["chunks"] * (line("output", "read_pj") + line("output", "write_pj"))
+              "output_buffer": count["acc_line_reads"] * line("output", "read_pj")
               + count["acc_line_writes"] * line("output", "write_pj")
               + count["readout_words"] * line("output", "read_pj"),
               "dram_buffer": count["dram_buf_lines"] * (line("dram", "read_pj") + line("dram", "write_pj")),
@@ -200,8 +218,9 @@ def estimate(cfg: "DeviceConfig", buffers: list[dict[str, Any]], workload: Workl
 
 def peak(cfg: "DeviceConfig", buffers: list[dict[str, Any]]) -> dict[str, float]:
     """Power with every MAC busy every cycle at the clock: the PE array's, its buffers'
-    (a chunk per PE row per cycle: an input-buffer read, an accumulator read and write) and
-    the leakage: the figure a datasheet (and the paper's 1.17 W for the PEs) quotes."""
+    (a chunk per PE row per cycle: an input-buffer read, an accumulator read and write, as a
+    plain stage wider than ACC_SLOTS words moves them) and the leakage: the figure a
+    datasheet (and the paper's 1.17 W for the PEs) quotes."""
     def line(buffer: str, what: str) -> float:
         return line_pj(buffers, buffer, what)
     chunks_per_s = cfg.rows * cfg.clock_hz

@@ -8,7 +8,9 @@ While `dispatch` is high each slot goes to the PE rows: its chunk of k-group g t
 g mod 2 with the split (one input row), else row 0, and a paired chunk (group g + 1) to the
 other row. A chunk adds into its PE row's current set of partial sums (`first` while the
 row has seen fewer groups than there are sets: the set starts from +0); a group that ends
-moves its row to the next set, round the stage's `sets`. Transposed, lane j multiplies
+moves its row to the next set, round the stage's `sets`. A slotted stage's chunk carries
+`last` from the row's k-group `last_from` on (the last group of each set: its sums go
+into the output buffer, isa/pe_array.py). Transposed, lane j multiplies
 x[col + j] and the chunk carries its output (`t_out`), its set in the row (chunk mod 3, from a
 counter that restarts at each row's first chunk: a row's chunks come in order) and the
 row's end.
@@ -33,9 +35,10 @@ from .unpacker import COLS_BITS
 
 
 def chunk_ports(lanes, acc_depth):
-    """One chunk into a PE row (hw/compute_unit.py's mac, k_base, acc_addr, active, w_data, first)."""
+    """One chunk into a PE row (hw/compute_unit.py's mac, k_base, acc_addr, active, w_data,
+    first, and where its partial sums live: `slotted`, `last`)."""
     return {"mac": 1, "k_base": DIM_BITS, "acc_addr": range(acc_depth), "active": range(lanes + 1),
-            "w_data": 16 * lanes, "first": 1}
+            "w_data": 16 * lanes, "first": 1, "slotted": 1, "last": 1}
 
 
 class ChunkDispatch(wiring.Component):
@@ -95,11 +98,13 @@ class ChunkDispatch(wiring.Component):
         groups_seen = [Signal(range(ACC_INTERLEAVE + 1), name=f"groups_seen{q}") for q in range(SPLIT_ROWS)]
         set_index = [Signal(range(ACC_INTERLEAVE), name=f"set_index{q}") for q in range(SPLIT_ROWS)]
         set_base = [Signal(DIM_BITS, name=f"set_base{q}") for q in range(SPLIT_ROWS)]
+        # per PE row, its k-groups that ended (not bounded by the sets: for `last`)
+        row_seen = [Signal(DIM_BITS, name=f"row_seen{q}") for q in range(SPLIT_ROWS)]
         # transposed: the set (chunk mod ACC_INTERLEAVE) of the slot's chunk in its row
         t_set = Signal(range(ACC_INTERLEAVE))
         with m.If(self.restart):
             m.d.sync += k_base.eq(0)
-            m.d.sync += [s.eq(0) for s in groups_seen + set_index + set_base]
+            m.d.sync += [s.eq(0) for s in groups_seen + set_index + set_base + row_seen]
         with m.If(self.restart | self.start):
             m.d.sync += t_set.eq(0)
 
@@ -115,11 +120,11 @@ class ChunkDispatch(wiring.Component):
 
         with m.If(self.dispatch):
             self._dispatch(m, lanes, lane_bits, t_out_base, k_base, groups_seen, set_index, set_base,
-                           drain, pipe_busy, t_set)
+                           row_seen, drain, pipe_busy, t_set)
         return m
 
     def _dispatch(self, m, lanes, lane_bits, t_out_base, k_base, groups_seen, set_index, set_base,
-                  drain, pipe_busy, t_set):
+                  row_seen, drain, pipe_busy, t_set):
         """The slot to the PE rows: its first chunk (k-group g, on PE row `parity`) and,
         paired, the first chunk of group g + 1 (the other row)."""
         trans, pack_log2, sets = self.trans, self.pack_log2, self.sets
@@ -140,9 +145,12 @@ class ChunkDispatch(wiring.Component):
                          getattr(self, f"k_base{q}").eq(Mux(trans, self.col, base_q)),
                          getattr(self, f"acc_addr{q}").eq(set_base[q] + word_q),
                          getattr(self, f"active{q}").eq(count_q), getattr(self, f"w_data{q}").eq(data_q),
-                         getattr(self, f"first{q}").eq(groups_seen[q] < sets)]
+                         getattr(self, f"first{q}").eq(groups_seen[q] < sets),
+                         getattr(self, f"slotted{q}").eq(self.slotted),
+                         getattr(self, f"last{q}").eq(row_seen[q] >= getattr(self, f"last_from{q}"))]
             # a group that ends moves its PE row to the next set
             with m.If(ends_q):
+                m.d.sync += row_seen[q].eq(row_seen[q] + 1)
                 with m.If(groups_seen[q] < sets):
                     m.d.sync += groups_seen[q].eq(groups_seen[q] + 1)
                 with m.If(set_index[q] + 1 == sets):

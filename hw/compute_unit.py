@@ -8,7 +8,9 @@ Output buffer: per row two accumulator banks (one fills while the other is read 
 its own memory of `n_max / LANES` words of LANES FP32 partial sums, with one read port
 and one write port (a 1R1W macro): the read is the PE row's accumulator read of the bank
 it fills, or, of the bank read out, the fold unit's first read of a word, its operand
-read or a read asked on `rd_*`. The port's sources never meet in a cycle (the control
+read or a read asked on `rd_*`. A slotted stage (isa/pe_array.py: N <= ACC_SLOTS x LANES)
+keeps its partial sums in ACC_SLOTS registers of a line per row instead, and writes a
+word's set into its bank once, from the set's last chunk: the PE array reads no line. The port's sources never meet in a cycle (the control
 unit's phases keep them apart, the fold unit never reads twice in a cycle);
 an assertion in simulation says so.
 
@@ -50,7 +52,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from isa.microarch import ADD_CYCLES, LANE_ROW_STAGES, PIPE_DEPTH, PRODUCT_CYCLES
-from isa.pe_array import ACC_INTERLEAVE, trans_line_cycles
+from isa.pe_array import ACC_INTERLEAVE, ACC_SLOTS, trans_line_cycles
 from isa.descriptor import DIM_BITS
 from .fp import ADD_STAGES, MUL_STAGES
 from .fold_unit import FoldUnit
@@ -98,9 +100,12 @@ class ComputeUnit(wiring.Component):
             # one chunk: to every PE row, or with `split` to PE row 0
             "mac": In(1), "first": In(1), "acc_addr": In(range(self.acc_depth)), "k_base": In(DIM_BITS),
             "active": In(range(lanes + 1)), "w_data": In(16 * lanes),
+            # where its partial sums live (isa/pe_array.py): in the PE row's slot registers
+            # (`slotted`, slot acc_addr), written into the output buffer with `last`
+            "slotted": In(1), "last": In(1),
             # with `split`, PE row 1's chunk
             "mac1": In(1), "first1": In(1), "acc_addr1": In(range(self.acc_depth)), "k_base1": In(DIM_BITS),
-            "active1": In(range(lanes + 1)), "w_data1": In(16 * lanes),
+            "active1": In(range(lanes + 1)), "w_data1": In(16 * lanes), "slotted1": In(1), "last1": In(1),
             # the fold unit (hw/fold_unit.py): requests for one word of one row, the sums in
             # request order; the plan of the stage read out: words per set, the sets that
             # received a k-group in the row and (split) in PE row 1, log2 of the packing
@@ -179,20 +184,22 @@ class ComputeUnit(wiring.Component):
         def pipeline(chunk, suffix):
             """A chunk's control through the pipeline: at the fetch, the adder, the write-back."""
             p = {"k_base": chunk["k_base"]}
-            for name in ("mac", "first", "acc_addr", "active", "w", "bank"):
+            for name in ("mac", "first", "acc_addr", "active", "w", "bank", "slotted", "last"):
                 p[name + "_f"] = delayed(chunk[name], 1, name + suffix)
-            for name in ("mac", "first", "acc_addr", "active", "bank"):
+            for name in ("mac", "first", "acc_addr", "active", "bank", "slotted", "last"):
                 p[name + "_r"] = delayed(p[name + "_f"], MUL_STAGES, name + suffix)
-            for name in ("mac", "acc_addr", "bank"):
+            for name in ("mac", "acc_addr", "bank", "slotted", "last"):
                 p[name + "_w"] = delayed(p[name + "_r"], ADD_STAGES - 1, name + suffix)
             return p
 
         # each chunk carries its accumulator bank: the next stage (the other bank) may enter
         # while this one's last sums are still in the pipeline
         chunk0 = {"mac": self.mac, "first": self.first, "acc_addr": self.acc_addr, "k_base": self.k_base,
-                  "active": self.active, "w": self.w_data, "bank": self.bank}
+                  "active": self.active, "w": self.w_data, "bank": self.bank, "slotted": self.slotted,
+                  "last": self.last}
         chunk1 = {"mac": self.mac1, "first": self.first1, "acc_addr": self.acc_addr1, "k_base": self.k_base1,
-                  "active": self.active1, "w": self.w_data1, "bank": self.bank}
+                  "active": self.active1, "w": self.w_data1, "bank": self.bank, "slotted": self.slotted1,
+                  "last": self.last1}
         # PE row 1 takes chunk 1 with the split (rows >= 2: isa/config.py)
         pipes = [pipeline(chunk0, ""),
                  pipeline({name: Mux(self.split, chunk1[name], chunk0[name]) for name in chunk0}, "_row1")]
@@ -251,6 +258,10 @@ class ComputeUnit(wiring.Component):
                      rd_row_q.eq(self.rd_row), rd_addr_q.eq(self.rd_addr), rd_bank_q.eq(self.fold_bank)]
 
         in_reads, acc_reads, fold_reads = [], [], []
+        # per row, the PE array's accumulator-line reads and writes of the output buffer, a
+        # cycle each (for tests/unit/test_compute_unit.py and area/power.py's counts)
+        self.pe_acc_reads = [Signal(name=f"pe_acc_read{r}") for r in range(rows)]
+        self.pe_acc_writes = [Signal(name=f"pe_acc_write{r}") for r in range(rows)]
         for r in range(rows):
             pipe = pipes[1] if r == 1 else pipes[0]
             # the input buffer: one read-write port (a 1RW macro), the PE row's operand fetch,
@@ -277,12 +288,12 @@ class ComputeUnit(wiring.Component):
             # the bank read out never share a port; one read port (a 1R1W macro): the PE
             # row's accumulator read (the bank it fills), or the fold's first set of a word,
             # its operand or a read asked (the bank read out)
-            acc_ports = []
+            acc_ports, pe_reads = [], []
             for b in range(2):
                 acc = Memory(shape=unsigned(32 * lanes), depth=self.acc_depth, init=[])
                 m.submodules[f"acc_bank{r}_{b}"] = acc
                 acc_w, acc_r = acc.write_port(granularity=32), acc.read_port(domain="comb")
-                pe_read = pipe["mac_r"] & ~pipe["first_r"] & ~self.trans & (pipe["bank_r"] == b)
+                pe_read = pipe["mac_r"] & ~pipe["first_r"] & ~self.trans & ~pipe["slotted_r"] & (pipe["bank_r"] == b)
                 asked = rd_acc_q & (rd_row_q == r) & (rd_bank_q == b)
                 first_set = fold.a_en & (fold.a_row == r) & (self.fold_bank == b)
                 operand = fold.b_en & (fold.b_row == r) & (self.fold_bank == b)
@@ -291,6 +302,8 @@ class ComputeUnit(wiring.Component):
                 m.d.comb += acc_r.addr.eq(Mux(pe_read, pipe["acc_addr_r"],
                                               Mux(asked, rd_addr_q, Mux(first_set, fold.a_addr, fold.b_addr))))
                 acc_ports.append((acc_w, acc_r))
+                pe_reads.append(pe_read)
+            m.d.comb += self.pe_acc_reads[r].eq(Cat(*pe_reads).any())
             # each reader's data from its bank
             pe_acc, read_out = Signal(32 * lanes, name=f"pe_acc{r}"), Signal(32 * lanes, name=f"read_out{r}")
             m.d.comb += [pe_acc.eq(Mux(pipe["bank_r"], acc_ports[1][1].data, acc_ports[0][1].data)),
@@ -325,8 +338,24 @@ class ComputeUnit(wiring.Component):
                                                      for i in range(lanes >> (level - 1))]
                 for i in range(lanes >> level):
                     tree[tree_node(level, i, lanes)] = (below[2 * i], below[2 * i + 1])
+            # the slot registers: a slotted stage's partial sums, read where the output
+            # buffer's line would be, written with every chunk's sums (a slot is read again
+            # ACC_INTERLEAVE cycles after its read at the earliest: written by then)
+            slot_bits = (ACC_SLOTS - 1).bit_length()
+            slots = [Signal(32 * lanes, name=f"acc_slot{r}_{i}") for i in range(ACC_SLOTS)]
+            slot_data = Signal(32 * lanes, name=f"acc_slot_data{r}")
+            with m.Switch(pipe["acc_addr_r"][:slot_bits]):
+                for i in range(ACC_SLOTS):
+                    with m.Case(i):
+                        m.d.comb += slot_data.eq(slots[i])
+            with m.If(pipe["mac_w"] & ~self.trans & pipe["slotted_w"]):
+                with m.Switch(pipe["acc_addr_w"][:slot_bits]):
+                    for i in range(ACC_SLOTS):
+                        with m.Case(i):
+                            m.d.sync += slots[i].eq(Cat(*sums))
+            acc_in = Mux(pipe["slotted_r"], slot_data, pe_acc)
             for j in range(lanes):
-                a = Mux(pipe["first_r"], 0, pe_acc.word_select(j, 32))
+                a = Mux(pipe["first_r"], 0, acc_in.word_select(j, 32))
                 b = products[j]
                 if j in tree:
                     a, b = Mux(self.trans, tree[j][0], a), Mux(self.trans, tree[j][1], b)
@@ -379,7 +408,10 @@ class ComputeUnit(wiring.Component):
                 t_en.append(Mux(self.t_scalar, t_lane == j, enable) & (write_direct | write_scalar))
             # the PE array's write-back, a transposed row value, or a word from outside,
             # into its bank (never two in the same cycle)
-            t_write, normal_w = write_direct | write_scalar, pipe["mac_w"] & ~self.trans
+            # (a slotted chunk writes its sums into the output buffer only as its set's last)
+            t_write = write_direct | write_scalar
+            normal_w = pipe["mac_w"] & ~self.trans & (~pipe["slotted_w"] | pipe["last_w"])
+            m.d.comb += self.pe_acc_writes[r].eq(normal_w)
             outside = self.acc_we & (self.acc_row == r)
             m.d.sync += Assert((t_write + normal_w + outside) <= 1, f"accumulator row {r}: two writes")
             w_bank, w_addr = Signal(name=f"acc_w_bank{r}"), Signal(range(self.acc_depth), name=f"acc_w_addr{r}")

@@ -11,7 +11,8 @@ several chunks a row, adds after the last) comes with it.
 
 The compute unit's mode (plain, or a transposed tree's) must hold while a chunk is in its
 pipeline: a stage in another mode is refused (`ready` low) until the chunk dispatch says
-the pipeline holds no chunk's control (`pipe_busy` low). `load` with `ready` registers
+the pipeline holds no chunk's control (`pipe_busy` low). A plain stage whose words and
+sets fit ACC_SLOTS is `slotted` (its partial sums in the PE rows' registers). `load` with `ready` registers
 the plan; `has_full` (combinational, from the sizes) says whether the stage has a run of
 whole packs, so the control unit knows which run starts first.
 """
@@ -19,7 +20,7 @@ from amaranth import Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from isa.pe_array import ACC_INTERLEAVE, SPLIT_ROWS
+from isa.pe_array import ACC_INTERLEAVE, ACC_SLOTS, SPLIT_ROWS
 from isa.descriptor import DIM_BITS
 from .stage_sizes import ELEMS_BITS, stage_sizes_layout
 
@@ -40,6 +41,10 @@ def plan_ports(lanes):
         "t_level": range(lane_bits + 1),        # ... its tree level of a row's value
         "t_scalar": 1,                          # ... a row takes several chunks
         "t_fold_adds": range(3),                # ... adds of its sets after its last chunk
+        # the partial sums in the PE rows' slot registers (isa/pe_array.py Plan.slotted),
+        # and per PE row its first k-group that is the last of its set (Plan.last_from)
+        "slotted": 1,
+        **{f"last_from{q}": DIM_BITS for q in range(SPLIT_ROWS)},
     }
 
 
@@ -80,7 +85,12 @@ class StagePlanner(wiring.Component):
                          self.main_elems.eq(size.main_elems),
                          self.t_level.eq(level), self.t_scalar.eq(scalar), self.t_fold_adds.eq(fold_adds),
                          self.trans.eq(trans)]
+            # sets x n_words <= ACC_SLOTS is n_words <= ACC_SLOTS (ACC_SLOTS >= 4: one word
+            # takes 3 sets, two take 2, more take 1)
+            m.d.sync += self.slotted.eq(~trans & (size.n_words <= ACC_SLOTS))
             for q in range(SPLIT_ROWS):
                 used = Mux(row_groups[q] < size.sets, row_groups[q], size.sets)
-                m.d.sync += self.sets_used[q].eq(Mux(trans, int(q == 0), used))
+                m.d.sync += [self.sets_used[q].eq(Mux(trans, int(q == 0), used)),
+                             getattr(self, f"last_from{q}").eq(Mux(row_groups[q] > size.sets,
+                                                                   row_groups[q] - size.sets, 0))]
         return m

@@ -46,11 +46,22 @@ A partial sum that started from +0 is never -0, so a set, a PE row or a packed r
 received no product (+0) adds exactly: the order above is the whole definition, whatever
 K is. With N >= LANES * ACC_INTERLEAVE and more than one input row this is plain
 accumulation in order of k.
+
+Where the partial sums live is not part of the order above, only of the energy: a plain
+stage whose words and sets fit ACC_SLOTS (`Plan.slotted`: sets x n_words <= ACC_SLOTS,
+that is N <= ACC_SLOTS x LANES) keeps them in each PE row's slot registers, slot
+set * n_words + word (the word's accumulator address), and writes a partial sum into the
+output buffer once, from the chunk of the last k-group its PE row adds into its set
+(`Plan.last_from`); the PE array then never reads the output buffer. A wider stage reads
+and writes its accumulator line in the output buffer with every chunk.
 """
 import dataclasses
 
 ACC_INTERLEAVE = 3          # cycles from an accumulator's read to its write-back (FP32 adder stages)
 SPLIT_ROWS = 2              # PE rows a one-row stage spreads its k-groups over
+ACC_SLOTS = 8               # accumulator words a PE row keeps in registers (a power of two)
+assert ACC_SLOTS >= 2 * 2 and ACC_SLOTS & (ACC_SLOTS - 1) == 0, \
+    "two words of two sets fit, and a slot is the accumulator address's low bits"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,13 +73,28 @@ class Plan:
 
     def sets_used(self, k: int) -> list[int]:
         """Per PE row of the split, the sets that receive a k-group for K = k."""
-        groups = -(-k // self.pack)
-        return [min(self.sets, -(-(groups - q) // self.split)) for q in range(self.split)]
+        return [min(self.sets, g) for g in self.row_groups(k)]
 
     def fold_steps(self, k: int) -> int:
         """Adds per output at readout for K = k: the sets that received a k-group, over
         the PE rows of the split, then the lane tree."""
         return sum(self.sets_used(k)) - 1 + (self.pack.bit_length() - 1)
+
+    @property
+    def slotted(self) -> bool:
+        """Whether the partial sums live in the PE rows' slot registers (ACC_SLOTS)."""
+        return self.sets * self.n_words <= ACC_SLOTS
+
+    def row_groups(self, k: int) -> list[int]:
+        """Per PE row of the split, the k-groups it receives for K = k."""
+        groups = -(-k // self.pack)
+        return [-(-(groups - q) // self.split) for q in range(self.split)]
+
+    def last_from(self, k: int) -> list[int]:
+        """Per PE row of the split, its first k-group (counted in the row) that is the last
+        of its set for K = k: a slotted stage writes that group's chunks' sums into the
+        output buffer."""
+        return [max(g - self.sets, 0) for g in self.row_groups(k)]
 
     def pairs_with_next(self, g: int) -> bool:
         """Whether k-group g's last chunk and k-group g + 1's first go in one cycle: with the

@@ -28,6 +28,9 @@ class StagePlan:
     t_scalar: bool          # ... a row takes several chunks
     t_fold_adds: int        # ... adds of its sets after its last chunk
     sets_used: tuple        # per PE row, the sets that receive a k-group
+    slotted: bool           # the partial sums in the PE rows' slot registers (plain only)
+    last_from0: int         # per PE row, its first k-group that is the last of its set
+    last_from1: int
 
     @property
     def mode(self):
@@ -60,10 +63,14 @@ def plan_stage(k, n, trans, in_rows, lanes):
         rows_dim, cols_dim, pack = k, n, normal.pack
         used = normal.sets_used(k)
         sets_used = tuple(used + [0] * (SPLIT_ROWS - len(used)))
+    # (the planner registers these for every stage, from the plain packing's k-groups)
+    last_from = normal.last_from(k)
+    last_from += [0] * (SPLIT_ROWS - len(last_from))
     run_log2 = pack.bit_length() - 1
     full_groups, rest_rows = divmod(rows_dim, pack)
     return StagePlan(trans=bool(trans), pack_log2=0 if trans else normal.pack.bit_length() - 1,
                      n_words=normal.n_words, sets=normal.sets, run_log2=run_log2, cols_dim=cols_dim,
                      full_groups=full_groups, rest_rows=rest_rows, main_elems=full_groups * pack * cols_dim,
                      t_level=tree.level, t_scalar=tree.chunks > 1, t_fold_adds=tree.fold_adds(),
-                     sets_used=sets_used)
+                     sets_used=sets_used, slotted=not trans and normal.slotted,
+                     last_from0=last_from[0], last_from1=last_from[1])

@@ -87,7 +87,9 @@ def run_dispatch(plan, split, runs, run_cols):
                                           t_row_end=bool(ctx.get(dut.t_row_end)))
                         else:
                             fields.update(acc_addr=ctx.get(getattr(dut, f"acc_addr{q}")),
-                                          first=bool(ctx.get(getattr(dut, f"first{q}"))))
+                                          first=bool(ctx.get(getattr(dut, f"first{q}"))),
+                                          last=bool(ctx.get(getattr(dut, f"last{q}"))))
+                            assert ctx.get(getattr(dut, f"slotted{q}")) == plan.slotted
                         cycle.append(chunk_dispatch.Chunk(**fields))
                 # in one cycle, group g's chunk before group g + 1's
                 seen["chunks"].extend(sorted(cycle, key=lambda chunk: chunk.k_base))
