@@ -12,11 +12,12 @@ Activity of one descriptor (counted from its shape, as the RTL moves data; the c
 the time are the model's):
 - MACs: m K N per product (two products for E3 x A B and attention);
 - PE-array chunks (isa/pe_array.py's plans): a chunk is a line of LANES weights entering a
-  PE row; each reads one input-buffer line (hw/compute_unit.py `bank_r`). Plain, a stage
-  of at most ACC_SLOTS words keeps its partial sums in the PE rows' slot registers and
-  writes each word's sets into the output buffer once (`acc_lines`); a wider one reads
-  and writes an accumulator line with every chunk (`acc_r`, `acc_w`). Transposed, a
-  row's value is written once at its tree's root;
+  PE row; it reads an input-buffer line when its input line is not the one the PE row
+  holds (hw/compute_unit.py `held_line`, `in_lines`). Plain, the
+  partial sums being added into are in the PE rows' slot registers (isa/pe_array.py:
+  a stage's words, or a column tile's), and each set of each word is written into the
+  output buffer once (`acc_lines`). Transposed, a row's value is written once at its
+  tree's root;
 - the readout reads each result word once from the accumulators;
 - DRAM: the device operand once per group of ROWS input rows, the payload and the slot's
   header line (reads), the result and the completion line (writes); every line read passes
@@ -34,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from isa import Status
+from isa.pe_array import ACC_SLOTS
 from isa.slots import HEADER_BYTES, LINE_BYTES
 from isa.validate import payload_bytes, result_bytes, stages
 
@@ -84,22 +86,33 @@ def descriptors(workload: Workload) -> tuple[list[tuple[str, int, int, int]], "M
 
 
 def _descriptor(kind: str, m: int, d: int, n: int, operand: Any) -> "Descriptor":
-    from isa.encoders import attention_descriptor, lora_xab_descriptor
+    from isa import Op
+    from isa.encoders import attention_descriptor, lora_xab_descriptor, matmul_descriptor
+    if kind in ("gemm", "gemm_t"):
+        return matmul_descriptor(Op.GEMM, operand, m, transposed=kind == "gemm_t")
     return lora_xab_descriptor(operand, m) if kind == "e3" else attention_descriptor(operand, m)
+
+
+def _placeholder(kind: str, d: int, n: int) -> Any:
+    """An operand of the shape, at address 0 (for the slot's size only)."""
+    from isa.encoders import DeviceTensor, KvBlock, LoraAdapter
+    if kind in ("gemm", "gemm_t"):
+        rows, cols = (n, d) if kind == "gemm_t" else (d, n)
+        return DeviceTensor(0, rows, cols)
+    return LoraAdapter(0, d, n) if kind == "e3" else KvBlock(0, d, n, True)
 
 
 async def _run(cfg: "DeviceConfig", shapes: list[tuple[str, int, int, int]]) -> tuple[list["Descriptor"], int]:
     """Submit the descriptors back to back on the model; returns (descriptors, cycles)."""
     from driver import NdpDevice
     from driver.model_transport import ModelTransport
-    from isa.encoders import KvBlock, LoraAdapter
+    from isa.encoders import DeviceTensor, KvBlock, LoraAdapter
     rng = np.random.default_rng(13)
     transport = ModelTransport(cfg, backdoor_memory=True)
     dev = await NdpDevice.open(transport)
     # a slot per descriptor, each the power of two that holds the largest payload or result
     need = max(HEADER_BYTES + max(payload_bytes(d), result_bytes(d), LINE_BYTES) for d in
-               (_descriptor(k, m, d, n, LoraAdapter(0, d, n) if k == "e3" else KvBlock(0, d, n, True))
-                for k, m, d, n in shapes))
+               (_descriptor(k, m, d, n, _placeholder(k, d, n)) for k, m, d, n in shapes))
     depth, log2_slot = max(1, (len(shapes) - 1).bit_length()), (need - 1).bit_length()
     ring = (1 << depth) << log2_slot
     if 3 * ring > cfg.dram_bytes:
@@ -109,10 +122,17 @@ async def _run(cfg: "DeviceConfig", shapes: list[tuple[str, int, int, int]]) -> 
                                       data_limit=min(cfg.dram_bytes, 1 << 40), log2_depth=depth,
                                       log2_slot=log2_slot, irq=True)
     items: list[tuple[Descriptor, bytes]] = []
-    operand: LoraAdapter | KvBlock
+    operand: LoraAdapter | KvBlock | DeviceTensor
+    uploaded: dict[tuple[str, int, int], Any] = {}
     for kind, m, d, n in shapes:
         x = rng.standard_normal((m, d)).astype(np.float16)
-        if kind == "e3":
+        if kind in ("gemm", "gemm_t"):
+            # (a stream of one shape multiplies one matrix: uploaded once)
+            if (kind, d, n) not in uploaded:
+                shape = (n, d) if kind == "gemm_t" else (d, n)
+                uploaded[kind, d, n] = await dev.upload(rng.standard_normal(shape).astype(np.float16))
+            operand = uploaded[kind, d, n]
+        elif kind == "e3":
             a = (rng.standard_normal((d, n)) / np.sqrt(d)).astype(np.float16)
             b = (rng.standard_normal((n, d)) / np.sqrt(n)).astype(np.float16)
             operand = await dev.upload_lora(a, b)
@@ -131,23 +151,34 @@ async def _run(cfg: "DeviceConfig", shapes: list[tuple[str, int, int, int]]) -> 
     return [d for d, _ in items], transport.now - start
 
 
-def acc_lines(p: "Plan", m: int, k: int) -> tuple[int, int]:
-    """(reads, writes) of accumulator lines in the output buffer by the PE array for a plain
-    stage planned `p` with K = k over `m` input rows (hw/compute_unit.py pe_acc_reads,
-    pe_acc_writes; tests/unit/test_compute_unit.py counts them on the RTL): slotted, each
-    word's sets written once; else every chunk writes and every chunk but its set's first
-    reads."""
-    groups, used = p.row_groups(k), p.sets_used(k)
-    if p.slotted:
-        return 0, m * p.n_words * sum(used)
-    return m * p.n_words * (sum(groups) - sum(used)), m * p.n_words * sum(groups)
+def acc_lines(p: "Plan", m: int, k: int) -> int:
+    """Accumulator lines the PE array writes into the output buffer for a plain stage
+    planned `p` with K = k over `m` input rows: each set of each word once (hw/compute_unit.py
+    pe_acc_writes; tests/unit/test_compute_unit.py counts them on the RTL). It reads none:
+    the partial sums being added into are in the slot registers."""
+    return m * p.n_words * sum(p.sets_used(k))
+
+
+def in_lines(p: "Plan", m: int, k: int, lanes: int) -> int:
+    """Input lines the PE array reads for a plain stage planned `p` with K = k over `m`
+    input rows (hw/compute_unit.py pe_in_reads; tests/unit/test_compute_unit.py counts them
+    on the RTL): a PE row reads a line when its chunk's input line is not the one it holds,
+    and the stage's first chunk always does (its rows were just written). A PE row's
+    k-groups, q, q + split, .., take lines (g pack) // LANES in order, once per column tile."""
+    groups = -(-k // p.pack)
+    tiles = len(p.tiles())
+    total = 0
+    for q in range(p.split):
+        seen = len({g * p.pack // lanes for g in range(q, groups, p.split)})
+        total += tiles * seen if seen > 1 else seen
+    return m * total
 
 
 def activity(cfg: "DeviceConfig", descs: list["Descriptor"]) -> dict[str, int]:
     """The counts the energies multiply (see the module's docstring)."""
     from isa.pe_array import plan, trans_plan
     from isa.validate import dram_traffic
-    count = dict.fromkeys(("macs", "chunks", "trans_chunks", "acc_line_reads", "acc_line_writes", "readout_words",
+    count = dict.fromkeys(("macs", "chunks", "trans_chunks", "in_line_reads", "acc_line_writes", "readout_words",
                            "dram_read_bytes", "dram_write_bytes", "in_buf_line_writes"), 0)
     for desc in descs:
         m = desc.in_rows
@@ -157,13 +188,15 @@ def activity(cfg: "DeviceConfig", descs: list["Descriptor"]) -> dict[str, int]:
             if transposed:          # N rows of K, `pack` rows a chunk; a value per row at its tree's root
                 tp = trans_plan(k, cfg.lanes)
                 count["trans_chunks"] += m * -(-n // tp.pack) * tp.chunks
+                # chunk c of a stored row takes input line c: one line for packed rows, else a
+                # line every chunk
+                count["in_line_reads"] += m * (1 if tp.chunks == 1 else -(-n // tp.pack) * tp.chunks)
                 count["acc_line_writes"] += m * words
             else:                   # K rows of N, `pack` rows a chunk, n_words chunks per k-group
                 p = plan(n, cfg.lanes, m)
                 count["chunks"] += m * -(-k // p.pack) * p.n_words
-                reads, writes = acc_lines(p, m, k)
-                count["acc_line_reads"] += reads
-                count["acc_line_writes"] += writes
+                count["acc_line_writes"] += acc_lines(p, m, k)
+                count["in_line_reads"] += in_lines(p, m, k, cfg.lanes)
             count["readout_words"] += m * words
         reads, writes = dram_traffic(cfg, desc)
         count["dram_read_bytes"] += reads
@@ -180,6 +213,31 @@ def line_pj(buffers: list[dict[str, Any]], buffer: str, what: str) -> float:
     return rows[0][what] if rows else 0.0
 
 
+def dram_buffer_beat_pj(cfg: "DeviceConfig", buffers: list[dict[str, Any]]) -> float:
+    """Energy of one beat through the DRAM buffer's memory, written and read: its words are
+    `pair` beats (hw/fifo.py SyncFIFOSinglePort: pairs of lines, one access moving both), so
+    a beat costs that share of a word's write and read. An upper bound: a beat that passes
+    through the FIFO's head registers, its memory empty, costs none of it."""
+    rows = [r for r in buffers if r["buffer"] == "dram" and r["kind"] == "sram"]
+    if not rows:
+        return 0.0
+    pair = max(1, rows[0]["width"] // cfg.beat_bits)
+    return (rows[0]["read_pj"] + rows[0]["write_pj"]) / pair
+
+
+def energies(cfg: "DeviceConfig", count: dict[str, int], buffers: list[dict[str, Any]]) -> dict[str, float]:
+    """Energy (pJ) of each part for activity counts `count` (`activity`)."""
+    def line(buffer: str, what: str) -> float:
+        return line_pj(buffers, buffer, what)
+    return {"pe": count["macs"] * MAC_PJ,
+            "input_buffer": count["in_line_reads"] * line("input", "read_pj")
+            + count["in_buf_line_writes"] * line("input", "write_pj"),
+            "output_buffer": count["acc_line_writes"] * line("output", "write_pj")
+            + count["readout_words"] * line("output", "read_pj"),
+            "dram_buffer": count["dram_buf_lines"] * dram_buffer_beat_pj(cfg, buffers),
+            "dram": (count["dram_read_bytes"] + count["dram_write_bytes"]) * DRAM_PJ_PER_BYTE}
+
+
 def estimate(cfg: "DeviceConfig", buffers: list[dict[str, Any]], workload: Workload = Workload()) -> dict[str, Any]:
     """Energy and power of `workload` at `cfg`. `buffers`: area/sram.py's rows of this config
     (their energies per line access and leakage). Returns a dict of the counts, cycles,
@@ -188,17 +246,7 @@ def estimate(cfg: "DeviceConfig", buffers: list[dict[str, Any]], workload: Workl
     shapes, model = descriptors(workload)
     descs, cycles = asyncio.run(_run(cfg, shapes))
     count = activity(cfg, descs)
-
-    def line(buffer: str, what: str) -> float:
-        return line_pj(buffers, buffer, what)
-    energy = {"pe": count["macs"] * MAC_PJ,
-              "input_buffer": (count["chunks"] + count["trans_chunks"]) * line("input", "read_pj")
-              + count["in_buf_line_writes"] * line("input", "write_pj"),
-              "output_buffer": count["acc_line_reads"] * line("output", "read_pj")
-              + count["acc_line_writes"] * line("output", "write_pj")
-              + count["readout_words"] * line("output", "read_pj"),
-              "dram_buffer": count["dram_buf_lines"] * (line("dram", "read_pj") + line("dram", "write_pj")),
-              "dram": (count["dram_read_bytes"] + count["dram_write_bytes"]) * DRAM_PJ_PER_BYTE}
+    energy = energies(cfg, count, buffers)
     seconds = cycles / cfg.clock_hz
     leakage_w = sum(r["leakage_mw"] for r in buffers) / 1e3
     core_dynamic = sum(v for k, v in energy.items() if k != "dram")
@@ -216,20 +264,45 @@ def estimate(cfg: "DeviceConfig", buffers: list[dict[str, Any]], workload: Workl
             "dram_uj_per_token": energy["dram"] * 1e-12 * model.layers / tokens * 1e6}
 
 
-def peak(cfg: "DeviceConfig", buffers: list[dict[str, Any]]) -> dict[str, float]:
-    """Power with every MAC busy every cycle at the clock: the PE array's, its buffers'
-    (a chunk per PE row per cycle: an input-buffer read, an accumulator read and write, as a
-    plain stage wider than ACC_SLOTS words moves them) and the leakage: the figure a
-    datasheet (and the paper's 1.17 W for the PEs) quotes."""
-    def line(buffer: str, what: str) -> float:
-        return line_pj(buffers, buffer, what)
-    chunks_per_s = cfg.rows * cfg.clock_hz
+STRESS_COPIES = 4          # descriptors of a stress stream, back to back
+
+
+def stress_shapes(cfg: "DeviceConfig") -> list[tuple[str, tuple[str, int, int, int]]]:
+    """The streams that drive the PE array's buffers hardest, each one descriptor's shape
+    (kind, m, K, N) repeated: (what it stresses, shape). A PE row reads an input line only
+    when its input line changes and writes an accumulator line only from the last k-group
+    of a set (isa/pe_array.py), so the worst are outer products (K of a k-group or two: every
+    chunk writes), dot products (N = 1: a new input line every chunk), both at once in
+    stages of three chunks, and transposed rows of two lines (a new line every chunk)."""
+    lanes, many = cfg.lanes, 16 * cfg.rows      # (many groups of input rows: a long stream)
+    wide = min(cfg.n_max, 4 * ACC_SLOTS * lanes)
+    return [("outer products, column tiles", ("gemm", many, 1, wide)),
+            ("outer products on one input row", ("gemm", 1, 2, wide)),
+            ("outer products in the slots", ("gemm", many, 1, ACC_SLOTS * lanes)),
+            ("dot products", ("gemm", many, min(cfg.k_max, 64 * lanes), 1)),
+            ("dot products of three chunks", ("gemm", many, 3 * lanes, 1)),
+            ("three k-groups, three sets", ("gemm", many, 3, lanes)),
+            ("transposed rows of two lines", ("gemm_t", many, min(cfg.k_max, 2 * lanes), min(cfg.n_max, 256)))]
+
+
+def peak(cfg: "DeviceConfig", buffers: list[dict[str, Any]]) -> dict[str, Any]:
+    """The power a datasheet quotes as peak (and the paper's 1.17 W for the PEs): every MAC
+    busy every cycle at the clock, the buffers (input, output and DRAM buffer, as `energies`
+    counts them) at the highest rate a stress stream drives them on the cycle model
+    (`stress_shapes`: their energy over the stream's time), and the leakage. A stream's
+    rate is bounded by the DRAM port that feeds it: every chunk is a line of weights read,
+    an outer product's sums leave as results, a dot product's inputs arrive as payload."""
     pe = cfg.macs * cfg.clock_hz * MAC_PJ * 1e-12
-    buffers_w = chunks_per_s * (line("input", "read_pj") + line("output", "read_pj")
-                                + line("output", "write_pj")) * 1e-12
+    streams = {}
+    for name, shape in stress_shapes(cfg):
+        descs, cycles = asyncio.run(_run(cfg, [shape] * STRESS_COPIES))
+        energy = energies(cfg, activity(cfg, descs), buffers)
+        buffer_pj = energy["input_buffer"] + energy["output_buffer"] + energy["dram_buffer"]
+        streams[name] = buffer_pj * 1e-12 * cfg.clock_hz / cycles
+    worst = max(streams, key=streams.__getitem__)
     leakage = sum(r["leakage_mw"] for r in buffers) / 1e3
-    return {"pe_w": pe, "buffers_dynamic_w": buffers_w, "buffers_leakage_w": leakage,
-            "core_w": pe + buffers_w + leakage}
+    return {"pe_w": pe, "buffers_dynamic_w": streams[worst], "buffers_leakage_w": leakage,
+            "core_w": pe + streams[worst] + leakage, "worst_stream": worst, "streams_w": streams}
 
 
 def horowitz_line_pj(bits: int, array_bytes: int) -> float:

@@ -73,7 +73,7 @@ def build(config: str = "default", workload: power.Workload = power.Workload()) 
 
 
 def assemble(name: str, cfg: isa.DeviceConfig, est: dict[str, Any], memories: list[dict[str, Any]],
-             workload_power: dict[str, Any], peak: dict[str, float]) -> dict[str, Any]:
+             workload_power: dict[str, Any], peak: dict[str, Any]) -> dict[str, Any]:
     """The report from its parts: area/blocks.py's estimate, area/sram.py's memories,
     area/power.py's workload and peak power."""
     rows, fp = est["rows"], est["fp"]
@@ -179,7 +179,8 @@ def summary_table(r: dict[str, Any]) -> list[tuple[str, str, str, str, str]]:
         ("PEs, W (peak)", f"{pk['pe_w']:.2f}", f"{PAPER['pe_w']:.2f}", _ratio(pk["pe_w"], PAPER["pe_w"]),
          f"Horowitz {power.MAC_PJ:.1f} pJ/MAC x {r['device']['macs']} x 1 GHz"),
         ("buffers, W (peak + leakage)", f"{sram_w:.2f}", f"{PAPER['sram_w']:.2f}", _ratio(sram_w, PAPER["sram_w"]),
-         f"leakage {pk['buffers_leakage_w']:.2f} (itrs-lop cells: {p['sram_leakage_lop_w']:.2f})"),
+         f"the stress stream '{pk['worst_stream']}' on the cycle model; leakage {pk['buffers_leakage_w']:.2f} "
+         f"(itrs-lop cells: {p['sram_leakage_lop_w']:.2f})"),
         ("total, W (peak)", f"{pk['core_w']:.2f}", f"{PAPER['total_w']:.2f}",
          _ratio(pk["core_w"], PAPER["total_w"]), ""),
     ]
@@ -194,6 +195,10 @@ def markdown(r: dict[str, Any]) -> str:
            "| part | this estimate | paper" + (" (scaled to this size)" if r["paper_share"]["macs"] != 1 else "")
            + " | ratio | references |", "|---|---:|---:|---:|---|"]
     out += [f"| {a} | {b} | {c} | {d} | {e} |" for a, b, c, d, e in summary_table(r)]
+    out += ["", "Peak: every MAC busy every cycle, and the buffers (input, output, DRAM buffer) at the rate of "
+            "the stress stream that drives them hardest on the cycle model (area/power.py stress_shapes, "
+            f"{power.STRESS_COPIES} descriptors each), W: "
+            + ", ".join(f"{name} {w:.2f}" for name, w in r["power"]["peak"]["streams_w"].items()) + "."]
     a = r["area"]
     out += ["", f"One MAC lane (FP16 multiplier and FP32 adder cells, pipelined): {a['mac_lane_um2']:.0f} um^2; "
             f"a PE row of {r['device']['lanes']} lanes (the PE array over its rows): "

@@ -8,9 +8,15 @@ While `dispatch` is high each slot goes to the PE rows: its chunk of k-group g t
 g mod 2 with the split (one input row), else row 0, and a paired chunk (group g + 1) to the
 other row. A chunk adds into its PE row's current set of partial sums (`first` while the
 row has seen fewer groups than there are sets: the set starts from +0); a group that ends
-moves its row to the next set, round the stage's `sets`. A slotted stage's chunk carries
-`last` from the row's k-group `last_from` on (the last group of each set: its sums go
-into the output buffer, isa/pe_array.py). Transposed, lane j multiplies
+moves its row to the next set, round the stage's `sets`. A chunk carries `last` from the
+row's k-group `last_from` on (the last group of each set: its sums go into the output
+buffer, isa/pe_array.py).
+
+A `tiled` stage (isa/pe_array.py: more words than ACC_SLOTS) streams its weights in column
+tiles, a run of the unpacker each (strided: a row of the tile, `cols_dim` elements after
+the row before, is a DRAM run of its own); `tile_next` (at a tile's last slot, when
+`more_tiles`) moves to the next tile: its words' accumulator addresses from the tile's
+first word, the k-groups and sets from the start again. Transposed, lane j multiplies
 x[col + j] and the chunk carries its output (`t_out`), its set in the row (chunk mod 3, from a
 counter that restarts at each row's first chunk: a row's chunks come in order) and the
 row's end.
@@ -30,15 +36,15 @@ from isa.pe_array import ACC_INTERLEAVE, SPLIT_ROWS, trans_line_cycles
 from isa.descriptor import DIM_BITS
 from .axi import RUN_LINES_BITS as RUN_BEATS_BITS
 from .stage_planner import plan_ports
-from .stage_plan import run_span
+from .stage_plan import run_span, tile_span
 from .unpacker import COLS_BITS
 
 
 def chunk_ports(lanes, acc_depth):
     """One chunk into a PE row (hw/compute_unit.py's mac, k_base, acc_addr, active, w_data,
-    first, and where its partial sums live: `slotted`, `last`)."""
+    first, and `last`: its sums go into the output buffer)."""
     return {"mac": 1, "k_base": DIM_BITS, "acc_addr": range(acc_depth), "active": range(lanes + 1),
-            "w_data": 16 * lanes, "first": 1, "slotted": 1, "last": 1}
+            "w_data": 16 * lanes, "first": 1, "last": 1}
 
 
 class ChunkDispatch(wiring.Component):
@@ -48,12 +54,13 @@ class ChunkDispatch(wiring.Component):
         ports = {
             # the stage's weights (a line's address) and whether it splits over two PE rows
             "addr": In(64), "split": In(1),
-            # a new plan: every PE row back to set 0, k-group 0
-            "restart": In(1),
+            # a new plan: every PE row back to set 0, k-group 0; the next column tile (the
+            # same, from the tile's first word), and whether there is one
+            "restart": In(1), "tile_next": In(1), "more_tiles": Out(1),
             # a run: its unpacker job, shown while `start` is high
             "start": In(1), "rest": In(1),
             "u_offset": Out(range(lanes)), "u_rows": Out(DIM_BITS), "u_cols": Out(COLS_BITS),
-            "u_beats": Out(RUN_BEATS_BITS), "u_pair": Out(1),
+            "u_beats": Out(RUN_BEATS_BITS), "u_pair": Out(1), "u_strided": Out(1), "u_stride": Out(range(lanes)),
             # the unpacker's slot (hw/unpacker.py), sent on while `dispatch` is high
             "dispatch": In(1),
             "valid": In(1), "last": In(1), "row": In(DIM_BITS), "col": In(COLS_BITS), "count": In(range(lanes + 1)),
@@ -82,14 +89,30 @@ class ChunkDispatch(wiring.Component):
         rest_cols = (self.rest_rows * self.cols_dim)[:DIM_BITS]
         _, _, main_offset, main_beats = run_span(m, self.addr, 0, self.main_elems, cfg, "main_span")
         _, _, rest_offset, rest_beats = run_span(m, self.addr, self.main_elems, rest_cols, cfg, "rest_span")
+        # a tiled stage's column tile: its first word (`tile_base`), the words and elements
+        # of each row left from it on (tile 0's from the plan: the planner registers it in
+        # the cycle of `restart`)
+        first_tile = Signal()
+        tile_base, words_left, elems_left = Signal(DIM_BITS), Signal(DIM_BITS), Signal(DIM_BITS)
+        left_now = Mux(first_tile, self.n_words, words_left)
+        elems_now = Mux(first_tile, self.cols_dim, elems_left)
+        tile_words, tile_cols, more = tile_span(left_now, elems_now, lanes)
+        m.d.comb += self.more_tiles.eq(self.tiled & more)
+        with m.If(self.restart):
+            m.d.sync += [first_tile.eq(1), tile_base.eq(0)]
+        with m.If(self.tile_next):
+            m.d.sync += [first_tile.eq(0), tile_base.eq(tile_base + tile_words),
+                         words_left.eq(left_now - tile_words), elems_left.eq(elems_now - (tile_words << lane_bits))]
         # the output the run's rows start at (transposed)
         t_out_base = Signal(DIM_BITS)
         with m.If(self.start):
+            # (a tile's rows all start at the main run's offset: its first word is whole LANES on)
             m.d.comb += [self.u_offset.eq(Mux(self.rest, rest_offset, main_offset)),
                          self.u_rows.eq(Mux(self.rest, 1, self.full_groups)),
-                         self.u_cols.eq(Mux(self.rest, rest_cols, main_cols)),
+                         self.u_cols.eq(Mux(self.rest, rest_cols, Mux(self.tiled, tile_cols, main_cols))),
                          self.u_beats.eq(Mux(self.rest, rest_beats, main_beats)),
-                         self.u_pair.eq(~self.rest & self.split)]
+                         self.u_pair.eq(~self.rest & self.split & ~self.tiled),
+                         self.u_strided.eq(~self.rest & self.tiled), self.u_stride.eq(self.cols_dim[:lane_bits])]
             m.d.sync += t_out_base.eq(Mux(self.rest, self.full_groups << self.run_log2, 0))
 
         # ---- progress: the first element of the slot's k-group; per PE row, the k-groups
@@ -102,9 +125,6 @@ class ChunkDispatch(wiring.Component):
         row_seen = [Signal(DIM_BITS, name=f"row_seen{q}") for q in range(SPLIT_ROWS)]
         # transposed: the set (chunk mod ACC_INTERLEAVE) of the slot's chunk in its row
         t_set = Signal(range(ACC_INTERLEAVE))
-        with m.If(self.restart):
-            m.d.sync += k_base.eq(0)
-            m.d.sync += [s.eq(0) for s in groups_seen + set_index + set_base + row_seen]
         with m.If(self.restart | self.start):
             m.d.sync += t_set.eq(0)
 
@@ -120,11 +140,16 @@ class ChunkDispatch(wiring.Component):
 
         with m.If(self.dispatch):
             self._dispatch(m, lanes, lane_bits, t_out_base, k_base, groups_seen, set_index, set_base,
-                           row_seen, drain, pipe_busy, t_set)
+                           row_seen, tile_base, drain, pipe_busy, t_set)
+        # (after the dispatch's updates: a tile's last slot's are overridden by tile_next's)
+        with m.If(self.restart | self.tile_next):
+            m.d.sync += k_base.eq(0)
+            m.d.sync += [s.eq(0) for s in groups_seen + set_index + row_seen]
+            m.d.sync += [s.eq(Mux(self.restart, 0, tile_base + tile_words)) for s in set_base]
         return m
 
     def _dispatch(self, m, lanes, lane_bits, t_out_base, k_base, groups_seen, set_index, set_base,
-                  row_seen, drain, pipe_busy, t_set):
+                  row_seen, tile_base, drain, pipe_busy, t_set):
         """The slot to the PE rows: its first chunk (k-group g, on PE row `parity`) and,
         paired, the first chunk of group g + 1 (the other row)."""
         trans, pack_log2, sets = self.trans, self.pack_log2, self.sets
@@ -146,7 +171,6 @@ class ChunkDispatch(wiring.Component):
                          getattr(self, f"acc_addr{q}").eq(set_base[q] + word_q),
                          getattr(self, f"active{q}").eq(count_q), getattr(self, f"w_data{q}").eq(data_q),
                          getattr(self, f"first{q}").eq(groups_seen[q] < sets),
-                         getattr(self, f"slotted{q}").eq(self.slotted),
                          getattr(self, f"last{q}").eq(row_seen[q] >= getattr(self, f"last_from{q}"))]
             # a group that ends moves its PE row to the next set
             with m.If(ends_q):
@@ -154,7 +178,7 @@ class ChunkDispatch(wiring.Component):
                 with m.If(groups_seen[q] < sets):
                     m.d.sync += groups_seen[q].eq(groups_seen[q] + 1)
                 with m.If(set_index[q] + 1 == sets):
-                    m.d.sync += [set_index[q].eq(0), set_base[q].eq(0)]
+                    m.d.sync += [set_index[q].eq(0), set_base[q].eq(tile_base)]
                 with m.Else():
                     m.d.sync += [set_index[q].eq(set_index[q] + 1), set_base[q].eq(set_base[q] + self.n_words)]
         # k-groups that end move k_base on (and so the PE row, with the split): one or two

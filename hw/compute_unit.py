@@ -3,14 +3,16 @@ fold unit that reads results out. The arithmetic order is `isa/pe_array.py`'s.
 
 Input buffer: one bank per row, `k_max` FP16 elements each, written a chunk at a time; one
 read-write port (a 1RW macro), shared by the writes, the PE row's operand fetch and the
-reads asked on `rd_*`, which never meet in a cycle (asserted in simulation).
+reads asked on `rd_*`, which never meet in a cycle (asserted in simulation). The fetch
+holds the line it read: a chunk of the same input line (the words of a row or a column
+tile, packed groups within the line) takes it from there and reads none.
 Output buffer: per row two accumulator banks (one fills while the other is read out), each
 its own memory of `n_max / LANES` words of LANES FP32 partial sums, with one read port
-and one write port (a 1R1W macro): the read is the PE row's accumulator read of the bank
-it fills, or, of the bank read out, the fold unit's first read of a word, its operand
-read or a read asked on `rd_*`. A slotted stage (isa/pe_array.py: N <= ACC_SLOTS x LANES)
-keeps its partial sums in ACC_SLOTS registers of a line per row instead, and writes a
-word's set into its bank once, from the set's last chunk: the PE array reads no line. The port's sources never meet in a cycle (the control
+and one write port (a 1R1W macro). The PE array only writes the bank it fills: each PE
+row keeps the partial sums it adds into in ACC_SLOTS slot registers of a line
+(isa/pe_array.py: a stage's words at once, or a column tile's) and writes a word's set
+into the bank once, from the set's last chunk. The read port serves the bank read out:
+the fold unit's first read of a word, its operand read or a read asked on `rd_*`. The port's sources never meet in a cycle (the control
 unit's phases keep them apart, the fold unit never reads twice in a cycle);
 an assertion in simulation says so.
 
@@ -24,12 +26,12 @@ updates, for every row, LANES partial sums:
     cycle 0  operand fetch: input word, x per lane (hw/operand_select.py), registered with the chunk
     cycle 1  multiplier stage 1          (FP16 x FP16 -> exact FP32, 2 stages)
     cycle 2  multiplier stage 2, product registered
-    cycle 3  accumulator read; adder stage 1   (FP32 + FP32 RNE, 3 stages)
+    cycle 3  slot read; adder stage 1   (FP32 + FP32 RNE, 3 stages)
     cycle 4  adder stage 2
-    cycle 5  adder stage 3, accumulator written
+    cycle 5  adder stage 3, slot written (and, with `last`, the accumulator word)
 
-so an accumulator word is read again at the earliest ACC_INTERLEAVE = 3 cycles after its
-last read: the control unit interleaves the sets so no chunk reads a word in flight.
+so a slot is read again at the earliest ACC_INTERLEAVE = 3 cycles after its last read:
+the sets' interleave and the column tiles' width keep a chunk from reading a slot in flight.
 
 With `split` (a stage of one input row, isa/pe_array.py), PE row 1 takes a second chunk
 per cycle, `*1` (the odd k-groups), while row 0 takes the first (the even ones); every
@@ -100,12 +102,12 @@ class ComputeUnit(wiring.Component):
             # one chunk: to every PE row, or with `split` to PE row 0
             "mac": In(1), "first": In(1), "acc_addr": In(range(self.acc_depth)), "k_base": In(DIM_BITS),
             "active": In(range(lanes + 1)), "w_data": In(16 * lanes),
-            # where its partial sums live (isa/pe_array.py): in the PE row's slot registers
-            # (`slotted`, slot acc_addr), written into the output buffer with `last`
-            "slotted": In(1), "last": In(1),
+            # its partial sums are written into the output buffer (isa/pe_array.py: its
+            # group is the last its PE row adds into its set)
+            "last": In(1),
             # with `split`, PE row 1's chunk
             "mac1": In(1), "first1": In(1), "acc_addr1": In(range(self.acc_depth)), "k_base1": In(DIM_BITS),
-            "active1": In(range(lanes + 1)), "w_data1": In(16 * lanes), "slotted1": In(1), "last1": In(1),
+            "active1": In(range(lanes + 1)), "w_data1": In(16 * lanes), "last1": In(1),
             # the fold unit (hw/fold_unit.py): requests for one word of one row, the sums in
             # request order; the plan of the stage read out: words per set, the sets that
             # received a k-group in the row and (split) in PE row 1, log2 of the packing
@@ -184,22 +186,20 @@ class ComputeUnit(wiring.Component):
         def pipeline(chunk, suffix):
             """A chunk's control through the pipeline: at the fetch, the adder, the write-back."""
             p = {"k_base": chunk["k_base"]}
-            for name in ("mac", "first", "acc_addr", "active", "w", "bank", "slotted", "last"):
+            for name in ("mac", "first", "acc_addr", "active", "w", "bank", "last"):
                 p[name + "_f"] = delayed(chunk[name], 1, name + suffix)
-            for name in ("mac", "first", "acc_addr", "active", "bank", "slotted", "last"):
+            for name in ("mac", "first", "acc_addr", "active", "bank", "last"):
                 p[name + "_r"] = delayed(p[name + "_f"], MUL_STAGES, name + suffix)
-            for name in ("mac", "acc_addr", "bank", "slotted", "last"):
+            for name in ("mac", "acc_addr", "bank", "last"):
                 p[name + "_w"] = delayed(p[name + "_r"], ADD_STAGES - 1, name + suffix)
             return p
 
         # each chunk carries its accumulator bank: the next stage (the other bank) may enter
         # while this one's last sums are still in the pipeline
         chunk0 = {"mac": self.mac, "first": self.first, "acc_addr": self.acc_addr, "k_base": self.k_base,
-                  "active": self.active, "w": self.w_data, "bank": self.bank, "slotted": self.slotted,
-                  "last": self.last}
+                  "active": self.active, "w": self.w_data, "bank": self.bank, "last": self.last}
         chunk1 = {"mac": self.mac1, "first": self.first1, "acc_addr": self.acc_addr1, "k_base": self.k_base1,
-                  "active": self.active1, "w": self.w_data1, "bank": self.bank, "slotted": self.slotted1,
-                  "last": self.last1}
+                  "active": self.active1, "w": self.w_data1, "bank": self.bank, "last": self.last1}
         # PE row 1 takes chunk 1 with the split (rows >= 2: isa/config.py)
         pipes = [pipeline(chunk0, ""),
                  pipeline({name: Mux(self.split, chunk1[name], chunk0[name]) for name in chunk0}, "_row1")]
@@ -258,10 +258,11 @@ class ComputeUnit(wiring.Component):
                      rd_row_q.eq(self.rd_row), rd_addr_q.eq(self.rd_addr), rd_bank_q.eq(self.fold_bank)]
 
         in_reads, acc_reads, fold_reads = [], [], []
-        # per row, the PE array's accumulator-line reads and writes of the output buffer, a
-        # cycle each (for tests/unit/test_compute_unit.py and area/power.py's counts)
-        self.pe_acc_reads = [Signal(name=f"pe_acc_read{r}") for r in range(rows)]
+        # per row, the PE array's accumulator-line writes into the output buffer and its
+        # input-line reads, a cycle each (for tests/unit/test_compute_unit.py and
+        # area/power.py's counts)
         self.pe_acc_writes = [Signal(name=f"pe_acc_write{r}") for r in range(rows)]
+        self.pe_in_reads = [Signal(name=f"pe_in_read{r}") for r in range(rows)]
         for r in range(rows):
             pipe = pipes[1] if r == 1 else pipes[0]
             # the input buffer: one read-write port (a 1RW macro), the PE row's operand fetch,
@@ -288,32 +289,39 @@ class ComputeUnit(wiring.Component):
             # the bank read out never share a port; one read port (a 1R1W macro): the PE
             # row's accumulator read (the bank it fills), or the fold's first set of a word,
             # its operand or a read asked (the bank read out)
-            acc_ports, pe_reads = [], []
+            acc_ports = []
             for b in range(2):
                 acc = Memory(shape=unsigned(32 * lanes), depth=self.acc_depth, init=[])
                 m.submodules[f"acc_bank{r}_{b}"] = acc
                 acc_w, acc_r = acc.write_port(granularity=32), acc.read_port(domain="comb")
-                pe_read = pipe["mac_r"] & ~pipe["first_r"] & ~self.trans & ~pipe["slotted_r"] & (pipe["bank_r"] == b)
                 asked = rd_acc_q & (rd_row_q == r) & (rd_bank_q == b)
                 first_set = fold.a_en & (fold.a_row == r) & (self.fold_bank == b)
                 operand = fold.b_en & (fold.b_row == r) & (self.fold_bank == b)
-                m.d.sync += Assert((pe_read + asked + first_set + operand) <= 1,
+                m.d.sync += Assert((asked + first_set + operand) <= 1,
                                    f"accumulator row {r} bank {b}: two reads on its read port")
-                m.d.comb += acc_r.addr.eq(Mux(pe_read, pipe["acc_addr_r"],
-                                              Mux(asked, rd_addr_q, Mux(first_set, fold.a_addr, fold.b_addr))))
+                m.d.comb += acc_r.addr.eq(Mux(asked, rd_addr_q, Mux(first_set, fold.a_addr, fold.b_addr)))
                 acc_ports.append((acc_w, acc_r))
-                pe_reads.append(pe_read)
-            m.d.comb += self.pe_acc_reads[r].eq(Cat(*pe_reads).any())
             # each reader's data from its bank
-            pe_acc, read_out = Signal(32 * lanes, name=f"pe_acc{r}"), Signal(32 * lanes, name=f"read_out{r}")
-            m.d.comb += [pe_acc.eq(Mux(pipe["bank_r"], acc_ports[1][1].data, acc_ports[0][1].data)),
-                         read_out.eq(Mux(self.fold_bank, acc_ports[1][1].data, acc_ports[0][1].data))]
+            read_out = Signal(32 * lanes, name=f"read_out{r}")
+            m.d.comb += read_out.eq(Mux(self.fold_bank, acc_ports[1][1].data, acc_ports[0][1].data))
             asked_data = Mux(rd_bank_q, acc_ports[1][1].data, acc_ports[0][1].data)
             acc_reads.append(asked_data)
             fold_reads.append(read_out)
             # each lane's x: element (first + lane_row) mod LANES of the line, registered
+            # the fetched input line, held: a chunk whose line it is reads no line (a tile's
+            # words, a row's words and packed groups share one); a write into the bank drops it
+            held_line = Signal(16 * lanes, name=f"held_line{r}")
+            held_word, held_ok = Signal.like(bank_r.addr, name=f"held_word{r}"), Signal(name=f"held_ok{r}")
+            word = pipe["k_base"][lane_bits:][:len(bank_r.addr)]
+            hit = held_ok & (held_word == word)
+            line = Signal(16 * lanes, name=f"fetched_line{r}")
+            m.d.comb += [line.eq(Mux(hit, held_line, bank_r.data)), self.pe_in_reads[r].eq(fetch & ~hit)]
+            with m.If(fetch & ~hit):
+                m.d.sync += [held_line.eq(bank_r.data), held_word.eq(word), held_ok.eq(1)]
+            with m.If(self.in_we & row_hit):
+                m.d.sync += held_ok.eq(0)
             m.submodules[f"operand_select{r}"] = select = OperandSelect(lanes)
-            m.d.comb += [select.line.eq(bank_r.data), select.first.eq(pipe["k_base"][:lane_bits])]
+            m.d.comb += [select.line.eq(line), select.first.eq(pipe["k_base"][:lane_bits])]
             m.d.comb += [select.lane_row[j].eq(lane_row[j]) for j in range(lanes)]
             products, sums, registered = [], [], []
             for j in range(lanes):
@@ -338,8 +346,8 @@ class ComputeUnit(wiring.Component):
                                                      for i in range(lanes >> (level - 1))]
                 for i in range(lanes >> level):
                     tree[tree_node(level, i, lanes)] = (below[2 * i], below[2 * i + 1])
-            # the slot registers: a slotted stage's partial sums, read where the output
-            # buffer's line would be, written with every chunk's sums (a slot is read again
+            # the slot registers: the partial sums being added into (isa/pe_array.py), read
+            # at the adder, written with every chunk's sums (a slot is read again
             # ACC_INTERLEAVE cycles after its read at the earliest: written by then)
             slot_bits = (ACC_SLOTS - 1).bit_length()
             slots = [Signal(32 * lanes, name=f"acc_slot{r}_{i}") for i in range(ACC_SLOTS)]
@@ -348,14 +356,13 @@ class ComputeUnit(wiring.Component):
                 for i in range(ACC_SLOTS):
                     with m.Case(i):
                         m.d.comb += slot_data.eq(slots[i])
-            with m.If(pipe["mac_w"] & ~self.trans & pipe["slotted_w"]):
+            with m.If(pipe["mac_w"] & ~self.trans):
                 with m.Switch(pipe["acc_addr_w"][:slot_bits]):
                     for i in range(ACC_SLOTS):
                         with m.Case(i):
                             m.d.sync += slots[i].eq(Cat(*sums))
-            acc_in = Mux(pipe["slotted_r"], slot_data, pe_acc)
             for j in range(lanes):
-                a = Mux(pipe["first_r"], 0, acc_in.word_select(j, 32))
+                a = Mux(pipe["first_r"], 0, slot_data.word_select(j, 32))
                 b = products[j]
                 if j in tree:
                     a, b = Mux(self.trans, tree[j][0], a), Mux(self.trans, tree[j][1], b)
@@ -408,9 +415,9 @@ class ComputeUnit(wiring.Component):
                 t_en.append(Mux(self.t_scalar, t_lane == j, enable) & (write_direct | write_scalar))
             # the PE array's write-back, a transposed row value, or a word from outside,
             # into its bank (never two in the same cycle)
-            # (a slotted chunk writes its sums into the output buffer only as its set's last)
+            # (a chunk writes its sums into the output buffer only as its set's last)
             t_write = write_direct | write_scalar
-            normal_w = pipe["mac_w"] & ~self.trans & (~pipe["slotted_w"] | pipe["last_w"])
+            normal_w = pipe["mac_w"] & ~self.trans & pipe["last_w"]
             m.d.comb += self.pe_acc_writes[r].eq(normal_w)
             outside = self.acc_we & (self.acc_row == r)
             m.d.sync += Assert((t_write + normal_w + outside) <= 1, f"accumulator row {r}: two writes")

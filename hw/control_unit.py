@@ -376,12 +376,14 @@ class ControlUnit(wiring.Component):
 
             # ---- the weights as one or two runs of the unpacker: the groups of whole packs
             # (K // pack rows of pack * N elements; transposed N // pack rows of S, pack * K),
-            # then the last group (K % pack rows, N % pack rows of S) where they end
+            # then the last group (K % pack rows, N % pack rows of S) where they end; a tiled
+            # stage's as a strided run per column tile (isa/pe_array.py)
             def start_run(rest):
                 m.d.comb += [chunks.start.eq(1), chunks.rest.eq(rest), unpack.start.eq(1),
                              unpack.offset.eq(chunks.u_offset), unpack.rows.eq(chunks.u_rows),
                              unpack.cols.eq(chunks.u_cols), unpack.beats.eq(chunks.u_beats),
-                             unpack.pair.eq(chunks.u_pair)]
+                             unpack.pair.eq(chunks.u_pair), unpack.strided.eq(chunks.u_strided),
+                             unpack.stride.eq(chunks.u_stride)]
 
             with m.State("WEIGHTS_START"):
                 start_run(rest=0)
@@ -392,7 +394,11 @@ class ControlUnit(wiring.Component):
             with m.State("WEIGHTS"):
                 m.d.comb += chunks.dispatch.eq(1)
                 with m.If(chunks.run_done):
-                    with m.If(planner.rest_rows.any()):
+                    with m.If(chunks.more_tiles):
+                        # a tiled stage's next column tile (its rest_rows are 0: no packing)
+                        m.d.comb += chunks.tile_next.eq(1)
+                        m.next = "WEIGHTS_START"
+                    with m.Elif(planner.rest_rows.any()):
                         m.next = "REST_START"
                     with m.Else():
                         m.next = "DRAIN"

@@ -43,6 +43,7 @@ from amaranth.lib.wiring import In, Out
 from isa import Status
 from isa.descriptor import DIM_BITS, PAGE_ALIGN, PAGE_ENTRY_BYTES
 from isa.microarch import DECODE_STAGES, PAGE_LIST_MAX
+from isa.pe_array import ACC_SLOTS
 from isa.slots import HEADER_BYTES, LINE_BYTES
 
 from . import fifo
@@ -51,7 +52,7 @@ from .command_engine import ibuf_entry
 from .decoder import Decoder, decoded_layout
 from .queue_geometry import ring_end, slot_index
 from .regfile import QueueRegs
-from .stage_plan import run_span, stage_count, stage_operand
+from .stage_plan import run_span, stage_count, stage_operand, tile_span
 from .stage_sizes import stage_sizes_layout
 
 IN_FLIGHT_BITS = 8          # descriptors popped and not yet reported (ibuf, front end, control unit, reports)
@@ -196,6 +197,7 @@ class FrontEnd(wiring.Component):
         # ---- the fetcher's progress through the runs
         INPUT_RUN, MAIN_RUN, REST_RUN, COPY_RUN = range(4)
         f_on, f_kind, f_stage = Signal(), Signal(range(4)), Signal()
+        f_stage_start = Signal()                        # at the stage's first run
         # the group's first input row and element, and its elements (registered with them)
         f_m0, f_in_elem, f_in_elems = Signal(DIM_BITS), Signal(44), Signal(44)
         m_rows = d1.in_rows
@@ -225,6 +227,17 @@ class FrontEnd(wiring.Component):
         page_first, page_elems = Signal(64), Signal(44)
         page_run = run_span(m, page_first, 0, page_elems, cfg, "page_run")
         page_rest = run_span(m, page_first, 0, f_rest_elems, cfg, "page_rest")
+        # a tiled stage (isa/pe_array.py: its weights in column tiles): a run per row of a
+        # tile, from `page_first` (the row's first byte, registered: the operand's, or its
+        # page's), `f_row` the row, `f_tile_off` the tile's first byte in a row (its first
+        # word's), `f_left` and `f_elems` the words and elements of a row from it on, `f_cols`
+        # the tile's elements a row
+        tiled = ~f_sizes.trans & (f_sizes.n_words > ACC_SLOTS)
+        f_row, f_tile_off = Signal(DIM_BITS), Signal(DIM_BITS + 1)
+        f_left, f_elems, f_cols = Signal(DIM_BITS), Signal(DIM_BITS), Signal(DIM_BITS)
+        tile_run = run_span(m, page_first, 0, f_cols, cfg, "tile_run")
+        tile_words, _, tile_more = tile_span(f_left, f_elems, lanes)
+        lane_bits = (lanes - 1).bit_length()
 
         def values_elem(stage):
             return Mux(stage, half >> 1, 0)
@@ -234,15 +247,21 @@ class FrontEnd(wiring.Component):
             return Mux(page + 1 < sizes.main_pages, sizes.cols_dim << shift, sizes.last_elems)
 
         def to_stage(stage):
-            """The step into `stage`'s runs: its first page's."""
-            m.d.sync += [page_first.eq(table1[0] + (values_elem(stage) << 1)),
-                         page_elems.eq(elems_of_page(decoded1.stages[stage], 0))]
+            """The step into `stage`'s runs: its first page's (and its first tile's row 0)."""
+            sizes = decoded1.stages[stage]
+            _, cols0, _ = tile_span(sizes.n_words, sizes.cols_dim, lanes)
+            m.d.sync += [page_first.eq(Mux(paged, table1[0] + (values_elem(stage) << 1),
+                                           stage_operand(d1, decoded1.second_addr, stage)[0])),
+                         page_elems.eq(elems_of_page(sizes, 0)), f_stage_start.eq(1),
+                         f_row.eq(0), f_tile_off.eq(0), f_left.eq(sizes.n_words), f_elems.eq(sizes.cols_dim),
+                         f_cols.eq(cols0)]
         with m.Switch(f_kind):
             with m.Case(INPUT_RUN):
                 m.d.comb += [run_addr.eq(input_run[0]), run_lines.eq(input_run[1]), run_any.eq(1)]
             with m.Case(MAIN_RUN):
-                m.d.comb += [run_addr.eq(Mux(paged, page_run[0], main_run[0])),
-                             run_lines.eq(Mux(paged, page_run[1], main_run[1])), run_any.eq(f_main != 0)]
+                m.d.comb += [run_addr.eq(Mux(tiled, tile_run[0], Mux(paged, page_run[0], main_run[0]))),
+                             run_lines.eq(Mux(tiled, tile_run[1], Mux(paged, page_run[1], main_run[1]))),
+                             run_any.eq(f_main != 0)]
             with m.Case(REST_RUN):
                 m.d.comb += [run_addr.eq(Mux(paged, page_rest[0], rest_run[0])),
                              run_lines.eq(Mux(paged, page_rest[1], rest_run[1])), run_any.eq(f_rest_elems != 0)]
@@ -254,7 +273,7 @@ class FrontEnd(wiring.Component):
         # begins something (or with no run left), else slot 1's step: a run started (or
         # skipped, when empty)
         list_req = Signal()
-        at_point = (f_kind == INPUT_RUN) | (f_kind == COPY_RUN) | ((f_kind == MAIN_RUN) & (f_page == 0))
+        at_point = (f_kind == INPUT_RUN) | (f_kind == COPY_RUN) | ((f_kind == MAIN_RUN) & f_stage_start)
         list_grant = list_req & self.run_issued & (~f_on | at_point)
         step = f_on & (~run_any | self.run_issued) & ~(list_req & at_point)
         with m.If(list_grant):
@@ -265,9 +284,25 @@ class FrontEnd(wiring.Component):
         with m.If(step):
             # the next run: the next page, the stage's last k-group, the next stage, or the
             # next group's rows
+            with m.If(f_kind == MAIN_RUN):
+                m.d.sync += f_stage_start.eq(0)
             with m.If(f_kind == COPY_RUN):
                 m.d.sync += f_on.eq(0)
-            with m.Elif((f_kind == MAIN_RUN) & paged & (f_page + 1 < main_pages)):
+            with m.Elif((f_kind == MAIN_RUN) & tiled & (f_row + 1 < f_sizes.full_groups)):
+                # the tile's next row: N elements on, or the next page's first
+                page_change = paged & (((f_row + 1) & ((1 << shift) - 1)) == 0)
+                m.d.sync += [f_row.eq(f_row + 1), f_page.eq(f_page + page_change),
+                             page_first.eq(Mux(page_change,
+                                               table1[f_page + 1] + (values_elem(f_stage) << 1) + f_tile_off,
+                                               page_first + (f_sizes.cols_dim << 1)))]
+            with m.Elif((f_kind == MAIN_RUN) & tiled & tile_more):
+                # the next tile's row 0
+                next_off = (f_tile_off + (tile_words << (lane_bits + 1)))[:len(f_tile_off)]
+                next_left, next_elems = f_left - tile_words, f_elems - (tile_words << lane_bits)
+                m.d.sync += [f_row.eq(0), f_page.eq(0), f_tile_off.eq(next_off), f_left.eq(next_left),
+                             f_elems.eq(next_elems), f_cols.eq(tile_span(next_left, next_elems, lanes)[1]),
+                             page_first.eq(Mux(paged, table1[0] + (values_elem(f_stage) << 1), f_addr) + next_off)]
+            with m.Elif((f_kind == MAIN_RUN) & ~tiled & paged & (f_page + 1 < main_pages)):
                 m.d.sync += [f_page.eq(f_page + 1),
                              page_first.eq(table1[f_page + 1] + (values_elem(f_stage) << 1)),
                              page_elems.eq(elems_of_page(f_sizes, f_page + 1))]

@@ -10,6 +10,7 @@ multiple of the packing.
 from amaranth import Cat, Const, Mux, Signal
 
 from isa import Op
+from isa.pe_array import ACC_INTERLEAVE, ACC_SLOTS
 from isa.slots import LINE_BYTES
 
 
@@ -78,3 +79,14 @@ def run_span(m, base, elem, elems, cfg, name):
                  offset.eq(first[1:beat_log2]),
                  beats.eq(run_beats_of(offset, elems, cfg.lanes))]
     return line_addr, lines, offset, beats
+
+
+def tile_span(words_left, elems_left, lanes):
+    """A wide stage's column tile (isa/pe_array.py tile_width) where `words_left` words and
+    `elems_left` elements of each row are left: (its words, its elements a row, whether
+    another tile follows)."""
+    lane_bits = (lanes - 1).bit_length()
+    width = Mux(words_left <= ACC_SLOTS, words_left,
+                Mux(words_left < ACC_SLOTS + ACC_INTERLEAVE, words_left - ACC_INTERLEAVE, ACC_SLOTS))
+    more = words_left > ACC_SLOTS
+    return width, Mux(more, width << lane_bits, elems_left), more

@@ -11,8 +11,8 @@ several chunks a row, adds after the last) comes with it.
 
 The compute unit's mode (plain, or a transposed tree's) must hold while a chunk is in its
 pipeline: a stage in another mode is refused (`ready` low) until the chunk dispatch says
-the pipeline holds no chunk's control (`pipe_busy` low). A plain stage whose words and
-sets fit ACC_SLOTS is `slotted` (its partial sums in the PE rows' registers). `load` with `ready` registers
+the pipeline holds no chunk's control (`pipe_busy` low). A plain stage of more words than
+ACC_SLOTS is `tiled`: its weights stream in column tiles (isa/pe_array.py). `load` with `ready` registers
 the plan; `has_full` (combinational, from the sizes) says whether the stage has a run of
 whole packs, so the control unit knows which run starts first.
 """
@@ -41,9 +41,9 @@ def plan_ports(lanes):
         "t_level": range(lane_bits + 1),        # ... its tree level of a row's value
         "t_scalar": 1,                          # ... a row takes several chunks
         "t_fold_adds": range(3),                # ... adds of its sets after its last chunk
-        # the partial sums in the PE rows' slot registers (isa/pe_array.py Plan.slotted),
-        # and per PE row its first k-group that is the last of its set (Plan.last_from)
-        "slotted": 1,
+        # W in column tiles (isa/pe_array.py: more words than ACC_SLOTS), and per PE row
+        # its first k-group that is the last of its set (Plan.last_from)
+        "tiled": 1,
         **{f"last_from{q}": DIM_BITS for q in range(SPLIT_ROWS)},
     }
 
@@ -85,9 +85,9 @@ class StagePlanner(wiring.Component):
                          self.main_elems.eq(size.main_elems),
                          self.t_level.eq(level), self.t_scalar.eq(scalar), self.t_fold_adds.eq(fold_adds),
                          self.trans.eq(trans)]
-            # sets x n_words <= ACC_SLOTS is n_words <= ACC_SLOTS (ACC_SLOTS >= 4: one word
-            # takes 3 sets, two take 2, more take 1)
-            m.d.sync += self.slotted.eq(~trans & (size.n_words <= ACC_SLOTS))
+            # (sets x n_words > ACC_SLOTS is n_words > ACC_SLOTS: one word takes 3 sets, two
+            # take 2, more take 1, and ACC_SLOTS >= 6)
+            m.d.sync += self.tiled.eq(~trans & (size.n_words > ACC_SLOTS))
             for q in range(SPLIT_ROWS):
                 used = Mux(row_groups[q] < size.sets, row_groups[q], size.sets)
                 m.d.sync += [self.sets_used[q].eq(Mux(trans, int(q == 0), used)),

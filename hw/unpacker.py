@@ -9,6 +9,13 @@ the beats keep up, unless the consumer holds it back (`hold`). A slot is one chu
 (a stage of one input row, isa/pe_array.py), two: the last chunk of row r with the first
 chunk of row r + 1, at every row boundary when a row is several chunks long, else when r
 is even (`Plan.pairs_with_next`). The pair's second chunk is `pair_*`.
+
+With `strided` (a column tile of a wide plain stage, isa/pe_array.py `tiles`), each row is
+a DRAM run of its own: it starts on a beat of its own, `offset` elements into it for row
+0 and `stride` more (mod LANES) for each row after, and takes whole beats; the beats come
+as `rows` such runs (`beats` is not used). No pairs then, and a row spans at least
+three beats (a tile is at least three words), which leaves the row trackers a cycle to
+register the next row's offset and beats.
 """
 from amaranth import Module, Signal, Cat, Mux
 from amaranth.lib import wiring
@@ -29,7 +36,7 @@ class Unpacker(wiring.Component):
         lanes = cfg.lanes
         super().__init__({
             "start": In(1), "offset": In(range(lanes)), "rows": In(DIM_BITS), "cols": In(COLS_BITS),
-            "beats": In(RUN_BEATS_BITS), "pair": In(1),
+            "beats": In(RUN_BEATS_BITS), "pair": In(1), "strided": In(1), "stride": In(range(lanes)),
             "hold": In(1),                        # the consumer takes no slot this cycle
             "busy": Out(1),
             "src": In(BeatStream(cfg.beat_bits)),
@@ -81,10 +88,27 @@ class Unpacker(wiring.Component):
         # long path of their own. No slot is lost: the window is empty until then
         priming = Signal()
         m.d.sync += priming.eq(self.start)
+        lane_bits = (lanes - 1).bit_length()
+        # strided: the next row's offset on the consuming side (`next_off`) and on the pulling
+        # side (`p_next_off`, with that row's beats `p_next_beats`, a cycle behind it); the
+        # rows whose beats are still to pull and the pulling row's beats left
+        strided, stride = Signal(), Signal(range(lanes))
+        next_off, p_next_off = Signal(range(lanes)), Signal(range(lanes))
+        p_next_beats, p_left, p_rows = Signal(COLS_BITS), Signal(COLS_BITS), Signal(DIM_BITS)
+
+        def row_beats(off):
+            """Beats of a row of `cols` elements starting `off` elements into its first."""
+            return ((off + cols[:lane_bits] + lanes - 1) >> lane_bits) + (cols >> lane_bits)
+        m.d.sync += p_next_beats.eq(row_beats(p_next_off))
         with m.If(self.start):
             m.d.sync += [active.eq(1), pos.eq(self.offset), cols.eq(self.cols),
-                         beats.eq(self.beats), pair.eq(self.pair), row.eq(0), col.eq(0), taken.eq(0),
-                         held.eq(0), left.eq(self.cols), rows_left.eq(self.rows), *rows_flags(self.rows)]
+                         beats.eq(self.beats), pair.eq(self.pair & ~self.strided), row.eq(0), col.eq(0), taken.eq(0),
+                         held.eq(0), left.eq(self.cols), rows_left.eq(self.rows), *rows_flags(self.rows),
+                         strided.eq(self.strided), stride.eq(self.stride),
+                         # (row 0 takes at least three beats: its count is worked out next cycle)
+                         p_rows.eq(self.rows), p_left.eq(3)]
+        with m.If(priming):
+            m.d.sync += [next_off.eq(pos + stride), p_next_off.eq(pos + stride)]
         with m.If(priming):
             first_pair, first_ends = chunk_of(cols)
             after = cols - first_pair
@@ -113,11 +137,14 @@ class Unpacker(wiring.Component):
         two_rows = paired & pair_ends_row         # the slot ends this row and the next
         m.d.comb += self.last.eq(end_of_row & Mux(two_rows, two_rows_left, one_row))
 
-        lane_bits = (lanes - 1).bit_length()
         retire = Signal(range(WINDOW_BEATS))      # beats the slot finishes
+        # strided, a row's last chunk finishes the row's last beat, whole
+        row_done = strided & end_of_row
         with m.If(self.valid):
-            m.d.comb += retire.eq(need >> lane_bits)
-            m.d.sync += pos.eq(need[:lane_bits])
+            m.d.comb += retire.eq(Mux(row_done, (need + lanes - 1) >> lane_bits, need >> lane_bits))
+            m.d.sync += pos.eq(Mux(row_done, next_off, need[:lane_bits]))
+            with m.If(row_done):
+                m.d.sync += next_off.eq(next_off + stride)
             with m.If(end_of_row):
                 into_next = paired & ~pair_ends_row       # the next row is under way
                 rows_next = (rows_left - 1 - two_rows)[:DIM_BITS]
@@ -137,9 +164,17 @@ class Unpacker(wiring.Component):
         # src.ready, which reaches the DRAM reader)
         kept = held - retire
         pull, room = Signal(), Signal()
-        m.d.comb += [room.eq((held != WINDOW_BEATS) | (self.valid & (need >= lanes))),
-                     pull.eq(active & room & (taken < beats) & self.src.valid),
+        more = Mux(strided, p_rows != 0, taken < beats)
+        m.d.comb += [room.eq((held != WINDOW_BEATS) | (self.valid & ((need >= lanes) | row_done))),
+                     pull.eq(active & room & more & self.src.valid),
                      self.src.ready.eq(pull)]
+        # strided: a row's beats pulled, then the next row's
+        with m.If(priming):
+            m.d.sync += p_left.eq(row_beats(pos) - pull)
+        with m.Elif(pull & (p_left == 1)):
+            m.d.sync += [p_rows.eq(p_rows - 1), p_left.eq(p_next_beats), p_next_off.eq(p_next_off + stride)]
+        with m.Elif(pull):
+            m.d.sync += p_left.eq(p_left - 1)
         with m.Switch(retire):
             for r in range(1, WINDOW_BEATS):
                 with m.Case(r):

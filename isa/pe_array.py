@@ -47,21 +47,32 @@ received no product (+0) adds exactly: the order above is the whole definition, 
 K is. With N >= LANES * ACC_INTERLEAVE and more than one input row this is plain
 accumulation in order of k.
 
-Where the partial sums live is not part of the order above, only of the energy: a plain
-stage whose words and sets fit ACC_SLOTS (`Plan.slotted`: sets x n_words <= ACC_SLOTS,
-that is N <= ACC_SLOTS x LANES) keeps them in each PE row's slot registers, slot
-set * n_words + word (the word's accumulator address), and writes a partial sum into the
-output buffer once, from the chunk of the last k-group its PE row adds into its set
-(`Plan.last_from`); the PE array then never reads the output buffer. A wider stage reads
-and writes its accumulator line in the output buffer with every chunk.
+Where the partial sums live, and the order the chunks stream in, are not part of the
+arithmetic above (each partial sum adds its products in the same order either way), only
+of the energy and the time: the PE array never reads the output buffer. Each PE row keeps
+the partial sums it is adding into in ACC_SLOTS slot registers, slot = the word's
+accumulator address mod ACC_SLOTS, and writes a partial sum into the output buffer once,
+from the chunk of the last k-group its PE row adds into its set (`Plan.last_from`).
+
+- **Narrow stages** (`Plan.slotted`: sets x n_words <= ACC_SLOTS, N <= ACC_SLOTS x LANES)
+  stream W row by row, as above: all their partial sums are in the slots at once.
+- **Wide stages** (n_words > ACC_SLOTS, one set) stream W in *column tiles*
+  (`tiles`): a tile is `width` consecutive words (at most ACC_SLOTS, at least
+  ACC_INTERLEAVE), and streams k-group by k-group, the tile's words of k-group g, then of
+  g + 1: a word's chunks are `width` chunks apart (2 x `width` on a PE row with the split),
+  never closer than the adder's ACC_INTERLEAVE cycles. Tiles are ACC_SLOTS words from the
+  left; the last takes what is left when that is ACC_INTERLEAVE or more, else the last two
+  share the last ACC_SLOTS + r words as ACC_SLOTS + r - 3 and 3 (`tile_width`). A tile's
+  row of W is its own DRAM run (hw/unpacker.py `strided`), the row after N elements on.
 """
 import dataclasses
 
 ACC_INTERLEAVE = 3          # cycles from an accumulator's read to its write-back (FP32 adder stages)
 SPLIT_ROWS = 2              # PE rows a one-row stage spreads its k-groups over
 ACC_SLOTS = 8               # accumulator words a PE row keeps in registers (a power of two)
-assert ACC_SLOTS >= 2 * 2 and ACC_SLOTS & (ACC_SLOTS - 1) == 0, \
-    "two words of two sets fit, and a slot is the accumulator address's low bits"
+assert ACC_SLOTS >= 2 * ACC_INTERLEAVE and ACC_SLOTS & (ACC_SLOTS - 1) == 0, \
+    "two words of two sets fit, a tile splits into two of ACC_INTERLEAVE words at least, " \
+    "and a slot is the low bits of the accumulator address (a tile's words are consecutive)"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,8 +93,20 @@ class Plan:
 
     @property
     def slotted(self) -> bool:
-        """Whether the partial sums live in the PE rows' slot registers (ACC_SLOTS)."""
+        """Whether all the partial sums fit the slots at once (W streams row by row); else
+        W streams in column tiles (`tiles`)."""
         return self.sets * self.n_words <= ACC_SLOTS
+
+    def tiles(self) -> list[tuple[int, int]]:
+        """(first word, words) of each column tile: one tile of every word when slotted."""
+        if self.slotted:
+            return [(0, self.n_words)]
+        out, w0 = [], 0
+        while w0 < self.n_words:
+            width = tile_width(self.n_words - w0)
+            out.append((w0, width))
+            w0 += width
+        return out
 
     def row_groups(self, k: int) -> list[int]:
         """Per PE row of the split, the k-groups it receives for K = k."""
@@ -100,6 +123,16 @@ class Plan:
         """Whether k-group g's last chunk and k-group g + 1's first go in one cycle: with the
         split, at every group boundary, except that a one-chunk group pairs once (g even)."""
         return self.split > 1 and (self.n_words > 1 or g % 2 == 0)
+
+
+def tile_width(words_left: int) -> int:
+    """The words of a wide stage's next column tile when `words_left` words of each row are
+    left (a tile after it keeps ACC_INTERLEAVE words at least)."""
+    if words_left <= ACC_SLOTS:
+        return words_left
+    if words_left < ACC_SLOTS + ACC_INTERLEAVE:
+        return words_left - ACC_INTERLEAVE
+    return ACC_SLOTS
 
 
 def plan(n: int, lanes: int, in_rows: int) -> Plan:

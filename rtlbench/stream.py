@@ -21,6 +21,7 @@ from rtlbench.backend import setup_queue
 from isa import Descriptor, DescType, Dtype, Flag, Op
 from isa.encoders import attention_descriptor, lora_xab_descriptor, softmax_descriptor
 from isa.descriptor import PAGE_ALIGN, PAGE_ENTRY_BYTES
+from isa.pe_array import ACC_SLOTS
 from isa.validate import lines
 from rtlbench.paged import paged_descriptor, place_pages
 
@@ -77,6 +78,15 @@ def _dim(rng, top):
     return rng.choice([rng.randint(1, 8), rng.randint(1, 40), rng.randint(1, top)])
 
 
+def _wide(rng, cfg):
+    """Now and then (a fifth of the time) an N of more than ACC_SLOTS words, whose weights
+    stream in column tiles (isa/pe_array.py): up to four words more; else 0."""
+    if rng.random() >= 0.2:
+        return 0
+    base = ACC_SLOTS * cfg.lanes
+    return rng.randint(base + 1, base + 4 * cfg.lanes)
+
+
 def generate(seed, count, cfg):
     rng = random.Random(seed)
     batches, made = [], 0
@@ -105,10 +115,10 @@ def generate(seed, count, cfg):
             elif kind == "xab":               # batch, D, R
                 item.m, item.k, item.n = rng.randint(1, 2 * cfg.rows), _dim(rng, 256), rng.choice([1, 4, 8, 16, 40])
             elif kind == "gemv":
-                item.m, item.k, item.n = 1, _dim(rng, 512), _dim(rng, 256)
+                item.m, item.k, item.n = 1, _dim(rng, 512), _wide(rng, cfg) or _dim(rng, 256)
                 item.trans = rng.random() < 0.3
             elif kind == "gemm":
-                item.m, item.k, item.n = rng.randint(1, 3 * cfg.rows), _dim(rng, 256), _dim(rng, 200)
+                item.m, item.k, item.n = rng.randint(1, 3 * cfg.rows), _dim(rng, 256), _wide(rng, cfg) or _dim(rng, 200)
                 item.trans = rng.random() < 0.3
             elif kind in ("load", "store"):
                 item.k, item.n = _dim(rng, 100), _dim(rng, 160)

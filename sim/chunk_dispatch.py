@@ -5,8 +5,9 @@ counters.
 isa/pe_array.py's rules directly: chunk w of k-group g (plain: `pack` rows of W, word w of
 n_words) goes to PE row g mod 2 with the split (one input row), else row 0; it adds into
 that row's set (g div split) mod sets, accumulator word set * n_words + w, from +0 while
-(g div split) < sets, and is its set's `last` from the row's group `last_from` on
-(a slotted stage writes the set's sum into the output buffer from it). Transposed (rows of S), chunk c of a row adds into set c mod 3, first
+(g div split) < sets, and is its set's `last` from the row's group `last_from` on (its
+sums go into the output buffer). A tiled stage streams its column tiles one after the
+other, each as the whole row above over its words (word w0 + w). Transposed (rows of S), chunk c of a row adds into set c mod 3, first
 while c < 3, and carries the row's first output; the compute unit writes no accumulator
 word from it (its row value goes to the output buffer), so its word and `first` are
 left out (None).
@@ -56,13 +57,15 @@ def chunks(plan, k, lanes, split):
         return out
     split_rows = SPLIT_ROWS if split else 1
     last_from = (plan.last_from0, plan.last_from1)
-    for g in range(-(-k // plan.pack)):
-        elems = min(plan.pack, k - g * plan.pack) * plan.cols_dim
-        row, seen = g % split_rows, g // split_rows
-        for w in range(-(-elems // lanes)):
-            out.append(Chunk(row, g * plan.pack, min(lanes, elems - w * lanes),
-                             acc_addr=(seen % plan.sets) * plan.n_words + w, first=seen < plan.sets,
-                             last=seen >= last_from[row]))
+    # (a stage that is not tiled is one tile of the whole row)
+    for w0, cols in plan.tiles(lanes):
+        for g in range(-(-k // plan.pack)):
+            elems = min(plan.pack, k - g * plan.pack) * cols if plan.pack > 1 else cols
+            row, seen = g % split_rows, g // split_rows
+            for w in range(-(-elems // lanes)):
+                out.append(Chunk(row, g * plan.pack, min(lanes, elems - w * lanes),
+                                 acc_addr=(seen % plan.sets) * plan.n_words + w0 + w, first=seen < plan.sets,
+                                 last=seen >= last_from[row]))
     return out
 
 

@@ -531,8 +531,8 @@ class ControlUnit:
 
     def _page_runs(self, desc, stage, plan):
         """A paged ATTENTION stage's DRAM runs (hw/front_end.py MAIN_RUN, REST_RUN over the
-        pages): ([(address, lines)] of the whole packs, a run a page, and the last k-group's
-        (address, lines)); None unpaged. Stage 0 reads the pages' keys, stage 1 their values."""
+        pages): ([(address, lines)] of the whole packs, a run a page, the last k-group's
+        (address, lines), and, tiled, each row's first byte); None unpaged. Stage 0 reads the pages' keys, stage 1 their values."""
         if not self._pages:
             return None
         tokens, half, d = validate.page_tokens(desc), validate.page_half_bytes(desc), desc.dev_cols
@@ -544,7 +544,10 @@ class ControlUnit:
         first = self._pages[main_tokens // tokens] + stage * half + 2 * (main_tokens % tokens) * d \
             if plan.rest_rows else 0
         rest = (first - first % LINE_BYTES, lines(first % LINE_BYTES + 2 * plan.rest_rows * d))
-        return main, rest
+        # a tiled stage's rows (a token each): each one's first byte
+        rows = ([self._pages[k // tokens] + stage * half + 2 * (k % tokens) * d for k in range(main_tokens)]
+                if plan.tiled else None)
+        return main, rest, rows
 
     def _stage(self, t, addr, plan, split, busy, page_runs=None):
         """WEIGHTS_START (at t, or, when the stage changes the compute unit's mode, once PLAN
@@ -554,13 +557,17 @@ class ControlUnit:
         paged stage's runs (`_page_runs`). Returns (the cycle after the last chunk, the
         cycles from it until the chunk's sums are written, less one)."""
         state, lanes = self._state, self.cfg.lanes
-        main_runs, rest_run = page_runs if page_runs else (None, None)
+        main_runs, rest_run = page_runs[:2] if page_runs else (None, None)
         if plan.mode != state.pipe_mode:
             t = max(t, state.pipe_empty + 1)
         # PLAN waits for the lanes' packed rows (hw/compute_unit.py lanes_ready), and
         # WEIGHTS_START is the cycle after PLAN
         t = max(t, state.lanes_since + LANES_READY_AFTER + 1)
-        if plan.full_groups:
+        if plan.tiled:
+            for index, (w0, cols) in enumerate(plan.tiles(lanes)):
+                t = self._tile(t, addr, plan, w0, cols, busy, page_runs[2] if page_runs else None,
+                               point=index == 0)
+        elif plan.full_groups:
             t = self._phase(t, addr, 0, plan.full_groups, plan.pack * plan.cols_dim, busy, pair=split,
                             runs=main_runs)
         else:
@@ -573,6 +580,27 @@ class ControlUnit:
         state.pipe_mode = plan.mode
         state.pipe_empty = t + chunk_dispatch.busy_cycles(plan, lanes)
         return t, chunk_dispatch.drain_cycles(plan, lanes)
+
+    def _tile(self, start, addr, plan, w0, cols, busy, paged, point):
+        # `paged`: None, or each row's first byte (its page's, _page_runs)
+        """A tiled stage's column tile from word w0, `cols` elements a row (hw/chunk_dispatch.py):
+        its WEIGHTS_START at `start`, then a strided job of the unpacker over a run per row
+        (hw/front_end.py: the operand's rows N elements apart, or a paged stage's rows in
+        their pages). Returns the cycle after its last slot."""
+        cfg, lanes = self.cfg, self.cfg.lanes
+        n = plan.cols_dim
+        if paged is not None:
+            # (the stage's rows in their pages: page_runs holds each row's first byte)
+            firsts = [row + 2 * w0 * lanes for row in paged]
+        else:
+            firsts = [addr + 2 * (k * n + w0 * lanes) for k in range(plan.full_groups)]
+        runs = [(first - first % LINE_BYTES, lines(first % LINE_BYTES + 2 * cols)) for first in firsts]
+        # (a row's offset into its first beat: the tile's first row's, then N more a row)
+        offset = (firsts[0] % cfg.beat_bytes) // 2
+        unpack = unpacker.Consumer(*unpacker.slots(offset, plan.full_groups, cols, lanes, stride=n % lanes),
+                                   lanes, start + 1)
+        self._gather(runs, busy, unpack, start + 1, point)
+        return int(unpack.times[-1]) + 1
 
     def _lanes_follow(self, n, cycle):
         """The compute unit's n_cols is `n` from `cycle` on (a change restarts lanes_ready)."""

@@ -28,7 +28,7 @@ class StagePlan:
     t_scalar: bool          # ... a row takes several chunks
     t_fold_adds: int        # ... adds of its sets after its last chunk
     sets_used: tuple        # per PE row, the sets that receive a k-group
-    slotted: bool           # the partial sums in the PE rows' slot registers (plain only)
+    tiled: bool            # plain, more words than ACC_SLOTS: W in column tiles (isa/pe_array.py)
     last_from0: int         # per PE row, its first k-group that is the last of its set
     last_from1: int
 
@@ -46,6 +46,13 @@ class StagePlan:
     @property
     def pack(self):
         return 1 << self.run_log2
+
+    def tiles(self, lanes):
+        """A tiled stage's column tiles: (first word, its elements a row) of each
+        (isa/pe_array.py tiles); one of the whole row otherwise."""
+        from isa.pe_array import Plan
+        words = Plan(self.pack, self.n_words, self.sets, 1).tiles()
+        return [(w0, min(width * lanes, self.cols_dim - w0 * lanes)) for w0, width in words]
 
 
 @functools.lru_cache(maxsize=4096)      # a pure function of a few ints, asked once a stage
@@ -72,5 +79,5 @@ def plan_stage(k, n, trans, in_rows, lanes):
                      n_words=normal.n_words, sets=normal.sets, run_log2=run_log2, cols_dim=cols_dim,
                      full_groups=full_groups, rest_rows=rest_rows, main_elems=full_groups * pack * cols_dim,
                      t_level=tree.level, t_scalar=tree.chunks > 1, t_fold_adds=tree.fold_adds(),
-                     sets_used=sets_used, slotted=not trans and normal.slotted,
+                     sets_used=sets_used, tiled=not trans and not normal.slotted,
                      last_from0=last_from[0], last_from1=last_from[1])

@@ -34,6 +34,27 @@ def slot_ends(offset, rows, cols, lanes, pair=False):
     return ends[~merged]
 
 
+def strided_rows(offset, stride, rows, cols, lanes):
+    """A strided job's rows (hw/unpacker.py `strided`: each row a run of its own, on beats of
+    its own): (each row's offset in its first beat, each row's beats)."""
+    offsets = (offset + np.arange(rows, dtype=np.int64) * stride) % lanes
+    return offsets, -(-(offsets + cols) // lanes)
+
+
+def strided_slot_ends(offset, stride, rows, cols, lanes):
+    """A strided job's (retire ends, slot ends) in stream position (elements from its first
+    beat): a slot's chunk ends at its end; a row's last chunk retires through the end of the
+    row's last beat (the next row begins on a beat of its own)."""
+    offsets, beats = strided_rows(offset, stride, rows, cols, lanes)
+    first = (np.cumsum(beats) - beats) * lanes + offsets          # each row's first element
+    per_row = -(-cols // lanes)
+    within = np.minimum(np.arange(1, per_row + 1, dtype=np.int64) * lanes, cols)
+    ends = first[:, None] + within[None, :]
+    retire = ends.copy()
+    retire[:, -1] = np.cumsum(beats) * lanes
+    return retire.reshape(-1), ends.reshape(-1)
+
+
 def last_beats(ends, lanes):
     """The index of the last beat each slot touches."""
     return (ends - 1) // lanes
@@ -60,20 +81,25 @@ def slot_times(available, last_beat):
     return order + np.maximum.accumulate(ready - order)          # one slot per cycle
 
 
-_SLOTS = {}             # (offset, rows, cols, lanes, pair) -> (slot_ends, last_beats), read-only
+_SLOTS = {}             # (offset, rows, cols, lanes, pair, stride) -> (slot_ends, last_beats), read-only
 MAX_SLOTS = 1 << 14
 
 
-def slots(offset, rows, cols, lanes, pair=False):
+def slots(offset, rows, cols, lanes, pair=False, stride=None):
     """(slot_ends, last_beats) of a run, computed once per shape (a stream of small
-    descriptors has few shapes); the arrays are shared, read-only."""
-    key = (offset, rows, cols, lanes, pair)
+    descriptors has few shapes); the arrays are shared, read-only. With `stride` (not
+    None), a strided job's (its retire ends, as the window uses them)."""
+    key = (offset, rows, cols, lanes, pair, stride)
     hit = _SLOTS.get(key)
     if hit is None:
         if len(_SLOTS) >= MAX_SLOTS:
             _SLOTS.clear()
-        ends = slot_ends(offset, rows, cols, lanes, pair)
-        beats = last_beats(ends, lanes)
+        if stride is None:
+            ends = slot_ends(offset, rows, cols, lanes, pair)
+            beats = last_beats(ends, lanes)
+        else:
+            ends, true_ends = strided_slot_ends(offset, stride, rows, cols, lanes)
+            beats = last_beats(true_ends, lanes)
         ends.flags.writeable = beats.flags.writeable = False
         hit = _SLOTS[key] = (ends, beats)
     return hit

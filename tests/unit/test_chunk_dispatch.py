@@ -18,10 +18,13 @@ CFG = isa.load_config("default")
 LANES = CFG.lanes
 # (K, N, transposed, input rows): packed, one word, several words (one, two, three sets),
 # the split with one- and several-chunk groups, a last group of its own, transposed packed
-# with a short last group, transposed with several chunks a row
+# with a short last group, transposed with several chunks a row, column tiles
 CASES = [(64, 8, False, 4), (37, 8, False, 1), (9, 5, False, 1), (20, 32, False, 2), (7, 64, False, 1),
          (6, 100, False, 3), (5, 100, False, 1), (1, 1, False, 1), (8, 20, True, 2), (16, 3, True, 1),
-         (70, 4, True, 2), (100, 2, True, 1)]
+         (70, 4, True, 2), (100, 2, True, 1),
+         # column tiles (more than ACC_SLOTS words): 7 + 3 words with a short last word, one
+         # input row (the split, no pairs), 8 + 8 + 5, 8 + 6 + 3
+         (4, 300, False, 2), (5, 270, False, 1), (3, 21 * LANES, False, 3), (2, 17 * LANES - 1, False, 1)]
 ADDR = 0x10_0000 + 3 * LINE_BYTES + 10       # a run need not start at a beat (hw/stage_plan.py run_span)
 
 
@@ -47,7 +50,7 @@ def run_dispatch(plan, split, runs, run_cols):
     from hw.chunk_dispatch import ChunkDispatch
     from hw.stage_planner import plan_ports
     dut = ChunkDispatch(CFG, CFG.n_max // LANES)
-    seen = {"chunks": [], "jobs": [], "drain": [], "busy": []}
+    seen = {"chunks": [], "jobs": [], "drain": [], "busy": [], "more": []}
 
     async def bench(ctx):
         for name in plan_ports(LANES):
@@ -60,8 +63,10 @@ def run_dispatch(plan, split, runs, run_cols):
         for (rest, run_slots), cols in zip(runs, run_cols, strict=True):
             ctx.set(dut.start, 1)
             ctx.set(dut.rest, rest)
-            seen["jobs"].append(tuple(ctx.get(getattr(dut, f"u_{f}")) for f in ("offset", "rows", "cols", "beats",
-                                                                                   "pair")))
+            job = tuple(ctx.get(getattr(dut, f"u_{f}")) for f in ("offset", "rows", "cols", "beats", "pair",
+                                                                   "strided", "stride"))
+            # (a strided job's beats are its rows' own: the unpacker does not take `beats`)
+            seen["jobs"].append(job[:3] + (None,) + job[4:] if job[5] else job)
             await ctx.tick()
             ctx.set(dut.start, 0)
             ctx.set(dut.dispatch, 1)
@@ -76,6 +81,11 @@ def run_dispatch(plan, split, runs, run_cols):
                 ctx.set(dut.pair_count, pair_count or 0)
                 ctx.set(dut.pair_row_end, pair_count == cols)
                 assert ctx.get(dut.run_done) == (i == len(run_slots) - 1)
+                if i == len(run_slots) - 1:
+                    # the control unit moves to the next column tile when there is one
+                    more = ctx.get(dut.more_tiles)
+                    seen["more"].append(more)
+                    ctx.set(dut.tile_next, more)
                 cycle = []
                 for q in range(2):
                     if ctx.get(getattr(dut, f"mac{q}")):
@@ -89,11 +99,11 @@ def run_dispatch(plan, split, runs, run_cols):
                             fields.update(acc_addr=ctx.get(getattr(dut, f"acc_addr{q}")),
                                           first=bool(ctx.get(getattr(dut, f"first{q}"))),
                                           last=bool(ctx.get(getattr(dut, f"last{q}"))))
-                            assert ctx.get(getattr(dut, f"slotted{q}")) == plan.slotted
                         cycle.append(chunk_dispatch.Chunk(**fields))
                 # in one cycle, group g's chunk before group g + 1's
                 seen["chunks"].extend(sorted(cycle, key=lambda chunk: chunk.k_base))
                 await ctx.tick()
+                ctx.set(dut.tile_next, 0)
             ctx.set(dut.valid, 0)
             ctx.set(dut.pair_valid, 0)
             ctx.set(dut.dispatch, 0)
@@ -106,12 +116,15 @@ def run_dispatch(plan, split, runs, run_cols):
     return seen
 
 
-def expected_job(plan, rest, split):
-    """The unpacker's job of a run, from the run's first element (hw/stage_plan.py run_span)."""
-    elem, rows, cols = ((plan.main_elems, 1, plan.rest_rows * plan.cols_dim) if rest
-                        else (0, plan.full_groups, plan.pack * plan.cols_dim))
+def expected_job(plan, rest, split, cols=None):
+    """The unpacker's job of a run, from the run's first element (hw/stage_plan.py run_span);
+    a column tile's (`cols` a row) is strided, each row N elements after the one before."""
+    elem, rows = (plan.main_elems, 1) if rest else (0, plan.full_groups)
     offset = ((ADDR + 2 * elem) % CFG.beat_bytes) // 2
-    return offset, rows, cols, -(-(offset + rows * cols) // LANES), int(split and not rest)
+    if plan.tiled:
+        return offset, rows, cols, None, 0, 1, plan.cols_dim % LANES
+    cols = plan.rest_rows * plan.cols_dim if rest else plan.pack * plan.cols_dim
+    return offset, rows, cols, -(-(offset + rows * cols) // LANES), int(split and not rest), 0, plan.cols_dim % LANES
 
 
 @pytest.mark.parametrize("k,n,trans,in_rows", CASES)
@@ -120,7 +133,11 @@ def test_chunks_equal_the_model(k, n, trans, in_rows):
     split = in_rows == 1 and not trans
     pairs = pe_plan(n, LANES, in_rows)
     runs, run_cols = [], []
-    if plan.full_groups:
+    if plan.tiled:
+        for _, cols in plan.tiles(LANES):
+            run_cols.append(cols)
+            runs.append((0, slots(plan.full_groups, cols, lambda r: False)))
+    elif plan.full_groups:
         rule = pairs.pairs_with_next if split else (lambda r: False)
         run_cols.append(plan.pack * plan.cols_dim)
         runs.append((0, slots(plan.full_groups, run_cols[-1], rule)))
@@ -129,7 +146,9 @@ def test_chunks_equal_the_model(k, n, trans, in_rows):
         runs.append((1, slots(1, run_cols[-1], lambda r: False)))
     seen = run_dispatch(plan, split, runs, run_cols)
     assert seen["chunks"] == chunk_dispatch.chunks(plan, k, LANES, split)
-    assert seen["jobs"] == [expected_job(plan, rest, split) for rest, _ in runs]
+    assert seen["jobs"] == [expected_job(plan, rest, split, cols) for (rest, _), cols in zip(runs, run_cols)]
+    # a tiled stage's runs but the last are followed by another tile
+    assert seen["more"] == [1] * (len(runs) - 1) + [0] if plan.tiled else not any(seen["more"])
     # after the last chunk: its sums are written when drain is 1; no control of it is left
     # in the compute unit once pipe_busy is low
     drain = chunk_dispatch.drain_cycles(plan, LANES)

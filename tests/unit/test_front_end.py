@@ -51,6 +51,12 @@ CASES = {
     "attention": rc(Op.ATTENTION, 6, 40, 24, pair=True),
     "attention trans": rc(Op.ATTENTION, 2, 16, 40, Flag.TRANS_W, pair=True),
     "softmax": softmax(7, 100),
+    # more than ACC_SLOTS words a row: column tiles, a run per row of each (7 + 3 words;
+    # one input row; 8 + 6 + 3 with the rows N = 545 elements apart)
+    "gemm tiled": rc(Op.GEMM, 3, 5, 300),
+    "gemv tiled": rc(Op.GEMM, 1, 4, 17 * 32 + 1),
+    "lora xab tiled": rc(Op.LORA_XAB, 2, 300, 16, pair=True),
+    "attention tiled": rc(Op.ATTENTION, 2, 16, 300, pair=True),
     "load": Descriptor(type=DescType.LOAD, dtype=Dtype.FP16, dev_addr=DEV + 5 * LINE_BYTES, dev_size=9,
                        dev_rows=9, dev_cols=32),
     "store": Descriptor(type=DescType.STORE, dtype=Dtype.FP16, dev_addr=DEV + 2 * LINE_BYTES, dev_size=4,
@@ -185,7 +191,7 @@ def paged_case(tokens, shift, d, bad_entry=None, m=2):
 
 
 @pytest.mark.parametrize("tokens,shift,d,m", [(300, 6, 64, 2), (64, 6, 64, 1), (37, 4, 128, 5), (1, 5, 64, 1),
-                                              (130, 6, 32, 3)])
+                                              (130, 6, 32, 3), (130, 6, 288, 1)])
 def test_paged_runs_and_verdict_equal_the_model(tokens, shift, d, m):
     """The list as a side run, checked an entry a cycle, the verdict the cycle after the
     last check; then the input and, per stage, a run a page and the last k-group's."""

@@ -196,3 +196,84 @@ def test_unpacker_slot_times(rows, cols, offset, pair, kind):
     expected = model_unpacker.slot_times(available, model_unpacker.last_beats(ends, LANES))
     assert got == expected.tolist()
     assert pulls == model_unpacker.pull_times(available, expected, ends, LANES).tolist()
+
+
+# ---- strided jobs: a column tile's rows, each a run of its own --------------------------
+
+def strided_beats(matrix, offset, stride):
+    """Each row after its offset's junk elements in beats of its own (as its DRAM run
+    brings it), the rows' beats one after another."""
+    rows, cols = matrix.shape
+    offsets, _ = model_unpacker.strided_rows(offset, stride, rows, cols, LANES)
+    out = []
+    for r, off in enumerate(offsets.tolist()):
+        flat = np.concatenate([np.arange(off, dtype=np.uint16) + 0xF000, matrix[r]])
+        flat = np.concatenate([flat, np.full(-len(flat) % LANES, 0xEEEE, np.uint16)])
+        out += [int.from_bytes(flat[i:i + LANES].tobytes(), "little") for i in range(0, len(flat), LANES)]
+    return out
+
+
+def unpack_strided(matrix, offset, stride, available):
+    """Run a strided job on the RTL with the beats shown at `available` (cycles from the
+    start): (slots [(row, col, count, data, last)], each slot's cycle, each beat's pull)."""
+    rows, cols = matrix.shape
+    beats = strided_beats(matrix, offset, stride)
+    beats.append(0xBAD)                 # (a beat of what follows)
+    assert len(beats) == len(available)
+    dut = Unpacker(CFG)
+    src = Source(dut.src, available, beats)
+    slots, emitted = [], []
+
+    async def bench(ctx):
+        clock = Clock(ctx, src)
+        ctx.set(dut.start, 1)
+        for name, value in (("offset", offset), ("rows", rows), ("cols", cols), ("beats", 0),
+                            ("strided", 1), ("stride", stride), ("pair", 1)):
+            ctx.set(getattr(dut, name), value)
+        for _ in range(max(available) + 4 * rows * (cols // LANES + 2) + 20):
+            if ctx.get(dut.valid):
+                assert not ctx.get(dut.pair_valid), "a strided job pairs no chunks"
+                count = ctx.get(dut.count)
+                assert ctx.get(dut.row_end) == (ctx.get(dut.col) + count == cols)
+                data = np.frombuffer(ctx.get(dut.data).to_bytes(2 * LANES, "little"), np.uint16)[:count].copy()
+                slots.append((ctx.get(dut.row), ctx.get(dut.col), count, data, ctx.get(dut.last)))
+                emitted.append(clock.t)
+                if ctx.get(dut.last):
+                    break
+            await clock.tick()
+            ctx.set(dut.start, 0)
+        for _ in range(4):          # no beat of what follows is taken after the last row's
+            await clock.tick()
+
+    simulate(dut, bench)
+    return slots, emitted, src.taken
+
+
+@pytest.mark.parametrize("rows,cols,offset,stride", [(1, 3 * LANES, 0, 0), (4, 3 * LANES, 5, 0),
+                                                     (5, 70, 31, 7), (6, 97, 2, 30), (3, 160, 17, 16),
+                                                     (7, 65, 1, 31)])
+@pytest.mark.parametrize("kind", ["every", "backlog", "gaps", "dram"])
+def test_strided_rows(rows, cols, offset, stride, kind):
+    """Each row of a column tile starts on a beat of its own, `stride` elements further
+    into it than the row before: every chunk is its row's segment, exactly the job's beats
+    are taken, and the model's slot and pull cycles are the RTL's."""
+    rng = np.random.default_rng(rows * 1000 + cols * 10 + offset)
+    matrix = rng.integers(0, 0xEFFF, (rows, cols)).astype(np.uint16)
+    _, per_row = model_unpacker.strided_rows(offset, stride, rows, cols, LANES)
+    total = int(per_row.sum())
+    available = np.asarray(availability(kind, total, rng), np.int64)
+    # a beat of what follows is offered at once after the job's: it must not be taken
+    slots, got, pulls = unpack_strided(matrix, offset, stride, available.tolist() + [0])
+    expected = [(r, c) for r in range(rows) for c in range(0, cols, LANES)]
+    assert [(r, c) for r, c, *_ in slots] == expected
+    for i, (r, c, count, data, last) in enumerate(slots):
+        assert count == min(LANES, cols - c) and np.array_equal(data, matrix[r, c:c + count]), (r, c)
+        assert last == (i == len(expected) - 1)
+    assert len(pulls) == total, "must take exactly the rows' beats, no more"
+    ends, beats = model_unpacker.slots(offset, rows, cols, LANES, stride=stride)
+    times = model_unpacker.slot_times(available, beats)
+    assert got == times.tolist()
+    assert pulls == model_unpacker.pull_times(available, times, ends, LANES).tolist()
+    # the compiled path (sim/dram_reader.py's fixed point) computes the same
+    fast_times, fast_pulls = model_unpacker.consume(available, 0, ends, beats, LANES)
+    assert fast_times.tolist() == got and fast_pulls.tolist() == pulls
