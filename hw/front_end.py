@@ -231,12 +231,19 @@ class FrontEnd(wiring.Component):
         # tile, from `page_first` (the row's first byte, registered: the operand's, or its
         # page's), `f_row` the row, `f_tile_off` the tile's first byte in a row (its first
         # word's), `f_left` and `f_elems` the words and elements of a row from it on, `f_cols`
-        # the tile's elements a row
+        # the tile's elements a row. Between two tiles a cycle with no run (`f_turn`) works
+        # out the next tile's first byte and elements from the registers its last row set;
+        # `f_row0` is row 0's first byte in a row (the operand's, or page 0's keys or values),
+        # `f_page_off` a tile's offset in a page (the values' half included)
         tiled = ~f_sizes.trans & (f_sizes.n_words > ACC_SLOTS)
-        f_row, f_tile_off = Signal(DIM_BITS), Signal(DIM_BITS + 1)
+        f_row, f_tile_off, f_turn = Signal(DIM_BITS), Signal(DIM_BITS + 1), Signal()
         f_left, f_elems, f_cols = Signal(DIM_BITS), Signal(DIM_BITS), Signal(DIM_BITS)
+        f_row0, f_page_off = Signal(64), Signal(48)
         tile_run = run_span(m, page_first, 0, f_cols, cfg, "tile_run")
         tile_words, _, tile_more = tile_span(f_left, f_elems, lanes)
+        # a tile's row after this one, and whether it is in the next page (paged)
+        row_more = f_row + 1 < f_sizes.full_groups
+        page_change = paged & (((f_row + 1) & ((1 << shift) - 1)) == 0)
         lane_bits = (lanes - 1).bit_length()
 
         def values_elem(stage):
@@ -250,9 +257,9 @@ class FrontEnd(wiring.Component):
             """The step into `stage`'s runs: its first page's (and its first tile's row 0)."""
             sizes = decoded1.stages[stage]
             _, cols0, _ = tile_span(sizes.n_words, sizes.cols_dim, lanes)
-            m.d.sync += [page_first.eq(Mux(paged, table1[0] + (values_elem(stage) << 1),
-                                           stage_operand(d1, decoded1.second_addr, stage)[0])),
-                         page_elems.eq(elems_of_page(sizes, 0)), f_stage_start.eq(1),
+            row0 = Mux(paged, table1[0] + (values_elem(stage) << 1), stage_operand(d1, decoded1.second_addr, stage)[0])
+            m.d.sync += [page_first.eq(row0), f_row0.eq(row0), f_page_off.eq(values_elem(stage) << 1),
+                         page_elems.eq(elems_of_page(sizes, 0)), f_stage_start.eq(1), f_turn.eq(0),
                          f_row.eq(0), f_tile_off.eq(0), f_left.eq(sizes.n_words), f_elems.eq(sizes.cols_dim),
                          f_cols.eq(cols0)]
         with m.Switch(f_kind):
@@ -261,7 +268,7 @@ class FrontEnd(wiring.Component):
             with m.Case(MAIN_RUN):
                 m.d.comb += [run_addr.eq(Mux(tiled, tile_run[0], Mux(paged, page_run[0], main_run[0]))),
                              run_lines.eq(Mux(tiled, tile_run[1], Mux(paged, page_run[1], main_run[1]))),
-                             run_any.eq(f_main != 0)]
+                             run_any.eq((f_main != 0) & ~f_turn)]
             with m.Case(REST_RUN):
                 m.d.comb += [run_addr.eq(Mux(paged, page_rest[0], rest_run[0])),
                              run_lines.eq(Mux(paged, page_rest[1], rest_run[1])), run_any.eq(f_rest_elems != 0)]
@@ -288,24 +295,22 @@ class FrontEnd(wiring.Component):
                 m.d.sync += f_stage_start.eq(0)
             with m.If(f_kind == COPY_RUN):
                 m.d.sync += f_on.eq(0)
-            with m.Elif((f_kind == MAIN_RUN) & tiled & (f_row + 1 < f_sizes.full_groups)):
-                # the tile's next row: N elements on, or the next page's first
-                page_change = paged & (((f_row + 1) & ((1 << shift) - 1)) == 0)
+            with m.Elif((f_kind == MAIN_RUN) & f_turn):
+                # the cycle between two tiles: the next tile's row 0 and its elements a row
+                m.d.sync += [f_turn.eq(0), page_first.eq(f_row0 + f_tile_off),
+                             f_page_off.eq((values_elem(f_stage) << 1) + f_tile_off),
+                             f_cols.eq(tile_span(f_left, f_elems, lanes)[1])]
+            with m.Elif((f_kind == MAIN_RUN) & tiled & row_more):
+                # the tile's next row: N elements on, or the next page's first (below)
                 m.d.sync += [f_row.eq(f_row + 1), f_page.eq(f_page + page_change),
-                             page_first.eq(Mux(page_change,
-                                               table1[f_page + 1] + (values_elem(f_stage) << 1) + f_tile_off,
-                                               page_first + (f_sizes.cols_dim << 1)))]
+                             page_first.eq(page_first + (f_sizes.cols_dim << 1))]
             with m.Elif((f_kind == MAIN_RUN) & tiled & tile_more):
-                # the next tile's row 0
-                next_off = (f_tile_off + (tile_words << (lane_bits + 1)))[:len(f_tile_off)]
-                next_left, next_elems = f_left - tile_words, f_elems - (tile_words << lane_bits)
-                m.d.sync += [f_row.eq(0), f_page.eq(0), f_tile_off.eq(next_off), f_left.eq(next_left),
-                             f_elems.eq(next_elems), f_cols.eq(tile_span(next_left, next_elems, lanes)[1]),
-                             page_first.eq(Mux(paged, table1[0] + (values_elem(f_stage) << 1), f_addr) + next_off)]
+                # the tile's last row: the next tile's first word on, its rows from row 0
+                m.d.sync += [f_turn.eq(1), f_row.eq(0), f_page.eq(0),
+                             f_tile_off.eq(f_tile_off + (tile_words << (lane_bits + 1))),
+                             f_left.eq(f_left - tile_words), f_elems.eq(f_elems - (tile_words << lane_bits))]
             with m.Elif((f_kind == MAIN_RUN) & ~tiled & paged & (f_page + 1 < main_pages)):
-                m.d.sync += [f_page.eq(f_page + 1),
-                             page_first.eq(table1[f_page + 1] + (values_elem(f_stage) << 1)),
-                             page_elems.eq(elems_of_page(f_sizes, f_page + 1))]
+                m.d.sync += [f_page.eq(f_page + 1), page_elems.eq(elems_of_page(f_sizes, f_page + 1))]
             with m.Elif(f_kind == MAIN_RUN):
                 m.d.sync += [f_kind.eq(REST_RUN), f_page.eq(0),
                              page_first.eq(table1[f_sizes.rest_page[:len(f_page)]]
@@ -322,6 +327,11 @@ class FrontEnd(wiring.Component):
                              f_in_elems.eq(group_elems(f_m0 + cfg.rows))]
                 with m.If(f_m0 + cfg.rows >= m_rows):
                     m.d.sync += f_on.eq(0)
+            # the step to a paged stage's next page (the next run's, or a tile's next row's
+            # in it): its first byte, the deepest of page_first's values, in the last mux
+            to_page = Mux(tiled, ~f_turn & row_more & page_change, f_page + 1 < main_pages)
+            with m.If((f_kind == MAIN_RUN) & paged & to_page):
+                m.d.sync += page_first.eq(table1[f_page + 1] + f_page_off)
 
         # ---- the hand-over: slot 1's descriptor; slot 1 is free once it is taken and its
         # last run has started, and slot 2's READY descriptor moves in

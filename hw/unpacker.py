@@ -140,8 +140,10 @@ class Unpacker(wiring.Component):
         retire = Signal(range(WINDOW_BEATS))      # beats the slot finishes
         # strided, a row's last chunk finishes the row's last beat, whole
         row_done = strided & end_of_row
+        # (strided jobs pair nothing: need is need_first, whose rounding up is an add beside
+        # need's rather than after it)
         with m.If(self.valid):
-            m.d.comb += retire.eq(Mux(row_done, (need + lanes - 1) >> lane_bits, need >> lane_bits))
+            m.d.comb += retire.eq(Mux(row_done, (need_first + lanes - 1) >> lane_bits, need >> lane_bits))
             m.d.sync += pos.eq(Mux(row_done, next_off, need[:lane_bits]))
             with m.If(row_done):
                 m.d.sync += next_off.eq(next_off + stride)
@@ -170,7 +172,8 @@ class Unpacker(wiring.Component):
                      self.src.ready.eq(pull)]
         # strided: a row's beats pulled, then the next row's
         with m.If(priming):
-            m.d.sync += p_left.eq(row_beats(pos) - pull)
+            # (the pull selects between two counts worked out beside it: it comes late)
+            m.d.sync += p_left.eq(Mux(pull, row_beats(pos) - 1, row_beats(pos)))
         with m.Elif(pull & (p_left == 1)):
             m.d.sync += [p_rows.eq(p_rows - 1), p_left.eq(p_next_beats), p_next_off.eq(p_next_off + stride)]
         with m.Elif(pull):

@@ -852,7 +852,7 @@ module ndp_device(mem__awaddr, mem__awlen, mem__awsize, mem__awburst, mem__awloc
     .pop(pop),
     .pop_ready(pop_ready),
     .pop_valid(pop_valid),
-    .\port$16009$0 (\$3 ),
+    .\port$15934$0 (\$3 ),
     .queues__0(queues__0),
     .queues__1(queues__1),
     .queues__2(queues__2),
@@ -1062,7 +1062,7 @@ module ndp_device(mem__awaddr, mem__awlen, mem__awsize, mem__awburst, mem__awloc
     .io__wready(io__wready),
     .io__wstrb(io__wstrb),
     .io__wvalid(io__wvalid),
-    .\port$16009$0 (\$3 ),
+    .\port$15934$0 (\$3 ),
     .queues__0(queues__0),
     .queues__1(queues__1),
     .queues__2(queues__2),
@@ -2739,7 +2739,7 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, bus__araddr, push_ready
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, bus__rlast, clk, rst, pop, bus__arlen, bus__arvalid, bus__awlen, bus__wdata, bus__wstrb, reported, bus__wvalid, bus__wlast, bus__bready, done_status, irq, \port$16009$0 , cycle
+module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, bus__rlast, clk, rst, pop, bus__arlen, bus__arvalid, bus__awlen, bus__wdata, bus__wstrb, reported, bus__wvalid, bus__wlast, bus__bready, done_status, irq, \port$15934$0 , cycle
 , queues__0, queues__1, queues__2, queues__3, pop_valid, pop_ready, bus__araddr, bus__awvalid, bus__awaddr, bus__arready, bus__rvalid, bus__awready, bus__wready, bus__bvalid, bus__bid);
   reg \$auto$verilog_backend.cc:2355:dump_module$19  = 0;
   wire \$1 ;
@@ -4392,8 +4392,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   input pop_valid;
   wire pop_valid;
   wire \pop_valid$93 ;
-  output [33:0] \port$16009$0 ;
-  wire [33:0] \port$16009$0 ;
+  output [33:0] \port$15934$0 ;
+  wire [33:0] \port$15934$0 ;
   reg [1:0] queue;
   input [321:0] queues__0;
   wire [321:0] queues__0;
@@ -6848,11 +6848,11 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .line_addr(line_addr),
     .line_start(line_start),
     .pending(pending),
-    .\port$16009$0 (\$1304 ),
-    .\port$16235$289 (queues__0[289]),
-    .\port$16237$289 (queues__1[289]),
-    .\port$16239$289 (queues__2[289]),
-    .\port$16241$289 (queues__3[289]),
+    .\port$15934$0 (\$1304 ),
+    .\port$16160$289 (queues__0[289]),
+    .\port$16162$289 (queues__1[289]),
+    .\port$16164$289 (queues__2[289]),
+    .\port$16166$289 (queues__3[289]),
     .queue(queue),
     .quiet(quiet),
     .r_en(reported),
@@ -11438,7 +11438,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \irq$1006  = irq;
   assign \report$1007  = reported;
   assign done_store = report_store;
-  assign \port$16009$0  = \$1304 ;
+  assign \port$15934$0  = \$1304 ;
   assign \queues__0.sq_base  = queues__0[63:0];
   assign \queues__0.cq_base  = queues__0[127:64];
   assign \queues__0.data_base  = queues__0[191:128];
@@ -13295,7 +13295,7 @@ module \ndp_device.control_unit.chunks (rst, split, addr, valid, pair_valid, las
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_error, hold, done_status, irq, \port$16009$0 , done_store, cycle, \port$16235$289 , \port$16237$289 , \port$16239$289 , \port$16241$289 , complete, queue, seq, taken, status, read_error, slot
+module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_error, hold, done_status, irq, \port$15934$0 , done_store, cycle, \port$16160$289 , \port$16162$289 , \port$16164$289 , \port$16166$289 , complete, queue, seq, taken, status, read_error, slot
 , store, quiet, pending, line_start, line_addr, line, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$21  = 0;
   wire \$1 ;
@@ -13356,16 +13356,16 @@ module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_err
   reg line_start;
   output pending;
   reg pending = 1'h0;
-  output [33:0] \port$16009$0 ;
-  wire [33:0] \port$16009$0 ;
-  input \port$16235$289 ;
-  wire \port$16235$289 ;
-  input \port$16237$289 ;
-  wire \port$16237$289 ;
-  input \port$16239$289 ;
-  wire \port$16239$289 ;
-  input \port$16241$289 ;
-  wire \port$16241$289 ;
+  output [33:0] \port$15934$0 ;
+  wire [33:0] \port$15934$0 ;
+  input \port$16160$289 ;
+  wire \port$16160$289 ;
+  input \port$16162$289 ;
+  wire \port$16162$289 ;
+  input \port$16164$289 ;
+  wire \port$16164$289 ;
+  input \port$16166$289 ;
+  wire \port$16166$289 ;
   input [1:0] queue;
   wire [1:0] queue;
   input quiet;
@@ -13410,7 +13410,7 @@ module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_err
   assign \$11  = \$9  & \$10 ;
   assign \$12  = \$11  ? 8'h80 : \$signal$10 ;
   assign \$13  = cycle - \$signal$8 ;
-  assign irq_en = { \port$16241$289 , \port$16239$289 , \port$16237$289 , \port$16235$289  } >> r_data[1:0];
+  assign irq_en = { \port$16166$289 , \port$16164$289 , \port$16162$289 , \port$16160$289  } >> r_data[1:0];
   assign done_status = reported_error ? 8'h80 : r_data[41:34];
   assign \$14  = r_en & irq_en;
   assign \$15  = 1'h1 << r_data[1:0];
@@ -13580,12 +13580,12 @@ module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_err
       w_data = { \$signal$16 , status_word[7:0], \$signal [31:0], \$like  };
     end
   end
-  assign \irq_en$31  = { \port$16241$289 , \port$16239$289 , \port$16237$289 , \port$16235$289  };
+  assign \irq_en$31  = { \port$16166$289 , \port$16164$289 , \port$16162$289 , \port$16160$289  };
   assign reported = r_en;
   assign done_valid = r_en;
   assign done_queue = r_data[1:0];
   assign done_seq = r_data[33:2];
-  assign \port$16009$0  = r_data[33:0];
+  assign \port$15934$0  = r_data[33:0];
   assign done_store = r_data[42];
 endmodule
 
@@ -46727,12 +46727,12 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   reg \$auto$verilog_backend.cc:2355:dump_module$29  = 0;
   wire \$1 ;
   wire \$10 ;
-  wire [43:0] \$100 ;
-  wire \$101 ;
-  wire [64:0] \$102 ;
-  wire [64:0] \$103 ;
-  wire \$104 ;
-  wire \$105 ;
+  wire \$100 ;
+  wire [63:0] \$101 ;
+  wire [43:0] \$102 ;
+  wire \$103 ;
+  wire [64:0] \$104 ;
+  wire [64:0] \$105 ;
   wire \$106 ;
   wire \$107 ;
   wire \$108 ;
@@ -46772,9 +46772,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   wire \$139 ;
   wire \$14 ;
   wire \$140 ;
-  wire [6:0] \$141 ;
+  wire \$141 ;
   wire \$142 ;
-  wire \$143 ;
+  wire [6:0] \$143 ;
   wire \$144 ;
   wire \$145 ;
   wire \$146 ;
@@ -46784,10 +46784,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   wire \$15 ;
   wire \$150 ;
   wire \$151 ;
-  wire [7:0] \$152 ;
-  wire [7:0] \$153 ;
-  wire \$154 ;
-  wire \$155 ;
+  wire \$152 ;
+  wire \$153 ;
+  wire [7:0] \$154 ;
+  wire [7:0] \$155 ;
   wire \$156 ;
   wire \$157 ;
   wire \$158 ;
@@ -46801,95 +46801,95 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   wire \$165 ;
   wire \$166 ;
   wire \$167 ;
-  wire [64:0] \$168 ;
-  wire [15:0] \$169 ;
+  wire \$168 ;
+  wire \$169 ;
   wire \$17 ;
-  wire [16:0] \$170 ;
-  wire [16:0] \$171 ;
-  wire [79:0] \$172 ;
-  wire [63:0] \$173 ;
-  wire [64:0] \$174 ;
-  wire [64:0] \$175 ;
+  wire [64:0] \$170 ;
+  wire [15:0] \$171 ;
+  wire [16:0] \$172 ;
+  wire [16:0] \$173 ;
+  wire [79:0] \$174 ;
+  wire [63:0] \$175 ;
   wire [64:0] \$176 ;
   wire [64:0] \$177 ;
-  wire [19:0] \$178 ;
-  wire \$179 ;
+  wire [64:0] \$178 ;
+  wire [64:0] \$179 ;
   wire \$18 ;
   wire [19:0] \$180 ;
-  wire [19:0] \$181 ;
-  wire [39:0] \$182 ;
-  wire [8:0] \$183 ;
-  wire [9:0] \$184 ;
+  wire \$181 ;
+  wire [19:0] \$182 ;
+  wire [19:0] \$183 ;
+  wire [39:0] \$184 ;
   wire [8:0] \$185 ;
   wire [9:0] \$186 ;
-  wire \$187 ;
-  wire [8:0] \$188 ;
-  wire [9:0] \$189 ;
+  wire [8:0] \$187 ;
+  wire [9:0] \$188 ;
+  wire \$189 ;
   wire \$19 ;
-  wire \$190 ;
-  wire [8:0] \$191 ;
-  wire [9:0] \$192 ;
+  wire [8:0] \$190 ;
+  wire [9:0] \$191 ;
+  wire \$192 ;
   wire [8:0] \$193 ;
-  wire \$194 ;
+  wire [9:0] \$194 ;
   wire [8:0] \$195 ;
-  wire [63:0] \$196 ;
-  wire [64:0] \$197 ;
-  wire [64:0] \$198 ;
-  wire \$199 ;
+  wire \$196 ;
+  wire [8:0] \$197 ;
+  wire [63:0] \$198 ;
+  wire [64:0] \$199 ;
   wire \$2 ;
   wire \$20 ;
-  wire \$200 ;
+  wire [64:0] \$200 ;
   wire \$201 ;
-  wire [26:0] \$202 ;
-  wire [64:0] \$203 ;
-  wire \$204 ;
-  wire \$205 ;
-  wire [8:0] \$206 ;
+  wire \$202 ;
+  wire \$203 ;
+  wire [26:0] \$204 ;
+  wire [64:0] \$205 ;
+  wire \$206 ;
   wire \$207 ;
   wire [8:0] \$208 ;
-  wire [63:0] \$209 ;
+  wire \$209 ;
   wire \$21 ;
-  wire [64:0] \$210 ;
-  wire [64:0] \$211 ;
-  wire \$212 ;
-  wire \$213 ;
+  wire [8:0] \$210 ;
+  wire [63:0] \$211 ;
+  wire [64:0] \$212 ;
+  wire [64:0] \$213 ;
   wire \$214 ;
-  wire [26:0] \$215 ;
-  wire [64:0] \$216 ;
-  wire \$217 ;
-  wire \$218 ;
-  wire [8:0] \$219 ;
+  wire \$215 ;
+  wire \$216 ;
+  wire [26:0] \$217 ;
+  wire [64:0] \$218 ;
+  wire \$219 ;
   wire \$22 ;
   wire \$220 ;
   wire [8:0] \$221 ;
-  wire [63:0] \$222 ;
-  wire [64:0] \$223 ;
-  wire [64:0] \$224 ;
-  wire \$225 ;
-  wire \$226 ;
+  wire \$222 ;
+  wire [8:0] \$223 ;
+  wire [63:0] \$224 ;
+  wire [64:0] \$225 ;
+  wire [64:0] \$226 ;
   wire \$227 ;
-  wire [26:0] \$228 ;
-  wire [64:0] \$229 ;
+  wire \$228 ;
+  wire \$229 ;
   wire [64:0] \$23 ;
-  wire \$230 ;
-  wire \$231 ;
-  wire [8:0] \$232 ;
+  wire [26:0] \$230 ;
+  wire [64:0] \$231 ;
+  wire \$232 ;
   wire \$233 ;
   wire [8:0] \$234 ;
-  wire [63:0] \$235 ;
-  wire [64:0] \$236 ;
-  wire [64:0] \$237 ;
-  wire \$238 ;
-  wire \$239 ;
+  wire \$235 ;
+  wire [8:0] \$236 ;
+  wire [63:0] \$237 ;
+  wire [64:0] \$238 ;
+  wire [64:0] \$239 ;
   wire [44:0] \$24 ;
   wire \$240 ;
-  wire [26:0] \$241 ;
-  wire [64:0] \$242 ;
-  wire \$243 ;
-  wire \$244 ;
-  wire [7:0] \$245 ;
+  wire \$241 ;
+  wire \$242 ;
+  wire [26:0] \$243 ;
+  wire [64:0] \$244 ;
+  wire \$245 ;
   wire \$246 ;
-  wire \$247 ;
+  wire [7:0] \$247 ;
   wire \$248 ;
   wire \$249 ;
   wire [65:0] \$25 ;
@@ -47031,11 +47031,11 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   wire \$372 ;
   wire \$373 ;
   wire \$374 ;
-  wire [40:0] \$375 ;
-  wire [64:0] \$376 ;
+  wire \$375 ;
+  wire \$376 ;
   wire [40:0] \$377 ;
-  wire \$378 ;
-  wire \$379 ;
+  wire [64:0] \$378 ;
+  wire [40:0] \$379 ;
   wire [45:0] \$38 ;
   wire \$380 ;
   wire \$381 ;
@@ -47056,13 +47056,13 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   wire \$395 ;
   wire \$396 ;
   wire \$397 ;
-  wire [20:0] \$398 ;
+  wire \$398 ;
   wire \$399 ;
   wire \$4 ;
   wire [47:0] \$40 ;
   wire \$400 ;
   wire \$401 ;
-  wire \$402 ;
+  wire [20:0] \$402 ;
   wire \$403 ;
   wire \$404 ;
   wire \$405 ;
@@ -47076,214 +47076,214 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   wire \$412 ;
   wire \$413 ;
   wire \$414 ;
-  wire [6:0] \$415 ;
+  wire \$415 ;
   wire \$416 ;
   wire \$417 ;
   wire \$418 ;
-  wire \$419 ;
+  wire [6:0] \$419 ;
   wire [44:0] \$42 ;
   wire \$420 ;
   wire \$421 ;
   wire \$422 ;
   wire \$423 ;
-  wire [1:0] \$424 ;
-  wire [1:0] \$425 ;
+  wire \$424 ;
+  wire \$425 ;
   wire \$426 ;
   wire \$427 ;
-  wire \$428 ;
+  wire [1:0] \$428 ;
   wire [1:0] \$429 ;
   wire [45:0] \$43 ;
   wire \$430 ;
   wire \$431 ;
   wire \$432 ;
-  wire \$433 ;
-  wire [1:0] \$434 ;
-  wire [1:0] \$435 ;
+  wire [1:0] \$433 ;
+  wire \$434 ;
+  wire \$435 ;
   wire \$436 ;
   wire \$437 ;
-  wire [20:0] \$438 ;
-  wire [20:0] \$439 ;
+  wire [1:0] \$438 ;
+  wire [1:0] \$439 ;
   wire [46:0] \$44 ;
-  wire [15:0] \$440 ;
-  wire [16:0] \$441 ;
-  wire [21:0] \$442 ;
-  wire \$443 ;
-  wire \$444 ;
-  wire [6:0] \$445 ;
-  wire [20:0] \$446 ;
-  wire [15:0] \$447 ;
-  wire [16:0] \$448 ;
-  wire [21:0] \$449 ;
+  wire \$440 ;
+  wire \$441 ;
+  wire [64:0] \$442 ;
+  wire [39:0] \$443 ;
+  wire [39:0] \$444 ;
+  wire [40:0] \$445 ;
+  wire [41:0] \$446 ;
+  wire \$447 ;
+  wire \$448 ;
+  wire \$449 ;
   wire [46:0] \$45 ;
-  wire \$450 ;
-  wire \$451 ;
-  wire [6:0] \$452 ;
-  reg [63:0] \$453 ;
-  wire [39:0] \$454 ;
-  wire [39:0] \$455 ;
-  wire [40:0] \$456 ;
-  wire [64:0] \$457 ;
-  wire [65:0] \$458 ;
-  wire [20:0] \$459 ;
+  wire [20:0] \$450 ;
+  wire [20:0] \$451 ;
+  wire [20:0] \$452 ;
+  wire [27:0] \$453 ;
+  wire [27:0] \$454 ;
+  wire [20:0] \$455 ;
+  wire [20:0] \$456 ;
+  wire [15:0] \$457 ;
+  wire [16:0] \$458 ;
+  wire [21:0] \$459 ;
   wire [63:0] \$46 ;
-  wire [64:0] \$460 ;
-  wire [65:0] \$461 ;
-  wire \$462 ;
-  wire \$463 ;
-  wire [20:0] \$464 ;
-  wire [20:0] \$465 ;
-  wire [20:0] \$466 ;
-  wire [27:0] \$467 ;
-  wire [28:0] \$468 ;
-  wire \$469 ;
+  wire \$460 ;
+  wire \$461 ;
+  wire [6:0] \$462 ;
+  wire [20:0] \$463 ;
+  wire [64:0] \$464 ;
+  wire \$465 ;
+  wire \$466 ;
+  wire [20:0] \$467 ;
+  wire [20:0] \$468 ;
+  wire [20:0] \$469 ;
   wire [44:0] \$47 ;
-  wire \$470 ;
-  wire [20:0] \$471 ;
-  wire [20:0] \$472 ;
-  wire [20:0] \$473 ;
-  wire [21:0] \$474 ;
-  wire \$475 ;
-  wire \$476 ;
-  wire [20:0] \$477 ;
-  wire [20:0] \$478 ;
-  wire [20:0] \$479 ;
+  wire [27:0] \$470 ;
+  wire [28:0] \$471 ;
+  wire \$472 ;
+  wire \$473 ;
+  wire [20:0] \$474 ;
+  wire [20:0] \$475 ;
+  wire [20:0] \$476 ;
+  wire [21:0] \$477 ;
+  wire \$478 ;
+  wire \$479 ;
   wire [64:0] \$48 ;
-  wire [27:0] \$480 ;
-  wire [28:0] \$481 ;
-  wire \$482 ;
-  wire \$483 ;
-  wire [20:0] \$484 ;
-  wire [20:0] \$485 ;
-  wire [20:0] \$486 ;
-  wire [21:0] \$487 ;
+  wire [20:0] \$480 ;
+  wire [20:0] \$481 ;
+  wire [20:0] \$482 ;
+  wire [27:0] \$483 ;
+  wire [28:0] \$484 ;
+  wire [6:0] \$485 ;
+  wire [6:0] \$486 ;
+  wire [7:0] \$487 ;
   wire \$488 ;
-  wire \$489 ;
+  wire [34:0] \$489 ;
   wire [44:0] \$49 ;
-  wire \$490 ;
-  wire [20:0] \$491 ;
-  wire [20:0] \$492 ;
-  wire [20:0] \$493 ;
-  wire [21:0] \$494 ;
-  wire \$495 ;
-  wire \$496 ;
-  wire \$497 ;
-  wire [20:0] \$498 ;
-  wire [20:0] \$499 ;
+  wire [43:0] \$490 ;
+  reg [63:0] \$491 ;
+  wire [39:0] \$492 ;
+  wire [39:0] \$493 ;
+  wire [44:0] \$494 ;
+  wire [45:0] \$495 ;
+  wire [64:0] \$496 ;
+  wire [39:0] \$497 ;
+  wire [39:0] \$498 ;
+  wire [40:0] \$499 ;
   wire \$5 ;
   wire [45:0] \$50 ;
-  wire [20:0] \$500 ;
-  wire [21:0] \$501 ;
-  wire \$502 ;
-  wire \$503 ;
-  wire [20:0] \$504 ;
-  wire [20:0] \$505 ;
-  wire [20:0] \$506 ;
-  wire [21:0] \$507 ;
-  wire \$508 ;
-  wire \$509 ;
+  wire [64:0] \$500 ;
+  wire [63:0] \$501 ;
+  wire [64:0] \$502 ;
+  wire [39:0] \$503 ;
+  wire [39:0] \$504 ;
+  wire [40:0] \$505 ;
+  wire [64:0] \$506 ;
+  wire [63:0] \$507 ;
+  wire [64:0] \$508 ;
+  wire [39:0] \$509 ;
   wire [46:0] \$51 ;
-  wire \$510 ;
-  wire [20:0] \$511 ;
-  wire [20:0] \$512 ;
-  wire [20:0] \$513 ;
-  wire [21:0] \$514 ;
-  wire [22:0] \$515 ;
-  wire [22:0] \$516 ;
-  wire [22:0] \$517 ;
-  wire [29:0] \$518 ;
-  wire \$519 ;
+  wire [39:0] \$510 ;
+  wire [40:0] \$511 ;
+  wire \$512 ;
+  wire [34:0] \$513 ;
+  wire [43:0] \$514 ;
+  wire \$515 ;
+  wire \$516 ;
+  wire \$517 ;
+  wire [20:0] \$518 ;
+  wire [20:0] \$519 ;
   wire [47:0] \$52 ;
-  wire \$520 ;
-  wire [20:0] \$521 ;
-  wire [20:0] \$522 ;
-  wire [20:0] \$523 ;
-  wire [27:0] \$524 ;
-  wire [28:0] \$525 ;
-  wire [29:0] \$526 ;
-  wire [39:0] \$527 ;
-  wire [39:0] \$528 ;
-  wire [40:0] \$529 ;
+  wire [20:0] \$520 ;
+  wire [27:0] \$521 ;
+  wire [27:0] \$522 ;
+  wire [39:0] \$523 ;
+  wire [39:0] \$524 ;
+  wire [40:0] \$525 ;
+  wire [64:0] \$526 ;
+  wire [63:0] \$527 ;
+  wire [64:0] \$528 ;
+  wire [39:0] \$529 ;
   wire [47:0] \$53 ;
-  wire [64:0] \$530 ;
-  wire [63:0] \$531 ;
+  wire [39:0] \$530 ;
+  wire [40:0] \$531 ;
   wire [64:0] \$532 ;
-  wire \$533 ;
-  wire \$534 ;
-  wire [20:0] \$535 ;
-  wire [20:0] \$536 ;
-  wire [20:0] \$537 ;
-  wire [27:0] \$538 ;
-  wire [28:0] \$539 ;
+  wire [63:0] \$533 ;
+  wire [64:0] \$534 ;
+  wire [39:0] \$535 ;
+  wire [39:0] \$536 ;
+  wire [40:0] \$537 ;
+  wire \$538 ;
+  wire [34:0] \$539 ;
   wire [44:0] \$54 ;
-  wire [65:0] \$540 ;
-  wire [6:0] \$541 ;
-  wire [6:0] \$542 ;
-  reg [63:0] \$543 ;
-  wire [39:0] \$544 ;
-  wire [39:0] \$545 ;
-  wire [40:0] \$546 ;
-  wire [64:0] \$547 ;
-  wire [6:0] \$548 ;
-  wire [7:0] \$549 ;
+  wire [43:0] \$540 ;
+  wire \$541 ;
+  wire \$542 ;
+  wire \$543 ;
+  wire [20:0] \$544 ;
+  wire [20:0] \$545 ;
+  wire [20:0] \$546 ;
+  wire [27:0] \$547 ;
+  wire [27:0] \$548 ;
+  wire [20:0] \$549 ;
   wire [45:0] \$55 ;
-  wire \$550 ;
-  wire [34:0] \$551 ;
-  wire [43:0] \$552 ;
-  reg [63:0] \$553 ;
-  wire [39:0] \$554 ;
-  wire [39:0] \$555 ;
-  wire [44:0] \$556 ;
-  wire [45:0] \$557 ;
-  wire [64:0] \$558 ;
-  wire [39:0] \$559 ;
+  wire [22:0] \$550 ;
+  wire [44:0] \$551 ;
+  wire [20:0] \$552 ;
+  wire [21:0] \$553 ;
+  wire \$554 ;
+  wire [22:0] \$555 ;
+  wire [43:0] \$556 ;
+  wire [20:0] \$557 ;
+  wire \$558 ;
+  wire \$559 ;
   wire [46:0] \$56 ;
-  wire [39:0] \$560 ;
-  wire [40:0] \$561 ;
-  wire [64:0] \$562 ;
-  wire [63:0] \$563 ;
-  wire [64:0] \$564 ;
-  wire \$565 ;
-  wire [34:0] \$566 ;
-  wire [43:0] \$567 ;
-  wire \$568 ;
-  wire \$569 ;
+  wire \$560 ;
+  wire \$561 ;
+  wire \$562 ;
+  wire \$563 ;
+  wire \$564 ;
+  wire [20:0] \$565 ;
+  wire \$566 ;
+  wire \$567 ;
+  wire [20:0] \$568 ;
+  wire [15:0] \$569 ;
   wire [46:0] \$57 ;
-  wire \$570 ;
-  wire [20:0] \$571 ;
-  wire [20:0] \$572 ;
-  wire [20:0] \$573 ;
-  wire [27:0] \$574 ;
-  wire [27:0] \$575 ;
-  wire [39:0] \$576 ;
-  wire [39:0] \$577 ;
-  wire [40:0] \$578 ;
-  wire [64:0] \$579 ;
+  wire [16:0] \$570 ;
+  wire [21:0] \$571 ;
+  wire \$572 ;
+  wire \$573 ;
+  wire \$574 ;
+  wire [6:0] \$575 ;
+  wire \$576 ;
+  wire \$577 ;
+  wire \$578 ;
+  wire [6:0] \$579 ;
   wire [64:0] \$58 ;
-  wire [63:0] \$580 ;
+  reg [63:0] \$580 ;
   wire [64:0] \$581 ;
   wire \$582 ;
-  wire [34:0] \$583 ;
-  wire [43:0] \$584 ;
+  wire \$583 ;
+  wire \$584 ;
   wire \$585 ;
   wire \$586 ;
   wire \$587 ;
-  wire [20:0] \$588 ;
-  wire [20:0] \$589 ;
+  wire \$588 ;
+  wire \$589 ;
   wire [44:0] \$59 ;
-  wire [20:0] \$590 ;
-  wire [27:0] \$591 ;
-  wire [27:0] \$592 ;
-  wire [20:0] \$593 ;
-  wire [22:0] \$594 ;
-  wire [44:0] \$595 ;
-  wire [20:0] \$596 ;
-  wire [21:0] \$597 ;
+  wire [1:0] \$590 ;
+  wire \$591 ;
+  wire [22:0] \$592 ;
+  wire [43:0] \$593 ;
+  wire [2:0] \$594 ;
+  wire \$595 ;
+  wire \$596 ;
+  wire \$597 ;
   wire \$598 ;
-  wire [22:0] \$599 ;
+  wire \$599 ;
   wire \$6 ;
   wire [45:0] \$60 ;
-  wire [43:0] \$600 ;
-  wire [20:0] \$601 ;
+  wire \$600 ;
+  wire \$601 ;
   wire \$602 ;
   wire \$603 ;
   wire \$604 ;
@@ -47294,24 +47294,24 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   wire \$609 ;
   wire [46:0] \$61 ;
   wire \$610 ;
-  wire [1:0] \$611 ;
+  wire \$611 ;
   wire \$612 ;
-  wire [22:0] \$613 ;
-  wire [43:0] \$614 ;
-  wire [2:0] \$615 ;
+  wire \$613 ;
+  wire \$614 ;
+  wire \$615 ;
   wire \$616 ;
   wire \$617 ;
   wire \$618 ;
-  wire \$619 ;
+  wire [20:0] \$619 ;
   wire [47:0] \$62 ;
-  wire \$620 ;
-  wire \$621 ;
-  wire \$622 ;
+  wire [21:0] \$620 ;
+  wire [22:0] \$621 ;
+  wire [22:0] \$622 ;
   wire \$623 ;
-  wire \$624 ;
+  wire [6:0] \$624 ;
   wire \$625 ;
   wire \$626 ;
-  wire \$627 ;
+  wire [6:0] \$627 ;
   wire \$628 ;
   wire \$629 ;
   wire [47:0] \$63 ;
@@ -47326,65 +47326,65 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   wire \$638 ;
   wire \$639 ;
   wire [44:0] \$64 ;
-  wire [20:0] \$640 ;
-  wire [21:0] \$641 ;
-  wire [22:0] \$642 ;
-  wire [22:0] \$643 ;
+  wire \$640 ;
+  wire \$641 ;
+  wire \$642 ;
+  wire \$643 ;
   wire \$644 ;
-  wire [6:0] \$645 ;
+  wire \$645 ;
   wire \$646 ;
   wire \$647 ;
-  wire [6:0] \$648 ;
+  wire \$648 ;
   wire \$649 ;
   wire [45:0] \$65 ;
   wire \$650 ;
   wire \$651 ;
   wire \$652 ;
-  wire \$653 ;
-  wire \$654 ;
-  wire \$655 ;
-  wire \$656 ;
-  wire \$657 ;
-  wire \$658 ;
-  wire \$659 ;
+  reg [63:0] \$653 ;
+  reg [63:0] \$654 ;
+  reg [63:0] \$655 ;
+  reg [48:0] \$656 ;
+  reg [63:0] \$657 ;
+  reg [63:0] \$658 ;
+  reg [64:0] \$659 ;
   wire [46:0] \$66 ;
-  wire \$660 ;
-  wire \$661 ;
-  wire \$662 ;
-  wire \$663 ;
-  wire \$664 ;
-  wire \$665 ;
-  wire \$666 ;
-  wire \$667 ;
-  wire \$668 ;
-  wire \$669 ;
+  reg [43:0] \$660 ;
+  reg [7:0] \$661 ;
+  reg [7:0] \$662 ;
+  reg [64:0] \$663 ;
+  reg \$664 ;
+  reg [64:0] \$665 ;
+  reg \$666 ;
+  reg [64:0] \$667 ;
+  reg \$668 ;
+  reg [64:0] \$669 ;
   wire [46:0] \$67 ;
-  wire \$670 ;
-  wire \$671 ;
-  wire \$672 ;
-  wire \$673 ;
+  reg \$670 ;
+  reg [6:0] \$671 ;
+  reg \$672 ;
+  reg [63:0] \$673 ;
   reg [63:0] \$674 ;
   reg [63:0] \$675 ;
   reg [63:0] \$676 ;
-  reg [48:0] \$677 ;
+  reg [63:0] \$677 ;
   reg [63:0] \$678 ;
   reg [63:0] \$679 ;
   wire [64:0] \$68 ;
-  reg [64:0] \$680 ;
-  reg [43:0] \$681 ;
-  reg [7:0] \$682 ;
-  reg [7:0] \$683 ;
-  reg [64:0] \$684 ;
-  reg \$685 ;
-  reg [64:0] \$686 ;
-  reg \$687 ;
-  reg [64:0] \$688 ;
-  reg \$689 ;
+  reg [63:0] \$680 ;
+  reg [63:0] \$681 ;
+  reg [63:0] \$682 ;
+  reg [63:0] \$683 ;
+  reg [63:0] \$684 ;
+  reg [63:0] \$685 ;
+  reg [63:0] \$686 ;
+  reg [63:0] \$687 ;
+  reg [63:0] \$688 ;
+  reg [63:0] \$689 ;
   wire [44:0] \$69 ;
-  reg [64:0] \$690 ;
-  reg \$691 ;
-  reg [6:0] \$692 ;
-  reg \$693 ;
+  reg [63:0] \$690 ;
+  reg [63:0] \$691 ;
+  reg [63:0] \$692 ;
+  reg [63:0] \$693 ;
   reg [63:0] \$694 ;
   reg [63:0] \$695 ;
   reg [63:0] \$696 ;
@@ -47434,55 +47434,55 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   reg [63:0] \$735 ;
   reg [63:0] \$736 ;
   reg [63:0] \$737 ;
-  reg [63:0] \$738 ;
-  reg [63:0] \$739 ;
+  reg \$738 ;
+  reg \$739 ;
   wire [44:0] \$74 ;
-  reg [63:0] \$740 ;
-  reg [63:0] \$741 ;
+  reg \$740 ;
+  reg \$741 ;
   reg [63:0] \$742 ;
-  reg [63:0] \$743 ;
-  reg [63:0] \$744 ;
-  reg [63:0] \$745 ;
-  reg [63:0] \$746 ;
-  reg [63:0] \$747 ;
-  reg [63:0] \$748 ;
-  reg [63:0] \$749 ;
+  reg [47:0] \$743 ;
+  reg [19:0] \$744 ;
+  reg [19:0] \$745 ;
+  reg [5:0] \$746 ;
+  reg [20:0] \$747 ;
+  reg [19:0] \$748 ;
+  reg [19:0] \$749 ;
   wire [45:0] \$75 ;
-  reg [63:0] \$750 ;
-  reg [63:0] \$751 ;
-  reg [63:0] \$752 ;
+  reg [43:0] \$750 ;
+  reg [1:0] \$751 ;
+  reg \$752 ;
   reg [63:0] \$753 ;
-  reg [63:0] \$754 ;
-  reg [63:0] \$755 ;
-  reg [63:0] \$756 ;
-  reg [63:0] \$757 ;
-  reg [63:0] \$758 ;
-  reg \$759 ;
+  reg [19:0] \$754 ;
+  reg [43:0] \$755 ;
+  reg [43:0] \$756 ;
+  reg \$757 ;
+  reg \$758 ;
+  reg [333:0] \$759 ;
   wire [46:0] \$76 ;
-  reg \$760 ;
-  reg \$761 ;
-  reg [19:0] \$762 ;
-  reg [5:0] \$763 ;
+  reg [966:0] \$760 ;
+  reg [63:0] \$761 ;
+  reg [63:0] \$762 ;
+  reg [43:0] \$763 ;
   reg [63:0] \$764 ;
-  reg [20:0] \$765 ;
-  reg [19:0] \$766 ;
-  reg [19:0] \$767 ;
-  reg [19:0] \$768 ;
-  reg [43:0] \$769 ;
+  reg [63:0] \$765 ;
+  reg [63:0] \$766 ;
+  reg [63:0] \$767 ;
+  reg [63:0] \$768 ;
+  reg [63:0] \$769 ;
   wire [46:0] \$77 ;
-  reg [1:0] \$770 ;
-  reg \$771 ;
-  reg [19:0] \$772 ;
-  reg [43:0] \$773 ;
-  reg [43:0] \$774 ;
-  reg \$775 ;
-  reg \$776 ;
-  reg [333:0] \$777 ;
-  reg [966:0] \$778 ;
+  reg [63:0] \$770 ;
+  reg [63:0] \$771 ;
+  reg [63:0] \$772 ;
+  reg [63:0] \$773 ;
+  reg [63:0] \$774 ;
+  reg [63:0] \$775 ;
+  reg [63:0] \$776 ;
+  reg [63:0] \$777 ;
+  reg [63:0] \$778 ;
   reg [63:0] \$779 ;
   wire [64:0] \$78 ;
   reg [63:0] \$780 ;
-  reg [43:0] \$781 ;
+  reg [63:0] \$781 ;
   reg [63:0] \$782 ;
   reg [63:0] \$783 ;
   reg [63:0] \$784 ;
@@ -47534,37 +47534,19 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   reg [63:0] \$825 ;
   reg [63:0] \$826 ;
   reg [63:0] \$827 ;
-  reg [63:0] \$828 ;
-  reg [63:0] \$829 ;
+  reg [333:0] \$828 ;
+  reg [1:0] \$829 ;
   wire [23:0] \$83 ;
-  reg [63:0] \$830 ;
-  reg [63:0] \$831 ;
-  reg [63:0] \$832 ;
-  reg [63:0] \$833 ;
-  reg [63:0] \$834 ;
-  reg [63:0] \$835 ;
-  reg [63:0] \$836 ;
-  reg [63:0] \$837 ;
-  reg [63:0] \$838 ;
-  reg [63:0] \$839 ;
+  reg [2:0] \$830 ;
+  reg [966:0] \$831 ;
+  reg \$832 ;
+  reg [5:0] \$833 ;
+  reg \$834 ;
   wire [20:0] \$84 ;
-  reg [63:0] \$840 ;
-  reg [63:0] \$841 ;
-  reg [63:0] \$842 ;
-  reg [63:0] \$843 ;
-  reg [63:0] \$844 ;
-  reg [63:0] \$845 ;
-  reg [333:0] \$846 ;
-  reg [1:0] \$847 ;
-  reg [2:0] \$848 ;
-  reg [966:0] \$849 ;
   wire [21:0] \$85 ;
-  reg \$850 ;
-  reg [5:0] \$851 ;
-  reg \$852 ;
+  wire [9:0] \$859 ;
   wire [22:0] \$86 ;
   wire [22:0] \$87 ;
-  wire [9:0] \$877 ;
   wire \$88 ;
   wire \$89 ;
   wire \$9 ;
@@ -47577,7 +47559,7 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   wire [43:0] \$96 ;
   wire [43:0] \$97 ;
   wire \$98 ;
-  wire [63:0] \$99 ;
+  wire \$99 ;
   reg [63:0] \$signal  = 64'h0000000000000000;
   reg [333:0] \$signal$105  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   wire [203:0] \$signal$105.desc ;
@@ -47606,26 +47588,29 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   reg [1:0] \$signal$133  = 2'h0;
   reg [63:0] \$signal$134 ;
   reg [31:0] \$signal$135 ;
-  reg \$signal$139  = 1'h0;
-  reg \$signal$146  = 1'h0;
-  reg [63:0] \$signal$149  = 64'h0000000000000000;
-  reg [43:0] \$signal$150  = 44'h00000000000;
-  reg [7:0] \$signal$155  = 8'h00;
-  reg \$signal$156 ;
+  reg \$signal$137  = 1'h0;
+  reg \$signal$140  = 1'h0;
+  reg \$signal$147  = 1'h0;
+  reg [63:0] \$signal$150  = 64'h0000000000000000;
+  reg [43:0] \$signal$151  = 44'h00000000000;
+  reg [7:0] \$signal$156  = 8'h00;
   reg \$signal$157 ;
-  reg \$signal$162  = 1'h0;
-  reg [63:0] \$signal$165  = 64'h0000000000000000;
-  reg [63:0] \$signal$170  = 64'h0000000000000000;
+  reg \$signal$158 ;
+  reg \$signal$163  = 1'h0;
+  reg [63:0] \$signal$166  = 64'h0000000000000000;
   reg [63:0] \$signal$171  = 64'h0000000000000000;
   reg [63:0] \$signal$172  = 64'h0000000000000000;
-  reg [48:0] \$signal$173  = 49'h0000000000000;
-  reg [63:0] \$signal$174  = 64'h0000000000000000;
-  reg [6:0] \$signal$179  = 7'h00;
-  reg [19:0] \$signal$182  = 20'h00000;
+  reg [63:0] \$signal$173  = 64'h0000000000000000;
+  reg [48:0] \$signal$174  = 49'h0000000000000;
+  reg [63:0] \$signal$175  = 64'h0000000000000000;
+  reg [6:0] \$signal$180  = 7'h00;
   reg [19:0] \$signal$183  = 20'h00000;
-  reg [20:0] \$signal$249  = 21'h000000;
-  reg [19:0] \$signal$250  = 20'h00000;
-  reg [19:0] \$signal$251  = 20'h00000;
+  reg [19:0] \$signal$184  = 20'h00000;
+  reg [63:0] \$signal$186  = 64'h0000000000000000;
+  reg [20:0] \$signal$187  = 21'h000000;
+  reg [47:0] \$signal$188  = 48'h000000000000;
+  reg [19:0] \$signal$189  = 20'h00000;
+  reg [19:0] \$signal$254  = 20'h00000;
   reg [63:0] \$signal$97  = 64'h0000000000000000;
   reg [43:0] \$signal$98  = 44'h00000000000;
   reg bad = 1'h0;
@@ -48260,791 +48245,751 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   reg [7:0] w_data;
   reg w_en;
   wire w_rdy;
-  assign \$142  = \$141  >= decoded2[130:124];
-  assign \$143  = ~ \$142 ;
-  assign \$144  = | checked[11:0];
-  assign \$145  = checked < regs2[191:128];
-  assign \$146  = \$144  | \$145 ;
-  assign \$147  = ~ room_ok;
-  assign \$148  = \$146  | \$147 ;
-  assign \$149  = checked > \$signal$165 ;
-  assign \$150  = \$148  | \$149 ;
-  assign \$151  = bad | \$150 ;
-  assign \$152  = \$151  ? 8'h81 : 8'h00;
-  assign \$153  = \$signal$162  ? 8'h80 : \$152 ;
-  assign \$154  = ~ \$signal$146 ;
-  assign \$155  = ~ \$signal$139 ;
-  assign \$156  = task__valid & task__ready;
-  assign \$157  = handed1 | \$156 ;
-  assign \$158  = \$155  & \$157 ;
-  assign \$159  = \$154  | \$158 ;
-  assign \$160  = ! fsm_state;
-  assign \$161  = fsm_state == 1'h1;
-  assign \$162  = fsm_state == 2'h2;
-  assign \$163  = fsm_state == 2'h3;
-  assign \$164  = fsm_state == 3'h4;
-  assign \$165  = fsm_state == 3'h5;
-  assign \$166  = fsm_state == 3'h6;
-  assign \$167  = fsm_state == 3'h7;
-  assign \$168  = entry2[269:206] - 1'h1;
-  assign \$169  = 1'h1 << regs2[259:256];
-  assign \$170  = \$169  - 1'h1;
-  assign \$171  = { 1'h0, \$168 [15:0] } & \$170 ;
-  assign \$172  = $signed(\$171 ) << regs2[265:260];
-  assign \$173  = 1'h1 << regs2[265:260];
-  assign \$174  = \$signal$170  + \$signal$172 ;
-  assign \$175  = \$signal$171  + \$signal$172 ;
-  assign \$176  = \$signal$170  + \$signal$172 ;
-  assign \$177  = \$176 [63:0] + \$signal$173 ;
-  assign \$179  = ! \$178 ;
-  assign \$181  = \$179  ? 20'h00004 : \$180 ;
-  assign \$182  = \$181  * entry2[203:184];
-  assign \$183  = \$signal$155  - report;
-  assign \$184  = $signed(\$183 ) + $signed(2'h1);
-  assign \$185  = \$signal$155  - report;
-  assign \$186  = \$signal$156  ? \$184  : { \$185 [8], \$185  };
-  assign \$187  = report & report_store;
-  assign \$188  = stores - \$187 ;
-  assign \$189  = $signed(\$188 ) + $signed(2'h1);
-  assign \$190  = report & report_store;
-  assign \$191  = stores - \$190 ;
-  assign \$192  = \$signal$157  ? \$189  : { \$191 [8], \$191  };
-  assign \$193  = queues__0[259:256] + queues__0[267:260];
-  assign \$194  = \$193  >= 7'h40;
+  assign \$160  = \$157  & \$159 ;
+  assign \$161  = \$156  | \$160 ;
+  assign \$162  = ! fsm_state;
+  assign \$163  = fsm_state == 1'h1;
+  assign \$164  = fsm_state == 2'h2;
+  assign \$165  = fsm_state == 2'h3;
+  assign \$166  = fsm_state == 3'h4;
+  assign \$167  = fsm_state == 3'h5;
+  assign \$168  = fsm_state == 3'h6;
+  assign \$169  = fsm_state == 3'h7;
+  assign \$170  = entry2[269:206] - 1'h1;
+  assign \$171  = 1'h1 << regs2[259:256];
+  assign \$172  = \$171  - 1'h1;
+  assign \$173  = { 1'h0, \$170 [15:0] } & \$172 ;
+  assign \$174  = $signed(\$173 ) << regs2[265:260];
+  assign \$175  = 1'h1 << regs2[265:260];
+  assign \$176  = \$signal$171  + \$signal$173 ;
+  assign \$177  = \$signal$172  + \$signal$173 ;
+  assign \$178  = \$signal$171  + \$signal$173 ;
+  assign \$179  = \$178 [63:0] + \$signal$174 ;
+  assign \$181  = ! \$180 ;
+  assign \$183  = \$181  ? 20'h00004 : \$182 ;
+  assign \$184  = \$183  * entry2[203:184];
+  assign \$185  = \$signal$156  - report;
+  assign \$186  = $signed(\$185 ) + $signed(2'h1);
+  assign \$187  = \$signal$156  - report;
+  assign \$188  = \$signal$157  ? \$186  : { \$187 [8], \$187  };
+  assign \$189  = report & report_store;
+  assign \$190  = stores - \$189 ;
+  assign \$191  = $signed(\$190 ) + $signed(2'h1);
+  assign \$192  = report & report_store;
+  assign \$193  = stores - \$192 ;
+  assign \$194  = \$signal$158  ? \$191  : { \$193 [8], \$193  };
   assign \$195  = queues__0[259:256] + queues__0[267:260];
-  assign \$196  = 1'h1 << \$195 [5:0];
-  assign \$197  = queues__0[127:64] + \$196 ;
-  assign \$198  = \$194  ? 65'h10000000000000000 : \$197 ;
-  assign \$199  = | entry2[103:84];
-  assign \$200  = entry2[83:20] < cq_end0;
-  assign \$201  = \$199  & \$200 ;
-  assign \$203  = entry2[83:20] + \$202 ;
-  assign \$204  = queues__0[127:64] < \$203 ;
-  assign \$205  = \$201  & \$204 ;
-  assign \$206  = queues__1[259:256] + queues__1[267:260];
-  assign \$207  = \$206  >= 7'h40;
+  assign \$196  = \$195  >= 7'h40;
+  assign \$197  = queues__0[259:256] + queues__0[267:260];
+  assign \$198  = 1'h1 << \$197 [5:0];
+  assign \$199  = queues__0[127:64] + \$198 ;
+  assign \$200  = \$196  ? 65'h10000000000000000 : \$199 ;
+  assign \$201  = | entry2[103:84];
+  assign \$202  = entry2[83:20] < cq_end0;
+  assign \$203  = \$201  & \$202 ;
+  assign \$205  = entry2[83:20] + \$204 ;
+  assign \$206  = queues__0[127:64] < \$205 ;
+  assign \$207  = \$203  & \$206 ;
   assign \$208  = queues__1[259:256] + queues__1[267:260];
-  assign \$209  = 1'h1 << \$208 [5:0];
-  assign \$210  = queues__1[127:64] + \$209 ;
-  assign \$211  = \$207  ? 65'h10000000000000000 : \$210 ;
-  assign \$212  = | entry2[103:84];
-  assign \$213  = entry2[83:20] < cq_end1;
-  assign \$214  = \$212  & \$213 ;
-  assign \$216  = entry2[83:20] + \$215 ;
-  assign \$217  = queues__1[127:64] < \$216 ;
-  assign \$218  = \$214  & \$217 ;
-  assign \$219  = queues__2[259:256] + queues__2[267:260];
-  assign \$220  = \$219  >= 7'h40;
+  assign \$209  = \$208  >= 7'h40;
+  assign \$210  = queues__1[259:256] + queues__1[267:260];
+  assign \$211  = 1'h1 << \$210 [5:0];
+  assign \$212  = queues__1[127:64] + \$211 ;
+  assign \$213  = \$209  ? 65'h10000000000000000 : \$212 ;
+  assign \$214  = | entry2[103:84];
+  assign \$215  = entry2[83:20] < cq_end1;
+  assign \$216  = \$214  & \$215 ;
+  assign \$218  = entry2[83:20] + \$217 ;
+  assign \$219  = queues__1[127:64] < \$218 ;
+  assign \$220  = \$216  & \$219 ;
   assign \$221  = queues__2[259:256] + queues__2[267:260];
-  assign \$222  = 1'h1 << \$221 [5:0];
-  assign \$223  = queues__2[127:64] + \$222 ;
-  assign \$224  = \$220  ? 65'h10000000000000000 : \$223 ;
-  assign \$225  = | entry2[103:84];
-  assign \$226  = entry2[83:20] < cq_end2;
-  assign \$227  = \$225  & \$226 ;
-  assign \$229  = entry2[83:20] + \$228 ;
-  assign \$230  = queues__2[127:64] < \$229 ;
-  assign \$231  = \$227  & \$230 ;
-  assign \$232  = queues__3[259:256] + queues__3[267:260];
-  assign \$233  = \$232  >= 7'h40;
+  assign \$222  = \$221  >= 7'h40;
+  assign \$223  = queues__2[259:256] + queues__2[267:260];
+  assign \$224  = 1'h1 << \$223 [5:0];
+  assign \$225  = queues__2[127:64] + \$224 ;
+  assign \$226  = \$222  ? 65'h10000000000000000 : \$225 ;
+  assign \$227  = | entry2[103:84];
+  assign \$228  = entry2[83:20] < cq_end2;
+  assign \$229  = \$227  & \$228 ;
+  assign \$231  = entry2[83:20] + \$230 ;
+  assign \$232  = queues__2[127:64] < \$231 ;
+  assign \$233  = \$229  & \$232 ;
   assign \$234  = queues__3[259:256] + queues__3[267:260];
-  assign \$235  = 1'h1 << \$234 [5:0];
-  assign \$236  = queues__3[127:64] + \$235 ;
-  assign \$237  = \$233  ? 65'h10000000000000000 : \$236 ;
-  assign \$238  = | entry2[103:84];
-  assign \$239  = entry2[83:20] < cq_end3;
-  assign \$240  = \$238  & \$239 ;
-  assign \$242  = entry2[83:20] + \$241 ;
-  assign \$243  = queues__3[127:64] < \$242 ;
-  assign \$244  = \$240  & \$243 ;
-  assign \$245  = \$signal$179  + 1'h1;
-  assign \$246  = \$signal$162  | side_err;
-  assign \$247  = ! \$signal$179 ;
-  assign \$249  = ! \$signal$179 ;
-  assign \$251  = ! \$signal$179 ;
-  assign \$253  = ! \$signal$179 ;
-  assign \$255  = ! \$signal$179 ;
-  assign \$257  = ! \$signal$179 ;
-  assign \$259  = ! \$signal$179 ;
-  assign \$261  = ! \$signal$179 ;
-  assign \$263  = \$signal$179  == 1'h1;
-  assign \$265  = \$signal$179  == 1'h1;
-  assign \$267  = \$signal$179  == 1'h1;
-  assign \$269  = \$signal$179  == 1'h1;
-  assign \$271  = \$signal$179  == 1'h1;
-  assign \$273  = \$signal$179  == 1'h1;
-  assign \$275  = \$signal$179  == 1'h1;
-  assign \$277  = \$signal$179  == 1'h1;
-  assign \$279  = \$signal$179  == 2'h2;
-  assign \$281  = \$signal$179  == 2'h2;
-  assign \$283  = \$signal$179  == 2'h2;
-  assign \$285  = \$signal$179  == 2'h2;
-  assign \$287  = \$signal$179  == 2'h2;
-  assign \$289  = \$signal$179  == 2'h2;
-  assign \$291  = \$signal$179  == 2'h2;
-  assign \$293  = \$signal$179  == 2'h2;
-  assign \$295  = \$signal$179  == 2'h3;
-  assign \$297  = \$signal$179  == 2'h3;
-  assign \$299  = \$signal$179  == 2'h3;
-  assign \$301  = \$signal$179  == 2'h3;
-  assign \$303  = \$signal$179  == 2'h3;
-  assign \$305  = \$signal$179  == 2'h3;
-  assign \$307  = \$signal$179  == 2'h3;
-  assign \$309  = \$signal$179  == 2'h3;
-  assign \$311  = \$signal$179  == 3'h4;
-  assign \$313  = \$signal$179  == 3'h4;
-  assign \$315  = \$signal$179  == 3'h4;
-  assign \$317  = \$signal$179  == 3'h4;
-  assign \$319  = \$signal$179  == 3'h4;
-  assign \$321  = \$signal$179  == 3'h4;
-  assign \$323  = \$signal$179  == 3'h4;
-  assign \$325  = \$signal$179  == 3'h4;
-  assign \$327  = \$signal$179  == 3'h5;
-  assign \$329  = \$signal$179  == 3'h5;
-  assign \$331  = \$signal$179  == 3'h5;
-  assign \$333  = \$signal$179  == 3'h5;
-  assign \$335  = \$signal$179  == 3'h5;
-  assign \$337  = \$signal$179  == 3'h5;
-  assign \$339  = \$signal$179  == 3'h5;
-  assign \$341  = \$signal$179  == 3'h5;
-  assign \$343  = \$signal$179  == 3'h6;
-  assign \$345  = \$signal$179  == 3'h6;
-  assign \$347  = \$signal$179  == 3'h6;
-  assign \$349  = \$signal$179  == 3'h6;
-  assign \$351  = \$signal$179  == 3'h6;
-  assign \$353  = \$signal$179  == 3'h6;
-  assign \$355  = \$signal$179  == 3'h6;
-  assign \$357  = \$signal$179  == 3'h6;
-  assign \$359  = \$signal$179  == 3'h7;
-  assign \$361  = \$signal$179  == 3'h7;
-  assign \$363  = \$signal$179  == 3'h7;
-  assign \$365  = \$signal$179  == 3'h7;
-  assign \$367  = \$signal$179  == 3'h7;
-  assign \$369  = \$signal$179  == 3'h7;
-  assign \$371  = \$signal$179  == 3'h7;
-  assign \$373  = \$signal$179  == 3'h7;
-  assign \$376  = regs2[255:192] - \$375 ;
-  assign \$378  = regs2[255:192] >= \$377 ;
-  assign \$379  = ~ run_any;
-  assign \$380  = \$379  | run_issued;
-  assign \$381  = \$signal$139  & \$380 ;
-  assign \$382  = ! \$signal$133 ;
-  assign \$383  = \$signal$133  == 2'h3;
-  assign \$384  = \$382  | \$383 ;
-  assign \$385  = \$signal$133  == 1'h1;
-  assign \$386  = \$385  & f_stage_start;
-  assign \$387  = \$384  | \$386 ;
-  assign \$388  = list_req & \$387 ;
-  assign \$389  = ~ \$388 ;
-  assign \$390  = \$381  & \$389 ;
-  assign \$391  = \$signal$133  == 1'h1;
-  assign \$392  = \$signal$133  == 2'h3;
+  assign \$235  = \$234  >= 7'h40;
+  assign \$236  = queues__3[259:256] + queues__3[267:260];
+  assign \$237  = 1'h1 << \$236 [5:0];
+  assign \$238  = queues__3[127:64] + \$237 ;
+  assign \$239  = \$235  ? 65'h10000000000000000 : \$238 ;
+  assign \$240  = | entry2[103:84];
+  assign \$241  = entry2[83:20] < cq_end3;
+  assign \$242  = \$240  & \$241 ;
+  assign \$244  = entry2[83:20] + \$243 ;
+  assign \$245  = queues__3[127:64] < \$244 ;
+  assign \$246  = \$242  & \$245 ;
+  assign \$247  = \$signal$180  + 1'h1;
+  assign \$248  = \$signal$163  | side_err;
+  assign \$249  = ! \$signal$180 ;
+  assign \$251  = ! \$signal$180 ;
+  assign \$253  = ! \$signal$180 ;
+  assign \$255  = ! \$signal$180 ;
+  assign \$257  = ! \$signal$180 ;
+  assign \$259  = ! \$signal$180 ;
+  assign \$261  = ! \$signal$180 ;
+  assign \$263  = ! \$signal$180 ;
+  assign \$265  = \$signal$180  == 1'h1;
+  assign \$267  = \$signal$180  == 1'h1;
+  assign \$269  = \$signal$180  == 1'h1;
+  assign \$271  = \$signal$180  == 1'h1;
+  assign \$273  = \$signal$180  == 1'h1;
+  assign \$275  = \$signal$180  == 1'h1;
+  assign \$277  = \$signal$180  == 1'h1;
+  assign \$279  = \$signal$180  == 1'h1;
+  assign \$281  = \$signal$180  == 2'h2;
+  assign \$283  = \$signal$180  == 2'h2;
+  assign \$285  = \$signal$180  == 2'h2;
+  assign \$287  = \$signal$180  == 2'h2;
+  assign \$289  = \$signal$180  == 2'h2;
+  assign \$291  = \$signal$180  == 2'h2;
+  assign \$293  = \$signal$180  == 2'h2;
+  assign \$295  = \$signal$180  == 2'h2;
+  assign \$297  = \$signal$180  == 2'h3;
+  assign \$299  = \$signal$180  == 2'h3;
+  assign \$301  = \$signal$180  == 2'h3;
+  assign \$303  = \$signal$180  == 2'h3;
+  assign \$305  = \$signal$180  == 2'h3;
+  assign \$307  = \$signal$180  == 2'h3;
+  assign \$309  = \$signal$180  == 2'h3;
+  assign \$311  = \$signal$180  == 2'h3;
+  assign \$313  = \$signal$180  == 3'h4;
+  assign \$315  = \$signal$180  == 3'h4;
+  assign \$317  = \$signal$180  == 3'h4;
+  assign \$319  = \$signal$180  == 3'h4;
+  assign \$321  = \$signal$180  == 3'h4;
+  assign \$323  = \$signal$180  == 3'h4;
+  assign \$325  = \$signal$180  == 3'h4;
+  assign \$327  = \$signal$180  == 3'h4;
+  assign \$329  = \$signal$180  == 3'h5;
+  assign \$331  = \$signal$180  == 3'h5;
+  assign \$333  = \$signal$180  == 3'h5;
+  assign \$335  = \$signal$180  == 3'h5;
+  assign \$337  = \$signal$180  == 3'h5;
+  assign \$339  = \$signal$180  == 3'h5;
+  assign \$341  = \$signal$180  == 3'h5;
+  assign \$343  = \$signal$180  == 3'h5;
+  assign \$345  = \$signal$180  == 3'h6;
+  assign \$347  = \$signal$180  == 3'h6;
+  assign \$349  = \$signal$180  == 3'h6;
+  assign \$351  = \$signal$180  == 3'h6;
+  assign \$353  = \$signal$180  == 3'h6;
+  assign \$355  = \$signal$180  == 3'h6;
+  assign \$357  = \$signal$180  == 3'h6;
+  assign \$359  = \$signal$180  == 3'h6;
+  assign \$361  = \$signal$180  == 3'h7;
+  assign \$363  = \$signal$180  == 3'h7;
+  assign \$365  = \$signal$180  == 3'h7;
+  assign \$367  = \$signal$180  == 3'h7;
+  assign \$369  = \$signal$180  == 3'h7;
+  assign \$371  = \$signal$180  == 3'h7;
+  assign \$373  = \$signal$180  == 3'h7;
+  assign \$375  = \$signal$180  == 3'h7;
+  assign \$378  = regs2[255:192] - \$377 ;
+  assign \$380  = regs2[255:192] >= \$379 ;
+  assign \$381  = ~ run_any;
+  assign \$382  = \$381  | run_issued;
+  assign \$383  = \$signal$140  & \$382 ;
+  assign \$384  = ! \$signal$133 ;
+  assign \$385  = \$signal$133  == 2'h3;
+  assign \$386  = \$384  | \$385 ;
+  assign \$387  = \$signal$133  == 1'h1;
+  assign \$388  = \$387  & f_stage_start;
+  assign \$389  = \$386  | \$388 ;
+  assign \$390  = list_req & \$389 ;
+  assign \$391  = ~ \$390 ;
+  assign \$392  = \$383  & \$391 ;
   assign \$393  = \$signal$133  == 1'h1;
-  assign \$394  = ~ f_sizes[40];
-  assign \$395  = f_sizes[106:87] > 4'h8;
-  assign \$396  = \$394  & \$395 ;
-  assign \$397  = \$393  & \$396 ;
-  assign \$398  = \$signal$182  + 1'h1;
-  assign \$399  = \$398  < f_sizes[132:113];
-  assign \$400  = \$397  & \$399 ;
-  assign \$401  = \$signal$133  == 1'h1;
-  assign \$402  = ~ f_sizes[40];
-  assign \$403  = f_sizes[106:87] > 4'h8;
-  assign \$404  = \$402  & \$403 ;
-  assign \$405  = \$401  & \$404 ;
-  assign \$406  = \$signal$183  > 4'h8;
-  assign \$407  = \$405  & \$406 ;
-  assign \$408  = \$signal$133  == 1'h1;
-  assign \$409  = ~ f_sizes[40];
-  assign \$410  = f_sizes[106:87] > 4'h8;
+  assign \$394  = \$signal$133  == 2'h3;
+  assign \$395  = \$signal$133  == 1'h1;
+  assign \$396  = \$395  & \$signal$137 ;
+  assign \$397  = \$signal$133  == 1'h1;
+  assign \$398  = ~ f_sizes[40];
+  assign \$399  = f_sizes[106:87] > 4'h8;
+  assign \$400  = \$398  & \$399 ;
+  assign \$401  = \$397  & \$400 ;
+  assign \$402  = \$signal$183  + 1'h1;
+  assign \$403  = \$402  < f_sizes[132:113];
+  assign \$404  = \$401  & \$403 ;
+  assign \$405  = \$signal$133  == 1'h1;
+  assign \$406  = ~ f_sizes[40];
+  assign \$407  = f_sizes[106:87] > 4'h8;
+  assign \$408  = \$406  & \$407 ;
+  assign \$409  = \$405  & \$408 ;
+  assign \$410  = \$signal$184  > 4'h8;
   assign \$411  = \$409  & \$410 ;
-  assign \$412  = ~ \$411 ;
-  assign \$413  = \$408  & \$412 ;
-  assign \$414  = \$413  & decoded1[123];
-  assign \$415  = f_page + 1'h1;
-  assign \$416  = \$415  < f_sizes[287:268];
-  assign \$417  = \$414  & \$416 ;
-  assign \$418  = \$signal$133  == 1'h1;
-  assign \$419  = ! \$signal$133 ;
-  assign \$420  = \$signal$105 [5:2] == 2'h2;
-  assign \$421  = \$signal$105 [5:2] == 2'h3;
-  assign \$422  = \$signal$105 [5:2] == 3'h4;
-  assign \$423  = \$421  | \$422 ;
-  assign \$424  = \$423  ? 2'h2 : 2'h1;
-  assign \$425  = \$420  ? 2'h0 : \$424 ;
-  assign \$426  = | \$425 ;
-  assign \$427  = \$419  & \$426 ;
-  assign \$428  = \$signal$133  == 2'h2;
-  assign \$429  = f_stage + 1'h1;
-  assign \$430  = \$signal$105 [5:2] == 2'h2;
-  assign \$431  = \$signal$105 [5:2] == 2'h3;
-  assign \$432  = \$signal$105 [5:2] == 3'h4;
-  assign \$433  = \$431  | \$432 ;
-  assign \$434  = \$433  ? 2'h2 : 2'h1;
-  assign \$435  = \$430  ? 2'h0 : \$434 ;
-  assign \$436  = \$429  < \$435 ;
-  assign \$437  = \$428  & \$436 ;
-  assign \$438  = \$signal$182  + 1'h1;
-  assign \$439  = \$signal$182  + 1'h1;
-  assign \$440  = 1'h1 << decoded1[134:131];
-  assign \$441  = \$440  - 1'h1;
-  assign \$442  = { 1'h0, \$439  } & { \$441 [16], \$441 [16], \$441 [16], \$441 [16], \$441 [16], \$441  };
-  assign \$443  = ! \$442 ;
-  assign \$444  = decoded1[123] & \$443 ;
-  assign \$445  = f_page + \$444 ;
-  assign \$446  = \$signal$182  + 1'h1;
-  assign \$447  = 1'h1 << decoded1[134:131];
-  assign \$448  = \$447  - 1'h1;
-  assign \$449  = { 1'h0, \$446  } & { \$448 [16], \$448 [16], \$448 [16], \$448 [16], \$448 [16], \$448  };
-  assign \$450  = ! \$449 ;
-  assign \$451  = decoded1[123] & \$450 ;
-  assign \$452  = f_page + 1'h1;
-  assign \$455  = f_stage ? \$454  : 40'h0000000000;
-  assign \$457  = \$453  + \$456 ;
-  assign \$458  = \$457  + \$signal$249 ;
-  assign \$460  = \$signal$116  + \$459 ;
-  assign \$461  = \$451  ? \$458  : { 1'h0, \$460  };
-  assign \$462  = \$signal$183  <= 4'h8;
-  assign \$463  = \$signal$183  < 4'hb;
-  assign \$464  = \$signal$183  - 2'h3;
-  assign \$465  = \$463  ? \$464  : 21'h000008;
-  assign \$466  = \$462  ? { 1'h0, \$signal$183  } : \$465 ;
-  assign \$468  = $signed({ 1'h0, \$signal$249  }) + $signed(\$467 );
-  assign \$469  = \$signal$183  <= 4'h8;
-  assign \$470  = \$signal$183  < 4'hb;
-  assign \$471  = \$signal$183  - 2'h3;
-  assign \$472  = \$470  ? \$471  : 21'h000008;
-  assign \$473  = \$469  ? { 1'h0, \$signal$183  } : \$472 ;
-  assign \$474  = $signed({ 1'h0, \$signal$183  }) - $signed(\$473 );
-  assign \$475  = \$signal$183  <= 4'h8;
-  assign \$476  = \$signal$183  < 4'hb;
-  assign \$477  = \$signal$183  - 2'h3;
-  assign \$478  = \$476  ? \$477  : 21'h000008;
-  assign \$479  = \$475  ? { 1'h0, \$signal$183  } : \$478 ;
-  assign \$481  = $signed({ 1'h0, \$signal$250  }) - $signed(\$480 );
-  assign \$482  = \$signal$183  <= 4'h8;
-  assign \$483  = \$signal$183  < 4'hb;
-  assign \$484  = \$signal$183  - 2'h3;
-  assign \$485  = \$483  ? \$484  : 21'h000008;
-  assign \$486  = \$482  ? { 1'h0, \$signal$183  } : \$485 ;
-  assign \$487  = $signed({ 1'h0, \$signal$183  }) - $signed(\$486 );
-  assign \$488  = $signed(\$487 ) > $signed(5'h08);
-  assign \$489  = \$signal$183  <= 4'h8;
-  assign \$490  = \$signal$183  < 4'hb;
-  assign \$491  = \$signal$183  - 2'h3;
-  assign \$492  = \$490  ? \$491  : 21'h000008;
-  assign \$493  = \$489  ? { 1'h0, \$signal$183  } : \$492 ;
-  assign \$494  = $signed({ 1'h0, \$signal$183  }) - $signed(\$493 );
-  assign \$495  = $signed(\$494 ) <= $signed(5'h08);
-  assign \$496  = \$signal$183  <= 4'h8;
-  assign \$497  = \$signal$183  < 4'hb;
-  assign \$498  = \$signal$183  - 2'h3;
-  assign \$499  = \$497  ? \$498  : 21'h000008;
-  assign \$500  = \$496  ? { 1'h0, \$signal$183  } : \$499 ;
-  assign \$501  = $signed({ 1'h0, \$signal$183  }) - $signed(\$500 );
-  assign \$502  = \$signal$183  <= 4'h8;
-  assign \$503  = \$signal$183  < 4'hb;
-  assign \$504  = \$signal$183  - 2'h3;
-  assign \$505  = \$503  ? \$504  : 21'h000008;
-  assign \$506  = \$502  ? { 1'h0, \$signal$183  } : \$505 ;
-  assign \$507  = $signed({ 1'h0, \$signal$183  }) - $signed(\$506 );
-  assign \$508  = $signed(\$507 ) < $signed(5'h0b);
-  assign \$509  = \$signal$183  <= 4'h8;
-  assign \$510  = \$signal$183  < 4'hb;
-  assign \$511  = \$signal$183  - 2'h3;
-  assign \$512  = \$510  ? \$511  : 21'h000008;
-  assign \$513  = \$509  ? { 1'h0, \$signal$183  } : \$512 ;
-  assign \$514  = $signed({ 1'h0, \$signal$183  }) - $signed(\$513 );
-  assign \$515  = $signed(\$514 ) - $signed(3'h3);
-  assign \$516  = \$508  ? \$515  : 23'h000008;
-  assign \$517  = \$495  ? { \$501 [21], \$501  } : \$516 ;
-  assign \$519  = \$signal$183  <= 4'h8;
-  assign \$520  = \$signal$183  < 4'hb;
-  assign \$521  = \$signal$183  - 2'h3;
-  assign \$522  = \$520  ? \$521  : 21'h000008;
-  assign \$523  = \$519  ? { 1'h0, \$signal$183  } : \$522 ;
-  assign \$525  = $signed({ 1'h0, \$signal$250  }) - $signed(\$524 );
-  assign \$526  = \$488  ? \$518  : { \$525 [28], \$525  };
-  assign \$528  = f_stage ? \$527  : 40'h0000000000;
-  assign \$530  = page0 + \$529 ;
-  assign \$531  = f_stage ? decoded1[74:11] : \$signal$105 [83:20];
-  assign \$532  = decoded1[123] ? \$530  : { 1'h0, \$531  };
-  assign \$533  = \$signal$183  <= 4'h8;
-  assign \$534  = \$signal$183  < 4'hb;
-  assign \$535  = \$signal$183  - 2'h3;
-  assign \$536  = \$534  ? \$535  : 21'h000008;
-  assign \$537  = \$533  ? { 1'h0, \$signal$183  } : \$536 ;
-  assign \$539  = $signed({ 1'h0, \$signal$249  }) + $signed(\$538 );
-  assign \$540  = \$532  + \$539 [20:0];
-  assign \$541  = f_page + 1'h1;
-  assign \$542  = f_page + 1'h1;
-  assign \$545  = f_stage ? \$544  : 40'h0000000000;
-  assign \$547  = \$543  + \$546 ;
-  assign \$548  = f_page + 1'h1;
-  assign \$549  = \$548  + 1'h1;
-  assign \$550  = \$549  < f_sizes[287:268];
-  assign \$551  = f_sizes[86:67] << decoded1[134:131];
-  assign \$552  = \$550  ? { 9'h000, \$551  } : f_sizes[351:308];
-  assign \$555  = f_stage ? \$554  : 40'h0000000000;
-  assign \$556  = \$555  + f_sizes[395:352];
-  assign \$558  = \$553  + \$557 ;
-  assign \$562  = page0 + 41'h00000000000;
-  assign \$564  = decoded1[123] ? \$562  : { 1'h0, \$563  };
-  assign \$565  = decoded1[462:443] > 1'h1;
-  assign \$566  = decoded1[261:242] << decoded1[134:131];
-  assign \$567  = \$565  ? { 9'h000, \$566  } : decoded1[526:483];
-  assign \$568  = decoded1[281:262] > 4'h8;
-  assign \$569  = decoded1[281:262] <= 4'h8;
-  assign \$570  = decoded1[281:262] < 4'hb;
-  assign \$571  = decoded1[281:262] - 2'h3;
-  assign \$572  = \$570  ? \$571  : 21'h000008;
-  assign \$573  = \$569  ? { 1'h0, decoded1[281:262] } : \$572 ;
-  assign \$575  = \$568  ? \$574  : { 8'h00, decoded1[261:242] };
-  assign \$579  = page0 + \$578 ;
-  assign \$581  = decoded1[123] ? \$579  : { 1'h0, \$580  };
-  assign \$582  = decoded1[858:839] > 1'h1;
-  assign \$583  = decoded1[657:638] << decoded1[134:131];
-  assign \$584  = \$582  ? { 9'h000, \$583  } : decoded1[922:879];
-  assign \$585  = decoded1[677:658] > 4'h8;
-  assign \$586  = decoded1[677:658] <= 4'h8;
-  assign \$587  = decoded1[677:658] < 4'hb;
-  assign \$588  = decoded1[677:658] - 2'h3;
-  assign \$589  = \$587  ? \$588  : 21'h000008;
-  assign \$590  = \$586  ? { 1'h0, decoded1[677:658] } : \$589 ;
-  assign \$592  = \$585  ? \$591  : { 8'h00, decoded1[657:638] };
-  assign \$593  = \$signal$251  + 3'h4;
-  assign \$594  = 3'h4 * \$signal$105 [203:184];
-  assign \$595  = \$signal$98  + \$594 ;
-  assign \$596  = \$signal$251  + 3'h4;
-  assign \$597  = \$signal$105 [183:164] - \$596 ;
-  assign \$598  = $signed(\$597 ) <= $signed(4'h4);
-  assign \$600  = \$598  ? \$signal$150  : { 21'h000000, \$599  };
-  assign \$601  = \$signal$251  + 3'h4;
-  assign \$602  = \$601  >= \$signal$105 [183:164];
-  assign \$603  = task__valid & task__ready;
-  assign \$604  = ~ \$signal$146 ;
-  assign \$605  = ~ \$signal$139 ;
-  assign \$606  = task__valid & task__ready;
-  assign \$607  = handed1 | \$606 ;
-  assign \$608  = \$605  & \$607 ;
-  assign \$609  = \$604  | \$608 ;
-  assign \$610  = \$signal$146  & \$609 ;
-  assign \$611  = decoded2[10] ? 2'h0 : 2'h3;
-  assign \$612  = entry2[183:164] <= 3'h4;
-  assign \$614  = \$612  ? last_group_elems2 : { 21'h000000, \$613  };
-  assign \$615  = decoding - 1'h1;
-  assign \$616  = ! decoding;
-  assign \$617  = | decoded[7:0];
-  assign \$618  = | stores;
-  assign \$619  = | \$signal$155 ;
-  assign \$620  = reads_cq & \$619 ;
-  assign \$621  = \$618  | \$620 ;
-  assign \$624  = | stores;
-  assign \$625  = | \$signal$155 ;
-  assign \$626  = reads_cq & \$625 ;
-  assign \$627  = \$624  | \$626 ;
-  assign \$628  = ~ \$627 ;
-  assign \$630  = list_req & run_issued;
-  assign \$631  = ~ \$signal$139 ;
-  assign \$632  = ! \$signal$133 ;
-  assign \$633  = \$signal$133  == 2'h3;
+  assign \$412  = \$signal$133  == 1'h1;
+  assign \$413  = ~ f_sizes[40];
+  assign \$414  = f_sizes[106:87] > 4'h8;
+  assign \$415  = \$413  & \$414 ;
+  assign \$416  = ~ \$415 ;
+  assign \$417  = \$412  & \$416 ;
+  assign \$418  = \$417  & decoded1[123];
+  assign \$419  = f_page + 1'h1;
+  assign \$420  = \$419  < f_sizes[287:268];
+  assign \$421  = \$418  & \$420 ;
+  assign \$422  = \$signal$133  == 1'h1;
+  assign \$423  = ! \$signal$133 ;
+  assign \$424  = \$signal$105 [5:2] == 2'h2;
+  assign \$425  = \$signal$105 [5:2] == 2'h3;
+  assign \$426  = \$signal$105 [5:2] == 3'h4;
+  assign \$427  = \$425  | \$426 ;
+  assign \$428  = \$427  ? 2'h2 : 2'h1;
+  assign \$429  = \$424  ? 2'h0 : \$428 ;
+  assign \$430  = | \$429 ;
+  assign \$431  = \$423  & \$430 ;
+  assign \$432  = \$signal$133  == 2'h2;
+  assign \$433  = f_stage + 1'h1;
+  assign \$434  = \$signal$105 [5:2] == 2'h2;
+  assign \$435  = \$signal$105 [5:2] == 2'h3;
+  assign \$436  = \$signal$105 [5:2] == 3'h4;
+  assign \$437  = \$435  | \$436 ;
+  assign \$438  = \$437  ? 2'h2 : 2'h1;
+  assign \$439  = \$434  ? 2'h0 : \$438 ;
+  assign \$440  = \$433  < \$439 ;
+  assign \$441  = \$432  & \$440 ;
+  assign \$442  = \$signal$186  + \$signal$187 ;
+  assign \$444  = f_stage ? \$443  : 40'h0000000000;
+  assign \$446  = \$445  + \$signal$187 ;
+  assign \$447  = \$signal$184  > 4'h8;
+  assign \$448  = \$signal$184  <= 4'h8;
+  assign \$449  = \$signal$184  < 4'hb;
+  assign \$450  = \$signal$184  - 2'h3;
+  assign \$451  = \$449  ? \$450  : 21'h000008;
+  assign \$452  = \$448  ? { 1'h0, \$signal$184  } : \$451 ;
+  assign \$454  = \$447  ? \$453  : { 8'h00, \$signal$189  };
+  assign \$455  = \$signal$183  + 1'h1;
+  assign \$456  = \$signal$183  + 1'h1;
+  assign \$457  = 1'h1 << decoded1[134:131];
+  assign \$458  = \$457  - 1'h1;
+  assign \$459  = { 1'h0, \$456  } & { \$458 [16], \$458 [16], \$458 [16], \$458 [16], \$458 [16], \$458  };
+  assign \$460  = ! \$459 ;
+  assign \$461  = decoded1[123] & \$460 ;
+  assign \$462  = f_page + \$461 ;
+  assign \$464  = \$signal$116  + \$463 ;
+  assign \$465  = \$signal$184  <= 4'h8;
+  assign \$466  = \$signal$184  < 4'hb;
+  assign \$467  = \$signal$184  - 2'h3;
+  assign \$468  = \$466  ? \$467  : 21'h000008;
+  assign \$469  = \$465  ? { 1'h0, \$signal$184  } : \$468 ;
+  assign \$471  = $signed({ 1'h0, \$signal$187  }) + $signed(\$470 );
+  assign \$472  = \$signal$184  <= 4'h8;
+  assign \$473  = \$signal$184  < 4'hb;
+  assign \$474  = \$signal$184  - 2'h3;
+  assign \$475  = \$473  ? \$474  : 21'h000008;
+  assign \$476  = \$472  ? { 1'h0, \$signal$184  } : \$475 ;
+  assign \$477  = $signed({ 1'h0, \$signal$184  }) - $signed(\$476 );
+  assign \$478  = \$signal$184  <= 4'h8;
+  assign \$479  = \$signal$184  < 4'hb;
+  assign \$480  = \$signal$184  - 2'h3;
+  assign \$481  = \$479  ? \$480  : 21'h000008;
+  assign \$482  = \$478  ? { 1'h0, \$signal$184  } : \$481 ;
+  assign \$484  = $signed({ 1'h0, \$signal$189  }) - $signed(\$483 );
+  assign \$485  = f_page + 1'h1;
+  assign \$486  = f_page + 1'h1;
+  assign \$487  = \$486  + 1'h1;
+  assign \$488  = \$487  < f_sizes[287:268];
+  assign \$489  = f_sizes[86:67] << decoded1[134:131];
+  assign \$490  = \$488  ? { 9'h000, \$489  } : f_sizes[351:308];
+  assign \$493  = f_stage ? \$492  : 40'h0000000000;
+  assign \$494  = \$493  + f_sizes[395:352];
+  assign \$496  = \$491  + \$495 ;
+  assign \$500  = page0 + 41'h00000000000;
+  assign \$502  = decoded1[123] ? \$500  : { 1'h0, \$501  };
+  assign \$506  = page0 + 41'h00000000000;
+  assign \$508  = decoded1[123] ? \$506  : { 1'h0, \$507  };
+  assign \$512  = decoded1[462:443] > 1'h1;
+  assign \$513  = decoded1[261:242] << decoded1[134:131];
+  assign \$514  = \$512  ? { 9'h000, \$513  } : decoded1[526:483];
+  assign \$515  = decoded1[281:262] > 4'h8;
+  assign \$516  = decoded1[281:262] <= 4'h8;
+  assign \$517  = decoded1[281:262] < 4'hb;
+  assign \$518  = decoded1[281:262] - 2'h3;
+  assign \$519  = \$517  ? \$518  : 21'h000008;
+  assign \$520  = \$516  ? { 1'h0, decoded1[281:262] } : \$519 ;
+  assign \$522  = \$515  ? \$521  : { 8'h00, decoded1[261:242] };
+  assign \$526  = page0 + \$525 ;
+  assign \$528  = decoded1[123] ? \$526  : { 1'h0, \$527  };
+  assign \$532  = page0 + \$531 ;
+  assign \$534  = decoded1[123] ? \$532  : { 1'h0, \$533  };
+  assign \$538  = decoded1[858:839] > 1'h1;
+  assign \$539  = decoded1[657:638] << decoded1[134:131];
+  assign \$540  = \$538  ? { 9'h000, \$539  } : decoded1[922:879];
+  assign \$541  = decoded1[677:658] > 4'h8;
+  assign \$542  = decoded1[677:658] <= 4'h8;
+  assign \$543  = decoded1[677:658] < 4'hb;
+  assign \$544  = decoded1[677:658] - 2'h3;
+  assign \$545  = \$543  ? \$544  : 21'h000008;
+  assign \$546  = \$542  ? { 1'h0, decoded1[677:658] } : \$545 ;
+  assign \$548  = \$541  ? \$547  : { 8'h00, decoded1[657:638] };
+  assign \$549  = \$signal$254  + 3'h4;
+  assign \$550  = 3'h4 * \$signal$105 [203:184];
+  assign \$551  = \$signal$98  + \$550 ;
+  assign \$552  = \$signal$254  + 3'h4;
+  assign \$553  = \$signal$105 [183:164] - \$552 ;
+  assign \$554  = $signed(\$553 ) <= $signed(4'h4);
+  assign \$556  = \$554  ? \$signal$151  : { 21'h000000, \$555  };
+  assign \$557  = \$signal$254  + 3'h4;
+  assign \$558  = \$557  >= \$signal$105 [183:164];
+  assign \$559  = \$signal$133  == 1'h1;
+  assign \$560  = \$559  & decoded1[123];
+  assign \$561  = ~ f_sizes[40];
+  assign \$562  = f_sizes[106:87] > 4'h8;
+  assign \$563  = \$561  & \$562 ;
+  assign \$564  = ~ \$signal$137 ;
+  assign \$565  = \$signal$183  + 1'h1;
+  assign \$566  = \$565  < f_sizes[132:113];
+  assign \$567  = \$564  & \$566 ;
+  assign \$568  = \$signal$183  + 1'h1;
+  assign \$569  = 1'h1 << decoded1[134:131];
+  assign \$570  = \$569  - 1'h1;
+  assign \$571  = { 1'h0, \$568  } & { \$570 [16], \$570 [16], \$570 [16], \$570 [16], \$570 [16], \$570  };
+  assign \$572  = ! \$571 ;
+  assign \$573  = decoded1[123] & \$572 ;
+  assign \$574  = \$567  & \$573 ;
+  assign \$575  = f_page + 1'h1;
+  assign \$576  = \$575  < f_sizes[287:268];
+  assign \$577  = \$563  ? \$574  : \$576 ;
+  assign \$578  = \$560  & \$577 ;
+  assign \$579  = f_page + 1'h1;
+  assign \$581  = \$580  + \$signal$188 ;
+  assign \$582  = task__valid & task__ready;
+  assign \$583  = ~ \$signal$147 ;
+  assign \$584  = ~ \$signal$140 ;
+  assign \$585  = task__valid & task__ready;
+  assign \$586  = handed1 | \$585 ;
+  assign \$587  = \$584  & \$586 ;
+  assign \$588  = \$583  | \$587 ;
+  assign \$589  = \$signal$147  & \$588 ;
+  assign \$590  = decoded2[10] ? 2'h0 : 2'h3;
+  assign \$591  = entry2[183:164] <= 3'h4;
+  assign \$593  = \$591  ? last_group_elems2 : { 21'h000000, \$592  };
+  assign \$594  = decoding - 1'h1;
+  assign \$595  = ! decoding;
+  assign \$596  = | decoded[7:0];
+  assign \$597  = | stores;
+  assign \$598  = | \$signal$156 ;
+  assign \$599  = reads_cq & \$598 ;
+  assign \$600  = \$597  | \$599 ;
+  assign \$603  = | stores;
+  assign \$604  = | \$signal$156 ;
+  assign \$605  = reads_cq & \$604 ;
+  assign \$606  = \$603  | \$605 ;
+  assign \$607  = ~ \$606 ;
+  assign \$609  = list_req & run_issued;
+  assign \$610  = ~ \$signal$140 ;
+  assign \$611  = ! \$signal$133 ;
+  assign \$612  = \$signal$133  == 2'h3;
+  assign \$613  = \$611  | \$612 ;
+  assign \$614  = \$signal$133  == 1'h1;
+  assign \$615  = \$614  & f_stage_start;
+  assign \$616  = \$613  | \$615 ;
+  assign \$617  = \$610  | \$616 ;
+  assign \$618  = \$609  & \$617 ;
+  assign \$619  = 1'h0 + entry2[103:84];
+  assign \$620  = \$619  + 1'h1;
+  assign \$621  = \$620  - 1'h1;
+  assign \$623  = \$signal$180  == \$622 ;
+  assign \$624  = c_page + 1'h1;
+  assign \$625  = \$624  >= decoded2[130:124];
+  assign \$626  = ~ \$625 ;
+  assign \$627  = c_page + 1'h1;
+  assign \$628  = | checked[11:0];
+  assign \$629  = checked < regs2[191:128];
+  assign \$630  = \$628  | \$629 ;
+  assign \$631  = ~ room_ok;
+  assign \$632  = \$630  | \$631 ;
+  assign \$633  = checked > \$signal$166 ;
   assign \$634  = \$632  | \$633 ;
-  assign \$635  = \$signal$133  == 1'h1;
-  assign \$636  = \$635  & f_stage_start;
-  assign \$637  = \$634  | \$636 ;
-  assign \$638  = \$631  | \$637 ;
-  assign \$639  = \$630  & \$638 ;
-  assign \$640  = 1'h0 + entry2[103:84];
-  assign \$641  = \$640  + 1'h1;
-  assign \$642  = \$641  - 1'h1;
-  assign \$644  = \$signal$179  == \$643 ;
-  assign \$645  = c_page + 1'h1;
-  assign \$646  = \$645  >= decoded2[130:124];
-  assign \$647  = ~ \$646 ;
-  assign \$648  = c_page + 1'h1;
-  assign \$649  = | checked[11:0];
-  assign \$650  = checked < regs2[191:128];
-  assign \$651  = \$649  | \$650 ;
-  assign \$652  = ~ room_ok;
-  assign \$653  = \$651  | \$652 ;
-  assign \$654  = checked > \$signal$165 ;
-  assign \$655  = \$653  | \$654 ;
-  assign \$656  = bad | \$655 ;
-  assign \$657  = ~ \$signal$162 ;
-  assign \$658  = | checked[11:0];
-  assign \$659  = checked < regs2[191:128];
-  assign \$660  = \$658  | \$659 ;
-  assign \$661  = ~ room_ok;
-  assign \$662  = \$660  | \$661 ;
-  assign \$663  = checked > \$signal$165 ;
-  assign \$664  = \$662  | \$663 ;
-  assign \$665  = bad | \$664 ;
-  assign \$666  = ~ \$665 ;
-  assign \$667  = \$657  & \$666 ;
-  assign \$668  = ~ \$signal$146 ;
-  assign \$669  = ~ \$signal$139 ;
-  assign \$670  = task__valid & task__ready;
-  assign \$671  = handed1 | \$670 ;
-  assign \$672  = \$669  & \$671 ;
-  assign \$673  = \$668  | \$672 ;
+  assign \$635  = bad | \$634 ;
+  assign \$636  = ~ \$signal$163 ;
+  assign \$637  = | checked[11:0];
+  assign \$638  = checked < regs2[191:128];
+  assign \$639  = \$637  | \$638 ;
+  assign \$640  = ~ room_ok;
+  assign \$641  = \$639  | \$640 ;
+  assign \$642  = checked > \$signal$166 ;
+  assign \$643  = \$641  | \$642 ;
+  assign \$644  = bad | \$643 ;
+  assign \$645  = ~ \$644 ;
+  assign \$646  = \$636  & \$645 ;
+  assign \$647  = ~ \$signal$147 ;
+  assign \$648  = ~ \$signal$140 ;
+  assign \$649  = task__valid & task__ready;
+  assign \$650  = handed1 | \$649 ;
+  assign \$651  = \$648  & \$650 ;
+  assign \$652  = \$647  | \$651 ;
   always @(posedge clk)
-    \$signal$170  <= \$674 ;
+    \$signal$171  <= \$653 ;
   always @(posedge clk)
-    \$signal$171  <= \$675 ;
+    \$signal$172  <= \$654 ;
   always @(posedge clk)
-    \$signal$172  <= \$676 ;
+    \$signal$173  <= \$655 ;
   always @(posedge clk)
-    \$signal$173  <= \$677 ;
+    \$signal$174  <= \$656 ;
   always @(posedge clk)
-    \$signal  <= \$678 ;
+    \$signal  <= \$657 ;
   always @(posedge clk)
-    \$signal$174  <= \$679 ;
+    \$signal$175  <= \$658 ;
   always @(posedge clk)
-    slot_end <= \$680 ;
+    slot_end <= \$659 ;
   always @(posedge clk)
-    last_group_elems2 <= \$681 ;
+    last_group_elems2 <= \$660 ;
   always @(posedge clk)
-    \$signal$155  <= \$682 ;
+    \$signal$156  <= \$661 ;
   always @(posedge clk)
-    stores <= \$683 ;
+    stores <= \$662 ;
   always @(posedge clk)
-    cq_end0 <= \$684 ;
+    cq_end0 <= \$663 ;
   always @(posedge clk)
-    operand_in_cq0 <= \$685 ;
+    operand_in_cq0 <= \$664 ;
   always @(posedge clk)
-    cq_end1 <= \$686 ;
+    cq_end1 <= \$665 ;
   always @(posedge clk)
-    operand_in_cq1 <= \$687 ;
+    operand_in_cq1 <= \$666 ;
   always @(posedge clk)
-    cq_end2 <= \$688 ;
+    cq_end2 <= \$667 ;
   always @(posedge clk)
-    operand_in_cq2 <= \$689 ;
+    operand_in_cq2 <= \$668 ;
   always @(posedge clk)
-    cq_end3 <= \$690 ;
+    cq_end3 <= \$669 ;
   always @(posedge clk)
-    operand_in_cq3 <= \$691 ;
+    operand_in_cq3 <= \$670 ;
   always @(posedge clk)
-    \$signal$179  <= \$692 ;
+    \$signal$180  <= \$671 ;
   always @(posedge clk)
-    \$signal$162  <= \$693 ;
+    \$signal$163  <= \$672 ;
   always @(posedge clk)
-    next_page0 <= \$694 ;
+    next_page0 <= \$673 ;
   always @(posedge clk)
-    next_page1 <= \$695 ;
+    next_page1 <= \$674 ;
   always @(posedge clk)
-    next_page2 <= \$696 ;
+    next_page2 <= \$675 ;
   always @(posedge clk)
-    next_page3 <= \$697 ;
+    next_page3 <= \$676 ;
   always @(posedge clk)
-    next_page4 <= \$698 ;
+    next_page4 <= \$677 ;
   always @(posedge clk)
-    next_page5 <= \$699 ;
+    next_page5 <= \$678 ;
   always @(posedge clk)
-    next_page6 <= \$700 ;
+    next_page6 <= \$679 ;
   always @(posedge clk)
-    next_page7 <= \$701 ;
+    next_page7 <= \$680 ;
   always @(posedge clk)
-    next_page8 <= \$702 ;
+    next_page8 <= \$681 ;
   always @(posedge clk)
-    next_page9 <= \$703 ;
+    next_page9 <= \$682 ;
   always @(posedge clk)
-    next_page10 <= \$704 ;
+    next_page10 <= \$683 ;
   always @(posedge clk)
-    next_page11 <= \$705 ;
+    next_page11 <= \$684 ;
   always @(posedge clk)
-    next_page12 <= \$706 ;
+    next_page12 <= \$685 ;
   always @(posedge clk)
-    next_page13 <= \$707 ;
+    next_page13 <= \$686 ;
   always @(posedge clk)
-    next_page14 <= \$708 ;
+    next_page14 <= \$687 ;
   always @(posedge clk)
-    next_page15 <= \$709 ;
+    next_page15 <= \$688 ;
   always @(posedge clk)
-    next_page16 <= \$710 ;
+    next_page16 <= \$689 ;
   always @(posedge clk)
-    next_page17 <= \$711 ;
+    next_page17 <= \$690 ;
   always @(posedge clk)
-    next_page18 <= \$712 ;
+    next_page18 <= \$691 ;
   always @(posedge clk)
-    next_page19 <= \$713 ;
+    next_page19 <= \$692 ;
   always @(posedge clk)
-    next_page20 <= \$714 ;
+    next_page20 <= \$693 ;
   always @(posedge clk)
-    next_page21 <= \$715 ;
+    next_page21 <= \$694 ;
   always @(posedge clk)
-    next_page22 <= \$716 ;
+    next_page22 <= \$695 ;
   always @(posedge clk)
-    next_page23 <= \$717 ;
+    next_page23 <= \$696 ;
   always @(posedge clk)
-    next_page24 <= \$718 ;
+    next_page24 <= \$697 ;
   always @(posedge clk)
-    next_page25 <= \$719 ;
+    next_page25 <= \$698 ;
   always @(posedge clk)
-    next_page26 <= \$720 ;
+    next_page26 <= \$699 ;
   always @(posedge clk)
-    next_page27 <= \$721 ;
+    next_page27 <= \$700 ;
   always @(posedge clk)
-    next_page28 <= \$722 ;
+    next_page28 <= \$701 ;
   always @(posedge clk)
-    next_page29 <= \$723 ;
+    next_page29 <= \$702 ;
   always @(posedge clk)
-    next_page30 <= \$724 ;
+    next_page30 <= \$703 ;
   always @(posedge clk)
-    next_page31 <= \$725 ;
+    next_page31 <= \$704 ;
   always @(posedge clk)
-    next_page32 <= \$726 ;
+    next_page32 <= \$705 ;
   always @(posedge clk)
-    next_page33 <= \$727 ;
+    next_page33 <= \$706 ;
   always @(posedge clk)
-    next_page34 <= \$728 ;
+    next_page34 <= \$707 ;
   always @(posedge clk)
-    next_page35 <= \$729 ;
+    next_page35 <= \$708 ;
   always @(posedge clk)
-    next_page36 <= \$730 ;
+    next_page36 <= \$709 ;
   always @(posedge clk)
-    next_page37 <= \$731 ;
+    next_page37 <= \$710 ;
   always @(posedge clk)
-    next_page38 <= \$732 ;
+    next_page38 <= \$711 ;
   always @(posedge clk)
-    next_page39 <= \$733 ;
+    next_page39 <= \$712 ;
   always @(posedge clk)
-    next_page40 <= \$734 ;
+    next_page40 <= \$713 ;
   always @(posedge clk)
-    next_page41 <= \$735 ;
+    next_page41 <= \$714 ;
   always @(posedge clk)
-    next_page42 <= \$736 ;
+    next_page42 <= \$715 ;
   always @(posedge clk)
-    next_page43 <= \$737 ;
+    next_page43 <= \$716 ;
   always @(posedge clk)
-    next_page44 <= \$738 ;
+    next_page44 <= \$717 ;
   always @(posedge clk)
-    next_page45 <= \$739 ;
+    next_page45 <= \$718 ;
   always @(posedge clk)
-    next_page46 <= \$740 ;
+    next_page46 <= \$719 ;
   always @(posedge clk)
-    next_page47 <= \$741 ;
+    next_page47 <= \$720 ;
   always @(posedge clk)
-    next_page48 <= \$742 ;
+    next_page48 <= \$721 ;
   always @(posedge clk)
-    next_page49 <= \$743 ;
+    next_page49 <= \$722 ;
   always @(posedge clk)
-    next_page50 <= \$744 ;
+    next_page50 <= \$723 ;
   always @(posedge clk)
-    next_page51 <= \$745 ;
+    next_page51 <= \$724 ;
   always @(posedge clk)
-    next_page52 <= \$746 ;
+    next_page52 <= \$725 ;
   always @(posedge clk)
-    next_page53 <= \$747 ;
+    next_page53 <= \$726 ;
   always @(posedge clk)
-    next_page54 <= \$748 ;
+    next_page54 <= \$727 ;
   always @(posedge clk)
-    next_page55 <= \$749 ;
+    next_page55 <= \$728 ;
   always @(posedge clk)
-    next_page56 <= \$750 ;
+    next_page56 <= \$729 ;
   always @(posedge clk)
-    next_page57 <= \$751 ;
+    next_page57 <= \$730 ;
   always @(posedge clk)
-    next_page58 <= \$752 ;
+    next_page58 <= \$731 ;
   always @(posedge clk)
-    next_page59 <= \$753 ;
+    next_page59 <= \$732 ;
   always @(posedge clk)
-    next_page60 <= \$754 ;
+    next_page60 <= \$733 ;
   always @(posedge clk)
-    next_page61 <= \$755 ;
+    next_page61 <= \$734 ;
   always @(posedge clk)
-    next_page62 <= \$756 ;
+    next_page62 <= \$735 ;
   always @(posedge clk)
-    next_page63 <= \$757 ;
+    next_page63 <= \$736 ;
   always @(posedge clk)
-    \$signal$165  <= \$758 ;
+    \$signal$166  <= \$737 ;
   always @(posedge clk)
-    room_ok <= \$759 ;
+    room_ok <= \$738 ;
   always @(posedge clk)
-    f_stage_start <= \$760 ;
+    f_stage_start <= \$739 ;
   always @(posedge clk)
-    \$signal$139  <= \$761 ;
+    \$signal$140  <= \$740 ;
   always @(posedge clk)
-    \$signal$182  <= \$762 ;
+    \$signal$137  <= \$741 ;
   always @(posedge clk)
-    f_page <= \$763 ;
+    \$signal$116  <= \$742 ;
   always @(posedge clk)
-    \$signal$116  <= \$764 ;
+    \$signal$188  <= \$743 ;
   always @(posedge clk)
-    \$signal$249  <= \$765 ;
+    \$signal$130  <= \$744 ;
   always @(posedge clk)
-    \$signal$183  <= \$766 ;
+    \$signal$183  <= \$745 ;
   always @(posedge clk)
-    \$signal$250  <= \$767 ;
+    f_page <= \$746 ;
   always @(posedge clk)
-    \$signal$130  <= \$768 ;
+    \$signal$187  <= \$747 ;
   always @(posedge clk)
-    \$signal$119  <= \$769 ;
+    \$signal$184  <= \$748 ;
   always @(posedge clk)
-    \$signal$133  <= \$770 ;
+    \$signal$189  <= \$749 ;
   always @(posedge clk)
-    f_stage <= \$771 ;
+    \$signal$119  <= \$750 ;
   always @(posedge clk)
-    \$signal$251  <= \$772 ;
+    \$signal$133  <= \$751 ;
   always @(posedge clk)
-    \$signal$98  <= \$773 ;
+    f_stage <= \$752 ;
   always @(posedge clk)
-    f_in_elems <= \$774 ;
+    \$signal$186  <= \$753 ;
   always @(posedge clk)
-    handed1 <= \$775 ;
+    \$signal$254  <= \$754 ;
   always @(posedge clk)
-    \$signal$146  <= \$776 ;
+    \$signal$98  <= \$755 ;
   always @(posedge clk)
-    \$signal$105  <= \$777 ;
+    f_in_elems <= \$756 ;
   always @(posedge clk)
-    decoded1 <= \$778 ;
+    handed1 <= \$757 ;
   always @(posedge clk)
-    \$signal$97  <= \$779 ;
+    \$signal$147  <= \$758 ;
   always @(posedge clk)
-    \$signal$149  <= \$780 ;
+    \$signal$105  <= \$759 ;
   always @(posedge clk)
-    \$signal$150  <= \$781 ;
+    decoded1 <= \$760 ;
   always @(posedge clk)
-    page0 <= \$782 ;
+    \$signal$97  <= \$761 ;
   always @(posedge clk)
-    page1 <= \$783 ;
+    \$signal$150  <= \$762 ;
   always @(posedge clk)
-    page2 <= \$784 ;
+    \$signal$151  <= \$763 ;
   always @(posedge clk)
-    page3 <= \$785 ;
+    page0 <= \$764 ;
   always @(posedge clk)
-    page4 <= \$786 ;
+    page1 <= \$765 ;
   always @(posedge clk)
-    page5 <= \$787 ;
+    page2 <= \$766 ;
   always @(posedge clk)
-    page6 <= \$788 ;
+    page3 <= \$767 ;
   always @(posedge clk)
-    page7 <= \$789 ;
+    page4 <= \$768 ;
   always @(posedge clk)
-    page8 <= \$790 ;
+    page5 <= \$769 ;
   always @(posedge clk)
-    page9 <= \$791 ;
+    page6 <= \$770 ;
   always @(posedge clk)
-    page10 <= \$792 ;
+    page7 <= \$771 ;
   always @(posedge clk)
-    page11 <= \$793 ;
+    page8 <= \$772 ;
   always @(posedge clk)
-    page12 <= \$794 ;
+    page9 <= \$773 ;
   always @(posedge clk)
-    page13 <= \$795 ;
+    page10 <= \$774 ;
   always @(posedge clk)
-    page14 <= \$796 ;
+    page11 <= \$775 ;
   always @(posedge clk)
-    page15 <= \$797 ;
+    page12 <= \$776 ;
   always @(posedge clk)
-    page16 <= \$798 ;
+    page13 <= \$777 ;
   always @(posedge clk)
-    page17 <= \$799 ;
+    page14 <= \$778 ;
   always @(posedge clk)
-    page18 <= \$800 ;
+    page15 <= \$779 ;
   always @(posedge clk)
-    page19 <= \$801 ;
+    page16 <= \$780 ;
   always @(posedge clk)
-    page20 <= \$802 ;
+    page17 <= \$781 ;
   always @(posedge clk)
-    page21 <= \$803 ;
+    page18 <= \$782 ;
   always @(posedge clk)
-    page22 <= \$804 ;
+    page19 <= \$783 ;
   always @(posedge clk)
-    page23 <= \$805 ;
+    page20 <= \$784 ;
   always @(posedge clk)
-    page24 <= \$806 ;
+    page21 <= \$785 ;
   always @(posedge clk)
-    page25 <= \$807 ;
+    page22 <= \$786 ;
   always @(posedge clk)
-    page26 <= \$808 ;
+    page23 <= \$787 ;
   always @(posedge clk)
-    page27 <= \$809 ;
+    page24 <= \$788 ;
   always @(posedge clk)
-    page28 <= \$810 ;
+    page25 <= \$789 ;
   always @(posedge clk)
-    page29 <= \$811 ;
+    page26 <= \$790 ;
   always @(posedge clk)
-    page30 <= \$812 ;
+    page27 <= \$791 ;
   always @(posedge clk)
-    page31 <= \$813 ;
+    page28 <= \$792 ;
   always @(posedge clk)
-    page32 <= \$814 ;
+    page29 <= \$793 ;
   always @(posedge clk)
-    page33 <= \$815 ;
+    page30 <= \$794 ;
   always @(posedge clk)
-    page34 <= \$816 ;
+    page31 <= \$795 ;
   always @(posedge clk)
-    page35 <= \$817 ;
+    page32 <= \$796 ;
   always @(posedge clk)
-    page36 <= \$818 ;
+    page33 <= \$797 ;
   always @(posedge clk)
-    page37 <= \$819 ;
+    page34 <= \$798 ;
   always @(posedge clk)
-    page38 <= \$820 ;
+    page35 <= \$799 ;
   always @(posedge clk)
-    page39 <= \$821 ;
+    page36 <= \$800 ;
   always @(posedge clk)
-    page40 <= \$822 ;
+    page37 <= \$801 ;
   always @(posedge clk)
-    page41 <= \$823 ;
+    page38 <= \$802 ;
   always @(posedge clk)
-    page42 <= \$824 ;
+    page39 <= \$803 ;
   always @(posedge clk)
-    page43 <= \$825 ;
+    page40 <= \$804 ;
   always @(posedge clk)
-    page44 <= \$826 ;
+    page41 <= \$805 ;
   always @(posedge clk)
-    page45 <= \$827 ;
+    page42 <= \$806 ;
   always @(posedge clk)
-    page46 <= \$828 ;
+    page43 <= \$807 ;
   always @(posedge clk)
-    page47 <= \$829 ;
+    page44 <= \$808 ;
   always @(posedge clk)
-    page48 <= \$830 ;
+    page45 <= \$809 ;
   always @(posedge clk)
-    page49 <= \$831 ;
+    page46 <= \$810 ;
   always @(posedge clk)
-    page50 <= \$832 ;
+    page47 <= \$811 ;
   always @(posedge clk)
-    page51 <= \$833 ;
+    page48 <= \$812 ;
   always @(posedge clk)
-    page52 <= \$834 ;
+    page49 <= \$813 ;
   always @(posedge clk)
-    page53 <= \$835 ;
+    page50 <= \$814 ;
   always @(posedge clk)
-    page54 <= \$836 ;
+    page51 <= \$815 ;
   always @(posedge clk)
-    page55 <= \$837 ;
+    page52 <= \$816 ;
   always @(posedge clk)
-    page56 <= \$838 ;
+    page53 <= \$817 ;
   always @(posedge clk)
-    page57 <= \$839 ;
+    page54 <= \$818 ;
   always @(posedge clk)
-    page58 <= \$840 ;
+    page55 <= \$819 ;
   always @(posedge clk)
-    page59 <= \$841 ;
+    page56 <= \$820 ;
   always @(posedge clk)
-    page60 <= \$842 ;
+    page57 <= \$821 ;
   always @(posedge clk)
-    page61 <= \$843 ;
+    page58 <= \$822 ;
   always @(posedge clk)
-    page62 <= \$844 ;
+    page59 <= \$823 ;
   always @(posedge clk)
-    page63 <= \$845 ;
+    page60 <= \$824 ;
   always @(posedge clk)
-    entry2 <= \$846 ;
+    page61 <= \$825 ;
   always @(posedge clk)
-    decoding <= \$847 ;
+    page62 <= \$826 ;
   always @(posedge clk)
-    fsm_state <= \$848 ;
+    page63 <= \$827 ;
   always @(posedge clk)
-    decoded2 <= \$849 ;
+    entry2 <= \$828 ;
   always @(posedge clk)
-    fetch2 <= \$850 ;
+    decoding <= \$829 ;
   always @(posedge clk)
-    c_page <= \$851 ;
+    fsm_state <= \$830 ;
   always @(posedge clk)
-    bad <= \$852 ;
+    decoded2 <= \$831 ;
+  always @(posedge clk)
+    fetch2 <= \$832 ;
+  always @(posedge clk)
+    c_page <= \$833 ;
+  always @(posedge clk)
+    bad <= \$834 ;
   assign \$1  = \$signal  < cq_end0;
   assign \$2  = queues__0[127:64] < slot_end;
   assign \$3  = \$1  & \$2 ;
@@ -49068,8 +49013,8 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   assign \$21  = \$20  | operand_in_cq3;
   assign \$22  = queues__3[288] & \$21 ;
   assign reads_cq = \$17  | \$22 ;
-  assign \$877  = f_stage * 9'h18c;
-  assign f_sizes = decoded1[966:175] >> \$877 ;
+  assign \$859  = f_stage * 9'h18c;
+  assign f_sizes = decoded1[966:175] >> \$859 ;
   assign \$23  = \$signal$97  + 7'h40;
   assign \$25  = \$23  + \$24 ;
   assign \$27  = \$25 [5:0] + \$26 ;
@@ -49126,53 +49071,71 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   assign \$96  = decoded1[123] ? \$63 [43:0] : \$41 [43:0];
   assign \$97  = \$95  ? { \$83 [23], \$83 [23], \$83 [23], \$83 [23], \$83 [23], \$83 [23], \$83 [23], \$83 [23], \$83 [23], \$83 [23], \$83 [23], \$83 [23], \$83 [23], \$83 [23], \$83 [23], \$83 [23], \$83 [23], \$83 [23], \$83 [23], \$83 [23], \$83  } : \$96 ;
   assign \$98  = | f_sizes[196:153];
-  assign \$99  = decoded1[123] ? { \$68 [63:6], 6'h00 } : { \$48 [63:6], 6'h00 };
-  assign \$100  = decoded1[123] ? \$73 [43:0] : \$53 [43:0];
-  assign \$101  = | f_sizes[245:202];
-  assign \$102  = \$signal$97  + 7'h40;
-  assign \$103  = decoded1[8] ? { 1'h0, \$signal$105 [83:20] } : \$102 ;
-  assign \$104  = | \$signal$105 [103:84];
-  assign \$105  = list_req & run_issued;
-  assign \$106  = ~ \$signal$139 ;
-  assign \$107  = ! \$signal$133 ;
-  assign \$108  = \$signal$133  == 2'h3;
-  assign \$109  = \$107  | \$108 ;
-  assign \$110  = \$signal$133  == 1'h1;
-  assign \$111  = \$110  & f_stage_start;
-  assign \$112  = \$109  | \$111 ;
-  assign \$113  = \$106  | \$112 ;
-  assign \$114  = \$105  & \$113 ;
-  assign \$115  = ~ run_any;
-  assign \$116  = \$115  | run_issued;
-  assign \$117  = \$signal$139  & \$116 ;
-  assign \$118  = ! \$signal$133 ;
-  assign \$119  = \$signal$133  == 2'h3;
-  assign \$120  = \$118  | \$119 ;
-  assign \$121  = \$signal$133  == 1'h1;
-  assign \$122  = \$121  & f_stage_start;
-  assign \$123  = \$120  | \$122 ;
-  assign \$124  = list_req & \$123 ;
-  assign \$125  = ~ \$124 ;
-  assign \$126  = \$117  & \$125 ;
-  assign \$127  = ~ handed1;
-  assign task__valid = \$signal$146  & \$127 ;
-  assign \$128  = | decoded[7:0];
-  assign \$129  = | stores;
-  assign \$130  = | \$signal$155 ;
-  assign \$131  = reads_cq & \$130 ;
-  assign \$132  = \$129  | \$131 ;
-  assign \$135  = | stores;
-  assign \$136  = | \$signal$155 ;
-  assign \$137  = reads_cq & \$136 ;
-  assign \$138  = \$135  | \$137 ;
-  assign \$139  = ~ \$138 ;
-  assign \$141  = c_page + 1'h1;
+  assign \$99  = ~ \$signal$137 ;
+  assign \$100  = \$98  & \$99 ;
+  assign \$101  = decoded1[123] ? { \$68 [63:6], 6'h00 } : { \$48 [63:6], 6'h00 };
+  assign \$102  = decoded1[123] ? \$73 [43:0] : \$53 [43:0];
+  assign \$103  = | f_sizes[245:202];
+  assign \$104  = \$signal$97  + 7'h40;
+  assign \$105  = decoded1[8] ? { 1'h0, \$signal$105 [83:20] } : \$104 ;
+  assign \$106  = | \$signal$105 [103:84];
+  assign \$107  = list_req & run_issued;
+  assign \$108  = ~ \$signal$140 ;
+  assign \$109  = ! \$signal$133 ;
+  assign \$110  = \$signal$133  == 2'h3;
+  assign \$111  = \$109  | \$110 ;
+  assign \$112  = \$signal$133  == 1'h1;
+  assign \$113  = \$112  & f_stage_start;
+  assign \$114  = \$111  | \$113 ;
+  assign \$115  = \$108  | \$114 ;
+  assign \$116  = \$107  & \$115 ;
+  assign \$117  = ~ run_any;
+  assign \$118  = \$117  | run_issued;
+  assign \$119  = \$signal$140  & \$118 ;
+  assign \$120  = ! \$signal$133 ;
+  assign \$121  = \$signal$133  == 2'h3;
+  assign \$122  = \$120  | \$121 ;
+  assign \$123  = \$signal$133  == 1'h1;
+  assign \$124  = \$123  & f_stage_start;
+  assign \$125  = \$122  | \$124 ;
+  assign \$126  = list_req & \$125 ;
+  assign \$127  = ~ \$126 ;
+  assign \$128  = \$119  & \$127 ;
+  assign \$129  = ~ handed1;
+  assign task__valid = \$signal$147  & \$129 ;
+  assign \$130  = | decoded[7:0];
+  assign \$131  = | stores;
+  assign \$132  = | \$signal$156 ;
+  assign \$133  = reads_cq & \$132 ;
+  assign \$134  = \$131  | \$133 ;
+  assign \$137  = | stores;
+  assign \$138  = | \$signal$156 ;
+  assign \$139  = reads_cq & \$138 ;
+  assign \$140  = \$137  | \$139 ;
+  assign \$141  = ~ \$140 ;
+  assign \$143  = c_page + 1'h1;
+  assign \$144  = \$143  >= decoded2[130:124];
+  assign \$145  = ~ \$144 ;
+  assign \$146  = | checked[11:0];
+  assign \$147  = checked < regs2[191:128];
+  assign \$148  = \$146  | \$147 ;
+  assign \$149  = ~ room_ok;
+  assign \$150  = \$148  | \$149 ;
+  assign \$151  = checked > \$signal$166 ;
+  assign \$152  = \$150  | \$151 ;
+  assign \$153  = bad | \$152 ;
+  assign \$154  = \$153  ? 8'h81 : 8'h00;
+  assign \$155  = \$signal$163  ? 8'h80 : \$154 ;
+  assign \$156  = ~ \$signal$147 ;
+  assign \$157  = ~ \$signal$140 ;
+  assign \$158  = task__valid & task__ready;
+  assign \$159  = handed1 | \$158 ;
   \ndp_device.control_unit.front.decoder  decoder (
     .clk(clk),
     .decoded(decoded),
     .desc(entry2[203:0]),
     .log2_slot(regs2[267:260]),
-    .\port$16582$128 (regs2[255:128]),
+    .\port$16507$128 (regs2[255:128]),
     .rst(rst)
   );
   \ndp_device.control_unit.front.verdicts  verdicts (
@@ -49187,404 +49150,270 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$453  = 64'h0000000000000000;
-    casez (\$452 )
-      7'h00:
-          \$453  = page0;
-      7'h01:
-          \$453  = page1;
-      7'h02:
-          \$453  = page2;
-      7'h03:
-          \$453  = page3;
-      7'h04:
-          \$453  = page4;
-      7'h05:
-          \$453  = page5;
-      7'h06:
-          \$453  = page6;
-      7'h07:
-          \$453  = page7;
-      7'h08:
-          \$453  = page8;
-      7'h09:
-          \$453  = page9;
-      7'h0a:
-          \$453  = page10;
-      7'h0b:
-          \$453  = page11;
-      7'h0c:
-          \$453  = page12;
-      7'h0d:
-          \$453  = page13;
-      7'h0e:
-          \$453  = page14;
-      7'h0f:
-          \$453  = page15;
-      7'h10:
-          \$453  = page16;
-      7'h11:
-          \$453  = page17;
-      7'h12:
-          \$453  = page18;
-      7'h13:
-          \$453  = page19;
-      7'h14:
-          \$453  = page20;
-      7'h15:
-          \$453  = page21;
-      7'h16:
-          \$453  = page22;
-      7'h17:
-          \$453  = page23;
-      7'h18:
-          \$453  = page24;
-      7'h19:
-          \$453  = page25;
-      7'h1a:
-          \$453  = page26;
-      7'h1b:
-          \$453  = page27;
-      7'h1c:
-          \$453  = page28;
-      7'h1d:
-          \$453  = page29;
-      7'h1e:
-          \$453  = page30;
-      7'h1f:
-          \$453  = page31;
-      7'h20:
-          \$453  = page32;
-      7'h21:
-          \$453  = page33;
-      7'h22:
-          \$453  = page34;
-      7'h23:
-          \$453  = page35;
-      7'h24:
-          \$453  = page36;
-      7'h25:
-          \$453  = page37;
-      7'h26:
-          \$453  = page38;
-      7'h27:
-          \$453  = page39;
-      7'h28:
-          \$453  = page40;
-      7'h29:
-          \$453  = page41;
-      7'h2a:
-          \$453  = page42;
-      7'h2b:
-          \$453  = page43;
-      7'h2c:
-          \$453  = page44;
-      7'h2d:
-          \$453  = page45;
-      7'h2e:
-          \$453  = page46;
-      7'h2f:
-          \$453  = page47;
-      7'h30:
-          \$453  = page48;
-      7'h31:
-          \$453  = page49;
-      7'h32:
-          \$453  = page50;
-      7'h33:
-          \$453  = page51;
-      7'h34:
-          \$453  = page52;
-      7'h35:
-          \$453  = page53;
-      7'h36:
-          \$453  = page54;
-      7'h37:
-          \$453  = page55;
-      7'h38:
-          \$453  = page56;
-      7'h39:
-          \$453  = page57;
-      7'h3a:
-          \$453  = page58;
-      7'h3b:
-          \$453  = page59;
-      7'h3c:
-          \$453  = page60;
-      7'h3d:
-          \$453  = page61;
-      7'h3e:
-          \$453  = page62;
-      7'h3f:
-          \$453  = page63;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$543  = 64'h0000000000000000;
-    casez (\$542 )
-      7'h00:
-          \$543  = page0;
-      7'h01:
-          \$543  = page1;
-      7'h02:
-          \$543  = page2;
-      7'h03:
-          \$543  = page3;
-      7'h04:
-          \$543  = page4;
-      7'h05:
-          \$543  = page5;
-      7'h06:
-          \$543  = page6;
-      7'h07:
-          \$543  = page7;
-      7'h08:
-          \$543  = page8;
-      7'h09:
-          \$543  = page9;
-      7'h0a:
-          \$543  = page10;
-      7'h0b:
-          \$543  = page11;
-      7'h0c:
-          \$543  = page12;
-      7'h0d:
-          \$543  = page13;
-      7'h0e:
-          \$543  = page14;
-      7'h0f:
-          \$543  = page15;
-      7'h10:
-          \$543  = page16;
-      7'h11:
-          \$543  = page17;
-      7'h12:
-          \$543  = page18;
-      7'h13:
-          \$543  = page19;
-      7'h14:
-          \$543  = page20;
-      7'h15:
-          \$543  = page21;
-      7'h16:
-          \$543  = page22;
-      7'h17:
-          \$543  = page23;
-      7'h18:
-          \$543  = page24;
-      7'h19:
-          \$543  = page25;
-      7'h1a:
-          \$543  = page26;
-      7'h1b:
-          \$543  = page27;
-      7'h1c:
-          \$543  = page28;
-      7'h1d:
-          \$543  = page29;
-      7'h1e:
-          \$543  = page30;
-      7'h1f:
-          \$543  = page31;
-      7'h20:
-          \$543  = page32;
-      7'h21:
-          \$543  = page33;
-      7'h22:
-          \$543  = page34;
-      7'h23:
-          \$543  = page35;
-      7'h24:
-          \$543  = page36;
-      7'h25:
-          \$543  = page37;
-      7'h26:
-          \$543  = page38;
-      7'h27:
-          \$543  = page39;
-      7'h28:
-          \$543  = page40;
-      7'h29:
-          \$543  = page41;
-      7'h2a:
-          \$543  = page42;
-      7'h2b:
-          \$543  = page43;
-      7'h2c:
-          \$543  = page44;
-      7'h2d:
-          \$543  = page45;
-      7'h2e:
-          \$543  = page46;
-      7'h2f:
-          \$543  = page47;
-      7'h30:
-          \$543  = page48;
-      7'h31:
-          \$543  = page49;
-      7'h32:
-          \$543  = page50;
-      7'h33:
-          \$543  = page51;
-      7'h34:
-          \$543  = page52;
-      7'h35:
-          \$543  = page53;
-      7'h36:
-          \$543  = page54;
-      7'h37:
-          \$543  = page55;
-      7'h38:
-          \$543  = page56;
-      7'h39:
-          \$543  = page57;
-      7'h3a:
-          \$543  = page58;
-      7'h3b:
-          \$543  = page59;
-      7'h3c:
-          \$543  = page60;
-      7'h3d:
-          \$543  = page61;
-      7'h3e:
-          \$543  = page62;
-      7'h3f:
-          \$543  = page63;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
     (* full_case = 32'd1 *)
     casez (f_sizes[293:288])
       6'h00:
-          \$553  = page0;
+          \$491  = page0;
       6'h01:
-          \$553  = page1;
+          \$491  = page1;
       6'h02:
-          \$553  = page2;
+          \$491  = page2;
       6'h03:
-          \$553  = page3;
+          \$491  = page3;
       6'h04:
-          \$553  = page4;
+          \$491  = page4;
       6'h05:
-          \$553  = page5;
+          \$491  = page5;
       6'h06:
-          \$553  = page6;
+          \$491  = page6;
       6'h07:
-          \$553  = page7;
+          \$491  = page7;
       6'h08:
-          \$553  = page8;
+          \$491  = page8;
       6'h09:
-          \$553  = page9;
+          \$491  = page9;
       6'h0a:
-          \$553  = page10;
+          \$491  = page10;
       6'h0b:
-          \$553  = page11;
+          \$491  = page11;
       6'h0c:
-          \$553  = page12;
+          \$491  = page12;
       6'h0d:
-          \$553  = page13;
+          \$491  = page13;
       6'h0e:
-          \$553  = page14;
+          \$491  = page14;
       6'h0f:
-          \$553  = page15;
+          \$491  = page15;
       6'h10:
-          \$553  = page16;
+          \$491  = page16;
       6'h11:
-          \$553  = page17;
+          \$491  = page17;
       6'h12:
-          \$553  = page18;
+          \$491  = page18;
       6'h13:
-          \$553  = page19;
+          \$491  = page19;
       6'h14:
-          \$553  = page20;
+          \$491  = page20;
       6'h15:
-          \$553  = page21;
+          \$491  = page21;
       6'h16:
-          \$553  = page22;
+          \$491  = page22;
       6'h17:
-          \$553  = page23;
+          \$491  = page23;
       6'h18:
-          \$553  = page24;
+          \$491  = page24;
       6'h19:
-          \$553  = page25;
+          \$491  = page25;
       6'h1a:
-          \$553  = page26;
+          \$491  = page26;
       6'h1b:
-          \$553  = page27;
+          \$491  = page27;
       6'h1c:
-          \$553  = page28;
+          \$491  = page28;
       6'h1d:
-          \$553  = page29;
+          \$491  = page29;
       6'h1e:
-          \$553  = page30;
+          \$491  = page30;
       6'h1f:
-          \$553  = page31;
+          \$491  = page31;
       6'h20:
-          \$553  = page32;
+          \$491  = page32;
       6'h21:
-          \$553  = page33;
+          \$491  = page33;
       6'h22:
-          \$553  = page34;
+          \$491  = page34;
       6'h23:
-          \$553  = page35;
+          \$491  = page35;
       6'h24:
-          \$553  = page36;
+          \$491  = page36;
       6'h25:
-          \$553  = page37;
+          \$491  = page37;
       6'h26:
-          \$553  = page38;
+          \$491  = page38;
       6'h27:
-          \$553  = page39;
+          \$491  = page39;
       6'h28:
-          \$553  = page40;
+          \$491  = page40;
       6'h29:
-          \$553  = page41;
+          \$491  = page41;
       6'h2a:
-          \$553  = page42;
+          \$491  = page42;
       6'h2b:
-          \$553  = page43;
+          \$491  = page43;
       6'h2c:
-          \$553  = page44;
+          \$491  = page44;
       6'h2d:
-          \$553  = page45;
+          \$491  = page45;
       6'h2e:
-          \$553  = page46;
+          \$491  = page46;
       6'h2f:
-          \$553  = page47;
+          \$491  = page47;
       6'h30:
-          \$553  = page48;
+          \$491  = page48;
       6'h31:
-          \$553  = page49;
+          \$491  = page49;
       6'h32:
-          \$553  = page50;
+          \$491  = page50;
       6'h33:
-          \$553  = page51;
+          \$491  = page51;
       6'h34:
-          \$553  = page52;
+          \$491  = page52;
       6'h35:
-          \$553  = page53;
+          \$491  = page53;
       6'h36:
-          \$553  = page54;
+          \$491  = page54;
       6'h37:
-          \$553  = page55;
+          \$491  = page55;
       6'h38:
-          \$553  = page56;
+          \$491  = page56;
       6'h39:
-          \$553  = page57;
+          \$491  = page57;
       6'h3a:
-          \$553  = page58;
+          \$491  = page58;
       6'h3b:
-          \$553  = page59;
+          \$491  = page59;
       6'h3c:
-          \$553  = page60;
+          \$491  = page60;
       6'h3d:
-          \$553  = page61;
+          \$491  = page61;
       6'h3e:
-          \$553  = page62;
+          \$491  = page62;
       6'h3f:
-          \$553  = page63;
+          \$491  = page63;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$580  = 64'h0000000000000000;
+    casez (\$579 )
+      7'h00:
+          \$580  = page0;
+      7'h01:
+          \$580  = page1;
+      7'h02:
+          \$580  = page2;
+      7'h03:
+          \$580  = page3;
+      7'h04:
+          \$580  = page4;
+      7'h05:
+          \$580  = page5;
+      7'h06:
+          \$580  = page6;
+      7'h07:
+          \$580  = page7;
+      7'h08:
+          \$580  = page8;
+      7'h09:
+          \$580  = page9;
+      7'h0a:
+          \$580  = page10;
+      7'h0b:
+          \$580  = page11;
+      7'h0c:
+          \$580  = page12;
+      7'h0d:
+          \$580  = page13;
+      7'h0e:
+          \$580  = page14;
+      7'h0f:
+          \$580  = page15;
+      7'h10:
+          \$580  = page16;
+      7'h11:
+          \$580  = page17;
+      7'h12:
+          \$580  = page18;
+      7'h13:
+          \$580  = page19;
+      7'h14:
+          \$580  = page20;
+      7'h15:
+          \$580  = page21;
+      7'h16:
+          \$580  = page22;
+      7'h17:
+          \$580  = page23;
+      7'h18:
+          \$580  = page24;
+      7'h19:
+          \$580  = page25;
+      7'h1a:
+          \$580  = page26;
+      7'h1b:
+          \$580  = page27;
+      7'h1c:
+          \$580  = page28;
+      7'h1d:
+          \$580  = page29;
+      7'h1e:
+          \$580  = page30;
+      7'h1f:
+          \$580  = page31;
+      7'h20:
+          \$580  = page32;
+      7'h21:
+          \$580  = page33;
+      7'h22:
+          \$580  = page34;
+      7'h23:
+          \$580  = page35;
+      7'h24:
+          \$580  = page36;
+      7'h25:
+          \$580  = page37;
+      7'h26:
+          \$580  = page38;
+      7'h27:
+          \$580  = page39;
+      7'h28:
+          \$580  = page40;
+      7'h29:
+          \$580  = page41;
+      7'h2a:
+          \$580  = page42;
+      7'h2b:
+          \$580  = page43;
+      7'h2c:
+          \$580  = page44;
+      7'h2d:
+          \$580  = page45;
+      7'h2e:
+          \$580  = page46;
+      7'h2f:
+          \$580  = page47;
+      7'h30:
+          \$580  = page48;
+      7'h31:
+          \$580  = page49;
+      7'h32:
+          \$580  = page50;
+      7'h33:
+          \$580  = page51;
+      7'h34:
+          \$580  = page52;
+      7'h35:
+          \$580  = page53;
+      7'h36:
+          \$580  = page54;
+      7'h37:
+          \$580  = page55;
+      7'h38:
+          \$580  = page56;
+      7'h39:
+          \$580  = page57;
+      7'h3a:
+          \$580  = page58;
+      7'h3b:
+          \$580  = page59;
+      7'h3c:
+          \$580  = page60;
+      7'h3d:
+          \$580  = page61;
+      7'h3e:
+          \$580  = page62;
+      7'h3f:
+          \$580  = page63;
     endcase
   end
   always @* begin
@@ -49610,9 +49439,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
       2'h1:
           \$signal$134  = \$92 ;
       2'h2:
-          \$signal$134  = \$99 ;
+          \$signal$134  = \$101 ;
       2'h3:
-          \$signal$134  = \$103 [63:0];
+          \$signal$134  = \$105 [63:0];
     endcase
   end
   always @* begin
@@ -49624,7 +49453,7 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
       2'h1:
           \$signal$135  = \$97 [31:0];
       2'h2:
-          \$signal$135  = \$100 [31:0];
+          \$signal$135  = \$102 [31:0];
       2'h3:
           \$signal$135  = { 12'h000, \$signal$105 [103:84] };
     endcase
@@ -49636,44 +49465,44 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
       2'h0:
           run_any = 1'h1;
       2'h1:
-          run_any = \$98 ;
+          run_any = \$100 ;
       2'h2:
-          run_any = \$101 ;
+          run_any = \$103 ;
       2'h3:
-          run_any = \$104 ;
+          run_any = \$106 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
     run_start = 1'h0;
-    if (\$114 ) begin
+    if (\$116 ) begin
       run_start = 1'h1;
-    end else if (\$126 ) begin
+    end else if (\$128 ) begin
       run_start = run_any;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
     run_addr = 64'h0000000000000000;
-    if (\$114 ) begin
+    if (\$116 ) begin
       run_addr = entry2[83:20];
-    end else if (\$126 ) begin
+    end else if (\$128 ) begin
       run_addr = \$signal$134 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
     run_lines = 32'd0;
-    if (\$114 ) begin
+    if (\$116 ) begin
       run_lines = { 12'h000, entry2[103:84] };
-    end else if (\$126 ) begin
+    end else if (\$128 ) begin
       run_lines = \$signal$135 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
     run_side = 1'h0;
-    if (\$114 ) begin
+    if (\$116 ) begin
       run_side = 1'h1;
     end
   end
@@ -49687,28 +49516,6 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$signal$156  = 1'h0;
-    casez (fsm_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          (* full_case = 32'd1 *)
-          if (\$128 ) begin
-            \$signal$156  = 1'h1;
-          end else if (\$132 ) begin
-          end else begin
-            \$signal$156  = 1'h1;
-          end
-      3'h5:
-          if (\$139 ) begin
-            \$signal$156  = 1'h1;
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
     \$signal$157  = 1'h0;
     casez (fsm_state)
       3'h0:
@@ -49717,15 +49524,37 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
           /* empty */;
       3'h2:
           (* full_case = 32'd1 *)
-          if (\$128 ) begin
-            \$signal$157  = \$133 ;
-          end else if (\$132 ) begin
+          if (\$130 ) begin
+            \$signal$157  = 1'h1;
+          end else if (\$134 ) begin
           end else begin
-            \$signal$157  = \$134 ;
+            \$signal$157  = 1'h1;
           end
       3'h5:
-          if (\$139 ) begin
-            \$signal$157  = \$140 ;
+          if (\$141 ) begin
+            \$signal$157  = 1'h1;
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$signal$158  = 1'h0;
+    casez (fsm_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          (* full_case = 32'd1 *)
+          if (\$130 ) begin
+            \$signal$158  = \$135 ;
+          end else if (\$134 ) begin
+          end else begin
+            \$signal$158  = \$136 ;
+          end
+      3'h5:
+          if (\$141 ) begin
+            \$signal$158  = \$142 ;
           end
     endcase
   end
@@ -49762,7 +49591,7 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
       3'h6:
           /* empty */;
       3'h7:
-          if (\$143 ) begin
+          if (\$145 ) begin
           end else if (w_rdy) begin
             w_en = 1'h1;
           end
@@ -49785,9 +49614,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
       3'h6:
           /* empty */;
       3'h7:
-          if (\$143 ) begin
+          if (\$145 ) begin
           end else if (w_rdy) begin
-            w_data = \$153 ;
+            w_data = \$155 ;
           end
     endcase
   end
@@ -49811,209 +49640,461 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
       3'h7:
           /* empty */;
       3'h4:
-          move = \$159 ;
+          move = \$161 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$674  = regs2[63:0];
+    \$653  = regs2[63:0];
+    if (rst) begin
+      \$653  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$654  = regs2[127:64];
+    if (rst) begin
+      \$654  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$655  = \$174 [63:0];
+    if (rst) begin
+      \$655  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$656  = \$175 [48:0];
+    if (rst) begin
+      \$656  = 49'h0000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$657  = \$176 [63:0];
+    if (rst) begin
+      \$657  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$658  = \$177 [63:0];
+    if (rst) begin
+      \$658  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$659  = \$179 ;
+    if (rst) begin
+      \$659  = 65'h00000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$660  = { 4'h0, \$184  };
+    if (rst) begin
+      \$660  = 44'h00000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$661  = \$188 [7:0];
+    if (rst) begin
+      \$661  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$662  = \$194 [7:0];
+    if (rst) begin
+      \$662  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$663  = \$200 ;
+    if (rst) begin
+      \$663  = 65'h00000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$664  = \$207 ;
+    if (rst) begin
+      \$664  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$665  = \$213 ;
+    if (rst) begin
+      \$665  = 65'h00000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$666  = \$220 ;
+    if (rst) begin
+      \$666  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$667  = \$226 ;
+    if (rst) begin
+      \$667  = 65'h00000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$668  = \$233 ;
+    if (rst) begin
+      \$668  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$669  = \$239 ;
+    if (rst) begin
+      \$669  = 65'h00000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$670  = \$246 ;
+    if (rst) begin
+      \$670  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$671  = \$signal$180 ;
+    if (side_valid) begin
+      \$671  = \$247 [6:0];
+    end
+    casez (fsm_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          (* full_case = 32'd1 *)
+          if (\$596 ) begin
+            if (\$601 ) begin
+              \$671  = 7'h00;
+            end
+          end else if (\$600 ) begin
+          end else begin
+            if (\$602 ) begin
+              \$671  = 7'h00;
+            end
+          end
+      3'h5:
+          if (\$607 ) begin
+            if (\$608 ) begin
+              \$671  = 7'h00;
+            end
+          end
+    endcase
+    if (rst) begin
+      \$671  = 7'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$672  = \$signal$163 ;
+    if (side_valid) begin
+      \$672  = \$248 ;
+    end
+    casez (fsm_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          (* full_case = 32'd1 *)
+          if (\$596 ) begin
+            if (\$601 ) begin
+              \$672  = 1'h0;
+            end
+          end else if (\$600 ) begin
+          end else begin
+            if (\$602 ) begin
+              \$672  = 1'h0;
+            end
+          end
+      3'h5:
+          if (\$607 ) begin
+            if (\$608 ) begin
+              \$672  = 1'h0;
+            end
+          end
+    endcase
+    if (rst) begin
+      \$672  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$673  = next_page0;
+    if (side_valid) begin
+      if (\$250 ) begin
+        \$673  = side_data[63:0];
+      end
+    end
+    if (rst) begin
+      \$673  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$674  = next_page1;
+    if (side_valid) begin
+      if (\$252 ) begin
+        \$674  = side_data[127:64];
+      end
+    end
     if (rst) begin
       \$674  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$675  = regs2[127:64];
+    \$675  = next_page2;
+    if (side_valid) begin
+      if (\$254 ) begin
+        \$675  = side_data[191:128];
+      end
+    end
     if (rst) begin
       \$675  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$676  = \$172 [63:0];
+    \$676  = next_page3;
+    if (side_valid) begin
+      if (\$256 ) begin
+        \$676  = side_data[255:192];
+      end
+    end
     if (rst) begin
       \$676  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$677  = \$173 [48:0];
+    \$677  = next_page4;
+    if (side_valid) begin
+      if (\$258 ) begin
+        \$677  = side_data[319:256];
+      end
+    end
     if (rst) begin
-      \$677  = 49'h0000000000000;
+      \$677  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$678  = \$174 [63:0];
+    \$678  = next_page5;
+    if (side_valid) begin
+      if (\$260 ) begin
+        \$678  = side_data[383:320];
+      end
+    end
     if (rst) begin
       \$678  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$679  = \$175 [63:0];
+    \$679  = next_page6;
+    if (side_valid) begin
+      if (\$262 ) begin
+        \$679  = side_data[447:384];
+      end
+    end
     if (rst) begin
       \$679  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$680  = \$177 ;
-    if (rst) begin
-      \$680  = 65'h00000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$681  = { 4'h0, \$182  };
-    if (rst) begin
-      \$681  = 44'h00000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$682  = \$186 [7:0];
-    if (rst) begin
-      \$682  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$683  = \$192 [7:0];
-    if (rst) begin
-      \$683  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$684  = \$198 ;
-    if (rst) begin
-      \$684  = 65'h00000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$685  = \$205 ;
-    if (rst) begin
-      \$685  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$686  = \$211 ;
-    if (rst) begin
-      \$686  = 65'h00000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$687  = \$218 ;
-    if (rst) begin
-      \$687  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$688  = \$224 ;
-    if (rst) begin
-      \$688  = 65'h00000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$689  = \$231 ;
-    if (rst) begin
-      \$689  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$690  = \$237 ;
-    if (rst) begin
-      \$690  = 65'h00000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$691  = \$244 ;
-    if (rst) begin
-      \$691  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$692  = \$signal$179 ;
+    \$680  = next_page7;
     if (side_valid) begin
-      \$692  = \$245 [6:0];
+      if (\$264 ) begin
+        \$680  = side_data[511:448];
+      end
     end
-    casez (fsm_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          (* full_case = 32'd1 *)
-          if (\$617 ) begin
-            if (\$622 ) begin
-              \$692  = 7'h00;
-            end
-          end else if (\$621 ) begin
-          end else begin
-            if (\$623 ) begin
-              \$692  = 7'h00;
-            end
-          end
-      3'h5:
-          if (\$628 ) begin
-            if (\$629 ) begin
-              \$692  = 7'h00;
-            end
-          end
-    endcase
     if (rst) begin
-      \$692  = 7'h00;
+      \$680  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$693  = \$signal$162 ;
+    \$681  = next_page8;
     if (side_valid) begin
-      \$693  = \$246 ;
+      if (\$266 ) begin
+        \$681  = side_data[63:0];
+      end
     end
-    casez (fsm_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          (* full_case = 32'd1 *)
-          if (\$617 ) begin
-            if (\$622 ) begin
-              \$693  = 1'h0;
-            end
-          end else if (\$621 ) begin
-          end else begin
-            if (\$623 ) begin
-              \$693  = 1'h0;
-            end
-          end
-      3'h5:
-          if (\$628 ) begin
-            if (\$629 ) begin
-              \$693  = 1'h0;
-            end
-          end
-    endcase
     if (rst) begin
-      \$693  = 1'h0;
+      \$681  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$694  = next_page0;
+    \$682  = next_page9;
     if (side_valid) begin
-      if (\$248 ) begin
-        \$694  = side_data[63:0];
+      if (\$268 ) begin
+        \$682  = side_data[127:64];
+      end
+    end
+    if (rst) begin
+      \$682  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$683  = next_page10;
+    if (side_valid) begin
+      if (\$270 ) begin
+        \$683  = side_data[191:128];
+      end
+    end
+    if (rst) begin
+      \$683  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$684  = next_page11;
+    if (side_valid) begin
+      if (\$272 ) begin
+        \$684  = side_data[255:192];
+      end
+    end
+    if (rst) begin
+      \$684  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$685  = next_page12;
+    if (side_valid) begin
+      if (\$274 ) begin
+        \$685  = side_data[319:256];
+      end
+    end
+    if (rst) begin
+      \$685  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$686  = next_page13;
+    if (side_valid) begin
+      if (\$276 ) begin
+        \$686  = side_data[383:320];
+      end
+    end
+    if (rst) begin
+      \$686  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$687  = next_page14;
+    if (side_valid) begin
+      if (\$278 ) begin
+        \$687  = side_data[447:384];
+      end
+    end
+    if (rst) begin
+      \$687  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$688  = next_page15;
+    if (side_valid) begin
+      if (\$280 ) begin
+        \$688  = side_data[511:448];
+      end
+    end
+    if (rst) begin
+      \$688  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$689  = next_page16;
+    if (side_valid) begin
+      if (\$282 ) begin
+        \$689  = side_data[63:0];
+      end
+    end
+    if (rst) begin
+      \$689  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$690  = next_page17;
+    if (side_valid) begin
+      if (\$284 ) begin
+        \$690  = side_data[127:64];
+      end
+    end
+    if (rst) begin
+      \$690  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$691  = next_page18;
+    if (side_valid) begin
+      if (\$286 ) begin
+        \$691  = side_data[191:128];
+      end
+    end
+    if (rst) begin
+      \$691  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$692  = next_page19;
+    if (side_valid) begin
+      if (\$288 ) begin
+        \$692  = side_data[255:192];
+      end
+    end
+    if (rst) begin
+      \$692  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$693  = next_page20;
+    if (side_valid) begin
+      if (\$290 ) begin
+        \$693  = side_data[319:256];
+      end
+    end
+    if (rst) begin
+      \$693  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$694  = next_page21;
+    if (side_valid) begin
+      if (\$292 ) begin
+        \$694  = side_data[383:320];
       end
     end
     if (rst) begin
@@ -50022,10 +50103,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$695  = next_page1;
+    \$695  = next_page22;
     if (side_valid) begin
-      if (\$250 ) begin
-        \$695  = side_data[127:64];
+      if (\$294 ) begin
+        \$695  = side_data[447:384];
       end
     end
     if (rst) begin
@@ -50034,10 +50115,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$696  = next_page2;
+    \$696  = next_page23;
     if (side_valid) begin
-      if (\$252 ) begin
-        \$696  = side_data[191:128];
+      if (\$296 ) begin
+        \$696  = side_data[511:448];
       end
     end
     if (rst) begin
@@ -50046,10 +50127,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$697  = next_page3;
+    \$697  = next_page24;
     if (side_valid) begin
-      if (\$254 ) begin
-        \$697  = side_data[255:192];
+      if (\$298 ) begin
+        \$697  = side_data[63:0];
       end
     end
     if (rst) begin
@@ -50058,10 +50139,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$698  = next_page4;
+    \$698  = next_page25;
     if (side_valid) begin
-      if (\$256 ) begin
-        \$698  = side_data[319:256];
+      if (\$300 ) begin
+        \$698  = side_data[127:64];
       end
     end
     if (rst) begin
@@ -50070,10 +50151,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$699  = next_page5;
+    \$699  = next_page26;
     if (side_valid) begin
-      if (\$258 ) begin
-        \$699  = side_data[383:320];
+      if (\$302 ) begin
+        \$699  = side_data[191:128];
       end
     end
     if (rst) begin
@@ -50082,10 +50163,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$700  = next_page6;
+    \$700  = next_page27;
     if (side_valid) begin
-      if (\$260 ) begin
-        \$700  = side_data[447:384];
+      if (\$304 ) begin
+        \$700  = side_data[255:192];
       end
     end
     if (rst) begin
@@ -50094,10 +50175,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$701  = next_page7;
+    \$701  = next_page28;
     if (side_valid) begin
-      if (\$262 ) begin
-        \$701  = side_data[511:448];
+      if (\$306 ) begin
+        \$701  = side_data[319:256];
       end
     end
     if (rst) begin
@@ -50106,10 +50187,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$702  = next_page8;
+    \$702  = next_page29;
     if (side_valid) begin
-      if (\$264 ) begin
-        \$702  = side_data[63:0];
+      if (\$308 ) begin
+        \$702  = side_data[383:320];
       end
     end
     if (rst) begin
@@ -50118,10 +50199,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$703  = next_page9;
+    \$703  = next_page30;
     if (side_valid) begin
-      if (\$266 ) begin
-        \$703  = side_data[127:64];
+      if (\$310 ) begin
+        \$703  = side_data[447:384];
       end
     end
     if (rst) begin
@@ -50130,10 +50211,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$704  = next_page10;
+    \$704  = next_page31;
     if (side_valid) begin
-      if (\$268 ) begin
-        \$704  = side_data[191:128];
+      if (\$312 ) begin
+        \$704  = side_data[511:448];
       end
     end
     if (rst) begin
@@ -50142,10 +50223,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$705  = next_page11;
+    \$705  = next_page32;
     if (side_valid) begin
-      if (\$270 ) begin
-        \$705  = side_data[255:192];
+      if (\$314 ) begin
+        \$705  = side_data[63:0];
       end
     end
     if (rst) begin
@@ -50154,10 +50235,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$706  = next_page12;
+    \$706  = next_page33;
     if (side_valid) begin
-      if (\$272 ) begin
-        \$706  = side_data[319:256];
+      if (\$316 ) begin
+        \$706  = side_data[127:64];
       end
     end
     if (rst) begin
@@ -50166,10 +50247,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$707  = next_page13;
+    \$707  = next_page34;
     if (side_valid) begin
-      if (\$274 ) begin
-        \$707  = side_data[383:320];
+      if (\$318 ) begin
+        \$707  = side_data[191:128];
       end
     end
     if (rst) begin
@@ -50178,10 +50259,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$708  = next_page14;
+    \$708  = next_page35;
     if (side_valid) begin
-      if (\$276 ) begin
-        \$708  = side_data[447:384];
+      if (\$320 ) begin
+        \$708  = side_data[255:192];
       end
     end
     if (rst) begin
@@ -50190,10 +50271,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$709  = next_page15;
+    \$709  = next_page36;
     if (side_valid) begin
-      if (\$278 ) begin
-        \$709  = side_data[511:448];
+      if (\$322 ) begin
+        \$709  = side_data[319:256];
       end
     end
     if (rst) begin
@@ -50202,10 +50283,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$710  = next_page16;
+    \$710  = next_page37;
     if (side_valid) begin
-      if (\$280 ) begin
-        \$710  = side_data[63:0];
+      if (\$324 ) begin
+        \$710  = side_data[383:320];
       end
     end
     if (rst) begin
@@ -50214,10 +50295,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$711  = next_page17;
+    \$711  = next_page38;
     if (side_valid) begin
-      if (\$282 ) begin
-        \$711  = side_data[127:64];
+      if (\$326 ) begin
+        \$711  = side_data[447:384];
       end
     end
     if (rst) begin
@@ -50226,10 +50307,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$712  = next_page18;
+    \$712  = next_page39;
     if (side_valid) begin
-      if (\$284 ) begin
-        \$712  = side_data[191:128];
+      if (\$328 ) begin
+        \$712  = side_data[511:448];
       end
     end
     if (rst) begin
@@ -50238,10 +50319,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$713  = next_page19;
+    \$713  = next_page40;
     if (side_valid) begin
-      if (\$286 ) begin
-        \$713  = side_data[255:192];
+      if (\$330 ) begin
+        \$713  = side_data[63:0];
       end
     end
     if (rst) begin
@@ -50250,10 +50331,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$714  = next_page20;
+    \$714  = next_page41;
     if (side_valid) begin
-      if (\$288 ) begin
-        \$714  = side_data[319:256];
+      if (\$332 ) begin
+        \$714  = side_data[127:64];
       end
     end
     if (rst) begin
@@ -50262,10 +50343,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$715  = next_page21;
+    \$715  = next_page42;
     if (side_valid) begin
-      if (\$290 ) begin
-        \$715  = side_data[383:320];
+      if (\$334 ) begin
+        \$715  = side_data[191:128];
       end
     end
     if (rst) begin
@@ -50274,10 +50355,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$716  = next_page22;
+    \$716  = next_page43;
     if (side_valid) begin
-      if (\$292 ) begin
-        \$716  = side_data[447:384];
+      if (\$336 ) begin
+        \$716  = side_data[255:192];
       end
     end
     if (rst) begin
@@ -50286,10 +50367,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$717  = next_page23;
+    \$717  = next_page44;
     if (side_valid) begin
-      if (\$294 ) begin
-        \$717  = side_data[511:448];
+      if (\$338 ) begin
+        \$717  = side_data[319:256];
       end
     end
     if (rst) begin
@@ -50298,10 +50379,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$718  = next_page24;
+    \$718  = next_page45;
     if (side_valid) begin
-      if (\$296 ) begin
-        \$718  = side_data[63:0];
+      if (\$340 ) begin
+        \$718  = side_data[383:320];
       end
     end
     if (rst) begin
@@ -50310,10 +50391,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$719  = next_page25;
+    \$719  = next_page46;
     if (side_valid) begin
-      if (\$298 ) begin
-        \$719  = side_data[127:64];
+      if (\$342 ) begin
+        \$719  = side_data[447:384];
       end
     end
     if (rst) begin
@@ -50322,10 +50403,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$720  = next_page26;
+    \$720  = next_page47;
     if (side_valid) begin
-      if (\$300 ) begin
-        \$720  = side_data[191:128];
+      if (\$344 ) begin
+        \$720  = side_data[511:448];
       end
     end
     if (rst) begin
@@ -50334,10 +50415,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$721  = next_page27;
+    \$721  = next_page48;
     if (side_valid) begin
-      if (\$302 ) begin
-        \$721  = side_data[255:192];
+      if (\$346 ) begin
+        \$721  = side_data[63:0];
       end
     end
     if (rst) begin
@@ -50346,10 +50427,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$722  = next_page28;
+    \$722  = next_page49;
     if (side_valid) begin
-      if (\$304 ) begin
-        \$722  = side_data[319:256];
+      if (\$348 ) begin
+        \$722  = side_data[127:64];
       end
     end
     if (rst) begin
@@ -50358,10 +50439,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$723  = next_page29;
+    \$723  = next_page50;
     if (side_valid) begin
-      if (\$306 ) begin
-        \$723  = side_data[383:320];
+      if (\$350 ) begin
+        \$723  = side_data[191:128];
       end
     end
     if (rst) begin
@@ -50370,10 +50451,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$724  = next_page30;
+    \$724  = next_page51;
     if (side_valid) begin
-      if (\$308 ) begin
-        \$724  = side_data[447:384];
+      if (\$352 ) begin
+        \$724  = side_data[255:192];
       end
     end
     if (rst) begin
@@ -50382,10 +50463,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$725  = next_page31;
+    \$725  = next_page52;
     if (side_valid) begin
-      if (\$310 ) begin
-        \$725  = side_data[511:448];
+      if (\$354 ) begin
+        \$725  = side_data[319:256];
       end
     end
     if (rst) begin
@@ -50394,10 +50475,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$726  = next_page32;
+    \$726  = next_page53;
     if (side_valid) begin
-      if (\$312 ) begin
-        \$726  = side_data[63:0];
+      if (\$356 ) begin
+        \$726  = side_data[383:320];
       end
     end
     if (rst) begin
@@ -50406,10 +50487,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$727  = next_page33;
+    \$727  = next_page54;
     if (side_valid) begin
-      if (\$314 ) begin
-        \$727  = side_data[127:64];
+      if (\$358 ) begin
+        \$727  = side_data[447:384];
       end
     end
     if (rst) begin
@@ -50418,10 +50499,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$728  = next_page34;
+    \$728  = next_page55;
     if (side_valid) begin
-      if (\$316 ) begin
-        \$728  = side_data[191:128];
+      if (\$360 ) begin
+        \$728  = side_data[511:448];
       end
     end
     if (rst) begin
@@ -50430,10 +50511,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$729  = next_page35;
+    \$729  = next_page56;
     if (side_valid) begin
-      if (\$318 ) begin
-        \$729  = side_data[255:192];
+      if (\$362 ) begin
+        \$729  = side_data[63:0];
       end
     end
     if (rst) begin
@@ -50442,10 +50523,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$730  = next_page36;
+    \$730  = next_page57;
     if (side_valid) begin
-      if (\$320 ) begin
-        \$730  = side_data[319:256];
+      if (\$364 ) begin
+        \$730  = side_data[127:64];
       end
     end
     if (rst) begin
@@ -50454,10 +50535,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$731  = next_page37;
+    \$731  = next_page58;
     if (side_valid) begin
-      if (\$322 ) begin
-        \$731  = side_data[383:320];
+      if (\$366 ) begin
+        \$731  = side_data[191:128];
       end
     end
     if (rst) begin
@@ -50466,10 +50547,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$732  = next_page38;
+    \$732  = next_page59;
     if (side_valid) begin
-      if (\$324 ) begin
-        \$732  = side_data[447:384];
+      if (\$368 ) begin
+        \$732  = side_data[255:192];
       end
     end
     if (rst) begin
@@ -50478,10 +50559,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$733  = next_page39;
+    \$733  = next_page60;
     if (side_valid) begin
-      if (\$326 ) begin
-        \$733  = side_data[511:448];
+      if (\$370 ) begin
+        \$733  = side_data[319:256];
       end
     end
     if (rst) begin
@@ -50490,10 +50571,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$734  = next_page40;
+    \$734  = next_page61;
     if (side_valid) begin
-      if (\$328 ) begin
-        \$734  = side_data[63:0];
+      if (\$372 ) begin
+        \$734  = side_data[383:320];
       end
     end
     if (rst) begin
@@ -50502,10 +50583,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$735  = next_page41;
+    \$735  = next_page62;
     if (side_valid) begin
-      if (\$330 ) begin
-        \$735  = side_data[127:64];
+      if (\$374 ) begin
+        \$735  = side_data[447:384];
       end
     end
     if (rst) begin
@@ -50514,10 +50595,10 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$736  = next_page42;
+    \$736  = next_page63;
     if (side_valid) begin
-      if (\$332 ) begin
-        \$736  = side_data[191:128];
+      if (\$376 ) begin
+        \$736  = side_data[511:448];
       end
     end
     if (rst) begin
@@ -50526,70 +50607,110 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$737  = next_page43;
-    if (side_valid) begin
-      if (\$334 ) begin
-        \$737  = side_data[255:192];
-      end
-    end
+    \$737  = \$378 [63:0];
     if (rst) begin
       \$737  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$738  = next_page44;
-    if (side_valid) begin
-      if (\$336 ) begin
-        \$738  = side_data[319:256];
-      end
-    end
+    \$738  = \$380 ;
     if (rst) begin
-      \$738  = 64'h0000000000000000;
+      \$738  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$739  = next_page45;
-    if (side_valid) begin
-      if (\$338 ) begin
-        \$739  = side_data[383:320];
+    \$739  = f_stage_start;
+    if (\$392 ) begin
+      if (\$393 ) begin
+        \$739  = 1'h0;
+      end
+      if (\$394 ) begin
+      end else if (\$396 ) begin
+      end else if (\$404 ) begin
+      end else if (\$411 ) begin
+      end else if (\$421 ) begin
+      end else if (\$422 ) begin
+      end else if (\$431 ) begin
+        \$739  = 1'h1;
+      end else if (\$441 ) begin
+        \$739  = 1'h1;
       end
     end
     if (rst) begin
-      \$739  = 64'h0000000000000000;
+      \$739  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$740  = next_page46;
-    if (side_valid) begin
-      if (\$340 ) begin
-        \$740  = side_data[447:384];
+    \$740  = \$signal$140 ;
+    if (\$392 ) begin
+      (* full_case = 32'd1 *)
+      if (\$394 ) begin
+        \$740  = 1'h0;
+      end else if (\$396 ) begin
+      end else if (\$404 ) begin
+      end else if (\$411 ) begin
+      end else if (\$421 ) begin
+      end else if (\$422 ) begin
+      end else if (\$431 ) begin
+      end else if (\$441 ) begin
+      end else begin
+        if (\$558 ) begin
+          \$740  = 1'h0;
+        end
       end
     end
+    if (move) begin
+      \$740  = fetch2;
+    end
     if (rst) begin
-      \$740  = 64'h0000000000000000;
+      \$740  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$741  = next_page47;
-    if (side_valid) begin
-      if (\$342 ) begin
-        \$741  = side_data[511:448];
+    \$741  = \$signal$137 ;
+    if (\$392 ) begin
+      if (\$394 ) begin
+      end else if (\$396 ) begin
+        \$741  = 1'h0;
+      end else if (\$404 ) begin
+      end else if (\$411 ) begin
+        \$741  = 1'h1;
+      end else if (\$421 ) begin
+      end else if (\$422 ) begin
+      end else if (\$431 ) begin
+        \$741  = 1'h0;
+      end else if (\$441 ) begin
+        \$741  = 1'h0;
       end
     end
     if (rst) begin
-      \$741  = 64'h0000000000000000;
+      \$741  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$742  = next_page48;
-    if (side_valid) begin
-      if (\$344 ) begin
-        \$742  = side_data[63:0];
+    \$742  = \$signal$116 ;
+    if (\$392 ) begin
+      if (\$394 ) begin
+      end else if (\$396 ) begin
+        \$742  = \$442 [63:0];
+      end else if (\$404 ) begin
+        \$742  = \$464 [63:0];
+      end else if (\$411 ) begin
+      end else if (\$421 ) begin
+      end else if (\$422 ) begin
+        \$742  = \$496 [63:0];
+      end else if (\$431 ) begin
+        \$742  = \$502 [63:0];
+      end else if (\$441 ) begin
+        \$742  = \$528 [63:0];
+      end
+      if (\$578 ) begin
+        \$742  = \$581 [63:0];
       end
     end
     if (rst) begin
@@ -50598,130 +50719,239 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$743  = next_page49;
-    if (side_valid) begin
-      if (\$346 ) begin
-        \$743  = side_data[127:64];
+    \$743  = \$signal$188 ;
+    if (\$392 ) begin
+      if (\$394 ) begin
+      end else if (\$396 ) begin
+        \$743  = { 6'h00, \$446  };
+      end else if (\$404 ) begin
+      end else if (\$411 ) begin
+      end else if (\$421 ) begin
+      end else if (\$422 ) begin
+      end else if (\$431 ) begin
+        \$743  = { 7'h00, \$511  };
+      end else if (\$441 ) begin
+        \$743  = { 7'h00, \$537  };
       end
     end
     if (rst) begin
-      \$743  = 64'h0000000000000000;
+      \$743  = 48'h000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$744  = next_page50;
-    if (side_valid) begin
-      if (\$348 ) begin
-        \$744  = side_data[191:128];
+    \$744  = \$signal$130 ;
+    if (\$392 ) begin
+      if (\$394 ) begin
+      end else if (\$396 ) begin
+        \$744  = \$454 [19:0];
+      end else if (\$404 ) begin
+      end else if (\$411 ) begin
+      end else if (\$421 ) begin
+      end else if (\$422 ) begin
+      end else if (\$431 ) begin
+        \$744  = \$522 [19:0];
+      end else if (\$441 ) begin
+        \$744  = \$548 [19:0];
       end
     end
     if (rst) begin
-      \$744  = 64'h0000000000000000;
+      \$744  = 20'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$745  = next_page51;
-    if (side_valid) begin
-      if (\$350 ) begin
-        \$745  = side_data[255:192];
+    \$745  = \$signal$183 ;
+    if (\$392 ) begin
+      if (\$394 ) begin
+      end else if (\$396 ) begin
+      end else if (\$404 ) begin
+        \$745  = \$455 [19:0];
+      end else if (\$411 ) begin
+        \$745  = 20'h00000;
+      end else if (\$421 ) begin
+      end else if (\$422 ) begin
+      end else if (\$431 ) begin
+        \$745  = 20'h00000;
+      end else if (\$441 ) begin
+        \$745  = 20'h00000;
       end
     end
     if (rst) begin
-      \$745  = 64'h0000000000000000;
+      \$745  = 20'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$746  = next_page52;
-    if (side_valid) begin
-      if (\$352 ) begin
-        \$746  = side_data[319:256];
+    \$746  = f_page;
+    if (\$392 ) begin
+      if (\$394 ) begin
+      end else if (\$396 ) begin
+      end else if (\$404 ) begin
+        \$746  = \$462 [5:0];
+      end else if (\$411 ) begin
+        \$746  = 6'h00;
+      end else if (\$421 ) begin
+        \$746  = \$485 [5:0];
+      end else if (\$422 ) begin
+        \$746  = 6'h00;
       end
     end
+    if (move) begin
+      \$746  = 6'h00;
+    end
     if (rst) begin
-      \$746  = 64'h0000000000000000;
+      \$746  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$747  = next_page53;
-    if (side_valid) begin
-      if (\$354 ) begin
-        \$747  = side_data[383:320];
+    \$747  = \$signal$187 ;
+    if (\$392 ) begin
+      if (\$394 ) begin
+      end else if (\$396 ) begin
+      end else if (\$404 ) begin
+      end else if (\$411 ) begin
+        \$747  = \$471 [20:0];
+      end else if (\$421 ) begin
+      end else if (\$422 ) begin
+      end else if (\$431 ) begin
+        \$747  = 21'h000000;
+      end else if (\$441 ) begin
+        \$747  = 21'h000000;
       end
     end
     if (rst) begin
-      \$747  = 64'h0000000000000000;
+      \$747  = 21'h000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$748  = next_page54;
-    if (side_valid) begin
-      if (\$356 ) begin
-        \$748  = side_data[447:384];
+    \$748  = \$signal$184 ;
+    if (\$392 ) begin
+      if (\$394 ) begin
+      end else if (\$396 ) begin
+      end else if (\$404 ) begin
+      end else if (\$411 ) begin
+        \$748  = \$477 [19:0];
+      end else if (\$421 ) begin
+      end else if (\$422 ) begin
+      end else if (\$431 ) begin
+        \$748  = decoded1[281:262];
+      end else if (\$441 ) begin
+        \$748  = decoded1[677:658];
       end
     end
     if (rst) begin
-      \$748  = 64'h0000000000000000;
+      \$748  = 20'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$749  = next_page55;
-    if (side_valid) begin
-      if (\$358 ) begin
-        \$749  = side_data[511:448];
+    \$749  = \$signal$189 ;
+    if (\$392 ) begin
+      if (\$394 ) begin
+      end else if (\$396 ) begin
+      end else if (\$404 ) begin
+      end else if (\$411 ) begin
+        \$749  = \$484 [19:0];
+      end else if (\$421 ) begin
+      end else if (\$422 ) begin
+      end else if (\$431 ) begin
+        \$749  = decoded1[261:242];
+      end else if (\$441 ) begin
+        \$749  = decoded1[657:638];
       end
     end
     if (rst) begin
-      \$749  = 64'h0000000000000000;
+      \$749  = 20'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$750  = next_page56;
-    if (side_valid) begin
-      if (\$360 ) begin
-        \$750  = side_data[63:0];
+    \$750  = \$signal$119 ;
+    if (\$392 ) begin
+      if (\$394 ) begin
+      end else if (\$396 ) begin
+      end else if (\$404 ) begin
+      end else if (\$411 ) begin
+      end else if (\$421 ) begin
+        \$750  = \$490 ;
+      end else if (\$422 ) begin
+      end else if (\$431 ) begin
+        \$750  = \$514 ;
+      end else if (\$441 ) begin
+        \$750  = \$540 ;
       end
     end
     if (rst) begin
-      \$750  = 64'h0000000000000000;
+      \$750  = 44'h00000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$751  = next_page57;
-    if (side_valid) begin
-      if (\$362 ) begin
-        \$751  = side_data[127:64];
+    \$751  = \$signal$133 ;
+    if (\$392 ) begin
+      (* full_case = 32'd1 *)
+      if (\$394 ) begin
+      end else if (\$396 ) begin
+      end else if (\$404 ) begin
+      end else if (\$411 ) begin
+      end else if (\$421 ) begin
+      end else if (\$422 ) begin
+        \$751  = 2'h2;
+      end else if (\$431 ) begin
+        \$751  = 2'h1;
+      end else if (\$441 ) begin
+        \$751  = 2'h1;
+      end else begin
+        \$751  = 2'h0;
       end
     end
+    if (move) begin
+      \$751  = \$590 ;
+    end
     if (rst) begin
-      \$751  = 64'h0000000000000000;
+      \$751  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$752  = next_page58;
-    if (side_valid) begin
-      if (\$364 ) begin
-        \$752  = side_data[191:128];
+    \$752  = f_stage;
+    if (\$392 ) begin
+      if (\$394 ) begin
+      end else if (\$396 ) begin
+      end else if (\$404 ) begin
+      end else if (\$411 ) begin
+      end else if (\$421 ) begin
+      end else if (\$422 ) begin
+      end else if (\$431 ) begin
+        \$752  = 1'h0;
+      end else if (\$441 ) begin
+        \$752  = 1'h1;
       end
     end
+    if (move) begin
+      \$752  = 1'h0;
+    end
     if (rst) begin
-      \$752  = 64'h0000000000000000;
+      \$752  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$753  = next_page59;
-    if (side_valid) begin
-      if (\$366 ) begin
-        \$753  = side_data[255:192];
+    \$753  = \$signal$186 ;
+    if (\$392 ) begin
+      if (\$394 ) begin
+      end else if (\$396 ) begin
+      end else if (\$404 ) begin
+      end else if (\$411 ) begin
+      end else if (\$421 ) begin
+      end else if (\$422 ) begin
+      end else if (\$431 ) begin
+        \$753  = \$508 [63:0];
+      end else if (\$441 ) begin
+        \$753  = \$534 [63:0];
       end
     end
     if (rst) begin
@@ -50730,175 +50960,157 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$754  = next_page60;
-    if (side_valid) begin
-      if (\$368 ) begin
-        \$754  = side_data[319:256];
-      end
-    end
-    if (rst) begin
-      \$754  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$755  = next_page61;
-    if (side_valid) begin
-      if (\$370 ) begin
-        \$755  = side_data[383:320];
-      end
-    end
-    if (rst) begin
-      \$755  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$756  = next_page62;
-    if (side_valid) begin
-      if (\$372 ) begin
-        \$756  = side_data[447:384];
-      end
-    end
-    if (rst) begin
-      \$756  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$757  = next_page63;
-    if (side_valid) begin
-      if (\$374 ) begin
-        \$757  = side_data[511:448];
-      end
-    end
-    if (rst) begin
-      \$757  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$758  = \$376 [63:0];
-    if (rst) begin
-      \$758  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$759  = \$378 ;
-    if (rst) begin
-      \$759  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$760  = f_stage_start;
-    if (\$390 ) begin
-      if (\$391 ) begin
-        \$760  = 1'h0;
-      end
-      if (\$392 ) begin
-      end else if (\$400 ) begin
-      end else if (\$407 ) begin
-      end else if (\$417 ) begin
-      end else if (\$418 ) begin
-      end else if (\$427 ) begin
-        \$760  = 1'h1;
-      end else if (\$437 ) begin
-        \$760  = 1'h1;
-      end
-    end
-    if (rst) begin
-      \$760  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$761  = \$signal$139 ;
-    if (\$390 ) begin
+    \$754  = \$signal$254 ;
+    if (\$392 ) begin
       (* full_case = 32'd1 *)
-      if (\$392 ) begin
-        \$761  = 1'h0;
-      end else if (\$400 ) begin
-      end else if (\$407 ) begin
-      end else if (\$417 ) begin
-      end else if (\$418 ) begin
-      end else if (\$427 ) begin
-      end else if (\$437 ) begin
+      if (\$394 ) begin
+      end else if (\$396 ) begin
+      end else if (\$404 ) begin
+      end else if (\$411 ) begin
+      end else if (\$421 ) begin
+      end else if (\$422 ) begin
+      end else if (\$431 ) begin
+      end else if (\$441 ) begin
       end else begin
-        if (\$602 ) begin
-          \$761  = 1'h0;
-        end
+        \$754  = \$549 [19:0];
       end
     end
     if (move) begin
-      \$761  = fetch2;
+      \$754  = 20'h00000;
     end
     if (rst) begin
-      \$761  = 1'h0;
+      \$754  = 20'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$762  = \$signal$182 ;
-    if (\$390 ) begin
-      if (\$392 ) begin
-      end else if (\$400 ) begin
-        \$762  = \$438 [19:0];
-      end else if (\$407 ) begin
-        \$762  = 20'h00000;
-      end else if (\$417 ) begin
-      end else if (\$418 ) begin
-      end else if (\$427 ) begin
-        \$762  = 20'h00000;
-      end else if (\$437 ) begin
-        \$762  = 20'h00000;
-      end
-    end
-    if (rst) begin
-      \$762  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$763  = f_page;
-    if (\$390 ) begin
-      if (\$392 ) begin
-      end else if (\$400 ) begin
-        \$763  = \$445 [5:0];
-      end else if (\$407 ) begin
-        \$763  = 6'h00;
-      end else if (\$417 ) begin
-        \$763  = \$541 [5:0];
-      end else if (\$418 ) begin
-        \$763  = 6'h00;
+    \$755  = \$signal$98 ;
+    if (\$392 ) begin
+      (* full_case = 32'd1 *)
+      if (\$394 ) begin
+      end else if (\$396 ) begin
+      end else if (\$404 ) begin
+      end else if (\$411 ) begin
+      end else if (\$421 ) begin
+      end else if (\$422 ) begin
+      end else if (\$431 ) begin
+      end else if (\$441 ) begin
+      end else begin
+        \$755  = \$551 [43:0];
       end
     end
     if (move) begin
-      \$763  = 6'h00;
+      \$755  = 44'h00000000000;
     end
     if (rst) begin
-      \$763  = 6'h00;
+      \$755  = 44'h00000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$764  = \$signal$116 ;
-    if (\$390 ) begin
-      if (\$392 ) begin
-      end else if (\$400 ) begin
-        \$764  = \$461 [63:0];
-      end else if (\$407 ) begin
-        \$764  = \$540 [63:0];
-      end else if (\$417 ) begin
-        \$764  = \$547 [63:0];
-      end else if (\$418 ) begin
-        \$764  = \$558 [63:0];
-      end else if (\$427 ) begin
-        \$764  = \$564 [63:0];
-      end else if (\$437 ) begin
-        \$764  = \$581 [63:0];
+    \$756  = f_in_elems;
+    if (\$392 ) begin
+      (* full_case = 32'd1 *)
+      if (\$394 ) begin
+      end else if (\$396 ) begin
+      end else if (\$404 ) begin
+      end else if (\$411 ) begin
+      end else if (\$421 ) begin
+      end else if (\$422 ) begin
+      end else if (\$431 ) begin
+      end else if (\$441 ) begin
+      end else begin
+        \$756  = \$556 ;
       end
+    end
+    if (move) begin
+      \$756  = \$593 ;
+    end
+    if (rst) begin
+      \$756  = 44'h00000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$757  = handed1;
+    if (\$582 ) begin
+      \$757  = 1'h1;
+    end
+    if (move) begin
+      \$757  = 1'h0;
+    end
+    if (rst) begin
+      \$757  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$758  = \$signal$147 ;
+    if (\$589 ) begin
+      \$758  = 1'h0;
+    end
+    if (move) begin
+      \$758  = 1'h1;
+    end
+    if (rst) begin
+      \$758  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$759  = \$signal$105 ;
+    if (move) begin
+      \$759  = entry2;
+    end
+    if (rst) begin
+      \$759  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$760  = decoded1;
+    if (move) begin
+      \$760  = decoded2;
+    end
+    if (rst) begin
+      \$760  = 967'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$761  = \$signal$97 ;
+    if (move) begin
+      \$761  = \$signal ;
+    end
+    if (rst) begin
+      \$761  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$762  = \$signal$150 ;
+    if (move) begin
+      \$762  = \$signal$175 ;
+    end
+    if (rst) begin
+      \$762  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$763  = \$signal$151 ;
+    if (move) begin
+      \$763  = last_group_elems2;
+    end
+    if (rst) begin
+      \$763  = 44'h00000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$764  = page0;
+    if (move) begin
+      \$764  = next_page0;
     end
     if (rst) begin
       \$764  = 64'h0000000000000000;
@@ -50906,272 +51118,149 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$765  = \$signal$249 ;
-    if (\$390 ) begin
-      if (\$392 ) begin
-      end else if (\$400 ) begin
-      end else if (\$407 ) begin
-        \$765  = \$468 [20:0];
-      end else if (\$417 ) begin
-      end else if (\$418 ) begin
-      end else if (\$427 ) begin
-        \$765  = 21'h000000;
-      end else if (\$437 ) begin
-        \$765  = 21'h000000;
-      end
-    end
-    if (rst) begin
-      \$765  = 21'h000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$766  = \$signal$183 ;
-    if (\$390 ) begin
-      if (\$392 ) begin
-      end else if (\$400 ) begin
-      end else if (\$407 ) begin
-        \$766  = \$474 [19:0];
-      end else if (\$417 ) begin
-      end else if (\$418 ) begin
-      end else if (\$427 ) begin
-        \$766  = decoded1[281:262];
-      end else if (\$437 ) begin
-        \$766  = decoded1[677:658];
-      end
-    end
-    if (rst) begin
-      \$766  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$767  = \$signal$250 ;
-    if (\$390 ) begin
-      if (\$392 ) begin
-      end else if (\$400 ) begin
-      end else if (\$407 ) begin
-        \$767  = \$481 [19:0];
-      end else if (\$417 ) begin
-      end else if (\$418 ) begin
-      end else if (\$427 ) begin
-        \$767  = decoded1[261:242];
-      end else if (\$437 ) begin
-        \$767  = decoded1[657:638];
-      end
-    end
-    if (rst) begin
-      \$767  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$768  = \$signal$130 ;
-    if (\$390 ) begin
-      if (\$392 ) begin
-      end else if (\$400 ) begin
-      end else if (\$407 ) begin
-        \$768  = \$526 [19:0];
-      end else if (\$417 ) begin
-      end else if (\$418 ) begin
-      end else if (\$427 ) begin
-        \$768  = \$575 [19:0];
-      end else if (\$437 ) begin
-        \$768  = \$592 [19:0];
-      end
-    end
-    if (rst) begin
-      \$768  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$769  = \$signal$119 ;
-    if (\$390 ) begin
-      if (\$392 ) begin
-      end else if (\$400 ) begin
-      end else if (\$407 ) begin
-      end else if (\$417 ) begin
-        \$769  = \$552 ;
-      end else if (\$418 ) begin
-      end else if (\$427 ) begin
-        \$769  = \$567 ;
-      end else if (\$437 ) begin
-        \$769  = \$584 ;
-      end
-    end
-    if (rst) begin
-      \$769  = 44'h00000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$770  = \$signal$133 ;
-    if (\$390 ) begin
-      (* full_case = 32'd1 *)
-      if (\$392 ) begin
-      end else if (\$400 ) begin
-      end else if (\$407 ) begin
-      end else if (\$417 ) begin
-      end else if (\$418 ) begin
-        \$770  = 2'h2;
-      end else if (\$427 ) begin
-        \$770  = 2'h1;
-      end else if (\$437 ) begin
-        \$770  = 2'h1;
-      end else begin
-        \$770  = 2'h0;
-      end
-    end
+    \$765  = page1;
     if (move) begin
-      \$770  = \$611 ;
+      \$765  = next_page1;
     end
     if (rst) begin
-      \$770  = 2'h0;
+      \$765  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$771  = f_stage;
-    if (\$390 ) begin
-      if (\$392 ) begin
-      end else if (\$400 ) begin
-      end else if (\$407 ) begin
-      end else if (\$417 ) begin
-      end else if (\$418 ) begin
-      end else if (\$427 ) begin
-        \$771  = 1'h0;
-      end else if (\$437 ) begin
-        \$771  = 1'h1;
-      end
-    end
+    \$766  = page2;
     if (move) begin
-      \$771  = 1'h0;
+      \$766  = next_page2;
     end
     if (rst) begin
-      \$771  = 1'h0;
+      \$766  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$772  = \$signal$251 ;
-    if (\$390 ) begin
-      (* full_case = 32'd1 *)
-      if (\$392 ) begin
-      end else if (\$400 ) begin
-      end else if (\$407 ) begin
-      end else if (\$417 ) begin
-      end else if (\$418 ) begin
-      end else if (\$427 ) begin
-      end else if (\$437 ) begin
-      end else begin
-        \$772  = \$593 [19:0];
-      end
-    end
+    \$767  = page3;
     if (move) begin
-      \$772  = 20'h00000;
+      \$767  = next_page3;
     end
     if (rst) begin
-      \$772  = 20'h00000;
+      \$767  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$773  = \$signal$98 ;
-    if (\$390 ) begin
-      (* full_case = 32'd1 *)
-      if (\$392 ) begin
-      end else if (\$400 ) begin
-      end else if (\$407 ) begin
-      end else if (\$417 ) begin
-      end else if (\$418 ) begin
-      end else if (\$427 ) begin
-      end else if (\$437 ) begin
-      end else begin
-        \$773  = \$595 [43:0];
-      end
-    end
+    \$768  = page4;
     if (move) begin
-      \$773  = 44'h00000000000;
+      \$768  = next_page4;
     end
     if (rst) begin
-      \$773  = 44'h00000000000;
+      \$768  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$774  = f_in_elems;
-    if (\$390 ) begin
-      (* full_case = 32'd1 *)
-      if (\$392 ) begin
-      end else if (\$400 ) begin
-      end else if (\$407 ) begin
-      end else if (\$417 ) begin
-      end else if (\$418 ) begin
-      end else if (\$427 ) begin
-      end else if (\$437 ) begin
-      end else begin
-        \$774  = \$600 ;
-      end
-    end
+    \$769  = page5;
     if (move) begin
-      \$774  = \$614 ;
+      \$769  = next_page5;
     end
     if (rst) begin
-      \$774  = 44'h00000000000;
+      \$769  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$775  = handed1;
-    if (\$603 ) begin
-      \$775  = 1'h1;
-    end
+    \$770  = page6;
     if (move) begin
-      \$775  = 1'h0;
+      \$770  = next_page6;
     end
     if (rst) begin
-      \$775  = 1'h0;
+      \$770  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$776  = \$signal$146 ;
-    if (\$610 ) begin
-      \$776  = 1'h0;
-    end
+    \$771  = page7;
     if (move) begin
-      \$776  = 1'h1;
+      \$771  = next_page7;
     end
     if (rst) begin
-      \$776  = 1'h0;
+      \$771  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$777  = \$signal$105 ;
+    \$772  = page8;
     if (move) begin
-      \$777  = entry2;
+      \$772  = next_page8;
     end
     if (rst) begin
-      \$777  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$772  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$778  = decoded1;
+    \$773  = page9;
     if (move) begin
-      \$778  = decoded2;
+      \$773  = next_page9;
     end
     if (rst) begin
-      \$778  = 967'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$773  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$779  = \$signal$97 ;
+    \$774  = page10;
     if (move) begin
-      \$779  = \$signal ;
+      \$774  = next_page10;
+    end
+    if (rst) begin
+      \$774  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$775  = page11;
+    if (move) begin
+      \$775  = next_page11;
+    end
+    if (rst) begin
+      \$775  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$776  = page12;
+    if (move) begin
+      \$776  = next_page12;
+    end
+    if (rst) begin
+      \$776  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$777  = page13;
+    if (move) begin
+      \$777  = next_page13;
+    end
+    if (rst) begin
+      \$777  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$778  = page14;
+    if (move) begin
+      \$778  = next_page14;
+    end
+    if (rst) begin
+      \$778  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$779  = page15;
+    if (move) begin
+      \$779  = next_page15;
     end
     if (rst) begin
       \$779  = 64'h0000000000000000;
@@ -51179,9 +51268,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$780  = \$signal$149 ;
+    \$780  = page16;
     if (move) begin
-      \$780  = \$signal$174 ;
+      \$780  = next_page16;
     end
     if (rst) begin
       \$780  = 64'h0000000000000000;
@@ -51189,19 +51278,19 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$781  = \$signal$150 ;
+    \$781  = page17;
     if (move) begin
-      \$781  = last_group_elems2;
+      \$781  = next_page17;
     end
     if (rst) begin
-      \$781  = 44'h00000000000;
+      \$781  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$782  = page0;
+    \$782  = page18;
     if (move) begin
-      \$782  = next_page0;
+      \$782  = next_page18;
     end
     if (rst) begin
       \$782  = 64'h0000000000000000;
@@ -51209,9 +51298,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$783  = page1;
+    \$783  = page19;
     if (move) begin
-      \$783  = next_page1;
+      \$783  = next_page19;
     end
     if (rst) begin
       \$783  = 64'h0000000000000000;
@@ -51219,9 +51308,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$784  = page2;
+    \$784  = page20;
     if (move) begin
-      \$784  = next_page2;
+      \$784  = next_page20;
     end
     if (rst) begin
       \$784  = 64'h0000000000000000;
@@ -51229,9 +51318,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$785  = page3;
+    \$785  = page21;
     if (move) begin
-      \$785  = next_page3;
+      \$785  = next_page21;
     end
     if (rst) begin
       \$785  = 64'h0000000000000000;
@@ -51239,9 +51328,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$786  = page4;
+    \$786  = page22;
     if (move) begin
-      \$786  = next_page4;
+      \$786  = next_page22;
     end
     if (rst) begin
       \$786  = 64'h0000000000000000;
@@ -51249,9 +51338,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$787  = page5;
+    \$787  = page23;
     if (move) begin
-      \$787  = next_page5;
+      \$787  = next_page23;
     end
     if (rst) begin
       \$787  = 64'h0000000000000000;
@@ -51259,9 +51348,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$788  = page6;
+    \$788  = page24;
     if (move) begin
-      \$788  = next_page6;
+      \$788  = next_page24;
     end
     if (rst) begin
       \$788  = 64'h0000000000000000;
@@ -51269,9 +51358,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$789  = page7;
+    \$789  = page25;
     if (move) begin
-      \$789  = next_page7;
+      \$789  = next_page25;
     end
     if (rst) begin
       \$789  = 64'h0000000000000000;
@@ -51279,9 +51368,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$790  = page8;
+    \$790  = page26;
     if (move) begin
-      \$790  = next_page8;
+      \$790  = next_page26;
     end
     if (rst) begin
       \$790  = 64'h0000000000000000;
@@ -51289,9 +51378,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$791  = page9;
+    \$791  = page27;
     if (move) begin
-      \$791  = next_page9;
+      \$791  = next_page27;
     end
     if (rst) begin
       \$791  = 64'h0000000000000000;
@@ -51299,9 +51388,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$792  = page10;
+    \$792  = page28;
     if (move) begin
-      \$792  = next_page10;
+      \$792  = next_page28;
     end
     if (rst) begin
       \$792  = 64'h0000000000000000;
@@ -51309,9 +51398,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$793  = page11;
+    \$793  = page29;
     if (move) begin
-      \$793  = next_page11;
+      \$793  = next_page29;
     end
     if (rst) begin
       \$793  = 64'h0000000000000000;
@@ -51319,9 +51408,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$794  = page12;
+    \$794  = page30;
     if (move) begin
-      \$794  = next_page12;
+      \$794  = next_page30;
     end
     if (rst) begin
       \$794  = 64'h0000000000000000;
@@ -51329,9 +51418,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$795  = page13;
+    \$795  = page31;
     if (move) begin
-      \$795  = next_page13;
+      \$795  = next_page31;
     end
     if (rst) begin
       \$795  = 64'h0000000000000000;
@@ -51339,9 +51428,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$796  = page14;
+    \$796  = page32;
     if (move) begin
-      \$796  = next_page14;
+      \$796  = next_page32;
     end
     if (rst) begin
       \$796  = 64'h0000000000000000;
@@ -51349,9 +51438,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$797  = page15;
+    \$797  = page33;
     if (move) begin
-      \$797  = next_page15;
+      \$797  = next_page33;
     end
     if (rst) begin
       \$797  = 64'h0000000000000000;
@@ -51359,9 +51448,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$798  = page16;
+    \$798  = page34;
     if (move) begin
-      \$798  = next_page16;
+      \$798  = next_page34;
     end
     if (rst) begin
       \$798  = 64'h0000000000000000;
@@ -51369,9 +51458,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$799  = page17;
+    \$799  = page35;
     if (move) begin
-      \$799  = next_page17;
+      \$799  = next_page35;
     end
     if (rst) begin
       \$799  = 64'h0000000000000000;
@@ -51379,9 +51468,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$800  = page18;
+    \$800  = page36;
     if (move) begin
-      \$800  = next_page18;
+      \$800  = next_page36;
     end
     if (rst) begin
       \$800  = 64'h0000000000000000;
@@ -51389,9 +51478,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$801  = page19;
+    \$801  = page37;
     if (move) begin
-      \$801  = next_page19;
+      \$801  = next_page37;
     end
     if (rst) begin
       \$801  = 64'h0000000000000000;
@@ -51399,9 +51488,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$802  = page20;
+    \$802  = page38;
     if (move) begin
-      \$802  = next_page20;
+      \$802  = next_page38;
     end
     if (rst) begin
       \$802  = 64'h0000000000000000;
@@ -51409,9 +51498,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$803  = page21;
+    \$803  = page39;
     if (move) begin
-      \$803  = next_page21;
+      \$803  = next_page39;
     end
     if (rst) begin
       \$803  = 64'h0000000000000000;
@@ -51419,9 +51508,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$804  = page22;
+    \$804  = page40;
     if (move) begin
-      \$804  = next_page22;
+      \$804  = next_page40;
     end
     if (rst) begin
       \$804  = 64'h0000000000000000;
@@ -51429,9 +51518,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$805  = page23;
+    \$805  = page41;
     if (move) begin
-      \$805  = next_page23;
+      \$805  = next_page41;
     end
     if (rst) begin
       \$805  = 64'h0000000000000000;
@@ -51439,9 +51528,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$806  = page24;
+    \$806  = page42;
     if (move) begin
-      \$806  = next_page24;
+      \$806  = next_page42;
     end
     if (rst) begin
       \$806  = 64'h0000000000000000;
@@ -51449,9 +51538,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$807  = page25;
+    \$807  = page43;
     if (move) begin
-      \$807  = next_page25;
+      \$807  = next_page43;
     end
     if (rst) begin
       \$807  = 64'h0000000000000000;
@@ -51459,9 +51548,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$808  = page26;
+    \$808  = page44;
     if (move) begin
-      \$808  = next_page26;
+      \$808  = next_page44;
     end
     if (rst) begin
       \$808  = 64'h0000000000000000;
@@ -51469,9 +51558,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$809  = page27;
+    \$809  = page45;
     if (move) begin
-      \$809  = next_page27;
+      \$809  = next_page45;
     end
     if (rst) begin
       \$809  = 64'h0000000000000000;
@@ -51479,9 +51568,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$810  = page28;
+    \$810  = page46;
     if (move) begin
-      \$810  = next_page28;
+      \$810  = next_page46;
     end
     if (rst) begin
       \$810  = 64'h0000000000000000;
@@ -51489,9 +51578,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$811  = page29;
+    \$811  = page47;
     if (move) begin
-      \$811  = next_page29;
+      \$811  = next_page47;
     end
     if (rst) begin
       \$811  = 64'h0000000000000000;
@@ -51499,9 +51588,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$812  = page30;
+    \$812  = page48;
     if (move) begin
-      \$812  = next_page30;
+      \$812  = next_page48;
     end
     if (rst) begin
       \$812  = 64'h0000000000000000;
@@ -51509,9 +51598,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$813  = page31;
+    \$813  = page49;
     if (move) begin
-      \$813  = next_page31;
+      \$813  = next_page49;
     end
     if (rst) begin
       \$813  = 64'h0000000000000000;
@@ -51519,9 +51608,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$814  = page32;
+    \$814  = page50;
     if (move) begin
-      \$814  = next_page32;
+      \$814  = next_page50;
     end
     if (rst) begin
       \$814  = 64'h0000000000000000;
@@ -51529,9 +51618,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$815  = page33;
+    \$815  = page51;
     if (move) begin
-      \$815  = next_page33;
+      \$815  = next_page51;
     end
     if (rst) begin
       \$815  = 64'h0000000000000000;
@@ -51539,9 +51628,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$816  = page34;
+    \$816  = page52;
     if (move) begin
-      \$816  = next_page34;
+      \$816  = next_page52;
     end
     if (rst) begin
       \$816  = 64'h0000000000000000;
@@ -51549,9 +51638,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$817  = page35;
+    \$817  = page53;
     if (move) begin
-      \$817  = next_page35;
+      \$817  = next_page53;
     end
     if (rst) begin
       \$817  = 64'h0000000000000000;
@@ -51559,9 +51648,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$818  = page36;
+    \$818  = page54;
     if (move) begin
-      \$818  = next_page36;
+      \$818  = next_page54;
     end
     if (rst) begin
       \$818  = 64'h0000000000000000;
@@ -51569,9 +51658,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$819  = page37;
+    \$819  = page55;
     if (move) begin
-      \$819  = next_page37;
+      \$819  = next_page55;
     end
     if (rst) begin
       \$819  = 64'h0000000000000000;
@@ -51579,9 +51668,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$820  = page38;
+    \$820  = page56;
     if (move) begin
-      \$820  = next_page38;
+      \$820  = next_page56;
     end
     if (rst) begin
       \$820  = 64'h0000000000000000;
@@ -51589,9 +51678,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$821  = page39;
+    \$821  = page57;
     if (move) begin
-      \$821  = next_page39;
+      \$821  = next_page57;
     end
     if (rst) begin
       \$821  = 64'h0000000000000000;
@@ -51599,9 +51688,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$822  = page40;
+    \$822  = page58;
     if (move) begin
-      \$822  = next_page40;
+      \$822  = next_page58;
     end
     if (rst) begin
       \$822  = 64'h0000000000000000;
@@ -51609,9 +51698,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$823  = page41;
+    \$823  = page59;
     if (move) begin
-      \$823  = next_page41;
+      \$823  = next_page59;
     end
     if (rst) begin
       \$823  = 64'h0000000000000000;
@@ -51619,9 +51708,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$824  = page42;
+    \$824  = page60;
     if (move) begin
-      \$824  = next_page42;
+      \$824  = next_page60;
     end
     if (rst) begin
       \$824  = 64'h0000000000000000;
@@ -51629,9 +51718,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$825  = page43;
+    \$825  = page61;
     if (move) begin
-      \$825  = next_page43;
+      \$825  = next_page61;
     end
     if (rst) begin
       \$825  = 64'h0000000000000000;
@@ -51639,9 +51728,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$826  = page44;
+    \$826  = page62;
     if (move) begin
-      \$826  = next_page44;
+      \$826  = next_page62;
     end
     if (rst) begin
       \$826  = 64'h0000000000000000;
@@ -51649,9 +51738,9 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$827  = page45;
+    \$827  = page63;
     if (move) begin
-      \$827  = next_page45;
+      \$827  = next_page63;
     end
     if (rst) begin
       \$827  = 64'h0000000000000000;
@@ -51659,293 +51748,113 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$828  = page46;
-    if (move) begin
-      \$828  = next_page46;
-    end
-    if (rst) begin
-      \$828  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$829  = page47;
-    if (move) begin
-      \$829  = next_page47;
-    end
-    if (rst) begin
-      \$829  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$830  = page48;
-    if (move) begin
-      \$830  = next_page48;
-    end
-    if (rst) begin
-      \$830  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$831  = page49;
-    if (move) begin
-      \$831  = next_page49;
-    end
-    if (rst) begin
-      \$831  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$832  = page50;
-    if (move) begin
-      \$832  = next_page50;
-    end
-    if (rst) begin
-      \$832  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$833  = page51;
-    if (move) begin
-      \$833  = next_page51;
-    end
-    if (rst) begin
-      \$833  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$834  = page52;
-    if (move) begin
-      \$834  = next_page52;
-    end
-    if (rst) begin
-      \$834  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$835  = page53;
-    if (move) begin
-      \$835  = next_page53;
-    end
-    if (rst) begin
-      \$835  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$836  = page54;
-    if (move) begin
-      \$836  = next_page54;
-    end
-    if (rst) begin
-      \$836  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$837  = page55;
-    if (move) begin
-      \$837  = next_page55;
-    end
-    if (rst) begin
-      \$837  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$838  = page56;
-    if (move) begin
-      \$838  = next_page56;
-    end
-    if (rst) begin
-      \$838  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$839  = page57;
-    if (move) begin
-      \$839  = next_page57;
-    end
-    if (rst) begin
-      \$839  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$840  = page58;
-    if (move) begin
-      \$840  = next_page58;
-    end
-    if (rst) begin
-      \$840  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$841  = page59;
-    if (move) begin
-      \$841  = next_page59;
-    end
-    if (rst) begin
-      \$841  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$842  = page60;
-    if (move) begin
-      \$842  = next_page60;
-    end
-    if (rst) begin
-      \$842  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$843  = page61;
-    if (move) begin
-      \$843  = next_page61;
-    end
-    if (rst) begin
-      \$843  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$844  = page62;
-    if (move) begin
-      \$844  = next_page62;
-    end
-    if (rst) begin
-      \$844  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$845  = page63;
-    if (move) begin
-      \$845  = next_page63;
-    end
-    if (rst) begin
-      \$845  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$846  = entry2;
+    \$828  = entry2;
     casez (fsm_state)
       3'h0:
           if (pop_valid) begin
-            \$846  = pop;
+            \$828  = pop;
           end
     endcase
     if (rst) begin
-      \$846  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$828  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$847  = decoding;
+    \$829  = decoding;
     casez (fsm_state)
       3'h0:
           if (pop_valid) begin
-            \$847  = 2'h1;
+            \$829  = 2'h1;
           end
       3'h1:
-          \$847  = \$615 [1:0];
+          \$829  = \$594 [1:0];
     endcase
     if (rst) begin
-      \$847  = 2'h0;
+      \$829  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$848  = fsm_state;
+    \$830  = fsm_state;
     (* full_case = 32'd1 *)
     casez (fsm_state)
       3'h0:
           if (pop_valid) begin
-            \$848  = 3'h1;
+            \$830  = 3'h1;
           end
       3'h1:
-          if (\$616 ) begin
-            \$848  = 3'h2;
+          if (\$595 ) begin
+            \$830  = 3'h2;
           end
       3'h2:
           (* full_case = 32'd1 *)
-          if (\$617 ) begin
+          if (\$596 ) begin
             (* full_case = 32'd1 *)
-            if (\$622 ) begin
-              \$848  = 3'h3;
+            if (\$601 ) begin
+              \$830  = 3'h3;
             end else begin
-              \$848  = 3'h4;
+              \$830  = 3'h4;
             end
-          end else if (\$621 ) begin
-            \$848  = 3'h5;
+          end else if (\$600 ) begin
+            \$830  = 3'h5;
           end else begin
             (* full_case = 32'd1 *)
-            if (\$623 ) begin
-              \$848  = 3'h3;
+            if (\$602 ) begin
+              \$830  = 3'h3;
             end else begin
-              \$848  = 3'h4;
+              \$830  = 3'h4;
             end
           end
       3'h5:
-          if (\$628 ) begin
+          if (\$607 ) begin
             (* full_case = 32'd1 *)
-            if (\$629 ) begin
-              \$848  = 3'h3;
+            if (\$608 ) begin
+              \$830  = 3'h3;
             end else begin
-              \$848  = 3'h4;
+              \$830  = 3'h4;
             end
           end
       3'h3:
-          if (\$639 ) begin
-            \$848  = 3'h6;
+          if (\$618 ) begin
+            \$830  = 3'h6;
           end
       3'h6:
-          if (\$644 ) begin
-            \$848  = 3'h7;
+          if (\$623 ) begin
+            \$830  = 3'h7;
           end
       3'h7:
-          if (\$647 ) begin
+          if (\$626 ) begin
           end else if (w_rdy) begin
-            \$848  = 3'h4;
+            \$830  = 3'h4;
           end
       3'h4:
-          if (\$673 ) begin
-            \$848  = 3'h0;
+          if (\$652 ) begin
+            \$830  = 3'h0;
           end
     endcase
     if (rst) begin
-      \$848  = 3'h0;
+      \$830  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$849  = decoded2;
+    \$831  = decoded2;
     casez (fsm_state)
       3'h0:
           /* empty */;
       3'h1:
           /* empty */;
       3'h2:
-          \$849  = decoded;
+          \$831  = decoded;
     endcase
     if (rst) begin
-      \$849  = 967'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$831  = 967'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$850  = fetch2;
+    \$832  = fetch2;
     casez (fsm_state)
       3'h0:
           /* empty */;
@@ -51953,26 +51862,26 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
           /* empty */;
       3'h2:
           (* full_case = 32'd1 *)
-          if (\$617 ) begin
+          if (\$596 ) begin
             (* full_case = 32'd1 *)
-            if (\$622 ) begin
+            if (\$601 ) begin
             end else begin
-              \$850  = 1'h0;
+              \$832  = 1'h0;
             end
-          end else if (\$621 ) begin
+          end else if (\$600 ) begin
           end else begin
             (* full_case = 32'd1 *)
-            if (\$623 ) begin
+            if (\$602 ) begin
             end else begin
-              \$850  = 1'h1;
+              \$832  = 1'h1;
             end
           end
       3'h5:
-          if (\$628 ) begin
+          if (\$607 ) begin
             (* full_case = 32'd1 *)
-            if (\$629 ) begin
+            if (\$608 ) begin
             end else begin
-              \$850  = 1'h1;
+              \$832  = 1'h1;
             end
           end
       3'h3:
@@ -51980,18 +51889,18 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
       3'h6:
           /* empty */;
       3'h7:
-          if (\$647 ) begin
+          if (\$626 ) begin
           end else if (w_rdy) begin
-            \$850  = \$667 ;
+            \$832  = \$646 ;
           end
     endcase
     if (rst) begin
-      \$850  = 1'h0;
+      \$832  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$851  = c_page;
+    \$833  = c_page;
     casez (fsm_state)
       3'h0:
           /* empty */;
@@ -52004,21 +51913,21 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
       3'h3:
           /* empty */;
       3'h6:
-          if (\$644 ) begin
-            \$851  = 6'h00;
+          if (\$623 ) begin
+            \$833  = 6'h00;
           end
       3'h7:
-          if (\$647 ) begin
-            \$851  = \$648 [5:0];
+          if (\$626 ) begin
+            \$833  = \$627 [5:0];
           end
     endcase
     if (rst) begin
-      \$851  = 6'h00;
+      \$833  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$852  = bad;
+    \$834  = bad;
     casez (fsm_state)
       3'h0:
           /* empty */;
@@ -52031,16 +51940,16 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
       3'h3:
           /* empty */;
       3'h6:
-          if (\$644 ) begin
-            \$852  = 1'h0;
+          if (\$623 ) begin
+            \$834  = 1'h0;
           end
       3'h7:
-          if (\$647 ) begin
-            \$852  = \$656 ;
+          if (\$626 ) begin
+            \$834  = \$635 ;
           end
     endcase
     if (rst) begin
-      \$852  = 1'h0;
+      \$834  = 1'h0;
     end
   end
   always @* begin
@@ -52615,8 +52524,8 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   assign \pop.queue  = pop[205:204];
   assign \pop.seq  = pop[269:206];
   assign \pop.taken  = pop[333:270];
-  assign task__payload[1472:1429] = \$signal$150 ;
-  assign task__payload[1428:1365] = \$signal$149 ;
+  assign task__payload[1472:1429] = \$signal$151 ;
+  assign task__payload[1428:1365] = \$signal$150 ;
   assign task__payload[1364:1301] = \$signal$97 ;
   assign task__payload[1300:334] = decoded1;
   assign task__payload[333:0] = \$signal$105 ;
@@ -52640,18 +52549,17 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   assign \$79  = { \$signal$130 , 1'h0 };
   assign \$83  = { \$82 [23], \$82 [23], \$82 [23], \$82 [23], \$82 [23], \$82 [23], \$82 [23:6] };
   assign \$87  = { \$86 [22], \$86 [22], \$86 [22], \$86 [22], \$86 [22], \$86 [22:5] };
-  assign \$133  = 1'h0;
-  assign \$134  = decoded[9];
-  assign \$140  = decoded2[9];
-  assign \$178 [19:2] = 18'h00000;
-  assign \$178 [1:0] = entry2[165:164];
+  assign \$135  = 1'h0;
+  assign \$136  = decoded[9];
+  assign \$142  = decoded2[9];
   assign \$180 [19:2] = 18'h00000;
   assign \$180 [1:0] = entry2[165:164];
-  assign \$202  = { 1'h0, entry2[103:84], 6'h00 };
-  assign \$215  = { 1'h0, entry2[103:84], 6'h00 };
-  assign \$228  = { 1'h0, entry2[103:84], 6'h00 };
-  assign \$241  = { 1'h0, entry2[103:84], 6'h00 };
-  assign \$248  = \$247 ;
+  assign \$182 [19:2] = 18'h00000;
+  assign \$182 [1:0] = entry2[165:164];
+  assign \$204  = { 1'h0, entry2[103:84], 6'h00 };
+  assign \$217  = { 1'h0, entry2[103:84], 6'h00 };
+  assign \$230  = { 1'h0, entry2[103:84], 6'h00 };
+  assign \$243  = { 1'h0, entry2[103:84], 6'h00 };
   assign \$250  = \$249 ;
   assign \$252  = \$251 ;
   assign \$254  = \$253 ;
@@ -52715,42 +52623,51 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
   assign \$370  = \$369 ;
   assign \$372  = \$371 ;
   assign \$374  = \$373 ;
-  assign \$375  = { decoded2[174:135], 1'h0 };
+  assign \$376  = \$375 ;
   assign \$377  = { decoded2[174:135], 1'h0 };
-  assign \$454  = { 1'h0, decoded1[174:136] };
-  assign \$456  = { \$455 , 1'h0 };
-  assign \$459  = { f_sizes[86:67], 1'h0 };
-  assign \$467  = { \$466 [20], \$466 , 6'h00 };
-  assign \$480  = { \$479 [20], \$479 [20], \$479 , 5'h00 };
-  assign \$518  = { \$517 [22], \$517 [22], \$517 , 5'h00 };
-  assign \$524  = { \$523 [20], \$523 [20], \$523 , 5'h00 };
-  assign \$527  = { 1'h0, decoded1[174:136] };
-  assign \$529  = { \$528 , 1'h0 };
-  assign \$538  = { \$537 [20], \$537 , 6'h00 };
-  assign \$544  = { 1'h0, decoded1[174:136] };
-  assign \$546  = { \$545 , 1'h0 };
-  assign \$554  = { 1'h0, decoded1[174:136] };
-  assign \$557  = { \$556 , 1'h0 };
-  assign \$559  = { 1'h0, decoded1[174:136] };
-  assign \$560  = 40'h0000000000;
-  assign \$561  = 41'h00000000000;
-  assign \$563  = \$signal$105 [83:20];
-  assign \$574  = { \$573 [20], \$573 [20], \$573 , 5'h00 };
-  assign \$576  = { 1'h0, decoded1[174:136] };
-  assign \$577  = \$576 ;
-  assign \$578  = { \$576 , 1'h0 };
-  assign \$580  = decoded1[74:11];
-  assign \$591  = { \$590 [20], \$590 [20], \$590 , 5'h00 };
-  assign \$599  = { 1'h0, \$signal$105 [203:184], 2'h0 };
-  assign \$613  = { 1'h0, entry2[203:184], 2'h0 };
-  assign \$622  = 1'h0;
-  assign \$623  = decoded[123];
-  assign \$629  = decoded2[123];
-  assign \$643  = \$642 ;
+  assign \$379  = { decoded2[174:135], 1'h0 };
+  assign \$443  = { 1'h0, decoded1[174:136] };
+  assign \$445  = { \$444 , 1'h0 };
+  assign \$453  = { \$452 [20], \$452 [20], \$452 , 5'h00 };
+  assign \$463  = { f_sizes[86:67], 1'h0 };
+  assign \$470  = { \$469 [20], \$469 , 6'h00 };
+  assign \$483  = { \$482 [20], \$482 [20], \$482 , 5'h00 };
+  assign \$492  = { 1'h0, decoded1[174:136] };
+  assign \$495  = { \$494 , 1'h0 };
+  assign \$497  = { 1'h0, decoded1[174:136] };
+  assign \$498  = 40'h0000000000;
+  assign \$499  = 41'h00000000000;
+  assign \$501  = \$signal$105 [83:20];
+  assign \$503  = { 1'h0, decoded1[174:136] };
+  assign \$504  = 40'h0000000000;
+  assign \$505  = 41'h00000000000;
+  assign \$507  = \$signal$105 [83:20];
+  assign \$509  = { 1'h0, decoded1[174:136] };
+  assign \$510  = 40'h0000000000;
+  assign \$511  = 41'h00000000000;
+  assign \$521  = { \$520 [20], \$520 [20], \$520 , 5'h00 };
+  assign \$523  = { 1'h0, decoded1[174:136] };
+  assign \$524  = \$523 ;
+  assign \$525  = { \$523 , 1'h0 };
+  assign \$527  = decoded1[74:11];
+  assign \$529  = { 1'h0, decoded1[174:136] };
+  assign \$530  = \$529 ;
+  assign \$531  = { \$529 , 1'h0 };
+  assign \$533  = decoded1[74:11];
+  assign \$535  = { 1'h0, decoded1[174:136] };
+  assign \$536  = \$535 ;
+  assign \$537  = { \$535 , 1'h0 };
+  assign \$547  = { \$546 [20], \$546 [20], \$546 , 5'h00 };
+  assign \$555  = { 1'h0, \$signal$105 [203:184], 2'h0 };
+  assign \$592  = { 1'h0, entry2[203:184], 2'h0 };
+  assign \$601  = 1'h0;
+  assign \$602  = decoded[123];
+  assign \$608  = decoded2[123];
+  assign \$622  = \$621 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.front.decoder (rst, \port$16582$128 , log2_slot, desc, decoded, clk);
+module \ndp_device.control_unit.front.decoder (rst, \port$16507$128 , log2_slot, desc, decoded, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$30  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -53105,8 +53022,8 @@ module \ndp_device.control_unit.front.decoder (rst, \port$16582$128 , log2_slot,
   reg [39:0] out_elems = 40'h0000000000;
   wire [3:0] page_shift;
   wire [3:0] \page_shift$15 ;
-  input [127:0] \port$16582$128 ;
-  wire [127:0] \port$16582$128 ;
+  input [127:0] \port$16507$128 ;
+  wire [127:0] \port$16507$128 ;
   reg [49:0] result = 50'h0000000000000;
   reg [49:0] room = 50'h0000000000000;
   input rst;
@@ -53327,8 +53244,8 @@ module \ndp_device.control_unit.front.decoder (rst, \port$16582$128 , log2_slot,
   assign \$172  = ! desc[25:20];
   assign \$173  = \$170  ? \$171  : \$172 ;
   assign \$174  = ! desc[103:84];
-  assign \$175  = desc[83:20] >= \port$16582$128 [63:0];
-  assign \$176  = dev_end <= \port$16582$128 [127:64];
+  assign \$175  = desc[83:20] >= \port$16507$128 [63:0];
+  assign \$176  = dev_end <= \port$16507$128 [127:64];
   assign \$177  = \$175  & \$176 ;
   assign \$178  = \$174  | \$177 ;
   assign \$179  = \$173  & \$178 ;
@@ -53542,8 +53459,8 @@ module \ndp_device.control_unit.front.decoder (rst, \port$16582$128 , log2_slot,
   assign page_shift = desc[16:13];
   assign \trans$14  = 1'h0;
   assign \page_shift$15  = desc[16:13];
-  assign data_base = \port$16582$128 [63:0];
-  assign data_limit = \port$16582$128 [127:64];
+  assign data_base = \port$16507$128 [63:0];
+  assign data_limit = \port$16507$128 [127:64];
   assign \decoded.status  = decoded[7:0];
   assign \decoded.is_load  = decoded[8];
   assign \decoded.is_store  = decoded[9];
@@ -65904,87 +65821,95 @@ module \ndp_device.control_unit.unpacker (rst, valid, pair_valid, last, src__rea
   reg \$auto$verilog_backend.cc:2355:dump_module$42  = 0;
   wire \$1 ;
   wire [6:0] \$10 ;
-  wire \$100 ;
+  wire [31:0] \$100 ;
   wire \$101 ;
-  wire [5:0] \$102 ;
-  wire \$103 ;
+  wire \$102 ;
+  wire [5:0] \$103 ;
   wire \$104 ;
   wire \$105 ;
-  wire [32:0] \$106 ;
+  wire \$106 ;
   wire [32:0] \$107 ;
   wire [32:0] \$108 ;
-  wire \$109 ;
+  wire [32:0] \$109 ;
   wire \$11 ;
-  wire [32:0] \$110 ;
+  wire \$110 ;
   wire [32:0] \$111 ;
   wire [32:0] \$112 ;
-  wire \$113 ;
+  wire [32:0] \$113 ;
   wire \$114 ;
   wire \$115 ;
-  wire [5:0] \$116 ;
-  wire [6:0] \$117 ;
-  wire [7:0] \$118 ;
+  wire \$116 ;
+  wire [5:0] \$117 ;
+  wire [6:0] \$118 ;
   wire [7:0] \$119 ;
   wire \$12 ;
-  wire [31:0] \$120 ;
-  wire [33:0] \$121 ;
-  wire [34:0] \$122 ;
-  wire [20:0] \$123 ;
+  wire [7:0] \$120 ;
+  wire [31:0] \$121 ;
+  wire [33:0] \$122 ;
+  wire [34:0] \$123 ;
   wire [5:0] \$124 ;
-  wire [32:0] \$125 ;
-  wire [32:0] \$126 ;
-  wire [2:0] \$127 ;
-  wire [2:0] \$128 ;
-  wire [3:0] \$129 ;
+  wire [6:0] \$125 ;
+  wire [7:0] \$126 ;
+  wire [7:0] \$127 ;
+  wire [31:0] \$128 ;
+  wire [33:0] \$129 ;
   wire [7:0] \$13 ;
-  wire \$130 ;
-  reg \$131 ;
-  reg [31:0] \$132 ;
-  reg \$133 ;
-  reg [4:0] \$134 ;
-  reg [31:0] \$135 ;
-  reg [31:0] \$136 ;
-  reg \$137 ;
-  reg [19:0] \$138 ;
-  reg [31:0] \$139 ;
+  wire [34:0] \$130 ;
+  wire [20:0] \$131 ;
+  wire [5:0] \$132 ;
+  wire [32:0] \$133 ;
+  wire [32:0] \$134 ;
+  wire [2:0] \$135 ;
+  wire [2:0] \$136 ;
+  wire [3:0] \$137 ;
+  wire \$138 ;
+  reg \$139 ;
   wire \$14 ;
   reg [31:0] \$140 ;
-  reg [1:0] \$141 ;
-  reg [31:0] \$142 ;
-  reg [19:0] \$143 ;
-  reg \$144 ;
+  reg \$141 ;
+  reg [4:0] \$142 ;
+  reg [31:0] \$143 ;
+  reg [31:0] \$144 ;
   reg \$145 ;
-  reg \$146 ;
-  reg \$147 ;
-  reg [4:0] \$148 ;
-  reg [19:0] \$149 ;
+  reg [19:0] \$146 ;
+  reg [31:0] \$147 ;
+  reg [31:0] \$148 ;
+  reg [1:0] \$149 ;
   wire \$15 ;
   reg [31:0] \$150 ;
-  reg [4:0] \$151 ;
-  reg [4:0] \$152 ;
-  reg [5:0] \$153 ;
+  reg [19:0] \$151 ;
+  reg \$152 ;
+  reg \$153 ;
   reg \$154 ;
-  reg [31:0] \$155 ;
-  reg [5:0] \$156 ;
-  reg \$157 ;
-  reg [5:0] \$158 ;
-  reg \$159 ;
+  reg \$155 ;
+  reg [4:0] \$156 ;
+  reg [19:0] \$157 ;
+  reg [31:0] \$158 ;
+  reg [4:0] \$159 ;
   wire \$16 ;
-  reg [5:0] \$160 ;
-  reg \$161 ;
-  reg [511:0] \$162 ;
-  reg [511:0] \$163 ;
-  reg [511:0] \$164 ;
+  reg [4:0] \$160 ;
+  reg [5:0] \$161 ;
+  reg \$162 ;
+  reg [31:0] \$163 ;
+  reg [5:0] \$164 ;
+  reg \$165 ;
+  reg [5:0] \$166 ;
+  reg \$167 ;
+  reg [5:0] \$168 ;
+  reg \$169 ;
   wire \$17 ;
+  reg [511:0] \$170 ;
+  reg [511:0] \$171 ;
+  reg [511:0] \$172 ;
   wire \$18 ;
   wire \$19 ;
   wire \$2 ;
-  wire [7:0] \$20 ;
-  wire [8:0] \$21 ;
+  wire [6:0] \$20 ;
+  wire [7:0] \$21 ;
   wire [8:0] \$22 ;
-  wire [6:0] \$23 ;
-  wire [8:0] \$24 ;
-  wire \$25 ;
+  wire [8:0] \$23 ;
+  wire [6:0] \$24 ;
+  wire [8:0] \$25 ;
   wire \$26 ;
   wire \$27 ;
   wire \$28 ;
@@ -65995,77 +65920,77 @@ module \ndp_device.control_unit.unpacker (rst, valid, pair_valid, last, src__rea
   wire \$32 ;
   wire \$33 ;
   wire \$34 ;
-  wire [5:0] \$35 ;
-  wire [6:0] \$36 ;
-  wire [7:0] \$37 ;
+  wire \$35 ;
+  wire [5:0] \$36 ;
+  wire [6:0] \$37 ;
   wire [7:0] \$38 ;
-  wire [31:0] \$39 ;
+  wire [7:0] \$39 ;
   wire \$4 ;
-  wire [33:0] \$40 ;
-  wire \$41 ;
+  wire [31:0] \$40 ;
+  wire [33:0] \$41 ;
   wire \$42 ;
   wire \$43 ;
   wire \$44 ;
   wire \$45 ;
-  wire [5:0] \$46 ;
+  wire \$46 ;
   wire [5:0] \$47 ;
-  wire \$48 ;
-  wire [31:0] \$49 ;
+  wire [5:0] \$48 ;
+  wire \$49 ;
   wire \$5 ;
-  wire \$50 ;
+  wire [31:0] \$50 ;
   wire \$51 ;
-  wire [31:0] \$52 ;
-  wire [32:0] \$53 ;
-  wire \$54 ;
-  wire [31:0] \$55 ;
-  wire \$56 ;
+  wire \$52 ;
+  wire [31:0] \$53 ;
+  wire [32:0] \$54 ;
+  wire \$55 ;
+  wire [31:0] \$56 ;
   wire \$57 ;
-  wire [31:0] \$58 ;
-  wire \$59 ;
+  wire \$58 ;
+  wire [31:0] \$59 ;
   wire [6:0] \$6 ;
   wire \$60 ;
-  wire [31:0] \$61 ;
-  wire [32:0] \$62 ;
-  wire \$63 ;
+  wire \$61 ;
+  wire [31:0] \$62 ;
+  wire [32:0] \$63 ;
   wire \$64 ;
-  wire [31:0] \$65 ;
-  wire [32:0] \$66 ;
+  wire \$65 ;
+  wire [31:0] \$66 ;
   wire [32:0] \$67 ;
-  wire \$68 ;
-  wire [31:0] \$69 ;
+  wire [32:0] \$68 ;
+  wire \$69 ;
   wire [5:0] \$7 ;
-  wire [32:0] \$70 ;
-  wire \$71 ;
+  wire [31:0] \$70 ;
+  wire [32:0] \$71 ;
   wire \$72 ;
-  wire [4:0] \$73 ;
-  wire \$74 ;
-  wire [5:0] \$75 ;
-  wire [20:0] \$76 ;
-  wire \$77 ;
-  wire [21:0] \$78 ;
-  wire [20:0] \$79 ;
+  wire \$73 ;
+  wire [4:0] \$74 ;
+  wire \$75 ;
+  wire [5:0] \$76 ;
+  wire [20:0] \$77 ;
+  wire \$78 ;
+  wire [21:0] \$79 ;
   wire [7:0] \$8 ;
-  wire \$80 ;
-  wire [21:0] \$81 ;
-  wire [20:0] \$82 ;
-  wire \$83 ;
-  wire [21:0] \$84 ;
-  wire \$85 ;
-  wire [20:0] \$86 ;
-  wire \$87 ;
-  wire [21:0] \$88 ;
-  wire \$89 ;
+  wire [20:0] \$80 ;
+  wire \$81 ;
+  wire [21:0] \$82 ;
+  wire [20:0] \$83 ;
+  wire \$84 ;
+  wire [21:0] \$85 ;
+  wire \$86 ;
+  wire [20:0] \$87 ;
+  wire \$88 ;
+  wire [21:0] \$89 ;
   wire [6:0] \$9 ;
-  wire [20:0] \$90 ;
-  wire \$91 ;
-  wire [21:0] \$92 ;
-  wire \$93 ;
+  wire \$90 ;
+  wire [20:0] \$91 ;
+  wire \$92 ;
+  wire [21:0] \$93 ;
   wire \$94 ;
   wire \$95 ;
-  wire [5:0] \$96 ;
-  wire \$97 ;
+  wire \$96 ;
+  wire [5:0] \$97 ;
   wire \$98 ;
-  wire [31:0] \$99 ;
+  wire \$99 ;
   (* init = 20'h00000 *)
   wire [19:0] \$signal ;
   reg \$signal$10  = 1'h0;
@@ -66190,181 +66115,187 @@ module \ndp_device.control_unit.unpacker (rst, valid, pair_valid, last, src__rea
   assign \$18  = \$17  ? \$signal$35  : \$signal$34 ;
   assign last = end_of_row & \$18 ;
   assign \$19  = \$signal$37  & end_of_row;
-  assign \$20  = \$8 [6:0] + 6'h20;
-  assign \$21  = \$20  - 1'h1;
-  assign \$24  = \$19  ? \$22  : { 2'h0, \$23  };
-  assign \$25  = held != 2'h3;
-  assign \$26  = \$8 [6:0] >= 6'h20;
-  assign \$27  = \$signal$37  & end_of_row;
-  assign \$28  = \$26  | \$27 ;
-  assign \$29  = valid & \$28 ;
-  assign room = \$25  | \$29 ;
-  assign \$30  = busy & room;
-  assign \$31  = | p_rows;
-  assign \$32  = taken < \$signal$41 ;
-  assign \$33  = \$signal$37  ? \$31  : \$32 ;
-  assign \$34  = \$30  & \$33 ;
-  assign \$signal$39  = \$34  & src__valid;
-  assign \$35  = p_next_off + \$signal$50 [4:0];
-  assign \$36  = \$35  + 6'h20;
-  assign \$37  = \$36  - 1'h1;
-  assign \$40  = $signed(\$38 ) + $signed({ 1'h0, \$39  });
-  assign \$41  = ~ strided;
-  assign \$42  = pair & \$41 ;
-  assign \$43  = rows == 1'h1;
-  assign \$44  = rows == 2'h2;
-  assign \$45  = rows > 1'h1;
-  assign \$46  = pos + stride;
+  assign \$20  = pos + \$signal$13 ;
+  assign \$21  = \$20  + 6'h20;
+  assign \$22  = \$21  - 1'h1;
+  assign \$25  = \$19  ? \$23  : { 2'h0, \$24  };
+  assign \$26  = held != 2'h3;
+  assign \$27  = \$8 [6:0] >= 6'h20;
+  assign \$28  = \$signal$37  & end_of_row;
+  assign \$29  = \$27  | \$28 ;
+  assign \$30  = valid & \$29 ;
+  assign room = \$26  | \$30 ;
+  assign \$31  = busy & room;
+  assign \$32  = | p_rows;
+  assign \$33  = taken < \$signal$41 ;
+  assign \$34  = \$signal$37  ? \$32  : \$33 ;
+  assign \$35  = \$31  & \$34 ;
+  assign \$signal$39  = \$35  & src__valid;
+  assign \$36  = p_next_off + \$signal$50 [4:0];
+  assign \$37  = \$36  + 6'h20;
+  assign \$38  = \$37  - 1'h1;
+  assign \$41  = $signed(\$39 ) + $signed({ 1'h0, \$40  });
+  assign \$42  = ~ strided;
+  assign \$43  = pair & \$42 ;
+  assign \$44  = rows == 1'h1;
+  assign \$45  = rows == 2'h2;
+  assign \$46  = rows > 1'h1;
   assign \$47  = pos + stride;
-  assign \$48  = \$signal$50  < 6'h20;
-  assign \$49  = \$48  ? \$signal$50  : 32'd32;
-  assign \$50  = \$signal$50  <= 6'h20;
-  assign \$51  = \$signal$50  < 6'h20;
-  assign \$52  = \$51  ? \$signal$50  : 32'd32;
-  assign \$53  = \$signal$50  - \$52 ;
-  assign \$54  = \$signal$50  < 6'h20;
-  assign \$55  = \$54  ? \$signal$50  : 32'd32;
-  assign \$56  = \$signal$50  <= 6'h20;
-  assign \$57  = \$signal$50  < 6'h20;
-  assign \$58  = \$57  ? \$signal$50  : 32'd32;
-  assign \$59  = \$signal$50  <= 6'h20;
-  assign \$60  = \$signal$50  < 6'h20;
-  assign \$61  = \$60  ? \$signal$50  : 32'd32;
-  assign \$62  = \$signal$50  - \$61 ;
-  assign \$63  = $signed(\$62 ) < $signed(7'h20);
-  assign \$64  = \$signal$50  < 6'h20;
-  assign \$65  = \$64  ? \$signal$50  : 32'd32;
-  assign \$66  = \$signal$50  - \$65 ;
-  assign \$67  = \$63  ? \$66  : 33'h000000020;
-  assign \$68  = \$signal$50  < 6'h20;
-  assign \$69  = \$68  ? \$signal$50  : 32'd32;
-  assign \$70  = \$signal$50  - \$69 ;
-  assign \$71  = $signed(\$70 ) <= $signed(7'h20);
-  assign \$72  = \$signal$37  & end_of_row;
-  assign \$73  = \$72  ? \$signal$62  : \$8 [4:0];
-  assign \$74  = \$signal$37  & end_of_row;
-  assign \$75  = \$signal$62  + stride;
-  assign \$76  = row + 1'h1;
-  assign \$77  = paired & \$signal$10 ;
-  assign \$78  = \$76  + \$77 ;
-  assign \$79  = rows_left - 1'h1;
-  assign \$80  = paired & \$signal$10 ;
-  assign \$81  = $signed(\$79 ) - $signed({ 1'h0, \$80  });
-  assign \$82  = rows_left - 1'h1;
-  assign \$83  = paired & \$signal$10 ;
-  assign \$84  = $signed(\$82 ) - $signed({ 1'h0, \$83  });
-  assign \$85  = \$84 [19:0] == 1'h1;
-  assign \$86  = rows_left - 1'h1;
-  assign \$87  = paired & \$signal$10 ;
-  assign \$88  = $signed(\$86 ) - $signed({ 1'h0, \$87  });
-  assign \$89  = \$88 [19:0] == 2'h2;
-  assign \$90  = rows_left - 1'h1;
-  assign \$91  = paired & \$signal$10 ;
-  assign \$92  = $signed(\$90 ) - $signed({ 1'h0, \$91  });
-  assign \$93  = \$92 [19:0] > 1'h1;
-  assign \$94  = ~ \$signal$10 ;
-  assign \$95  = paired & \$94 ;
-  assign \$96  = \$95  ? \$signal$14  : 6'h00;
-  assign \$97  = ~ \$signal$10 ;
-  assign \$98  = paired & \$97 ;
-  assign \$99  = \$98  ? left_after_pair : \$signal$50 ;
-  assign \$100  = ~ \$signal$10 ;
-  assign \$101  = paired & \$100 ;
-  assign \$102  = \$101  ? \$signal$66  : \$signal$64 ;
-  assign \$103  = ~ \$signal$10 ;
-  assign \$104  = paired & \$103 ;
-  assign \$105  = \$104  ? after_pair_ends : row_ends;
-  assign \$106  = col + \$signal$13 ;
-  assign \$107  = \$signal$56  - \$signal$13 ;
+  assign \$48  = pos + stride;
+  assign \$49  = \$signal$50  < 6'h20;
+  assign \$50  = \$49  ? \$signal$50  : 32'd32;
+  assign \$51  = \$signal$50  <= 6'h20;
+  assign \$52  = \$signal$50  < 6'h20;
+  assign \$53  = \$52  ? \$signal$50  : 32'd32;
+  assign \$54  = \$signal$50  - \$53 ;
+  assign \$55  = \$signal$50  < 6'h20;
+  assign \$56  = \$55  ? \$signal$50  : 32'd32;
+  assign \$57  = \$signal$50  <= 6'h20;
+  assign \$58  = \$signal$50  < 6'h20;
+  assign \$59  = \$58  ? \$signal$50  : 32'd32;
+  assign \$60  = \$signal$50  <= 6'h20;
+  assign \$61  = \$signal$50  < 6'h20;
+  assign \$62  = \$61  ? \$signal$50  : 32'd32;
+  assign \$63  = \$signal$50  - \$62 ;
+  assign \$64  = $signed(\$63 ) < $signed(7'h20);
+  assign \$65  = \$signal$50  < 6'h20;
+  assign \$66  = \$65  ? \$signal$50  : 32'd32;
+  assign \$67  = \$signal$50  - \$66 ;
+  assign \$68  = \$64  ? \$67  : 33'h000000020;
+  assign \$69  = \$signal$50  < 6'h20;
+  assign \$70  = \$69  ? \$signal$50  : 32'd32;
+  assign \$71  = \$signal$50  - \$70 ;
+  assign \$72  = $signed(\$71 ) <= $signed(7'h20);
+  assign \$73  = \$signal$37  & end_of_row;
+  assign \$74  = \$73  ? \$signal$62  : \$8 [4:0];
+  assign \$75  = \$signal$37  & end_of_row;
+  assign \$76  = \$signal$62  + stride;
+  assign \$77  = row + 1'h1;
+  assign \$78  = paired & \$signal$10 ;
+  assign \$79  = \$77  + \$78 ;
+  assign \$80  = rows_left - 1'h1;
+  assign \$81  = paired & \$signal$10 ;
+  assign \$82  = $signed(\$80 ) - $signed({ 1'h0, \$81  });
+  assign \$83  = rows_left - 1'h1;
+  assign \$84  = paired & \$signal$10 ;
+  assign \$85  = $signed(\$83 ) - $signed({ 1'h0, \$84  });
+  assign \$86  = \$85 [19:0] == 1'h1;
+  assign \$87  = rows_left - 1'h1;
+  assign \$88  = paired & \$signal$10 ;
+  assign \$89  = $signed(\$87 ) - $signed({ 1'h0, \$88  });
+  assign \$90  = \$89 [19:0] == 2'h2;
+  assign \$91  = rows_left - 1'h1;
+  assign \$92  = paired & \$signal$10 ;
+  assign \$93  = $signed(\$91 ) - $signed({ 1'h0, \$92  });
+  assign \$94  = \$93 [19:0] > 1'h1;
+  assign \$95  = ~ \$signal$10 ;
+  assign \$96  = paired & \$95 ;
+  assign \$97  = \$96  ? \$signal$14  : 6'h00;
+  assign \$98  = ~ \$signal$10 ;
+  assign \$99  = paired & \$98 ;
+  assign \$100  = \$99  ? left_after_pair : \$signal$50 ;
+  assign \$101  = ~ \$signal$10 ;
+  assign \$102  = paired & \$101 ;
+  assign \$103  = \$102  ? \$signal$66  : \$signal$64 ;
+  assign \$104  = ~ \$signal$10 ;
+  assign \$105  = paired & \$104 ;
+  assign \$106  = \$105  ? after_pair_ends : row_ends;
+  assign \$107  = col + \$signal$13 ;
   assign \$108  = \$signal$56  - \$signal$13 ;
-  assign \$109  = $signed(\$108 ) < $signed(7'h20);
-  assign \$110  = \$signal$56  - \$signal$13 ;
-  assign \$111  = \$109  ? \$110  : 33'h000000020;
-  assign \$112  = \$signal$56  - \$signal$13 ;
-  assign \$113  = $signed(\$112 ) <= $signed(7'h20);
-  assign \$114  = \$signal$61  == 1'h1;
-  assign \$115  = \$signal$39  & \$114 ;
-  assign \$116  = pos + \$signal$50 [4:0];
-  assign \$117  = \$116  + 6'h20;
-  assign \$118  = \$117  - 1'h1;
-  assign \$121  = $signed(\$119 ) + $signed({ 1'h0, \$120  });
-  assign \$122  = $signed(\$121 ) - $signed({ 1'h0, \$signal$39  });
-  assign \$123  = p_rows - 1'h1;
-  assign \$124  = p_next_off + stride;
-  assign \$125  = \$signal$61  - 1'h1;
-  assign \$126  = taken + 1'h1;
-  assign \$127  = held - retire;
-  assign \$128  = held - retire;
-  assign \$129  = $signed(\$128 ) + $signed({ 1'h0, \$signal$39  });
-  assign \$130  = valid & last;
+  assign \$109  = \$signal$56  - \$signal$13 ;
+  assign \$110  = $signed(\$109 ) < $signed(7'h20);
+  assign \$111  = \$signal$56  - \$signal$13 ;
+  assign \$112  = \$110  ? \$111  : 33'h000000020;
+  assign \$113  = \$signal$56  - \$signal$13 ;
+  assign \$114  = $signed(\$113 ) <= $signed(7'h20);
+  assign \$115  = \$signal$61  == 1'h1;
+  assign \$116  = \$signal$39  & \$115 ;
+  assign \$117  = pos + \$signal$50 [4:0];
+  assign \$118  = \$117  + 6'h20;
+  assign \$119  = \$118  - 1'h1;
+  assign \$122  = $signed(\$120 ) + $signed({ 1'h0, \$121  });
+  assign \$123  = $signed(\$122 ) - $signed(2'h1);
+  assign \$124  = pos + \$signal$50 [4:0];
+  assign \$125  = \$124  + 6'h20;
+  assign \$126  = \$125  - 1'h1;
+  assign \$129  = $signed(\$127 ) + $signed({ 1'h0, \$128  });
+  assign \$130  = \$signal$39  ? \$123  : { \$129 [33], \$129  };
+  assign \$131  = p_rows - 1'h1;
+  assign \$132  = p_next_off + stride;
+  assign \$133  = \$signal$61  - 1'h1;
+  assign \$134  = taken + 1'h1;
+  assign \$135  = held - retire;
+  assign \$136  = held - retire;
+  assign \$137  = $signed(\$136 ) + $signed({ 1'h0, \$signal$39  });
+  assign \$138  = valid & last;
   always @(posedge clk)
-    priming <= \$131 ;
+    priming <= \$139 ;
   always @(posedge clk)
-    \$signal$48  <= \$132 ;
+    \$signal$48  <= \$140 ;
   always @(posedge clk)
-    busy <= \$133 ;
+    busy <= \$141 ;
   always @(posedge clk)
-    pos <= \$134 ;
+    pos <= \$142 ;
   always @(posedge clk)
-    \$signal$50  <= \$135 ;
+    \$signal$50  <= \$143 ;
   always @(posedge clk)
-    \$signal$41  <= \$136 ;
+    \$signal$41  <= \$144 ;
   always @(posedge clk)
-    \$signal$7  <= \$137 ;
+    \$signal$7  <= \$145 ;
   always @(posedge clk)
-    row <= \$138 ;
+    row <= \$146 ;
   always @(posedge clk)
-    col <= \$139 ;
+    col <= \$147 ;
   always @(posedge clk)
-    taken <= \$140 ;
+    taken <= \$148 ;
   always @(posedge clk)
-    held <= \$141 ;
+    held <= \$149 ;
   always @(posedge clk)
-    \$signal$56  <= \$142 ;
+    \$signal$56  <= \$150 ;
   always @(posedge clk)
-    rows_left <= \$143 ;
+    rows_left <= \$151 ;
   always @(posedge clk)
-    \$signal$34  <= \$144 ;
+    \$signal$34  <= \$152 ;
   always @(posedge clk)
-    \$signal$35  <= \$145 ;
+    \$signal$35  <= \$153 ;
   always @(posedge clk)
-    \$signal$9  <= \$146 ;
+    \$signal$9  <= \$154 ;
   always @(posedge clk)
-    \$signal$37  <= \$147 ;
+    \$signal$37  <= \$155 ;
   always @(posedge clk)
-    stride <= \$148 ;
+    stride <= \$156 ;
   always @(posedge clk)
-    p_rows <= \$149 ;
+    p_rows <= \$157 ;
   always @(posedge clk)
-    \$signal$61  <= \$150 ;
+    \$signal$61  <= \$158 ;
   always @(posedge clk)
-    \$signal$62  <= \$151 ;
+    \$signal$62  <= \$159 ;
   always @(posedge clk)
-    p_next_off <= \$152 ;
+    p_next_off <= \$160 ;
   always @(posedge clk)
-    \$signal$14  <= \$153 ;
+    \$signal$14  <= \$161 ;
   always @(posedge clk)
-    \$signal$10  <= \$154 ;
+    \$signal$10  <= \$162 ;
   always @(posedge clk)
-    left_after_pair <= \$155 ;
+    left_after_pair <= \$163 ;
   always @(posedge clk)
-    \$signal$13  <= \$156 ;
+    \$signal$13  <= \$164 ;
   always @(posedge clk)
-    end_of_row <= \$157 ;
+    end_of_row <= \$165 ;
   always @(posedge clk)
-    \$signal$64  <= \$158 ;
+    \$signal$64  <= \$166 ;
   always @(posedge clk)
-    row_ends <= \$159 ;
+    row_ends <= \$167 ;
   always @(posedge clk)
-    \$signal$66  <= \$160 ;
+    \$signal$66  <= \$168 ;
   always @(posedge clk)
-    after_pair_ends <= \$161 ;
+    after_pair_ends <= \$169 ;
   always @(posedge clk)
-    win0 <= \$162 ;
+    win0 <= \$170 ;
   always @(posedge clk)
-    win1 <= \$163 ;
+    win1 <= \$171 ;
   always @(posedge clk)
-    win2 <= \$164 ;
+    win2 <= \$172 ;
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
     (* full_case = 32'd1 *)
@@ -66477,193 +66408,74 @@ module \ndp_device.control_unit.unpacker (rst, valid, pair_valid, last, src__rea
     if (\$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
     retire = 2'h0;
     if (valid) begin
-      retire = \$24 [1:0];
+      retire = \$25 [1:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
-    \$131  = start;
+    \$139  = start;
     if (rst) begin
-      \$131  = 1'h0;
+      \$139  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
-    \$132  = \$40 [31:0];
-    if (rst) begin
-      \$132  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
-    \$133  = busy;
-    if (start) begin
-      \$133  = 1'h1;
-    end
-    if (\$130 ) begin
-      \$133  = 1'h0;
-    end
-    if (rst) begin
-      \$133  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
-    \$134  = pos;
-    if (start) begin
-      \$134  = offset;
-    end
-    if (valid) begin
-      \$134  = \$73 ;
-    end
-    if (rst) begin
-      \$134  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
-    \$135  = \$signal$50 ;
-    if (start) begin
-      \$135  = cols;
-    end
-    if (rst) begin
-      \$135  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
-    \$136  = \$signal$41 ;
-    if (start) begin
-      \$136  = beats;
-    end
-    if (rst) begin
-      \$136  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
-    \$137  = \$signal$7 ;
-    if (start) begin
-      \$137  = \$42 ;
-    end
-    if (rst) begin
-      \$137  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
-    \$138  = row;
-    if (start) begin
-      \$138  = 20'h00000;
-    end
-    if (valid) begin
-      if (end_of_row) begin
-        \$138  = \$78 [19:0];
-      end
-    end
-    if (rst) begin
-      \$138  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
-    \$139  = col;
-    if (start) begin
-      \$139  = 32'd0;
-    end
-    if (valid) begin
-      (* full_case = 32'd1 *)
-      if (end_of_row) begin
-        \$139  = { 26'h0000000, \$96  };
-      end else begin
-        \$139  = \$106 [31:0];
-      end
-    end
-    if (rst) begin
-      \$139  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
-    \$140  = taken;
-    if (start) begin
-      \$140  = 32'd0;
-    end
-    if (\$signal$39 ) begin
-      \$140  = \$126 [31:0];
-    end
+    \$140  = \$41 [31:0];
     if (rst) begin
       \$140  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
-    \$141  = \$129 [1:0];
-    if (\$130 ) begin
-      \$141  = 2'h0;
+    \$141  = busy;
+    if (start) begin
+      \$141  = 1'h1;
+    end
+    if (\$138 ) begin
+      \$141  = 1'h0;
     end
     if (rst) begin
-      \$141  = 2'h0;
+      \$141  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
-    \$142  = \$signal$56 ;
+    \$142  = pos;
     if (start) begin
-      \$142  = cols;
+      \$142  = offset;
     end
     if (valid) begin
-      (* full_case = 32'd1 *)
-      if (end_of_row) begin
-        \$142  = \$99 ;
-      end else begin
-        \$142  = \$107 [31:0];
-      end
+      \$142  = \$74 ;
     end
     if (rst) begin
-      \$142  = 32'd0;
+      \$142  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
-    \$143  = rows_left;
+    \$143  = \$signal$50 ;
     if (start) begin
-      \$143  = rows;
-    end
-    if (valid) begin
-      if (end_of_row) begin
-        \$143  = \$81 [19:0];
-      end
+      \$143  = cols;
     end
     if (rst) begin
-      \$143  = 20'h00000;
+      \$143  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
-    \$144  = \$signal$34 ;
+    \$144  = \$signal$41 ;
     if (start) begin
-      \$144  = \$43 ;
-    end
-    if (valid) begin
-      if (end_of_row) begin
-        \$144  = \$85 ;
-      end
+      \$144  = beats;
     end
     if (rst) begin
-      \$144  = 1'h0;
+      \$144  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
-    \$145  = \$signal$35 ;
+    \$145  = \$signal$7 ;
     if (start) begin
-      \$145  = \$44 ;
-    end
-    if (valid) begin
-      if (end_of_row) begin
-        \$145  = \$89 ;
-      end
+      \$145  = \$43 ;
     end
     if (rst) begin
       \$145  = 1'h0;
@@ -66671,65 +66483,73 @@ module \ndp_device.control_unit.unpacker (rst, valid, pair_valid, last, src__rea
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
-    \$146  = \$signal$9 ;
+    \$146  = row;
     if (start) begin
-      \$146  = \$45 ;
+      \$146  = 20'h00000;
     end
     if (valid) begin
       if (end_of_row) begin
-        \$146  = \$93 ;
+        \$146  = \$79 [19:0];
       end
     end
     if (rst) begin
-      \$146  = 1'h0;
+      \$146  = 20'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
-    \$147  = \$signal$37 ;
+    \$147  = col;
     if (start) begin
-      \$147  = strided;
+      \$147  = 32'd0;
+    end
+    if (valid) begin
+      (* full_case = 32'd1 *)
+      if (end_of_row) begin
+        \$147  = { 26'h0000000, \$97  };
+      end else begin
+        \$147  = \$107 [31:0];
+      end
     end
     if (rst) begin
-      \$147  = 1'h0;
+      \$147  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
-    \$148  = stride;
+    \$148  = taken;
     if (start) begin
-      \$148  = \stride$60 ;
+      \$148  = 32'd0;
+    end
+    if (\$signal$39 ) begin
+      \$148  = \$134 [31:0];
     end
     if (rst) begin
-      \$148  = 5'h00;
+      \$148  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
-    \$149  = p_rows;
-    if (start) begin
-      \$149  = rows;
-    end
-    if (priming) begin
-    end else if (\$115 ) begin
-      \$149  = \$123 [19:0];
+    \$149  = \$137 [1:0];
+    if (\$138 ) begin
+      \$149  = 2'h0;
     end
     if (rst) begin
-      \$149  = 20'h00000;
+      \$149  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
-    \$150  = \$signal$61 ;
+    \$150  = \$signal$56 ;
     if (start) begin
-      \$150  = 32'd3;
+      \$150  = cols;
     end
-    if (priming) begin
-      \$150  = \$122 [31:0];
-    end else if (\$115 ) begin
-      \$150  = \$signal$48 ;
-    end else if (\$signal$39 ) begin
-      \$150  = \$125 [31:0];
+    if (valid) begin
+      (* full_case = 32'd1 *)
+      if (end_of_row) begin
+        \$150  = \$100 ;
+      end else begin
+        \$150  = \$108 [31:0];
+      end
     end
     if (rst) begin
       \$150  = 32'd0;
@@ -66737,48 +66557,59 @@ module \ndp_device.control_unit.unpacker (rst, valid, pair_valid, last, src__rea
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
-    \$151  = \$signal$62 ;
-    if (priming) begin
-      \$151  = \$46 [4:0];
+    \$151  = rows_left;
+    if (start) begin
+      \$151  = rows;
     end
     if (valid) begin
-      if (\$74 ) begin
-        \$151  = \$75 [4:0];
+      if (end_of_row) begin
+        \$151  = \$82 [19:0];
       end
     end
     if (rst) begin
-      \$151  = 5'h00;
+      \$151  = 20'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
-    \$152  = p_next_off;
-    if (priming) begin
-      \$152  = \$47 [4:0];
+    \$152  = \$signal$34 ;
+    if (start) begin
+      \$152  = \$44 ;
     end
-    if (priming) begin
-    end else if (\$115 ) begin
-      \$152  = \$124 [4:0];
+    if (valid) begin
+      if (end_of_row) begin
+        \$152  = \$86 ;
+      end
     end
     if (rst) begin
-      \$152  = 5'h00;
+      \$152  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
-    \$153  = \$signal$14 ;
-    if (priming) begin
-      \$153  = \$49 [5:0];
+    \$153  = \$signal$35 ;
+    if (start) begin
+      \$153  = \$45 ;
+    end
+    if (valid) begin
+      if (end_of_row) begin
+        \$153  = \$90 ;
+      end
     end
     if (rst) begin
-      \$153  = 6'h00;
+      \$153  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
-    \$154  = \$signal$10 ;
-    if (priming) begin
-      \$154  = \$50 ;
+    \$154  = \$signal$9 ;
+    if (start) begin
+      \$154  = \$46 ;
+    end
+    if (valid) begin
+      if (end_of_row) begin
+        \$154  = \$94 ;
+      end
     end
     if (rst) begin
       \$154  = 1'h0;
@@ -66786,143 +66617,243 @@ module \ndp_device.control_unit.unpacker (rst, valid, pair_valid, last, src__rea
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
-    \$155  = left_after_pair;
-    if (priming) begin
-      \$155  = \$53 [31:0];
+    \$155  = \$signal$37 ;
+    if (start) begin
+      \$155  = strided;
     end
     if (rst) begin
-      \$155  = 32'd0;
+      \$155  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
-    \$156  = \$signal$13 ;
+    \$156  = stride;
+    if (start) begin
+      \$156  = \stride$60 ;
+    end
+    if (rst) begin
+      \$156  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
+    \$157  = p_rows;
+    if (start) begin
+      \$157  = rows;
+    end
     if (priming) begin
-      \$156  = \$55 [5:0];
+    end else if (\$116 ) begin
+      \$157  = \$131 [19:0];
+    end
+    if (rst) begin
+      \$157  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
+    \$158  = \$signal$61 ;
+    if (start) begin
+      \$158  = 32'd3;
+    end
+    if (priming) begin
+      \$158  = \$130 [31:0];
+    end else if (\$116 ) begin
+      \$158  = \$signal$48 ;
+    end else if (\$signal$39 ) begin
+      \$158  = \$133 [31:0];
+    end
+    if (rst) begin
+      \$158  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
+    \$159  = \$signal$62 ;
+    if (priming) begin
+      \$159  = \$47 [4:0];
+    end
+    if (valid) begin
+      if (\$75 ) begin
+        \$159  = \$76 [4:0];
+      end
+    end
+    if (rst) begin
+      \$159  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
+    \$160  = p_next_off;
+    if (priming) begin
+      \$160  = \$48 [4:0];
+    end
+    if (priming) begin
+    end else if (\$116 ) begin
+      \$160  = \$132 [4:0];
+    end
+    if (rst) begin
+      \$160  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
+    \$161  = \$signal$14 ;
+    if (priming) begin
+      \$161  = \$50 [5:0];
+    end
+    if (rst) begin
+      \$161  = 6'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
+    \$162  = \$signal$10 ;
+    if (priming) begin
+      \$162  = \$51 ;
+    end
+    if (rst) begin
+      \$162  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
+    \$163  = left_after_pair;
+    if (priming) begin
+      \$163  = \$54 [31:0];
+    end
+    if (rst) begin
+      \$163  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
+    \$164  = \$signal$13 ;
+    if (priming) begin
+      \$164  = \$56 [5:0];
     end
     if (valid) begin
       (* full_case = 32'd1 *)
       if (end_of_row) begin
-        \$156  = \$102 ;
+        \$164  = \$103 ;
       end else begin
-        \$156  = \$111 [5:0];
+        \$164  = \$112 [5:0];
       end
     end
     if (rst) begin
-      \$156  = 6'h00;
+      \$164  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
-    \$157  = end_of_row;
+    \$165  = end_of_row;
     if (priming) begin
-      \$157  = \$56 ;
+      \$165  = \$57 ;
     end
     if (valid) begin
       (* full_case = 32'd1 *)
       if (end_of_row) begin
-        \$157  = \$105 ;
+        \$165  = \$106 ;
       end else begin
-        \$157  = \$113 ;
+        \$165  = \$114 ;
       end
     end
     if (rst) begin
-      \$157  = 1'h0;
+      \$165  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
-    \$158  = \$signal$64 ;
+    \$166  = \$signal$64 ;
     if (priming) begin
-      \$158  = \$58 [5:0];
+      \$166  = \$59 [5:0];
     end
     if (rst) begin
-      \$158  = 6'h00;
+      \$166  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
-    \$159  = row_ends;
+    \$167  = row_ends;
     if (priming) begin
-      \$159  = \$59 ;
+      \$167  = \$60 ;
     end
     if (rst) begin
-      \$159  = 1'h0;
+      \$167  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
-    \$160  = \$signal$66 ;
+    \$168  = \$signal$66 ;
     if (priming) begin
-      \$160  = \$67 [5:0];
+      \$168  = \$68 [5:0];
     end
     if (rst) begin
-      \$160  = 6'h00;
+      \$168  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
-    \$161  = after_pair_ends;
+    \$169  = after_pair_ends;
     if (priming) begin
-      \$161  = \$71 ;
+      \$169  = \$72 ;
     end
     if (rst) begin
-      \$161  = 1'h0;
+      \$169  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
-    \$162  = win0;
+    \$170  = win0;
     casez (retire)
       2'h1:
-          \$162  = win1;
+          \$170  = win1;
       2'h2:
-          \$162  = win2;
+          \$170  = win2;
     endcase
     if (\$signal$39 ) begin
-      casez (\$127 )
+      casez (\$135 )
         3'h0:
-            \$162  = src__data;
+            \$170  = src__data;
       endcase
     end
     if (rst) begin
-      \$162  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$170  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
-    \$163  = win1;
+    \$171  = win1;
     casez (retire)
       2'h1:
-          \$163  = win2;
+          \$171  = win2;
     endcase
     if (\$signal$39 ) begin
-      casez (\$127 )
+      casez (\$135 )
         3'h0:
             /* empty */;
         3'h1:
-            \$163  = src__data;
+            \$171  = src__data;
       endcase
     end
     if (rst) begin
-      \$163  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$171  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
-    \$164  = win2;
+    \$172  = win2;
     if (\$signal$39 ) begin
-      casez (\$127 )
+      casez (\$135 )
         3'h0:
             /* empty */;
         3'h1:
             /* empty */;
         3'h2:
-            \$164  = src__data;
+            \$172  = src__data;
       endcase
     end
     if (rst) begin
-      \$164  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$172  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   assign active = busy;
@@ -66936,12 +66867,14 @@ module \ndp_device.control_unit.unpacker (rst, valid, pair_valid, last, src__rea
   assign pair_count = \$signal$14 ;
   assign pair_row_end = \$signal$10 ;
   assign count = \$signal$13 ;
-  assign \$22  = { \$21 [8], \$21 [8], \$21 [8], \$21 [8], \$21 [8], \$21 [8:5] };
-  assign \$23  = { 5'h00, \$8 [6:5] };
-  assign \$38  = { \$37 [7], \$37 [7], \$37 [7], \$37 [7], \$37 [7], \$37 [7:5] };
-  assign \$39  = { 5'h00, \$signal$50 [31:5] };
-  assign \$119  = { \$118 [7], \$118 [7], \$118 [7], \$118 [7], \$118 [7], \$118 [7:5] };
-  assign \$120  = { 5'h00, \$signal$50 [31:5] };
+  assign \$23  = { \$22 [8], \$22 [8], \$22 [8], \$22 [8], \$22 [8], \$22 [8:5] };
+  assign \$24  = { 5'h00, \$8 [6:5] };
+  assign \$39  = { \$38 [7], \$38 [7], \$38 [7], \$38 [7], \$38 [7], \$38 [7:5] };
+  assign \$40  = { 5'h00, \$signal$50 [31:5] };
+  assign \$120  = { \$119 [7], \$119 [7], \$119 [7], \$119 [7], \$119 [7], \$119 [7:5] };
+  assign \$121  = { 5'h00, \$signal$50 [31:5] };
+  assign \$127  = { \$126 [7], \$126 [7], \$126 [7], \$126 [7], \$126 [7], \$126 [7:5] };
+  assign \$128  = { 5'h00, \$signal$50 [31:5] };
 endmodule
 
 (* generator = "Amaranth" *)
@@ -71484,7 +71417,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__bready, io__araddr, io__arvalid, io__rready, io__awuser, clk, rst, io__awready, io__wready, io__arready, done_valid, done_status, \port$16009$0 , reset__0, reset__1, reset__2, reset__3
+module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__bready, io__araddr, io__arvalid, io__rready, io__awuser, clk, rst, io__awready, io__wready, io__arready, done_valid, done_status, \port$15934$0 , reset__0, reset__1, reset__2, reset__3
 , io__bvalid, b_resp, queues__0, queues__1, queues__2, queues__3, io__rvalid, r_data, io__awaddr);
   reg \$auto$verilog_backend.cc:2355:dump_module$52  = 0;
   wire \$1 ;
@@ -71866,8 +71799,8 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
   input io__wvalid;
   wire io__wvalid;
   wire [31:0] mask;
-  input [33:0] \port$16009$0 ;
-  wire [33:0] \port$16009$0 ;
+  input [33:0] \port$15934$0 ;
+  wire [33:0] \port$15934$0 ;
   output [321:0] queues__0;
   reg [321:0] queues__0 = 322'h000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   wire [63:0] \queues__0.cq_base ;
@@ -72569,9 +72502,9 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
     \$298  = head0;
     if (done_valid) begin
-      casez (\port$16009$0 [1:0])
+      casez (\port$15934$0 [1:0])
         2'h0:
-            \$298  = \port$16009$0 [33:2];
+            \$298  = \port$15934$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -72610,7 +72543,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
     \$299  = status0;
     if (done_valid) begin
-      casez (\port$16009$0 [1:0])
+      casez (\port$15934$0 [1:0])
         2'h0:
             if (\$1 ) begin
               \$299  = { 24'h800000, done_status };
@@ -72655,11 +72588,11 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
     \$300  = head1;
     if (done_valid) begin
-      casez (\port$16009$0 [1:0])
+      casez (\port$15934$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
-            \$300  = \port$16009$0 [33:2];
+            \$300  = \port$15934$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -72722,7 +72655,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
     \$301  = status1;
     if (done_valid) begin
-      casez (\port$16009$0 [1:0])
+      casez (\port$15934$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -72793,13 +72726,13 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
     \$302  = head2;
     if (done_valid) begin
-      casez (\port$16009$0 [1:0])
+      casez (\port$15934$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
             /* empty */;
         2'h2:
-            \$302  = \port$16009$0 [33:2];
+            \$302  = \port$15934$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -72886,7 +72819,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
     \$303  = status2;
     if (done_valid) begin
-      casez (\port$16009$0 [1:0])
+      casez (\port$15934$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -72984,7 +72917,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     \$304  = head3;
     if (done_valid) begin
       (* full_case = 32'd1 *)
-      casez (\port$16009$0 [1:0])
+      casez (\port$15934$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -72992,7 +72925,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
         2'h2:
             /* empty */;
         2'h3:
-            \$304  = \port$16009$0 [33:2];
+            \$304  = \port$15934$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -73104,7 +73037,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     \$305  = status3;
     if (done_valid) begin
       (* full_case = 32'd1 *)
-      casez (\port$16009$0 [1:0])
+      casez (\port$15934$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -73947,8 +73880,8 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
       endcase
     end
   end
-  assign done_queue = \port$16009$0 [1:0];
-  assign done_seq = \port$16009$0 [33:2];
+  assign done_queue = \port$15934$0 [1:0];
+  assign done_seq = \port$15934$0 [33:2];
   assign mask = { \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3:2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2:1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1:0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0] };
   assign io__bresp = b_resp;
   assign io__rdata = r_data;

@@ -11,6 +11,7 @@ from isa import Descriptor, DescType, Dtype, Op, Status, regs, slots
 from isa import regs as R
 from isa.axi import RESP_DECERR, RESP_OKAY, RESP_SLVERR
 from isa.descriptor import PAGE_SHIFT_LSB
+from isa.pe_array import ACC_SLOTS
 from isa.validate import QueueView, lines
 from driver.errors import CompletionError, DeviceTimeout, MemAccessError, RegisterAccessError
 from rtlbench.paged import paged_descriptor, place_pages
@@ -141,6 +142,20 @@ async def gemm_random_shapes(env):
     shapes += [tuple(int(v) for v in rng.integers(1, 80, 3)) for _ in range(5)]
     for m, k, n in shapes:
         await check_gemm(dev, rng, m, k, n)
+
+
+@scenario
+async def column_tiles(env):
+    """N of more than ACC_SLOTS words: the weights stream in column tiles of a DRAM run per
+    row (isa/pe_array.py tiles): 6 + 3 words on one input row, 8 + 3 over a group and a
+    row more, 8 + 6 + 3 with a K of two input lines and a last word part-filled."""
+    dev = env.dev
+    await env.setup_queue(0)
+    rng = np.random.default_rng(COMPUTE_SEED + 5)
+    lanes, rows = dev.caps.lanes, env.cfg.rows
+    for m, k, n in [(1, 5, ACC_SLOTS * lanes + 1), (rows + 1, 3, (ACC_SLOTS + 3) * lanes),
+                    (2, 2 * lanes + 7, (2 * ACC_SLOTS + 1) * lanes - 5)]:
+        await check_gemm(dev, rng, m, k, n, gemv=m == 1)
 
 
 @scenario

@@ -565,6 +565,8 @@ class ControlUnit:
         t = max(t, state.lanes_since + LANES_READY_AFTER + 1)
         if plan.tiled:
             for index, (w0, cols) in enumerate(plan.tiles(lanes)):
+                if index:
+                    self._fetch_from += 1           # the fetcher's cycle between two tiles
                 t = self._tile(t, addr, plan, w0, cols, busy, page_runs[2] if page_runs else None,
                                point=index == 0)
         elif plan.full_groups:

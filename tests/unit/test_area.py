@@ -325,8 +325,15 @@ def test_activity_of_a_gemv_counts_each_chunk():
     assert count["macs"] == 256 * 64
     assert count["chunks"] == 256 * 2                 # a chunk per k and 32-lane word
     assert count["readout_words"] == 2
+    # one input row: the k-groups alternate PE rows, each with 2 sets of its 2 words written
+    # once, and each reading the 8 input lines of K = 256 once
+    assert count["acc_line_writes"] == 2 * (2 + 2) and count["in_line_reads"] == 2 * 8
     packed = power.activity(cfg, [matmul_descriptor(Op.GEMV, DeviceTensor(0, 256, 8), 1)])
     assert packed["chunks"] == 256 // 4               # 4 rows of 8 per 32-lane chunk
+    assert packed["acc_line_writes"] == 3 + 3 and packed["in_line_reads"] == 2 * 8
+    # N = 300: 10 words in column tiles of 7 and 3, each tile reading K = 40's two lines again
+    tiled = power.activity(cfg, [matmul_descriptor(Op.GEMV, DeviceTensor(0, 40, 300), 1)])
+    assert tiled["acc_line_writes"] == 10 * (1 + 1) and tiled["in_line_reads"] == 2 * 2 * 2
 
 
 def _estimate(levels):
@@ -346,7 +353,8 @@ def test_report_arithmetic():
                 {"name": "q", "buffer": "other", "kind": "flops", "bits": 24, "area_mm2": 0.25,
                  "area_1rw_mm2": 0.25, "bitcell_mm2": 0.001, "leakage_mw": 0.0, "leakage_lop_mw": 0.0,
                  "cycle_ns": 0.0, "clock_ns": 0.0, "read_pj": 0.0, "write_pj": 0.0, "memories": 1}]
-    peak = {"pe_w": 1.0, "buffers_dynamic_w": 0.5, "buffers_leakage_w": 0.01, "core_w": 1.51}
+    peak = {"pe_w": 1.0, "buffers_dynamic_w": 0.5, "buffers_leakage_w": 0.01, "core_w": 1.51,
+            "worst_stream": "s", "streams_w": {"s": 0.5}}
     r = report.assemble("default", cfg, _estimate(60), memories, {}, peak)
     pe = (200_000 + 128 * 3000) / 1e6
     core = (500_000 + 128 * 3000) / 1e6
@@ -446,3 +454,25 @@ def test_lane_wide_blocks_grow_linearly_within_the_stated_margin(name):
         areas.append(row["area_um2"] + blocks.fp_area(row, fp))
     predicted = blocks.predicted(name, {1: areas[0], 2: areas[1]}, 4, cfg.lanes // cfg.dram_channels)
     assert abs(predicted - areas[2]) <= blocks.LINE_MARGIN * areas[2], name
+
+
+def test_stress_streams_drive_what_they_name():
+    # area/power.py's peak takes the buffers at the rate of its stress streams: each must
+    # drive the traffic it is named for (counted as the RTL moves it, test_compute_unit)
+    from isa.encoders import DeviceTensor, matmul_descriptor
+    from isa import Op
+    from isa.pe_array import plan
+    cfg = isa.load_config("default")
+    shapes = dict(power.stress_shapes(cfg))
+    for name in ("outer products, column tiles", "outer products in the slots", "dot products",
+                 "transposed rows of two lines"):
+        kind, m, k, n = shapes[name]
+        tensor = DeviceTensor(0, n, k) if kind == "gemm_t" else DeviceTensor(0, k, n)
+        count = power.activity(cfg, [matmul_descriptor(Op.GEMM, tensor, m, transposed=kind == "gemm_t")])
+        chunks = count["chunks"] + count["trans_chunks"]
+        if name.startswith("outer"):
+            # every chunk is its set's last: it writes its sums
+            assert count["acc_line_writes"] == chunks and plan(n, cfg.lanes, m).slotted == name.endswith("slots")
+        else:
+            # every chunk takes an input line of its own
+            assert count["in_line_reads"] == chunks
