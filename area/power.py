@@ -16,8 +16,8 @@ the time are the model's):
   holds (hw/compute_unit.py `held_line`, `in_lines`). Plain, the
   partial sums being added into are in the PE rows' slot registers (isa/pe_array.py:
   a stage's words, or a column tile's), and each set of each word is written into the
-  output buffer once (`acc_lines`). Transposed, a row's value is written once at its
-  tree's root;
+  output buffer once (`acc_lines`); the slots are read and written as `slot_lines` says,
+  at FLOP_BIT_PJ a bit. Transposed, a row's value is written once at its tree's root;
 - the readout reads each result word once from the accumulators;
 - DRAM: the device operand once per group of ROWS input rows, the payload and the slot's
   header line (reads), the result and the completion line (writes); every line read passes
@@ -45,12 +45,16 @@ if TYPE_CHECKING:
     from isa.system import ModelConfig
 
 # pJ, 45 nm (Horowitz, ISSCC 2014, "Energy per operation" table)
-HOROWITZ_PJ = {"fp16_mul": 1.1, "fp16_add": 0.4, "fp32_mul": 3.7, "fp32_add": 0.9,
+HOROWITZ_PJ = {"fp16_mul": 1.1, "fp16_add": 0.4, "fp32_mul": 3.7, "fp32_add": 0.9, "int32_add": 0.1,
                "sram_64b_8kb": 10.0, "sram_64b_32kb": 20.0, "sram_64b_1mb": 100.0,
                "dram_64b_low": 1300.0, "dram_64b_high": 2600.0}
 # um^2, 45 nm (the same paper's area table)
 HOROWITZ_UM2 = {"fp16_mul": 1640.0, "fp16_add": 1360.0, "fp32_mul": 7700.0, "fp32_add": 4184.0}
 MAC_PJ = HOROWITZ_PJ["fp16_mul"] + HOROWITZ_PJ["fp32_add"]
+# a bit of a flip-flop register file (the PE rows' slot registers) written, or read through
+# its multiplexers: about one bit of Horowitz's 32-bit integer adder (0.1 pJ / 32), a few
+# gates switching; the cell data has no power figures of its own (see above)
+FLOP_BIT_PJ = HOROWITZ_PJ["int32_add"] / 32
 DRAM_PJ_PER_BYTE = (HOROWITZ_PJ["dram_64b_low"] + HOROWITZ_PJ["dram_64b_high"]) / 2 / 8
 
 
@@ -174,11 +178,21 @@ def in_lines(p: "Plan", m: int, k: int, lanes: int) -> int:
     return m * total
 
 
+def slot_lines(p: "Plan", m: int, k: int) -> tuple[int, int]:
+    """(reads, writes) of the PE rows' slot registers for a plain stage planned `p` with
+    K = k over `m` input rows (hw/compute_unit.py pe_slot_reads, pe_slot_writes): every chunk
+    writes its slot, every chunk but each set's first (one per line the stage writes into
+    the output buffer, `acc_lines`) reads it."""
+    chunks = m * -(-k // p.pack) * p.n_words
+    return chunks - acc_lines(p, m, k), chunks
+
+
 def activity(cfg: "DeviceConfig", descs: list["Descriptor"]) -> dict[str, int]:
     """The counts the energies multiply (see the module's docstring)."""
     from isa.pe_array import plan, trans_plan
     from isa.validate import dram_traffic
-    count = dict.fromkeys(("macs", "chunks", "trans_chunks", "in_line_reads", "acc_line_writes", "readout_words",
+    count = dict.fromkeys(("macs", "chunks", "trans_chunks", "in_line_reads", "acc_line_writes", "slot_accesses",
+                           "readout_words",
                            "dram_read_bytes", "dram_write_bytes", "in_buf_line_writes"), 0)
     for desc in descs:
         m = desc.in_rows
@@ -196,6 +210,7 @@ def activity(cfg: "DeviceConfig", descs: list["Descriptor"]) -> dict[str, int]:
                 p = plan(n, cfg.lanes, m)
                 count["chunks"] += m * -(-k // p.pack) * p.n_words
                 count["acc_line_writes"] += acc_lines(p, m, k)
+                count["slot_accesses"] += sum(slot_lines(p, m, k))
                 count["in_line_reads"] += in_lines(p, m, k, cfg.lanes)
             count["readout_words"] += m * words
         reads, writes = dram_traffic(cfg, desc)
@@ -234,6 +249,7 @@ def energies(cfg: "DeviceConfig", count: dict[str, int], buffers: list[dict[str,
             + count["in_buf_line_writes"] * line("input", "write_pj"),
             "output_buffer": count["acc_line_writes"] * line("output", "write_pj")
             + count["readout_words"] * line("output", "read_pj"),
+            "slots": count["slot_accesses"] * 32 * cfg.lanes * FLOP_BIT_PJ,
             "dram_buffer": count["dram_buf_lines"] * dram_buffer_beat_pj(cfg, buffers),
             "dram": (count["dram_read_bytes"] + count["dram_write_bytes"]) * DRAM_PJ_PER_BYTE}
 
@@ -289,7 +305,8 @@ def peak(cfg: "DeviceConfig", buffers: list[dict[str, Any]]) -> dict[str, Any]:
     """The power a datasheet quotes as peak (and the paper's 1.17 W for the PEs): every MAC
     busy every cycle at the clock, the buffers (input, output and DRAM buffer, as `energies`
     counts them) at the highest rate a stress stream drives them on the cycle model
-    (`stress_shapes`: their energy over the stream's time), and the leakage. A stream's
+    (`stress_shapes`: their energy over the stream's time; the slot registers with them),
+    and the leakage. A stream's
     rate is bounded by the DRAM port that feeds it: every chunk is a line of weights read,
     an outer product's sums leave as results, a dot product's inputs arrive as payload."""
     pe = cfg.macs * cfg.clock_hz * MAC_PJ * 1e-12
@@ -297,7 +314,7 @@ def peak(cfg: "DeviceConfig", buffers: list[dict[str, Any]]) -> dict[str, Any]:
     for name, shape in stress_shapes(cfg):
         descs, cycles = asyncio.run(_run(cfg, [shape] * STRESS_COPIES))
         energy = energies(cfg, activity(cfg, descs), buffers)
-        buffer_pj = energy["input_buffer"] + energy["output_buffer"] + energy["dram_buffer"]
+        buffer_pj = energy["input_buffer"] + energy["output_buffer"] + energy["dram_buffer"] + energy["slots"]
         streams[name] = buffer_pj * 1e-12 * cfg.clock_hz / cycles
     worst = max(streams, key=streams.__getitem__)
     leakage = sum(r["leakage_mw"] for r in buffers) / 1e3

@@ -258,11 +258,13 @@ class ComputeUnit(wiring.Component):
                      rd_row_q.eq(self.rd_row), rd_addr_q.eq(self.rd_addr), rd_bank_q.eq(self.fold_bank)]
 
         in_reads, acc_reads, fold_reads = [], [], []
-        # per row, the PE array's accumulator-line writes into the output buffer and its
-        # input-line reads, a cycle each (for tests/unit/test_compute_unit.py and
-        # area/power.py's counts)
+        # per row, the PE array's accumulator-line writes into the output buffer, its
+        # input-line reads and its slot reads and writes, a cycle each (for
+        # tests/unit/test_compute_unit.py and area/power.py's counts)
         self.pe_acc_writes = [Signal(name=f"pe_acc_write{r}") for r in range(rows)]
         self.pe_in_reads = [Signal(name=f"pe_in_read{r}") for r in range(rows)]
+        self.pe_slot_reads = [Signal(name=f"pe_slot_read{r}") for r in range(rows)]
+        self.pe_slot_writes = [Signal(name=f"pe_slot_write{r}") for r in range(rows)]
         for r in range(rows):
             pipe = pipes[1] if r == 1 else pipes[0]
             # the input buffer: one read-write port (a 1RW macro), the PE row's operand fetch,
@@ -346,23 +348,20 @@ class ComputeUnit(wiring.Component):
                                                      for i in range(lanes >> (level - 1))]
                 for i in range(lanes >> level):
                     tree[tree_node(level, i, lanes)] = (below[2 * i], below[2 * i + 1])
-            # the slot registers: the partial sums being added into (isa/pe_array.py), read
-            # at the adder, written with every chunk's sums (a slot is read again
-            # ACC_INTERLEAVE cycles after its read at the earliest: written by then)
+            # the slot registers: the partial sums being added into (isa/pe_array.py), a
+            # register file of ACC_SLOTS lines (flip-flops: area/sram.py), read at the adder,
+            # written with every chunk's sums (a slot is read again ACC_INTERLEAVE cycles
+            # after its read at the earliest: written by then)
             slot_bits = (ACC_SLOTS - 1).bit_length()
-            slots = [Signal(32 * lanes, name=f"acc_slot{r}_{i}") for i in range(ACC_SLOTS)]
-            slot_data = Signal(32 * lanes, name=f"acc_slot_data{r}")
-            with m.Switch(pipe["acc_addr_r"][:slot_bits]):
-                for i in range(ACC_SLOTS):
-                    with m.Case(i):
-                        m.d.comb += slot_data.eq(slots[i])
-            with m.If(pipe["mac_w"] & ~self.trans):
-                with m.Switch(pipe["acc_addr_w"][:slot_bits]):
-                    for i in range(ACC_SLOTS):
-                        with m.Case(i):
-                            m.d.sync += slots[i].eq(Cat(*sums))
+            slots = Memory(shape=unsigned(32 * lanes), depth=ACC_SLOTS, init=[])
+            m.submodules[f"acc_slots{r}"] = slots
+            slot_w, slot_r = slots.write_port(), slots.read_port(domain="comb")
+            m.d.comb += [slot_r.addr.eq(pipe["acc_addr_r"][:slot_bits]), slot_w.addr.eq(pipe["acc_addr_w"][:slot_bits]),
+                         slot_w.data.eq(Cat(*sums)), slot_w.en.eq(pipe["mac_w"] & ~self.trans),
+                         self.pe_slot_writes[r].eq(slot_w.en),
+                         self.pe_slot_reads[r].eq(pipe["mac_r"] & ~pipe["first_r"] & ~self.trans)]
             for j in range(lanes):
-                a = Mux(pipe["first_r"], 0, slot_data.word_select(j, 32))
+                a = Mux(pipe["first_r"], 0, slot_r.data.word_select(j, 32))
                 b = products[j]
                 if j in tree:
                     a, b = Mux(self.trans, tree[j][0], a), Mux(self.trans, tree[j][1], b)

@@ -852,7 +852,7 @@ module ndp_device(mem__awaddr, mem__awlen, mem__awsize, mem__awburst, mem__awloc
     .pop(pop),
     .pop_ready(pop_ready),
     .pop_valid(pop_valid),
-    .\port$15934$0 (\$3 ),
+    .\port$15916$0 (\$3 ),
     .queues__0(queues__0),
     .queues__1(queues__1),
     .queues__2(queues__2),
@@ -1062,7 +1062,7 @@ module ndp_device(mem__awaddr, mem__awlen, mem__awsize, mem__awburst, mem__awloc
     .io__wready(io__wready),
     .io__wstrb(io__wstrb),
     .io__wvalid(io__wvalid),
-    .\port$15934$0 (\$3 ),
+    .\port$15916$0 (\$3 ),
     .queues__0(queues__0),
     .queues__1(queues__1),
     .queues__2(queues__2),
@@ -2739,7 +2739,7 @@ module \ndp_device.command_engine (bus__rresp, clk, rst, bus__araddr, push_ready
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, bus__rlast, clk, rst, pop, bus__arlen, bus__arvalid, bus__awlen, bus__wdata, bus__wstrb, reported, bus__wvalid, bus__wlast, bus__bready, done_status, irq, \port$15934$0 , cycle
+module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, bus__rlast, clk, rst, pop, bus__arlen, bus__arvalid, bus__awlen, bus__wdata, bus__wstrb, reported, bus__wvalid, bus__wlast, bus__bready, done_status, irq, \port$15916$0 , cycle
 , queues__0, queues__1, queues__2, queues__3, pop_valid, pop_ready, bus__araddr, bus__awvalid, bus__awaddr, bus__arready, bus__rvalid, bus__awready, bus__wready, bus__bvalid, bus__bid);
   reg \$auto$verilog_backend.cc:2355:dump_module$19  = 0;
   wire \$1 ;
@@ -4392,8 +4392,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   input pop_valid;
   wire pop_valid;
   wire \pop_valid$93 ;
-  output [33:0] \port$15934$0 ;
-  wire [33:0] \port$15934$0 ;
+  output [33:0] \port$15916$0 ;
+  wire [33:0] \port$15916$0 ;
   reg [1:0] queue;
   input [321:0] queues__0;
   wire [321:0] queues__0;
@@ -6848,11 +6848,11 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .line_addr(line_addr),
     .line_start(line_start),
     .pending(pending),
-    .\port$15934$0 (\$1304 ),
-    .\port$16160$289 (queues__0[289]),
-    .\port$16162$289 (queues__1[289]),
-    .\port$16164$289 (queues__2[289]),
-    .\port$16166$289 (queues__3[289]),
+    .\port$15916$0 (\$1304 ),
+    .\port$16142$289 (queues__0[289]),
+    .\port$16144$289 (queues__1[289]),
+    .\port$16146$289 (queues__2[289]),
+    .\port$16148$289 (queues__3[289]),
     .queue(queue),
     .quiet(quiet),
     .r_en(reported),
@@ -6894,7 +6894,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .mac(mac),
     .mac1(mac1),
     .n_cols(n_cols),
-    .\n_cols$901 (fold_n_cols),
+    .\n_cols$869 (fold_n_cols),
     .n_words(fold_n_words),
     .out_ready(sum_ready),
     .pack_log2(fold_pack_log2),
@@ -11438,7 +11438,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \irq$1006  = irq;
   assign \report$1007  = reported;
   assign done_store = report_store;
-  assign \port$15934$0  = \$1304 ;
+  assign \port$15916$0  = \$1304 ;
   assign \queues__0.sq_base  = queues__0[63:0];
   assign \queues__0.cq_base  = queues__0[127:64];
   assign \queues__0.data_base  = queues__0[191:128];
@@ -13295,7 +13295,7 @@ module \ndp_device.control_unit.chunks (rst, split, addr, valid, pair_valid, las
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_error, hold, done_status, irq, \port$15934$0 , done_store, cycle, \port$16160$289 , \port$16162$289 , \port$16164$289 , \port$16166$289 , complete, queue, seq, taken, status, read_error, slot
+module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_error, hold, done_status, irq, \port$15916$0 , done_store, cycle, \port$16142$289 , \port$16144$289 , \port$16146$289 , \port$16148$289 , complete, queue, seq, taken, status, read_error, slot
 , store, quiet, pending, line_start, line_addr, line, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$21  = 0;
   wire \$1 ;
@@ -13356,16 +13356,16 @@ module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_err
   reg line_start;
   output pending;
   reg pending = 1'h0;
-  output [33:0] \port$15934$0 ;
-  wire [33:0] \port$15934$0 ;
-  input \port$16160$289 ;
-  wire \port$16160$289 ;
-  input \port$16162$289 ;
-  wire \port$16162$289 ;
-  input \port$16164$289 ;
-  wire \port$16164$289 ;
-  input \port$16166$289 ;
-  wire \port$16166$289 ;
+  output [33:0] \port$15916$0 ;
+  wire [33:0] \port$15916$0 ;
+  input \port$16142$289 ;
+  wire \port$16142$289 ;
+  input \port$16144$289 ;
+  wire \port$16144$289 ;
+  input \port$16146$289 ;
+  wire \port$16146$289 ;
+  input \port$16148$289 ;
+  wire \port$16148$289 ;
   input [1:0] queue;
   wire [1:0] queue;
   input quiet;
@@ -13410,7 +13410,7 @@ module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_err
   assign \$11  = \$9  & \$10 ;
   assign \$12  = \$11  ? 8'h80 : \$signal$10 ;
   assign \$13  = cycle - \$signal$8 ;
-  assign irq_en = { \port$16166$289 , \port$16164$289 , \port$16162$289 , \port$16160$289  } >> r_data[1:0];
+  assign irq_en = { \port$16148$289 , \port$16146$289 , \port$16144$289 , \port$16142$289  } >> r_data[1:0];
   assign done_status = reported_error ? 8'h80 : r_data[41:34];
   assign \$14  = r_en & irq_en;
   assign \$15  = 1'h1 << r_data[1:0];
@@ -13580,12 +13580,12 @@ module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_err
       w_data = { \$signal$16 , status_word[7:0], \$signal [31:0], \$like  };
     end
   end
-  assign \irq_en$31  = { \port$16166$289 , \port$16164$289 , \port$16162$289 , \port$16160$289  };
+  assign \irq_en$31  = { \port$16148$289 , \port$16146$289 , \port$16144$289 , \port$16142$289  };
   assign reported = r_en;
   assign done_valid = r_en;
   assign done_queue = r_data[1:0];
   assign done_seq = r_data[33:2];
-  assign \port$15934$0  = r_data[33:0];
+  assign \port$15916$0  = r_data[33:0];
   assign done_store = r_data[42];
 endmodule
 
@@ -13747,7 +13747,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_ready, sum_valid, sum_fp32, req_valid, out_ready, in_we, in_row, in_word, in_data, acc_we, acc_row, acc_word, acc_data, rd_en, rd_acc, rd_row, rd_addr
-, bank, rd_in_data, rd_acc_data, sum_fp16, \n_cols$901 , n_words, sets, sets1, pack_log2, fold_bank, a_row, req_word, t_level, t_scalar, t_fold_adds, trans, mac, k_base, acc_addr, active, w_data
+, bank, rd_in_data, rd_acc_data, sum_fp16, \n_cols$869 , n_words, sets, sets1, pack_log2, fold_bank, a_row, req_word, t_level, t_scalar, t_fold_adds, trans, mac, k_base, acc_addr, active, w_data
 , first, last, mac1, k_base1, acc_addr1, active1, w_data1, first1, last1, t_out, t_set, t_first, t_row_end, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$23  = 0;
   wire \$1 ;
@@ -14531,9 +14531,9 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire [6:0] \$17 ;
   wire [6:0] \$170 ;
   wire \$1700 ;
-  wire \$1701 ;
+  wire [31:0] \$1701 ;
   wire \$1702 ;
-  wire [31:0] \$1703 ;
+  wire \$1703 ;
   wire \$1704 ;
   wire \$1705 ;
   wire \$1706 ;
@@ -14541,12 +14541,12 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire \$1708 ;
   wire \$1709 ;
   wire \$171 ;
-  wire \$1710 ;
+  wire [1:0] \$1710 ;
   wire \$1711 ;
-  wire [1:0] \$1712 ;
-  wire \$1713 ;
+  wire \$1712 ;
+  wire [2:0] \$1713 ;
   wire \$1714 ;
-  wire [2:0] \$1715 ;
+  wire \$1715 ;
   wire \$1716 ;
   wire \$1717 ;
   wire \$1718 ;
@@ -14576,14 +14576,14 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire \$174 ;
   wire \$1740 ;
   wire \$1741 ;
-  wire \$1742 ;
+  wire [1:0] \$1742 ;
   wire \$1743 ;
-  wire [1:0] \$1744 ;
+  wire \$1744 ;
   wire \$1745 ;
   wire \$1746 ;
-  wire \$1747 ;
+  wire [2:0] \$1747 ;
   wire \$1748 ;
-  wire [2:0] \$1749 ;
+  wire \$1749 ;
   wire [6:0] \$175 ;
   wire \$1750 ;
   wire \$1751 ;
@@ -14593,49 +14593,49 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire \$1755 ;
   wire \$1756 ;
   wire \$1757 ;
-  wire \$1758 ;
+  wire [1:0] \$1758 ;
   wire \$1759 ;
   wire [6:0] \$176 ;
-  wire [1:0] \$1760 ;
+  wire \$1760 ;
   wire \$1761 ;
   wire \$1762 ;
-  wire \$1763 ;
+  wire [2:0] \$1763 ;
   wire \$1764 ;
-  wire [2:0] \$1765 ;
+  wire \$1765 ;
   wire \$1766 ;
-  wire \$1767 ;
+  wire [19:0] \$1767 ;
   wire \$1768 ;
-  wire [19:0] \$1769 ;
+  wire \$1769 ;
   wire \$177 ;
   wire \$1770 ;
   wire \$1771 ;
-  wire \$1772 ;
+  wire [19:0] \$1772 ;
   wire \$1773 ;
-  wire [19:0] \$1774 ;
+  wire \$1774 ;
   wire \$1775 ;
   wire \$1776 ;
   wire \$1777 ;
   wire \$1778 ;
   wire \$1779 ;
   wire [3:0] \$178 ;
-  wire \$1780 ;
+  wire [31:0] \$1780 ;
   wire \$1781 ;
   wire \$1782 ;
   wire \$1783 ;
-  wire [31:0] \$1784 ;
+  wire \$1784 ;
   wire \$1785 ;
   wire \$1786 ;
   wire \$1787 ;
   wire \$1788 ;
-  wire \$1789 ;
+  wire [1:0] \$1789 ;
   wire [7:0] \$179 ;
   wire \$1790 ;
   wire \$1791 ;
-  wire \$1792 ;
-  wire [1:0] \$1793 ;
+  wire [2:0] \$1792 ;
+  wire \$1793 ;
   wire \$1794 ;
   wire \$1795 ;
-  wire [2:0] \$1796 ;
+  wire \$1796 ;
   wire \$1797 ;
   wire \$1798 ;
   wire \$1799 ;
@@ -14658,17 +14658,17 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire \$1813 ;
   wire \$1814 ;
   wire \$1815 ;
-  wire \$1816 ;
+  wire [1:0] \$1816 ;
   wire \$1817 ;
   wire \$1818 ;
   wire \$1819 ;
   wire [6:0] \$182 ;
-  wire [1:0] \$1820 ;
-  wire \$1821 ;
+  wire \$1820 ;
+  wire [2:0] \$1821 ;
   wire \$1822 ;
   wire \$1823 ;
   wire \$1824 ;
-  wire [2:0] \$1825 ;
+  wire \$1825 ;
   wire \$1826 ;
   wire \$1827 ;
   wire \$1828 ;
@@ -14676,44 +14676,44 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire \$183 ;
   wire \$1830 ;
   wire \$1831 ;
-  wire \$1832 ;
+  wire [1:0] \$1832 ;
   wire \$1833 ;
   wire \$1834 ;
   wire \$1835 ;
-  wire [1:0] \$1836 ;
-  wire \$1837 ;
+  wire \$1836 ;
+  wire [2:0] \$1837 ;
   wire \$1838 ;
   wire \$1839 ;
   wire \$184 ;
   wire \$1840 ;
-  wire [2:0] \$1841 ;
+  wire \$1841 ;
   wire \$1842 ;
   wire \$1843 ;
   wire \$1844 ;
   wire \$1845 ;
   wire \$1846 ;
   wire \$1847 ;
-  wire \$1848 ;
+  wire [31:0] \$1848 ;
   wire \$1849 ;
   wire [6:0] \$185 ;
   wire \$1850 ;
   wire \$1851 ;
   wire \$1852 ;
   wire \$1853 ;
-  wire [31:0] \$1854 ;
+  wire \$1854 ;
   wire \$1855 ;
   wire \$1856 ;
-  wire \$1857 ;
+  wire [1:0] \$1857 ;
   wire \$1858 ;
   wire \$1859 ;
   wire [6:0] \$186 ;
-  wire \$1860 ;
+  wire [2:0] \$1860 ;
   wire \$1861 ;
   wire \$1862 ;
-  wire [1:0] \$1863 ;
+  wire \$1863 ;
   wire \$1864 ;
   wire \$1865 ;
-  wire [2:0] \$1866 ;
+  wire \$1866 ;
   wire \$1867 ;
   wire \$1868 ;
   wire \$1869 ;
@@ -14733,43 +14733,43 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire \$1881 ;
   wire \$1882 ;
   wire \$1883 ;
-  wire \$1884 ;
+  wire [1:0] \$1884 ;
   wire \$1885 ;
   wire \$1886 ;
   wire \$1887 ;
   wire \$1888 ;
-  wire \$1889 ;
+  wire [2:0] \$1889 ;
   wire [6:0] \$189 ;
-  wire [1:0] \$1890 ;
+  wire \$1890 ;
   wire \$1891 ;
   wire \$1892 ;
   wire \$1893 ;
   wire \$1894 ;
-  wire [2:0] \$1895 ;
+  wire \$1895 ;
   wire \$1896 ;
   wire \$1897 ;
   wire \$1898 ;
   wire \$1899 ;
   wire [7:0] \$19 ;
   wire [6:0] \$190 ;
-  wire \$1900 ;
+  wire [1:0] \$1900 ;
   wire \$1901 ;
   wire \$1902 ;
   wire \$1903 ;
   wire \$1904 ;
-  wire \$1905 ;
-  wire [1:0] \$1906 ;
+  wire [2:0] \$1905 ;
+  wire \$1906 ;
   wire \$1907 ;
   wire \$1908 ;
   wire \$1909 ;
   wire [6:0] \$191 ;
   wire \$1910 ;
-  wire [2:0] \$1911 ;
+  wire \$1911 ;
   wire \$1912 ;
   wire \$1913 ;
   wire \$1914 ;
   wire \$1915 ;
-  wire \$1916 ;
+  wire [31:0] \$1916 ;
   wire \$1917 ;
   wire \$1918 ;
   wire \$1919 ;
@@ -14778,34 +14778,34 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire \$1921 ;
   wire \$1922 ;
   wire \$1923 ;
-  wire [31:0] \$1924 ;
-  wire \$1925 ;
+  wire \$1924 ;
+  wire [1:0] \$1925 ;
   wire \$1926 ;
   wire \$1927 ;
-  wire \$1928 ;
+  wire [2:0] \$1928 ;
   wire \$1929 ;
   wire [3:0] \$193 ;
   wire \$1930 ;
   wire \$1931 ;
   wire \$1932 ;
-  wire [1:0] \$1933 ;
-  wire \$1934 ;
+  wire [12:0] \$1933 ;
+  wire [13:0] \$1934 ;
   wire \$1935 ;
-  wire [2:0] \$1936 ;
+  wire \$1936 ;
   wire \$1937 ;
   wire \$1938 ;
   wire \$1939 ;
   wire [4:0] \$194 ;
-  wire \$1940 ;
-  wire [12:0] \$1941 ;
-  wire [13:0] \$1942 ;
+  wire [14:0] \$1940 ;
+  wire \$1941 ;
+  wire \$1942 ;
   wire \$1943 ;
   wire \$1944 ;
   wire \$1945 ;
   wire \$1946 ;
   wire \$1947 ;
-  wire [14:0] \$1948 ;
-  wire \$1949 ;
+  wire \$1948 ;
+  wire [6:0] \$1949 ;
   wire \$195 ;
   wire \$1950 ;
   wire \$1951 ;
@@ -14814,8 +14814,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire \$1954 ;
   wire \$1955 ;
   wire \$1956 ;
-  wire [6:0] \$1957 ;
-  wire \$1958 ;
+  wire \$1957 ;
+  wire [6:0] \$1958 ;
   wire \$1959 ;
   wire [6:0] \$196 ;
   wire \$1960 ;
@@ -14824,7 +14824,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire \$1963 ;
   wire \$1964 ;
   wire \$1965 ;
-  wire [6:0] \$1966 ;
+  wire \$1966 ;
   wire \$1967 ;
   wire \$1968 ;
   wire \$1969 ;
@@ -14864,9 +14864,9 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire \$2 ;
   wire [7:0] \$20 ;
   wire [4:0] \$200 ;
-  wire \$2000 ;
+  wire [19:0] \$2000 ;
   wire \$2001 ;
-  wire \$2002 ;
+  wire [19:0] \$2002 ;
   wire \$2003 ;
   wire [19:0] \$2004 ;
   wire \$2005 ;
@@ -15219,9 +15219,9 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire [19:0] \$2318 ;
   wire \$2319 ;
   wire [6:0] \$232 ;
-  wire [19:0] \$2320 ;
+  wire \$2320 ;
   wire \$2321 ;
-  wire [19:0] \$2322 ;
+  wire \$2322 ;
   wire \$2323 ;
   wire \$2324 ;
   wire \$2325 ;
@@ -15237,450 +15237,450 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire \$2334 ;
   wire \$2335 ;
   wire \$2336 ;
-  wire \$2337 ;
+  wire [19:0] \$2337 ;
   wire \$2338 ;
   wire \$2339 ;
   wire \$234 ;
   wire \$2340 ;
-  wire [19:0] \$2341 ;
-  wire \$2342 ;
+  wire [6:0] \$2341 ;
+  wire [14:0] \$2342 ;
   wire \$2343 ;
   wire \$2344 ;
-  wire [6:0] \$2345 ;
-  wire [14:0] \$2346 ;
+  wire \$2345 ;
+  wire \$2346 ;
   wire \$2347 ;
   wire \$2348 ;
-  wire \$2349 ;
+  wire [31:0] \$2349 ;
   wire \$235 ;
-  wire \$2350 ;
+  wire [31:0] \$2350 ;
   wire \$2351 ;
-  wire \$2352 ;
+  wire [31:0] \$2352 ;
   wire [31:0] \$2353 ;
-  wire [31:0] \$2354 ;
-  wire \$2355 ;
+  wire \$2354 ;
+  wire [31:0] \$2355 ;
   wire [31:0] \$2356 ;
-  wire [31:0] \$2357 ;
-  wire \$2358 ;
+  wire \$2357 ;
+  wire [31:0] \$2358 ;
   wire [31:0] \$2359 ;
   wire [6:0] \$236 ;
-  wire [31:0] \$2360 ;
-  wire \$2361 ;
+  wire \$2360 ;
+  wire [31:0] \$2361 ;
   wire [31:0] \$2362 ;
-  wire [31:0] \$2363 ;
-  wire \$2364 ;
+  wire \$2363 ;
+  wire [31:0] \$2364 ;
   wire [31:0] \$2365 ;
-  wire [31:0] \$2366 ;
-  wire \$2367 ;
+  wire \$2366 ;
+  wire [31:0] \$2367 ;
   wire [31:0] \$2368 ;
-  wire [31:0] \$2369 ;
+  wire \$2369 ;
   wire [6:0] \$237 ;
-  wire \$2370 ;
+  wire [31:0] \$2370 ;
   wire [31:0] \$2371 ;
-  wire [31:0] \$2372 ;
-  wire \$2373 ;
+  wire \$2372 ;
+  wire [31:0] \$2373 ;
   wire [31:0] \$2374 ;
-  wire [31:0] \$2375 ;
-  wire \$2376 ;
+  wire \$2375 ;
+  wire [31:0] \$2376 ;
   wire [31:0] \$2377 ;
-  wire [31:0] \$2378 ;
-  wire \$2379 ;
+  wire \$2378 ;
+  wire [31:0] \$2379 ;
   wire [6:0] \$238 ;
   wire [31:0] \$2380 ;
-  wire [31:0] \$2381 ;
-  wire \$2382 ;
+  wire \$2381 ;
+  wire [31:0] \$2382 ;
   wire [31:0] \$2383 ;
-  wire [31:0] \$2384 ;
-  wire \$2385 ;
+  wire \$2384 ;
+  wire [31:0] \$2385 ;
   wire [31:0] \$2386 ;
-  wire [31:0] \$2387 ;
-  wire \$2388 ;
+  wire \$2387 ;
+  wire [31:0] \$2388 ;
   wire [31:0] \$2389 ;
   wire \$239 ;
-  wire [31:0] \$2390 ;
-  wire \$2391 ;
+  wire \$2390 ;
+  wire [31:0] \$2391 ;
   wire [31:0] \$2392 ;
-  wire [31:0] \$2393 ;
-  wire \$2394 ;
+  wire \$2393 ;
+  wire [31:0] \$2394 ;
   wire [31:0] \$2395 ;
-  wire [31:0] \$2396 ;
-  wire \$2397 ;
+  wire \$2396 ;
+  wire [31:0] \$2397 ;
   wire [31:0] \$2398 ;
-  wire [31:0] \$2399 ;
+  wire \$2399 ;
   wire \$24 ;
   wire [6:0] \$240 ;
-  wire \$2400 ;
+  wire [31:0] \$2400 ;
   wire [31:0] \$2401 ;
-  wire [31:0] \$2402 ;
-  wire \$2403 ;
+  wire \$2402 ;
+  wire [31:0] \$2403 ;
   wire [31:0] \$2404 ;
-  wire [31:0] \$2405 ;
-  wire \$2406 ;
+  wire \$2405 ;
+  wire [31:0] \$2406 ;
   wire [31:0] \$2407 ;
-  wire [31:0] \$2408 ;
-  wire \$2409 ;
+  wire \$2408 ;
+  wire [31:0] \$2409 ;
   wire [6:0] \$241 ;
   wire [31:0] \$2410 ;
-  wire [31:0] \$2411 ;
-  wire \$2412 ;
+  wire \$2411 ;
+  wire [31:0] \$2412 ;
   wire [31:0] \$2413 ;
-  wire [31:0] \$2414 ;
-  wire \$2415 ;
+  wire \$2414 ;
+  wire [31:0] \$2415 ;
   wire [31:0] \$2416 ;
-  wire [31:0] \$2417 ;
-  wire \$2418 ;
+  wire \$2417 ;
+  wire [31:0] \$2418 ;
   wire [31:0] \$2419 ;
   wire [6:0] \$242 ;
-  wire [31:0] \$2420 ;
-  wire \$2421 ;
+  wire \$2420 ;
+  wire [31:0] \$2421 ;
   wire [31:0] \$2422 ;
-  wire [31:0] \$2423 ;
-  wire \$2424 ;
+  wire \$2423 ;
+  wire [31:0] \$2424 ;
   wire [31:0] \$2425 ;
-  wire [31:0] \$2426 ;
-  wire \$2427 ;
+  wire \$2426 ;
+  wire [31:0] \$2427 ;
   wire [31:0] \$2428 ;
-  wire [31:0] \$2429 ;
+  wire \$2429 ;
   wire \$243 ;
-  wire \$2430 ;
+  wire [31:0] \$2430 ;
   wire [31:0] \$2431 ;
-  wire [31:0] \$2432 ;
-  wire \$2433 ;
+  wire \$2432 ;
+  wire [31:0] \$2433 ;
   wire [31:0] \$2434 ;
-  wire [31:0] \$2435 ;
-  wire \$2436 ;
+  wire \$2435 ;
+  wire [31:0] \$2436 ;
   wire [31:0] \$2437 ;
-  wire [31:0] \$2438 ;
-  wire \$2439 ;
+  wire \$2438 ;
+  wire [31:0] \$2439 ;
   wire [3:0] \$244 ;
   wire [31:0] \$2440 ;
-  wire [31:0] \$2441 ;
-  wire \$2442 ;
+  wire \$2441 ;
+  wire [31:0] \$2442 ;
   wire [31:0] \$2443 ;
-  wire [31:0] \$2444 ;
+  wire \$2444 ;
   wire \$2445 ;
-  wire [31:0] \$2446 ;
-  wire [31:0] \$2447 ;
+  wire \$2446 ;
+  wire [1023:0] \$2447 ;
   wire \$2448 ;
   wire \$2449 ;
   wire [4:0] \$245 ;
   wire \$2450 ;
-  wire [1023:0] \$2451 ;
+  wire \$2451 ;
   wire \$2452 ;
-  wire \$2453 ;
+  wire [19:0] \$2453 ;
   wire \$2454 ;
   wire \$2455 ;
   wire \$2456 ;
-  wire [19:0] \$2457 ;
+  wire \$2457 ;
   wire \$2458 ;
   wire \$2459 ;
   wire \$246 ;
   wire \$2460 ;
   wire \$2461 ;
-  wire \$2462 ;
+  wire [19:0] \$2462 ;
   wire \$2463 ;
   wire \$2464 ;
   wire \$2465 ;
-  wire [19:0] \$2466 ;
+  wire \$2466 ;
   wire \$2467 ;
   wire \$2468 ;
   wire \$2469 ;
   wire [6:0] \$247 ;
   wire \$2470 ;
-  wire \$2471 ;
+  wire [19:0] \$2471 ;
   wire \$2472 ;
   wire \$2473 ;
   wire \$2474 ;
-  wire [19:0] \$2475 ;
+  wire \$2475 ;
   wire \$2476 ;
   wire \$2477 ;
   wire \$2478 ;
   wire \$2479 ;
   wire [6:0] \$248 ;
-  wire \$2480 ;
+  wire [19:0] \$2480 ;
   wire \$2481 ;
   wire \$2482 ;
   wire \$2483 ;
-  wire [19:0] \$2484 ;
+  wire \$2484 ;
   wire \$2485 ;
   wire \$2486 ;
   wire \$2487 ;
   wire \$2488 ;
-  wire \$2489 ;
+  wire [19:0] \$2489 ;
   wire \$249 ;
   wire \$2490 ;
   wire \$2491 ;
   wire \$2492 ;
-  wire [19:0] \$2493 ;
+  wire \$2493 ;
   wire \$2494 ;
   wire \$2495 ;
   wire \$2496 ;
   wire \$2497 ;
-  wire \$2498 ;
+  wire [19:0] \$2498 ;
   wire \$2499 ;
   wire [3:0] \$25 ;
   wire [1:0] \$250 ;
   wire \$2500 ;
   wire \$2501 ;
-  wire [19:0] \$2502 ;
+  wire \$2502 ;
   wire \$2503 ;
   wire \$2504 ;
   wire \$2505 ;
   wire \$2506 ;
-  wire \$2507 ;
+  wire [19:0] \$2507 ;
   wire \$2508 ;
   wire \$2509 ;
   wire [4:0] \$251 ;
   wire \$2510 ;
-  wire [19:0] \$2511 ;
+  wire \$2511 ;
   wire \$2512 ;
   wire \$2513 ;
   wire \$2514 ;
   wire \$2515 ;
-  wire \$2516 ;
+  wire [19:0] \$2516 ;
   wire \$2517 ;
   wire \$2518 ;
   wire \$2519 ;
   wire [4:0] \$252 ;
-  wire [19:0] \$2520 ;
+  wire \$2520 ;
   wire \$2521 ;
   wire \$2522 ;
   wire \$2523 ;
   wire \$2524 ;
-  wire \$2525 ;
+  wire [19:0] \$2525 ;
   wire \$2526 ;
   wire \$2527 ;
   wire \$2528 ;
-  wire [19:0] \$2529 ;
+  wire \$2529 ;
   wire \$253 ;
   wire \$2530 ;
   wire \$2531 ;
   wire \$2532 ;
   wire \$2533 ;
-  wire \$2534 ;
+  wire [19:0] \$2534 ;
   wire \$2535 ;
   wire \$2536 ;
   wire \$2537 ;
-  wire [19:0] \$2538 ;
+  wire \$2538 ;
   wire \$2539 ;
   wire \$254 ;
   wire \$2540 ;
   wire \$2541 ;
   wire \$2542 ;
-  wire \$2543 ;
+  wire [19:0] \$2543 ;
   wire \$2544 ;
   wire \$2545 ;
   wire \$2546 ;
-  wire [19:0] \$2547 ;
+  wire \$2547 ;
   wire \$2548 ;
   wire \$2549 ;
   wire \$255 ;
   wire \$2550 ;
   wire \$2551 ;
-  wire \$2552 ;
+  wire [19:0] \$2552 ;
   wire \$2553 ;
   wire \$2554 ;
   wire \$2555 ;
-  wire [19:0] \$2556 ;
+  wire \$2556 ;
   wire \$2557 ;
   wire \$2558 ;
   wire \$2559 ;
   wire \$256 ;
   wire \$2560 ;
-  wire \$2561 ;
+  wire [19:0] \$2561 ;
   wire \$2562 ;
   wire \$2563 ;
   wire \$2564 ;
-  wire [19:0] \$2565 ;
+  wire \$2565 ;
   wire \$2566 ;
   wire \$2567 ;
   wire \$2568 ;
   wire \$2569 ;
   wire [1:0] \$257 ;
-  wire \$2570 ;
+  wire [19:0] \$2570 ;
   wire \$2571 ;
   wire \$2572 ;
   wire \$2573 ;
-  wire [19:0] \$2574 ;
+  wire \$2574 ;
   wire \$2575 ;
   wire \$2576 ;
   wire \$2577 ;
   wire \$2578 ;
-  wire \$2579 ;
+  wire [19:0] \$2579 ;
   wire [4:0] \$258 ;
   wire \$2580 ;
   wire \$2581 ;
   wire \$2582 ;
-  wire [19:0] \$2583 ;
+  wire \$2583 ;
   wire \$2584 ;
   wire \$2585 ;
   wire \$2586 ;
   wire \$2587 ;
-  wire \$2588 ;
+  wire [19:0] \$2588 ;
   wire \$2589 ;
   wire [4:0] \$259 ;
   wire \$2590 ;
   wire \$2591 ;
-  wire [19:0] \$2592 ;
+  wire \$2592 ;
   wire \$2593 ;
   wire \$2594 ;
   wire \$2595 ;
   wire \$2596 ;
-  wire \$2597 ;
+  wire [19:0] \$2597 ;
   wire \$2598 ;
   wire \$2599 ;
   wire [7:0] \$26 ;
   wire [4:0] \$260 ;
   wire \$2600 ;
-  wire [19:0] \$2601 ;
+  wire \$2601 ;
   wire \$2602 ;
   wire \$2603 ;
   wire \$2604 ;
   wire \$2605 ;
-  wire \$2606 ;
+  wire [19:0] \$2606 ;
   wire \$2607 ;
   wire \$2608 ;
   wire \$2609 ;
   wire \$261 ;
-  wire [19:0] \$2610 ;
+  wire \$2610 ;
   wire \$2611 ;
   wire \$2612 ;
   wire \$2613 ;
   wire \$2614 ;
-  wire \$2615 ;
+  wire [19:0] \$2615 ;
   wire \$2616 ;
   wire \$2617 ;
   wire \$2618 ;
-  wire [19:0] \$2619 ;
+  wire \$2619 ;
   wire [6:0] \$262 ;
   wire \$2620 ;
   wire \$2621 ;
   wire \$2622 ;
   wire \$2623 ;
-  wire \$2624 ;
+  wire [19:0] \$2624 ;
   wire \$2625 ;
   wire \$2626 ;
   wire \$2627 ;
-  wire [19:0] \$2628 ;
+  wire \$2628 ;
   wire \$2629 ;
   wire [6:0] \$263 ;
   wire \$2630 ;
   wire \$2631 ;
   wire \$2632 ;
-  wire \$2633 ;
+  wire [19:0] \$2633 ;
   wire \$2634 ;
   wire \$2635 ;
   wire \$2636 ;
-  wire [19:0] \$2637 ;
+  wire \$2637 ;
   wire \$2638 ;
   wire \$2639 ;
   wire \$264 ;
   wire \$2640 ;
   wire \$2641 ;
-  wire \$2642 ;
+  wire [19:0] \$2642 ;
   wire \$2643 ;
   wire \$2644 ;
   wire \$2645 ;
-  wire [19:0] \$2646 ;
+  wire \$2646 ;
   wire \$2647 ;
   wire \$2648 ;
   wire \$2649 ;
   wire \$265 ;
   wire \$2650 ;
-  wire \$2651 ;
+  wire [19:0] \$2651 ;
   wire \$2652 ;
   wire \$2653 ;
   wire \$2654 ;
-  wire [19:0] \$2655 ;
+  wire \$2655 ;
   wire \$2656 ;
   wire \$2657 ;
   wire \$2658 ;
   wire \$2659 ;
   wire [6:0] \$266 ;
-  wire \$2660 ;
+  wire [19:0] \$2660 ;
   wire \$2661 ;
   wire \$2662 ;
   wire \$2663 ;
-  wire [19:0] \$2664 ;
+  wire \$2664 ;
   wire \$2665 ;
   wire \$2666 ;
   wire \$2667 ;
   wire \$2668 ;
-  wire \$2669 ;
+  wire [19:0] \$2669 ;
   wire [6:0] \$267 ;
   wire \$2670 ;
   wire \$2671 ;
   wire \$2672 ;
-  wire [19:0] \$2673 ;
+  wire \$2673 ;
   wire \$2674 ;
   wire \$2675 ;
   wire \$2676 ;
   wire \$2677 ;
-  wire \$2678 ;
+  wire [19:0] \$2678 ;
   wire \$2679 ;
   wire [6:0] \$268 ;
   wire \$2680 ;
   wire \$2681 ;
-  wire [19:0] \$2682 ;
+  wire \$2682 ;
   wire \$2683 ;
   wire \$2684 ;
   wire \$2685 ;
   wire \$2686 ;
-  wire \$2687 ;
+  wire [19:0] \$2687 ;
   wire \$2688 ;
   wire \$2689 ;
   wire \$269 ;
   wire \$2690 ;
-  wire [19:0] \$2691 ;
+  wire \$2691 ;
   wire \$2692 ;
   wire \$2693 ;
   wire \$2694 ;
   wire \$2695 ;
-  wire \$2696 ;
+  wire [19:0] \$2696 ;
   wire \$2697 ;
   wire \$2698 ;
   wire \$2699 ;
   wire \$27 ;
   wire [6:0] \$270 ;
-  wire [19:0] \$2700 ;
+  wire \$2700 ;
   wire \$2701 ;
   wire \$2702 ;
   wire \$2703 ;
   wire \$2704 ;
-  wire \$2705 ;
+  wire [19:0] \$2705 ;
   wire \$2706 ;
   wire \$2707 ;
   wire \$2708 ;
-  wire [19:0] \$2709 ;
+  wire \$2709 ;
   wire [6:0] \$271 ;
   wire \$2710 ;
   wire \$2711 ;
   wire \$2712 ;
   wire \$2713 ;
-  wire \$2714 ;
+  wire [19:0] \$2714 ;
   wire \$2715 ;
   wire \$2716 ;
   wire \$2717 ;
-  wire [19:0] \$2718 ;
+  wire \$2718 ;
   wire \$2719 ;
   wire [6:0] \$272 ;
   wire \$2720 ;
   wire \$2721 ;
   wire \$2722 ;
-  wire \$2723 ;
+  wire [19:0] \$2723 ;
   wire \$2724 ;
   wire \$2725 ;
   wire \$2726 ;
-  wire [19:0] \$2727 ;
+  wire \$2727 ;
   wire \$2728 ;
   wire \$2729 ;
   wire \$273 ;
   wire \$2730 ;
   wire \$2731 ;
-  wire \$2732 ;
+  wire [19:0] \$2732 ;
   wire \$2733 ;
   wire \$2734 ;
   wire \$2735 ;
-  wire [19:0] \$2736 ;
+  wire \$2736 ;
   wire \$2737 ;
   wire \$2738 ;
   wire \$2739 ;
@@ -15692,42 +15692,42 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire \$2744 ;
   wire \$2745 ;
   wire \$2746 ;
-  wire \$2747 ;
+  wire [31:0] \$2747 ;
   wire \$2748 ;
   wire \$2749 ;
   wire [7:0] \$275 ;
   wire \$2750 ;
-  wire [31:0] \$2751 ;
+  wire \$2751 ;
   wire \$2752 ;
   wire \$2753 ;
   wire \$2754 ;
   wire \$2755 ;
-  wire \$2756 ;
-  wire \$2757 ;
+  wire [19:0] \$2756 ;
+  wire [14:0] \$2757 ;
   wire \$2758 ;
   wire \$2759 ;
   wire \$276 ;
-  wire [19:0] \$2760 ;
-  wire [14:0] \$2761 ;
+  wire \$2760 ;
+  wire \$2761 ;
   wire \$2762 ;
   wire \$2763 ;
   wire \$2764 ;
   wire \$2765 ;
-  wire \$2766 ;
+  wire [6:0] \$2766 ;
   wire \$2767 ;
   wire \$2768 ;
   wire \$2769 ;
   wire [6:0] \$277 ;
-  wire [6:0] \$2770 ;
+  wire \$2770 ;
   wire \$2771 ;
   wire \$2772 ;
   wire \$2773 ;
   wire \$2774 ;
-  wire \$2775 ;
-  wire \$2776 ;
+  wire [6:0] \$2775 ;
+  wire [19:0] \$2776 ;
   wire \$2777 ;
   wire \$2778 ;
-  wire [6:0] \$2779 ;
+  wire \$2779 ;
   wire [6:0] \$278 ;
   wire [19:0] \$2780 ;
   wire \$2781 ;
@@ -15737,7 +15737,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire \$2785 ;
   wire \$2786 ;
   wire \$2787 ;
-  wire [19:0] \$2788 ;
+  wire \$2788 ;
   wire \$2789 ;
   wire \$279 ;
   wire \$2790 ;
@@ -16674,9 +16674,9 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire \$3628 ;
   wire \$3629 ;
   wire \$363 ;
-  wire [19:0] \$3630 ;
+  wire \$3630 ;
   wire \$3631 ;
-  wire [19:0] \$3632 ;
+  wire \$3632 ;
   wire \$3633 ;
   wire [19:0] \$3634 ;
   wire \$3635 ;
@@ -17029,9 +17029,9 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire [19:0] \$3948 ;
   wire \$3949 ;
   wire [6:0] \$395 ;
-  wire \$3950 ;
+  wire [19:0] \$3950 ;
   wire \$3951 ;
-  wire \$3952 ;
+  wire [19:0] \$3952 ;
   wire \$3953 ;
   wire \$3954 ;
   wire \$3955 ;
@@ -17047,451 +17047,451 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire \$3964 ;
   wire \$3965 ;
   wire \$3966 ;
-  wire [19:0] \$3967 ;
+  wire \$3967 ;
   wire \$3968 ;
   wire \$3969 ;
   wire [3:0] \$397 ;
   wire \$3970 ;
-  wire [6:0] \$3971 ;
-  wire [14:0] \$3972 ;
+  wire [19:0] \$3971 ;
+  wire \$3972 ;
   wire \$3973 ;
   wire \$3974 ;
-  wire \$3975 ;
-  wire \$3976 ;
+  wire [6:0] \$3975 ;
+  wire [14:0] \$3976 ;
   wire \$3977 ;
   wire \$3978 ;
-  wire [31:0] \$3979 ;
+  wire \$3979 ;
   wire [4:0] \$398 ;
-  wire [31:0] \$3980 ;
+  wire \$3980 ;
   wire \$3981 ;
-  wire [31:0] \$3982 ;
+  wire \$3982 ;
   wire [31:0] \$3983 ;
-  wire \$3984 ;
-  wire [31:0] \$3985 ;
+  wire [31:0] \$3984 ;
+  wire \$3985 ;
   wire [31:0] \$3986 ;
-  wire \$3987 ;
-  wire [31:0] \$3988 ;
+  wire [31:0] \$3987 ;
+  wire \$3988 ;
   wire [31:0] \$3989 ;
   wire \$399 ;
-  wire \$3990 ;
-  wire [31:0] \$3991 ;
+  wire [31:0] \$3990 ;
+  wire \$3991 ;
   wire [31:0] \$3992 ;
-  wire \$3993 ;
-  wire [31:0] \$3994 ;
+  wire [31:0] \$3993 ;
+  wire \$3994 ;
   wire [31:0] \$3995 ;
-  wire \$3996 ;
-  wire [31:0] \$3997 ;
+  wire [31:0] \$3996 ;
+  wire \$3997 ;
   wire [31:0] \$3998 ;
-  wire \$3999 ;
+  wire [31:0] \$3999 ;
   wire [2:0] \$4 ;
   wire [3:0] \$40 ;
   wire [6:0] \$400 ;
-  wire [31:0] \$4000 ;
+  wire \$4000 ;
   wire [31:0] \$4001 ;
-  wire \$4002 ;
-  wire [31:0] \$4003 ;
+  wire [31:0] \$4002 ;
+  wire \$4003 ;
   wire [31:0] \$4004 ;
-  wire \$4005 ;
-  wire [31:0] \$4006 ;
+  wire [31:0] \$4005 ;
+  wire \$4006 ;
   wire [31:0] \$4007 ;
-  wire \$4008 ;
-  wire [31:0] \$4009 ;
+  wire [31:0] \$4008 ;
+  wire \$4009 ;
   wire [6:0] \$401 ;
   wire [31:0] \$4010 ;
-  wire \$4011 ;
-  wire [31:0] \$4012 ;
+  wire [31:0] \$4011 ;
+  wire \$4012 ;
   wire [31:0] \$4013 ;
-  wire \$4014 ;
-  wire [31:0] \$4015 ;
+  wire [31:0] \$4014 ;
+  wire \$4015 ;
   wire [31:0] \$4016 ;
-  wire \$4017 ;
-  wire [31:0] \$4018 ;
+  wire [31:0] \$4017 ;
+  wire \$4018 ;
   wire [31:0] \$4019 ;
   wire \$402 ;
-  wire \$4020 ;
-  wire [31:0] \$4021 ;
+  wire [31:0] \$4020 ;
+  wire \$4021 ;
   wire [31:0] \$4022 ;
-  wire \$4023 ;
-  wire [31:0] \$4024 ;
+  wire [31:0] \$4023 ;
+  wire \$4024 ;
   wire [31:0] \$4025 ;
-  wire \$4026 ;
-  wire [31:0] \$4027 ;
+  wire [31:0] \$4026 ;
+  wire \$4027 ;
   wire [31:0] \$4028 ;
-  wire \$4029 ;
+  wire [31:0] \$4029 ;
   wire [1:0] \$403 ;
-  wire [31:0] \$4030 ;
+  wire \$4030 ;
   wire [31:0] \$4031 ;
-  wire \$4032 ;
-  wire [31:0] \$4033 ;
+  wire [31:0] \$4032 ;
+  wire \$4033 ;
   wire [31:0] \$4034 ;
-  wire \$4035 ;
-  wire [31:0] \$4036 ;
+  wire [31:0] \$4035 ;
+  wire \$4036 ;
   wire [31:0] \$4037 ;
-  wire \$4038 ;
-  wire [31:0] \$4039 ;
+  wire [31:0] \$4038 ;
+  wire \$4039 ;
   wire [4:0] \$404 ;
   wire [31:0] \$4040 ;
-  wire \$4041 ;
-  wire [31:0] \$4042 ;
+  wire [31:0] \$4041 ;
+  wire \$4042 ;
   wire [31:0] \$4043 ;
-  wire \$4044 ;
-  wire [31:0] \$4045 ;
+  wire [31:0] \$4044 ;
+  wire \$4045 ;
   wire [31:0] \$4046 ;
-  wire \$4047 ;
-  wire [31:0] \$4048 ;
+  wire [31:0] \$4047 ;
+  wire \$4048 ;
   wire [31:0] \$4049 ;
   wire [4:0] \$405 ;
-  wire \$4050 ;
-  wire [31:0] \$4051 ;
+  wire [31:0] \$4050 ;
+  wire \$4051 ;
   wire [31:0] \$4052 ;
-  wire \$4053 ;
-  wire [31:0] \$4054 ;
+  wire [31:0] \$4053 ;
+  wire \$4054 ;
   wire [31:0] \$4055 ;
-  wire \$4056 ;
-  wire [31:0] \$4057 ;
+  wire [31:0] \$4056 ;
+  wire \$4057 ;
   wire [31:0] \$4058 ;
-  wire \$4059 ;
+  wire [31:0] \$4059 ;
   wire \$406 ;
-  wire [31:0] \$4060 ;
+  wire \$4060 ;
   wire [31:0] \$4061 ;
-  wire \$4062 ;
-  wire [31:0] \$4063 ;
+  wire [31:0] \$4062 ;
+  wire \$4063 ;
   wire [31:0] \$4064 ;
-  wire \$4065 ;
-  wire [31:0] \$4066 ;
+  wire [31:0] \$4065 ;
+  wire \$4066 ;
   wire [31:0] \$4067 ;
-  wire \$4068 ;
-  wire [31:0] \$4069 ;
+  wire [31:0] \$4068 ;
+  wire \$4069 ;
   wire \$407 ;
   wire [31:0] \$4070 ;
-  wire \$4071 ;
-  wire [31:0] \$4072 ;
+  wire [31:0] \$4071 ;
+  wire \$4072 ;
   wire [31:0] \$4073 ;
-  wire \$4074 ;
+  wire [31:0] \$4074 ;
   wire \$4075 ;
-  wire \$4076 ;
-  wire [1023:0] \$4077 ;
+  wire [31:0] \$4076 ;
+  wire [31:0] \$4077 ;
   wire \$4078 ;
   wire \$4079 ;
   wire \$408 ;
   wire \$4080 ;
-  wire \$4081 ;
+  wire [1023:0] \$4081 ;
   wire \$4082 ;
-  wire [19:0] \$4083 ;
+  wire \$4083 ;
   wire \$4084 ;
   wire \$4085 ;
   wire \$4086 ;
-  wire \$4087 ;
+  wire [19:0] \$4087 ;
   wire \$4088 ;
   wire \$4089 ;
   wire \$409 ;
   wire \$4090 ;
   wire \$4091 ;
-  wire [19:0] \$4092 ;
+  wire \$4092 ;
   wire \$4093 ;
   wire \$4094 ;
   wire \$4095 ;
-  wire \$4096 ;
+  wire [19:0] \$4096 ;
   wire \$4097 ;
   wire \$4098 ;
   wire \$4099 ;
   wire [4:0] \$41 ;
   wire [1:0] \$410 ;
   wire \$4100 ;
-  wire [19:0] \$4101 ;
+  wire \$4101 ;
   wire \$4102 ;
   wire \$4103 ;
   wire \$4104 ;
-  wire \$4105 ;
+  wire [19:0] \$4105 ;
   wire \$4106 ;
   wire \$4107 ;
   wire \$4108 ;
   wire \$4109 ;
   wire [4:0] \$411 ;
-  wire [19:0] \$4110 ;
+  wire \$4110 ;
   wire \$4111 ;
   wire \$4112 ;
   wire \$4113 ;
-  wire \$4114 ;
+  wire [19:0] \$4114 ;
   wire \$4115 ;
   wire \$4116 ;
   wire \$4117 ;
   wire \$4118 ;
-  wire [19:0] \$4119 ;
+  wire \$4119 ;
   wire [4:0] \$412 ;
   wire \$4120 ;
   wire \$4121 ;
   wire \$4122 ;
-  wire \$4123 ;
+  wire [19:0] \$4123 ;
   wire \$4124 ;
   wire \$4125 ;
   wire \$4126 ;
   wire \$4127 ;
-  wire [19:0] \$4128 ;
+  wire \$4128 ;
   wire \$4129 ;
   wire [4:0] \$413 ;
   wire \$4130 ;
   wire \$4131 ;
-  wire \$4132 ;
+  wire [19:0] \$4132 ;
   wire \$4133 ;
   wire \$4134 ;
   wire \$4135 ;
   wire \$4136 ;
-  wire [19:0] \$4137 ;
+  wire \$4137 ;
   wire \$4138 ;
   wire \$4139 ;
   wire \$414 ;
   wire \$4140 ;
-  wire \$4141 ;
+  wire [19:0] \$4141 ;
   wire \$4142 ;
   wire \$4143 ;
   wire \$4144 ;
   wire \$4145 ;
-  wire [19:0] \$4146 ;
+  wire \$4146 ;
   wire \$4147 ;
   wire \$4148 ;
   wire \$4149 ;
   wire [6:0] \$415 ;
-  wire \$4150 ;
+  wire [19:0] \$4150 ;
   wire \$4151 ;
   wire \$4152 ;
   wire \$4153 ;
   wire \$4154 ;
-  wire [19:0] \$4155 ;
+  wire \$4155 ;
   wire \$4156 ;
   wire \$4157 ;
   wire \$4158 ;
-  wire \$4159 ;
+  wire [19:0] \$4159 ;
   wire [6:0] \$416 ;
   wire \$4160 ;
   wire \$4161 ;
   wire \$4162 ;
   wire \$4163 ;
-  wire [19:0] \$4164 ;
+  wire \$4164 ;
   wire \$4165 ;
   wire \$4166 ;
   wire \$4167 ;
-  wire \$4168 ;
+  wire [19:0] \$4168 ;
   wire \$4169 ;
   wire \$417 ;
   wire \$4170 ;
   wire \$4171 ;
   wire \$4172 ;
-  wire [19:0] \$4173 ;
+  wire \$4173 ;
   wire \$4174 ;
   wire \$4175 ;
   wire \$4176 ;
-  wire \$4177 ;
+  wire [19:0] \$4177 ;
   wire \$4178 ;
   wire \$4179 ;
   wire \$418 ;
   wire \$4180 ;
   wire \$4181 ;
-  wire [19:0] \$4182 ;
+  wire \$4182 ;
   wire \$4183 ;
   wire \$4184 ;
   wire \$4185 ;
-  wire \$4186 ;
+  wire [19:0] \$4186 ;
   wire \$4187 ;
   wire \$4188 ;
   wire \$4189 ;
   wire [6:0] \$419 ;
   wire \$4190 ;
-  wire [19:0] \$4191 ;
+  wire \$4191 ;
   wire \$4192 ;
   wire \$4193 ;
   wire \$4194 ;
-  wire \$4195 ;
+  wire [19:0] \$4195 ;
   wire \$4196 ;
   wire \$4197 ;
   wire \$4198 ;
   wire \$4199 ;
   wire \$42 ;
   wire [6:0] \$420 ;
-  wire [19:0] \$4200 ;
+  wire \$4200 ;
   wire \$4201 ;
   wire \$4202 ;
   wire \$4203 ;
-  wire \$4204 ;
+  wire [19:0] \$4204 ;
   wire \$4205 ;
   wire \$4206 ;
   wire \$4207 ;
   wire \$4208 ;
-  wire [19:0] \$4209 ;
+  wire \$4209 ;
   wire [6:0] \$421 ;
   wire \$4210 ;
   wire \$4211 ;
   wire \$4212 ;
-  wire \$4213 ;
+  wire [19:0] \$4213 ;
   wire \$4214 ;
   wire \$4215 ;
   wire \$4216 ;
   wire \$4217 ;
-  wire [19:0] \$4218 ;
+  wire \$4218 ;
   wire \$4219 ;
   wire \$422 ;
   wire \$4220 ;
   wire \$4221 ;
-  wire \$4222 ;
+  wire [19:0] \$4222 ;
   wire \$4223 ;
   wire \$4224 ;
   wire \$4225 ;
   wire \$4226 ;
-  wire [19:0] \$4227 ;
+  wire \$4227 ;
   wire \$4228 ;
   wire \$4229 ;
   wire [6:0] \$423 ;
   wire \$4230 ;
-  wire \$4231 ;
+  wire [19:0] \$4231 ;
   wire \$4232 ;
   wire \$4233 ;
   wire \$4234 ;
   wire \$4235 ;
-  wire [19:0] \$4236 ;
+  wire \$4236 ;
   wire \$4237 ;
   wire \$4238 ;
   wire \$4239 ;
   wire [6:0] \$424 ;
-  wire \$4240 ;
+  wire [19:0] \$4240 ;
   wire \$4241 ;
   wire \$4242 ;
   wire \$4243 ;
   wire \$4244 ;
-  wire [19:0] \$4245 ;
+  wire \$4245 ;
   wire \$4246 ;
   wire \$4247 ;
   wire \$4248 ;
-  wire \$4249 ;
+  wire [19:0] \$4249 ;
   wire [6:0] \$425 ;
   wire \$4250 ;
   wire \$4251 ;
   wire \$4252 ;
   wire \$4253 ;
-  wire [19:0] \$4254 ;
+  wire \$4254 ;
   wire \$4255 ;
   wire \$4256 ;
   wire \$4257 ;
-  wire \$4258 ;
+  wire [19:0] \$4258 ;
   wire \$4259 ;
   wire \$426 ;
   wire \$4260 ;
   wire \$4261 ;
   wire \$4262 ;
-  wire [19:0] \$4263 ;
+  wire \$4263 ;
   wire \$4264 ;
   wire \$4265 ;
   wire \$4266 ;
-  wire \$4267 ;
+  wire [19:0] \$4267 ;
   wire \$4268 ;
   wire \$4269 ;
   wire [7:0] \$427 ;
   wire \$4270 ;
   wire \$4271 ;
-  wire [19:0] \$4272 ;
+  wire \$4272 ;
   wire \$4273 ;
   wire \$4274 ;
   wire \$4275 ;
-  wire \$4276 ;
+  wire [19:0] \$4276 ;
   wire \$4277 ;
   wire \$4278 ;
   wire \$4279 ;
   wire [7:0] \$428 ;
   wire \$4280 ;
-  wire [19:0] \$4281 ;
+  wire \$4281 ;
   wire \$4282 ;
   wire \$4283 ;
   wire \$4284 ;
-  wire \$4285 ;
+  wire [19:0] \$4285 ;
   wire \$4286 ;
   wire \$4287 ;
   wire \$4288 ;
   wire \$4289 ;
   wire \$429 ;
-  wire [19:0] \$4290 ;
+  wire \$4290 ;
   wire \$4291 ;
   wire \$4292 ;
   wire \$4293 ;
-  wire \$4294 ;
+  wire [19:0] \$4294 ;
   wire \$4295 ;
   wire \$4296 ;
   wire \$4297 ;
   wire \$4298 ;
-  wire [19:0] \$4299 ;
+  wire \$4299 ;
   wire [6:0] \$43 ;
   wire [6:0] \$430 ;
   wire \$4300 ;
   wire \$4301 ;
   wire \$4302 ;
-  wire \$4303 ;
+  wire [19:0] \$4303 ;
   wire \$4304 ;
   wire \$4305 ;
   wire \$4306 ;
   wire \$4307 ;
-  wire [19:0] \$4308 ;
+  wire \$4308 ;
   wire \$4309 ;
   wire [6:0] \$431 ;
   wire \$4310 ;
   wire \$4311 ;
-  wire \$4312 ;
+  wire [19:0] \$4312 ;
   wire \$4313 ;
   wire \$4314 ;
   wire \$4315 ;
   wire \$4316 ;
-  wire [19:0] \$4317 ;
+  wire \$4317 ;
   wire \$4318 ;
   wire \$4319 ;
   wire \$432 ;
   wire \$4320 ;
-  wire \$4321 ;
+  wire [19:0] \$4321 ;
   wire \$4322 ;
   wire \$4323 ;
   wire \$4324 ;
   wire \$4325 ;
-  wire [19:0] \$4326 ;
+  wire \$4326 ;
   wire \$4327 ;
   wire \$4328 ;
   wire \$4329 ;
   wire [3:0] \$433 ;
-  wire \$4330 ;
+  wire [19:0] \$4330 ;
   wire \$4331 ;
   wire \$4332 ;
   wire \$4333 ;
   wire \$4334 ;
-  wire [19:0] \$4335 ;
+  wire \$4335 ;
   wire \$4336 ;
   wire \$4337 ;
   wire \$4338 ;
-  wire \$4339 ;
+  wire [19:0] \$4339 ;
   wire [7:0] \$434 ;
   wire \$4340 ;
   wire \$4341 ;
   wire \$4342 ;
   wire \$4343 ;
-  wire [19:0] \$4344 ;
+  wire \$4344 ;
   wire \$4345 ;
   wire \$4346 ;
   wire \$4347 ;
-  wire \$4348 ;
+  wire [19:0] \$4348 ;
   wire \$4349 ;
   wire \$435 ;
   wire \$4350 ;
   wire \$4351 ;
   wire \$4352 ;
-  wire [19:0] \$4353 ;
+  wire \$4353 ;
   wire \$4354 ;
   wire \$4355 ;
   wire \$4356 ;
-  wire \$4357 ;
+  wire [19:0] \$4357 ;
   wire \$4358 ;
   wire \$4359 ;
   wire [6:0] \$436 ;
   wire \$4360 ;
   wire \$4361 ;
-  wire [19:0] \$4362 ;
+  wire \$4362 ;
   wire \$4363 ;
   wire \$4364 ;
   wire \$4365 ;
-  wire \$4366 ;
+  wire [19:0] \$4366 ;
   wire \$4367 ;
   wire \$4368 ;
   wire \$4369 ;
@@ -17503,39 +17503,39 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire \$4374 ;
   wire \$4375 ;
   wire \$4376 ;
-  wire [31:0] \$4377 ;
+  wire \$4377 ;
   wire \$4378 ;
   wire \$4379 ;
   wire \$438 ;
   wire \$4380 ;
-  wire \$4381 ;
+  wire [31:0] \$4381 ;
   wire \$4382 ;
-  wire [14:0] \$4383 ;
+  wire \$4383 ;
   wire \$4384 ;
   wire \$4385 ;
   wire \$4386 ;
-  wire \$4387 ;
+  wire [14:0] \$4387 ;
   wire \$4388 ;
   wire \$4389 ;
   wire \$439 ;
   wire \$4390 ;
   wire \$4391 ;
-  wire [6:0] \$4392 ;
+  wire \$4392 ;
   wire \$4393 ;
   wire \$4394 ;
   wire \$4395 ;
-  wire \$4396 ;
+  wire [6:0] \$4396 ;
   wire \$4397 ;
   wire \$4398 ;
   wire \$4399 ;
   wire [6:0] \$44 ;
   wire [6:0] \$440 ;
   wire \$4400 ;
-  wire [6:0] \$4401 ;
+  wire \$4401 ;
   wire \$4402 ;
   wire \$4403 ;
   wire \$4404 ;
-  wire \$4405 ;
+  wire [6:0] \$4405 ;
   wire \$4406 ;
   wire \$4407 ;
   wire \$4408 ;
@@ -17572,14 +17572,14 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire \$4436 ;
   wire \$4437 ;
   wire \$4438 ;
-  wire [19:0] \$4439 ;
+  wire \$4439 ;
   wire [6:0] \$444 ;
   wire \$4440 ;
-  wire [19:0] \$4441 ;
+  wire \$4441 ;
   wire \$4442 ;
-  wire [19:0] \$4443 ;
+  wire \$4443 ;
   wire \$4444 ;
-  wire [19:0] \$4445 ;
+  wire \$4445 ;
   wire \$4446 ;
   wire [19:0] \$4447 ;
   wire \$4448 ;
@@ -17927,14 +17927,14 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire \$4756 ;
   wire [19:0] \$4757 ;
   wire \$4758 ;
-  wire \$4759 ;
+  wire [19:0] \$4759 ;
   wire [6:0] \$476 ;
   wire \$4760 ;
-  wire \$4761 ;
+  wire [19:0] \$4761 ;
   wire \$4762 ;
-  wire \$4763 ;
+  wire [19:0] \$4763 ;
   wire \$4764 ;
-  wire \$4765 ;
+  wire [19:0] \$4765 ;
   wire \$4766 ;
   wire \$4767 ;
   wire \$4768 ;
@@ -17946,138 +17946,138 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire \$4773 ;
   wire \$4774 ;
   wire \$4775 ;
-  wire [19:0] \$4776 ;
+  wire \$4776 ;
   wire \$4777 ;
   wire \$4778 ;
   wire \$4779 ;
   wire [7:0] \$478 ;
-  wire [6:0] \$4780 ;
-  wire [14:0] \$4781 ;
+  wire \$4780 ;
+  wire \$4781 ;
   wire \$4782 ;
   wire \$4783 ;
-  wire \$4784 ;
+  wire [19:0] \$4784 ;
   wire \$4785 ;
   wire \$4786 ;
   wire \$4787 ;
-  wire [31:0] \$4788 ;
-  wire [31:0] \$4789 ;
+  wire [6:0] \$4788 ;
+  wire [14:0] \$4789 ;
   wire [7:0] \$479 ;
   wire \$4790 ;
-  wire [31:0] \$4791 ;
-  wire [31:0] \$4792 ;
+  wire \$4791 ;
+  wire \$4792 ;
   wire \$4793 ;
-  wire [31:0] \$4794 ;
-  wire [31:0] \$4795 ;
-  wire \$4796 ;
+  wire \$4794 ;
+  wire \$4795 ;
+  wire [31:0] \$4796 ;
   wire [31:0] \$4797 ;
-  wire [31:0] \$4798 ;
-  wire \$4799 ;
+  wire \$4798 ;
+  wire [31:0] \$4799 ;
   wire [4:0] \$48 ;
   wire \$480 ;
   wire [31:0] \$4800 ;
-  wire [31:0] \$4801 ;
-  wire \$4802 ;
+  wire \$4801 ;
+  wire [31:0] \$4802 ;
   wire [31:0] \$4803 ;
-  wire [31:0] \$4804 ;
-  wire \$4805 ;
+  wire \$4804 ;
+  wire [31:0] \$4805 ;
   wire [31:0] \$4806 ;
-  wire [31:0] \$4807 ;
-  wire \$4808 ;
+  wire \$4807 ;
+  wire [31:0] \$4808 ;
   wire [31:0] \$4809 ;
   wire [6:0] \$481 ;
-  wire [31:0] \$4810 ;
-  wire \$4811 ;
+  wire \$4810 ;
+  wire [31:0] \$4811 ;
   wire [31:0] \$4812 ;
-  wire [31:0] \$4813 ;
-  wire \$4814 ;
+  wire \$4813 ;
+  wire [31:0] \$4814 ;
   wire [31:0] \$4815 ;
-  wire [31:0] \$4816 ;
-  wire \$4817 ;
+  wire \$4816 ;
+  wire [31:0] \$4817 ;
   wire [31:0] \$4818 ;
-  wire [31:0] \$4819 ;
+  wire \$4819 ;
   wire [6:0] \$482 ;
-  wire \$4820 ;
+  wire [31:0] \$4820 ;
   wire [31:0] \$4821 ;
-  wire [31:0] \$4822 ;
-  wire \$4823 ;
+  wire \$4822 ;
+  wire [31:0] \$4823 ;
   wire [31:0] \$4824 ;
-  wire [31:0] \$4825 ;
-  wire \$4826 ;
+  wire \$4825 ;
+  wire [31:0] \$4826 ;
   wire [31:0] \$4827 ;
-  wire [31:0] \$4828 ;
-  wire \$4829 ;
+  wire \$4828 ;
+  wire [31:0] \$4829 ;
   wire \$483 ;
   wire [31:0] \$4830 ;
-  wire [31:0] \$4831 ;
-  wire \$4832 ;
+  wire \$4831 ;
+  wire [31:0] \$4832 ;
   wire [31:0] \$4833 ;
-  wire [31:0] \$4834 ;
-  wire \$4835 ;
+  wire \$4834 ;
+  wire [31:0] \$4835 ;
   wire [31:0] \$4836 ;
-  wire [31:0] \$4837 ;
-  wire \$4838 ;
+  wire \$4837 ;
+  wire [31:0] \$4838 ;
   wire [31:0] \$4839 ;
   wire [3:0] \$484 ;
-  wire [31:0] \$4840 ;
-  wire \$4841 ;
+  wire \$4840 ;
+  wire [31:0] \$4841 ;
   wire [31:0] \$4842 ;
-  wire [31:0] \$4843 ;
-  wire \$4844 ;
+  wire \$4843 ;
+  wire [31:0] \$4844 ;
   wire [31:0] \$4845 ;
-  wire [31:0] \$4846 ;
-  wire \$4847 ;
+  wire \$4846 ;
+  wire [31:0] \$4847 ;
   wire [31:0] \$4848 ;
-  wire [31:0] \$4849 ;
+  wire \$4849 ;
   wire [7:0] \$485 ;
-  wire \$4850 ;
+  wire [31:0] \$4850 ;
   wire [31:0] \$4851 ;
-  wire [31:0] \$4852 ;
-  wire \$4853 ;
+  wire \$4852 ;
+  wire [31:0] \$4853 ;
   wire [31:0] \$4854 ;
-  wire [31:0] \$4855 ;
-  wire \$4856 ;
+  wire \$4855 ;
+  wire [31:0] \$4856 ;
   wire [31:0] \$4857 ;
-  wire [31:0] \$4858 ;
-  wire \$4859 ;
+  wire \$4858 ;
+  wire [31:0] \$4859 ;
   wire \$486 ;
   wire [31:0] \$4860 ;
-  wire [31:0] \$4861 ;
-  wire \$4862 ;
+  wire \$4861 ;
+  wire [31:0] \$4862 ;
   wire [31:0] \$4863 ;
-  wire [31:0] \$4864 ;
-  wire \$4865 ;
+  wire \$4864 ;
+  wire [31:0] \$4865 ;
   wire [31:0] \$4866 ;
-  wire [31:0] \$4867 ;
-  wire \$4868 ;
+  wire \$4867 ;
+  wire [31:0] \$4868 ;
   wire [31:0] \$4869 ;
   wire [6:0] \$487 ;
-  wire [31:0] \$4870 ;
-  wire \$4871 ;
+  wire \$4870 ;
+  wire [31:0] \$4871 ;
   wire [31:0] \$4872 ;
-  wire [31:0] \$4873 ;
-  wire \$4874 ;
+  wire \$4873 ;
+  wire [31:0] \$4874 ;
   wire [31:0] \$4875 ;
-  wire [31:0] \$4876 ;
-  wire \$4877 ;
+  wire \$4876 ;
+  wire [31:0] \$4877 ;
   wire [31:0] \$4878 ;
-  wire [31:0] \$4879 ;
+  wire \$4879 ;
   wire [6:0] \$488 ;
-  wire \$4880 ;
+  wire [31:0] \$4880 ;
   wire [31:0] \$4881 ;
-  wire [31:0] \$4882 ;
-  wire \$4883 ;
-  wire \$4884 ;
+  wire \$4882 ;
+  wire [31:0] \$4883 ;
+  wire [31:0] \$4884 ;
   wire \$4885 ;
-  wire [1023:0] \$4886 ;
-  wire \$4887 ;
+  wire [31:0] \$4886 ;
+  wire [31:0] \$4887 ;
   wire \$4888 ;
-  wire \$4889 ;
+  wire [31:0] \$4889 ;
   wire \$489 ;
-  wire \$4890 ;
+  wire [31:0] \$4890 ;
   wire \$4891 ;
-  wire [19:0] \$4892 ;
+  wire \$4892 ;
   wire \$4893 ;
-  wire \$4894 ;
+  wire [1023:0] \$4894 ;
   wire \$4895 ;
   wire \$4896 ;
   wire \$4897 ;
@@ -18085,8 +18085,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire \$4899 ;
   wire \$49 ;
   wire \$490 ;
-  wire \$4900 ;
-  wire [19:0] \$4901 ;
+  wire [19:0] \$4900 ;
+  wire \$4901 ;
   wire \$4902 ;
   wire \$4903 ;
   wire \$4904 ;
@@ -18094,9 +18094,9 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire \$4906 ;
   wire \$4907 ;
   wire \$4908 ;
-  wire \$4909 ;
+  wire [19:0] \$4909 ;
   wire [6:0] \$491 ;
-  wire [19:0] \$4910 ;
+  wire \$4910 ;
   wire \$4911 ;
   wire \$4912 ;
   wire \$4913 ;
@@ -18104,8 +18104,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire \$4915 ;
   wire \$4916 ;
   wire \$4917 ;
-  wire \$4918 ;
-  wire [19:0] \$4919 ;
+  wire [19:0] \$4918 ;
+  wire \$4919 ;
   wire [6:0] \$492 ;
   wire \$4920 ;
   wire \$4921 ;
@@ -18114,8 +18114,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire \$4924 ;
   wire \$4925 ;
   wire \$4926 ;
-  wire \$4927 ;
-  wire [19:0] \$4928 ;
+  wire [19:0] \$4927 ;
+  wire \$4928 ;
   wire \$4929 ;
   wire [6:0] \$493 ;
   wire \$4930 ;
@@ -18124,8 +18124,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire \$4933 ;
   wire \$4934 ;
   wire \$4935 ;
-  wire \$4936 ;
-  wire [19:0] \$4937 ;
+  wire [19:0] \$4936 ;
+  wire \$4937 ;
   wire \$4938 ;
   wire \$4939 ;
   wire \$494 ;
@@ -18134,8 +18134,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire \$4942 ;
   wire \$4943 ;
   wire \$4944 ;
-  wire \$4945 ;
-  wire [19:0] \$4946 ;
+  wire [19:0] \$4945 ;
+  wire \$4946 ;
   wire \$4947 ;
   wire \$4948 ;
   wire \$4949 ;
@@ -18144,8 +18144,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire \$4951 ;
   wire \$4952 ;
   wire \$4953 ;
-  wire \$4954 ;
-  wire [19:0] \$4955 ;
+  wire [19:0] \$4954 ;
+  wire \$4955 ;
   wire \$4956 ;
   wire \$4957 ;
   wire \$4958 ;
@@ -18154,8 +18154,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire \$4960 ;
   wire \$4961 ;
   wire \$4962 ;
-  wire \$4963 ;
-  wire [19:0] \$4964 ;
+  wire [19:0] \$4963 ;
+  wire \$4964 ;
   wire \$4965 ;
   wire \$4966 ;
   wire \$4967 ;
@@ -18164,8 +18164,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire [6:0] \$497 ;
   wire \$4970 ;
   wire \$4971 ;
-  wire \$4972 ;
-  wire [19:0] \$4973 ;
+  wire [19:0] \$4972 ;
+  wire \$4973 ;
   wire \$4974 ;
   wire \$4975 ;
   wire \$4976 ;
@@ -18174,8 +18174,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire \$4979 ;
   wire \$498 ;
   wire \$4980 ;
-  wire \$4981 ;
-  wire [19:0] \$4982 ;
+  wire [19:0] \$4981 ;
+  wire \$4982 ;
   wire \$4983 ;
   wire \$4984 ;
   wire \$4985 ;
@@ -18184,8 +18184,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire \$4988 ;
   wire \$4989 ;
   wire [3:0] \$499 ;
-  wire \$4990 ;
-  wire [19:0] \$4991 ;
+  wire [19:0] \$4990 ;
+  wire \$4991 ;
   wire \$4992 ;
   wire \$4993 ;
   wire \$4994 ;
@@ -18193,11 +18193,11 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire \$4996 ;
   wire \$4997 ;
   wire \$4998 ;
-  wire \$4999 ;
+  wire [19:0] \$4999 ;
   wire [2:0] \$5 ;
   wire \$50 ;
   wire [4:0] \$500 ;
-  wire [19:0] \$5000 ;
+  wire \$5000 ;
   wire \$5001 ;
   wire \$5002 ;
   wire \$5003 ;
@@ -18205,8 +18205,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire \$5005 ;
   wire \$5006 ;
   wire \$5007 ;
-  wire \$5008 ;
-  wire [19:0] \$5009 ;
+  wire [19:0] \$5008 ;
+  wire \$5009 ;
   wire \$501 ;
   wire \$5010 ;
   wire \$5011 ;
@@ -18215,8 +18215,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire \$5014 ;
   wire \$5015 ;
   wire \$5016 ;
-  wire \$5017 ;
-  wire [19:0] \$5018 ;
+  wire [19:0] \$5017 ;
+  wire \$5018 ;
   wire \$5019 ;
   wire [6:0] \$502 ;
   wire \$5020 ;
@@ -18225,8 +18225,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire \$5023 ;
   wire \$5024 ;
   wire \$5025 ;
-  wire \$5026 ;
-  wire [19:0] \$5027 ;
+  wire [19:0] \$5026 ;
+  wire \$5027 ;
   wire \$5028 ;
   wire \$5029 ;
   wire [6:0] \$503 ;
@@ -18235,8 +18235,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire \$5032 ;
   wire \$5033 ;
   wire \$5034 ;
-  wire \$5035 ;
-  wire [19:0] \$5036 ;
+  wire [19:0] \$5035 ;
+  wire \$5036 ;
   wire \$5037 ;
   wire \$5038 ;
   wire \$5039 ;
@@ -18245,8 +18245,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire \$5041 ;
   wire \$5042 ;
   wire \$5043 ;
-  wire \$5044 ;
-  wire [19:0] \$5045 ;
+  wire [19:0] \$5044 ;
+  wire \$5045 ;
   wire \$5046 ;
   wire \$5047 ;
   wire \$5048 ;
@@ -18255,8 +18255,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire \$5050 ;
   wire \$5051 ;
   wire \$5052 ;
-  wire \$5053 ;
-  wire [19:0] \$5054 ;
+  wire [19:0] \$5053 ;
+  wire \$5054 ;
   wire \$5055 ;
   wire \$5056 ;
   wire \$5057 ;
@@ -18265,8 +18265,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire [4:0] \$506 ;
   wire \$5060 ;
   wire \$5061 ;
-  wire \$5062 ;
-  wire [19:0] \$5063 ;
+  wire [19:0] \$5062 ;
+  wire \$5063 ;
   wire \$5064 ;
   wire \$5065 ;
   wire \$5066 ;
@@ -18275,8 +18275,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire \$5069 ;
   wire [4:0] \$507 ;
   wire \$5070 ;
-  wire \$5071 ;
-  wire [19:0] \$5072 ;
+  wire [19:0] \$5071 ;
+  wire \$5072 ;
   wire \$5073 ;
   wire \$5074 ;
   wire \$5075 ;
@@ -18285,8 +18285,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire \$5078 ;
   wire \$5079 ;
   wire \$508 ;
-  wire \$5080 ;
-  wire [19:0] \$5081 ;
+  wire [19:0] \$5080 ;
+  wire \$5081 ;
   wire \$5082 ;
   wire \$5083 ;
   wire \$5084 ;
@@ -18294,9 +18294,9 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire \$5086 ;
   wire \$5087 ;
   wire \$5088 ;
-  wire \$5089 ;
+  wire [19:0] \$5089 ;
   wire \$509 ;
-  wire [19:0] \$5090 ;
+  wire \$5090 ;
   wire \$5091 ;
   wire \$5092 ;
   wire \$5093 ;
@@ -18304,8 +18304,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire \$5095 ;
   wire \$5096 ;
   wire \$5097 ;
-  wire \$5098 ;
-  wire [19:0] \$5099 ;
+  wire [19:0] \$5098 ;
+  wire \$5099 ;
   wire \$51 ;
   wire \$510 ;
   wire \$5100 ;
@@ -18315,8 +18315,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire \$5104 ;
   wire \$5105 ;
   wire \$5106 ;
-  wire \$5107 ;
-  wire [19:0] \$5108 ;
+  wire [19:0] \$5107 ;
+  wire \$5108 ;
   wire \$5109 ;
   wire \$511 ;
   wire \$5110 ;
@@ -18325,8 +18325,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire \$5113 ;
   wire \$5114 ;
   wire \$5115 ;
-  wire \$5116 ;
-  wire [19:0] \$5117 ;
+  wire [19:0] \$5116 ;
+  wire \$5117 ;
   wire \$5118 ;
   wire \$5119 ;
   wire [1:0] \$512 ;
@@ -18335,8 +18335,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire \$5122 ;
   wire \$5123 ;
   wire \$5124 ;
-  wire \$5125 ;
-  wire [19:0] \$5126 ;
+  wire [19:0] \$5125 ;
+  wire \$5126 ;
   wire \$5127 ;
   wire \$5128 ;
   wire \$5129 ;
@@ -18345,8 +18345,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire \$5131 ;
   wire \$5132 ;
   wire \$5133 ;
-  wire \$5134 ;
-  wire [19:0] \$5135 ;
+  wire [19:0] \$5134 ;
+  wire \$5135 ;
   wire \$5136 ;
   wire \$5137 ;
   wire \$5138 ;
@@ -18355,8 +18355,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire \$5140 ;
   wire \$5141 ;
   wire \$5142 ;
-  wire \$5143 ;
-  wire [19:0] \$5144 ;
+  wire [19:0] \$5143 ;
+  wire \$5144 ;
   wire \$5145 ;
   wire \$5146 ;
   wire \$5147 ;
@@ -18365,8 +18365,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire [4:0] \$515 ;
   wire \$5150 ;
   wire \$5151 ;
-  wire \$5152 ;
-  wire [19:0] \$5153 ;
+  wire [19:0] \$5152 ;
+  wire \$5153 ;
   wire \$5154 ;
   wire \$5155 ;
   wire \$5156 ;
@@ -18375,8 +18375,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire \$5159 ;
   wire \$516 ;
   wire \$5160 ;
-  wire \$5161 ;
-  wire [19:0] \$5162 ;
+  wire [19:0] \$5161 ;
+  wire \$5162 ;
   wire \$5163 ;
   wire \$5164 ;
   wire \$5165 ;
@@ -18385,8 +18385,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire \$5168 ;
   wire \$5169 ;
   wire [6:0] \$517 ;
-  wire \$5170 ;
-  wire [19:0] \$5171 ;
+  wire [19:0] \$5170 ;
+  wire \$5171 ;
   wire \$5172 ;
   wire \$5173 ;
   wire \$5174 ;
@@ -18394,7 +18394,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire \$5176 ;
   wire \$5177 ;
   wire \$5178 ;
-  wire \$5179 ;
+  wire [19:0] \$5179 ;
   wire [6:0] \$518 ;
   wire \$5180 ;
   wire \$5181 ;
@@ -18402,24 +18402,24 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire \$5183 ;
   wire \$5184 ;
   wire \$5185 ;
-  wire [31:0] \$5186 ;
+  wire \$5186 ;
   wire \$5187 ;
   wire \$5188 ;
-  wire [1023:0] \$5189 ;
+  wire \$5189 ;
   wire \$519 ;
-  wire [1023:0] \$5190 ;
-  wire [1023:0] \$5191 ;
-  wire [1023:0] \$5192 ;
-  wire [31:0] \$5193 ;
+  wire \$5190 ;
+  wire \$5191 ;
+  wire \$5192 ;
+  wire \$5193 ;
   wire [31:0] \$5194 ;
-  wire [31:0] \$5195 ;
-  wire [31:0] \$5196 ;
-  wire [31:0] \$5197 ;
-  wire [31:0] \$5198 ;
-  wire [31:0] \$5199 ;
+  wire \$5195 ;
+  wire \$5196 ;
+  wire [1023:0] \$5197 ;
+  wire [1023:0] \$5198 ;
+  wire [1023:0] \$5199 ;
   wire \$52 ;
   wire \$520 ;
-  wire [31:0] \$5200 ;
+  wire [1023:0] \$5200 ;
   wire [31:0] \$5201 ;
   wire [31:0] \$5202 ;
   wire [31:0] \$5203 ;
@@ -18514,26 +18514,26 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire [31:0] \$5284 ;
   wire [31:0] \$5285 ;
   wire [31:0] \$5286 ;
-  wire \$5287 ;
-  wire \$5288 ;
+  wire [31:0] \$5287 ;
+  wire [31:0] \$5288 ;
   wire [31:0] \$5289 ;
   wire [7:0] \$529 ;
   wire [31:0] \$5290 ;
-  wire \$5291 ;
-  wire \$5292 ;
+  wire [31:0] \$5291 ;
+  wire [31:0] \$5292 ;
   wire [31:0] \$5293 ;
-  wire \$5294 ;
+  wire [31:0] \$5294 ;
   wire \$5295 ;
-  wire [31:0] \$5296 ;
+  wire \$5296 ;
   wire [31:0] \$5297 ;
   wire [31:0] \$5298 ;
-  wire [31:0] \$5299 ;
+  wire \$5299 ;
   wire [1:0] \$53 ;
   wire [7:0] \$530 ;
-  wire [31:0] \$5300 ;
+  wire \$5300 ;
   wire [31:0] \$5301 ;
-  wire [31:0] \$5302 ;
-  wire [31:0] \$5303 ;
+  wire \$5302 ;
+  wire \$5303 ;
   wire [31:0] \$5304 ;
   wire [31:0] \$5305 ;
   wire [31:0] \$5306 ;
@@ -18630,25 +18630,25 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire [31:0] \$5389 ;
   wire [6:0] \$539 ;
   wire [31:0] \$5390 ;
-  wire \$5391 ;
-  wire \$5392 ;
+  wire [31:0] \$5391 ;
+  wire [31:0] \$5392 ;
   wire [31:0] \$5393 ;
   wire [31:0] \$5394 ;
-  wire \$5395 ;
-  wire \$5396 ;
+  wire [31:0] \$5395 ;
+  wire [31:0] \$5396 ;
   wire [31:0] \$5397 ;
-  wire \$5398 ;
+  wire [31:0] \$5398 ;
   wire \$5399 ;
   wire [4:0] \$54 ;
   wire \$540 ;
-  wire [31:0] \$5400 ;
+  wire \$5400 ;
   wire [31:0] \$5401 ;
   wire [31:0] \$5402 ;
-  wire [31:0] \$5403 ;
-  wire [31:0] \$5404 ;
+  wire \$5403 ;
+  wire \$5404 ;
   wire [31:0] \$5405 ;
-  wire [31:0] \$5406 ;
-  wire [31:0] \$5407 ;
+  wire \$5406 ;
+  wire \$5407 ;
   wire [31:0] \$5408 ;
   wire [31:0] \$5409 ;
   wire \$541 ;
@@ -18745,26 +18745,26 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire [31:0] \$5492 ;
   wire [31:0] \$5493 ;
   wire [31:0] \$5494 ;
-  wire \$5495 ;
-  wire \$5496 ;
+  wire [31:0] \$5495 ;
+  wire [31:0] \$5496 ;
   wire [31:0] \$5497 ;
   wire [31:0] \$5498 ;
-  wire \$5499 ;
+  wire [31:0] \$5499 ;
   wire [4:0] \$55 ;
   wire [3:0] \$550 ;
-  wire \$5500 ;
+  wire [31:0] \$5500 ;
   wire [31:0] \$5501 ;
-  wire \$5502 ;
+  wire [31:0] \$5502 ;
   wire \$5503 ;
-  wire [31:0] \$5504 ;
+  wire \$5504 ;
   wire [31:0] \$5505 ;
   wire [31:0] \$5506 ;
-  wire [31:0] \$5507 ;
-  wire [31:0] \$5508 ;
+  wire \$5507 ;
+  wire \$5508 ;
   wire [31:0] \$5509 ;
   wire [4:0] \$551 ;
-  wire [31:0] \$5510 ;
-  wire [31:0] \$5511 ;
+  wire \$5510 ;
+  wire \$5511 ;
   wire [31:0] \$5512 ;
   wire [31:0] \$5513 ;
   wire [31:0] \$5514 ;
@@ -18860,223 +18860,223 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire [31:0] \$5596 ;
   wire [31:0] \$5597 ;
   wire [31:0] \$5598 ;
-  wire \$5599 ;
+  wire [31:0] \$5599 ;
   wire [4:0] \$56 ;
   wire \$560 ;
-  wire \$5600 ;
+  wire [31:0] \$5600 ;
   wire [31:0] \$5601 ;
   wire [31:0] \$5602 ;
-  wire \$5603 ;
-  wire \$5604 ;
+  wire [31:0] \$5603 ;
+  wire [31:0] \$5604 ;
   wire [31:0] \$5605 ;
-  wire \$5606 ;
+  wire [31:0] \$5606 ;
   wire \$5607 ;
-  wire [31:0] \$5608 ;
-  reg [19:0] \$5609 ;
+  wire \$5608 ;
+  wire [31:0] \$5609 ;
   wire \$561 ;
-  reg [1:0] \$5610 ;
-  reg [5:0] \$5611 ;
-  reg [4:0] \$5612 ;
-  reg [5:0] \$5613 ;
-  reg [4:0] \$5614 ;
-  reg [4:0] \$5615 ;
-  reg [5:0] \$5616 ;
-  reg [4:0] \$5617 ;
-  reg [5:0] \$5618 ;
-  reg [4:0] \$5619 ;
+  wire [31:0] \$5610 ;
+  wire \$5611 ;
+  wire \$5612 ;
+  wire [31:0] \$5613 ;
+  wire \$5614 ;
+  wire \$5615 ;
+  wire [31:0] \$5616 ;
+  reg [19:0] \$5617 ;
+  reg [1:0] \$5618 ;
+  reg [5:0] \$5619 ;
   wire \$562 ;
   reg [4:0] \$5620 ;
   reg [5:0] \$5621 ;
   reg [4:0] \$5622 ;
-  reg [5:0] \$5623 ;
-  reg [4:0] \$5624 ;
+  reg [4:0] \$5623 ;
+  reg [5:0] \$5624 ;
   reg [4:0] \$5625 ;
   reg [5:0] \$5626 ;
   reg [4:0] \$5627 ;
-  reg [5:0] \$5628 ;
-  reg [4:0] \$5629 ;
+  reg [4:0] \$5628 ;
+  reg [5:0] \$5629 ;
   wire [1:0] \$563 ;
   reg [4:0] \$5630 ;
   reg [5:0] \$5631 ;
   reg [4:0] \$5632 ;
-  reg [5:0] \$5633 ;
-  reg [4:0] \$5634 ;
+  reg [4:0] \$5633 ;
+  reg [5:0] \$5634 ;
   reg [4:0] \$5635 ;
   reg [5:0] \$5636 ;
   reg [4:0] \$5637 ;
-  reg [5:0] \$5638 ;
-  reg [4:0] \$5639 ;
+  reg [4:0] \$5638 ;
+  reg [5:0] \$5639 ;
   wire [4:0] \$564 ;
   reg [4:0] \$5640 ;
   reg [5:0] \$5641 ;
   reg [4:0] \$5642 ;
-  reg [5:0] \$5643 ;
-  reg [4:0] \$5644 ;
+  reg [4:0] \$5643 ;
+  reg [5:0] \$5644 ;
   reg [4:0] \$5645 ;
   reg [5:0] \$5646 ;
   reg [4:0] \$5647 ;
-  reg [5:0] \$5648 ;
-  reg [4:0] \$5649 ;
+  reg [4:0] \$5648 ;
+  reg [5:0] \$5649 ;
   wire [4:0] \$565 ;
   reg [4:0] \$5650 ;
   reg [5:0] \$5651 ;
   reg [4:0] \$5652 ;
-  reg [5:0] \$5653 ;
-  reg [4:0] \$5654 ;
+  reg [4:0] \$5653 ;
+  reg [5:0] \$5654 ;
   reg [4:0] \$5655 ;
   reg [5:0] \$5656 ;
   reg [4:0] \$5657 ;
-  reg [5:0] \$5658 ;
-  reg [4:0] \$5659 ;
+  reg [4:0] \$5658 ;
+  reg [5:0] \$5659 ;
   wire [4:0] \$566 ;
   reg [4:0] \$5660 ;
   reg [5:0] \$5661 ;
   reg [4:0] \$5662 ;
-  reg [5:0] \$5663 ;
-  reg [4:0] \$5664 ;
+  reg [4:0] \$5663 ;
+  reg [5:0] \$5664 ;
   reg [4:0] \$5665 ;
   reg [5:0] \$5666 ;
   reg [4:0] \$5667 ;
-  reg [5:0] \$5668 ;
-  reg [4:0] \$5669 ;
+  reg [4:0] \$5668 ;
+  reg [5:0] \$5669 ;
   wire \$567 ;
   reg [4:0] \$5670 ;
   reg [5:0] \$5671 ;
   reg [4:0] \$5672 ;
-  reg [5:0] \$5673 ;
-  reg [4:0] \$5674 ;
+  reg [4:0] \$5673 ;
+  reg [5:0] \$5674 ;
   reg [4:0] \$5675 ;
   reg [5:0] \$5676 ;
   reg [4:0] \$5677 ;
-  reg [5:0] \$5678 ;
-  reg [4:0] \$5679 ;
+  reg [4:0] \$5678 ;
+  reg [5:0] \$5679 ;
   wire [6:0] \$568 ;
   reg [4:0] \$5680 ;
   reg [5:0] \$5681 ;
   reg [4:0] \$5682 ;
-  reg [5:0] \$5683 ;
-  reg [4:0] \$5684 ;
+  reg [4:0] \$5683 ;
+  reg [5:0] \$5684 ;
   reg [4:0] \$5685 ;
   reg [5:0] \$5686 ;
   reg [4:0] \$5687 ;
-  reg [5:0] \$5688 ;
-  reg [4:0] \$5689 ;
+  reg [4:0] \$5688 ;
+  reg [5:0] \$5689 ;
   wire [6:0] \$569 ;
   reg [4:0] \$5690 ;
   reg [5:0] \$5691 ;
   reg [4:0] \$5692 ;
-  reg [5:0] \$5693 ;
-  reg [4:0] \$5694 ;
+  reg [4:0] \$5693 ;
+  reg [5:0] \$5694 ;
   reg [4:0] \$5695 ;
   reg [5:0] \$5696 ;
   reg [4:0] \$5697 ;
-  reg [5:0] \$5698 ;
-  reg [4:0] \$5699 ;
+  reg [4:0] \$5698 ;
+  reg [5:0] \$5699 ;
   wire \$57 ;
   wire \$570 ;
   reg [4:0] \$5700 ;
   reg [5:0] \$5701 ;
   reg [4:0] \$5702 ;
-  reg [5:0] \$5703 ;
-  reg [4:0] \$5704 ;
+  reg [4:0] \$5703 ;
+  reg [5:0] \$5704 ;
   reg [4:0] \$5705 ;
   reg [5:0] \$5706 ;
   reg [4:0] \$5707 ;
-  reg [5:0] \$5708 ;
-  reg [4:0] \$5709 ;
+  reg [4:0] \$5708 ;
+  reg [5:0] \$5709 ;
   wire \$571 ;
   reg [4:0] \$5710 ;
   reg [5:0] \$5711 ;
   reg [4:0] \$5712 ;
-  reg [5:0] \$5713 ;
-  reg [4:0] \$5714 ;
+  reg [4:0] \$5713 ;
+  reg [5:0] \$5714 ;
   reg [4:0] \$5715 ;
   reg [5:0] \$5716 ;
   reg [4:0] \$5717 ;
-  reg [5:0] \$5718 ;
-  reg [4:0] \$5719 ;
+  reg [4:0] \$5718 ;
+  reg [5:0] \$5719 ;
   wire [6:0] \$572 ;
   reg [4:0] \$5720 ;
   reg [5:0] \$5721 ;
   reg [4:0] \$5722 ;
-  reg [5:0] \$5723 ;
-  reg [4:0] \$5724 ;
+  reg [4:0] \$5723 ;
+  reg [5:0] \$5724 ;
   reg [4:0] \$5725 ;
   reg [5:0] \$5726 ;
   reg [4:0] \$5727 ;
-  reg [5:0] \$5728 ;
-  reg [4:0] \$5729 ;
+  reg [4:0] \$5728 ;
+  reg [5:0] \$5729 ;
   wire [6:0] \$573 ;
   reg [4:0] \$5730 ;
   reg [5:0] \$5731 ;
   reg [4:0] \$5732 ;
-  reg [5:0] \$5733 ;
-  reg [4:0] \$5734 ;
+  reg [4:0] \$5733 ;
+  reg [5:0] \$5734 ;
   reg [4:0] \$5735 ;
   reg [5:0] \$5736 ;
   reg [4:0] \$5737 ;
-  reg [5:0] \$5738 ;
-  reg [4:0] \$5739 ;
+  reg [4:0] \$5738 ;
+  reg [5:0] \$5739 ;
   wire [6:0] \$574 ;
   reg [4:0] \$5740 ;
   reg [5:0] \$5741 ;
   reg [4:0] \$5742 ;
-  reg [5:0] \$5743 ;
-  reg [4:0] \$5744 ;
+  reg [4:0] \$5743 ;
+  reg [5:0] \$5744 ;
   reg [4:0] \$5745 ;
   reg [5:0] \$5746 ;
   reg [4:0] \$5747 ;
-  reg [5:0] \$5748 ;
-  reg [4:0] \$5749 ;
+  reg [4:0] \$5748 ;
+  reg [5:0] \$5749 ;
   wire \$575 ;
   reg [4:0] \$5750 ;
   reg [5:0] \$5751 ;
   reg [4:0] \$5752 ;
-  reg [5:0] \$5753 ;
-  reg [4:0] \$5754 ;
+  reg [4:0] \$5753 ;
+  reg [5:0] \$5754 ;
   reg [4:0] \$5755 ;
   reg [5:0] \$5756 ;
   reg [4:0] \$5757 ;
-  reg [5:0] \$5758 ;
-  reg [4:0] \$5759 ;
+  reg [4:0] \$5758 ;
+  reg [5:0] \$5759 ;
   wire [6:0] \$576 ;
   reg [4:0] \$5760 ;
   reg [5:0] \$5761 ;
   reg [4:0] \$5762 ;
-  reg [5:0] \$5763 ;
-  reg [4:0] \$5764 ;
+  reg [4:0] \$5763 ;
+  reg [5:0] \$5764 ;
   reg [4:0] \$5765 ;
   reg [5:0] \$5766 ;
   reg [4:0] \$5767 ;
-  reg [5:0] \$5768 ;
-  reg [4:0] \$5769 ;
+  reg [4:0] \$5768 ;
+  reg [5:0] \$5769 ;
   wire [6:0] \$577 ;
   reg [4:0] \$5770 ;
-  reg \$5771 ;
-  reg \$5772 ;
-  reg [6:0] \$5773 ;
+  reg [5:0] \$5771 ;
+  reg [4:0] \$5772 ;
+  reg [4:0] \$5773 ;
   reg [5:0] \$5774 ;
-  reg [511:0] \$5775 ;
-  reg \$5776 ;
-  reg \$5777 ;
-  reg \$5778 ;
+  reg [4:0] \$5775 ;
+  reg [5:0] \$5776 ;
+  reg [4:0] \$5777 ;
+  reg [4:0] \$5778 ;
   reg \$5779 ;
   wire [6:0] \$578 ;
   reg \$5780 ;
-  reg \$5781 ;
-  reg [6:0] \$5782 ;
-  reg [6:0] \$5783 ;
-  reg [5:0] \$5784 ;
-  reg [5:0] \$5785 ;
+  reg [6:0] \$5781 ;
+  reg [5:0] \$5782 ;
+  reg [511:0] \$5783 ;
+  reg \$5784 ;
+  reg \$5785 ;
   reg \$5786 ;
   reg \$5787 ;
   reg \$5788 ;
   reg \$5789 ;
   wire \$579 ;
-  reg \$5790 ;
-  reg \$5791 ;
-  reg [6:0] \$5792 ;
-  reg [6:0] \$5793 ;
+  reg [6:0] \$5790 ;
+  reg [6:0] \$5791 ;
+  reg [5:0] \$5792 ;
+  reg [5:0] \$5793 ;
   reg \$5794 ;
   reg \$5795 ;
   reg \$5796 ;
@@ -19086,41 +19086,41 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire [6:0] \$58 ;
   wire [7:0] \$580 ;
   reg [6:0] \$5800 ;
-  reg [5:0] \$5801 ;
-  reg [511:0] \$5802 ;
+  reg [6:0] \$5801 ;
+  reg \$5802 ;
   reg \$5803 ;
   reg \$5804 ;
   reg \$5805 ;
   reg \$5806 ;
   reg \$5807 ;
-  reg \$5808 ;
-  reg [6:0] \$5809 ;
+  reg [6:0] \$5808 ;
+  reg [5:0] \$5809 ;
   wire [7:0] \$581 ;
-  reg [6:0] \$5810 ;
-  reg [5:0] \$5811 ;
-  reg [5:0] \$5812 ;
+  reg [511:0] \$5810 ;
+  reg \$5811 ;
+  reg \$5812 ;
   reg \$5813 ;
   reg \$5814 ;
   reg \$5815 ;
   reg \$5816 ;
-  reg \$5817 ;
-  reg \$5818 ;
-  reg [6:0] \$5819 ;
+  reg [6:0] \$5817 ;
+  reg [6:0] \$5818 ;
+  reg [5:0] \$5819 ;
   wire \$582 ;
-  reg [6:0] \$5820 ;
+  reg [5:0] \$5820 ;
   reg \$5821 ;
   reg \$5822 ;
   reg \$5823 ;
   reg \$5824 ;
-  reg [25:0] \$5825 ;
-  reg [25:0] \$5826 ;
-  reg [25:0] \$5827 ;
-  reg [25:0] \$5828 ;
-  reg [25:0] \$5829 ;
+  reg \$5825 ;
+  reg \$5826 ;
+  reg [6:0] \$5827 ;
+  reg [6:0] \$5828 ;
+  reg \$5829 ;
   wire [6:0] \$583 ;
-  reg [25:0] \$5830 ;
-  reg [25:0] \$5831 ;
-  reg [25:0] \$5832 ;
+  reg \$5830 ;
+  reg \$5831 ;
+  reg \$5832 ;
   reg [25:0] \$5833 ;
   reg [25:0] \$5834 ;
   reg [25:0] \$5835 ;
@@ -19142,23 +19142,23 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire \$585 ;
   reg [25:0] \$5850 ;
   reg [25:0] \$5851 ;
-  reg \$5852 ;
-  reg \$5853 ;
-  reg [1:0] \$5854 ;
-  reg [6:0] \$5855 ;
-  reg \$5856 ;
-  reg [511:0] \$5857 ;
-  reg [6:0] \$5858 ;
-  reg \$5859 ;
+  reg [25:0] \$5852 ;
+  reg [25:0] \$5853 ;
+  reg [25:0] \$5854 ;
+  reg [25:0] \$5855 ;
+  reg [25:0] \$5856 ;
+  reg [25:0] \$5857 ;
+  reg [25:0] \$5858 ;
+  reg [25:0] \$5859 ;
   wire [3:0] \$586 ;
-  reg [31:0] \$5860 ;
-  reg [31:0] \$5861 ;
-  reg [31:0] \$5862 ;
-  reg [31:0] \$5863 ;
-  reg [31:0] \$5864 ;
-  reg [31:0] \$5865 ;
-  reg [31:0] \$5866 ;
-  reg [31:0] \$5867 ;
+  reg \$5860 ;
+  reg \$5861 ;
+  reg [1:0] \$5862 ;
+  reg [6:0] \$5863 ;
+  reg \$5864 ;
+  reg [511:0] \$5865 ;
+  reg [6:0] \$5866 ;
+  reg \$5867 ;
   reg [31:0] \$5868 ;
   reg [31:0] \$5869 ;
   wire [7:0] \$587 ;
@@ -19222,15 +19222,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   reg [31:0] \$5921 ;
   reg [31:0] \$5922 ;
   reg [31:0] \$5923 ;
-  reg [1023:0] \$5924 ;
-  reg [1023:0] \$5925 ;
-  reg [1023:0] \$5926 ;
-  reg [1023:0] \$5927 ;
-  reg [1023:0] \$5928 ;
-  reg [1023:0] \$5929 ;
+  reg [31:0] \$5924 ;
+  reg [31:0] \$5925 ;
+  reg [31:0] \$5926 ;
+  reg [31:0] \$5927 ;
+  reg [31:0] \$5928 ;
+  reg [31:0] \$5929 ;
   wire [6:0] \$593 ;
-  reg [1023:0] \$5930 ;
-  reg [1023:0] \$5931 ;
+  reg [31:0] \$5930 ;
+  reg [31:0] \$5931 ;
   reg [31:0] \$5932 ;
   reg [31:0] \$5933 ;
   reg [31:0] \$5934 ;
@@ -19316,28 +19316,28 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   reg [31:0] \$6005 ;
   reg [31:0] \$6006 ;
   reg [31:0] \$6007 ;
-  reg [1023:0] \$6008 ;
-  reg [1023:0] \$6009 ;
+  reg [31:0] \$6008 ;
+  reg [31:0] \$6009 ;
   wire [3:0] \$601 ;
-  reg [1023:0] \$6010 ;
-  reg [1023:0] \$6011 ;
-  reg [1023:0] \$6012 ;
-  reg [1023:0] \$6013 ;
-  reg [1023:0] \$6014 ;
-  reg [1023:0] \$6015 ;
+  reg [31:0] \$6010 ;
+  reg [31:0] \$6011 ;
+  reg [31:0] \$6012 ;
+  reg [31:0] \$6013 ;
+  reg [31:0] \$6014 ;
+  reg [31:0] \$6015 ;
   reg [31:0] \$6016 ;
-  reg [31:0] \$6017 ;
-  reg [31:0] \$6018 ;
-  reg [31:0] \$6019 ;
+  reg [511:0] \$6017 ;
+  reg [6:0] \$6018 ;
+  reg \$6019 ;
   wire [4:0] \$602 ;
   reg [31:0] \$6020 ;
   reg [31:0] \$6021 ;
   reg [31:0] \$6022 ;
   reg [31:0] \$6023 ;
   reg [31:0] \$6024 ;
-  reg [511:0] \$6025 ;
-  reg [6:0] \$6026 ;
-  reg \$6027 ;
+  reg [31:0] \$6025 ;
+  reg [31:0] \$6026 ;
+  reg [31:0] \$6027 ;
   reg [31:0] \$6028 ;
   reg [31:0] \$6029 ;
   wire \$603 ;
@@ -19409,14 +19409,14 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire [4:0] \$609 ;
   reg [31:0] \$6090 ;
   reg [31:0] \$6091 ;
-  reg [1023:0] \$6092 ;
-  reg [1023:0] \$6093 ;
-  reg [1023:0] \$6094 ;
-  reg [1023:0] \$6095 ;
-  reg [1023:0] \$6096 ;
-  reg [1023:0] \$6097 ;
-  reg [1023:0] \$6098 ;
-  reg [1023:0] \$6099 ;
+  reg [31:0] \$6092 ;
+  reg [511:0] \$6093 ;
+  reg [6:0] \$6094 ;
+  reg \$6095 ;
+  reg [31:0] \$6096 ;
+  reg [31:0] \$6097 ;
+  reg [31:0] \$6098 ;
+  reg [31:0] \$6099 ;
   wire \$61 ;
   wire \$610 ;
   reg [31:0] \$6100 ;
@@ -19428,10 +19428,10 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   reg [31:0] \$6106 ;
   reg [31:0] \$6107 ;
   reg [31:0] \$6108 ;
-  reg [511:0] \$6109 ;
+  reg [31:0] \$6109 ;
   wire \$611 ;
-  reg [6:0] \$6110 ;
-  reg \$6111 ;
+  reg [31:0] \$6110 ;
+  reg [31:0] \$6111 ;
   reg [31:0] \$6112 ;
   reg [31:0] \$6113 ;
   reg [31:0] \$6114 ;
@@ -19494,33 +19494,9 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   reg [31:0] \$6166 ;
   reg [31:0] \$6167 ;
   reg [31:0] \$6168 ;
-  reg [31:0] \$6169 ;
   wire [4:0] \$617 ;
-  reg [31:0] \$6170 ;
-  reg [31:0] \$6171 ;
-  reg [31:0] \$6172 ;
-  reg [31:0] \$6173 ;
-  reg [31:0] \$6174 ;
-  reg [31:0] \$6175 ;
-  reg [1023:0] \$6176 ;
-  reg [1023:0] \$6177 ;
-  reg [1023:0] \$6178 ;
-  reg [1023:0] \$6179 ;
   wire \$618 ;
-  reg [1023:0] \$6180 ;
-  reg [1023:0] \$6181 ;
-  reg [1023:0] \$6182 ;
-  reg [1023:0] \$6183 ;
-  reg [31:0] \$6184 ;
-  reg [31:0] \$6185 ;
-  reg [31:0] \$6186 ;
-  reg [31:0] \$6187 ;
-  reg [31:0] \$6188 ;
-  reg [31:0] \$6189 ;
   wire [6:0] \$619 ;
-  reg [31:0] \$6190 ;
-  reg [31:0] \$6191 ;
-  reg [31:0] \$6192 ;
   wire [6:0] \$62 ;
   wire [6:0] \$620 ;
   wire \$621 ;
@@ -19947,41 +19923,53 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   reg \$signal$263  = 1'h0;
   reg \$signal$266  = 1'h0;
   wire [6:0] \$signature__addr ;
-  wire [6:0] \$signature__addr$1050 ;
-  wire [6:0] \$signature__addr$1053 ;
-  wire [6:0] \$signature__addr$1056 ;
-  wire [6:0] \$signature__addr$1173 ;
-  wire [6:0] \$signature__addr$1176 ;
-  wire [6:0] \$signature__addr$1179 ;
-  wire [6:0] \$signature__addr$1296 ;
-  wire [6:0] \$signature__addr$1299 ;
-  wire [6:0] \$signature__addr$1302 ;
-  wire [6:0] \$signature__addr$1419 ;
-  wire [6:0] \$signature__addr$1422 ;
+  wire [6:0] \$signature__addr$1023 ;
+  wire [6:0] \$signature__addr$1026 ;
+  wire [6:0] \$signature__addr$1029 ;
+  wire [2:0] \$signature__addr$1076 ;
+  wire [6:0] \$signature__addr$1151 ;
+  wire [6:0] \$signature__addr$1154 ;
+  wire [6:0] \$signature__addr$1157 ;
+  wire [2:0] \$signature__addr$1204 ;
+  wire [6:0] \$signature__addr$1279 ;
+  wire [6:0] \$signature__addr$1282 ;
+  wire [6:0] \$signature__addr$1285 ;
+  wire [2:0] \$signature__addr$1332 ;
+  wire [6:0] \$signature__addr$1407 ;
+  wire [6:0] \$signature__addr$1410 ;
+  wire [2:0] \$signature__addr$946 ;
   wire [511:0] \$signature__data ;
-  wire [1023:0] \$signature__data$1051 ;
-  wire [1023:0] \$signature__data$1054 ;
-  wire [511:0] \$signature__data$1057 ;
-  wire [1023:0] \$signature__data$1174 ;
-  wire [1023:0] \$signature__data$1177 ;
-  wire [511:0] \$signature__data$1180 ;
-  wire [1023:0] \$signature__data$1297 ;
-  wire [1023:0] \$signature__data$1300 ;
-  wire [511:0] \$signature__data$1303 ;
-  wire [1023:0] \$signature__data$1420 ;
-  wire [1023:0] \$signature__data$1423 ;
+  wire [1023:0] \$signature__data$1024 ;
+  wire [1023:0] \$signature__data$1027 ;
+  wire [511:0] \$signature__data$1030 ;
+  wire [1023:0] \$signature__data$1077 ;
+  wire [1023:0] \$signature__data$1152 ;
+  wire [1023:0] \$signature__data$1155 ;
+  wire [511:0] \$signature__data$1158 ;
+  wire [1023:0] \$signature__data$1205 ;
+  wire [1023:0] \$signature__data$1280 ;
+  wire [1023:0] \$signature__data$1283 ;
+  wire [511:0] \$signature__data$1286 ;
+  wire [1023:0] \$signature__data$1333 ;
+  wire [1023:0] \$signature__data$1408 ;
+  wire [1023:0] \$signature__data$1411 ;
+  wire [1023:0] \$signature__data$947 ;
   wire \$signature__en ;
-  wire [31:0] \$signature__en$1052 ;
-  wire [31:0] \$signature__en$1055 ;
-  wire \$signature__en$1058 ;
-  wire [31:0] \$signature__en$1175 ;
-  wire [31:0] \$signature__en$1178 ;
-  wire \$signature__en$1181 ;
-  wire [31:0] \$signature__en$1298 ;
-  wire [31:0] \$signature__en$1301 ;
-  wire \$signature__en$1304 ;
-  wire [31:0] \$signature__en$1421 ;
-  wire [31:0] \$signature__en$1424 ;
+  wire [31:0] \$signature__en$1025 ;
+  wire [31:0] \$signature__en$1028 ;
+  wire \$signature__en$1031 ;
+  wire \$signature__en$1078 ;
+  wire [31:0] \$signature__en$1153 ;
+  wire [31:0] \$signature__en$1156 ;
+  wire \$signature__en$1159 ;
+  wire \$signature__en$1206 ;
+  wire [31:0] \$signature__en$1281 ;
+  wire [31:0] \$signature__en$1284 ;
+  wire \$signature__en$1287 ;
+  wire \$signature__en$1334 ;
+  wire [31:0] \$signature__en$1409 ;
+  wire [31:0] \$signature__en$1412 ;
+  wire \$signature__en$948 ;
   wire [6:0] a_addr;
   reg [1023:0] a_data;
   wire a_en;
@@ -20004,59 +19992,23 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   input [1023:0] acc_data;
   wire [1023:0] acc_data;
   wire [6:0] acc_r__addr;
-  wire [6:0] \acc_r__addr$1060 ;
-  wire [6:0] \acc_r__addr$1061 ;
-  wire [6:0] \acc_r__addr$1183 ;
-  wire [6:0] \acc_r__addr$1184 ;
-  wire [6:0] \acc_r__addr$1306 ;
-  wire [6:0] \acc_r__addr$1307 ;
-  wire [6:0] \acc_r__addr$936 ;
+  wire [6:0] \acc_r__addr$1033 ;
+  wire [6:0] \acc_r__addr$1034 ;
+  wire [6:0] \acc_r__addr$1161 ;
+  wire [6:0] \acc_r__addr$1162 ;
+  wire [6:0] \acc_r__addr$1289 ;
+  wire [6:0] \acc_r__addr$1290 ;
+  wire [6:0] \acc_r__addr$904 ;
   wire [1023:0] acc_r__data;
-  wire [1023:0] \acc_r__data$1063 ;
-  wire [1023:0] \acc_r__data$1064 ;
-  wire [1023:0] \acc_r__data$1186 ;
-  wire [1023:0] \acc_r__data$1187 ;
-  wire [1023:0] \acc_r__data$1309 ;
-  wire [1023:0] \acc_r__data$1310 ;
-  wire [1023:0] \acc_r__data$939 ;
+  wire [1023:0] \acc_r__data$1036 ;
+  wire [1023:0] \acc_r__data$1037 ;
+  wire [1023:0] \acc_r__data$1164 ;
+  wire [1023:0] \acc_r__data$1165 ;
+  wire [1023:0] \acc_r__data$1292 ;
+  wire [1023:0] \acc_r__data$1293 ;
+  wire [1023:0] \acc_r__data$907 ;
   input [1:0] acc_row;
   wire [1:0] acc_row;
-  reg [1023:0] acc_slot0_0 = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  reg [1023:0] acc_slot0_1 = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  reg [1023:0] acc_slot0_2 = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  reg [1023:0] acc_slot0_3 = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  reg [1023:0] acc_slot0_4 = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  reg [1023:0] acc_slot0_5 = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  reg [1023:0] acc_slot0_6 = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  reg [1023:0] acc_slot0_7 = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  reg [1023:0] acc_slot1_0 = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  reg [1023:0] acc_slot1_1 = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  reg [1023:0] acc_slot1_2 = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  reg [1023:0] acc_slot1_3 = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  reg [1023:0] acc_slot1_4 = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  reg [1023:0] acc_slot1_5 = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  reg [1023:0] acc_slot1_6 = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  reg [1023:0] acc_slot1_7 = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  reg [1023:0] acc_slot2_0 = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  reg [1023:0] acc_slot2_1 = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  reg [1023:0] acc_slot2_2 = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  reg [1023:0] acc_slot2_3 = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  reg [1023:0] acc_slot2_4 = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  reg [1023:0] acc_slot2_5 = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  reg [1023:0] acc_slot2_6 = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  reg [1023:0] acc_slot2_7 = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  reg [1023:0] acc_slot3_0 = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  reg [1023:0] acc_slot3_1 = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  reg [1023:0] acc_slot3_2 = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  reg [1023:0] acc_slot3_3 = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  reg [1023:0] acc_slot3_4 = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  reg [1023:0] acc_slot3_5 = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  reg [1023:0] acc_slot3_6 = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  reg [1023:0] acc_slot3_7 = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  reg [1023:0] acc_slot_data0;
-  reg [1023:0] acc_slot_data1;
-  reg [1023:0] acc_slot_data2;
-  reg [1023:0] acc_slot_data3;
   wire [6:0] acc_w_addr0;
   wire [6:0] acc_w_addr1;
   wire [6:0] acc_w_addr2;
@@ -20227,13 +20179,13 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   reg bank_d2 = 1'h0;
   reg \bank_d2$198  = 1'h0;
   wire [6:0] bank_r__addr;
-  wire [6:0] \bank_r__addr$1059 ;
-  wire [6:0] \bank_r__addr$1182 ;
-  wire [6:0] \bank_r__addr$1305 ;
+  wire [6:0] \bank_r__addr$1032 ;
+  wire [6:0] \bank_r__addr$1160 ;
+  wire [6:0] \bank_r__addr$1288 ;
   wire [511:0] bank_r__data;
-  wire [511:0] \bank_r__data$441 ;
-  wire [511:0] \bank_r__data$593 ;
-  wire [511:0] \bank_r__data$745 ;
+  wire [511:0] \bank_r__data$433 ;
+  wire [511:0] \bank_r__data$577 ;
+  wire [511:0] \bank_r__data$721 ;
   reg bank_row1_d1 = 1'h0;
   reg \bank_row1_d1$223  = 1'h0;
   reg \bank_row1_d1$231  = 1'h0;
@@ -20247,10 +20199,10 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire [511:0] fetched_line3;
   input first;
   wire first;
-  wire [4:0] \first$1068 ;
-  wire [4:0] \first$1191 ;
-  wire [4:0] \first$1314 ;
-  wire [4:0] \first$943 ;
+  wire [4:0] \first$1041 ;
+  wire [4:0] \first$1169 ;
+  wire [4:0] \first$1297 ;
+  wire [4:0] \first$911 ;
   input first1;
   wire first1;
   reg first_d1 = 1'h0;
@@ -20440,105 +20392,105 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   reg [5:0] lane_rem9_s0 = 6'h00;
   reg [5:0] lane_rem9_s1 = 6'h00;
   wire [159:0] lane_row;
-  wire [159:0] \lane_row$1069 ;
-  wire [4:0] \lane_row$1069[0] ;
-  wire [4:0] \lane_row$1069[10] ;
-  wire [4:0] \lane_row$1069[11] ;
-  wire [4:0] \lane_row$1069[12] ;
-  wire [4:0] \lane_row$1069[13] ;
-  wire [4:0] \lane_row$1069[14] ;
-  wire [4:0] \lane_row$1069[15] ;
-  wire [4:0] \lane_row$1069[16] ;
-  wire [4:0] \lane_row$1069[17] ;
-  wire [4:0] \lane_row$1069[18] ;
-  wire [4:0] \lane_row$1069[19] ;
-  wire [4:0] \lane_row$1069[1] ;
-  wire [4:0] \lane_row$1069[20] ;
-  wire [4:0] \lane_row$1069[21] ;
-  wire [4:0] \lane_row$1069[22] ;
-  wire [4:0] \lane_row$1069[23] ;
-  wire [4:0] \lane_row$1069[24] ;
-  wire [4:0] \lane_row$1069[25] ;
-  wire [4:0] \lane_row$1069[26] ;
-  wire [4:0] \lane_row$1069[27] ;
-  wire [4:0] \lane_row$1069[28] ;
-  wire [4:0] \lane_row$1069[29] ;
-  wire [4:0] \lane_row$1069[2] ;
-  wire [4:0] \lane_row$1069[30] ;
-  wire [4:0] \lane_row$1069[31] ;
-  wire [4:0] \lane_row$1069[3] ;
-  wire [4:0] \lane_row$1069[4] ;
-  wire [4:0] \lane_row$1069[5] ;
-  wire [4:0] \lane_row$1069[6] ;
-  wire [4:0] \lane_row$1069[7] ;
-  wire [4:0] \lane_row$1069[8] ;
-  wire [4:0] \lane_row$1069[9] ;
-  wire [159:0] \lane_row$1192 ;
-  wire [4:0] \lane_row$1192[0] ;
-  wire [4:0] \lane_row$1192[10] ;
-  wire [4:0] \lane_row$1192[11] ;
-  wire [4:0] \lane_row$1192[12] ;
-  wire [4:0] \lane_row$1192[13] ;
-  wire [4:0] \lane_row$1192[14] ;
-  wire [4:0] \lane_row$1192[15] ;
-  wire [4:0] \lane_row$1192[16] ;
-  wire [4:0] \lane_row$1192[17] ;
-  wire [4:0] \lane_row$1192[18] ;
-  wire [4:0] \lane_row$1192[19] ;
-  wire [4:0] \lane_row$1192[1] ;
-  wire [4:0] \lane_row$1192[20] ;
-  wire [4:0] \lane_row$1192[21] ;
-  wire [4:0] \lane_row$1192[22] ;
-  wire [4:0] \lane_row$1192[23] ;
-  wire [4:0] \lane_row$1192[24] ;
-  wire [4:0] \lane_row$1192[25] ;
-  wire [4:0] \lane_row$1192[26] ;
-  wire [4:0] \lane_row$1192[27] ;
-  wire [4:0] \lane_row$1192[28] ;
-  wire [4:0] \lane_row$1192[29] ;
-  wire [4:0] \lane_row$1192[2] ;
-  wire [4:0] \lane_row$1192[30] ;
-  wire [4:0] \lane_row$1192[31] ;
-  wire [4:0] \lane_row$1192[3] ;
-  wire [4:0] \lane_row$1192[4] ;
-  wire [4:0] \lane_row$1192[5] ;
-  wire [4:0] \lane_row$1192[6] ;
-  wire [4:0] \lane_row$1192[7] ;
-  wire [4:0] \lane_row$1192[8] ;
-  wire [4:0] \lane_row$1192[9] ;
-  wire [159:0] \lane_row$1315 ;
-  wire [4:0] \lane_row$1315[0] ;
-  wire [4:0] \lane_row$1315[10] ;
-  wire [4:0] \lane_row$1315[11] ;
-  wire [4:0] \lane_row$1315[12] ;
-  wire [4:0] \lane_row$1315[13] ;
-  wire [4:0] \lane_row$1315[14] ;
-  wire [4:0] \lane_row$1315[15] ;
-  wire [4:0] \lane_row$1315[16] ;
-  wire [4:0] \lane_row$1315[17] ;
-  wire [4:0] \lane_row$1315[18] ;
-  wire [4:0] \lane_row$1315[19] ;
-  wire [4:0] \lane_row$1315[1] ;
-  wire [4:0] \lane_row$1315[20] ;
-  wire [4:0] \lane_row$1315[21] ;
-  wire [4:0] \lane_row$1315[22] ;
-  wire [4:0] \lane_row$1315[23] ;
-  wire [4:0] \lane_row$1315[24] ;
-  wire [4:0] \lane_row$1315[25] ;
-  wire [4:0] \lane_row$1315[26] ;
-  wire [4:0] \lane_row$1315[27] ;
-  wire [4:0] \lane_row$1315[28] ;
-  wire [4:0] \lane_row$1315[29] ;
-  wire [4:0] \lane_row$1315[2] ;
-  wire [4:0] \lane_row$1315[30] ;
-  wire [4:0] \lane_row$1315[31] ;
-  wire [4:0] \lane_row$1315[3] ;
-  wire [4:0] \lane_row$1315[4] ;
-  wire [4:0] \lane_row$1315[5] ;
-  wire [4:0] \lane_row$1315[6] ;
-  wire [4:0] \lane_row$1315[7] ;
-  wire [4:0] \lane_row$1315[8] ;
-  wire [4:0] \lane_row$1315[9] ;
+  wire [159:0] \lane_row$1042 ;
+  wire [4:0] \lane_row$1042[0] ;
+  wire [4:0] \lane_row$1042[10] ;
+  wire [4:0] \lane_row$1042[11] ;
+  wire [4:0] \lane_row$1042[12] ;
+  wire [4:0] \lane_row$1042[13] ;
+  wire [4:0] \lane_row$1042[14] ;
+  wire [4:0] \lane_row$1042[15] ;
+  wire [4:0] \lane_row$1042[16] ;
+  wire [4:0] \lane_row$1042[17] ;
+  wire [4:0] \lane_row$1042[18] ;
+  wire [4:0] \lane_row$1042[19] ;
+  wire [4:0] \lane_row$1042[1] ;
+  wire [4:0] \lane_row$1042[20] ;
+  wire [4:0] \lane_row$1042[21] ;
+  wire [4:0] \lane_row$1042[22] ;
+  wire [4:0] \lane_row$1042[23] ;
+  wire [4:0] \lane_row$1042[24] ;
+  wire [4:0] \lane_row$1042[25] ;
+  wire [4:0] \lane_row$1042[26] ;
+  wire [4:0] \lane_row$1042[27] ;
+  wire [4:0] \lane_row$1042[28] ;
+  wire [4:0] \lane_row$1042[29] ;
+  wire [4:0] \lane_row$1042[2] ;
+  wire [4:0] \lane_row$1042[30] ;
+  wire [4:0] \lane_row$1042[31] ;
+  wire [4:0] \lane_row$1042[3] ;
+  wire [4:0] \lane_row$1042[4] ;
+  wire [4:0] \lane_row$1042[5] ;
+  wire [4:0] \lane_row$1042[6] ;
+  wire [4:0] \lane_row$1042[7] ;
+  wire [4:0] \lane_row$1042[8] ;
+  wire [4:0] \lane_row$1042[9] ;
+  wire [159:0] \lane_row$1170 ;
+  wire [4:0] \lane_row$1170[0] ;
+  wire [4:0] \lane_row$1170[10] ;
+  wire [4:0] \lane_row$1170[11] ;
+  wire [4:0] \lane_row$1170[12] ;
+  wire [4:0] \lane_row$1170[13] ;
+  wire [4:0] \lane_row$1170[14] ;
+  wire [4:0] \lane_row$1170[15] ;
+  wire [4:0] \lane_row$1170[16] ;
+  wire [4:0] \lane_row$1170[17] ;
+  wire [4:0] \lane_row$1170[18] ;
+  wire [4:0] \lane_row$1170[19] ;
+  wire [4:0] \lane_row$1170[1] ;
+  wire [4:0] \lane_row$1170[20] ;
+  wire [4:0] \lane_row$1170[21] ;
+  wire [4:0] \lane_row$1170[22] ;
+  wire [4:0] \lane_row$1170[23] ;
+  wire [4:0] \lane_row$1170[24] ;
+  wire [4:0] \lane_row$1170[25] ;
+  wire [4:0] \lane_row$1170[26] ;
+  wire [4:0] \lane_row$1170[27] ;
+  wire [4:0] \lane_row$1170[28] ;
+  wire [4:0] \lane_row$1170[29] ;
+  wire [4:0] \lane_row$1170[2] ;
+  wire [4:0] \lane_row$1170[30] ;
+  wire [4:0] \lane_row$1170[31] ;
+  wire [4:0] \lane_row$1170[3] ;
+  wire [4:0] \lane_row$1170[4] ;
+  wire [4:0] \lane_row$1170[5] ;
+  wire [4:0] \lane_row$1170[6] ;
+  wire [4:0] \lane_row$1170[7] ;
+  wire [4:0] \lane_row$1170[8] ;
+  wire [4:0] \lane_row$1170[9] ;
+  wire [159:0] \lane_row$1298 ;
+  wire [4:0] \lane_row$1298[0] ;
+  wire [4:0] \lane_row$1298[10] ;
+  wire [4:0] \lane_row$1298[11] ;
+  wire [4:0] \lane_row$1298[12] ;
+  wire [4:0] \lane_row$1298[13] ;
+  wire [4:0] \lane_row$1298[14] ;
+  wire [4:0] \lane_row$1298[15] ;
+  wire [4:0] \lane_row$1298[16] ;
+  wire [4:0] \lane_row$1298[17] ;
+  wire [4:0] \lane_row$1298[18] ;
+  wire [4:0] \lane_row$1298[19] ;
+  wire [4:0] \lane_row$1298[1] ;
+  wire [4:0] \lane_row$1298[20] ;
+  wire [4:0] \lane_row$1298[21] ;
+  wire [4:0] \lane_row$1298[22] ;
+  wire [4:0] \lane_row$1298[23] ;
+  wire [4:0] \lane_row$1298[24] ;
+  wire [4:0] \lane_row$1298[25] ;
+  wire [4:0] \lane_row$1298[26] ;
+  wire [4:0] \lane_row$1298[27] ;
+  wire [4:0] \lane_row$1298[28] ;
+  wire [4:0] \lane_row$1298[29] ;
+  wire [4:0] \lane_row$1298[2] ;
+  wire [4:0] \lane_row$1298[30] ;
+  wire [4:0] \lane_row$1298[31] ;
+  wire [4:0] \lane_row$1298[3] ;
+  wire [4:0] \lane_row$1298[4] ;
+  wire [4:0] \lane_row$1298[5] ;
+  wire [4:0] \lane_row$1298[6] ;
+  wire [4:0] \lane_row$1298[7] ;
+  wire [4:0] \lane_row$1298[8] ;
+  wire [4:0] \lane_row$1298[9] ;
   reg [4:0] lane_row0 = 5'h00;
   reg [4:0] lane_row1 = 5'h00;
   reg [4:0] lane_row10 = 5'h00;
@@ -20621,9 +20573,9 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   reg \last_row1_d2$234  = 1'h0;
   wire [4:0] level_mask;
   wire [511:0] line;
-  wire [511:0] \line$1067 ;
-  wire [511:0] \line$1190 ;
-  wire [511:0] \line$1313 ;
+  wire [511:0] \line$1040 ;
+  wire [511:0] \line$1168 ;
+  wire [511:0] \line$1296 ;
   input mac;
   wire mac;
   input mac1;
@@ -20640,8 +20592,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   reg \mac_row1_d2$228  = 1'h0;
   input [19:0] n_cols;
   wire [19:0] n_cols;
-  input [19:0] \n_cols$901 ;
-  wire [19:0] \n_cols$901 ;
+  input [19:0] \n_cols$869 ;
+  wire [19:0] \n_cols$869 ;
   reg [19:0] n_last = 20'h00000;
   input [7:0] n_words;
   wire [7:0] n_words;
@@ -20660,6 +20612,14 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire pe_in_read1;
   wire pe_in_read2;
   wire pe_in_read3;
+  wire pe_slot_read0;
+  wire pe_slot_read1;
+  wire pe_slot_read2;
+  wire pe_slot_read3;
+  wire pe_slot_write0;
+  wire pe_slot_write1;
+  wire pe_slot_write2;
+  wire pe_slot_write3;
   wire [31:0] product_0_0;
   wire [31:0] product_0_1;
   wire [31:0] product_0_10;
@@ -20982,6 +20942,14 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire [1:0] sets;
   input [1:0] sets1;
   wire [1:0] sets1;
+  wire [2:0] slot_r__addr;
+  wire [2:0] \slot_r__addr$1075 ;
+  wire [2:0] \slot_r__addr$1203 ;
+  wire [2:0] \slot_r__addr$1331 ;
+  wire [1023:0] slot_r__data;
+  wire [1023:0] \slot_r__data$1420 ;
+  wire [1023:0] \slot_r__data$1422 ;
+  wire [1023:0] \slot_r__data$1424 ;
   input split;
   wire split;
   wire [31:0] sum_0_0;
@@ -21556,105 +21524,105 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   wire [511:0] w_data1;
   reg [511:0] w_row1_d1 = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   wire [511:0] x;
-  wire [511:0] \x$1430 ;
-  wire [15:0] \x$1430[0] ;
-  wire [15:0] \x$1430[10] ;
-  wire [15:0] \x$1430[11] ;
-  wire [15:0] \x$1430[12] ;
-  wire [15:0] \x$1430[13] ;
-  wire [15:0] \x$1430[14] ;
-  wire [15:0] \x$1430[15] ;
-  wire [15:0] \x$1430[16] ;
-  wire [15:0] \x$1430[17] ;
-  wire [15:0] \x$1430[18] ;
-  wire [15:0] \x$1430[19] ;
-  wire [15:0] \x$1430[1] ;
-  wire [15:0] \x$1430[20] ;
-  wire [15:0] \x$1430[21] ;
-  wire [15:0] \x$1430[22] ;
-  wire [15:0] \x$1430[23] ;
-  wire [15:0] \x$1430[24] ;
-  wire [15:0] \x$1430[25] ;
-  wire [15:0] \x$1430[26] ;
-  wire [15:0] \x$1430[27] ;
-  wire [15:0] \x$1430[28] ;
-  wire [15:0] \x$1430[29] ;
-  wire [15:0] \x$1430[2] ;
-  wire [15:0] \x$1430[30] ;
-  wire [15:0] \x$1430[31] ;
-  wire [15:0] \x$1430[3] ;
-  wire [15:0] \x$1430[4] ;
-  wire [15:0] \x$1430[5] ;
-  wire [15:0] \x$1430[6] ;
-  wire [15:0] \x$1430[7] ;
-  wire [15:0] \x$1430[8] ;
-  wire [15:0] \x$1430[9] ;
-  wire [511:0] \x$1431 ;
-  wire [15:0] \x$1431[0] ;
-  wire [15:0] \x$1431[10] ;
-  wire [15:0] \x$1431[11] ;
-  wire [15:0] \x$1431[12] ;
-  wire [15:0] \x$1431[13] ;
-  wire [15:0] \x$1431[14] ;
-  wire [15:0] \x$1431[15] ;
-  wire [15:0] \x$1431[16] ;
-  wire [15:0] \x$1431[17] ;
-  wire [15:0] \x$1431[18] ;
-  wire [15:0] \x$1431[19] ;
-  wire [15:0] \x$1431[1] ;
-  wire [15:0] \x$1431[20] ;
-  wire [15:0] \x$1431[21] ;
-  wire [15:0] \x$1431[22] ;
-  wire [15:0] \x$1431[23] ;
-  wire [15:0] \x$1431[24] ;
-  wire [15:0] \x$1431[25] ;
-  wire [15:0] \x$1431[26] ;
-  wire [15:0] \x$1431[27] ;
-  wire [15:0] \x$1431[28] ;
-  wire [15:0] \x$1431[29] ;
-  wire [15:0] \x$1431[2] ;
-  wire [15:0] \x$1431[30] ;
-  wire [15:0] \x$1431[31] ;
-  wire [15:0] \x$1431[3] ;
-  wire [15:0] \x$1431[4] ;
-  wire [15:0] \x$1431[5] ;
-  wire [15:0] \x$1431[6] ;
-  wire [15:0] \x$1431[7] ;
-  wire [15:0] \x$1431[8] ;
-  wire [15:0] \x$1431[9] ;
-  wire [511:0] \x$1432 ;
-  wire [15:0] \x$1432[0] ;
-  wire [15:0] \x$1432[10] ;
-  wire [15:0] \x$1432[11] ;
-  wire [15:0] \x$1432[12] ;
-  wire [15:0] \x$1432[13] ;
-  wire [15:0] \x$1432[14] ;
-  wire [15:0] \x$1432[15] ;
-  wire [15:0] \x$1432[16] ;
-  wire [15:0] \x$1432[17] ;
-  wire [15:0] \x$1432[18] ;
-  wire [15:0] \x$1432[19] ;
-  wire [15:0] \x$1432[1] ;
-  wire [15:0] \x$1432[20] ;
-  wire [15:0] \x$1432[21] ;
-  wire [15:0] \x$1432[22] ;
-  wire [15:0] \x$1432[23] ;
-  wire [15:0] \x$1432[24] ;
-  wire [15:0] \x$1432[25] ;
-  wire [15:0] \x$1432[26] ;
-  wire [15:0] \x$1432[27] ;
-  wire [15:0] \x$1432[28] ;
-  wire [15:0] \x$1432[29] ;
-  wire [15:0] \x$1432[2] ;
-  wire [15:0] \x$1432[30] ;
-  wire [15:0] \x$1432[31] ;
-  wire [15:0] \x$1432[3] ;
-  wire [15:0] \x$1432[4] ;
-  wire [15:0] \x$1432[5] ;
-  wire [15:0] \x$1432[6] ;
-  wire [15:0] \x$1432[7] ;
-  wire [15:0] \x$1432[8] ;
-  wire [15:0] \x$1432[9] ;
+  wire [511:0] \x$1419 ;
+  wire [15:0] \x$1419[0] ;
+  wire [15:0] \x$1419[10] ;
+  wire [15:0] \x$1419[11] ;
+  wire [15:0] \x$1419[12] ;
+  wire [15:0] \x$1419[13] ;
+  wire [15:0] \x$1419[14] ;
+  wire [15:0] \x$1419[15] ;
+  wire [15:0] \x$1419[16] ;
+  wire [15:0] \x$1419[17] ;
+  wire [15:0] \x$1419[18] ;
+  wire [15:0] \x$1419[19] ;
+  wire [15:0] \x$1419[1] ;
+  wire [15:0] \x$1419[20] ;
+  wire [15:0] \x$1419[21] ;
+  wire [15:0] \x$1419[22] ;
+  wire [15:0] \x$1419[23] ;
+  wire [15:0] \x$1419[24] ;
+  wire [15:0] \x$1419[25] ;
+  wire [15:0] \x$1419[26] ;
+  wire [15:0] \x$1419[27] ;
+  wire [15:0] \x$1419[28] ;
+  wire [15:0] \x$1419[29] ;
+  wire [15:0] \x$1419[2] ;
+  wire [15:0] \x$1419[30] ;
+  wire [15:0] \x$1419[31] ;
+  wire [15:0] \x$1419[3] ;
+  wire [15:0] \x$1419[4] ;
+  wire [15:0] \x$1419[5] ;
+  wire [15:0] \x$1419[6] ;
+  wire [15:0] \x$1419[7] ;
+  wire [15:0] \x$1419[8] ;
+  wire [15:0] \x$1419[9] ;
+  wire [511:0] \x$1421 ;
+  wire [15:0] \x$1421[0] ;
+  wire [15:0] \x$1421[10] ;
+  wire [15:0] \x$1421[11] ;
+  wire [15:0] \x$1421[12] ;
+  wire [15:0] \x$1421[13] ;
+  wire [15:0] \x$1421[14] ;
+  wire [15:0] \x$1421[15] ;
+  wire [15:0] \x$1421[16] ;
+  wire [15:0] \x$1421[17] ;
+  wire [15:0] \x$1421[18] ;
+  wire [15:0] \x$1421[19] ;
+  wire [15:0] \x$1421[1] ;
+  wire [15:0] \x$1421[20] ;
+  wire [15:0] \x$1421[21] ;
+  wire [15:0] \x$1421[22] ;
+  wire [15:0] \x$1421[23] ;
+  wire [15:0] \x$1421[24] ;
+  wire [15:0] \x$1421[25] ;
+  wire [15:0] \x$1421[26] ;
+  wire [15:0] \x$1421[27] ;
+  wire [15:0] \x$1421[28] ;
+  wire [15:0] \x$1421[29] ;
+  wire [15:0] \x$1421[2] ;
+  wire [15:0] \x$1421[30] ;
+  wire [15:0] \x$1421[31] ;
+  wire [15:0] \x$1421[3] ;
+  wire [15:0] \x$1421[4] ;
+  wire [15:0] \x$1421[5] ;
+  wire [15:0] \x$1421[6] ;
+  wire [15:0] \x$1421[7] ;
+  wire [15:0] \x$1421[8] ;
+  wire [15:0] \x$1421[9] ;
+  wire [511:0] \x$1423 ;
+  wire [15:0] \x$1423[0] ;
+  wire [15:0] \x$1423[10] ;
+  wire [15:0] \x$1423[11] ;
+  wire [15:0] \x$1423[12] ;
+  wire [15:0] \x$1423[13] ;
+  wire [15:0] \x$1423[14] ;
+  wire [15:0] \x$1423[15] ;
+  wire [15:0] \x$1423[16] ;
+  wire [15:0] \x$1423[17] ;
+  wire [15:0] \x$1423[18] ;
+  wire [15:0] \x$1423[19] ;
+  wire [15:0] \x$1423[1] ;
+  wire [15:0] \x$1423[20] ;
+  wire [15:0] \x$1423[21] ;
+  wire [15:0] \x$1423[22] ;
+  wire [15:0] \x$1423[23] ;
+  wire [15:0] \x$1423[24] ;
+  wire [15:0] \x$1423[25] ;
+  wire [15:0] \x$1423[26] ;
+  wire [15:0] \x$1423[27] ;
+  wire [15:0] \x$1423[28] ;
+  wire [15:0] \x$1423[29] ;
+  wire [15:0] \x$1423[2] ;
+  wire [15:0] \x$1423[30] ;
+  wire [15:0] \x$1423[31] ;
+  wire [15:0] \x$1423[3] ;
+  wire [15:0] \x$1423[4] ;
+  wire [15:0] \x$1423[5] ;
+  wire [15:0] \x$1423[6] ;
+  wire [15:0] \x$1423[7] ;
+  wire [15:0] \x$1423[8] ;
+  wire [15:0] \x$1423[9] ;
   wire [15:0] \x[0] ;
   wire [15:0] \x[10] ;
   wire [15:0] \x[11] ;
@@ -21819,70 +21787,70 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
     acc_bank0_0[127] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   end
   always @(posedge clk) begin
-    if (\$signature__en$1052 [0])
-      acc_bank0_0[\$2346 [6:0]][31:0] <= acc_w_data0[31:0];
-    if (\$signature__en$1052 [1])
-      acc_bank0_0[\$2346 [6:0]][63:32] <= acc_w_data0[63:32];
-    if (\$signature__en$1052 [2])
-      acc_bank0_0[\$2346 [6:0]][95:64] <= acc_w_data0[95:64];
-    if (\$signature__en$1052 [3])
-      acc_bank0_0[\$2346 [6:0]][127:96] <= acc_w_data0[127:96];
-    if (\$signature__en$1052 [4])
-      acc_bank0_0[\$2346 [6:0]][159:128] <= acc_w_data0[159:128];
-    if (\$signature__en$1052 [5])
-      acc_bank0_0[\$2346 [6:0]][191:160] <= acc_w_data0[191:160];
-    if (\$signature__en$1052 [6])
-      acc_bank0_0[\$2346 [6:0]][223:192] <= acc_w_data0[223:192];
-    if (\$signature__en$1052 [7])
-      acc_bank0_0[\$2346 [6:0]][255:224] <= acc_w_data0[255:224];
-    if (\$signature__en$1052 [8])
-      acc_bank0_0[\$2346 [6:0]][287:256] <= acc_w_data0[287:256];
-    if (\$signature__en$1052 [9])
-      acc_bank0_0[\$2346 [6:0]][319:288] <= acc_w_data0[319:288];
-    if (\$signature__en$1052 [10])
-      acc_bank0_0[\$2346 [6:0]][351:320] <= acc_w_data0[351:320];
-    if (\$signature__en$1052 [11])
-      acc_bank0_0[\$2346 [6:0]][383:352] <= acc_w_data0[383:352];
-    if (\$signature__en$1052 [12])
-      acc_bank0_0[\$2346 [6:0]][415:384] <= acc_w_data0[415:384];
-    if (\$signature__en$1052 [13])
-      acc_bank0_0[\$2346 [6:0]][447:416] <= acc_w_data0[447:416];
-    if (\$signature__en$1052 [14])
-      acc_bank0_0[\$2346 [6:0]][479:448] <= acc_w_data0[479:448];
-    if (\$signature__en$1052 [15])
-      acc_bank0_0[\$2346 [6:0]][511:480] <= acc_w_data0[511:480];
-    if (\$signature__en$1052 [16])
-      acc_bank0_0[\$2346 [6:0]][543:512] <= acc_w_data0[543:512];
-    if (\$signature__en$1052 [17])
-      acc_bank0_0[\$2346 [6:0]][575:544] <= acc_w_data0[575:544];
-    if (\$signature__en$1052 [18])
-      acc_bank0_0[\$2346 [6:0]][607:576] <= acc_w_data0[607:576];
-    if (\$signature__en$1052 [19])
-      acc_bank0_0[\$2346 [6:0]][639:608] <= acc_w_data0[639:608];
-    if (\$signature__en$1052 [20])
-      acc_bank0_0[\$2346 [6:0]][671:640] <= acc_w_data0[671:640];
-    if (\$signature__en$1052 [21])
-      acc_bank0_0[\$2346 [6:0]][703:672] <= acc_w_data0[703:672];
-    if (\$signature__en$1052 [22])
-      acc_bank0_0[\$2346 [6:0]][735:704] <= acc_w_data0[735:704];
-    if (\$signature__en$1052 [23])
-      acc_bank0_0[\$2346 [6:0]][767:736] <= acc_w_data0[767:736];
-    if (\$signature__en$1052 [24])
-      acc_bank0_0[\$2346 [6:0]][799:768] <= acc_w_data0[799:768];
-    if (\$signature__en$1052 [25])
-      acc_bank0_0[\$2346 [6:0]][831:800] <= acc_w_data0[831:800];
-    if (\$signature__en$1052 [26])
-      acc_bank0_0[\$2346 [6:0]][863:832] <= acc_w_data0[863:832];
-    if (\$signature__en$1052 [27])
-      acc_bank0_0[\$2346 [6:0]][895:864] <= acc_w_data0[895:864];
-    if (\$signature__en$1052 [28])
-      acc_bank0_0[\$2346 [6:0]][927:896] <= acc_w_data0[927:896];
-    if (\$signature__en$1052 [29])
-      acc_bank0_0[\$2346 [6:0]][959:928] <= acc_w_data0[959:928];
-    if (\$signature__en$1052 [30])
-      acc_bank0_0[\$2346 [6:0]][991:960] <= acc_w_data0[991:960];
-    if (\$signature__en$1052 [31])
-      acc_bank0_0[\$2346 [6:0]][1023:992] <= acc_w_data0[1023:992];
+    if (\$signature__en$1025 [0])
+      acc_bank0_0[\$2342 [6:0]][31:0] <= acc_w_data0[31:0];
+    if (\$signature__en$1025 [1])
+      acc_bank0_0[\$2342 [6:0]][63:32] <= acc_w_data0[63:32];
+    if (\$signature__en$1025 [2])
+      acc_bank0_0[\$2342 [6:0]][95:64] <= acc_w_data0[95:64];
+    if (\$signature__en$1025 [3])
+      acc_bank0_0[\$2342 [6:0]][127:96] <= acc_w_data0[127:96];
+    if (\$signature__en$1025 [4])
+      acc_bank0_0[\$2342 [6:0]][159:128] <= acc_w_data0[159:128];
+    if (\$signature__en$1025 [5])
+      acc_bank0_0[\$2342 [6:0]][191:160] <= acc_w_data0[191:160];
+    if (\$signature__en$1025 [6])
+      acc_bank0_0[\$2342 [6:0]][223:192] <= acc_w_data0[223:192];
+    if (\$signature__en$1025 [7])
+      acc_bank0_0[\$2342 [6:0]][255:224] <= acc_w_data0[255:224];
+    if (\$signature__en$1025 [8])
+      acc_bank0_0[\$2342 [6:0]][287:256] <= acc_w_data0[287:256];
+    if (\$signature__en$1025 [9])
+      acc_bank0_0[\$2342 [6:0]][319:288] <= acc_w_data0[319:288];
+    if (\$signature__en$1025 [10])
+      acc_bank0_0[\$2342 [6:0]][351:320] <= acc_w_data0[351:320];
+    if (\$signature__en$1025 [11])
+      acc_bank0_0[\$2342 [6:0]][383:352] <= acc_w_data0[383:352];
+    if (\$signature__en$1025 [12])
+      acc_bank0_0[\$2342 [6:0]][415:384] <= acc_w_data0[415:384];
+    if (\$signature__en$1025 [13])
+      acc_bank0_0[\$2342 [6:0]][447:416] <= acc_w_data0[447:416];
+    if (\$signature__en$1025 [14])
+      acc_bank0_0[\$2342 [6:0]][479:448] <= acc_w_data0[479:448];
+    if (\$signature__en$1025 [15])
+      acc_bank0_0[\$2342 [6:0]][511:480] <= acc_w_data0[511:480];
+    if (\$signature__en$1025 [16])
+      acc_bank0_0[\$2342 [6:0]][543:512] <= acc_w_data0[543:512];
+    if (\$signature__en$1025 [17])
+      acc_bank0_0[\$2342 [6:0]][575:544] <= acc_w_data0[575:544];
+    if (\$signature__en$1025 [18])
+      acc_bank0_0[\$2342 [6:0]][607:576] <= acc_w_data0[607:576];
+    if (\$signature__en$1025 [19])
+      acc_bank0_0[\$2342 [6:0]][639:608] <= acc_w_data0[639:608];
+    if (\$signature__en$1025 [20])
+      acc_bank0_0[\$2342 [6:0]][671:640] <= acc_w_data0[671:640];
+    if (\$signature__en$1025 [21])
+      acc_bank0_0[\$2342 [6:0]][703:672] <= acc_w_data0[703:672];
+    if (\$signature__en$1025 [22])
+      acc_bank0_0[\$2342 [6:0]][735:704] <= acc_w_data0[735:704];
+    if (\$signature__en$1025 [23])
+      acc_bank0_0[\$2342 [6:0]][767:736] <= acc_w_data0[767:736];
+    if (\$signature__en$1025 [24])
+      acc_bank0_0[\$2342 [6:0]][799:768] <= acc_w_data0[799:768];
+    if (\$signature__en$1025 [25])
+      acc_bank0_0[\$2342 [6:0]][831:800] <= acc_w_data0[831:800];
+    if (\$signature__en$1025 [26])
+      acc_bank0_0[\$2342 [6:0]][863:832] <= acc_w_data0[863:832];
+    if (\$signature__en$1025 [27])
+      acc_bank0_0[\$2342 [6:0]][895:864] <= acc_w_data0[895:864];
+    if (\$signature__en$1025 [28])
+      acc_bank0_0[\$2342 [6:0]][927:896] <= acc_w_data0[927:896];
+    if (\$signature__en$1025 [29])
+      acc_bank0_0[\$2342 [6:0]][959:928] <= acc_w_data0[959:928];
+    if (\$signature__en$1025 [30])
+      acc_bank0_0[\$2342 [6:0]][991:960] <= acc_w_data0[991:960];
+    if (\$signature__en$1025 [31])
+      acc_bank0_0[\$2342 [6:0]][1023:992] <= acc_w_data0[1023:992];
   end
   assign acc_r__data = acc_bank0_0[acc_r__addr];
   reg [1023:0] acc_bank0_1 [127:0];
@@ -22017,72 +21985,72 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
     acc_bank0_1[127] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   end
   always @(posedge clk) begin
-    if (\$signature__en$1055 [0])
-      acc_bank0_1[\$2346 [6:0]][31:0] <= acc_w_data0[31:0];
-    if (\$signature__en$1055 [1])
-      acc_bank0_1[\$2346 [6:0]][63:32] <= acc_w_data0[63:32];
-    if (\$signature__en$1055 [2])
-      acc_bank0_1[\$2346 [6:0]][95:64] <= acc_w_data0[95:64];
-    if (\$signature__en$1055 [3])
-      acc_bank0_1[\$2346 [6:0]][127:96] <= acc_w_data0[127:96];
-    if (\$signature__en$1055 [4])
-      acc_bank0_1[\$2346 [6:0]][159:128] <= acc_w_data0[159:128];
-    if (\$signature__en$1055 [5])
-      acc_bank0_1[\$2346 [6:0]][191:160] <= acc_w_data0[191:160];
-    if (\$signature__en$1055 [6])
-      acc_bank0_1[\$2346 [6:0]][223:192] <= acc_w_data0[223:192];
-    if (\$signature__en$1055 [7])
-      acc_bank0_1[\$2346 [6:0]][255:224] <= acc_w_data0[255:224];
-    if (\$signature__en$1055 [8])
-      acc_bank0_1[\$2346 [6:0]][287:256] <= acc_w_data0[287:256];
-    if (\$signature__en$1055 [9])
-      acc_bank0_1[\$2346 [6:0]][319:288] <= acc_w_data0[319:288];
-    if (\$signature__en$1055 [10])
-      acc_bank0_1[\$2346 [6:0]][351:320] <= acc_w_data0[351:320];
-    if (\$signature__en$1055 [11])
-      acc_bank0_1[\$2346 [6:0]][383:352] <= acc_w_data0[383:352];
-    if (\$signature__en$1055 [12])
-      acc_bank0_1[\$2346 [6:0]][415:384] <= acc_w_data0[415:384];
-    if (\$signature__en$1055 [13])
-      acc_bank0_1[\$2346 [6:0]][447:416] <= acc_w_data0[447:416];
-    if (\$signature__en$1055 [14])
-      acc_bank0_1[\$2346 [6:0]][479:448] <= acc_w_data0[479:448];
-    if (\$signature__en$1055 [15])
-      acc_bank0_1[\$2346 [6:0]][511:480] <= acc_w_data0[511:480];
-    if (\$signature__en$1055 [16])
-      acc_bank0_1[\$2346 [6:0]][543:512] <= acc_w_data0[543:512];
-    if (\$signature__en$1055 [17])
-      acc_bank0_1[\$2346 [6:0]][575:544] <= acc_w_data0[575:544];
-    if (\$signature__en$1055 [18])
-      acc_bank0_1[\$2346 [6:0]][607:576] <= acc_w_data0[607:576];
-    if (\$signature__en$1055 [19])
-      acc_bank0_1[\$2346 [6:0]][639:608] <= acc_w_data0[639:608];
-    if (\$signature__en$1055 [20])
-      acc_bank0_1[\$2346 [6:0]][671:640] <= acc_w_data0[671:640];
-    if (\$signature__en$1055 [21])
-      acc_bank0_1[\$2346 [6:0]][703:672] <= acc_w_data0[703:672];
-    if (\$signature__en$1055 [22])
-      acc_bank0_1[\$2346 [6:0]][735:704] <= acc_w_data0[735:704];
-    if (\$signature__en$1055 [23])
-      acc_bank0_1[\$2346 [6:0]][767:736] <= acc_w_data0[767:736];
-    if (\$signature__en$1055 [24])
-      acc_bank0_1[\$2346 [6:0]][799:768] <= acc_w_data0[799:768];
-    if (\$signature__en$1055 [25])
-      acc_bank0_1[\$2346 [6:0]][831:800] <= acc_w_data0[831:800];
-    if (\$signature__en$1055 [26])
-      acc_bank0_1[\$2346 [6:0]][863:832] <= acc_w_data0[863:832];
-    if (\$signature__en$1055 [27])
-      acc_bank0_1[\$2346 [6:0]][895:864] <= acc_w_data0[895:864];
-    if (\$signature__en$1055 [28])
-      acc_bank0_1[\$2346 [6:0]][927:896] <= acc_w_data0[927:896];
-    if (\$signature__en$1055 [29])
-      acc_bank0_1[\$2346 [6:0]][959:928] <= acc_w_data0[959:928];
-    if (\$signature__en$1055 [30])
-      acc_bank0_1[\$2346 [6:0]][991:960] <= acc_w_data0[991:960];
-    if (\$signature__en$1055 [31])
-      acc_bank0_1[\$2346 [6:0]][1023:992] <= acc_w_data0[1023:992];
+    if (\$signature__en$1028 [0])
+      acc_bank0_1[\$2342 [6:0]][31:0] <= acc_w_data0[31:0];
+    if (\$signature__en$1028 [1])
+      acc_bank0_1[\$2342 [6:0]][63:32] <= acc_w_data0[63:32];
+    if (\$signature__en$1028 [2])
+      acc_bank0_1[\$2342 [6:0]][95:64] <= acc_w_data0[95:64];
+    if (\$signature__en$1028 [3])
+      acc_bank0_1[\$2342 [6:0]][127:96] <= acc_w_data0[127:96];
+    if (\$signature__en$1028 [4])
+      acc_bank0_1[\$2342 [6:0]][159:128] <= acc_w_data0[159:128];
+    if (\$signature__en$1028 [5])
+      acc_bank0_1[\$2342 [6:0]][191:160] <= acc_w_data0[191:160];
+    if (\$signature__en$1028 [6])
+      acc_bank0_1[\$2342 [6:0]][223:192] <= acc_w_data0[223:192];
+    if (\$signature__en$1028 [7])
+      acc_bank0_1[\$2342 [6:0]][255:224] <= acc_w_data0[255:224];
+    if (\$signature__en$1028 [8])
+      acc_bank0_1[\$2342 [6:0]][287:256] <= acc_w_data0[287:256];
+    if (\$signature__en$1028 [9])
+      acc_bank0_1[\$2342 [6:0]][319:288] <= acc_w_data0[319:288];
+    if (\$signature__en$1028 [10])
+      acc_bank0_1[\$2342 [6:0]][351:320] <= acc_w_data0[351:320];
+    if (\$signature__en$1028 [11])
+      acc_bank0_1[\$2342 [6:0]][383:352] <= acc_w_data0[383:352];
+    if (\$signature__en$1028 [12])
+      acc_bank0_1[\$2342 [6:0]][415:384] <= acc_w_data0[415:384];
+    if (\$signature__en$1028 [13])
+      acc_bank0_1[\$2342 [6:0]][447:416] <= acc_w_data0[447:416];
+    if (\$signature__en$1028 [14])
+      acc_bank0_1[\$2342 [6:0]][479:448] <= acc_w_data0[479:448];
+    if (\$signature__en$1028 [15])
+      acc_bank0_1[\$2342 [6:0]][511:480] <= acc_w_data0[511:480];
+    if (\$signature__en$1028 [16])
+      acc_bank0_1[\$2342 [6:0]][543:512] <= acc_w_data0[543:512];
+    if (\$signature__en$1028 [17])
+      acc_bank0_1[\$2342 [6:0]][575:544] <= acc_w_data0[575:544];
+    if (\$signature__en$1028 [18])
+      acc_bank0_1[\$2342 [6:0]][607:576] <= acc_w_data0[607:576];
+    if (\$signature__en$1028 [19])
+      acc_bank0_1[\$2342 [6:0]][639:608] <= acc_w_data0[639:608];
+    if (\$signature__en$1028 [20])
+      acc_bank0_1[\$2342 [6:0]][671:640] <= acc_w_data0[671:640];
+    if (\$signature__en$1028 [21])
+      acc_bank0_1[\$2342 [6:0]][703:672] <= acc_w_data0[703:672];
+    if (\$signature__en$1028 [22])
+      acc_bank0_1[\$2342 [6:0]][735:704] <= acc_w_data0[735:704];
+    if (\$signature__en$1028 [23])
+      acc_bank0_1[\$2342 [6:0]][767:736] <= acc_w_data0[767:736];
+    if (\$signature__en$1028 [24])
+      acc_bank0_1[\$2342 [6:0]][799:768] <= acc_w_data0[799:768];
+    if (\$signature__en$1028 [25])
+      acc_bank0_1[\$2342 [6:0]][831:800] <= acc_w_data0[831:800];
+    if (\$signature__en$1028 [26])
+      acc_bank0_1[\$2342 [6:0]][863:832] <= acc_w_data0[863:832];
+    if (\$signature__en$1028 [27])
+      acc_bank0_1[\$2342 [6:0]][895:864] <= acc_w_data0[895:864];
+    if (\$signature__en$1028 [28])
+      acc_bank0_1[\$2342 [6:0]][927:896] <= acc_w_data0[927:896];
+    if (\$signature__en$1028 [29])
+      acc_bank0_1[\$2342 [6:0]][959:928] <= acc_w_data0[959:928];
+    if (\$signature__en$1028 [30])
+      acc_bank0_1[\$2342 [6:0]][991:960] <= acc_w_data0[991:960];
+    if (\$signature__en$1028 [31])
+      acc_bank0_1[\$2342 [6:0]][1023:992] <= acc_w_data0[1023:992];
   end
-  assign \acc_r__data$939  = acc_bank0_1[\acc_r__addr$936 ];
+  assign \acc_r__data$907  = acc_bank0_1[\acc_r__addr$904 ];
   reg [1023:0] acc_bank1_0 [127:0];
   initial begin
     acc_bank1_0[0] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
@@ -22215,72 +22183,72 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
     acc_bank1_0[127] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   end
   always @(posedge clk) begin
-    if (\$signature__en$1175 [0])
+    if (\$signature__en$1153 [0])
       acc_bank1_0[\$3163 [6:0]][31:0] <= acc_w_data1[31:0];
-    if (\$signature__en$1175 [1])
+    if (\$signature__en$1153 [1])
       acc_bank1_0[\$3163 [6:0]][63:32] <= acc_w_data1[63:32];
-    if (\$signature__en$1175 [2])
+    if (\$signature__en$1153 [2])
       acc_bank1_0[\$3163 [6:0]][95:64] <= acc_w_data1[95:64];
-    if (\$signature__en$1175 [3])
+    if (\$signature__en$1153 [3])
       acc_bank1_0[\$3163 [6:0]][127:96] <= acc_w_data1[127:96];
-    if (\$signature__en$1175 [4])
+    if (\$signature__en$1153 [4])
       acc_bank1_0[\$3163 [6:0]][159:128] <= acc_w_data1[159:128];
-    if (\$signature__en$1175 [5])
+    if (\$signature__en$1153 [5])
       acc_bank1_0[\$3163 [6:0]][191:160] <= acc_w_data1[191:160];
-    if (\$signature__en$1175 [6])
+    if (\$signature__en$1153 [6])
       acc_bank1_0[\$3163 [6:0]][223:192] <= acc_w_data1[223:192];
-    if (\$signature__en$1175 [7])
+    if (\$signature__en$1153 [7])
       acc_bank1_0[\$3163 [6:0]][255:224] <= acc_w_data1[255:224];
-    if (\$signature__en$1175 [8])
+    if (\$signature__en$1153 [8])
       acc_bank1_0[\$3163 [6:0]][287:256] <= acc_w_data1[287:256];
-    if (\$signature__en$1175 [9])
+    if (\$signature__en$1153 [9])
       acc_bank1_0[\$3163 [6:0]][319:288] <= acc_w_data1[319:288];
-    if (\$signature__en$1175 [10])
+    if (\$signature__en$1153 [10])
       acc_bank1_0[\$3163 [6:0]][351:320] <= acc_w_data1[351:320];
-    if (\$signature__en$1175 [11])
+    if (\$signature__en$1153 [11])
       acc_bank1_0[\$3163 [6:0]][383:352] <= acc_w_data1[383:352];
-    if (\$signature__en$1175 [12])
+    if (\$signature__en$1153 [12])
       acc_bank1_0[\$3163 [6:0]][415:384] <= acc_w_data1[415:384];
-    if (\$signature__en$1175 [13])
+    if (\$signature__en$1153 [13])
       acc_bank1_0[\$3163 [6:0]][447:416] <= acc_w_data1[447:416];
-    if (\$signature__en$1175 [14])
+    if (\$signature__en$1153 [14])
       acc_bank1_0[\$3163 [6:0]][479:448] <= acc_w_data1[479:448];
-    if (\$signature__en$1175 [15])
+    if (\$signature__en$1153 [15])
       acc_bank1_0[\$3163 [6:0]][511:480] <= acc_w_data1[511:480];
-    if (\$signature__en$1175 [16])
+    if (\$signature__en$1153 [16])
       acc_bank1_0[\$3163 [6:0]][543:512] <= acc_w_data1[543:512];
-    if (\$signature__en$1175 [17])
+    if (\$signature__en$1153 [17])
       acc_bank1_0[\$3163 [6:0]][575:544] <= acc_w_data1[575:544];
-    if (\$signature__en$1175 [18])
+    if (\$signature__en$1153 [18])
       acc_bank1_0[\$3163 [6:0]][607:576] <= acc_w_data1[607:576];
-    if (\$signature__en$1175 [19])
+    if (\$signature__en$1153 [19])
       acc_bank1_0[\$3163 [6:0]][639:608] <= acc_w_data1[639:608];
-    if (\$signature__en$1175 [20])
+    if (\$signature__en$1153 [20])
       acc_bank1_0[\$3163 [6:0]][671:640] <= acc_w_data1[671:640];
-    if (\$signature__en$1175 [21])
+    if (\$signature__en$1153 [21])
       acc_bank1_0[\$3163 [6:0]][703:672] <= acc_w_data1[703:672];
-    if (\$signature__en$1175 [22])
+    if (\$signature__en$1153 [22])
       acc_bank1_0[\$3163 [6:0]][735:704] <= acc_w_data1[735:704];
-    if (\$signature__en$1175 [23])
+    if (\$signature__en$1153 [23])
       acc_bank1_0[\$3163 [6:0]][767:736] <= acc_w_data1[767:736];
-    if (\$signature__en$1175 [24])
+    if (\$signature__en$1153 [24])
       acc_bank1_0[\$3163 [6:0]][799:768] <= acc_w_data1[799:768];
-    if (\$signature__en$1175 [25])
+    if (\$signature__en$1153 [25])
       acc_bank1_0[\$3163 [6:0]][831:800] <= acc_w_data1[831:800];
-    if (\$signature__en$1175 [26])
+    if (\$signature__en$1153 [26])
       acc_bank1_0[\$3163 [6:0]][863:832] <= acc_w_data1[863:832];
-    if (\$signature__en$1175 [27])
+    if (\$signature__en$1153 [27])
       acc_bank1_0[\$3163 [6:0]][895:864] <= acc_w_data1[895:864];
-    if (\$signature__en$1175 [28])
+    if (\$signature__en$1153 [28])
       acc_bank1_0[\$3163 [6:0]][927:896] <= acc_w_data1[927:896];
-    if (\$signature__en$1175 [29])
+    if (\$signature__en$1153 [29])
       acc_bank1_0[\$3163 [6:0]][959:928] <= acc_w_data1[959:928];
-    if (\$signature__en$1175 [30])
+    if (\$signature__en$1153 [30])
       acc_bank1_0[\$3163 [6:0]][991:960] <= acc_w_data1[991:960];
-    if (\$signature__en$1175 [31])
+    if (\$signature__en$1153 [31])
       acc_bank1_0[\$3163 [6:0]][1023:992] <= acc_w_data1[1023:992];
   end
-  assign \acc_r__data$1063  = acc_bank1_0[\acc_r__addr$1060 ];
+  assign \acc_r__data$1036  = acc_bank1_0[\acc_r__addr$1033 ];
   reg [1023:0] acc_bank1_1 [127:0];
   initial begin
     acc_bank1_1[0] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
@@ -22413,72 +22381,72 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
     acc_bank1_1[127] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   end
   always @(posedge clk) begin
-    if (\$signature__en$1178 [0])
+    if (\$signature__en$1156 [0])
       acc_bank1_1[\$3163 [6:0]][31:0] <= acc_w_data1[31:0];
-    if (\$signature__en$1178 [1])
+    if (\$signature__en$1156 [1])
       acc_bank1_1[\$3163 [6:0]][63:32] <= acc_w_data1[63:32];
-    if (\$signature__en$1178 [2])
+    if (\$signature__en$1156 [2])
       acc_bank1_1[\$3163 [6:0]][95:64] <= acc_w_data1[95:64];
-    if (\$signature__en$1178 [3])
+    if (\$signature__en$1156 [3])
       acc_bank1_1[\$3163 [6:0]][127:96] <= acc_w_data1[127:96];
-    if (\$signature__en$1178 [4])
+    if (\$signature__en$1156 [4])
       acc_bank1_1[\$3163 [6:0]][159:128] <= acc_w_data1[159:128];
-    if (\$signature__en$1178 [5])
+    if (\$signature__en$1156 [5])
       acc_bank1_1[\$3163 [6:0]][191:160] <= acc_w_data1[191:160];
-    if (\$signature__en$1178 [6])
+    if (\$signature__en$1156 [6])
       acc_bank1_1[\$3163 [6:0]][223:192] <= acc_w_data1[223:192];
-    if (\$signature__en$1178 [7])
+    if (\$signature__en$1156 [7])
       acc_bank1_1[\$3163 [6:0]][255:224] <= acc_w_data1[255:224];
-    if (\$signature__en$1178 [8])
+    if (\$signature__en$1156 [8])
       acc_bank1_1[\$3163 [6:0]][287:256] <= acc_w_data1[287:256];
-    if (\$signature__en$1178 [9])
+    if (\$signature__en$1156 [9])
       acc_bank1_1[\$3163 [6:0]][319:288] <= acc_w_data1[319:288];
-    if (\$signature__en$1178 [10])
+    if (\$signature__en$1156 [10])
       acc_bank1_1[\$3163 [6:0]][351:320] <= acc_w_data1[351:320];
-    if (\$signature__en$1178 [11])
+    if (\$signature__en$1156 [11])
       acc_bank1_1[\$3163 [6:0]][383:352] <= acc_w_data1[383:352];
-    if (\$signature__en$1178 [12])
+    if (\$signature__en$1156 [12])
       acc_bank1_1[\$3163 [6:0]][415:384] <= acc_w_data1[415:384];
-    if (\$signature__en$1178 [13])
+    if (\$signature__en$1156 [13])
       acc_bank1_1[\$3163 [6:0]][447:416] <= acc_w_data1[447:416];
-    if (\$signature__en$1178 [14])
+    if (\$signature__en$1156 [14])
       acc_bank1_1[\$3163 [6:0]][479:448] <= acc_w_data1[479:448];
-    if (\$signature__en$1178 [15])
+    if (\$signature__en$1156 [15])
       acc_bank1_1[\$3163 [6:0]][511:480] <= acc_w_data1[511:480];
-    if (\$signature__en$1178 [16])
+    if (\$signature__en$1156 [16])
       acc_bank1_1[\$3163 [6:0]][543:512] <= acc_w_data1[543:512];
-    if (\$signature__en$1178 [17])
+    if (\$signature__en$1156 [17])
       acc_bank1_1[\$3163 [6:0]][575:544] <= acc_w_data1[575:544];
-    if (\$signature__en$1178 [18])
+    if (\$signature__en$1156 [18])
       acc_bank1_1[\$3163 [6:0]][607:576] <= acc_w_data1[607:576];
-    if (\$signature__en$1178 [19])
+    if (\$signature__en$1156 [19])
       acc_bank1_1[\$3163 [6:0]][639:608] <= acc_w_data1[639:608];
-    if (\$signature__en$1178 [20])
+    if (\$signature__en$1156 [20])
       acc_bank1_1[\$3163 [6:0]][671:640] <= acc_w_data1[671:640];
-    if (\$signature__en$1178 [21])
+    if (\$signature__en$1156 [21])
       acc_bank1_1[\$3163 [6:0]][703:672] <= acc_w_data1[703:672];
-    if (\$signature__en$1178 [22])
+    if (\$signature__en$1156 [22])
       acc_bank1_1[\$3163 [6:0]][735:704] <= acc_w_data1[735:704];
-    if (\$signature__en$1178 [23])
+    if (\$signature__en$1156 [23])
       acc_bank1_1[\$3163 [6:0]][767:736] <= acc_w_data1[767:736];
-    if (\$signature__en$1178 [24])
+    if (\$signature__en$1156 [24])
       acc_bank1_1[\$3163 [6:0]][799:768] <= acc_w_data1[799:768];
-    if (\$signature__en$1178 [25])
+    if (\$signature__en$1156 [25])
       acc_bank1_1[\$3163 [6:0]][831:800] <= acc_w_data1[831:800];
-    if (\$signature__en$1178 [26])
+    if (\$signature__en$1156 [26])
       acc_bank1_1[\$3163 [6:0]][863:832] <= acc_w_data1[863:832];
-    if (\$signature__en$1178 [27])
+    if (\$signature__en$1156 [27])
       acc_bank1_1[\$3163 [6:0]][895:864] <= acc_w_data1[895:864];
-    if (\$signature__en$1178 [28])
+    if (\$signature__en$1156 [28])
       acc_bank1_1[\$3163 [6:0]][927:896] <= acc_w_data1[927:896];
-    if (\$signature__en$1178 [29])
+    if (\$signature__en$1156 [29])
       acc_bank1_1[\$3163 [6:0]][959:928] <= acc_w_data1[959:928];
-    if (\$signature__en$1178 [30])
+    if (\$signature__en$1156 [30])
       acc_bank1_1[\$3163 [6:0]][991:960] <= acc_w_data1[991:960];
-    if (\$signature__en$1178 [31])
+    if (\$signature__en$1156 [31])
       acc_bank1_1[\$3163 [6:0]][1023:992] <= acc_w_data1[1023:992];
   end
-  assign \acc_r__data$1064  = acc_bank1_1[\acc_r__addr$1061 ];
+  assign \acc_r__data$1037  = acc_bank1_1[\acc_r__addr$1034 ];
   reg [1023:0] acc_bank2_0 [127:0];
   initial begin
     acc_bank2_0[0] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
@@ -22611,72 +22579,72 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
     acc_bank2_0[127] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   end
   always @(posedge clk) begin
-    if (\$signature__en$1298 [0])
-      acc_bank2_0[\$3972 [6:0]][31:0] <= acc_w_data2[31:0];
-    if (\$signature__en$1298 [1])
-      acc_bank2_0[\$3972 [6:0]][63:32] <= acc_w_data2[63:32];
-    if (\$signature__en$1298 [2])
-      acc_bank2_0[\$3972 [6:0]][95:64] <= acc_w_data2[95:64];
-    if (\$signature__en$1298 [3])
-      acc_bank2_0[\$3972 [6:0]][127:96] <= acc_w_data2[127:96];
-    if (\$signature__en$1298 [4])
-      acc_bank2_0[\$3972 [6:0]][159:128] <= acc_w_data2[159:128];
-    if (\$signature__en$1298 [5])
-      acc_bank2_0[\$3972 [6:0]][191:160] <= acc_w_data2[191:160];
-    if (\$signature__en$1298 [6])
-      acc_bank2_0[\$3972 [6:0]][223:192] <= acc_w_data2[223:192];
-    if (\$signature__en$1298 [7])
-      acc_bank2_0[\$3972 [6:0]][255:224] <= acc_w_data2[255:224];
-    if (\$signature__en$1298 [8])
-      acc_bank2_0[\$3972 [6:0]][287:256] <= acc_w_data2[287:256];
-    if (\$signature__en$1298 [9])
-      acc_bank2_0[\$3972 [6:0]][319:288] <= acc_w_data2[319:288];
-    if (\$signature__en$1298 [10])
-      acc_bank2_0[\$3972 [6:0]][351:320] <= acc_w_data2[351:320];
-    if (\$signature__en$1298 [11])
-      acc_bank2_0[\$3972 [6:0]][383:352] <= acc_w_data2[383:352];
-    if (\$signature__en$1298 [12])
-      acc_bank2_0[\$3972 [6:0]][415:384] <= acc_w_data2[415:384];
-    if (\$signature__en$1298 [13])
-      acc_bank2_0[\$3972 [6:0]][447:416] <= acc_w_data2[447:416];
-    if (\$signature__en$1298 [14])
-      acc_bank2_0[\$3972 [6:0]][479:448] <= acc_w_data2[479:448];
-    if (\$signature__en$1298 [15])
-      acc_bank2_0[\$3972 [6:0]][511:480] <= acc_w_data2[511:480];
-    if (\$signature__en$1298 [16])
-      acc_bank2_0[\$3972 [6:0]][543:512] <= acc_w_data2[543:512];
-    if (\$signature__en$1298 [17])
-      acc_bank2_0[\$3972 [6:0]][575:544] <= acc_w_data2[575:544];
-    if (\$signature__en$1298 [18])
-      acc_bank2_0[\$3972 [6:0]][607:576] <= acc_w_data2[607:576];
-    if (\$signature__en$1298 [19])
-      acc_bank2_0[\$3972 [6:0]][639:608] <= acc_w_data2[639:608];
-    if (\$signature__en$1298 [20])
-      acc_bank2_0[\$3972 [6:0]][671:640] <= acc_w_data2[671:640];
-    if (\$signature__en$1298 [21])
-      acc_bank2_0[\$3972 [6:0]][703:672] <= acc_w_data2[703:672];
-    if (\$signature__en$1298 [22])
-      acc_bank2_0[\$3972 [6:0]][735:704] <= acc_w_data2[735:704];
-    if (\$signature__en$1298 [23])
-      acc_bank2_0[\$3972 [6:0]][767:736] <= acc_w_data2[767:736];
-    if (\$signature__en$1298 [24])
-      acc_bank2_0[\$3972 [6:0]][799:768] <= acc_w_data2[799:768];
-    if (\$signature__en$1298 [25])
-      acc_bank2_0[\$3972 [6:0]][831:800] <= acc_w_data2[831:800];
-    if (\$signature__en$1298 [26])
-      acc_bank2_0[\$3972 [6:0]][863:832] <= acc_w_data2[863:832];
-    if (\$signature__en$1298 [27])
-      acc_bank2_0[\$3972 [6:0]][895:864] <= acc_w_data2[895:864];
-    if (\$signature__en$1298 [28])
-      acc_bank2_0[\$3972 [6:0]][927:896] <= acc_w_data2[927:896];
-    if (\$signature__en$1298 [29])
-      acc_bank2_0[\$3972 [6:0]][959:928] <= acc_w_data2[959:928];
-    if (\$signature__en$1298 [30])
-      acc_bank2_0[\$3972 [6:0]][991:960] <= acc_w_data2[991:960];
-    if (\$signature__en$1298 [31])
-      acc_bank2_0[\$3972 [6:0]][1023:992] <= acc_w_data2[1023:992];
+    if (\$signature__en$1281 [0])
+      acc_bank2_0[\$3976 [6:0]][31:0] <= acc_w_data2[31:0];
+    if (\$signature__en$1281 [1])
+      acc_bank2_0[\$3976 [6:0]][63:32] <= acc_w_data2[63:32];
+    if (\$signature__en$1281 [2])
+      acc_bank2_0[\$3976 [6:0]][95:64] <= acc_w_data2[95:64];
+    if (\$signature__en$1281 [3])
+      acc_bank2_0[\$3976 [6:0]][127:96] <= acc_w_data2[127:96];
+    if (\$signature__en$1281 [4])
+      acc_bank2_0[\$3976 [6:0]][159:128] <= acc_w_data2[159:128];
+    if (\$signature__en$1281 [5])
+      acc_bank2_0[\$3976 [6:0]][191:160] <= acc_w_data2[191:160];
+    if (\$signature__en$1281 [6])
+      acc_bank2_0[\$3976 [6:0]][223:192] <= acc_w_data2[223:192];
+    if (\$signature__en$1281 [7])
+      acc_bank2_0[\$3976 [6:0]][255:224] <= acc_w_data2[255:224];
+    if (\$signature__en$1281 [8])
+      acc_bank2_0[\$3976 [6:0]][287:256] <= acc_w_data2[287:256];
+    if (\$signature__en$1281 [9])
+      acc_bank2_0[\$3976 [6:0]][319:288] <= acc_w_data2[319:288];
+    if (\$signature__en$1281 [10])
+      acc_bank2_0[\$3976 [6:0]][351:320] <= acc_w_data2[351:320];
+    if (\$signature__en$1281 [11])
+      acc_bank2_0[\$3976 [6:0]][383:352] <= acc_w_data2[383:352];
+    if (\$signature__en$1281 [12])
+      acc_bank2_0[\$3976 [6:0]][415:384] <= acc_w_data2[415:384];
+    if (\$signature__en$1281 [13])
+      acc_bank2_0[\$3976 [6:0]][447:416] <= acc_w_data2[447:416];
+    if (\$signature__en$1281 [14])
+      acc_bank2_0[\$3976 [6:0]][479:448] <= acc_w_data2[479:448];
+    if (\$signature__en$1281 [15])
+      acc_bank2_0[\$3976 [6:0]][511:480] <= acc_w_data2[511:480];
+    if (\$signature__en$1281 [16])
+      acc_bank2_0[\$3976 [6:0]][543:512] <= acc_w_data2[543:512];
+    if (\$signature__en$1281 [17])
+      acc_bank2_0[\$3976 [6:0]][575:544] <= acc_w_data2[575:544];
+    if (\$signature__en$1281 [18])
+      acc_bank2_0[\$3976 [6:0]][607:576] <= acc_w_data2[607:576];
+    if (\$signature__en$1281 [19])
+      acc_bank2_0[\$3976 [6:0]][639:608] <= acc_w_data2[639:608];
+    if (\$signature__en$1281 [20])
+      acc_bank2_0[\$3976 [6:0]][671:640] <= acc_w_data2[671:640];
+    if (\$signature__en$1281 [21])
+      acc_bank2_0[\$3976 [6:0]][703:672] <= acc_w_data2[703:672];
+    if (\$signature__en$1281 [22])
+      acc_bank2_0[\$3976 [6:0]][735:704] <= acc_w_data2[735:704];
+    if (\$signature__en$1281 [23])
+      acc_bank2_0[\$3976 [6:0]][767:736] <= acc_w_data2[767:736];
+    if (\$signature__en$1281 [24])
+      acc_bank2_0[\$3976 [6:0]][799:768] <= acc_w_data2[799:768];
+    if (\$signature__en$1281 [25])
+      acc_bank2_0[\$3976 [6:0]][831:800] <= acc_w_data2[831:800];
+    if (\$signature__en$1281 [26])
+      acc_bank2_0[\$3976 [6:0]][863:832] <= acc_w_data2[863:832];
+    if (\$signature__en$1281 [27])
+      acc_bank2_0[\$3976 [6:0]][895:864] <= acc_w_data2[895:864];
+    if (\$signature__en$1281 [28])
+      acc_bank2_0[\$3976 [6:0]][927:896] <= acc_w_data2[927:896];
+    if (\$signature__en$1281 [29])
+      acc_bank2_0[\$3976 [6:0]][959:928] <= acc_w_data2[959:928];
+    if (\$signature__en$1281 [30])
+      acc_bank2_0[\$3976 [6:0]][991:960] <= acc_w_data2[991:960];
+    if (\$signature__en$1281 [31])
+      acc_bank2_0[\$3976 [6:0]][1023:992] <= acc_w_data2[1023:992];
   end
-  assign \acc_r__data$1186  = acc_bank2_0[\acc_r__addr$1183 ];
+  assign \acc_r__data$1164  = acc_bank2_0[\acc_r__addr$1161 ];
   reg [1023:0] acc_bank2_1 [127:0];
   initial begin
     acc_bank2_1[0] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
@@ -22809,72 +22777,72 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
     acc_bank2_1[127] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   end
   always @(posedge clk) begin
-    if (\$signature__en$1301 [0])
-      acc_bank2_1[\$3972 [6:0]][31:0] <= acc_w_data2[31:0];
-    if (\$signature__en$1301 [1])
-      acc_bank2_1[\$3972 [6:0]][63:32] <= acc_w_data2[63:32];
-    if (\$signature__en$1301 [2])
-      acc_bank2_1[\$3972 [6:0]][95:64] <= acc_w_data2[95:64];
-    if (\$signature__en$1301 [3])
-      acc_bank2_1[\$3972 [6:0]][127:96] <= acc_w_data2[127:96];
-    if (\$signature__en$1301 [4])
-      acc_bank2_1[\$3972 [6:0]][159:128] <= acc_w_data2[159:128];
-    if (\$signature__en$1301 [5])
-      acc_bank2_1[\$3972 [6:0]][191:160] <= acc_w_data2[191:160];
-    if (\$signature__en$1301 [6])
-      acc_bank2_1[\$3972 [6:0]][223:192] <= acc_w_data2[223:192];
-    if (\$signature__en$1301 [7])
-      acc_bank2_1[\$3972 [6:0]][255:224] <= acc_w_data2[255:224];
-    if (\$signature__en$1301 [8])
-      acc_bank2_1[\$3972 [6:0]][287:256] <= acc_w_data2[287:256];
-    if (\$signature__en$1301 [9])
-      acc_bank2_1[\$3972 [6:0]][319:288] <= acc_w_data2[319:288];
-    if (\$signature__en$1301 [10])
-      acc_bank2_1[\$3972 [6:0]][351:320] <= acc_w_data2[351:320];
-    if (\$signature__en$1301 [11])
-      acc_bank2_1[\$3972 [6:0]][383:352] <= acc_w_data2[383:352];
-    if (\$signature__en$1301 [12])
-      acc_bank2_1[\$3972 [6:0]][415:384] <= acc_w_data2[415:384];
-    if (\$signature__en$1301 [13])
-      acc_bank2_1[\$3972 [6:0]][447:416] <= acc_w_data2[447:416];
-    if (\$signature__en$1301 [14])
-      acc_bank2_1[\$3972 [6:0]][479:448] <= acc_w_data2[479:448];
-    if (\$signature__en$1301 [15])
-      acc_bank2_1[\$3972 [6:0]][511:480] <= acc_w_data2[511:480];
-    if (\$signature__en$1301 [16])
-      acc_bank2_1[\$3972 [6:0]][543:512] <= acc_w_data2[543:512];
-    if (\$signature__en$1301 [17])
-      acc_bank2_1[\$3972 [6:0]][575:544] <= acc_w_data2[575:544];
-    if (\$signature__en$1301 [18])
-      acc_bank2_1[\$3972 [6:0]][607:576] <= acc_w_data2[607:576];
-    if (\$signature__en$1301 [19])
-      acc_bank2_1[\$3972 [6:0]][639:608] <= acc_w_data2[639:608];
-    if (\$signature__en$1301 [20])
-      acc_bank2_1[\$3972 [6:0]][671:640] <= acc_w_data2[671:640];
-    if (\$signature__en$1301 [21])
-      acc_bank2_1[\$3972 [6:0]][703:672] <= acc_w_data2[703:672];
-    if (\$signature__en$1301 [22])
-      acc_bank2_1[\$3972 [6:0]][735:704] <= acc_w_data2[735:704];
-    if (\$signature__en$1301 [23])
-      acc_bank2_1[\$3972 [6:0]][767:736] <= acc_w_data2[767:736];
-    if (\$signature__en$1301 [24])
-      acc_bank2_1[\$3972 [6:0]][799:768] <= acc_w_data2[799:768];
-    if (\$signature__en$1301 [25])
-      acc_bank2_1[\$3972 [6:0]][831:800] <= acc_w_data2[831:800];
-    if (\$signature__en$1301 [26])
-      acc_bank2_1[\$3972 [6:0]][863:832] <= acc_w_data2[863:832];
-    if (\$signature__en$1301 [27])
-      acc_bank2_1[\$3972 [6:0]][895:864] <= acc_w_data2[895:864];
-    if (\$signature__en$1301 [28])
-      acc_bank2_1[\$3972 [6:0]][927:896] <= acc_w_data2[927:896];
-    if (\$signature__en$1301 [29])
-      acc_bank2_1[\$3972 [6:0]][959:928] <= acc_w_data2[959:928];
-    if (\$signature__en$1301 [30])
-      acc_bank2_1[\$3972 [6:0]][991:960] <= acc_w_data2[991:960];
-    if (\$signature__en$1301 [31])
-      acc_bank2_1[\$3972 [6:0]][1023:992] <= acc_w_data2[1023:992];
+    if (\$signature__en$1284 [0])
+      acc_bank2_1[\$3976 [6:0]][31:0] <= acc_w_data2[31:0];
+    if (\$signature__en$1284 [1])
+      acc_bank2_1[\$3976 [6:0]][63:32] <= acc_w_data2[63:32];
+    if (\$signature__en$1284 [2])
+      acc_bank2_1[\$3976 [6:0]][95:64] <= acc_w_data2[95:64];
+    if (\$signature__en$1284 [3])
+      acc_bank2_1[\$3976 [6:0]][127:96] <= acc_w_data2[127:96];
+    if (\$signature__en$1284 [4])
+      acc_bank2_1[\$3976 [6:0]][159:128] <= acc_w_data2[159:128];
+    if (\$signature__en$1284 [5])
+      acc_bank2_1[\$3976 [6:0]][191:160] <= acc_w_data2[191:160];
+    if (\$signature__en$1284 [6])
+      acc_bank2_1[\$3976 [6:0]][223:192] <= acc_w_data2[223:192];
+    if (\$signature__en$1284 [7])
+      acc_bank2_1[\$3976 [6:0]][255:224] <= acc_w_data2[255:224];
+    if (\$signature__en$1284 [8])
+      acc_bank2_1[\$3976 [6:0]][287:256] <= acc_w_data2[287:256];
+    if (\$signature__en$1284 [9])
+      acc_bank2_1[\$3976 [6:0]][319:288] <= acc_w_data2[319:288];
+    if (\$signature__en$1284 [10])
+      acc_bank2_1[\$3976 [6:0]][351:320] <= acc_w_data2[351:320];
+    if (\$signature__en$1284 [11])
+      acc_bank2_1[\$3976 [6:0]][383:352] <= acc_w_data2[383:352];
+    if (\$signature__en$1284 [12])
+      acc_bank2_1[\$3976 [6:0]][415:384] <= acc_w_data2[415:384];
+    if (\$signature__en$1284 [13])
+      acc_bank2_1[\$3976 [6:0]][447:416] <= acc_w_data2[447:416];
+    if (\$signature__en$1284 [14])
+      acc_bank2_1[\$3976 [6:0]][479:448] <= acc_w_data2[479:448];
+    if (\$signature__en$1284 [15])
+      acc_bank2_1[\$3976 [6:0]][511:480] <= acc_w_data2[511:480];
+    if (\$signature__en$1284 [16])
+      acc_bank2_1[\$3976 [6:0]][543:512] <= acc_w_data2[543:512];
+    if (\$signature__en$1284 [17])
+      acc_bank2_1[\$3976 [6:0]][575:544] <= acc_w_data2[575:544];
+    if (\$signature__en$1284 [18])
+      acc_bank2_1[\$3976 [6:0]][607:576] <= acc_w_data2[607:576];
+    if (\$signature__en$1284 [19])
+      acc_bank2_1[\$3976 [6:0]][639:608] <= acc_w_data2[639:608];
+    if (\$signature__en$1284 [20])
+      acc_bank2_1[\$3976 [6:0]][671:640] <= acc_w_data2[671:640];
+    if (\$signature__en$1284 [21])
+      acc_bank2_1[\$3976 [6:0]][703:672] <= acc_w_data2[703:672];
+    if (\$signature__en$1284 [22])
+      acc_bank2_1[\$3976 [6:0]][735:704] <= acc_w_data2[735:704];
+    if (\$signature__en$1284 [23])
+      acc_bank2_1[\$3976 [6:0]][767:736] <= acc_w_data2[767:736];
+    if (\$signature__en$1284 [24])
+      acc_bank2_1[\$3976 [6:0]][799:768] <= acc_w_data2[799:768];
+    if (\$signature__en$1284 [25])
+      acc_bank2_1[\$3976 [6:0]][831:800] <= acc_w_data2[831:800];
+    if (\$signature__en$1284 [26])
+      acc_bank2_1[\$3976 [6:0]][863:832] <= acc_w_data2[863:832];
+    if (\$signature__en$1284 [27])
+      acc_bank2_1[\$3976 [6:0]][895:864] <= acc_w_data2[895:864];
+    if (\$signature__en$1284 [28])
+      acc_bank2_1[\$3976 [6:0]][927:896] <= acc_w_data2[927:896];
+    if (\$signature__en$1284 [29])
+      acc_bank2_1[\$3976 [6:0]][959:928] <= acc_w_data2[959:928];
+    if (\$signature__en$1284 [30])
+      acc_bank2_1[\$3976 [6:0]][991:960] <= acc_w_data2[991:960];
+    if (\$signature__en$1284 [31])
+      acc_bank2_1[\$3976 [6:0]][1023:992] <= acc_w_data2[1023:992];
   end
-  assign \acc_r__data$1187  = acc_bank2_1[\acc_r__addr$1184 ];
+  assign \acc_r__data$1165  = acc_bank2_1[\acc_r__addr$1162 ];
   reg [1023:0] acc_bank3_0 [127:0];
   initial begin
     acc_bank3_0[0] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
@@ -23007,72 +22975,72 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
     acc_bank3_0[127] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   end
   always @(posedge clk) begin
-    if (\$signature__en$1421 [0])
-      acc_bank3_0[\$4781 [6:0]][31:0] <= acc_w_data3[31:0];
-    if (\$signature__en$1421 [1])
-      acc_bank3_0[\$4781 [6:0]][63:32] <= acc_w_data3[63:32];
-    if (\$signature__en$1421 [2])
-      acc_bank3_0[\$4781 [6:0]][95:64] <= acc_w_data3[95:64];
-    if (\$signature__en$1421 [3])
-      acc_bank3_0[\$4781 [6:0]][127:96] <= acc_w_data3[127:96];
-    if (\$signature__en$1421 [4])
-      acc_bank3_0[\$4781 [6:0]][159:128] <= acc_w_data3[159:128];
-    if (\$signature__en$1421 [5])
-      acc_bank3_0[\$4781 [6:0]][191:160] <= acc_w_data3[191:160];
-    if (\$signature__en$1421 [6])
-      acc_bank3_0[\$4781 [6:0]][223:192] <= acc_w_data3[223:192];
-    if (\$signature__en$1421 [7])
-      acc_bank3_0[\$4781 [6:0]][255:224] <= acc_w_data3[255:224];
-    if (\$signature__en$1421 [8])
-      acc_bank3_0[\$4781 [6:0]][287:256] <= acc_w_data3[287:256];
-    if (\$signature__en$1421 [9])
-      acc_bank3_0[\$4781 [6:0]][319:288] <= acc_w_data3[319:288];
-    if (\$signature__en$1421 [10])
-      acc_bank3_0[\$4781 [6:0]][351:320] <= acc_w_data3[351:320];
-    if (\$signature__en$1421 [11])
-      acc_bank3_0[\$4781 [6:0]][383:352] <= acc_w_data3[383:352];
-    if (\$signature__en$1421 [12])
-      acc_bank3_0[\$4781 [6:0]][415:384] <= acc_w_data3[415:384];
-    if (\$signature__en$1421 [13])
-      acc_bank3_0[\$4781 [6:0]][447:416] <= acc_w_data3[447:416];
-    if (\$signature__en$1421 [14])
-      acc_bank3_0[\$4781 [6:0]][479:448] <= acc_w_data3[479:448];
-    if (\$signature__en$1421 [15])
-      acc_bank3_0[\$4781 [6:0]][511:480] <= acc_w_data3[511:480];
-    if (\$signature__en$1421 [16])
-      acc_bank3_0[\$4781 [6:0]][543:512] <= acc_w_data3[543:512];
-    if (\$signature__en$1421 [17])
-      acc_bank3_0[\$4781 [6:0]][575:544] <= acc_w_data3[575:544];
-    if (\$signature__en$1421 [18])
-      acc_bank3_0[\$4781 [6:0]][607:576] <= acc_w_data3[607:576];
-    if (\$signature__en$1421 [19])
-      acc_bank3_0[\$4781 [6:0]][639:608] <= acc_w_data3[639:608];
-    if (\$signature__en$1421 [20])
-      acc_bank3_0[\$4781 [6:0]][671:640] <= acc_w_data3[671:640];
-    if (\$signature__en$1421 [21])
-      acc_bank3_0[\$4781 [6:0]][703:672] <= acc_w_data3[703:672];
-    if (\$signature__en$1421 [22])
-      acc_bank3_0[\$4781 [6:0]][735:704] <= acc_w_data3[735:704];
-    if (\$signature__en$1421 [23])
-      acc_bank3_0[\$4781 [6:0]][767:736] <= acc_w_data3[767:736];
-    if (\$signature__en$1421 [24])
-      acc_bank3_0[\$4781 [6:0]][799:768] <= acc_w_data3[799:768];
-    if (\$signature__en$1421 [25])
-      acc_bank3_0[\$4781 [6:0]][831:800] <= acc_w_data3[831:800];
-    if (\$signature__en$1421 [26])
-      acc_bank3_0[\$4781 [6:0]][863:832] <= acc_w_data3[863:832];
-    if (\$signature__en$1421 [27])
-      acc_bank3_0[\$4781 [6:0]][895:864] <= acc_w_data3[895:864];
-    if (\$signature__en$1421 [28])
-      acc_bank3_0[\$4781 [6:0]][927:896] <= acc_w_data3[927:896];
-    if (\$signature__en$1421 [29])
-      acc_bank3_0[\$4781 [6:0]][959:928] <= acc_w_data3[959:928];
-    if (\$signature__en$1421 [30])
-      acc_bank3_0[\$4781 [6:0]][991:960] <= acc_w_data3[991:960];
-    if (\$signature__en$1421 [31])
-      acc_bank3_0[\$4781 [6:0]][1023:992] <= acc_w_data3[1023:992];
+    if (\$signature__en$1409 [0])
+      acc_bank3_0[\$4789 [6:0]][31:0] <= acc_w_data3[31:0];
+    if (\$signature__en$1409 [1])
+      acc_bank3_0[\$4789 [6:0]][63:32] <= acc_w_data3[63:32];
+    if (\$signature__en$1409 [2])
+      acc_bank3_0[\$4789 [6:0]][95:64] <= acc_w_data3[95:64];
+    if (\$signature__en$1409 [3])
+      acc_bank3_0[\$4789 [6:0]][127:96] <= acc_w_data3[127:96];
+    if (\$signature__en$1409 [4])
+      acc_bank3_0[\$4789 [6:0]][159:128] <= acc_w_data3[159:128];
+    if (\$signature__en$1409 [5])
+      acc_bank3_0[\$4789 [6:0]][191:160] <= acc_w_data3[191:160];
+    if (\$signature__en$1409 [6])
+      acc_bank3_0[\$4789 [6:0]][223:192] <= acc_w_data3[223:192];
+    if (\$signature__en$1409 [7])
+      acc_bank3_0[\$4789 [6:0]][255:224] <= acc_w_data3[255:224];
+    if (\$signature__en$1409 [8])
+      acc_bank3_0[\$4789 [6:0]][287:256] <= acc_w_data3[287:256];
+    if (\$signature__en$1409 [9])
+      acc_bank3_0[\$4789 [6:0]][319:288] <= acc_w_data3[319:288];
+    if (\$signature__en$1409 [10])
+      acc_bank3_0[\$4789 [6:0]][351:320] <= acc_w_data3[351:320];
+    if (\$signature__en$1409 [11])
+      acc_bank3_0[\$4789 [6:0]][383:352] <= acc_w_data3[383:352];
+    if (\$signature__en$1409 [12])
+      acc_bank3_0[\$4789 [6:0]][415:384] <= acc_w_data3[415:384];
+    if (\$signature__en$1409 [13])
+      acc_bank3_0[\$4789 [6:0]][447:416] <= acc_w_data3[447:416];
+    if (\$signature__en$1409 [14])
+      acc_bank3_0[\$4789 [6:0]][479:448] <= acc_w_data3[479:448];
+    if (\$signature__en$1409 [15])
+      acc_bank3_0[\$4789 [6:0]][511:480] <= acc_w_data3[511:480];
+    if (\$signature__en$1409 [16])
+      acc_bank3_0[\$4789 [6:0]][543:512] <= acc_w_data3[543:512];
+    if (\$signature__en$1409 [17])
+      acc_bank3_0[\$4789 [6:0]][575:544] <= acc_w_data3[575:544];
+    if (\$signature__en$1409 [18])
+      acc_bank3_0[\$4789 [6:0]][607:576] <= acc_w_data3[607:576];
+    if (\$signature__en$1409 [19])
+      acc_bank3_0[\$4789 [6:0]][639:608] <= acc_w_data3[639:608];
+    if (\$signature__en$1409 [20])
+      acc_bank3_0[\$4789 [6:0]][671:640] <= acc_w_data3[671:640];
+    if (\$signature__en$1409 [21])
+      acc_bank3_0[\$4789 [6:0]][703:672] <= acc_w_data3[703:672];
+    if (\$signature__en$1409 [22])
+      acc_bank3_0[\$4789 [6:0]][735:704] <= acc_w_data3[735:704];
+    if (\$signature__en$1409 [23])
+      acc_bank3_0[\$4789 [6:0]][767:736] <= acc_w_data3[767:736];
+    if (\$signature__en$1409 [24])
+      acc_bank3_0[\$4789 [6:0]][799:768] <= acc_w_data3[799:768];
+    if (\$signature__en$1409 [25])
+      acc_bank3_0[\$4789 [6:0]][831:800] <= acc_w_data3[831:800];
+    if (\$signature__en$1409 [26])
+      acc_bank3_0[\$4789 [6:0]][863:832] <= acc_w_data3[863:832];
+    if (\$signature__en$1409 [27])
+      acc_bank3_0[\$4789 [6:0]][895:864] <= acc_w_data3[895:864];
+    if (\$signature__en$1409 [28])
+      acc_bank3_0[\$4789 [6:0]][927:896] <= acc_w_data3[927:896];
+    if (\$signature__en$1409 [29])
+      acc_bank3_0[\$4789 [6:0]][959:928] <= acc_w_data3[959:928];
+    if (\$signature__en$1409 [30])
+      acc_bank3_0[\$4789 [6:0]][991:960] <= acc_w_data3[991:960];
+    if (\$signature__en$1409 [31])
+      acc_bank3_0[\$4789 [6:0]][1023:992] <= acc_w_data3[1023:992];
   end
-  assign \acc_r__data$1309  = acc_bank3_0[\acc_r__addr$1306 ];
+  assign \acc_r__data$1292  = acc_bank3_0[\acc_r__addr$1289 ];
   reg [1023:0] acc_bank3_1 [127:0];
   initial begin
     acc_bank3_1[0] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
@@ -23205,72 +23173,136 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
     acc_bank3_1[127] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   end
   always @(posedge clk) begin
-    if (\$signature__en$1424 [0])
-      acc_bank3_1[\$4781 [6:0]][31:0] <= acc_w_data3[31:0];
-    if (\$signature__en$1424 [1])
-      acc_bank3_1[\$4781 [6:0]][63:32] <= acc_w_data3[63:32];
-    if (\$signature__en$1424 [2])
-      acc_bank3_1[\$4781 [6:0]][95:64] <= acc_w_data3[95:64];
-    if (\$signature__en$1424 [3])
-      acc_bank3_1[\$4781 [6:0]][127:96] <= acc_w_data3[127:96];
-    if (\$signature__en$1424 [4])
-      acc_bank3_1[\$4781 [6:0]][159:128] <= acc_w_data3[159:128];
-    if (\$signature__en$1424 [5])
-      acc_bank3_1[\$4781 [6:0]][191:160] <= acc_w_data3[191:160];
-    if (\$signature__en$1424 [6])
-      acc_bank3_1[\$4781 [6:0]][223:192] <= acc_w_data3[223:192];
-    if (\$signature__en$1424 [7])
-      acc_bank3_1[\$4781 [6:0]][255:224] <= acc_w_data3[255:224];
-    if (\$signature__en$1424 [8])
-      acc_bank3_1[\$4781 [6:0]][287:256] <= acc_w_data3[287:256];
-    if (\$signature__en$1424 [9])
-      acc_bank3_1[\$4781 [6:0]][319:288] <= acc_w_data3[319:288];
-    if (\$signature__en$1424 [10])
-      acc_bank3_1[\$4781 [6:0]][351:320] <= acc_w_data3[351:320];
-    if (\$signature__en$1424 [11])
-      acc_bank3_1[\$4781 [6:0]][383:352] <= acc_w_data3[383:352];
-    if (\$signature__en$1424 [12])
-      acc_bank3_1[\$4781 [6:0]][415:384] <= acc_w_data3[415:384];
-    if (\$signature__en$1424 [13])
-      acc_bank3_1[\$4781 [6:0]][447:416] <= acc_w_data3[447:416];
-    if (\$signature__en$1424 [14])
-      acc_bank3_1[\$4781 [6:0]][479:448] <= acc_w_data3[479:448];
-    if (\$signature__en$1424 [15])
-      acc_bank3_1[\$4781 [6:0]][511:480] <= acc_w_data3[511:480];
-    if (\$signature__en$1424 [16])
-      acc_bank3_1[\$4781 [6:0]][543:512] <= acc_w_data3[543:512];
-    if (\$signature__en$1424 [17])
-      acc_bank3_1[\$4781 [6:0]][575:544] <= acc_w_data3[575:544];
-    if (\$signature__en$1424 [18])
-      acc_bank3_1[\$4781 [6:0]][607:576] <= acc_w_data3[607:576];
-    if (\$signature__en$1424 [19])
-      acc_bank3_1[\$4781 [6:0]][639:608] <= acc_w_data3[639:608];
-    if (\$signature__en$1424 [20])
-      acc_bank3_1[\$4781 [6:0]][671:640] <= acc_w_data3[671:640];
-    if (\$signature__en$1424 [21])
-      acc_bank3_1[\$4781 [6:0]][703:672] <= acc_w_data3[703:672];
-    if (\$signature__en$1424 [22])
-      acc_bank3_1[\$4781 [6:0]][735:704] <= acc_w_data3[735:704];
-    if (\$signature__en$1424 [23])
-      acc_bank3_1[\$4781 [6:0]][767:736] <= acc_w_data3[767:736];
-    if (\$signature__en$1424 [24])
-      acc_bank3_1[\$4781 [6:0]][799:768] <= acc_w_data3[799:768];
-    if (\$signature__en$1424 [25])
-      acc_bank3_1[\$4781 [6:0]][831:800] <= acc_w_data3[831:800];
-    if (\$signature__en$1424 [26])
-      acc_bank3_1[\$4781 [6:0]][863:832] <= acc_w_data3[863:832];
-    if (\$signature__en$1424 [27])
-      acc_bank3_1[\$4781 [6:0]][895:864] <= acc_w_data3[895:864];
-    if (\$signature__en$1424 [28])
-      acc_bank3_1[\$4781 [6:0]][927:896] <= acc_w_data3[927:896];
-    if (\$signature__en$1424 [29])
-      acc_bank3_1[\$4781 [6:0]][959:928] <= acc_w_data3[959:928];
-    if (\$signature__en$1424 [30])
-      acc_bank3_1[\$4781 [6:0]][991:960] <= acc_w_data3[991:960];
-    if (\$signature__en$1424 [31])
-      acc_bank3_1[\$4781 [6:0]][1023:992] <= acc_w_data3[1023:992];
+    if (\$signature__en$1412 [0])
+      acc_bank3_1[\$4789 [6:0]][31:0] <= acc_w_data3[31:0];
+    if (\$signature__en$1412 [1])
+      acc_bank3_1[\$4789 [6:0]][63:32] <= acc_w_data3[63:32];
+    if (\$signature__en$1412 [2])
+      acc_bank3_1[\$4789 [6:0]][95:64] <= acc_w_data3[95:64];
+    if (\$signature__en$1412 [3])
+      acc_bank3_1[\$4789 [6:0]][127:96] <= acc_w_data3[127:96];
+    if (\$signature__en$1412 [4])
+      acc_bank3_1[\$4789 [6:0]][159:128] <= acc_w_data3[159:128];
+    if (\$signature__en$1412 [5])
+      acc_bank3_1[\$4789 [6:0]][191:160] <= acc_w_data3[191:160];
+    if (\$signature__en$1412 [6])
+      acc_bank3_1[\$4789 [6:0]][223:192] <= acc_w_data3[223:192];
+    if (\$signature__en$1412 [7])
+      acc_bank3_1[\$4789 [6:0]][255:224] <= acc_w_data3[255:224];
+    if (\$signature__en$1412 [8])
+      acc_bank3_1[\$4789 [6:0]][287:256] <= acc_w_data3[287:256];
+    if (\$signature__en$1412 [9])
+      acc_bank3_1[\$4789 [6:0]][319:288] <= acc_w_data3[319:288];
+    if (\$signature__en$1412 [10])
+      acc_bank3_1[\$4789 [6:0]][351:320] <= acc_w_data3[351:320];
+    if (\$signature__en$1412 [11])
+      acc_bank3_1[\$4789 [6:0]][383:352] <= acc_w_data3[383:352];
+    if (\$signature__en$1412 [12])
+      acc_bank3_1[\$4789 [6:0]][415:384] <= acc_w_data3[415:384];
+    if (\$signature__en$1412 [13])
+      acc_bank3_1[\$4789 [6:0]][447:416] <= acc_w_data3[447:416];
+    if (\$signature__en$1412 [14])
+      acc_bank3_1[\$4789 [6:0]][479:448] <= acc_w_data3[479:448];
+    if (\$signature__en$1412 [15])
+      acc_bank3_1[\$4789 [6:0]][511:480] <= acc_w_data3[511:480];
+    if (\$signature__en$1412 [16])
+      acc_bank3_1[\$4789 [6:0]][543:512] <= acc_w_data3[543:512];
+    if (\$signature__en$1412 [17])
+      acc_bank3_1[\$4789 [6:0]][575:544] <= acc_w_data3[575:544];
+    if (\$signature__en$1412 [18])
+      acc_bank3_1[\$4789 [6:0]][607:576] <= acc_w_data3[607:576];
+    if (\$signature__en$1412 [19])
+      acc_bank3_1[\$4789 [6:0]][639:608] <= acc_w_data3[639:608];
+    if (\$signature__en$1412 [20])
+      acc_bank3_1[\$4789 [6:0]][671:640] <= acc_w_data3[671:640];
+    if (\$signature__en$1412 [21])
+      acc_bank3_1[\$4789 [6:0]][703:672] <= acc_w_data3[703:672];
+    if (\$signature__en$1412 [22])
+      acc_bank3_1[\$4789 [6:0]][735:704] <= acc_w_data3[735:704];
+    if (\$signature__en$1412 [23])
+      acc_bank3_1[\$4789 [6:0]][767:736] <= acc_w_data3[767:736];
+    if (\$signature__en$1412 [24])
+      acc_bank3_1[\$4789 [6:0]][799:768] <= acc_w_data3[799:768];
+    if (\$signature__en$1412 [25])
+      acc_bank3_1[\$4789 [6:0]][831:800] <= acc_w_data3[831:800];
+    if (\$signature__en$1412 [26])
+      acc_bank3_1[\$4789 [6:0]][863:832] <= acc_w_data3[863:832];
+    if (\$signature__en$1412 [27])
+      acc_bank3_1[\$4789 [6:0]][895:864] <= acc_w_data3[895:864];
+    if (\$signature__en$1412 [28])
+      acc_bank3_1[\$4789 [6:0]][927:896] <= acc_w_data3[927:896];
+    if (\$signature__en$1412 [29])
+      acc_bank3_1[\$4789 [6:0]][959:928] <= acc_w_data3[959:928];
+    if (\$signature__en$1412 [30])
+      acc_bank3_1[\$4789 [6:0]][991:960] <= acc_w_data3[991:960];
+    if (\$signature__en$1412 [31])
+      acc_bank3_1[\$4789 [6:0]][1023:992] <= acc_w_data3[1023:992];
   end
-  assign \acc_r__data$1310  = acc_bank3_1[\acc_r__addr$1307 ];
+  assign \acc_r__data$1293  = acc_bank3_1[\acc_r__addr$1290 ];
+  reg [1023:0] acc_slots0 [7:0];
+  initial begin
+    acc_slots0[0] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_slots0[1] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_slots0[2] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_slots0[3] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_slots0[4] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_slots0[5] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_slots0[6] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_slots0[7] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  end
+  always @(posedge clk) begin
+    if (\$signature__en$948 )
+      acc_slots0[\acc_addr_d2$196 [2:0]] <= { sum_0_31, sum_0_30, sum_0_29, sum_0_28, sum_0_27, sum_0_26, sum_0_25, sum_0_24, sum_0_23, sum_0_22, sum_0_21, sum_0_20, sum_0_19, sum_0_18, sum_0_17, sum_0_16, sum_0_15, sum_0_14, sum_0_13, sum_0_12, sum_0_11, sum_0_10, sum_0_9, sum_0_8, sum_0_7, sum_0_6, sum_0_5, sum_0_4, sum_0_3, sum_0_2, sum_0_1, sum_0_0 };
+  end
+  assign slot_r__data = acc_slots0[acc_addr_d2[2:0]];
+  reg [1023:0] acc_slots1 [7:0];
+  initial begin
+    acc_slots1[0] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_slots1[1] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_slots1[2] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_slots1[3] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_slots1[4] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_slots1[5] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_slots1[6] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_slots1[7] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  end
+  always @(posedge clk) begin
+    if (\$signature__en$1078 )
+      acc_slots1[\acc_addr_row1_d2$230 [2:0]] <= { sum_1_31, sum_1_30, sum_1_29, sum_1_28, sum_1_27, sum_1_26, sum_1_25, sum_1_24, sum_1_23, sum_1_22, sum_1_21, sum_1_20, sum_1_19, sum_1_18, sum_1_17, sum_1_16, sum_1_15, sum_1_14, sum_1_13, sum_1_12, sum_1_11, sum_1_10, sum_1_9, sum_1_8, sum_1_7, sum_1_6, sum_1_5, sum_1_4, sum_1_3, sum_1_2, sum_1_1, sum_1_0 };
+  end
+  assign \slot_r__data$1420  = acc_slots1[acc_addr_row1_d2[2:0]];
+  reg [1023:0] acc_slots2 [7:0];
+  initial begin
+    acc_slots2[0] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_slots2[1] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_slots2[2] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_slots2[3] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_slots2[4] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_slots2[5] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_slots2[6] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_slots2[7] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  end
+  always @(posedge clk) begin
+    if (\$signature__en$1206 )
+      acc_slots2[\acc_addr_d2$196 [2:0]] <= { sum_2_31, sum_2_30, sum_2_29, sum_2_28, sum_2_27, sum_2_26, sum_2_25, sum_2_24, sum_2_23, sum_2_22, sum_2_21, sum_2_20, sum_2_19, sum_2_18, sum_2_17, sum_2_16, sum_2_15, sum_2_14, sum_2_13, sum_2_12, sum_2_11, sum_2_10, sum_2_9, sum_2_8, sum_2_7, sum_2_6, sum_2_5, sum_2_4, sum_2_3, sum_2_2, sum_2_1, sum_2_0 };
+  end
+  assign \slot_r__data$1422  = acc_slots2[acc_addr_d2[2:0]];
+  reg [1023:0] acc_slots3 [7:0];
+  initial begin
+    acc_slots3[0] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_slots3[1] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_slots3[2] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_slots3[3] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_slots3[4] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_slots3[5] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_slots3[6] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    acc_slots3[7] = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  end
+  always @(posedge clk) begin
+    if (\$signature__en$1334 )
+      acc_slots3[\acc_addr_d2$196 [2:0]] <= { sum_3_31, sum_3_30, sum_3_29, sum_3_28, sum_3_27, sum_3_26, sum_3_25, sum_3_24, sum_3_23, sum_3_22, sum_3_21, sum_3_20, sum_3_19, sum_3_18, sum_3_17, sum_3_16, sum_3_15, sum_3_14, sum_3_13, sum_3_12, sum_3_11, sum_3_10, sum_3_9, sum_3_8, sum_3_7, sum_3_6, sum_3_5, sum_3_4, sum_3_3, sum_3_2, sum_3_1, sum_3_0 };
+  end
+  assign \slot_r__data$1424  = acc_slots3[acc_addr_d2[2:0]];
   (* ndp_single_port = 32'd1 *)
   reg [511:0] in_bank0 [127:0];
   initial begin
@@ -23407,7 +23439,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
     if (\$signature__en )
       in_bank0[in_word] <= in_data;
   end
-  assign bank_r__data = in_bank0[\$1948 [6:0]];
+  assign bank_r__data = in_bank0[\$1940 [6:0]];
   (* ndp_single_port = 32'd1 *)
   reg [511:0] in_bank1 [127:0];
   initial begin
@@ -23541,10 +23573,10 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
     in_bank1[127] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   end
   always @(posedge clk) begin
-    if (\$signature__en$1058 )
+    if (\$signature__en$1031 )
       in_bank1[in_word] <= in_data;
   end
-  assign \bank_r__data$441  = in_bank1[\$2761 [6:0]];
+  assign \bank_r__data$433  = in_bank1[\$2757 [6:0]];
   (* ndp_single_port = 32'd1 *)
   reg [511:0] in_bank2 [127:0];
   initial begin
@@ -23678,10 +23710,10 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
     in_bank2[127] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   end
   always @(posedge clk) begin
-    if (\$signature__en$1181 )
+    if (\$signature__en$1159 )
       in_bank2[in_word] <= in_data;
   end
-  assign \bank_r__data$593  = in_bank2[\$3574 [6:0]];
+  assign \bank_r__data$577  = in_bank2[\$3574 [6:0]];
   (* ndp_single_port = 32'd1 *)
   reg [511:0] in_bank3 [127:0];
   initial begin
@@ -23815,2619 +23847,2595 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
     in_bank3[127] = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   end
   always @(posedge clk) begin
-    if (\$signature__en$1304 )
+    if (\$signature__en$1287 )
       in_bank3[in_word] <= in_data;
   end
-  assign \bank_r__data$745  = in_bank3[\$4383 [6:0]];
-  assign \$3660  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3661  = ! \$3660 [4];
-  assign \$3662  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3663  = ! \$3662 [4:3];
-  assign \$3664  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3665  = ! \$3664 [4:2];
-  assign \$3666  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3667  = 1'h1 == \$3666 [4:1];
-  assign \$3668  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3669  = 2'h3 == \$3668 [4:0];
-  assign \$3670  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3671  = ! \$3670 [4];
-  assign \$3672  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3673  = ! \$3672 [4:3];
-  assign \$3674  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3675  = 1'h1 == \$3674 [4:2];
-  assign \$3676  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3677  = 2'h2 == \$3676 [4:1];
+  assign \bank_r__data$721  = in_bank3[\$4387 [6:0]];
   assign \$3678  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3679  = 3'h4 == \$3678 [4:0];
+  assign \$3679  = 1'h1 == \$3678 [4:2];
   assign \$3680  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3681  = ! \$3680 [4];
+  assign \$3681  = 2'h2 == \$3680 [4:1];
   assign \$3682  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3683  = ! \$3682 [4:3];
+  assign \$3683  = 3'h4 == \$3682 [4:0];
   assign \$3684  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3685  = 1'h1 == \$3684 [4:2];
+  assign \$3685  = ! \$3684 [4];
   assign \$3686  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3687  = 2'h2 == \$3686 [4:1];
+  assign \$3687  = ! \$3686 [4:3];
   assign \$3688  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3689  = 3'h5 == \$3688 [4:0];
+  assign \$3689  = 1'h1 == \$3688 [4:2];
   assign \$3690  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3691  = ! \$3690 [4];
+  assign \$3691  = 2'h2 == \$3690 [4:1];
   assign \$3692  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3693  = ! \$3692 [4:3];
+  assign \$3693  = 3'h5 == \$3692 [4:0];
   assign \$3694  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3695  = 1'h1 == \$3694 [4:2];
+  assign \$3695  = ! \$3694 [4];
   assign \$3696  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3697  = 2'h3 == \$3696 [4:1];
+  assign \$3697  = ! \$3696 [4:3];
   assign \$3698  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3699  = 3'h6 == \$3698 [4:0];
+  assign \$3699  = 1'h1 == \$3698 [4:2];
   assign \$3700  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3701  = ! \$3700 [4];
+  assign \$3701  = 2'h3 == \$3700 [4:1];
   assign \$3702  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3703  = ! \$3702 [4:3];
+  assign \$3703  = 3'h6 == \$3702 [4:0];
   assign \$3704  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3705  = 1'h1 == \$3704 [4:2];
+  assign \$3705  = ! \$3704 [4];
   assign \$3706  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3707  = 2'h3 == \$3706 [4:1];
+  assign \$3707  = ! \$3706 [4:3];
   assign \$3708  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3709  = 3'h7 == \$3708 [4:0];
+  assign \$3709  = 1'h1 == \$3708 [4:2];
   assign \$3710  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3711  = ! \$3710 [4];
+  assign \$3711  = 2'h3 == \$3710 [4:1];
   assign \$3712  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3713  = 1'h1 == \$3712 [4:3];
+  assign \$3713  = 3'h7 == \$3712 [4:0];
   assign \$3714  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3715  = 2'h2 == \$3714 [4:2];
+  assign \$3715  = ! \$3714 [4];
   assign \$3716  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3717  = 3'h4 == \$3716 [4:1];
+  assign \$3717  = 1'h1 == \$3716 [4:3];
   assign \$3718  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3719  = 4'h8 == \$3718 [4:0];
+  assign \$3719  = 2'h2 == \$3718 [4:2];
   assign \$3720  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3721  = ! \$3720 [4];
+  assign \$3721  = 3'h4 == \$3720 [4:1];
   assign \$3722  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3723  = 1'h1 == \$3722 [4:3];
+  assign \$3723  = 4'h8 == \$3722 [4:0];
   assign \$3724  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3725  = 2'h2 == \$3724 [4:2];
+  assign \$3725  = ! \$3724 [4];
   assign \$3726  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3727  = 3'h4 == \$3726 [4:1];
+  assign \$3727  = 1'h1 == \$3726 [4:3];
   assign \$3728  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3729  = 4'h9 == \$3728 [4:0];
+  assign \$3729  = 2'h2 == \$3728 [4:2];
   assign \$3730  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3731  = ! \$3730 [4];
+  assign \$3731  = 3'h4 == \$3730 [4:1];
   assign \$3732  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3733  = 1'h1 == \$3732 [4:3];
+  assign \$3733  = 4'h9 == \$3732 [4:0];
   assign \$3734  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3735  = 2'h2 == \$3734 [4:2];
+  assign \$3735  = ! \$3734 [4];
   assign \$3736  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3737  = 3'h5 == \$3736 [4:1];
+  assign \$3737  = 1'h1 == \$3736 [4:3];
   assign \$3738  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3739  = 4'ha == \$3738 [4:0];
+  assign \$3739  = 2'h2 == \$3738 [4:2];
   assign \$3740  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3741  = ! \$3740 [4];
+  assign \$3741  = 3'h5 == \$3740 [4:1];
   assign \$3742  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3743  = 1'h1 == \$3742 [4:3];
+  assign \$3743  = 4'ha == \$3742 [4:0];
   assign \$3744  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3745  = 2'h2 == \$3744 [4:2];
+  assign \$3745  = ! \$3744 [4];
   assign \$3746  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3747  = 3'h5 == \$3746 [4:1];
+  assign \$3747  = 1'h1 == \$3746 [4:3];
   assign \$3748  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3749  = 4'hb == \$3748 [4:0];
+  assign \$3749  = 2'h2 == \$3748 [4:2];
   assign \$3750  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3751  = ! \$3750 [4];
+  assign \$3751  = 3'h5 == \$3750 [4:1];
   assign \$3752  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3753  = 1'h1 == \$3752 [4:3];
+  assign \$3753  = 4'hb == \$3752 [4:0];
   assign \$3754  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3755  = 2'h3 == \$3754 [4:2];
+  assign \$3755  = ! \$3754 [4];
   assign \$3756  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3757  = 3'h6 == \$3756 [4:1];
+  assign \$3757  = 1'h1 == \$3756 [4:3];
   assign \$3758  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3759  = 4'hc == \$3758 [4:0];
+  assign \$3759  = 2'h3 == \$3758 [4:2];
   assign \$3760  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3761  = ! \$3760 [4];
+  assign \$3761  = 3'h6 == \$3760 [4:1];
   assign \$3762  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3763  = 1'h1 == \$3762 [4:3];
+  assign \$3763  = 4'hc == \$3762 [4:0];
   assign \$3764  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3765  = 2'h3 == \$3764 [4:2];
+  assign \$3765  = ! \$3764 [4];
   assign \$3766  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3767  = 3'h6 == \$3766 [4:1];
+  assign \$3767  = 1'h1 == \$3766 [4:3];
   assign \$3768  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3769  = 4'hd == \$3768 [4:0];
+  assign \$3769  = 2'h3 == \$3768 [4:2];
   assign \$3770  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3771  = ! \$3770 [4];
+  assign \$3771  = 3'h6 == \$3770 [4:1];
   assign \$3772  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3773  = 1'h1 == \$3772 [4:3];
+  assign \$3773  = 4'hd == \$3772 [4:0];
   assign \$3774  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3775  = 2'h3 == \$3774 [4:2];
+  assign \$3775  = ! \$3774 [4];
   assign \$3776  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3777  = 3'h7 == \$3776 [4:1];
+  assign \$3777  = 1'h1 == \$3776 [4:3];
   assign \$3778  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3779  = 4'he == \$3778 [4:0];
+  assign \$3779  = 2'h3 == \$3778 [4:2];
   assign \$3780  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3781  = ! \$3780 [4];
+  assign \$3781  = 3'h7 == \$3780 [4:1];
   assign \$3782  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3783  = 1'h1 == \$3782 [4:3];
+  assign \$3783  = 4'he == \$3782 [4:0];
   assign \$3784  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3785  = 2'h3 == \$3784 [4:2];
+  assign \$3785  = ! \$3784 [4];
   assign \$3786  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3787  = 3'h7 == \$3786 [4:1];
+  assign \$3787  = 1'h1 == \$3786 [4:3];
   assign \$3788  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3789  = 4'hf == \$3788 [4:0];
+  assign \$3789  = 2'h3 == \$3788 [4:2];
   assign \$3790  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3791  = 3'h7 == \$3790 [4:1];
   assign \$3792  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3793  = 2'h2 == \$3792 [4:3];
+  assign \$3793  = 4'hf == \$3792 [4:0];
   assign \$3794  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3795  = 3'h4 == \$3794 [4:2];
   assign \$3796  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3797  = 4'h8 == \$3796 [4:1];
+  assign \$3797  = 2'h2 == \$3796 [4:3];
   assign \$3798  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3799  = 5'h10 == \$3798 [4:0];
+  assign \$3799  = 3'h4 == \$3798 [4:2];
   assign \$3800  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3801  = 4'h8 == \$3800 [4:1];
   assign \$3802  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3803  = 2'h2 == \$3802 [4:3];
+  assign \$3803  = 5'h10 == \$3802 [4:0];
   assign \$3804  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3805  = 3'h4 == \$3804 [4:2];
   assign \$3806  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3807  = 4'h8 == \$3806 [4:1];
+  assign \$3807  = 2'h2 == \$3806 [4:3];
   assign \$3808  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3809  = 5'h11 == \$3808 [4:0];
+  assign \$3809  = 3'h4 == \$3808 [4:2];
   assign \$3810  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3811  = 4'h8 == \$3810 [4:1];
   assign \$3812  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3813  = 2'h2 == \$3812 [4:3];
+  assign \$3813  = 5'h11 == \$3812 [4:0];
   assign \$3814  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3815  = 3'h4 == \$3814 [4:2];
   assign \$3816  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3817  = 4'h9 == \$3816 [4:1];
+  assign \$3817  = 2'h2 == \$3816 [4:3];
   assign \$3818  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3819  = 5'h12 == \$3818 [4:0];
+  assign \$3819  = 3'h4 == \$3818 [4:2];
   assign \$3820  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3821  = 4'h9 == \$3820 [4:1];
   assign \$3822  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3823  = 2'h2 == \$3822 [4:3];
+  assign \$3823  = 5'h12 == \$3822 [4:0];
   assign \$3824  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3825  = 3'h4 == \$3824 [4:2];
   assign \$3826  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3827  = 4'h9 == \$3826 [4:1];
+  assign \$3827  = 2'h2 == \$3826 [4:3];
   assign \$3828  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3829  = 5'h13 == \$3828 [4:0];
+  assign \$3829  = 3'h4 == \$3828 [4:2];
   assign \$3830  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3831  = 4'h9 == \$3830 [4:1];
   assign \$3832  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3833  = 2'h2 == \$3832 [4:3];
+  assign \$3833  = 5'h13 == \$3832 [4:0];
   assign \$3834  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3835  = 3'h5 == \$3834 [4:2];
   assign \$3836  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3837  = 4'ha == \$3836 [4:1];
+  assign \$3837  = 2'h2 == \$3836 [4:3];
   assign \$3838  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3839  = 5'h14 == \$3838 [4:0];
+  assign \$3839  = 3'h5 == \$3838 [4:2];
   assign \$3840  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3841  = 4'ha == \$3840 [4:1];
   assign \$3842  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3843  = 2'h2 == \$3842 [4:3];
+  assign \$3843  = 5'h14 == \$3842 [4:0];
   assign \$3844  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3845  = 3'h5 == \$3844 [4:2];
   assign \$3846  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3847  = 4'ha == \$3846 [4:1];
+  assign \$3847  = 2'h2 == \$3846 [4:3];
   assign \$3848  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3849  = 5'h15 == \$3848 [4:0];
+  assign \$3849  = 3'h5 == \$3848 [4:2];
   assign \$3850  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3851  = 4'ha == \$3850 [4:1];
   assign \$3852  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3853  = 2'h2 == \$3852 [4:3];
+  assign \$3853  = 5'h15 == \$3852 [4:0];
   assign \$3854  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3855  = 3'h5 == \$3854 [4:2];
   assign \$3856  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3857  = 4'hb == \$3856 [4:1];
+  assign \$3857  = 2'h2 == \$3856 [4:3];
   assign \$3858  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3859  = 5'h16 == \$3858 [4:0];
+  assign \$3859  = 3'h5 == \$3858 [4:2];
   assign \$3860  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3861  = 4'hb == \$3860 [4:1];
   assign \$3862  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3863  = 2'h2 == \$3862 [4:3];
+  assign \$3863  = 5'h16 == \$3862 [4:0];
   assign \$3864  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3865  = 3'h5 == \$3864 [4:2];
   assign \$3866  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3867  = 4'hb == \$3866 [4:1];
+  assign \$3867  = 2'h2 == \$3866 [4:3];
   assign \$3868  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3869  = 5'h17 == \$3868 [4:0];
+  assign \$3869  = 3'h5 == \$3868 [4:2];
   assign \$3870  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3871  = 4'hb == \$3870 [4:1];
   assign \$3872  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3873  = 2'h3 == \$3872 [4:3];
+  assign \$3873  = 5'h17 == \$3872 [4:0];
   assign \$3874  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3875  = 3'h6 == \$3874 [4:2];
   assign \$3876  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3877  = 4'hc == \$3876 [4:1];
+  assign \$3877  = 2'h3 == \$3876 [4:3];
   assign \$3878  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3879  = 5'h18 == \$3878 [4:0];
+  assign \$3879  = 3'h6 == \$3878 [4:2];
   assign \$3880  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3881  = 4'hc == \$3880 [4:1];
   assign \$3882  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3883  = 2'h3 == \$3882 [4:3];
+  assign \$3883  = 5'h18 == \$3882 [4:0];
   assign \$3884  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3885  = 3'h6 == \$3884 [4:2];
   assign \$3886  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3887  = 4'hc == \$3886 [4:1];
+  assign \$3887  = 2'h3 == \$3886 [4:3];
   assign \$3888  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3889  = 5'h19 == \$3888 [4:0];
+  assign \$3889  = 3'h6 == \$3888 [4:2];
   assign \$3890  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3891  = 4'hc == \$3890 [4:1];
   assign \$3892  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3893  = 2'h3 == \$3892 [4:3];
+  assign \$3893  = 5'h19 == \$3892 [4:0];
   assign \$3894  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3895  = 3'h6 == \$3894 [4:2];
   assign \$3896  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3897  = 4'hd == \$3896 [4:1];
+  assign \$3897  = 2'h3 == \$3896 [4:3];
   assign \$3898  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3899  = 5'h1a == \$3898 [4:0];
+  assign \$3899  = 3'h6 == \$3898 [4:2];
   assign \$3900  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3901  = 4'hd == \$3900 [4:1];
   assign \$3902  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3903  = 2'h3 == \$3902 [4:3];
+  assign \$3903  = 5'h1a == \$3902 [4:0];
   assign \$3904  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3905  = 3'h6 == \$3904 [4:2];
   assign \$3906  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3907  = 4'hd == \$3906 [4:1];
+  assign \$3907  = 2'h3 == \$3906 [4:3];
   assign \$3908  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3909  = 5'h1b == \$3908 [4:0];
+  assign \$3909  = 3'h6 == \$3908 [4:2];
   assign \$3910  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3911  = 4'hd == \$3910 [4:1];
   assign \$3912  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3913  = 2'h3 == \$3912 [4:3];
+  assign \$3913  = 5'h1b == \$3912 [4:0];
   assign \$3914  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3915  = 3'h7 == \$3914 [4:2];
   assign \$3916  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3917  = 4'he == \$3916 [4:1];
+  assign \$3917  = 2'h3 == \$3916 [4:3];
   assign \$3918  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3919  = 5'h1c == \$3918 [4:0];
+  assign \$3919  = 3'h7 == \$3918 [4:2];
   assign \$3920  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3921  = 4'he == \$3920 [4:1];
   assign \$3922  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3923  = 2'h3 == \$3922 [4:3];
+  assign \$3923  = 5'h1c == \$3922 [4:0];
   assign \$3924  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3925  = 3'h7 == \$3924 [4:2];
   assign \$3926  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3927  = 4'he == \$3926 [4:1];
+  assign \$3927  = 2'h3 == \$3926 [4:3];
   assign \$3928  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3929  = 5'h1d == \$3928 [4:0];
+  assign \$3929  = 3'h7 == \$3928 [4:2];
   assign \$3930  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3931  = 4'he == \$3930 [4:1];
   assign \$3932  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3933  = 2'h3 == \$3932 [4:3];
+  assign \$3933  = 5'h1d == \$3932 [4:0];
   assign \$3934  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3935  = 3'h7 == \$3934 [4:2];
   assign \$3936  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3937  = 4'hf == \$3936 [4:1];
+  assign \$3937  = 2'h3 == \$3936 [4:3];
   assign \$3938  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3939  = 5'h1e == \$3938 [4:0];
+  assign \$3939  = 3'h7 == \$3938 [4:2];
   assign \$3940  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3941  = 4'hf == \$3940 [4:1];
   assign \$3942  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3943  = 2'h3 == \$3942 [4:3];
+  assign \$3943  = 5'h1e == \$3942 [4:0];
   assign \$3944  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3945  = 3'h7 == \$3944 [4:2];
   assign \$3946  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3947  = 4'hf == \$3946 [4:1];
+  assign \$3947  = 2'h3 == \$3946 [4:3];
   assign \$3948  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3949  = 5'h1f == \$3948 [4:0];
-  assign \$3950  = ~ trans;
-  assign \$3951  = \mac_d2$194  & \$3950 ;
-  assign pe_acc_write2 = \$3951  & \last_d2$200 ;
-  assign \$3952  = ~ t_scalar;
-  assign \$3953  = t_direct[0] & \$3952 ;
-  assign \$3954  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$3955  = \$3954  & t_scalar;
-  assign \$3956  = \$3953  | \$3955 ;
-  assign \$3957  = t_scalar ? t_scalar_ctl[25] : t_direct[25];
-  assign \$3958  = ~ trans;
-  assign \$3959  = \mac_d2$194  & \$3958 ;
-  assign \$3960  = \$3959  & \last_d2$200 ;
-  assign \$3961  = \$3960  ? \bank_d2$198  : fold_bank;
-  assign acc_w_bank2 = \$3956  ? \$3957  : \$3961 ;
-  assign \$3962  = ~ t_scalar;
-  assign \$3963  = t_direct[0] & \$3962 ;
-  assign \$3964  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$3965  = \$3964  & t_scalar;
-  assign \$3966  = \$3963  | \$3965 ;
-  assign \$3967  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3968  = ~ trans;
-  assign \$3969  = \mac_d2$194  & \$3968 ;
-  assign \$3970  = \$3969  & \last_d2$200 ;
-  assign \$3971  = \$3970  ? \acc_addr_d2$196  : acc_word;
-  assign \$3972  = \$3966  ? \$3967 [19:5] : { 8'h00, \$3971  };
-  assign \$3973  = ~ t_scalar;
-  assign \$3974  = t_direct[0] & \$3973 ;
-  assign \$3975  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$3976  = \$3975  & t_scalar;
-  assign \$3977  = \$3974  | \$3976 ;
-  assign \$3978  = t_fold_adds == 2'h2;
-  assign \$3979  = \$3978  ? fold2_r_2 : fold1_r_2;
-  assign \$3980  = t_scalar ? \$3979  : t_node_2_0;
-  assign \$3981  = t_fold_adds == 2'h2;
-  assign \$3982  = \$3981  ? fold2_r_2 : fold1_r_2;
-  assign \$3983  = t_scalar ? \$3982  : t_node_2_1;
-  assign \$3984  = t_fold_adds == 2'h2;
-  assign \$3985  = \$3984  ? fold2_r_2 : fold1_r_2;
-  assign \$3986  = t_scalar ? \$3985  : t_node_2_2;
-  assign \$3987  = t_fold_adds == 2'h2;
-  assign \$3988  = \$3987  ? fold2_r_2 : fold1_r_2;
-  assign \$3989  = t_scalar ? \$3988  : t_node_2_3;
-  assign \$3990  = t_fold_adds == 2'h2;
-  assign \$3991  = \$3990  ? fold2_r_2 : fold1_r_2;
-  assign \$3992  = t_scalar ? \$3991  : t_node_2_4;
-  assign \$3993  = t_fold_adds == 2'h2;
-  assign \$3994  = \$3993  ? fold2_r_2 : fold1_r_2;
-  assign \$3995  = t_scalar ? \$3994  : t_node_2_5;
-  assign \$3996  = t_fold_adds == 2'h2;
-  assign \$3997  = \$3996  ? fold2_r_2 : fold1_r_2;
-  assign \$3998  = t_scalar ? \$3997  : t_node_2_6;
-  assign \$3999  = t_fold_adds == 2'h2;
-  assign \$4000  = \$3999  ? fold2_r_2 : fold1_r_2;
-  assign \$4001  = t_scalar ? \$4000  : t_node_2_7;
-  assign \$4002  = t_fold_adds == 2'h2;
-  assign \$4003  = \$4002  ? fold2_r_2 : fold1_r_2;
-  assign \$4004  = t_scalar ? \$4003  : t_node_2_8;
-  assign \$4005  = t_fold_adds == 2'h2;
-  assign \$4006  = \$4005  ? fold2_r_2 : fold1_r_2;
-  assign \$4007  = t_scalar ? \$4006  : t_node_2_9;
-  assign \$4008  = t_fold_adds == 2'h2;
-  assign \$4009  = \$4008  ? fold2_r_2 : fold1_r_2;
-  assign \$4010  = t_scalar ? \$4009  : t_node_2_10;
-  assign \$4011  = t_fold_adds == 2'h2;
-  assign \$4012  = \$4011  ? fold2_r_2 : fold1_r_2;
-  assign \$4013  = t_scalar ? \$4012  : t_node_2_11;
-  assign \$4014  = t_fold_adds == 2'h2;
-  assign \$4015  = \$4014  ? fold2_r_2 : fold1_r_2;
-  assign \$4016  = t_scalar ? \$4015  : t_node_2_12;
-  assign \$4017  = t_fold_adds == 2'h2;
-  assign \$4018  = \$4017  ? fold2_r_2 : fold1_r_2;
-  assign \$4019  = t_scalar ? \$4018  : t_node_2_13;
-  assign \$4020  = t_fold_adds == 2'h2;
-  assign \$4021  = \$4020  ? fold2_r_2 : fold1_r_2;
-  assign \$4022  = t_scalar ? \$4021  : t_node_2_14;
-  assign \$4023  = t_fold_adds == 2'h2;
-  assign \$4024  = \$4023  ? fold2_r_2 : fold1_r_2;
-  assign \$4025  = t_scalar ? \$4024  : t_node_2_15;
-  assign \$4026  = t_fold_adds == 2'h2;
-  assign \$4027  = \$4026  ? fold2_r_2 : fold1_r_2;
-  assign \$4028  = t_scalar ? \$4027  : t_node_2_16;
-  assign \$4029  = t_fold_adds == 2'h2;
-  assign \$4030  = \$4029  ? fold2_r_2 : fold1_r_2;
-  assign \$4031  = t_scalar ? \$4030  : t_node_2_17;
-  assign \$4032  = t_fold_adds == 2'h2;
-  assign \$4033  = \$4032  ? fold2_r_2 : fold1_r_2;
-  assign \$4034  = t_scalar ? \$4033  : t_node_2_18;
-  assign \$4035  = t_fold_adds == 2'h2;
-  assign \$4036  = \$4035  ? fold2_r_2 : fold1_r_2;
-  assign \$4037  = t_scalar ? \$4036  : t_node_2_19;
-  assign \$4038  = t_fold_adds == 2'h2;
-  assign \$4039  = \$4038  ? fold2_r_2 : fold1_r_2;
-  assign \$4040  = t_scalar ? \$4039  : t_node_2_20;
-  assign \$4041  = t_fold_adds == 2'h2;
-  assign \$4042  = \$4041  ? fold2_r_2 : fold1_r_2;
-  assign \$4043  = t_scalar ? \$4042  : t_node_2_21;
-  assign \$4044  = t_fold_adds == 2'h2;
-  assign \$4045  = \$4044  ? fold2_r_2 : fold1_r_2;
-  assign \$4046  = t_scalar ? \$4045  : t_node_2_22;
-  assign \$4047  = t_fold_adds == 2'h2;
-  assign \$4048  = \$4047  ? fold2_r_2 : fold1_r_2;
-  assign \$4049  = t_scalar ? \$4048  : t_node_2_23;
-  assign \$4050  = t_fold_adds == 2'h2;
-  assign \$4051  = \$4050  ? fold2_r_2 : fold1_r_2;
-  assign \$4052  = t_scalar ? \$4051  : t_node_2_24;
-  assign \$4053  = t_fold_adds == 2'h2;
-  assign \$4054  = \$4053  ? fold2_r_2 : fold1_r_2;
-  assign \$4055  = t_scalar ? \$4054  : t_node_2_25;
-  assign \$4056  = t_fold_adds == 2'h2;
-  assign \$4057  = \$4056  ? fold2_r_2 : fold1_r_2;
-  assign \$4058  = t_scalar ? \$4057  : t_node_2_26;
-  assign \$4059  = t_fold_adds == 2'h2;
-  assign \$4060  = \$4059  ? fold2_r_2 : fold1_r_2;
-  assign \$4061  = t_scalar ? \$4060  : t_node_2_27;
-  assign \$4062  = t_fold_adds == 2'h2;
-  assign \$4063  = \$4062  ? fold2_r_2 : fold1_r_2;
-  assign \$4064  = t_scalar ? \$4063  : t_node_2_28;
-  assign \$4065  = t_fold_adds == 2'h2;
-  assign \$4066  = \$4065  ? fold2_r_2 : fold1_r_2;
-  assign \$4067  = t_scalar ? \$4066  : t_node_2_29;
-  assign \$4068  = t_fold_adds == 2'h2;
-  assign \$4069  = \$4068  ? fold2_r_2 : fold1_r_2;
-  assign \$4070  = t_scalar ? \$4069  : t_node_2_30;
-  assign \$4071  = t_fold_adds == 2'h2;
-  assign \$4072  = \$4071  ? fold2_r_2 : fold1_r_2;
-  assign \$4073  = t_scalar ? \$4072  : t_node_2_31;
-  assign \$4074  = ~ trans;
-  assign \$4075  = \mac_d2$194  & \$4074 ;
-  assign \$4076  = \$4075  & \last_d2$200 ;
-  assign \$4077  = \$4076  ? { sum_2_31, sum_2_30, sum_2_29, sum_2_28, sum_2_27, sum_2_26, sum_2_25, sum_2_24, sum_2_23, sum_2_22, sum_2_21, sum_2_20, sum_2_19, sum_2_18, sum_2_17, sum_2_16, sum_2_15, sum_2_14, sum_2_13, sum_2_12, sum_2_11, sum_2_10, sum_2_9, sum_2_8, sum_2_7, sum_2_6, sum_2_5, sum_2_4, sum_2_3, sum_2_2, sum_2_1, sum_2_0 } : acc_data;
-  assign acc_w_data2 = \$3977  ? { \$4073 , \$4070 , \$4067 , \$4064 , \$4061 , \$4058 , \$4055 , \$4052 , \$4049 , \$4046 , \$4043 , \$4040 , \$4037 , \$4034 , \$4031 , \$4028 , \$4025 , \$4022 , \$4019 , \$4016 , \$4013 , \$4010 , \$4007 , \$4004 , \$4001 , \$3998 , \$3995 , \$3992 , \$3989 , \$3986 , \$3983 , \$3980  } : \$4077 ;
-  assign \$4078  = ~ t_scalar;
-  assign \$4079  = t_direct[0] & \$4078 ;
-  assign \$4080  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$4081  = \$4080  & t_scalar;
-  assign \$4082  = \$4079  | \$4081 ;
-  assign \$4083  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4084  = ! \$4083 [4:0];
-  assign \$4085  = t_scalar ? \$4084  : t_en_2_0;
-  assign \$4086  = ~ t_scalar;
-  assign \$4087  = t_direct[0] & \$4086 ;
-  assign \$4088  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$4089  = \$4088  & t_scalar;
-  assign \$4090  = \$4087  | \$4089 ;
-  assign \$4091  = \$4085  & \$4090 ;
-  assign \$4092  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4093  = \$4092 [4:0] == 1'h1;
-  assign \$4094  = t_scalar ? \$4093  : t_en_2_1;
-  assign \$4095  = ~ t_scalar;
-  assign \$4096  = t_direct[0] & \$4095 ;
-  assign \$4097  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$4098  = \$4097  & t_scalar;
-  assign \$4099  = \$4096  | \$4098 ;
-  assign \$4100  = \$4094  & \$4099 ;
-  assign \$4101  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4102  = \$4101 [4:0] == 2'h2;
-  assign \$4103  = t_scalar ? \$4102  : t_en_2_2;
-  assign \$4104  = ~ t_scalar;
-  assign \$4105  = t_direct[0] & \$4104 ;
-  assign \$4106  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$4107  = \$4106  & t_scalar;
-  assign \$4108  = \$4105  | \$4107 ;
-  assign \$4109  = \$4103  & \$4108 ;
-  assign \$4110  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4111  = \$4110 [4:0] == 2'h3;
-  assign \$4112  = t_scalar ? \$4111  : t_en_2_3;
-  assign \$4113  = ~ t_scalar;
-  assign \$4114  = t_direct[0] & \$4113 ;
-  assign \$4115  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$4116  = \$4115  & t_scalar;
-  assign \$4117  = \$4114  | \$4116 ;
-  assign \$4118  = \$4112  & \$4117 ;
-  assign \$4119  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4120  = \$4119 [4:0] == 3'h4;
-  assign \$4121  = t_scalar ? \$4120  : t_en_2_4;
-  assign \$4122  = ~ t_scalar;
-  assign \$4123  = t_direct[0] & \$4122 ;
-  assign \$4124  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$4125  = \$4124  & t_scalar;
-  assign \$4126  = \$4123  | \$4125 ;
-  assign \$4127  = \$4121  & \$4126 ;
-  assign \$4128  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4129  = \$4128 [4:0] == 3'h5;
-  assign \$4130  = t_scalar ? \$4129  : t_en_2_5;
-  assign \$4131  = ~ t_scalar;
-  assign \$4132  = t_direct[0] & \$4131 ;
-  assign \$4133  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$4134  = \$4133  & t_scalar;
-  assign \$4135  = \$4132  | \$4134 ;
-  assign \$4136  = \$4130  & \$4135 ;
-  assign \$4137  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4138  = \$4137 [4:0] == 3'h6;
-  assign \$4139  = t_scalar ? \$4138  : t_en_2_6;
-  assign \$4140  = ~ t_scalar;
-  assign \$4141  = t_direct[0] & \$4140 ;
-  assign \$4142  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$4143  = \$4142  & t_scalar;
-  assign \$4144  = \$4141  | \$4143 ;
-  assign \$4145  = \$4139  & \$4144 ;
-  assign \$4146  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4147  = \$4146 [4:0] == 3'h7;
-  assign \$4148  = t_scalar ? \$4147  : t_en_2_7;
-  assign \$4149  = ~ t_scalar;
-  assign \$4150  = t_direct[0] & \$4149 ;
-  assign \$4151  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$4152  = \$4151  & t_scalar;
-  assign \$4153  = \$4150  | \$4152 ;
-  assign \$4154  = \$4148  & \$4153 ;
-  assign \$4155  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4156  = \$4155 [4:0] == 4'h8;
-  assign \$4157  = t_scalar ? \$4156  : t_en_2_8;
-  assign \$4158  = ~ t_scalar;
-  assign \$4159  = t_direct[0] & \$4158 ;
-  assign \$4160  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$4161  = \$4160  & t_scalar;
-  assign \$4162  = \$4159  | \$4161 ;
-  assign \$4163  = \$4157  & \$4162 ;
-  assign \$4164  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4165  = \$4164 [4:0] == 4'h9;
-  assign \$4166  = t_scalar ? \$4165  : t_en_2_9;
-  assign \$4167  = ~ t_scalar;
-  assign \$4168  = t_direct[0] & \$4167 ;
-  assign \$4169  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$4170  = \$4169  & t_scalar;
-  assign \$4171  = \$4168  | \$4170 ;
-  assign \$4172  = \$4166  & \$4171 ;
-  assign \$4173  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4174  = \$4173 [4:0] == 4'ha;
-  assign \$4175  = t_scalar ? \$4174  : t_en_2_10;
-  assign \$4176  = ~ t_scalar;
-  assign \$4177  = t_direct[0] & \$4176 ;
-  assign \$4178  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$4179  = \$4178  & t_scalar;
-  assign \$4180  = \$4177  | \$4179 ;
-  assign \$4181  = \$4175  & \$4180 ;
-  assign \$4182  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4183  = \$4182 [4:0] == 4'hb;
-  assign \$4184  = t_scalar ? \$4183  : t_en_2_11;
-  assign \$4185  = ~ t_scalar;
-  assign \$4186  = t_direct[0] & \$4185 ;
-  assign \$4187  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$4188  = \$4187  & t_scalar;
-  assign \$4189  = \$4186  | \$4188 ;
-  assign \$4190  = \$4184  & \$4189 ;
-  assign \$4191  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4192  = \$4191 [4:0] == 4'hc;
-  assign \$4193  = t_scalar ? \$4192  : t_en_2_12;
-  assign \$4194  = ~ t_scalar;
-  assign \$4195  = t_direct[0] & \$4194 ;
-  assign \$4196  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$4197  = \$4196  & t_scalar;
-  assign \$4198  = \$4195  | \$4197 ;
-  assign \$4199  = \$4193  & \$4198 ;
-  assign \$4200  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4201  = \$4200 [4:0] == 4'hd;
-  assign \$4202  = t_scalar ? \$4201  : t_en_2_13;
-  assign \$4203  = ~ t_scalar;
-  assign \$4204  = t_direct[0] & \$4203 ;
-  assign \$4205  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$4206  = \$4205  & t_scalar;
-  assign \$4207  = \$4204  | \$4206 ;
-  assign \$4208  = \$4202  & \$4207 ;
-  assign \$4209  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4210  = \$4209 [4:0] == 4'he;
-  assign \$4211  = t_scalar ? \$4210  : t_en_2_14;
-  assign \$4212  = ~ t_scalar;
-  assign \$4213  = t_direct[0] & \$4212 ;
-  assign \$4214  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$4215  = \$4214  & t_scalar;
-  assign \$4216  = \$4213  | \$4215 ;
-  assign \$4217  = \$4211  & \$4216 ;
-  assign \$4218  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4219  = \$4218 [4:0] == 4'hf;
-  assign \$4220  = t_scalar ? \$4219  : t_en_2_15;
-  assign \$4221  = ~ t_scalar;
-  assign \$4222  = t_direct[0] & \$4221 ;
-  assign \$4223  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$4224  = \$4223  & t_scalar;
-  assign \$4225  = \$4222  | \$4224 ;
-  assign \$4226  = \$4220  & \$4225 ;
-  assign \$4227  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4228  = \$4227 [4:0] == 5'h10;
-  assign \$4229  = t_scalar ? \$4228  : t_en_2_16;
-  assign \$4230  = ~ t_scalar;
-  assign \$4231  = t_direct[0] & \$4230 ;
-  assign \$4232  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$4233  = \$4232  & t_scalar;
-  assign \$4234  = \$4231  | \$4233 ;
-  assign \$4235  = \$4229  & \$4234 ;
-  assign \$4236  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4237  = \$4236 [4:0] == 5'h11;
-  assign \$4238  = t_scalar ? \$4237  : t_en_2_17;
-  assign \$4239  = ~ t_scalar;
-  assign \$4240  = t_direct[0] & \$4239 ;
-  assign \$4241  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$4242  = \$4241  & t_scalar;
-  assign \$4243  = \$4240  | \$4242 ;
-  assign \$4244  = \$4238  & \$4243 ;
-  assign \$4245  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4246  = \$4245 [4:0] == 5'h12;
-  assign \$4247  = t_scalar ? \$4246  : t_en_2_18;
-  assign \$4248  = ~ t_scalar;
-  assign \$4249  = t_direct[0] & \$4248 ;
-  assign \$4250  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$4251  = \$4250  & t_scalar;
-  assign \$4252  = \$4249  | \$4251 ;
-  assign \$4253  = \$4247  & \$4252 ;
-  assign \$4254  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4255  = \$4254 [4:0] == 5'h13;
-  assign \$4256  = t_scalar ? \$4255  : t_en_2_19;
-  assign \$4257  = ~ t_scalar;
-  assign \$4258  = t_direct[0] & \$4257 ;
-  assign \$4259  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$4260  = \$4259  & t_scalar;
-  assign \$4261  = \$4258  | \$4260 ;
-  assign \$4262  = \$4256  & \$4261 ;
-  assign \$4263  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4264  = \$4263 [4:0] == 5'h14;
-  assign \$4265  = t_scalar ? \$4264  : t_en_2_20;
-  assign \$4266  = ~ t_scalar;
-  assign \$4267  = t_direct[0] & \$4266 ;
-  assign \$4268  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$4269  = \$4268  & t_scalar;
-  assign \$4270  = \$4267  | \$4269 ;
-  assign \$4271  = \$4265  & \$4270 ;
-  assign \$4272  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4273  = \$4272 [4:0] == 5'h15;
-  assign \$4274  = t_scalar ? \$4273  : t_en_2_21;
-  assign \$4275  = ~ t_scalar;
-  assign \$4276  = t_direct[0] & \$4275 ;
-  assign \$4277  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$4278  = \$4277  & t_scalar;
-  assign \$4279  = \$4276  | \$4278 ;
-  assign \$4280  = \$4274  & \$4279 ;
-  assign \$4281  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4282  = \$4281 [4:0] == 5'h16;
-  assign \$4283  = t_scalar ? \$4282  : t_en_2_22;
-  assign \$4284  = ~ t_scalar;
-  assign \$4285  = t_direct[0] & \$4284 ;
-  assign \$4286  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$4287  = \$4286  & t_scalar;
-  assign \$4288  = \$4285  | \$4287 ;
-  assign \$4289  = \$4283  & \$4288 ;
-  assign \$4290  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4291  = \$4290 [4:0] == 5'h17;
-  assign \$4292  = t_scalar ? \$4291  : t_en_2_23;
-  assign \$4293  = ~ t_scalar;
-  assign \$4294  = t_direct[0] & \$4293 ;
-  assign \$4295  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$4296  = \$4295  & t_scalar;
-  assign \$4297  = \$4294  | \$4296 ;
-  assign \$4298  = \$4292  & \$4297 ;
-  assign \$4299  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4300  = \$4299 [4:0] == 5'h18;
-  assign \$4301  = t_scalar ? \$4300  : t_en_2_24;
-  assign \$4302  = ~ t_scalar;
-  assign \$4303  = t_direct[0] & \$4302 ;
-  assign \$4304  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$4305  = \$4304  & t_scalar;
-  assign \$4306  = \$4303  | \$4305 ;
-  assign \$4307  = \$4301  & \$4306 ;
-  assign \$4308  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4309  = \$4308 [4:0] == 5'h19;
-  assign \$4310  = t_scalar ? \$4309  : t_en_2_25;
-  assign \$4311  = ~ t_scalar;
-  assign \$4312  = t_direct[0] & \$4311 ;
-  assign \$4313  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$4314  = \$4313  & t_scalar;
-  assign \$4315  = \$4312  | \$4314 ;
-  assign \$4316  = \$4310  & \$4315 ;
-  assign \$4317  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4318  = \$4317 [4:0] == 5'h1a;
-  assign \$4319  = t_scalar ? \$4318  : t_en_2_26;
-  assign \$4320  = ~ t_scalar;
-  assign \$4321  = t_direct[0] & \$4320 ;
-  assign \$4322  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$4323  = \$4322  & t_scalar;
-  assign \$4324  = \$4321  | \$4323 ;
-  assign \$4325  = \$4319  & \$4324 ;
-  assign \$4326  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4327  = \$4326 [4:0] == 5'h1b;
-  assign \$4328  = t_scalar ? \$4327  : t_en_2_27;
-  assign \$4329  = ~ t_scalar;
-  assign \$4330  = t_direct[0] & \$4329 ;
-  assign \$4331  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$4332  = \$4331  & t_scalar;
-  assign \$4333  = \$4330  | \$4332 ;
-  assign \$4334  = \$4328  & \$4333 ;
-  assign \$4335  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4336  = \$4335 [4:0] == 5'h1c;
-  assign \$4337  = t_scalar ? \$4336  : t_en_2_28;
-  assign \$4338  = ~ t_scalar;
-  assign \$4339  = t_direct[0] & \$4338 ;
-  assign \$4340  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$4341  = \$4340  & t_scalar;
-  assign \$4342  = \$4339  | \$4341 ;
-  assign \$4343  = \$4337  & \$4342 ;
-  assign \$4344  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4345  = \$4344 [4:0] == 5'h1d;
-  assign \$4346  = t_scalar ? \$4345  : t_en_2_29;
-  assign \$4347  = ~ t_scalar;
-  assign \$4348  = t_direct[0] & \$4347 ;
-  assign \$4349  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$4350  = \$4349  & t_scalar;
-  assign \$4351  = \$4348  | \$4350 ;
-  assign \$4352  = \$4346  & \$4351 ;
-  assign \$4353  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4354  = \$4353 [4:0] == 5'h1e;
-  assign \$4355  = t_scalar ? \$4354  : t_en_2_30;
-  assign \$4356  = ~ t_scalar;
-  assign \$4357  = t_direct[0] & \$4356 ;
-  assign \$4358  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$4359  = \$4358  & t_scalar;
-  assign \$4360  = \$4357  | \$4359 ;
-  assign \$4361  = \$4355  & \$4360 ;
-  assign \$4362  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4363  = \$4362 [4:0] == 5'h1f;
-  assign \$4364  = t_scalar ? \$4363  : t_en_2_31;
-  assign \$4365  = ~ t_scalar;
-  assign \$4366  = t_direct[0] & \$4365 ;
-  assign \$4367  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$4368  = \$4367  & t_scalar;
-  assign \$4369  = \$4366  | \$4368 ;
-  assign \$4370  = \$4364  & \$4369 ;
-  assign \$4371  = ~ trans;
-  assign \$4372  = \mac_d2$194  & \$4371 ;
-  assign \$4373  = \$4372  & \last_d2$200 ;
-  assign \$4374  = acc_row == 2'h2;
-  assign \$4375  = acc_we & \$4374 ;
-  assign \$4376  = \$4373  | \$4375 ;
-  assign \$4377  = \$4376  ? 32'd4294967295 : 32'd0;
-  assign acc_w_en2 = \$4082  ? { \$4370 , \$4361 , \$4352 , \$4343 , \$4334 , \$4325 , \$4316 , \$4307 , \$4298 , \$4289 , \$4280 , \$4271 , \$4262 , \$4253 , \$4244 , \$4235 , \$4226 , \$4217 , \$4208 , \$4199 , \$4190 , \$4181 , \$4172 , \$4163 , \$4154 , \$4145 , \$4136 , \$4127 , \$4118 , \$4109 , \$4100 , \$4091  } : \$4377 ;
-  assign \$4378  = ! acc_w_bank2;
-  assign \$signature__en$1298  = acc_w_bank2 ? 32'd0 : acc_w_en2;
-  assign \$signature__en$1301  = \$4379  ? acc_w_en2 : 32'd0;
-  assign \$4380  = in_row == 2'h3;
-  assign \$signature__en$1304  = in_we & \$4380 ;
-  assign \$4381  = \$like  == 2'h3;
-  assign \$4382  = \$signal$263  & \$4381 ;
-  assign \$4383  = \$4382  ? { 8'h00, rd_addr_q } : k_base[19:5];
-  assign \$4384  = \$like  == 2'h3;
-  assign \$4385  = \$signal$266  & \$4384 ;
-  assign \$4386  = ! rd_bank_q;
-  assign \$4387  = \$4385  & \$4386 ;
-  assign \$4388  = a_row == 2'h3;
-  assign \$4389  = a_en & \$4388 ;
-  assign \$4390  = ! fold_bank;
+  assign \$3949  = 3'h7 == \$3948 [4:2];
+  assign \$3950  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3951  = 4'hf == \$3950 [4:1];
+  assign \$3952  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3953  = 5'h1f == \$3952 [4:0];
+  assign \$3954  = ~ trans;
+  assign \$3955  = \mac_d2$194  & \$3954 ;
+  assign pe_acc_write2 = \$3955  & \last_d2$200 ;
+  assign \$3956  = ~ t_scalar;
+  assign \$3957  = t_direct[0] & \$3956 ;
+  assign \$3958  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$3959  = \$3958  & t_scalar;
+  assign \$3960  = \$3957  | \$3959 ;
+  assign \$3961  = t_scalar ? t_scalar_ctl[25] : t_direct[25];
+  assign \$3962  = ~ trans;
+  assign \$3963  = \mac_d2$194  & \$3962 ;
+  assign \$3964  = \$3963  & \last_d2$200 ;
+  assign \$3965  = \$3964  ? \bank_d2$198  : fold_bank;
+  assign acc_w_bank2 = \$3960  ? \$3961  : \$3965 ;
+  assign \$3966  = ~ t_scalar;
+  assign \$3967  = t_direct[0] & \$3966 ;
+  assign \$3968  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$3969  = \$3968  & t_scalar;
+  assign \$3970  = \$3967  | \$3969 ;
+  assign \$3971  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3972  = ~ trans;
+  assign \$3973  = \mac_d2$194  & \$3972 ;
+  assign \$3974  = \$3973  & \last_d2$200 ;
+  assign \$3975  = \$3974  ? \acc_addr_d2$196  : acc_word;
+  assign \$3976  = \$3970  ? \$3971 [19:5] : { 8'h00, \$3975  };
+  assign \$3977  = ~ t_scalar;
+  assign \$3978  = t_direct[0] & \$3977 ;
+  assign \$3979  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$3980  = \$3979  & t_scalar;
+  assign \$3981  = \$3978  | \$3980 ;
+  assign \$3982  = t_fold_adds == 2'h2;
+  assign \$3983  = \$3982  ? fold2_r_2 : fold1_r_2;
+  assign \$3984  = t_scalar ? \$3983  : t_node_2_0;
+  assign \$3985  = t_fold_adds == 2'h2;
+  assign \$3986  = \$3985  ? fold2_r_2 : fold1_r_2;
+  assign \$3987  = t_scalar ? \$3986  : t_node_2_1;
+  assign \$3988  = t_fold_adds == 2'h2;
+  assign \$3989  = \$3988  ? fold2_r_2 : fold1_r_2;
+  assign \$3990  = t_scalar ? \$3989  : t_node_2_2;
+  assign \$3991  = t_fold_adds == 2'h2;
+  assign \$3992  = \$3991  ? fold2_r_2 : fold1_r_2;
+  assign \$3993  = t_scalar ? \$3992  : t_node_2_3;
+  assign \$3994  = t_fold_adds == 2'h2;
+  assign \$3995  = \$3994  ? fold2_r_2 : fold1_r_2;
+  assign \$3996  = t_scalar ? \$3995  : t_node_2_4;
+  assign \$3997  = t_fold_adds == 2'h2;
+  assign \$3998  = \$3997  ? fold2_r_2 : fold1_r_2;
+  assign \$3999  = t_scalar ? \$3998  : t_node_2_5;
+  assign \$4000  = t_fold_adds == 2'h2;
+  assign \$4001  = \$4000  ? fold2_r_2 : fold1_r_2;
+  assign \$4002  = t_scalar ? \$4001  : t_node_2_6;
+  assign \$4003  = t_fold_adds == 2'h2;
+  assign \$4004  = \$4003  ? fold2_r_2 : fold1_r_2;
+  assign \$4005  = t_scalar ? \$4004  : t_node_2_7;
+  assign \$4006  = t_fold_adds == 2'h2;
+  assign \$4007  = \$4006  ? fold2_r_2 : fold1_r_2;
+  assign \$4008  = t_scalar ? \$4007  : t_node_2_8;
+  assign \$4009  = t_fold_adds == 2'h2;
+  assign \$4010  = \$4009  ? fold2_r_2 : fold1_r_2;
+  assign \$4011  = t_scalar ? \$4010  : t_node_2_9;
+  assign \$4012  = t_fold_adds == 2'h2;
+  assign \$4013  = \$4012  ? fold2_r_2 : fold1_r_2;
+  assign \$4014  = t_scalar ? \$4013  : t_node_2_10;
+  assign \$4015  = t_fold_adds == 2'h2;
+  assign \$4016  = \$4015  ? fold2_r_2 : fold1_r_2;
+  assign \$4017  = t_scalar ? \$4016  : t_node_2_11;
+  assign \$4018  = t_fold_adds == 2'h2;
+  assign \$4019  = \$4018  ? fold2_r_2 : fold1_r_2;
+  assign \$4020  = t_scalar ? \$4019  : t_node_2_12;
+  assign \$4021  = t_fold_adds == 2'h2;
+  assign \$4022  = \$4021  ? fold2_r_2 : fold1_r_2;
+  assign \$4023  = t_scalar ? \$4022  : t_node_2_13;
+  assign \$4024  = t_fold_adds == 2'h2;
+  assign \$4025  = \$4024  ? fold2_r_2 : fold1_r_2;
+  assign \$4026  = t_scalar ? \$4025  : t_node_2_14;
+  assign \$4027  = t_fold_adds == 2'h2;
+  assign \$4028  = \$4027  ? fold2_r_2 : fold1_r_2;
+  assign \$4029  = t_scalar ? \$4028  : t_node_2_15;
+  assign \$4030  = t_fold_adds == 2'h2;
+  assign \$4031  = \$4030  ? fold2_r_2 : fold1_r_2;
+  assign \$4032  = t_scalar ? \$4031  : t_node_2_16;
+  assign \$4033  = t_fold_adds == 2'h2;
+  assign \$4034  = \$4033  ? fold2_r_2 : fold1_r_2;
+  assign \$4035  = t_scalar ? \$4034  : t_node_2_17;
+  assign \$4036  = t_fold_adds == 2'h2;
+  assign \$4037  = \$4036  ? fold2_r_2 : fold1_r_2;
+  assign \$4038  = t_scalar ? \$4037  : t_node_2_18;
+  assign \$4039  = t_fold_adds == 2'h2;
+  assign \$4040  = \$4039  ? fold2_r_2 : fold1_r_2;
+  assign \$4041  = t_scalar ? \$4040  : t_node_2_19;
+  assign \$4042  = t_fold_adds == 2'h2;
+  assign \$4043  = \$4042  ? fold2_r_2 : fold1_r_2;
+  assign \$4044  = t_scalar ? \$4043  : t_node_2_20;
+  assign \$4045  = t_fold_adds == 2'h2;
+  assign \$4046  = \$4045  ? fold2_r_2 : fold1_r_2;
+  assign \$4047  = t_scalar ? \$4046  : t_node_2_21;
+  assign \$4048  = t_fold_adds == 2'h2;
+  assign \$4049  = \$4048  ? fold2_r_2 : fold1_r_2;
+  assign \$4050  = t_scalar ? \$4049  : t_node_2_22;
+  assign \$4051  = t_fold_adds == 2'h2;
+  assign \$4052  = \$4051  ? fold2_r_2 : fold1_r_2;
+  assign \$4053  = t_scalar ? \$4052  : t_node_2_23;
+  assign \$4054  = t_fold_adds == 2'h2;
+  assign \$4055  = \$4054  ? fold2_r_2 : fold1_r_2;
+  assign \$4056  = t_scalar ? \$4055  : t_node_2_24;
+  assign \$4057  = t_fold_adds == 2'h2;
+  assign \$4058  = \$4057  ? fold2_r_2 : fold1_r_2;
+  assign \$4059  = t_scalar ? \$4058  : t_node_2_25;
+  assign \$4060  = t_fold_adds == 2'h2;
+  assign \$4061  = \$4060  ? fold2_r_2 : fold1_r_2;
+  assign \$4062  = t_scalar ? \$4061  : t_node_2_26;
+  assign \$4063  = t_fold_adds == 2'h2;
+  assign \$4064  = \$4063  ? fold2_r_2 : fold1_r_2;
+  assign \$4065  = t_scalar ? \$4064  : t_node_2_27;
+  assign \$4066  = t_fold_adds == 2'h2;
+  assign \$4067  = \$4066  ? fold2_r_2 : fold1_r_2;
+  assign \$4068  = t_scalar ? \$4067  : t_node_2_28;
+  assign \$4069  = t_fold_adds == 2'h2;
+  assign \$4070  = \$4069  ? fold2_r_2 : fold1_r_2;
+  assign \$4071  = t_scalar ? \$4070  : t_node_2_29;
+  assign \$4072  = t_fold_adds == 2'h2;
+  assign \$4073  = \$4072  ? fold2_r_2 : fold1_r_2;
+  assign \$4074  = t_scalar ? \$4073  : t_node_2_30;
+  assign \$4075  = t_fold_adds == 2'h2;
+  assign \$4076  = \$4075  ? fold2_r_2 : fold1_r_2;
+  assign \$4077  = t_scalar ? \$4076  : t_node_2_31;
+  assign \$4078  = ~ trans;
+  assign \$4079  = \mac_d2$194  & \$4078 ;
+  assign \$4080  = \$4079  & \last_d2$200 ;
+  assign \$4081  = \$4080  ? { sum_2_31, sum_2_30, sum_2_29, sum_2_28, sum_2_27, sum_2_26, sum_2_25, sum_2_24, sum_2_23, sum_2_22, sum_2_21, sum_2_20, sum_2_19, sum_2_18, sum_2_17, sum_2_16, sum_2_15, sum_2_14, sum_2_13, sum_2_12, sum_2_11, sum_2_10, sum_2_9, sum_2_8, sum_2_7, sum_2_6, sum_2_5, sum_2_4, sum_2_3, sum_2_2, sum_2_1, sum_2_0 } : acc_data;
+  assign acc_w_data2 = \$3981  ? { \$4077 , \$4074 , \$4071 , \$4068 , \$4065 , \$4062 , \$4059 , \$4056 , \$4053 , \$4050 , \$4047 , \$4044 , \$4041 , \$4038 , \$4035 , \$4032 , \$4029 , \$4026 , \$4023 , \$4020 , \$4017 , \$4014 , \$4011 , \$4008 , \$4005 , \$4002 , \$3999 , \$3996 , \$3993 , \$3990 , \$3987 , \$3984  } : \$4081 ;
+  assign \$4082  = ~ t_scalar;
+  assign \$4083  = t_direct[0] & \$4082 ;
+  assign \$4084  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$4085  = \$4084  & t_scalar;
+  assign \$4086  = \$4083  | \$4085 ;
+  assign \$4087  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4088  = ! \$4087 [4:0];
+  assign \$4089  = t_scalar ? \$4088  : t_en_2_0;
+  assign \$4090  = ~ t_scalar;
+  assign \$4091  = t_direct[0] & \$4090 ;
+  assign \$4092  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$4093  = \$4092  & t_scalar;
+  assign \$4094  = \$4091  | \$4093 ;
+  assign \$4095  = \$4089  & \$4094 ;
+  assign \$4096  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4097  = \$4096 [4:0] == 1'h1;
+  assign \$4098  = t_scalar ? \$4097  : t_en_2_1;
+  assign \$4099  = ~ t_scalar;
+  assign \$4100  = t_direct[0] & \$4099 ;
+  assign \$4101  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$4102  = \$4101  & t_scalar;
+  assign \$4103  = \$4100  | \$4102 ;
+  assign \$4104  = \$4098  & \$4103 ;
+  assign \$4105  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4106  = \$4105 [4:0] == 2'h2;
+  assign \$4107  = t_scalar ? \$4106  : t_en_2_2;
+  assign \$4108  = ~ t_scalar;
+  assign \$4109  = t_direct[0] & \$4108 ;
+  assign \$4110  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$4111  = \$4110  & t_scalar;
+  assign \$4112  = \$4109  | \$4111 ;
+  assign \$4113  = \$4107  & \$4112 ;
+  assign \$4114  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4115  = \$4114 [4:0] == 2'h3;
+  assign \$4116  = t_scalar ? \$4115  : t_en_2_3;
+  assign \$4117  = ~ t_scalar;
+  assign \$4118  = t_direct[0] & \$4117 ;
+  assign \$4119  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$4120  = \$4119  & t_scalar;
+  assign \$4121  = \$4118  | \$4120 ;
+  assign \$4122  = \$4116  & \$4121 ;
+  assign \$4123  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4124  = \$4123 [4:0] == 3'h4;
+  assign \$4125  = t_scalar ? \$4124  : t_en_2_4;
+  assign \$4126  = ~ t_scalar;
+  assign \$4127  = t_direct[0] & \$4126 ;
+  assign \$4128  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$4129  = \$4128  & t_scalar;
+  assign \$4130  = \$4127  | \$4129 ;
+  assign \$4131  = \$4125  & \$4130 ;
+  assign \$4132  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4133  = \$4132 [4:0] == 3'h5;
+  assign \$4134  = t_scalar ? \$4133  : t_en_2_5;
+  assign \$4135  = ~ t_scalar;
+  assign \$4136  = t_direct[0] & \$4135 ;
+  assign \$4137  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$4138  = \$4137  & t_scalar;
+  assign \$4139  = \$4136  | \$4138 ;
+  assign \$4140  = \$4134  & \$4139 ;
+  assign \$4141  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4142  = \$4141 [4:0] == 3'h6;
+  assign \$4143  = t_scalar ? \$4142  : t_en_2_6;
+  assign \$4144  = ~ t_scalar;
+  assign \$4145  = t_direct[0] & \$4144 ;
+  assign \$4146  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$4147  = \$4146  & t_scalar;
+  assign \$4148  = \$4145  | \$4147 ;
+  assign \$4149  = \$4143  & \$4148 ;
+  assign \$4150  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4151  = \$4150 [4:0] == 3'h7;
+  assign \$4152  = t_scalar ? \$4151  : t_en_2_7;
+  assign \$4153  = ~ t_scalar;
+  assign \$4154  = t_direct[0] & \$4153 ;
+  assign \$4155  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$4156  = \$4155  & t_scalar;
+  assign \$4157  = \$4154  | \$4156 ;
+  assign \$4158  = \$4152  & \$4157 ;
+  assign \$4159  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4160  = \$4159 [4:0] == 4'h8;
+  assign \$4161  = t_scalar ? \$4160  : t_en_2_8;
+  assign \$4162  = ~ t_scalar;
+  assign \$4163  = t_direct[0] & \$4162 ;
+  assign \$4164  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$4165  = \$4164  & t_scalar;
+  assign \$4166  = \$4163  | \$4165 ;
+  assign \$4167  = \$4161  & \$4166 ;
+  assign \$4168  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4169  = \$4168 [4:0] == 4'h9;
+  assign \$4170  = t_scalar ? \$4169  : t_en_2_9;
+  assign \$4171  = ~ t_scalar;
+  assign \$4172  = t_direct[0] & \$4171 ;
+  assign \$4173  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$4174  = \$4173  & t_scalar;
+  assign \$4175  = \$4172  | \$4174 ;
+  assign \$4176  = \$4170  & \$4175 ;
+  assign \$4177  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4178  = \$4177 [4:0] == 4'ha;
+  assign \$4179  = t_scalar ? \$4178  : t_en_2_10;
+  assign \$4180  = ~ t_scalar;
+  assign \$4181  = t_direct[0] & \$4180 ;
+  assign \$4182  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$4183  = \$4182  & t_scalar;
+  assign \$4184  = \$4181  | \$4183 ;
+  assign \$4185  = \$4179  & \$4184 ;
+  assign \$4186  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4187  = \$4186 [4:0] == 4'hb;
+  assign \$4188  = t_scalar ? \$4187  : t_en_2_11;
+  assign \$4189  = ~ t_scalar;
+  assign \$4190  = t_direct[0] & \$4189 ;
+  assign \$4191  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$4192  = \$4191  & t_scalar;
+  assign \$4193  = \$4190  | \$4192 ;
+  assign \$4194  = \$4188  & \$4193 ;
+  assign \$4195  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4196  = \$4195 [4:0] == 4'hc;
+  assign \$4197  = t_scalar ? \$4196  : t_en_2_12;
+  assign \$4198  = ~ t_scalar;
+  assign \$4199  = t_direct[0] & \$4198 ;
+  assign \$4200  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$4201  = \$4200  & t_scalar;
+  assign \$4202  = \$4199  | \$4201 ;
+  assign \$4203  = \$4197  & \$4202 ;
+  assign \$4204  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4205  = \$4204 [4:0] == 4'hd;
+  assign \$4206  = t_scalar ? \$4205  : t_en_2_13;
+  assign \$4207  = ~ t_scalar;
+  assign \$4208  = t_direct[0] & \$4207 ;
+  assign \$4209  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$4210  = \$4209  & t_scalar;
+  assign \$4211  = \$4208  | \$4210 ;
+  assign \$4212  = \$4206  & \$4211 ;
+  assign \$4213  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4214  = \$4213 [4:0] == 4'he;
+  assign \$4215  = t_scalar ? \$4214  : t_en_2_14;
+  assign \$4216  = ~ t_scalar;
+  assign \$4217  = t_direct[0] & \$4216 ;
+  assign \$4218  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$4219  = \$4218  & t_scalar;
+  assign \$4220  = \$4217  | \$4219 ;
+  assign \$4221  = \$4215  & \$4220 ;
+  assign \$4222  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4223  = \$4222 [4:0] == 4'hf;
+  assign \$4224  = t_scalar ? \$4223  : t_en_2_15;
+  assign \$4225  = ~ t_scalar;
+  assign \$4226  = t_direct[0] & \$4225 ;
+  assign \$4227  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$4228  = \$4227  & t_scalar;
+  assign \$4229  = \$4226  | \$4228 ;
+  assign \$4230  = \$4224  & \$4229 ;
+  assign \$4231  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4232  = \$4231 [4:0] == 5'h10;
+  assign \$4233  = t_scalar ? \$4232  : t_en_2_16;
+  assign \$4234  = ~ t_scalar;
+  assign \$4235  = t_direct[0] & \$4234 ;
+  assign \$4236  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$4237  = \$4236  & t_scalar;
+  assign \$4238  = \$4235  | \$4237 ;
+  assign \$4239  = \$4233  & \$4238 ;
+  assign \$4240  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4241  = \$4240 [4:0] == 5'h11;
+  assign \$4242  = t_scalar ? \$4241  : t_en_2_17;
+  assign \$4243  = ~ t_scalar;
+  assign \$4244  = t_direct[0] & \$4243 ;
+  assign \$4245  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$4246  = \$4245  & t_scalar;
+  assign \$4247  = \$4244  | \$4246 ;
+  assign \$4248  = \$4242  & \$4247 ;
+  assign \$4249  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4250  = \$4249 [4:0] == 5'h12;
+  assign \$4251  = t_scalar ? \$4250  : t_en_2_18;
+  assign \$4252  = ~ t_scalar;
+  assign \$4253  = t_direct[0] & \$4252 ;
+  assign \$4254  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$4255  = \$4254  & t_scalar;
+  assign \$4256  = \$4253  | \$4255 ;
+  assign \$4257  = \$4251  & \$4256 ;
+  assign \$4258  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4259  = \$4258 [4:0] == 5'h13;
+  assign \$4260  = t_scalar ? \$4259  : t_en_2_19;
+  assign \$4261  = ~ t_scalar;
+  assign \$4262  = t_direct[0] & \$4261 ;
+  assign \$4263  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$4264  = \$4263  & t_scalar;
+  assign \$4265  = \$4262  | \$4264 ;
+  assign \$4266  = \$4260  & \$4265 ;
+  assign \$4267  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4268  = \$4267 [4:0] == 5'h14;
+  assign \$4269  = t_scalar ? \$4268  : t_en_2_20;
+  assign \$4270  = ~ t_scalar;
+  assign \$4271  = t_direct[0] & \$4270 ;
+  assign \$4272  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$4273  = \$4272  & t_scalar;
+  assign \$4274  = \$4271  | \$4273 ;
+  assign \$4275  = \$4269  & \$4274 ;
+  assign \$4276  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4277  = \$4276 [4:0] == 5'h15;
+  assign \$4278  = t_scalar ? \$4277  : t_en_2_21;
+  assign \$4279  = ~ t_scalar;
+  assign \$4280  = t_direct[0] & \$4279 ;
+  assign \$4281  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$4282  = \$4281  & t_scalar;
+  assign \$4283  = \$4280  | \$4282 ;
+  assign \$4284  = \$4278  & \$4283 ;
+  assign \$4285  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4286  = \$4285 [4:0] == 5'h16;
+  assign \$4287  = t_scalar ? \$4286  : t_en_2_22;
+  assign \$4288  = ~ t_scalar;
+  assign \$4289  = t_direct[0] & \$4288 ;
+  assign \$4290  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$4291  = \$4290  & t_scalar;
+  assign \$4292  = \$4289  | \$4291 ;
+  assign \$4293  = \$4287  & \$4292 ;
+  assign \$4294  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4295  = \$4294 [4:0] == 5'h17;
+  assign \$4296  = t_scalar ? \$4295  : t_en_2_23;
+  assign \$4297  = ~ t_scalar;
+  assign \$4298  = t_direct[0] & \$4297 ;
+  assign \$4299  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$4300  = \$4299  & t_scalar;
+  assign \$4301  = \$4298  | \$4300 ;
+  assign \$4302  = \$4296  & \$4301 ;
+  assign \$4303  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4304  = \$4303 [4:0] == 5'h18;
+  assign \$4305  = t_scalar ? \$4304  : t_en_2_24;
+  assign \$4306  = ~ t_scalar;
+  assign \$4307  = t_direct[0] & \$4306 ;
+  assign \$4308  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$4309  = \$4308  & t_scalar;
+  assign \$4310  = \$4307  | \$4309 ;
+  assign \$4311  = \$4305  & \$4310 ;
+  assign \$4312  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4313  = \$4312 [4:0] == 5'h19;
+  assign \$4314  = t_scalar ? \$4313  : t_en_2_25;
+  assign \$4315  = ~ t_scalar;
+  assign \$4316  = t_direct[0] & \$4315 ;
+  assign \$4317  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$4318  = \$4317  & t_scalar;
+  assign \$4319  = \$4316  | \$4318 ;
+  assign \$4320  = \$4314  & \$4319 ;
+  assign \$4321  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4322  = \$4321 [4:0] == 5'h1a;
+  assign \$4323  = t_scalar ? \$4322  : t_en_2_26;
+  assign \$4324  = ~ t_scalar;
+  assign \$4325  = t_direct[0] & \$4324 ;
+  assign \$4326  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$4327  = \$4326  & t_scalar;
+  assign \$4328  = \$4325  | \$4327 ;
+  assign \$4329  = \$4323  & \$4328 ;
+  assign \$4330  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4331  = \$4330 [4:0] == 5'h1b;
+  assign \$4332  = t_scalar ? \$4331  : t_en_2_27;
+  assign \$4333  = ~ t_scalar;
+  assign \$4334  = t_direct[0] & \$4333 ;
+  assign \$4335  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$4336  = \$4335  & t_scalar;
+  assign \$4337  = \$4334  | \$4336 ;
+  assign \$4338  = \$4332  & \$4337 ;
+  assign \$4339  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4340  = \$4339 [4:0] == 5'h1c;
+  assign \$4341  = t_scalar ? \$4340  : t_en_2_28;
+  assign \$4342  = ~ t_scalar;
+  assign \$4343  = t_direct[0] & \$4342 ;
+  assign \$4344  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$4345  = \$4344  & t_scalar;
+  assign \$4346  = \$4343  | \$4345 ;
+  assign \$4347  = \$4341  & \$4346 ;
+  assign \$4348  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4349  = \$4348 [4:0] == 5'h1d;
+  assign \$4350  = t_scalar ? \$4349  : t_en_2_29;
+  assign \$4351  = ~ t_scalar;
+  assign \$4352  = t_direct[0] & \$4351 ;
+  assign \$4353  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$4354  = \$4353  & t_scalar;
+  assign \$4355  = \$4352  | \$4354 ;
+  assign \$4356  = \$4350  & \$4355 ;
+  assign \$4357  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4358  = \$4357 [4:0] == 5'h1e;
+  assign \$4359  = t_scalar ? \$4358  : t_en_2_30;
+  assign \$4360  = ~ t_scalar;
+  assign \$4361  = t_direct[0] & \$4360 ;
+  assign \$4362  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$4363  = \$4362  & t_scalar;
+  assign \$4364  = \$4361  | \$4363 ;
+  assign \$4365  = \$4359  & \$4364 ;
+  assign \$4366  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4367  = \$4366 [4:0] == 5'h1f;
+  assign \$4368  = t_scalar ? \$4367  : t_en_2_31;
+  assign \$4369  = ~ t_scalar;
+  assign \$4370  = t_direct[0] & \$4369 ;
+  assign \$4371  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$4372  = \$4371  & t_scalar;
+  assign \$4373  = \$4370  | \$4372 ;
+  assign \$4374  = \$4368  & \$4373 ;
+  assign \$4375  = ~ trans;
+  assign \$4376  = \mac_d2$194  & \$4375 ;
+  assign \$4377  = \$4376  & \last_d2$200 ;
+  assign \$4378  = acc_row == 2'h2;
+  assign \$4379  = acc_we & \$4378 ;
+  assign \$4380  = \$4377  | \$4379 ;
+  assign \$4381  = \$4380  ? 32'd4294967295 : 32'd0;
+  assign acc_w_en2 = \$4086  ? { \$4374 , \$4365 , \$4356 , \$4347 , \$4338 , \$4329 , \$4320 , \$4311 , \$4302 , \$4293 , \$4284 , \$4275 , \$4266 , \$4257 , \$4248 , \$4239 , \$4230 , \$4221 , \$4212 , \$4203 , \$4194 , \$4185 , \$4176 , \$4167 , \$4158 , \$4149 , \$4140 , \$4131 , \$4122 , \$4113 , \$4104 , \$4095  } : \$4381 ;
+  assign \$4382  = ! acc_w_bank2;
+  assign \$signature__en$1281  = acc_w_bank2 ? 32'd0 : acc_w_en2;
+  assign \$signature__en$1284  = \$4383  ? acc_w_en2 : 32'd0;
+  assign \$4384  = in_row == 2'h3;
+  assign \$signature__en$1287  = in_we & \$4384 ;
+  assign \$4385  = \$like  == 2'h3;
+  assign \$4386  = \$signal$263  & \$4385 ;
+  assign \$4387  = \$4386  ? { 8'h00, rd_addr_q } : k_base[19:5];
+  assign \$4388  = \$like  == 2'h3;
+  assign \$4389  = \$signal$266  & \$4388 ;
+  assign \$4390  = ! rd_bank_q;
   assign \$4391  = \$4389  & \$4390 ;
-  assign \$4392  = \$4391  ? req_word : b_addr;
-  assign \acc_r__addr$1306  = \$4387  ? rd_addr_q : \$4392 ;
-  assign \$4393  = \$like  == 2'h3;
-  assign \$4394  = \$signal$266  & \$4393 ;
-  assign \$4396  = \$4394  & \$4395 ;
-  assign \$4397  = a_row == 2'h3;
-  assign \$4398  = a_en & \$4397 ;
+  assign \$4392  = a_row == 2'h3;
+  assign \$4393  = a_en & \$4392 ;
+  assign \$4394  = ! fold_bank;
+  assign \$4395  = \$4393  & \$4394 ;
+  assign \$4396  = \$4395  ? req_word : b_addr;
+  assign \acc_r__addr$1289  = \$4391  ? rd_addr_q : \$4396 ;
+  assign \$4397  = \$like  == 2'h3;
+  assign \$4398  = \$signal$266  & \$4397 ;
   assign \$4400  = \$4398  & \$4399 ;
-  assign \$4401  = \$4400  ? req_word : b_addr;
-  assign \acc_r__addr$1307  = \$4396  ? rd_addr_q : \$4401 ;
-  assign read_out3 = fold_bank ? \acc_r__data$1310  : \acc_r__data$1309 ;
-  assign \$4402  = held_word3 == k_base[11:5];
-  assign \$4403  = held_ok3 & \$4402 ;
-  assign fetched_line3 = \$4403  ? held_line3 : \bank_r__data$745 ;
-  assign \$4404  = held_word3 == k_base[11:5];
-  assign \$4405  = held_ok3 & \$4404 ;
-  assign \$4406  = ~ \$4405 ;
-  assign pe_in_read3 = mac & \$4406 ;
-  assign \$4407  = active_d2 > 1'h0;
-  assign active_product_3_0 = \$4407  ? product_r_3_0 : 32'd0;
-  assign \$4408  = active_d2 > 1'h1;
-  assign active_product_3_1 = \$4408  ? product_r_3_1 : 32'd0;
-  assign \$4409  = active_d2 > 2'h2;
-  assign active_product_3_2 = \$4409  ? product_r_3_2 : 32'd0;
-  assign \$4410  = active_d2 > 2'h3;
-  assign active_product_3_3 = \$4410  ? product_r_3_3 : 32'd0;
-  assign \$4411  = active_d2 > 3'h4;
-  assign active_product_3_4 = \$4411  ? product_r_3_4 : 32'd0;
-  assign \$4412  = active_d2 > 3'h5;
-  assign active_product_3_5 = \$4412  ? product_r_3_5 : 32'd0;
-  assign \$4413  = active_d2 > 3'h6;
-  assign active_product_3_6 = \$4413  ? product_r_3_6 : 32'd0;
-  assign \$4414  = active_d2 > 3'h7;
-  assign active_product_3_7 = \$4414  ? product_r_3_7 : 32'd0;
-  assign \$4415  = active_d2 > 4'h8;
-  assign active_product_3_8 = \$4415  ? product_r_3_8 : 32'd0;
-  assign \$4416  = active_d2 > 4'h9;
-  assign active_product_3_9 = \$4416  ? product_r_3_9 : 32'd0;
-  assign \$4417  = active_d2 > 4'ha;
-  assign active_product_3_10 = \$4417  ? product_r_3_10 : 32'd0;
-  assign \$4418  = active_d2 > 4'hb;
-  assign active_product_3_11 = \$4418  ? product_r_3_11 : 32'd0;
-  assign \$4419  = active_d2 > 4'hc;
-  assign active_product_3_12 = \$4419  ? product_r_3_12 : 32'd0;
-  assign \$4420  = active_d2 > 4'hd;
-  assign active_product_3_13 = \$4420  ? product_r_3_13 : 32'd0;
-  assign \$4421  = active_d2 > 4'he;
-  assign active_product_3_14 = \$4421  ? product_r_3_14 : 32'd0;
-  assign \$4422  = active_d2 > 4'hf;
-  assign active_product_3_15 = \$4422  ? product_r_3_15 : 32'd0;
-  assign \$4423  = active_d2 > 5'h10;
-  assign active_product_3_16 = \$4423  ? product_r_3_16 : 32'd0;
-  assign \$4424  = active_d2 > 5'h11;
-  assign active_product_3_17 = \$4424  ? product_r_3_17 : 32'd0;
-  assign \$4425  = active_d2 > 5'h12;
-  assign active_product_3_18 = \$4425  ? product_r_3_18 : 32'd0;
-  assign \$4426  = active_d2 > 5'h13;
-  assign active_product_3_19 = \$4426  ? product_r_3_19 : 32'd0;
-  assign \$4427  = active_d2 > 5'h14;
-  assign active_product_3_20 = \$4427  ? product_r_3_20 : 32'd0;
-  assign \$4428  = active_d2 > 5'h15;
-  assign active_product_3_21 = \$4428  ? product_r_3_21 : 32'd0;
-  assign \$4429  = active_d2 > 5'h16;
-  assign active_product_3_22 = \$4429  ? product_r_3_22 : 32'd0;
-  assign \$4430  = active_d2 > 5'h17;
-  assign active_product_3_23 = \$4430  ? product_r_3_23 : 32'd0;
-  assign \$4431  = active_d2 > 5'h18;
-  assign active_product_3_24 = \$4431  ? product_r_3_24 : 32'd0;
-  assign \$4432  = active_d2 > 5'h19;
-  assign active_product_3_25 = \$4432  ? product_r_3_25 : 32'd0;
-  assign \$4433  = active_d2 > 5'h1a;
-  assign active_product_3_26 = \$4433  ? product_r_3_26 : 32'd0;
-  assign \$4434  = active_d2 > 5'h1b;
-  assign active_product_3_27 = \$4434  ? product_r_3_27 : 32'd0;
-  assign \$4435  = active_d2 > 5'h1c;
-  assign active_product_3_28 = \$4435  ? product_r_3_28 : 32'd0;
-  assign \$4436  = active_d2 > 5'h1d;
-  assign active_product_3_29 = \$4436  ? product_r_3_29 : 32'd0;
-  assign \$4437  = active_d2 > 5'h1e;
-  assign active_product_3_30 = \$4437  ? product_r_3_30 : 32'd0;
-  assign \$4438  = active_d2 > 5'h1f;
-  assign active_product_3_31 = \$4438  ? product_r_3_31 : 32'd0;
-  assign \$4439  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4440  = ! \$4439 [4];
-  assign \$4441  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4442  = ! \$4441 [4:3];
-  assign \$4443  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4444  = ! \$4443 [4:2];
-  assign \$4445  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4446  = ! \$4445 [4:1];
+  assign \$4401  = a_row == 2'h3;
+  assign \$4402  = a_en & \$4401 ;
+  assign \$4404  = \$4402  & \$4403 ;
+  assign \$4405  = \$4404  ? req_word : b_addr;
+  assign \acc_r__addr$1290  = \$4400  ? rd_addr_q : \$4405 ;
+  assign read_out3 = fold_bank ? \acc_r__data$1293  : \acc_r__data$1292 ;
+  assign \$4406  = held_word3 == k_base[11:5];
+  assign \$4407  = held_ok3 & \$4406 ;
+  assign fetched_line3 = \$4407  ? held_line3 : \bank_r__data$721 ;
+  assign \$4408  = held_word3 == k_base[11:5];
+  assign \$4409  = held_ok3 & \$4408 ;
+  assign \$4410  = ~ \$4409 ;
+  assign pe_in_read3 = mac & \$4410 ;
+  assign \$4411  = active_d2 > 1'h0;
+  assign active_product_3_0 = \$4411  ? product_r_3_0 : 32'd0;
+  assign \$4412  = active_d2 > 1'h1;
+  assign active_product_3_1 = \$4412  ? product_r_3_1 : 32'd0;
+  assign \$4413  = active_d2 > 2'h2;
+  assign active_product_3_2 = \$4413  ? product_r_3_2 : 32'd0;
+  assign \$4414  = active_d2 > 2'h3;
+  assign active_product_3_3 = \$4414  ? product_r_3_3 : 32'd0;
+  assign \$4415  = active_d2 > 3'h4;
+  assign active_product_3_4 = \$4415  ? product_r_3_4 : 32'd0;
+  assign \$4416  = active_d2 > 3'h5;
+  assign active_product_3_5 = \$4416  ? product_r_3_5 : 32'd0;
+  assign \$4417  = active_d2 > 3'h6;
+  assign active_product_3_6 = \$4417  ? product_r_3_6 : 32'd0;
+  assign \$4418  = active_d2 > 3'h7;
+  assign active_product_3_7 = \$4418  ? product_r_3_7 : 32'd0;
+  assign \$4419  = active_d2 > 4'h8;
+  assign active_product_3_8 = \$4419  ? product_r_3_8 : 32'd0;
+  assign \$4420  = active_d2 > 4'h9;
+  assign active_product_3_9 = \$4420  ? product_r_3_9 : 32'd0;
+  assign \$4421  = active_d2 > 4'ha;
+  assign active_product_3_10 = \$4421  ? product_r_3_10 : 32'd0;
+  assign \$4422  = active_d2 > 4'hb;
+  assign active_product_3_11 = \$4422  ? product_r_3_11 : 32'd0;
+  assign \$4423  = active_d2 > 4'hc;
+  assign active_product_3_12 = \$4423  ? product_r_3_12 : 32'd0;
+  assign \$4424  = active_d2 > 4'hd;
+  assign active_product_3_13 = \$4424  ? product_r_3_13 : 32'd0;
+  assign \$4425  = active_d2 > 4'he;
+  assign active_product_3_14 = \$4425  ? product_r_3_14 : 32'd0;
+  assign \$4426  = active_d2 > 4'hf;
+  assign active_product_3_15 = \$4426  ? product_r_3_15 : 32'd0;
+  assign \$4427  = active_d2 > 5'h10;
+  assign active_product_3_16 = \$4427  ? product_r_3_16 : 32'd0;
+  assign \$4428  = active_d2 > 5'h11;
+  assign active_product_3_17 = \$4428  ? product_r_3_17 : 32'd0;
+  assign \$4429  = active_d2 > 5'h12;
+  assign active_product_3_18 = \$4429  ? product_r_3_18 : 32'd0;
+  assign \$4430  = active_d2 > 5'h13;
+  assign active_product_3_19 = \$4430  ? product_r_3_19 : 32'd0;
+  assign \$4431  = active_d2 > 5'h14;
+  assign active_product_3_20 = \$4431  ? product_r_3_20 : 32'd0;
+  assign \$4432  = active_d2 > 5'h15;
+  assign active_product_3_21 = \$4432  ? product_r_3_21 : 32'd0;
+  assign \$4433  = active_d2 > 5'h16;
+  assign active_product_3_22 = \$4433  ? product_r_3_22 : 32'd0;
+  assign \$4434  = active_d2 > 5'h17;
+  assign active_product_3_23 = \$4434  ? product_r_3_23 : 32'd0;
+  assign \$4435  = active_d2 > 5'h18;
+  assign active_product_3_24 = \$4435  ? product_r_3_24 : 32'd0;
+  assign \$4436  = active_d2 > 5'h19;
+  assign active_product_3_25 = \$4436  ? product_r_3_25 : 32'd0;
+  assign \$4437  = active_d2 > 5'h1a;
+  assign active_product_3_26 = \$4437  ? product_r_3_26 : 32'd0;
+  assign \$4438  = active_d2 > 5'h1b;
+  assign active_product_3_27 = \$4438  ? product_r_3_27 : 32'd0;
+  assign \$4439  = active_d2 > 5'h1c;
+  assign active_product_3_28 = \$4439  ? product_r_3_28 : 32'd0;
+  assign \$4440  = active_d2 > 5'h1d;
+  assign active_product_3_29 = \$4440  ? product_r_3_29 : 32'd0;
+  assign \$4441  = active_d2 > 5'h1e;
+  assign active_product_3_30 = \$4441  ? product_r_3_30 : 32'd0;
+  assign \$4442  = active_d2 > 5'h1f;
+  assign active_product_3_31 = \$4442  ? product_r_3_31 : 32'd0;
+  assign \$4443  = ~ trans;
+  assign \$signature__en$1334  = \mac_d2$194  & \$4443 ;
+  assign \$4444  = ~ first_d2;
+  assign \$4445  = mac_d2 & \$4444 ;
+  assign \$4446  = ~ trans;
+  assign pe_slot_read3 = \$4445  & \$4446 ;
   assign \$4447  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4448  = ! \$4447 [4:0];
+  assign \$4448  = ! \$4447 [4];
   assign \$4449  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4450  = ! \$4449 [4];
+  assign \$4450  = ! \$4449 [4:3];
   assign \$4451  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4452  = ! \$4451 [4:3];
+  assign \$4452  = ! \$4451 [4:2];
   assign \$4453  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4454  = ! \$4453 [4:2];
+  assign \$4454  = ! \$4453 [4:1];
   assign \$4455  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4456  = ! \$4455 [4:1];
+  assign \$4456  = ! \$4455 [4:0];
   assign \$4457  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4458  = 1'h1 == \$4457 [4:0];
+  assign \$4458  = ! \$4457 [4];
   assign \$4459  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4460  = ! \$4459 [4];
+  assign \$4460  = ! \$4459 [4:3];
   assign \$4461  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4462  = ! \$4461 [4:3];
+  assign \$4462  = ! \$4461 [4:2];
   assign \$4463  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4464  = ! \$4463 [4:2];
+  assign \$4464  = ! \$4463 [4:1];
   assign \$4465  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4466  = 1'h1 == \$4465 [4:1];
+  assign \$4466  = 1'h1 == \$4465 [4:0];
   assign \$4467  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4468  = 2'h2 == \$4467 [4:0];
+  assign \$4468  = ! \$4467 [4];
   assign \$4469  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4470  = ! \$4469 [4];
+  assign \$4470  = ! \$4469 [4:3];
   assign \$4471  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4472  = ! \$4471 [4:3];
+  assign \$4472  = ! \$4471 [4:2];
   assign \$4473  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4474  = ! \$4473 [4:2];
+  assign \$4474  = 1'h1 == \$4473 [4:1];
   assign \$4475  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4476  = 1'h1 == \$4475 [4:1];
+  assign \$4476  = 2'h2 == \$4475 [4:0];
   assign \$4477  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4478  = 2'h3 == \$4477 [4:0];
+  assign \$4478  = ! \$4477 [4];
   assign \$4479  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4480  = ! \$4479 [4];
+  assign \$4480  = ! \$4479 [4:3];
   assign \$4481  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4482  = ! \$4481 [4:3];
+  assign \$4482  = ! \$4481 [4:2];
   assign \$4483  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4484  = 1'h1 == \$4483 [4:2];
+  assign \$4484  = 1'h1 == \$4483 [4:1];
   assign \$4485  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4486  = 2'h2 == \$4485 [4:1];
+  assign \$4486  = 2'h3 == \$4485 [4:0];
   assign \$4487  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4488  = 3'h4 == \$4487 [4:0];
+  assign \$4488  = ! \$4487 [4];
   assign \$4489  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4490  = ! \$4489 [4];
+  assign \$4490  = ! \$4489 [4:3];
   assign \$4491  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4492  = ! \$4491 [4:3];
+  assign \$4492  = 1'h1 == \$4491 [4:2];
   assign \$4493  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4494  = 1'h1 == \$4493 [4:2];
+  assign \$4494  = 2'h2 == \$4493 [4:1];
   assign \$4495  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4496  = 2'h2 == \$4495 [4:1];
+  assign \$4496  = 3'h4 == \$4495 [4:0];
   assign \$4497  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4498  = 3'h5 == \$4497 [4:0];
+  assign \$4498  = ! \$4497 [4];
   assign \$4499  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4500  = ! \$4499 [4];
+  assign \$4500  = ! \$4499 [4:3];
   assign \$4501  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4502  = ! \$4501 [4:3];
+  assign \$4502  = 1'h1 == \$4501 [4:2];
   assign \$4503  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4504  = 1'h1 == \$4503 [4:2];
+  assign \$4504  = 2'h2 == \$4503 [4:1];
   assign \$4505  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4506  = 2'h3 == \$4505 [4:1];
+  assign \$4506  = 3'h5 == \$4505 [4:0];
   assign \$4507  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4508  = 3'h6 == \$4507 [4:0];
+  assign \$4508  = ! \$4507 [4];
   assign \$4509  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4510  = ! \$4509 [4];
+  assign \$4510  = ! \$4509 [4:3];
   assign \$4511  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4512  = ! \$4511 [4:3];
+  assign \$4512  = 1'h1 == \$4511 [4:2];
   assign \$4513  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4514  = 1'h1 == \$4513 [4:2];
+  assign \$4514  = 2'h3 == \$4513 [4:1];
   assign \$4515  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4516  = 2'h3 == \$4515 [4:1];
+  assign \$4516  = 3'h6 == \$4515 [4:0];
   assign \$4517  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4518  = 3'h7 == \$4517 [4:0];
+  assign \$4518  = ! \$4517 [4];
   assign \$4519  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4520  = ! \$4519 [4];
+  assign \$4520  = ! \$4519 [4:3];
   assign \$4521  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4522  = 1'h1 == \$4521 [4:3];
+  assign \$4522  = 1'h1 == \$4521 [4:2];
   assign \$4523  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4524  = 2'h2 == \$4523 [4:2];
+  assign \$4524  = 2'h3 == \$4523 [4:1];
   assign \$4525  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4526  = 3'h4 == \$4525 [4:1];
+  assign \$4526  = 3'h7 == \$4525 [4:0];
   assign \$4527  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4528  = 4'h8 == \$4527 [4:0];
+  assign \$4528  = ! \$4527 [4];
   assign \$4529  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4530  = ! \$4529 [4];
+  assign \$4530  = 1'h1 == \$4529 [4:3];
   assign \$4531  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4532  = 1'h1 == \$4531 [4:3];
+  assign \$4532  = 2'h2 == \$4531 [4:2];
   assign \$4533  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4534  = 2'h2 == \$4533 [4:2];
+  assign \$4534  = 3'h4 == \$4533 [4:1];
   assign \$4535  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4536  = 3'h4 == \$4535 [4:1];
+  assign \$4536  = 4'h8 == \$4535 [4:0];
   assign \$4537  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4538  = 4'h9 == \$4537 [4:0];
+  assign \$4538  = ! \$4537 [4];
   assign \$4539  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4540  = ! \$4539 [4];
+  assign \$4540  = 1'h1 == \$4539 [4:3];
   assign \$4541  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4542  = 1'h1 == \$4541 [4:3];
+  assign \$4542  = 2'h2 == \$4541 [4:2];
   assign \$4543  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4544  = 2'h2 == \$4543 [4:2];
+  assign \$4544  = 3'h4 == \$4543 [4:1];
   assign \$4545  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4546  = 3'h5 == \$4545 [4:1];
+  assign \$4546  = 4'h9 == \$4545 [4:0];
   assign \$4547  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4548  = 4'ha == \$4547 [4:0];
+  assign \$4548  = ! \$4547 [4];
   assign \$4549  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4550  = ! \$4549 [4];
+  assign \$4550  = 1'h1 == \$4549 [4:3];
   assign \$4551  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4552  = 1'h1 == \$4551 [4:3];
+  assign \$4552  = 2'h2 == \$4551 [4:2];
   assign \$4553  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4554  = 2'h2 == \$4553 [4:2];
+  assign \$4554  = 3'h5 == \$4553 [4:1];
   assign \$4555  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4556  = 3'h5 == \$4555 [4:1];
+  assign \$4556  = 4'ha == \$4555 [4:0];
   assign \$4557  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4558  = 4'hb == \$4557 [4:0];
+  assign \$4558  = ! \$4557 [4];
   assign \$4559  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4560  = ! \$4559 [4];
+  assign \$4560  = 1'h1 == \$4559 [4:3];
   assign \$4561  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4562  = 1'h1 == \$4561 [4:3];
+  assign \$4562  = 2'h2 == \$4561 [4:2];
   assign \$4563  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4564  = 2'h3 == \$4563 [4:2];
+  assign \$4564  = 3'h5 == \$4563 [4:1];
   assign \$4565  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4566  = 3'h6 == \$4565 [4:1];
+  assign \$4566  = 4'hb == \$4565 [4:0];
   assign \$4567  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4568  = 4'hc == \$4567 [4:0];
+  assign \$4568  = ! \$4567 [4];
   assign \$4569  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4570  = ! \$4569 [4];
+  assign \$4570  = 1'h1 == \$4569 [4:3];
   assign \$4571  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4572  = 1'h1 == \$4571 [4:3];
+  assign \$4572  = 2'h3 == \$4571 [4:2];
   assign \$4573  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4574  = 2'h3 == \$4573 [4:2];
+  assign \$4574  = 3'h6 == \$4573 [4:1];
   assign \$4575  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4576  = 3'h6 == \$4575 [4:1];
+  assign \$4576  = 4'hc == \$4575 [4:0];
   assign \$4577  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4578  = 4'hd == \$4577 [4:0];
+  assign \$4578  = ! \$4577 [4];
   assign \$4579  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4580  = ! \$4579 [4];
+  assign \$4580  = 1'h1 == \$4579 [4:3];
   assign \$4581  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4582  = 1'h1 == \$4581 [4:3];
+  assign \$4582  = 2'h3 == \$4581 [4:2];
   assign \$4583  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4584  = 2'h3 == \$4583 [4:2];
+  assign \$4584  = 3'h6 == \$4583 [4:1];
   assign \$4585  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4586  = 3'h7 == \$4585 [4:1];
+  assign \$4586  = 4'hd == \$4585 [4:0];
   assign \$4587  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4588  = 4'he == \$4587 [4:0];
+  assign \$4588  = ! \$4587 [4];
   assign \$4589  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4590  = ! \$4589 [4];
+  assign \$4590  = 1'h1 == \$4589 [4:3];
   assign \$4591  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4592  = 1'h1 == \$4591 [4:3];
+  assign \$4592  = 2'h3 == \$4591 [4:2];
   assign \$4593  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4594  = 2'h3 == \$4593 [4:2];
+  assign \$4594  = 3'h7 == \$4593 [4:1];
   assign \$4595  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4596  = 3'h7 == \$4595 [4:1];
+  assign \$4596  = 4'he == \$4595 [4:0];
   assign \$4597  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4598  = 4'hf == \$4597 [4:0];
+  assign \$4598  = ! \$4597 [4];
   assign \$4599  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4600  = 1'h1 == \$4599 [4:3];
   assign \$4601  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4602  = 2'h2 == \$4601 [4:3];
+  assign \$4602  = 2'h3 == \$4601 [4:2];
   assign \$4603  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4604  = 3'h4 == \$4603 [4:2];
+  assign \$4604  = 3'h7 == \$4603 [4:1];
   assign \$4605  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4606  = 4'h8 == \$4605 [4:1];
+  assign \$4606  = 4'hf == \$4605 [4:0];
   assign \$4607  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4608  = 5'h10 == \$4607 [4:0];
   assign \$4609  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4610  = 2'h2 == \$4609 [4:3];
   assign \$4611  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4612  = 2'h2 == \$4611 [4:3];
+  assign \$4612  = 3'h4 == \$4611 [4:2];
   assign \$4613  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4614  = 3'h4 == \$4613 [4:2];
+  assign \$4614  = 4'h8 == \$4613 [4:1];
   assign \$4615  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4616  = 4'h8 == \$4615 [4:1];
+  assign \$4616  = 5'h10 == \$4615 [4:0];
   assign \$4617  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4618  = 5'h11 == \$4617 [4:0];
   assign \$4619  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4620  = 2'h2 == \$4619 [4:3];
   assign \$4621  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4622  = 2'h2 == \$4621 [4:3];
+  assign \$4622  = 3'h4 == \$4621 [4:2];
   assign \$4623  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4624  = 3'h4 == \$4623 [4:2];
+  assign \$4624  = 4'h8 == \$4623 [4:1];
   assign \$4625  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4626  = 4'h9 == \$4625 [4:1];
+  assign \$4626  = 5'h11 == \$4625 [4:0];
   assign \$4627  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4628  = 5'h12 == \$4627 [4:0];
   assign \$4629  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4630  = 2'h2 == \$4629 [4:3];
   assign \$4631  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4632  = 2'h2 == \$4631 [4:3];
+  assign \$4632  = 3'h4 == \$4631 [4:2];
   assign \$4633  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4634  = 3'h4 == \$4633 [4:2];
+  assign \$4634  = 4'h9 == \$4633 [4:1];
   assign \$4635  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4636  = 4'h9 == \$4635 [4:1];
+  assign \$4636  = 5'h12 == \$4635 [4:0];
   assign \$4637  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4638  = 5'h13 == \$4637 [4:0];
   assign \$4639  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4640  = 2'h2 == \$4639 [4:3];
   assign \$4641  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4642  = 2'h2 == \$4641 [4:3];
+  assign \$4642  = 3'h4 == \$4641 [4:2];
   assign \$4643  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4644  = 3'h5 == \$4643 [4:2];
+  assign \$4644  = 4'h9 == \$4643 [4:1];
   assign \$4645  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4646  = 4'ha == \$4645 [4:1];
+  assign \$4646  = 5'h13 == \$4645 [4:0];
   assign \$4647  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4648  = 5'h14 == \$4647 [4:0];
   assign \$4649  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4650  = 2'h2 == \$4649 [4:3];
   assign \$4651  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4652  = 2'h2 == \$4651 [4:3];
+  assign \$4652  = 3'h5 == \$4651 [4:2];
   assign \$4653  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4654  = 3'h5 == \$4653 [4:2];
+  assign \$4654  = 4'ha == \$4653 [4:1];
   assign \$4655  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4656  = 4'ha == \$4655 [4:1];
+  assign \$4656  = 5'h14 == \$4655 [4:0];
   assign \$4657  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4658  = 5'h15 == \$4657 [4:0];
   assign \$4659  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4660  = 2'h2 == \$4659 [4:3];
   assign \$4661  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4662  = 2'h2 == \$4661 [4:3];
+  assign \$4662  = 3'h5 == \$4661 [4:2];
   assign \$4663  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4664  = 3'h5 == \$4663 [4:2];
+  assign \$4664  = 4'ha == \$4663 [4:1];
   assign \$4665  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4666  = 4'hb == \$4665 [4:1];
+  assign \$4666  = 5'h15 == \$4665 [4:0];
   assign \$4667  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4668  = 5'h16 == \$4667 [4:0];
   assign \$4669  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4670  = 2'h2 == \$4669 [4:3];
   assign \$4671  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4672  = 2'h2 == \$4671 [4:3];
+  assign \$4672  = 3'h5 == \$4671 [4:2];
   assign \$4673  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4674  = 3'h5 == \$4673 [4:2];
+  assign \$4674  = 4'hb == \$4673 [4:1];
   assign \$4675  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4676  = 4'hb == \$4675 [4:1];
+  assign \$4676  = 5'h16 == \$4675 [4:0];
   assign \$4677  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4678  = 5'h17 == \$4677 [4:0];
   assign \$4679  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4680  = 2'h2 == \$4679 [4:3];
   assign \$4681  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4682  = 2'h3 == \$4681 [4:3];
+  assign \$4682  = 3'h5 == \$4681 [4:2];
   assign \$4683  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4684  = 3'h6 == \$4683 [4:2];
+  assign \$4684  = 4'hb == \$4683 [4:1];
   assign \$4685  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4686  = 4'hc == \$4685 [4:1];
+  assign \$4686  = 5'h17 == \$4685 [4:0];
   assign \$4687  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4688  = 5'h18 == \$4687 [4:0];
   assign \$4689  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4690  = 2'h3 == \$4689 [4:3];
   assign \$4691  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4692  = 2'h3 == \$4691 [4:3];
+  assign \$4692  = 3'h6 == \$4691 [4:2];
   assign \$4693  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4694  = 3'h6 == \$4693 [4:2];
+  assign \$4694  = 4'hc == \$4693 [4:1];
   assign \$4695  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4696  = 4'hc == \$4695 [4:1];
+  assign \$4696  = 5'h18 == \$4695 [4:0];
   assign \$4697  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4698  = 5'h19 == \$4697 [4:0];
   assign \$4699  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4700  = 2'h3 == \$4699 [4:3];
   assign \$4701  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4702  = 2'h3 == \$4701 [4:3];
+  assign \$4702  = 3'h6 == \$4701 [4:2];
   assign \$4703  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4704  = 3'h6 == \$4703 [4:2];
+  assign \$4704  = 4'hc == \$4703 [4:1];
   assign \$4705  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4706  = 4'hd == \$4705 [4:1];
+  assign \$4706  = 5'h19 == \$4705 [4:0];
   assign \$4707  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4708  = 5'h1a == \$4707 [4:0];
   assign \$4709  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4710  = 2'h3 == \$4709 [4:3];
   assign \$4711  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4712  = 2'h3 == \$4711 [4:3];
+  assign \$4712  = 3'h6 == \$4711 [4:2];
   assign \$4713  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4714  = 3'h6 == \$4713 [4:2];
+  assign \$4714  = 4'hd == \$4713 [4:1];
   assign \$4715  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4716  = 4'hd == \$4715 [4:1];
+  assign \$4716  = 5'h1a == \$4715 [4:0];
   assign \$4717  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4718  = 5'h1b == \$4717 [4:0];
   assign \$4719  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4720  = 2'h3 == \$4719 [4:3];
   assign \$4721  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4722  = 2'h3 == \$4721 [4:3];
+  assign \$4722  = 3'h6 == \$4721 [4:2];
   assign \$4723  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4724  = 3'h7 == \$4723 [4:2];
+  assign \$4724  = 4'hd == \$4723 [4:1];
   assign \$4725  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4726  = 4'he == \$4725 [4:1];
+  assign \$4726  = 5'h1b == \$4725 [4:0];
   assign \$4727  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4728  = 5'h1c == \$4727 [4:0];
   assign \$4729  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4730  = 2'h3 == \$4729 [4:3];
   assign \$4731  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4732  = 2'h3 == \$4731 [4:3];
+  assign \$4732  = 3'h7 == \$4731 [4:2];
   assign \$4733  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4734  = 3'h7 == \$4733 [4:2];
+  assign \$4734  = 4'he == \$4733 [4:1];
   assign \$4735  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4736  = 4'he == \$4735 [4:1];
+  assign \$4736  = 5'h1c == \$4735 [4:0];
   assign \$4737  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4738  = 5'h1d == \$4737 [4:0];
   assign \$4739  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4740  = 2'h3 == \$4739 [4:3];
   assign \$4741  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4742  = 2'h3 == \$4741 [4:3];
+  assign \$4742  = 3'h7 == \$4741 [4:2];
   assign \$4743  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4744  = 3'h7 == \$4743 [4:2];
+  assign \$4744  = 4'he == \$4743 [4:1];
   assign \$4745  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4746  = 4'hf == \$4745 [4:1];
+  assign \$4746  = 5'h1d == \$4745 [4:0];
   assign \$4747  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4748  = 5'h1e == \$4747 [4:0];
   assign \$4749  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4750  = 2'h3 == \$4749 [4:3];
   assign \$4751  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4752  = 2'h3 == \$4751 [4:3];
+  assign \$4752  = 3'h7 == \$4751 [4:2];
   assign \$4753  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4754  = 3'h7 == \$4753 [4:2];
+  assign \$4754  = 4'hf == \$4753 [4:1];
   assign \$4755  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4756  = 4'hf == \$4755 [4:1];
+  assign \$4756  = 5'h1e == \$4755 [4:0];
   assign \$4757  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4758  = 5'h1f == \$4757 [4:0];
-  assign \$4759  = ~ trans;
-  assign \$4760  = \mac_d2$194  & \$4759 ;
-  assign pe_acc_write3 = \$4760  & \last_d2$200 ;
-  assign \$4761  = ~ t_scalar;
-  assign \$4762  = t_direct[0] & \$4761 ;
-  assign \$4763  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$4764  = \$4763  & t_scalar;
-  assign \$4765  = \$4762  | \$4764 ;
-  assign \$4766  = t_scalar ? t_scalar_ctl[25] : t_direct[25];
+  assign \$4759  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4760  = 2'h3 == \$4759 [4:3];
+  assign \$4761  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4762  = 3'h7 == \$4761 [4:2];
+  assign \$4763  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4764  = 4'hf == \$4763 [4:1];
+  assign \$4765  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4766  = 5'h1f == \$4765 [4:0];
   assign \$4767  = ~ trans;
   assign \$4768  = \mac_d2$194  & \$4767 ;
-  assign \$4769  = \$4768  & \last_d2$200 ;
-  assign \$4770  = \$4769  ? \bank_d2$198  : fold_bank;
-  assign acc_w_bank3 = \$4765  ? \$4766  : \$4770 ;
-  assign \$4771  = ~ t_scalar;
-  assign \$4772  = t_direct[0] & \$4771 ;
-  assign \$4773  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$4774  = \$4773  & t_scalar;
-  assign \$4775  = \$4772  | \$4774 ;
-  assign \$4776  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4777  = ~ trans;
-  assign \$4778  = \mac_d2$194  & \$4777 ;
-  assign \$4779  = \$4778  & \last_d2$200 ;
-  assign \$4780  = \$4779  ? \acc_addr_d2$196  : acc_word;
-  assign \$4781  = \$4775  ? \$4776 [19:5] : { 8'h00, \$4780  };
-  assign \$4782  = ~ t_scalar;
-  assign \$4783  = t_direct[0] & \$4782 ;
-  assign \$4784  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$4785  = \$4784  & t_scalar;
-  assign \$4786  = \$4783  | \$4785 ;
-  assign \$4787  = t_fold_adds == 2'h2;
-  assign \$4788  = \$4787  ? fold2_r_3 : fold1_r_3;
-  assign \$4789  = t_scalar ? \$4788  : t_node_3_0;
-  assign \$4790  = t_fold_adds == 2'h2;
-  assign \$4791  = \$4790  ? fold2_r_3 : fold1_r_3;
-  assign \$4792  = t_scalar ? \$4791  : t_node_3_1;
-  assign \$4793  = t_fold_adds == 2'h2;
-  assign \$4794  = \$4793  ? fold2_r_3 : fold1_r_3;
-  assign \$4795  = t_scalar ? \$4794  : t_node_3_2;
-  assign \$4796  = t_fold_adds == 2'h2;
-  assign \$4797  = \$4796  ? fold2_r_3 : fold1_r_3;
-  assign \$4798  = t_scalar ? \$4797  : t_node_3_3;
-  assign \$4799  = t_fold_adds == 2'h2;
-  assign \$4800  = \$4799  ? fold2_r_3 : fold1_r_3;
-  assign \$4801  = t_scalar ? \$4800  : t_node_3_4;
-  assign \$4802  = t_fold_adds == 2'h2;
-  assign \$4803  = \$4802  ? fold2_r_3 : fold1_r_3;
-  assign \$4804  = t_scalar ? \$4803  : t_node_3_5;
-  assign \$4805  = t_fold_adds == 2'h2;
-  assign \$4806  = \$4805  ? fold2_r_3 : fold1_r_3;
-  assign \$4807  = t_scalar ? \$4806  : t_node_3_6;
-  assign \$4808  = t_fold_adds == 2'h2;
-  assign \$4809  = \$4808  ? fold2_r_3 : fold1_r_3;
-  assign \$4810  = t_scalar ? \$4809  : t_node_3_7;
-  assign \$4811  = t_fold_adds == 2'h2;
-  assign \$4812  = \$4811  ? fold2_r_3 : fold1_r_3;
-  assign \$4813  = t_scalar ? \$4812  : t_node_3_8;
-  assign \$4814  = t_fold_adds == 2'h2;
-  assign \$4815  = \$4814  ? fold2_r_3 : fold1_r_3;
-  assign \$4816  = t_scalar ? \$4815  : t_node_3_9;
-  assign \$4817  = t_fold_adds == 2'h2;
-  assign \$4818  = \$4817  ? fold2_r_3 : fold1_r_3;
-  assign \$4819  = t_scalar ? \$4818  : t_node_3_10;
-  assign \$4820  = t_fold_adds == 2'h2;
-  assign \$4821  = \$4820  ? fold2_r_3 : fold1_r_3;
-  assign \$4822  = t_scalar ? \$4821  : t_node_3_11;
-  assign \$4823  = t_fold_adds == 2'h2;
-  assign \$4824  = \$4823  ? fold2_r_3 : fold1_r_3;
-  assign \$4825  = t_scalar ? \$4824  : t_node_3_12;
-  assign \$4826  = t_fold_adds == 2'h2;
-  assign \$4827  = \$4826  ? fold2_r_3 : fold1_r_3;
-  assign \$4828  = t_scalar ? \$4827  : t_node_3_13;
-  assign \$4829  = t_fold_adds == 2'h2;
-  assign \$4830  = \$4829  ? fold2_r_3 : fold1_r_3;
-  assign \$4831  = t_scalar ? \$4830  : t_node_3_14;
-  assign \$4832  = t_fold_adds == 2'h2;
-  assign \$4833  = \$4832  ? fold2_r_3 : fold1_r_3;
-  assign \$4834  = t_scalar ? \$4833  : t_node_3_15;
-  assign \$4835  = t_fold_adds == 2'h2;
-  assign \$4836  = \$4835  ? fold2_r_3 : fold1_r_3;
-  assign \$4837  = t_scalar ? \$4836  : t_node_3_16;
-  assign \$4838  = t_fold_adds == 2'h2;
-  assign \$4839  = \$4838  ? fold2_r_3 : fold1_r_3;
-  assign \$4840  = t_scalar ? \$4839  : t_node_3_17;
-  assign \$4841  = t_fold_adds == 2'h2;
-  assign \$4842  = \$4841  ? fold2_r_3 : fold1_r_3;
-  assign \$4843  = t_scalar ? \$4842  : t_node_3_18;
-  assign \$4844  = t_fold_adds == 2'h2;
-  assign \$4845  = \$4844  ? fold2_r_3 : fold1_r_3;
-  assign \$4846  = t_scalar ? \$4845  : t_node_3_19;
-  assign \$4847  = t_fold_adds == 2'h2;
-  assign \$4848  = \$4847  ? fold2_r_3 : fold1_r_3;
-  assign \$4849  = t_scalar ? \$4848  : t_node_3_20;
-  assign \$4850  = t_fold_adds == 2'h2;
-  assign \$4851  = \$4850  ? fold2_r_3 : fold1_r_3;
-  assign \$4852  = t_scalar ? \$4851  : t_node_3_21;
-  assign \$4853  = t_fold_adds == 2'h2;
-  assign \$4854  = \$4853  ? fold2_r_3 : fold1_r_3;
-  assign \$4855  = t_scalar ? \$4854  : t_node_3_22;
-  assign \$4856  = t_fold_adds == 2'h2;
-  assign \$4857  = \$4856  ? fold2_r_3 : fold1_r_3;
-  assign \$4858  = t_scalar ? \$4857  : t_node_3_23;
-  assign \$4859  = t_fold_adds == 2'h2;
-  assign \$4860  = \$4859  ? fold2_r_3 : fold1_r_3;
-  assign \$4861  = t_scalar ? \$4860  : t_node_3_24;
-  assign \$4862  = t_fold_adds == 2'h2;
-  assign \$4863  = \$4862  ? fold2_r_3 : fold1_r_3;
-  assign \$4864  = t_scalar ? \$4863  : t_node_3_25;
-  assign \$4865  = t_fold_adds == 2'h2;
-  assign \$4866  = \$4865  ? fold2_r_3 : fold1_r_3;
-  assign \$4867  = t_scalar ? \$4866  : t_node_3_26;
-  assign \$4868  = t_fold_adds == 2'h2;
-  assign \$4869  = \$4868  ? fold2_r_3 : fold1_r_3;
-  assign \$4870  = t_scalar ? \$4869  : t_node_3_27;
-  assign \$4871  = t_fold_adds == 2'h2;
-  assign \$4872  = \$4871  ? fold2_r_3 : fold1_r_3;
-  assign \$4873  = t_scalar ? \$4872  : t_node_3_28;
-  assign \$4874  = t_fold_adds == 2'h2;
-  assign \$4875  = \$4874  ? fold2_r_3 : fold1_r_3;
-  assign \$4876  = t_scalar ? \$4875  : t_node_3_29;
-  assign \$4877  = t_fold_adds == 2'h2;
-  assign \$4878  = \$4877  ? fold2_r_3 : fold1_r_3;
-  assign \$4879  = t_scalar ? \$4878  : t_node_3_30;
-  assign \$4880  = t_fold_adds == 2'h2;
-  assign \$4881  = \$4880  ? fold2_r_3 : fold1_r_3;
-  assign \$4882  = t_scalar ? \$4881  : t_node_3_31;
-  assign \$4883  = ~ trans;
-  assign \$4884  = \mac_d2$194  & \$4883 ;
-  assign \$4885  = \$4884  & \last_d2$200 ;
-  assign \$4886  = \$4885  ? { sum_3_31, sum_3_30, sum_3_29, sum_3_28, sum_3_27, sum_3_26, sum_3_25, sum_3_24, sum_3_23, sum_3_22, sum_3_21, sum_3_20, sum_3_19, sum_3_18, sum_3_17, sum_3_16, sum_3_15, sum_3_14, sum_3_13, sum_3_12, sum_3_11, sum_3_10, sum_3_9, sum_3_8, sum_3_7, sum_3_6, sum_3_5, sum_3_4, sum_3_3, sum_3_2, sum_3_1, sum_3_0 } : acc_data;
-  assign acc_w_data3 = \$4786  ? { \$4882 , \$4879 , \$4876 , \$4873 , \$4870 , \$4867 , \$4864 , \$4861 , \$4858 , \$4855 , \$4852 , \$4849 , \$4846 , \$4843 , \$4840 , \$4837 , \$4834 , \$4831 , \$4828 , \$4825 , \$4822 , \$4819 , \$4816 , \$4813 , \$4810 , \$4807 , \$4804 , \$4801 , \$4798 , \$4795 , \$4792 , \$4789  } : \$4886 ;
-  assign \$4887  = ~ t_scalar;
-  assign \$4888  = t_direct[0] & \$4887 ;
-  assign \$4889  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$4890  = \$4889  & t_scalar;
-  assign \$4891  = \$4888  | \$4890 ;
-  assign \$4892  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4893  = ! \$4892 [4:0];
-  assign \$4894  = t_scalar ? \$4893  : t_en_3_0;
+  assign pe_acc_write3 = \$4768  & \last_d2$200 ;
+  assign \$4769  = ~ t_scalar;
+  assign \$4770  = t_direct[0] & \$4769 ;
+  assign \$4771  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$4772  = \$4771  & t_scalar;
+  assign \$4773  = \$4770  | \$4772 ;
+  assign \$4774  = t_scalar ? t_scalar_ctl[25] : t_direct[25];
+  assign \$4775  = ~ trans;
+  assign \$4776  = \mac_d2$194  & \$4775 ;
+  assign \$4777  = \$4776  & \last_d2$200 ;
+  assign \$4778  = \$4777  ? \bank_d2$198  : fold_bank;
+  assign acc_w_bank3 = \$4773  ? \$4774  : \$4778 ;
+  assign \$4779  = ~ t_scalar;
+  assign \$4780  = t_direct[0] & \$4779 ;
+  assign \$4781  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$4782  = \$4781  & t_scalar;
+  assign \$4783  = \$4780  | \$4782 ;
+  assign \$4784  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4785  = ~ trans;
+  assign \$4786  = \mac_d2$194  & \$4785 ;
+  assign \$4787  = \$4786  & \last_d2$200 ;
+  assign \$4788  = \$4787  ? \acc_addr_d2$196  : acc_word;
+  assign \$4789  = \$4783  ? \$4784 [19:5] : { 8'h00, \$4788  };
+  assign \$4790  = ~ t_scalar;
+  assign \$4791  = t_direct[0] & \$4790 ;
+  assign \$4792  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$4793  = \$4792  & t_scalar;
+  assign \$4794  = \$4791  | \$4793 ;
+  assign \$4795  = t_fold_adds == 2'h2;
+  assign \$4796  = \$4795  ? fold2_r_3 : fold1_r_3;
+  assign \$4797  = t_scalar ? \$4796  : t_node_3_0;
+  assign \$4798  = t_fold_adds == 2'h2;
+  assign \$4799  = \$4798  ? fold2_r_3 : fold1_r_3;
+  assign \$4800  = t_scalar ? \$4799  : t_node_3_1;
+  assign \$4801  = t_fold_adds == 2'h2;
+  assign \$4802  = \$4801  ? fold2_r_3 : fold1_r_3;
+  assign \$4803  = t_scalar ? \$4802  : t_node_3_2;
+  assign \$4804  = t_fold_adds == 2'h2;
+  assign \$4805  = \$4804  ? fold2_r_3 : fold1_r_3;
+  assign \$4806  = t_scalar ? \$4805  : t_node_3_3;
+  assign \$4807  = t_fold_adds == 2'h2;
+  assign \$4808  = \$4807  ? fold2_r_3 : fold1_r_3;
+  assign \$4809  = t_scalar ? \$4808  : t_node_3_4;
+  assign \$4810  = t_fold_adds == 2'h2;
+  assign \$4811  = \$4810  ? fold2_r_3 : fold1_r_3;
+  assign \$4812  = t_scalar ? \$4811  : t_node_3_5;
+  assign \$4813  = t_fold_adds == 2'h2;
+  assign \$4814  = \$4813  ? fold2_r_3 : fold1_r_3;
+  assign \$4815  = t_scalar ? \$4814  : t_node_3_6;
+  assign \$4816  = t_fold_adds == 2'h2;
+  assign \$4817  = \$4816  ? fold2_r_3 : fold1_r_3;
+  assign \$4818  = t_scalar ? \$4817  : t_node_3_7;
+  assign \$4819  = t_fold_adds == 2'h2;
+  assign \$4820  = \$4819  ? fold2_r_3 : fold1_r_3;
+  assign \$4821  = t_scalar ? \$4820  : t_node_3_8;
+  assign \$4822  = t_fold_adds == 2'h2;
+  assign \$4823  = \$4822  ? fold2_r_3 : fold1_r_3;
+  assign \$4824  = t_scalar ? \$4823  : t_node_3_9;
+  assign \$4825  = t_fold_adds == 2'h2;
+  assign \$4826  = \$4825  ? fold2_r_3 : fold1_r_3;
+  assign \$4827  = t_scalar ? \$4826  : t_node_3_10;
+  assign \$4828  = t_fold_adds == 2'h2;
+  assign \$4829  = \$4828  ? fold2_r_3 : fold1_r_3;
+  assign \$4830  = t_scalar ? \$4829  : t_node_3_11;
+  assign \$4831  = t_fold_adds == 2'h2;
+  assign \$4832  = \$4831  ? fold2_r_3 : fold1_r_3;
+  assign \$4833  = t_scalar ? \$4832  : t_node_3_12;
+  assign \$4834  = t_fold_adds == 2'h2;
+  assign \$4835  = \$4834  ? fold2_r_3 : fold1_r_3;
+  assign \$4836  = t_scalar ? \$4835  : t_node_3_13;
+  assign \$4837  = t_fold_adds == 2'h2;
+  assign \$4838  = \$4837  ? fold2_r_3 : fold1_r_3;
+  assign \$4839  = t_scalar ? \$4838  : t_node_3_14;
+  assign \$4840  = t_fold_adds == 2'h2;
+  assign \$4841  = \$4840  ? fold2_r_3 : fold1_r_3;
+  assign \$4842  = t_scalar ? \$4841  : t_node_3_15;
+  assign \$4843  = t_fold_adds == 2'h2;
+  assign \$4844  = \$4843  ? fold2_r_3 : fold1_r_3;
+  assign \$4845  = t_scalar ? \$4844  : t_node_3_16;
+  assign \$4846  = t_fold_adds == 2'h2;
+  assign \$4847  = \$4846  ? fold2_r_3 : fold1_r_3;
+  assign \$4848  = t_scalar ? \$4847  : t_node_3_17;
+  assign \$4849  = t_fold_adds == 2'h2;
+  assign \$4850  = \$4849  ? fold2_r_3 : fold1_r_3;
+  assign \$4851  = t_scalar ? \$4850  : t_node_3_18;
+  assign \$4852  = t_fold_adds == 2'h2;
+  assign \$4853  = \$4852  ? fold2_r_3 : fold1_r_3;
+  assign \$4854  = t_scalar ? \$4853  : t_node_3_19;
+  assign \$4855  = t_fold_adds == 2'h2;
+  assign \$4856  = \$4855  ? fold2_r_3 : fold1_r_3;
+  assign \$4857  = t_scalar ? \$4856  : t_node_3_20;
+  assign \$4858  = t_fold_adds == 2'h2;
+  assign \$4859  = \$4858  ? fold2_r_3 : fold1_r_3;
+  assign \$4860  = t_scalar ? \$4859  : t_node_3_21;
+  assign \$4861  = t_fold_adds == 2'h2;
+  assign \$4862  = \$4861  ? fold2_r_3 : fold1_r_3;
+  assign \$4863  = t_scalar ? \$4862  : t_node_3_22;
+  assign \$4864  = t_fold_adds == 2'h2;
+  assign \$4865  = \$4864  ? fold2_r_3 : fold1_r_3;
+  assign \$4866  = t_scalar ? \$4865  : t_node_3_23;
+  assign \$4867  = t_fold_adds == 2'h2;
+  assign \$4868  = \$4867  ? fold2_r_3 : fold1_r_3;
+  assign \$4869  = t_scalar ? \$4868  : t_node_3_24;
+  assign \$4870  = t_fold_adds == 2'h2;
+  assign \$4871  = \$4870  ? fold2_r_3 : fold1_r_3;
+  assign \$4872  = t_scalar ? \$4871  : t_node_3_25;
+  assign \$4873  = t_fold_adds == 2'h2;
+  assign \$4874  = \$4873  ? fold2_r_3 : fold1_r_3;
+  assign \$4875  = t_scalar ? \$4874  : t_node_3_26;
+  assign \$4876  = t_fold_adds == 2'h2;
+  assign \$4877  = \$4876  ? fold2_r_3 : fold1_r_3;
+  assign \$4878  = t_scalar ? \$4877  : t_node_3_27;
+  assign \$4879  = t_fold_adds == 2'h2;
+  assign \$4880  = \$4879  ? fold2_r_3 : fold1_r_3;
+  assign \$4881  = t_scalar ? \$4880  : t_node_3_28;
+  assign \$4882  = t_fold_adds == 2'h2;
+  assign \$4883  = \$4882  ? fold2_r_3 : fold1_r_3;
+  assign \$4884  = t_scalar ? \$4883  : t_node_3_29;
+  assign \$4885  = t_fold_adds == 2'h2;
+  assign \$4886  = \$4885  ? fold2_r_3 : fold1_r_3;
+  assign \$4887  = t_scalar ? \$4886  : t_node_3_30;
+  assign \$4888  = t_fold_adds == 2'h2;
+  assign \$4889  = \$4888  ? fold2_r_3 : fold1_r_3;
+  assign \$4890  = t_scalar ? \$4889  : t_node_3_31;
+  assign \$4891  = ~ trans;
+  assign \$4892  = \mac_d2$194  & \$4891 ;
+  assign \$4893  = \$4892  & \last_d2$200 ;
+  assign \$4894  = \$4893  ? { sum_3_31, sum_3_30, sum_3_29, sum_3_28, sum_3_27, sum_3_26, sum_3_25, sum_3_24, sum_3_23, sum_3_22, sum_3_21, sum_3_20, sum_3_19, sum_3_18, sum_3_17, sum_3_16, sum_3_15, sum_3_14, sum_3_13, sum_3_12, sum_3_11, sum_3_10, sum_3_9, sum_3_8, sum_3_7, sum_3_6, sum_3_5, sum_3_4, sum_3_3, sum_3_2, sum_3_1, sum_3_0 } : acc_data;
+  assign acc_w_data3 = \$4794  ? { \$4890 , \$4887 , \$4884 , \$4881 , \$4878 , \$4875 , \$4872 , \$4869 , \$4866 , \$4863 , \$4860 , \$4857 , \$4854 , \$4851 , \$4848 , \$4845 , \$4842 , \$4839 , \$4836 , \$4833 , \$4830 , \$4827 , \$4824 , \$4821 , \$4818 , \$4815 , \$4812 , \$4809 , \$4806 , \$4803 , \$4800 , \$4797  } : \$4894 ;
   assign \$4895  = ~ t_scalar;
   assign \$4896  = t_direct[0] & \$4895 ;
   assign \$4897  = t_scalar_ctl[0] & t_scalar_ctl[24];
   assign \$4898  = \$4897  & t_scalar;
   assign \$4899  = \$4896  | \$4898 ;
-  assign \$4900  = \$4894  & \$4899 ;
-  assign \$4901  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4902  = \$4901 [4:0] == 1'h1;
-  assign \$4903  = t_scalar ? \$4902  : t_en_3_1;
-  assign \$4904  = ~ t_scalar;
-  assign \$4905  = t_direct[0] & \$4904 ;
-  assign \$4906  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$4907  = \$4906  & t_scalar;
-  assign \$4908  = \$4905  | \$4907 ;
-  assign \$4909  = \$4903  & \$4908 ;
-  assign \$4910  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4911  = \$4910 [4:0] == 2'h2;
-  assign \$4912  = t_scalar ? \$4911  : t_en_3_2;
-  assign \$4913  = ~ t_scalar;
-  assign \$4914  = t_direct[0] & \$4913 ;
-  assign \$4915  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$4916  = \$4915  & t_scalar;
-  assign \$4917  = \$4914  | \$4916 ;
-  assign \$4918  = \$4912  & \$4917 ;
-  assign \$4919  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4920  = \$4919 [4:0] == 2'h3;
-  assign \$4921  = t_scalar ? \$4920  : t_en_3_3;
-  assign \$4922  = ~ t_scalar;
-  assign \$4923  = t_direct[0] & \$4922 ;
-  assign \$4924  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$4925  = \$4924  & t_scalar;
-  assign \$4926  = \$4923  | \$4925 ;
-  assign \$4927  = \$4921  & \$4926 ;
-  assign \$4928  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4929  = \$4928 [4:0] == 3'h4;
-  assign \$4930  = t_scalar ? \$4929  : t_en_3_4;
-  assign \$4931  = ~ t_scalar;
-  assign \$4932  = t_direct[0] & \$4931 ;
-  assign \$4933  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$4934  = \$4933  & t_scalar;
-  assign \$4935  = \$4932  | \$4934 ;
-  assign \$4936  = \$4930  & \$4935 ;
-  assign \$4937  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4938  = \$4937 [4:0] == 3'h5;
-  assign \$4939  = t_scalar ? \$4938  : t_en_3_5;
-  assign \$4940  = ~ t_scalar;
-  assign \$4941  = t_direct[0] & \$4940 ;
-  assign \$4942  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$4943  = \$4942  & t_scalar;
-  assign \$4944  = \$4941  | \$4943 ;
-  assign \$4945  = \$4939  & \$4944 ;
-  assign \$4946  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4947  = \$4946 [4:0] == 3'h6;
-  assign \$4948  = t_scalar ? \$4947  : t_en_3_6;
-  assign \$4949  = ~ t_scalar;
-  assign \$4950  = t_direct[0] & \$4949 ;
-  assign \$4951  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$4952  = \$4951  & t_scalar;
-  assign \$4953  = \$4950  | \$4952 ;
-  assign \$4954  = \$4948  & \$4953 ;
-  assign \$4955  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4956  = \$4955 [4:0] == 3'h7;
-  assign \$4957  = t_scalar ? \$4956  : t_en_3_7;
-  assign \$4958  = ~ t_scalar;
-  assign \$4959  = t_direct[0] & \$4958 ;
-  assign \$4960  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$4961  = \$4960  & t_scalar;
-  assign \$4962  = \$4959  | \$4961 ;
-  assign \$4963  = \$4957  & \$4962 ;
-  assign \$4964  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4965  = \$4964 [4:0] == 4'h8;
-  assign \$4966  = t_scalar ? \$4965  : t_en_3_8;
-  assign \$4967  = ~ t_scalar;
-  assign \$4968  = t_direct[0] & \$4967 ;
-  assign \$4969  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$4970  = \$4969  & t_scalar;
-  assign \$4971  = \$4968  | \$4970 ;
-  assign \$4972  = \$4966  & \$4971 ;
-  assign \$4973  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4974  = \$4973 [4:0] == 4'h9;
-  assign \$4975  = t_scalar ? \$4974  : t_en_3_9;
-  assign \$4976  = ~ t_scalar;
-  assign \$4977  = t_direct[0] & \$4976 ;
-  assign \$4978  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$4979  = \$4978  & t_scalar;
-  assign \$4980  = \$4977  | \$4979 ;
-  assign \$4981  = \$4975  & \$4980 ;
-  assign \$4982  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4983  = \$4982 [4:0] == 4'ha;
-  assign \$4984  = t_scalar ? \$4983  : t_en_3_10;
-  assign \$4985  = ~ t_scalar;
-  assign \$4986  = t_direct[0] & \$4985 ;
-  assign \$4987  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$4988  = \$4987  & t_scalar;
-  assign \$4989  = \$4986  | \$4988 ;
-  assign \$4990  = \$4984  & \$4989 ;
-  assign \$4991  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$4992  = \$4991 [4:0] == 4'hb;
-  assign \$4993  = t_scalar ? \$4992  : t_en_3_11;
-  assign \$4994  = ~ t_scalar;
-  assign \$4995  = t_direct[0] & \$4994 ;
-  assign \$4996  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$4997  = \$4996  & t_scalar;
-  assign \$4998  = \$4995  | \$4997 ;
-  assign \$4999  = \$4993  & \$4998 ;
-  assign \$5000  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$5001  = \$5000 [4:0] == 4'hc;
-  assign \$5002  = t_scalar ? \$5001  : t_en_3_12;
-  assign \$5003  = ~ t_scalar;
-  assign \$5004  = t_direct[0] & \$5003 ;
-  assign \$5005  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$5006  = \$5005  & t_scalar;
-  assign \$5007  = \$5004  | \$5006 ;
-  assign \$5008  = \$5002  & \$5007 ;
-  assign \$5009  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$5010  = \$5009 [4:0] == 4'hd;
-  assign \$5011  = t_scalar ? \$5010  : t_en_3_13;
-  assign \$5012  = ~ t_scalar;
-  assign \$5013  = t_direct[0] & \$5012 ;
-  assign \$5014  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$5015  = \$5014  & t_scalar;
-  assign \$5016  = \$5013  | \$5015 ;
-  assign \$5017  = \$5011  & \$5016 ;
-  assign \$5018  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$5019  = \$5018 [4:0] == 4'he;
-  assign \$5020  = t_scalar ? \$5019  : t_en_3_14;
-  assign \$5021  = ~ t_scalar;
-  assign \$5022  = t_direct[0] & \$5021 ;
-  assign \$5023  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$5024  = \$5023  & t_scalar;
-  assign \$5025  = \$5022  | \$5024 ;
-  assign \$5026  = \$5020  & \$5025 ;
-  assign \$5027  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$5028  = \$5027 [4:0] == 4'hf;
-  assign \$5029  = t_scalar ? \$5028  : t_en_3_15;
-  assign \$5030  = ~ t_scalar;
-  assign \$5031  = t_direct[0] & \$5030 ;
-  assign \$5032  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$5033  = \$5032  & t_scalar;
-  assign \$5034  = \$5031  | \$5033 ;
-  assign \$5035  = \$5029  & \$5034 ;
-  assign \$5036  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$5037  = \$5036 [4:0] == 5'h10;
-  assign \$5038  = t_scalar ? \$5037  : t_en_3_16;
-  assign \$5039  = ~ t_scalar;
-  assign \$5040  = t_direct[0] & \$5039 ;
-  assign \$5041  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$5042  = \$5041  & t_scalar;
-  assign \$5043  = \$5040  | \$5042 ;
-  assign \$5044  = \$5038  & \$5043 ;
-  assign \$5045  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$5046  = \$5045 [4:0] == 5'h11;
-  assign \$5047  = t_scalar ? \$5046  : t_en_3_17;
-  assign \$5048  = ~ t_scalar;
-  assign \$5049  = t_direct[0] & \$5048 ;
-  assign \$5050  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$5051  = \$5050  & t_scalar;
-  assign \$5052  = \$5049  | \$5051 ;
-  assign \$5053  = \$5047  & \$5052 ;
-  assign \$5054  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$5055  = \$5054 [4:0] == 5'h12;
-  assign \$5056  = t_scalar ? \$5055  : t_en_3_18;
-  assign \$5057  = ~ t_scalar;
-  assign \$5058  = t_direct[0] & \$5057 ;
-  assign \$5059  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$5060  = \$5059  & t_scalar;
-  assign \$5061  = \$5058  | \$5060 ;
-  assign \$5062  = \$5056  & \$5061 ;
-  assign \$5063  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$5064  = \$5063 [4:0] == 5'h13;
-  assign \$5065  = t_scalar ? \$5064  : t_en_3_19;
-  assign \$5066  = ~ t_scalar;
-  assign \$5067  = t_direct[0] & \$5066 ;
-  assign \$5068  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$5069  = \$5068  & t_scalar;
-  assign \$5070  = \$5067  | \$5069 ;
-  assign \$5071  = \$5065  & \$5070 ;
-  assign \$5072  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$5073  = \$5072 [4:0] == 5'h14;
-  assign \$5074  = t_scalar ? \$5073  : t_en_3_20;
-  assign \$5075  = ~ t_scalar;
-  assign \$5076  = t_direct[0] & \$5075 ;
-  assign \$5077  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$5078  = \$5077  & t_scalar;
-  assign \$5079  = \$5076  | \$5078 ;
-  assign \$5080  = \$5074  & \$5079 ;
-  assign \$5081  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$5082  = \$5081 [4:0] == 5'h15;
-  assign \$5083  = t_scalar ? \$5082  : t_en_3_21;
-  assign \$5084  = ~ t_scalar;
-  assign \$5085  = t_direct[0] & \$5084 ;
-  assign \$5086  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$5087  = \$5086  & t_scalar;
-  assign \$5088  = \$5085  | \$5087 ;
-  assign \$5089  = \$5083  & \$5088 ;
-  assign \$5090  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$5091  = \$5090 [4:0] == 5'h16;
-  assign \$5092  = t_scalar ? \$5091  : t_en_3_22;
-  assign \$5093  = ~ t_scalar;
-  assign \$5094  = t_direct[0] & \$5093 ;
-  assign \$5095  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$5096  = \$5095  & t_scalar;
-  assign \$5097  = \$5094  | \$5096 ;
-  assign \$5098  = \$5092  & \$5097 ;
-  assign \$5099  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$5100  = \$5099 [4:0] == 5'h17;
-  assign \$5101  = t_scalar ? \$5100  : t_en_3_23;
-  assign \$5102  = ~ t_scalar;
-  assign \$5103  = t_direct[0] & \$5102 ;
-  assign \$5104  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$5105  = \$5104  & t_scalar;
-  assign \$5106  = \$5103  | \$5105 ;
-  assign \$5107  = \$5101  & \$5106 ;
-  assign \$5108  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$5109  = \$5108 [4:0] == 5'h18;
-  assign \$5110  = t_scalar ? \$5109  : t_en_3_24;
-  assign \$5111  = ~ t_scalar;
-  assign \$5112  = t_direct[0] & \$5111 ;
-  assign \$5113  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$5114  = \$5113  & t_scalar;
-  assign \$5115  = \$5112  | \$5114 ;
-  assign \$5116  = \$5110  & \$5115 ;
-  assign \$5117  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$5118  = \$5117 [4:0] == 5'h19;
-  assign \$5119  = t_scalar ? \$5118  : t_en_3_25;
-  assign \$5120  = ~ t_scalar;
-  assign \$5121  = t_direct[0] & \$5120 ;
-  assign \$5122  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$5123  = \$5122  & t_scalar;
-  assign \$5124  = \$5121  | \$5123 ;
-  assign \$5125  = \$5119  & \$5124 ;
-  assign \$5126  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$5127  = \$5126 [4:0] == 5'h1a;
-  assign \$5128  = t_scalar ? \$5127  : t_en_3_26;
-  assign \$5129  = ~ t_scalar;
-  assign \$5130  = t_direct[0] & \$5129 ;
-  assign \$5131  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$5132  = \$5131  & t_scalar;
-  assign \$5133  = \$5130  | \$5132 ;
-  assign \$5134  = \$5128  & \$5133 ;
-  assign \$5135  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$5136  = \$5135 [4:0] == 5'h1b;
-  assign \$5137  = t_scalar ? \$5136  : t_en_3_27;
-  assign \$5138  = ~ t_scalar;
-  assign \$5139  = t_direct[0] & \$5138 ;
-  assign \$5140  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$5141  = \$5140  & t_scalar;
-  assign \$5142  = \$5139  | \$5141 ;
-  assign \$5143  = \$5137  & \$5142 ;
-  assign \$5144  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$5145  = \$5144 [4:0] == 5'h1c;
-  assign \$5146  = t_scalar ? \$5145  : t_en_3_28;
-  assign \$5147  = ~ t_scalar;
-  assign \$5148  = t_direct[0] & \$5147 ;
-  assign \$5149  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$5150  = \$5149  & t_scalar;
-  assign \$5151  = \$5148  | \$5150 ;
-  assign \$5152  = \$5146  & \$5151 ;
-  assign \$5153  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$5154  = \$5153 [4:0] == 5'h1d;
-  assign \$5155  = t_scalar ? \$5154  : t_en_3_29;
-  assign \$5156  = ~ t_scalar;
-  assign \$5157  = t_direct[0] & \$5156 ;
-  assign \$5158  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$5159  = \$5158  & t_scalar;
-  assign \$5160  = \$5157  | \$5159 ;
-  assign \$5161  = \$5155  & \$5160 ;
-  assign \$5162  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$5163  = \$5162 [4:0] == 5'h1e;
-  assign \$5164  = t_scalar ? \$5163  : t_en_3_30;
-  assign \$5165  = ~ t_scalar;
-  assign \$5166  = t_direct[0] & \$5165 ;
-  assign \$5167  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$5168  = \$5167  & t_scalar;
-  assign \$5169  = \$5166  | \$5168 ;
-  assign \$5170  = \$5164  & \$5169 ;
-  assign \$5171  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$5172  = \$5171 [4:0] == 5'h1f;
-  assign \$5173  = t_scalar ? \$5172  : t_en_3_31;
-  assign \$5174  = ~ t_scalar;
-  assign \$5175  = t_direct[0] & \$5174 ;
-  assign \$5176  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$5177  = \$5176  & t_scalar;
-  assign \$5178  = \$5175  | \$5177 ;
-  assign \$5179  = \$5173  & \$5178 ;
-  assign \$5180  = ~ trans;
-  assign \$5181  = \mac_d2$194  & \$5180 ;
-  assign \$5182  = \$5181  & \last_d2$200 ;
-  assign \$5183  = acc_row == 2'h3;
-  assign \$5184  = acc_we & \$5183 ;
-  assign \$5185  = \$5182  | \$5184 ;
-  assign \$5186  = \$5185  ? 32'd4294967295 : 32'd0;
-  assign acc_w_en3 = \$4891  ? { \$5179 , \$5170 , \$5161 , \$5152 , \$5143 , \$5134 , \$5125 , \$5116 , \$5107 , \$5098 , \$5089 , \$5080 , \$5071 , \$5062 , \$5053 , \$5044 , \$5035 , \$5026 , \$5017 , \$5008 , \$4999 , \$4990 , \$4981 , \$4972 , \$4963 , \$4954 , \$4945 , \$4936 , \$4927 , \$4918 , \$4909 , \$4900  } : \$5186 ;
-  assign \$5187  = ! acc_w_bank3;
-  assign \$signature__en$1421  = acc_w_bank3 ? 32'd0 : acc_w_en3;
-  assign \$signature__en$1424  = \$5188  ? acc_w_en3 : 32'd0;
-  assign \$5189  = rd_bank_q ? \acc_r__data$939  : acc_r__data;
-  assign \$5190  = rd_bank_q ? \acc_r__data$1064  : \acc_r__data$1063 ;
-  assign \$5191  = rd_bank_q ? \acc_r__data$1187  : \acc_r__data$1186 ;
-  assign \$5192  = rd_bank_q ? \acc_r__data$1310  : \acc_r__data$1309 ;
-  assign \$5193  = first_d2 ? 32'd0 : acc_slot_data0[31:0];
-  assign \$5194  = trans ? active_product_0_0 : \$5193 ;
-  assign \$5195  = trans ? active_product_0_1 : active_product_0_0;
-  assign \$5196  = first_d2 ? 32'd0 : acc_slot_data0[63:32];
-  assign \$5197  = trans ? active_product_0_2 : \$5196 ;
-  assign \$5198  = trans ? active_product_0_3 : active_product_0_1;
-  assign \$5199  = first_d2 ? 32'd0 : acc_slot_data0[95:64];
-  assign \$5200  = trans ? active_product_0_4 : \$5199 ;
-  assign \$5201  = trans ? active_product_0_5 : active_product_0_2;
-  assign \$5202  = first_d2 ? 32'd0 : acc_slot_data0[127:96];
-  assign \$5203  = trans ? active_product_0_6 : \$5202 ;
-  assign \$5204  = trans ? active_product_0_7 : active_product_0_3;
-  assign \$5205  = first_d2 ? 32'd0 : acc_slot_data0[159:128];
-  assign \$5206  = trans ? active_product_0_8 : \$5205 ;
-  assign \$5207  = trans ? active_product_0_9 : active_product_0_4;
-  assign \$5208  = first_d2 ? 32'd0 : acc_slot_data0[191:160];
-  assign \$5209  = trans ? active_product_0_10 : \$5208 ;
-  assign \$5210  = trans ? active_product_0_11 : active_product_0_5;
-  assign \$5211  = first_d2 ? 32'd0 : acc_slot_data0[223:192];
-  assign \$5212  = trans ? active_product_0_12 : \$5211 ;
-  assign \$5213  = trans ? active_product_0_13 : active_product_0_6;
-  assign \$5214  = first_d2 ? 32'd0 : acc_slot_data0[255:224];
-  assign \$5215  = trans ? active_product_0_14 : \$5214 ;
-  assign \$5216  = trans ? active_product_0_15 : active_product_0_7;
-  assign \$5217  = first_d2 ? 32'd0 : acc_slot_data0[287:256];
-  assign \$5218  = trans ? active_product_0_16 : \$5217 ;
-  assign \$5219  = trans ? active_product_0_17 : active_product_0_8;
-  assign \$5220  = first_d2 ? 32'd0 : acc_slot_data0[319:288];
-  assign \$5221  = trans ? active_product_0_18 : \$5220 ;
-  assign \$5222  = trans ? active_product_0_19 : active_product_0_9;
-  assign \$5223  = first_d2 ? 32'd0 : acc_slot_data0[351:320];
-  assign \$5224  = trans ? active_product_0_20 : \$5223 ;
-  assign \$5225  = trans ? active_product_0_21 : active_product_0_10;
-  assign \$5226  = first_d2 ? 32'd0 : acc_slot_data0[383:352];
-  assign \$5227  = trans ? active_product_0_22 : \$5226 ;
-  assign \$5228  = trans ? active_product_0_23 : active_product_0_11;
-  assign \$5229  = first_d2 ? 32'd0 : acc_slot_data0[415:384];
-  assign \$5230  = trans ? active_product_0_24 : \$5229 ;
-  assign \$5231  = trans ? active_product_0_25 : active_product_0_12;
-  assign \$5232  = first_d2 ? 32'd0 : acc_slot_data0[447:416];
-  assign \$5233  = trans ? active_product_0_26 : \$5232 ;
-  assign \$5234  = trans ? active_product_0_27 : active_product_0_13;
-  assign \$5235  = first_d2 ? 32'd0 : acc_slot_data0[479:448];
-  assign \$5236  = trans ? active_product_0_28 : \$5235 ;
-  assign \$5237  = trans ? active_product_0_29 : active_product_0_14;
-  assign \$5238  = first_d2 ? 32'd0 : acc_slot_data0[511:480];
-  assign \$5239  = trans ? active_product_0_30 : \$5238 ;
-  assign \$5240  = trans ? active_product_0_31 : active_product_0_15;
-  assign \$5241  = first_d2 ? 32'd0 : acc_slot_data0[543:512];
-  assign \$5242  = trans ? sum_r_0_0 : \$5241 ;
-  assign \$5243  = trans ? sum_r_0_1 : active_product_0_16;
-  assign \$5244  = first_d2 ? 32'd0 : acc_slot_data0[575:544];
-  assign \$5245  = trans ? sum_r_0_2 : \$5244 ;
-  assign \$5246  = trans ? sum_r_0_3 : active_product_0_17;
-  assign \$5247  = first_d2 ? 32'd0 : acc_slot_data0[607:576];
-  assign \$5248  = trans ? sum_r_0_4 : \$5247 ;
-  assign \$5249  = trans ? sum_r_0_5 : active_product_0_18;
-  assign \$5250  = first_d2 ? 32'd0 : acc_slot_data0[639:608];
-  assign \$5251  = trans ? sum_r_0_6 : \$5250 ;
-  assign \$5252  = trans ? sum_r_0_7 : active_product_0_19;
-  assign \$5253  = first_d2 ? 32'd0 : acc_slot_data0[671:640];
-  assign \$5254  = trans ? sum_r_0_8 : \$5253 ;
-  assign \$5255  = trans ? sum_r_0_9 : active_product_0_20;
-  assign \$5256  = first_d2 ? 32'd0 : acc_slot_data0[703:672];
-  assign \$5257  = trans ? sum_r_0_10 : \$5256 ;
-  assign \$5258  = trans ? sum_r_0_11 : active_product_0_21;
-  assign \$5259  = first_d2 ? 32'd0 : acc_slot_data0[735:704];
-  assign \$5260  = trans ? sum_r_0_12 : \$5259 ;
-  assign \$5261  = trans ? sum_r_0_13 : active_product_0_22;
-  assign \$5262  = first_d2 ? 32'd0 : acc_slot_data0[767:736];
-  assign \$5263  = trans ? sum_r_0_14 : \$5262 ;
-  assign \$5264  = trans ? sum_r_0_15 : active_product_0_23;
-  assign \$5265  = first_d2 ? 32'd0 : acc_slot_data0[799:768];
-  assign \$5266  = trans ? sum_r_0_16 : \$5265 ;
-  assign \$5267  = trans ? sum_r_0_17 : active_product_0_24;
-  assign \$5268  = first_d2 ? 32'd0 : acc_slot_data0[831:800];
-  assign \$5269  = trans ? sum_r_0_18 : \$5268 ;
-  assign \$5270  = trans ? sum_r_0_19 : active_product_0_25;
-  assign \$5271  = first_d2 ? 32'd0 : acc_slot_data0[863:832];
-  assign \$5272  = trans ? sum_r_0_20 : \$5271 ;
-  assign \$5273  = trans ? sum_r_0_21 : active_product_0_26;
-  assign \$5274  = first_d2 ? 32'd0 : acc_slot_data0[895:864];
-  assign \$5275  = trans ? sum_r_0_22 : \$5274 ;
-  assign \$5276  = trans ? sum_r_0_23 : active_product_0_27;
-  assign \$5277  = first_d2 ? 32'd0 : acc_slot_data0[927:896];
-  assign \$5278  = trans ? sum_r_0_24 : \$5277 ;
-  assign \$5279  = trans ? sum_r_0_25 : active_product_0_28;
-  assign \$5280  = first_d2 ? 32'd0 : acc_slot_data0[959:928];
-  assign \$5281  = trans ? sum_r_0_26 : \$5280 ;
-  assign \$5282  = trans ? sum_r_0_27 : active_product_0_29;
-  assign \$5283  = first_d2 ? 32'd0 : acc_slot_data0[991:960];
-  assign \$5284  = trans ? sum_r_0_28 : \$5283 ;
-  assign \$5285  = trans ? sum_r_0_29 : active_product_0_30;
-  assign \$5286  = first_d2 ? 32'd0 : acc_slot_data0[1023:992];
-  assign \$5287  = t_ctl_d21[22:21] == t_ctl_d18[22:21];
-  assign \$5288  = t_ctl_d21[0] & \$5287 ;
-  assign \$5289  = \$5288  ? set_sum_r_0 : set_kept_0;
-  assign \$5290  = t_ctl_d18[23] ? 32'd0 : \$5289 ;
-  assign \$5291  = ! t_ctl_d21[22:21];
-  assign \$5292  = t_ctl_d21[0] & \$5291 ;
-  assign \$5293  = \$5292  ? set_sum_r_0 : set_0_0;
-  assign \$5294  = t_ctl_d21[22:21] == 1'h1;
-  assign \$5295  = t_ctl_d21[0] & \$5294 ;
-  assign \$5296  = \$5295  ? set_sum_r_0 : set_0_1;
-  assign \$5297  = first_row1_d2 ? 32'd0 : acc_slot_data1[31:0];
-  assign \$5298  = trans ? active_product_1_0 : \$5297 ;
-  assign \$5299  = trans ? active_product_1_1 : active_product_1_0;
-  assign \$5300  = first_row1_d2 ? 32'd0 : acc_slot_data1[63:32];
-  assign \$5301  = trans ? active_product_1_2 : \$5300 ;
-  assign \$5302  = trans ? active_product_1_3 : active_product_1_1;
-  assign \$5303  = first_row1_d2 ? 32'd0 : acc_slot_data1[95:64];
-  assign \$5304  = trans ? active_product_1_4 : \$5303 ;
-  assign \$5305  = trans ? active_product_1_5 : active_product_1_2;
-  assign \$5306  = first_row1_d2 ? 32'd0 : acc_slot_data1[127:96];
-  assign \$5307  = trans ? active_product_1_6 : \$5306 ;
-  assign \$5308  = trans ? active_product_1_7 : active_product_1_3;
-  assign \$5309  = first_row1_d2 ? 32'd0 : acc_slot_data1[159:128];
-  assign \$5310  = trans ? active_product_1_8 : \$5309 ;
-  assign \$5311  = trans ? active_product_1_9 : active_product_1_4;
-  assign \$5312  = first_row1_d2 ? 32'd0 : acc_slot_data1[191:160];
-  assign \$5313  = trans ? active_product_1_10 : \$5312 ;
-  assign \$5314  = trans ? active_product_1_11 : active_product_1_5;
-  assign \$5315  = first_row1_d2 ? 32'd0 : acc_slot_data1[223:192];
-  assign \$5316  = trans ? active_product_1_12 : \$5315 ;
-  assign \$5317  = trans ? active_product_1_13 : active_product_1_6;
-  assign \$5318  = first_row1_d2 ? 32'd0 : acc_slot_data1[255:224];
-  assign \$5319  = trans ? active_product_1_14 : \$5318 ;
-  assign \$5320  = trans ? active_product_1_15 : active_product_1_7;
-  assign \$5321  = first_row1_d2 ? 32'd0 : acc_slot_data1[287:256];
-  assign \$5322  = trans ? active_product_1_16 : \$5321 ;
-  assign \$5323  = trans ? active_product_1_17 : active_product_1_8;
-  assign \$5324  = first_row1_d2 ? 32'd0 : acc_slot_data1[319:288];
-  assign \$5325  = trans ? active_product_1_18 : \$5324 ;
-  assign \$5326  = trans ? active_product_1_19 : active_product_1_9;
-  assign \$5327  = first_row1_d2 ? 32'd0 : acc_slot_data1[351:320];
-  assign \$5328  = trans ? active_product_1_20 : \$5327 ;
-  assign \$5329  = trans ? active_product_1_21 : active_product_1_10;
-  assign \$5330  = first_row1_d2 ? 32'd0 : acc_slot_data1[383:352];
-  assign \$5331  = trans ? active_product_1_22 : \$5330 ;
-  assign \$5332  = trans ? active_product_1_23 : active_product_1_11;
-  assign \$5333  = first_row1_d2 ? 32'd0 : acc_slot_data1[415:384];
-  assign \$5334  = trans ? active_product_1_24 : \$5333 ;
-  assign \$5335  = trans ? active_product_1_25 : active_product_1_12;
-  assign \$5336  = first_row1_d2 ? 32'd0 : acc_slot_data1[447:416];
-  assign \$5337  = trans ? active_product_1_26 : \$5336 ;
-  assign \$5338  = trans ? active_product_1_27 : active_product_1_13;
-  assign \$5339  = first_row1_d2 ? 32'd0 : acc_slot_data1[479:448];
-  assign \$5340  = trans ? active_product_1_28 : \$5339 ;
-  assign \$5341  = trans ? active_product_1_29 : active_product_1_14;
-  assign \$5342  = first_row1_d2 ? 32'd0 : acc_slot_data1[511:480];
-  assign \$5343  = trans ? active_product_1_30 : \$5342 ;
-  assign \$5344  = trans ? active_product_1_31 : active_product_1_15;
-  assign \$5345  = first_row1_d2 ? 32'd0 : acc_slot_data1[543:512];
-  assign \$5346  = trans ? sum_r_1_0 : \$5345 ;
-  assign \$5347  = trans ? sum_r_1_1 : active_product_1_16;
-  assign \$5348  = first_row1_d2 ? 32'd0 : acc_slot_data1[575:544];
-  assign \$5349  = trans ? sum_r_1_2 : \$5348 ;
-  assign \$5350  = trans ? sum_r_1_3 : active_product_1_17;
-  assign \$5351  = first_row1_d2 ? 32'd0 : acc_slot_data1[607:576];
-  assign \$5352  = trans ? sum_r_1_4 : \$5351 ;
-  assign \$5353  = trans ? sum_r_1_5 : active_product_1_18;
-  assign \$5354  = first_row1_d2 ? 32'd0 : acc_slot_data1[639:608];
-  assign \$5355  = trans ? sum_r_1_6 : \$5354 ;
-  assign \$5356  = trans ? sum_r_1_7 : active_product_1_19;
-  assign \$5357  = first_row1_d2 ? 32'd0 : acc_slot_data1[671:640];
-  assign \$5358  = trans ? sum_r_1_8 : \$5357 ;
-  assign \$5359  = trans ? sum_r_1_9 : active_product_1_20;
-  assign \$5360  = first_row1_d2 ? 32'd0 : acc_slot_data1[703:672];
-  assign \$5361  = trans ? sum_r_1_10 : \$5360 ;
-  assign \$5362  = trans ? sum_r_1_11 : active_product_1_21;
-  assign \$5363  = first_row1_d2 ? 32'd0 : acc_slot_data1[735:704];
-  assign \$5364  = trans ? sum_r_1_12 : \$5363 ;
-  assign \$5365  = trans ? sum_r_1_13 : active_product_1_22;
-  assign \$5366  = first_row1_d2 ? 32'd0 : acc_slot_data1[767:736];
-  assign \$5367  = trans ? sum_r_1_14 : \$5366 ;
-  assign \$5368  = trans ? sum_r_1_15 : active_product_1_23;
-  assign \$5369  = first_row1_d2 ? 32'd0 : acc_slot_data1[799:768];
-  assign \$5370  = trans ? sum_r_1_16 : \$5369 ;
-  assign \$5371  = trans ? sum_r_1_17 : active_product_1_24;
-  assign \$5372  = first_row1_d2 ? 32'd0 : acc_slot_data1[831:800];
-  assign \$5373  = trans ? sum_r_1_18 : \$5372 ;
-  assign \$5374  = trans ? sum_r_1_19 : active_product_1_25;
-  assign \$5375  = first_row1_d2 ? 32'd0 : acc_slot_data1[863:832];
-  assign \$5376  = trans ? sum_r_1_20 : \$5375 ;
-  assign \$5377  = trans ? sum_r_1_21 : active_product_1_26;
-  assign \$5378  = first_row1_d2 ? 32'd0 : acc_slot_data1[895:864];
-  assign \$5379  = trans ? sum_r_1_22 : \$5378 ;
-  assign \$5380  = trans ? sum_r_1_23 : active_product_1_27;
-  assign \$5381  = first_row1_d2 ? 32'd0 : acc_slot_data1[927:896];
-  assign \$5382  = trans ? sum_r_1_24 : \$5381 ;
-  assign \$5383  = trans ? sum_r_1_25 : active_product_1_28;
-  assign \$5384  = first_row1_d2 ? 32'd0 : acc_slot_data1[959:928];
-  assign \$5385  = trans ? sum_r_1_26 : \$5384 ;
-  assign \$5386  = trans ? sum_r_1_27 : active_product_1_29;
-  assign \$5387  = first_row1_d2 ? 32'd0 : acc_slot_data1[991:960];
-  assign \$5388  = trans ? sum_r_1_28 : \$5387 ;
-  assign \$5389  = trans ? sum_r_1_29 : active_product_1_30;
-  assign \$5390  = first_row1_d2 ? 32'd0 : acc_slot_data1[1023:992];
-  assign \$5391  = t_ctl_d21[22:21] == t_ctl_d18[22:21];
-  assign \$5392  = t_ctl_d21[0] & \$5391 ;
-  assign \$5393  = \$5392  ? set_sum_r_1 : set_kept_1;
-  assign \$5394  = t_ctl_d18[23] ? 32'd0 : \$5393 ;
-  assign \$5395  = ! t_ctl_d21[22:21];
-  assign \$5396  = t_ctl_d21[0] & \$5395 ;
-  assign \$5397  = \$5396  ? set_sum_r_1 : set_1_0;
-  assign \$5398  = t_ctl_d21[22:21] == 1'h1;
-  assign \$5399  = t_ctl_d21[0] & \$5398 ;
-  assign \$5400  = \$5399  ? set_sum_r_1 : set_1_1;
-  assign \$5401  = first_d2 ? 32'd0 : acc_slot_data2[31:0];
-  assign \$5402  = trans ? active_product_2_0 : \$5401 ;
-  assign \$5403  = trans ? active_product_2_1 : active_product_2_0;
-  assign \$5404  = first_d2 ? 32'd0 : acc_slot_data2[63:32];
-  assign \$5405  = trans ? active_product_2_2 : \$5404 ;
-  assign \$5406  = trans ? active_product_2_3 : active_product_2_1;
-  assign \$5407  = first_d2 ? 32'd0 : acc_slot_data2[95:64];
-  assign \$5408  = trans ? active_product_2_4 : \$5407 ;
-  assign \$5409  = trans ? active_product_2_5 : active_product_2_2;
-  assign \$5410  = first_d2 ? 32'd0 : acc_slot_data2[127:96];
-  assign \$5411  = trans ? active_product_2_6 : \$5410 ;
-  assign \$5412  = trans ? active_product_2_7 : active_product_2_3;
-  assign \$5413  = first_d2 ? 32'd0 : acc_slot_data2[159:128];
-  assign \$5414  = trans ? active_product_2_8 : \$5413 ;
-  assign \$5415  = trans ? active_product_2_9 : active_product_2_4;
-  assign \$5416  = first_d2 ? 32'd0 : acc_slot_data2[191:160];
-  assign \$5417  = trans ? active_product_2_10 : \$5416 ;
-  assign \$5418  = trans ? active_product_2_11 : active_product_2_5;
-  assign \$5419  = first_d2 ? 32'd0 : acc_slot_data2[223:192];
-  assign \$5420  = trans ? active_product_2_12 : \$5419 ;
-  assign \$5421  = trans ? active_product_2_13 : active_product_2_6;
-  assign \$5422  = first_d2 ? 32'd0 : acc_slot_data2[255:224];
-  assign \$5423  = trans ? active_product_2_14 : \$5422 ;
-  assign \$5424  = trans ? active_product_2_15 : active_product_2_7;
-  assign \$5425  = first_d2 ? 32'd0 : acc_slot_data2[287:256];
-  assign \$5426  = trans ? active_product_2_16 : \$5425 ;
-  assign \$5427  = trans ? active_product_2_17 : active_product_2_8;
-  assign \$5428  = first_d2 ? 32'd0 : acc_slot_data2[319:288];
-  assign \$5429  = trans ? active_product_2_18 : \$5428 ;
-  assign \$5430  = trans ? active_product_2_19 : active_product_2_9;
-  assign \$5431  = first_d2 ? 32'd0 : acc_slot_data2[351:320];
-  assign \$5432  = trans ? active_product_2_20 : \$5431 ;
-  assign \$5433  = trans ? active_product_2_21 : active_product_2_10;
-  assign \$5434  = first_d2 ? 32'd0 : acc_slot_data2[383:352];
-  assign \$5435  = trans ? active_product_2_22 : \$5434 ;
-  assign \$5436  = trans ? active_product_2_23 : active_product_2_11;
-  assign \$5437  = first_d2 ? 32'd0 : acc_slot_data2[415:384];
-  assign \$5438  = trans ? active_product_2_24 : \$5437 ;
-  assign \$5439  = trans ? active_product_2_25 : active_product_2_12;
-  assign \$5440  = first_d2 ? 32'd0 : acc_slot_data2[447:416];
-  assign \$5441  = trans ? active_product_2_26 : \$5440 ;
-  assign \$5442  = trans ? active_product_2_27 : active_product_2_13;
-  assign \$5443  = first_d2 ? 32'd0 : acc_slot_data2[479:448];
-  assign \$5444  = trans ? active_product_2_28 : \$5443 ;
-  assign \$5445  = trans ? active_product_2_29 : active_product_2_14;
-  assign \$5446  = first_d2 ? 32'd0 : acc_slot_data2[511:480];
-  assign \$5447  = trans ? active_product_2_30 : \$5446 ;
-  assign \$5448  = trans ? active_product_2_31 : active_product_2_15;
-  assign \$5449  = first_d2 ? 32'd0 : acc_slot_data2[543:512];
-  assign \$5450  = trans ? sum_r_2_0 : \$5449 ;
-  assign \$5451  = trans ? sum_r_2_1 : active_product_2_16;
-  assign \$5452  = first_d2 ? 32'd0 : acc_slot_data2[575:544];
-  assign \$5453  = trans ? sum_r_2_2 : \$5452 ;
-  assign \$5454  = trans ? sum_r_2_3 : active_product_2_17;
-  assign \$5455  = first_d2 ? 32'd0 : acc_slot_data2[607:576];
-  assign \$5456  = trans ? sum_r_2_4 : \$5455 ;
-  assign \$5457  = trans ? sum_r_2_5 : active_product_2_18;
-  assign \$5458  = first_d2 ? 32'd0 : acc_slot_data2[639:608];
-  assign \$5459  = trans ? sum_r_2_6 : \$5458 ;
-  assign \$5460  = trans ? sum_r_2_7 : active_product_2_19;
-  assign \$5461  = first_d2 ? 32'd0 : acc_slot_data2[671:640];
-  assign \$5462  = trans ? sum_r_2_8 : \$5461 ;
-  assign \$5463  = trans ? sum_r_2_9 : active_product_2_20;
-  assign \$5464  = first_d2 ? 32'd0 : acc_slot_data2[703:672];
-  assign \$5465  = trans ? sum_r_2_10 : \$5464 ;
-  assign \$5466  = trans ? sum_r_2_11 : active_product_2_21;
-  assign \$5467  = first_d2 ? 32'd0 : acc_slot_data2[735:704];
-  assign \$5468  = trans ? sum_r_2_12 : \$5467 ;
-  assign \$5469  = trans ? sum_r_2_13 : active_product_2_22;
-  assign \$5470  = first_d2 ? 32'd0 : acc_slot_data2[767:736];
-  assign \$5471  = trans ? sum_r_2_14 : \$5470 ;
-  assign \$5472  = trans ? sum_r_2_15 : active_product_2_23;
-  assign \$5473  = first_d2 ? 32'd0 : acc_slot_data2[799:768];
-  assign \$5474  = trans ? sum_r_2_16 : \$5473 ;
-  assign \$5475  = trans ? sum_r_2_17 : active_product_2_24;
-  assign \$5476  = first_d2 ? 32'd0 : acc_slot_data2[831:800];
-  assign \$5477  = trans ? sum_r_2_18 : \$5476 ;
-  assign \$5478  = trans ? sum_r_2_19 : active_product_2_25;
-  assign \$5479  = first_d2 ? 32'd0 : acc_slot_data2[863:832];
-  assign \$5480  = trans ? sum_r_2_20 : \$5479 ;
-  assign \$5481  = trans ? sum_r_2_21 : active_product_2_26;
-  assign \$5482  = first_d2 ? 32'd0 : acc_slot_data2[895:864];
-  assign \$5483  = trans ? sum_r_2_22 : \$5482 ;
-  assign \$5484  = trans ? sum_r_2_23 : active_product_2_27;
-  assign \$5485  = first_d2 ? 32'd0 : acc_slot_data2[927:896];
-  assign \$5486  = trans ? sum_r_2_24 : \$5485 ;
-  assign \$5487  = trans ? sum_r_2_25 : active_product_2_28;
-  assign \$5488  = first_d2 ? 32'd0 : acc_slot_data2[959:928];
-  assign \$5489  = trans ? sum_r_2_26 : \$5488 ;
-  assign \$5490  = trans ? sum_r_2_27 : active_product_2_29;
-  assign \$5491  = first_d2 ? 32'd0 : acc_slot_data2[991:960];
-  assign \$5492  = trans ? sum_r_2_28 : \$5491 ;
-  assign \$5493  = trans ? sum_r_2_29 : active_product_2_30;
-  assign \$5494  = first_d2 ? 32'd0 : acc_slot_data2[1023:992];
-  assign \$5495  = t_ctl_d21[22:21] == t_ctl_d18[22:21];
-  assign \$5496  = t_ctl_d21[0] & \$5495 ;
-  assign \$5497  = \$5496  ? set_sum_r_2 : set_kept_2;
-  assign \$5498  = t_ctl_d18[23] ? 32'd0 : \$5497 ;
-  assign \$5499  = ! t_ctl_d21[22:21];
-  assign \$5500  = t_ctl_d21[0] & \$5499 ;
-  assign \$5501  = \$5500  ? set_sum_r_2 : set_2_0;
-  assign \$5502  = t_ctl_d21[22:21] == 1'h1;
-  assign \$5503  = t_ctl_d21[0] & \$5502 ;
-  assign \$5504  = \$5503  ? set_sum_r_2 : set_2_1;
-  assign \$5505  = first_d2 ? 32'd0 : acc_slot_data3[31:0];
-  assign \$5506  = trans ? active_product_3_0 : \$5505 ;
-  assign \$5507  = trans ? active_product_3_1 : active_product_3_0;
-  assign \$5508  = first_d2 ? 32'd0 : acc_slot_data3[63:32];
-  assign \$5509  = trans ? active_product_3_2 : \$5508 ;
-  assign \$5510  = trans ? active_product_3_3 : active_product_3_1;
-  assign \$5511  = first_d2 ? 32'd0 : acc_slot_data3[95:64];
-  assign \$5512  = trans ? active_product_3_4 : \$5511 ;
-  assign \$5513  = trans ? active_product_3_5 : active_product_3_2;
-  assign \$5514  = first_d2 ? 32'd0 : acc_slot_data3[127:96];
-  assign \$5515  = trans ? active_product_3_6 : \$5514 ;
-  assign \$5516  = trans ? active_product_3_7 : active_product_3_3;
-  assign \$5517  = first_d2 ? 32'd0 : acc_slot_data3[159:128];
-  assign \$5518  = trans ? active_product_3_8 : \$5517 ;
-  assign \$5519  = trans ? active_product_3_9 : active_product_3_4;
-  assign \$5520  = first_d2 ? 32'd0 : acc_slot_data3[191:160];
-  assign \$5521  = trans ? active_product_3_10 : \$5520 ;
-  assign \$5522  = trans ? active_product_3_11 : active_product_3_5;
-  assign \$5523  = first_d2 ? 32'd0 : acc_slot_data3[223:192];
-  assign \$5524  = trans ? active_product_3_12 : \$5523 ;
-  assign \$5525  = trans ? active_product_3_13 : active_product_3_6;
-  assign \$5526  = first_d2 ? 32'd0 : acc_slot_data3[255:224];
-  assign \$5527  = trans ? active_product_3_14 : \$5526 ;
-  assign \$5528  = trans ? active_product_3_15 : active_product_3_7;
-  assign \$5529  = first_d2 ? 32'd0 : acc_slot_data3[287:256];
-  assign \$5530  = trans ? active_product_3_16 : \$5529 ;
-  assign \$5531  = trans ? active_product_3_17 : active_product_3_8;
-  assign \$5532  = first_d2 ? 32'd0 : acc_slot_data3[319:288];
-  assign \$5533  = trans ? active_product_3_18 : \$5532 ;
-  assign \$5534  = trans ? active_product_3_19 : active_product_3_9;
-  assign \$5535  = first_d2 ? 32'd0 : acc_slot_data3[351:320];
-  assign \$5536  = trans ? active_product_3_20 : \$5535 ;
-  assign \$5537  = trans ? active_product_3_21 : active_product_3_10;
-  assign \$5538  = first_d2 ? 32'd0 : acc_slot_data3[383:352];
-  assign \$5539  = trans ? active_product_3_22 : \$5538 ;
-  assign \$5540  = trans ? active_product_3_23 : active_product_3_11;
-  assign \$5541  = first_d2 ? 32'd0 : acc_slot_data3[415:384];
-  assign \$5542  = trans ? active_product_3_24 : \$5541 ;
-  assign \$5543  = trans ? active_product_3_25 : active_product_3_12;
-  assign \$5544  = first_d2 ? 32'd0 : acc_slot_data3[447:416];
-  assign \$5545  = trans ? active_product_3_26 : \$5544 ;
-  assign \$5546  = trans ? active_product_3_27 : active_product_3_13;
-  assign \$5547  = first_d2 ? 32'd0 : acc_slot_data3[479:448];
-  assign \$5548  = trans ? active_product_3_28 : \$5547 ;
-  assign \$5549  = trans ? active_product_3_29 : active_product_3_14;
-  assign \$5550  = first_d2 ? 32'd0 : acc_slot_data3[511:480];
-  assign \$5551  = trans ? active_product_3_30 : \$5550 ;
-  assign \$5552  = trans ? active_product_3_31 : active_product_3_15;
-  assign \$5553  = first_d2 ? 32'd0 : acc_slot_data3[543:512];
-  assign \$5554  = trans ? sum_r_3_0 : \$5553 ;
-  assign \$5555  = trans ? sum_r_3_1 : active_product_3_16;
-  assign \$5556  = first_d2 ? 32'd0 : acc_slot_data3[575:544];
-  assign \$5557  = trans ? sum_r_3_2 : \$5556 ;
-  assign \$5558  = trans ? sum_r_3_3 : active_product_3_17;
-  assign \$5559  = first_d2 ? 32'd0 : acc_slot_data3[607:576];
-  assign \$5560  = trans ? sum_r_3_4 : \$5559 ;
-  assign \$5561  = trans ? sum_r_3_5 : active_product_3_18;
-  assign \$5562  = first_d2 ? 32'd0 : acc_slot_data3[639:608];
-  assign \$5563  = trans ? sum_r_3_6 : \$5562 ;
-  assign \$5564  = trans ? sum_r_3_7 : active_product_3_19;
-  assign \$5565  = first_d2 ? 32'd0 : acc_slot_data3[671:640];
-  assign \$5566  = trans ? sum_r_3_8 : \$5565 ;
-  assign \$5567  = trans ? sum_r_3_9 : active_product_3_20;
-  assign \$5568  = first_d2 ? 32'd0 : acc_slot_data3[703:672];
-  assign \$5569  = trans ? sum_r_3_10 : \$5568 ;
-  assign \$5570  = trans ? sum_r_3_11 : active_product_3_21;
-  assign \$5571  = first_d2 ? 32'd0 : acc_slot_data3[735:704];
-  assign \$5572  = trans ? sum_r_3_12 : \$5571 ;
-  assign \$5573  = trans ? sum_r_3_13 : active_product_3_22;
-  assign \$5574  = first_d2 ? 32'd0 : acc_slot_data3[767:736];
-  assign \$5575  = trans ? sum_r_3_14 : \$5574 ;
-  assign \$5576  = trans ? sum_r_3_15 : active_product_3_23;
-  assign \$5577  = first_d2 ? 32'd0 : acc_slot_data3[799:768];
-  assign \$5578  = trans ? sum_r_3_16 : \$5577 ;
-  assign \$5579  = trans ? sum_r_3_17 : active_product_3_24;
-  assign \$5580  = first_d2 ? 32'd0 : acc_slot_data3[831:800];
-  assign \$5581  = trans ? sum_r_3_18 : \$5580 ;
-  assign \$5582  = trans ? sum_r_3_19 : active_product_3_25;
-  assign \$5583  = first_d2 ? 32'd0 : acc_slot_data3[863:832];
-  assign \$5584  = trans ? sum_r_3_20 : \$5583 ;
-  assign \$5585  = trans ? sum_r_3_21 : active_product_3_26;
-  assign \$5586  = first_d2 ? 32'd0 : acc_slot_data3[895:864];
-  assign \$5587  = trans ? sum_r_3_22 : \$5586 ;
-  assign \$5588  = trans ? sum_r_3_23 : active_product_3_27;
-  assign \$5589  = first_d2 ? 32'd0 : acc_slot_data3[927:896];
-  assign \$5590  = trans ? sum_r_3_24 : \$5589 ;
-  assign \$5591  = trans ? sum_r_3_25 : active_product_3_28;
-  assign \$5592  = first_d2 ? 32'd0 : acc_slot_data3[959:928];
-  assign \$5593  = trans ? sum_r_3_26 : \$5592 ;
-  assign \$5594  = trans ? sum_r_3_27 : active_product_3_29;
-  assign \$5595  = first_d2 ? 32'd0 : acc_slot_data3[991:960];
-  assign \$5596  = trans ? sum_r_3_28 : \$5595 ;
-  assign \$5597  = trans ? sum_r_3_29 : active_product_3_30;
-  assign \$5598  = first_d2 ? 32'd0 : acc_slot_data3[1023:992];
-  assign \$5599  = t_ctl_d21[22:21] == t_ctl_d18[22:21];
-  assign \$5600  = t_ctl_d21[0] & \$5599 ;
-  assign \$5601  = \$5600  ? set_sum_r_3 : set_kept_3;
-  assign \$5602  = t_ctl_d18[23] ? 32'd0 : \$5601 ;
-  assign \$5603  = ! t_ctl_d21[22:21];
-  assign \$5604  = t_ctl_d21[0] & \$5603 ;
-  assign \$5605  = \$5604  ? set_sum_r_3 : set_3_0;
-  assign \$5606  = t_ctl_d21[22:21] == 1'h1;
-  assign \$5607  = t_ctl_d21[0] & \$5606 ;
-  assign \$5608  = \$5607  ? set_sum_r_3 : set_3_1;
-  always @(posedge clk)
-    n_last <= \$5609 ;
-  always @(posedge clk)
-    \$signal  <= \$5610 ;
-  always @(posedge clk)
-    lane_rem0_s0 <= \$5611 ;
-  always @(posedge clk)
-    lane_quo0_s0 <= \$5612 ;
-  always @(posedge clk)
-    lane_rem0_s1 <= \$5613 ;
-  always @(posedge clk)
-    lane_quo0_s1 <= \$5614 ;
-  always @(posedge clk)
-    lane_row0 <= \$5615 ;
-  always @(posedge clk)
-    lane_rem1_s0 <= \$5616 ;
-  always @(posedge clk)
-    lane_quo1_s0 <= \$5617 ;
-  always @(posedge clk)
-    lane_rem1_s1 <= \$5618 ;
-  always @(posedge clk)
-    lane_quo1_s1 <= \$5619 ;
-  always @(posedge clk)
-    lane_row1 <= \$5620 ;
-  always @(posedge clk)
-    lane_rem2_s0 <= \$5621 ;
-  always @(posedge clk)
-    lane_quo2_s0 <= \$5622 ;
-  always @(posedge clk)
-    lane_rem2_s1 <= \$5623 ;
-  always @(posedge clk)
-    lane_quo2_s1 <= \$5624 ;
-  always @(posedge clk)
-    lane_row2 <= \$5625 ;
-  always @(posedge clk)
-    lane_rem3_s0 <= \$5626 ;
-  always @(posedge clk)
-    lane_quo3_s0 <= \$5627 ;
-  always @(posedge clk)
-    lane_rem3_s1 <= \$5628 ;
-  always @(posedge clk)
-    lane_quo3_s1 <= \$5629 ;
-  always @(posedge clk)
-    lane_row3 <= \$5630 ;
-  always @(posedge clk)
-    lane_rem4_s0 <= \$5631 ;
-  always @(posedge clk)
-    lane_quo4_s0 <= \$5632 ;
-  always @(posedge clk)
-    lane_rem4_s1 <= \$5633 ;
-  always @(posedge clk)
-    lane_quo4_s1 <= \$5634 ;
-  always @(posedge clk)
-    lane_row4 <= \$5635 ;
-  always @(posedge clk)
-    lane_rem5_s0 <= \$5636 ;
-  always @(posedge clk)
-    lane_quo5_s0 <= \$5637 ;
-  always @(posedge clk)
-    lane_rem5_s1 <= \$5638 ;
-  always @(posedge clk)
-    lane_quo5_s1 <= \$5639 ;
-  always @(posedge clk)
-    lane_row5 <= \$5640 ;
-  always @(posedge clk)
-    lane_rem6_s0 <= \$5641 ;
-  always @(posedge clk)
-    lane_quo6_s0 <= \$5642 ;
-  always @(posedge clk)
-    lane_rem6_s1 <= \$5643 ;
-  always @(posedge clk)
-    lane_quo6_s1 <= \$5644 ;
-  always @(posedge clk)
-    lane_row6 <= \$5645 ;
-  always @(posedge clk)
-    lane_rem7_s0 <= \$5646 ;
-  always @(posedge clk)
-    lane_quo7_s0 <= \$5647 ;
-  always @(posedge clk)
-    lane_rem7_s1 <= \$5648 ;
-  always @(posedge clk)
-    lane_quo7_s1 <= \$5649 ;
-  always @(posedge clk)
-    lane_row7 <= \$5650 ;
-  always @(posedge clk)
-    lane_rem8_s0 <= \$5651 ;
-  always @(posedge clk)
-    lane_quo8_s0 <= \$5652 ;
-  always @(posedge clk)
-    lane_rem8_s1 <= \$5653 ;
-  always @(posedge clk)
-    lane_quo8_s1 <= \$5654 ;
-  always @(posedge clk)
-    lane_row8 <= \$5655 ;
-  always @(posedge clk)
-    lane_rem9_s0 <= \$5656 ;
-  always @(posedge clk)
-    lane_quo9_s0 <= \$5657 ;
-  always @(posedge clk)
-    lane_rem9_s1 <= \$5658 ;
-  always @(posedge clk)
-    lane_quo9_s1 <= \$5659 ;
-  always @(posedge clk)
-    lane_row9 <= \$5660 ;
-  always @(posedge clk)
-    lane_rem10_s0 <= \$5661 ;
-  always @(posedge clk)
-    lane_quo10_s0 <= \$5662 ;
-  always @(posedge clk)
-    lane_rem10_s1 <= \$5663 ;
-  always @(posedge clk)
-    lane_quo10_s1 <= \$5664 ;
-  always @(posedge clk)
-    lane_row10 <= \$5665 ;
-  always @(posedge clk)
-    lane_rem11_s0 <= \$5666 ;
-  always @(posedge clk)
-    lane_quo11_s0 <= \$5667 ;
-  always @(posedge clk)
-    lane_rem11_s1 <= \$5668 ;
-  always @(posedge clk)
-    lane_quo11_s1 <= \$5669 ;
-  always @(posedge clk)
-    lane_row11 <= \$5670 ;
-  always @(posedge clk)
-    lane_rem12_s0 <= \$5671 ;
-  always @(posedge clk)
-    lane_quo12_s0 <= \$5672 ;
-  always @(posedge clk)
-    lane_rem12_s1 <= \$5673 ;
-  always @(posedge clk)
-    lane_quo12_s1 <= \$5674 ;
-  always @(posedge clk)
-    lane_row12 <= \$5675 ;
-  always @(posedge clk)
-    lane_rem13_s0 <= \$5676 ;
-  always @(posedge clk)
-    lane_quo13_s0 <= \$5677 ;
-  always @(posedge clk)
-    lane_rem13_s1 <= \$5678 ;
-  always @(posedge clk)
-    lane_quo13_s1 <= \$5679 ;
-  always @(posedge clk)
-    lane_row13 <= \$5680 ;
-  always @(posedge clk)
-    lane_rem14_s0 <= \$5681 ;
-  always @(posedge clk)
-    lane_quo14_s0 <= \$5682 ;
-  always @(posedge clk)
-    lane_rem14_s1 <= \$5683 ;
-  always @(posedge clk)
-    lane_quo14_s1 <= \$5684 ;
-  always @(posedge clk)
-    lane_row14 <= \$5685 ;
-  always @(posedge clk)
-    lane_rem15_s0 <= \$5686 ;
-  always @(posedge clk)
-    lane_quo15_s0 <= \$5687 ;
-  always @(posedge clk)
-    lane_rem15_s1 <= \$5688 ;
-  always @(posedge clk)
-    lane_quo15_s1 <= \$5689 ;
-  always @(posedge clk)
-    lane_row15 <= \$5690 ;
-  always @(posedge clk)
-    lane_rem16_s0 <= \$5691 ;
-  always @(posedge clk)
-    lane_quo16_s0 <= \$5692 ;
-  always @(posedge clk)
-    lane_rem16_s1 <= \$5693 ;
-  always @(posedge clk)
-    lane_quo16_s1 <= \$5694 ;
-  always @(posedge clk)
-    lane_row16 <= \$5695 ;
-  always @(posedge clk)
-    lane_rem17_s0 <= \$5696 ;
-  always @(posedge clk)
-    lane_quo17_s0 <= \$5697 ;
-  always @(posedge clk)
-    lane_rem17_s1 <= \$5698 ;
-  always @(posedge clk)
-    lane_quo17_s1 <= \$5699 ;
-  always @(posedge clk)
-    lane_row17 <= \$5700 ;
-  always @(posedge clk)
-    lane_rem18_s0 <= \$5701 ;
-  always @(posedge clk)
-    lane_quo18_s0 <= \$5702 ;
-  always @(posedge clk)
-    lane_rem18_s1 <= \$5703 ;
-  always @(posedge clk)
-    lane_quo18_s1 <= \$5704 ;
-  always @(posedge clk)
-    lane_row18 <= \$5705 ;
-  always @(posedge clk)
-    lane_rem19_s0 <= \$5706 ;
-  always @(posedge clk)
-    lane_quo19_s0 <= \$5707 ;
-  always @(posedge clk)
-    lane_rem19_s1 <= \$5708 ;
-  always @(posedge clk)
-    lane_quo19_s1 <= \$5709 ;
-  always @(posedge clk)
-    lane_row19 <= \$5710 ;
-  always @(posedge clk)
-    lane_rem20_s0 <= \$5711 ;
-  always @(posedge clk)
-    lane_quo20_s0 <= \$5712 ;
-  always @(posedge clk)
-    lane_rem20_s1 <= \$5713 ;
-  always @(posedge clk)
-    lane_quo20_s1 <= \$5714 ;
-  always @(posedge clk)
-    lane_row20 <= \$5715 ;
-  always @(posedge clk)
-    lane_rem21_s0 <= \$5716 ;
-  always @(posedge clk)
-    lane_quo21_s0 <= \$5717 ;
-  always @(posedge clk)
-    lane_rem21_s1 <= \$5718 ;
-  always @(posedge clk)
-    lane_quo21_s1 <= \$5719 ;
-  always @(posedge clk)
-    lane_row21 <= \$5720 ;
-  always @(posedge clk)
-    lane_rem22_s0 <= \$5721 ;
-  always @(posedge clk)
-    lane_quo22_s0 <= \$5722 ;
-  always @(posedge clk)
-    lane_rem22_s1 <= \$5723 ;
-  always @(posedge clk)
-    lane_quo22_s1 <= \$5724 ;
-  always @(posedge clk)
-    lane_row22 <= \$5725 ;
-  always @(posedge clk)
-    lane_rem23_s0 <= \$5726 ;
-  always @(posedge clk)
-    lane_quo23_s0 <= \$5727 ;
-  always @(posedge clk)
-    lane_rem23_s1 <= \$5728 ;
-  always @(posedge clk)
-    lane_quo23_s1 <= \$5729 ;
-  always @(posedge clk)
-    lane_row23 <= \$5730 ;
-  always @(posedge clk)
-    lane_rem24_s0 <= \$5731 ;
-  always @(posedge clk)
-    lane_quo24_s0 <= \$5732 ;
-  always @(posedge clk)
-    lane_rem24_s1 <= \$5733 ;
-  always @(posedge clk)
-    lane_quo24_s1 <= \$5734 ;
-  always @(posedge clk)
-    lane_row24 <= \$5735 ;
-  always @(posedge clk)
-    lane_rem25_s0 <= \$5736 ;
-  always @(posedge clk)
-    lane_quo25_s0 <= \$5737 ;
-  always @(posedge clk)
-    lane_rem25_s1 <= \$5738 ;
-  always @(posedge clk)
-    lane_quo25_s1 <= \$5739 ;
-  always @(posedge clk)
-    lane_row25 <= \$5740 ;
-  always @(posedge clk)
-    lane_rem26_s0 <= \$5741 ;
-  always @(posedge clk)
-    lane_quo26_s0 <= \$5742 ;
-  always @(posedge clk)
-    lane_rem26_s1 <= \$5743 ;
-  always @(posedge clk)
-    lane_quo26_s1 <= \$5744 ;
-  always @(posedge clk)
-    lane_row26 <= \$5745 ;
-  always @(posedge clk)
-    lane_rem27_s0 <= \$5746 ;
-  always @(posedge clk)
-    lane_quo27_s0 <= \$5747 ;
-  always @(posedge clk)
-    lane_rem27_s1 <= \$5748 ;
-  always @(posedge clk)
-    lane_quo27_s1 <= \$5749 ;
-  always @(posedge clk)
-    lane_row27 <= \$5750 ;
-  always @(posedge clk)
-    lane_rem28_s0 <= \$5751 ;
-  always @(posedge clk)
-    lane_quo28_s0 <= \$5752 ;
-  always @(posedge clk)
-    lane_rem28_s1 <= \$5753 ;
-  always @(posedge clk)
-    lane_quo28_s1 <= \$5754 ;
-  always @(posedge clk)
-    lane_row28 <= \$5755 ;
-  always @(posedge clk)
-    lane_rem29_s0 <= \$5756 ;
-  always @(posedge clk)
-    lane_quo29_s0 <= \$5757 ;
-  always @(posedge clk)
-    lane_rem29_s1 <= \$5758 ;
-  always @(posedge clk)
-    lane_quo29_s1 <= \$5759 ;
-  always @(posedge clk)
-    lane_row29 <= \$5760 ;
-  always @(posedge clk)
-    lane_rem30_s0 <= \$5761 ;
-  always @(posedge clk)
-    lane_quo30_s0 <= \$5762 ;
-  always @(posedge clk)
-    lane_rem30_s1 <= \$5763 ;
-  always @(posedge clk)
-    lane_quo30_s1 <= \$5764 ;
-  always @(posedge clk)
-    lane_row30 <= \$5765 ;
-  always @(posedge clk)
-    lane_rem31_s0 <= \$5766 ;
-  always @(posedge clk)
-    lane_quo31_s0 <= \$5767 ;
-  always @(posedge clk)
-    lane_rem31_s1 <= \$5768 ;
-  always @(posedge clk)
-    lane_quo31_s1 <= \$5769 ;
-  always @(posedge clk)
-    lane_row31 <= \$5770 ;
-  always @(posedge clk)
-    mac_d1 <= \$5771 ;
-  always @(posedge clk)
-    first_d1 <= \$5772 ;
-  always @(posedge clk)
-    acc_addr_d1 <= \$5773 ;
-  always @(posedge clk)
-    active_d1 <= \$5774 ;
-  always @(posedge clk)
-    w_d1 <= \$5775 ;
-  always @(posedge clk)
-    bank_d1 <= \$5776 ;
-  always @(posedge clk)
-    last_d1 <= \$5777 ;
-  always @(posedge clk)
-    \mac_d1$181  <= \$5778 ;
-  always @(posedge clk)
-    mac_d2 <= \$5779 ;
-  always @(posedge clk)
-    \first_d1$183  <= \$5780 ;
-  always @(posedge clk)
-    first_d2 <= \$5781 ;
-  always @(posedge clk)
-    \acc_addr_d1$185  <= \$5782 ;
-  always @(posedge clk)
-    acc_addr_d2 <= \$5783 ;
-  always @(posedge clk)
-    \active_d1$187  <= \$5784 ;
-  always @(posedge clk)
-    active_d2 <= \$5785 ;
-  always @(posedge clk)
-    \bank_d1$189  <= \$5786 ;
-  always @(posedge clk)
-    bank_d2 <= \$5787 ;
-  always @(posedge clk)
-    \last_d1$191  <= \$5788 ;
-  always @(posedge clk)
-    last_d2 <= \$5789 ;
-  always @(posedge clk)
-    \mac_d1$193  <= \$5790 ;
-  always @(posedge clk)
-    \mac_d2$194  <= \$5791 ;
-  always @(posedge clk)
-    \acc_addr_d1$195  <= \$5792 ;
-  always @(posedge clk)
-    \acc_addr_d2$196  <= \$5793 ;
-  always @(posedge clk)
-    \bank_d1$197  <= \$5794 ;
-  always @(posedge clk)
-    \bank_d2$198  <= \$5795 ;
-  always @(posedge clk)
-    \last_d1$199  <= \$5796 ;
-  always @(posedge clk)
-    \last_d2$200  <= \$5797 ;
-  always @(posedge clk)
-    mac_row1_d1 <= \$5798 ;
-  always @(posedge clk)
-    first_row1_d1 <= \$5799 ;
-  always @(posedge clk)
-    acc_addr_row1_d1 <= \$5800 ;
-  always @(posedge clk)
-    active_row1_d1 <= \$5801 ;
-  always @(posedge clk)
-    w_row1_d1 <= \$5802 ;
-  always @(posedge clk)
-    bank_row1_d1 <= \$5803 ;
-  always @(posedge clk)
-    last_row1_d1 <= \$5804 ;
-  always @(posedge clk)
-    \mac_row1_d1$215  <= \$5805 ;
-  always @(posedge clk)
-    mac_row1_d2 <= \$5806 ;
-  always @(posedge clk)
-    \first_row1_d1$217  <= \$5807 ;
-  always @(posedge clk)
-    first_row1_d2 <= \$5808 ;
-  always @(posedge clk)
-    \acc_addr_row1_d1$219  <= \$5809 ;
-  always @(posedge clk)
-    acc_addr_row1_d2 <= \$5810 ;
-  always @(posedge clk)
-    \active_row1_d1$221  <= \$5811 ;
-  always @(posedge clk)
-    active_row1_d2 <= \$5812 ;
-  always @(posedge clk)
-    \bank_row1_d1$223  <= \$5813 ;
-  always @(posedge clk)
-    bank_row1_d2 <= \$5814 ;
-  always @(posedge clk)
-    \last_row1_d1$225  <= \$5815 ;
-  always @(posedge clk)
-    last_row1_d2 <= \$5816 ;
-  always @(posedge clk)
-    \mac_row1_d1$227  <= \$5817 ;
-  always @(posedge clk)
-    \mac_row1_d2$228  <= \$5818 ;
-  always @(posedge clk)
-    \acc_addr_row1_d1$229  <= \$5819 ;
-  always @(posedge clk)
-    \acc_addr_row1_d2$230  <= \$5820 ;
-  always @(posedge clk)
-    \bank_row1_d1$231  <= \$5821 ;
-  always @(posedge clk)
-    \bank_row1_d2$232  <= \$5822 ;
-  always @(posedge clk)
-    \last_row1_d1$233  <= \$5823 ;
-  always @(posedge clk)
-    \last_row1_d2$234  <= \$5824 ;
-  always @(posedge clk)
-    t_ctl_d1 <= \$5825 ;
-  always @(posedge clk)
-    t_ctl_d2 <= \$5826 ;
-  always @(posedge clk)
-    t_ctl_d3 <= \$5827 ;
-  always @(posedge clk)
-    t_ctl_d4 <= \$5828 ;
-  always @(posedge clk)
-    t_ctl_d5 <= \$5829 ;
-  always @(posedge clk)
-    t_ctl_d6 <= \$5830 ;
-  always @(posedge clk)
-    t_ctl_d7 <= \$5831 ;
-  always @(posedge clk)
-    t_ctl_d8 <= \$5832 ;
-  always @(posedge clk)
-    t_ctl_d9 <= \$5833 ;
-  always @(posedge clk)
-    t_ctl_d10 <= \$5834 ;
-  always @(posedge clk)
-    t_ctl_d11 <= \$5835 ;
-  always @(posedge clk)
-    t_ctl_d12 <= \$5836 ;
-  always @(posedge clk)
-    t_ctl_d13 <= \$5837 ;
-  always @(posedge clk)
-    t_ctl_d14 <= \$5838 ;
-  always @(posedge clk)
-    t_ctl_d15 <= \$5839 ;
-  always @(posedge clk)
-    t_ctl_d16 <= \$5840 ;
-  always @(posedge clk)
-    t_ctl_d17 <= \$5841 ;
-  always @(posedge clk)
-    t_ctl_d18 <= \$5842 ;
-  always @(posedge clk)
-    t_ctl_d19 <= \$5843 ;
-  always @(posedge clk)
-    t_ctl_d20 <= \$5844 ;
-  always @(posedge clk)
-    t_ctl_d21 <= \$5845 ;
-  always @(posedge clk)
-    t_ctl_d22 <= \$5846 ;
-  always @(posedge clk)
-    t_ctl_d23 <= \$5847 ;
-  always @(posedge clk)
-    t_ctl_d24 <= \$5848 ;
-  always @(posedge clk)
-    t_ctl_d25 <= \$5849 ;
-  always @(posedge clk)
-    t_ctl_d26 <= \$5850 ;
-  always @(posedge clk)
-    t_ctl_d27 <= \$5851 ;
-  always @(posedge clk)
-    \$signal$263  <= \$5852 ;
-  always @(posedge clk)
-    \$signal$266  <= \$5853 ;
-  always @(posedge clk)
-    \$like  <= \$5854 ;
-  always @(posedge clk)
-    rd_addr_q <= \$5855 ;
-  always @(posedge clk)
-    rd_bank_q <= \$5856 ;
-  always @(posedge clk)
-    held_line0 <= \$5857 ;
-  always @(posedge clk)
-    held_word0 <= \$5858 ;
-  always @(posedge clk)
-    held_ok0 <= \$5859 ;
-  always @(posedge clk)
-    product_r_0_0 <= \$5860 ;
-  always @(posedge clk)
-    sum_r_0_0 <= \$5861 ;
-  always @(posedge clk)
-    product_r_0_1 <= \$5862 ;
-  always @(posedge clk)
-    sum_r_0_1 <= \$5863 ;
-  always @(posedge clk)
-    product_r_0_2 <= \$5864 ;
+  assign \$4900  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4901  = ! \$4900 [4:0];
+  assign \$4902  = t_scalar ? \$4901  : t_en_3_0;
+  assign \$4903  = ~ t_scalar;
+  assign \$4904  = t_direct[0] & \$4903 ;
+  assign \$4905  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$4906  = \$4905  & t_scalar;
+  assign \$4907  = \$4904  | \$4906 ;
+  assign \$4908  = \$4902  & \$4907 ;
+  assign \$4909  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4910  = \$4909 [4:0] == 1'h1;
+  assign \$4911  = t_scalar ? \$4910  : t_en_3_1;
+  assign \$4912  = ~ t_scalar;
+  assign \$4913  = t_direct[0] & \$4912 ;
+  assign \$4914  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$4915  = \$4914  & t_scalar;
+  assign \$4916  = \$4913  | \$4915 ;
+  assign \$4917  = \$4911  & \$4916 ;
+  assign \$4918  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4919  = \$4918 [4:0] == 2'h2;
+  assign \$4920  = t_scalar ? \$4919  : t_en_3_2;
+  assign \$4921  = ~ t_scalar;
+  assign \$4922  = t_direct[0] & \$4921 ;
+  assign \$4923  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$4924  = \$4923  & t_scalar;
+  assign \$4925  = \$4922  | \$4924 ;
+  assign \$4926  = \$4920  & \$4925 ;
+  assign \$4927  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4928  = \$4927 [4:0] == 2'h3;
+  assign \$4929  = t_scalar ? \$4928  : t_en_3_3;
+  assign \$4930  = ~ t_scalar;
+  assign \$4931  = t_direct[0] & \$4930 ;
+  assign \$4932  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$4933  = \$4932  & t_scalar;
+  assign \$4934  = \$4931  | \$4933 ;
+  assign \$4935  = \$4929  & \$4934 ;
+  assign \$4936  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4937  = \$4936 [4:0] == 3'h4;
+  assign \$4938  = t_scalar ? \$4937  : t_en_3_4;
+  assign \$4939  = ~ t_scalar;
+  assign \$4940  = t_direct[0] & \$4939 ;
+  assign \$4941  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$4942  = \$4941  & t_scalar;
+  assign \$4943  = \$4940  | \$4942 ;
+  assign \$4944  = \$4938  & \$4943 ;
+  assign \$4945  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4946  = \$4945 [4:0] == 3'h5;
+  assign \$4947  = t_scalar ? \$4946  : t_en_3_5;
+  assign \$4948  = ~ t_scalar;
+  assign \$4949  = t_direct[0] & \$4948 ;
+  assign \$4950  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$4951  = \$4950  & t_scalar;
+  assign \$4952  = \$4949  | \$4951 ;
+  assign \$4953  = \$4947  & \$4952 ;
+  assign \$4954  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4955  = \$4954 [4:0] == 3'h6;
+  assign \$4956  = t_scalar ? \$4955  : t_en_3_6;
+  assign \$4957  = ~ t_scalar;
+  assign \$4958  = t_direct[0] & \$4957 ;
+  assign \$4959  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$4960  = \$4959  & t_scalar;
+  assign \$4961  = \$4958  | \$4960 ;
+  assign \$4962  = \$4956  & \$4961 ;
+  assign \$4963  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4964  = \$4963 [4:0] == 3'h7;
+  assign \$4965  = t_scalar ? \$4964  : t_en_3_7;
+  assign \$4966  = ~ t_scalar;
+  assign \$4967  = t_direct[0] & \$4966 ;
+  assign \$4968  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$4969  = \$4968  & t_scalar;
+  assign \$4970  = \$4967  | \$4969 ;
+  assign \$4971  = \$4965  & \$4970 ;
+  assign \$4972  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4973  = \$4972 [4:0] == 4'h8;
+  assign \$4974  = t_scalar ? \$4973  : t_en_3_8;
+  assign \$4975  = ~ t_scalar;
+  assign \$4976  = t_direct[0] & \$4975 ;
+  assign \$4977  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$4978  = \$4977  & t_scalar;
+  assign \$4979  = \$4976  | \$4978 ;
+  assign \$4980  = \$4974  & \$4979 ;
+  assign \$4981  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4982  = \$4981 [4:0] == 4'h9;
+  assign \$4983  = t_scalar ? \$4982  : t_en_3_9;
+  assign \$4984  = ~ t_scalar;
+  assign \$4985  = t_direct[0] & \$4984 ;
+  assign \$4986  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$4987  = \$4986  & t_scalar;
+  assign \$4988  = \$4985  | \$4987 ;
+  assign \$4989  = \$4983  & \$4988 ;
+  assign \$4990  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$4991  = \$4990 [4:0] == 4'ha;
+  assign \$4992  = t_scalar ? \$4991  : t_en_3_10;
+  assign \$4993  = ~ t_scalar;
+  assign \$4994  = t_direct[0] & \$4993 ;
+  assign \$4995  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$4996  = \$4995  & t_scalar;
+  assign \$4997  = \$4994  | \$4996 ;
+  assign \$4998  = \$4992  & \$4997 ;
+  assign \$4999  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$5000  = \$4999 [4:0] == 4'hb;
+  assign \$5001  = t_scalar ? \$5000  : t_en_3_11;
+  assign \$5002  = ~ t_scalar;
+  assign \$5003  = t_direct[0] & \$5002 ;
+  assign \$5004  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$5005  = \$5004  & t_scalar;
+  assign \$5006  = \$5003  | \$5005 ;
+  assign \$5007  = \$5001  & \$5006 ;
+  assign \$5008  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$5009  = \$5008 [4:0] == 4'hc;
+  assign \$5010  = t_scalar ? \$5009  : t_en_3_12;
+  assign \$5011  = ~ t_scalar;
+  assign \$5012  = t_direct[0] & \$5011 ;
+  assign \$5013  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$5014  = \$5013  & t_scalar;
+  assign \$5015  = \$5012  | \$5014 ;
+  assign \$5016  = \$5010  & \$5015 ;
+  assign \$5017  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$5018  = \$5017 [4:0] == 4'hd;
+  assign \$5019  = t_scalar ? \$5018  : t_en_3_13;
+  assign \$5020  = ~ t_scalar;
+  assign \$5021  = t_direct[0] & \$5020 ;
+  assign \$5022  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$5023  = \$5022  & t_scalar;
+  assign \$5024  = \$5021  | \$5023 ;
+  assign \$5025  = \$5019  & \$5024 ;
+  assign \$5026  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$5027  = \$5026 [4:0] == 4'he;
+  assign \$5028  = t_scalar ? \$5027  : t_en_3_14;
+  assign \$5029  = ~ t_scalar;
+  assign \$5030  = t_direct[0] & \$5029 ;
+  assign \$5031  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$5032  = \$5031  & t_scalar;
+  assign \$5033  = \$5030  | \$5032 ;
+  assign \$5034  = \$5028  & \$5033 ;
+  assign \$5035  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$5036  = \$5035 [4:0] == 4'hf;
+  assign \$5037  = t_scalar ? \$5036  : t_en_3_15;
+  assign \$5038  = ~ t_scalar;
+  assign \$5039  = t_direct[0] & \$5038 ;
+  assign \$5040  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$5041  = \$5040  & t_scalar;
+  assign \$5042  = \$5039  | \$5041 ;
+  assign \$5043  = \$5037  & \$5042 ;
+  assign \$5044  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$5045  = \$5044 [4:0] == 5'h10;
+  assign \$5046  = t_scalar ? \$5045  : t_en_3_16;
+  assign \$5047  = ~ t_scalar;
+  assign \$5048  = t_direct[0] & \$5047 ;
+  assign \$5049  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$5050  = \$5049  & t_scalar;
+  assign \$5051  = \$5048  | \$5050 ;
+  assign \$5052  = \$5046  & \$5051 ;
+  assign \$5053  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$5054  = \$5053 [4:0] == 5'h11;
+  assign \$5055  = t_scalar ? \$5054  : t_en_3_17;
+  assign \$5056  = ~ t_scalar;
+  assign \$5057  = t_direct[0] & \$5056 ;
+  assign \$5058  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$5059  = \$5058  & t_scalar;
+  assign \$5060  = \$5057  | \$5059 ;
+  assign \$5061  = \$5055  & \$5060 ;
+  assign \$5062  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$5063  = \$5062 [4:0] == 5'h12;
+  assign \$5064  = t_scalar ? \$5063  : t_en_3_18;
+  assign \$5065  = ~ t_scalar;
+  assign \$5066  = t_direct[0] & \$5065 ;
+  assign \$5067  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$5068  = \$5067  & t_scalar;
+  assign \$5069  = \$5066  | \$5068 ;
+  assign \$5070  = \$5064  & \$5069 ;
+  assign \$5071  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$5072  = \$5071 [4:0] == 5'h13;
+  assign \$5073  = t_scalar ? \$5072  : t_en_3_19;
+  assign \$5074  = ~ t_scalar;
+  assign \$5075  = t_direct[0] & \$5074 ;
+  assign \$5076  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$5077  = \$5076  & t_scalar;
+  assign \$5078  = \$5075  | \$5077 ;
+  assign \$5079  = \$5073  & \$5078 ;
+  assign \$5080  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$5081  = \$5080 [4:0] == 5'h14;
+  assign \$5082  = t_scalar ? \$5081  : t_en_3_20;
+  assign \$5083  = ~ t_scalar;
+  assign \$5084  = t_direct[0] & \$5083 ;
+  assign \$5085  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$5086  = \$5085  & t_scalar;
+  assign \$5087  = \$5084  | \$5086 ;
+  assign \$5088  = \$5082  & \$5087 ;
+  assign \$5089  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$5090  = \$5089 [4:0] == 5'h15;
+  assign \$5091  = t_scalar ? \$5090  : t_en_3_21;
+  assign \$5092  = ~ t_scalar;
+  assign \$5093  = t_direct[0] & \$5092 ;
+  assign \$5094  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$5095  = \$5094  & t_scalar;
+  assign \$5096  = \$5093  | \$5095 ;
+  assign \$5097  = \$5091  & \$5096 ;
+  assign \$5098  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$5099  = \$5098 [4:0] == 5'h16;
+  assign \$5100  = t_scalar ? \$5099  : t_en_3_22;
+  assign \$5101  = ~ t_scalar;
+  assign \$5102  = t_direct[0] & \$5101 ;
+  assign \$5103  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$5104  = \$5103  & t_scalar;
+  assign \$5105  = \$5102  | \$5104 ;
+  assign \$5106  = \$5100  & \$5105 ;
+  assign \$5107  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$5108  = \$5107 [4:0] == 5'h17;
+  assign \$5109  = t_scalar ? \$5108  : t_en_3_23;
+  assign \$5110  = ~ t_scalar;
+  assign \$5111  = t_direct[0] & \$5110 ;
+  assign \$5112  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$5113  = \$5112  & t_scalar;
+  assign \$5114  = \$5111  | \$5113 ;
+  assign \$5115  = \$5109  & \$5114 ;
+  assign \$5116  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$5117  = \$5116 [4:0] == 5'h18;
+  assign \$5118  = t_scalar ? \$5117  : t_en_3_24;
+  assign \$5119  = ~ t_scalar;
+  assign \$5120  = t_direct[0] & \$5119 ;
+  assign \$5121  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$5122  = \$5121  & t_scalar;
+  assign \$5123  = \$5120  | \$5122 ;
+  assign \$5124  = \$5118  & \$5123 ;
+  assign \$5125  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$5126  = \$5125 [4:0] == 5'h19;
+  assign \$5127  = t_scalar ? \$5126  : t_en_3_25;
+  assign \$5128  = ~ t_scalar;
+  assign \$5129  = t_direct[0] & \$5128 ;
+  assign \$5130  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$5131  = \$5130  & t_scalar;
+  assign \$5132  = \$5129  | \$5131 ;
+  assign \$5133  = \$5127  & \$5132 ;
+  assign \$5134  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$5135  = \$5134 [4:0] == 5'h1a;
+  assign \$5136  = t_scalar ? \$5135  : t_en_3_26;
+  assign \$5137  = ~ t_scalar;
+  assign \$5138  = t_direct[0] & \$5137 ;
+  assign \$5139  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$5140  = \$5139  & t_scalar;
+  assign \$5141  = \$5138  | \$5140 ;
+  assign \$5142  = \$5136  & \$5141 ;
+  assign \$5143  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$5144  = \$5143 [4:0] == 5'h1b;
+  assign \$5145  = t_scalar ? \$5144  : t_en_3_27;
+  assign \$5146  = ~ t_scalar;
+  assign \$5147  = t_direct[0] & \$5146 ;
+  assign \$5148  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$5149  = \$5148  & t_scalar;
+  assign \$5150  = \$5147  | \$5149 ;
+  assign \$5151  = \$5145  & \$5150 ;
+  assign \$5152  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$5153  = \$5152 [4:0] == 5'h1c;
+  assign \$5154  = t_scalar ? \$5153  : t_en_3_28;
+  assign \$5155  = ~ t_scalar;
+  assign \$5156  = t_direct[0] & \$5155 ;
+  assign \$5157  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$5158  = \$5157  & t_scalar;
+  assign \$5159  = \$5156  | \$5158 ;
+  assign \$5160  = \$5154  & \$5159 ;
+  assign \$5161  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$5162  = \$5161 [4:0] == 5'h1d;
+  assign \$5163  = t_scalar ? \$5162  : t_en_3_29;
+  assign \$5164  = ~ t_scalar;
+  assign \$5165  = t_direct[0] & \$5164 ;
+  assign \$5166  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$5167  = \$5166  & t_scalar;
+  assign \$5168  = \$5165  | \$5167 ;
+  assign \$5169  = \$5163  & \$5168 ;
+  assign \$5170  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$5171  = \$5170 [4:0] == 5'h1e;
+  assign \$5172  = t_scalar ? \$5171  : t_en_3_30;
+  assign \$5173  = ~ t_scalar;
+  assign \$5174  = t_direct[0] & \$5173 ;
+  assign \$5175  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$5176  = \$5175  & t_scalar;
+  assign \$5177  = \$5174  | \$5176 ;
+  assign \$5178  = \$5172  & \$5177 ;
+  assign \$5179  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$5180  = \$5179 [4:0] == 5'h1f;
+  assign \$5181  = t_scalar ? \$5180  : t_en_3_31;
+  assign \$5182  = ~ t_scalar;
+  assign \$5183  = t_direct[0] & \$5182 ;
+  assign \$5184  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$5185  = \$5184  & t_scalar;
+  assign \$5186  = \$5183  | \$5185 ;
+  assign \$5187  = \$5181  & \$5186 ;
+  assign \$5188  = ~ trans;
+  assign \$5189  = \mac_d2$194  & \$5188 ;
+  assign \$5190  = \$5189  & \last_d2$200 ;
+  assign \$5191  = acc_row == 2'h3;
+  assign \$5192  = acc_we & \$5191 ;
+  assign \$5193  = \$5190  | \$5192 ;
+  assign \$5194  = \$5193  ? 32'd4294967295 : 32'd0;
+  assign acc_w_en3 = \$4899  ? { \$5187 , \$5178 , \$5169 , \$5160 , \$5151 , \$5142 , \$5133 , \$5124 , \$5115 , \$5106 , \$5097 , \$5088 , \$5079 , \$5070 , \$5061 , \$5052 , \$5043 , \$5034 , \$5025 , \$5016 , \$5007 , \$4998 , \$4989 , \$4980 , \$4971 , \$4962 , \$4953 , \$4944 , \$4935 , \$4926 , \$4917 , \$4908  } : \$5194 ;
+  assign \$5195  = ! acc_w_bank3;
+  assign \$signature__en$1409  = acc_w_bank3 ? 32'd0 : acc_w_en3;
+  assign \$signature__en$1412  = \$5196  ? acc_w_en3 : 32'd0;
+  assign \$5197  = rd_bank_q ? \acc_r__data$907  : acc_r__data;
+  assign \$5198  = rd_bank_q ? \acc_r__data$1037  : \acc_r__data$1036 ;
+  assign \$5199  = rd_bank_q ? \acc_r__data$1165  : \acc_r__data$1164 ;
+  assign \$5200  = rd_bank_q ? \acc_r__data$1293  : \acc_r__data$1292 ;
+  assign \$5201  = first_d2 ? 32'd0 : slot_r__data[31:0];
+  assign \$5202  = trans ? active_product_0_0 : \$5201 ;
+  assign \$5203  = trans ? active_product_0_1 : active_product_0_0;
+  assign \$5204  = first_d2 ? 32'd0 : slot_r__data[63:32];
+  assign \$5205  = trans ? active_product_0_2 : \$5204 ;
+  assign \$5206  = trans ? active_product_0_3 : active_product_0_1;
+  assign \$5207  = first_d2 ? 32'd0 : slot_r__data[95:64];
+  assign \$5208  = trans ? active_product_0_4 : \$5207 ;
+  assign \$5209  = trans ? active_product_0_5 : active_product_0_2;
+  assign \$5210  = first_d2 ? 32'd0 : slot_r__data[127:96];
+  assign \$5211  = trans ? active_product_0_6 : \$5210 ;
+  assign \$5212  = trans ? active_product_0_7 : active_product_0_3;
+  assign \$5213  = first_d2 ? 32'd0 : slot_r__data[159:128];
+  assign \$5214  = trans ? active_product_0_8 : \$5213 ;
+  assign \$5215  = trans ? active_product_0_9 : active_product_0_4;
+  assign \$5216  = first_d2 ? 32'd0 : slot_r__data[191:160];
+  assign \$5217  = trans ? active_product_0_10 : \$5216 ;
+  assign \$5218  = trans ? active_product_0_11 : active_product_0_5;
+  assign \$5219  = first_d2 ? 32'd0 : slot_r__data[223:192];
+  assign \$5220  = trans ? active_product_0_12 : \$5219 ;
+  assign \$5221  = trans ? active_product_0_13 : active_product_0_6;
+  assign \$5222  = first_d2 ? 32'd0 : slot_r__data[255:224];
+  assign \$5223  = trans ? active_product_0_14 : \$5222 ;
+  assign \$5224  = trans ? active_product_0_15 : active_product_0_7;
+  assign \$5225  = first_d2 ? 32'd0 : slot_r__data[287:256];
+  assign \$5226  = trans ? active_product_0_16 : \$5225 ;
+  assign \$5227  = trans ? active_product_0_17 : active_product_0_8;
+  assign \$5228  = first_d2 ? 32'd0 : slot_r__data[319:288];
+  assign \$5229  = trans ? active_product_0_18 : \$5228 ;
+  assign \$5230  = trans ? active_product_0_19 : active_product_0_9;
+  assign \$5231  = first_d2 ? 32'd0 : slot_r__data[351:320];
+  assign \$5232  = trans ? active_product_0_20 : \$5231 ;
+  assign \$5233  = trans ? active_product_0_21 : active_product_0_10;
+  assign \$5234  = first_d2 ? 32'd0 : slot_r__data[383:352];
+  assign \$5235  = trans ? active_product_0_22 : \$5234 ;
+  assign \$5236  = trans ? active_product_0_23 : active_product_0_11;
+  assign \$5237  = first_d2 ? 32'd0 : slot_r__data[415:384];
+  assign \$5238  = trans ? active_product_0_24 : \$5237 ;
+  assign \$5239  = trans ? active_product_0_25 : active_product_0_12;
+  assign \$5240  = first_d2 ? 32'd0 : slot_r__data[447:416];
+  assign \$5241  = trans ? active_product_0_26 : \$5240 ;
+  assign \$5242  = trans ? active_product_0_27 : active_product_0_13;
+  assign \$5243  = first_d2 ? 32'd0 : slot_r__data[479:448];
+  assign \$5244  = trans ? active_product_0_28 : \$5243 ;
+  assign \$5245  = trans ? active_product_0_29 : active_product_0_14;
+  assign \$5246  = first_d2 ? 32'd0 : slot_r__data[511:480];
+  assign \$5247  = trans ? active_product_0_30 : \$5246 ;
+  assign \$5248  = trans ? active_product_0_31 : active_product_0_15;
+  assign \$5249  = first_d2 ? 32'd0 : slot_r__data[543:512];
+  assign \$5250  = trans ? sum_r_0_0 : \$5249 ;
+  assign \$5251  = trans ? sum_r_0_1 : active_product_0_16;
+  assign \$5252  = first_d2 ? 32'd0 : slot_r__data[575:544];
+  assign \$5253  = trans ? sum_r_0_2 : \$5252 ;
+  assign \$5254  = trans ? sum_r_0_3 : active_product_0_17;
+  assign \$5255  = first_d2 ? 32'd0 : slot_r__data[607:576];
+  assign \$5256  = trans ? sum_r_0_4 : \$5255 ;
+  assign \$5257  = trans ? sum_r_0_5 : active_product_0_18;
+  assign \$5258  = first_d2 ? 32'd0 : slot_r__data[639:608];
+  assign \$5259  = trans ? sum_r_0_6 : \$5258 ;
+  assign \$5260  = trans ? sum_r_0_7 : active_product_0_19;
+  assign \$5261  = first_d2 ? 32'd0 : slot_r__data[671:640];
+  assign \$5262  = trans ? sum_r_0_8 : \$5261 ;
+  assign \$5263  = trans ? sum_r_0_9 : active_product_0_20;
+  assign \$5264  = first_d2 ? 32'd0 : slot_r__data[703:672];
+  assign \$5265  = trans ? sum_r_0_10 : \$5264 ;
+  assign \$5266  = trans ? sum_r_0_11 : active_product_0_21;
+  assign \$5267  = first_d2 ? 32'd0 : slot_r__data[735:704];
+  assign \$5268  = trans ? sum_r_0_12 : \$5267 ;
+  assign \$5269  = trans ? sum_r_0_13 : active_product_0_22;
+  assign \$5270  = first_d2 ? 32'd0 : slot_r__data[767:736];
+  assign \$5271  = trans ? sum_r_0_14 : \$5270 ;
+  assign \$5272  = trans ? sum_r_0_15 : active_product_0_23;
+  assign \$5273  = first_d2 ? 32'd0 : slot_r__data[799:768];
+  assign \$5274  = trans ? sum_r_0_16 : \$5273 ;
+  assign \$5275  = trans ? sum_r_0_17 : active_product_0_24;
+  assign \$5276  = first_d2 ? 32'd0 : slot_r__data[831:800];
+  assign \$5277  = trans ? sum_r_0_18 : \$5276 ;
+  assign \$5278  = trans ? sum_r_0_19 : active_product_0_25;
+  assign \$5279  = first_d2 ? 32'd0 : slot_r__data[863:832];
+  assign \$5280  = trans ? sum_r_0_20 : \$5279 ;
+  assign \$5281  = trans ? sum_r_0_21 : active_product_0_26;
+  assign \$5282  = first_d2 ? 32'd0 : slot_r__data[895:864];
+  assign \$5283  = trans ? sum_r_0_22 : \$5282 ;
+  assign \$5284  = trans ? sum_r_0_23 : active_product_0_27;
+  assign \$5285  = first_d2 ? 32'd0 : slot_r__data[927:896];
+  assign \$5286  = trans ? sum_r_0_24 : \$5285 ;
+  assign \$5287  = trans ? sum_r_0_25 : active_product_0_28;
+  assign \$5288  = first_d2 ? 32'd0 : slot_r__data[959:928];
+  assign \$5289  = trans ? sum_r_0_26 : \$5288 ;
+  assign \$5290  = trans ? sum_r_0_27 : active_product_0_29;
+  assign \$5291  = first_d2 ? 32'd0 : slot_r__data[991:960];
+  assign \$5292  = trans ? sum_r_0_28 : \$5291 ;
+  assign \$5293  = trans ? sum_r_0_29 : active_product_0_30;
+  assign \$5294  = first_d2 ? 32'd0 : slot_r__data[1023:992];
+  assign \$5295  = t_ctl_d21[22:21] == t_ctl_d18[22:21];
+  assign \$5296  = t_ctl_d21[0] & \$5295 ;
+  assign \$5297  = \$5296  ? set_sum_r_0 : set_kept_0;
+  assign \$5298  = t_ctl_d18[23] ? 32'd0 : \$5297 ;
+  assign \$5299  = ! t_ctl_d21[22:21];
+  assign \$5300  = t_ctl_d21[0] & \$5299 ;
+  assign \$5301  = \$5300  ? set_sum_r_0 : set_0_0;
+  assign \$5302  = t_ctl_d21[22:21] == 1'h1;
+  assign \$5303  = t_ctl_d21[0] & \$5302 ;
+  assign \$5304  = \$5303  ? set_sum_r_0 : set_0_1;
+  assign \$5305  = first_row1_d2 ? 32'd0 : \slot_r__data$1420 [31:0];
+  assign \$5306  = trans ? active_product_1_0 : \$5305 ;
+  assign \$5307  = trans ? active_product_1_1 : active_product_1_0;
+  assign \$5308  = first_row1_d2 ? 32'd0 : \slot_r__data$1420 [63:32];
+  assign \$5309  = trans ? active_product_1_2 : \$5308 ;
+  assign \$5310  = trans ? active_product_1_3 : active_product_1_1;
+  assign \$5311  = first_row1_d2 ? 32'd0 : \slot_r__data$1420 [95:64];
+  assign \$5312  = trans ? active_product_1_4 : \$5311 ;
+  assign \$5313  = trans ? active_product_1_5 : active_product_1_2;
+  assign \$5314  = first_row1_d2 ? 32'd0 : \slot_r__data$1420 [127:96];
+  assign \$5315  = trans ? active_product_1_6 : \$5314 ;
+  assign \$5316  = trans ? active_product_1_7 : active_product_1_3;
+  assign \$5317  = first_row1_d2 ? 32'd0 : \slot_r__data$1420 [159:128];
+  assign \$5318  = trans ? active_product_1_8 : \$5317 ;
+  assign \$5319  = trans ? active_product_1_9 : active_product_1_4;
+  assign \$5320  = first_row1_d2 ? 32'd0 : \slot_r__data$1420 [191:160];
+  assign \$5321  = trans ? active_product_1_10 : \$5320 ;
+  assign \$5322  = trans ? active_product_1_11 : active_product_1_5;
+  assign \$5323  = first_row1_d2 ? 32'd0 : \slot_r__data$1420 [223:192];
+  assign \$5324  = trans ? active_product_1_12 : \$5323 ;
+  assign \$5325  = trans ? active_product_1_13 : active_product_1_6;
+  assign \$5326  = first_row1_d2 ? 32'd0 : \slot_r__data$1420 [255:224];
+  assign \$5327  = trans ? active_product_1_14 : \$5326 ;
+  assign \$5328  = trans ? active_product_1_15 : active_product_1_7;
+  assign \$5329  = first_row1_d2 ? 32'd0 : \slot_r__data$1420 [287:256];
+  assign \$5330  = trans ? active_product_1_16 : \$5329 ;
+  assign \$5331  = trans ? active_product_1_17 : active_product_1_8;
+  assign \$5332  = first_row1_d2 ? 32'd0 : \slot_r__data$1420 [319:288];
+  assign \$5333  = trans ? active_product_1_18 : \$5332 ;
+  assign \$5334  = trans ? active_product_1_19 : active_product_1_9;
+  assign \$5335  = first_row1_d2 ? 32'd0 : \slot_r__data$1420 [351:320];
+  assign \$5336  = trans ? active_product_1_20 : \$5335 ;
+  assign \$5337  = trans ? active_product_1_21 : active_product_1_10;
+  assign \$5338  = first_row1_d2 ? 32'd0 : \slot_r__data$1420 [383:352];
+  assign \$5339  = trans ? active_product_1_22 : \$5338 ;
+  assign \$5340  = trans ? active_product_1_23 : active_product_1_11;
+  assign \$5341  = first_row1_d2 ? 32'd0 : \slot_r__data$1420 [415:384];
+  assign \$5342  = trans ? active_product_1_24 : \$5341 ;
+  assign \$5343  = trans ? active_product_1_25 : active_product_1_12;
+  assign \$5344  = first_row1_d2 ? 32'd0 : \slot_r__data$1420 [447:416];
+  assign \$5345  = trans ? active_product_1_26 : \$5344 ;
+  assign \$5346  = trans ? active_product_1_27 : active_product_1_13;
+  assign \$5347  = first_row1_d2 ? 32'd0 : \slot_r__data$1420 [479:448];
+  assign \$5348  = trans ? active_product_1_28 : \$5347 ;
+  assign \$5349  = trans ? active_product_1_29 : active_product_1_14;
+  assign \$5350  = first_row1_d2 ? 32'd0 : \slot_r__data$1420 [511:480];
+  assign \$5351  = trans ? active_product_1_30 : \$5350 ;
+  assign \$5352  = trans ? active_product_1_31 : active_product_1_15;
+  assign \$5353  = first_row1_d2 ? 32'd0 : \slot_r__data$1420 [543:512];
+  assign \$5354  = trans ? sum_r_1_0 : \$5353 ;
+  assign \$5355  = trans ? sum_r_1_1 : active_product_1_16;
+  assign \$5356  = first_row1_d2 ? 32'd0 : \slot_r__data$1420 [575:544];
+  assign \$5357  = trans ? sum_r_1_2 : \$5356 ;
+  assign \$5358  = trans ? sum_r_1_3 : active_product_1_17;
+  assign \$5359  = first_row1_d2 ? 32'd0 : \slot_r__data$1420 [607:576];
+  assign \$5360  = trans ? sum_r_1_4 : \$5359 ;
+  assign \$5361  = trans ? sum_r_1_5 : active_product_1_18;
+  assign \$5362  = first_row1_d2 ? 32'd0 : \slot_r__data$1420 [639:608];
+  assign \$5363  = trans ? sum_r_1_6 : \$5362 ;
+  assign \$5364  = trans ? sum_r_1_7 : active_product_1_19;
+  assign \$5365  = first_row1_d2 ? 32'd0 : \slot_r__data$1420 [671:640];
+  assign \$5366  = trans ? sum_r_1_8 : \$5365 ;
+  assign \$5367  = trans ? sum_r_1_9 : active_product_1_20;
+  assign \$5368  = first_row1_d2 ? 32'd0 : \slot_r__data$1420 [703:672];
+  assign \$5369  = trans ? sum_r_1_10 : \$5368 ;
+  assign \$5370  = trans ? sum_r_1_11 : active_product_1_21;
+  assign \$5371  = first_row1_d2 ? 32'd0 : \slot_r__data$1420 [735:704];
+  assign \$5372  = trans ? sum_r_1_12 : \$5371 ;
+  assign \$5373  = trans ? sum_r_1_13 : active_product_1_22;
+  assign \$5374  = first_row1_d2 ? 32'd0 : \slot_r__data$1420 [767:736];
+  assign \$5375  = trans ? sum_r_1_14 : \$5374 ;
+  assign \$5376  = trans ? sum_r_1_15 : active_product_1_23;
+  assign \$5377  = first_row1_d2 ? 32'd0 : \slot_r__data$1420 [799:768];
+  assign \$5378  = trans ? sum_r_1_16 : \$5377 ;
+  assign \$5379  = trans ? sum_r_1_17 : active_product_1_24;
+  assign \$5380  = first_row1_d2 ? 32'd0 : \slot_r__data$1420 [831:800];
+  assign \$5381  = trans ? sum_r_1_18 : \$5380 ;
+  assign \$5382  = trans ? sum_r_1_19 : active_product_1_25;
+  assign \$5383  = first_row1_d2 ? 32'd0 : \slot_r__data$1420 [863:832];
+  assign \$5384  = trans ? sum_r_1_20 : \$5383 ;
+  assign \$5385  = trans ? sum_r_1_21 : active_product_1_26;
+  assign \$5386  = first_row1_d2 ? 32'd0 : \slot_r__data$1420 [895:864];
+  assign \$5387  = trans ? sum_r_1_22 : \$5386 ;
+  assign \$5388  = trans ? sum_r_1_23 : active_product_1_27;
+  assign \$5389  = first_row1_d2 ? 32'd0 : \slot_r__data$1420 [927:896];
+  assign \$5390  = trans ? sum_r_1_24 : \$5389 ;
+  assign \$5391  = trans ? sum_r_1_25 : active_product_1_28;
+  assign \$5392  = first_row1_d2 ? 32'd0 : \slot_r__data$1420 [959:928];
+  assign \$5393  = trans ? sum_r_1_26 : \$5392 ;
+  assign \$5394  = trans ? sum_r_1_27 : active_product_1_29;
+  assign \$5395  = first_row1_d2 ? 32'd0 : \slot_r__data$1420 [991:960];
+  assign \$5396  = trans ? sum_r_1_28 : \$5395 ;
+  assign \$5397  = trans ? sum_r_1_29 : active_product_1_30;
+  assign \$5398  = first_row1_d2 ? 32'd0 : \slot_r__data$1420 [1023:992];
+  assign \$5399  = t_ctl_d21[22:21] == t_ctl_d18[22:21];
+  assign \$5400  = t_ctl_d21[0] & \$5399 ;
+  assign \$5401  = \$5400  ? set_sum_r_1 : set_kept_1;
+  assign \$5402  = t_ctl_d18[23] ? 32'd0 : \$5401 ;
+  assign \$5403  = ! t_ctl_d21[22:21];
+  assign \$5404  = t_ctl_d21[0] & \$5403 ;
+  assign \$5405  = \$5404  ? set_sum_r_1 : set_1_0;
+  assign \$5406  = t_ctl_d21[22:21] == 1'h1;
+  assign \$5407  = t_ctl_d21[0] & \$5406 ;
+  assign \$5408  = \$5407  ? set_sum_r_1 : set_1_1;
+  assign \$5409  = first_d2 ? 32'd0 : \slot_r__data$1422 [31:0];
+  assign \$5410  = trans ? active_product_2_0 : \$5409 ;
+  assign \$5411  = trans ? active_product_2_1 : active_product_2_0;
+  assign \$5412  = first_d2 ? 32'd0 : \slot_r__data$1422 [63:32];
+  assign \$5413  = trans ? active_product_2_2 : \$5412 ;
+  assign \$5414  = trans ? active_product_2_3 : active_product_2_1;
+  assign \$5415  = first_d2 ? 32'd0 : \slot_r__data$1422 [95:64];
+  assign \$5416  = trans ? active_product_2_4 : \$5415 ;
+  assign \$5417  = trans ? active_product_2_5 : active_product_2_2;
+  assign \$5418  = first_d2 ? 32'd0 : \slot_r__data$1422 [127:96];
+  assign \$5419  = trans ? active_product_2_6 : \$5418 ;
+  assign \$5420  = trans ? active_product_2_7 : active_product_2_3;
+  assign \$5421  = first_d2 ? 32'd0 : \slot_r__data$1422 [159:128];
+  assign \$5422  = trans ? active_product_2_8 : \$5421 ;
+  assign \$5423  = trans ? active_product_2_9 : active_product_2_4;
+  assign \$5424  = first_d2 ? 32'd0 : \slot_r__data$1422 [191:160];
+  assign \$5425  = trans ? active_product_2_10 : \$5424 ;
+  assign \$5426  = trans ? active_product_2_11 : active_product_2_5;
+  assign \$5427  = first_d2 ? 32'd0 : \slot_r__data$1422 [223:192];
+  assign \$5428  = trans ? active_product_2_12 : \$5427 ;
+  assign \$5429  = trans ? active_product_2_13 : active_product_2_6;
+  assign \$5430  = first_d2 ? 32'd0 : \slot_r__data$1422 [255:224];
+  assign \$5431  = trans ? active_product_2_14 : \$5430 ;
+  assign \$5432  = trans ? active_product_2_15 : active_product_2_7;
+  assign \$5433  = first_d2 ? 32'd0 : \slot_r__data$1422 [287:256];
+  assign \$5434  = trans ? active_product_2_16 : \$5433 ;
+  assign \$5435  = trans ? active_product_2_17 : active_product_2_8;
+  assign \$5436  = first_d2 ? 32'd0 : \slot_r__data$1422 [319:288];
+  assign \$5437  = trans ? active_product_2_18 : \$5436 ;
+  assign \$5438  = trans ? active_product_2_19 : active_product_2_9;
+  assign \$5439  = first_d2 ? 32'd0 : \slot_r__data$1422 [351:320];
+  assign \$5440  = trans ? active_product_2_20 : \$5439 ;
+  assign \$5441  = trans ? active_product_2_21 : active_product_2_10;
+  assign \$5442  = first_d2 ? 32'd0 : \slot_r__data$1422 [383:352];
+  assign \$5443  = trans ? active_product_2_22 : \$5442 ;
+  assign \$5444  = trans ? active_product_2_23 : active_product_2_11;
+  assign \$5445  = first_d2 ? 32'd0 : \slot_r__data$1422 [415:384];
+  assign \$5446  = trans ? active_product_2_24 : \$5445 ;
+  assign \$5447  = trans ? active_product_2_25 : active_product_2_12;
+  assign \$5448  = first_d2 ? 32'd0 : \slot_r__data$1422 [447:416];
+  assign \$5449  = trans ? active_product_2_26 : \$5448 ;
+  assign \$5450  = trans ? active_product_2_27 : active_product_2_13;
+  assign \$5451  = first_d2 ? 32'd0 : \slot_r__data$1422 [479:448];
+  assign \$5452  = trans ? active_product_2_28 : \$5451 ;
+  assign \$5453  = trans ? active_product_2_29 : active_product_2_14;
+  assign \$5454  = first_d2 ? 32'd0 : \slot_r__data$1422 [511:480];
+  assign \$5455  = trans ? active_product_2_30 : \$5454 ;
+  assign \$5456  = trans ? active_product_2_31 : active_product_2_15;
+  assign \$5457  = first_d2 ? 32'd0 : \slot_r__data$1422 [543:512];
+  assign \$5458  = trans ? sum_r_2_0 : \$5457 ;
+  assign \$5459  = trans ? sum_r_2_1 : active_product_2_16;
+  assign \$5460  = first_d2 ? 32'd0 : \slot_r__data$1422 [575:544];
+  assign \$5461  = trans ? sum_r_2_2 : \$5460 ;
+  assign \$5462  = trans ? sum_r_2_3 : active_product_2_17;
+  assign \$5463  = first_d2 ? 32'd0 : \slot_r__data$1422 [607:576];
+  assign \$5464  = trans ? sum_r_2_4 : \$5463 ;
+  assign \$5465  = trans ? sum_r_2_5 : active_product_2_18;
+  assign \$5466  = first_d2 ? 32'd0 : \slot_r__data$1422 [639:608];
+  assign \$5467  = trans ? sum_r_2_6 : \$5466 ;
+  assign \$5468  = trans ? sum_r_2_7 : active_product_2_19;
+  assign \$5469  = first_d2 ? 32'd0 : \slot_r__data$1422 [671:640];
+  assign \$5470  = trans ? sum_r_2_8 : \$5469 ;
+  assign \$5471  = trans ? sum_r_2_9 : active_product_2_20;
+  assign \$5472  = first_d2 ? 32'd0 : \slot_r__data$1422 [703:672];
+  assign \$5473  = trans ? sum_r_2_10 : \$5472 ;
+  assign \$5474  = trans ? sum_r_2_11 : active_product_2_21;
+  assign \$5475  = first_d2 ? 32'd0 : \slot_r__data$1422 [735:704];
+  assign \$5476  = trans ? sum_r_2_12 : \$5475 ;
+  assign \$5477  = trans ? sum_r_2_13 : active_product_2_22;
+  assign \$5478  = first_d2 ? 32'd0 : \slot_r__data$1422 [767:736];
+  assign \$5479  = trans ? sum_r_2_14 : \$5478 ;
+  assign \$5480  = trans ? sum_r_2_15 : active_product_2_23;
+  assign \$5481  = first_d2 ? 32'd0 : \slot_r__data$1422 [799:768];
+  assign \$5482  = trans ? sum_r_2_16 : \$5481 ;
+  assign \$5483  = trans ? sum_r_2_17 : active_product_2_24;
+  assign \$5484  = first_d2 ? 32'd0 : \slot_r__data$1422 [831:800];
+  assign \$5485  = trans ? sum_r_2_18 : \$5484 ;
+  assign \$5486  = trans ? sum_r_2_19 : active_product_2_25;
+  assign \$5487  = first_d2 ? 32'd0 : \slot_r__data$1422 [863:832];
+  assign \$5488  = trans ? sum_r_2_20 : \$5487 ;
+  assign \$5489  = trans ? sum_r_2_21 : active_product_2_26;
+  assign \$5490  = first_d2 ? 32'd0 : \slot_r__data$1422 [895:864];
+  assign \$5491  = trans ? sum_r_2_22 : \$5490 ;
+  assign \$5492  = trans ? sum_r_2_23 : active_product_2_27;
+  assign \$5493  = first_d2 ? 32'd0 : \slot_r__data$1422 [927:896];
+  assign \$5494  = trans ? sum_r_2_24 : \$5493 ;
+  assign \$5495  = trans ? sum_r_2_25 : active_product_2_28;
+  assign \$5496  = first_d2 ? 32'd0 : \slot_r__data$1422 [959:928];
+  assign \$5497  = trans ? sum_r_2_26 : \$5496 ;
+  assign \$5498  = trans ? sum_r_2_27 : active_product_2_29;
+  assign \$5499  = first_d2 ? 32'd0 : \slot_r__data$1422 [991:960];
+  assign \$5500  = trans ? sum_r_2_28 : \$5499 ;
+  assign \$5501  = trans ? sum_r_2_29 : active_product_2_30;
+  assign \$5502  = first_d2 ? 32'd0 : \slot_r__data$1422 [1023:992];
+  assign \$5503  = t_ctl_d21[22:21] == t_ctl_d18[22:21];
+  assign \$5504  = t_ctl_d21[0] & \$5503 ;
+  assign \$5505  = \$5504  ? set_sum_r_2 : set_kept_2;
+  assign \$5506  = t_ctl_d18[23] ? 32'd0 : \$5505 ;
+  assign \$5507  = ! t_ctl_d21[22:21];
+  assign \$5508  = t_ctl_d21[0] & \$5507 ;
+  assign \$5509  = \$5508  ? set_sum_r_2 : set_2_0;
+  assign \$5510  = t_ctl_d21[22:21] == 1'h1;
+  assign \$5511  = t_ctl_d21[0] & \$5510 ;
+  assign \$5512  = \$5511  ? set_sum_r_2 : set_2_1;
+  assign \$5513  = first_d2 ? 32'd0 : \slot_r__data$1424 [31:0];
+  assign \$5514  = trans ? active_product_3_0 : \$5513 ;
+  assign \$5515  = trans ? active_product_3_1 : active_product_3_0;
+  assign \$5516  = first_d2 ? 32'd0 : \slot_r__data$1424 [63:32];
+  assign \$5517  = trans ? active_product_3_2 : \$5516 ;
+  assign \$5518  = trans ? active_product_3_3 : active_product_3_1;
+  assign \$5519  = first_d2 ? 32'd0 : \slot_r__data$1424 [95:64];
+  assign \$5520  = trans ? active_product_3_4 : \$5519 ;
+  assign \$5521  = trans ? active_product_3_5 : active_product_3_2;
+  assign \$5522  = first_d2 ? 32'd0 : \slot_r__data$1424 [127:96];
+  assign \$5523  = trans ? active_product_3_6 : \$5522 ;
+  assign \$5524  = trans ? active_product_3_7 : active_product_3_3;
+  assign \$5525  = first_d2 ? 32'd0 : \slot_r__data$1424 [159:128];
+  assign \$5526  = trans ? active_product_3_8 : \$5525 ;
+  assign \$5527  = trans ? active_product_3_9 : active_product_3_4;
+  assign \$5528  = first_d2 ? 32'd0 : \slot_r__data$1424 [191:160];
+  assign \$5529  = trans ? active_product_3_10 : \$5528 ;
+  assign \$5530  = trans ? active_product_3_11 : active_product_3_5;
+  assign \$5531  = first_d2 ? 32'd0 : \slot_r__data$1424 [223:192];
+  assign \$5532  = trans ? active_product_3_12 : \$5531 ;
+  assign \$5533  = trans ? active_product_3_13 : active_product_3_6;
+  assign \$5534  = first_d2 ? 32'd0 : \slot_r__data$1424 [255:224];
+  assign \$5535  = trans ? active_product_3_14 : \$5534 ;
+  assign \$5536  = trans ? active_product_3_15 : active_product_3_7;
+  assign \$5537  = first_d2 ? 32'd0 : \slot_r__data$1424 [287:256];
+  assign \$5538  = trans ? active_product_3_16 : \$5537 ;
+  assign \$5539  = trans ? active_product_3_17 : active_product_3_8;
+  assign \$5540  = first_d2 ? 32'd0 : \slot_r__data$1424 [319:288];
+  assign \$5541  = trans ? active_product_3_18 : \$5540 ;
+  assign \$5542  = trans ? active_product_3_19 : active_product_3_9;
+  assign \$5543  = first_d2 ? 32'd0 : \slot_r__data$1424 [351:320];
+  assign \$5544  = trans ? active_product_3_20 : \$5543 ;
+  assign \$5545  = trans ? active_product_3_21 : active_product_3_10;
+  assign \$5546  = first_d2 ? 32'd0 : \slot_r__data$1424 [383:352];
+  assign \$5547  = trans ? active_product_3_22 : \$5546 ;
+  assign \$5548  = trans ? active_product_3_23 : active_product_3_11;
+  assign \$5549  = first_d2 ? 32'd0 : \slot_r__data$1424 [415:384];
+  assign \$5550  = trans ? active_product_3_24 : \$5549 ;
+  assign \$5551  = trans ? active_product_3_25 : active_product_3_12;
+  assign \$5552  = first_d2 ? 32'd0 : \slot_r__data$1424 [447:416];
+  assign \$5553  = trans ? active_product_3_26 : \$5552 ;
+  assign \$5554  = trans ? active_product_3_27 : active_product_3_13;
+  assign \$5555  = first_d2 ? 32'd0 : \slot_r__data$1424 [479:448];
+  assign \$5556  = trans ? active_product_3_28 : \$5555 ;
+  assign \$5557  = trans ? active_product_3_29 : active_product_3_14;
+  assign \$5558  = first_d2 ? 32'd0 : \slot_r__data$1424 [511:480];
+  assign \$5559  = trans ? active_product_3_30 : \$5558 ;
+  assign \$5560  = trans ? active_product_3_31 : active_product_3_15;
+  assign \$5561  = first_d2 ? 32'd0 : \slot_r__data$1424 [543:512];
+  assign \$5562  = trans ? sum_r_3_0 : \$5561 ;
+  assign \$5563  = trans ? sum_r_3_1 : active_product_3_16;
+  assign \$5564  = first_d2 ? 32'd0 : \slot_r__data$1424 [575:544];
+  assign \$5565  = trans ? sum_r_3_2 : \$5564 ;
+  assign \$5566  = trans ? sum_r_3_3 : active_product_3_17;
+  assign \$5567  = first_d2 ? 32'd0 : \slot_r__data$1424 [607:576];
+  assign \$5568  = trans ? sum_r_3_4 : \$5567 ;
+  assign \$5569  = trans ? sum_r_3_5 : active_product_3_18;
+  assign \$5570  = first_d2 ? 32'd0 : \slot_r__data$1424 [639:608];
+  assign \$5571  = trans ? sum_r_3_6 : \$5570 ;
+  assign \$5572  = trans ? sum_r_3_7 : active_product_3_19;
+  assign \$5573  = first_d2 ? 32'd0 : \slot_r__data$1424 [671:640];
+  assign \$5574  = trans ? sum_r_3_8 : \$5573 ;
+  assign \$5575  = trans ? sum_r_3_9 : active_product_3_20;
+  assign \$5576  = first_d2 ? 32'd0 : \slot_r__data$1424 [703:672];
+  assign \$5577  = trans ? sum_r_3_10 : \$5576 ;
+  assign \$5578  = trans ? sum_r_3_11 : active_product_3_21;
+  assign \$5579  = first_d2 ? 32'd0 : \slot_r__data$1424 [735:704];
+  assign \$5580  = trans ? sum_r_3_12 : \$5579 ;
+  assign \$5581  = trans ? sum_r_3_13 : active_product_3_22;
+  assign \$5582  = first_d2 ? 32'd0 : \slot_r__data$1424 [767:736];
+  assign \$5583  = trans ? sum_r_3_14 : \$5582 ;
+  assign \$5584  = trans ? sum_r_3_15 : active_product_3_23;
+  assign \$5585  = first_d2 ? 32'd0 : \slot_r__data$1424 [799:768];
+  assign \$5586  = trans ? sum_r_3_16 : \$5585 ;
+  assign \$5587  = trans ? sum_r_3_17 : active_product_3_24;
+  assign \$5588  = first_d2 ? 32'd0 : \slot_r__data$1424 [831:800];
+  assign \$5589  = trans ? sum_r_3_18 : \$5588 ;
+  assign \$5590  = trans ? sum_r_3_19 : active_product_3_25;
+  assign \$5591  = first_d2 ? 32'd0 : \slot_r__data$1424 [863:832];
+  assign \$5592  = trans ? sum_r_3_20 : \$5591 ;
+  assign \$5593  = trans ? sum_r_3_21 : active_product_3_26;
+  assign \$5594  = first_d2 ? 32'd0 : \slot_r__data$1424 [895:864];
+  assign \$5595  = trans ? sum_r_3_22 : \$5594 ;
+  assign \$5596  = trans ? sum_r_3_23 : active_product_3_27;
+  assign \$5597  = first_d2 ? 32'd0 : \slot_r__data$1424 [927:896];
+  assign \$5598  = trans ? sum_r_3_24 : \$5597 ;
+  assign \$5599  = trans ? sum_r_3_25 : active_product_3_28;
+  assign \$5600  = first_d2 ? 32'd0 : \slot_r__data$1424 [959:928];
+  assign \$5601  = trans ? sum_r_3_26 : \$5600 ;
+  assign \$5602  = trans ? sum_r_3_27 : active_product_3_29;
+  assign \$5603  = first_d2 ? 32'd0 : \slot_r__data$1424 [991:960];
+  assign \$5604  = trans ? sum_r_3_28 : \$5603 ;
+  assign \$5605  = trans ? sum_r_3_29 : active_product_3_30;
+  assign \$5606  = first_d2 ? 32'd0 : \slot_r__data$1424 [1023:992];
+  assign \$5607  = t_ctl_d21[22:21] == t_ctl_d18[22:21];
+  assign \$5608  = t_ctl_d21[0] & \$5607 ;
+  assign \$5609  = \$5608  ? set_sum_r_3 : set_kept_3;
+  assign \$5610  = t_ctl_d18[23] ? 32'd0 : \$5609 ;
+  assign \$5611  = ! t_ctl_d21[22:21];
+  assign \$5612  = t_ctl_d21[0] & \$5611 ;
+  assign \$5613  = \$5612  ? set_sum_r_3 : set_3_0;
+  assign \$5614  = t_ctl_d21[22:21] == 1'h1;
+  assign \$5615  = t_ctl_d21[0] & \$5614 ;
+  assign \$5616  = \$5615  ? set_sum_r_3 : set_3_1;
+  always @(posedge clk)
+    n_last <= \$5617 ;
+  always @(posedge clk)
+    \$signal  <= \$5618 ;
+  always @(posedge clk)
+    lane_rem0_s0 <= \$5619 ;
+  always @(posedge clk)
+    lane_quo0_s0 <= \$5620 ;
+  always @(posedge clk)
+    lane_rem0_s1 <= \$5621 ;
+  always @(posedge clk)
+    lane_quo0_s1 <= \$5622 ;
+  always @(posedge clk)
+    lane_row0 <= \$5623 ;
+  always @(posedge clk)
+    lane_rem1_s0 <= \$5624 ;
+  always @(posedge clk)
+    lane_quo1_s0 <= \$5625 ;
+  always @(posedge clk)
+    lane_rem1_s1 <= \$5626 ;
+  always @(posedge clk)
+    lane_quo1_s1 <= \$5627 ;
+  always @(posedge clk)
+    lane_row1 <= \$5628 ;
+  always @(posedge clk)
+    lane_rem2_s0 <= \$5629 ;
+  always @(posedge clk)
+    lane_quo2_s0 <= \$5630 ;
+  always @(posedge clk)
+    lane_rem2_s1 <= \$5631 ;
+  always @(posedge clk)
+    lane_quo2_s1 <= \$5632 ;
+  always @(posedge clk)
+    lane_row2 <= \$5633 ;
+  always @(posedge clk)
+    lane_rem3_s0 <= \$5634 ;
+  always @(posedge clk)
+    lane_quo3_s0 <= \$5635 ;
+  always @(posedge clk)
+    lane_rem3_s1 <= \$5636 ;
+  always @(posedge clk)
+    lane_quo3_s1 <= \$5637 ;
+  always @(posedge clk)
+    lane_row3 <= \$5638 ;
+  always @(posedge clk)
+    lane_rem4_s0 <= \$5639 ;
+  always @(posedge clk)
+    lane_quo4_s0 <= \$5640 ;
+  always @(posedge clk)
+    lane_rem4_s1 <= \$5641 ;
+  always @(posedge clk)
+    lane_quo4_s1 <= \$5642 ;
+  always @(posedge clk)
+    lane_row4 <= \$5643 ;
+  always @(posedge clk)
+    lane_rem5_s0 <= \$5644 ;
+  always @(posedge clk)
+    lane_quo5_s0 <= \$5645 ;
+  always @(posedge clk)
+    lane_rem5_s1 <= \$5646 ;
+  always @(posedge clk)
+    lane_quo5_s1 <= \$5647 ;
+  always @(posedge clk)
+    lane_row5 <= \$5648 ;
+  always @(posedge clk)
+    lane_rem6_s0 <= \$5649 ;
+  always @(posedge clk)
+    lane_quo6_s0 <= \$5650 ;
+  always @(posedge clk)
+    lane_rem6_s1 <= \$5651 ;
+  always @(posedge clk)
+    lane_quo6_s1 <= \$5652 ;
+  always @(posedge clk)
+    lane_row6 <= \$5653 ;
+  always @(posedge clk)
+    lane_rem7_s0 <= \$5654 ;
+  always @(posedge clk)
+    lane_quo7_s0 <= \$5655 ;
+  always @(posedge clk)
+    lane_rem7_s1 <= \$5656 ;
+  always @(posedge clk)
+    lane_quo7_s1 <= \$5657 ;
+  always @(posedge clk)
+    lane_row7 <= \$5658 ;
+  always @(posedge clk)
+    lane_rem8_s0 <= \$5659 ;
+  always @(posedge clk)
+    lane_quo8_s0 <= \$5660 ;
+  always @(posedge clk)
+    lane_rem8_s1 <= \$5661 ;
+  always @(posedge clk)
+    lane_quo8_s1 <= \$5662 ;
+  always @(posedge clk)
+    lane_row8 <= \$5663 ;
+  always @(posedge clk)
+    lane_rem9_s0 <= \$5664 ;
+  always @(posedge clk)
+    lane_quo9_s0 <= \$5665 ;
+  always @(posedge clk)
+    lane_rem9_s1 <= \$5666 ;
+  always @(posedge clk)
+    lane_quo9_s1 <= \$5667 ;
+  always @(posedge clk)
+    lane_row9 <= \$5668 ;
+  always @(posedge clk)
+    lane_rem10_s0 <= \$5669 ;
+  always @(posedge clk)
+    lane_quo10_s0 <= \$5670 ;
+  always @(posedge clk)
+    lane_rem10_s1 <= \$5671 ;
+  always @(posedge clk)
+    lane_quo10_s1 <= \$5672 ;
+  always @(posedge clk)
+    lane_row10 <= \$5673 ;
+  always @(posedge clk)
+    lane_rem11_s0 <= \$5674 ;
+  always @(posedge clk)
+    lane_quo11_s0 <= \$5675 ;
+  always @(posedge clk)
+    lane_rem11_s1 <= \$5676 ;
+  always @(posedge clk)
+    lane_quo11_s1 <= \$5677 ;
+  always @(posedge clk)
+    lane_row11 <= \$5678 ;
+  always @(posedge clk)
+    lane_rem12_s0 <= \$5679 ;
+  always @(posedge clk)
+    lane_quo12_s0 <= \$5680 ;
+  always @(posedge clk)
+    lane_rem12_s1 <= \$5681 ;
+  always @(posedge clk)
+    lane_quo12_s1 <= \$5682 ;
+  always @(posedge clk)
+    lane_row12 <= \$5683 ;
+  always @(posedge clk)
+    lane_rem13_s0 <= \$5684 ;
+  always @(posedge clk)
+    lane_quo13_s0 <= \$5685 ;
+  always @(posedge clk)
+    lane_rem13_s1 <= \$5686 ;
+  always @(posedge clk)
+    lane_quo13_s1 <= \$5687 ;
+  always @(posedge clk)
+    lane_row13 <= \$5688 ;
+  always @(posedge clk)
+    lane_rem14_s0 <= \$5689 ;
+  always @(posedge clk)
+    lane_quo14_s0 <= \$5690 ;
+  always @(posedge clk)
+    lane_rem14_s1 <= \$5691 ;
+  always @(posedge clk)
+    lane_quo14_s1 <= \$5692 ;
+  always @(posedge clk)
+    lane_row14 <= \$5693 ;
+  always @(posedge clk)
+    lane_rem15_s0 <= \$5694 ;
+  always @(posedge clk)
+    lane_quo15_s0 <= \$5695 ;
+  always @(posedge clk)
+    lane_rem15_s1 <= \$5696 ;
+  always @(posedge clk)
+    lane_quo15_s1 <= \$5697 ;
+  always @(posedge clk)
+    lane_row15 <= \$5698 ;
+  always @(posedge clk)
+    lane_rem16_s0 <= \$5699 ;
+  always @(posedge clk)
+    lane_quo16_s0 <= \$5700 ;
+  always @(posedge clk)
+    lane_rem16_s1 <= \$5701 ;
+  always @(posedge clk)
+    lane_quo16_s1 <= \$5702 ;
+  always @(posedge clk)
+    lane_row16 <= \$5703 ;
+  always @(posedge clk)
+    lane_rem17_s0 <= \$5704 ;
+  always @(posedge clk)
+    lane_quo17_s0 <= \$5705 ;
+  always @(posedge clk)
+    lane_rem17_s1 <= \$5706 ;
+  always @(posedge clk)
+    lane_quo17_s1 <= \$5707 ;
+  always @(posedge clk)
+    lane_row17 <= \$5708 ;
+  always @(posedge clk)
+    lane_rem18_s0 <= \$5709 ;
+  always @(posedge clk)
+    lane_quo18_s0 <= \$5710 ;
+  always @(posedge clk)
+    lane_rem18_s1 <= \$5711 ;
+  always @(posedge clk)
+    lane_quo18_s1 <= \$5712 ;
+  always @(posedge clk)
+    lane_row18 <= \$5713 ;
+  always @(posedge clk)
+    lane_rem19_s0 <= \$5714 ;
+  always @(posedge clk)
+    lane_quo19_s0 <= \$5715 ;
+  always @(posedge clk)
+    lane_rem19_s1 <= \$5716 ;
+  always @(posedge clk)
+    lane_quo19_s1 <= \$5717 ;
+  always @(posedge clk)
+    lane_row19 <= \$5718 ;
+  always @(posedge clk)
+    lane_rem20_s0 <= \$5719 ;
+  always @(posedge clk)
+    lane_quo20_s0 <= \$5720 ;
+  always @(posedge clk)
+    lane_rem20_s1 <= \$5721 ;
+  always @(posedge clk)
+    lane_quo20_s1 <= \$5722 ;
+  always @(posedge clk)
+    lane_row20 <= \$5723 ;
+  always @(posedge clk)
+    lane_rem21_s0 <= \$5724 ;
+  always @(posedge clk)
+    lane_quo21_s0 <= \$5725 ;
+  always @(posedge clk)
+    lane_rem21_s1 <= \$5726 ;
+  always @(posedge clk)
+    lane_quo21_s1 <= \$5727 ;
+  always @(posedge clk)
+    lane_row21 <= \$5728 ;
+  always @(posedge clk)
+    lane_rem22_s0 <= \$5729 ;
+  always @(posedge clk)
+    lane_quo22_s0 <= \$5730 ;
+  always @(posedge clk)
+    lane_rem22_s1 <= \$5731 ;
+  always @(posedge clk)
+    lane_quo22_s1 <= \$5732 ;
+  always @(posedge clk)
+    lane_row22 <= \$5733 ;
+  always @(posedge clk)
+    lane_rem23_s0 <= \$5734 ;
+  always @(posedge clk)
+    lane_quo23_s0 <= \$5735 ;
+  always @(posedge clk)
+    lane_rem23_s1 <= \$5736 ;
+  always @(posedge clk)
+    lane_quo23_s1 <= \$5737 ;
+  always @(posedge clk)
+    lane_row23 <= \$5738 ;
+  always @(posedge clk)
+    lane_rem24_s0 <= \$5739 ;
+  always @(posedge clk)
+    lane_quo24_s0 <= \$5740 ;
+  always @(posedge clk)
+    lane_rem24_s1 <= \$5741 ;
+  always @(posedge clk)
+    lane_quo24_s1 <= \$5742 ;
+  always @(posedge clk)
+    lane_row24 <= \$5743 ;
+  always @(posedge clk)
+    lane_rem25_s0 <= \$5744 ;
+  always @(posedge clk)
+    lane_quo25_s0 <= \$5745 ;
+  always @(posedge clk)
+    lane_rem25_s1 <= \$5746 ;
+  always @(posedge clk)
+    lane_quo25_s1 <= \$5747 ;
+  always @(posedge clk)
+    lane_row25 <= \$5748 ;
+  always @(posedge clk)
+    lane_rem26_s0 <= \$5749 ;
+  always @(posedge clk)
+    lane_quo26_s0 <= \$5750 ;
+  always @(posedge clk)
+    lane_rem26_s1 <= \$5751 ;
+  always @(posedge clk)
+    lane_quo26_s1 <= \$5752 ;
+  always @(posedge clk)
+    lane_row26 <= \$5753 ;
+  always @(posedge clk)
+    lane_rem27_s0 <= \$5754 ;
+  always @(posedge clk)
+    lane_quo27_s0 <= \$5755 ;
+  always @(posedge clk)
+    lane_rem27_s1 <= \$5756 ;
+  always @(posedge clk)
+    lane_quo27_s1 <= \$5757 ;
+  always @(posedge clk)
+    lane_row27 <= \$5758 ;
+  always @(posedge clk)
+    lane_rem28_s0 <= \$5759 ;
+  always @(posedge clk)
+    lane_quo28_s0 <= \$5760 ;
+  always @(posedge clk)
+    lane_rem28_s1 <= \$5761 ;
+  always @(posedge clk)
+    lane_quo28_s1 <= \$5762 ;
+  always @(posedge clk)
+    lane_row28 <= \$5763 ;
+  always @(posedge clk)
+    lane_rem29_s0 <= \$5764 ;
+  always @(posedge clk)
+    lane_quo29_s0 <= \$5765 ;
+  always @(posedge clk)
+    lane_rem29_s1 <= \$5766 ;
+  always @(posedge clk)
+    lane_quo29_s1 <= \$5767 ;
+  always @(posedge clk)
+    lane_row29 <= \$5768 ;
+  always @(posedge clk)
+    lane_rem30_s0 <= \$5769 ;
+  always @(posedge clk)
+    lane_quo30_s0 <= \$5770 ;
+  always @(posedge clk)
+    lane_rem30_s1 <= \$5771 ;
+  always @(posedge clk)
+    lane_quo30_s1 <= \$5772 ;
+  always @(posedge clk)
+    lane_row30 <= \$5773 ;
+  always @(posedge clk)
+    lane_rem31_s0 <= \$5774 ;
+  always @(posedge clk)
+    lane_quo31_s0 <= \$5775 ;
+  always @(posedge clk)
+    lane_rem31_s1 <= \$5776 ;
+  always @(posedge clk)
+    lane_quo31_s1 <= \$5777 ;
+  always @(posedge clk)
+    lane_row31 <= \$5778 ;
+  always @(posedge clk)
+    mac_d1 <= \$5779 ;
+  always @(posedge clk)
+    first_d1 <= \$5780 ;
+  always @(posedge clk)
+    acc_addr_d1 <= \$5781 ;
+  always @(posedge clk)
+    active_d1 <= \$5782 ;
+  always @(posedge clk)
+    w_d1 <= \$5783 ;
+  always @(posedge clk)
+    bank_d1 <= \$5784 ;
+  always @(posedge clk)
+    last_d1 <= \$5785 ;
+  always @(posedge clk)
+    \mac_d1$181  <= \$5786 ;
+  always @(posedge clk)
+    mac_d2 <= \$5787 ;
+  always @(posedge clk)
+    \first_d1$183  <= \$5788 ;
+  always @(posedge clk)
+    first_d2 <= \$5789 ;
+  always @(posedge clk)
+    \acc_addr_d1$185  <= \$5790 ;
+  always @(posedge clk)
+    acc_addr_d2 <= \$5791 ;
+  always @(posedge clk)
+    \active_d1$187  <= \$5792 ;
+  always @(posedge clk)
+    active_d2 <= \$5793 ;
+  always @(posedge clk)
+    \bank_d1$189  <= \$5794 ;
+  always @(posedge clk)
+    bank_d2 <= \$5795 ;
+  always @(posedge clk)
+    \last_d1$191  <= \$5796 ;
+  always @(posedge clk)
+    last_d2 <= \$5797 ;
+  always @(posedge clk)
+    \mac_d1$193  <= \$5798 ;
+  always @(posedge clk)
+    \mac_d2$194  <= \$5799 ;
+  always @(posedge clk)
+    \acc_addr_d1$195  <= \$5800 ;
+  always @(posedge clk)
+    \acc_addr_d2$196  <= \$5801 ;
+  always @(posedge clk)
+    \bank_d1$197  <= \$5802 ;
+  always @(posedge clk)
+    \bank_d2$198  <= \$5803 ;
+  always @(posedge clk)
+    \last_d1$199  <= \$5804 ;
+  always @(posedge clk)
+    \last_d2$200  <= \$5805 ;
+  always @(posedge clk)
+    mac_row1_d1 <= \$5806 ;
+  always @(posedge clk)
+    first_row1_d1 <= \$5807 ;
+  always @(posedge clk)
+    acc_addr_row1_d1 <= \$5808 ;
+  always @(posedge clk)
+    active_row1_d1 <= \$5809 ;
+  always @(posedge clk)
+    w_row1_d1 <= \$5810 ;
+  always @(posedge clk)
+    bank_row1_d1 <= \$5811 ;
+  always @(posedge clk)
+    last_row1_d1 <= \$5812 ;
+  always @(posedge clk)
+    \mac_row1_d1$215  <= \$5813 ;
+  always @(posedge clk)
+    mac_row1_d2 <= \$5814 ;
+  always @(posedge clk)
+    \first_row1_d1$217  <= \$5815 ;
+  always @(posedge clk)
+    first_row1_d2 <= \$5816 ;
+  always @(posedge clk)
+    \acc_addr_row1_d1$219  <= \$5817 ;
+  always @(posedge clk)
+    acc_addr_row1_d2 <= \$5818 ;
+  always @(posedge clk)
+    \active_row1_d1$221  <= \$5819 ;
+  always @(posedge clk)
+    active_row1_d2 <= \$5820 ;
+  always @(posedge clk)
+    \bank_row1_d1$223  <= \$5821 ;
+  always @(posedge clk)
+    bank_row1_d2 <= \$5822 ;
+  always @(posedge clk)
+    \last_row1_d1$225  <= \$5823 ;
+  always @(posedge clk)
+    last_row1_d2 <= \$5824 ;
+  always @(posedge clk)
+    \mac_row1_d1$227  <= \$5825 ;
+  always @(posedge clk)
+    \mac_row1_d2$228  <= \$5826 ;
+  always @(posedge clk)
+    \acc_addr_row1_d1$229  <= \$5827 ;
+  always @(posedge clk)
+    \acc_addr_row1_d2$230  <= \$5828 ;
+  always @(posedge clk)
+    \bank_row1_d1$231  <= \$5829 ;
+  always @(posedge clk)
+    \bank_row1_d2$232  <= \$5830 ;
+  always @(posedge clk)
+    \last_row1_d1$233  <= \$5831 ;
+  always @(posedge clk)
+    \last_row1_d2$234  <= \$5832 ;
+  always @(posedge clk)
+    t_ctl_d1 <= \$5833 ;
+  always @(posedge clk)
+    t_ctl_d2 <= \$5834 ;
+  always @(posedge clk)
+    t_ctl_d3 <= \$5835 ;
+  always @(posedge clk)
+    t_ctl_d4 <= \$5836 ;
+  always @(posedge clk)
+    t_ctl_d5 <= \$5837 ;
+  always @(posedge clk)
+    t_ctl_d6 <= \$5838 ;
+  always @(posedge clk)
+    t_ctl_d7 <= \$5839 ;
+  always @(posedge clk)
+    t_ctl_d8 <= \$5840 ;
+  always @(posedge clk)
+    t_ctl_d9 <= \$5841 ;
+  always @(posedge clk)
+    t_ctl_d10 <= \$5842 ;
+  always @(posedge clk)
+    t_ctl_d11 <= \$5843 ;
+  always @(posedge clk)
+    t_ctl_d12 <= \$5844 ;
+  always @(posedge clk)
+    t_ctl_d13 <= \$5845 ;
+  always @(posedge clk)
+    t_ctl_d14 <= \$5846 ;
+  always @(posedge clk)
+    t_ctl_d15 <= \$5847 ;
+  always @(posedge clk)
+    t_ctl_d16 <= \$5848 ;
+  always @(posedge clk)
+    t_ctl_d17 <= \$5849 ;
+  always @(posedge clk)
+    t_ctl_d18 <= \$5850 ;
+  always @(posedge clk)
+    t_ctl_d19 <= \$5851 ;
+  always @(posedge clk)
+    t_ctl_d20 <= \$5852 ;
+  always @(posedge clk)
+    t_ctl_d21 <= \$5853 ;
+  always @(posedge clk)
+    t_ctl_d22 <= \$5854 ;
+  always @(posedge clk)
+    t_ctl_d23 <= \$5855 ;
+  always @(posedge clk)
+    t_ctl_d24 <= \$5856 ;
+  always @(posedge clk)
+    t_ctl_d25 <= \$5857 ;
+  always @(posedge clk)
+    t_ctl_d26 <= \$5858 ;
+  always @(posedge clk)
+    t_ctl_d27 <= \$5859 ;
+  always @(posedge clk)
+    \$signal$263  <= \$5860 ;
+  always @(posedge clk)
+    \$signal$266  <= \$5861 ;
+  always @(posedge clk)
+    \$like  <= \$5862 ;
+  always @(posedge clk)
+    rd_addr_q <= \$5863 ;
+  always @(posedge clk)
+    rd_bank_q <= \$5864 ;
+  always @(posedge clk)
+    held_line0 <= \$5865 ;
+  always @(posedge clk)
+    held_word0 <= \$5866 ;
+  always @(posedge clk)
+    held_ok0 <= \$5867 ;
+  always @(posedge clk)
+    product_r_0_0 <= \$5868 ;
+  always @(posedge clk)
+    sum_r_0_0 <= \$5869 ;
+  always @(posedge clk)
+    product_r_0_1 <= \$5870 ;
+  always @(posedge clk)
+    sum_r_0_1 <= \$5871 ;
+  always @(posedge clk)
+    product_r_0_2 <= \$5872 ;
+  always @(posedge clk)
+    sum_r_0_2 <= \$5873 ;
+  always @(posedge clk)
+    product_r_0_3 <= \$5874 ;
+  always @(posedge clk)
+    sum_r_0_3 <= \$5875 ;
+  always @(posedge clk)
+    product_r_0_4 <= \$5876 ;
   always @(posedge clk)
-    sum_r_0_2 <= \$5865 ;
+    sum_r_0_4 <= \$5877 ;
   always @(posedge clk)
-    product_r_0_3 <= \$5866 ;
+    product_r_0_5 <= \$5878 ;
   always @(posedge clk)
-    sum_r_0_3 <= \$5867 ;
+    sum_r_0_5 <= \$5879 ;
   always @(posedge clk)
-    product_r_0_4 <= \$5868 ;
+    product_r_0_6 <= \$5880 ;
   always @(posedge clk)
-    sum_r_0_4 <= \$5869 ;
+    sum_r_0_6 <= \$5881 ;
   always @(posedge clk)
-    product_r_0_5 <= \$5870 ;
+    product_r_0_7 <= \$5882 ;
   always @(posedge clk)
-    sum_r_0_5 <= \$5871 ;
+    sum_r_0_7 <= \$5883 ;
   always @(posedge clk)
-    product_r_0_6 <= \$5872 ;
+    product_r_0_8 <= \$5884 ;
   always @(posedge clk)
-    sum_r_0_6 <= \$5873 ;
+    sum_r_0_8 <= \$5885 ;
   always @(posedge clk)
-    product_r_0_7 <= \$5874 ;
+    product_r_0_9 <= \$5886 ;
   always @(posedge clk)
-    sum_r_0_7 <= \$5875 ;
+    sum_r_0_9 <= \$5887 ;
   always @(posedge clk)
-    product_r_0_8 <= \$5876 ;
+    product_r_0_10 <= \$5888 ;
   always @(posedge clk)
-    sum_r_0_8 <= \$5877 ;
+    sum_r_0_10 <= \$5889 ;
   always @(posedge clk)
-    product_r_0_9 <= \$5878 ;
+    product_r_0_11 <= \$5890 ;
   always @(posedge clk)
-    sum_r_0_9 <= \$5879 ;
+    sum_r_0_11 <= \$5891 ;
   always @(posedge clk)
-    product_r_0_10 <= \$5880 ;
+    product_r_0_12 <= \$5892 ;
   always @(posedge clk)
-    sum_r_0_10 <= \$5881 ;
+    sum_r_0_12 <= \$5893 ;
   always @(posedge clk)
-    product_r_0_11 <= \$5882 ;
+    product_r_0_13 <= \$5894 ;
   always @(posedge clk)
-    sum_r_0_11 <= \$5883 ;
+    sum_r_0_13 <= \$5895 ;
   always @(posedge clk)
-    product_r_0_12 <= \$5884 ;
+    product_r_0_14 <= \$5896 ;
   always @(posedge clk)
-    sum_r_0_12 <= \$5885 ;
+    sum_r_0_14 <= \$5897 ;
   always @(posedge clk)
-    product_r_0_13 <= \$5886 ;
+    product_r_0_15 <= \$5898 ;
   always @(posedge clk)
-    sum_r_0_13 <= \$5887 ;
+    sum_r_0_15 <= \$5899 ;
   always @(posedge clk)
-    product_r_0_14 <= \$5888 ;
+    product_r_0_16 <= \$5900 ;
   always @(posedge clk)
-    sum_r_0_14 <= \$5889 ;
+    sum_r_0_16 <= \$5901 ;
   always @(posedge clk)
-    product_r_0_15 <= \$5890 ;
+    product_r_0_17 <= \$5902 ;
   always @(posedge clk)
-    sum_r_0_15 <= \$5891 ;
+    sum_r_0_17 <= \$5903 ;
   always @(posedge clk)
-    product_r_0_16 <= \$5892 ;
+    product_r_0_18 <= \$5904 ;
   always @(posedge clk)
-    sum_r_0_16 <= \$5893 ;
+    sum_r_0_18 <= \$5905 ;
   always @(posedge clk)
-    product_r_0_17 <= \$5894 ;
+    product_r_0_19 <= \$5906 ;
   always @(posedge clk)
-    sum_r_0_17 <= \$5895 ;
+    sum_r_0_19 <= \$5907 ;
   always @(posedge clk)
-    product_r_0_18 <= \$5896 ;
+    product_r_0_20 <= \$5908 ;
   always @(posedge clk)
-    sum_r_0_18 <= \$5897 ;
+    sum_r_0_20 <= \$5909 ;
   always @(posedge clk)
-    product_r_0_19 <= \$5898 ;
+    product_r_0_21 <= \$5910 ;
   always @(posedge clk)
-    sum_r_0_19 <= \$5899 ;
+    sum_r_0_21 <= \$5911 ;
   always @(posedge clk)
-    product_r_0_20 <= \$5900 ;
+    product_r_0_22 <= \$5912 ;
   always @(posedge clk)
-    sum_r_0_20 <= \$5901 ;
+    sum_r_0_22 <= \$5913 ;
   always @(posedge clk)
-    product_r_0_21 <= \$5902 ;
+    product_r_0_23 <= \$5914 ;
   always @(posedge clk)
-    sum_r_0_21 <= \$5903 ;
+    sum_r_0_23 <= \$5915 ;
   always @(posedge clk)
-    product_r_0_22 <= \$5904 ;
+    product_r_0_24 <= \$5916 ;
   always @(posedge clk)
-    sum_r_0_22 <= \$5905 ;
+    sum_r_0_24 <= \$5917 ;
   always @(posedge clk)
-    product_r_0_23 <= \$5906 ;
+    product_r_0_25 <= \$5918 ;
   always @(posedge clk)
-    sum_r_0_23 <= \$5907 ;
+    sum_r_0_25 <= \$5919 ;
   always @(posedge clk)
-    product_r_0_24 <= \$5908 ;
+    product_r_0_26 <= \$5920 ;
   always @(posedge clk)
-    sum_r_0_24 <= \$5909 ;
+    sum_r_0_26 <= \$5921 ;
   always @(posedge clk)
-    product_r_0_25 <= \$5910 ;
+    product_r_0_27 <= \$5922 ;
   always @(posedge clk)
-    sum_r_0_25 <= \$5911 ;
+    sum_r_0_27 <= \$5923 ;
   always @(posedge clk)
-    product_r_0_26 <= \$5912 ;
+    product_r_0_28 <= \$5924 ;
   always @(posedge clk)
-    sum_r_0_26 <= \$5913 ;
+    sum_r_0_28 <= \$5925 ;
   always @(posedge clk)
-    product_r_0_27 <= \$5914 ;
+    product_r_0_29 <= \$5926 ;
   always @(posedge clk)
-    sum_r_0_27 <= \$5915 ;
+    sum_r_0_29 <= \$5927 ;
   always @(posedge clk)
-    product_r_0_28 <= \$5916 ;
+    product_r_0_30 <= \$5928 ;
   always @(posedge clk)
-    sum_r_0_28 <= \$5917 ;
+    sum_r_0_30 <= \$5929 ;
   always @(posedge clk)
-    product_r_0_29 <= \$5918 ;
+    product_r_0_31 <= \$5930 ;
   always @(posedge clk)
-    sum_r_0_29 <= \$5919 ;
-  always @(posedge clk)
-    product_r_0_30 <= \$5920 ;
-  always @(posedge clk)
-    sum_r_0_30 <= \$5921 ;
-  always @(posedge clk)
-    product_r_0_31 <= \$5922 ;
-  always @(posedge clk)
-    sum_r_0_31 <= \$5923 ;
-  always @(posedge clk)
-    acc_slot0_0 <= \$5924 ;
-  always @(posedge clk)
-    acc_slot0_1 <= \$5925 ;
-  always @(posedge clk)
-    acc_slot0_2 <= \$5926 ;
-  always @(posedge clk)
-    acc_slot0_3 <= \$5927 ;
-  always @(posedge clk)
-    acc_slot0_4 <= \$5928 ;
-  always @(posedge clk)
-    acc_slot0_5 <= \$5929 ;
-  always @(posedge clk)
-    acc_slot0_6 <= \$5930 ;
-  always @(posedge clk)
-    acc_slot0_7 <= \$5931 ;
+    sum_r_0_31 <= \$5931 ;
   always @(posedge clk)
     set_sum_r_0 <= \$5932 ;
   always @(posedge clk)
@@ -26581,375 +26589,327 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   always @(posedge clk)
     sum_r_1_31 <= \$6007 ;
   always @(posedge clk)
-    acc_slot1_0 <= \$6008 ;
+    set_sum_r_1 <= \$6008 ;
   always @(posedge clk)
-    acc_slot1_1 <= \$6009 ;
+    set_1_0 <= \$6009 ;
   always @(posedge clk)
-    acc_slot1_2 <= \$6010 ;
+    set_1_1 <= \$6010 ;
   always @(posedge clk)
-    acc_slot1_3 <= \$6011 ;
+    set_1_2 <= \$6011 ;
   always @(posedge clk)
-    acc_slot1_4 <= \$6012 ;
+    set2_1_d1 <= \$6012 ;
   always @(posedge clk)
-    acc_slot1_5 <= \$6013 ;
+    set2_1_d2 <= \$6013 ;
   always @(posedge clk)
-    acc_slot1_6 <= \$6014 ;
+    set2_1_d3 <= \$6014 ;
   always @(posedge clk)
-    acc_slot1_7 <= \$6015 ;
+    fold1_r_1 <= \$6015 ;
   always @(posedge clk)
-    set_sum_r_1 <= \$6016 ;
+    fold2_r_1 <= \$6016 ;
   always @(posedge clk)
-    set_1_0 <= \$6017 ;
+    held_line2 <= \$6017 ;
   always @(posedge clk)
-    set_1_1 <= \$6018 ;
+    held_word2 <= \$6018 ;
   always @(posedge clk)
-    set_1_2 <= \$6019 ;
+    held_ok2 <= \$6019 ;
   always @(posedge clk)
-    set2_1_d1 <= \$6020 ;
+    product_r_2_0 <= \$6020 ;
   always @(posedge clk)
-    set2_1_d2 <= \$6021 ;
+    sum_r_2_0 <= \$6021 ;
   always @(posedge clk)
-    set2_1_d3 <= \$6022 ;
+    product_r_2_1 <= \$6022 ;
   always @(posedge clk)
-    fold1_r_1 <= \$6023 ;
+    sum_r_2_1 <= \$6023 ;
   always @(posedge clk)
-    fold2_r_1 <= \$6024 ;
+    product_r_2_2 <= \$6024 ;
   always @(posedge clk)
-    held_line2 <= \$6025 ;
+    sum_r_2_2 <= \$6025 ;
   always @(posedge clk)
-    held_word2 <= \$6026 ;
+    product_r_2_3 <= \$6026 ;
   always @(posedge clk)
-    held_ok2 <= \$6027 ;
+    sum_r_2_3 <= \$6027 ;
   always @(posedge clk)
-    product_r_2_0 <= \$6028 ;
+    product_r_2_4 <= \$6028 ;
   always @(posedge clk)
-    sum_r_2_0 <= \$6029 ;
+    sum_r_2_4 <= \$6029 ;
   always @(posedge clk)
-    product_r_2_1 <= \$6030 ;
+    product_r_2_5 <= \$6030 ;
   always @(posedge clk)
-    sum_r_2_1 <= \$6031 ;
+    sum_r_2_5 <= \$6031 ;
   always @(posedge clk)
-    product_r_2_2 <= \$6032 ;
+    product_r_2_6 <= \$6032 ;
   always @(posedge clk)
-    sum_r_2_2 <= \$6033 ;
+    sum_r_2_6 <= \$6033 ;
   always @(posedge clk)
-    product_r_2_3 <= \$6034 ;
+    product_r_2_7 <= \$6034 ;
   always @(posedge clk)
-    sum_r_2_3 <= \$6035 ;
+    sum_r_2_7 <= \$6035 ;
   always @(posedge clk)
-    product_r_2_4 <= \$6036 ;
+    product_r_2_8 <= \$6036 ;
   always @(posedge clk)
-    sum_r_2_4 <= \$6037 ;
+    sum_r_2_8 <= \$6037 ;
   always @(posedge clk)
-    product_r_2_5 <= \$6038 ;
+    product_r_2_9 <= \$6038 ;
   always @(posedge clk)
-    sum_r_2_5 <= \$6039 ;
+    sum_r_2_9 <= \$6039 ;
   always @(posedge clk)
-    product_r_2_6 <= \$6040 ;
+    product_r_2_10 <= \$6040 ;
   always @(posedge clk)
-    sum_r_2_6 <= \$6041 ;
+    sum_r_2_10 <= \$6041 ;
   always @(posedge clk)
-    product_r_2_7 <= \$6042 ;
+    product_r_2_11 <= \$6042 ;
   always @(posedge clk)
-    sum_r_2_7 <= \$6043 ;
+    sum_r_2_11 <= \$6043 ;
   always @(posedge clk)
-    product_r_2_8 <= \$6044 ;
+    product_r_2_12 <= \$6044 ;
   always @(posedge clk)
-    sum_r_2_8 <= \$6045 ;
+    sum_r_2_12 <= \$6045 ;
   always @(posedge clk)
-    product_r_2_9 <= \$6046 ;
+    product_r_2_13 <= \$6046 ;
   always @(posedge clk)
-    sum_r_2_9 <= \$6047 ;
+    sum_r_2_13 <= \$6047 ;
   always @(posedge clk)
-    product_r_2_10 <= \$6048 ;
+    product_r_2_14 <= \$6048 ;
   always @(posedge clk)
-    sum_r_2_10 <= \$6049 ;
+    sum_r_2_14 <= \$6049 ;
   always @(posedge clk)
-    product_r_2_11 <= \$6050 ;
+    product_r_2_15 <= \$6050 ;
   always @(posedge clk)
-    sum_r_2_11 <= \$6051 ;
+    sum_r_2_15 <= \$6051 ;
   always @(posedge clk)
-    product_r_2_12 <= \$6052 ;
+    product_r_2_16 <= \$6052 ;
   always @(posedge clk)
-    sum_r_2_12 <= \$6053 ;
+    sum_r_2_16 <= \$6053 ;
   always @(posedge clk)
-    product_r_2_13 <= \$6054 ;
+    product_r_2_17 <= \$6054 ;
   always @(posedge clk)
-    sum_r_2_13 <= \$6055 ;
+    sum_r_2_17 <= \$6055 ;
   always @(posedge clk)
-    product_r_2_14 <= \$6056 ;
+    product_r_2_18 <= \$6056 ;
   always @(posedge clk)
-    sum_r_2_14 <= \$6057 ;
+    sum_r_2_18 <= \$6057 ;
   always @(posedge clk)
-    product_r_2_15 <= \$6058 ;
+    product_r_2_19 <= \$6058 ;
   always @(posedge clk)
-    sum_r_2_15 <= \$6059 ;
+    sum_r_2_19 <= \$6059 ;
   always @(posedge clk)
-    product_r_2_16 <= \$6060 ;
+    product_r_2_20 <= \$6060 ;
   always @(posedge clk)
-    sum_r_2_16 <= \$6061 ;
+    sum_r_2_20 <= \$6061 ;
   always @(posedge clk)
-    product_r_2_17 <= \$6062 ;
+    product_r_2_21 <= \$6062 ;
   always @(posedge clk)
-    sum_r_2_17 <= \$6063 ;
+    sum_r_2_21 <= \$6063 ;
   always @(posedge clk)
-    product_r_2_18 <= \$6064 ;
+    product_r_2_22 <= \$6064 ;
   always @(posedge clk)
-    sum_r_2_18 <= \$6065 ;
+    sum_r_2_22 <= \$6065 ;
   always @(posedge clk)
-    product_r_2_19 <= \$6066 ;
+    product_r_2_23 <= \$6066 ;
   always @(posedge clk)
-    sum_r_2_19 <= \$6067 ;
+    sum_r_2_23 <= \$6067 ;
   always @(posedge clk)
-    product_r_2_20 <= \$6068 ;
+    product_r_2_24 <= \$6068 ;
   always @(posedge clk)
-    sum_r_2_20 <= \$6069 ;
+    sum_r_2_24 <= \$6069 ;
   always @(posedge clk)
-    product_r_2_21 <= \$6070 ;
+    product_r_2_25 <= \$6070 ;
   always @(posedge clk)
-    sum_r_2_21 <= \$6071 ;
+    sum_r_2_25 <= \$6071 ;
   always @(posedge clk)
-    product_r_2_22 <= \$6072 ;
+    product_r_2_26 <= \$6072 ;
   always @(posedge clk)
-    sum_r_2_22 <= \$6073 ;
+    sum_r_2_26 <= \$6073 ;
   always @(posedge clk)
-    product_r_2_23 <= \$6074 ;
+    product_r_2_27 <= \$6074 ;
   always @(posedge clk)
-    sum_r_2_23 <= \$6075 ;
+    sum_r_2_27 <= \$6075 ;
   always @(posedge clk)
-    product_r_2_24 <= \$6076 ;
+    product_r_2_28 <= \$6076 ;
   always @(posedge clk)
-    sum_r_2_24 <= \$6077 ;
+    sum_r_2_28 <= \$6077 ;
   always @(posedge clk)
-    product_r_2_25 <= \$6078 ;
+    product_r_2_29 <= \$6078 ;
   always @(posedge clk)
-    sum_r_2_25 <= \$6079 ;
+    sum_r_2_29 <= \$6079 ;
   always @(posedge clk)
-    product_r_2_26 <= \$6080 ;
+    product_r_2_30 <= \$6080 ;
   always @(posedge clk)
-    sum_r_2_26 <= \$6081 ;
+    sum_r_2_30 <= \$6081 ;
   always @(posedge clk)
-    product_r_2_27 <= \$6082 ;
+    product_r_2_31 <= \$6082 ;
   always @(posedge clk)
-    sum_r_2_27 <= \$6083 ;
+    sum_r_2_31 <= \$6083 ;
   always @(posedge clk)
-    product_r_2_28 <= \$6084 ;
+    set_sum_r_2 <= \$6084 ;
   always @(posedge clk)
-    sum_r_2_28 <= \$6085 ;
+    set_2_0 <= \$6085 ;
   always @(posedge clk)
-    product_r_2_29 <= \$6086 ;
+    set_2_1 <= \$6086 ;
   always @(posedge clk)
-    sum_r_2_29 <= \$6087 ;
+    set_2_2 <= \$6087 ;
   always @(posedge clk)
-    product_r_2_30 <= \$6088 ;
+    set2_2_d1 <= \$6088 ;
   always @(posedge clk)
-    sum_r_2_30 <= \$6089 ;
+    set2_2_d2 <= \$6089 ;
   always @(posedge clk)
-    product_r_2_31 <= \$6090 ;
+    set2_2_d3 <= \$6090 ;
   always @(posedge clk)
-    sum_r_2_31 <= \$6091 ;
+    fold1_r_2 <= \$6091 ;
   always @(posedge clk)
-    acc_slot2_0 <= \$6092 ;
+    fold2_r_2 <= \$6092 ;
   always @(posedge clk)
-    acc_slot2_1 <= \$6093 ;
+    held_line3 <= \$6093 ;
   always @(posedge clk)
-    acc_slot2_2 <= \$6094 ;
+    held_word3 <= \$6094 ;
   always @(posedge clk)
-    acc_slot2_3 <= \$6095 ;
+    held_ok3 <= \$6095 ;
   always @(posedge clk)
-    acc_slot2_4 <= \$6096 ;
+    product_r_3_0 <= \$6096 ;
   always @(posedge clk)
-    acc_slot2_5 <= \$6097 ;
+    sum_r_3_0 <= \$6097 ;
   always @(posedge clk)
-    acc_slot2_6 <= \$6098 ;
+    product_r_3_1 <= \$6098 ;
   always @(posedge clk)
-    acc_slot2_7 <= \$6099 ;
+    sum_r_3_1 <= \$6099 ;
   always @(posedge clk)
-    set_sum_r_2 <= \$6100 ;
+    product_r_3_2 <= \$6100 ;
   always @(posedge clk)
-    set_2_0 <= \$6101 ;
+    sum_r_3_2 <= \$6101 ;
   always @(posedge clk)
-    set_2_1 <= \$6102 ;
+    product_r_3_3 <= \$6102 ;
   always @(posedge clk)
-    set_2_2 <= \$6103 ;
+    sum_r_3_3 <= \$6103 ;
   always @(posedge clk)
-    set2_2_d1 <= \$6104 ;
+    product_r_3_4 <= \$6104 ;
   always @(posedge clk)
-    set2_2_d2 <= \$6105 ;
+    sum_r_3_4 <= \$6105 ;
   always @(posedge clk)
-    set2_2_d3 <= \$6106 ;
+    product_r_3_5 <= \$6106 ;
   always @(posedge clk)
-    fold1_r_2 <= \$6107 ;
+    sum_r_3_5 <= \$6107 ;
   always @(posedge clk)
-    fold2_r_2 <= \$6108 ;
+    product_r_3_6 <= \$6108 ;
   always @(posedge clk)
-    held_line3 <= \$6109 ;
+    sum_r_3_6 <= \$6109 ;
   always @(posedge clk)
-    held_word3 <= \$6110 ;
+    product_r_3_7 <= \$6110 ;
   always @(posedge clk)
-    held_ok3 <= \$6111 ;
+    sum_r_3_7 <= \$6111 ;
   always @(posedge clk)
-    product_r_3_0 <= \$6112 ;
+    product_r_3_8 <= \$6112 ;
   always @(posedge clk)
-    sum_r_3_0 <= \$6113 ;
+    sum_r_3_8 <= \$6113 ;
   always @(posedge clk)
-    product_r_3_1 <= \$6114 ;
+    product_r_3_9 <= \$6114 ;
   always @(posedge clk)
-    sum_r_3_1 <= \$6115 ;
+    sum_r_3_9 <= \$6115 ;
   always @(posedge clk)
-    product_r_3_2 <= \$6116 ;
+    product_r_3_10 <= \$6116 ;
   always @(posedge clk)
-    sum_r_3_2 <= \$6117 ;
+    sum_r_3_10 <= \$6117 ;
   always @(posedge clk)
-    product_r_3_3 <= \$6118 ;
+    product_r_3_11 <= \$6118 ;
   always @(posedge clk)
-    sum_r_3_3 <= \$6119 ;
+    sum_r_3_11 <= \$6119 ;
   always @(posedge clk)
-    product_r_3_4 <= \$6120 ;
+    product_r_3_12 <= \$6120 ;
   always @(posedge clk)
-    sum_r_3_4 <= \$6121 ;
+    sum_r_3_12 <= \$6121 ;
   always @(posedge clk)
-    product_r_3_5 <= \$6122 ;
+    product_r_3_13 <= \$6122 ;
   always @(posedge clk)
-    sum_r_3_5 <= \$6123 ;
+    sum_r_3_13 <= \$6123 ;
   always @(posedge clk)
-    product_r_3_6 <= \$6124 ;
+    product_r_3_14 <= \$6124 ;
   always @(posedge clk)
-    sum_r_3_6 <= \$6125 ;
+    sum_r_3_14 <= \$6125 ;
   always @(posedge clk)
-    product_r_3_7 <= \$6126 ;
+    product_r_3_15 <= \$6126 ;
   always @(posedge clk)
-    sum_r_3_7 <= \$6127 ;
+    sum_r_3_15 <= \$6127 ;
   always @(posedge clk)
-    product_r_3_8 <= \$6128 ;
+    product_r_3_16 <= \$6128 ;
   always @(posedge clk)
-    sum_r_3_8 <= \$6129 ;
+    sum_r_3_16 <= \$6129 ;
   always @(posedge clk)
-    product_r_3_9 <= \$6130 ;
+    product_r_3_17 <= \$6130 ;
   always @(posedge clk)
-    sum_r_3_9 <= \$6131 ;
+    sum_r_3_17 <= \$6131 ;
   always @(posedge clk)
-    product_r_3_10 <= \$6132 ;
+    product_r_3_18 <= \$6132 ;
   always @(posedge clk)
-    sum_r_3_10 <= \$6133 ;
+    sum_r_3_18 <= \$6133 ;
   always @(posedge clk)
-    product_r_3_11 <= \$6134 ;
+    product_r_3_19 <= \$6134 ;
   always @(posedge clk)
-    sum_r_3_11 <= \$6135 ;
+    sum_r_3_19 <= \$6135 ;
   always @(posedge clk)
-    product_r_3_12 <= \$6136 ;
+    product_r_3_20 <= \$6136 ;
   always @(posedge clk)
-    sum_r_3_12 <= \$6137 ;
+    sum_r_3_20 <= \$6137 ;
   always @(posedge clk)
-    product_r_3_13 <= \$6138 ;
+    product_r_3_21 <= \$6138 ;
   always @(posedge clk)
-    sum_r_3_13 <= \$6139 ;
+    sum_r_3_21 <= \$6139 ;
   always @(posedge clk)
-    product_r_3_14 <= \$6140 ;
+    product_r_3_22 <= \$6140 ;
   always @(posedge clk)
-    sum_r_3_14 <= \$6141 ;
+    sum_r_3_22 <= \$6141 ;
   always @(posedge clk)
-    product_r_3_15 <= \$6142 ;
+    product_r_3_23 <= \$6142 ;
   always @(posedge clk)
-    sum_r_3_15 <= \$6143 ;
+    sum_r_3_23 <= \$6143 ;
   always @(posedge clk)
-    product_r_3_16 <= \$6144 ;
+    product_r_3_24 <= \$6144 ;
   always @(posedge clk)
-    sum_r_3_16 <= \$6145 ;
+    sum_r_3_24 <= \$6145 ;
   always @(posedge clk)
-    product_r_3_17 <= \$6146 ;
+    product_r_3_25 <= \$6146 ;
   always @(posedge clk)
-    sum_r_3_17 <= \$6147 ;
+    sum_r_3_25 <= \$6147 ;
   always @(posedge clk)
-    product_r_3_18 <= \$6148 ;
+    product_r_3_26 <= \$6148 ;
   always @(posedge clk)
-    sum_r_3_18 <= \$6149 ;
+    sum_r_3_26 <= \$6149 ;
   always @(posedge clk)
-    product_r_3_19 <= \$6150 ;
+    product_r_3_27 <= \$6150 ;
   always @(posedge clk)
-    sum_r_3_19 <= \$6151 ;
+    sum_r_3_27 <= \$6151 ;
   always @(posedge clk)
-    product_r_3_20 <= \$6152 ;
+    product_r_3_28 <= \$6152 ;
   always @(posedge clk)
-    sum_r_3_20 <= \$6153 ;
+    sum_r_3_28 <= \$6153 ;
   always @(posedge clk)
-    product_r_3_21 <= \$6154 ;
+    product_r_3_29 <= \$6154 ;
   always @(posedge clk)
-    sum_r_3_21 <= \$6155 ;
+    sum_r_3_29 <= \$6155 ;
   always @(posedge clk)
-    product_r_3_22 <= \$6156 ;
+    product_r_3_30 <= \$6156 ;
   always @(posedge clk)
-    sum_r_3_22 <= \$6157 ;
+    sum_r_3_30 <= \$6157 ;
   always @(posedge clk)
-    product_r_3_23 <= \$6158 ;
+    product_r_3_31 <= \$6158 ;
   always @(posedge clk)
-    sum_r_3_23 <= \$6159 ;
+    sum_r_3_31 <= \$6159 ;
   always @(posedge clk)
-    product_r_3_24 <= \$6160 ;
+    set_sum_r_3 <= \$6160 ;
   always @(posedge clk)
-    sum_r_3_24 <= \$6161 ;
+    set_3_0 <= \$6161 ;
   always @(posedge clk)
-    product_r_3_25 <= \$6162 ;
+    set_3_1 <= \$6162 ;
   always @(posedge clk)
-    sum_r_3_25 <= \$6163 ;
+    set_3_2 <= \$6163 ;
   always @(posedge clk)
-    product_r_3_26 <= \$6164 ;
+    set2_3_d1 <= \$6164 ;
   always @(posedge clk)
-    sum_r_3_26 <= \$6165 ;
+    set2_3_d2 <= \$6165 ;
   always @(posedge clk)
-    product_r_3_27 <= \$6166 ;
+    set2_3_d3 <= \$6166 ;
   always @(posedge clk)
-    sum_r_3_27 <= \$6167 ;
+    fold1_r_3 <= \$6167 ;
   always @(posedge clk)
-    product_r_3_28 <= \$6168 ;
-  always @(posedge clk)
-    sum_r_3_28 <= \$6169 ;
-  always @(posedge clk)
-    product_r_3_29 <= \$6170 ;
-  always @(posedge clk)
-    sum_r_3_29 <= \$6171 ;
-  always @(posedge clk)
-    product_r_3_30 <= \$6172 ;
-  always @(posedge clk)
-    sum_r_3_30 <= \$6173 ;
-  always @(posedge clk)
-    product_r_3_31 <= \$6174 ;
-  always @(posedge clk)
-    sum_r_3_31 <= \$6175 ;
-  always @(posedge clk)
-    acc_slot3_0 <= \$6176 ;
-  always @(posedge clk)
-    acc_slot3_1 <= \$6177 ;
-  always @(posedge clk)
-    acc_slot3_2 <= \$6178 ;
-  always @(posedge clk)
-    acc_slot3_3 <= \$6179 ;
-  always @(posedge clk)
-    acc_slot3_4 <= \$6180 ;
-  always @(posedge clk)
-    acc_slot3_5 <= \$6181 ;
-  always @(posedge clk)
-    acc_slot3_6 <= \$6182 ;
-  always @(posedge clk)
-    acc_slot3_7 <= \$6183 ;
-  always @(posedge clk)
-    set_sum_r_3 <= \$6184 ;
-  always @(posedge clk)
-    set_3_0 <= \$6185 ;
-  always @(posedge clk)
-    set_3_1 <= \$6186 ;
-  always @(posedge clk)
-    set_3_2 <= \$6187 ;
-  always @(posedge clk)
-    set2_3_d1 <= \$6188 ;
-  always @(posedge clk)
-    set2_3_d2 <= \$6189 ;
-  always @(posedge clk)
-    set2_3_d3 <= \$6190 ;
-  always @(posedge clk)
-    fold1_r_3 <= \$6191 ;
-  always @(posedge clk)
-    fold2_r_3 <= \$6192 ;
+    fold2_r_3 <= \$6168 ;
   assign \$1  = n_cols != n_last;
   assign \$2  = \$signal  == 2'h3;
   assign \$3  = \$signal  + 1'h1;
@@ -28416,1166 +28376,1170 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$1696  = mac & \$1695 ;
   assign \$1697  = ! in_row;
   assign \$1698  = in_we & \$1697 ;
-  assign \$1699  = ~ trans;
-  assign \$1700  = \mac_d2$194  & \$1699 ;
-  assign \$1701  = t_ctl_d21[22:21] == 2'h2;
-  assign \$1702  = t_ctl_d21[0] & \$1701 ;
-  assign \$1703  = \$1702  ? set_sum_r_0 : set_0_2;
-  assign \$1704  = ~ t_scalar;
-  assign \$1705  = t_direct[0] & \$1704 ;
-  assign \$1706  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$1707  = \$1706  & t_scalar;
-  assign \$1708  = \$1705  | \$1707 ;
-  assign \$1709  = ~ trans;
-  assign \$1710  = \mac_d2$194  & \$1709 ;
-  assign \$1711  = \$1710  & \last_d2$200 ;
-  assign \$1712  = \$1708  + \$1711 ;
-  assign \$1713  = ! acc_row;
-  assign \$1714  = acc_we & \$1713 ;
-  assign \$1715  = \$1712  + \$1714 ;
-  assign \$1716  = \$1715  <= 1'h1;
-  assign \$1718  = \$like  == 1'h1;
-  assign \$1719  = \$signal$263  & \$1718 ;
-  assign \$1720  = split ? mac1 : mac;
-  assign \$1721  = \$1719  & \$1720 ;
-  assign \$1722  = ~ \$1721 ;
-  assign \$1724  = in_row == 1'h1;
-  assign \$1725  = ! in_row;
-  assign \$1726  = \$1725  & split;
-  assign \$1727  = \$1724  | \$1726 ;
-  assign \$1728  = in_we & \$1727 ;
-  assign \$1729  = \$like  == 1'h1;
-  assign \$1730  = \$signal$263  & \$1729 ;
-  assign \$1731  = split ? mac1 : mac;
-  assign \$1732  = \$1730  | \$1731 ;
-  assign \$1733  = \$1728  & \$1732 ;
-  assign \$1734  = ~ \$1733 ;
-  assign \$1736  = \$like  == 1'h1;
-  assign \$1737  = \$signal$266  & \$1736 ;
-  assign \$1738  = ! rd_bank_q;
-  assign \$1739  = \$1737  & \$1738 ;
-  assign \$1740  = a_row == 1'h1;
-  assign \$1741  = a_en & \$1740 ;
-  assign \$1742  = ! fold_bank;
-  assign \$1743  = \$1741  & \$1742 ;
-  assign \$1744  = \$1739  + \$1743 ;
-  assign \$1745  = b_row == 1'h1;
-  assign \$1746  = b_en & \$1745 ;
-  assign \$1747  = ! fold_bank;
-  assign \$1748  = \$1746  & \$1747 ;
-  assign \$1749  = \$1744  + \$1748 ;
-  assign \$1750  = \$1749  <= 1'h1;
-  assign \$1752  = \$like  == 1'h1;
-  assign \$1753  = \$signal$266  & \$1752 ;
-  assign \$1755  = \$1753  & \$1754 ;
-  assign \$1756  = a_row == 1'h1;
-  assign \$1757  = a_en & \$1756 ;
-  assign \$1759  = \$1757  & \$1758 ;
-  assign \$1760  = \$1755  + \$1759 ;
-  assign \$1761  = b_row == 1'h1;
-  assign \$1762  = b_en & \$1761 ;
-  assign \$1764  = \$1762  & \$1763 ;
-  assign \$1765  = \$1760  + \$1764 ;
-  assign \$1766  = \$1765  <= 1'h1;
-  assign \$1768  = split ? mac1 : mac;
-  assign \$1769  = split ? k_base1 : k_base;
-  assign \$1770  = held_word1 == \$1769 [11:5];
-  assign \$1771  = held_ok1 & \$1770 ;
-  assign \$1772  = ~ \$1771 ;
-  assign \$1773  = \$1768  & \$1772 ;
-  assign \$1774  = split ? k_base1 : k_base;
-  assign \$1775  = in_row == 1'h1;
-  assign \$1776  = ! in_row;
-  assign \$1777  = \$1776  & split;
-  assign \$1778  = \$1775  | \$1777 ;
-  assign \$1779  = in_we & \$1778 ;
-  assign \$1780  = ~ trans;
-  assign \$1781  = \mac_row1_d2$228  & \$1780 ;
-  assign \$1782  = t_ctl_d21[22:21] == 2'h2;
-  assign \$1783  = t_ctl_d21[0] & \$1782 ;
-  assign \$1784  = \$1783  ? set_sum_r_1 : set_1_2;
-  assign \$1785  = ~ t_scalar;
-  assign \$1786  = t_direct[0] & \$1785 ;
-  assign \$1787  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$1788  = \$1787  & t_scalar;
-  assign \$1789  = \$1786  | \$1788 ;
-  assign \$1790  = ~ trans;
-  assign \$1791  = \mac_row1_d2$228  & \$1790 ;
-  assign \$1792  = \$1791  & \last_row1_d2$234 ;
-  assign \$1793  = \$1789  + \$1792 ;
-  assign \$1794  = acc_row == 1'h1;
-  assign \$1795  = acc_we & \$1794 ;
-  assign \$1796  = \$1793  + \$1795 ;
-  assign \$1797  = \$1796  <= 1'h1;
-  assign \$1799  = \$like  == 2'h2;
-  assign \$1800  = \$signal$263  & \$1799 ;
-  assign \$1801  = \$1800  & mac;
-  assign \$1802  = ~ \$1801 ;
-  assign \$1804  = in_row == 2'h2;
-  assign \$1805  = in_we & \$1804 ;
-  assign \$1806  = \$like  == 2'h2;
-  assign \$1807  = \$signal$263  & \$1806 ;
-  assign \$1808  = \$1807  | mac;
-  assign \$1809  = \$1805  & \$1808 ;
-  assign \$1810  = ~ \$1809 ;
-  assign \$1812  = \$like  == 2'h2;
-  assign \$1813  = \$signal$266  & \$1812 ;
-  assign \$1814  = ! rd_bank_q;
+  assign \$1699  = t_ctl_d21[22:21] == 2'h2;
+  assign \$1700  = t_ctl_d21[0] & \$1699 ;
+  assign \$1701  = \$1700  ? set_sum_r_0 : set_0_2;
+  assign \$1702  = ~ t_scalar;
+  assign \$1703  = t_direct[0] & \$1702 ;
+  assign \$1704  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$1705  = \$1704  & t_scalar;
+  assign \$1706  = \$1703  | \$1705 ;
+  assign \$1707  = ~ trans;
+  assign \$1708  = \mac_d2$194  & \$1707 ;
+  assign \$1709  = \$1708  & \last_d2$200 ;
+  assign \$1710  = \$1706  + \$1709 ;
+  assign \$1711  = ! acc_row;
+  assign \$1712  = acc_we & \$1711 ;
+  assign \$1713  = \$1710  + \$1712 ;
+  assign \$1714  = \$1713  <= 1'h1;
+  assign \$1716  = \$like  == 1'h1;
+  assign \$1717  = \$signal$263  & \$1716 ;
+  assign \$1718  = split ? mac1 : mac;
+  assign \$1719  = \$1717  & \$1718 ;
+  assign \$1720  = ~ \$1719 ;
+  assign \$1722  = in_row == 1'h1;
+  assign \$1723  = ! in_row;
+  assign \$1724  = \$1723  & split;
+  assign \$1725  = \$1722  | \$1724 ;
+  assign \$1726  = in_we & \$1725 ;
+  assign \$1727  = \$like  == 1'h1;
+  assign \$1728  = \$signal$263  & \$1727 ;
+  assign \$1729  = split ? mac1 : mac;
+  assign \$1730  = \$1728  | \$1729 ;
+  assign \$1731  = \$1726  & \$1730 ;
+  assign \$1732  = ~ \$1731 ;
+  assign \$1734  = \$like  == 1'h1;
+  assign \$1735  = \$signal$266  & \$1734 ;
+  assign \$1736  = ! rd_bank_q;
+  assign \$1737  = \$1735  & \$1736 ;
+  assign \$1738  = a_row == 1'h1;
+  assign \$1739  = a_en & \$1738 ;
+  assign \$1740  = ! fold_bank;
+  assign \$1741  = \$1739  & \$1740 ;
+  assign \$1742  = \$1737  + \$1741 ;
+  assign \$1743  = b_row == 1'h1;
+  assign \$1744  = b_en & \$1743 ;
+  assign \$1745  = ! fold_bank;
+  assign \$1746  = \$1744  & \$1745 ;
+  assign \$1747  = \$1742  + \$1746 ;
+  assign \$1748  = \$1747  <= 1'h1;
+  assign \$1750  = \$like  == 1'h1;
+  assign \$1751  = \$signal$266  & \$1750 ;
+  assign \$1753  = \$1751  & \$1752 ;
+  assign \$1754  = a_row == 1'h1;
+  assign \$1755  = a_en & \$1754 ;
+  assign \$1757  = \$1755  & \$1756 ;
+  assign \$1758  = \$1753  + \$1757 ;
+  assign \$1759  = b_row == 1'h1;
+  assign \$1760  = b_en & \$1759 ;
+  assign \$1762  = \$1760  & \$1761 ;
+  assign \$1763  = \$1758  + \$1762 ;
+  assign \$1764  = \$1763  <= 1'h1;
+  assign \$1766  = split ? mac1 : mac;
+  assign \$1767  = split ? k_base1 : k_base;
+  assign \$1768  = held_word1 == \$1767 [11:5];
+  assign \$1769  = held_ok1 & \$1768 ;
+  assign \$1770  = ~ \$1769 ;
+  assign \$1771  = \$1766  & \$1770 ;
+  assign \$1772  = split ? k_base1 : k_base;
+  assign \$1773  = in_row == 1'h1;
+  assign \$1774  = ! in_row;
+  assign \$1775  = \$1774  & split;
+  assign \$1776  = \$1773  | \$1775 ;
+  assign \$1777  = in_we & \$1776 ;
+  assign \$1778  = t_ctl_d21[22:21] == 2'h2;
+  assign \$1779  = t_ctl_d21[0] & \$1778 ;
+  assign \$1780  = \$1779  ? set_sum_r_1 : set_1_2;
+  assign \$1781  = ~ t_scalar;
+  assign \$1782  = t_direct[0] & \$1781 ;
+  assign \$1783  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$1784  = \$1783  & t_scalar;
+  assign \$1785  = \$1782  | \$1784 ;
+  assign \$1786  = ~ trans;
+  assign \$1787  = \mac_row1_d2$228  & \$1786 ;
+  assign \$1788  = \$1787  & \last_row1_d2$234 ;
+  assign \$1789  = \$1785  + \$1788 ;
+  assign \$1790  = acc_row == 1'h1;
+  assign \$1791  = acc_we & \$1790 ;
+  assign \$1792  = \$1789  + \$1791 ;
+  assign \$1793  = \$1792  <= 1'h1;
+  assign \$1795  = \$like  == 2'h2;
+  assign \$1796  = \$signal$263  & \$1795 ;
+  assign \$1797  = \$1796  & mac;
+  assign \$1798  = ~ \$1797 ;
+  assign \$1800  = in_row == 2'h2;
+  assign \$1801  = in_we & \$1800 ;
+  assign \$1802  = \$like  == 2'h2;
+  assign \$1803  = \$signal$263  & \$1802 ;
+  assign \$1804  = \$1803  | mac;
+  assign \$1805  = \$1801  & \$1804 ;
+  assign \$1806  = ~ \$1805 ;
+  assign \$1808  = \$like  == 2'h2;
+  assign \$1809  = \$signal$266  & \$1808 ;
+  assign \$1810  = ! rd_bank_q;
+  assign \$1811  = \$1809  & \$1810 ;
+  assign \$1812  = a_row == 2'h2;
+  assign \$1813  = a_en & \$1812 ;
+  assign \$1814  = ! fold_bank;
   assign \$1815  = \$1813  & \$1814 ;
-  assign \$1816  = a_row == 2'h2;
-  assign \$1817  = a_en & \$1816 ;
-  assign \$1818  = ! fold_bank;
-  assign \$1819  = \$1817  & \$1818 ;
-  assign \$1820  = \$1815  + \$1819 ;
-  assign \$1821  = b_row == 2'h2;
-  assign \$1822  = b_en & \$1821 ;
-  assign \$1823  = ! fold_bank;
-  assign \$1824  = \$1822  & \$1823 ;
-  assign \$1825  = \$1820  + \$1824 ;
-  assign \$1826  = \$1825  <= 1'h1;
-  assign \$1828  = \$like  == 2'h2;
-  assign \$1829  = \$signal$266  & \$1828 ;
+  assign \$1816  = \$1811  + \$1815 ;
+  assign \$1817  = b_row == 2'h2;
+  assign \$1818  = b_en & \$1817 ;
+  assign \$1819  = ! fold_bank;
+  assign \$1820  = \$1818  & \$1819 ;
+  assign \$1821  = \$1816  + \$1820 ;
+  assign \$1822  = \$1821  <= 1'h1;
+  assign \$1824  = \$like  == 2'h2;
+  assign \$1825  = \$signal$266  & \$1824 ;
+  assign \$1827  = \$1825  & \$1826 ;
+  assign \$1828  = a_row == 2'h2;
+  assign \$1829  = a_en & \$1828 ;
   assign \$1831  = \$1829  & \$1830 ;
-  assign \$1832  = a_row == 2'h2;
-  assign \$1833  = a_en & \$1832 ;
-  assign \$1835  = \$1833  & \$1834 ;
-  assign \$1836  = \$1831  + \$1835 ;
-  assign \$1837  = b_row == 2'h2;
-  assign \$1838  = b_en & \$1837 ;
-  assign \$1840  = \$1838  & \$1839 ;
-  assign \$1841  = \$1836  + \$1840 ;
-  assign \$1842  = \$1841  <= 1'h1;
-  assign \$1844  = held_word2 == k_base[11:5];
-  assign \$1845  = held_ok2 & \$1844 ;
-  assign \$1846  = ~ \$1845 ;
-  assign \$1847  = mac & \$1846 ;
-  assign \$1848  = in_row == 2'h2;
-  assign \$1849  = in_we & \$1848 ;
-  assign \$1850  = ~ trans;
-  assign \$1851  = \mac_d2$194  & \$1850 ;
-  assign \$1852  = t_ctl_d21[22:21] == 2'h2;
-  assign \$1853  = t_ctl_d21[0] & \$1852 ;
-  assign \$1854  = \$1853  ? set_sum_r_2 : set_2_2;
-  assign \$1855  = ~ t_scalar;
-  assign \$1856  = t_direct[0] & \$1855 ;
-  assign \$1857  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$1858  = \$1857  & t_scalar;
-  assign \$1859  = \$1856  | \$1858 ;
-  assign \$1860  = ~ trans;
-  assign \$1861  = \mac_d2$194  & \$1860 ;
-  assign \$1862  = \$1861  & \last_d2$200 ;
-  assign \$1863  = \$1859  + \$1862 ;
-  assign \$1864  = acc_row == 2'h2;
-  assign \$1865  = acc_we & \$1864 ;
-  assign \$1866  = \$1863  + \$1865 ;
-  assign \$1867  = \$1866  <= 1'h1;
-  assign \$1869  = \$like  == 2'h3;
-  assign \$1870  = \$signal$263  & \$1869 ;
-  assign \$1871  = \$1870  & mac;
-  assign \$1872  = ~ \$1871 ;
-  assign \$1874  = in_row == 2'h3;
-  assign \$1875  = in_we & \$1874 ;
+  assign \$1832  = \$1827  + \$1831 ;
+  assign \$1833  = b_row == 2'h2;
+  assign \$1834  = b_en & \$1833 ;
+  assign \$1836  = \$1834  & \$1835 ;
+  assign \$1837  = \$1832  + \$1836 ;
+  assign \$1838  = \$1837  <= 1'h1;
+  assign \$1840  = held_word2 == k_base[11:5];
+  assign \$1841  = held_ok2 & \$1840 ;
+  assign \$1842  = ~ \$1841 ;
+  assign \$1843  = mac & \$1842 ;
+  assign \$1844  = in_row == 2'h2;
+  assign \$1845  = in_we & \$1844 ;
+  assign \$1846  = t_ctl_d21[22:21] == 2'h2;
+  assign \$1847  = t_ctl_d21[0] & \$1846 ;
+  assign \$1848  = \$1847  ? set_sum_r_2 : set_2_2;
+  assign \$1849  = ~ t_scalar;
+  assign \$1850  = t_direct[0] & \$1849 ;
+  assign \$1851  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$1852  = \$1851  & t_scalar;
+  assign \$1853  = \$1850  | \$1852 ;
+  assign \$1854  = ~ trans;
+  assign \$1855  = \mac_d2$194  & \$1854 ;
+  assign \$1856  = \$1855  & \last_d2$200 ;
+  assign \$1857  = \$1853  + \$1856 ;
+  assign \$1858  = acc_row == 2'h2;
+  assign \$1859  = acc_we & \$1858 ;
+  assign \$1860  = \$1857  + \$1859 ;
+  assign \$1861  = \$1860  <= 1'h1;
+  assign \$1863  = \$like  == 2'h3;
+  assign \$1864  = \$signal$263  & \$1863 ;
+  assign \$1865  = \$1864  & mac;
+  assign \$1866  = ~ \$1865 ;
+  assign \$1868  = in_row == 2'h3;
+  assign \$1869  = in_we & \$1868 ;
+  assign \$1870  = \$like  == 2'h3;
+  assign \$1871  = \$signal$263  & \$1870 ;
+  assign \$1872  = \$1871  | mac;
+  assign \$1873  = \$1869  & \$1872 ;
+  assign \$1874  = ~ \$1873 ;
   assign \$1876  = \$like  == 2'h3;
-  assign \$1877  = \$signal$263  & \$1876 ;
-  assign \$1878  = \$1877  | mac;
-  assign \$1879  = \$1875  & \$1878 ;
-  assign \$1880  = ~ \$1879 ;
-  assign \$1882  = \$like  == 2'h3;
-  assign \$1883  = \$signal$266  & \$1882 ;
-  assign \$1884  = ! rd_bank_q;
-  assign \$1885  = \$1883  & \$1884 ;
-  assign \$1886  = a_row == 2'h3;
-  assign \$1887  = a_en & \$1886 ;
-  assign \$1888  = ! fold_bank;
-  assign \$1889  = \$1887  & \$1888 ;
-  assign \$1890  = \$1885  + \$1889 ;
-  assign \$1891  = b_row == 2'h3;
-  assign \$1892  = b_en & \$1891 ;
-  assign \$1893  = ! fold_bank;
-  assign \$1894  = \$1892  & \$1893 ;
-  assign \$1895  = \$1890  + \$1894 ;
-  assign \$1896  = \$1895  <= 1'h1;
-  assign \$1898  = \$like  == 2'h3;
-  assign \$1899  = \$signal$266  & \$1898 ;
-  assign \$1901  = \$1899  & \$1900 ;
-  assign \$1902  = a_row == 2'h3;
-  assign \$1903  = a_en & \$1902 ;
-  assign \$1905  = \$1903  & \$1904 ;
-  assign \$1906  = \$1901  + \$1905 ;
-  assign \$1907  = b_row == 2'h3;
-  assign \$1908  = b_en & \$1907 ;
-  assign \$1910  = \$1908  & \$1909 ;
-  assign \$1911  = \$1906  + \$1910 ;
-  assign \$1912  = \$1911  <= 1'h1;
-  assign \$1914  = held_word3 == k_base[11:5];
-  assign \$1915  = held_ok3 & \$1914 ;
-  assign \$1916  = ~ \$1915 ;
-  assign \$1917  = mac & \$1916 ;
-  assign \$1918  = in_row == 2'h3;
-  assign \$1919  = in_we & \$1918 ;
-  assign \$1920  = ~ trans;
-  assign \$1921  = \mac_d2$194  & \$1920 ;
-  assign \$1922  = t_ctl_d21[22:21] == 2'h2;
-  assign \$1923  = t_ctl_d21[0] & \$1922 ;
-  assign \$1924  = \$1923  ? set_sum_r_3 : set_3_2;
-  assign \$1925  = ~ t_scalar;
-  assign \$1926  = t_direct[0] & \$1925 ;
-  assign \$1927  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$1928  = \$1927  & t_scalar;
-  assign \$1929  = \$1926  | \$1928 ;
-  assign \$1930  = ~ trans;
-  assign \$1931  = \mac_d2$194  & \$1930 ;
-  assign \$1932  = \$1931  & \last_d2$200 ;
-  assign \$1933  = \$1929  + \$1932 ;
-  assign \$1934  = acc_row == 2'h3;
-  assign \$1935  = acc_we & \$1934 ;
-  assign \$1936  = \$1933  + \$1935 ;
-  assign \$1937  = \$1936  <= 1'h1;
-  assign \$1939  = \$signal  == 2'h3;
-  assign \$1940  = n_cols == n_last;
-  assign lanes_ready = \$1939  & \$1940 ;
-  assign \$1941  = 1'h1 << t_level;
-  assign \$1942  = \$1941  - 1'h1;
-  assign \$1943  = mac & trans;
-  assign \$1944  = t_fold_adds == 2'h2;
-  assign t_scalar_ctl = \$1944  ? t_ctl_d27 : t_ctl_d24;
-  assign \$1945  = ! in_row;
-  assign \$signature__en  = in_we & \$1945 ;
-  assign \$1946  = ! \$like ;
-  assign \$1947  = \$signal$263  & \$1946 ;
-  assign \$1948  = \$1947  ? { 8'h00, rd_addr_q } : k_base[19:5];
-  assign \$1949  = ! \$like ;
-  assign \$1950  = \$signal$266  & \$1949 ;
-  assign \$1951  = ! rd_bank_q;
-  assign \$1952  = \$1950  & \$1951 ;
-  assign \$1953  = ! a_row;
-  assign \$1954  = a_en & \$1953 ;
-  assign \$1955  = ! fold_bank;
-  assign \$1956  = \$1954  & \$1955 ;
-  assign \$1957  = \$1956  ? req_word : b_addr;
-  assign acc_r__addr = \$1952  ? rd_addr_q : \$1957 ;
-  assign \$1958  = ! \$like ;
-  assign \$1959  = \$signal$266  & \$1958 ;
-  assign \$1961  = \$1959  & \$1960 ;
-  assign \$1962  = ! a_row;
-  assign \$1963  = a_en & \$1962 ;
-  assign \$1965  = \$1963  & \$1964 ;
-  assign \$1966  = \$1965  ? req_word : b_addr;
-  assign \acc_r__addr$936  = \$1961  ? rd_addr_q : \$1966 ;
-  assign read_out0 = fold_bank ? \acc_r__data$939  : acc_r__data;
-  assign \$1967  = held_word0 == k_base[11:5];
-  assign \$1968  = held_ok0 & \$1967 ;
-  assign fetched_line0 = \$1968  ? held_line0 : bank_r__data;
-  assign \$1969  = held_word0 == k_base[11:5];
-  assign \$1970  = held_ok0 & \$1969 ;
-  assign \$1971  = ~ \$1970 ;
-  assign pe_in_read0 = mac & \$1971 ;
-  assign \$1972  = active_d2 > 1'h0;
-  assign active_product_0_0 = \$1972  ? product_r_0_0 : 32'd0;
-  assign \$1973  = active_d2 > 1'h1;
-  assign active_product_0_1 = \$1973  ? product_r_0_1 : 32'd0;
-  assign \$1974  = active_d2 > 2'h2;
-  assign active_product_0_2 = \$1974  ? product_r_0_2 : 32'd0;
-  assign \$1975  = active_d2 > 2'h3;
-  assign active_product_0_3 = \$1975  ? product_r_0_3 : 32'd0;
-  assign \$1976  = active_d2 > 3'h4;
-  assign active_product_0_4 = \$1976  ? product_r_0_4 : 32'd0;
-  assign \$1977  = active_d2 > 3'h5;
-  assign active_product_0_5 = \$1977  ? product_r_0_5 : 32'd0;
-  assign \$1978  = active_d2 > 3'h6;
-  assign active_product_0_6 = \$1978  ? product_r_0_6 : 32'd0;
-  assign \$1979  = active_d2 > 3'h7;
-  assign active_product_0_7 = \$1979  ? product_r_0_7 : 32'd0;
-  assign \$1980  = active_d2 > 4'h8;
-  assign active_product_0_8 = \$1980  ? product_r_0_8 : 32'd0;
-  assign \$1981  = active_d2 > 4'h9;
-  assign active_product_0_9 = \$1981  ? product_r_0_9 : 32'd0;
-  assign \$1982  = active_d2 > 4'ha;
-  assign active_product_0_10 = \$1982  ? product_r_0_10 : 32'd0;
-  assign \$1983  = active_d2 > 4'hb;
-  assign active_product_0_11 = \$1983  ? product_r_0_11 : 32'd0;
-  assign \$1984  = active_d2 > 4'hc;
-  assign active_product_0_12 = \$1984  ? product_r_0_12 : 32'd0;
-  assign \$1985  = active_d2 > 4'hd;
-  assign active_product_0_13 = \$1985  ? product_r_0_13 : 32'd0;
-  assign \$1986  = active_d2 > 4'he;
-  assign active_product_0_14 = \$1986  ? product_r_0_14 : 32'd0;
-  assign \$1987  = active_d2 > 4'hf;
-  assign active_product_0_15 = \$1987  ? product_r_0_15 : 32'd0;
-  assign \$1988  = active_d2 > 5'h10;
-  assign active_product_0_16 = \$1988  ? product_r_0_16 : 32'd0;
-  assign \$1989  = active_d2 > 5'h11;
-  assign active_product_0_17 = \$1989  ? product_r_0_17 : 32'd0;
-  assign \$1990  = active_d2 > 5'h12;
-  assign active_product_0_18 = \$1990  ? product_r_0_18 : 32'd0;
-  assign \$1991  = active_d2 > 5'h13;
-  assign active_product_0_19 = \$1991  ? product_r_0_19 : 32'd0;
-  assign \$1992  = active_d2 > 5'h14;
-  assign active_product_0_20 = \$1992  ? product_r_0_20 : 32'd0;
-  assign \$1993  = active_d2 > 5'h15;
-  assign active_product_0_21 = \$1993  ? product_r_0_21 : 32'd0;
-  assign \$1994  = active_d2 > 5'h16;
-  assign active_product_0_22 = \$1994  ? product_r_0_22 : 32'd0;
-  assign \$1995  = active_d2 > 5'h17;
-  assign active_product_0_23 = \$1995  ? product_r_0_23 : 32'd0;
-  assign \$1996  = active_d2 > 5'h18;
-  assign active_product_0_24 = \$1996  ? product_r_0_24 : 32'd0;
-  assign \$1997  = active_d2 > 5'h19;
-  assign active_product_0_25 = \$1997  ? product_r_0_25 : 32'd0;
-  assign \$1998  = active_d2 > 5'h1a;
-  assign active_product_0_26 = \$1998  ? product_r_0_26 : 32'd0;
-  assign \$1999  = active_d2 > 5'h1b;
-  assign active_product_0_27 = \$1999  ? product_r_0_27 : 32'd0;
-  assign \$2000  = active_d2 > 5'h1c;
-  assign active_product_0_28 = \$2000  ? product_r_0_28 : 32'd0;
-  assign \$2001  = active_d2 > 5'h1d;
-  assign active_product_0_29 = \$2001  ? product_r_0_29 : 32'd0;
-  assign \$2002  = active_d2 > 5'h1e;
-  assign active_product_0_30 = \$2002  ? product_r_0_30 : 32'd0;
-  assign \$2003  = active_d2 > 5'h1f;
-  assign active_product_0_31 = \$2003  ? product_r_0_31 : 32'd0;
+  assign \$1877  = \$signal$266  & \$1876 ;
+  assign \$1878  = ! rd_bank_q;
+  assign \$1879  = \$1877  & \$1878 ;
+  assign \$1880  = a_row == 2'h3;
+  assign \$1881  = a_en & \$1880 ;
+  assign \$1882  = ! fold_bank;
+  assign \$1883  = \$1881  & \$1882 ;
+  assign \$1884  = \$1879  + \$1883 ;
+  assign \$1885  = b_row == 2'h3;
+  assign \$1886  = b_en & \$1885 ;
+  assign \$1887  = ! fold_bank;
+  assign \$1888  = \$1886  & \$1887 ;
+  assign \$1889  = \$1884  + \$1888 ;
+  assign \$1890  = \$1889  <= 1'h1;
+  assign \$1892  = \$like  == 2'h3;
+  assign \$1893  = \$signal$266  & \$1892 ;
+  assign \$1895  = \$1893  & \$1894 ;
+  assign \$1896  = a_row == 2'h3;
+  assign \$1897  = a_en & \$1896 ;
+  assign \$1899  = \$1897  & \$1898 ;
+  assign \$1900  = \$1895  + \$1899 ;
+  assign \$1901  = b_row == 2'h3;
+  assign \$1902  = b_en & \$1901 ;
+  assign \$1904  = \$1902  & \$1903 ;
+  assign \$1905  = \$1900  + \$1904 ;
+  assign \$1906  = \$1905  <= 1'h1;
+  assign \$1908  = held_word3 == k_base[11:5];
+  assign \$1909  = held_ok3 & \$1908 ;
+  assign \$1910  = ~ \$1909 ;
+  assign \$1911  = mac & \$1910 ;
+  assign \$1912  = in_row == 2'h3;
+  assign \$1913  = in_we & \$1912 ;
+  assign \$1914  = t_ctl_d21[22:21] == 2'h2;
+  assign \$1915  = t_ctl_d21[0] & \$1914 ;
+  assign \$1916  = \$1915  ? set_sum_r_3 : set_3_2;
+  assign \$1917  = ~ t_scalar;
+  assign \$1918  = t_direct[0] & \$1917 ;
+  assign \$1919  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$1920  = \$1919  & t_scalar;
+  assign \$1921  = \$1918  | \$1920 ;
+  assign \$1922  = ~ trans;
+  assign \$1923  = \mac_d2$194  & \$1922 ;
+  assign \$1924  = \$1923  & \last_d2$200 ;
+  assign \$1925  = \$1921  + \$1924 ;
+  assign \$1926  = acc_row == 2'h3;
+  assign \$1927  = acc_we & \$1926 ;
+  assign \$1928  = \$1925  + \$1927 ;
+  assign \$1929  = \$1928  <= 1'h1;
+  assign \$1931  = \$signal  == 2'h3;
+  assign \$1932  = n_cols == n_last;
+  assign lanes_ready = \$1931  & \$1932 ;
+  assign \$1933  = 1'h1 << t_level;
+  assign \$1934  = \$1933  - 1'h1;
+  assign \$1935  = mac & trans;
+  assign \$1936  = t_fold_adds == 2'h2;
+  assign t_scalar_ctl = \$1936  ? t_ctl_d27 : t_ctl_d24;
+  assign \$1937  = ! in_row;
+  assign \$signature__en  = in_we & \$1937 ;
+  assign \$1938  = ! \$like ;
+  assign \$1939  = \$signal$263  & \$1938 ;
+  assign \$1940  = \$1939  ? { 8'h00, rd_addr_q } : k_base[19:5];
+  assign \$1941  = ! \$like ;
+  assign \$1942  = \$signal$266  & \$1941 ;
+  assign \$1943  = ! rd_bank_q;
+  assign \$1944  = \$1942  & \$1943 ;
+  assign \$1945  = ! a_row;
+  assign \$1946  = a_en & \$1945 ;
+  assign \$1947  = ! fold_bank;
+  assign \$1948  = \$1946  & \$1947 ;
+  assign \$1949  = \$1948  ? req_word : b_addr;
+  assign acc_r__addr = \$1944  ? rd_addr_q : \$1949 ;
+  assign \$1950  = ! \$like ;
+  assign \$1951  = \$signal$266  & \$1950 ;
+  assign \$1953  = \$1951  & \$1952 ;
+  assign \$1954  = ! a_row;
+  assign \$1955  = a_en & \$1954 ;
+  assign \$1957  = \$1955  & \$1956 ;
+  assign \$1958  = \$1957  ? req_word : b_addr;
+  assign \acc_r__addr$904  = \$1953  ? rd_addr_q : \$1958 ;
+  assign read_out0 = fold_bank ? \acc_r__data$907  : acc_r__data;
+  assign \$1959  = held_word0 == k_base[11:5];
+  assign \$1960  = held_ok0 & \$1959 ;
+  assign fetched_line0 = \$1960  ? held_line0 : bank_r__data;
+  assign \$1961  = held_word0 == k_base[11:5];
+  assign \$1962  = held_ok0 & \$1961 ;
+  assign \$1963  = ~ \$1962 ;
+  assign pe_in_read0 = mac & \$1963 ;
+  assign \$1964  = active_d2 > 1'h0;
+  assign active_product_0_0 = \$1964  ? product_r_0_0 : 32'd0;
+  assign \$1965  = active_d2 > 1'h1;
+  assign active_product_0_1 = \$1965  ? product_r_0_1 : 32'd0;
+  assign \$1966  = active_d2 > 2'h2;
+  assign active_product_0_2 = \$1966  ? product_r_0_2 : 32'd0;
+  assign \$1967  = active_d2 > 2'h3;
+  assign active_product_0_3 = \$1967  ? product_r_0_3 : 32'd0;
+  assign \$1968  = active_d2 > 3'h4;
+  assign active_product_0_4 = \$1968  ? product_r_0_4 : 32'd0;
+  assign \$1969  = active_d2 > 3'h5;
+  assign active_product_0_5 = \$1969  ? product_r_0_5 : 32'd0;
+  assign \$1970  = active_d2 > 3'h6;
+  assign active_product_0_6 = \$1970  ? product_r_0_6 : 32'd0;
+  assign \$1971  = active_d2 > 3'h7;
+  assign active_product_0_7 = \$1971  ? product_r_0_7 : 32'd0;
+  assign \$1972  = active_d2 > 4'h8;
+  assign active_product_0_8 = \$1972  ? product_r_0_8 : 32'd0;
+  assign \$1973  = active_d2 > 4'h9;
+  assign active_product_0_9 = \$1973  ? product_r_0_9 : 32'd0;
+  assign \$1974  = active_d2 > 4'ha;
+  assign active_product_0_10 = \$1974  ? product_r_0_10 : 32'd0;
+  assign \$1975  = active_d2 > 4'hb;
+  assign active_product_0_11 = \$1975  ? product_r_0_11 : 32'd0;
+  assign \$1976  = active_d2 > 4'hc;
+  assign active_product_0_12 = \$1976  ? product_r_0_12 : 32'd0;
+  assign \$1977  = active_d2 > 4'hd;
+  assign active_product_0_13 = \$1977  ? product_r_0_13 : 32'd0;
+  assign \$1978  = active_d2 > 4'he;
+  assign active_product_0_14 = \$1978  ? product_r_0_14 : 32'd0;
+  assign \$1979  = active_d2 > 4'hf;
+  assign active_product_0_15 = \$1979  ? product_r_0_15 : 32'd0;
+  assign \$1980  = active_d2 > 5'h10;
+  assign active_product_0_16 = \$1980  ? product_r_0_16 : 32'd0;
+  assign \$1981  = active_d2 > 5'h11;
+  assign active_product_0_17 = \$1981  ? product_r_0_17 : 32'd0;
+  assign \$1982  = active_d2 > 5'h12;
+  assign active_product_0_18 = \$1982  ? product_r_0_18 : 32'd0;
+  assign \$1983  = active_d2 > 5'h13;
+  assign active_product_0_19 = \$1983  ? product_r_0_19 : 32'd0;
+  assign \$1984  = active_d2 > 5'h14;
+  assign active_product_0_20 = \$1984  ? product_r_0_20 : 32'd0;
+  assign \$1985  = active_d2 > 5'h15;
+  assign active_product_0_21 = \$1985  ? product_r_0_21 : 32'd0;
+  assign \$1986  = active_d2 > 5'h16;
+  assign active_product_0_22 = \$1986  ? product_r_0_22 : 32'd0;
+  assign \$1987  = active_d2 > 5'h17;
+  assign active_product_0_23 = \$1987  ? product_r_0_23 : 32'd0;
+  assign \$1988  = active_d2 > 5'h18;
+  assign active_product_0_24 = \$1988  ? product_r_0_24 : 32'd0;
+  assign \$1989  = active_d2 > 5'h19;
+  assign active_product_0_25 = \$1989  ? product_r_0_25 : 32'd0;
+  assign \$1990  = active_d2 > 5'h1a;
+  assign active_product_0_26 = \$1990  ? product_r_0_26 : 32'd0;
+  assign \$1991  = active_d2 > 5'h1b;
+  assign active_product_0_27 = \$1991  ? product_r_0_27 : 32'd0;
+  assign \$1992  = active_d2 > 5'h1c;
+  assign active_product_0_28 = \$1992  ? product_r_0_28 : 32'd0;
+  assign \$1993  = active_d2 > 5'h1d;
+  assign active_product_0_29 = \$1993  ? product_r_0_29 : 32'd0;
+  assign \$1994  = active_d2 > 5'h1e;
+  assign active_product_0_30 = \$1994  ? product_r_0_30 : 32'd0;
+  assign \$1995  = active_d2 > 5'h1f;
+  assign active_product_0_31 = \$1995  ? product_r_0_31 : 32'd0;
+  assign \$1996  = ~ trans;
+  assign \$signature__en$948  = \mac_d2$194  & \$1996 ;
+  assign \$1997  = ~ first_d2;
+  assign \$1998  = mac_d2 & \$1997 ;
+  assign \$1999  = ~ trans;
+  assign pe_slot_read0 = \$1998  & \$1999 ;
+  assign \$2000  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2001  = ! \$2000 [4];
+  assign \$2002  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2003  = ! \$2002 [4:3];
   assign \$2004  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2005  = ! \$2004 [4];
+  assign \$2005  = ! \$2004 [4:2];
   assign \$2006  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2007  = ! \$2006 [4:3];
+  assign \$2007  = ! \$2006 [4:1];
   assign \$2008  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2009  = ! \$2008 [4:2];
+  assign \$2009  = ! \$2008 [4:0];
   assign \$2010  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2011  = ! \$2010 [4:1];
+  assign \$2011  = ! \$2010 [4];
   assign \$2012  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2013  = ! \$2012 [4:0];
+  assign \$2013  = ! \$2012 [4:3];
   assign \$2014  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2015  = ! \$2014 [4];
+  assign \$2015  = ! \$2014 [4:2];
   assign \$2016  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2017  = ! \$2016 [4:3];
+  assign \$2017  = ! \$2016 [4:1];
   assign \$2018  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2019  = ! \$2018 [4:2];
+  assign \$2019  = 1'h1 == \$2018 [4:0];
   assign \$2020  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2021  = ! \$2020 [4:1];
+  assign \$2021  = ! \$2020 [4];
   assign \$2022  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2023  = 1'h1 == \$2022 [4:0];
+  assign \$2023  = ! \$2022 [4:3];
   assign \$2024  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2025  = ! \$2024 [4];
+  assign \$2025  = ! \$2024 [4:2];
   assign \$2026  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2027  = ! \$2026 [4:3];
+  assign \$2027  = 1'h1 == \$2026 [4:1];
   assign \$2028  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2029  = ! \$2028 [4:2];
+  assign \$2029  = 2'h2 == \$2028 [4:0];
   assign \$2030  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2031  = 1'h1 == \$2030 [4:1];
+  assign \$2031  = ! \$2030 [4];
   assign \$2032  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2033  = 2'h2 == \$2032 [4:0];
+  assign \$2033  = ! \$2032 [4:3];
   assign \$2034  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2035  = ! \$2034 [4];
+  assign \$2035  = ! \$2034 [4:2];
   assign \$2036  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2037  = ! \$2036 [4:3];
+  assign \$2037  = 1'h1 == \$2036 [4:1];
   assign \$2038  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2039  = ! \$2038 [4:2];
+  assign \$2039  = 2'h3 == \$2038 [4:0];
   assign \$2040  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2041  = 1'h1 == \$2040 [4:1];
+  assign \$2041  = ! \$2040 [4];
   assign \$2042  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2043  = 2'h3 == \$2042 [4:0];
+  assign \$2043  = ! \$2042 [4:3];
   assign \$2044  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2045  = ! \$2044 [4];
+  assign \$2045  = 1'h1 == \$2044 [4:2];
   assign \$2046  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2047  = ! \$2046 [4:3];
+  assign \$2047  = 2'h2 == \$2046 [4:1];
   assign \$2048  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2049  = 1'h1 == \$2048 [4:2];
+  assign \$2049  = 3'h4 == \$2048 [4:0];
   assign \$2050  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2051  = 2'h2 == \$2050 [4:1];
+  assign \$2051  = ! \$2050 [4];
   assign \$2052  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2053  = 3'h4 == \$2052 [4:0];
+  assign \$2053  = ! \$2052 [4:3];
   assign \$2054  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2055  = ! \$2054 [4];
+  assign \$2055  = 1'h1 == \$2054 [4:2];
   assign \$2056  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2057  = ! \$2056 [4:3];
+  assign \$2057  = 2'h2 == \$2056 [4:1];
   assign \$2058  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2059  = 1'h1 == \$2058 [4:2];
+  assign \$2059  = 3'h5 == \$2058 [4:0];
   assign \$2060  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2061  = 2'h2 == \$2060 [4:1];
+  assign \$2061  = ! \$2060 [4];
   assign \$2062  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2063  = 3'h5 == \$2062 [4:0];
+  assign \$2063  = ! \$2062 [4:3];
   assign \$2064  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2065  = ! \$2064 [4];
+  assign \$2065  = 1'h1 == \$2064 [4:2];
   assign \$2066  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2067  = ! \$2066 [4:3];
+  assign \$2067  = 2'h3 == \$2066 [4:1];
   assign \$2068  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2069  = 1'h1 == \$2068 [4:2];
+  assign \$2069  = 3'h6 == \$2068 [4:0];
   assign \$2070  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2071  = 2'h3 == \$2070 [4:1];
+  assign \$2071  = ! \$2070 [4];
   assign \$2072  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2073  = 3'h6 == \$2072 [4:0];
+  assign \$2073  = ! \$2072 [4:3];
   assign \$2074  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2075  = ! \$2074 [4];
+  assign \$2075  = 1'h1 == \$2074 [4:2];
   assign \$2076  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2077  = ! \$2076 [4:3];
+  assign \$2077  = 2'h3 == \$2076 [4:1];
   assign \$2078  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2079  = 1'h1 == \$2078 [4:2];
+  assign \$2079  = 3'h7 == \$2078 [4:0];
   assign \$2080  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2081  = 2'h3 == \$2080 [4:1];
+  assign \$2081  = ! \$2080 [4];
   assign \$2082  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2083  = 3'h7 == \$2082 [4:0];
+  assign \$2083  = 1'h1 == \$2082 [4:3];
   assign \$2084  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2085  = ! \$2084 [4];
+  assign \$2085  = 2'h2 == \$2084 [4:2];
   assign \$2086  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2087  = 1'h1 == \$2086 [4:3];
+  assign \$2087  = 3'h4 == \$2086 [4:1];
   assign \$2088  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2089  = 2'h2 == \$2088 [4:2];
+  assign \$2089  = 4'h8 == \$2088 [4:0];
   assign \$2090  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2091  = 3'h4 == \$2090 [4:1];
+  assign \$2091  = ! \$2090 [4];
   assign \$2092  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2093  = 4'h8 == \$2092 [4:0];
+  assign \$2093  = 1'h1 == \$2092 [4:3];
   assign \$2094  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2095  = ! \$2094 [4];
+  assign \$2095  = 2'h2 == \$2094 [4:2];
   assign \$2096  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2097  = 1'h1 == \$2096 [4:3];
+  assign \$2097  = 3'h4 == \$2096 [4:1];
   assign \$2098  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2099  = 2'h2 == \$2098 [4:2];
+  assign \$2099  = 4'h9 == \$2098 [4:0];
   assign \$2100  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2101  = 3'h4 == \$2100 [4:1];
+  assign \$2101  = ! \$2100 [4];
   assign \$2102  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2103  = 4'h9 == \$2102 [4:0];
+  assign \$2103  = 1'h1 == \$2102 [4:3];
   assign \$2104  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2105  = ! \$2104 [4];
+  assign \$2105  = 2'h2 == \$2104 [4:2];
   assign \$2106  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2107  = 1'h1 == \$2106 [4:3];
+  assign \$2107  = 3'h5 == \$2106 [4:1];
   assign \$2108  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2109  = 2'h2 == \$2108 [4:2];
+  assign \$2109  = 4'ha == \$2108 [4:0];
   assign \$2110  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2111  = 3'h5 == \$2110 [4:1];
+  assign \$2111  = ! \$2110 [4];
   assign \$2112  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2113  = 4'ha == \$2112 [4:0];
+  assign \$2113  = 1'h1 == \$2112 [4:3];
   assign \$2114  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2115  = ! \$2114 [4];
+  assign \$2115  = 2'h2 == \$2114 [4:2];
   assign \$2116  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2117  = 1'h1 == \$2116 [4:3];
+  assign \$2117  = 3'h5 == \$2116 [4:1];
   assign \$2118  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2119  = 2'h2 == \$2118 [4:2];
+  assign \$2119  = 4'hb == \$2118 [4:0];
   assign \$2120  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2121  = 3'h5 == \$2120 [4:1];
+  assign \$2121  = ! \$2120 [4];
   assign \$2122  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2123  = 4'hb == \$2122 [4:0];
+  assign \$2123  = 1'h1 == \$2122 [4:3];
   assign \$2124  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2125  = ! \$2124 [4];
+  assign \$2125  = 2'h3 == \$2124 [4:2];
   assign \$2126  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2127  = 1'h1 == \$2126 [4:3];
+  assign \$2127  = 3'h6 == \$2126 [4:1];
   assign \$2128  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2129  = 2'h3 == \$2128 [4:2];
+  assign \$2129  = 4'hc == \$2128 [4:0];
   assign \$2130  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2131  = 3'h6 == \$2130 [4:1];
+  assign \$2131  = ! \$2130 [4];
   assign \$2132  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2133  = 4'hc == \$2132 [4:0];
+  assign \$2133  = 1'h1 == \$2132 [4:3];
   assign \$2134  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2135  = ! \$2134 [4];
+  assign \$2135  = 2'h3 == \$2134 [4:2];
   assign \$2136  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2137  = 1'h1 == \$2136 [4:3];
+  assign \$2137  = 3'h6 == \$2136 [4:1];
   assign \$2138  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2139  = 2'h3 == \$2138 [4:2];
+  assign \$2139  = 4'hd == \$2138 [4:0];
   assign \$2140  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2141  = 3'h6 == \$2140 [4:1];
+  assign \$2141  = ! \$2140 [4];
   assign \$2142  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2143  = 4'hd == \$2142 [4:0];
+  assign \$2143  = 1'h1 == \$2142 [4:3];
   assign \$2144  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2145  = ! \$2144 [4];
+  assign \$2145  = 2'h3 == \$2144 [4:2];
   assign \$2146  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2147  = 1'h1 == \$2146 [4:3];
+  assign \$2147  = 3'h7 == \$2146 [4:1];
   assign \$2148  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2149  = 2'h3 == \$2148 [4:2];
+  assign \$2149  = 4'he == \$2148 [4:0];
   assign \$2150  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2151  = 3'h7 == \$2150 [4:1];
+  assign \$2151  = ! \$2150 [4];
   assign \$2152  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2153  = 4'he == \$2152 [4:0];
+  assign \$2153  = 1'h1 == \$2152 [4:3];
   assign \$2154  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2155  = ! \$2154 [4];
+  assign \$2155  = 2'h3 == \$2154 [4:2];
   assign \$2156  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2157  = 1'h1 == \$2156 [4:3];
+  assign \$2157  = 3'h7 == \$2156 [4:1];
   assign \$2158  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2159  = 2'h3 == \$2158 [4:2];
+  assign \$2159  = 4'hf == \$2158 [4:0];
   assign \$2160  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2161  = 3'h7 == \$2160 [4:1];
   assign \$2162  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2163  = 4'hf == \$2162 [4:0];
+  assign \$2163  = 2'h2 == \$2162 [4:3];
   assign \$2164  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2165  = 3'h4 == \$2164 [4:2];
   assign \$2166  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2167  = 2'h2 == \$2166 [4:3];
+  assign \$2167  = 4'h8 == \$2166 [4:1];
   assign \$2168  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2169  = 3'h4 == \$2168 [4:2];
+  assign \$2169  = 5'h10 == \$2168 [4:0];
   assign \$2170  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2171  = 4'h8 == \$2170 [4:1];
   assign \$2172  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2173  = 5'h10 == \$2172 [4:0];
+  assign \$2173  = 2'h2 == \$2172 [4:3];
   assign \$2174  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2175  = 3'h4 == \$2174 [4:2];
   assign \$2176  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2177  = 2'h2 == \$2176 [4:3];
+  assign \$2177  = 4'h8 == \$2176 [4:1];
   assign \$2178  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2179  = 3'h4 == \$2178 [4:2];
+  assign \$2179  = 5'h11 == \$2178 [4:0];
   assign \$2180  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2181  = 4'h8 == \$2180 [4:1];
   assign \$2182  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2183  = 5'h11 == \$2182 [4:0];
+  assign \$2183  = 2'h2 == \$2182 [4:3];
   assign \$2184  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2185  = 3'h4 == \$2184 [4:2];
   assign \$2186  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2187  = 2'h2 == \$2186 [4:3];
+  assign \$2187  = 4'h9 == \$2186 [4:1];
   assign \$2188  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2189  = 3'h4 == \$2188 [4:2];
+  assign \$2189  = 5'h12 == \$2188 [4:0];
   assign \$2190  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2191  = 4'h9 == \$2190 [4:1];
   assign \$2192  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2193  = 5'h12 == \$2192 [4:0];
+  assign \$2193  = 2'h2 == \$2192 [4:3];
   assign \$2194  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2195  = 3'h4 == \$2194 [4:2];
   assign \$2196  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2197  = 2'h2 == \$2196 [4:3];
+  assign \$2197  = 4'h9 == \$2196 [4:1];
   assign \$2198  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2199  = 3'h4 == \$2198 [4:2];
+  assign \$2199  = 5'h13 == \$2198 [4:0];
   assign \$2200  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2201  = 4'h9 == \$2200 [4:1];
   assign \$2202  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2203  = 5'h13 == \$2202 [4:0];
+  assign \$2203  = 2'h2 == \$2202 [4:3];
   assign \$2204  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2205  = 3'h5 == \$2204 [4:2];
   assign \$2206  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2207  = 2'h2 == \$2206 [4:3];
+  assign \$2207  = 4'ha == \$2206 [4:1];
   assign \$2208  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2209  = 3'h5 == \$2208 [4:2];
+  assign \$2209  = 5'h14 == \$2208 [4:0];
   assign \$2210  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2211  = 4'ha == \$2210 [4:1];
   assign \$2212  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2213  = 5'h14 == \$2212 [4:0];
+  assign \$2213  = 2'h2 == \$2212 [4:3];
   assign \$2214  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2215  = 3'h5 == \$2214 [4:2];
   assign \$2216  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2217  = 2'h2 == \$2216 [4:3];
+  assign \$2217  = 4'ha == \$2216 [4:1];
   assign \$2218  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2219  = 3'h5 == \$2218 [4:2];
+  assign \$2219  = 5'h15 == \$2218 [4:0];
   assign \$2220  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2221  = 4'ha == \$2220 [4:1];
   assign \$2222  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2223  = 5'h15 == \$2222 [4:0];
+  assign \$2223  = 2'h2 == \$2222 [4:3];
   assign \$2224  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2225  = 3'h5 == \$2224 [4:2];
   assign \$2226  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2227  = 2'h2 == \$2226 [4:3];
+  assign \$2227  = 4'hb == \$2226 [4:1];
   assign \$2228  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2229  = 3'h5 == \$2228 [4:2];
+  assign \$2229  = 5'h16 == \$2228 [4:0];
   assign \$2230  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2231  = 4'hb == \$2230 [4:1];
   assign \$2232  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2233  = 5'h16 == \$2232 [4:0];
+  assign \$2233  = 2'h2 == \$2232 [4:3];
   assign \$2234  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2235  = 3'h5 == \$2234 [4:2];
   assign \$2236  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2237  = 2'h2 == \$2236 [4:3];
+  assign \$2237  = 4'hb == \$2236 [4:1];
   assign \$2238  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2239  = 3'h5 == \$2238 [4:2];
+  assign \$2239  = 5'h17 == \$2238 [4:0];
   assign \$2240  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2241  = 4'hb == \$2240 [4:1];
   assign \$2242  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2243  = 5'h17 == \$2242 [4:0];
+  assign \$2243  = 2'h3 == \$2242 [4:3];
   assign \$2244  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2245  = 3'h6 == \$2244 [4:2];
   assign \$2246  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2247  = 2'h3 == \$2246 [4:3];
+  assign \$2247  = 4'hc == \$2246 [4:1];
   assign \$2248  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2249  = 3'h6 == \$2248 [4:2];
+  assign \$2249  = 5'h18 == \$2248 [4:0];
   assign \$2250  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2251  = 4'hc == \$2250 [4:1];
   assign \$2252  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2253  = 5'h18 == \$2252 [4:0];
+  assign \$2253  = 2'h3 == \$2252 [4:3];
   assign \$2254  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2255  = 3'h6 == \$2254 [4:2];
   assign \$2256  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2257  = 2'h3 == \$2256 [4:3];
+  assign \$2257  = 4'hc == \$2256 [4:1];
   assign \$2258  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2259  = 3'h6 == \$2258 [4:2];
+  assign \$2259  = 5'h19 == \$2258 [4:0];
   assign \$2260  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2261  = 4'hc == \$2260 [4:1];
   assign \$2262  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2263  = 5'h19 == \$2262 [4:0];
+  assign \$2263  = 2'h3 == \$2262 [4:3];
   assign \$2264  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2265  = 3'h6 == \$2264 [4:2];
   assign \$2266  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2267  = 2'h3 == \$2266 [4:3];
+  assign \$2267  = 4'hd == \$2266 [4:1];
   assign \$2268  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2269  = 3'h6 == \$2268 [4:2];
+  assign \$2269  = 5'h1a == \$2268 [4:0];
   assign \$2270  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2271  = 4'hd == \$2270 [4:1];
   assign \$2272  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2273  = 5'h1a == \$2272 [4:0];
+  assign \$2273  = 2'h3 == \$2272 [4:3];
   assign \$2274  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2275  = 3'h6 == \$2274 [4:2];
   assign \$2276  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2277  = 2'h3 == \$2276 [4:3];
+  assign \$2277  = 4'hd == \$2276 [4:1];
   assign \$2278  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2279  = 3'h6 == \$2278 [4:2];
+  assign \$2279  = 5'h1b == \$2278 [4:0];
   assign \$2280  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2281  = 4'hd == \$2280 [4:1];
   assign \$2282  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2283  = 5'h1b == \$2282 [4:0];
+  assign \$2283  = 2'h3 == \$2282 [4:3];
   assign \$2284  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2285  = 3'h7 == \$2284 [4:2];
   assign \$2286  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2287  = 2'h3 == \$2286 [4:3];
+  assign \$2287  = 4'he == \$2286 [4:1];
   assign \$2288  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2289  = 3'h7 == \$2288 [4:2];
+  assign \$2289  = 5'h1c == \$2288 [4:0];
   assign \$2290  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2291  = 4'he == \$2290 [4:1];
   assign \$2292  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2293  = 5'h1c == \$2292 [4:0];
+  assign \$2293  = 2'h3 == \$2292 [4:3];
   assign \$2294  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2295  = 3'h7 == \$2294 [4:2];
   assign \$2296  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2297  = 2'h3 == \$2296 [4:3];
+  assign \$2297  = 4'he == \$2296 [4:1];
   assign \$2298  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2299  = 3'h7 == \$2298 [4:2];
+  assign \$2299  = 5'h1d == \$2298 [4:0];
   assign \$2300  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2301  = 4'he == \$2300 [4:1];
   assign \$2302  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2303  = 5'h1d == \$2302 [4:0];
+  assign \$2303  = 2'h3 == \$2302 [4:3];
   assign \$2304  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2305  = 3'h7 == \$2304 [4:2];
   assign \$2306  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2307  = 2'h3 == \$2306 [4:3];
+  assign \$2307  = 4'hf == \$2306 [4:1];
   assign \$2308  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2309  = 3'h7 == \$2308 [4:2];
+  assign \$2309  = 5'h1e == \$2308 [4:0];
   assign \$2310  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2311  = 4'hf == \$2310 [4:1];
   assign \$2312  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2313  = 5'h1e == \$2312 [4:0];
+  assign \$2313  = 2'h3 == \$2312 [4:3];
   assign \$2314  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2315  = 3'h7 == \$2314 [4:2];
   assign \$2316  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2317  = 2'h3 == \$2316 [4:3];
+  assign \$2317  = 4'hf == \$2316 [4:1];
   assign \$2318  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2319  = 3'h7 == \$2318 [4:2];
-  assign \$2320  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2321  = 4'hf == \$2320 [4:1];
-  assign \$2322  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2323  = 5'h1f == \$2322 [4:0];
-  assign \$2324  = ~ trans;
-  assign \$2325  = \mac_d2$194  & \$2324 ;
-  assign pe_acc_write0 = \$2325  & \last_d2$200 ;
-  assign \$2326  = ~ t_scalar;
-  assign \$2327  = t_direct[0] & \$2326 ;
-  assign \$2328  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$2329  = \$2328  & t_scalar;
-  assign \$2330  = \$2327  | \$2329 ;
-  assign \$2331  = t_scalar ? t_scalar_ctl[25] : t_direct[25];
-  assign \$2332  = ~ trans;
-  assign \$2333  = \mac_d2$194  & \$2332 ;
-  assign \$2334  = \$2333  & \last_d2$200 ;
-  assign \$2335  = \$2334  ? \bank_d2$198  : fold_bank;
-  assign acc_w_bank0 = \$2330  ? \$2331  : \$2335 ;
-  assign \$2336  = ~ t_scalar;
-  assign \$2337  = t_direct[0] & \$2336 ;
-  assign \$2338  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$2339  = \$2338  & t_scalar;
-  assign \$2340  = \$2337  | \$2339 ;
-  assign \$2341  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2342  = ~ trans;
-  assign \$2343  = \mac_d2$194  & \$2342 ;
-  assign \$2344  = \$2343  & \last_d2$200 ;
-  assign \$2345  = \$2344  ? \acc_addr_d2$196  : acc_word;
-  assign \$2346  = \$2340  ? \$2341 [19:5] : { 8'h00, \$2345  };
-  assign \$2347  = ~ t_scalar;
-  assign \$2348  = t_direct[0] & \$2347 ;
-  assign \$2349  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$2350  = \$2349  & t_scalar;
-  assign \$2351  = \$2348  | \$2350 ;
-  assign \$2352  = t_fold_adds == 2'h2;
-  assign \$2353  = \$2352  ? fold2_r_0 : fold1_r_0;
-  assign \$2354  = t_scalar ? \$2353  : t_node_0_0;
-  assign \$2355  = t_fold_adds == 2'h2;
-  assign \$2356  = \$2355  ? fold2_r_0 : fold1_r_0;
-  assign \$2357  = t_scalar ? \$2356  : t_node_0_1;
-  assign \$2358  = t_fold_adds == 2'h2;
-  assign \$2359  = \$2358  ? fold2_r_0 : fold1_r_0;
-  assign \$2360  = t_scalar ? \$2359  : t_node_0_2;
-  assign \$2361  = t_fold_adds == 2'h2;
-  assign \$2362  = \$2361  ? fold2_r_0 : fold1_r_0;
-  assign \$2363  = t_scalar ? \$2362  : t_node_0_3;
-  assign \$2364  = t_fold_adds == 2'h2;
-  assign \$2365  = \$2364  ? fold2_r_0 : fold1_r_0;
-  assign \$2366  = t_scalar ? \$2365  : t_node_0_4;
-  assign \$2367  = t_fold_adds == 2'h2;
-  assign \$2368  = \$2367  ? fold2_r_0 : fold1_r_0;
-  assign \$2369  = t_scalar ? \$2368  : t_node_0_5;
-  assign \$2370  = t_fold_adds == 2'h2;
-  assign \$2371  = \$2370  ? fold2_r_0 : fold1_r_0;
-  assign \$2372  = t_scalar ? \$2371  : t_node_0_6;
-  assign \$2373  = t_fold_adds == 2'h2;
-  assign \$2374  = \$2373  ? fold2_r_0 : fold1_r_0;
-  assign \$2375  = t_scalar ? \$2374  : t_node_0_7;
-  assign \$2376  = t_fold_adds == 2'h2;
-  assign \$2377  = \$2376  ? fold2_r_0 : fold1_r_0;
-  assign \$2378  = t_scalar ? \$2377  : t_node_0_8;
-  assign \$2379  = t_fold_adds == 2'h2;
-  assign \$2380  = \$2379  ? fold2_r_0 : fold1_r_0;
-  assign \$2381  = t_scalar ? \$2380  : t_node_0_9;
-  assign \$2382  = t_fold_adds == 2'h2;
-  assign \$2383  = \$2382  ? fold2_r_0 : fold1_r_0;
-  assign \$2384  = t_scalar ? \$2383  : t_node_0_10;
-  assign \$2385  = t_fold_adds == 2'h2;
-  assign \$2386  = \$2385  ? fold2_r_0 : fold1_r_0;
-  assign \$2387  = t_scalar ? \$2386  : t_node_0_11;
-  assign \$2388  = t_fold_adds == 2'h2;
-  assign \$2389  = \$2388  ? fold2_r_0 : fold1_r_0;
-  assign \$2390  = t_scalar ? \$2389  : t_node_0_12;
-  assign \$2391  = t_fold_adds == 2'h2;
-  assign \$2392  = \$2391  ? fold2_r_0 : fold1_r_0;
-  assign \$2393  = t_scalar ? \$2392  : t_node_0_13;
-  assign \$2394  = t_fold_adds == 2'h2;
-  assign \$2395  = \$2394  ? fold2_r_0 : fold1_r_0;
-  assign \$2396  = t_scalar ? \$2395  : t_node_0_14;
-  assign \$2397  = t_fold_adds == 2'h2;
-  assign \$2398  = \$2397  ? fold2_r_0 : fold1_r_0;
-  assign \$2399  = t_scalar ? \$2398  : t_node_0_15;
-  assign \$2400  = t_fold_adds == 2'h2;
-  assign \$2401  = \$2400  ? fold2_r_0 : fold1_r_0;
-  assign \$2402  = t_scalar ? \$2401  : t_node_0_16;
-  assign \$2403  = t_fold_adds == 2'h2;
-  assign \$2404  = \$2403  ? fold2_r_0 : fold1_r_0;
-  assign \$2405  = t_scalar ? \$2404  : t_node_0_17;
-  assign \$2406  = t_fold_adds == 2'h2;
-  assign \$2407  = \$2406  ? fold2_r_0 : fold1_r_0;
-  assign \$2408  = t_scalar ? \$2407  : t_node_0_18;
-  assign \$2409  = t_fold_adds == 2'h2;
-  assign \$2410  = \$2409  ? fold2_r_0 : fold1_r_0;
-  assign \$2411  = t_scalar ? \$2410  : t_node_0_19;
-  assign \$2412  = t_fold_adds == 2'h2;
-  assign \$2413  = \$2412  ? fold2_r_0 : fold1_r_0;
-  assign \$2414  = t_scalar ? \$2413  : t_node_0_20;
-  assign \$2415  = t_fold_adds == 2'h2;
-  assign \$2416  = \$2415  ? fold2_r_0 : fold1_r_0;
-  assign \$2417  = t_scalar ? \$2416  : t_node_0_21;
-  assign \$2418  = t_fold_adds == 2'h2;
-  assign \$2419  = \$2418  ? fold2_r_0 : fold1_r_0;
-  assign \$2420  = t_scalar ? \$2419  : t_node_0_22;
-  assign \$2421  = t_fold_adds == 2'h2;
-  assign \$2422  = \$2421  ? fold2_r_0 : fold1_r_0;
-  assign \$2423  = t_scalar ? \$2422  : t_node_0_23;
-  assign \$2424  = t_fold_adds == 2'h2;
-  assign \$2425  = \$2424  ? fold2_r_0 : fold1_r_0;
-  assign \$2426  = t_scalar ? \$2425  : t_node_0_24;
-  assign \$2427  = t_fold_adds == 2'h2;
-  assign \$2428  = \$2427  ? fold2_r_0 : fold1_r_0;
-  assign \$2429  = t_scalar ? \$2428  : t_node_0_25;
-  assign \$2430  = t_fold_adds == 2'h2;
-  assign \$2431  = \$2430  ? fold2_r_0 : fold1_r_0;
-  assign \$2432  = t_scalar ? \$2431  : t_node_0_26;
-  assign \$2433  = t_fold_adds == 2'h2;
-  assign \$2434  = \$2433  ? fold2_r_0 : fold1_r_0;
-  assign \$2435  = t_scalar ? \$2434  : t_node_0_27;
-  assign \$2436  = t_fold_adds == 2'h2;
-  assign \$2437  = \$2436  ? fold2_r_0 : fold1_r_0;
-  assign \$2438  = t_scalar ? \$2437  : t_node_0_28;
-  assign \$2439  = t_fold_adds == 2'h2;
-  assign \$2440  = \$2439  ? fold2_r_0 : fold1_r_0;
-  assign \$2441  = t_scalar ? \$2440  : t_node_0_29;
-  assign \$2442  = t_fold_adds == 2'h2;
-  assign \$2443  = \$2442  ? fold2_r_0 : fold1_r_0;
-  assign \$2444  = t_scalar ? \$2443  : t_node_0_30;
-  assign \$2445  = t_fold_adds == 2'h2;
-  assign \$2446  = \$2445  ? fold2_r_0 : fold1_r_0;
-  assign \$2447  = t_scalar ? \$2446  : t_node_0_31;
-  assign \$2448  = ~ trans;
-  assign \$2449  = \mac_d2$194  & \$2448 ;
-  assign \$2450  = \$2449  & \last_d2$200 ;
-  assign \$2451  = \$2450  ? { sum_0_31, sum_0_30, sum_0_29, sum_0_28, sum_0_27, sum_0_26, sum_0_25, sum_0_24, sum_0_23, sum_0_22, sum_0_21, sum_0_20, sum_0_19, sum_0_18, sum_0_17, sum_0_16, sum_0_15, sum_0_14, sum_0_13, sum_0_12, sum_0_11, sum_0_10, sum_0_9, sum_0_8, sum_0_7, sum_0_6, sum_0_5, sum_0_4, sum_0_3, sum_0_2, sum_0_1, sum_0_0 } : acc_data;
-  assign acc_w_data0 = \$2351  ? { \$2447 , \$2444 , \$2441 , \$2438 , \$2435 , \$2432 , \$2429 , \$2426 , \$2423 , \$2420 , \$2417 , \$2414 , \$2411 , \$2408 , \$2405 , \$2402 , \$2399 , \$2396 , \$2393 , \$2390 , \$2387 , \$2384 , \$2381 , \$2378 , \$2375 , \$2372 , \$2369 , \$2366 , \$2363 , \$2360 , \$2357 , \$2354  } : \$2451 ;
-  assign \$2452  = ~ t_scalar;
-  assign \$2453  = t_direct[0] & \$2452 ;
-  assign \$2454  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$2455  = \$2454  & t_scalar;
-  assign \$2456  = \$2453  | \$2455 ;
-  assign \$2457  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2458  = ! \$2457 [4:0];
-  assign \$2459  = t_scalar ? \$2458  : t_en_0_0;
-  assign \$2460  = ~ t_scalar;
-  assign \$2461  = t_direct[0] & \$2460 ;
-  assign \$2462  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$2463  = \$2462  & t_scalar;
-  assign \$2464  = \$2461  | \$2463 ;
-  assign \$2465  = \$2459  & \$2464 ;
-  assign \$2466  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2467  = \$2466 [4:0] == 1'h1;
-  assign \$2468  = t_scalar ? \$2467  : t_en_0_1;
-  assign \$2469  = ~ t_scalar;
-  assign \$2470  = t_direct[0] & \$2469 ;
-  assign \$2471  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$2472  = \$2471  & t_scalar;
-  assign \$2473  = \$2470  | \$2472 ;
-  assign \$2474  = \$2468  & \$2473 ;
-  assign \$2475  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2476  = \$2475 [4:0] == 2'h2;
-  assign \$2477  = t_scalar ? \$2476  : t_en_0_2;
-  assign \$2478  = ~ t_scalar;
-  assign \$2479  = t_direct[0] & \$2478 ;
-  assign \$2480  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$2481  = \$2480  & t_scalar;
-  assign \$2482  = \$2479  | \$2481 ;
-  assign \$2483  = \$2477  & \$2482 ;
-  assign \$2484  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2485  = \$2484 [4:0] == 2'h3;
-  assign \$2486  = t_scalar ? \$2485  : t_en_0_3;
-  assign \$2487  = ~ t_scalar;
-  assign \$2488  = t_direct[0] & \$2487 ;
-  assign \$2489  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$2490  = \$2489  & t_scalar;
-  assign \$2491  = \$2488  | \$2490 ;
-  assign \$2492  = \$2486  & \$2491 ;
-  assign \$2493  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2494  = \$2493 [4:0] == 3'h4;
-  assign \$2495  = t_scalar ? \$2494  : t_en_0_4;
-  assign \$2496  = ~ t_scalar;
-  assign \$2497  = t_direct[0] & \$2496 ;
-  assign \$2498  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$2499  = \$2498  & t_scalar;
-  assign \$2500  = \$2497  | \$2499 ;
-  assign \$2501  = \$2495  & \$2500 ;
-  assign \$2502  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2503  = \$2502 [4:0] == 3'h5;
-  assign \$2504  = t_scalar ? \$2503  : t_en_0_5;
-  assign \$2505  = ~ t_scalar;
-  assign \$2506  = t_direct[0] & \$2505 ;
-  assign \$2507  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$2508  = \$2507  & t_scalar;
-  assign \$2509  = \$2506  | \$2508 ;
-  assign \$2510  = \$2504  & \$2509 ;
-  assign \$2511  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2512  = \$2511 [4:0] == 3'h6;
-  assign \$2513  = t_scalar ? \$2512  : t_en_0_6;
-  assign \$2514  = ~ t_scalar;
-  assign \$2515  = t_direct[0] & \$2514 ;
-  assign \$2516  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$2517  = \$2516  & t_scalar;
-  assign \$2518  = \$2515  | \$2517 ;
-  assign \$2519  = \$2513  & \$2518 ;
-  assign \$2520  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2521  = \$2520 [4:0] == 3'h7;
-  assign \$2522  = t_scalar ? \$2521  : t_en_0_7;
-  assign \$2523  = ~ t_scalar;
-  assign \$2524  = t_direct[0] & \$2523 ;
-  assign \$2525  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$2526  = \$2525  & t_scalar;
-  assign \$2527  = \$2524  | \$2526 ;
-  assign \$2528  = \$2522  & \$2527 ;
-  assign \$2529  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2530  = \$2529 [4:0] == 4'h8;
-  assign \$2531  = t_scalar ? \$2530  : t_en_0_8;
-  assign \$2532  = ~ t_scalar;
-  assign \$2533  = t_direct[0] & \$2532 ;
-  assign \$2534  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$2535  = \$2534  & t_scalar;
-  assign \$2536  = \$2533  | \$2535 ;
-  assign \$2537  = \$2531  & \$2536 ;
-  assign \$2538  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2539  = \$2538 [4:0] == 4'h9;
-  assign \$2540  = t_scalar ? \$2539  : t_en_0_9;
-  assign \$2541  = ~ t_scalar;
-  assign \$2542  = t_direct[0] & \$2541 ;
-  assign \$2543  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$2544  = \$2543  & t_scalar;
-  assign \$2545  = \$2542  | \$2544 ;
-  assign \$2546  = \$2540  & \$2545 ;
-  assign \$2547  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2548  = \$2547 [4:0] == 4'ha;
-  assign \$2549  = t_scalar ? \$2548  : t_en_0_10;
-  assign \$2550  = ~ t_scalar;
-  assign \$2551  = t_direct[0] & \$2550 ;
-  assign \$2552  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$2553  = \$2552  & t_scalar;
-  assign \$2554  = \$2551  | \$2553 ;
-  assign \$2555  = \$2549  & \$2554 ;
-  assign \$2556  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2557  = \$2556 [4:0] == 4'hb;
-  assign \$2558  = t_scalar ? \$2557  : t_en_0_11;
-  assign \$2559  = ~ t_scalar;
-  assign \$2560  = t_direct[0] & \$2559 ;
-  assign \$2561  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$2562  = \$2561  & t_scalar;
-  assign \$2563  = \$2560  | \$2562 ;
-  assign \$2564  = \$2558  & \$2563 ;
-  assign \$2565  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2566  = \$2565 [4:0] == 4'hc;
-  assign \$2567  = t_scalar ? \$2566  : t_en_0_12;
-  assign \$2568  = ~ t_scalar;
-  assign \$2569  = t_direct[0] & \$2568 ;
-  assign \$2570  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$2571  = \$2570  & t_scalar;
-  assign \$2572  = \$2569  | \$2571 ;
-  assign \$2573  = \$2567  & \$2572 ;
-  assign \$2574  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2575  = \$2574 [4:0] == 4'hd;
-  assign \$2576  = t_scalar ? \$2575  : t_en_0_13;
-  assign \$2577  = ~ t_scalar;
-  assign \$2578  = t_direct[0] & \$2577 ;
-  assign \$2579  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$2580  = \$2579  & t_scalar;
-  assign \$2581  = \$2578  | \$2580 ;
-  assign \$2582  = \$2576  & \$2581 ;
-  assign \$2583  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2584  = \$2583 [4:0] == 4'he;
-  assign \$2585  = t_scalar ? \$2584  : t_en_0_14;
-  assign \$2586  = ~ t_scalar;
-  assign \$2587  = t_direct[0] & \$2586 ;
-  assign \$2588  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$2589  = \$2588  & t_scalar;
-  assign \$2590  = \$2587  | \$2589 ;
-  assign \$2591  = \$2585  & \$2590 ;
-  assign \$2592  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2593  = \$2592 [4:0] == 4'hf;
-  assign \$2594  = t_scalar ? \$2593  : t_en_0_15;
-  assign \$2595  = ~ t_scalar;
-  assign \$2596  = t_direct[0] & \$2595 ;
-  assign \$2597  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$2598  = \$2597  & t_scalar;
-  assign \$2599  = \$2596  | \$2598 ;
-  assign \$2600  = \$2594  & \$2599 ;
-  assign \$2601  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2602  = \$2601 [4:0] == 5'h10;
-  assign \$2603  = t_scalar ? \$2602  : t_en_0_16;
-  assign \$2604  = ~ t_scalar;
-  assign \$2605  = t_direct[0] & \$2604 ;
-  assign \$2606  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$2607  = \$2606  & t_scalar;
-  assign \$2608  = \$2605  | \$2607 ;
-  assign \$2609  = \$2603  & \$2608 ;
-  assign \$2610  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2611  = \$2610 [4:0] == 5'h11;
-  assign \$2612  = t_scalar ? \$2611  : t_en_0_17;
-  assign \$2613  = ~ t_scalar;
-  assign \$2614  = t_direct[0] & \$2613 ;
-  assign \$2615  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$2616  = \$2615  & t_scalar;
-  assign \$2617  = \$2614  | \$2616 ;
-  assign \$2618  = \$2612  & \$2617 ;
-  assign \$2619  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2620  = \$2619 [4:0] == 5'h12;
-  assign \$2621  = t_scalar ? \$2620  : t_en_0_18;
-  assign \$2622  = ~ t_scalar;
-  assign \$2623  = t_direct[0] & \$2622 ;
-  assign \$2624  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$2625  = \$2624  & t_scalar;
-  assign \$2626  = \$2623  | \$2625 ;
-  assign \$2627  = \$2621  & \$2626 ;
-  assign \$2628  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2629  = \$2628 [4:0] == 5'h13;
-  assign \$2630  = t_scalar ? \$2629  : t_en_0_19;
-  assign \$2631  = ~ t_scalar;
-  assign \$2632  = t_direct[0] & \$2631 ;
-  assign \$2633  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$2634  = \$2633  & t_scalar;
-  assign \$2635  = \$2632  | \$2634 ;
-  assign \$2636  = \$2630  & \$2635 ;
-  assign \$2637  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2638  = \$2637 [4:0] == 5'h14;
-  assign \$2639  = t_scalar ? \$2638  : t_en_0_20;
-  assign \$2640  = ~ t_scalar;
-  assign \$2641  = t_direct[0] & \$2640 ;
-  assign \$2642  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$2643  = \$2642  & t_scalar;
-  assign \$2644  = \$2641  | \$2643 ;
-  assign \$2645  = \$2639  & \$2644 ;
-  assign \$2646  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2647  = \$2646 [4:0] == 5'h15;
-  assign \$2648  = t_scalar ? \$2647  : t_en_0_21;
-  assign \$2649  = ~ t_scalar;
-  assign \$2650  = t_direct[0] & \$2649 ;
-  assign \$2651  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$2652  = \$2651  & t_scalar;
-  assign \$2653  = \$2650  | \$2652 ;
-  assign \$2654  = \$2648  & \$2653 ;
-  assign \$2655  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2656  = \$2655 [4:0] == 5'h16;
-  assign \$2657  = t_scalar ? \$2656  : t_en_0_22;
-  assign \$2658  = ~ t_scalar;
-  assign \$2659  = t_direct[0] & \$2658 ;
-  assign \$2660  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$2661  = \$2660  & t_scalar;
-  assign \$2662  = \$2659  | \$2661 ;
-  assign \$2663  = \$2657  & \$2662 ;
-  assign \$2664  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2665  = \$2664 [4:0] == 5'h17;
-  assign \$2666  = t_scalar ? \$2665  : t_en_0_23;
-  assign \$2667  = ~ t_scalar;
-  assign \$2668  = t_direct[0] & \$2667 ;
-  assign \$2669  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$2670  = \$2669  & t_scalar;
-  assign \$2671  = \$2668  | \$2670 ;
-  assign \$2672  = \$2666  & \$2671 ;
-  assign \$2673  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2674  = \$2673 [4:0] == 5'h18;
-  assign \$2675  = t_scalar ? \$2674  : t_en_0_24;
-  assign \$2676  = ~ t_scalar;
-  assign \$2677  = t_direct[0] & \$2676 ;
-  assign \$2678  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$2679  = \$2678  & t_scalar;
-  assign \$2680  = \$2677  | \$2679 ;
-  assign \$2681  = \$2675  & \$2680 ;
-  assign \$2682  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2683  = \$2682 [4:0] == 5'h19;
-  assign \$2684  = t_scalar ? \$2683  : t_en_0_25;
-  assign \$2685  = ~ t_scalar;
-  assign \$2686  = t_direct[0] & \$2685 ;
-  assign \$2687  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$2688  = \$2687  & t_scalar;
-  assign \$2689  = \$2686  | \$2688 ;
-  assign \$2690  = \$2684  & \$2689 ;
-  assign \$2691  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2692  = \$2691 [4:0] == 5'h1a;
-  assign \$2693  = t_scalar ? \$2692  : t_en_0_26;
-  assign \$2694  = ~ t_scalar;
-  assign \$2695  = t_direct[0] & \$2694 ;
-  assign \$2696  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$2697  = \$2696  & t_scalar;
-  assign \$2698  = \$2695  | \$2697 ;
-  assign \$2699  = \$2693  & \$2698 ;
-  assign \$2700  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2701  = \$2700 [4:0] == 5'h1b;
-  assign \$2702  = t_scalar ? \$2701  : t_en_0_27;
-  assign \$2703  = ~ t_scalar;
-  assign \$2704  = t_direct[0] & \$2703 ;
-  assign \$2705  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$2706  = \$2705  & t_scalar;
-  assign \$2707  = \$2704  | \$2706 ;
-  assign \$2708  = \$2702  & \$2707 ;
-  assign \$2709  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2710  = \$2709 [4:0] == 5'h1c;
-  assign \$2711  = t_scalar ? \$2710  : t_en_0_28;
-  assign \$2712  = ~ t_scalar;
-  assign \$2713  = t_direct[0] & \$2712 ;
-  assign \$2714  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$2715  = \$2714  & t_scalar;
-  assign \$2716  = \$2713  | \$2715 ;
-  assign \$2717  = \$2711  & \$2716 ;
-  assign \$2718  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2719  = \$2718 [4:0] == 5'h1d;
-  assign \$2720  = t_scalar ? \$2719  : t_en_0_29;
-  assign \$2721  = ~ t_scalar;
-  assign \$2722  = t_direct[0] & \$2721 ;
-  assign \$2723  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$2724  = \$2723  & t_scalar;
-  assign \$2725  = \$2722  | \$2724 ;
-  assign \$2726  = \$2720  & \$2725 ;
-  assign \$2727  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2728  = \$2727 [4:0] == 5'h1e;
-  assign \$2729  = t_scalar ? \$2728  : t_en_0_30;
-  assign \$2730  = ~ t_scalar;
-  assign \$2731  = t_direct[0] & \$2730 ;
-  assign \$2732  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$2733  = \$2732  & t_scalar;
-  assign \$2734  = \$2731  | \$2733 ;
-  assign \$2735  = \$2729  & \$2734 ;
-  assign \$2736  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$2737  = \$2736 [4:0] == 5'h1f;
-  assign \$2738  = t_scalar ? \$2737  : t_en_0_31;
-  assign \$2739  = ~ t_scalar;
-  assign \$2740  = t_direct[0] & \$2739 ;
-  assign \$2741  = t_scalar_ctl[0] & t_scalar_ctl[24];
-  assign \$2742  = \$2741  & t_scalar;
-  assign \$2743  = \$2740  | \$2742 ;
-  assign \$2744  = \$2738  & \$2743 ;
-  assign \$2745  = ~ trans;
-  assign \$2746  = \mac_d2$194  & \$2745 ;
-  assign \$2747  = \$2746  & \last_d2$200 ;
-  assign \$2748  = ! acc_row;
-  assign \$2749  = acc_we & \$2748 ;
-  assign \$2750  = \$2747  | \$2749 ;
-  assign \$2751  = \$2750  ? 32'd4294967295 : 32'd0;
-  assign acc_w_en0 = \$2456  ? { \$2744 , \$2735 , \$2726 , \$2717 , \$2708 , \$2699 , \$2690 , \$2681 , \$2672 , \$2663 , \$2654 , \$2645 , \$2636 , \$2627 , \$2618 , \$2609 , \$2600 , \$2591 , \$2582 , \$2573 , \$2564 , \$2555 , \$2546 , \$2537 , \$2528 , \$2519 , \$2510 , \$2501 , \$2492 , \$2483 , \$2474 , \$2465  } : \$2751 ;
-  assign \$2752  = ! acc_w_bank0;
-  assign \$signature__en$1052  = acc_w_bank0 ? 32'd0 : acc_w_en0;
-  assign \$signature__en$1055  = \$2753  ? acc_w_en0 : 32'd0;
-  assign \$2754  = in_row == 1'h1;
-  assign \$2755  = ! in_row;
-  assign \$2756  = \$2755  & split;
-  assign \$2757  = \$2754  | \$2756 ;
-  assign \$signature__en$1058  = in_we & \$2757 ;
+  assign \$2319  = 5'h1f == \$2318 [4:0];
+  assign \$2320  = ~ trans;
+  assign \$2321  = \mac_d2$194  & \$2320 ;
+  assign pe_acc_write0 = \$2321  & \last_d2$200 ;
+  assign \$2322  = ~ t_scalar;
+  assign \$2323  = t_direct[0] & \$2322 ;
+  assign \$2324  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$2325  = \$2324  & t_scalar;
+  assign \$2326  = \$2323  | \$2325 ;
+  assign \$2327  = t_scalar ? t_scalar_ctl[25] : t_direct[25];
+  assign \$2328  = ~ trans;
+  assign \$2329  = \mac_d2$194  & \$2328 ;
+  assign \$2330  = \$2329  & \last_d2$200 ;
+  assign \$2331  = \$2330  ? \bank_d2$198  : fold_bank;
+  assign acc_w_bank0 = \$2326  ? \$2327  : \$2331 ;
+  assign \$2332  = ~ t_scalar;
+  assign \$2333  = t_direct[0] & \$2332 ;
+  assign \$2334  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$2335  = \$2334  & t_scalar;
+  assign \$2336  = \$2333  | \$2335 ;
+  assign \$2337  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2338  = ~ trans;
+  assign \$2339  = \mac_d2$194  & \$2338 ;
+  assign \$2340  = \$2339  & \last_d2$200 ;
+  assign \$2341  = \$2340  ? \acc_addr_d2$196  : acc_word;
+  assign \$2342  = \$2336  ? \$2337 [19:5] : { 8'h00, \$2341  };
+  assign \$2343  = ~ t_scalar;
+  assign \$2344  = t_direct[0] & \$2343 ;
+  assign \$2345  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$2346  = \$2345  & t_scalar;
+  assign \$2347  = \$2344  | \$2346 ;
+  assign \$2348  = t_fold_adds == 2'h2;
+  assign \$2349  = \$2348  ? fold2_r_0 : fold1_r_0;
+  assign \$2350  = t_scalar ? \$2349  : t_node_0_0;
+  assign \$2351  = t_fold_adds == 2'h2;
+  assign \$2352  = \$2351  ? fold2_r_0 : fold1_r_0;
+  assign \$2353  = t_scalar ? \$2352  : t_node_0_1;
+  assign \$2354  = t_fold_adds == 2'h2;
+  assign \$2355  = \$2354  ? fold2_r_0 : fold1_r_0;
+  assign \$2356  = t_scalar ? \$2355  : t_node_0_2;
+  assign \$2357  = t_fold_adds == 2'h2;
+  assign \$2358  = \$2357  ? fold2_r_0 : fold1_r_0;
+  assign \$2359  = t_scalar ? \$2358  : t_node_0_3;
+  assign \$2360  = t_fold_adds == 2'h2;
+  assign \$2361  = \$2360  ? fold2_r_0 : fold1_r_0;
+  assign \$2362  = t_scalar ? \$2361  : t_node_0_4;
+  assign \$2363  = t_fold_adds == 2'h2;
+  assign \$2364  = \$2363  ? fold2_r_0 : fold1_r_0;
+  assign \$2365  = t_scalar ? \$2364  : t_node_0_5;
+  assign \$2366  = t_fold_adds == 2'h2;
+  assign \$2367  = \$2366  ? fold2_r_0 : fold1_r_0;
+  assign \$2368  = t_scalar ? \$2367  : t_node_0_6;
+  assign \$2369  = t_fold_adds == 2'h2;
+  assign \$2370  = \$2369  ? fold2_r_0 : fold1_r_0;
+  assign \$2371  = t_scalar ? \$2370  : t_node_0_7;
+  assign \$2372  = t_fold_adds == 2'h2;
+  assign \$2373  = \$2372  ? fold2_r_0 : fold1_r_0;
+  assign \$2374  = t_scalar ? \$2373  : t_node_0_8;
+  assign \$2375  = t_fold_adds == 2'h2;
+  assign \$2376  = \$2375  ? fold2_r_0 : fold1_r_0;
+  assign \$2377  = t_scalar ? \$2376  : t_node_0_9;
+  assign \$2378  = t_fold_adds == 2'h2;
+  assign \$2379  = \$2378  ? fold2_r_0 : fold1_r_0;
+  assign \$2380  = t_scalar ? \$2379  : t_node_0_10;
+  assign \$2381  = t_fold_adds == 2'h2;
+  assign \$2382  = \$2381  ? fold2_r_0 : fold1_r_0;
+  assign \$2383  = t_scalar ? \$2382  : t_node_0_11;
+  assign \$2384  = t_fold_adds == 2'h2;
+  assign \$2385  = \$2384  ? fold2_r_0 : fold1_r_0;
+  assign \$2386  = t_scalar ? \$2385  : t_node_0_12;
+  assign \$2387  = t_fold_adds == 2'h2;
+  assign \$2388  = \$2387  ? fold2_r_0 : fold1_r_0;
+  assign \$2389  = t_scalar ? \$2388  : t_node_0_13;
+  assign \$2390  = t_fold_adds == 2'h2;
+  assign \$2391  = \$2390  ? fold2_r_0 : fold1_r_0;
+  assign \$2392  = t_scalar ? \$2391  : t_node_0_14;
+  assign \$2393  = t_fold_adds == 2'h2;
+  assign \$2394  = \$2393  ? fold2_r_0 : fold1_r_0;
+  assign \$2395  = t_scalar ? \$2394  : t_node_0_15;
+  assign \$2396  = t_fold_adds == 2'h2;
+  assign \$2397  = \$2396  ? fold2_r_0 : fold1_r_0;
+  assign \$2398  = t_scalar ? \$2397  : t_node_0_16;
+  assign \$2399  = t_fold_adds == 2'h2;
+  assign \$2400  = \$2399  ? fold2_r_0 : fold1_r_0;
+  assign \$2401  = t_scalar ? \$2400  : t_node_0_17;
+  assign \$2402  = t_fold_adds == 2'h2;
+  assign \$2403  = \$2402  ? fold2_r_0 : fold1_r_0;
+  assign \$2404  = t_scalar ? \$2403  : t_node_0_18;
+  assign \$2405  = t_fold_adds == 2'h2;
+  assign \$2406  = \$2405  ? fold2_r_0 : fold1_r_0;
+  assign \$2407  = t_scalar ? \$2406  : t_node_0_19;
+  assign \$2408  = t_fold_adds == 2'h2;
+  assign \$2409  = \$2408  ? fold2_r_0 : fold1_r_0;
+  assign \$2410  = t_scalar ? \$2409  : t_node_0_20;
+  assign \$2411  = t_fold_adds == 2'h2;
+  assign \$2412  = \$2411  ? fold2_r_0 : fold1_r_0;
+  assign \$2413  = t_scalar ? \$2412  : t_node_0_21;
+  assign \$2414  = t_fold_adds == 2'h2;
+  assign \$2415  = \$2414  ? fold2_r_0 : fold1_r_0;
+  assign \$2416  = t_scalar ? \$2415  : t_node_0_22;
+  assign \$2417  = t_fold_adds == 2'h2;
+  assign \$2418  = \$2417  ? fold2_r_0 : fold1_r_0;
+  assign \$2419  = t_scalar ? \$2418  : t_node_0_23;
+  assign \$2420  = t_fold_adds == 2'h2;
+  assign \$2421  = \$2420  ? fold2_r_0 : fold1_r_0;
+  assign \$2422  = t_scalar ? \$2421  : t_node_0_24;
+  assign \$2423  = t_fold_adds == 2'h2;
+  assign \$2424  = \$2423  ? fold2_r_0 : fold1_r_0;
+  assign \$2425  = t_scalar ? \$2424  : t_node_0_25;
+  assign \$2426  = t_fold_adds == 2'h2;
+  assign \$2427  = \$2426  ? fold2_r_0 : fold1_r_0;
+  assign \$2428  = t_scalar ? \$2427  : t_node_0_26;
+  assign \$2429  = t_fold_adds == 2'h2;
+  assign \$2430  = \$2429  ? fold2_r_0 : fold1_r_0;
+  assign \$2431  = t_scalar ? \$2430  : t_node_0_27;
+  assign \$2432  = t_fold_adds == 2'h2;
+  assign \$2433  = \$2432  ? fold2_r_0 : fold1_r_0;
+  assign \$2434  = t_scalar ? \$2433  : t_node_0_28;
+  assign \$2435  = t_fold_adds == 2'h2;
+  assign \$2436  = \$2435  ? fold2_r_0 : fold1_r_0;
+  assign \$2437  = t_scalar ? \$2436  : t_node_0_29;
+  assign \$2438  = t_fold_adds == 2'h2;
+  assign \$2439  = \$2438  ? fold2_r_0 : fold1_r_0;
+  assign \$2440  = t_scalar ? \$2439  : t_node_0_30;
+  assign \$2441  = t_fold_adds == 2'h2;
+  assign \$2442  = \$2441  ? fold2_r_0 : fold1_r_0;
+  assign \$2443  = t_scalar ? \$2442  : t_node_0_31;
+  assign \$2444  = ~ trans;
+  assign \$2445  = \mac_d2$194  & \$2444 ;
+  assign \$2446  = \$2445  & \last_d2$200 ;
+  assign \$2447  = \$2446  ? { sum_0_31, sum_0_30, sum_0_29, sum_0_28, sum_0_27, sum_0_26, sum_0_25, sum_0_24, sum_0_23, sum_0_22, sum_0_21, sum_0_20, sum_0_19, sum_0_18, sum_0_17, sum_0_16, sum_0_15, sum_0_14, sum_0_13, sum_0_12, sum_0_11, sum_0_10, sum_0_9, sum_0_8, sum_0_7, sum_0_6, sum_0_5, sum_0_4, sum_0_3, sum_0_2, sum_0_1, sum_0_0 } : acc_data;
+  assign acc_w_data0 = \$2347  ? { \$2443 , \$2440 , \$2437 , \$2434 , \$2431 , \$2428 , \$2425 , \$2422 , \$2419 , \$2416 , \$2413 , \$2410 , \$2407 , \$2404 , \$2401 , \$2398 , \$2395 , \$2392 , \$2389 , \$2386 , \$2383 , \$2380 , \$2377 , \$2374 , \$2371 , \$2368 , \$2365 , \$2362 , \$2359 , \$2356 , \$2353 , \$2350  } : \$2447 ;
+  assign \$2448  = ~ t_scalar;
+  assign \$2449  = t_direct[0] & \$2448 ;
+  assign \$2450  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$2451  = \$2450  & t_scalar;
+  assign \$2452  = \$2449  | \$2451 ;
+  assign \$2453  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2454  = ! \$2453 [4:0];
+  assign \$2455  = t_scalar ? \$2454  : t_en_0_0;
+  assign \$2456  = ~ t_scalar;
+  assign \$2457  = t_direct[0] & \$2456 ;
+  assign \$2458  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$2459  = \$2458  & t_scalar;
+  assign \$2460  = \$2457  | \$2459 ;
+  assign \$2461  = \$2455  & \$2460 ;
+  assign \$2462  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2463  = \$2462 [4:0] == 1'h1;
+  assign \$2464  = t_scalar ? \$2463  : t_en_0_1;
+  assign \$2465  = ~ t_scalar;
+  assign \$2466  = t_direct[0] & \$2465 ;
+  assign \$2467  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$2468  = \$2467  & t_scalar;
+  assign \$2469  = \$2466  | \$2468 ;
+  assign \$2470  = \$2464  & \$2469 ;
+  assign \$2471  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2472  = \$2471 [4:0] == 2'h2;
+  assign \$2473  = t_scalar ? \$2472  : t_en_0_2;
+  assign \$2474  = ~ t_scalar;
+  assign \$2475  = t_direct[0] & \$2474 ;
+  assign \$2476  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$2477  = \$2476  & t_scalar;
+  assign \$2478  = \$2475  | \$2477 ;
+  assign \$2479  = \$2473  & \$2478 ;
+  assign \$2480  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2481  = \$2480 [4:0] == 2'h3;
+  assign \$2482  = t_scalar ? \$2481  : t_en_0_3;
+  assign \$2483  = ~ t_scalar;
+  assign \$2484  = t_direct[0] & \$2483 ;
+  assign \$2485  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$2486  = \$2485  & t_scalar;
+  assign \$2487  = \$2484  | \$2486 ;
+  assign \$2488  = \$2482  & \$2487 ;
+  assign \$2489  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2490  = \$2489 [4:0] == 3'h4;
+  assign \$2491  = t_scalar ? \$2490  : t_en_0_4;
+  assign \$2492  = ~ t_scalar;
+  assign \$2493  = t_direct[0] & \$2492 ;
+  assign \$2494  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$2495  = \$2494  & t_scalar;
+  assign \$2496  = \$2493  | \$2495 ;
+  assign \$2497  = \$2491  & \$2496 ;
+  assign \$2498  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2499  = \$2498 [4:0] == 3'h5;
+  assign \$2500  = t_scalar ? \$2499  : t_en_0_5;
+  assign \$2501  = ~ t_scalar;
+  assign \$2502  = t_direct[0] & \$2501 ;
+  assign \$2503  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$2504  = \$2503  & t_scalar;
+  assign \$2505  = \$2502  | \$2504 ;
+  assign \$2506  = \$2500  & \$2505 ;
+  assign \$2507  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2508  = \$2507 [4:0] == 3'h6;
+  assign \$2509  = t_scalar ? \$2508  : t_en_0_6;
+  assign \$2510  = ~ t_scalar;
+  assign \$2511  = t_direct[0] & \$2510 ;
+  assign \$2512  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$2513  = \$2512  & t_scalar;
+  assign \$2514  = \$2511  | \$2513 ;
+  assign \$2515  = \$2509  & \$2514 ;
+  assign \$2516  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2517  = \$2516 [4:0] == 3'h7;
+  assign \$2518  = t_scalar ? \$2517  : t_en_0_7;
+  assign \$2519  = ~ t_scalar;
+  assign \$2520  = t_direct[0] & \$2519 ;
+  assign \$2521  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$2522  = \$2521  & t_scalar;
+  assign \$2523  = \$2520  | \$2522 ;
+  assign \$2524  = \$2518  & \$2523 ;
+  assign \$2525  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2526  = \$2525 [4:0] == 4'h8;
+  assign \$2527  = t_scalar ? \$2526  : t_en_0_8;
+  assign \$2528  = ~ t_scalar;
+  assign \$2529  = t_direct[0] & \$2528 ;
+  assign \$2530  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$2531  = \$2530  & t_scalar;
+  assign \$2532  = \$2529  | \$2531 ;
+  assign \$2533  = \$2527  & \$2532 ;
+  assign \$2534  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2535  = \$2534 [4:0] == 4'h9;
+  assign \$2536  = t_scalar ? \$2535  : t_en_0_9;
+  assign \$2537  = ~ t_scalar;
+  assign \$2538  = t_direct[0] & \$2537 ;
+  assign \$2539  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$2540  = \$2539  & t_scalar;
+  assign \$2541  = \$2538  | \$2540 ;
+  assign \$2542  = \$2536  & \$2541 ;
+  assign \$2543  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2544  = \$2543 [4:0] == 4'ha;
+  assign \$2545  = t_scalar ? \$2544  : t_en_0_10;
+  assign \$2546  = ~ t_scalar;
+  assign \$2547  = t_direct[0] & \$2546 ;
+  assign \$2548  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$2549  = \$2548  & t_scalar;
+  assign \$2550  = \$2547  | \$2549 ;
+  assign \$2551  = \$2545  & \$2550 ;
+  assign \$2552  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2553  = \$2552 [4:0] == 4'hb;
+  assign \$2554  = t_scalar ? \$2553  : t_en_0_11;
+  assign \$2555  = ~ t_scalar;
+  assign \$2556  = t_direct[0] & \$2555 ;
+  assign \$2557  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$2558  = \$2557  & t_scalar;
+  assign \$2559  = \$2556  | \$2558 ;
+  assign \$2560  = \$2554  & \$2559 ;
+  assign \$2561  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2562  = \$2561 [4:0] == 4'hc;
+  assign \$2563  = t_scalar ? \$2562  : t_en_0_12;
+  assign \$2564  = ~ t_scalar;
+  assign \$2565  = t_direct[0] & \$2564 ;
+  assign \$2566  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$2567  = \$2566  & t_scalar;
+  assign \$2568  = \$2565  | \$2567 ;
+  assign \$2569  = \$2563  & \$2568 ;
+  assign \$2570  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2571  = \$2570 [4:0] == 4'hd;
+  assign \$2572  = t_scalar ? \$2571  : t_en_0_13;
+  assign \$2573  = ~ t_scalar;
+  assign \$2574  = t_direct[0] & \$2573 ;
+  assign \$2575  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$2576  = \$2575  & t_scalar;
+  assign \$2577  = \$2574  | \$2576 ;
+  assign \$2578  = \$2572  & \$2577 ;
+  assign \$2579  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2580  = \$2579 [4:0] == 4'he;
+  assign \$2581  = t_scalar ? \$2580  : t_en_0_14;
+  assign \$2582  = ~ t_scalar;
+  assign \$2583  = t_direct[0] & \$2582 ;
+  assign \$2584  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$2585  = \$2584  & t_scalar;
+  assign \$2586  = \$2583  | \$2585 ;
+  assign \$2587  = \$2581  & \$2586 ;
+  assign \$2588  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2589  = \$2588 [4:0] == 4'hf;
+  assign \$2590  = t_scalar ? \$2589  : t_en_0_15;
+  assign \$2591  = ~ t_scalar;
+  assign \$2592  = t_direct[0] & \$2591 ;
+  assign \$2593  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$2594  = \$2593  & t_scalar;
+  assign \$2595  = \$2592  | \$2594 ;
+  assign \$2596  = \$2590  & \$2595 ;
+  assign \$2597  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2598  = \$2597 [4:0] == 5'h10;
+  assign \$2599  = t_scalar ? \$2598  : t_en_0_16;
+  assign \$2600  = ~ t_scalar;
+  assign \$2601  = t_direct[0] & \$2600 ;
+  assign \$2602  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$2603  = \$2602  & t_scalar;
+  assign \$2604  = \$2601  | \$2603 ;
+  assign \$2605  = \$2599  & \$2604 ;
+  assign \$2606  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2607  = \$2606 [4:0] == 5'h11;
+  assign \$2608  = t_scalar ? \$2607  : t_en_0_17;
+  assign \$2609  = ~ t_scalar;
+  assign \$2610  = t_direct[0] & \$2609 ;
+  assign \$2611  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$2612  = \$2611  & t_scalar;
+  assign \$2613  = \$2610  | \$2612 ;
+  assign \$2614  = \$2608  & \$2613 ;
+  assign \$2615  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2616  = \$2615 [4:0] == 5'h12;
+  assign \$2617  = t_scalar ? \$2616  : t_en_0_18;
+  assign \$2618  = ~ t_scalar;
+  assign \$2619  = t_direct[0] & \$2618 ;
+  assign \$2620  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$2621  = \$2620  & t_scalar;
+  assign \$2622  = \$2619  | \$2621 ;
+  assign \$2623  = \$2617  & \$2622 ;
+  assign \$2624  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2625  = \$2624 [4:0] == 5'h13;
+  assign \$2626  = t_scalar ? \$2625  : t_en_0_19;
+  assign \$2627  = ~ t_scalar;
+  assign \$2628  = t_direct[0] & \$2627 ;
+  assign \$2629  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$2630  = \$2629  & t_scalar;
+  assign \$2631  = \$2628  | \$2630 ;
+  assign \$2632  = \$2626  & \$2631 ;
+  assign \$2633  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2634  = \$2633 [4:0] == 5'h14;
+  assign \$2635  = t_scalar ? \$2634  : t_en_0_20;
+  assign \$2636  = ~ t_scalar;
+  assign \$2637  = t_direct[0] & \$2636 ;
+  assign \$2638  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$2639  = \$2638  & t_scalar;
+  assign \$2640  = \$2637  | \$2639 ;
+  assign \$2641  = \$2635  & \$2640 ;
+  assign \$2642  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2643  = \$2642 [4:0] == 5'h15;
+  assign \$2644  = t_scalar ? \$2643  : t_en_0_21;
+  assign \$2645  = ~ t_scalar;
+  assign \$2646  = t_direct[0] & \$2645 ;
+  assign \$2647  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$2648  = \$2647  & t_scalar;
+  assign \$2649  = \$2646  | \$2648 ;
+  assign \$2650  = \$2644  & \$2649 ;
+  assign \$2651  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2652  = \$2651 [4:0] == 5'h16;
+  assign \$2653  = t_scalar ? \$2652  : t_en_0_22;
+  assign \$2654  = ~ t_scalar;
+  assign \$2655  = t_direct[0] & \$2654 ;
+  assign \$2656  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$2657  = \$2656  & t_scalar;
+  assign \$2658  = \$2655  | \$2657 ;
+  assign \$2659  = \$2653  & \$2658 ;
+  assign \$2660  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2661  = \$2660 [4:0] == 5'h17;
+  assign \$2662  = t_scalar ? \$2661  : t_en_0_23;
+  assign \$2663  = ~ t_scalar;
+  assign \$2664  = t_direct[0] & \$2663 ;
+  assign \$2665  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$2666  = \$2665  & t_scalar;
+  assign \$2667  = \$2664  | \$2666 ;
+  assign \$2668  = \$2662  & \$2667 ;
+  assign \$2669  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2670  = \$2669 [4:0] == 5'h18;
+  assign \$2671  = t_scalar ? \$2670  : t_en_0_24;
+  assign \$2672  = ~ t_scalar;
+  assign \$2673  = t_direct[0] & \$2672 ;
+  assign \$2674  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$2675  = \$2674  & t_scalar;
+  assign \$2676  = \$2673  | \$2675 ;
+  assign \$2677  = \$2671  & \$2676 ;
+  assign \$2678  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2679  = \$2678 [4:0] == 5'h19;
+  assign \$2680  = t_scalar ? \$2679  : t_en_0_25;
+  assign \$2681  = ~ t_scalar;
+  assign \$2682  = t_direct[0] & \$2681 ;
+  assign \$2683  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$2684  = \$2683  & t_scalar;
+  assign \$2685  = \$2682  | \$2684 ;
+  assign \$2686  = \$2680  & \$2685 ;
+  assign \$2687  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2688  = \$2687 [4:0] == 5'h1a;
+  assign \$2689  = t_scalar ? \$2688  : t_en_0_26;
+  assign \$2690  = ~ t_scalar;
+  assign \$2691  = t_direct[0] & \$2690 ;
+  assign \$2692  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$2693  = \$2692  & t_scalar;
+  assign \$2694  = \$2691  | \$2693 ;
+  assign \$2695  = \$2689  & \$2694 ;
+  assign \$2696  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2697  = \$2696 [4:0] == 5'h1b;
+  assign \$2698  = t_scalar ? \$2697  : t_en_0_27;
+  assign \$2699  = ~ t_scalar;
+  assign \$2700  = t_direct[0] & \$2699 ;
+  assign \$2701  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$2702  = \$2701  & t_scalar;
+  assign \$2703  = \$2700  | \$2702 ;
+  assign \$2704  = \$2698  & \$2703 ;
+  assign \$2705  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2706  = \$2705 [4:0] == 5'h1c;
+  assign \$2707  = t_scalar ? \$2706  : t_en_0_28;
+  assign \$2708  = ~ t_scalar;
+  assign \$2709  = t_direct[0] & \$2708 ;
+  assign \$2710  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$2711  = \$2710  & t_scalar;
+  assign \$2712  = \$2709  | \$2711 ;
+  assign \$2713  = \$2707  & \$2712 ;
+  assign \$2714  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2715  = \$2714 [4:0] == 5'h1d;
+  assign \$2716  = t_scalar ? \$2715  : t_en_0_29;
+  assign \$2717  = ~ t_scalar;
+  assign \$2718  = t_direct[0] & \$2717 ;
+  assign \$2719  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$2720  = \$2719  & t_scalar;
+  assign \$2721  = \$2718  | \$2720 ;
+  assign \$2722  = \$2716  & \$2721 ;
+  assign \$2723  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2724  = \$2723 [4:0] == 5'h1e;
+  assign \$2725  = t_scalar ? \$2724  : t_en_0_30;
+  assign \$2726  = ~ t_scalar;
+  assign \$2727  = t_direct[0] & \$2726 ;
+  assign \$2728  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$2729  = \$2728  & t_scalar;
+  assign \$2730  = \$2727  | \$2729 ;
+  assign \$2731  = \$2725  & \$2730 ;
+  assign \$2732  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$2733  = \$2732 [4:0] == 5'h1f;
+  assign \$2734  = t_scalar ? \$2733  : t_en_0_31;
+  assign \$2735  = ~ t_scalar;
+  assign \$2736  = t_direct[0] & \$2735 ;
+  assign \$2737  = t_scalar_ctl[0] & t_scalar_ctl[24];
+  assign \$2738  = \$2737  & t_scalar;
+  assign \$2739  = \$2736  | \$2738 ;
+  assign \$2740  = \$2734  & \$2739 ;
+  assign \$2741  = ~ trans;
+  assign \$2742  = \mac_d2$194  & \$2741 ;
+  assign \$2743  = \$2742  & \last_d2$200 ;
+  assign \$2744  = ! acc_row;
+  assign \$2745  = acc_we & \$2744 ;
+  assign \$2746  = \$2743  | \$2745 ;
+  assign \$2747  = \$2746  ? 32'd4294967295 : 32'd0;
+  assign acc_w_en0 = \$2452  ? { \$2740 , \$2731 , \$2722 , \$2713 , \$2704 , \$2695 , \$2686 , \$2677 , \$2668 , \$2659 , \$2650 , \$2641 , \$2632 , \$2623 , \$2614 , \$2605 , \$2596 , \$2587 , \$2578 , \$2569 , \$2560 , \$2551 , \$2542 , \$2533 , \$2524 , \$2515 , \$2506 , \$2497 , \$2488 , \$2479 , \$2470 , \$2461  } : \$2747 ;
+  assign \$2748  = ! acc_w_bank0;
+  assign \$signature__en$1025  = acc_w_bank0 ? 32'd0 : acc_w_en0;
+  assign \$signature__en$1028  = \$2749  ? acc_w_en0 : 32'd0;
+  assign \$2750  = in_row == 1'h1;
+  assign \$2751  = ! in_row;
+  assign \$2752  = \$2751  & split;
+  assign \$2753  = \$2750  | \$2752 ;
+  assign \$signature__en$1031  = in_we & \$2753 ;
+  assign \$2754  = \$like  == 1'h1;
+  assign \$2755  = \$signal$263  & \$2754 ;
+  assign \$2756  = split ? k_base1 : k_base;
+  assign \$2757  = \$2755  ? { 8'h00, rd_addr_q } : \$2756 [19:5];
   assign \$2758  = \$like  == 1'h1;
-  assign \$2759  = \$signal$263  & \$2758 ;
-  assign \$2760  = split ? k_base1 : k_base;
-  assign \$2761  = \$2759  ? { 8'h00, rd_addr_q } : \$2760 [19:5];
-  assign \$2762  = \$like  == 1'h1;
-  assign \$2763  = \$signal$266  & \$2762 ;
-  assign \$2764  = ! rd_bank_q;
+  assign \$2759  = \$signal$266  & \$2758 ;
+  assign \$2760  = ! rd_bank_q;
+  assign \$2761  = \$2759  & \$2760 ;
+  assign \$2762  = a_row == 1'h1;
+  assign \$2763  = a_en & \$2762 ;
+  assign \$2764  = ! fold_bank;
   assign \$2765  = \$2763  & \$2764 ;
-  assign \$2766  = a_row == 1'h1;
-  assign \$2767  = a_en & \$2766 ;
-  assign \$2768  = ! fold_bank;
-  assign \$2769  = \$2767  & \$2768 ;
-  assign \$2770  = \$2769  ? req_word : b_addr;
-  assign \acc_r__addr$1060  = \$2765  ? rd_addr_q : \$2770 ;
-  assign \$2771  = \$like  == 1'h1;
-  assign \$2772  = \$signal$266  & \$2771 ;
+  assign \$2766  = \$2765  ? req_word : b_addr;
+  assign \acc_r__addr$1033  = \$2761  ? rd_addr_q : \$2766 ;
+  assign \$2767  = \$like  == 1'h1;
+  assign \$2768  = \$signal$266  & \$2767 ;
+  assign \$2770  = \$2768  & \$2769 ;
+  assign \$2771  = a_row == 1'h1;
+  assign \$2772  = a_en & \$2771 ;
   assign \$2774  = \$2772  & \$2773 ;
-  assign \$2775  = a_row == 1'h1;
-  assign \$2776  = a_en & \$2775 ;
-  assign \$2778  = \$2776  & \$2777 ;
-  assign \$2779  = \$2778  ? req_word : b_addr;
-  assign \acc_r__addr$1061  = \$2774  ? rd_addr_q : \$2779 ;
-  assign read_out1 = fold_bank ? \acc_r__data$1064  : \acc_r__data$1063 ;
+  assign \$2775  = \$2774  ? req_word : b_addr;
+  assign \acc_r__addr$1034  = \$2770  ? rd_addr_q : \$2775 ;
+  assign read_out1 = fold_bank ? \acc_r__data$1037  : \acc_r__data$1036 ;
+  assign \$2776  = split ? k_base1 : k_base;
+  assign \$2777  = held_word1 == \$2776 [11:5];
+  assign \$2778  = held_ok1 & \$2777 ;
+  assign fetched_line1 = \$2778  ? held_line1 : \bank_r__data$433 ;
+  assign \$2779  = split ? mac1 : mac;
   assign \$2780  = split ? k_base1 : k_base;
   assign \$2781  = held_word1 == \$2780 [11:5];
   assign \$2782  = held_ok1 & \$2781 ;
-  assign fetched_line1 = \$2782  ? held_line1 : \bank_r__data$441 ;
-  assign \$2783  = split ? mac1 : mac;
+  assign \$2783  = ~ \$2782 ;
+  assign pe_in_read1 = \$2779  & \$2783 ;
   assign \$2784  = split ? k_base1 : k_base;
-  assign \$2785  = held_word1 == \$2784 [11:5];
-  assign \$2786  = held_ok1 & \$2785 ;
-  assign \$2787  = ~ \$2786 ;
-  assign pe_in_read1 = \$2783  & \$2787 ;
-  assign \$2788  = split ? k_base1 : k_base;
-  assign \$2789  = active_row1_d2 > 1'h0;
-  assign active_product_1_0 = \$2789  ? product_r_1_0 : 32'd0;
-  assign \$2790  = active_row1_d2 > 1'h1;
-  assign active_product_1_1 = \$2790  ? product_r_1_1 : 32'd0;
-  assign \$2791  = active_row1_d2 > 2'h2;
-  assign active_product_1_2 = \$2791  ? product_r_1_2 : 32'd0;
-  assign \$2792  = active_row1_d2 > 2'h3;
-  assign active_product_1_3 = \$2792  ? product_r_1_3 : 32'd0;
-  assign \$2793  = active_row1_d2 > 3'h4;
-  assign active_product_1_4 = \$2793  ? product_r_1_4 : 32'd0;
-  assign \$2794  = active_row1_d2 > 3'h5;
-  assign active_product_1_5 = \$2794  ? product_r_1_5 : 32'd0;
-  assign \$2795  = active_row1_d2 > 3'h6;
-  assign active_product_1_6 = \$2795  ? product_r_1_6 : 32'd0;
-  assign \$2796  = active_row1_d2 > 3'h7;
-  assign active_product_1_7 = \$2796  ? product_r_1_7 : 32'd0;
-  assign \$2797  = active_row1_d2 > 4'h8;
-  assign active_product_1_8 = \$2797  ? product_r_1_8 : 32'd0;
-  assign \$2798  = active_row1_d2 > 4'h9;
-  assign active_product_1_9 = \$2798  ? product_r_1_9 : 32'd0;
-  assign \$2799  = active_row1_d2 > 4'ha;
-  assign active_product_1_10 = \$2799  ? product_r_1_10 : 32'd0;
-  assign \$2800  = active_row1_d2 > 4'hb;
-  assign active_product_1_11 = \$2800  ? product_r_1_11 : 32'd0;
-  assign \$2801  = active_row1_d2 > 4'hc;
-  assign active_product_1_12 = \$2801  ? product_r_1_12 : 32'd0;
-  assign \$2802  = active_row1_d2 > 4'hd;
-  assign active_product_1_13 = \$2802  ? product_r_1_13 : 32'd0;
-  assign \$2803  = active_row1_d2 > 4'he;
-  assign active_product_1_14 = \$2803  ? product_r_1_14 : 32'd0;
-  assign \$2804  = active_row1_d2 > 4'hf;
-  assign active_product_1_15 = \$2804  ? product_r_1_15 : 32'd0;
-  assign \$2805  = active_row1_d2 > 5'h10;
-  assign active_product_1_16 = \$2805  ? product_r_1_16 : 32'd0;
-  assign \$2806  = active_row1_d2 > 5'h11;
-  assign active_product_1_17 = \$2806  ? product_r_1_17 : 32'd0;
-  assign \$2807  = active_row1_d2 > 5'h12;
-  assign active_product_1_18 = \$2807  ? product_r_1_18 : 32'd0;
-  assign \$2808  = active_row1_d2 > 5'h13;
-  assign active_product_1_19 = \$2808  ? product_r_1_19 : 32'd0;
-  assign \$2809  = active_row1_d2 > 5'h14;
-  assign active_product_1_20 = \$2809  ? product_r_1_20 : 32'd0;
-  assign \$2810  = active_row1_d2 > 5'h15;
-  assign active_product_1_21 = \$2810  ? product_r_1_21 : 32'd0;
-  assign \$2811  = active_row1_d2 > 5'h16;
-  assign active_product_1_22 = \$2811  ? product_r_1_22 : 32'd0;
-  assign \$2812  = active_row1_d2 > 5'h17;
-  assign active_product_1_23 = \$2812  ? product_r_1_23 : 32'd0;
-  assign \$2813  = active_row1_d2 > 5'h18;
-  assign active_product_1_24 = \$2813  ? product_r_1_24 : 32'd0;
-  assign \$2814  = active_row1_d2 > 5'h19;
-  assign active_product_1_25 = \$2814  ? product_r_1_25 : 32'd0;
-  assign \$2815  = active_row1_d2 > 5'h1a;
-  assign active_product_1_26 = \$2815  ? product_r_1_26 : 32'd0;
-  assign \$2816  = active_row1_d2 > 5'h1b;
-  assign active_product_1_27 = \$2816  ? product_r_1_27 : 32'd0;
-  assign \$2817  = active_row1_d2 > 5'h1c;
-  assign active_product_1_28 = \$2817  ? product_r_1_28 : 32'd0;
-  assign \$2818  = active_row1_d2 > 5'h1d;
-  assign active_product_1_29 = \$2818  ? product_r_1_29 : 32'd0;
-  assign \$2819  = active_row1_d2 > 5'h1e;
-  assign active_product_1_30 = \$2819  ? product_r_1_30 : 32'd0;
-  assign \$2820  = active_row1_d2 > 5'h1f;
-  assign active_product_1_31 = \$2820  ? product_r_1_31 : 32'd0;
+  assign \$2785  = active_row1_d2 > 1'h0;
+  assign active_product_1_0 = \$2785  ? product_r_1_0 : 32'd0;
+  assign \$2786  = active_row1_d2 > 1'h1;
+  assign active_product_1_1 = \$2786  ? product_r_1_1 : 32'd0;
+  assign \$2787  = active_row1_d2 > 2'h2;
+  assign active_product_1_2 = \$2787  ? product_r_1_2 : 32'd0;
+  assign \$2788  = active_row1_d2 > 2'h3;
+  assign active_product_1_3 = \$2788  ? product_r_1_3 : 32'd0;
+  assign \$2789  = active_row1_d2 > 3'h4;
+  assign active_product_1_4 = \$2789  ? product_r_1_4 : 32'd0;
+  assign \$2790  = active_row1_d2 > 3'h5;
+  assign active_product_1_5 = \$2790  ? product_r_1_5 : 32'd0;
+  assign \$2791  = active_row1_d2 > 3'h6;
+  assign active_product_1_6 = \$2791  ? product_r_1_6 : 32'd0;
+  assign \$2792  = active_row1_d2 > 3'h7;
+  assign active_product_1_7 = \$2792  ? product_r_1_7 : 32'd0;
+  assign \$2793  = active_row1_d2 > 4'h8;
+  assign active_product_1_8 = \$2793  ? product_r_1_8 : 32'd0;
+  assign \$2794  = active_row1_d2 > 4'h9;
+  assign active_product_1_9 = \$2794  ? product_r_1_9 : 32'd0;
+  assign \$2795  = active_row1_d2 > 4'ha;
+  assign active_product_1_10 = \$2795  ? product_r_1_10 : 32'd0;
+  assign \$2796  = active_row1_d2 > 4'hb;
+  assign active_product_1_11 = \$2796  ? product_r_1_11 : 32'd0;
+  assign \$2797  = active_row1_d2 > 4'hc;
+  assign active_product_1_12 = \$2797  ? product_r_1_12 : 32'd0;
+  assign \$2798  = active_row1_d2 > 4'hd;
+  assign active_product_1_13 = \$2798  ? product_r_1_13 : 32'd0;
+  assign \$2799  = active_row1_d2 > 4'he;
+  assign active_product_1_14 = \$2799  ? product_r_1_14 : 32'd0;
+  assign \$2800  = active_row1_d2 > 4'hf;
+  assign active_product_1_15 = \$2800  ? product_r_1_15 : 32'd0;
+  assign \$2801  = active_row1_d2 > 5'h10;
+  assign active_product_1_16 = \$2801  ? product_r_1_16 : 32'd0;
+  assign \$2802  = active_row1_d2 > 5'h11;
+  assign active_product_1_17 = \$2802  ? product_r_1_17 : 32'd0;
+  assign \$2803  = active_row1_d2 > 5'h12;
+  assign active_product_1_18 = \$2803  ? product_r_1_18 : 32'd0;
+  assign \$2804  = active_row1_d2 > 5'h13;
+  assign active_product_1_19 = \$2804  ? product_r_1_19 : 32'd0;
+  assign \$2805  = active_row1_d2 > 5'h14;
+  assign active_product_1_20 = \$2805  ? product_r_1_20 : 32'd0;
+  assign \$2806  = active_row1_d2 > 5'h15;
+  assign active_product_1_21 = \$2806  ? product_r_1_21 : 32'd0;
+  assign \$2807  = active_row1_d2 > 5'h16;
+  assign active_product_1_22 = \$2807  ? product_r_1_22 : 32'd0;
+  assign \$2808  = active_row1_d2 > 5'h17;
+  assign active_product_1_23 = \$2808  ? product_r_1_23 : 32'd0;
+  assign \$2809  = active_row1_d2 > 5'h18;
+  assign active_product_1_24 = \$2809  ? product_r_1_24 : 32'd0;
+  assign \$2810  = active_row1_d2 > 5'h19;
+  assign active_product_1_25 = \$2810  ? product_r_1_25 : 32'd0;
+  assign \$2811  = active_row1_d2 > 5'h1a;
+  assign active_product_1_26 = \$2811  ? product_r_1_26 : 32'd0;
+  assign \$2812  = active_row1_d2 > 5'h1b;
+  assign active_product_1_27 = \$2812  ? product_r_1_27 : 32'd0;
+  assign \$2813  = active_row1_d2 > 5'h1c;
+  assign active_product_1_28 = \$2813  ? product_r_1_28 : 32'd0;
+  assign \$2814  = active_row1_d2 > 5'h1d;
+  assign active_product_1_29 = \$2814  ? product_r_1_29 : 32'd0;
+  assign \$2815  = active_row1_d2 > 5'h1e;
+  assign active_product_1_30 = \$2815  ? product_r_1_30 : 32'd0;
+  assign \$2816  = active_row1_d2 > 5'h1f;
+  assign active_product_1_31 = \$2816  ? product_r_1_31 : 32'd0;
+  assign \$2817  = ~ trans;
+  assign \$signature__en$1078  = \mac_row1_d2$228  & \$2817 ;
+  assign \$2818  = ~ first_row1_d2;
+  assign \$2819  = mac_row1_d2 & \$2818 ;
+  assign \$2820  = ~ trans;
+  assign pe_slot_read1 = \$2819  & \$2820 ;
   assign \$2821  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
   assign \$2822  = ! \$2821 [4];
   assign \$2823  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
@@ -30313,10 +30277,10 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$3568  = \$3567  ? 32'd4294967295 : 32'd0;
   assign acc_w_en1 = \$3273  ? { \$3561 , \$3552 , \$3543 , \$3534 , \$3525 , \$3516 , \$3507 , \$3498 , \$3489 , \$3480 , \$3471 , \$3462 , \$3453 , \$3444 , \$3435 , \$3426 , \$3417 , \$3408 , \$3399 , \$3390 , \$3381 , \$3372 , \$3363 , \$3354 , \$3345 , \$3336 , \$3327 , \$3318 , \$3309 , \$3300 , \$3291 , \$3282  } : \$3568 ;
   assign \$3569  = ! acc_w_bank1;
-  assign \$signature__en$1175  = acc_w_bank1 ? 32'd0 : acc_w_en1;
-  assign \$signature__en$1178  = \$3570  ? acc_w_en1 : 32'd0;
+  assign \$signature__en$1153  = acc_w_bank1 ? 32'd0 : acc_w_en1;
+  assign \$signature__en$1156  = \$3570  ? acc_w_en1 : 32'd0;
   assign \$3571  = in_row == 2'h2;
-  assign \$signature__en$1181  = in_we & \$3571 ;
+  assign \$signature__en$1159  = in_we & \$3571 ;
   assign \$3572  = \$like  == 2'h2;
   assign \$3573  = \$signal$263  & \$3572 ;
   assign \$3574  = \$3573  ? { 8'h00, rd_addr_q } : k_base[19:5];
@@ -30329,7 +30293,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$3581  = ! fold_bank;
   assign \$3582  = \$3580  & \$3581 ;
   assign \$3583  = \$3582  ? req_word : b_addr;
-  assign \acc_r__addr$1183  = \$3578  ? rd_addr_q : \$3583 ;
+  assign \acc_r__addr$1161  = \$3578  ? rd_addr_q : \$3583 ;
   assign \$3584  = \$like  == 2'h2;
   assign \$3585  = \$signal$266  & \$3584 ;
   assign \$3587  = \$3585  & \$3586 ;
@@ -30337,11 +30301,11 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$3589  = a_en & \$3588 ;
   assign \$3591  = \$3589  & \$3590 ;
   assign \$3592  = \$3591  ? req_word : b_addr;
-  assign \acc_r__addr$1184  = \$3587  ? rd_addr_q : \$3592 ;
-  assign read_out2 = fold_bank ? \acc_r__data$1187  : \acc_r__data$1186 ;
+  assign \acc_r__addr$1162  = \$3587  ? rd_addr_q : \$3592 ;
+  assign read_out2 = fold_bank ? \acc_r__data$1165  : \acc_r__data$1164 ;
   assign \$3593  = held_word2 == k_base[11:5];
   assign \$3594  = held_ok2 & \$3593 ;
-  assign fetched_line2 = \$3594  ? held_line2 : \bank_r__data$593 ;
+  assign fetched_line2 = \$3594  ? held_line2 : \bank_r__data$577 ;
   assign \$3595  = held_word2 == k_base[11:5];
   assign \$3596  = held_ok2 & \$3595 ;
   assign \$3597  = ~ \$3596 ;
@@ -30410,928 +30374,948 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign active_product_2_30 = \$3628  ? product_r_2_30 : 32'd0;
   assign \$3629  = active_d2 > 5'h1f;
   assign active_product_2_31 = \$3629  ? product_r_2_31 : 32'd0;
-  assign \$3630  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3631  = ! \$3630 [4];
-  assign \$3632  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3633  = ! \$3632 [4:3];
+  assign \$3630  = ~ trans;
+  assign \$signature__en$1206  = \mac_d2$194  & \$3630 ;
+  assign \$3631  = ~ first_d2;
+  assign \$3632  = mac_d2 & \$3631 ;
+  assign \$3633  = ~ trans;
+  assign pe_slot_read2 = \$3632  & \$3633 ;
   assign \$3634  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3635  = ! \$3634 [4:2];
+  assign \$3635  = ! \$3634 [4];
   assign \$3636  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3637  = ! \$3636 [4:1];
+  assign \$3637  = ! \$3636 [4:3];
   assign \$3638  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3639  = ! \$3638 [4:0];
+  assign \$3639  = ! \$3638 [4:2];
   assign \$3640  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3641  = ! \$3640 [4];
+  assign \$3641  = ! \$3640 [4:1];
   assign \$3642  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3643  = ! \$3642 [4:3];
+  assign \$3643  = ! \$3642 [4:0];
   assign \$3644  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3645  = ! \$3644 [4:2];
+  assign \$3645  = ! \$3644 [4];
   assign \$3646  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3647  = ! \$3646 [4:1];
+  assign \$3647  = ! \$3646 [4:3];
   assign \$3648  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3649  = 1'h1 == \$3648 [4:0];
+  assign \$3649  = ! \$3648 [4:2];
   assign \$3650  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3651  = ! \$3650 [4];
+  assign \$3651  = ! \$3650 [4:1];
   assign \$3652  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3653  = ! \$3652 [4:3];
+  assign \$3653  = 1'h1 == \$3652 [4:0];
   assign \$3654  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3655  = ! \$3654 [4:2];
+  assign \$3655  = ! \$3654 [4];
   assign \$3656  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3657  = 1'h1 == \$3656 [4:1];
+  assign \$3657  = ! \$3656 [4:3];
   assign \$3658  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
-  assign \$3659  = 2'h2 == \$3658 [4:0];
+  assign \$3659  = ! \$3658 [4:2];
+  assign \$3660  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3661  = 1'h1 == \$3660 [4:1];
+  assign \$3662  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3663  = 2'h2 == \$3662 [4:0];
+  assign \$3664  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3665  = ! \$3664 [4];
+  assign \$3666  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3667  = ! \$3666 [4:3];
+  assign \$3668  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3669  = ! \$3668 [4:2];
+  assign \$3670  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3671  = 1'h1 == \$3670 [4:1];
+  assign \$3672  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3673  = 2'h3 == \$3672 [4:0];
+  assign \$3674  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3675  = ! \$3674 [4];
+  assign \$3676  = t_scalar ? t_scalar_ctl[20:1] : t_direct[20:1];
+  assign \$3677  = ! \$3676 [4:3];
   ndp_fp32_add_pipe add_0_0 (
-    .a(\$5194 ),
-    .b(\$5195 ),
+    .a(\$5202 ),
+    .b(\$5203 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_0)
   );
   ndp_fp32_add_pipe add_0_1 (
-    .a(\$5197 ),
-    .b(\$5198 ),
+    .a(\$5205 ),
+    .b(\$5206 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_1)
   );
   ndp_fp32_add_pipe add_0_10 (
-    .a(\$5224 ),
-    .b(\$5225 ),
+    .a(\$5232 ),
+    .b(\$5233 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_10)
   );
   ndp_fp32_add_pipe add_0_11 (
-    .a(\$5227 ),
-    .b(\$5228 ),
+    .a(\$5235 ),
+    .b(\$5236 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_11)
   );
   ndp_fp32_add_pipe add_0_12 (
-    .a(\$5230 ),
-    .b(\$5231 ),
+    .a(\$5238 ),
+    .b(\$5239 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_12)
   );
   ndp_fp32_add_pipe add_0_13 (
-    .a(\$5233 ),
-    .b(\$5234 ),
+    .a(\$5241 ),
+    .b(\$5242 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_13)
   );
   ndp_fp32_add_pipe add_0_14 (
-    .a(\$5236 ),
-    .b(\$5237 ),
+    .a(\$5244 ),
+    .b(\$5245 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_14)
   );
   ndp_fp32_add_pipe add_0_15 (
-    .a(\$5239 ),
-    .b(\$5240 ),
+    .a(\$5247 ),
+    .b(\$5248 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_15)
   );
   ndp_fp32_add_pipe add_0_16 (
-    .a(\$5242 ),
-    .b(\$5243 ),
+    .a(\$5250 ),
+    .b(\$5251 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_16)
   );
   ndp_fp32_add_pipe add_0_17 (
-    .a(\$5245 ),
-    .b(\$5246 ),
+    .a(\$5253 ),
+    .b(\$5254 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_17)
   );
   ndp_fp32_add_pipe add_0_18 (
-    .a(\$5248 ),
-    .b(\$5249 ),
+    .a(\$5256 ),
+    .b(\$5257 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_18)
   );
   ndp_fp32_add_pipe add_0_19 (
-    .a(\$5251 ),
-    .b(\$5252 ),
+    .a(\$5259 ),
+    .b(\$5260 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_19)
   );
   ndp_fp32_add_pipe add_0_2 (
-    .a(\$5200 ),
-    .b(\$5201 ),
+    .a(\$5208 ),
+    .b(\$5209 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_2)
   );
   ndp_fp32_add_pipe add_0_20 (
-    .a(\$5254 ),
-    .b(\$5255 ),
+    .a(\$5262 ),
+    .b(\$5263 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_20)
   );
   ndp_fp32_add_pipe add_0_21 (
-    .a(\$5257 ),
-    .b(\$5258 ),
+    .a(\$5265 ),
+    .b(\$5266 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_21)
   );
   ndp_fp32_add_pipe add_0_22 (
-    .a(\$5260 ),
-    .b(\$5261 ),
+    .a(\$5268 ),
+    .b(\$5269 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_22)
   );
   ndp_fp32_add_pipe add_0_23 (
-    .a(\$5263 ),
-    .b(\$5264 ),
+    .a(\$5271 ),
+    .b(\$5272 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_23)
   );
   ndp_fp32_add_pipe add_0_24 (
-    .a(\$5266 ),
-    .b(\$5267 ),
+    .a(\$5274 ),
+    .b(\$5275 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_24)
   );
   ndp_fp32_add_pipe add_0_25 (
-    .a(\$5269 ),
-    .b(\$5270 ),
+    .a(\$5277 ),
+    .b(\$5278 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_25)
   );
   ndp_fp32_add_pipe add_0_26 (
-    .a(\$5272 ),
-    .b(\$5273 ),
+    .a(\$5280 ),
+    .b(\$5281 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_26)
   );
   ndp_fp32_add_pipe add_0_27 (
-    .a(\$5275 ),
-    .b(\$5276 ),
+    .a(\$5283 ),
+    .b(\$5284 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_27)
   );
   ndp_fp32_add_pipe add_0_28 (
-    .a(\$5278 ),
-    .b(\$5279 ),
+    .a(\$5286 ),
+    .b(\$5287 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_28)
   );
   ndp_fp32_add_pipe add_0_29 (
-    .a(\$5281 ),
-    .b(\$5282 ),
+    .a(\$5289 ),
+    .b(\$5290 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_29)
   );
   ndp_fp32_add_pipe add_0_3 (
-    .a(\$5203 ),
-    .b(\$5204 ),
+    .a(\$5211 ),
+    .b(\$5212 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_3)
   );
   ndp_fp32_add_pipe add_0_30 (
-    .a(\$5284 ),
-    .b(\$5285 ),
+    .a(\$5292 ),
+    .b(\$5293 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_30)
   );
   ndp_fp32_add_pipe add_0_31 (
-    .a(\$5286 ),
+    .a(\$5294 ),
     .b(active_product_0_31),
     .clk(clk),
     .rst(rst),
     .s(sum_0_31)
   );
   ndp_fp32_add_pipe add_0_4 (
-    .a(\$5206 ),
-    .b(\$5207 ),
+    .a(\$5214 ),
+    .b(\$5215 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_4)
   );
   ndp_fp32_add_pipe add_0_5 (
-    .a(\$5209 ),
-    .b(\$5210 ),
+    .a(\$5217 ),
+    .b(\$5218 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_5)
   );
   ndp_fp32_add_pipe add_0_6 (
-    .a(\$5212 ),
-    .b(\$5213 ),
+    .a(\$5220 ),
+    .b(\$5221 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_6)
   );
   ndp_fp32_add_pipe add_0_7 (
-    .a(\$5215 ),
-    .b(\$5216 ),
+    .a(\$5223 ),
+    .b(\$5224 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_7)
   );
   ndp_fp32_add_pipe add_0_8 (
-    .a(\$5218 ),
-    .b(\$5219 ),
+    .a(\$5226 ),
+    .b(\$5227 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_8)
   );
   ndp_fp32_add_pipe add_0_9 (
-    .a(\$5221 ),
-    .b(\$5222 ),
+    .a(\$5229 ),
+    .b(\$5230 ),
     .clk(clk),
     .rst(rst),
     .s(sum_0_9)
   );
   ndp_fp32_add_pipe add_1_0 (
-    .a(\$5298 ),
-    .b(\$5299 ),
+    .a(\$5306 ),
+    .b(\$5307 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_0)
   );
   ndp_fp32_add_pipe add_1_1 (
-    .a(\$5301 ),
-    .b(\$5302 ),
+    .a(\$5309 ),
+    .b(\$5310 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_1)
   );
   ndp_fp32_add_pipe add_1_10 (
-    .a(\$5328 ),
-    .b(\$5329 ),
+    .a(\$5336 ),
+    .b(\$5337 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_10)
   );
   ndp_fp32_add_pipe add_1_11 (
-    .a(\$5331 ),
-    .b(\$5332 ),
+    .a(\$5339 ),
+    .b(\$5340 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_11)
   );
   ndp_fp32_add_pipe add_1_12 (
-    .a(\$5334 ),
-    .b(\$5335 ),
+    .a(\$5342 ),
+    .b(\$5343 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_12)
   );
   ndp_fp32_add_pipe add_1_13 (
-    .a(\$5337 ),
-    .b(\$5338 ),
+    .a(\$5345 ),
+    .b(\$5346 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_13)
   );
   ndp_fp32_add_pipe add_1_14 (
-    .a(\$5340 ),
-    .b(\$5341 ),
+    .a(\$5348 ),
+    .b(\$5349 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_14)
   );
   ndp_fp32_add_pipe add_1_15 (
-    .a(\$5343 ),
-    .b(\$5344 ),
+    .a(\$5351 ),
+    .b(\$5352 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_15)
   );
   ndp_fp32_add_pipe add_1_16 (
-    .a(\$5346 ),
-    .b(\$5347 ),
+    .a(\$5354 ),
+    .b(\$5355 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_16)
   );
   ndp_fp32_add_pipe add_1_17 (
-    .a(\$5349 ),
-    .b(\$5350 ),
+    .a(\$5357 ),
+    .b(\$5358 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_17)
   );
   ndp_fp32_add_pipe add_1_18 (
-    .a(\$5352 ),
-    .b(\$5353 ),
+    .a(\$5360 ),
+    .b(\$5361 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_18)
   );
   ndp_fp32_add_pipe add_1_19 (
-    .a(\$5355 ),
-    .b(\$5356 ),
+    .a(\$5363 ),
+    .b(\$5364 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_19)
   );
   ndp_fp32_add_pipe add_1_2 (
-    .a(\$5304 ),
-    .b(\$5305 ),
+    .a(\$5312 ),
+    .b(\$5313 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_2)
   );
   ndp_fp32_add_pipe add_1_20 (
-    .a(\$5358 ),
-    .b(\$5359 ),
+    .a(\$5366 ),
+    .b(\$5367 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_20)
   );
   ndp_fp32_add_pipe add_1_21 (
-    .a(\$5361 ),
-    .b(\$5362 ),
+    .a(\$5369 ),
+    .b(\$5370 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_21)
   );
   ndp_fp32_add_pipe add_1_22 (
-    .a(\$5364 ),
-    .b(\$5365 ),
+    .a(\$5372 ),
+    .b(\$5373 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_22)
   );
   ndp_fp32_add_pipe add_1_23 (
-    .a(\$5367 ),
-    .b(\$5368 ),
+    .a(\$5375 ),
+    .b(\$5376 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_23)
   );
   ndp_fp32_add_pipe add_1_24 (
-    .a(\$5370 ),
-    .b(\$5371 ),
+    .a(\$5378 ),
+    .b(\$5379 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_24)
   );
   ndp_fp32_add_pipe add_1_25 (
-    .a(\$5373 ),
-    .b(\$5374 ),
+    .a(\$5381 ),
+    .b(\$5382 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_25)
   );
   ndp_fp32_add_pipe add_1_26 (
-    .a(\$5376 ),
-    .b(\$5377 ),
+    .a(\$5384 ),
+    .b(\$5385 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_26)
   );
   ndp_fp32_add_pipe add_1_27 (
-    .a(\$5379 ),
-    .b(\$5380 ),
+    .a(\$5387 ),
+    .b(\$5388 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_27)
   );
   ndp_fp32_add_pipe add_1_28 (
-    .a(\$5382 ),
-    .b(\$5383 ),
+    .a(\$5390 ),
+    .b(\$5391 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_28)
   );
   ndp_fp32_add_pipe add_1_29 (
-    .a(\$5385 ),
-    .b(\$5386 ),
+    .a(\$5393 ),
+    .b(\$5394 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_29)
   );
   ndp_fp32_add_pipe add_1_3 (
-    .a(\$5307 ),
-    .b(\$5308 ),
+    .a(\$5315 ),
+    .b(\$5316 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_3)
   );
   ndp_fp32_add_pipe add_1_30 (
-    .a(\$5388 ),
-    .b(\$5389 ),
+    .a(\$5396 ),
+    .b(\$5397 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_30)
   );
   ndp_fp32_add_pipe add_1_31 (
-    .a(\$5390 ),
+    .a(\$5398 ),
     .b(active_product_1_31),
     .clk(clk),
     .rst(rst),
     .s(sum_1_31)
   );
   ndp_fp32_add_pipe add_1_4 (
-    .a(\$5310 ),
-    .b(\$5311 ),
+    .a(\$5318 ),
+    .b(\$5319 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_4)
   );
   ndp_fp32_add_pipe add_1_5 (
-    .a(\$5313 ),
-    .b(\$5314 ),
+    .a(\$5321 ),
+    .b(\$5322 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_5)
   );
   ndp_fp32_add_pipe add_1_6 (
-    .a(\$5316 ),
-    .b(\$5317 ),
+    .a(\$5324 ),
+    .b(\$5325 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_6)
   );
   ndp_fp32_add_pipe add_1_7 (
-    .a(\$5319 ),
-    .b(\$5320 ),
+    .a(\$5327 ),
+    .b(\$5328 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_7)
   );
   ndp_fp32_add_pipe add_1_8 (
-    .a(\$5322 ),
-    .b(\$5323 ),
+    .a(\$5330 ),
+    .b(\$5331 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_8)
   );
   ndp_fp32_add_pipe add_1_9 (
-    .a(\$5325 ),
-    .b(\$5326 ),
+    .a(\$5333 ),
+    .b(\$5334 ),
     .clk(clk),
     .rst(rst),
     .s(sum_1_9)
   );
   ndp_fp32_add_pipe add_2_0 (
-    .a(\$5402 ),
-    .b(\$5403 ),
+    .a(\$5410 ),
+    .b(\$5411 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_0)
   );
   ndp_fp32_add_pipe add_2_1 (
-    .a(\$5405 ),
-    .b(\$5406 ),
+    .a(\$5413 ),
+    .b(\$5414 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_1)
   );
   ndp_fp32_add_pipe add_2_10 (
-    .a(\$5432 ),
-    .b(\$5433 ),
+    .a(\$5440 ),
+    .b(\$5441 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_10)
   );
   ndp_fp32_add_pipe add_2_11 (
-    .a(\$5435 ),
-    .b(\$5436 ),
+    .a(\$5443 ),
+    .b(\$5444 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_11)
   );
   ndp_fp32_add_pipe add_2_12 (
-    .a(\$5438 ),
-    .b(\$5439 ),
+    .a(\$5446 ),
+    .b(\$5447 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_12)
   );
   ndp_fp32_add_pipe add_2_13 (
-    .a(\$5441 ),
-    .b(\$5442 ),
+    .a(\$5449 ),
+    .b(\$5450 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_13)
   );
   ndp_fp32_add_pipe add_2_14 (
-    .a(\$5444 ),
-    .b(\$5445 ),
+    .a(\$5452 ),
+    .b(\$5453 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_14)
   );
   ndp_fp32_add_pipe add_2_15 (
-    .a(\$5447 ),
-    .b(\$5448 ),
+    .a(\$5455 ),
+    .b(\$5456 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_15)
   );
   ndp_fp32_add_pipe add_2_16 (
-    .a(\$5450 ),
-    .b(\$5451 ),
+    .a(\$5458 ),
+    .b(\$5459 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_16)
   );
   ndp_fp32_add_pipe add_2_17 (
-    .a(\$5453 ),
-    .b(\$5454 ),
+    .a(\$5461 ),
+    .b(\$5462 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_17)
   );
   ndp_fp32_add_pipe add_2_18 (
-    .a(\$5456 ),
-    .b(\$5457 ),
+    .a(\$5464 ),
+    .b(\$5465 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_18)
   );
   ndp_fp32_add_pipe add_2_19 (
-    .a(\$5459 ),
-    .b(\$5460 ),
+    .a(\$5467 ),
+    .b(\$5468 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_19)
   );
   ndp_fp32_add_pipe add_2_2 (
-    .a(\$5408 ),
-    .b(\$5409 ),
+    .a(\$5416 ),
+    .b(\$5417 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_2)
   );
   ndp_fp32_add_pipe add_2_20 (
-    .a(\$5462 ),
-    .b(\$5463 ),
+    .a(\$5470 ),
+    .b(\$5471 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_20)
   );
   ndp_fp32_add_pipe add_2_21 (
-    .a(\$5465 ),
-    .b(\$5466 ),
+    .a(\$5473 ),
+    .b(\$5474 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_21)
   );
   ndp_fp32_add_pipe add_2_22 (
-    .a(\$5468 ),
-    .b(\$5469 ),
+    .a(\$5476 ),
+    .b(\$5477 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_22)
   );
   ndp_fp32_add_pipe add_2_23 (
-    .a(\$5471 ),
-    .b(\$5472 ),
+    .a(\$5479 ),
+    .b(\$5480 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_23)
   );
   ndp_fp32_add_pipe add_2_24 (
-    .a(\$5474 ),
-    .b(\$5475 ),
+    .a(\$5482 ),
+    .b(\$5483 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_24)
   );
   ndp_fp32_add_pipe add_2_25 (
-    .a(\$5477 ),
-    .b(\$5478 ),
+    .a(\$5485 ),
+    .b(\$5486 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_25)
   );
   ndp_fp32_add_pipe add_2_26 (
-    .a(\$5480 ),
-    .b(\$5481 ),
+    .a(\$5488 ),
+    .b(\$5489 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_26)
   );
   ndp_fp32_add_pipe add_2_27 (
-    .a(\$5483 ),
-    .b(\$5484 ),
+    .a(\$5491 ),
+    .b(\$5492 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_27)
   );
   ndp_fp32_add_pipe add_2_28 (
-    .a(\$5486 ),
-    .b(\$5487 ),
+    .a(\$5494 ),
+    .b(\$5495 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_28)
   );
   ndp_fp32_add_pipe add_2_29 (
-    .a(\$5489 ),
-    .b(\$5490 ),
+    .a(\$5497 ),
+    .b(\$5498 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_29)
   );
   ndp_fp32_add_pipe add_2_3 (
-    .a(\$5411 ),
-    .b(\$5412 ),
+    .a(\$5419 ),
+    .b(\$5420 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_3)
   );
   ndp_fp32_add_pipe add_2_30 (
-    .a(\$5492 ),
-    .b(\$5493 ),
+    .a(\$5500 ),
+    .b(\$5501 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_30)
   );
   ndp_fp32_add_pipe add_2_31 (
-    .a(\$5494 ),
+    .a(\$5502 ),
     .b(active_product_2_31),
     .clk(clk),
     .rst(rst),
     .s(sum_2_31)
   );
   ndp_fp32_add_pipe add_2_4 (
-    .a(\$5414 ),
-    .b(\$5415 ),
+    .a(\$5422 ),
+    .b(\$5423 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_4)
   );
   ndp_fp32_add_pipe add_2_5 (
-    .a(\$5417 ),
-    .b(\$5418 ),
+    .a(\$5425 ),
+    .b(\$5426 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_5)
   );
   ndp_fp32_add_pipe add_2_6 (
-    .a(\$5420 ),
-    .b(\$5421 ),
+    .a(\$5428 ),
+    .b(\$5429 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_6)
   );
   ndp_fp32_add_pipe add_2_7 (
-    .a(\$5423 ),
-    .b(\$5424 ),
+    .a(\$5431 ),
+    .b(\$5432 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_7)
   );
   ndp_fp32_add_pipe add_2_8 (
-    .a(\$5426 ),
-    .b(\$5427 ),
+    .a(\$5434 ),
+    .b(\$5435 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_8)
   );
   ndp_fp32_add_pipe add_2_9 (
-    .a(\$5429 ),
-    .b(\$5430 ),
+    .a(\$5437 ),
+    .b(\$5438 ),
     .clk(clk),
     .rst(rst),
     .s(sum_2_9)
   );
   ndp_fp32_add_pipe add_3_0 (
-    .a(\$5506 ),
-    .b(\$5507 ),
+    .a(\$5514 ),
+    .b(\$5515 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_0)
   );
   ndp_fp32_add_pipe add_3_1 (
-    .a(\$5509 ),
-    .b(\$5510 ),
+    .a(\$5517 ),
+    .b(\$5518 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_1)
   );
   ndp_fp32_add_pipe add_3_10 (
-    .a(\$5536 ),
-    .b(\$5537 ),
+    .a(\$5544 ),
+    .b(\$5545 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_10)
   );
   ndp_fp32_add_pipe add_3_11 (
-    .a(\$5539 ),
-    .b(\$5540 ),
+    .a(\$5547 ),
+    .b(\$5548 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_11)
   );
   ndp_fp32_add_pipe add_3_12 (
-    .a(\$5542 ),
-    .b(\$5543 ),
+    .a(\$5550 ),
+    .b(\$5551 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_12)
   );
   ndp_fp32_add_pipe add_3_13 (
-    .a(\$5545 ),
-    .b(\$5546 ),
+    .a(\$5553 ),
+    .b(\$5554 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_13)
   );
   ndp_fp32_add_pipe add_3_14 (
-    .a(\$5548 ),
-    .b(\$5549 ),
+    .a(\$5556 ),
+    .b(\$5557 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_14)
   );
   ndp_fp32_add_pipe add_3_15 (
-    .a(\$5551 ),
-    .b(\$5552 ),
+    .a(\$5559 ),
+    .b(\$5560 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_15)
   );
   ndp_fp32_add_pipe add_3_16 (
-    .a(\$5554 ),
-    .b(\$5555 ),
+    .a(\$5562 ),
+    .b(\$5563 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_16)
   );
   ndp_fp32_add_pipe add_3_17 (
-    .a(\$5557 ),
-    .b(\$5558 ),
+    .a(\$5565 ),
+    .b(\$5566 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_17)
   );
   ndp_fp32_add_pipe add_3_18 (
-    .a(\$5560 ),
-    .b(\$5561 ),
+    .a(\$5568 ),
+    .b(\$5569 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_18)
   );
   ndp_fp32_add_pipe add_3_19 (
-    .a(\$5563 ),
-    .b(\$5564 ),
+    .a(\$5571 ),
+    .b(\$5572 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_19)
   );
   ndp_fp32_add_pipe add_3_2 (
-    .a(\$5512 ),
-    .b(\$5513 ),
+    .a(\$5520 ),
+    .b(\$5521 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_2)
   );
   ndp_fp32_add_pipe add_3_20 (
-    .a(\$5566 ),
-    .b(\$5567 ),
+    .a(\$5574 ),
+    .b(\$5575 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_20)
   );
   ndp_fp32_add_pipe add_3_21 (
-    .a(\$5569 ),
-    .b(\$5570 ),
+    .a(\$5577 ),
+    .b(\$5578 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_21)
   );
   ndp_fp32_add_pipe add_3_22 (
-    .a(\$5572 ),
-    .b(\$5573 ),
+    .a(\$5580 ),
+    .b(\$5581 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_22)
   );
   ndp_fp32_add_pipe add_3_23 (
-    .a(\$5575 ),
-    .b(\$5576 ),
+    .a(\$5583 ),
+    .b(\$5584 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_23)
   );
   ndp_fp32_add_pipe add_3_24 (
-    .a(\$5578 ),
-    .b(\$5579 ),
+    .a(\$5586 ),
+    .b(\$5587 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_24)
   );
   ndp_fp32_add_pipe add_3_25 (
-    .a(\$5581 ),
-    .b(\$5582 ),
+    .a(\$5589 ),
+    .b(\$5590 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_25)
   );
   ndp_fp32_add_pipe add_3_26 (
-    .a(\$5584 ),
-    .b(\$5585 ),
+    .a(\$5592 ),
+    .b(\$5593 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_26)
   );
   ndp_fp32_add_pipe add_3_27 (
-    .a(\$5587 ),
-    .b(\$5588 ),
+    .a(\$5595 ),
+    .b(\$5596 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_27)
   );
   ndp_fp32_add_pipe add_3_28 (
-    .a(\$5590 ),
-    .b(\$5591 ),
+    .a(\$5598 ),
+    .b(\$5599 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_28)
   );
   ndp_fp32_add_pipe add_3_29 (
-    .a(\$5593 ),
-    .b(\$5594 ),
+    .a(\$5601 ),
+    .b(\$5602 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_29)
   );
   ndp_fp32_add_pipe add_3_3 (
-    .a(\$5515 ),
-    .b(\$5516 ),
+    .a(\$5523 ),
+    .b(\$5524 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_3)
   );
   ndp_fp32_add_pipe add_3_30 (
-    .a(\$5596 ),
-    .b(\$5597 ),
+    .a(\$5604 ),
+    .b(\$5605 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_30)
   );
   ndp_fp32_add_pipe add_3_31 (
-    .a(\$5598 ),
+    .a(\$5606 ),
     .b(active_product_3_31),
     .clk(clk),
     .rst(rst),
     .s(sum_3_31)
   );
   ndp_fp32_add_pipe add_3_4 (
-    .a(\$5518 ),
-    .b(\$5519 ),
+    .a(\$5526 ),
+    .b(\$5527 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_4)
   );
   ndp_fp32_add_pipe add_3_5 (
-    .a(\$5521 ),
-    .b(\$5522 ),
+    .a(\$5529 ),
+    .b(\$5530 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_5)
   );
   ndp_fp32_add_pipe add_3_6 (
-    .a(\$5524 ),
-    .b(\$5525 ),
+    .a(\$5532 ),
+    .b(\$5533 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_6)
   );
   ndp_fp32_add_pipe add_3_7 (
-    .a(\$5527 ),
-    .b(\$5528 ),
+    .a(\$5535 ),
+    .b(\$5536 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_7)
   );
   ndp_fp32_add_pipe add_3_8 (
-    .a(\$5530 ),
-    .b(\$5531 ),
+    .a(\$5538 ),
+    .b(\$5539 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_8)
   );
   ndp_fp32_add_pipe add_3_9 (
-    .a(\$5533 ),
-    .b(\$5534 ),
+    .a(\$5541 ),
+    .b(\$5542 ),
     .clk(clk),
     .rst(rst),
     .s(sum_3_9)
@@ -31345,7 +31329,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
     .b_en(b_en),
     .b_row(b_row),
     .clk(clk),
-    .n_cols(\n_cols$901 ),
+    .n_cols(\n_cols$869 ),
     .n_words(n_words),
     .out_fp16(sum_fp16),
     .out_fp32(sum_fp32),
@@ -31359,56 +31343,56 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
     .sets1(sets1),
     .take(a_en)
   );
-  ndp_fp32_add_pipe \fold1_0$1503  (
-    .a(\$5293 ),
-    .b(\$5296 ),
+  ndp_fp32_add_pipe \fold1_0$1496  (
+    .a(\$5301 ),
+    .b(\$5304 ),
     .clk(clk),
     .rst(rst),
     .s(fold1_0)
   );
-  ndp_fp32_add_pipe \fold1_1$1574  (
-    .a(\$5397 ),
-    .b(\$5400 ),
+  ndp_fp32_add_pipe \fold1_1$1568  (
+    .a(\$5405 ),
+    .b(\$5408 ),
     .clk(clk),
     .rst(rst),
     .s(fold1_1)
   );
-  ndp_fp32_add_pipe \fold1_2$1645  (
-    .a(\$5501 ),
-    .b(\$5504 ),
+  ndp_fp32_add_pipe \fold1_2$1640  (
+    .a(\$5509 ),
+    .b(\$5512 ),
     .clk(clk),
     .rst(rst),
     .s(fold1_2)
   );
-  ndp_fp32_add_pipe \fold1_3$1716  (
-    .a(\$5605 ),
-    .b(\$5608 ),
+  ndp_fp32_add_pipe \fold1_3$1712  (
+    .a(\$5613 ),
+    .b(\$5616 ),
     .clk(clk),
     .rst(rst),
     .s(fold1_3)
   );
-  ndp_fp32_add_pipe \fold2_0$1504  (
+  ndp_fp32_add_pipe \fold2_0$1497  (
     .a(fold1_r_0),
     .b(set2_0_d3),
     .clk(clk),
     .rst(rst),
     .s(fold2_0)
   );
-  ndp_fp32_add_pipe \fold2_1$1575  (
+  ndp_fp32_add_pipe \fold2_1$1569  (
     .a(fold1_r_1),
     .b(set2_1_d3),
     .clk(clk),
     .rst(rst),
     .s(fold2_1)
   );
-  ndp_fp32_add_pipe \fold2_2$1646  (
+  ndp_fp32_add_pipe \fold2_2$1641  (
     .a(fold1_r_2),
     .b(set2_2_d3),
     .clk(clk),
     .rst(rst),
     .s(fold2_2)
   );
-  ndp_fp32_add_pipe \fold2_3$1717  (
+  ndp_fp32_add_pipe \fold2_3$1713  (
     .a(fold1_r_3),
     .b(set2_3_d3),
     .clk(clk),
@@ -31640,672 +31624,672 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_1_0 (
-    .a(\x$1430 [15:0]),
+    .a(\x$1419 [15:0]),
     .b(w_row1_d1[15:0]),
     .clk(clk),
     .p(product_1_0),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_1_1 (
-    .a(\x$1430 [31:16]),
+    .a(\x$1419 [31:16]),
     .b(w_row1_d1[31:16]),
     .clk(clk),
     .p(product_1_1),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_1_10 (
-    .a(\x$1430 [175:160]),
+    .a(\x$1419 [175:160]),
     .b(w_row1_d1[175:160]),
     .clk(clk),
     .p(product_1_10),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_1_11 (
-    .a(\x$1430 [191:176]),
+    .a(\x$1419 [191:176]),
     .b(w_row1_d1[191:176]),
     .clk(clk),
     .p(product_1_11),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_1_12 (
-    .a(\x$1430 [207:192]),
+    .a(\x$1419 [207:192]),
     .b(w_row1_d1[207:192]),
     .clk(clk),
     .p(product_1_12),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_1_13 (
-    .a(\x$1430 [223:208]),
+    .a(\x$1419 [223:208]),
     .b(w_row1_d1[223:208]),
     .clk(clk),
     .p(product_1_13),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_1_14 (
-    .a(\x$1430 [239:224]),
+    .a(\x$1419 [239:224]),
     .b(w_row1_d1[239:224]),
     .clk(clk),
     .p(product_1_14),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_1_15 (
-    .a(\x$1430 [255:240]),
+    .a(\x$1419 [255:240]),
     .b(w_row1_d1[255:240]),
     .clk(clk),
     .p(product_1_15),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_1_16 (
-    .a(\x$1430 [271:256]),
+    .a(\x$1419 [271:256]),
     .b(w_row1_d1[271:256]),
     .clk(clk),
     .p(product_1_16),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_1_17 (
-    .a(\x$1430 [287:272]),
+    .a(\x$1419 [287:272]),
     .b(w_row1_d1[287:272]),
     .clk(clk),
     .p(product_1_17),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_1_18 (
-    .a(\x$1430 [303:288]),
+    .a(\x$1419 [303:288]),
     .b(w_row1_d1[303:288]),
     .clk(clk),
     .p(product_1_18),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_1_19 (
-    .a(\x$1430 [319:304]),
+    .a(\x$1419 [319:304]),
     .b(w_row1_d1[319:304]),
     .clk(clk),
     .p(product_1_19),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_1_2 (
-    .a(\x$1430 [47:32]),
+    .a(\x$1419 [47:32]),
     .b(w_row1_d1[47:32]),
     .clk(clk),
     .p(product_1_2),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_1_20 (
-    .a(\x$1430 [335:320]),
+    .a(\x$1419 [335:320]),
     .b(w_row1_d1[335:320]),
     .clk(clk),
     .p(product_1_20),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_1_21 (
-    .a(\x$1430 [351:336]),
+    .a(\x$1419 [351:336]),
     .b(w_row1_d1[351:336]),
     .clk(clk),
     .p(product_1_21),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_1_22 (
-    .a(\x$1430 [367:352]),
+    .a(\x$1419 [367:352]),
     .b(w_row1_d1[367:352]),
     .clk(clk),
     .p(product_1_22),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_1_23 (
-    .a(\x$1430 [383:368]),
+    .a(\x$1419 [383:368]),
     .b(w_row1_d1[383:368]),
     .clk(clk),
     .p(product_1_23),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_1_24 (
-    .a(\x$1430 [399:384]),
+    .a(\x$1419 [399:384]),
     .b(w_row1_d1[399:384]),
     .clk(clk),
     .p(product_1_24),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_1_25 (
-    .a(\x$1430 [415:400]),
+    .a(\x$1419 [415:400]),
     .b(w_row1_d1[415:400]),
     .clk(clk),
     .p(product_1_25),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_1_26 (
-    .a(\x$1430 [431:416]),
+    .a(\x$1419 [431:416]),
     .b(w_row1_d1[431:416]),
     .clk(clk),
     .p(product_1_26),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_1_27 (
-    .a(\x$1430 [447:432]),
+    .a(\x$1419 [447:432]),
     .b(w_row1_d1[447:432]),
     .clk(clk),
     .p(product_1_27),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_1_28 (
-    .a(\x$1430 [463:448]),
+    .a(\x$1419 [463:448]),
     .b(w_row1_d1[463:448]),
     .clk(clk),
     .p(product_1_28),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_1_29 (
-    .a(\x$1430 [479:464]),
+    .a(\x$1419 [479:464]),
     .b(w_row1_d1[479:464]),
     .clk(clk),
     .p(product_1_29),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_1_3 (
-    .a(\x$1430 [63:48]),
+    .a(\x$1419 [63:48]),
     .b(w_row1_d1[63:48]),
     .clk(clk),
     .p(product_1_3),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_1_30 (
-    .a(\x$1430 [495:480]),
+    .a(\x$1419 [495:480]),
     .b(w_row1_d1[495:480]),
     .clk(clk),
     .p(product_1_30),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_1_31 (
-    .a(\x$1430 [511:496]),
+    .a(\x$1419 [511:496]),
     .b(w_row1_d1[511:496]),
     .clk(clk),
     .p(product_1_31),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_1_4 (
-    .a(\x$1430 [79:64]),
+    .a(\x$1419 [79:64]),
     .b(w_row1_d1[79:64]),
     .clk(clk),
     .p(product_1_4),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_1_5 (
-    .a(\x$1430 [95:80]),
+    .a(\x$1419 [95:80]),
     .b(w_row1_d1[95:80]),
     .clk(clk),
     .p(product_1_5),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_1_6 (
-    .a(\x$1430 [111:96]),
+    .a(\x$1419 [111:96]),
     .b(w_row1_d1[111:96]),
     .clk(clk),
     .p(product_1_6),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_1_7 (
-    .a(\x$1430 [127:112]),
+    .a(\x$1419 [127:112]),
     .b(w_row1_d1[127:112]),
     .clk(clk),
     .p(product_1_7),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_1_8 (
-    .a(\x$1430 [143:128]),
+    .a(\x$1419 [143:128]),
     .b(w_row1_d1[143:128]),
     .clk(clk),
     .p(product_1_8),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_1_9 (
-    .a(\x$1430 [159:144]),
+    .a(\x$1419 [159:144]),
     .b(w_row1_d1[159:144]),
     .clk(clk),
     .p(product_1_9),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_2_0 (
-    .a(\x$1431 [15:0]),
+    .a(\x$1421 [15:0]),
     .b(w_d1[15:0]),
     .clk(clk),
     .p(product_2_0),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_2_1 (
-    .a(\x$1431 [31:16]),
+    .a(\x$1421 [31:16]),
     .b(w_d1[31:16]),
     .clk(clk),
     .p(product_2_1),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_2_10 (
-    .a(\x$1431 [175:160]),
+    .a(\x$1421 [175:160]),
     .b(w_d1[175:160]),
     .clk(clk),
     .p(product_2_10),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_2_11 (
-    .a(\x$1431 [191:176]),
+    .a(\x$1421 [191:176]),
     .b(w_d1[191:176]),
     .clk(clk),
     .p(product_2_11),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_2_12 (
-    .a(\x$1431 [207:192]),
+    .a(\x$1421 [207:192]),
     .b(w_d1[207:192]),
     .clk(clk),
     .p(product_2_12),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_2_13 (
-    .a(\x$1431 [223:208]),
+    .a(\x$1421 [223:208]),
     .b(w_d1[223:208]),
     .clk(clk),
     .p(product_2_13),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_2_14 (
-    .a(\x$1431 [239:224]),
+    .a(\x$1421 [239:224]),
     .b(w_d1[239:224]),
     .clk(clk),
     .p(product_2_14),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_2_15 (
-    .a(\x$1431 [255:240]),
+    .a(\x$1421 [255:240]),
     .b(w_d1[255:240]),
     .clk(clk),
     .p(product_2_15),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_2_16 (
-    .a(\x$1431 [271:256]),
+    .a(\x$1421 [271:256]),
     .b(w_d1[271:256]),
     .clk(clk),
     .p(product_2_16),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_2_17 (
-    .a(\x$1431 [287:272]),
+    .a(\x$1421 [287:272]),
     .b(w_d1[287:272]),
     .clk(clk),
     .p(product_2_17),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_2_18 (
-    .a(\x$1431 [303:288]),
+    .a(\x$1421 [303:288]),
     .b(w_d1[303:288]),
     .clk(clk),
     .p(product_2_18),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_2_19 (
-    .a(\x$1431 [319:304]),
+    .a(\x$1421 [319:304]),
     .b(w_d1[319:304]),
     .clk(clk),
     .p(product_2_19),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_2_2 (
-    .a(\x$1431 [47:32]),
+    .a(\x$1421 [47:32]),
     .b(w_d1[47:32]),
     .clk(clk),
     .p(product_2_2),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_2_20 (
-    .a(\x$1431 [335:320]),
+    .a(\x$1421 [335:320]),
     .b(w_d1[335:320]),
     .clk(clk),
     .p(product_2_20),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_2_21 (
-    .a(\x$1431 [351:336]),
+    .a(\x$1421 [351:336]),
     .b(w_d1[351:336]),
     .clk(clk),
     .p(product_2_21),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_2_22 (
-    .a(\x$1431 [367:352]),
+    .a(\x$1421 [367:352]),
     .b(w_d1[367:352]),
     .clk(clk),
     .p(product_2_22),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_2_23 (
-    .a(\x$1431 [383:368]),
+    .a(\x$1421 [383:368]),
     .b(w_d1[383:368]),
     .clk(clk),
     .p(product_2_23),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_2_24 (
-    .a(\x$1431 [399:384]),
+    .a(\x$1421 [399:384]),
     .b(w_d1[399:384]),
     .clk(clk),
     .p(product_2_24),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_2_25 (
-    .a(\x$1431 [415:400]),
+    .a(\x$1421 [415:400]),
     .b(w_d1[415:400]),
     .clk(clk),
     .p(product_2_25),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_2_26 (
-    .a(\x$1431 [431:416]),
+    .a(\x$1421 [431:416]),
     .b(w_d1[431:416]),
     .clk(clk),
     .p(product_2_26),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_2_27 (
-    .a(\x$1431 [447:432]),
+    .a(\x$1421 [447:432]),
     .b(w_d1[447:432]),
     .clk(clk),
     .p(product_2_27),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_2_28 (
-    .a(\x$1431 [463:448]),
+    .a(\x$1421 [463:448]),
     .b(w_d1[463:448]),
     .clk(clk),
     .p(product_2_28),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_2_29 (
-    .a(\x$1431 [479:464]),
+    .a(\x$1421 [479:464]),
     .b(w_d1[479:464]),
     .clk(clk),
     .p(product_2_29),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_2_3 (
-    .a(\x$1431 [63:48]),
+    .a(\x$1421 [63:48]),
     .b(w_d1[63:48]),
     .clk(clk),
     .p(product_2_3),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_2_30 (
-    .a(\x$1431 [495:480]),
+    .a(\x$1421 [495:480]),
     .b(w_d1[495:480]),
     .clk(clk),
     .p(product_2_30),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_2_31 (
-    .a(\x$1431 [511:496]),
+    .a(\x$1421 [511:496]),
     .b(w_d1[511:496]),
     .clk(clk),
     .p(product_2_31),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_2_4 (
-    .a(\x$1431 [79:64]),
+    .a(\x$1421 [79:64]),
     .b(w_d1[79:64]),
     .clk(clk),
     .p(product_2_4),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_2_5 (
-    .a(\x$1431 [95:80]),
+    .a(\x$1421 [95:80]),
     .b(w_d1[95:80]),
     .clk(clk),
     .p(product_2_5),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_2_6 (
-    .a(\x$1431 [111:96]),
+    .a(\x$1421 [111:96]),
     .b(w_d1[111:96]),
     .clk(clk),
     .p(product_2_6),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_2_7 (
-    .a(\x$1431 [127:112]),
+    .a(\x$1421 [127:112]),
     .b(w_d1[127:112]),
     .clk(clk),
     .p(product_2_7),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_2_8 (
-    .a(\x$1431 [143:128]),
+    .a(\x$1421 [143:128]),
     .b(w_d1[143:128]),
     .clk(clk),
     .p(product_2_8),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_2_9 (
-    .a(\x$1431 [159:144]),
+    .a(\x$1421 [159:144]),
     .b(w_d1[159:144]),
     .clk(clk),
     .p(product_2_9),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_3_0 (
-    .a(\x$1432 [15:0]),
+    .a(\x$1423 [15:0]),
     .b(w_d1[15:0]),
     .clk(clk),
     .p(product_3_0),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_3_1 (
-    .a(\x$1432 [31:16]),
+    .a(\x$1423 [31:16]),
     .b(w_d1[31:16]),
     .clk(clk),
     .p(product_3_1),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_3_10 (
-    .a(\x$1432 [175:160]),
+    .a(\x$1423 [175:160]),
     .b(w_d1[175:160]),
     .clk(clk),
     .p(product_3_10),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_3_11 (
-    .a(\x$1432 [191:176]),
+    .a(\x$1423 [191:176]),
     .b(w_d1[191:176]),
     .clk(clk),
     .p(product_3_11),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_3_12 (
-    .a(\x$1432 [207:192]),
+    .a(\x$1423 [207:192]),
     .b(w_d1[207:192]),
     .clk(clk),
     .p(product_3_12),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_3_13 (
-    .a(\x$1432 [223:208]),
+    .a(\x$1423 [223:208]),
     .b(w_d1[223:208]),
     .clk(clk),
     .p(product_3_13),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_3_14 (
-    .a(\x$1432 [239:224]),
+    .a(\x$1423 [239:224]),
     .b(w_d1[239:224]),
     .clk(clk),
     .p(product_3_14),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_3_15 (
-    .a(\x$1432 [255:240]),
+    .a(\x$1423 [255:240]),
     .b(w_d1[255:240]),
     .clk(clk),
     .p(product_3_15),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_3_16 (
-    .a(\x$1432 [271:256]),
+    .a(\x$1423 [271:256]),
     .b(w_d1[271:256]),
     .clk(clk),
     .p(product_3_16),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_3_17 (
-    .a(\x$1432 [287:272]),
+    .a(\x$1423 [287:272]),
     .b(w_d1[287:272]),
     .clk(clk),
     .p(product_3_17),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_3_18 (
-    .a(\x$1432 [303:288]),
+    .a(\x$1423 [303:288]),
     .b(w_d1[303:288]),
     .clk(clk),
     .p(product_3_18),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_3_19 (
-    .a(\x$1432 [319:304]),
+    .a(\x$1423 [319:304]),
     .b(w_d1[319:304]),
     .clk(clk),
     .p(product_3_19),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_3_2 (
-    .a(\x$1432 [47:32]),
+    .a(\x$1423 [47:32]),
     .b(w_d1[47:32]),
     .clk(clk),
     .p(product_3_2),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_3_20 (
-    .a(\x$1432 [335:320]),
+    .a(\x$1423 [335:320]),
     .b(w_d1[335:320]),
     .clk(clk),
     .p(product_3_20),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_3_21 (
-    .a(\x$1432 [351:336]),
+    .a(\x$1423 [351:336]),
     .b(w_d1[351:336]),
     .clk(clk),
     .p(product_3_21),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_3_22 (
-    .a(\x$1432 [367:352]),
+    .a(\x$1423 [367:352]),
     .b(w_d1[367:352]),
     .clk(clk),
     .p(product_3_22),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_3_23 (
-    .a(\x$1432 [383:368]),
+    .a(\x$1423 [383:368]),
     .b(w_d1[383:368]),
     .clk(clk),
     .p(product_3_23),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_3_24 (
-    .a(\x$1432 [399:384]),
+    .a(\x$1423 [399:384]),
     .b(w_d1[399:384]),
     .clk(clk),
     .p(product_3_24),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_3_25 (
-    .a(\x$1432 [415:400]),
+    .a(\x$1423 [415:400]),
     .b(w_d1[415:400]),
     .clk(clk),
     .p(product_3_25),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_3_26 (
-    .a(\x$1432 [431:416]),
+    .a(\x$1423 [431:416]),
     .b(w_d1[431:416]),
     .clk(clk),
     .p(product_3_26),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_3_27 (
-    .a(\x$1432 [447:432]),
+    .a(\x$1423 [447:432]),
     .b(w_d1[447:432]),
     .clk(clk),
     .p(product_3_27),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_3_28 (
-    .a(\x$1432 [463:448]),
+    .a(\x$1423 [463:448]),
     .b(w_d1[463:448]),
     .clk(clk),
     .p(product_3_28),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_3_29 (
-    .a(\x$1432 [479:464]),
+    .a(\x$1423 [479:464]),
     .b(w_d1[479:464]),
     .clk(clk),
     .p(product_3_29),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_3_3 (
-    .a(\x$1432 [63:48]),
+    .a(\x$1423 [63:48]),
     .b(w_d1[63:48]),
     .clk(clk),
     .p(product_3_3),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_3_30 (
-    .a(\x$1432 [495:480]),
+    .a(\x$1423 [495:480]),
     .b(w_d1[495:480]),
     .clk(clk),
     .p(product_3_30),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_3_31 (
-    .a(\x$1432 [511:496]),
+    .a(\x$1423 [511:496]),
     .b(w_d1[511:496]),
     .clk(clk),
     .p(product_3_31),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_3_4 (
-    .a(\x$1432 [79:64]),
+    .a(\x$1423 [79:64]),
     .b(w_d1[79:64]),
     .clk(clk),
     .p(product_3_4),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_3_5 (
-    .a(\x$1432 [95:80]),
+    .a(\x$1423 [95:80]),
     .b(w_d1[95:80]),
     .clk(clk),
     .p(product_3_5),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_3_6 (
-    .a(\x$1432 [111:96]),
+    .a(\x$1423 [111:96]),
     .b(w_d1[111:96]),
     .clk(clk),
     .p(product_3_6),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_3_7 (
-    .a(\x$1432 [127:112]),
+    .a(\x$1423 [127:112]),
     .b(w_d1[127:112]),
     .clk(clk),
     .p(product_3_7),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_3_8 (
-    .a(\x$1432 [143:128]),
+    .a(\x$1423 [143:128]),
     .b(w_d1[143:128]),
     .clk(clk),
     .p(product_3_8),
     .rst(rst)
   );
   ndp_fp16_mul_pipe mul_3_9 (
-    .a(\x$1432 [159:144]),
+    .a(\x$1423 [159:144]),
     .b(w_d1[159:144]),
     .clk(clk),
     .p(product_3_9),
@@ -32321,51 +32305,51 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   );
   \ndp_device.control_unit.compute.operand_select1  operand_select1 (
     .clk(clk),
-    .first(\$2788 [4:0]),
-    .lane_row(\lane_row$1069 ),
+    .first(\$2784 [4:0]),
+    .lane_row(\lane_row$1042 ),
     .line(fetched_line1),
     .rst(rst),
-    .x(\x$1430 )
+    .x(\x$1419 )
   );
   \ndp_device.control_unit.compute.operand_select2  operand_select2 (
     .clk(clk),
     .first(k_base[4:0]),
-    .lane_row(\lane_row$1192 ),
+    .lane_row(\lane_row$1170 ),
     .line(fetched_line2),
     .rst(rst),
-    .x(\x$1431 )
+    .x(\x$1421 )
   );
   \ndp_device.control_unit.compute.operand_select3  operand_select3 (
     .clk(clk),
     .first(k_base[4:0]),
-    .lane_row(\lane_row$1315 ),
+    .lane_row(\lane_row$1298 ),
     .line(fetched_line3),
     .rst(rst),
-    .x(\x$1432 )
+    .x(\x$1423 )
   );
   ndp_fp32_add_pipe set_add_0 (
-    .a(\$5290 ),
+    .a(\$5298 ),
     .b(sum_r_0_30),
     .clk(clk),
     .rst(rst),
     .s(set_sum_0)
   );
   ndp_fp32_add_pipe set_add_1 (
-    .a(\$5394 ),
+    .a(\$5402 ),
     .b(sum_r_1_30),
     .clk(clk),
     .rst(rst),
     .s(set_sum_1)
   );
   ndp_fp32_add_pipe set_add_2 (
-    .a(\$5498 ),
+    .a(\$5506 ),
     .b(sum_r_2_30),
     .clk(clk),
     .rst(rst),
     .s(set_sum_2)
   );
   ndp_fp32_add_pipe set_add_3 (
-    .a(\$5602 ),
+    .a(\$5610 ),
     .b(sum_r_3_30),
     .clk(clk),
     .rst(rst),
@@ -32393,2462 +32377,2301 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       assert (\$1691 );
     end
     if (1'h1) begin
-      if (!\$1716 )
+      if (!\$1714 )
         $write("accumulator row 0: two writes");
-      assert (\$1716 );
+      assert (\$1714 );
     end
     if (1'h1) begin
-      if (!\$1722 )
+      if (!\$1720 )
         $write("input row 1: a read and a fetch on its one port");
-      assert (\$1722 );
+      assert (\$1720 );
     end
     if (1'h1) begin
-      if (!\$1734 )
+      if (!\$1732 )
         $write("input row 1: a write and a read on its one port");
-      assert (\$1734 );
+      assert (\$1732 );
     end
     if (1'h1) begin
-      if (!\$1750 )
+      if (!\$1748 )
         $write("accumulator row 1 bank 0: two reads on its read port");
-      assert (\$1750 );
+      assert (\$1748 );
     end
     if (1'h1) begin
-      if (!\$1766 )
+      if (!\$1764 )
         $write("accumulator row 1 bank 1: two reads on its read port");
-      assert (\$1766 );
+      assert (\$1764 );
     end
     if (1'h1) begin
-      if (!\$1797 )
+      if (!\$1793 )
         $write("accumulator row 1: two writes");
-      assert (\$1797 );
+      assert (\$1793 );
     end
     if (1'h1) begin
-      if (!\$1802 )
+      if (!\$1798 )
         $write("input row 2: a read and a fetch on its one port");
-      assert (\$1802 );
+      assert (\$1798 );
     end
     if (1'h1) begin
-      if (!\$1810 )
+      if (!\$1806 )
         $write("input row 2: a write and a read on its one port");
-      assert (\$1810 );
+      assert (\$1806 );
     end
     if (1'h1) begin
-      if (!\$1826 )
+      if (!\$1822 )
         $write("accumulator row 2 bank 0: two reads on its read port");
-      assert (\$1826 );
+      assert (\$1822 );
     end
     if (1'h1) begin
-      if (!\$1842 )
+      if (!\$1838 )
         $write("accumulator row 2 bank 1: two reads on its read port");
-      assert (\$1842 );
+      assert (\$1838 );
     end
     if (1'h1) begin
-      if (!\$1867 )
+      if (!\$1861 )
         $write("accumulator row 2: two writes");
-      assert (\$1867 );
+      assert (\$1861 );
     end
     if (1'h1) begin
-      if (!\$1872 )
+      if (!\$1866 )
         $write("input row 3: a read and a fetch on its one port");
-      assert (\$1872 );
+      assert (\$1866 );
     end
     if (1'h1) begin
-      if (!\$1880 )
+      if (!\$1874 )
         $write("input row 3: a write and a read on its one port");
-      assert (\$1880 );
+      assert (\$1874 );
     end
     if (1'h1) begin
-      if (!\$1896 )
+      if (!\$1890 )
         $write("accumulator row 3 bank 0: two reads on its read port");
-      assert (\$1896 );
+      assert (\$1890 );
     end
     if (1'h1) begin
-      if (!\$1912 )
+      if (!\$1906 )
         $write("accumulator row 3 bank 1: two reads on its read port");
-      assert (\$1912 );
+      assert (\$1906 );
     end
     if (1'h1) begin
-      if (!\$1937 )
+      if (!\$1929 )
         $write("accumulator row 3: two writes");
-      assert (\$1937 );
+      assert (\$1929 );
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5609  = n_cols;
+    \$5617  = n_cols;
     if (rst) begin
-      \$5609  = 20'h00000;
+      \$5617  = 20'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5610  = \$5 [1:0];
+    \$5618  = \$5 [1:0];
     if (rst) begin
-      \$5610  = 2'h0;
+      \$5618  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5611  = \$17 [5:0];
+    \$5619  = \$17 [5:0];
     if (rst) begin
-      \$5611  = 6'h00;
+      \$5619  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5612  = \$26 [4:0];
-    if (rst) begin
-      \$5612  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5613  = \$38 [5:0];
-    if (rst) begin
-      \$5613  = 6'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5614  = \$47 ;
-    if (rst) begin
-      \$5614  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5615  = \$56 ;
-    if (rst) begin
-      \$5615  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5616  = \$68 [5:0];
-    if (rst) begin
-      \$5616  = 6'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5617  = \$77 [4:0];
-    if (rst) begin
-      \$5617  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5618  = \$89 [5:0];
-    if (rst) begin
-      \$5618  = 6'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5619  = \$98 ;
-    if (rst) begin
-      \$5619  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5620  = \$107 ;
+    \$5620  = \$26 [4:0];
     if (rst) begin
       \$5620  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5621  = \$119 [5:0];
+    \$5621  = \$38 [5:0];
     if (rst) begin
       \$5621  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5622  = \$128 [4:0];
+    \$5622  = \$47 ;
     if (rst) begin
       \$5622  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5623  = \$140 [5:0];
+    \$5623  = \$56 ;
     if (rst) begin
-      \$5623  = 6'h00;
+      \$5623  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5624  = \$149 ;
+    \$5624  = \$68 [5:0];
     if (rst) begin
-      \$5624  = 5'h00;
+      \$5624  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5625  = \$158 ;
+    \$5625  = \$77 [4:0];
     if (rst) begin
       \$5625  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5626  = \$170 [5:0];
+    \$5626  = \$89 [5:0];
     if (rst) begin
       \$5626  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5627  = \$179 [4:0];
+    \$5627  = \$98 ;
     if (rst) begin
       \$5627  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5628  = \$191 [5:0];
+    \$5628  = \$107 ;
     if (rst) begin
-      \$5628  = 6'h00;
+      \$5628  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5629  = \$200 ;
+    \$5629  = \$119 [5:0];
     if (rst) begin
-      \$5629  = 5'h00;
+      \$5629  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5630  = \$209 ;
+    \$5630  = \$128 [4:0];
     if (rst) begin
       \$5630  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5631  = \$221 [5:0];
+    \$5631  = \$140 [5:0];
     if (rst) begin
       \$5631  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5632  = \$230 [4:0];
+    \$5632  = \$149 ;
     if (rst) begin
       \$5632  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5633  = \$242 [5:0];
+    \$5633  = \$158 ;
     if (rst) begin
-      \$5633  = 6'h00;
+      \$5633  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5634  = \$251 ;
+    \$5634  = \$170 [5:0];
     if (rst) begin
-      \$5634  = 5'h00;
+      \$5634  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5635  = \$260 ;
+    \$5635  = \$179 [4:0];
     if (rst) begin
       \$5635  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5636  = \$272 [5:0];
+    \$5636  = \$191 [5:0];
     if (rst) begin
       \$5636  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5637  = \$281 [4:0];
+    \$5637  = \$200 ;
     if (rst) begin
       \$5637  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5638  = \$293 [5:0];
+    \$5638  = \$209 ;
     if (rst) begin
-      \$5638  = 6'h00;
+      \$5638  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5639  = \$302 ;
+    \$5639  = \$221 [5:0];
     if (rst) begin
-      \$5639  = 5'h00;
+      \$5639  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5640  = \$311 ;
+    \$5640  = \$230 [4:0];
     if (rst) begin
       \$5640  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5641  = \$323 [5:0];
+    \$5641  = \$242 [5:0];
     if (rst) begin
       \$5641  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5642  = \$332 [4:0];
+    \$5642  = \$251 ;
     if (rst) begin
       \$5642  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5643  = \$344 [5:0];
+    \$5643  = \$260 ;
     if (rst) begin
-      \$5643  = 6'h00;
+      \$5643  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5644  = \$353 ;
+    \$5644  = \$272 [5:0];
     if (rst) begin
-      \$5644  = 5'h00;
+      \$5644  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5645  = \$362 ;
+    \$5645  = \$281 [4:0];
     if (rst) begin
       \$5645  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5646  = \$374 [5:0];
+    \$5646  = \$293 [5:0];
     if (rst) begin
       \$5646  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5647  = \$383 [4:0];
+    \$5647  = \$302 ;
     if (rst) begin
       \$5647  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5648  = \$395 [5:0];
+    \$5648  = \$311 ;
     if (rst) begin
-      \$5648  = 6'h00;
+      \$5648  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5649  = \$404 ;
+    \$5649  = \$323 [5:0];
     if (rst) begin
-      \$5649  = 5'h00;
+      \$5649  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5650  = \$413 ;
+    \$5650  = \$332 [4:0];
     if (rst) begin
       \$5650  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5651  = \$425 [5:0];
+    \$5651  = \$344 [5:0];
     if (rst) begin
       \$5651  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5652  = \$434 [4:0];
+    \$5652  = \$353 ;
     if (rst) begin
       \$5652  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5653  = \$446 [5:0];
+    \$5653  = \$362 ;
     if (rst) begin
-      \$5653  = 6'h00;
+      \$5653  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5654  = \$455 ;
+    \$5654  = \$374 [5:0];
     if (rst) begin
-      \$5654  = 5'h00;
+      \$5654  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5655  = \$464 ;
+    \$5655  = \$383 [4:0];
     if (rst) begin
       \$5655  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5656  = \$476 [5:0];
+    \$5656  = \$395 [5:0];
     if (rst) begin
       \$5656  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5657  = \$485 [4:0];
+    \$5657  = \$404 ;
     if (rst) begin
       \$5657  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5658  = \$497 [5:0];
+    \$5658  = \$413 ;
     if (rst) begin
-      \$5658  = 6'h00;
+      \$5658  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5659  = \$506 ;
+    \$5659  = \$425 [5:0];
     if (rst) begin
-      \$5659  = 5'h00;
+      \$5659  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5660  = \$515 ;
+    \$5660  = \$434 [4:0];
     if (rst) begin
       \$5660  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5661  = \$527 [5:0];
+    \$5661  = \$446 [5:0];
     if (rst) begin
       \$5661  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5662  = \$536 [4:0];
+    \$5662  = \$455 ;
     if (rst) begin
       \$5662  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5663  = \$548 [5:0];
+    \$5663  = \$464 ;
     if (rst) begin
-      \$5663  = 6'h00;
+      \$5663  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5664  = \$557 ;
+    \$5664  = \$476 [5:0];
     if (rst) begin
-      \$5664  = 5'h00;
+      \$5664  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5665  = \$566 ;
+    \$5665  = \$485 [4:0];
     if (rst) begin
       \$5665  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5666  = \$578 [5:0];
+    \$5666  = \$497 [5:0];
     if (rst) begin
       \$5666  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5667  = \$587 [4:0];
+    \$5667  = \$506 ;
     if (rst) begin
       \$5667  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5668  = \$599 [5:0];
+    \$5668  = \$515 ;
     if (rst) begin
-      \$5668  = 6'h00;
+      \$5668  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5669  = \$608 ;
+    \$5669  = \$527 [5:0];
     if (rst) begin
-      \$5669  = 5'h00;
+      \$5669  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5670  = \$617 ;
+    \$5670  = \$536 [4:0];
     if (rst) begin
       \$5670  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5671  = \$629 [5:0];
+    \$5671  = \$548 [5:0];
     if (rst) begin
       \$5671  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5672  = \$638 [4:0];
+    \$5672  = \$557 ;
     if (rst) begin
       \$5672  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5673  = \$650 [5:0];
+    \$5673  = \$566 ;
     if (rst) begin
-      \$5673  = 6'h00;
+      \$5673  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5674  = \$659 ;
+    \$5674  = \$578 [5:0];
     if (rst) begin
-      \$5674  = 5'h00;
+      \$5674  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5675  = \$668 ;
+    \$5675  = \$587 [4:0];
     if (rst) begin
       \$5675  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5676  = \$680 [5:0];
+    \$5676  = \$599 [5:0];
     if (rst) begin
       \$5676  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5677  = \$689 [4:0];
+    \$5677  = \$608 ;
     if (rst) begin
       \$5677  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5678  = \$701 [5:0];
+    \$5678  = \$617 ;
     if (rst) begin
-      \$5678  = 6'h00;
+      \$5678  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5679  = \$710 ;
+    \$5679  = \$629 [5:0];
     if (rst) begin
-      \$5679  = 5'h00;
+      \$5679  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5680  = \$719 ;
+    \$5680  = \$638 [4:0];
     if (rst) begin
       \$5680  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5681  = \$731 [5:0];
+    \$5681  = \$650 [5:0];
     if (rst) begin
       \$5681  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5682  = \$740 [4:0];
+    \$5682  = \$659 ;
     if (rst) begin
       \$5682  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5683  = \$752 [5:0];
+    \$5683  = \$668 ;
     if (rst) begin
-      \$5683  = 6'h00;
+      \$5683  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5684  = \$761 ;
+    \$5684  = \$680 [5:0];
     if (rst) begin
-      \$5684  = 5'h00;
+      \$5684  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5685  = \$770 ;
+    \$5685  = \$689 [4:0];
     if (rst) begin
       \$5685  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5686  = \$782 [5:0];
+    \$5686  = \$701 [5:0];
     if (rst) begin
       \$5686  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5687  = \$791 [4:0];
+    \$5687  = \$710 ;
     if (rst) begin
       \$5687  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5688  = \$803 [5:0];
+    \$5688  = \$719 ;
     if (rst) begin
-      \$5688  = 6'h00;
+      \$5688  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5689  = \$812 ;
+    \$5689  = \$731 [5:0];
     if (rst) begin
-      \$5689  = 5'h00;
+      \$5689  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5690  = \$821 ;
+    \$5690  = \$740 [4:0];
     if (rst) begin
       \$5690  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5691  = \$833 [5:0];
+    \$5691  = \$752 [5:0];
     if (rst) begin
       \$5691  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5692  = \$842 [4:0];
+    \$5692  = \$761 ;
     if (rst) begin
       \$5692  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5693  = \$854 [5:0];
+    \$5693  = \$770 ;
     if (rst) begin
-      \$5693  = 6'h00;
+      \$5693  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5694  = \$863 ;
+    \$5694  = \$782 [5:0];
     if (rst) begin
-      \$5694  = 5'h00;
+      \$5694  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5695  = \$872 ;
+    \$5695  = \$791 [4:0];
     if (rst) begin
       \$5695  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5696  = \$884 [5:0];
+    \$5696  = \$803 [5:0];
     if (rst) begin
       \$5696  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5697  = \$893 [4:0];
+    \$5697  = \$812 ;
     if (rst) begin
       \$5697  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5698  = \$905 [5:0];
+    \$5698  = \$821 ;
     if (rst) begin
-      \$5698  = 6'h00;
+      \$5698  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5699  = \$914 ;
+    \$5699  = \$833 [5:0];
     if (rst) begin
-      \$5699  = 5'h00;
+      \$5699  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5700  = \$923 ;
+    \$5700  = \$842 [4:0];
     if (rst) begin
       \$5700  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5701  = \$935 [5:0];
+    \$5701  = \$854 [5:0];
     if (rst) begin
       \$5701  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5702  = \$944 [4:0];
+    \$5702  = \$863 ;
     if (rst) begin
       \$5702  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5703  = \$956 [5:0];
+    \$5703  = \$872 ;
     if (rst) begin
-      \$5703  = 6'h00;
+      \$5703  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5704  = \$965 ;
+    \$5704  = \$884 [5:0];
     if (rst) begin
-      \$5704  = 5'h00;
+      \$5704  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5705  = \$974 ;
+    \$5705  = \$893 [4:0];
     if (rst) begin
       \$5705  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5706  = \$986 [5:0];
+    \$5706  = \$905 [5:0];
     if (rst) begin
       \$5706  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5707  = \$995 [4:0];
+    \$5707  = \$914 ;
     if (rst) begin
       \$5707  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5708  = \$1007 [5:0];
+    \$5708  = \$923 ;
     if (rst) begin
-      \$5708  = 6'h00;
+      \$5708  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5709  = \$1016 ;
+    \$5709  = \$935 [5:0];
     if (rst) begin
-      \$5709  = 5'h00;
+      \$5709  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5710  = \$1025 ;
+    \$5710  = \$944 [4:0];
     if (rst) begin
       \$5710  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5711  = \$1037 [5:0];
+    \$5711  = \$956 [5:0];
     if (rst) begin
       \$5711  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5712  = \$1046 [4:0];
+    \$5712  = \$965 ;
     if (rst) begin
       \$5712  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5713  = \$1058 [5:0];
+    \$5713  = \$974 ;
     if (rst) begin
-      \$5713  = 6'h00;
+      \$5713  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5714  = \$1067 ;
+    \$5714  = \$986 [5:0];
     if (rst) begin
-      \$5714  = 5'h00;
+      \$5714  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5715  = \$1076 ;
+    \$5715  = \$995 [4:0];
     if (rst) begin
       \$5715  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5716  = \$1088 [5:0];
+    \$5716  = \$1007 [5:0];
     if (rst) begin
       \$5716  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5717  = \$1097 [4:0];
+    \$5717  = \$1016 ;
     if (rst) begin
       \$5717  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5718  = \$1109 [5:0];
+    \$5718  = \$1025 ;
     if (rst) begin
-      \$5718  = 6'h00;
+      \$5718  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5719  = \$1118 ;
+    \$5719  = \$1037 [5:0];
     if (rst) begin
-      \$5719  = 5'h00;
+      \$5719  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5720  = \$1127 ;
+    \$5720  = \$1046 [4:0];
     if (rst) begin
       \$5720  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5721  = \$1139 [5:0];
+    \$5721  = \$1058 [5:0];
     if (rst) begin
       \$5721  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5722  = \$1148 [4:0];
+    \$5722  = \$1067 ;
     if (rst) begin
       \$5722  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5723  = \$1160 [5:0];
+    \$5723  = \$1076 ;
     if (rst) begin
-      \$5723  = 6'h00;
+      \$5723  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5724  = \$1169 ;
+    \$5724  = \$1088 [5:0];
     if (rst) begin
-      \$5724  = 5'h00;
+      \$5724  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5725  = \$1178 ;
+    \$5725  = \$1097 [4:0];
     if (rst) begin
       \$5725  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5726  = \$1190 [5:0];
+    \$5726  = \$1109 [5:0];
     if (rst) begin
       \$5726  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5727  = \$1199 [4:0];
+    \$5727  = \$1118 ;
     if (rst) begin
       \$5727  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5728  = \$1211 [5:0];
+    \$5728  = \$1127 ;
     if (rst) begin
-      \$5728  = 6'h00;
+      \$5728  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5729  = \$1220 ;
+    \$5729  = \$1139 [5:0];
     if (rst) begin
-      \$5729  = 5'h00;
+      \$5729  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5730  = \$1229 ;
+    \$5730  = \$1148 [4:0];
     if (rst) begin
       \$5730  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5731  = \$1241 [5:0];
+    \$5731  = \$1160 [5:0];
     if (rst) begin
       \$5731  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5732  = \$1250 [4:0];
+    \$5732  = \$1169 ;
     if (rst) begin
       \$5732  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5733  = \$1262 [5:0];
+    \$5733  = \$1178 ;
     if (rst) begin
-      \$5733  = 6'h00;
+      \$5733  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5734  = \$1271 ;
+    \$5734  = \$1190 [5:0];
     if (rst) begin
-      \$5734  = 5'h00;
+      \$5734  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5735  = \$1280 ;
+    \$5735  = \$1199 [4:0];
     if (rst) begin
       \$5735  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5736  = \$1292 [5:0];
+    \$5736  = \$1211 [5:0];
     if (rst) begin
       \$5736  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5737  = \$1301 [4:0];
+    \$5737  = \$1220 ;
     if (rst) begin
       \$5737  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5738  = \$1313 [5:0];
+    \$5738  = \$1229 ;
     if (rst) begin
-      \$5738  = 6'h00;
+      \$5738  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5739  = \$1322 ;
+    \$5739  = \$1241 [5:0];
     if (rst) begin
-      \$5739  = 5'h00;
+      \$5739  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5740  = \$1331 ;
+    \$5740  = \$1250 [4:0];
     if (rst) begin
       \$5740  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5741  = \$1343 [5:0];
+    \$5741  = \$1262 [5:0];
     if (rst) begin
       \$5741  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5742  = \$1352 [4:0];
+    \$5742  = \$1271 ;
     if (rst) begin
       \$5742  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5743  = \$1364 [5:0];
+    \$5743  = \$1280 ;
     if (rst) begin
-      \$5743  = 6'h00;
+      \$5743  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5744  = \$1373 ;
+    \$5744  = \$1292 [5:0];
     if (rst) begin
-      \$5744  = 5'h00;
+      \$5744  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5745  = \$1382 ;
+    \$5745  = \$1301 [4:0];
     if (rst) begin
       \$5745  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5746  = \$1394 [5:0];
+    \$5746  = \$1313 [5:0];
     if (rst) begin
       \$5746  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5747  = \$1403 [4:0];
+    \$5747  = \$1322 ;
     if (rst) begin
       \$5747  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5748  = \$1415 [5:0];
+    \$5748  = \$1331 ;
     if (rst) begin
-      \$5748  = 6'h00;
+      \$5748  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5749  = \$1424 ;
+    \$5749  = \$1343 [5:0];
     if (rst) begin
-      \$5749  = 5'h00;
+      \$5749  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5750  = \$1433 ;
+    \$5750  = \$1352 [4:0];
     if (rst) begin
       \$5750  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5751  = \$1445 [5:0];
+    \$5751  = \$1364 [5:0];
     if (rst) begin
       \$5751  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5752  = \$1454 [4:0];
+    \$5752  = \$1373 ;
     if (rst) begin
       \$5752  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5753  = \$1466 [5:0];
+    \$5753  = \$1382 ;
     if (rst) begin
-      \$5753  = 6'h00;
+      \$5753  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5754  = \$1475 ;
+    \$5754  = \$1394 [5:0];
     if (rst) begin
-      \$5754  = 5'h00;
+      \$5754  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5755  = \$1484 ;
+    \$5755  = \$1403 [4:0];
     if (rst) begin
       \$5755  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5756  = \$1496 [5:0];
+    \$5756  = \$1415 [5:0];
     if (rst) begin
       \$5756  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5757  = \$1505 [4:0];
+    \$5757  = \$1424 ;
     if (rst) begin
       \$5757  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5758  = \$1517 [5:0];
+    \$5758  = \$1433 ;
     if (rst) begin
-      \$5758  = 6'h00;
+      \$5758  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5759  = \$1526 ;
+    \$5759  = \$1445 [5:0];
     if (rst) begin
-      \$5759  = 5'h00;
+      \$5759  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5760  = \$1535 ;
+    \$5760  = \$1454 [4:0];
     if (rst) begin
       \$5760  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5761  = \$1547 [5:0];
+    \$5761  = \$1466 [5:0];
     if (rst) begin
       \$5761  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5762  = \$1556 [4:0];
+    \$5762  = \$1475 ;
     if (rst) begin
       \$5762  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5763  = \$1568 [5:0];
+    \$5763  = \$1484 ;
     if (rst) begin
-      \$5763  = 6'h00;
+      \$5763  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5764  = \$1577 ;
+    \$5764  = \$1496 [5:0];
     if (rst) begin
-      \$5764  = 5'h00;
+      \$5764  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5765  = \$1586 ;
+    \$5765  = \$1505 [4:0];
     if (rst) begin
       \$5765  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5766  = \$1598 [5:0];
+    \$5766  = \$1517 [5:0];
     if (rst) begin
       \$5766  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5767  = \$1607 [4:0];
+    \$5767  = \$1526 ;
     if (rst) begin
       \$5767  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5768  = \$1619 [5:0];
+    \$5768  = \$1535 ;
     if (rst) begin
-      \$5768  = 6'h00;
+      \$5768  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5769  = \$1628 ;
+    \$5769  = \$1547 [5:0];
     if (rst) begin
-      \$5769  = 5'h00;
+      \$5769  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5770  = \$1637 ;
+    \$5770  = \$1556 [4:0];
     if (rst) begin
       \$5770  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5771  = mac;
+    \$5771  = \$1568 [5:0];
     if (rst) begin
-      \$5771  = 1'h0;
+      \$5771  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5772  = first;
+    \$5772  = \$1577 ;
     if (rst) begin
-      \$5772  = 1'h0;
+      \$5772  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5773  = acc_addr;
+    \$5773  = \$1586 ;
     if (rst) begin
-      \$5773  = 7'h00;
+      \$5773  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5774  = active;
+    \$5774  = \$1598 [5:0];
     if (rst) begin
       \$5774  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5775  = w_data;
+    \$5775  = \$1607 [4:0];
     if (rst) begin
-      \$5775  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$5775  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5776  = bank;
+    \$5776  = \$1619 [5:0];
     if (rst) begin
-      \$5776  = 1'h0;
+      \$5776  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5777  = last;
+    \$5777  = \$1628 ;
     if (rst) begin
-      \$5777  = 1'h0;
+      \$5777  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5778  = mac_d1;
+    \$5778  = \$1637 ;
     if (rst) begin
-      \$5778  = 1'h0;
+      \$5778  = 5'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5779  = \mac_d1$181 ;
+    \$5779  = mac;
     if (rst) begin
       \$5779  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5780  = first_d1;
+    \$5780  = first;
     if (rst) begin
       \$5780  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5781  = \first_d1$183 ;
+    \$5781  = acc_addr;
     if (rst) begin
-      \$5781  = 1'h0;
+      \$5781  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5782  = acc_addr_d1;
+    \$5782  = active;
     if (rst) begin
-      \$5782  = 7'h00;
+      \$5782  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5783  = \acc_addr_d1$185 ;
+    \$5783  = w_data;
     if (rst) begin
-      \$5783  = 7'h00;
+      \$5783  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5784  = active_d1;
+    \$5784  = bank;
     if (rst) begin
-      \$5784  = 6'h00;
+      \$5784  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5785  = \active_d1$187 ;
+    \$5785  = last;
     if (rst) begin
-      \$5785  = 6'h00;
+      \$5785  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5786  = bank_d1;
+    \$5786  = mac_d1;
     if (rst) begin
       \$5786  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5787  = \bank_d1$189 ;
+    \$5787  = \mac_d1$181 ;
     if (rst) begin
       \$5787  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5788  = last_d1;
+    \$5788  = first_d1;
     if (rst) begin
       \$5788  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5789  = \last_d1$191 ;
+    \$5789  = \first_d1$183 ;
     if (rst) begin
       \$5789  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5790  = mac_d2;
+    \$5790  = acc_addr_d1;
     if (rst) begin
-      \$5790  = 1'h0;
+      \$5790  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5791  = \mac_d1$193 ;
+    \$5791  = \acc_addr_d1$185 ;
     if (rst) begin
-      \$5791  = 1'h0;
+      \$5791  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5792  = acc_addr_d2;
+    \$5792  = active_d1;
     if (rst) begin
-      \$5792  = 7'h00;
+      \$5792  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5793  = \acc_addr_d1$195 ;
+    \$5793  = \active_d1$187 ;
     if (rst) begin
-      \$5793  = 7'h00;
+      \$5793  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5794  = bank_d2;
+    \$5794  = bank_d1;
     if (rst) begin
       \$5794  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5795  = \bank_d1$197 ;
+    \$5795  = \bank_d1$189 ;
     if (rst) begin
       \$5795  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5796  = last_d2;
+    \$5796  = last_d1;
     if (rst) begin
       \$5796  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5797  = \last_d1$199 ;
+    \$5797  = \last_d1$191 ;
     if (rst) begin
       \$5797  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5798  = \$1638 ;
+    \$5798  = mac_d2;
     if (rst) begin
       \$5798  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5799  = \$1639 ;
+    \$5799  = \mac_d1$193 ;
     if (rst) begin
       \$5799  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5800  = \$1640 ;
+    \$5800  = acc_addr_d2;
     if (rst) begin
       \$5800  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5801  = \$1641 ;
+    \$5801  = \acc_addr_d1$195 ;
     if (rst) begin
-      \$5801  = 6'h00;
+      \$5801  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5802  = \$1642 ;
+    \$5802  = bank_d2;
     if (rst) begin
-      \$5802  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$5802  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5803  = \$1643 ;
+    \$5803  = \bank_d1$197 ;
     if (rst) begin
       \$5803  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5804  = \$1644 ;
+    \$5804  = last_d2;
     if (rst) begin
       \$5804  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5805  = mac_row1_d1;
+    \$5805  = \last_d1$199 ;
     if (rst) begin
       \$5805  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5806  = \mac_row1_d1$215 ;
+    \$5806  = \$1638 ;
     if (rst) begin
       \$5806  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5807  = first_row1_d1;
+    \$5807  = \$1639 ;
     if (rst) begin
       \$5807  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5808  = \first_row1_d1$217 ;
+    \$5808  = \$1640 ;
     if (rst) begin
-      \$5808  = 1'h0;
+      \$5808  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5809  = acc_addr_row1_d1;
+    \$5809  = \$1641 ;
     if (rst) begin
-      \$5809  = 7'h00;
+      \$5809  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5810  = \acc_addr_row1_d1$219 ;
+    \$5810  = \$1642 ;
     if (rst) begin
-      \$5810  = 7'h00;
+      \$5810  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5811  = active_row1_d1;
+    \$5811  = \$1643 ;
     if (rst) begin
-      \$5811  = 6'h00;
+      \$5811  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5812  = \active_row1_d1$221 ;
+    \$5812  = \$1644 ;
     if (rst) begin
-      \$5812  = 6'h00;
+      \$5812  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5813  = bank_row1_d1;
+    \$5813  = mac_row1_d1;
     if (rst) begin
       \$5813  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5814  = \bank_row1_d1$223 ;
+    \$5814  = \mac_row1_d1$215 ;
     if (rst) begin
       \$5814  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5815  = last_row1_d1;
+    \$5815  = first_row1_d1;
     if (rst) begin
       \$5815  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5816  = \last_row1_d1$225 ;
+    \$5816  = \first_row1_d1$217 ;
     if (rst) begin
       \$5816  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5817  = mac_row1_d2;
+    \$5817  = acc_addr_row1_d1;
     if (rst) begin
-      \$5817  = 1'h0;
+      \$5817  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5818  = \mac_row1_d1$227 ;
+    \$5818  = \acc_addr_row1_d1$219 ;
     if (rst) begin
-      \$5818  = 1'h0;
+      \$5818  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5819  = acc_addr_row1_d2;
+    \$5819  = active_row1_d1;
     if (rst) begin
-      \$5819  = 7'h00;
+      \$5819  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5820  = \acc_addr_row1_d1$229 ;
+    \$5820  = \active_row1_d1$221 ;
     if (rst) begin
-      \$5820  = 7'h00;
+      \$5820  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5821  = bank_row1_d2;
+    \$5821  = bank_row1_d1;
     if (rst) begin
       \$5821  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5822  = \bank_row1_d1$231 ;
+    \$5822  = \bank_row1_d1$223 ;
     if (rst) begin
       \$5822  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5823  = last_row1_d2;
+    \$5823  = last_row1_d1;
     if (rst) begin
       \$5823  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5824  = \last_row1_d1$233 ;
+    \$5824  = \last_row1_d1$225 ;
     if (rst) begin
       \$5824  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5825  = { bank, t_row_end, t_first, t_set, t_out, \$1943  };
+    \$5825  = mac_row1_d2;
     if (rst) begin
-      \$5825  = 26'h0000000;
+      \$5825  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5826  = t_ctl_d1;
+    \$5826  = \mac_row1_d1$227 ;
     if (rst) begin
-      \$5826  = 26'h0000000;
+      \$5826  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5827  = t_ctl_d2;
+    \$5827  = acc_addr_row1_d2;
     if (rst) begin
-      \$5827  = 26'h0000000;
+      \$5827  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5828  = t_ctl_d3;
+    \$5828  = \acc_addr_row1_d1$229 ;
     if (rst) begin
-      \$5828  = 26'h0000000;
+      \$5828  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5829  = t_ctl_d4;
+    \$5829  = bank_row1_d2;
     if (rst) begin
-      \$5829  = 26'h0000000;
+      \$5829  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5830  = t_ctl_d5;
+    \$5830  = \bank_row1_d1$231 ;
     if (rst) begin
-      \$5830  = 26'h0000000;
+      \$5830  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5831  = t_ctl_d6;
+    \$5831  = last_row1_d2;
     if (rst) begin
-      \$5831  = 26'h0000000;
+      \$5831  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5832  = t_ctl_d7;
+    \$5832  = \last_row1_d1$233 ;
     if (rst) begin
-      \$5832  = 26'h0000000;
+      \$5832  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5833  = t_ctl_d8;
+    \$5833  = { bank, t_row_end, t_first, t_set, t_out, \$1935  };
     if (rst) begin
       \$5833  = 26'h0000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5834  = t_ctl_d9;
+    \$5834  = t_ctl_d1;
     if (rst) begin
       \$5834  = 26'h0000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5835  = t_ctl_d10;
+    \$5835  = t_ctl_d2;
     if (rst) begin
       \$5835  = 26'h0000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5836  = t_ctl_d11;
+    \$5836  = t_ctl_d3;
     if (rst) begin
       \$5836  = 26'h0000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5837  = t_ctl_d12;
+    \$5837  = t_ctl_d4;
     if (rst) begin
       \$5837  = 26'h0000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5838  = t_ctl_d13;
+    \$5838  = t_ctl_d5;
     if (rst) begin
       \$5838  = 26'h0000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5839  = t_ctl_d14;
+    \$5839  = t_ctl_d6;
     if (rst) begin
       \$5839  = 26'h0000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5840  = t_ctl_d15;
+    \$5840  = t_ctl_d7;
     if (rst) begin
       \$5840  = 26'h0000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5841  = t_ctl_d16;
+    \$5841  = t_ctl_d8;
     if (rst) begin
       \$5841  = 26'h0000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5842  = t_ctl_d17;
+    \$5842  = t_ctl_d9;
     if (rst) begin
       \$5842  = 26'h0000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5843  = t_ctl_d18;
+    \$5843  = t_ctl_d10;
     if (rst) begin
       \$5843  = 26'h0000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5844  = t_ctl_d19;
+    \$5844  = t_ctl_d11;
     if (rst) begin
       \$5844  = 26'h0000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5845  = t_ctl_d20;
+    \$5845  = t_ctl_d12;
     if (rst) begin
       \$5845  = 26'h0000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5846  = t_ctl_d21;
+    \$5846  = t_ctl_d13;
     if (rst) begin
       \$5846  = 26'h0000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5847  = t_ctl_d22;
+    \$5847  = t_ctl_d14;
     if (rst) begin
       \$5847  = 26'h0000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5848  = t_ctl_d23;
+    \$5848  = t_ctl_d15;
     if (rst) begin
       \$5848  = 26'h0000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5849  = t_ctl_d24;
+    \$5849  = t_ctl_d16;
     if (rst) begin
       \$5849  = 26'h0000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5850  = t_ctl_d25;
+    \$5850  = t_ctl_d17;
     if (rst) begin
       \$5850  = 26'h0000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5851  = t_ctl_d26;
+    \$5851  = t_ctl_d18;
     if (rst) begin
       \$5851  = 26'h0000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5852  = \$1646 ;
+    \$5852  = t_ctl_d19;
     if (rst) begin
-      \$5852  = 1'h0;
+      \$5852  = 26'h0000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5853  = \$1647 ;
+    \$5853  = t_ctl_d20;
     if (rst) begin
-      \$5853  = 1'h0;
+      \$5853  = 26'h0000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5854  = rd_row;
+    \$5854  = t_ctl_d21;
     if (rst) begin
-      \$5854  = 2'h0;
+      \$5854  = 26'h0000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5855  = rd_addr;
+    \$5855  = t_ctl_d22;
     if (rst) begin
-      \$5855  = 7'h00;
+      \$5855  = 26'h0000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5856  = fold_bank;
+    \$5856  = t_ctl_d23;
     if (rst) begin
-      \$5856  = 1'h0;
+      \$5856  = 26'h0000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5857  = held_line0;
+    \$5857  = t_ctl_d24;
+    if (rst) begin
+      \$5857  = 26'h0000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
+    \$5858  = t_ctl_d25;
+    if (rst) begin
+      \$5858  = 26'h0000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
+    \$5859  = t_ctl_d26;
+    if (rst) begin
+      \$5859  = 26'h0000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
+    \$5860  = \$1646 ;
+    if (rst) begin
+      \$5860  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
+    \$5861  = \$1647 ;
+    if (rst) begin
+      \$5861  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
+    \$5862  = rd_row;
+    if (rst) begin
+      \$5862  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
+    \$5863  = rd_addr;
+    if (rst) begin
+      \$5863  = 7'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
+    \$5864  = fold_bank;
+    if (rst) begin
+      \$5864  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
+    \$5865  = held_line0;
     if (\$1696 ) begin
-      \$5857  = bank_r__data;
+      \$5865  = bank_r__data;
     end
     if (rst) begin
-      \$5857  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$5865  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5858  = held_word0;
+    \$5866  = held_word0;
     if (\$1696 ) begin
-      \$5858  = k_base[11:5];
+      \$5866  = k_base[11:5];
     end
     if (rst) begin
-      \$5858  = 7'h00;
+      \$5866  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5859  = held_ok0;
+    \$5867  = held_ok0;
     if (\$1696 ) begin
-      \$5859  = 1'h1;
+      \$5867  = 1'h1;
     end
     if (\$1698 ) begin
-      \$5859  = 1'h0;
+      \$5867  = 1'h0;
     end
     if (rst) begin
-      \$5859  = 1'h0;
+      \$5867  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5860  = product_0_0;
-    if (rst) begin
-      \$5860  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5861  = sum_0_0;
-    if (rst) begin
-      \$5861  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5862  = product_0_1;
-    if (rst) begin
-      \$5862  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5863  = sum_0_1;
-    if (rst) begin
-      \$5863  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5864  = product_0_2;
-    if (rst) begin
-      \$5864  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5865  = sum_0_2;
-    if (rst) begin
-      \$5865  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5866  = product_0_3;
-    if (rst) begin
-      \$5866  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5867  = sum_0_3;
-    if (rst) begin
-      \$5867  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5868  = product_0_4;
+    \$5868  = product_0_0;
     if (rst) begin
       \$5868  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5869  = sum_0_4;
+    \$5869  = sum_0_0;
     if (rst) begin
       \$5869  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5870  = product_0_5;
+    \$5870  = product_0_1;
     if (rst) begin
       \$5870  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5871  = sum_0_5;
+    \$5871  = sum_0_1;
     if (rst) begin
       \$5871  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5872  = product_0_6;
+    \$5872  = product_0_2;
     if (rst) begin
       \$5872  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5873  = sum_0_6;
+    \$5873  = sum_0_2;
     if (rst) begin
       \$5873  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5874  = product_0_7;
+    \$5874  = product_0_3;
     if (rst) begin
       \$5874  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5875  = sum_0_7;
+    \$5875  = sum_0_3;
     if (rst) begin
       \$5875  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5876  = product_0_8;
+    \$5876  = product_0_4;
     if (rst) begin
       \$5876  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5877  = sum_0_8;
+    \$5877  = sum_0_4;
     if (rst) begin
       \$5877  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5878  = product_0_9;
+    \$5878  = product_0_5;
     if (rst) begin
       \$5878  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5879  = sum_0_9;
+    \$5879  = sum_0_5;
     if (rst) begin
       \$5879  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5880  = product_0_10;
+    \$5880  = product_0_6;
     if (rst) begin
       \$5880  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5881  = sum_0_10;
+    \$5881  = sum_0_6;
     if (rst) begin
       \$5881  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5882  = product_0_11;
+    \$5882  = product_0_7;
     if (rst) begin
       \$5882  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5883  = sum_0_11;
+    \$5883  = sum_0_7;
     if (rst) begin
       \$5883  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5884  = product_0_12;
+    \$5884  = product_0_8;
     if (rst) begin
       \$5884  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5885  = sum_0_12;
+    \$5885  = sum_0_8;
     if (rst) begin
       \$5885  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5886  = product_0_13;
+    \$5886  = product_0_9;
     if (rst) begin
       \$5886  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5887  = sum_0_13;
+    \$5887  = sum_0_9;
     if (rst) begin
       \$5887  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5888  = product_0_14;
+    \$5888  = product_0_10;
     if (rst) begin
       \$5888  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5889  = sum_0_14;
+    \$5889  = sum_0_10;
     if (rst) begin
       \$5889  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5890  = product_0_15;
+    \$5890  = product_0_11;
     if (rst) begin
       \$5890  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5891  = sum_0_15;
+    \$5891  = sum_0_11;
     if (rst) begin
       \$5891  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5892  = product_0_16;
+    \$5892  = product_0_12;
     if (rst) begin
       \$5892  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5893  = sum_0_16;
+    \$5893  = sum_0_12;
     if (rst) begin
       \$5893  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5894  = product_0_17;
+    \$5894  = product_0_13;
     if (rst) begin
       \$5894  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5895  = sum_0_17;
+    \$5895  = sum_0_13;
     if (rst) begin
       \$5895  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5896  = product_0_18;
+    \$5896  = product_0_14;
     if (rst) begin
       \$5896  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5897  = sum_0_18;
+    \$5897  = sum_0_14;
     if (rst) begin
       \$5897  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5898  = product_0_19;
+    \$5898  = product_0_15;
     if (rst) begin
       \$5898  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5899  = sum_0_19;
+    \$5899  = sum_0_15;
     if (rst) begin
       \$5899  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5900  = product_0_20;
+    \$5900  = product_0_16;
     if (rst) begin
       \$5900  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5901  = sum_0_20;
+    \$5901  = sum_0_16;
     if (rst) begin
       \$5901  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5902  = product_0_21;
+    \$5902  = product_0_17;
     if (rst) begin
       \$5902  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5903  = sum_0_21;
+    \$5903  = sum_0_17;
     if (rst) begin
       \$5903  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5904  = product_0_22;
+    \$5904  = product_0_18;
     if (rst) begin
       \$5904  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5905  = sum_0_22;
+    \$5905  = sum_0_18;
     if (rst) begin
       \$5905  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5906  = product_0_23;
+    \$5906  = product_0_19;
     if (rst) begin
       \$5906  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5907  = sum_0_23;
+    \$5907  = sum_0_19;
     if (rst) begin
       \$5907  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5908  = product_0_24;
+    \$5908  = product_0_20;
     if (rst) begin
       \$5908  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5909  = sum_0_24;
+    \$5909  = sum_0_20;
     if (rst) begin
       \$5909  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5910  = product_0_25;
+    \$5910  = product_0_21;
     if (rst) begin
       \$5910  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5911  = sum_0_25;
+    \$5911  = sum_0_21;
     if (rst) begin
       \$5911  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5912  = product_0_26;
+    \$5912  = product_0_22;
     if (rst) begin
       \$5912  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5913  = sum_0_26;
+    \$5913  = sum_0_22;
     if (rst) begin
       \$5913  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5914  = product_0_27;
+    \$5914  = product_0_23;
     if (rst) begin
       \$5914  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5915  = sum_0_27;
+    \$5915  = sum_0_23;
     if (rst) begin
       \$5915  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5916  = product_0_28;
+    \$5916  = product_0_24;
     if (rst) begin
       \$5916  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5917  = sum_0_28;
+    \$5917  = sum_0_24;
     if (rst) begin
       \$5917  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5918  = product_0_29;
+    \$5918  = product_0_25;
     if (rst) begin
       \$5918  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5919  = sum_0_29;
+    \$5919  = sum_0_25;
     if (rst) begin
       \$5919  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5920  = product_0_30;
+    \$5920  = product_0_26;
     if (rst) begin
       \$5920  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5921  = sum_0_30;
+    \$5921  = sum_0_26;
     if (rst) begin
       \$5921  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5922  = product_0_31;
+    \$5922  = product_0_27;
     if (rst) begin
       \$5922  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5923  = sum_0_31;
+    \$5923  = sum_0_27;
     if (rst) begin
       \$5923  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5924  = acc_slot0_0;
-    if (\$1700 ) begin
-      casez (\acc_addr_d2$196 [2:0])
-        3'h0:
-            \$5924  = { sum_0_31, sum_0_30, sum_0_29, sum_0_28, sum_0_27, sum_0_26, sum_0_25, sum_0_24, sum_0_23, sum_0_22, sum_0_21, sum_0_20, sum_0_19, sum_0_18, sum_0_17, sum_0_16, sum_0_15, sum_0_14, sum_0_13, sum_0_12, sum_0_11, sum_0_10, sum_0_9, sum_0_8, sum_0_7, sum_0_6, sum_0_5, sum_0_4, sum_0_3, sum_0_2, sum_0_1, sum_0_0 };
-      endcase
-    end
+    \$5924  = product_0_28;
     if (rst) begin
-      \$5924  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$5924  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5925  = acc_slot0_1;
-    if (\$1700 ) begin
-      casez (\acc_addr_d2$196 [2:0])
-        3'h0:
-            /* empty */;
-        3'h1:
-            \$5925  = { sum_0_31, sum_0_30, sum_0_29, sum_0_28, sum_0_27, sum_0_26, sum_0_25, sum_0_24, sum_0_23, sum_0_22, sum_0_21, sum_0_20, sum_0_19, sum_0_18, sum_0_17, sum_0_16, sum_0_15, sum_0_14, sum_0_13, sum_0_12, sum_0_11, sum_0_10, sum_0_9, sum_0_8, sum_0_7, sum_0_6, sum_0_5, sum_0_4, sum_0_3, sum_0_2, sum_0_1, sum_0_0 };
-      endcase
-    end
+    \$5925  = sum_0_28;
     if (rst) begin
-      \$5925  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$5925  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5926  = acc_slot0_2;
-    if (\$1700 ) begin
-      casez (\acc_addr_d2$196 [2:0])
-        3'h0:
-            /* empty */;
-        3'h1:
-            /* empty */;
-        3'h2:
-            \$5926  = { sum_0_31, sum_0_30, sum_0_29, sum_0_28, sum_0_27, sum_0_26, sum_0_25, sum_0_24, sum_0_23, sum_0_22, sum_0_21, sum_0_20, sum_0_19, sum_0_18, sum_0_17, sum_0_16, sum_0_15, sum_0_14, sum_0_13, sum_0_12, sum_0_11, sum_0_10, sum_0_9, sum_0_8, sum_0_7, sum_0_6, sum_0_5, sum_0_4, sum_0_3, sum_0_2, sum_0_1, sum_0_0 };
-      endcase
-    end
+    \$5926  = product_0_29;
     if (rst) begin
-      \$5926  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$5926  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5927  = acc_slot0_3;
-    if (\$1700 ) begin
-      casez (\acc_addr_d2$196 [2:0])
-        3'h0:
-            /* empty */;
-        3'h1:
-            /* empty */;
-        3'h2:
-            /* empty */;
-        3'h3:
-            \$5927  = { sum_0_31, sum_0_30, sum_0_29, sum_0_28, sum_0_27, sum_0_26, sum_0_25, sum_0_24, sum_0_23, sum_0_22, sum_0_21, sum_0_20, sum_0_19, sum_0_18, sum_0_17, sum_0_16, sum_0_15, sum_0_14, sum_0_13, sum_0_12, sum_0_11, sum_0_10, sum_0_9, sum_0_8, sum_0_7, sum_0_6, sum_0_5, sum_0_4, sum_0_3, sum_0_2, sum_0_1, sum_0_0 };
-      endcase
-    end
+    \$5927  = sum_0_29;
     if (rst) begin
-      \$5927  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$5927  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5928  = acc_slot0_4;
-    if (\$1700 ) begin
-      casez (\acc_addr_d2$196 [2:0])
-        3'h0:
-            /* empty */;
-        3'h1:
-            /* empty */;
-        3'h2:
-            /* empty */;
-        3'h3:
-            /* empty */;
-        3'h4:
-            \$5928  = { sum_0_31, sum_0_30, sum_0_29, sum_0_28, sum_0_27, sum_0_26, sum_0_25, sum_0_24, sum_0_23, sum_0_22, sum_0_21, sum_0_20, sum_0_19, sum_0_18, sum_0_17, sum_0_16, sum_0_15, sum_0_14, sum_0_13, sum_0_12, sum_0_11, sum_0_10, sum_0_9, sum_0_8, sum_0_7, sum_0_6, sum_0_5, sum_0_4, sum_0_3, sum_0_2, sum_0_1, sum_0_0 };
-      endcase
-    end
+    \$5928  = product_0_30;
     if (rst) begin
-      \$5928  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$5928  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5929  = acc_slot0_5;
-    if (\$1700 ) begin
-      casez (\acc_addr_d2$196 [2:0])
-        3'h0:
-            /* empty */;
-        3'h1:
-            /* empty */;
-        3'h2:
-            /* empty */;
-        3'h3:
-            /* empty */;
-        3'h4:
-            /* empty */;
-        3'h5:
-            \$5929  = { sum_0_31, sum_0_30, sum_0_29, sum_0_28, sum_0_27, sum_0_26, sum_0_25, sum_0_24, sum_0_23, sum_0_22, sum_0_21, sum_0_20, sum_0_19, sum_0_18, sum_0_17, sum_0_16, sum_0_15, sum_0_14, sum_0_13, sum_0_12, sum_0_11, sum_0_10, sum_0_9, sum_0_8, sum_0_7, sum_0_6, sum_0_5, sum_0_4, sum_0_3, sum_0_2, sum_0_1, sum_0_0 };
-      endcase
-    end
+    \$5929  = sum_0_30;
     if (rst) begin
-      \$5929  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$5929  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5930  = acc_slot0_6;
-    if (\$1700 ) begin
-      casez (\acc_addr_d2$196 [2:0])
-        3'h0:
-            /* empty */;
-        3'h1:
-            /* empty */;
-        3'h2:
-            /* empty */;
-        3'h3:
-            /* empty */;
-        3'h4:
-            /* empty */;
-        3'h5:
-            /* empty */;
-        3'h6:
-            \$5930  = { sum_0_31, sum_0_30, sum_0_29, sum_0_28, sum_0_27, sum_0_26, sum_0_25, sum_0_24, sum_0_23, sum_0_22, sum_0_21, sum_0_20, sum_0_19, sum_0_18, sum_0_17, sum_0_16, sum_0_15, sum_0_14, sum_0_13, sum_0_12, sum_0_11, sum_0_10, sum_0_9, sum_0_8, sum_0_7, sum_0_6, sum_0_5, sum_0_4, sum_0_3, sum_0_2, sum_0_1, sum_0_0 };
-      endcase
-    end
+    \$5930  = product_0_31;
     if (rst) begin
-      \$5930  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$5930  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5931  = acc_slot0_7;
-    if (\$1700 ) begin
-      (* full_case = 32'd1 *)
-      casez (\acc_addr_d2$196 [2:0])
-        3'h0:
-            /* empty */;
-        3'h1:
-            /* empty */;
-        3'h2:
-            /* empty */;
-        3'h3:
-            /* empty */;
-        3'h4:
-            /* empty */;
-        3'h5:
-            /* empty */;
-        3'h6:
-            /* empty */;
-        3'h7:
-            \$5931  = { sum_0_31, sum_0_30, sum_0_29, sum_0_28, sum_0_27, sum_0_26, sum_0_25, sum_0_24, sum_0_23, sum_0_22, sum_0_21, sum_0_20, sum_0_19, sum_0_18, sum_0_17, sum_0_16, sum_0_15, sum_0_14, sum_0_13, sum_0_12, sum_0_11, sum_0_10, sum_0_9, sum_0_8, sum_0_7, sum_0_6, sum_0_5, sum_0_4, sum_0_3, sum_0_2, sum_0_1, sum_0_0 };
-      endcase
-    end
+    \$5931  = sum_0_31;
     if (rst) begin
-      \$5931  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$5931  = 32'd0;
     end
   end
   always @* begin
@@ -34905,7 +34728,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5936  = \$1703 ;
+    \$5936  = \$1701 ;
     if (rst) begin
       \$5936  = 32'd0;
     end
@@ -34941,8 +34764,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
     \$5941  = held_line1;
-    if (\$1773 ) begin
-      \$5941  = \bank_r__data$441 ;
+    if (\$1771 ) begin
+      \$5941  = \bank_r__data$433 ;
     end
     if (rst) begin
       \$5941  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
@@ -34951,8 +34774,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
     \$5942  = held_word1;
-    if (\$1773 ) begin
-      \$5942  = \$1774 [11:5];
+    if (\$1771 ) begin
+      \$5942  = \$1772 [11:5];
     end
     if (rst) begin
       \$5942  = 7'h00;
@@ -34961,10 +34784,10 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
     \$5943  = held_ok1;
-    if (\$1773 ) begin
+    if (\$1771 ) begin
       \$5943  = 1'h1;
     end
-    if (\$1779 ) begin
+    if (\$1777 ) begin
       \$5943  = 1'h0;
     end
     if (rst) begin
@@ -35421,1661 +35244,1178 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6008  = acc_slot1_0;
-    if (\$1781 ) begin
-      casez (\acc_addr_row1_d2$230 [2:0])
-        3'h0:
-            \$6008  = { sum_1_31, sum_1_30, sum_1_29, sum_1_28, sum_1_27, sum_1_26, sum_1_25, sum_1_24, sum_1_23, sum_1_22, sum_1_21, sum_1_20, sum_1_19, sum_1_18, sum_1_17, sum_1_16, sum_1_15, sum_1_14, sum_1_13, sum_1_12, sum_1_11, sum_1_10, sum_1_9, sum_1_8, sum_1_7, sum_1_6, sum_1_5, sum_1_4, sum_1_3, sum_1_2, sum_1_1, sum_1_0 };
-      endcase
-    end
+    \$6008  = set_sum_1;
     if (rst) begin
-      \$6008  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$6008  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6009  = acc_slot1_1;
-    if (\$1781 ) begin
-      casez (\acc_addr_row1_d2$230 [2:0])
-        3'h0:
-            /* empty */;
-        3'h1:
-            \$6009  = { sum_1_31, sum_1_30, sum_1_29, sum_1_28, sum_1_27, sum_1_26, sum_1_25, sum_1_24, sum_1_23, sum_1_22, sum_1_21, sum_1_20, sum_1_19, sum_1_18, sum_1_17, sum_1_16, sum_1_15, sum_1_14, sum_1_13, sum_1_12, sum_1_11, sum_1_10, sum_1_9, sum_1_8, sum_1_7, sum_1_6, sum_1_5, sum_1_4, sum_1_3, sum_1_2, sum_1_1, sum_1_0 };
+    \$6009  = set_1_0;
+    if (t_ctl_d21[0]) begin
+      casez (t_ctl_d21[22:21])
+        2'h0:
+            \$6009  = set_sum_r_1;
       endcase
     end
     if (rst) begin
-      \$6009  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$6009  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6010  = acc_slot1_2;
-    if (\$1781 ) begin
-      casez (\acc_addr_row1_d2$230 [2:0])
-        3'h0:
+    \$6010  = set_1_1;
+    if (t_ctl_d21[0]) begin
+      casez (t_ctl_d21[22:21])
+        2'h0:
             /* empty */;
-        3'h1:
-            /* empty */;
-        3'h2:
-            \$6010  = { sum_1_31, sum_1_30, sum_1_29, sum_1_28, sum_1_27, sum_1_26, sum_1_25, sum_1_24, sum_1_23, sum_1_22, sum_1_21, sum_1_20, sum_1_19, sum_1_18, sum_1_17, sum_1_16, sum_1_15, sum_1_14, sum_1_13, sum_1_12, sum_1_11, sum_1_10, sum_1_9, sum_1_8, sum_1_7, sum_1_6, sum_1_5, sum_1_4, sum_1_3, sum_1_2, sum_1_1, sum_1_0 };
+        2'h1:
+            \$6010  = set_sum_r_1;
       endcase
     end
     if (rst) begin
-      \$6010  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$6010  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6011  = acc_slot1_3;
-    if (\$1781 ) begin
-      casez (\acc_addr_row1_d2$230 [2:0])
-        3'h0:
+    \$6011  = set_1_2;
+    if (t_ctl_d21[0]) begin
+      casez (t_ctl_d21[22:21])
+        2'h0:
             /* empty */;
-        3'h1:
+        2'h1:
             /* empty */;
-        3'h2:
-            /* empty */;
-        3'h3:
-            \$6011  = { sum_1_31, sum_1_30, sum_1_29, sum_1_28, sum_1_27, sum_1_26, sum_1_25, sum_1_24, sum_1_23, sum_1_22, sum_1_21, sum_1_20, sum_1_19, sum_1_18, sum_1_17, sum_1_16, sum_1_15, sum_1_14, sum_1_13, sum_1_12, sum_1_11, sum_1_10, sum_1_9, sum_1_8, sum_1_7, sum_1_6, sum_1_5, sum_1_4, sum_1_3, sum_1_2, sum_1_1, sum_1_0 };
+        2'h2:
+            \$6011  = set_sum_r_1;
       endcase
     end
     if (rst) begin
-      \$6011  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$6011  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6012  = acc_slot1_4;
-    if (\$1781 ) begin
-      casez (\acc_addr_row1_d2$230 [2:0])
-        3'h0:
-            /* empty */;
-        3'h1:
-            /* empty */;
-        3'h2:
-            /* empty */;
-        3'h3:
-            /* empty */;
-        3'h4:
-            \$6012  = { sum_1_31, sum_1_30, sum_1_29, sum_1_28, sum_1_27, sum_1_26, sum_1_25, sum_1_24, sum_1_23, sum_1_22, sum_1_21, sum_1_20, sum_1_19, sum_1_18, sum_1_17, sum_1_16, sum_1_15, sum_1_14, sum_1_13, sum_1_12, sum_1_11, sum_1_10, sum_1_9, sum_1_8, sum_1_7, sum_1_6, sum_1_5, sum_1_4, sum_1_3, sum_1_2, sum_1_1, sum_1_0 };
-      endcase
-    end
+    \$6012  = \$1780 ;
     if (rst) begin
-      \$6012  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$6012  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6013  = acc_slot1_5;
-    if (\$1781 ) begin
-      casez (\acc_addr_row1_d2$230 [2:0])
-        3'h0:
-            /* empty */;
-        3'h1:
-            /* empty */;
-        3'h2:
-            /* empty */;
-        3'h3:
-            /* empty */;
-        3'h4:
-            /* empty */;
-        3'h5:
-            \$6013  = { sum_1_31, sum_1_30, sum_1_29, sum_1_28, sum_1_27, sum_1_26, sum_1_25, sum_1_24, sum_1_23, sum_1_22, sum_1_21, sum_1_20, sum_1_19, sum_1_18, sum_1_17, sum_1_16, sum_1_15, sum_1_14, sum_1_13, sum_1_12, sum_1_11, sum_1_10, sum_1_9, sum_1_8, sum_1_7, sum_1_6, sum_1_5, sum_1_4, sum_1_3, sum_1_2, sum_1_1, sum_1_0 };
-      endcase
-    end
+    \$6013  = set2_1_d1;
     if (rst) begin
-      \$6013  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$6013  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6014  = acc_slot1_6;
-    if (\$1781 ) begin
-      casez (\acc_addr_row1_d2$230 [2:0])
-        3'h0:
-            /* empty */;
-        3'h1:
-            /* empty */;
-        3'h2:
-            /* empty */;
-        3'h3:
-            /* empty */;
-        3'h4:
-            /* empty */;
-        3'h5:
-            /* empty */;
-        3'h6:
-            \$6014  = { sum_1_31, sum_1_30, sum_1_29, sum_1_28, sum_1_27, sum_1_26, sum_1_25, sum_1_24, sum_1_23, sum_1_22, sum_1_21, sum_1_20, sum_1_19, sum_1_18, sum_1_17, sum_1_16, sum_1_15, sum_1_14, sum_1_13, sum_1_12, sum_1_11, sum_1_10, sum_1_9, sum_1_8, sum_1_7, sum_1_6, sum_1_5, sum_1_4, sum_1_3, sum_1_2, sum_1_1, sum_1_0 };
-      endcase
-    end
+    \$6014  = set2_1_d2;
     if (rst) begin
-      \$6014  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$6014  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6015  = acc_slot1_7;
-    if (\$1781 ) begin
-      (* full_case = 32'd1 *)
-      casez (\acc_addr_row1_d2$230 [2:0])
-        3'h0:
-            /* empty */;
-        3'h1:
-            /* empty */;
-        3'h2:
-            /* empty */;
-        3'h3:
-            /* empty */;
-        3'h4:
-            /* empty */;
-        3'h5:
-            /* empty */;
-        3'h6:
-            /* empty */;
-        3'h7:
-            \$6015  = { sum_1_31, sum_1_30, sum_1_29, sum_1_28, sum_1_27, sum_1_26, sum_1_25, sum_1_24, sum_1_23, sum_1_22, sum_1_21, sum_1_20, sum_1_19, sum_1_18, sum_1_17, sum_1_16, sum_1_15, sum_1_14, sum_1_13, sum_1_12, sum_1_11, sum_1_10, sum_1_9, sum_1_8, sum_1_7, sum_1_6, sum_1_5, sum_1_4, sum_1_3, sum_1_2, sum_1_1, sum_1_0 };
-      endcase
-    end
+    \$6015  = fold1_1;
     if (rst) begin
-      \$6015  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$6015  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6016  = set_sum_1;
+    \$6016  = fold2_1;
     if (rst) begin
       \$6016  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6017  = set_1_0;
-    if (t_ctl_d21[0]) begin
-      casez (t_ctl_d21[22:21])
-        2'h0:
-            \$6017  = set_sum_r_1;
-      endcase
+    \$6017  = held_line2;
+    if (\$1843 ) begin
+      \$6017  = \bank_r__data$577 ;
     end
     if (rst) begin
-      \$6017  = 32'd0;
+      \$6017  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6018  = set_1_1;
-    if (t_ctl_d21[0]) begin
-      casez (t_ctl_d21[22:21])
-        2'h0:
-            /* empty */;
-        2'h1:
-            \$6018  = set_sum_r_1;
-      endcase
+    \$6018  = held_word2;
+    if (\$1843 ) begin
+      \$6018  = k_base[11:5];
     end
     if (rst) begin
-      \$6018  = 32'd0;
+      \$6018  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6019  = set_1_2;
-    if (t_ctl_d21[0]) begin
-      casez (t_ctl_d21[22:21])
-        2'h0:
-            /* empty */;
-        2'h1:
-            /* empty */;
-        2'h2:
-            \$6019  = set_sum_r_1;
-      endcase
+    \$6019  = held_ok2;
+    if (\$1843 ) begin
+      \$6019  = 1'h1;
+    end
+    if (\$1845 ) begin
+      \$6019  = 1'h0;
     end
     if (rst) begin
-      \$6019  = 32'd0;
+      \$6019  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6020  = \$1784 ;
+    \$6020  = product_2_0;
     if (rst) begin
       \$6020  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6021  = set2_1_d1;
+    \$6021  = sum_2_0;
     if (rst) begin
       \$6021  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6022  = set2_1_d2;
+    \$6022  = product_2_1;
     if (rst) begin
       \$6022  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6023  = fold1_1;
+    \$6023  = sum_2_1;
     if (rst) begin
       \$6023  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6024  = fold2_1;
+    \$6024  = product_2_2;
     if (rst) begin
       \$6024  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6025  = held_line2;
-    if (\$1847 ) begin
-      \$6025  = \bank_r__data$593 ;
-    end
+    \$6025  = sum_2_2;
     if (rst) begin
-      \$6025  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$6025  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6026  = held_word2;
-    if (\$1847 ) begin
-      \$6026  = k_base[11:5];
-    end
+    \$6026  = product_2_3;
     if (rst) begin
-      \$6026  = 7'h00;
+      \$6026  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6027  = held_ok2;
-    if (\$1847 ) begin
-      \$6027  = 1'h1;
-    end
-    if (\$1849 ) begin
-      \$6027  = 1'h0;
-    end
+    \$6027  = sum_2_3;
     if (rst) begin
-      \$6027  = 1'h0;
+      \$6027  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6028  = product_2_0;
+    \$6028  = product_2_4;
     if (rst) begin
       \$6028  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6029  = sum_2_0;
+    \$6029  = sum_2_4;
     if (rst) begin
       \$6029  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6030  = product_2_1;
+    \$6030  = product_2_5;
     if (rst) begin
       \$6030  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6031  = sum_2_1;
+    \$6031  = sum_2_5;
     if (rst) begin
       \$6031  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6032  = product_2_2;
+    \$6032  = product_2_6;
     if (rst) begin
       \$6032  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6033  = sum_2_2;
+    \$6033  = sum_2_6;
     if (rst) begin
       \$6033  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6034  = product_2_3;
+    \$6034  = product_2_7;
     if (rst) begin
       \$6034  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6035  = sum_2_3;
+    \$6035  = sum_2_7;
     if (rst) begin
       \$6035  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6036  = product_2_4;
+    \$6036  = product_2_8;
     if (rst) begin
       \$6036  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6037  = sum_2_4;
+    \$6037  = sum_2_8;
     if (rst) begin
       \$6037  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6038  = product_2_5;
+    \$6038  = product_2_9;
     if (rst) begin
       \$6038  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6039  = sum_2_5;
+    \$6039  = sum_2_9;
     if (rst) begin
       \$6039  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6040  = product_2_6;
+    \$6040  = product_2_10;
     if (rst) begin
       \$6040  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6041  = sum_2_6;
+    \$6041  = sum_2_10;
     if (rst) begin
       \$6041  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6042  = product_2_7;
+    \$6042  = product_2_11;
     if (rst) begin
       \$6042  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6043  = sum_2_7;
+    \$6043  = sum_2_11;
     if (rst) begin
       \$6043  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6044  = product_2_8;
+    \$6044  = product_2_12;
     if (rst) begin
       \$6044  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6045  = sum_2_8;
+    \$6045  = sum_2_12;
     if (rst) begin
       \$6045  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6046  = product_2_9;
+    \$6046  = product_2_13;
     if (rst) begin
       \$6046  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6047  = sum_2_9;
+    \$6047  = sum_2_13;
     if (rst) begin
       \$6047  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6048  = product_2_10;
+    \$6048  = product_2_14;
     if (rst) begin
       \$6048  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6049  = sum_2_10;
+    \$6049  = sum_2_14;
     if (rst) begin
       \$6049  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6050  = product_2_11;
+    \$6050  = product_2_15;
     if (rst) begin
       \$6050  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6051  = sum_2_11;
+    \$6051  = sum_2_15;
     if (rst) begin
       \$6051  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6052  = product_2_12;
+    \$6052  = product_2_16;
     if (rst) begin
       \$6052  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6053  = sum_2_12;
+    \$6053  = sum_2_16;
     if (rst) begin
       \$6053  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6054  = product_2_13;
+    \$6054  = product_2_17;
     if (rst) begin
       \$6054  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6055  = sum_2_13;
+    \$6055  = sum_2_17;
     if (rst) begin
       \$6055  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6056  = product_2_14;
+    \$6056  = product_2_18;
     if (rst) begin
       \$6056  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6057  = sum_2_14;
+    \$6057  = sum_2_18;
     if (rst) begin
       \$6057  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6058  = product_2_15;
+    \$6058  = product_2_19;
     if (rst) begin
       \$6058  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6059  = sum_2_15;
+    \$6059  = sum_2_19;
     if (rst) begin
       \$6059  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6060  = product_2_16;
+    \$6060  = product_2_20;
     if (rst) begin
       \$6060  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6061  = sum_2_16;
+    \$6061  = sum_2_20;
     if (rst) begin
       \$6061  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6062  = product_2_17;
+    \$6062  = product_2_21;
     if (rst) begin
       \$6062  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6063  = sum_2_17;
+    \$6063  = sum_2_21;
     if (rst) begin
       \$6063  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6064  = product_2_18;
+    \$6064  = product_2_22;
     if (rst) begin
       \$6064  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6065  = sum_2_18;
+    \$6065  = sum_2_22;
     if (rst) begin
       \$6065  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6066  = product_2_19;
+    \$6066  = product_2_23;
     if (rst) begin
       \$6066  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6067  = sum_2_19;
+    \$6067  = sum_2_23;
     if (rst) begin
       \$6067  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6068  = product_2_20;
+    \$6068  = product_2_24;
     if (rst) begin
       \$6068  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6069  = sum_2_20;
+    \$6069  = sum_2_24;
     if (rst) begin
       \$6069  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6070  = product_2_21;
+    \$6070  = product_2_25;
     if (rst) begin
       \$6070  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6071  = sum_2_21;
+    \$6071  = sum_2_25;
     if (rst) begin
       \$6071  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6072  = product_2_22;
+    \$6072  = product_2_26;
     if (rst) begin
       \$6072  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6073  = sum_2_22;
+    \$6073  = sum_2_26;
     if (rst) begin
       \$6073  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6074  = product_2_23;
+    \$6074  = product_2_27;
     if (rst) begin
       \$6074  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6075  = sum_2_23;
+    \$6075  = sum_2_27;
     if (rst) begin
       \$6075  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6076  = product_2_24;
+    \$6076  = product_2_28;
     if (rst) begin
       \$6076  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6077  = sum_2_24;
+    \$6077  = sum_2_28;
     if (rst) begin
       \$6077  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6078  = product_2_25;
+    \$6078  = product_2_29;
     if (rst) begin
       \$6078  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6079  = sum_2_25;
+    \$6079  = sum_2_29;
     if (rst) begin
       \$6079  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6080  = product_2_26;
+    \$6080  = product_2_30;
     if (rst) begin
       \$6080  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6081  = sum_2_26;
+    \$6081  = sum_2_30;
     if (rst) begin
       \$6081  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6082  = product_2_27;
+    \$6082  = product_2_31;
     if (rst) begin
       \$6082  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6083  = sum_2_27;
+    \$6083  = sum_2_31;
     if (rst) begin
       \$6083  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6084  = product_2_28;
+    \$6084  = set_sum_2;
     if (rst) begin
       \$6084  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6085  = sum_2_28;
+    \$6085  = set_2_0;
+    if (t_ctl_d21[0]) begin
+      casez (t_ctl_d21[22:21])
+        2'h0:
+            \$6085  = set_sum_r_2;
+      endcase
+    end
     if (rst) begin
       \$6085  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6086  = product_2_29;
+    \$6086  = set_2_1;
+    if (t_ctl_d21[0]) begin
+      casez (t_ctl_d21[22:21])
+        2'h0:
+            /* empty */;
+        2'h1:
+            \$6086  = set_sum_r_2;
+      endcase
+    end
     if (rst) begin
       \$6086  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6087  = sum_2_29;
+    \$6087  = set_2_2;
+    if (t_ctl_d21[0]) begin
+      casez (t_ctl_d21[22:21])
+        2'h0:
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            \$6087  = set_sum_r_2;
+      endcase
+    end
     if (rst) begin
       \$6087  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6088  = product_2_30;
+    \$6088  = \$1848 ;
     if (rst) begin
       \$6088  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6089  = sum_2_30;
+    \$6089  = set2_2_d1;
     if (rst) begin
       \$6089  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6090  = product_2_31;
+    \$6090  = set2_2_d2;
     if (rst) begin
       \$6090  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6091  = sum_2_31;
+    \$6091  = fold1_2;
     if (rst) begin
       \$6091  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6092  = acc_slot2_0;
-    if (\$1851 ) begin
-      casez (\acc_addr_d2$196 [2:0])
-        3'h0:
-            \$6092  = { sum_2_31, sum_2_30, sum_2_29, sum_2_28, sum_2_27, sum_2_26, sum_2_25, sum_2_24, sum_2_23, sum_2_22, sum_2_21, sum_2_20, sum_2_19, sum_2_18, sum_2_17, sum_2_16, sum_2_15, sum_2_14, sum_2_13, sum_2_12, sum_2_11, sum_2_10, sum_2_9, sum_2_8, sum_2_7, sum_2_6, sum_2_5, sum_2_4, sum_2_3, sum_2_2, sum_2_1, sum_2_0 };
-      endcase
-    end
+    \$6092  = fold2_2;
     if (rst) begin
-      \$6092  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$6092  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6093  = acc_slot2_1;
-    if (\$1851 ) begin
-      casez (\acc_addr_d2$196 [2:0])
-        3'h0:
-            /* empty */;
-        3'h1:
-            \$6093  = { sum_2_31, sum_2_30, sum_2_29, sum_2_28, sum_2_27, sum_2_26, sum_2_25, sum_2_24, sum_2_23, sum_2_22, sum_2_21, sum_2_20, sum_2_19, sum_2_18, sum_2_17, sum_2_16, sum_2_15, sum_2_14, sum_2_13, sum_2_12, sum_2_11, sum_2_10, sum_2_9, sum_2_8, sum_2_7, sum_2_6, sum_2_5, sum_2_4, sum_2_3, sum_2_2, sum_2_1, sum_2_0 };
-      endcase
+    \$6093  = held_line3;
+    if (\$1911 ) begin
+      \$6093  = \bank_r__data$721 ;
     end
     if (rst) begin
-      \$6093  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$6093  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6094  = acc_slot2_2;
-    if (\$1851 ) begin
-      casez (\acc_addr_d2$196 [2:0])
-        3'h0:
-            /* empty */;
-        3'h1:
-            /* empty */;
-        3'h2:
-            \$6094  = { sum_2_31, sum_2_30, sum_2_29, sum_2_28, sum_2_27, sum_2_26, sum_2_25, sum_2_24, sum_2_23, sum_2_22, sum_2_21, sum_2_20, sum_2_19, sum_2_18, sum_2_17, sum_2_16, sum_2_15, sum_2_14, sum_2_13, sum_2_12, sum_2_11, sum_2_10, sum_2_9, sum_2_8, sum_2_7, sum_2_6, sum_2_5, sum_2_4, sum_2_3, sum_2_2, sum_2_1, sum_2_0 };
-      endcase
+    \$6094  = held_word3;
+    if (\$1911 ) begin
+      \$6094  = k_base[11:5];
     end
     if (rst) begin
-      \$6094  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$6094  = 7'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6095  = acc_slot2_3;
-    if (\$1851 ) begin
-      casez (\acc_addr_d2$196 [2:0])
-        3'h0:
-            /* empty */;
-        3'h1:
-            /* empty */;
-        3'h2:
-            /* empty */;
-        3'h3:
-            \$6095  = { sum_2_31, sum_2_30, sum_2_29, sum_2_28, sum_2_27, sum_2_26, sum_2_25, sum_2_24, sum_2_23, sum_2_22, sum_2_21, sum_2_20, sum_2_19, sum_2_18, sum_2_17, sum_2_16, sum_2_15, sum_2_14, sum_2_13, sum_2_12, sum_2_11, sum_2_10, sum_2_9, sum_2_8, sum_2_7, sum_2_6, sum_2_5, sum_2_4, sum_2_3, sum_2_2, sum_2_1, sum_2_0 };
-      endcase
+    \$6095  = held_ok3;
+    if (\$1911 ) begin
+      \$6095  = 1'h1;
+    end
+    if (\$1913 ) begin
+      \$6095  = 1'h0;
     end
     if (rst) begin
-      \$6095  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$6095  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6096  = acc_slot2_4;
-    if (\$1851 ) begin
-      casez (\acc_addr_d2$196 [2:0])
-        3'h0:
-            /* empty */;
-        3'h1:
-            /* empty */;
-        3'h2:
-            /* empty */;
-        3'h3:
-            /* empty */;
-        3'h4:
-            \$6096  = { sum_2_31, sum_2_30, sum_2_29, sum_2_28, sum_2_27, sum_2_26, sum_2_25, sum_2_24, sum_2_23, sum_2_22, sum_2_21, sum_2_20, sum_2_19, sum_2_18, sum_2_17, sum_2_16, sum_2_15, sum_2_14, sum_2_13, sum_2_12, sum_2_11, sum_2_10, sum_2_9, sum_2_8, sum_2_7, sum_2_6, sum_2_5, sum_2_4, sum_2_3, sum_2_2, sum_2_1, sum_2_0 };
-      endcase
-    end
+    \$6096  = product_3_0;
     if (rst) begin
-      \$6096  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$6096  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6097  = acc_slot2_5;
-    if (\$1851 ) begin
-      casez (\acc_addr_d2$196 [2:0])
-        3'h0:
-            /* empty */;
-        3'h1:
-            /* empty */;
-        3'h2:
-            /* empty */;
-        3'h3:
-            /* empty */;
-        3'h4:
-            /* empty */;
-        3'h5:
-            \$6097  = { sum_2_31, sum_2_30, sum_2_29, sum_2_28, sum_2_27, sum_2_26, sum_2_25, sum_2_24, sum_2_23, sum_2_22, sum_2_21, sum_2_20, sum_2_19, sum_2_18, sum_2_17, sum_2_16, sum_2_15, sum_2_14, sum_2_13, sum_2_12, sum_2_11, sum_2_10, sum_2_9, sum_2_8, sum_2_7, sum_2_6, sum_2_5, sum_2_4, sum_2_3, sum_2_2, sum_2_1, sum_2_0 };
-      endcase
-    end
+    \$6097  = sum_3_0;
     if (rst) begin
-      \$6097  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$6097  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6098  = acc_slot2_6;
-    if (\$1851 ) begin
-      casez (\acc_addr_d2$196 [2:0])
-        3'h0:
-            /* empty */;
-        3'h1:
-            /* empty */;
-        3'h2:
-            /* empty */;
-        3'h3:
-            /* empty */;
-        3'h4:
-            /* empty */;
-        3'h5:
-            /* empty */;
-        3'h6:
-            \$6098  = { sum_2_31, sum_2_30, sum_2_29, sum_2_28, sum_2_27, sum_2_26, sum_2_25, sum_2_24, sum_2_23, sum_2_22, sum_2_21, sum_2_20, sum_2_19, sum_2_18, sum_2_17, sum_2_16, sum_2_15, sum_2_14, sum_2_13, sum_2_12, sum_2_11, sum_2_10, sum_2_9, sum_2_8, sum_2_7, sum_2_6, sum_2_5, sum_2_4, sum_2_3, sum_2_2, sum_2_1, sum_2_0 };
-      endcase
-    end
+    \$6098  = product_3_1;
     if (rst) begin
-      \$6098  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$6098  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6099  = acc_slot2_7;
-    if (\$1851 ) begin
-      (* full_case = 32'd1 *)
-      casez (\acc_addr_d2$196 [2:0])
-        3'h0:
-            /* empty */;
-        3'h1:
-            /* empty */;
-        3'h2:
-            /* empty */;
-        3'h3:
-            /* empty */;
-        3'h4:
-            /* empty */;
-        3'h5:
-            /* empty */;
-        3'h6:
-            /* empty */;
-        3'h7:
-            \$6099  = { sum_2_31, sum_2_30, sum_2_29, sum_2_28, sum_2_27, sum_2_26, sum_2_25, sum_2_24, sum_2_23, sum_2_22, sum_2_21, sum_2_20, sum_2_19, sum_2_18, sum_2_17, sum_2_16, sum_2_15, sum_2_14, sum_2_13, sum_2_12, sum_2_11, sum_2_10, sum_2_9, sum_2_8, sum_2_7, sum_2_6, sum_2_5, sum_2_4, sum_2_3, sum_2_2, sum_2_1, sum_2_0 };
-      endcase
-    end
+    \$6099  = sum_3_1;
     if (rst) begin
-      \$6099  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$6099  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6100  = set_sum_2;
+    \$6100  = product_3_2;
     if (rst) begin
       \$6100  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6101  = set_2_0;
-    if (t_ctl_d21[0]) begin
-      casez (t_ctl_d21[22:21])
-        2'h0:
-            \$6101  = set_sum_r_2;
-      endcase
-    end
+    \$6101  = sum_3_2;
     if (rst) begin
       \$6101  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6102  = set_2_1;
-    if (t_ctl_d21[0]) begin
-      casez (t_ctl_d21[22:21])
-        2'h0:
-            /* empty */;
-        2'h1:
-            \$6102  = set_sum_r_2;
-      endcase
-    end
+    \$6102  = product_3_3;
     if (rst) begin
       \$6102  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6103  = set_2_2;
-    if (t_ctl_d21[0]) begin
-      casez (t_ctl_d21[22:21])
-        2'h0:
-            /* empty */;
-        2'h1:
-            /* empty */;
-        2'h2:
-            \$6103  = set_sum_r_2;
-      endcase
-    end
+    \$6103  = sum_3_3;
     if (rst) begin
       \$6103  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6104  = \$1854 ;
+    \$6104  = product_3_4;
     if (rst) begin
       \$6104  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6105  = set2_2_d1;
+    \$6105  = sum_3_4;
     if (rst) begin
       \$6105  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6106  = set2_2_d2;
+    \$6106  = product_3_5;
     if (rst) begin
       \$6106  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6107  = fold1_2;
+    \$6107  = sum_3_5;
     if (rst) begin
       \$6107  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6108  = fold2_2;
+    \$6108  = product_3_6;
     if (rst) begin
       \$6108  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6109  = held_line3;
-    if (\$1917 ) begin
-      \$6109  = \bank_r__data$745 ;
-    end
+    \$6109  = sum_3_6;
     if (rst) begin
-      \$6109  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$6109  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6110  = held_word3;
-    if (\$1917 ) begin
-      \$6110  = k_base[11:5];
-    end
+    \$6110  = product_3_7;
     if (rst) begin
-      \$6110  = 7'h00;
+      \$6110  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6111  = held_ok3;
-    if (\$1917 ) begin
-      \$6111  = 1'h1;
-    end
-    if (\$1919 ) begin
-      \$6111  = 1'h0;
-    end
+    \$6111  = sum_3_7;
     if (rst) begin
-      \$6111  = 1'h0;
+      \$6111  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6112  = product_3_0;
+    \$6112  = product_3_8;
     if (rst) begin
       \$6112  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6113  = sum_3_0;
+    \$6113  = sum_3_8;
     if (rst) begin
       \$6113  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6114  = product_3_1;
+    \$6114  = product_3_9;
     if (rst) begin
       \$6114  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6115  = sum_3_1;
+    \$6115  = sum_3_9;
     if (rst) begin
       \$6115  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6116  = product_3_2;
+    \$6116  = product_3_10;
     if (rst) begin
       \$6116  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6117  = sum_3_2;
+    \$6117  = sum_3_10;
     if (rst) begin
       \$6117  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6118  = product_3_3;
+    \$6118  = product_3_11;
     if (rst) begin
       \$6118  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6119  = sum_3_3;
+    \$6119  = sum_3_11;
     if (rst) begin
       \$6119  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6120  = product_3_4;
+    \$6120  = product_3_12;
     if (rst) begin
       \$6120  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6121  = sum_3_4;
+    \$6121  = sum_3_12;
     if (rst) begin
       \$6121  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6122  = product_3_5;
+    \$6122  = product_3_13;
     if (rst) begin
       \$6122  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6123  = sum_3_5;
+    \$6123  = sum_3_13;
     if (rst) begin
       \$6123  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6124  = product_3_6;
+    \$6124  = product_3_14;
     if (rst) begin
       \$6124  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6125  = sum_3_6;
+    \$6125  = sum_3_14;
     if (rst) begin
       \$6125  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6126  = product_3_7;
+    \$6126  = product_3_15;
     if (rst) begin
       \$6126  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6127  = sum_3_7;
+    \$6127  = sum_3_15;
     if (rst) begin
       \$6127  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6128  = product_3_8;
+    \$6128  = product_3_16;
     if (rst) begin
       \$6128  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6129  = sum_3_8;
+    \$6129  = sum_3_16;
     if (rst) begin
       \$6129  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6130  = product_3_9;
+    \$6130  = product_3_17;
     if (rst) begin
       \$6130  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6131  = sum_3_9;
+    \$6131  = sum_3_17;
     if (rst) begin
       \$6131  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6132  = product_3_10;
+    \$6132  = product_3_18;
     if (rst) begin
       \$6132  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6133  = sum_3_10;
+    \$6133  = sum_3_18;
     if (rst) begin
       \$6133  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6134  = product_3_11;
+    \$6134  = product_3_19;
     if (rst) begin
       \$6134  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6135  = sum_3_11;
+    \$6135  = sum_3_19;
     if (rst) begin
       \$6135  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6136  = product_3_12;
+    \$6136  = product_3_20;
     if (rst) begin
       \$6136  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6137  = sum_3_12;
+    \$6137  = sum_3_20;
     if (rst) begin
       \$6137  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6138  = product_3_13;
+    \$6138  = product_3_21;
     if (rst) begin
       \$6138  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6139  = sum_3_13;
+    \$6139  = sum_3_21;
     if (rst) begin
       \$6139  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6140  = product_3_14;
+    \$6140  = product_3_22;
     if (rst) begin
       \$6140  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6141  = sum_3_14;
+    \$6141  = sum_3_22;
     if (rst) begin
       \$6141  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6142  = product_3_15;
+    \$6142  = product_3_23;
     if (rst) begin
       \$6142  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6143  = sum_3_15;
+    \$6143  = sum_3_23;
     if (rst) begin
       \$6143  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6144  = product_3_16;
+    \$6144  = product_3_24;
     if (rst) begin
       \$6144  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6145  = sum_3_16;
+    \$6145  = sum_3_24;
     if (rst) begin
       \$6145  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6146  = product_3_17;
+    \$6146  = product_3_25;
     if (rst) begin
       \$6146  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6147  = sum_3_17;
+    \$6147  = sum_3_25;
     if (rst) begin
       \$6147  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6148  = product_3_18;
+    \$6148  = product_3_26;
     if (rst) begin
       \$6148  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6149  = sum_3_18;
+    \$6149  = sum_3_26;
     if (rst) begin
       \$6149  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6150  = product_3_19;
+    \$6150  = product_3_27;
     if (rst) begin
       \$6150  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6151  = sum_3_19;
+    \$6151  = sum_3_27;
     if (rst) begin
       \$6151  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6152  = product_3_20;
+    \$6152  = product_3_28;
     if (rst) begin
       \$6152  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6153  = sum_3_20;
+    \$6153  = sum_3_28;
     if (rst) begin
       \$6153  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6154  = product_3_21;
+    \$6154  = product_3_29;
     if (rst) begin
       \$6154  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6155  = sum_3_21;
+    \$6155  = sum_3_29;
     if (rst) begin
       \$6155  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6156  = product_3_22;
+    \$6156  = product_3_30;
     if (rst) begin
       \$6156  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6157  = sum_3_22;
+    \$6157  = sum_3_30;
     if (rst) begin
       \$6157  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6158  = product_3_23;
+    \$6158  = product_3_31;
     if (rst) begin
       \$6158  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6159  = sum_3_23;
+    \$6159  = sum_3_31;
     if (rst) begin
       \$6159  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6160  = product_3_24;
+    \$6160  = set_sum_3;
     if (rst) begin
       \$6160  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6161  = sum_3_24;
+    \$6161  = set_3_0;
+    if (t_ctl_d21[0]) begin
+      casez (t_ctl_d21[22:21])
+        2'h0:
+            \$6161  = set_sum_r_3;
+      endcase
+    end
     if (rst) begin
       \$6161  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6162  = product_3_25;
+    \$6162  = set_3_1;
+    if (t_ctl_d21[0]) begin
+      casez (t_ctl_d21[22:21])
+        2'h0:
+            /* empty */;
+        2'h1:
+            \$6162  = set_sum_r_3;
+      endcase
+    end
     if (rst) begin
       \$6162  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6163  = sum_3_25;
-    if (rst) begin
-      \$6163  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6164  = product_3_26;
-    if (rst) begin
-      \$6164  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6165  = sum_3_26;
-    if (rst) begin
-      \$6165  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6166  = product_3_27;
-    if (rst) begin
-      \$6166  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6167  = sum_3_27;
-    if (rst) begin
-      \$6167  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6168  = product_3_28;
-    if (rst) begin
-      \$6168  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6169  = sum_3_28;
-    if (rst) begin
-      \$6169  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6170  = product_3_29;
-    if (rst) begin
-      \$6170  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6171  = sum_3_29;
-    if (rst) begin
-      \$6171  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6172  = product_3_30;
-    if (rst) begin
-      \$6172  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6173  = sum_3_30;
-    if (rst) begin
-      \$6173  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6174  = product_3_31;
-    if (rst) begin
-      \$6174  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6175  = sum_3_31;
-    if (rst) begin
-      \$6175  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6176  = acc_slot3_0;
-    if (\$1921 ) begin
-      casez (\acc_addr_d2$196 [2:0])
-        3'h0:
-            \$6176  = { sum_3_31, sum_3_30, sum_3_29, sum_3_28, sum_3_27, sum_3_26, sum_3_25, sum_3_24, sum_3_23, sum_3_22, sum_3_21, sum_3_20, sum_3_19, sum_3_18, sum_3_17, sum_3_16, sum_3_15, sum_3_14, sum_3_13, sum_3_12, sum_3_11, sum_3_10, sum_3_9, sum_3_8, sum_3_7, sum_3_6, sum_3_5, sum_3_4, sum_3_3, sum_3_2, sum_3_1, sum_3_0 };
-      endcase
-    end
-    if (rst) begin
-      \$6176  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6177  = acc_slot3_1;
-    if (\$1921 ) begin
-      casez (\acc_addr_d2$196 [2:0])
-        3'h0:
-            /* empty */;
-        3'h1:
-            \$6177  = { sum_3_31, sum_3_30, sum_3_29, sum_3_28, sum_3_27, sum_3_26, sum_3_25, sum_3_24, sum_3_23, sum_3_22, sum_3_21, sum_3_20, sum_3_19, sum_3_18, sum_3_17, sum_3_16, sum_3_15, sum_3_14, sum_3_13, sum_3_12, sum_3_11, sum_3_10, sum_3_9, sum_3_8, sum_3_7, sum_3_6, sum_3_5, sum_3_4, sum_3_3, sum_3_2, sum_3_1, sum_3_0 };
-      endcase
-    end
-    if (rst) begin
-      \$6177  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6178  = acc_slot3_2;
-    if (\$1921 ) begin
-      casez (\acc_addr_d2$196 [2:0])
-        3'h0:
-            /* empty */;
-        3'h1:
-            /* empty */;
-        3'h2:
-            \$6178  = { sum_3_31, sum_3_30, sum_3_29, sum_3_28, sum_3_27, sum_3_26, sum_3_25, sum_3_24, sum_3_23, sum_3_22, sum_3_21, sum_3_20, sum_3_19, sum_3_18, sum_3_17, sum_3_16, sum_3_15, sum_3_14, sum_3_13, sum_3_12, sum_3_11, sum_3_10, sum_3_9, sum_3_8, sum_3_7, sum_3_6, sum_3_5, sum_3_4, sum_3_3, sum_3_2, sum_3_1, sum_3_0 };
-      endcase
-    end
-    if (rst) begin
-      \$6178  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6179  = acc_slot3_3;
-    if (\$1921 ) begin
-      casez (\acc_addr_d2$196 [2:0])
-        3'h0:
-            /* empty */;
-        3'h1:
-            /* empty */;
-        3'h2:
-            /* empty */;
-        3'h3:
-            \$6179  = { sum_3_31, sum_3_30, sum_3_29, sum_3_28, sum_3_27, sum_3_26, sum_3_25, sum_3_24, sum_3_23, sum_3_22, sum_3_21, sum_3_20, sum_3_19, sum_3_18, sum_3_17, sum_3_16, sum_3_15, sum_3_14, sum_3_13, sum_3_12, sum_3_11, sum_3_10, sum_3_9, sum_3_8, sum_3_7, sum_3_6, sum_3_5, sum_3_4, sum_3_3, sum_3_2, sum_3_1, sum_3_0 };
-      endcase
-    end
-    if (rst) begin
-      \$6179  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6180  = acc_slot3_4;
-    if (\$1921 ) begin
-      casez (\acc_addr_d2$196 [2:0])
-        3'h0:
-            /* empty */;
-        3'h1:
-            /* empty */;
-        3'h2:
-            /* empty */;
-        3'h3:
-            /* empty */;
-        3'h4:
-            \$6180  = { sum_3_31, sum_3_30, sum_3_29, sum_3_28, sum_3_27, sum_3_26, sum_3_25, sum_3_24, sum_3_23, sum_3_22, sum_3_21, sum_3_20, sum_3_19, sum_3_18, sum_3_17, sum_3_16, sum_3_15, sum_3_14, sum_3_13, sum_3_12, sum_3_11, sum_3_10, sum_3_9, sum_3_8, sum_3_7, sum_3_6, sum_3_5, sum_3_4, sum_3_3, sum_3_2, sum_3_1, sum_3_0 };
-      endcase
-    end
-    if (rst) begin
-      \$6180  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6181  = acc_slot3_5;
-    if (\$1921 ) begin
-      casez (\acc_addr_d2$196 [2:0])
-        3'h0:
-            /* empty */;
-        3'h1:
-            /* empty */;
-        3'h2:
-            /* empty */;
-        3'h3:
-            /* empty */;
-        3'h4:
-            /* empty */;
-        3'h5:
-            \$6181  = { sum_3_31, sum_3_30, sum_3_29, sum_3_28, sum_3_27, sum_3_26, sum_3_25, sum_3_24, sum_3_23, sum_3_22, sum_3_21, sum_3_20, sum_3_19, sum_3_18, sum_3_17, sum_3_16, sum_3_15, sum_3_14, sum_3_13, sum_3_12, sum_3_11, sum_3_10, sum_3_9, sum_3_8, sum_3_7, sum_3_6, sum_3_5, sum_3_4, sum_3_3, sum_3_2, sum_3_1, sum_3_0 };
-      endcase
-    end
-    if (rst) begin
-      \$6181  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6182  = acc_slot3_6;
-    if (\$1921 ) begin
-      casez (\acc_addr_d2$196 [2:0])
-        3'h0:
-            /* empty */;
-        3'h1:
-            /* empty */;
-        3'h2:
-            /* empty */;
-        3'h3:
-            /* empty */;
-        3'h4:
-            /* empty */;
-        3'h5:
-            /* empty */;
-        3'h6:
-            \$6182  = { sum_3_31, sum_3_30, sum_3_29, sum_3_28, sum_3_27, sum_3_26, sum_3_25, sum_3_24, sum_3_23, sum_3_22, sum_3_21, sum_3_20, sum_3_19, sum_3_18, sum_3_17, sum_3_16, sum_3_15, sum_3_14, sum_3_13, sum_3_12, sum_3_11, sum_3_10, sum_3_9, sum_3_8, sum_3_7, sum_3_6, sum_3_5, sum_3_4, sum_3_3, sum_3_2, sum_3_1, sum_3_0 };
-      endcase
-    end
-    if (rst) begin
-      \$6182  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6183  = acc_slot3_7;
-    if (\$1921 ) begin
-      (* full_case = 32'd1 *)
-      casez (\acc_addr_d2$196 [2:0])
-        3'h0:
-            /* empty */;
-        3'h1:
-            /* empty */;
-        3'h2:
-            /* empty */;
-        3'h3:
-            /* empty */;
-        3'h4:
-            /* empty */;
-        3'h5:
-            /* empty */;
-        3'h6:
-            /* empty */;
-        3'h7:
-            \$6183  = { sum_3_31, sum_3_30, sum_3_29, sum_3_28, sum_3_27, sum_3_26, sum_3_25, sum_3_24, sum_3_23, sum_3_22, sum_3_21, sum_3_20, sum_3_19, sum_3_18, sum_3_17, sum_3_16, sum_3_15, sum_3_14, sum_3_13, sum_3_12, sum_3_11, sum_3_10, sum_3_9, sum_3_8, sum_3_7, sum_3_6, sum_3_5, sum_3_4, sum_3_3, sum_3_2, sum_3_1, sum_3_0 };
-      endcase
-    end
-    if (rst) begin
-      \$6183  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6184  = set_sum_3;
-    if (rst) begin
-      \$6184  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6185  = set_3_0;
-    if (t_ctl_d21[0]) begin
-      casez (t_ctl_d21[22:21])
-        2'h0:
-            \$6185  = set_sum_r_3;
-      endcase
-    end
-    if (rst) begin
-      \$6185  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6186  = set_3_1;
-    if (t_ctl_d21[0]) begin
-      casez (t_ctl_d21[22:21])
-        2'h0:
-            /* empty */;
-        2'h1:
-            \$6186  = set_sum_r_3;
-      endcase
-    end
-    if (rst) begin
-      \$6186  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6187  = set_3_2;
+    \$6163  = set_3_2;
     if (t_ctl_d21[0]) begin
       casez (t_ctl_d21[22:21])
         2'h0:
@@ -37083,46 +36423,46 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
         2'h1:
             /* empty */;
         2'h2:
-            \$6187  = set_sum_r_3;
+            \$6163  = set_sum_r_3;
       endcase
     end
     if (rst) begin
-      \$6187  = 32'd0;
+      \$6163  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6188  = \$1924 ;
+    \$6164  = \$1916 ;
     if (rst) begin
-      \$6188  = 32'd0;
+      \$6164  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6189  = set2_3_d1;
+    \$6165  = set2_3_d1;
     if (rst) begin
-      \$6189  = 32'd0;
+      \$6165  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6190  = set2_3_d2;
+    \$6166  = set2_3_d2;
     if (rst) begin
-      \$6190  = 32'd0;
+      \$6166  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6191  = fold1_3;
+    \$6167  = fold1_3;
     if (rst) begin
-      \$6191  = 32'd0;
+      \$6167  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6192  = fold2_3;
+    \$6168  = fold2_3;
     if (rst) begin
-      \$6192  = 32'd0;
+      \$6168  = 32'd0;
     end
   end
   always @* begin
@@ -37141,28 +36481,6 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
           t_direct = t_ctl_d15;
       3'h5:
           t_direct = t_ctl_d18;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    (* full_case = 32'd1 *)
-    casez (acc_addr_d2[2:0])
-      3'h0:
-          acc_slot_data0 = acc_slot0_0;
-      3'h1:
-          acc_slot_data0 = acc_slot0_1;
-      3'h2:
-          acc_slot_data0 = acc_slot0_2;
-      3'h3:
-          acc_slot_data0 = acc_slot0_3;
-      3'h4:
-          acc_slot_data0 = acc_slot0_4;
-      3'h5:
-          acc_slot_data0 = acc_slot0_5;
-      3'h6:
-          acc_slot_data0 = acc_slot0_6;
-      3'h7:
-          acc_slot_data0 = acc_slot0_7;
     endcase
   end
   always @* begin
@@ -37202,15 +36520,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_0_0 = 1'h1;
       3'h1:
-          t_en_0_0 = \$2005 ;
+          t_en_0_0 = \$2001 ;
       3'h2:
-          t_en_0_0 = \$2007 ;
+          t_en_0_0 = \$2003 ;
       3'h3:
-          t_en_0_0 = \$2009 ;
+          t_en_0_0 = \$2005 ;
       3'h4:
-          t_en_0_0 = \$2011 ;
+          t_en_0_0 = \$2007 ;
       3'h5:
-          t_en_0_0 = \$2013 ;
+          t_en_0_0 = \$2009 ;
     endcase
   end
   always @* begin
@@ -37238,15 +36556,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_0_1 = 1'h1;
       3'h1:
-          t_en_0_1 = \$2015 ;
+          t_en_0_1 = \$2011 ;
       3'h2:
-          t_en_0_1 = \$2017 ;
+          t_en_0_1 = \$2013 ;
       3'h3:
-          t_en_0_1 = \$2019 ;
+          t_en_0_1 = \$2015 ;
       3'h4:
-          t_en_0_1 = \$2021 ;
+          t_en_0_1 = \$2017 ;
       3'h5:
-          t_en_0_1 = \$2023 ;
+          t_en_0_1 = \$2019 ;
     endcase
   end
   always @* begin
@@ -37274,15 +36592,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_0_2 = 1'h1;
       3'h1:
-          t_en_0_2 = \$2025 ;
+          t_en_0_2 = \$2021 ;
       3'h2:
-          t_en_0_2 = \$2027 ;
+          t_en_0_2 = \$2023 ;
       3'h3:
-          t_en_0_2 = \$2029 ;
+          t_en_0_2 = \$2025 ;
       3'h4:
-          t_en_0_2 = \$2031 ;
+          t_en_0_2 = \$2027 ;
       3'h5:
-          t_en_0_2 = \$2033 ;
+          t_en_0_2 = \$2029 ;
     endcase
   end
   always @* begin
@@ -37310,15 +36628,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_0_3 = 1'h1;
       3'h1:
-          t_en_0_3 = \$2035 ;
+          t_en_0_3 = \$2031 ;
       3'h2:
-          t_en_0_3 = \$2037 ;
+          t_en_0_3 = \$2033 ;
       3'h3:
-          t_en_0_3 = \$2039 ;
+          t_en_0_3 = \$2035 ;
       3'h4:
-          t_en_0_3 = \$2041 ;
+          t_en_0_3 = \$2037 ;
       3'h5:
-          t_en_0_3 = \$2043 ;
+          t_en_0_3 = \$2039 ;
     endcase
   end
   always @* begin
@@ -37346,15 +36664,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_0_4 = 1'h1;
       3'h1:
-          t_en_0_4 = \$2045 ;
+          t_en_0_4 = \$2041 ;
       3'h2:
-          t_en_0_4 = \$2047 ;
+          t_en_0_4 = \$2043 ;
       3'h3:
-          t_en_0_4 = \$2049 ;
+          t_en_0_4 = \$2045 ;
       3'h4:
-          t_en_0_4 = \$2051 ;
+          t_en_0_4 = \$2047 ;
       3'h5:
-          t_en_0_4 = \$2053 ;
+          t_en_0_4 = \$2049 ;
     endcase
   end
   always @* begin
@@ -37382,15 +36700,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_0_5 = 1'h1;
       3'h1:
-          t_en_0_5 = \$2055 ;
+          t_en_0_5 = \$2051 ;
       3'h2:
-          t_en_0_5 = \$2057 ;
+          t_en_0_5 = \$2053 ;
       3'h3:
-          t_en_0_5 = \$2059 ;
+          t_en_0_5 = \$2055 ;
       3'h4:
-          t_en_0_5 = \$2061 ;
+          t_en_0_5 = \$2057 ;
       3'h5:
-          t_en_0_5 = \$2063 ;
+          t_en_0_5 = \$2059 ;
     endcase
   end
   always @* begin
@@ -37418,15 +36736,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_0_6 = 1'h1;
       3'h1:
-          t_en_0_6 = \$2065 ;
+          t_en_0_6 = \$2061 ;
       3'h2:
-          t_en_0_6 = \$2067 ;
+          t_en_0_6 = \$2063 ;
       3'h3:
-          t_en_0_6 = \$2069 ;
+          t_en_0_6 = \$2065 ;
       3'h4:
-          t_en_0_6 = \$2071 ;
+          t_en_0_6 = \$2067 ;
       3'h5:
-          t_en_0_6 = \$2073 ;
+          t_en_0_6 = \$2069 ;
     endcase
   end
   always @* begin
@@ -37454,15 +36772,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_0_7 = 1'h1;
       3'h1:
-          t_en_0_7 = \$2075 ;
+          t_en_0_7 = \$2071 ;
       3'h2:
-          t_en_0_7 = \$2077 ;
+          t_en_0_7 = \$2073 ;
       3'h3:
-          t_en_0_7 = \$2079 ;
+          t_en_0_7 = \$2075 ;
       3'h4:
-          t_en_0_7 = \$2081 ;
+          t_en_0_7 = \$2077 ;
       3'h5:
-          t_en_0_7 = \$2083 ;
+          t_en_0_7 = \$2079 ;
     endcase
   end
   always @* begin
@@ -37490,15 +36808,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_0_8 = 1'h1;
       3'h1:
-          t_en_0_8 = \$2085 ;
+          t_en_0_8 = \$2081 ;
       3'h2:
-          t_en_0_8 = \$2087 ;
+          t_en_0_8 = \$2083 ;
       3'h3:
-          t_en_0_8 = \$2089 ;
+          t_en_0_8 = \$2085 ;
       3'h4:
-          t_en_0_8 = \$2091 ;
+          t_en_0_8 = \$2087 ;
       3'h5:
-          t_en_0_8 = \$2093 ;
+          t_en_0_8 = \$2089 ;
     endcase
   end
   always @* begin
@@ -37526,15 +36844,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_0_9 = 1'h1;
       3'h1:
-          t_en_0_9 = \$2095 ;
+          t_en_0_9 = \$2091 ;
       3'h2:
-          t_en_0_9 = \$2097 ;
+          t_en_0_9 = \$2093 ;
       3'h3:
-          t_en_0_9 = \$2099 ;
+          t_en_0_9 = \$2095 ;
       3'h4:
-          t_en_0_9 = \$2101 ;
+          t_en_0_9 = \$2097 ;
       3'h5:
-          t_en_0_9 = \$2103 ;
+          t_en_0_9 = \$2099 ;
     endcase
   end
   always @* begin
@@ -37562,15 +36880,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_0_10 = 1'h1;
       3'h1:
-          t_en_0_10 = \$2105 ;
+          t_en_0_10 = \$2101 ;
       3'h2:
-          t_en_0_10 = \$2107 ;
+          t_en_0_10 = \$2103 ;
       3'h3:
-          t_en_0_10 = \$2109 ;
+          t_en_0_10 = \$2105 ;
       3'h4:
-          t_en_0_10 = \$2111 ;
+          t_en_0_10 = \$2107 ;
       3'h5:
-          t_en_0_10 = \$2113 ;
+          t_en_0_10 = \$2109 ;
     endcase
   end
   always @* begin
@@ -37598,15 +36916,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_0_11 = 1'h1;
       3'h1:
-          t_en_0_11 = \$2115 ;
+          t_en_0_11 = \$2111 ;
       3'h2:
-          t_en_0_11 = \$2117 ;
+          t_en_0_11 = \$2113 ;
       3'h3:
-          t_en_0_11 = \$2119 ;
+          t_en_0_11 = \$2115 ;
       3'h4:
-          t_en_0_11 = \$2121 ;
+          t_en_0_11 = \$2117 ;
       3'h5:
-          t_en_0_11 = \$2123 ;
+          t_en_0_11 = \$2119 ;
     endcase
   end
   always @* begin
@@ -37634,15 +36952,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_0_12 = 1'h1;
       3'h1:
-          t_en_0_12 = \$2125 ;
+          t_en_0_12 = \$2121 ;
       3'h2:
-          t_en_0_12 = \$2127 ;
+          t_en_0_12 = \$2123 ;
       3'h3:
-          t_en_0_12 = \$2129 ;
+          t_en_0_12 = \$2125 ;
       3'h4:
-          t_en_0_12 = \$2131 ;
+          t_en_0_12 = \$2127 ;
       3'h5:
-          t_en_0_12 = \$2133 ;
+          t_en_0_12 = \$2129 ;
     endcase
   end
   always @* begin
@@ -37670,15 +36988,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_0_13 = 1'h1;
       3'h1:
-          t_en_0_13 = \$2135 ;
+          t_en_0_13 = \$2131 ;
       3'h2:
-          t_en_0_13 = \$2137 ;
+          t_en_0_13 = \$2133 ;
       3'h3:
-          t_en_0_13 = \$2139 ;
+          t_en_0_13 = \$2135 ;
       3'h4:
-          t_en_0_13 = \$2141 ;
+          t_en_0_13 = \$2137 ;
       3'h5:
-          t_en_0_13 = \$2143 ;
+          t_en_0_13 = \$2139 ;
     endcase
   end
   always @* begin
@@ -37706,15 +37024,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_0_14 = 1'h1;
       3'h1:
-          t_en_0_14 = \$2145 ;
+          t_en_0_14 = \$2141 ;
       3'h2:
-          t_en_0_14 = \$2147 ;
+          t_en_0_14 = \$2143 ;
       3'h3:
-          t_en_0_14 = \$2149 ;
+          t_en_0_14 = \$2145 ;
       3'h4:
-          t_en_0_14 = \$2151 ;
+          t_en_0_14 = \$2147 ;
       3'h5:
-          t_en_0_14 = \$2153 ;
+          t_en_0_14 = \$2149 ;
     endcase
   end
   always @* begin
@@ -37742,15 +37060,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_0_15 = 1'h1;
       3'h1:
-          t_en_0_15 = \$2155 ;
+          t_en_0_15 = \$2151 ;
       3'h2:
-          t_en_0_15 = \$2157 ;
+          t_en_0_15 = \$2153 ;
       3'h3:
-          t_en_0_15 = \$2159 ;
+          t_en_0_15 = \$2155 ;
       3'h4:
-          t_en_0_15 = \$2161 ;
+          t_en_0_15 = \$2157 ;
       3'h5:
-          t_en_0_15 = \$2163 ;
+          t_en_0_15 = \$2159 ;
     endcase
   end
   always @* begin
@@ -37778,15 +37096,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_0_16 = 1'h1;
       3'h1:
-          t_en_0_16 = \$2165 ;
+          t_en_0_16 = \$2161 ;
       3'h2:
-          t_en_0_16 = \$2167 ;
+          t_en_0_16 = \$2163 ;
       3'h3:
-          t_en_0_16 = \$2169 ;
+          t_en_0_16 = \$2165 ;
       3'h4:
-          t_en_0_16 = \$2171 ;
+          t_en_0_16 = \$2167 ;
       3'h5:
-          t_en_0_16 = \$2173 ;
+          t_en_0_16 = \$2169 ;
     endcase
   end
   always @* begin
@@ -37814,15 +37132,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_0_17 = 1'h1;
       3'h1:
-          t_en_0_17 = \$2175 ;
+          t_en_0_17 = \$2171 ;
       3'h2:
-          t_en_0_17 = \$2177 ;
+          t_en_0_17 = \$2173 ;
       3'h3:
-          t_en_0_17 = \$2179 ;
+          t_en_0_17 = \$2175 ;
       3'h4:
-          t_en_0_17 = \$2181 ;
+          t_en_0_17 = \$2177 ;
       3'h5:
-          t_en_0_17 = \$2183 ;
+          t_en_0_17 = \$2179 ;
     endcase
   end
   always @* begin
@@ -37850,15 +37168,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_0_18 = 1'h1;
       3'h1:
-          t_en_0_18 = \$2185 ;
+          t_en_0_18 = \$2181 ;
       3'h2:
-          t_en_0_18 = \$2187 ;
+          t_en_0_18 = \$2183 ;
       3'h3:
-          t_en_0_18 = \$2189 ;
+          t_en_0_18 = \$2185 ;
       3'h4:
-          t_en_0_18 = \$2191 ;
+          t_en_0_18 = \$2187 ;
       3'h5:
-          t_en_0_18 = \$2193 ;
+          t_en_0_18 = \$2189 ;
     endcase
   end
   always @* begin
@@ -37886,15 +37204,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_0_19 = 1'h1;
       3'h1:
-          t_en_0_19 = \$2195 ;
+          t_en_0_19 = \$2191 ;
       3'h2:
-          t_en_0_19 = \$2197 ;
+          t_en_0_19 = \$2193 ;
       3'h3:
-          t_en_0_19 = \$2199 ;
+          t_en_0_19 = \$2195 ;
       3'h4:
-          t_en_0_19 = \$2201 ;
+          t_en_0_19 = \$2197 ;
       3'h5:
-          t_en_0_19 = \$2203 ;
+          t_en_0_19 = \$2199 ;
     endcase
   end
   always @* begin
@@ -37922,15 +37240,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_0_20 = 1'h1;
       3'h1:
-          t_en_0_20 = \$2205 ;
+          t_en_0_20 = \$2201 ;
       3'h2:
-          t_en_0_20 = \$2207 ;
+          t_en_0_20 = \$2203 ;
       3'h3:
-          t_en_0_20 = \$2209 ;
+          t_en_0_20 = \$2205 ;
       3'h4:
-          t_en_0_20 = \$2211 ;
+          t_en_0_20 = \$2207 ;
       3'h5:
-          t_en_0_20 = \$2213 ;
+          t_en_0_20 = \$2209 ;
     endcase
   end
   always @* begin
@@ -37958,15 +37276,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_0_21 = 1'h1;
       3'h1:
-          t_en_0_21 = \$2215 ;
+          t_en_0_21 = \$2211 ;
       3'h2:
-          t_en_0_21 = \$2217 ;
+          t_en_0_21 = \$2213 ;
       3'h3:
-          t_en_0_21 = \$2219 ;
+          t_en_0_21 = \$2215 ;
       3'h4:
-          t_en_0_21 = \$2221 ;
+          t_en_0_21 = \$2217 ;
       3'h5:
-          t_en_0_21 = \$2223 ;
+          t_en_0_21 = \$2219 ;
     endcase
   end
   always @* begin
@@ -37994,15 +37312,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_0_22 = 1'h1;
       3'h1:
-          t_en_0_22 = \$2225 ;
+          t_en_0_22 = \$2221 ;
       3'h2:
-          t_en_0_22 = \$2227 ;
+          t_en_0_22 = \$2223 ;
       3'h3:
-          t_en_0_22 = \$2229 ;
+          t_en_0_22 = \$2225 ;
       3'h4:
-          t_en_0_22 = \$2231 ;
+          t_en_0_22 = \$2227 ;
       3'h5:
-          t_en_0_22 = \$2233 ;
+          t_en_0_22 = \$2229 ;
     endcase
   end
   always @* begin
@@ -38030,15 +37348,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_0_23 = 1'h1;
       3'h1:
-          t_en_0_23 = \$2235 ;
+          t_en_0_23 = \$2231 ;
       3'h2:
-          t_en_0_23 = \$2237 ;
+          t_en_0_23 = \$2233 ;
       3'h3:
-          t_en_0_23 = \$2239 ;
+          t_en_0_23 = \$2235 ;
       3'h4:
-          t_en_0_23 = \$2241 ;
+          t_en_0_23 = \$2237 ;
       3'h5:
-          t_en_0_23 = \$2243 ;
+          t_en_0_23 = \$2239 ;
     endcase
   end
   always @* begin
@@ -38066,15 +37384,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_0_24 = 1'h1;
       3'h1:
-          t_en_0_24 = \$2245 ;
+          t_en_0_24 = \$2241 ;
       3'h2:
-          t_en_0_24 = \$2247 ;
+          t_en_0_24 = \$2243 ;
       3'h3:
-          t_en_0_24 = \$2249 ;
+          t_en_0_24 = \$2245 ;
       3'h4:
-          t_en_0_24 = \$2251 ;
+          t_en_0_24 = \$2247 ;
       3'h5:
-          t_en_0_24 = \$2253 ;
+          t_en_0_24 = \$2249 ;
     endcase
   end
   always @* begin
@@ -38102,15 +37420,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_0_25 = 1'h1;
       3'h1:
-          t_en_0_25 = \$2255 ;
+          t_en_0_25 = \$2251 ;
       3'h2:
-          t_en_0_25 = \$2257 ;
+          t_en_0_25 = \$2253 ;
       3'h3:
-          t_en_0_25 = \$2259 ;
+          t_en_0_25 = \$2255 ;
       3'h4:
-          t_en_0_25 = \$2261 ;
+          t_en_0_25 = \$2257 ;
       3'h5:
-          t_en_0_25 = \$2263 ;
+          t_en_0_25 = \$2259 ;
     endcase
   end
   always @* begin
@@ -38138,15 +37456,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_0_26 = 1'h1;
       3'h1:
-          t_en_0_26 = \$2265 ;
+          t_en_0_26 = \$2261 ;
       3'h2:
-          t_en_0_26 = \$2267 ;
+          t_en_0_26 = \$2263 ;
       3'h3:
-          t_en_0_26 = \$2269 ;
+          t_en_0_26 = \$2265 ;
       3'h4:
-          t_en_0_26 = \$2271 ;
+          t_en_0_26 = \$2267 ;
       3'h5:
-          t_en_0_26 = \$2273 ;
+          t_en_0_26 = \$2269 ;
     endcase
   end
   always @* begin
@@ -38174,15 +37492,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_0_27 = 1'h1;
       3'h1:
-          t_en_0_27 = \$2275 ;
+          t_en_0_27 = \$2271 ;
       3'h2:
-          t_en_0_27 = \$2277 ;
+          t_en_0_27 = \$2273 ;
       3'h3:
-          t_en_0_27 = \$2279 ;
+          t_en_0_27 = \$2275 ;
       3'h4:
-          t_en_0_27 = \$2281 ;
+          t_en_0_27 = \$2277 ;
       3'h5:
-          t_en_0_27 = \$2283 ;
+          t_en_0_27 = \$2279 ;
     endcase
   end
   always @* begin
@@ -38210,15 +37528,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_0_28 = 1'h1;
       3'h1:
-          t_en_0_28 = \$2285 ;
+          t_en_0_28 = \$2281 ;
       3'h2:
-          t_en_0_28 = \$2287 ;
+          t_en_0_28 = \$2283 ;
       3'h3:
-          t_en_0_28 = \$2289 ;
+          t_en_0_28 = \$2285 ;
       3'h4:
-          t_en_0_28 = \$2291 ;
+          t_en_0_28 = \$2287 ;
       3'h5:
-          t_en_0_28 = \$2293 ;
+          t_en_0_28 = \$2289 ;
     endcase
   end
   always @* begin
@@ -38246,15 +37564,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_0_29 = 1'h1;
       3'h1:
-          t_en_0_29 = \$2295 ;
+          t_en_0_29 = \$2291 ;
       3'h2:
-          t_en_0_29 = \$2297 ;
+          t_en_0_29 = \$2293 ;
       3'h3:
-          t_en_0_29 = \$2299 ;
+          t_en_0_29 = \$2295 ;
       3'h4:
-          t_en_0_29 = \$2301 ;
+          t_en_0_29 = \$2297 ;
       3'h5:
-          t_en_0_29 = \$2303 ;
+          t_en_0_29 = \$2299 ;
     endcase
   end
   always @* begin
@@ -38282,15 +37600,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_0_30 = 1'h1;
       3'h1:
-          t_en_0_30 = \$2305 ;
+          t_en_0_30 = \$2301 ;
       3'h2:
-          t_en_0_30 = \$2307 ;
+          t_en_0_30 = \$2303 ;
       3'h3:
-          t_en_0_30 = \$2309 ;
+          t_en_0_30 = \$2305 ;
       3'h4:
-          t_en_0_30 = \$2311 ;
+          t_en_0_30 = \$2307 ;
       3'h5:
-          t_en_0_30 = \$2313 ;
+          t_en_0_30 = \$2309 ;
     endcase
   end
   always @* begin
@@ -38318,37 +37636,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_0_31 = 1'h1;
       3'h1:
+          t_en_0_31 = \$2311 ;
+      3'h2:
+          t_en_0_31 = \$2313 ;
+      3'h3:
           t_en_0_31 = \$2315 ;
-      3'h2:
+      3'h4:
           t_en_0_31 = \$2317 ;
-      3'h3:
+      3'h5:
           t_en_0_31 = \$2319 ;
-      3'h4:
-          t_en_0_31 = \$2321 ;
-      3'h5:
-          t_en_0_31 = \$2323 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    (* full_case = 32'd1 *)
-    casez (acc_addr_row1_d2[2:0])
-      3'h0:
-          acc_slot_data1 = acc_slot1_0;
-      3'h1:
-          acc_slot_data1 = acc_slot1_1;
-      3'h2:
-          acc_slot_data1 = acc_slot1_2;
-      3'h3:
-          acc_slot_data1 = acc_slot1_3;
-      3'h4:
-          acc_slot_data1 = acc_slot1_4;
-      3'h5:
-          acc_slot_data1 = acc_slot1_5;
-      3'h6:
-          acc_slot_data1 = acc_slot1_6;
-      3'h7:
-          acc_slot_data1 = acc_slot1_7;
     endcase
   end
   always @* begin
@@ -39517,28 +38813,6 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    (* full_case = 32'd1 *)
-    casez (acc_addr_d2[2:0])
-      3'h0:
-          acc_slot_data2 = acc_slot2_0;
-      3'h1:
-          acc_slot_data2 = acc_slot2_1;
-      3'h2:
-          acc_slot_data2 = acc_slot2_2;
-      3'h3:
-          acc_slot_data2 = acc_slot2_3;
-      3'h4:
-          acc_slot_data2 = acc_slot2_4;
-      3'h5:
-          acc_slot_data2 = acc_slot2_5;
-      3'h6:
-          acc_slot_data2 = acc_slot2_6;
-      3'h7:
-          acc_slot_data2 = acc_slot2_7;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
     set_kept_2 = 32'd0;
     casez (t_ctl_d18[22:21])
       2'h0:
@@ -39574,15 +38848,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_2_0 = 1'h1;
       3'h1:
-          t_en_2_0 = \$3631 ;
-      3'h2:
-          t_en_2_0 = \$3633 ;
-      3'h3:
           t_en_2_0 = \$3635 ;
-      3'h4:
+      3'h2:
           t_en_2_0 = \$3637 ;
-      3'h5:
+      3'h3:
           t_en_2_0 = \$3639 ;
+      3'h4:
+          t_en_2_0 = \$3641 ;
+      3'h5:
+          t_en_2_0 = \$3643 ;
     endcase
   end
   always @* begin
@@ -39610,15 +38884,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_2_1 = 1'h1;
       3'h1:
-          t_en_2_1 = \$3641 ;
-      3'h2:
-          t_en_2_1 = \$3643 ;
-      3'h3:
           t_en_2_1 = \$3645 ;
-      3'h4:
+      3'h2:
           t_en_2_1 = \$3647 ;
-      3'h5:
+      3'h3:
           t_en_2_1 = \$3649 ;
+      3'h4:
+          t_en_2_1 = \$3651 ;
+      3'h5:
+          t_en_2_1 = \$3653 ;
     endcase
   end
   always @* begin
@@ -39646,15 +38920,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_2_2 = 1'h1;
       3'h1:
-          t_en_2_2 = \$3651 ;
-      3'h2:
-          t_en_2_2 = \$3653 ;
-      3'h3:
           t_en_2_2 = \$3655 ;
-      3'h4:
+      3'h2:
           t_en_2_2 = \$3657 ;
-      3'h5:
+      3'h3:
           t_en_2_2 = \$3659 ;
+      3'h4:
+          t_en_2_2 = \$3661 ;
+      3'h5:
+          t_en_2_2 = \$3663 ;
     endcase
   end
   always @* begin
@@ -39682,15 +38956,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_2_3 = 1'h1;
       3'h1:
-          t_en_2_3 = \$3661 ;
-      3'h2:
-          t_en_2_3 = \$3663 ;
-      3'h3:
           t_en_2_3 = \$3665 ;
-      3'h4:
+      3'h2:
           t_en_2_3 = \$3667 ;
-      3'h5:
+      3'h3:
           t_en_2_3 = \$3669 ;
+      3'h4:
+          t_en_2_3 = \$3671 ;
+      3'h5:
+          t_en_2_3 = \$3673 ;
     endcase
   end
   always @* begin
@@ -39718,15 +38992,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_2_4 = 1'h1;
       3'h1:
-          t_en_2_4 = \$3671 ;
-      3'h2:
-          t_en_2_4 = \$3673 ;
-      3'h3:
           t_en_2_4 = \$3675 ;
-      3'h4:
+      3'h2:
           t_en_2_4 = \$3677 ;
-      3'h5:
+      3'h3:
           t_en_2_4 = \$3679 ;
+      3'h4:
+          t_en_2_4 = \$3681 ;
+      3'h5:
+          t_en_2_4 = \$3683 ;
     endcase
   end
   always @* begin
@@ -39754,15 +39028,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_2_5 = 1'h1;
       3'h1:
-          t_en_2_5 = \$3681 ;
-      3'h2:
-          t_en_2_5 = \$3683 ;
-      3'h3:
           t_en_2_5 = \$3685 ;
-      3'h4:
+      3'h2:
           t_en_2_5 = \$3687 ;
-      3'h5:
+      3'h3:
           t_en_2_5 = \$3689 ;
+      3'h4:
+          t_en_2_5 = \$3691 ;
+      3'h5:
+          t_en_2_5 = \$3693 ;
     endcase
   end
   always @* begin
@@ -39790,15 +39064,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_2_6 = 1'h1;
       3'h1:
-          t_en_2_6 = \$3691 ;
-      3'h2:
-          t_en_2_6 = \$3693 ;
-      3'h3:
           t_en_2_6 = \$3695 ;
-      3'h4:
+      3'h2:
           t_en_2_6 = \$3697 ;
-      3'h5:
+      3'h3:
           t_en_2_6 = \$3699 ;
+      3'h4:
+          t_en_2_6 = \$3701 ;
+      3'h5:
+          t_en_2_6 = \$3703 ;
     endcase
   end
   always @* begin
@@ -39826,15 +39100,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_2_7 = 1'h1;
       3'h1:
-          t_en_2_7 = \$3701 ;
-      3'h2:
-          t_en_2_7 = \$3703 ;
-      3'h3:
           t_en_2_7 = \$3705 ;
-      3'h4:
+      3'h2:
           t_en_2_7 = \$3707 ;
-      3'h5:
+      3'h3:
           t_en_2_7 = \$3709 ;
+      3'h4:
+          t_en_2_7 = \$3711 ;
+      3'h5:
+          t_en_2_7 = \$3713 ;
     endcase
   end
   always @* begin
@@ -39862,15 +39136,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_2_8 = 1'h1;
       3'h1:
-          t_en_2_8 = \$3711 ;
-      3'h2:
-          t_en_2_8 = \$3713 ;
-      3'h3:
           t_en_2_8 = \$3715 ;
-      3'h4:
+      3'h2:
           t_en_2_8 = \$3717 ;
-      3'h5:
+      3'h3:
           t_en_2_8 = \$3719 ;
+      3'h4:
+          t_en_2_8 = \$3721 ;
+      3'h5:
+          t_en_2_8 = \$3723 ;
     endcase
   end
   always @* begin
@@ -39898,15 +39172,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_2_9 = 1'h1;
       3'h1:
-          t_en_2_9 = \$3721 ;
-      3'h2:
-          t_en_2_9 = \$3723 ;
-      3'h3:
           t_en_2_9 = \$3725 ;
-      3'h4:
+      3'h2:
           t_en_2_9 = \$3727 ;
-      3'h5:
+      3'h3:
           t_en_2_9 = \$3729 ;
+      3'h4:
+          t_en_2_9 = \$3731 ;
+      3'h5:
+          t_en_2_9 = \$3733 ;
     endcase
   end
   always @* begin
@@ -39934,15 +39208,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_2_10 = 1'h1;
       3'h1:
-          t_en_2_10 = \$3731 ;
-      3'h2:
-          t_en_2_10 = \$3733 ;
-      3'h3:
           t_en_2_10 = \$3735 ;
-      3'h4:
+      3'h2:
           t_en_2_10 = \$3737 ;
-      3'h5:
+      3'h3:
           t_en_2_10 = \$3739 ;
+      3'h4:
+          t_en_2_10 = \$3741 ;
+      3'h5:
+          t_en_2_10 = \$3743 ;
     endcase
   end
   always @* begin
@@ -39970,15 +39244,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_2_11 = 1'h1;
       3'h1:
-          t_en_2_11 = \$3741 ;
-      3'h2:
-          t_en_2_11 = \$3743 ;
-      3'h3:
           t_en_2_11 = \$3745 ;
-      3'h4:
+      3'h2:
           t_en_2_11 = \$3747 ;
-      3'h5:
+      3'h3:
           t_en_2_11 = \$3749 ;
+      3'h4:
+          t_en_2_11 = \$3751 ;
+      3'h5:
+          t_en_2_11 = \$3753 ;
     endcase
   end
   always @* begin
@@ -40006,15 +39280,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_2_12 = 1'h1;
       3'h1:
-          t_en_2_12 = \$3751 ;
-      3'h2:
-          t_en_2_12 = \$3753 ;
-      3'h3:
           t_en_2_12 = \$3755 ;
-      3'h4:
+      3'h2:
           t_en_2_12 = \$3757 ;
-      3'h5:
+      3'h3:
           t_en_2_12 = \$3759 ;
+      3'h4:
+          t_en_2_12 = \$3761 ;
+      3'h5:
+          t_en_2_12 = \$3763 ;
     endcase
   end
   always @* begin
@@ -40042,15 +39316,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_2_13 = 1'h1;
       3'h1:
-          t_en_2_13 = \$3761 ;
-      3'h2:
-          t_en_2_13 = \$3763 ;
-      3'h3:
           t_en_2_13 = \$3765 ;
-      3'h4:
+      3'h2:
           t_en_2_13 = \$3767 ;
-      3'h5:
+      3'h3:
           t_en_2_13 = \$3769 ;
+      3'h4:
+          t_en_2_13 = \$3771 ;
+      3'h5:
+          t_en_2_13 = \$3773 ;
     endcase
   end
   always @* begin
@@ -40078,15 +39352,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_2_14 = 1'h1;
       3'h1:
-          t_en_2_14 = \$3771 ;
-      3'h2:
-          t_en_2_14 = \$3773 ;
-      3'h3:
           t_en_2_14 = \$3775 ;
-      3'h4:
+      3'h2:
           t_en_2_14 = \$3777 ;
-      3'h5:
+      3'h3:
           t_en_2_14 = \$3779 ;
+      3'h4:
+          t_en_2_14 = \$3781 ;
+      3'h5:
+          t_en_2_14 = \$3783 ;
     endcase
   end
   always @* begin
@@ -40114,15 +39388,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_2_15 = 1'h1;
       3'h1:
-          t_en_2_15 = \$3781 ;
-      3'h2:
-          t_en_2_15 = \$3783 ;
-      3'h3:
           t_en_2_15 = \$3785 ;
-      3'h4:
+      3'h2:
           t_en_2_15 = \$3787 ;
-      3'h5:
+      3'h3:
           t_en_2_15 = \$3789 ;
+      3'h4:
+          t_en_2_15 = \$3791 ;
+      3'h5:
+          t_en_2_15 = \$3793 ;
     endcase
   end
   always @* begin
@@ -40150,15 +39424,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_2_16 = 1'h1;
       3'h1:
-          t_en_2_16 = \$3791 ;
-      3'h2:
-          t_en_2_16 = \$3793 ;
-      3'h3:
           t_en_2_16 = \$3795 ;
-      3'h4:
+      3'h2:
           t_en_2_16 = \$3797 ;
-      3'h5:
+      3'h3:
           t_en_2_16 = \$3799 ;
+      3'h4:
+          t_en_2_16 = \$3801 ;
+      3'h5:
+          t_en_2_16 = \$3803 ;
     endcase
   end
   always @* begin
@@ -40186,15 +39460,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_2_17 = 1'h1;
       3'h1:
-          t_en_2_17 = \$3801 ;
-      3'h2:
-          t_en_2_17 = \$3803 ;
-      3'h3:
           t_en_2_17 = \$3805 ;
-      3'h4:
+      3'h2:
           t_en_2_17 = \$3807 ;
-      3'h5:
+      3'h3:
           t_en_2_17 = \$3809 ;
+      3'h4:
+          t_en_2_17 = \$3811 ;
+      3'h5:
+          t_en_2_17 = \$3813 ;
     endcase
   end
   always @* begin
@@ -40222,15 +39496,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_2_18 = 1'h1;
       3'h1:
-          t_en_2_18 = \$3811 ;
-      3'h2:
-          t_en_2_18 = \$3813 ;
-      3'h3:
           t_en_2_18 = \$3815 ;
-      3'h4:
+      3'h2:
           t_en_2_18 = \$3817 ;
-      3'h5:
+      3'h3:
           t_en_2_18 = \$3819 ;
+      3'h4:
+          t_en_2_18 = \$3821 ;
+      3'h5:
+          t_en_2_18 = \$3823 ;
     endcase
   end
   always @* begin
@@ -40258,15 +39532,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_2_19 = 1'h1;
       3'h1:
-          t_en_2_19 = \$3821 ;
-      3'h2:
-          t_en_2_19 = \$3823 ;
-      3'h3:
           t_en_2_19 = \$3825 ;
-      3'h4:
+      3'h2:
           t_en_2_19 = \$3827 ;
-      3'h5:
+      3'h3:
           t_en_2_19 = \$3829 ;
+      3'h4:
+          t_en_2_19 = \$3831 ;
+      3'h5:
+          t_en_2_19 = \$3833 ;
     endcase
   end
   always @* begin
@@ -40294,15 +39568,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_2_20 = 1'h1;
       3'h1:
-          t_en_2_20 = \$3831 ;
-      3'h2:
-          t_en_2_20 = \$3833 ;
-      3'h3:
           t_en_2_20 = \$3835 ;
-      3'h4:
+      3'h2:
           t_en_2_20 = \$3837 ;
-      3'h5:
+      3'h3:
           t_en_2_20 = \$3839 ;
+      3'h4:
+          t_en_2_20 = \$3841 ;
+      3'h5:
+          t_en_2_20 = \$3843 ;
     endcase
   end
   always @* begin
@@ -40330,15 +39604,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_2_21 = 1'h1;
       3'h1:
-          t_en_2_21 = \$3841 ;
-      3'h2:
-          t_en_2_21 = \$3843 ;
-      3'h3:
           t_en_2_21 = \$3845 ;
-      3'h4:
+      3'h2:
           t_en_2_21 = \$3847 ;
-      3'h5:
+      3'h3:
           t_en_2_21 = \$3849 ;
+      3'h4:
+          t_en_2_21 = \$3851 ;
+      3'h5:
+          t_en_2_21 = \$3853 ;
     endcase
   end
   always @* begin
@@ -40366,15 +39640,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_2_22 = 1'h1;
       3'h1:
-          t_en_2_22 = \$3851 ;
-      3'h2:
-          t_en_2_22 = \$3853 ;
-      3'h3:
           t_en_2_22 = \$3855 ;
-      3'h4:
+      3'h2:
           t_en_2_22 = \$3857 ;
-      3'h5:
+      3'h3:
           t_en_2_22 = \$3859 ;
+      3'h4:
+          t_en_2_22 = \$3861 ;
+      3'h5:
+          t_en_2_22 = \$3863 ;
     endcase
   end
   always @* begin
@@ -40402,15 +39676,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_2_23 = 1'h1;
       3'h1:
-          t_en_2_23 = \$3861 ;
-      3'h2:
-          t_en_2_23 = \$3863 ;
-      3'h3:
           t_en_2_23 = \$3865 ;
-      3'h4:
+      3'h2:
           t_en_2_23 = \$3867 ;
-      3'h5:
+      3'h3:
           t_en_2_23 = \$3869 ;
+      3'h4:
+          t_en_2_23 = \$3871 ;
+      3'h5:
+          t_en_2_23 = \$3873 ;
     endcase
   end
   always @* begin
@@ -40438,15 +39712,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_2_24 = 1'h1;
       3'h1:
-          t_en_2_24 = \$3871 ;
-      3'h2:
-          t_en_2_24 = \$3873 ;
-      3'h3:
           t_en_2_24 = \$3875 ;
-      3'h4:
+      3'h2:
           t_en_2_24 = \$3877 ;
-      3'h5:
+      3'h3:
           t_en_2_24 = \$3879 ;
+      3'h4:
+          t_en_2_24 = \$3881 ;
+      3'h5:
+          t_en_2_24 = \$3883 ;
     endcase
   end
   always @* begin
@@ -40474,15 +39748,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_2_25 = 1'h1;
       3'h1:
-          t_en_2_25 = \$3881 ;
-      3'h2:
-          t_en_2_25 = \$3883 ;
-      3'h3:
           t_en_2_25 = \$3885 ;
-      3'h4:
+      3'h2:
           t_en_2_25 = \$3887 ;
-      3'h5:
+      3'h3:
           t_en_2_25 = \$3889 ;
+      3'h4:
+          t_en_2_25 = \$3891 ;
+      3'h5:
+          t_en_2_25 = \$3893 ;
     endcase
   end
   always @* begin
@@ -40510,15 +39784,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_2_26 = 1'h1;
       3'h1:
-          t_en_2_26 = \$3891 ;
-      3'h2:
-          t_en_2_26 = \$3893 ;
-      3'h3:
           t_en_2_26 = \$3895 ;
-      3'h4:
+      3'h2:
           t_en_2_26 = \$3897 ;
-      3'h5:
+      3'h3:
           t_en_2_26 = \$3899 ;
+      3'h4:
+          t_en_2_26 = \$3901 ;
+      3'h5:
+          t_en_2_26 = \$3903 ;
     endcase
   end
   always @* begin
@@ -40546,15 +39820,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_2_27 = 1'h1;
       3'h1:
-          t_en_2_27 = \$3901 ;
-      3'h2:
-          t_en_2_27 = \$3903 ;
-      3'h3:
           t_en_2_27 = \$3905 ;
-      3'h4:
+      3'h2:
           t_en_2_27 = \$3907 ;
-      3'h5:
+      3'h3:
           t_en_2_27 = \$3909 ;
+      3'h4:
+          t_en_2_27 = \$3911 ;
+      3'h5:
+          t_en_2_27 = \$3913 ;
     endcase
   end
   always @* begin
@@ -40582,15 +39856,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_2_28 = 1'h1;
       3'h1:
-          t_en_2_28 = \$3911 ;
-      3'h2:
-          t_en_2_28 = \$3913 ;
-      3'h3:
           t_en_2_28 = \$3915 ;
-      3'h4:
+      3'h2:
           t_en_2_28 = \$3917 ;
-      3'h5:
+      3'h3:
           t_en_2_28 = \$3919 ;
+      3'h4:
+          t_en_2_28 = \$3921 ;
+      3'h5:
+          t_en_2_28 = \$3923 ;
     endcase
   end
   always @* begin
@@ -40618,15 +39892,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_2_29 = 1'h1;
       3'h1:
-          t_en_2_29 = \$3921 ;
-      3'h2:
-          t_en_2_29 = \$3923 ;
-      3'h3:
           t_en_2_29 = \$3925 ;
-      3'h4:
+      3'h2:
           t_en_2_29 = \$3927 ;
-      3'h5:
+      3'h3:
           t_en_2_29 = \$3929 ;
+      3'h4:
+          t_en_2_29 = \$3931 ;
+      3'h5:
+          t_en_2_29 = \$3933 ;
     endcase
   end
   always @* begin
@@ -40654,15 +39928,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_2_30 = 1'h1;
       3'h1:
-          t_en_2_30 = \$3931 ;
-      3'h2:
-          t_en_2_30 = \$3933 ;
-      3'h3:
           t_en_2_30 = \$3935 ;
-      3'h4:
+      3'h2:
           t_en_2_30 = \$3937 ;
-      3'h5:
+      3'h3:
           t_en_2_30 = \$3939 ;
+      3'h4:
+          t_en_2_30 = \$3941 ;
+      3'h5:
+          t_en_2_30 = \$3943 ;
     endcase
   end
   always @* begin
@@ -40690,37 +39964,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_2_31 = 1'h1;
       3'h1:
-          t_en_2_31 = \$3941 ;
-      3'h2:
-          t_en_2_31 = \$3943 ;
-      3'h3:
           t_en_2_31 = \$3945 ;
-      3'h4:
-          t_en_2_31 = \$3947 ;
-      3'h5:
-          t_en_2_31 = \$3949 ;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    (* full_case = 32'd1 *)
-    casez (acc_addr_d2[2:0])
-      3'h0:
-          acc_slot_data3 = acc_slot3_0;
-      3'h1:
-          acc_slot_data3 = acc_slot3_1;
       3'h2:
-          acc_slot_data3 = acc_slot3_2;
+          t_en_2_31 = \$3947 ;
       3'h3:
-          acc_slot_data3 = acc_slot3_3;
+          t_en_2_31 = \$3949 ;
       3'h4:
-          acc_slot_data3 = acc_slot3_4;
+          t_en_2_31 = \$3951 ;
       3'h5:
-          acc_slot_data3 = acc_slot3_5;
-      3'h6:
-          acc_slot_data3 = acc_slot3_6;
-      3'h7:
-          acc_slot_data3 = acc_slot3_7;
+          t_en_2_31 = \$3953 ;
     endcase
   end
   always @* begin
@@ -40760,15 +40012,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_3_0 = 1'h1;
       3'h1:
-          t_en_3_0 = \$4440 ;
-      3'h2:
-          t_en_3_0 = \$4442 ;
-      3'h3:
-          t_en_3_0 = \$4444 ;
-      3'h4:
-          t_en_3_0 = \$4446 ;
-      3'h5:
           t_en_3_0 = \$4448 ;
+      3'h2:
+          t_en_3_0 = \$4450 ;
+      3'h3:
+          t_en_3_0 = \$4452 ;
+      3'h4:
+          t_en_3_0 = \$4454 ;
+      3'h5:
+          t_en_3_0 = \$4456 ;
     endcase
   end
   always @* begin
@@ -40796,15 +40048,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_3_1 = 1'h1;
       3'h1:
-          t_en_3_1 = \$4450 ;
-      3'h2:
-          t_en_3_1 = \$4452 ;
-      3'h3:
-          t_en_3_1 = \$4454 ;
-      3'h4:
-          t_en_3_1 = \$4456 ;
-      3'h5:
           t_en_3_1 = \$4458 ;
+      3'h2:
+          t_en_3_1 = \$4460 ;
+      3'h3:
+          t_en_3_1 = \$4462 ;
+      3'h4:
+          t_en_3_1 = \$4464 ;
+      3'h5:
+          t_en_3_1 = \$4466 ;
     endcase
   end
   always @* begin
@@ -40832,15 +40084,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_3_2 = 1'h1;
       3'h1:
-          t_en_3_2 = \$4460 ;
-      3'h2:
-          t_en_3_2 = \$4462 ;
-      3'h3:
-          t_en_3_2 = \$4464 ;
-      3'h4:
-          t_en_3_2 = \$4466 ;
-      3'h5:
           t_en_3_2 = \$4468 ;
+      3'h2:
+          t_en_3_2 = \$4470 ;
+      3'h3:
+          t_en_3_2 = \$4472 ;
+      3'h4:
+          t_en_3_2 = \$4474 ;
+      3'h5:
+          t_en_3_2 = \$4476 ;
     endcase
   end
   always @* begin
@@ -40868,15 +40120,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_3_3 = 1'h1;
       3'h1:
-          t_en_3_3 = \$4470 ;
-      3'h2:
-          t_en_3_3 = \$4472 ;
-      3'h3:
-          t_en_3_3 = \$4474 ;
-      3'h4:
-          t_en_3_3 = \$4476 ;
-      3'h5:
           t_en_3_3 = \$4478 ;
+      3'h2:
+          t_en_3_3 = \$4480 ;
+      3'h3:
+          t_en_3_3 = \$4482 ;
+      3'h4:
+          t_en_3_3 = \$4484 ;
+      3'h5:
+          t_en_3_3 = \$4486 ;
     endcase
   end
   always @* begin
@@ -40904,15 +40156,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_3_4 = 1'h1;
       3'h1:
-          t_en_3_4 = \$4480 ;
-      3'h2:
-          t_en_3_4 = \$4482 ;
-      3'h3:
-          t_en_3_4 = \$4484 ;
-      3'h4:
-          t_en_3_4 = \$4486 ;
-      3'h5:
           t_en_3_4 = \$4488 ;
+      3'h2:
+          t_en_3_4 = \$4490 ;
+      3'h3:
+          t_en_3_4 = \$4492 ;
+      3'h4:
+          t_en_3_4 = \$4494 ;
+      3'h5:
+          t_en_3_4 = \$4496 ;
     endcase
   end
   always @* begin
@@ -40940,15 +40192,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_3_5 = 1'h1;
       3'h1:
-          t_en_3_5 = \$4490 ;
-      3'h2:
-          t_en_3_5 = \$4492 ;
-      3'h3:
-          t_en_3_5 = \$4494 ;
-      3'h4:
-          t_en_3_5 = \$4496 ;
-      3'h5:
           t_en_3_5 = \$4498 ;
+      3'h2:
+          t_en_3_5 = \$4500 ;
+      3'h3:
+          t_en_3_5 = \$4502 ;
+      3'h4:
+          t_en_3_5 = \$4504 ;
+      3'h5:
+          t_en_3_5 = \$4506 ;
     endcase
   end
   always @* begin
@@ -40976,15 +40228,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_3_6 = 1'h1;
       3'h1:
-          t_en_3_6 = \$4500 ;
-      3'h2:
-          t_en_3_6 = \$4502 ;
-      3'h3:
-          t_en_3_6 = \$4504 ;
-      3'h4:
-          t_en_3_6 = \$4506 ;
-      3'h5:
           t_en_3_6 = \$4508 ;
+      3'h2:
+          t_en_3_6 = \$4510 ;
+      3'h3:
+          t_en_3_6 = \$4512 ;
+      3'h4:
+          t_en_3_6 = \$4514 ;
+      3'h5:
+          t_en_3_6 = \$4516 ;
     endcase
   end
   always @* begin
@@ -41012,15 +40264,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_3_7 = 1'h1;
       3'h1:
-          t_en_3_7 = \$4510 ;
-      3'h2:
-          t_en_3_7 = \$4512 ;
-      3'h3:
-          t_en_3_7 = \$4514 ;
-      3'h4:
-          t_en_3_7 = \$4516 ;
-      3'h5:
           t_en_3_7 = \$4518 ;
+      3'h2:
+          t_en_3_7 = \$4520 ;
+      3'h3:
+          t_en_3_7 = \$4522 ;
+      3'h4:
+          t_en_3_7 = \$4524 ;
+      3'h5:
+          t_en_3_7 = \$4526 ;
     endcase
   end
   always @* begin
@@ -41048,15 +40300,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_3_8 = 1'h1;
       3'h1:
-          t_en_3_8 = \$4520 ;
-      3'h2:
-          t_en_3_8 = \$4522 ;
-      3'h3:
-          t_en_3_8 = \$4524 ;
-      3'h4:
-          t_en_3_8 = \$4526 ;
-      3'h5:
           t_en_3_8 = \$4528 ;
+      3'h2:
+          t_en_3_8 = \$4530 ;
+      3'h3:
+          t_en_3_8 = \$4532 ;
+      3'h4:
+          t_en_3_8 = \$4534 ;
+      3'h5:
+          t_en_3_8 = \$4536 ;
     endcase
   end
   always @* begin
@@ -41084,15 +40336,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_3_9 = 1'h1;
       3'h1:
-          t_en_3_9 = \$4530 ;
-      3'h2:
-          t_en_3_9 = \$4532 ;
-      3'h3:
-          t_en_3_9 = \$4534 ;
-      3'h4:
-          t_en_3_9 = \$4536 ;
-      3'h5:
           t_en_3_9 = \$4538 ;
+      3'h2:
+          t_en_3_9 = \$4540 ;
+      3'h3:
+          t_en_3_9 = \$4542 ;
+      3'h4:
+          t_en_3_9 = \$4544 ;
+      3'h5:
+          t_en_3_9 = \$4546 ;
     endcase
   end
   always @* begin
@@ -41120,15 +40372,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_3_10 = 1'h1;
       3'h1:
-          t_en_3_10 = \$4540 ;
-      3'h2:
-          t_en_3_10 = \$4542 ;
-      3'h3:
-          t_en_3_10 = \$4544 ;
-      3'h4:
-          t_en_3_10 = \$4546 ;
-      3'h5:
           t_en_3_10 = \$4548 ;
+      3'h2:
+          t_en_3_10 = \$4550 ;
+      3'h3:
+          t_en_3_10 = \$4552 ;
+      3'h4:
+          t_en_3_10 = \$4554 ;
+      3'h5:
+          t_en_3_10 = \$4556 ;
     endcase
   end
   always @* begin
@@ -41156,15 +40408,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_3_11 = 1'h1;
       3'h1:
-          t_en_3_11 = \$4550 ;
-      3'h2:
-          t_en_3_11 = \$4552 ;
-      3'h3:
-          t_en_3_11 = \$4554 ;
-      3'h4:
-          t_en_3_11 = \$4556 ;
-      3'h5:
           t_en_3_11 = \$4558 ;
+      3'h2:
+          t_en_3_11 = \$4560 ;
+      3'h3:
+          t_en_3_11 = \$4562 ;
+      3'h4:
+          t_en_3_11 = \$4564 ;
+      3'h5:
+          t_en_3_11 = \$4566 ;
     endcase
   end
   always @* begin
@@ -41192,15 +40444,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_3_12 = 1'h1;
       3'h1:
-          t_en_3_12 = \$4560 ;
-      3'h2:
-          t_en_3_12 = \$4562 ;
-      3'h3:
-          t_en_3_12 = \$4564 ;
-      3'h4:
-          t_en_3_12 = \$4566 ;
-      3'h5:
           t_en_3_12 = \$4568 ;
+      3'h2:
+          t_en_3_12 = \$4570 ;
+      3'h3:
+          t_en_3_12 = \$4572 ;
+      3'h4:
+          t_en_3_12 = \$4574 ;
+      3'h5:
+          t_en_3_12 = \$4576 ;
     endcase
   end
   always @* begin
@@ -41228,15 +40480,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_3_13 = 1'h1;
       3'h1:
-          t_en_3_13 = \$4570 ;
-      3'h2:
-          t_en_3_13 = \$4572 ;
-      3'h3:
-          t_en_3_13 = \$4574 ;
-      3'h4:
-          t_en_3_13 = \$4576 ;
-      3'h5:
           t_en_3_13 = \$4578 ;
+      3'h2:
+          t_en_3_13 = \$4580 ;
+      3'h3:
+          t_en_3_13 = \$4582 ;
+      3'h4:
+          t_en_3_13 = \$4584 ;
+      3'h5:
+          t_en_3_13 = \$4586 ;
     endcase
   end
   always @* begin
@@ -41264,15 +40516,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_3_14 = 1'h1;
       3'h1:
-          t_en_3_14 = \$4580 ;
-      3'h2:
-          t_en_3_14 = \$4582 ;
-      3'h3:
-          t_en_3_14 = \$4584 ;
-      3'h4:
-          t_en_3_14 = \$4586 ;
-      3'h5:
           t_en_3_14 = \$4588 ;
+      3'h2:
+          t_en_3_14 = \$4590 ;
+      3'h3:
+          t_en_3_14 = \$4592 ;
+      3'h4:
+          t_en_3_14 = \$4594 ;
+      3'h5:
+          t_en_3_14 = \$4596 ;
     endcase
   end
   always @* begin
@@ -41300,15 +40552,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_3_15 = 1'h1;
       3'h1:
-          t_en_3_15 = \$4590 ;
-      3'h2:
-          t_en_3_15 = \$4592 ;
-      3'h3:
-          t_en_3_15 = \$4594 ;
-      3'h4:
-          t_en_3_15 = \$4596 ;
-      3'h5:
           t_en_3_15 = \$4598 ;
+      3'h2:
+          t_en_3_15 = \$4600 ;
+      3'h3:
+          t_en_3_15 = \$4602 ;
+      3'h4:
+          t_en_3_15 = \$4604 ;
+      3'h5:
+          t_en_3_15 = \$4606 ;
     endcase
   end
   always @* begin
@@ -41336,15 +40588,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_3_16 = 1'h1;
       3'h1:
-          t_en_3_16 = \$4600 ;
-      3'h2:
-          t_en_3_16 = \$4602 ;
-      3'h3:
-          t_en_3_16 = \$4604 ;
-      3'h4:
-          t_en_3_16 = \$4606 ;
-      3'h5:
           t_en_3_16 = \$4608 ;
+      3'h2:
+          t_en_3_16 = \$4610 ;
+      3'h3:
+          t_en_3_16 = \$4612 ;
+      3'h4:
+          t_en_3_16 = \$4614 ;
+      3'h5:
+          t_en_3_16 = \$4616 ;
     endcase
   end
   always @* begin
@@ -41372,15 +40624,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_3_17 = 1'h1;
       3'h1:
-          t_en_3_17 = \$4610 ;
-      3'h2:
-          t_en_3_17 = \$4612 ;
-      3'h3:
-          t_en_3_17 = \$4614 ;
-      3'h4:
-          t_en_3_17 = \$4616 ;
-      3'h5:
           t_en_3_17 = \$4618 ;
+      3'h2:
+          t_en_3_17 = \$4620 ;
+      3'h3:
+          t_en_3_17 = \$4622 ;
+      3'h4:
+          t_en_3_17 = \$4624 ;
+      3'h5:
+          t_en_3_17 = \$4626 ;
     endcase
   end
   always @* begin
@@ -41408,15 +40660,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_3_18 = 1'h1;
       3'h1:
-          t_en_3_18 = \$4620 ;
-      3'h2:
-          t_en_3_18 = \$4622 ;
-      3'h3:
-          t_en_3_18 = \$4624 ;
-      3'h4:
-          t_en_3_18 = \$4626 ;
-      3'h5:
           t_en_3_18 = \$4628 ;
+      3'h2:
+          t_en_3_18 = \$4630 ;
+      3'h3:
+          t_en_3_18 = \$4632 ;
+      3'h4:
+          t_en_3_18 = \$4634 ;
+      3'h5:
+          t_en_3_18 = \$4636 ;
     endcase
   end
   always @* begin
@@ -41444,15 +40696,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_3_19 = 1'h1;
       3'h1:
-          t_en_3_19 = \$4630 ;
-      3'h2:
-          t_en_3_19 = \$4632 ;
-      3'h3:
-          t_en_3_19 = \$4634 ;
-      3'h4:
-          t_en_3_19 = \$4636 ;
-      3'h5:
           t_en_3_19 = \$4638 ;
+      3'h2:
+          t_en_3_19 = \$4640 ;
+      3'h3:
+          t_en_3_19 = \$4642 ;
+      3'h4:
+          t_en_3_19 = \$4644 ;
+      3'h5:
+          t_en_3_19 = \$4646 ;
     endcase
   end
   always @* begin
@@ -41480,15 +40732,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_3_20 = 1'h1;
       3'h1:
-          t_en_3_20 = \$4640 ;
-      3'h2:
-          t_en_3_20 = \$4642 ;
-      3'h3:
-          t_en_3_20 = \$4644 ;
-      3'h4:
-          t_en_3_20 = \$4646 ;
-      3'h5:
           t_en_3_20 = \$4648 ;
+      3'h2:
+          t_en_3_20 = \$4650 ;
+      3'h3:
+          t_en_3_20 = \$4652 ;
+      3'h4:
+          t_en_3_20 = \$4654 ;
+      3'h5:
+          t_en_3_20 = \$4656 ;
     endcase
   end
   always @* begin
@@ -41516,15 +40768,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_3_21 = 1'h1;
       3'h1:
-          t_en_3_21 = \$4650 ;
-      3'h2:
-          t_en_3_21 = \$4652 ;
-      3'h3:
-          t_en_3_21 = \$4654 ;
-      3'h4:
-          t_en_3_21 = \$4656 ;
-      3'h5:
           t_en_3_21 = \$4658 ;
+      3'h2:
+          t_en_3_21 = \$4660 ;
+      3'h3:
+          t_en_3_21 = \$4662 ;
+      3'h4:
+          t_en_3_21 = \$4664 ;
+      3'h5:
+          t_en_3_21 = \$4666 ;
     endcase
   end
   always @* begin
@@ -41552,15 +40804,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_3_22 = 1'h1;
       3'h1:
-          t_en_3_22 = \$4660 ;
-      3'h2:
-          t_en_3_22 = \$4662 ;
-      3'h3:
-          t_en_3_22 = \$4664 ;
-      3'h4:
-          t_en_3_22 = \$4666 ;
-      3'h5:
           t_en_3_22 = \$4668 ;
+      3'h2:
+          t_en_3_22 = \$4670 ;
+      3'h3:
+          t_en_3_22 = \$4672 ;
+      3'h4:
+          t_en_3_22 = \$4674 ;
+      3'h5:
+          t_en_3_22 = \$4676 ;
     endcase
   end
   always @* begin
@@ -41588,15 +40840,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_3_23 = 1'h1;
       3'h1:
-          t_en_3_23 = \$4670 ;
-      3'h2:
-          t_en_3_23 = \$4672 ;
-      3'h3:
-          t_en_3_23 = \$4674 ;
-      3'h4:
-          t_en_3_23 = \$4676 ;
-      3'h5:
           t_en_3_23 = \$4678 ;
+      3'h2:
+          t_en_3_23 = \$4680 ;
+      3'h3:
+          t_en_3_23 = \$4682 ;
+      3'h4:
+          t_en_3_23 = \$4684 ;
+      3'h5:
+          t_en_3_23 = \$4686 ;
     endcase
   end
   always @* begin
@@ -41624,15 +40876,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_3_24 = 1'h1;
       3'h1:
-          t_en_3_24 = \$4680 ;
-      3'h2:
-          t_en_3_24 = \$4682 ;
-      3'h3:
-          t_en_3_24 = \$4684 ;
-      3'h4:
-          t_en_3_24 = \$4686 ;
-      3'h5:
           t_en_3_24 = \$4688 ;
+      3'h2:
+          t_en_3_24 = \$4690 ;
+      3'h3:
+          t_en_3_24 = \$4692 ;
+      3'h4:
+          t_en_3_24 = \$4694 ;
+      3'h5:
+          t_en_3_24 = \$4696 ;
     endcase
   end
   always @* begin
@@ -41660,15 +40912,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_3_25 = 1'h1;
       3'h1:
-          t_en_3_25 = \$4690 ;
-      3'h2:
-          t_en_3_25 = \$4692 ;
-      3'h3:
-          t_en_3_25 = \$4694 ;
-      3'h4:
-          t_en_3_25 = \$4696 ;
-      3'h5:
           t_en_3_25 = \$4698 ;
+      3'h2:
+          t_en_3_25 = \$4700 ;
+      3'h3:
+          t_en_3_25 = \$4702 ;
+      3'h4:
+          t_en_3_25 = \$4704 ;
+      3'h5:
+          t_en_3_25 = \$4706 ;
     endcase
   end
   always @* begin
@@ -41696,15 +40948,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_3_26 = 1'h1;
       3'h1:
-          t_en_3_26 = \$4700 ;
-      3'h2:
-          t_en_3_26 = \$4702 ;
-      3'h3:
-          t_en_3_26 = \$4704 ;
-      3'h4:
-          t_en_3_26 = \$4706 ;
-      3'h5:
           t_en_3_26 = \$4708 ;
+      3'h2:
+          t_en_3_26 = \$4710 ;
+      3'h3:
+          t_en_3_26 = \$4712 ;
+      3'h4:
+          t_en_3_26 = \$4714 ;
+      3'h5:
+          t_en_3_26 = \$4716 ;
     endcase
   end
   always @* begin
@@ -41732,15 +40984,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_3_27 = 1'h1;
       3'h1:
-          t_en_3_27 = \$4710 ;
-      3'h2:
-          t_en_3_27 = \$4712 ;
-      3'h3:
-          t_en_3_27 = \$4714 ;
-      3'h4:
-          t_en_3_27 = \$4716 ;
-      3'h5:
           t_en_3_27 = \$4718 ;
+      3'h2:
+          t_en_3_27 = \$4720 ;
+      3'h3:
+          t_en_3_27 = \$4722 ;
+      3'h4:
+          t_en_3_27 = \$4724 ;
+      3'h5:
+          t_en_3_27 = \$4726 ;
     endcase
   end
   always @* begin
@@ -41768,15 +41020,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_3_28 = 1'h1;
       3'h1:
-          t_en_3_28 = \$4720 ;
-      3'h2:
-          t_en_3_28 = \$4722 ;
-      3'h3:
-          t_en_3_28 = \$4724 ;
-      3'h4:
-          t_en_3_28 = \$4726 ;
-      3'h5:
           t_en_3_28 = \$4728 ;
+      3'h2:
+          t_en_3_28 = \$4730 ;
+      3'h3:
+          t_en_3_28 = \$4732 ;
+      3'h4:
+          t_en_3_28 = \$4734 ;
+      3'h5:
+          t_en_3_28 = \$4736 ;
     endcase
   end
   always @* begin
@@ -41804,15 +41056,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_3_29 = 1'h1;
       3'h1:
-          t_en_3_29 = \$4730 ;
-      3'h2:
-          t_en_3_29 = \$4732 ;
-      3'h3:
-          t_en_3_29 = \$4734 ;
-      3'h4:
-          t_en_3_29 = \$4736 ;
-      3'h5:
           t_en_3_29 = \$4738 ;
+      3'h2:
+          t_en_3_29 = \$4740 ;
+      3'h3:
+          t_en_3_29 = \$4742 ;
+      3'h4:
+          t_en_3_29 = \$4744 ;
+      3'h5:
+          t_en_3_29 = \$4746 ;
     endcase
   end
   always @* begin
@@ -41840,15 +41092,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_3_30 = 1'h1;
       3'h1:
-          t_en_3_30 = \$4740 ;
-      3'h2:
-          t_en_3_30 = \$4742 ;
-      3'h3:
-          t_en_3_30 = \$4744 ;
-      3'h4:
-          t_en_3_30 = \$4746 ;
-      3'h5:
           t_en_3_30 = \$4748 ;
+      3'h2:
+          t_en_3_30 = \$4750 ;
+      3'h3:
+          t_en_3_30 = \$4752 ;
+      3'h4:
+          t_en_3_30 = \$4754 ;
+      3'h5:
+          t_en_3_30 = \$4756 ;
     endcase
   end
   always @* begin
@@ -41876,15 +41128,15 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       3'h0:
           t_en_3_31 = 1'h1;
       3'h1:
-          t_en_3_31 = \$4750 ;
-      3'h2:
-          t_en_3_31 = \$4752 ;
-      3'h3:
-          t_en_3_31 = \$4754 ;
-      3'h4:
-          t_en_3_31 = \$4756 ;
-      3'h5:
           t_en_3_31 = \$4758 ;
+      3'h2:
+          t_en_3_31 = \$4760 ;
+      3'h3:
+          t_en_3_31 = \$4762 ;
+      3'h4:
+          t_en_3_31 = \$4764 ;
+      3'h5:
+          t_en_3_31 = \$4766 ;
     endcase
   end
   always @* begin
@@ -41894,11 +41146,11 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
       2'h0:
           rd_in_data = bank_r__data;
       2'h1:
-          rd_in_data = \bank_r__data$441 ;
+          rd_in_data = \bank_r__data$433 ;
       2'h2:
-          rd_in_data = \bank_r__data$593 ;
+          rd_in_data = \bank_r__data$577 ;
       2'h3:
-          rd_in_data = \bank_r__data$745 ;
+          rd_in_data = \bank_r__data$721 ;
     endcase
   end
   always @* begin
@@ -41906,13 +41158,13 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
     (* full_case = 32'd1 *)
     casez (\$like )
       2'h0:
-          rd_acc_data = \$5189 ;
+          rd_acc_data = \$5197 ;
       2'h1:
-          rd_acc_data = \$5190 ;
+          rd_acc_data = \$5198 ;
       2'h2:
-          rd_acc_data = \$5191 ;
+          rd_acc_data = \$5199 ;
       2'h3:
-          rd_acc_data = \$5192 ;
+          rd_acc_data = \$5200 ;
     endcase
   end
   always @* begin
@@ -41943,9 +41195,9 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
           b_data = read_out3;
     endcase
   end
-  assign level_mask = \$1942 [4:0];
-  assign t_ctl_d0 = { bank, t_row_end, t_first, t_set, t_out, \$1943  };
-  assign fold_n_cols = \n_cols$901 ;
+  assign level_mask = \$1934 [4:0];
+  assign t_ctl_d0 = { bank, t_row_end, t_first, t_set, t_out, \$1935  };
+  assign fold_n_cols = \n_cols$869 ;
   assign fold_n_words = n_words;
   assign fold_sets = sets;
   assign fold_sets1 = sets1;
@@ -41961,45 +41213,61 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign out_fp16 = sum_fp16;
   assign \$signature__addr  = in_word;
   assign \$signature__data  = in_data;
-  assign bank_r__addr = \$1948 [6:0];
+  assign bank_r__addr = \$1940 [6:0];
   assign a_addr = req_word;
   assign line = fetched_line0;
-  assign \first$943  = k_base[4:0];
-  assign acc_w_addr0 = \$2346 [6:0];
-  assign \$signature__addr$1050  = \$2346 [6:0];
-  assign \$signature__data$1051  = acc_w_data0;
-  assign \$signature__addr$1053  = \$2346 [6:0];
-  assign \$signature__data$1054  = acc_w_data0;
-  assign \$signature__addr$1056  = in_word;
-  assign \$signature__data$1057  = in_data;
-  assign \bank_r__addr$1059  = \$2761 [6:0];
-  assign \line$1067  = fetched_line1;
-  assign \first$1068  = \$2788 [4:0];
+  assign \first$911  = k_base[4:0];
+  assign slot_r__addr = acc_addr_d2[2:0];
+  assign \$signature__addr$946  = \acc_addr_d2$196 [2:0];
+  assign \$signature__data$947  = { sum_0_31, sum_0_30, sum_0_29, sum_0_28, sum_0_27, sum_0_26, sum_0_25, sum_0_24, sum_0_23, sum_0_22, sum_0_21, sum_0_20, sum_0_19, sum_0_18, sum_0_17, sum_0_16, sum_0_15, sum_0_14, sum_0_13, sum_0_12, sum_0_11, sum_0_10, sum_0_9, sum_0_8, sum_0_7, sum_0_6, sum_0_5, sum_0_4, sum_0_3, sum_0_2, sum_0_1, sum_0_0 };
+  assign pe_slot_write0 = \$signature__en$948 ;
+  assign acc_w_addr0 = \$2342 [6:0];
+  assign \$signature__addr$1023  = \$2342 [6:0];
+  assign \$signature__data$1024  = acc_w_data0;
+  assign \$signature__addr$1026  = \$2342 [6:0];
+  assign \$signature__data$1027  = acc_w_data0;
+  assign \$signature__addr$1029  = in_word;
+  assign \$signature__data$1030  = in_data;
+  assign \bank_r__addr$1032  = \$2757 [6:0];
+  assign \line$1040  = fetched_line1;
+  assign \first$1041  = \$2784 [4:0];
+  assign \slot_r__addr$1075  = acc_addr_row1_d2[2:0];
+  assign \$signature__addr$1076  = \acc_addr_row1_d2$230 [2:0];
+  assign \$signature__data$1077  = { sum_1_31, sum_1_30, sum_1_29, sum_1_28, sum_1_27, sum_1_26, sum_1_25, sum_1_24, sum_1_23, sum_1_22, sum_1_21, sum_1_20, sum_1_19, sum_1_18, sum_1_17, sum_1_16, sum_1_15, sum_1_14, sum_1_13, sum_1_12, sum_1_11, sum_1_10, sum_1_9, sum_1_8, sum_1_7, sum_1_6, sum_1_5, sum_1_4, sum_1_3, sum_1_2, sum_1_1, sum_1_0 };
+  assign pe_slot_write1 = \$signature__en$1078 ;
   assign acc_w_addr1 = \$3163 [6:0];
-  assign \$signature__addr$1173  = \$3163 [6:0];
-  assign \$signature__data$1174  = acc_w_data1;
-  assign \$signature__addr$1176  = \$3163 [6:0];
-  assign \$signature__data$1177  = acc_w_data1;
-  assign \$signature__addr$1179  = in_word;
-  assign \$signature__data$1180  = in_data;
-  assign \bank_r__addr$1182  = \$3574 [6:0];
-  assign \line$1190  = fetched_line2;
-  assign \first$1191  = k_base[4:0];
-  assign acc_w_addr2 = \$3972 [6:0];
-  assign \$signature__addr$1296  = \$3972 [6:0];
-  assign \$signature__data$1297  = acc_w_data2;
-  assign \$signature__addr$1299  = \$3972 [6:0];
-  assign \$signature__data$1300  = acc_w_data2;
-  assign \$signature__addr$1302  = in_word;
-  assign \$signature__data$1303  = in_data;
-  assign \bank_r__addr$1305  = \$4383 [6:0];
-  assign \line$1313  = fetched_line3;
-  assign \first$1314  = k_base[4:0];
-  assign acc_w_addr3 = \$4781 [6:0];
-  assign \$signature__addr$1419  = \$4781 [6:0];
-  assign \$signature__data$1420  = acc_w_data3;
-  assign \$signature__addr$1422  = \$4781 [6:0];
-  assign \$signature__data$1423  = acc_w_data3;
+  assign \$signature__addr$1151  = \$3163 [6:0];
+  assign \$signature__data$1152  = acc_w_data1;
+  assign \$signature__addr$1154  = \$3163 [6:0];
+  assign \$signature__data$1155  = acc_w_data1;
+  assign \$signature__addr$1157  = in_word;
+  assign \$signature__data$1158  = in_data;
+  assign \bank_r__addr$1160  = \$3574 [6:0];
+  assign \line$1168  = fetched_line2;
+  assign \first$1169  = k_base[4:0];
+  assign \slot_r__addr$1203  = acc_addr_d2[2:0];
+  assign \$signature__addr$1204  = \acc_addr_d2$196 [2:0];
+  assign \$signature__data$1205  = { sum_2_31, sum_2_30, sum_2_29, sum_2_28, sum_2_27, sum_2_26, sum_2_25, sum_2_24, sum_2_23, sum_2_22, sum_2_21, sum_2_20, sum_2_19, sum_2_18, sum_2_17, sum_2_16, sum_2_15, sum_2_14, sum_2_13, sum_2_12, sum_2_11, sum_2_10, sum_2_9, sum_2_8, sum_2_7, sum_2_6, sum_2_5, sum_2_4, sum_2_3, sum_2_2, sum_2_1, sum_2_0 };
+  assign pe_slot_write2 = \$signature__en$1206 ;
+  assign acc_w_addr2 = \$3976 [6:0];
+  assign \$signature__addr$1279  = \$3976 [6:0];
+  assign \$signature__data$1280  = acc_w_data2;
+  assign \$signature__addr$1282  = \$3976 [6:0];
+  assign \$signature__data$1283  = acc_w_data2;
+  assign \$signature__addr$1285  = in_word;
+  assign \$signature__data$1286  = in_data;
+  assign \bank_r__addr$1288  = \$4387 [6:0];
+  assign \line$1296  = fetched_line3;
+  assign \first$1297  = k_base[4:0];
+  assign \slot_r__addr$1331  = acc_addr_d2[2:0];
+  assign \$signature__addr$1332  = \acc_addr_d2$196 [2:0];
+  assign \$signature__data$1333  = { sum_3_31, sum_3_30, sum_3_29, sum_3_28, sum_3_27, sum_3_26, sum_3_25, sum_3_24, sum_3_23, sum_3_22, sum_3_21, sum_3_20, sum_3_19, sum_3_18, sum_3_17, sum_3_16, sum_3_15, sum_3_14, sum_3_13, sum_3_12, sum_3_11, sum_3_10, sum_3_9, sum_3_8, sum_3_7, sum_3_6, sum_3_5, sum_3_4, sum_3_3, sum_3_2, sum_3_1, sum_3_0 };
+  assign pe_slot_write3 = \$signature__en$1334 ;
+  assign acc_w_addr3 = \$4789 [6:0];
+  assign \$signature__addr$1407  = \$4789 [6:0];
+  assign \$signature__data$1408  = acc_w_data3;
+  assign \$signature__addr$1410  = \$4789 [6:0];
+  assign \$signature__data$1411  = acc_w_data3;
   assign \lane_row[0]  = lane_row[4:0];
   assign \lane_row[1]  = lane_row[9:5];
   assign \lane_row[2]  = lane_row[14:10];
@@ -42032,102 +41300,102 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \lane_row[29]  = lane_row[149:145];
   assign \lane_row[30]  = lane_row[154:150];
   assign \lane_row[31]  = lane_row[159:155];
-  assign \lane_row$1069[0]  = \lane_row$1069 [4:0];
-  assign \lane_row$1069[1]  = \lane_row$1069 [9:5];
-  assign \lane_row$1069[2]  = \lane_row$1069 [14:10];
-  assign \lane_row$1069[3]  = \lane_row$1069 [19:15];
-  assign \lane_row$1069[4]  = \lane_row$1069 [24:20];
-  assign \lane_row$1069[5]  = \lane_row$1069 [29:25];
-  assign \lane_row$1069[6]  = \lane_row$1069 [34:30];
-  assign \lane_row$1069[7]  = \lane_row$1069 [39:35];
-  assign \lane_row$1069[8]  = \lane_row$1069 [44:40];
-  assign \lane_row$1069[9]  = \lane_row$1069 [49:45];
-  assign \lane_row$1069[10]  = \lane_row$1069 [54:50];
-  assign \lane_row$1069[11]  = \lane_row$1069 [59:55];
-  assign \lane_row$1069[12]  = \lane_row$1069 [64:60];
-  assign \lane_row$1069[13]  = \lane_row$1069 [69:65];
-  assign \lane_row$1069[14]  = \lane_row$1069 [74:70];
-  assign \lane_row$1069[15]  = \lane_row$1069 [79:75];
-  assign \lane_row$1069[16]  = \lane_row$1069 [84:80];
-  assign \lane_row$1069[17]  = \lane_row$1069 [89:85];
-  assign \lane_row$1069[18]  = \lane_row$1069 [94:90];
-  assign \lane_row$1069[19]  = \lane_row$1069 [99:95];
-  assign \lane_row$1069[20]  = \lane_row$1069 [104:100];
-  assign \lane_row$1069[21]  = \lane_row$1069 [109:105];
-  assign \lane_row$1069[22]  = \lane_row$1069 [114:110];
-  assign \lane_row$1069[23]  = \lane_row$1069 [119:115];
-  assign \lane_row$1069[24]  = \lane_row$1069 [124:120];
-  assign \lane_row$1069[25]  = \lane_row$1069 [129:125];
-  assign \lane_row$1069[26]  = \lane_row$1069 [134:130];
-  assign \lane_row$1069[27]  = \lane_row$1069 [139:135];
-  assign \lane_row$1069[28]  = \lane_row$1069 [144:140];
-  assign \lane_row$1069[29]  = \lane_row$1069 [149:145];
-  assign \lane_row$1069[30]  = \lane_row$1069 [154:150];
-  assign \lane_row$1069[31]  = \lane_row$1069 [159:155];
-  assign \lane_row$1192[0]  = \lane_row$1192 [4:0];
-  assign \lane_row$1192[1]  = \lane_row$1192 [9:5];
-  assign \lane_row$1192[2]  = \lane_row$1192 [14:10];
-  assign \lane_row$1192[3]  = \lane_row$1192 [19:15];
-  assign \lane_row$1192[4]  = \lane_row$1192 [24:20];
-  assign \lane_row$1192[5]  = \lane_row$1192 [29:25];
-  assign \lane_row$1192[6]  = \lane_row$1192 [34:30];
-  assign \lane_row$1192[7]  = \lane_row$1192 [39:35];
-  assign \lane_row$1192[8]  = \lane_row$1192 [44:40];
-  assign \lane_row$1192[9]  = \lane_row$1192 [49:45];
-  assign \lane_row$1192[10]  = \lane_row$1192 [54:50];
-  assign \lane_row$1192[11]  = \lane_row$1192 [59:55];
-  assign \lane_row$1192[12]  = \lane_row$1192 [64:60];
-  assign \lane_row$1192[13]  = \lane_row$1192 [69:65];
-  assign \lane_row$1192[14]  = \lane_row$1192 [74:70];
-  assign \lane_row$1192[15]  = \lane_row$1192 [79:75];
-  assign \lane_row$1192[16]  = \lane_row$1192 [84:80];
-  assign \lane_row$1192[17]  = \lane_row$1192 [89:85];
-  assign \lane_row$1192[18]  = \lane_row$1192 [94:90];
-  assign \lane_row$1192[19]  = \lane_row$1192 [99:95];
-  assign \lane_row$1192[20]  = \lane_row$1192 [104:100];
-  assign \lane_row$1192[21]  = \lane_row$1192 [109:105];
-  assign \lane_row$1192[22]  = \lane_row$1192 [114:110];
-  assign \lane_row$1192[23]  = \lane_row$1192 [119:115];
-  assign \lane_row$1192[24]  = \lane_row$1192 [124:120];
-  assign \lane_row$1192[25]  = \lane_row$1192 [129:125];
-  assign \lane_row$1192[26]  = \lane_row$1192 [134:130];
-  assign \lane_row$1192[27]  = \lane_row$1192 [139:135];
-  assign \lane_row$1192[28]  = \lane_row$1192 [144:140];
-  assign \lane_row$1192[29]  = \lane_row$1192 [149:145];
-  assign \lane_row$1192[30]  = \lane_row$1192 [154:150];
-  assign \lane_row$1192[31]  = \lane_row$1192 [159:155];
-  assign \lane_row$1315[0]  = \lane_row$1315 [4:0];
-  assign \lane_row$1315[1]  = \lane_row$1315 [9:5];
-  assign \lane_row$1315[2]  = \lane_row$1315 [14:10];
-  assign \lane_row$1315[3]  = \lane_row$1315 [19:15];
-  assign \lane_row$1315[4]  = \lane_row$1315 [24:20];
-  assign \lane_row$1315[5]  = \lane_row$1315 [29:25];
-  assign \lane_row$1315[6]  = \lane_row$1315 [34:30];
-  assign \lane_row$1315[7]  = \lane_row$1315 [39:35];
-  assign \lane_row$1315[8]  = \lane_row$1315 [44:40];
-  assign \lane_row$1315[9]  = \lane_row$1315 [49:45];
-  assign \lane_row$1315[10]  = \lane_row$1315 [54:50];
-  assign \lane_row$1315[11]  = \lane_row$1315 [59:55];
-  assign \lane_row$1315[12]  = \lane_row$1315 [64:60];
-  assign \lane_row$1315[13]  = \lane_row$1315 [69:65];
-  assign \lane_row$1315[14]  = \lane_row$1315 [74:70];
-  assign \lane_row$1315[15]  = \lane_row$1315 [79:75];
-  assign \lane_row$1315[16]  = \lane_row$1315 [84:80];
-  assign \lane_row$1315[17]  = \lane_row$1315 [89:85];
-  assign \lane_row$1315[18]  = \lane_row$1315 [94:90];
-  assign \lane_row$1315[19]  = \lane_row$1315 [99:95];
-  assign \lane_row$1315[20]  = \lane_row$1315 [104:100];
-  assign \lane_row$1315[21]  = \lane_row$1315 [109:105];
-  assign \lane_row$1315[22]  = \lane_row$1315 [114:110];
-  assign \lane_row$1315[23]  = \lane_row$1315 [119:115];
-  assign \lane_row$1315[24]  = \lane_row$1315 [124:120];
-  assign \lane_row$1315[25]  = \lane_row$1315 [129:125];
-  assign \lane_row$1315[26]  = \lane_row$1315 [134:130];
-  assign \lane_row$1315[27]  = \lane_row$1315 [139:135];
-  assign \lane_row$1315[28]  = \lane_row$1315 [144:140];
-  assign \lane_row$1315[29]  = \lane_row$1315 [149:145];
-  assign \lane_row$1315[30]  = \lane_row$1315 [154:150];
-  assign \lane_row$1315[31]  = \lane_row$1315 [159:155];
+  assign \lane_row$1042[0]  = \lane_row$1042 [4:0];
+  assign \lane_row$1042[1]  = \lane_row$1042 [9:5];
+  assign \lane_row$1042[2]  = \lane_row$1042 [14:10];
+  assign \lane_row$1042[3]  = \lane_row$1042 [19:15];
+  assign \lane_row$1042[4]  = \lane_row$1042 [24:20];
+  assign \lane_row$1042[5]  = \lane_row$1042 [29:25];
+  assign \lane_row$1042[6]  = \lane_row$1042 [34:30];
+  assign \lane_row$1042[7]  = \lane_row$1042 [39:35];
+  assign \lane_row$1042[8]  = \lane_row$1042 [44:40];
+  assign \lane_row$1042[9]  = \lane_row$1042 [49:45];
+  assign \lane_row$1042[10]  = \lane_row$1042 [54:50];
+  assign \lane_row$1042[11]  = \lane_row$1042 [59:55];
+  assign \lane_row$1042[12]  = \lane_row$1042 [64:60];
+  assign \lane_row$1042[13]  = \lane_row$1042 [69:65];
+  assign \lane_row$1042[14]  = \lane_row$1042 [74:70];
+  assign \lane_row$1042[15]  = \lane_row$1042 [79:75];
+  assign \lane_row$1042[16]  = \lane_row$1042 [84:80];
+  assign \lane_row$1042[17]  = \lane_row$1042 [89:85];
+  assign \lane_row$1042[18]  = \lane_row$1042 [94:90];
+  assign \lane_row$1042[19]  = \lane_row$1042 [99:95];
+  assign \lane_row$1042[20]  = \lane_row$1042 [104:100];
+  assign \lane_row$1042[21]  = \lane_row$1042 [109:105];
+  assign \lane_row$1042[22]  = \lane_row$1042 [114:110];
+  assign \lane_row$1042[23]  = \lane_row$1042 [119:115];
+  assign \lane_row$1042[24]  = \lane_row$1042 [124:120];
+  assign \lane_row$1042[25]  = \lane_row$1042 [129:125];
+  assign \lane_row$1042[26]  = \lane_row$1042 [134:130];
+  assign \lane_row$1042[27]  = \lane_row$1042 [139:135];
+  assign \lane_row$1042[28]  = \lane_row$1042 [144:140];
+  assign \lane_row$1042[29]  = \lane_row$1042 [149:145];
+  assign \lane_row$1042[30]  = \lane_row$1042 [154:150];
+  assign \lane_row$1042[31]  = \lane_row$1042 [159:155];
+  assign \lane_row$1170[0]  = \lane_row$1170 [4:0];
+  assign \lane_row$1170[1]  = \lane_row$1170 [9:5];
+  assign \lane_row$1170[2]  = \lane_row$1170 [14:10];
+  assign \lane_row$1170[3]  = \lane_row$1170 [19:15];
+  assign \lane_row$1170[4]  = \lane_row$1170 [24:20];
+  assign \lane_row$1170[5]  = \lane_row$1170 [29:25];
+  assign \lane_row$1170[6]  = \lane_row$1170 [34:30];
+  assign \lane_row$1170[7]  = \lane_row$1170 [39:35];
+  assign \lane_row$1170[8]  = \lane_row$1170 [44:40];
+  assign \lane_row$1170[9]  = \lane_row$1170 [49:45];
+  assign \lane_row$1170[10]  = \lane_row$1170 [54:50];
+  assign \lane_row$1170[11]  = \lane_row$1170 [59:55];
+  assign \lane_row$1170[12]  = \lane_row$1170 [64:60];
+  assign \lane_row$1170[13]  = \lane_row$1170 [69:65];
+  assign \lane_row$1170[14]  = \lane_row$1170 [74:70];
+  assign \lane_row$1170[15]  = \lane_row$1170 [79:75];
+  assign \lane_row$1170[16]  = \lane_row$1170 [84:80];
+  assign \lane_row$1170[17]  = \lane_row$1170 [89:85];
+  assign \lane_row$1170[18]  = \lane_row$1170 [94:90];
+  assign \lane_row$1170[19]  = \lane_row$1170 [99:95];
+  assign \lane_row$1170[20]  = \lane_row$1170 [104:100];
+  assign \lane_row$1170[21]  = \lane_row$1170 [109:105];
+  assign \lane_row$1170[22]  = \lane_row$1170 [114:110];
+  assign \lane_row$1170[23]  = \lane_row$1170 [119:115];
+  assign \lane_row$1170[24]  = \lane_row$1170 [124:120];
+  assign \lane_row$1170[25]  = \lane_row$1170 [129:125];
+  assign \lane_row$1170[26]  = \lane_row$1170 [134:130];
+  assign \lane_row$1170[27]  = \lane_row$1170 [139:135];
+  assign \lane_row$1170[28]  = \lane_row$1170 [144:140];
+  assign \lane_row$1170[29]  = \lane_row$1170 [149:145];
+  assign \lane_row$1170[30]  = \lane_row$1170 [154:150];
+  assign \lane_row$1170[31]  = \lane_row$1170 [159:155];
+  assign \lane_row$1298[0]  = \lane_row$1298 [4:0];
+  assign \lane_row$1298[1]  = \lane_row$1298 [9:5];
+  assign \lane_row$1298[2]  = \lane_row$1298 [14:10];
+  assign \lane_row$1298[3]  = \lane_row$1298 [19:15];
+  assign \lane_row$1298[4]  = \lane_row$1298 [24:20];
+  assign \lane_row$1298[5]  = \lane_row$1298 [29:25];
+  assign \lane_row$1298[6]  = \lane_row$1298 [34:30];
+  assign \lane_row$1298[7]  = \lane_row$1298 [39:35];
+  assign \lane_row$1298[8]  = \lane_row$1298 [44:40];
+  assign \lane_row$1298[9]  = \lane_row$1298 [49:45];
+  assign \lane_row$1298[10]  = \lane_row$1298 [54:50];
+  assign \lane_row$1298[11]  = \lane_row$1298 [59:55];
+  assign \lane_row$1298[12]  = \lane_row$1298 [64:60];
+  assign \lane_row$1298[13]  = \lane_row$1298 [69:65];
+  assign \lane_row$1298[14]  = \lane_row$1298 [74:70];
+  assign \lane_row$1298[15]  = \lane_row$1298 [79:75];
+  assign \lane_row$1298[16]  = \lane_row$1298 [84:80];
+  assign \lane_row$1298[17]  = \lane_row$1298 [89:85];
+  assign \lane_row$1298[18]  = \lane_row$1298 [94:90];
+  assign \lane_row$1298[19]  = \lane_row$1298 [99:95];
+  assign \lane_row$1298[20]  = \lane_row$1298 [104:100];
+  assign \lane_row$1298[21]  = \lane_row$1298 [109:105];
+  assign \lane_row$1298[22]  = \lane_row$1298 [114:110];
+  assign \lane_row$1298[23]  = \lane_row$1298 [119:115];
+  assign \lane_row$1298[24]  = \lane_row$1298 [124:120];
+  assign \lane_row$1298[25]  = \lane_row$1298 [129:125];
+  assign \lane_row$1298[26]  = \lane_row$1298 [134:130];
+  assign \lane_row$1298[27]  = \lane_row$1298 [139:135];
+  assign \lane_row$1298[28]  = \lane_row$1298 [144:140];
+  assign \lane_row$1298[29]  = \lane_row$1298 [149:145];
+  assign \lane_row$1298[30]  = \lane_row$1298 [154:150];
+  assign \lane_row$1298[31]  = \lane_row$1298 [159:155];
   assign \x[0]  = x[15:0];
   assign \x[1]  = x[31:16];
   assign \x[2]  = x[47:32];
@@ -42160,198 +41428,198 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \x[29]  = x[479:464];
   assign \x[30]  = x[495:480];
   assign \x[31]  = x[511:496];
-  assign \x$1430[0]  = \x$1430 [15:0];
-  assign \x$1430[1]  = \x$1430 [31:16];
-  assign \x$1430[2]  = \x$1430 [47:32];
-  assign \x$1430[3]  = \x$1430 [63:48];
-  assign \x$1430[4]  = \x$1430 [79:64];
-  assign \x$1430[5]  = \x$1430 [95:80];
-  assign \x$1430[6]  = \x$1430 [111:96];
-  assign \x$1430[7]  = \x$1430 [127:112];
-  assign \x$1430[8]  = \x$1430 [143:128];
-  assign \x$1430[9]  = \x$1430 [159:144];
-  assign \x$1430[10]  = \x$1430 [175:160];
-  assign \x$1430[11]  = \x$1430 [191:176];
-  assign \x$1430[12]  = \x$1430 [207:192];
-  assign \x$1430[13]  = \x$1430 [223:208];
-  assign \x$1430[14]  = \x$1430 [239:224];
-  assign \x$1430[15]  = \x$1430 [255:240];
-  assign \x$1430[16]  = \x$1430 [271:256];
-  assign \x$1430[17]  = \x$1430 [287:272];
-  assign \x$1430[18]  = \x$1430 [303:288];
-  assign \x$1430[19]  = \x$1430 [319:304];
-  assign \x$1430[20]  = \x$1430 [335:320];
-  assign \x$1430[21]  = \x$1430 [351:336];
-  assign \x$1430[22]  = \x$1430 [367:352];
-  assign \x$1430[23]  = \x$1430 [383:368];
-  assign \x$1430[24]  = \x$1430 [399:384];
-  assign \x$1430[25]  = \x$1430 [415:400];
-  assign \x$1430[26]  = \x$1430 [431:416];
-  assign \x$1430[27]  = \x$1430 [447:432];
-  assign \x$1430[28]  = \x$1430 [463:448];
-  assign \x$1430[29]  = \x$1430 [479:464];
-  assign \x$1430[30]  = \x$1430 [495:480];
-  assign \x$1430[31]  = \x$1430 [511:496];
-  assign \x$1431[0]  = \x$1431 [15:0];
-  assign \x$1431[1]  = \x$1431 [31:16];
-  assign \x$1431[2]  = \x$1431 [47:32];
-  assign \x$1431[3]  = \x$1431 [63:48];
-  assign \x$1431[4]  = \x$1431 [79:64];
-  assign \x$1431[5]  = \x$1431 [95:80];
-  assign \x$1431[6]  = \x$1431 [111:96];
-  assign \x$1431[7]  = \x$1431 [127:112];
-  assign \x$1431[8]  = \x$1431 [143:128];
-  assign \x$1431[9]  = \x$1431 [159:144];
-  assign \x$1431[10]  = \x$1431 [175:160];
-  assign \x$1431[11]  = \x$1431 [191:176];
-  assign \x$1431[12]  = \x$1431 [207:192];
-  assign \x$1431[13]  = \x$1431 [223:208];
-  assign \x$1431[14]  = \x$1431 [239:224];
-  assign \x$1431[15]  = \x$1431 [255:240];
-  assign \x$1431[16]  = \x$1431 [271:256];
-  assign \x$1431[17]  = \x$1431 [287:272];
-  assign \x$1431[18]  = \x$1431 [303:288];
-  assign \x$1431[19]  = \x$1431 [319:304];
-  assign \x$1431[20]  = \x$1431 [335:320];
-  assign \x$1431[21]  = \x$1431 [351:336];
-  assign \x$1431[22]  = \x$1431 [367:352];
-  assign \x$1431[23]  = \x$1431 [383:368];
-  assign \x$1431[24]  = \x$1431 [399:384];
-  assign \x$1431[25]  = \x$1431 [415:400];
-  assign \x$1431[26]  = \x$1431 [431:416];
-  assign \x$1431[27]  = \x$1431 [447:432];
-  assign \x$1431[28]  = \x$1431 [463:448];
-  assign \x$1431[29]  = \x$1431 [479:464];
-  assign \x$1431[30]  = \x$1431 [495:480];
-  assign \x$1431[31]  = \x$1431 [511:496];
-  assign \x$1432[0]  = \x$1432 [15:0];
-  assign \x$1432[1]  = \x$1432 [31:16];
-  assign \x$1432[2]  = \x$1432 [47:32];
-  assign \x$1432[3]  = \x$1432 [63:48];
-  assign \x$1432[4]  = \x$1432 [79:64];
-  assign \x$1432[5]  = \x$1432 [95:80];
-  assign \x$1432[6]  = \x$1432 [111:96];
-  assign \x$1432[7]  = \x$1432 [127:112];
-  assign \x$1432[8]  = \x$1432 [143:128];
-  assign \x$1432[9]  = \x$1432 [159:144];
-  assign \x$1432[10]  = \x$1432 [175:160];
-  assign \x$1432[11]  = \x$1432 [191:176];
-  assign \x$1432[12]  = \x$1432 [207:192];
-  assign \x$1432[13]  = \x$1432 [223:208];
-  assign \x$1432[14]  = \x$1432 [239:224];
-  assign \x$1432[15]  = \x$1432 [255:240];
-  assign \x$1432[16]  = \x$1432 [271:256];
-  assign \x$1432[17]  = \x$1432 [287:272];
-  assign \x$1432[18]  = \x$1432 [303:288];
-  assign \x$1432[19]  = \x$1432 [319:304];
-  assign \x$1432[20]  = \x$1432 [335:320];
-  assign \x$1432[21]  = \x$1432 [351:336];
-  assign \x$1432[22]  = \x$1432 [367:352];
-  assign \x$1432[23]  = \x$1432 [383:368];
-  assign \x$1432[24]  = \x$1432 [399:384];
-  assign \x$1432[25]  = \x$1432 [415:400];
-  assign \x$1432[26]  = \x$1432 [431:416];
-  assign \x$1432[27]  = \x$1432 [447:432];
-  assign \x$1432[28]  = \x$1432 [463:448];
-  assign \x$1432[29]  = \x$1432 [479:464];
-  assign \x$1432[30]  = \x$1432 [495:480];
-  assign \x$1432[31]  = \x$1432 [511:496];
-  assign \lane_row$1315 [159:155] = lane_row31;
-  assign \lane_row$1315 [154:150] = lane_row30;
-  assign \lane_row$1315 [149:145] = lane_row29;
-  assign \lane_row$1315 [144:140] = lane_row28;
-  assign \lane_row$1315 [139:135] = lane_row27;
-  assign \lane_row$1315 [134:130] = lane_row26;
-  assign \lane_row$1315 [129:125] = lane_row25;
-  assign \lane_row$1315 [124:120] = lane_row24;
-  assign \lane_row$1315 [119:115] = lane_row23;
-  assign \lane_row$1315 [114:110] = lane_row22;
-  assign \lane_row$1315 [109:105] = lane_row21;
-  assign \lane_row$1315 [104:100] = lane_row20;
-  assign \lane_row$1315 [99:95] = lane_row19;
-  assign \lane_row$1315 [94:90] = lane_row18;
-  assign \lane_row$1315 [89:85] = lane_row17;
-  assign \lane_row$1315 [84:80] = lane_row16;
-  assign \lane_row$1315 [79:75] = lane_row15;
-  assign \lane_row$1315 [74:70] = lane_row14;
-  assign \lane_row$1315 [69:65] = lane_row13;
-  assign \lane_row$1315 [64:60] = lane_row12;
-  assign \lane_row$1315 [59:55] = lane_row11;
-  assign \lane_row$1315 [54:50] = lane_row10;
-  assign \lane_row$1315 [49:45] = lane_row9;
-  assign \lane_row$1315 [44:40] = lane_row8;
-  assign \lane_row$1315 [39:35] = lane_row7;
-  assign \lane_row$1315 [34:30] = lane_row6;
-  assign \lane_row$1315 [29:25] = lane_row5;
-  assign \lane_row$1315 [24:20] = lane_row4;
-  assign \lane_row$1315 [19:15] = lane_row3;
-  assign \lane_row$1315 [14:10] = lane_row2;
-  assign \lane_row$1315 [9:5] = lane_row1;
-  assign \lane_row$1315 [4:0] = lane_row0;
-  assign \lane_row$1192 [159:155] = lane_row31;
-  assign \lane_row$1192 [154:150] = lane_row30;
-  assign \lane_row$1192 [149:145] = lane_row29;
-  assign \lane_row$1192 [144:140] = lane_row28;
-  assign \lane_row$1192 [139:135] = lane_row27;
-  assign \lane_row$1192 [134:130] = lane_row26;
-  assign \lane_row$1192 [129:125] = lane_row25;
-  assign \lane_row$1192 [124:120] = lane_row24;
-  assign \lane_row$1192 [119:115] = lane_row23;
-  assign \lane_row$1192 [114:110] = lane_row22;
-  assign \lane_row$1192 [109:105] = lane_row21;
-  assign \lane_row$1192 [104:100] = lane_row20;
-  assign \lane_row$1192 [99:95] = lane_row19;
-  assign \lane_row$1192 [94:90] = lane_row18;
-  assign \lane_row$1192 [89:85] = lane_row17;
-  assign \lane_row$1192 [84:80] = lane_row16;
-  assign \lane_row$1192 [79:75] = lane_row15;
-  assign \lane_row$1192 [74:70] = lane_row14;
-  assign \lane_row$1192 [69:65] = lane_row13;
-  assign \lane_row$1192 [64:60] = lane_row12;
-  assign \lane_row$1192 [59:55] = lane_row11;
-  assign \lane_row$1192 [54:50] = lane_row10;
-  assign \lane_row$1192 [49:45] = lane_row9;
-  assign \lane_row$1192 [44:40] = lane_row8;
-  assign \lane_row$1192 [39:35] = lane_row7;
-  assign \lane_row$1192 [34:30] = lane_row6;
-  assign \lane_row$1192 [29:25] = lane_row5;
-  assign \lane_row$1192 [24:20] = lane_row4;
-  assign \lane_row$1192 [19:15] = lane_row3;
-  assign \lane_row$1192 [14:10] = lane_row2;
-  assign \lane_row$1192 [9:5] = lane_row1;
-  assign \lane_row$1192 [4:0] = lane_row0;
-  assign \lane_row$1069 [159:155] = lane_row31;
-  assign \lane_row$1069 [154:150] = lane_row30;
-  assign \lane_row$1069 [149:145] = lane_row29;
-  assign \lane_row$1069 [144:140] = lane_row28;
-  assign \lane_row$1069 [139:135] = lane_row27;
-  assign \lane_row$1069 [134:130] = lane_row26;
-  assign \lane_row$1069 [129:125] = lane_row25;
-  assign \lane_row$1069 [124:120] = lane_row24;
-  assign \lane_row$1069 [119:115] = lane_row23;
-  assign \lane_row$1069 [114:110] = lane_row22;
-  assign \lane_row$1069 [109:105] = lane_row21;
-  assign \lane_row$1069 [104:100] = lane_row20;
-  assign \lane_row$1069 [99:95] = lane_row19;
-  assign \lane_row$1069 [94:90] = lane_row18;
-  assign \lane_row$1069 [89:85] = lane_row17;
-  assign \lane_row$1069 [84:80] = lane_row16;
-  assign \lane_row$1069 [79:75] = lane_row15;
-  assign \lane_row$1069 [74:70] = lane_row14;
-  assign \lane_row$1069 [69:65] = lane_row13;
-  assign \lane_row$1069 [64:60] = lane_row12;
-  assign \lane_row$1069 [59:55] = lane_row11;
-  assign \lane_row$1069 [54:50] = lane_row10;
-  assign \lane_row$1069 [49:45] = lane_row9;
-  assign \lane_row$1069 [44:40] = lane_row8;
-  assign \lane_row$1069 [39:35] = lane_row7;
-  assign \lane_row$1069 [34:30] = lane_row6;
-  assign \lane_row$1069 [29:25] = lane_row5;
-  assign \lane_row$1069 [24:20] = lane_row4;
-  assign \lane_row$1069 [19:15] = lane_row3;
-  assign \lane_row$1069 [14:10] = lane_row2;
-  assign \lane_row$1069 [9:5] = lane_row1;
-  assign \lane_row$1069 [4:0] = lane_row0;
+  assign \x$1419[0]  = \x$1419 [15:0];
+  assign \x$1419[1]  = \x$1419 [31:16];
+  assign \x$1419[2]  = \x$1419 [47:32];
+  assign \x$1419[3]  = \x$1419 [63:48];
+  assign \x$1419[4]  = \x$1419 [79:64];
+  assign \x$1419[5]  = \x$1419 [95:80];
+  assign \x$1419[6]  = \x$1419 [111:96];
+  assign \x$1419[7]  = \x$1419 [127:112];
+  assign \x$1419[8]  = \x$1419 [143:128];
+  assign \x$1419[9]  = \x$1419 [159:144];
+  assign \x$1419[10]  = \x$1419 [175:160];
+  assign \x$1419[11]  = \x$1419 [191:176];
+  assign \x$1419[12]  = \x$1419 [207:192];
+  assign \x$1419[13]  = \x$1419 [223:208];
+  assign \x$1419[14]  = \x$1419 [239:224];
+  assign \x$1419[15]  = \x$1419 [255:240];
+  assign \x$1419[16]  = \x$1419 [271:256];
+  assign \x$1419[17]  = \x$1419 [287:272];
+  assign \x$1419[18]  = \x$1419 [303:288];
+  assign \x$1419[19]  = \x$1419 [319:304];
+  assign \x$1419[20]  = \x$1419 [335:320];
+  assign \x$1419[21]  = \x$1419 [351:336];
+  assign \x$1419[22]  = \x$1419 [367:352];
+  assign \x$1419[23]  = \x$1419 [383:368];
+  assign \x$1419[24]  = \x$1419 [399:384];
+  assign \x$1419[25]  = \x$1419 [415:400];
+  assign \x$1419[26]  = \x$1419 [431:416];
+  assign \x$1419[27]  = \x$1419 [447:432];
+  assign \x$1419[28]  = \x$1419 [463:448];
+  assign \x$1419[29]  = \x$1419 [479:464];
+  assign \x$1419[30]  = \x$1419 [495:480];
+  assign \x$1419[31]  = \x$1419 [511:496];
+  assign \x$1421[0]  = \x$1421 [15:0];
+  assign \x$1421[1]  = \x$1421 [31:16];
+  assign \x$1421[2]  = \x$1421 [47:32];
+  assign \x$1421[3]  = \x$1421 [63:48];
+  assign \x$1421[4]  = \x$1421 [79:64];
+  assign \x$1421[5]  = \x$1421 [95:80];
+  assign \x$1421[6]  = \x$1421 [111:96];
+  assign \x$1421[7]  = \x$1421 [127:112];
+  assign \x$1421[8]  = \x$1421 [143:128];
+  assign \x$1421[9]  = \x$1421 [159:144];
+  assign \x$1421[10]  = \x$1421 [175:160];
+  assign \x$1421[11]  = \x$1421 [191:176];
+  assign \x$1421[12]  = \x$1421 [207:192];
+  assign \x$1421[13]  = \x$1421 [223:208];
+  assign \x$1421[14]  = \x$1421 [239:224];
+  assign \x$1421[15]  = \x$1421 [255:240];
+  assign \x$1421[16]  = \x$1421 [271:256];
+  assign \x$1421[17]  = \x$1421 [287:272];
+  assign \x$1421[18]  = \x$1421 [303:288];
+  assign \x$1421[19]  = \x$1421 [319:304];
+  assign \x$1421[20]  = \x$1421 [335:320];
+  assign \x$1421[21]  = \x$1421 [351:336];
+  assign \x$1421[22]  = \x$1421 [367:352];
+  assign \x$1421[23]  = \x$1421 [383:368];
+  assign \x$1421[24]  = \x$1421 [399:384];
+  assign \x$1421[25]  = \x$1421 [415:400];
+  assign \x$1421[26]  = \x$1421 [431:416];
+  assign \x$1421[27]  = \x$1421 [447:432];
+  assign \x$1421[28]  = \x$1421 [463:448];
+  assign \x$1421[29]  = \x$1421 [479:464];
+  assign \x$1421[30]  = \x$1421 [495:480];
+  assign \x$1421[31]  = \x$1421 [511:496];
+  assign \x$1423[0]  = \x$1423 [15:0];
+  assign \x$1423[1]  = \x$1423 [31:16];
+  assign \x$1423[2]  = \x$1423 [47:32];
+  assign \x$1423[3]  = \x$1423 [63:48];
+  assign \x$1423[4]  = \x$1423 [79:64];
+  assign \x$1423[5]  = \x$1423 [95:80];
+  assign \x$1423[6]  = \x$1423 [111:96];
+  assign \x$1423[7]  = \x$1423 [127:112];
+  assign \x$1423[8]  = \x$1423 [143:128];
+  assign \x$1423[9]  = \x$1423 [159:144];
+  assign \x$1423[10]  = \x$1423 [175:160];
+  assign \x$1423[11]  = \x$1423 [191:176];
+  assign \x$1423[12]  = \x$1423 [207:192];
+  assign \x$1423[13]  = \x$1423 [223:208];
+  assign \x$1423[14]  = \x$1423 [239:224];
+  assign \x$1423[15]  = \x$1423 [255:240];
+  assign \x$1423[16]  = \x$1423 [271:256];
+  assign \x$1423[17]  = \x$1423 [287:272];
+  assign \x$1423[18]  = \x$1423 [303:288];
+  assign \x$1423[19]  = \x$1423 [319:304];
+  assign \x$1423[20]  = \x$1423 [335:320];
+  assign \x$1423[21]  = \x$1423 [351:336];
+  assign \x$1423[22]  = \x$1423 [367:352];
+  assign \x$1423[23]  = \x$1423 [383:368];
+  assign \x$1423[24]  = \x$1423 [399:384];
+  assign \x$1423[25]  = \x$1423 [415:400];
+  assign \x$1423[26]  = \x$1423 [431:416];
+  assign \x$1423[27]  = \x$1423 [447:432];
+  assign \x$1423[28]  = \x$1423 [463:448];
+  assign \x$1423[29]  = \x$1423 [479:464];
+  assign \x$1423[30]  = \x$1423 [495:480];
+  assign \x$1423[31]  = \x$1423 [511:496];
+  assign \lane_row$1298 [159:155] = lane_row31;
+  assign \lane_row$1298 [154:150] = lane_row30;
+  assign \lane_row$1298 [149:145] = lane_row29;
+  assign \lane_row$1298 [144:140] = lane_row28;
+  assign \lane_row$1298 [139:135] = lane_row27;
+  assign \lane_row$1298 [134:130] = lane_row26;
+  assign \lane_row$1298 [129:125] = lane_row25;
+  assign \lane_row$1298 [124:120] = lane_row24;
+  assign \lane_row$1298 [119:115] = lane_row23;
+  assign \lane_row$1298 [114:110] = lane_row22;
+  assign \lane_row$1298 [109:105] = lane_row21;
+  assign \lane_row$1298 [104:100] = lane_row20;
+  assign \lane_row$1298 [99:95] = lane_row19;
+  assign \lane_row$1298 [94:90] = lane_row18;
+  assign \lane_row$1298 [89:85] = lane_row17;
+  assign \lane_row$1298 [84:80] = lane_row16;
+  assign \lane_row$1298 [79:75] = lane_row15;
+  assign \lane_row$1298 [74:70] = lane_row14;
+  assign \lane_row$1298 [69:65] = lane_row13;
+  assign \lane_row$1298 [64:60] = lane_row12;
+  assign \lane_row$1298 [59:55] = lane_row11;
+  assign \lane_row$1298 [54:50] = lane_row10;
+  assign \lane_row$1298 [49:45] = lane_row9;
+  assign \lane_row$1298 [44:40] = lane_row8;
+  assign \lane_row$1298 [39:35] = lane_row7;
+  assign \lane_row$1298 [34:30] = lane_row6;
+  assign \lane_row$1298 [29:25] = lane_row5;
+  assign \lane_row$1298 [24:20] = lane_row4;
+  assign \lane_row$1298 [19:15] = lane_row3;
+  assign \lane_row$1298 [14:10] = lane_row2;
+  assign \lane_row$1298 [9:5] = lane_row1;
+  assign \lane_row$1298 [4:0] = lane_row0;
+  assign \lane_row$1170 [159:155] = lane_row31;
+  assign \lane_row$1170 [154:150] = lane_row30;
+  assign \lane_row$1170 [149:145] = lane_row29;
+  assign \lane_row$1170 [144:140] = lane_row28;
+  assign \lane_row$1170 [139:135] = lane_row27;
+  assign \lane_row$1170 [134:130] = lane_row26;
+  assign \lane_row$1170 [129:125] = lane_row25;
+  assign \lane_row$1170 [124:120] = lane_row24;
+  assign \lane_row$1170 [119:115] = lane_row23;
+  assign \lane_row$1170 [114:110] = lane_row22;
+  assign \lane_row$1170 [109:105] = lane_row21;
+  assign \lane_row$1170 [104:100] = lane_row20;
+  assign \lane_row$1170 [99:95] = lane_row19;
+  assign \lane_row$1170 [94:90] = lane_row18;
+  assign \lane_row$1170 [89:85] = lane_row17;
+  assign \lane_row$1170 [84:80] = lane_row16;
+  assign \lane_row$1170 [79:75] = lane_row15;
+  assign \lane_row$1170 [74:70] = lane_row14;
+  assign \lane_row$1170 [69:65] = lane_row13;
+  assign \lane_row$1170 [64:60] = lane_row12;
+  assign \lane_row$1170 [59:55] = lane_row11;
+  assign \lane_row$1170 [54:50] = lane_row10;
+  assign \lane_row$1170 [49:45] = lane_row9;
+  assign \lane_row$1170 [44:40] = lane_row8;
+  assign \lane_row$1170 [39:35] = lane_row7;
+  assign \lane_row$1170 [34:30] = lane_row6;
+  assign \lane_row$1170 [29:25] = lane_row5;
+  assign \lane_row$1170 [24:20] = lane_row4;
+  assign \lane_row$1170 [19:15] = lane_row3;
+  assign \lane_row$1170 [14:10] = lane_row2;
+  assign \lane_row$1170 [9:5] = lane_row1;
+  assign \lane_row$1170 [4:0] = lane_row0;
+  assign \lane_row$1042 [159:155] = lane_row31;
+  assign \lane_row$1042 [154:150] = lane_row30;
+  assign \lane_row$1042 [149:145] = lane_row29;
+  assign \lane_row$1042 [144:140] = lane_row28;
+  assign \lane_row$1042 [139:135] = lane_row27;
+  assign \lane_row$1042 [134:130] = lane_row26;
+  assign \lane_row$1042 [129:125] = lane_row25;
+  assign \lane_row$1042 [124:120] = lane_row24;
+  assign \lane_row$1042 [119:115] = lane_row23;
+  assign \lane_row$1042 [114:110] = lane_row22;
+  assign \lane_row$1042 [109:105] = lane_row21;
+  assign \lane_row$1042 [104:100] = lane_row20;
+  assign \lane_row$1042 [99:95] = lane_row19;
+  assign \lane_row$1042 [94:90] = lane_row18;
+  assign \lane_row$1042 [89:85] = lane_row17;
+  assign \lane_row$1042 [84:80] = lane_row16;
+  assign \lane_row$1042 [79:75] = lane_row15;
+  assign \lane_row$1042 [74:70] = lane_row14;
+  assign \lane_row$1042 [69:65] = lane_row13;
+  assign \lane_row$1042 [64:60] = lane_row12;
+  assign \lane_row$1042 [59:55] = lane_row11;
+  assign \lane_row$1042 [54:50] = lane_row10;
+  assign \lane_row$1042 [49:45] = lane_row9;
+  assign \lane_row$1042 [44:40] = lane_row8;
+  assign \lane_row$1042 [39:35] = lane_row7;
+  assign \lane_row$1042 [34:30] = lane_row6;
+  assign \lane_row$1042 [29:25] = lane_row5;
+  assign \lane_row$1042 [24:20] = lane_row4;
+  assign \lane_row$1042 [19:15] = lane_row3;
+  assign \lane_row$1042 [14:10] = lane_row2;
+  assign \lane_row$1042 [9:5] = lane_row1;
+  assign \lane_row$1042 [4:0] = lane_row0;
   assign lane_row[159:155] = lane_row31;
   assign lane_row[154:150] = lane_row30;
   assign lane_row[149:145] = lane_row29;
@@ -42384,22 +41652,22 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign lane_row[14:10] = lane_row2;
   assign lane_row[9:5] = lane_row1;
   assign lane_row[4:0] = lane_row0;
-  assign \$1938  = 1'h1;
-  assign \$1913  = 1'h1;
-  assign \$1897  = 1'h1;
-  assign \$1881  = 1'h1;
-  assign \$1873  = 1'h1;
-  assign \$1868  = 1'h1;
-  assign \$1843  = 1'h1;
-  assign \$1827  = 1'h1;
-  assign \$1811  = 1'h1;
-  assign \$1803  = 1'h1;
-  assign \$1798  = 1'h1;
-  assign \$1767  = 1'h1;
-  assign \$1751  = 1'h1;
-  assign \$1735  = 1'h1;
-  assign \$1723  = 1'h1;
-  assign \$1717  = 1'h1;
+  assign \$1930  = 1'h1;
+  assign \$1907  = 1'h1;
+  assign \$1891  = 1'h1;
+  assign \$1875  = 1'h1;
+  assign \$1867  = 1'h1;
+  assign \$1862  = 1'h1;
+  assign \$1839  = 1'h1;
+  assign \$1823  = 1'h1;
+  assign \$1807  = 1'h1;
+  assign \$1799  = 1'h1;
+  assign \$1794  = 1'h1;
+  assign \$1765  = 1'h1;
+  assign \$1749  = 1'h1;
+  assign \$1733  = 1'h1;
+  assign \$1721  = 1'h1;
+  assign \$1715  = 1'h1;
   assign \$1692  = 1'h1;
   assign \$1676  = 1'h1;
   assign \$1660  = 1'h1;
@@ -42417,7 +41685,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$91  = { 1'h0, \$90 , 2'h0 };
   assign \$97  = { \$96 , 1'h0 };
   assign \$99 [4:1] = 4'h0;
-  assign \$99 [0] = \$1942 [0];
+  assign \$99 [0] = \$1934 [0];
   assign \$104  = { 1'h0, \$103  };
   assign \$121  = { 3'h0, \$120 , 4'h0 };
   assign \$122  = \$121 ;
@@ -42425,7 +41693,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$142  = { 1'h0, \$141 , 2'h0 };
   assign \$148  = { \$147 , 1'h0 };
   assign { \$150 [4:2], \$150 [0] } = 4'h0;
-  assign \$150 [1] = \$1942 [1];
+  assign \$150 [1] = \$1934 [1];
   assign \$155  = { 1'h0, \$154  };
   assign \$172  = { 3'h0, \$171 , 4'h0 };
   assign \$173  = \$172 ;
@@ -42433,7 +41701,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$193  = { 1'h0, \$192 , 2'h0 };
   assign \$199  = { \$198 , 1'h0 };
   assign \$201 [4:2] = 3'h0;
-  assign \$201 [1:0] = \$1942 [1:0];
+  assign \$201 [1:0] = \$1934 [1:0];
   assign \$206  = { 1'h0, \$205  };
   assign \$223  = { 3'h0, \$222 , 4'h0 };
   assign \$224  = \$223 ;
@@ -42441,7 +41709,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$244  = { 1'h0, \$243 , 2'h0 };
   assign \$250  = { \$249 , 1'h0 };
   assign { \$252 [4:3], \$252 [1:0] } = 4'h0;
-  assign \$252 [2] = \$1942 [2];
+  assign \$252 [2] = \$1934 [2];
   assign \$257  = { 1'h0, \$256  };
   assign \$274  = { 3'h0, \$273 , 4'h0 };
   assign \$275  = \$274 ;
@@ -42449,7 +41717,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$295  = { 1'h0, \$294 , 2'h0 };
   assign \$301  = { \$300 , 1'h0 };
   assign { \$303 [4:3], \$303 [1] } = 3'h0;
-  assign { \$303 [2], \$303 [0] } = { \$1942 [2], \$1942 [0] };
+  assign { \$303 [2], \$303 [0] } = { \$1934 [2], \$1934 [0] };
   assign \$308  = { 1'h0, \$307  };
   assign \$325  = { 3'h0, \$324 , 4'h0 };
   assign \$326  = \$325 ;
@@ -42457,7 +41725,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$346  = { 1'h0, \$345 , 2'h0 };
   assign \$352  = { \$351 , 1'h0 };
   assign { \$354 [4:3], \$354 [0] } = 3'h0;
-  assign \$354 [2:1] = \$1942 [2:1];
+  assign \$354 [2:1] = \$1934 [2:1];
   assign \$359  = { 1'h0, \$358  };
   assign \$376  = { 3'h0, \$375 , 4'h0 };
   assign \$377  = \$376 ;
@@ -42465,7 +41733,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$397  = { 1'h0, \$396 , 2'h0 };
   assign \$403  = { \$402 , 1'h0 };
   assign \$405 [4:3] = 2'h0;
-  assign \$405 [2:0] = \$1942 [2:0];
+  assign \$405 [2:0] = \$1934 [2:0];
   assign \$410  = { 1'h0, \$409  };
   assign \$427  = { 3'h0, \$426 , 4'h0 };
   assign \$428  = \$427 ;
@@ -42473,7 +41741,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$448  = { 1'h0, \$447 , 2'h0 };
   assign \$454  = { \$453 , 1'h0 };
   assign { \$456 [4], \$456 [2:0] } = 4'h0;
-  assign \$456 [3] = \$1942 [3];
+  assign \$456 [3] = \$1934 [3];
   assign \$461  = { 1'h0, \$460  };
   assign \$478  = { 3'h0, \$477 , 4'h0 };
   assign \$479  = \$478 ;
@@ -42481,7 +41749,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$499  = { 1'h0, \$498 , 2'h0 };
   assign \$505  = { \$504 , 1'h0 };
   assign { \$507 [4], \$507 [2:1] } = 3'h0;
-  assign { \$507 [3], \$507 [0] } = { \$1942 [3], \$1942 [0] };
+  assign { \$507 [3], \$507 [0] } = { \$1934 [3], \$1934 [0] };
   assign \$512  = { 1'h0, \$511  };
   assign \$529  = { 3'h0, \$528 , 4'h0 };
   assign \$530  = \$529 ;
@@ -42489,7 +41757,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$550  = { 1'h0, \$549 , 2'h0 };
   assign \$556  = { \$555 , 1'h0 };
   assign { \$558 [4], \$558 [2], \$558 [0] } = 3'h0;
-  assign { \$558 [3], \$558 [1] } = { \$1942 [3], \$1942 [1] };
+  assign { \$558 [3], \$558 [1] } = { \$1934 [3], \$1934 [1] };
   assign \$563  = { 1'h0, \$562  };
   assign \$580  = { 3'h0, \$579 , 4'h0 };
   assign \$581  = \$580 ;
@@ -42497,7 +41765,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$601  = { 1'h0, \$600 , 2'h0 };
   assign \$607  = { \$606 , 1'h0 };
   assign { \$609 [4], \$609 [2] } = 2'h0;
-  assign { \$609 [3], \$609 [1:0] } = { \$1942 [3], \$1942 [1:0] };
+  assign { \$609 [3], \$609 [1:0] } = { \$1934 [3], \$1934 [1:0] };
   assign \$614  = { 1'h0, \$613  };
   assign \$631  = { 3'h0, \$630 , 4'h0 };
   assign \$632  = \$631 ;
@@ -42505,7 +41773,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$652  = { 1'h0, \$651 , 2'h0 };
   assign \$658  = { \$657 , 1'h0 };
   assign { \$660 [4], \$660 [1:0] } = 3'h0;
-  assign \$660 [3:2] = \$1942 [3:2];
+  assign \$660 [3:2] = \$1934 [3:2];
   assign \$665  = { 1'h0, \$664  };
   assign \$682  = { 3'h0, \$681 , 4'h0 };
   assign \$683  = \$682 ;
@@ -42513,7 +41781,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$703  = { 1'h0, \$702 , 2'h0 };
   assign \$709  = { \$708 , 1'h0 };
   assign { \$711 [4], \$711 [1] } = 2'h0;
-  assign { \$711 [3:2], \$711 [0] } = { \$1942 [3:2], \$1942 [0] };
+  assign { \$711 [3:2], \$711 [0] } = { \$1934 [3:2], \$1934 [0] };
   assign \$716  = { 1'h0, \$715  };
   assign \$733  = { 3'h0, \$732 , 4'h0 };
   assign \$734  = \$733 ;
@@ -42521,7 +41789,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$754  = { 1'h0, \$753 , 2'h0 };
   assign \$760  = { \$759 , 1'h0 };
   assign { \$762 [4], \$762 [0] } = 2'h0;
-  assign \$762 [3:1] = \$1942 [3:1];
+  assign \$762 [3:1] = \$1934 [3:1];
   assign \$767  = { 1'h0, \$766  };
   assign \$784  = { 3'h0, \$783 , 4'h0 };
   assign \$785  = \$784 ;
@@ -42529,7 +41797,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$805  = { 1'h0, \$804 , 2'h0 };
   assign \$811  = { \$810 , 1'h0 };
   assign \$813 [4] = 1'h0;
-  assign \$813 [3:0] = \$1942 [3:0];
+  assign \$813 [3:0] = \$1934 [3:0];
   assign \$818  = { 1'h0, \$817  };
   assign \$835  = { 3'h0, \$834 , 4'h0 };
   assign \$836  = \$835 ;
@@ -42537,7 +41805,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$856  = { 1'h0, \$855 , 2'h0 };
   assign \$862  = { \$861 , 1'h0 };
   assign \$864 [3:0] = 4'h0;
-  assign \$864 [4] = \$1942 [4];
+  assign \$864 [4] = \$1934 [4];
   assign \$869  = { 1'h0, \$868  };
   assign \$886  = { 3'h0, \$885 , 4'h0 };
   assign \$887  = \$886 ;
@@ -42545,7 +41813,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$907  = { 1'h0, \$906 , 2'h0 };
   assign \$913  = { \$912 , 1'h0 };
   assign \$915 [3:1] = 3'h0;
-  assign { \$915 [4], \$915 [0] } = { \$1942 [4], \$1942 [0] };
+  assign { \$915 [4], \$915 [0] } = { \$1934 [4], \$1934 [0] };
   assign \$920  = { 1'h0, \$919  };
   assign \$937  = { 3'h0, \$936 , 4'h0 };
   assign \$938  = \$937 ;
@@ -42553,7 +41821,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$958  = { 1'h0, \$957 , 2'h0 };
   assign \$964  = { \$963 , 1'h0 };
   assign { \$966 [3:2], \$966 [0] } = 3'h0;
-  assign { \$966 [4], \$966 [1] } = { \$1942 [4], \$1942 [1] };
+  assign { \$966 [4], \$966 [1] } = { \$1934 [4], \$1934 [1] };
   assign \$971  = { 1'h0, \$970  };
   assign \$988  = { 3'h0, \$987 , 4'h0 };
   assign \$989  = \$988 ;
@@ -42561,7 +41829,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$1009  = { 1'h0, \$1008 , 2'h0 };
   assign \$1015  = { \$1014 , 1'h0 };
   assign \$1017 [3:2] = 2'h0;
-  assign { \$1017 [4], \$1017 [1:0] } = { \$1942 [4], \$1942 [1:0] };
+  assign { \$1017 [4], \$1017 [1:0] } = { \$1934 [4], \$1934 [1:0] };
   assign \$1022  = { 1'h0, \$1021  };
   assign \$1039  = { 3'h0, \$1038 , 4'h0 };
   assign \$1040  = \$1039 ;
@@ -42569,7 +41837,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$1060  = { 1'h0, \$1059 , 2'h0 };
   assign \$1066  = { \$1065 , 1'h0 };
   assign { \$1068 [3], \$1068 [1:0] } = 3'h0;
-  assign { \$1068 [4], \$1068 [2] } = { \$1942 [4], \$1942 [2] };
+  assign { \$1068 [4], \$1068 [2] } = { \$1934 [4], \$1934 [2] };
   assign \$1073  = { 1'h0, \$1072  };
   assign \$1090  = { 3'h0, \$1089 , 4'h0 };
   assign \$1091  = \$1090 ;
@@ -42577,7 +41845,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$1111  = { 1'h0, \$1110 , 2'h0 };
   assign \$1117  = { \$1116 , 1'h0 };
   assign { \$1119 [3], \$1119 [1] } = 2'h0;
-  assign { \$1119 [4], \$1119 [2], \$1119 [0] } = { \$1942 [4], \$1942 [2], \$1942 [0] };
+  assign { \$1119 [4], \$1119 [2], \$1119 [0] } = { \$1934 [4], \$1934 [2], \$1934 [0] };
   assign \$1124  = { 1'h0, \$1123  };
   assign \$1141  = { 3'h0, \$1140 , 4'h0 };
   assign \$1142  = \$1141 ;
@@ -42585,7 +41853,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$1162  = { 1'h0, \$1161 , 2'h0 };
   assign \$1168  = { \$1167 , 1'h0 };
   assign { \$1170 [3], \$1170 [0] } = 2'h0;
-  assign { \$1170 [4], \$1170 [2:1] } = { \$1942 [4], \$1942 [2:1] };
+  assign { \$1170 [4], \$1170 [2:1] } = { \$1934 [4], \$1934 [2:1] };
   assign \$1175  = { 1'h0, \$1174  };
   assign \$1192  = { 3'h0, \$1191 , 4'h0 };
   assign \$1193  = \$1192 ;
@@ -42593,7 +41861,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$1213  = { 1'h0, \$1212 , 2'h0 };
   assign \$1219  = { \$1218 , 1'h0 };
   assign \$1221 [3] = 1'h0;
-  assign { \$1221 [4], \$1221 [2:0] } = { \$1942 [4], \$1942 [2:0] };
+  assign { \$1221 [4], \$1221 [2:0] } = { \$1934 [4], \$1934 [2:0] };
   assign \$1226  = { 1'h0, \$1225  };
   assign \$1243  = { 3'h0, \$1242 , 4'h0 };
   assign \$1244  = \$1243 ;
@@ -42601,7 +41869,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$1264  = { 1'h0, \$1263 , 2'h0 };
   assign \$1270  = { \$1269 , 1'h0 };
   assign \$1272 [2:0] = 3'h0;
-  assign \$1272 [4:3] = \$1942 [4:3];
+  assign \$1272 [4:3] = \$1934 [4:3];
   assign \$1277  = { 1'h0, \$1276  };
   assign \$1294  = { 3'h0, \$1293 , 4'h0 };
   assign \$1295  = \$1294 ;
@@ -42609,7 +41877,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$1315  = { 1'h0, \$1314 , 2'h0 };
   assign \$1321  = { \$1320 , 1'h0 };
   assign \$1323 [2:1] = 2'h0;
-  assign { \$1323 [4:3], \$1323 [0] } = { \$1942 [4:3], \$1942 [0] };
+  assign { \$1323 [4:3], \$1323 [0] } = { \$1934 [4:3], \$1934 [0] };
   assign \$1328  = { 1'h0, \$1327  };
   assign \$1345  = { 3'h0, \$1344 , 4'h0 };
   assign \$1346  = \$1345 ;
@@ -42617,7 +41885,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$1366  = { 1'h0, \$1365 , 2'h0 };
   assign \$1372  = { \$1371 , 1'h0 };
   assign { \$1374 [2], \$1374 [0] } = 2'h0;
-  assign { \$1374 [4:3], \$1374 [1] } = { \$1942 [4:3], \$1942 [1] };
+  assign { \$1374 [4:3], \$1374 [1] } = { \$1934 [4:3], \$1934 [1] };
   assign \$1379  = { 1'h0, \$1378  };
   assign \$1396  = { 3'h0, \$1395 , 4'h0 };
   assign \$1397  = \$1396 ;
@@ -42625,7 +41893,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$1417  = { 1'h0, \$1416 , 2'h0 };
   assign \$1423  = { \$1422 , 1'h0 };
   assign \$1425 [2] = 1'h0;
-  assign { \$1425 [4:3], \$1425 [1:0] } = { \$1942 [4:3], \$1942 [1:0] };
+  assign { \$1425 [4:3], \$1425 [1:0] } = { \$1934 [4:3], \$1934 [1:0] };
   assign \$1430  = { 1'h0, \$1429  };
   assign \$1447  = { 3'h0, \$1446 , 4'h0 };
   assign \$1448  = \$1447 ;
@@ -42633,7 +41901,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$1468  = { 1'h0, \$1467 , 2'h0 };
   assign \$1474  = { \$1473 , 1'h0 };
   assign \$1476 [1:0] = 2'h0;
-  assign \$1476 [4:2] = \$1942 [4:2];
+  assign \$1476 [4:2] = \$1934 [4:2];
   assign \$1481  = { 1'h0, \$1480  };
   assign \$1498  = { 3'h0, \$1497 , 4'h0 };
   assign \$1499  = \$1498 ;
@@ -42641,7 +41909,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$1519  = { 1'h0, \$1518 , 2'h0 };
   assign \$1525  = { \$1524 , 1'h0 };
   assign \$1527 [1] = 1'h0;
-  assign { \$1527 [4:2], \$1527 [0] } = { \$1942 [4:2], \$1942 [0] };
+  assign { \$1527 [4:2], \$1527 [0] } = { \$1934 [4:2], \$1934 [0] };
   assign \$1532  = { 1'h0, \$1531  };
   assign \$1549  = { 3'h0, \$1548 , 4'h0 };
   assign \$1550  = \$1549 ;
@@ -42649,49 +41917,49 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$1570  = { 1'h0, \$1569 , 2'h0 };
   assign \$1576  = { \$1575 , 1'h0 };
   assign \$1578 [0] = 1'h0;
-  assign \$1578 [4:1] = \$1942 [4:1];
+  assign \$1578 [4:1] = \$1934 [4:1];
   assign \$1583  = { 1'h0, \$1582  };
   assign \$1600  = { 3'h0, \$1599 , 4'h0 };
   assign \$1601  = \$1600 ;
   assign \$1606  = { \$1605 , 3'h0 };
   assign \$1621  = { 1'h0, \$1620 , 2'h0 };
   assign \$1627  = { \$1626 , 1'h0 };
-  assign \$1629  = \$1942 [4:0];
+  assign \$1629  = \$1934 [4:0];
   assign \$1634  = { 1'h0, \$1633  };
   assign \$1643  = bank;
   assign \$1679  = rd_bank_q;
   assign \$1683  = fold_bank;
   assign \$1688  = fold_bank;
-  assign \$1754  = rd_bank_q;
-  assign \$1758  = fold_bank;
-  assign \$1763  = fold_bank;
-  assign \$1830  = rd_bank_q;
-  assign \$1834  = fold_bank;
-  assign \$1839  = fold_bank;
-  assign \$1900  = rd_bank_q;
-  assign \$1904  = fold_bank;
-  assign \$1909  = fold_bank;
-  assign \$1960  = rd_bank_q;
-  assign \$1964  = fold_bank;
-  assign \$2165  = \$2164 [4];
-  assign \$2175  = \$2174 [4];
-  assign \$2185  = \$2184 [4];
-  assign \$2195  = \$2194 [4];
-  assign \$2205  = \$2204 [4];
-  assign \$2215  = \$2214 [4];
-  assign \$2225  = \$2224 [4];
-  assign \$2235  = \$2234 [4];
-  assign \$2245  = \$2244 [4];
-  assign \$2255  = \$2254 [4];
-  assign \$2265  = \$2264 [4];
-  assign \$2275  = \$2274 [4];
-  assign \$2285  = \$2284 [4];
-  assign \$2295  = \$2294 [4];
-  assign \$2305  = \$2304 [4];
-  assign \$2315  = \$2314 [4];
-  assign \$2753  = acc_w_bank0;
-  assign \$2773  = rd_bank_q;
-  assign \$2777  = fold_bank;
+  assign \$1752  = rd_bank_q;
+  assign \$1756  = fold_bank;
+  assign \$1761  = fold_bank;
+  assign \$1826  = rd_bank_q;
+  assign \$1830  = fold_bank;
+  assign \$1835  = fold_bank;
+  assign \$1894  = rd_bank_q;
+  assign \$1898  = fold_bank;
+  assign \$1903  = fold_bank;
+  assign \$1952  = rd_bank_q;
+  assign \$1956  = fold_bank;
+  assign \$2161  = \$2160 [4];
+  assign \$2171  = \$2170 [4];
+  assign \$2181  = \$2180 [4];
+  assign \$2191  = \$2190 [4];
+  assign \$2201  = \$2200 [4];
+  assign \$2211  = \$2210 [4];
+  assign \$2221  = \$2220 [4];
+  assign \$2231  = \$2230 [4];
+  assign \$2241  = \$2240 [4];
+  assign \$2251  = \$2250 [4];
+  assign \$2261  = \$2260 [4];
+  assign \$2271  = \$2270 [4];
+  assign \$2281  = \$2280 [4];
+  assign \$2291  = \$2290 [4];
+  assign \$2301  = \$2300 [4];
+  assign \$2311  = \$2310 [4];
+  assign \$2749  = acc_w_bank0;
+  assign \$2769  = rd_bank_q;
+  assign \$2773  = fold_bank;
   assign \$2982  = \$2981 [4];
   assign \$2992  = \$2991 [4];
   assign \$3002  = \$3001 [4];
@@ -42711,42 +41979,42 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, lanes_ready, fold_r
   assign \$3570  = acc_w_bank1;
   assign \$3586  = rd_bank_q;
   assign \$3590  = fold_bank;
-  assign \$3791  = \$3790 [4];
-  assign \$3801  = \$3800 [4];
-  assign \$3811  = \$3810 [4];
-  assign \$3821  = \$3820 [4];
-  assign \$3831  = \$3830 [4];
-  assign \$3841  = \$3840 [4];
-  assign \$3851  = \$3850 [4];
-  assign \$3861  = \$3860 [4];
-  assign \$3871  = \$3870 [4];
-  assign \$3881  = \$3880 [4];
-  assign \$3891  = \$3890 [4];
-  assign \$3901  = \$3900 [4];
-  assign \$3911  = \$3910 [4];
-  assign \$3921  = \$3920 [4];
-  assign \$3931  = \$3930 [4];
-  assign \$3941  = \$3940 [4];
-  assign \$4379  = acc_w_bank2;
-  assign \$4395  = rd_bank_q;
-  assign \$4399  = fold_bank;
-  assign \$4600  = \$4599 [4];
-  assign \$4610  = \$4609 [4];
-  assign \$4620  = \$4619 [4];
-  assign \$4630  = \$4629 [4];
-  assign \$4640  = \$4639 [4];
-  assign \$4650  = \$4649 [4];
-  assign \$4660  = \$4659 [4];
-  assign \$4670  = \$4669 [4];
-  assign \$4680  = \$4679 [4];
-  assign \$4690  = \$4689 [4];
-  assign \$4700  = \$4699 [4];
-  assign \$4710  = \$4709 [4];
-  assign \$4720  = \$4719 [4];
-  assign \$4730  = \$4729 [4];
-  assign \$4740  = \$4739 [4];
-  assign \$4750  = \$4749 [4];
-  assign \$5188  = acc_w_bank3;
+  assign \$3795  = \$3794 [4];
+  assign \$3805  = \$3804 [4];
+  assign \$3815  = \$3814 [4];
+  assign \$3825  = \$3824 [4];
+  assign \$3835  = \$3834 [4];
+  assign \$3845  = \$3844 [4];
+  assign \$3855  = \$3854 [4];
+  assign \$3865  = \$3864 [4];
+  assign \$3875  = \$3874 [4];
+  assign \$3885  = \$3884 [4];
+  assign \$3895  = \$3894 [4];
+  assign \$3905  = \$3904 [4];
+  assign \$3915  = \$3914 [4];
+  assign \$3925  = \$3924 [4];
+  assign \$3935  = \$3934 [4];
+  assign \$3945  = \$3944 [4];
+  assign \$4383  = acc_w_bank2;
+  assign \$4399  = rd_bank_q;
+  assign \$4403  = fold_bank;
+  assign \$4608  = \$4607 [4];
+  assign \$4618  = \$4617 [4];
+  assign \$4628  = \$4627 [4];
+  assign \$4638  = \$4637 [4];
+  assign \$4648  = \$4647 [4];
+  assign \$4658  = \$4657 [4];
+  assign \$4668  = \$4667 [4];
+  assign \$4678  = \$4677 [4];
+  assign \$4688  = \$4687 [4];
+  assign \$4698  = \$4697 [4];
+  assign \$4708  = \$4707 [4];
+  assign \$4718  = \$4717 [4];
+  assign \$4728  = \$4727 [4];
+  assign \$4738  = \$4737 [4];
+  assign \$4748  = \$4747 [4];
+  assign \$4758  = \$4757 [4];
+  assign \$5196  = acc_w_bank3;
 endmodule
 
 (* generator = "Amaranth" *)
@@ -49135,7 +48403,7 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
     .decoded(decoded),
     .desc(entry2[203:0]),
     .log2_slot(regs2[267:260]),
-    .\port$16507$128 (regs2[255:128]),
+    .\port$16489$128 (regs2[255:128]),
     .rst(rst)
   );
   \ndp_device.control_unit.front.verdicts  verdicts (
@@ -52667,7 +51935,7 @@ module \ndp_device.control_unit.front (side_err, clk, rst, pop, task__valid, ver
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.front.decoder (rst, \port$16507$128 , log2_slot, desc, decoded, clk);
+module \ndp_device.control_unit.front.decoder (rst, \port$16489$128 , log2_slot, desc, decoded, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$30  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -53022,8 +52290,8 @@ module \ndp_device.control_unit.front.decoder (rst, \port$16507$128 , log2_slot,
   reg [39:0] out_elems = 40'h0000000000;
   wire [3:0] page_shift;
   wire [3:0] \page_shift$15 ;
-  input [127:0] \port$16507$128 ;
-  wire [127:0] \port$16507$128 ;
+  input [127:0] \port$16489$128 ;
+  wire [127:0] \port$16489$128 ;
   reg [49:0] result = 50'h0000000000000;
   reg [49:0] room = 50'h0000000000000;
   input rst;
@@ -53244,8 +52512,8 @@ module \ndp_device.control_unit.front.decoder (rst, \port$16507$128 , log2_slot,
   assign \$172  = ! desc[25:20];
   assign \$173  = \$170  ? \$171  : \$172 ;
   assign \$174  = ! desc[103:84];
-  assign \$175  = desc[83:20] >= \port$16507$128 [63:0];
-  assign \$176  = dev_end <= \port$16507$128 [127:64];
+  assign \$175  = desc[83:20] >= \port$16489$128 [63:0];
+  assign \$176  = dev_end <= \port$16489$128 [127:64];
   assign \$177  = \$175  & \$176 ;
   assign \$178  = \$174  | \$177 ;
   assign \$179  = \$173  & \$178 ;
@@ -53459,8 +52727,8 @@ module \ndp_device.control_unit.front.decoder (rst, \port$16507$128 , log2_slot,
   assign page_shift = desc[16:13];
   assign \trans$14  = 1'h0;
   assign \page_shift$15  = desc[16:13];
-  assign data_base = \port$16507$128 [63:0];
-  assign data_limit = \port$16507$128 [127:64];
+  assign data_base = \port$16489$128 [63:0];
+  assign data_limit = \port$16489$128 [127:64];
   assign \decoded.status  = decoded[7:0];
   assign \decoded.is_load  = decoded[8];
   assign \decoded.is_store  = decoded[9];
@@ -71417,7 +70685,7 @@ module \ndp_device.mem_frontend (mem__awaddr, mem__awlen, mem__awsize, mem__awbu
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__bready, io__araddr, io__arvalid, io__rready, io__awuser, clk, rst, io__awready, io__wready, io__arready, done_valid, done_status, \port$15934$0 , reset__0, reset__1, reset__2, reset__3
+module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__bready, io__araddr, io__arvalid, io__rready, io__awuser, clk, rst, io__awready, io__wready, io__arready, done_valid, done_status, \port$15916$0 , reset__0, reset__1, reset__2, reset__3
 , io__bvalid, b_resp, queues__0, queues__1, queues__2, queues__3, io__rvalid, r_data, io__awaddr);
   reg \$auto$verilog_backend.cc:2355:dump_module$52  = 0;
   wire \$1 ;
@@ -71799,8 +71067,8 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
   input io__wvalid;
   wire io__wvalid;
   wire [31:0] mask;
-  input [33:0] \port$15934$0 ;
-  wire [33:0] \port$15934$0 ;
+  input [33:0] \port$15916$0 ;
+  wire [33:0] \port$15916$0 ;
   output [321:0] queues__0;
   reg [321:0] queues__0 = 322'h000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   wire [63:0] \queues__0.cq_base ;
@@ -72502,9 +71770,9 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
     \$298  = head0;
     if (done_valid) begin
-      casez (\port$15934$0 [1:0])
+      casez (\port$15916$0 [1:0])
         2'h0:
-            \$298  = \port$15934$0 [33:2];
+            \$298  = \port$15916$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -72543,7 +71811,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
     \$299  = status0;
     if (done_valid) begin
-      casez (\port$15934$0 [1:0])
+      casez (\port$15916$0 [1:0])
         2'h0:
             if (\$1 ) begin
               \$299  = { 24'h800000, done_status };
@@ -72588,11 +71856,11 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
     \$300  = head1;
     if (done_valid) begin
-      casez (\port$15934$0 [1:0])
+      casez (\port$15916$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
-            \$300  = \port$15934$0 [33:2];
+            \$300  = \port$15916$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -72655,7 +71923,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
     \$301  = status1;
     if (done_valid) begin
-      casez (\port$15934$0 [1:0])
+      casez (\port$15916$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -72726,13 +71994,13 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
     \$302  = head2;
     if (done_valid) begin
-      casez (\port$15934$0 [1:0])
+      casez (\port$15916$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
             /* empty */;
         2'h2:
-            \$302  = \port$15934$0 [33:2];
+            \$302  = \port$15916$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -72819,7 +72087,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     if (\$auto$verilog_backend.cc:2355:dump_module$52 ) begin end
     \$303  = status2;
     if (done_valid) begin
-      casez (\port$15934$0 [1:0])
+      casez (\port$15916$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -72917,7 +72185,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     \$304  = head3;
     if (done_valid) begin
       (* full_case = 32'd1 *)
-      casez (\port$15934$0 [1:0])
+      casez (\port$15916$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -72925,7 +72193,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
         2'h2:
             /* empty */;
         2'h3:
-            \$304  = \port$15934$0 [33:2];
+            \$304  = \port$15916$0 [33:2];
       endcase
     end
     if (\$10 ) begin
@@ -73037,7 +72305,7 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
     \$305  = status3;
     if (done_valid) begin
       (* full_case = 32'd1 *)
-      casez (\port$15934$0 [1:0])
+      casez (\port$15916$0 [1:0])
         2'h0:
             /* empty */;
         2'h1:
@@ -73880,8 +73148,8 @@ module \ndp_device.regfile (io__awvalid, io__wdata, io__wstrb, io__wvalid, io__b
       endcase
     end
   end
-  assign done_queue = \port$15934$0 [1:0];
-  assign done_seq = \port$15934$0 [33:2];
+  assign done_queue = \port$15916$0 [1:0];
+  assign done_seq = \port$15916$0 [33:2];
   assign mask = { \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3], \$signal$29 [3:2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2], \$signal$29 [2:1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1], \$signal$29 [1:0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0], \$signal$29 [0] };
   assign io__bresp = b_resp;
   assign io__rdata = r_data;

@@ -32,6 +32,7 @@ import isa
 from isa import Descriptor, DescType, Dtype, Flag, Op, Status
 from isa.descriptor import DESC_BITS, PAGE_ALIGN, page_flags
 from isa.microarch import PAGE_LIST_MAX
+from isa.pe_array import ACC_SLOTS
 from isa.validate import PAGE_LIST_BYTES, QueueView, check_pages, lines, page_count, paged
 
 SPAN = 1 << 22                    # queue q's part of the window: [q * SPAN, (q + 1) * SPAN)
@@ -76,6 +77,8 @@ def shape_classes(cfg):
     lanes = cfg.lanes
     return {"one": lambda rng: 1, "small": lambda rng: int(rng.integers(2, lanes - 1)),
             "lanes-1": lambda rng: lanes - 1, "lanes": lambda rng: lanes, "lanes+1": lambda rng: lanes + 1,
+            # (as N: more words than ACC_SLOTS, the weights in column tiles)
+            "tiles": lambda rng: min(ACC_SLOTS * lanes + int(rng.integers(1, 4 * lanes)), cfg.n_max),
             "k_max": lambda rng: cfg.k_max, "k_max+1": lambda rng: cfg.k_max + 1,
             "n_max": lambda rng: cfg.n_max, "n_max+1": lambda rng: cfg.n_max + 1}
 

@@ -52,7 +52,7 @@ def run_unit(x, wt, stall=0.0):
     p = plan(n, lanes, m)
     dut = ComputeUnit(CFG, shared_cells=False)
     got16, got32 = {}, {}
-    activity = {"writes": 0, "reads": 0}
+    activity = {"writes": 0, "reads": 0, "slot_reads": 0, "slot_writes": 0}
     stall_rng = np.random.default_rng(5)
 
     def pack16(values):
@@ -86,6 +86,8 @@ def run_unit(x, wt, stall=0.0):
             # the PE array's accumulator-line writes into the output buffer, input-line reads
             activity["writes"] += sum(ctx.get(s) for s in dut.pe_acc_writes)
             activity["reads"] += sum(ctx.get(s) for s in dut.pe_in_reads)
+            activity["slot_reads"] += sum(ctx.get(s) for s in dut.pe_slot_reads)
+            activity["slot_writes"] += sum(ctx.get(s) for s in dut.pe_slot_writes)
             await ctx.tick()
         for slot in slots(m, k, n, lanes):
             for names in ports:
@@ -181,7 +183,7 @@ def test_lanes_ready_follows_n_when_the_model_says():
 def test_compute_unit_matches_golden(m, k, n):
     # N = 300, 290 and 270 are over ACC_SLOTS words at 32 lanes: they stream in column tiles
     # (7 + 3 and 6 + 3 words); K = 40 and 70 take more than one input line
-    from area.power import acc_lines, in_lines
+    from area.power import acc_lines, in_lines, slot_lines
     rng = np.random.default_rng(m * 100 + k * 10 + n)
     x = (rng.standard_normal((m, k)) * np.exp2(rng.integers(-6, 6, (m, k)))).astype(np.float16)
     wt = (rng.standard_normal((k, n)) * np.exp2(rng.integers(-6, 6, (k, n)))).astype(np.float16)
@@ -195,3 +197,7 @@ def test_compute_unit_matches_golden(m, k, n):
     p = plan(n, CFG.lanes, m)
     assert activity["writes"] == acc_lines(p, m, k) == m * p.n_words * sum(p.sets_used(k))
     assert activity["reads"] == in_lines(p, m, k, CFG.lanes)
+    # the slot registers: every chunk writes its PE row's slot, all but each set's first read it
+    chunks = m * -(-k // p.pack) * p.n_words
+    assert (activity["slot_reads"], activity["slot_writes"]) == slot_lines(p, m, k) == (chunks - activity["writes"],
+                                                                                        chunks)
