@@ -83,12 +83,17 @@ def shape_classes(cfg):
             "n_max": lambda rng: cfg.n_max, "n_max+1": lambda rng: cfg.n_max + 1}
 
 
-def well_formed(rng, cfg, view):
-    """An implemented op with consistent sizes and its shape class."""
+OP_KINDS = ("load", "store", "gemv", "gemm", "gemv_t", "gemm_t", "softmax", "softmax_p",
+            "attention", "attention_t", "lora_xab", "attention_paged")
+
+
+def well_formed(rng, cfg, view, op_kind=None):
+    """An implemented op (`op_kind`, one of OP_KINDS, or drawn) with consistent sizes and
+    its shape class."""
     classes = shape_classes(cfg)
     names = list(classes)
-    op_kind = rng.choice(["load", "store", "gemv", "gemm", "gemv_t", "gemm_t", "softmax", "softmax_p",
-                          "attention", "attention_t", "lora_xab", "attention_paged"])
+    if op_kind is None:
+        op_kind = rng.choice(OP_KINDS)
     if op_kind == "attention_paged":
         return paged_word(rng, cfg, view)
     shape_class = str(rng.choice(names))

@@ -81,7 +81,9 @@ class CornerShapeSeq(_Seq):
         view = fuzz.queue_view(cfg, 0)
         np_rng = np.random.default_rng(self.seed)
         for i in range(160):
-            desc, shape_class = fuzz.well_formed(np_rng, cfg, view)
+            # the op chosen in turn, not drawn, so that every op meets every dtype and flag
+            # word whatever the seed (the 'op x status' goal's BAD_DTYPE bins)
+            desc, shape_class = fuzz.well_formed(np_rng, cfg, view, fuzz.OP_KINDS[(i // 8) % len(fuzz.OP_KINDS)])
             if i % 2:
                 desc = dataclasses.replace(desc, flags=[0, 1, 2, 3, 1 << 5][(i // 2) % 5])
             else:
