@@ -9,15 +9,23 @@ ATTENTION per device, request and KV head over the share's page list
 """
 import dataclasses
 import itertools
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
-from isa.descriptor import PAGE_ALIGN, PAGE_ENTRY_BYTES, PAGE_SHIFT_BITS
-from isa.encoders import KvBlock, PagedKvShare, attention_descriptor, page_list_bytes, paged_attention_descriptor
+from isa.descriptor import PAGE_ALIGN, PAGE_ENTRY_BYTES
+from isa.encoders import (
+    KvBlock,
+    PagedKvShare,
+    attention_descriptor,
+    list_pages,
+    page_list_bytes,
+    paged_attention_descriptor,
+    paged_page_shift,
+    share_chunks,
+)
 from isa.errors import ArgumentError, ShapeError, count_arg, index_arg
-from isa.microarch import PAGE_LIST_MAX
 from isa.slots import LINE_BYTES
 from isa.validate import PAGE_LIST_BYTES
 
@@ -40,11 +48,13 @@ class _Page:
 @dataclasses.dataclass
 class _Share:
     """One (layer, KV head, device) of a request: its pages in token order; with a paged
-    layout, its page lists (one per `lists_pages` pages) and its tail list (one entry: the
-    last page, for `pages`' per-page path)."""
+    layout, its page lists (one per `lists_pages` pages), its tail list (one entry: the
+    last page, for `pages`' per-page path) and its suffix list (the pages of one list from
+    the first the GPU does not hold, for `shares` after a held prefix)."""
     pages: list["_Page"] = dataclasses.field(default_factory=list)
     lists: list[int] = dataclasses.field(default_factory=list)
     tail: int | None = None
+    suffix: int | None = None
 
 
 @dataclasses.dataclass
@@ -93,16 +103,16 @@ class PagedKvCache:
         except ValueError as exc:
             raise ShapeError(f"a page of {self.page_tokens!r} tokens of d={self.head_dim!r} does "
                              f"not fit a descriptor: {exc}") from None
-        shift = self.page_tokens.bit_length() - 1
+        shift = paged_page_shift(self.page_tokens, self.head_dim)
         keys = self.page_tokens * self.head_dim * 2
-        self.paged = (self.page_tokens == 1 << shift and shift < 1 << PAGE_SHIFT_BITS
-                      and keys % PAGE_ALIGN == 0)
+        self.paged = shift is not None
         # page_shift, lists_pages and page_half_bytes: ints with the paged layout, else None
-        self.page_shift: Any = shift if self.paged else None
+        self.page_shift: Any = shift
         # pages one list (so one descriptor) covers: the list's entries, and T within the products' limits
-        self.lists_pages: Any = min(PAGE_LIST_MAX, limit // self.page_tokens) if self.paged else None
+        self.lists_pages: Any = list_pages(self.page_tokens, limit) if self.paged else None
         if self.paged:
-            paged_attention_descriptor(0, cast(int, self.lists_pages) * self.page_tokens, self.head_dim, shift, 1)
+            paged_attention_descriptor(0, cast(int, self.lists_pages) * self.page_tokens, self.head_dim,
+                                       cast(int, shift), 1)
         self.page_half_bytes: Any = keys if self.paged else None
         self._page_bytes = 2 * keys if self.paged else kv_operand_lines(self.head_dim, self.page_tokens) * LINE_BYTES
         self._requests: dict[Hashable, _Request] = {}
@@ -143,21 +153,39 @@ class PagedKvCache:
         by device (a device without tokens has none; one with more than `lists_pages`
         pages, one per list): one paged ATTENTION each (NdpDevice.attention_paged, or
         attention_decode), merged, covers the request. Needs the paged layout."""
+        return [(device, share, tokens) for device, share, tokens, _ in self.shares_after(rid, layer, head)]
+
+    def shares_after(self, rid: Hashable, layer: int, head: int, held: Sequence[int] | None = None
+                     ) -> list[tuple[int, PagedKvShare, range, bytes | None]]:
+        """`shares` of the pages the GPU does not hold: on device j, from page held[j] on
+        (None: from page 0), cut at the lists' boundaries (isa.encoders.share_chunks). A
+        chunk that starts inside a stored list reads the share's suffix list, whose bytes
+        come fourth: the caller writes them at the share's list_addr before it submits the
+        descriptor (at most PAGE_LIST_BYTES; None for a stored list)."""
         if not self.paged:
             raise ShapeError(f"pages of page_tokens={self.page_tokens!r} tokens of head_dim={self.head_dim!r} "
                              f"are not a paged ATTENTION's (a power of two whose keys are a multiple of "
                              f"{PAGE_ALIGN!r} bytes): use pages()")
         request, layer, head = self._where(rid, layer, head)
         n = len(self.pool)
-        out: list[tuple[int, PagedKvShare, range]] = []
+        if held is not None and len(held) != n:
+            raise ArgumentError(f"held must give one count per device ({n}), got {len(held)}")
+        out: list[tuple[int, PagedKvShare, range, bytes | None]] = []
         for device in range(n):
             share = request.shares[(layer, head, device)]
-            for c, list_addr in enumerate(share.lists):
-                pages = share.pages[c * self.lists_pages:(c + 1) * self.lists_pages]
-                first, tokens = pages[0].first, sum(page.t for page in pages)
-                out.append((device, PagedKvShare(list_addr, tokens, self.head_dim, self.page_shift,
-                                                 tuple(page.addr for page in pages)),
-                            range(first * n + device, (first + tokens) * n + device, n)))
+            first = 0 if held is None else count_arg(held[device], "held")
+            if first > len(share.pages):
+                raise ArgumentError(f"device {device} holds {len(share.pages)} pages of request {rid!r}, "
+                                    f"the GPU cannot hold {first} of them")
+            for start, end in share_chunks(first, len(share.pages), self.lists_pages):
+                pages = share.pages[start:end]
+                addrs = tuple(page.addr for page in pages)
+                stored = start % self.lists_pages == 0
+                list_addr = share.lists[start // self.lists_pages] if stored else cast(int, share.suffix)
+                tokens = sum(page.t for page in pages)
+                out.append((device, PagedKvShare(list_addr, tokens, self.head_dim, self.page_shift, addrs),
+                            range(pages[0].first * n + device, (pages[0].first + tokens) * n + device, n),
+                            None if stored else page_list_bytes(addrs)))
         return out
 
     def _where(self, rid: Hashable, layer: int, head: int) -> tuple[_Request, int, int]:
@@ -274,14 +302,14 @@ class PagedKvCache:
                 if self.paged and len(share.pages) % self.lists_pages == 0:
                     new_list = self._allocate(device, PAGE_LIST_BYTES, PAGE_LIST_BYTES)
                     taken.append(new_list)
-                    if share.tail is None:
-                        new_tail = self._allocate(device, PAGE_LIST_BYTES, PAGE_LIST_BYTES)
+                    if share.tail is None:      # the tail and suffix lists, with the first list
+                        new_tail = self._allocate(device, 2 * PAGE_LIST_BYTES, PAGE_LIST_BYTES)
                         taken.append(new_tail)
                 share.pages.append(_Page(device, addr, first))
                 if new_list is not None:
                     share.lists.append(new_list)
                 if new_tail is not None:
-                    share.tail = new_tail
+                    share.tail, share.suffix = new_tail, new_tail + PAGE_LIST_BYTES
                 added.append((share, new_list is not None, new_tail is not None))
         except OutOfDeviceMemory:
             for share, new_list, new_tail in added:
@@ -289,7 +317,7 @@ class PagedKvCache:
                 if new_list:
                     share.lists.pop()
                 if new_tail:
-                    share.tail = None
+                    share.tail = share.suffix = None
             for addr in taken:
                 self.pool.free(device, addr)
             raise
@@ -302,7 +330,7 @@ class PagedKvCache:
             tail = [share.tail] if share.tail is not None else []
             for addr in [page.addr for page in share.pages] + share.lists + tail:
                 self.pool.free(device, addr)
-            share.pages, share.lists, share.tail = [], [], None
+            share.pages, share.lists, share.tail, share.suffix = [], [], None, None
 
     # ---- writing -----------------------------------------------------------------------------
 

@@ -26,9 +26,10 @@ import numpy as np
 import numpy.typing as npt
 
 from isa import payload_bytes, result_bytes
-from isa.encoders import KvBlock, attention_descriptor
+from isa.descriptor import PAGE_ENTRY_BYTES
+from isa.encoders import KvBlock, attention_descriptor, list_pages, paged_page_shift
 from isa.errors import ShapeError
-from isa.slots import HEADER_BYTES
+from isa.slots import HEADER_BYTES, LINE_BYTES
 from isa.system import FP16_BYTES, GpuConfig, LinkConfig
 
 from .kv_pages import KvPages
@@ -94,13 +95,17 @@ def factor_bytes(d_in: int, d_out: int, r: int) -> tuple[int, int]:
 
 class CostModel:
     def __init__(self, gpu: GpuConfig, link: LinkConfig, timing: DeviceTiming, num_devices: int,
-                 distributed_attention: bool = True, kv_scale: float = 1.0, page_tokens: int | None = None) -> None:
+                 distributed_attention: bool = True, kv_scale: float = 1.0, page_tokens: int | None = None,
+                 share_descriptors: bool = True) -> None:
         """`distributed_attention`: the devices may compute attention partials over the KV the
         GPU does not hold (D); without it the GPU reads that KV over the link. `kv_scale`: KV bytes
         per element over FP16's (0.5 INT8, 0.25 INT4): every KV byte count scales with it, and a
         device's page time scales in the bytes it reads, not in its fixed cost (`_page`).
         `page_tokens`: tokens of a KV page on one device (one ATTENTION operand); needed for
-        attention only (a LoRA-only user, the crossover table, may leave it out)."""
+        attention only (a LoRA-only user, the crossover table, may leave it out).
+        `share_descriptors`: where the pages can be a paged ATTENTION's (isa.encoders
+        paged_page_shift), a device runs one descriptor per request, KV head and list of its
+        pages (scheduler.emit), else one per page."""
         if num_devices < 1:
             raise ValueError(f"num_devices must be >= 1, got {num_devices!r}")
         if not 0 < kv_scale <= 1:
@@ -108,9 +113,12 @@ class CostModel:
         self.gpu, self.link, self.timing, self.num_devices = gpu, link, timing, num_devices
         self.distributed_attention, self.kv_scale = distributed_attention, kv_scale
         self.pages = KvPages(num_devices, page_tokens) if page_tokens else None
+        self.share_descriptors = share_descriptors
+        # pages one paged ATTENTION covers (its list), as the driver's KV cache cuts them
+        self.list_pages = list_pages(page_tokens, min(timing.cfg.k_max, timing.cfg.n_max)) if page_tokens else 0
         self.lora_cost = functools.lru_cache(maxsize=1 << 16)(self.lora_cost)  # type: ignore[method-assign]
         # (rows, head_dim) -> [periods by tokens 0..P, drains, filled]
-        self._page_tables: dict[tuple[int, int], list[npt.NDArray[np.float64]]] = {}
+        self._page_tables: dict[tuple[str, int, int], list[npt.NDArray[np.float64]]] = {}
 
     # ---- Table IV: LoRA ---------------------------------------------------------------
 
@@ -182,41 +190,51 @@ class CostModel:
         AttentionTable. Returns (RoundLoad, the GPU's KV bytes read per layer)."""
         return AttentionTable(self, contexts, rids, q_heads, kv_heads, head_dim).load(units, on_devices)
 
-    def _page(self, rows: int, head_dim: int, sizes: npt.ArrayLike
+    def paged(self, head_dim: int) -> bool:
+        """Whether a device runs shares (one paged ATTENTION a list of pages) at head_dim."""
+        assert self.pages is not None, "this cost model was made without page_tokens"
+        return self.share_descriptors and paged_page_shift(self.pages.page, head_dim) is not None
+
+    def _page(self, rows: int, head_dim: int, sizes: npt.ArrayLike, share: bool = False
               ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-        """(period, drain) arrays by a page's token count 0..P (0 at 0 tokens), the sizes
-        asked for and a full page filled in from the stream table. At a KV precision below
-        FP16 a page of s tokens reads the bytes of ceil(s x kv_scale) FP16 tokens: its period
-        is a one-row page of that many tokens (port-bound: the bytes) plus what the group's
-        other rows add at s tokens (their MAC passes, which precision does not shrink); its
-        drain, the pipeline's tail, does not change."""
+        """(period, drain) arrays by a descriptor's token count (0 at 0 tokens): a page's,
+        0..P, or with `share` a paged ATTENTION's over up to a list of pages, 0..list_pages
+        x P; the sizes asked for and a full page filled in from the stream table. At a KV
+        precision below FP16 s tokens read the bytes of ceil(s x kv_scale) FP16 tokens: the
+        period is a one-row descriptor of that many tokens (port-bound: the bytes) plus what
+        the group's other rows add at s tokens (their MAC passes, which precision does not
+        shrink); its drain, the pipeline's tail, does not change."""
         assert self.pages is not None, "this cost model was made without page_tokens"
         page = self.pages.page
-        key = (rows, head_dim)
+        op, dims = ("attention_share", (head_dim, page)) if share else ("attention", (head_dim,))
+        top = self.list_pages * page if share else page
+        key = (op, rows, head_dim)
         entry = self._page_tables.get(key)
         if entry is None:
-            entry = self._page_tables[key] = [np.full(page + 1, np.nan), np.full(page + 1, np.nan)]
+            entry = self._page_tables[key] = [np.full(top + 1, np.nan), np.full(top + 1, np.nan)]
             entry[0][0] = entry[1][0] = 0.0
         period, drain = entry
         for s in [page, *np.asarray(sizes).tolist()]:
-            if math.isnan(period[s]):
-                p, d = self.timing.stream("attention", rows, head_dim, s)
+            if s and math.isnan(period[s]):
+                p, d = self.timing.stream(op, rows, *dims, s)
                 if self.kv_scale != 1.0:
                     scaled = max(1, math.ceil(s * self.kv_scale))
-                    p = self.timing.stream("attention", 1, head_dim, scaled)[0] + \
-                        p - self.timing.stream("attention", 1, head_dim, s)[0]
+                    p = self.timing.stream(op, 1, *dims, scaled)[0] + p - self.timing.stream(op, 1, *dims, s)[0]
                 period[s], drain[s] = p, d
         return period, drain
 
 
 class AttentionTable:
     """One layer's attention round for a batch (Table V), under any KV share: the GPU
-    computes over the pages it holds; each device, with D, over the rest of its pages, one
-    ATTENTION descriptor per request, KV head and page, in that order, the head's group of
-    query heads as its rows, a queue back to back (scheduler.rounds); the partials (O, m, l)
-    come back per descriptor over the link and the GPU merges them. Or (without D, or where
-    that is faster) the GPU computes over every token, reading the pages it does not hold
-    over the link, the two streams in parallel.
+    computes over the pages it holds; each device, with D, over the rest of its pages, per
+    request and KV head one paged ATTENTION per list of them (isa.encoders share_chunks: one
+    where they fit a list; the first, where the GPU holds part of a list, reads a suffix
+    list the host writes, its bytes out with the descriptor), or, with pages that cannot be
+    a paged ATTENTION's, one ATTENTION per page; the head's group of query heads as its
+    rows, a queue back to back (scheduler.rounds); the partials (O, m, l) come back per
+    descriptor over the link and the GPU merges them. Or (without D, or where that is
+    faster) the GPU computes over every token, reading the pages it does not hold over the
+    link, the two streams in parallel.
 
     What a request leaves the GPU and each device depends only on how many units it holds,
     so it is tabled for every count at once (arrays indexed [units, request, device]), and
@@ -241,15 +259,50 @@ class AttentionTable:
         # a descriptor's line and payload out, its completion line and result back
         self.out_bytes, self.in_bytes = HEADER_BYTES + payload_bytes(desc), HEADER_BYTES + result_bytes(desc)
         self.partial_bytes = result_bytes(desc)
-        full, tail = pages.device_pages(layout, held)
-        period, drain = cost._page(group, head_dim, np.unique(layout.tail[layout.tail > 0]))
-        page = pages.page
-        self.busy = kv_heads * (full * period[page] + np.where(tail, period[layout.tail], 0.0))
-        self.count = kv_heads * (full + tail)
-        # the drain of the request's last descriptor on a device: its tail page if computed
-        self.drain = np.where(tail, drain[layout.tail], drain[page])
-        run = period + drain
-        self.run = np.where(tail, run[layout.tail], run[page])
+        self.list_bytes = np.zeros(held.shape)         # a head's suffix list, written before its first share
+        if cost.paged(head_dim):
+            self._shares(held, group)
+        else:
+            full, tail = pages.device_pages(layout, held)
+            period, drain = cost._page(group, head_dim, np.unique(layout.tail[layout.tail > 0]))
+            page = pages.page
+            self.busy = kv_heads * (full * period[page] + np.where(tail, period[layout.tail], 0.0))
+            self.count = kv_heads * (full + tail)
+            # the drain of the request's last descriptor on a device: its tail page if computed
+            self.drain = np.where(tail, drain[layout.tail], drain[page])
+            run = period + drain
+            self.run = np.where(tail, run[layout.tail], run[page])
+
+    def _shares(self, held: npt.NDArray[np.int64], group: int) -> None:
+        """busy, count, drain, run and list_bytes ([units, request, device]) with shares:
+        pages held..pages-1 of a device cut at multiples of L = list_pages (share_chunks):
+        a first chunk to the next multiple, whole lists, and a last one with the tail."""
+        cost, layout, page, per = self.cost, self.layout, self.cost.pages.page, self.cost.list_pages  # type: ignore[union-attr]
+        p = np.broadcast_to(layout.pages, held.shape)
+        tail = np.broadcast_to(layout.tail, held.shape)
+        h = np.minimum(held, p)
+        chunks = np.where(h < p, -(-p // per) - h // per, 0)
+
+        def tokens(a: npt.NDArray[np.int64], b: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+            """Tokens of pages a..b-1: whole pages but the share's last, which holds `tail`."""
+            short = np.where((b == p) & (tail > 0), page - tail, 0)
+            return np.where(b > a, (b - a) * page - short, 0)
+        first_end = np.minimum((h // per + 1) * per, p)
+        first = tokens(h, first_end)
+        last = np.where(chunks >= 2, tokens((p - 1) // per * per, p), 0)
+        whole = per * page
+        sizes = np.unique(np.concatenate([first.ravel(), last.ravel(), [whole]]))
+        period, drain = cost._page(group, self.head_dim, sizes, share=True)
+        middle = np.maximum(chunks - 2, 0)
+        self.busy = self.kv_heads * (period[first] + middle * period[whole] + period[last])
+        self.count = self.kv_heads * chunks
+        ending = np.where(chunks >= 2, last, first)         # the share's last descriptor
+        self.drain = drain[ending]
+        self.run = period[ending] + drain[ending]
+        suffix = (h < p) & (h % per != 0)
+        entries = first_end - h
+        self.list_bytes = np.where(suffix, -(-entries * PAGE_ENTRY_BYTES // LINE_BYTES) * LINE_BYTES, 0
+                                   ).astype(np.float64)
 
     def load(self, units: npt.ArrayLike, on_devices: bool | None = None) -> tuple[RoundLoad, float]:
         """(RoundLoad, the GPU's KV bytes read per layer) when request i holds units[i]; the
@@ -284,11 +337,14 @@ class AttentionTable:
         last = working.shape[0] - 1 - np.argmax(working[::-1], axis=0)
         drains = self.drain[units[last], last, np.arange(cost.num_devices)]
         out_bytes, in_bytes = self.out_bytes, self.in_bytes
+        lists = self.list_bytes[units, self.requests]                              # [request, device]
+        first = np.argmax(working, axis=0)          # each device's first request with a page left there
         for j in np.flatnonzero(working.any(axis=0)).tolist():
             load.busy[j], load.drain[j] = float(busy[j]), float(drains[j])
-            load.first_out[j], load.last_in[j] = out_bytes, in_bytes
+            load.first_out[j], load.last_in[j] = out_bytes + float(lists[first[j], j]), in_bytes
         load.descriptors = int(count.sum())
-        load.to_device, load.to_gpu = load.descriptors * out_bytes, load.descriptors * in_bytes
+        load.to_device = load.descriptors * out_bytes + self.kv_heads * float(lists.sum())
+        load.to_gpu = load.descriptors * in_bytes
         load.run_s = float(self.run[units, self.requests][working].min())
         # the merge: the GPU reads every partial once
         load.gpu_after_s = cost.gpu.roofline_s(0, load.descriptors * self.partial_bytes)

@@ -5,10 +5,12 @@ Per layer the work comes in rounds, each depending on the previous one's results
 - a LoRA round for a set of projections (q, k, v; then o; then gate, up; then down): per
   adapter and projection, one descriptor with all of the adapter's rows: E3 a LORA_XAB
   chain, E4 a GEMM on A (m = x A, then m B on the GPU); E1 and E2 are GPU work;
-- the attention round: per request, KV head and device page not duplicated on the GPU,
-  one ATTENTION descriptor (the head's group of query heads as its rows); the GPU computes
-  its own share (the pages it duplicates, scheduler.kv_pages, and the step's new token)
-  and merges.
+- the attention round: per request, KV head and device, one paged ATTENTION descriptor
+  over the device's pages the GPU does not duplicate (a share; one per list where they
+  span several: driver.kv_cache shares_after), or, where the cache's pages cannot be a
+  paged ATTENTION's, one ATTENTION per page; the head's group of query heads as its rows.
+  The GPU computes its own share (the pages it duplicates, scheduler.kv_pages, and the
+  step's new token) and merges.
 The descriptors are the driver's builders over the placed tensors; nothing here touches
 a device.
 """
@@ -32,6 +34,9 @@ class DeviceOp:
     kind: str                   # "lora_xab" (E3), "lora_xa" (E4), "attention"
     key: tuple[Any, ...]        # (adapter, projection) or (request, kv head, first token)
     rows: tuple[int, ...]       # requests whose rows form the input (LoRA), or the query heads
+    # a share's suffix list: bytes to write at the descriptor's dev_addr before it is submitted
+    page_list: bytes | None = None
+    tokens: range = range(0)    # an attention's global token indices
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,23 +92,42 @@ def lora_round(name: str, projections: Iterable[str], rows_by_adapter: Mapping[i
 def attention_round(kv_cache: PagedKvCache, layer: int, requests: Iterable[int],
                     held: Mapping[int, Sequence[int]], groups: Sequence[Sequence[int]],
                     on_devices: bool = True) -> Round:
-    """One ATTENTION descriptor per request, KV head and device page the GPU does not hold;
-    `held[rid]` is, per device, how many of the request's first pages there the GPU holds
-    (KvPages.held_pages); `groups[h]` the query heads of KV head h. The GPU's op for a
+    """Per request, KV head and device, the paged ATTENTIONs over the device's pages the GPU
+    does not hold (one, or one per list), or with an unpaged cache one ATTENTION per such
+    page; `held[rid]` is, per device, how many of the request's first pages there the GPU
+    holds (KvPages.held_pages); `groups[h]` the query heads of KV head h. The GPU's op for a
     request and head lists the tokens of its pages, or, if not `on_devices`, every token
     (the GPU reads the pages it does not hold over the link)."""
     device_ops: list[DeviceOp] = []
     gpu_ops: list[GpuOp] = []
+    head_ops = _shares if kv_cache.paged else _pages
     for rid in requests:
         for head, q_heads in enumerate(groups):
-            seen: collections.Counter[int] = collections.Counter()     # pages passed so far, per device
-            gpu_tokens: list[int] = []
-            for device, block, tokens in kv_cache.pages(rid, layer, head):
-                index, seen[device] = seen[device], seen[device] + 1
-                if index < held[rid][device] or not on_devices:
-                    gpu_tokens.extend(tokens)
-                    continue
-                desc = attention_descriptor(block, len(q_heads))
-                device_ops.append(DeviceOp(device, desc, "attention", (rid, head, tokens[0]), tuple(q_heads)))
-            gpu_ops.append(GpuOp("attention_share", (rid, head, tuple(sorted(gpu_tokens))), tuple(q_heads)))
+            rows = tuple(q_heads)
+            ops = head_ops(kv_cache, rid, layer, head, held[rid], rows) if on_devices else []
+            device_ops += ops
+            on_device = {token for op in ops for token in op.tokens}
+            gpu_tokens = tuple(i for i in range(kv_cache.tokens(rid)) if i not in on_device)
+            gpu_ops.append(GpuOp("attention_share", (rid, head, gpu_tokens), rows))
     return Round("attention", device_ops, gpu_ops)
+
+
+def _shares(kv_cache: PagedKvCache, rid: int, layer: int, head: int, held: Sequence[int],
+            rows: tuple[int, ...]) -> list[DeviceOp]:
+    """A request-head's paged ATTENTIONs over the pages the GPU does not hold."""
+    return [DeviceOp(device, attention_descriptor(share, len(rows)), "attention", (rid, head, tokens[0]), rows,
+                     page_list, tokens)
+            for device, share, tokens, page_list in kv_cache.shares_after(rid, layer, head, held)]
+
+
+def _pages(kv_cache: PagedKvCache, rid: int, layer: int, head: int, held: Sequence[int],
+           rows: tuple[int, ...]) -> list[DeviceOp]:
+    """A request-head's ATTENTIONs, one per page the GPU does not hold (an unpaged cache)."""
+    ops: list[DeviceOp] = []
+    seen: collections.Counter[int] = collections.Counter()     # pages passed so far, per device
+    for device, block, tokens in kv_cache.pages(rid, layer, head):
+        index, seen[device] = seen[device], seen[device] + 1
+        if index >= held[device]:
+            ops.append(DeviceOp(device, attention_descriptor(block, len(rows)), "attention", (rid, head, tokens[0]),
+                                rows, None, tokens))
+    return ops

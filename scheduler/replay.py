@@ -157,6 +157,9 @@ class PoolBackend:
         ops = rnd.device_ops
         for start in range(0, len(ops), room):
             chunk = ops[start:start + room]
+            for op in chunk:            # a share's suffix list, then its descriptor
+                if op.page_list is not None:
+                    await self.pool.mem_write(op.device, op.descriptor.dev_addr, op.page_list)
             tickets = await self.pool.submit_many([(op.device, op.descriptor, payloads[id(op)]) for op in chunk])
             which = {id(t): op for t, op in zip(tickets, chunk, strict=True)}
             async for ticket, completion in self.pool.as_completed(tickets):

@@ -168,12 +168,13 @@ class _Host:
         t0 = self.clock.now
         if not ops and not reads:
             return 0.0
-        sizes: list[float] = [HEADER_BYTES + payload_bytes(op.descriptor) for op in ops]
+        # a descriptor's line and payload, and before it a share's suffix list
+        sizes: list[float] = [HEADER_BYTES + payload_bytes(op.descriptor) + len(op.page_list or b"") for op in ops]
         out = np.array(sizes or [0.0], dtype=np.float64)
         arrivals = t0 + self.half + np.cumsum(out) / self.w
-        per_device: dict[int, list[tuple[float, Descriptor]]] = collections.defaultdict(list)
+        per_device: dict[int, list[tuple[float, DeviceOp]]] = collections.defaultdict(list)
         for op, when in zip(ops, arrivals.tolist(), strict=False):     # [0.0] stands for no ops
-            per_device[op.device].append((when, op.descriptor))
+            per_device[op.device].append((when, op))
         # (when ready to go back, bytes): E2's reads reach the pool L/2 after the round starts
         finished = [(t0 + self.half, nbytes) for nbytes in reads]
         await asyncio.gather(*(self._device(d, items, finished) for d, items in per_device.items()))
@@ -184,7 +185,7 @@ class _Host:
         await self.clock.sleep_until(back)
         return back - t0
 
-    async def _device(self, index: int, items: Iterable[tuple[float, Descriptor]],
+    async def _device(self, index: int, items: Iterable[tuple[float, DeviceOp]],
                       finished: list[tuple[float, float]]) -> None:
         """Feed one device's queue as its descriptors arrive and slots free; collect its
         completions (by interrupt) in order."""
@@ -195,7 +196,10 @@ class _Host:
             now = self.clock.now
             batch: list[tuple[Descriptor, bytes]] = []
             while pending and pending[0][0] <= now and len(outstanding) + len(batch) < queue.depth:
-                batch.append((pending.popleft()[1], b""))
+                op = pending.popleft()[1]
+                if op.page_list is not None:        # arrived with it (its bytes in the arrival time)
+                    await self.pool.mem_write(index, op.descriptor.dev_addr, op.page_list)
+                batch.append((op.descriptor, b""))
             if batch:
                 taken = queue.take(batch)
                 await queue.write(taken)
@@ -250,6 +254,8 @@ async def _replay(system: PoolSystem, running: Sequence[Live], plan: StepPlan) -
     kv = PagedKvCache(pool, m.head_dim, sched.config.kv_page_tokens)
     for r in running:
         kv.reserve_request(r.rid, r.context, m.layers, m.kv_heads)
+        if kv.paged:
+            await kv.write_lists(r.rid)
     pages = KvPages(n, sched.config.kv_page_tokens)
     held = {r.rid: pages.held_pages(r.context, r.rid, plan.kv_units[r.rid]) for r in running}
     chosen = {(site.adapter, site.projection): d.chosen.strategy for site, d in plan.decisions.items()}

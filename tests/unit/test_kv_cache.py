@@ -6,13 +6,14 @@ import asyncio
 
 import numpy as np
 import pytest
+from hypothesis import given, strategies as st
 
 import isa
 from driver import (DevicePool, OutOfDeviceMemory, PagedKvCache, attention_reference, kv_operand_bytes,
                     merge_attention)
-from isa.encoders import KvBlock, PagedKvShare, page_list_bytes, paged_attention_descriptor
+from isa.encoders import KvBlock, PagedKvShare, page_list_bytes, paged_attention_descriptor, share_chunks
 from isa.errors import ArgumentError, ShapeError
-from driver.attention import scale_query
+from driver.attention import partial_attention_reference, scale_query
 from driver.clock import run
 from driver.model_transport import ModelTransport
 from isa import QueueView, Status, check_descriptor
@@ -329,8 +330,9 @@ def test_paged_lists_split_at_the_descriptor_limits():
 
 
 def test_paged_allocation_and_a_request_that_does_not_fit():
-    """A page is allocated whole (8 KiB) at a 4 KiB boundary; each share adds its list and
-    its tail list (512 bytes each); a request that does not fit leaves nothing behind."""
+    """A page is allocated whole (8 KiB) at a 4 KiB boundary; each share adds its list, its
+    tail list and its suffix list (512 bytes each); a request that does not fit leaves
+    nothing behind."""
     async def body():
         pool = await DevicePool.open([ModelTransport(CFG)], data_limit=(1 << 21) + 5 * 8192, **GEOMETRY)
         base = pool.allocators[0].base
@@ -340,7 +342,7 @@ def test_paged_allocation_and_a_request_that_does_not_fit():
             await cache.add_request("big", kv(rng, 2, 2, 40, D), kv(rng, 2, 2, 40, D))   # 8 pages
         assert "big" not in cache and pool.allocators[0].used_bytes == 0
         await cache.add_request("ok", kv(rng, 1, 2, 40, D), kv(rng, 1, 2, 40, D))        # 4 pages, 2 shares
-        assert pool.allocators[0].used_bytes == 4 * 8192 + 2 * 2 * 512
+        assert pool.allocators[0].used_bytes == 4 * 8192 + 2 * 3 * 512
         for head in range(2):
             [(_, share, _)] = cache.shares("ok", 0, head)
             assert all(addr % 4096 == 0 and base <= addr for addr in share.pages)
@@ -357,4 +359,64 @@ def test_shares_need_the_paged_layout():
             with pytest.raises(ShapeError, match="use pages"):
                 cache.shares("r", 0, 0)
             await cache.free_request("r")
+    run(body())
+
+
+@given(first=st.integers(0, 40), more=st.integers(0, 40), per_list=st.integers(1, 9))
+def test_share_chunks_cut_a_suffix_at_the_lists(first, more, per_list):
+    """Written out: the chunks tile pages first..pages-1 in order, each inside one list,
+    every chunk but the first starting a list, and no two in the same list."""
+    pages = first + more
+    chunks = share_chunks(first, pages, per_list)
+    assert [p for a, b in chunks for p in range(a, b)] == list(range(first, pages))
+    assert all(a < b and a // per_list == (b - 1) // per_list for a, b in chunks)
+    assert all(a % per_list == 0 for a, _ in chunks[1:])
+    assert len({a // per_list for a, _ in chunks}) == len(chunks)
+
+
+def test_shares_after_a_held_prefix():
+    """The GPU holds each device's first pages (held[j] of them): shares_after covers the
+    rest, a descriptor per list-bounded chunk; a chunk starting inside a list reads the
+    suffix list, whose bytes the caller writes; each partial equals the golden model's
+    over its tokens, and with the GPU's own partial over the held pages the merge matches
+    float64 attention. Lists of 3 pages (the cache's `lists_pages` set down) so that a
+    share spans several."""
+    async def body():
+        pool = await DevicePool.model(CFG, 2, **GEOMETRY)
+        cache = PagedKvCache(pool, head_dim=D, page_tokens=PAGED)
+        cache.lists_pages = 3
+        rng = np.random.default_rng(21)
+        k, v = kv(rng, 1, 1, 450, D), kv(rng, 1, 1, 450, D)      # 225 tokens a device: 7 full pages, then 1
+        await cache.add_request("r", k, v)
+        q = kv(rng, 2, D)
+        suffixes = 0
+        for held in ([0, 0], [1, 4], [3, 8], [7, 2], [8, 8]):
+            covered, partials, seen = [], [], set()
+            for device, share, indices, list_bytes in cache.shares_after("r", 0, 0, held):
+                indices = list(indices)
+                if device not in seen:      # a device's first chunk starts at its first page not held
+                    assert indices[0] == held[device] * PAGED * 2 + device
+                seen.add(device)
+                assert len(share.pages) <= 3
+                if list_bytes is not None:
+                    suffixes += 1
+                    await pool.mem_write(device, share.list_addr, list_bytes)
+                desc = paged_attention_descriptor(share.list_addr, share.tokens, D, share.page_shift, 2)
+                assert await pool.mem_read(device, share.list_addr, desc.dev_size * 64) == page_list_bytes(share.pages)
+                partial = await pool.devices[device].attention_paged(q, share)
+                ref = golden.attention_partial_trans(scale_query(q), k[0, 0, indices], v[0, 0, indices],
+                                                     CFG.lanes, CFG.softmax_lanes)
+                assert all(np.array_equal(a, b) for a, b in zip(partial, ref))
+                covered += indices
+                partials.append(partial)
+            on_gpu = [i for i in range(450) if i not in covered]
+            assert sorted(on_gpu) == sorted(i for j in range(2) for i in range(j, 450, 2)
+                                            if (i // 2) // PAGED < held[j])
+            if on_gpu:
+                partials.append(partial_attention_reference(scale_query(q), k[0, 0, on_gpu], v[0, 0, on_gpu]))
+            error = np.max(np.abs(merge_attention(partials) - attention_reference(q, k[0, 0], v[0, 0])))
+            assert error <= TOLERANCE
+        assert suffixes >= 3
+        with pytest.raises(ArgumentError, match="cannot hold 9"):
+            cache.shares_after("r", 0, 0, [9, 0])
     run(body())

@@ -14,6 +14,7 @@ import pytest
 import isa
 from driver import DevicePool
 from driver.clock import run
+from isa import validate
 from isa.system import load_model
 from scheduler.config import load_scheduler_config
 from scheduler.cost import Strategy
@@ -26,13 +27,13 @@ RANKS = {0: 8, 1: 16, 2: 8, 3: 32}
 REQUESTS = [(10, 0, 40), (11, 1, 70), (12, 0, 33), (13, 2, 100), (14, 3, 65), (15, 0, 7)]
 
 
-def replay(strategy_of, kv_units, seed=0):
+def replay(strategy_of, kv_units, seed=0, requests=REQUESTS, page=PAGE):
     model = load_model("tiny")
-    step = Step(model, RANKS, REQUESTS, np.random.default_rng(seed))
+    step = Step(model, RANKS, requests, np.random.default_rng(seed))
 
     async def on_pool():
         pool = await DevicePool.model(isa.load_config("default"), 2, log2_depth=3, log2_slot=14)
-        backend = PoolBackend(pool, strategy_of, kv_units, PAGE)
+        backend = PoolBackend(pool, strategy_of, kv_units, page)
         await backend.place(step)
         out, _ = await step.forward(backend)
         return out, backend
@@ -69,6 +70,24 @@ def test_forced_mix_matches_dense():
     share = next(op for r in backend.rounds for op in r.gpu_ops if op.key[:2] == (11, 0))
     assert share.key[2] == tuple(sorted(list(range(0, 32, 2)) + list(range(1, 64, 2))))
     assert {op.device for r in backend.rounds for op in r.device_ops} == {0, 1}
+
+
+def test_paged_shares_match_dense():
+    """Pages of 128 tokens (4 KiB of keys at the tiny model's head_dim 16: the paged
+    layout): one paged ATTENTION per request, KV head and device with pages the GPU does
+    not hold, those after a held page reading a suffix list the replay writes first."""
+    model = load_model("tiny")
+    requests = [(10, 0, 600), (11, 1, 530), (12, 2, 90)]     # 3, 3 and 1 pages a device
+    kv_units = {10: 1, 11: 3, 12: 0}
+    out, ref, backend = replay(forced_strategies(model, RANKS), kv_units, requests=requests, page=128)
+    assert error(out, ref) < TOLERANCE, f"worst relative error {error(out, ref):.2e}"
+    ops = [op for r in backend.rounds for op in r.device_ops if op.kind == "attention"]
+    # request 10 holds page 0 of device 0; 11 page 0 of both and page 1 of device 1; 12 none
+    shares = {10: 2, 11: 2, 12: 2}
+    assert len(ops) == model.layers * model.kv_heads * sum(shares.values())
+    suffixed = {(op.key[0], op.device) for op in ops if op.page_list is not None}
+    assert suffixed == {(10, 0), (11, 0), (11, 1)}
+    assert all(validate.paged(op.descriptor) for op in ops)
 
 
 def test_a_wrong_stream_is_caught():

@@ -34,6 +34,12 @@ def timing(config):
 
 @pytest.fixture(scope="module")
 def cost(config, timing):
+    return CostModel(config.gpu_config(), config.link_config(), timing, config.num_devices, page_tokens=128,
+                     share_descriptors=False)
+
+
+@pytest.fixture(scope="module")
+def share_cost(config, timing):
     return CostModel(config.gpu_config(), config.link_config(), timing, config.num_devices, page_tokens=128)
 
 
@@ -113,6 +119,40 @@ def test_attention_splits_and_balances(config, cost, timing):
     assert every.pool_s(link) == 0 and every.descriptors == 0 and gpu_bytes == 4000 * 2 * 32 * 128 * 2
     with pytest.raises(ValueError, match="units held must be one per request"):
         cost.attention_load(ctx, [0, 1], [9, 0], 32, 32, 128)
+
+
+def test_attention_as_shares(config, share_cost, timing):
+    """Table V with paged ATTENTIONs: per request, KV head and device one descriptor over
+    the pages the GPU does not hold (a share's time from the stream table's
+    attention_share), a suffix list's line out with the first where the GPU holds part of a
+    list; with lists of 2 pages, the pages cut at the lists. Written out from the tables."""
+    link = config.link_config()
+
+    def share(t):
+        return timing.stream("attention_share", 1, 128, 128, t)
+    ctx = [1000, 3000]      # 250 tokens a device (pages 128, 122); 750 (5 x 128, then 110)
+    assert share_cost.paged(128) and share_cost.list_pages == 64
+    none, _ = share_cost.attention_load(ctx, [0, 1], [0, 0], 32, 32, 128)
+    busy = 32 * (share(250)[0] + share(750)[0])
+    assert none.busy == pytest.approx([busy] * 4, rel=1e-12) and none.drain == pytest.approx([share(750)[1]] * 4)
+    out, back = 64 + 256, 64 + 128 * 4 + 64
+    assert none.descriptors == 4 * 32 * 2 and (none.to_device, none.to_gpu) == (256 * out, 256 * back)
+    assert none.pool_s(link) > 0
+    # request 1 holds 1 unit: its page 0 on device 1 (units start at device rid mod N)
+    one, _ = share_cost.attention_load(ctx, [0, 1], [0, 1], 32, 32, 128)
+    assert one.busy[1] == pytest.approx(32 * (share(250)[0] + share(622)[0]), rel=1e-12)
+    assert one.busy[0] == none.busy[0] and one.descriptors == none.descriptors
+    assert one.to_device == none.to_device + 32 * 64          # a line of suffix list per head
+    small = CostModel(config.gpu_config(), link, timing, config.num_devices, page_tokens=128)
+    small.list_pages = 2
+    cut, _ = small.attention_load(ctx, [0, 1], [0, 1], 32, 32, 128)
+    # device 1: request 0 pages 0-1 (one list), request 1 pages 1 | 2-3 | 4-5 (122 + ... tail 110)
+    assert cut.busy[1] == pytest.approx(32 * (share(250)[0] + share(128)[0] + share(256)[0] + share(238)[0]),
+                                        rel=1e-12)
+    # device 0: request 0 in one list, request 1's six pages in three
+    assert cut.busy[0] == pytest.approx(32 * (share(250)[0] + 2 * share(256)[0] + share(238)[0]), rel=1e-12)
+    assert cut.descriptors == 32 * (4 * 1 + 4 * 3)        # request 0 a list a device, request 1 three
+    assert cut.drain[1] == pytest.approx(share(238)[1])
 
 
 # ---- Algorithm 1 --------------------------------------------------------------------------
