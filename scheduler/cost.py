@@ -117,7 +117,7 @@ class CostModel:
         # pages one paged ATTENTION covers (its list), as the driver's KV cache cuts them
         self.list_pages = list_pages(page_tokens, min(timing.cfg.k_max, timing.cfg.n_max)) if page_tokens else 0
         self.lora_cost = functools.lru_cache(maxsize=1 << 16)(self.lora_cost)  # type: ignore[method-assign]
-        # (rows, head_dim) -> [periods by tokens 0..P, drains, filled]
+        # (op, rows, head_dim) -> [periods by tokens 0..P (a share's: 0..list_pages x P), drains]
         self._page_tables: dict[tuple[str, int, int], list[npt.NDArray[np.float64]]] = {}
 
     # ---- Table IV: LoRA ---------------------------------------------------------------
@@ -193,7 +193,8 @@ class CostModel:
     def paged(self, head_dim: int) -> bool:
         """Whether a device runs shares (one paged ATTENTION a list of pages) at head_dim."""
         assert self.pages is not None, "this cost model was made without page_tokens"
-        return self.share_descriptors and paged_page_shift(self.pages.page, head_dim) is not None
+        return (self.share_descriptors and self.list_pages > 0
+                and paged_page_shift(self.pages.page, head_dim) is not None)
 
     def _page(self, rows: int, head_dim: int, sizes: npt.ArrayLike, share: bool = False
               ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
