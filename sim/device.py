@@ -22,7 +22,7 @@ from . import command_engine, completion, dram_arbiter, dram_interleaver
 from .command_engine import CommandEngine
 from .control_unit import ControlUnit, State
 from .instruction_buffer import InstructionBuffer
-from .memory import SparseMemory
+from .memory import PAGE, TIMING_PAGE, SparseMemory
 from .regfile import RegisterFile
 
 NEVER = float("inf")
@@ -60,7 +60,9 @@ class NdpModel:
         self.cfg = cfg
         self.compute_results = compute_results
         self.now = 0
-        self.memory = SparseMemory(cfg.dram_bytes)
+        # a timing-only model holds little but scattered bytes (rings, page lists over a
+        # whole KV cache's addresses): 4 KiB of host memory each, not a MiB
+        self.memory = SparseMemory(cfg.dram_bytes, PAGE if compute_results else TIMING_PAGE)
         self.regfile = RegisterFile(cfg)
         self.engine = CommandEngine(cfg, self.memory)
         self.ibuf = InstructionBuffer(cfg.ibuf_depth)

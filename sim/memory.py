@@ -5,6 +5,7 @@ import numpy as np
 from isa.axi import RESP_DECERR, RESP_OKAY, RESP_SLVERR
 
 PAGE = 1 << 20
+TIMING_PAGE = 1 << 12           # a timing-only model's (sim/device.py)
 LINE = 64                       # the granule of a fault: a DRAM line (spec section 5's data width)
 FAULT_RESPS = (RESP_OKAY, RESP_SLVERR, RESP_DECERR)    # what a line may answer (EXOKAY: exclusive accesses only)
 
@@ -65,15 +66,20 @@ class DramFaults:
 
 
 class SparseMemory:
-    def __init__(self, size):
-        self.size = size
+    def __init__(self, size, page_bytes=PAGE):
+        """`page_bytes`: the unit host memory is allocated in (a power of two); small pages
+        for a memory that holds a few scattered bytes, such as a timing-only model's page
+        lists over a whole KV cache's address space."""
+        if page_bytes < 1 or page_bytes & (page_bytes - 1):
+            raise ValueError(f"page_bytes must be a power of two, got {page_bytes!r}")
+        self.size, self.page = size, page_bytes
         self._pages = {}
         self._versions = {}             # page -> number of writes to it
         self.faults = DramFaults()
 
     def versions(self, addr, length):
         """A token that changes whenever [addr, addr + length) may have been written."""
-        first, last = addr // PAGE, (addr + max(length, 1) - 1) // PAGE
+        first, last = addr // self.page, (addr + max(length, 1) - 1) // self.page
         return tuple(self._versions.get(page, 0) for page in range(first, last + 1))
 
     def _check(self, addr, length):
@@ -85,10 +91,10 @@ class SparseMemory:
         self._check(addr, len(data))
         done = 0
         while done < len(data):
-            page, offset = divmod(addr + done, PAGE)
-            n = min(PAGE - offset, len(data) - done)
+            page, offset = divmod(addr + done, self.page)
+            n = min(self.page - offset, len(data) - done)
             if page not in self._pages:
-                self._pages[page] = np.zeros(PAGE, np.uint8)
+                self._pages[page] = np.zeros(self.page, np.uint8)
             self._pages[page][offset:offset + n] = data[done:done + n]
             self._versions[page] = self._versions.get(page, 0) + 1
             done += n
@@ -108,16 +114,16 @@ class SparseMemory:
         """The bytes at [addr, addr + length) as a numpy uint8 array: a read-only view when
         they lie in one written page, else a copy."""
         self._check(addr, length)
-        page, offset = divmod(addr, PAGE)
-        if offset + length <= PAGE and page in self._pages:
+        page, offset = divmod(addr, self.page)
+        if offset + length <= self.page and page in self._pages:
             view = self._pages[page][offset:offset + length]
             view.flags.writeable = False
             return view
         out = np.zeros(length, np.uint8)
         done = 0
         while done < length:
-            page, offset = divmod(addr + done, PAGE)
-            n = min(PAGE - offset, length - done)
+            page, offset = divmod(addr + done, self.page)
+            n = min(self.page - offset, length - done)
             if page in self._pages:
                 out[done:done + n] = self._pages[page][offset:offset + n]
             done += n

@@ -1,4 +1,5 @@
 """sim/memory.py: the model's DRAM faults, line by line, as the RTL benches inject them."""
+import numpy as np
 import pytest
 
 from isa.axi import RESP_DECERR, RESP_OKAY, RESP_SLVERR
@@ -32,3 +33,21 @@ def test_a_device_write_keeps_the_faulty_lines_bytes():
 def test_bad_fault_arguments_are_refused(lo, hi, resp):
     with pytest.raises(ValueError):
         DramFaults().add(lo, hi, read=resp)
+
+
+@pytest.mark.parametrize("page_bytes", [1 << 12, 1 << 20])
+def test_sparse_memory_against_a_bytearray(page_bytes):
+    """Writes and reads across page boundaries, at the timing-only model's 4 KiB pages and
+    the default MiB, equal a flat bytearray's; a page that is not a power of two is refused."""
+    rng = np.random.default_rng(page_bytes)
+    size = 3 << 20
+    memory, flat = SparseMemory(size, page_bytes), bytearray(size)
+    for _ in range(200):
+        addr, n = int(rng.integers(0, size - 20000)), int(rng.integers(0, 20000))
+        data = rng.bytes(n)
+        memory.write(addr, data)
+        flat[addr:addr + n] = data
+        a, m = int(rng.integers(0, size - 20000)), int(rng.integers(0, 20000))
+        assert memory.read(a, m) == bytes(flat[a:a + m])
+    with pytest.raises(ValueError, match="power of two"):
+        SparseMemory(size, 3000)
