@@ -106,8 +106,10 @@ def attention_round(kv_cache: PagedKvCache, layer: int, requests: Iterable[int],
             rows = tuple(q_heads)
             ops = head_ops(kv_cache, rid, layer, head, held[rid], rows) if on_devices else []
             device_ops += ops
-            on_device = {token for op in ops for token in op.tokens}
-            gpu_tokens = tuple(i for i in range(kv_cache.tokens(rid)) if i not in on_device)
+            total = kv_cache.tokens(rid)
+            gpu_tokens: tuple[int, ...] = ()
+            if sum(len(op.tokens) for op in ops) < total:
+                gpu_tokens = tuple(sorted(set(range(total)).difference(*(op.tokens for op in ops))))
             gpu_ops.append(GpuOp("attention_share", (rid, head, gpu_tokens), rows))
     return Round("attention", device_ops, gpu_ops)
 
