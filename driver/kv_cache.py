@@ -54,7 +54,11 @@ class _Share:
     pages: list["_Page"] = dataclasses.field(default_factory=list)
     lists: list[int] = dataclasses.field(default_factory=list)
     tail: int | None = None
-    suffix: int | None = None
+
+    @property
+    def suffix(self) -> int:
+        """The suffix list's address: allocated with the tail list, after it."""
+        return cast(int, self.tail) + PAGE_LIST_BYTES
 
 
 @dataclasses.dataclass
@@ -181,7 +185,7 @@ class PagedKvCache:
                 pages = share.pages[start:end]
                 addrs = tuple(page.addr for page in pages)
                 stored = start % self.lists_pages == 0
-                list_addr = share.lists[start // self.lists_pages] if stored else cast(int, share.suffix)
+                list_addr = share.lists[start // self.lists_pages] if stored else share.suffix
                 tokens = sum(page.t for page in pages)
                 out.append((device, PagedKvShare(list_addr, tokens, self.head_dim, self.page_shift, addrs),
                             range(pages[0].first * n + device, (pages[0].first + tokens) * n + device, n),
@@ -309,7 +313,7 @@ class PagedKvCache:
                 if new_list is not None:
                     share.lists.append(new_list)
                 if new_tail is not None:
-                    share.tail, share.suffix = new_tail, new_tail + PAGE_LIST_BYTES
+                    share.tail = new_tail
                 added.append((share, new_list is not None, new_tail is not None))
         except OutOfDeviceMemory:
             for share, new_list, new_tail in added:
@@ -317,7 +321,7 @@ class PagedKvCache:
                 if new_list:
                     share.lists.pop()
                 if new_tail:
-                    share.tail = share.suffix = None
+                    share.tail = None
             for addr in taken:
                 self.pool.free(device, addr)
             raise
@@ -330,7 +334,7 @@ class PagedKvCache:
             tail = [share.tail] if share.tail is not None else []
             for addr in [page.addr for page in share.pages] + share.lists + tail:
                 self.pool.free(device, addr)
-            share.pages, share.lists, share.tail, share.suffix = [], [], None, None
+            share.pages, share.lists, share.tail = [], [], None
 
     # ---- writing -----------------------------------------------------------------------------
 

@@ -31,6 +31,7 @@ from isa.encoders import KvBlock, attention_descriptor, list_pages, paged_page_s
 from isa.errors import ShapeError
 from isa.slots import HEADER_BYTES, LINE_BYTES
 from isa.system import FP16_BYTES, GpuConfig, LinkConfig
+from isa.validate import lines
 
 from .kv_pages import KvPages
 from .rounds import RoundLoad
@@ -302,8 +303,7 @@ class AttentionTable:
         self.run = period[ending] + drain[ending]
         suffix = (h < p) & (h % per != 0)
         entries = first_end - h
-        self.list_bytes = np.where(suffix, -(-entries * PAGE_ENTRY_BYTES // LINE_BYTES) * LINE_BYTES, 0
-                                   ).astype(np.float64)
+        self.list_bytes = np.where(suffix, lines(entries * PAGE_ENTRY_BYTES) * LINE_BYTES, 0).astype(np.float64)
 
     def load(self, units: npt.ArrayLike, on_devices: bool | None = None) -> tuple[RoundLoad, float]:
         """(RoundLoad, the GPU's KV bytes read per layer) when request i holds units[i]; the

@@ -9,6 +9,7 @@ import random
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+from isa.encoders import share_chunks
 from scheduler.config import load_scheduler_config
 from scheduler.cost import CostModel, Strategy, amortized_load_s
 from scheduler.device_timing import DeviceTiming
@@ -146,13 +147,44 @@ def test_attention_as_shares(config, share_cost, timing):
     small = CostModel(config.gpu_config(), link, timing, config.num_devices, page_tokens=128)
     small.list_pages = 2
     cut, _ = small.attention_load(ctx, [0, 1], [0, 1], 32, 32, 128)
-    # device 1: request 0 pages 0-1 (one list), request 1 pages 1 | 2-3 | 4-5 (122 + ... tail 110)
+    # device 1: request 0's pages 0-1 in one list; request 1's pages 1 | 2-3 | 4-5 (its page 0
+    # held): 128, 256 and 128 + 110 tokens
     assert cut.busy[1] == pytest.approx(32 * (share(250)[0] + share(128)[0] + share(256)[0] + share(238)[0]),
                                         rel=1e-12)
     # device 0: request 0 in one list, request 1's six pages in three
     assert cut.busy[0] == pytest.approx(32 * (share(250)[0] + 2 * share(256)[0] + share(238)[0]), rel=1e-12)
     assert cut.descriptors == 32 * (4 * 1 + 4 * 3)        # request 0 a list a device, request 1 three
     assert cut.drain[1] == pytest.approx(share(238)[1])
+
+
+@settings(max_examples=30 if FULL else 10, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(contexts=st.lists(st.integers(1, 3000), min_size=1, max_size=4), per_list=st.integers(1, 5),
+       data=st.data())
+def test_share_chunks_priced_as_the_cache_cuts_them(config, timing, contexts, per_list, data):
+    """The cost model's vectorized shares against isa.encoders.share_chunks, the rule the
+    driver's KV cache cuts them by: per request and device the chunks of the pages the GPU
+    does not hold (KvPages.held), each priced from the stream table at its tokens, a suffix
+    list's lines out where a chunk starts inside a list."""
+    model = CostModel(config.gpu_config(), config.link_config(), timing, config.num_devices, page_tokens=128)
+    model.list_pages = per_list
+    pages = model.pages
+    rids = list(range(len(contexts)))
+    layout = pages.layout(contexts, rids)
+    units = [data.draw(st.integers(0, int(u))) for u in layout.units]
+    load, _ = model.attention_load(contexts, rids, units, 8, 8, 128)
+    held = pages.held(layout, units)
+    busy, count, out = [0.0] * config.num_devices, 0, 0
+    for r in rids:
+        for j in range(config.num_devices):
+            tokens = int(layout.tokens[r, j])
+            for a, b in share_chunks(int(held[r, j]), int(layout.pages[r, j]), per_list):
+                t = min(b * 128, tokens) - a * 128
+                busy[j] += 8 * timing.stream("attention_share", 1, 128, 128, t)[0]
+                count += 8
+                out += 8 * (64 * -(-(b - a) * 8 // 64) if a % per_list else 0)
+    assert load.busy == pytest.approx(busy, rel=1e-12) and load.descriptors == count
+    assert load.to_device == count * (64 + 256) + out
 
 
 # ---- Algorithm 1 --------------------------------------------------------------------------
