@@ -14,18 +14,10 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
-from isa.descriptor import PAGE_ALIGN, PAGE_ENTRY_BYTES
-from isa.encoders import (
-    KvBlock,
-    PagedKvShare,
-    attention_descriptor,
-    list_pages,
-    page_list_bytes,
-    paged_attention_descriptor,
-    paged_page_shift,
-    share_chunks,
-)
+from isa.descriptor import PAGE_ALIGN, PAGE_ENTRY_BYTES, PAGE_SHIFT_BITS
+from isa.encoders import KvBlock, PagedKvShare, attention_descriptor, page_list_bytes, paged_attention_descriptor
 from isa.errors import ArgumentError, ShapeError, count_arg, index_arg
+from isa.microarch import PAGE_LIST_MAX
 from isa.slots import LINE_BYTES
 from isa.validate import PAGE_LIST_BYTES
 
@@ -35,6 +27,33 @@ from .errors import OutOfDeviceMemory
 
 if TYPE_CHECKING:
     from .pool import DevicePool
+
+
+def paged_page_shift(page_tokens: int, d: int) -> int | None:
+    """log2 of `page_tokens` where pages of that many tokens of head dimension d can be a
+    paged ATTENTION's (a power of two whose keys, page_tokens x d x 2 bytes, are whole
+    PAGE_ALIGN pages, and whose log2 fits the flag field), else None: one rule for the
+    driver's KV cache and the scheduler's cost model."""
+    shift = page_tokens.bit_length() - 1
+    if page_tokens < 1 or page_tokens != 1 << shift or shift >= 1 << PAGE_SHIFT_BITS:
+        return None
+    return shift if page_tokens * d * 2 % PAGE_ALIGN == 0 else None
+
+
+def list_pages(page_tokens: int, limit: int) -> int:
+    """Pages one paged ATTENTION covers at most: its list's PAGE_LIST_MAX entries, and its
+    T within `limit`, the device's min(k_max, n_max) (q K^T's N and S V's K are T)."""
+    return min(PAGE_LIST_MAX, limit // page_tokens)
+
+
+def share_chunks(first: int, pages: int, per_list: int) -> list[tuple[int, int]]:
+    """The paged ATTENTIONs over pages first..pages-1 of a device's share whose lists hold
+    `per_list` pages each (pages c * per_list on): [(first page, end page)], cut at the
+    lists' boundaries, so that each chunk but the first is one whole stored list, and the
+    first, where it starts inside a list, is that list's tail (the KV cache's suffix list)."""
+    cuts = list(range((first // per_list + 1) * per_list, pages, per_list))
+    starts = [first, *cuts]
+    return [(a, b) for a, b in zip(starts, [*cuts, pages], strict=True) if a < b]
 
 
 @dataclasses.dataclass
@@ -162,7 +181,7 @@ class PagedKvCache:
     def shares_after(self, rid: Hashable, layer: int, head: int, held: Sequence[int] | None = None
                      ) -> list[tuple[int, PagedKvShare, range, bytes | None]]:
         """`shares` of the pages the GPU does not hold: on device j, from page held[j] on
-        (None: from page 0), cut at the lists' boundaries (isa.encoders.share_chunks). A
+        (None: from page 0), cut at the lists' boundaries (share_chunks). A
         chunk that starts inside a stored list reads the share's suffix list, whose bytes
         come fourth: the caller writes them at the share's list_addr before it submits the
         descriptor (at most PAGE_LIST_BYTES; None for a stored list)."""

@@ -149,33 +149,6 @@ class PagedKvShare:
                 + [(addr, addr + 2 * self.page_half_bytes) for addr in self.pages])
 
 
-def paged_page_shift(page_tokens: int, d: int) -> int | None:
-    """log2 of `page_tokens` where pages of that many tokens of head dimension d can be a
-    paged ATTENTION's (a power of two whose keys, page_tokens x d x 2 bytes, are whole
-    PAGE_ALIGN pages, and whose log2 fits the flag field), else None: one rule for the
-    driver's KV cache and the scheduler's cost model."""
-    shift = page_tokens.bit_length() - 1
-    if page_tokens < 1 or page_tokens != 1 << shift or shift >= 1 << PAGE_SHIFT_BITS:
-        return None
-    return shift if page_tokens * d * 2 % PAGE_ALIGN == 0 else None
-
-
-def list_pages(page_tokens: int, limit: int) -> int:
-    """Pages one paged ATTENTION covers at most: its list's PAGE_LIST_MAX entries, and its
-    T within `limit`, the device's min(k_max, n_max) (q K^T's N and S V's K are T)."""
-    return min(PAGE_LIST_MAX, limit // page_tokens)
-
-
-def share_chunks(first: int, pages: int, per_list: int) -> list[tuple[int, int]]:
-    """The paged ATTENTIONs over pages first..pages-1 of a device's share whose lists hold
-    `per_list` pages each (pages c * per_list on): [(first page, end page)], cut at the
-    lists' boundaries, so that each chunk but the first is one whole stored list, and the
-    first, where it starts inside a list, is that list's tail (the KV cache's suffix list)."""
-    cuts = list(range((first // per_list + 1) * per_list, pages, per_list))
-    starts = [first, *cuts]
-    return [(a, b) for a, b in zip(starts, [*cuts, pages], strict=True) if a < b]
-
-
 def page_list_bytes(pages: Sequence[int]) -> bytes:
     """A page list's bytes: each page's address as a u64 little-endian, zeros up to the
     next 64-byte line."""

@@ -25,9 +25,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
+from driver.kv_cache import list_pages, paged_page_shift
 from isa import payload_bytes, result_bytes
 from isa.descriptor import PAGE_ENTRY_BYTES
-from isa.encoders import KvBlock, attention_descriptor, list_pages, paged_page_shift
+from isa.encoders import KvBlock, attention_descriptor
 from isa.errors import ShapeError
 from isa.slots import HEADER_BYTES, LINE_BYTES
 from isa.system import FP16_BYTES, GpuConfig, LinkConfig
@@ -104,7 +105,7 @@ class CostModel:
         device's page time scales in the bytes it reads, not in its fixed cost (`_page`).
         `page_tokens`: tokens of a KV page on one device (one ATTENTION operand); needed for
         attention only (a LoRA-only user, the crossover table, may leave it out).
-        `share_descriptors`: where the pages can be a paged ATTENTION's (isa.encoders
+        `share_descriptors`: where the pages can be a paged ATTENTION's (driver.kv_cache
         paged_page_shift), a device runs one descriptor per request, KV head and list of its
         pages (scheduler.emit), else one per page."""
         if num_devices < 1:
@@ -229,7 +230,7 @@ class CostModel:
 class AttentionTable:
     """One layer's attention round for a batch (Table V), under any KV share: the GPU
     computes over the pages it holds; each device, with D, over the rest of its pages, per
-    request and KV head one paged ATTENTION per list of them (isa.encoders share_chunks: one
+    request and KV head one paged ATTENTION per list of them (driver.kv_cache share_chunks: one
     where they fit a list; the first, where the GPU holds part of a list, reads a suffix
     list the host writes, its bytes out with the descriptor), or, with pages that cannot be
     a paged ATTENTION's, one ATTENTION per page; the head's group of query heads as its

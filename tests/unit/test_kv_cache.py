@@ -11,7 +11,8 @@ from hypothesis import given, strategies as st
 import isa
 from driver import (DevicePool, OutOfDeviceMemory, PagedKvCache, attention_reference, kv_operand_bytes,
                     merge_attention)
-from isa.encoders import KvBlock, PagedKvShare, page_list_bytes, paged_attention_descriptor, share_chunks
+from driver.kv_cache import share_chunks
+from isa.encoders import KvBlock, PagedKvShare, page_list_bytes, paged_attention_descriptor
 from isa.errors import ArgumentError, ShapeError
 from driver.attention import partial_attention_reference, scale_query
 from driver.clock import run

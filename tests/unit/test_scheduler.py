@@ -9,7 +9,7 @@ import random
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from isa.encoders import share_chunks
+from driver.kv_cache import share_chunks
 from scheduler.config import load_scheduler_config
 from scheduler.cost import CostModel, Strategy, amortized_load_s
 from scheduler.device_timing import DeviceTiming
@@ -162,7 +162,7 @@ def test_attention_as_shares(config, share_cost, timing):
 @given(contexts=st.lists(st.integers(1, 3000), min_size=1, max_size=4), per_list=st.integers(1, 5),
        data=st.data())
 def test_share_chunks_priced_as_the_cache_cuts_them(config, timing, contexts, per_list, data):
-    """The cost model's vectorized shares against isa.encoders.share_chunks, the rule the
+    """The cost model's vectorized shares against driver.kv_cache.share_chunks, the rule the
     driver's KV cache cuts them by: per request and device the chunks of the pages the GPU
     does not hold (KvPages.held), each priced from the stream table at its tokens, a suffix
     list's lines out where a chunk starts inside a list."""
