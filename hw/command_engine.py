@@ -8,7 +8,7 @@ and the word is read again later. Stale slot content is never taken. Queues are
 served round-robin, one fetch at a time.
 """
 from amaranth import Module, Signal
-from amaranth.lib import wiring, data
+from amaranth.lib import wiring, data, stream
 from amaranth.lib.wiring import In, Out
 
 from isa.microarch import VALID_WORD_BACKOFF as BACKOFF
@@ -36,7 +36,7 @@ class CommandEngine(wiring.Component):
             "queues": In(QueueRegs).array(cfg.num_queues),
             "reset": In(1).array(cfg.num_queues),
             "cycle": In(64),
-            "push_valid": Out(1), "push_ready": In(1), "push": Out(ibuf_entry(cfg)),
+            "push": Out(stream.Signature(ibuf_entry(cfg))),
         })
 
     def elaborate(self, platform):
@@ -109,9 +109,10 @@ class CommandEngine(wiring.Component):
                 with m.If(bus.rvalid):
                     hit = (line_valid == sel_seq) & (bus.rresp == 0) & ~dropped
                     with m.If(hit):
-                        m.d.sync += [self.push.desc.eq(line[:len(self.push.desc.as_value())]),
-                                     self.push.queue.eq(sel), self.push.seq.eq(sel_seq),
-                                     self.push.taken.eq(self.cycle)]
+                        entry = self.push.payload
+                        m.d.sync += [entry.desc.eq(line[:len(entry.desc.as_value())]),
+                                     entry.queue.eq(sel), entry.seq.eq(sel_seq),
+                                     entry.taken.eq(self.cycle)]
                         m.next = "PUSH"
                     with m.Else():
                         with m.Switch(sel):
@@ -120,10 +121,10 @@ class CommandEngine(wiring.Component):
                                     m.d.sync += backoff[q].eq(BACKOFF)
                         m.next = "IDLE"
             with m.State("PUSH"):
-                m.d.comb += self.push_valid.eq(~dropped)
+                m.d.comb += self.push.valid.eq(~dropped)
                 with m.If(dropped):
                     m.next = "IDLE"
-                with m.Elif(self.push_ready):
+                with m.Elif(self.push.ready):
                     with m.Switch(sel):
                         for q in range(nq):
                             with m.Case(q):

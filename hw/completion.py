@@ -13,7 +13,7 @@ a STORE ran, which the front end's hazard rule waits for); a completion line the
 refused (`reported_error`) reports DRAM_ERROR, so STATUS says so, and HEAD still moves.
 """
 from amaranth import Cat, Const, Module, Mux, Signal
-from amaranth.lib import wiring
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from isa import Status
@@ -21,6 +21,12 @@ from isa.microarch import REPORTS_IN_FLIGHT
 from isa.slots import CQ_CYCLES, CQ_SEQ, CQ_STATUS
 
 from . import fifo
+
+
+def report_layout(cfg):
+    """A descriptor's report: its queue, sequence number (mod 2^32), status, and whether a
+    STORE ran (for the front end's hazard rule; the register file ignores it)."""
+    return data.StructLayout({"queue": range(cfg.num_queues), "seq": 32, "status": 8, "store": 1})
 
 
 class Completion(wiring.Component):
@@ -38,13 +44,12 @@ class Completion(wiring.Component):
             "line_start": Out(1), "line_addr": Out(64), "line": Out(cfg.data_bits),
             # the report, and each queue's interrupt enable
             "irq_en": In(nq),
-            "done_valid": Out(1), "done_queue": Out(range(nq)), "done_seq": Out(32), "done_status": Out(8),
-            "done_store": Out(1), "irq": Out(nq),
+            "done": Out(stream.Signature(report_layout(cfg), always_ready=True)), "irq": Out(nq),
         })
 
     def elaborate(self, platform):
         m = Module()
-        nq_bits = len(self.done_queue)
+        nq_bits = len(self.done.payload.queue)
         pending, queue, seq, taken = self.pending, Signal.like(self.queue), Signal(64), Signal(64)
         status, read_error, slot, store = Signal(8), Signal(), Signal(64), Signal()
         with m.If(self.complete):
@@ -71,11 +76,12 @@ class Completion(wiring.Component):
         done_queue = reports.r_data[:nq_bits]
         irq_en = Signal()
         m.d.comb += irq_en.eq(self.irq_en.bit_select(done_queue, 1))
+        done = self.done.payload
         m.d.comb += [reports.r_en.eq(self.reported),
-                     self.done_valid.eq(self.reported), self.done_queue.eq(done_queue),
-                     self.done_seq.eq(reports.r_data[nq_bits:][:32]),
-                     self.done_status.eq(Mux(self.reported_error, Status.DRAM_ERROR,
-                                             reports.r_data[nq_bits + 32:][:8])),
-                     self.done_store.eq(reports.r_data[-1]),
+                     self.done.valid.eq(self.reported), done.queue.eq(done_queue),
+                     done.seq.eq(reports.r_data[nq_bits:][:32]),
+                     done.status.eq(Mux(self.reported_error, Status.DRAM_ERROR,
+                                        reports.r_data[nq_bits + 32:][:8])),
+                     done.store.eq(reports.r_data[-1]),
                      self.irq.eq(Mux(self.reported & irq_en, 1 << done_queue, 0))]
         return m

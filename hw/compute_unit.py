@@ -49,18 +49,21 @@ buffer synchronously (`rd_*`: the softmax unit's source, SOFTMAX's rows read bac
 """
 from amaranth import Const, Module, Mux, Signal, Cat, unsigned
 from amaranth.hdl import Assert
-from amaranth.lib import wiring
+from amaranth.lib import stream, wiring
+from amaranth.lib.data import StructLayout
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from isa.microarch import ADD_CYCLES, LANE_ROW_STAGES, PIPE_DEPTH, PRODUCT_CYCLES
-from isa.pe_array import ACC_INTERLEAVE, ACC_SLOTS, trans_line_cycles
+from isa.pe_array import ACC_INTERLEAVE, ACC_SLOTS, SPLIT_ROWS, trans_line_cycles
 from isa.descriptor import DIM_BITS
 from .fp import ADD_STAGES, MUL_STAGES
-from .fold_unit import FoldUnit
+from .fold_unit import FoldUnit, fold_request_layout, sum_layout
+from .chunk_dispatch import chunk_stream, trans_chunk_layout
 from .fp_cells import add_cell
 from .fifo import SINGLE_PORT_ATTR
 from .operand_select import OperandSelect
+from .stage_planner import mode_layout
 
 FETCH_STAGES = 1                                 # operand fetch, before the multiplier
 READ_STAGE = FETCH_STAGES + MUL_STAGES           # cycles from a chunk to its accumulator read
@@ -79,7 +82,6 @@ class ComputeUnit(wiring.Component):
     def __init__(self, cfg, shared_cells=True):
         self._cfg, self._shared = cfg, shared_cells
         lanes, rows = cfg.lanes, cfg.rows
-        lane_bits = (lanes - 1).bit_length()
         self.k_words, self.acc_depth = cfg.k_max // lanes, cfg.n_max // lanes
         super().__init__({
             # input buffer fill
@@ -88,34 +90,27 @@ class ComputeUnit(wiring.Component):
             # the descriptor's N (for the packed-row of each lane), and one input row
             "n_cols": In(DIM_BITS), "split": In(1),
             # the accumulator bank the PE array's chunks write (each carries it through the
-            # pipeline); the bank the fold unit (and the acc_* / rd_* ports) use: two banks,
-            # so one is read out while the other fills
-            "bank": In(1), "fold_bank": In(1),
+            # pipeline); the bank the fold unit (and the acc_* / rd_* ports) use, `fold`'s
+            # `bank`: two banks, so one is read out while the other fills
+            "bank": In(1),
             # a transposed stage (TRANS_W, isa/pe_array.py trans_plan): the tree level of a
             # row's value, whether a row takes several chunks and the adds of its sets. These
             # and `trans` must hold while a chunk is in the pipeline (the control unit
             # changes them only when it is empty)
-            "trans": In(1), "t_level": In(range(lane_bits + 1)), "t_scalar": In(1), "t_fold_adds": In(range(3)),
+            "mode": In(mode_layout(lanes)),
             # with each chunk of it: the output it holds (its first), the chunk's set in its
             # row, whether it is its set's first, and the row's last
-            "t_out": In(DIM_BITS), "t_set": In(2), "t_first": In(1), "t_row_end": In(1),
-            # one chunk: to every PE row, or with `split` to PE row 0
-            "mac": In(1), "first": In(1), "acc_addr": In(range(self.acc_depth)), "k_base": In(DIM_BITS),
-            "active": In(range(lanes + 1)), "w_data": In(16 * lanes),
-            # its partial sums are written into the output buffer (isa/pe_array.py: its
-            # group is the last its PE row adds into its set)
-            "last": In(1),
-            # with `split`, PE row 1's chunk
-            "mac1": In(1), "first1": In(1), "acc_addr1": In(range(self.acc_depth)), "k_base1": In(DIM_BITS),
-            "active1": In(range(lanes + 1)), "w_data1": In(16 * lanes), "last1": In(1),
+            "t_chunk": In(trans_chunk_layout()),
+            # the PE rows' chunks (hw/chunk_dispatch.py chunk_layout): pe[0]'s to every PE row,
+            # or with `split` pe[0]'s to PE row 0 and pe[1]'s to PE row 1; a chunk's `last`:
+            # its partial sums are written into the output buffer (isa/pe_array.py: its group
+            # is the last its PE row adds into its set)
+            "pe": In(chunk_stream(lanes, self.acc_depth)).array(SPLIT_ROWS),
             # the fold unit (hw/fold_unit.py): requests for one word of one row, the sums in
             # request order; the plan of the stage read out: words per set, the sets that
             # received a k-group in the row and (split) in PE row 1, log2 of the packing
-            "fold_valid": In(1), "fold_ready": Out(1), "fold_row": In(range(rows)),
-            "fold_word": In(range(self.acc_depth)), "fold_n_cols": In(DIM_BITS),
-            "fold_n_words": In(range(self.acc_depth + 1)), "fold_sets": In(range(ACC_INTERLEAVE + 1)),
-            "fold_sets1": In(range(ACC_INTERLEAVE + 1)), "fold_pack_log2": In(range(lane_bits + 1)),
-            "sum_valid": Out(1), "sum_ready": In(1), "sum_fp32": Out(32 * lanes), "sum_fp16": Out(16 * lanes),
+            "fold": In(stream.Signature(fold_request_layout(cfg, self.acc_depth))),
+            "sum": Out(stream.Signature(sum_layout(lanes))),
             # a word written into the output buffer from outside the PE array (attention's
             # folded scores, for the softmax unit)
             "acc_we": In(1), "acc_row": In(range(rows)), "acc_word": In(range(self.acc_depth)),
@@ -144,7 +139,7 @@ class ComputeUnit(wiring.Component):
         m.d.sync += held.eq(Mux(self.n_cols != n_last, 0, Mux(held == LANE_ROW_STAGES, held, held + 1)))
         m.d.comb += self.lanes_ready.eq((held == LANE_ROW_STAGES) & (self.n_cols == n_last))
         level_mask = Signal(lane_bits, name="level_mask")
-        m.d.comb += level_mask.eq((Const(1, lane_bits + 1) << self.t_level) - 1)
+        m.d.comb += level_mask.eq((Const(1, lane_bits + 1) << self.mode.t_level) - 1)
         steps = -(-lane_bits // LANE_ROW_STAGES)            # quotient bits per stage
         for j in range(lanes):
             rem, quo = Const(0, lane_bits + 1), Const(0, lane_bits)
@@ -161,7 +156,7 @@ class ComputeUnit(wiring.Component):
                     quo_r = Signal(lane_bits, name=f"lane_quo{j}_s{stage}")
                     m.d.sync += [rem_r.eq(rem), quo_r.eq(quo)]
                     rem, quo = rem_r, quo_r
-            m.d.sync += lane_row[j].eq(Mux(self.trans, Const(j, lane_bits) & level_mask,
+            m.d.sync += lane_row[j].eq(Mux(self.mode.trans, Const(j, lane_bits) & level_mask,
                                            Mux((self.n_cols > lanes) | (n == 0), 0, quo)))
 
     def elaborate(self, platform):
@@ -196,66 +191,61 @@ class ComputeUnit(wiring.Component):
 
         # each chunk carries its accumulator bank: the next stage (the other bank) may enter
         # while this one's last sums are still in the pipeline
-        chunk0 = {"mac": self.mac, "first": self.first, "acc_addr": self.acc_addr, "k_base": self.k_base,
-                  "active": self.active, "w": self.w_data, "bank": self.bank, "last": self.last}
-        chunk1 = {"mac": self.mac1, "first": self.first1, "acc_addr": self.acc_addr1, "k_base": self.k_base1,
-                  "active": self.active1, "w": self.w_data1, "bank": self.bank, "last": self.last1}
+        chunk0, chunk1 = ({"mac": pe.valid, "first": pe.payload.first, "acc_addr": pe.payload.acc_addr,
+                           "k_base": pe.payload.k_base, "active": pe.payload.active, "w": pe.payload.w_data,
+                           "bank": self.bank, "last": pe.payload.last} for pe in self.pe)
         # PE row 1 takes chunk 1 with the split (rows >= 2: isa/config.py)
         pipes = [pipeline(chunk0, ""),
                  pipeline({name: Mux(self.split, chunk1[name], chunk0[name]) for name in chunk0}, "_row1")]
 
         # a transposed stage's chunk control, cycle by cycle after it entered (all PE rows
         # take the same chunk: no split)
-        ctl_layout = (1, DIM_BITS, 2, 1, 1, 1)         # valid, output, set, first of set, row's last, bank
+        ctl_layout = StructLayout({"valid": 1, "chunk": trans_chunk_layout(), "bank": 1})
         write_last = trans_line_cycles(lanes)
-        ctl = [Signal(sum(ctl_layout), name="t_ctl_d0")]
-        m.d.comb += ctl[0].eq(Cat(self.mac & self.trans, self.t_out, self.t_set, self.t_first, self.t_row_end,
-                                  self.bank))
+        ctl = [Signal(ctl_layout, name="t_ctl_d0")]
+        m.d.comb += [ctl[0].valid.eq(self.pe[0].valid & self.mode.trans), ctl[0].chunk.eq(self.t_chunk),
+                     ctl[0].bank.eq(self.bank)]
         for t in range(1, write_last + 1):
-            ctl.append(Signal.like(ctl[0], name=f"t_ctl_d{t}"))
+            ctl.append(Signal(ctl_layout, name=f"t_ctl_d{t}"))
             m.d.sync += ctl[t].eq(ctl[t - 1])
-
-        def fields(word):
-            out, at = [], 0
-            for width in ctl_layout:
-                out.append(word[at:at + width])
-                at += width
-            return out
         root_at = PRODUCT_CYCLES + ADD_CYCLES * lane_bits       # the whole chunk's tree value
-        direct = [Signal.like(ctl[0], name="t_direct")]          # the chunk at its row value's level
-        with m.Switch(self.t_level):
+        direct = Signal(ctl_layout, name="t_direct")             # the chunk at its row value's level
+        with m.Switch(self.mode.t_level):
             for level in range(lane_bits + 1):
                 with m.Case(level):
-                    m.d.comb += direct[0].eq(ctl[PRODUCT_CYCLES + ADD_CYCLES * level])
-        scalar_ctl = Signal.like(ctl[0], name="t_scalar_ctl")   # a row's last chunk at its value's write
-        m.d.comb += scalar_ctl.eq(Mux(self.t_fold_adds == 2, ctl[root_at + 3 * ADD_CYCLES],
+                    m.d.comb += direct.eq(ctl[PRODUCT_CYCLES + ADD_CYCLES * level])
+        scalar_ctl = Signal(ctl_layout, name="t_scalar_ctl")    # a row's last chunk at its value's write
+        m.d.comb += scalar_ctl.eq(Mux(self.mode.t_fold_adds == 2, ctl[root_at + 3 * ADD_CYCLES],
                                       ctl[root_at + 2 * ADD_CYCLES]))
-        d_valid, d_out, _, _, _, d_bank = fields(direct[0])
-        s_valid, s_out, _, _, s_end, s_bank = fields(scalar_ctl)
-        a_valid, _, a_set, a_first, _, _ = fields(ctl[root_at])             # at the set's add
-        c_valid, _, c_set, _, _, _ = fields(ctl[root_at + ADD_CYCLES])      # its sum out
-        write_direct = d_valid & ~self.t_scalar
-        write_scalar = s_valid & s_end & self.t_scalar
-        t_word = Mux(self.t_scalar, s_out, d_out)[lane_bits:]
-        t_bank = Mux(self.t_scalar, s_bank, d_bank)
-        t_lane = Mux(self.t_scalar, s_out, d_out)[:lane_bits]
+        d_valid, d_out, d_bank = direct.valid, direct.chunk.out, direct.bank
+        s_valid, s_out, s_bank = scalar_ctl.valid, scalar_ctl.chunk.out, scalar_ctl.bank
+        s_end = scalar_ctl.chunk.row_end
+        at_add, sum_out = ctl[root_at], ctl[root_at + ADD_CYCLES]          # at the set's add, its sum out
+        a_set, a_first = at_add.chunk.set, at_add.chunk.first
+        c_valid, c_set = sum_out.valid, sum_out.chunk.set
+        write_direct = d_valid & ~self.mode.t_scalar
+        write_scalar = s_valid & s_end & self.mode.t_scalar
+        t_word = Mux(self.mode.t_scalar, s_out, d_out)[lane_bits:]
+        t_bank = Mux(self.mode.t_scalar, s_bank, d_bank)
+        t_lane = Mux(self.mode.t_scalar, s_out, d_out)[:lane_bits]
 
         # the fold unit (hw/fold_unit.py), reading the bank read out
         m.submodules.fold = fold = FoldUnit(cfg, self.acc_depth, self._shared)
-        m.d.comb += [fold.n_cols.eq(self.fold_n_cols), fold.n_words.eq(self.fold_n_words),
-                     fold.sets.eq(self.fold_sets), fold.sets1.eq(self.fold_sets1),
-                     fold.pack_log2.eq(self.fold_pack_log2),
-                     fold.req_valid.eq(self.fold_valid), self.fold_ready.eq(fold.req_ready),
-                     fold.req_row.eq(self.fold_row), fold.req_word.eq(self.fold_word),
-                     self.sum_valid.eq(fold.out_valid), fold.out_ready.eq(self.sum_ready),
-                     self.sum_fp32.eq(fold.out_fp32), self.sum_fp16.eq(fold.out_fp16)]
+        # (a request's plan and bank are the compute unit's; the fold unit takes row and word)
+        req = self.fold.payload
+        m.d.comb += [fold.n_cols.eq(req.n_cols), fold.n_words.eq(req.n_words),
+                     fold.sets.eq(req.sets), fold.sets1.eq(req.sets1),
+                     fold.pack_log2.eq(req.pack_log2),
+                     fold.req.valid.eq(self.fold.valid), self.fold.ready.eq(fold.req.ready),
+                     fold.req.payload.row.eq(req.row), fold.req.payload.word.eq(req.word)]
+        wiring.connect(m, fold.out, wiring.flipped(self.sum))
 
         # a read asked on rd_* takes its buffer's shared read port the cycle after: the
         # address registered, the data read then (as from a synchronous read port)
         rd_in_q, rd_acc_q, rd_bank_q = Signal(), Signal(), Signal()
         rd_row_q, rd_addr_q = Signal.like(self.rd_row), Signal.like(self.rd_addr)
         m.d.sync += [rd_in_q.eq(self.rd_en & ~self.rd_acc), rd_acc_q.eq(self.rd_en & self.rd_acc),
-                     rd_row_q.eq(self.rd_row), rd_addr_q.eq(self.rd_addr), rd_bank_q.eq(self.fold_bank)]
+                     rd_row_q.eq(self.rd_row), rd_addr_q.eq(self.rd_addr), rd_bank_q.eq(self.fold.payload.bank)]
 
         in_reads, acc_reads, fold_reads = [], [], []
         # per row, the PE array's accumulator-line writes into the output buffer, its
@@ -276,7 +266,7 @@ class ComputeUnit(wiring.Component):
             m.submodules[f"in_bank{r}"] = bank
             bank_w, bank_r = bank.write_port(), bank.read_port(domain="comb")
             rd_in = rd_in_q & (rd_row_q == r)
-            fetch = Mux(self.split, self.mac1, self.mac) if r == 1 else self.mac
+            fetch = Mux(self.split, self.pe[1].valid, self.pe[0].valid) if r == 1 else self.pe[0].valid
             m.d.sync += Assert(~(rd_in & fetch), f"input row {r}: a read and a fetch on its one port")
             # with `split`, PE row 1 multiplies by input row 0: it gets every write of row 0
             row_hit = (self.in_row == r) | ((self.in_row == 0) & self.split) if r == 1 else (self.in_row == r)
@@ -297,15 +287,15 @@ class ComputeUnit(wiring.Component):
                 m.submodules[f"acc_bank{r}_{b}"] = acc
                 acc_w, acc_r = acc.write_port(granularity=32), acc.read_port(domain="comb")
                 asked = rd_acc_q & (rd_row_q == r) & (rd_bank_q == b)
-                first_set = fold.a_en & (fold.a_row == r) & (self.fold_bank == b)
-                operand = fold.b_en & (fold.b_row == r) & (self.fold_bank == b)
+                first_set = fold.a_en & (fold.a_row == r) & (self.fold.payload.bank == b)
+                operand = fold.b_en & (fold.b_row == r) & (self.fold.payload.bank == b)
                 m.d.sync += Assert((asked + first_set + operand) <= 1,
                                    f"accumulator row {r} bank {b}: two reads on its read port")
                 m.d.comb += acc_r.addr.eq(Mux(asked, rd_addr_q, Mux(first_set, fold.a_addr, fold.b_addr)))
                 acc_ports.append((acc_w, acc_r))
             # each reader's data from its bank
             read_out = Signal(32 * lanes, name=f"read_out{r}")
-            m.d.comb += read_out.eq(Mux(self.fold_bank, acc_ports[1][1].data, acc_ports[0][1].data))
+            m.d.comb += read_out.eq(Mux(self.fold.payload.bank, acc_ports[1][1].data, acc_ports[0][1].data))
             asked_data = Mux(rd_bank_q, acc_ports[1][1].data, acc_ports[0][1].data)
             acc_reads.append(asked_data)
             fold_reads.append(read_out)
@@ -357,14 +347,14 @@ class ComputeUnit(wiring.Component):
             m.submodules[f"acc_slots{r}"] = slots
             slot_w, slot_r = slots.write_port(), slots.read_port(domain="comb")
             m.d.comb += [slot_r.addr.eq(pipe["acc_addr_r"][:slot_bits]), slot_w.addr.eq(pipe["acc_addr_w"][:slot_bits]),
-                         slot_w.data.eq(Cat(*sums)), slot_w.en.eq(pipe["mac_w"] & ~self.trans),
+                         slot_w.data.eq(Cat(*sums)), slot_w.en.eq(pipe["mac_w"] & ~self.mode.trans),
                          self.pe_slot_writes[r].eq(slot_w.en),
-                         self.pe_slot_reads[r].eq(pipe["mac_r"] & ~pipe["first_r"] & ~self.trans)]
+                         self.pe_slot_reads[r].eq(pipe["mac_r"] & ~pipe["first_r"] & ~self.mode.trans)]
             for j in range(lanes):
                 a = Mux(pipe["first_r"], 0, slot_r.data.word_select(j, 32))
                 b = products[j]
                 if j in tree:
-                    a, b = Mux(self.trans, tree[j][0], a), Mux(self.trans, tree[j][1], b)
+                    a, b = Mux(self.mode.trans, tree[j][0], a), Mux(self.mode.trans, tree[j][1], b)
                 add_cell(m, f"add_{r}_{j}", "ndp_fp32_add_pipe", self._shared, a=a, b=b, s=sums[j])
 
             # transposed, a row of several chunks: its chunks' values into interleaved sets,
@@ -393,7 +383,7 @@ class ComputeUnit(wiring.Component):
             add_cell(m, f"fold1_{r}", "ndp_fp32_add_pipe", self._shared, a=final[0], b=final[1], s=fold1)
             add_cell(m, f"fold2_{r}", "ndp_fp32_add_pipe", self._shared, a=fold1_r, b=third, s=fold2)
             m.d.sync += [fold1_r.eq(fold1), fold2_r.eq(fold2)]
-            row_value = Mux(self.t_fold_adds == 2, fold2_r, fold1_r)
+            row_value = Mux(self.mode.t_fold_adds == 2, fold2_r, fold1_r)
 
             # a row's value into the output buffer: with packed rows the K-lane segments'
             # values (tree level t_level) at their outputs' lanes; else one lane
@@ -401,7 +391,7 @@ class ComputeUnit(wiring.Component):
             for j in range(lanes):
                 node = Signal(32, name=f"t_node_{r}_{j}")
                 enable = Signal(name=f"t_en_{r}_{j}")
-                with m.Switch(self.t_level):
+                with m.Switch(self.mode.t_level):
                     for level in range(lane_bits + 1):
                         with m.Case(level):
                             segments = lanes >> level
@@ -410,19 +400,19 @@ class ComputeUnit(wiring.Component):
                             m.d.comb += [node.eq(value),
                                          enable.eq(Const(j, lane_bits)[high:] == t_lane[high:] if high < lane_bits
                                                    else 1)]
-                t_data.append(Mux(self.t_scalar, row_value, node))
-                t_en.append(Mux(self.t_scalar, t_lane == j, enable) & (write_direct | write_scalar))
+                t_data.append(Mux(self.mode.t_scalar, row_value, node))
+                t_en.append(Mux(self.mode.t_scalar, t_lane == j, enable) & (write_direct | write_scalar))
             # the PE array's write-back, a transposed row value, or a word from outside,
             # into its bank (never two in the same cycle)
             # (a chunk writes its sums into the output buffer only as its set's last)
             t_write = write_direct | write_scalar
-            normal_w = pipe["mac_w"] & ~self.trans & pipe["last_w"]
+            normal_w = pipe["mac_w"] & ~self.mode.trans & pipe["last_w"]
             m.d.comb += self.pe_acc_writes[r].eq(normal_w)
             outside = self.acc_we & (self.acc_row == r)
             m.d.sync += Assert((t_write + normal_w + outside) <= 1, f"accumulator row {r}: two writes")
             w_bank, w_addr = Signal(name=f"acc_w_bank{r}"), Signal(range(self.acc_depth), name=f"acc_w_addr{r}")
             w_data, w_en = Signal(32 * lanes, name=f"acc_w_data{r}"), Signal(lanes, name=f"acc_w_en{r}")
-            m.d.comb += [w_bank.eq(Mux(t_write, t_bank, Mux(normal_w, pipe["bank_w"], self.fold_bank))),
+            m.d.comb += [w_bank.eq(Mux(t_write, t_bank, Mux(normal_w, pipe["bank_w"], self.fold.payload.bank))),
                          w_addr.eq(Mux(t_write, t_word, Mux(normal_w, pipe["acc_addr_w"], self.acc_word))),
                          w_data.eq(Mux(t_write, Cat(*t_data), Mux(normal_w, Cat(*sums), self.acc_data))),
                          w_en.eq(Mux(t_write, Cat(*t_en), Mux(normal_w | outside, (1 << lanes) - 1, 0)))]

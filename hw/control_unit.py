@@ -55,28 +55,57 @@ a block test (tests/unit/test_<block>.py) and a model in sim/:
     completion.py       the completion line, DRAM_ERROR, the report and the interrupt
 """
 from amaranth import Module, Signal, Mux, Cat, Array
-from amaranth.lib import wiring
+from amaranth.lib import enum, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from isa import Status, Op
+from isa.pe_array import SPLIT_ROWS
 from isa.descriptor import DIM_BITS
 from isa.slots import HEADER_BYTES
 from .axi import device_bus, AXI4Signature
 from .command_engine import ibuf_entry
-from .completion import Completion
+from .completion import Completion, report_layout
 from .compute_unit import ComputeUnit
 from .dram_reader import DramReader
 from .dram_writer import DramWriter
 from .fp import fp16_to_fp32
 from .front_end import FrontEnd, task_layout
 from .line_packer import LinePacker
-from .readout import FROM_FOLD, FROM_INPUT, TO_INPUT, TO_RESULT16, TO_RESULT32, TO_SCORES, Readout
+from .readout import Dest, Readout, Source
 from .regfile import QueueRegs
 from .softmax_unit import SoftmaxUnit
-from .chunk_dispatch import ChunkDispatch, chunk_ports
+from .chunk_dispatch import ChunkDispatch
 from .stage_plan import run_span, stage_operand
-from .stage_planner import StagePlanner, plan_ports
+from .shared_port import SharedPort
+from .stage_planner import StagePlanner
 from .unpacker import Unpacker
+
+
+class Phase(enum.Enum):
+    """The control unit's phase: the state of its FSM, which picks the sources of the
+    shared ports (hw/shared_port.py)."""
+    IDLE = 0            # waiting for the front end's next descriptor
+    DECODE = 1          # taking what the decoder found
+    PAGES = 2           # a paged ATTENTION waiting for its list's verdict
+    COPY_START = 3      # LOAD / STORE: the write run and the unpacker's job
+    COPY = 4            # ... its lines through the unpacker into the line packer
+    GROUP = 5           # a group of up to ROWS input rows: their run
+    INPUT = 6           # ... the rows into the input buffer
+    STAGE = 7           # a stage: one weight matrix through the PE array
+    PLAN = 8            # ... its plan, once the compute unit may take its mode
+    WEIGHTS_START = 9   # ... the run of whole packs (or a column tile)
+    WEIGHTS = 10        # ... its chunks into the PE rows
+    REST_START = 11     # ... the last k-group's run
+    REST = 12           # ... its chunks
+    DRAIN = 13          # ... its readout given once the last sums are written
+    READOUT_WAIT = 14   # a chain's words into the input or the output buffer
+    SFU_START = 15      # the softmax unit on a row
+    SFU_RUN = 16        # ... running
+    BANK_START = 17     # SOFTMAX's rows: their readout
+    BANK_OUT = 18       # ... read back from the input buffer
+    ANCHORS = 19        # SOFTMAX's anchor lines
+    GROUP_END = 20      # the next group, or the completion
+    COMPLETE = 21       # the completion, once every result write is answered
 
 
 class ControlUnit(wiring.Component):
@@ -87,10 +116,12 @@ class ControlUnit(wiring.Component):
             "bus": Out(device_bus(cfg)),
             "queues": In(QueueRegs).array(nq),
             "cycle": In(64),
-            "pop_valid": In(1), "pop_ready": Out(1), "pop": In(ibuf_entry(cfg)),
+            "pop": In(stream.Signature(ibuf_entry(cfg))),
             # completion report to the register file, and the interrupt pulse
-            "done_valid": Out(1), "done_queue": Out(range(nq)), "done_seq": Out(32), "done_status": Out(8),
+            "done": Out(stream.Signature(report_layout(cfg), always_ready=True)),
             "irq": Out(nq),
+            # the FSM's phase (for benches and monitors; the control unit's own state)
+            "phase": Out(Phase),
         })
 
     def elaborate(self, platform):
@@ -98,6 +129,7 @@ class ControlUnit(wiring.Component):
         cfg = self._cfg
         lanes, lane_bits = cfg.lanes, (cfg.lanes - 1).bit_length()
         line_log2 = (cfg.port_bytes - 1).bit_length()
+        phase = self.phase
         m.submodules.front = front = FrontEnd(cfg)
         m.submodules.reader = reader = DramReader(cfg)
         m.submodules.writer = writer = DramWriter(cfg)
@@ -128,12 +160,10 @@ class ControlUnit(wiring.Component):
         # the front end pops, decodes and starts the reads, one descriptor ahead
         for q in range(cfg.num_queues):
             m.d.comb += front.queues[q].eq(self.queues[q])
-        m.d.comb += [front.pop_valid.eq(self.pop_valid), self.pop_ready.eq(front.pop_ready), front.pop.eq(self.pop),
-                     reader.start.eq(front.run_start), reader.addr.eq(front.run_addr),
-                     reader.lines.eq(front.run_lines), reader.side.eq(front.run_side),
-                     front.run_issued.eq(reader.issued_all),
-                     front.side_valid.eq(reader.side_valid), front.side_data.eq(reader.side_data),
-                     front.side_err.eq(reader.side_err)]
+        wiring.connect(m, wiring.flipped(self.pop), front.pop)
+        wiring.connect(m, front.run, reader.run)
+        wiring.connect(m, reader.side, front.side)
+        m.d.comb += front.run_issued.eq(reader.issued_all)
 
         # the descriptor taken from the front end, with what its decoder found
         task = Signal(task_layout(cfg))
@@ -144,7 +174,7 @@ class ControlUnit(wiring.Component):
         sq_slot, cq_slot = Signal(64), Signal(64)
         # DRAM errors of the beats the current descriptor took (the completion adds its writes')
         read_error = Signal()
-        took_error = reader.out.valid & reader.out.ready & reader.out_err
+        took_error = reader.out.valid & reader.out.ready & reader.out.payload.err
         with m.If(took_error):
             m.d.sync += read_error.eq(1)
         # the writer takes a job of the control unit's: it is idle, and no completion waits
@@ -163,17 +193,16 @@ class ControlUnit(wiring.Component):
         # a paged ATTENTION's stages stream from virtual address 0: its pages are whole 4 KiB,
         # so the unpacker's offsets are those of one operand there (the front end reads the pages)
         st_addr = Mux(dec.paged, 0, st_addr)
-        dest = Signal(range(4))
-        m.d.comb += dest.eq(Mux(stage, Mux(is_attention, TO_RESULT32, TO_RESULT16),
-                                Mux(is_attention, TO_SCORES, Mux(is_xab, TO_INPUT, TO_RESULT16))))
+        dest = Signal(Dest)
+        m.d.comb += dest.eq(Mux(stage, Mux(is_attention, Dest.RESULT32, Dest.RESULT16),
+                                Mux(is_attention, Dest.SCORES, Mux(is_xab, Dest.INPUT, Dest.RESULT16))))
         # a stage of one input row spreads its k-groups over PE rows 0 and 1 (isa/pe_array.py);
         # a transposed stage does not (its chunks fill the lanes)
         split = Signal()
         m.d.comb += split.eq((m_rows == 1) & ~st_trans)
-        m.d.comb += [planner.sizes.eq(dec.stages[stage]),
+        m.d.comb += [planner.stage.payload.eq(dec.stages[stage]),
                      planner.split.eq(split), planner.pipe_busy.eq(chunks.pipe_busy),
-                     chunks.addr.eq(st_addr), chunks.split.eq(split)]
-        m.d.comb += [getattr(chunks, name).eq(getattr(planner, name)) for name in plan_ports(lanes)]
+                     chunks.addr.eq(st_addr), chunks.split.eq(split), chunks.plan.eq(planner.plan)]
         # the compute unit's mode (transposed, its tree) is the plan's: it changes at PLAN
         # only when the pipeline holds no chunk of another mode
         # the lanes' packed rows take LANE_ROW_STAGES cycles to follow N (hw/compute_unit.py
@@ -181,20 +210,17 @@ class ControlUnit(wiring.Component):
         # so its PLAN does not wait for them
         lanes_stage = Signal()
         _, _, lanes_n, _ = stage_operand(d, dec.second_addr, lanes_stage)
-        m.d.comb += lanes_stage.eq(stage)
-        m.d.comb += [cu.n_cols.eq(lanes_n), cu.split.eq(split), cu.trans.eq(planner.trans),
-                     cu.t_level.eq(planner.t_level), cu.t_scalar.eq(planner.t_scalar),
-                     cu.t_fold_adds.eq(planner.t_fold_adds),
-                     cu.t_out.eq(chunks.t_out), cu.t_set.eq(chunks.t_set), cu.t_first.eq(chunks.t_first),
-                     cu.t_row_end.eq(chunks.t_row_end)]
-        for q, suffix in enumerate(("", "1")):
-            m.d.comb += [getattr(cu, f"{name}{suffix}").eq(getattr(chunks, f"{name}{q}"))
-                         for name in chunk_ports(lanes, cu.acc_depth)]
-        m.d.comb += [chunks.valid.eq(unpack.valid), chunks.last.eq(unpack.last), chunks.row.eq(unpack.row),
-                     chunks.col.eq(unpack.col), chunks.count.eq(unpack.count), chunks.data.eq(unpack.data),
-                     chunks.pair_valid.eq(unpack.pair_valid), chunks.pair_count.eq(unpack.pair_count),
-                     chunks.pair_data.eq(unpack.pair_data), chunks.row_end.eq(unpack.row_end),
-                     chunks.pair_row_end.eq(unpack.pair_row_end)]
+        m.d.comb += lanes_stage.eq(stage | (((phase == Phase.DRAIN) | (phase == Phase.READOUT_WAIT))
+                                            & (dest == Dest.INPUT)))
+        m.d.comb += [cu.n_cols.eq(lanes_n), cu.split.eq(split), cu.mode.eq(planner.plan.mode),
+                     cu.t_chunk.eq(chunks.t_chunk)]
+        for q in range(SPLIT_ROWS):
+            wiring.connect(m, chunks.pe[q], cu.pe[q])
+        # the unpacker's slots: to the PE rows (the dispatch takes them while it dispatches),
+        # the input buffer or the line packer (a copy's, which it may hold back)
+        slot = unpack.slot.payload
+        m.d.comb += [chunks.slot.valid.eq(unpack.slot.valid), chunks.slot.payload.eq(slot),
+                     unpack.slot.ready.eq(Mux(phase == Phase.COPY, packer.w.ready, 1))]
         drain = chunks.drain
 
         # ---- progress: group (first row, rows, input offset), the row (softmax, anchors), results
@@ -218,46 +244,85 @@ class ControlUnit(wiring.Component):
         anchors_l = Array(Signal(32, name=f"anchor_l{r}") for r in range(cfg.rows))
 
         # the readout: its fold requests and sums, its words to the packer or the buffers
-        m.d.comb += [cu.fold_valid.eq(readout.fold_valid), readout.fold_ready.eq(cu.fold_ready),
-                     cu.fold_row.eq(readout.fold_row), cu.fold_word.eq(readout.fold_word),
-                     cu.fold_n_cols.eq(readout.fold_n_cols), cu.fold_n_words.eq(readout.fold_n_words),
-                     cu.fold_sets.eq(readout.fold_sets), cu.fold_sets1.eq(readout.fold_sets1),
-                     cu.fold_pack_log2.eq(readout.fold_pack_log2), cu.fold_bank.eq(readout.fold_bank),
-                     readout.sum_valid.eq(cu.sum_valid), cu.sum_ready.eq(readout.sum_ready),
-                     readout.sum_fp32.eq(cu.sum_fp32), readout.sum_fp16.eq(cu.sum_fp16),
-                     readout.rd_in_data.eq(cu.rd_in_data)]
+        wiring.connect(m, readout.fold, cu.fold)
+        wiring.connect(m, cu.sum, readout.sum)
+        m.d.comb += [readout.rd_in_data.eq(cu.rd_in_data), readout.w.ready.eq(packer.w.ready)]
         readout_free = ~readout.busy & ~readout.waiting
-        m.d.comb += [packer.w_valid.eq(readout.w_valid), readout.w_ready.eq(packer.w_ready),
-                     packer.w_data.eq(readout.w_data), packer.w_bytes.eq(readout.w_bytes),
-                     packer.w_last.eq(readout.w_last)]
-        # a results job's write run, as the job begins
-        with m.If(readout.run_start):
-            m.d.comb += [writer.start.eq(1), writer.from_stream.eq(1), writer.addr.eq(readout.run_addr),
-                         writer.lines.eq(readout.run_lines), packer.start.eq(1), packer.offset.eq(readout.run_offset)]
 
-        def start_readout(source, job_dest, results, delay=0):
+        # ---- the shared ports: each picks its one source (hw/shared_port.py), every source
+        # added below; the mux and its assertion once all are in (the end of elaborate)
+        full_strobe = (1 << cfg.port_bytes) - 1
+        writer_job = SharedPort("writer's job", start=writer.job.valid,
+                                **{name: writer.job.payload[name] for name in writer.job.payload.shape().members})
+        packer_run = SharedPort("line packer's run", start=packer.start, offset=packer.offset)
+        packer_words = SharedPort("line packer's words", valid=packer.w.valid, data=packer.w.payload.data,
+                                  bytes=packer.w.payload.bytes, last=packer.w.payload.last)
+        unpacker_job = SharedPort("unpacker's job", valid=unpack.job.valid,
+                                  **{name: unpack.job.payload[name] for name in unpack.job.payload.shape().members})
+        readout_job = SharedPort("readout's job", valid=readout.job.valid,
+                                 **{name: readout.job.payload[name] for name in readout.job.payload.shape().members})
+        in_write = SharedPort("input buffer's write port", we=cu.in_we, row=cu.in_row, word=cu.in_word,
+                              data=cu.in_data)
+        buffer_read = SharedPort("buffers' read port", en=cu.rd_en, acc=cu.rd_acc, row=cu.rd_row, addr=cu.rd_addr)
+        shared_ports = (writer_job, packer_run, packer_words, unpacker_job, readout_job, in_write, buffer_read)
+
+        # a results job's write run, as the job begins; its words
+        writer_job.source("results", readout.run.valid, start=1, from_stream=1, addr=readout.run.payload.addr,
+                          lines=readout.run.payload.lines)
+        packer_run.source("results", readout.run.valid, start=1, offset=readout.run.payload.offset)
+        packer_words.source("results", phase != Phase.COPY, valid=readout.w.valid, data=readout.w.payload.data,
+                            bytes=readout.w.payload.bytes, last=readout.w.payload.last)
+
+        def readout_source(name, when, source, job_dest, results, delay):
             """Give the readout the stage just ended (or SOFTMAX's rows) and, with `results`,
             the group's write run (the group's results go after it), to begin `delay` cycles
-            later; the next stage writes the other accumulator bank."""
-            first = Signal(64, name=f"result_first_{source}")   # the byte address of its first byte
+            later."""
+            first = Signal(64, name=f"result_first_{name}")     # the byte address of its first byte
             m.d.comb += first.eq(cq_slot + HEADER_BYTES + out_byte)
-            m.d.comb += [readout.start.eq(1), readout.delay.eq(delay), readout.source.eq(source),
-                         readout.dest.eq(job_dest), readout.rows.eq(group_rows),
-                         readout.n.eq(Mux(source == FROM_FOLD, st_n, out_n)), readout.n_words.eq(planner.n_words),
-                         readout.sets.eq(planner.sets_used[0]), readout.sets1.eq(planner.sets_used[1]),
-                         readout.pack_log2.eq(planner.pack_log2), readout.bank.eq(acc_bank),
-                         readout.results.eq(results), readout.first.eq(first),
-                         readout.lines.eq((first[:line_log2] + group_bytes + cfg.port_bytes - 1)
-                                          >> line_log2)]
+            plan = planner.plan
+            readout_job.source(name, when, valid=1, delay=delay, source=source, dest=job_dest, rows=group_rows,
+                               n=st_n if source == Source.FOLD else out_n, n_words=plan.n_words,
+                               sets=planner.sets_used[0], sets1=planner.sets_used[1], pack_log2=plan.pack_log2,
+                               bank=acc_bank, results=results, first=first,
+                               lines=(first[:line_log2] + group_bytes + cfg.port_bytes - 1) >> line_log2)
+
+        def readout_taken(results, source):
+            """The group's results go after this job's; a stage's makes the next stage write
+            the other accumulator bank."""
             with m.If(results):
                 m.d.sync += out_byte.eq(out_byte + group_bytes)
-            if source == FROM_FOLD:
+            if source == Source.FOLD:
                 m.d.sync += acc_bank.eq(~acc_bank)
+
+        # a stage's readout, begun when the last chunk's sums are written (PIPE_DEPTH cycles
+        # after it, or a transposed row's value): results go out beside the next stage (the
+        # other accumulator bank, which may start meanwhile), a chain's words are waited for;
+        # its first fold read in the cycle drain is 1 (now, once it is 0)
+        to_result = (dest == Dest.RESULT16) | (dest == Dest.RESULT32)
+        stage_out = Signal()
+        readout_source("stage", stage_out, Source.FOLD, dest, to_result, Mux(drain > 1, drain - 1, 0))
+        # SOFTMAX's rows, read back from the input buffer a word at a time
+        rows_out = Signal()
+        readout_source("rows", rows_out, Source.INPUT, Dest.RESULT16, 1, 0)
 
         # the softmax unit reads one row of the input buffer (widened to FP32 by a format
         # converter a lane) or of the output buffer, and writes FP16 words into the input buffer
         widened = [fp16_to_fp32(m, cu.rd_in_data.word_select(j, 16), f"widened_{j}") for j in range(lanes)]
         m.d.comb += sfu.src_data.eq(Mux(is_attention, cu.rd_acc_data, Cat(*widened)))
+        in_softmax = (phase == Phase.SFU_START) | (phase == Phase.SFU_RUN)
+        buffer_read.source("softmax", in_softmax, en=sfu.src_en, acc=is_attention, row=row, addr=sfu.src_addr)
+        in_write.source("softmax", in_softmax, we=sfu.dst_en, row=row, word=sfu.dst_addr, data=sfu.dst_data)
+        buffer_read.source("rows", phase == Phase.BANK_OUT, en=readout.rd_en, row=readout.rd_row,
+                           addr=readout.rd_addr)
+        # the group's input rows, from the unpacker
+        in_write.source("input", phase == Phase.INPUT, we=unpack.slot.valid, row=slot.row,
+                        word=slot.col[lane_bits:], data=slot.data)
+        # a chain's words into the input buffer (x A) or the output buffer (scores)
+        in_write.source("chain", phase == Phase.READOUT_WAIT, we=readout.in_we, row=readout.buf_row,
+                        word=readout.buf_word, data=readout.buf_data16)
+        with m.If(phase == Phase.READOUT_WAIT):
+            m.d.comb += [cu.acc_we.eq(readout.acc_we), cu.acc_row.eq(readout.buf_row),
+                         cu.acc_word.eq(readout.buf_word), cu.acc_data.eq(readout.buf_data32)]
 
         # ---- the anchors: the unit's m and l of each row as it finishes, and one line of
         # them per row, posted once the unit is idle and the writer and the readout are free
@@ -270,23 +335,52 @@ class ControlUnit(wiring.Component):
         anchor_post, anchor_last = Signal(), Signal()
         m.d.comb += [anchor_post.eq(anchors_due & ~sfu.busy & readout_free & writer_free),
                      anchor_last.eq(anchor_row + 1 >= group_rows)]
+        writer_job.source("anchors", anchor_post, start=1,
+                          addr=cq_slot + HEADER_BYTES + dec.stats_offset + ((m0 + anchor_row) << line_log2),
+                          line=Cat(anchors_m[anchor_row], anchors_l[anchor_row]), strb=full_strobe)
         with m.If(anchor_post):
-            m.d.comb += [writer.start.eq(1),
-                         writer.addr.eq(cq_slot + HEADER_BYTES + dec.stats_offset + ((m0 + anchor_row) << line_log2)),
-                         writer.line.eq(Cat(anchors_m[anchor_row], anchors_l[anchor_row])),
-                         writer.strb.eq((1 << cfg.port_bytes) - 1)]
             with m.If(anchor_last):
                 m.d.sync += [anchor_row.eq(0), anchors_due.eq(0)]
             with m.Else():
                 m.d.sync += anchor_row.eq(anchor_row + 1)
 
-        with m.FSM():
-            with m.State("IDLE"):
+        # ---- a copy: load, device operand -> completion slot; store, submission slot ->
+        # device operand (the front end started the read): one row of 32 elements a line
+        copy_go = Signal()
+        copy_src = Mux(dec.is_load, d.dev_addr, sq_slot + HEADER_BYTES)
+        copy_dst = Mux(dec.is_load, cq_slot + HEADER_BYTES, d.dev_addr)
+        _, _, copy_offset, copy_beats = run_span(m, copy_src, 0, d.dev_size << 5, cfg, "copy_span")
+        writer_job.source("copy", copy_go, start=1, from_stream=1, lines=d.dev_size, addr=copy_dst)
+        packer_run.source("copy", copy_go, start=1, offset=copy_dst[:(cfg.beat_bytes - 1).bit_length()])
+        unpacker_job.source("copy", copy_go, valid=1, offset=copy_offset, rows=1, cols=d.dev_size << 5,
+                            beats=copy_beats)
+        packer_words.source("copy", phase == Phase.COPY, valid=unpack.slot.valid, data=slot.data,
+                            bytes=slot.count << 1, last=slot.last)
+
+        # ---- a group of up to ROWS input rows: its rows' run from the submission slot
+        rows_now, elems_now = Signal(range(cfg.rows + 1)), Signal(44)
+        m.d.comb += [rows_now.eq(Mux(last_group, tail_rows, cfg.rows)),
+                     elems_now.eq(Mux(last_group, task.last_group_elems, d.in_cols << (cfg.rows.bit_length() - 1)))]
+        _, _, input_offset, input_beats = run_span(m, sq_slot + HEADER_BYTES, in_elem, elems_now, cfg, "input_span")
+        unpacker_job.source("input", phase == Phase.GROUP, valid=1, offset=input_offset, rows=rows_now,
+                            cols=d.in_cols, beats=input_beats)
+
+        # ---- a stage's weights as one or two runs of the unpacker: the groups of whole packs
+        # (K // pack rows of pack * N elements; transposed N // pack rows of S, pack * K),
+        # then the last group (K % pack rows, N % pack rows of S) where they end; a tiled
+        # stage's as a strided run per column tile (isa/pe_array.py)
+        run_start = (phase == Phase.WEIGHTS_START) | (phase == Phase.REST_START)
+        m.d.comb += [chunks.start.eq(run_start), chunks.rest.eq(phase == Phase.REST_START),
+                     chunks.dispatch.eq((phase == Phase.WEIGHTS) | (phase == Phase.REST))]
+        unpacker_job.source("weights", run_start, valid=1,
+                            **{name: chunks.job[name] for name in chunks.job.shape().members})
+
+        with m.Switch(phase):
+            with m.Case(Phase.IDLE):
                 m.d.comb += front.task.ready.eq(1)
                 with m.If(front.task.valid):
-                    m.d.sync += task.eq(front.task.payload)
-                    m.next = "DECODE"
-            with m.State("DECODE"):
+                    m.d.sync += [task.eq(front.task.payload), phase.eq(Phase.DECODE)]
+            with m.Case(Phase.DECODE):
                 m.d.sync += [status.eq(dec.status), read_error.eq(0),
                              sq_slot.eq(task.sq_slot), cq_slot.eq(task.cq_slot),
                              m0.eq(0), in_elem.eq(0), out_byte.eq(0), last_group.eq(d.in_rows <= cfg.rows)]
@@ -304,195 +398,131 @@ class ControlUnit(wiring.Component):
                 with m.Else():
                     m.d.sync += [esize_log2.eq(1), out_n.eq(Mux(trans, d.dev_rows, d.dev_cols))]
                 with m.If(dec.status != Status.OK):
-                    m.next = "COMPLETE"
+                    m.d.sync += phase.eq(Phase.COMPLETE)
                 with m.Elif(dec.paged):
-                    m.next = "PAGES"
+                    m.d.sync += phase.eq(Phase.PAGES)
                 with m.Elif(dec.is_compute):
-                    m.next = "GROUP"
+                    m.d.sync += phase.eq(Phase.GROUP)
                 with m.Else():
-                    m.next = "COPY_START"
-            with m.State("PAGES"):
+                    m.d.sync += phase.eq(Phase.COPY_START)
+            with m.Case(Phase.PAGES):
                 # a paged ATTENTION waits for the front end's verdict on its list
                 m.d.comb += front.verdict.ready.eq(1)
                 with m.If(front.verdict.valid):
                     m.d.sync += status.eq(front.verdict.payload)
                     with m.If(front.verdict.payload == Status.OK):
-                        m.next = "GROUP"
+                        m.d.sync += phase.eq(Phase.GROUP)
                     with m.Else():
-                        m.next = "COMPLETE"
-            with m.State("COPY_START"):
-                # load: device operand -> completion slot; store: submission slot -> device
-                # operand (the front end started the read): one row of 32 elements a line
+                        m.d.sync += phase.eq(Phase.COMPLETE)
+            with m.Case(Phase.COPY_START):
                 with m.If(readout_free & writer_free):
-                    src = Mux(dec.is_load, d.dev_addr, sq_slot + HEADER_BYTES)
-                    dst = Mux(dec.is_load, cq_slot + HEADER_BYTES, d.dev_addr)
-                    _, _, offset, beats = run_span(m, src, 0, d.dev_size << 5, cfg, "copy_span")
-                    m.d.comb += [writer.start.eq(1), writer.from_stream.eq(1), writer.lines.eq(d.dev_size),
-                                 writer.addr.eq(dst), packer.start.eq(1),
-                                 packer.offset.eq(dst[:(cfg.beat_bytes - 1).bit_length()]),
-                                 unpack.start.eq(1), unpack.offset.eq(offset), unpack.rows.eq(1),
-                                 unpack.cols.eq(d.dev_size << 5), unpack.beats.eq(beats)]
-                    m.next = "COPY"
-            with m.State("COPY"):
-                m.d.comb += [packer.w_valid.eq(unpack.valid), packer.w_data.eq(unpack.data),
-                             packer.w_bytes.eq(unpack.count << 1), packer.w_last.eq(unpack.last),
-                             unpack.hold.eq(~packer.w_ready)]
+                    m.d.comb += copy_go.eq(1)
+                    m.d.sync += phase.eq(Phase.COPY)
+            with m.Case(Phase.COPY):
                 with m.If(writer.idle):
-                    m.next = "COMPLETE"
+                    m.d.sync += phase.eq(Phase.COMPLETE)
 
             # ---- a group of up to ROWS input rows
-            with m.State("GROUP"):
-                rows_now, elems_now = Signal(range(cfg.rows + 1)), Signal(44)
-                m.d.comb += [rows_now.eq(Mux(last_group, tail_rows, cfg.rows)),
-                             elems_now.eq(Mux(last_group, task.last_group_elems,
-                                              d.in_cols << (cfg.rows.bit_length() - 1)))]
-                _, _, offset, beats = run_span(m, sq_slot + HEADER_BYTES, in_elem, elems_now, cfg, "input_span")
-                m.d.sync += [group_rows.eq(rows_now), group_bytes.eq(rows_now * row_bytes), stage.eq(0)]
-                m.d.comb += [unpack.start.eq(1), unpack.offset.eq(offset), unpack.rows.eq(rows_now),
-                             unpack.cols.eq(d.in_cols), unpack.beats.eq(beats)]
-                m.next = "INPUT"
-            with m.State("INPUT"):
-                m.d.comb += [cu.in_we.eq(unpack.valid), cu.in_row.eq(unpack.row),
-                             cu.in_word.eq(unpack.col[lane_bits:]), cu.in_data.eq(unpack.data)]
-                with m.If(unpack.valid & unpack.last):
+            with m.Case(Phase.GROUP):
+                m.d.sync += [group_rows.eq(rows_now), group_bytes.eq(rows_now * row_bytes), stage.eq(0),
+                             phase.eq(Phase.INPUT)]
+            with m.Case(Phase.INPUT):
+                with m.If(unpack.slot.valid & slot.last):
                     m.d.sync += row.eq(0)
                     with m.If(is_softmax):
-                        m.next = "SFU_START"
+                        m.d.sync += phase.eq(Phase.SFU_START)
                     with m.Else():
-                        m.next = "STAGE"
+                        m.d.sync += phase.eq(Phase.STAGE)
 
             # ---- a stage: one weight matrix through the PE array (`stage` selects it)
-            with m.State("STAGE"):
-                m.next = "PLAN"
-            with m.State("PLAN"):
+            with m.Case(Phase.STAGE):
+                m.d.sync += phase.eq(Phase.PLAN)
+            with m.Case(Phase.PLAN):
                 # the planner takes the stage once the compute unit may take its mode
-                m.d.comb += planner.load.eq(cu.lanes_ready)
-                with m.If(planner.ready & cu.lanes_ready):
+                m.d.comb += planner.stage.valid.eq(cu.lanes_ready)
+                with m.If(planner.stage.ready & cu.lanes_ready):
                     m.d.comb += chunks.restart.eq(1)
                     with m.If(planner.has_full):
-                        m.next = "WEIGHTS_START"
+                        m.d.sync += phase.eq(Phase.WEIGHTS_START)
                     with m.Else():
-                        m.next = "REST_START"
-
-            # ---- the weights as one or two runs of the unpacker: the groups of whole packs
-            # (K // pack rows of pack * N elements; transposed N // pack rows of S, pack * K),
-            # then the last group (K % pack rows, N % pack rows of S) where they end; a tiled
-            # stage's as a strided run per column tile (isa/pe_array.py)
-            def start_run(rest):
-                m.d.comb += [chunks.start.eq(1), chunks.rest.eq(rest), unpack.start.eq(1),
-                             unpack.offset.eq(chunks.u_offset), unpack.rows.eq(chunks.u_rows),
-                             unpack.cols.eq(chunks.u_cols), unpack.beats.eq(chunks.u_beats),
-                             unpack.pair.eq(chunks.u_pair), unpack.strided.eq(chunks.u_strided),
-                             unpack.stride.eq(chunks.u_stride)]
-
-            with m.State("WEIGHTS_START"):
-                start_run(rest=0)
-                m.next = "WEIGHTS"
-            with m.State("REST_START"):
-                start_run(rest=1)
-                m.next = "REST"
-            with m.State("WEIGHTS"):
-                m.d.comb += chunks.dispatch.eq(1)
+                        m.d.sync += phase.eq(Phase.REST_START)
+            with m.Case(Phase.WEIGHTS_START):
+                m.d.sync += phase.eq(Phase.WEIGHTS)
+            with m.Case(Phase.REST_START):
+                m.d.sync += phase.eq(Phase.REST)
+            with m.Case(Phase.WEIGHTS):
                 with m.If(chunks.run_done):
                     with m.If(chunks.more_tiles):
                         # a tiled stage's next column tile (its rest_rows are 0: no packing)
                         m.d.comb += chunks.tile_next.eq(1)
-                        m.next = "WEIGHTS_START"
-                    with m.Elif(planner.rest_rows.any()):
-                        m.next = "REST_START"
+                        m.d.sync += phase.eq(Phase.WEIGHTS_START)
+                    with m.Elif(planner.plan.rest_rows.any()):
+                        m.d.sync += phase.eq(Phase.REST_START)
                     with m.Else():
-                        m.next = "DRAIN"
-            with m.State("REST"):
-                m.d.comb += chunks.dispatch.eq(1)
+                        m.d.sync += phase.eq(Phase.DRAIN)
+            with m.Case(Phase.REST):
                 with m.If(chunks.run_done):
-                    m.next = "DRAIN"
-            with m.State("DRAIN"):
-                # the readout, begun when the last chunk's sums are written (PIPE_DEPTH
-                # cycles after it, or a transposed row's value): results go out beside the
-                # next stage (the other accumulator bank, which may start meanwhile), a
-                # chain's words are waited for
-                to_result = (dest == TO_RESULT16) | (dest == TO_RESULT32)
-                with m.If(dest == TO_INPUT):
-                    m.d.comb += lanes_stage.eq(1)
+                    m.d.sync += phase.eq(Phase.DRAIN)
+            with m.Case(Phase.DRAIN):
                 with m.If(readout_free & (~to_result | writer_free) & ~anchors_due):
-                    # its first fold read in the cycle drain is 1 (now, once it is 0)
-                    start_readout(FROM_FOLD, dest, to_result, Mux(drain > 1, drain - 1, 0))
+                    m.d.comb += stage_out.eq(1)
+                    readout_taken(to_result, Source.FOLD)
                     with m.If(to_result):
-                        m.next = "GROUP_END"
+                        m.d.sync += phase.eq(Phase.GROUP_END)
                     with m.Else():
-                        m.next = "READOUT_WAIT"
-            with m.State("READOUT_WAIT"):
-                # a chain's words into the input buffer (x A) or the output buffer (scores)
-                with m.If(dest == TO_INPUT):
-                    m.d.comb += lanes_stage.eq(1)
-                m.d.comb += [cu.in_we.eq(readout.in_we), cu.in_row.eq(readout.buf_row),
-                             cu.in_word.eq(readout.buf_word), cu.in_data.eq(readout.buf_data16),
-                             cu.acc_we.eq(readout.acc_we), cu.acc_row.eq(readout.buf_row),
-                             cu.acc_word.eq(readout.buf_word), cu.acc_data.eq(readout.buf_data32)]
+                        m.d.sync += phase.eq(Phase.READOUT_WAIT)
+            with m.Case(Phase.READOUT_WAIT):
                 with m.If(readout.done):
                     m.d.sync += stage.eq(1)
-                    with m.If(dest == TO_SCORES):
-                        m.next = "SFU_START"
+                    with m.If(dest == Dest.SCORES):
+                        m.d.sync += phase.eq(Phase.SFU_START)
                     with m.Else():
-                        m.next = "STAGE"
+                        m.d.sync += phase.eq(Phase.STAGE)
 
             # ---- the softmax unit, row by row: attention's scores, or SOFTMAX's input rows
-            def sfu_ports():
-                """The unit reads the row's buffer and writes FP16 words into its input bank."""
-                m.d.comb += [cu.rd_en.eq(sfu.src_en), cu.rd_acc.eq(is_attention), cu.rd_row.eq(row),
-                             cu.rd_addr.eq(sfu.src_addr), cu.in_we.eq(sfu.dst_en), cu.in_row.eq(row),
-                             cu.in_word.eq(sfu.dst_addr), cu.in_data.eq(sfu.dst_data)]
-
-            with m.State("SFU_START"):
-                sfu_ports()
-                m.d.sync += sfu_row.eq(row)
+            with m.Case(Phase.SFU_START):
+                m.d.sync += [sfu_row.eq(row), phase.eq(Phase.SFU_RUN)]
                 m.d.comb += [sfu.start.eq(1),
                              sfu.length.eq(Mux(is_attention, Mux(d.flags.trans_w, d.dev_rows, d.dev_cols), d.in_cols)),
                              sfu.partial.eq(is_attention | partial)]
-                m.next = "SFU_RUN"
-            with m.State("SFU_RUN"):
-                sfu_ports()
+            with m.Case(Phase.SFU_RUN):
                 last_row = row + 1 >= group_rows
                 with m.If(is_attention & last_row & (sfu.written | sfu.done)):
                     # the last row's probabilities are in: S V starts while the unit sums
-                    # l; the anchors' lines go out once it has (the anchor poster, below)
-                    m.d.sync += [row.eq(0), anchors_due.eq(1)]
-                    m.next = "STAGE"
+                    # l; the anchors' lines go out once it has (the anchor poster, above)
+                    m.d.sync += [row.eq(0), anchors_due.eq(1), phase.eq(Phase.STAGE)]
                 with m.Elif(sfu.done):
                     with m.If(~last_row):
-                        m.d.sync += row.eq(row + 1)
-                        m.next = "SFU_START"
+                        m.d.sync += [row.eq(row + 1), phase.eq(Phase.SFU_START)]
                     with m.Else():
-                        m.d.sync += row.eq(0)
-                        m.next = "BANK_START"
+                        m.d.sync += [row.eq(0), phase.eq(Phase.BANK_START)]
 
             # ---- SOFTMAX's rows, read back from the input buffer a word at a time
-            with m.State("BANK_START"):
+            with m.Case(Phase.BANK_START):
                 with m.If(readout_free & writer_free):
-                    start_readout(FROM_INPUT, TO_RESULT16, 1)
-                    m.next = "BANK_OUT"
-            with m.State("BANK_OUT"):
+                    m.d.comb += rows_out.eq(1)
+                    readout_taken(1, Source.INPUT)
+                    m.d.sync += phase.eq(Phase.BANK_OUT)
+            with m.Case(Phase.BANK_OUT):
                 # the next group's input goes into these banks: wait for the last word
-                m.d.comb += [cu.rd_en.eq(readout.rd_en), cu.rd_row.eq(readout.rd_row), cu.rd_addr.eq(readout.rd_addr)]
                 with m.If(readout.done):
                     with m.If(partial):
-                        m.d.sync += anchors_due.eq(1)
-                        m.next = "ANCHORS"
+                        m.d.sync += [anchors_due.eq(1), phase.eq(Phase.ANCHORS)]
                     with m.Else():
-                        m.next = "GROUP_END"
-            with m.State("ANCHORS"):
+                        m.d.sync += phase.eq(Phase.GROUP_END)
+            with m.Case(Phase.ANCHORS):
                 # SOFTMAX's anchor lines (the poster): the group ends with the last one posted
                 with m.If(anchor_post & anchor_last):
-                    m.next = "GROUP_END"
-            with m.State("GROUP_END"):
+                    m.d.sync += phase.eq(Phase.GROUP_END)
+            with m.Case(Phase.GROUP_END):
                 m.d.sync += [m0.eq(m0 + cfg.rows), in_elem.eq(in_elem + cfg.rows * d.in_cols),
                              last_group.eq(m_rows - m0 <= 2 * cfg.rows)]
                 with m.If(m0 + cfg.rows < m_rows):
-                    m.next = "GROUP"
+                    m.d.sync += phase.eq(Phase.GROUP)
                 with m.Else():
-                    m.next = "COMPLETE"
+                    m.d.sync += phase.eq(Phase.COMPLETE)
 
-            with m.State("COMPLETE"):
+            with m.Case(Phase.COMPLETE):
                 # the completion waits, in order, for every result write to be answered (the
                 # writer is busy with the results' run until the readout's last line)
                 with m.If(~completion.pending):
@@ -500,7 +530,7 @@ class ControlUnit(wiring.Component):
                                  completion.seq.eq(entry.seq), completion.taken.eq(entry.taken),
                                  completion.status.eq(status), completion.read_error.eq(read_error | took_error),
                                  completion.slot.eq(cq_slot), completion.store.eq((status == Status.OK) & dec.is_store)]
-                    m.next = "IDLE"
+                    m.d.sync += phase.eq(Phase.IDLE)
 
         # ---- completions: the line once every write before it is answered, then, once the
         # line is answered, HEAD, STATUS and the interrupt. A waiting readout job with results is
@@ -510,12 +540,13 @@ class ControlUnit(wiring.Component):
                      completion.quiet.eq(writer.quiet), completion.write_error.eq(writer.write_error),
                      completion.reported.eq(writer.reported), completion.reported_error.eq(writer.reported_error),
                      completion.irq_en.eq(Cat(q.irq_en for q in self.queues))]
-        with m.If(completion.line_start):
-            m.d.comb += [writer.start.eq(1), writer.addr.eq(completion.line_addr), writer.line.eq(completion.line),
-                         writer.strb.eq((1 << cfg.port_bytes) - 1), writer.report.eq(1)]
-        m.d.comb += [self.done_valid.eq(completion.done_valid), self.done_queue.eq(completion.done_queue),
-                     self.done_seq.eq(completion.done_seq), self.done_status.eq(completion.done_status),
-                     self.irq.eq(completion.irq),
-                     front.report.eq(completion.done_valid), front.report_store.eq(completion.done_store)]
+        writer_job.source("completion", completion.line_start, start=1, addr=completion.line_addr,
+                          line=completion.line, strb=full_strobe, report=1)
+        wiring.connect(m, completion.done, wiring.flipped(self.done))
+        m.d.comb += [self.irq.eq(completion.irq),
+                     front.report.eq(completion.done.valid), front.report_store.eq(completion.done.payload.store)]
+
+        for port in shared_ports:
+            port.elaborate(m)
         return m
 

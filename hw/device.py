@@ -75,12 +75,8 @@ class NdpDevice(wiring.Component):
         for q in range(cfg.num_queues):
             m.d.comb += [front.queues[q].eq(regfile.queues[q]), engine.queues[q].eq(regfile.queues[q]),
                          control.queues[q].eq(regfile.queues[q]), engine.reset[q].eq(regfile.reset[q])]
-        m.d.comb += [engine.cycle.eq(cycle), control.cycle.eq(cycle),
-                     ibuf.push_valid.eq(engine.push_valid), engine.push_ready.eq(ibuf.push_ready),
-                     ibuf.push.eq(engine.push),
-                     control.pop_valid.eq(ibuf.pop_valid), ibuf.pop_ready.eq(control.pop_ready),
-                     control.pop.eq(ibuf.pop),
-                     regfile.done_valid.eq(control.done_valid), regfile.done_queue.eq(control.done_queue),
-                     regfile.done_seq.eq(control.done_seq), regfile.done_status.eq(control.done_status),
-                     self.irq.eq(control.irq)]
+        m.d.comb += [engine.cycle.eq(cycle), control.cycle.eq(cycle), self.irq.eq(control.irq)]
+        wiring.connect(m, engine.push, ibuf.push)
+        wiring.connect(m, ibuf.pop, control.pop)
+        wiring.connect(m, control.done, regfile.done)
         return m

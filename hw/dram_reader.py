@@ -16,7 +16,7 @@ the SRAM of one with a read and a write port at the paper's size (area/sram.py).
 
 Each beat keeps its response beside it, in a FIFO of its own beside the buffer's (one bit a
 beat, flip-flops, so the buffer's SRAM stays a power of two of bits wide) that moves with
-it: `out_err` says the beat at the
+it: `out.payload.err` says the beat at the
 output was answered SLVERR or DECERR (on several channels, the worst of its lines': the
 interleaver joins them), so the consumer of the beat, not the reader, decides whose
 error it is.
@@ -25,21 +25,26 @@ A new run may start as soon as the current one has issued its last burst (`issue
 its bursts follow the current run's in flight, and its beats queue behind theirs in the
 buffer.
 
-A *side* run (`side` with `start`: a paged ATTENTION's list, for the front end) may sit
+A *side* run (`run.side`: a paged ATTENTION's list, for the front end) may sit
 among other runs (one side run at a time): its beats arrive after every beat asked for
 before it started (`side_before` counts those down) and before any later run's. Its
-beats leave on `side_*` as they arrive and never enter the buffer (they still count
-against its room while in flight).
+beats leave on `side` as they arrive (a stream with no backpressure) and never enter
+the buffer (they still count against its room while in flight).
 """
 from amaranth import Module, Mux, Signal
-from amaranth.lib import wiring
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from isa.axi import BURST_INCR
 
 from . import fifo
 from .axi import device_bus, burst_length, RUN_LINES_BITS
-from .stream import BeatStream
+from .stream import beat_layout, beat_stream
+
+
+def run_layout():
+    """A run: its first line's address, its lines, and whether it is a side run."""
+    return data.StructLayout({"addr": 64, "lines": RUN_LINES_BITS, "side": 1})
 
 
 class DramReader(wiring.Component):
@@ -47,21 +52,23 @@ class DramReader(wiring.Component):
         self._cfg = cfg
         super().__init__({
             "bus": Out(device_bus(cfg)),
-            "start": In(1), "addr": In(64), "lines": In(RUN_LINES_BITS), "side": In(1),
+            # a run: `lines` lines from `addr`, into the DRAM buffer or (`side`) out on `side`
+            "run": In(stream.Signature(run_layout(), always_ready=True)),
             "busy": Out(1), "issued_all": Out(1),
-            "out": Out(BeatStream(cfg.beat_bits)), "out_err": Out(1),
+            "out": Out(beat_stream(cfg.beat_bits)),
             # a side run's beats, as they arrive, and their error bit
-            "side_valid": Out(1), "side_data": Out(cfg.beat_bits), "side_err": Out(1),
+            "side": Out(stream.Signature(beat_layout(cfg.beat_bits), always_ready=True)),
         })
 
     def elaborate(self, platform):
         m = Module()
         cfg, bus = self._cfg, self.bus
+        start, run = self.run.valid, self.run.payload
         line_log2 = (cfg.port_bytes - 1).bit_length()
         # the beats, and their error bits (RRESP SLVERR or DECERR) in step with them
         m.submodules.buffer = buffer = fifo.SyncFIFOSinglePort(width=cfg.beat_bits, depth=cfg.dram_buf_beats)
         m.submodules.errors = errors = fifo.SyncFIFOBuffered(width=1, depth=cfg.dram_buf_beats)
-        m.d.comb += [self.out.data.eq(buffer.r_data), self.out_err.eq(errors.r_data),
+        m.d.comb += [self.out.payload.data.eq(buffer.r_data), self.out.payload.err.eq(errors.r_data),
                      self.out.valid.eq(buffer.r_rdy), buffer.r_en.eq(self.out.ready), errors.r_en.eq(self.out.ready)]
 
         addr, left = Signal(64, name="addr"), Signal(RUN_LINES_BITS, name="left")
@@ -85,16 +92,17 @@ class DramReader(wiring.Component):
         is_side = beat_in & (side_pending != 0) & (side_before == 0)
         m.d.comb += [buffer.w_data.eq(bus.rdata), buffer.w_en.eq(beat_in & ~is_side),
                      errors.w_data.eq(bus.rresp[1]), errors.w_en.eq(beat_in & ~is_side),
-                     self.side_valid.eq(is_side), self.side_data.eq(bus.rdata), self.side_err.eq(bus.rresp[1])]
+                     self.side.valid.eq(is_side), self.side.payload.data.eq(bus.rdata),
+                     self.side.payload.err.eq(bus.rresp[1])]
 
         room = (cfg.dram_buf_beats - buffer.level - pending)
         m.d.comb += bus.arvalid.eq((left != 0) & (in_flight < cfg.dram_max_reads) & (room >= beats))
         issued = bus.arvalid & bus.arready
         next_addr, next_left = Signal(64), Signal(RUN_LINES_BITS)
-        m.d.comb += [next_addr.eq(Mux(self.start, self.addr, addr + (lines << line_log2))),
-                     next_left.eq(Mux(self.start, self.lines, left - lines))]
+        m.d.comb += [next_addr.eq(Mux(start, run.addr, addr + (lines << line_log2))),
+                     next_left.eq(Mux(start, run.lines, left - lines))]
         next_lines, next_beats = burst_length(m, next_addr, next_left, cfg)
-        with m.If(issued | self.start):
+        with m.If(issued | start):
             m.d.sync += [addr.eq(next_addr), left.eq(next_left), lines.eq(next_lines), beats.eq(next_beats)]
         # (each count worked out with and without the burst issued, which comes late: the
         # channels' ready through the arbiter)
@@ -105,11 +113,11 @@ class DramReader(wiring.Component):
                      side_pending.eq(Mux(issued & side_run, side_arrived + beats, side_arrived))]
         with m.If(beat_in & (side_before != 0)):
             m.d.sync += side_before.eq(side_before - 1)
-        with m.If(self.start):
-            m.d.sync += side_run.eq(self.side)
-            with m.If(self.side):
+        with m.If(start):
+            m.d.sync += side_run.eq(run.side)
+            with m.If(run.side):
                 # a run starts once the one before has issued every burst: what is asked
                 # for is all in `pending`
                 m.d.sync += side_before.eq(pending - beat_in)
-        m.d.comb += [self.busy.eq(self.start | (left != 0) | (in_flight != 0)), self.issued_all.eq(left == 0)]
+        m.d.comb += [self.busy.eq(start | (left != 0) | (in_flight != 0)), self.issued_all.eq(left == 0)]
         return m

@@ -15,7 +15,7 @@ HEAD may move). `write_error` pulses for an error response (SLVERR or DECERR) to
 burst, `reported_error` for one to the marked burst.
 """
 from amaranth import Cat, Module, Signal, Mux
-from amaranth.lib import wiring
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from isa.microarch import WRITES_IN_FLIGHT
@@ -23,7 +23,14 @@ from isa.axi import BURST_INCR
 
 from . import fifo
 from .axi import device_bus, burst_length, RUN_LINES_BITS
-from .stream import LineStream
+from .stream import line_stream
+
+
+def job_layout(cfg):
+    """A job: `lines` lines from `src` to `addr` (`from_stream`), or the one line `line`
+    with strobes `strb`; `report`: its last burst is marked."""
+    return data.StructLayout({"addr": 64, "from_stream": 1, "lines": RUN_LINES_BITS, "line": cfg.data_bits,
+                              "strb": cfg.port_bytes, "report": 1})
 
 
 class DramWriter(wiring.Component):
@@ -31,18 +38,16 @@ class DramWriter(wiring.Component):
         self._cfg = cfg
         super().__init__({
             "bus": Out(device_bus(cfg)),
-            "start": In(1), "addr": In(64),
-            "from_stream": In(1),                      # 1: `lines` lines from `src`
-            "lines": In(RUN_LINES_BITS),
-            "line": In(cfg.data_bits), "strb": In(cfg.port_bytes),   # 0: this one line
-            "report": In(1),
+            # a job, taken while `idle`
+            "job": In(stream.Signature(job_layout(cfg), always_ready=True)),
             "idle": Out(1), "quiet": Out(1), "reported": Out(1),
             "write_error": Out(1), "reported_error": Out(1),
-            "src": In(LineStream(cfg.beat_bits)),
+            "src": In(line_stream(cfg.beat_bits)),
         })
 
     def elaborate(self, platform):
         m = Module()
+        job = self.job.payload
         cfg, bus = self._cfg, self.bus
         channels = cfg.dram_channels
         line_log2 = (cfg.port_bytes - 1).bit_length()
@@ -56,8 +61,8 @@ class DramWriter(wiring.Component):
         line_strb = Cat(*(Mux(slot == j, strb, 0) if channels > 1 else strb for j in range(channels)))
         m.d.comb += [bus.awsize.eq(line_log2), bus.awburst.eq(BURST_INCR), bus.awcache.eq(0b0011),
                      bus.awaddr.eq(addr), bus.awlen.eq(beats - 1),
-                     bus.wdata.eq(Mux(from_stream, self.src.data, line.replicate(channels))),
-                     bus.wstrb.eq(Mux(from_stream, self.src.strb, line_strb))]
+                     bus.wdata.eq(Mux(from_stream, self.src.payload.data, line.replicate(channels))),
+                     bus.wstrb.eq(Mux(from_stream, self.src.payload.strb, line_strb))]
         if channels > 1:
             m.d.comb += bus.awlines.eq(burst)
 
@@ -97,13 +102,13 @@ class DramWriter(wiring.Component):
         with m.FSM():
             with m.State("IDLE"):
                 m.d.comb += [self.idle.eq(1), self.quiet.eq(~tags.r_rdy)]
-                with m.If(self.start):
-                    m.d.sync += [addr.eq(self.addr), from_stream.eq(self.from_stream),
-                                 left.eq(Mux(self.from_stream, self.lines, 1)),
-                                 line.eq(self.line), strb.eq(self.strb), report.eq(self.report)]
+                with m.If(self.job.valid):
+                    m.d.sync += [addr.eq(job.addr), from_stream.eq(job.from_stream),
+                                 left.eq(Mux(job.from_stream, job.lines, 1)),
+                                 line.eq(job.line), strb.eq(job.strb), report.eq(job.report)]
                     if channels > 1:
-                        m.d.sync += slot.eq(self.addr[line_log2:line_log2 + len(slot)])
-                    with m.If(~self.from_stream | (self.lines != 0)):
+                        m.d.sync += slot.eq(job.addr[line_log2:line_log2 + len(slot)])
+                    with m.If(~job.from_stream | (job.lines != 0)):
                         m.next = "BUSY"
             with m.State("BUSY"):
                 m.d.comb += bus.awvalid.eq((left != 0) & tags.w_rdy & counts.w_rdy)

@@ -17,17 +17,17 @@ come out in request order, one every max(1, steps + 1) cycles at best:
                             operands (step 0)
     c + 1 + ADD_STAGES - 1  the sum: re-entered with the next operand (step 1), or
                             written into the output FIFO
-    c + STEP_CYCLES * steps + 2   the word at the FIFO's head (`out_valid`)
+    c + STEP_CYCLES * steps + 2   the word at the FIFO's head (`out.valid`)
 
 A request is taken only in a cycle in which no add enters the adder and none will in the
 next (the held word's), so `a` and `b` never read in one cycle. A word without adds
-(steps = 0: one set, no split, no packing) goes into the FIFO as it is read: `out_valid`
+(steps = 0: one set, no split, no packing) goes into the FIFO as it is read: `out.valid`
 the cycle after the request, a request every cycle. The FIFO holds FIFO_DEPTH words; a
 request is taken only when the words taken and not yet read out are fewer, so a consumer
 that stalls (the DRAM writer between bursts) stops the requests, never loses a sum.
 """
 from amaranth import Cat, Module, Mux, Signal, unsigned
-from amaranth.lib import wiring
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
@@ -43,6 +43,28 @@ assert ADD_STAGES >= 2, "a take looks a stage ahead for the add that re-enters n
 assert FIFO_DEPTH & (FIFO_DEPTH - 1) == 0, "the FIFO's pointers wrap around"
 
 
+def request_layout(rows, acc_depth):
+    """The fold unit's request: one word of one row."""
+    return data.StructLayout({"row": range(rows), "word": range(acc_depth)})
+
+
+def fold_request_layout(cfg, acc_depth):
+    """The compute unit's fold request (from the readout): the fold unit's request, with the
+    plan of the stage read out (constant through its readout: N, words per set, the sets
+    that received a k-group in the row and (split) in PE row 1, log2 of the packing) and
+    the accumulator bank read out."""
+    return data.StructLayout({
+        "row": range(cfg.rows), "word": range(acc_depth), "n_cols": DIM_BITS, "n_words": range(acc_depth + 1),
+        "sets": range(ACC_INTERLEAVE + 1), "sets1": range(ACC_INTERLEAVE + 1),
+        "pack_log2": range((cfg.lanes - 1).bit_length() + 1), "bank": 1,
+    })
+
+
+def sum_layout(lanes):
+    """A word's sums: FP32, and rounded to FP16."""
+    return data.StructLayout({"fp32": 32 * lanes, "fp16": 16 * lanes})
+
+
 class FoldUnit(wiring.Component):
     def __init__(self, cfg, acc_depth, shared_cells=True):
         self._cfg, self._shared, self.acc_depth = cfg, shared_cells, acc_depth
@@ -54,19 +76,19 @@ class FoldUnit(wiring.Component):
             "sets": In(range(ACC_INTERLEAVE + 1)), "sets1": In(range(ACC_INTERLEAVE + 1)),
             "pack_log2": In(range((lanes - 1).bit_length() + 1)),
             # requests: one word of one row
-            "req_valid": In(1), "req_ready": Out(1), "req_row": In(range(rows)), "req_word": In(range(acc_depth)),
+            "req": In(stream.Signature(request_layout(rows, acc_depth))),
             # two combinational reads of the output buffer, never in the same cycle: a word's
             # first set (`a_en`: a request taken), an add's operand (`b_en`)
             "a_en": Out(1), "a_row": Out(range(rows)), "a_addr": Out(range(acc_depth)), "a_data": In(32 * lanes),
             "b_en": Out(1), "b_row": Out(range(rows)), "b_addr": Out(range(acc_depth)), "b_data": In(32 * lanes),
             # the sums, in request order
-            "out_valid": Out(1), "out_ready": In(1), "out_fp32": Out(32 * lanes), "out_fp16": Out(16 * lanes),
+            "out": Out(stream.Signature(sum_layout(lanes))),
         })
 
     def elaborate(self, platform):
         m = Module()
         lanes = self._cfg.lanes
-        row_bits, word_bits = len(self.req_row), len(self.req_word)
+        row_bits, word_bits = len(self.req.payload.row), len(self.req.payload.word)
         steps, own_adds = Signal(8), Signal(range(ACC_INTERLEAVE))
         # adds per word: the row's sets after its first, PE row 1's sets, the lane tree
         m.d.comb += [own_adds.eq(Mux(self.sets != 0, self.sets - 1, 0)),
@@ -104,12 +126,12 @@ class FoldUnit(wiring.Component):
         # credits: words taken and not yet read out of the FIFO
         held = Signal(range(FIFO_DEPTH + 1))
         take = Signal()
-        m.d.comb += [self.req_ready.eq(~again & ~again_next & ~loading & (held < FIFO_DEPTH)),
-                     take.eq(self.req_valid & self.req_ready),
-                     self.a_en.eq(take), self.a_row.eq(self.req_row), self.a_addr.eq(self.req_word)]
+        m.d.comb += [self.req.ready.eq(~again & ~again_next & ~loading & (held < FIFO_DEPTH)),
+                     take.eq(self.req.valid & self.req.ready),
+                     self.a_en.eq(take), self.a_row.eq(self.req.payload.row), self.a_addr.eq(self.req.payload.word)]
         m.d.sync += loading.eq(take & (steps != 0))
         with m.If(take):
-            m.d.sync += [first.eq(self.a_data), load_row.eq(self.req_row), load_word.eq(self.req_word)]
+            m.d.sync += [first.eq(self.a_data), load_row.eq(self.req.payload.row), load_word.eq(self.req.payload.word)]
 
         # the add entering the adder: the sum going round again, or the held word
         row, word, step = Signal(row_bits), Signal(word_bits), Signal(8)
@@ -142,12 +164,12 @@ class FoldUnit(wiring.Component):
                      write.en.eq(push), write.addr.eq(tail),
                      write.data.eq(Mux(done_valid, Cat(*sums), self.a_data)),
                      read.addr.eq(head),
-                     self.out_valid.eq(level != 0), pop.eq(self.out_valid & self.out_ready),
-                     self.out_fp32.eq(read.data)]
+                     self.out.valid.eq(level != 0), pop.eq(self.out.valid & self.out.ready),
+                     self.out.payload.fp32.eq(read.data)]
         m.d.sync += [tail.eq(tail + push), head.eq(head + pop), level.eq(level + push - pop),
                      held.eq(held + take - pop)]
         for j in range(lanes):
             half = Signal(16, name=f"half_{j}")
             add_cell(m, f"cvt_{j}", "ndp_fp32_to_fp16", self._shared, a=read.data.word_select(j, 32), h=half)
-            m.d.comb += self.out_fp16.word_select(j, 16).eq(half)
+            m.d.comb += self.out.payload.fp16.word_select(j, 16).eq(half)
         return m

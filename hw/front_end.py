@@ -50,10 +50,12 @@ from . import fifo
 from .axi import RUN_LINES_BITS
 from .command_engine import ibuf_entry
 from .decoder import Decoder, decoded_layout
+from .dram_reader import run_layout
 from .queue_geometry import ring_end, slot_index
 from .regfile import QueueRegs
 from .stage_plan import run_span, stage_count, stage_operand, tile_span
 from .stage_sizes import stage_sizes_layout
+from .stream import beat_layout
 
 IN_FLIGHT_BITS = 8          # descriptors popped and not yet reported (ibuf, front end, control unit, reports)
 
@@ -72,13 +74,12 @@ class FrontEnd(wiring.Component):
         nq = cfg.num_queues
         super().__init__({
             "queues": In(QueueRegs).array(nq),
-            "pop_valid": In(1), "pop_ready": Out(1), "pop": In(ibuf_entry(cfg)),
-            # the reader's run starts
-            "run_start": Out(1), "run_addr": Out(64), "run_lines": Out(RUN_LINES_BITS), "run_issued": In(1),
-            "run_side": Out(1),
+            "pop": In(stream.Signature(ibuf_entry(cfg))),
+            # the reader's runs, and whether it has issued the last one's every burst
+            "run": Out(stream.Signature(run_layout(), always_ready=True)), "run_issued": In(1),
             # the side run's beats (a paged ATTENTION's list), and the lists' verdicts for the
             # control unit (a status each, in order)
-            "side_valid": In(1), "side_data": In(cfg.beat_bits), "side_err": In(1),
+            "side": In(stream.Signature(beat_layout(cfg.beat_bits), always_ready=True)),
             "verdict": Out(stream.Signature(8)),
             # the descriptors for the control unit
             "task": Out(stream.Signature(task_layout(cfg))),
@@ -156,13 +157,13 @@ class FrontEnd(wiring.Component):
         list_bytes = PAGE_LIST_MAX * PAGE_ENTRY_BYTES
         places = max(1, cfg.beat_bytes // list_bytes)
         place = d2.dev_addr[(list_bytes - 1).bit_length():(cfg.beat_bytes - 1).bit_length()] if places > 1 else 0
-        with m.If(self.side_valid):
-            m.d.sync += [list_beat.eq(list_beat + 1), list_err.eq(list_err | self.side_err)]
+        with m.If(self.side.valid):
+            m.d.sync += [list_beat.eq(list_beat + 1), list_err.eq(list_err | self.side.payload.err)]
             for i in range(PAGE_LIST_MAX):
                 for where in range(places):
                     at = where * list_bytes + i * PAGE_ENTRY_BYTES
                     with m.If((place == where) & (list_beat == at // cfg.beat_bytes)):
-                        m.d.sync += table2[i].eq(self.side_data.word_select((at % cfg.beat_bytes) // 8, 64))
+                        m.d.sync += table2[i].eq(self.side.payload.data.word_select((at % cfg.beat_bytes) // 8, 64))
         line_log2 = (LINE_BYTES - 1).bit_length()
         chan_log2 = (cfg.dram_channels - 1).bit_length()
         list_first = d2.dev_addr[line_log2:line_log2 + chan_log2] if chan_log2 else 0
@@ -284,10 +285,11 @@ class FrontEnd(wiring.Component):
         list_grant = list_req & self.run_issued & (~f_on | at_point)
         step = f_on & (~run_any | self.run_issued) & ~(list_req & at_point)
         with m.If(list_grant):
-            m.d.comb += [self.run_start.eq(1), self.run_addr.eq(d2.dev_addr), self.run_lines.eq(d2.dev_size),
-                         self.run_side.eq(1)]
+            m.d.comb += [self.run.valid.eq(1), self.run.payload.addr.eq(d2.dev_addr),
+                         self.run.payload.lines.eq(d2.dev_size), self.run.payload.side.eq(1)]
         with m.Elif(step):
-            m.d.comb += [self.run_start.eq(run_any), self.run_addr.eq(run_addr), self.run_lines.eq(run_lines)]
+            m.d.comb += [self.run.valid.eq(run_any), self.run.payload.addr.eq(run_addr),
+                         self.run.payload.lines.eq(run_lines)]
         with m.If(step):
             # the next run: the next page, the stage's last k-group, the next stage, or the
             # next group's rows
@@ -367,9 +369,9 @@ class FrontEnd(wiring.Component):
 
         with m.FSM():
             with m.State("IDLE"):
-                m.d.comb += self.pop_ready.eq(1)
-                with m.If(self.pop_valid):
-                    m.d.sync += [entry2.eq(self.pop), decoding.eq(DECODE_STAGES - 2)]
+                m.d.comb += self.pop.ready.eq(1)
+                with m.If(self.pop.valid):
+                    m.d.sync += [entry2.eq(self.pop.payload), decoding.eq(DECODE_STAGES - 2)]
                     m.next = "DECODE"
             with m.State("DECODE"):
                 m.d.sync += decoding.eq(decoding - 1)

@@ -11,13 +11,19 @@ A word is taken while the buffer has room for it after this cycle's line leaves,
 words of one line each (FP16) go through at one per cycle and FP32 words at one per two.
 """
 from amaranth import Module, Mux, Signal
-from amaranth.lib import wiring
+from amaranth.lib import stream, wiring
+from amaranth.lib.data import StructLayout
 from amaranth.lib.wiring import In, Out
 
 from isa.microarch import PACKER_BUFFER_LINES as BUFFER_LINES
 from .shift import mask_below, shift_left, shift_left_muxes
-from .stream import LineStream
+from .stream import line_stream
 
+
+def word_layout(cfg):
+    """A word of results: LANES FP32 values, the bytes of it that count, and whether it is
+    the run's last."""
+    return StructLayout({"data": 32 * cfg.lanes, "bytes": range(4 * cfg.lanes + 1), "last": 1})
 
 
 def packer_muxes(lanes):
@@ -42,9 +48,8 @@ class LinePacker(wiring.Component):
         line = cfg.beat_bytes
         super().__init__({
             "start": In(1), "offset": In(range(line)),      # a new run: its first byte in the line
-            "w_valid": In(1), "w_ready": Out(1), "w_data": In(32 * cfg.lanes),
-            "w_bytes": In(range(4 * cfg.lanes + 1)), "w_last": In(1),
-            "out": Out(LineStream(cfg.beat_bits)),
+            "w": In(stream.Signature(word_layout(cfg))),
+            "out": Out(line_stream(cfg.beat_bits)),
         })
 
     def elaborate(self, platform):
@@ -56,7 +61,7 @@ class LinePacker(wiring.Component):
         closing = Signal()                                   # the last word is in
 
         # registered with `fill` (for 1 GHz: a word's bytes against the room is the only
-        # compare between the word's source and w_ready, which reaches the unpacker's hold):
+        # compare between the word's source and w.ready, which reaches the unpacker's hold):
         # whether a whole line is held, the room left, and the room once a line leaves
         full_line = Signal()
         room, room_after_line = Signal.like(fill, init=size), Signal.like(fill, init=size)
@@ -64,21 +69,22 @@ class LinePacker(wiring.Component):
         def set_fill(value):
             return [fill.eq(value), full_line.eq(value >= line), room.eq(size - value),
                     room_after_line.eq(size - Mux(value >= line, value - line, 0))]
-        m.d.comb += [self.out.data.eq(data[:bits]), self.out.strb.eq(strb[:line]),
+        m.d.comb += [self.out.payload.data.eq(data[:bits]), self.out.payload.strb.eq(strb[:line]),
                      self.out.valid.eq(full_line | (closing & (fill != 0)))]
         taken = self.out.valid & self.out.ready
         after = Signal.like(fill)                            # bytes held once this cycle's line left
         m.d.comb += after.eq(Mux(taken, Mux(full_line, fill - line, 0), fill))
         # (both compares beside `taken`, which comes late: the DRAM writer's ready)
         fits, fits_after_line = Signal(), Signal()
-        m.d.comb += [fits.eq(self.w_bytes <= room), fits_after_line.eq(self.w_bytes <= room_after_line),
-                     self.w_ready.eq(~closing & Mux(taken, fits_after_line, fits))]
-        take = self.w_valid & self.w_ready
+        w = self.w.payload
+        m.d.comb += [fits.eq(w.bytes <= room), fits_after_line.eq(w.bytes <= room_after_line),
+                     self.w.ready.eq(~closing & Mux(taken, fits_after_line, fits))]
+        take = self.w.valid & self.w.ready
 
         kept_data = Mux(taken, data[bits:], data)
         kept_strb = Mux(taken, strb[line:], strb)
         # the word's bytes placed at byte `after` of the buffer, and their strobes (bytes
-        # after .. after + w_bytes - 1), by hw/shift.py (a plain shift of the 3-line buffer
+        # after .. after + w.bytes - 1), by hw/shift.py (a plain shift of the 3-line buffer
         # is a netlist quadratic in its width). The byte offsets are always even (the
         # results are FP16 or FP32 and a run starts at an element); the shifter works on
         # bytes anyway, so any offset is right, at no cost: as many 16-way stages either way.
@@ -88,10 +94,10 @@ class LinePacker(wiring.Component):
         word_bytes = 4 * self._cfg.lanes
         line_log2 = (line - 1).bit_length()
         assert line == 1 << line_log2, "a line a power of two bytes"
-        word = self.w_data & mask_below(m, self.w_bytes, word_bytes, 8, name="word_mask")
+        word = w.data & mask_below(m, w.bytes, word_bytes, 8, name="word_mask")
         window = _window(line, word_bytes)
         in_line = shift_left(m, word, fill[:line_log2], 8, 8 * window, name="placed")
-        in_line_strb = shift_left(m, mask_below(m, self.w_bytes, word_bytes, name="word_strb"),
+        in_line_strb = shift_left(m, mask_below(m, w.bytes, word_bytes, name="word_strb"),
                                   fill[:line_log2], 1, window, name="placed_strb")
         placed, placed_strb = Signal(BUFFER_LINES * bits), Signal(size)
         with m.Switch(Mux(taken, fill[line_log2:] - 1, fill[line_log2:])):
@@ -102,7 +108,7 @@ class LinePacker(wiring.Component):
             m.d.sync += [data.eq(0), strb.eq(0), *set_fill(self.offset), closing.eq(0)]
         with m.Elif(take):
             m.d.sync += [data.eq(kept_data | placed), strb.eq(kept_strb | placed_strb),
-                         *set_fill(after + self.w_bytes), closing.eq(self.w_last)]
+                         *set_fill(after + w.bytes), closing.eq(w.last)]
         with m.Else():
             m.d.sync += [data.eq(kept_data), strb.eq(kept_strb), *set_fill(after)]
         return m

@@ -5,13 +5,14 @@ unit reports. A write of CTRL that turns `enable` on pulses `reset` so the comma
 engine restarts that queue's sequence numbers at 1.
 """
 from amaranth import Module, Signal, Cat, Const
-from amaranth.lib import wiring, data
+from amaranth.lib import wiring, data, stream
 from amaranth.lib.wiring import In, Out
 
 from isa import regs as R
 from isa.axi import RESP_OKAY, RESP_SLVERR
 
 from .axi import AXI4LiteSignature
+from .completion import report_layout
 
 QueueRegs = data.StructLayout({
     "sq_base": 64, "cq_base": 64, "data_base": 64, "data_limit": 64,
@@ -34,9 +35,8 @@ class RegisterFile(wiring.Component):
             "io": In(io_signature(cfg)),
             "queues": Out(QueueRegs).array(n),
             "reset": Out(1).array(n),             # one-cycle pulse: queue counts restart
-            # completion report from the control unit
-            "done_valid": In(1), "done_queue": In(range(n)),
-            "done_seq": In(32), "done_status": In(8),
+            # completion report from the control unit (its `store` unused here)
+            "done": In(stream.Signature(report_layout(cfg), always_ready=True)),
         })
 
     def elaborate(self, platform):
@@ -48,13 +48,14 @@ class RegisterFile(wiring.Component):
 
         for q in range(nq):
             m.d.sync += self.reset[q].eq(0)
-        with m.If(self.done_valid):
-            with m.Switch(self.done_queue):
+        done = self.done.payload
+        with m.If(self.done.valid):
+            with m.Switch(done.queue):
                 for q in range(nq):
                     with m.Case(q):
-                        m.d.sync += head[q].eq(self.done_seq)
-                        with m.If(self.done_status != 0):
-                            m.d.sync += status[q].eq(Cat(self.done_status, Const(0, 23), 1))
+                        m.d.sync += head[q].eq(done.seq)
+                        with m.If(done.status != 0):
+                            m.d.sync += status[q].eq(Cat(done.status, Const(0, 23), 1))
 
         # --- writes: hold AW and W until both have come, then answer B
         aw_addr, aw_user, aw_full = Signal(cfg.io_addr_bits), Signal(cfg.user_bits), Signal()

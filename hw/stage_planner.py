@@ -10,14 +10,15 @@ of the unpacker: `full_groups` groups of 2^run_log2 rows of `cols_dim` elements,
 several chunks a row, adds after the last) comes with it.
 
 The compute unit's mode (plain, or a transposed tree's) must hold while a chunk is in its
-pipeline: a stage in another mode is refused (`ready` low) until the chunk dispatch says
-the pipeline holds no chunk's control (`pipe_busy` low). A plain stage of more words than
-ACC_SLOTS is `tiled`: its weights stream in column tiles (isa/pe_array.py). `load` with `ready` registers
-the plan; `has_full` (combinational, from the sizes) says whether the stage has a run of
-whole packs, so the control unit knows which run starts first.
+pipeline: a stage in another mode is refused (`stage.ready` low) until the chunk dispatch
+says the pipeline holds no chunk's control (`pipe_busy` low). A plain stage of more words
+than ACC_SLOTS is `tiled`: its weights stream in column tiles (isa/pe_array.py). A stage
+taken (`stage.valid` with `stage.ready`) registers the plan (`plan`); `has_full`
+(combinational, from the sizes) says whether the stage has a run of whole packs, so the
+control unit knows which run starts first.
 """
 from amaranth import Module, Mux, Signal
-from amaranth.lib import wiring
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from isa.pe_array import ACC_INTERLEAVE, ACC_SLOTS, SPLIT_ROWS
@@ -25,10 +26,22 @@ from isa.descriptor import DIM_BITS
 from .stage_sizes import ELEMS_BITS, stage_sizes_layout
 
 
-def plan_ports(lanes):
-    """The registered plan's members (the chunk dispatch and the readout take them)."""
+def mode_layout(lanes):
+    """The compute unit's mode, which a chunk's pipeline must hold: plain or transposed,
+    and a transposed stage's tree."""
     lane_bits = (lanes - 1).bit_length()
-    return {
+    return data.StructLayout({
+        "trans": 1,                             # transposed
+        "t_level": range(lane_bits + 1),        # its tree level of a row's value
+        "t_scalar": 1,                          # a row takes several chunks
+        "t_fold_adds": range(3),                # adds of its sets after its last chunk
+    })
+
+
+def plan_layout(lanes):
+    """The registered plan (the chunk dispatch, the compute unit and the readout take it)."""
+    lane_bits = (lanes - 1).bit_length()
+    return data.StructLayout({
         "pack_log2": range(lane_bits + 1),      # the fold unit's packing (0 transposed)
         "n_words": DIM_BITS,                    # accumulator words per output row
         "sets": range(ACC_INTERLEAVE + 1),      # partial sums per word
@@ -37,33 +50,29 @@ def plan_ports(lanes):
         "full_groups": DIM_BITS,                # groups of whole packs
         "rest_rows": range(lanes),              # rows of the last group
         "main_elems": ELEMS_BITS,               # elements of the whole packs' run
-        "trans": 1,                             # the compute unit's mode: transposed
-        "t_level": range(lane_bits + 1),        # ... its tree level of a row's value
-        "t_scalar": 1,                          # ... a row takes several chunks
-        "t_fold_adds": range(3),                # ... adds of its sets after its last chunk
+        "mode": mode_layout(lanes),
         # W in column tiles (isa/pe_array.py: more words than ACC_SLOTS), and per PE row
         # its first k-group that is the last of its set (Plan.last_from)
         "tiled": 1,
         **{f"last_from{q}": DIM_BITS for q in range(SPLIT_ROWS)},
-    }
+    })
 
 
 class StagePlanner(wiring.Component):
     def __init__(self, cfg):
         self._cfg = cfg
-        ports = {
-            # the stage's sizes, and whether it splits over two PE rows
-            "sizes": In(stage_sizes_layout(cfg.lanes)), "split": In(1),
-            "load": In(1), "pipe_busy": In(1),
-            "ready": Out(1), "has_full": Out(1),
+        super().__init__({
+            # the stage's sizes, taken into the plan when the planner is ready (a stage in
+            # another mode waits for the pipeline to empty); whether it splits over two PE rows
+            "stage": In(stream.Signature(stage_sizes_layout(cfg.lanes))), "split": In(1), "pipe_busy": In(1),
+            "has_full": Out(1),
+            "plan": Out(plan_layout(cfg.lanes)),
             "sets_used": Out(range(ACC_INTERLEAVE + 1)).array(SPLIT_ROWS),
-        }
-        ports.update({name: Out(shape) for name, shape in plan_ports(cfg.lanes).items()})
-        super().__init__(ports)
+        })
 
     def elaborate(self, platform):
         m = Module()
-        size = self.sizes
+        size, plan, mode = self.stage.payload, self.plan, self.plan.mode
         trans, level, scalar, fold_adds = size.trans, size.t_level, size.t_scalar, size.t_fold_adds
         # the k-groups each PE row receives: all on row 0, or with the split g mod 2 = q
         groups = size.groups
@@ -73,24 +82,24 @@ class StagePlanner(wiring.Component):
 
         # the next stage keeps the pipeline's mode, or waits for it to empty
         mode_changes = Signal()
-        m.d.comb += [mode_changes.eq((trans != self.trans) | (trans & ((level != self.t_level) |
-                                                                       (scalar != self.t_scalar) |
-                                                                       (fold_adds != self.t_fold_adds)))),
-                     self.ready.eq(~(self.pipe_busy & mode_changes)),
+        m.d.comb += [mode_changes.eq((trans != mode.trans) | (trans & ((level != mode.t_level) |
+                                                                       (scalar != mode.t_scalar) |
+                                                                       (fold_adds != mode.t_fold_adds)))),
+                     self.stage.ready.eq(~(self.pipe_busy & mode_changes)),
                      self.has_full.eq(size.full_groups != 0)]
-        with m.If(self.load & self.ready):
-            m.d.sync += [self.pack_log2.eq(Mux(trans, 0, size.pack_log2)), self.n_words.eq(size.n_words),
-                         self.sets.eq(size.sets), self.run_log2.eq(size.run_log2), self.cols_dim.eq(size.cols_dim),
-                         self.full_groups.eq(size.full_groups), self.rest_rows.eq(size.rest_rows),
-                         self.main_elems.eq(size.main_elems),
-                         self.t_level.eq(level), self.t_scalar.eq(scalar), self.t_fold_adds.eq(fold_adds),
-                         self.trans.eq(trans)]
+        with m.If(self.stage.valid & self.stage.ready):
+            m.d.sync += [plan.pack_log2.eq(Mux(trans, 0, size.pack_log2)), plan.n_words.eq(size.n_words),
+                         plan.sets.eq(size.sets), plan.run_log2.eq(size.run_log2), plan.cols_dim.eq(size.cols_dim),
+                         plan.full_groups.eq(size.full_groups), plan.rest_rows.eq(size.rest_rows),
+                         plan.main_elems.eq(size.main_elems),
+                         mode.t_level.eq(level), mode.t_scalar.eq(scalar), mode.t_fold_adds.eq(fold_adds),
+                         mode.trans.eq(trans)]
             # (sets x n_words > ACC_SLOTS is n_words > ACC_SLOTS: one word takes 3 sets, two
             # take 2, more take 1, and ACC_SLOTS >= 6)
-            m.d.sync += self.tiled.eq(~trans & (size.n_words > ACC_SLOTS))
+            m.d.sync += plan.tiled.eq(~trans & (size.n_words > ACC_SLOTS))
             for q in range(SPLIT_ROWS):
                 used = Mux(row_groups[q] < size.sets, row_groups[q], size.sets)
                 m.d.sync += [self.sets_used[q].eq(Mux(trans, int(q == 0), used)),
-                             getattr(self, f"last_from{q}").eq(Mux(row_groups[q] > size.sets,
+                             plan[f"last_from{q}"].eq(Mux(row_groups[q] > size.sets,
                                                                    row_groups[q] - size.sets, 0))]
         return m

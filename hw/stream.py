@@ -1,14 +1,23 @@
-"""Valid/ready streams: bus beats, as the DRAM reader produces them, and lines with byte
-strobes, as the DRAM writer takes them."""
-from amaranth.lib import wiring
-from amaranth.lib.wiring import In, Out
+"""Valid/ready streams (amaranth.lib.stream) of the memory side, and their payloads: bus
+beats with their error bit (RRESP SLVERR or DECERR), as the DRAM reader produces them,
+and lines with byte strobes, as the DRAM writer takes them. (stream.Signature is final:
+functions, not subclasses.)"""
+from amaranth.lib import data, stream
 
 
-class BeatStream(wiring.Signature):
-    def __init__(self, width):
-        super().__init__({"data": Out(width), "valid": Out(1), "ready": In(1)})
+def beat_layout(width):
+    """A DRAM beat and whether it was answered with an error."""
+    return data.StructLayout({"data": width, "err": 1})
 
 
-class LineStream(wiring.Signature):
-    def __init__(self, width):
-        super().__init__({"data": Out(width), "strb": Out(width // 8), "valid": Out(1), "ready": In(1)})
+def line_layout(width):
+    """A line and its byte strobes."""
+    return data.StructLayout({"data": width, "strb": width // 8})
+
+
+def beat_stream(width):
+    return stream.Signature(beat_layout(width))
+
+
+def line_stream(width):
+    return stream.Signature(line_layout(width))

@@ -5,10 +5,11 @@ multiple of LANES, realigned so that column `col + j` is lane j.
 The matrix starts `offset` elements into the first beat; rows need not be aligned to
 beats. It takes exactly `beats` beats from the stream, so the stream is empty after the
 last chunk. It holds a window of WINDOW_BEATS beats and emits one *slot* per cycle while
-the beats keep up, unless the consumer holds it back (`hold`). A slot is one chunk, or, with `pair` set
+the beats keep up and the consumer takes it (`slot`, a stream: a slot shown waits while its
+consumer is not ready). A slot is one chunk, or, with the job's `pair` set
 (a stage of one input row, isa/pe_array.py), two: the last chunk of row r with the first
 chunk of row r + 1, at every row boundary when a row is several chunks long, else when r
-is even (`Plan.pairs_with_next`). The pair's second chunk is `pair_*`.
+is even (`Plan.pairs_with_next`). The pair's second chunk is the slot's `pair`.
 
 With `strided` (a column tile of a wide plain stage, isa/pe_array.py `tiles`), each row is
 a DRAM run of its own: it starts on a beat of its own, `offset` elements into it for row
@@ -18,16 +19,39 @@ three beats (a tile is at least three words), which leaves the row trackers a cy
 register the next row's offset and beats.
 """
 from amaranth import Module, Signal, Cat, Mux
-from amaranth.lib import wiring
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from isa.microarch import UNPACKER_WINDOW_BEATS as WINDOW_BEATS
 from .axi import RUN_LINES_BITS as RUN_BEATS_BITS
 from .shift import shift_right
-from .stream import BeatStream
+from .stream import beat_stream
 
 from isa.descriptor import DIM_BITS
 COLS_BITS = 32               # a row's elements: a dim, or a copy's 32 elements per line
+
+
+def job_layout(lanes):
+    """A run: the elements before it in its first beat, its rows and their elements, its
+    beats, whether it pairs rows (`pair`), and whether each row is a DRAM run of its own
+    `stride` elements (mod LANES) on from the one before (`strided`)."""
+    return data.StructLayout({"offset": range(lanes), "rows": DIM_BITS, "cols": COLS_BITS,
+                              "beats": RUN_BEATS_BITS, "pair": 1, "strided": 1, "stride": range(lanes)})
+
+
+def job_stream(lanes):
+    """The unpacker's runs: taken the cycle they are shown (it is idle then)."""
+    return stream.Signature(job_layout(lanes), always_ready=True)
+
+
+def slot_layout(lanes):
+    """A slot: its first chunk (LANES elements from column `col` of row `row`, `count` of
+    them in use), whether it ends its row and (`last`) the run, and its second chunk
+    (`pair`: row + 1 from column 0, when `pair.valid`) and whether that ends row + 1."""
+    return data.StructLayout({
+        "data": 16 * lanes, "row": DIM_BITS, "col": COLS_BITS, "count": range(lanes + 1), "last": 1, "row_end": 1,
+        "pair": data.StructLayout({"valid": 1, "data": 16 * lanes, "count": range(lanes + 1), "row_end": 1}),
+    })
 
 
 class Unpacker(wiring.Component):
@@ -35,18 +59,11 @@ class Unpacker(wiring.Component):
         self._cfg = cfg
         lanes = cfg.lanes
         super().__init__({
-            "start": In(1), "offset": In(range(lanes)), "rows": In(DIM_BITS), "cols": In(COLS_BITS),
-            "beats": In(RUN_BEATS_BITS), "pair": In(1), "strided": In(1), "stride": In(range(lanes)),
-            "hold": In(1),                        # the consumer takes no slot this cycle
+            # a run, started when `job.valid` is high (and taken at once)
+            "job": In(job_stream(lanes)),
             "busy": Out(1),
-            "src": In(BeatStream(cfg.beat_bits)),
-            # the slot: its first chunk, and `last` when the slot ends the run
-            "valid": Out(1), "data": Out(16 * lanes),
-            "row": Out(DIM_BITS), "col": Out(COLS_BITS), "count": Out(range(lanes + 1)), "last": Out(1),
-            "row_end": Out(1),                    # the chunk is its row's last
-            # its second chunk (row + 1, column 0), when there is one, and whether it ends row + 1
-            "pair_valid": Out(1), "pair_data": Out(16 * lanes), "pair_count": Out(range(lanes + 1)),
-            "pair_row_end": Out(1),
+            "src": In(beat_stream(cfg.beat_bits)),
+            "slot": Out(stream.Signature(slot_layout(lanes))),
         })
 
     def elaborate(self, platform):
@@ -81,13 +98,18 @@ class Unpacker(wiring.Component):
             """A slot's elements when `elems` are left in its row, and whether it ends the row."""
             return Mux(elems < lanes, elems, lanes), elems <= lanes
         active = Signal()
-        m.d.comb += [self.busy.eq(active), self.row.eq(row), self.col.eq(col)]
+        slot = self.slot.payload
+        # a slot shown is taken when the consumer is ready (it waits for it otherwise)
+        take = Signal()
+        m.d.comb += [self.busy.eq(active), slot.row.eq(row), slot.col.eq(col),
+                     take.eq(self.slot.valid & self.slot.ready)]
 
         # the run's constants are worked out the cycle after `start`, from its registered
         # `cols` (`priming`): the job's fields come from the chunk dispatch's run spans, a
         # long path of their own. No slot is lost: the window is empty until then
         priming = Signal()
-        m.d.sync += priming.eq(self.start)
+        job = self.job.payload
+        m.d.sync += priming.eq(self.job.valid)
         lane_bits = (lanes - 1).bit_length()
         # strided: the next row's offset on the consuming side (`next_off`) and on the pulling
         # side (`p_next_off`, with that row's beats `p_next_beats`, a cycle behind it); the
@@ -100,13 +122,13 @@ class Unpacker(wiring.Component):
             """Beats of a row of `cols` elements starting `off` elements into its first."""
             return ((off + cols[:lane_bits] + lanes - 1) >> lane_bits) + (cols >> lane_bits)
         m.d.sync += p_next_beats.eq(row_beats(p_next_off))
-        with m.If(self.start):
-            m.d.sync += [active.eq(1), pos.eq(self.offset), cols.eq(self.cols),
-                         beats.eq(self.beats), pair.eq(self.pair & ~self.strided), row.eq(0), col.eq(0), taken.eq(0),
-                         held.eq(0), left.eq(self.cols), rows_left.eq(self.rows), *rows_flags(self.rows),
-                         strided.eq(self.strided), stride.eq(self.stride),
+        with m.If(self.job.valid):
+            m.d.sync += [active.eq(1), pos.eq(job.offset), cols.eq(job.cols),
+                         beats.eq(job.beats), pair.eq(job.pair & ~job.strided), row.eq(0), col.eq(0), taken.eq(0),
+                         held.eq(0), left.eq(job.cols), rows_left.eq(job.rows), *rows_flags(job.rows),
+                         strided.eq(job.strided), stride.eq(job.stride),
                          # (row 0 takes at least three beats: its count is worked out next cycle)
-                         p_rows.eq(self.rows), p_left.eq(3)]
+                         p_rows.eq(job.rows), p_left.eq(3)]
         with m.If(priming):
             m.d.sync += [next_off.eq(pos + stride), p_next_off.eq(pos + stride)]
         with m.If(priming):
@@ -129,20 +151,20 @@ class Unpacker(wiring.Component):
         window = Cat(*win)
         first_data = shift_right(m, window, pos, 16, 16 * lanes, name="chunk")
         second_data = shift_right(m, window, need_first, 16, 16 * lanes, name="pair_chunk")
-        m.d.comb += [self.count.eq(count), self.data.eq(first_data),
-                     self.valid.eq(active & ~priming & (need <= held * lanes) & ~self.hold),
-                     self.pair_valid.eq(self.valid & paired), self.pair_count.eq(pair_count),
-                     self.row_end.eq(end_of_row), self.pair_row_end.eq(pair_ends_row),
-                     self.pair_data.eq(second_data)]
+        m.d.comb += [slot.count.eq(count), slot.data.eq(first_data),
+                     self.slot.valid.eq(active & ~priming & (need <= held * lanes)),
+                     slot.pair.valid.eq(paired), slot.pair.count.eq(pair_count),
+                     slot.row_end.eq(end_of_row), slot.pair.row_end.eq(pair_ends_row),
+                     slot.pair.data.eq(second_data)]
         two_rows = paired & pair_ends_row         # the slot ends this row and the next
-        m.d.comb += self.last.eq(end_of_row & Mux(two_rows, two_rows_left, one_row))
+        m.d.comb += slot.last.eq(end_of_row & Mux(two_rows, two_rows_left, one_row))
 
         retire = Signal(range(WINDOW_BEATS))      # beats the slot finishes
         # strided, a row's last chunk finishes the row's last beat, whole
         row_done = strided & end_of_row
         # (strided jobs pair nothing: need is need_first, whose rounding up is an add beside
         # need's rather than after it)
-        with m.If(self.valid):
+        with m.If(take):
             m.d.comb += retire.eq(Mux(row_done, (need_first + lanes - 1) >> lane_bits, need >> lane_bits))
             m.d.sync += pos.eq(Mux(row_done, next_off, need[:lane_bits]))
             with m.If(row_done):
@@ -167,7 +189,7 @@ class Unpacker(wiring.Component):
         kept = held - retire
         pull, room = Signal(), Signal()
         more = Mux(strided, p_rows != 0, taken < beats)
-        m.d.comb += [room.eq((held != WINDOW_BEATS) | (self.valid & ((need >= lanes) | row_done))),
+        m.d.comb += [room.eq((held != WINDOW_BEATS) | (take & ((need >= lanes) | row_done))),
                      pull.eq(active & room & more & self.src.valid),
                      self.src.ready.eq(pull)]
         # strided: a row's beats pulled, then the next row's
@@ -187,9 +209,9 @@ class Unpacker(wiring.Component):
             with m.Switch(kept):
                 for i in range(WINDOW_BEATS):
                     with m.Case(i):
-                        m.d.sync += win[i].eq(self.src.data)
+                        m.d.sync += win[i].eq(self.src.payload.data)
         m.d.sync += held.eq(kept + pull)
 
-        with m.If(self.valid & self.last):
+        with m.If(take & slot.last):
             m.d.sync += [active.eq(0), held.eq(0)]
         return m

@@ -48,13 +48,13 @@ def slots(rows, cols, pair_rule):
 
 def run_dispatch(plan, split, runs, run_cols):
     from hw.chunk_dispatch import ChunkDispatch
-    from hw.stage_planner import plan_ports
     dut = ChunkDispatch(CFG, CFG.n_max // LANES)
     seen = {"chunks": [], "jobs": [], "drain": [], "busy": [], "more": []}
 
     async def bench(ctx):
-        for name in plan_ports(LANES):
-            ctx.set(getattr(dut, name), int(getattr(plan, name)))
+        mode_fields = ("trans", "t_level", "t_scalar", "t_fold_adds")
+        fields = {name: int(getattr(plan, name)) for name in dut.plan.shape().members if name != "mode"}
+        ctx.set(dut.plan, {**fields, "mode": {name: int(getattr(plan, name)) for name in mode_fields}})
         ctx.set(dut.addr, ADDR)
         ctx.set(dut.split, split)
         ctx.set(dut.restart, 1)
@@ -63,23 +63,18 @@ def run_dispatch(plan, split, runs, run_cols):
         for (rest, run_slots), cols in zip(runs, run_cols, strict=True):
             ctx.set(dut.start, 1)
             ctx.set(dut.rest, rest)
-            job = tuple(ctx.get(getattr(dut, f"u_{f}")) for f in ("offset", "rows", "cols", "beats", "pair",
-                                                                   "strided", "stride"))
+            job = tuple(ctx.get(dut.job[f]) for f in ("offset", "rows", "cols", "beats", "pair", "strided", "stride"))
             # (a strided job's beats are its rows' own: the unpacker does not take `beats`)
             seen["jobs"].append(job[:3] + (None,) + job[4:] if job[5] else job)
             await ctx.tick()
             ctx.set(dut.start, 0)
             ctx.set(dut.dispatch, 1)
             for i, (row, col, count, pair_count) in enumerate(run_slots):
-                ctx.set(dut.valid, 1)
-                ctx.set(dut.last, i == len(run_slots) - 1)
-                ctx.set(dut.row, row)
-                ctx.set(dut.col, col)
-                ctx.set(dut.count, count)
-                ctx.set(dut.row_end, col + count == cols)
-                ctx.set(dut.pair_valid, pair_count is not None)
-                ctx.set(dut.pair_count, pair_count or 0)
-                ctx.set(dut.pair_row_end, pair_count == cols)
+                ctx.set(dut.slot.valid, 1)
+                ctx.set(dut.slot.payload, {"last": i == len(run_slots) - 1, "row": row, "col": col, "count": count,
+                                           "row_end": col + count == cols,
+                                           "pair": {"valid": pair_count is not None, "count": pair_count or 0,
+                                                    "row_end": pair_count == cols}})
                 assert ctx.get(dut.run_done) == (i == len(run_slots) - 1)
                 if i == len(run_slots) - 1:
                     # the control unit moves to the next column tile when there is one
@@ -88,24 +83,21 @@ def run_dispatch(plan, split, runs, run_cols):
                     ctx.set(dut.tile_next, more)
                 cycle = []
                 for q in range(2):
-                    if ctx.get(getattr(dut, f"mac{q}")):
-                        fields = {"pe_row": q, "k_base": ctx.get(getattr(dut, f"k_base{q}")),
-                                  "active": ctx.get(getattr(dut, f"active{q}"))}
+                    if ctx.get(dut.pe[q].valid):
+                        chunk = ctx.get(dut.pe[q].payload)
+                        fields = {"pe_row": q, "k_base": chunk.k_base, "active": chunk.active}
                         if plan.trans:
-                            fields.update(t_out=ctx.get(dut.t_out), t_set=ctx.get(dut.t_set),
-                                          t_first=bool(ctx.get(dut.t_first)),
-                                          t_row_end=bool(ctx.get(dut.t_row_end)))
+                            t_chunk = ctx.get(dut.t_chunk)
+                            fields.update(t_out=t_chunk.out, t_set=t_chunk.set, t_first=bool(t_chunk.first),
+                                          t_row_end=bool(t_chunk.row_end))
                         else:
-                            fields.update(acc_addr=ctx.get(getattr(dut, f"acc_addr{q}")),
-                                          first=bool(ctx.get(getattr(dut, f"first{q}"))),
-                                          last=bool(ctx.get(getattr(dut, f"last{q}"))))
+                            fields.update(acc_addr=chunk.acc_addr, first=bool(chunk.first), last=bool(chunk.last))
                         cycle.append(chunk_dispatch.Chunk(**fields))
                 # in one cycle, group g's chunk before group g + 1's
                 seen["chunks"].extend(sorted(cycle, key=lambda chunk: chunk.k_base))
                 await ctx.tick()
                 ctx.set(dut.tile_next, 0)
-            ctx.set(dut.valid, 0)
-            ctx.set(dut.pair_valid, 0)
+            ctx.set(dut.slot.valid, 0)
             ctx.set(dut.dispatch, 0)
         for _ in range(40):
             seen["drain"].append(ctx.get(dut.drain))

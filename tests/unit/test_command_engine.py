@@ -71,14 +71,14 @@ def engine_run(cfg, via_arbiter=True, fix_at=None):
         clock = Clock(ctx, dram)
         for field, value in ENGINE_REGS.items():
             ctx.set(getattr(engine.queues[0], field), value)
-        ctx.set(engine.push_ready, 1)
+        ctx.set(engine.push.ready, 1)
         while clock.t < RING2_AT + 80:
             ctx.set(engine.cycle, clock.t)
             ctx.set(engine.queues[0].tail, 2 if clock.t >= RING2_AT else 1 if clock.t >= RING_AT else 0)
             if clock.t == fix_at:
                 set_valid_word(memory, 1, 1)
-            if ctx.get(engine.push_valid):
-                pushes.append((clock.t, ctx.get(engine.push.seq), ctx.get(engine.push.taken)))
+            if ctx.get(engine.push.valid):
+                pushes.append((clock.t, ctx.get(engine.push.payload.seq), ctx.get(engine.push.payload.taken)))
             await clock.tick()
 
     simulate(top, bench)

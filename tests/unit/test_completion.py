@@ -60,8 +60,8 @@ def run(descriptors, answer_after):
             ctx.set(dut.reported_error, int(reported and answers[0][1]))
             if reported:
                 answers.pop(0)
-                seen["reports"].append((cycle, ctx.get(dut.done_queue), ctx.get(dut.done_seq),
-                                        ctx.get(dut.done_status), ctx.get(dut.done_store)))
+                seen["reports"].append((cycle, ctx.get(dut.done.payload.queue), ctx.get(dut.done.payload.seq),
+                                        ctx.get(dut.done.payload.status), ctx.get(dut.done.payload.store)))
                 seen["irqs"].append(ctx.get(dut.irq))
             if ctx.get(dut.line_start):
                 seen["lines"].append((cycle, ctx.get(dut.line_addr), ctx.get(dut.line)))

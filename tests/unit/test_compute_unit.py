@@ -62,9 +62,9 @@ def run_unit(x, wt, stall=0.0):
 
     async def bench(ctx):
         ctx.set(dut.n_cols, n)
-        ctx.set(dut.fold_n_cols, n)
+        ctx.set(dut.fold.payload.n_cols, n)
         ctx.set(dut.bank, bank)
-        ctx.set(dut.fold_bank, bank)
+        ctx.set(dut.fold.payload.bank, bank)
         ctx.set(dut.split, p.split > 1)
         for r in range(m):
             row = x[r].view(np.uint16)
@@ -79,8 +79,6 @@ def run_unit(x, wt, stall=0.0):
         while not ctx.get(dut.lanes_ready):
             await ctx.tick()
         bits = wt.view(np.uint16)
-        ports = [("mac", "first", "acc_addr", "k_base", "active", "w_data", "last"),
-                 ("mac1", "first1", "acc_addr1", "k_base1", "active1", "w_data1", "last1")]
 
         async def tick():
             # the PE array's accumulator-line writes into the output buffer, input-line reads
@@ -90,22 +88,22 @@ def run_unit(x, wt, stall=0.0):
             activity["slot_writes"] += sum(ctx.get(s) for s in dut.pe_slot_writes)
             await ctx.tick()
         for slot in slots(m, k, n, lanes):
-            for names in ports:
-                ctx.set(getattr(dut, names[0]), 0)
+            for pe in dut.pe:
+                ctx.set(pe.valid, 0)
             for q, first, addr, k_base, active, elems, last in slot:
-                values = (1, first, addr, k_base, active, pack16([bits[kk, c] for kk, c in elems]), last)
-                for name, value in zip(ports[q], values):
-                    ctx.set(getattr(dut, name), value)
+                ctx.set(dut.pe[q].valid, 1)
+                ctx.set(dut.pe[q].payload, {"first": first, "acc_addr": addr, "k_base": k_base, "active": active,
+                                            "w_data": pack16([bits[kk, c] for kk, c in elems]), "last": last})
             await tick()
-        for names in ports:
-            ctx.set(getattr(dut, names[0]), 0)
+        for pe in dut.pe:
+            ctx.set(pe.valid, 0)
         for _ in range(PIPE_DEPTH):
             await tick()
         sets_used = p.sets_used(k) + [0]
-        ctx.set(dut.fold_n_words, p.n_words)
-        ctx.set(dut.fold_sets, sets_used[0])
-        ctx.set(dut.fold_sets1, sets_used[1])
-        ctx.set(dut.fold_pack_log2, p.pack.bit_length() - 1)
+        ctx.set(dut.fold.payload.n_words, p.n_words)
+        ctx.set(dut.fold.payload.sets, sets_used[0])
+        ctx.set(dut.fold.payload.sets1, sets_used[1])
+        ctx.set(dut.fold.payload.pack_log2, p.pack.bit_length() - 1)
         # the words stream through the fold unit; the consumer stalls at random
         words = [(r, w) for r in range(m) for w in range(p.n_words)]
         asked, out = 0, []
@@ -113,15 +111,15 @@ def run_unit(x, wt, stall=0.0):
             if len(out) == len(words):
                 break
             if asked < len(words):
-                ctx.set(dut.fold_valid, 1)
-                ctx.set(dut.fold_row, words[asked][0])
-                ctx.set(dut.fold_word, words[asked][1])
+                ctx.set(dut.fold.valid, 1)
+                ctx.set(dut.fold.payload.row, words[asked][0])
+                ctx.set(dut.fold.payload.word, words[asked][1])
             else:
-                ctx.set(dut.fold_valid, 0)
-            ctx.set(dut.sum_ready, int(stall_rng.random() >= stall))
-            took = asked < len(words) and ctx.get(dut.fold_ready)
-            if ctx.get(dut.sum_valid) and ctx.get(dut.sum_ready):
-                out.append((ctx.get(dut.sum_fp16), ctx.get(dut.sum_fp32)))
+                ctx.set(dut.fold.valid, 0)
+            ctx.set(dut.sum.ready, int(stall_rng.random() >= stall))
+            took = asked < len(words) and ctx.get(dut.fold.ready)
+            if ctx.get(dut.sum.valid) and ctx.get(dut.sum.ready):
+                out.append((ctx.get(dut.sum.payload.fp16), ctx.get(dut.sum.payload.fp32)))
             await ctx.tick()
             asked += took
         assert len(out) == len(words), "the fold unit lost or held back words"

@@ -103,9 +103,9 @@ def test_reads_through_the_interleaver(run):
     async def bench(ctx):
         clock = Clock(ctx, *channels)
         ctx.set(reader.out.ready, 1)
-        ctx.set(reader.start, 1)
-        ctx.set(reader.addr, addr)
-        ctx.set(reader.lines, lines)
+        ctx.set(reader.run.valid, 1)
+        ctx.set(reader.run.payload.addr, addr)
+        ctx.set(reader.run.payload.lines, lines)
         expected = int(model_reader.bursts(addr, lines, cfg)[2].sum())
         for _ in range(20 * expected + 200):
             if ctx.get(bus.arvalid) and ctx.get(bus.arready):
@@ -114,7 +114,7 @@ def test_reads_through_the_interleaver(run):
                 beats.append(clock.t)
                 data.append(ctx.get(bus.rdata))
             await clock.tick()
-            ctx.set(reader.start, 0)
+            ctx.set(reader.run.valid, 0)
             if len(beats) == expected:
                 break
 
@@ -164,16 +164,16 @@ def test_writes_through_the_interleaver(run):
 
     async def bench(ctx):
         clock = Clock(ctx, src, *channels)
-        ctx.set(writer.start, 1)
-        ctx.set(writer.addr, addr)
-        ctx.set(writer.from_stream, 1)
-        ctx.set(writer.lines, lines)
-        ctx.set(writer.line, 0x5A5A)
-        ctx.set(writer.strb, (1 << 64) - 1)
+        ctx.set(writer.job.valid, 1)
+        ctx.set(writer.job.payload.addr, addr)
+        ctx.set(writer.job.payload.from_stream, 1)
+        ctx.set(writer.job.payload.lines, lines)
+        ctx.set(writer.job.payload.line, 0x5A5A)
+        ctx.set(writer.job.payload.strb, (1 << 64) - 1)
         second = False
         for _ in range(40 * beats + 400):
             i = len(src.taken)
-            ctx.set(writer.src.strb, strobes[i] if i < beats else 0)
+            ctx.set(writer.src.payload.strb, strobes[i] if i < beats else 0)
             if ctx.get(bus.bvalid) and ctx.get(bus.bready):
                 responses.append(clock.t)
             start_line = False
@@ -181,11 +181,11 @@ def test_writes_through_the_interleaver(run):
                 idle.append(clock.t)
                 start_line = second = True
             await clock.tick()
-            ctx.set(writer.start, 0)
+            ctx.set(writer.job.valid, 0)
             if start_line:
-                ctx.set(writer.start, 1)
-                ctx.set(writer.from_stream, 0)
-                ctx.set(writer.addr, line_addr)
+                ctx.set(writer.job.valid, 1)
+                ctx.set(writer.job.payload.from_stream, 0)
+                ctx.set(writer.job.payload.addr, line_addr)
             if second and ctx.get(writer.quiet):
                 break
 

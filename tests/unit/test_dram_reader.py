@@ -24,14 +24,14 @@ def reader_run(cfg, addr, beats, via_arbiter=True):
     async def bench(ctx):
         clock = Clock(ctx, dram)
         ctx.set(reader.out.ready, 1)
-        ctx.set(reader.start, 1)
-        ctx.set(reader.addr, addr)
-        ctx.set(reader.lines, beats)
+        ctx.set(reader.run.valid, 1)
+        ctx.set(reader.run.payload.addr, addr)
+        ctx.set(reader.run.payload.lines, beats)
         for _ in range(4 * beats + 50 * (beats // cfg.max_burst_beats + 2)):
             if ctx.get(reader.out.valid):
                 shown.append(clock.t)
             await clock.tick()
-            ctx.set(reader.start, 0)
+            ctx.set(reader.run.valid, 0)
             if len(shown) == beats and not ctx.get(reader.busy):
                 break
 
@@ -93,20 +93,20 @@ def test_dram_reader_back_to_back(cfg, first, second, period):
 
     async def bench(ctx):
         clock = Clock(ctx, dram)
-        ctx.set(reader.start, 1)
-        ctx.set(reader.addr, first[0])
-        ctx.set(reader.lines, first[1])
+        ctx.set(reader.run.valid, 1)
+        ctx.set(reader.run.payload.addr, first[0])
+        ctx.set(reader.run.payload.lines, first[1])
         started = 1
         while len(pulls) < beats:
             ctx.set(reader.out.ready, ready[clock.t])
             if ctx.get(reader.out.valid) and ready[clock.t]:
                 pulls.append(clock.t)
             await clock.tick()
-            ctx.set(reader.start, 0)
+            ctx.set(reader.run.valid, 0)
             if started == 1 and ctx.get(reader.issued_all):
-                ctx.set(reader.start, 1)
-                ctx.set(reader.addr, second[0])
-                ctx.set(reader.lines, second[1])
+                ctx.set(reader.run.valid, 1)
+                ctx.set(reader.run.payload.addr, second[0])
+                ctx.set(reader.run.payload.lines, second[1])
                 started = 2
 
     simulate(top, bench)
@@ -127,7 +127,7 @@ def test_dram_reader_back_to_back(cfg, first, second, period):
     ids=lambda v: getattr(v, "name", str(v)))
 def test_side_run_among_runs(cfg, first, side, third, period):
     """A run, then a side run (a paged list) once it is issued, then another run once that
-    is issued, a slow consumer: the side run's beats leave on side_* as they arrive
+    is issued, a slow consumer: the side run's beats leave on side as they arrive
     (sim/dram_reader.py side_run), between the two runs' beats, and never show at `out`;
     the runs' beats are taken as the model says (the side beats free their room as they
     arrive, before the first run's beats are taken)."""
@@ -141,29 +141,29 @@ def test_side_run_among_runs(cfg, first, side, third, period):
 
     async def bench(ctx):
         clock = Clock(ctx, dram)
-        ctx.set(reader.start, 1)
-        ctx.set(reader.addr, first[0])
-        ctx.set(reader.lines, first[1])
+        ctx.set(reader.run.valid, 1)
+        ctx.set(reader.run.payload.addr, first[0])
+        ctx.set(reader.run.payload.lines, first[1])
         started = 1
         while len(pulls) < beats or len(sides) < side_beats:
             ctx.set(reader.out.ready, ready[clock.t])
             if ctx.get(reader.out.valid) and ready[clock.t]:
                 pulls.append(clock.t)
-            if ctx.get(reader.side_valid):
+            if ctx.get(reader.side.valid):
                 sides.append(clock.t)
             await clock.tick()
-            ctx.set(reader.start, 0)
-            ctx.set(reader.side, 0)
+            ctx.set(reader.run.valid, 0)
+            ctx.set(reader.run.payload.side, 0)
             if started == 2 and ctx.get(reader.issued_all):
-                ctx.set(reader.start, 1)
-                ctx.set(reader.addr, third[0])
-                ctx.set(reader.lines, third[1])
+                ctx.set(reader.run.valid, 1)
+                ctx.set(reader.run.payload.addr, third[0])
+                ctx.set(reader.run.payload.lines, third[1])
                 started = 3
             if started == 1 and ctx.get(reader.issued_all):
-                ctx.set(reader.start, 1)
-                ctx.set(reader.side, 1)
-                ctx.set(reader.addr, side[0])
-                ctx.set(reader.lines, side[1])
+                ctx.set(reader.run.valid, 1)
+                ctx.set(reader.run.payload.side, 1)
+                ctx.set(reader.run.payload.addr, side[0])
+                ctx.set(reader.run.payload.lines, side[1])
                 started = 2
             assert clock.t < 20_000
 
@@ -235,14 +235,14 @@ def test_engine_read_among_reader_bursts(cfg, addr, beats, asked):
     async def bench(ctx):
         clock = Clock(ctx, dram, engine)
         ctx.set(reader.out.ready, 1)
-        ctx.set(reader.start, 1)
-        ctx.set(reader.addr, addr)
-        ctx.set(reader.lines, beats)
+        ctx.set(reader.run.valid, 1)
+        ctx.set(reader.run.payload.addr, addr)
+        ctx.set(reader.run.payload.lines, beats)
         for _ in range(4 * beats + 50 * (beats // cfg.max_burst_beats + 2)):
             if ctx.get(reader.out.valid):
                 shown.append(clock.t)
             await clock.tick()
-            ctx.set(reader.start, 0)
+            ctx.set(reader.run.valid, 0)
             if len(shown) == beats and engine.beat is not None:
                 break
 

@@ -24,17 +24,17 @@ def writer_run(cfg, addr, available=None, via_arbiter=True, then_line=None):
 
     async def bench(ctx):
         clock = Clock(ctx, src, dram)
-        ctx.set(writer.start, 1)
-        ctx.set(writer.addr, addr)
-        ctx.set(writer.from_stream, available is not None)
-        ctx.set(writer.lines, len(available or []))
-        ctx.set(writer.line, 0x1234)
-        ctx.set(writer.strb, 0x0F0F)
+        ctx.set(writer.job.valid, 1)
+        ctx.set(writer.job.payload.addr, addr)
+        ctx.set(writer.job.payload.from_stream, available is not None)
+        ctx.set(writer.job.payload.lines, len(available or []))
+        ctx.set(writer.job.payload.line, 0x1234)
+        ctx.set(writer.job.payload.strb, 0x0F0F)
         jobs = 1 if then_line is None else 2
         limit = max(available or [0]) + 10 * len(available or [1]) + 400
         for _ in range(limit):
             await clock.tick()
-            ctx.set(writer.start, 0)
+            ctx.set(writer.job.valid, 0)
             if ctx.get(writer.reported):
                 reported.append(clock.t)
             if len(idle) < jobs and ctx.get(writer.idle) and clock.t > (idle[-1] if idle else 0):
@@ -44,10 +44,10 @@ def writer_run(cfg, addr, available=None, via_arbiter=True, then_line=None):
                         await clock.tick()
                         if ctx.get(writer.reported):
                             reported.append(clock.t)
-                    ctx.set(writer.start, 1)
-                    ctx.set(writer.from_stream, 0)
-                    ctx.set(writer.addr, addr + 0x4000)
-                    ctx.set(writer.report, 1)
+                    ctx.set(writer.job.valid, 1)
+                    ctx.set(writer.job.payload.from_stream, 0)
+                    ctx.set(writer.job.payload.addr, addr + 0x4000)
+                    ctx.set(writer.job.payload.report, 1)
             elif len(idle) == jobs and ctx.get(writer.quiet):
                 quiet.append(clock.t)
                 break

@@ -31,16 +31,17 @@ def test_fold_unit_cycles(sets, sets1, pack_log2, n, stall):
 
     async def bench(ctx):
         for name, value in (("sets", sets), ("sets1", sets1), ("pack_log2", pack_log2), ("n_cols", n),
-                            ("n_words", -(-n // cfg.lanes)), ("req_row", 0)):
+                            ("n_words", -(-n // cfg.lanes))):
             ctx.set(getattr(dut, name), value)
+        ctx.set(dut.req.payload.row, 0)
         for cycle in range(len(ready)):
             asked = len(seen["taken"])
-            ctx.set(dut.req_valid, asked < words)
-            ctx.set(dut.req_word, asked % 2)
-            ctx.set(dut.out_ready, int(ready[cycle]))
-            if asked < words and ctx.get(dut.req_ready):
+            ctx.set(dut.req.valid, asked < words)
+            ctx.set(dut.req.payload.word, asked % 2)
+            ctx.set(dut.out.ready, int(ready[cycle]))
+            if asked < words and ctx.get(dut.req.ready):
                 seen["taken"].append(cycle)
-            if ctx.get(dut.out_valid) and ready[cycle]:
+            if ctx.get(dut.out.valid) and ready[cycle]:
                 seen["popped"].append(cycle)
             await ctx.tick()
 

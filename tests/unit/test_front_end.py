@@ -94,12 +94,12 @@ def run_front_end(descs, report_at=None, memory=None, side_latency=6):
         for cycle in range(400):
             if pending:
                 seq, desc = pending[0]
-                ctx.set(dut.pop_valid, 1)
-                ctx.set(dut.pop.desc.as_value(), desc.to_int())
-                ctx.set(dut.pop.queue, HAZARD_FREE_QUEUE)
-                ctx.set(dut.pop.seq, seq)
+                ctx.set(dut.pop.valid, 1)
+                ctx.set(dut.pop.payload.desc.as_value(), desc.to_int())
+                ctx.set(dut.pop.payload.queue, HAZARD_FREE_QUEUE)
+                ctx.set(dut.pop.payload.seq, seq)
             else:
-                ctx.set(dut.pop_valid, 0)
+                ctx.set(dut.pop.valid, 0)
             ctx.set(dut.task.ready, 1)
             if ctx.get(dut.task.valid):
                 seen["takes"].append(cycle)
@@ -111,21 +111,21 @@ def run_front_end(descs, report_at=None, memory=None, side_latency=6):
                 assert ctx.get(dut.task.payload.last_group_elems) == tail * taken.in_cols
             ctx.set(dut.report, int(cycle == report_at))
             ctx.set(dut.report_store, int(cycle == report_at))
-            if pending and ctx.get(dut.pop_ready):
+            if pending and ctx.get(dut.pop.ready):
                 pending.pop(0)
                 seen["pops"].append(cycle)
-            if ctx.get(dut.run_start):
-                addr, count = ctx.get(dut.run_addr), ctx.get(dut.run_lines)
+            if ctx.get(dut.run.valid):
+                addr, count = ctx.get(dut.run.payload.addr), ctx.get(dut.run.payload.lines)
                 seen["runs"].append((cycle, addr, count))
-                if ctx.get(dut.run_side):
+                if ctx.get(dut.run.payload.side):
                     beat = CFG.beat_bytes
                     first = addr - addr % beat
                     for i in range(-(-(addr + count * LINE_BYTES - first) // beat)):
                         side.append((cycle + side_latency + i, memory.read(first + i * beat, beat)))
             valid = bool(side) and side[0][0] == cycle
-            ctx.set(dut.side_valid, int(valid))
+            ctx.set(dut.side.valid, int(valid))
             if valid:
-                ctx.set(dut.side_data, int.from_bytes(side.pop(0)[1], "little"))
+                ctx.set(dut.side.payload.data, int.from_bytes(side.pop(0)[1], "little"))
                 seen["side"].append(cycle)
             ctx.set(dut.verdict.ready, 1)
             if ctx.get(dut.verdict.valid):

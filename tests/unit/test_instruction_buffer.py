@@ -16,22 +16,22 @@ def test_instruction_buffer_pop_latency_and_depth():
     seen = {}
 
     async def bench(ctx):
-        ctx.set(dut.push.seq, 7)
-        ctx.set(dut.push_valid, 1)
+        ctx.set(dut.push.payload.seq, 7)
+        ctx.set(dut.push.valid, 1)
         await ctx.tick()                        # pushed at cycle 0
-        ctx.set(dut.push_valid, 0)
+        ctx.set(dut.push.valid, 0)
         for cycle in range(1, 8):
-            if ctx.get(dut.pop_valid) and "first" not in seen:
+            if ctx.get(dut.pop.valid) and "first" not in seen:
                 seen["first"] = cycle
-                assert ctx.get(dut.pop.seq) == 7
+                assert ctx.get(dut.pop.payload.seq) == 7
             await ctx.tick()
-        ctx.set(dut.pop_ready, 1)               # drain, then fill until full
+        ctx.set(dut.pop.ready, 1)               # drain, then fill until full
         await ctx.tick()
-        ctx.set(dut.pop_ready, 0)
-        ctx.set(dut.push_valid, 1)
+        ctx.set(dut.pop.ready, 0)
+        ctx.set(dut.push.valid, 1)
         pushed = 0
         for _ in range(3 * cfg.ibuf_depth):
-            if ctx.get(dut.push_ready):
+            if ctx.get(dut.push.ready):
                 pushed += 1
             await ctx.tick()
         seen["capacity"] = pushed

@@ -43,25 +43,25 @@ def test_line_packer(esize, rows, n, offset, stall):
         for cycle in range(1, len(ready)):
             i = len(seen["words"])
             valid = i < len(sizes) and cycle >= offered
-            ctx.set(dut.w_valid, valid)
+            ctx.set(dut.w.valid, valid)
             if i < len(sizes):
                 word = payload[starts[i]:starts[i + 1]]
                 # bytes past the word's are garbage the packer must not write
                 garbage = rng.integers(0, 256, 4 * CFG.lanes - len(word), dtype=np.uint8)
-                ctx.set(dut.w_data, int.from_bytes(np.concatenate([word, garbage]).tobytes(), "little"))
-                ctx.set(dut.w_bytes, sizes[i])
-                ctx.set(dut.w_last, i == len(sizes) - 1)
+                ctx.set(dut.w.payload.data, int.from_bytes(np.concatenate([word, garbage]).tobytes(), "little"))
+                ctx.set(dut.w.payload.bytes, sizes[i])
+                ctx.set(dut.w.payload.last, i == len(sizes) - 1)
             ctx.set(dut.out.ready, int(ready[cycle]))
             if ctx.get(dut.out.valid) and ready[cycle]:
-                data = ctx.get(dut.out.data).to_bytes(line, "little")
-                strb = ctx.get(dut.out.strb)
+                data = ctx.get(dut.out.payload.data).to_bytes(line, "little")
+                strb = ctx.get(dut.out.payload.strb)
                 index = len(seen["lines"])
                 for b in range(line):
                     if strb >> b & 1:
                         assert index * line + b not in image, "a byte written twice"
                         image[index * line + b] = data[b]
                 seen["lines"].append(cycle)
-            if valid and ctx.get(dut.w_ready):
+            if valid and ctx.get(dut.w.ready):
                 seen["words"].append(cycle)
                 if i + 1 < len(sizes):
                     offered = cycle + 1 + int(gaps[i + 1])

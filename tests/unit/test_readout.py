@@ -8,7 +8,7 @@ import pytest
 
 import isa
 from ties import simulate
-from hw.readout import FROM_FOLD, FROM_INPUT, TO_INPUT, TO_RESULT16, TO_RESULT32, TO_SCORES
+from hw.readout import Dest, Source
 from sim import readout as model
 
 CFG = isa.load_config("default")
@@ -31,35 +31,35 @@ def run(source, dest, rows, n, seed, stall):
     async def bench(ctx):
         for name, value in (("source", source), ("dest", dest), ("rows", rows), ("n", n),
                             ("n_words", -(-n // LANES)), ("sets", 1), ("sets1", 0), ("pack_log2", 0), ("bank", 0)):
-            ctx.set(getattr(dut, name), value)
-        ctx.set(dut.start, 1)
+            ctx.set(dut.job.payload[name], value)
+        ctx.set(dut.job.valid, 1)
         await ctx.tick()
-        ctx.set(dut.start, 0)
+        ctx.set(dut.job.valid, 0)
         answers, read = [], None            # the stand-in fold's sums in flight; the buffer's read
         for cycle in range(1, 3000):
             if seen["done"] and cycle > seen["done"][0] + 5:
                 break
             w_ready = int(rng.random() >= stall)
             fold_ready = int(rng.random() >= stall)
-            ctx.set(dut.w_ready, w_ready)
-            ctx.set(dut.fold_ready, fold_ready)
+            ctx.set(dut.w.ready, w_ready)
+            ctx.set(dut.fold.ready, fold_ready)
             # the fold stand-in: a request's sum shows FOLD_LATENCY cycles after it, in order
             head = answers[0] if answers and answers[0][0] <= cycle else None
-            ctx.set(dut.sum_valid, int(head is not None))
+            ctx.set(dut.sum.valid, int(head is not None))
             if head is not None:
-                ctx.set(dut.sum_fp32, word_value(*head[1], 32))
-                ctx.set(dut.sum_fp16, word_value(*head[1], 16))
+                ctx.set(dut.sum.payload.fp32, word_value(*head[1], 32))
+                ctx.set(dut.sum.payload.fp16, word_value(*head[1], 16))
             # the input buffer: a synchronous read (data of the address of the cycle before)
             ctx.set(dut.rd_in_data, word_value(*read, 16) if read else 0)
-            if ctx.get(dut.fold_valid) and fold_ready:
-                request = (ctx.get(dut.fold_row), ctx.get(dut.fold_word))
+            if ctx.get(dut.fold.valid) and fold_ready:
+                request = (ctx.get(dut.fold.payload.row), ctx.get(dut.fold.payload.word))
                 seen["asked"].append(request)
                 answers.append((cycle + FOLD_LATENCY, request))
-            if head is not None and ctx.get(dut.sum_ready):
+            if head is not None and ctx.get(dut.sum.ready):
                 answers.pop(0)
-            if ctx.get(dut.w_valid) and w_ready:
-                seen["words"].append(("result", cycle, ctx.get(dut.w_data), ctx.get(dut.w_bytes),
-                                      ctx.get(dut.w_last)))
+            if ctx.get(dut.w.valid) and w_ready:
+                seen["words"].append(("result", cycle, ctx.get(dut.w.payload.data), ctx.get(dut.w.payload.bytes),
+                                      ctx.get(dut.w.payload.last)))
             for we, data in ((dut.in_we, dut.buf_data16), (dut.acc_we, dut.buf_data32)):
                 if ctx.get(we):
                     seen["words"].append(("buffer", cycle, ctx.get(dut.buf_row), ctx.get(dut.buf_word),
@@ -78,19 +78,19 @@ def expected_words(rows, n):
     return [(r, w) for r in range(rows) for w in range(-(-n // LANES))]
 
 
-@pytest.mark.parametrize("dest", [TO_RESULT16, TO_RESULT32, TO_INPUT, TO_SCORES])
+@pytest.mark.parametrize("dest", [Dest.RESULT16, Dest.RESULT32, Dest.INPUT, Dest.SCORES])
 @pytest.mark.parametrize("stall", [0.0, 0.4])
 def test_fold_words_reach_their_destination_in_order(dest, stall):
     rows, n = 3, 70
-    seen = run(FROM_FOLD, dest, rows, n, seed=dest * 7 + int(stall * 10), stall=stall)
+    seen = run(Source.FOLD, dest, rows, n, seed=dest.value * 7 + int(stall * 10), stall=stall)
     words = expected_words(rows, n)
     assert seen["asked"] == words                 # every word asked once, in order
     got = seen["words"]
     assert len(got) == len(words) and len(seen["done"]) == 1 and seen["done"][0] == got[-1][1]
-    esize = 4 if dest in (TO_RESULT32, TO_SCORES) else 2
+    esize = 4 if dest in (Dest.RESULT32, Dest.SCORES) else 2
     for i, ((row, word), out) in enumerate(zip(words, got)):
         value = word_value(row, word, 8 * esize)
-        if dest in (TO_RESULT16, TO_RESULT32):
+        if dest in (Dest.RESULT16, Dest.RESULT32):
             assert out[0] == "result" and out[2] == value
             assert out[3] == min(LANES, n - word * LANES) * esize and out[4] == (i == len(words) - 1)
         else:
@@ -100,7 +100,7 @@ def test_fold_words_reach_their_destination_in_order(dest, stall):
 @pytest.mark.parametrize("stall", [0.0, 0.5])
 def test_input_rows_cycles_equal_the_model(stall):
     rows, n = 4, 100
-    seen = run(FROM_INPUT, TO_RESULT16, rows, n, seed=5, stall=stall)
+    seen = run(Source.INPUT, Dest.RESULT16, rows, n, seed=5, stall=stall)
     words = expected_words(rows, n)
     got = seen["words"]
     assert [out[2] for out in got] == [word_value(r, w, 16) for r, w in words]
@@ -130,20 +130,21 @@ def test_a_job_begins_after_its_delay_with_its_write_run(delay):
     seen = []
 
     async def bench(ctx):
-        for name, value in (("source", FROM_FOLD), ("dest", TO_RESULT16), ("rows", 2), ("n", 40), ("n_words", 2),
+        for name, value in (("source", Source.FOLD), ("dest", Dest.RESULT16), ("rows", 2), ("n", 40), ("n_words", 2),
                             ("sets", 1), ("pack_log2", 0), ("results", 1), ("first", first), ("lines", lines),
                             ("delay", delay)):
-            ctx.set(getattr(dut, name), value)
-        ctx.set(dut.start, 1)
+            ctx.set(dut.job.payload[name], value)
+        ctx.set(dut.job.valid, 1)
         for cycle in range(12):
-            seen.append({name: ctx.get(getattr(dut, name)) for name in
-                         ("waiting", "waiting_results", "busy", "run_start", "run_addr", "run_lines", "run_offset",
-                          "fold_valid")})
+            run = ctx.get(dut.run.payload)
+            seen.append({name: ctx.get(getattr(dut, name)) for name in ("waiting", "waiting_results", "busy")}
+                        | {"run_start": ctx.get(dut.run.valid), "run_addr": run.addr, "run_lines": run.lines,
+                           "run_offset": run.offset, "fold_valid": ctx.get(dut.fold.valid)})
             await ctx.tick()
-            ctx.set(dut.start, 0)
+            ctx.set(dut.job.valid, 0)
             # the inputs change once taken: a waiting job keeps its own copy
-            ctx.set(dut.first, 0)
-            ctx.set(dut.lines, 0)
+            ctx.set(dut.job.payload.first, 0)
+            ctx.set(dut.job.payload.lines, 0)
 
     simulate(dut, bench)
     begins = [c for c, s in enumerate(seen) if s["run_start"]]

@@ -155,12 +155,12 @@ def test_regfile_matches_model(seed):
                 seen["nonzero read"] += data != 0
             else:
                 _, q, seq, status = op
-                ctx.set(dut.done_valid, 1)
-                ctx.set(dut.done_queue, q)
-                ctx.set(dut.done_seq, seq)
-                ctx.set(dut.done_status, status)
+                ctx.set(dut.done.valid, 1)
+                ctx.set(dut.done.payload.queue, q)
+                ctx.set(dut.done.payload.seq, seq)
+                ctx.set(dut.done.payload.status, status)
                 await clock.tick()
-                ctx.set(dut.done_valid, 0)
+                ctx.set(dut.done.valid, 0)
                 model.complete(q, seq, status)
                 for reg in (R.HEAD, R.STATUS):
                     assert await lite_read(clock, dut.io, R.queue_reg(q, reg), R.HOST_PASID) == \

@@ -32,7 +32,7 @@ class SizedPlanner(Elaboratable):
     def elaborate(self, platform):
         m = Module()
         m.submodules.sizes, m.submodules.planner = self.sizes, self.planner
-        m.d.comb += self.planner.sizes.eq(self.sizes.sizes)
+        m.d.comb += self.planner.stage.payload.eq(self.sizes.sizes)
         return m
 
 
@@ -53,11 +53,13 @@ def run_planner(stages, pipe_busy=0):
             await ctx.tick().repeat(SIZE_STEPS - 1)
             ctx.set(dut.split, rows == 1 and not trans)
             ctx.set(dut.pipe_busy, pipe_busy if i else 0)
-            ctx.set(dut.load, 1)
-            ready, has_full = ctx.get(dut.ready), ctx.get(dut.has_full)
+            ctx.set(dut.stage.valid, 1)
+            ready, has_full = ctx.get(dut.stage.ready), ctx.get(dut.has_full)
             await ctx.tick()
-            ctx.set(dut.load, 0)
-            regs = {name: ctx.get(getattr(dut, name)) for name in fields}
+            ctx.set(dut.stage.valid, 0)
+            plan = ctx.get(dut.plan)
+            regs = {name: getattr(plan.mode if name in ("trans", "t_level", "t_scalar", "t_fold_adds") else plan, name)
+                    for name in fields}
             regs["sets_used"] = tuple(ctx.get(dut.sets_used[q]) for q in range(2))
             seen.append((ready, has_full, regs))
 

@@ -25,39 +25,44 @@ def beats_of(matrix, offset):
     return [int.from_bytes(flat[i:i + LANES].tobytes(), "little") for i in range(0, len(flat), LANES)]
 
 
-def unpack(matrix, offset, gaps, seed=0, pair=False):
+def unpack(matrix, offset, gaps, seed=0, pair=False, held=0.0):
+    """The slots the consumer takes, with beats offered with `gaps` and the consumer not
+    ready in a fraction `held` of the cycles (a slot shown waits then)."""
     rows, cols = matrix.shape
     beats = beats_of(matrix, offset)
     dut = Unpacker(CFG)
     chunks, taken, cycles = [], [], [0]
-    rng = np.random.default_rng(seed)
+    rng, hold_rng = np.random.default_rng(seed), np.random.default_rng(seed + 1)
 
     async def bench(ctx):
-        ctx.set(dut.start, 1)
-        ctx.set(dut.offset, offset)
-        ctx.set(dut.rows, rows)
-        ctx.set(dut.cols, cols)
-        ctx.set(dut.beats, len(beats))
-        ctx.set(dut.pair, pair)
+        ctx.set(dut.job.valid, 1)
+        ctx.set(dut.job.payload.offset, offset)
+        ctx.set(dut.job.payload.rows, rows)
+        ctx.set(dut.job.payload.cols, cols)
+        ctx.set(dut.job.payload.beats, len(beats))
+        ctx.set(dut.job.payload.pair, pair)
         await ctx.tick()
-        ctx.set(dut.start, 0)
+        ctx.set(dut.job.valid, 0)
         for _ in range(20 * (len(beats) + rows * (cols // LANES + 1)) + 50):
             offer = len(taken) < len(beats) + 2 and not (gaps and rng.random() < 0.4)
             ctx.set(dut.src.valid, offer)
-            ctx.set(dut.src.data, beats[len(taken)] if len(taken) < len(beats) else 0xBAD)
-            if ctx.get(dut.valid):
-                count = ctx.get(dut.count)
-                data = ctx.get(dut.data).to_bytes(2 * LANES, "little")
+            ctx.set(dut.src.payload.data, beats[len(taken)] if len(taken) < len(beats) else 0xBAD)
+            ready = not (held and hold_rng.random() < held)
+            ctx.set(dut.slot.ready, ready)
+            if ctx.get(dut.slot.valid) and ready:
+                count = ctx.get(dut.slot.payload.count)
+                data = ctx.get(dut.slot.payload.data).to_bytes(2 * LANES, "little")
                 # the row-end flags (the chunk dispatch's k-group ends) from the slot's span
-                assert ctx.get(dut.row_end) == (ctx.get(dut.col) + count == cols)
-                slot = [(ctx.get(dut.row), ctx.get(dut.col), count,
+                assert ctx.get(dut.slot.payload.row_end) == (ctx.get(dut.slot.payload.col) + count == cols)
+                slot = [(ctx.get(dut.slot.payload.row), ctx.get(dut.slot.payload.col), count,
                          np.frombuffer(data, np.uint16)[:count].copy())]
-                if ctx.get(dut.pair_valid):
-                    count = ctx.get(dut.pair_count)
-                    assert ctx.get(dut.pair_row_end) == (count == cols)
-                    data = ctx.get(dut.pair_data).to_bytes(2 * LANES, "little")
-                    slot.append((ctx.get(dut.row) + 1, 0, count, np.frombuffer(data, np.uint16)[:count].copy()))
-                chunks.append((slot, ctx.get(dut.last)))
+                if ctx.get(dut.slot.payload.pair.valid):
+                    count = ctx.get(dut.slot.payload.pair.count)
+                    assert ctx.get(dut.slot.payload.pair.row_end) == (count == cols)
+                    data = ctx.get(dut.slot.payload.pair.data).to_bytes(2 * LANES, "little")
+                    slot.append((ctx.get(dut.slot.payload.row) + 1, 0, count,
+                                 np.frombuffer(data, np.uint16)[:count].copy()))
+                chunks.append((slot, ctx.get(dut.slot.payload.last)))
             if offer and ctx.get(dut.src.ready):
                 taken.append(len(taken))
             await ctx.tick()
@@ -74,11 +79,13 @@ def unpack(matrix, offset, gaps, seed=0, pair=False):
 
 @pytest.mark.parametrize("rows,cols,offset", [(1, 1, 0), (1, 32, 0), (3, 5, 7), (4, 33, 31), (2, 64, 16),
                                               (5, 100, 3), (40, 16, 0), (7, 31, 30), (1, 97, 12)])
-@pytest.mark.parametrize("gaps", [False, True])
-def test_chunks_are_row_segments(rows, cols, offset, gaps):
+@pytest.mark.parametrize("gaps,held", [(False, 0.0), (True, 0.0), (True, 0.4)])
+def test_chunks_are_row_segments(rows, cols, offset, gaps, held):
+    """Each slot a row's next LANES elements (or its last ones), whatever gaps the beats
+    come with and however long the consumer holds a slot shown."""
     rng = np.random.default_rng(rows * 1000 + cols)
     matrix = rng.integers(0, 0xEFFF, (rows, cols)).astype(np.uint16)
-    slots, taken, beats, _ = unpack(matrix, offset, gaps)
+    slots, taken, beats, _ = unpack(matrix, offset, gaps, held=held)
     expected = [[(r, c)] for r in range(rows) for c in range(0, cols, LANES)]
     check_slots(matrix, slots, expected)
     assert taken == beats, "must take exactly the run's beats, no more"
@@ -97,13 +104,13 @@ def check_slots(matrix, slots, expected):
 
 @pytest.mark.parametrize("rows,cols,offset", [(1, 24, 0), (2, 24, 5), (7, 24, 31), (6, 17, 9), (5, 100, 3),
                                               (4, 64, 16), (3, 32, 0), (5, 12, 30), (4, 33, 31)])
-@pytest.mark.parametrize("gaps", [False, True])
-def test_pairs(rows, cols, offset, gaps):
+@pytest.mark.parametrize("gaps,held", [(False, 0.0), (True, 0.0), (True, 0.4)])
+def test_pairs(rows, cols, offset, gaps, held):
     """With `pair`: the last chunk of row r and row r + 1's first in one slot, where
     `Plan.pairs_with_next` says (run rows are k-groups, N = cols on one input row)."""
     rng = np.random.default_rng(rows * 1000 + cols + 7)
     matrix = rng.integers(0, 0xEFFF, (rows, cols)).astype(np.uint16)
-    slots, taken, beats, _ = unpack(matrix, offset, gaps, pair=True)
+    slots, taken, beats, _ = unpack(matrix, offset, gaps, pair=True, held=held)
     p = plan(cols, LANES, 1)            # pairing depends on the words per run row only
     expected, pending = [], []
     for r in range(rows):
@@ -158,17 +165,18 @@ def unpacker_slot_cycles(offset, rows, cols, available, pair):
 
     async def bench(ctx):
         clock = Clock(ctx, src)
-        ctx.set(dut.start, 1)
+        ctx.set(dut.slot.ready, 1)
+        ctx.set(dut.job.valid, 1)
         for name, value in (("offset", offset), ("rows", rows), ("cols", cols), ("beats", beats),
                             ("pair", pair)):
-            ctx.set(getattr(dut, name), value)
+            ctx.set(dut.job.payload[name], value)
         for _ in range(max(available) + 4 * rows * (cols // LANES + 2) + 20):
-            if ctx.get(dut.valid):
+            if ctx.get(dut.slot.valid):
                 emitted.append(clock.t)
-                if ctx.get(dut.last):
+                if ctx.get(dut.slot.payload.last):
                     break
             await clock.tick()
-            ctx.set(dut.start, 0)
+            ctx.set(dut.job.valid, 0)
 
     simulate(dut, bench)
     assert len(src.taken) == beats
@@ -226,22 +234,24 @@ def unpack_strided(matrix, offset, stride, available):
 
     async def bench(ctx):
         clock = Clock(ctx, src)
-        ctx.set(dut.start, 1)
+        ctx.set(dut.slot.ready, 1)
+        ctx.set(dut.job.valid, 1)
         for name, value in (("offset", offset), ("rows", rows), ("cols", cols), ("beats", 0),
                             ("strided", 1), ("stride", stride), ("pair", 1)):
-            ctx.set(getattr(dut, name), value)
+            ctx.set(dut.job.payload[name], value)
         for _ in range(max(available) + 4 * rows * (cols // LANES + 2) + 20):
-            if ctx.get(dut.valid):
-                assert not ctx.get(dut.pair_valid), "a strided job pairs no chunks"
-                count = ctx.get(dut.count)
-                assert ctx.get(dut.row_end) == (ctx.get(dut.col) + count == cols)
-                data = np.frombuffer(ctx.get(dut.data).to_bytes(2 * LANES, "little"), np.uint16)[:count].copy()
-                slots.append((ctx.get(dut.row), ctx.get(dut.col), count, data, ctx.get(dut.last)))
+            if ctx.get(dut.slot.valid):
+                assert not ctx.get(dut.slot.payload.pair.valid), "a strided job pairs no chunks"
+                slot = ctx.get(dut.slot.payload)
+                count = slot.count
+                assert slot.row_end == (slot.col + count == cols)
+                data = np.frombuffer(slot.data.to_bytes(2 * LANES, "little"), np.uint16)[:count].copy()
+                slots.append((slot.row, slot.col, count, data, slot.last))
                 emitted.append(clock.t)
-                if ctx.get(dut.last):
+                if ctx.get(dut.slot.payload.last):
                     break
             await clock.tick()
-            ctx.set(dut.start, 0)
+            ctx.set(dut.job.valid, 0)
         for _ in range(4):          # no beat of what follows is taken after the last row's
             await clock.tick()
 

@@ -156,7 +156,7 @@ class Source:
         i = len(self.taken)
         self._valid = i < len(self.available) and self.available[i] <= t
         ctx.set(self.stream.valid, self._valid)
-        ctx.set(self.stream.data, self.data[i] if i < len(self.data) else 0)
+        ctx.set(self.stream.payload.data, self.data[i] if i < len(self.data) else 0)
 
     def sample(self, ctx, t):
         if self._valid and ctx.get(self.stream.ready):
