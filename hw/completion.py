@@ -1,6 +1,6 @@
 """The completion: a descriptor's completion line, then its report (HEAD, STATUS, irq).
 
-The control unit hands a finished descriptor over with `complete` (while `pending` is
+The control unit hands a finished descriptor over on `complete` (while `pending` is
 low: one waits at a time). Its line goes to the writer once every write before it has
 been answered (`quiet`) and no deferred result run of its own is still to start (`hold`):
 sequence number, status, zero, cycles since the descriptor was taken, zeros
@@ -29,15 +29,20 @@ def report_layout(cfg):
     return data.StructLayout({"queue": range(cfg.num_queues), "seq": 32, "status": 8, "store": 1})
 
 
+def handover_layout(cfg):
+    """A finished descriptor handed over: its queue, sequence number, the cycle it was
+    taken, its status, the error of a beat it read, its completion slot, a STORE that ran."""
+    return data.StructLayout({"queue": range(cfg.num_queues), "seq": 64, "taken": 64, "status": 8,
+                              "read_error": 1, "slot": 64, "store": 1})
+
+
 class Completion(wiring.Component):
     def __init__(self, cfg):
         self._cfg = cfg
         nq = cfg.num_queues
         super().__init__({
-            # the descriptor handed over: its queue, sequence number, the cycle it was taken,
-            # its status, the error of a beat it read, its completion slot, a STORE that ran
-            "complete": In(1), "queue": In(range(nq)), "seq": In(64), "taken": In(64), "status": In(8),
-            "read_error": In(1), "slot": In(64), "store": In(1),
+            # a finished descriptor, handed over while `pending` is low
+            "complete": In(stream.Signature(handover_layout(cfg), always_ready=True)),
             "pending": Out(1), "cycle": In(64), "hold": In(1),
             # the writer: its state, and the completion line's write (with `report`)
             "quiet": In(1), "write_error": In(1), "reported": In(1), "reported_error": In(1),
@@ -49,19 +54,19 @@ class Completion(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        nq_bits = len(self.done.payload.queue)
-        pending, queue, seq, taken = self.pending, Signal.like(self.queue), Signal(64), Signal(64)
-        status, read_error, slot, store = Signal(8), Signal(), Signal(64), Signal()
-        with m.If(self.complete):
-            m.d.sync += [pending.eq(1), queue.eq(self.queue), seq.eq(self.seq), taken.eq(self.taken),
-                         status.eq(self.status), read_error.eq(self.read_error), slot.eq(self.slot),
-                         store.eq(self.store)]
+        pending, held = self.pending, Signal(handover_layout(self._cfg))
+        queue, seq, taken, status = held.queue, held.seq, held.taken, held.status
+        read_error, slot, store = held.read_error, held.slot, held.store
+        with m.If(self.complete.valid):
+            m.d.sync += [pending.eq(1), held.eq(self.complete.payload)]
         # DRAM errors of the writes since the last completion line
         write_error = Signal()
         with m.If(self.write_error):
             m.d.sync += write_error.eq(1)
 
-        m.submodules.reports = reports = fifo.SyncFIFO(width=nq_bits + 32 + 8 + 1, depth=REPORTS_IN_FLIGHT)
+        layout = report_layout(self._cfg)
+        m.submodules.reports = reports = fifo.SyncFIFO(width=layout.size, depth=REPORTS_IN_FLIGHT)
+        written, report = Signal(layout), data.View(layout, reports.r_data)
         with m.If(pending & self.quiet & ~self.hold & reports.w_rdy):
             cycles = (self.cycle - taken)[:64]
             assert (CQ_SEQ, CQ_STATUS, CQ_CYCLES) == (0, 8, 16)
@@ -70,18 +75,16 @@ class Completion(wiring.Component):
                                             status)),
                          self.line_start.eq(1), self.line_addr.eq(slot),
                          self.line.eq(Cat(seq, status_word, Const(0, 32), cycles)),
-                         reports.w_en.eq(1), reports.w_data.eq(Cat(queue, seq[:32], status_word[:8], store))]
+                         written.queue.eq(queue), written.seq.eq(seq), written.status.eq(status_word),
+                         written.store.eq(store), reports.w_en.eq(1), reports.w_data.eq(written)]
             m.d.sync += [write_error.eq(0), pending.eq(0)]
 
-        done_queue = reports.r_data[:nq_bits]
         irq_en = Signal()
-        m.d.comb += irq_en.eq(self.irq_en.bit_select(done_queue, 1))
+        m.d.comb += irq_en.eq(self.irq_en.bit_select(report.queue, 1))
         done = self.done.payload
         m.d.comb += [reports.r_en.eq(self.reported),
-                     self.done.valid.eq(self.reported), done.queue.eq(done_queue),
-                     done.seq.eq(reports.r_data[nq_bits:][:32]),
-                     done.status.eq(Mux(self.reported_error, Status.DRAM_ERROR,
-                                        reports.r_data[nq_bits + 32:][:8])),
-                     done.store.eq(reports.r_data[-1]),
-                     self.irq.eq(Mux(self.reported & irq_en, 1 << done_queue, 0))]
+                     self.done.valid.eq(self.reported), done.queue.eq(report.queue), done.seq.eq(report.seq),
+                     done.status.eq(Mux(self.reported_error, Status.DRAM_ERROR, report.status)),
+                     done.store.eq(report.store),
+                     self.irq.eq(Mux(self.reported & irq_en, 1 << report.queue, 0))]
         return m

@@ -526,10 +526,11 @@ class ControlUnit(wiring.Component):
                 # the completion waits, in order, for every result write to be answered (the
                 # writer is busy with the results' run until the readout's last line)
                 with m.If(~completion.pending):
-                    m.d.comb += [completion.complete.eq(1), completion.queue.eq(entry.queue),
-                                 completion.seq.eq(entry.seq), completion.taken.eq(entry.taken),
-                                 completion.status.eq(status), completion.read_error.eq(read_error | took_error),
-                                 completion.slot.eq(cq_slot), completion.store.eq((status == Status.OK) & dec.is_store)]
+                    handed = completion.complete.payload
+                    m.d.comb += [completion.complete.valid.eq(1), handed.queue.eq(entry.queue),
+                                 handed.seq.eq(entry.seq), handed.taken.eq(entry.taken),
+                                 handed.status.eq(status), handed.read_error.eq(read_error | took_error),
+                                 handed.slot.eq(cq_slot), handed.store.eq((status == Status.OK) & dec.is_store)]
                     m.d.sync += phase.eq(Phase.IDLE)
 
         # ---- completions: the line once every write before it is answered, then, once the

@@ -21,12 +21,14 @@ read beat's response the worst of its lines'.
 """
 from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring
+from amaranth.lib.data import StructLayout
 from amaranth.lib.wiring import In, Out
 
 from isa.axi import BURST_INCR
 
 from . import fifo
 from .axi import device_bus, port_bus
+from .stream import line_layout
 
 BANK_DEPTH = 4          # lines per bank: a channel may run this many bursts ahead of the others
 GRANULE_LINES = 4       # 256-byte granule / 64-byte line
@@ -85,11 +87,18 @@ class DramInterleaver(wiring.Component):
 
         # ================================================================ reads
         rq_depth = cfg.bus_reads_in_flight
-        order = fifo.SyncFIFO(width=2 + chan_log2 + lines_w + 8 + len(bus.arid), depth=rq_depth)
+        # a burst in order (its first line's row of granule and slot, its lines, beats - 1,
+        # ID); a channel's part (its first line's address, beats - 1; its first line's row)
+        order_layout = StructLayout({"q0": 2, "first_slot": chan_log2, "lines": lines_w, "beats_m1": 8,
+                                          "id": len(bus.arid)})
+        part_layout = StructLayout({"addr": 64, "len": 2})
+        info_layout = StructLayout({"pos": 2, "len": 2})
+        order = fifo.SyncFIFO(width=order_layout.size, depth=rq_depth)
         m.submodules.read_order = order
+        order_in, order_out = fifo.entries(order, order_layout)
         subs, s0 = bursts_of(bus.araddr, bus.arlines, "ar")
-        ar_q = [fifo.SyncFIFO(width=64 + 2, depth=rq_depth) for _ in range(n)]      # addr, len
-        r_info = [fifo.SyncFIFO(width=2 + 2, depth=rq_depth) for _ in range(n)]     # first pos, len
+        ar_q = [fifo.SyncFIFO(width=part_layout.size, depth=rq_depth) for _ in range(n)]
+        r_info = [fifo.SyncFIFO(width=info_layout.size, depth=rq_depth) for _ in range(n)]
         for c in range(n):
             m.submodules[f"ar_q{c}"], m.submodules[f"r_info{c}"] = ar_q[c], r_info[c]
         # room in every channel's queues, touched by the burst or not: the same in the device,
@@ -100,23 +109,26 @@ class DramInterleaver(wiring.Component):
         m.d.comb += room.eq(order.w_rdy & _all([q.w_rdy & i.w_rdy for q, i in zip(ar_q, r_info)]))
         m.d.comb += bus.arready.eq(room)
         take = bus.arvalid & room
-        m.d.comb += [order.w_en.eq(take),
-                     order.w_data.eq(Cat(s0[chan_log2:], s0[:chan_log2], bus.arlines, bus.arlen, bus.arid))]
+        m.d.comb += [order.w_en.eq(take), order_in.q0.eq(s0[chan_log2:]), order_in.first_slot.eq(s0[:chan_log2]),
+                     order_in.lines.eq(bus.arlines), order_in.beats_m1.eq(bus.arlen), order_in.id.eq(bus.arid)]
         for c, (touched, addr, length, pos) in enumerate(subs):
-            m.d.comb += [ar_q[c].w_en.eq(take & touched), ar_q[c].w_data.eq(Cat(addr, length)),
-                         r_info[c].w_en.eq(take & touched), r_info[c].w_data.eq(Cat(pos, length))]
+            part, info = fifo.entries(ar_q[c], part_layout)[0], fifo.entries(r_info[c], info_layout)[0]
+            m.d.comb += [ar_q[c].w_en.eq(take & touched), part.addr.eq(addr), part.len.eq(length),
+                         r_info[c].w_en.eq(take & touched), info.pos.eq(pos), info.len.eq(length)]
 
         # channel ports: AR from the queue; R beats into the banks of their lines
-        banks = [fifo.SyncFIFO(width=line_bits + 2, depth=BANK_DEPTH) for _ in range(4 * n)]
+        line_resp = StructLayout({"data": line_bits, "resp": 2})
+        banks = [fifo.SyncFIFO(width=line_resp.size, depth=BANK_DEPTH) for _ in range(4 * n)]
         for b, bank in enumerate(banks):
             m.submodules[f"r_bank{b}"] = bank
         for c, port in enumerate(self.channels):
-            m.d.comb += [port.araddr.eq(ar_q[c].r_data[:64]), port.arlen.eq(ar_q[c].r_data[64:]),
+            part = fifo.entries(ar_q[c], part_layout)[1]
+            m.d.comb += [port.araddr.eq(part.addr), port.arlen.eq(part.len),
                          port.arsize.eq(line_log2), port.arburst.eq(BURST_INCR), port.arcache.eq(0b0011),
                          port.arvalid.eq(ar_q[c].r_rdy), ar_q[c].r_en.eq(port.arready)]
             beat = Signal(2, name=f"r_beat{c}")
             pos = Signal(2, name=f"r_pos{c}")
-            m.d.comb += pos.eq(r_info[c].r_data[:2] + beat)
+            m.d.comb += pos.eq(fifo.entries(r_info[c], info_layout)[1].pos + beat)
             free = Signal(name=f"r_free{c}")
             with m.Switch(pos):
                 for p in range(4):
@@ -125,8 +137,9 @@ class DramInterleaver(wiring.Component):
             m.d.comb += port.rready.eq(r_info[c].r_rdy & free)
             got = port.rvalid & port.rready
             for p in range(4):
-                m.d.comb += [banks[4 * c + p].w_en.eq(got & (pos == p)),
-                             banks[4 * c + p].w_data.eq(Cat(port.rdata, port.rresp))]
+                line_in = fifo.entries(banks[4 * c + p], line_resp)[0]
+                m.d.comb += [banks[4 * c + p].w_en.eq(got & (pos == p)), line_in.data.eq(port.rdata),
+                             line_in.resp.eq(port.rresp)]
             with m.If(got):
                 m.d.sync += beat.eq(beat + 1)
                 with m.If(port.rlast):
@@ -134,9 +147,8 @@ class DramInterleaver(wiring.Component):
             m.d.comb += r_info[c].r_en.eq(got & port.rlast)
 
         # reassembly: beat k of the oldest burst, once every line it holds is in
-        q0, first_slot = order.r_data[:2], order.r_data[2:2 + chan_log2]
-        lines, beats_m1 = order.r_data[2 + chan_log2:][:lines_w], order.r_data[2 + chan_log2 + lines_w:][:8]
-        rid = order.r_data[2 + chan_log2 + lines_w + 8:]
+        q0, first_slot, lines = order_out.q0, order_out.first_slot, order_out.lines
+        beats_m1, rid = order_out.beats_m1, order_out.id
         k = Signal(8, name="r_k")
         row = Signal(2)
         m.d.comb += row.eq(q0 + k[:2])
@@ -150,8 +162,8 @@ class DramInterleaver(wiring.Component):
             with m.Switch(row):
                 for r, bank in enumerate(candidates):
                     with m.Case(r):
-                        m.d.comb += [have.eq(bank.r_rdy), data.eq(bank.r_data[:line_bits]),
-                                     resp.eq(bank.r_data[line_bits:])]
+                        line_out = fifo.entries(bank, line_resp)[1]
+                        m.d.comb += [have.eq(bank.r_rdy), data.eq(line_out.data), resp.eq(line_out.resp)]
             ready.append(~valid | have)
             datas.append(Mux(valid, data, 0))
             resps.append(Mux(valid, resp, 0))
@@ -168,12 +180,18 @@ class DramInterleaver(wiring.Component):
 
         # ================================================================ writes
         wq_depth = cfg.bus_writes_in_flight
-        w_order = fifo.SyncFIFO(width=2 + chan_log2 + lines_w + 8, depth=wq_depth)
-        joins = fifo.SyncFIFO(width=n + len(bus.awid), depth=wq_depth)
+        # as the reads', with no ID in order; the ID waits with the channels it touched (`joins`)
+        w_order_layout = StructLayout({"q0": 2, "first_slot": chan_log2, "lines": lines_w, "beats_m1": 8})
+        join_layout = StructLayout({"mask": n, "id": len(bus.awid)})
+        w_part_layout = StructLayout({"addr": 64, "len": 2, "pos": 2})
+        w_order = fifo.SyncFIFO(width=w_order_layout.size, depth=wq_depth)
+        joins = fifo.SyncFIFO(width=join_layout.size, depth=wq_depth)
         m.submodules.w_order, m.submodules.joins = w_order, joins
+        (w_order_in, w_order_out), (join_in, join_out) = (fifo.entries(w_order, w_order_layout),
+                                                          fifo.entries(joins, join_layout))
         subs, s0 = bursts_of(bus.awaddr, bus.awlines, "aw")
-        aw_q = [fifo.SyncFIFO(width=64 + 2 + 2, depth=wq_depth) for _ in range(n)]   # addr, len, first pos
-        w_info = [fifo.SyncFIFO(width=2 + 2, depth=wq_depth) for _ in range(n)]      # first pos, len
+        aw_q = [fifo.SyncFIFO(width=w_part_layout.size, depth=wq_depth) for _ in range(n)]
+        w_info = [fifo.SyncFIFO(width=info_layout.size, depth=wq_depth) for _ in range(n)]
         b_q = [fifo.SyncFIFO(width=2, depth=wq_depth) for _ in range(n)]
         for c in range(n):
             m.submodules[f"aw_q{c}"], m.submodules[f"w_info{c}"], m.submodules[f"b_q{c}"] = aw_q[c], w_info[c], b_q[c]
@@ -182,18 +200,21 @@ class DramInterleaver(wiring.Component):
         m.d.comb += room.eq(w_order.w_rdy & joins.w_rdy & _all([q.w_rdy for q in aw_q]))
         m.d.comb += bus.awready.eq(room)
         take = bus.awvalid & room
-        m.d.comb += [w_order.w_en.eq(take), w_order.w_data.eq(Cat(s0[chan_log2:], s0[:chan_log2], bus.awlines,
-                                                                   bus.awlen)),
-                     joins.w_en.eq(take), joins.w_data.eq(Cat(*(t for t, _, _, _ in subs), bus.awid))]
+        m.d.comb += [w_order.w_en.eq(take), w_order_in.q0.eq(s0[chan_log2:]),
+                     w_order_in.first_slot.eq(s0[:chan_log2]), w_order_in.lines.eq(bus.awlines),
+                     w_order_in.beats_m1.eq(bus.awlen),
+                     joins.w_en.eq(take), join_in.mask.eq(Cat(*(t for t, _, _, _ in subs))), join_in.id.eq(bus.awid)]
         for c, (touched, addr, length, pos) in enumerate(subs):
-            m.d.comb += [aw_q[c].w_en.eq(take & touched), aw_q[c].w_data.eq(Cat(addr, length, pos))]
+            part = fifo.entries(aw_q[c], w_part_layout)[0]
+            m.d.comb += [aw_q[c].w_en.eq(take & touched), part.addr.eq(addr), part.len.eq(length), part.pos.eq(pos)]
 
         # the W beats' lines into their banks
-        wbanks = [fifo.SyncFIFO(width=line_bits + line_bits // 8, depth=BANK_DEPTH) for _ in range(4 * n)]
+        wline = line_layout(line_bits)
+        wbanks = [fifo.SyncFIFO(width=wline.size, depth=BANK_DEPTH) for _ in range(4 * n)]
         for b, bank in enumerate(wbanks):
             m.submodules[f"w_bank{b}"] = bank
-        q0, first_slot = w_order.r_data[:2], w_order.r_data[2:2 + chan_log2]
-        lines, beats_m1 = w_order.r_data[2 + chan_log2:][:lines_w], w_order.r_data[2 + chan_log2 + lines_w:][:8]
+        q0, first_slot = w_order_out.q0, w_order_out.first_slot
+        lines, beats_m1 = w_order_out.lines, w_order_out.beats_m1
         wk = Signal(8, name="w_k")
         row = Signal(2)
         m.d.comb += row.eq(q0 + wk[:2])
@@ -214,9 +235,10 @@ class DramInterleaver(wiring.Component):
         for j, valid in enumerate(puts):
             for r in range(4):
                 bank = wbanks[n * r + j]
+                line_in = fifo.entries(bank, wline)[0]
                 m.d.comb += [bank.w_en.eq(got & valid & (row == r)),
-                             bank.w_data.eq(Cat(bus.wdata.word_select(j, line_bits),
-                                                bus.wstrb.word_select(j, line_bits // 8)))]
+                             line_in.data.eq(bus.wdata.word_select(j, line_bits)),
+                             line_in.strb.eq(bus.wstrb.word_select(j, line_bits // 8))]
         last_w = wk == beats_m1
         with m.If(got):
             m.d.sync += wk.eq(Mux(last_w, 0, wk + 1))
@@ -224,23 +246,24 @@ class DramInterleaver(wiring.Component):
 
         # channel ports: AW from the queue; W from the banks once the AW has gone; B queued
         for c, port in enumerate(self.channels):
-            entry = aw_q[c].r_data
-            m.d.comb += [port.awaddr.eq(entry[:64]), port.awlen.eq(entry[64:66]),
+            entry = fifo.entries(aw_q[c], w_part_layout)[1]
+            info_in, info_out = fifo.entries(w_info[c], info_layout)
+            m.d.comb += [port.awaddr.eq(entry.addr), port.awlen.eq(entry.len),
                          port.awsize.eq(line_log2), port.awburst.eq(BURST_INCR), port.awcache.eq(0b0011),
                          port.awvalid.eq(aw_q[c].r_rdy & w_info[c].w_rdy), aw_q[c].r_en.eq(port.awvalid & port.awready),
                          w_info[c].w_en.eq(port.awvalid & port.awready),
-                         w_info[c].w_data.eq(Cat(entry[66:68], entry[64:66]))]
+                         info_in.pos.eq(entry.pos), info_in.len.eq(entry.len)]
             beat = Signal(2, name=f"w_beat{c}")
             pos = Signal(2, name=f"w_pos{c}")
-            m.d.comb += pos.eq(w_info[c].r_data[:2] + beat)
+            m.d.comb += pos.eq(info_out.pos + beat)
             have, data, strb = Signal(name=f"w_have{c}"), Signal(line_bits, name=f"w_data{c}"), Signal(line_bits // 8)
             with m.Switch(pos):
                 for p in range(4):
                     with m.Case(p):
                         bank = wbanks[4 * c + p]
-                        m.d.comb += [have.eq(bank.r_rdy), data.eq(bank.r_data[:line_bits]),
-                                     strb.eq(bank.r_data[line_bits:])]
-            last = beat == w_info[c].r_data[2:4]
+                        line_out = fifo.entries(bank, wline)[1]
+                        m.d.comb += [have.eq(bank.r_rdy), data.eq(line_out.data), strb.eq(line_out.strb)]
+            last = beat == info_out.len
             m.d.comb += [port.wvalid.eq(w_info[c].r_rdy & have), port.wdata.eq(data), port.wstrb.eq(strb),
                          port.wlast.eq(last)]
             sent = port.wvalid & port.wready
@@ -252,10 +275,10 @@ class DramInterleaver(wiring.Component):
                          port.bready.eq(b_q[c].w_rdy), b_q[c].w_en.eq(port.bvalid), b_q[c].w_data.eq(port.bresp)]
 
         # the burst's response once every channel it touched has answered
-        mask = joins.r_data[:n]
+        mask = join_out.mask
         m.d.comb += [bus.bvalid.eq(joins.r_rdy & _all([~mask[c] | b_q[c].r_rdy for c in range(n)])),
                      bus.bresp.eq(_worst(m, [Mux(mask[c], b_q[c].r_data, 0) for c in range(n)], "b")),
-                     bus.bid.eq(joins.r_data[n:])]
+                     bus.bid.eq(join_out.id)]
         answered = bus.bvalid & bus.bready
         m.d.comb += joins.r_en.eq(answered)
         for c in range(n):

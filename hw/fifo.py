@@ -13,7 +13,15 @@ tests/unit/test_fifo.py checks these against Amaranth's on random enables.
 from amaranth import Array, Cat, Module, Mux, Signal
 from amaranth.hdl import Assert
 from amaranth.lib.memory import Memory
-from amaranth.lib import fifo
+from amaranth.lib import data, fifo
+
+
+def entries(buffer, layout):
+    """Views of a FIFO's written and read entries as `layout` (its width the layout's size),
+    so an entry's fields are named where it is written and where it is read."""
+    if buffer.width != layout.size:
+        raise ValueError(f"a FIFO {buffer.width} bits wide holds no {layout.size}-bit entry")
+    return data.View(layout, buffer.w_data), data.View(layout, buffer.r_data)
 
 
 def _incr(value, depth):

@@ -13,6 +13,7 @@ per direction, as the front end forwards them.
 """
 from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring
+from amaranth.lib.data import StructLayout
 from amaranth.lib.wiring import In, Out
 
 from isa.axi import BURST_FIXED, BURST_INCR, BURST_WRAP
@@ -76,13 +77,16 @@ class HostBridge(wiring.Component):
         r_left = Signal(9)                     # host beats not yet answered
         nxt, whole = self._beats(m, ar_addr, ar_size, ar_burst, ar_len, "ar")
         line_addr, seg_lines, seg_beats = segment(m, ar_addr, ar_left, whole, "ar")
-        r_segs = fifo.SyncFIFO(width=chan_log2 + len(seg_lines), depth=SEGMENTS)     # first slot, lines
+        # a segment: its first line's slot in the internal beat, its lines
+        seg_layout = StructLayout({"first_slot": chan_log2, "lines": len(seg_lines)})
+        r_segs = fifo.SyncFIFO(width=seg_layout.size, depth=SEGMENTS)
         m.submodules.r_segs = r_segs
+        r_seg_in, r_seg_out = fifo.entries(r_segs, seg_layout)
         m.d.comb += [bus.araddr.eq(line_addr), bus.arlen.eq(seg_beats - 1), bus.arlines.eq(seg_lines),
                      bus.arsize.eq(line_log2), bus.arburst.eq(BURST_INCR), bus.arcache.eq(0b0011),
                      bus.arvalid.eq((ar_left != 0) & r_segs.w_rdy), host.arready.eq((ar_left == 0) & (r_left == 0)),
                      r_segs.w_en.eq(bus.arvalid & bus.arready),
-                     r_segs.w_data.eq(Cat(line_addr[line_log2:line_log2 + chan_log2], seg_lines))]
+                     r_seg_in.first_slot.eq(line_addr[line_log2:line_log2 + chan_log2]), r_seg_in.lines.eq(seg_lines)]
         with m.If(host.arvalid & host.arready):
             m.d.sync += [ar_addr.eq(host.araddr), ar_len.eq(host.arlen), ar_size.eq(host.arsize),
                          ar_burst.eq(host.arburst), ar_id.eq(host.arid),
@@ -92,7 +96,7 @@ class HostBridge(wiring.Component):
                          ar_addr.eq(Mux(whole, line_addr + (seg_lines << line_log2), nxt))]
         # R: the host beats out of the internal beats, a line each
         slot, done = Signal(chan_log2), Signal(len(seg_lines))     # within the segment: next slot, lines done
-        first_slot, lines = r_segs.r_data[:chan_log2], r_segs.r_data[chan_log2:]
+        first_slot, lines = r_seg_out.first_slot, r_seg_out.lines
         here = Signal(chan_log2)
         m.d.comb += here.eq(Mux(done == 0, first_slot, slot))
         seg_end = done + 1 == lines
@@ -112,14 +116,15 @@ class HostBridge(wiring.Component):
         b_resp, b_pending = Signal(2), Signal()
         nxt, whole = self._beats(m, aw_addr, aw_size, aw_burst, aw_len, "aw")
         line_addr, seg_lines, seg_beats = segment(m, aw_addr, aw_left, whole, "aw")
-        w_segs = fifo.SyncFIFO(width=chan_log2 + len(seg_lines), depth=SEGMENTS)
+        w_segs = fifo.SyncFIFO(width=seg_layout.size, depth=SEGMENTS)
         m.submodules.w_segs = w_segs
+        w_seg_in, w_seg_out = fifo.entries(w_segs, seg_layout)
         idle_w = (aw_left == 0) & (w_left == 0) & ~b_pending
         m.d.comb += [bus.awaddr.eq(line_addr), bus.awlen.eq(seg_beats - 1), bus.awlines.eq(seg_lines),
                      bus.awsize.eq(line_log2), bus.awburst.eq(BURST_INCR), bus.awcache.eq(0b0011),
                      bus.awvalid.eq((aw_left != 0) & w_segs.w_rdy), host.awready.eq(idle_w),
                      w_segs.w_en.eq(bus.awvalid & bus.awready),
-                     w_segs.w_data.eq(Cat(line_addr[line_log2:line_log2 + chan_log2], seg_lines))]
+                     w_seg_in.first_slot.eq(line_addr[line_log2:line_log2 + chan_log2]), w_seg_in.lines.eq(seg_lines)]
         with m.If(host.awvalid & host.awready):
             m.d.sync += [aw_addr.eq(host.awaddr), aw_len.eq(host.awlen), aw_size.eq(host.awsize),
                          aw_burst.eq(host.awburst), aw_id.eq(host.awid), aw_left.eq(host.awlen + 1),
@@ -130,7 +135,7 @@ class HostBridge(wiring.Component):
         # W: host beats into their slots; the internal beat goes with the segment's last
         # line in it
         w_slot, w_done = Signal(chan_log2), Signal(len(seg_lines))
-        w_first, w_lines = w_segs.r_data[:chan_log2], w_segs.r_data[chan_log2:]
+        w_first, w_lines = w_seg_out.first_slot, w_seg_out.lines
         w_here = Signal(chan_log2)
         m.d.comb += w_here.eq(Mux(w_done == 0, w_first, w_slot))
         w_seg_end = w_done + 1 == w_lines

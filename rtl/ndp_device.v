@@ -4293,9 +4293,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [2:0] \$signal$763 ;
   reg \$signal$764  = 1'h0;
   reg [43:0] \$signal$768  = 44'h00000000000;
-  reg [19:0] \$signal$827  = 20'h00000;
-  reg [19:0] \$signal$850  = 20'h00000;
-  reg [1:0] \$signal$881  = 2'h0;
+  reg [19:0] \$signal$821  = 20'h00000;
+  reg [19:0] \$signal$844  = 20'h00000;
+  reg [1:0] \$signal$875  = 2'h0;
   (* init = 1'h0 *)
   wire acc_bank;
   reg [1023:0] acc_data;
@@ -4417,7 +4417,15 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \busy$753 ;
   input clk;
   wire clk;
-  reg complete;
+  reg [203:0] complete__payload;
+  wire [1:0] \complete__payload.queue ;
+  wire \complete__payload.read_error ;
+  wire [63:0] \complete__payload.seq ;
+  wire [63:0] \complete__payload.slot ;
+  wire [7:0] \complete__payload.status ;
+  wire \complete__payload.store ;
+  wire [63:0] \complete__payload.taken ;
+  reg complete__valid;
   reg copy_go;
   wire [63:0] copy_span_first;
   wire [63:0] copy_span_line;
@@ -4425,7 +4433,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [5:0] copy_span_offset;
   input [63:0] cycle;
   wire [63:0] cycle;
-  wire [63:0] \cycle$802 ;
+  wire [63:0] \cycle$796 ;
   (* enum_base_type = "Dest" *)
   (* enum_value_00 = "RESULT16" *)
   (* enum_value_01 = "RESULT32" *)
@@ -4434,20 +4442,20 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [1:0] dest;
   wire dispatch;
   wire done;
-  wire \done$885 ;
+  wire \done$879 ;
   output [42:0] done__payload;
   wire [42:0] done__payload;
-  wire [42:0] \done__payload$815 ;
-  wire [1:0] \done__payload$815.queue ;
-  wire [31:0] \done__payload$815.seq ;
-  wire [7:0] \done__payload$815.status ;
-  wire \done__payload$815.store ;
+  wire [42:0] \done__payload$809 ;
+  wire [1:0] \done__payload$809.queue ;
+  wire [31:0] \done__payload$809.seq ;
+  wire [7:0] \done__payload$809.status ;
+  wire \done__payload$809.store ;
   wire [1:0] \done__payload.queue ;
   wire [31:0] \done__payload.seq ;
   wire [7:0] \done__payload.status ;
   wire \done__payload.store ;
   wire done__valid;
-  wire \done__valid$817 ;
+  wire \done__valid$811 ;
   wire [4:0] drain;
   wire [14:0] dst_addr;
   wire [511:0] dst_data;
@@ -4482,7 +4490,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [511:0] in_data;
   wire [1:0] in_row;
   wire in_we;
-  wire \in_we$856 ;
+  wire \in_we$850 ;
   wire [6:0] in_word;
   wire [63:0] input_span_first;
   wire [63:0] input_span_line;
@@ -4490,7 +4498,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [5:0] input_span_offset;
   output [3:0] irq;
   wire [3:0] irq;
-  wire [3:0] \irq$819 ;
+  wire [3:0] \irq$813 ;
   wire [3:0] irq_en;
   wire issued_all;
   wire [95:0] job;
@@ -4502,36 +4510,36 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [4:0] \job.stride ;
   wire \job.strided ;
   wire [673:0] job__payload;
-  wire [95:0] \job__payload$845 ;
-  wire [31:0] \job__payload$845.beats ;
-  wire [31:0] \job__payload$845.cols ;
-  wire [4:0] \job__payload$845.offset ;
-  wire \job__payload$845.pair ;
-  wire [19:0] \job__payload$845.rows ;
-  wire [4:0] \job__payload$845.stride ;
-  wire \job__payload$845.strided ;
-  wire [143:0] \job__payload$848 ;
-  wire \job__payload$848.bank ;
-  wire [4:0] \job__payload$848.delay ;
+  wire [95:0] \job__payload$839 ;
+  wire [31:0] \job__payload$839.beats ;
+  wire [31:0] \job__payload$839.cols ;
+  wire [4:0] \job__payload$839.offset ;
+  wire \job__payload$839.pair ;
+  wire [19:0] \job__payload$839.rows ;
+  wire [4:0] \job__payload$839.stride ;
+  wire \job__payload$839.strided ;
+  wire [143:0] \job__payload$842 ;
+  wire \job__payload$842.bank ;
+  wire [4:0] \job__payload$842.delay ;
   (* enum_base_type = "Dest" *)
   (* enum_value_00 = "RESULT16" *)
   (* enum_value_01 = "RESULT32" *)
   (* enum_value_10 = "INPUT" *)
   (* enum_value_11 = "SCORES" *)
-  wire [1:0] \job__payload$848.dest ;
-  wire [63:0] \job__payload$848.first ;
-  wire [31:0] \job__payload$848.lines ;
-  wire [19:0] \job__payload$848.n ;
-  wire [7:0] \job__payload$848.n_words ;
-  wire [2:0] \job__payload$848.pack_log2 ;
-  wire \job__payload$848.results ;
-  wire [2:0] \job__payload$848.rows ;
-  wire [1:0] \job__payload$848.sets ;
-  wire [1:0] \job__payload$848.sets1 ;
+  wire [1:0] \job__payload$842.dest ;
+  wire [63:0] \job__payload$842.first ;
+  wire [31:0] \job__payload$842.lines ;
+  wire [19:0] \job__payload$842.n ;
+  wire [7:0] \job__payload$842.n_words ;
+  wire [2:0] \job__payload$842.pack_log2 ;
+  wire \job__payload$842.results ;
+  wire [2:0] \job__payload$842.rows ;
+  wire [1:0] \job__payload$842.sets ;
+  wire [1:0] \job__payload$842.sets1 ;
   (* enum_base_type = "Source" *)
   (* enum_value_0 = "FOLD" *)
   (* enum_value_1 = "INPUT" *)
-  wire \job__payload$848.source ;
+  wire \job__payload$842.source ;
   wire [63:0] \job__payload.addr ;
   wire \job__payload.from_stream ;
   wire [511:0] \job__payload.line ;
@@ -4539,8 +4547,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \job__payload.report ;
   wire [63:0] \job__payload.strb ;
   wire job__valid;
-  wire \job__valid$844 ;
-  wire \job__valid$847 ;
+  wire \job__valid$838 ;
+  wire \job__valid$841 ;
   wire [31:0] l;
   wire lanes_ready;
   wire lanes_stage;
@@ -4710,7 +4718,6 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   input pop__valid;
   wire pop__valid;
   wire \pop__valid$95 ;
-  reg [1:0] queue;
   input [321:0] queues__0;
   wire [321:0] queues__0;
   wire [321:0] \queues__0$83 ;
@@ -4804,26 +4811,25 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [63:0] \queues__3.sq_base ;
   wire [31:0] \queues__3.tail ;
   wire quiet;
-  wire \quiet$806 ;
+  wire \quiet$800 ;
   wire rd_acc;
   wire [1023:0] rd_acc_data;
   wire [6:0] rd_addr;
-  wire [6:0] \rd_addr$872 ;
+  wire [6:0] \rd_addr$866 ;
   wire rd_en;
-  wire \rd_en$866 ;
+  wire \rd_en$860 ;
   wire [511:0] rd_in_data;
   wire [511:0] \rd_in_data$158 ;
   wire [1:0] rd_row;
-  wire [1:0] \rd_row$869 ;
-  reg read_error;
-  reg \read_error$798  = 1'h0;
+  wire [1:0] \rd_row$863 ;
+  reg read_error = 1'h0;
   wire report;
   wire report_store;
   output reported;
   wire reported;
-  wire \reported$810 ;
+  wire \reported$804 ;
   wire reported_error;
-  wire \reported_error$812 ;
+  wire \reported_error$806 ;
   wire rest;
   reg restart;
   wire [63:0] result_first_rows;
@@ -4833,10 +4839,10 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   input rst;
   wire rst;
   wire [96:0] run__payload;
-  wire [101:0] \run__payload$826 ;
-  wire [63:0] \run__payload$826.addr ;
-  wire [31:0] \run__payload$826.lines ;
-  wire [5:0] \run__payload$826.offset ;
+  wire [101:0] \run__payload$820 ;
+  wire [63:0] \run__payload$820.addr ;
+  wire [31:0] \run__payload$820.lines ;
+  wire [5:0] \run__payload$820.offset ;
   wire [96:0] \run__payload$97 ;
   wire [63:0] \run__payload$97.addr ;
   wire [31:0] \run__payload$97.lines ;
@@ -4845,11 +4851,10 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [31:0] \run__payload.lines ;
   wire \run__payload.side ;
   wire run__valid;
-  wire \run__valid$823 ;
+  wire \run__valid$817 ;
   wire \run__valid$99 ;
   wire run_done;
   wire run_issued;
-  reg [63:0] seq;
   wire [1:0] sets_used__0;
   wire [1:0] sets_used__1;
   reg [1:0] sfu_row = 2'h0;
@@ -4861,7 +4866,6 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \side__payload.err ;
   wire side__valid;
   wire \side__valid$103 ;
-  reg [63:0] slot;
   wire [1091:0] slot__payload;
   wire [1091:0] \slot__payload$140 ;
   wire [31:0] \slot__payload$140.col ;
@@ -4935,10 +4939,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   reg stage_out;
   wire start;
   reg \start$787 ;
-  wire \start$838 ;
-  reg [7:0] status;
-  reg [7:0] \status$796  = 8'h00;
-  reg store;
+  wire \start$832 ;
+  reg [7:0] status = 8'h00;
   wire [1535:0] sum__payload;
   wire [1535:0] \sum__payload$152 ;
   wire [511:0] \sum__payload$152.fp16 ;
@@ -4960,7 +4962,6 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \t_chunk.row_end ;
   wire [1:0] \t_chunk.set ;
   reg [2:0] tail_rows = 3'h0;
-  reg [63:0] taken;
   reg [1472:0] \task  = 1473'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   wire [63:0] \task.cq_slot ;
   wire [966:0] \task.decoded ;
@@ -5134,17 +5135,17 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   reg verdict__ready;
   wire verdict__valid;
   wire [1032:0] w__payload;
-  wire [1032:0] \w__payload$843 ;
-  wire [7:0] \w__payload$843.bytes ;
-  wire [1023:0] \w__payload$843.data ;
-  wire \w__payload$843.last ;
+  wire [1032:0] \w__payload$837 ;
+  wire [7:0] \w__payload$837.bytes ;
+  wire [1023:0] \w__payload$837.data ;
+  wire \w__payload$837.last ;
   wire [7:0] \w__payload.bytes ;
   wire [1023:0] \w__payload.data ;
   wire \w__payload.last ;
   wire w__ready;
   wire \w__ready$159 ;
   wire w__valid;
-  wire \w__valid$841 ;
+  wire \w__valid$835 ;
   wire waiting;
   wire waiting_results;
   reg [31:0] widened_0;
@@ -5724,7 +5725,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire widened_9_lzc_vll;
   wire [9:0] widened_9_sub;
   wire write_error;
-  wire \write_error$808 ;
+  wire \write_error$802 ;
   wire writer_free;
   wire written;
   assign \$1  = ~ pending;
@@ -6917,20 +6918,20 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \$1149  = ~ pending;
   assign \$1150  = src__valid & out__ready;
   assign \$1151  = \$1150  & src__payload[512];
-  assign \$1152  = \read_error$798  | \$1151 ;
-  assign \$1153  = ! \status$796 ;
+  assign \$1152  = read_error | \$1151 ;
+  assign \$1153  = ! status;
   assign \$1154  = \$1153  & \task [343];
-  assign \$1155  = \run__valid$823  ? 1'h1 : 1'h0;
+  assign \$1155  = \run__valid$817  ? 1'h1 : 1'h0;
   assign \$1156  = \$signal$750  ? 1'h1 : 1'h0;
   assign \$1157  = \$1155  | \$1156 ;
   assign \$1158  = copy_go ? 1'h1 : 1'h0;
   assign \$1159  = \$1157  | \$1158 ;
   assign \$1160  = line_start ? 1'h1 : 1'h0;
   assign job__valid = \$1159  | \$1160 ;
-  assign \$1161  = \run__valid$823  ? \run__payload$826 [63:0] : 64'h0000000000000000;
+  assign \$1161  = \run__valid$817  ? \run__payload$820 [63:0] : 64'h0000000000000000;
   assign \$1162  = \$signal  + 7'h40;
   assign \$1163  = \$1162  + \task [456:409];
-  assign \$1164  = \$signal$827  + anchor_row;
+  assign \$1164  = \$signal$821  + anchor_row;
   assign \$1166  = \$1163  + \$1165 ;
   assign \$1167  = \$signal$750  ? \$1166  : 67'h00000000000000000;
   assign \$1168  = { 3'h0, \$1161  } | \$1167 ;
@@ -6940,10 +6941,10 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \$1172  = \$1168  | { 2'h0, \$1171  };
   assign \$1173  = line_start ? line_addr : 64'h0000000000000000;
   assign \$1174  = \$1172  | { 3'h0, \$1173  };
-  assign \$1175  = \run__valid$823  ? 1'h1 : 1'h0;
+  assign \$1175  = \run__valid$817  ? 1'h1 : 1'h0;
   assign \$1176  = copy_go ? 1'h1 : 1'h0;
   assign \$1177  = \$1175  | \$1176 ;
-  assign \$1178  = \run__valid$823  ? \run__payload$826 [95:64] : 32'd0;
+  assign \$1178  = \run__valid$817  ? \run__payload$820 [95:64] : 32'd0;
   assign \$1179  = copy_go ? \task [103:84] : 20'h00000;
   assign \$1180  = \$1178  | { 12'h000, \$1179  };
   assign \$1183  = \$signal$750  ? { \$1182 , \$1181  } : 64'h0000000000000000;
@@ -6953,31 +6954,31 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \$1187  = line_start ? 64'hffffffffffffffff : 64'h0000000000000000;
   assign \$1188  = \$1186  | \$1187 ;
   assign \$1189  = line_start ? 1'h1 : 1'h0;
-  assign \$1190  = \run__valid$823  ? 1'h1 : 1'h0;
+  assign \$1190  = \run__valid$817  ? 1'h1 : 1'h0;
   assign \$1191  = copy_go ? 1'h1 : 1'h0;
-  assign \start$838  = \$1190  | \$1191 ;
-  assign \$1192  = \run__valid$823  ? \run__payload$826 [101:96] : 6'h00;
+  assign \start$832  = \$1190  | \$1191 ;
+  assign \$1192  = \run__valid$817  ? \run__payload$820 [101:96] : 6'h00;
   assign \$1193  = \$signal  + 7'h40;
   assign \$1194  = \task [342] ? \$1193  : { 1'h0, \task [83:20] };
   assign \$1195  = copy_go ? \$1194 [5:0] : 6'h00;
   assign offset = \$1192  | \$1195 ;
   assign \$1196  = phase != 3'h4;
-  assign \$1197  = \$1196  ? \w__valid$841  : 1'h0;
+  assign \$1197  = \$1196  ? \w__valid$835  : 1'h0;
   assign \$1198  = phase == 3'h4;
   assign \$1199  = \$1198  ? slot__valid : 1'h0;
   assign w__valid = \$1197  | \$1199 ;
   assign \$1200  = phase != 3'h4;
-  assign \$1201  = \$1200  ? \w__payload$843 [1023:0] : 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  assign \$1201  = \$1200  ? \w__payload$837 [1023:0] : 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   assign \$1202  = phase == 3'h4;
   assign \$1203  = \$1202  ? slot__payload[511:0] : 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   assign \$1204  = \$1201  | { 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, \$1203  };
   assign \$1205  = phase != 3'h4;
-  assign \$1206  = \$1205  ? \w__payload$843 [1031:1024] : 8'h00;
+  assign \$1206  = \$1205  ? \w__payload$837 [1031:1024] : 8'h00;
   assign \$1207  = phase == 3'h4;
   assign \$1209  = \$1207  ? \$1208  : 7'h00;
   assign \$1210  = \$1206  | { 1'h0, \$1209  };
   assign \$1211  = phase != 3'h4;
-  assign \$1212  = \$1211  ? \w__payload$843 [1032] : 1'h0;
+  assign \$1212  = \$1211  ? \w__payload$837 [1032] : 1'h0;
   assign \$1213  = phase == 3'h4;
   assign \$1214  = \$1213  ? slot__payload[570] : 1'h0;
   assign \$1215  = \$1212  | \$1214 ;
@@ -6989,7 +6990,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \$1221  = phase == 4'hb;
   assign \$1222  = \$1220  | \$1221 ;
   assign \$1223  = \$1222  ? 1'h1 : 1'h0;
-  assign \job__valid$844  = \$1219  | \$1223 ;
+  assign \job__valid$838  = \$1219  | \$1223 ;
   assign \$1224  = copy_go ? { 1'h0, \$1094 [5:1] } : 6'h00;
   assign \$1225  = phase == 3'h5;
   assign \$1226  = \$1225  ? { 1'h0, \$1109 [5:1] } : 6'h00;
@@ -7040,7 +7041,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \$1272  = \$1271  ? job[95:91] : 5'h00;
   assign \$1273  = stage_out ? 1'h1 : 1'h0;
   assign \$1274  = rows_out ? 1'h1 : 1'h0;
-  assign \job__valid$847  = \$1273  | \$1274 ;
+  assign \job__valid$841  = \$1273  | \$1274 ;
   assign \$1275  = drain > 1'h1;
   assign \$1276  = drain - 1'h1;
   assign \$1277  = \$1275  ? \$1276  : 6'h00;
@@ -7054,7 +7055,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \$1291  = \task [10] ? \task [123:104] : \task [143:124];
   assign \$1292  = stage ? \$1290  : \$1291 ;
   assign \$1293  = stage_out ? \$1292  : 20'h00000;
-  assign \$1294  = rows_out ? \$signal$850  : 20'h00000;
+  assign \$1294  = rows_out ? \$signal$844  : 20'h00000;
   assign \$1295  = \$1293  | \$1294 ;
   assign \$1296  = stage_out ? plan[22:3] : 20'h00000;
   assign \$1297  = rows_out ? plan[22:3] : 20'h00000;
@@ -7097,7 +7098,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \$1336  = \$1335  ? slot__valid : 1'h0;
   assign \$1337  = \$1334  | \$1336 ;
   assign \$1338  = phase == 4'he;
-  assign \$1339  = \$1338  ? \in_we$856  : 1'h0;
+  assign \$1339  = \$1338  ? \in_we$850  : 1'h0;
   assign in_we = \$1337  | \$1339 ;
   assign \$1340  = phase == 4'hf;
   assign \$1341  = phase == 5'h10;
@@ -7134,7 +7135,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \$1371  = \$1369  | \$1370 ;
   assign \$1372  = \$1371  ? src_en : 1'h0;
   assign \$1373  = phase == 5'h12;
-  assign \$1374  = \$1373  ? \rd_en$866  : 1'h0;
+  assign \$1374  = \$1373  ? \rd_en$860  : 1'h0;
   assign rd_en = \$1372  | \$1374 ;
   assign \$1375  = phase == 4'hf;
   assign \$1376  = phase == 5'h10;
@@ -7172,7 +7173,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \$1406  = ~ waiting;
   assign \$1407  = \$1405  & \$1406 ;
   assign \$1408  = \$1407  & writer_free;
-  assign \$1409  = \$signal$850  << \$signal$881 ;
+  assign \$1409  = \$signal$844  << \$signal$875 ;
   assign \$1410  = \$signal$763  * \$1409 ;
   assign \$1411  = slot__valid & slot__payload[570];
   assign \$1412  = \task [5:2] == 2'h2;
@@ -7214,20 +7215,20 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \$1448  = \$1447  & writer_free;
   assign \$1449  = \$signal$162  + group_bytes;
   assign \$1450  = \$signal$750  & anchor_last;
-  assign \$1451  = \$signal$827  + 3'h4;
+  assign \$1451  = \$signal$821  + 3'h4;
   assign \$1452  = 3'h4 * \task [203:184];
   assign \$1453  = \$signal$768  + \$1452 ;
-  assign \$1454  = \task [183:164] - \$signal$827 ;
+  assign \$1454  = \task [183:164] - \$signal$821 ;
   assign \$1455  = $signed(\$1454 ) <= $signed(5'h08);
-  assign \$1456  = \$signal$827  + 3'h4;
+  assign \$1456  = \$signal$821  + 3'h4;
   assign \$1457  = \$1456  < \task [183:164];
   assign \$1458  = ~ pending;
-  assign \$1459  = 1'h0 + \run__valid$823 ;
+  assign \$1459  = 1'h0 + \run__valid$817 ;
   assign \$1460  = \$1459  + \$signal$750 ;
   assign \$1461  = \$1460  + copy_go;
   assign \$1462  = \$1461  + line_start;
   assign \$1463  = \$1462  <= 1'h1;
-  assign \$1465  = 1'h0 + \run__valid$823 ;
+  assign \$1465  = 1'h0 + \run__valid$817 ;
   assign \$1466  = \$1465  + copy_go;
   assign \$1467  = \$1466  <= 1'h1;
   assign \$1469  = phase != 3'h4;
@@ -7263,7 +7264,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \$1503  = \$1501  + \$1502 ;
   assign \$1504  = \$1503  <= 1'h1;
   always @(posedge clk)
-    \read_error$798  <= \$1506 ;
+    read_error <= \$1506 ;
   always @(posedge clk)
     anchor_m0 <= \$1507 ;
   always @(posedge clk)
@@ -7289,13 +7290,13 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   always @(posedge clk)
     phase <= \$1518 ;
   always @(posedge clk)
-    \status$796  <= \$1519 ;
+    status <= \$1519 ;
   always @(posedge clk)
     \$signal$758  <= \$1520 ;
   always @(posedge clk)
     \$signal  <= \$1521 ;
   always @(posedge clk)
-    \$signal$827  <= \$1522 ;
+    \$signal$821  <= \$1522 ;
   always @(posedge clk)
     \$signal$768  <= \$1523 ;
   always @(posedge clk)
@@ -7305,9 +7306,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   always @(posedge clk)
     tail_rows <= \$1526 ;
   always @(posedge clk)
-    \$signal$881  <= \$1527 ;
+    \$signal$875  <= \$1527 ;
   always @(posedge clk)
-    \$signal$850  <= \$1528 ;
+    \$signal$844  <= \$1528 ;
   always @(posedge clk)
     \$signal$756  <= \$1529 ;
   always @(posedge clk)
@@ -7346,7 +7347,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   );
   \ndp_device.control_unit.completion  completion (
     .clk(clk),
-    .complete(complete),
+    .complete__payload(complete__payload),
+    .complete__valid(complete__valid),
     .cycle(cycle),
     .done__payload(done__payload),
     .hold(hold),
@@ -7359,17 +7361,10 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .\port$16398$289 (queues__1[289]),
     .\port$16400$289 (queues__2[289]),
     .\port$16402$289 (queues__3[289]),
-    .queue(queue),
     .quiet(quiet),
     .r_en(reported),
-    .read_error(read_error),
     .reported_error(reported_error),
     .rst(rst),
-    .seq(seq),
-    .slot(slot),
-    .status(status),
-    .store(store),
-    .taken(taken),
     .write_error(write_error)
   );
   \ndp_device.control_unit.compute  compute (
@@ -7392,8 +7387,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .pe__0__valid(pe__0__valid),
     .pe__1__payload(pe__1__payload),
     .pe__1__valid(pe__1__valid),
-    .\port$19089$0 (\$1535 ),
-    .\port$19093$0 (\$1536 ),
+    .\port$19083$0 (\$1535 ),
+    .\port$19087$0 (\$1536 ),
     .rd_acc(rd_acc),
     .rd_acc_data(rd_acc_data),
     .rd_addr(\$1391 [6:0]),
@@ -7438,7 +7433,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .out__ready(\out__ready$78 ),
     .out__valid(\src__valid$80 ),
     .rst(rst),
-    .start(\start$838 ),
+    .start(\start$832 ),
     .w__payload(w__payload),
     .w__ready(w__ready),
     .w__valid(w__valid)
@@ -7480,26 +7475,26 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .acc_we(\acc_we$743 ),
     .busy(\busy$753 ),
     .clk(clk),
-    .done(\done$885 ),
+    .done(\done$879 ),
     .fold__ready(fold__ready),
     .fold__valid(fold__valid),
-    .in_we(\in_we$856 ),
-    .job__payload(\job__payload$848 ),
-    .job__valid(\job__valid$847 ),
-    .\port$19089$0 (\$1535 ),
-    .\port$19093$0 (\$1536 ),
-    .rd_en(\rd_en$866 ),
+    .in_we(\in_we$850 ),
+    .job__payload(\job__payload$842 ),
+    .job__valid(\job__valid$841 ),
+    .\port$19083$0 (\$1535 ),
+    .\port$19087$0 (\$1536 ),
+    .rd_en(\rd_en$860 ),
     .rd_in_data(rd_in_data),
     .rd_row(buf_row),
     .rst(rst),
-    .run__payload(\run__payload$826 ),
-    .run__valid(\run__valid$823 ),
+    .run__payload(\run__payload$820 ),
+    .run__valid(\run__valid$817 ),
     .sum__payload(sum__payload),
     .sum__ready(sum__ready),
     .sum__valid(sum__valid),
-    .w__payload(\w__payload$843 ),
+    .w__payload(\w__payload$837 ),
     .w__ready(w__ready),
-    .w__valid(\w__valid$841 ),
+    .w__valid(\w__valid$835 ),
     .waiting(waiting),
     .waiting_results(hold),
     .word(buf_word)
@@ -7524,8 +7519,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   );
   \ndp_device.control_unit.unpacker  unpacker (
     .clk(clk),
-    .job__payload(\job__payload$845 ),
-    .job__valid(\job__valid$844 ),
+    .job__payload(\job__payload$839 ),
+    .job__valid(\job__valid$838 ),
     .rst(rst),
     .slot__payload(slot__payload),
     .slot__ready(slot__ready),
@@ -8449,7 +8444,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    complete = 1'h0;
+    complete__valid = 1'h0;
     casez (phase)
       5'h00:
           /* empty */;
@@ -8495,13 +8490,13 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h15:
           if (\$1149 ) begin
-            complete = 1'h1;
+            complete__valid = 1'h1;
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    queue = 2'h0;
+    complete__payload = 204'h000000000000000000000000000000000000000000000000000;
     casez (phase)
       5'h00:
           /* empty */;
@@ -8547,325 +8542,19 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h15:
           if (\$1149 ) begin
-            queue = \task [205:204];
+            complete__payload[1:0] = \task [205:204];
+            complete__payload[65:2] = \task [269:206];
+            complete__payload[129:66] = \task [333:270];
+            complete__payload[137:130] = status;
+            complete__payload[138] = \$1152 ;
+            complete__payload[202:139] = \$signal ;
+            complete__payload[203] = \$1154 ;
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    seq = 64'h0000000000000000;
-    casez (phase)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h02:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h11:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h15:
-          if (\$1149 ) begin
-            seq = \task [269:206];
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    taken = 64'h0000000000000000;
-    casez (phase)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h02:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h11:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h15:
-          if (\$1149 ) begin
-            taken = \task [333:270];
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    status = 8'h00;
-    casez (phase)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h02:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h11:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h15:
-          if (\$1149 ) begin
-            status = \status$796 ;
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    read_error = 1'h0;
-    casez (phase)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h02:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h11:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h15:
-          if (\$1149 ) begin
-            read_error = \$1152 ;
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    slot = 64'h0000000000000000;
-    casez (phase)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h02:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h11:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h15:
-          if (\$1149 ) begin
-            slot = \$signal ;
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    store = 1'h0;
-    casez (phase)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h02:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h11:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          /* empty */;
-      5'h15:
-          if (\$1149 ) begin
-            store = \$1154 ;
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$1506  = \read_error$798 ;
+    \$1506  = read_error;
     if (\$1393 ) begin
       \$1506  = 1'h1;
     end
@@ -9072,7 +8761,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h11:
           /* empty */;
       5'h12:
-          if (\done$885 ) begin
+          if (\done$879 ) begin
             if (\task [11]) begin
               \$1516  = 1'h1;
             end
@@ -9182,7 +8871,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
             end
           end
       5'h0e:
-          if (\done$885 ) begin
+          if (\done$879 ) begin
             (* full_case = 32'd1 *)
             if (\$1434 ) begin
               \$1518  = 5'h0f;
@@ -9208,7 +8897,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
             \$1518  = 5'h12;
           end
       5'h12:
-          if (\done$885 ) begin
+          if (\done$879 ) begin
             (* full_case = 32'd1 *)
             if (\task [11]) begin
               \$1518  = 5'h13;
@@ -9238,7 +8927,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$1519  = \status$796 ;
+    \$1519  = status;
     casez (phase)
       5'h00:
           /* empty */;
@@ -9281,7 +8970,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$1522  = \$signal$827 ;
+    \$1522  = \$signal$821 ;
     casez (phase)
       5'h00:
           /* empty */;
@@ -9498,7 +9187,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$1527  = \$signal$881 ;
+    \$1527  = \$signal$875 ;
     casez (phase)
       5'h00:
           /* empty */;
@@ -9520,7 +9209,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$1528  = \$signal$850 ;
+    \$1528  = \$signal$844 ;
     casez (phase)
       5'h00:
           /* empty */;
@@ -9615,7 +9304,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0d:
           /* empty */;
       5'h0e:
-          if (\done$885 ) begin
+          if (\done$879 ) begin
             \$1531  = 1'h1;
           end
     endcase
@@ -9955,25 +9644,25 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign input_span_lines = \$1114 [43:0];
   assign input_span_offset = { 1'h0, \$1109 [5:1] };
   assign \beats$772  = \$1118 [43:0];
-  assign \cycle$802  = cycle;
+  assign \cycle$796  = cycle;
   assign waiting_results = hold;
-  assign \quiet$806  = quiet;
-  assign \write_error$808  = write_error;
-  assign \reported$810  = reported;
-  assign \reported_error$812  = reported_error;
+  assign \quiet$800  = quiet;
+  assign \write_error$802  = write_error;
+  assign \reported$804  = reported;
+  assign \reported_error$806  = reported_error;
   assign irq_en = { queues__3[289], queues__2[289], queues__1[289], queues__0[289] };
-  assign \done__payload$815  = done__payload;
+  assign \done__payload$809  = done__payload;
   assign done__valid = reported;
-  assign \done__valid$817  = reported;
-  assign \irq$819  = irq;
+  assign \done__valid$811  = reported;
+  assign \irq$813  = irq;
   assign report = reported;
   assign report_store = done__payload[42];
   assign in_row = \$1349 [1:0];
   assign in_word = \$1359 [6:0];
   assign buf_data16 = sum__payload[1535:1024];
-  assign \rd_row$869  = buf_row;
+  assign \rd_row$863  = buf_row;
   assign rd_addr = \$1391 [6:0];
-  assign \rd_addr$872  = buf_word[6:0];
+  assign \rd_addr$866  = buf_word[6:0];
   assign \src__payload.data  = src__payload[511:0];
   assign \src__payload.err  = src__payload[512];
   assign \out__payload.data  = src__payload[511:0];
@@ -10326,36 +10015,43 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \sum__payload.fp16  = sum__payload[1535:1024];
   assign \sum__payload$152.fp32  = sum__payload[1023:0];
   assign \sum__payload$152.fp16  = sum__payload[1535:1024];
+  assign \complete__payload.queue  = complete__payload[1:0];
+  assign \complete__payload.seq  = complete__payload[65:2];
+  assign \complete__payload.taken  = complete__payload[129:66];
+  assign \complete__payload.status  = complete__payload[137:130];
+  assign \complete__payload.read_error  = complete__payload[138];
+  assign \complete__payload.slot  = complete__payload[202:139];
+  assign \complete__payload.store  = complete__payload[203];
   assign \done__payload.queue  = done__payload[1:0];
   assign \done__payload.seq  = done__payload[33:2];
   assign \done__payload.status  = done__payload[41:34];
   assign \done__payload.store  = done__payload[42];
-  assign \done__payload$815.queue  = done__payload[1:0];
-  assign \done__payload$815.seq  = done__payload[33:2];
-  assign \done__payload$815.status  = done__payload[41:34];
-  assign \done__payload$815.store  = done__payload[42];
+  assign \done__payload$809.queue  = done__payload[1:0];
+  assign \done__payload$809.seq  = done__payload[33:2];
+  assign \done__payload$809.status  = done__payload[41:34];
+  assign \done__payload$809.store  = done__payload[42];
   assign \job__payload.addr  = job__payload[63:0];
   assign \job__payload.from_stream  = job__payload[64];
   assign \job__payload.lines  = job__payload[96:65];
   assign \job__payload.line  = job__payload[608:97];
   assign \job__payload.strb  = job__payload[672:609];
   assign \job__payload.report  = job__payload[673];
-  assign \run__payload$826.addr  = \run__payload$826 [63:0];
-  assign \run__payload$826.lines  = \run__payload$826 [95:64];
-  assign \run__payload$826.offset  = \run__payload$826 [101:96];
+  assign \run__payload$820.addr  = \run__payload$820 [63:0];
+  assign \run__payload$820.lines  = \run__payload$820 [95:64];
+  assign \run__payload$820.offset  = \run__payload$820 [101:96];
   assign \w__payload.data  = w__payload[1023:0];
   assign \w__payload.bytes  = w__payload[1031:1024];
   assign \w__payload.last  = w__payload[1032];
-  assign \w__payload$843.data  = \w__payload$843 [1023:0];
-  assign \w__payload$843.bytes  = \w__payload$843 [1031:1024];
-  assign \w__payload$843.last  = \w__payload$843 [1032];
-  assign \job__payload$845.offset  = \job__payload$845 [4:0];
-  assign \job__payload$845.rows  = \job__payload$845 [24:5];
-  assign \job__payload$845.cols  = \job__payload$845 [56:25];
-  assign \job__payload$845.beats  = \job__payload$845 [88:57];
-  assign \job__payload$845.pair  = \job__payload$845 [89];
-  assign \job__payload$845.strided  = \job__payload$845 [90];
-  assign \job__payload$845.stride  = \job__payload$845 [95:91];
+  assign \w__payload$837.data  = \w__payload$837 [1023:0];
+  assign \w__payload$837.bytes  = \w__payload$837 [1031:1024];
+  assign \w__payload$837.last  = \w__payload$837 [1032];
+  assign \job__payload$839.offset  = \job__payload$839 [4:0];
+  assign \job__payload$839.rows  = \job__payload$839 [24:5];
+  assign \job__payload$839.cols  = \job__payload$839 [56:25];
+  assign \job__payload$839.beats  = \job__payload$839 [88:57];
+  assign \job__payload$839.pair  = \job__payload$839 [89];
+  assign \job__payload$839.strided  = \job__payload$839 [90];
+  assign \job__payload$839.stride  = \job__payload$839 [95:91];
   assign \job.offset  = job[4:0];
   assign \job.rows  = job[24:5];
   assign \job.cols  = job[56:25];
@@ -10363,19 +10059,19 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \job.pair  = job[89];
   assign \job.strided  = job[90];
   assign \job.stride  = job[95:91];
-  assign \job__payload$848.delay  = \job__payload$848 [4:0];
-  assign \job__payload$848.source  = \job__payload$848 [5];
-  assign \job__payload$848.dest  = \job__payload$848 [7:6];
-  assign \job__payload$848.rows  = \job__payload$848 [10:8];
-  assign \job__payload$848.n  = \job__payload$848 [30:11];
-  assign \job__payload$848.n_words  = \job__payload$848 [38:31];
-  assign \job__payload$848.sets  = \job__payload$848 [40:39];
-  assign \job__payload$848.sets1  = \job__payload$848 [42:41];
-  assign \job__payload$848.pack_log2  = \job__payload$848 [45:43];
-  assign \job__payload$848.bank  = \job__payload$848 [46];
-  assign \job__payload$848.results  = \job__payload$848 [47];
-  assign \job__payload$848.first  = \job__payload$848 [111:48];
-  assign \job__payload$848.lines  = \job__payload$848 [143:112];
+  assign \job__payload$842.delay  = \job__payload$842 [4:0];
+  assign \job__payload$842.source  = \job__payload$842 [5];
+  assign \job__payload$842.dest  = \job__payload$842 [7:6];
+  assign \job__payload$842.rows  = \job__payload$842 [10:8];
+  assign \job__payload$842.n  = \job__payload$842 [30:11];
+  assign \job__payload$842.n_words  = \job__payload$842 [38:31];
+  assign \job__payload$842.sets  = \job__payload$842 [40:39];
+  assign \job__payload$842.sets1  = \job__payload$842 [42:41];
+  assign \job__payload$842.pack_log2  = \job__payload$842 [45:43];
+  assign \job__payload$842.bank  = \job__payload$842 [46];
+  assign \job__payload$842.results  = \job__payload$842 [47];
+  assign \job__payload$842.first  = \job__payload$842 [111:48];
+  assign \job__payload$842.lines  = \job__payload$842 [143:112];
   assign \task__payload.entry  = task__payload[333:0];
   assign \task__payload.entry.desc  = task__payload[203:0];
   assign \task__payload.entry.desc.type  = task__payload[1:0];
@@ -10458,26 +10154,26 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \task__payload.sq_slot  = task__payload[1364:1301];
   assign \task__payload.cq_slot  = task__payload[1428:1365];
   assign \task__payload.last_group_elems  = task__payload[1472:1429];
-  assign \job__payload$848 [143:112] = { \$1330 [29], \$1330 [29], \$1330  };
-  assign \job__payload$848 [111:48] = \$1319 ;
-  assign \job__payload$848 [47] = \$1316 ;
-  assign \job__payload$848 [46] = \$1310 ;
-  assign \job__payload$848 [45:43] = \$1307 ;
-  assign \job__payload$848 [42:41] = \$1304 ;
-  assign \job__payload$848 [40:39] = \$1301 ;
-  assign \job__payload$848 [38:31] = \$1298 [7:0];
-  assign \job__payload$848 [30:11] = \$1295 ;
-  assign \job__payload$848 [10:8] = \$1289 ;
-  assign \job__payload$848 [7:6] = \$1286 ;
-  assign \job__payload$848 [5] = \$1283 ;
-  assign \job__payload$848 [4:0] = \$1280 [4:0];
-  assign \job__payload$845 [95:91] = \$1272 ;
-  assign \job__payload$845 [90] = \$1268 ;
-  assign \job__payload$845 [89] = \$1264 ;
-  assign \job__payload$845 [88:57] = \$1260 [31:0];
-  assign \job__payload$845 [56:25] = \$1251 ;
-  assign \job__payload$845 [24:5] = \$1241 ;
-  assign \job__payload$845 [4:0] = \$1232 [4:0];
+  assign \job__payload$842 [143:112] = { \$1330 [29], \$1330 [29], \$1330  };
+  assign \job__payload$842 [111:48] = \$1319 ;
+  assign \job__payload$842 [47] = \$1316 ;
+  assign \job__payload$842 [46] = \$1310 ;
+  assign \job__payload$842 [45:43] = \$1307 ;
+  assign \job__payload$842 [42:41] = \$1304 ;
+  assign \job__payload$842 [40:39] = \$1301 ;
+  assign \job__payload$842 [38:31] = \$1298 [7:0];
+  assign \job__payload$842 [30:11] = \$1295 ;
+  assign \job__payload$842 [10:8] = \$1289 ;
+  assign \job__payload$842 [7:6] = \$1286 ;
+  assign \job__payload$842 [5] = \$1283 ;
+  assign \job__payload$842 [4:0] = \$1280 [4:0];
+  assign \job__payload$839 [95:91] = \$1272 ;
+  assign \job__payload$839 [90] = \$1268 ;
+  assign \job__payload$839 [89] = \$1264 ;
+  assign \job__payload$839 [88:57] = \$1260 [31:0];
+  assign \job__payload$839 [56:25] = \$1251 ;
+  assign \job__payload$839 [24:5] = \$1241 ;
+  assign \job__payload$839 [4:0] = \$1232 [4:0];
   assign w__payload[1032] = \$1215 ;
   assign w__payload[1031:1024] = \$1210 ;
   assign w__payload[1023:0] = \$1204 ;
@@ -11960,8 +11656,7 @@ module \ndp_device.control_unit.chunks (rst, split, addr, start, rest, dispatch,
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_error, hold, irq, cycle, \port$16396$289 , \port$16398$289 , \port$16400$289 , \port$16402$289 , complete, queue, seq, taken, status, read_error, slot, store, quiet, pending
-, line_start, line_addr, line, done__payload, clk);
+module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_error, hold, irq, cycle, \port$16396$289 , \port$16398$289 , \port$16400$289 , \port$16402$289 , complete__valid, complete__payload, quiet, pending, line_start, line_addr, line, done__payload, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$21  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -11972,15 +11667,9 @@ module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_err
   wire \$15 ;
   wire [3:0] \$16 ;
   reg \$17 ;
-  reg [1:0] \$18 ;
-  reg [63:0] \$19 ;
+  reg [203:0] \$18 ;
+  reg \$19 ;
   wire \$2 ;
-  reg [63:0] \$20 ;
-  reg [7:0] \$21 ;
-  reg \$22 ;
-  reg [63:0] \$23 ;
-  reg \$24 ;
-  reg \$25 ;
   wire \$3 ;
   wire \$4 ;
   wire \$5 ;
@@ -11988,17 +11677,24 @@ module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_err
   wire \$7 ;
   wire \$8 ;
   wire \$9 ;
-  reg [1:0] \$like  = 2'h0;
-  reg [63:0] \$signal  = 64'h0000000000000000;
-  reg [7:0] \$signal$10  = 8'h00;
-  reg \$signal$12  = 1'h0;
-  reg [63:0] \$signal$14  = 64'h0000000000000000;
-  reg \$signal$16  = 1'h0;
-  reg [63:0] \$signal$8  = 64'h0000000000000000;
+  reg [42:0] \$signal ;
+  wire [1:0] \$signal.queue ;
+  wire [31:0] \$signal.seq ;
+  wire [7:0] \$signal.status ;
+  wire \$signal.store ;
   input clk;
   wire clk;
-  input complete;
-  wire complete;
+  input [203:0] complete__payload;
+  wire [203:0] complete__payload;
+  wire [1:0] \complete__payload.queue ;
+  wire \complete__payload.read_error ;
+  wire [63:0] \complete__payload.seq ;
+  wire [63:0] \complete__payload.slot ;
+  wire [7:0] \complete__payload.status ;
+  wire \complete__payload.store ;
+  wire [63:0] \complete__payload.taken ;
+  input complete__valid;
+  wire complete__valid;
   input [63:0] cycle;
   wire [63:0] cycle;
   output [42:0] done__payload;
@@ -12008,12 +11704,20 @@ module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_err
   wire [7:0] \done__payload.status ;
   wire \done__payload.store ;
   wire done__valid;
+  reg [203:0] held = 204'h000000000000000000000000000000000000000000000000000;
+  wire [1:0] \held.queue ;
+  wire \held.read_error ;
+  wire [63:0] \held.seq ;
+  wire [63:0] \held.slot ;
+  wire [7:0] \held.status ;
+  wire \held.store ;
+  wire [63:0] \held.taken ;
   input hold;
   wire hold;
   output [3:0] irq;
   wire [3:0] irq;
   wire irq_en;
-  wire [3:0] \irq_en$31 ;
+  wire [3:0] \irq_en$20 ;
   output [511:0] line;
   reg [511:0] line;
   output [63:0] line_addr;
@@ -12030,37 +11734,23 @@ module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_err
   wire \port$16400$289 ;
   input \port$16402$289 ;
   wire \port$16402$289 ;
-  input [1:0] queue;
-  wire [1:0] queue;
   input quiet;
   wire quiet;
   wire [42:0] r_data;
   input r_en;
   wire r_en;
-  input read_error;
-  wire read_error;
   wire reported;
   input reported_error;
   wire reported_error;
   input rst;
   wire rst;
-  input [63:0] seq;
-  wire [63:0] seq;
-  input [63:0] slot;
-  wire [63:0] slot;
-  input [7:0] status;
-  wire [7:0] status;
   reg [31:0] status_word;
-  input store;
-  wire store;
-  input [63:0] taken;
-  wire [63:0] taken;
   reg [42:0] w_data;
   reg w_en;
   wire w_rdy;
   input write_error;
   wire write_error;
-  reg \write_error$19  = 1'h0;
+  reg \write_error$7  = 1'h0;
   assign \$1  = pending & quiet;
   assign \$2  = ~ hold;
   assign \$3  = \$1  & \$2 ;
@@ -12069,11 +11759,11 @@ module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_err
   assign \$6  = ~ hold;
   assign \$7  = \$5  & \$6 ;
   assign \$8  = \$7  & w_rdy;
-  assign \$9  = ! \$signal$10 ;
-  assign \$10  = \$signal$12  | \write_error$19 ;
+  assign \$9  = ! held[137:130];
+  assign \$10  = held[138] | \write_error$7 ;
   assign \$11  = \$9  & \$10 ;
-  assign \$12  = \$11  ? 8'h80 : \$signal$10 ;
-  assign \$13  = cycle - \$signal$8 ;
+  assign \$12  = \$11  ? 8'h80 : held[137:130];
+  assign \$13  = cycle - held[129:66];
   assign irq_en = { \port$16402$289 , \port$16400$289 , \port$16398$289 , \port$16396$289  } >> r_data[1:0];
   assign \$14  = reported_error ? 8'h80 : r_data[41:34];
   assign \$15  = r_en & irq_en;
@@ -12082,21 +11772,9 @@ module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_err
   always @(posedge clk)
     pending <= \$17 ;
   always @(posedge clk)
-    \$like  <= \$18 ;
+    held <= \$18 ;
   always @(posedge clk)
-    \$signal  <= \$19 ;
-  always @(posedge clk)
-    \$signal$8  <= \$20 ;
-  always @(posedge clk)
-    \$signal$10  <= \$21 ;
-  always @(posedge clk)
-    \$signal$12  <= \$22 ;
-  always @(posedge clk)
-    \$signal$14  <= \$23 ;
-  always @(posedge clk)
-    \$signal$16  <= \$24 ;
-  always @(posedge clk)
-    \write_error$19  <= \$25 ;
+    \write_error$7  <= \$19 ;
   \ndp_device.control_unit.completion.reports  reports (
     .clk(clk),
     .r_data(r_data),
@@ -12109,7 +11787,7 @@ module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_err
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
     \$17  = pending;
-    if (complete) begin
+    if (complete__valid) begin
       \$17  = 1'h1;
     end
     if (\$4 ) begin
@@ -12121,85 +11799,25 @@ module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_err
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$18  = \$like ;
-    if (complete) begin
-      \$18  = queue;
+    \$18  = held;
+    if (complete__valid) begin
+      \$18  = complete__payload;
     end
     if (rst) begin
-      \$18  = 2'h0;
+      \$18  = 204'h000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$19  = \$signal ;
-    if (complete) begin
-      \$19  = seq;
-    end
-    if (rst) begin
-      \$19  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$20  = \$signal$8 ;
-    if (complete) begin
-      \$20  = taken;
-    end
-    if (rst) begin
-      \$20  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$21  = \$signal$10 ;
-    if (complete) begin
-      \$21  = status;
-    end
-    if (rst) begin
-      \$21  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$22  = \$signal$12 ;
-    if (complete) begin
-      \$22  = read_error;
-    end
-    if (rst) begin
-      \$22  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$23  = \$signal$14 ;
-    if (complete) begin
-      \$23  = slot;
-    end
-    if (rst) begin
-      \$23  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$24  = \$signal$16 ;
-    if (complete) begin
-      \$24  = store;
-    end
-    if (rst) begin
-      \$24  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$25  = \write_error$19 ;
+    \$19  = \write_error$7 ;
     if (write_error) begin
-      \$25  = 1'h1;
+      \$19  = 1'h1;
     end
     if (\$4 ) begin
-      \$25  = 1'h0;
+      \$19  = 1'h0;
     end
     if (rst) begin
-      \$25  = 1'h0;
+      \$19  = 1'h0;
     end
   end
   always @* begin
@@ -12220,14 +11838,24 @@ module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_err
     if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
     line_addr = 64'h0000000000000000;
     if (\$8 ) begin
-      line_addr = \$signal$14 ;
+      line_addr = held[202:139];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
     line = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     if (\$8 ) begin
-      line = { 320'h00000000000000000000000000000000000000000000000000000000000000000000000000000000, \$13 [63:0], 32'h00000000, status_word, \$signal  };
+      line = { 320'h00000000000000000000000000000000000000000000000000000000000000000000000000000000, \$13 [63:0], 32'h00000000, status_word, held[65:2] };
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \$signal  = 43'h00000000000;
+    if (\$8 ) begin
+      \$signal [1:0] = held[1:0];
+      \$signal [33:2] = held[33:2];
+      \$signal [41:34] = status_word[7:0];
+      \$signal [42] = held[203];
     end
   end
   always @* begin
@@ -12241,12 +11869,30 @@ module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_err
     if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
     w_data = 43'h00000000000;
     if (\$8 ) begin
-      w_data = { \$signal$16 , status_word[7:0], \$signal [31:0], \$like  };
+      w_data = \$signal ;
     end
   end
-  assign \irq_en$31  = { \port$16402$289 , \port$16400$289 , \port$16398$289 , \port$16396$289  };
+  assign \irq_en$20  = { \port$16402$289 , \port$16400$289 , \port$16398$289 , \port$16396$289  };
   assign reported = r_en;
   assign done__valid = r_en;
+  assign \held.queue  = held[1:0];
+  assign \held.seq  = held[65:2];
+  assign \held.taken  = held[129:66];
+  assign \held.status  = held[137:130];
+  assign \held.read_error  = held[138];
+  assign \held.slot  = held[202:139];
+  assign \held.store  = held[203];
+  assign \complete__payload.queue  = complete__payload[1:0];
+  assign \complete__payload.seq  = complete__payload[65:2];
+  assign \complete__payload.taken  = complete__payload[129:66];
+  assign \complete__payload.status  = complete__payload[137:130];
+  assign \complete__payload.read_error  = complete__payload[138];
+  assign \complete__payload.slot  = complete__payload[202:139];
+  assign \complete__payload.store  = complete__payload[203];
+  assign \$signal.queue  = \$signal [1:0];
+  assign \$signal.seq  = \$signal [33:2];
+  assign \$signal.status  = \$signal [41:34];
+  assign \$signal.store  = \$signal [42];
   assign \done__payload.queue  = done__payload[1:0];
   assign \done__payload.seq  = done__payload[33:2];
   assign \done__payload.status  = done__payload[41:34];
@@ -12415,7 +12061,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \ndp_device.control_unit.compute (rst, split, n_cols, in_we, in_row, in_word, in_data, rd_en, rd_acc, rd_row, rd_addr, lanes_ready, fold__ready, sum__valid, req__valid, out__ready, acc_we, acc_row, acc_word, acc_data, bank
-, rd_in_data, rd_acc_data, sum__payload, \port$19089$0 , \port$19093$0 , mode, pe__0__valid, pe__0__payload, pe__1__valid, pe__1__payload, t_chunk, clk);
+, rd_in_data, rd_acc_data, sum__payload, \port$19083$0 , \port$19087$0 , mode, pe__0__valid, pe__0__payload, pe__1__valid, pe__1__payload, t_chunk, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$23  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -19286,10 +18932,10 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, in_we, in_row, in_w
   wire pe_slot_write1;
   wire pe_slot_write2;
   wire pe_slot_write3;
-  input [28:0] \port$19089$0 ;
-  wire [28:0] \port$19089$0 ;
-  input [15:0] \port$19093$0 ;
-  wire [15:0] \port$19093$0 ;
+  input [28:0] \port$19083$0 ;
+  wire [28:0] \port$19083$0 ;
+  input [15:0] \port$19087$0 ;
+  wire [15:0] \port$19087$0 ;
   wire [31:0] product_0_0;
   wire [31:0] product_0_1;
   wire [31:0] product_0_10;
@@ -22987,7 +22633,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, in_we, in_row, in_w
   assign \$3962  = ~ mode[0];
   assign \$3963  = \mac_d2$190  & \$3962 ;
   assign \$3964  = \$3963  & \last_d2$196 ;
-  assign \$3965  = \$3964  ? \bank_d2$194  : \port$19093$0 [15];
+  assign \$3965  = \$3964  ? \bank_d2$194  : \port$19087$0 [15];
   assign acc_w_bank2 = \$3960  ? \$3961  : \$3965 ;
   assign \$3966  = ~ mode[4];
   assign \$3967  = t_direct[0] & \$3966 ;
@@ -23421,7 +23067,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, in_we, in_row, in_w
   assign \$4391  = \$4389  & \$4390 ;
   assign \$4392  = req__payload[1:0] == 2'h3;
   assign \$4393  = a_en & \$4392 ;
-  assign \$4394  = ! \port$19093$0 [15];
+  assign \$4394  = ! \port$19087$0 [15];
   assign \$4395  = \$4393  & \$4394 ;
   assign \$4396  = \$4395  ? req__payload[8:2] : b_addr;
   assign \acc_r__addr$1263  = \$4391  ? rd_addr_q : \$4396 ;
@@ -23433,7 +23079,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, in_we, in_row, in_w
   assign \$4404  = \$4402  & \$4403 ;
   assign \$4405  = \$4404  ? req__payload[8:2] : b_addr;
   assign \acc_r__addr$1264  = \$4400  ? rd_addr_q : \$4405 ;
-  assign read_out3 = \port$19093$0 [15] ? \acc_r__data$1267  : \acc_r__data$1266 ;
+  assign read_out3 = \port$19087$0 [15] ? \acc_r__data$1267  : \acc_r__data$1266 ;
   assign \$4406  = held_word3 == pe__0__payload[11:5];
   assign \$4407  = held_ok3 & \$4406 ;
   assign fetched_line3 = \$4407  ? held_line3 : \bank_r__data$710 ;
@@ -23827,7 +23473,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, in_we, in_row, in_w
   assign \$4775  = ~ mode[0];
   assign \$4776  = \mac_d2$190  & \$4775 ;
   assign \$4777  = \$4776  & \last_d2$196 ;
-  assign \$4778  = \$4777  ? \bank_d2$194  : \port$19093$0 [15];
+  assign \$4778  = \$4777  ? \bank_d2$194  : \port$19087$0 [15];
   assign acc_w_bank3 = \$4773  ? \$4774  : \$4778 ;
   assign \$4779  = ~ mode[4];
   assign \$4780  = t_direct[0] & \$4779 ;
@@ -27213,12 +26859,12 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, in_we, in_row, in_w
   assign \$1664  = \$1662  & \$1663 ;
   assign \$1665  = ! req__payload[1:0];
   assign \$1666  = a_en & \$1665 ;
-  assign \$1667  = ! \port$19093$0 [15];
+  assign \$1667  = ! \port$19087$0 [15];
   assign \$1668  = \$1666  & \$1667 ;
   assign \$1669  = \$1664  + \$1668 ;
   assign \$1670  = ! b_row;
   assign \$1671  = b_en & \$1670 ;
-  assign \$1672  = ! \port$19093$0 [15];
+  assign \$1672  = ! \port$19087$0 [15];
   assign \$1673  = \$1671  & \$1672 ;
   assign \$1674  = \$1669  + \$1673 ;
   assign \$1675  = \$1674  <= 1'h1;
@@ -27278,12 +26924,12 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, in_we, in_row, in_w
   assign \$1737  = \$1735  & \$1736 ;
   assign \$1738  = req__payload[1:0] == 1'h1;
   assign \$1739  = a_en & \$1738 ;
-  assign \$1740  = ! \port$19093$0 [15];
+  assign \$1740  = ! \port$19087$0 [15];
   assign \$1741  = \$1739  & \$1740 ;
   assign \$1742  = \$1737  + \$1741 ;
   assign \$1743  = b_row == 1'h1;
   assign \$1744  = b_en & \$1743 ;
-  assign \$1745  = ! \port$19093$0 [15];
+  assign \$1745  = ! \port$19087$0 [15];
   assign \$1746  = \$1744  & \$1745 ;
   assign \$1747  = \$1742  + \$1746 ;
   assign \$1748  = \$1747  <= 1'h1;
@@ -27344,12 +26990,12 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, in_we, in_row, in_w
   assign \$1811  = \$1809  & \$1810 ;
   assign \$1812  = req__payload[1:0] == 2'h2;
   assign \$1813  = a_en & \$1812 ;
-  assign \$1814  = ! \port$19093$0 [15];
+  assign \$1814  = ! \port$19087$0 [15];
   assign \$1815  = \$1813  & \$1814 ;
   assign \$1816  = \$1811  + \$1815 ;
   assign \$1817  = b_row == 2'h2;
   assign \$1818  = b_en & \$1817 ;
-  assign \$1819  = ! \port$19093$0 [15];
+  assign \$1819  = ! \port$19087$0 [15];
   assign \$1820  = \$1818  & \$1819 ;
   assign \$1821  = \$1816  + \$1820 ;
   assign \$1822  = \$1821  <= 1'h1;
@@ -27404,12 +27050,12 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, in_we, in_row, in_w
   assign \$1879  = \$1877  & \$1878 ;
   assign \$1880  = req__payload[1:0] == 2'h3;
   assign \$1881  = a_en & \$1880 ;
-  assign \$1882  = ! \port$19093$0 [15];
+  assign \$1882  = ! \port$19087$0 [15];
   assign \$1883  = \$1881  & \$1882 ;
   assign \$1884  = \$1879  + \$1883 ;
   assign \$1885  = b_row == 2'h3;
   assign \$1886  = b_en & \$1885 ;
-  assign \$1887  = ! \port$19093$0 [15];
+  assign \$1887  = ! \port$19087$0 [15];
   assign \$1888  = \$1886  & \$1887 ;
   assign \$1889  = \$1884  + \$1888 ;
   assign \$1890  = \$1889  <= 1'h1;
@@ -27466,7 +27112,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, in_we, in_row, in_w
   assign \$1944  = \$1942  & \$1943 ;
   assign \$1945  = ! req__payload[1:0];
   assign \$1946  = a_en & \$1945 ;
-  assign \$1947  = ! \port$19093$0 [15];
+  assign \$1947  = ! \port$19087$0 [15];
   assign \$1948  = \$1946  & \$1947 ;
   assign \$1949  = \$1948  ? req__payload[8:2] : b_addr;
   assign acc_r__addr = \$1944  ? rd_addr_q : \$1949 ;
@@ -27478,7 +27124,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, in_we, in_row, in_w
   assign \$1957  = \$1955  & \$1956 ;
   assign \$1958  = \$1957  ? req__payload[8:2] : b_addr;
   assign \acc_r__addr$878  = \$1953  ? rd_addr_q : \$1958 ;
-  assign read_out0 = \port$19093$0 [15] ? \acc_r__data$881  : acc_r__data;
+  assign read_out0 = \port$19087$0 [15] ? \acc_r__data$881  : acc_r__data;
   assign \$1959  = held_word0 == pe__0__payload[11:5];
   assign \$1960  = held_ok0 & \$1959 ;
   assign fetched_line0 = \$1960  ? held_line0 : bank_r__data;
@@ -27872,7 +27518,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, in_we, in_row, in_w
   assign \$2328  = ~ mode[0];
   assign \$2329  = \mac_d2$190  & \$2328 ;
   assign \$2330  = \$2329  & \last_d2$196 ;
-  assign \$2331  = \$2330  ? \bank_d2$194  : \port$19093$0 [15];
+  assign \$2331  = \$2330  ? \bank_d2$194  : \port$19087$0 [15];
   assign acc_w_bank0 = \$2326  ? \$2327  : \$2331 ;
   assign \$2332  = ~ mode[4];
   assign \$2333  = t_direct[0] & \$2332 ;
@@ -28310,7 +27956,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, in_we, in_row, in_w
   assign \$2761  = \$2759  & \$2760 ;
   assign \$2762  = req__payload[1:0] == 1'h1;
   assign \$2763  = a_en & \$2762 ;
-  assign \$2764  = ! \port$19093$0 [15];
+  assign \$2764  = ! \port$19087$0 [15];
   assign \$2765  = \$2763  & \$2764 ;
   assign \$2766  = \$2765  ? req__payload[8:2] : b_addr;
   assign \acc_r__addr$1007  = \$2761  ? rd_addr_q : \$2766 ;
@@ -28322,7 +27968,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, in_we, in_row, in_w
   assign \$2774  = \$2772  & \$2773 ;
   assign \$2775  = \$2774  ? req__payload[8:2] : b_addr;
   assign \acc_r__addr$1008  = \$2770  ? rd_addr_q : \$2775 ;
-  assign read_out1 = \port$19093$0 [15] ? \acc_r__data$1011  : \acc_r__data$1010 ;
+  assign read_out1 = \port$19087$0 [15] ? \acc_r__data$1011  : \acc_r__data$1010 ;
   assign \$2776  = split ? pe__1__payload[19:0] : pe__0__payload[19:0];
   assign \$2777  = held_word1 == \$2776 [11:5];
   assign \$2778  = held_ok1 & \$2777 ;
@@ -28720,7 +28366,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, in_we, in_row, in_w
   assign \$3149  = ~ mode[0];
   assign \$3150  = \mac_row1_d2$220  & \$3149 ;
   assign \$3151  = \$3150  & \last_row1_d2$226 ;
-  assign \$3152  = \$3151  ? \bank_row1_d2$224  : \port$19093$0 [15];
+  assign \$3152  = \$3151  ? \bank_row1_d2$224  : \port$19087$0 [15];
   assign acc_w_bank1 = \$3147  ? \$3148  : \$3152 ;
   assign \$3153  = ~ mode[4];
   assign \$3154  = t_direct[0] & \$3153 ;
@@ -29154,7 +28800,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, in_we, in_row, in_w
   assign \$3578  = \$3576  & \$3577 ;
   assign \$3579  = req__payload[1:0] == 2'h2;
   assign \$3580  = a_en & \$3579 ;
-  assign \$3581  = ! \port$19093$0 [15];
+  assign \$3581  = ! \port$19087$0 [15];
   assign \$3582  = \$3580  & \$3581 ;
   assign \$3583  = \$3582  ? req__payload[8:2] : b_addr;
   assign \acc_r__addr$1135  = \$3578  ? rd_addr_q : \$3583 ;
@@ -29166,7 +28812,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, in_we, in_row, in_w
   assign \$3591  = \$3589  & \$3590 ;
   assign \$3592  = \$3591  ? req__payload[8:2] : b_addr;
   assign \acc_r__addr$1136  = \$3587  ? rd_addr_q : \$3592 ;
-  assign read_out2 = \port$19093$0 [15] ? \acc_r__data$1139  : \acc_r__data$1138 ;
+  assign read_out2 = \port$19087$0 [15] ? \acc_r__data$1139  : \acc_r__data$1138 ;
   assign \$3593  = held_word2 == pe__0__payload[11:5];
   assign \$3594  = held_ok2 & \$3593 ;
   assign fetched_line2 = \$3594  ? held_line2 : \bank_r__data$566 ;
@@ -30191,11 +29837,11 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, in_we, in_row, in_w
     .b_en(b_en),
     .b_row(b_row),
     .clk(clk),
-    .n_cols(\port$19089$0 [28:9]),
+    .n_cols(\port$19083$0 [28:9]),
     .out__payload(sum__payload),
     .out__ready(out__ready),
     .out__valid(sum__valid),
-    .\port$19093$0 (\port$19093$0 [14:0]),
+    .\port$19087$0 (\port$19087$0 [14:0]),
     .req__payload(req__payload),
     .req__ready(fold__ready),
     .req__valid(req__valid),
@@ -33047,7 +32693,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, in_we, in_row, in_w
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$5864  = \port$19093$0 [15];
+    \$5864  = \port$19087$0 [15];
     if (rst) begin
       \$5864  = 1'h0;
     end
@@ -40055,13 +39701,13 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, in_we, in_row, in_w
     endcase
   end
   assign level_mask = \$1934 [4:0];
-  assign fold__payload = { \port$19093$0 , \port$19089$0  };
+  assign fold__payload = { \port$19087$0 , \port$19083$0  };
   assign a_row = req__payload[1:0];
-  assign \n_cols$853  = \port$19089$0 [28:9];
-  assign n_words = \port$19093$0 [7:0];
-  assign sets = \port$19093$0 [9:8];
-  assign sets1 = \port$19093$0 [11:10];
-  assign pack_log2 = \port$19093$0 [14:12];
+  assign \n_cols$853  = \port$19083$0 [28:9];
+  assign n_words = \port$19087$0 [7:0];
+  assign sets = \port$19087$0 [9:8];
+  assign sets1 = \port$19087$0 [11:10];
+  assign pack_log2 = \port$19087$0 [14:12];
   assign fold__valid = req__valid;
   assign req__ready = fold__ready;
   assign out__payload = sum__payload;
@@ -40336,14 +39982,14 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, in_we, in_row, in_w
   assign \t_ctl_d27.chunk.first  = t_ctl_d27[23];
   assign \t_ctl_d27.chunk.row_end  = t_ctl_d27[24];
   assign \t_ctl_d27.bank  = t_ctl_d27[25];
-  assign \fold__payload.row  = \port$19089$0 [1:0];
-  assign \fold__payload.word  = \port$19089$0 [8:2];
-  assign \fold__payload.n_cols  = \port$19089$0 [28:9];
-  assign \fold__payload.n_words  = \port$19093$0 [7:0];
-  assign \fold__payload.sets  = \port$19093$0 [9:8];
-  assign \fold__payload.sets1  = \port$19093$0 [11:10];
-  assign \fold__payload.pack_log2  = \port$19093$0 [14:12];
-  assign \fold__payload.bank  = \port$19093$0 [15];
+  assign \fold__payload.row  = \port$19083$0 [1:0];
+  assign \fold__payload.word  = \port$19083$0 [8:2];
+  assign \fold__payload.n_cols  = \port$19083$0 [28:9];
+  assign \fold__payload.n_words  = \port$19087$0 [7:0];
+  assign \fold__payload.sets  = \port$19087$0 [9:8];
+  assign \fold__payload.sets1  = \port$19087$0 [11:10];
+  assign \fold__payload.pack_log2  = \port$19087$0 [14:12];
+  assign \fold__payload.bank  = \port$19087$0 [15];
   assign \t_direct.valid  = t_direct[0];
   assign \t_direct.chunk  = t_direct[24:1];
   assign \t_direct.chunk.out  = t_direct[20:1];
@@ -40752,8 +40398,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, in_we, in_row, in_w
   assign lane_row[14:10] = lane_row2;
   assign lane_row[9:5] = lane_row1;
   assign lane_row[4:0] = lane_row0;
-  assign req__payload[8:2] = \port$19089$0 [8:2];
-  assign req__payload[1:0] = \port$19089$0 [1:0];
+  assign req__payload[8:2] = \port$19083$0 [8:2];
+  assign req__payload[1:0] = \port$19083$0 [1:0];
   assign t_ctl_d0[25] = bank;
   assign t_ctl_d0[24:1] = t_chunk;
   assign t_ctl_d0[0] = \$1935 ;
@@ -41033,19 +40679,19 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, in_we, in_row, in_w
   assign \$1634  = { 1'h0, \$1633  };
   assign \$1643  = bank;
   assign \$1679  = rd_bank_q;
-  assign \$1683  = \port$19093$0 [15];
-  assign \$1688  = \port$19093$0 [15];
+  assign \$1683  = \port$19087$0 [15];
+  assign \$1688  = \port$19087$0 [15];
   assign \$1752  = rd_bank_q;
-  assign \$1756  = \port$19093$0 [15];
-  assign \$1761  = \port$19093$0 [15];
+  assign \$1756  = \port$19087$0 [15];
+  assign \$1761  = \port$19087$0 [15];
   assign \$1826  = rd_bank_q;
-  assign \$1830  = \port$19093$0 [15];
-  assign \$1835  = \port$19093$0 [15];
+  assign \$1830  = \port$19087$0 [15];
+  assign \$1835  = \port$19087$0 [15];
   assign \$1894  = rd_bank_q;
-  assign \$1898  = \port$19093$0 [15];
-  assign \$1903  = \port$19093$0 [15];
+  assign \$1898  = \port$19087$0 [15];
+  assign \$1903  = \port$19087$0 [15];
   assign \$1952  = rd_bank_q;
-  assign \$1956  = \port$19093$0 [15];
+  assign \$1956  = \port$19087$0 [15];
   assign \$2161  = \$2160 [4];
   assign \$2171  = \$2170 [4];
   assign \$2181  = \$2180 [4];
@@ -41064,7 +40710,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, in_we, in_row, in_w
   assign \$2311  = \$2310 [4];
   assign \$2749  = acc_w_bank0;
   assign \$2769  = rd_bank_q;
-  assign \$2773  = \port$19093$0 [15];
+  assign \$2773  = \port$19087$0 [15];
   assign \$2982  = \$2981 [4];
   assign \$2992  = \$2991 [4];
   assign \$3002  = \$3001 [4];
@@ -41083,7 +40729,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, in_we, in_row, in_w
   assign \$3132  = \$3131 [4];
   assign \$3570  = acc_w_bank1;
   assign \$3586  = rd_bank_q;
-  assign \$3590  = \port$19093$0 [15];
+  assign \$3590  = \port$19087$0 [15];
   assign \$3795  = \$3794 [4];
   assign \$3805  = \$3804 [4];
   assign \$3815  = \$3814 [4];
@@ -41102,7 +40748,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, in_we, in_row, in_w
   assign \$3945  = \$3944 [4];
   assign \$4383  = acc_w_bank2;
   assign \$4399  = rd_bank_q;
-  assign \$4403  = \port$19093$0 [15];
+  assign \$4403  = \port$19087$0 [15];
   assign \$4608  = \$4607 [4];
   assign \$4618  = \$4617 [4];
   assign \$4628  = \$4627 [4];
@@ -41123,7 +40769,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, in_we, in_row, in_w
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.compute.fold (rst, req__ready, take, b_en, b_row, b_addr, out__valid, req__valid, out__ready, req__payload, a_data, b_data, out__payload, n_cols, \port$19093$0 , clk);
+module \ndp_device.control_unit.compute.fold (rst, req__ready, take, b_en, b_row, b_addr, out__valid, req__valid, out__ready, req__payload, a_data, b_data, out__payload, n_cols, \port$19087$0 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$24  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -41319,8 +40965,8 @@ module \ndp_device.control_unit.compute.fold (rst, req__ready, take, b_en, b_row
   wire [1:0] own_adds;
   wire [2:0] pack_log2;
   wire pop;
-  input [14:0] \port$19093$0 ;
-  wire [14:0] \port$19093$0 ;
+  input [14:0] \port$19087$0 ;
+  wire [14:0] \port$19087$0 ;
   reg [2:0] read__addr = 3'h0;
   wire [1023:0] read__data;
   input [8:0] req__payload;
@@ -41381,19 +41027,19 @@ module \ndp_device.control_unit.compute.fold (rst, req__ready, take, b_en, b_row
   assign \$30  = ~ fold_tag_s2[18];
   assign \$31  = fold_tag_s2[0] & \$30 ;
   assign \$32  = \$31  | \$signal$8 ;
-  assign \$33  = \$3 [1:0] + \port$19093$0 [11:10];
+  assign \$33  = \$3 [1:0] + \port$19087$0 [11:10];
   assign \$34  = \$23 [7:0] < \$33 ;
   assign b_en = \$32  & \$34 ;
   assign \$35  = \$23 [7:0] < \$3 [1:0];
   assign b_row = \$35  ? \$signal$16  : 2'h1;
   assign \$36  = ! \$29 [1:0];
   assign \$37  = \$29 [1:0] == 1'h1;
-  assign \$39  = \$37  ? { 1'h0, \port$19093$0 [7:0] } : \$38 ;
+  assign \$39  = \$37  ? { 1'h0, \port$19087$0 [7:0] } : \$38 ;
   assign \$40  = \$36  ? 9'h000 : \$39 ;
   assign \$41  = \$signal$18  + \$40 ;
   assign \$42  = \$23 [7:0] - \$3 [1:0];
-  assign \$43  = $signed(\$42 ) - $signed({ 1'h0, \port$19093$0 [11:10] });
-  assign \$44  = n_cols << \port$19093$0 [14:12];
+  assign \$43  = $signed(\$42 ) - $signed({ 1'h0, \port$19087$0 [11:10] });
+  assign \$44  = n_cols << \port$19087$0 [14:12];
   assign \$45  = \$43 [7:0] + 1'h1;
   assign \$46  = \$44  >> \$45 ;
   assign \$47  = ~ fold_tag_s2[18];
@@ -41408,7 +41054,7 @@ module \ndp_device.control_unit.compute.fold (rst, req__ready, take, b_en, b_row
   assign pop = out__valid & out__ready;
   assign \$53  = | \$5 ;
   assign \$54  = take & \$53 ;
-  assign \$55  = \$3 [1:0] + \port$19093$0 [11:10];
+  assign \$55  = \$3 [1:0] + \port$19087$0 [11:10];
   assign \$56  = \$23 [7:0] < \$55 ;
   assign \$57  = \$56  ? b_data : tree_operand_d0;
   assign \$58  = ~ fold_tag_s2[18];
@@ -41448,11 +41094,11 @@ module \ndp_device.control_unit.compute.fold (rst, req__ready, take, b_en, b_row
     level <= \$80 ;
   always @(posedge clk)
     held <= \$81 ;
-  assign \$1  = | \port$19093$0 [9:8];
-  assign \$2  = \port$19093$0 [9:8] - 1'h1;
+  assign \$1  = | \port$19087$0 [9:8];
+  assign \$2  = \port$19087$0 [9:8] - 1'h1;
   assign \$3  = \$1  ? \$2  : 3'h0;
-  assign \$4  = \$3 [1:0] + \port$19093$0 [11:10];
-  assign \$5  = \$4  + \port$19093$0 [14:12];
+  assign \$4  = \$3 [1:0] + \port$19087$0 [11:10];
+  assign \$5  = \$4  + \port$19087$0 [14:12];
   assign \$6  = ~ fold_tag_s2[18];
   assign \$7  = fold_tag_s2[0] & \$6 ;
   assign \$8  = ~ \$7 ;
@@ -41971,16 +41617,16 @@ module \ndp_device.control_unit.compute.fold (rst, req__ready, take, b_en, b_row
     end
   end
   assign own_adds = \$3 [1:0];
-  assign sets = \port$19093$0 [9:8];
+  assign sets = \port$19087$0 [9:8];
   assign \$signal  = { 4'h0, \$5  };
-  assign sets1 = \port$19093$0 [11:10];
-  assign pack_log2 = \port$19093$0 [14:12];
+  assign sets1 = \port$19087$0 [11:10];
+  assign pack_log2 = \port$19087$0 [14:12];
   assign a_en = take;
   assign a_row = req__payload[1:0];
   assign a_addr = req__payload[8:2];
   assign step = \$23 [7:0];
   assign set_ = \$29 [1:0];
-  assign n_words = \port$19093$0 [7:0];
+  assign n_words = \port$19087$0 [7:0];
   assign tree_step = \$43 [7:0];
   assign tree_lanes = \$46 [5:0];
   assign \$signature__en  = \$signal$65 ;
@@ -42024,7 +41670,7 @@ module \ndp_device.control_unit.compute.fold (rst, req__ready, take, b_en, b_row
   assign out__payload[1055:1040] = half_1;
   assign out__payload[1039:1024] = half_0;
   assign out__payload[1023:0] = read__data;
-  assign \$38  = { \port$19093$0 [7:0], 1'h0 };
+  assign \$38  = { \port$19087$0 [7:0], 1'h0 };
 endmodule
 
 (* generator = "Amaranth" *)
@@ -47512,7 +47158,7 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
     .decoded(decoded),
     .desc(entry2[203:0]),
     .log2_slot(regs2[267:260]),
-    .\port$16688$128 (regs2[255:128]),
+    .\port$16682$128 (regs2[255:128]),
     .rst(rst)
   );
   \ndp_device.control_unit.front.verdicts  verdicts (
@@ -51036,7 +50682,7 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.front.decoder (rst, \port$16688$128 , log2_slot, desc, decoded, clk);
+module \ndp_device.control_unit.front.decoder (rst, \port$16682$128 , log2_slot, desc, decoded, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$30  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -51391,8 +51037,8 @@ module \ndp_device.control_unit.front.decoder (rst, \port$16688$128 , log2_slot,
   reg [39:0] out_elems = 40'h0000000000;
   wire [3:0] page_shift;
   wire [3:0] \page_shift$15 ;
-  input [127:0] \port$16688$128 ;
-  wire [127:0] \port$16688$128 ;
+  input [127:0] \port$16682$128 ;
+  wire [127:0] \port$16682$128 ;
   reg [49:0] result = 50'h0000000000000;
   reg [49:0] room = 50'h0000000000000;
   input rst;
@@ -51613,8 +51259,8 @@ module \ndp_device.control_unit.front.decoder (rst, \port$16688$128 , log2_slot,
   assign \$172  = ! desc[25:20];
   assign \$173  = \$170  ? \$171  : \$172 ;
   assign \$174  = ! desc[103:84];
-  assign \$175  = desc[83:20] >= \port$16688$128 [63:0];
-  assign \$176  = dev_end <= \port$16688$128 [127:64];
+  assign \$175  = desc[83:20] >= \port$16682$128 [63:0];
+  assign \$176  = dev_end <= \port$16682$128 [127:64];
   assign \$177  = \$175  & \$176 ;
   assign \$178  = \$174  | \$177 ;
   assign \$179  = \$173  & \$178 ;
@@ -51828,8 +51474,8 @@ module \ndp_device.control_unit.front.decoder (rst, \port$16688$128 , log2_slot,
   assign page_shift = desc[16:13];
   assign \trans$14  = 1'h0;
   assign \page_shift$15  = desc[16:13];
-  assign data_base = \port$16688$128 [63:0];
-  assign data_limit = \port$16688$128 [127:64];
+  assign data_base = \port$16682$128 [63:0];
+  assign data_limit = \port$16682$128 [127:64];
   assign \decoded.status  = decoded[7:0];
   assign \decoded.is_load  = decoded[8];
   assign \decoded.is_store  = decoded[9];
@@ -57084,7 +56730,7 @@ module \ndp_device.control_unit.reader.errors (clk, rst, w_en, r_data, r_en, w_d
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.readout (rst, job__valid, fold__ready, sum__valid, w__ready, waiting_results, fold__valid, rd_en, w__valid, in_we, acc_we, sum__ready, job__payload, rd_in_data, sum__payload, run__valid, run__payload, \port$19089$0 , \port$19093$0 , w__payload, done
+module \ndp_device.control_unit.readout (rst, job__valid, fold__ready, sum__valid, w__ready, waiting_results, fold__valid, rd_en, w__valid, in_we, acc_we, sum__ready, job__payload, rd_in_data, sum__payload, run__valid, run__payload, \port$19083$0 , \port$19087$0 , w__payload, done
 , waiting, busy, rd_row, word, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$39  = 0;
   wire \$1 ;
@@ -57323,11 +56969,11 @@ module \ndp_device.control_unit.readout (rst, job__valid, fold__ready, sum__vali
   (* enum_value_0 = "FOLD" *)
   (* enum_value_1 = "INPUT" *)
   wire \later.source ;
-  output [28:0] \port$19089$0 ;
-  wire [28:0] \port$19089$0 ;
+  output [28:0] \port$19083$0 ;
+  wire [28:0] \port$19083$0 ;
   (* init = 16'h0000 *)
-  output [15:0] \port$19093$0 ;
-  wire [15:0] \port$19093$0 ;
+  output [15:0] \port$19087$0 ;
+  wire [15:0] \port$19087$0 ;
   wire [6:0] rd_addr;
   output rd_en;
   wire rd_en;
@@ -57848,8 +57494,8 @@ module \ndp_device.control_unit.readout (rst, job__valid, fold__ready, sum__vali
   assign buf_word = word;
   assign buf_data32 = sum__payload[1023:0];
   assign buf_data16 = sum__payload[1535:1024];
-  assign \port$19089$0  = \$117 ;
-  assign \port$19093$0  = \$119 ;
+  assign \port$19083$0  = \$117 ;
+  assign \port$19087$0  = \$119 ;
   assign \job__payload.delay  = job__payload[4:0];
   assign \job__payload.source  = job__payload[5];
   assign \job__payload.dest  = job__payload[7:6];
