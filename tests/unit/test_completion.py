@@ -41,14 +41,14 @@ def run(descriptors, answer_after):
         quiet_from, cycle = None, 0
         while pending or answers or ctx.get(dut.pending):
             ctx.set(dut.cycle, cycle)
-            ctx.set(dut.complete, 0)
+            ctx.set(dut.complete.valid, 0)
             if pending and pending[0][6] <= cycle and not ctx.get(dut.pending):
                 q, seq, status, read_error, write_error, refused, _, quiet_after = pending.pop(0)
                 for name, value in (("queue", q), ("seq", seq), ("taken", cycle - TAKEN_BEFORE),
                                     ("status", status), ("read_error", read_error), ("slot", 0x1000 * seq),
                                     ("store", seq % 2)):
-                    ctx.set(getattr(dut, name), int(value))
-                ctx.set(dut.complete, 1)
+                    ctx.set(dut.complete.payload[name], int(value))
+                ctx.set(dut.complete.valid, 1)
                 seen["complete"].append(cycle)
                 quiet_from, write_pulse, line_refused = cycle + 1 + quiet_after, write_error, refused
             # a write error answered while the descriptor waits (before its line)
