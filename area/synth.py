@@ -42,6 +42,8 @@ from pathlib import Path
 from typing import Any
 
 from amaranth.back import verilog
+from amaranth.hdl import Const, Value
+from amaranth.lib import wiring
 
 from hw import fp_cells
 
@@ -110,6 +112,15 @@ def _transistors(text: str) -> dict[str, int]:
 _MEMORY_INIT = re.compile(r"^\s*initial begin\n(?:\s*\\?\S+\[\d+\] = [^;\n]+;\n)+\s*end\n", re.M)
 
 
+def _ports(component: Any) -> list[Value] | None:
+    """A component's port signals, for a block synthesized alone: a member its stream fixes
+    (an `always_ready` stream's ready, an `always_valid` one's valid) is a constant, no port."""
+    if not isinstance(component, wiring.Component):
+        return None
+    values = [Value.cast(value) for _, _, value in component.signature.flatten(component)]
+    return [value for value in values if not isinstance(value, Const)]
+
+
 def synthesize(component: Any, name: str, out_dir: Path = OUT_DIR) -> dict[str, Any]:
     """Synthesize an Amaranth component; returns {"top", "modules": {module: row}}
     (see the module's docstring). The shared FP cells it instantiates (hw/fp_cells.py) stay
@@ -120,7 +131,7 @@ def synthesize(component: Any, name: str, out_dir: Path = OUT_DIR) -> dict[str, 
     work.mkdir(parents=True, exist_ok=True)
     (work / "cells.lib").write_text(cells.liberty())
     (work / "fp_cells.v").write_text(fp_cells.cell_verilog())
-    source = _MEMORY_INIT.sub("", verilog.convert(component, name=name, emit_src=False))
+    source = _MEMORY_INIT.sub("", verilog.convert(component, name=name, emit_src=False, ports=_ports(component)))
     (work / f"{name}.v").write_text(source)
     modules = [m.lstrip("\\") for m in re.findall(r"^module (\S+?)\s*\(", source, re.M)]
     # path ends for ltp, which skips flip-flops with -noff: FP cells (their own stages are
