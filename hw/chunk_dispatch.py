@@ -4,9 +4,10 @@ unpacker shows into the PE array (isa/pe_array.py).
 `start` (with `rest` low: the k-groups of whole packs, `full_groups` rows of 2^run_log2 x
 `cols_dim` elements; with `rest`: the last group, `rest_rows` x `cols_dim` elements where
 the whole packs end) gives the unpacker's run on `job`, for the control unit to start it.
-While `dispatch` is high each slot goes to the PE rows (`pe`, a stream each): its chunk of k-group g to PE row
-g mod 2 with the split (one input row), else row 0, and a paired chunk (group g + 1) to the
-other row. A chunk adds into its PE row's current set of partial sums (`first` while the
+While `dispatch` is high each slot goes to the PE rows (`pe`, a stream each) on the stage's
+`route` (isa/pe_array.py Route): its chunk of k-group g to PE row g mod 2 with the split
+(one input row), and a paired chunk (group g + 1) to the other row; else to every PE row,
+or to one. A chunk adds into its PE row's current set of partial sums (`first` while the
 row has seen fewer groups than there are sets: the set starts from +0); a group that ends
 moves its row to the next set, round the stage's `sets`. A chunk carries `last` from the
 row's k-group `last_from` on (the last group of each set: its sums go into the output
@@ -32,7 +33,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from isa.microarch import ADD_CYCLES, PIPE_DEPTH, PRODUCT_CYCLES
-from isa.pe_array import ACC_INTERLEAVE, SPLIT_ROWS, trans_line_cycles
+from isa.pe_array import ACC_INTERLEAVE, SPLIT_ROWS, Route, trans_line_cycles
 from isa.descriptor import DIM_BITS
 from .stage_planner import plan_layout
 from .stage_plan import run_span, tile_span
@@ -64,8 +65,8 @@ class ChunkDispatch(wiring.Component):
         self._cfg = cfg
         lanes = cfg.lanes
         ports = {
-            # the stage's weights (a line's address) and whether it splits over two PE rows
-            "addr": In(64), "split": In(1),
+            # the stage's weights (a line's address) and the PE rows its chunks enter
+            "addr": In(64), "route": In(Route),
             # a new plan: every PE row back to set 0, k-group 0; the next column tile (the
             # same, from the tile's first word), and whether there is one
             "restart": In(1), "tile_next": In(1), "more_tiles": Out(1),
@@ -120,7 +121,7 @@ class ChunkDispatch(wiring.Component):
                          job.rows.eq(Mux(self.rest, 1, plan.full_groups)),
                          job.cols.eq(Mux(self.rest, rest_cols, Mux(plan.tiled, tile_cols, main_cols))),
                          job.beats.eq(Mux(self.rest, rest_beats, main_beats)),
-                         job.pair.eq(~self.rest & self.split & ~plan.tiled),
+                         job.pair.eq(~self.rest & (self.route == Route.SPLIT) & ~plan.tiled),
                          job.strided.eq(~self.rest & plan.tiled), job.stride.eq(plan.cols_dim[:lane_bits])]
             m.d.sync += t_out_base.eq(Mux(self.rest, plan.full_groups << plan.run_log2, 0))
 
@@ -159,13 +160,15 @@ class ChunkDispatch(wiring.Component):
 
     def _dispatch(self, m, lanes, lane_bits, t_out_base, k_base, groups_seen, set_index, set_base,
                   row_seen, tile_base, drain, pipe_busy, t_set):
-        """The slot to the PE rows: its first chunk (k-group g, on PE row `parity`) and,
-        paired, the first chunk of group g + 1 (the other row)."""
+        """The slot to the PE rows: its first chunk (k-group g, on PE row `parity`, or on every
+        row) and, paired, the first chunk of group g + 1 (the other row)."""
         plan, slot, valid = self.plan, self.slot.payload, self.slot.valid
         trans, pack_log2, sets = plan.mode.trans, plan.pack_log2, plan.sets
         pair_valid = valid & slot.pair.valid
-        # the PE row of the slot's k-group g = k_base / pack: g mod 2 with the split
-        parity = self.split & (k_base >> pack_log2)[0]
+        # the PE row of the slot's k-group g = k_base / pack: g mod 2 with the split, else
+        # the route's (row 0 for every row)
+        route = self.route
+        parity = Mux(route == Route.SPLIT, (k_base >> pack_log2)[0], route == Route.ROW1)
         # a chunk that ends its k-group: the unpacker's registered row-end flags (comparing
         # col + count with the run's elements here was the block's longest path)
         first_ends = valid & slot.row_end
@@ -173,9 +176,10 @@ class ChunkDispatch(wiring.Component):
         first_chunk = (valid, k_base, slot.col[lane_bits:], slot.count, slot.data, first_ends)
         pair_chunk = (pair_valid, k_base + (1 << pack_log2), 0, slot.pair.count, slot.pair.data, pair_ends)
         for q in range(SPLIT_ROWS):
-            # PE row q takes the chunk of its parity
+            # PE row q takes the chunk of its parity (on every row: the first)
+            takes_first = (parity == q) | (route == Route.ALL)
             valid_q, base_q, word_q, count_q, data_q, ends_q = (
-                Mux(parity == q, a, b) for a, b in zip(first_chunk, pair_chunk))
+                Mux(takes_first, a, b) for a, b in zip(first_chunk, pair_chunk))
             # transposed: lane j multiplies x[col + j] (col a multiple of LANES; 0 with packing)
             chunk_q = self.pe[q].payload
             m.d.comb += [self.pe[q].valid.eq(valid_q),

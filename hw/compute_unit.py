@@ -12,9 +12,9 @@ and one write port (a 1R1W macro). The PE array only writes the bank it fills: e
 row keeps the partial sums it adds into in ACC_SLOTS slot registers of a line
 (isa/pe_array.py: a stage's words at once, or a column tile's) and writes a word's set
 into the bank once, from the set's last chunk. The read port serves the bank read out:
-the fold unit's first read of a word, its operand read or a read asked on `rd_*`. The port's sources never meet in a cycle (the control
-unit's phases keep them apart, the fold unit never reads twice in a cycle);
-an assertion in simulation says so.
+the fold unit's first read of a word, its operand read or a read asked on `rd_*`. The
+port's sources never meet in a cycle (the control unit's phases keep them apart, the fold
+unit never reads twice in a cycle); an assertion in simulation says so.
 
 PE array: ROWS x LANES pipelined MACs. A weight chunk (one k-group: `pack` packed rows of
 W, or one LANES-column word of one row) enters per cycle with its accumulator address
@@ -33,10 +33,15 @@ updates, for every row, LANES partial sums:
 so a slot is read again at the earliest ACC_INTERLEAVE = 3 cycles after its last read:
 the sets' interleave and the column tiles' width keep a chunk from reading a slot in flight.
 
-With `split` (a stage of one input row, isa/pe_array.py), PE row 1 takes a second chunk
-per cycle, `*1` (the odd k-groups), while row 0 takes the first (the even ones); every
-write into input row 0 goes into input row 1 as well, so both rows multiply by the same
-input.
+PE row 1 takes the chunks of `pe[1]`, every other row those of `pe[0]` (the chunk dispatch
+sends a chunk for every row on both). With `split` (a stage of one input row,
+isa/pe_array.py) `pe[1]` carries the odd k-groups, `pe[0]` the even ones, and every write
+into input row 0 goes into input row 1 as well, so both rows multiply by the same input.
+
+Each PE row has its mode (`mode[q]`, q as `pe[q]`): the two can run a transposed stage on
+row 0 and a plain one on row 1, over its own input row, at once (PE row 1 transposed only
+in row 0's mode). The control unit gives both the stage's mode today;
+`tests/unit/test_compute_unit.py` runs them in different modes.
 
 Fold unit (`hw/fold_unit.py`, one, shared by the rows): reads the results out a word per
 request, the word's sets in order (with `split`, PE row 0's, then row 1's), then the packed
@@ -72,6 +77,12 @@ assert (READ_STAGE, ADD_STAGES) == (PRODUCT_CYCLES, ADD_CYCLES), "isa/microarch.
 assert PIPE_DEPTH == READ_STAGE + ADD_STAGES      # cycles from a chunk to its accumulator visible
 
 
+def row_mode(r):
+    """The index of PE row r's mode, chunk stream and lane rows: PE row 1 has its own (the
+    split's second row), every other row row 0's."""
+    return 1 if r == 1 else 0
+
+
 def tree_node(level, i, lanes):
     """The lane adder that is node i of the reduction tree's level (1 ..): level 1 on
     adders 0 .. LANES/2 - 1, level 2 on the next LANES/4, and so on (LANES - 1 in all)."""
@@ -87,22 +98,27 @@ class ComputeUnit(wiring.Component):
             # input buffer fill
             "in_we": In(1), "in_row": In(range(rows)), "in_word": In(range(self.k_words)),
             "in_data": In(16 * lanes),
-            # the descriptor's N (for the packed-row of each lane), and one input row
+            # the descriptor's N (for the packed-row of each lane), and one input row (input
+            # row 0's writes go into row 1 as well)
             "n_cols": In(DIM_BITS), "split": In(1),
-            # the accumulator bank the PE array's chunks write (each carries it through the
-            # pipeline); the bank the fold unit (and the acc_* / rd_* ports) use, `fold`'s
-            # `bank`: two banks, so one is read out while the other fills
-            "bank": In(1),
-            # a transposed stage (TRANS_W, isa/pe_array.py trans_plan): the tree level of a
-            # row's value, whether a row takes several chunks and the adds of its sets. These
-            # and `trans` must hold while a chunk is in the pipeline (the control unit
-            # changes them only when it is empty)
-            "mode": In(mode_layout(lanes)),
+            # per PE row (as `pe`), the accumulator bank its chunks write (each carries it
+            # through the pipeline); the bank the fold unit (and the acc_* / rd_* ports)
+            # use, `fold`'s `bank`: two banks, so one is read out while the other fills
+            "bank": In(1).array(SPLIT_ROWS),
+            # per PE row (mode[1]: PE row 1's, mode[0]: every other row's), plain or a
+            # transposed stage's (TRANS_W, isa/pe_array.py trans_plan): the tree level of a
+            # row's value, whether a row takes several chunks and the adds of its sets. A
+            # row's mode must hold while a chunk of it is in its pipeline (the control unit
+            # changes it only when that is empty). The tree's control follows pe[0]'s chunks:
+            # PE row 1 is transposed only in row 0's mode (asserted), so the two rows can run
+            # a transposed stage (row 0) and a plain one (row 1) at once
+            "mode": In(mode_layout(lanes)).array(SPLIT_ROWS),
             # with each chunk of it: the output it holds (its first), the chunk's set in its
             # row, whether it is its set's first, and the row's last
             "t_chunk": In(trans_chunk_layout()),
-            # the PE rows' chunks (hw/chunk_dispatch.py chunk_layout): pe[0]'s to every PE row,
-            # or with `split` pe[0]'s to PE row 0 and pe[1]'s to PE row 1; a chunk's `last`:
+            # the PE rows' chunks (hw/chunk_dispatch.py chunk_layout): pe[1]'s to PE row 1,
+            # pe[0]'s to every other (the dispatch sends a chunk for every row on both, or
+            # with the split the odd k-groups on pe[1]); a chunk's `last`:
             # its partial sums are written into the output buffer (isa/pe_array.py: its group
             # is the last its PE row adds into its set)
             "pe": In(chunk_stream(lanes, self.acc_depth)).array(SPLIT_ROWS),
@@ -125,21 +141,25 @@ class ComputeUnit(wiring.Component):
             "lanes_ready": Out(1),
         })
 
-    def _lane_rows(self, m, lanes, lane_bits, lane_row):
-        """Each lane's packed row, registered: j // N by restoring division of the lane's
+    def _lane_rows(self, m, lanes, lane_bits, lane_rows):
+        """Each lane's packed row, registered per mode (`lane_rows[q]`: the rows in
+        mode[q]'s): j // N by restoring division of the lane's
         constant j, LANE_ROW_STAGES registered steps of a few quotient bits each (a divider
         a lane in one cycle was the unit's deepest path); `lanes_ready` once N has held for
         that many cycles (a stage's N changes at least that long before its first chunk, so
         the control unit's PLAN never waits for it today; it would, rather than fetch with
         stale rows, if it did). Transposed: lane j takes x[k_base + (j mod K)] with packed
-        rows (K = 2^t_level), x[k_base + j] else (t_level = log2 LANES), one register."""
+        rows (K = 2^t_level), x[k_base + j] else (t_level = log2 LANES), one register. One
+        divider serves both modes: two rows in different modes are a transposed one, which
+        takes no quotient, and a plain one."""
         n = self.n_cols[:lane_bits + 1]
         held, n_last = Signal(range(LANE_ROW_STAGES + 1)), Signal.like(self.n_cols)
         m.d.sync += n_last.eq(self.n_cols)
         m.d.sync += held.eq(Mux(self.n_cols != n_last, 0, Mux(held == LANE_ROW_STAGES, held, held + 1)))
         m.d.comb += self.lanes_ready.eq((held == LANE_ROW_STAGES) & (self.n_cols == n_last))
-        level_mask = Signal(lane_bits, name="level_mask")
-        m.d.comb += level_mask.eq((Const(1, lane_bits + 1) << self.mode.t_level) - 1)
+        level_masks = [Signal(lane_bits, name=f"level_mask{q}") for q in range(SPLIT_ROWS)]
+        m.d.comb += [mask.eq((Const(1, lane_bits + 1) << mode.t_level) - 1)
+                     for mask, mode in zip(level_masks, self.mode)]
         steps = -(-lane_bits // LANE_ROW_STAGES)            # quotient bits per stage
         for j in range(lanes):
             rem, quo = Const(0, lane_bits + 1), Const(0, lane_bits)
@@ -156,8 +176,9 @@ class ComputeUnit(wiring.Component):
                     quo_r = Signal(lane_bits, name=f"lane_quo{j}_s{stage}")
                     m.d.sync += [rem_r.eq(rem), quo_r.eq(quo)]
                     rem, quo = rem_r, quo_r
-            m.d.sync += lane_row[j].eq(Mux(self.mode.trans, Const(j, lane_bits) & level_mask,
-                                           Mux((self.n_cols > lanes) | (n == 0), 0, quo)))
+            packed = Mux((self.n_cols > lanes) | (n == 0), 0, quo)
+            for lane_row, mode, mask in zip(lane_rows, self.mode, level_masks):
+                m.d.sync += lane_row[j].eq(Mux(mode.trans, Const(j, lane_bits) & mask, packed))
 
     def elaborate(self, platform):
         m = Module()
@@ -166,9 +187,15 @@ class ComputeUnit(wiring.Component):
 
         lane_bits = (lanes - 1).bit_length()
 
-        # the packed row of each lane, j // N (0 when N > j, and for N = 0, as Amaranth's x // 0)
-        lane_row = [Signal(range(lanes), name=f"lane_row{j}") for j in range(lanes)]
-        self._lane_rows(m, lanes, lane_bits, lane_row)
+        # the packed row of each lane, j // N (0 when N > j, and for N = 0, as Amaranth's x // 0),
+        # per mode
+        lane_rows = [[Signal(range(lanes), name=f"lane_row{j}" if q == 0 else f"lane_row{j}_m{q}")
+                      for j in range(lanes)] for q in range(SPLIT_ROWS)]
+        self._lane_rows(m, lanes, lane_bits, lane_rows)
+        # PE row r's mode and lane rows (PE row 1 has its own: the split's second row)
+        mode0 = self.mode[0]
+        m.d.sync += Assert(~self.mode[1].trans | (self.mode[1].as_value() == mode0.as_value()),
+                           "PE row 1 transposed in a mode other than row 0's")
 
         # ---- cycle 0: operand fetch
         def delayed(value, cycles, name):
@@ -193,29 +220,28 @@ class ComputeUnit(wiring.Component):
         # while this one's last sums are still in the pipeline
         chunk0, chunk1 = ({"mac": pe.valid, "first": pe.payload.first, "acc_addr": pe.payload.acc_addr,
                            "k_base": pe.payload.k_base, "active": pe.payload.active, "w": pe.payload.w_data,
-                           "bank": self.bank, "last": pe.payload.last} for pe in self.pe)
-        # PE row 1 takes chunk 1 with the split (rows >= 2: isa/config.py)
-        pipes = [pipeline(chunk0, ""),
-                 pipeline({name: Mux(self.split, chunk1[name], chunk0[name]) for name in chunk0}, "_row1")]
+                           "bank": bank, "last": pe.payload.last} for pe, bank in zip(self.pe, self.bank))
+        # PE row 1 takes chunk 1 (rows >= 2: isa/config.py)
+        pipes = [pipeline(chunk0, ""), pipeline(chunk1, "_row1")]
 
-        # a transposed stage's chunk control, cycle by cycle after it entered (all PE rows
-        # take the same chunk: no split)
+        # a transposed stage's chunk control, cycle by cycle after it entered (a transposed
+        # PE row 1 takes the same chunks as row 0: no split)
         ctl_layout = StructLayout({"valid": 1, "chunk": trans_chunk_layout(), "bank": 1})
         write_last = trans_line_cycles(lanes)
         ctl = [Signal(ctl_layout, name="t_ctl_d0")]
-        m.d.comb += [ctl[0].valid.eq(self.pe[0].valid & self.mode.trans), ctl[0].chunk.eq(self.t_chunk),
-                     ctl[0].bank.eq(self.bank)]
+        m.d.comb += [ctl[0].valid.eq(self.pe[0].valid & mode0.trans), ctl[0].chunk.eq(self.t_chunk),
+                     ctl[0].bank.eq(self.bank[0])]
         for t in range(1, write_last + 1):
             ctl.append(Signal(ctl_layout, name=f"t_ctl_d{t}"))
             m.d.sync += ctl[t].eq(ctl[t - 1])
         root_at = PRODUCT_CYCLES + ADD_CYCLES * lane_bits       # the whole chunk's tree value
         direct = Signal(ctl_layout, name="t_direct")             # the chunk at its row value's level
-        with m.Switch(self.mode.t_level):
+        with m.Switch(mode0.t_level):
             for level in range(lane_bits + 1):
                 with m.Case(level):
                     m.d.comb += direct.eq(ctl[PRODUCT_CYCLES + ADD_CYCLES * level])
         scalar_ctl = Signal(ctl_layout, name="t_scalar_ctl")    # a row's last chunk at its value's write
-        m.d.comb += scalar_ctl.eq(Mux(self.mode.t_fold_adds == 2, ctl[root_at + 3 * ADD_CYCLES],
+        m.d.comb += scalar_ctl.eq(Mux(mode0.t_fold_adds == 2, ctl[root_at + 3 * ADD_CYCLES],
                                       ctl[root_at + 2 * ADD_CYCLES]))
         d_valid, d_out, d_bank = direct.valid, direct.chunk.out, direct.bank
         s_valid, s_out, s_bank = scalar_ctl.valid, scalar_ctl.chunk.out, scalar_ctl.bank
@@ -223,11 +249,11 @@ class ComputeUnit(wiring.Component):
         at_add, sum_out = ctl[root_at], ctl[root_at + ADD_CYCLES]          # at the set's add, its sum out
         a_set, a_first = at_add.chunk.set, at_add.chunk.first
         c_valid, c_set = sum_out.valid, sum_out.chunk.set
-        write_direct = d_valid & ~self.mode.t_scalar
-        write_scalar = s_valid & s_end & self.mode.t_scalar
-        t_word = Mux(self.mode.t_scalar, s_out, d_out)[lane_bits:]
-        t_bank = Mux(self.mode.t_scalar, s_bank, d_bank)
-        t_lane = Mux(self.mode.t_scalar, s_out, d_out)[:lane_bits]
+        write_direct = d_valid & ~mode0.t_scalar
+        write_scalar = s_valid & s_end & mode0.t_scalar
+        t_word = Mux(mode0.t_scalar, s_out, d_out)[lane_bits:]
+        t_bank = Mux(mode0.t_scalar, s_bank, d_bank)
+        t_lane = Mux(mode0.t_scalar, s_out, d_out)[:lane_bits]
 
         # the fold unit (hw/fold_unit.py), reading the bank read out
         m.submodules.fold = fold = FoldUnit(cfg, self.acc_depth, self._shared)
@@ -256,7 +282,7 @@ class ComputeUnit(wiring.Component):
         self.pe_slot_reads = [Signal(name=f"pe_slot_read{r}") for r in range(rows)]
         self.pe_slot_writes = [Signal(name=f"pe_slot_write{r}") for r in range(rows)]
         for r in range(rows):
-            pipe = pipes[1] if r == 1 else pipes[0]
+            pipe, mode, lane_row = pipes[row_mode(r)], self.mode[row_mode(r)], lane_rows[row_mode(r)]
             # the input buffer: one read-write port (a 1RW macro), the PE row's operand fetch,
             # a read asked or a write. The control unit's phases fill a bank before its stage
             # reads it, and the softmax unit, reading a bank and writing its outputs back,
@@ -266,7 +292,7 @@ class ComputeUnit(wiring.Component):
             m.submodules[f"in_bank{r}"] = bank
             bank_w, bank_r = bank.write_port(), bank.read_port(domain="comb")
             rd_in = rd_in_q & (rd_row_q == r)
-            fetch = Mux(self.split, self.pe[1].valid, self.pe[0].valid) if r == 1 else self.pe[0].valid
+            fetch = self.pe[row_mode(r)].valid
             m.d.sync += Assert(~(rd_in & fetch), f"input row {r}: a read and a fetch on its one port")
             # with `split`, PE row 1 multiplies by input row 0: it gets every write of row 0
             row_hit = (self.in_row == r) | ((self.in_row == 0) & self.split) if r == 1 else (self.in_row == r)
@@ -347,14 +373,14 @@ class ComputeUnit(wiring.Component):
             m.submodules[f"acc_slots{r}"] = slots
             slot_w, slot_r = slots.write_port(), slots.read_port(domain="comb")
             m.d.comb += [slot_r.addr.eq(pipe["acc_addr_r"][:slot_bits]), slot_w.addr.eq(pipe["acc_addr_w"][:slot_bits]),
-                         slot_w.data.eq(Cat(*sums)), slot_w.en.eq(pipe["mac_w"] & ~self.mode.trans),
+                         slot_w.data.eq(Cat(*sums)), slot_w.en.eq(pipe["mac_w"] & ~mode.trans),
                          self.pe_slot_writes[r].eq(slot_w.en),
-                         self.pe_slot_reads[r].eq(pipe["mac_r"] & ~pipe["first_r"] & ~self.mode.trans)]
+                         self.pe_slot_reads[r].eq(pipe["mac_r"] & ~pipe["first_r"] & ~mode.trans)]
             for j in range(lanes):
                 a = Mux(pipe["first_r"], 0, slot_r.data.word_select(j, 32))
                 b = products[j]
                 if j in tree:
-                    a, b = Mux(self.mode.trans, tree[j][0], a), Mux(self.mode.trans, tree[j][1], b)
+                    a, b = Mux(mode.trans, tree[j][0], a), Mux(mode.trans, tree[j][1], b)
                 add_cell(m, f"add_{r}_{j}", "ndp_fp32_add_pipe", self._shared, a=a, b=b, s=sums[j])
 
             # transposed, a row of several chunks: its chunks' values into interleaved sets,
@@ -383,15 +409,17 @@ class ComputeUnit(wiring.Component):
             add_cell(m, f"fold1_{r}", "ndp_fp32_add_pipe", self._shared, a=final[0], b=final[1], s=fold1)
             add_cell(m, f"fold2_{r}", "ndp_fp32_add_pipe", self._shared, a=fold1_r, b=third, s=fold2)
             m.d.sync += [fold1_r.eq(fold1), fold2_r.eq(fold2)]
-            row_value = Mux(self.mode.t_fold_adds == 2, fold2_r, fold1_r)
+            row_value = Mux(mode.t_fold_adds == 2, fold2_r, fold1_r)
 
             # a row's value into the output buffer: with packed rows the K-lane segments'
-            # values (tree level t_level) at their outputs' lanes; else one lane
+            # values (tree level t_level) at their outputs' lanes; else one lane (a row not
+            # transposed writes none: the tree's control is row 0's)
+            t_write = (write_direct | write_scalar) & mode.trans
             t_data, t_en = [], []
             for j in range(lanes):
                 node = Signal(32, name=f"t_node_{r}_{j}")
                 enable = Signal(name=f"t_en_{r}_{j}")
-                with m.Switch(self.mode.t_level):
+                with m.Switch(mode.t_level):
                     for level in range(lane_bits + 1):
                         with m.Case(level):
                             segments = lanes >> level
@@ -400,13 +428,12 @@ class ComputeUnit(wiring.Component):
                             m.d.comb += [node.eq(value),
                                          enable.eq(Const(j, lane_bits)[high:] == t_lane[high:] if high < lane_bits
                                                    else 1)]
-                t_data.append(Mux(self.mode.t_scalar, row_value, node))
-                t_en.append(Mux(self.mode.t_scalar, t_lane == j, enable) & (write_direct | write_scalar))
+                t_data.append(Mux(mode.t_scalar, row_value, node))
+                t_en.append(Mux(mode.t_scalar, t_lane == j, enable) & t_write)
             # the PE array's write-back, a transposed row value, or a word from outside,
             # into its bank (never two in the same cycle)
             # (a chunk writes its sums into the output buffer only as its set's last)
-            t_write = write_direct | write_scalar
-            normal_w = pipe["mac_w"] & ~self.mode.trans & pipe["last_w"]
+            normal_w = pipe["mac_w"] & ~mode.trans & pipe["last_w"]
             m.d.comb += self.pe_acc_writes[r].eq(normal_w)
             outside = self.acc_we & (self.acc_row == r)
             m.d.sync += Assert((t_write + normal_w + outside) <= 1, f"accumulator row {r}: two writes")

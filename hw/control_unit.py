@@ -59,7 +59,7 @@ from amaranth.lib import enum, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from isa import Status, Op
-from isa.pe_array import SPLIT_ROWS
+from isa.pe_array import SPLIT_ROWS, Route
 from isa.descriptor import DIM_BITS
 from isa.slots import HEADER_BYTES
 from .axi import device_bus, AXI4Signature
@@ -200,9 +200,10 @@ class ControlUnit(wiring.Component):
         # a transposed stage does not (its chunks fill the lanes)
         split = Signal()
         m.d.comb += split.eq((m_rows == 1) & ~st_trans)
+        route = Mux(split, Route.SPLIT, Route.ALL)          # isa/pe_array.py Route.of_stage
         m.d.comb += [planner.stage.payload.eq(dec.stages[stage]),
-                     planner.split.eq(split), planner.pipe_busy.eq(chunks.pipe_busy),
-                     chunks.addr.eq(st_addr), chunks.split.eq(split), chunks.plan.eq(planner.plan)]
+                     planner.route.eq(route), planner.pipe_busy.eq(chunks.pipe_busy),
+                     chunks.addr.eq(st_addr), chunks.route.eq(route), chunks.plan.eq(planner.plan)]
         # the compute unit's mode (transposed, its tree) is the plan's: it changes at PLAN
         # only when the pipeline holds no chunk of another mode
         # the lanes' packed rows take LANE_ROW_STAGES cycles to follow N (hw/compute_unit.py
@@ -212,9 +213,10 @@ class ControlUnit(wiring.Component):
         _, _, lanes_n, _ = stage_operand(d, dec.second_addr, lanes_stage)
         m.d.comb += lanes_stage.eq(stage | (((phase == Phase.DRAIN) | (phase == Phase.READOUT_WAIT))
                                             & (dest == Dest.INPUT)))
-        m.d.comb += [cu.n_cols.eq(lanes_n), cu.split.eq(split), cu.mode.eq(planner.plan.mode),
-                     cu.t_chunk.eq(chunks.t_chunk)]
+        m.d.comb += [cu.n_cols.eq(lanes_n), cu.split.eq(split), cu.t_chunk.eq(chunks.t_chunk)]
         for q in range(SPLIT_ROWS):
+            # (every PE row in the stage's mode: one stage at a time)
+            m.d.comb += cu.mode[q].eq(planner.plan.mode)
             wiring.connect(m, chunks.pe[q], cu.pe[q])
         # the unpacker's slots: to the PE rows (the dispatch takes them while it dispatches),
         # the input buffer or the line packer (a copy's, which it may hold back)
@@ -239,7 +241,7 @@ class ControlUnit(wiring.Component):
         group_bytes = Signal(24 + cfg.rows.bit_length())
         # the accumulator bank the next stage writes: the other one is being read out
         acc_bank = Signal()
-        m.d.comb += cu.bank.eq(acc_bank)
+        m.d.comb += [bank.eq(acc_bank) for bank in cu.bank]
         anchors_m = Array(Signal(32, name=f"anchor_m{r}") for r in range(cfg.rows))
         anchors_l = Array(Signal(32, name=f"anchor_l{r}") for r in range(cfg.rows))
 

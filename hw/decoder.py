@@ -114,9 +114,8 @@ class Decoder(wiring.Component):
         result = Signal(50)
         line_elems16, line_elems32 = LINE_BYTES // 2, LINE_BYTES // 4
         with m.If(is_softmax):
-            m.d.sync += result.eq(Mux(
-                d.flags.partial, ((in_elems + line_elems16 - 1 + d.in_rows * line_elems16) >> (line_log2 - 1)) << line_log2,
-                in_elems << 1))
+            partial_bytes = ((in_elems + line_elems16 - 1 + d.in_rows * line_elems16) >> (line_log2 - 1)) << line_log2
+            m.d.sync += result.eq(Mux(d.flags.partial, partial_bytes, in_elems << 1))
         with m.Elif(d.op == Op.ATTENTION):
             m.d.sync += result.eq(((out_elems + line_elems32 - 1 + d.in_rows * line_elems32) >> (line_log2 - 2))
                                   << line_log2)

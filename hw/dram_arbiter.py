@@ -15,7 +15,7 @@ data in the order of their AWs (a FIFO of the granted port per burst), so a port
 its next AW while its current burst's data is still going. B responses go to the port at
 the head of the write FIFO.
 """
-from amaranth import Cat, Module, Signal
+from amaranth import Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 

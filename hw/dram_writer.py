@@ -15,6 +15,7 @@ HEAD may move). `write_error` pulses for an error response (SLVERR or DECERR) to
 burst, `reported_error` for one to the marked burst.
 """
 from amaranth import Cat, Module, Signal, Mux
+from amaranth.hdl import Assert
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -99,6 +100,8 @@ class DramWriter(wiring.Component):
         last_beat = Signal()
         m.d.comb += last_beat.eq((left == 0) & beat & (beats_left == 1)
                                  & Mux(sending, ~counts.r_rdy, counts.level == 1))
+        # `job` is never held back: the control unit starts one only while the writer is idle
+        m.d.sync += Assert(~self.job.valid | self.idle, "writer: a job while busy")
         with m.FSM():
             with m.State("IDLE"):
                 m.d.comb += [self.idle.eq(1), self.quiet.eq(~tags.r_rdy)]

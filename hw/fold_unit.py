@@ -104,20 +104,18 @@ class FoldUnit(wiring.Component):
                      a=total.word_select(j, 32), b=operand.word_select(j, 32), s=s)
             sums.append(s)
         # (the add's last step, worked out as it enters: its sum's `again` is then a register)
-        entered = Signal(1 + row_bits + word_bits + 8 + 1)
+        tag_layout = data.StructLayout({"valid": 1, "row": row_bits, "word": word_bits, "step": 8, "last": 1})
+        entered = Signal(tag_layout)
         tags = [entered]
         for i in range(ADD_STAGES - 1):
             later = Signal.like(entered, name=f"fold_tag_s{i + 1}")
             m.d.sync += later.eq(tags[-1])
             tags.append(later)
-
-        def fields(tag):
-            return (tag[0], tag[1:1 + row_bits], tag[1 + row_bits:1 + row_bits + word_bits], tag[-9:-1], tag[-1])
-        done_valid, done_row, done_word, done_step, done_last = fields(tags[-1])
-        again = done_valid & ~done_last
+        done = tags[-1]
+        done_valid, done_row, done_word, done_step = done.valid, done.row, done.word, done.step
+        again = done_valid & ~done.last
         # an add that re-enters in the next cycle (the tag a stage before its sum)
-        next_valid, _, _, _, next_last = fields(tags[-2])
-        again_next = next_valid & ~next_last
+        again_next = tags[-2].valid & ~tags[-2].last
 
         # a word taken with adds: its first set held a cycle, then into the adder
         loading, first = Signal(), Signal(32 * lanes)
@@ -151,7 +149,8 @@ class FoldUnit(wiring.Component):
                      tree_lanes.eq(((self.n_cols << self.pack_log2) >> (tree_step + 1))[:len(tree_lanes)])]
         tree_operand = shift_right(m, source, tree_lanes, 32, name="tree_operand")   # source >> 32 * tree_lanes
         m.d.sync += [total.eq(source), operand.eq(Mux(from_buffer, self.b_data, tree_operand)),
-                     entered.eq(Cat(again | loading, row, word, step, step + 1 >= steps))]
+                     entered.valid.eq(again | loading), entered.row.eq(row), entered.word.eq(word),
+                     entered.step.eq(step), entered.last.eq(step + 1 >= steps)]
 
         # the FIFO: a finished sum, or a word without adds as it was read
         fifo = Memory(shape=unsigned(32 * lanes), depth=FIFO_DEPTH, init=[])

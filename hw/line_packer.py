@@ -61,7 +61,7 @@ class LinePacker(wiring.Component):
         closing = Signal()                                   # the last word is in
 
         # registered with `fill` (for 1 GHz: a word's bytes against the room is the only
-        # compare between the word's source and w.ready, which reaches the unpacker's hold):
+        # compare between the word's source and w.ready, which reaches the unpacker's slot ready):
         # whether a whole line is held, the room left, and the room once a line leaves
         full_line = Signal()
         room, room_after_line = Signal.like(fill, init=size), Signal.like(fill, init=size)

@@ -1,6 +1,7 @@
 """The readout: a stage's words out of the compute unit, to where the stage sends them.
 
-A job reads `rows` rows of N values, a word of LANES values at a time, in order:
+A job reads `rows` rows of N values from row `row` on (a stage on PE row 1 alone has its
+one row's results there), a word of LANES values at a time, in order:
 - from the output buffer through the fold unit (hw/fold_unit.py; the stage's plan, its
   accumulator bank), or from the input buffer (SOFTMAX's rows, one word every second
   cycle: its address one cycle, its data the next);
@@ -44,14 +45,14 @@ class Source(enum.Enum, shape=1):
 
 def job_layout(cfg, acc_depth):
     """A job: begun `delay` cycles after it is taken (0: at once); `rows` rows of `n`
-    values from `source` to `dest`; the stage's plan as the fold unit reads it out (words
+    values from row `row` on, from `source` to `dest`; the stage's plan as the fold unit reads it out (words
     per set, the sets of PE rows 0 and 1, log2 of the packing, the accumulator bank); and
     with `results`, its write run: `lines` lines from the one holding byte `first`."""
     lanes = cfg.lanes
     lane_bits = (lanes - 1).bit_length()
     return data.StructLayout({
         "delay": range(trans_line_cycles(lanes) + 1), "source": Source, "dest": Dest,
-        "rows": range(cfg.rows + 1), "n": DIM_BITS, "n_words": range(acc_depth + 1),
+        "row": range(cfg.rows), "rows": range(cfg.rows + 1), "n": DIM_BITS, "n_words": range(acc_depth + 1),
         "sets": range(ACC_INTERLEAVE + 1), "sets1": range(ACC_INTERLEAVE + 1), "pack_log2": range(lane_bits + 1),
         "bank": 1, "results": 1, "first": 64, "lines": 32,
     })
@@ -120,6 +121,7 @@ class Readout(wiring.Component):
             m.d.comb += [self.run.valid.eq(1), run.addr.eq(Cat(Const(0, line_log2), job.first[line_log2:])),
                          run.lines.eq(job.lines), run.offset.eq(job.first[:(cfg.beat_bytes - 1).bit_length()])]
 
+        # (`rows`: the row after the job's last)
         source, dest, rows, n = Signal(Source), Signal(Dest), Signal(range(cfg.rows + 1)), Signal(DIM_BITS)
         busy = Signal()
         m.d.comb += self.busy.eq(busy)
@@ -134,7 +136,7 @@ class Readout(wiring.Component):
             return [left.eq(values), count.eq(Mux(values < lanes, values, lanes)), last_word.eq(values <= lanes)]
         with m.If(begin):
             m.d.sync += row_from(job.n)
-            m.d.sync += [source.eq(job.source), dest.eq(job.dest), rows.eq(job.rows), n.eq(job.n),
+            m.d.sync += [source.eq(job.source), dest.eq(job.dest), rows.eq(job.row + job.rows), n.eq(job.n),
                          busy.eq(1), fold.n_words.eq(job.n_words), fold.sets.eq(job.sets),
                          fold.sets1.eq(job.sets1), fold.pack_log2.eq(job.pack_log2), fold.bank.eq(job.bank)]
         m.d.comb += fold.n_cols.eq(n)
@@ -143,7 +145,7 @@ class Readout(wiring.Component):
         ask_row, ask_word, asked_all = Signal.like(fold.row), Signal(DIM_BITS), Signal()
         row, word = Signal.like(fold.row), Signal(DIM_BITS)
         with m.If(begin):
-            m.d.sync += [ask_row.eq(0), ask_word.eq(0), asked_all.eq(0), row.eq(0), word.eq(0)]
+            m.d.sync += [ask_row.eq(job.row), ask_word.eq(0), asked_all.eq(0), row.eq(job.row), word.eq(0)]
         m.d.comb += [fold.row.eq(ask_row), fold.word.eq(ask_word),
                      self.fold.valid.eq(busy & (source == Source.FOLD) & ~asked_all)]
         with m.If(self.fold.valid & self.fold.ready):

@@ -3,8 +3,9 @@ in the control unit's PLAN state and held while the stage's chunks and its reado
 
 The stage's sizes come worked out once per descriptor (hw/stage_sizes.py, in the
 decoder: `isa/pe_array.py`'s plan); the planner registers the ones the stage uses: the
-packing, the accumulator words per row and their sets, the sets each PE row receives (a
-one-row stage splits its k-groups over two PE rows), and how the weights stream as runs
+packing, the accumulator words per row and their sets, the sets each PE row receives
+(by the stage's `route`: a one-row stage splits its k-groups over two PE rows,
+isa/pe_array.py Route), and how the weights stream as runs
 of the unpacker: `full_groups` groups of 2^run_log2 rows of `cols_dim` elements, then
 `rest_rows` rows (K mod pack) as a run of its own. A transposed stage's tree (level,
 several chunks a row, adds after the last) comes with it.
@@ -21,7 +22,7 @@ from amaranth import Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from isa.pe_array import ACC_INTERLEAVE, ACC_SLOTS, SPLIT_ROWS
+from isa.pe_array import ACC_INTERLEAVE, ACC_SLOTS, SPLIT_ROWS, Route
 from isa.descriptor import DIM_BITS
 from .stage_sizes import ELEMS_BITS, stage_sizes_layout
 
@@ -63,10 +64,12 @@ class StagePlanner(wiring.Component):
         self._cfg = cfg
         super().__init__({
             # the stage's sizes, taken into the plan when the planner is ready (a stage in
-            # another mode waits for the pipeline to empty); whether it splits over two PE rows
-            "stage": In(stream.Signature(stage_sizes_layout(cfg.lanes))), "split": In(1), "pipe_busy": In(1),
+            # another mode waits for the pipeline to empty); the PE rows its chunks enter
+            "stage": In(stream.Signature(stage_sizes_layout(cfg.lanes))), "route": In(Route), "pipe_busy": In(1),
             "has_full": Out(1),
             "plan": Out(plan_layout(cfg.lanes)),
+            # the sets the fold adds for an output: those of its PE row that received a
+            # k-group, and with the split PE row 1's
             "sets_used": Out(range(ACC_INTERLEAVE + 1)).array(SPLIT_ROWS),
         })
 
@@ -74,11 +77,15 @@ class StagePlanner(wiring.Component):
         m = Module()
         size, plan, mode = self.stage.payload, self.plan, self.plan.mode
         trans, level, scalar, fold_adds = size.trans, size.t_level, size.t_scalar, size.t_fold_adds
-        # the k-groups each PE row receives: all on row 0, or with the split g mod 2 = q
-        groups = size.groups
+        # the k-groups each PE row receives (isa/pe_array.py Route.row_groups): with the split
+        # g mod 2 = q, else all or none
+        groups, route = size.groups, self.route
+        split = route == Route.SPLIT
         row_groups = [Signal(DIM_BITS, name=f"row_groups{q}") for q in range(SPLIT_ROWS)]
-        m.d.comb += [row_groups[0].eq(Mux(self.split, (groups + 1) >> 1, groups)),
-                     row_groups[1].eq(Mux(self.split, groups >> 1, 0))]
+        m.d.comb += [row_groups[0].eq(Mux(split, (groups + 1) >> 1, Mux(route == Route.ROW1, 0, groups))),
+                     row_groups[1].eq(Mux(split, groups >> 1, Mux(route == Route.ROW0, 0, groups)))]
+        # the fold's own sets are those of the stage's row (row 1's alone on ROW1)
+        own_groups = Mux(route == Route.ROW1, row_groups[1], row_groups[0])
 
         # the next stage keeps the pipeline's mode, or waits for it to empty
         mode_changes = Signal()
@@ -97,9 +104,10 @@ class StagePlanner(wiring.Component):
             # (sets x n_words > ACC_SLOTS is n_words > ACC_SLOTS: one word takes 3 sets, two
             # take 2, more take 1, and ACC_SLOTS >= 6)
             m.d.sync += plan.tiled.eq(~trans & (size.n_words > ACC_SLOTS))
+            own_used = Mux(own_groups < size.sets, own_groups, size.sets)
+            row1_used = Mux(row_groups[1] < size.sets, row_groups[1], size.sets)
+            m.d.sync += [self.sets_used[0].eq(Mux(trans, 1, own_used)),
+                         self.sets_used[1].eq(Mux(trans | ~split, 0, row1_used))]
             for q in range(SPLIT_ROWS):
-                used = Mux(row_groups[q] < size.sets, row_groups[q], size.sets)
-                m.d.sync += [self.sets_used[q].eq(Mux(trans, int(q == 0), used)),
-                             plan[f"last_from{q}"].eq(Mux(row_groups[q] > size.sets,
-                                                                   row_groups[q] - size.sets, 0))]
+                m.d.sync += plan[f"last_from{q}"].eq(Mux(row_groups[q] > size.sets, row_groups[q] - size.sets, 0))
         return m

@@ -19,6 +19,7 @@ three beats (a tile is at least three words), which leaves the row trackers a cy
 register the next row's offset and beats.
 """
 from amaranth import Module, Signal, Cat, Mux
+from amaranth.hdl import Assert
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -214,4 +215,7 @@ class Unpacker(wiring.Component):
 
         with m.If(take & slot.last):
             m.d.sync += [active.eq(0), held.eq(0)]
+        # `job` is never held back: the control unit starts a run only while none is active
+        # (one started in a run's last slot would be lost)
+        m.d.sync += Assert(~(self.job.valid & active), "unpacker: a job while a run is active")
         return m

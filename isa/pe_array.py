@@ -64,8 +64,14 @@ from the chunk of the last k-group its PE row adds into its set (`Plan.last_from
   left; the last takes what is left when that is ACC_INTERLEAVE or more, else the last two
   share the last ACC_SLOTS + r words as ACC_SLOTS + r - 3 and 3 (`tile_width`). A tile's
   row of W is its own DRAM run (hw/unpacker.py `strided`), the row after N elements on.
+
+Which PE rows a stage's chunks enter (`Route`, hw/chunk_dispatch.py) is not part of the
+arithmetic either but for the split: each PE row multiplies its own input row, so a stage
+on PE row 1 alone (`Route.ROW1`) computes input row 1's outputs in the order of a stage of
+several input rows.
 """
 import dataclasses
+import enum
 
 ACC_INTERLEAVE = 3          # cycles from an accumulator's read to its write-back (FP32 adder stages)
 SPLIT_ROWS = 2              # PE rows a one-row stage spreads its k-groups over
@@ -73,6 +79,26 @@ ACC_SLOTS = 8               # accumulator words a PE row keeps in registers (a p
 assert ACC_SLOTS >= 2 * ACC_INTERLEAVE and ACC_SLOTS & (ACC_SLOTS - 1) == 0, \
     "two words of two sets fit, a tile splits into two of ACC_INTERLEAVE words at least, " \
     "and a slot is the low bits of the accumulator address (a tile's words are consecutive)"
+
+
+class Route(enum.IntEnum):
+    """Which PE rows a stage's chunks enter (hw/chunk_dispatch.py `route`)."""
+    ALL = 0                 # every PE row, the same chunk: each row multiplies its input row
+    SPLIT = 1               # k-group g to PE row g mod SPLIT_ROWS: a plain stage of one input row
+    ROW0 = 2                # PE row 0 alone
+    ROW1 = 3                # PE row 1 alone
+
+    @classmethod
+    def of_stage(cls, in_rows: int, trans: bool) -> "Route":
+        """A stage's route as the control unit gives it: the split for a plain stage of one
+        input row (`Plan.split`), else every PE row."""
+        return cls.SPLIT if in_rows == 1 and not trans else cls.ALL
+
+    def row_groups(self, groups: int) -> tuple[int, ...]:
+        """The k-groups each of the SPLIT_ROWS PE rows receives, of a stage's `groups`."""
+        if self is Route.SPLIT:
+            return tuple(-(-(groups - q) // SPLIT_ROWS) for q in range(SPLIT_ROWS))
+        return tuple(groups if self is Route.ALL or q == self - Route.ROW0 else 0 for q in range(SPLIT_ROWS))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -10,7 +10,7 @@ for field.
 import dataclasses
 import functools
 
-from isa.pe_array import SPLIT_ROWS, plan as pe_plan, trans_plan
+from isa.pe_array import SPLIT_ROWS, Route, plan as pe_plan, trans_plan
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,13 +56,16 @@ class StagePlan:
 
 
 @functools.lru_cache(maxsize=4096)      # a pure function of a few ints, asked once a stage
-def plan_stage(k, n, trans, in_rows, lanes):
+def plan_stage(k, n, trans, in_rows, lanes, route=None):
     """The planner's registers for a stage of K = k, N = n (transposed: S stored N x K) with
-    `in_rows` input rows on `lanes` lanes."""
+    `in_rows` input rows on `lanes` lanes, its chunks on `route`'s PE rows (None: the
+    control unit's, isa/pe_array.py Route.of_stage)."""
     if k < 1 or n < 1:
         raise ValueError(f"a stage needs K, N >= 1, got K={k!r}, N={n!r}")
+    route = Route.of_stage(in_rows, trans) if route is None else Route(route)
     tree = trans_plan(k, lanes)
-    normal = pe_plan(n, lanes, in_rows if not trans else 2)
+    # (the split's plan for a split stage, else one of several input rows: no split)
+    normal = pe_plan(n, lanes, 1 if route is Route.SPLIT else SPLIT_ROWS)
     if trans:
         rows_dim, cols_dim, pack = n, k, tree.pack
         sets_used = (1, 0)
@@ -70,9 +73,9 @@ def plan_stage(k, n, trans, in_rows, lanes):
         rows_dim, cols_dim, pack = k, n, normal.pack
         used = normal.sets_used(k)
         sets_used = tuple(used + [0] * (SPLIT_ROWS - len(used)))
-    # (the planner registers these for every stage, from the plain packing's k-groups)
-    last_from = normal.last_from(k)
-    last_from += [0] * (SPLIT_ROWS - len(last_from))
+    # per PE row, from the plain packing's k-groups as the route spreads them (the planner
+    # registers these for every stage)
+    last_from = [max(g - normal.sets, 0) for g in route.row_groups(-(-k // normal.pack))]
     run_log2 = pack.bit_length() - 1
     full_groups, rest_rows = divmod(rows_dim, pack)
     return StagePlan(trans=bool(trans), pack_log2=0 if trans else normal.pack.bit_length() - 1,

@@ -12,7 +12,7 @@ from amaranth.sim import Simulator
 
 import isa
 from hw.compute_unit import ComputeUnit, PIPE_DEPTH
-from isa.pe_array import plan
+from isa.pe_array import plan, trans_plan
 from sim import golden
 
 # a small unit keeps the simulation quick: 32 lanes (the port's width), 2 rows
@@ -45,6 +45,34 @@ def slots(m, k, n, lanes):
     return out
 
 
+def pack16(values):
+    return sum(int(v) << (16 * j) for j, v in enumerate(values))
+
+
+def trans_chunks(s_rows, lanes):
+    """A transposed stage's chunks (S stored N x K, TRANS_W), as hw/chunk_dispatch.py sends
+    them on PE row 0, one a cycle: (k_base, active, weights' bits, t_chunk's fields). K a
+    power of two up to LANES packs LANES / K rows of S a chunk; a longer K takes a row in
+    chunks of LANES, its sets chunk mod 3 (isa/pe_array.py trans_plan)."""
+    n, k = s_rows.shape
+    tp = trans_plan(k, lanes)
+    bits = s_rows.view(np.uint16)
+    out = []
+    if tp.chunks == 1:
+        for row0 in range(0, n, tp.pack):
+            rows = min(tp.pack, n - row0)
+            weights = [bits[row0 + j // k, j % k] if j < rows * k else 0 for j in range(lanes)]
+            out.append((0, rows * k, pack16(weights), {"out": row0, "set": 0, "first": 1, "row_end": 1}))
+        return out
+    for row in range(n):
+        for c in range(tp.chunks):
+            count = min(lanes, k - c * lanes)
+            weights = list(bits[row, c * lanes:c * lanes + count])
+            t_chunk = {"out": row, "set": c % tp.sets, "first": int(c < tp.sets), "row_end": int(c == tp.chunks - 1)}
+            out.append((c * lanes, count, pack16(weights), t_chunk))
+    return out
+
+
 def run_unit(x, wt, stall=0.0):
     lanes = CFG.lanes
     m, k = x.shape
@@ -55,15 +83,13 @@ def run_unit(x, wt, stall=0.0):
     activity = {"writes": 0, "reads": 0, "slot_reads": 0, "slot_writes": 0}
     stall_rng = np.random.default_rng(5)
 
-    def pack16(values):
-        return sum(int(v) << (16 * j) for j, v in enumerate(values))
-
     bank = (m + k + n) % 2                 # both accumulator banks see use across the cases
 
     async def bench(ctx):
         ctx.set(dut.n_cols, n)
         ctx.set(dut.fold.payload.n_cols, n)
-        ctx.set(dut.bank, bank)
+        for pe_bank in dut.bank:
+            ctx.set(pe_bank, bank)
         ctx.set(dut.fold.payload.bank, bank)
         ctx.set(dut.split, p.split > 1)
         for r in range(m):
@@ -91,43 +117,19 @@ def run_unit(x, wt, stall=0.0):
             for pe in dut.pe:
                 ctx.set(pe.valid, 0)
             for q, first, addr, k_base, active, elems, last in slot:
-                ctx.set(dut.pe[q].valid, 1)
-                ctx.set(dut.pe[q].payload, {"first": first, "acc_addr": addr, "k_base": k_base, "active": active,
-                                            "w_data": pack16([bits[kk, c] for kk, c in elems]), "last": last})
+                # (the chunk dispatch sends a chunk for every PE row on both streams)
+                for pe in [dut.pe[q]] if p.split > 1 else dut.pe:
+                    ctx.set(pe.valid, 1)
+                    ctx.set(pe.payload, {"first": first, "acc_addr": addr, "k_base": k_base, "active": active,
+                                         "w_data": pack16([bits[kk, c] for kk, c in elems]), "last": last})
             await tick()
         for pe in dut.pe:
             ctx.set(pe.valid, 0)
         for _ in range(PIPE_DEPTH):
             await tick()
         sets_used = p.sets_used(k) + [0]
-        ctx.set(dut.fold.payload.n_words, p.n_words)
-        ctx.set(dut.fold.payload.sets, sets_used[0])
-        ctx.set(dut.fold.payload.sets1, sets_used[1])
-        ctx.set(dut.fold.payload.pack_log2, p.pack.bit_length() - 1)
-        # the words stream through the fold unit; the consumer stalls at random
-        words = [(r, w) for r in range(m) for w in range(p.n_words)]
-        asked, out = 0, []
-        for _ in range(64 * len(words)):
-            if len(out) == len(words):
-                break
-            if asked < len(words):
-                ctx.set(dut.fold.valid, 1)
-                ctx.set(dut.fold.payload.row, words[asked][0])
-                ctx.set(dut.fold.payload.word, words[asked][1])
-            else:
-                ctx.set(dut.fold.valid, 0)
-            ctx.set(dut.sum.ready, int(stall_rng.random() >= stall))
-            took = asked < len(words) and ctx.get(dut.fold.ready)
-            if ctx.get(dut.sum.valid) and ctx.get(dut.sum.ready):
-                out.append((ctx.get(dut.sum.payload.fp16), ctx.get(dut.sum.payload.fp32)))
-            await ctx.tick()
-            asked += took
-        assert len(out) == len(words), "the fold unit lost or held back words"
-        for (r, w), (s16, s32) in zip(words, out):
-            count = min(lanes, n - w * lanes)
-            for j in range(count):
-                got16[(r, w * lanes + j)] = (s16 >> (16 * j)) & 0xFFFF
-                got32[(r, w * lanes + j)] = (s32 >> (32 * j)) & 0xFFFFFFFF
+        await read_out(ctx, dut, range(m), n, p.n_words, sets_used[:2], p.pack.bit_length() - 1, stall, stall_rng,
+                       got16, got32)
 
     sim = Simulator(dut)
     sim.add_clock(1e-8)
@@ -136,6 +138,42 @@ def run_unit(x, wt, stall=0.0):
     as16 = np.array([[got16[(r, c)] for c in range(n)] for r in range(m)], np.uint16)
     as32 = np.array([[got32[(r, c)] for c in range(n)] for r in range(m)], np.uint32)
     return as16, as32, activity
+
+
+async def read_out(ctx, dut, rows, n, n_words, sets, pack_log2, stall, stall_rng, got16, got32):
+    """The words of `rows` (each N outputs) streamed through the fold unit, the plan of the
+    stage read out given (words per row, the sets of PE rows 0 and 1, log2 of the packing),
+    to a consumer that stalls at random; each output's FP16 and FP32 bits into got16, got32
+    keyed (row, output)."""
+    lanes = CFG.lanes
+    ctx.set(dut.fold.payload.n_cols, n)
+    ctx.set(dut.fold.payload.n_words, n_words)
+    ctx.set(dut.fold.payload.sets, sets[0])
+    ctx.set(dut.fold.payload.sets1, sets[1])
+    ctx.set(dut.fold.payload.pack_log2, pack_log2)
+    words = [(r, w) for r in rows for w in range(n_words)]
+    asked, out = 0, []
+    for _ in range(64 * len(words)):
+        if len(out) == len(words):
+            break
+        if asked < len(words):
+            ctx.set(dut.fold.valid, 1)
+            ctx.set(dut.fold.payload.row, words[asked][0])
+            ctx.set(dut.fold.payload.word, words[asked][1])
+        else:
+            ctx.set(dut.fold.valid, 0)
+        ctx.set(dut.sum.ready, int(stall_rng.random() >= stall))
+        took = asked < len(words) and ctx.get(dut.fold.ready)
+        if ctx.get(dut.sum.valid) and ctx.get(dut.sum.ready):
+            out.append((ctx.get(dut.sum.payload.fp16), ctx.get(dut.sum.payload.fp32)))
+        await ctx.tick()
+        asked += took
+    ctx.set(dut.fold.valid, 0)
+    assert len(out) == len(words), "the fold unit lost or held back words"
+    for (r, w), (s16, s32) in zip(words, out):
+        for j in range(min(lanes, n - w * lanes)):
+            got16[(r, w * lanes + j)] = (s16 >> (16 * j)) & 0xFFFF
+            got32[(r, w * lanes + j)] = (s32 >> (32 * j)) & 0xFFFFFFFF
 
 
 # packed rows (N = 16, 5: pack 2 and 4, three sets, a last k-group shorter), one word and
@@ -199,3 +237,109 @@ def test_compute_unit_matches_golden(m, k, n):
     chunks = m * -(-k // p.pack) * p.n_words
     assert (activity["slot_reads"], activity["slot_writes"]) == slot_lines(p, m, k) == (chunks - activity["writes"],
                                                                                         chunks)
+
+
+def run_two_modes(x0, s_rows, x1, wt, stall=0.0):
+    """PE row 0 transposed (x0 s_rows^T, a q K^T) and PE row 1 plain (x1 wt, an S V, all its
+    k-groups on the one row) at once: each row in its own mode and on its own chunks, from
+    the same cycles on; then each row's words read out with its own plan. Returns the two
+    rows' FP32 bits."""
+    lanes = CFG.lanes
+    (k0,), (k1,), n1 = x0.shape, x1.shape, wt.shape[1]
+    n0 = s_rows.shape[0]
+    tp, p1 = trans_plan(k0, lanes), plan(n1, lanes, 2)        # row 1's stage: one PE row (split 1)
+    dut = ComputeUnit(CFG, shared_cells=False)
+    got16, got32 = {}, {}
+    stall_rng = np.random.default_rng(7)
+    plain = [chunk for slot in slots(2, k1, n1, lanes) for chunk in slot]
+    wbits = wt.view(np.uint16)
+
+    async def bench(ctx):
+        ctx.set(dut.bank[0], 1)               # the rows in different banks
+        ctx.set(dut.bank[1], 0)
+        ctx.set(dut.fold.payload.bank, 1)
+        for r, x in ((0, x0), (1, x1)):
+            row = x.view(np.uint16)
+            for word in range(-(-len(x) // lanes)):
+                ctx.set(dut.in_we, 1)
+                ctx.set(dut.in_row, r)
+                ctx.set(dut.in_word, word)
+                ctx.set(dut.in_data, pack16(row[word * lanes:(word + 1) * lanes]))
+                await ctx.tick()
+        ctx.set(dut.in_we, 0)
+        ctx.set(dut.mode[0], {"trans": 1, "t_level": tp.level, "t_scalar": int(tp.chunks > 1),
+                              "t_fold_adds": tp.fold_adds()})
+        ctx.set(dut.mode[1], {"trans": 0, "t_level": 0, "t_scalar": 0, "t_fold_adds": 0})
+        ctx.set(dut.n_cols, n1)                   # the plain row's N (the transposed one takes none)
+        while not ctx.get(dut.lanes_ready):
+            await ctx.tick()
+        chunks0 = trans_chunks(s_rows, lanes)
+        for cycle in range(max(len(chunks0), len(plain))):
+            ctx.set(dut.pe[0].valid, cycle < len(chunks0))
+            if cycle < len(chunks0):
+                k_base, active, w_data, t_chunk = chunks0[cycle]
+                ctx.set(dut.pe[0].payload, {"first": 0, "acc_addr": 0, "k_base": k_base, "active": active,
+                                            "w_data": w_data, "last": 0})
+                ctx.set(dut.t_chunk, t_chunk)
+            ctx.set(dut.pe[1].valid, cycle < len(plain))
+            if cycle < len(plain):
+                q, first, addr, k_base, active, elems, last = plain[cycle]
+                assert q == 0
+                ctx.set(dut.pe[1].payload, {"first": first, "acc_addr": addr, "k_base": k_base, "active": active,
+                                            "w_data": pack16([wbits[kk, c] for kk, c in elems]), "last": last})
+            await ctx.tick()
+        for pe in dut.pe:
+            ctx.set(pe.valid, 0)
+        await ctx.tick().repeat(tp.write_cycle(lanes) + 1)
+        await read_out(ctx, dut, [0], n0, -(-n0 // lanes), (1, 0), 0, stall, stall_rng, got16, got32)
+        ctx.set(dut.fold.payload.bank, 0)
+        await read_out(ctx, dut, [1], n1, p1.n_words, (p1.sets_used(k1)[0], 0), p1.pack.bit_length() - 1, stall,
+                       stall_rng, got16, got32)
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    return (np.array([got32[(0, c)] for c in range(n0)], np.uint32),
+            np.array([got32[(1, c)] for c in range(n1)], np.uint32))
+
+
+# q K^T of 10 keys of K = 8 (4 packed a chunk, the last chunk short) beside S V of 7 x 16
+# (packed 2); of 4 keys of K = 70 (3 chunks a key, two fold adds) beside 40 x 40 (two words)
+@pytest.mark.parametrize("k0,n0,k1,n1", [(8, 10, 7, 16), (70, 4, 40, 40)])
+def test_two_rows_in_different_modes(k0, n0, k1, n1):
+    rng = np.random.default_rng(k0 * 1000 + n1)
+    x0 = rng.standard_normal(k0).astype(np.float16)
+    s_rows = rng.standard_normal((n0, k0)).astype(np.float16)
+    x1 = rng.standard_normal(k1).astype(np.float16)
+    wt = rng.standard_normal((k1, n1)).astype(np.float16)
+    got0, got1 = run_two_modes(x0, s_rows, x1, wt, stall=0.3)
+    want0 = golden.gemm_trans_fp32(x0[None].astype(np.float32), s_rows.astype(np.float32), CFG.lanes)[0]
+    # (two input rows: the golden order of a stage on one PE row, no split)
+    want1 = golden.gemm_fp32(np.stack([x1, x1]).astype(np.float32), wt.astype(np.float32), CFG.lanes)[0]
+    assert np.array_equal(got0, want0.view(np.uint32))
+    assert np.array_equal(got1, want1.view(np.uint32))
+
+
+def test_row1_transposed_in_another_mode_is_asserted():
+    # the tree's control follows row 0's chunks and mode: PE row 1 transposed in another
+    # tree (or row 0 plain) has no control of its own, and the simulation says so
+    dut = ComputeUnit(CFG, shared_cells=False)
+    allowed = []
+
+    async def bench(ctx):
+        ctx.set(dut.mode[0], {"trans": 1, "t_level": 3, "t_scalar": 0, "t_fold_adds": 0})
+        ctx.set(dut.mode[1], {"trans": 1, "t_level": 3, "t_scalar": 0, "t_fold_adds": 0})
+        await ctx.tick()                          # the same mode: allowed
+        await ctx.tick()
+        allowed.append(True)
+        ctx.set(dut.mode[1], {"trans": 1, "t_level": 4, "t_scalar": 0, "t_fold_adds": 0})
+        await ctx.tick()
+        await ctx.tick()
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    with pytest.raises(AssertionError, match="PE row 1 transposed"):
+        sim.run()
+    assert allowed == [True]

@@ -21,7 +21,7 @@ def word_value(row, word, bits):
     return sum(((row * 1000 + word * 40 + j + 1) & ((1 << min(bits, 16)) - 1)) << (bits * j) for j in range(LANES))
 
 
-def run(source, dest, rows, n, seed, stall):
+def run(source, dest, rows, n, seed, stall, row=0):
     from hw.readout import Readout
     acc_depth = CFG.n_max // LANES
     dut = Readout(CFG, acc_depth, CFG.k_max // LANES)
@@ -29,7 +29,7 @@ def run(source, dest, rows, n, seed, stall):
     seen = {"words": [], "done": [], "asked": []}
 
     async def bench(ctx):
-        for name, value in (("source", source), ("dest", dest), ("rows", rows), ("n", n),
+        for name, value in (("source", source), ("dest", dest), ("row", row), ("rows", rows), ("n", n),
                             ("n_words", -(-n // LANES)), ("sets", 1), ("sets1", 0), ("pack_log2", 0), ("bank", 0)):
             ctx.set(dut.job.payload[name], value)
         ctx.set(dut.job.valid, 1)
@@ -74,16 +74,18 @@ def run(source, dest, rows, n, seed, stall):
     return seen
 
 
-def expected_words(rows, n):
-    return [(r, w) for r in range(rows) for w in range(-(-n // LANES))]
+def expected_words(rows, n, row=0):
+    return [(r, w) for r in range(row, row + rows) for w in range(-(-n // LANES))]
 
 
 @pytest.mark.parametrize("dest", [Dest.RESULT16, Dest.RESULT32, Dest.INPUT, Dest.SCORES])
 @pytest.mark.parametrize("stall", [0.0, 0.4])
-def test_fold_words_reach_their_destination_in_order(dest, stall):
-    rows, n = 3, 70
-    seen = run(Source.FOLD, dest, rows, n, seed=dest.value * 7 + int(stall * 10), stall=stall)
-    words = expected_words(rows, n)
+@pytest.mark.parametrize("row,rows", [(0, 3), (1, 1), (1, 3)])
+def test_fold_words_reach_their_destination_in_order(dest, stall, row, rows):
+    # (from row 1: a stage on PE row 1 alone, its one row's results there)
+    n = 70
+    seen = run(Source.FOLD, dest, rows, n, seed=dest.value * 7 + int(stall * 10), stall=stall, row=row)
+    words = expected_words(rows, n, row)
     assert seen["asked"] == words                 # every word asked once, in order
     got = seen["words"]
     assert len(got) == len(words) and len(seen["done"]) == 1 and seen["done"][0] == got[-1][1]

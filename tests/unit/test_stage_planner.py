@@ -8,6 +8,7 @@ import pytest
 import isa
 from amaranth import Elaboratable, Module
 from ties import simulate
+from isa.pe_array import Route
 from sim.stage_planner import plan_stage
 
 CFG = isa.load_config("default")
@@ -37,21 +38,23 @@ class SizedPlanner(Elaboratable):
 
 
 def run_planner(stages, pipe_busy=0):
-    """Load each (K, N, transposed, input rows), its sizes worked out first (the sizes'
-    steps, SIZE_STEPS cycles), and read the planner's registers after it; also `ready`
-    before each load. `pipe_busy` from the second load on."""
+    """Load each (K, N, transposed, input rows[, route]) (the route: the control unit's
+    when left out), its sizes worked out first (the sizes' steps, SIZE_STEPS cycles), and
+    read the planner's registers after it; also `ready` before each load. `pipe_busy` from
+    the second load on."""
     top = SizedPlanner()
     sizes, dut = top.sizes, top.planner
     fields = [f.name for f in dataclasses.fields(plan_stage(1, 1, False, 1, LANES)) if f.name != "sets_used"]
     seen = []
 
     async def bench(ctx):
-        for i, (k, n, trans, rows) in enumerate(stages):
+        for i, (k, n, trans, rows, *route) in enumerate(stages):
+            route = route[0] if route else Route.of_stage(rows, trans)
             ctx.set(sizes.k, k)
             ctx.set(sizes.n, n)
             ctx.set(sizes.trans, trans)
             await ctx.tick().repeat(SIZE_STEPS - 1)
-            ctx.set(dut.split, rows == 1 and not trans)
+            ctx.set(dut.route, route)
             ctx.set(dut.pipe_busy, pipe_busy if i else 0)
             ctx.set(dut.stage.valid, 1)
             ready, has_full = ctx.get(dut.stage.ready), ctx.get(dut.has_full)
@@ -68,9 +71,12 @@ def run_planner(stages, pipe_busy=0):
 
 
 def test_registers_equal_the_model():
-    seen = run_planner(CASES)
-    for (k, n, trans, rows), (ready, has_full, regs) in zip(CASES, seen):
-        plan = plan_stage(k, n, trans, rows, LANES)
+    # and on one PE row: attention's S V on row 1, its q K^T on row 0, a stage on row 0
+    cases = CASES + [(64, 8, False, 1, Route.ROW1), (100, 33, False, 1, Route.ROW1), (8, 40, True, 1, Route.ROW0),
+                     (37, 5, False, 2, Route.ROW0)]
+    seen = run_planner(cases)
+    for (k, n, trans, rows, *route), (ready, has_full, regs) in zip(cases, seen):
+        plan = plan_stage(k, n, trans, rows, LANES, *route)
         want = dataclasses.asdict(plan)
         want = {name: int(v) if not isinstance(v, tuple) else v for name, v in want.items()}
         assert regs == want, (k, n, trans, rows)
