@@ -165,7 +165,7 @@ class ControlUnit:
         re-schedule only changes the times. `next_list` (request cycle, address, lines):
         the next descriptor's list, read at this one's first run that begins something
         from that cycle on (`_point`), if there is one."""
-        cfg, desc = self.cfg, entry.desc
+        desc = entry.desc
         state = state.copy()
         # the steals as every run of the descriptor takes them, converted once
         self._steals, self._state, self._results = self._steal_array(steals), state, compute_results
@@ -532,7 +532,8 @@ class ControlUnit:
     def _page_runs(self, desc, stage, plan):
         """A paged ATTENTION stage's DRAM runs (hw/front_end.py MAIN_RUN, REST_RUN over the
         pages): ([(address, lines)] of the whole packs, a run a page, the last k-group's
-        (address, lines), and, tiled, each row's first byte); None unpaged. Stage 0 reads the pages' keys, stage 1 their values."""
+        (address, lines), and, tiled, each row's first byte); None unpaged. Stage 0 reads the
+        pages' keys, stage 1 their values."""
         if not self._pages:
             return None
         tokens, half, d = validate.page_tokens(desc), validate.page_half_bytes(desc), desc.dev_cols

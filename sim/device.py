@@ -72,7 +72,8 @@ class NdpModel:
         self._pending = []               # (cycle, order, action) effects taking place
         self._awaiting = collections.deque()    # scheduled descriptors not yet completed, in pop order
         self._order = 0
-        self._fetch_reads = ()           # (request, handshake, beat, control_first, channel) of the command engine's reads
+        # (request, handshake, beat, control_first, channel) of the command engine's reads
+        self._fetch_reads = ()
         self.pop_cycle = 0
         self.irq_count = [0] * cfg.num_queues
 

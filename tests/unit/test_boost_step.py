@@ -1,5 +1,4 @@
 """boost/step.py: a decode step per policy."""
-import numpy as np
 import pytest
 
 from boost.config import load_machine, load_model

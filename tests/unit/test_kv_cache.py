@@ -204,7 +204,7 @@ async def check_decode_step(pool, cache, rid, layer, k, v, rng, group=2):
     head (GQA: `group` query heads each), so one paged descriptor per device and
     request-head; each partial equals the golden model's over the device's tokens, and
     the partials merged over devices match float64 attention."""
-    n, heads = len(pool), k.shape[1]
+    heads = k.shape[1]
     q = kv(rng, heads * group, D)
     by_device = {}
     for head in range(heads):

@@ -19,7 +19,6 @@ from driver.clock import SimClock, run
 from isa.encoders import attention_descriptor, load_descriptor, lora_xab_descriptor, softmax_descriptor
 from driver.model_transport import ModelTransport
 from sim import dram_reader, unpacker
-from sim.control_unit import State
 from sim.device import NdpModel
 
 CONFIGS = ["default", "small", "quad", "paper"]

@@ -9,7 +9,6 @@ merge gives errors of the output's own size."""
 import collections
 
 import numpy as np
-import pytest
 
 import isa
 from driver import DevicePool
@@ -17,7 +16,6 @@ from driver.clock import run
 from isa import validate
 from isa.system import load_model
 from scheduler.config import load_scheduler_config
-from scheduler.cost import Strategy
 from scheduler.replay import DenseBackend, PoolBackend, Step, forced_strategies, plan_strategies
 from scheduler.scheduler import Request, Scheduler
 

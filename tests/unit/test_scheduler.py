@@ -11,9 +11,9 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from driver.kv_cache import share_chunks
 from scheduler.config import load_scheduler_config
-from scheduler.cost import CostModel, Strategy, amortized_load_s
+from scheduler.cost import CostModel, Strategy
 from scheduler.device_timing import DeviceTiming
-from scheduler.scheduler import Request, Scheduler, SchedulerError, Site
+from scheduler.scheduler import Request, Scheduler, SchedulerError
 from scheduler.temperature import Temperatures
 
 # `make test` draws fewer examples of the two slowest properties, `make test-full`
