@@ -128,3 +128,14 @@ def test_a_stage_in_another_mode_waits_for_the_pipeline():
 def test_bad_dims_are_refused():
     with pytest.raises(ValueError, match="K, N >= 1"):
         plan_stage(0, 4, False, 1, LANES)
+
+
+@pytest.mark.parametrize("groups", [0, 1, 2, 5, 6, 37])
+def test_routes_spread_the_groups_as_the_plan_does(groups):
+    # Route.row_groups (the planner's per-row k-groups) and Plan.row_groups (the golden
+    # order's) say the same for the split and for a stage of several input rows
+    from isa.pe_array import plan as pe_plan
+    k = groups * 4                                           # N = 8 at 32 lanes packs 4 rows
+    assert list(Route.SPLIT.row_groups(groups)) == pe_plan(8, 32, 1).row_groups(k)
+    assert [Route.ALL.row_groups(groups)[0]] == pe_plan(8, 32, 2).row_groups(k)
+    assert Route.ROW0.row_groups(groups) == (groups, 0) and Route.ROW1.row_groups(groups) == (0, groups)
