@@ -49,6 +49,18 @@ def pack16(values):
     return sum(int(v) << (16 * j) for j, v in enumerate(values))
 
 
+async def write_input(ctx, dut, r, x):
+    """Input row r of the unit: x (FP16) a word of LANES elements a cycle."""
+    lanes, bits = CFG.lanes, x.view(np.uint16)
+    for word in range(-(-len(x) // lanes)):
+        ctx.set(dut.in_we, 1)
+        ctx.set(dut.in_row, r)
+        ctx.set(dut.in_word, word)
+        ctx.set(dut.in_data, pack16(bits[word * lanes:(word + 1) * lanes]))
+        await ctx.tick()
+    ctx.set(dut.in_we, 0)
+
+
 def trans_chunks(s_rows, lanes):
     """A transposed stage's chunks (S stored N x K, TRANS_W), as hw/chunk_dispatch.py sends
     them on PE row 0, one a cycle: (k_base, active, weights' bits, t_chunk's fields). K a
@@ -93,14 +105,7 @@ def run_unit(x, wt, stall=0.0):
         ctx.set(dut.fold.payload.bank, bank)
         ctx.set(dut.split, p.split > 1)
         for r in range(m):
-            row = x[r].view(np.uint16)
-            for word in range(-(-k // lanes)):
-                ctx.set(dut.in_we, 1)
-                ctx.set(dut.in_row, r)
-                ctx.set(dut.in_word, word)
-                ctx.set(dut.in_data, pack16(row[word * lanes:(word + 1) * lanes]))
-                await ctx.tick()
-        ctx.set(dut.in_we, 0)
+            await write_input(ctx, dut, r, x[r])
         # the lanes' packed rows follow n_cols a few cycles later: a stage starts once they do
         while not ctx.get(dut.lanes_ready):
             await ctx.tick()
@@ -258,15 +263,8 @@ def run_two_modes(x0, s_rows, x1, wt, stall=0.0):
         ctx.set(dut.bank[0], 1)               # the rows in different banks
         ctx.set(dut.bank[1], 0)
         ctx.set(dut.fold.payload.bank, 1)
-        for r, x in ((0, x0), (1, x1)):
-            row = x.view(np.uint16)
-            for word in range(-(-len(x) // lanes)):
-                ctx.set(dut.in_we, 1)
-                ctx.set(dut.in_row, r)
-                ctx.set(dut.in_word, word)
-                ctx.set(dut.in_data, pack16(row[word * lanes:(word + 1) * lanes]))
-                await ctx.tick()
-        ctx.set(dut.in_we, 0)
+        await write_input(ctx, dut, 0, x0)
+        await write_input(ctx, dut, 1, x1)
         ctx.set(dut.mode[0], {"trans": 1, "t_level": tp.level, "t_scalar": int(tp.chunks > 1),
                               "t_fold_adds": tp.fold_adds()})
         ctx.set(dut.mode[1], {"trans": 0, "t_level": 0, "t_scalar": 0, "t_fold_adds": 0})
