@@ -22,10 +22,13 @@ unit, the softmax unit and the DRAM writer, and sequences them:
                          and the anchor lines (m, l a row) go out beside it
       SOFTMAX            no stage: the softmax unit runs on each input row in place, the
                          rows go out as FP16 results (and, PARTIAL, the anchor lines)
-  A paged ATTENTION first waits (PAGES) for the front end's verdict on its page list; with
-  OK it runs as ATTENTION with TRANS_W, its stages' beats (read from the pages by the
-  front end) unpacked as one operand's at virtual address 0; else it completes with the
-  verdict (BAD_PAGE, DRAM_ERROR), nothing else read.
+  A paged ATTENTION's task carries the front end's verdict on its page list (checked
+  before the descriptor moved to slot 1); with OK it runs as ATTENTION with TRANS_W, its
+  stages' beats (read from the pages by the front end) unpacked as one operand's at
+  virtual address 0; else it completes with the verdict (BAD_PAGE, DRAM_ERROR), nothing
+  else read. A decode step's ATTENTION (one query row, keys token-major) runs q K^T on
+  PE row 0 over input row 0 and S V on PE row 1 over input row 1, where the softmax unit
+  writes its probabilities (isa/pe_array.py Route.of_stage).
   The readout streams: the fold unit takes a word a cycle, or with adds one every
   steps + 1 cycles at best (hw/fold_unit.py: one read port a memory); results
   go through the line packer (hw/line_packer.py) into one write run per group, the
@@ -86,7 +89,6 @@ class Phase(enum.Enum):
     shared ports (hw/shared_port.py)."""
     IDLE = 0            # waiting for the front end's next descriptor
     DECODE = 1          # taking what the decoder found
-    PAGES = 2           # a paged ATTENTION waiting for its list's verdict
     COPY_START = 3      # LOAD / STORE: the write run and the unpacker's job
     COPY = 4            # ... its lines through the unpacker into the line packer
     GROUP = 5           # a group of up to ROWS input rows: their run
@@ -196,11 +198,15 @@ class ControlUnit(wiring.Component):
         dest = Signal(Dest)
         m.d.comb += dest.eq(Mux(stage, Mux(is_attention, Dest.RESULT32, Dest.RESULT16),
                                 Mux(is_attention, Dest.SCORES, Mux(is_xab, Dest.INPUT, Dest.RESULT16))))
-        # a stage of one input row spreads its k-groups over PE rows 0 and 1 (isa/pe_array.py);
-        # a transposed stage does not (its chunks fill the lanes)
-        split = Signal()
-        m.d.comb += split.eq((m_rows == 1) & ~st_trans)
-        route = Mux(split, Route.SPLIT, Route.ALL)          # isa/pe_array.py Route.of_stage
+        # a decode step's ATTENTION (isa/validate.py decode_attention) has q K^T on PE row 0
+        # over input row 0 and S V on PE row 1 over input row 1, where its probabilities go;
+        # any other stage of one input row spreads its k-groups over PE rows 0 and 1
+        # (isa/pe_array.py); a transposed stage does not (its chunks fill the lanes)
+        decode_unit, split = Signal(), Signal()
+        m.d.comb += [decode_unit.eq(is_attention & d.flags.trans_w & (m_rows == 1)),
+                     split.eq((m_rows == 1) & ~st_trans & ~decode_unit)]
+        # isa/pe_array.py Route.of_stage
+        route = Mux(decode_unit, Mux(stage, Route.ROW1, Route.ROW0), Mux(split, Route.SPLIT, Route.ALL))
         m.d.comb += [planner.stage.payload.eq(dec.stages[stage]),
                      planner.route.eq(route), planner.pipe_busy.eq(chunks.pipe_busy),
                      chunks.addr.eq(st_addr), chunks.route.eq(route), chunks.plan.eq(planner.plan)]
@@ -208,11 +214,12 @@ class ControlUnit(wiring.Component):
         # only when the pipeline holds no chunk of another mode
         # the lanes' packed rows take LANE_ROW_STAGES cycles to follow N (hw/compute_unit.py
         # lanes_ready): after x A's last chunk they follow . B's N (DRAIN, READOUT_WAIT below),
-        # so its PLAN does not wait for them
+        # so its PLAN does not wait for them; a decode step's follow S V's N throughout (a
+        # transposed stage's lanes take no N)
         lanes_stage = Signal()
         _, _, lanes_n, _ = stage_operand(d, dec.second_addr, lanes_stage)
-        m.d.comb += lanes_stage.eq(stage | (((phase == Phase.DRAIN) | (phase == Phase.READOUT_WAIT))
-                                            & (dest == Dest.INPUT)))
+        m.d.comb += lanes_stage.eq(stage | decode_unit | (((phase == Phase.DRAIN) | (phase == Phase.READOUT_WAIT))
+                                                          & (dest == Dest.INPUT)))
         m.d.comb += [cu.n_cols.eq(lanes_n), cu.split.eq(split), cu.t_chunk.eq(chunks.t_chunk)]
         for q in range(SPLIT_ROWS):
             # (every PE row in the stage's mode: one stage at a time)
@@ -283,6 +290,7 @@ class ControlUnit(wiring.Component):
             m.d.comb += first.eq(cq_slot + HEADER_BYTES + out_byte)
             plan = planner.plan
             readout_job.source(name, when, valid=1, delay=delay, source=source, dest=job_dest, rows=group_rows,
+                               row=Mux(decode_unit & stage, 1, 0) if source == Source.FOLD else 0,
                                n=st_n if source == Source.FOLD else out_n, n_words=plan.n_words,
                                sets=planner.sets_used[0], sets1=planner.sets_used[1], pack_log2=plan.pack_log2,
                                bank=acc_bank, results=results, first=first,
@@ -313,7 +321,9 @@ class ControlUnit(wiring.Component):
         m.d.comb += sfu.src_data.eq(Mux(is_attention, cu.rd_acc_data, Cat(*widened)))
         in_softmax = (phase == Phase.SFU_START) | (phase == Phase.SFU_RUN)
         buffer_read.source("softmax", in_softmax, en=sfu.src_en, acc=is_attention, row=row, addr=sfu.src_addr)
-        in_write.source("softmax", in_softmax, we=sfu.dst_en, row=row, word=sfu.dst_addr, data=sfu.dst_data)
+        # (a decode step's probabilities into input row 1, PE row 1's)
+        in_write.source("softmax", in_softmax, we=sfu.dst_en, row=Mux(decode_unit, 1, row), word=sfu.dst_addr,
+                        data=sfu.dst_data)
         buffer_read.source("rows", phase == Phase.BANK_OUT, en=readout.rd_en, row=readout.rd_row,
                            addr=readout.rd_addr)
         # the group's input rows, from the unpacker
@@ -383,7 +393,8 @@ class ControlUnit(wiring.Component):
                 with m.If(front.task.valid):
                     m.d.sync += [task.eq(front.task.payload), phase.eq(Phase.DECODE)]
             with m.Case(Phase.DECODE):
-                m.d.sync += [status.eq(dec.status), read_error.eq(0),
+                # (a paged ATTENTION's list verdict: the front end checked its list before the move)
+                m.d.sync += [status.eq(Mux(dec.status != Status.OK, dec.status, task.verdict)), read_error.eq(0),
                              sq_slot.eq(task.sq_slot), cq_slot.eq(task.cq_slot),
                              m0.eq(0), in_elem.eq(0), out_byte.eq(0), last_group.eq(d.in_rows <= cfg.rows)]
                 tail = d.in_rows[:(cfg.rows - 1).bit_length()] if cfg.rows > 1 else 0
@@ -399,23 +410,12 @@ class ControlUnit(wiring.Component):
                     m.d.sync += [esize_log2.eq(1), out_n.eq(d.dev_rows)]
                 with m.Else():
                     m.d.sync += [esize_log2.eq(1), out_n.eq(Mux(trans, d.dev_rows, d.dev_cols))]
-                with m.If(dec.status != Status.OK):
+                with m.If((dec.status != Status.OK) | (task.verdict != Status.OK)):
                     m.d.sync += phase.eq(Phase.COMPLETE)
-                with m.Elif(dec.paged):
-                    m.d.sync += phase.eq(Phase.PAGES)
                 with m.Elif(dec.is_compute):
                     m.d.sync += phase.eq(Phase.GROUP)
                 with m.Else():
                     m.d.sync += phase.eq(Phase.COPY_START)
-            with m.Case(Phase.PAGES):
-                # a paged ATTENTION waits for the front end's verdict on its list
-                m.d.comb += front.verdict.ready.eq(1)
-                with m.If(front.verdict.valid):
-                    m.d.sync += status.eq(front.verdict.payload)
-                    with m.If(front.verdict.payload == Status.OK):
-                        m.d.sync += phase.eq(Phase.GROUP)
-                    with m.Else():
-                        m.d.sync += phase.eq(Phase.COMPLETE)
             with m.Case(Phase.COPY_START):
                 with m.If(readout_free & writer_free):
                     m.d.comb += copy_go.eq(1)

@@ -1,5 +1,6 @@
 """The control unit's front end: takes descriptors from the instruction buffer, decodes
-them and starts their DRAM runs ahead of the execution. It holds two descriptors:
+them and starts their DRAM runs ahead of the execution. It holds two descriptors, and the
+tasks of those that moved on before the control unit took them:
 
 Slot 2, the next descriptor:
     IDLE        pop the next descriptor (once the one before has moved to slot 1)
@@ -13,12 +14,13 @@ Slot 2, the next descriptor:
     LIST_REQ    a paged ATTENTION: its list's run asks for the reader (below)
     LIST_WAIT   the list's beats come here as they arrive (a side run of the reader)
     LIST_CHECK  an entry a cycle (isa/validate.py check_pages); the verdict (OK, BAD_PAGE,
-                or DRAM_ERROR for a list beat answered with an error) goes into a FIFO for
-                the control unit, which takes it in PAGES
-    READY       move to slot 1 once slot 1 is free
+                or DRAM_ERROR for a list beat answered with an error) is registered, and
+                goes to the control unit with the descriptor's task
+    READY       move to slot 1 once slot 1 is free and the queue of tasks has room
 
-Slot 1, the descriptor whose runs start, until the control unit has taken it and its
-last run has started (then it is free): its fetcher starts the reader on each run in the
+Slot 1, the descriptor whose runs start, until its last run has started (then it is
+free): as it moves in, its task goes into a queue of TASK_QUEUE for the control unit,
+which takes the tasks in order as it gets to them. Its fetcher starts the reader on each run in the
 order the control unit takes them (per group of ROWS input rows: the input rows, then
 per stage its whole packs, a run a page when paged, and its last k-group; LOAD and
 STORE: the one copy run), each as soon as the reader has issued the previous run's
@@ -32,7 +34,7 @@ descriptor's without a DRAM latency between (the DRAM answers in order). The spe
 "a descriptor with a non-zero status reads no device operand" holds: the list is read
 only once its descriptor is decoded OK and its hazards are clear.
 
-The control unit takes slot 1's descriptor with what it decoded (`task`: decoded once,
+The control unit takes each descriptor's task with what it decoded (`task`: decoded once,
 here) when it is idle, from the cycle after the move. A descriptor counts as in flight from
 CHECK until the control unit reports its completion (`report`).
 """
@@ -42,7 +44,7 @@ from amaranth.lib.wiring import In, Out
 
 from isa import Status
 from isa.descriptor import DIM_BITS, PAGE_ALIGN, PAGE_ENTRY_BYTES
-from isa.microarch import DECODE_STAGES, PAGE_LIST_MAX
+from isa.microarch import DECODE_STAGES, PAGE_LIST_MAX, TASK_QUEUE
 from isa.pe_array import ACC_SLOTS
 from isa.slots import HEADER_BYTES, LINE_BYTES
 
@@ -62,10 +64,12 @@ IN_FLIGHT_BITS = 8          # descriptors popped and not yet reported (ibuf, fro
 
 def task_layout(cfg):
     """A descriptor as the front end hands it to the control unit: the instruction buffer's
-    entry, what the decoder found, its submission and completion slots' addresses, and the
-    input elements of its last group of ROWS rows (worked out once, for both)."""
+    entry, what the decoder found, its submission and completion slots' addresses, the
+    input elements of its last group of ROWS rows (worked out once, for both), and a paged
+    ATTENTION's list verdict (OK, BAD_PAGE, or DRAM_ERROR for a list beat answered with an
+    error; OK for every other descriptor)."""
     return data.StructLayout({"entry": ibuf_entry(cfg), "decoded": decoded_layout(cfg),
-                              "sq_slot": 64, "cq_slot": 64, "last_group_elems": 44})
+                              "sq_slot": 64, "cq_slot": 64, "last_group_elems": 44, "verdict": 8})
 
 
 class FrontEnd(wiring.Component):
@@ -77,11 +81,9 @@ class FrontEnd(wiring.Component):
             "pop": In(stream.Signature(ibuf_entry(cfg))),
             # the reader's runs, and whether it has issued the last one's every burst
             "run": Out(stream.Signature(run_layout(), always_ready=True)), "run_issued": In(1),
-            # the side run's beats (a paged ATTENTION's list), and the lists' verdicts for the
-            # control unit (a status each, in order)
+            # the side run's beats (a paged ATTENTION's list)
             "side": In(stream.Signature(beat_layout(cfg.beat_bits), always_ready=True)),
-            "verdict": Out(stream.Signature(8)),
-            # the descriptors for the control unit
+            # the descriptors for the control unit, in order (a queue of TASK_QUEUE)
             "task": Out(stream.Signature(task_layout(cfg))),
             # a descriptor's completion reported; whether it was a STORE that ran
             "report": In(1), "report_store": In(1),
@@ -182,16 +184,13 @@ class FrontEnd(wiring.Component):
         bad = Signal()
         bad_now = bad | page_bad
         last_check = c_page + 1 >= decoded2.pages
-        # the verdicts, in order, until the control unit takes them (PAGES): slot 1's and
-        # slot 2's at most
-        m.submodules.verdicts = verdicts = fifo.SyncFIFO(width=8, depth=2)
-        m.d.comb += [self.verdict.valid.eq(verdicts.r_rdy), self.verdict.payload.eq(verdicts.r_data),
-                     verdicts.r_en.eq(self.verdict.ready)]
+        # the list's verdict, handed over with the descriptor (OK for every other one)
+        verdict2 = Signal(8)
 
         # ==== slot 1: the descriptor whose runs start, until taken and its last run started
-        entry1, held1, handed1 = Signal(ibuf_entry(cfg)), Signal(), Signal()
+        entry1 = Signal(ibuf_entry(cfg))
         decoded1 = Signal(decoded_layout(cfg))
-        sq_slot1, cq_slot1, last_group_elems1 = Signal(64), Signal(64), Signal(44)
+        sq_slot1, last_group_elems1 = Signal(64), Signal(44)
         table1 = Array(Signal(64, name=f"page{i}") for i in range(PAGE_LIST_MAX))
         d1 = entry1.desc
 
@@ -335,22 +334,23 @@ class FrontEnd(wiring.Component):
             with m.If((f_kind == MAIN_RUN) & paged & to_page):
                 m.d.sync += page_first.eq(table1[f_page + 1] + f_page_off)
 
-        # ---- the hand-over: slot 1's descriptor; slot 1 is free once it is taken and its
-        # last run has started, and slot 2's READY descriptor moves in
-        task = self.task.payload
-        m.d.comb += [self.task.valid.eq(held1 & ~handed1), task.entry.eq(entry1), task.decoded.eq(decoded1),
-                     task.sq_slot.eq(sq_slot1), task.cq_slot.eq(cq_slot1),
-                     task.last_group_elems.eq(last_group_elems1)]
-        taken = self.task.valid & self.task.ready
-        with m.If(taken):
-            m.d.sync += handed1.eq(1)
-        slot1_free = ~held1 | (~f_on & (handed1 | taken))
-        with m.If(held1 & slot1_free):
-            m.d.sync += held1.eq(0)
+        # ---- the hand-over: slot 2's READY descriptor moves into slot 1 once slot 1 is free
+        # (its last run has started) and the queue of tasks for the control unit has room; its
+        # task goes into that queue as it moves (the control unit takes the tasks in order,
+        # each from the cycle after its move, as it gets to them)
+        m.submodules.tasks = tasks = fifo.SyncFIFO(width=task_layout(cfg).size, depth=TASK_QUEUE)
+        pushed, _ = fifo.entries(tasks, task_layout(cfg))
+        m.d.comb += [self.task.valid.eq(tasks.r_rdy), self.task.payload.eq(tasks.r_data),
+                     tasks.r_en.eq(self.task.ready),
+                     pushed.entry.eq(entry2), pushed.decoded.eq(decoded2), pushed.sq_slot.eq(sq_slot2),
+                     pushed.cq_slot.eq(cq_slot2), pushed.last_group_elems.eq(last_group_elems2),
+                     pushed.verdict.eq(verdict2)]
+        slot1_free = ~f_on & tasks.w_rdy
         move = Signal()
+        m.d.comb += tasks.w_en.eq(move)
         with m.If(move):
-            m.d.sync += [entry1.eq(entry2), decoded1.eq(decoded2), held1.eq(1), handed1.eq(0),
-                         sq_slot1.eq(sq_slot2), cq_slot1.eq(cq_slot2), last_group_elems1.eq(last_group_elems2),
+            m.d.sync += [entry1.eq(entry2), decoded1.eq(decoded2),
+                         sq_slot1.eq(sq_slot2), last_group_elems1.eq(last_group_elems2),
                          f_on.eq(fetch2), f_kind.eq(Mux(decoded2.is_compute, INPUT_RUN, COPY_RUN)),
                          f_stage.eq(0), f_m0.eq(0), f_in_elem.eq(0), f_page.eq(0),
                          f_in_elems.eq(Mux(d2.in_rows <= cfg.rows, last_group_elems2,
@@ -360,6 +360,7 @@ class FrontEnd(wiring.Component):
         def issued(found, ok):
             """The descriptor `found` counts as in flight; `ok`: it reads (its list first, if paged)."""
             m.d.comb += [issue.eq(1), issue_store.eq(ok & found.is_store)]
+            m.d.sync += verdict2.eq(Status.OK)
             with m.If(ok & found.paged):
                 m.d.sync += [list_beat.eq(0), list_err.eq(0)]
                 m.next = "LIST_REQ"
@@ -400,11 +401,9 @@ class FrontEnd(wiring.Component):
             with m.State("LIST_CHECK"):
                 with m.If(~last_check):
                     m.d.sync += [c_page.eq(c_page + 1), bad.eq(bad_now)]
-                with m.Elif(verdicts.w_rdy):
-                    m.d.comb += [verdicts.w_en.eq(1),
-                                 verdicts.w_data.eq(Mux(list_err, Status.DRAM_ERROR,
-                                                        Mux(bad_now, Status.BAD_PAGE, Status.OK)))]
-                    m.d.sync += fetch2.eq(~list_err & ~bad_now)
+                with m.Else():
+                    m.d.sync += [verdict2.eq(Mux(list_err, Status.DRAM_ERROR, Mux(bad_now, Status.BAD_PAGE, Status.OK))),
+                                 fetch2.eq(~list_err & ~bad_now)]
                     m.next = "READY"
             with m.State("READY"):
                 m.d.comb += move.eq(slot1_free)

@@ -46,5 +46,6 @@ def softmax_lines_clear(words_a_line: int) -> bool:
 
 
 DECODE_STAGES = 3            # the front end's decode (hw/decoder.py): products, their lines, the verdict
+TASK_QUEUE = 2               # the front end's tasks for the control unit: moved into slot 1, not yet taken
 PAGE_LIST_MAX = 64           # entries of a paged ATTENTION's list the front end holds (its page table)
 LANE_ROW_STAGES = 3          # the lanes' j // N: registered steps after N changes; a stage's PLAN waits for them

@@ -89,9 +89,13 @@ class Route(enum.IntEnum):
     ROW1 = 3                # PE row 1 alone
 
     @classmethod
-    def of_stage(cls, in_rows: int, trans: bool) -> "Route":
-        """A stage's route as the control unit gives it: the split for a plain stage of one
-        input row (`Plan.split`), else every PE row."""
+    def of_stage(cls, in_rows: int, trans: bool, decode_stage: int | None = None) -> "Route":
+        """A stage's route as the control unit gives it: a decode step's ATTENTION
+        (isa/validate.py decode_attention; `decode_stage` its stage, 0 or 1) has q K^T on
+        PE row 0 and S V on PE row 1, each over its own input row; else the split for a
+        plain stage of one input row (`Plan.split`), else every PE row."""
+        if decode_stage is not None:
+            return cls.ROW1 if decode_stage else cls.ROW0
         return cls.SPLIT if in_rows == 1 and not trans else cls.ALL
 
     def row_groups(self, groups: int) -> tuple[int, ...]:

@@ -107,6 +107,14 @@ def stages(desc: "Descriptor") -> list[tuple[int, int, bool]]:
     return [(*first, trans)]
 
 
+def decode_attention(desc: "Descriptor") -> bool:
+    """Whether the descriptor is one request-head of a decode step: an ATTENTION of one query
+    row with its keys token-major (TRANS_W; paged or not). Its q K^T runs on PE row 0 and its
+    S V on PE row 1 (isa/pe_array.py Route.of_stage), the probabilities in input row 1."""
+    return (desc.type == DescType.READ_COMPUTE and desc.op == Op.ATTENTION and transposed(desc)
+            and desc.in_rows == 1)
+
+
 def result_cols(desc: "Descriptor") -> int:
     """Values per result row: the last product's N (SOFTMAX: its rows' length)."""
     if desc.op == Op.SOFTMAX:

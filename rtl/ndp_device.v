@@ -2754,31 +2754,31 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$1001 ;
   wire \$1002 ;
   wire \$1003 ;
-  wire [4:0] \$1004 ;
-  wire [40:0] \$1005 ;
+  wire \$1004 ;
+  wire \$1005 ;
   wire \$1006 ;
   wire \$1007 ;
   wire \$1008 ;
   wire \$1009 ;
-  wire \$101 ;
+  wire [7:0] \$101 ;
   wire \$1010 ;
   wire \$1011 ;
   wire \$1012 ;
   wire \$1013 ;
-  wire \$1014 ;
-  wire [7:0] \$1015 ;
-  wire [7:0] \$1016 ;
+  wire [4:0] \$1014 ;
+  wire [40:0] \$1015 ;
+  wire \$1016 ;
   wire \$1017 ;
   wire \$1018 ;
   wire \$1019 ;
-  wire \$102 ;
+  wire [7:0] \$102 ;
   wire \$1020 ;
   wire \$1021 ;
   wire \$1022 ;
   wire \$1023 ;
   wire \$1024 ;
-  wire \$1025 ;
-  wire \$1026 ;
+  wire [7:0] \$1025 ;
+  wire [7:0] \$1026 ;
   wire \$1027 ;
   wire \$1028 ;
   wire \$1029 ;
@@ -2790,8 +2790,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$1034 ;
   wire \$1035 ;
   wire \$1036 ;
-  wire [4:0] \$1037 ;
-  wire [40:0] \$1038 ;
+  wire \$1037 ;
+  wire \$1038 ;
   wire \$1039 ;
   wire \$104 ;
   wire \$1040 ;
@@ -2801,9 +2801,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$1044 ;
   wire \$1045 ;
   wire \$1046 ;
-  wire \$1047 ;
-  wire [7:0] \$1048 ;
-  wire [7:0] \$1049 ;
+  wire [4:0] \$1047 ;
+  wire [40:0] \$1048 ;
+  wire \$1049 ;
   wire \$105 ;
   wire \$1050 ;
   wire \$1051 ;
@@ -2813,8 +2813,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$1055 ;
   wire \$1056 ;
   wire \$1057 ;
-  wire \$1058 ;
-  wire \$1059 ;
+  wire [7:0] \$1058 ;
+  wire [7:0] \$1059 ;
   wire \$106 ;
   wire \$1060 ;
   wire \$1061 ;
@@ -2827,8 +2827,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$1068 ;
   wire \$1069 ;
   wire \$107 ;
-  wire [4:0] \$1070 ;
-  wire [40:0] \$1071 ;
+  wire \$1070 ;
+  wire \$1071 ;
   wire \$1072 ;
   wire \$1073 ;
   wire \$1074 ;
@@ -2838,9 +2838,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$1078 ;
   wire \$1079 ;
   wire \$108 ;
-  wire \$1080 ;
-  wire [7:0] \$1081 ;
-  wire [7:0] \$1082 ;
+  wire [4:0] \$1080 ;
+  wire [40:0] \$1081 ;
+  wire \$1082 ;
   wire \$1083 ;
   wire \$1084 ;
   wire \$1085 ;
@@ -2850,50 +2850,50 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$1089 ;
   wire \$109 ;
   wire \$1090 ;
-  wire [2:0] \$1091 ;
-  wire [64:0] \$1092 ;
-  wire [64:0] \$1093 ;
-  wire [65:0] \$1094 ;
-  wire [26:0] \$1095 ;
-  wire [27:0] \$1096 ;
-  wire [28:0] \$1097 ;
-  wire [29:0] \$1098 ;
-  wire [30:0] \$1099 ;
+  wire [7:0] \$1091 ;
+  wire [7:0] \$1092 ;
+  wire \$1093 ;
+  wire \$1094 ;
+  wire \$1095 ;
+  wire \$1096 ;
+  wire \$1097 ;
+  wire \$1098 ;
+  wire \$1099 ;
   wire \$11 ;
   wire \$110 ;
-  wire [30:0] \$1100 ;
-  wire [26:0] \$1101 ;
-  wire [27:0] \$1102 ;
-  wire [28:0] \$1103 ;
-  wire [29:0] \$1104 ;
-  wire [29:0] \$1105 ;
-  wire [22:0] \$1106 ;
-  wire [64:0] \$1107 ;
-  wire [44:0] \$1108 ;
-  wire [65:0] \$1109 ;
+  wire \$1100 ;
+  wire [2:0] \$1101 ;
+  wire [64:0] \$1102 ;
+  wire [64:0] \$1103 ;
+  wire [65:0] \$1104 ;
+  wire [26:0] \$1105 ;
+  wire [27:0] \$1106 ;
+  wire [28:0] \$1107 ;
+  wire [29:0] \$1108 ;
+  wire [30:0] \$1109 ;
   wire \$111 ;
-  wire [44:0] \$1110 ;
-  wire [45:0] \$1111 ;
-  wire [46:0] \$1112 ;
-  wire [47:0] \$1113 ;
-  wire [47:0] \$1114 ;
-  wire [44:0] \$1115 ;
-  wire [45:0] \$1116 ;
-  wire [46:0] \$1117 ;
-  wire [46:0] \$1118 ;
-  wire \$1119 ;
+  wire [30:0] \$1110 ;
+  wire [26:0] \$1111 ;
+  wire [27:0] \$1112 ;
+  wire [28:0] \$1113 ;
+  wire [29:0] \$1114 ;
+  wire [29:0] \$1115 ;
+  wire [22:0] \$1116 ;
+  wire [64:0] \$1117 ;
+  wire [44:0] \$1118 ;
+  wire [65:0] \$1119 ;
   wire \$112 ;
-  wire \$1120 ;
-  wire \$1121 ;
-  wire \$1122 ;
-  wire \$1123 ;
-  wire \$1124 ;
-  wire \$1125 ;
-  wire \$1126 ;
-  wire \$1127 ;
-  wire \$1128 ;
+  wire [44:0] \$1120 ;
+  wire [45:0] \$1121 ;
+  wire [46:0] \$1122 ;
+  wire [47:0] \$1123 ;
+  wire [47:0] \$1124 ;
+  wire [44:0] \$1125 ;
+  wire [45:0] \$1126 ;
+  wire [46:0] \$1127 ;
+  wire [46:0] \$1128 ;
   wire \$1129 ;
-  wire [4:0] \$113 ;
+  wire \$113 ;
   wire \$1130 ;
   wire \$1131 ;
   wire \$1132 ;
@@ -2904,10 +2904,10 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$1137 ;
   wire \$1138 ;
   wire \$1139 ;
-  wire [40:0] \$114 ;
+  wire \$114 ;
   wire \$1140 ;
-  wire [19:0] \$1141 ;
-  wire [19:0] \$1142 ;
+  wire \$1141 ;
+  wire \$1142 ;
   wire \$1143 ;
   wire \$1144 ;
   wire \$1145 ;
@@ -2917,8 +2917,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$1149 ;
   wire \$115 ;
   wire \$1150 ;
-  wire \$1151 ;
-  wire \$1152 ;
+  wire [19:0] \$1151 ;
+  wire [19:0] \$1152 ;
   wire \$1153 ;
   wire \$1154 ;
   wire \$1155 ;
@@ -2928,295 +2928,295 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$1159 ;
   wire \$116 ;
   wire \$1160 ;
-  wire [63:0] \$1161 ;
-  wire [64:0] \$1162 ;
-  wire [65:0] \$1163 ;
-  wire [20:0] \$1164 ;
-  wire [27:0] \$1165 ;
-  wire [66:0] \$1166 ;
-  wire [66:0] \$1167 ;
-  wire [66:0] \$1168 ;
-  wire [64:0] \$1169 ;
+  wire \$1161 ;
+  wire \$1162 ;
+  wire \$1163 ;
+  wire \$1164 ;
+  wire \$1165 ;
+  wire \$1166 ;
+  wire \$1167 ;
+  wire \$1168 ;
+  wire \$1169 ;
   wire \$117 ;
-  wire [64:0] \$1170 ;
-  wire [64:0] \$1171 ;
-  wire [66:0] \$1172 ;
-  wire [63:0] \$1173 ;
-  wire [66:0] \$1174 ;
-  wire \$1175 ;
-  wire \$1176 ;
-  wire \$1177 ;
-  wire [31:0] \$1178 ;
-  wire [19:0] \$1179 ;
+  wire \$1170 ;
+  wire [63:0] \$1171 ;
+  wire [64:0] \$1172 ;
+  wire [65:0] \$1173 ;
+  wire [20:0] \$1174 ;
+  wire [27:0] \$1175 ;
+  wire [66:0] \$1176 ;
+  wire [66:0] \$1177 ;
+  wire [66:0] \$1178 ;
+  wire [64:0] \$1179 ;
   wire \$118 ;
-  wire [31:0] \$1180 ;
-  reg [31:0] \$1181 ;
-  reg [31:0] \$1182 ;
+  wire [64:0] \$1180 ;
+  wire [64:0] \$1181 ;
+  wire [66:0] \$1182 ;
   wire [63:0] \$1183 ;
-  wire [511:0] \$1184 ;
-  wire [511:0] \$1185 ;
-  wire [63:0] \$1186 ;
-  wire [63:0] \$1187 ;
-  wire [63:0] \$1188 ;
-  wire \$1189 ;
+  wire [66:0] \$1184 ;
+  wire \$1185 ;
+  wire \$1186 ;
+  wire \$1187 ;
+  wire [31:0] \$1188 ;
+  wire [19:0] \$1189 ;
   wire \$119 ;
-  wire \$1190 ;
-  wire \$1191 ;
-  wire [5:0] \$1192 ;
-  wire [64:0] \$1193 ;
-  wire [64:0] \$1194 ;
-  wire [5:0] \$1195 ;
-  wire \$1196 ;
-  wire \$1197 ;
-  wire \$1198 ;
+  wire [31:0] \$1190 ;
+  reg [31:0] \$1191 ;
+  reg [31:0] \$1192 ;
+  wire [63:0] \$1193 ;
+  wire [511:0] \$1194 ;
+  wire [511:0] \$1195 ;
+  wire [63:0] \$1196 ;
+  wire [63:0] \$1197 ;
+  wire [63:0] \$1198 ;
   wire \$1199 ;
   wire \$12 ;
   wire \$120 ;
   wire \$1200 ;
-  wire [1023:0] \$1201 ;
-  wire \$1202 ;
-  wire [511:0] \$1203 ;
-  wire [1023:0] \$1204 ;
-  wire \$1205 ;
-  wire [7:0] \$1206 ;
+  wire \$1201 ;
+  wire [5:0] \$1202 ;
+  wire [64:0] \$1203 ;
+  wire [64:0] \$1204 ;
+  wire [5:0] \$1205 ;
+  wire \$1206 ;
   wire \$1207 ;
-  wire [6:0] \$1208 ;
-  wire [6:0] \$1209 ;
+  wire \$1208 ;
+  wire \$1209 ;
   wire \$121 ;
-  wire [7:0] \$1210 ;
-  wire \$1211 ;
+  wire \$1210 ;
+  wire [1023:0] \$1211 ;
   wire \$1212 ;
-  wire \$1213 ;
-  wire \$1214 ;
+  wire [511:0] \$1213 ;
+  wire [1023:0] \$1214 ;
   wire \$1215 ;
-  wire \$1216 ;
+  wire [7:0] \$1216 ;
   wire \$1217 ;
-  wire \$1218 ;
-  wire \$1219 ;
+  wire [6:0] \$1218 ;
+  wire [6:0] \$1219 ;
   wire \$122 ;
-  wire \$1220 ;
+  wire [7:0] \$1220 ;
   wire \$1221 ;
   wire \$1222 ;
   wire \$1223 ;
-  wire [5:0] \$1224 ;
+  wire \$1224 ;
   wire \$1225 ;
-  wire [5:0] \$1226 ;
-  wire [5:0] \$1227 ;
+  wire \$1226 ;
+  wire \$1227 ;
   wire \$1228 ;
   wire \$1229 ;
-  wire \$123 ;
+  wire [4:0] \$123 ;
   wire \$1230 ;
-  wire [4:0] \$1231 ;
-  wire [5:0] \$1232 ;
+  wire \$1231 ;
+  wire \$1232 ;
   wire \$1233 ;
-  wire \$1234 ;
-  wire [2:0] \$1235 ;
-  wire [2:0] \$1236 ;
-  wire \$1237 ;
+  wire [5:0] \$1234 ;
+  wire \$1235 ;
+  wire [5:0] \$1236 ;
+  wire [5:0] \$1237 ;
   wire \$1238 ;
   wire \$1239 ;
-  wire [7:0] \$124 ;
-  wire [19:0] \$1240 ;
-  wire [19:0] \$1241 ;
-  wire [26:0] \$1242 ;
-  wire [26:0] \$1243 ;
+  wire [40:0] \$124 ;
+  wire \$1240 ;
+  wire [4:0] \$1241 ;
+  wire [5:0] \$1242 ;
+  wire \$1243 ;
   wire \$1244 ;
-  wire [19:0] \$1245 ;
-  wire [26:0] \$1246 ;
+  wire [2:0] \$1245 ;
+  wire [2:0] \$1246 ;
   wire \$1247 ;
   wire \$1248 ;
   wire \$1249 ;
-  wire [7:0] \$125 ;
-  wire [31:0] \$1250 ;
-  wire [31:0] \$1251 ;
-  wire [43:0] \$1252 ;
-  wire \$1253 ;
-  wire [43:0] \$1254 ;
-  wire [43:0] \$1255 ;
-  wire \$1256 ;
+  wire \$125 ;
+  wire [19:0] \$1250 ;
+  wire [19:0] \$1251 ;
+  wire [26:0] \$1252 ;
+  wire [26:0] \$1253 ;
+  wire \$1254 ;
+  wire [19:0] \$1255 ;
+  wire [26:0] \$1256 ;
   wire \$1257 ;
   wire \$1258 ;
-  wire [31:0] \$1259 ;
+  wire \$1259 ;
   wire \$126 ;
-  wire [43:0] \$1260 ;
-  wire \$1261 ;
-  wire \$1262 ;
+  wire [31:0] \$1260 ;
+  wire [31:0] \$1261 ;
+  wire [43:0] \$1262 ;
   wire \$1263 ;
-  wire \$1264 ;
-  wire \$1265 ;
+  wire [43:0] \$1264 ;
+  wire [43:0] \$1265 ;
   wire \$1266 ;
   wire \$1267 ;
   wire \$1268 ;
-  wire \$1269 ;
+  wire [31:0] \$1269 ;
   wire \$127 ;
-  wire \$1270 ;
+  wire [43:0] \$1270 ;
   wire \$1271 ;
-  wire [4:0] \$1272 ;
+  wire \$1272 ;
   wire \$1273 ;
   wire \$1274 ;
   wire \$1275 ;
-  wire [5:0] \$1276 ;
-  wire [5:0] \$1277 ;
-  wire [5:0] \$1278 ;
+  wire \$1276 ;
+  wire \$1277 ;
+  wire \$1278 ;
   wire \$1279 ;
   wire \$128 ;
-  wire [5:0] \$1280 ;
+  wire \$1280 ;
   wire \$1281 ;
-  wire \$1282 ;
+  wire [4:0] \$1282 ;
   wire \$1283 ;
-  wire [1:0] \$1284 ;
-  wire [1:0] \$1285 ;
-  wire [1:0] \$1286 ;
-  wire [2:0] \$1287 ;
-  wire [2:0] \$1288 ;
-  wire [2:0] \$1289 ;
+  wire \$1284 ;
+  wire \$1285 ;
+  wire [5:0] \$1286 ;
+  wire [5:0] \$1287 ;
+  wire [5:0] \$1288 ;
+  wire \$1289 ;
   wire \$129 ;
-  wire [19:0] \$1290 ;
-  wire [19:0] \$1291 ;
-  wire [19:0] \$1292 ;
-  wire [19:0] \$1293 ;
-  wire [19:0] \$1294 ;
-  wire [19:0] \$1295 ;
-  wire [19:0] \$1296 ;
-  wire [19:0] \$1297 ;
-  wire [19:0] \$1298 ;
-  wire [1:0] \$1299 ;
+  wire [5:0] \$1290 ;
+  wire \$1291 ;
+  wire \$1292 ;
+  wire \$1293 ;
+  wire [1:0] \$1294 ;
+  wire [1:0] \$1295 ;
+  wire [1:0] \$1296 ;
+  wire \$1297 ;
+  wire \$1298 ;
+  wire \$1299 ;
   wire \$13 ;
   wire \$130 ;
-  wire [1:0] \$1300 ;
-  wire [1:0] \$1301 ;
-  wire [1:0] \$1302 ;
-  wire [1:0] \$1303 ;
-  wire [1:0] \$1304 ;
-  wire [2:0] \$1305 ;
-  wire [2:0] \$1306 ;
-  wire [2:0] \$1307 ;
-  wire \$1308 ;
-  wire \$1309 ;
+  wire \$1300 ;
+  wire \$1301 ;
+  wire [2:0] \$1302 ;
+  wire [2:0] \$1303 ;
+  wire [2:0] \$1304 ;
+  wire [19:0] \$1305 ;
+  wire [19:0] \$1306 ;
+  wire [19:0] \$1307 ;
+  wire [19:0] \$1308 ;
+  wire [19:0] \$1309 ;
   wire \$131 ;
-  wire \$1310 ;
-  wire \$1311 ;
-  wire \$1312 ;
-  wire \$1313 ;
-  wire \$1314 ;
-  wire \$1315 ;
-  wire \$1316 ;
-  wire [63:0] \$1317 ;
-  wire [63:0] \$1318 ;
-  wire [63:0] \$1319 ;
+  wire [19:0] \$1310 ;
+  wire [19:0] \$1311 ;
+  wire [19:0] \$1312 ;
+  wire [19:0] \$1313 ;
+  wire [1:0] \$1314 ;
+  wire [1:0] \$1315 ;
+  wire [1:0] \$1316 ;
+  wire [1:0] \$1317 ;
+  wire [1:0] \$1318 ;
+  wire [1:0] \$1319 ;
   wire \$132 ;
-  wire [27:0] \$1320 ;
-  wire [28:0] \$1321 ;
-  wire [29:0] \$1322 ;
-  wire [29:0] \$1323 ;
-  wire [29:0] \$1324 ;
-  wire [27:0] \$1325 ;
-  wire [28:0] \$1326 ;
-  wire [29:0] \$1327 ;
-  wire [29:0] \$1328 ;
-  wire [29:0] \$1329 ;
+  wire [2:0] \$1320 ;
+  wire [2:0] \$1321 ;
+  wire [2:0] \$1322 ;
+  wire \$1323 ;
+  wire \$1324 ;
+  wire \$1325 ;
+  wire \$1326 ;
+  wire \$1327 ;
+  wire \$1328 ;
+  wire \$1329 ;
   wire \$133 ;
-  wire [29:0] \$1330 ;
+  wire \$1330 ;
   wire \$1331 ;
-  wire \$1332 ;
-  wire \$1333 ;
-  wire \$1334 ;
-  wire \$1335 ;
-  wire \$1336 ;
-  wire \$1337 ;
-  wire \$1338 ;
-  wire \$1339 ;
-  wire \$134 ;
-  wire \$1340 ;
-  wire \$1341 ;
-  wire \$1342 ;
-  wire [1:0] \$1343 ;
-  wire \$1344 ;
-  wire [19:0] \$1345 ;
-  wire [19:0] \$1346 ;
+  wire [63:0] \$1332 ;
+  wire [63:0] \$1333 ;
+  wire [63:0] \$1334 ;
+  wire [27:0] \$1335 ;
+  wire [28:0] \$1336 ;
+  wire [29:0] \$1337 ;
+  wire [29:0] \$1338 ;
+  wire [29:0] \$1339 ;
+  wire [7:0] \$134 ;
+  wire [27:0] \$1340 ;
+  wire [28:0] \$1341 ;
+  wire [29:0] \$1342 ;
+  wire [29:0] \$1343 ;
+  wire [29:0] \$1344 ;
+  wire [29:0] \$1345 ;
+  wire \$1346 ;
   wire \$1347 ;
-  wire [1:0] \$1348 ;
-  wire [19:0] \$1349 ;
-  wire \$135 ;
+  wire \$1348 ;
+  wire \$1349 ;
+  wire [7:0] \$135 ;
   wire \$1350 ;
   wire \$1351 ;
   wire \$1352 ;
-  wire [14:0] \$1353 ;
+  wire \$1353 ;
   wire \$1354 ;
-  wire [26:0] \$1355 ;
-  wire [26:0] \$1356 ;
+  wire \$1355 ;
+  wire \$1356 ;
   wire \$1357 ;
-  wire [19:0] \$1358 ;
-  wire [26:0] \$1359 ;
+  wire [1:0] \$1358 ;
+  wire [1:0] \$1359 ;
   wire \$136 ;
   wire \$1360 ;
-  wire \$1361 ;
-  wire \$1362 ;
-  wire [511:0] \$1363 ;
-  wire \$1364 ;
-  wire [511:0] \$1365 ;
-  wire [511:0] \$1366 ;
+  wire [19:0] \$1361 ;
+  wire [19:0] \$1362 ;
+  wire \$1363 ;
+  wire [1:0] \$1364 ;
+  wire [19:0] \$1365 ;
+  wire \$1366 ;
   wire \$1367 ;
-  wire [511:0] \$1368 ;
-  wire \$1369 ;
+  wire \$1368 ;
+  wire [14:0] \$1369 ;
   wire \$137 ;
   wire \$1370 ;
-  wire \$1371 ;
-  wire \$1372 ;
+  wire [26:0] \$1371 ;
+  wire [26:0] \$1372 ;
   wire \$1373 ;
-  wire \$1374 ;
-  wire \$1375 ;
+  wire [19:0] \$1374 ;
+  wire [26:0] \$1375 ;
   wire \$1376 ;
   wire \$1377 ;
   wire \$1378 ;
-  wire \$1379 ;
+  wire [511:0] \$1379 ;
   wire \$138 ;
   wire \$1380 ;
-  wire \$1381 ;
-  wire [1:0] \$1382 ;
+  wire [511:0] \$1381 ;
+  wire [511:0] \$1382 ;
   wire \$1383 ;
-  wire [1:0] \$1384 ;
+  wire [511:0] \$1384 ;
   wire \$1385 ;
   wire \$1386 ;
   wire \$1387 ;
-  wire [14:0] \$1388 ;
+  wire \$1388 ;
   wire \$1389 ;
   wire \$139 ;
-  wire [6:0] \$1390 ;
-  wire [14:0] \$1391 ;
+  wire \$1390 ;
+  wire \$1391 ;
   wire \$1392 ;
   wire \$1393 ;
-  wire [2:0] \$1394 ;
+  wire \$1394 ;
   wire \$1395 ;
   wire \$1396 ;
-  wire [2:0] \$1397 ;
-  wire \$1398 ;
+  wire \$1397 ;
+  wire [1:0] \$1398 ;
   wire \$1399 ;
-  wire [63:0] \$14 ;
+  wire \$14 ;
   wire \$140 ;
-  wire \$1400 ;
-  wire [19:0] \$1401 ;
-  wire [19:0] \$1402 ;
+  wire [1:0] \$1400 ;
+  wire \$1401 ;
+  wire \$1402 ;
   wire \$1403 ;
-  wire \$1404 ;
+  wire [14:0] \$1404 ;
   wire \$1405 ;
-  wire \$1406 ;
-  wire \$1407 ;
+  wire [6:0] \$1406 ;
+  wire [14:0] \$1407 ;
   wire \$1408 ;
-  wire [22:0] \$1409 ;
+  wire \$1409 ;
   wire \$141 ;
-  wire [25:0] \$1410 ;
+  wire [2:0] \$1410 ;
   wire \$1411 ;
-  wire \$1412 ;
+  wire [7:0] \$1412 ;
   wire \$1413 ;
   wire \$1414 ;
-  wire \$1415 ;
+  wire [2:0] \$1415 ;
   wire \$1416 ;
   wire \$1417 ;
   wire \$1418 ;
-  wire \$1419 ;
+  wire [19:0] \$1419 ;
   wire \$142 ;
-  wire \$1420 ;
+  wire [19:0] \$1420 ;
   wire \$1421 ;
   wire \$1422 ;
   wire \$1423 ;
@@ -3224,8 +3224,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$1425 ;
   wire \$1426 ;
   wire \$1427 ;
-  wire \$1428 ;
-  wire [48:0] \$1429 ;
+  wire [22:0] \$1428 ;
+  wire [25:0] \$1429 ;
   wire \$143 ;
   wire \$1430 ;
   wire \$1431 ;
@@ -3233,57 +3233,57 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$1433 ;
   wire \$1434 ;
   wire \$1435 ;
-  wire [2:0] \$1436 ;
+  wire \$1436 ;
   wire \$1437 ;
   wire \$1438 ;
   wire \$1439 ;
   wire \$144 ;
   wire \$1440 ;
-  wire [2:0] \$1441 ;
+  wire \$1441 ;
   wire \$1442 ;
   wire \$1443 ;
-  wire [2:0] \$1444 ;
+  wire \$1444 ;
   wire \$1445 ;
   wire \$1446 ;
   wire \$1447 ;
-  wire \$1448 ;
-  wire [48:0] \$1449 ;
+  wire [48:0] \$1448 ;
+  wire \$1449 ;
   wire \$145 ;
   wire \$1450 ;
-  wire [20:0] \$1451 ;
-  wire [22:0] \$1452 ;
-  wire [44:0] \$1453 ;
-  wire [20:0] \$1454 ;
-  wire \$1455 ;
-  wire [20:0] \$1456 ;
+  wire \$1451 ;
+  wire \$1452 ;
+  wire \$1453 ;
+  wire \$1454 ;
+  wire [2:0] \$1455 ;
+  wire \$1456 ;
   wire \$1457 ;
   wire \$1458 ;
-  wire [1:0] \$1459 ;
-  wire [4:0] \$146 ;
+  wire \$1459 ;
+  wire \$146 ;
   wire [2:0] \$1460 ;
-  wire [3:0] \$1461 ;
-  wire [4:0] \$1462 ;
-  wire \$1463 ;
+  wire \$1461 ;
+  wire \$1462 ;
+  wire [2:0] \$1463 ;
   wire \$1464 ;
-  wire [1:0] \$1465 ;
-  wire [2:0] \$1466 ;
+  wire \$1465 ;
+  wire \$1466 ;
   wire \$1467 ;
-  wire \$1468 ;
+  wire [48:0] \$1468 ;
   wire \$1469 ;
-  wire [40:0] \$147 ;
-  wire [1:0] \$1470 ;
-  wire \$1471 ;
-  wire [2:0] \$1472 ;
-  wire \$1473 ;
+  wire \$147 ;
+  wire [20:0] \$1470 ;
+  wire [22:0] \$1471 ;
+  wire [44:0] \$1472 ;
+  wire [20:0] \$1473 ;
   wire \$1474 ;
-  wire [1:0] \$1475 ;
+  wire [20:0] \$1475 ;
   wire \$1476 ;
-  wire [2:0] \$1477 ;
-  wire \$1478 ;
-  wire \$1479 ;
+  wire \$1477 ;
+  wire [1:0] \$1478 ;
+  wire [2:0] \$1479 ;
   wire \$148 ;
-  wire \$1480 ;
-  wire [3:0] \$1481 ;
+  wire [3:0] \$1480 ;
+  wire [4:0] \$1481 ;
   wire \$1482 ;
   wire \$1483 ;
   wire [1:0] \$1484 ;
@@ -3291,66 +3291,85 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$1486 ;
   wire \$1487 ;
   wire \$1488 ;
-  wire \$1489 ;
+  wire [1:0] \$1489 ;
   wire \$149 ;
   wire \$1490 ;
-  wire [1:0] \$1491 ;
+  wire [2:0] \$1491 ;
   wire \$1492 ;
-  wire [2:0] \$1493 ;
-  wire \$1494 ;
-  wire [3:0] \$1495 ;
-  wire \$1496 ;
+  wire \$1493 ;
+  wire [1:0] \$1494 ;
+  wire \$1495 ;
+  wire [2:0] \$1496 ;
   wire \$1497 ;
   wire \$1498 ;
   wire \$1499 ;
   wire \$15 ;
   wire \$150 ;
-  wire \$1500 ;
-  wire [1:0] \$1501 ;
+  wire [3:0] \$1500 ;
+  wire \$1501 ;
   wire \$1502 ;
-  wire [2:0] \$1503 ;
-  wire \$1504 ;
+  wire [1:0] \$1503 ;
+  wire [2:0] \$1504 ;
   wire \$1505 ;
-  reg \$1506 ;
-  reg [31:0] \$1507 ;
-  reg [31:0] \$1508 ;
-  reg [31:0] \$1509 ;
+  wire \$1506 ;
+  wire \$1507 ;
+  wire \$1508 ;
+  wire \$1509 ;
   wire \$151 ;
-  reg [31:0] \$1510 ;
-  reg [31:0] \$1511 ;
-  reg [31:0] \$1512 ;
-  reg [31:0] \$1513 ;
-  reg [31:0] \$1514 ;
-  reg [1:0] \$1515 ;
-  reg \$1516 ;
-  reg [1472:0] \$1517 ;
-  reg [4:0] \$1518 ;
-  reg [7:0] \$1519 ;
+  wire [1:0] \$1510 ;
+  wire \$1511 ;
+  wire [2:0] \$1512 ;
+  wire \$1513 ;
+  wire [3:0] \$1514 ;
+  wire \$1515 ;
+  wire \$1516 ;
+  wire \$1517 ;
+  wire \$1518 ;
+  wire \$1519 ;
   wire \$152 ;
-  reg [63:0] \$1520 ;
-  reg [63:0] \$1521 ;
-  reg [19:0] \$1522 ;
-  reg [43:0] \$1523 ;
-  reg [47:0] \$1524 ;
+  wire [1:0] \$1520 ;
+  wire \$1521 ;
+  wire [2:0] \$1522 ;
+  wire \$1523 ;
+  wire \$1524 ;
   reg \$1525 ;
-  reg [2:0] \$1526 ;
-  reg [1:0] \$1527 ;
-  reg [19:0] \$1528 ;
-  reg [2:0] \$1529 ;
+  reg [31:0] \$1526 ;
+  reg [31:0] \$1527 ;
+  reg [31:0] \$1528 ;
+  reg [31:0] \$1529 ;
   wire \$153 ;
-  reg [26:0] \$1530 ;
-  reg \$1531 ;
-  reg [1:0] \$1532 ;
-  reg \$1533 ;
+  reg [31:0] \$1530 ;
+  reg [31:0] \$1531 ;
+  reg [31:0] \$1532 ;
+  reg [31:0] \$1533 ;
   reg [1:0] \$1534 ;
-  wire [28:0] \$1535 ;
-  wire [15:0] \$1536 ;
+  reg \$1535 ;
+  reg [1480:0] \$1536 ;
+  reg [4:0] \$1537 ;
+  reg [7:0] \$1538 ;
+  reg [63:0] \$1539 ;
   wire \$154 ;
+  reg [63:0] \$1540 ;
+  reg [19:0] \$1541 ;
+  reg [43:0] \$1542 ;
+  reg [47:0] \$1543 ;
+  reg \$1544 ;
+  reg [2:0] \$1545 ;
+  reg [1:0] \$1546 ;
+  reg [19:0] \$1547 ;
+  reg [2:0] \$1548 ;
+  reg [26:0] \$1549 ;
   wire \$155 ;
-  wire [9:0] \$1553 ;
-  wire \$156 ;
-  wire [7:0] \$157 ;
-  wire [7:0] \$158 ;
+  reg \$1550 ;
+  reg [1:0] \$1551 ;
+  reg \$1552 ;
+  reg [1:0] \$1553 ;
+  wire [28:0] \$1554 ;
+  wire [15:0] \$1555 ;
+  wire [4:0] \$156 ;
+  wire [40:0] \$157 ;
+  wire [9:0] \$1578 ;
+  wire \$158 ;
   wire \$159 ;
   wire \$16 ;
   wire \$160 ;
@@ -3360,8 +3379,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$164 ;
   wire \$165 ;
   wire \$166 ;
-  wire \$167 ;
-  wire \$168 ;
+  wire [7:0] \$167 ;
+  wire [7:0] \$168 ;
   wire \$169 ;
   wire \$17 ;
   wire \$170 ;
@@ -3373,9 +3392,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$176 ;
   wire \$177 ;
   wire \$178 ;
-  wire [4:0] \$179 ;
+  wire \$179 ;
   wire \$18 ;
-  wire [40:0] \$180 ;
+  wire \$180 ;
   wire \$181 ;
   wire \$182 ;
   wire \$183 ;
@@ -3384,10 +3403,10 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$186 ;
   wire \$187 ;
   wire \$188 ;
-  wire \$189 ;
-  wire \$19 ;
-  wire [7:0] \$190 ;
-  wire [7:0] \$191 ;
+  wire [4:0] \$189 ;
+  wire [1:0] \$19 ;
+  wire [40:0] \$190 ;
+  wire \$191 ;
   wire \$192 ;
   wire \$193 ;
   wire \$194 ;
@@ -3397,9 +3416,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$198 ;
   wire \$199 ;
   wire \$2 ;
-  wire [19:0] \$20 ;
-  wire \$200 ;
-  wire \$201 ;
+  wire [1:0] \$20 ;
+  wire [7:0] \$200 ;
+  wire [7:0] \$201 ;
   wire \$202 ;
   wire \$203 ;
   wire \$204 ;
@@ -3408,70 +3427,70 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$207 ;
   wire \$208 ;
   wire \$209 ;
-  wire [19:0] \$21 ;
+  wire [63:0] \$21 ;
   wire \$210 ;
   wire \$211 ;
-  wire [4:0] \$212 ;
-  wire [40:0] \$213 ;
+  wire \$212 ;
+  wire \$213 ;
   wire \$214 ;
   wire \$215 ;
   wire \$216 ;
   wire \$217 ;
   wire \$218 ;
   wire \$219 ;
-  wire \$22 ;
+  wire [1:0] \$22 ;
   wire \$220 ;
   wire \$221 ;
-  wire \$222 ;
-  wire [7:0] \$223 ;
-  wire [7:0] \$224 ;
+  wire [4:0] \$222 ;
+  wire [40:0] \$223 ;
+  wire \$224 ;
   wire \$225 ;
   wire \$226 ;
   wire \$227 ;
   wire \$228 ;
   wire \$229 ;
-  wire [64:0] \$23 ;
+  wire [1:0] \$23 ;
   wire \$230 ;
   wire \$231 ;
   wire \$232 ;
-  wire \$233 ;
-  wire \$234 ;
+  wire [7:0] \$233 ;
+  wire [7:0] \$234 ;
   wire \$235 ;
   wire \$236 ;
   wire \$237 ;
   wire \$238 ;
   wire \$239 ;
-  wire [65:0] \$24 ;
+  wire \$24 ;
   wire \$240 ;
   wire \$241 ;
   wire \$242 ;
   wire \$243 ;
   wire \$244 ;
-  wire [4:0] \$245 ;
-  wire [40:0] \$246 ;
+  wire \$245 ;
+  wire \$246 ;
   wire \$247 ;
   wire \$248 ;
   wire \$249 ;
-  wire [64:0] \$25 ;
+  wire \$25 ;
   wire \$250 ;
   wire \$251 ;
   wire \$252 ;
   wire \$253 ;
   wire \$254 ;
-  wire \$255 ;
-  wire [7:0] \$256 ;
-  wire [7:0] \$257 ;
+  wire [4:0] \$255 ;
+  wire [40:0] \$256 ;
+  wire \$257 ;
   wire \$258 ;
   wire \$259 ;
-  wire [65:0] \$26 ;
+  wire \$26 ;
   wire \$260 ;
   wire \$261 ;
   wire \$262 ;
   wire \$263 ;
   wire \$264 ;
   wire \$265 ;
-  wire \$266 ;
-  wire \$267 ;
+  wire [7:0] \$266 ;
+  wire [7:0] \$267 ;
   wire \$268 ;
   wire \$269 ;
   wire \$27 ;
@@ -3483,8 +3502,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$275 ;
   wire \$276 ;
   wire \$277 ;
-  wire [4:0] \$278 ;
-  wire [40:0] \$279 ;
+  wire \$278 ;
+  wire \$279 ;
   wire \$28 ;
   wire \$280 ;
   wire \$281 ;
@@ -3494,10 +3513,10 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$285 ;
   wire \$286 ;
   wire \$287 ;
-  wire \$288 ;
-  wire [7:0] \$289 ;
+  wire [4:0] \$288 ;
+  wire [40:0] \$289 ;
   wire \$29 ;
-  wire [7:0] \$290 ;
+  wire \$290 ;
   wire \$291 ;
   wire \$292 ;
   wire \$293 ;
@@ -3506,10 +3525,10 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$296 ;
   wire \$297 ;
   wire \$298 ;
-  wire \$299 ;
+  wire [7:0] \$299 ;
   wire \$3 ;
-  wire \$30 ;
-  wire \$300 ;
+  wire [19:0] \$30 ;
+  wire [7:0] \$300 ;
   wire \$301 ;
   wire \$302 ;
   wire \$303 ;
@@ -3519,10 +3538,10 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$307 ;
   wire \$308 ;
   wire \$309 ;
-  wire \$31 ;
+  wire [19:0] \$31 ;
   wire \$310 ;
-  wire [4:0] \$311 ;
-  wire [40:0] \$312 ;
+  wire \$311 ;
+  wire \$312 ;
   wire \$313 ;
   wire \$314 ;
   wire \$315 ;
@@ -3532,56 +3551,56 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$319 ;
   wire \$32 ;
   wire \$320 ;
-  wire \$321 ;
-  wire [7:0] \$322 ;
-  wire [7:0] \$323 ;
+  wire [4:0] \$321 ;
+  wire [40:0] \$322 ;
+  wire \$323 ;
   wire \$324 ;
   wire \$325 ;
   wire \$326 ;
   wire \$327 ;
   wire \$328 ;
   wire \$329 ;
-  wire \$33 ;
+  wire [64:0] \$33 ;
   wire \$330 ;
   wire \$331 ;
-  wire \$332 ;
-  wire \$333 ;
+  wire [7:0] \$332 ;
+  wire [7:0] \$333 ;
   wire \$334 ;
   wire \$335 ;
   wire \$336 ;
   wire \$337 ;
   wire \$338 ;
   wire \$339 ;
-  wire \$34 ;
+  wire [65:0] \$34 ;
   wire \$340 ;
   wire \$341 ;
   wire \$342 ;
   wire \$343 ;
-  wire [4:0] \$344 ;
-  wire [40:0] \$345 ;
+  wire \$344 ;
+  wire \$345 ;
   wire \$346 ;
   wire \$347 ;
   wire \$348 ;
   wire \$349 ;
-  wire \$35 ;
+  wire [64:0] \$35 ;
   wire \$350 ;
   wire \$351 ;
   wire \$352 ;
   wire \$353 ;
-  wire \$354 ;
-  wire [7:0] \$355 ;
-  wire [7:0] \$356 ;
+  wire [4:0] \$354 ;
+  wire [40:0] \$355 ;
+  wire \$356 ;
   wire \$357 ;
   wire \$358 ;
   wire \$359 ;
-  wire \$36 ;
+  wire [65:0] \$36 ;
   wire \$360 ;
   wire \$361 ;
   wire \$362 ;
   wire \$363 ;
   wire \$364 ;
-  wire \$365 ;
-  wire \$366 ;
+  wire [7:0] \$365 ;
+  wire [7:0] \$366 ;
   wire \$367 ;
   wire \$368 ;
   wire \$369 ;
@@ -3593,8 +3612,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$374 ;
   wire \$375 ;
   wire \$376 ;
-  wire [4:0] \$377 ;
-  wire [40:0] \$378 ;
+  wire \$377 ;
+  wire \$378 ;
   wire \$379 ;
   wire \$38 ;
   wire \$380 ;
@@ -3604,9 +3623,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$384 ;
   wire \$385 ;
   wire \$386 ;
-  wire \$387 ;
-  wire [7:0] \$388 ;
-  wire [7:0] \$389 ;
+  wire [4:0] \$387 ;
+  wire [40:0] \$388 ;
+  wire \$389 ;
   wire \$39 ;
   wire \$390 ;
   wire \$391 ;
@@ -3616,8 +3635,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$395 ;
   wire \$396 ;
   wire \$397 ;
-  wire \$398 ;
-  wire \$399 ;
+  wire [7:0] \$398 ;
+  wire [7:0] \$399 ;
   wire \$4 ;
   wire \$40 ;
   wire \$400 ;
@@ -3631,8 +3650,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$408 ;
   wire \$409 ;
   wire \$41 ;
-  wire [4:0] \$410 ;
-  wire [40:0] \$411 ;
+  wire \$410 ;
+  wire \$411 ;
   wire \$412 ;
   wire \$413 ;
   wire \$414 ;
@@ -3642,9 +3661,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$418 ;
   wire \$419 ;
   wire \$42 ;
-  wire \$420 ;
-  wire [7:0] \$421 ;
-  wire [7:0] \$422 ;
+  wire [4:0] \$420 ;
+  wire [40:0] \$421 ;
+  wire \$422 ;
   wire \$423 ;
   wire \$424 ;
   wire \$425 ;
@@ -3654,8 +3673,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$429 ;
   wire \$43 ;
   wire \$430 ;
-  wire \$431 ;
-  wire \$432 ;
+  wire [7:0] \$431 ;
+  wire [7:0] \$432 ;
   wire \$433 ;
   wire \$434 ;
   wire \$435 ;
@@ -3667,8 +3686,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$440 ;
   wire \$441 ;
   wire \$442 ;
-  wire [4:0] \$443 ;
-  wire [40:0] \$444 ;
+  wire \$443 ;
+  wire \$444 ;
   wire \$445 ;
   wire \$446 ;
   wire \$447 ;
@@ -3678,9 +3697,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$450 ;
   wire \$451 ;
   wire \$452 ;
-  wire \$453 ;
-  wire [7:0] \$454 ;
-  wire [7:0] \$455 ;
+  wire [4:0] \$453 ;
+  wire [40:0] \$454 ;
+  wire \$455 ;
   wire \$456 ;
   wire \$457 ;
   wire \$458 ;
@@ -3690,33 +3709,33 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$461 ;
   wire \$462 ;
   wire \$463 ;
-  wire \$464 ;
-  wire \$465 ;
+  wire [7:0] \$464 ;
+  wire [7:0] \$465 ;
   wire \$466 ;
   wire \$467 ;
   wire \$468 ;
   wire \$469 ;
-  wire [4:0] \$47 ;
+  wire \$47 ;
   wire \$470 ;
   wire \$471 ;
   wire \$472 ;
   wire \$473 ;
   wire \$474 ;
   wire \$475 ;
-  wire [4:0] \$476 ;
-  wire [40:0] \$477 ;
+  wire \$476 ;
+  wire \$477 ;
   wire \$478 ;
   wire \$479 ;
-  wire [40:0] \$48 ;
+  wire \$48 ;
   wire \$480 ;
   wire \$481 ;
   wire \$482 ;
   wire \$483 ;
   wire \$484 ;
   wire \$485 ;
-  wire \$486 ;
-  wire [7:0] \$487 ;
-  wire [7:0] \$488 ;
+  wire [4:0] \$486 ;
+  wire [40:0] \$487 ;
+  wire \$488 ;
   wire \$489 ;
   wire \$49 ;
   wire \$490 ;
@@ -3726,8 +3745,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$494 ;
   wire \$495 ;
   wire \$496 ;
-  wire \$497 ;
-  wire \$498 ;
+  wire [7:0] \$497 ;
+  wire [7:0] \$498 ;
   wire \$499 ;
   wire [1:0] \$5 ;
   wire \$50 ;
@@ -3740,9 +3759,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$506 ;
   wire \$507 ;
   wire \$508 ;
-  wire [4:0] \$509 ;
+  wire \$509 ;
   wire \$51 ;
-  wire [40:0] \$510 ;
+  wire \$510 ;
   wire \$511 ;
   wire \$512 ;
   wire \$513 ;
@@ -3751,10 +3770,10 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$516 ;
   wire \$517 ;
   wire \$518 ;
-  wire \$519 ;
+  wire [4:0] \$519 ;
   wire \$52 ;
-  wire [7:0] \$520 ;
-  wire [7:0] \$521 ;
+  wire [40:0] \$520 ;
+  wire \$521 ;
   wire \$522 ;
   wire \$523 ;
   wire \$524 ;
@@ -3764,8 +3783,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$528 ;
   wire \$529 ;
   wire \$53 ;
-  wire \$530 ;
-  wire \$531 ;
+  wire [7:0] \$530 ;
+  wire [7:0] \$531 ;
   wire \$532 ;
   wire \$533 ;
   wire \$534 ;
@@ -3777,8 +3796,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$54 ;
   wire \$540 ;
   wire \$541 ;
-  wire [4:0] \$542 ;
-  wire [40:0] \$543 ;
+  wire \$542 ;
+  wire \$543 ;
   wire \$544 ;
   wire \$545 ;
   wire \$546 ;
@@ -3788,9 +3807,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$55 ;
   wire \$550 ;
   wire \$551 ;
-  wire \$552 ;
-  wire [7:0] \$553 ;
-  wire [7:0] \$554 ;
+  wire [4:0] \$552 ;
+  wire [40:0] \$553 ;
+  wire \$554 ;
   wire \$555 ;
   wire \$556 ;
   wire \$557 ;
@@ -3800,44 +3819,44 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$560 ;
   wire \$561 ;
   wire \$562 ;
-  wire \$563 ;
-  wire \$564 ;
+  wire [7:0] \$563 ;
+  wire [7:0] \$564 ;
   wire \$565 ;
   wire \$566 ;
   wire \$567 ;
   wire \$568 ;
   wire \$569 ;
-  wire \$57 ;
+  wire [4:0] \$57 ;
   wire \$570 ;
   wire \$571 ;
   wire \$572 ;
   wire \$573 ;
   wire \$574 ;
-  wire [4:0] \$575 ;
-  wire [40:0] \$576 ;
+  wire \$575 ;
+  wire \$576 ;
   wire \$577 ;
   wire \$578 ;
   wire \$579 ;
-  wire [7:0] \$58 ;
+  wire [40:0] \$58 ;
   wire \$580 ;
   wire \$581 ;
   wire \$582 ;
   wire \$583 ;
   wire \$584 ;
-  wire \$585 ;
-  wire [7:0] \$586 ;
-  wire [7:0] \$587 ;
+  wire [4:0] \$585 ;
+  wire [40:0] \$586 ;
+  wire \$587 ;
   wire \$588 ;
   wire \$589 ;
-  wire [7:0] \$59 ;
+  wire \$59 ;
   wire \$590 ;
   wire \$591 ;
   wire \$592 ;
   wire \$593 ;
   wire \$594 ;
   wire \$595 ;
-  wire \$596 ;
-  wire \$597 ;
+  wire [7:0] \$596 ;
+  wire [7:0] \$597 ;
   wire \$598 ;
   wire \$599 ;
   wire \$6 ;
@@ -3850,8 +3869,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$605 ;
   wire \$606 ;
   wire \$607 ;
-  wire [4:0] \$608 ;
-  wire [40:0] \$609 ;
+  wire \$608 ;
+  wire \$609 ;
   wire \$61 ;
   wire \$610 ;
   wire \$611 ;
@@ -3861,10 +3880,10 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$615 ;
   wire \$616 ;
   wire \$617 ;
-  wire \$618 ;
-  wire [7:0] \$619 ;
+  wire [4:0] \$618 ;
+  wire [40:0] \$619 ;
   wire \$62 ;
-  wire [7:0] \$620 ;
+  wire \$620 ;
   wire \$621 ;
   wire \$622 ;
   wire \$623 ;
@@ -3873,9 +3892,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$626 ;
   wire \$627 ;
   wire \$628 ;
-  wire \$629 ;
+  wire [7:0] \$629 ;
   wire \$63 ;
-  wire \$630 ;
+  wire [7:0] \$630 ;
   wire \$631 ;
   wire \$632 ;
   wire \$633 ;
@@ -3887,8 +3906,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$639 ;
   wire \$64 ;
   wire \$640 ;
-  wire [4:0] \$641 ;
-  wire [40:0] \$642 ;
+  wire \$641 ;
+  wire \$642 ;
   wire \$643 ;
   wire \$644 ;
   wire \$645 ;
@@ -3898,9 +3917,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$649 ;
   wire \$65 ;
   wire \$650 ;
-  wire \$651 ;
-  wire [7:0] \$652 ;
-  wire [7:0] \$653 ;
+  wire [4:0] \$651 ;
+  wire [40:0] \$652 ;
+  wire \$653 ;
   wire \$654 ;
   wire \$655 ;
   wire \$656 ;
@@ -3910,8 +3929,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$66 ;
   wire \$660 ;
   wire \$661 ;
-  wire \$662 ;
-  wire \$663 ;
+  wire [7:0] \$662 ;
+  wire [7:0] \$663 ;
   wire \$664 ;
   wire \$665 ;
   wire \$666 ;
@@ -3923,31 +3942,31 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$671 ;
   wire \$672 ;
   wire \$673 ;
-  wire [4:0] \$674 ;
-  wire [40:0] \$675 ;
+  wire \$674 ;
+  wire \$675 ;
   wire \$676 ;
   wire \$677 ;
   wire \$678 ;
   wire \$679 ;
-  wire \$68 ;
+  wire [7:0] \$68 ;
   wire \$680 ;
   wire \$681 ;
   wire \$682 ;
   wire \$683 ;
-  wire \$684 ;
-  wire [7:0] \$685 ;
-  wire [7:0] \$686 ;
+  wire [4:0] \$684 ;
+  wire [40:0] \$685 ;
+  wire \$686 ;
   wire \$687 ;
   wire \$688 ;
   wire \$689 ;
-  wire \$69 ;
+  wire [7:0] \$69 ;
   wire \$690 ;
   wire \$691 ;
   wire \$692 ;
   wire \$693 ;
   wire \$694 ;
-  wire \$695 ;
-  wire \$696 ;
+  wire [7:0] \$695 ;
+  wire [7:0] \$696 ;
   wire \$697 ;
   wire \$698 ;
   wire \$699 ;
@@ -3960,8 +3979,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$704 ;
   wire \$705 ;
   wire \$706 ;
-  wire [4:0] \$707 ;
-  wire [40:0] \$708 ;
+  wire \$707 ;
+  wire \$708 ;
   wire \$709 ;
   wire \$71 ;
   wire \$710 ;
@@ -3971,9 +3990,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$714 ;
   wire \$715 ;
   wire \$716 ;
-  wire \$717 ;
-  wire [7:0] \$718 ;
-  wire [7:0] \$719 ;
+  wire [4:0] \$717 ;
+  wire [40:0] \$718 ;
+  wire \$719 ;
   wire \$72 ;
   wire \$720 ;
   wire \$721 ;
@@ -3983,8 +4002,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$725 ;
   wire \$726 ;
   wire \$727 ;
-  wire \$728 ;
-  wire \$729 ;
+  wire [7:0] \$728 ;
+  wire [7:0] \$729 ;
   wire \$73 ;
   wire \$730 ;
   wire \$731 ;
@@ -3997,8 +4016,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$738 ;
   wire \$739 ;
   wire \$74 ;
-  wire [4:0] \$740 ;
-  wire [40:0] \$741 ;
+  wire \$740 ;
+  wire \$741 ;
   wire \$742 ;
   wire \$743 ;
   wire \$744 ;
@@ -4008,9 +4027,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$748 ;
   wire \$749 ;
   wire \$75 ;
-  wire \$750 ;
-  wire [7:0] \$751 ;
-  wire [7:0] \$752 ;
+  wire [4:0] \$750 ;
+  wire [40:0] \$751 ;
+  wire \$752 ;
   wire \$753 ;
   wire \$754 ;
   wire \$755 ;
@@ -4020,8 +4039,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$759 ;
   wire \$76 ;
   wire \$760 ;
-  wire \$761 ;
-  wire \$762 ;
+  wire [7:0] \$761 ;
+  wire [7:0] \$762 ;
   wire \$763 ;
   wire \$764 ;
   wire \$765 ;
@@ -4033,8 +4052,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$770 ;
   wire \$771 ;
   wire \$772 ;
-  wire [4:0] \$773 ;
-  wire [40:0] \$774 ;
+  wire \$773 ;
+  wire \$774 ;
   wire \$775 ;
   wire \$776 ;
   wire \$777 ;
@@ -4044,9 +4063,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$780 ;
   wire \$781 ;
   wire \$782 ;
-  wire \$783 ;
-  wire [7:0] \$784 ;
-  wire [7:0] \$785 ;
+  wire [4:0] \$783 ;
+  wire [40:0] \$784 ;
+  wire \$785 ;
   wire \$786 ;
   wire \$787 ;
   wire \$788 ;
@@ -4056,34 +4075,34 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$791 ;
   wire \$792 ;
   wire \$793 ;
-  wire \$794 ;
-  wire \$795 ;
+  wire [7:0] \$794 ;
+  wire [7:0] \$795 ;
   wire \$796 ;
   wire \$797 ;
   wire \$798 ;
   wire \$799 ;
   wire [1:0] \$8 ;
-  wire [4:0] \$80 ;
+  wire \$80 ;
   wire \$800 ;
   wire \$801 ;
   wire \$802 ;
   wire \$803 ;
   wire \$804 ;
   wire \$805 ;
-  wire [4:0] \$806 ;
-  wire [40:0] \$807 ;
+  wire \$806 ;
+  wire \$807 ;
   wire \$808 ;
   wire \$809 ;
-  wire [40:0] \$81 ;
+  wire \$81 ;
   wire \$810 ;
   wire \$811 ;
   wire \$812 ;
   wire \$813 ;
   wire \$814 ;
   wire \$815 ;
-  wire \$816 ;
-  wire [7:0] \$817 ;
-  wire [7:0] \$818 ;
+  wire [4:0] \$816 ;
+  wire [40:0] \$817 ;
+  wire \$818 ;
   wire \$819 ;
   wire \$82 ;
   wire \$820 ;
@@ -4093,8 +4112,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$824 ;
   wire \$825 ;
   wire \$826 ;
-  wire \$827 ;
-  wire \$828 ;
+  wire [7:0] \$827 ;
+  wire [7:0] \$828 ;
   wire \$829 ;
   wire \$83 ;
   wire \$830 ;
@@ -4106,9 +4125,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$836 ;
   wire \$837 ;
   wire \$838 ;
-  wire [4:0] \$839 ;
+  wire \$839 ;
   wire \$84 ;
-  wire [40:0] \$840 ;
+  wire \$840 ;
   wire \$841 ;
   wire \$842 ;
   wire \$843 ;
@@ -4117,10 +4136,10 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$846 ;
   wire \$847 ;
   wire \$848 ;
-  wire \$849 ;
+  wire [4:0] \$849 ;
   wire \$85 ;
-  wire [7:0] \$850 ;
-  wire [7:0] \$851 ;
+  wire [40:0] \$850 ;
+  wire \$851 ;
   wire \$852 ;
   wire \$853 ;
   wire \$854 ;
@@ -4130,8 +4149,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$858 ;
   wire \$859 ;
   wire \$86 ;
-  wire \$860 ;
-  wire \$861 ;
+  wire [7:0] \$860 ;
+  wire [7:0] \$861 ;
   wire \$862 ;
   wire \$863 ;
   wire \$864 ;
@@ -4143,8 +4162,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$87 ;
   wire \$870 ;
   wire \$871 ;
-  wire [4:0] \$872 ;
-  wire [40:0] \$873 ;
+  wire \$872 ;
+  wire \$873 ;
   wire \$874 ;
   wire \$875 ;
   wire \$876 ;
@@ -4154,9 +4173,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$88 ;
   wire \$880 ;
   wire \$881 ;
-  wire \$882 ;
-  wire [7:0] \$883 ;
-  wire [7:0] \$884 ;
+  wire [4:0] \$882 ;
+  wire [40:0] \$883 ;
+  wire \$884 ;
   wire \$885 ;
   wire \$886 ;
   wire \$887 ;
@@ -4166,45 +4185,45 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$890 ;
   wire \$891 ;
   wire \$892 ;
-  wire \$893 ;
-  wire \$894 ;
+  wire [7:0] \$893 ;
+  wire [7:0] \$894 ;
   wire \$895 ;
   wire \$896 ;
   wire \$897 ;
   wire \$898 ;
   wire \$899 ;
   wire [1:0] \$9 ;
-  wire \$90 ;
+  wire [4:0] \$90 ;
   wire \$900 ;
   wire \$901 ;
   wire \$902 ;
   wire \$903 ;
   wire \$904 ;
-  wire [4:0] \$905 ;
-  wire [40:0] \$906 ;
+  wire \$905 ;
+  wire \$906 ;
   wire \$907 ;
   wire \$908 ;
   wire \$909 ;
-  wire [7:0] \$91 ;
+  wire [40:0] \$91 ;
   wire \$910 ;
   wire \$911 ;
   wire \$912 ;
   wire \$913 ;
   wire \$914 ;
-  wire \$915 ;
-  wire [7:0] \$916 ;
-  wire [7:0] \$917 ;
+  wire [4:0] \$915 ;
+  wire [40:0] \$916 ;
+  wire \$917 ;
   wire \$918 ;
   wire \$919 ;
-  wire [7:0] \$92 ;
+  wire \$92 ;
   wire \$920 ;
   wire \$921 ;
   wire \$922 ;
   wire \$923 ;
   wire \$924 ;
   wire \$925 ;
-  wire \$926 ;
-  wire \$927 ;
+  wire [7:0] \$926 ;
+  wire [7:0] \$927 ;
   wire \$928 ;
   wire \$929 ;
   wire \$93 ;
@@ -4216,8 +4235,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$935 ;
   wire \$936 ;
   wire \$937 ;
-  wire [4:0] \$938 ;
-  wire [40:0] \$939 ;
+  wire \$938 ;
+  wire \$939 ;
   wire \$94 ;
   wire \$940 ;
   wire \$941 ;
@@ -4227,10 +4246,10 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$945 ;
   wire \$946 ;
   wire \$947 ;
-  wire \$948 ;
-  wire [7:0] \$949 ;
+  wire [4:0] \$948 ;
+  wire [40:0] \$949 ;
   wire \$95 ;
-  wire [7:0] \$950 ;
+  wire \$950 ;
   wire \$951 ;
   wire \$952 ;
   wire \$953 ;
@@ -4239,9 +4258,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$956 ;
   wire \$957 ;
   wire \$958 ;
-  wire \$959 ;
+  wire [7:0] \$959 ;
   wire \$96 ;
-  wire \$960 ;
+  wire [7:0] \$960 ;
   wire \$961 ;
   wire \$962 ;
   wire \$963 ;
@@ -4253,8 +4272,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$969 ;
   wire \$97 ;
   wire \$970 ;
-  wire [4:0] \$971 ;
-  wire [40:0] \$972 ;
+  wire \$971 ;
+  wire \$972 ;
   wire \$973 ;
   wire \$974 ;
   wire \$975 ;
@@ -4264,9 +4283,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$979 ;
   wire \$98 ;
   wire \$980 ;
-  wire \$981 ;
-  wire [7:0] \$982 ;
-  wire [7:0] \$983 ;
+  wire [4:0] \$981 ;
+  wire [40:0] \$982 ;
+  wire \$983 ;
   wire \$984 ;
   wire \$985 ;
   wire \$986 ;
@@ -4276,23 +4295,25 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \$99 ;
   wire \$990 ;
   wire \$991 ;
-  wire \$992 ;
-  wire \$993 ;
+  wire [7:0] \$992 ;
+  wire [7:0] \$993 ;
   wire \$994 ;
   wire \$995 ;
   wire \$996 ;
   wire \$997 ;
   wire \$998 ;
   wire \$999 ;
-  reg [63:0] \$signal  = 64'h0000000000000000;
-  reg [47:0] \$signal$164  = 48'h000000000000;
-  wire \$signal$752 ;
-  reg \$signal$753  = 1'h0;
-  reg [2:0] \$signal$758  = 3'h0;
-  reg [63:0] \$signal$760  = 64'h0000000000000000;
-  wire [2:0] \$signal$765 ;
-  reg \$signal$766  = 1'h0;
-  reg [43:0] \$signal$770  = 44'h00000000000;
+  wire \$signal ;
+  wire \$signal$114 ;
+  reg [63:0] \$signal$164  = 64'h0000000000000000;
+  reg [47:0] \$signal$165  = 48'h000000000000;
+  wire \$signal$753 ;
+  reg \$signal$754  = 1'h0;
+  reg [2:0] \$signal$759  = 3'h0;
+  reg [63:0] \$signal$761  = 64'h0000000000000000;
+  wire [2:0] \$signal$766 ;
+  reg \$signal$767  = 1'h0;
+  reg [43:0] \$signal$771  = 44'h00000000000;
   reg [19:0] \$signal$823  = 20'h00000;
   reg [19:0] \$signal$846  = 20'h00000;
   reg [1:0] \$signal$877  = 2'h0;
@@ -4301,7 +4322,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   reg [1023:0] acc_data;
   reg [1:0] acc_row;
   reg acc_we;
-  wire \acc_we$745 ;
+  wire \acc_we$746 ;
   reg [6:0] acc_word;
   wire [63:0] addr;
   reg [31:0] anchor_l0 = 32'd0;
@@ -4318,7 +4339,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   (* init = 1'h0 *)
   wire bank__1;
   wire [43:0] beats;
-  wire [43:0] \beats$774 ;
+  wire [43:0] \beats$775 ;
   wire [511:0] buf_data16;
   wire [1023:0] buf_data32;
   wire [1:0] buf_row;
@@ -4416,7 +4437,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire bus__wvalid;
   wire \bus__wvalid$45 ;
   wire busy;
-  wire \busy$755 ;
+  wire \busy$756 ;
   input clk;
   wire clk;
   reg [203:0] complete__payload;
@@ -4444,7 +4465,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [1:0] dest;
   wire dispatch;
   wire done;
-  wire \done$881 ;
+  wire \done$879 ;
   output [42:0] done__payload;
   wire [42:0] done__payload;
   wire [42:0] \done__payload$811 ;
@@ -4464,15 +4485,15 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire dst_en;
   wire [43:0] elems_now;
   wire [44:0] fold__payload;
-  wire [44:0] \fold__payload$148 ;
-  wire \fold__payload$148.bank ;
-  wire [19:0] \fold__payload$148.n_cols ;
-  wire [7:0] \fold__payload$148.n_words ;
-  wire [2:0] \fold__payload$148.pack_log2 ;
-  wire [1:0] \fold__payload$148.row ;
-  wire [1:0] \fold__payload$148.sets ;
-  wire [1:0] \fold__payload$148.sets1 ;
-  wire [6:0] \fold__payload$148.word ;
+  wire [44:0] \fold__payload$149 ;
+  wire \fold__payload$149.bank ;
+  wire [19:0] \fold__payload$149.n_cols ;
+  wire [7:0] \fold__payload$149.n_words ;
+  wire [2:0] \fold__payload$149.pack_log2 ;
+  wire [1:0] \fold__payload$149.row ;
+  wire [1:0] \fold__payload$149.sets ;
+  wire [1:0] \fold__payload$149.sets1 ;
+  wire [6:0] \fold__payload$149.word ;
   wire \fold__payload.bank ;
   wire [19:0] \fold__payload.n_cols ;
   wire [7:0] \fold__payload.n_words ;
@@ -4482,9 +4503,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [1:0] \fold__payload.sets1 ;
   wire [6:0] \fold__payload.word ;
   wire fold__ready;
-  wire \fold__ready$150 ;
+  wire \fold__ready$151 ;
   wire fold__valid;
-  wire \fold__valid$152 ;
+  wire \fold__valid$153 ;
   reg [26:0] group_bytes = 27'h0000000;
   wire has_full;
   wire hold;
@@ -4585,13 +4606,13 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \out__valid$81 ;
   reg partial;
   wire [546:0] pe__0__payload;
-  wire [546:0] \pe__0__payload$130 ;
-  wire [6:0] \pe__0__payload$130.acc_addr ;
-  wire [5:0] \pe__0__payload$130.active ;
-  wire \pe__0__payload$130.first ;
-  wire [19:0] \pe__0__payload$130.k_base ;
-  wire \pe__0__payload$130.last ;
-  wire [511:0] \pe__0__payload$130.w_data ;
+  wire [546:0] \pe__0__payload$131 ;
+  wire [6:0] \pe__0__payload$131.acc_addr ;
+  wire [5:0] \pe__0__payload$131.active ;
+  wire \pe__0__payload$131.first ;
+  wire [19:0] \pe__0__payload$131.k_base ;
+  wire \pe__0__payload$131.last ;
+  wire [511:0] \pe__0__payload$131.w_data ;
   wire [6:0] \pe__0__payload.acc_addr ;
   wire [5:0] \pe__0__payload.active ;
   wire \pe__0__payload.first ;
@@ -4599,15 +4620,15 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \pe__0__payload.last ;
   wire [511:0] \pe__0__payload.w_data ;
   wire pe__0__valid;
-  wire \pe__0__valid$132 ;
+  wire \pe__0__valid$133 ;
   wire [546:0] pe__1__payload;
-  wire [546:0] \pe__1__payload$135 ;
-  wire [6:0] \pe__1__payload$135.acc_addr ;
-  wire [5:0] \pe__1__payload$135.active ;
-  wire \pe__1__payload$135.first ;
-  wire [19:0] \pe__1__payload$135.k_base ;
-  wire \pe__1__payload$135.last ;
-  wire [511:0] \pe__1__payload$135.w_data ;
+  wire [546:0] \pe__1__payload$136 ;
+  wire [6:0] \pe__1__payload$136.acc_addr ;
+  wire [5:0] \pe__1__payload$136.active ;
+  wire \pe__1__payload$136.first ;
+  wire [19:0] \pe__1__payload$136.k_base ;
+  wire \pe__1__payload$136.last ;
+  wire [511:0] \pe__1__payload$136.w_data ;
   wire [6:0] \pe__1__payload.acc_addr ;
   wire [5:0] \pe__1__payload.active ;
   wire \pe__1__payload.first ;
@@ -4615,12 +4636,11 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \pe__1__payload.last ;
   wire [511:0] \pe__1__payload.w_data ;
   wire pe__1__valid;
-  wire \pe__1__valid$137 ;
+  wire \pe__1__valid$138 ;
   wire pending;
   (* enum_base_type = "Phase" *)
   (* enum_value_00000 = "IDLE" *)
   (* enum_value_00001 = "DECODE" *)
-  (* enum_value_00010 = "PAGES" *)
   (* enum_value_00011 = "COPY_START" *)
   (* enum_value_00100 = "COPY" *)
   (* enum_value_00101 = "GROUP" *)
@@ -4642,25 +4662,25 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   (* enum_value_10101 = "COMPLETE" *)
   reg [4:0] phase = 5'h00;
   wire pipe_busy;
-  wire \pipe_busy$117 ;
+  wire \pipe_busy$118 ;
   wire [164:0] plan;
-  wire [164:0] \plan$121 ;
-  wire [19:0] \plan$121.cols_dim ;
-  wire [19:0] \plan$121.full_groups ;
-  wire [19:0] \plan$121.last_from0 ;
-  wire [19:0] \plan$121.last_from1 ;
-  wire [43:0] \plan$121.main_elems ;
-  wire [6:0] \plan$121.mode ;
-  wire [1:0] \plan$121.mode.t_fold_adds ;
-  wire [2:0] \plan$121.mode.t_level ;
-  wire \plan$121.mode.t_scalar ;
-  wire \plan$121.mode.trans ;
-  wire [19:0] \plan$121.n_words ;
-  wire [2:0] \plan$121.pack_log2 ;
-  wire [4:0] \plan$121.rest_rows ;
-  wire [2:0] \plan$121.run_log2 ;
-  wire [1:0] \plan$121.sets ;
-  wire \plan$121.tiled ;
+  wire [164:0] \plan$122 ;
+  wire [19:0] \plan$122.cols_dim ;
+  wire [19:0] \plan$122.full_groups ;
+  wire [19:0] \plan$122.last_from0 ;
+  wire [19:0] \plan$122.last_from1 ;
+  wire [43:0] \plan$122.main_elems ;
+  wire [6:0] \plan$122.mode ;
+  wire [1:0] \plan$122.mode.t_fold_adds ;
+  wire [2:0] \plan$122.mode.t_level ;
+  wire \plan$122.mode.t_scalar ;
+  wire \plan$122.mode.trans ;
+  wire [19:0] \plan$122.n_words ;
+  wire [2:0] \plan$122.pack_log2 ;
+  wire [4:0] \plan$122.rest_rows ;
+  wire [2:0] \plan$122.run_log2 ;
+  wire [1:0] \plan$122.sets ;
+  wire \plan$122.tiled ;
   wire [19:0] \plan.cols_dim ;
   wire [19:0] \plan.full_groups ;
   wire [19:0] \plan.last_from0 ;
@@ -4827,7 +4847,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire rd_en;
   wire \rd_en$862 ;
   wire [511:0] rd_in_data;
-  wire [511:0] \rd_in_data$160 ;
+  wire [511:0] \rd_in_data$161 ;
   wire [1:0] rd_row;
   wire [1:0] \rd_row$865 ;
   reg read_error = 1'h0;
@@ -4853,7 +4873,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   (* enum_value_01 = "SPLIT" *)
   (* enum_value_10 = "ROW0" *)
   (* enum_value_11 = "ROW1" *)
-  wire [1:0] \route$119 ;
+  wire [1:0] \route$120 ;
   reg [1:0] row = 2'h0;
   reg rows_out;
   input rst;
@@ -4887,18 +4907,18 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire side__valid;
   wire \side__valid$103 ;
   wire [1091:0] slot__payload;
-  wire [1091:0] \slot__payload$141 ;
-  wire [31:0] \slot__payload$141.col ;
-  wire [5:0] \slot__payload$141.count ;
-  wire [511:0] \slot__payload$141.data ;
-  wire \slot__payload$141.last ;
-  wire [519:0] \slot__payload$141.pair ;
-  wire [5:0] \slot__payload$141.pair.count ;
-  wire [511:0] \slot__payload$141.pair.data ;
-  wire \slot__payload$141.pair.row_end ;
-  wire \slot__payload$141.pair.valid ;
-  wire [19:0] \slot__payload$141.row ;
-  wire \slot__payload$141.row_end ;
+  wire [1091:0] \slot__payload$142 ;
+  wire [31:0] \slot__payload$142.col ;
+  wire [5:0] \slot__payload$142.count ;
+  wire [511:0] \slot__payload$142.data ;
+  wire \slot__payload$142.last ;
+  wire [519:0] \slot__payload$142.pair ;
+  wire [5:0] \slot__payload$142.pair.count ;
+  wire [511:0] \slot__payload$142.pair.data ;
+  wire \slot__payload$142.pair.row_end ;
+  wire \slot__payload$142.pair.valid ;
+  wire [19:0] \slot__payload$142.row ;
+  wire \slot__payload$142.row_end ;
   wire [31:0] \slot__payload.col ;
   wire [5:0] \slot__payload.count ;
   wire [511:0] \slot__payload.data ;
@@ -4912,9 +4932,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \slot__payload.row_end ;
   wire slot__ready;
   wire slot__valid;
-  wire \slot__valid$139 ;
+  wire \slot__valid$140 ;
   wire split;
-  wire \split$125 ;
   wire [512:0] src__payload;
   wire [575:0] \src__payload$76 ;
   wire [511:0] \src__payload$76.data ;
@@ -4960,27 +4979,27 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire \start$834 ;
   reg [7:0] status = 8'h00;
   wire [1535:0] sum__payload;
-  wire [1535:0] \sum__payload$154 ;
-  wire [511:0] \sum__payload$154.fp16 ;
-  wire [1023:0] \sum__payload$154.fp32 ;
+  wire [1535:0] \sum__payload$155 ;
+  wire [511:0] \sum__payload$155.fp16 ;
+  wire [1023:0] \sum__payload$155.fp32 ;
   wire [511:0] \sum__payload.fp16 ;
   wire [1023:0] \sum__payload.fp32 ;
   wire sum__ready;
-  wire \sum__ready$156 ;
+  wire \sum__ready$157 ;
   wire sum__valid;
-  wire \sum__valid$158 ;
+  wire \sum__valid$159 ;
   wire [23:0] t_chunk;
-  wire [23:0] \t_chunk$127 ;
-  wire \t_chunk$127.first ;
-  wire [19:0] \t_chunk$127.out ;
-  wire \t_chunk$127.row_end ;
-  wire [1:0] \t_chunk$127.set ;
+  wire [23:0] \t_chunk$128 ;
+  wire \t_chunk$128.first ;
+  wire [19:0] \t_chunk$128.out ;
+  wire \t_chunk$128.row_end ;
+  wire [1:0] \t_chunk$128.set ;
   wire \t_chunk.first ;
   wire [19:0] \t_chunk.out ;
   wire \t_chunk.row_end ;
   wire [1:0] \t_chunk.set ;
   reg [2:0] tail_rows = 3'h0;
-  reg [1472:0] \task  = 1473'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  reg [1480:0] \task  = 1481'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   wire [63:0] \task.cq_slot ;
   wire [966:0] \task.decoded ;
   wire \task.decoded.is_compute ;
@@ -5063,7 +5082,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [63:0] \task.entry.taken ;
   wire [43:0] \task.last_group_elems ;
   wire [63:0] \task.sq_slot ;
-  wire [1472:0] task__payload;
+  wire [7:0] \task.verdict ;
+  wire [1480:0] task__payload;
   wire [63:0] \task__payload.cq_slot ;
   wire [966:0] \task__payload.decoded ;
   wire \task__payload.decoded.is_compute ;
@@ -5146,12 +5166,10 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [63:0] \task__payload.entry.taken ;
   wire [43:0] \task__payload.last_group_elems ;
   wire [63:0] \task__payload.sq_slot ;
+  wire [7:0] \task__payload.verdict ;
   reg task__ready;
   wire task__valid;
   reg tile_next;
-  wire [7:0] verdict__payload;
-  reg verdict__ready;
-  wire verdict__valid;
   wire [1032:0] w__payload;
   wire [1032:0] \w__payload$839 ;
   wire [7:0] \w__payload$839.bytes ;
@@ -5161,7 +5179,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   wire [1023:0] \w__payload.data ;
   wire \w__payload.last ;
   wire w__ready;
-  wire \w__ready$161 ;
+  wire \w__ready$162 ;
   wire w__valid;
   wire \w__valid$837 ;
   wire waiting;
@@ -5757,1590 +5775,1608 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \$8  = \$7  ? 2'h2 : 2'h0;
   assign \$9  = \$6  ? 2'h3 : \$8 ;
   assign dest = stage ? \$5  : \$9 ;
-  assign \$10  = \task [183:164] == 1'h1;
-  assign \$11  = ~ stage;
-  assign \$12  = \task [10] & \$11 ;
-  assign \$13  = ~ \$12 ;
-  assign split = \$10  & \$13 ;
-  assign \$1553  = stage * 9'h18c;
-  assign stage__payload = \task [1300:509] >> \$1553 ;
-  assign route = split ? 2'h1 : 2'h0;
-  assign \$14  = stage ? \task [408:345] : \task [83:20];
-  assign addr = \task [457] ? 64'h0000000000000000 : \$14 ;
-  assign \route$119  = split ? 2'h1 : 2'h0;
-  assign \$15  = phase == 4'hd;
-  assign \$16  = phase == 4'he;
-  assign \$17  = \$15  | \$16 ;
-  assign \$18  = dest == 2'h2;
-  assign \$19  = \$17  & \$18 ;
-  assign lanes_stage = stage | \$19 ;
-  assign \$20  = \task [10] ? \task [143:124] : \task [123:104];
-  assign \$21  = \task [10] ? \task [123:104] : \task [143:124];
-  assign n_cols = lanes_stage ? \$20  : \$21 ;
-  assign \$22  = phase == 3'h4;
-  assign slot__ready = \$22  ? w__ready : 1'h1;
-  assign \$23  = \$signal  + 7'h40;
-  assign \$24  = \$23  + \$signal$164 ;
-  assign \$25  = \$signal  + 7'h40;
-  assign \$26  = \$25  + \$signal$164 ;
-  assign \$32  = | rd_in_data[1:0];
-  assign \$34  = | rd_in_data[1:0];
-  assign \$35  = ~ rd_in_data[1];
-  assign widened_0_lzc_clh = \$34  ? { 1'h0, \$35  } : 2'h2;
-  assign \$37  = | rd_in_data[5:4];
-  assign \$38  = | rd_in_data[3:2];
-  assign widened_0_lzc_vhl = \$37  | \$38 ;
-  assign \$39  = | rd_in_data[5:4];
-  assign \$40  = ~ rd_in_data[5];
-  assign \$41  = ~ rd_in_data[3];
-  assign widened_0_lzc_chl = \$39  ? { 1'h0, \$40  } : { 1'h1, \$41  };
-  assign \$42  = | rd_in_data[9:8];
-  assign \$43  = | rd_in_data[7:6];
-  assign widened_0_lzc_vhh = \$42  | \$43 ;
-  assign \$44  = | rd_in_data[9:8];
-  assign \$45  = ~ rd_in_data[9];
-  assign \$46  = ~ rd_in_data[7];
-  assign widened_0_lzc_chh = \$44  ? { 1'h0, \$45  } : { 1'h1, \$46  };
+  assign \$10  = \task [5:2] == 2'h3;
+  assign \$11  = \$10  & \task [10];
+  assign \$12  = \task [183:164] == 1'h1;
+  assign \$signal  = \$11  & \$12 ;
+  assign \$13  = \task [183:164] == 1'h1;
+  assign \$14  = ~ stage;
+  assign \$15  = \task [10] & \$14 ;
+  assign \$16  = ~ \$15 ;
+  assign \$17  = \$13  & \$16 ;
+  assign \$18  = ~ \$signal ;
+  assign \$signal$114  = \$17  & \$18 ;
+  assign \$1578  = stage * 9'h18c;
+  assign stage__payload = \task [1300:509] >> \$1578 ;
+  assign \$19  = stage ? 2'h3 : 2'h2;
+  assign \$20  = \$signal$114  ? 2'h1 : 2'h0;
+  assign route = \$signal  ? \$19  : \$20 ;
+  assign \$21  = stage ? \task [408:345] : \task [83:20];
+  assign addr = \task [457] ? 64'h0000000000000000 : \$21 ;
+  assign \$22  = stage ? 2'h3 : 2'h2;
+  assign \$23  = \$signal$114  ? 2'h1 : 2'h0;
+  assign \route$120  = \$signal  ? \$22  : \$23 ;
+  assign \$24  = stage | \$signal ;
+  assign \$25  = phase == 4'hd;
+  assign \$26  = phase == 4'he;
+  assign \$27  = \$25  | \$26 ;
+  assign \$28  = dest == 2'h2;
+  assign \$29  = \$27  & \$28 ;
+  assign lanes_stage = \$24  | \$29 ;
+  assign \$30  = \task [10] ? \task [143:124] : \task [123:104];
+  assign \$31  = \task [10] ? \task [123:104] : \task [143:124];
+  assign n_cols = lanes_stage ? \$30  : \$31 ;
+  assign \$32  = phase == 3'h4;
+  assign slot__ready = \$32  ? w__ready : 1'h1;
+  assign \$33  = \$signal$164  + 7'h40;
+  assign \$34  = \$33  + \$signal$165 ;
+  assign \$35  = \$signal$164  + 7'h40;
+  assign \$36  = \$35  + \$signal$165 ;
+  assign \$42  = | rd_in_data[1:0];
+  assign \$44  = | rd_in_data[1:0];
+  assign \$45  = ~ rd_in_data[1];
+  assign widened_0_lzc_clh = \$44  ? { 1'h0, \$45  } : 2'h2;
+  assign \$47  = | rd_in_data[5:4];
+  assign \$48  = | rd_in_data[3:2];
+  assign widened_0_lzc_vhl = \$47  | \$48 ;
+  assign \$49  = | rd_in_data[5:4];
+  assign \$50  = ~ rd_in_data[5];
+  assign \$51  = ~ rd_in_data[3];
+  assign widened_0_lzc_chl = \$49  ? { 1'h0, \$50  } : { 1'h1, \$51  };
+  assign \$52  = | rd_in_data[9:8];
+  assign \$53  = | rd_in_data[7:6];
+  assign widened_0_lzc_vhh = \$52  | \$53 ;
+  assign \$54  = | rd_in_data[9:8];
+  assign \$55  = ~ rd_in_data[9];
+  assign \$56  = ~ rd_in_data[7];
+  assign widened_0_lzc_chh = \$54  ? { 1'h0, \$55  } : { 1'h1, \$56  };
   assign widened_0_lzc_vh = widened_0_lzc_vhh | widened_0_lzc_vhl;
   assign widened_0_lzc_ch = widened_0_lzc_vhh ? { 1'h0, widened_0_lzc_chh } : { 1'h1, widened_0_lzc_chl };
   assign widened_0_lzc_c = widened_0_lzc_vh ? { 1'h0, widened_0_lzc_ch } : { 1'h1, widened_0_lzc_cl };
-  assign \$47  = widened_0_lzc_c + 1'h1;
-  assign \$48  = rd_in_data[9:0] << \$47 ;
-  assign \$49  = rd_in_data[14:10] == 5'h1f;
-  assign \$50  = | rd_in_data[9:0];
-  assign \$51  = \$49  & \$50 ;
-  assign \$52  = rd_in_data[14:10] == 5'h1f;
-  assign \$53  = ! rd_in_data[14:10];
-  assign \$54  = | rd_in_data[9:0];
-  assign \$55  = ~ \$54 ;
-  assign \$56  = \$53  & \$55 ;
-  assign \$57  = ! rd_in_data[14:10];
-  assign \$58  = 7'h70 - widened_0_lzc_c;
-  assign \$59  = rd_in_data[14:10] + 7'h70;
-  assign \$65  = | rd_in_data[17:16];
-  assign \$67  = | rd_in_data[17:16];
-  assign \$68  = ~ rd_in_data[17];
-  assign widened_1_lzc_clh = \$67  ? { 1'h0, \$68  } : 2'h2;
-  assign \$70  = | rd_in_data[21:20];
-  assign \$71  = | rd_in_data[19:18];
-  assign widened_1_lzc_vhl = \$70  | \$71 ;
-  assign \$72  = | rd_in_data[21:20];
-  assign \$73  = ~ rd_in_data[21];
-  assign \$74  = ~ rd_in_data[19];
-  assign widened_1_lzc_chl = \$72  ? { 1'h0, \$73  } : { 1'h1, \$74  };
-  assign \$75  = | rd_in_data[25:24];
-  assign \$76  = | rd_in_data[23:22];
-  assign widened_1_lzc_vhh = \$75  | \$76 ;
-  assign \$77  = | rd_in_data[25:24];
-  assign \$78  = ~ rd_in_data[25];
-  assign \$79  = ~ rd_in_data[23];
-  assign widened_1_lzc_chh = \$77  ? { 1'h0, \$78  } : { 1'h1, \$79  };
+  assign \$57  = widened_0_lzc_c + 1'h1;
+  assign \$58  = rd_in_data[9:0] << \$57 ;
+  assign \$59  = rd_in_data[14:10] == 5'h1f;
+  assign \$60  = | rd_in_data[9:0];
+  assign \$61  = \$59  & \$60 ;
+  assign \$62  = rd_in_data[14:10] == 5'h1f;
+  assign \$63  = ! rd_in_data[14:10];
+  assign \$64  = | rd_in_data[9:0];
+  assign \$65  = ~ \$64 ;
+  assign \$66  = \$63  & \$65 ;
+  assign \$67  = ! rd_in_data[14:10];
+  assign \$68  = 7'h70 - widened_0_lzc_c;
+  assign \$69  = rd_in_data[14:10] + 7'h70;
+  assign \$75  = | rd_in_data[17:16];
+  assign \$77  = | rd_in_data[17:16];
+  assign \$78  = ~ rd_in_data[17];
+  assign widened_1_lzc_clh = \$77  ? { 1'h0, \$78  } : 2'h2;
+  assign \$80  = | rd_in_data[21:20];
+  assign \$81  = | rd_in_data[19:18];
+  assign widened_1_lzc_vhl = \$80  | \$81 ;
+  assign \$82  = | rd_in_data[21:20];
+  assign \$83  = ~ rd_in_data[21];
+  assign \$84  = ~ rd_in_data[19];
+  assign widened_1_lzc_chl = \$82  ? { 1'h0, \$83  } : { 1'h1, \$84  };
+  assign \$85  = | rd_in_data[25:24];
+  assign \$86  = | rd_in_data[23:22];
+  assign widened_1_lzc_vhh = \$85  | \$86 ;
+  assign \$87  = | rd_in_data[25:24];
+  assign \$88  = ~ rd_in_data[25];
+  assign \$89  = ~ rd_in_data[23];
+  assign widened_1_lzc_chh = \$87  ? { 1'h0, \$88  } : { 1'h1, \$89  };
   assign widened_1_lzc_vh = widened_1_lzc_vhh | widened_1_lzc_vhl;
   assign widened_1_lzc_ch = widened_1_lzc_vhh ? { 1'h0, widened_1_lzc_chh } : { 1'h1, widened_1_lzc_chl };
   assign widened_1_lzc_c = widened_1_lzc_vh ? { 1'h0, widened_1_lzc_ch } : { 1'h1, widened_1_lzc_cl };
-  assign \$80  = widened_1_lzc_c + 1'h1;
-  assign \$81  = rd_in_data[25:16] << \$80 ;
-  assign \$82  = rd_in_data[30:26] == 5'h1f;
-  assign \$83  = | rd_in_data[25:16];
-  assign \$84  = \$82  & \$83 ;
-  assign \$85  = rd_in_data[30:26] == 5'h1f;
-  assign \$86  = ! rd_in_data[30:26];
-  assign \$87  = | rd_in_data[25:16];
-  assign \$88  = ~ \$87 ;
-  assign \$89  = \$86  & \$88 ;
-  assign \$90  = ! rd_in_data[30:26];
-  assign \$91  = 7'h70 - widened_1_lzc_c;
-  assign \$92  = rd_in_data[30:26] + 7'h70;
-  assign \$98  = | rd_in_data[33:32];
-  assign \$100  = | rd_in_data[33:32];
-  assign \$101  = ~ rd_in_data[33];
-  assign widened_2_lzc_clh = \$100  ? { 1'h0, \$101  } : 2'h2;
-  assign \$103  = | rd_in_data[37:36];
-  assign \$104  = | rd_in_data[35:34];
-  assign widened_2_lzc_vhl = \$103  | \$104 ;
-  assign \$105  = | rd_in_data[37:36];
-  assign \$106  = ~ rd_in_data[37];
-  assign \$107  = ~ rd_in_data[35];
-  assign widened_2_lzc_chl = \$105  ? { 1'h0, \$106  } : { 1'h1, \$107  };
-  assign \$108  = | rd_in_data[41:40];
-  assign \$109  = | rd_in_data[39:38];
-  assign widened_2_lzc_vhh = \$108  | \$109 ;
-  assign \$110  = | rd_in_data[41:40];
-  assign \$111  = ~ rd_in_data[41];
-  assign \$112  = ~ rd_in_data[39];
-  assign widened_2_lzc_chh = \$110  ? { 1'h0, \$111  } : { 1'h1, \$112  };
+  assign \$90  = widened_1_lzc_c + 1'h1;
+  assign \$91  = rd_in_data[25:16] << \$90 ;
+  assign \$92  = rd_in_data[30:26] == 5'h1f;
+  assign \$93  = | rd_in_data[25:16];
+  assign \$94  = \$92  & \$93 ;
+  assign \$95  = rd_in_data[30:26] == 5'h1f;
+  assign \$96  = ! rd_in_data[30:26];
+  assign \$97  = | rd_in_data[25:16];
+  assign \$98  = ~ \$97 ;
+  assign \$99  = \$96  & \$98 ;
+  assign \$100  = ! rd_in_data[30:26];
+  assign \$101  = 7'h70 - widened_1_lzc_c;
+  assign \$102  = rd_in_data[30:26] + 7'h70;
+  assign \$108  = | rd_in_data[33:32];
+  assign \$110  = | rd_in_data[33:32];
+  assign \$111  = ~ rd_in_data[33];
+  assign widened_2_lzc_clh = \$110  ? { 1'h0, \$111  } : 2'h2;
+  assign \$113  = | rd_in_data[37:36];
+  assign \$114  = | rd_in_data[35:34];
+  assign widened_2_lzc_vhl = \$113  | \$114 ;
+  assign \$115  = | rd_in_data[37:36];
+  assign \$116  = ~ rd_in_data[37];
+  assign \$117  = ~ rd_in_data[35];
+  assign widened_2_lzc_chl = \$115  ? { 1'h0, \$116  } : { 1'h1, \$117  };
+  assign \$118  = | rd_in_data[41:40];
+  assign \$119  = | rd_in_data[39:38];
+  assign widened_2_lzc_vhh = \$118  | \$119 ;
+  assign \$120  = | rd_in_data[41:40];
+  assign \$121  = ~ rd_in_data[41];
+  assign \$122  = ~ rd_in_data[39];
+  assign widened_2_lzc_chh = \$120  ? { 1'h0, \$121  } : { 1'h1, \$122  };
   assign widened_2_lzc_vh = widened_2_lzc_vhh | widened_2_lzc_vhl;
   assign widened_2_lzc_ch = widened_2_lzc_vhh ? { 1'h0, widened_2_lzc_chh } : { 1'h1, widened_2_lzc_chl };
   assign widened_2_lzc_c = widened_2_lzc_vh ? { 1'h0, widened_2_lzc_ch } : { 1'h1, widened_2_lzc_cl };
-  assign \$113  = widened_2_lzc_c + 1'h1;
-  assign \$114  = rd_in_data[41:32] << \$113 ;
-  assign \$115  = rd_in_data[46:42] == 5'h1f;
-  assign \$116  = | rd_in_data[41:32];
-  assign \$117  = \$115  & \$116 ;
-  assign \$118  = rd_in_data[46:42] == 5'h1f;
-  assign \$119  = ! rd_in_data[46:42];
-  assign \$120  = | rd_in_data[41:32];
-  assign \$121  = ~ \$120 ;
-  assign \$122  = \$119  & \$121 ;
-  assign \$123  = ! rd_in_data[46:42];
-  assign \$124  = 7'h70 - widened_2_lzc_c;
-  assign \$125  = rd_in_data[46:42] + 7'h70;
-  assign \$131  = | rd_in_data[49:48];
-  assign \$133  = | rd_in_data[49:48];
-  assign \$134  = ~ rd_in_data[49];
-  assign widened_3_lzc_clh = \$133  ? { 1'h0, \$134  } : 2'h2;
-  assign \$136  = | rd_in_data[53:52];
-  assign \$137  = | rd_in_data[51:50];
-  assign widened_3_lzc_vhl = \$136  | \$137 ;
-  assign \$138  = | rd_in_data[53:52];
-  assign \$139  = ~ rd_in_data[53];
-  assign \$140  = ~ rd_in_data[51];
-  assign widened_3_lzc_chl = \$138  ? { 1'h0, \$139  } : { 1'h1, \$140  };
-  assign \$141  = | rd_in_data[57:56];
-  assign \$142  = | rd_in_data[55:54];
-  assign widened_3_lzc_vhh = \$141  | \$142 ;
-  assign \$143  = | rd_in_data[57:56];
-  assign \$144  = ~ rd_in_data[57];
-  assign \$145  = ~ rd_in_data[55];
-  assign widened_3_lzc_chh = \$143  ? { 1'h0, \$144  } : { 1'h1, \$145  };
+  assign \$123  = widened_2_lzc_c + 1'h1;
+  assign \$124  = rd_in_data[41:32] << \$123 ;
+  assign \$125  = rd_in_data[46:42] == 5'h1f;
+  assign \$126  = | rd_in_data[41:32];
+  assign \$127  = \$125  & \$126 ;
+  assign \$128  = rd_in_data[46:42] == 5'h1f;
+  assign \$129  = ! rd_in_data[46:42];
+  assign \$130  = | rd_in_data[41:32];
+  assign \$131  = ~ \$130 ;
+  assign \$132  = \$129  & \$131 ;
+  assign \$133  = ! rd_in_data[46:42];
+  assign \$134  = 7'h70 - widened_2_lzc_c;
+  assign \$135  = rd_in_data[46:42] + 7'h70;
+  assign \$141  = | rd_in_data[49:48];
+  assign \$143  = | rd_in_data[49:48];
+  assign \$144  = ~ rd_in_data[49];
+  assign widened_3_lzc_clh = \$143  ? { 1'h0, \$144  } : 2'h2;
+  assign \$146  = | rd_in_data[53:52];
+  assign \$147  = | rd_in_data[51:50];
+  assign widened_3_lzc_vhl = \$146  | \$147 ;
+  assign \$148  = | rd_in_data[53:52];
+  assign \$149  = ~ rd_in_data[53];
+  assign \$150  = ~ rd_in_data[51];
+  assign widened_3_lzc_chl = \$148  ? { 1'h0, \$149  } : { 1'h1, \$150  };
+  assign \$151  = | rd_in_data[57:56];
+  assign \$152  = | rd_in_data[55:54];
+  assign widened_3_lzc_vhh = \$151  | \$152 ;
+  assign \$153  = | rd_in_data[57:56];
+  assign \$154  = ~ rd_in_data[57];
+  assign \$155  = ~ rd_in_data[55];
+  assign widened_3_lzc_chh = \$153  ? { 1'h0, \$154  } : { 1'h1, \$155  };
   assign widened_3_lzc_vh = widened_3_lzc_vhh | widened_3_lzc_vhl;
   assign widened_3_lzc_ch = widened_3_lzc_vhh ? { 1'h0, widened_3_lzc_chh } : { 1'h1, widened_3_lzc_chl };
   assign widened_3_lzc_c = widened_3_lzc_vh ? { 1'h0, widened_3_lzc_ch } : { 1'h1, widened_3_lzc_cl };
-  assign \$146  = widened_3_lzc_c + 1'h1;
-  assign \$147  = rd_in_data[57:48] << \$146 ;
-  assign \$148  = rd_in_data[62:58] == 5'h1f;
-  assign \$149  = | rd_in_data[57:48];
-  assign \$150  = \$148  & \$149 ;
-  assign \$151  = rd_in_data[62:58] == 5'h1f;
-  assign \$152  = ! rd_in_data[62:58];
-  assign \$153  = | rd_in_data[57:48];
-  assign \$154  = ~ \$153 ;
-  assign \$155  = \$152  & \$154 ;
-  assign \$156  = ! rd_in_data[62:58];
-  assign \$157  = 7'h70 - widened_3_lzc_c;
-  assign \$158  = rd_in_data[62:58] + 7'h70;
-  assign \$164  = | rd_in_data[65:64];
-  assign \$166  = | rd_in_data[65:64];
-  assign \$167  = ~ rd_in_data[65];
-  assign widened_4_lzc_clh = \$166  ? { 1'h0, \$167  } : 2'h2;
-  assign \$169  = | rd_in_data[69:68];
-  assign \$170  = | rd_in_data[67:66];
-  assign widened_4_lzc_vhl = \$169  | \$170 ;
-  assign \$171  = | rd_in_data[69:68];
-  assign \$172  = ~ rd_in_data[69];
-  assign \$173  = ~ rd_in_data[67];
-  assign widened_4_lzc_chl = \$171  ? { 1'h0, \$172  } : { 1'h1, \$173  };
-  assign \$174  = | rd_in_data[73:72];
-  assign \$175  = | rd_in_data[71:70];
-  assign widened_4_lzc_vhh = \$174  | \$175 ;
-  assign \$176  = | rd_in_data[73:72];
-  assign \$177  = ~ rd_in_data[73];
-  assign \$178  = ~ rd_in_data[71];
-  assign widened_4_lzc_chh = \$176  ? { 1'h0, \$177  } : { 1'h1, \$178  };
+  assign \$156  = widened_3_lzc_c + 1'h1;
+  assign \$157  = rd_in_data[57:48] << \$156 ;
+  assign \$158  = rd_in_data[62:58] == 5'h1f;
+  assign \$159  = | rd_in_data[57:48];
+  assign \$160  = \$158  & \$159 ;
+  assign \$161  = rd_in_data[62:58] == 5'h1f;
+  assign \$162  = ! rd_in_data[62:58];
+  assign \$163  = | rd_in_data[57:48];
+  assign \$164  = ~ \$163 ;
+  assign \$165  = \$162  & \$164 ;
+  assign \$166  = ! rd_in_data[62:58];
+  assign \$167  = 7'h70 - widened_3_lzc_c;
+  assign \$168  = rd_in_data[62:58] + 7'h70;
+  assign \$174  = | rd_in_data[65:64];
+  assign \$176  = | rd_in_data[65:64];
+  assign \$177  = ~ rd_in_data[65];
+  assign widened_4_lzc_clh = \$176  ? { 1'h0, \$177  } : 2'h2;
+  assign \$179  = | rd_in_data[69:68];
+  assign \$180  = | rd_in_data[67:66];
+  assign widened_4_lzc_vhl = \$179  | \$180 ;
+  assign \$181  = | rd_in_data[69:68];
+  assign \$182  = ~ rd_in_data[69];
+  assign \$183  = ~ rd_in_data[67];
+  assign widened_4_lzc_chl = \$181  ? { 1'h0, \$182  } : { 1'h1, \$183  };
+  assign \$184  = | rd_in_data[73:72];
+  assign \$185  = | rd_in_data[71:70];
+  assign widened_4_lzc_vhh = \$184  | \$185 ;
+  assign \$186  = | rd_in_data[73:72];
+  assign \$187  = ~ rd_in_data[73];
+  assign \$188  = ~ rd_in_data[71];
+  assign widened_4_lzc_chh = \$186  ? { 1'h0, \$187  } : { 1'h1, \$188  };
   assign widened_4_lzc_vh = widened_4_lzc_vhh | widened_4_lzc_vhl;
   assign widened_4_lzc_ch = widened_4_lzc_vhh ? { 1'h0, widened_4_lzc_chh } : { 1'h1, widened_4_lzc_chl };
   assign widened_4_lzc_c = widened_4_lzc_vh ? { 1'h0, widened_4_lzc_ch } : { 1'h1, widened_4_lzc_cl };
-  assign \$179  = widened_4_lzc_c + 1'h1;
-  assign \$180  = rd_in_data[73:64] << \$179 ;
-  assign \$181  = rd_in_data[78:74] == 5'h1f;
-  assign \$182  = | rd_in_data[73:64];
-  assign \$183  = \$181  & \$182 ;
-  assign \$184  = rd_in_data[78:74] == 5'h1f;
-  assign \$185  = ! rd_in_data[78:74];
-  assign \$186  = | rd_in_data[73:64];
-  assign \$187  = ~ \$186 ;
-  assign \$188  = \$185  & \$187 ;
-  assign \$189  = ! rd_in_data[78:74];
-  assign \$190  = 7'h70 - widened_4_lzc_c;
-  assign \$191  = rd_in_data[78:74] + 7'h70;
-  assign \$197  = | rd_in_data[81:80];
-  assign \$199  = | rd_in_data[81:80];
-  assign \$200  = ~ rd_in_data[81];
-  assign widened_5_lzc_clh = \$199  ? { 1'h0, \$200  } : 2'h2;
-  assign \$202  = | rd_in_data[85:84];
-  assign \$203  = | rd_in_data[83:82];
-  assign widened_5_lzc_vhl = \$202  | \$203 ;
-  assign \$204  = | rd_in_data[85:84];
-  assign \$205  = ~ rd_in_data[85];
-  assign \$206  = ~ rd_in_data[83];
-  assign widened_5_lzc_chl = \$204  ? { 1'h0, \$205  } : { 1'h1, \$206  };
-  assign \$207  = | rd_in_data[89:88];
-  assign \$208  = | rd_in_data[87:86];
-  assign widened_5_lzc_vhh = \$207  | \$208 ;
-  assign \$209  = | rd_in_data[89:88];
-  assign \$210  = ~ rd_in_data[89];
-  assign \$211  = ~ rd_in_data[87];
-  assign widened_5_lzc_chh = \$209  ? { 1'h0, \$210  } : { 1'h1, \$211  };
+  assign \$189  = widened_4_lzc_c + 1'h1;
+  assign \$190  = rd_in_data[73:64] << \$189 ;
+  assign \$191  = rd_in_data[78:74] == 5'h1f;
+  assign \$192  = | rd_in_data[73:64];
+  assign \$193  = \$191  & \$192 ;
+  assign \$194  = rd_in_data[78:74] == 5'h1f;
+  assign \$195  = ! rd_in_data[78:74];
+  assign \$196  = | rd_in_data[73:64];
+  assign \$197  = ~ \$196 ;
+  assign \$198  = \$195  & \$197 ;
+  assign \$199  = ! rd_in_data[78:74];
+  assign \$200  = 7'h70 - widened_4_lzc_c;
+  assign \$201  = rd_in_data[78:74] + 7'h70;
+  assign \$207  = | rd_in_data[81:80];
+  assign \$209  = | rd_in_data[81:80];
+  assign \$210  = ~ rd_in_data[81];
+  assign widened_5_lzc_clh = \$209  ? { 1'h0, \$210  } : 2'h2;
+  assign \$212  = | rd_in_data[85:84];
+  assign \$213  = | rd_in_data[83:82];
+  assign widened_5_lzc_vhl = \$212  | \$213 ;
+  assign \$214  = | rd_in_data[85:84];
+  assign \$215  = ~ rd_in_data[85];
+  assign \$216  = ~ rd_in_data[83];
+  assign widened_5_lzc_chl = \$214  ? { 1'h0, \$215  } : { 1'h1, \$216  };
+  assign \$217  = | rd_in_data[89:88];
+  assign \$218  = | rd_in_data[87:86];
+  assign widened_5_lzc_vhh = \$217  | \$218 ;
+  assign \$219  = | rd_in_data[89:88];
+  assign \$220  = ~ rd_in_data[89];
+  assign \$221  = ~ rd_in_data[87];
+  assign widened_5_lzc_chh = \$219  ? { 1'h0, \$220  } : { 1'h1, \$221  };
   assign widened_5_lzc_vh = widened_5_lzc_vhh | widened_5_lzc_vhl;
   assign widened_5_lzc_ch = widened_5_lzc_vhh ? { 1'h0, widened_5_lzc_chh } : { 1'h1, widened_5_lzc_chl };
   assign widened_5_lzc_c = widened_5_lzc_vh ? { 1'h0, widened_5_lzc_ch } : { 1'h1, widened_5_lzc_cl };
-  assign \$212  = widened_5_lzc_c + 1'h1;
-  assign \$213  = rd_in_data[89:80] << \$212 ;
-  assign \$214  = rd_in_data[94:90] == 5'h1f;
-  assign \$215  = | rd_in_data[89:80];
-  assign \$216  = \$214  & \$215 ;
-  assign \$217  = rd_in_data[94:90] == 5'h1f;
-  assign \$218  = ! rd_in_data[94:90];
-  assign \$219  = | rd_in_data[89:80];
-  assign \$220  = ~ \$219 ;
-  assign \$221  = \$218  & \$220 ;
-  assign \$222  = ! rd_in_data[94:90];
-  assign \$223  = 7'h70 - widened_5_lzc_c;
-  assign \$224  = rd_in_data[94:90] + 7'h70;
-  assign \$230  = | rd_in_data[97:96];
-  assign \$232  = | rd_in_data[97:96];
-  assign \$233  = ~ rd_in_data[97];
-  assign widened_6_lzc_clh = \$232  ? { 1'h0, \$233  } : 2'h2;
-  assign \$235  = | rd_in_data[101:100];
-  assign \$236  = | rd_in_data[99:98];
-  assign widened_6_lzc_vhl = \$235  | \$236 ;
-  assign \$237  = | rd_in_data[101:100];
-  assign \$238  = ~ rd_in_data[101];
-  assign \$239  = ~ rd_in_data[99];
-  assign widened_6_lzc_chl = \$237  ? { 1'h0, \$238  } : { 1'h1, \$239  };
-  assign \$240  = | rd_in_data[105:104];
-  assign \$241  = | rd_in_data[103:102];
-  assign widened_6_lzc_vhh = \$240  | \$241 ;
-  assign \$242  = | rd_in_data[105:104];
-  assign \$243  = ~ rd_in_data[105];
-  assign \$244  = ~ rd_in_data[103];
-  assign widened_6_lzc_chh = \$242  ? { 1'h0, \$243  } : { 1'h1, \$244  };
+  assign \$222  = widened_5_lzc_c + 1'h1;
+  assign \$223  = rd_in_data[89:80] << \$222 ;
+  assign \$224  = rd_in_data[94:90] == 5'h1f;
+  assign \$225  = | rd_in_data[89:80];
+  assign \$226  = \$224  & \$225 ;
+  assign \$227  = rd_in_data[94:90] == 5'h1f;
+  assign \$228  = ! rd_in_data[94:90];
+  assign \$229  = | rd_in_data[89:80];
+  assign \$230  = ~ \$229 ;
+  assign \$231  = \$228  & \$230 ;
+  assign \$232  = ! rd_in_data[94:90];
+  assign \$233  = 7'h70 - widened_5_lzc_c;
+  assign \$234  = rd_in_data[94:90] + 7'h70;
+  assign \$240  = | rd_in_data[97:96];
+  assign \$242  = | rd_in_data[97:96];
+  assign \$243  = ~ rd_in_data[97];
+  assign widened_6_lzc_clh = \$242  ? { 1'h0, \$243  } : 2'h2;
+  assign \$245  = | rd_in_data[101:100];
+  assign \$246  = | rd_in_data[99:98];
+  assign widened_6_lzc_vhl = \$245  | \$246 ;
+  assign \$247  = | rd_in_data[101:100];
+  assign \$248  = ~ rd_in_data[101];
+  assign \$249  = ~ rd_in_data[99];
+  assign widened_6_lzc_chl = \$247  ? { 1'h0, \$248  } : { 1'h1, \$249  };
+  assign \$250  = | rd_in_data[105:104];
+  assign \$251  = | rd_in_data[103:102];
+  assign widened_6_lzc_vhh = \$250  | \$251 ;
+  assign \$252  = | rd_in_data[105:104];
+  assign \$253  = ~ rd_in_data[105];
+  assign \$254  = ~ rd_in_data[103];
+  assign widened_6_lzc_chh = \$252  ? { 1'h0, \$253  } : { 1'h1, \$254  };
   assign widened_6_lzc_vh = widened_6_lzc_vhh | widened_6_lzc_vhl;
   assign widened_6_lzc_ch = widened_6_lzc_vhh ? { 1'h0, widened_6_lzc_chh } : { 1'h1, widened_6_lzc_chl };
   assign widened_6_lzc_c = widened_6_lzc_vh ? { 1'h0, widened_6_lzc_ch } : { 1'h1, widened_6_lzc_cl };
-  assign \$245  = widened_6_lzc_c + 1'h1;
-  assign \$246  = rd_in_data[105:96] << \$245 ;
-  assign \$247  = rd_in_data[110:106] == 5'h1f;
-  assign \$248  = | rd_in_data[105:96];
-  assign \$249  = \$247  & \$248 ;
-  assign \$250  = rd_in_data[110:106] == 5'h1f;
-  assign \$251  = ! rd_in_data[110:106];
-  assign \$252  = | rd_in_data[105:96];
-  assign \$253  = ~ \$252 ;
-  assign \$254  = \$251  & \$253 ;
-  assign \$255  = ! rd_in_data[110:106];
-  assign \$256  = 7'h70 - widened_6_lzc_c;
-  assign \$257  = rd_in_data[110:106] + 7'h70;
-  assign \$263  = | rd_in_data[113:112];
-  assign \$265  = | rd_in_data[113:112];
-  assign \$266  = ~ rd_in_data[113];
-  assign widened_7_lzc_clh = \$265  ? { 1'h0, \$266  } : 2'h2;
-  assign \$268  = | rd_in_data[117:116];
-  assign \$269  = | rd_in_data[115:114];
-  assign widened_7_lzc_vhl = \$268  | \$269 ;
-  assign \$270  = | rd_in_data[117:116];
-  assign \$271  = ~ rd_in_data[117];
-  assign \$272  = ~ rd_in_data[115];
-  assign widened_7_lzc_chl = \$270  ? { 1'h0, \$271  } : { 1'h1, \$272  };
-  assign \$273  = | rd_in_data[121:120];
-  assign \$274  = | rd_in_data[119:118];
-  assign widened_7_lzc_vhh = \$273  | \$274 ;
-  assign \$275  = | rd_in_data[121:120];
-  assign \$276  = ~ rd_in_data[121];
-  assign \$277  = ~ rd_in_data[119];
-  assign widened_7_lzc_chh = \$275  ? { 1'h0, \$276  } : { 1'h1, \$277  };
+  assign \$255  = widened_6_lzc_c + 1'h1;
+  assign \$256  = rd_in_data[105:96] << \$255 ;
+  assign \$257  = rd_in_data[110:106] == 5'h1f;
+  assign \$258  = | rd_in_data[105:96];
+  assign \$259  = \$257  & \$258 ;
+  assign \$260  = rd_in_data[110:106] == 5'h1f;
+  assign \$261  = ! rd_in_data[110:106];
+  assign \$262  = | rd_in_data[105:96];
+  assign \$263  = ~ \$262 ;
+  assign \$264  = \$261  & \$263 ;
+  assign \$265  = ! rd_in_data[110:106];
+  assign \$266  = 7'h70 - widened_6_lzc_c;
+  assign \$267  = rd_in_data[110:106] + 7'h70;
+  assign \$273  = | rd_in_data[113:112];
+  assign \$275  = | rd_in_data[113:112];
+  assign \$276  = ~ rd_in_data[113];
+  assign widened_7_lzc_clh = \$275  ? { 1'h0, \$276  } : 2'h2;
+  assign \$278  = | rd_in_data[117:116];
+  assign \$279  = | rd_in_data[115:114];
+  assign widened_7_lzc_vhl = \$278  | \$279 ;
+  assign \$280  = | rd_in_data[117:116];
+  assign \$281  = ~ rd_in_data[117];
+  assign \$282  = ~ rd_in_data[115];
+  assign widened_7_lzc_chl = \$280  ? { 1'h0, \$281  } : { 1'h1, \$282  };
+  assign \$283  = | rd_in_data[121:120];
+  assign \$284  = | rd_in_data[119:118];
+  assign widened_7_lzc_vhh = \$283  | \$284 ;
+  assign \$285  = | rd_in_data[121:120];
+  assign \$286  = ~ rd_in_data[121];
+  assign \$287  = ~ rd_in_data[119];
+  assign widened_7_lzc_chh = \$285  ? { 1'h0, \$286  } : { 1'h1, \$287  };
   assign widened_7_lzc_vh = widened_7_lzc_vhh | widened_7_lzc_vhl;
   assign widened_7_lzc_ch = widened_7_lzc_vhh ? { 1'h0, widened_7_lzc_chh } : { 1'h1, widened_7_lzc_chl };
   assign widened_7_lzc_c = widened_7_lzc_vh ? { 1'h0, widened_7_lzc_ch } : { 1'h1, widened_7_lzc_cl };
-  assign \$278  = widened_7_lzc_c + 1'h1;
-  assign \$279  = rd_in_data[121:112] << \$278 ;
-  assign \$280  = rd_in_data[126:122] == 5'h1f;
-  assign \$281  = | rd_in_data[121:112];
-  assign \$282  = \$280  & \$281 ;
-  assign \$283  = rd_in_data[126:122] == 5'h1f;
-  assign \$284  = ! rd_in_data[126:122];
-  assign \$285  = | rd_in_data[121:112];
-  assign \$286  = ~ \$285 ;
-  assign \$287  = \$284  & \$286 ;
-  assign \$288  = ! rd_in_data[126:122];
-  assign \$289  = 7'h70 - widened_7_lzc_c;
-  assign \$290  = rd_in_data[126:122] + 7'h70;
-  assign \$296  = | rd_in_data[129:128];
-  assign \$298  = | rd_in_data[129:128];
-  assign \$299  = ~ rd_in_data[129];
-  assign widened_8_lzc_clh = \$298  ? { 1'h0, \$299  } : 2'h2;
-  assign \$301  = | rd_in_data[133:132];
-  assign \$302  = | rd_in_data[131:130];
-  assign widened_8_lzc_vhl = \$301  | \$302 ;
-  assign \$303  = | rd_in_data[133:132];
-  assign \$304  = ~ rd_in_data[133];
-  assign \$305  = ~ rd_in_data[131];
-  assign widened_8_lzc_chl = \$303  ? { 1'h0, \$304  } : { 1'h1, \$305  };
-  assign \$306  = | rd_in_data[137:136];
-  assign \$307  = | rd_in_data[135:134];
-  assign widened_8_lzc_vhh = \$306  | \$307 ;
-  assign \$308  = | rd_in_data[137:136];
-  assign \$309  = ~ rd_in_data[137];
-  assign \$310  = ~ rd_in_data[135];
-  assign widened_8_lzc_chh = \$308  ? { 1'h0, \$309  } : { 1'h1, \$310  };
+  assign \$288  = widened_7_lzc_c + 1'h1;
+  assign \$289  = rd_in_data[121:112] << \$288 ;
+  assign \$290  = rd_in_data[126:122] == 5'h1f;
+  assign \$291  = | rd_in_data[121:112];
+  assign \$292  = \$290  & \$291 ;
+  assign \$293  = rd_in_data[126:122] == 5'h1f;
+  assign \$294  = ! rd_in_data[126:122];
+  assign \$295  = | rd_in_data[121:112];
+  assign \$296  = ~ \$295 ;
+  assign \$297  = \$294  & \$296 ;
+  assign \$298  = ! rd_in_data[126:122];
+  assign \$299  = 7'h70 - widened_7_lzc_c;
+  assign \$300  = rd_in_data[126:122] + 7'h70;
+  assign \$306  = | rd_in_data[129:128];
+  assign \$308  = | rd_in_data[129:128];
+  assign \$309  = ~ rd_in_data[129];
+  assign widened_8_lzc_clh = \$308  ? { 1'h0, \$309  } : 2'h2;
+  assign \$311  = | rd_in_data[133:132];
+  assign \$312  = | rd_in_data[131:130];
+  assign widened_8_lzc_vhl = \$311  | \$312 ;
+  assign \$313  = | rd_in_data[133:132];
+  assign \$314  = ~ rd_in_data[133];
+  assign \$315  = ~ rd_in_data[131];
+  assign widened_8_lzc_chl = \$313  ? { 1'h0, \$314  } : { 1'h1, \$315  };
+  assign \$316  = | rd_in_data[137:136];
+  assign \$317  = | rd_in_data[135:134];
+  assign widened_8_lzc_vhh = \$316  | \$317 ;
+  assign \$318  = | rd_in_data[137:136];
+  assign \$319  = ~ rd_in_data[137];
+  assign \$320  = ~ rd_in_data[135];
+  assign widened_8_lzc_chh = \$318  ? { 1'h0, \$319  } : { 1'h1, \$320  };
   assign widened_8_lzc_vh = widened_8_lzc_vhh | widened_8_lzc_vhl;
   assign widened_8_lzc_ch = widened_8_lzc_vhh ? { 1'h0, widened_8_lzc_chh } : { 1'h1, widened_8_lzc_chl };
   assign widened_8_lzc_c = widened_8_lzc_vh ? { 1'h0, widened_8_lzc_ch } : { 1'h1, widened_8_lzc_cl };
-  assign \$311  = widened_8_lzc_c + 1'h1;
-  assign \$312  = rd_in_data[137:128] << \$311 ;
-  assign \$313  = rd_in_data[142:138] == 5'h1f;
-  assign \$314  = | rd_in_data[137:128];
-  assign \$315  = \$313  & \$314 ;
-  assign \$316  = rd_in_data[142:138] == 5'h1f;
-  assign \$317  = ! rd_in_data[142:138];
-  assign \$318  = | rd_in_data[137:128];
-  assign \$319  = ~ \$318 ;
-  assign \$320  = \$317  & \$319 ;
-  assign \$321  = ! rd_in_data[142:138];
-  assign \$322  = 7'h70 - widened_8_lzc_c;
-  assign \$323  = rd_in_data[142:138] + 7'h70;
-  assign \$329  = | rd_in_data[145:144];
-  assign \$331  = | rd_in_data[145:144];
-  assign \$332  = ~ rd_in_data[145];
-  assign widened_9_lzc_clh = \$331  ? { 1'h0, \$332  } : 2'h2;
-  assign \$334  = | rd_in_data[149:148];
-  assign \$335  = | rd_in_data[147:146];
-  assign widened_9_lzc_vhl = \$334  | \$335 ;
-  assign \$336  = | rd_in_data[149:148];
-  assign \$337  = ~ rd_in_data[149];
-  assign \$338  = ~ rd_in_data[147];
-  assign widened_9_lzc_chl = \$336  ? { 1'h0, \$337  } : { 1'h1, \$338  };
-  assign \$339  = | rd_in_data[153:152];
-  assign \$340  = | rd_in_data[151:150];
-  assign widened_9_lzc_vhh = \$339  | \$340 ;
-  assign \$341  = | rd_in_data[153:152];
-  assign \$342  = ~ rd_in_data[153];
-  assign \$343  = ~ rd_in_data[151];
-  assign widened_9_lzc_chh = \$341  ? { 1'h0, \$342  } : { 1'h1, \$343  };
+  assign \$321  = widened_8_lzc_c + 1'h1;
+  assign \$322  = rd_in_data[137:128] << \$321 ;
+  assign \$323  = rd_in_data[142:138] == 5'h1f;
+  assign \$324  = | rd_in_data[137:128];
+  assign \$325  = \$323  & \$324 ;
+  assign \$326  = rd_in_data[142:138] == 5'h1f;
+  assign \$327  = ! rd_in_data[142:138];
+  assign \$328  = | rd_in_data[137:128];
+  assign \$329  = ~ \$328 ;
+  assign \$330  = \$327  & \$329 ;
+  assign \$331  = ! rd_in_data[142:138];
+  assign \$332  = 7'h70 - widened_8_lzc_c;
+  assign \$333  = rd_in_data[142:138] + 7'h70;
+  assign \$339  = | rd_in_data[145:144];
+  assign \$341  = | rd_in_data[145:144];
+  assign \$342  = ~ rd_in_data[145];
+  assign widened_9_lzc_clh = \$341  ? { 1'h0, \$342  } : 2'h2;
+  assign \$344  = | rd_in_data[149:148];
+  assign \$345  = | rd_in_data[147:146];
+  assign widened_9_lzc_vhl = \$344  | \$345 ;
+  assign \$346  = | rd_in_data[149:148];
+  assign \$347  = ~ rd_in_data[149];
+  assign \$348  = ~ rd_in_data[147];
+  assign widened_9_lzc_chl = \$346  ? { 1'h0, \$347  } : { 1'h1, \$348  };
+  assign \$349  = | rd_in_data[153:152];
+  assign \$350  = | rd_in_data[151:150];
+  assign widened_9_lzc_vhh = \$349  | \$350 ;
+  assign \$351  = | rd_in_data[153:152];
+  assign \$352  = ~ rd_in_data[153];
+  assign \$353  = ~ rd_in_data[151];
+  assign widened_9_lzc_chh = \$351  ? { 1'h0, \$352  } : { 1'h1, \$353  };
   assign widened_9_lzc_vh = widened_9_lzc_vhh | widened_9_lzc_vhl;
   assign widened_9_lzc_ch = widened_9_lzc_vhh ? { 1'h0, widened_9_lzc_chh } : { 1'h1, widened_9_lzc_chl };
   assign widened_9_lzc_c = widened_9_lzc_vh ? { 1'h0, widened_9_lzc_ch } : { 1'h1, widened_9_lzc_cl };
-  assign \$344  = widened_9_lzc_c + 1'h1;
-  assign \$345  = rd_in_data[153:144] << \$344 ;
-  assign \$346  = rd_in_data[158:154] == 5'h1f;
-  assign \$347  = | rd_in_data[153:144];
-  assign \$348  = \$346  & \$347 ;
-  assign \$349  = rd_in_data[158:154] == 5'h1f;
-  assign \$350  = ! rd_in_data[158:154];
-  assign \$351  = | rd_in_data[153:144];
-  assign \$352  = ~ \$351 ;
-  assign \$353  = \$350  & \$352 ;
-  assign \$354  = ! rd_in_data[158:154];
-  assign \$355  = 7'h70 - widened_9_lzc_c;
-  assign \$356  = rd_in_data[158:154] + 7'h70;
-  assign \$362  = | rd_in_data[161:160];
-  assign \$364  = | rd_in_data[161:160];
-  assign \$365  = ~ rd_in_data[161];
-  assign widened_10_lzc_clh = \$364  ? { 1'h0, \$365  } : 2'h2;
-  assign \$367  = | rd_in_data[165:164];
-  assign \$368  = | rd_in_data[163:162];
-  assign widened_10_lzc_vhl = \$367  | \$368 ;
-  assign \$369  = | rd_in_data[165:164];
-  assign \$370  = ~ rd_in_data[165];
-  assign \$371  = ~ rd_in_data[163];
-  assign widened_10_lzc_chl = \$369  ? { 1'h0, \$370  } : { 1'h1, \$371  };
-  assign \$372  = | rd_in_data[169:168];
-  assign \$373  = | rd_in_data[167:166];
-  assign widened_10_lzc_vhh = \$372  | \$373 ;
-  assign \$374  = | rd_in_data[169:168];
-  assign \$375  = ~ rd_in_data[169];
-  assign \$376  = ~ rd_in_data[167];
-  assign widened_10_lzc_chh = \$374  ? { 1'h0, \$375  } : { 1'h1, \$376  };
+  assign \$354  = widened_9_lzc_c + 1'h1;
+  assign \$355  = rd_in_data[153:144] << \$354 ;
+  assign \$356  = rd_in_data[158:154] == 5'h1f;
+  assign \$357  = | rd_in_data[153:144];
+  assign \$358  = \$356  & \$357 ;
+  assign \$359  = rd_in_data[158:154] == 5'h1f;
+  assign \$360  = ! rd_in_data[158:154];
+  assign \$361  = | rd_in_data[153:144];
+  assign \$362  = ~ \$361 ;
+  assign \$363  = \$360  & \$362 ;
+  assign \$364  = ! rd_in_data[158:154];
+  assign \$365  = 7'h70 - widened_9_lzc_c;
+  assign \$366  = rd_in_data[158:154] + 7'h70;
+  assign \$372  = | rd_in_data[161:160];
+  assign \$374  = | rd_in_data[161:160];
+  assign \$375  = ~ rd_in_data[161];
+  assign widened_10_lzc_clh = \$374  ? { 1'h0, \$375  } : 2'h2;
+  assign \$377  = | rd_in_data[165:164];
+  assign \$378  = | rd_in_data[163:162];
+  assign widened_10_lzc_vhl = \$377  | \$378 ;
+  assign \$379  = | rd_in_data[165:164];
+  assign \$380  = ~ rd_in_data[165];
+  assign \$381  = ~ rd_in_data[163];
+  assign widened_10_lzc_chl = \$379  ? { 1'h0, \$380  } : { 1'h1, \$381  };
+  assign \$382  = | rd_in_data[169:168];
+  assign \$383  = | rd_in_data[167:166];
+  assign widened_10_lzc_vhh = \$382  | \$383 ;
+  assign \$384  = | rd_in_data[169:168];
+  assign \$385  = ~ rd_in_data[169];
+  assign \$386  = ~ rd_in_data[167];
+  assign widened_10_lzc_chh = \$384  ? { 1'h0, \$385  } : { 1'h1, \$386  };
   assign widened_10_lzc_vh = widened_10_lzc_vhh | widened_10_lzc_vhl;
   assign widened_10_lzc_ch = widened_10_lzc_vhh ? { 1'h0, widened_10_lzc_chh } : { 1'h1, widened_10_lzc_chl };
   assign widened_10_lzc_c = widened_10_lzc_vh ? { 1'h0, widened_10_lzc_ch } : { 1'h1, widened_10_lzc_cl };
-  assign \$377  = widened_10_lzc_c + 1'h1;
-  assign \$378  = rd_in_data[169:160] << \$377 ;
-  assign \$379  = rd_in_data[174:170] == 5'h1f;
-  assign \$380  = | rd_in_data[169:160];
-  assign \$381  = \$379  & \$380 ;
-  assign \$382  = rd_in_data[174:170] == 5'h1f;
-  assign \$383  = ! rd_in_data[174:170];
-  assign \$384  = | rd_in_data[169:160];
-  assign \$385  = ~ \$384 ;
-  assign \$386  = \$383  & \$385 ;
-  assign \$387  = ! rd_in_data[174:170];
-  assign \$388  = 7'h70 - widened_10_lzc_c;
-  assign \$389  = rd_in_data[174:170] + 7'h70;
-  assign \$395  = | rd_in_data[177:176];
-  assign \$397  = | rd_in_data[177:176];
-  assign \$398  = ~ rd_in_data[177];
-  assign widened_11_lzc_clh = \$397  ? { 1'h0, \$398  } : 2'h2;
-  assign \$400  = | rd_in_data[181:180];
-  assign \$401  = | rd_in_data[179:178];
-  assign widened_11_lzc_vhl = \$400  | \$401 ;
-  assign \$402  = | rd_in_data[181:180];
-  assign \$403  = ~ rd_in_data[181];
-  assign \$404  = ~ rd_in_data[179];
-  assign widened_11_lzc_chl = \$402  ? { 1'h0, \$403  } : { 1'h1, \$404  };
-  assign \$405  = | rd_in_data[185:184];
-  assign \$406  = | rd_in_data[183:182];
-  assign widened_11_lzc_vhh = \$405  | \$406 ;
-  assign \$407  = | rd_in_data[185:184];
-  assign \$408  = ~ rd_in_data[185];
-  assign \$409  = ~ rd_in_data[183];
-  assign widened_11_lzc_chh = \$407  ? { 1'h0, \$408  } : { 1'h1, \$409  };
+  assign \$387  = widened_10_lzc_c + 1'h1;
+  assign \$388  = rd_in_data[169:160] << \$387 ;
+  assign \$389  = rd_in_data[174:170] == 5'h1f;
+  assign \$390  = | rd_in_data[169:160];
+  assign \$391  = \$389  & \$390 ;
+  assign \$392  = rd_in_data[174:170] == 5'h1f;
+  assign \$393  = ! rd_in_data[174:170];
+  assign \$394  = | rd_in_data[169:160];
+  assign \$395  = ~ \$394 ;
+  assign \$396  = \$393  & \$395 ;
+  assign \$397  = ! rd_in_data[174:170];
+  assign \$398  = 7'h70 - widened_10_lzc_c;
+  assign \$399  = rd_in_data[174:170] + 7'h70;
+  assign \$405  = | rd_in_data[177:176];
+  assign \$407  = | rd_in_data[177:176];
+  assign \$408  = ~ rd_in_data[177];
+  assign widened_11_lzc_clh = \$407  ? { 1'h0, \$408  } : 2'h2;
+  assign \$410  = | rd_in_data[181:180];
+  assign \$411  = | rd_in_data[179:178];
+  assign widened_11_lzc_vhl = \$410  | \$411 ;
+  assign \$412  = | rd_in_data[181:180];
+  assign \$413  = ~ rd_in_data[181];
+  assign \$414  = ~ rd_in_data[179];
+  assign widened_11_lzc_chl = \$412  ? { 1'h0, \$413  } : { 1'h1, \$414  };
+  assign \$415  = | rd_in_data[185:184];
+  assign \$416  = | rd_in_data[183:182];
+  assign widened_11_lzc_vhh = \$415  | \$416 ;
+  assign \$417  = | rd_in_data[185:184];
+  assign \$418  = ~ rd_in_data[185];
+  assign \$419  = ~ rd_in_data[183];
+  assign widened_11_lzc_chh = \$417  ? { 1'h0, \$418  } : { 1'h1, \$419  };
   assign widened_11_lzc_vh = widened_11_lzc_vhh | widened_11_lzc_vhl;
   assign widened_11_lzc_ch = widened_11_lzc_vhh ? { 1'h0, widened_11_lzc_chh } : { 1'h1, widened_11_lzc_chl };
   assign widened_11_lzc_c = widened_11_lzc_vh ? { 1'h0, widened_11_lzc_ch } : { 1'h1, widened_11_lzc_cl };
-  assign \$410  = widened_11_lzc_c + 1'h1;
-  assign \$411  = rd_in_data[185:176] << \$410 ;
-  assign \$412  = rd_in_data[190:186] == 5'h1f;
-  assign \$413  = | rd_in_data[185:176];
-  assign \$414  = \$412  & \$413 ;
-  assign \$415  = rd_in_data[190:186] == 5'h1f;
-  assign \$416  = ! rd_in_data[190:186];
-  assign \$417  = | rd_in_data[185:176];
-  assign \$418  = ~ \$417 ;
-  assign \$419  = \$416  & \$418 ;
-  assign \$420  = ! rd_in_data[190:186];
-  assign \$421  = 7'h70 - widened_11_lzc_c;
-  assign \$422  = rd_in_data[190:186] + 7'h70;
-  assign \$428  = | rd_in_data[193:192];
-  assign \$430  = | rd_in_data[193:192];
-  assign \$431  = ~ rd_in_data[193];
-  assign widened_12_lzc_clh = \$430  ? { 1'h0, \$431  } : 2'h2;
-  assign \$433  = | rd_in_data[197:196];
-  assign \$434  = | rd_in_data[195:194];
-  assign widened_12_lzc_vhl = \$433  | \$434 ;
-  assign \$435  = | rd_in_data[197:196];
-  assign \$436  = ~ rd_in_data[197];
-  assign \$437  = ~ rd_in_data[195];
-  assign widened_12_lzc_chl = \$435  ? { 1'h0, \$436  } : { 1'h1, \$437  };
-  assign \$438  = | rd_in_data[201:200];
-  assign \$439  = | rd_in_data[199:198];
-  assign widened_12_lzc_vhh = \$438  | \$439 ;
-  assign \$440  = | rd_in_data[201:200];
-  assign \$441  = ~ rd_in_data[201];
-  assign \$442  = ~ rd_in_data[199];
-  assign widened_12_lzc_chh = \$440  ? { 1'h0, \$441  } : { 1'h1, \$442  };
+  assign \$420  = widened_11_lzc_c + 1'h1;
+  assign \$421  = rd_in_data[185:176] << \$420 ;
+  assign \$422  = rd_in_data[190:186] == 5'h1f;
+  assign \$423  = | rd_in_data[185:176];
+  assign \$424  = \$422  & \$423 ;
+  assign \$425  = rd_in_data[190:186] == 5'h1f;
+  assign \$426  = ! rd_in_data[190:186];
+  assign \$427  = | rd_in_data[185:176];
+  assign \$428  = ~ \$427 ;
+  assign \$429  = \$426  & \$428 ;
+  assign \$430  = ! rd_in_data[190:186];
+  assign \$431  = 7'h70 - widened_11_lzc_c;
+  assign \$432  = rd_in_data[190:186] + 7'h70;
+  assign \$438  = | rd_in_data[193:192];
+  assign \$440  = | rd_in_data[193:192];
+  assign \$441  = ~ rd_in_data[193];
+  assign widened_12_lzc_clh = \$440  ? { 1'h0, \$441  } : 2'h2;
+  assign \$443  = | rd_in_data[197:196];
+  assign \$444  = | rd_in_data[195:194];
+  assign widened_12_lzc_vhl = \$443  | \$444 ;
+  assign \$445  = | rd_in_data[197:196];
+  assign \$446  = ~ rd_in_data[197];
+  assign \$447  = ~ rd_in_data[195];
+  assign widened_12_lzc_chl = \$445  ? { 1'h0, \$446  } : { 1'h1, \$447  };
+  assign \$448  = | rd_in_data[201:200];
+  assign \$449  = | rd_in_data[199:198];
+  assign widened_12_lzc_vhh = \$448  | \$449 ;
+  assign \$450  = | rd_in_data[201:200];
+  assign \$451  = ~ rd_in_data[201];
+  assign \$452  = ~ rd_in_data[199];
+  assign widened_12_lzc_chh = \$450  ? { 1'h0, \$451  } : { 1'h1, \$452  };
   assign widened_12_lzc_vh = widened_12_lzc_vhh | widened_12_lzc_vhl;
   assign widened_12_lzc_ch = widened_12_lzc_vhh ? { 1'h0, widened_12_lzc_chh } : { 1'h1, widened_12_lzc_chl };
   assign widened_12_lzc_c = widened_12_lzc_vh ? { 1'h0, widened_12_lzc_ch } : { 1'h1, widened_12_lzc_cl };
-  assign \$443  = widened_12_lzc_c + 1'h1;
-  assign \$444  = rd_in_data[201:192] << \$443 ;
-  assign \$445  = rd_in_data[206:202] == 5'h1f;
-  assign \$446  = | rd_in_data[201:192];
-  assign \$447  = \$445  & \$446 ;
-  assign \$448  = rd_in_data[206:202] == 5'h1f;
-  assign \$449  = ! rd_in_data[206:202];
-  assign \$450  = | rd_in_data[201:192];
-  assign \$451  = ~ \$450 ;
-  assign \$452  = \$449  & \$451 ;
-  assign \$453  = ! rd_in_data[206:202];
-  assign \$454  = 7'h70 - widened_12_lzc_c;
-  assign \$455  = rd_in_data[206:202] + 7'h70;
-  assign \$461  = | rd_in_data[209:208];
-  assign \$463  = | rd_in_data[209:208];
-  assign \$464  = ~ rd_in_data[209];
-  assign widened_13_lzc_clh = \$463  ? { 1'h0, \$464  } : 2'h2;
-  assign \$466  = | rd_in_data[213:212];
-  assign \$467  = | rd_in_data[211:210];
-  assign widened_13_lzc_vhl = \$466  | \$467 ;
-  assign \$468  = | rd_in_data[213:212];
-  assign \$469  = ~ rd_in_data[213];
-  assign \$470  = ~ rd_in_data[211];
-  assign widened_13_lzc_chl = \$468  ? { 1'h0, \$469  } : { 1'h1, \$470  };
-  assign \$471  = | rd_in_data[217:216];
-  assign \$472  = | rd_in_data[215:214];
-  assign widened_13_lzc_vhh = \$471  | \$472 ;
-  assign \$473  = | rd_in_data[217:216];
-  assign \$474  = ~ rd_in_data[217];
-  assign \$475  = ~ rd_in_data[215];
-  assign widened_13_lzc_chh = \$473  ? { 1'h0, \$474  } : { 1'h1, \$475  };
+  assign \$453  = widened_12_lzc_c + 1'h1;
+  assign \$454  = rd_in_data[201:192] << \$453 ;
+  assign \$455  = rd_in_data[206:202] == 5'h1f;
+  assign \$456  = | rd_in_data[201:192];
+  assign \$457  = \$455  & \$456 ;
+  assign \$458  = rd_in_data[206:202] == 5'h1f;
+  assign \$459  = ! rd_in_data[206:202];
+  assign \$460  = | rd_in_data[201:192];
+  assign \$461  = ~ \$460 ;
+  assign \$462  = \$459  & \$461 ;
+  assign \$463  = ! rd_in_data[206:202];
+  assign \$464  = 7'h70 - widened_12_lzc_c;
+  assign \$465  = rd_in_data[206:202] + 7'h70;
+  assign \$471  = | rd_in_data[209:208];
+  assign \$473  = | rd_in_data[209:208];
+  assign \$474  = ~ rd_in_data[209];
+  assign widened_13_lzc_clh = \$473  ? { 1'h0, \$474  } : 2'h2;
+  assign \$476  = | rd_in_data[213:212];
+  assign \$477  = | rd_in_data[211:210];
+  assign widened_13_lzc_vhl = \$476  | \$477 ;
+  assign \$478  = | rd_in_data[213:212];
+  assign \$479  = ~ rd_in_data[213];
+  assign \$480  = ~ rd_in_data[211];
+  assign widened_13_lzc_chl = \$478  ? { 1'h0, \$479  } : { 1'h1, \$480  };
+  assign \$481  = | rd_in_data[217:216];
+  assign \$482  = | rd_in_data[215:214];
+  assign widened_13_lzc_vhh = \$481  | \$482 ;
+  assign \$483  = | rd_in_data[217:216];
+  assign \$484  = ~ rd_in_data[217];
+  assign \$485  = ~ rd_in_data[215];
+  assign widened_13_lzc_chh = \$483  ? { 1'h0, \$484  } : { 1'h1, \$485  };
   assign widened_13_lzc_vh = widened_13_lzc_vhh | widened_13_lzc_vhl;
   assign widened_13_lzc_ch = widened_13_lzc_vhh ? { 1'h0, widened_13_lzc_chh } : { 1'h1, widened_13_lzc_chl };
   assign widened_13_lzc_c = widened_13_lzc_vh ? { 1'h0, widened_13_lzc_ch } : { 1'h1, widened_13_lzc_cl };
-  assign \$476  = widened_13_lzc_c + 1'h1;
-  assign \$477  = rd_in_data[217:208] << \$476 ;
-  assign \$478  = rd_in_data[222:218] == 5'h1f;
-  assign \$479  = | rd_in_data[217:208];
-  assign \$480  = \$478  & \$479 ;
-  assign \$481  = rd_in_data[222:218] == 5'h1f;
-  assign \$482  = ! rd_in_data[222:218];
-  assign \$483  = | rd_in_data[217:208];
-  assign \$484  = ~ \$483 ;
-  assign \$485  = \$482  & \$484 ;
-  assign \$486  = ! rd_in_data[222:218];
-  assign \$487  = 7'h70 - widened_13_lzc_c;
-  assign \$488  = rd_in_data[222:218] + 7'h70;
-  assign \$494  = | rd_in_data[225:224];
-  assign \$496  = | rd_in_data[225:224];
-  assign \$497  = ~ rd_in_data[225];
-  assign widened_14_lzc_clh = \$496  ? { 1'h0, \$497  } : 2'h2;
-  assign \$499  = | rd_in_data[229:228];
-  assign \$500  = | rd_in_data[227:226];
-  assign widened_14_lzc_vhl = \$499  | \$500 ;
-  assign \$501  = | rd_in_data[229:228];
-  assign \$502  = ~ rd_in_data[229];
-  assign \$503  = ~ rd_in_data[227];
-  assign widened_14_lzc_chl = \$501  ? { 1'h0, \$502  } : { 1'h1, \$503  };
-  assign \$504  = | rd_in_data[233:232];
-  assign \$505  = | rd_in_data[231:230];
-  assign widened_14_lzc_vhh = \$504  | \$505 ;
-  assign \$506  = | rd_in_data[233:232];
-  assign \$507  = ~ rd_in_data[233];
-  assign \$508  = ~ rd_in_data[231];
-  assign widened_14_lzc_chh = \$506  ? { 1'h0, \$507  } : { 1'h1, \$508  };
+  assign \$486  = widened_13_lzc_c + 1'h1;
+  assign \$487  = rd_in_data[217:208] << \$486 ;
+  assign \$488  = rd_in_data[222:218] == 5'h1f;
+  assign \$489  = | rd_in_data[217:208];
+  assign \$490  = \$488  & \$489 ;
+  assign \$491  = rd_in_data[222:218] == 5'h1f;
+  assign \$492  = ! rd_in_data[222:218];
+  assign \$493  = | rd_in_data[217:208];
+  assign \$494  = ~ \$493 ;
+  assign \$495  = \$492  & \$494 ;
+  assign \$496  = ! rd_in_data[222:218];
+  assign \$497  = 7'h70 - widened_13_lzc_c;
+  assign \$498  = rd_in_data[222:218] + 7'h70;
+  assign \$504  = | rd_in_data[225:224];
+  assign \$506  = | rd_in_data[225:224];
+  assign \$507  = ~ rd_in_data[225];
+  assign widened_14_lzc_clh = \$506  ? { 1'h0, \$507  } : 2'h2;
+  assign \$509  = | rd_in_data[229:228];
+  assign \$510  = | rd_in_data[227:226];
+  assign widened_14_lzc_vhl = \$509  | \$510 ;
+  assign \$511  = | rd_in_data[229:228];
+  assign \$512  = ~ rd_in_data[229];
+  assign \$513  = ~ rd_in_data[227];
+  assign widened_14_lzc_chl = \$511  ? { 1'h0, \$512  } : { 1'h1, \$513  };
+  assign \$514  = | rd_in_data[233:232];
+  assign \$515  = | rd_in_data[231:230];
+  assign widened_14_lzc_vhh = \$514  | \$515 ;
+  assign \$516  = | rd_in_data[233:232];
+  assign \$517  = ~ rd_in_data[233];
+  assign \$518  = ~ rd_in_data[231];
+  assign widened_14_lzc_chh = \$516  ? { 1'h0, \$517  } : { 1'h1, \$518  };
   assign widened_14_lzc_vh = widened_14_lzc_vhh | widened_14_lzc_vhl;
   assign widened_14_lzc_ch = widened_14_lzc_vhh ? { 1'h0, widened_14_lzc_chh } : { 1'h1, widened_14_lzc_chl };
   assign widened_14_lzc_c = widened_14_lzc_vh ? { 1'h0, widened_14_lzc_ch } : { 1'h1, widened_14_lzc_cl };
-  assign \$509  = widened_14_lzc_c + 1'h1;
-  assign \$510  = rd_in_data[233:224] << \$509 ;
-  assign \$511  = rd_in_data[238:234] == 5'h1f;
-  assign \$512  = | rd_in_data[233:224];
-  assign \$513  = \$511  & \$512 ;
-  assign \$514  = rd_in_data[238:234] == 5'h1f;
-  assign \$515  = ! rd_in_data[238:234];
-  assign \$516  = | rd_in_data[233:224];
-  assign \$517  = ~ \$516 ;
-  assign \$518  = \$515  & \$517 ;
-  assign \$519  = ! rd_in_data[238:234];
-  assign \$520  = 7'h70 - widened_14_lzc_c;
-  assign \$521  = rd_in_data[238:234] + 7'h70;
-  assign \$527  = | rd_in_data[241:240];
-  assign \$529  = | rd_in_data[241:240];
-  assign \$530  = ~ rd_in_data[241];
-  assign widened_15_lzc_clh = \$529  ? { 1'h0, \$530  } : 2'h2;
-  assign \$532  = | rd_in_data[245:244];
-  assign \$533  = | rd_in_data[243:242];
-  assign widened_15_lzc_vhl = \$532  | \$533 ;
-  assign \$534  = | rd_in_data[245:244];
-  assign \$535  = ~ rd_in_data[245];
-  assign \$536  = ~ rd_in_data[243];
-  assign widened_15_lzc_chl = \$534  ? { 1'h0, \$535  } : { 1'h1, \$536  };
-  assign \$537  = | rd_in_data[249:248];
-  assign \$538  = | rd_in_data[247:246];
-  assign widened_15_lzc_vhh = \$537  | \$538 ;
-  assign \$539  = | rd_in_data[249:248];
-  assign \$540  = ~ rd_in_data[249];
-  assign \$541  = ~ rd_in_data[247];
-  assign widened_15_lzc_chh = \$539  ? { 1'h0, \$540  } : { 1'h1, \$541  };
+  assign \$519  = widened_14_lzc_c + 1'h1;
+  assign \$520  = rd_in_data[233:224] << \$519 ;
+  assign \$521  = rd_in_data[238:234] == 5'h1f;
+  assign \$522  = | rd_in_data[233:224];
+  assign \$523  = \$521  & \$522 ;
+  assign \$524  = rd_in_data[238:234] == 5'h1f;
+  assign \$525  = ! rd_in_data[238:234];
+  assign \$526  = | rd_in_data[233:224];
+  assign \$527  = ~ \$526 ;
+  assign \$528  = \$525  & \$527 ;
+  assign \$529  = ! rd_in_data[238:234];
+  assign \$530  = 7'h70 - widened_14_lzc_c;
+  assign \$531  = rd_in_data[238:234] + 7'h70;
+  assign \$537  = | rd_in_data[241:240];
+  assign \$539  = | rd_in_data[241:240];
+  assign \$540  = ~ rd_in_data[241];
+  assign widened_15_lzc_clh = \$539  ? { 1'h0, \$540  } : 2'h2;
+  assign \$542  = | rd_in_data[245:244];
+  assign \$543  = | rd_in_data[243:242];
+  assign widened_15_lzc_vhl = \$542  | \$543 ;
+  assign \$544  = | rd_in_data[245:244];
+  assign \$545  = ~ rd_in_data[245];
+  assign \$546  = ~ rd_in_data[243];
+  assign widened_15_lzc_chl = \$544  ? { 1'h0, \$545  } : { 1'h1, \$546  };
+  assign \$547  = | rd_in_data[249:248];
+  assign \$548  = | rd_in_data[247:246];
+  assign widened_15_lzc_vhh = \$547  | \$548 ;
+  assign \$549  = | rd_in_data[249:248];
+  assign \$550  = ~ rd_in_data[249];
+  assign \$551  = ~ rd_in_data[247];
+  assign widened_15_lzc_chh = \$549  ? { 1'h0, \$550  } : { 1'h1, \$551  };
   assign widened_15_lzc_vh = widened_15_lzc_vhh | widened_15_lzc_vhl;
   assign widened_15_lzc_ch = widened_15_lzc_vhh ? { 1'h0, widened_15_lzc_chh } : { 1'h1, widened_15_lzc_chl };
   assign widened_15_lzc_c = widened_15_lzc_vh ? { 1'h0, widened_15_lzc_ch } : { 1'h1, widened_15_lzc_cl };
-  assign \$542  = widened_15_lzc_c + 1'h1;
-  assign \$543  = rd_in_data[249:240] << \$542 ;
-  assign \$544  = rd_in_data[254:250] == 5'h1f;
-  assign \$545  = | rd_in_data[249:240];
-  assign \$546  = \$544  & \$545 ;
-  assign \$547  = rd_in_data[254:250] == 5'h1f;
-  assign \$548  = ! rd_in_data[254:250];
-  assign \$549  = | rd_in_data[249:240];
-  assign \$550  = ~ \$549 ;
-  assign \$551  = \$548  & \$550 ;
-  assign \$552  = ! rd_in_data[254:250];
-  assign \$553  = 7'h70 - widened_15_lzc_c;
-  assign \$554  = rd_in_data[254:250] + 7'h70;
-  assign \$560  = | rd_in_data[257:256];
-  assign \$562  = | rd_in_data[257:256];
-  assign \$563  = ~ rd_in_data[257];
-  assign widened_16_lzc_clh = \$562  ? { 1'h0, \$563  } : 2'h2;
-  assign \$565  = | rd_in_data[261:260];
-  assign \$566  = | rd_in_data[259:258];
-  assign widened_16_lzc_vhl = \$565  | \$566 ;
-  assign \$567  = | rd_in_data[261:260];
-  assign \$568  = ~ rd_in_data[261];
-  assign \$569  = ~ rd_in_data[259];
-  assign widened_16_lzc_chl = \$567  ? { 1'h0, \$568  } : { 1'h1, \$569  };
-  assign \$570  = | rd_in_data[265:264];
-  assign \$571  = | rd_in_data[263:262];
-  assign widened_16_lzc_vhh = \$570  | \$571 ;
-  assign \$572  = | rd_in_data[265:264];
-  assign \$573  = ~ rd_in_data[265];
-  assign \$574  = ~ rd_in_data[263];
-  assign widened_16_lzc_chh = \$572  ? { 1'h0, \$573  } : { 1'h1, \$574  };
+  assign \$552  = widened_15_lzc_c + 1'h1;
+  assign \$553  = rd_in_data[249:240] << \$552 ;
+  assign \$554  = rd_in_data[254:250] == 5'h1f;
+  assign \$555  = | rd_in_data[249:240];
+  assign \$556  = \$554  & \$555 ;
+  assign \$557  = rd_in_data[254:250] == 5'h1f;
+  assign \$558  = ! rd_in_data[254:250];
+  assign \$559  = | rd_in_data[249:240];
+  assign \$560  = ~ \$559 ;
+  assign \$561  = \$558  & \$560 ;
+  assign \$562  = ! rd_in_data[254:250];
+  assign \$563  = 7'h70 - widened_15_lzc_c;
+  assign \$564  = rd_in_data[254:250] + 7'h70;
+  assign \$570  = | rd_in_data[257:256];
+  assign \$572  = | rd_in_data[257:256];
+  assign \$573  = ~ rd_in_data[257];
+  assign widened_16_lzc_clh = \$572  ? { 1'h0, \$573  } : 2'h2;
+  assign \$575  = | rd_in_data[261:260];
+  assign \$576  = | rd_in_data[259:258];
+  assign widened_16_lzc_vhl = \$575  | \$576 ;
+  assign \$577  = | rd_in_data[261:260];
+  assign \$578  = ~ rd_in_data[261];
+  assign \$579  = ~ rd_in_data[259];
+  assign widened_16_lzc_chl = \$577  ? { 1'h0, \$578  } : { 1'h1, \$579  };
+  assign \$580  = | rd_in_data[265:264];
+  assign \$581  = | rd_in_data[263:262];
+  assign widened_16_lzc_vhh = \$580  | \$581 ;
+  assign \$582  = | rd_in_data[265:264];
+  assign \$583  = ~ rd_in_data[265];
+  assign \$584  = ~ rd_in_data[263];
+  assign widened_16_lzc_chh = \$582  ? { 1'h0, \$583  } : { 1'h1, \$584  };
   assign widened_16_lzc_vh = widened_16_lzc_vhh | widened_16_lzc_vhl;
   assign widened_16_lzc_ch = widened_16_lzc_vhh ? { 1'h0, widened_16_lzc_chh } : { 1'h1, widened_16_lzc_chl };
   assign widened_16_lzc_c = widened_16_lzc_vh ? { 1'h0, widened_16_lzc_ch } : { 1'h1, widened_16_lzc_cl };
-  assign \$575  = widened_16_lzc_c + 1'h1;
-  assign \$576  = rd_in_data[265:256] << \$575 ;
-  assign \$577  = rd_in_data[270:266] == 5'h1f;
-  assign \$578  = | rd_in_data[265:256];
-  assign \$579  = \$577  & \$578 ;
-  assign \$580  = rd_in_data[270:266] == 5'h1f;
-  assign \$581  = ! rd_in_data[270:266];
-  assign \$582  = | rd_in_data[265:256];
-  assign \$583  = ~ \$582 ;
-  assign \$584  = \$581  & \$583 ;
-  assign \$585  = ! rd_in_data[270:266];
-  assign \$586  = 7'h70 - widened_16_lzc_c;
-  assign \$587  = rd_in_data[270:266] + 7'h70;
-  assign \$593  = | rd_in_data[273:272];
-  assign \$595  = | rd_in_data[273:272];
-  assign \$596  = ~ rd_in_data[273];
-  assign widened_17_lzc_clh = \$595  ? { 1'h0, \$596  } : 2'h2;
-  assign \$598  = | rd_in_data[277:276];
-  assign \$599  = | rd_in_data[275:274];
-  assign widened_17_lzc_vhl = \$598  | \$599 ;
-  assign \$600  = | rd_in_data[277:276];
-  assign \$601  = ~ rd_in_data[277];
-  assign \$602  = ~ rd_in_data[275];
-  assign widened_17_lzc_chl = \$600  ? { 1'h0, \$601  } : { 1'h1, \$602  };
-  assign \$603  = | rd_in_data[281:280];
-  assign \$604  = | rd_in_data[279:278];
-  assign widened_17_lzc_vhh = \$603  | \$604 ;
-  assign \$605  = | rd_in_data[281:280];
-  assign \$606  = ~ rd_in_data[281];
-  assign \$607  = ~ rd_in_data[279];
-  assign widened_17_lzc_chh = \$605  ? { 1'h0, \$606  } : { 1'h1, \$607  };
+  assign \$585  = widened_16_lzc_c + 1'h1;
+  assign \$586  = rd_in_data[265:256] << \$585 ;
+  assign \$587  = rd_in_data[270:266] == 5'h1f;
+  assign \$588  = | rd_in_data[265:256];
+  assign \$589  = \$587  & \$588 ;
+  assign \$590  = rd_in_data[270:266] == 5'h1f;
+  assign \$591  = ! rd_in_data[270:266];
+  assign \$592  = | rd_in_data[265:256];
+  assign \$593  = ~ \$592 ;
+  assign \$594  = \$591  & \$593 ;
+  assign \$595  = ! rd_in_data[270:266];
+  assign \$596  = 7'h70 - widened_16_lzc_c;
+  assign \$597  = rd_in_data[270:266] + 7'h70;
+  assign \$603  = | rd_in_data[273:272];
+  assign \$605  = | rd_in_data[273:272];
+  assign \$606  = ~ rd_in_data[273];
+  assign widened_17_lzc_clh = \$605  ? { 1'h0, \$606  } : 2'h2;
+  assign \$608  = | rd_in_data[277:276];
+  assign \$609  = | rd_in_data[275:274];
+  assign widened_17_lzc_vhl = \$608  | \$609 ;
+  assign \$610  = | rd_in_data[277:276];
+  assign \$611  = ~ rd_in_data[277];
+  assign \$612  = ~ rd_in_data[275];
+  assign widened_17_lzc_chl = \$610  ? { 1'h0, \$611  } : { 1'h1, \$612  };
+  assign \$613  = | rd_in_data[281:280];
+  assign \$614  = | rd_in_data[279:278];
+  assign widened_17_lzc_vhh = \$613  | \$614 ;
+  assign \$615  = | rd_in_data[281:280];
+  assign \$616  = ~ rd_in_data[281];
+  assign \$617  = ~ rd_in_data[279];
+  assign widened_17_lzc_chh = \$615  ? { 1'h0, \$616  } : { 1'h1, \$617  };
   assign widened_17_lzc_vh = widened_17_lzc_vhh | widened_17_lzc_vhl;
   assign widened_17_lzc_ch = widened_17_lzc_vhh ? { 1'h0, widened_17_lzc_chh } : { 1'h1, widened_17_lzc_chl };
   assign widened_17_lzc_c = widened_17_lzc_vh ? { 1'h0, widened_17_lzc_ch } : { 1'h1, widened_17_lzc_cl };
-  assign \$608  = widened_17_lzc_c + 1'h1;
-  assign \$609  = rd_in_data[281:272] << \$608 ;
-  assign \$610  = rd_in_data[286:282] == 5'h1f;
-  assign \$611  = | rd_in_data[281:272];
-  assign \$612  = \$610  & \$611 ;
-  assign \$613  = rd_in_data[286:282] == 5'h1f;
-  assign \$614  = ! rd_in_data[286:282];
-  assign \$615  = | rd_in_data[281:272];
-  assign \$616  = ~ \$615 ;
-  assign \$617  = \$614  & \$616 ;
-  assign \$618  = ! rd_in_data[286:282];
-  assign \$619  = 7'h70 - widened_17_lzc_c;
-  assign \$620  = rd_in_data[286:282] + 7'h70;
-  assign \$626  = | rd_in_data[289:288];
-  assign \$628  = | rd_in_data[289:288];
-  assign \$629  = ~ rd_in_data[289];
-  assign widened_18_lzc_clh = \$628  ? { 1'h0, \$629  } : 2'h2;
-  assign \$631  = | rd_in_data[293:292];
-  assign \$632  = | rd_in_data[291:290];
-  assign widened_18_lzc_vhl = \$631  | \$632 ;
-  assign \$633  = | rd_in_data[293:292];
-  assign \$634  = ~ rd_in_data[293];
-  assign \$635  = ~ rd_in_data[291];
-  assign widened_18_lzc_chl = \$633  ? { 1'h0, \$634  } : { 1'h1, \$635  };
-  assign \$636  = | rd_in_data[297:296];
-  assign \$637  = | rd_in_data[295:294];
-  assign widened_18_lzc_vhh = \$636  | \$637 ;
-  assign \$638  = | rd_in_data[297:296];
-  assign \$639  = ~ rd_in_data[297];
-  assign \$640  = ~ rd_in_data[295];
-  assign widened_18_lzc_chh = \$638  ? { 1'h0, \$639  } : { 1'h1, \$640  };
+  assign \$618  = widened_17_lzc_c + 1'h1;
+  assign \$619  = rd_in_data[281:272] << \$618 ;
+  assign \$620  = rd_in_data[286:282] == 5'h1f;
+  assign \$621  = | rd_in_data[281:272];
+  assign \$622  = \$620  & \$621 ;
+  assign \$623  = rd_in_data[286:282] == 5'h1f;
+  assign \$624  = ! rd_in_data[286:282];
+  assign \$625  = | rd_in_data[281:272];
+  assign \$626  = ~ \$625 ;
+  assign \$627  = \$624  & \$626 ;
+  assign \$628  = ! rd_in_data[286:282];
+  assign \$629  = 7'h70 - widened_17_lzc_c;
+  assign \$630  = rd_in_data[286:282] + 7'h70;
+  assign \$636  = | rd_in_data[289:288];
+  assign \$638  = | rd_in_data[289:288];
+  assign \$639  = ~ rd_in_data[289];
+  assign widened_18_lzc_clh = \$638  ? { 1'h0, \$639  } : 2'h2;
+  assign \$641  = | rd_in_data[293:292];
+  assign \$642  = | rd_in_data[291:290];
+  assign widened_18_lzc_vhl = \$641  | \$642 ;
+  assign \$643  = | rd_in_data[293:292];
+  assign \$644  = ~ rd_in_data[293];
+  assign \$645  = ~ rd_in_data[291];
+  assign widened_18_lzc_chl = \$643  ? { 1'h0, \$644  } : { 1'h1, \$645  };
+  assign \$646  = | rd_in_data[297:296];
+  assign \$647  = | rd_in_data[295:294];
+  assign widened_18_lzc_vhh = \$646  | \$647 ;
+  assign \$648  = | rd_in_data[297:296];
+  assign \$649  = ~ rd_in_data[297];
+  assign \$650  = ~ rd_in_data[295];
+  assign widened_18_lzc_chh = \$648  ? { 1'h0, \$649  } : { 1'h1, \$650  };
   assign widened_18_lzc_vh = widened_18_lzc_vhh | widened_18_lzc_vhl;
   assign widened_18_lzc_ch = widened_18_lzc_vhh ? { 1'h0, widened_18_lzc_chh } : { 1'h1, widened_18_lzc_chl };
   assign widened_18_lzc_c = widened_18_lzc_vh ? { 1'h0, widened_18_lzc_ch } : { 1'h1, widened_18_lzc_cl };
-  assign \$641  = widened_18_lzc_c + 1'h1;
-  assign \$642  = rd_in_data[297:288] << \$641 ;
-  assign \$643  = rd_in_data[302:298] == 5'h1f;
-  assign \$644  = | rd_in_data[297:288];
-  assign \$645  = \$643  & \$644 ;
-  assign \$646  = rd_in_data[302:298] == 5'h1f;
-  assign \$647  = ! rd_in_data[302:298];
-  assign \$648  = | rd_in_data[297:288];
-  assign \$649  = ~ \$648 ;
-  assign \$650  = \$647  & \$649 ;
-  assign \$651  = ! rd_in_data[302:298];
-  assign \$652  = 7'h70 - widened_18_lzc_c;
-  assign \$653  = rd_in_data[302:298] + 7'h70;
-  assign \$659  = | rd_in_data[305:304];
-  assign \$661  = | rd_in_data[305:304];
-  assign \$662  = ~ rd_in_data[305];
-  assign widened_19_lzc_clh = \$661  ? { 1'h0, \$662  } : 2'h2;
-  assign \$664  = | rd_in_data[309:308];
-  assign \$665  = | rd_in_data[307:306];
-  assign widened_19_lzc_vhl = \$664  | \$665 ;
-  assign \$666  = | rd_in_data[309:308];
-  assign \$667  = ~ rd_in_data[309];
-  assign \$668  = ~ rd_in_data[307];
-  assign widened_19_lzc_chl = \$666  ? { 1'h0, \$667  } : { 1'h1, \$668  };
-  assign \$669  = | rd_in_data[313:312];
-  assign \$670  = | rd_in_data[311:310];
-  assign widened_19_lzc_vhh = \$669  | \$670 ;
-  assign \$671  = | rd_in_data[313:312];
-  assign \$672  = ~ rd_in_data[313];
-  assign \$673  = ~ rd_in_data[311];
-  assign widened_19_lzc_chh = \$671  ? { 1'h0, \$672  } : { 1'h1, \$673  };
+  assign \$651  = widened_18_lzc_c + 1'h1;
+  assign \$652  = rd_in_data[297:288] << \$651 ;
+  assign \$653  = rd_in_data[302:298] == 5'h1f;
+  assign \$654  = | rd_in_data[297:288];
+  assign \$655  = \$653  & \$654 ;
+  assign \$656  = rd_in_data[302:298] == 5'h1f;
+  assign \$657  = ! rd_in_data[302:298];
+  assign \$658  = | rd_in_data[297:288];
+  assign \$659  = ~ \$658 ;
+  assign \$660  = \$657  & \$659 ;
+  assign \$661  = ! rd_in_data[302:298];
+  assign \$662  = 7'h70 - widened_18_lzc_c;
+  assign \$663  = rd_in_data[302:298] + 7'h70;
+  assign \$669  = | rd_in_data[305:304];
+  assign \$671  = | rd_in_data[305:304];
+  assign \$672  = ~ rd_in_data[305];
+  assign widened_19_lzc_clh = \$671  ? { 1'h0, \$672  } : 2'h2;
+  assign \$674  = | rd_in_data[309:308];
+  assign \$675  = | rd_in_data[307:306];
+  assign widened_19_lzc_vhl = \$674  | \$675 ;
+  assign \$676  = | rd_in_data[309:308];
+  assign \$677  = ~ rd_in_data[309];
+  assign \$678  = ~ rd_in_data[307];
+  assign widened_19_lzc_chl = \$676  ? { 1'h0, \$677  } : { 1'h1, \$678  };
+  assign \$679  = | rd_in_data[313:312];
+  assign \$680  = | rd_in_data[311:310];
+  assign widened_19_lzc_vhh = \$679  | \$680 ;
+  assign \$681  = | rd_in_data[313:312];
+  assign \$682  = ~ rd_in_data[313];
+  assign \$683  = ~ rd_in_data[311];
+  assign widened_19_lzc_chh = \$681  ? { 1'h0, \$682  } : { 1'h1, \$683  };
   assign widened_19_lzc_vh = widened_19_lzc_vhh | widened_19_lzc_vhl;
   assign widened_19_lzc_ch = widened_19_lzc_vhh ? { 1'h0, widened_19_lzc_chh } : { 1'h1, widened_19_lzc_chl };
   assign widened_19_lzc_c = widened_19_lzc_vh ? { 1'h0, widened_19_lzc_ch } : { 1'h1, widened_19_lzc_cl };
-  assign \$674  = widened_19_lzc_c + 1'h1;
-  assign \$675  = rd_in_data[313:304] << \$674 ;
-  assign \$676  = rd_in_data[318:314] == 5'h1f;
-  assign \$677  = | rd_in_data[313:304];
-  assign \$678  = \$676  & \$677 ;
-  assign \$679  = rd_in_data[318:314] == 5'h1f;
-  assign \$680  = ! rd_in_data[318:314];
-  assign \$681  = | rd_in_data[313:304];
-  assign \$682  = ~ \$681 ;
-  assign \$683  = \$680  & \$682 ;
-  assign \$684  = ! rd_in_data[318:314];
-  assign \$685  = 7'h70 - widened_19_lzc_c;
-  assign \$686  = rd_in_data[318:314] + 7'h70;
-  assign \$692  = | rd_in_data[321:320];
-  assign \$694  = | rd_in_data[321:320];
-  assign \$695  = ~ rd_in_data[321];
-  assign widened_20_lzc_clh = \$694  ? { 1'h0, \$695  } : 2'h2;
-  assign \$697  = | rd_in_data[325:324];
-  assign \$698  = | rd_in_data[323:322];
-  assign widened_20_lzc_vhl = \$697  | \$698 ;
-  assign \$699  = | rd_in_data[325:324];
-  assign \$700  = ~ rd_in_data[325];
-  assign \$701  = ~ rd_in_data[323];
-  assign widened_20_lzc_chl = \$699  ? { 1'h0, \$700  } : { 1'h1, \$701  };
-  assign \$702  = | rd_in_data[329:328];
-  assign \$703  = | rd_in_data[327:326];
-  assign widened_20_lzc_vhh = \$702  | \$703 ;
-  assign \$704  = | rd_in_data[329:328];
-  assign \$705  = ~ rd_in_data[329];
-  assign \$706  = ~ rd_in_data[327];
-  assign widened_20_lzc_chh = \$704  ? { 1'h0, \$705  } : { 1'h1, \$706  };
+  assign \$684  = widened_19_lzc_c + 1'h1;
+  assign \$685  = rd_in_data[313:304] << \$684 ;
+  assign \$686  = rd_in_data[318:314] == 5'h1f;
+  assign \$687  = | rd_in_data[313:304];
+  assign \$688  = \$686  & \$687 ;
+  assign \$689  = rd_in_data[318:314] == 5'h1f;
+  assign \$690  = ! rd_in_data[318:314];
+  assign \$691  = | rd_in_data[313:304];
+  assign \$692  = ~ \$691 ;
+  assign \$693  = \$690  & \$692 ;
+  assign \$694  = ! rd_in_data[318:314];
+  assign \$695  = 7'h70 - widened_19_lzc_c;
+  assign \$696  = rd_in_data[318:314] + 7'h70;
+  assign \$702  = | rd_in_data[321:320];
+  assign \$704  = | rd_in_data[321:320];
+  assign \$705  = ~ rd_in_data[321];
+  assign widened_20_lzc_clh = \$704  ? { 1'h0, \$705  } : 2'h2;
+  assign \$707  = | rd_in_data[325:324];
+  assign \$708  = | rd_in_data[323:322];
+  assign widened_20_lzc_vhl = \$707  | \$708 ;
+  assign \$709  = | rd_in_data[325:324];
+  assign \$710  = ~ rd_in_data[325];
+  assign \$711  = ~ rd_in_data[323];
+  assign widened_20_lzc_chl = \$709  ? { 1'h0, \$710  } : { 1'h1, \$711  };
+  assign \$712  = | rd_in_data[329:328];
+  assign \$713  = | rd_in_data[327:326];
+  assign widened_20_lzc_vhh = \$712  | \$713 ;
+  assign \$714  = | rd_in_data[329:328];
+  assign \$715  = ~ rd_in_data[329];
+  assign \$716  = ~ rd_in_data[327];
+  assign widened_20_lzc_chh = \$714  ? { 1'h0, \$715  } : { 1'h1, \$716  };
   assign widened_20_lzc_vh = widened_20_lzc_vhh | widened_20_lzc_vhl;
   assign widened_20_lzc_ch = widened_20_lzc_vhh ? { 1'h0, widened_20_lzc_chh } : { 1'h1, widened_20_lzc_chl };
   assign widened_20_lzc_c = widened_20_lzc_vh ? { 1'h0, widened_20_lzc_ch } : { 1'h1, widened_20_lzc_cl };
-  assign \$707  = widened_20_lzc_c + 1'h1;
-  assign \$708  = rd_in_data[329:320] << \$707 ;
-  assign \$709  = rd_in_data[334:330] == 5'h1f;
-  assign \$710  = | rd_in_data[329:320];
-  assign \$711  = \$709  & \$710 ;
-  assign \$712  = rd_in_data[334:330] == 5'h1f;
-  assign \$713  = ! rd_in_data[334:330];
-  assign \$714  = | rd_in_data[329:320];
-  assign \$715  = ~ \$714 ;
-  assign \$716  = \$713  & \$715 ;
-  assign \$717  = ! rd_in_data[334:330];
-  assign \$718  = 7'h70 - widened_20_lzc_c;
-  assign \$719  = rd_in_data[334:330] + 7'h70;
-  assign \$725  = | rd_in_data[337:336];
-  assign \$727  = | rd_in_data[337:336];
-  assign \$728  = ~ rd_in_data[337];
-  assign widened_21_lzc_clh = \$727  ? { 1'h0, \$728  } : 2'h2;
-  assign \$730  = | rd_in_data[341:340];
-  assign \$731  = | rd_in_data[339:338];
-  assign widened_21_lzc_vhl = \$730  | \$731 ;
-  assign \$732  = | rd_in_data[341:340];
-  assign \$733  = ~ rd_in_data[341];
-  assign \$734  = ~ rd_in_data[339];
-  assign widened_21_lzc_chl = \$732  ? { 1'h0, \$733  } : { 1'h1, \$734  };
-  assign \$735  = | rd_in_data[345:344];
-  assign \$736  = | rd_in_data[343:342];
-  assign widened_21_lzc_vhh = \$735  | \$736 ;
-  assign \$737  = | rd_in_data[345:344];
-  assign \$738  = ~ rd_in_data[345];
-  assign \$739  = ~ rd_in_data[343];
-  assign widened_21_lzc_chh = \$737  ? { 1'h0, \$738  } : { 1'h1, \$739  };
+  assign \$717  = widened_20_lzc_c + 1'h1;
+  assign \$718  = rd_in_data[329:320] << \$717 ;
+  assign \$719  = rd_in_data[334:330] == 5'h1f;
+  assign \$720  = | rd_in_data[329:320];
+  assign \$721  = \$719  & \$720 ;
+  assign \$722  = rd_in_data[334:330] == 5'h1f;
+  assign \$723  = ! rd_in_data[334:330];
+  assign \$724  = | rd_in_data[329:320];
+  assign \$725  = ~ \$724 ;
+  assign \$726  = \$723  & \$725 ;
+  assign \$727  = ! rd_in_data[334:330];
+  assign \$728  = 7'h70 - widened_20_lzc_c;
+  assign \$729  = rd_in_data[334:330] + 7'h70;
+  assign \$735  = | rd_in_data[337:336];
+  assign \$737  = | rd_in_data[337:336];
+  assign \$738  = ~ rd_in_data[337];
+  assign widened_21_lzc_clh = \$737  ? { 1'h0, \$738  } : 2'h2;
+  assign \$740  = | rd_in_data[341:340];
+  assign \$741  = | rd_in_data[339:338];
+  assign widened_21_lzc_vhl = \$740  | \$741 ;
+  assign \$742  = | rd_in_data[341:340];
+  assign \$743  = ~ rd_in_data[341];
+  assign \$744  = ~ rd_in_data[339];
+  assign widened_21_lzc_chl = \$742  ? { 1'h0, \$743  } : { 1'h1, \$744  };
+  assign \$745  = | rd_in_data[345:344];
+  assign \$746  = | rd_in_data[343:342];
+  assign widened_21_lzc_vhh = \$745  | \$746 ;
+  assign \$747  = | rd_in_data[345:344];
+  assign \$748  = ~ rd_in_data[345];
+  assign \$749  = ~ rd_in_data[343];
+  assign widened_21_lzc_chh = \$747  ? { 1'h0, \$748  } : { 1'h1, \$749  };
   assign widened_21_lzc_vh = widened_21_lzc_vhh | widened_21_lzc_vhl;
   assign widened_21_lzc_ch = widened_21_lzc_vhh ? { 1'h0, widened_21_lzc_chh } : { 1'h1, widened_21_lzc_chl };
   assign widened_21_lzc_c = widened_21_lzc_vh ? { 1'h0, widened_21_lzc_ch } : { 1'h1, widened_21_lzc_cl };
-  assign \$740  = widened_21_lzc_c + 1'h1;
-  assign \$741  = rd_in_data[345:336] << \$740 ;
-  assign \$742  = rd_in_data[350:346] == 5'h1f;
-  assign \$743  = | rd_in_data[345:336];
-  assign \$744  = \$742  & \$743 ;
-  assign \$745  = rd_in_data[350:346] == 5'h1f;
-  assign \$746  = ! rd_in_data[350:346];
-  assign \$747  = | rd_in_data[345:336];
-  assign \$748  = ~ \$747 ;
-  assign \$749  = \$746  & \$748 ;
-  assign \$750  = ! rd_in_data[350:346];
-  assign \$751  = 7'h70 - widened_21_lzc_c;
-  assign \$752  = rd_in_data[350:346] + 7'h70;
-  assign \$758  = | rd_in_data[353:352];
-  assign \$760  = | rd_in_data[353:352];
-  assign \$761  = ~ rd_in_data[353];
-  assign widened_22_lzc_clh = \$760  ? { 1'h0, \$761  } : 2'h2;
-  assign \$763  = | rd_in_data[357:356];
-  assign \$764  = | rd_in_data[355:354];
-  assign widened_22_lzc_vhl = \$763  | \$764 ;
-  assign \$765  = | rd_in_data[357:356];
-  assign \$766  = ~ rd_in_data[357];
-  assign \$767  = ~ rd_in_data[355];
-  assign widened_22_lzc_chl = \$765  ? { 1'h0, \$766  } : { 1'h1, \$767  };
-  assign \$768  = | rd_in_data[361:360];
-  assign \$769  = | rd_in_data[359:358];
-  assign widened_22_lzc_vhh = \$768  | \$769 ;
-  assign \$770  = | rd_in_data[361:360];
-  assign \$771  = ~ rd_in_data[361];
-  assign \$772  = ~ rd_in_data[359];
-  assign widened_22_lzc_chh = \$770  ? { 1'h0, \$771  } : { 1'h1, \$772  };
+  assign \$750  = widened_21_lzc_c + 1'h1;
+  assign \$751  = rd_in_data[345:336] << \$750 ;
+  assign \$752  = rd_in_data[350:346] == 5'h1f;
+  assign \$753  = | rd_in_data[345:336];
+  assign \$754  = \$752  & \$753 ;
+  assign \$755  = rd_in_data[350:346] == 5'h1f;
+  assign \$756  = ! rd_in_data[350:346];
+  assign \$757  = | rd_in_data[345:336];
+  assign \$758  = ~ \$757 ;
+  assign \$759  = \$756  & \$758 ;
+  assign \$760  = ! rd_in_data[350:346];
+  assign \$761  = 7'h70 - widened_21_lzc_c;
+  assign \$762  = rd_in_data[350:346] + 7'h70;
+  assign \$768  = | rd_in_data[353:352];
+  assign \$770  = | rd_in_data[353:352];
+  assign \$771  = ~ rd_in_data[353];
+  assign widened_22_lzc_clh = \$770  ? { 1'h0, \$771  } : 2'h2;
+  assign \$773  = | rd_in_data[357:356];
+  assign \$774  = | rd_in_data[355:354];
+  assign widened_22_lzc_vhl = \$773  | \$774 ;
+  assign \$775  = | rd_in_data[357:356];
+  assign \$776  = ~ rd_in_data[357];
+  assign \$777  = ~ rd_in_data[355];
+  assign widened_22_lzc_chl = \$775  ? { 1'h0, \$776  } : { 1'h1, \$777  };
+  assign \$778  = | rd_in_data[361:360];
+  assign \$779  = | rd_in_data[359:358];
+  assign widened_22_lzc_vhh = \$778  | \$779 ;
+  assign \$780  = | rd_in_data[361:360];
+  assign \$781  = ~ rd_in_data[361];
+  assign \$782  = ~ rd_in_data[359];
+  assign widened_22_lzc_chh = \$780  ? { 1'h0, \$781  } : { 1'h1, \$782  };
   assign widened_22_lzc_vh = widened_22_lzc_vhh | widened_22_lzc_vhl;
   assign widened_22_lzc_ch = widened_22_lzc_vhh ? { 1'h0, widened_22_lzc_chh } : { 1'h1, widened_22_lzc_chl };
   assign widened_22_lzc_c = widened_22_lzc_vh ? { 1'h0, widened_22_lzc_ch } : { 1'h1, widened_22_lzc_cl };
-  assign \$773  = widened_22_lzc_c + 1'h1;
-  assign \$774  = rd_in_data[361:352] << \$773 ;
-  assign \$775  = rd_in_data[366:362] == 5'h1f;
-  assign \$776  = | rd_in_data[361:352];
-  assign \$777  = \$775  & \$776 ;
-  assign \$778  = rd_in_data[366:362] == 5'h1f;
-  assign \$779  = ! rd_in_data[366:362];
-  assign \$780  = | rd_in_data[361:352];
-  assign \$781  = ~ \$780 ;
-  assign \$782  = \$779  & \$781 ;
-  assign \$783  = ! rd_in_data[366:362];
-  assign \$784  = 7'h70 - widened_22_lzc_c;
-  assign \$785  = rd_in_data[366:362] + 7'h70;
-  assign \$791  = | rd_in_data[369:368];
-  assign \$793  = | rd_in_data[369:368];
-  assign \$794  = ~ rd_in_data[369];
-  assign widened_23_lzc_clh = \$793  ? { 1'h0, \$794  } : 2'h2;
-  assign \$796  = | rd_in_data[373:372];
-  assign \$797  = | rd_in_data[371:370];
-  assign widened_23_lzc_vhl = \$796  | \$797 ;
-  assign \$798  = | rd_in_data[373:372];
-  assign \$799  = ~ rd_in_data[373];
-  assign \$800  = ~ rd_in_data[371];
-  assign widened_23_lzc_chl = \$798  ? { 1'h0, \$799  } : { 1'h1, \$800  };
-  assign \$801  = | rd_in_data[377:376];
-  assign \$802  = | rd_in_data[375:374];
-  assign widened_23_lzc_vhh = \$801  | \$802 ;
-  assign \$803  = | rd_in_data[377:376];
-  assign \$804  = ~ rd_in_data[377];
-  assign \$805  = ~ rd_in_data[375];
-  assign widened_23_lzc_chh = \$803  ? { 1'h0, \$804  } : { 1'h1, \$805  };
+  assign \$783  = widened_22_lzc_c + 1'h1;
+  assign \$784  = rd_in_data[361:352] << \$783 ;
+  assign \$785  = rd_in_data[366:362] == 5'h1f;
+  assign \$786  = | rd_in_data[361:352];
+  assign \$787  = \$785  & \$786 ;
+  assign \$788  = rd_in_data[366:362] == 5'h1f;
+  assign \$789  = ! rd_in_data[366:362];
+  assign \$790  = | rd_in_data[361:352];
+  assign \$791  = ~ \$790 ;
+  assign \$792  = \$789  & \$791 ;
+  assign \$793  = ! rd_in_data[366:362];
+  assign \$794  = 7'h70 - widened_22_lzc_c;
+  assign \$795  = rd_in_data[366:362] + 7'h70;
+  assign \$801  = | rd_in_data[369:368];
+  assign \$803  = | rd_in_data[369:368];
+  assign \$804  = ~ rd_in_data[369];
+  assign widened_23_lzc_clh = \$803  ? { 1'h0, \$804  } : 2'h2;
+  assign \$806  = | rd_in_data[373:372];
+  assign \$807  = | rd_in_data[371:370];
+  assign widened_23_lzc_vhl = \$806  | \$807 ;
+  assign \$808  = | rd_in_data[373:372];
+  assign \$809  = ~ rd_in_data[373];
+  assign \$810  = ~ rd_in_data[371];
+  assign widened_23_lzc_chl = \$808  ? { 1'h0, \$809  } : { 1'h1, \$810  };
+  assign \$811  = | rd_in_data[377:376];
+  assign \$812  = | rd_in_data[375:374];
+  assign widened_23_lzc_vhh = \$811  | \$812 ;
+  assign \$813  = | rd_in_data[377:376];
+  assign \$814  = ~ rd_in_data[377];
+  assign \$815  = ~ rd_in_data[375];
+  assign widened_23_lzc_chh = \$813  ? { 1'h0, \$814  } : { 1'h1, \$815  };
   assign widened_23_lzc_vh = widened_23_lzc_vhh | widened_23_lzc_vhl;
   assign widened_23_lzc_ch = widened_23_lzc_vhh ? { 1'h0, widened_23_lzc_chh } : { 1'h1, widened_23_lzc_chl };
   assign widened_23_lzc_c = widened_23_lzc_vh ? { 1'h0, widened_23_lzc_ch } : { 1'h1, widened_23_lzc_cl };
-  assign \$806  = widened_23_lzc_c + 1'h1;
-  assign \$807  = rd_in_data[377:368] << \$806 ;
-  assign \$808  = rd_in_data[382:378] == 5'h1f;
-  assign \$809  = | rd_in_data[377:368];
-  assign \$810  = \$808  & \$809 ;
-  assign \$811  = rd_in_data[382:378] == 5'h1f;
-  assign \$812  = ! rd_in_data[382:378];
-  assign \$813  = | rd_in_data[377:368];
-  assign \$814  = ~ \$813 ;
-  assign \$815  = \$812  & \$814 ;
-  assign \$816  = ! rd_in_data[382:378];
-  assign \$817  = 7'h70 - widened_23_lzc_c;
-  assign \$818  = rd_in_data[382:378] + 7'h70;
-  assign \$824  = | rd_in_data[385:384];
-  assign \$826  = | rd_in_data[385:384];
-  assign \$827  = ~ rd_in_data[385];
-  assign widened_24_lzc_clh = \$826  ? { 1'h0, \$827  } : 2'h2;
-  assign \$829  = | rd_in_data[389:388];
-  assign \$830  = | rd_in_data[387:386];
-  assign widened_24_lzc_vhl = \$829  | \$830 ;
-  assign \$831  = | rd_in_data[389:388];
-  assign \$832  = ~ rd_in_data[389];
-  assign \$833  = ~ rd_in_data[387];
-  assign widened_24_lzc_chl = \$831  ? { 1'h0, \$832  } : { 1'h1, \$833  };
-  assign \$834  = | rd_in_data[393:392];
-  assign \$835  = | rd_in_data[391:390];
-  assign widened_24_lzc_vhh = \$834  | \$835 ;
-  assign \$836  = | rd_in_data[393:392];
-  assign \$837  = ~ rd_in_data[393];
-  assign \$838  = ~ rd_in_data[391];
-  assign widened_24_lzc_chh = \$836  ? { 1'h0, \$837  } : { 1'h1, \$838  };
+  assign \$816  = widened_23_lzc_c + 1'h1;
+  assign \$817  = rd_in_data[377:368] << \$816 ;
+  assign \$818  = rd_in_data[382:378] == 5'h1f;
+  assign \$819  = | rd_in_data[377:368];
+  assign \$820  = \$818  & \$819 ;
+  assign \$821  = rd_in_data[382:378] == 5'h1f;
+  assign \$822  = ! rd_in_data[382:378];
+  assign \$823  = | rd_in_data[377:368];
+  assign \$824  = ~ \$823 ;
+  assign \$825  = \$822  & \$824 ;
+  assign \$826  = ! rd_in_data[382:378];
+  assign \$827  = 7'h70 - widened_23_lzc_c;
+  assign \$828  = rd_in_data[382:378] + 7'h70;
+  assign \$834  = | rd_in_data[385:384];
+  assign \$836  = | rd_in_data[385:384];
+  assign \$837  = ~ rd_in_data[385];
+  assign widened_24_lzc_clh = \$836  ? { 1'h0, \$837  } : 2'h2;
+  assign \$839  = | rd_in_data[389:388];
+  assign \$840  = | rd_in_data[387:386];
+  assign widened_24_lzc_vhl = \$839  | \$840 ;
+  assign \$841  = | rd_in_data[389:388];
+  assign \$842  = ~ rd_in_data[389];
+  assign \$843  = ~ rd_in_data[387];
+  assign widened_24_lzc_chl = \$841  ? { 1'h0, \$842  } : { 1'h1, \$843  };
+  assign \$844  = | rd_in_data[393:392];
+  assign \$845  = | rd_in_data[391:390];
+  assign widened_24_lzc_vhh = \$844  | \$845 ;
+  assign \$846  = | rd_in_data[393:392];
+  assign \$847  = ~ rd_in_data[393];
+  assign \$848  = ~ rd_in_data[391];
+  assign widened_24_lzc_chh = \$846  ? { 1'h0, \$847  } : { 1'h1, \$848  };
   assign widened_24_lzc_vh = widened_24_lzc_vhh | widened_24_lzc_vhl;
   assign widened_24_lzc_ch = widened_24_lzc_vhh ? { 1'h0, widened_24_lzc_chh } : { 1'h1, widened_24_lzc_chl };
   assign widened_24_lzc_c = widened_24_lzc_vh ? { 1'h0, widened_24_lzc_ch } : { 1'h1, widened_24_lzc_cl };
-  assign \$839  = widened_24_lzc_c + 1'h1;
-  assign \$840  = rd_in_data[393:384] << \$839 ;
-  assign \$841  = rd_in_data[398:394] == 5'h1f;
-  assign \$842  = | rd_in_data[393:384];
-  assign \$843  = \$841  & \$842 ;
-  assign \$844  = rd_in_data[398:394] == 5'h1f;
-  assign \$845  = ! rd_in_data[398:394];
-  assign \$846  = | rd_in_data[393:384];
-  assign \$847  = ~ \$846 ;
-  assign \$848  = \$845  & \$847 ;
-  assign \$849  = ! rd_in_data[398:394];
-  assign \$850  = 7'h70 - widened_24_lzc_c;
-  assign \$851  = rd_in_data[398:394] + 7'h70;
-  assign \$857  = | rd_in_data[401:400];
-  assign \$859  = | rd_in_data[401:400];
-  assign \$860  = ~ rd_in_data[401];
-  assign widened_25_lzc_clh = \$859  ? { 1'h0, \$860  } : 2'h2;
-  assign \$862  = | rd_in_data[405:404];
-  assign \$863  = | rd_in_data[403:402];
-  assign widened_25_lzc_vhl = \$862  | \$863 ;
-  assign \$864  = | rd_in_data[405:404];
-  assign \$865  = ~ rd_in_data[405];
-  assign \$866  = ~ rd_in_data[403];
-  assign widened_25_lzc_chl = \$864  ? { 1'h0, \$865  } : { 1'h1, \$866  };
-  assign \$867  = | rd_in_data[409:408];
-  assign \$868  = | rd_in_data[407:406];
-  assign widened_25_lzc_vhh = \$867  | \$868 ;
-  assign \$869  = | rd_in_data[409:408];
-  assign \$870  = ~ rd_in_data[409];
-  assign \$871  = ~ rd_in_data[407];
-  assign widened_25_lzc_chh = \$869  ? { 1'h0, \$870  } : { 1'h1, \$871  };
+  assign \$849  = widened_24_lzc_c + 1'h1;
+  assign \$850  = rd_in_data[393:384] << \$849 ;
+  assign \$851  = rd_in_data[398:394] == 5'h1f;
+  assign \$852  = | rd_in_data[393:384];
+  assign \$853  = \$851  & \$852 ;
+  assign \$854  = rd_in_data[398:394] == 5'h1f;
+  assign \$855  = ! rd_in_data[398:394];
+  assign \$856  = | rd_in_data[393:384];
+  assign \$857  = ~ \$856 ;
+  assign \$858  = \$855  & \$857 ;
+  assign \$859  = ! rd_in_data[398:394];
+  assign \$860  = 7'h70 - widened_24_lzc_c;
+  assign \$861  = rd_in_data[398:394] + 7'h70;
+  assign \$867  = | rd_in_data[401:400];
+  assign \$869  = | rd_in_data[401:400];
+  assign \$870  = ~ rd_in_data[401];
+  assign widened_25_lzc_clh = \$869  ? { 1'h0, \$870  } : 2'h2;
+  assign \$872  = | rd_in_data[405:404];
+  assign \$873  = | rd_in_data[403:402];
+  assign widened_25_lzc_vhl = \$872  | \$873 ;
+  assign \$874  = | rd_in_data[405:404];
+  assign \$875  = ~ rd_in_data[405];
+  assign \$876  = ~ rd_in_data[403];
+  assign widened_25_lzc_chl = \$874  ? { 1'h0, \$875  } : { 1'h1, \$876  };
+  assign \$877  = | rd_in_data[409:408];
+  assign \$878  = | rd_in_data[407:406];
+  assign widened_25_lzc_vhh = \$877  | \$878 ;
+  assign \$879  = | rd_in_data[409:408];
+  assign \$880  = ~ rd_in_data[409];
+  assign \$881  = ~ rd_in_data[407];
+  assign widened_25_lzc_chh = \$879  ? { 1'h0, \$880  } : { 1'h1, \$881  };
   assign widened_25_lzc_vh = widened_25_lzc_vhh | widened_25_lzc_vhl;
   assign widened_25_lzc_ch = widened_25_lzc_vhh ? { 1'h0, widened_25_lzc_chh } : { 1'h1, widened_25_lzc_chl };
   assign widened_25_lzc_c = widened_25_lzc_vh ? { 1'h0, widened_25_lzc_ch } : { 1'h1, widened_25_lzc_cl };
-  assign \$872  = widened_25_lzc_c + 1'h1;
-  assign \$873  = rd_in_data[409:400] << \$872 ;
-  assign \$874  = rd_in_data[414:410] == 5'h1f;
-  assign \$875  = | rd_in_data[409:400];
-  assign \$876  = \$874  & \$875 ;
-  assign \$877  = rd_in_data[414:410] == 5'h1f;
-  assign \$878  = ! rd_in_data[414:410];
-  assign \$879  = | rd_in_data[409:400];
-  assign \$880  = ~ \$879 ;
-  assign \$881  = \$878  & \$880 ;
-  assign \$882  = ! rd_in_data[414:410];
-  assign \$883  = 7'h70 - widened_25_lzc_c;
-  assign \$884  = rd_in_data[414:410] + 7'h70;
-  assign \$890  = | rd_in_data[417:416];
-  assign \$892  = | rd_in_data[417:416];
-  assign \$893  = ~ rd_in_data[417];
-  assign widened_26_lzc_clh = \$892  ? { 1'h0, \$893  } : 2'h2;
-  assign \$895  = | rd_in_data[421:420];
-  assign \$896  = | rd_in_data[419:418];
-  assign widened_26_lzc_vhl = \$895  | \$896 ;
-  assign \$897  = | rd_in_data[421:420];
-  assign \$898  = ~ rd_in_data[421];
-  assign \$899  = ~ rd_in_data[419];
-  assign widened_26_lzc_chl = \$897  ? { 1'h0, \$898  } : { 1'h1, \$899  };
-  assign \$900  = | rd_in_data[425:424];
-  assign \$901  = | rd_in_data[423:422];
-  assign widened_26_lzc_vhh = \$900  | \$901 ;
-  assign \$902  = | rd_in_data[425:424];
-  assign \$903  = ~ rd_in_data[425];
-  assign \$904  = ~ rd_in_data[423];
-  assign widened_26_lzc_chh = \$902  ? { 1'h0, \$903  } : { 1'h1, \$904  };
+  assign \$882  = widened_25_lzc_c + 1'h1;
+  assign \$883  = rd_in_data[409:400] << \$882 ;
+  assign \$884  = rd_in_data[414:410] == 5'h1f;
+  assign \$885  = | rd_in_data[409:400];
+  assign \$886  = \$884  & \$885 ;
+  assign \$887  = rd_in_data[414:410] == 5'h1f;
+  assign \$888  = ! rd_in_data[414:410];
+  assign \$889  = | rd_in_data[409:400];
+  assign \$890  = ~ \$889 ;
+  assign \$891  = \$888  & \$890 ;
+  assign \$892  = ! rd_in_data[414:410];
+  assign \$893  = 7'h70 - widened_25_lzc_c;
+  assign \$894  = rd_in_data[414:410] + 7'h70;
+  assign \$900  = | rd_in_data[417:416];
+  assign \$902  = | rd_in_data[417:416];
+  assign \$903  = ~ rd_in_data[417];
+  assign widened_26_lzc_clh = \$902  ? { 1'h0, \$903  } : 2'h2;
+  assign \$905  = | rd_in_data[421:420];
+  assign \$906  = | rd_in_data[419:418];
+  assign widened_26_lzc_vhl = \$905  | \$906 ;
+  assign \$907  = | rd_in_data[421:420];
+  assign \$908  = ~ rd_in_data[421];
+  assign \$909  = ~ rd_in_data[419];
+  assign widened_26_lzc_chl = \$907  ? { 1'h0, \$908  } : { 1'h1, \$909  };
+  assign \$910  = | rd_in_data[425:424];
+  assign \$911  = | rd_in_data[423:422];
+  assign widened_26_lzc_vhh = \$910  | \$911 ;
+  assign \$912  = | rd_in_data[425:424];
+  assign \$913  = ~ rd_in_data[425];
+  assign \$914  = ~ rd_in_data[423];
+  assign widened_26_lzc_chh = \$912  ? { 1'h0, \$913  } : { 1'h1, \$914  };
   assign widened_26_lzc_vh = widened_26_lzc_vhh | widened_26_lzc_vhl;
   assign widened_26_lzc_ch = widened_26_lzc_vhh ? { 1'h0, widened_26_lzc_chh } : { 1'h1, widened_26_lzc_chl };
   assign widened_26_lzc_c = widened_26_lzc_vh ? { 1'h0, widened_26_lzc_ch } : { 1'h1, widened_26_lzc_cl };
-  assign \$905  = widened_26_lzc_c + 1'h1;
-  assign \$906  = rd_in_data[425:416] << \$905 ;
-  assign \$907  = rd_in_data[430:426] == 5'h1f;
-  assign \$908  = | rd_in_data[425:416];
-  assign \$909  = \$907  & \$908 ;
-  assign \$910  = rd_in_data[430:426] == 5'h1f;
-  assign \$911  = ! rd_in_data[430:426];
-  assign \$912  = | rd_in_data[425:416];
-  assign \$913  = ~ \$912 ;
-  assign \$914  = \$911  & \$913 ;
-  assign \$915  = ! rd_in_data[430:426];
-  assign \$916  = 7'h70 - widened_26_lzc_c;
-  assign \$917  = rd_in_data[430:426] + 7'h70;
-  assign \$923  = | rd_in_data[433:432];
-  assign \$925  = | rd_in_data[433:432];
-  assign \$926  = ~ rd_in_data[433];
-  assign widened_27_lzc_clh = \$925  ? { 1'h0, \$926  } : 2'h2;
-  assign \$928  = | rd_in_data[437:436];
-  assign \$929  = | rd_in_data[435:434];
-  assign widened_27_lzc_vhl = \$928  | \$929 ;
-  assign \$930  = | rd_in_data[437:436];
-  assign \$931  = ~ rd_in_data[437];
-  assign \$932  = ~ rd_in_data[435];
-  assign widened_27_lzc_chl = \$930  ? { 1'h0, \$931  } : { 1'h1, \$932  };
-  assign \$933  = | rd_in_data[441:440];
-  assign \$934  = | rd_in_data[439:438];
-  assign widened_27_lzc_vhh = \$933  | \$934 ;
-  assign \$935  = | rd_in_data[441:440];
-  assign \$936  = ~ rd_in_data[441];
-  assign \$937  = ~ rd_in_data[439];
-  assign widened_27_lzc_chh = \$935  ? { 1'h0, \$936  } : { 1'h1, \$937  };
+  assign \$915  = widened_26_lzc_c + 1'h1;
+  assign \$916  = rd_in_data[425:416] << \$915 ;
+  assign \$917  = rd_in_data[430:426] == 5'h1f;
+  assign \$918  = | rd_in_data[425:416];
+  assign \$919  = \$917  & \$918 ;
+  assign \$920  = rd_in_data[430:426] == 5'h1f;
+  assign \$921  = ! rd_in_data[430:426];
+  assign \$922  = | rd_in_data[425:416];
+  assign \$923  = ~ \$922 ;
+  assign \$924  = \$921  & \$923 ;
+  assign \$925  = ! rd_in_data[430:426];
+  assign \$926  = 7'h70 - widened_26_lzc_c;
+  assign \$927  = rd_in_data[430:426] + 7'h70;
+  assign \$933  = | rd_in_data[433:432];
+  assign \$935  = | rd_in_data[433:432];
+  assign \$936  = ~ rd_in_data[433];
+  assign widened_27_lzc_clh = \$935  ? { 1'h0, \$936  } : 2'h2;
+  assign \$938  = | rd_in_data[437:436];
+  assign \$939  = | rd_in_data[435:434];
+  assign widened_27_lzc_vhl = \$938  | \$939 ;
+  assign \$940  = | rd_in_data[437:436];
+  assign \$941  = ~ rd_in_data[437];
+  assign \$942  = ~ rd_in_data[435];
+  assign widened_27_lzc_chl = \$940  ? { 1'h0, \$941  } : { 1'h1, \$942  };
+  assign \$943  = | rd_in_data[441:440];
+  assign \$944  = | rd_in_data[439:438];
+  assign widened_27_lzc_vhh = \$943  | \$944 ;
+  assign \$945  = | rd_in_data[441:440];
+  assign \$946  = ~ rd_in_data[441];
+  assign \$947  = ~ rd_in_data[439];
+  assign widened_27_lzc_chh = \$945  ? { 1'h0, \$946  } : { 1'h1, \$947  };
   assign widened_27_lzc_vh = widened_27_lzc_vhh | widened_27_lzc_vhl;
   assign widened_27_lzc_ch = widened_27_lzc_vhh ? { 1'h0, widened_27_lzc_chh } : { 1'h1, widened_27_lzc_chl };
   assign widened_27_lzc_c = widened_27_lzc_vh ? { 1'h0, widened_27_lzc_ch } : { 1'h1, widened_27_lzc_cl };
-  assign \$938  = widened_27_lzc_c + 1'h1;
-  assign \$939  = rd_in_data[441:432] << \$938 ;
-  assign \$940  = rd_in_data[446:442] == 5'h1f;
-  assign \$941  = | rd_in_data[441:432];
-  assign \$942  = \$940  & \$941 ;
-  assign \$943  = rd_in_data[446:442] == 5'h1f;
-  assign \$944  = ! rd_in_data[446:442];
-  assign \$945  = | rd_in_data[441:432];
-  assign \$946  = ~ \$945 ;
-  assign \$947  = \$944  & \$946 ;
-  assign \$948  = ! rd_in_data[446:442];
-  assign \$949  = 7'h70 - widened_27_lzc_c;
-  assign \$950  = rd_in_data[446:442] + 7'h70;
-  assign \$956  = | rd_in_data[449:448];
-  assign \$958  = | rd_in_data[449:448];
-  assign \$959  = ~ rd_in_data[449];
-  assign widened_28_lzc_clh = \$958  ? { 1'h0, \$959  } : 2'h2;
-  assign \$961  = | rd_in_data[453:452];
-  assign \$962  = | rd_in_data[451:450];
-  assign widened_28_lzc_vhl = \$961  | \$962 ;
-  assign \$963  = | rd_in_data[453:452];
-  assign \$964  = ~ rd_in_data[453];
-  assign \$965  = ~ rd_in_data[451];
-  assign widened_28_lzc_chl = \$963  ? { 1'h0, \$964  } : { 1'h1, \$965  };
-  assign \$966  = | rd_in_data[457:456];
-  assign \$967  = | rd_in_data[455:454];
-  assign widened_28_lzc_vhh = \$966  | \$967 ;
-  assign \$968  = | rd_in_data[457:456];
-  assign \$969  = ~ rd_in_data[457];
-  assign \$970  = ~ rd_in_data[455];
-  assign widened_28_lzc_chh = \$968  ? { 1'h0, \$969  } : { 1'h1, \$970  };
+  assign \$948  = widened_27_lzc_c + 1'h1;
+  assign \$949  = rd_in_data[441:432] << \$948 ;
+  assign \$950  = rd_in_data[446:442] == 5'h1f;
+  assign \$951  = | rd_in_data[441:432];
+  assign \$952  = \$950  & \$951 ;
+  assign \$953  = rd_in_data[446:442] == 5'h1f;
+  assign \$954  = ! rd_in_data[446:442];
+  assign \$955  = | rd_in_data[441:432];
+  assign \$956  = ~ \$955 ;
+  assign \$957  = \$954  & \$956 ;
+  assign \$958  = ! rd_in_data[446:442];
+  assign \$959  = 7'h70 - widened_27_lzc_c;
+  assign \$960  = rd_in_data[446:442] + 7'h70;
+  assign \$966  = | rd_in_data[449:448];
+  assign \$968  = | rd_in_data[449:448];
+  assign \$969  = ~ rd_in_data[449];
+  assign widened_28_lzc_clh = \$968  ? { 1'h0, \$969  } : 2'h2;
+  assign \$971  = | rd_in_data[453:452];
+  assign \$972  = | rd_in_data[451:450];
+  assign widened_28_lzc_vhl = \$971  | \$972 ;
+  assign \$973  = | rd_in_data[453:452];
+  assign \$974  = ~ rd_in_data[453];
+  assign \$975  = ~ rd_in_data[451];
+  assign widened_28_lzc_chl = \$973  ? { 1'h0, \$974  } : { 1'h1, \$975  };
+  assign \$976  = | rd_in_data[457:456];
+  assign \$977  = | rd_in_data[455:454];
+  assign widened_28_lzc_vhh = \$976  | \$977 ;
+  assign \$978  = | rd_in_data[457:456];
+  assign \$979  = ~ rd_in_data[457];
+  assign \$980  = ~ rd_in_data[455];
+  assign widened_28_lzc_chh = \$978  ? { 1'h0, \$979  } : { 1'h1, \$980  };
   assign widened_28_lzc_vh = widened_28_lzc_vhh | widened_28_lzc_vhl;
   assign widened_28_lzc_ch = widened_28_lzc_vhh ? { 1'h0, widened_28_lzc_chh } : { 1'h1, widened_28_lzc_chl };
   assign widened_28_lzc_c = widened_28_lzc_vh ? { 1'h0, widened_28_lzc_ch } : { 1'h1, widened_28_lzc_cl };
-  assign \$971  = widened_28_lzc_c + 1'h1;
-  assign \$972  = rd_in_data[457:448] << \$971 ;
-  assign \$973  = rd_in_data[462:458] == 5'h1f;
-  assign \$974  = | rd_in_data[457:448];
-  assign \$975  = \$973  & \$974 ;
-  assign \$976  = rd_in_data[462:458] == 5'h1f;
-  assign \$977  = ! rd_in_data[462:458];
-  assign \$978  = | rd_in_data[457:448];
-  assign \$979  = ~ \$978 ;
-  assign \$980  = \$977  & \$979 ;
-  assign \$981  = ! rd_in_data[462:458];
-  assign \$982  = 7'h70 - widened_28_lzc_c;
-  assign \$983  = rd_in_data[462:458] + 7'h70;
-  assign \$989  = | rd_in_data[465:464];
-  assign \$991  = | rd_in_data[465:464];
-  assign \$992  = ~ rd_in_data[465];
-  assign widened_29_lzc_clh = \$991  ? { 1'h0, \$992  } : 2'h2;
-  assign \$994  = | rd_in_data[469:468];
-  assign \$995  = | rd_in_data[467:466];
-  assign widened_29_lzc_vhl = \$994  | \$995 ;
-  assign \$996  = | rd_in_data[469:468];
-  assign \$997  = ~ rd_in_data[469];
-  assign \$998  = ~ rd_in_data[467];
-  assign widened_29_lzc_chl = \$996  ? { 1'h0, \$997  } : { 1'h1, \$998  };
-  assign \$999  = | rd_in_data[473:472];
-  assign \$1000  = | rd_in_data[471:470];
-  assign widened_29_lzc_vhh = \$999  | \$1000 ;
-  assign \$1001  = | rd_in_data[473:472];
-  assign \$1002  = ~ rd_in_data[473];
-  assign \$1003  = ~ rd_in_data[471];
-  assign widened_29_lzc_chh = \$1001  ? { 1'h0, \$1002  } : { 1'h1, \$1003  };
+  assign \$981  = widened_28_lzc_c + 1'h1;
+  assign \$982  = rd_in_data[457:448] << \$981 ;
+  assign \$983  = rd_in_data[462:458] == 5'h1f;
+  assign \$984  = | rd_in_data[457:448];
+  assign \$985  = \$983  & \$984 ;
+  assign \$986  = rd_in_data[462:458] == 5'h1f;
+  assign \$987  = ! rd_in_data[462:458];
+  assign \$988  = | rd_in_data[457:448];
+  assign \$989  = ~ \$988 ;
+  assign \$990  = \$987  & \$989 ;
+  assign \$991  = ! rd_in_data[462:458];
+  assign \$992  = 7'h70 - widened_28_lzc_c;
+  assign \$993  = rd_in_data[462:458] + 7'h70;
+  assign \$999  = | rd_in_data[465:464];
+  assign \$1001  = | rd_in_data[465:464];
+  assign \$1002  = ~ rd_in_data[465];
+  assign widened_29_lzc_clh = \$1001  ? { 1'h0, \$1002  } : 2'h2;
+  assign \$1004  = | rd_in_data[469:468];
+  assign \$1005  = | rd_in_data[467:466];
+  assign widened_29_lzc_vhl = \$1004  | \$1005 ;
+  assign \$1006  = | rd_in_data[469:468];
+  assign \$1007  = ~ rd_in_data[469];
+  assign \$1008  = ~ rd_in_data[467];
+  assign widened_29_lzc_chl = \$1006  ? { 1'h0, \$1007  } : { 1'h1, \$1008  };
+  assign \$1009  = | rd_in_data[473:472];
+  assign \$1010  = | rd_in_data[471:470];
+  assign widened_29_lzc_vhh = \$1009  | \$1010 ;
+  assign \$1011  = | rd_in_data[473:472];
+  assign \$1012  = ~ rd_in_data[473];
+  assign \$1013  = ~ rd_in_data[471];
+  assign widened_29_lzc_chh = \$1011  ? { 1'h0, \$1012  } : { 1'h1, \$1013  };
   assign widened_29_lzc_vh = widened_29_lzc_vhh | widened_29_lzc_vhl;
   assign widened_29_lzc_ch = widened_29_lzc_vhh ? { 1'h0, widened_29_lzc_chh } : { 1'h1, widened_29_lzc_chl };
   assign widened_29_lzc_c = widened_29_lzc_vh ? { 1'h0, widened_29_lzc_ch } : { 1'h1, widened_29_lzc_cl };
-  assign \$1004  = widened_29_lzc_c + 1'h1;
-  assign \$1005  = rd_in_data[473:464] << \$1004 ;
-  assign \$1006  = rd_in_data[478:474] == 5'h1f;
-  assign \$1007  = | rd_in_data[473:464];
-  assign \$1008  = \$1006  & \$1007 ;
-  assign \$1009  = rd_in_data[478:474] == 5'h1f;
-  assign \$1010  = ! rd_in_data[478:474];
-  assign \$1011  = | rd_in_data[473:464];
-  assign \$1012  = ~ \$1011 ;
-  assign \$1013  = \$1010  & \$1012 ;
-  assign \$1014  = ! rd_in_data[478:474];
-  assign \$1015  = 7'h70 - widened_29_lzc_c;
-  assign \$1016  = rd_in_data[478:474] + 7'h70;
-  assign \$1022  = | rd_in_data[481:480];
-  assign \$1024  = | rd_in_data[481:480];
-  assign \$1025  = ~ rd_in_data[481];
-  assign widened_30_lzc_clh = \$1024  ? { 1'h0, \$1025  } : 2'h2;
-  assign \$1027  = | rd_in_data[485:484];
-  assign \$1028  = | rd_in_data[483:482];
-  assign widened_30_lzc_vhl = \$1027  | \$1028 ;
-  assign \$1029  = | rd_in_data[485:484];
-  assign \$1030  = ~ rd_in_data[485];
-  assign \$1031  = ~ rd_in_data[483];
-  assign widened_30_lzc_chl = \$1029  ? { 1'h0, \$1030  } : { 1'h1, \$1031  };
-  assign \$1032  = | rd_in_data[489:488];
-  assign \$1033  = | rd_in_data[487:486];
-  assign widened_30_lzc_vhh = \$1032  | \$1033 ;
-  assign \$1034  = | rd_in_data[489:488];
-  assign \$1035  = ~ rd_in_data[489];
-  assign \$1036  = ~ rd_in_data[487];
-  assign widened_30_lzc_chh = \$1034  ? { 1'h0, \$1035  } : { 1'h1, \$1036  };
+  assign \$1014  = widened_29_lzc_c + 1'h1;
+  assign \$1015  = rd_in_data[473:464] << \$1014 ;
+  assign \$1016  = rd_in_data[478:474] == 5'h1f;
+  assign \$1017  = | rd_in_data[473:464];
+  assign \$1018  = \$1016  & \$1017 ;
+  assign \$1019  = rd_in_data[478:474] == 5'h1f;
+  assign \$1020  = ! rd_in_data[478:474];
+  assign \$1021  = | rd_in_data[473:464];
+  assign \$1022  = ~ \$1021 ;
+  assign \$1023  = \$1020  & \$1022 ;
+  assign \$1024  = ! rd_in_data[478:474];
+  assign \$1025  = 7'h70 - widened_29_lzc_c;
+  assign \$1026  = rd_in_data[478:474] + 7'h70;
+  assign \$1032  = | rd_in_data[481:480];
+  assign \$1034  = | rd_in_data[481:480];
+  assign \$1035  = ~ rd_in_data[481];
+  assign widened_30_lzc_clh = \$1034  ? { 1'h0, \$1035  } : 2'h2;
+  assign \$1037  = | rd_in_data[485:484];
+  assign \$1038  = | rd_in_data[483:482];
+  assign widened_30_lzc_vhl = \$1037  | \$1038 ;
+  assign \$1039  = | rd_in_data[485:484];
+  assign \$1040  = ~ rd_in_data[485];
+  assign \$1041  = ~ rd_in_data[483];
+  assign widened_30_lzc_chl = \$1039  ? { 1'h0, \$1040  } : { 1'h1, \$1041  };
+  assign \$1042  = | rd_in_data[489:488];
+  assign \$1043  = | rd_in_data[487:486];
+  assign widened_30_lzc_vhh = \$1042  | \$1043 ;
+  assign \$1044  = | rd_in_data[489:488];
+  assign \$1045  = ~ rd_in_data[489];
+  assign \$1046  = ~ rd_in_data[487];
+  assign widened_30_lzc_chh = \$1044  ? { 1'h0, \$1045  } : { 1'h1, \$1046  };
   assign widened_30_lzc_vh = widened_30_lzc_vhh | widened_30_lzc_vhl;
   assign widened_30_lzc_ch = widened_30_lzc_vhh ? { 1'h0, widened_30_lzc_chh } : { 1'h1, widened_30_lzc_chl };
   assign widened_30_lzc_c = widened_30_lzc_vh ? { 1'h0, widened_30_lzc_ch } : { 1'h1, widened_30_lzc_cl };
-  assign \$1037  = widened_30_lzc_c + 1'h1;
-  assign \$1038  = rd_in_data[489:480] << \$1037 ;
-  assign \$1039  = rd_in_data[494:490] == 5'h1f;
-  assign \$1040  = | rd_in_data[489:480];
-  assign \$1041  = \$1039  & \$1040 ;
-  assign \$1042  = rd_in_data[494:490] == 5'h1f;
-  assign \$1043  = ! rd_in_data[494:490];
-  assign \$1044  = | rd_in_data[489:480];
-  assign \$1045  = ~ \$1044 ;
-  assign \$1046  = \$1043  & \$1045 ;
-  assign \$1047  = ! rd_in_data[494:490];
-  assign \$1048  = 7'h70 - widened_30_lzc_c;
-  assign \$1049  = rd_in_data[494:490] + 7'h70;
-  assign \$1055  = | rd_in_data[497:496];
-  assign \$1057  = | rd_in_data[497:496];
-  assign \$1058  = ~ rd_in_data[497];
-  assign widened_31_lzc_clh = \$1057  ? { 1'h0, \$1058  } : 2'h2;
-  assign \$1060  = | rd_in_data[501:500];
-  assign \$1061  = | rd_in_data[499:498];
-  assign widened_31_lzc_vhl = \$1060  | \$1061 ;
-  assign \$1062  = | rd_in_data[501:500];
-  assign \$1063  = ~ rd_in_data[501];
-  assign \$1064  = ~ rd_in_data[499];
-  assign widened_31_lzc_chl = \$1062  ? { 1'h0, \$1063  } : { 1'h1, \$1064  };
-  assign \$1065  = | rd_in_data[505:504];
-  assign \$1066  = | rd_in_data[503:502];
-  assign widened_31_lzc_vhh = \$1065  | \$1066 ;
-  assign \$1067  = | rd_in_data[505:504];
-  assign \$1068  = ~ rd_in_data[505];
-  assign \$1069  = ~ rd_in_data[503];
-  assign widened_31_lzc_chh = \$1067  ? { 1'h0, \$1068  } : { 1'h1, \$1069  };
+  assign \$1047  = widened_30_lzc_c + 1'h1;
+  assign \$1048  = rd_in_data[489:480] << \$1047 ;
+  assign \$1049  = rd_in_data[494:490] == 5'h1f;
+  assign \$1050  = | rd_in_data[489:480];
+  assign \$1051  = \$1049  & \$1050 ;
+  assign \$1052  = rd_in_data[494:490] == 5'h1f;
+  assign \$1053  = ! rd_in_data[494:490];
+  assign \$1054  = | rd_in_data[489:480];
+  assign \$1055  = ~ \$1054 ;
+  assign \$1056  = \$1053  & \$1055 ;
+  assign \$1057  = ! rd_in_data[494:490];
+  assign \$1058  = 7'h70 - widened_30_lzc_c;
+  assign \$1059  = rd_in_data[494:490] + 7'h70;
+  assign \$1065  = | rd_in_data[497:496];
+  assign \$1067  = | rd_in_data[497:496];
+  assign \$1068  = ~ rd_in_data[497];
+  assign widened_31_lzc_clh = \$1067  ? { 1'h0, \$1068  } : 2'h2;
+  assign \$1070  = | rd_in_data[501:500];
+  assign \$1071  = | rd_in_data[499:498];
+  assign widened_31_lzc_vhl = \$1070  | \$1071 ;
+  assign \$1072  = | rd_in_data[501:500];
+  assign \$1073  = ~ rd_in_data[501];
+  assign \$1074  = ~ rd_in_data[499];
+  assign widened_31_lzc_chl = \$1072  ? { 1'h0, \$1073  } : { 1'h1, \$1074  };
+  assign \$1075  = | rd_in_data[505:504];
+  assign \$1076  = | rd_in_data[503:502];
+  assign widened_31_lzc_vhh = \$1075  | \$1076 ;
+  assign \$1077  = | rd_in_data[505:504];
+  assign \$1078  = ~ rd_in_data[505];
+  assign \$1079  = ~ rd_in_data[503];
+  assign widened_31_lzc_chh = \$1077  ? { 1'h0, \$1078  } : { 1'h1, \$1079  };
   assign widened_31_lzc_vh = widened_31_lzc_vhh | widened_31_lzc_vhl;
   assign widened_31_lzc_ch = widened_31_lzc_vhh ? { 1'h0, widened_31_lzc_chh } : { 1'h1, widened_31_lzc_chl };
   assign widened_31_lzc_c = widened_31_lzc_vh ? { 1'h0, widened_31_lzc_ch } : { 1'h1, widened_31_lzc_cl };
-  assign \$1070  = widened_31_lzc_c + 1'h1;
-  assign \$1071  = rd_in_data[505:496] << \$1070 ;
-  assign \$1072  = rd_in_data[510:506] == 5'h1f;
-  assign \$1073  = | rd_in_data[505:496];
-  assign \$1074  = \$1072  & \$1073 ;
-  assign \$1075  = rd_in_data[510:506] == 5'h1f;
-  assign \$1076  = ! rd_in_data[510:506];
-  assign \$1077  = | rd_in_data[505:496];
-  assign \$1078  = ~ \$1077 ;
-  assign \$1079  = \$1076  & \$1078 ;
-  assign \$1080  = ! rd_in_data[510:506];
-  assign \$1081  = 7'h70 - widened_31_lzc_c;
-  assign \$1082  = rd_in_data[510:506] + 7'h70;
-  assign \$1083  = \task [5:2] == 2'h3;
-  assign src_data = \$1083  ? rd_acc_data : { widened_31, widened_30, widened_29, widened_28, widened_27, widened_26, widened_25, widened_24, widened_23, widened_22, widened_21, widened_20, widened_19, widened_18, widened_17, widened_16, widened_15, widened_14, widened_13, widened_12, widened_11, widened_10, widened_9, widened_8, widened_7, widened_6, widened_5, widened_4, widened_3, widened_2, widened_1, widened_0 };
-  assign \$1084  = phase == 4'he;
-  assign \$1085  = ~ busy;
-  assign \$1086  = \$signal$753  & \$1085 ;
-  assign \$1087  = ~ \busy$755 ;
-  assign \$1088  = ~ waiting;
-  assign \$1089  = \$1087  & \$1088 ;
-  assign \$1090  = \$1086  & \$1089 ;
-  assign \$signal$752  = \$1090  & writer_free;
-  assign \$1091  = anchor_row + 1'h1;
-  assign anchor_last = \$1091  >= \$signal$758 ;
-  assign \$1092  = \$signal$760  + 7'h40;
-  assign \$1093  = \task [342] ? { 1'h0, \task [83:20] } : \$1092 ;
-  assign \$1094  = \$1093  + 1'h0;
-  assign \$1097  = \$1094 [5:0] + \$1096 ;
-  assign \$1098  = \$1097  + 7'h40;
-  assign \$1099  = \$1098  - 1'h1;
-  assign \$1102  = \$1094 [5:1] + \$1101 ;
-  assign \$1103  = \$1102  + 6'h20;
-  assign \$1104  = \$1103  - 1'h1;
-  assign \$signal$765  = \$signal$766  ? tail_rows : 3'h4;
-  assign elems_now = \$signal$766  ? \task [1472:1429] : { 21'h000000, \$1106  };
-  assign \$1107  = \$signal$760  + 7'h40;
-  assign \$1109  = \$1107  + \$1108 ;
-  assign \$1111  = \$1109 [5:0] + \$1110 ;
-  assign \$1112  = \$1111  + 7'h40;
-  assign \$1113  = \$1112  - 1'h1;
-  assign \$1115  = \$1109 [5:1] + elems_now;
-  assign \$1116  = \$1115  + 6'h20;
-  assign \$1117  = \$1116  - 1'h1;
-  assign \$1119  = phase == 4'h9;
-  assign \$1120  = phase == 4'hb;
-  assign start = \$1119  | \$1120 ;
+  assign \$1080  = widened_31_lzc_c + 1'h1;
+  assign \$1081  = rd_in_data[505:496] << \$1080 ;
+  assign \$1082  = rd_in_data[510:506] == 5'h1f;
+  assign \$1083  = | rd_in_data[505:496];
+  assign \$1084  = \$1082  & \$1083 ;
+  assign \$1085  = rd_in_data[510:506] == 5'h1f;
+  assign \$1086  = ! rd_in_data[510:506];
+  assign \$1087  = | rd_in_data[505:496];
+  assign \$1088  = ~ \$1087 ;
+  assign \$1089  = \$1086  & \$1088 ;
+  assign \$1090  = ! rd_in_data[510:506];
+  assign \$1091  = 7'h70 - widened_31_lzc_c;
+  assign \$1092  = rd_in_data[510:506] + 7'h70;
+  assign \$1093  = \task [5:2] == 2'h3;
+  assign src_data = \$1093  ? rd_acc_data : { widened_31, widened_30, widened_29, widened_28, widened_27, widened_26, widened_25, widened_24, widened_23, widened_22, widened_21, widened_20, widened_19, widened_18, widened_17, widened_16, widened_15, widened_14, widened_13, widened_12, widened_11, widened_10, widened_9, widened_8, widened_7, widened_6, widened_5, widened_4, widened_3, widened_2, widened_1, widened_0 };
+  assign \$1094  = phase == 4'he;
+  assign \$1095  = ~ busy;
+  assign \$1096  = \$signal$754  & \$1095 ;
+  assign \$1097  = ~ \busy$756 ;
+  assign \$1098  = ~ waiting;
+  assign \$1099  = \$1097  & \$1098 ;
+  assign \$1100  = \$1096  & \$1099 ;
+  assign \$signal$753  = \$1100  & writer_free;
+  assign \$1101  = anchor_row + 1'h1;
+  assign anchor_last = \$1101  >= \$signal$759 ;
+  assign \$1102  = \$signal$761  + 7'h40;
+  assign \$1103  = \task [342] ? { 1'h0, \task [83:20] } : \$1102 ;
+  assign \$1104  = \$1103  + 1'h0;
+  assign \$1107  = \$1104 [5:0] + \$1106 ;
+  assign \$1108  = \$1107  + 7'h40;
+  assign \$1109  = \$1108  - 1'h1;
+  assign \$1112  = \$1104 [5:1] + \$1111 ;
+  assign \$1113  = \$1112  + 6'h20;
+  assign \$1114  = \$1113  - 1'h1;
+  assign \$signal$766  = \$signal$767  ? tail_rows : 3'h4;
+  assign elems_now = \$signal$767  ? \task [1472:1429] : { 21'h000000, \$1116  };
+  assign \$1117  = \$signal$761  + 7'h40;
+  assign \$1119  = \$1117  + \$1118 ;
+  assign \$1121  = \$1119 [5:0] + \$1120 ;
+  assign \$1122  = \$1121  + 7'h40;
+  assign \$1123  = \$1122  - 1'h1;
+  assign \$1125  = \$1119 [5:1] + elems_now;
+  assign \$1126  = \$1125  + 6'h20;
+  assign \$1127  = \$1126  - 1'h1;
+  assign \$1129  = phase == 4'h9;
+  assign \$1130  = phase == 4'hb;
+  assign start = \$1129  | \$1130 ;
   assign rest = phase == 4'hb;
-  assign \$1121  = phase == 4'ha;
-  assign \$1122  = phase == 4'hc;
-  assign dispatch = \$1121  | \$1122 ;
-  assign \$1123  = ~ \busy$755 ;
-  assign \$1124  = ~ waiting;
-  assign \$1125  = \$1123  & \$1124 ;
-  assign \$1126  = \$1125  & writer_free;
-  assign \$1127  = stage__ready & lanes_ready;
-  assign \$1128  = | plan[72:68];
-  assign \$1129  = ~ \busy$755 ;
-  assign \$1130  = ~ waiting;
-  assign \$1131  = \$1129  & \$1130 ;
-  assign \$1132  = ! dest;
-  assign \$1133  = dest == 1'h1;
-  assign \$1134  = \$1132  | \$1133 ;
-  assign \$1135  = ~ \$1134 ;
-  assign \$1136  = \$1135  | writer_free;
-  assign \$1137  = \$1131  & \$1136 ;
-  assign \$1138  = ~ \$signal$753 ;
-  assign \$1139  = \$1137  & \$1138 ;
-  assign \$1140  = \task [5:2] == 2'h3;
-  assign \$1141  = \task [10] ? \task [123:104] : \task [143:124];
-  assign \$1142  = \$1140  ? \$1141  : \task [203:184];
-  assign \$1143  = \task [5:2] == 2'h3;
-  assign \$1144  = \$1143  | \task [11];
-  assign \$1145  = ~ \busy$755 ;
-  assign \$1146  = ~ waiting;
-  assign \$1147  = \$1145  & \$1146 ;
-  assign \$1148  = \$1147  & writer_free;
-  assign \$1149  = ~ pending;
-  assign \$1150  = src__valid & out__ready;
-  assign \$1151  = \$1150  & src__payload[512];
-  assign \$1152  = read_error | \$1151 ;
-  assign \$1153  = ! status;
-  assign \$1154  = \$1153  & \task [343];
-  assign \$1155  = \run__valid$819  ? 1'h1 : 1'h0;
-  assign \$1156  = \$signal$752  ? 1'h1 : 1'h0;
-  assign \$1157  = \$1155  | \$1156 ;
-  assign \$1158  = copy_go ? 1'h1 : 1'h0;
-  assign \$1159  = \$1157  | \$1158 ;
-  assign \$1160  = line_start ? 1'h1 : 1'h0;
-  assign job__valid = \$1159  | \$1160 ;
-  assign \$1161  = \run__valid$819  ? \run__payload$822 [63:0] : 64'h0000000000000000;
-  assign \$1162  = \$signal  + 7'h40;
-  assign \$1163  = \$1162  + \task [456:409];
-  assign \$1164  = \$signal$823  + anchor_row;
-  assign \$1166  = \$1163  + \$1165 ;
-  assign \$1167  = \$signal$752  ? \$1166  : 67'h00000000000000000;
-  assign \$1168  = { 3'h0, \$1161  } | \$1167 ;
-  assign \$1169  = \$signal  + 7'h40;
-  assign \$1170  = \task [342] ? \$1169  : { 1'h0, \task [83:20] };
-  assign \$1171  = copy_go ? \$1170  : 65'h00000000000000000;
-  assign \$1172  = \$1168  | { 2'h0, \$1171  };
-  assign \$1173  = line_start ? line_addr : 64'h0000000000000000;
-  assign \$1174  = \$1172  | { 3'h0, \$1173  };
-  assign \$1175  = \run__valid$819  ? 1'h1 : 1'h0;
-  assign \$1176  = copy_go ? 1'h1 : 1'h0;
-  assign \$1177  = \$1175  | \$1176 ;
-  assign \$1178  = \run__valid$819  ? \run__payload$822 [95:64] : 32'd0;
-  assign \$1179  = copy_go ? \task [103:84] : 20'h00000;
-  assign \$1180  = \$1178  | { 12'h000, \$1179  };
-  assign \$1183  = \$signal$752  ? { \$1182 , \$1181  } : 64'h0000000000000000;
-  assign \$1184  = line_start ? line : 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  assign \$1185  = { 448'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, \$1183  } | \$1184 ;
-  assign \$1186  = \$signal$752  ? 64'hffffffffffffffff : 64'h0000000000000000;
-  assign \$1187  = line_start ? 64'hffffffffffffffff : 64'h0000000000000000;
-  assign \$1188  = \$1186  | \$1187 ;
-  assign \$1189  = line_start ? 1'h1 : 1'h0;
-  assign \$1190  = \run__valid$819  ? 1'h1 : 1'h0;
-  assign \$1191  = copy_go ? 1'h1 : 1'h0;
-  assign \start$834  = \$1190  | \$1191 ;
-  assign \$1192  = \run__valid$819  ? \run__payload$822 [101:96] : 6'h00;
-  assign \$1193  = \$signal  + 7'h40;
-  assign \$1194  = \task [342] ? \$1193  : { 1'h0, \task [83:20] };
-  assign \$1195  = copy_go ? \$1194 [5:0] : 6'h00;
-  assign offset = \$1192  | \$1195 ;
-  assign \$1196  = phase != 3'h4;
-  assign \$1197  = \$1196  ? \w__valid$837  : 1'h0;
-  assign \$1198  = phase == 3'h4;
-  assign \$1199  = \$1198  ? slot__valid : 1'h0;
-  assign w__valid = \$1197  | \$1199 ;
-  assign \$1200  = phase != 3'h4;
-  assign \$1201  = \$1200  ? \w__payload$839 [1023:0] : 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  assign \$1202  = phase == 3'h4;
-  assign \$1203  = \$1202  ? slot__payload[511:0] : 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  assign \$1204  = \$1201  | { 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, \$1203  };
-  assign \$1205  = phase != 3'h4;
-  assign \$1206  = \$1205  ? \w__payload$839 [1031:1024] : 8'h00;
-  assign \$1207  = phase == 3'h4;
-  assign \$1209  = \$1207  ? \$1208  : 7'h00;
-  assign \$1210  = \$1206  | { 1'h0, \$1209  };
-  assign \$1211  = phase != 3'h4;
-  assign \$1212  = \$1211  ? \w__payload$839 [1032] : 1'h0;
-  assign \$1213  = phase == 3'h4;
-  assign \$1214  = \$1213  ? slot__payload[570] : 1'h0;
-  assign \$1215  = \$1212  | \$1214 ;
-  assign \$1216  = copy_go ? 1'h1 : 1'h0;
-  assign \$1217  = phase == 3'h5;
-  assign \$1218  = \$1217  ? 1'h1 : 1'h0;
-  assign \$1219  = \$1216  | \$1218 ;
-  assign \$1220  = phase == 4'h9;
-  assign \$1221  = phase == 4'hb;
-  assign \$1222  = \$1220  | \$1221 ;
-  assign \$1223  = \$1222  ? 1'h1 : 1'h0;
-  assign \job__valid$840  = \$1219  | \$1223 ;
-  assign \$1224  = copy_go ? { 1'h0, \$1094 [5:1] } : 6'h00;
-  assign \$1225  = phase == 3'h5;
-  assign \$1226  = \$1225  ? { 1'h0, \$1109 [5:1] } : 6'h00;
-  assign \$1227  = \$1224  | \$1226 ;
-  assign \$1228  = phase == 4'h9;
-  assign \$1229  = phase == 4'hb;
-  assign \$1230  = \$1228  | \$1229 ;
-  assign \$1231  = \$1230  ? job[4:0] : 5'h00;
-  assign \$1232  = \$1227  | { 1'h0, \$1231  };
-  assign \$1233  = copy_go ? 1'h1 : 1'h0;
-  assign \$1234  = phase == 3'h5;
-  assign \$1235  = \$1234  ? \$signal$765  : 3'h0;
-  assign \$1236  = { 2'h0, \$1233  } | \$1235 ;
-  assign \$1237  = phase == 4'h9;
-  assign \$1238  = phase == 4'hb;
-  assign \$1239  = \$1237  | \$1238 ;
-  assign \$1240  = \$1239  ? job[24:5] : 20'h00000;
-  assign \$1241  = { 17'h00000, \$1236  } | \$1240 ;
-  assign \$1243  = copy_go ? \$1242  : 27'h0000000;
+  assign \$1131  = phase == 4'ha;
+  assign \$1132  = phase == 4'hc;
+  assign dispatch = \$1131  | \$1132 ;
+  assign \$1133  = ~ \busy$756 ;
+  assign \$1134  = ~ waiting;
+  assign \$1135  = \$1133  & \$1134 ;
+  assign \$1136  = \$1135  & writer_free;
+  assign \$1137  = stage__ready & lanes_ready;
+  assign \$1138  = | plan[72:68];
+  assign \$1139  = ~ \busy$756 ;
+  assign \$1140  = ~ waiting;
+  assign \$1141  = \$1139  & \$1140 ;
+  assign \$1142  = ! dest;
+  assign \$1143  = dest == 1'h1;
+  assign \$1144  = \$1142  | \$1143 ;
+  assign \$1145  = ~ \$1144 ;
+  assign \$1146  = \$1145  | writer_free;
+  assign \$1147  = \$1141  & \$1146 ;
+  assign \$1148  = ~ \$signal$754 ;
+  assign \$1149  = \$1147  & \$1148 ;
+  assign \$1150  = \task [5:2] == 2'h3;
+  assign \$1151  = \task [10] ? \task [123:104] : \task [143:124];
+  assign \$1152  = \$1150  ? \$1151  : \task [203:184];
+  assign \$1153  = \task [5:2] == 2'h3;
+  assign \$1154  = \$1153  | \task [11];
+  assign \$1155  = ~ \busy$756 ;
+  assign \$1156  = ~ waiting;
+  assign \$1157  = \$1155  & \$1156 ;
+  assign \$1158  = \$1157  & writer_free;
+  assign \$1159  = ~ pending;
+  assign \$1160  = src__valid & out__ready;
+  assign \$1161  = \$1160  & src__payload[512];
+  assign \$1162  = read_error | \$1161 ;
+  assign \$1163  = ! status;
+  assign \$1164  = \$1163  & \task [343];
+  assign \$1165  = \run__valid$819  ? 1'h1 : 1'h0;
+  assign \$1166  = \$signal$753  ? 1'h1 : 1'h0;
+  assign \$1167  = \$1165  | \$1166 ;
+  assign \$1168  = copy_go ? 1'h1 : 1'h0;
+  assign \$1169  = \$1167  | \$1168 ;
+  assign \$1170  = line_start ? 1'h1 : 1'h0;
+  assign job__valid = \$1169  | \$1170 ;
+  assign \$1171  = \run__valid$819  ? \run__payload$822 [63:0] : 64'h0000000000000000;
+  assign \$1172  = \$signal$164  + 7'h40;
+  assign \$1173  = \$1172  + \task [456:409];
+  assign \$1174  = \$signal$823  + anchor_row;
+  assign \$1176  = \$1173  + \$1175 ;
+  assign \$1177  = \$signal$753  ? \$1176  : 67'h00000000000000000;
+  assign \$1178  = { 3'h0, \$1171  } | \$1177 ;
+  assign \$1179  = \$signal$164  + 7'h40;
+  assign \$1180  = \task [342] ? \$1179  : { 1'h0, \task [83:20] };
+  assign \$1181  = copy_go ? \$1180  : 65'h00000000000000000;
+  assign \$1182  = \$1178  | { 2'h0, \$1181  };
+  assign \$1183  = line_start ? line_addr : 64'h0000000000000000;
+  assign \$1184  = \$1182  | { 3'h0, \$1183  };
+  assign \$1185  = \run__valid$819  ? 1'h1 : 1'h0;
+  assign \$1186  = copy_go ? 1'h1 : 1'h0;
+  assign \$1187  = \$1185  | \$1186 ;
+  assign \$1188  = \run__valid$819  ? \run__payload$822 [95:64] : 32'd0;
+  assign \$1189  = copy_go ? \task [103:84] : 20'h00000;
+  assign \$1190  = \$1188  | { 12'h000, \$1189  };
+  assign \$1193  = \$signal$753  ? { \$1192 , \$1191  } : 64'h0000000000000000;
+  assign \$1194  = line_start ? line : 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  assign \$1195  = { 448'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, \$1193  } | \$1194 ;
+  assign \$1196  = \$signal$753  ? 64'hffffffffffffffff : 64'h0000000000000000;
+  assign \$1197  = line_start ? 64'hffffffffffffffff : 64'h0000000000000000;
+  assign \$1198  = \$1196  | \$1197 ;
+  assign \$1199  = line_start ? 1'h1 : 1'h0;
+  assign \$1200  = \run__valid$819  ? 1'h1 : 1'h0;
+  assign \$1201  = copy_go ? 1'h1 : 1'h0;
+  assign \start$834  = \$1200  | \$1201 ;
+  assign \$1202  = \run__valid$819  ? \run__payload$822 [101:96] : 6'h00;
+  assign \$1203  = \$signal$164  + 7'h40;
+  assign \$1204  = \task [342] ? \$1203  : { 1'h0, \task [83:20] };
+  assign \$1205  = copy_go ? \$1204 [5:0] : 6'h00;
+  assign offset = \$1202  | \$1205 ;
+  assign \$1206  = phase != 3'h4;
+  assign \$1207  = \$1206  ? \w__valid$837  : 1'h0;
+  assign \$1208  = phase == 3'h4;
+  assign \$1209  = \$1208  ? slot__valid : 1'h0;
+  assign w__valid = \$1207  | \$1209 ;
+  assign \$1210  = phase != 3'h4;
+  assign \$1211  = \$1210  ? \w__payload$839 [1023:0] : 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  assign \$1212  = phase == 3'h4;
+  assign \$1213  = \$1212  ? slot__payload[511:0] : 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  assign \$1214  = \$1211  | { 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, \$1213  };
+  assign \$1215  = phase != 3'h4;
+  assign \$1216  = \$1215  ? \w__payload$839 [1031:1024] : 8'h00;
+  assign \$1217  = phase == 3'h4;
+  assign \$1219  = \$1217  ? \$1218  : 7'h00;
+  assign \$1220  = \$1216  | { 1'h0, \$1219  };
+  assign \$1221  = phase != 3'h4;
+  assign \$1222  = \$1221  ? \w__payload$839 [1032] : 1'h0;
+  assign \$1223  = phase == 3'h4;
+  assign \$1224  = \$1223  ? slot__payload[570] : 1'h0;
+  assign \$1225  = \$1222  | \$1224 ;
+  assign \$1226  = copy_go ? 1'h1 : 1'h0;
+  assign \$1227  = phase == 3'h5;
+  assign \$1228  = \$1227  ? 1'h1 : 1'h0;
+  assign \$1229  = \$1226  | \$1228 ;
+  assign \$1230  = phase == 4'h9;
+  assign \$1231  = phase == 4'hb;
+  assign \$1232  = \$1230  | \$1231 ;
+  assign \$1233  = \$1232  ? 1'h1 : 1'h0;
+  assign \job__valid$840  = \$1229  | \$1233 ;
+  assign \$1234  = copy_go ? { 1'h0, \$1104 [5:1] } : 6'h00;
+  assign \$1235  = phase == 3'h5;
+  assign \$1236  = \$1235  ? { 1'h0, \$1119 [5:1] } : 6'h00;
+  assign \$1237  = \$1234  | \$1236 ;
+  assign \$1238  = phase == 4'h9;
+  assign \$1239  = phase == 4'hb;
+  assign \$1240  = \$1238  | \$1239 ;
+  assign \$1241  = \$1240  ? job[4:0] : 5'h00;
+  assign \$1242  = \$1237  | { 1'h0, \$1241  };
+  assign \$1243  = copy_go ? 1'h1 : 1'h0;
   assign \$1244  = phase == 3'h5;
-  assign \$1245  = \$1244  ? \task [203:184] : 20'h00000;
-  assign \$1246  = \$1243  | { 7'h00, \$1245  };
+  assign \$1245  = \$1244  ? \$signal$766  : 3'h0;
+  assign \$1246  = { 2'h0, \$1243  } | \$1245 ;
   assign \$1247  = phase == 4'h9;
   assign \$1248  = phase == 4'hb;
   assign \$1249  = \$1247  | \$1248 ;
-  assign \$1250  = \$1249  ? job[56:25] : 32'd0;
-  assign \$1251  = { 5'h00, \$1246  } | \$1250 ;
-  assign \$1252  = copy_go ? { \$1105 [29], \$1105 [29], \$1105 [29], \$1105 [29], \$1105 [29], \$1105 [29], \$1105 [29], \$1105 [29], \$1105 [29], \$1105 [29], \$1105 [29], \$1105 [29], \$1105 [29], \$1105 [29], \$1105  } : 44'h00000000000;
-  assign \$1253  = phase == 3'h5;
-  assign \$1254  = \$1253  ? \$1118 [43:0] : 44'h00000000000;
-  assign \$1255  = \$1252  | \$1254 ;
-  assign \$1256  = phase == 4'h9;
-  assign \$1257  = phase == 4'hb;
-  assign \$1258  = \$1256  | \$1257 ;
-  assign \$1259  = \$1258  ? job[88:57] : 32'd0;
-  assign \$1260  = \$1255  | { 12'h000, \$1259  };
-  assign \$1261  = phase == 4'h9;
-  assign \$1262  = phase == 4'hb;
-  assign \$1263  = \$1261  | \$1262 ;
-  assign \$1264  = \$1263  ? job[89] : 1'h0;
-  assign \$1265  = phase == 4'h9;
-  assign \$1266  = phase == 4'hb;
-  assign \$1267  = \$1265  | \$1266 ;
-  assign \$1268  = \$1267  ? job[90] : 1'h0;
-  assign \$1269  = phase == 4'h9;
-  assign \$1270  = phase == 4'hb;
-  assign \$1271  = \$1269  | \$1270 ;
-  assign \$1272  = \$1271  ? job[95:91] : 5'h00;
-  assign \$1273  = stage_out ? 1'h1 : 1'h0;
-  assign \$1274  = rows_out ? 1'h1 : 1'h0;
-  assign \job__valid$843  = \$1273  | \$1274 ;
-  assign \$1275  = drain > 1'h1;
-  assign \$1276  = drain - 1'h1;
-  assign \$1277  = \$1275  ? \$1276  : 6'h00;
-  assign \$1278  = stage_out ? \$1277  : 6'h00;
-  assign \$1282  = rows_out ? 1'h1 : 1'h0;
-  assign \$1284  = stage_out ? dest : 2'h0;
-  assign \$1287  = stage_out ? \$signal$758  : 3'h0;
-  assign \$1288  = rows_out ? \$signal$758  : 3'h0;
-  assign \$1289  = \$1287  | \$1288 ;
-  assign \$1290  = \task [10] ? \task [143:124] : \task [123:104];
-  assign \$1291  = \task [10] ? \task [123:104] : \task [143:124];
-  assign \$1292  = stage ? \$1290  : \$1291 ;
-  assign \$1293  = stage_out ? \$1292  : 20'h00000;
-  assign \$1294  = rows_out ? \$signal$846  : 20'h00000;
-  assign \$1295  = \$1293  | \$1294 ;
-  assign \$1296  = stage_out ? plan[22:3] : 20'h00000;
-  assign \$1297  = rows_out ? plan[22:3] : 20'h00000;
-  assign \$1298  = \$1296  | \$1297 ;
-  assign \$1299  = stage_out ? sets_used__0 : 2'h0;
-  assign \$1300  = rows_out ? sets_used__0 : 2'h0;
-  assign \$1301  = \$1299  | \$1300 ;
-  assign \$1302  = stage_out ? sets_used__1 : 2'h0;
-  assign \$1303  = rows_out ? sets_used__1 : 2'h0;
+  assign \$1250  = \$1249  ? job[24:5] : 20'h00000;
+  assign \$1251  = { 17'h00000, \$1246  } | \$1250 ;
+  assign \$1253  = copy_go ? \$1252  : 27'h0000000;
+  assign \$1254  = phase == 3'h5;
+  assign \$1255  = \$1254  ? \task [203:184] : 20'h00000;
+  assign \$1256  = \$1253  | { 7'h00, \$1255  };
+  assign \$1257  = phase == 4'h9;
+  assign \$1258  = phase == 4'hb;
+  assign \$1259  = \$1257  | \$1258 ;
+  assign \$1260  = \$1259  ? job[56:25] : 32'd0;
+  assign \$1261  = { 5'h00, \$1256  } | \$1260 ;
+  assign \$1262  = copy_go ? { \$1115 [29], \$1115 [29], \$1115 [29], \$1115 [29], \$1115 [29], \$1115 [29], \$1115 [29], \$1115 [29], \$1115 [29], \$1115 [29], \$1115 [29], \$1115 [29], \$1115 [29], \$1115 [29], \$1115  } : 44'h00000000000;
+  assign \$1263  = phase == 3'h5;
+  assign \$1264  = \$1263  ? \$1128 [43:0] : 44'h00000000000;
+  assign \$1265  = \$1262  | \$1264 ;
+  assign \$1266  = phase == 4'h9;
+  assign \$1267  = phase == 4'hb;
+  assign \$1268  = \$1266  | \$1267 ;
+  assign \$1269  = \$1268  ? job[88:57] : 32'd0;
+  assign \$1270  = \$1265  | { 12'h000, \$1269  };
+  assign \$1271  = phase == 4'h9;
+  assign \$1272  = phase == 4'hb;
+  assign \$1273  = \$1271  | \$1272 ;
+  assign \$1274  = \$1273  ? job[89] : 1'h0;
+  assign \$1275  = phase == 4'h9;
+  assign \$1276  = phase == 4'hb;
+  assign \$1277  = \$1275  | \$1276 ;
+  assign \$1278  = \$1277  ? job[90] : 1'h0;
+  assign \$1279  = phase == 4'h9;
+  assign \$1280  = phase == 4'hb;
+  assign \$1281  = \$1279  | \$1280 ;
+  assign \$1282  = \$1281  ? job[95:91] : 5'h00;
+  assign \$1283  = stage_out ? 1'h1 : 1'h0;
+  assign \$1284  = rows_out ? 1'h1 : 1'h0;
+  assign \job__valid$843  = \$1283  | \$1284 ;
+  assign \$1285  = drain > 1'h1;
+  assign \$1286  = drain - 1'h1;
+  assign \$1287  = \$1285  ? \$1286  : 6'h00;
+  assign \$1288  = stage_out ? \$1287  : 6'h00;
+  assign \$1292  = rows_out ? 1'h1 : 1'h0;
+  assign \$1294  = stage_out ? dest : 2'h0;
+  assign \$1297  = \$signal  & stage;
+  assign \$1298  = \$1297  ? 1'h1 : 1'h0;
+  assign \$1299  = stage_out ? \$1298  : 1'h0;
+  assign \$1302  = stage_out ? \$signal$759  : 3'h0;
+  assign \$1303  = rows_out ? \$signal$759  : 3'h0;
   assign \$1304  = \$1302  | \$1303 ;
-  assign \$1305  = stage_out ? plan[2:0] : 3'h0;
-  assign \$1306  = rows_out ? plan[2:0] : 3'h0;
-  assign \$1307  = \$1305  | \$1306 ;
-  assign \$1308  = stage_out ? bank__0 : 1'h0;
-  assign \$1309  = rows_out ? bank__0 : 1'h0;
+  assign \$1305  = \task [10] ? \task [143:124] : \task [123:104];
+  assign \$1306  = \task [10] ? \task [123:104] : \task [143:124];
+  assign \$1307  = stage ? \$1305  : \$1306 ;
+  assign \$1308  = stage_out ? \$1307  : 20'h00000;
+  assign \$1309  = rows_out ? \$signal$846  : 20'h00000;
   assign \$1310  = \$1308  | \$1309 ;
-  assign \$1311  = ! dest;
-  assign \$1312  = dest == 1'h1;
+  assign \$1311  = stage_out ? plan[22:3] : 20'h00000;
+  assign \$1312  = rows_out ? plan[22:3] : 20'h00000;
   assign \$1313  = \$1311  | \$1312 ;
-  assign \$1314  = stage_out ? \$1313  : 1'h0;
-  assign \$1315  = rows_out ? 1'h1 : 1'h0;
+  assign \$1314  = stage_out ? sets_used__0 : 2'h0;
+  assign \$1315  = rows_out ? sets_used__0 : 2'h0;
   assign \$1316  = \$1314  | \$1315 ;
-  assign \$1317  = stage_out ? \$24 [63:0] : 64'h0000000000000000;
-  assign \$1318  = rows_out ? \$26 [63:0] : 64'h0000000000000000;
+  assign \$1317  = stage_out ? sets_used__1 : 2'h0;
+  assign \$1318  = rows_out ? sets_used__1 : 2'h0;
   assign \$1319  = \$1317  | \$1318 ;
-  assign \$1320  = \$24 [5:0] + group_bytes;
-  assign \$1321  = \$1320  + 7'h40;
-  assign \$1322  = \$1321  - 1'h1;
-  assign \$1324  = stage_out ? \$1323  : 30'h00000000;
-  assign \$1325  = \$26 [5:0] + group_bytes;
-  assign \$1326  = \$1325  + 7'h40;
-  assign \$1327  = \$1326  - 1'h1;
-  assign \$1329  = rows_out ? \$1328  : 30'h00000000;
-  assign \$1330  = \$1324  | \$1329 ;
-  assign \$1331  = phase == 4'hf;
-  assign \$1332  = phase == 5'h10;
-  assign \$1333  = \$1331  | \$1332 ;
-  assign \$1334  = \$1333  ? dst_en : 1'h0;
-  assign \$1335  = phase == 3'h6;
-  assign \$1336  = \$1335  ? slot__valid : 1'h0;
-  assign \$1337  = \$1334  | \$1336 ;
-  assign \$1338  = phase == 4'he;
-  assign \$1339  = \$1338  ? \in_we$852  : 1'h0;
-  assign in_we = \$1337  | \$1339 ;
-  assign \$1340  = phase == 4'hf;
-  assign \$1341  = phase == 5'h10;
-  assign \$1342  = \$1340  | \$1341 ;
-  assign \$1343  = \$1342  ? row : 2'h0;
-  assign \$1344  = phase == 3'h6;
-  assign \$1345  = \$1344  ? slot__payload[531:512] : 20'h00000;
-  assign \$1346  = { 18'h00000, \$1343  } | \$1345 ;
-  assign \$1347  = phase == 4'he;
-  assign \$1348  = \$1347  ? buf_row : 2'h0;
-  assign \$1349  = \$1346  | { 18'h00000, \$1348  };
-  assign \$1350  = phase == 4'hf;
-  assign \$1351  = phase == 5'h10;
-  assign \$1352  = \$1350  | \$1351 ;
-  assign \$1353  = \$1352  ? dst_addr : 15'h0000;
-  assign \$1354  = phase == 3'h6;
-  assign \$1355  = \$1354  ? slot__payload[563:537] : 27'h0000000;
-  assign \$1356  = { 12'h000, \$1353  } | \$1355 ;
-  assign \$1357  = phase == 4'he;
-  assign \$1358  = \$1357  ? buf_word : 20'h00000;
-  assign \$1359  = \$1356  | { 7'h00, \$1358  };
-  assign \$1360  = phase == 4'hf;
-  assign \$1361  = phase == 5'h10;
-  assign \$1362  = \$1360  | \$1361 ;
-  assign \$1363  = \$1362  ? dst_data : 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  assign \$1364  = phase == 3'h6;
-  assign \$1365  = \$1364  ? slot__payload[511:0] : 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  assign \$1366  = \$1363  | \$1365 ;
-  assign \$1367  = phase == 4'he;
-  assign \$1368  = \$1367  ? sum__payload[1535:1024] : 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  assign in_data = \$1366  | \$1368 ;
-  assign \$1369  = phase == 4'hf;
-  assign \$1370  = phase == 5'h10;
-  assign \$1371  = \$1369  | \$1370 ;
-  assign \$1372  = \$1371  ? src_en : 1'h0;
-  assign \$1373  = phase == 5'h12;
-  assign \$1374  = \$1373  ? \rd_en$862  : 1'h0;
-  assign rd_en = \$1372  | \$1374 ;
-  assign \$1375  = phase == 4'hf;
-  assign \$1376  = phase == 5'h10;
-  assign \$1377  = \$1375  | \$1376 ;
-  assign \$1378  = \task [5:2] == 2'h3;
-  assign rd_acc = \$1377  ? \$1378  : 1'h0;
-  assign \$1379  = phase == 4'hf;
-  assign \$1380  = phase == 5'h10;
-  assign \$1381  = \$1379  | \$1380 ;
-  assign \$1382  = \$1381  ? row : 2'h0;
-  assign \$1383  = phase == 5'h12;
-  assign \$1384  = \$1383  ? buf_row : 2'h0;
-  assign rd_row = \$1382  | \$1384 ;
+  assign \$1320  = stage_out ? plan[2:0] : 3'h0;
+  assign \$1321  = rows_out ? plan[2:0] : 3'h0;
+  assign \$1322  = \$1320  | \$1321 ;
+  assign \$1323  = stage_out ? bank__0 : 1'h0;
+  assign \$1324  = rows_out ? bank__0 : 1'h0;
+  assign \$1325  = \$1323  | \$1324 ;
+  assign \$1326  = ! dest;
+  assign \$1327  = dest == 1'h1;
+  assign \$1328  = \$1326  | \$1327 ;
+  assign \$1329  = stage_out ? \$1328  : 1'h0;
+  assign \$1330  = rows_out ? 1'h1 : 1'h0;
+  assign \$1331  = \$1329  | \$1330 ;
+  assign \$1332  = stage_out ? \$34 [63:0] : 64'h0000000000000000;
+  assign \$1333  = rows_out ? \$36 [63:0] : 64'h0000000000000000;
+  assign \$1334  = \$1332  | \$1333 ;
+  assign \$1335  = \$34 [5:0] + group_bytes;
+  assign \$1336  = \$1335  + 7'h40;
+  assign \$1337  = \$1336  - 1'h1;
+  assign \$1339  = stage_out ? \$1338  : 30'h00000000;
+  assign \$1340  = \$36 [5:0] + group_bytes;
+  assign \$1341  = \$1340  + 7'h40;
+  assign \$1342  = \$1341  - 1'h1;
+  assign \$1344  = rows_out ? \$1343  : 30'h00000000;
+  assign \$1345  = \$1339  | \$1344 ;
+  assign \$1346  = phase == 4'hf;
+  assign \$1347  = phase == 5'h10;
+  assign \$1348  = \$1346  | \$1347 ;
+  assign \$1349  = \$1348  ? dst_en : 1'h0;
+  assign \$1350  = phase == 3'h6;
+  assign \$1351  = \$1350  ? slot__valid : 1'h0;
+  assign \$1352  = \$1349  | \$1351 ;
+  assign \$1353  = phase == 4'he;
+  assign \$1354  = \$1353  ? \in_we$852  : 1'h0;
+  assign in_we = \$1352  | \$1354 ;
+  assign \$1355  = phase == 4'hf;
+  assign \$1356  = phase == 5'h10;
+  assign \$1357  = \$1355  | \$1356 ;
+  assign \$1358  = \$signal  ? 2'h1 : row;
+  assign \$1359  = \$1357  ? \$1358  : 2'h0;
+  assign \$1360  = phase == 3'h6;
+  assign \$1361  = \$1360  ? slot__payload[531:512] : 20'h00000;
+  assign \$1362  = { 18'h00000, \$1359  } | \$1361 ;
+  assign \$1363  = phase == 4'he;
+  assign \$1364  = \$1363  ? buf_row : 2'h0;
+  assign \$1365  = \$1362  | { 18'h00000, \$1364  };
+  assign \$1366  = phase == 4'hf;
+  assign \$1367  = phase == 5'h10;
+  assign \$1368  = \$1366  | \$1367 ;
+  assign \$1369  = \$1368  ? dst_addr : 15'h0000;
+  assign \$1370  = phase == 3'h6;
+  assign \$1371  = \$1370  ? slot__payload[563:537] : 27'h0000000;
+  assign \$1372  = { 12'h000, \$1369  } | \$1371 ;
+  assign \$1373  = phase == 4'he;
+  assign \$1374  = \$1373  ? buf_word : 20'h00000;
+  assign \$1375  = \$1372  | { 7'h00, \$1374  };
+  assign \$1376  = phase == 4'hf;
+  assign \$1377  = phase == 5'h10;
+  assign \$1378  = \$1376  | \$1377 ;
+  assign \$1379  = \$1378  ? dst_data : 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  assign \$1380  = phase == 3'h6;
+  assign \$1381  = \$1380  ? slot__payload[511:0] : 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  assign \$1382  = \$1379  | \$1381 ;
+  assign \$1383  = phase == 4'he;
+  assign \$1384  = \$1383  ? sum__payload[1535:1024] : 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  assign in_data = \$1382  | \$1384 ;
   assign \$1385  = phase == 4'hf;
   assign \$1386  = phase == 5'h10;
   assign \$1387  = \$1385  | \$1386 ;
-  assign \$1388  = \$1387  ? src_addr : 15'h0000;
+  assign \$1388  = \$1387  ? src_en : 1'h0;
   assign \$1389  = phase == 5'h12;
-  assign \$1390  = \$1389  ? buf_word[6:0] : 7'h00;
-  assign \$1391  = \$1388  | { 8'h00, \$1390  };
-  assign \$1392  = src__valid & out__ready;
-  assign \$1393  = \$1392  & src__payload[512];
-  assign \$1394  = anchor_row + 1'h1;
-  assign \$1395  = \task [183:164] <= 3'h4;
-  assign \$1396  = ! \task [165:164];
-  assign \$1397  = \$1396  ? 3'h4 : { 1'h0, \task [165:164] };
-  assign \$1398  = \task [5:2] == 2'h3;
-  assign \$1399  = \task [5:2] == 2'h2;
-  assign \$1400  = \task [5:2] == 3'h4;
-  assign \$1401  = \task [10] ? \task [143:124] : \task [123:104];
-  assign \$1402  = \task [10] ? \task [123:104] : \task [143:124];
-  assign \$1403  = | \task [341:334];
-  assign \$1404  = ! verdict__payload;
-  assign \$1405  = ~ \busy$755 ;
-  assign \$1406  = ~ waiting;
-  assign \$1407  = \$1405  & \$1406 ;
-  assign \$1408  = \$1407  & writer_free;
-  assign \$1409  = \$signal$846  << \$signal$877 ;
-  assign \$1410  = \$signal$765  * \$1409 ;
-  assign \$1411  = slot__valid & slot__payload[570];
-  assign \$1412  = \task [5:2] == 2'h2;
-  assign \$1413  = stage__ready & lanes_ready;
-  assign \$1414  = | plan[72:68];
-  assign \$1415  = ~ \busy$755 ;
-  assign \$1416  = ~ waiting;
-  assign \$1417  = \$1415  & \$1416 ;
-  assign \$1418  = ! dest;
-  assign \$1419  = dest == 1'h1;
-  assign \$1420  = \$1418  | \$1419 ;
-  assign \$1421  = ~ \$1420 ;
-  assign \$1422  = \$1421  | writer_free;
-  assign \$1423  = \$1417  & \$1422 ;
-  assign \$1424  = ~ \$signal$753 ;
-  assign \$1425  = \$1423  & \$1424 ;
-  assign \$1426  = ! dest;
-  assign \$1427  = dest == 1'h1;
-  assign \$1428  = \$1426  | \$1427 ;
-  assign \$1429  = \$signal$164  + group_bytes;
-  assign \$1430  = ~ bank__0;
-  assign \$1431  = ! dest;
-  assign \$1432  = dest == 1'h1;
-  assign \$1433  = \$1431  | \$1432 ;
-  assign \$1434  = dest == 2'h3;
-  assign \$1435  = \task [5:2] == 2'h3;
-  assign \$1436  = row + 1'h1;
-  assign \$1437  = \$1436  >= \$signal$758 ;
-  assign \$1438  = \$1435  & \$1437 ;
-  assign \$1439  = written | done;
-  assign \$1440  = \$1438  & \$1439 ;
-  assign \$1441  = row + 1'h1;
-  assign \$1442  = \$1441  >= \$signal$758 ;
-  assign \$1443  = ~ \$1442 ;
-  assign \$1444  = row + 1'h1;
-  assign \$1445  = ~ \busy$755 ;
-  assign \$1446  = ~ waiting;
-  assign \$1447  = \$1445  & \$1446 ;
-  assign \$1448  = \$1447  & writer_free;
-  assign \$1449  = \$signal$164  + group_bytes;
-  assign \$1450  = \$signal$752  & anchor_last;
-  assign \$1451  = \$signal$823  + 3'h4;
-  assign \$1452  = 3'h4 * \task [203:184];
-  assign \$1453  = \$signal$770  + \$1452 ;
-  assign \$1454  = \task [183:164] - \$signal$823 ;
-  assign \$1455  = $signed(\$1454 ) <= $signed(5'h08);
-  assign \$1456  = \$signal$823  + 3'h4;
-  assign \$1457  = \$1456  < \task [183:164];
-  assign \$1458  = ~ pending;
-  assign \$1459  = 1'h0 + \run__valid$819 ;
-  assign \$1460  = \$1459  + \$signal$752 ;
-  assign \$1461  = \$1460  + copy_go;
-  assign \$1462  = \$1461  + line_start;
-  assign \$1463  = \$1462  <= 1'h1;
-  assign \$1465  = 1'h0 + \run__valid$819 ;
-  assign \$1466  = \$1465  + copy_go;
-  assign \$1467  = \$1466  <= 1'h1;
-  assign \$1469  = phase != 3'h4;
-  assign \$1470  = 1'h0 + \$1469 ;
-  assign \$1471  = phase == 3'h4;
-  assign \$1472  = \$1470  + \$1471 ;
-  assign \$1473  = \$1472  <= 1'h1;
-  assign \$1475  = 1'h0 + copy_go;
-  assign \$1476  = phase == 3'h5;
-  assign \$1477  = \$1475  + \$1476 ;
-  assign \$1478  = phase == 4'h9;
-  assign \$1479  = phase == 4'hb;
-  assign \$1480  = \$1478  | \$1479 ;
-  assign \$1481  = \$1477  + \$1480 ;
+  assign \$1390  = \$1389  ? \rd_en$862  : 1'h0;
+  assign rd_en = \$1388  | \$1390 ;
+  assign \$1391  = phase == 4'hf;
+  assign \$1392  = phase == 5'h10;
+  assign \$1393  = \$1391  | \$1392 ;
+  assign \$1394  = \task [5:2] == 2'h3;
+  assign rd_acc = \$1393  ? \$1394  : 1'h0;
+  assign \$1395  = phase == 4'hf;
+  assign \$1396  = phase == 5'h10;
+  assign \$1397  = \$1395  | \$1396 ;
+  assign \$1398  = \$1397  ? row : 2'h0;
+  assign \$1399  = phase == 5'h12;
+  assign \$1400  = \$1399  ? buf_row : 2'h0;
+  assign rd_row = \$1398  | \$1400 ;
+  assign \$1401  = phase == 4'hf;
+  assign \$1402  = phase == 5'h10;
+  assign \$1403  = \$1401  | \$1402 ;
+  assign \$1404  = \$1403  ? src_addr : 15'h0000;
+  assign \$1405  = phase == 5'h12;
+  assign \$1406  = \$1405  ? buf_word[6:0] : 7'h00;
+  assign \$1407  = \$1404  | { 8'h00, \$1406  };
+  assign \$1408  = src__valid & out__ready;
+  assign \$1409  = \$1408  & src__payload[512];
+  assign \$1410  = anchor_row + 1'h1;
+  assign \$1411  = | \task [341:334];
+  assign \$1412  = \$1411  ? \task [341:334] : \task [1480:1473];
+  assign \$1413  = \task [183:164] <= 3'h4;
+  assign \$1414  = ! \task [165:164];
+  assign \$1415  = \$1414  ? 3'h4 : { 1'h0, \task [165:164] };
+  assign \$1416  = \task [5:2] == 2'h3;
+  assign \$1417  = \task [5:2] == 2'h2;
+  assign \$1418  = \task [5:2] == 3'h4;
+  assign \$1419  = \task [10] ? \task [143:124] : \task [123:104];
+  assign \$1420  = \task [10] ? \task [123:104] : \task [143:124];
+  assign \$1421  = | \task [341:334];
+  assign \$1422  = | \task [1480:1473];
+  assign \$1423  = \$1421  | \$1422 ;
+  assign \$1424  = ~ \busy$756 ;
+  assign \$1425  = ~ waiting;
+  assign \$1426  = \$1424  & \$1425 ;
+  assign \$1427  = \$1426  & writer_free;
+  assign \$1428  = \$signal$846  << \$signal$877 ;
+  assign \$1429  = \$signal$766  * \$1428 ;
+  assign \$1430  = slot__valid & slot__payload[570];
+  assign \$1431  = \task [5:2] == 2'h2;
+  assign \$1432  = stage__ready & lanes_ready;
+  assign \$1433  = | plan[72:68];
+  assign \$1434  = ~ \busy$756 ;
+  assign \$1435  = ~ waiting;
+  assign \$1436  = \$1434  & \$1435 ;
+  assign \$1437  = ! dest;
+  assign \$1438  = dest == 1'h1;
+  assign \$1439  = \$1437  | \$1438 ;
+  assign \$1440  = ~ \$1439 ;
+  assign \$1441  = \$1440  | writer_free;
+  assign \$1442  = \$1436  & \$1441 ;
+  assign \$1443  = ~ \$signal$754 ;
+  assign \$1444  = \$1442  & \$1443 ;
+  assign \$1445  = ! dest;
+  assign \$1446  = dest == 1'h1;
+  assign \$1447  = \$1445  | \$1446 ;
+  assign \$1448  = \$signal$165  + group_bytes;
+  assign \$1449  = ~ bank__0;
+  assign \$1450  = ! dest;
+  assign \$1451  = dest == 1'h1;
+  assign \$1452  = \$1450  | \$1451 ;
+  assign \$1453  = dest == 2'h3;
+  assign \$1454  = \task [5:2] == 2'h3;
+  assign \$1455  = row + 1'h1;
+  assign \$1456  = \$1455  >= \$signal$759 ;
+  assign \$1457  = \$1454  & \$1456 ;
+  assign \$1458  = written | done;
+  assign \$1459  = \$1457  & \$1458 ;
+  assign \$1460  = row + 1'h1;
+  assign \$1461  = \$1460  >= \$signal$759 ;
+  assign \$1462  = ~ \$1461 ;
+  assign \$1463  = row + 1'h1;
+  assign \$1464  = ~ \busy$756 ;
+  assign \$1465  = ~ waiting;
+  assign \$1466  = \$1464  & \$1465 ;
+  assign \$1467  = \$1466  & writer_free;
+  assign \$1468  = \$signal$165  + group_bytes;
+  assign \$1469  = \$signal$753  & anchor_last;
+  assign \$1470  = \$signal$823  + 3'h4;
+  assign \$1471  = 3'h4 * \task [203:184];
+  assign \$1472  = \$signal$771  + \$1471 ;
+  assign \$1473  = \task [183:164] - \$signal$823 ;
+  assign \$1474  = $signed(\$1473 ) <= $signed(5'h08);
+  assign \$1475  = \$signal$823  + 3'h4;
+  assign \$1476  = \$1475  < \task [183:164];
+  assign \$1477  = ~ pending;
+  assign \$1478  = 1'h0 + \run__valid$819 ;
+  assign \$1479  = \$1478  + \$signal$753 ;
+  assign \$1480  = \$1479  + copy_go;
+  assign \$1481  = \$1480  + line_start;
   assign \$1482  = \$1481  <= 1'h1;
-  assign \$1484  = 1'h0 + stage_out;
-  assign \$1485  = \$1484  + rows_out;
+  assign \$1484  = 1'h0 + \run__valid$819 ;
+  assign \$1485  = \$1484  + copy_go;
   assign \$1486  = \$1485  <= 1'h1;
-  assign \$1488  = phase == 4'hf;
-  assign \$1489  = phase == 5'h10;
-  assign \$1490  = \$1488  | \$1489 ;
-  assign \$1491  = 1'h0 + \$1490 ;
-  assign \$1492  = phase == 3'h6;
-  assign \$1493  = \$1491  + \$1492 ;
-  assign \$1494  = phase == 4'he;
-  assign \$1495  = \$1493  + \$1494 ;
-  assign \$1496  = \$1495  <= 1'h1;
-  assign \$1498  = phase == 4'hf;
-  assign \$1499  = phase == 5'h10;
-  assign \$1500  = \$1498  | \$1499 ;
-  assign \$1501  = 1'h0 + \$1500 ;
-  assign \$1502  = phase == 5'h12;
-  assign \$1503  = \$1501  + \$1502 ;
-  assign \$1504  = \$1503  <= 1'h1;
+  assign \$1488  = phase != 3'h4;
+  assign \$1489  = 1'h0 + \$1488 ;
+  assign \$1490  = phase == 3'h4;
+  assign \$1491  = \$1489  + \$1490 ;
+  assign \$1492  = \$1491  <= 1'h1;
+  assign \$1494  = 1'h0 + copy_go;
+  assign \$1495  = phase == 3'h5;
+  assign \$1496  = \$1494  + \$1495 ;
+  assign \$1497  = phase == 4'h9;
+  assign \$1498  = phase == 4'hb;
+  assign \$1499  = \$1497  | \$1498 ;
+  assign \$1500  = \$1496  + \$1499 ;
+  assign \$1501  = \$1500  <= 1'h1;
+  assign \$1503  = 1'h0 + stage_out;
+  assign \$1504  = \$1503  + rows_out;
+  assign \$1505  = \$1504  <= 1'h1;
+  assign \$1507  = phase == 4'hf;
+  assign \$1508  = phase == 5'h10;
+  assign \$1509  = \$1507  | \$1508 ;
+  assign \$1510  = 1'h0 + \$1509 ;
+  assign \$1511  = phase == 3'h6;
+  assign \$1512  = \$1510  + \$1511 ;
+  assign \$1513  = phase == 4'he;
+  assign \$1514  = \$1512  + \$1513 ;
+  assign \$1515  = \$1514  <= 1'h1;
+  assign \$1517  = phase == 4'hf;
+  assign \$1518  = phase == 5'h10;
+  assign \$1519  = \$1517  | \$1518 ;
+  assign \$1520  = 1'h0 + \$1519 ;
+  assign \$1521  = phase == 5'h12;
+  assign \$1522  = \$1520  + \$1521 ;
+  assign \$1523  = \$1522  <= 1'h1;
   always @(posedge clk)
-    read_error <= \$1506 ;
+    read_error <= \$1525 ;
   always @(posedge clk)
-    anchor_m0 <= \$1507 ;
+    anchor_m0 <= \$1526 ;
   always @(posedge clk)
-    anchor_m1 <= \$1508 ;
+    anchor_m1 <= \$1527 ;
   always @(posedge clk)
-    anchor_m2 <= \$1509 ;
+    anchor_m2 <= \$1528 ;
   always @(posedge clk)
-    anchor_m3 <= \$1510 ;
+    anchor_m3 <= \$1529 ;
   always @(posedge clk)
-    anchor_l0 <= \$1511 ;
+    anchor_l0 <= \$1530 ;
   always @(posedge clk)
-    anchor_l1 <= \$1512 ;
+    anchor_l1 <= \$1531 ;
   always @(posedge clk)
-    anchor_l2 <= \$1513 ;
+    anchor_l2 <= \$1532 ;
   always @(posedge clk)
-    anchor_l3 <= \$1514 ;
+    anchor_l3 <= \$1533 ;
   always @(posedge clk)
-    anchor_row <= \$1515 ;
+    anchor_row <= \$1534 ;
   always @(posedge clk)
-    \$signal$753  <= \$1516 ;
+    \$signal$754  <= \$1535 ;
   always @(posedge clk)
-    \task  <= \$1517 ;
+    \task  <= \$1536 ;
   always @(posedge clk)
-    phase <= \$1518 ;
+    phase <= \$1537 ;
   always @(posedge clk)
-    status <= \$1519 ;
+    status <= \$1538 ;
   always @(posedge clk)
-    \$signal$760  <= \$1520 ;
+    \$signal$761  <= \$1539 ;
   always @(posedge clk)
-    \$signal  <= \$1521 ;
+    \$signal$164  <= \$1540 ;
   always @(posedge clk)
-    \$signal$823  <= \$1522 ;
+    \$signal$823  <= \$1541 ;
   always @(posedge clk)
-    \$signal$770  <= \$1523 ;
+    \$signal$771  <= \$1542 ;
   always @(posedge clk)
-    \$signal$164  <= \$1524 ;
+    \$signal$165  <= \$1543 ;
   always @(posedge clk)
-    \$signal$766  <= \$1525 ;
+    \$signal$767  <= \$1544 ;
   always @(posedge clk)
-    tail_rows <= \$1526 ;
+    tail_rows <= \$1545 ;
   always @(posedge clk)
-    \$signal$877  <= \$1527 ;
+    \$signal$877  <= \$1546 ;
   always @(posedge clk)
-    \$signal$846  <= \$1528 ;
+    \$signal$846  <= \$1547 ;
   always @(posedge clk)
-    \$signal$758  <= \$1529 ;
+    \$signal$759  <= \$1548 ;
   always @(posedge clk)
-    group_bytes <= \$1530 ;
+    group_bytes <= \$1549 ;
   always @(posedge clk)
-    stage <= \$1531 ;
+    stage <= \$1550 ;
   always @(posedge clk)
-    row <= \$1532 ;
+    row <= \$1551 ;
   always @(posedge clk)
-    bank__0 <= \$1533 ;
+    bank__0 <= \$1552 ;
   always @(posedge clk)
-    sfu_row <= \$1534 ;
+    sfu_row <= \$1553 ;
   \ndp_device.control_unit.chunks  chunks (
     .addr(addr),
     .clk(clk),
@@ -7356,7 +7392,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .plan(plan),
     .rest(rest),
     .restart(restart),
-    .route(\route$119 ),
+    .route(\route$120 ),
     .rst(rst),
     .run_done(run_done),
     .slot__payload(slot__payload),
@@ -7377,10 +7413,10 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .line_addr(line_addr),
     .line_start(line_start),
     .pending(pending),
-    .\port$16905$289 (queues__0[289]),
-    .\port$16907$289 (queues__1[289]),
-    .\port$16909$289 (queues__2[289]),
-    .\port$16911$289 (queues__3[289]),
+    .\port$16890$289 (queues__0[289]),
+    .\port$16892$289 (queues__1[289]),
+    .\port$16894$289 (queues__2[289]),
+    .\port$16896$289 (queues__3[289]),
     .quiet(quiet),
     .r_en(reported),
     .reported_error(reported_error),
@@ -7396,9 +7432,9 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .clk(clk),
     .fold__ready(fold__ready),
     .in_data(in_data),
-    .in_row(\$1349 [1:0]),
+    .in_row(\$1365 [1:0]),
     .in_we(in_we),
-    .in_word(\$1359 [6:0]),
+    .in_word(\$1375 [6:0]),
     .lanes_ready(lanes_ready),
     .mode__0(plan[123:117]),
     .n_cols(n_cols),
@@ -7407,17 +7443,17 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .pe__0__valid(pe__0__valid),
     .pe__1__payload(pe__1__payload),
     .pe__1__valid(pe__1__valid),
-    .\port$19656$0 (\$1535 ),
-    .\port$19660$0 (\$1536 ),
+    .\port$19634$0 (\$1554 ),
+    .\port$19638$0 (\$1555 ),
     .rd_acc(rd_acc),
     .rd_acc_data(rd_acc_data),
-    .rd_addr(\$1391 [6:0]),
+    .rd_addr(\$1407 [6:0]),
     .rd_en(rd_en),
     .rd_in_data(rd_in_data),
     .rd_row(rd_row),
     .req__valid(fold__valid),
     .rst(rst),
-    .split(split),
+    .split(\$signal$114 ),
     .sum__payload(sum__payload),
     .sum__valid(sum__valid),
     .t_chunk(t_chunk)
@@ -7431,7 +7467,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .queues__1(queues__1),
     .queues__2(queues__2),
     .queues__3(queues__3),
-    .r_en(verdict__ready),
+    .r_en(task__ready),
     .report(reported),
     .report_store(done__payload[42]),
     .rst(rst),
@@ -7441,10 +7477,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .side__payload(side__payload),
     .side__valid(side__valid),
     .task__payload(task__payload),
-    .task__ready(task__ready),
-    .task__valid(task__valid),
-    .verdict__payload(verdict__payload),
-    .verdict__valid(verdict__valid)
+    .task__valid(task__valid)
   );
   \ndp_device.control_unit.packer  packer (
     .clk(clk),
@@ -7492,17 +7525,17 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     .w_data(bus__rdata)
   );
   \ndp_device.control_unit.readout  readout (
-    .acc_we(\acc_we$745 ),
-    .busy(\busy$755 ),
+    .acc_we(\acc_we$746 ),
+    .busy(\busy$756 ),
     .clk(clk),
-    .done(\done$881 ),
+    .done(\done$879 ),
     .fold__ready(fold__ready),
     .fold__valid(fold__valid),
     .in_we(\in_we$852 ),
     .job__payload(\job__payload$844 ),
     .job__valid(\job__valid$843 ),
-    .\port$19656$0 (\$1535 ),
-    .\port$19660$0 (\$1536 ),
+    .\port$19634$0 (\$1554 ),
+    .\port$19638$0 (\$1555 ),
     .rd_en(\rd_en$862 ),
     .rd_in_data(rd_in_data),
     .rd_row(buf_row),
@@ -7577,39 +7610,39 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   );
   always @(posedge clk) begin
     if (1'h1) begin
-      if (!\$1463 )
-        $write("writer's job: two sources in one cycle (of results, anchors, copy, completion)");
-      assert (\$1463 );
-    end
-    if (1'h1) begin
-      if (!\$1467 )
-        $write("line packer's run: two sources in one cycle (of results, copy)");
-      assert (\$1467 );
-    end
-    if (1'h1) begin
-      if (!\$1473 )
-        $write("line packer's words: two sources in one cycle (of results, copy)");
-      assert (\$1473 );
-    end
-    if (1'h1) begin
       if (!\$1482 )
-        $write("unpacker's job: two sources in one cycle (of copy, input, weights)");
+        $write("writer's job: two sources in one cycle (of results, anchors, copy, completion)");
       assert (\$1482 );
     end
     if (1'h1) begin
       if (!\$1486 )
-        $write("readout's job: two sources in one cycle (of stage, rows)");
+        $write("line packer's run: two sources in one cycle (of results, copy)");
       assert (\$1486 );
     end
     if (1'h1) begin
-      if (!\$1496 )
-        $write("input buffer's write port: two sources in one cycle (of softmax, input, chain)");
-      assert (\$1496 );
+      if (!\$1492 )
+        $write("line packer's words: two sources in one cycle (of results, copy)");
+      assert (\$1492 );
     end
     if (1'h1) begin
-      if (!\$1504 )
+      if (!\$1501 )
+        $write("unpacker's job: two sources in one cycle (of copy, input, weights)");
+      assert (\$1501 );
+    end
+    if (1'h1) begin
+      if (!\$1505 )
+        $write("readout's job: two sources in one cycle (of stage, rows)");
+      assert (\$1505 );
+    end
+    if (1'h1) begin
+      if (!\$1515 )
+        $write("input buffer's write port: two sources in one cycle (of softmax, input, chain)");
+      assert (\$1515 );
+    end
+    if (1'h1) begin
+      if (!\$1523 )
         $write("buffers' read port: two sources in one cycle (of softmax, rows)");
-      assert (\$1504 );
+      assert (\$1523 );
     end
   end
   always @* begin
@@ -7617,13 +7650,13 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     (* full_case = 32'd1 *)
     casez (anchor_row)
       2'h0:
-          \$1181  = anchor_m0;
+          \$1191  = anchor_m0;
       2'h1:
-          \$1181  = anchor_m1;
+          \$1191  = anchor_m1;
       2'h2:
-          \$1181  = anchor_m2;
+          \$1191  = anchor_m2;
       2'h3:
-          \$1181  = anchor_m3;
+          \$1191  = anchor_m3;
     endcase
   end
   always @* begin
@@ -7631,520 +7664,520 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
     (* full_case = 32'd1 *)
     casez (anchor_row)
       2'h0:
-          \$1182  = anchor_l0;
+          \$1192  = anchor_l0;
       2'h1:
-          \$1182  = anchor_l1;
+          \$1192  = anchor_l1;
       2'h2:
-          \$1182  = anchor_l2;
+          \$1192  = anchor_l2;
       2'h3:
-          \$1182  = anchor_l3;
+          \$1192  = anchor_l3;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
     (* full_case = 32'd1 *)
-    if (\$51 ) begin
+    if (\$61 ) begin
       widened_0 = 32'd2143289344;
-    end else if (\$52 ) begin
+    end else if (\$62 ) begin
       widened_0 = { rd_in_data[15], 31'h7f800000 };
-    end else if (\$56 ) begin
+    end else if (\$66 ) begin
       widened_0 = { rd_in_data[15], 31'h00000000 };
-    end else if (\$57 ) begin
-      widened_0 = { rd_in_data[15], \$58 , \$48 [9:0], 13'h0000 };
+    end else if (\$67 ) begin
+      widened_0 = { rd_in_data[15], \$68 , \$58 [9:0], 13'h0000 };
     end else begin
-      widened_0 = { rd_in_data[15], \$59 , rd_in_data[9:0], 13'h0000 };
+      widened_0 = { rd_in_data[15], \$69 , rd_in_data[9:0], 13'h0000 };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
     (* full_case = 32'd1 *)
-    if (\$84 ) begin
+    if (\$94 ) begin
       widened_1 = 32'd2143289344;
-    end else if (\$85 ) begin
+    end else if (\$95 ) begin
       widened_1 = { rd_in_data[31], 31'h7f800000 };
-    end else if (\$89 ) begin
+    end else if (\$99 ) begin
       widened_1 = { rd_in_data[31], 31'h00000000 };
-    end else if (\$90 ) begin
-      widened_1 = { rd_in_data[31], \$91 , \$81 [9:0], 13'h0000 };
+    end else if (\$100 ) begin
+      widened_1 = { rd_in_data[31], \$101 , \$91 [9:0], 13'h0000 };
     end else begin
-      widened_1 = { rd_in_data[31], \$92 , rd_in_data[25:16], 13'h0000 };
+      widened_1 = { rd_in_data[31], \$102 , rd_in_data[25:16], 13'h0000 };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
     (* full_case = 32'd1 *)
-    if (\$117 ) begin
+    if (\$127 ) begin
       widened_2 = 32'd2143289344;
-    end else if (\$118 ) begin
+    end else if (\$128 ) begin
       widened_2 = { rd_in_data[47], 31'h7f800000 };
-    end else if (\$122 ) begin
+    end else if (\$132 ) begin
       widened_2 = { rd_in_data[47], 31'h00000000 };
-    end else if (\$123 ) begin
-      widened_2 = { rd_in_data[47], \$124 , \$114 [9:0], 13'h0000 };
+    end else if (\$133 ) begin
+      widened_2 = { rd_in_data[47], \$134 , \$124 [9:0], 13'h0000 };
     end else begin
-      widened_2 = { rd_in_data[47], \$125 , rd_in_data[41:32], 13'h0000 };
+      widened_2 = { rd_in_data[47], \$135 , rd_in_data[41:32], 13'h0000 };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
     (* full_case = 32'd1 *)
-    if (\$150 ) begin
+    if (\$160 ) begin
       widened_3 = 32'd2143289344;
-    end else if (\$151 ) begin
+    end else if (\$161 ) begin
       widened_3 = { rd_in_data[63], 31'h7f800000 };
-    end else if (\$155 ) begin
+    end else if (\$165 ) begin
       widened_3 = { rd_in_data[63], 31'h00000000 };
-    end else if (\$156 ) begin
-      widened_3 = { rd_in_data[63], \$157 , \$147 [9:0], 13'h0000 };
+    end else if (\$166 ) begin
+      widened_3 = { rd_in_data[63], \$167 , \$157 [9:0], 13'h0000 };
     end else begin
-      widened_3 = { rd_in_data[63], \$158 , rd_in_data[57:48], 13'h0000 };
+      widened_3 = { rd_in_data[63], \$168 , rd_in_data[57:48], 13'h0000 };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
     (* full_case = 32'd1 *)
-    if (\$183 ) begin
+    if (\$193 ) begin
       widened_4 = 32'd2143289344;
-    end else if (\$184 ) begin
+    end else if (\$194 ) begin
       widened_4 = { rd_in_data[79], 31'h7f800000 };
-    end else if (\$188 ) begin
+    end else if (\$198 ) begin
       widened_4 = { rd_in_data[79], 31'h00000000 };
-    end else if (\$189 ) begin
-      widened_4 = { rd_in_data[79], \$190 , \$180 [9:0], 13'h0000 };
+    end else if (\$199 ) begin
+      widened_4 = { rd_in_data[79], \$200 , \$190 [9:0], 13'h0000 };
     end else begin
-      widened_4 = { rd_in_data[79], \$191 , rd_in_data[73:64], 13'h0000 };
+      widened_4 = { rd_in_data[79], \$201 , rd_in_data[73:64], 13'h0000 };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
     (* full_case = 32'd1 *)
-    if (\$216 ) begin
+    if (\$226 ) begin
       widened_5 = 32'd2143289344;
-    end else if (\$217 ) begin
+    end else if (\$227 ) begin
       widened_5 = { rd_in_data[95], 31'h7f800000 };
-    end else if (\$221 ) begin
+    end else if (\$231 ) begin
       widened_5 = { rd_in_data[95], 31'h00000000 };
-    end else if (\$222 ) begin
-      widened_5 = { rd_in_data[95], \$223 , \$213 [9:0], 13'h0000 };
+    end else if (\$232 ) begin
+      widened_5 = { rd_in_data[95], \$233 , \$223 [9:0], 13'h0000 };
     end else begin
-      widened_5 = { rd_in_data[95], \$224 , rd_in_data[89:80], 13'h0000 };
+      widened_5 = { rd_in_data[95], \$234 , rd_in_data[89:80], 13'h0000 };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
     (* full_case = 32'd1 *)
-    if (\$249 ) begin
+    if (\$259 ) begin
       widened_6 = 32'd2143289344;
-    end else if (\$250 ) begin
+    end else if (\$260 ) begin
       widened_6 = { rd_in_data[111], 31'h7f800000 };
-    end else if (\$254 ) begin
+    end else if (\$264 ) begin
       widened_6 = { rd_in_data[111], 31'h00000000 };
-    end else if (\$255 ) begin
-      widened_6 = { rd_in_data[111], \$256 , \$246 [9:0], 13'h0000 };
+    end else if (\$265 ) begin
+      widened_6 = { rd_in_data[111], \$266 , \$256 [9:0], 13'h0000 };
     end else begin
-      widened_6 = { rd_in_data[111], \$257 , rd_in_data[105:96], 13'h0000 };
+      widened_6 = { rd_in_data[111], \$267 , rd_in_data[105:96], 13'h0000 };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
     (* full_case = 32'd1 *)
-    if (\$282 ) begin
+    if (\$292 ) begin
       widened_7 = 32'd2143289344;
-    end else if (\$283 ) begin
+    end else if (\$293 ) begin
       widened_7 = { rd_in_data[127], 31'h7f800000 };
-    end else if (\$287 ) begin
+    end else if (\$297 ) begin
       widened_7 = { rd_in_data[127], 31'h00000000 };
-    end else if (\$288 ) begin
-      widened_7 = { rd_in_data[127], \$289 , \$279 [9:0], 13'h0000 };
+    end else if (\$298 ) begin
+      widened_7 = { rd_in_data[127], \$299 , \$289 [9:0], 13'h0000 };
     end else begin
-      widened_7 = { rd_in_data[127], \$290 , rd_in_data[121:112], 13'h0000 };
+      widened_7 = { rd_in_data[127], \$300 , rd_in_data[121:112], 13'h0000 };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
     (* full_case = 32'd1 *)
-    if (\$315 ) begin
+    if (\$325 ) begin
       widened_8 = 32'd2143289344;
-    end else if (\$316 ) begin
+    end else if (\$326 ) begin
       widened_8 = { rd_in_data[143], 31'h7f800000 };
-    end else if (\$320 ) begin
+    end else if (\$330 ) begin
       widened_8 = { rd_in_data[143], 31'h00000000 };
-    end else if (\$321 ) begin
-      widened_8 = { rd_in_data[143], \$322 , \$312 [9:0], 13'h0000 };
+    end else if (\$331 ) begin
+      widened_8 = { rd_in_data[143], \$332 , \$322 [9:0], 13'h0000 };
     end else begin
-      widened_8 = { rd_in_data[143], \$323 , rd_in_data[137:128], 13'h0000 };
+      widened_8 = { rd_in_data[143], \$333 , rd_in_data[137:128], 13'h0000 };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
     (* full_case = 32'd1 *)
-    if (\$348 ) begin
+    if (\$358 ) begin
       widened_9 = 32'd2143289344;
-    end else if (\$349 ) begin
+    end else if (\$359 ) begin
       widened_9 = { rd_in_data[159], 31'h7f800000 };
-    end else if (\$353 ) begin
+    end else if (\$363 ) begin
       widened_9 = { rd_in_data[159], 31'h00000000 };
-    end else if (\$354 ) begin
-      widened_9 = { rd_in_data[159], \$355 , \$345 [9:0], 13'h0000 };
+    end else if (\$364 ) begin
+      widened_9 = { rd_in_data[159], \$365 , \$355 [9:0], 13'h0000 };
     end else begin
-      widened_9 = { rd_in_data[159], \$356 , rd_in_data[153:144], 13'h0000 };
+      widened_9 = { rd_in_data[159], \$366 , rd_in_data[153:144], 13'h0000 };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
     (* full_case = 32'd1 *)
-    if (\$381 ) begin
+    if (\$391 ) begin
       widened_10 = 32'd2143289344;
-    end else if (\$382 ) begin
+    end else if (\$392 ) begin
       widened_10 = { rd_in_data[175], 31'h7f800000 };
-    end else if (\$386 ) begin
+    end else if (\$396 ) begin
       widened_10 = { rd_in_data[175], 31'h00000000 };
-    end else if (\$387 ) begin
-      widened_10 = { rd_in_data[175], \$388 , \$378 [9:0], 13'h0000 };
+    end else if (\$397 ) begin
+      widened_10 = { rd_in_data[175], \$398 , \$388 [9:0], 13'h0000 };
     end else begin
-      widened_10 = { rd_in_data[175], \$389 , rd_in_data[169:160], 13'h0000 };
+      widened_10 = { rd_in_data[175], \$399 , rd_in_data[169:160], 13'h0000 };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
     (* full_case = 32'd1 *)
-    if (\$414 ) begin
+    if (\$424 ) begin
       widened_11 = 32'd2143289344;
-    end else if (\$415 ) begin
+    end else if (\$425 ) begin
       widened_11 = { rd_in_data[191], 31'h7f800000 };
-    end else if (\$419 ) begin
+    end else if (\$429 ) begin
       widened_11 = { rd_in_data[191], 31'h00000000 };
-    end else if (\$420 ) begin
-      widened_11 = { rd_in_data[191], \$421 , \$411 [9:0], 13'h0000 };
+    end else if (\$430 ) begin
+      widened_11 = { rd_in_data[191], \$431 , \$421 [9:0], 13'h0000 };
     end else begin
-      widened_11 = { rd_in_data[191], \$422 , rd_in_data[185:176], 13'h0000 };
+      widened_11 = { rd_in_data[191], \$432 , rd_in_data[185:176], 13'h0000 };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
     (* full_case = 32'd1 *)
-    if (\$447 ) begin
+    if (\$457 ) begin
       widened_12 = 32'd2143289344;
-    end else if (\$448 ) begin
+    end else if (\$458 ) begin
       widened_12 = { rd_in_data[207], 31'h7f800000 };
-    end else if (\$452 ) begin
+    end else if (\$462 ) begin
       widened_12 = { rd_in_data[207], 31'h00000000 };
-    end else if (\$453 ) begin
-      widened_12 = { rd_in_data[207], \$454 , \$444 [9:0], 13'h0000 };
+    end else if (\$463 ) begin
+      widened_12 = { rd_in_data[207], \$464 , \$454 [9:0], 13'h0000 };
     end else begin
-      widened_12 = { rd_in_data[207], \$455 , rd_in_data[201:192], 13'h0000 };
+      widened_12 = { rd_in_data[207], \$465 , rd_in_data[201:192], 13'h0000 };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
     (* full_case = 32'd1 *)
-    if (\$480 ) begin
+    if (\$490 ) begin
       widened_13 = 32'd2143289344;
-    end else if (\$481 ) begin
+    end else if (\$491 ) begin
       widened_13 = { rd_in_data[223], 31'h7f800000 };
-    end else if (\$485 ) begin
+    end else if (\$495 ) begin
       widened_13 = { rd_in_data[223], 31'h00000000 };
-    end else if (\$486 ) begin
-      widened_13 = { rd_in_data[223], \$487 , \$477 [9:0], 13'h0000 };
+    end else if (\$496 ) begin
+      widened_13 = { rd_in_data[223], \$497 , \$487 [9:0], 13'h0000 };
     end else begin
-      widened_13 = { rd_in_data[223], \$488 , rd_in_data[217:208], 13'h0000 };
+      widened_13 = { rd_in_data[223], \$498 , rd_in_data[217:208], 13'h0000 };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
     (* full_case = 32'd1 *)
-    if (\$513 ) begin
+    if (\$523 ) begin
       widened_14 = 32'd2143289344;
-    end else if (\$514 ) begin
+    end else if (\$524 ) begin
       widened_14 = { rd_in_data[239], 31'h7f800000 };
-    end else if (\$518 ) begin
+    end else if (\$528 ) begin
       widened_14 = { rd_in_data[239], 31'h00000000 };
-    end else if (\$519 ) begin
-      widened_14 = { rd_in_data[239], \$520 , \$510 [9:0], 13'h0000 };
+    end else if (\$529 ) begin
+      widened_14 = { rd_in_data[239], \$530 , \$520 [9:0], 13'h0000 };
     end else begin
-      widened_14 = { rd_in_data[239], \$521 , rd_in_data[233:224], 13'h0000 };
+      widened_14 = { rd_in_data[239], \$531 , rd_in_data[233:224], 13'h0000 };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
     (* full_case = 32'd1 *)
-    if (\$546 ) begin
+    if (\$556 ) begin
       widened_15 = 32'd2143289344;
-    end else if (\$547 ) begin
+    end else if (\$557 ) begin
       widened_15 = { rd_in_data[255], 31'h7f800000 };
-    end else if (\$551 ) begin
+    end else if (\$561 ) begin
       widened_15 = { rd_in_data[255], 31'h00000000 };
-    end else if (\$552 ) begin
-      widened_15 = { rd_in_data[255], \$553 , \$543 [9:0], 13'h0000 };
+    end else if (\$562 ) begin
+      widened_15 = { rd_in_data[255], \$563 , \$553 [9:0], 13'h0000 };
     end else begin
-      widened_15 = { rd_in_data[255], \$554 , rd_in_data[249:240], 13'h0000 };
+      widened_15 = { rd_in_data[255], \$564 , rd_in_data[249:240], 13'h0000 };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
     (* full_case = 32'd1 *)
-    if (\$579 ) begin
+    if (\$589 ) begin
       widened_16 = 32'd2143289344;
-    end else if (\$580 ) begin
+    end else if (\$590 ) begin
       widened_16 = { rd_in_data[271], 31'h7f800000 };
-    end else if (\$584 ) begin
+    end else if (\$594 ) begin
       widened_16 = { rd_in_data[271], 31'h00000000 };
-    end else if (\$585 ) begin
-      widened_16 = { rd_in_data[271], \$586 , \$576 [9:0], 13'h0000 };
+    end else if (\$595 ) begin
+      widened_16 = { rd_in_data[271], \$596 , \$586 [9:0], 13'h0000 };
     end else begin
-      widened_16 = { rd_in_data[271], \$587 , rd_in_data[265:256], 13'h0000 };
+      widened_16 = { rd_in_data[271], \$597 , rd_in_data[265:256], 13'h0000 };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
     (* full_case = 32'd1 *)
-    if (\$612 ) begin
+    if (\$622 ) begin
       widened_17 = 32'd2143289344;
-    end else if (\$613 ) begin
+    end else if (\$623 ) begin
       widened_17 = { rd_in_data[287], 31'h7f800000 };
-    end else if (\$617 ) begin
+    end else if (\$627 ) begin
       widened_17 = { rd_in_data[287], 31'h00000000 };
-    end else if (\$618 ) begin
-      widened_17 = { rd_in_data[287], \$619 , \$609 [9:0], 13'h0000 };
+    end else if (\$628 ) begin
+      widened_17 = { rd_in_data[287], \$629 , \$619 [9:0], 13'h0000 };
     end else begin
-      widened_17 = { rd_in_data[287], \$620 , rd_in_data[281:272], 13'h0000 };
+      widened_17 = { rd_in_data[287], \$630 , rd_in_data[281:272], 13'h0000 };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
     (* full_case = 32'd1 *)
-    if (\$645 ) begin
+    if (\$655 ) begin
       widened_18 = 32'd2143289344;
-    end else if (\$646 ) begin
+    end else if (\$656 ) begin
       widened_18 = { rd_in_data[303], 31'h7f800000 };
-    end else if (\$650 ) begin
+    end else if (\$660 ) begin
       widened_18 = { rd_in_data[303], 31'h00000000 };
-    end else if (\$651 ) begin
-      widened_18 = { rd_in_data[303], \$652 , \$642 [9:0], 13'h0000 };
+    end else if (\$661 ) begin
+      widened_18 = { rd_in_data[303], \$662 , \$652 [9:0], 13'h0000 };
     end else begin
-      widened_18 = { rd_in_data[303], \$653 , rd_in_data[297:288], 13'h0000 };
+      widened_18 = { rd_in_data[303], \$663 , rd_in_data[297:288], 13'h0000 };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
     (* full_case = 32'd1 *)
-    if (\$678 ) begin
+    if (\$688 ) begin
       widened_19 = 32'd2143289344;
-    end else if (\$679 ) begin
+    end else if (\$689 ) begin
       widened_19 = { rd_in_data[319], 31'h7f800000 };
-    end else if (\$683 ) begin
+    end else if (\$693 ) begin
       widened_19 = { rd_in_data[319], 31'h00000000 };
-    end else if (\$684 ) begin
-      widened_19 = { rd_in_data[319], \$685 , \$675 [9:0], 13'h0000 };
+    end else if (\$694 ) begin
+      widened_19 = { rd_in_data[319], \$695 , \$685 [9:0], 13'h0000 };
     end else begin
-      widened_19 = { rd_in_data[319], \$686 , rd_in_data[313:304], 13'h0000 };
+      widened_19 = { rd_in_data[319], \$696 , rd_in_data[313:304], 13'h0000 };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
     (* full_case = 32'd1 *)
-    if (\$711 ) begin
+    if (\$721 ) begin
       widened_20 = 32'd2143289344;
-    end else if (\$712 ) begin
+    end else if (\$722 ) begin
       widened_20 = { rd_in_data[335], 31'h7f800000 };
-    end else if (\$716 ) begin
+    end else if (\$726 ) begin
       widened_20 = { rd_in_data[335], 31'h00000000 };
-    end else if (\$717 ) begin
-      widened_20 = { rd_in_data[335], \$718 , \$708 [9:0], 13'h0000 };
+    end else if (\$727 ) begin
+      widened_20 = { rd_in_data[335], \$728 , \$718 [9:0], 13'h0000 };
     end else begin
-      widened_20 = { rd_in_data[335], \$719 , rd_in_data[329:320], 13'h0000 };
+      widened_20 = { rd_in_data[335], \$729 , rd_in_data[329:320], 13'h0000 };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
     (* full_case = 32'd1 *)
-    if (\$744 ) begin
+    if (\$754 ) begin
       widened_21 = 32'd2143289344;
-    end else if (\$745 ) begin
+    end else if (\$755 ) begin
       widened_21 = { rd_in_data[351], 31'h7f800000 };
-    end else if (\$749 ) begin
+    end else if (\$759 ) begin
       widened_21 = { rd_in_data[351], 31'h00000000 };
-    end else if (\$750 ) begin
-      widened_21 = { rd_in_data[351], \$751 , \$741 [9:0], 13'h0000 };
+    end else if (\$760 ) begin
+      widened_21 = { rd_in_data[351], \$761 , \$751 [9:0], 13'h0000 };
     end else begin
-      widened_21 = { rd_in_data[351], \$752 , rd_in_data[345:336], 13'h0000 };
+      widened_21 = { rd_in_data[351], \$762 , rd_in_data[345:336], 13'h0000 };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
     (* full_case = 32'd1 *)
-    if (\$777 ) begin
+    if (\$787 ) begin
       widened_22 = 32'd2143289344;
-    end else if (\$778 ) begin
+    end else if (\$788 ) begin
       widened_22 = { rd_in_data[367], 31'h7f800000 };
-    end else if (\$782 ) begin
+    end else if (\$792 ) begin
       widened_22 = { rd_in_data[367], 31'h00000000 };
-    end else if (\$783 ) begin
-      widened_22 = { rd_in_data[367], \$784 , \$774 [9:0], 13'h0000 };
+    end else if (\$793 ) begin
+      widened_22 = { rd_in_data[367], \$794 , \$784 [9:0], 13'h0000 };
     end else begin
-      widened_22 = { rd_in_data[367], \$785 , rd_in_data[361:352], 13'h0000 };
+      widened_22 = { rd_in_data[367], \$795 , rd_in_data[361:352], 13'h0000 };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
     (* full_case = 32'd1 *)
-    if (\$810 ) begin
+    if (\$820 ) begin
       widened_23 = 32'd2143289344;
-    end else if (\$811 ) begin
+    end else if (\$821 ) begin
       widened_23 = { rd_in_data[383], 31'h7f800000 };
-    end else if (\$815 ) begin
+    end else if (\$825 ) begin
       widened_23 = { rd_in_data[383], 31'h00000000 };
-    end else if (\$816 ) begin
-      widened_23 = { rd_in_data[383], \$817 , \$807 [9:0], 13'h0000 };
+    end else if (\$826 ) begin
+      widened_23 = { rd_in_data[383], \$827 , \$817 [9:0], 13'h0000 };
     end else begin
-      widened_23 = { rd_in_data[383], \$818 , rd_in_data[377:368], 13'h0000 };
+      widened_23 = { rd_in_data[383], \$828 , rd_in_data[377:368], 13'h0000 };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
     (* full_case = 32'd1 *)
-    if (\$843 ) begin
+    if (\$853 ) begin
       widened_24 = 32'd2143289344;
-    end else if (\$844 ) begin
+    end else if (\$854 ) begin
       widened_24 = { rd_in_data[399], 31'h7f800000 };
-    end else if (\$848 ) begin
+    end else if (\$858 ) begin
       widened_24 = { rd_in_data[399], 31'h00000000 };
-    end else if (\$849 ) begin
-      widened_24 = { rd_in_data[399], \$850 , \$840 [9:0], 13'h0000 };
+    end else if (\$859 ) begin
+      widened_24 = { rd_in_data[399], \$860 , \$850 [9:0], 13'h0000 };
     end else begin
-      widened_24 = { rd_in_data[399], \$851 , rd_in_data[393:384], 13'h0000 };
+      widened_24 = { rd_in_data[399], \$861 , rd_in_data[393:384], 13'h0000 };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
     (* full_case = 32'd1 *)
-    if (\$876 ) begin
+    if (\$886 ) begin
       widened_25 = 32'd2143289344;
-    end else if (\$877 ) begin
+    end else if (\$887 ) begin
       widened_25 = { rd_in_data[415], 31'h7f800000 };
-    end else if (\$881 ) begin
+    end else if (\$891 ) begin
       widened_25 = { rd_in_data[415], 31'h00000000 };
-    end else if (\$882 ) begin
-      widened_25 = { rd_in_data[415], \$883 , \$873 [9:0], 13'h0000 };
+    end else if (\$892 ) begin
+      widened_25 = { rd_in_data[415], \$893 , \$883 [9:0], 13'h0000 };
     end else begin
-      widened_25 = { rd_in_data[415], \$884 , rd_in_data[409:400], 13'h0000 };
+      widened_25 = { rd_in_data[415], \$894 , rd_in_data[409:400], 13'h0000 };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
     (* full_case = 32'd1 *)
-    if (\$909 ) begin
+    if (\$919 ) begin
       widened_26 = 32'd2143289344;
-    end else if (\$910 ) begin
+    end else if (\$920 ) begin
       widened_26 = { rd_in_data[431], 31'h7f800000 };
-    end else if (\$914 ) begin
+    end else if (\$924 ) begin
       widened_26 = { rd_in_data[431], 31'h00000000 };
-    end else if (\$915 ) begin
-      widened_26 = { rd_in_data[431], \$916 , \$906 [9:0], 13'h0000 };
+    end else if (\$925 ) begin
+      widened_26 = { rd_in_data[431], \$926 , \$916 [9:0], 13'h0000 };
     end else begin
-      widened_26 = { rd_in_data[431], \$917 , rd_in_data[425:416], 13'h0000 };
+      widened_26 = { rd_in_data[431], \$927 , rd_in_data[425:416], 13'h0000 };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
     (* full_case = 32'd1 *)
-    if (\$942 ) begin
+    if (\$952 ) begin
       widened_27 = 32'd2143289344;
-    end else if (\$943 ) begin
+    end else if (\$953 ) begin
       widened_27 = { rd_in_data[447], 31'h7f800000 };
-    end else if (\$947 ) begin
+    end else if (\$957 ) begin
       widened_27 = { rd_in_data[447], 31'h00000000 };
-    end else if (\$948 ) begin
-      widened_27 = { rd_in_data[447], \$949 , \$939 [9:0], 13'h0000 };
+    end else if (\$958 ) begin
+      widened_27 = { rd_in_data[447], \$959 , \$949 [9:0], 13'h0000 };
     end else begin
-      widened_27 = { rd_in_data[447], \$950 , rd_in_data[441:432], 13'h0000 };
+      widened_27 = { rd_in_data[447], \$960 , rd_in_data[441:432], 13'h0000 };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
     (* full_case = 32'd1 *)
-    if (\$975 ) begin
+    if (\$985 ) begin
       widened_28 = 32'd2143289344;
-    end else if (\$976 ) begin
+    end else if (\$986 ) begin
       widened_28 = { rd_in_data[463], 31'h7f800000 };
-    end else if (\$980 ) begin
+    end else if (\$990 ) begin
       widened_28 = { rd_in_data[463], 31'h00000000 };
-    end else if (\$981 ) begin
-      widened_28 = { rd_in_data[463], \$982 , \$972 [9:0], 13'h0000 };
+    end else if (\$991 ) begin
+      widened_28 = { rd_in_data[463], \$992 , \$982 [9:0], 13'h0000 };
     end else begin
-      widened_28 = { rd_in_data[463], \$983 , rd_in_data[457:448], 13'h0000 };
+      widened_28 = { rd_in_data[463], \$993 , rd_in_data[457:448], 13'h0000 };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
     (* full_case = 32'd1 *)
-    if (\$1008 ) begin
+    if (\$1018 ) begin
       widened_29 = 32'd2143289344;
-    end else if (\$1009 ) begin
+    end else if (\$1019 ) begin
       widened_29 = { rd_in_data[479], 31'h7f800000 };
-    end else if (\$1013 ) begin
+    end else if (\$1023 ) begin
       widened_29 = { rd_in_data[479], 31'h00000000 };
-    end else if (\$1014 ) begin
-      widened_29 = { rd_in_data[479], \$1015 , \$1005 [9:0], 13'h0000 };
+    end else if (\$1024 ) begin
+      widened_29 = { rd_in_data[479], \$1025 , \$1015 [9:0], 13'h0000 };
     end else begin
-      widened_29 = { rd_in_data[479], \$1016 , rd_in_data[473:464], 13'h0000 };
+      widened_29 = { rd_in_data[479], \$1026 , rd_in_data[473:464], 13'h0000 };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
     (* full_case = 32'd1 *)
-    if (\$1041 ) begin
+    if (\$1051 ) begin
       widened_30 = 32'd2143289344;
-    end else if (\$1042 ) begin
+    end else if (\$1052 ) begin
       widened_30 = { rd_in_data[495], 31'h7f800000 };
-    end else if (\$1046 ) begin
+    end else if (\$1056 ) begin
       widened_30 = { rd_in_data[495], 31'h00000000 };
-    end else if (\$1047 ) begin
-      widened_30 = { rd_in_data[495], \$1048 , \$1038 [9:0], 13'h0000 };
+    end else if (\$1057 ) begin
+      widened_30 = { rd_in_data[495], \$1058 , \$1048 [9:0], 13'h0000 };
     end else begin
-      widened_30 = { rd_in_data[495], \$1049 , rd_in_data[489:480], 13'h0000 };
+      widened_30 = { rd_in_data[495], \$1059 , rd_in_data[489:480], 13'h0000 };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
     (* full_case = 32'd1 *)
-    if (\$1074 ) begin
+    if (\$1084 ) begin
       widened_31 = 32'd2143289344;
-    end else if (\$1075 ) begin
+    end else if (\$1085 ) begin
       widened_31 = { rd_in_data[511], 31'h7f800000 };
-    end else if (\$1079 ) begin
+    end else if (\$1089 ) begin
       widened_31 = { rd_in_data[511], 31'h00000000 };
-    end else if (\$1080 ) begin
-      widened_31 = { rd_in_data[511], \$1081 , \$1071 [9:0], 13'h0000 };
+    end else if (\$1090 ) begin
+      widened_31 = { rd_in_data[511], \$1091 , \$1081 [9:0], 13'h0000 };
     end else begin
-      widened_31 = { rd_in_data[511], \$1082 , rd_in_data[505:496], 13'h0000 };
+      widened_31 = { rd_in_data[511], \$1092 , rd_in_data[505:496], 13'h0000 };
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
     acc_we = 1'h0;
-    if (\$1084 ) begin
-      acc_we = \acc_we$745 ;
+    if (\$1094 ) begin
+      acc_we = \acc_we$746 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
     acc_row = 2'h0;
-    if (\$1084 ) begin
+    if (\$1094 ) begin
       acc_row = buf_row;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
     acc_word = 7'h00;
-    if (\$1084 ) begin
+    if (\$1094 ) begin
       acc_word = buf_word[6:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
     acc_data = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    if (\$1084 ) begin
+    if (\$1094 ) begin
       acc_data = sum__payload[1023:0];
     end
   end
@@ -8158,28 +8191,14 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    verdict__ready = 1'h0;
-    casez (phase)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h02:
-          verdict__ready = 1'h1;
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
     copy_go = 1'h0;
     casez (phase)
       5'h00:
           /* empty */;
       5'h01:
           /* empty */;
-      5'h02:
-          /* empty */;
       5'h03:
-          if (\$1126 ) begin
+          if (\$1136 ) begin
             copy_go = 1'h1;
           end
     endcase
@@ -8191,8 +8210,6 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h00:
           /* empty */;
       5'h01:
-          /* empty */;
-      5'h02:
           /* empty */;
       5'h03:
           /* empty */;
@@ -8216,8 +8233,6 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h01:
           /* empty */;
-      5'h02:
-          /* empty */;
       5'h03:
           /* empty */;
       5'h04:
@@ -8229,7 +8244,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h07:
           /* empty */;
       5'h08:
-          if (\$1127 ) begin
+          if (\$1137 ) begin
             restart = 1'h1;
           end
     endcase
@@ -8241,8 +8256,6 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h00:
           /* empty */;
       5'h01:
-          /* empty */;
-      5'h02:
           /* empty */;
       5'h03:
           /* empty */;
@@ -8276,8 +8289,6 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h01:
           /* empty */;
-      5'h02:
-          /* empty */;
       5'h03:
           /* empty */;
       5'h04:
@@ -8299,7 +8310,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0c:
           /* empty */;
       5'h0d:
-          if (\$1139 ) begin
+          if (\$1149 ) begin
             stage_out = 1'h1;
           end
     endcase
@@ -8311,8 +8322,6 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h00:
           /* empty */;
       5'h01:
-          /* empty */;
-      5'h02:
           /* empty */;
       5'h03:
           /* empty */;
@@ -8350,8 +8359,6 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h01:
           /* empty */;
-      5'h02:
-          /* empty */;
       5'h03:
           /* empty */;
       5'h04:
@@ -8377,7 +8384,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0e:
           /* empty */;
       5'h0f:
-          length = \$1142 ;
+          length = \$1152 ;
     endcase
   end
   always @* begin
@@ -8388,8 +8395,6 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h01:
           /* empty */;
-      5'h02:
-          /* empty */;
       5'h03:
           /* empty */;
       5'h04:
@@ -8415,7 +8420,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0e:
           /* empty */;
       5'h0f:
-          partial = \$1144 ;
+          partial = \$1154 ;
     endcase
   end
   always @* begin
@@ -8425,8 +8430,6 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h00:
           /* empty */;
       5'h01:
-          /* empty */;
-      5'h02:
           /* empty */;
       5'h03:
           /* empty */;
@@ -8457,7 +8460,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h10:
           /* empty */;
       5'h11:
-          if (\$1148 ) begin
+          if (\$1158 ) begin
             rows_out = 1'h1;
           end
     endcase
@@ -8470,8 +8473,6 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h01:
           /* empty */;
-      5'h02:
-          /* empty */;
       5'h03:
           /* empty */;
       5'h04:
@@ -8509,7 +8510,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h14:
           /* empty */;
       5'h15:
-          if (\$1149 ) begin
+          if (\$1159 ) begin
             complete__valid = 1'h1;
           end
     endcase
@@ -8522,8 +8523,6 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
           /* empty */;
       5'h01:
           /* empty */;
-      5'h02:
-          /* empty */;
       5'h03:
           /* empty */;
       5'h04:
@@ -8561,632 +8560,28 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h14:
           /* empty */;
       5'h15:
-          if (\$1149 ) begin
+          if (\$1159 ) begin
             complete__payload[1:0] = \task [205:204];
             complete__payload[65:2] = \task [269:206];
             complete__payload[129:66] = \task [333:270];
             complete__payload[137:130] = status;
-            complete__payload[138] = \$1152 ;
-            complete__payload[202:139] = \$signal ;
-            complete__payload[203] = \$1154 ;
+            complete__payload[138] = \$1162 ;
+            complete__payload[202:139] = \$signal$164 ;
+            complete__payload[203] = \$1164 ;
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$1506  = read_error;
-    if (\$1393 ) begin
-      \$1506  = 1'h1;
+    \$1525  = read_error;
+    if (\$1409 ) begin
+      \$1525  = 1'h1;
     end
     casez (phase)
       5'h00:
           /* empty */;
       5'h01:
-          \$1506  = 1'h0;
-    endcase
-    if (rst) begin
-      \$1506  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$1507  = anchor_m0;
-    if (done) begin
-      casez (sfu_row)
-        2'h0:
-            \$1507  = m;
-      endcase
-    end
-    if (rst) begin
-      \$1507  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$1508  = anchor_m1;
-    if (done) begin
-      casez (sfu_row)
-        2'h0:
-            /* empty */;
-        2'h1:
-            \$1508  = m;
-      endcase
-    end
-    if (rst) begin
-      \$1508  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$1509  = anchor_m2;
-    if (done) begin
-      casez (sfu_row)
-        2'h0:
-            /* empty */;
-        2'h1:
-            /* empty */;
-        2'h2:
-            \$1509  = m;
-      endcase
-    end
-    if (rst) begin
-      \$1509  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$1510  = anchor_m3;
-    if (done) begin
-      (* full_case = 32'd1 *)
-      casez (sfu_row)
-        2'h0:
-            /* empty */;
-        2'h1:
-            /* empty */;
-        2'h2:
-            /* empty */;
-        2'h3:
-            \$1510  = m;
-      endcase
-    end
-    if (rst) begin
-      \$1510  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$1511  = anchor_l0;
-    if (done) begin
-      casez (sfu_row)
-        2'h0:
-            \$1511  = l;
-      endcase
-    end
-    if (rst) begin
-      \$1511  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$1512  = anchor_l1;
-    if (done) begin
-      casez (sfu_row)
-        2'h0:
-            /* empty */;
-        2'h1:
-            \$1512  = l;
-      endcase
-    end
-    if (rst) begin
-      \$1512  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$1513  = anchor_l2;
-    if (done) begin
-      casez (sfu_row)
-        2'h0:
-            /* empty */;
-        2'h1:
-            /* empty */;
-        2'h2:
-            \$1513  = l;
-      endcase
-    end
-    if (rst) begin
-      \$1513  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$1514  = anchor_l3;
-    if (done) begin
-      (* full_case = 32'd1 *)
-      casez (sfu_row)
-        2'h0:
-            /* empty */;
-        2'h1:
-            /* empty */;
-        2'h2:
-            /* empty */;
-        2'h3:
-            \$1514  = l;
-      endcase
-    end
-    if (rst) begin
-      \$1514  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$1515  = anchor_row;
-    if (\$signal$752 ) begin
-      (* full_case = 32'd1 *)
-      if (anchor_last) begin
-        \$1515  = 2'h0;
-      end else begin
-        \$1515  = \$1394 [1:0];
-      end
-    end
-    if (rst) begin
-      \$1515  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$1516  = \$signal$753 ;
-    if (\$signal$752 ) begin
-      if (anchor_last) begin
-        \$1516  = 1'h0;
-      end
-    end
-    casez (phase)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h02:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          if (\$1440 ) begin
-            \$1516  = 1'h1;
-          end
-      5'h11:
-          /* empty */;
-      5'h12:
-          if (\done$881 ) begin
-            if (\task [11]) begin
-              \$1516  = 1'h1;
-            end
-          end
-    endcase
-    if (rst) begin
-      \$1516  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$1517  = \task ;
-    casez (phase)
-      5'h00:
-          if (task__valid) begin
-            \$1517  = task__payload;
-          end
-    endcase
-    if (rst) begin
-      \$1517  = 1473'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$1518  = phase;
-    casez (phase)
-      5'h00:
-          if (task__valid) begin
-            \$1518  = 5'h01;
-          end
-      5'h01:
-          (* full_case = 32'd1 *)
-          if (\$1403 ) begin
-            \$1518  = 5'h15;
-          end else if (\task [457]) begin
-            \$1518  = 5'h02;
-          end else if (\task [344]) begin
-            \$1518  = 5'h05;
-          end else begin
-            \$1518  = 5'h03;
-          end
-      5'h02:
-          if (verdict__valid) begin
-            (* full_case = 32'd1 *)
-            if (\$1404 ) begin
-              \$1518  = 5'h05;
-            end else begin
-              \$1518  = 5'h15;
-            end
-          end
-      5'h03:
-          if (\$1408 ) begin
-            \$1518  = 5'h04;
-          end
-      5'h04:
-          if (idle) begin
-            \$1518  = 5'h15;
-          end
-      5'h05:
-          \$1518  = 5'h06;
-      5'h06:
-          if (\$1411 ) begin
-            (* full_case = 32'd1 *)
-            if (\$1412 ) begin
-              \$1518  = 5'h0f;
-            end else begin
-              \$1518  = 5'h07;
-            end
-          end
-      5'h07:
-          \$1518  = 5'h08;
-      5'h08:
-          if (\$1413 ) begin
-            (* full_case = 32'd1 *)
-            if (has_full) begin
-              \$1518  = 5'h09;
-            end else begin
-              \$1518  = 5'h0b;
-            end
-          end
-      5'h09:
-          \$1518  = 5'h0a;
-      5'h0b:
-          \$1518  = 5'h0c;
-      5'h0a:
-          if (run_done) begin
-            (* full_case = 32'd1 *)
-            if (more_tiles) begin
-              \$1518  = 5'h09;
-            end else if (\$1414 ) begin
-              \$1518  = 5'h0b;
-            end else begin
-              \$1518  = 5'h0d;
-            end
-          end
-      5'h0c:
-          if (run_done) begin
-            \$1518  = 5'h0d;
-          end
-      5'h0d:
-          if (\$1425 ) begin
-            (* full_case = 32'd1 *)
-            if (\$1433 ) begin
-              \$1518  = 5'h14;
-            end else begin
-              \$1518  = 5'h0e;
-            end
-          end
-      5'h0e:
-          if (\done$881 ) begin
-            (* full_case = 32'd1 *)
-            if (\$1434 ) begin
-              \$1518  = 5'h0f;
-            end else begin
-              \$1518  = 5'h07;
-            end
-          end
-      5'h0f:
-          \$1518  = 5'h10;
-      5'h10:
-          if (\$1440 ) begin
-            \$1518  = 5'h07;
-          end else if (done) begin
-            (* full_case = 32'd1 *)
-            if (\$1443 ) begin
-              \$1518  = 5'h0f;
-            end else begin
-              \$1518  = 5'h11;
-            end
-          end
-      5'h11:
-          if (\$1448 ) begin
-            \$1518  = 5'h12;
-          end
-      5'h12:
-          if (\done$881 ) begin
-            (* full_case = 32'd1 *)
-            if (\task [11]) begin
-              \$1518  = 5'h13;
-            end else begin
-              \$1518  = 5'h14;
-            end
-          end
-      5'h13:
-          if (\$1450 ) begin
-            \$1518  = 5'h14;
-          end
-      5'h14:
-          (* full_case = 32'd1 *)
-          if (\$1457 ) begin
-            \$1518  = 5'h05;
-          end else begin
-            \$1518  = 5'h15;
-          end
-      5'h15:
-          if (\$1458 ) begin
-            \$1518  = 5'h00;
-          end
-    endcase
-    if (rst) begin
-      \$1518  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$1519  = status;
-    casez (phase)
-      5'h00:
-          /* empty */;
-      5'h01:
-          \$1519  = \task [341:334];
-      5'h02:
-          if (verdict__valid) begin
-            \$1519  = verdict__payload;
-          end
-    endcase
-    if (rst) begin
-      \$1519  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$1520  = \$signal$760 ;
-    casez (phase)
-      5'h00:
-          /* empty */;
-      5'h01:
-          \$1520  = \task [1364:1301];
-    endcase
-    if (rst) begin
-      \$1520  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$1521  = \$signal ;
-    casez (phase)
-      5'h00:
-          /* empty */;
-      5'h01:
-          \$1521  = \task [1428:1365];
-    endcase
-    if (rst) begin
-      \$1521  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$1522  = \$signal$823 ;
-    casez (phase)
-      5'h00:
-          /* empty */;
-      5'h01:
-          \$1522  = 20'h00000;
-      5'h02:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h11:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          \$1522  = \$1451 [19:0];
-    endcase
-    if (rst) begin
-      \$1522  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$1523  = \$signal$770 ;
-    casez (phase)
-      5'h00:
-          /* empty */;
-      5'h01:
-          \$1523  = 44'h00000000000;
-      5'h02:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h11:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          \$1523  = \$1453 [43:0];
-    endcase
-    if (rst) begin
-      \$1523  = 44'h00000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$1524  = \$signal$164 ;
-    casez (phase)
-      5'h00:
-          /* empty */;
-      5'h01:
-          \$1524  = 48'h000000000000;
-      5'h02:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          if (\$1425 ) begin
-            if (\$1428 ) begin
-              \$1524  = \$1429 [47:0];
-            end
-          end
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h11:
-          if (\$1448 ) begin
-            \$1524  = \$1449 [47:0];
-          end
-    endcase
-    if (rst) begin
-      \$1524  = 48'h000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$1525  = \$signal$766 ;
-    casez (phase)
-      5'h00:
-          /* empty */;
-      5'h01:
-          \$1525  = \$1395 ;
-      5'h02:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          /* empty */;
-      5'h06:
-          /* empty */;
-      5'h07:
-          /* empty */;
-      5'h08:
-          /* empty */;
-      5'h09:
-          /* empty */;
-      5'h0b:
-          /* empty */;
-      5'h0a:
-          /* empty */;
-      5'h0c:
-          /* empty */;
-      5'h0d:
-          /* empty */;
-      5'h0e:
-          /* empty */;
-      5'h0f:
-          /* empty */;
-      5'h10:
-          /* empty */;
-      5'h11:
-          /* empty */;
-      5'h12:
-          /* empty */;
-      5'h13:
-          /* empty */;
-      5'h14:
-          \$1525  = \$1455 ;
+          \$1525  = 1'h0;
     endcase
     if (rst) begin
       \$1525  = 1'h0;
@@ -9194,119 +8589,168 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$1526  = tail_rows;
-    casez (phase)
-      5'h00:
-          /* empty */;
-      5'h01:
-          \$1526  = \$1397 ;
-    endcase
+    \$1526  = anchor_m0;
+    if (done) begin
+      casez (sfu_row)
+        2'h0:
+            \$1526  = m;
+      endcase
+    end
     if (rst) begin
-      \$1526  = 3'h0;
+      \$1526  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$1527  = \$signal$877 ;
-    casez (phase)
-      5'h00:
-          /* empty */;
-      5'h01:
-          (* full_case = 32'd1 *)
-          if (\$1398 ) begin
-            \$1527  = 2'h2;
-          end else if (\$1399 ) begin
-            \$1527  = 2'h1;
-          end else if (\$1400 ) begin
-            \$1527  = 2'h1;
-          end else begin
-            \$1527  = 2'h1;
-          end
-    endcase
+    \$1527  = anchor_m1;
+    if (done) begin
+      casez (sfu_row)
+        2'h0:
+            /* empty */;
+        2'h1:
+            \$1527  = m;
+      endcase
+    end
     if (rst) begin
-      \$1527  = 2'h0;
+      \$1527  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$1528  = \$signal$846 ;
-    casez (phase)
-      5'h00:
-          /* empty */;
-      5'h01:
-          (* full_case = 32'd1 *)
-          if (\$1398 ) begin
-            \$1528  = \$1401 ;
-          end else if (\$1399 ) begin
-            \$1528  = \task [203:184];
-          end else if (\$1400 ) begin
-            \$1528  = \task [123:104];
-          end else begin
-            \$1528  = \$1402 ;
-          end
-    endcase
+    \$1528  = anchor_m2;
+    if (done) begin
+      casez (sfu_row)
+        2'h0:
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            \$1528  = m;
+      endcase
+    end
     if (rst) begin
-      \$1528  = 20'h00000;
+      \$1528  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$1529  = \$signal$758 ;
+    \$1529  = anchor_m3;
+    if (done) begin
+      (* full_case = 32'd1 *)
+      casez (sfu_row)
+        2'h0:
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            /* empty */;
+        2'h3:
+            \$1529  = m;
+      endcase
+    end
+    if (rst) begin
+      \$1529  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
+    \$1530  = anchor_l0;
+    if (done) begin
+      casez (sfu_row)
+        2'h0:
+            \$1530  = l;
+      endcase
+    end
+    if (rst) begin
+      \$1530  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
+    \$1531  = anchor_l1;
+    if (done) begin
+      casez (sfu_row)
+        2'h0:
+            /* empty */;
+        2'h1:
+            \$1531  = l;
+      endcase
+    end
+    if (rst) begin
+      \$1531  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
+    \$1532  = anchor_l2;
+    if (done) begin
+      casez (sfu_row)
+        2'h0:
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            \$1532  = l;
+      endcase
+    end
+    if (rst) begin
+      \$1532  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
+    \$1533  = anchor_l3;
+    if (done) begin
+      (* full_case = 32'd1 *)
+      casez (sfu_row)
+        2'h0:
+            /* empty */;
+        2'h1:
+            /* empty */;
+        2'h2:
+            /* empty */;
+        2'h3:
+            \$1533  = l;
+      endcase
+    end
+    if (rst) begin
+      \$1533  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
+    \$1534  = anchor_row;
+    if (\$signal$753 ) begin
+      (* full_case = 32'd1 *)
+      if (anchor_last) begin
+        \$1534  = 2'h0;
+      end else begin
+        \$1534  = \$1410 [1:0];
+      end
+    end
+    if (rst) begin
+      \$1534  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
+    \$1535  = \$signal$754 ;
+    if (\$signal$753 ) begin
+      if (anchor_last) begin
+        \$1535  = 1'h0;
+      end
+    end
     casez (phase)
       5'h00:
           /* empty */;
       5'h01:
-          /* empty */;
-      5'h02:
           /* empty */;
       5'h03:
           /* empty */;
       5'h04:
           /* empty */;
       5'h05:
-          \$1529  = \$signal$765 ;
-    endcase
-    if (rst) begin
-      \$1529  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$1530  = group_bytes;
-    casez (phase)
-      5'h00:
           /* empty */;
-      5'h01:
-          /* empty */;
-      5'h02:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          \$1530  = { 1'h0, \$1410  };
-    endcase
-    if (rst) begin
-      \$1530  = 27'h0000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$1531  = stage;
-    casez (phase)
-      5'h00:
-          /* empty */;
-      5'h01:
-          /* empty */;
-      5'h02:
-          /* empty */;
-      5'h03:
-          /* empty */;
-      5'h04:
-          /* empty */;
-      5'h05:
-          \$1531  = 1'h0;
       5'h06:
           /* empty */;
       5'h07:
@@ -9324,23 +8768,545 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0d:
           /* empty */;
       5'h0e:
-          if (\done$881 ) begin
-            \$1531  = 1'h1;
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          if (\$1459 ) begin
+            \$1535  = 1'h1;
+          end
+      5'h11:
+          /* empty */;
+      5'h12:
+          if (\done$879 ) begin
+            if (\task [11]) begin
+              \$1535  = 1'h1;
+            end
           end
     endcase
     if (rst) begin
-      \$1531  = 1'h0;
+      \$1535  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$1532  = row;
+    \$1536  = \task ;
+    casez (phase)
+      5'h00:
+          if (task__valid) begin
+            \$1536  = task__payload;
+          end
+    endcase
+    if (rst) begin
+      \$1536  = 1481'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
+    \$1537  = phase;
+    casez (phase)
+      5'h00:
+          if (task__valid) begin
+            \$1537  = 5'h01;
+          end
+      5'h01:
+          (* full_case = 32'd1 *)
+          if (\$1423 ) begin
+            \$1537  = 5'h15;
+          end else if (\task [344]) begin
+            \$1537  = 5'h05;
+          end else begin
+            \$1537  = 5'h03;
+          end
+      5'h03:
+          if (\$1427 ) begin
+            \$1537  = 5'h04;
+          end
+      5'h04:
+          if (idle) begin
+            \$1537  = 5'h15;
+          end
+      5'h05:
+          \$1537  = 5'h06;
+      5'h06:
+          if (\$1430 ) begin
+            (* full_case = 32'd1 *)
+            if (\$1431 ) begin
+              \$1537  = 5'h0f;
+            end else begin
+              \$1537  = 5'h07;
+            end
+          end
+      5'h07:
+          \$1537  = 5'h08;
+      5'h08:
+          if (\$1432 ) begin
+            (* full_case = 32'd1 *)
+            if (has_full) begin
+              \$1537  = 5'h09;
+            end else begin
+              \$1537  = 5'h0b;
+            end
+          end
+      5'h09:
+          \$1537  = 5'h0a;
+      5'h0b:
+          \$1537  = 5'h0c;
+      5'h0a:
+          if (run_done) begin
+            (* full_case = 32'd1 *)
+            if (more_tiles) begin
+              \$1537  = 5'h09;
+            end else if (\$1433 ) begin
+              \$1537  = 5'h0b;
+            end else begin
+              \$1537  = 5'h0d;
+            end
+          end
+      5'h0c:
+          if (run_done) begin
+            \$1537  = 5'h0d;
+          end
+      5'h0d:
+          if (\$1444 ) begin
+            (* full_case = 32'd1 *)
+            if (\$1452 ) begin
+              \$1537  = 5'h14;
+            end else begin
+              \$1537  = 5'h0e;
+            end
+          end
+      5'h0e:
+          if (\done$879 ) begin
+            (* full_case = 32'd1 *)
+            if (\$1453 ) begin
+              \$1537  = 5'h0f;
+            end else begin
+              \$1537  = 5'h07;
+            end
+          end
+      5'h0f:
+          \$1537  = 5'h10;
+      5'h10:
+          if (\$1459 ) begin
+            \$1537  = 5'h07;
+          end else if (done) begin
+            (* full_case = 32'd1 *)
+            if (\$1462 ) begin
+              \$1537  = 5'h0f;
+            end else begin
+              \$1537  = 5'h11;
+            end
+          end
+      5'h11:
+          if (\$1467 ) begin
+            \$1537  = 5'h12;
+          end
+      5'h12:
+          if (\done$879 ) begin
+            (* full_case = 32'd1 *)
+            if (\task [11]) begin
+              \$1537  = 5'h13;
+            end else begin
+              \$1537  = 5'h14;
+            end
+          end
+      5'h13:
+          if (\$1469 ) begin
+            \$1537  = 5'h14;
+          end
+      5'h14:
+          (* full_case = 32'd1 *)
+          if (\$1476 ) begin
+            \$1537  = 5'h05;
+          end else begin
+            \$1537  = 5'h15;
+          end
+      5'h15:
+          if (\$1477 ) begin
+            \$1537  = 5'h00;
+          end
+    endcase
+    if (rst) begin
+      \$1537  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
+    \$1538  = status;
+    casez (phase)
+      5'h00:
+          /* empty */;
+      5'h01:
+          \$1538  = \$1412 ;
+    endcase
+    if (rst) begin
+      \$1538  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
+    \$1539  = \$signal$761 ;
+    casez (phase)
+      5'h00:
+          /* empty */;
+      5'h01:
+          \$1539  = \task [1364:1301];
+    endcase
+    if (rst) begin
+      \$1539  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
+    \$1540  = \$signal$164 ;
+    casez (phase)
+      5'h00:
+          /* empty */;
+      5'h01:
+          \$1540  = \task [1428:1365];
+    endcase
+    if (rst) begin
+      \$1540  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
+    \$1541  = \$signal$823 ;
+    casez (phase)
+      5'h00:
+          /* empty */;
+      5'h01:
+          \$1541  = 20'h00000;
+      5'h03:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h11:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          \$1541  = \$1470 [19:0];
+    endcase
+    if (rst) begin
+      \$1541  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
+    \$1542  = \$signal$771 ;
+    casez (phase)
+      5'h00:
+          /* empty */;
+      5'h01:
+          \$1542  = 44'h00000000000;
+      5'h03:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h11:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          \$1542  = \$1472 [43:0];
+    endcase
+    if (rst) begin
+      \$1542  = 44'h00000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
+    \$1543  = \$signal$165 ;
+    casez (phase)
+      5'h00:
+          /* empty */;
+      5'h01:
+          \$1543  = 48'h000000000000;
+      5'h03:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          if (\$1444 ) begin
+            if (\$1447 ) begin
+              \$1543  = \$1448 [47:0];
+            end
+          end
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h11:
+          if (\$1467 ) begin
+            \$1543  = \$1468 [47:0];
+          end
+    endcase
+    if (rst) begin
+      \$1543  = 48'h000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
+    \$1544  = \$signal$767 ;
+    casez (phase)
+      5'h00:
+          /* empty */;
+      5'h01:
+          \$1544  = \$1413 ;
+      5'h03:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          /* empty */;
+      5'h06:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          /* empty */;
+      5'h0f:
+          /* empty */;
+      5'h10:
+          /* empty */;
+      5'h11:
+          /* empty */;
+      5'h12:
+          /* empty */;
+      5'h13:
+          /* empty */;
+      5'h14:
+          \$1544  = \$1474 ;
+    endcase
+    if (rst) begin
+      \$1544  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
+    \$1545  = tail_rows;
+    casez (phase)
+      5'h00:
+          /* empty */;
+      5'h01:
+          \$1545  = \$1415 ;
+    endcase
+    if (rst) begin
+      \$1545  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
+    \$1546  = \$signal$877 ;
+    casez (phase)
+      5'h00:
+          /* empty */;
+      5'h01:
+          (* full_case = 32'd1 *)
+          if (\$1416 ) begin
+            \$1546  = 2'h2;
+          end else if (\$1417 ) begin
+            \$1546  = 2'h1;
+          end else if (\$1418 ) begin
+            \$1546  = 2'h1;
+          end else begin
+            \$1546  = 2'h1;
+          end
+    endcase
+    if (rst) begin
+      \$1546  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
+    \$1547  = \$signal$846 ;
+    casez (phase)
+      5'h00:
+          /* empty */;
+      5'h01:
+          (* full_case = 32'd1 *)
+          if (\$1416 ) begin
+            \$1547  = \$1419 ;
+          end else if (\$1417 ) begin
+            \$1547  = \task [203:184];
+          end else if (\$1418 ) begin
+            \$1547  = \task [123:104];
+          end else begin
+            \$1547  = \$1420 ;
+          end
+    endcase
+    if (rst) begin
+      \$1547  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
+    \$1548  = \$signal$759 ;
     casez (phase)
       5'h00:
           /* empty */;
       5'h01:
           /* empty */;
-      5'h02:
+      5'h03:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          \$1548  = \$signal$766 ;
+    endcase
+    if (rst) begin
+      \$1548  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
+    \$1549  = group_bytes;
+    casez (phase)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          \$1549  = { 1'h0, \$1429  };
+    endcase
+    if (rst) begin
+      \$1549  = 27'h0000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
+    \$1550  = stage;
+    casez (phase)
+      5'h00:
+          /* empty */;
+      5'h01:
+          /* empty */;
+      5'h03:
+          /* empty */;
+      5'h04:
+          /* empty */;
+      5'h05:
+          \$1550  = 1'h0;
+      5'h06:
+          /* empty */;
+      5'h07:
+          /* empty */;
+      5'h08:
+          /* empty */;
+      5'h09:
+          /* empty */;
+      5'h0b:
+          /* empty */;
+      5'h0a:
+          /* empty */;
+      5'h0c:
+          /* empty */;
+      5'h0d:
+          /* empty */;
+      5'h0e:
+          if (\done$879 ) begin
+            \$1550  = 1'h1;
+          end
+    endcase
+    if (rst) begin
+      \$1550  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
+    \$1551  = row;
+    casez (phase)
+      5'h00:
+          /* empty */;
+      5'h01:
           /* empty */;
       5'h03:
           /* empty */;
@@ -9349,8 +9315,8 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h05:
           /* empty */;
       5'h06:
-          if (\$1411 ) begin
-            \$1532  = 2'h0;
+          if (\$1430 ) begin
+            \$1551  = 2'h0;
           end
       5'h07:
           /* empty */;
@@ -9371,30 +9337,28 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0f:
           /* empty */;
       5'h10:
-          if (\$1440 ) begin
-            \$1532  = 2'h0;
+          if (\$1459 ) begin
+            \$1551  = 2'h0;
           end else if (done) begin
             (* full_case = 32'd1 *)
-            if (\$1443 ) begin
-              \$1532  = \$1444 [1:0];
+            if (\$1462 ) begin
+              \$1551  = \$1463 [1:0];
             end else begin
-              \$1532  = 2'h0;
+              \$1551  = 2'h0;
             end
           end
     endcase
     if (rst) begin
-      \$1532  = 2'h0;
+      \$1551  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$1533  = bank__0;
+    \$1552  = bank__0;
     casez (phase)
       5'h00:
           /* empty */;
       5'h01:
-          /* empty */;
-      5'h02:
           /* empty */;
       5'h03:
           /* empty */;
@@ -9417,23 +9381,21 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0c:
           /* empty */;
       5'h0d:
-          if (\$1425 ) begin
-            \$1533  = \$1430 ;
+          if (\$1444 ) begin
+            \$1552  = \$1449 ;
           end
     endcase
     if (rst) begin
-      \$1533  = 1'h0;
+      \$1552  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$1534  = sfu_row;
+    \$1553  = sfu_row;
     casez (phase)
       5'h00:
           /* empty */;
       5'h01:
-          /* empty */;
-      5'h02:
           /* empty */;
       5'h03:
           /* empty */;
@@ -9460,10 +9422,10 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
       5'h0e:
           /* empty */;
       5'h0f:
-          \$1534  = row;
+          \$1553  = row;
     endcase
     if (rst) begin
-      \$1534  = 2'h0;
+      \$1553  = 2'h0;
     end
   end
   assign bus__arid = 8'h00;
@@ -9532,138 +9494,138 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \side__payload$101  = side__payload;
   assign \side__valid$103  = side__valid;
   assign issued_all = run_issued;
-  assign \pipe_busy$117  = pipe_busy;
-  assign \plan$121  = plan;
-  assign \split$125  = split;
-  assign \t_chunk$127  = t_chunk;
+  assign \pipe_busy$118  = pipe_busy;
+  assign \plan$122  = plan;
+  assign split = \$signal$114 ;
+  assign \t_chunk$128  = t_chunk;
   assign mode__0 = plan[123:117];
-  assign \pe__0__payload$130  = pe__0__payload;
-  assign \pe__0__valid$132  = pe__0__valid;
+  assign \pe__0__payload$131  = pe__0__payload;
+  assign \pe__0__valid$133  = pe__0__valid;
   assign mode__1 = plan[123:117];
-  assign \pe__1__payload$135  = pe__1__payload;
-  assign \pe__1__valid$137  = pe__1__valid;
-  assign \slot__valid$139  = slot__valid;
-  assign \slot__payload$141  = slot__payload;
+  assign \pe__1__payload$136  = pe__1__payload;
+  assign \pe__1__valid$138  = pe__1__valid;
+  assign \slot__valid$140  = slot__valid;
+  assign \slot__payload$142  = slot__payload;
   assign acc_bank = bank__0;
   assign bank__1 = bank__0;
-  assign fold__payload = { \$1536 , \$1535  };
-  assign \fold__payload$148  = { \$1536 , \$1535  };
-  assign \fold__ready$150  = fold__ready;
-  assign \fold__valid$152  = fold__valid;
-  assign \sum__payload$154  = sum__payload;
-  assign \sum__ready$156  = sum__ready;
-  assign \sum__valid$158  = sum__valid;
-  assign \rd_in_data$160  = rd_in_data;
-  assign \w__ready$161  = w__ready;
-  assign result_first_stage = \$24 [63:0];
-  assign result_first_rows = \$26 [63:0];
+  assign fold__payload = { \$1555 , \$1554  };
+  assign \fold__payload$149  = { \$1555 , \$1554  };
+  assign \fold__ready$151  = fold__ready;
+  assign \fold__valid$153  = fold__valid;
+  assign \sum__payload$155  = sum__payload;
+  assign \sum__ready$157  = sum__ready;
+  assign \sum__valid$159  = sum__valid;
+  assign \rd_in_data$161  = rd_in_data;
+  assign \w__ready$162  = w__ready;
+  assign result_first_stage = \$34 [63:0];
+  assign result_first_rows = \$36 [63:0];
   assign widened_0_lzc_in = { rd_in_data[9:0], 6'h3f };
   assign widened_0_lz = widened_0_lzc_c;
-  assign widened_0_sub = \$48 [9:0];
+  assign widened_0_sub = \$58 [9:0];
   assign widened_1_lzc_in = { rd_in_data[25:16], 6'h3f };
   assign widened_1_lz = widened_1_lzc_c;
-  assign widened_1_sub = \$81 [9:0];
+  assign widened_1_sub = \$91 [9:0];
   assign widened_2_lzc_in = { rd_in_data[41:32], 6'h3f };
   assign widened_2_lz = widened_2_lzc_c;
-  assign widened_2_sub = \$114 [9:0];
+  assign widened_2_sub = \$124 [9:0];
   assign widened_3_lzc_in = { rd_in_data[57:48], 6'h3f };
   assign widened_3_lz = widened_3_lzc_c;
-  assign widened_3_sub = \$147 [9:0];
+  assign widened_3_sub = \$157 [9:0];
   assign widened_4_lzc_in = { rd_in_data[73:64], 6'h3f };
   assign widened_4_lz = widened_4_lzc_c;
-  assign widened_4_sub = \$180 [9:0];
+  assign widened_4_sub = \$190 [9:0];
   assign widened_5_lzc_in = { rd_in_data[89:80], 6'h3f };
   assign widened_5_lz = widened_5_lzc_c;
-  assign widened_5_sub = \$213 [9:0];
+  assign widened_5_sub = \$223 [9:0];
   assign widened_6_lzc_in = { rd_in_data[105:96], 6'h3f };
   assign widened_6_lz = widened_6_lzc_c;
-  assign widened_6_sub = \$246 [9:0];
+  assign widened_6_sub = \$256 [9:0];
   assign widened_7_lzc_in = { rd_in_data[121:112], 6'h3f };
   assign widened_7_lz = widened_7_lzc_c;
-  assign widened_7_sub = \$279 [9:0];
+  assign widened_7_sub = \$289 [9:0];
   assign widened_8_lzc_in = { rd_in_data[137:128], 6'h3f };
   assign widened_8_lz = widened_8_lzc_c;
-  assign widened_8_sub = \$312 [9:0];
+  assign widened_8_sub = \$322 [9:0];
   assign widened_9_lzc_in = { rd_in_data[153:144], 6'h3f };
   assign widened_9_lz = widened_9_lzc_c;
-  assign widened_9_sub = \$345 [9:0];
+  assign widened_9_sub = \$355 [9:0];
   assign widened_10_lzc_in = { rd_in_data[169:160], 6'h3f };
   assign widened_10_lz = widened_10_lzc_c;
-  assign widened_10_sub = \$378 [9:0];
+  assign widened_10_sub = \$388 [9:0];
   assign widened_11_lzc_in = { rd_in_data[185:176], 6'h3f };
   assign widened_11_lz = widened_11_lzc_c;
-  assign widened_11_sub = \$411 [9:0];
+  assign widened_11_sub = \$421 [9:0];
   assign widened_12_lzc_in = { rd_in_data[201:192], 6'h3f };
   assign widened_12_lz = widened_12_lzc_c;
-  assign widened_12_sub = \$444 [9:0];
+  assign widened_12_sub = \$454 [9:0];
   assign widened_13_lzc_in = { rd_in_data[217:208], 6'h3f };
   assign widened_13_lz = widened_13_lzc_c;
-  assign widened_13_sub = \$477 [9:0];
+  assign widened_13_sub = \$487 [9:0];
   assign widened_14_lzc_in = { rd_in_data[233:224], 6'h3f };
   assign widened_14_lz = widened_14_lzc_c;
-  assign widened_14_sub = \$510 [9:0];
+  assign widened_14_sub = \$520 [9:0];
   assign widened_15_lzc_in = { rd_in_data[249:240], 6'h3f };
   assign widened_15_lz = widened_15_lzc_c;
-  assign widened_15_sub = \$543 [9:0];
+  assign widened_15_sub = \$553 [9:0];
   assign widened_16_lzc_in = { rd_in_data[265:256], 6'h3f };
   assign widened_16_lz = widened_16_lzc_c;
-  assign widened_16_sub = \$576 [9:0];
+  assign widened_16_sub = \$586 [9:0];
   assign widened_17_lzc_in = { rd_in_data[281:272], 6'h3f };
   assign widened_17_lz = widened_17_lzc_c;
-  assign widened_17_sub = \$609 [9:0];
+  assign widened_17_sub = \$619 [9:0];
   assign widened_18_lzc_in = { rd_in_data[297:288], 6'h3f };
   assign widened_18_lz = widened_18_lzc_c;
-  assign widened_18_sub = \$642 [9:0];
+  assign widened_18_sub = \$652 [9:0];
   assign widened_19_lzc_in = { rd_in_data[313:304], 6'h3f };
   assign widened_19_lz = widened_19_lzc_c;
-  assign widened_19_sub = \$675 [9:0];
+  assign widened_19_sub = \$685 [9:0];
   assign widened_20_lzc_in = { rd_in_data[329:320], 6'h3f };
   assign widened_20_lz = widened_20_lzc_c;
-  assign widened_20_sub = \$708 [9:0];
+  assign widened_20_sub = \$718 [9:0];
   assign widened_21_lzc_in = { rd_in_data[345:336], 6'h3f };
   assign widened_21_lz = widened_21_lzc_c;
-  assign widened_21_sub = \$741 [9:0];
+  assign widened_21_sub = \$751 [9:0];
   assign widened_22_lzc_in = { rd_in_data[361:352], 6'h3f };
   assign widened_22_lz = widened_22_lzc_c;
-  assign widened_22_sub = \$774 [9:0];
+  assign widened_22_sub = \$784 [9:0];
   assign widened_23_lzc_in = { rd_in_data[377:368], 6'h3f };
   assign widened_23_lz = widened_23_lzc_c;
-  assign widened_23_sub = \$807 [9:0];
+  assign widened_23_sub = \$817 [9:0];
   assign widened_24_lzc_in = { rd_in_data[393:384], 6'h3f };
   assign widened_24_lz = widened_24_lzc_c;
-  assign widened_24_sub = \$840 [9:0];
+  assign widened_24_sub = \$850 [9:0];
   assign widened_25_lzc_in = { rd_in_data[409:400], 6'h3f };
   assign widened_25_lz = widened_25_lzc_c;
-  assign widened_25_sub = \$873 [9:0];
+  assign widened_25_sub = \$883 [9:0];
   assign widened_26_lzc_in = { rd_in_data[425:416], 6'h3f };
   assign widened_26_lz = widened_26_lzc_c;
-  assign widened_26_sub = \$906 [9:0];
+  assign widened_26_sub = \$916 [9:0];
   assign widened_27_lzc_in = { rd_in_data[441:432], 6'h3f };
   assign widened_27_lz = widened_27_lzc_c;
-  assign widened_27_sub = \$939 [9:0];
+  assign widened_27_sub = \$949 [9:0];
   assign widened_28_lzc_in = { rd_in_data[457:448], 6'h3f };
   assign widened_28_lz = widened_28_lzc_c;
-  assign widened_28_sub = \$972 [9:0];
+  assign widened_28_sub = \$982 [9:0];
   assign widened_29_lzc_in = { rd_in_data[473:464], 6'h3f };
   assign widened_29_lz = widened_29_lzc_c;
-  assign widened_29_sub = \$1005 [9:0];
+  assign widened_29_sub = \$1015 [9:0];
   assign widened_30_lzc_in = { rd_in_data[489:480], 6'h3f };
   assign widened_30_lz = widened_30_lzc_c;
-  assign widened_30_sub = \$1038 [9:0];
+  assign widened_30_sub = \$1048 [9:0];
   assign widened_31_lzc_in = { rd_in_data[505:496], 6'h3f };
   assign widened_31_lz = widened_31_lzc_c;
-  assign widened_31_sub = \$1071 [9:0];
+  assign widened_31_sub = \$1081 [9:0];
   assign buf_data32 = sum__payload[1023:0];
-  assign copy_span_first = \$1094 [63:0];
-  assign copy_span_line = { \$1094 [63:6], 6'h00 };
-  assign copy_span_lines = { \$1100 [30], \$1100 [30], \$1100 [30], \$1100 [30], \$1100 [30], \$1100 [30], \$1100 [30], \$1100 [30], \$1100 [30], \$1100 [30], \$1100 [30], \$1100 [30], \$1100 [30], \$1100  };
-  assign copy_span_offset = { 1'h0, \$1094 [5:1] };
-  assign beats = { \$1105 [29], \$1105 [29], \$1105 [29], \$1105 [29], \$1105 [29], \$1105 [29], \$1105 [29], \$1105 [29], \$1105 [29], \$1105 [29], \$1105 [29], \$1105 [29], \$1105 [29], \$1105 [29], \$1105  };
-  assign input_span_first = \$1109 [63:0];
-  assign input_span_line = { \$1109 [63:6], 6'h00 };
-  assign input_span_lines = \$1114 [43:0];
-  assign input_span_offset = { 1'h0, \$1109 [5:1] };
-  assign \beats$774  = \$1118 [43:0];
+  assign copy_span_first = \$1104 [63:0];
+  assign copy_span_line = { \$1104 [63:6], 6'h00 };
+  assign copy_span_lines = { \$1110 [30], \$1110 [30], \$1110 [30], \$1110 [30], \$1110 [30], \$1110 [30], \$1110 [30], \$1110 [30], \$1110 [30], \$1110 [30], \$1110 [30], \$1110 [30], \$1110 [30], \$1110  };
+  assign copy_span_offset = { 1'h0, \$1104 [5:1] };
+  assign beats = { \$1115 [29], \$1115 [29], \$1115 [29], \$1115 [29], \$1115 [29], \$1115 [29], \$1115 [29], \$1115 [29], \$1115 [29], \$1115 [29], \$1115 [29], \$1115 [29], \$1115 [29], \$1115 [29], \$1115  };
+  assign input_span_first = \$1119 [63:0];
+  assign input_span_line = { \$1119 [63:6], 6'h00 };
+  assign input_span_lines = \$1124 [43:0];
+  assign input_span_offset = { 1'h0, \$1119 [5:1] };
+  assign \beats$775  = \$1128 [43:0];
   assign \cycle$798  = cycle;
   assign waiting_results = hold;
   assign \quiet$802  = quiet;
@@ -9677,11 +9639,11 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \irq$815  = irq;
   assign report = reported;
   assign report_store = done__payload[42];
-  assign in_row = \$1349 [1:0];
-  assign in_word = \$1359 [6:0];
+  assign in_row = \$1365 [1:0];
+  assign in_word = \$1375 [6:0];
   assign buf_data16 = sum__payload[1535:1024];
   assign \rd_row$865  = buf_row;
-  assign rd_addr = \$1391 [6:0];
+  assign rd_addr = \$1407 [6:0];
   assign \rd_addr$868  = buf_word[6:0];
   assign \src__payload.data  = src__payload[511:0];
   assign \src__payload.err  = src__payload[512];
@@ -9903,6 +9865,7 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \task.sq_slot  = \task [1364:1301];
   assign \task.cq_slot  = \task [1428:1365];
   assign \task.last_group_elems  = \task [1472:1429];
+  assign \task.verdict  = \task [1480:1473];
   assign \stage__payload.k  = stage__payload[19:0];
   assign \stage__payload.n  = stage__payload[39:20];
   assign \stage__payload.trans  = stage__payload[40];
@@ -9941,30 +9904,30 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \plan.tiled  = plan[124];
   assign \plan.last_from0  = plan[144:125];
   assign \plan.last_from1  = plan[164:145];
-  assign \plan$121.pack_log2  = plan[2:0];
-  assign \plan$121.n_words  = plan[22:3];
-  assign \plan$121.sets  = plan[24:23];
-  assign \plan$121.run_log2  = plan[27:25];
-  assign \plan$121.cols_dim  = plan[47:28];
-  assign \plan$121.full_groups  = plan[67:48];
-  assign \plan$121.rest_rows  = plan[72:68];
-  assign \plan$121.main_elems  = plan[116:73];
-  assign \plan$121.mode  = plan[123:117];
-  assign \plan$121.mode.trans  = plan[117];
-  assign \plan$121.mode.t_level  = plan[120:118];
-  assign \plan$121.mode.t_scalar  = plan[121];
-  assign \plan$121.mode.t_fold_adds  = plan[123:122];
-  assign \plan$121.tiled  = plan[124];
-  assign \plan$121.last_from0  = plan[144:125];
-  assign \plan$121.last_from1  = plan[164:145];
+  assign \plan$122.pack_log2  = plan[2:0];
+  assign \plan$122.n_words  = plan[22:3];
+  assign \plan$122.sets  = plan[24:23];
+  assign \plan$122.run_log2  = plan[27:25];
+  assign \plan$122.cols_dim  = plan[47:28];
+  assign \plan$122.full_groups  = plan[67:48];
+  assign \plan$122.rest_rows  = plan[72:68];
+  assign \plan$122.main_elems  = plan[116:73];
+  assign \plan$122.mode  = plan[123:117];
+  assign \plan$122.mode.trans  = plan[117];
+  assign \plan$122.mode.t_level  = plan[120:118];
+  assign \plan$122.mode.t_scalar  = plan[121];
+  assign \plan$122.mode.t_fold_adds  = plan[123:122];
+  assign \plan$122.tiled  = plan[124];
+  assign \plan$122.last_from0  = plan[144:125];
+  assign \plan$122.last_from1  = plan[164:145];
   assign \t_chunk.out  = t_chunk[19:0];
   assign \t_chunk.set  = t_chunk[21:20];
   assign \t_chunk.first  = t_chunk[22];
   assign \t_chunk.row_end  = t_chunk[23];
-  assign \t_chunk$127.out  = t_chunk[19:0];
-  assign \t_chunk$127.set  = t_chunk[21:20];
-  assign \t_chunk$127.first  = t_chunk[22];
-  assign \t_chunk$127.row_end  = t_chunk[23];
+  assign \t_chunk$128.out  = t_chunk[19:0];
+  assign \t_chunk$128.set  = t_chunk[21:20];
+  assign \t_chunk$128.first  = t_chunk[22];
+  assign \t_chunk$128.row_end  = t_chunk[23];
   assign \mode__0.trans  = plan[117];
   assign \mode__0.t_level  = plan[120:118];
   assign \mode__0.t_scalar  = plan[121];
@@ -9975,12 +9938,12 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \pe__0__payload.w_data  = pe__0__payload[544:33];
   assign \pe__0__payload.first  = pe__0__payload[545];
   assign \pe__0__payload.last  = pe__0__payload[546];
-  assign \pe__0__payload$130.k_base  = pe__0__payload[19:0];
-  assign \pe__0__payload$130.acc_addr  = pe__0__payload[26:20];
-  assign \pe__0__payload$130.active  = pe__0__payload[32:27];
-  assign \pe__0__payload$130.w_data  = pe__0__payload[544:33];
-  assign \pe__0__payload$130.first  = pe__0__payload[545];
-  assign \pe__0__payload$130.last  = pe__0__payload[546];
+  assign \pe__0__payload$131.k_base  = pe__0__payload[19:0];
+  assign \pe__0__payload$131.acc_addr  = pe__0__payload[26:20];
+  assign \pe__0__payload$131.active  = pe__0__payload[32:27];
+  assign \pe__0__payload$131.w_data  = pe__0__payload[544:33];
+  assign \pe__0__payload$131.first  = pe__0__payload[545];
+  assign \pe__0__payload$131.last  = pe__0__payload[546];
   assign \mode__1.trans  = plan[117];
   assign \mode__1.t_level  = plan[120:118];
   assign \mode__1.t_scalar  = plan[121];
@@ -9991,12 +9954,12 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \pe__1__payload.w_data  = pe__1__payload[544:33];
   assign \pe__1__payload.first  = pe__1__payload[545];
   assign \pe__1__payload.last  = pe__1__payload[546];
-  assign \pe__1__payload$135.k_base  = pe__1__payload[19:0];
-  assign \pe__1__payload$135.acc_addr  = pe__1__payload[26:20];
-  assign \pe__1__payload$135.active  = pe__1__payload[32:27];
-  assign \pe__1__payload$135.w_data  = pe__1__payload[544:33];
-  assign \pe__1__payload$135.first  = pe__1__payload[545];
-  assign \pe__1__payload$135.last  = pe__1__payload[546];
+  assign \pe__1__payload$136.k_base  = pe__1__payload[19:0];
+  assign \pe__1__payload$136.acc_addr  = pe__1__payload[26:20];
+  assign \pe__1__payload$136.active  = pe__1__payload[32:27];
+  assign \pe__1__payload$136.w_data  = pe__1__payload[544:33];
+  assign \pe__1__payload$136.first  = pe__1__payload[545];
+  assign \pe__1__payload$136.last  = pe__1__payload[546];
   assign \slot__payload.data  = slot__payload[511:0];
   assign \slot__payload.row  = slot__payload[531:512];
   assign \slot__payload.col  = slot__payload[563:532];
@@ -10008,37 +9971,37 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \slot__payload.pair.data  = slot__payload[1084:573];
   assign \slot__payload.pair.count  = slot__payload[1090:1085];
   assign \slot__payload.pair.row_end  = slot__payload[1091];
-  assign \slot__payload$141.data  = slot__payload[511:0];
-  assign \slot__payload$141.row  = slot__payload[531:512];
-  assign \slot__payload$141.col  = slot__payload[563:532];
-  assign \slot__payload$141.count  = slot__payload[569:564];
-  assign \slot__payload$141.last  = slot__payload[570];
-  assign \slot__payload$141.row_end  = slot__payload[571];
-  assign \slot__payload$141.pair  = slot__payload[1091:572];
-  assign \slot__payload$141.pair.valid  = slot__payload[572];
-  assign \slot__payload$141.pair.data  = slot__payload[1084:573];
-  assign \slot__payload$141.pair.count  = slot__payload[1090:1085];
-  assign \slot__payload$141.pair.row_end  = slot__payload[1091];
-  assign \fold__payload.row  = \$1535 [1:0];
-  assign \fold__payload.word  = \$1535 [8:2];
-  assign \fold__payload.n_cols  = \$1535 [28:9];
-  assign \fold__payload.n_words  = \$1536 [7:0];
-  assign \fold__payload.sets  = \$1536 [9:8];
-  assign \fold__payload.sets1  = \$1536 [11:10];
-  assign \fold__payload.pack_log2  = \$1536 [14:12];
-  assign \fold__payload.bank  = \$1536 [15];
-  assign \fold__payload$148.row  = \$1535 [1:0];
-  assign \fold__payload$148.word  = \$1535 [8:2];
-  assign \fold__payload$148.n_cols  = \$1535 [28:9];
-  assign \fold__payload$148.n_words  = \$1536 [7:0];
-  assign \fold__payload$148.sets  = \$1536 [9:8];
-  assign \fold__payload$148.sets1  = \$1536 [11:10];
-  assign \fold__payload$148.pack_log2  = \$1536 [14:12];
-  assign \fold__payload$148.bank  = \$1536 [15];
+  assign \slot__payload$142.data  = slot__payload[511:0];
+  assign \slot__payload$142.row  = slot__payload[531:512];
+  assign \slot__payload$142.col  = slot__payload[563:532];
+  assign \slot__payload$142.count  = slot__payload[569:564];
+  assign \slot__payload$142.last  = slot__payload[570];
+  assign \slot__payload$142.row_end  = slot__payload[571];
+  assign \slot__payload$142.pair  = slot__payload[1091:572];
+  assign \slot__payload$142.pair.valid  = slot__payload[572];
+  assign \slot__payload$142.pair.data  = slot__payload[1084:573];
+  assign \slot__payload$142.pair.count  = slot__payload[1090:1085];
+  assign \slot__payload$142.pair.row_end  = slot__payload[1091];
+  assign \fold__payload.row  = \$1554 [1:0];
+  assign \fold__payload.word  = \$1554 [8:2];
+  assign \fold__payload.n_cols  = \$1554 [28:9];
+  assign \fold__payload.n_words  = \$1555 [7:0];
+  assign \fold__payload.sets  = \$1555 [9:8];
+  assign \fold__payload.sets1  = \$1555 [11:10];
+  assign \fold__payload.pack_log2  = \$1555 [14:12];
+  assign \fold__payload.bank  = \$1555 [15];
+  assign \fold__payload$149.row  = \$1554 [1:0];
+  assign \fold__payload$149.word  = \$1554 [8:2];
+  assign \fold__payload$149.n_cols  = \$1554 [28:9];
+  assign \fold__payload$149.n_words  = \$1555 [7:0];
+  assign \fold__payload$149.sets  = \$1555 [9:8];
+  assign \fold__payload$149.sets1  = \$1555 [11:10];
+  assign \fold__payload$149.pack_log2  = \$1555 [14:12];
+  assign \fold__payload$149.bank  = \$1555 [15];
   assign \sum__payload.fp32  = sum__payload[1023:0];
   assign \sum__payload.fp16  = sum__payload[1535:1024];
-  assign \sum__payload$154.fp32  = sum__payload[1023:0];
-  assign \sum__payload$154.fp16  = sum__payload[1535:1024];
+  assign \sum__payload$155.fp32  = sum__payload[1023:0];
+  assign \sum__payload$155.fp16  = sum__payload[1535:1024];
   assign \complete__payload.queue  = complete__payload[1:0];
   assign \complete__payload.seq  = complete__payload[65:2];
   assign \complete__payload.taken  = complete__payload[129:66];
@@ -10179,480 +10142,483 @@ module \ndp_device.control_unit (bus__bresp, bus__rid, bus__rdata, bus__rresp, b
   assign \task__payload.sq_slot  = task__payload[1364:1301];
   assign \task__payload.cq_slot  = task__payload[1428:1365];
   assign \task__payload.last_group_elems  = task__payload[1472:1429];
-  assign \job__payload$844 [145:114] = { \$1330 [29], \$1330 [29], \$1330  };
-  assign \job__payload$844 [113:50] = \$1319 ;
-  assign \job__payload$844 [49] = \$1316 ;
-  assign \job__payload$844 [48] = \$1310 ;
-  assign \job__payload$844 [47:45] = \$1307 ;
-  assign \job__payload$844 [44:43] = \$1304 ;
-  assign \job__payload$844 [42:41] = \$1301 ;
-  assign \job__payload$844 [40:33] = \$1298 [7:0];
-  assign \job__payload$844 [32:13] = \$1295 ;
-  assign \job__payload$844 [12:10] = \$1289 ;
-  assign \job__payload$844 [7:6] = \$1286 ;
-  assign \job__payload$844 [5] = \$1283 ;
-  assign \job__payload$844 [4:0] = \$1280 [4:0];
-  assign \job__payload$844 [9:8] = 2'h0;
-  assign \job__payload$841 [95:91] = \$1272 ;
-  assign \job__payload$841 [90] = \$1268 ;
-  assign \job__payload$841 [89] = \$1264 ;
-  assign \job__payload$841 [88:57] = \$1260 [31:0];
-  assign \job__payload$841 [56:25] = \$1251 ;
-  assign \job__payload$841 [24:5] = \$1241 ;
-  assign \job__payload$841 [4:0] = \$1232 [4:0];
-  assign w__payload[1032] = \$1215 ;
-  assign w__payload[1031:1024] = \$1210 ;
-  assign w__payload[1023:0] = \$1204 ;
-  assign job__payload[673] = \$1189 ;
-  assign job__payload[672:609] = \$1188 ;
-  assign job__payload[608:97] = \$1185 ;
-  assign job__payload[96:65] = \$1180 ;
-  assign job__payload[64] = \$1177 ;
-  assign job__payload[63:0] = \$1174 [63:0];
-  assign \$1505  = 1'h1;
-  assign \$1497  = 1'h1;
+  assign \task__payload.verdict  = task__payload[1480:1473];
+  assign \job__payload$844 [145:114] = { \$1345 [29], \$1345 [29], \$1345  };
+  assign \job__payload$844 [113:50] = \$1334 ;
+  assign \job__payload$844 [49] = \$1331 ;
+  assign \job__payload$844 [48] = \$1325 ;
+  assign \job__payload$844 [47:45] = \$1322 ;
+  assign \job__payload$844 [44:43] = \$1319 ;
+  assign \job__payload$844 [42:41] = \$1316 ;
+  assign \job__payload$844 [40:33] = \$1313 [7:0];
+  assign \job__payload$844 [32:13] = \$1310 ;
+  assign \job__payload$844 [12:10] = \$1304 ;
+  assign \job__payload$844 [9:8] = { 1'h0, \$1301  };
+  assign \job__payload$844 [7:6] = \$1296 ;
+  assign \job__payload$844 [5] = \$1293 ;
+  assign \job__payload$844 [4:0] = \$1290 [4:0];
+  assign \job__payload$841 [95:91] = \$1282 ;
+  assign \job__payload$841 [90] = \$1278 ;
+  assign \job__payload$841 [89] = \$1274 ;
+  assign \job__payload$841 [88:57] = \$1270 [31:0];
+  assign \job__payload$841 [56:25] = \$1261 ;
+  assign \job__payload$841 [24:5] = \$1251 ;
+  assign \job__payload$841 [4:0] = \$1242 [4:0];
+  assign w__payload[1032] = \$1225 ;
+  assign w__payload[1031:1024] = \$1220 ;
+  assign w__payload[1023:0] = \$1214 ;
+  assign job__payload[673] = \$1199 ;
+  assign job__payload[672:609] = \$1198 ;
+  assign job__payload[608:97] = \$1195 ;
+  assign job__payload[96:65] = \$1190 ;
+  assign job__payload[64] = \$1187 ;
+  assign job__payload[63:0] = \$1184 [63:0];
+  assign \$1524  = 1'h1;
+  assign \$1516  = 1'h1;
+  assign \$1506  = 1'h1;
+  assign \$1502  = 1'h1;
+  assign \$1493  = 1'h1;
   assign \$1487  = 1'h1;
   assign \$1483  = 1'h1;
-  assign \$1474  = 1'h1;
-  assign \$1468  = 1'h1;
-  assign \$1464  = 1'h1;
-  assign \$27  = 1'h1;
-  assign \$28  = 1'h1;
+  assign \$37  = 1'h1;
+  assign \$38  = 1'h1;
   assign widened_0_lzc_vll = 1'h1;
-  assign \$29  = 1'h1;
-  assign \$30  = 1'h0;
-  assign \$31  = 1'h0;
+  assign \$39  = 1'h1;
+  assign \$40  = 1'h0;
+  assign \$41  = 1'h0;
   assign widened_0_lzc_cll = 2'h0;
-  assign \$33  = 1'h1;
+  assign \$43  = 1'h1;
   assign widened_0_lzc_vlh = 1'h1;
-  assign \$36  = 1'h0;
+  assign \$46  = 1'h0;
   assign widened_0_lzc_vl = 1'h1;
   assign widened_0_lzc_cl = { 1'h0, widened_0_lzc_clh };
   assign widened_0_lzc_v = 1'h1;
-  assign \$60  = 1'h1;
-  assign \$61  = 1'h1;
+  assign \$70  = 1'h1;
+  assign \$71  = 1'h1;
   assign widened_1_lzc_vll = 1'h1;
-  assign \$62  = 1'h1;
-  assign \$63  = 1'h0;
-  assign \$64  = 1'h0;
+  assign \$72  = 1'h1;
+  assign \$73  = 1'h0;
+  assign \$74  = 1'h0;
   assign widened_1_lzc_cll = 2'h0;
-  assign \$66  = 1'h1;
+  assign \$76  = 1'h1;
   assign widened_1_lzc_vlh = 1'h1;
-  assign \$69  = 1'h0;
+  assign \$79  = 1'h0;
   assign widened_1_lzc_vl = 1'h1;
   assign widened_1_lzc_cl = { 1'h0, widened_1_lzc_clh };
   assign widened_1_lzc_v = 1'h1;
-  assign \$93  = 1'h1;
-  assign \$94  = 1'h1;
+  assign \$103  = 1'h1;
+  assign \$104  = 1'h1;
   assign widened_2_lzc_vll = 1'h1;
-  assign \$95  = 1'h1;
-  assign \$96  = 1'h0;
-  assign \$97  = 1'h0;
+  assign \$105  = 1'h1;
+  assign \$106  = 1'h0;
+  assign \$107  = 1'h0;
   assign widened_2_lzc_cll = 2'h0;
-  assign \$99  = 1'h1;
+  assign \$109  = 1'h1;
   assign widened_2_lzc_vlh = 1'h1;
-  assign \$102  = 1'h0;
+  assign \$112  = 1'h0;
   assign widened_2_lzc_vl = 1'h1;
   assign widened_2_lzc_cl = { 1'h0, widened_2_lzc_clh };
   assign widened_2_lzc_v = 1'h1;
-  assign \$126  = 1'h1;
-  assign \$127  = 1'h1;
+  assign \$136  = 1'h1;
+  assign \$137  = 1'h1;
   assign widened_3_lzc_vll = 1'h1;
-  assign \$128  = 1'h1;
-  assign \$129  = 1'h0;
-  assign \$130  = 1'h0;
+  assign \$138  = 1'h1;
+  assign \$139  = 1'h0;
+  assign \$140  = 1'h0;
   assign widened_3_lzc_cll = 2'h0;
-  assign \$132  = 1'h1;
+  assign \$142  = 1'h1;
   assign widened_3_lzc_vlh = 1'h1;
-  assign \$135  = 1'h0;
+  assign \$145  = 1'h0;
   assign widened_3_lzc_vl = 1'h1;
   assign widened_3_lzc_cl = { 1'h0, widened_3_lzc_clh };
   assign widened_3_lzc_v = 1'h1;
-  assign \$159  = 1'h1;
-  assign \$160  = 1'h1;
+  assign \$169  = 1'h1;
+  assign \$170  = 1'h1;
   assign widened_4_lzc_vll = 1'h1;
-  assign \$161  = 1'h1;
-  assign \$162  = 1'h0;
-  assign \$163  = 1'h0;
+  assign \$171  = 1'h1;
+  assign \$172  = 1'h0;
+  assign \$173  = 1'h0;
   assign widened_4_lzc_cll = 2'h0;
-  assign \$165  = 1'h1;
+  assign \$175  = 1'h1;
   assign widened_4_lzc_vlh = 1'h1;
-  assign \$168  = 1'h0;
+  assign \$178  = 1'h0;
   assign widened_4_lzc_vl = 1'h1;
   assign widened_4_lzc_cl = { 1'h0, widened_4_lzc_clh };
   assign widened_4_lzc_v = 1'h1;
-  assign \$192  = 1'h1;
-  assign \$193  = 1'h1;
+  assign \$202  = 1'h1;
+  assign \$203  = 1'h1;
   assign widened_5_lzc_vll = 1'h1;
-  assign \$194  = 1'h1;
-  assign \$195  = 1'h0;
-  assign \$196  = 1'h0;
+  assign \$204  = 1'h1;
+  assign \$205  = 1'h0;
+  assign \$206  = 1'h0;
   assign widened_5_lzc_cll = 2'h0;
-  assign \$198  = 1'h1;
+  assign \$208  = 1'h1;
   assign widened_5_lzc_vlh = 1'h1;
-  assign \$201  = 1'h0;
+  assign \$211  = 1'h0;
   assign widened_5_lzc_vl = 1'h1;
   assign widened_5_lzc_cl = { 1'h0, widened_5_lzc_clh };
   assign widened_5_lzc_v = 1'h1;
-  assign \$225  = 1'h1;
-  assign \$226  = 1'h1;
+  assign \$235  = 1'h1;
+  assign \$236  = 1'h1;
   assign widened_6_lzc_vll = 1'h1;
-  assign \$227  = 1'h1;
-  assign \$228  = 1'h0;
-  assign \$229  = 1'h0;
+  assign \$237  = 1'h1;
+  assign \$238  = 1'h0;
+  assign \$239  = 1'h0;
   assign widened_6_lzc_cll = 2'h0;
-  assign \$231  = 1'h1;
+  assign \$241  = 1'h1;
   assign widened_6_lzc_vlh = 1'h1;
-  assign \$234  = 1'h0;
+  assign \$244  = 1'h0;
   assign widened_6_lzc_vl = 1'h1;
   assign widened_6_lzc_cl = { 1'h0, widened_6_lzc_clh };
   assign widened_6_lzc_v = 1'h1;
-  assign \$258  = 1'h1;
-  assign \$259  = 1'h1;
+  assign \$268  = 1'h1;
+  assign \$269  = 1'h1;
   assign widened_7_lzc_vll = 1'h1;
-  assign \$260  = 1'h1;
-  assign \$261  = 1'h0;
-  assign \$262  = 1'h0;
+  assign \$270  = 1'h1;
+  assign \$271  = 1'h0;
+  assign \$272  = 1'h0;
   assign widened_7_lzc_cll = 2'h0;
-  assign \$264  = 1'h1;
+  assign \$274  = 1'h1;
   assign widened_7_lzc_vlh = 1'h1;
-  assign \$267  = 1'h0;
+  assign \$277  = 1'h0;
   assign widened_7_lzc_vl = 1'h1;
   assign widened_7_lzc_cl = { 1'h0, widened_7_lzc_clh };
   assign widened_7_lzc_v = 1'h1;
-  assign \$291  = 1'h1;
-  assign \$292  = 1'h1;
+  assign \$301  = 1'h1;
+  assign \$302  = 1'h1;
   assign widened_8_lzc_vll = 1'h1;
-  assign \$293  = 1'h1;
-  assign \$294  = 1'h0;
-  assign \$295  = 1'h0;
+  assign \$303  = 1'h1;
+  assign \$304  = 1'h0;
+  assign \$305  = 1'h0;
   assign widened_8_lzc_cll = 2'h0;
-  assign \$297  = 1'h1;
+  assign \$307  = 1'h1;
   assign widened_8_lzc_vlh = 1'h1;
-  assign \$300  = 1'h0;
+  assign \$310  = 1'h0;
   assign widened_8_lzc_vl = 1'h1;
   assign widened_8_lzc_cl = { 1'h0, widened_8_lzc_clh };
   assign widened_8_lzc_v = 1'h1;
-  assign \$324  = 1'h1;
-  assign \$325  = 1'h1;
+  assign \$334  = 1'h1;
+  assign \$335  = 1'h1;
   assign widened_9_lzc_vll = 1'h1;
-  assign \$326  = 1'h1;
-  assign \$327  = 1'h0;
-  assign \$328  = 1'h0;
+  assign \$336  = 1'h1;
+  assign \$337  = 1'h0;
+  assign \$338  = 1'h0;
   assign widened_9_lzc_cll = 2'h0;
-  assign \$330  = 1'h1;
+  assign \$340  = 1'h1;
   assign widened_9_lzc_vlh = 1'h1;
-  assign \$333  = 1'h0;
+  assign \$343  = 1'h0;
   assign widened_9_lzc_vl = 1'h1;
   assign widened_9_lzc_cl = { 1'h0, widened_9_lzc_clh };
   assign widened_9_lzc_v = 1'h1;
-  assign \$357  = 1'h1;
-  assign \$358  = 1'h1;
+  assign \$367  = 1'h1;
+  assign \$368  = 1'h1;
   assign widened_10_lzc_vll = 1'h1;
-  assign \$359  = 1'h1;
-  assign \$360  = 1'h0;
-  assign \$361  = 1'h0;
+  assign \$369  = 1'h1;
+  assign \$370  = 1'h0;
+  assign \$371  = 1'h0;
   assign widened_10_lzc_cll = 2'h0;
-  assign \$363  = 1'h1;
+  assign \$373  = 1'h1;
   assign widened_10_lzc_vlh = 1'h1;
-  assign \$366  = 1'h0;
+  assign \$376  = 1'h0;
   assign widened_10_lzc_vl = 1'h1;
   assign widened_10_lzc_cl = { 1'h0, widened_10_lzc_clh };
   assign widened_10_lzc_v = 1'h1;
-  assign \$390  = 1'h1;
-  assign \$391  = 1'h1;
+  assign \$400  = 1'h1;
+  assign \$401  = 1'h1;
   assign widened_11_lzc_vll = 1'h1;
-  assign \$392  = 1'h1;
-  assign \$393  = 1'h0;
-  assign \$394  = 1'h0;
+  assign \$402  = 1'h1;
+  assign \$403  = 1'h0;
+  assign \$404  = 1'h0;
   assign widened_11_lzc_cll = 2'h0;
-  assign \$396  = 1'h1;
+  assign \$406  = 1'h1;
   assign widened_11_lzc_vlh = 1'h1;
-  assign \$399  = 1'h0;
+  assign \$409  = 1'h0;
   assign widened_11_lzc_vl = 1'h1;
   assign widened_11_lzc_cl = { 1'h0, widened_11_lzc_clh };
   assign widened_11_lzc_v = 1'h1;
-  assign \$423  = 1'h1;
-  assign \$424  = 1'h1;
+  assign \$433  = 1'h1;
+  assign \$434  = 1'h1;
   assign widened_12_lzc_vll = 1'h1;
-  assign \$425  = 1'h1;
-  assign \$426  = 1'h0;
-  assign \$427  = 1'h0;
+  assign \$435  = 1'h1;
+  assign \$436  = 1'h0;
+  assign \$437  = 1'h0;
   assign widened_12_lzc_cll = 2'h0;
-  assign \$429  = 1'h1;
+  assign \$439  = 1'h1;
   assign widened_12_lzc_vlh = 1'h1;
-  assign \$432  = 1'h0;
+  assign \$442  = 1'h0;
   assign widened_12_lzc_vl = 1'h1;
   assign widened_12_lzc_cl = { 1'h0, widened_12_lzc_clh };
   assign widened_12_lzc_v = 1'h1;
-  assign \$456  = 1'h1;
-  assign \$457  = 1'h1;
+  assign \$466  = 1'h1;
+  assign \$467  = 1'h1;
   assign widened_13_lzc_vll = 1'h1;
-  assign \$458  = 1'h1;
-  assign \$459  = 1'h0;
-  assign \$460  = 1'h0;
+  assign \$468  = 1'h1;
+  assign \$469  = 1'h0;
+  assign \$470  = 1'h0;
   assign widened_13_lzc_cll = 2'h0;
-  assign \$462  = 1'h1;
+  assign \$472  = 1'h1;
   assign widened_13_lzc_vlh = 1'h1;
-  assign \$465  = 1'h0;
+  assign \$475  = 1'h0;
   assign widened_13_lzc_vl = 1'h1;
   assign widened_13_lzc_cl = { 1'h0, widened_13_lzc_clh };
   assign widened_13_lzc_v = 1'h1;
-  assign \$489  = 1'h1;
-  assign \$490  = 1'h1;
+  assign \$499  = 1'h1;
+  assign \$500  = 1'h1;
   assign widened_14_lzc_vll = 1'h1;
-  assign \$491  = 1'h1;
-  assign \$492  = 1'h0;
-  assign \$493  = 1'h0;
+  assign \$501  = 1'h1;
+  assign \$502  = 1'h0;
+  assign \$503  = 1'h0;
   assign widened_14_lzc_cll = 2'h0;
-  assign \$495  = 1'h1;
+  assign \$505  = 1'h1;
   assign widened_14_lzc_vlh = 1'h1;
-  assign \$498  = 1'h0;
+  assign \$508  = 1'h0;
   assign widened_14_lzc_vl = 1'h1;
   assign widened_14_lzc_cl = { 1'h0, widened_14_lzc_clh };
   assign widened_14_lzc_v = 1'h1;
-  assign \$522  = 1'h1;
-  assign \$523  = 1'h1;
+  assign \$532  = 1'h1;
+  assign \$533  = 1'h1;
   assign widened_15_lzc_vll = 1'h1;
-  assign \$524  = 1'h1;
-  assign \$525  = 1'h0;
-  assign \$526  = 1'h0;
+  assign \$534  = 1'h1;
+  assign \$535  = 1'h0;
+  assign \$536  = 1'h0;
   assign widened_15_lzc_cll = 2'h0;
-  assign \$528  = 1'h1;
+  assign \$538  = 1'h1;
   assign widened_15_lzc_vlh = 1'h1;
-  assign \$531  = 1'h0;
+  assign \$541  = 1'h0;
   assign widened_15_lzc_vl = 1'h1;
   assign widened_15_lzc_cl = { 1'h0, widened_15_lzc_clh };
   assign widened_15_lzc_v = 1'h1;
-  assign \$555  = 1'h1;
-  assign \$556  = 1'h1;
+  assign \$565  = 1'h1;
+  assign \$566  = 1'h1;
   assign widened_16_lzc_vll = 1'h1;
-  assign \$557  = 1'h1;
-  assign \$558  = 1'h0;
-  assign \$559  = 1'h0;
+  assign \$567  = 1'h1;
+  assign \$568  = 1'h0;
+  assign \$569  = 1'h0;
   assign widened_16_lzc_cll = 2'h0;
-  assign \$561  = 1'h1;
+  assign \$571  = 1'h1;
   assign widened_16_lzc_vlh = 1'h1;
-  assign \$564  = 1'h0;
+  assign \$574  = 1'h0;
   assign widened_16_lzc_vl = 1'h1;
   assign widened_16_lzc_cl = { 1'h0, widened_16_lzc_clh };
   assign widened_16_lzc_v = 1'h1;
-  assign \$588  = 1'h1;
-  assign \$589  = 1'h1;
+  assign \$598  = 1'h1;
+  assign \$599  = 1'h1;
   assign widened_17_lzc_vll = 1'h1;
-  assign \$590  = 1'h1;
-  assign \$591  = 1'h0;
-  assign \$592  = 1'h0;
+  assign \$600  = 1'h1;
+  assign \$601  = 1'h0;
+  assign \$602  = 1'h0;
   assign widened_17_lzc_cll = 2'h0;
-  assign \$594  = 1'h1;
+  assign \$604  = 1'h1;
   assign widened_17_lzc_vlh = 1'h1;
-  assign \$597  = 1'h0;
+  assign \$607  = 1'h0;
   assign widened_17_lzc_vl = 1'h1;
   assign widened_17_lzc_cl = { 1'h0, widened_17_lzc_clh };
   assign widened_17_lzc_v = 1'h1;
-  assign \$621  = 1'h1;
-  assign \$622  = 1'h1;
+  assign \$631  = 1'h1;
+  assign \$632  = 1'h1;
   assign widened_18_lzc_vll = 1'h1;
-  assign \$623  = 1'h1;
-  assign \$624  = 1'h0;
-  assign \$625  = 1'h0;
+  assign \$633  = 1'h1;
+  assign \$634  = 1'h0;
+  assign \$635  = 1'h0;
   assign widened_18_lzc_cll = 2'h0;
-  assign \$627  = 1'h1;
+  assign \$637  = 1'h1;
   assign widened_18_lzc_vlh = 1'h1;
-  assign \$630  = 1'h0;
+  assign \$640  = 1'h0;
   assign widened_18_lzc_vl = 1'h1;
   assign widened_18_lzc_cl = { 1'h0, widened_18_lzc_clh };
   assign widened_18_lzc_v = 1'h1;
-  assign \$654  = 1'h1;
-  assign \$655  = 1'h1;
+  assign \$664  = 1'h1;
+  assign \$665  = 1'h1;
   assign widened_19_lzc_vll = 1'h1;
-  assign \$656  = 1'h1;
-  assign \$657  = 1'h0;
-  assign \$658  = 1'h0;
+  assign \$666  = 1'h1;
+  assign \$667  = 1'h0;
+  assign \$668  = 1'h0;
   assign widened_19_lzc_cll = 2'h0;
-  assign \$660  = 1'h1;
+  assign \$670  = 1'h1;
   assign widened_19_lzc_vlh = 1'h1;
-  assign \$663  = 1'h0;
+  assign \$673  = 1'h0;
   assign widened_19_lzc_vl = 1'h1;
   assign widened_19_lzc_cl = { 1'h0, widened_19_lzc_clh };
   assign widened_19_lzc_v = 1'h1;
-  assign \$687  = 1'h1;
-  assign \$688  = 1'h1;
+  assign \$697  = 1'h1;
+  assign \$698  = 1'h1;
   assign widened_20_lzc_vll = 1'h1;
-  assign \$689  = 1'h1;
-  assign \$690  = 1'h0;
-  assign \$691  = 1'h0;
+  assign \$699  = 1'h1;
+  assign \$700  = 1'h0;
+  assign \$701  = 1'h0;
   assign widened_20_lzc_cll = 2'h0;
-  assign \$693  = 1'h1;
+  assign \$703  = 1'h1;
   assign widened_20_lzc_vlh = 1'h1;
-  assign \$696  = 1'h0;
+  assign \$706  = 1'h0;
   assign widened_20_lzc_vl = 1'h1;
   assign widened_20_lzc_cl = { 1'h0, widened_20_lzc_clh };
   assign widened_20_lzc_v = 1'h1;
-  assign \$720  = 1'h1;
-  assign \$721  = 1'h1;
+  assign \$730  = 1'h1;
+  assign \$731  = 1'h1;
   assign widened_21_lzc_vll = 1'h1;
-  assign \$722  = 1'h1;
-  assign \$723  = 1'h0;
-  assign \$724  = 1'h0;
+  assign \$732  = 1'h1;
+  assign \$733  = 1'h0;
+  assign \$734  = 1'h0;
   assign widened_21_lzc_cll = 2'h0;
-  assign \$726  = 1'h1;
+  assign \$736  = 1'h1;
   assign widened_21_lzc_vlh = 1'h1;
-  assign \$729  = 1'h0;
+  assign \$739  = 1'h0;
   assign widened_21_lzc_vl = 1'h1;
   assign widened_21_lzc_cl = { 1'h0, widened_21_lzc_clh };
   assign widened_21_lzc_v = 1'h1;
-  assign \$753  = 1'h1;
-  assign \$754  = 1'h1;
+  assign \$763  = 1'h1;
+  assign \$764  = 1'h1;
   assign widened_22_lzc_vll = 1'h1;
-  assign \$755  = 1'h1;
-  assign \$756  = 1'h0;
-  assign \$757  = 1'h0;
+  assign \$765  = 1'h1;
+  assign \$766  = 1'h0;
+  assign \$767  = 1'h0;
   assign widened_22_lzc_cll = 2'h0;
-  assign \$759  = 1'h1;
+  assign \$769  = 1'h1;
   assign widened_22_lzc_vlh = 1'h1;
-  assign \$762  = 1'h0;
+  assign \$772  = 1'h0;
   assign widened_22_lzc_vl = 1'h1;
   assign widened_22_lzc_cl = { 1'h0, widened_22_lzc_clh };
   assign widened_22_lzc_v = 1'h1;
-  assign \$786  = 1'h1;
-  assign \$787  = 1'h1;
+  assign \$796  = 1'h1;
+  assign \$797  = 1'h1;
   assign widened_23_lzc_vll = 1'h1;
-  assign \$788  = 1'h1;
-  assign \$789  = 1'h0;
-  assign \$790  = 1'h0;
+  assign \$798  = 1'h1;
+  assign \$799  = 1'h0;
+  assign \$800  = 1'h0;
   assign widened_23_lzc_cll = 2'h0;
-  assign \$792  = 1'h1;
+  assign \$802  = 1'h1;
   assign widened_23_lzc_vlh = 1'h1;
-  assign \$795  = 1'h0;
+  assign \$805  = 1'h0;
   assign widened_23_lzc_vl = 1'h1;
   assign widened_23_lzc_cl = { 1'h0, widened_23_lzc_clh };
   assign widened_23_lzc_v = 1'h1;
-  assign \$819  = 1'h1;
-  assign \$820  = 1'h1;
+  assign \$829  = 1'h1;
+  assign \$830  = 1'h1;
   assign widened_24_lzc_vll = 1'h1;
-  assign \$821  = 1'h1;
-  assign \$822  = 1'h0;
-  assign \$823  = 1'h0;
+  assign \$831  = 1'h1;
+  assign \$832  = 1'h0;
+  assign \$833  = 1'h0;
   assign widened_24_lzc_cll = 2'h0;
-  assign \$825  = 1'h1;
+  assign \$835  = 1'h1;
   assign widened_24_lzc_vlh = 1'h1;
-  assign \$828  = 1'h0;
+  assign \$838  = 1'h0;
   assign widened_24_lzc_vl = 1'h1;
   assign widened_24_lzc_cl = { 1'h0, widened_24_lzc_clh };
   assign widened_24_lzc_v = 1'h1;
-  assign \$852  = 1'h1;
-  assign \$853  = 1'h1;
+  assign \$862  = 1'h1;
+  assign \$863  = 1'h1;
   assign widened_25_lzc_vll = 1'h1;
-  assign \$854  = 1'h1;
-  assign \$855  = 1'h0;
-  assign \$856  = 1'h0;
+  assign \$864  = 1'h1;
+  assign \$865  = 1'h0;
+  assign \$866  = 1'h0;
   assign widened_25_lzc_cll = 2'h0;
-  assign \$858  = 1'h1;
+  assign \$868  = 1'h1;
   assign widened_25_lzc_vlh = 1'h1;
-  assign \$861  = 1'h0;
+  assign \$871  = 1'h0;
   assign widened_25_lzc_vl = 1'h1;
   assign widened_25_lzc_cl = { 1'h0, widened_25_lzc_clh };
   assign widened_25_lzc_v = 1'h1;
-  assign \$885  = 1'h1;
-  assign \$886  = 1'h1;
+  assign \$895  = 1'h1;
+  assign \$896  = 1'h1;
   assign widened_26_lzc_vll = 1'h1;
-  assign \$887  = 1'h1;
-  assign \$888  = 1'h0;
-  assign \$889  = 1'h0;
+  assign \$897  = 1'h1;
+  assign \$898  = 1'h0;
+  assign \$899  = 1'h0;
   assign widened_26_lzc_cll = 2'h0;
-  assign \$891  = 1'h1;
+  assign \$901  = 1'h1;
   assign widened_26_lzc_vlh = 1'h1;
-  assign \$894  = 1'h0;
+  assign \$904  = 1'h0;
   assign widened_26_lzc_vl = 1'h1;
   assign widened_26_lzc_cl = { 1'h0, widened_26_lzc_clh };
   assign widened_26_lzc_v = 1'h1;
-  assign \$918  = 1'h1;
-  assign \$919  = 1'h1;
+  assign \$928  = 1'h1;
+  assign \$929  = 1'h1;
   assign widened_27_lzc_vll = 1'h1;
-  assign \$920  = 1'h1;
-  assign \$921  = 1'h0;
-  assign \$922  = 1'h0;
+  assign \$930  = 1'h1;
+  assign \$931  = 1'h0;
+  assign \$932  = 1'h0;
   assign widened_27_lzc_cll = 2'h0;
-  assign \$924  = 1'h1;
+  assign \$934  = 1'h1;
   assign widened_27_lzc_vlh = 1'h1;
-  assign \$927  = 1'h0;
+  assign \$937  = 1'h0;
   assign widened_27_lzc_vl = 1'h1;
   assign widened_27_lzc_cl = { 1'h0, widened_27_lzc_clh };
   assign widened_27_lzc_v = 1'h1;
-  assign \$951  = 1'h1;
-  assign \$952  = 1'h1;
+  assign \$961  = 1'h1;
+  assign \$962  = 1'h1;
   assign widened_28_lzc_vll = 1'h1;
-  assign \$953  = 1'h1;
-  assign \$954  = 1'h0;
-  assign \$955  = 1'h0;
+  assign \$963  = 1'h1;
+  assign \$964  = 1'h0;
+  assign \$965  = 1'h0;
   assign widened_28_lzc_cll = 2'h0;
-  assign \$957  = 1'h1;
+  assign \$967  = 1'h1;
   assign widened_28_lzc_vlh = 1'h1;
-  assign \$960  = 1'h0;
+  assign \$970  = 1'h0;
   assign widened_28_lzc_vl = 1'h1;
   assign widened_28_lzc_cl = { 1'h0, widened_28_lzc_clh };
   assign widened_28_lzc_v = 1'h1;
-  assign \$984  = 1'h1;
-  assign \$985  = 1'h1;
+  assign \$994  = 1'h1;
+  assign \$995  = 1'h1;
   assign widened_29_lzc_vll = 1'h1;
-  assign \$986  = 1'h1;
-  assign \$987  = 1'h0;
-  assign \$988  = 1'h0;
+  assign \$996  = 1'h1;
+  assign \$997  = 1'h0;
+  assign \$998  = 1'h0;
   assign widened_29_lzc_cll = 2'h0;
-  assign \$990  = 1'h1;
+  assign \$1000  = 1'h1;
   assign widened_29_lzc_vlh = 1'h1;
-  assign \$993  = 1'h0;
+  assign \$1003  = 1'h0;
   assign widened_29_lzc_vl = 1'h1;
   assign widened_29_lzc_cl = { 1'h0, widened_29_lzc_clh };
   assign widened_29_lzc_v = 1'h1;
-  assign \$1017  = 1'h1;
-  assign \$1018  = 1'h1;
+  assign \$1027  = 1'h1;
+  assign \$1028  = 1'h1;
   assign widened_30_lzc_vll = 1'h1;
-  assign \$1019  = 1'h1;
-  assign \$1020  = 1'h0;
-  assign \$1021  = 1'h0;
+  assign \$1029  = 1'h1;
+  assign \$1030  = 1'h0;
+  assign \$1031  = 1'h0;
   assign widened_30_lzc_cll = 2'h0;
-  assign \$1023  = 1'h1;
+  assign \$1033  = 1'h1;
   assign widened_30_lzc_vlh = 1'h1;
-  assign \$1026  = 1'h0;
+  assign \$1036  = 1'h0;
   assign widened_30_lzc_vl = 1'h1;
   assign widened_30_lzc_cl = { 1'h0, widened_30_lzc_clh };
   assign widened_30_lzc_v = 1'h1;
-  assign \$1050  = 1'h1;
-  assign \$1051  = 1'h1;
+  assign \$1060  = 1'h1;
+  assign \$1061  = 1'h1;
   assign widened_31_lzc_vll = 1'h1;
-  assign \$1052  = 1'h1;
-  assign \$1053  = 1'h0;
-  assign \$1054  = 1'h0;
+  assign \$1062  = 1'h1;
+  assign \$1063  = 1'h0;
+  assign \$1064  = 1'h0;
   assign widened_31_lzc_cll = 2'h0;
-  assign \$1056  = 1'h1;
+  assign \$1066  = 1'h1;
   assign widened_31_lzc_vlh = 1'h1;
-  assign \$1059  = 1'h0;
+  assign \$1069  = 1'h0;
   assign widened_31_lzc_vl = 1'h1;
   assign widened_31_lzc_cl = { 1'h0, widened_31_lzc_clh };
   assign widened_31_lzc_v = 1'h1;
-  assign \$1095  = { 2'h0, \task [103:84], 5'h00 };
-  assign \$1096  = { \$1095 , 1'h0 };
-  assign \$1100  = { \$1099 [30], \$1099 [30], \$1099 [30], \$1099 [30], \$1099 [30], \$1099 [30], \$1099 [30:6] };
-  assign \$1101  = { 2'h0, \task [103:84], 5'h00 };
-  assign \$1105  = { \$1104 [29], \$1104 [29], \$1104 [29], \$1104 [29], \$1104 [29], \$1104 [29:5] };
-  assign \$1106  = { 1'h0, \task [203:184], 2'h0 };
-  assign \$1108  = { \$signal$770 , 1'h0 };
-  assign \$1110  = { elems_now, 1'h0 };
-  assign \$1114  = { \$1113 [47], \$1113 [47], \$1113 [47], \$1113 [47], \$1113 [47], \$1113 [47], \$1113 [47:6] };
-  assign \$1118  = { \$1117 [46], \$1117 [46], \$1117 [46], \$1117 [46], \$1117 [46], \$1117 [46:5] };
-  assign \$1165  = { 1'h0, \$1164 , 6'h00 };
-  assign \$1208  = { slot__payload[569:564], 1'h0 };
-  assign \$1242  = { 2'h0, \task [103:84], 5'h00 };
-  assign \$1279  = 1'h0;
-  assign \$1280  = \$1278 ;
-  assign \$1281  = 1'h0;
-  assign \$1283  = \$1282 ;
-  assign \$1285  = 2'h0;
-  assign \$1286  = \$1284 ;
-  assign \$1323  = { \$1322 [29], \$1322 [29], \$1322 [29], \$1322 [29], \$1322 [29], \$1322 [29], \$1322 [29:6] };
-  assign \$1328  = { \$1327 [29], \$1327 [29], \$1327 [29], \$1327 [29], \$1327 [29], \$1327 [29], \$1327 [29:6] };
+  assign \$1105  = { 2'h0, \task [103:84], 5'h00 };
+  assign \$1106  = { \$1105 , 1'h0 };
+  assign \$1110  = { \$1109 [30], \$1109 [30], \$1109 [30], \$1109 [30], \$1109 [30], \$1109 [30], \$1109 [30:6] };
+  assign \$1111  = { 2'h0, \task [103:84], 5'h00 };
+  assign \$1115  = { \$1114 [29], \$1114 [29], \$1114 [29], \$1114 [29], \$1114 [29], \$1114 [29:5] };
+  assign \$1116  = { 1'h0, \task [203:184], 2'h0 };
+  assign \$1118  = { \$signal$771 , 1'h0 };
+  assign \$1120  = { elems_now, 1'h0 };
+  assign \$1124  = { \$1123 [47], \$1123 [47], \$1123 [47], \$1123 [47], \$1123 [47], \$1123 [47], \$1123 [47:6] };
+  assign \$1128  = { \$1127 [46], \$1127 [46], \$1127 [46], \$1127 [46], \$1127 [46], \$1127 [46:5] };
+  assign \$1175  = { 1'h0, \$1174 , 6'h00 };
+  assign \$1218  = { slot__payload[569:564], 1'h0 };
+  assign \$1252  = { 2'h0, \task [103:84], 5'h00 };
+  assign \$1289  = 1'h0;
+  assign \$1290  = \$1288 ;
+  assign \$1291  = 1'h0;
+  assign \$1293  = \$1292 ;
+  assign \$1295  = 2'h0;
+  assign \$1296  = \$1294 ;
+  assign \$1300  = 1'h0;
+  assign \$1301  = \$1299 ;
+  assign \$1338  = { \$1337 [29], \$1337 [29], \$1337 [29], \$1337 [29], \$1337 [29], \$1337 [29], \$1337 [29:6] };
+  assign \$1343  = { \$1342 [29], \$1342 [29], \$1342 [29], \$1342 [29], \$1342 [29], \$1342 [29], \$1342 [29:6] };
 endmodule
 
 (* generator = "Amaranth" *)
@@ -11785,7 +11751,7 @@ module \ndp_device.control_unit.chunks (rst, addr, route, start, rest, dispatch,
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_error, hold, irq, cycle, \port$16905$289 , \port$16907$289 , \port$16909$289 , \port$16911$289 , complete__valid, complete__payload, quiet, pending, line_start, line_addr, line, done__payload, clk);
+module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_error, hold, irq, cycle, \port$16890$289 , \port$16892$289 , \port$16894$289 , \port$16896$289 , complete__valid, complete__payload, quiet, pending, line_start, line_addr, line, done__payload, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$21  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -11855,14 +11821,14 @@ module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_err
   reg line_start;
   output pending;
   reg pending = 1'h0;
-  input \port$16905$289 ;
-  wire \port$16905$289 ;
-  input \port$16907$289 ;
-  wire \port$16907$289 ;
-  input \port$16909$289 ;
-  wire \port$16909$289 ;
-  input \port$16911$289 ;
-  wire \port$16911$289 ;
+  input \port$16890$289 ;
+  wire \port$16890$289 ;
+  input \port$16892$289 ;
+  wire \port$16892$289 ;
+  input \port$16894$289 ;
+  wire \port$16894$289 ;
+  input \port$16896$289 ;
+  wire \port$16896$289 ;
   input quiet;
   wire quiet;
   wire [42:0] r_data;
@@ -11893,7 +11859,7 @@ module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_err
   assign \$11  = \$9  & \$10 ;
   assign \$12  = \$11  ? 8'h80 : held[137:130];
   assign \$13  = cycle - held[129:66];
-  assign irq_en = { \port$16911$289 , \port$16909$289 , \port$16907$289 , \port$16905$289  } >> r_data[1:0];
+  assign irq_en = { \port$16896$289 , \port$16894$289 , \port$16892$289 , \port$16890$289  } >> r_data[1:0];
   assign \$14  = reported_error ? 8'h80 : r_data[41:34];
   assign \$15  = r_en & irq_en;
   assign \$16  = 1'h1 << r_data[1:0];
@@ -12001,7 +11967,7 @@ module \ndp_device.control_unit.completion (rst, r_en, write_error, reported_err
       w_data = \$signal ;
     end
   end
-  assign \irq_en$20  = { \port$16911$289 , \port$16909$289 , \port$16907$289 , \port$16905$289  };
+  assign \irq_en$20  = { \port$16896$289 , \port$16894$289 , \port$16892$289 , \port$16890$289  };
   assign reported = r_en;
   assign done__valid = r_en;
   assign \held.queue  = held[1:0];
@@ -12190,7 +12156,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \ndp_device.control_unit.compute (rst, split, n_cols, in_we, in_row, in_word, in_data, rd_en, rd_acc, rd_row, rd_addr, lanes_ready, fold__ready, sum__valid, req__valid, out__ready, acc_we, acc_row, acc_word, acc_data, bank__0
-, rd_in_data, rd_acc_data, sum__payload, \port$19656$0 , \port$19660$0 , mode__0, pe__0__valid, pe__0__payload, pe__1__valid, pe__1__payload, t_chunk, clk);
+, rd_in_data, rd_acc_data, sum__payload, \port$19634$0 , \port$19638$0 , mode__0, pe__0__valid, pe__0__payload, pe__1__valid, pe__1__payload, t_chunk, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$23  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -19557,10 +19523,10 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, in_we, in_row, in_w
   wire pe_slot_write1;
   wire pe_slot_write2;
   wire pe_slot_write3;
-  input [28:0] \port$19656$0 ;
-  wire [28:0] \port$19656$0 ;
-  input [15:0] \port$19660$0 ;
-  wire [15:0] \port$19660$0 ;
+  input [28:0] \port$19634$0 ;
+  wire [28:0] \port$19634$0 ;
+  input [15:0] \port$19638$0 ;
+  wire [15:0] \port$19638$0 ;
   wire [31:0] product_0_0;
   wire [31:0] product_0_1;
   wire [31:0] product_0_10;
@@ -23175,7 +23141,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, in_we, in_row, in_w
   assign \$3467  = ~ mode__0[0];
   assign \$3468  = \mac_row1_d2$254  & \$3467 ;
   assign \$3469  = \$3468  & \last_row1_d2$260 ;
-  assign \$3470  = \$3469  ? \bank_row1_d2$258  : \port$19660$0 [15];
+  assign \$3470  = \$3469  ? \bank_row1_d2$258  : \port$19638$0 [15];
   assign acc_w_bank1 = \$3465  ? \$3466  : \$3470 ;
   assign \$3471  = ~ mode__0[4];
   assign \$3472  = t_direct[0] & \$3471 ;
@@ -23644,7 +23610,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, in_we, in_row, in_w
   assign \$3931  = \$3929  & \$3930 ;
   assign \$3932  = req__payload[1:0] == 2'h2;
   assign \$3933  = a_en & \$3932 ;
-  assign \$3934  = ! \port$19660$0 [15];
+  assign \$3934  = ! \port$19638$0 [15];
   assign \$3935  = \$3933  & \$3934 ;
   assign \$3936  = \$3935  ? req__payload[8:2] : b_addr;
   assign \acc_r__addr$1170  = \$3931  ? rd_addr_q : \$3936 ;
@@ -23656,7 +23622,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, in_we, in_row, in_w
   assign \$3944  = \$3942  & \$3943 ;
   assign \$3945  = \$3944  ? req__payload[8:2] : b_addr;
   assign \acc_r__addr$1171  = \$3940  ? rd_addr_q : \$3945 ;
-  assign read_out2 = \port$19660$0 [15] ? \acc_r__data$1174  : \acc_r__data$1173 ;
+  assign read_out2 = \port$19638$0 [15] ? \acc_r__data$1174  : \acc_r__data$1173 ;
   assign \$3946  = held_word2 == pe__0__payload[11:5];
   assign \$3947  = held_ok2 & \$3946 ;
   assign fetched_line2 = \$3947  ? held_line2 : \bank_r__data$601 ;
@@ -24051,7 +24017,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, in_we, in_row, in_w
   assign \$4316  = ~ mode__0[0];
   assign \$4317  = \mac_d2$224  & \$4316 ;
   assign \$4318  = \$4317  & \last_d2$230 ;
-  assign \$4319  = \$4318  ? \bank_d2$228  : \port$19660$0 [15];
+  assign \$4319  = \$4318  ? \bank_d2$228  : \port$19638$0 [15];
   assign acc_w_bank2 = \$4314  ? \$4315  : \$4319 ;
   assign \$4320  = ~ mode__0[4];
   assign \$4321  = t_direct[0] & \$4320 ;
@@ -24520,7 +24486,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, in_we, in_row, in_w
   assign \$4780  = \$4778  & \$4779 ;
   assign \$4781  = req__payload[1:0] == 2'h3;
   assign \$4782  = a_en & \$4781 ;
-  assign \$4783  = ! \port$19660$0 [15];
+  assign \$4783  = ! \port$19638$0 [15];
   assign \$4784  = \$4782  & \$4783 ;
   assign \$4785  = \$4784  ? req__payload[8:2] : b_addr;
   assign \acc_r__addr$1298  = \$4780  ? rd_addr_q : \$4785 ;
@@ -24532,7 +24498,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, in_we, in_row, in_w
   assign \$4793  = \$4791  & \$4792 ;
   assign \$4794  = \$4793  ? req__payload[8:2] : b_addr;
   assign \acc_r__addr$1299  = \$4789  ? rd_addr_q : \$4794 ;
-  assign read_out3 = \port$19660$0 [15] ? \acc_r__data$1302  : \acc_r__data$1301 ;
+  assign read_out3 = \port$19638$0 [15] ? \acc_r__data$1302  : \acc_r__data$1301 ;
   assign \$4795  = held_word3 == pe__0__payload[11:5];
   assign \$4796  = held_ok3 & \$4795 ;
   assign fetched_line3 = \$4796  ? held_line3 : \bank_r__data$745 ;
@@ -24927,7 +24893,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, in_we, in_row, in_w
   assign \$5165  = ~ mode__0[0];
   assign \$5166  = \mac_d2$224  & \$5165 ;
   assign \$5167  = \$5166  & \last_d2$230 ;
-  assign \$5168  = \$5167  ? \bank_d2$228  : \port$19660$0 [15];
+  assign \$5168  = \$5167  ? \bank_d2$228  : \port$19638$0 [15];
   assign acc_w_bank3 = \$5163  ? \$5164  : \$5168 ;
   assign \$5169  = ~ mode__0[4];
   assign \$5170  = t_direct[0] & \$5169 ;
@@ -28631,12 +28597,12 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, in_we, in_row, in_w
   assign \$1949  = \$1947  & \$1948 ;
   assign \$1950  = ! req__payload[1:0];
   assign \$1951  = a_en & \$1950 ;
-  assign \$1952  = ! \port$19660$0 [15];
+  assign \$1952  = ! \port$19638$0 [15];
   assign \$1953  = \$1951  & \$1952 ;
   assign \$1954  = \$1949  + \$1953 ;
   assign \$1955  = ! b_row;
   assign \$1956  = b_en & \$1955 ;
-  assign \$1957  = ! \port$19660$0 [15];
+  assign \$1957  = ! \port$19638$0 [15];
   assign \$1958  = \$1956  & \$1957 ;
   assign \$1959  = \$1954  + \$1958 ;
   assign \$1960  = \$1959  <= 1'h1;
@@ -28695,12 +28661,12 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, in_we, in_row, in_w
   assign \$2021  = \$2019  & \$2020 ;
   assign \$2022  = req__payload[1:0] == 1'h1;
   assign \$2023  = a_en & \$2022 ;
-  assign \$2024  = ! \port$19660$0 [15];
+  assign \$2024  = ! \port$19638$0 [15];
   assign \$2025  = \$2023  & \$2024 ;
   assign \$2026  = \$2021  + \$2025 ;
   assign \$2027  = b_row == 1'h1;
   assign \$2028  = b_en & \$2027 ;
-  assign \$2029  = ! \port$19660$0 [15];
+  assign \$2029  = ! \port$19638$0 [15];
   assign \$2030  = \$2028  & \$2029 ;
   assign \$2031  = \$2026  + \$2030 ;
   assign \$2032  = \$2031  <= 1'h1;
@@ -28759,12 +28725,12 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, in_we, in_row, in_w
   assign \$2093  = \$2091  & \$2092 ;
   assign \$2094  = req__payload[1:0] == 2'h2;
   assign \$2095  = a_en & \$2094 ;
-  assign \$2096  = ! \port$19660$0 [15];
+  assign \$2096  = ! \port$19638$0 [15];
   assign \$2097  = \$2095  & \$2096 ;
   assign \$2098  = \$2093  + \$2097 ;
   assign \$2099  = b_row == 2'h2;
   assign \$2100  = b_en & \$2099 ;
-  assign \$2101  = ! \port$19660$0 [15];
+  assign \$2101  = ! \port$19638$0 [15];
   assign \$2102  = \$2100  & \$2101 ;
   assign \$2103  = \$2098  + \$2102 ;
   assign \$2104  = \$2103  <= 1'h1;
@@ -28820,12 +28786,12 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, in_we, in_row, in_w
   assign \$2162  = \$2160  & \$2161 ;
   assign \$2163  = req__payload[1:0] == 2'h3;
   assign \$2164  = a_en & \$2163 ;
-  assign \$2165  = ! \port$19660$0 [15];
+  assign \$2165  = ! \port$19638$0 [15];
   assign \$2166  = \$2164  & \$2165 ;
   assign \$2167  = \$2162  + \$2166 ;
   assign \$2168  = b_row == 2'h3;
   assign \$2169  = b_en & \$2168 ;
-  assign \$2170  = ! \port$19660$0 [15];
+  assign \$2170  = ! \port$19638$0 [15];
   assign \$2171  = \$2169  & \$2170 ;
   assign \$2172  = \$2167  + \$2171 ;
   assign \$2173  = \$2172  <= 1'h1;
@@ -28885,7 +28851,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, in_we, in_row, in_w
   assign \$2230  = \$2228  & \$2229 ;
   assign \$2231  = ! req__payload[1:0];
   assign \$2232  = a_en & \$2231 ;
-  assign \$2233  = ! \port$19660$0 [15];
+  assign \$2233  = ! \port$19638$0 [15];
   assign \$2234  = \$2232  & \$2233 ;
   assign \$2235  = \$2234  ? req__payload[8:2] : b_addr;
   assign acc_r__addr = \$2230  ? rd_addr_q : \$2235 ;
@@ -28897,7 +28863,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, in_we, in_row, in_w
   assign \$2243  = \$2241  & \$2242 ;
   assign \$2244  = \$2243  ? req__payload[8:2] : b_addr;
   assign \acc_r__addr$913  = \$2239  ? rd_addr_q : \$2244 ;
-  assign read_out0 = \port$19660$0 [15] ? \acc_r__data$916  : acc_r__data;
+  assign read_out0 = \port$19638$0 [15] ? \acc_r__data$916  : acc_r__data;
   assign \$2245  = held_word0 == pe__0__payload[11:5];
   assign \$2246  = held_ok0 & \$2245 ;
   assign fetched_line0 = \$2246  ? held_line0 : bank_r__data;
@@ -29292,7 +29258,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, in_we, in_row, in_w
   assign \$2615  = ~ mode__0[0];
   assign \$2616  = \mac_d2$224  & \$2615 ;
   assign \$2617  = \$2616  & \last_d2$230 ;
-  assign \$2618  = \$2617  ? \bank_d2$228  : \port$19660$0 [15];
+  assign \$2618  = \$2617  ? \bank_d2$228  : \port$19638$0 [15];
   assign acc_w_bank0 = \$2613  ? \$2614  : \$2618 ;
   assign \$2619  = ~ mode__0[4];
   assign \$2620  = t_direct[0] & \$2619 ;
@@ -29764,7 +29730,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, in_we, in_row, in_w
   assign \$3082  = \$3080  & \$3081 ;
   assign \$3083  = req__payload[1:0] == 1'h1;
   assign \$3084  = a_en & \$3083 ;
-  assign \$3085  = ! \port$19660$0 [15];
+  assign \$3085  = ! \port$19638$0 [15];
   assign \$3086  = \$3084  & \$3085 ;
   assign \$3087  = \$3086  ? req__payload[8:2] : b_addr;
   assign \acc_r__addr$1042  = \$3082  ? rd_addr_q : \$3087 ;
@@ -29776,7 +29742,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, in_we, in_row, in_w
   assign \$3095  = \$3093  & \$3094 ;
   assign \$3096  = \$3095  ? req__payload[8:2] : b_addr;
   assign \acc_r__addr$1043  = \$3091  ? rd_addr_q : \$3096 ;
-  assign read_out1 = \port$19660$0 [15] ? \acc_r__data$1046  : \acc_r__data$1045 ;
+  assign read_out1 = \port$19638$0 [15] ? \acc_r__data$1046  : \acc_r__data$1045 ;
   assign \$3097  = held_word1 == pe__1__payload[11:5];
   assign \$3098  = held_ok1 & \$3097 ;
   assign fetched_line1 = \$3098  ? held_line1 : \bank_r__data$457 ;
@@ -30885,11 +30851,11 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, in_we, in_row, in_w
     .b_en(b_en),
     .b_row(b_row),
     .clk(clk),
-    .n_cols(\port$19656$0 [28:9]),
+    .n_cols(\port$19634$0 [28:9]),
     .out__payload(sum__payload),
     .out__ready(out__ready),
     .out__valid(sum__valid),
-    .\port$19660$0 (\port$19660$0 [14:0]),
+    .\port$19638$0 (\port$19638$0 [14:0]),
     .req__payload(req__payload),
     .req__ready(fold__ready),
     .req__valid(req__valid),
@@ -33970,7 +33936,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, in_we, in_row, in_w
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$6321  = \port$19660$0 [15];
+    \$6321  = \port$19638$0 [15];
     if (rst) begin
       \$6321  = 1'h0;
     end
@@ -40981,13 +40947,13 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, in_we, in_row, in_w
   assign mode__1 = mode__0;
   assign level_mask1 = \$2220 [4:0];
   assign bank__1 = bank__0;
-  assign fold__payload = { \port$19660$0 , \port$19656$0  };
+  assign fold__payload = { \port$19638$0 , \port$19634$0  };
   assign a_row = req__payload[1:0];
-  assign \n_cols$888  = \port$19656$0 [28:9];
-  assign n_words = \port$19660$0 [7:0];
-  assign sets = \port$19660$0 [9:8];
-  assign sets1 = \port$19660$0 [11:10];
-  assign pack_log2 = \port$19660$0 [14:12];
+  assign \n_cols$888  = \port$19634$0 [28:9];
+  assign n_words = \port$19638$0 [7:0];
+  assign sets = \port$19638$0 [9:8];
+  assign sets1 = \port$19638$0 [11:10];
+  assign pack_log2 = \port$19638$0 [14:12];
   assign fold__valid = req__valid;
   assign req__ready = fold__ready;
   assign out__payload = sum__payload;
@@ -41266,14 +41232,14 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, in_we, in_row, in_w
   assign \t_ctl_d27.chunk.first  = t_ctl_d27[23];
   assign \t_ctl_d27.chunk.row_end  = t_ctl_d27[24];
   assign \t_ctl_d27.bank  = t_ctl_d27[25];
-  assign \fold__payload.row  = \port$19656$0 [1:0];
-  assign \fold__payload.word  = \port$19656$0 [8:2];
-  assign \fold__payload.n_cols  = \port$19656$0 [28:9];
-  assign \fold__payload.n_words  = \port$19660$0 [7:0];
-  assign \fold__payload.sets  = \port$19660$0 [9:8];
-  assign \fold__payload.sets1  = \port$19660$0 [11:10];
-  assign \fold__payload.pack_log2  = \port$19660$0 [14:12];
-  assign \fold__payload.bank  = \port$19660$0 [15];
+  assign \fold__payload.row  = \port$19634$0 [1:0];
+  assign \fold__payload.word  = \port$19634$0 [8:2];
+  assign \fold__payload.n_cols  = \port$19634$0 [28:9];
+  assign \fold__payload.n_words  = \port$19638$0 [7:0];
+  assign \fold__payload.sets  = \port$19638$0 [9:8];
+  assign \fold__payload.sets1  = \port$19638$0 [11:10];
+  assign \fold__payload.pack_log2  = \port$19638$0 [14:12];
+  assign \fold__payload.bank  = \port$19638$0 [15];
   assign \t_direct.valid  = t_direct[0];
   assign \t_direct.chunk  = t_direct[24:1];
   assign \t_direct.chunk.out  = t_direct[20:1];
@@ -41682,8 +41648,8 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, in_we, in_row, in_w
   assign lane_row[14:10] = lane_row2;
   assign lane_row[9:5] = lane_row1;
   assign lane_row[4:0] = lane_row0;
-  assign req__payload[8:2] = \port$19656$0 [8:2];
-  assign req__payload[1:0] = \port$19656$0 [1:0];
+  assign req__payload[8:2] = \port$19634$0 [8:2];
+  assign req__payload[1:0] = \port$19634$0 [1:0];
   assign t_ctl_d0[25] = bank__0;
   assign t_ctl_d0[24:1] = t_chunk;
   assign t_ctl_d0[0] = \$2221 ;
@@ -42059,19 +42025,19 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, in_we, in_row, in_w
   assign \$1927  = 1'h1;
   assign \$1928  = 1'h1;
   assign \$1964  = rd_bank_q;
-  assign \$1968  = \port$19660$0 [15];
-  assign \$1973  = \port$19660$0 [15];
+  assign \$1968  = \port$19638$0 [15];
+  assign \$1973  = \port$19638$0 [15];
   assign \$2036  = rd_bank_q;
-  assign \$2040  = \port$19660$0 [15];
-  assign \$2045  = \port$19660$0 [15];
+  assign \$2040  = \port$19638$0 [15];
+  assign \$2045  = \port$19638$0 [15];
   assign \$2108  = rd_bank_q;
-  assign \$2112  = \port$19660$0 [15];
-  assign \$2117  = \port$19660$0 [15];
+  assign \$2112  = \port$19638$0 [15];
+  assign \$2117  = \port$19638$0 [15];
   assign \$2177  = rd_bank_q;
-  assign \$2181  = \port$19660$0 [15];
-  assign \$2186  = \port$19660$0 [15];
+  assign \$2181  = \port$19638$0 [15];
+  assign \$2186  = \port$19638$0 [15];
   assign \$2238  = rd_bank_q;
-  assign \$2242  = \port$19660$0 [15];
+  assign \$2242  = \port$19638$0 [15];
   assign \$2447  = \$2446 [4];
   assign \$2457  = \$2456 [4];
   assign \$2467  = \$2466 [4];
@@ -42090,7 +42056,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, in_we, in_row, in_w
   assign \$2597  = \$2596 [4];
   assign \$3071  = acc_w_bank0;
   assign \$3090  = rd_bank_q;
-  assign \$3094  = \port$19660$0 [15];
+  assign \$3094  = \port$19638$0 [15];
   assign \$3299  = \$3298 [4];
   assign \$3309  = \$3308 [4];
   assign \$3319  = \$3318 [4];
@@ -42109,7 +42075,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, in_we, in_row, in_w
   assign \$3449  = \$3448 [4];
   assign \$3923  = acc_w_bank1;
   assign \$3939  = rd_bank_q;
-  assign \$3943  = \port$19660$0 [15];
+  assign \$3943  = \port$19638$0 [15];
   assign \$4148  = \$4147 [4];
   assign \$4158  = \$4157 [4];
   assign \$4168  = \$4167 [4];
@@ -42128,7 +42094,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, in_we, in_row, in_w
   assign \$4298  = \$4297 [4];
   assign \$4772  = acc_w_bank2;
   assign \$4788  = rd_bank_q;
-  assign \$4792  = \port$19660$0 [15];
+  assign \$4792  = \port$19638$0 [15];
   assign \$4997  = \$4996 [4];
   assign \$5007  = \$5006 [4];
   assign \$5017  = \$5016 [4];
@@ -42149,7 +42115,7 @@ module \ndp_device.control_unit.compute (rst, split, n_cols, in_we, in_row, in_w
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.compute.fold (rst, req__ready, take, b_en, b_row, b_addr, out__valid, req__valid, out__ready, req__payload, a_data, b_data, out__payload, n_cols, \port$19660$0 , clk);
+module \ndp_device.control_unit.compute.fold (rst, req__ready, take, b_en, b_row, b_addr, out__valid, req__valid, out__ready, req__payload, a_data, b_data, out__payload, n_cols, \port$19638$0 , clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$24  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -42360,8 +42326,8 @@ module \ndp_device.control_unit.compute.fold (rst, req__ready, take, b_en, b_row
   wire [1:0] own_adds;
   wire [2:0] pack_log2;
   wire pop;
-  input [14:0] \port$19660$0 ;
-  wire [14:0] \port$19660$0 ;
+  input [14:0] \port$19638$0 ;
+  wire [14:0] \port$19638$0 ;
   reg [2:0] read__addr = 3'h0;
   wire [1023:0] read__data;
   input [8:0] req__payload;
@@ -42422,19 +42388,19 @@ module \ndp_device.control_unit.compute.fold (rst, req__ready, take, b_en, b_row
   assign \$30  = ~ fold_tag_s2[18];
   assign \$31  = fold_tag_s2[0] & \$30 ;
   assign \$32  = \$31  | \$signal$8 ;
-  assign \$33  = \$3 [1:0] + \port$19660$0 [11:10];
+  assign \$33  = \$3 [1:0] + \port$19638$0 [11:10];
   assign \$34  = \$23 [7:0] < \$33 ;
   assign b_en = \$32  & \$34 ;
   assign \$35  = \$23 [7:0] < \$3 [1:0];
   assign b_row = \$35  ? \$signal$16  : 2'h1;
   assign \$36  = ! \$29 [1:0];
   assign \$37  = \$29 [1:0] == 1'h1;
-  assign \$39  = \$37  ? { 1'h0, \port$19660$0 [7:0] } : \$38 ;
+  assign \$39  = \$37  ? { 1'h0, \port$19638$0 [7:0] } : \$38 ;
   assign \$40  = \$36  ? 9'h000 : \$39 ;
   assign \$41  = \$signal$18  + \$40 ;
   assign \$42  = \$23 [7:0] - \$3 [1:0];
-  assign \$43  = $signed(\$42 ) - $signed({ 1'h0, \port$19660$0 [11:10] });
-  assign \$44  = n_cols << \port$19660$0 [14:12];
+  assign \$43  = $signed(\$42 ) - $signed({ 1'h0, \port$19638$0 [11:10] });
+  assign \$44  = n_cols << \port$19638$0 [14:12];
   assign \$45  = \$43 [7:0] + 1'h1;
   assign \$46  = \$44  >> \$45 ;
   assign \$47  = ~ fold_tag_s2[18];
@@ -42449,7 +42415,7 @@ module \ndp_device.control_unit.compute.fold (rst, req__ready, take, b_en, b_row
   assign pop = out__valid & out__ready;
   assign \$53  = | \$5 ;
   assign \$54  = take & \$53 ;
-  assign \$55  = \$3 [1:0] + \port$19660$0 [11:10];
+  assign \$55  = \$3 [1:0] + \port$19638$0 [11:10];
   assign \$56  = \$23 [7:0] < \$55 ;
   assign \$57  = \$56  ? b_data : tree_operand_d0;
   assign \$58  = ~ fold_tag_s2[18];
@@ -42489,11 +42455,11 @@ module \ndp_device.control_unit.compute.fold (rst, req__ready, take, b_en, b_row
     level <= \$80 ;
   always @(posedge clk)
     held <= \$81 ;
-  assign \$1  = | \port$19660$0 [9:8];
-  assign \$2  = \port$19660$0 [9:8] - 1'h1;
+  assign \$1  = | \port$19638$0 [9:8];
+  assign \$2  = \port$19638$0 [9:8] - 1'h1;
   assign \$3  = \$1  ? \$2  : 3'h0;
-  assign \$4  = \$3 [1:0] + \port$19660$0 [11:10];
-  assign \$5  = \$4  + \port$19660$0 [14:12];
+  assign \$4  = \$3 [1:0] + \port$19638$0 [11:10];
+  assign \$5  = \$4  + \port$19638$0 [14:12];
   assign \$6  = ~ fold_tag_s2[18];
   assign \$7  = fold_tag_s2[0] & \$6 ;
   assign \$8  = ~ \$7 ;
@@ -43016,16 +42982,16 @@ module \ndp_device.control_unit.compute.fold (rst, req__ready, take, b_en, b_row
     end
   end
   assign own_adds = \$3 [1:0];
-  assign sets = \port$19660$0 [9:8];
+  assign sets = \port$19638$0 [9:8];
   assign \$signal  = { 4'h0, \$5  };
-  assign sets1 = \port$19660$0 [11:10];
-  assign pack_log2 = \port$19660$0 [14:12];
+  assign sets1 = \port$19638$0 [11:10];
+  assign pack_log2 = \port$19638$0 [14:12];
   assign a_en = take;
   assign a_row = req__payload[1:0];
   assign a_addr = req__payload[8:2];
   assign step = \$23 [7:0];
   assign set_ = \$29 [1:0];
-  assign n_words = \port$19660$0 [7:0];
+  assign n_words = \port$19638$0 [7:0];
   assign tree_step = \$43 [7:0];
   assign tree_lanes = \$46 [5:0];
   assign \$signature__en  = \$signal$65 ;
@@ -43084,7 +43050,7 @@ module \ndp_device.control_unit.compute.fold (rst, req__ready, take, b_en, b_row
   assign out__payload[1055:1040] = half_1;
   assign out__payload[1039:1024] = half_0;
   assign out__payload[1023:0] = read__data;
-  assign \$38  = { \port$19660$0 [7:0], 1'h0 };
+  assign \$38  = { \port$19638$0 [7:0], 1'h0 };
 endmodule
 
 (* generator = "Amaranth" *)
@@ -46160,8 +46126,7 @@ module \ndp_device.control_unit.compute.operand_select3 (rst, line, lane_row, x,
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__valid, verdict__payload, side__valid, run_issued, report, queues__0, queues__1, queues__2, queues__3, pop__valid, task__ready, r_en, run__valid, run__payload, task__payload, pop__ready, side__payload, report_store
-, clk);
+module \ndp_device.control_unit.front (rst, pop__payload, task__valid, task__payload, side__valid, run_issued, report, queues__0, queues__1, queues__2, queues__3, pop__valid, r_en, run__valid, run__payload, pop__ready, side__payload, report_store, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$29  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -46212,7 +46177,7 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   wire \$140 ;
   wire \$141 ;
   wire \$142 ;
-  wire [6:0] \$143 ;
+  wire \$143 ;
   wire \$144 ;
   wire \$145 ;
   wire \$146 ;
@@ -46222,112 +46187,112 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   wire \$15 ;
   wire \$150 ;
   wire \$151 ;
-  wire \$152 ;
-  wire \$153 ;
-  wire [7:0] \$154 ;
-  wire [7:0] \$155 ;
-  wire \$156 ;
-  wire \$157 ;
-  wire \$158 ;
-  wire \$159 ;
+  wire [64:0] \$152 ;
+  wire [15:0] \$153 ;
+  wire [16:0] \$154 ;
+  wire [16:0] \$155 ;
+  wire [79:0] \$156 ;
+  wire [63:0] \$157 ;
+  wire [64:0] \$158 ;
+  wire [64:0] \$159 ;
   wire \$16 ;
-  wire \$160 ;
-  wire \$161 ;
-  wire \$162 ;
+  wire [64:0] \$160 ;
+  wire [64:0] \$161 ;
+  wire [19:0] \$162 ;
   wire \$163 ;
-  wire \$164 ;
-  wire \$165 ;
-  wire \$166 ;
-  wire \$167 ;
-  wire \$168 ;
-  wire \$169 ;
+  wire [19:0] \$164 ;
+  wire [19:0] \$165 ;
+  wire [39:0] \$166 ;
+  wire [8:0] \$167 ;
+  wire [9:0] \$168 ;
+  wire [8:0] \$169 ;
   wire \$17 ;
-  wire [64:0] \$170 ;
-  wire [15:0] \$171 ;
-  wire [16:0] \$172 ;
-  wire [16:0] \$173 ;
-  wire [79:0] \$174 ;
-  wire [63:0] \$175 ;
-  wire [64:0] \$176 ;
-  wire [64:0] \$177 ;
-  wire [64:0] \$178 ;
-  wire [64:0] \$179 ;
+  wire [9:0] \$170 ;
+  wire \$171 ;
+  wire [8:0] \$172 ;
+  wire [9:0] \$173 ;
+  wire \$174 ;
+  wire [8:0] \$175 ;
+  wire [9:0] \$176 ;
+  wire [8:0] \$177 ;
+  wire \$178 ;
+  wire [8:0] \$179 ;
   wire \$18 ;
-  wire [19:0] \$180 ;
-  wire \$181 ;
-  wire [19:0] \$182 ;
-  wire [19:0] \$183 ;
-  wire [39:0] \$184 ;
-  wire [8:0] \$185 ;
-  wire [9:0] \$186 ;
-  wire [8:0] \$187 ;
-  wire [9:0] \$188 ;
+  wire [63:0] \$180 ;
+  wire [64:0] \$181 ;
+  wire [64:0] \$182 ;
+  wire \$183 ;
+  wire \$184 ;
+  wire \$185 ;
+  wire [26:0] \$186 ;
+  wire [64:0] \$187 ;
+  wire \$188 ;
   wire \$189 ;
   wire \$19 ;
   wire [8:0] \$190 ;
-  wire [9:0] \$191 ;
-  wire \$192 ;
-  wire [8:0] \$193 ;
-  wire [9:0] \$194 ;
-  wire [8:0] \$195 ;
+  wire \$191 ;
+  wire [8:0] \$192 ;
+  wire [63:0] \$193 ;
+  wire [64:0] \$194 ;
+  wire [64:0] \$195 ;
   wire \$196 ;
-  wire [8:0] \$197 ;
-  wire [63:0] \$198 ;
-  wire [64:0] \$199 ;
+  wire \$197 ;
+  wire \$198 ;
+  wire [26:0] \$199 ;
   wire \$2 ;
   wire \$20 ;
   wire [64:0] \$200 ;
   wire \$201 ;
   wire \$202 ;
-  wire \$203 ;
-  wire [26:0] \$204 ;
-  wire [64:0] \$205 ;
-  wire \$206 ;
-  wire \$207 ;
-  wire [8:0] \$208 ;
+  wire [8:0] \$203 ;
+  wire \$204 ;
+  wire [8:0] \$205 ;
+  wire [63:0] \$206 ;
+  wire [64:0] \$207 ;
+  wire [64:0] \$208 ;
   wire \$209 ;
   wire \$21 ;
-  wire [8:0] \$210 ;
-  wire [63:0] \$211 ;
-  wire [64:0] \$212 ;
+  wire \$210 ;
+  wire \$211 ;
+  wire [26:0] \$212 ;
   wire [64:0] \$213 ;
   wire \$214 ;
   wire \$215 ;
-  wire \$216 ;
-  wire [26:0] \$217 ;
-  wire [64:0] \$218 ;
-  wire \$219 ;
+  wire [8:0] \$216 ;
+  wire \$217 ;
+  wire [8:0] \$218 ;
+  wire [63:0] \$219 ;
   wire \$22 ;
-  wire \$220 ;
-  wire [8:0] \$221 ;
+  wire [64:0] \$220 ;
+  wire [64:0] \$221 ;
   wire \$222 ;
-  wire [8:0] \$223 ;
-  wire [63:0] \$224 ;
-  wire [64:0] \$225 ;
+  wire \$223 ;
+  wire \$224 ;
+  wire [26:0] \$225 ;
   wire [64:0] \$226 ;
   wire \$227 ;
   wire \$228 ;
-  wire \$229 ;
+  wire [7:0] \$229 ;
   wire [64:0] \$23 ;
-  wire [26:0] \$230 ;
-  wire [64:0] \$231 ;
+  wire \$230 ;
+  wire \$231 ;
   wire \$232 ;
   wire \$233 ;
-  wire [8:0] \$234 ;
+  wire \$234 ;
   wire \$235 ;
-  wire [8:0] \$236 ;
-  wire [63:0] \$237 ;
-  wire [64:0] \$238 ;
-  wire [64:0] \$239 ;
+  wire \$236 ;
+  wire \$237 ;
+  wire \$238 ;
+  wire \$239 ;
   wire [44:0] \$24 ;
   wire \$240 ;
   wire \$241 ;
   wire \$242 ;
-  wire [26:0] \$243 ;
-  wire [64:0] \$244 ;
+  wire \$243 ;
+  wire \$244 ;
   wire \$245 ;
   wire \$246 ;
-  wire [7:0] \$247 ;
+  wire \$247 ;
   wire \$248 ;
   wire \$249 ;
   wire [65:0] \$25 ;
@@ -46451,10 +46416,10 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   wire \$356 ;
   wire \$357 ;
   wire \$358 ;
-  wire \$359 ;
+  wire [40:0] \$359 ;
   wire [64:0] \$36 ;
-  wire \$360 ;
-  wire \$361 ;
+  wire [64:0] \$360 ;
+  wire [40:0] \$361 ;
   wire \$362 ;
   wire \$363 ;
   wire \$364 ;
@@ -46471,15 +46436,15 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   wire \$374 ;
   wire \$375 ;
   wire \$376 ;
-  wire [40:0] \$377 ;
-  wire [64:0] \$378 ;
-  wire [40:0] \$379 ;
+  wire \$377 ;
+  wire \$378 ;
+  wire \$379 ;
   wire [45:0] \$38 ;
   wire \$380 ;
   wire \$381 ;
   wire \$382 ;
   wire \$383 ;
-  wire \$384 ;
+  wire [20:0] \$384 ;
   wire \$385 ;
   wire \$386 ;
   wire \$387 ;
@@ -46499,8 +46464,8 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   wire \$4 ;
   wire [47:0] \$40 ;
   wire \$400 ;
-  wire \$401 ;
-  wire [20:0] \$402 ;
+  wire [6:0] \$401 ;
+  wire \$402 ;
   wire \$403 ;
   wire \$404 ;
   wire \$405 ;
@@ -46509,196 +46474,196 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   wire \$408 ;
   wire \$409 ;
   wire [47:0] \$41 ;
-  wire \$410 ;
-  wire \$411 ;
+  wire [1:0] \$410 ;
+  wire [1:0] \$411 ;
   wire \$412 ;
   wire \$413 ;
   wire \$414 ;
-  wire \$415 ;
+  wire [1:0] \$415 ;
   wire \$416 ;
   wire \$417 ;
   wire \$418 ;
-  wire [6:0] \$419 ;
+  wire \$419 ;
   wire [44:0] \$42 ;
-  wire \$420 ;
-  wire \$421 ;
+  wire [1:0] \$420 ;
+  wire [1:0] \$421 ;
   wire \$422 ;
   wire \$423 ;
-  wire \$424 ;
-  wire \$425 ;
-  wire \$426 ;
-  wire \$427 ;
-  wire [1:0] \$428 ;
-  wire [1:0] \$429 ;
+  wire [64:0] \$424 ;
+  wire [39:0] \$425 ;
+  wire [39:0] \$426 ;
+  wire [40:0] \$427 ;
+  wire [41:0] \$428 ;
+  wire \$429 ;
   wire [45:0] \$43 ;
   wire \$430 ;
   wire \$431 ;
-  wire \$432 ;
-  wire [1:0] \$433 ;
-  wire \$434 ;
-  wire \$435 ;
-  wire \$436 ;
-  wire \$437 ;
-  wire [1:0] \$438 ;
-  wire [1:0] \$439 ;
+  wire [20:0] \$432 ;
+  wire [20:0] \$433 ;
+  wire [20:0] \$434 ;
+  wire [27:0] \$435 ;
+  wire [27:0] \$436 ;
+  wire [20:0] \$437 ;
+  wire [20:0] \$438 ;
+  wire [15:0] \$439 ;
   wire [46:0] \$44 ;
-  wire \$440 ;
-  wire \$441 ;
-  wire [64:0] \$442 ;
-  wire [39:0] \$443 ;
-  wire [39:0] \$444 ;
-  wire [40:0] \$445 ;
-  wire [41:0] \$446 ;
+  wire [16:0] \$440 ;
+  wire [21:0] \$441 ;
+  wire \$442 ;
+  wire \$443 ;
+  wire [6:0] \$444 ;
+  wire [20:0] \$445 ;
+  wire [64:0] \$446 ;
   wire \$447 ;
   wire \$448 ;
-  wire \$449 ;
+  wire [20:0] \$449 ;
   wire [46:0] \$45 ;
   wire [20:0] \$450 ;
   wire [20:0] \$451 ;
-  wire [20:0] \$452 ;
-  wire [27:0] \$453 ;
-  wire [27:0] \$454 ;
-  wire [20:0] \$455 ;
+  wire [27:0] \$452 ;
+  wire [28:0] \$453 ;
+  wire \$454 ;
+  wire \$455 ;
   wire [20:0] \$456 ;
-  wire [15:0] \$457 ;
-  wire [16:0] \$458 ;
+  wire [20:0] \$457 ;
+  wire [20:0] \$458 ;
   wire [21:0] \$459 ;
   wire [63:0] \$46 ;
   wire \$460 ;
   wire \$461 ;
-  wire [6:0] \$462 ;
+  wire [20:0] \$462 ;
   wire [20:0] \$463 ;
-  wire [64:0] \$464 ;
-  wire \$465 ;
-  wire \$466 ;
-  wire [20:0] \$467 ;
-  wire [20:0] \$468 ;
-  wire [20:0] \$469 ;
+  wire [20:0] \$464 ;
+  wire [27:0] \$465 ;
+  wire [28:0] \$466 ;
+  wire [6:0] \$467 ;
+  wire [6:0] \$468 ;
+  wire [7:0] \$469 ;
   wire [44:0] \$47 ;
-  wire [27:0] \$470 ;
-  wire [28:0] \$471 ;
-  wire \$472 ;
-  wire \$473 ;
-  wire [20:0] \$474 ;
-  wire [20:0] \$475 ;
-  wire [20:0] \$476 ;
-  wire [21:0] \$477 ;
-  wire \$478 ;
-  wire \$479 ;
+  wire \$470 ;
+  wire [34:0] \$471 ;
+  wire [43:0] \$472 ;
+  reg [63:0] \$473 ;
+  wire [39:0] \$474 ;
+  wire [39:0] \$475 ;
+  wire [44:0] \$476 ;
+  wire [45:0] \$477 ;
+  wire [64:0] \$478 ;
+  wire [39:0] \$479 ;
   wire [64:0] \$48 ;
-  wire [20:0] \$480 ;
-  wire [20:0] \$481 ;
-  wire [20:0] \$482 ;
-  wire [27:0] \$483 ;
-  wire [28:0] \$484 ;
-  wire [6:0] \$485 ;
-  wire [6:0] \$486 ;
-  wire [7:0] \$487 ;
-  wire \$488 ;
-  wire [34:0] \$489 ;
+  wire [39:0] \$480 ;
+  wire [40:0] \$481 ;
+  wire [64:0] \$482 ;
+  wire [63:0] \$483 ;
+  wire [64:0] \$484 ;
+  wire [39:0] \$485 ;
+  wire [39:0] \$486 ;
+  wire [40:0] \$487 ;
+  wire [64:0] \$488 ;
+  wire [63:0] \$489 ;
   wire [44:0] \$49 ;
-  wire [43:0] \$490 ;
-  reg [63:0] \$491 ;
+  wire [64:0] \$490 ;
+  wire [39:0] \$491 ;
   wire [39:0] \$492 ;
-  wire [39:0] \$493 ;
-  wire [44:0] \$494 ;
-  wire [45:0] \$495 ;
-  wire [64:0] \$496 ;
-  wire [39:0] \$497 ;
-  wire [39:0] \$498 ;
-  wire [40:0] \$499 ;
+  wire [40:0] \$493 ;
+  wire \$494 ;
+  wire [34:0] \$495 ;
+  wire [43:0] \$496 ;
+  wire \$497 ;
+  wire \$498 ;
+  wire \$499 ;
   wire \$5 ;
   wire [45:0] \$50 ;
-  wire [64:0] \$500 ;
-  wire [63:0] \$501 ;
-  wire [64:0] \$502 ;
-  wire [39:0] \$503 ;
-  wire [39:0] \$504 ;
-  wire [40:0] \$505 ;
-  wire [64:0] \$506 ;
-  wire [63:0] \$507 ;
+  wire [20:0] \$500 ;
+  wire [20:0] \$501 ;
+  wire [20:0] \$502 ;
+  wire [27:0] \$503 ;
+  wire [27:0] \$504 ;
+  wire [39:0] \$505 ;
+  wire [39:0] \$506 ;
+  wire [40:0] \$507 ;
   wire [64:0] \$508 ;
-  wire [39:0] \$509 ;
+  wire [63:0] \$509 ;
   wire [46:0] \$51 ;
-  wire [39:0] \$510 ;
-  wire [40:0] \$511 ;
-  wire \$512 ;
-  wire [34:0] \$513 ;
-  wire [43:0] \$514 ;
-  wire \$515 ;
-  wire \$516 ;
-  wire \$517 ;
-  wire [20:0] \$518 ;
-  wire [20:0] \$519 ;
+  wire [64:0] \$510 ;
+  wire [39:0] \$511 ;
+  wire [39:0] \$512 ;
+  wire [40:0] \$513 ;
+  wire [64:0] \$514 ;
+  wire [63:0] \$515 ;
+  wire [64:0] \$516 ;
+  wire [39:0] \$517 ;
+  wire [39:0] \$518 ;
+  wire [40:0] \$519 ;
   wire [47:0] \$52 ;
-  wire [20:0] \$520 ;
-  wire [27:0] \$521 ;
-  wire [27:0] \$522 ;
-  wire [39:0] \$523 ;
-  wire [39:0] \$524 ;
-  wire [40:0] \$525 ;
-  wire [64:0] \$526 ;
-  wire [63:0] \$527 ;
-  wire [64:0] \$528 ;
-  wire [39:0] \$529 ;
+  wire \$520 ;
+  wire [34:0] \$521 ;
+  wire [43:0] \$522 ;
+  wire \$523 ;
+  wire \$524 ;
+  wire \$525 ;
+  wire [20:0] \$526 ;
+  wire [20:0] \$527 ;
+  wire [20:0] \$528 ;
+  wire [27:0] \$529 ;
   wire [47:0] \$53 ;
-  wire [39:0] \$530 ;
-  wire [40:0] \$531 ;
-  wire [64:0] \$532 ;
-  wire [63:0] \$533 ;
-  wire [64:0] \$534 ;
-  wire [39:0] \$535 ;
-  wire [39:0] \$536 ;
-  wire [40:0] \$537 ;
-  wire \$538 ;
-  wire [34:0] \$539 ;
+  wire [27:0] \$530 ;
+  wire [20:0] \$531 ;
+  wire [22:0] \$532 ;
+  wire [44:0] \$533 ;
+  wire [20:0] \$534 ;
+  wire [21:0] \$535 ;
+  wire \$536 ;
+  wire [22:0] \$537 ;
+  wire [43:0] \$538 ;
+  wire [20:0] \$539 ;
   wire [44:0] \$54 ;
-  wire [43:0] \$540 ;
+  wire \$540 ;
   wire \$541 ;
   wire \$542 ;
   wire \$543 ;
-  wire [20:0] \$544 ;
-  wire [20:0] \$545 ;
-  wire [20:0] \$546 ;
-  wire [27:0] \$547 ;
-  wire [27:0] \$548 ;
-  wire [20:0] \$549 ;
+  wire \$544 ;
+  wire \$545 ;
+  wire \$546 ;
+  wire [20:0] \$547 ;
+  wire \$548 ;
+  wire \$549 ;
   wire [45:0] \$55 ;
-  wire [22:0] \$550 ;
-  wire [44:0] \$551 ;
-  wire [20:0] \$552 ;
+  wire [20:0] \$550 ;
+  wire [15:0] \$551 ;
+  wire [16:0] \$552 ;
   wire [21:0] \$553 ;
   wire \$554 ;
-  wire [22:0] \$555 ;
-  wire [43:0] \$556 ;
-  wire [20:0] \$557 ;
+  wire \$555 ;
+  wire \$556 ;
+  wire [6:0] \$557 ;
   wire \$558 ;
   wire \$559 ;
   wire [46:0] \$56 ;
   wire \$560 ;
-  wire \$561 ;
-  wire \$562 ;
-  wire \$563 ;
-  wire \$564 ;
-  wire [20:0] \$565 ;
-  wire \$566 ;
-  wire \$567 ;
-  wire [20:0] \$568 ;
-  wire [15:0] \$569 ;
+  wire [6:0] \$561 ;
+  reg [63:0] \$562 ;
+  wire [64:0] \$563 ;
+  wire [1:0] \$564 ;
+  wire \$565 ;
+  wire [22:0] \$566 ;
+  wire [43:0] \$567 ;
+  wire [2:0] \$568 ;
+  wire \$569 ;
   wire [46:0] \$57 ;
-  wire [16:0] \$570 ;
-  wire [21:0] \$571 ;
+  wire \$570 ;
+  wire \$571 ;
   wire \$572 ;
   wire \$573 ;
   wire \$574 ;
-  wire [6:0] \$575 ;
+  wire \$575 ;
   wire \$576 ;
   wire \$577 ;
   wire \$578 ;
-  wire [6:0] \$579 ;
+  wire \$579 ;
   wire [64:0] \$58 ;
-  reg [63:0] \$580 ;
-  wire [64:0] \$581 ;
+  wire \$580 ;
+  wire \$581 ;
   wire \$582 ;
   wire \$583 ;
   wire \$584 ;
@@ -46708,20 +46673,20 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   wire \$588 ;
   wire \$589 ;
   wire [44:0] \$59 ;
-  wire [1:0] \$590 ;
+  wire \$590 ;
   wire \$591 ;
-  wire [22:0] \$592 ;
-  wire [43:0] \$593 ;
-  wire [2:0] \$594 ;
-  wire \$595 ;
-  wire \$596 ;
+  wire \$592 ;
+  wire [20:0] \$593 ;
+  wire [21:0] \$594 ;
+  wire [22:0] \$595 ;
+  wire [22:0] \$596 ;
   wire \$597 ;
-  wire \$598 ;
+  wire [6:0] \$598 ;
   wire \$599 ;
   wire \$6 ;
   wire [45:0] \$60 ;
   wire \$600 ;
-  wire \$601 ;
+  wire [6:0] \$601 ;
   wire \$602 ;
   wire \$603 ;
   wire \$604 ;
@@ -46739,67 +46704,67 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   wire \$615 ;
   wire \$616 ;
   wire \$617 ;
-  wire \$618 ;
-  wire [20:0] \$619 ;
+  wire [7:0] \$618 ;
+  wire [7:0] \$619 ;
   wire [47:0] \$62 ;
-  wire [21:0] \$620 ;
-  wire [22:0] \$621 ;
-  wire [22:0] \$622 ;
+  wire \$620 ;
+  wire \$621 ;
+  wire \$622 ;
   wire \$623 ;
-  wire [6:0] \$624 ;
+  wire \$624 ;
   wire \$625 ;
   wire \$626 ;
-  wire [6:0] \$627 ;
+  wire \$627 ;
   wire \$628 ;
   wire \$629 ;
   wire [47:0] \$63 ;
   wire \$630 ;
   wire \$631 ;
   wire \$632 ;
-  wire \$633 ;
-  wire \$634 ;
-  wire \$635 ;
-  wire \$636 ;
-  wire \$637 ;
-  wire \$638 ;
-  wire \$639 ;
+  reg [63:0] \$633 ;
+  reg [63:0] \$634 ;
+  reg [63:0] \$635 ;
+  reg [48:0] \$636 ;
+  reg [63:0] \$637 ;
+  reg [63:0] \$638 ;
+  reg [64:0] \$639 ;
   wire [44:0] \$64 ;
-  wire \$640 ;
-  wire \$641 ;
-  wire \$642 ;
-  wire \$643 ;
-  wire \$644 ;
-  wire \$645 ;
-  wire \$646 ;
-  wire \$647 ;
-  wire \$648 ;
-  wire \$649 ;
+  reg [43:0] \$640 ;
+  reg [7:0] \$641 ;
+  reg [7:0] \$642 ;
+  reg [64:0] \$643 ;
+  reg \$644 ;
+  reg [64:0] \$645 ;
+  reg \$646 ;
+  reg [64:0] \$647 ;
+  reg \$648 ;
+  reg [64:0] \$649 ;
   wire [45:0] \$65 ;
-  wire \$650 ;
-  wire \$651 ;
-  wire \$652 ;
+  reg \$650 ;
+  reg [6:0] \$651 ;
+  reg \$652 ;
   reg [63:0] \$653 ;
   reg [63:0] \$654 ;
   reg [63:0] \$655 ;
-  reg [48:0] \$656 ;
+  reg [63:0] \$656 ;
   reg [63:0] \$657 ;
   reg [63:0] \$658 ;
-  reg [64:0] \$659 ;
+  reg [63:0] \$659 ;
   wire [46:0] \$66 ;
-  reg [43:0] \$660 ;
-  reg [7:0] \$661 ;
-  reg [7:0] \$662 ;
-  reg [64:0] \$663 ;
-  reg \$664 ;
-  reg [64:0] \$665 ;
-  reg \$666 ;
-  reg [64:0] \$667 ;
-  reg \$668 ;
-  reg [64:0] \$669 ;
+  reg [63:0] \$660 ;
+  reg [63:0] \$661 ;
+  reg [63:0] \$662 ;
+  reg [63:0] \$663 ;
+  reg [63:0] \$664 ;
+  reg [63:0] \$665 ;
+  reg [63:0] \$666 ;
+  reg [63:0] \$667 ;
+  reg [63:0] \$668 ;
+  reg [63:0] \$669 ;
   wire [46:0] \$67 ;
-  reg \$670 ;
-  reg [6:0] \$671 ;
-  reg \$672 ;
+  reg [63:0] \$670 ;
+  reg [63:0] \$671 ;
+  reg [63:0] \$672 ;
   reg [63:0] \$673 ;
   reg [63:0] \$674 ;
   reg [63:0] \$675 ;
@@ -46850,57 +46815,57 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   reg [63:0] \$715 ;
   reg [63:0] \$716 ;
   reg [63:0] \$717 ;
-  reg [63:0] \$718 ;
-  reg [63:0] \$719 ;
+  reg \$718 ;
+  reg \$719 ;
   wire [47:0] \$72 ;
-  reg [63:0] \$720 ;
-  reg [63:0] \$721 ;
+  reg \$720 ;
+  reg \$721 ;
   reg [63:0] \$722 ;
-  reg [63:0] \$723 ;
-  reg [63:0] \$724 ;
-  reg [63:0] \$725 ;
-  reg [63:0] \$726 ;
-  reg [63:0] \$727 ;
-  reg [63:0] \$728 ;
-  reg [63:0] \$729 ;
+  reg [47:0] \$723 ;
+  reg [19:0] \$724 ;
+  reg [19:0] \$725 ;
+  reg [5:0] \$726 ;
+  reg [20:0] \$727 ;
+  reg [19:0] \$728 ;
+  reg [19:0] \$729 ;
   wire [47:0] \$73 ;
-  reg [63:0] \$730 ;
-  reg [63:0] \$731 ;
-  reg [63:0] \$732 ;
+  reg [43:0] \$730 ;
+  reg [1:0] \$731 ;
+  reg \$732 ;
   reg [63:0] \$733 ;
-  reg [63:0] \$734 ;
-  reg [63:0] \$735 ;
-  reg [63:0] \$736 ;
-  reg [63:0] \$737 ;
-  reg \$738 ;
-  reg \$739 ;
+  reg [19:0] \$734 ;
+  reg [43:0] \$735 ;
+  reg [43:0] \$736 ;
+  reg [333:0] \$737 ;
+  reg [966:0] \$738 ;
+  reg [63:0] \$739 ;
   wire [44:0] \$74 ;
-  reg \$740 ;
-  reg \$741 ;
+  reg [43:0] \$740 ;
+  reg [63:0] \$741 ;
   reg [63:0] \$742 ;
-  reg [47:0] \$743 ;
-  reg [19:0] \$744 ;
-  reg [19:0] \$745 ;
-  reg [5:0] \$746 ;
-  reg [20:0] \$747 ;
-  reg [19:0] \$748 ;
-  reg [19:0] \$749 ;
+  reg [63:0] \$743 ;
+  reg [63:0] \$744 ;
+  reg [63:0] \$745 ;
+  reg [63:0] \$746 ;
+  reg [63:0] \$747 ;
+  reg [63:0] \$748 ;
+  reg [63:0] \$749 ;
   wire [45:0] \$75 ;
-  reg [43:0] \$750 ;
-  reg [1:0] \$751 ;
-  reg \$752 ;
+  reg [63:0] \$750 ;
+  reg [63:0] \$751 ;
+  reg [63:0] \$752 ;
   reg [63:0] \$753 ;
-  reg [19:0] \$754 ;
-  reg [43:0] \$755 ;
-  reg [43:0] \$756 ;
-  reg \$757 ;
-  reg \$758 ;
-  reg [333:0] \$759 ;
+  reg [63:0] \$754 ;
+  reg [63:0] \$755 ;
+  reg [63:0] \$756 ;
+  reg [63:0] \$757 ;
+  reg [63:0] \$758 ;
+  reg [63:0] \$759 ;
   wire [46:0] \$76 ;
-  reg [966:0] \$760 ;
+  reg [63:0] \$760 ;
   reg [63:0] \$761 ;
   reg [63:0] \$762 ;
-  reg [43:0] \$763 ;
+  reg [63:0] \$763 ;
   reg [63:0] \$764 ;
   reg [63:0] \$765 ;
   reg [63:0] \$766 ;
@@ -46947,42 +46912,20 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   reg [63:0] \$802 ;
   reg [63:0] \$803 ;
   reg [63:0] \$804 ;
-  reg [63:0] \$805 ;
-  reg [63:0] \$806 ;
-  reg [63:0] \$807 ;
-  reg [63:0] \$808 ;
-  reg [63:0] \$809 ;
+  reg [333:0] \$805 ;
+  reg [1:0] \$806 ;
+  reg [2:0] \$807 ;
+  reg [966:0] \$808 ;
+  reg [7:0] \$809 ;
   wire [22:0] \$81 ;
-  reg [63:0] \$810 ;
-  reg [63:0] \$811 ;
-  reg [63:0] \$812 ;
-  reg [63:0] \$813 ;
-  reg [63:0] \$814 ;
-  reg [63:0] \$815 ;
-  reg [63:0] \$816 ;
-  reg [63:0] \$817 ;
-  reg [63:0] \$818 ;
-  reg [63:0] \$819 ;
+  reg \$810 ;
+  reg [5:0] \$811 ;
+  reg \$812 ;
   wire [23:0] \$82 ;
-  reg [63:0] \$820 ;
-  reg [63:0] \$821 ;
-  reg [63:0] \$822 ;
-  reg [63:0] \$823 ;
-  reg [63:0] \$824 ;
-  reg [63:0] \$825 ;
-  reg [63:0] \$826 ;
-  reg [63:0] \$827 ;
-  reg [333:0] \$828 ;
-  reg [1:0] \$829 ;
   wire [23:0] \$83 ;
-  reg [2:0] \$830 ;
-  reg [966:0] \$831 ;
-  reg \$832 ;
-  reg [5:0] \$833 ;
-  reg \$834 ;
+  wire [9:0] \$837 ;
   wire [20:0] \$84 ;
   wire [21:0] \$85 ;
-  wire [9:0] \$859 ;
   wire [22:0] \$86 ;
   wire [22:0] \$87 ;
   wire \$88 ;
@@ -46999,65 +46942,42 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   wire \$98 ;
   wire \$99 ;
   reg [63:0] \$signal  = 64'h0000000000000000;
-  reg [333:0] \$signal$105  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  wire [203:0] \$signal$105.desc ;
-  wire [63:0] \$signal$105.desc.dev_addr ;
-  wire [19:0] \$signal$105.desc.dev_cols ;
-  wire [19:0] \$signal$105.desc.dev_rows ;
-  wire [19:0] \$signal$105.desc.dev_size ;
-  wire [3:0] \$signal$105.desc.dtype ;
-  wire [9:0] \$signal$105.desc.flags ;
-  wire [3:0] \$signal$105.desc.flags.page_shift ;
-  wire \$signal$105.desc.flags.paged ;
-  wire \$signal$105.desc.flags.partial ;
-  wire [2:0] \$signal$105.desc.flags.reserved ;
-  wire \$signal$105.desc.flags.trans_w ;
-  wire [19:0] \$signal$105.desc.in_cols ;
-  wire [19:0] \$signal$105.desc.in_rows ;
-  wire [19:0] \$signal$105.desc.in_size ;
-  wire [3:0] \$signal$105.desc.op ;
-  wire [1:0] \$signal$105.desc.type ;
-  wire [1:0] \$signal$105.queue ;
-  wire [63:0] \$signal$105.seq ;
-  wire [63:0] \$signal$105.taken ;
-  reg [63:0] \$signal$116  = 64'h0000000000000000;
-  reg [43:0] \$signal$119  = 44'h00000000000;
-  reg [19:0] \$signal$130  = 20'h00000;
-  reg [1:0] \$signal$133  = 2'h0;
-  reg [63:0] \$signal$134 ;
-  reg [31:0] \$signal$135 ;
-  reg \$signal$137  = 1'h0;
-  reg \$signal$140  = 1'h0;
-  reg \$signal$145  = 1'h0;
-  reg [63:0] \$signal$148  = 64'h0000000000000000;
-  reg [43:0] \$signal$149  = 44'h00000000000;
-  reg [7:0] \$signal$154  = 8'h00;
-  reg \$signal$155 ;
+  reg [63:0] \$signal$110  = 64'h0000000000000000;
+  reg [43:0] \$signal$113  = 44'h00000000000;
+  reg [19:0] \$signal$124  = 20'h00000;
+  reg [1:0] \$signal$127  = 2'h0;
+  reg [63:0] \$signal$128 ;
+  reg [31:0] \$signal$129 ;
+  reg \$signal$131  = 1'h0;
+  reg \$signal$134  = 1'h0;
+  reg [63:0] \$signal$146  = 64'h0000000000000000;
+  reg [7:0] \$signal$155  = 8'h00;
   reg \$signal$156 ;
-  reg \$signal$161  = 1'h0;
-  reg [63:0] \$signal$164  = 64'h0000000000000000;
-  reg [63:0] \$signal$169  = 64'h0000000000000000;
-  reg [63:0] \$signal$170  = 64'h0000000000000000;
+  reg \$signal$157 ;
+  reg [63:0] \$signal$161  = 64'h0000000000000000;
+  reg [63:0] \$signal$162  = 64'h0000000000000000;
+  reg [63:0] \$signal$163  = 64'h0000000000000000;
+  reg [48:0] \$signal$164  = 49'h0000000000000;
+  reg [6:0] \$signal$168  = 7'h00;
+  reg \$signal$169  = 1'h0;
   reg [63:0] \$signal$171  = 64'h0000000000000000;
-  reg [48:0] \$signal$172  = 49'h0000000000000;
-  reg [63:0] \$signal$173  = 64'h0000000000000000;
-  reg [6:0] \$signal$178  = 7'h00;
-  reg [19:0] \$signal$180  = 20'h00000;
-  reg [19:0] \$signal$181  = 20'h00000;
-  reg [63:0] \$signal$183  = 64'h0000000000000000;
-  reg [20:0] \$signal$184  = 21'h000000;
-  reg [47:0] \$signal$185  = 48'h000000000000;
-  reg [19:0] \$signal$186  = 20'h00000;
-  reg [19:0] \$signal$251  = 20'h00000;
-  reg [63:0] \$signal$97  = 64'h0000000000000000;
-  reg [43:0] \$signal$98  = 44'h00000000000;
+  reg [19:0] \$signal$173  = 20'h00000;
+  reg [19:0] \$signal$174  = 20'h00000;
+  reg [63:0] \$signal$176  = 64'h0000000000000000;
+  reg [20:0] \$signal$177  = 21'h000000;
+  reg [47:0] \$signal$178  = 48'h000000000000;
+  reg [19:0] \$signal$179  = 20'h00000;
+  reg [19:0] \$signal$244  = 20'h00000;
+  reg [43:0] \$signal$245  = 44'h00000000000;
+  reg [63:0] \$signal$91  = 64'h0000000000000000;
+  reg [43:0] \$signal$92  = 44'h00000000000;
   reg bad = 1'h0;
   wire [43:0] beats;
-  wire [43:0] \beats$109 ;
-  wire [43:0] \beats$114 ;
-  wire [43:0] \beats$121 ;
+  wire [43:0] \beats$103 ;
+  wire [43:0] \beats$108 ;
+  wire [43:0] \beats$115 ;
+  wire [43:0] \beats$120 ;
   wire [43:0] \beats$126 ;
-  wire [43:0] \beats$132 ;
   reg [5:0] c_page = 6'h00;
   reg [63:0] checked;
   input clk;
@@ -47260,6 +47180,27 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   wire [19:0] \desc.in_size ;
   wire [3:0] \desc.op ;
   wire [1:0] \desc.type ;
+  reg [333:0] entry1 = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  wire [203:0] \entry1.desc ;
+  wire [63:0] \entry1.desc.dev_addr ;
+  wire [19:0] \entry1.desc.dev_cols ;
+  wire [19:0] \entry1.desc.dev_rows ;
+  wire [19:0] \entry1.desc.dev_size ;
+  wire [3:0] \entry1.desc.dtype ;
+  wire [9:0] \entry1.desc.flags ;
+  wire [3:0] \entry1.desc.flags.page_shift ;
+  wire \entry1.desc.flags.paged ;
+  wire \entry1.desc.flags.partial ;
+  wire [2:0] \entry1.desc.flags.reserved ;
+  wire \entry1.desc.flags.trans_w ;
+  wire [19:0] \entry1.desc.in_cols ;
+  wire [19:0] \entry1.desc.in_rows ;
+  wire [19:0] \entry1.desc.in_size ;
+  wire [3:0] \entry1.desc.op ;
+  wire [1:0] \entry1.desc.type ;
+  wire [1:0] \entry1.queue ;
+  wire [63:0] \entry1.seq ;
+  wire [63:0] \entry1.taken ;
   reg [333:0] entry2 = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   wire [203:0] \entry2.desc ;
   wire [63:0] \entry2.desc.dev_addr ;
@@ -47310,7 +47251,6 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   reg f_stage_start = 1'h0;
   reg fetch2 = 1'h0;
   reg [2:0] fsm_state = 3'h0;
-  reg handed1 = 1'h0;
   wire [63:0] input_run_first;
   wire [63:0] input_run_line;
   wire [43:0] input_run_lines;
@@ -47322,7 +47262,7 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   wire [63:0] main_run_line;
   wire [43:0] main_run_lines;
   wire [5:0] main_run_offset;
-  reg move;
+  wire move;
   reg [63:0] next_page0 = 64'h0000000000000000;
   reg [63:0] next_page1 = 64'h0000000000000000;
   reg [63:0] next_page10 = 64'h0000000000000000;
@@ -47537,7 +47477,7 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   wire [19:0] \queues__3.pasid ;
   wire [63:0] \queues__3.sq_base ;
   wire [31:0] \queues__3.tail ;
-  wire [7:0] r_data;
+  wire [1480:0] r_data;
   input r_en;
   wire r_en;
   wire r_rdy;
@@ -47582,8 +47522,8 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   wire side__valid;
   reg [64:0] slot_end = 65'h00000000000000000;
   reg [7:0] stores = 8'h00;
-  output [1472:0] task__payload;
-  wire [1472:0] task__payload;
+  output [1480:0] task__payload;
+  wire [1480:0] task__payload;
   wire [63:0] \task__payload.cq_slot ;
   wire [966:0] \task__payload.decoded ;
   wire \task__payload.decoded.is_compute ;
@@ -47666,7 +47606,7 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   wire [63:0] \task__payload.entry.taken ;
   wire [43:0] \task__payload.last_group_elems ;
   wire [63:0] \task__payload.sq_slot ;
-  input task__ready;
+  wire [7:0] \task__payload.verdict ;
   wire task__ready;
   output task__valid;
   wire task__valid;
@@ -47674,759 +47614,710 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   wire [63:0] tile_run_line;
   wire [43:0] tile_run_lines;
   wire [5:0] tile_run_offset;
-  output [7:0] verdict__payload;
-  wire [7:0] verdict__payload;
-  wire verdict__ready;
-  output verdict__valid;
-  wire verdict__valid;
-  reg [7:0] w_data;
+  reg [7:0] verdict2 = 8'h00;
+  wire [1480:0] w_data;
   reg w_en;
   wire w_rdy;
-  assign \$160  = \$157  & \$159 ;
-  assign \$161  = \$156  | \$160 ;
-  assign \$162  = ! fsm_state;
-  assign \$163  = fsm_state == 1'h1;
-  assign \$164  = fsm_state == 2'h2;
-  assign \$165  = fsm_state == 2'h3;
-  assign \$166  = fsm_state == 3'h4;
-  assign \$167  = fsm_state == 3'h5;
-  assign \$168  = fsm_state == 3'h6;
-  assign \$169  = fsm_state == 3'h7;
-  assign \$170  = entry2[269:206] - 1'h1;
-  assign \$171  = 1'h1 << regs2[259:256];
-  assign \$172  = \$171  - 1'h1;
-  assign \$173  = { 1'h0, \$170 [15:0] } & \$172 ;
-  assign \$174  = $signed(\$173 ) << regs2[265:260];
-  assign \$175  = 1'h1 << regs2[265:260];
-  assign \$176  = \$signal$169  + \$signal$171 ;
-  assign \$177  = \$signal$170  + \$signal$171 ;
-  assign \$178  = \$signal$169  + \$signal$171 ;
-  assign \$179  = \$178 [63:0] + \$signal$172 ;
-  assign \$181  = ! \$180 ;
-  assign \$183  = \$181  ? 20'h00004 : \$182 ;
-  assign \$184  = \$183  * entry2[203:184];
-  assign \$185  = \$signal$154  - report;
-  assign \$186  = $signed(\$185 ) + $signed(2'h1);
-  assign \$187  = \$signal$154  - report;
-  assign \$188  = \$signal$155  ? \$186  : { \$187 [8], \$187  };
-  assign \$189  = report & report_store;
-  assign \$190  = stores - \$189 ;
-  assign \$191  = $signed(\$190 ) + $signed(2'h1);
-  assign \$192  = report & report_store;
-  assign \$193  = stores - \$192 ;
-  assign \$194  = \$signal$156  ? \$191  : { \$193 [8], \$193  };
-  assign \$195  = queues__0[259:256] + queues__0[267:260];
-  assign \$196  = \$195  >= 7'h40;
-  assign \$197  = queues__0[259:256] + queues__0[267:260];
-  assign \$198  = 1'h1 << \$197 [5:0];
-  assign \$199  = queues__0[127:64] + \$198 ;
-  assign \$200  = \$196  ? 65'h10000000000000000 : \$199 ;
-  assign \$201  = | entry2[103:84];
-  assign \$202  = entry2[83:20] < cq_end0;
-  assign \$203  = \$201  & \$202 ;
-  assign \$205  = entry2[83:20] + \$204 ;
-  assign \$206  = queues__0[127:64] < \$205 ;
-  assign \$207  = \$203  & \$206 ;
-  assign \$208  = queues__1[259:256] + queues__1[267:260];
-  assign \$209  = \$208  >= 7'h40;
-  assign \$210  = queues__1[259:256] + queues__1[267:260];
-  assign \$211  = 1'h1 << \$210 [5:0];
-  assign \$212  = queues__1[127:64] + \$211 ;
-  assign \$213  = \$209  ? 65'h10000000000000000 : \$212 ;
-  assign \$214  = | entry2[103:84];
-  assign \$215  = entry2[83:20] < cq_end1;
-  assign \$216  = \$214  & \$215 ;
-  assign \$218  = entry2[83:20] + \$217 ;
-  assign \$219  = queues__1[127:64] < \$218 ;
-  assign \$220  = \$216  & \$219 ;
-  assign \$221  = queues__2[259:256] + queues__2[267:260];
-  assign \$222  = \$221  >= 7'h40;
-  assign \$223  = queues__2[259:256] + queues__2[267:260];
-  assign \$224  = 1'h1 << \$223 [5:0];
-  assign \$225  = queues__2[127:64] + \$224 ;
-  assign \$226  = \$222  ? 65'h10000000000000000 : \$225 ;
-  assign \$227  = | entry2[103:84];
-  assign \$228  = entry2[83:20] < cq_end2;
-  assign \$229  = \$227  & \$228 ;
-  assign \$231  = entry2[83:20] + \$230 ;
-  assign \$232  = queues__2[127:64] < \$231 ;
-  assign \$233  = \$229  & \$232 ;
-  assign \$234  = queues__3[259:256] + queues__3[267:260];
-  assign \$235  = \$234  >= 7'h40;
-  assign \$236  = queues__3[259:256] + queues__3[267:260];
-  assign \$237  = 1'h1 << \$236 [5:0];
-  assign \$238  = queues__3[127:64] + \$237 ;
-  assign \$239  = \$235  ? 65'h10000000000000000 : \$238 ;
-  assign \$240  = | entry2[103:84];
-  assign \$241  = entry2[83:20] < cq_end3;
-  assign \$242  = \$240  & \$241 ;
-  assign \$244  = entry2[83:20] + \$243 ;
-  assign \$245  = queues__3[127:64] < \$244 ;
-  assign \$246  = \$242  & \$245 ;
-  assign \$247  = \$signal$178  + 1'h1;
-  assign \$248  = \$signal$161  | side__payload[512];
-  assign \$249  = ! \$signal$178 ;
-  assign \$251  = ! \$signal$178 ;
-  assign \$253  = ! \$signal$178 ;
-  assign \$255  = ! \$signal$178 ;
-  assign \$257  = ! \$signal$178 ;
-  assign \$259  = ! \$signal$178 ;
-  assign \$261  = ! \$signal$178 ;
-  assign \$263  = ! \$signal$178 ;
-  assign \$265  = \$signal$178  == 1'h1;
-  assign \$267  = \$signal$178  == 1'h1;
-  assign \$269  = \$signal$178  == 1'h1;
-  assign \$271  = \$signal$178  == 1'h1;
-  assign \$273  = \$signal$178  == 1'h1;
-  assign \$275  = \$signal$178  == 1'h1;
-  assign \$277  = \$signal$178  == 1'h1;
-  assign \$279  = \$signal$178  == 1'h1;
-  assign \$281  = \$signal$178  == 2'h2;
-  assign \$283  = \$signal$178  == 2'h2;
-  assign \$285  = \$signal$178  == 2'h2;
-  assign \$287  = \$signal$178  == 2'h2;
-  assign \$289  = \$signal$178  == 2'h2;
-  assign \$291  = \$signal$178  == 2'h2;
-  assign \$293  = \$signal$178  == 2'h2;
-  assign \$295  = \$signal$178  == 2'h2;
-  assign \$297  = \$signal$178  == 2'h3;
-  assign \$299  = \$signal$178  == 2'h3;
-  assign \$301  = \$signal$178  == 2'h3;
-  assign \$303  = \$signal$178  == 2'h3;
-  assign \$305  = \$signal$178  == 2'h3;
-  assign \$307  = \$signal$178  == 2'h3;
-  assign \$309  = \$signal$178  == 2'h3;
-  assign \$311  = \$signal$178  == 2'h3;
-  assign \$313  = \$signal$178  == 3'h4;
-  assign \$315  = \$signal$178  == 3'h4;
-  assign \$317  = \$signal$178  == 3'h4;
-  assign \$319  = \$signal$178  == 3'h4;
-  assign \$321  = \$signal$178  == 3'h4;
-  assign \$323  = \$signal$178  == 3'h4;
-  assign \$325  = \$signal$178  == 3'h4;
-  assign \$327  = \$signal$178  == 3'h4;
-  assign \$329  = \$signal$178  == 3'h5;
-  assign \$331  = \$signal$178  == 3'h5;
-  assign \$333  = \$signal$178  == 3'h5;
-  assign \$335  = \$signal$178  == 3'h5;
-  assign \$337  = \$signal$178  == 3'h5;
-  assign \$339  = \$signal$178  == 3'h5;
-  assign \$341  = \$signal$178  == 3'h5;
-  assign \$343  = \$signal$178  == 3'h5;
-  assign \$345  = \$signal$178  == 3'h6;
-  assign \$347  = \$signal$178  == 3'h6;
-  assign \$349  = \$signal$178  == 3'h6;
-  assign \$351  = \$signal$178  == 3'h6;
-  assign \$353  = \$signal$178  == 3'h6;
-  assign \$355  = \$signal$178  == 3'h6;
-  assign \$357  = \$signal$178  == 3'h6;
-  assign \$359  = \$signal$178  == 3'h6;
-  assign \$361  = \$signal$178  == 3'h7;
-  assign \$363  = \$signal$178  == 3'h7;
-  assign \$365  = \$signal$178  == 3'h7;
-  assign \$367  = \$signal$178  == 3'h7;
-  assign \$369  = \$signal$178  == 3'h7;
-  assign \$371  = \$signal$178  == 3'h7;
-  assign \$373  = \$signal$178  == 3'h7;
-  assign \$375  = \$signal$178  == 3'h7;
-  assign \$378  = regs2[255:192] - \$377 ;
-  assign \$380  = regs2[255:192] >= \$379 ;
-  assign \$381  = ~ run_any;
-  assign \$382  = \$381  | run_issued;
-  assign \$383  = \$signal$140  & \$382 ;
-  assign \$384  = ! \$signal$133 ;
-  assign \$385  = \$signal$133  == 2'h3;
-  assign \$386  = \$384  | \$385 ;
-  assign \$387  = \$signal$133  == 1'h1;
-  assign \$388  = \$387  & f_stage_start;
-  assign \$389  = \$386  | \$388 ;
-  assign \$390  = list_req & \$389 ;
-  assign \$391  = ~ \$390 ;
-  assign \$392  = \$383  & \$391 ;
-  assign \$393  = \$signal$133  == 1'h1;
-  assign \$394  = \$signal$133  == 2'h3;
-  assign \$395  = \$signal$133  == 1'h1;
-  assign \$396  = \$395  & \$signal$137 ;
-  assign \$397  = \$signal$133  == 1'h1;
-  assign \$398  = ~ f_sizes[40];
-  assign \$399  = f_sizes[106:87] > 4'h8;
-  assign \$400  = \$398  & \$399 ;
-  assign \$401  = \$397  & \$400 ;
-  assign \$402  = \$signal$180  + 1'h1;
-  assign \$403  = \$402  < f_sizes[132:113];
-  assign \$404  = \$401  & \$403 ;
-  assign \$405  = \$signal$133  == 1'h1;
-  assign \$406  = ~ f_sizes[40];
-  assign \$407  = f_sizes[106:87] > 4'h8;
-  assign \$408  = \$406  & \$407 ;
-  assign \$409  = \$405  & \$408 ;
-  assign \$410  = \$signal$181  > 4'h8;
-  assign \$411  = \$409  & \$410 ;
-  assign \$412  = \$signal$133  == 1'h1;
-  assign \$413  = ~ f_sizes[40];
-  assign \$414  = f_sizes[106:87] > 4'h8;
-  assign \$415  = \$413  & \$414 ;
-  assign \$416  = ~ \$415 ;
-  assign \$417  = \$412  & \$416 ;
-  assign \$418  = \$417  & decoded1[123];
-  assign \$419  = f_page + 1'h1;
-  assign \$420  = \$419  < f_sizes[287:268];
-  assign \$421  = \$418  & \$420 ;
-  assign \$422  = \$signal$133  == 1'h1;
-  assign \$423  = ! \$signal$133 ;
-  assign \$424  = \$signal$105 [5:2] == 2'h2;
-  assign \$425  = \$signal$105 [5:2] == 2'h3;
-  assign \$426  = \$signal$105 [5:2] == 3'h4;
-  assign \$427  = \$425  | \$426 ;
-  assign \$428  = \$427  ? 2'h2 : 2'h1;
-  assign \$429  = \$424  ? 2'h0 : \$428 ;
-  assign \$430  = | \$429 ;
-  assign \$431  = \$423  & \$430 ;
-  assign \$432  = \$signal$133  == 2'h2;
-  assign \$433  = f_stage + 1'h1;
-  assign \$434  = \$signal$105 [5:2] == 2'h2;
-  assign \$435  = \$signal$105 [5:2] == 2'h3;
-  assign \$436  = \$signal$105 [5:2] == 3'h4;
-  assign \$437  = \$435  | \$436 ;
-  assign \$438  = \$437  ? 2'h2 : 2'h1;
-  assign \$439  = \$434  ? 2'h0 : \$438 ;
-  assign \$440  = \$433  < \$439 ;
-  assign \$441  = \$432  & \$440 ;
-  assign \$442  = \$signal$183  + \$signal$184 ;
-  assign \$444  = f_stage ? \$443  : 40'h0000000000;
-  assign \$446  = \$445  + \$signal$184 ;
-  assign \$447  = \$signal$181  > 4'h8;
-  assign \$448  = \$signal$181  <= 4'h8;
-  assign \$449  = \$signal$181  < 4'hb;
-  assign \$450  = \$signal$181  - 2'h3;
-  assign \$451  = \$449  ? \$450  : 21'h000008;
-  assign \$452  = \$448  ? { 1'h0, \$signal$181  } : \$451 ;
-  assign \$454  = \$447  ? \$453  : { 8'h00, \$signal$186  };
-  assign \$455  = \$signal$180  + 1'h1;
-  assign \$456  = \$signal$180  + 1'h1;
-  assign \$457  = 1'h1 << decoded1[134:131];
-  assign \$458  = \$457  - 1'h1;
-  assign \$459  = { 1'h0, \$456  } & { \$458 [16], \$458 [16], \$458 [16], \$458 [16], \$458 [16], \$458  };
-  assign \$460  = ! \$459 ;
-  assign \$461  = decoded1[123] & \$460 ;
-  assign \$462  = f_page + \$461 ;
-  assign \$464  = \$signal$116  + \$463 ;
-  assign \$465  = \$signal$181  <= 4'h8;
-  assign \$466  = \$signal$181  < 4'hb;
-  assign \$467  = \$signal$181  - 2'h3;
-  assign \$468  = \$466  ? \$467  : 21'h000008;
-  assign \$469  = \$465  ? { 1'h0, \$signal$181  } : \$468 ;
-  assign \$471  = $signed({ 1'h0, \$signal$184  }) + $signed(\$470 );
-  assign \$472  = \$signal$181  <= 4'h8;
-  assign \$473  = \$signal$181  < 4'hb;
-  assign \$474  = \$signal$181  - 2'h3;
-  assign \$475  = \$473  ? \$474  : 21'h000008;
-  assign \$476  = \$472  ? { 1'h0, \$signal$181  } : \$475 ;
-  assign \$477  = $signed({ 1'h0, \$signal$181  }) - $signed(\$476 );
-  assign \$478  = \$signal$181  <= 4'h8;
-  assign \$479  = \$signal$181  < 4'hb;
-  assign \$480  = \$signal$181  - 2'h3;
-  assign \$481  = \$479  ? \$480  : 21'h000008;
-  assign \$482  = \$478  ? { 1'h0, \$signal$181  } : \$481 ;
-  assign \$484  = $signed({ 1'h0, \$signal$186  }) - $signed(\$483 );
-  assign \$485  = f_page + 1'h1;
-  assign \$486  = f_page + 1'h1;
-  assign \$487  = \$486  + 1'h1;
-  assign \$488  = \$487  < f_sizes[287:268];
-  assign \$489  = f_sizes[86:67] << decoded1[134:131];
-  assign \$490  = \$488  ? { 9'h000, \$489  } : f_sizes[351:308];
-  assign \$493  = f_stage ? \$492  : 40'h0000000000;
-  assign \$494  = \$493  + f_sizes[395:352];
-  assign \$496  = \$491  + \$495 ;
-  assign \$500  = page0 + 41'h00000000000;
-  assign \$502  = decoded1[123] ? \$500  : { 1'h0, \$501  };
-  assign \$506  = page0 + 41'h00000000000;
-  assign \$508  = decoded1[123] ? \$506  : { 1'h0, \$507  };
-  assign \$512  = decoded1[462:443] > 1'h1;
-  assign \$513  = decoded1[261:242] << decoded1[134:131];
-  assign \$514  = \$512  ? { 9'h000, \$513  } : decoded1[526:483];
-  assign \$515  = decoded1[281:262] > 4'h8;
-  assign \$516  = decoded1[281:262] <= 4'h8;
-  assign \$517  = decoded1[281:262] < 4'hb;
-  assign \$518  = decoded1[281:262] - 2'h3;
-  assign \$519  = \$517  ? \$518  : 21'h000008;
-  assign \$520  = \$516  ? { 1'h0, decoded1[281:262] } : \$519 ;
-  assign \$522  = \$515  ? \$521  : { 8'h00, decoded1[261:242] };
-  assign \$526  = page0 + \$525 ;
-  assign \$528  = decoded1[123] ? \$526  : { 1'h0, \$527  };
-  assign \$532  = page0 + \$531 ;
-  assign \$534  = decoded1[123] ? \$532  : { 1'h0, \$533  };
-  assign \$538  = decoded1[858:839] > 1'h1;
-  assign \$539  = decoded1[657:638] << decoded1[134:131];
-  assign \$540  = \$538  ? { 9'h000, \$539  } : decoded1[922:879];
-  assign \$541  = decoded1[677:658] > 4'h8;
-  assign \$542  = decoded1[677:658] <= 4'h8;
-  assign \$543  = decoded1[677:658] < 4'hb;
-  assign \$544  = decoded1[677:658] - 2'h3;
-  assign \$545  = \$543  ? \$544  : 21'h000008;
-  assign \$546  = \$542  ? { 1'h0, decoded1[677:658] } : \$545 ;
-  assign \$548  = \$541  ? \$547  : { 8'h00, decoded1[657:638] };
-  assign \$549  = \$signal$251  + 3'h4;
-  assign \$550  = 3'h4 * \$signal$105 [203:184];
-  assign \$551  = \$signal$98  + \$550 ;
-  assign \$552  = \$signal$251  + 3'h4;
-  assign \$553  = \$signal$105 [183:164] - \$552 ;
-  assign \$554  = $signed(\$553 ) <= $signed(4'h4);
-  assign \$556  = \$554  ? \$signal$149  : { 21'h000000, \$555  };
-  assign \$557  = \$signal$251  + 3'h4;
-  assign \$558  = \$557  >= \$signal$105 [183:164];
-  assign \$559  = \$signal$133  == 1'h1;
-  assign \$560  = \$559  & decoded1[123];
-  assign \$561  = ~ f_sizes[40];
-  assign \$562  = f_sizes[106:87] > 4'h8;
-  assign \$563  = \$561  & \$562 ;
-  assign \$564  = ~ \$signal$137 ;
-  assign \$565  = \$signal$180  + 1'h1;
-  assign \$566  = \$565  < f_sizes[132:113];
-  assign \$567  = \$564  & \$566 ;
-  assign \$568  = \$signal$180  + 1'h1;
-  assign \$569  = 1'h1 << decoded1[134:131];
-  assign \$570  = \$569  - 1'h1;
-  assign \$571  = { 1'h0, \$568  } & { \$570 [16], \$570 [16], \$570 [16], \$570 [16], \$570 [16], \$570  };
-  assign \$572  = ! \$571 ;
-  assign \$573  = decoded1[123] & \$572 ;
-  assign \$574  = \$567  & \$573 ;
-  assign \$575  = f_page + 1'h1;
-  assign \$576  = \$575  < f_sizes[287:268];
-  assign \$577  = \$563  ? \$574  : \$576 ;
-  assign \$578  = \$560  & \$577 ;
-  assign \$579  = f_page + 1'h1;
-  assign \$581  = \$580  + \$signal$185 ;
-  assign \$582  = task__valid & task__ready;
-  assign \$583  = ~ \$signal$145 ;
-  assign \$584  = ~ \$signal$140 ;
-  assign \$585  = task__valid & task__ready;
-  assign \$586  = handed1 | \$585 ;
-  assign \$587  = \$584  & \$586 ;
-  assign \$588  = \$583  | \$587 ;
-  assign \$589  = \$signal$145  & \$588 ;
-  assign \$590  = decoded2[10] ? 2'h0 : 2'h3;
-  assign \$591  = entry2[183:164] <= 3'h4;
-  assign \$593  = \$591  ? last_group_elems2 : { 21'h000000, \$592  };
-  assign \$594  = decoding - 1'h1;
-  assign \$595  = ! decoding;
-  assign \$596  = | decoded[7:0];
-  assign \$597  = | stores;
-  assign \$598  = | \$signal$154 ;
-  assign \$599  = reads_cq & \$598 ;
-  assign \$600  = \$597  | \$599 ;
-  assign \$603  = | stores;
-  assign \$604  = | \$signal$154 ;
-  assign \$605  = reads_cq & \$604 ;
-  assign \$606  = \$603  | \$605 ;
-  assign \$607  = ~ \$606 ;
-  assign \$609  = list_req & run_issued;
-  assign \$610  = ~ \$signal$140 ;
-  assign \$611  = ! \$signal$133 ;
-  assign \$612  = \$signal$133  == 2'h3;
-  assign \$613  = \$611  | \$612 ;
-  assign \$614  = \$signal$133  == 1'h1;
-  assign \$615  = \$614  & f_stage_start;
-  assign \$616  = \$613  | \$615 ;
-  assign \$617  = \$610  | \$616 ;
-  assign \$618  = \$609  & \$617 ;
-  assign \$619  = 1'h0 + entry2[103:84];
-  assign \$620  = \$619  + 1'h1;
-  assign \$621  = \$620  - 1'h1;
-  assign \$623  = \$signal$178  == \$622 ;
-  assign \$624  = c_page + 1'h1;
-  assign \$625  = \$624  >= decoded2[130:124];
-  assign \$626  = ~ \$625 ;
-  assign \$627  = c_page + 1'h1;
-  assign \$628  = | checked[11:0];
-  assign \$629  = checked < regs2[191:128];
-  assign \$630  = \$628  | \$629 ;
-  assign \$631  = ~ room_ok;
-  assign \$632  = \$630  | \$631 ;
-  assign \$633  = checked > \$signal$164 ;
-  assign \$634  = \$632  | \$633 ;
-  assign \$635  = bad | \$634 ;
-  assign \$636  = ~ \$signal$161 ;
-  assign \$637  = | checked[11:0];
-  assign \$638  = checked < regs2[191:128];
-  assign \$639  = \$637  | \$638 ;
-  assign \$640  = ~ room_ok;
-  assign \$641  = \$639  | \$640 ;
-  assign \$642  = checked > \$signal$164 ;
-  assign \$643  = \$641  | \$642 ;
-  assign \$644  = bad | \$643 ;
-  assign \$645  = ~ \$644 ;
-  assign \$646  = \$636  & \$645 ;
-  assign \$647  = ~ \$signal$145 ;
-  assign \$648  = ~ \$signal$140 ;
-  assign \$649  = task__valid & task__ready;
-  assign \$650  = handed1 | \$649 ;
-  assign \$651  = \$648  & \$650 ;
-  assign \$652  = \$647  | \$651 ;
-  always @(posedge clk)
-    \$signal$169  <= \$653 ;
-  always @(posedge clk)
-    \$signal$170  <= \$654 ;
-  always @(posedge clk)
-    \$signal$171  <= \$655 ;
-  always @(posedge clk)
-    \$signal$172  <= \$656 ;
-  always @(posedge clk)
-    \$signal  <= \$657 ;
-  always @(posedge clk)
-    \$signal$173  <= \$658 ;
-  always @(posedge clk)
-    slot_end <= \$659 ;
-  always @(posedge clk)
-    last_group_elems2 <= \$660 ;
-  always @(posedge clk)
-    \$signal$154  <= \$661 ;
-  always @(posedge clk)
-    stores <= \$662 ;
-  always @(posedge clk)
-    cq_end0 <= \$663 ;
-  always @(posedge clk)
-    operand_in_cq0 <= \$664 ;
-  always @(posedge clk)
-    cq_end1 <= \$665 ;
-  always @(posedge clk)
-    operand_in_cq1 <= \$666 ;
-  always @(posedge clk)
-    cq_end2 <= \$667 ;
-  always @(posedge clk)
-    operand_in_cq2 <= \$668 ;
-  always @(posedge clk)
-    cq_end3 <= \$669 ;
-  always @(posedge clk)
-    operand_in_cq3 <= \$670 ;
-  always @(posedge clk)
-    \$signal$178  <= \$671 ;
-  always @(posedge clk)
-    \$signal$161  <= \$672 ;
-  always @(posedge clk)
-    next_page0 <= \$673 ;
-  always @(posedge clk)
-    next_page1 <= \$674 ;
-  always @(posedge clk)
-    next_page2 <= \$675 ;
-  always @(posedge clk)
-    next_page3 <= \$676 ;
-  always @(posedge clk)
-    next_page4 <= \$677 ;
-  always @(posedge clk)
-    next_page5 <= \$678 ;
-  always @(posedge clk)
-    next_page6 <= \$679 ;
-  always @(posedge clk)
-    next_page7 <= \$680 ;
-  always @(posedge clk)
-    next_page8 <= \$681 ;
-  always @(posedge clk)
-    next_page9 <= \$682 ;
-  always @(posedge clk)
-    next_page10 <= \$683 ;
-  always @(posedge clk)
-    next_page11 <= \$684 ;
-  always @(posedge clk)
-    next_page12 <= \$685 ;
-  always @(posedge clk)
-    next_page13 <= \$686 ;
-  always @(posedge clk)
-    next_page14 <= \$687 ;
-  always @(posedge clk)
-    next_page15 <= \$688 ;
-  always @(posedge clk)
-    next_page16 <= \$689 ;
-  always @(posedge clk)
-    next_page17 <= \$690 ;
-  always @(posedge clk)
-    next_page18 <= \$691 ;
-  always @(posedge clk)
-    next_page19 <= \$692 ;
-  always @(posedge clk)
-    next_page20 <= \$693 ;
-  always @(posedge clk)
-    next_page21 <= \$694 ;
-  always @(posedge clk)
-    next_page22 <= \$695 ;
-  always @(posedge clk)
-    next_page23 <= \$696 ;
-  always @(posedge clk)
-    next_page24 <= \$697 ;
-  always @(posedge clk)
-    next_page25 <= \$698 ;
-  always @(posedge clk)
-    next_page26 <= \$699 ;
-  always @(posedge clk)
-    next_page27 <= \$700 ;
-  always @(posedge clk)
-    next_page28 <= \$701 ;
-  always @(posedge clk)
-    next_page29 <= \$702 ;
-  always @(posedge clk)
-    next_page30 <= \$703 ;
-  always @(posedge clk)
-    next_page31 <= \$704 ;
-  always @(posedge clk)
-    next_page32 <= \$705 ;
-  always @(posedge clk)
-    next_page33 <= \$706 ;
-  always @(posedge clk)
-    next_page34 <= \$707 ;
-  always @(posedge clk)
-    next_page35 <= \$708 ;
-  always @(posedge clk)
-    next_page36 <= \$709 ;
-  always @(posedge clk)
-    next_page37 <= \$710 ;
-  always @(posedge clk)
-    next_page38 <= \$711 ;
-  always @(posedge clk)
-    next_page39 <= \$712 ;
-  always @(posedge clk)
-    next_page40 <= \$713 ;
-  always @(posedge clk)
-    next_page41 <= \$714 ;
-  always @(posedge clk)
-    next_page42 <= \$715 ;
-  always @(posedge clk)
-    next_page43 <= \$716 ;
-  always @(posedge clk)
-    next_page44 <= \$717 ;
-  always @(posedge clk)
-    next_page45 <= \$718 ;
-  always @(posedge clk)
-    next_page46 <= \$719 ;
-  always @(posedge clk)
-    next_page47 <= \$720 ;
-  always @(posedge clk)
-    next_page48 <= \$721 ;
-  always @(posedge clk)
-    next_page49 <= \$722 ;
-  always @(posedge clk)
-    next_page50 <= \$723 ;
-  always @(posedge clk)
-    next_page51 <= \$724 ;
-  always @(posedge clk)
-    next_page52 <= \$725 ;
-  always @(posedge clk)
-    next_page53 <= \$726 ;
-  always @(posedge clk)
-    next_page54 <= \$727 ;
-  always @(posedge clk)
-    next_page55 <= \$728 ;
-  always @(posedge clk)
-    next_page56 <= \$729 ;
-  always @(posedge clk)
-    next_page57 <= \$730 ;
-  always @(posedge clk)
-    next_page58 <= \$731 ;
-  always @(posedge clk)
-    next_page59 <= \$732 ;
-  always @(posedge clk)
-    next_page60 <= \$733 ;
-  always @(posedge clk)
-    next_page61 <= \$734 ;
-  always @(posedge clk)
-    next_page62 <= \$735 ;
-  always @(posedge clk)
-    next_page63 <= \$736 ;
-  always @(posedge clk)
-    \$signal$164  <= \$737 ;
-  always @(posedge clk)
-    room_ok <= \$738 ;
-  always @(posedge clk)
-    f_stage_start <= \$739 ;
-  always @(posedge clk)
-    \$signal$140  <= \$740 ;
-  always @(posedge clk)
-    \$signal$137  <= \$741 ;
-  always @(posedge clk)
-    \$signal$116  <= \$742 ;
-  always @(posedge clk)
-    \$signal$185  <= \$743 ;
+  assign \$183  = | entry2[103:84];
+  assign \$184  = entry2[83:20] < cq_end0;
+  assign \$185  = \$183  & \$184 ;
+  assign \$187  = entry2[83:20] + \$186 ;
+  assign \$188  = queues__0[127:64] < \$187 ;
+  assign \$189  = \$185  & \$188 ;
+  assign \$190  = queues__1[259:256] + queues__1[267:260];
+  assign \$191  = \$190  >= 7'h40;
+  assign \$192  = queues__1[259:256] + queues__1[267:260];
+  assign \$193  = 1'h1 << \$192 [5:0];
+  assign \$194  = queues__1[127:64] + \$193 ;
+  assign \$195  = \$191  ? 65'h10000000000000000 : \$194 ;
+  assign \$196  = | entry2[103:84];
+  assign \$197  = entry2[83:20] < cq_end1;
+  assign \$198  = \$196  & \$197 ;
+  assign \$200  = entry2[83:20] + \$199 ;
+  assign \$201  = queues__1[127:64] < \$200 ;
+  assign \$202  = \$198  & \$201 ;
+  assign \$203  = queues__2[259:256] + queues__2[267:260];
+  assign \$204  = \$203  >= 7'h40;
+  assign \$205  = queues__2[259:256] + queues__2[267:260];
+  assign \$206  = 1'h1 << \$205 [5:0];
+  assign \$207  = queues__2[127:64] + \$206 ;
+  assign \$208  = \$204  ? 65'h10000000000000000 : \$207 ;
+  assign \$209  = | entry2[103:84];
+  assign \$210  = entry2[83:20] < cq_end2;
+  assign \$211  = \$209  & \$210 ;
+  assign \$213  = entry2[83:20] + \$212 ;
+  assign \$214  = queues__2[127:64] < \$213 ;
+  assign \$215  = \$211  & \$214 ;
+  assign \$216  = queues__3[259:256] + queues__3[267:260];
+  assign \$217  = \$216  >= 7'h40;
+  assign \$218  = queues__3[259:256] + queues__3[267:260];
+  assign \$219  = 1'h1 << \$218 [5:0];
+  assign \$220  = queues__3[127:64] + \$219 ;
+  assign \$221  = \$217  ? 65'h10000000000000000 : \$220 ;
+  assign \$222  = | entry2[103:84];
+  assign \$223  = entry2[83:20] < cq_end3;
+  assign \$224  = \$222  & \$223 ;
+  assign \$226  = entry2[83:20] + \$225 ;
+  assign \$227  = queues__3[127:64] < \$226 ;
+  assign \$228  = \$224  & \$227 ;
+  assign \$229  = \$signal$168  + 1'h1;
+  assign \$230  = \$signal$169  | side__payload[512];
+  assign \$231  = ! \$signal$168 ;
+  assign \$233  = ! \$signal$168 ;
+  assign \$235  = ! \$signal$168 ;
+  assign \$237  = ! \$signal$168 ;
+  assign \$239  = ! \$signal$168 ;
+  assign \$241  = ! \$signal$168 ;
+  assign \$243  = ! \$signal$168 ;
+  assign \$245  = ! \$signal$168 ;
+  assign \$247  = \$signal$168  == 1'h1;
+  assign \$249  = \$signal$168  == 1'h1;
+  assign \$251  = \$signal$168  == 1'h1;
+  assign \$253  = \$signal$168  == 1'h1;
+  assign \$255  = \$signal$168  == 1'h1;
+  assign \$257  = \$signal$168  == 1'h1;
+  assign \$259  = \$signal$168  == 1'h1;
+  assign \$261  = \$signal$168  == 1'h1;
+  assign \$263  = \$signal$168  == 2'h2;
+  assign \$265  = \$signal$168  == 2'h2;
+  assign \$267  = \$signal$168  == 2'h2;
+  assign \$269  = \$signal$168  == 2'h2;
+  assign \$271  = \$signal$168  == 2'h2;
+  assign \$273  = \$signal$168  == 2'h2;
+  assign \$275  = \$signal$168  == 2'h2;
+  assign \$277  = \$signal$168  == 2'h2;
+  assign \$279  = \$signal$168  == 2'h3;
+  assign \$281  = \$signal$168  == 2'h3;
+  assign \$283  = \$signal$168  == 2'h3;
+  assign \$285  = \$signal$168  == 2'h3;
+  assign \$287  = \$signal$168  == 2'h3;
+  assign \$289  = \$signal$168  == 2'h3;
+  assign \$291  = \$signal$168  == 2'h3;
+  assign \$293  = \$signal$168  == 2'h3;
+  assign \$295  = \$signal$168  == 3'h4;
+  assign \$297  = \$signal$168  == 3'h4;
+  assign \$299  = \$signal$168  == 3'h4;
+  assign \$301  = \$signal$168  == 3'h4;
+  assign \$303  = \$signal$168  == 3'h4;
+  assign \$305  = \$signal$168  == 3'h4;
+  assign \$307  = \$signal$168  == 3'h4;
+  assign \$309  = \$signal$168  == 3'h4;
+  assign \$311  = \$signal$168  == 3'h5;
+  assign \$313  = \$signal$168  == 3'h5;
+  assign \$315  = \$signal$168  == 3'h5;
+  assign \$317  = \$signal$168  == 3'h5;
+  assign \$319  = \$signal$168  == 3'h5;
+  assign \$321  = \$signal$168  == 3'h5;
+  assign \$323  = \$signal$168  == 3'h5;
+  assign \$325  = \$signal$168  == 3'h5;
+  assign \$327  = \$signal$168  == 3'h6;
+  assign \$329  = \$signal$168  == 3'h6;
+  assign \$331  = \$signal$168  == 3'h6;
+  assign \$333  = \$signal$168  == 3'h6;
+  assign \$335  = \$signal$168  == 3'h6;
+  assign \$337  = \$signal$168  == 3'h6;
+  assign \$339  = \$signal$168  == 3'h6;
+  assign \$341  = \$signal$168  == 3'h6;
+  assign \$343  = \$signal$168  == 3'h7;
+  assign \$345  = \$signal$168  == 3'h7;
+  assign \$347  = \$signal$168  == 3'h7;
+  assign \$349  = \$signal$168  == 3'h7;
+  assign \$351  = \$signal$168  == 3'h7;
+  assign \$353  = \$signal$168  == 3'h7;
+  assign \$355  = \$signal$168  == 3'h7;
+  assign \$357  = \$signal$168  == 3'h7;
+  assign \$360  = regs2[255:192] - \$359 ;
+  assign \$362  = regs2[255:192] >= \$361 ;
+  assign \$363  = ~ run_any;
+  assign \$364  = \$363  | run_issued;
+  assign \$365  = \$signal$134  & \$364 ;
+  assign \$366  = ! \$signal$127 ;
+  assign \$367  = \$signal$127  == 2'h3;
+  assign \$368  = \$366  | \$367 ;
+  assign \$369  = \$signal$127  == 1'h1;
+  assign \$370  = \$369  & f_stage_start;
+  assign \$371  = \$368  | \$370 ;
+  assign \$372  = list_req & \$371 ;
+  assign \$373  = ~ \$372 ;
+  assign \$374  = \$365  & \$373 ;
+  assign \$375  = \$signal$127  == 1'h1;
+  assign \$376  = \$signal$127  == 2'h3;
+  assign \$377  = \$signal$127  == 1'h1;
+  assign \$378  = \$377  & \$signal$131 ;
+  assign \$379  = \$signal$127  == 1'h1;
+  assign \$380  = ~ f_sizes[40];
+  assign \$381  = f_sizes[106:87] > 4'h8;
+  assign \$382  = \$380  & \$381 ;
+  assign \$383  = \$379  & \$382 ;
+  assign \$384  = \$signal$173  + 1'h1;
+  assign \$385  = \$384  < f_sizes[132:113];
+  assign \$386  = \$383  & \$385 ;
+  assign \$387  = \$signal$127  == 1'h1;
+  assign \$388  = ~ f_sizes[40];
+  assign \$389  = f_sizes[106:87] > 4'h8;
+  assign \$390  = \$388  & \$389 ;
+  assign \$391  = \$387  & \$390 ;
+  assign \$392  = \$signal$174  > 4'h8;
+  assign \$393  = \$391  & \$392 ;
+  assign \$394  = \$signal$127  == 1'h1;
+  assign \$395  = ~ f_sizes[40];
+  assign \$396  = f_sizes[106:87] > 4'h8;
+  assign \$397  = \$395  & \$396 ;
+  assign \$398  = ~ \$397 ;
+  assign \$399  = \$394  & \$398 ;
+  assign \$400  = \$399  & decoded1[123];
+  assign \$401  = f_page + 1'h1;
+  assign \$402  = \$401  < f_sizes[287:268];
+  assign \$403  = \$400  & \$402 ;
+  assign \$404  = \$signal$127  == 1'h1;
+  assign \$405  = ! \$signal$127 ;
+  assign \$406  = entry1[5:2] == 2'h2;
+  assign \$407  = entry1[5:2] == 2'h3;
+  assign \$408  = entry1[5:2] == 3'h4;
+  assign \$409  = \$407  | \$408 ;
+  assign \$410  = \$409  ? 2'h2 : 2'h1;
+  assign \$411  = \$406  ? 2'h0 : \$410 ;
+  assign \$412  = | \$411 ;
+  assign \$413  = \$405  & \$412 ;
+  assign \$414  = \$signal$127  == 2'h2;
+  assign \$415  = f_stage + 1'h1;
+  assign \$416  = entry1[5:2] == 2'h2;
+  assign \$417  = entry1[5:2] == 2'h3;
+  assign \$418  = entry1[5:2] == 3'h4;
+  assign \$419  = \$417  | \$418 ;
+  assign \$420  = \$419  ? 2'h2 : 2'h1;
+  assign \$421  = \$416  ? 2'h0 : \$420 ;
+  assign \$422  = \$415  < \$421 ;
+  assign \$423  = \$414  & \$422 ;
+  assign \$424  = \$signal$176  + \$signal$177 ;
+  assign \$426  = f_stage ? \$425  : 40'h0000000000;
+  assign \$428  = \$427  + \$signal$177 ;
+  assign \$429  = \$signal$174  > 4'h8;
+  assign \$430  = \$signal$174  <= 4'h8;
+  assign \$431  = \$signal$174  < 4'hb;
+  assign \$432  = \$signal$174  - 2'h3;
+  assign \$433  = \$431  ? \$432  : 21'h000008;
+  assign \$434  = \$430  ? { 1'h0, \$signal$174  } : \$433 ;
+  assign \$436  = \$429  ? \$435  : { 8'h00, \$signal$179  };
+  assign \$437  = \$signal$173  + 1'h1;
+  assign \$438  = \$signal$173  + 1'h1;
+  assign \$439  = 1'h1 << decoded1[134:131];
+  assign \$440  = \$439  - 1'h1;
+  assign \$441  = { 1'h0, \$438  } & { \$440 [16], \$440 [16], \$440 [16], \$440 [16], \$440 [16], \$440  };
+  assign \$442  = ! \$441 ;
+  assign \$443  = decoded1[123] & \$442 ;
+  assign \$444  = f_page + \$443 ;
+  assign \$446  = \$signal$110  + \$445 ;
+  assign \$447  = \$signal$174  <= 4'h8;
+  assign \$448  = \$signal$174  < 4'hb;
+  assign \$449  = \$signal$174  - 2'h3;
+  assign \$450  = \$448  ? \$449  : 21'h000008;
+  assign \$451  = \$447  ? { 1'h0, \$signal$174  } : \$450 ;
+  assign \$453  = $signed({ 1'h0, \$signal$177  }) + $signed(\$452 );
+  assign \$454  = \$signal$174  <= 4'h8;
+  assign \$455  = \$signal$174  < 4'hb;
+  assign \$456  = \$signal$174  - 2'h3;
+  assign \$457  = \$455  ? \$456  : 21'h000008;
+  assign \$458  = \$454  ? { 1'h0, \$signal$174  } : \$457 ;
+  assign \$459  = $signed({ 1'h0, \$signal$174  }) - $signed(\$458 );
+  assign \$460  = \$signal$174  <= 4'h8;
+  assign \$461  = \$signal$174  < 4'hb;
+  assign \$462  = \$signal$174  - 2'h3;
+  assign \$463  = \$461  ? \$462  : 21'h000008;
+  assign \$464  = \$460  ? { 1'h0, \$signal$174  } : \$463 ;
+  assign \$466  = $signed({ 1'h0, \$signal$179  }) - $signed(\$465 );
+  assign \$467  = f_page + 1'h1;
+  assign \$468  = f_page + 1'h1;
+  assign \$469  = \$468  + 1'h1;
+  assign \$470  = \$469  < f_sizes[287:268];
+  assign \$471  = f_sizes[86:67] << decoded1[134:131];
+  assign \$472  = \$470  ? { 9'h000, \$471  } : f_sizes[351:308];
+  assign \$475  = f_stage ? \$474  : 40'h0000000000;
+  assign \$476  = \$475  + f_sizes[395:352];
+  assign \$478  = \$473  + \$477 ;
+  assign \$482  = page0 + 41'h00000000000;
+  assign \$484  = decoded1[123] ? \$482  : { 1'h0, \$483  };
+  assign \$488  = page0 + 41'h00000000000;
+  assign \$490  = decoded1[123] ? \$488  : { 1'h0, \$489  };
+  assign \$494  = decoded1[462:443] > 1'h1;
+  assign \$495  = decoded1[261:242] << decoded1[134:131];
+  assign \$496  = \$494  ? { 9'h000, \$495  } : decoded1[526:483];
+  assign \$497  = decoded1[281:262] > 4'h8;
+  assign \$498  = decoded1[281:262] <= 4'h8;
+  assign \$499  = decoded1[281:262] < 4'hb;
+  assign \$500  = decoded1[281:262] - 2'h3;
+  assign \$501  = \$499  ? \$500  : 21'h000008;
+  assign \$502  = \$498  ? { 1'h0, decoded1[281:262] } : \$501 ;
+  assign \$504  = \$497  ? \$503  : { 8'h00, decoded1[261:242] };
+  assign \$508  = page0 + \$507 ;
+  assign \$510  = decoded1[123] ? \$508  : { 1'h0, \$509  };
+  assign \$514  = page0 + \$513 ;
+  assign \$516  = decoded1[123] ? \$514  : { 1'h0, \$515  };
+  assign \$520  = decoded1[858:839] > 1'h1;
+  assign \$521  = decoded1[657:638] << decoded1[134:131];
+  assign \$522  = \$520  ? { 9'h000, \$521  } : decoded1[922:879];
+  assign \$523  = decoded1[677:658] > 4'h8;
+  assign \$524  = decoded1[677:658] <= 4'h8;
+  assign \$525  = decoded1[677:658] < 4'hb;
+  assign \$526  = decoded1[677:658] - 2'h3;
+  assign \$527  = \$525  ? \$526  : 21'h000008;
+  assign \$528  = \$524  ? { 1'h0, decoded1[677:658] } : \$527 ;
+  assign \$530  = \$523  ? \$529  : { 8'h00, decoded1[657:638] };
+  assign \$531  = \$signal$244  + 3'h4;
+  assign \$532  = 3'h4 * entry1[203:184];
+  assign \$533  = \$signal$92  + \$532 ;
+  assign \$534  = \$signal$244  + 3'h4;
+  assign \$535  = entry1[183:164] - \$534 ;
+  assign \$536  = $signed(\$535 ) <= $signed(4'h4);
+  assign \$538  = \$536  ? \$signal$245  : { 21'h000000, \$537  };
+  assign \$539  = \$signal$244  + 3'h4;
+  assign \$540  = \$539  >= entry1[183:164];
+  assign \$541  = \$signal$127  == 1'h1;
+  assign \$542  = \$541  & decoded1[123];
+  assign \$543  = ~ f_sizes[40];
+  assign \$544  = f_sizes[106:87] > 4'h8;
+  assign \$545  = \$543  & \$544 ;
+  assign \$546  = ~ \$signal$131 ;
+  assign \$547  = \$signal$173  + 1'h1;
+  assign \$548  = \$547  < f_sizes[132:113];
+  assign \$549  = \$546  & \$548 ;
+  assign \$550  = \$signal$173  + 1'h1;
+  assign \$551  = 1'h1 << decoded1[134:131];
+  assign \$552  = \$551  - 1'h1;
+  assign \$553  = { 1'h0, \$550  } & { \$552 [16], \$552 [16], \$552 [16], \$552 [16], \$552 [16], \$552  };
+  assign \$554  = ! \$553 ;
+  assign \$555  = decoded1[123] & \$554 ;
+  assign \$556  = \$549  & \$555 ;
+  assign \$557  = f_page + 1'h1;
+  assign \$558  = \$557  < f_sizes[287:268];
+  assign \$559  = \$545  ? \$556  : \$558 ;
+  assign \$560  = \$542  & \$559 ;
+  assign \$561  = f_page + 1'h1;
+  assign \$563  = \$562  + \$signal$178 ;
+  assign \$564  = decoded2[10] ? 2'h0 : 2'h3;
+  assign \$565  = entry2[183:164] <= 3'h4;
+  assign \$567  = \$565  ? last_group_elems2 : { 21'h000000, \$566  };
+  assign \$568  = decoding - 1'h1;
+  assign \$569  = ! decoding;
+  assign \$570  = | decoded[7:0];
+  assign \$571  = | stores;
+  assign \$572  = | \$signal$155 ;
+  assign \$573  = reads_cq & \$572 ;
+  assign \$574  = \$571  | \$573 ;
+  assign \$577  = | stores;
+  assign \$578  = | \$signal$155 ;
+  assign \$579  = reads_cq & \$578 ;
+  assign \$580  = \$577  | \$579 ;
+  assign \$581  = ~ \$580 ;
+  assign \$583  = list_req & run_issued;
+  assign \$584  = ~ \$signal$134 ;
+  assign \$585  = ! \$signal$127 ;
+  assign \$586  = \$signal$127  == 2'h3;
+  assign \$587  = \$585  | \$586 ;
+  assign \$588  = \$signal$127  == 1'h1;
+  assign \$589  = \$588  & f_stage_start;
+  assign \$590  = \$587  | \$589 ;
+  assign \$591  = \$584  | \$590 ;
+  assign \$592  = \$583  & \$591 ;
+  assign \$593  = 1'h0 + entry2[103:84];
+  assign \$594  = \$593  + 1'h1;
+  assign \$595  = \$594  - 1'h1;
+  assign \$597  = \$signal$168  == \$596 ;
+  assign \$598  = c_page + 1'h1;
+  assign \$599  = \$598  >= decoded2[130:124];
+  assign \$600  = ~ \$599 ;
+  assign \$601  = c_page + 1'h1;
+  assign \$602  = | checked[11:0];
+  assign \$603  = checked < regs2[191:128];
+  assign \$604  = \$602  | \$603 ;
+  assign \$605  = ~ room_ok;
+  assign \$606  = \$604  | \$605 ;
+  assign \$607  = checked > \$signal$171 ;
+  assign \$608  = \$606  | \$607 ;
+  assign \$609  = bad | \$608 ;
+  assign \$610  = | checked[11:0];
+  assign \$611  = checked < regs2[191:128];
+  assign \$612  = \$610  | \$611 ;
+  assign \$613  = ~ room_ok;
+  assign \$614  = \$612  | \$613 ;
+  assign \$615  = checked > \$signal$171 ;
+  assign \$616  = \$614  | \$615 ;
+  assign \$617  = bad | \$616 ;
+  assign \$618  = \$617  ? 8'h81 : 8'h00;
+  assign \$619  = \$signal$169  ? 8'h80 : \$618 ;
+  assign \$620  = ~ \$signal$169 ;
+  assign \$621  = | checked[11:0];
+  assign \$622  = checked < regs2[191:128];
+  assign \$623  = \$621  | \$622 ;
+  assign \$624  = ~ room_ok;
+  assign \$625  = \$623  | \$624 ;
+  assign \$626  = checked > \$signal$171 ;
+  assign \$627  = \$625  | \$626 ;
+  assign \$628  = bad | \$627 ;
+  assign \$629  = ~ \$628 ;
+  assign \$630  = \$620  & \$629 ;
+  assign \$631  = ~ \$signal$134 ;
+  assign \$632  = \$631  & w_rdy;
+  always @(posedge clk)
+    \$signal$161  <= \$633 ;
+  always @(posedge clk)
+    \$signal$162  <= \$634 ;
+  always @(posedge clk)
+    \$signal$163  <= \$635 ;
+  always @(posedge clk)
+    \$signal$164  <= \$636 ;
+  always @(posedge clk)
+    \$signal  <= \$637 ;
+  always @(posedge clk)
+    \$signal$146  <= \$638 ;
+  always @(posedge clk)
+    slot_end <= \$639 ;
+  always @(posedge clk)
+    last_group_elems2 <= \$640 ;
+  always @(posedge clk)
+    \$signal$155  <= \$641 ;
+  always @(posedge clk)
+    stores <= \$642 ;
+  always @(posedge clk)
+    cq_end0 <= \$643 ;
+  always @(posedge clk)
+    operand_in_cq0 <= \$644 ;
+  always @(posedge clk)
+    cq_end1 <= \$645 ;
+  always @(posedge clk)
+    operand_in_cq1 <= \$646 ;
+  always @(posedge clk)
+    cq_end2 <= \$647 ;
+  always @(posedge clk)
+    operand_in_cq2 <= \$648 ;
+  always @(posedge clk)
+    cq_end3 <= \$649 ;
+  always @(posedge clk)
+    operand_in_cq3 <= \$650 ;
+  always @(posedge clk)
+    \$signal$168  <= \$651 ;
+  always @(posedge clk)
+    \$signal$169  <= \$652 ;
+  always @(posedge clk)
+    next_page0 <= \$653 ;
+  always @(posedge clk)
+    next_page1 <= \$654 ;
+  always @(posedge clk)
+    next_page2 <= \$655 ;
+  always @(posedge clk)
+    next_page3 <= \$656 ;
+  always @(posedge clk)
+    next_page4 <= \$657 ;
+  always @(posedge clk)
+    next_page5 <= \$658 ;
+  always @(posedge clk)
+    next_page6 <= \$659 ;
+  always @(posedge clk)
+    next_page7 <= \$660 ;
+  always @(posedge clk)
+    next_page8 <= \$661 ;
+  always @(posedge clk)
+    next_page9 <= \$662 ;
+  always @(posedge clk)
+    next_page10 <= \$663 ;
+  always @(posedge clk)
+    next_page11 <= \$664 ;
+  always @(posedge clk)
+    next_page12 <= \$665 ;
+  always @(posedge clk)
+    next_page13 <= \$666 ;
+  always @(posedge clk)
+    next_page14 <= \$667 ;
+  always @(posedge clk)
+    next_page15 <= \$668 ;
+  always @(posedge clk)
+    next_page16 <= \$669 ;
+  always @(posedge clk)
+    next_page17 <= \$670 ;
+  always @(posedge clk)
+    next_page18 <= \$671 ;
+  always @(posedge clk)
+    next_page19 <= \$672 ;
+  always @(posedge clk)
+    next_page20 <= \$673 ;
+  always @(posedge clk)
+    next_page21 <= \$674 ;
+  always @(posedge clk)
+    next_page22 <= \$675 ;
+  always @(posedge clk)
+    next_page23 <= \$676 ;
+  always @(posedge clk)
+    next_page24 <= \$677 ;
+  always @(posedge clk)
+    next_page25 <= \$678 ;
+  always @(posedge clk)
+    next_page26 <= \$679 ;
+  always @(posedge clk)
+    next_page27 <= \$680 ;
+  always @(posedge clk)
+    next_page28 <= \$681 ;
+  always @(posedge clk)
+    next_page29 <= \$682 ;
+  always @(posedge clk)
+    next_page30 <= \$683 ;
+  always @(posedge clk)
+    next_page31 <= \$684 ;
+  always @(posedge clk)
+    next_page32 <= \$685 ;
+  always @(posedge clk)
+    next_page33 <= \$686 ;
+  always @(posedge clk)
+    next_page34 <= \$687 ;
+  always @(posedge clk)
+    next_page35 <= \$688 ;
+  always @(posedge clk)
+    next_page36 <= \$689 ;
+  always @(posedge clk)
+    next_page37 <= \$690 ;
+  always @(posedge clk)
+    next_page38 <= \$691 ;
+  always @(posedge clk)
+    next_page39 <= \$692 ;
+  always @(posedge clk)
+    next_page40 <= \$693 ;
+  always @(posedge clk)
+    next_page41 <= \$694 ;
+  always @(posedge clk)
+    next_page42 <= \$695 ;
+  always @(posedge clk)
+    next_page43 <= \$696 ;
+  always @(posedge clk)
+    next_page44 <= \$697 ;
+  always @(posedge clk)
+    next_page45 <= \$698 ;
+  always @(posedge clk)
+    next_page46 <= \$699 ;
+  always @(posedge clk)
+    next_page47 <= \$700 ;
+  always @(posedge clk)
+    next_page48 <= \$701 ;
+  always @(posedge clk)
+    next_page49 <= \$702 ;
   always @(posedge clk)
-    \$signal$130  <= \$744 ;
+    next_page50 <= \$703 ;
   always @(posedge clk)
-    \$signal$180  <= \$745 ;
+    next_page51 <= \$704 ;
   always @(posedge clk)
-    f_page <= \$746 ;
+    next_page52 <= \$705 ;
   always @(posedge clk)
-    \$signal$184  <= \$747 ;
+    next_page53 <= \$706 ;
   always @(posedge clk)
-    \$signal$181  <= \$748 ;
+    next_page54 <= \$707 ;
   always @(posedge clk)
-    \$signal$186  <= \$749 ;
+    next_page55 <= \$708 ;
   always @(posedge clk)
-    \$signal$119  <= \$750 ;
+    next_page56 <= \$709 ;
   always @(posedge clk)
-    \$signal$133  <= \$751 ;
+    next_page57 <= \$710 ;
   always @(posedge clk)
-    f_stage <= \$752 ;
+    next_page58 <= \$711 ;
   always @(posedge clk)
-    \$signal$183  <= \$753 ;
+    next_page59 <= \$712 ;
   always @(posedge clk)
-    \$signal$251  <= \$754 ;
+    next_page60 <= \$713 ;
   always @(posedge clk)
-    \$signal$98  <= \$755 ;
+    next_page61 <= \$714 ;
   always @(posedge clk)
-    f_in_elems <= \$756 ;
+    next_page62 <= \$715 ;
   always @(posedge clk)
-    handed1 <= \$757 ;
+    next_page63 <= \$716 ;
   always @(posedge clk)
-    \$signal$145  <= \$758 ;
+    \$signal$171  <= \$717 ;
   always @(posedge clk)
-    \$signal$105  <= \$759 ;
+    room_ok <= \$718 ;
   always @(posedge clk)
-    decoded1 <= \$760 ;
+    f_stage_start <= \$719 ;
   always @(posedge clk)
-    \$signal$97  <= \$761 ;
+    \$signal$134  <= \$720 ;
   always @(posedge clk)
-    \$signal$148  <= \$762 ;
+    \$signal$131  <= \$721 ;
   always @(posedge clk)
-    \$signal$149  <= \$763 ;
+    \$signal$110  <= \$722 ;
   always @(posedge clk)
-    page0 <= \$764 ;
+    \$signal$178  <= \$723 ;
   always @(posedge clk)
-    page1 <= \$765 ;
+    \$signal$124  <= \$724 ;
   always @(posedge clk)
-    page2 <= \$766 ;
+    \$signal$173  <= \$725 ;
   always @(posedge clk)
-    page3 <= \$767 ;
+    f_page <= \$726 ;
   always @(posedge clk)
-    page4 <= \$768 ;
+    \$signal$177  <= \$727 ;
   always @(posedge clk)
-    page5 <= \$769 ;
+    \$signal$174  <= \$728 ;
   always @(posedge clk)
-    page6 <= \$770 ;
+    \$signal$179  <= \$729 ;
   always @(posedge clk)
-    page7 <= \$771 ;
+    \$signal$113  <= \$730 ;
   always @(posedge clk)
-    page8 <= \$772 ;
+    \$signal$127  <= \$731 ;
   always @(posedge clk)
-    page9 <= \$773 ;
+    f_stage <= \$732 ;
   always @(posedge clk)
-    page10 <= \$774 ;
+    \$signal$176  <= \$733 ;
   always @(posedge clk)
-    page11 <= \$775 ;
+    \$signal$244  <= \$734 ;
   always @(posedge clk)
-    page12 <= \$776 ;
+    \$signal$92  <= \$735 ;
   always @(posedge clk)
-    page13 <= \$777 ;
+    f_in_elems <= \$736 ;
   always @(posedge clk)
-    page14 <= \$778 ;
+    entry1 <= \$737 ;
   always @(posedge clk)
-    page15 <= \$779 ;
+    decoded1 <= \$738 ;
   always @(posedge clk)
-    page16 <= \$780 ;
+    \$signal$91  <= \$739 ;
   always @(posedge clk)
-    page17 <= \$781 ;
+    \$signal$245  <= \$740 ;
   always @(posedge clk)
-    page18 <= \$782 ;
+    page0 <= \$741 ;
   always @(posedge clk)
-    page19 <= \$783 ;
+    page1 <= \$742 ;
   always @(posedge clk)
-    page20 <= \$784 ;
+    page2 <= \$743 ;
   always @(posedge clk)
-    page21 <= \$785 ;
+    page3 <= \$744 ;
   always @(posedge clk)
-    page22 <= \$786 ;
+    page4 <= \$745 ;
   always @(posedge clk)
-    page23 <= \$787 ;
+    page5 <= \$746 ;
   always @(posedge clk)
-    page24 <= \$788 ;
+    page6 <= \$747 ;
   always @(posedge clk)
-    page25 <= \$789 ;
+    page7 <= \$748 ;
   always @(posedge clk)
-    page26 <= \$790 ;
+    page8 <= \$749 ;
   always @(posedge clk)
-    page27 <= \$791 ;
+    page9 <= \$750 ;
   always @(posedge clk)
-    page28 <= \$792 ;
+    page10 <= \$751 ;
   always @(posedge clk)
-    page29 <= \$793 ;
+    page11 <= \$752 ;
   always @(posedge clk)
-    page30 <= \$794 ;
+    page12 <= \$753 ;
   always @(posedge clk)
-    page31 <= \$795 ;
+    page13 <= \$754 ;
   always @(posedge clk)
-    page32 <= \$796 ;
+    page14 <= \$755 ;
   always @(posedge clk)
-    page33 <= \$797 ;
+    page15 <= \$756 ;
   always @(posedge clk)
-    page34 <= \$798 ;
+    page16 <= \$757 ;
   always @(posedge clk)
-    page35 <= \$799 ;
+    page17 <= \$758 ;
   always @(posedge clk)
-    page36 <= \$800 ;
+    page18 <= \$759 ;
   always @(posedge clk)
-    page37 <= \$801 ;
+    page19 <= \$760 ;
   always @(posedge clk)
-    page38 <= \$802 ;
+    page20 <= \$761 ;
   always @(posedge clk)
-    page39 <= \$803 ;
+    page21 <= \$762 ;
   always @(posedge clk)
-    page40 <= \$804 ;
+    page22 <= \$763 ;
   always @(posedge clk)
-    page41 <= \$805 ;
+    page23 <= \$764 ;
   always @(posedge clk)
-    page42 <= \$806 ;
+    page24 <= \$765 ;
   always @(posedge clk)
-    page43 <= \$807 ;
+    page25 <= \$766 ;
   always @(posedge clk)
-    page44 <= \$808 ;
+    page26 <= \$767 ;
   always @(posedge clk)
-    page45 <= \$809 ;
+    page27 <= \$768 ;
   always @(posedge clk)
-    page46 <= \$810 ;
+    page28 <= \$769 ;
   always @(posedge clk)
-    page47 <= \$811 ;
+    page29 <= \$770 ;
   always @(posedge clk)
-    page48 <= \$812 ;
+    page30 <= \$771 ;
   always @(posedge clk)
-    page49 <= \$813 ;
+    page31 <= \$772 ;
   always @(posedge clk)
-    page50 <= \$814 ;
+    page32 <= \$773 ;
   always @(posedge clk)
-    page51 <= \$815 ;
+    page33 <= \$774 ;
   always @(posedge clk)
-    page52 <= \$816 ;
+    page34 <= \$775 ;
   always @(posedge clk)
-    page53 <= \$817 ;
+    page35 <= \$776 ;
   always @(posedge clk)
-    page54 <= \$818 ;
+    page36 <= \$777 ;
   always @(posedge clk)
-    page55 <= \$819 ;
+    page37 <= \$778 ;
   always @(posedge clk)
-    page56 <= \$820 ;
+    page38 <= \$779 ;
   always @(posedge clk)
-    page57 <= \$821 ;
+    page39 <= \$780 ;
   always @(posedge clk)
-    page58 <= \$822 ;
+    page40 <= \$781 ;
   always @(posedge clk)
-    page59 <= \$823 ;
+    page41 <= \$782 ;
   always @(posedge clk)
-    page60 <= \$824 ;
+    page42 <= \$783 ;
   always @(posedge clk)
-    page61 <= \$825 ;
+    page43 <= \$784 ;
   always @(posedge clk)
-    page62 <= \$826 ;
+    page44 <= \$785 ;
   always @(posedge clk)
-    page63 <= \$827 ;
+    page45 <= \$786 ;
   always @(posedge clk)
-    entry2 <= \$828 ;
+    page46 <= \$787 ;
   always @(posedge clk)
-    decoding <= \$829 ;
+    page47 <= \$788 ;
   always @(posedge clk)
-    fsm_state <= \$830 ;
+    page48 <= \$789 ;
   always @(posedge clk)
-    decoded2 <= \$831 ;
+    page49 <= \$790 ;
   always @(posedge clk)
-    fetch2 <= \$832 ;
+    page50 <= \$791 ;
   always @(posedge clk)
-    c_page <= \$833 ;
+    page51 <= \$792 ;
   always @(posedge clk)
-    bad <= \$834 ;
+    page52 <= \$793 ;
+  always @(posedge clk)
+    page53 <= \$794 ;
+  always @(posedge clk)
+    page54 <= \$795 ;
+  always @(posedge clk)
+    page55 <= \$796 ;
+  always @(posedge clk)
+    page56 <= \$797 ;
+  always @(posedge clk)
+    page57 <= \$798 ;
+  always @(posedge clk)
+    page58 <= \$799 ;
+  always @(posedge clk)
+    page59 <= \$800 ;
+  always @(posedge clk)
+    page60 <= \$801 ;
+  always @(posedge clk)
+    page61 <= \$802 ;
+  always @(posedge clk)
+    page62 <= \$803 ;
+  always @(posedge clk)
+    page63 <= \$804 ;
+  always @(posedge clk)
+    entry2 <= \$805 ;
+  always @(posedge clk)
+    decoding <= \$806 ;
+  always @(posedge clk)
+    fsm_state <= \$807 ;
+  always @(posedge clk)
+    decoded2 <= \$808 ;
+  always @(posedge clk)
+    verdict2 <= \$809 ;
+  always @(posedge clk)
+    fetch2 <= \$810 ;
+  always @(posedge clk)
+    c_page <= \$811 ;
+  always @(posedge clk)
+    bad <= \$812 ;
   assign \$1  = \$signal  < cq_end0;
   assign \$2  = queues__0[127:64] < slot_end;
   assign \$3  = \$1  & \$2 ;
@@ -48450,9 +48341,9 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   assign \$21  = \$20  | operand_in_cq3;
   assign \$22  = queues__3[288] & \$21 ;
   assign reads_cq = \$17  | \$22 ;
-  assign \$859  = f_stage * 9'h18c;
-  assign f_sizes = decoded1[966:175] >> \$859 ;
-  assign \$23  = \$signal$97  + 7'h40;
+  assign \$837  = f_stage * 9'h18c;
+  assign f_sizes = decoded1[966:175] >> \$837 ;
+  assign \$23  = \$signal$91  + 7'h40;
   assign \$25  = \$23  + \$24 ;
   assign \$27  = \$25 [5:0] + \$26 ;
   assign \$28  = \$27  + 7'h40;
@@ -48460,7 +48351,7 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   assign \$31  = \$25 [5:1] + f_in_elems;
   assign \$32  = \$31  + 6'h20;
   assign \$33  = \$32  - 1'h1;
-  assign \$35  = f_stage ? decoded1[74:11] : \$signal$105 [83:20];
+  assign \$35  = f_stage ? decoded1[74:11] : entry1[83:20];
   assign \$36  = \$35  + 1'h0;
   assign \$38  = \$36 [5:0] + \$37 ;
   assign \$39  = \$38  + 7'h40;
@@ -48468,7 +48359,7 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   assign \$42  = \$36 [5:1] + f_sizes[196:153];
   assign \$43  = \$42  + 6'h20;
   assign \$44  = \$43  - 1'h1;
-  assign \$46  = f_stage ? decoded1[74:11] : \$signal$105 [83:20];
+  assign \$46  = f_stage ? decoded1[74:11] : entry1[83:20];
   assign \$48  = \$46  + \$47 ;
   assign \$50  = \$48 [5:0] + \$49 ;
   assign \$51  = \$50  + 7'h40;
@@ -48476,25 +48367,25 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   assign \$54  = \$48 [5:1] + f_sizes[245:202];
   assign \$55  = \$54  + 6'h20;
   assign \$56  = \$55  - 1'h1;
-  assign \$58  = \$signal$116  + 1'h0;
+  assign \$58  = \$signal$110  + 1'h0;
   assign \$60  = \$58 [5:0] + \$59 ;
   assign \$61  = \$60  + 7'h40;
   assign \$62  = \$61  - 1'h1;
-  assign \$64  = \$58 [5:1] + \$signal$119 ;
+  assign \$64  = \$58 [5:1] + \$signal$113 ;
   assign \$65  = \$64  + 6'h20;
   assign \$66  = \$65  - 1'h1;
-  assign \$68  = \$signal$116  + 1'h0;
+  assign \$68  = \$signal$110  + 1'h0;
   assign \$70  = \$68 [5:0] + \$69 ;
   assign \$71  = \$70  + 7'h40;
   assign \$72  = \$71  - 1'h1;
   assign \$74  = \$68 [5:1] + f_sizes[245:202];
   assign \$75  = \$74  + 6'h20;
   assign \$76  = \$75  - 1'h1;
-  assign \$78  = \$signal$116  + 1'h0;
+  assign \$78  = \$signal$110  + 1'h0;
   assign \$80  = \$78 [5:0] + \$79 ;
   assign \$81  = \$80  + 7'h40;
   assign \$82  = \$81  - 1'h1;
-  assign \$84  = \$78 [5:1] + \$signal$130 ;
+  assign \$84  = \$78 [5:1] + \$signal$124 ;
   assign \$85  = \$84  + 6'h20;
   assign \$86  = \$85  - 1'h1;
   assign \$88  = ~ f_sizes[40];
@@ -48508,78 +48399,98 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   assign \$96  = decoded1[123] ? \$63 [43:0] : \$41 [43:0];
   assign \$97  = \$95  ? { \$83 [23], \$83 [23], \$83 [23], \$83 [23], \$83 [23], \$83 [23], \$83 [23], \$83 [23], \$83 [23], \$83 [23], \$83 [23], \$83 [23], \$83 [23], \$83 [23], \$83 [23], \$83 [23], \$83 [23], \$83 [23], \$83 [23], \$83 [23], \$83  } : \$96 ;
   assign \$98  = | f_sizes[196:153];
-  assign \$99  = ~ \$signal$137 ;
+  assign \$99  = ~ \$signal$131 ;
   assign \$100  = \$98  & \$99 ;
   assign \$101  = decoded1[123] ? { \$68 [63:6], 6'h00 } : { \$48 [63:6], 6'h00 };
   assign \$102  = decoded1[123] ? \$73 [43:0] : \$53 [43:0];
   assign \$103  = | f_sizes[245:202];
-  assign \$104  = \$signal$97  + 7'h40;
-  assign \$105  = decoded1[8] ? { 1'h0, \$signal$105 [83:20] } : \$104 ;
-  assign \$106  = | \$signal$105 [103:84];
+  assign \$104  = \$signal$91  + 7'h40;
+  assign \$105  = decoded1[8] ? { 1'h0, entry1[83:20] } : \$104 ;
+  assign \$106  = | entry1[103:84];
   assign \$107  = list_req & run_issued;
-  assign \$108  = ~ \$signal$140 ;
-  assign \$109  = ! \$signal$133 ;
-  assign \$110  = \$signal$133  == 2'h3;
+  assign \$108  = ~ \$signal$134 ;
+  assign \$109  = ! \$signal$127 ;
+  assign \$110  = \$signal$127  == 2'h3;
   assign \$111  = \$109  | \$110 ;
-  assign \$112  = \$signal$133  == 1'h1;
+  assign \$112  = \$signal$127  == 1'h1;
   assign \$113  = \$112  & f_stage_start;
   assign \$114  = \$111  | \$113 ;
   assign \$115  = \$108  | \$114 ;
   assign \$116  = \$107  & \$115 ;
   assign \$117  = ~ run_any;
   assign \$118  = \$117  | run_issued;
-  assign \$119  = \$signal$140  & \$118 ;
-  assign \$120  = ! \$signal$133 ;
-  assign \$121  = \$signal$133  == 2'h3;
+  assign \$119  = \$signal$134  & \$118 ;
+  assign \$120  = ! \$signal$127 ;
+  assign \$121  = \$signal$127  == 2'h3;
   assign \$122  = \$120  | \$121 ;
-  assign \$123  = \$signal$133  == 1'h1;
+  assign \$123  = \$signal$127  == 1'h1;
   assign \$124  = \$123  & f_stage_start;
   assign \$125  = \$122  | \$124 ;
   assign \$126  = list_req & \$125 ;
   assign \$127  = ~ \$126 ;
   assign \$128  = \$119  & \$127 ;
-  assign \$129  = ~ handed1;
-  assign task__valid = \$signal$145  & \$129 ;
-  assign \$130  = | decoded[7:0];
-  assign \$131  = | stores;
-  assign \$132  = | \$signal$154 ;
-  assign \$133  = reads_cq & \$132 ;
-  assign \$134  = \$131  | \$133 ;
-  assign \$137  = | stores;
-  assign \$138  = | \$signal$154 ;
-  assign \$139  = reads_cq & \$138 ;
-  assign \$140  = \$137  | \$139 ;
-  assign \$141  = ~ \$140 ;
-  assign \$143  = c_page + 1'h1;
-  assign \$144  = \$143  >= decoded2[130:124];
-  assign \$145  = ~ \$144 ;
-  assign \$146  = | checked[11:0];
-  assign \$147  = checked < regs2[191:128];
-  assign \$148  = \$146  | \$147 ;
-  assign \$149  = ~ room_ok;
-  assign \$150  = \$148  | \$149 ;
-  assign \$151  = checked > \$signal$164 ;
-  assign \$152  = \$150  | \$151 ;
-  assign \$153  = bad | \$152 ;
-  assign \$154  = \$153  ? 8'h81 : 8'h00;
-  assign \$155  = \$signal$161  ? 8'h80 : \$154 ;
-  assign \$156  = ~ \$signal$145 ;
-  assign \$157  = ~ \$signal$140 ;
-  assign \$158  = task__valid & task__ready;
-  assign \$159  = handed1 | \$158 ;
+  assign \$129  = | decoded[7:0];
+  assign \$130  = | stores;
+  assign \$131  = | \$signal$155 ;
+  assign \$132  = reads_cq & \$131 ;
+  assign \$133  = \$130  | \$132 ;
+  assign \$136  = | stores;
+  assign \$137  = | \$signal$155 ;
+  assign \$138  = reads_cq & \$137 ;
+  assign \$139  = \$136  | \$138 ;
+  assign \$140  = ~ \$139 ;
+  assign \$142  = ~ \$signal$134 ;
+  assign \$143  = \$142  & w_rdy;
+  assign \$144  = ! fsm_state;
+  assign \$145  = fsm_state == 1'h1;
+  assign \$146  = fsm_state == 2'h2;
+  assign \$147  = fsm_state == 2'h3;
+  assign \$148  = fsm_state == 3'h4;
+  assign \$149  = fsm_state == 3'h5;
+  assign \$150  = fsm_state == 3'h6;
+  assign \$151  = fsm_state == 3'h7;
+  assign \$152  = entry2[269:206] - 1'h1;
+  assign \$153  = 1'h1 << regs2[259:256];
+  assign \$154  = \$153  - 1'h1;
+  assign \$155  = { 1'h0, \$152 [15:0] } & \$154 ;
+  assign \$156  = $signed(\$155 ) << regs2[265:260];
+  assign \$157  = 1'h1 << regs2[265:260];
+  assign \$158  = \$signal$161  + \$signal$163 ;
+  assign \$159  = \$signal$162  + \$signal$163 ;
+  assign \$160  = \$signal$161  + \$signal$163 ;
+  assign \$161  = \$160 [63:0] + \$signal$164 ;
+  assign \$163  = ! \$162 ;
+  assign \$165  = \$163  ? 20'h00004 : \$164 ;
+  assign \$166  = \$165  * entry2[203:184];
+  assign \$167  = \$signal$155  - report;
+  assign \$168  = $signed(\$167 ) + $signed(2'h1);
+  assign \$169  = \$signal$155  - report;
+  assign \$170  = \$signal$156  ? \$168  : { \$169 [8], \$169  };
+  assign \$171  = report & report_store;
+  assign \$172  = stores - \$171 ;
+  assign \$173  = $signed(\$172 ) + $signed(2'h1);
+  assign \$174  = report & report_store;
+  assign \$175  = stores - \$174 ;
+  assign \$176  = \$signal$157  ? \$173  : { \$175 [8], \$175  };
+  assign \$177  = queues__0[259:256] + queues__0[267:260];
+  assign \$178  = \$177  >= 7'h40;
+  assign \$179  = queues__0[259:256] + queues__0[267:260];
+  assign \$180  = 1'h1 << \$179 [5:0];
+  assign \$181  = queues__0[127:64] + \$180 ;
+  assign \$182  = \$178  ? 65'h10000000000000000 : \$181 ;
   \ndp_device.control_unit.front.decoder  decoder (
     .clk(clk),
     .decoded(decoded),
     .desc(entry2[203:0]),
     .log2_slot(regs2[267:260]),
-    .\port$17191$128 (regs2[255:128]),
+    .\port$17175$128 (regs2[255:128]),
     .rst(rst)
   );
-  \ndp_device.control_unit.front.verdicts  verdicts (
+  \ndp_device.control_unit.front.tasks  tasks (
     .clk(clk),
-    .r_data(verdict__payload),
+    .r_data(task__payload),
     .r_en(r_en),
-    .r_rdy(verdict__valid),
+    .r_rdy(task__valid),
     .rst(rst),
     .w_data(w_data),
     .w_en(w_en),
@@ -48590,267 +48501,267 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
     (* full_case = 32'd1 *)
     casez (f_sizes[293:288])
       6'h00:
-          \$491  = page0;
+          \$473  = page0;
       6'h01:
-          \$491  = page1;
+          \$473  = page1;
       6'h02:
-          \$491  = page2;
+          \$473  = page2;
       6'h03:
-          \$491  = page3;
+          \$473  = page3;
       6'h04:
-          \$491  = page4;
+          \$473  = page4;
       6'h05:
-          \$491  = page5;
+          \$473  = page5;
       6'h06:
-          \$491  = page6;
+          \$473  = page6;
       6'h07:
-          \$491  = page7;
+          \$473  = page7;
       6'h08:
-          \$491  = page8;
+          \$473  = page8;
       6'h09:
-          \$491  = page9;
+          \$473  = page9;
       6'h0a:
-          \$491  = page10;
+          \$473  = page10;
       6'h0b:
-          \$491  = page11;
+          \$473  = page11;
       6'h0c:
-          \$491  = page12;
+          \$473  = page12;
       6'h0d:
-          \$491  = page13;
+          \$473  = page13;
       6'h0e:
-          \$491  = page14;
+          \$473  = page14;
       6'h0f:
-          \$491  = page15;
+          \$473  = page15;
       6'h10:
-          \$491  = page16;
+          \$473  = page16;
       6'h11:
-          \$491  = page17;
+          \$473  = page17;
       6'h12:
-          \$491  = page18;
+          \$473  = page18;
       6'h13:
-          \$491  = page19;
+          \$473  = page19;
       6'h14:
-          \$491  = page20;
+          \$473  = page20;
       6'h15:
-          \$491  = page21;
+          \$473  = page21;
       6'h16:
-          \$491  = page22;
+          \$473  = page22;
       6'h17:
-          \$491  = page23;
+          \$473  = page23;
       6'h18:
-          \$491  = page24;
+          \$473  = page24;
       6'h19:
-          \$491  = page25;
+          \$473  = page25;
       6'h1a:
-          \$491  = page26;
+          \$473  = page26;
       6'h1b:
-          \$491  = page27;
+          \$473  = page27;
       6'h1c:
-          \$491  = page28;
+          \$473  = page28;
       6'h1d:
-          \$491  = page29;
+          \$473  = page29;
       6'h1e:
-          \$491  = page30;
+          \$473  = page30;
       6'h1f:
-          \$491  = page31;
+          \$473  = page31;
       6'h20:
-          \$491  = page32;
+          \$473  = page32;
       6'h21:
-          \$491  = page33;
+          \$473  = page33;
       6'h22:
-          \$491  = page34;
+          \$473  = page34;
       6'h23:
-          \$491  = page35;
+          \$473  = page35;
       6'h24:
-          \$491  = page36;
+          \$473  = page36;
       6'h25:
-          \$491  = page37;
+          \$473  = page37;
       6'h26:
-          \$491  = page38;
+          \$473  = page38;
       6'h27:
-          \$491  = page39;
+          \$473  = page39;
       6'h28:
-          \$491  = page40;
+          \$473  = page40;
       6'h29:
-          \$491  = page41;
+          \$473  = page41;
       6'h2a:
-          \$491  = page42;
+          \$473  = page42;
       6'h2b:
-          \$491  = page43;
+          \$473  = page43;
       6'h2c:
-          \$491  = page44;
+          \$473  = page44;
       6'h2d:
-          \$491  = page45;
+          \$473  = page45;
       6'h2e:
-          \$491  = page46;
+          \$473  = page46;
       6'h2f:
-          \$491  = page47;
+          \$473  = page47;
       6'h30:
-          \$491  = page48;
+          \$473  = page48;
       6'h31:
-          \$491  = page49;
+          \$473  = page49;
       6'h32:
-          \$491  = page50;
+          \$473  = page50;
       6'h33:
-          \$491  = page51;
+          \$473  = page51;
       6'h34:
-          \$491  = page52;
+          \$473  = page52;
       6'h35:
-          \$491  = page53;
+          \$473  = page53;
       6'h36:
-          \$491  = page54;
+          \$473  = page54;
       6'h37:
-          \$491  = page55;
+          \$473  = page55;
       6'h38:
-          \$491  = page56;
+          \$473  = page56;
       6'h39:
-          \$491  = page57;
+          \$473  = page57;
       6'h3a:
-          \$491  = page58;
+          \$473  = page58;
       6'h3b:
-          \$491  = page59;
+          \$473  = page59;
       6'h3c:
-          \$491  = page60;
+          \$473  = page60;
       6'h3d:
-          \$491  = page61;
+          \$473  = page61;
       6'h3e:
-          \$491  = page62;
+          \$473  = page62;
       6'h3f:
-          \$491  = page63;
+          \$473  = page63;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$580  = 64'h0000000000000000;
-    casez (\$579 )
+    \$562  = 64'h0000000000000000;
+    casez (\$561 )
       7'h00:
-          \$580  = page0;
+          \$562  = page0;
       7'h01:
-          \$580  = page1;
+          \$562  = page1;
       7'h02:
-          \$580  = page2;
+          \$562  = page2;
       7'h03:
-          \$580  = page3;
+          \$562  = page3;
       7'h04:
-          \$580  = page4;
+          \$562  = page4;
       7'h05:
-          \$580  = page5;
+          \$562  = page5;
       7'h06:
-          \$580  = page6;
+          \$562  = page6;
       7'h07:
-          \$580  = page7;
+          \$562  = page7;
       7'h08:
-          \$580  = page8;
+          \$562  = page8;
       7'h09:
-          \$580  = page9;
+          \$562  = page9;
       7'h0a:
-          \$580  = page10;
+          \$562  = page10;
       7'h0b:
-          \$580  = page11;
+          \$562  = page11;
       7'h0c:
-          \$580  = page12;
+          \$562  = page12;
       7'h0d:
-          \$580  = page13;
+          \$562  = page13;
       7'h0e:
-          \$580  = page14;
+          \$562  = page14;
       7'h0f:
-          \$580  = page15;
+          \$562  = page15;
       7'h10:
-          \$580  = page16;
+          \$562  = page16;
       7'h11:
-          \$580  = page17;
+          \$562  = page17;
       7'h12:
-          \$580  = page18;
+          \$562  = page18;
       7'h13:
-          \$580  = page19;
+          \$562  = page19;
       7'h14:
-          \$580  = page20;
+          \$562  = page20;
       7'h15:
-          \$580  = page21;
+          \$562  = page21;
       7'h16:
-          \$580  = page22;
+          \$562  = page22;
       7'h17:
-          \$580  = page23;
+          \$562  = page23;
       7'h18:
-          \$580  = page24;
+          \$562  = page24;
       7'h19:
-          \$580  = page25;
+          \$562  = page25;
       7'h1a:
-          \$580  = page26;
+          \$562  = page26;
       7'h1b:
-          \$580  = page27;
+          \$562  = page27;
       7'h1c:
-          \$580  = page28;
+          \$562  = page28;
       7'h1d:
-          \$580  = page29;
+          \$562  = page29;
       7'h1e:
-          \$580  = page30;
+          \$562  = page30;
       7'h1f:
-          \$580  = page31;
+          \$562  = page31;
       7'h20:
-          \$580  = page32;
+          \$562  = page32;
       7'h21:
-          \$580  = page33;
+          \$562  = page33;
       7'h22:
-          \$580  = page34;
+          \$562  = page34;
       7'h23:
-          \$580  = page35;
+          \$562  = page35;
       7'h24:
-          \$580  = page36;
+          \$562  = page36;
       7'h25:
-          \$580  = page37;
+          \$562  = page37;
       7'h26:
-          \$580  = page38;
+          \$562  = page38;
       7'h27:
-          \$580  = page39;
+          \$562  = page39;
       7'h28:
-          \$580  = page40;
+          \$562  = page40;
       7'h29:
-          \$580  = page41;
+          \$562  = page41;
       7'h2a:
-          \$580  = page42;
+          \$562  = page42;
       7'h2b:
-          \$580  = page43;
+          \$562  = page43;
       7'h2c:
-          \$580  = page44;
+          \$562  = page44;
       7'h2d:
-          \$580  = page45;
+          \$562  = page45;
       7'h2e:
-          \$580  = page46;
+          \$562  = page46;
       7'h2f:
-          \$580  = page47;
+          \$562  = page47;
       7'h30:
-          \$580  = page48;
+          \$562  = page48;
       7'h31:
-          \$580  = page49;
+          \$562  = page49;
       7'h32:
-          \$580  = page50;
+          \$562  = page50;
       7'h33:
-          \$580  = page51;
+          \$562  = page51;
       7'h34:
-          \$580  = page52;
+          \$562  = page52;
       7'h35:
-          \$580  = page53;
+          \$562  = page53;
       7'h36:
-          \$580  = page54;
+          \$562  = page54;
       7'h37:
-          \$580  = page55;
+          \$562  = page55;
       7'h38:
-          \$580  = page56;
+          \$562  = page56;
       7'h39:
-          \$580  = page57;
+          \$562  = page57;
       7'h3a:
-          \$580  = page58;
+          \$562  = page58;
       7'h3b:
-          \$580  = page59;
+          \$562  = page59;
       7'h3c:
-          \$580  = page60;
+          \$562  = page60;
       7'h3d:
-          \$580  = page61;
+          \$562  = page61;
       7'h3e:
-          \$580  = page62;
+          \$562  = page62;
       7'h3f:
-          \$580  = page63;
+          \$562  = page63;
     endcase
   end
   always @* begin
@@ -48870,35 +48781,35 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
     (* full_case = 32'd1 *)
-    casez (\$signal$133 )
+    casez (\$signal$127 )
       2'h0:
-          \$signal$134  = { \$25 [63:6], 6'h00 };
+          \$signal$128  = { \$25 [63:6], 6'h00 };
       2'h1:
-          \$signal$134  = \$92 ;
+          \$signal$128  = \$92 ;
       2'h2:
-          \$signal$134  = \$101 ;
+          \$signal$128  = \$101 ;
       2'h3:
-          \$signal$134  = \$105 [63:0];
+          \$signal$128  = \$105 [63:0];
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
     (* full_case = 32'd1 *)
-    casez (\$signal$133 )
+    casez (\$signal$127 )
       2'h0:
-          \$signal$135  = \$30 [31:0];
+          \$signal$129  = \$30 [31:0];
       2'h1:
-          \$signal$135  = \$97 [31:0];
+          \$signal$129  = \$97 [31:0];
       2'h2:
-          \$signal$135  = \$102 [31:0];
+          \$signal$129  = \$102 [31:0];
       2'h3:
-          \$signal$135  = { 12'h000, \$signal$105 [103:84] };
+          \$signal$129  = { 12'h000, entry1[103:84] };
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
     (* full_case = 32'd1 *)
-    casez (\$signal$133 )
+    casez (\$signal$127 )
       2'h0:
           run_any = 1'h1;
       2'h1:
@@ -48926,8 +48837,8 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
       run__payload[95:64] = { 12'h000, entry2[103:84] };
       run__payload[96] = 1'h1;
     end else if (\$128 ) begin
-      run__payload[63:0] = \$signal$134 ;
-      run__payload[95:64] = \$signal$135 ;
+      run__payload[63:0] = \$signal$128 ;
+      run__payload[95:64] = \$signal$129 ;
     end
   end
   always @* begin
@@ -48940,28 +48851,6 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$signal$155  = 1'h0;
-    casez (fsm_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          (* full_case = 32'd1 *)
-          if (\$130 ) begin
-            \$signal$155  = 1'h1;
-          end else if (\$134 ) begin
-          end else begin
-            \$signal$155  = 1'h1;
-          end
-      3'h5:
-          if (\$141 ) begin
-            \$signal$155  = 1'h1;
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
     \$signal$156  = 1'h0;
     casez (fsm_state)
       3'h0:
@@ -48970,15 +48859,37 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
           /* empty */;
       3'h2:
           (* full_case = 32'd1 *)
-          if (\$130 ) begin
-            \$signal$156  = \$135 ;
-          end else if (\$134 ) begin
+          if (\$129 ) begin
+            \$signal$156  = 1'h1;
+          end else if (\$133 ) begin
           end else begin
-            \$signal$156  = \$136 ;
+            \$signal$156  = 1'h1;
           end
       3'h5:
-          if (\$141 ) begin
-            \$signal$156  = \$142 ;
+          if (\$140 ) begin
+            \$signal$156  = 1'h1;
+          end
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$signal$157  = 1'h0;
+    casez (fsm_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          (* full_case = 32'd1 *)
+          if (\$129 ) begin
+            \$signal$157  = \$134 ;
+          end else if (\$133 ) begin
+          end else begin
+            \$signal$157  = \$135 ;
+          end
+      3'h5:
+          if (\$140 ) begin
+            \$signal$157  = \$141 ;
           end
     endcase
   end
@@ -49001,52 +48912,6 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
     w_en = 1'h0;
-    casez (fsm_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          /* empty */;
-      3'h3:
-          /* empty */;
-      3'h6:
-          /* empty */;
-      3'h7:
-          if (\$145 ) begin
-          end else if (w_rdy) begin
-            w_en = 1'h1;
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    w_data = 8'h00;
-    casez (fsm_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          /* empty */;
-      3'h3:
-          /* empty */;
-      3'h6:
-          /* empty */;
-      3'h7:
-          if (\$145 ) begin
-          end else if (w_rdy) begin
-            w_data = \$155 ;
-          end
-    endcase
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    move = 1'h0;
     (* full_case = 32'd1 *)
     casez (fsm_state)
       3'h0:
@@ -49064,209 +48929,449 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
       3'h7:
           /* empty */;
       3'h4:
-          move = \$161 ;
+          w_en = \$143 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$653  = regs2[63:0];
+    \$633  = regs2[63:0];
+    if (rst) begin
+      \$633  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$634  = regs2[127:64];
+    if (rst) begin
+      \$634  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$635  = \$156 [63:0];
+    if (rst) begin
+      \$635  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$636  = \$157 [48:0];
+    if (rst) begin
+      \$636  = 49'h0000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$637  = \$158 [63:0];
+    if (rst) begin
+      \$637  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$638  = \$159 [63:0];
+    if (rst) begin
+      \$638  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$639  = \$161 ;
+    if (rst) begin
+      \$639  = 65'h00000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$640  = { 4'h0, \$166  };
+    if (rst) begin
+      \$640  = 44'h00000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$641  = \$170 [7:0];
+    if (rst) begin
+      \$641  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$642  = \$176 [7:0];
+    if (rst) begin
+      \$642  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$643  = \$182 ;
+    if (rst) begin
+      \$643  = 65'h00000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$644  = \$189 ;
+    if (rst) begin
+      \$644  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$645  = \$195 ;
+    if (rst) begin
+      \$645  = 65'h00000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$646  = \$202 ;
+    if (rst) begin
+      \$646  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$647  = \$208 ;
+    if (rst) begin
+      \$647  = 65'h00000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$648  = \$215 ;
+    if (rst) begin
+      \$648  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$649  = \$221 ;
+    if (rst) begin
+      \$649  = 65'h00000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$650  = \$228 ;
+    if (rst) begin
+      \$650  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$651  = \$signal$168 ;
+    if (side__valid) begin
+      \$651  = \$229 [6:0];
+    end
+    casez (fsm_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          (* full_case = 32'd1 *)
+          if (\$570 ) begin
+            if (\$575 ) begin
+              \$651  = 7'h00;
+            end
+          end else if (\$574 ) begin
+          end else begin
+            if (\$576 ) begin
+              \$651  = 7'h00;
+            end
+          end
+      3'h5:
+          if (\$581 ) begin
+            if (\$582 ) begin
+              \$651  = 7'h00;
+            end
+          end
+    endcase
+    if (rst) begin
+      \$651  = 7'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$652  = \$signal$169 ;
+    if (side__valid) begin
+      \$652  = \$230 ;
+    end
+    casez (fsm_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          (* full_case = 32'd1 *)
+          if (\$570 ) begin
+            if (\$575 ) begin
+              \$652  = 1'h0;
+            end
+          end else if (\$574 ) begin
+          end else begin
+            if (\$576 ) begin
+              \$652  = 1'h0;
+            end
+          end
+      3'h5:
+          if (\$581 ) begin
+            if (\$582 ) begin
+              \$652  = 1'h0;
+            end
+          end
+    endcase
+    if (rst) begin
+      \$652  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$653  = next_page0;
+    if (side__valid) begin
+      if (\$232 ) begin
+        \$653  = side__payload[63:0];
+      end
+    end
     if (rst) begin
       \$653  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$654  = regs2[127:64];
+    \$654  = next_page1;
+    if (side__valid) begin
+      if (\$234 ) begin
+        \$654  = side__payload[127:64];
+      end
+    end
     if (rst) begin
       \$654  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$655  = \$174 [63:0];
+    \$655  = next_page2;
+    if (side__valid) begin
+      if (\$236 ) begin
+        \$655  = side__payload[191:128];
+      end
+    end
     if (rst) begin
       \$655  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$656  = \$175 [48:0];
+    \$656  = next_page3;
+    if (side__valid) begin
+      if (\$238 ) begin
+        \$656  = side__payload[255:192];
+      end
+    end
     if (rst) begin
-      \$656  = 49'h0000000000000;
+      \$656  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$657  = \$176 [63:0];
+    \$657  = next_page4;
+    if (side__valid) begin
+      if (\$240 ) begin
+        \$657  = side__payload[319:256];
+      end
+    end
     if (rst) begin
       \$657  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$658  = \$177 [63:0];
+    \$658  = next_page5;
+    if (side__valid) begin
+      if (\$242 ) begin
+        \$658  = side__payload[383:320];
+      end
+    end
     if (rst) begin
       \$658  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$659  = \$179 ;
-    if (rst) begin
-      \$659  = 65'h00000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$660  = { 4'h0, \$184  };
-    if (rst) begin
-      \$660  = 44'h00000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$661  = \$188 [7:0];
-    if (rst) begin
-      \$661  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$662  = \$194 [7:0];
-    if (rst) begin
-      \$662  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$663  = \$200 ;
-    if (rst) begin
-      \$663  = 65'h00000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$664  = \$207 ;
-    if (rst) begin
-      \$664  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$665  = \$213 ;
-    if (rst) begin
-      \$665  = 65'h00000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$666  = \$220 ;
-    if (rst) begin
-      \$666  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$667  = \$226 ;
-    if (rst) begin
-      \$667  = 65'h00000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$668  = \$233 ;
-    if (rst) begin
-      \$668  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$669  = \$239 ;
-    if (rst) begin
-      \$669  = 65'h00000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$670  = \$246 ;
-    if (rst) begin
-      \$670  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$671  = \$signal$178 ;
+    \$659  = next_page6;
     if (side__valid) begin
-      \$671  = \$247 [6:0];
+      if (\$244 ) begin
+        \$659  = side__payload[447:384];
+      end
     end
-    casez (fsm_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          (* full_case = 32'd1 *)
-          if (\$596 ) begin
-            if (\$601 ) begin
-              \$671  = 7'h00;
-            end
-          end else if (\$600 ) begin
-          end else begin
-            if (\$602 ) begin
-              \$671  = 7'h00;
-            end
-          end
-      3'h5:
-          if (\$607 ) begin
-            if (\$608 ) begin
-              \$671  = 7'h00;
-            end
-          end
-    endcase
     if (rst) begin
-      \$671  = 7'h00;
+      \$659  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$672  = \$signal$161 ;
+    \$660  = next_page7;
     if (side__valid) begin
-      \$672  = \$248 ;
+      if (\$246 ) begin
+        \$660  = side__payload[511:448];
+      end
     end
-    casez (fsm_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          (* full_case = 32'd1 *)
-          if (\$596 ) begin
-            if (\$601 ) begin
-              \$672  = 1'h0;
-            end
-          end else if (\$600 ) begin
-          end else begin
-            if (\$602 ) begin
-              \$672  = 1'h0;
-            end
-          end
-      3'h5:
-          if (\$607 ) begin
-            if (\$608 ) begin
-              \$672  = 1'h0;
-            end
-          end
-    endcase
     if (rst) begin
-      \$672  = 1'h0;
+      \$660  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$673  = next_page0;
+    \$661  = next_page8;
+    if (side__valid) begin
+      if (\$248 ) begin
+        \$661  = side__payload[63:0];
+      end
+    end
+    if (rst) begin
+      \$661  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$662  = next_page9;
     if (side__valid) begin
       if (\$250 ) begin
-        \$673  = side__payload[63:0];
+        \$662  = side__payload[127:64];
+      end
+    end
+    if (rst) begin
+      \$662  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$663  = next_page10;
+    if (side__valid) begin
+      if (\$252 ) begin
+        \$663  = side__payload[191:128];
+      end
+    end
+    if (rst) begin
+      \$663  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$664  = next_page11;
+    if (side__valid) begin
+      if (\$254 ) begin
+        \$664  = side__payload[255:192];
+      end
+    end
+    if (rst) begin
+      \$664  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$665  = next_page12;
+    if (side__valid) begin
+      if (\$256 ) begin
+        \$665  = side__payload[319:256];
+      end
+    end
+    if (rst) begin
+      \$665  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$666  = next_page13;
+    if (side__valid) begin
+      if (\$258 ) begin
+        \$666  = side__payload[383:320];
+      end
+    end
+    if (rst) begin
+      \$666  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$667  = next_page14;
+    if (side__valid) begin
+      if (\$260 ) begin
+        \$667  = side__payload[447:384];
+      end
+    end
+    if (rst) begin
+      \$667  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$668  = next_page15;
+    if (side__valid) begin
+      if (\$262 ) begin
+        \$668  = side__payload[511:448];
+      end
+    end
+    if (rst) begin
+      \$668  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$669  = next_page16;
+    if (side__valid) begin
+      if (\$264 ) begin
+        \$669  = side__payload[63:0];
+      end
+    end
+    if (rst) begin
+      \$669  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$670  = next_page17;
+    if (side__valid) begin
+      if (\$266 ) begin
+        \$670  = side__payload[127:64];
+      end
+    end
+    if (rst) begin
+      \$670  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$671  = next_page18;
+    if (side__valid) begin
+      if (\$268 ) begin
+        \$671  = side__payload[191:128];
+      end
+    end
+    if (rst) begin
+      \$671  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$672  = next_page19;
+    if (side__valid) begin
+      if (\$270 ) begin
+        \$672  = side__payload[255:192];
+      end
+    end
+    if (rst) begin
+      \$672  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$673  = next_page20;
+    if (side__valid) begin
+      if (\$272 ) begin
+        \$673  = side__payload[319:256];
       end
     end
     if (rst) begin
@@ -49275,10 +49380,10 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$674  = next_page1;
+    \$674  = next_page21;
     if (side__valid) begin
-      if (\$252 ) begin
-        \$674  = side__payload[127:64];
+      if (\$274 ) begin
+        \$674  = side__payload[383:320];
       end
     end
     if (rst) begin
@@ -49287,10 +49392,10 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$675  = next_page2;
+    \$675  = next_page22;
     if (side__valid) begin
-      if (\$254 ) begin
-        \$675  = side__payload[191:128];
+      if (\$276 ) begin
+        \$675  = side__payload[447:384];
       end
     end
     if (rst) begin
@@ -49299,10 +49404,10 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$676  = next_page3;
+    \$676  = next_page23;
     if (side__valid) begin
-      if (\$256 ) begin
-        \$676  = side__payload[255:192];
+      if (\$278 ) begin
+        \$676  = side__payload[511:448];
       end
     end
     if (rst) begin
@@ -49311,10 +49416,10 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$677  = next_page4;
+    \$677  = next_page24;
     if (side__valid) begin
-      if (\$258 ) begin
-        \$677  = side__payload[319:256];
+      if (\$280 ) begin
+        \$677  = side__payload[63:0];
       end
     end
     if (rst) begin
@@ -49323,10 +49428,10 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$678  = next_page5;
+    \$678  = next_page25;
     if (side__valid) begin
-      if (\$260 ) begin
-        \$678  = side__payload[383:320];
+      if (\$282 ) begin
+        \$678  = side__payload[127:64];
       end
     end
     if (rst) begin
@@ -49335,10 +49440,10 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$679  = next_page6;
+    \$679  = next_page26;
     if (side__valid) begin
-      if (\$262 ) begin
-        \$679  = side__payload[447:384];
+      if (\$284 ) begin
+        \$679  = side__payload[191:128];
       end
     end
     if (rst) begin
@@ -49347,10 +49452,10 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$680  = next_page7;
+    \$680  = next_page27;
     if (side__valid) begin
-      if (\$264 ) begin
-        \$680  = side__payload[511:448];
+      if (\$286 ) begin
+        \$680  = side__payload[255:192];
       end
     end
     if (rst) begin
@@ -49359,10 +49464,10 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$681  = next_page8;
+    \$681  = next_page28;
     if (side__valid) begin
-      if (\$266 ) begin
-        \$681  = side__payload[63:0];
+      if (\$288 ) begin
+        \$681  = side__payload[319:256];
       end
     end
     if (rst) begin
@@ -49371,10 +49476,10 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$682  = next_page9;
+    \$682  = next_page29;
     if (side__valid) begin
-      if (\$268 ) begin
-        \$682  = side__payload[127:64];
+      if (\$290 ) begin
+        \$682  = side__payload[383:320];
       end
     end
     if (rst) begin
@@ -49383,10 +49488,10 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$683  = next_page10;
+    \$683  = next_page30;
     if (side__valid) begin
-      if (\$270 ) begin
-        \$683  = side__payload[191:128];
+      if (\$292 ) begin
+        \$683  = side__payload[447:384];
       end
     end
     if (rst) begin
@@ -49395,10 +49500,10 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$684  = next_page11;
+    \$684  = next_page31;
     if (side__valid) begin
-      if (\$272 ) begin
-        \$684  = side__payload[255:192];
+      if (\$294 ) begin
+        \$684  = side__payload[511:448];
       end
     end
     if (rst) begin
@@ -49407,10 +49512,10 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$685  = next_page12;
+    \$685  = next_page32;
     if (side__valid) begin
-      if (\$274 ) begin
-        \$685  = side__payload[319:256];
+      if (\$296 ) begin
+        \$685  = side__payload[63:0];
       end
     end
     if (rst) begin
@@ -49419,10 +49524,10 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$686  = next_page13;
+    \$686  = next_page33;
     if (side__valid) begin
-      if (\$276 ) begin
-        \$686  = side__payload[383:320];
+      if (\$298 ) begin
+        \$686  = side__payload[127:64];
       end
     end
     if (rst) begin
@@ -49431,10 +49536,10 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$687  = next_page14;
+    \$687  = next_page34;
     if (side__valid) begin
-      if (\$278 ) begin
-        \$687  = side__payload[447:384];
+      if (\$300 ) begin
+        \$687  = side__payload[191:128];
       end
     end
     if (rst) begin
@@ -49443,10 +49548,10 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$688  = next_page15;
+    \$688  = next_page35;
     if (side__valid) begin
-      if (\$280 ) begin
-        \$688  = side__payload[511:448];
+      if (\$302 ) begin
+        \$688  = side__payload[255:192];
       end
     end
     if (rst) begin
@@ -49455,10 +49560,10 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$689  = next_page16;
+    \$689  = next_page36;
     if (side__valid) begin
-      if (\$282 ) begin
-        \$689  = side__payload[63:0];
+      if (\$304 ) begin
+        \$689  = side__payload[319:256];
       end
     end
     if (rst) begin
@@ -49467,10 +49572,10 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$690  = next_page17;
+    \$690  = next_page37;
     if (side__valid) begin
-      if (\$284 ) begin
-        \$690  = side__payload[127:64];
+      if (\$306 ) begin
+        \$690  = side__payload[383:320];
       end
     end
     if (rst) begin
@@ -49479,10 +49584,10 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$691  = next_page18;
+    \$691  = next_page38;
     if (side__valid) begin
-      if (\$286 ) begin
-        \$691  = side__payload[191:128];
+      if (\$308 ) begin
+        \$691  = side__payload[447:384];
       end
     end
     if (rst) begin
@@ -49491,10 +49596,10 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$692  = next_page19;
+    \$692  = next_page39;
     if (side__valid) begin
-      if (\$288 ) begin
-        \$692  = side__payload[255:192];
+      if (\$310 ) begin
+        \$692  = side__payload[511:448];
       end
     end
     if (rst) begin
@@ -49503,10 +49608,10 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$693  = next_page20;
+    \$693  = next_page40;
     if (side__valid) begin
-      if (\$290 ) begin
-        \$693  = side__payload[319:256];
+      if (\$312 ) begin
+        \$693  = side__payload[63:0];
       end
     end
     if (rst) begin
@@ -49515,10 +49620,10 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$694  = next_page21;
+    \$694  = next_page41;
     if (side__valid) begin
-      if (\$292 ) begin
-        \$694  = side__payload[383:320];
+      if (\$314 ) begin
+        \$694  = side__payload[127:64];
       end
     end
     if (rst) begin
@@ -49527,10 +49632,10 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$695  = next_page22;
+    \$695  = next_page42;
     if (side__valid) begin
-      if (\$294 ) begin
-        \$695  = side__payload[447:384];
+      if (\$316 ) begin
+        \$695  = side__payload[191:128];
       end
     end
     if (rst) begin
@@ -49539,10 +49644,10 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$696  = next_page23;
+    \$696  = next_page43;
     if (side__valid) begin
-      if (\$296 ) begin
-        \$696  = side__payload[511:448];
+      if (\$318 ) begin
+        \$696  = side__payload[255:192];
       end
     end
     if (rst) begin
@@ -49551,10 +49656,10 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$697  = next_page24;
+    \$697  = next_page44;
     if (side__valid) begin
-      if (\$298 ) begin
-        \$697  = side__payload[63:0];
+      if (\$320 ) begin
+        \$697  = side__payload[319:256];
       end
     end
     if (rst) begin
@@ -49563,10 +49668,10 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$698  = next_page25;
+    \$698  = next_page45;
     if (side__valid) begin
-      if (\$300 ) begin
-        \$698  = side__payload[127:64];
+      if (\$322 ) begin
+        \$698  = side__payload[383:320];
       end
     end
     if (rst) begin
@@ -49575,10 +49680,10 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$699  = next_page26;
+    \$699  = next_page46;
     if (side__valid) begin
-      if (\$302 ) begin
-        \$699  = side__payload[191:128];
+      if (\$324 ) begin
+        \$699  = side__payload[447:384];
       end
     end
     if (rst) begin
@@ -49587,10 +49692,10 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$700  = next_page27;
+    \$700  = next_page47;
     if (side__valid) begin
-      if (\$304 ) begin
-        \$700  = side__payload[255:192];
+      if (\$326 ) begin
+        \$700  = side__payload[511:448];
       end
     end
     if (rst) begin
@@ -49599,10 +49704,10 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$701  = next_page28;
+    \$701  = next_page48;
     if (side__valid) begin
-      if (\$306 ) begin
-        \$701  = side__payload[319:256];
+      if (\$328 ) begin
+        \$701  = side__payload[63:0];
       end
     end
     if (rst) begin
@@ -49611,10 +49716,10 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$702  = next_page29;
+    \$702  = next_page49;
     if (side__valid) begin
-      if (\$308 ) begin
-        \$702  = side__payload[383:320];
+      if (\$330 ) begin
+        \$702  = side__payload[127:64];
       end
     end
     if (rst) begin
@@ -49623,10 +49728,10 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$703  = next_page30;
+    \$703  = next_page50;
     if (side__valid) begin
-      if (\$310 ) begin
-        \$703  = side__payload[447:384];
+      if (\$332 ) begin
+        \$703  = side__payload[191:128];
       end
     end
     if (rst) begin
@@ -49635,10 +49740,10 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$704  = next_page31;
+    \$704  = next_page51;
     if (side__valid) begin
-      if (\$312 ) begin
-        \$704  = side__payload[511:448];
+      if (\$334 ) begin
+        \$704  = side__payload[255:192];
       end
     end
     if (rst) begin
@@ -49647,10 +49752,10 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$705  = next_page32;
+    \$705  = next_page52;
     if (side__valid) begin
-      if (\$314 ) begin
-        \$705  = side__payload[63:0];
+      if (\$336 ) begin
+        \$705  = side__payload[319:256];
       end
     end
     if (rst) begin
@@ -49659,10 +49764,10 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$706  = next_page33;
+    \$706  = next_page53;
     if (side__valid) begin
-      if (\$316 ) begin
-        \$706  = side__payload[127:64];
+      if (\$338 ) begin
+        \$706  = side__payload[383:320];
       end
     end
     if (rst) begin
@@ -49671,10 +49776,10 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$707  = next_page34;
+    \$707  = next_page54;
     if (side__valid) begin
-      if (\$318 ) begin
-        \$707  = side__payload[191:128];
+      if (\$340 ) begin
+        \$707  = side__payload[447:384];
       end
     end
     if (rst) begin
@@ -49683,10 +49788,10 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$708  = next_page35;
+    \$708  = next_page55;
     if (side__valid) begin
-      if (\$320 ) begin
-        \$708  = side__payload[255:192];
+      if (\$342 ) begin
+        \$708  = side__payload[511:448];
       end
     end
     if (rst) begin
@@ -49695,10 +49800,10 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$709  = next_page36;
+    \$709  = next_page56;
     if (side__valid) begin
-      if (\$322 ) begin
-        \$709  = side__payload[319:256];
+      if (\$344 ) begin
+        \$709  = side__payload[63:0];
       end
     end
     if (rst) begin
@@ -49707,10 +49812,10 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$710  = next_page37;
+    \$710  = next_page57;
     if (side__valid) begin
-      if (\$324 ) begin
-        \$710  = side__payload[383:320];
+      if (\$346 ) begin
+        \$710  = side__payload[127:64];
       end
     end
     if (rst) begin
@@ -49719,10 +49824,10 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$711  = next_page38;
+    \$711  = next_page58;
     if (side__valid) begin
-      if (\$326 ) begin
-        \$711  = side__payload[447:384];
+      if (\$348 ) begin
+        \$711  = side__payload[191:128];
       end
     end
     if (rst) begin
@@ -49731,10 +49836,10 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$712  = next_page39;
+    \$712  = next_page59;
     if (side__valid) begin
-      if (\$328 ) begin
-        \$712  = side__payload[511:448];
+      if (\$350 ) begin
+        \$712  = side__payload[255:192];
       end
     end
     if (rst) begin
@@ -49743,10 +49848,10 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$713  = next_page40;
+    \$713  = next_page60;
     if (side__valid) begin
-      if (\$330 ) begin
-        \$713  = side__payload[63:0];
+      if (\$352 ) begin
+        \$713  = side__payload[319:256];
       end
     end
     if (rst) begin
@@ -49755,10 +49860,10 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$714  = next_page41;
+    \$714  = next_page61;
     if (side__valid) begin
-      if (\$332 ) begin
-        \$714  = side__payload[127:64];
+      if (\$354 ) begin
+        \$714  = side__payload[383:320];
       end
     end
     if (rst) begin
@@ -49767,10 +49872,10 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$715  = next_page42;
+    \$715  = next_page62;
     if (side__valid) begin
-      if (\$334 ) begin
-        \$715  = side__payload[191:128];
+      if (\$356 ) begin
+        \$715  = side__payload[447:384];
       end
     end
     if (rst) begin
@@ -49779,10 +49884,10 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$716  = next_page43;
+    \$716  = next_page63;
     if (side__valid) begin
-      if (\$336 ) begin
-        \$716  = side__payload[255:192];
+      if (\$358 ) begin
+        \$716  = side__payload[511:448];
       end
     end
     if (rst) begin
@@ -49791,70 +49896,110 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$717  = next_page44;
-    if (side__valid) begin
-      if (\$338 ) begin
-        \$717  = side__payload[319:256];
-      end
-    end
+    \$717  = \$360 [63:0];
     if (rst) begin
       \$717  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$718  = next_page45;
-    if (side__valid) begin
-      if (\$340 ) begin
-        \$718  = side__payload[383:320];
-      end
-    end
+    \$718  = \$362 ;
     if (rst) begin
-      \$718  = 64'h0000000000000000;
+      \$718  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$719  = next_page46;
-    if (side__valid) begin
-      if (\$342 ) begin
-        \$719  = side__payload[447:384];
+    \$719  = f_stage_start;
+    if (\$374 ) begin
+      if (\$375 ) begin
+        \$719  = 1'h0;
+      end
+      if (\$376 ) begin
+      end else if (\$378 ) begin
+      end else if (\$386 ) begin
+      end else if (\$393 ) begin
+      end else if (\$403 ) begin
+      end else if (\$404 ) begin
+      end else if (\$413 ) begin
+        \$719  = 1'h1;
+      end else if (\$423 ) begin
+        \$719  = 1'h1;
       end
     end
     if (rst) begin
-      \$719  = 64'h0000000000000000;
+      \$719  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$720  = next_page47;
-    if (side__valid) begin
-      if (\$344 ) begin
-        \$720  = side__payload[511:448];
+    \$720  = \$signal$134 ;
+    if (\$374 ) begin
+      (* full_case = 32'd1 *)
+      if (\$376 ) begin
+        \$720  = 1'h0;
+      end else if (\$378 ) begin
+      end else if (\$386 ) begin
+      end else if (\$393 ) begin
+      end else if (\$403 ) begin
+      end else if (\$404 ) begin
+      end else if (\$413 ) begin
+      end else if (\$423 ) begin
+      end else begin
+        if (\$540 ) begin
+          \$720  = 1'h0;
+        end
       end
     end
+    if (w_en) begin
+      \$720  = fetch2;
+    end
     if (rst) begin
-      \$720  = 64'h0000000000000000;
+      \$720  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$721  = next_page48;
-    if (side__valid) begin
-      if (\$346 ) begin
-        \$721  = side__payload[63:0];
+    \$721  = \$signal$131 ;
+    if (\$374 ) begin
+      if (\$376 ) begin
+      end else if (\$378 ) begin
+        \$721  = 1'h0;
+      end else if (\$386 ) begin
+      end else if (\$393 ) begin
+        \$721  = 1'h1;
+      end else if (\$403 ) begin
+      end else if (\$404 ) begin
+      end else if (\$413 ) begin
+        \$721  = 1'h0;
+      end else if (\$423 ) begin
+        \$721  = 1'h0;
       end
     end
     if (rst) begin
-      \$721  = 64'h0000000000000000;
+      \$721  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$722  = next_page49;
-    if (side__valid) begin
-      if (\$348 ) begin
-        \$722  = side__payload[127:64];
+    \$722  = \$signal$110 ;
+    if (\$374 ) begin
+      if (\$376 ) begin
+      end else if (\$378 ) begin
+        \$722  = \$424 [63:0];
+      end else if (\$386 ) begin
+        \$722  = \$446 [63:0];
+      end else if (\$393 ) begin
+      end else if (\$403 ) begin
+      end else if (\$404 ) begin
+        \$722  = \$478 [63:0];
+      end else if (\$413 ) begin
+        \$722  = \$484 [63:0];
+      end else if (\$423 ) begin
+        \$722  = \$510 [63:0];
+      end
+      if (\$560 ) begin
+        \$722  = \$563 [63:0];
       end
     end
     if (rst) begin
@@ -49863,130 +50008,239 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$723  = next_page50;
-    if (side__valid) begin
-      if (\$350 ) begin
-        \$723  = side__payload[191:128];
+    \$723  = \$signal$178 ;
+    if (\$374 ) begin
+      if (\$376 ) begin
+      end else if (\$378 ) begin
+        \$723  = { 6'h00, \$428  };
+      end else if (\$386 ) begin
+      end else if (\$393 ) begin
+      end else if (\$403 ) begin
+      end else if (\$404 ) begin
+      end else if (\$413 ) begin
+        \$723  = { 7'h00, \$493  };
+      end else if (\$423 ) begin
+        \$723  = { 7'h00, \$519  };
       end
     end
     if (rst) begin
-      \$723  = 64'h0000000000000000;
+      \$723  = 48'h000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$724  = next_page51;
-    if (side__valid) begin
-      if (\$352 ) begin
-        \$724  = side__payload[255:192];
+    \$724  = \$signal$124 ;
+    if (\$374 ) begin
+      if (\$376 ) begin
+      end else if (\$378 ) begin
+        \$724  = \$436 [19:0];
+      end else if (\$386 ) begin
+      end else if (\$393 ) begin
+      end else if (\$403 ) begin
+      end else if (\$404 ) begin
+      end else if (\$413 ) begin
+        \$724  = \$504 [19:0];
+      end else if (\$423 ) begin
+        \$724  = \$530 [19:0];
       end
     end
     if (rst) begin
-      \$724  = 64'h0000000000000000;
+      \$724  = 20'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$725  = next_page52;
-    if (side__valid) begin
-      if (\$354 ) begin
-        \$725  = side__payload[319:256];
+    \$725  = \$signal$173 ;
+    if (\$374 ) begin
+      if (\$376 ) begin
+      end else if (\$378 ) begin
+      end else if (\$386 ) begin
+        \$725  = \$437 [19:0];
+      end else if (\$393 ) begin
+        \$725  = 20'h00000;
+      end else if (\$403 ) begin
+      end else if (\$404 ) begin
+      end else if (\$413 ) begin
+        \$725  = 20'h00000;
+      end else if (\$423 ) begin
+        \$725  = 20'h00000;
       end
     end
     if (rst) begin
-      \$725  = 64'h0000000000000000;
+      \$725  = 20'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$726  = next_page53;
-    if (side__valid) begin
-      if (\$356 ) begin
-        \$726  = side__payload[383:320];
+    \$726  = f_page;
+    if (\$374 ) begin
+      if (\$376 ) begin
+      end else if (\$378 ) begin
+      end else if (\$386 ) begin
+        \$726  = \$444 [5:0];
+      end else if (\$393 ) begin
+        \$726  = 6'h00;
+      end else if (\$403 ) begin
+        \$726  = \$467 [5:0];
+      end else if (\$404 ) begin
+        \$726  = 6'h00;
       end
     end
+    if (w_en) begin
+      \$726  = 6'h00;
+    end
     if (rst) begin
-      \$726  = 64'h0000000000000000;
+      \$726  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$727  = next_page54;
-    if (side__valid) begin
-      if (\$358 ) begin
-        \$727  = side__payload[447:384];
+    \$727  = \$signal$177 ;
+    if (\$374 ) begin
+      if (\$376 ) begin
+      end else if (\$378 ) begin
+      end else if (\$386 ) begin
+      end else if (\$393 ) begin
+        \$727  = \$453 [20:0];
+      end else if (\$403 ) begin
+      end else if (\$404 ) begin
+      end else if (\$413 ) begin
+        \$727  = 21'h000000;
+      end else if (\$423 ) begin
+        \$727  = 21'h000000;
       end
     end
     if (rst) begin
-      \$727  = 64'h0000000000000000;
+      \$727  = 21'h000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$728  = next_page55;
-    if (side__valid) begin
-      if (\$360 ) begin
-        \$728  = side__payload[511:448];
+    \$728  = \$signal$174 ;
+    if (\$374 ) begin
+      if (\$376 ) begin
+      end else if (\$378 ) begin
+      end else if (\$386 ) begin
+      end else if (\$393 ) begin
+        \$728  = \$459 [19:0];
+      end else if (\$403 ) begin
+      end else if (\$404 ) begin
+      end else if (\$413 ) begin
+        \$728  = decoded1[281:262];
+      end else if (\$423 ) begin
+        \$728  = decoded1[677:658];
       end
     end
     if (rst) begin
-      \$728  = 64'h0000000000000000;
+      \$728  = 20'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$729  = next_page56;
-    if (side__valid) begin
-      if (\$362 ) begin
-        \$729  = side__payload[63:0];
+    \$729  = \$signal$179 ;
+    if (\$374 ) begin
+      if (\$376 ) begin
+      end else if (\$378 ) begin
+      end else if (\$386 ) begin
+      end else if (\$393 ) begin
+        \$729  = \$466 [19:0];
+      end else if (\$403 ) begin
+      end else if (\$404 ) begin
+      end else if (\$413 ) begin
+        \$729  = decoded1[261:242];
+      end else if (\$423 ) begin
+        \$729  = decoded1[657:638];
       end
     end
     if (rst) begin
-      \$729  = 64'h0000000000000000;
+      \$729  = 20'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$730  = next_page57;
-    if (side__valid) begin
-      if (\$364 ) begin
-        \$730  = side__payload[127:64];
+    \$730  = \$signal$113 ;
+    if (\$374 ) begin
+      if (\$376 ) begin
+      end else if (\$378 ) begin
+      end else if (\$386 ) begin
+      end else if (\$393 ) begin
+      end else if (\$403 ) begin
+        \$730  = \$472 ;
+      end else if (\$404 ) begin
+      end else if (\$413 ) begin
+        \$730  = \$496 ;
+      end else if (\$423 ) begin
+        \$730  = \$522 ;
       end
     end
     if (rst) begin
-      \$730  = 64'h0000000000000000;
+      \$730  = 44'h00000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$731  = next_page58;
-    if (side__valid) begin
-      if (\$366 ) begin
-        \$731  = side__payload[191:128];
+    \$731  = \$signal$127 ;
+    if (\$374 ) begin
+      (* full_case = 32'd1 *)
+      if (\$376 ) begin
+      end else if (\$378 ) begin
+      end else if (\$386 ) begin
+      end else if (\$393 ) begin
+      end else if (\$403 ) begin
+      end else if (\$404 ) begin
+        \$731  = 2'h2;
+      end else if (\$413 ) begin
+        \$731  = 2'h1;
+      end else if (\$423 ) begin
+        \$731  = 2'h1;
+      end else begin
+        \$731  = 2'h0;
       end
     end
+    if (w_en) begin
+      \$731  = \$564 ;
+    end
     if (rst) begin
-      \$731  = 64'h0000000000000000;
+      \$731  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$732  = next_page59;
-    if (side__valid) begin
-      if (\$368 ) begin
-        \$732  = side__payload[255:192];
+    \$732  = f_stage;
+    if (\$374 ) begin
+      if (\$376 ) begin
+      end else if (\$378 ) begin
+      end else if (\$386 ) begin
+      end else if (\$393 ) begin
+      end else if (\$403 ) begin
+      end else if (\$404 ) begin
+      end else if (\$413 ) begin
+        \$732  = 1'h0;
+      end else if (\$423 ) begin
+        \$732  = 1'h1;
       end
     end
+    if (w_en) begin
+      \$732  = 1'h0;
+    end
     if (rst) begin
-      \$732  = 64'h0000000000000000;
+      \$732  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$733  = next_page60;
-    if (side__valid) begin
-      if (\$370 ) begin
-        \$733  = side__payload[319:256];
+    \$733  = \$signal$176 ;
+    if (\$374 ) begin
+      if (\$376 ) begin
+      end else if (\$378 ) begin
+      end else if (\$386 ) begin
+      end else if (\$393 ) begin
+      end else if (\$403 ) begin
+      end else if (\$404 ) begin
+      end else if (\$413 ) begin
+        \$733  = \$490 [63:0];
+      end else if (\$423 ) begin
+        \$733  = \$516 [63:0];
       end
     end
     if (rst) begin
@@ -49995,147 +50249,131 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$734  = next_page61;
-    if (side__valid) begin
-      if (\$372 ) begin
-        \$734  = side__payload[383:320];
-      end
-    end
-    if (rst) begin
-      \$734  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$735  = next_page62;
-    if (side__valid) begin
-      if (\$374 ) begin
-        \$735  = side__payload[447:384];
-      end
-    end
-    if (rst) begin
-      \$735  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$736  = next_page63;
-    if (side__valid) begin
-      if (\$376 ) begin
-        \$736  = side__payload[511:448];
-      end
-    end
-    if (rst) begin
-      \$736  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$737  = \$378 [63:0];
-    if (rst) begin
-      \$737  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$738  = \$380 ;
-    if (rst) begin
-      \$738  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$739  = f_stage_start;
-    if (\$392 ) begin
-      if (\$393 ) begin
-        \$739  = 1'h0;
-      end
-      if (\$394 ) begin
-      end else if (\$396 ) begin
-      end else if (\$404 ) begin
-      end else if (\$411 ) begin
-      end else if (\$421 ) begin
-      end else if (\$422 ) begin
-      end else if (\$431 ) begin
-        \$739  = 1'h1;
-      end else if (\$441 ) begin
-        \$739  = 1'h1;
-      end
-    end
-    if (rst) begin
-      \$739  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$740  = \$signal$140 ;
-    if (\$392 ) begin
+    \$734  = \$signal$244 ;
+    if (\$374 ) begin
       (* full_case = 32'd1 *)
-      if (\$394 ) begin
-        \$740  = 1'h0;
-      end else if (\$396 ) begin
+      if (\$376 ) begin
+      end else if (\$378 ) begin
+      end else if (\$386 ) begin
+      end else if (\$393 ) begin
+      end else if (\$403 ) begin
       end else if (\$404 ) begin
-      end else if (\$411 ) begin
-      end else if (\$421 ) begin
-      end else if (\$422 ) begin
-      end else if (\$431 ) begin
-      end else if (\$441 ) begin
+      end else if (\$413 ) begin
+      end else if (\$423 ) begin
       end else begin
-        if (\$558 ) begin
-          \$740  = 1'h0;
-        end
+        \$734  = \$531 [19:0];
       end
     end
-    if (move) begin
-      \$740  = fetch2;
+    if (w_en) begin
+      \$734  = 20'h00000;
     end
     if (rst) begin
-      \$740  = 1'h0;
+      \$734  = 20'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$741  = \$signal$137 ;
-    if (\$392 ) begin
-      if (\$394 ) begin
-      end else if (\$396 ) begin
-        \$741  = 1'h0;
+    \$735  = \$signal$92 ;
+    if (\$374 ) begin
+      (* full_case = 32'd1 *)
+      if (\$376 ) begin
+      end else if (\$378 ) begin
+      end else if (\$386 ) begin
+      end else if (\$393 ) begin
+      end else if (\$403 ) begin
       end else if (\$404 ) begin
-      end else if (\$411 ) begin
-        \$741  = 1'h1;
-      end else if (\$421 ) begin
-      end else if (\$422 ) begin
-      end else if (\$431 ) begin
-        \$741  = 1'h0;
-      end else if (\$441 ) begin
-        \$741  = 1'h0;
+      end else if (\$413 ) begin
+      end else if (\$423 ) begin
+      end else begin
+        \$735  = \$533 [43:0];
       end
     end
+    if (w_en) begin
+      \$735  = 44'h00000000000;
+    end
     if (rst) begin
-      \$741  = 1'h0;
+      \$735  = 44'h00000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$742  = \$signal$116 ;
-    if (\$392 ) begin
-      if (\$394 ) begin
-      end else if (\$396 ) begin
-        \$742  = \$442 [63:0];
+    \$736  = f_in_elems;
+    if (\$374 ) begin
+      (* full_case = 32'd1 *)
+      if (\$376 ) begin
+      end else if (\$378 ) begin
+      end else if (\$386 ) begin
+      end else if (\$393 ) begin
+      end else if (\$403 ) begin
       end else if (\$404 ) begin
-        \$742  = \$464 [63:0];
-      end else if (\$411 ) begin
-      end else if (\$421 ) begin
-      end else if (\$422 ) begin
-        \$742  = \$496 [63:0];
-      end else if (\$431 ) begin
-        \$742  = \$502 [63:0];
-      end else if (\$441 ) begin
-        \$742  = \$528 [63:0];
+      end else if (\$413 ) begin
+      end else if (\$423 ) begin
+      end else begin
+        \$736  = \$538 ;
       end
-      if (\$578 ) begin
-        \$742  = \$581 [63:0];
-      end
+    end
+    if (w_en) begin
+      \$736  = \$567 ;
+    end
+    if (rst) begin
+      \$736  = 44'h00000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$737  = entry1;
+    if (w_en) begin
+      \$737  = entry2;
+    end
+    if (rst) begin
+      \$737  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$738  = decoded1;
+    if (w_en) begin
+      \$738  = decoded2;
+    end
+    if (rst) begin
+      \$738  = 967'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$739  = \$signal$91 ;
+    if (w_en) begin
+      \$739  = \$signal ;
+    end
+    if (rst) begin
+      \$739  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$740  = \$signal$245 ;
+    if (w_en) begin
+      \$740  = last_group_elems2;
+    end
+    if (rst) begin
+      \$740  = 44'h00000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$741  = page0;
+    if (w_en) begin
+      \$741  = next_page0;
+    end
+    if (rst) begin
+      \$741  = 64'h0000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$742  = page1;
+    if (w_en) begin
+      \$742  = next_page1;
     end
     if (rst) begin
       \$742  = 64'h0000000000000000;
@@ -50143,240 +50381,109 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$743  = \$signal$185 ;
-    if (\$392 ) begin
-      if (\$394 ) begin
-      end else if (\$396 ) begin
-        \$743  = { 6'h00, \$446  };
-      end else if (\$404 ) begin
-      end else if (\$411 ) begin
-      end else if (\$421 ) begin
-      end else if (\$422 ) begin
-      end else if (\$431 ) begin
-        \$743  = { 7'h00, \$511  };
-      end else if (\$441 ) begin
-        \$743  = { 7'h00, \$537  };
-      end
+    \$743  = page2;
+    if (w_en) begin
+      \$743  = next_page2;
     end
     if (rst) begin
-      \$743  = 48'h000000000000;
+      \$743  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$744  = \$signal$130 ;
-    if (\$392 ) begin
-      if (\$394 ) begin
-      end else if (\$396 ) begin
-        \$744  = \$454 [19:0];
-      end else if (\$404 ) begin
-      end else if (\$411 ) begin
-      end else if (\$421 ) begin
-      end else if (\$422 ) begin
-      end else if (\$431 ) begin
-        \$744  = \$522 [19:0];
-      end else if (\$441 ) begin
-        \$744  = \$548 [19:0];
-      end
+    \$744  = page3;
+    if (w_en) begin
+      \$744  = next_page3;
     end
     if (rst) begin
-      \$744  = 20'h00000;
+      \$744  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$745  = \$signal$180 ;
-    if (\$392 ) begin
-      if (\$394 ) begin
-      end else if (\$396 ) begin
-      end else if (\$404 ) begin
-        \$745  = \$455 [19:0];
-      end else if (\$411 ) begin
-        \$745  = 20'h00000;
-      end else if (\$421 ) begin
-      end else if (\$422 ) begin
-      end else if (\$431 ) begin
-        \$745  = 20'h00000;
-      end else if (\$441 ) begin
-        \$745  = 20'h00000;
-      end
+    \$745  = page4;
+    if (w_en) begin
+      \$745  = next_page4;
     end
     if (rst) begin
-      \$745  = 20'h00000;
+      \$745  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$746  = f_page;
-    if (\$392 ) begin
-      if (\$394 ) begin
-      end else if (\$396 ) begin
-      end else if (\$404 ) begin
-        \$746  = \$462 [5:0];
-      end else if (\$411 ) begin
-        \$746  = 6'h00;
-      end else if (\$421 ) begin
-        \$746  = \$485 [5:0];
-      end else if (\$422 ) begin
-        \$746  = 6'h00;
-      end
-    end
-    if (move) begin
-      \$746  = 6'h00;
+    \$746  = page5;
+    if (w_en) begin
+      \$746  = next_page5;
     end
     if (rst) begin
-      \$746  = 6'h00;
+      \$746  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$747  = \$signal$184 ;
-    if (\$392 ) begin
-      if (\$394 ) begin
-      end else if (\$396 ) begin
-      end else if (\$404 ) begin
-      end else if (\$411 ) begin
-        \$747  = \$471 [20:0];
-      end else if (\$421 ) begin
-      end else if (\$422 ) begin
-      end else if (\$431 ) begin
-        \$747  = 21'h000000;
-      end else if (\$441 ) begin
-        \$747  = 21'h000000;
-      end
+    \$747  = page6;
+    if (w_en) begin
+      \$747  = next_page6;
     end
     if (rst) begin
-      \$747  = 21'h000000;
+      \$747  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$748  = \$signal$181 ;
-    if (\$392 ) begin
-      if (\$394 ) begin
-      end else if (\$396 ) begin
-      end else if (\$404 ) begin
-      end else if (\$411 ) begin
-        \$748  = \$477 [19:0];
-      end else if (\$421 ) begin
-      end else if (\$422 ) begin
-      end else if (\$431 ) begin
-        \$748  = decoded1[281:262];
-      end else if (\$441 ) begin
-        \$748  = decoded1[677:658];
-      end
+    \$748  = page7;
+    if (w_en) begin
+      \$748  = next_page7;
     end
     if (rst) begin
-      \$748  = 20'h00000;
+      \$748  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$749  = \$signal$186 ;
-    if (\$392 ) begin
-      if (\$394 ) begin
-      end else if (\$396 ) begin
-      end else if (\$404 ) begin
-      end else if (\$411 ) begin
-        \$749  = \$484 [19:0];
-      end else if (\$421 ) begin
-      end else if (\$422 ) begin
-      end else if (\$431 ) begin
-        \$749  = decoded1[261:242];
-      end else if (\$441 ) begin
-        \$749  = decoded1[657:638];
-      end
+    \$749  = page8;
+    if (w_en) begin
+      \$749  = next_page8;
     end
     if (rst) begin
-      \$749  = 20'h00000;
+      \$749  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$750  = \$signal$119 ;
-    if (\$392 ) begin
-      if (\$394 ) begin
-      end else if (\$396 ) begin
-      end else if (\$404 ) begin
-      end else if (\$411 ) begin
-      end else if (\$421 ) begin
-        \$750  = \$490 ;
-      end else if (\$422 ) begin
-      end else if (\$431 ) begin
-        \$750  = \$514 ;
-      end else if (\$441 ) begin
-        \$750  = \$540 ;
-      end
+    \$750  = page9;
+    if (w_en) begin
+      \$750  = next_page9;
     end
     if (rst) begin
-      \$750  = 44'h00000000000;
+      \$750  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$751  = \$signal$133 ;
-    if (\$392 ) begin
-      (* full_case = 32'd1 *)
-      if (\$394 ) begin
-      end else if (\$396 ) begin
-      end else if (\$404 ) begin
-      end else if (\$411 ) begin
-      end else if (\$421 ) begin
-      end else if (\$422 ) begin
-        \$751  = 2'h2;
-      end else if (\$431 ) begin
-        \$751  = 2'h1;
-      end else if (\$441 ) begin
-        \$751  = 2'h1;
-      end else begin
-        \$751  = 2'h0;
-      end
-    end
-    if (move) begin
-      \$751  = \$590 ;
+    \$751  = page10;
+    if (w_en) begin
+      \$751  = next_page10;
     end
     if (rst) begin
-      \$751  = 2'h0;
+      \$751  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$752  = f_stage;
-    if (\$392 ) begin
-      if (\$394 ) begin
-      end else if (\$396 ) begin
-      end else if (\$404 ) begin
-      end else if (\$411 ) begin
-      end else if (\$421 ) begin
-      end else if (\$422 ) begin
-      end else if (\$431 ) begin
-        \$752  = 1'h0;
-      end else if (\$441 ) begin
-        \$752  = 1'h1;
-      end
-    end
-    if (move) begin
-      \$752  = 1'h0;
+    \$752  = page11;
+    if (w_en) begin
+      \$752  = next_page11;
     end
     if (rst) begin
-      \$752  = 1'h0;
+      \$752  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$753  = \$signal$183 ;
-    if (\$392 ) begin
-      if (\$394 ) begin
-      end else if (\$396 ) begin
-      end else if (\$404 ) begin
-      end else if (\$411 ) begin
-      end else if (\$421 ) begin
-      end else if (\$422 ) begin
-      end else if (\$431 ) begin
-        \$753  = \$508 [63:0];
-      end else if (\$441 ) begin
-        \$753  = \$534 [63:0];
-      end
+    \$753  = page12;
+    if (w_en) begin
+      \$753  = next_page12;
     end
     if (rst) begin
       \$753  = 64'h0000000000000000;
@@ -50384,127 +50491,79 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$754  = \$signal$251 ;
-    if (\$392 ) begin
-      (* full_case = 32'd1 *)
-      if (\$394 ) begin
-      end else if (\$396 ) begin
-      end else if (\$404 ) begin
-      end else if (\$411 ) begin
-      end else if (\$421 ) begin
-      end else if (\$422 ) begin
-      end else if (\$431 ) begin
-      end else if (\$441 ) begin
-      end else begin
-        \$754  = \$549 [19:0];
-      end
-    end
-    if (move) begin
-      \$754  = 20'h00000;
+    \$754  = page13;
+    if (w_en) begin
+      \$754  = next_page13;
     end
     if (rst) begin
-      \$754  = 20'h00000;
+      \$754  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$755  = \$signal$98 ;
-    if (\$392 ) begin
-      (* full_case = 32'd1 *)
-      if (\$394 ) begin
-      end else if (\$396 ) begin
-      end else if (\$404 ) begin
-      end else if (\$411 ) begin
-      end else if (\$421 ) begin
-      end else if (\$422 ) begin
-      end else if (\$431 ) begin
-      end else if (\$441 ) begin
-      end else begin
-        \$755  = \$551 [43:0];
-      end
-    end
-    if (move) begin
-      \$755  = 44'h00000000000;
+    \$755  = page14;
+    if (w_en) begin
+      \$755  = next_page14;
     end
     if (rst) begin
-      \$755  = 44'h00000000000;
+      \$755  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$756  = f_in_elems;
-    if (\$392 ) begin
-      (* full_case = 32'd1 *)
-      if (\$394 ) begin
-      end else if (\$396 ) begin
-      end else if (\$404 ) begin
-      end else if (\$411 ) begin
-      end else if (\$421 ) begin
-      end else if (\$422 ) begin
-      end else if (\$431 ) begin
-      end else if (\$441 ) begin
-      end else begin
-        \$756  = \$556 ;
-      end
-    end
-    if (move) begin
-      \$756  = \$593 ;
+    \$756  = page15;
+    if (w_en) begin
+      \$756  = next_page15;
     end
     if (rst) begin
-      \$756  = 44'h00000000000;
+      \$756  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$757  = handed1;
-    if (\$582 ) begin
-      \$757  = 1'h1;
-    end
-    if (move) begin
-      \$757  = 1'h0;
+    \$757  = page16;
+    if (w_en) begin
+      \$757  = next_page16;
     end
     if (rst) begin
-      \$757  = 1'h0;
+      \$757  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$758  = \$signal$145 ;
-    if (\$589 ) begin
-      \$758  = 1'h0;
-    end
-    if (move) begin
-      \$758  = 1'h1;
+    \$758  = page17;
+    if (w_en) begin
+      \$758  = next_page17;
     end
     if (rst) begin
-      \$758  = 1'h0;
+      \$758  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$759  = \$signal$105 ;
-    if (move) begin
-      \$759  = entry2;
+    \$759  = page18;
+    if (w_en) begin
+      \$759  = next_page18;
     end
     if (rst) begin
-      \$759  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$759  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$760  = decoded1;
-    if (move) begin
-      \$760  = decoded2;
+    \$760  = page19;
+    if (w_en) begin
+      \$760  = next_page19;
     end
     if (rst) begin
-      \$760  = 967'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$760  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$761  = \$signal$97 ;
-    if (move) begin
-      \$761  = \$signal ;
+    \$761  = page20;
+    if (w_en) begin
+      \$761  = next_page20;
     end
     if (rst) begin
       \$761  = 64'h0000000000000000;
@@ -50512,9 +50571,9 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$762  = \$signal$148 ;
-    if (move) begin
-      \$762  = \$signal$173 ;
+    \$762  = page21;
+    if (w_en) begin
+      \$762  = next_page21;
     end
     if (rst) begin
       \$762  = 64'h0000000000000000;
@@ -50522,19 +50581,19 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$763  = \$signal$149 ;
-    if (move) begin
-      \$763  = last_group_elems2;
+    \$763  = page22;
+    if (w_en) begin
+      \$763  = next_page22;
     end
     if (rst) begin
-      \$763  = 44'h00000000000;
+      \$763  = 64'h0000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$764  = page0;
-    if (move) begin
-      \$764  = next_page0;
+    \$764  = page23;
+    if (w_en) begin
+      \$764  = next_page23;
     end
     if (rst) begin
       \$764  = 64'h0000000000000000;
@@ -50542,9 +50601,9 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$765  = page1;
-    if (move) begin
-      \$765  = next_page1;
+    \$765  = page24;
+    if (w_en) begin
+      \$765  = next_page24;
     end
     if (rst) begin
       \$765  = 64'h0000000000000000;
@@ -50552,9 +50611,9 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$766  = page2;
-    if (move) begin
-      \$766  = next_page2;
+    \$766  = page25;
+    if (w_en) begin
+      \$766  = next_page25;
     end
     if (rst) begin
       \$766  = 64'h0000000000000000;
@@ -50562,9 +50621,9 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$767  = page3;
-    if (move) begin
-      \$767  = next_page3;
+    \$767  = page26;
+    if (w_en) begin
+      \$767  = next_page26;
     end
     if (rst) begin
       \$767  = 64'h0000000000000000;
@@ -50572,9 +50631,9 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$768  = page4;
-    if (move) begin
-      \$768  = next_page4;
+    \$768  = page27;
+    if (w_en) begin
+      \$768  = next_page27;
     end
     if (rst) begin
       \$768  = 64'h0000000000000000;
@@ -50582,9 +50641,9 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$769  = page5;
-    if (move) begin
-      \$769  = next_page5;
+    \$769  = page28;
+    if (w_en) begin
+      \$769  = next_page28;
     end
     if (rst) begin
       \$769  = 64'h0000000000000000;
@@ -50592,9 +50651,9 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$770  = page6;
-    if (move) begin
-      \$770  = next_page6;
+    \$770  = page29;
+    if (w_en) begin
+      \$770  = next_page29;
     end
     if (rst) begin
       \$770  = 64'h0000000000000000;
@@ -50602,9 +50661,9 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$771  = page7;
-    if (move) begin
-      \$771  = next_page7;
+    \$771  = page30;
+    if (w_en) begin
+      \$771  = next_page30;
     end
     if (rst) begin
       \$771  = 64'h0000000000000000;
@@ -50612,9 +50671,9 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$772  = page8;
-    if (move) begin
-      \$772  = next_page8;
+    \$772  = page31;
+    if (w_en) begin
+      \$772  = next_page31;
     end
     if (rst) begin
       \$772  = 64'h0000000000000000;
@@ -50622,9 +50681,9 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$773  = page9;
-    if (move) begin
-      \$773  = next_page9;
+    \$773  = page32;
+    if (w_en) begin
+      \$773  = next_page32;
     end
     if (rst) begin
       \$773  = 64'h0000000000000000;
@@ -50632,9 +50691,9 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$774  = page10;
-    if (move) begin
-      \$774  = next_page10;
+    \$774  = page33;
+    if (w_en) begin
+      \$774  = next_page33;
     end
     if (rst) begin
       \$774  = 64'h0000000000000000;
@@ -50642,9 +50701,9 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$775  = page11;
-    if (move) begin
-      \$775  = next_page11;
+    \$775  = page34;
+    if (w_en) begin
+      \$775  = next_page34;
     end
     if (rst) begin
       \$775  = 64'h0000000000000000;
@@ -50652,9 +50711,9 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$776  = page12;
-    if (move) begin
-      \$776  = next_page12;
+    \$776  = page35;
+    if (w_en) begin
+      \$776  = next_page35;
     end
     if (rst) begin
       \$776  = 64'h0000000000000000;
@@ -50662,9 +50721,9 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$777  = page13;
-    if (move) begin
-      \$777  = next_page13;
+    \$777  = page36;
+    if (w_en) begin
+      \$777  = next_page36;
     end
     if (rst) begin
       \$777  = 64'h0000000000000000;
@@ -50672,9 +50731,9 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$778  = page14;
-    if (move) begin
-      \$778  = next_page14;
+    \$778  = page37;
+    if (w_en) begin
+      \$778  = next_page37;
     end
     if (rst) begin
       \$778  = 64'h0000000000000000;
@@ -50682,9 +50741,9 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$779  = page15;
-    if (move) begin
-      \$779  = next_page15;
+    \$779  = page38;
+    if (w_en) begin
+      \$779  = next_page38;
     end
     if (rst) begin
       \$779  = 64'h0000000000000000;
@@ -50692,9 +50751,9 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$780  = page16;
-    if (move) begin
-      \$780  = next_page16;
+    \$780  = page39;
+    if (w_en) begin
+      \$780  = next_page39;
     end
     if (rst) begin
       \$780  = 64'h0000000000000000;
@@ -50702,9 +50761,9 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$781  = page17;
-    if (move) begin
-      \$781  = next_page17;
+    \$781  = page40;
+    if (w_en) begin
+      \$781  = next_page40;
     end
     if (rst) begin
       \$781  = 64'h0000000000000000;
@@ -50712,9 +50771,9 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$782  = page18;
-    if (move) begin
-      \$782  = next_page18;
+    \$782  = page41;
+    if (w_en) begin
+      \$782  = next_page41;
     end
     if (rst) begin
       \$782  = 64'h0000000000000000;
@@ -50722,9 +50781,9 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$783  = page19;
-    if (move) begin
-      \$783  = next_page19;
+    \$783  = page42;
+    if (w_en) begin
+      \$783  = next_page42;
     end
     if (rst) begin
       \$783  = 64'h0000000000000000;
@@ -50732,9 +50791,9 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$784  = page20;
-    if (move) begin
-      \$784  = next_page20;
+    \$784  = page43;
+    if (w_en) begin
+      \$784  = next_page43;
     end
     if (rst) begin
       \$784  = 64'h0000000000000000;
@@ -50742,9 +50801,9 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$785  = page21;
-    if (move) begin
-      \$785  = next_page21;
+    \$785  = page44;
+    if (w_en) begin
+      \$785  = next_page44;
     end
     if (rst) begin
       \$785  = 64'h0000000000000000;
@@ -50752,9 +50811,9 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$786  = page22;
-    if (move) begin
-      \$786  = next_page22;
+    \$786  = page45;
+    if (w_en) begin
+      \$786  = next_page45;
     end
     if (rst) begin
       \$786  = 64'h0000000000000000;
@@ -50762,9 +50821,9 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$787  = page23;
-    if (move) begin
-      \$787  = next_page23;
+    \$787  = page46;
+    if (w_en) begin
+      \$787  = next_page46;
     end
     if (rst) begin
       \$787  = 64'h0000000000000000;
@@ -50772,9 +50831,9 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$788  = page24;
-    if (move) begin
-      \$788  = next_page24;
+    \$788  = page47;
+    if (w_en) begin
+      \$788  = next_page47;
     end
     if (rst) begin
       \$788  = 64'h0000000000000000;
@@ -50782,9 +50841,9 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$789  = page25;
-    if (move) begin
-      \$789  = next_page25;
+    \$789  = page48;
+    if (w_en) begin
+      \$789  = next_page48;
     end
     if (rst) begin
       \$789  = 64'h0000000000000000;
@@ -50792,9 +50851,9 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$790  = page26;
-    if (move) begin
-      \$790  = next_page26;
+    \$790  = page49;
+    if (w_en) begin
+      \$790  = next_page49;
     end
     if (rst) begin
       \$790  = 64'h0000000000000000;
@@ -50802,9 +50861,9 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$791  = page27;
-    if (move) begin
-      \$791  = next_page27;
+    \$791  = page50;
+    if (w_en) begin
+      \$791  = next_page50;
     end
     if (rst) begin
       \$791  = 64'h0000000000000000;
@@ -50812,9 +50871,9 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$792  = page28;
-    if (move) begin
-      \$792  = next_page28;
+    \$792  = page51;
+    if (w_en) begin
+      \$792  = next_page51;
     end
     if (rst) begin
       \$792  = 64'h0000000000000000;
@@ -50822,9 +50881,9 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$793  = page29;
-    if (move) begin
-      \$793  = next_page29;
+    \$793  = page52;
+    if (w_en) begin
+      \$793  = next_page52;
     end
     if (rst) begin
       \$793  = 64'h0000000000000000;
@@ -50832,9 +50891,9 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$794  = page30;
-    if (move) begin
-      \$794  = next_page30;
+    \$794  = page53;
+    if (w_en) begin
+      \$794  = next_page53;
     end
     if (rst) begin
       \$794  = 64'h0000000000000000;
@@ -50842,9 +50901,9 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$795  = page31;
-    if (move) begin
-      \$795  = next_page31;
+    \$795  = page54;
+    if (w_en) begin
+      \$795  = next_page54;
     end
     if (rst) begin
       \$795  = 64'h0000000000000000;
@@ -50852,9 +50911,9 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$796  = page32;
-    if (move) begin
-      \$796  = next_page32;
+    \$796  = page55;
+    if (w_en) begin
+      \$796  = next_page55;
     end
     if (rst) begin
       \$796  = 64'h0000000000000000;
@@ -50862,9 +50921,9 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$797  = page33;
-    if (move) begin
-      \$797  = next_page33;
+    \$797  = page56;
+    if (w_en) begin
+      \$797  = next_page56;
     end
     if (rst) begin
       \$797  = 64'h0000000000000000;
@@ -50872,9 +50931,9 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$798  = page34;
-    if (move) begin
-      \$798  = next_page34;
+    \$798  = page57;
+    if (w_en) begin
+      \$798  = next_page57;
     end
     if (rst) begin
       \$798  = 64'h0000000000000000;
@@ -50882,9 +50941,9 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$799  = page35;
-    if (move) begin
-      \$799  = next_page35;
+    \$799  = page58;
+    if (w_en) begin
+      \$799  = next_page58;
     end
     if (rst) begin
       \$799  = 64'h0000000000000000;
@@ -50892,9 +50951,9 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$800  = page36;
-    if (move) begin
-      \$800  = next_page36;
+    \$800  = page59;
+    if (w_en) begin
+      \$800  = next_page59;
     end
     if (rst) begin
       \$800  = 64'h0000000000000000;
@@ -50902,9 +50961,9 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$801  = page37;
-    if (move) begin
-      \$801  = next_page37;
+    \$801  = page60;
+    if (w_en) begin
+      \$801  = next_page60;
     end
     if (rst) begin
       \$801  = 64'h0000000000000000;
@@ -50912,9 +50971,9 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$802  = page38;
-    if (move) begin
-      \$802  = next_page38;
+    \$802  = page61;
+    if (w_en) begin
+      \$802  = next_page61;
     end
     if (rst) begin
       \$802  = 64'h0000000000000000;
@@ -50922,9 +50981,9 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$803  = page39;
-    if (move) begin
-      \$803  = next_page39;
+    \$803  = page62;
+    if (w_en) begin
+      \$803  = next_page62;
     end
     if (rst) begin
       \$803  = 64'h0000000000000000;
@@ -50932,9 +50991,9 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$804  = page40;
-    if (move) begin
-      \$804  = next_page40;
+    \$804  = page63;
+    if (w_en) begin
+      \$804  = next_page63;
     end
     if (rst) begin
       \$804  = 64'h0000000000000000;
@@ -50942,343 +51001,114 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$805  = page41;
-    if (move) begin
-      \$805  = next_page41;
-    end
-    if (rst) begin
-      \$805  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$806  = page42;
-    if (move) begin
-      \$806  = next_page42;
-    end
-    if (rst) begin
-      \$806  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$807  = page43;
-    if (move) begin
-      \$807  = next_page43;
-    end
-    if (rst) begin
-      \$807  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$808  = page44;
-    if (move) begin
-      \$808  = next_page44;
-    end
-    if (rst) begin
-      \$808  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$809  = page45;
-    if (move) begin
-      \$809  = next_page45;
-    end
-    if (rst) begin
-      \$809  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$810  = page46;
-    if (move) begin
-      \$810  = next_page46;
-    end
-    if (rst) begin
-      \$810  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$811  = page47;
-    if (move) begin
-      \$811  = next_page47;
-    end
-    if (rst) begin
-      \$811  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$812  = page48;
-    if (move) begin
-      \$812  = next_page48;
-    end
-    if (rst) begin
-      \$812  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$813  = page49;
-    if (move) begin
-      \$813  = next_page49;
-    end
-    if (rst) begin
-      \$813  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$814  = page50;
-    if (move) begin
-      \$814  = next_page50;
-    end
-    if (rst) begin
-      \$814  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$815  = page51;
-    if (move) begin
-      \$815  = next_page51;
-    end
-    if (rst) begin
-      \$815  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$816  = page52;
-    if (move) begin
-      \$816  = next_page52;
-    end
-    if (rst) begin
-      \$816  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$817  = page53;
-    if (move) begin
-      \$817  = next_page53;
-    end
-    if (rst) begin
-      \$817  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$818  = page54;
-    if (move) begin
-      \$818  = next_page54;
-    end
-    if (rst) begin
-      \$818  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$819  = page55;
-    if (move) begin
-      \$819  = next_page55;
-    end
-    if (rst) begin
-      \$819  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$820  = page56;
-    if (move) begin
-      \$820  = next_page56;
-    end
-    if (rst) begin
-      \$820  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$821  = page57;
-    if (move) begin
-      \$821  = next_page57;
-    end
-    if (rst) begin
-      \$821  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$822  = page58;
-    if (move) begin
-      \$822  = next_page58;
-    end
-    if (rst) begin
-      \$822  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$823  = page59;
-    if (move) begin
-      \$823  = next_page59;
-    end
-    if (rst) begin
-      \$823  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$824  = page60;
-    if (move) begin
-      \$824  = next_page60;
-    end
-    if (rst) begin
-      \$824  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$825  = page61;
-    if (move) begin
-      \$825  = next_page61;
-    end
-    if (rst) begin
-      \$825  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$826  = page62;
-    if (move) begin
-      \$826  = next_page62;
-    end
-    if (rst) begin
-      \$826  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$827  = page63;
-    if (move) begin
-      \$827  = next_page63;
-    end
-    if (rst) begin
-      \$827  = 64'h0000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$828  = entry2;
+    \$805  = entry2;
     casez (fsm_state)
       3'h0:
           if (pop__valid) begin
-            \$828  = pop__payload;
+            \$805  = pop__payload;
           end
     endcase
     if (rst) begin
-      \$828  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$805  = 334'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$829  = decoding;
+    \$806  = decoding;
     casez (fsm_state)
       3'h0:
           if (pop__valid) begin
-            \$829  = 2'h1;
+            \$806  = 2'h1;
           end
       3'h1:
-          \$829  = \$594 [1:0];
+          \$806  = \$568 [1:0];
     endcase
     if (rst) begin
-      \$829  = 2'h0;
+      \$806  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$830  = fsm_state;
+    \$807  = fsm_state;
     (* full_case = 32'd1 *)
     casez (fsm_state)
       3'h0:
           if (pop__valid) begin
-            \$830  = 3'h1;
+            \$807  = 3'h1;
           end
       3'h1:
-          if (\$595 ) begin
-            \$830  = 3'h2;
+          if (\$569 ) begin
+            \$807  = 3'h2;
           end
       3'h2:
           (* full_case = 32'd1 *)
-          if (\$596 ) begin
+          if (\$570 ) begin
             (* full_case = 32'd1 *)
-            if (\$601 ) begin
-              \$830  = 3'h3;
+            if (\$575 ) begin
+              \$807  = 3'h3;
             end else begin
-              \$830  = 3'h4;
+              \$807  = 3'h4;
             end
-          end else if (\$600 ) begin
-            \$830  = 3'h5;
+          end else if (\$574 ) begin
+            \$807  = 3'h5;
           end else begin
             (* full_case = 32'd1 *)
-            if (\$602 ) begin
-              \$830  = 3'h3;
+            if (\$576 ) begin
+              \$807  = 3'h3;
             end else begin
-              \$830  = 3'h4;
+              \$807  = 3'h4;
             end
           end
       3'h5:
-          if (\$607 ) begin
+          if (\$581 ) begin
             (* full_case = 32'd1 *)
-            if (\$608 ) begin
-              \$830  = 3'h3;
+            if (\$582 ) begin
+              \$807  = 3'h3;
             end else begin
-              \$830  = 3'h4;
+              \$807  = 3'h4;
             end
           end
       3'h3:
-          if (\$618 ) begin
-            \$830  = 3'h6;
+          if (\$592 ) begin
+            \$807  = 3'h6;
           end
       3'h6:
-          if (\$623 ) begin
-            \$830  = 3'h7;
+          if (\$597 ) begin
+            \$807  = 3'h7;
           end
       3'h7:
-          if (\$626 ) begin
-          end else if (w_rdy) begin
-            \$830  = 3'h4;
+          (* full_case = 32'd1 *)
+          if (\$600 ) begin
+          end else begin
+            \$807  = 3'h4;
           end
       3'h4:
-          if (\$652 ) begin
-            \$830  = 3'h0;
+          if (\$632 ) begin
+            \$807  = 3'h0;
           end
     endcase
     if (rst) begin
-      \$830  = 3'h0;
+      \$807  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$831  = decoded2;
+    \$808  = decoded2;
     casez (fsm_state)
       3'h0:
           /* empty */;
       3'h1:
           /* empty */;
       3'h2:
-          \$831  = decoded;
+          \$808  = decoded;
     endcase
     if (rst) begin
-      \$831  = 967'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$808  = 967'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$832  = fetch2;
+    \$809  = verdict2;
     casez (fsm_state)
       3'h0:
           /* empty */;
@@ -51286,26 +51116,61 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
           /* empty */;
       3'h2:
           (* full_case = 32'd1 *)
-          if (\$596 ) begin
+          if (\$570 ) begin
+            \$809  = 8'h00;
+          end else if (\$574 ) begin
+          end else begin
+            \$809  = 8'h00;
+          end
+      3'h5:
+          if (\$581 ) begin
+            \$809  = 8'h00;
+          end
+      3'h3:
+          /* empty */;
+      3'h6:
+          /* empty */;
+      3'h7:
+          (* full_case = 32'd1 *)
+          if (\$600 ) begin
+          end else begin
+            \$809  = \$619 ;
+          end
+    endcase
+    if (rst) begin
+      \$809  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \$810  = fetch2;
+    casez (fsm_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          (* full_case = 32'd1 *)
+          if (\$570 ) begin
             (* full_case = 32'd1 *)
-            if (\$601 ) begin
+            if (\$575 ) begin
             end else begin
-              \$832  = 1'h0;
+              \$810  = 1'h0;
             end
-          end else if (\$600 ) begin
+          end else if (\$574 ) begin
           end else begin
             (* full_case = 32'd1 *)
-            if (\$602 ) begin
+            if (\$576 ) begin
             end else begin
-              \$832  = 1'h1;
+              \$810  = 1'h1;
             end
           end
       3'h5:
-          if (\$607 ) begin
+          if (\$581 ) begin
             (* full_case = 32'd1 *)
-            if (\$608 ) begin
+            if (\$582 ) begin
             end else begin
-              \$832  = 1'h1;
+              \$810  = 1'h1;
             end
           end
       3'h3:
@@ -51313,18 +51178,19 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
       3'h6:
           /* empty */;
       3'h7:
-          if (\$626 ) begin
-          end else if (w_rdy) begin
-            \$832  = \$646 ;
+          (* full_case = 32'd1 *)
+          if (\$600 ) begin
+          end else begin
+            \$810  = \$630 ;
           end
     endcase
     if (rst) begin
-      \$832  = 1'h0;
+      \$810  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$833  = c_page;
+    \$811  = c_page;
     casez (fsm_state)
       3'h0:
           /* empty */;
@@ -51337,21 +51203,21 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
       3'h3:
           /* empty */;
       3'h6:
-          if (\$623 ) begin
-            \$833  = 6'h00;
+          if (\$597 ) begin
+            \$811  = 6'h00;
           end
       3'h7:
-          if (\$626 ) begin
-            \$833  = \$627 [5:0];
+          if (\$600 ) begin
+            \$811  = \$601 [5:0];
           end
     endcase
     if (rst) begin
-      \$833  = 6'h00;
+      \$811  = 6'h00;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$834  = bad;
+    \$812  = bad;
     casez (fsm_state)
       3'h0:
           /* empty */;
@@ -51364,16 +51230,16 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
       3'h3:
           /* empty */;
       3'h6:
-          if (\$623 ) begin
-            \$834  = 1'h0;
+          if (\$597 ) begin
+            \$812  = 1'h0;
           end
       3'h7:
-          if (\$626 ) begin
-            \$834  = \$635 ;
+          if (\$600 ) begin
+            \$812  = \$609 ;
           end
     endcase
     if (rst) begin
-      \$834  = 1'h0;
+      \$812  = 1'h0;
     end
   end
   always @* begin
@@ -51514,9 +51380,6 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   assign log2_slot = regs2[267:260];
   assign data_base = regs2[191:128];
   assign data_limit = regs2[255:192];
-  assign r_rdy = verdict__valid;
-  assign r_data = verdict__payload;
-  assign verdict__ready = r_en;
   assign input_run_first = \$25 [63:0];
   assign input_run_line = { \$25 [63:6], 6'h00 };
   assign input_run_lines = \$30 [43:0];
@@ -51526,27 +51389,31 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   assign main_run_line = { \$36 [63:6], 6'h00 };
   assign main_run_lines = \$41 [43:0];
   assign main_run_offset = { 1'h0, \$36 [5:1] };
-  assign \beats$109  = \$45 [43:0];
+  assign \beats$103  = \$45 [43:0];
   assign rest_run_first = \$48 [63:0];
   assign rest_run_line = { \$48 [63:6], 6'h00 };
   assign rest_run_lines = \$53 [43:0];
   assign rest_run_offset = { 1'h0, \$48 [5:1] };
-  assign \beats$114  = \$57 [43:0];
+  assign \beats$108  = \$57 [43:0];
   assign page_run_first = \$58 [63:0];
   assign page_run_line = { \$58 [63:6], 6'h00 };
   assign page_run_lines = \$63 [43:0];
   assign page_run_offset = { 1'h0, \$58 [5:1] };
-  assign \beats$121  = \$67 [43:0];
+  assign \beats$115  = \$67 [43:0];
   assign page_rest_first = \$68 [63:0];
   assign page_rest_line = { \$68 [63:6], 6'h00 };
   assign page_rest_lines = \$73 [43:0];
   assign page_rest_offset = { 1'h0, \$68 [5:1] };
-  assign \beats$126  = \$77 [43:0];
+  assign \beats$120  = \$77 [43:0];
   assign tile_run_first = \$78 [63:0];
   assign tile_run_line = { \$78 [63:6], 6'h00 };
   assign tile_run_lines = { \$83 [23], \$83 [23], \$83 [23], \$83 [23], \$83 [23], \$83 [23], \$83 [23], \$83 [23], \$83 [23], \$83 [23], \$83 [23], \$83 [23], \$83 [23], \$83 [23], \$83 [23], \$83 [23], \$83 [23], \$83 [23], \$83 [23], \$83 [23], \$83  };
   assign tile_run_offset = { 1'h0, \$78 [5:1] };
-  assign \beats$132  = { \$87 [22], \$87 [22], \$87 [22], \$87 [22], \$87 [22], \$87 [22], \$87 [22], \$87 [22], \$87 [22], \$87 [22], \$87 [22], \$87 [22], \$87 [22], \$87 [22], \$87 [22], \$87 [22], \$87 [22], \$87 [22], \$87 [22], \$87 [22], \$87 [22], \$87  };
+  assign \beats$126  = { \$87 [22], \$87 [22], \$87 [22], \$87 [22], \$87 [22], \$87 [22], \$87 [22], \$87 [22], \$87 [22], \$87 [22], \$87 [22], \$87 [22], \$87 [22], \$87 [22], \$87 [22], \$87 [22], \$87 [22], \$87 [22], \$87 [22], \$87 [22], \$87 [22], \$87  };
+  assign r_rdy = task__valid;
+  assign r_data = task__payload;
+  assign task__ready = r_en;
+  assign move = w_en;
   assign \entry2.desc  = entry2[203:0];
   assign \entry2.desc.type  = entry2[1:0];
   assign \entry2.desc.op  = entry2[5:2];
@@ -51712,26 +51579,26 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   assign \decoded1.stages[1].rest_page  = decoded1[878:859];
   assign \decoded1.stages[1].last_elems  = decoded1[922:879];
   assign \decoded1.stages[1].tail_elems  = decoded1[966:923];
-  assign \$signal$105.desc  = \$signal$105 [203:0];
-  assign \$signal$105.desc.type  = \$signal$105 [1:0];
-  assign \$signal$105.desc.op  = \$signal$105 [5:2];
-  assign \$signal$105.desc.dtype  = \$signal$105 [9:6];
-  assign \$signal$105.desc.flags  = \$signal$105 [19:10];
-  assign \$signal$105.desc.flags.trans_w  = \$signal$105 [10];
-  assign \$signal$105.desc.flags.partial  = \$signal$105 [11];
-  assign \$signal$105.desc.flags.paged  = \$signal$105 [12];
-  assign \$signal$105.desc.flags.page_shift  = \$signal$105 [16:13];
-  assign \$signal$105.desc.flags.reserved  = \$signal$105 [19:17];
-  assign \$signal$105.desc.dev_addr  = \$signal$105 [83:20];
-  assign \$signal$105.desc.dev_size  = \$signal$105 [103:84];
-  assign \$signal$105.desc.dev_rows  = \$signal$105 [123:104];
-  assign \$signal$105.desc.dev_cols  = \$signal$105 [143:124];
-  assign \$signal$105.desc.in_size  = \$signal$105 [163:144];
-  assign \$signal$105.desc.in_rows  = \$signal$105 [183:164];
-  assign \$signal$105.desc.in_cols  = \$signal$105 [203:184];
-  assign \$signal$105.queue  = \$signal$105 [205:204];
-  assign \$signal$105.seq  = \$signal$105 [269:206];
-  assign \$signal$105.taken  = \$signal$105 [333:270];
+  assign \entry1.desc  = entry1[203:0];
+  assign \entry1.desc.type  = entry1[1:0];
+  assign \entry1.desc.op  = entry1[5:2];
+  assign \entry1.desc.dtype  = entry1[9:6];
+  assign \entry1.desc.flags  = entry1[19:10];
+  assign \entry1.desc.flags.trans_w  = entry1[10];
+  assign \entry1.desc.flags.partial  = entry1[11];
+  assign \entry1.desc.flags.paged  = entry1[12];
+  assign \entry1.desc.flags.page_shift  = entry1[16:13];
+  assign \entry1.desc.flags.reserved  = entry1[19:17];
+  assign \entry1.desc.dev_addr  = entry1[83:20];
+  assign \entry1.desc.dev_size  = entry1[103:84];
+  assign \entry1.desc.dev_rows  = entry1[123:104];
+  assign \entry1.desc.dev_cols  = entry1[143:124];
+  assign \entry1.desc.in_size  = entry1[163:144];
+  assign \entry1.desc.in_rows  = entry1[183:164];
+  assign \entry1.desc.in_cols  = entry1[203:184];
+  assign \entry1.queue  = entry1[205:204];
+  assign \entry1.seq  = entry1[269:206];
+  assign \entry1.taken  = entry1[333:270];
   assign \run__payload.addr  = run__payload[63:0];
   assign \run__payload.lines  = run__payload[95:64];
   assign \run__payload.side  = run__payload[96];
@@ -51817,63 +51684,7 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   assign \task__payload.sq_slot  = task__payload[1364:1301];
   assign \task__payload.cq_slot  = task__payload[1428:1365];
   assign \task__payload.last_group_elems  = task__payload[1472:1429];
-  assign \decoded.status  = decoded[7:0];
-  assign \decoded.is_load  = decoded[8];
-  assign \decoded.is_store  = decoded[9];
-  assign \decoded.is_compute  = decoded[10];
-  assign \decoded.second_addr  = decoded[74:11];
-  assign \decoded.stats_offset  = decoded[122:75];
-  assign \decoded.paged  = decoded[123];
-  assign \decoded.pages  = decoded[130:124];
-  assign \decoded.page_shift  = decoded[134:131];
-  assign \decoded.page_half  = decoded[174:135];
-  assign \decoded.stages  = decoded[966:175];
-  assign \decoded.stages[0]  = decoded[570:175];
-  assign \decoded.stages[0].k  = decoded[194:175];
-  assign \decoded.stages[0].n  = decoded[214:195];
-  assign \decoded.stages[0].trans  = decoded[215];
-  assign \decoded.stages[0].pack_log2  = decoded[218:216];
-  assign \decoded.stages[0].run_log2  = decoded[221:219];
-  assign \decoded.stages[0].rows_dim  = decoded[241:222];
-  assign \decoded.stages[0].cols_dim  = decoded[261:242];
-  assign \decoded.stages[0].n_words  = decoded[281:262];
-  assign \decoded.stages[0].t_level  = decoded[284:282];
-  assign \decoded.stages[0].t_scalar  = decoded[285];
-  assign \decoded.stages[0].t_fold_adds  = decoded[287:286];
-  assign \decoded.stages[0].full_groups  = decoded[307:288];
-  assign \decoded.stages[0].main_rows  = decoded[327:308];
-  assign \decoded.stages[0].main_elems  = decoded[371:328];
-  assign \decoded.stages[0].rest_rows  = decoded[376:372];
-  assign \decoded.stages[0].rest_elems  = decoded[420:377];
-  assign \decoded.stages[0].groups  = decoded[440:421];
-  assign \decoded.stages[0].sets  = decoded[442:441];
-  assign \decoded.stages[0].main_pages  = decoded[462:443];
-  assign \decoded.stages[0].rest_page  = decoded[482:463];
-  assign \decoded.stages[0].last_elems  = decoded[526:483];
-  assign \decoded.stages[0].tail_elems  = decoded[570:527];
-  assign \decoded.stages[1]  = decoded[966:571];
-  assign \decoded.stages[1].k  = decoded[590:571];
-  assign \decoded.stages[1].n  = decoded[610:591];
-  assign \decoded.stages[1].trans  = decoded[611];
-  assign \decoded.stages[1].pack_log2  = decoded[614:612];
-  assign \decoded.stages[1].run_log2  = decoded[617:615];
-  assign \decoded.stages[1].rows_dim  = decoded[637:618];
-  assign \decoded.stages[1].cols_dim  = decoded[657:638];
-  assign \decoded.stages[1].n_words  = decoded[677:658];
-  assign \decoded.stages[1].t_level  = decoded[680:678];
-  assign \decoded.stages[1].t_scalar  = decoded[681];
-  assign \decoded.stages[1].t_fold_adds  = decoded[683:682];
-  assign \decoded.stages[1].full_groups  = decoded[703:684];
-  assign \decoded.stages[1].main_rows  = decoded[723:704];
-  assign \decoded.stages[1].main_elems  = decoded[767:724];
-  assign \decoded.stages[1].rest_rows  = decoded[772:768];
-  assign \decoded.stages[1].rest_elems  = decoded[816:773];
-  assign \decoded.stages[1].groups  = decoded[836:817];
-  assign \decoded.stages[1].sets  = decoded[838:837];
-  assign \decoded.stages[1].main_pages  = decoded[858:839];
-  assign \decoded.stages[1].rest_page  = decoded[878:859];
-  assign \decoded.stages[1].last_elems  = decoded[922:879];
-  assign \decoded.stages[1].tail_elems  = decoded[966:923];
+  assign \task__payload.verdict  = task__payload[1480:1473];
   assign \decoded2.status  = decoded2[7:0];
   assign \decoded2.is_load  = decoded2[8];
   assign \decoded2.is_store  = decoded2[9];
@@ -51931,6 +51742,63 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   assign \decoded2.stages[1].rest_page  = decoded2[878:859];
   assign \decoded2.stages[1].last_elems  = decoded2[922:879];
   assign \decoded2.stages[1].tail_elems  = decoded2[966:923];
+  assign \decoded.status  = decoded[7:0];
+  assign \decoded.is_load  = decoded[8];
+  assign \decoded.is_store  = decoded[9];
+  assign \decoded.is_compute  = decoded[10];
+  assign \decoded.second_addr  = decoded[74:11];
+  assign \decoded.stats_offset  = decoded[122:75];
+  assign \decoded.paged  = decoded[123];
+  assign \decoded.pages  = decoded[130:124];
+  assign \decoded.page_shift  = decoded[134:131];
+  assign \decoded.page_half  = decoded[174:135];
+  assign \decoded.stages  = decoded[966:175];
+  assign \decoded.stages[0]  = decoded[570:175];
+  assign \decoded.stages[0].k  = decoded[194:175];
+  assign \decoded.stages[0].n  = decoded[214:195];
+  assign \decoded.stages[0].trans  = decoded[215];
+  assign \decoded.stages[0].pack_log2  = decoded[218:216];
+  assign \decoded.stages[0].run_log2  = decoded[221:219];
+  assign \decoded.stages[0].rows_dim  = decoded[241:222];
+  assign \decoded.stages[0].cols_dim  = decoded[261:242];
+  assign \decoded.stages[0].n_words  = decoded[281:262];
+  assign \decoded.stages[0].t_level  = decoded[284:282];
+  assign \decoded.stages[0].t_scalar  = decoded[285];
+  assign \decoded.stages[0].t_fold_adds  = decoded[287:286];
+  assign \decoded.stages[0].full_groups  = decoded[307:288];
+  assign \decoded.stages[0].main_rows  = decoded[327:308];
+  assign \decoded.stages[0].main_elems  = decoded[371:328];
+  assign \decoded.stages[0].rest_rows  = decoded[376:372];
+  assign \decoded.stages[0].rest_elems  = decoded[420:377];
+  assign \decoded.stages[0].groups  = decoded[440:421];
+  assign \decoded.stages[0].sets  = decoded[442:441];
+  assign \decoded.stages[0].main_pages  = decoded[462:443];
+  assign \decoded.stages[0].rest_page  = decoded[482:463];
+  assign \decoded.stages[0].last_elems  = decoded[526:483];
+  assign \decoded.stages[0].tail_elems  = decoded[570:527];
+  assign \decoded.stages[1]  = decoded[966:571];
+  assign \decoded.stages[1].k  = decoded[590:571];
+  assign \decoded.stages[1].n  = decoded[610:591];
+  assign \decoded.stages[1].trans  = decoded[611];
+  assign \decoded.stages[1].pack_log2  = decoded[614:612];
+  assign \decoded.stages[1].run_log2  = decoded[617:615];
+  assign \decoded.stages[1].rows_dim  = decoded[637:618];
+  assign \decoded.stages[1].cols_dim  = decoded[657:638];
+  assign \decoded.stages[1].n_words  = decoded[677:658];
+  assign \decoded.stages[1].t_level  = decoded[680:678];
+  assign \decoded.stages[1].t_scalar  = decoded[681];
+  assign \decoded.stages[1].t_fold_adds  = decoded[683:682];
+  assign \decoded.stages[1].full_groups  = decoded[703:684];
+  assign \decoded.stages[1].main_rows  = decoded[723:704];
+  assign \decoded.stages[1].main_elems  = decoded[767:724];
+  assign \decoded.stages[1].rest_rows  = decoded[772:768];
+  assign \decoded.stages[1].rest_elems  = decoded[816:773];
+  assign \decoded.stages[1].groups  = decoded[836:817];
+  assign \decoded.stages[1].sets  = decoded[838:837];
+  assign \decoded.stages[1].main_pages  = decoded[858:839];
+  assign \decoded.stages[1].rest_page  = decoded[878:859];
+  assign \decoded.stages[1].last_elems  = decoded[922:879];
+  assign \decoded.stages[1].tail_elems  = decoded[966:923];
   assign \side__payload.data  = side__payload[511:0];
   assign \side__payload.err  = side__payload[512];
   assign \pop__payload.desc  = pop__payload[203:0];
@@ -51953,12 +51821,13 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   assign \pop__payload.queue  = pop__payload[205:204];
   assign \pop__payload.seq  = pop__payload[269:206];
   assign \pop__payload.taken  = pop__payload[333:270];
-  assign task__payload[1472:1429] = \$signal$149 ;
-  assign task__payload[1428:1365] = \$signal$148 ;
-  assign task__payload[1364:1301] = \$signal$97 ;
-  assign task__payload[1300:334] = decoded1;
-  assign task__payload[333:0] = \$signal$105 ;
-  assign \$24  = { \$signal$98 , 1'h0 };
+  assign w_data[1480:1473] = verdict2;
+  assign w_data[1472:1429] = last_group_elems2;
+  assign w_data[1428:1365] = \$signal$146 ;
+  assign w_data[1364:1301] = \$signal ;
+  assign w_data[1300:334] = decoded2;
+  assign w_data[333:0] = entry2;
+  assign \$24  = { \$signal$92 , 1'h0 };
   assign \$26  = { f_in_elems, 1'h0 };
   assign \$30  = { \$29 [47], \$29 [47], \$29 [47], \$29 [47], \$29 [47], \$29 [47], \$29 [47:6] };
   assign \$34  = { \$33 [46], \$33 [46], \$33 [46], \$33 [46], \$33 [46], \$33 [46:5] };
@@ -51969,26 +51838,35 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   assign \$49  = { f_sizes[245:202], 1'h0 };
   assign \$53  = { \$52 [47], \$52 [47], \$52 [47], \$52 [47], \$52 [47], \$52 [47], \$52 [47:6] };
   assign \$57  = { \$56 [46], \$56 [46], \$56 [46], \$56 [46], \$56 [46], \$56 [46:5] };
-  assign \$59  = { \$signal$119 , 1'h0 };
+  assign \$59  = { \$signal$113 , 1'h0 };
   assign \$63  = { \$62 [47], \$62 [47], \$62 [47], \$62 [47], \$62 [47], \$62 [47], \$62 [47:6] };
   assign \$67  = { \$66 [46], \$66 [46], \$66 [46], \$66 [46], \$66 [46], \$66 [46:5] };
   assign \$69  = { f_sizes[245:202], 1'h0 };
   assign \$73  = { \$72 [47], \$72 [47], \$72 [47], \$72 [47], \$72 [47], \$72 [47], \$72 [47:6] };
   assign \$77  = { \$76 [46], \$76 [46], \$76 [46], \$76 [46], \$76 [46], \$76 [46:5] };
-  assign \$79  = { \$signal$130 , 1'h0 };
+  assign \$79  = { \$signal$124 , 1'h0 };
   assign \$83  = { \$82 [23], \$82 [23], \$82 [23], \$82 [23], \$82 [23], \$82 [23], \$82 [23:6] };
   assign \$87  = { \$86 [22], \$86 [22], \$86 [22], \$86 [22], \$86 [22], \$86 [22:5] };
-  assign \$135  = 1'h0;
-  assign \$136  = decoded[9];
-  assign \$142  = decoded2[9];
-  assign \$180 [19:2] = 18'h00000;
-  assign \$180 [1:0] = entry2[165:164];
-  assign \$182 [19:2] = 18'h00000;
-  assign \$182 [1:0] = entry2[165:164];
-  assign \$204  = { 1'h0, entry2[103:84], 6'h00 };
-  assign \$217  = { 1'h0, entry2[103:84], 6'h00 };
-  assign \$230  = { 1'h0, entry2[103:84], 6'h00 };
-  assign \$243  = { 1'h0, entry2[103:84], 6'h00 };
+  assign \$134  = 1'h0;
+  assign \$135  = decoded[9];
+  assign \$141  = decoded2[9];
+  assign \$162 [19:2] = 18'h00000;
+  assign \$162 [1:0] = entry2[165:164];
+  assign \$164 [19:2] = 18'h00000;
+  assign \$164 [1:0] = entry2[165:164];
+  assign \$186  = { 1'h0, entry2[103:84], 6'h00 };
+  assign \$199  = { 1'h0, entry2[103:84], 6'h00 };
+  assign \$212  = { 1'h0, entry2[103:84], 6'h00 };
+  assign \$225  = { 1'h0, entry2[103:84], 6'h00 };
+  assign \$232  = \$231 ;
+  assign \$234  = \$233 ;
+  assign \$236  = \$235 ;
+  assign \$238  = \$237 ;
+  assign \$240  = \$239 ;
+  assign \$242  = \$241 ;
+  assign \$244  = \$243 ;
+  assign \$246  = \$245 ;
+  assign \$248  = \$247 ;
   assign \$250  = \$249 ;
   assign \$252  = \$251 ;
   assign \$254  = \$253 ;
@@ -52044,59 +51922,50 @@ module \ndp_device.control_unit.front (rst, pop__payload, task__valid, verdict__
   assign \$354  = \$353 ;
   assign \$356  = \$355 ;
   assign \$358  = \$357 ;
-  assign \$360  = \$359 ;
-  assign \$362  = \$361 ;
-  assign \$364  = \$363 ;
-  assign \$366  = \$365 ;
-  assign \$368  = \$367 ;
-  assign \$370  = \$369 ;
-  assign \$372  = \$371 ;
-  assign \$374  = \$373 ;
-  assign \$376  = \$375 ;
-  assign \$377  = { decoded2[174:135], 1'h0 };
-  assign \$379  = { decoded2[174:135], 1'h0 };
-  assign \$443  = { 1'h0, decoded1[174:136] };
-  assign \$445  = { \$444 , 1'h0 };
-  assign \$453  = { \$452 [20], \$452 [20], \$452 , 5'h00 };
-  assign \$463  = { f_sizes[86:67], 1'h0 };
-  assign \$470  = { \$469 [20], \$469 , 6'h00 };
-  assign \$483  = { \$482 [20], \$482 [20], \$482 , 5'h00 };
-  assign \$492  = { 1'h0, decoded1[174:136] };
-  assign \$495  = { \$494 , 1'h0 };
-  assign \$497  = { 1'h0, decoded1[174:136] };
-  assign \$498  = 40'h0000000000;
-  assign \$499  = 41'h00000000000;
-  assign \$501  = \$signal$105 [83:20];
-  assign \$503  = { 1'h0, decoded1[174:136] };
-  assign \$504  = 40'h0000000000;
-  assign \$505  = 41'h00000000000;
-  assign \$507  = \$signal$105 [83:20];
-  assign \$509  = { 1'h0, decoded1[174:136] };
-  assign \$510  = 40'h0000000000;
-  assign \$511  = 41'h00000000000;
-  assign \$521  = { \$520 [20], \$520 [20], \$520 , 5'h00 };
-  assign \$523  = { 1'h0, decoded1[174:136] };
-  assign \$524  = \$523 ;
-  assign \$525  = { \$523 , 1'h0 };
-  assign \$527  = decoded1[74:11];
-  assign \$529  = { 1'h0, decoded1[174:136] };
-  assign \$530  = \$529 ;
-  assign \$531  = { \$529 , 1'h0 };
-  assign \$533  = decoded1[74:11];
-  assign \$535  = { 1'h0, decoded1[174:136] };
-  assign \$536  = \$535 ;
-  assign \$537  = { \$535 , 1'h0 };
-  assign \$547  = { \$546 [20], \$546 [20], \$546 , 5'h00 };
-  assign \$555  = { 1'h0, \$signal$105 [203:184], 2'h0 };
-  assign \$592  = { 1'h0, entry2[203:184], 2'h0 };
-  assign \$601  = 1'h0;
-  assign \$602  = decoded[123];
-  assign \$608  = decoded2[123];
-  assign \$622  = \$621 ;
+  assign \$359  = { decoded2[174:135], 1'h0 };
+  assign \$361  = { decoded2[174:135], 1'h0 };
+  assign \$425  = { 1'h0, decoded1[174:136] };
+  assign \$427  = { \$426 , 1'h0 };
+  assign \$435  = { \$434 [20], \$434 [20], \$434 , 5'h00 };
+  assign \$445  = { f_sizes[86:67], 1'h0 };
+  assign \$452  = { \$451 [20], \$451 , 6'h00 };
+  assign \$465  = { \$464 [20], \$464 [20], \$464 , 5'h00 };
+  assign \$474  = { 1'h0, decoded1[174:136] };
+  assign \$477  = { \$476 , 1'h0 };
+  assign \$479  = { 1'h0, decoded1[174:136] };
+  assign \$480  = 40'h0000000000;
+  assign \$481  = 41'h00000000000;
+  assign \$483  = entry1[83:20];
+  assign \$485  = { 1'h0, decoded1[174:136] };
+  assign \$486  = 40'h0000000000;
+  assign \$487  = 41'h00000000000;
+  assign \$489  = entry1[83:20];
+  assign \$491  = { 1'h0, decoded1[174:136] };
+  assign \$492  = 40'h0000000000;
+  assign \$493  = 41'h00000000000;
+  assign \$503  = { \$502 [20], \$502 [20], \$502 , 5'h00 };
+  assign \$505  = { 1'h0, decoded1[174:136] };
+  assign \$506  = \$505 ;
+  assign \$507  = { \$505 , 1'h0 };
+  assign \$509  = decoded1[74:11];
+  assign \$511  = { 1'h0, decoded1[174:136] };
+  assign \$512  = \$511 ;
+  assign \$513  = { \$511 , 1'h0 };
+  assign \$515  = decoded1[74:11];
+  assign \$517  = { 1'h0, decoded1[174:136] };
+  assign \$518  = \$517 ;
+  assign \$519  = { \$517 , 1'h0 };
+  assign \$529  = { \$528 [20], \$528 [20], \$528 , 5'h00 };
+  assign \$537  = { 1'h0, entry1[203:184], 2'h0 };
+  assign \$566  = { 1'h0, entry2[203:184], 2'h0 };
+  assign \$575  = 1'h0;
+  assign \$576  = decoded[123];
+  assign \$582  = decoded2[123];
+  assign \$596  = \$595 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.front.decoder (rst, \port$17191$128 , log2_slot, desc, decoded, clk);
+module \ndp_device.control_unit.front.decoder (rst, \port$17175$128 , log2_slot, desc, decoded, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$30  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -52451,8 +52320,8 @@ module \ndp_device.control_unit.front.decoder (rst, \port$17191$128 , log2_slot,
   reg [39:0] out_elems = 40'h0000000000;
   wire [3:0] page_shift;
   wire [3:0] \page_shift$15 ;
-  input [127:0] \port$17191$128 ;
-  wire [127:0] \port$17191$128 ;
+  input [127:0] \port$17175$128 ;
+  wire [127:0] \port$17175$128 ;
   reg [49:0] result = 50'h0000000000000;
   reg [49:0] room = 50'h0000000000000;
   input rst;
@@ -52673,8 +52542,8 @@ module \ndp_device.control_unit.front.decoder (rst, \port$17191$128 , log2_slot,
   assign \$172  = ! desc[25:20];
   assign \$173  = \$170  ? \$171  : \$172 ;
   assign \$174  = ! desc[103:84];
-  assign \$175  = desc[83:20] >= \port$17191$128 [63:0];
-  assign \$176  = dev_end <= \port$17191$128 [127:64];
+  assign \$175  = desc[83:20] >= \port$17175$128 [63:0];
+  assign \$176  = dev_end <= \port$17175$128 [127:64];
   assign \$177  = \$175  & \$176 ;
   assign \$178  = \$174  | \$177 ;
   assign \$179  = \$173  & \$178 ;
@@ -52888,8 +52757,8 @@ module \ndp_device.control_unit.front.decoder (rst, \port$17191$128 , log2_slot,
   assign page_shift = desc[16:13];
   assign \trans$14  = 1'h0;
   assign \page_shift$15  = desc[16:13];
-  assign data_base = \port$17191$128 [63:0];
-  assign data_limit = \port$17191$128 [127:64];
+  assign data_base = \port$17175$128 [63:0];
+  assign data_limit = \port$17175$128 [127:64];
   assign \decoded.status  = decoded[7:0];
   assign \decoded.is_load  = decoded[8];
   assign \decoded.is_store  = decoded[9];
@@ -53854,7 +53723,7 @@ module \ndp_device.control_unit.front.decoder.stage1 (rst, k, n, page_shift, siz
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.front.verdicts (rst, w_rdy, r_rdy, r_data, r_en, w_en, w_data, clk);
+module \ndp_device.control_unit.front.tasks (rst, w_rdy, r_rdy, r_data, r_en, w_data, w_en, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$33  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -53878,7 +53747,7 @@ module \ndp_device.control_unit.front.verdicts (rst, w_rdy, r_rdy, r_data, r_en,
   (* init = 1'h0 *)
   wire \$signal ;
   reg \$signature__addr  = 1'h0;
-  wire [7:0] \$signature__data ;
+  wire [1480:0] \$signature__data ;
   wire \$signature__en ;
   input clk;
   wire clk;
@@ -53887,30 +53756,30 @@ module \ndp_device.control_unit.front.verdicts (rst, w_rdy, r_rdy, r_data, r_en,
   reg [1:0] level = 2'h0;
   reg [1:0] level_down = 2'h3;
   reg [2:0] level_up = 3'h1;
-  output [7:0] r_data;
-  wire [7:0] r_data;
+  output [1480:0] r_data;
+  wire [1480:0] r_data;
   input r_en;
   wire r_en;
   (* init = 2'h0 *)
   wire [1:0] r_level;
   reg r_port__addr = 1'h0;
-  wire [7:0] r_port__data;
+  wire [1480:0] r_port__data;
   output r_rdy;
   wire r_rdy;
   input rst;
   wire rst;
-  input [7:0] w_data;
-  wire [7:0] w_data;
+  input [1480:0] w_data;
+  wire [1480:0] w_data;
   input w_en;
   wire w_en;
   (* init = 2'h0 *)
   wire [1:0] w_level;
   output w_rdy;
   wire w_rdy;
-  reg [7:0] storage [1:0];
+  reg [1480:0] storage [1:0];
   initial begin
-    storage[0] = 8'h00;
-    storage[1] = 8'h00;
+    storage[0] = 1481'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    storage[1] = 1481'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   end
   always @(posedge clk) begin
     if (\$signature__en )
@@ -58175,7 +58044,7 @@ module \ndp_device.control_unit.reader.errors (clk, rst, w_en, r_data, r_en, w_d
 endmodule
 
 (* generator = "Amaranth" *)
-module \ndp_device.control_unit.readout (rst, job__valid, fold__ready, sum__valid, w__ready, waiting_results, fold__valid, rd_en, w__valid, in_we, acc_we, sum__ready, job__payload, rd_in_data, sum__payload, run__valid, run__payload, \port$19656$0 , \port$19660$0 , w__payload, done
+module \ndp_device.control_unit.readout (rst, job__valid, fold__ready, sum__valid, w__ready, waiting_results, fold__valid, rd_en, w__valid, in_we, acc_we, sum__ready, job__payload, rd_in_data, sum__payload, run__valid, run__payload, \port$19634$0 , \port$19638$0 , w__payload, done
 , waiting, busy, rd_row, word, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$39  = 0;
   wire \$1 ;
@@ -58420,11 +58289,11 @@ module \ndp_device.control_unit.readout (rst, job__valid, fold__ready, sum__vali
   (* enum_value_0 = "FOLD" *)
   (* enum_value_1 = "INPUT" *)
   wire \later.source ;
-  output [28:0] \port$19656$0 ;
-  wire [28:0] \port$19656$0 ;
+  output [28:0] \port$19634$0 ;
+  wire [28:0] \port$19634$0 ;
   (* init = 16'h0000 *)
-  output [15:0] \port$19660$0 ;
-  wire [15:0] \port$19660$0 ;
+  output [15:0] \port$19638$0 ;
+  wire [15:0] \port$19638$0 ;
   wire [6:0] rd_addr;
   output rd_en;
   wire rd_en;
@@ -58949,8 +58818,8 @@ module \ndp_device.control_unit.readout (rst, job__valid, fold__ready, sum__vali
   assign buf_word = word;
   assign buf_data32 = sum__payload[1023:0];
   assign buf_data16 = sum__payload[1535:1024];
-  assign \port$19656$0  = \$121 ;
-  assign \port$19660$0  = \$123 ;
+  assign \port$19634$0  = \$121 ;
+  assign \port$19638$0  = \$123 ;
   assign \job__payload.delay  = job__payload[4:0];
   assign \job__payload.source  = job__payload[5];
   assign \job__payload.dest  = job__payload[7:6];

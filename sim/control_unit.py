@@ -11,13 +11,14 @@ the reader from then on, and takes it when slot 1's fetcher is at a run that beg
 something (an input run, a copy, a stage's first run: `_point`) or has started its last
 run: so the next descriptor's list is usually read among this one's runs, before its
 pages (the previous descriptor's schedule is then made again with the list in it:
-sim/device.py). A READY descriptor moves to slot 1 once slot 1's descriptor is taken by
-the control unit and has started its last run; its runs start from the cycle after, each
-once the reader has issued the previous run's bursts (the previous descriptor's
-included), and slot 2 pops again from then on.
+sim/device.py). A READY descriptor moves to slot 1 once slot 1's descriptor has started
+its last run and the queue of tasks has room (the task TASK_QUEUE before it taken); its
+runs start from the cycle after, each once the reader has issued the previous run's
+bursts (the previous descriptor's included), and slot 2 pops again from then on.
 
-The control unit takes the descriptor, decoded, in IDLE (from the cycle after the move to
-slot 1, once it is idle); its DECODE takes one cycle; an error goes straight to COMPLETE. LOAD/STORE start the writer
+The control unit takes the descriptor's task in IDLE (from the cycle after the move to
+slot 1, once it is idle); its DECODE takes one cycle; an error (a paged ATTENTION's list
+verdict included) goes straight to COMPLETE. LOAD/STORE start the writer
 (once it is free) on the reader's lines and go to COMPLETE when it has written them.
 GEMM runs per group of ROWS input rows: the input phase (unpacker into the input buffer),
 the weight phase (unpacker through the PE array: the k-groups of whole packs, then the
@@ -36,7 +37,8 @@ import numpy as np
 
 from isa import Status, Op
 from isa.descriptor import Flag, PAGE_ENTRY_BYTES
-from isa.microarch import DECODE_STAGES, LANE_ROW_STAGES, REPORTS_IN_FLIGHT
+from isa.pe_array import Route
+from isa.microarch import DECODE_STAGES, LANE_ROW_STAGES, REPORTS_IN_FLIGHT, TASK_QUEUE
 from isa import validate
 from isa.slots import HEADER_BYTES, LINE_BYTES
 from isa.validate import lines, stats_offset
@@ -59,7 +61,8 @@ class State:
     reader: object                      # sim/dram_reader.Reader, across descriptors
     writer: object                      # sim/dram_writer.Writer, across descriptors
     front_free: int = 0                 # first cycle the front end's slot 2 can pop
-    slot1_free: int = 0                 # first cycle slot 2's descriptor can move to slot 1
+    slot1_free: int = 0                 # first cycle slot 1 has no run left to start
+    takes: tuple = (-1,) * TASK_QUEUE   # the control unit's takes of the last TASK_QUEUE tasks
     fetch_off: int = 0                  # first cycle slot 1's fetcher has no run left to start
     last_point: int = -1                # the cycle of the newest run that begins something (`_point`)
     next_list: object = None            # the next descriptor's list's beat arrivals, when read among this one's runs
@@ -120,10 +123,12 @@ def hazard_until(desc, kind, status, sq_slot, regs, queues, state):
 
 def lanes_n(desc, stage):
     """The N of stage `stage` of `desc` as hw/stage_plan.py stage_operand gives it to the
-    lanes (any op: the FSM shows the task register's fields whatever it holds)."""
+    lanes (any op: the FSM shows the task register's fields whatever it holds); a decode
+    step's S V's throughout (hw/control_unit.py decode_unit, from the same fields)."""
     trans = bool(desc.flags & Flag.TRANS_W)
     n0, k0 = (desc.dev_rows, desc.dev_cols) if trans else (desc.dev_cols, desc.dev_rows)
-    return k0 if stage else n0
+    decode_unit = desc.op == Op.ATTENTION and trans and desc.in_rows == 1
+    return k0 if stage or decode_unit else n0
 
 
 class ControlUnit:
@@ -184,16 +189,15 @@ class ControlUnit:
         if status == Status.OK and validate.paged(desc):
             verdict, status = self._page_list(desc, regs, busy, ready, listed)
             ready = verdict
-        # the move to slot 1, once the descriptor there is taken and has started its last run
-        move = max(ready, state.slot1_free)
+        # the move to slot 1, once the descriptor there has started its last run and the
+        # queue of tasks has room (the task TASK_QUEUE before this one taken)
+        move = max(ready, state.slot1_free, state.takes[0] + 1)
         self._fetch_from = move + 1
         take = max(move + 1, state.fsm_free)
         start = take + DECODE_CYCLES
         # from the cycle after the take the lanes follow this descriptor's N (whatever its op)
         self._lanes_follow(lanes_n(desc, state.stage), take + 1)
-        if verdict is not None:
-            # PAGES: the verdict is in (the list was checked before the move)
-            start = max(start, verdict) + 1
+        state.takes = state.takes[1:] + (take,)
         fetched = status == Status.OK
         if status != Status.OK:
             complete = start
@@ -213,7 +217,7 @@ class ControlUnit:
         state.front_free = move + 1
         # slot 1's fetcher stops in the cycle after its last run's start (none: at the move)
         state.fetch_off = self._fetch_from if fetched else move + 1
-        state.slot1_free = max(state.fetch_off, take)
+        state.slot1_free = state.fetch_off
         status = completion.status(status, status == Status.OK and self._dram_error(state.writer.jobs))
         # the completion line: every write before it answered, a report slot free
         line_start = completion.line_start(complete, state.writer.quiet_at(), state.reports)
@@ -442,6 +446,7 @@ class ControlUnit:
         if self._results:
             self._results_of(desc, in_addr, out_addr, second, partial, anchors, writes)
 
+        decode = validate.decode_attention(desc)
         t = start
         for m0 in range(0, m, cfg.rows):
             # GROUP (cycle t) sets the stage register to 0
@@ -453,13 +458,14 @@ class ControlUnit:
             # the group's results: bytes m0 * out_n * esize on
             run = out_addr + m0 * out_n * esize
             for index, (addr, sk, sn, trans, to_result) in enumerate(stages):
-                plan = stage_planner.plan_stage(sk, sn, trans, m, lanes)
+                route = Route.of_stage(m, trans, index if decode else None)
+                plan = stage_planner.plan_stage(sk, sn, trans, m, lanes, route)
                 # DRAIN, from the cycle after the last chunk, hands the readout over once
                 # the readout (and, for results, the writer) is free; the readout starts
                 # in the cycle its last sums are written (`drained`) at the earliest.
                 # Results go out beside what follows (from the next cycle on), a chain's
                 # words are waited for
-                after, latency = self._stage(t + STAGE_CYCLES, addr, plan, m == 1 and not trans, busy,
+                after, latency = self._stage(t + STAGE_CYCLES, addr, plan, route is Route.SPLIT, busy,
                                              self._page_runs(desc, index, plan))
                 drained = after + latency - 1
                 if op == Op.LORA_XAB and not to_result:

@@ -5,7 +5,8 @@ k-groups over two PE rows for one input row, fold at readout); in short, for out
 
     partial[q, s, r] = +0.0                             (FP32; q < split, s < sets, r < pack)
     for g in 0 .. ceil(K / pack) - 1:                   k-groups, in order
-        q = g mod split;  s = (g div split) mod sets    (split = 2 when M = 1, else 1)
+        q = g mod split;  s = (g div split) mod sets    (split = 2 when M = 1, else 1;
+                                                         1 for a decode step's S V, on PE row 1)
         for r < pack with k = g * pack + r < K:
             partial[q, s, r] = fp32_add_rne(partial[q, s, r], fp32(X[m, k]) * fp32(W[k, n]))
     t[r] = ((partial[0, 0, r] + partial[0, 1, r]) + ... + partial[1, 0, r] + ...)
@@ -81,14 +82,16 @@ def to_fp16(sums):
         return canonical_nan(sums.astype(np.float16))
 
 
-def gemm_fp32(x32, w32, lanes):
+def gemm_fp32(x32, w32, lanes, split=None):
     """The FP32 sums (before the FP16 rounding), from the FP16 operands already widened to
-    float32 (exactly). Returns float32 [M x N]."""
+    float32 (exactly). Returns float32 [M x N]. `split` False: one input row on one PE row
+    (a decode step's S V, isa/pe_array.py Route.ROW1), in the order of a stage of several
+    rows; None: the split for one input row."""
     if x32.dtype != np.float32 or w32.dtype != np.float32:
         raise TypeError(f"gemm_fp32 takes float32 arrays, got {x32.dtype!r} and {w32.dtype!r}")
     m, k = x32.shape
     n = w32.shape[1]
-    p = pe_plan(n, lanes, m)
+    p = pe_plan(n, lanes, m if split is None else (1 if split else 2))
     depth = p.split * p.sets * p.pack          # partial sums per output
     steps = -(-k // depth)
     pad = steps * depth - k
@@ -349,7 +352,9 @@ def attention_fp32(q32, k32, v32, lanes, token_major, softmax_lanes=None):
     (k32 = K, T x d), from the FP16 operands already widened to float32 (exactly)."""
     scores = (gemm_trans_fp32 if token_major else gemm_fp32)(q32, k32, lanes)
     s, m, l = softmax_rows(_fp32_canonical(scores), partial=True, lanes=softmax_lanes or lanes)
-    out = gemm_fp32(widen(s), v32, lanes)
+    # a decode step's S V (one query row, keys token-major) runs on PE row 1 alone
+    # (isa/validate.py decode_attention): no split
+    out = gemm_fp32(widen(s), v32, lanes, split=False if token_major and len(q32) == 1 else None)
     return _fp32_canonical(out), m, l
 
 

@@ -78,8 +78,8 @@ def run_front_end(descs, report_at=None, memory=None, side_latency=6):
     control unit takes each at once; the reader has always issued. Returns the pop cycles and
     the run starts (cycle, address, lines); `report_at`: the cycle a STORE's report comes.
     A side run's beats (a paged list, from `memory`) come one a cycle, the first
-    `side_latency` cycles after its start; the verdicts are taken as they come (cycle,
-    status), the side beats' cycles recorded."""
+    `side_latency` cycles after its start; a paged descriptor's verdict comes with its task
+    (the move's cycle, the status), the side beats' cycles recorded."""
     from hw.front_end import FrontEnd
     dut = FrontEnd(CFG)
     seen = {"pops": [], "runs": [], "verdicts": [], "side": [], "takes": [], "statuses": []}
@@ -104,6 +104,9 @@ def run_front_end(descs, report_at=None, memory=None, side_latency=6):
             if ctx.get(dut.task.valid):
                 seen["takes"].append(cycle)
                 seen["statuses"].append(Status(ctx.get(dut.task.payload.decoded.status)))
+                if ctx.get(dut.task.payload.decoded.paged):
+                    # (the list's verdict, with the task: the move, the cycle before the take)
+                    seen["verdicts"].append((cycle - 1, Status(ctx.get(dut.task.payload.verdict))))
                 assert ctx.get(dut.task.payload.entry.seq) == len(seen["takes"])
                 # the last group of ROWS input rows: its rows' elements
                 taken = descs[len(seen["takes"]) - 1]
@@ -127,9 +130,6 @@ def run_front_end(descs, report_at=None, memory=None, side_latency=6):
             if valid:
                 ctx.set(dut.side.payload.data, int.from_bytes(side.pop(0)[1], "little"))
                 seen["side"].append(cycle)
-            ctx.set(dut.verdict.ready, 1)
-            if ctx.get(dut.verdict.valid):
-                seen["verdicts"].append((cycle, Status(ctx.get(dut.verdict.payload))))
             await ctx.tick()
 
     simulate(dut, bench)
